@@ -1,0 +1,1 @@
+"""Runtime adapters: Kafka, PostgreSQL, Kubernetes, AWS, settings, logging, metrics."""

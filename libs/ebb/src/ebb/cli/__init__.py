@@ -1,0 +1,1 @@
+"""The `ebb` command line (typer)."""

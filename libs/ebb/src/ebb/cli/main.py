@@ -1,0 +1,19 @@
+"""The `ebb` command: the user's entry point to every mode of ebb."""
+
+import typer
+
+app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
+                  no_args_is_help=True)
+
+
+@app.callback()
+def main() -> None:
+    """ebb removes Kubernetes nodes that are no longer worth keeping, safely."""
+
+
+@app.command()
+def version() -> None:
+    """Print ebb's version."""
+    from ebb import __version__
+
+    typer.echo(__version__)

@@ -1,0 +1,1 @@
+"""ebb cluster-watcher service: settings and composition root (the service's handlers arrive with issue 5)."""

@@ -1,0 +1,13 @@
+"""Settings of the cluster-watcher service, read from EBB_CLUSTER_WATCHER_* environment variables."""
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Where the cluster-watcher service finds its servers."""
+
+    model_config = SettingsConfigDict(env_prefix="EBB_CLUSTER_WATCHER_")
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
+    log_level: str = "info"

@@ -1,0 +1,1 @@
+"""ebb drift-detector service: settings and composition root (the service's handlers arrive with issue 5)."""

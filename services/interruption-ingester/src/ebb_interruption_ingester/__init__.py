@@ -1,0 +1,1 @@
+"""ebb interruption-ingester service: settings and composition root (the service's handlers arrive with issue 5)."""

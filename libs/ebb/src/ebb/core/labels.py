@@ -1,0 +1,72 @@
+"""Label matching: node selector requirements, label selectors, and taint tolerations.
+
+These are the Kubernetes rules, written once and used by the simulator, the checker and the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ebb.core.model import LabelSelector, Requirement, Taint, Toleration
+
+
+def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
+    """Whether concrete labels satisfy one requirement (Kubernetes NodeSelectorRequirement semantics)."""
+    value = labels.get(req.key)
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or not req.values:
+            return False
+        try:
+            have, bound = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def requirements_match(reqs: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
+    return all(requirement_matches(r, labels) for r in reqs)
+
+
+def terms_match(terms: tuple[tuple[Requirement, ...], ...] | None, labels: Mapping[str, str]) -> bool:
+    """Required node affinity: an OR of terms, each an AND of requirements. None means no constraint."""
+    if terms is None:
+        return True
+    return any(requirements_match(term, labels) for term in terms)
+
+
+def selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
+    for key, value in selector.match_labels:
+        if labels.get(key) != value:
+            return False
+    return requirements_match(selector.match_expressions, labels)
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    for tol in tolerations:
+        if tol.effect and tol.effect != taint.effect:
+            continue
+        if not tol.key:
+            if tol.operator == "Exists":
+                return True
+            continue
+        if tol.key != taint.key:
+            continue
+        if tol.operator == "Exists" or tol.value == taint.value:
+            return True
+    return False
+
+
+def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> list[Taint]:
+    """The taints that keep a pod off a node: NoSchedule and NoExecute ones it does not tolerate."""
+    tols = tuple(tolerations)
+    return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and not tolerates(tols, t)]

@@ -1,0 +1,281 @@
+"""The cluster snapshot: frozen values the simulator and the decision engine read.
+
+These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
+PodDisruptionBudget, DaemonSet, NodePool, NodeClaim) plus ebb's own InstanceTypeCatalog and Hold. The
+parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the watcher builds them
+from watch events. Nothing here has behaviour beyond small derived properties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# Well-known names (Karpenter's, so manifests and habits carry over).
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
+LABEL_INITIALIZED = "karpenter.sh/initialized"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_OS = "kubernetes.io/os"
+ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+ANNOTATION_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+ANNOTATION_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
+ANNOTATION_NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
+ANNOTATION_NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+TAINT_DISRUPTED = "karpenter.sh/disrupted"
+CAPACITY_SPOT = "spot"
+CAPACITY_ON_DEMAND = "on-demand"
+
+REASONS = ("Expired", "Drifted", "Empty", "Underutilized")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """A node selector requirement or label selector expression (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels AND matchExpressions. An empty selector matches everything."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required (or, with a weight, preferred) pod affinity or anti-affinity term.
+
+    `namespaces` None means the pod's own namespace; an empty frozenset with `all_namespaces` means all.
+    """
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: frozenset[str] | None = None
+    all_namespaces: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpread:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingSpec:
+    """Everything about a pod that decides where it may run (shared by DaemonSet templates)."""
+
+    requests: Mapping[str, int]
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_terms: tuple[tuple[Requirement, ...], ...] | None = None
+    preferred_node_terms: tuple[tuple[int, tuple[Requirement, ...]], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
+    preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
+    spread: tuple[TopologySpread, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    spec: SchedulingSpec
+    node_name: str | None = None
+    phase: str = "Running"
+    priority: int = 0
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    is_mirror: bool = False
+    ready: bool = True
+    deleting: bool = False
+    start_time: datetime | None = None
+    creation_time: datetime | None = None
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def needs_rescheduling(self) -> bool:
+        """DaemonSet, mirror/static and finished pods never block and never need a new home."""
+        return not (self.is_daemonset or self.is_mirror or self.is_terminal or self.deleting)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]
+    capacity: Mapping[str, int]
+    unschedulable: bool = False
+    creation_time: datetime | None = None
+    deleting: bool = False
+    ready: bool = True
+    provider_id: str = ""
+
+    @property
+    def nodepool(self) -> str | None:
+        return self.labels.get(LABEL_NODEPOOL)
+
+    @property
+    def instance_type(self) -> str | None:
+        return self.labels.get(LABEL_INSTANCE_TYPE)
+
+    @property
+    def zone(self) -> str | None:
+        return self.labels.get(LABEL_ZONE)
+
+    @property
+    def capacity_type(self) -> str:
+        return self.labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A disruption budget as written; `ebb.core.budgets` evaluates it and fails closed when invalid."""
+
+    nodes: str
+    schedule: str | None = None
+    duration: str | None = None
+    reasons: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    requirements: tuple[Requirement, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    weight: int = 0
+    limits: Mapping[str, int] = field(default_factory=dict)
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after: float | None = 0.0
+    expire_after: float | None = None
+    budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
+    stabilization_window: float | None = None
+    hash: str | None = None
+    hash_version: str | None = None
+    spot_to_spot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaim:
+    name: str
+    nodepool: str | None
+    node_name: str | None
+    provider_id: str = ""
+    initialized: bool = False
+    drifted: bool = False
+    conditions: Mapping[str, tuple[str, datetime | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    name: str
+    capacity: Mapping[str, int]
+    overhead: Mapping[str, int]
+    offerings: tuple[Offering, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    name: str
+    namespace: str
+    selector: LabelSelector
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    name: str
+    namespace: str
+    spec: SchedulingSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """An ebb.sh/v1 Hold: pauses Empty and Underutilized disruptions in its scope until it expires."""
+
+    name: str
+    scope: str  # cluster | nodePool | node
+    target: str | None
+    expires: datetime | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    nodepools: tuple[NodePool, ...]
+    instance_types: tuple[InstanceType, ...]
+    nodeclaims: tuple[NodeClaim, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    holds: tuple[Hold, ...] = ()
+    catalog_source: str = "bundled"

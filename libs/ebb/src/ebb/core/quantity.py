@@ -1,0 +1,91 @@
+"""Kubernetes quantities and Go-style durations, parsed exactly.
+
+CPU is kept in millicores and every other resource in its base unit (bytes, counts), as integers, so
+sums and comparisons in the simulator are exact. Durations follow Go's `time.ParseDuration`, which is
+what Karpenter's `consolidateAfter`, `expireAfter` and budget `duration` fields use; `Never` is None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+            "P": Decimal("1e15"), "E": Decimal("1e18")}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity or a Go duration."""
+
+
+def _decimal(value: object) -> Decimal:
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(f"{value!r} is not a quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+        raise QuantityError(f"{value!r} is not a quantity") from exc
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    return base * _DECIMAL[suffix]
+
+
+def parse_cpu_millis(value: object) -> int:
+    """CPU as integer millicores, rounded up as the kubelet does ("250m" -> 250, "1.5" -> 1500)."""
+    return math.ceil(_decimal(value) * 1000)
+
+
+def parse_quantity(value: object) -> int:
+    """Any non-CPU quantity in its base unit, rounded up ("1Gi" -> 1073741824, "100M" -> 10**8)."""
+    return math.ceil(_decimal(value))
+
+
+def parse_resource(name: str, value: object) -> int:
+    """A resource amount in ebb's integer unit for that resource (millicores for cpu)."""
+    return parse_cpu_millis(value) if name == "cpu" else parse_quantity(value)
+
+
+def parse_duration(value: object) -> float | None:
+    """A Go duration in seconds; None for "Never". Accepts "30s", "1h30m", "720h", "0s" and bare 0."""
+    if value is None:
+        raise QuantityError("a duration is required")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value < 0:
+            raise QuantityError(f"{value!r} is negative")
+        return float(value)
+    text = str(value).strip()
+    if text == "Never":
+        return None
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise QuantityError(f"{value!r} is not a duration like 30s, 10m, 1h30m or Never")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: 90 -> "1m30s", 7200 -> "2h"."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
+    return "".join(parts) or "0s"

@@ -1,0 +1,93 @@
+"""Vectorised label matching: evaluate a node selector requirement against many label sets at once.
+
+The simulator asks "which of these 2,000 nodes (or 2,000 instance-type offerings) satisfy this pod's
+nodeSelector and node affinity?" once per pod class. Each label key becomes an array of value codes, so
+a requirement is one numpy comparison instead of a Python loop over nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.core.model import Requirement
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+class LabelTable:
+    """Label sets of a fixed sequence of objects, with per-key value codes built on first use."""
+
+    def __init__(self, label_sets: Sequence[Mapping[str, str]]) -> None:
+        self._labels = label_sets
+        self._size = len(label_sets)
+        self._keys: dict[str, tuple[IntArray, dict[str, int], list[str]]] = {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    def column(self, key: str) -> tuple[IntArray, dict[str, int], list[str]]:
+        """(codes per object, value -> code, code -> value); code -1 where the label is missing."""
+        hit = self._keys.get(key)
+        if hit is None:
+            lookup: dict[str, int] = {}
+            values: list[str] = []
+            codes = np.full(self._size, -1, dtype=np.int64)
+            for i, labels in enumerate(self._labels):
+                value = labels.get(key)
+                if value is None:
+                    continue
+                code = lookup.get(value)
+                if code is None:
+                    code = lookup[value] = len(values)
+                    values.append(value)
+                codes[i] = code
+            hit = self._keys[key] = (codes, lookup, values)
+        return hit
+
+    def requirement(self, req: Requirement) -> BoolArray:
+        codes, lookup, values = self.column(req.key)
+        op = req.operator
+        if op in ("In", "NotIn"):
+            wanted = np.array([lookup[v] for v in req.values if v in lookup], dtype=np.int64)
+            inside = np.isin(codes, wanted) if wanted.size else np.zeros(self._size, dtype=bool)
+            return inside if op == "In" else ~inside
+        if op == "Exists":
+            return codes >= 0
+        if op == "DoesNotExist":
+            return codes < 0
+        if op in ("Gt", "Lt") and req.values:
+            bound = int(req.values[0])
+            numeric = np.array([_as_int(v) for v in values] + [None], dtype=object)
+            per_code = np.array([n is not None and (n > bound if op == "Gt" else n < bound)
+                                 for n in numeric], dtype=bool)
+            return np.asarray(per_code[codes], dtype=bool)  # code -1 picks the trailing False
+        return np.zeros(self._size, dtype=bool)
+
+    def requirements(self, reqs: Sequence[Requirement]) -> BoolArray:
+        out = np.ones(self._size, dtype=bool)
+        for req in reqs:
+            out &= self.requirement(req)
+        return out
+
+    def terms(self, terms: Sequence[Sequence[Requirement]] | None) -> BoolArray:
+        """OR of terms, each an AND of requirements; None matches everything."""
+        if terms is None:
+            return np.ones(self._size, dtype=bool)
+        out = np.zeros(self._size, dtype=bool)
+        for term in terms:
+            out |= self.requirements(term)
+        return out
+
+    def selector(self, selector: Mapping[str, str]) -> BoolArray:
+        return self.requirements([Requirement(k, "In", (v,)) for k, v in selector.items()])
+
+
+def _as_int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None

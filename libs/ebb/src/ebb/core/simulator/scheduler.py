@@ -1,0 +1,965 @@
+"""Array-based scheduling simulation with Karpenter's semantics.
+
+Model. Every place a pod can go is a *bin*: bins 0..N-1 are the existing nodes (in the caller's
+preference order), bins N.. are NodeClaims the simulation opens. A bin has free capacity (one row of an
+int64 matrix: cpu millicores, memory bytes, pods, ephemeral storage, extended resources) and a code per
+topology key (hostname, zone, ...). A new NodeClaim keeps every (instance type, offering) pair of its
+NodePool that is still compatible with its pods, as a boolean mask; it fits a pod while at least one
+remaining instance type has room for all of them, and it launches the cheapest remaining offering.
+
+Per pod the simulator evaluates, vectorised over all bins: free capacity, the pod class's static
+compatibility (nodeSelector, required node affinity, taints; computed once per distinct class), and
+topology (spread with DoNotSchedule, required pod affinity and anti-affinity, and existing pods'
+anti-affinity against it) from per-group domain counters. The first bin that passes wins; existing
+nodes come first, then open claims, then a new claim from the heaviest compatible NodePool. Preferred
+terms are treated as required and relaxed one at a time when the pod would not schedule at all.
+
+Every mutation is journalled so the decision engine can try thousands of "what if" simulations on one
+state and roll each back in time proportional to what it changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ebb.core.labels import blocking_taints, requirements_match, selector_matches
+from ebb.core.model import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_OS,
+    LABEL_ZONE,
+    TAINT_DISRUPTED,
+    InstanceType,
+    Node,
+    NodePool,
+    Pod,
+    PodAffinityTerm,
+    Requirement,
+    SchedulingSpec,
+    Snapshot,
+    TopologySpread,
+)
+from ebb.core.simulator.labeltable import BoolArray, IntArray, LabelTable
+from ebb.core.simulator.results import NewNode, SimulationResult
+
+FloatArray = npt.NDArray[np.float64]
+FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+# Keys an instance type or offering decides; a NodePool requirement on any other key becomes a label.
+TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
+
+
+def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
+    names: set[str] = set()
+    for pod in (*snapshot.pods, *extra_pods):
+        names.update(pod.spec.requests)
+    for node in snapshot.nodes:
+        names.update(node.allocatable)
+    for it in snapshot.instance_types:
+        names.update(it.capacity)
+    return FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
+
+
+def format_requests(requests: Mapping[str, int]) -> str:
+    parts = []
+    for name, value in requests.items():
+        if name == "pods" or not value:
+            continue
+        if name == "cpu":
+            parts.append(f"cpu {value}m")
+        elif name in ("memory", "ephemeral-storage"):
+            parts.append(f"{name} {value / 2**30:.2f}Gi")
+        else:
+            parts.append(f"{name} {value}")
+    return ", ".join(parts) or "no requests"
+
+
+# --------------------------------------------------------------------------------------------------
+# Static structures, built once per snapshot
+
+
+@dataclass
+class _Pool:
+    pool: NodePool
+    types: list[InstanceType]
+    type_alloc: IntArray  # T x R: capacity - overhead - DaemonSet overhead
+    type_capacity: IntArray  # T x R
+    combo_type: IntArray  # C
+    combo_price: FloatArray  # C
+    combo_zone: list[str]
+    combo_ct: list[str]
+    combo_labels: LabelTable
+    ds_tolerations_ok: bool = True
+
+
+@dataclass
+class _Group:
+    """Pods counted per topology domain: those matching `selector` (kind "match"), or those owning a
+    required anti-affinity term (kind "owner", for the inverse check)."""
+
+    kind: str
+    key: str
+    selector: Any  # LabelSelector
+    namespaces: frozenset[str] | None  # None = all namespaces
+    term: PodAffinityTerm | None = None
+
+
+@dataclass
+class _Constraint:
+    kind: str  # spread | affinity | anti
+    group: int
+    key: str
+    max_skew: int = 1
+    self_match: int = 0
+    min_domains: int | None = None
+    eligible: IntArray | None = None  # spread: codes of eligible non-hostname domains
+    new_domain: bool = False  # hostname spread: a new node is a domain with zero pods
+
+
+@dataclass
+class _Class:
+    spec: SchedulingSpec
+    namespace: str
+    node_ok: BoolArray  # over existing nodes
+    pool_combo_ok: list[BoolArray | None]  # per pool; None when the pool's taints repel the pod
+    constraints: list[_Constraint]
+    matched: list[int]  # groups whose count this pod raises
+    owned: list[int]  # anti-affinity "owner" groups this pod raises
+    host_ports: tuple[tuple[str, int, str], ...]
+    can_launch: bool
+    pool_ok: BoolArray  # per pool: pool_combo_ok is not None
+
+
+@dataclass
+class _Claim:
+    pool: int
+    hostname: str
+    mask: BoolArray  # over the pool's combos
+    total: IntArray
+    pods: list[str] = field(default_factory=list)
+
+
+def _spec_key(pod: Pod) -> tuple[Any, ...]:
+    s = pod.spec
+    return (pod.namespace, tuple(sorted(pod.labels.items())), tuple(sorted(s.node_selector.items())),
+            s.required_node_terms, s.preferred_node_terms, s.tolerations, s.pod_affinity,
+            s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
+            s.host_ports)
+
+
+def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
+    """Strictest first: every preference as a requirement; then drop one preference at a time (the
+    ScheduleAnyway spreads first, then the lightest preferred term), ending at the pod's requirements."""
+    prefs: list[tuple[int, int, str, Any]] = []
+    for i, s in enumerate(spec.spread):
+        if s.when_unsatisfiable != "DoNotSchedule":
+            prefs.append((-1, i, "spread", s))
+    for i, (w, t) in enumerate(spec.preferred_pod_anti_affinity):
+        prefs.append((w, i, "anti", t))
+    for i, (w, t) in enumerate(spec.preferred_pod_affinity):
+        prefs.append((w, i, "affinity", t))
+    for i, (w, terms) in enumerate(spec.preferred_node_terms):
+        prefs.append((w, i, "node", terms))
+    base = replace(spec, spread=tuple(s for s in spec.spread if s.when_unsatisfiable == "DoNotSchedule"),
+                   preferred_node_terms=(), preferred_pod_affinity=(), preferred_pod_anti_affinity=())
+    if not prefs:
+        return [base]
+    prefs.sort(key=lambda p: (p[0], p[1]))
+    out = []
+    for drop in range(len(prefs) + 1):
+        kept = prefs[drop:]
+        spec_i = base
+        node_extra: list[Requirement] = []
+        for _, _, kind, item in kept:
+            if kind == "spread":
+                spec_i = replace(spec_i, spread=(*spec_i.spread, replace(item, when_unsatisfiable="DoNotSchedule")))
+            elif kind == "anti":
+                spec_i = replace(spec_i, pod_anti_affinity=(*spec_i.pod_anti_affinity, item))
+            elif kind == "affinity":
+                spec_i = replace(spec_i, pod_affinity=(*spec_i.pod_affinity, item))
+            else:
+                node_extra.extend(item)
+        if node_extra:
+            terms = spec_i.required_node_terms or ((),)
+            spec_i = replace(spec_i, required_node_terms=tuple((*t, *node_extra) for t in terms))
+        out.append(spec_i)
+    return out
+
+
+class Scheduler:
+    """Static, per-snapshot data for simulations; `new_state()` makes a mutable working copy."""
+
+    def __init__(self, snapshot: Snapshot, *, node_order: Sequence[str] | None = None,
+                 extra_pods: Sequence[Pod] = (), closed_nodes: Iterable[str] = ()) -> None:
+        self.snapshot = snapshot
+        self.resources = resource_names(snapshot, extra_pods)
+        self.r_index = {name: i for i, name in enumerate(self.resources)}
+        by_name = {n.name: n for n in snapshot.nodes}
+        order = list(node_order) if node_order is not None else [n.name for n in snapshot.nodes]
+        order += [n.name for n in snapshot.nodes if n.name not in set(order)]
+        self.nodes: list[Node] = [by_name[name] for name in order if name in by_name]
+        self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.N = len(self.nodes)
+        closed = set(closed_nodes)
+        self.node_open = np.array([
+            not (n.unschedulable or n.deleting or not n.ready or n.name in closed
+                 or any(t.key == TAINT_DISRUPTED for t in n.taints)) for n in self.nodes], dtype=bool)
+        self.node_labels = LabelTable([self._node_labels(n) for n in self.nodes])
+        self.node_alloc = np.array([self.vec(n.allocatable) for n in self.nodes],
+                                   dtype=np.int64).reshape(self.N, len(self.resources))
+        # Pods bound to nodes, by node index.
+        self.pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
+        for pod in snapshot.pods:
+            i = self.node_index.get(pod.node_name or "")
+            if i is not None and not pod.is_terminal:
+                self.pods_on[i].append(pod)
+        used = np.zeros_like(self.node_alloc)
+        for i, pods in enumerate(self.pods_on):
+            for pod in pods:
+                used[i] += self.vec(pod.spec.requests)
+        self.node_free = self.node_alloc - used
+        self.max_bins = self.N + sum(1 for p in snapshot.pods if p.needs_rescheduling) + len(extra_pods) + 1
+        self.pools = self._build_pools(snapshot)
+        self.pool_order = sorted(range(len(self.pools)),
+                                 key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
+        self._classes: dict[tuple[Any, ...], list[_Class]] = {}
+        self._class_of_pod: dict[int, tuple[Any, ...]] = {}
+        self.groups: list[_Group] = []
+        self._group_ids: dict[tuple[Any, ...], int] = {}
+        self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
+        self._domain_codes: dict[str, tuple[dict[str, int], IntArray, list[IntArray]]] = {}
+        self._build_domains(LABEL_HOSTNAME)
+        self._register_groups([*snapshot.pods, *extra_pods])
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def vec(self, mapping: Mapping[str, int]) -> IntArray:
+        out = np.zeros(len(self.resources), dtype=np.int64)
+        for name, value in mapping.items():
+            idx = self.r_index.get(name)
+            if idx is not None:
+                out[idx] = value
+        return out
+
+    @staticmethod
+    def _node_labels(node: Node) -> Mapping[str, str]:
+        if LABEL_HOSTNAME in node.labels:
+            return node.labels
+        labels = dict(node.labels)
+        labels[LABEL_HOSTNAME] = node.name
+        return labels
+
+    def _build_pools(self, snapshot: Snapshot) -> list[_Pool]:
+        pools = []
+        for pool in snapshot.nodepools:
+            types: list[InstanceType] = []
+            combo_type: list[int] = []
+            combo_price: list[float] = []
+            combo_zone: list[str] = []
+            combo_ct: list[str] = []
+            combo_labels: list[Mapping[str, str]] = []
+            extra_labels = dict(pool.labels)
+            for req in pool.requirements:
+                if req.key not in TYPE_KEYS and not any(req.key in it.labels for it in snapshot.instance_types):
+                    if req.operator == "In" and req.values:
+                        extra_labels.setdefault(req.key, req.values[0])
+            for it in snapshot.instance_types:
+                base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", LABEL_OS: "linux",
+                        **it.labels, **extra_labels, LABEL_NODEPOOL: pool.name}
+                t_index = len(types)
+                added = False
+                for off in it.offerings:
+                    if not off.available:
+                        continue
+                    labels = {**base, LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
+                    if not requirements_match(pool.requirements, labels):
+                        continue
+                    combo_type.append(t_index)
+                    combo_price.append(off.price)
+                    combo_zone.append(off.zone)
+                    combo_ct.append(off.capacity_type)
+                    combo_labels.append(labels)
+                    added = True
+                if added:
+                    types.append(it)
+            ds_overhead = self._daemonset_overhead(pool)
+            type_capacity = np.array([self.vec(it.capacity) for it in types],
+                                     dtype=np.int64).reshape(len(types), len(self.resources))
+            type_alloc = type_capacity - np.array([self.vec(it.overhead) for it in types],
+                                                  dtype=np.int64).reshape(type_capacity.shape) - ds_overhead
+            pools.append(_Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
+                               np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,
+                               LabelTable(combo_labels)))
+        return pools
+
+    def _daemonset_overhead(self, pool: NodePool) -> IntArray:
+        total = np.zeros(len(self.resources), dtype=np.int64)
+        labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
+        for req in pool.requirements:
+            if req.operator == "In" and len(req.values) == 1:
+                labels[req.key] = req.values[0]
+        for ds in self.snapshot.daemonsets:
+            spec = ds.spec
+            if blocking_taints(spec.tolerations, pool.taints):
+                continue
+            if any(labels.get(k, v) != v for k, v in spec.node_selector.items()):
+                continue
+            total += self.vec(spec.requests)
+        return total
+
+    # -- topology groups -------------------------------------------------------------------------------
+    def _group(self, kind: str, key: str, selector: Any, namespaces: frozenset[str] | None,
+               term: PodAffinityTerm | None = None) -> int:
+        gkey = (kind, key, selector, namespaces, term)
+        gid = self._group_ids.get(gkey)
+        if gid is None:
+            gid = self._group_ids[gkey] = len(self.groups)
+            self.groups.append(_Group(kind, key, selector, namespaces, term))
+            self.topology_keys.setdefault(key, len(self.topology_keys))
+            if key not in self._domain_codes:
+                self._build_domains(key)
+        return gid
+
+    @staticmethod
+    def _term_namespaces(term: PodAffinityTerm, own_ns: str) -> frozenset[str] | None:
+        if term.all_namespaces:
+            return None
+        return term.namespaces if term.namespaces is not None else frozenset((own_ns,))
+
+    def _register_groups(self, pods: Iterable[Pod]) -> None:
+        seen: set[tuple[Any, ...]] = set()
+        for pod in pods:
+            s = pod.spec
+            if not (s.spread or s.pod_affinity or s.pod_anti_affinity or s.preferred_pod_affinity
+                    or s.preferred_pod_anti_affinity):
+                continue
+            k = (pod.namespace, s.spread, s.pod_affinity, s.pod_anti_affinity, s.preferred_pod_affinity,
+                 s.preferred_pod_anti_affinity)
+            if k in seen:
+                continue
+            seen.add(k)
+            for sp in s.spread:
+                self._group("match", sp.topology_key, sp.selector, frozenset((pod.namespace,)))
+            for term in (*s.pod_affinity, *(t for _, t in s.preferred_pod_affinity)):
+                self._group("match", term.topology_key, term.selector, self._term_namespaces(term, pod.namespace))
+            for term in (*s.pod_anti_affinity, *(t for _, t in s.preferred_pod_anti_affinity)):
+                self._group("match", term.topology_key, term.selector, self._term_namespaces(term, pod.namespace))
+            for term in s.pod_anti_affinity:
+                self._group("owner", term.topology_key, term.selector,
+                            self._term_namespaces(term, pod.namespace), term)
+
+    def _build_domains(self, key: str) -> None:
+        """Domain codes for a topology key: one per value seen on nodes or NodePool offerings; the
+        hostname key uses the bin index itself."""
+        if key == LABEL_HOSTNAME:
+            self._domain_codes[key] = ({}, np.arange(self.N, dtype=np.int64), [])
+            return
+        codes_n, lookup, values = self.node_labels.column(key)
+        lookup = dict(lookup)
+        node_codes = codes_n.copy()
+        pool_codes = []
+        for pool in self.pools:
+            p_codes, p_lookup, p_values = pool.combo_labels.column(key)
+            remap = np.array([lookup.setdefault(v, len(lookup)) for v in p_values] + [-1], dtype=np.int64)
+            pool_codes.append(remap[p_codes])
+        self._domain_codes[key] = (lookup, node_codes, pool_codes)
+
+    def domain_count(self, key: str) -> int:
+        if key == LABEL_HOSTNAME:
+            return self.max_bins
+        return len(self._domain_codes[key][0])
+
+    def domain_value(self, key: str, code: int) -> str:
+        lookup = self._domain_codes[key][0]
+        for value, c in lookup.items():
+            if c == code:
+                return value
+        return ""
+
+    # -- pod classes -----------------------------------------------------------------------------------
+    def classes(self, pod: Pod) -> list[_Class]:
+        key = self._class_of_pod.get(id(pod))
+        if key is None:
+            key = _spec_key(pod)
+            self._class_of_pod[id(pod)] = key
+        hit = self._classes.get(key)
+        if hit is None:
+            hit = self._classes[key] = [self._make_class(pod, spec) for spec in relaxations(pod.spec)]
+        return hit
+
+    def _make_class(self, pod: Pod, spec: SchedulingSpec) -> _Class:
+        node_ok = self.node_labels.terms(spec.required_node_terms)
+        if spec.node_selector:
+            node_ok &= self.node_labels.selector(spec.node_selector)
+        affinity_ok = node_ok.copy()
+        for i, node in enumerate(self.nodes):
+            if node.taints and node_ok[i] and blocking_taints(spec.tolerations, node.taints):
+                node_ok[i] = False
+        pool_combo_ok: list[BoolArray | None] = []
+        for p in self.pools:
+            if blocking_taints(spec.tolerations, p.pool.taints) or not len(p.combo_labels):
+                pool_combo_ok.append(None)
+                continue
+            ok = p.combo_labels.terms(spec.required_node_terms)
+            if spec.node_selector:
+                ok &= p.combo_labels.selector(spec.node_selector)
+            pool_combo_ok.append(ok if ok.any() else None)
+        can_launch = any(ok is not None for ok in pool_combo_ok)
+        constraints: list[_Constraint] = []
+        for sp in spec.spread:
+            gid = self._group("match", sp.topology_key, sp.selector, frozenset((pod.namespace,)))
+            constraints.append(self._spread_constraint(pod, sp, gid, affinity_ok, pool_combo_ok))
+        for kind, terms in (("affinity", spec.pod_affinity), ("anti", spec.pod_anti_affinity)):
+            for term in terms:
+                ns = self._term_namespaces(term, pod.namespace)
+                gid = self._group("match", term.topology_key, term.selector, ns)
+                self_match = int(selector_matches(term.selector, pod.labels)
+                                 and (ns is None or pod.namespace in ns))
+                constraints.append(_Constraint(kind, gid, term.topology_key, self_match=self_match))
+        matched: list[int] = []
+        owned: list[int] = []
+        for gid, g in enumerate(self.groups):
+            if g.kind == "match":
+                if (g.namespaces is None or pod.namespace in g.namespaces) and selector_matches(g.selector, pod.labels):
+                    matched.append(gid)
+            elif g.term in pod.spec.pod_anti_affinity:
+                if g.namespaces == self._term_namespaces(g.term, pod.namespace):  # type: ignore[arg-type]
+                    owned.append(gid)
+            # inverse anti-affinity: existing owners of a term that selects this pod
+            if g.kind == "owner" and (g.namespaces is None or pod.namespace in g.namespaces) \
+                    and selector_matches(g.selector, pod.labels):
+                constraints.append(_Constraint("anti", gid, g.key))
+        for key in {c.key for c in constraints}:
+            if key not in self._domain_codes:
+                self._build_domains(key)
+        ports = tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
+        pool_ok = np.array([ok is not None for ok in pool_combo_ok], dtype=bool)
+        return _Class(spec, pod.namespace, node_ok, pool_combo_ok, constraints, matched, owned, ports,
+                      can_launch, pool_ok)
+
+    def _spread_constraint(self, pod: Pod, sp: TopologySpread, gid: int, affinity_ok: BoolArray,
+                           pool_combo_ok: list[BoolArray | None]) -> _Constraint:
+        self_match = int(selector_matches(sp.selector, pod.labels))
+        if sp.topology_key == LABEL_HOSTNAME:
+            return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
+                               None, new_domain=any(ok is not None for ok in pool_combo_ok))
+        if sp.topology_key not in self._domain_codes:
+            self._build_domains(sp.topology_key)
+        _, node_codes, pool_codes = self._domain_codes[sp.topology_key]
+        eligible_nodes = node_codes[(node_codes >= 0) & (affinity_ok if sp.node_affinity_policy == "Honor"
+                                                         else np.ones(self.N, dtype=bool))]
+        codes = set(eligible_nodes.tolist())
+        for ok, pc in zip(pool_combo_ok, pool_codes, strict=True):
+            if ok is not None:
+                codes.update(pc[ok & (pc >= 0)].tolist())
+        return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
+                           np.array(sorted(codes), dtype=np.int64))
+
+    def new_state(self) -> SimState:
+        return SimState(self)
+
+
+# --------------------------------------------------------------------------------------------------
+# Mutable working state
+
+
+class SimState:
+    """A simulation in progress over one Scheduler. Mutations are journalled; see mark()/rollback()."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.s = sched
+        b = sched.max_bins
+        r = len(sched.resources)
+        self.free = np.zeros((b, r), dtype=np.int64, order="F")  # columns contiguous: per-resource scans
+        self.free[: sched.N] = sched.node_free
+        self.open = np.zeros(b, dtype=bool)
+        self.open[: sched.N] = sched.node_open
+        self.n_bins = sched.N
+        self.claims: dict[int, _Claim] = {}
+        self.bin_pool = np.full(b, -1, dtype=np.int64)
+        self._removed: set[int] = set()
+        self.pod_by_key: dict[str, Pod] = {}
+        self._pending_mask: BoolArray = np.ones(0, dtype=bool)
+        self.journal: list[tuple[Any, ...]] = []
+        self.placed: dict[str, int] = {}  # pod key -> bin, for pods this simulation moved or placed
+        self.moved_onto: dict[int, list[Pod]] = {}
+        self.bin_codes: dict[str, IntArray] = {}
+        for key, (_, node_codes, _) in sched._domain_codes.items():
+            self._ensure_key(key, node_codes)
+        self.counts: list[IntArray] = []
+        self.ports: dict[int, set[tuple[str, int, str]]] = {}
+        self.pool_used = [self._pool_usage(i) for i in range(len(sched.pools))]
+        self._init_counts()
+
+    def _ensure_key(self, key: str, node_codes: IntArray) -> None:
+        if key in self.bin_codes:
+            return
+        codes = np.full(self.s.max_bins, -1, dtype=np.int64)
+        if key == LABEL_HOSTNAME:
+            codes[:] = np.arange(self.s.max_bins)
+        else:
+            codes[: self.s.N] = node_codes
+            for b, claim in self.claims.items():
+                codes[b] = self._claim_code(claim, key)
+        self.bin_codes[key] = codes
+
+    def _pool_usage(self, pool_index: int) -> IntArray:
+        name = self.s.pools[pool_index].pool.name
+        total = np.zeros(len(self.s.resources) + 1, dtype=np.int64)
+        for i, node in enumerate(self.s.nodes):
+            if node.nodepool == name and not node.deleting:
+                total[:-1] += self.s.vec(node.capacity)
+                total[-1] += 1
+        return total
+
+    def _init_counts(self) -> None:
+        s = self.s
+        bound = [(i, pod, s.classes(pod)[-1]) for i, pods in enumerate(s.pods_on) for pod in pods
+                 if not pod.deleting]
+        for key in s.topology_keys:
+            self._ensure_key(key, s._domain_codes[key][1])
+        self.counts = [np.zeros(s.domain_count(g.key), dtype=np.int64) for g in s.groups]
+        for i, _pod, cls in bound:
+            for gid in (*cls.matched, *cls.owned):
+                code = self.bin_codes[s.groups[gid].key][i]
+                if code >= 0:
+                    self.counts[gid][code] += 1
+            if cls.host_ports:
+                self.ports.setdefault(i, set()).update(cls.host_ports)
+
+    def _sync_groups(self) -> None:
+        """Groups registered after this state was made (a new pod class) start from existing pods."""
+        s = self.s
+        for gid in range(len(self.counts), len(s.groups)):
+            g = s.groups[gid]
+            if g.key not in self.bin_codes:
+                self._ensure_key(g.key, s._domain_codes[g.key][1])
+            arr = np.zeros(s.domain_count(g.key), dtype=np.int64)
+            codes = self.bin_codes[g.key]
+            for i, pods in enumerate(s.pods_on):
+                if i in self._removed:
+                    continue
+                for pod in pods:
+                    if pod.key in self.placed or pod.deleting:
+                        continue
+                    if self._counts_in(g, gid, pod) and codes[i] >= 0:
+                        arr[codes[i]] += 1
+            for key, b in self.placed.items():
+                pod = self.pod_by_key[key]
+                if self._counts_in(g, gid, pod) and codes[b] >= 0:
+                    arr[codes[b]] += 1
+            self.counts.append(arr)
+
+    def _counts_in(self, g: _Group, gid: int, pod: Pod) -> bool:
+        cls = self.s.classes(pod)[-1]
+        return gid in cls.matched or gid in cls.owned
+
+    # -- journal ---------------------------------------------------------------------------------------
+    def mark(self) -> int:
+        return len(self.journal)
+
+    def rollback(self, mark: int) -> None:
+        j = self.journal
+        while len(j) > mark:
+            entry = j.pop()
+            op = entry[0]
+            if op == "arr":
+                _, arr, idx, old = entry
+                arr[idx] = old
+            elif op == "claim_new":
+                _, b = entry
+                del self.claims[b]
+                self.n_bins = b
+                self.open[b] = False
+                self.free[b] = 0
+            elif op == "claim_set":
+                _, claim, mask, total, n_pods = entry
+                claim.mask, claim.total = mask, total
+                del claim.pods[n_pods:]
+            elif op == "placed":
+                _, key, old = entry
+                if old is None:
+                    self.placed.pop(key, None)
+                else:
+                    self.placed[key] = old
+            elif op == "moved":
+                _, b, n = entry
+                del self.moved_onto[b][n:]
+            elif op == "moved_clear":
+                _, b, old_list = entry
+                self.moved_onto[b] = old_list
+            elif op == "port":
+                _, b, port = entry
+                self.ports[b].discard(port)
+            elif op == "port_clear":
+                _, b, old_ports = entry
+                self.ports[b] = old_ports
+            elif op == "removed":
+                self._removed.discard(entry[1])
+            elif op == "pool":
+                _, p, old = entry
+                self.pool_used[p] = old
+
+    def _set(self, arr: Any, idx: Any, value: Any) -> None:
+        self.journal.append(("arr", arr, idx, arr[idx].copy() if isinstance(arr[idx], np.ndarray) else arr[idx]))
+        arr[idx] = value
+
+    # -- queries ---------------------------------------------------------------------------------------
+    def bin_name(self, b: int) -> str:
+        if b < self.s.N:
+            return self.s.nodes[b].name
+        return self.claims[b].hostname
+
+    def pods_on_bin(self, b: int) -> list[Pod]:
+        """Pods currently on a bin: the node's own (not moved away) plus pods moved onto it."""
+        own = [p for p in self.s.pods_on[b] if p.key not in self.placed] if b < self.s.N else []
+        return own + list(self.moved_onto.get(b, ()))
+
+    # -- mutations -------------------------------------------------------------------------------------
+    def remove_node(self, name: str) -> list[Pod]:
+        """Take a node out: it accepts no pods and its pods leave the topology counts. Returns the pods
+        that need a new home (its reschedulable pods, and pods this simulation had moved onto it)."""
+        b = self.s.node_index[name]
+        if b in self._removed:
+            return []
+        self._removed.add(b)
+        self.journal.append(("removed", b))
+        self._set(self.open, b, False)
+        leaving: list[Pod] = []
+        for pod in self.pods_on_bin(b):
+            if pod.deleting:
+                continue
+            cls = self.s.classes(pod)[-1]
+            for gid in (*cls.matched, *cls.owned):
+                code = self.bin_codes[self.s.groups[gid].key][b]
+                if code >= 0:
+                    self._set(self.counts[gid], code, self.counts[gid][code] - 1)
+            if pod.needs_rescheduling:
+                leaving.append(pod)
+        if b in self.moved_onto:
+            self.journal.append(("moved_clear", b, self.moved_onto[b]))
+            self.moved_onto[b] = []
+        if b in self.ports:
+            self.journal.append(("port_clear", b, self.ports[b]))
+            self.ports[b] = set()
+        node = self.s.nodes[b]
+        for p_index, p in enumerate(self.s.pools):
+            if node.nodepool == p.pool.name and not node.deleting:
+                old = self.pool_used[p_index]
+                self.journal.append(("pool", p_index, old))
+                self.pool_used[p_index] = old - np.append(self.s.vec(node.capacity), 1)
+        return leaving
+
+    def place_all(self, pods: Sequence[Pod], max_new: int) -> tuple[dict[str, str], list[str]]:
+        """Place pods (largest cpu, then memory first, as Karpenter does) with at most `max_new` new
+        NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims)."""
+        order = sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0),
+                                            p.key))
+        failures: dict[str, str] = {}
+        start_claims = len(self.claims)
+        for pod in order:
+            reason = self.place(pod, max_new - (len(self.claims) - start_claims))
+            if reason is not None:
+                failures[pod.key] = reason
+        return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
+
+    def place(self, pod: Pod, max_new: int) -> str | None:
+        """Place one pod; None on success, else why it cannot be placed."""
+        req = self.s.vec(pod.spec.requests)
+        classes = self.s.classes(pod)
+        self._sync_groups()
+        for cls in classes:
+            b = self._find_bin(cls, req, max_new)
+            if b is not None:
+                self._commit(pod, cls, req, b)
+                return None
+        return self._explain(classes[-1], req, max_new)
+
+    def _topology_ok(self, cls: _Class, nb: int) -> BoolArray:
+        ok = np.ones(nb, dtype=bool)
+        if not cls.constraints:
+            return ok
+        is_claim = np.zeros(nb, dtype=bool)
+        is_claim[self.s.N:nb] = True
+        for c in cls.constraints:
+            codes = self.bin_codes[c.key][:nb]
+            counts = self.counts[c.group]
+            present = codes >= 0
+            val = np.where(present, counts[np.maximum(codes, 0)], 0)
+            cond = self._condition(c, val, counts)
+            if c.kind == "anti":
+                ok &= (~present) | cond | (is_claim & ~present)
+            else:
+                ok &= (present & cond) | (is_claim & ~present)
+        return ok
+
+    def _global_min(self, c: _Constraint, counts: IntArray) -> int:
+        if c.key == LABEL_HOSTNAME:
+            if c.new_domain:
+                return 0
+            nodes = np.flatnonzero(self.open[: self.n_bins])
+            return int(counts[nodes].min()) if nodes.size else 0
+        if c.eligible is None or c.eligible.size == 0:
+            return 0
+        if c.min_domains is not None and c.eligible.size < c.min_domains:
+            return 0
+        return int(counts[c.eligible].min())
+
+    def _condition(self, c: _Constraint, val: IntArray, counts: IntArray) -> BoolArray:
+        if c.kind == "spread":
+            return np.asarray(val + c.self_match - self._global_min(c, counts) <= c.max_skew)
+        if c.kind == "affinity":
+            if c.self_match and not counts.any():
+                return np.ones(val.shape, dtype=bool)
+            return np.asarray(val > 0)
+        return np.asarray(val == 0)
+
+    def _find_bin(self, cls: _Class, req: IntArray, max_new: int) -> int | None:
+        s = self.s
+        nb = self.n_bins
+        cand = self.open[:nb].copy()
+        for r in np.flatnonzero(req):
+            cand &= self.free[:nb, r] >= req[r]
+        cand[: s.N] &= cls.node_ok
+        if nb > s.N:
+            cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
+        if cls.constraints and cand.any():
+            cand &= self._topology_ok(cls, nb)
+        for b in np.flatnonzero(cand):
+            b = int(b)
+            if cls.host_ports and self._port_conflict(b, cls.host_ports):
+                continue
+            if b < s.N:
+                return b
+            mask = self._narrow(self.claims[b].pool, self.claims[b].mask, cls, self.claims[b].total + req)
+            if mask is not None:
+                self._pending_mask = mask
+                return b
+        if max_new > 0 and cls.can_launch:
+            return self._open_claim(cls, req)
+        return None
+
+    def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
+        used = self.ports.get(b)
+        if not used:
+            return False
+        for proto, port, ip in ports:
+            for uproto, uport, uip in used:
+                if proto == uproto and port == uport and (ip == uip or "0.0.0.0" in (ip, uip)):
+                    return True
+        return False
+
+    def _narrow(self, p_index: int, mask: BoolArray, cls: _Class, total: IntArray) -> BoolArray | None:
+        """The claim's remaining offerings after adding a pod of `cls` with the claim's new total, or
+        None when none is left. Narrows undetermined topology domains (e.g. the zone) as Karpenter does."""
+        pool = self.s.pools[p_index]
+        ok = cls.pool_combo_ok[p_index]
+        if ok is None:
+            return None
+        mask = mask & ok
+        if not mask.any():
+            return None
+        fits = (pool.type_alloc >= total).all(axis=1)
+        mask &= fits[pool.combo_type]
+        if not mask.any():
+            return None
+        for c in cls.constraints:
+            if c.key == LABEL_HOSTNAME:
+                continue
+            combo_codes = self.s._domain_codes[c.key][2][p_index]
+            counts = self.counts[c.group]
+            present = combo_codes >= 0
+            val = np.where(present, counts[np.maximum(combo_codes, 0)], 0)
+            cond = self._condition(c, val, counts)
+            allowed = (~present | cond) if c.kind == "anti" else (present & cond)
+            mask &= allowed
+            if not mask.any():
+                return None
+            if c.kind == "spread":
+                # choose the least-populated remaining domain, as Karpenter does
+                remaining = np.unique(combo_codes[mask])
+                best = remaining[np.argmin(counts[remaining])]
+                mask &= combo_codes == best
+        for gid in (*cls.matched, *cls.owned):
+            key = self.s.groups[gid].key
+            if key == LABEL_HOSTNAME:
+                continue
+            combo_codes = self.s._domain_codes[key][2][p_index]
+            values = np.unique(combo_codes[mask])
+            if values.size > 1:  # pin the domain so the pod is counted where it will run
+                cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
+                mask &= combo_codes == combo_codes[cheapest]
+        return mask if mask.any() else None
+
+    def _open_claim(self, cls: _Class, req: IntArray) -> int | None:
+        s = self.s
+        for p_index in s.pool_order:
+            pool = s.pools[p_index]
+            if cls.pool_combo_ok[p_index] is None:
+                continue
+            limit_ok = self._limit_mask(p_index)
+            if limit_ok is None:
+                continue
+            mask = self._narrow(p_index, limit_ok, cls, req)
+            if mask is None:
+                continue
+            b = self.n_bins
+            claim = _Claim(p_index, f"new-{pool.pool.name}-{b - s.N + 1}", np.ones(0, dtype=bool),
+                           np.zeros(len(s.resources), dtype=np.int64))
+            claim.mask = limit_ok
+            self.claims[b] = claim
+            self.journal.append(("claim_new", b))
+            self.n_bins = b + 1
+            self.open[b] = True
+            self.bin_pool[b] = p_index
+            cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
+            old = self.pool_used[p_index]
+            self.journal.append(("pool", p_index, old))
+            self.pool_used[p_index] = old + np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+            self._pending_mask = mask
+            return b
+        return None
+
+    def _limit_mask(self, p_index: int) -> BoolArray | None:
+        pool = self.s.pools[p_index]
+        limits = pool.pool.limits
+        mask = np.ones(len(pool.combo_type), dtype=bool)
+        if not limits:
+            return mask
+        used = self.pool_used[p_index]
+        if "nodes" in limits and used[-1] + 1 > limits["nodes"]:
+            return None
+        type_ok = np.ones(len(pool.types), dtype=bool)
+        for name, limit in limits.items():
+            idx = self.s.r_index.get(name)
+            if idx is not None:
+                type_ok &= pool.type_capacity[:, idx] + used[idx] <= limit
+        mask &= type_ok[pool.combo_type]
+        return mask if mask.any() else None
+
+    def _claim_code(self, claim: _Claim, key: str) -> int:
+        if key == LABEL_HOSTNAME:
+            return -1
+        combo_codes = self.s._domain_codes[key][2][claim.pool] if key in self.s._domain_codes else None
+        if combo_codes is None:
+            return -1
+        values = np.unique(combo_codes[claim.mask])
+        return int(values[0]) if values.size == 1 else -1
+
+    def _commit(self, pod: Pod, cls: _Class, req: IntArray, b: int) -> None:
+        s = self.s
+        if b < s.N:
+            self._set(self.free, b, self.free[b] - req)
+        else:
+            claim = self.claims[b]
+            self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods)))
+            claim.mask = self._pending_mask
+            claim.total = claim.total + req
+            claim.pods.append(pod.key)
+            pool = s.pools[claim.pool]
+            types_left = np.zeros(len(pool.types), dtype=bool)
+            types_left[pool.combo_type[claim.mask]] = True
+            best = pool.type_alloc[types_left].max(axis=0) - claim.total
+            self._set(self.free, b, best)
+            for key, codes in self.bin_codes.items():
+                if key != LABEL_HOSTNAME:
+                    code = self._claim_code(claim, key)
+                    if codes[b] != code:
+                        self._set(codes, b, code)
+        for gid in (*cls.matched, *cls.owned):
+            code = self.bin_codes[s.groups[gid].key][b]
+            if code >= 0:
+                self._set(self.counts[gid], code, self.counts[gid][code] + 1)
+        for port in cls.host_ports:
+            used = self.ports.setdefault(b, set())
+            if port not in used:
+                used.add(port)
+                self.journal.append(("port", b, port))
+        self.journal.append(("placed", pod.key, self.placed.get(pod.key)))
+        self.placed[pod.key] = b
+        self.pod_by_key[pod.key] = pod
+        lst = self.moved_onto.setdefault(b, [])
+        self.journal.append(("moved", b, len(lst)))
+        lst.append(pod)
+
+    def _explain(self, cls: _Class, req: IntArray, max_new: int) -> str:
+        s = self.s
+        n = s.N
+        open_nodes = self.open[:n]
+        static = open_nodes & cls.node_ok
+        fit = static & (self.free[:n] >= req).all(axis=1)
+        wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
+        if not open_nodes.any():
+            where = "no other node can take pods"
+        elif not static.any():
+            where = "no remaining node matches its nodeSelector, node affinity or tolerations"
+        elif not fit.any():
+            where = f"no remaining node has room for its requests ({wants})"
+        else:
+            where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
+        if max_new <= 0:
+            return where
+        if not cls.can_launch:
+            return where + ", and no NodePool can launch a node it tolerates and matches"
+        return where + ", and no NodePool offers an instance type that fits it within its limits"
+
+    # -- results ---------------------------------------------------------------------------------------
+    def new_nodes(self) -> list[NewNode]:
+        out = []
+        for b in sorted(self.claims):
+            claim = self.claims[b]
+            if not claim.pods:
+                continue
+            pool = self.s.pools[claim.pool]
+            mask = claim.mask & (pool.type_alloc >= claim.total).all(axis=1)[pool.combo_type]
+            idx = np.flatnonzero(mask)
+            if not idx.size:
+                idx = np.flatnonzero(claim.mask)
+            prices = pool.combo_price[idx]
+            order = idx[np.argsort(prices, kind="stable")]
+            cheapest = int(order[0])
+            ct = pool.combo_ct[cheapest]
+            type_names: list[str] = []
+            for c in order:
+                name = pool.types[int(pool.combo_type[c])].name
+                if name not in type_names:
+                    type_names.append(name)
+            zones = sorted({pool.combo_zone[int(c)] for c in idx if pool.combo_ct[int(c)] == ct})
+            out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names), ct, tuple(zones),
+                               float(pool.combo_price[cheapest]), tuple(claim.pods)))
+        return out
+
+    def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:
+        placements = {p.key: self.bin_name(self.placed[p.key]) for p in pods if p.key in self.placed}
+        return SimulationResult(placements, tuple(self.new_nodes()), dict(failures))
+
+    def claim_offering(self, hostname: str) -> tuple[InstanceType, str, str, float] | None:
+        """The instance type, zone and capacity type the claim would launch (its cheapest option)."""
+        for claim in self.claims.values():
+            if claim.hostname == hostname:
+                pool = self.s.pools[claim.pool]
+                idx = np.flatnonzero(claim.mask & (pool.type_alloc >= claim.total).all(axis=1)[pool.combo_type])
+                if not idx.size:
+                    return None
+                c = int(idx[np.argmin(pool.combo_price[idx])])
+                return (pool.types[int(pool.combo_type[c])], pool.combo_zone[c], pool.combo_ct[c],
+                        float(pool.combo_price[c]))
+        return None
+
+
+def simulate(snapshot: Snapshot, pods: Sequence[Pod], *, remove: Iterable[str] = (), max_new: int = 10**9,
+             node_order: Sequence[str] | None = None) -> SimulationResult:
+    """One-shot convenience: remove nodes, place their pods plus `pods`, report the outcome."""
+    sched = Scheduler(snapshot, node_order=node_order, extra_pods=pods)
+    state = sched.new_state()
+    moving: list[Pod] = []
+    for name in remove:
+        moving.extend(state.remove_node(name))
+    everything = [*moving, *pods]
+    failures, _ = state.place_all(everything, max_new)
+    return state.result(everything, failures)

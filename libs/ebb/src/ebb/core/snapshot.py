@@ -1,0 +1,608 @@
+"""Turn `kubectl get -o yaml` documents into a frozen `Snapshot`, or say exactly what is wrong.
+
+Input is what kubectl prints: single objects, `kind: List` (or `NodeList`, ...) wrappers, and ebb's own
+`InstanceTypeCatalog` and `Hold` documents. Every error names the document (kind/namespace/name) and
+the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does not use are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ebb.core.model import (
+    ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_NODEPOOL_HASH_VERSION,
+    ANNOTATION_POD_DELETION_COST,
+    LABEL_INITIALIZED,
+    Budget,
+    DaemonSet,
+    HostPort,
+    Hold,
+    InstanceType,
+    LabelSelector,
+    Node,
+    NodeClaim,
+    NodePool,
+    Offering,
+    Pod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    Requirement,
+    SchedulingSpec,
+    Snapshot,
+    Taint,
+    Toleration,
+    TopologySpread,
+)
+from ebb.core.quantity import QuantityError, parse_duration, parse_resource
+
+NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
+_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
+
+
+class SnapshotError(ValueError):
+    """Invalid input: names the document and the field."""
+
+    def __init__(self, document: str, field: str, message: str) -> None:
+        super().__init__(f"{document}: {field}: {message}")
+        self.document = document
+        self.field = field
+
+
+@dataclass
+class _Doc:
+    ref: str
+    body: Mapping[str, Any]
+
+    def fail(self, field: str, message: str) -> SnapshotError:
+        return SnapshotError(self.ref, field, message)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        node: Any = self.body
+        for part in path.split("."):
+            if not isinstance(node, Mapping):
+                return default
+            node = node.get(part)
+            if node is None:
+                return default
+        return node
+
+    def mapping(self, path: str) -> Mapping[str, Any]:
+        value = self.get(path, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        return value
+
+    def seq(self, path: str) -> list[Any]:
+        value = self.get(path, [])
+        if not isinstance(value, list):
+            raise self.fail(path, f"must be a list, got {type(value).__name__}")
+        return value
+
+    def str_map(self, path: str) -> dict[str, str]:
+        return {str(k): "" if v is None else str(v) for k, v in self.mapping(path).items()}
+
+    def time(self, path: str) -> datetime | None:
+        return self.parse_time(self.get(path), path)
+
+    def parse_time(self, value: Any, path: str) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        try:
+            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise self.fail(path, f"{value!r} is not an RFC 3339 time") from exc
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+    def resources(self, path: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, value in self.mapping(path).items():
+            try:
+                out[str(name)] = parse_resource(str(name), value)
+            except QuantityError as exc:
+                raise self.fail(f"{path}.{name}", str(exc)) from exc
+        return out
+
+    def duration(self, path: str, default: float | None) -> float | None:
+        value = self.get(path)
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except QuantityError as exc:
+            raise self.fail(path, str(exc)) from exc
+
+
+
+def _ref(doc: Mapping[str, Any], index: int) -> str:
+    kind = doc.get("kind", "?")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name = meta.get("name")
+    ns = meta.get("namespace")
+    if name is None:
+        return f"{kind} (document {index + 1})"
+    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def flatten(documents: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """Unwrap `kind: List` documents (and typed lists like NodeList) into their items."""
+    out: list[Mapping[str, Any]] = []
+    for index, doc in enumerate(documents):
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise SnapshotError(f"document {index + 1}", "(root)", "is not a mapping")
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise SnapshotError(f"{kind} (document {index + 1})", "items", "must be a list")
+            out.extend(flatten(items))
+        else:
+            out.append(doc)
+    return out
+
+
+def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
+    if not isinstance(raw, Mapping):
+        raise doc.fail(path, "must be a mapping with key, operator and values")
+    key, op = raw.get("key"), raw.get("operator")
+    if not key:
+        raise doc.fail(f"{path}.key", "is required")
+    if op not in _OPERATORS:
+        raise doc.fail(f"{path}.operator", f"{op!r} is not one of {sorted(_OPERATORS)}")
+    values = raw.get("values") or []
+    if not isinstance(values, list):
+        raise doc.fail(f"{path}.values", "must be a list")
+    if op in ("In", "NotIn") and not values:
+        raise doc.fail(f"{path}.values", f"must not be empty with operator {op}")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1 or not str(values[0]).lstrip("-").isdigit():
+            raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
+    return Requirement(str(key), str(op), tuple(str(v) for v in values))
+
+
+def _requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise doc.fail(path, "must be a list")
+    return tuple(_requirement(doc, f"{path}[{i}]", r) for i, r in enumerate(raw))
+
+
+def _selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
+    if raw is None:
+        return LabelSelector()
+    if not isinstance(raw, Mapping):
+        raise doc.fail(path, "must be a label selector")
+    labels = raw.get("matchLabels") or {}
+    if not isinstance(labels, Mapping):
+        raise doc.fail(f"{path}.matchLabels", "must be a mapping")
+    return LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        _requirements(doc, f"{path}.matchExpressions", raw.get("matchExpressions")),
+    )
+
+
+def _taints(doc: _Doc, path: str) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(doc.seq(path)):
+        if not isinstance(t, Mapping) or not t.get("key") or not t.get("effect"):
+            raise doc.fail(f"{path}[{i}]", "a taint needs key and effect")
+        out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+    return tuple(out)
+
+
+def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
+    if not isinstance(raw, Mapping) or not raw.get("topologyKey"):
+        raise doc.fail(path, "a pod affinity term needs topologyKey and labelSelector")
+    namespaces = raw.get("namespaces")
+    ns_selector = raw.get("namespaceSelector")
+    return PodAffinityTerm(
+        _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
+        str(raw["topologyKey"]),
+        frozenset(str(n) for n in namespaces) if namespaces else None,
+        all_namespaces=isinstance(ns_selector, Mapping) and not ns_selector,
+    )
+
+
+def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
+    spec = doc.mapping(spec_path)
+    p = spec_path + "."
+    containers = doc.seq(p + "containers")
+    requests: dict[str, int] = {}
+    for i, _ in enumerate(containers):
+        creq = _container_requests(doc, f"{p}containers", i)
+        for name, value in creq.items():
+            requests[name] = requests.get(name, 0) + value
+    for i, _ in enumerate(doc.seq(p + "initContainers")):
+        ireq = _container_requests(doc, f"{p}initContainers", i)
+        for name, value in ireq.items():
+            requests[name] = max(requests.get(name, 0), value)
+    for name, value in doc.resources(p + "overhead").items():
+        requests[name] = requests.get(name, 0) + value
+    requests["pods"] = 1
+
+    affinity = doc.mapping(p + "affinity")
+    node_aff = affinity.get("nodeAffinity") or {}
+    required_terms = None
+    req_raw = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    if req_raw:
+        terms = req_raw.get("nodeSelectorTerms") or []
+        required_terms = tuple(
+            _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
+                          (t or {}).get("matchExpressions"))
+            for i, t in enumerate(terms))
+    preferred = tuple(
+        (int((t or {}).get("weight", 1)),
+         _requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
+                       ((t or {}).get("preference") or {}).get("matchExpressions")))
+        for i, t in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+
+    def terms(kind: str, required: bool) -> tuple[Any, ...]:
+        block = affinity.get(kind) or {}
+        if required:
+            return tuple(_affinity_term(doc, f"{p}affinity.{kind}.required[{i}]", t) for i, t in
+                         enumerate(block.get("requiredDuringSchedulingIgnoredDuringExecution") or []))
+        return tuple((int(t.get("weight", 1)),
+                      _affinity_term(doc, f"{p}affinity.{kind}.preferred[{i}]", t.get("podAffinityTerm")))
+                     for i, t in enumerate(block.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+
+    spreads = []
+    for i, raw in enumerate(doc.seq(p + "topologySpreadConstraints")):
+        path = f"{p}topologySpreadConstraints[{i}]"
+        if not isinstance(raw, Mapping) or not raw.get("topologyKey"):
+            raise doc.fail(path, "needs topologyKey, maxSkew and whenUnsatisfiable")
+        try:
+            skew = int(raw.get("maxSkew", 1))
+        except (TypeError, ValueError) as exc:
+            raise doc.fail(f"{path}.maxSkew", "must be an integer") from exc
+        if skew < 1:
+            raise doc.fail(f"{path}.maxSkew", "must be at least 1")
+        spreads.append(TopologySpread(
+            skew, str(raw["topologyKey"]), str(raw.get("whenUnsatisfiable", "DoNotSchedule")),
+            _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
+            int(raw["minDomains"]) if raw.get("minDomains") is not None else None,
+            str(raw.get("nodeAffinityPolicy") or "Honor"), str(raw.get("nodeTaintsPolicy") or "Ignore")))
+
+    ports = []
+    for i, c in enumerate(containers):
+        for j, port in enumerate((c or {}).get("ports") or []):
+            if isinstance(port, Mapping) and port.get("hostPort"):
+                try:
+                    ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
+                                          str(port.get("hostIP") or "0.0.0.0")))
+                except (TypeError, ValueError) as exc:
+                    raise doc.fail(f"{p}containers[{i}].ports[{j}].hostPort", "must be an integer") from exc
+
+    tolerations = tuple(
+        Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                   str(t.get("effect") or ""))
+        for t in doc.seq(p + "tolerations") if isinstance(t, Mapping))
+    return SchedulingSpec(
+        requests=requests,
+        node_selector=doc.str_map(p + "nodeSelector"),
+        required_node_terms=required_terms,
+        preferred_node_terms=preferred,
+        tolerations=tolerations,
+        pod_affinity=terms("podAffinity", True),
+        pod_anti_affinity=terms("podAntiAffinity", True),
+        preferred_pod_affinity=terms("podAffinity", False),
+        preferred_pod_anti_affinity=terms("podAntiAffinity", False),
+        spread=tuple(spreads),
+        host_ports=tuple(ports),
+    )
+
+
+def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
+    container = doc.seq(path)[index]
+    if not isinstance(container, Mapping):
+        raise doc.fail(f"{path}[{index}]", "must be a mapping")
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise doc.fail(f"{path}[{index}].resources", "must be a mapping")
+    requests = dict(resources.get("requests") or {})
+    for name, value in (resources.get("limits") or {}).items():
+        requests.setdefault(name, value)  # Kubernetes defaults a missing request to the limit
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            out[str(name)] = parse_resource(str(name), value)
+        except QuantityError as exc:
+            raise doc.fail(f"{path}[{index}].resources.requests.{name}", str(exc)) from exc
+    return out
+
+
+def _owner(doc: _Doc) -> tuple[str | None, str | None]:
+    owners = doc.seq("metadata.ownerReferences")
+    chosen = next((o for o in owners if isinstance(o, Mapping) and o.get("controller")), None)
+    if chosen is None and owners and isinstance(owners[0], Mapping):
+        chosen = owners[0]
+    if chosen is None:
+        return None, None
+    return str(chosen.get("kind") or ""), str(chosen.get("name") or "")
+
+
+def _pod(doc: _Doc) -> Pod:
+    annotations = doc.str_map("metadata.annotations")
+    owner_kind, owner_name = _owner(doc)
+    try:
+        priority = int(doc.get("spec.priority", 0))
+    except (TypeError, ValueError) as exc:
+        raise doc.fail("spec.priority", "must be an integer") from exc
+    conditions = {str(c.get("type")): str(c.get("status")) for c in doc.seq("status.conditions")
+                  if isinstance(c, Mapping)}
+    phase = str(doc.get("status.phase", "Pending"))
+    if ANNOTATION_POD_DELETION_COST in annotations:
+        try:
+            int(annotations[ANNOTATION_POD_DELETION_COST])
+        except ValueError as exc:
+            raise doc.fail(f"metadata.annotations.{ANNOTATION_POD_DELETION_COST}", "must be an integer") from exc
+    return Pod(
+        name=str(doc.get("metadata.name")),
+        namespace=str(doc.get("metadata.namespace", "default")),
+        labels=doc.str_map("metadata.labels"),
+        annotations=annotations,
+        spec=_scheduling_spec(doc, "spec"),
+        node_name=doc.get("spec.nodeName"),
+        phase=phase,
+        priority=priority,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        is_mirror="kubernetes.io/config.mirror" in annotations or owner_kind == "Node",
+        ready=conditions.get("Ready", "True" if phase == "Running" else "False") == "True",
+        deleting=doc.get("metadata.deletionTimestamp") is not None,
+        start_time=doc.time("status.startTime"),
+        creation_time=doc.time("metadata.creationTimestamp"),
+        uid=str(doc.get("metadata.uid", "")),
+    )
+
+
+def _node(doc: _Doc) -> Node:
+    conditions = {str(c.get("type")): str(c.get("status")) for c in doc.seq("status.conditions")
+                  if isinstance(c, Mapping)}
+    capacity = doc.resources("status.capacity")
+    allocatable = doc.resources("status.allocatable") or dict(capacity)
+    return Node(
+        name=str(doc.get("metadata.name")),
+        labels=doc.str_map("metadata.labels"),
+        annotations=doc.str_map("metadata.annotations"),
+        taints=_taints(doc, "spec.taints"),
+        allocatable=allocatable,
+        capacity=capacity or dict(allocatable),
+        unschedulable=bool(doc.get("spec.unschedulable", False)),
+        creation_time=doc.time("metadata.creationTimestamp"),
+        deleting=doc.get("metadata.deletionTimestamp") is not None,
+        ready=conditions.get("Ready", "True") == "True",
+        provider_id=str(doc.get("spec.providerID", "")),
+    )
+
+
+def _budgets(doc: _Doc) -> tuple[Budget, ...]:
+    raw = doc.get("spec.disruption.budgets")
+    if raw is None:
+        return (Budget(nodes="10%"),)
+    if not isinstance(raw, list):
+        raise doc.fail("spec.disruption.budgets", "must be a list")
+    out = []
+    for i, b in enumerate(raw):
+        if not isinstance(b, Mapping):
+            raise doc.fail(f"spec.disruption.budgets[{i}]", "must be a mapping")
+        reasons = b.get("reasons")
+        out.append(Budget(
+            nodes=str(b.get("nodes", "10%")),
+            schedule=str(b["schedule"]) if b.get("schedule") is not None else None,
+            duration=str(b["duration"]) if b.get("duration") is not None else None,
+            reasons=tuple(str(r) for r in reasons) if isinstance(reasons, list) else None,
+        ))
+    return tuple(out)
+
+
+def _nodepool(doc: _Doc) -> NodePool:
+    annotations = doc.str_map("metadata.annotations")
+    policy = str(doc.get("spec.disruption.consolidationPolicy", "WhenEmptyOrUnderutilized"))
+    if policy == "WhenUnderutilized":  # v1beta1 spelling
+        policy = "WhenEmptyOrUnderutilized"
+    if policy not in ("WhenEmptyOrUnderutilized", "WhenEmpty"):
+        raise doc.fail("spec.disruption.consolidationPolicy",
+                       f"{policy!r} is not WhenEmptyOrUnderutilized or WhenEmpty")
+    consolidate_after = doc.duration("spec.disruption.consolidateAfter", None)
+    ttl_empty = doc.get("spec.disruption.ttlSecondsAfterEmpty", doc.get("spec.ttlSecondsAfterEmpty"))
+    if doc.get("spec.disruption.consolidateAfter") is None:
+        consolidate_after = float(ttl_empty) if ttl_empty is not None else 0.0
+    expire = doc.duration("spec.template.spec.expireAfter",
+                          doc.duration("spec.disruption.expireAfter", None))
+    limits = doc.resources("spec.limits")
+    if "nodes" in doc.mapping("spec.limits"):
+        limits["nodes"] = int(doc.mapping("spec.limits")["nodes"])
+    try:
+        weight = int(doc.get("spec.weight", 0))
+    except (TypeError, ValueError) as exc:
+        raise doc.fail("spec.weight", "must be an integer") from exc
+    return NodePool(
+        name=str(doc.get("metadata.name")),
+        requirements=_requirements(doc, "spec.template.spec.requirements",
+                                   doc.get("spec.template.spec.requirements")),
+        labels=doc.str_map("spec.template.metadata.labels"),
+        annotations=doc.str_map("spec.template.metadata.annotations"),
+        taints=_taints(doc, "spec.template.spec.taints"),
+        startup_taints=_taints(doc, "spec.template.spec.startupTaints"),
+        weight=weight,
+        limits=limits,
+        consolidation_policy=policy,
+        consolidate_after=consolidate_after,
+        expire_after=expire,
+        budgets=_budgets(doc),
+        stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
+        hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
+        hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
+        spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
+    )
+
+
+def _nodeclaim(doc: _Doc) -> NodeClaim:
+    conditions: dict[str, tuple[str, datetime | None]] = {}
+    for i, c in enumerate(doc.seq("status.conditions")):
+        if isinstance(c, Mapping) and c.get("type"):
+            conditions[str(c["type"])] = (
+                str(c.get("status")),
+                doc.parse_time(c.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"))
+    labels = doc.str_map("metadata.labels")
+    return NodeClaim(
+        name=str(doc.get("metadata.name")),
+        nodepool=labels.get("karpenter.sh/nodepool"),
+        node_name=doc.get("status.nodeName"),
+        provider_id=str(doc.get("status.providerID", "")),
+        initialized=conditions.get("Initialized", ("False", None))[0] == "True",
+        drifted=conditions.get("Drifted", ("False", None))[0] == "True",
+        conditions=conditions,
+    )
+
+
+def _pdb(doc: _Doc) -> PodDisruptionBudget:
+    def int_or_percent(field: str) -> int | str | None:
+        value = doc.get(field)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value)
+        if text.endswith("%") and text[:-1].isdigit() or text.isdigit():
+            return text if text.endswith("%") else int(text)
+        raise doc.fail(field, f"{value!r} is not an integer or a percentage")
+
+    return PodDisruptionBudget(
+        name=str(doc.get("metadata.name")),
+        namespace=str(doc.get("metadata.namespace", "default")),
+        selector=_selector(doc, "spec.selector", doc.get("spec.selector")),
+        min_available=int_or_percent("spec.minAvailable"),
+        max_unavailable=int_or_percent("spec.maxUnavailable"),
+    )
+
+
+def _daemonset(doc: _Doc) -> DaemonSet:
+    return DaemonSet(
+        name=str(doc.get("metadata.name")),
+        namespace=str(doc.get("metadata.namespace", "default")),
+        spec=_scheduling_spec(doc, "spec.template.spec"),
+        labels=doc.str_map("spec.template.metadata.labels"),
+    )
+
+
+def _catalog(doc: _Doc) -> list[InstanceType]:
+    out = []
+    for i, raw in enumerate(doc.seq("spec.instanceTypes")):
+        path = f"spec.instanceTypes[{i}]"
+        if not isinstance(raw, Mapping) or not raw.get("name"):
+            raise doc.fail(path, "an instance type needs a name")
+        sub = _Doc(doc.ref, raw)
+        try:
+            capacity = sub.resources("capacity")
+            overhead = sub.resources("overhead")
+        except SnapshotError as exc:
+            raise doc.fail(f"{path}.{exc.field}", str(exc).rsplit(": ", 1)[-1]) from exc
+        for needed in ("cpu", "memory"):
+            if needed not in capacity:
+                raise doc.fail(f"{path}.capacity.{needed}", "is required")
+        capacity.setdefault("pods", 110)
+        offerings = []
+        for j, o in enumerate(sub.seq("offerings")):
+            opath = f"{path}.offerings[{j}]"
+            if not isinstance(o, Mapping) or not o.get("zone"):
+                raise doc.fail(opath, "an offering needs zone, capacityType and price")
+            try:
+                price = float(o.get("price"))  # type: ignore[arg-type]
+            except (TypeError, ValueError) as exc:
+                raise doc.fail(f"{opath}.price", f"{o.get('price')!r} is not a number") from exc
+            if price < 0:
+                raise doc.fail(f"{opath}.price", "must not be negative")
+            ct = str(o.get("capacityType", "on-demand"))
+            if ct not in ("on-demand", "spot", "reserved"):
+                raise doc.fail(f"{opath}.capacityType", f"{ct!r} is not on-demand, spot or reserved")
+            offerings.append(Offering(str(o["zone"]), ct, price, bool(o.get("available", True))))
+        if not offerings:
+            raise doc.fail(f"{path}.offerings", "needs at least one offering")
+        out.append(InstanceType(str(raw["name"]), capacity, overhead, tuple(offerings), sub.str_map("labels")))
+    return out
+
+
+def _hold(doc: _Doc) -> Hold:
+    scope = str(doc.get("spec.scope", "cluster"))
+    if scope not in ("cluster", "nodePool", "node"):
+        raise doc.fail("spec.scope", f"{scope!r} is not cluster, nodePool or node")
+    target = doc.get("spec.nodePool") if scope == "nodePool" else doc.get("spec.node") if scope == "node" else None
+    if scope != "cluster" and not target:
+        raise doc.fail(f"spec.{scope}", f"a {scope} hold names its {scope}")
+    return Hold(str(doc.get("metadata.name")), scope, str(target) if target else None,
+                doc.time("spec.expiresAt"), str(doc.get("spec.reason", "")))
+
+
+def parse_documents(documents: Iterable[Any], bundled_catalog: Iterable[Any] | None = None) -> Snapshot:
+    """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field."""
+    nodes: list[Node] = []
+    pods: list[Pod] = []
+    pools: list[NodePool] = []
+    claims: list[NodeClaim] = []
+    pdbs: list[PodDisruptionBudget] = []
+    daemonsets: list[DaemonSet] = []
+    holds: list[Hold] = []
+    types: dict[str, InstanceType] = {}
+    seen: set[str] = set()
+    for index, raw in enumerate(flatten(documents)):
+        ref = _ref(raw, index)
+        doc = _Doc(ref, raw)
+        kind = raw.get("kind")
+        api = str(raw.get("apiVersion", ""))
+        group = api.split("/", 1)[0] if "/" in api else ""
+        if kind is None:
+            raise doc.fail("kind", "is required")
+        if not isinstance(raw.get("metadata"), Mapping) or not doc.get("metadata.name"):
+            raise doc.fail("metadata.name", "is required")
+        if ref in seen:
+            raise doc.fail("metadata.name", "appears twice in the input")
+        seen.add(ref)
+        if kind == "Node":
+            nodes.append(_node(doc))
+        elif kind == "Pod":
+            pods.append(_pod(doc))
+        elif kind == "NodePool" and group in NODEPOOL_GROUPS:
+            pools.append(_nodepool(doc))
+        elif kind == "NodeClaim" and group in NODEPOOL_GROUPS:
+            claims.append(_nodeclaim(doc))
+        elif kind == "PodDisruptionBudget":
+            pdbs.append(_pdb(doc))
+        elif kind == "DaemonSet":
+            daemonsets.append(_daemonset(doc))
+        elif kind == "InstanceTypeCatalog" and group == "ebb.sh":
+            for it in _catalog(doc):
+                types[it.name] = it
+        elif kind == "Hold" and group == "ebb.sh":
+            holds.append(_hold(doc))
+    source = "input"
+    if not types:
+        source = "bundled"
+        for raw in flatten(bundled_catalog or ()):
+            for it in _catalog(_Doc(_ref(raw, 0), raw)):
+                types[it.name] = it
+    claims_by_node = {c.node_name: c for c in claims if c.node_name}
+    claims_by_provider = {c.provider_id: c for c in claims if c.provider_id}
+    initialized_nodes = []
+    for node in nodes:
+        claim = claims_by_node.get(node.name) or claims_by_provider.get(node.provider_id)
+        if claim is not None and claim.initialized and node.labels.get(LABEL_INITIALIZED) != "true":
+            labels = dict(node.labels)
+            labels[LABEL_INITIALIZED] = "true"
+            node = Node(node.name, labels, node.annotations, node.taints, node.allocatable, node.capacity,
+                        node.unschedulable, node.creation_time, node.deleting, node.ready, node.provider_id)
+        initialized_nodes.append(node)
+    return Snapshot(
+        nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=tuple(pools),
+        instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
+        daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source,
+    )

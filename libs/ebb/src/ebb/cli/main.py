@@ -2,8 +2,11 @@
 
 import typer
 
+from ebb.cli.db import db_app
+
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
                   no_args_is_help=True)
+app.add_typer(db_app, name="db")
 
 
 @app.callback()

@@ -1,0 +1,6 @@
+"""The store: SQLAlchemy tables and Alembic migrations (PostgreSQL; SQLite in embedded mode)."""
+
+from ebb.adapters.store.migrate import current_revision, upgrade, upgrade_async
+from ebb.adapters.store.models import metadata
+
+__all__ = ["current_revision", "metadata", "upgrade", "upgrade_async"]

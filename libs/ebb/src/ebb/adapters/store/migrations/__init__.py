@@ -1,0 +1,1 @@
+"""Alembic environment and revisions for the store (run through ``ebb db upgrade``)."""

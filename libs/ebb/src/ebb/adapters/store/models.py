@@ -1,0 +1,174 @@
+"""The store's tables (DESIGN §3), shared by PostgreSQL (distributed) and SQLite (embedded).
+
+The Alembic revisions in ``migrations/versions`` create exactly these tables; an integration test
+compares the migrated database with this metadata.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Final
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION: Final = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: JSON documents: JSONB on PostgreSQL, JSON (text) on SQLite.
+Json = JSON().with_variant(JSONB(), "postgresql")
+#: 64-bit autoincrement keys; SQLite only autoincrements INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+Timestamp = DateTime(timezone=True)
+
+DECISION_STATES: Final = (
+    "proposed",
+    "approved",
+    "executing",
+    "succeeded",
+    "failed",
+    "rolled_back",
+    "rejected",
+)
+HOLD_SCOPES: Final = ("cluster", "nodepool", "node", "namespace", "workload")
+HOLD_KINDS: Final = ("manual", "automatic")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: Json, list[Any]: Json}
+
+
+class Decision(Base):
+    """One disruption decision and where it stands: proposed → approved → executing → succeeded |
+    failed | rolled_back, or rejected."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (
+        CheckConstraint(_in("state", DECISION_STATES), name="state"),
+        Index(None, "cluster", "state"),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    #: how the node is disrupted: expiration, drift, emptiness, consolidation, interruption, ...
+    method: Mapped[str] = mapped_column(String(32))
+    #: the specific reason, human readable (e.g. "NodeClass drifted: ami changed")
+    reason: Mapped[str] = mapped_column(Text)
+    #: delete or replace
+    action: Mapped[str] = mapped_column(String(16))
+    #: the candidate nodes (names, with their pool and instance type)
+    nodes: Mapped[list[Any]] = mapped_column(Json)
+    #: replacement nodes to launch first (empty for a delete)
+    replacements: Mapped[list[Any]] = mapped_column(Json)
+    #: estimated savings per hour, in the cloud's currency; null when not a cost decision
+    savings: Mapped[Decimal | None] = mapped_column(Numeric(14, 6))
+    state: Mapped[str] = mapped_column(String(16), default="proposed")
+    #: why (and why not): the inputs and checks that led to this decision
+    explanation: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp)
+    approved_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    started_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class DecisionEvent(Base):
+    """A decision's timeline: Proposed, Approved, Rejected, Tainted, Launching, WaitingReadiness,
+    Evicted, Terminated, RolledBack, Failed."""
+
+    __tablename__ = "decision_events"
+    __table_args__ = (Index(None, "decision_id", "at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    decision_id: Mapped[str] = mapped_column(String(64), ForeignKey("decisions.id", ondelete="CASCADE"))
+    #: the id of the CloudEvent that reported it (unique: a redelivered event is recorded once)
+    event_id: Mapped[str] = mapped_column(String(128), unique=True)
+    type: Mapped[str] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(String(253))
+    at: Mapped[datetime] = mapped_column(Timestamp)
+    detail: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+
+
+class BudgetLedgerEntry(Base):
+    """A node currently consuming one of its pool's disruption budget. Planners and executors
+    take budget by inserting rows under row locks (SELECT ... FOR UPDATE on the pool's rows), so
+    no two of them can exceed a budget; rows are released when the disruption ends."""
+
+    __tablename__ = "budget_ledger"
+    __table_args__ = (Index(None, "decision_id"),)
+
+    cluster: Mapped[str] = mapped_column(String(253), primary_key=True)
+    nodepool: Mapped[str] = mapped_column(String(253), primary_key=True)
+    node: Mapped[str] = mapped_column(String(253), primary_key=True)
+    decision_id: Mapped[str | None] = mapped_column(
+        String(64), ForeignKey("decisions.id", ondelete="SET NULL")
+    )
+    #: the disruption reason the budget applies to (Empty, Drifted, Underutilized, ...)
+    reason: Mapped[str] = mapped_column(String(32))
+    acquired_at: Mapped[datetime] = mapped_column(Timestamp)
+    #: a lease: an entry whose holder died is reclaimable after this
+    expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class Hold(Base):
+    """A consolidation hold, manual (an operator's) or automatic (e.g. after a rollback)."""
+
+    __tablename__ = "holds"
+    __table_args__ = (
+        CheckConstraint(_in("scope_kind", HOLD_SCOPES), name="scope_kind"),
+        CheckConstraint(_in("kind", HOLD_KINDS), name="kind"),
+        Index(None, "cluster", "scope_kind", "scope"),
+        Index(None, "expires_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    scope_kind: Mapped[str] = mapped_column(String(16))
+    #: the held object's name (or namespace/name); empty for the whole cluster
+    scope: Mapped[str] = mapped_column(String(512), default="")
+    kind: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(253))
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    #: null: until removed
+    expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class ProcessedMessage(Base):
+    """Ids of messages a consumer has applied, written in the same transaction as the effect."""
+
+    __tablename__ = "processed_messages"
+    __table_args__ = (Index(None, "processed_at"),)
+
+    consumer: Mapped[str] = mapped_column(String(128), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    topic: Mapped[str | None] = mapped_column(String(249))
+    processed_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+metadata = Base.metadata

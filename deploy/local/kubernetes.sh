@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# A local Kubernetes control plane for ebb's tests: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and the KWOK controller (fake nodes and pods).
+#
+#   kubernetes.sh install   build etcd + Kubernetes (one `go build`) and kwok into the cache
+#   kubernetes.sh start     certs, kubeconfig, start all five, wait until ready, write env
+#   kubernetes.sh stop      stop them by pid
+#   kubernetes.sh status
+set -euo pipefail
+EBB_COMPONENT=kubernetes
+# shellcheck source=deploy/local/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+K8S_DIR="${EBB_CACHE}/kubernetes-${KUBERNETES_VERSION}"
+ETCD_DIR="${EBB_CACHE}/etcd-${ETCD_VERSION}"
+KWOK_DIR="${EBB_CACHE}/kwok-${KWOK_VERSION}"
+STATE="${EBB_INFRA_DIR}/kubernetes"
+PKI="${STATE}/pki"
+KUBECONFIG_PATH="${STATE}/admin.kubeconfig"
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+installed() {
+  [[ -x "${K8S_DIR}/bin/kube-apiserver" && -x "${K8S_DIR}/bin/kube-controller-manager" \
+    && -x "${K8S_DIR}/bin/kube-scheduler" && -x "${ETCD_DIR}/bin/etcd" && -x "${KWOK_DIR}/bin/kwok" ]]
+}
+
+build_kubernetes() {
+  local go src gomod minor staging_version started
+  go="$(go_bin)"
+  src="${K8S_DIR}/src"
+  rm -rf "${src}"
+  mkdir -p "${src}" "${K8S_DIR}/bin" "${ETCD_DIR}/bin"
+  started=${SECONDS}
+  log "building etcd ${ETCD_VERSION} + kube-apiserver, kube-controller-manager, kube-scheduler ${KUBERNETES_VERSION} (cold: tens of minutes on 2 cores)"
+
+  # Kubernetes' own go.mod replaces every staging module (k8s.io/api, ...) with ./staging/...;
+  # a module that requires k8s.io/kubernetes must replace each with its published v0.X.Y.
+  gomod="$(cd "${src}" && "${go}" mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" \
+    | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')"
+  minor="${KUBERNETES_VERSION#v1.}"
+  staging_version="v0.${minor}"
+  (
+    cd "${src}"
+    "${go}" mod init ebb.local/kubernetes-build >/dev/null 2>&1
+    local args=()
+    while read -r mod; do
+      args+=("-replace=${mod}=${mod}@${staging_version}")
+    done < <(sed -nE 's#^[[:space:]]*(k8s\.io/[A-Za-z0-9._-]+)[[:space:]]+=>[[:space:]]+\./staging/.*#\1#p' "${gomod}" | sort -u)
+    ((${#args[@]} > 10)) || die "found only ${#args[@]} staging replaces in ${gomod}"
+    log "replacing ${#args[@]} staging modules with ${staging_version}"
+    "${go}" mod edit "${args[@]}" \
+      "-require=k8s.io/kubernetes@${KUBERNETES_VERSION}" \
+      "-require=go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
+    cat >tools.go <<'EOF'
+//go:build tools
+
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+EOF
+    "${go}" mod tidy -e >/dev/null 2>"${K8S_DIR}/tidy.log" || { cat "${K8S_DIR}/tidy.log" >&2; die "go mod tidy failed"; }
+    local got
+    got="$("${go}" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+    [[ "${got}" == "${ETCD_VERSION}" ]] || log "note: etcd resolved to ${got} (Kubernetes ${KUBERNETES_VERSION} requires at least that)"
+    log "modules resolved after $((SECONDS - started))s; compiling"
+
+    local pkg=k8s.io/component-base/version cpkg=k8s.io/client-go/pkg/version date
+    date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    local vflags=""
+    for p in "${pkg}" "${cpkg}"; do
+      vflags+=" -X ${p}.gitVersion=${KUBERNETES_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${minor%%.*}"
+      vflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=${date}"
+    done
+    # One invocation: shared packages (grpc, protobuf, apimachinery, ...) compile once.
+    CGO_ENABLED=0 GOFLAGS=-mod=mod "${go}" build -trimpath -ldflags="-s -w${vflags}" -o "${K8S_DIR}/bin/" \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      go.etcd.io/etcd/server/v3
+  )
+  # `go build` names go.etcd.io/etcd/server/v3's binary "server".
+  mv -f "${K8S_DIR}/bin/server" "${ETCD_DIR}/bin/etcd"
+  log "built Kubernetes + etcd in $((SECONDS - started))s"
+}
+
+build_kwok() {
+  local go started=${SECONDS}
+  go="$(go_bin)"
+  mkdir -p "${KWOK_DIR}/bin"
+  log "building kwok ${KWOK_VERSION}"
+  CGO_ENABLED=0 GOBIN="${KWOK_DIR}/bin" GOFLAGS=-mod=mod "${go}" install -trimpath -ldflags="-s -w" \
+    "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+  log "built kwok in $((SECONDS - started))s"
+}
+
+install() {
+  need_cmd openssl
+  if installed; then
+    log "etcd ${ETCD_VERSION}, Kubernetes ${KUBERNETES_VERSION}, kwok ${KWOK_VERSION} already in ${EBB_CACHE}"
+    return 0
+  fi
+  [[ -x "${K8S_DIR}/bin/kube-apiserver" && -x "${ETCD_DIR}/bin/etcd" ]] || build_kubernetes
+  [[ -x "${KWOK_DIR}/bin/kwok" ]] || build_kwok
+  installed || die "build finished but binaries are missing"
+}
+
+# ---------------------------------------------------------------- certificates, kubeconfig
+make_pki() {
+  need_cmd openssl
+  mkdir -p "${PKI}"
+  (
+    cd "${PKI}"
+    umask 077
+    openssl genrsa -out ca.key 2048 2>/dev/null
+    openssl req -x509 -new -nodes -key ca.key -subj "/CN=ebb-local-ca" -days 3650 -out ca.crt 2>/dev/null
+    sign() { # sign NAME SUBJECT EXTENSIONS
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+      printf '%s\n' "$3" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 8)" \
+        -days 3650 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr" "$1.ext"
+    }
+    sign apiserver "/CN=kube-apiserver" "$(printf '%s\n' \
+      'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+      'extendedKeyUsage=serverAuth' \
+      'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local')"
+    sign admin "/O=system:masters/CN=ebb-admin" "$(printf '%s\n' \
+      'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth')"
+    # the aggregation layer's client (and the CA that the components' authentication trusts
+    # for request headers)
+    sign front-proxy-client "/CN=front-proxy-client" "$(printf '%s\n' \
+      'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth')"
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  ) || die "certificate generation failed"
+}
+
+write_kubeconfig() {
+  local server="$1"
+  local ca crt key
+  ca="$(base64 -w0 <"${PKI}/ca.crt")"
+  crt="$(base64 -w0 <"${PKI}/admin.crt")"
+  key="$(base64 -w0 <"${PKI}/admin.key")"
+  (
+    umask 077
+    cat >"${KUBECONFIG_PATH}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: ebb-local
+  cluster:
+    server: ${server}
+    certificate-authority-data: ${ca}
+users:
+- name: ebb-admin
+  user:
+    client-certificate-data: ${crt}
+    client-key-data: ${key}
+contexts:
+- name: ebb-local
+  context:
+    cluster: ebb-local
+    user: ebb-admin
+    namespace: default
+current-context: ebb-local
+EOF
+  )
+}
+
+# ---------------------------------------------------------------- readiness checks
+# http_ok URL [expected-substring]: GET URL (https with the admin client cert, CA-verified
+# for the apiserver, unverified for the components' self-signed serving certs).
+http_ok() {
+  python3 - "$1" "${2:-}" "${PKI}" <<'EOF'
+import ssl, sys, urllib.request
+url, expect, pki = sys.argv[1], sys.argv[2], sys.argv[3]
+ctx = None
+if url.startswith("https://"):
+    ctx = ssl.create_default_context(cafile=f"{pki}/ca.crt")
+    ctx.load_cert_chain(f"{pki}/admin.crt", f"{pki}/admin.key")
+    if url.endswith("#insecure"):
+        url = url.removesuffix("#insecure")
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+body = urllib.request.urlopen(url, timeout=3, context=ctx).read().decode()
+if expect and expect not in body:
+    sys.exit(f"unexpected answer: {body[:200]}")
+EOF
+}
+
+# ---------------------------------------------------------------- start / stop
+start() {
+  install
+  if is_running kube-apiserver; then
+    log "already running (kube-apiserver pid $(cat "$(pid_file kube-apiserver)"))"
+    return 0
+  fi
+  stop_processes # a partial earlier start
+  local etcd_port peer_port api_port cm_port sched_port kwok_port
+  etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
+  cm_port="$(free_port)"; sched_port="$(free_port)"; kwok_port="$(free_port)"
+  rm -rf "${STATE}"
+  mkdir -p "${STATE}/etcd"
+  make_pki
+  local api="https://127.0.0.1:${api_port}"
+  write_kubeconfig "${api}"
+  local started=${SECONDS}
+
+  spawn etcd "${ETCD_DIR}/bin/etcd" --name ebb --data-dir "${STATE}/etcd" \
+    --listen-client-urls "http://127.0.0.1:${etcd_port}" --advertise-client-urls "http://127.0.0.1:${etcd_port}" \
+    --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
+    --initial-cluster "ebb=http://127.0.0.1:${peer_port}" --initial-cluster-state new \
+    --unsafe-no-fsync --quota-backend-bytes=2147483648 --log-level=warn
+  wait_until etcd 60 http_ok "http://127.0.0.1:${etcd_port}/health" '"health":"true"'
+
+  spawn kube-apiserver "${K8S_DIR}/bin/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:${etcd_port}" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="${api_port}" \
+    --tls-cert-file="${PKI}/apiserver.crt" --tls-private-key-file="${PKI}/apiserver.key" \
+    --client-ca-file="${PKI}/ca.crt" \
+    --requestheader-client-ca-file="${PKI}/ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="${PKI}/front-proxy-client.crt" --proxy-client-key-file="${PKI}/front-proxy-client.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="${PKI}/sa.pub" --service-account-signing-key-file="${PKI}/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=Node,RBAC --allow-privileged=true \
+    --endpoint-reconciler-type=none --profiling=false \
+    --cert-dir="${STATE}/apiserver-certs"
+  wait_until kube-apiserver "${KUBE_START_TIMEOUT:-120}" http_ok "${api}/readyz" ok
+
+  spawn kube-controller-manager "${K8S_DIR}/bin/kube-controller-manager" \
+    --kubeconfig="${KUBECONFIG_PATH}" \
+    --authentication-kubeconfig="${KUBECONFIG_PATH}" --authorization-kubeconfig="${KUBECONFIG_PATH}" \
+    --bind-address=127.0.0.1 --secure-port="${cm_port}" --cert-dir="${STATE}/controller-manager-certs" \
+    --controllers='*' --use-service-account-credentials=false \
+    --root-ca-file="${PKI}/ca.crt" --service-account-private-key-file="${PKI}/sa.key" \
+    --cluster-signing-cert-file="${PKI}/ca.crt" --cluster-signing-key-file="${PKI}/ca.key" \
+    --leader-elect=false --allocate-node-cidrs=false --profiling=false
+
+  spawn kube-scheduler "${K8S_DIR}/bin/kube-scheduler" \
+    --kubeconfig="${KUBECONFIG_PATH}" \
+    --authentication-kubeconfig="${KUBECONFIG_PATH}" --authorization-kubeconfig="${KUBECONFIG_PATH}" \
+    --bind-address=127.0.0.1 --secure-port="${sched_port}" --cert-dir="${STATE}/scheduler-certs" \
+    --leader-elect=false --profiling=false
+
+  # KWOK: fakes the kubelet for nodes annotated kwok.x-k8s.io/node=fake, with its default
+  # "fast" node and pod stages (node ready + lease heartbeat; pod running, complete, delete).
+  cat >"${STATE}/kwok.yaml" <<'EOF'
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options: {}
+EOF
+  spawn kwok "${KWOK_DIR}/bin/kwok" --config="${STATE}/kwok.yaml" \
+    --kubeconfig="${KUBECONFIG_PATH}" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 \
+    --server-address="127.0.0.1:${kwok_port}" --cidr=10.244.0.0/16 --node-ip=127.0.0.1
+
+  wait_until kube-controller-manager 60 http_ok "https://127.0.0.1:${cm_port}/healthz#insecure" ok
+  wait_until kube-scheduler 60 http_ok "https://127.0.0.1:${sched_port}/healthz#insecure" ok
+  wait_until kwok 60 http_ok "http://127.0.0.1:${kwok_port}/healthz"
+  # pods need the `default` ServiceAccount, which the controller-manager creates
+  wait_until kube-controller-manager 60 http_ok "${api}/api/v1/namespaces/default/serviceaccounts/default"
+  log "control plane ready in $((SECONDS - started))s: ${api}"
+  write_component_env kubernetes "KUBECONFIG=${KUBECONFIG_PATH}" "EBB_KUBECONFIG=${KUBECONFIG_PATH}" \
+    "KUBE_API_SERVER=${api}" "ETCD_ENDPOINT=http://127.0.0.1:${etcd_port}"
+}
+
+stop_processes() {
+  stop_pids TERM kwok kube-scheduler kube-controller-manager
+  stop_pids TERM kube-apiserver
+  stop_pids TERM etcd
+}
+
+stop() {
+  stop_processes
+  remove_component_env kubernetes
+}
+
+status() {
+  local c rc=0
+  for c in "${COMPONENTS[@]}"; do
+    if is_running "${c}"; then
+      echo "${c}: running (pid $(cat "$(pid_file "${c}")"))"
+    else
+      echo "${c}: stopped"
+      rc=1
+    fi
+  done
+  return "${rc}"
+}
+
+main() {
+  case "${1:-}" in
+    install) install ;;
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  esac
+}
+main "$@"

@@ -1,0 +1,188 @@
+# shellcheck shell=bash
+# Shared helpers for the deploy/local scripts. Sourced, never run.
+#
+#   EBB_CACHE      where fetched/built binaries and jars live (outside the repo), one
+#                  directory per <component>-<version>; default ~/.cache/ebb
+#   EBB_INFRA_DIR  runtime state: data dirs, logs/, pids/, certs, kubeconfig, env files;
+#                  default <repo>/.infra (git-ignored)
+
+EBB_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+EBB_CACHE="${EBB_CACHE:-${HOME}/.cache/ebb}"
+EBB_INFRA_DIR="${EBB_INFRA_DIR:-${EBB_REPO_ROOT}/.infra}"
+EBB_LOG_DIR="${EBB_INFRA_DIR}/logs"
+EBB_PID_DIR="${EBB_INFRA_DIR}/pids"
+export EBB_REPO_ROOT EBB_CACHE EBB_INFRA_DIR
+export GOTOOLCHAIN=local UV_PYTHON_DOWNLOADS=never
+
+# Pinned versions (one place; docs/infrastructure.md lists them too).
+KAFKA_VERSION="${EBB_KAFKA_VERSION:-4.1.2}"
+KAFKA_SCALA_VERSION="2.13"
+LOG4J_VERSION="${EBB_LOG4J_VERSION:-2.24.3}"
+KUBERNETES_VERSION="${EBB_KUBERNETES_VERSION:-v1.34.4}"
+ETCD_VERSION="${EBB_ETCD_VERSION:-v3.6.4}"
+KWOK_VERSION="${EBB_KWOK_VERSION:-v0.7.0}"
+
+mkdir -p "${EBB_CACHE}" "${EBB_LOG_DIR}" "${EBB_PID_DIR}"
+
+log() { printf '[%s %s] %s\n' "$(date +%H:%M:%S)" "${EBB_COMPONENT:-infra}" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# A free TCP port on 127.0.0.1 (bind port 0 and let the kernel pick).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+pid_file() { printf '%s/%s.pid' "${EBB_PID_DIR}" "$1"; }
+log_file() { printf '%s/%s.log' "${EBB_LOG_DIR}" "$1"; }
+
+# is_running NAME: the pid in NAME's pid file is alive.
+is_running() {
+  local pf pid
+  pf="$(pid_file "$1")"
+  [[ -s "${pf}" ]] || return 1
+  pid="$(cat "${pf}")"
+  [[ "${pid}" =~ ^[0-9]+$ ]] && kill -0 "${pid}" 2>/dev/null
+}
+
+# spawn NAME CMD...: start CMD in the background, detached, output to logs/NAME.log,
+# its pid in pids/NAME.pid.
+spawn() {
+  local name="$1"; shift
+  local lf
+  lf="$(log_file "${name}")"
+  : >"${lf}"
+  nohup setsid "$@" >>"${lf}" 2>&1 </dev/null &
+  echo $! >"$(pid_file "${name}")"
+  log "started ${name} (pid $!), log ${lf}"
+}
+
+# stop_pid NAME [SIGNAL]: stop the process whose pid is in pids/NAME.pid; wait up to 20 s,
+# then SIGKILL. Only ever signals that one pid (never by name).
+stop_pid() {
+  stop_pids "${2:-TERM}" "$1"
+}
+
+# stop_pids SIGNAL NAME...: signal all of them at once, then wait for each (20 s, then SIGKILL).
+stop_pids() {
+  local sig="$1"; shift
+  local name pf pid i
+  local -a names=() pids=()
+  for name in "$@"; do
+    pf="$(pid_file "${name}")"
+    [[ -s "${pf}" ]] || continue
+    pid="$(cat "${pf}")"
+    if [[ "${pid}" =~ ^[0-9]+$ ]] && kill -0 "${pid}" 2>/dev/null; then
+      kill "-${sig}" "${pid}" 2>/dev/null || true
+      names+=("${name}")
+      pids+=("${pid}")
+    else
+      rm -f "${pf}"
+    fi
+  done
+  for i in "${!pids[@]}"; do
+    local deadline=$((SECONDS + 20))
+    while kill -0 "${pids[i]}" 2>/dev/null && ((SECONDS < deadline)); do
+      sleep 0.1
+    done
+    if kill -0 "${pids[i]}" 2>/dev/null; then
+      log "${names[i]} (pid ${pids[i]}) did not stop after SIG${sig}; sending SIGKILL"
+      kill -KILL "${pids[i]}" 2>/dev/null || true
+      sleep 0.5
+    fi
+    log "stopped ${names[i]} (pid ${pids[i]})"
+    rm -f "$(pid_file "${names[i]}")"
+  done
+}
+
+# wait_until NAME TIMEOUT_SECONDS CMD...: poll CMD until it succeeds; fail with a pointer to
+# NAME's log if TIMEOUT passes or the process dies first.
+wait_until() {
+  local name="$1" timeout="$2"; shift 2
+  local deadline=$((SECONDS + timeout))
+  while ! "$@" >/dev/null 2>&1; do
+    if ! is_running "${name}"; then
+      tail -n 30 "$(log_file "${name}")" >&2 || true
+      die "${name} exited before it became ready; see $(log_file "${name}")"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 30 "$(log_file "${name}")" >&2 || true
+      die "${name} not ready after ${timeout}s; see $(log_file "${name}")"
+    fi
+    sleep 0.5
+  done
+  log "${name} is ready"
+}
+
+tcp_open() {
+  python3 - "$1" "$2" <<'EOF'
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)
+s.close()
+EOF
+}
+
+# write_component_env COMPONENT KEY=VALUE...: the component's connection settings, merged
+# into env.sh / env.json by write_env_files.
+write_component_env() {
+  local comp="$1"; shift
+  local f="${EBB_INFRA_DIR}/${comp}.env"
+  printf '%s\n' "$@" >"${f}.tmp"
+  mv "${f}.tmp" "${f}"
+  write_env_files
+}
+
+remove_component_env() {
+  rm -f "${EBB_INFRA_DIR}/$1.env"
+  write_env_files
+}
+
+# env.sh (export lines) and env.json from every running component's .env file.
+write_env_files() {
+  python3 - "${EBB_INFRA_DIR}" <<'EOF'
+import json, pathlib, shlex, sys
+infra = pathlib.Path(sys.argv[1])
+settings: dict[str, str] = {}
+for comp in ("kafka", "postgres", "kubernetes", "moto"):
+    f = infra / f"{comp}.env"
+    if not f.exists():
+        continue
+    for line in f.read_text().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            settings[key] = value
+(infra / "env.json.tmp").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+(infra / "env.json.tmp").replace(infra / "env.json")
+lines = ["# generated by deploy/local; source it: . .infra/env.sh"]
+lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(settings.items())]
+(infra / "env.sh.tmp").write_text("\n".join(lines) + "\n")
+(infra / "env.sh.tmp").replace(infra / "env.sh")
+EOF
+}
+
+# need_cmd CMD [HINT]
+need_cmd() {
+  command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH${2:+ ($2)}"
+}
+
+# apt_install PKG...: install Debian packages when running as root (apt-get update once).
+apt_install() {
+  if [[ "$(id -u)" != 0 ]]; then
+    die "missing system packages: $*; install them (apt-get install $*) and retry"
+  fi
+  if [[ ! -e /tmp/.ebb-apt-updated ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    touch /tmp/.ebb-apt-updated
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# go_bin: the Go toolchain (PATH or /usr/local/go).
+go_bin() {
+  if command -v go >/dev/null 2>&1; then
+    command -v go
+  elif [[ -x /usr/local/go/bin/go ]]; then
+    echo /usr/local/go/bin/go
+  else
+    die "Go toolchain not found (install Go >= 1.24 into /usr/local/go)"
+  fi
+}

@@ -2,6 +2,8 @@
 
 import typer
 
+from ebb.cli.plan_cmd import plan
+
 from ebb.cli.db import db_app
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
@@ -20,3 +22,6 @@ def version() -> None:
     from ebb import __version__
 
     typer.echo(__version__)
+
+
+app.command(name="plan")(plan)

@@ -36,6 +36,7 @@ from ebb.core.model import (
     LABEL_OS,
     LABEL_ZONE,
     TAINT_DISRUPTED,
+    DaemonSet,
     InstanceType,
     Node,
     NodePool,
@@ -78,6 +79,17 @@ def format_requests(requests: Mapping[str, int]) -> str:
         else:
             parts.append(f"{name} {value}")
     return ", ".join(parts) or "no requests"
+
+
+def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
+    """Whether a DaemonSet would run on a new node of this NodePool (taints and nodeSelector)."""
+    if blocking_taints(ds.spec.tolerations, pool.taints):
+        return False
+    labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
+    for req in pool.requirements:
+        if req.operator == "In" and len(req.values) == 1:
+            labels[req.key] = req.values[0]
+    return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -299,17 +311,9 @@ class Scheduler:
 
     def _daemonset_overhead(self, pool: NodePool) -> IntArray:
         total = np.zeros(len(self.resources), dtype=np.int64)
-        labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
-        for req in pool.requirements:
-            if req.operator == "In" and len(req.values) == 1:
-                labels[req.key] = req.values[0]
         for ds in self.snapshot.daemonsets:
-            spec = ds.spec
-            if blocking_taints(spec.tolerations, pool.taints):
-                continue
-            if any(labels.get(k, v) != v for k, v in spec.node_selector.items()):
-                continue
-            total += self.vec(spec.requests)
+            if daemonset_runs_in_pool(ds, pool):
+                total += self.vec(ds.spec.requests)
         return total
 
     # -- topology groups -------------------------------------------------------------------------------

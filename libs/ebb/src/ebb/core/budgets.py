@@ -1,0 +1,91 @@
+"""Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a given reason.
+
+Karpenter v1 semantics (AKS disruption-policy page): `nodes` is a count or a percentage of the pool's
+nodes (rounded up); allowed = that − deleting − NotReady, floored at 0; several budgets give the minimum
+of those active; `schedule` (cron, UTC, @-macros) with `duration` makes a budget active only inside its
+window; `reasons` limits a budget to some reasons (unset = all). No budgets means one `nodes: 10%`.
+An invalid budget fails closed (allows 0) and says why, rather than silently allowing disruption.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from croniter import croniter
+
+from ebb.core.model import REASONS, Budget, NodePool
+from ebb.core.quantity import QuantityError, format_duration, parse_duration
+
+_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetVerdict:
+    allowed: int
+    detail: str  # which budget decided, in words
+    invalid: bool = False
+
+
+def budget_error(budget: Budget) -> str | None:
+    """Why a budget is invalid, or None."""
+    if not _NODES.match(budget.nodes.strip()):
+        return f"nodes {budget.nodes!r} is not a count or a percentage like 10%"
+    if (budget.schedule is None) != (budget.duration is None):
+        return "schedule and duration must be set together"
+    if budget.duration is not None:
+        try:
+            seconds = parse_duration(budget.duration)
+        except QuantityError as exc:
+            return f"duration: {exc}"
+        if seconds is None or seconds <= 0:
+            return f"duration {budget.duration!r} must be a positive time"
+    if budget.schedule is not None and not croniter.is_valid(budget.schedule):
+        return f"schedule {budget.schedule!r} is not a cron expression or @-macro"
+    for reason in budget.reasons or ():
+        if reason not in REASONS:
+            return f"reason {reason!r} is not one of {', '.join(REASONS)}"
+    return None
+
+
+def active_window(budget: Budget, now: datetime) -> tuple[datetime, datetime] | None:
+    """The window the budget is active in at `now` (start, end), or None when it is not active.
+    A budget without a schedule is always active: returns (now, now) as a marker."""
+    if budget.schedule is None:
+        return (now, now)
+    seconds = parse_duration(budget.duration or "0s") or 0.0
+    start = croniter(budget.schedule, now + timedelta(microseconds=1)).get_prev(datetime)
+    end = start + timedelta(seconds=seconds)
+    return (start, end) if start <= now < end else None
+
+
+def allowed_disruptions(pool: NodePool, reason: str, now: datetime, total: int, deleting: int,
+                        not_ready: int) -> BudgetVerdict:
+    """How many more of `pool`'s nodes may be disrupted for `reason` at `now`."""
+    best: BudgetVerdict | None = None
+    for index, budget in enumerate(pool.budgets):
+        error = budget_error(budget)
+        if error is not None:
+            return BudgetVerdict(0, f"budget {index} of NodePool {pool.name} is invalid ({error}); "
+                                    "ebb fails closed and disrupts nothing in this pool", invalid=True)
+        if budget.reasons is not None and reason not in budget.reasons:
+            continue
+        window = active_window(budget, now)
+        if window is None:
+            continue
+        text = budget.nodes.strip()
+        limit = math.ceil(total * int(text[:-1]) / 100) if text.endswith("%") else int(text)
+        allowed = max(0, limit - deleting - not_ready)
+        where = ""
+        if budget.schedule is not None:
+            where = (f" (schedule {budget.schedule!r}, active until {window[1].strftime('%Y-%m-%dT%H:%M:%SZ')},"
+                     f" for {format_duration((window[1] - window[0]).total_seconds())})")
+        detail = (f"budget nodes={text}{where} of NodePool {pool.name} allows {allowed} "
+                  f"of {total} nodes ({deleting} deleting, {not_ready} NotReady)")
+        if best is None or allowed < best.allowed:
+            best = BudgetVerdict(allowed, detail)
+    if best is None:  # no budget applies to this reason now: nothing limits it
+        return BudgetVerdict(total, f"no budget of NodePool {pool.name} applies to {reason} now")
+    return best

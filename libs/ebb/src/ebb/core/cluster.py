@@ -1,0 +1,328 @@
+"""Per-pass facts about the cluster that every disruption method needs, derived once from a snapshot.
+
+Prices of nodes, pods per node, what each PodDisruptionBudget allows now, which nodes are candidates
+at all and, for the others, the reason (reported, never silent), disruption cost ordering, budgets per
+NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ebb.core.budgets import BudgetVerdict, allowed_disruptions
+from ebb.core.labels import selector_matches
+from ebb.core.model import (
+    ANNOTATION_DO_NOT_CONSOLIDATE,
+    ANNOTATION_DO_NOT_DISRUPT,
+    ANNOTATION_DO_NOT_EVICT,
+    ANNOTATION_POD_DELETION_COST,
+    LABEL_INITIALIZED,
+    REASONS,
+    TAINT_DISRUPTED,
+    InstanceType,
+    Node,
+    NodeClaim,
+    NodePool,
+    Pod,
+    PodDisruptionBudget,
+    Snapshot,
+)
+from ebb.core.quantity import QuantityError, format_duration, parse_duration
+
+
+def fmt_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class PdbStatus:
+    pdb: PodDisruptionBudget
+    allowed: int
+    healthy: int
+    expected: int
+
+
+def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
+    """disruptionsAllowed as kube-controller-manager computes it from the matching pods."""
+    expected = len(pods)
+    healthy = sum(1 for p in pods if p.ready and p.phase == "Running" and not p.deleting)
+
+    def scaled(value: int | str, round_up: bool) -> int:
+        if isinstance(value, int):
+            return value
+        pct = int(value[:-1]) * expected / 100
+        return math.ceil(pct) if round_up else math.floor(pct)
+
+    if pdb.max_unavailable is not None:
+        allowed = scaled(pdb.max_unavailable, True) - (expected - healthy)
+    elif pdb.min_available is not None:
+        allowed = healthy - scaled(pdb.min_available, True)
+    else:
+        allowed = 0
+    return PdbStatus(pdb, max(0, allowed), healthy, expected)
+
+
+def eviction_cost(pod: Pod) -> float:
+    """Karpenter's EvictionCost: 1 + deletion cost / 2^27 + priority / 2^25, clamped to [-10, 10]."""
+    cost = 1.0
+    raw = pod.annotations.get(ANNOTATION_POD_DELETION_COST)
+    if raw is not None:
+        try:
+            cost += int(raw) / 2**27
+        except ValueError:
+            pass
+    cost += pod.priority / 2**25
+    return max(-10.0, min(10.0, cost))
+
+
+@dataclass
+class ClusterView:
+    snapshot: Snapshot
+    now: datetime
+    pools: dict[str, NodePool] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods_on: dict[str, list[Pod]] = field(default_factory=dict)
+    movable: dict[str, list[Pod]] = field(default_factory=dict)  # pods that need a new home
+    price: dict[str, float] = field(default_factory=dict)
+    price_known: dict[str, bool] = field(default_factory=dict)
+    types: dict[str, InstanceType] = field(default_factory=dict)
+    claims: dict[str, NodeClaim] = field(default_factory=dict)
+    pdb_of_pod: dict[str, list[PdbStatus]] = field(default_factory=dict)
+    not_candidate: dict[str, str] = field(default_factory=dict)  # node -> why never a candidate
+    hard_block: dict[str, str] = field(default_factory=dict)  # node -> why no method may disrupt it
+    consolidation_block: dict[str, str] = field(default_factory=dict)
+    budgets: dict[tuple[str, str], BudgetVerdict] = field(default_factory=dict)
+    pause: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, node|"") -> hold/window reason
+
+    @classmethod
+    def build(cls, snapshot: Snapshot, now: datetime) -> ClusterView:
+        view = cls(snapshot, now)
+        view.pools = {p.name: p for p in snapshot.nodepools}
+        view.nodes = {n.name: n for n in snapshot.nodes}
+        view.types = {t.name: t for t in snapshot.instance_types}
+        for c in snapshot.nodeclaims:
+            if c.node_name:
+                view.claims[c.node_name] = c
+        for node in snapshot.nodes:
+            view.pods_on[node.name] = []
+        for pod in snapshot.pods:
+            if pod.node_name in view.pods_on and not pod.is_terminal:
+                view.pods_on[pod.node_name].append(pod)
+        for name, pods in view.pods_on.items():
+            view.movable[name] = [p for p in pods if p.needs_rescheduling]
+        for node in snapshot.nodes:
+            view.price[node.name], view.price_known[node.name] = view._node_price(node)
+        view._pdbs()
+        view._candidates()
+        view._budgets()
+        view._pauses()
+        return view
+
+    # -- prices ----------------------------------------------------------------------------------------
+    def _node_price(self, node: Node) -> tuple[float, bool]:
+        it = self.types.get(node.instance_type or "")
+        if it is None:
+            return 0.0, False
+        exact = [o.price for o in it.offerings if o.zone == node.zone and o.capacity_type == node.capacity_type]
+        if exact:
+            return exact[0], True
+        same_ct = [o.price for o in it.offerings if o.capacity_type == node.capacity_type]
+        if same_ct:
+            return min(same_ct), True
+        return min(o.price for o in it.offerings), True
+
+    def offered(self, node: Node) -> bool:
+        """Whether the node's instance type is still offered in its zone and capacity type."""
+        it = self.types.get(node.instance_type or "")
+        if it is None:
+            return self.snapshot.catalog_source == "bundled"  # unknown to the bundled list: no verdict
+        return any(o.available and o.zone == node.zone and o.capacity_type == node.capacity_type
+                   for o in it.offerings)
+
+    def pool_cost(self) -> float:
+        return sum(self.price[n.name] for n in self.snapshot.nodes if n.nodepool in self.pools and not n.deleting)
+
+    # -- PDBs --------------------------------------------------------------------------------------------
+    def _pdbs(self) -> None:
+        by_ns: dict[str, list[Pod]] = {}
+        for pod in self.snapshot.pods:
+            if not pod.is_terminal:
+                by_ns.setdefault(pod.namespace, []).append(pod)
+        for pdb in self.snapshot.pdbs:
+            if not pdb.selector.match_labels and not pdb.selector.match_expressions:
+                continue  # an empty selector matches nothing in policy/v1 for eviction purposes
+            matching = [p for p in by_ns.get(pdb.namespace, []) if selector_matches(pdb.selector, p.labels)]
+            status = pdb_allowed(pdb, matching)
+            for pod in matching:
+                self.pdb_of_pod.setdefault(pod.key, []).append(status)
+
+    # -- candidates --------------------------------------------------------------------------------------
+    def initialized(self, node: Node) -> bool:
+        if node.labels.get(LABEL_INITIALIZED) == "true":
+            return True
+        claim = self.claims.get(node.name)
+        return claim is not None and claim.initialized
+
+    def _candidates(self) -> None:
+        for node in self.snapshot.nodes:
+            pool_name = node.nodepool
+            if pool_name is None:
+                self.not_candidate[node.name] = "it is not owned by a NodePool (no karpenter.sh/nodepool label)"
+                continue
+            if pool_name not in self.pools:
+                self.not_candidate[node.name] = f"its NodePool {pool_name} is not in the snapshot"
+                continue
+            if node.deleting:
+                self.not_candidate[node.name] = "it is already being deleted"
+                continue
+            if any(t.key == TAINT_DISRUPTED for t in node.taints):
+                self.not_candidate[node.name] = "it is already being disrupted (tainted karpenter.sh/disrupted)"
+                continue
+            if not self.initialized(node):
+                self.not_candidate[node.name] = "it is not initialized yet (karpenter.sh/initialized is not true)"
+                continue
+            if node.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
+                self.hard_block[node.name] = "the node is annotated karpenter.sh/do-not-disrupt=true"
+                continue
+            reason = self._pod_block(node)
+            if reason:
+                self.hard_block[node.name] = reason
+                continue
+            pool = self.pools[pool_name]
+            if node.annotations.get(ANNOTATION_DO_NOT_CONSOLIDATE) == "true":
+                self.consolidation_block[node.name] = "the node is annotated karpenter.sh/do-not-consolidate=true"
+            elif pool.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
+                self.hard_block[node.name] = (f"NodePool {pool.name}'s template annotates its nodes "
+                                              "karpenter.sh/do-not-disrupt=true")
+
+    def _pod_block(self, node: Node) -> str | None:
+        for pod in self.pods_on[node.name]:
+            if not pod.needs_rescheduling:
+                continue
+            for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
+                value = pod.annotations.get(annotation)
+                if value is None or value == "false":
+                    continue
+                if value == "true":
+                    return f"pod {pod.key} has {annotation}=true"
+                try:
+                    seconds = parse_duration(value)
+                except QuantityError:
+                    return f"pod {pod.key} has {annotation}={value!r}, which is neither true nor a duration"
+                start = pod.start_time or pod.creation_time
+                if seconds is None or start is None:
+                    return f"pod {pod.key} has {annotation}={value}"
+                until = start + timedelta(seconds=seconds)
+                if self.now < until:
+                    return f"pod {pod.key} has {annotation}={value} (protected until {fmt_time(until)})"
+            statuses = self.pdb_of_pod.get(pod.key, [])
+            if len(statuses) > 1:
+                names = " and ".join(f"{s.pdb.namespace}/{s.pdb.name}" for s in statuses)
+                return f"pod {pod.key} is covered by two PDBs ({names}); the Eviction API refuses to evict it"
+            if statuses and statuses[0].allowed <= 0:
+                s = statuses[0]
+                return (f"pdb {s.pdb.namespace}/{s.pdb.name} prevents pod evictions "
+                        f"(0 disruptions allowed: {s.healthy} of {s.expected} pods healthy)")
+        return None
+
+    def blocked_reason(self, node: str, consolidation: bool) -> str | None:
+        return self.not_candidate.get(node) or self.hard_block.get(node) or (
+            self.consolidation_block.get(node) if consolidation else None)
+
+    # -- budgets, holds, windows ---------------------------------------------------------------------------
+    def _budgets(self) -> None:
+        for pool in self.snapshot.nodepools:
+            owned = [n for n in self.snapshot.nodes if n.nodepool == pool.name]
+            deleting = sum(1 for n in owned if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints))
+            not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
+            for reason in REASONS:
+                self.budgets[(pool.name, reason)] = allowed_disruptions(pool, reason, self.now, len(owned),
+                                                                         deleting, not_ready)
+
+    def _pauses(self) -> None:
+        for hold in self.snapshot.holds:
+            if hold.expires is not None and hold.expires <= self.now:
+                continue
+            until = f" until {fmt_time(hold.expires)}" if hold.expires else ""
+            why = f": {hold.reason}" if hold.reason else ""
+            text = f"hold {hold.name} ({hold.scope}{' ' + hold.target if hold.target else ''}){until}{why}"
+            if hold.scope == "cluster":
+                for pool in self.pools:
+                    self.pause.setdefault((pool, ""), text)
+            elif hold.scope == "nodePool" and hold.target:
+                self.pause.setdefault((hold.target, ""), text)
+            elif hold.scope == "node" and hold.target:
+                node = self.nodes.get(hold.target)
+                if node is not None and node.nodepool:
+                    self.pause.setdefault((node.nodepool, node.name), text)
+        newest = max((n for n in self.snapshot.nodes if n.creation_time is not None),
+                     key=lambda n: n.creation_time or self.now, default=None)
+        for pool in self.snapshot.nodepools:
+            window = pool.stabilization_window
+            if not window or newest is None or newest.creation_time is None:
+                continue
+            age = (self.now - newest.creation_time).total_seconds()
+            if age < window:
+                resume = newest.creation_time + timedelta(seconds=window)
+                self.pause.setdefault((pool.name, ""), (
+                    f"NodePool {pool.name}'s stabilizationWindow ({format_duration(window)}) is in effect: "
+                    f"node {newest.name} launched {format_duration(age)} ago; Empty and Underutilized "
+                    f"disruptions resume at {fmt_time(resume)}"))
+
+    def paused(self, node: Node) -> str | None:
+        """Why Empty and Underutilized disruption of this node is paused (hold or window), or None."""
+        pool = node.nodepool or ""
+        return self.pause.get((pool, node.name)) or self.pause.get((pool, ""))
+
+    # -- timing ----------------------------------------------------------------------------------------
+    def last_pod_event(self, node: Node) -> datetime | None:
+        """When a pod last arrived on the node (pods leaving are seen through NodeClaim conditions)."""
+        times = [t for p in self.pods_on[node.name] if not p.is_daemonset
+                 for t in (p.start_time or p.creation_time,) if t is not None]
+        claim = self.claims.get(node.name)
+        if claim is not None:
+            for cond in ("Consolidatable", "Empty"):
+                status = claim.conditions.get(cond)
+                if status and status[1] is not None and status[0] == "True":
+                    times.append(status[1])
+        if node.creation_time is not None:
+            times.append(node.creation_time)
+        return max(times) if times else None
+
+    def stable_for(self, node: Node, seconds: float) -> str | None:
+        """None when the node has been stable for `seconds`; else why not yet."""
+        last = self.last_pod_event(node)
+        if last is None or seconds <= 0:
+            return None
+        ready_at = last + timedelta(seconds=seconds)
+        if self.now >= ready_at:
+            return None
+        return (f"consolidateAfter ({format_duration(seconds)}) has not passed since the node's pods last "
+                f"changed at {fmt_time(last)}; it becomes consolidatable at {fmt_time(ready_at)}")
+
+    def disruption_cost(self, node: Node) -> float:
+        """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""
+        cost = sum(eviction_cost(p) for p in self.movable[node.name])
+        pool = self.pools.get(node.nodepool or "")
+        if pool and pool.expire_after and node.creation_time is not None:
+            age = (self.now - node.creation_time).total_seconds()
+            cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
+        return cost
+
+    def order(self, names: list[str]) -> list[str]:
+        return sorted(names, key=lambda n: (self.disruption_cost(self.nodes[n]), len(self.movable[n]),
+                                            -self.price[n], n))
+
+    def utilization_order(self) -> list[str]:
+        """Where simulated pods should go first: the fullest nodes (least likely to be removed)."""
+        def used_share(node: Node) -> float:
+            cpu = node.allocatable.get("cpu", 0) or 1
+            return sum(p.spec.requests.get("cpu", 0) for p in self.pods_on[node.name]) / cpu
+        return [n.name for n in sorted(self.snapshot.nodes, key=lambda n: (-used_share(n), n.name))]
+
+
+def budget_rows(view: ClusterView) -> list[tuple[str, str, int]]:
+    return [(pool, reason, verdict.allowed) for (pool, reason), verdict in sorted(view.budgets.items(),
+                                                                                key=lambda kv: kv[0])]

@@ -1,0 +1,118 @@
+"""Values shared by the disruption methods: commands, blocked reasons, and the pass context.
+
+A method reads the `ClusterView` and a simulation state and returns a `MethodOutcome`: the commands
+it would execute now and, for nodes it considered but did not take, the reason in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ebb.core.cluster import ClusterView
+from ebb.core.model import CAPACITY_SPOT, Pod
+from ebb.core.simulator.results import NewNode
+from ebb.core.simulator.scheduler import Scheduler, SimState
+
+EPSILON = 1e-9
+SPOT_TO_SPOT_MIN_TYPES = 15  # Karpenter keeps at least 15 cheaper spot options to avoid churn
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    nodepool: str
+    instance_types: tuple[str, ...]
+    capacity_type: str
+    zones: tuple[str, ...]
+    price: float
+    hostname: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    method: str
+    reason: str
+    action: str  # delete | replace
+    nodes: tuple[str, ...]
+    replacements: tuple[Replacement, ...]
+    savings: float
+    placements: dict[str, str] = field(default_factory=dict, compare=False)  # pod -> node or hostname
+    explanation: str = ""
+
+
+@dataclass
+class MethodOutcome:
+    commands: list[Command] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    spot_to_spot: bool = False
+    explain: bool = True  # evaluate every consolidation candidate for "why not" reasons
+
+
+@dataclass
+class PassContext:
+    view: ClusterView
+    options: EngineOptions
+    scheduler: Scheduler
+    state: SimState
+    remaining: dict[tuple[str, str], int]  # (pool, reason) -> budget left in this pass
+    excluded: frozenset[str] = frozenset()  # nodes an earlier command of this pass already takes
+
+    @property
+    def now(self) -> datetime:
+        return self.view.now
+
+    def budget_left(self, pool: str, reason: str) -> int:
+        return self.remaining.get((pool, reason), 0)
+
+    def consume(self, pool: str, reason: str) -> None:
+        self.remaining[(pool, reason)] = self.budget_left(pool, reason) - 1
+
+
+def budget_block(ctx: PassContext, pool: str, reason: str) -> str:
+    verdict = ctx.view.budgets[(pool, reason)]
+    if verdict.invalid:
+        return verdict.detail
+    if verdict.allowed == 0:
+        return f"the {reason} budget allows 0 disruptions now: {verdict.detail}"
+    return (f"the {reason} budget of NodePool {pool} is used up by other disruptions this pass "
+            f"({verdict.detail})")
+
+
+def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> tuple[Replacement | None, str]:
+    """Keep only replacement options cheaper than what is removed, dropping options of the same type as
+    a removed node that cost at least as much; enforce the spot-to-spot rule. Returns (replacement or
+    None, why not)."""
+    view = ctx.view
+    removed_price = sum(view.price[n] for n in removed)
+    pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
+    prices: dict[str, float] = {}
+    for combo in range(len(pool.combo_type)):
+        name = pool.types[int(pool.combo_type[combo])].name
+        if name in new.instance_types and pool.combo_ct[combo] == new.capacity_type \
+                and pool.combo_zone[combo] in new.zones:
+            prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
+    same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
+    options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
+               and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
+    if not options:
+        return None, (f"can't replace with a cheaper node: its pods need a node costing "
+                      f"${new.price:.4f}/h or more, and it costs ${removed_price:.4f}/h")
+    if new.capacity_type == CAPACITY_SPOT and any(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
+        pool_opt = view.pools[new.nodepool].spot_to_spot
+        if not (ctx.options.spot_to_spot or pool_opt):
+            return None, ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot when "
+                          "enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)")
+        if len(options) < SPOT_TO_SPOT_MIN_TYPES:
+            return None, (f"spot-to-spot replacement needs at least {SPOT_TO_SPOT_MIN_TYPES} cheaper instance "
+                          f"types to choose from; only {len(options)} qualify")
+    options.sort(key=lambda t: (prices[t], t))
+    return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
+                       new.hostname), ""
+
+
+def placements_of(state: SimState, pods: list[Pod]) -> dict[str, str]:
+    return {p.key: state.bin_name(state.placed[p.key]) for p in pods if p.key in state.placed}

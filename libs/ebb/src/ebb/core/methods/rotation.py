@@ -1,0 +1,52 @@
+"""Replacing a set of nodes together (expiration and drift): the shared mechanics.
+
+Both methods may act on several nodes in one pass, up to the budget for their reason, and simulate
+the nodes jointly: each accepted node's pods are placed with the earlier ones already gone, launching
+as many replacement nodes as needed. A node whose pods cannot be placed anywhere is left, with why.
+"""
+
+from __future__ import annotations
+
+from ebb.core.methods.base import Command, MethodOutcome, PassContext, Replacement, budget_block
+from ebb.core.simulator.results import NewNode
+
+
+def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -> MethodOutcome:
+    """`wanted`: node -> why it should go (e.g. "expired ..."). Returns one command for the nodes taken."""
+    out = MethodOutcome()
+    view, state = ctx.view, ctx.state
+    start = state.mark()
+    taken: list[str] = []
+    moved = []
+    for name in view.order([n for n in wanted if n not in ctx.excluded]):
+        node = view.nodes[name]
+        blocked = view.blocked_reason(name, consolidation=False)
+        if blocked:
+            out.blocked[name] = f"{wanted[name]}, but {blocked}"
+            continue
+        pool = node.nodepool or ""
+        if ctx.budget_left(pool, reason) <= 0:
+            out.blocked[name] = f"{wanted[name]}, but {budget_block(ctx, pool, reason)}"
+            continue
+        mark = state.mark()
+        leaving = state.remove_node(name)
+        failures, _ = state.place_all(leaving, max_new=10**6)
+        if failures:
+            state.rollback(mark)
+            pod, why = next(iter(failures.items()))
+            out.blocked[name] = f"{wanted[name]}, but pod {pod} would have nowhere to go: {why}"
+            continue
+        ctx.consume(pool, reason)
+        taken.append(name)
+        moved.extend(leaving)
+    if taken:
+        new_nodes: list[NewNode] = state.new_nodes()
+        replacements = tuple(Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price,
+                                         n.hostname) for n in new_nodes)
+        savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
+        placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
+        explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken)
+        out.commands.append(Command(method, reason, "replace" if replacements else "delete", tuple(taken),
+                                    replacements, savings, placements, explanation))
+    state.rollback(start)
+    return out

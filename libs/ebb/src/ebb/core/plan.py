@@ -1,0 +1,161 @@
+"""`ebb plan`: one pass, or passes applied until nothing changes, and the JSON contract of DESIGN §5.
+
+`--until-stable` applies each pass's commands to the snapshot (nodes removed, pods moved where the
+simulation put them, replacements launched as the cheapest option, with their DaemonSet pods) and runs
+the next pass, until a pass has no commands. Simulated time advances between passes by the longest
+finite consolidateAfter of the NodePools (at least the 15 s validation delay), so moved pods must
+settle as they would in a live cluster; new nodes are launched at that time, so stabilization windows
+pause consolidation exactly as they would live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from ebb.core.cluster import ClusterView, fmt_time
+from ebb.core.engine import PassResult, run_pass
+from ebb.core.methods.base import Command, EngineOptions
+from ebb.core.model import (
+    ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_NODEPOOL_HASH_VERSION,
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INITIALIZED,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_ZONE,
+    Node,
+    Pod,
+    Snapshot,
+)
+from ebb.core.simulator.scheduler import daemonset_runs_in_pool
+
+VALIDATION_DELAY_SECONDS = 15.0
+MAX_STEPS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    first: PassResult
+    steps: tuple[PassResult, ...] | None  # with --until-stable
+
+
+def step_interval(snapshot: Snapshot) -> float:
+    finite = [p.consolidate_after for p in snapshot.nodepools if p.consolidate_after is not None]
+    return max([VALIDATION_DELAY_SECONDS, *finite])
+
+
+def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datetime, step: int) -> Snapshot:
+    """The snapshot after the commands ran: what `--until-stable` feeds the next pass."""
+    removed = {n for c in commands for n in c.nodes}
+    types = {t.name: t for t in snapshot.instance_types}
+    pools = {p.name: p for p in snapshot.nodepools}
+    new_nodes: list[Node] = []
+    new_pods: list[Pod] = []
+    host_to_node: dict[str, str] = {}
+    for c_index, command in enumerate(commands):
+        for r_index, rep in enumerate(command.replacements):
+            it = types[rep.instance_types[0]]
+            offer = min((o for o in it.offerings if o.available and o.capacity_type == rep.capacity_type
+                         and o.zone in rep.zones), key=lambda o: (o.price, o.zone))
+            name = f"{rep.nodepool}-{it.name.replace('.', '-')}-s{step}c{c_index}r{r_index}"
+            host_to_node[rep.hostname] = name
+            pool = pools[rep.nodepool]
+            labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", **it.labels, **pool.labels,
+                      LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
+                      LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
+            annotations = {ANNOTATION_NODEPOOL_HASH: pool.hash or "", ANNOTATION_NODEPOOL_HASH_VERSION:
+                           pool.hash_version or ""} if pool.hash else {}
+            allocatable = {k: v - it.overhead.get(k, 0) for k, v in it.capacity.items()}
+            node = Node(name, labels, annotations, pool.taints, allocatable, dict(it.capacity),
+                        creation_time=now, provider_id=f"ebb:///{offer.zone}/{name}")
+            new_nodes.append(node)
+            for ds in snapshot.daemonsets:
+                if daemonset_runs_in_pool(ds, pool):
+                    new_pods.append(Pod(f"{ds.name}-{name}", ds.namespace, dict(ds.labels), {}, ds.spec,
+                                        node_name=name, owner_kind="DaemonSet", owner_name=ds.name,
+                                        start_time=now, creation_time=now))
+    placements: dict[str, str] = {}
+    for command in commands:
+        placements.update(command.placements)
+    pods: list[Pod] = []
+    for pod in snapshot.pods:
+        if pod.node_name in removed:
+            target = placements.get(pod.key)
+            if target is None or not pod.needs_rescheduling:
+                continue  # DaemonSet and static pods go with their node
+            pods.append(replace(pod, node_name=host_to_node.get(target, target), start_time=now))
+        else:
+            pods.append(pod)
+    nodes = tuple(n for n in snapshot.nodes if n.name not in removed) + tuple(new_nodes)
+    return replace(snapshot, nodes=nodes, pods=tuple(pods) + tuple(new_pods))
+
+
+def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
+              options: EngineOptions | None = None) -> Plan:
+    options = options or EngineOptions()
+    first = run_pass(ClusterView.build(snapshot, now), options)
+    if not until_stable:
+        return Plan(first, None)
+    steps: list[PassResult] = []
+    interval = timedelta(seconds=step_interval(snapshot))
+    result, current, moment = first, snapshot, now
+    quiet = replace(options, explain=False)
+    while result.commands and len(steps) < MAX_STEPS:
+        steps.append(result)
+        moment = moment + interval
+        current = apply_commands(current, result.commands, moment, len(steps))
+        result = run_pass(ClusterView.build(current, moment), quiet)
+    return Plan(first, tuple(steps))
+
+
+# -- the JSON contract (DESIGN §5) -------------------------------------------------------------------------
+
+
+def _money(value: float) -> float:
+    return round(value, 6)
+
+
+def command_json(command: Command) -> dict[str, Any]:
+    return {
+        "method": command.method,
+        "reason": command.reason,
+        "action": command.action,
+        "nodes": list(command.nodes),
+        "replacements": [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types),
+                          "capacityType": r.capacity_type, "zones": list(r.zones), "price": _money(r.price)}
+                         for r in command.replacements],
+        "savingsPerHour": _money(command.savings),
+        "explanation": command.explanation,
+    }
+
+
+def cost_json(result: PassResult) -> dict[str, float]:
+    return {"before": _money(result.cost_before), "after": _money(result.cost_after)}
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    first = plan.first
+    out: dict[str, Any] = {
+        "now": fmt_time(first.now),
+        "commands": [command_json(c) for c in first.commands],
+        "blocked": [{"node": b.node, "method": b.method, "reason": b.reason} for b in first.blocked],
+        "budgets": [{"nodePool": b.nodepool, "reason": b.reason, "allowed": b.allowed, "detail": b.detail}
+                    for b in first.budgets],
+        "cost": cost_json(first),
+    }
+    if plan.steps is not None:
+        out["steps"] = [{"now": fmt_time(s.now), "commands": [command_json(c) for c in s.commands],
+                         "cost": cost_json(s)} for s in plan.steps]
+    return out
+
+
+def summary(plan: Plan) -> Mapping[str, Any]:
+    """A few headline figures, for the table view and logs."""
+    final = plan.steps[-1].cost_after if plan.steps else plan.first.cost_after
+    return {"commands": len(plan.first.commands), "blocked": len(plan.first.blocked),
+            "cost_before": plan.first.cost_before, "cost_final": final,
+            "steps": len(plan.steps) if plan.steps is not None else None}

@@ -2,9 +2,8 @@
 
 import typer
 
-from ebb.cli.plan_cmd import plan
-
 from ebb.cli.db import db_app
+from ebb.cli.plan_cmd import plan
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
                   no_args_is_help=True)

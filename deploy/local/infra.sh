@@ -48,10 +48,20 @@ case "${cmd}" in
   up)
     started=${SECONDS}
     run_each install "$@"
-    run_each start "$@" || {
-      log "start failed; logs are in ${EBB_LOG_DIR}"
+    # start the components in parallel; each waits for its own readiness
+    declare -A jobs=()
+    while read -r c; do
+      "${HERE}/${c}.sh" start &
+      jobs[${c}]=$!
+    done < <(components "$@")
+    failed=()
+    for c in "${!jobs[@]}"; do
+      wait "${jobs[${c}]}" || failed+=("${c}")
+    done
+    if ((${#failed[@]})); then
+      log "failed to start: ${failed[*]}; logs are in ${EBB_LOG_DIR}"
       exit 1
-    }
+    fi
     log "up in $((SECONDS - started))s; settings in ${EBB_INFRA_DIR}/env.sh and env.json:"
     grep '^export' "${EBB_INFRA_DIR}/env.sh" >&2 || true
     ;;

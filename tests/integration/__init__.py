@@ -1,0 +1,1 @@
+"""Integration tests against real servers (DESIGN §6); see conftest.py."""

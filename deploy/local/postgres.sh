@@ -66,17 +66,26 @@ start() {
   local bindir port
   bindir="$(pg_bindir)"
   port="$(free_port)"
+  if [[ -s "${STATE}/datadir" ]]; then
+    rm -rf "$(cat "${STATE}/datadir")" # an earlier run's data dir outside .infra (see below)
+  fi
   rm -rf "${STATE}"
   mkdir -p "${STATE}"
+  local data="${STATE}/data"
   if [[ "$(id -u)" == 0 ]]; then
     chown postgres: "${STATE}"
-    run_pg test -w "${STATE}" \
-      || die "user postgres cannot write ${STATE}; its parent directories must be world-searchable (chmod o+x)"
+    if ! run_pg test -w "${STATE}"; then
+      # e.g. a checkout under /root: the postgres user cannot reach it
+      data="$(mktemp -d "${TMPDIR:-/tmp}/ebb-postgres.XXXXXX")/data"
+      chown postgres: "$(dirname "${data}")"
+      echo "$(dirname "${data}")" >"${STATE}/datadir"
+      log "user postgres cannot reach ${STATE}; data dir ${data}"
+    fi
   fi
-  run_pg "${bindir}/initdb" -D "${STATE}/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
+  run_pg "${bindir}/initdb" -D "${data}" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
     >"$(log_file postgres-initdb)" 2>&1 \
     || { tail -n 20 "$(log_file postgres-initdb)" >&2; die "initdb failed; see $(log_file postgres-initdb)"; }
-  cat >>"${STATE}/data/postgresql.conf" <<EOF
+  cat >>"${data}/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = ${port}
 unix_socket_directories = ''
@@ -86,8 +95,8 @@ full_page_writes = off
 max_connections = 200
 EOF
   # host-based auth: trust on loopback only
-  printf 'host all all 127.0.0.1/32 trust\n' >"${STATE}/data/pg_hba.conf"
-  spawn postgres "${AS_PG[@]}" "${bindir}/postgres" -D "${STATE}/data"
+  printf 'host all all 127.0.0.1/32 trust\n' >"${data}/pg_hba.conf"
+  spawn postgres "${AS_PG[@]}" "${bindir}/postgres" -D "${data}"
   wait_until postgres "${POSTGRES_START_TIMEOUT:-60}" pg_ready "${bindir}" "${port}"
   "${bindir}/psql" -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${port}" -U postgres -d postgres \
     -c "CREATE ROLE ${DB_USER} LOGIN PASSWORD '${DB_PASSWORD}'" \

@@ -1,0 +1,58 @@
+# ebb: developer entry points. `make test` runs every test, including the integration tests on
+# real servers (see docs/infrastructure.md).
+SHELL := /bin/bash
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := python3.11
+export GOTOOLCHAIN := local
+
+UV ?= uv
+INFRA := deploy/local/infra.sh
+
+.PHONY: help install test lint bench run infra-install infra-up infra-down infra-status up down
+
+help:
+	@echo "make install        uv sync (the workspace venv in .venv)"
+	@echo "make test           all tests; integration tests start (and stop) the servers they need"
+	@echo "make lint           ruff check, mypy --strict, lint-imports"
+	@echo "make bench          benchmarks (python -m bench)"
+	@echo "make run            ebb plan on examples/cluster.yaml"
+	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok into ~/.cache/ebb"
+	@echo "make infra-up       start the local servers; settings in .infra/env.sh and .infra/env.json"
+	@echo "make infra-down     stop them"
+	@echo "make up / down      docker compose up -d / down (needs a Docker engine)"
+
+install:
+	$(UV) sync
+
+test: install
+	$(UV) run pytest
+
+lint: install
+	$(UV) run ruff check .
+	$(UV) run mypy
+	$(UV) run lint-imports
+
+bench: install
+	$(UV) run python -m bench
+
+run: install
+	$(UV) run ebb plan -f examples/cluster.yaml --until-stable
+
+infra-install:
+	$(INFRA) install
+
+infra-up: install
+	$(INFRA) up
+
+infra-down:
+	$(INFRA) down
+
+infra-status:
+	$(INFRA) status
+
+up:
+	docker compose up -d
+
+down:
+	docker compose down

@@ -53,9 +53,10 @@ install() {
   </dependencies>
 </project>
 EOF
-  mvn -q -B -Dstyle.color=never -f "${KAFKA_HOME}/pom.xml" "${MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies" \
-    -DincludeScope=runtime -DoutputDirectory="${KAFKA_HOME}/libs" \
-    || die "Maven could not fetch Kafka ${KAFKA_VERSION}"
+  mvn -B -Dstyle.color=never --no-transfer-progress -f "${KAFKA_HOME}/pom.xml" \
+    "${MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies" \
+    -DincludeScope=runtime -DoutputDirectory="${KAFKA_HOME}/libs" >"${KAFKA_HOME}/maven.log" 2>&1 \
+    || { tail -n 30 "${KAFKA_HOME}/maven.log" >&2; die "Maven could not fetch Kafka ${KAFKA_VERSION}; see ${KAFKA_HOME}/maven.log"; }
   [[ -f "${KAFKA_HOME}/libs/kafka_${KAFKA_SCALA_VERSION}-${KAFKA_VERSION}.jar" ]] || die "kafka jar missing after Maven"
   cat >"${KAFKA_HOME}/log4j2.properties" <<'EOF'
 status = warn

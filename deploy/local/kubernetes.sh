@@ -31,7 +31,7 @@ build_kubernetes() {
   rm -rf "${src}"
   mkdir -p "${src}" "${K8S_DIR}/bin" "${ETCD_DIR}/bin"
   started=${SECONDS}
-  log "building etcd ${ETCD_VERSION} + kube-apiserver, kube-controller-manager, kube-scheduler ${KUBERNETES_VERSION} (cold: tens of minutes on 2 cores)"
+  log "building etcd ${ETCD_VERSION} + kube-apiserver, kube-controller-manager, kube-scheduler ${KUBERNETES_VERSION} (cold: about 6-9 minutes on 2 cores)"
 
   # Kubernetes' own go.mod replaces every staging module (k8s.io/api, ...) with ./staging/...;
   # a module that requires k8s.io/kubernetes must replace each with its published v0.X.Y.

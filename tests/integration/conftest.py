@@ -208,6 +208,7 @@ class LocalInfra:
         if not self.started:
             return
         with self._output():
+            print(f"\n[ebb tests] stopping {', '.join(self.started)}", flush=True)
             processes = [
                 subprocess.Popen(
                     [str(DEPLOY / f"{c}.sh"), "stop"], env=self._script_env(), stdin=subprocess.DEVNULL

@@ -150,10 +150,17 @@ class ClusterView:
         for pod in self.snapshot.pods:
             if not pod.is_terminal:
                 by_ns.setdefault(pod.namespace, []).append(pod)
+        # Replicas share their labels: match each distinct label set once, not every pod.
+        by_labels: dict[str, dict[tuple[tuple[str, str], ...], list[Pod]]] = {}
+        for ns, pods in by_ns.items():
+            groups = by_labels.setdefault(ns, {})
+            for pod in pods:
+                groups.setdefault(tuple(sorted(pod.labels.items())), []).append(pod)
         for pdb in self.snapshot.pdbs:
             if not pdb.selector.match_labels and not pdb.selector.match_expressions:
                 continue  # an empty selector matches nothing in policy/v1 for eviction purposes
-            matching = [p for p in by_ns.get(pdb.namespace, []) if selector_matches(pdb.selector, p.labels)]
+            matching = [p for labels, pods in by_labels.get(pdb.namespace, {}).items()
+                        if selector_matches(pdb.selector, dict(labels)) for p in pods]
             status = pdb_allowed(pdb, matching)
             for pod in matching:
                 self.pdb_of_pod.setdefault(pod.key, []).append(status)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 # Well-known names (Karpenter's, so manifests and habits carry over).
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
@@ -132,10 +133,19 @@ class Pod:
     start_time: datetime | None = None
     creation_time: datetime | None = None
     uid: str = ""
+    key: str = field(default="", compare=False)
+    class_key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
+        # (replicas share it), so the simulator can cache per class.
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        s = self.spec
+        object.__setattr__(self, "class_key", (
+            self.namespace, tuple(sorted(self.labels.items())), tuple(sorted(s.node_selector.items())),
+            s.required_node_terms, s.preferred_node_terms, s.tolerations, s.pod_affinity,
+            s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
+            s.host_ports))
 
     @property
     def is_daemonset(self) -> bool:

@@ -1,8 +1,11 @@
-"""Single-node consolidation: delete one node whose pods fit elsewhere, or replace it with one cheaper node.
+"""Single-node consolidation: delete a node whose pods fit elsewhere, or replace it with one cheaper node.
 
-Candidates are tried in disruption-cost order and the first that works acts (least disruption first,
-as Karpenter). A delete beats a replace. With explanations on, every candidate is evaluated so each
-node that stays gets its own reason ("why isn't my node consolidated?").
+Candidates are tried in disruption-cost order (least disruption first). A delete beats a replace.
+Karpenter acts on one node per pass; ebb takes every candidate that consolidates on its own in the
+same pass, up to the Underutilized budget, each as its own command. They are simulated in sequence on
+one state, so a later command never counts on capacity an earlier one uses, and a replacement node,
+once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes
+into a handful. With explanations on, every remaining candidate gets its own reason.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from ebb.core.methods.consolidation import REASON, candidates
 NAME = "single-node-consolidation"
 
 
-def evaluate(ctx: PassContext, name: str) -> tuple[Command | None, str]:
-    """The command that would consolidate this one node, or why none would."""
+def evaluate(ctx: PassContext, name: str, keep: bool = False) -> tuple[Command | None, str]:
+    """The command that would consolidate this one node, or why none would. With `keep`, a found
+    command stays applied to the simulation state (its replacement closed to further pods)."""
     state, view = ctx.state, ctx.view
     price = view.price[name]
     mark = state.mark()
@@ -22,21 +26,27 @@ def evaluate(ctx: PassContext, name: str) -> tuple[Command | None, str]:
     failures, _ = state.place_all(leaving, max_new=0)
     if not failures:
         placements = placements_of(state, leaving)
-        state.rollback(mark)
+        if not keep:
+            state.rollback(mark)
         return Command(NAME, REASON, "delete", (name,), (), price, placements,
                        f"{name}: its {len(leaving)} pods fit on other nodes"), ""
     pod, why = next(iter(failures.items()))
     no_delete = f"its pods do not fit on the other nodes (pod {pod}: {why})"
     state.rollback(mark)
+    claims_before = set(state.claims)
     leaving = state.remove_node(name)
     failures, _ = state.place_all(leaving, max_new=1)
     if failures:
         state.rollback(mark)
         return None, no_delete + ", and not on one new node either"
-    new_nodes = state.new_nodes()
-    replacement, why_not = filter_replacement(new_nodes[0], [name], ctx)
+    new_bins = [b for b in state.claims if b not in claims_before]
+    new_node = next(n for n in state.new_nodes() if n.hostname == state.claims[new_bins[0]].hostname)
+    replacement, why_not = filter_replacement(new_node, [name], ctx)
     placements = placements_of(state, leaving)
-    state.rollback(mark)
+    if replacement is None or not keep:
+        state.rollback(mark)
+    else:
+        state.close_bin(new_bins[0])
     if replacement is None:
         return None, f"{no_delete}, and {why_not}"
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
@@ -46,21 +56,19 @@ def evaluate(ctx: PassContext, name: str) -> tuple[Command | None, str]:
 
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
-    chosen: Command | None = None
+    start = ctx.state.mark()
     for name in candidates(ctx, out):
-        if chosen is not None and not ctx.options.explain:
-            break
-        command, why = evaluate(ctx, name)
+        pool = ctx.view.nodes[name].nodepool or ""
+        if ctx.budget_left(pool, REASON) <= 0:
+            if ctx.options.explain:
+                out.blocked[name] = (f"the Underutilized budget of NodePool {pool} is used up by the other "
+                                     "consolidations of this pass; it is considered again next pass")
+            continue
+        command, why = evaluate(ctx, name, keep=True)
         if command is None:
             out.blocked[name] = why
-        elif chosen is None:
-            chosen = command
         else:
-            out.blocked[name] = (f"it could be consolidated too ({command.action}, saving "
-                                 f"${command.savings:.4f}/h), but one single-node command acts per pass and "
-                                 f"{chosen.nodes[0]} disrupts less; it is considered again next pass")
-    if chosen is not None:
-        pool = ctx.view.nodes[chosen.nodes[0]].nodepool or ""
-        ctx.consume(pool, REASON)
-        out.commands.append(chosen)
+            ctx.consume(pool, REASON)
+            out.commands.append(command)
+    ctx.state.rollback(start)
     return out

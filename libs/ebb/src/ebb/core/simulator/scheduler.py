@@ -158,11 +158,7 @@ class _Claim:
 
 
 def _spec_key(pod: Pod) -> tuple[Any, ...]:
-    s = pod.spec
-    return (pod.namespace, tuple(sorted(pod.labels.items())), tuple(sorted(s.node_selector.items())),
-            s.required_node_terms, s.preferred_node_terms, s.tolerations, s.pod_affinity,
-            s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
-            s.host_ports)
+    return pod.class_key
 
 
 def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
@@ -223,6 +219,11 @@ class Scheduler:
             not (n.unschedulable or n.deleting or not n.ready or n.name in closed
                  or any(t.key == TAINT_DISRUPTED for t in n.taints)) for n in self.nodes], dtype=bool)
         self.node_labels = LabelTable([self._node_labels(n) for n in self.nodes])
+        by_taints: dict[tuple[Any, ...], list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            if n.taints:
+                by_taints.setdefault(n.taints, []).append(i)
+        self.taint_sets = {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
         self.node_alloc = np.array([self.vec(n.allocatable) for n in self.nodes],
                                    dtype=np.int64).reshape(self.N, len(self.resources))
         # Pods bound to nodes, by node index.
@@ -401,9 +402,9 @@ class Scheduler:
         if spec.node_selector:
             node_ok &= self.node_labels.selector(spec.node_selector)
         affinity_ok = node_ok.copy()
-        for i, node in enumerate(self.nodes):
-            if node.taints and node_ok[i] and blocking_taints(spec.tolerations, node.taints):
-                node_ok[i] = False
+        for taints, members in self.taint_sets.items():
+            if blocking_taints(spec.tolerations, taints):
+                node_ok[members] = False
         pool_combo_ok: list[BoolArray | None] = []
         for p in self.pools:
             if blocking_taints(spec.tolerations, p.pool.taints) or not len(p.combo_labels):
@@ -625,6 +626,10 @@ class SimState:
         return own + list(self.moved_onto.get(b, ()))
 
     # -- mutations -------------------------------------------------------------------------------------
+    def close_bin(self, b: int) -> None:
+        """No further pods go to this bin (a replacement already promised to one command)."""
+        self._set(self.open, b, False)
+
     def remove_node(self, name: str) -> list[Pod]:
         """Take a node out: it accepts no pods and its pods leave the topology counts. Returns the pods
         that need a new home (its reschedulable pods, and pods this simulation had moved onto it)."""

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Connection settings for the servers of docker-compose.yml, for clients on the host:
 #   . deploy/compose/env.sh
 _ebb_compose_dir="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"

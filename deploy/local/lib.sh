@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # (the pinned versions are used by the scripts that source this)
 # Shared helpers for the deploy/local scripts. Sourced, never run.
 #
 #   EBB_CACHE      where fetched/built binaries and jars live (outside the repo), one

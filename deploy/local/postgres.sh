@@ -19,7 +19,7 @@ DB_PASSWORD=ebb
 pg_bindir() {
   local d
   # newest installed major version first
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -n -r); do
+  for d in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -t/ -k5 -n -r); do
     if [[ -x "${d}/initdb" && -x "${d}/postgres" ]]; then
       echo "${d}"
       return 0
@@ -78,7 +78,7 @@ start() {
       # e.g. a checkout under /root: the postgres user cannot reach it
       data="$(mktemp -d "${TMPDIR:-/tmp}/ebb-postgres.XXXXXX")/data"
       chown postgres: "$(dirname "${data}")"
-      echo "$(dirname "${data}")" >"${STATE}/datadir"
+      dirname "${data}" >"${STATE}/datadir"
       log "user postgres cannot reach ${STATE}; data dir ${data}"
     fi
   fi

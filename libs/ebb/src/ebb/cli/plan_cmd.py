@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
-from enum import Enum
-from typing import Annotated
+from enum import StrEnum
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,7 +22,7 @@ from ebb.core.plan import Plan, make_plan, plan_json
 from ebb.core.snapshot import SnapshotError
 
 
-class Output(str, Enum):
+class Output(StrEnum):
     table = "table"
     json = "json"
 
@@ -62,6 +62,12 @@ def plan(
         render_table(result, Console())
 
 
+def _replacement_text(r: dict[str, Any]) -> str:
+    more = len(r["instanceTypes"]) - 1
+    options = f", +{more} options" if more else ""
+    return f"{r['nodePool']}: {r['instanceTypes'][0]} ({r['capacityType']}, ${r['price']:.4f}/h{options})"
+
+
 def render_table(result: Plan, console: Console) -> None:
     first = result.first
     data = plan_json(result)
@@ -70,9 +76,7 @@ def render_table(result: Plan, console: Console) -> None:
     for col in ("method", "reason", "action", "nodes", "replacement", "saves $/h"):
         commands.add_column(col)
     for c in data["commands"]:
-        reps = "; ".join(f"{r['nodePool']}: {r['instanceTypes'][0]} ({r['capacityType']}, ${r['price']:.4f}/h"
-                         f"{', +' + str(len(r['instanceTypes']) - 1) + ' options' if len(r['instanceTypes']) > 1 else ''})"
-                         for r in c["replacements"]) or "-"
+        reps = "; ".join(_replacement_text(r) for r in c["replacements"]) or "-"
         nodes = ", ".join(c["nodes"][:6]) + (f" (+{len(c['nodes']) - 6})" if len(c["nodes"]) > 6 else "")
         commands.add_row(c["method"], c["reason"], c["action"], nodes, reps, f"{c['savingsPerHour']:.4f}")
     if not data["commands"]:
@@ -89,10 +93,10 @@ def render_table(result: Plan, console: Console) -> None:
     for col in ("nodePool", "Expired", "Drifted", "Empty", "Underutilized"):
         budgets.add_column(col)
     pools: dict[str, dict[str, int]] = {}
-    for b in first.budgets:
-        pools.setdefault(b.nodepool, {})[b.reason] = b.allowed
-    for pool, row in pools.items():
-        budgets.add_row(pool, *(str(row.get(r, 0)) for r in ("Expired", "Drifted", "Empty", "Underutilized")))
+    for row in first.budgets:
+        pools.setdefault(row.nodepool, {})[row.reason] = row.allowed
+    for pool, allowed in pools.items():
+        budgets.add_row(pool, *(str(allowed.get(r, 0)) for r in ("Expired", "Drifted", "Empty", "Underutilized")))
     console.print(budgets)
     cost = data["cost"]
     console.print(f"Cost of NodePool nodes: ${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass")

@@ -1,7 +1,7 @@
 """Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a given reason.
 
 Karpenter v1 semantics (AKS disruption-policy page): `nodes` is a count or a percentage of the pool's
-nodes (rounded up); allowed = that − deleting − NotReady, floored at 0; several budgets give the minimum
+nodes (rounded up); allowed = that - deleting - NotReady, floored at 0; several budgets give the minimum
 of those active; `schedule` (cron, UTC, @-macros) with `duration` makes a budget active only inside its
 window; `reasons` limits a budget to some reasons (unset = all). No budgets means one `nodes: 10%`.
 An invalid budget fails closed (allows 0) and says why, rather than silently allowing disruption.
@@ -61,7 +61,7 @@ def active_window(budget: Budget, now: datetime) -> tuple[datetime, datetime] | 
     return (start, end) if start <= now < end else None
 
 
-def allowed_disruptions(pool: NodePool, reason: str, now: datetime, total: int, deleting: int,
+def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: int, deleting: int,
                         not_ready: int) -> BudgetVerdict:
     """How many more of `pool`'s nodes may be disrupted for `reason` at `now`."""
     best: BudgetVerdict | None = None

@@ -7,6 +7,7 @@ NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, v
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -69,10 +70,8 @@ def eviction_cost(pod: Pod) -> float:
     cost = 1.0
     raw = pod.annotations.get(ANNOTATION_POD_DELETION_COST)
     if raw is not None:
-        try:
+        with contextlib.suppress(ValueError):
             cost += int(raw) / 2**27
-        except ValueError:
-            pass
     cost += pod.priority / 2**25
     return max(-10.0, min(10.0, cost))
 
@@ -245,8 +244,8 @@ class ClusterView:
             deleting = sum(1 for n in owned if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints))
             not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
             for reason in REASONS:
-                self.budgets[(pool.name, reason)] = allowed_disruptions(pool, reason, self.now, len(owned),
-                                                                         deleting, not_ready)
+                self.budgets[(pool.name, reason)] = allowed_disruptions(
+                    pool, reason, self.now, total=len(owned), deleting=deleting, not_ready=not_ready)
 
     def _pauses(self) -> None:
         for hold in self.snapshot.holds:
@@ -256,8 +255,8 @@ class ClusterView:
             why = f": {hold.reason}" if hold.reason else ""
             text = f"hold {hold.name} ({hold.scope}{' ' + hold.target if hold.target else ''}){until}{why}"
             if hold.scope == "cluster":
-                for pool in self.pools:
-                    self.pause.setdefault((pool, ""), text)
+                for pool_name in self.pools:
+                    self.pause.setdefault((pool_name, ""), text)
             elif hold.scope == "nodePool" and hold.target:
                 self.pause.setdefault((hold.target, ""), text)
             elif hold.scope == "node" and hold.target:

@@ -78,7 +78,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
             ctx.state.place_all(leaving, max_new=len(command.replacements))
         seen = False
         for module, _why in METHOD_ORDER:
-            if module.NAME == acted:
+            if acted == module.NAME:
                 seen = True
                 continue
             if not seen:

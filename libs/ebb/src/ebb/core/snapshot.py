@@ -8,7 +8,7 @@ the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does no
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,8 +19,8 @@ from ebb.core.model import (
     LABEL_INITIALIZED,
     Budget,
     DaemonSet,
-    HostPort,
     Hold,
+    HostPort,
     InstanceType,
     LabelSelector,
     Node,
@@ -162,9 +162,8 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
         raise doc.fail(f"{path}.values", "must be a list")
     if op in ("In", "NotIn") and not values:
         raise doc.fail(f"{path}.values", f"must not be empty with operator {op}")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1 or not str(values[0]).lstrip("-").isdigit():
-            raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
+    if op in ("Gt", "Lt") and (len(values) != 1 or not str(values[0]).lstrip("-").isdigit()):
+        raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
     return Requirement(str(key), str(op), tuple(str(v) for v in values))
 
 
@@ -213,7 +212,6 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
 
 
 def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
-    spec = doc.mapping(spec_path)
     p = spec_path + "."
     containers = doc.seq(p + "containers")
     requests: dict[str, int] = {}
@@ -234,11 +232,11 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     required_terms = None
     req_raw = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     if req_raw:
-        terms = req_raw.get("nodeSelectorTerms") or []
+        selector_terms = req_raw.get("nodeSelectorTerms") or []
         required_terms = tuple(
             _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
                           (t or {}).get("matchExpressions"))
-            for i, t in enumerate(terms))
+            for i, t in enumerate(selector_terms))
     preferred = tuple(
         (int((t or {}).get("weight", 1)),
          _requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
@@ -473,7 +471,7 @@ def _pdb(doc: _Doc) -> PodDisruptionBudget:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         text = str(value)
-        if text.endswith("%") and text[:-1].isdigit() or text.isdigit():
+        if (text.endswith("%") and text[:-1].isdigit()) or text.isdigit():
             return text if text.endswith("%") else int(text)
         raise doc.fail(field, f"{value!r} is not an integer or a percentage")
 
@@ -598,9 +596,9 @@ def parse_documents(documents: Iterable[Any], bundled_catalog: Iterable[Any] | N
         if claim is not None and claim.initialized and node.labels.get(LABEL_INITIALIZED) != "true":
             labels = dict(node.labels)
             labels[LABEL_INITIALIZED] = "true"
-            node = Node(node.name, labels, node.annotations, node.taints, node.allocatable, node.capacity,
-                        node.unschedulable, node.creation_time, node.deleting, node.ready, node.provider_id)
-        initialized_nodes.append(node)
+            initialized_nodes.append(replace(node, labels=labels))
+        else:
+            initialized_nodes.append(node)
     return Snapshot(
         nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=tuple(pools),
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),

@@ -194,8 +194,8 @@ def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
             else:
                 node_extra.extend(item)
         if node_extra:
-            terms = spec_i.required_node_terms or ((),)
-            spec_i = replace(spec_i, required_node_terms=tuple((*t, *node_extra) for t in terms))
+            required = spec_i.required_node_terms or ((),)
+            spec_i = replace(spec_i, required_node_terms=tuple((*t, *node_extra) for t in required))
         out.append(spec_i)
     return out
 
@@ -229,9 +229,9 @@ class Scheduler:
         # Pods bound to nodes, by node index.
         self.pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
         for pod in snapshot.pods:
-            i = self.node_index.get(pod.node_name or "")
-            if i is not None and not pod.is_terminal:
-                self.pods_on[i].append(pod)
+            at = self.node_index.get(pod.node_name or "")
+            if at is not None and not pod.is_terminal:
+                self.pods_on[at].append(pod)
         used = np.zeros_like(self.node_alloc)
         for i, pods in enumerate(self.pods_on):
             for pod in pods:
@@ -278,9 +278,9 @@ class Scheduler:
             combo_labels: list[Mapping[str, str]] = []
             extra_labels = dict(pool.labels)
             for req in pool.requirements:
-                if req.key not in TYPE_KEYS and not any(req.key in it.labels for it in snapshot.instance_types):
-                    if req.operator == "In" and req.values:
-                        extra_labels.setdefault(req.key, req.values[0])
+                if (req.key not in TYPE_KEYS and req.operator == "In" and req.values
+                        and not any(req.key in it.labels for it in snapshot.instance_types)):
+                    extra_labels.setdefault(req.key, req.values[0])
             for it in snapshot.instance_types:
                 base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", LABEL_OS: "linux",
                         **it.labels, **extra_labels, LABEL_NODEPOOL: pool.name}
@@ -364,12 +364,12 @@ class Scheduler:
         if key == LABEL_HOSTNAME:
             self._domain_codes[key] = ({}, np.arange(self.N, dtype=np.int64), [])
             return
-        codes_n, lookup, values = self.node_labels.column(key)
+        codes_n, lookup, _ = self.node_labels.column(key)
         lookup = dict(lookup)
         node_codes = codes_n.copy()
         pool_codes = []
         for pool in self.pools:
-            p_codes, p_lookup, p_values = pool.combo_labels.column(key)
+            p_codes, _, p_values = pool.combo_labels.column(key)
             remap = np.array([lookup.setdefault(v, len(lookup)) for v in p_values] + [-1], dtype=np.int64)
             pool_codes.append(remap[p_codes])
         self._domain_codes[key] = (lookup, node_codes, pool_codes)
@@ -432,9 +432,9 @@ class Scheduler:
             if g.kind == "match":
                 if (g.namespaces is None or pod.namespace in g.namespaces) and selector_matches(g.selector, pod.labels):
                     matched.append(gid)
-            elif g.term in pod.spec.pod_anti_affinity:
-                if g.namespaces == self._term_namespaces(g.term, pod.namespace):  # type: ignore[arg-type]
-                    owned.append(gid)
+            elif (g.term is not None and g.term in pod.spec.pod_anti_affinity
+                  and g.namespaces == self._term_namespaces(g.term, pod.namespace)):
+                owned.append(gid)
             # inverse anti-affinity: existing owners of a term that selects this pod
             if g.kind == "owner" and (g.namespaces is None or pod.namespace in g.namespaces) \
                     and selector_matches(g.selector, pod.labels):
@@ -516,7 +516,7 @@ class SimState:
     def _pool_usage(self, pool_index: int) -> IntArray:
         name = self.s.pools[pool_index].pool.name
         total = np.zeros(len(self.s.resources) + 1, dtype=np.int64)
-        for i, node in enumerate(self.s.nodes):
+        for node in self.s.nodes:
             if node.nodepool == name and not node.deleting:
                 total[:-1] += self.s.vec(node.capacity)
                 total[-1] += 1
@@ -739,8 +739,8 @@ class SimState:
             cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
         if cls.constraints and cand.any():
             cand &= self._topology_ok(cls, nb)
-        for b in np.flatnonzero(cand):
-            b = int(b)
+        for found in np.flatnonzero(cand):
+            b = int(found)
             if cls.host_ports and self._port_conflict(b, cls.host_ports):
                 continue
             if b < s.N:
@@ -752,6 +752,11 @@ class SimState:
         if max_new > 0 and cls.can_launch:
             return self._open_claim(cls, req)
         return None
+
+    @staticmethod
+    def _fits(pool: _Pool, total: IntArray) -> BoolArray:
+        """Per instance type of the pool: has it room for `total`?"""
+        return np.asarray((pool.type_alloc >= total).all(axis=1), dtype=bool)
 
     def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
         used = self.ports.get(b)
@@ -773,8 +778,7 @@ class SimState:
         mask = mask & ok
         if not mask.any():
             return None
-        fits = (pool.type_alloc >= total).all(axis=1)
-        mask &= fits[pool.combo_type]
+        mask &= self._fits(pool, total)[pool.combo_type]
         if not mask.any():
             return None
         for c in cls.constraints:
@@ -925,7 +929,7 @@ class SimState:
             if not claim.pods:
                 continue
             pool = self.s.pools[claim.pool]
-            mask = claim.mask & (pool.type_alloc >= claim.total).all(axis=1)[pool.combo_type]
+            mask = claim.mask & self._fits(pool, claim.total)[pool.combo_type]
             idx = np.flatnonzero(mask)
             if not idx.size:
                 idx = np.flatnonzero(claim.mask)
@@ -952,7 +956,7 @@ class SimState:
         for claim in self.claims.values():
             if claim.hostname == hostname:
                 pool = self.s.pools[claim.pool]
-                idx = np.flatnonzero(claim.mask & (pool.type_alloc >= claim.total).all(axis=1)[pool.combo_type])
+                idx = np.flatnonzero(claim.mask & self._fits(pool, claim.total)[pool.combo_type])
                 if not idx.size:
                     return None
                 c = int(idx[np.argmin(pool.combo_price[idx])])

@@ -31,7 +31,7 @@ def parse_yaml(text: str, path: str) -> list[Any]:
     error message when both refuse it."""
     try:
         loaded = yaml_rs.loads(text)
-    except Exception:  # noqa: BLE001 - any refusal falls back to PyYAML, which reports it precisely
+    except Exception:
         loaded = None
     else:
         if isinstance(loaded, list) and all(isinstance(d, dict) or d is None for d in loaded):

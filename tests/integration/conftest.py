@@ -196,9 +196,7 @@ class LocalInfra:
             raise RuntimeError(self.failed[component])
         own = _read_env(self.own_dir)
         if not _answers(component, own, self.own_dir):
-            raise RuntimeError(
-                f"{component} was started but does not answer; logs in {self.own_dir / 'logs'}"
-            )
+            raise RuntimeError(f"{component} was started but does not answer; logs in {self.own_dir / 'logs'}")
         return own
 
     def _script_env(self) -> dict[str, str]:
@@ -210,9 +208,7 @@ class LocalInfra:
         with self._output():
             print(f"\n[ebb tests] stopping {', '.join(self.started)}", flush=True)
             processes = [
-                subprocess.Popen(
-                    [str(DEPLOY / f"{c}.sh"), "stop"], env=self._script_env(), stdin=subprocess.DEVNULL
-                )
+                subprocess.Popen([str(DEPLOY / f"{c}.sh"), "stop"], env=self._script_env(), stdin=subprocess.DEVNULL)
                 for c in self.started
             ]
             for process in processes:
@@ -287,7 +283,12 @@ class DockerInfra:
 
         port = _free_port()
         container = DockerContainer(KAFKA_IMAGE)
-        host = container.get_container_host_ip()
+        # the advertised listener must name the host and port that clients will use, known
+        # before the start: bind a free host port; the host is the Docker host's
+        try:
+            host = container.get_container_host_ip()
+        except Exception:  # connection modes that need a running container
+            host = "localhost"
         env = {
             "KAFKA_NODE_ID": "1",
             "KAFKA_PROCESS_ROLES": "broker,controller",
@@ -381,9 +382,7 @@ def _needed_components(items: list[pytest.Item]) -> list[str]:
     names: set[str] = set()
     for item in items:
         names.update(getattr(item, "fixturenames", ()))
-    return [
-        c for c in COMPONENTS if any(FIXTURE_COMPONENTS[f] == c for f in names & FIXTURE_COMPONENTS.keys())
-    ]
+    return [c for c in COMPONENTS if any(FIXTURE_COMPONENTS[f] == c for f in names & FIXTURE_COMPONENTS.keys())]
 
 
 @pytest.fixture(scope="session")
@@ -439,8 +438,6 @@ async def kube_api(kubernetes_cluster: KubernetesCluster) -> AsyncIterator[Any]:
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(kubernetes_cluster.kubeconfig), client_configuration=configuration
-    )
+    await config.load_kube_config(config_file=str(kubernetes_cluster.kubeconfig), client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         yield api

@@ -42,9 +42,7 @@ async def test_cloudevent_binary_mode_round_trip(kafka_server: KafkaServer) -> N
     producer = AIOKafkaProducer(bootstrap_servers=kafka_server.bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
-        await producer.send_and_wait(
-            topic, value=message.value, key=b"node-a", headers=list(message.headers.items())
-        )
+        await producer.send_and_wait(topic, value=message.value, key=b"node-a", headers=list(message.headers.items()))
     finally:
         await producer.stop()
 

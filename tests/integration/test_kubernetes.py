@@ -48,9 +48,7 @@ def kwok_node(name: str, run: str) -> client.V1Node:
                 SMOKE_LABEL: run,
             },
         ),
-        spec=client.V1NodeSpec(
-            taints=[client.V1Taint(key=KWOK_ANNOTATION, value="fake", effect="NoSchedule")]
-        ),
+        spec=client.V1NodeSpec(taints=[client.V1Taint(key=KWOK_ANNOTATION, value="fake", effect="NoSchedule")]),
         status=client.V1NodeStatus(
             capacity={"cpu": "4", "memory": "16Gi", "pods": "110"},
             allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"},
@@ -76,15 +74,11 @@ def deployment(name: str, run: str, replicas: int) -> client.V1Deployment:
                         client.V1Container(
                             name="app",
                             image="registry.k8s.io/pause:3.10",
-                            resources=client.V1ResourceRequirements(
-                                requests={"cpu": "100m", "memory": "64Mi"}
-                            ),
+                            resources=client.V1ResourceRequirements(requests={"cpu": "100m", "memory": "64Mi"}),
                         )
                     ],
                     node_selector={SMOKE_LABEL: run},
-                    tolerations=[
-                        client.V1Toleration(key=KWOK_ANNOTATION, operator="Exists", effect="NoSchedule")
-                    ],
+                    tolerations=[client.V1Toleration(key=KWOK_ANNOTATION, operator="Exists", effect="NoSchedule")],
                     automount_service_account_token=False,
                 ),
             ),

@@ -128,11 +128,7 @@ async def test_migrate_and_round_trip(postgres_server: PostgresServer) -> None:
                     expires_at=now + timedelta(hours=1),
                 )
             )
-            session.add(
-                ProcessedMessage(
-                    consumer="smoke", message_id=decision_id, topic="ebb.smoke", processed_at=now
-                )
-            )
+            session.add(ProcessedMessage(consumer="smoke", message_id=decision_id, topic="ebb.smoke", processed_at=now))
 
         async with sessions() as session:
             decision = await session.get(Decision, decision_id)

@@ -125,9 +125,7 @@ class BudgetLedgerEntry(Base):
     cluster: Mapped[str] = mapped_column(String(253), primary_key=True)
     nodepool: Mapped[str] = mapped_column(String(253), primary_key=True)
     node: Mapped[str] = mapped_column(String(253), primary_key=True)
-    decision_id: Mapped[str | None] = mapped_column(
-        String(64), ForeignKey("decisions.id", ondelete="SET NULL")
-    )
+    decision_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("decisions.id", ondelete="SET NULL"))
     #: the disruption reason the budget applies to (Empty, Drifted, Underutilized, ...)
     reason: Mapped[str] = mapped_column(String(32))
     acquired_at: Mapped[datetime] = mapped_column(Timestamp)

@@ -41,8 +41,7 @@ def upgrade() -> None:
         sa.Column("started_at", TS, nullable=True),
         sa.Column("finished_at", TS, nullable=True),
         sa.CheckConstraint(
-            "state IN ('proposed', 'approved', 'executing', 'succeeded', 'failed', 'rolled_back', "
-            "'rejected')",
+            "state IN ('proposed', 'approved', 'executing', 'succeeded', 'failed', 'rolled_back', 'rejected')",
             name=op.f("ck_decisions_state"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_decisions")),

@@ -794,17 +794,17 @@ class SimState:
             if not mask.any():
                 return None
             if c.kind == "spread":
-                # choose the least-populated remaining domain, as Karpenter does
-                remaining = np.unique(combo_codes[mask])
-                best = remaining[np.argmin(counts[remaining])]
-                mask &= combo_codes == best
+                # choose the least-populated remaining domain (lowest code on ties), as Karpenter does
+                codes_left = combo_codes[mask]
+                load = counts[codes_left] * (len(counts) + 1) + codes_left
+                mask &= combo_codes == codes_left[np.argmin(load)]
         for gid in (*cls.matched, *cls.owned):
             key = self.s.groups[gid].key
             if key == LABEL_HOSTNAME:
                 continue
             combo_codes = self.s._domain_codes[key][2][p_index]
-            values = np.unique(combo_codes[mask])
-            if values.size > 1:  # pin the domain so the pod is counted where it will run
+            values = combo_codes[mask]
+            if values.size and (values != values[0]).any():  # pin the domain so the pod is counted where it runs
                 cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
                 mask &= combo_codes == combo_codes[cheapest]
         return mask if mask.any() else None
@@ -861,8 +861,8 @@ class SimState:
         combo_codes = self.s._domain_codes[key][2][claim.pool] if key in self.s._domain_codes else None
         if combo_codes is None:
             return -1
-        values = np.unique(combo_codes[claim.mask])
-        return int(values[0]) if values.size == 1 else -1
+        values = combo_codes[claim.mask]
+        return int(values[0]) if values.size and not (values != values[0]).any() else -1
 
     def _commit(self, pod: Pod, cls: _Class, req: IntArray, b: int) -> None:
         s = self.s

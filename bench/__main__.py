@@ -1,0 +1,218 @@
+"""`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
+
+    python -m bench [simulator|engine|memory|all] [--write docs/benchmarks.md]
+
+- simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
+  n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
+  the LP-relaxation lower bound over instance types.
+- engine: a generated 2,000-node / 20,000-pod cluster: one full pass (with explanations) and
+  `--until-stable`, and the final cost against a lower bound.
+- memory: a 10,000-node snapshot read from YAML and planned once: peak RSS.
+Timings are wall-clock on this machine; they are measurements, never test assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+NOW = "2026-11-23T18:30:00Z"
+SIM_SIZES = (100, 1_000, 5_000, 20_000)
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def lp_lower_bound(types: list[tuple[float, list[float]]], demand: list[float]) -> float:
+    """min sum(price_t * x_t) s.t. sum(alloc_t * x_t) >= demand, x >= 0 (fractional nodes)."""
+    from scipy.optimize import linprog
+
+    prices = np.array([p for p, _ in types])
+    alloc = np.array([a for _, a in types]).T  # resources x types
+    res = linprog(prices, A_ub=-alloc, b_ub=-np.array(demand), bounds=(0, None), method="highs")
+    return float(res.fun) if res.success else float("nan")
+
+
+def _catalog_bound(snapshot: Any, pods: Any, allowed_capacity: set[str] | None = None) -> tuple[float, float]:
+    """(LP bound, simple bound) for hosting `pods` on the snapshot's instance types."""
+    demand = [float(sum(p.spec.requests.get("cpu", 0) for p in pods)),
+              float(sum(p.spec.requests.get("memory", 0) for p in pods)),
+              float(len(pods))]
+    types = []
+    for it in snapshot.instance_types:
+        offers = [o.price for o in it.offerings if o.available
+                  and (allowed_capacity is None or o.capacity_type in allowed_capacity)]
+        if not offers:
+            continue
+        alloc = [float(it.capacity.get("cpu", 0) - it.overhead.get("cpu", 0)),
+                 float(it.capacity.get("memory", 0) - it.overhead.get("memory", 0)),
+                 float(it.capacity.get("pods", 0))]
+        types.append((min(offers), alloc))
+    simple = max(demand[r] * min(p / a[r] for p, a in types if a[r] > 0) for r in range(2))
+    return lp_lower_bound(types, demand), simple
+
+
+# -- cases (run in a child process) -------------------------------------------------------------------
+
+
+def case_simulator(n: int) -> dict[str, Any]:
+    from bench.generators import karpenter_scheduling_workload
+    from ebb.core.simulator.scheduler import Scheduler
+    from ebb.core.snapshot import parse_documents
+
+    snapshot = parse_documents(karpenter_scheduling_workload(n))
+    pods = list(snapshot.pods)
+    start = time.perf_counter()
+    state = Scheduler(snapshot, extra_pods=()).new_state()
+    failures, _ = state.place_all(pods, max_new=10**9)
+    new_nodes = state.new_nodes()
+    took = time.perf_counter() - start
+    price = sum(n.price for n in new_nodes)
+    lp, simple = _catalog_bound(snapshot, pods)
+    return {"pods": n, "seconds": took, "pods_per_second": n / took, "nodes": len(new_nodes),
+            "unplaced": len(failures), "price": price, "lp_bound": lp, "simple_bound": simple,
+            "peak_rss_mib": _peak_rss_mib()}
+
+
+def case_engine() -> dict[str, Any]:
+    from bench.generators import disruption_cluster
+    from ebb.core.cluster import ClusterView
+    from ebb.core.engine import run_pass
+    from ebb.core.methods.base import EngineOptions
+    from ebb.core.plan import make_plan
+    from ebb.core.snapshot import parse_documents
+
+    now = datetime.fromisoformat(NOW.replace("Z", "+00:00"))
+    snapshot = parse_documents(disruption_cluster())
+    start = time.perf_counter()
+    first = run_pass(ClusterView.build(snapshot, now), EngineOptions(explain=True))
+    one_pass = time.perf_counter() - start
+    start = time.perf_counter()
+    plan = make_plan(snapshot, now, until_stable=True)
+    until = time.perf_counter() - start
+    steps = plan.steps or ()
+    final = steps[-1].cost_after if steps else first.cost_before
+    pods = [p for p in snapshot.pods if p.needs_rescheduling]
+    lp, simple = _catalog_bound(snapshot, pods)
+    methods: dict[str, int] = {}
+    for step in steps:
+        for command in step.commands:
+            methods[command.method] = methods.get(command.method, 0) + len(command.nodes)
+    return {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods), "pass_seconds": one_pass,
+            "first_commands": [(c.method, len(c.nodes)) for c in first.commands],
+            "blocked": len(first.blocked), "until_stable_seconds": until, "steps": len(steps),
+            "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp, "simple_bound": simple,
+            "nodes_disrupted_by_method": methods, "peak_rss_mib": _peak_rss_mib()}
+
+
+def case_memory(nodes: int, pods: int) -> dict[str, Any]:
+    from bench.generators import disruption_cluster, write_yaml
+    from ebb.cli.snapshot_files import load_snapshot
+    from ebb.core.plan import make_plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yaml"
+        write_yaml(disruption_cluster(nodes, pods), path)
+        size = path.stat().st_size
+        # measure only ebb: a fresh process reads the file and plans once
+        code = ("import json,resource,time;from datetime import datetime;"
+                "from ebb.cli.snapshot_files import load_snapshot;from ebb.core.plan import make_plan;"
+                f"t=time.perf_counter();s=load_snapshot([{str(path)!r}]);l=time.perf_counter()-t;"
+                f"p=make_plan(s, datetime.fromisoformat({NOW.replace('Z', '+00:00')!r}));"
+                "print(json.dumps({'load_seconds':l,'total_seconds':time.perf_counter()-t,"
+                "'peak_rss_mib':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    del load_snapshot, make_plan
+    result: dict[str, Any] = json.loads(out.stdout)
+    result.update({"nodes": nodes, "pods": pods, "yaml_mib": size / 2**20})
+    return result
+
+
+# -- driver -------------------------------------------------------------------------------------------------
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "bench", "_case", *args], capture_output=True, text=True,
+                         check=False, env={**os.environ, "PYTHONHASHSEED": "0"})
+    if out.returncode != 0:
+        raise SystemExit(f"bench case {args} failed:\n{out.stderr[-3000:]}")
+    value: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return value
+
+
+def run(which: str) -> str:
+    lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores, Python "
+             f"{platform.python_version()}, {platform.platform()}; run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
+    if which in ("simulator", "all"):
+        lines += ["### Scheduling simulator: Karpenter's scheduling benchmark", "",
+                  "| pods | seconds | pods/s | nodes launched | unplaced | price $/h | LP bound $/h | "
+                  "price / LP | peak RSS MiB |", "|---|---|---|---|---|---|---|---|---|"]
+        for n in SIM_SIZES:
+            r = _child(["simulator", str(n)])
+            print(f"simulator {n}: {r['seconds']:.2f}s", file=sys.stderr)
+            lines.append(f"| {n:,} | {r['seconds']:.2f} | {r['pods_per_second']:,.0f} | {r['nodes']:,} | "
+                         f"{r['unplaced']} | {r['price']:,.1f} | {r['lp_bound']:,.1f} | "
+                         f"{r['price'] / r['lp_bound']:.3f} | {r['peak_rss_mib']:.0f} |")
+        lines.append("")
+    if which in ("engine", "all"):
+        r = _child(["engine"])
+        print(f"engine: pass {r['pass_seconds']:.2f}s until-stable {r['until_stable_seconds']:.1f}s", file=sys.stderr)
+        lines += ["### Decision engine: 2,000 nodes, 20,000 pods", "",
+                  "| figure | value |", "|---|---|",
+                  f"| nodes / pods | {r['nodes']:,} / {r['pods']:,} |",
+                  f"| one full pass, with explanations | {r['pass_seconds']:.2f} s |",
+                  f"| first pass commands | {r['first_commands']} |",
+                  f"| `--until-stable` | {r['until_stable_seconds']:.1f} s, {r['steps']} passes |",
+                  f"| nodes disrupted by method | {r['nodes_disrupted_by_method']} |",
+                  f"| cost before / after | ${r['cost_before']:,.2f}/h / ${r['cost_final']:,.2f}/h |",
+                  f"| LP lower bound (all pods' requests, any catalog type) | ${r['lp_bound']:,.2f}/h |",
+                  f"| final cost / LP bound | {r['cost_final'] / r['lp_bound']:.3f} |",
+                  f"| peak RSS | {r['peak_rss_mib']:.0f} MiB |", ""]
+    if which in ("memory", "all"):
+        r = _child(["memory", "10000", "50000"])
+        print(f"memory: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+        lines += ["### Memory: a 10,000-node snapshot", "",
+                  "| nodes | pods | YAML MiB | read s | read + one pass s | peak RSS MiB |",
+                  "|---|---|---|---|---|---|",
+                  f"| {r['nodes']:,} | {r['pods']:,} | {r['yaml_mib']:.0f} | {r['load_seconds']:.1f} | "
+                  f"{r['total_seconds']:.1f} | {r['peak_rss_mib']:.0f} |", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["_case"]:
+        kind = argv[1]
+        if kind == "simulator":
+            result = case_simulator(int(argv[2]))
+        elif kind == "engine":
+            result = case_engine()
+        else:
+            result = case_memory(int(argv[2]), int(argv[3]))
+        print(json.dumps(result))
+        return 0
+    which = argv[0] if argv and not argv[0].startswith("-") else "all"
+    text = run(which)
+    print(text)
+    if "--write" in argv:
+        target = Path(argv[argv.index("--write") + 1])
+        marker = "<!-- bench:results -->"
+        doc = target.read_text() if target.exists() else marker
+        head = doc.split(marker)[0]
+        target.write_text(head + marker + "\n\n" + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -37,7 +37,7 @@ bench: install
 	$(UV) run python -m bench
 
 run: install
-	$(UV) run ebb plan -f examples/cluster.yaml --until-stable
+	$(UV) run ebb plan -f examples/cluster.yaml --now 2026-11-23T18:30:00Z --until-stable
 
 infra-install:
 	$(INFRA) install

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ebb.core.cluster import ClusterView
-from ebb.core.methods import METHOD_ORDER
+from ebb.core.methods import METHOD_ORDER, single_node
 from ebb.core.methods.base import Command, EngineOptions, PassContext
 from ebb.core.simulator.scheduler import Scheduler
 
@@ -58,12 +58,15 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
     ctx = _context(view, options)
     commands: list[Command] = []
     reasons: dict[str, tuple[str, str]] = {}
+    budget_only: set[str] = set()
     acted: str | None = None
     for module, _why in METHOD_ORDER:
         if acted is not None:
             break
         outcome = module.run(ctx)
         for node, reason in outcome.blocked.items():
+            if node not in reasons and node in outcome.budget_only:
+                budget_only.add(node)
             reasons.setdefault(node, (module.NAME, reason))
         if outcome.commands:
             commands.extend(outcome.commands)
@@ -85,20 +88,26 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
                 continue
             outcome = module.run(explain_ctx)
             for node, reason in outcome.blocked.items():
-                if node not in disrupted:
-                    reasons.setdefault(node, (module.NAME, reason))
+                if node not in disrupted and node not in reasons:
+                    if node in outcome.budget_only:
+                        budget_only.add(node)
+                    reasons[node] = (module.NAME, reason)
             for command in outcome.commands:
                 for node in command.nodes:
                     if node not in disrupted:
                         reasons.setdefault(node, (module.NAME, (
                             f"it could be disrupted by {module.NAME} ({command.action}), but {acted} acted "
                             "this pass and only one method acts per pass; it is considered again next pass")))
+    if options.explain:
+        _explain_budget_waits(view, options, ctx, disrupted=disrupted, budget_only=budget_only, reasons=reasons)
     blocked = []
     for node in snapshot_view.snapshot.nodes:
         if node.name in disrupted:
             continue
         if node.name in view.not_candidate:
             blocked.append(Blocked(node.name, "all", view.not_candidate[node.name]))
+        elif node.name in view.hard_block and reasons.get(node.name, ("", ""))[1] == view.hard_block[node.name]:
+            blocked.append(Blocked(node.name, "all", view.hard_block[node.name]))
         elif node.name in reasons:
             method, reason = reasons[node.name]
             blocked.append(Blocked(node.name, method, reason))
@@ -109,6 +118,21 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
     budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail)
                     for (pool, reason), v in sorted(view.budgets.items()))
     return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after)
+
+
+def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],
+                          budget_only: set[str], reasons: dict[str, tuple[str, str]]) -> None:
+    """A node skipped only because the budget ran out: say also what consolidating it alone would do."""
+    solo = PassContext(view, options, ctx.scheduler, ctx.state, {k: v.allowed for k, v in view.budgets.items()},
+                       frozenset(disrupted))
+    for node in sorted(budget_only - disrupted):
+        method, budget_text = reasons[node]
+        command, why = single_node.evaluate(solo, node)
+        if command is None:
+            reasons[node] = (single_node.NAME, f"{why} (and {budget_text})")
+        else:
+            reasons[node] = (method, f"{budget_text}; on its own it could be consolidated ({command.action}, "
+                                     f"saving ${command.savings:.4f}/h)")
 
 
 def plan_pass(snapshot: object, now: datetime, options: EngineOptions | None = None) -> PassResult:

@@ -44,6 +44,7 @@ class Command:
 class MethodOutcome:
     commands: list[Command] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
+    budget_only: set[str] = field(default_factory=set)  # blocked only because the budget ran out
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             continue
         if ctx.budget_left(pool.name, REASON) <= 0:
             out.blocked[name] = budget_block(ctx, pool.name, REASON)
+            out.budget_only.add(name)
             continue
         names.append(name)
     return view.order(names)

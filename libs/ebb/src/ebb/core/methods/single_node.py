@@ -63,6 +63,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             if ctx.options.explain:
                 out.blocked[name] = (f"the Underutilized budget of NodePool {pool} is used up by the other "
                                      "consolidations of this pass; it is considered again next pass")
+                out.budget_only.add(name)
             continue
         command, why = evaluate(ctx, name, keep=True)
         if command is None:

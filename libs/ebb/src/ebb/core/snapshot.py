@@ -7,7 +7,7 @@ the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does no
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -130,9 +130,9 @@ def _ref(doc: Mapping[str, Any], index: int) -> str:
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
-def flatten(documents: Iterable[Any]) -> list[Mapping[str, Any]]:
-    """Unwrap `kind: List` documents (and typed lists like NodeList) into their items."""
-    out: list[Mapping[str, Any]] = []
+def flatten(documents: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
+    """Unwrap `kind: List` documents (and typed lists like NodeList) into their items, lazily, so a
+    streamed input is never held whole."""
     for index, doc in enumerate(documents):
         if doc is None:
             continue
@@ -143,10 +143,9 @@ def flatten(documents: Iterable[Any]) -> list[Mapping[str, Any]]:
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise SnapshotError(f"{kind} (document {index + 1})", "items", "must be a list")
-            out.extend(flatten(items))
+            yield from flatten(items)
         else:
-            out.append(doc)
-    return out
+            yield doc
 
 
 def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
@@ -541,8 +540,11 @@ def _hold(doc: _Doc) -> Hold:
                 doc.time("spec.expiresAt"), str(doc.get("spec.reason", "")))
 
 
-def parse_documents(documents: Iterable[Any], bundled_catalog: Iterable[Any] | None = None) -> Snapshot:
-    """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field."""
+def parse_documents(documents: Iterable[Any],
+                    bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> Snapshot:
+    """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field.
+    `documents` may be a generator: each is turned into a model value and dropped. The bundled catalog
+    (or a function returning it) is used only when the input has no InstanceTypeCatalog."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pools: list[NodePool] = []
@@ -585,7 +587,8 @@ def parse_documents(documents: Iterable[Any], bundled_catalog: Iterable[Any] | N
     source = "input"
     if not types:
         source = "bundled"
-        for raw in flatten(bundled_catalog or ()):
+        fallback = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
+        for raw in flatten(fallback or ()):
             for it in _catalog(_Doc(_ref(raw, 0), raw)):
                 types[it.name] = it
     claims_by_node = {c.node_name: c for c in claims if c.node_name}

@@ -1,0 +1,96 @@
+"""Reading snapshot files: the streamed split must give exactly what parsing the whole file gives."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ebb.cli.snapshot_files import InputError, iter_documents, load_snapshot
+from ebb.core.snapshot import flatten
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "scenarios"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+
+LIST_DOC = """\
+apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: a
+    labels:
+      x: "1"
+  status:
+    allocatable: {cpu: "2", memory: 8Gi, pods: "29"}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: p
+    namespace: default
+    annotations:
+      note: |
+        first line
+
+        after a blank line
+  spec:
+    nodeName: a
+    containers:
+    - name: c
+      resources: {requests: {cpu: 250m}}
+kind: List
+metadata:
+  resourceVersion: ""
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LIST_DOC,
+        "---\n" + LIST_DOC + "---\napiVersion: v1\nkind: Node\nmetadata: {name: b}\n",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: b}\n---\n# only a comment\n---\napiVersion: v1\n"
+        "kind: Node\nmetadata: {name: c}\n",
+        # items indented under their key: not kubectl's shape, parsed whole instead
+        "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Node\n    metadata: {name: d}\n",
+    ],
+)
+def test_streamed_documents_equal_whole_parse(text: str) -> None:
+    streamed = list(flatten(iter_documents(io.StringIO(text), "t.yaml")))
+    whole = list(flatten(d for d in yaml.safe_load_all(text) if d))
+    assert streamed == whole
+
+
+def test_block_scalar_with_blank_line_survives_the_split() -> None:
+    docs = list(iter_documents(io.StringIO(LIST_DOC), "t.yaml"))
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    assert pod["metadata"]["annotations"]["note"] == "first line\n\nafter a blank line\n"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("*.yaml") if ".expect" not in p.name))
+def test_scenarios_load_the_same_streamed(name: str) -> None:
+    path = SCENARIOS / f"{name}.yaml"
+    whole = list(flatten(d for d in yaml.safe_load_all(path.read_text()) if d))
+    with path.open() as stream:
+        assert list(flatten(iter_documents(stream, str(path)))) == whole
+
+
+def test_example_snapshot_loads() -> None:
+    snapshot = load_snapshot([str(EXAMPLE)])
+    assert len(snapshot.nodes) == 300
+    assert len(snapshot.pods) == 3000
+    assert snapshot.catalog_source == "bundled"
+
+
+def test_invalid_yaml_names_the_file_and_where(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: x\n")
+    with pytest.raises(InputError, match=r"bad\.yaml \(a List item in the document from line 2\): not valid YAML"):
+        load_snapshot([str(bad)])
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        load_snapshot([str(tmp_path / "nope.yaml")])

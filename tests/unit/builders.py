@@ -1,0 +1,297 @@
+"""Small builders for kubectl-shaped objects (plain dicts), for the unit tests of the pure core.
+
+Every builder returns exactly what `kubectl get -o yaml` would print for the object (trimmed to the
+fields ebb reads), so the tests go through the real parser: `snapshot(*docs)` calls
+`ebb.core.snapshot.parse_documents`. Each snapshot carries its own small InstanceTypeCatalog
+(`catalog()`, the same types and prices as the shared scenarios) so no test depends on the bundled one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ebb.core.methods.base import EngineOptions
+from ebb.core.model import Snapshot
+from ebb.core.plan import Plan, make_plan, plan_json
+from ebb.core.snapshot import parse_documents
+
+Doc = dict[str, Any]
+
+NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+OLD = "2026-11-20T00:00:00Z"  # three and a half days before NOW
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+# name -> (cpu, memory, pods, on-demand price, spot price); the shared scenarios' catalog
+TYPES: dict[str, tuple[str, str, int, float, float]] = {
+    "t3.medium": ("2", "4Gi", 17, 0.0416, 0.0125),
+    "c5.large": ("2", "4Gi", 29, 0.085, 0.032),
+    "m5.large": ("2", "8Gi", 29, 0.096, 0.035),
+    "r5.large": ("2", "16Gi", 29, 0.126, 0.045),
+    "c5.xlarge": ("4", "8Gi", 58, 0.17, 0.062),
+    "m5.xlarge": ("4", "16Gi", 58, 0.192, 0.07),
+    "m5.2xlarge": ("8", "32Gi", 58, 0.384, 0.14),
+}
+_DEFAULT = object()
+
+
+def ts(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(**delta: float) -> str:
+    """An RFC 3339 time this long before NOW, e.g. ago(minutes=5)."""
+    return ts(NOW - timedelta(**delta))
+
+
+def later(**delta: float) -> str:
+    return ts(NOW + timedelta(**delta))
+
+
+def nodepool(name: str = "default", *, requirements: Sequence[Mapping[str, Any]] | None = None,
+             expire_after: str | None = None, consolidate_after: str | None = "0s",
+             policy: str = "WhenEmptyOrUnderutilized", budgets: Any = _DEFAULT,
+             node_hash: str | None = None, hash_version: str = "v3",
+             stabilization_window: str | None = None, annotations: Mapping[str, str] | None = None,
+             template_annotations: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None,
+             taints: Sequence[Mapping[str, Any]] | None = None, disruption: Mapping[str, Any] | None = None,
+             api_version: str = "karpenter.sh/v1", weight: int | None = None) -> Doc:
+    """A karpenter.sh/v1 NodePool. `budgets` defaults to one `nodes: 100%` so budgets stay out of the
+    way; pass `budgets=None` to leave them unset (ebb's default 10%)."""
+    meta_ann = dict(annotations or {})
+    if node_hash is not None:
+        meta_ann["karpenter.sh/nodepool-hash"] = node_hash
+        meta_ann["karpenter.sh/nodepool-hash-version"] = hash_version
+    tspec: Doc = {
+        "requirements": list(requirements) if requirements is not None else [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+    }
+    if expire_after is not None:
+        tspec["expireAfter"] = expire_after
+    if taints:
+        tspec["taints"] = list(taints)
+    template: Doc = {"spec": tspec}
+    if labels or template_annotations:
+        template["metadata"] = {"labels": dict(labels or {}), "annotations": dict(template_annotations or {})}
+    dis: Doc = {"consolidationPolicy": policy}
+    if consolidate_after is not None:
+        dis["consolidateAfter"] = consolidate_after
+    if budgets is _DEFAULT:
+        dis["budgets"] = [{"nodes": "100%"}]
+    elif budgets is not None:
+        dis["budgets"] = list(budgets)
+    if stabilization_window is not None:
+        dis["stabilizationWindow"] = stabilization_window
+    dis.update(disruption or {})
+    spec: Doc = {"template": template, "disruption": dis}
+    if weight is not None:
+        spec["weight"] = weight
+    return {"apiVersion": api_version, "kind": "NodePool",
+            "metadata": {"name": name, "annotations": meta_ann}, "spec": spec}
+
+
+def node(name: str, *, pool: str | None = "default", itype: str = "m5.large", zone: str = "us-east-1a",
+         capacity_type: str = "on-demand", created: str = OLD, initialized: bool = True,
+         ready: bool = True, deleting: bool = False, node_hash: str | None = None, hash_version: str = "v3",
+         labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
+         taints: Sequence[Mapping[str, Any]] | None = None, cpu: str | None = None,
+         memory: str | None = None, pods: int | None = None) -> Doc:
+    """A v1 Node launched by a NodePool (capacity from TYPES unless given)."""
+    t_cpu, t_mem, t_pods, _, _ = TYPES.get(itype, ("2", "8Gi", 29, 0.0, 0.0))
+    all_labels = {
+        "karpenter.sh/registered": "true",
+        "karpenter.sh/capacity-type": capacity_type,
+        "node.kubernetes.io/instance-type": itype,
+        "topology.kubernetes.io/zone": zone,
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+    }
+    if pool is not None:
+        all_labels["karpenter.sh/nodepool"] = pool
+    if initialized:
+        all_labels["karpenter.sh/initialized"] = "true"
+    all_labels.update(labels or {})
+    ann = dict(annotations or {})
+    if node_hash is not None:
+        ann["karpenter.sh/nodepool-hash"] = node_hash
+        ann["karpenter.sh/nodepool-hash-version"] = hash_version
+    capacity = {"cpu": cpu or t_cpu, "memory": memory or t_mem, "pods": str(pods or t_pods)}
+    meta: Doc = {"name": name, "creationTimestamp": created, "labels": all_labels, "annotations": ann}
+    if deleting:
+        meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
+        meta["finalizers"] = ["karpenter.sh/termination"]
+    spec: Doc = {"providerID": f"aws:///{zone}/i-{name}"}
+    if taints:
+        spec["taints"] = list(taints)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec,
+            "status": {"capacity": dict(capacity), "allocatable": dict(capacity),
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", memory: str | None = "128Mi",
+        ns: str = "default", labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None, owner: tuple[str, str] | None = ("ReplicaSet", "rs"),
+        phase: str = "Running", started: str = OLD, priority: int | None = None,
+        node_selector: Mapping[str, str] | None = None, affinity: Mapping[str, Any] | None = None,
+        tolerations: Sequence[Mapping[str, Any]] | None = None,
+        spread: Sequence[Mapping[str, Any]] | None = None, host_port: int | None = None,
+        limits: Mapping[str, str] | None = None, containers: Sequence[Mapping[str, Any]] | None = None,
+        init_containers: Sequence[Mapping[str, Any]] | None = None,
+        overhead: Mapping[str, str] | None = None) -> Doc:
+    """A v1 Pod bound to `node_name`, one container requesting cpu/memory (None leaves it out)."""
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    resources: Doc = {"requests": requests} if requests else {}
+    if limits:
+        resources["limits"] = dict(limits)
+    container: Doc = {"name": "main", "image": "registry.example/app:1", "resources": resources}
+    if host_port is not None:
+        container["ports"] = [{"containerPort": host_port, "hostPort": host_port, "protocol": "TCP"}]
+    meta: Doc = {"name": name, "namespace": ns, "labels": dict(labels or {"app": name}),
+                 "annotations": dict(annotations or {}), "creationTimestamp": started}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+                                    "uid": f"uid-{owner[1]}", "controller": True}]
+    spec: Doc = {"containers": list(containers) if containers is not None else [container]}
+    if node_name is not None:
+        spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    if spread:
+        spec["topologySpreadConstraints"] = list(spread)
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    if overhead:
+        spec["overhead"] = dict(overhead)
+    ready = phase == "Running"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+            "status": {"phase": phase, "startTime": started,
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def container(name: str, cpu: str | None = None, memory: str | None = None) -> Doc:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    return {"name": name, "image": "registry.example/app:1", "resources": {"requests": requests}}
+
+
+def pdb(name: str, match_labels: Mapping[str, str], *, min_available: int | str | None = None,
+        max_unavailable: int | str | None = None, ns: str = "default") -> Doc:
+    spec: Doc = {"selector": {"matchLabels": dict(match_labels)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    if max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def daemonset(name: str, *, cpu: str = "100m", memory: str = "128Mi", ns: str = "kube-system") -> Doc:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [container("agent", cpu, memory)]}}}}
+
+
+def ds_pod(name: str, node_name: str, ds: str = "agent", cpu: str = "100m", memory: str = "128Mi") -> Doc:
+    """A DaemonSet's pod on a node."""
+    return pod(name, node_name, ns="kube-system", cpu=cpu, memory=memory, labels={"app": ds},
+               owner=("DaemonSet", ds))
+
+
+def instance_type(name: str, cpu: str, memory: str, pods: int, on_demand: float, spot: float | None = None,
+                  zones: Iterable[str] = ZONES, available: bool = True) -> Doc:
+    offerings: list[Doc] = []
+    for zone in zones:
+        offerings.append({"zone": zone, "capacityType": "on-demand", "price": on_demand, "available": available})
+        if spot is not None:
+            offerings.append({"zone": zone, "capacityType": "spot", "price": spot, "available": available})
+    return {"name": name, "capacity": {"cpu": cpu, "memory": memory, "pods": str(pods)},
+            "overhead": {"cpu": "0", "memory": "0"}, "offerings": offerings}
+
+
+def catalog(types: Iterable[Doc] | None = None, name: str = "test") -> Doc:
+    """An ebb.sh/v1 InstanceTypeCatalog; by default every type of TYPES in the three zones."""
+    if types is None:
+        types = [instance_type(n, c, m, p, od, sp) for n, (c, m, p, od, sp) in TYPES.items()]
+    return {"apiVersion": "ebb.sh/v1", "kind": "InstanceTypeCatalog", "metadata": {"name": name},
+            "spec": {"instanceTypes": list(types)}}
+
+
+def hold(name: str, scope: str = "cluster", target: str | None = None, *, expires_at: str | None = None,
+         reason: str = "") -> Doc:
+    spec: Doc = {"scope": scope}
+    if scope == "nodePool":
+        spec["nodePool"] = target
+    elif scope == "node":
+        spec["node"] = target
+    if expires_at is not None:
+        spec["expiresAt"] = expires_at
+    if reason:
+        spec["reason"] = reason
+    return {"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": name}, "spec": spec}
+
+
+def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True) -> Doc:
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+            "status": {"nodeName": node_name, "providerID": f"aws:///us-east-1a/i-{node_name}",
+                       "conditions": [{"type": "Initialized", "status": "True" if initialized else "False",
+                                       "lastTransitionTime": OLD}]}}
+
+
+def _flat(docs: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for d in docs:
+        if isinstance(d, list | tuple):
+            out.extend(_flat(d))
+        else:
+            out.append(d)
+    return out
+
+
+def snapshot(*docs: Any) -> Snapshot:
+    """Parse the documents (lists are flattened) with the real parser; adds `catalog()` if none given."""
+    flat = _flat(docs)
+    if not any(isinstance(d, Mapping) and d.get("kind") == "InstanceTypeCatalog" for d in flat):
+        flat.append(catalog())
+    return parse_documents(flat)
+
+
+def plan(*docs: Any, now: datetime = NOW, until_stable: bool = False, spot_to_spot: bool = False) -> Plan:
+    return make_plan(snapshot(*docs), now, until_stable=until_stable,
+                     options=EngineOptions(spot_to_spot=spot_to_spot))
+
+
+def plan_dict(*docs: Any, now: datetime = NOW, until_stable: bool = False,
+              spot_to_spot: bool = False) -> dict[str, Any]:
+    """`plan_json` of one pass (or of passes until stable) over the documents."""
+    return plan_json(plan(*docs, now=now, until_stable=until_stable, spot_to_spot=spot_to_spot))
+
+
+# -- reading a plan ------------------------------------------------------------------------------------
+
+
+def disrupted(out: Mapping[str, Any]) -> set[str]:
+    return {n for c in out["commands"] for n in c["nodes"]}
+
+
+def blocked_of(out: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """The blocked[] entry of a node (fails the test when the node is not in blocked)."""
+    entries = [b for b in out["blocked"] if b["node"] == node_name]
+    assert len(entries) == 1, f"{node_name} is in blocked {len(entries)} times: {out['blocked']}"
+    return entries[0]
+
+
+def budget_of(out: Mapping[str, Any], pool: str, reason: str) -> int:
+    rows = [b["allowed"] for b in out["budgets"] if b["nodePool"] == pool and b["reason"] == reason]
+    assert len(rows) == 1, out["budgets"]
+    return int(rows[0])

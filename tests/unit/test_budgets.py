@@ -1,0 +1,140 @@
+"""Disruption budgets (ebb.core.budgets.allowed_disruptions and the budgets of `ebb plan`)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from builders import NOW, blocked_of, budget_of, node, nodepool, plan_dict, pod, snapshot
+
+from ebb.core.budgets import allowed_disruptions
+from ebb.core.model import REASONS, NodePool
+
+
+def _pool(budgets: Any) -> NodePool:
+    return snapshot(nodepool(budgets=budgets)).nodepools[0]
+
+
+def _at(hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 11, 23, hour, minute, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("budgets", "total", "deleting", "not_ready", "allowed"), [
+    ([{"nodes": "3"}], 10, 0, 0, 3),
+    ([{"nodes": "3"}], 2, 0, 0, 3),  # a count is not capped by the pool size
+    ([{"nodes": "10%"}], 15, 0, 0, 2),  # 1.5 rounded up
+    ([{"nodes": "10%"}], 10, 0, 0, 1),
+    ([{"nodes": "10%"}], 1, 0, 0, 1),
+    ([{"nodes": "0%"}], 10, 0, 0, 0),
+    ([{"nodes": "100%"}], 7, 0, 0, 7),
+    ([{"nodes": "50%"}], 10, 2, 1, 2),  # minus deleting and NotReady
+    ([{"nodes": "2"}], 10, 3, 0, 0),  # floored at 0
+    ([{"nodes": "2"}], 10, 1, 2, 0),
+    ([{"nodes": "0"}], 10, 0, 0, 0),
+    ([{"nodes": "50%"}, {"nodes": "3"}], 10, 0, 0, 3),  # the minimum of several
+    ([{"nodes": "3"}, {"nodes": "50%"}, {"nodes": "20%"}], 10, 0, 0, 2),
+    ([{"nodes": "3"}, {"nodes": "20%"}], 10, 1, 0, 1),
+], ids=lambda v: str(v) if not isinstance(v, list) else "+".join(b["nodes"] for b in v))
+def test_count_and_percent(budgets: list[dict[str, Any]], total: int, deleting: int, not_ready: int,
+                           allowed: int) -> None:
+    verdict = allowed_disruptions(_pool(budgets), "Underutilized", NOW, total=total, deleting=deleting,
+                                  not_ready=not_ready)
+    assert verdict.allowed == allowed
+    assert not verdict.invalid
+
+
+def test_no_budgets_means_ten_percent() -> None:
+    pool = _pool(None)
+    assert allowed_disruptions(pool, "Empty", NOW, total=20, deleting=0, not_ready=0).allowed == 2
+    assert allowed_disruptions(pool, "Drifted", NOW, total=5, deleting=0, not_ready=0).allowed == 1
+
+
+MAINTENANCE_FREEZE = [{"nodes": "0", "schedule": "0 18 * * *", "duration": "1h"}, {"nodes": "100%"}]
+DAILY = [{"nodes": "0", "schedule": "@daily", "duration": "1h"}, {"nodes": "100%"}]
+ONLY_IN_WINDOW = [{"nodes": "5", "schedule": "0 9 * * mon-fri", "duration": "8h"}]
+
+
+@pytest.mark.parametrize(("budgets", "now", "allowed"), [
+    (MAINTENANCE_FREEZE, _at(18, 30), 0),  # inside 18:00-19:00
+    (MAINTENANCE_FREEZE, _at(18, 0), 0),  # the window starts at its first second
+    (MAINTENANCE_FREEZE, _at(19, 0), 10),  # ... and has ended at 19:00
+    (MAINTENANCE_FREEZE, _at(17, 59), 10),
+    (DAILY, _at(0, 30), 0),
+    (DAILY, _at(18, 30), 10),
+    (ONLY_IN_WINDOW, _at(10, 0), 5),  # Monday 2026-11-23, inside 09:00-17:00
+    (ONLY_IN_WINDOW, _at(18, 30), 10),  # no budget active: nothing limits it
+], ids=["freeze-inside", "freeze-start", "freeze-end", "freeze-before", "daily-inside", "daily-outside",
+        "weekday-inside", "weekday-outside"])
+def test_schedule_windows(budgets: list[dict[str, Any]], now: datetime, allowed: int) -> None:
+    verdict = allowed_disruptions(_pool(budgets), "Underutilized", now, total=10, deleting=0, not_ready=0)
+    assert verdict.allowed == allowed
+
+
+@pytest.mark.parametrize(("reason", "allowed"), [("Drifted", 0), ("Empty", 10), ("Expired", 10),
+                                                 ("Underutilized", 10)])
+def test_reasons_filter(reason: str, allowed: int) -> None:
+    pool = _pool([{"nodes": "0", "reasons": ["Drifted"]}, {"nodes": "100%"}])
+    assert allowed_disruptions(pool, reason, NOW, total=10, deleting=0, not_ready=0).allowed == allowed
+
+
+@pytest.mark.parametrize("budget", [
+    {"nodes": "abc"},
+    {"nodes": "10.5%"},
+    {"nodes": "150%"},
+    {"nodes": "-1"},
+    {"nodes": "1", "schedule": "@daily"},  # schedule without duration
+    {"nodes": "1", "duration": "1h"},  # duration without schedule
+    {"nodes": "1", "schedule": "not a cron", "duration": "1h"},
+    {"nodes": "1", "schedule": "0 25 * * *", "duration": "1h"},
+    {"nodes": "1", "schedule": "@daily", "duration": "soon"},
+    {"nodes": "1", "reasons": ["Bored"]},
+], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
+        "bad-hour", "bad-duration", "bad-reason"])
+def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
+    pool = _pool([{"nodes": "100%"}, budget])
+    for reason in REASONS:
+        verdict = allowed_disruptions(pool, reason, NOW, total=10, deleting=0, not_ready=0)
+        assert verdict.allowed == 0
+        assert verdict.invalid
+        assert "invalid" in verdict.detail
+
+
+def test_invalid_budget_blocks_the_pool_in_the_plan() -> None:
+    out = plan_dict(nodepool(budgets=[{"nodes": "abc"}]), node("busy"), pod("web", "busy", cpu="1500m"),
+                    node("idle"))
+    assert out["commands"] == []
+    assert all(b["allowed"] == 0 for b in out["budgets"])
+    reason = blocked_of(out, "idle")["reason"]
+    assert "invalid" in reason
+    assert "'abc'" in reason
+
+
+@pytest.mark.parametrize(("budgets", "allowed"), [
+    ([{"nodes": "3"}], 1),  # 3 - 1 deleting - 1 NotReady
+    ([{"nodes": "50%"}], 1),  # ceil(5 * 50%) = 3 - 2
+    ([{"nodes": "2"}], 0),
+])
+def test_plan_budgets_count_deleting_and_not_ready_nodes(budgets: list[dict[str, Any]], allowed: int) -> None:
+    out = plan_dict(nodepool(budgets=budgets), node("a"), node("b"), node("c"), node("gone", deleting=True),
+                    node("sick", ready=False))
+    for reason in REASONS:
+        assert budget_of(out, "default", reason) == allowed
+
+
+def test_node_tainted_disrupted_counts_as_deleting() -> None:
+    out = plan_dict(nodepool(budgets=[{"nodes": "2"}]), node("a"),
+                    node("b", taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]))
+    assert budget_of(out, "default", "Empty") == 1
+
+
+def test_plan_budgets_one_entry_per_nodepool_and_reason() -> None:
+    out = plan_dict(nodepool("a", budgets=None), nodepool("b", budgets=[{"nodes": "0", "reasons": ["Empty"]}]),
+                    *[node(f"a{i}", pool="a") for i in range(3)], node("b0", pool="b"))
+    rows = [(b["nodePool"], b["reason"]) for b in out["budgets"]]
+    assert len(rows) == len(set(rows)) == 8
+    assert set(rows) == set(itertools.product(["a", "b"], REASONS))
+    assert budget_of(out, "a", "Empty") == 1  # default 10% of 3, rounded up
+    assert budget_of(out, "b", "Empty") == 0
+    assert budget_of(out, "b", "Drifted") == 1  # no budget applies to Drifted: all of the pool's 1 node

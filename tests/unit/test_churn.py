@@ -1,0 +1,122 @@
+"""Churn control: stabilizationWindow and ebb.sh/v1 Hold documents (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import ago, blocked_of, disrupted, hold, later, node, nodepool, plan_dict, pod
+
+
+def _empty_and_underutilized(pool: dict[str, Any], *extra: Any) -> dict[str, Any]:
+    """`idle` is empty; `big` (m5.2xlarge) is underutilized and would be replaced by a t3.medium."""
+    return plan_dict(pool, node("idle"), node("big", itype="m5.2xlarge"), pod("web", "big"), *extra)
+
+
+# -- stabilizationWindow ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("newest", "paused"), [
+    (ago(minutes=5), True),
+    (ago(minutes=29), True),
+    (ago(minutes=31), False),
+    (ago(days=1), False),
+])
+def test_stabilization_window_pauses_empty_and_underutilized(newest: str, paused: bool) -> None:
+    pool = nodepool(stabilization_window="30m")
+    fresh = [node("fresh", itype="t3.medium", created=newest), pod("job", "fresh", cpu="1500m", started=newest)]
+    # emptiness first: the empty node
+    out = _empty_and_underutilized(pool, *fresh)
+    if paused:
+        assert out["commands"] == []
+        for name in ("idle", "big"):
+            reason = blocked_of(out, name)["reason"]
+            assert "stabilizationWindow (30m)" in reason
+            assert "fresh" in reason  # names the node that was launched
+    else:
+        assert "idle" in disrupted(out)
+    # then consolidation alone: the underutilized node
+    out = plan_dict(pool, node("big", itype="m5.2xlarge"), pod("web", "big"), *fresh)
+    if paused:
+        assert out["commands"] == []
+        assert "stabilizationWindow" in blocked_of(out, "big")["reason"]
+    else:
+        assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("single-node-consolidation", ["big"])]
+
+
+def test_stabilization_window_watches_nodes_of_every_pool() -> None:
+    out = plan_dict(nodepool(stabilization_window="1h"), nodepool("other"), node("idle"),
+                    node("fresh", pool="other", itype="t3.medium", created=ago(minutes=10)),
+                    pod("job", "fresh", cpu="1500m"))
+    assert "idle" not in disrupted(out)
+    assert "stabilizationWindow (1h)" in blocked_of(out, "idle")["reason"]
+
+
+def test_stabilization_window_only_pauses_its_own_pool() -> None:
+    out = plan_dict(nodepool("calm", stabilization_window="1h"), nodepool("busy"),
+                    node("idle-calm", pool="calm"), node("idle-busy", pool="busy"),
+                    node("fresh", pool="busy", itype="t3.medium", created=ago(minutes=10)),
+                    pod("job", "fresh", cpu="1500m"))
+    assert disrupted(out) == {"idle-busy"}
+    assert "stabilizationWindow" in blocked_of(out, "idle-calm")["reason"]
+
+
+@pytest.mark.parametrize(("pool_kwargs", "method"), [
+    ({"expire_after": "24h"}, "expiration"),
+    ({"node_hash": "h2"}, "drift"),
+])
+def test_stabilization_window_does_not_pause_expiration_or_drift(pool_kwargs: dict[str, Any], method: str) -> None:
+    out = plan_dict(nodepool(stabilization_window="1h", **pool_kwargs), node("old", node_hash="h1"),
+                    pod("web", "old"), node("fresh", itype="t3.medium", node_hash="h2", created=ago(minutes=5)),
+                    pod("job", "fresh", cpu="1500m"))
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["old"])]
+
+
+# -- holds ------------------------------------------------------------------------------------------------
+
+HOLDS = [
+    ("cluster", hold("freeze", "cluster", reason="incident 42"), True),
+    ("cluster-until-later", hold("freeze", "cluster", expires_at=later(hours=2)), True),
+    ("nodepool", hold("np", "nodePool", "default", reason="incident 42"), True),
+    ("other-nodepool", hold("np", "nodePool", "other"), False),
+    ("expired", hold("freeze", "cluster", expires_at=ago(minutes=1)), False),
+    ("expires-now", hold("freeze", "cluster", expires_at=ago(seconds=0)), False),
+]
+
+
+@pytest.mark.parametrize(("doc", "paused"), [c[1:] for c in HOLDS], ids=[c[0] for c in HOLDS])
+def test_hold_pauses_empty_and_underutilized(doc: dict[str, Any], paused: bool) -> None:
+    out = _empty_and_underutilized(nodepool(), nodepool("other"), doc)
+    if paused:
+        assert out["commands"] == []
+        for name in ("idle", "big"):
+            reason = blocked_of(out, name)["reason"]
+            assert f"hold {doc['metadata']['name']}" in reason
+            if doc["spec"].get("reason"):
+                assert "incident 42" in reason
+    else:
+        assert "idle" in disrupted(out)
+    if paused:  # consolidation too, with no empty node to go first
+        out = plan_dict(nodepool(), nodepool("other"), node("big", itype="m5.2xlarge"), pod("web", "big"), doc)
+        assert out["commands"] == []
+        assert "hold" in blocked_of(out, "big")["reason"]
+
+
+def test_node_hold_pauses_only_that_node() -> None:
+    out = plan_dict(nodepool(), node("idle-1"), node("idle-2"), hold("keep-1", "node", "idle-1", reason="debug"))
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("emptiness", ["idle-2"])]
+    reason = blocked_of(out, "idle-1")["reason"]
+    assert "hold keep-1" in reason
+    assert "debug" in reason
+
+
+@pytest.mark.parametrize(("pool_kwargs", "method"), [
+    ({"expire_after": "24h"}, "expiration"),
+    ({"node_hash": "h2"}, "drift"),
+])
+@pytest.mark.parametrize("doc", [hold("freeze", "cluster"), hold("np", "nodePool", "default"),
+                                 hold("one", "node", "old")], ids=["cluster", "nodepool", "node"])
+def test_holds_do_not_pause_expiration_or_drift(pool_kwargs: dict[str, Any], method: str,
+                                                doc: dict[str, Any]) -> None:
+    out = plan_dict(nodepool(**pool_kwargs), node("old", node_hash="h1"), pod("web", "old"), doc)
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["old"])]

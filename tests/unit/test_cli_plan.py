@@ -1,0 +1,116 @@
+"""`ebb plan` on the command line (DESIGN §5): JSON and table output, exit codes, error messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import catalog, node, nodepool, pod
+from typer.testing import CliRunner
+
+from ebb.cli.main import app
+
+NOW_ARG = "2026-11-23T18:30:00Z"
+
+
+def _write(tmp_path: Path, *docs: Any, name: str = "cluster.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all([*docs, catalog()], sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def _cluster() -> list[Any]:
+    return [nodepool(), node("idle"), node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m")]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_plan_json(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["now"] == NOW_ARG
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("emptiness", ["idle"])]
+    assert [b["node"] for b in out["blocked"]] == ["busy"]
+    assert "steps" not in out
+
+
+def test_plan_several_files_and_until_stable(runner: CliRunner, tmp_path: Path) -> None:
+    first = _write(tmp_path, nodepool(), node("idle"), name="a.yaml")
+    second = tmp_path / "b.yaml"
+    second.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                      "items": [node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m")]}),
+                      encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-f", first, "-f", str(second), "--now", NOW_ARG, "-o", "json",
+                                 "--until-stable"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert {b["node"] for b in out["blocked"]} == {"busy"}
+    assert out["steps"]
+    assert out["steps"][0]["commands"] == out["commands"]
+
+
+def test_invalid_input_exits_2_naming_document_and_field(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, nodepool(), node("a"), pod("web", "a", cpu="two"))
+    result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "Pod default/web" in result.stderr
+    assert "spec.containers[0].resources.requests.cpu" in result.stderr
+
+
+def test_invalid_operator_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, nodepool(requirements=[{"key": "zone", "operator": "Near", "values": ["a"]}]))
+    result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "NodePool default" in result.stderr
+    assert "operator" in result.stderr
+
+
+def test_missing_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.yaml")
+    result = runner.invoke(app, ["plan", "-f", missing, "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "nope.yaml" in result.stderr
+
+
+def test_not_yaml_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("kind: Node\nmetadata: {name: [unclosed\n", encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "broken.yaml" in result.stderr
+
+
+def test_bad_now_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "yesterday"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "--now" in result.stderr
+
+
+def test_plan_table(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", NOW_ARG, "-o", "table"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    for section in ("Commands", "Not disrupted, and why", "Budgets", "Cost of NodePool nodes"):
+        assert section in text
+    assert "emptiness" in text
+    assert "idle" in text
+    assert "busy" in text
+
+
+def test_plan_table_until_stable(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", NOW_ARG,
+                                 "--until-stable"])
+    assert result.exit_code == 0, result.output
+    assert "Until stable" in result.stdout

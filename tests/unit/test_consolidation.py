@@ -1,0 +1,186 @@
+"""Consolidation (multi-node and single-node): delete, replace, savings and what stops it (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import (
+    TYPES,
+    ZONES,
+    ago,
+    blocked_of,
+    catalog,
+    disrupted,
+    instance_type,
+    node,
+    nodepool,
+    plan_dict,
+    pod,
+)
+
+OD = {t: v[3] for t, v in TYPES.items()}  # on-demand prices
+SPOT = {t: v[4] for t, v in TYPES.items()}
+SPOT_REQ = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+
+
+def _summary(out: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:
+    return [(c["method"], c["reason"], c["action"], c["nodes"]) for c in out["commands"]]
+
+
+def test_delete_when_pods_fit_elsewhere() -> None:
+    # t3.medium is the cheapest type, so nothing can replace `b` more cheaply: `a` is simply deleted
+    out = plan_dict(nodepool(), node("a"), pod("web-a", "a", cpu="500m"),
+                    node("b", itype="t3.medium"), pod("web-b", "b", cpu="500m"))
+    assert _summary(out) == [("single-node-consolidation", "Underutilized", "delete", ["a"])]
+    command = out["commands"][0]
+    assert command["replacements"] == []
+    assert command["savingsPerHour"] == pytest.approx(OD["m5.large"])
+    assert "can't replace with a cheaper node" in blocked_of(out, "b")["reason"]
+
+
+def test_replace_with_a_cheaper_type() -> None:
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"), pod("web-1", "big", cpu="750m", memory="1Gi"),
+                    pod("web-2", "big", cpu="750m", memory="2Gi"))
+    assert _summary(out) == [("single-node-consolidation", "Underutilized", "replace", ["big"])]
+    [rep] = out["commands"][0]["replacements"]
+    assert rep["nodePool"] == "default"
+    assert rep["capacityType"] == "on-demand"
+    assert rep["instanceTypes"][0] == "t3.medium"
+    assert rep["price"] == pytest.approx(OD[rep["instanceTypes"][0]])
+    prices = [OD[t] for t in rep["instanceTypes"]]
+    assert prices == sorted(prices)  # cheapest first
+    assert all(p < OD["m5.2xlarge"] for p in prices)  # only options cheaper than the node removed
+    assert "m5.2xlarge" not in rep["instanceTypes"]
+    assert set(rep["zones"]) <= set(ZONES)
+    assert out["commands"][0]["savingsPerHour"] == pytest.approx(OD["m5.2xlarge"] - OD["t3.medium"])
+
+
+def test_replacement_keeps_only_types_that_fit() -> None:
+    # 3Gi + 3Gi of memory: t3.medium and c5.large (4Gi) are too small
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"), pod("web-1", "big", cpu="500m", memory="3Gi"),
+                    pod("web-2", "big", cpu="500m", memory="3Gi"))
+    [rep] = out["commands"][0]["replacements"]
+    assert rep["instanceTypes"][0] == "m5.large"
+    assert not {"t3.medium", "c5.large"} & set(rep["instanceTypes"])
+    assert rep["price"] == pytest.approx(OD["m5.large"])
+
+
+def test_no_replace_with_the_same_type_at_the_same_price() -> None:
+    out = plan_dict(nodepool(), node("a", itype="t3.medium"), pod("web", "a", cpu="1500m", memory="3Gi"))
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert "can't replace with a cheaper node" in reason
+
+
+def test_multi_node_delete_of_several_nodes() -> None:
+    out = plan_dict(nodepool(), node("a"), node("b", zone="us-east-1b"), node("c", zone="us-east-1c"),
+                    node("keep", itype="m5.xlarge"),
+                    pod("web-a", "a", cpu="500m"), pod("web-b", "b", cpu="500m"), pod("web-c", "c", cpu="500m"),
+                    pod("base", "keep", cpu="2", memory="8Gi"))
+    [command] = out["commands"]
+    assert (command["method"], command["action"]) == ("multi-node-consolidation", "delete")
+    assert set(command["nodes"]) == {"a", "b", "c"}
+    assert command["replacements"] == []
+    assert command["savingsPerHour"] == pytest.approx(3 * OD["m5.large"])
+    assert out["cost"]["after"] == pytest.approx(OD["m5.xlarge"])
+
+
+def test_multi_node_replace_with_one_node() -> None:
+    out = plan_dict(nodepool(), node("a"), node("b"), pod("web-a", "a", cpu="700m"), pod("web-b", "b", cpu="700m"))
+    [command] = out["commands"]
+    assert (command["method"], command["action"], sorted(command["nodes"])) == (
+        "multi-node-consolidation", "replace", ["a", "b"])
+    [rep] = command["replacements"]
+    assert rep["instanceTypes"][0] == "t3.medium"
+    assert command["savingsPerHour"] == pytest.approx(2 * OD["m5.large"] - OD["t3.medium"])
+
+
+def test_delete_wins_over_replace_on_equal_savings() -> None:
+    # Deleting a and b (their pods fit on c) saves 2 x m5.large. Replacing a, b and c by one new t3.medium
+    # saves exactly the same (c is a t3.medium), so the delete wins: no launch, fewer pods moved.
+    out = plan_dict(nodepool(), node("a"), node("b"), node("c", itype="t3.medium"),
+                    pod("web-a", "a", cpu="300m", memory="256Mi"), pod("web-b", "b", cpu="300m", memory="256Mi"),
+                    pod("web-c", "c", cpu="300m", memory="256Mi"))
+    [command] = out["commands"]
+    assert command["method"] == "multi-node-consolidation"
+    assert command["action"] == "delete"
+    assert command["replacements"] == []
+    assert sorted(command["nodes"]) == ["a", "b"]
+    assert command["savingsPerHour"] == pytest.approx(2 * OD["m5.large"])
+
+
+def _spot_catalog(cheaper: int) -> dict[str, Any]:
+    types = [instance_type(f"x{i}.large", "2", "8Gi", 29, 0.09, 0.02 + i * 0.001) for i in range(cheaper)]
+    c, m, p, od, sp = TYPES["m5.2xlarge"]
+    return catalog([*types, instance_type("m5.2xlarge", c, m, p, od, sp)])
+
+
+@pytest.mark.parametrize(("cheaper", "spot_to_spot", "replaced", "phrase"), [
+    (20, False, False, "spot-to-spot consolidation is disabled"),
+    (20, True, True, ""),
+    (15, True, True, ""),
+    (14, True, False, "at least 15 cheaper instance types"),
+])
+def test_spot_to_spot(cheaper: int, spot_to_spot: bool, replaced: bool, phrase: str) -> None:
+    out = plan_dict(nodepool(requirements=SPOT_REQ), node("s", itype="m5.2xlarge", capacity_type="spot"),
+                    pod("web", "s", cpu="500m"), _spot_catalog(cheaper), spot_to_spot=spot_to_spot)
+    if replaced:
+        [command] = out["commands"]
+        assert command["action"] == "replace"
+        [rep] = command["replacements"]
+        assert rep["capacityType"] == "spot"
+        assert len(rep["instanceTypes"]) >= 15
+        assert rep["instanceTypes"][0] == "x0.large"
+        assert rep["price"] == pytest.approx(0.02)
+    else:
+        assert out["commands"] == []
+        assert phrase in blocked_of(out, "s")["reason"]
+
+
+def test_spot_node_with_room_elsewhere_is_deleted_without_spot_to_spot() -> None:
+    out = plan_dict(nodepool(requirements=SPOT_REQ), node("s", itype="m5.2xlarge", capacity_type="spot"),
+                    pod("web", "s", cpu="500m"), node("t", itype="t3.medium", capacity_type="spot"),
+                    pod("web-t", "t", cpu="500m"))
+    assert _summary(out) == [("single-node-consolidation", "Underutilized", "delete", ["s"])]
+
+
+def test_when_empty_policy_blocks_underutilized_nodes() -> None:
+    out = plan_dict(nodepool(policy="WhenEmpty"), node("big", itype="m5.2xlarge"), pod("web", "big"))
+    assert out["commands"] == []
+    assert "WhenEmpty" in blocked_of(out, "big")["reason"]
+
+
+def test_when_empty_policy_still_deletes_empty_nodes() -> None:
+    out = plan_dict(nodepool(policy="WhenEmpty"), node("big", itype="m5.2xlarge"), pod("web", "big"),
+                    node("idle"))
+    assert _summary(out) == [("emptiness", "Empty", "delete", ["idle"])]
+
+
+@pytest.mark.parametrize(("consolidate_after", "started", "consolidated"), [
+    ("10m", ago(minutes=2), False),  # a pod arrived 2 minutes ago: not stable yet
+    ("10m", ago(hours=1), True),
+    ("0s", ago(seconds=1), True),
+    ("Never", ago(days=3), False),
+])
+def test_consolidate_after_stability(consolidate_after: str, started: str, consolidated: bool) -> None:
+    out = plan_dict(nodepool(consolidate_after=consolidate_after), node("big", itype="m5.2xlarge"),
+                    pod("old", "big"), pod("new", "big", started=started))
+    if consolidated:
+        assert _summary(out) == [("single-node-consolidation", "Underutilized", "replace", ["big"])]
+    else:
+        assert out["commands"] == []
+        assert "consolidateAfter" in blocked_of(out, "big")["reason"]
+
+
+def test_nothing_to_do_is_explained() -> None:
+    out = plan_dict(nodepool(), node("a", itype="t3.medium"), pod("web", "a", cpu="1500m"))
+    assert out["commands"] == []
+    assert blocked_of(out, "a")["reason"]
+
+
+def test_underutilized_budget_caps_single_node_commands() -> None:
+    out = plan_dict(nodepool(budgets=[{"nodes": "1"}]), *[node(f"n{i}", itype="m5.2xlarge") for i in range(3)],
+                    *[pod(f"web-{i}", f"n{i}", cpu="1500m", memory="6Gi") for i in range(3)])
+    assert len(out["commands"]) == 1
+    assert len(disrupted(out)) == 1

@@ -1,0 +1,91 @@
+"""Kubernetes quantities and Go durations (ebb.core.quantity)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ebb.core.quantity import (
+    QuantityError,
+    format_duration,
+    parse_cpu_millis,
+    parse_duration,
+    parse_quantity,
+    parse_resource,
+)
+
+
+@pytest.mark.parametrize(("text", "millis"), [
+    ("250m", 250),
+    ("1", 1000),
+    ("1.5", 1500),
+    ("0.1", 100),
+    ("2000m", 2000),
+    (2, 2000),
+    (0.5, 500),
+    ("1.0005", 1001),  # rounded up, as the kubelet does
+])
+def test_cpu_in_millicores(text: object, millis: int) -> None:
+    assert parse_cpu_millis(text) == millis
+    assert parse_resource("cpu", text) == millis
+
+
+@pytest.mark.parametrize(("text", "amount"), [
+    ("1Gi", 2**30),
+    ("512Mi", 512 * 2**20),
+    ("1G", 10**9),
+    ("100M", 10**8),
+    ("1Ki", 1024),
+    ("1k", 1000),
+    ("1.5Gi", 3 * 2**29),
+    ("128974848", 128974848),
+    ("1e3", 1000),
+    (1024, 1024),
+])
+def test_memory_in_bytes(text: object, amount: int) -> None:
+    assert parse_quantity(text) == amount
+    assert parse_resource("memory", text) == amount
+
+
+def test_pods_and_extended_resources_are_plain_counts() -> None:
+    assert parse_resource("pods", "110") == 110
+    assert parse_resource("nvidia.com/gpu", 1) == 1
+
+
+@pytest.mark.parametrize("bad", ["abc", "", "1.5.5", "1Gb", "Gi", "1 Gi", "ten", ".", True, "1mi"])
+def test_bad_quantities_raise(bad: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(bad)
+    with pytest.raises(QuantityError):
+        parse_cpu_millis(bad)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30s", 30.0),
+    ("1h30m", 5400.0),
+    ("720h", 2592000.0),
+    ("10m", 600.0),
+    ("1.5h", 5400.0),
+    ("0s", 0.0),
+    ("0", 0.0),
+    ("500ms", 0.5),
+    ("1h0m5s", 3605.0),
+    (45, 45.0),
+])
+def test_durations_in_seconds(text: object, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_never_is_no_duration() -> None:
+    assert parse_duration("Never") is None
+
+
+@pytest.mark.parametrize("bad", ["abc", "30", "1d", "", "h", "-5s", "1h 30m", "30 s", "never", None, -1])
+def test_bad_durations_raise(bad: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(90, "1m30s"), (7200, "2h"), (5400, "1h30m"), (0, "0s")])
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == seconds

@@ -1,0 +1,145 @@
+"""Scheduling constraints, seen through consolidation outcomes.
+
+Node `src` (t3.medium, the cheapest type, so it can only be deleted, never replaced more cheaply) runs
+pod `p`; node `dst` (m5.large in another zone, kept busy by a 5Gi pod) has room for `p`. `src` is
+deleted exactly when the simulator lets `p` move onto `dst`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import blocked_of, disrupted, node, nodepool, plan_dict, pod
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+
+
+def _required(*terms: list[tuple[str, str, list[str]]]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": k, "operator": op, **({"values": v} if v else {})} for k, op, v in term]}
+        for term in terms]}}}
+
+
+def _anti(labels: dict[str, str], key: str = HOST) -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}
+
+
+def _affinity(labels: dict[str, str], key: str = HOST) -> dict[str, Any]:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": key}]}}
+
+
+def _spread(skew: int = 1, key: str = ZONE) -> list[dict[str, Any]]:
+    return [{"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": {"app": "web"}}}]
+
+
+def _taint(effect: str = "NoSchedule") -> list[dict[str, Any]]:
+    return [{"key": "dedicated", "value": "x", "effect": effect}]
+
+
+def _tol(**kwargs: str) -> list[dict[str, Any]]:
+    return [kwargs]
+
+
+WEB = {"app": "web"}
+
+# (id, dst node kwargs, extra pods on dst, kwargs of pod p, p moves (src deleted))
+CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], bool]] = [
+    ("no-constraint", {}, [], {}, True),
+    # nodeSelector
+    ("node-selector-match", {"labels": {"disk": "ssd"}}, [], {"node_selector": {"disk": "ssd"}}, True),
+    ("node-selector-miss", {}, [], {"node_selector": {"disk": "ssd"}}, False),
+    ("node-selector-other-value", {"labels": {"disk": "hdd"}}, [], {"node_selector": {"disk": "ssd"}}, False),
+    # required node affinity
+    ("in-match", {}, [], {"affinity": _required([(ZONE, "In", ["us-east-1b"])])}, True),
+    ("in-miss", {}, [], {"affinity": _required([(ZONE, "In", ["us-east-1c"])])}, False),
+    ("notin-match", {}, [], {"affinity": _required([(ZONE, "NotIn", ["us-east-1b"])])}, False),
+    ("notin-miss", {}, [], {"affinity": _required([(ZONE, "NotIn", ["us-east-1c"])])}, True),
+    ("exists-present", {"labels": {"disk": "ssd"}}, [], {"affinity": _required([("disk", "Exists", [])])}, True),
+    ("exists-absent", {}, [], {"affinity": _required([("disk", "Exists", [])])}, False),
+    ("doesnotexist-present", {"labels": {"disk": "ssd"}}, [],
+     {"affinity": _required([("disk", "DoesNotExist", [])])}, False),
+    ("doesnotexist-absent", {}, [], {"affinity": _required([("disk", "DoesNotExist", [])])}, True),
+    ("gt-above", {"labels": {"cores": "8"}}, [], {"affinity": _required([("cores", "Gt", ["4"])])}, True),
+    ("gt-below", {"labels": {"cores": "2"}}, [], {"affinity": _required([("cores", "Gt", ["4"])])}, False),
+    ("gt-equal", {"labels": {"cores": "4"}}, [], {"affinity": _required([("cores", "Gt", ["4"])])}, False),
+    ("lt-below", {"labels": {"cores": "2"}}, [], {"affinity": _required([("cores", "Lt", ["4"])])}, True),
+    ("lt-above", {"labels": {"cores": "8"}}, [], {"affinity": _required([("cores", "Lt", ["4"])])}, False),
+    ("terms-are-ored", {}, [],
+     {"affinity": _required([(ZONE, "In", ["us-east-1c"])], [(ZONE, "In", ["us-east-1b"])])}, True),
+    ("expressions-are-anded", {"labels": {"disk": "ssd"}}, [],
+     {"affinity": _required([(ZONE, "In", ["us-east-1b"]), ("disk", "DoesNotExist", [])])}, False),
+    # taints and tolerations
+    ("noschedule-untolerated", {"taints": _taint()}, [], {}, False),
+    ("noschedule-tolerated-equal", {"taints": _taint()}, [],
+     {"tolerations": _tol(key="dedicated", operator="Equal", value="x", effect="NoSchedule")}, True),
+    ("noschedule-tolerated-exists", {"taints": _taint()}, [],
+     {"tolerations": _tol(key="dedicated", operator="Exists")}, True),
+    ("noschedule-wrong-value", {"taints": _taint()}, [],
+     {"tolerations": _tol(key="dedicated", operator="Equal", value="y", effect="NoSchedule")}, False),
+    ("tolerate-everything", {"taints": _taint()}, [], {"tolerations": _tol(operator="Exists")}, True),
+    ("prefernoschedule", {"taints": _taint("PreferNoSchedule")}, [], {}, True),
+    ("noexecute", {"taints": _taint("NoExecute")}, [], {}, False),
+    ("dst-being-disrupted", {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}, [],
+     {"tolerations": _tol(key="karpenter.sh/disrupted", operator="Exists")}, False),
+    # pod anti-affinity (hostname)
+    ("anti-affinity-match", {}, [pod("web-2", "dst", labels=WEB)], {"labels": WEB, "affinity": _anti(WEB)},
+     False),
+    ("anti-affinity-other-labels", {}, [pod("db", "dst", labels={"app": "db"})],
+     {"labels": WEB, "affinity": _anti(WEB)}, True),
+    ("anti-affinity-other-namespace", {}, [pod("web-2", "dst", labels=WEB, ns="other")],
+     {"labels": WEB, "affinity": _anti(WEB)}, True),
+    ("anti-affinity-of-the-pod-already-there", {}, [pod("guard", "dst", labels={"app": "guard"},
+                                                        affinity=_anti(WEB))], {"labels": WEB}, False),
+    # pod affinity (hostname)
+    ("affinity-present", {}, [pod("db", "dst", labels={"app": "db"})],
+     {"affinity": _affinity({"app": "db"})}, True),
+    ("affinity-absent", {}, [], {"affinity": _affinity({"app": "db"})}, False),
+    # zone topology spread: moving p from us-east-1a onto dst (us-east-1b, which has web-2) would make it
+    # 0/2/0 over the NodePool's three zones
+    ("zone-spread-skew-1", {}, [pod("web-2", "dst", labels=WEB, spread=_spread(1))],
+     {"labels": WEB, "spread": _spread(1)}, False),
+    # a third web pod in us-east-1c: b=2, c=1 would look balanced over the zones that still have nodes,
+    # but us-east-1a, where the NodePool can still launch, would have none (skew 2): never collapse a spread
+    ("zone-spread-not-collapsed", {}, [pod("web-2", "dst", labels=WEB, spread=_spread(1)),
+                                       node("third", zone="us-east-1c"), pod("web-3", "third", labels=WEB,
+                                                                             spread=_spread(1))],
+     {"labels": WEB, "spread": _spread(1)}, False),
+    ("zone-spread-skew-2", {}, [pod("web-2", "dst", labels=WEB, spread=_spread(2))],
+     {"labels": WEB, "spread": _spread(2)}, True),
+    ("zone-spread-alone", {}, [pod("db", "dst", labels={"app": "db"})],
+     {"labels": WEB, "spread": _spread(1)}, True),  # p is the only web pod: 0/1/0 is within skew 1
+    ("zone-no-spread", {}, [pod("web-2", "dst", labels=WEB)], {"labels": WEB}, True),
+    # hostname spread, as Karpenter counts it: a new node is a domain with zero pods, so p may not join web-2
+    ("hostname-spread", {}, [pod("web-2", "dst", labels=WEB, spread=_spread(1, HOST))],
+     {"labels": WEB, "spread": _spread(1, HOST)}, False),
+    ("hostname-spread-skew-2", {}, [pod("web-2", "dst", labels=WEB, spread=_spread(2, HOST))],
+     {"labels": WEB, "spread": _spread(2, HOST)}, True),
+    # host ports
+    ("host-port-conflict", {}, [pod("proxy", "dst", host_port=8080)], {"host_port": 8080}, False),
+    ("host-port-free", {}, [pod("proxy", "dst", host_port=9090)], {"host_port": 8080}, True),
+]
+
+
+@pytest.mark.parametrize(("dst_kwargs", "dst_pods", "p_kwargs", "moves"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_constraint(dst_kwargs: dict[str, Any], dst_pods: list[dict[str, Any]], p_kwargs: dict[str, Any],
+                    moves: bool) -> None:
+    out = plan_dict(
+        nodepool(),
+        node("src", itype="t3.medium", zone="us-east-1a"),
+        node("dst", zone="us-east-1b", **dst_kwargs),
+        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
+        *dst_pods,
+        pod("p", "src", cpu="300m", memory="256Mi", **p_kwargs),
+    )
+    if moves:
+        assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [
+            ("single-node-consolidation", "delete", ["src"])]
+    else:
+        assert "src" not in disrupted(out)
+        assert "do not fit on the other nodes" in blocked_of(out, "src")["reason"]

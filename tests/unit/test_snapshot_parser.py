@@ -1,0 +1,326 @@
+"""The snapshot parser (ebb.core.snapshot.parse_documents): input shapes, defaults and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from builders import (
+    NOW,
+    ago,
+    blocked_of,
+    catalog,
+    container,
+    daemonset,
+    disrupted,
+    hold,
+    node,
+    nodeclaim,
+    nodepool,
+    pdb,
+    plan_dict,
+    pod,
+    snapshot,
+)
+
+from ebb.core.model import Budget
+from ebb.core.snapshot import SnapshotError, flatten, parse_documents
+
+GI = 2**30
+MI = 2**20
+
+
+def _pod_requests(doc: dict[str, Any]) -> dict[str, int]:
+    snap = snapshot(doc)
+    assert len(snap.pods) == 1
+    return dict(snap.pods[0].spec.requests)
+
+
+# -- shapes ------------------------------------------------------------------------------------------
+
+
+def test_kind_list_is_flattened() -> None:
+    docs = [
+        {"apiVersion": "v1", "kind": "List", "items": [nodepool(), node("a"), pod("web", "a")]},
+        {"apiVersion": "v1", "kind": "NodeList", "items": [node("b")]},
+        None,  # an empty YAML document
+        {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "List", "items": [pdb("web", {"app": "web"}, min_available=1)]}]},
+        catalog(),
+    ]
+    snap = parse_documents(docs)
+    assert sorted(n.name for n in snap.nodes) == ["a", "b"]
+    assert [p.key for p in snap.pods] == ["default/web"]
+    assert [p.name for p in snap.nodepools] == ["default"]
+    assert [p.name for p in snap.pdbs] == ["web"]
+    assert snap.catalog_source == "input"
+    assert len(list(flatten(docs))) == 6
+
+
+def test_unknown_kinds_are_skipped_and_both_nodepool_groups_are_read() -> None:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"}}
+    snap = snapshot(svc, nodepool("a"), nodepool("b", api_version="ebb.sh/v1"),
+                    nodepool("c", api_version="example.com/v1"))
+    assert sorted(p.name for p in snap.nodepools) == ["a", "b"]
+
+
+def test_own_catalog_replaces_the_bundled_one() -> None:
+    snap = parse_documents([node("a"), catalog()], bundled_catalog=[catalog(
+        [{"name": "x1.huge", "capacity": {"cpu": "64", "memory": "256Gi"},
+          "offerings": [{"zone": "us-east-1a", "capacityType": "on-demand", "price": 9.0}]}])])
+    names = {t.name for t in snap.instance_types}
+    assert "m5.large" in names
+    assert "x1.huge" not in names
+    assert snap.catalog_source == "input"
+
+
+def test_bundled_catalog_used_without_one_in_the_input() -> None:
+    bundled = catalog()
+    snap = parse_documents([node("a")], bundled_catalog=[bundled])
+    assert snap.catalog_source == "bundled"
+    assert {t.name for t in snap.instance_types} >= {"t3.medium", "m5.2xlarge"}
+
+
+# -- errors name the document and the field -------------------------------------------------------------
+
+def _bad_pod_cpu() -> list[Any]:
+    return [pod("web", "a", cpu="lots")]
+
+
+def _bad_node_memory() -> list[Any]:
+    return [node("a", memory="8 gigs")]
+
+
+def _bad_pool_operator() -> list[Any]:
+    return [nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "Equals",
+                                    "values": ["spot"]}])]
+
+
+def _bad_affinity_operator() -> list[Any]:
+    return [pod("web", "a", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Is", "values": ["a"]}]}]}}})]
+
+
+def _missing_name() -> list[Any]:
+    doc = node("a")
+    del doc["metadata"]["name"]
+    return [nodepool(), doc]
+
+
+def _bad_consolidate_after() -> list[Any]:
+    return [nodepool(consolidate_after="soon")]
+
+
+def _bad_expire_after() -> list[Any]:
+    return [nodepool(expire_after="30d")]
+
+
+def _bad_init_container() -> list[Any]:
+    return [pod("web", "a", init_containers=[container("init", cpu="1x")])]
+
+
+def _bad_limit() -> list[Any]:
+    return [pod("web", "a", cpu=None, memory=None, limits={"memory": "1GB"})]
+
+
+def _bad_pdb() -> list[Any]:
+    return [pdb("web", {"app": "web"}, min_available="half")]
+
+
+def _bad_catalog_price() -> list[Any]:
+    return [catalog([{"name": "m5.large", "capacity": {"cpu": "2", "memory": "8Gi"},
+                      "offerings": [{"zone": "us-east-1a", "capacityType": "on-demand", "price": "cheap"}]}])]
+
+
+def _bad_ttl() -> list[Any]:
+    return [nodepool(consolidate_after=None, disruption={"ttlSecondsAfterEmpty": "soon"})]
+
+
+def _bad_min_domains() -> list[Any]:
+    return [pod("web", "a", spread=[{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                     "whenUnsatisfiable": "DoNotSchedule", "minDomains": "two",
+                                     "labelSelector": {"matchLabels": {"app": "web"}}}])]
+
+
+def _bad_preferred_weight() -> list[Any]:
+    return [pod("web", "a", affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": "heavy", "preference": {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}}]}})]
+
+
+def _bare_value_error(what: str) -> Any:
+    return pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+        f"a non-numeric {what} escapes as a bare ValueError from int()/float() in ebb.core.snapshot, not a "
+        "SnapshotError naming the document and field (the CLI exits 1 with a traceback instead of 2)"))
+
+
+@pytest.mark.parametrize(("make", "document", "field"), [
+    (_bad_pod_cpu, "Pod default/web", "spec.containers[0].resources.requests.cpu"),
+    (_bad_node_memory, "Node a", "status.capacity.memory"),
+    (_bad_pool_operator, "NodePool default", "spec.template.spec.requirements[0].operator"),
+    (_bad_affinity_operator, "Pod default/web", "operator"),
+    (_missing_name, "Node (document 2)", "metadata.name"),
+    (_bad_consolidate_after, "NodePool default", "spec.disruption.consolidateAfter"),
+    (_bad_expire_after, "NodePool default", "spec.template.spec.expireAfter"),
+    (_bad_init_container, "Pod default/web", "spec.initContainers[0].resources.requests.cpu"),
+    (_bad_limit, "Pod default/web", "spec.containers[0].resources"),
+    (_bad_pdb, "PodDisruptionBudget default/web", "spec.minAvailable"),
+    (_bad_catalog_price, "InstanceTypeCatalog test", "spec.instanceTypes[0].offerings[0].price"),
+    pytest.param(_bad_ttl, "NodePool default", "ttlSecondsAfterEmpty",
+                 marks=_bare_value_error("spec.disruption.ttlSecondsAfterEmpty")),
+    pytest.param(_bad_min_domains, "Pod default/web", "minDomains",
+                 marks=_bare_value_error("topologySpreadConstraints[].minDomains")),
+    pytest.param(_bad_preferred_weight, "Pod default/web", "weight",
+                 marks=_bare_value_error("preferred node affinity weight")),
+], ids=["pod-cpu", "node-memory", "pool-operator", "affinity-operator", "missing-name", "consolidateAfter",
+        "expireAfter", "init-container", "limit", "pdb", "catalog-price", "ttlSecondsAfterEmpty", "minDomains",
+        "preferred-weight"])
+def test_bad_input_names_document_and_field(make: Callable[[], list[Any]], document: str, field: str) -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([*make(), catalog()])
+    err = info.value
+    assert err.document == document
+    assert field in err.field
+    assert document in str(err)
+    assert field in str(err)
+
+
+def test_invalid_budget_is_not_a_parse_error() -> None:
+    snap = snapshot(nodepool(budgets=[{"nodes": "abc"}, {"nodes": "1", "schedule": "@daily"}]))
+    assert snap.nodepools[0].budgets == (Budget(nodes="abc"), Budget(nodes="1", schedule="@daily"))
+
+
+def test_non_mapping_document_is_an_error() -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_documents(["just a string"])
+    assert "document 1" in str(info.value)
+
+
+def test_hold_without_its_target_is_an_error() -> None:
+    with pytest.raises(SnapshotError) as info:
+        snapshot(hold("h", "nodePool", None))
+    assert info.value.document == "Hold h"
+    assert info.value.field == "spec.nodePool"
+
+
+# -- pod requests ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "cpu", "memory"), [
+    ({"cpu": "250m", "memory": "512Mi"}, 250, 512 * MI),
+    # two app containers are summed
+    ({"containers": [container("a", "200m", "256Mi"), container("b", "300m", "256Mi")]}, 500, 512 * MI),
+    # the largest init container wins over the sum of app containers, per resource
+    ({"containers": [container("a", "200m", "256Mi"), container("b", "300m", "256Mi")],
+      "init_containers": [container("i1", "1", "128Mi"), container("i2", "400m", "64Mi")]}, 1000, 512 * MI),
+    ({"cpu": "100m", "memory": "128Mi", "init_containers": [container("i", "50m", "1Gi")]}, 100, GI),
+    # pod overhead (RuntimeClass) is added on top
+    ({"cpu": "250m", "memory": "512Mi", "overhead": {"cpu": "100m", "memory": "64Mi"}}, 350, 576 * MI),
+    ({"containers": [container("a", "200m", "256Mi")], "init_containers": [container("i", "1", "1Gi")],
+      "overhead": {"cpu": "250m", "memory": "1Gi"}}, 1250, 2 * GI),
+    # requests default to limits
+    ({"cpu": None, "memory": None, "limits": {"cpu": "500m", "memory": "1Gi"}}, 500, GI),
+    # ...but an explicit request is kept
+    ({"cpu": "100m", "memory": None, "limits": {"cpu": "2", "memory": "1Gi"}}, 100, GI),
+], ids=["plain", "sum-app", "max-init", "init-memory", "overhead", "init-and-overhead", "limits-only",
+        "request-below-limit"])
+def test_pod_requests(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
+    requests = _pod_requests(pod("web", "a", **kwargs))
+    assert requests["cpu"] == cpu
+    assert requests["memory"] == memory
+    assert requests["pods"] == 1
+
+
+@pytest.mark.parametrize(("annotations", "owner", "phase", "needs_home"), [
+    ({}, ("ReplicaSet", "rs"), "Running", True),
+    ({}, ("DaemonSet", "agent"), "Running", False),
+    ({"kubernetes.io/config.mirror": "abc"}, ("Node", "a"), "Running", False),
+    ({"kubernetes.io/config.mirror": "abc"}, None, "Running", False),
+    ({}, ("Job", "once"), "Succeeded", False),
+    ({}, ("Job", "once"), "Failed", False),
+    ({}, None, "Running", True),  # a bare pod still needs a home
+])
+def test_which_pods_need_rescheduling(annotations: dict[str, str], owner: tuple[str, str] | None, phase: str,
+                                      needs_home: bool) -> None:
+    snap = snapshot(pod("p", "a", annotations=annotations, owner=owner, phase=phase))
+    assert snap.pods[0].needs_rescheduling is needs_home
+
+
+# -- nodes and NodeClaims ------------------------------------------------------------------------------
+
+
+def test_node_initialized_through_its_nodeclaim() -> None:
+    snap = snapshot(nodepool(), node("a", initialized=False), node("b", initialized=False),
+                    nodeclaim("claim-a", "a", initialized=True), nodeclaim("claim-b", "b", initialized=False))
+    labels = {n.name: n.labels.get("karpenter.sh/initialized") for n in snap.nodes}
+    assert labels == {"a": "true", "b": None}
+    out = plan_dict(nodepool(), node("a", initialized=False), node("b", initialized=False),
+                    nodeclaim("claim-a", "a", initialized=True), nodeclaim("claim-b", "b", initialized=False))
+    # both are empty: the initialized one is deleted, the other is not a candidate yet
+    assert disrupted(out) == {"a"}
+    assert "not initialized" in blocked_of(out, "b")["reason"]
+
+
+def test_node_allocatable_defaults_to_capacity() -> None:
+    doc = node("a")
+    del doc["status"]["allocatable"]
+    snap = snapshot(doc)
+    assert snap.nodes[0].allocatable == {"cpu": 2000, "memory": 8 * GI, "pods": 29}
+
+
+# -- NodePools: current and older fields ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "expire_after"), [
+    ({"expire_after": "720h"}, 720 * 3600.0),
+    ({"disruption": {"expireAfter": "24h"}}, 24 * 3600.0),  # the older v1beta1 place
+    ({"expire_after": "48h", "disruption": {"expireAfter": "24h"}}, 48 * 3600.0),  # v1 wins
+    ({"expire_after": "Never"}, None),
+    ({}, None),
+])
+def test_expire_after(kwargs: dict[str, Any], expire_after: float | None) -> None:
+    assert snapshot(nodepool(**kwargs)).nodepools[0].expire_after == expire_after
+
+
+@pytest.mark.parametrize(("kwargs", "consolidate_after"), [
+    ({"consolidate_after": "30s"}, 30.0),
+    ({"consolidate_after": "Never"}, None),
+    ({"consolidate_after": None, "disruption": {"ttlSecondsAfterEmpty": 600}}, 600.0),
+    ({"consolidate_after": None}, 0.0),
+])
+def test_consolidate_after(kwargs: dict[str, Any], consolidate_after: float | None) -> None:
+    assert snapshot(nodepool(**kwargs)).nodepools[0].consolidate_after == consolidate_after
+
+
+def test_older_spec_level_ttl_seconds_after_empty() -> None:
+    doc = nodepool(consolidate_after=None)
+    doc["spec"]["ttlSecondsAfterEmpty"] = 120
+    assert snapshot(doc).nodepools[0].consolidate_after == 120.0
+
+
+@pytest.mark.parametrize(("policy", "parsed"), [
+    ("WhenEmptyOrUnderutilized", "WhenEmptyOrUnderutilized"),
+    ("WhenUnderutilized", "WhenEmptyOrUnderutilized"),  # v1beta1 spelling
+    ("WhenEmpty", "WhenEmpty"),
+])
+def test_consolidation_policy(policy: str, parsed: str) -> None:
+    assert snapshot(nodepool(policy=policy)).nodepools[0].consolidation_policy == parsed
+
+
+def test_unknown_consolidation_policy_is_an_error() -> None:
+    with pytest.raises(SnapshotError) as info:
+        snapshot(nodepool(policy="Always"))
+    assert info.value.field == "spec.disruption.consolidationPolicy"
+
+
+def test_no_budgets_means_ten_percent() -> None:
+    assert snapshot(nodepool(budgets=None)).nodepools[0].budgets == (Budget(nodes="10%"),)
+
+
+def test_daemonset_and_holds_are_read() -> None:
+    snap = snapshot(daemonset("agent", cpu="200m"), hold("h1", "node", "a", expires_at=ago(minutes=-5),
+                                                          reason="incident"))
+    assert snap.daemonsets[0].spec.requests["cpu"] == 200
+    h = snap.holds[0]
+    assert (h.scope, h.target, h.reason) == ("node", "a", "incident")
+    assert h.expires is not None and h.expires > NOW

@@ -269,12 +269,7 @@ def _recent(doc: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("recent_pod", [
     _recent(pod("agent-idle", "idle", ns="kube-system", owner=("DaemonSet", "agent"), labels={"app": "agent"})),
-    pytest.param(_recent(pod("etcd-idle", "idle", owner=("Node", "idle"),
-                             annotations={"kubernetes.io/config.mirror": "x"})),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "ClusterView.last_pod_event skips DaemonSet pods but not mirror/static pods, so a static "
-                     "pod that (re)started recently delays emptiness by consolidateAfter; DESIGN §4: mirror/"
-                     "static pods never block"))),
+    _recent(pod("etcd-idle", "idle", owner=("Node", "idle"), annotations={"kubernetes.io/config.mirror": "x"})),
     _recent(pod("job-idle", "idle", owner=("Job", "j"), phase="Succeeded")),
 ], ids=["daemonset", "mirror", "finished"])
 def test_pods_that_need_no_home_do_not_delay_emptiness(recent_pod: dict[str, Any]) -> None:

@@ -285,7 +285,7 @@ class ClusterView:
     # -- timing ----------------------------------------------------------------------------------------
     def last_pod_event(self, node: Node) -> datetime | None:
         """When a pod last arrived on the node (pods leaving are seen through NodeClaim conditions)."""
-        times = [t for p in self.pods_on[node.name] if not p.is_daemonset
+        times = [t for p in self.pods_on[node.name] if p.needs_rescheduling
                  for t in (p.start_time or p.creation_time,) if t is not None]
         claim = self.claims.get(node.name)
         if claim is not None:

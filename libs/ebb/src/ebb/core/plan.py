@@ -109,6 +109,7 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
         moment = moment + interval
         current = apply_commands(current, result.commands, moment, len(steps))
         result = run_pass(ClusterView.build(current, moment), quiet)
+    steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
     return Plan(first, tuple(steps))
 
 

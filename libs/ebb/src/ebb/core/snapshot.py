@@ -119,6 +119,16 @@ class _Doc:
 
 
 
+def _number(doc: _Doc, value: Any, field: str, kind: type[int] | type[float] = int) -> Any:
+    """An integer (or float) field, or a SnapshotError naming the document and field."""
+    if isinstance(value, bool):
+        raise doc.fail(field, f"{value!r} is not a number")
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise doc.fail(field, f"{value!r} is not {'an integer' if kind is int else 'a number'}") from exc
+
+
 def _ref(doc: Mapping[str, Any], index: int) -> str:
     kind = doc.get("kind", "?")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
@@ -237,7 +247,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
                           (t or {}).get("matchExpressions"))
             for i, t in enumerate(selector_terms))
     preferred = tuple(
-        (int((t or {}).get("weight", 1)),
+        (_number(doc, (t or {}).get("weight", 1), f"{p}affinity.nodeAffinity.preferred[{i}].weight"),
          _requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
                        ((t or {}).get("preference") or {}).get("matchExpressions")))
         for i, t in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
@@ -247,7 +257,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         if required:
             return tuple(_affinity_term(doc, f"{p}affinity.{kind}.required[{i}]", t) for i, t in
                          enumerate(block.get("requiredDuringSchedulingIgnoredDuringExecution") or []))
-        return tuple((int(t.get("weight", 1)),
+        return tuple((_number(doc, t.get("weight", 1), f"{p}affinity.{kind}.preferred[{i}].weight"),
                       _affinity_term(doc, f"{p}affinity.{kind}.preferred[{i}]", t.get("podAffinityTerm")))
                      for i, t in enumerate(block.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
 
@@ -265,7 +275,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         spreads.append(TopologySpread(
             skew, str(raw["topologyKey"]), str(raw.get("whenUnsatisfiable", "DoNotSchedule")),
             _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
-            int(raw["minDomains"]) if raw.get("minDomains") is not None else None,
+            _number(doc, raw["minDomains"], f"{path}.minDomains") if raw.get("minDomains") is not None else None,
             str(raw.get("nodeAffinityPolicy") or "Honor"), str(raw.get("nodeTaintsPolicy") or "Ignore")))
 
     ports = []
@@ -412,12 +422,14 @@ def _nodepool(doc: _Doc) -> NodePool:
     consolidate_after = doc.duration("spec.disruption.consolidateAfter", None)
     ttl_empty = doc.get("spec.disruption.ttlSecondsAfterEmpty", doc.get("spec.ttlSecondsAfterEmpty"))
     if doc.get("spec.disruption.consolidateAfter") is None:
-        consolidate_after = float(ttl_empty) if ttl_empty is not None else 0.0
+        field = ("spec.disruption.ttlSecondsAfterEmpty" if doc.get("spec.disruption.ttlSecondsAfterEmpty") is not None
+                 else "spec.ttlSecondsAfterEmpty")
+        consolidate_after = _number(doc, ttl_empty, field, float) if ttl_empty is not None else 0.0
     expire = doc.duration("spec.template.spec.expireAfter",
                           doc.duration("spec.disruption.expireAfter", None))
     limits = doc.resources("spec.limits")
     if "nodes" in doc.mapping("spec.limits"):
-        limits["nodes"] = int(doc.mapping("spec.limits")["nodes"])
+        limits["nodes"] = _number(doc, doc.mapping("spec.limits")["nodes"], "spec.limits.nodes")
     try:
         weight = int(doc.get("spec.weight", 0))
     except (TypeError, ValueError) as exc:

@@ -28,7 +28,7 @@ install() {
   rm -rf "${KAFKA_HOME}"
   mkdir -p "${KAFKA_HOME}"
   cat >"${KAFKA_HOME}/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
+<project>
   <modelVersion>4.0.0</modelVersion>
   <groupId>ebb.local</groupId>
   <artifactId>kafka-runtime</artifactId>

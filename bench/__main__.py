@@ -88,6 +88,7 @@ def case_simulator(n: int) -> dict[str, Any]:
 
 def case_engine() -> dict[str, Any]:
     from bench.generators import disruption_cluster
+    from ebb.cli.snapshot_files import bundled_catalog
     from ebb.core.cluster import ClusterView
     from ebb.core.engine import run_pass
     from ebb.core.methods.base import EngineOptions
@@ -95,7 +96,7 @@ def case_engine() -> dict[str, Any]:
     from ebb.core.snapshot import parse_documents
 
     now = datetime.fromisoformat(NOW.replace("Z", "+00:00"))
-    snapshot = parse_documents(disruption_cluster())
+    snapshot = parse_documents(disruption_cluster(), bundled_catalog=bundled_catalog)
     start = time.perf_counter()
     first = run_pass(ClusterView.build(snapshot, now), EngineOptions(explain=True))
     one_pass = time.perf_counter() - start

@@ -937,11 +937,10 @@ class SimState:
             order = idx[np.argsort(prices, kind="stable")]
             cheapest = int(order[0])
             ct = pool.combo_ct[cheapest]
-            type_names: list[str] = []
-            for c in order:
-                name = pool.types[int(pool.combo_type[c])].name
-                if name not in type_names:
-                    type_names.append(name)
+            # each instance type once, at the position of its cheapest offering
+            sorted_types = pool.combo_type[order]
+            _, first = np.unique(sorted_types, return_index=True)
+            type_names = [pool.types[int(t)].name for t in sorted_types[np.sort(first)]]
             zones = sorted({pool.combo_zone[int(c)] for c in idx if pool.combo_ct[int(c)] == ct})
             out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names), ct, tuple(zones),
                                float(pool.combo_price[cheapest]), tuple(claim.pods)))

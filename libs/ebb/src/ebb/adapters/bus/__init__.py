@@ -1,0 +1,35 @@
+"""The message bus (DESIGN §1-§2): one interface, ``Bus``; ``KafkaBus`` in the distributed mode,
+``InMemoryBus`` in the embedded mode, with the same delivery semantics (``base``)."""
+
+from typing import TYPE_CHECKING
+
+from ebb.adapters.bus.base import (
+    Bus,
+    Delivery,
+    Handler,
+    HandlerFailed,
+    Outcome,
+    PoisonMessage,
+    RawRecord,
+    RetryPolicy,
+)
+from ebb.adapters.bus.kafka import KafkaBus
+from ebb.adapters.bus.memory import BusError, InMemoryBus
+
+__all__ = [
+    "Bus",
+    "BusError",
+    "Delivery",
+    "Handler",
+    "HandlerFailed",
+    "InMemoryBus",
+    "KafkaBus",
+    "Outcome",
+    "PoisonMessage",
+    "RawRecord",
+    "RetryPolicy",
+]
+
+if TYPE_CHECKING:  # both implementations satisfy the protocol (checked by mypy)
+    _memory: Bus = InMemoryBus()
+    _kafka: Bus = KafkaBus("localhost:9092")

@@ -1,0 +1,183 @@
+"""The bus interface (DESIGN §1-§2) and the delivery semantics both implementations share.
+
+A consumer's handler is called once per record, in order per partition (so per key). A record is
+committed only after its handler returns (at least once: a consumer that dies before the commit gets
+the record again). A record that does not decode (``ContractError``) or whose handler raises
+``PoisonMessage`` is written to ``<topic>.dlq`` with a ``DeadLetter`` envelope, then committed. Any
+other exception is transient: the handler is retried with exponential backoff; when the attempts run
+out the consume loop raises ``HandlerFailed`` without committing (the process restarts and the record
+is delivered again). Setting the ``stop`` event ends the loop gracefully: a running handler finishes
+and is committed, a backoff wait is cut short and its record left uncommitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from ebb.contracts import ContractError, DeadLetter, Message, decode, is_dlq_topic
+
+log = logging.getLogger("ebb.bus")
+
+
+class PoisonMessage(Exception):
+    """Raised by a handler for a message that can never be applied: it goes to the DLQ."""
+
+
+class HandlerFailed(RuntimeError):
+    """A handler kept failing with a transient error after every retry."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for transient handler errors; ``max_attempts`` counts the first call."""
+
+    initial: float = 0.1
+    multiplier: float = 2.0
+    maximum: float = 10.0
+    max_attempts: int = 10
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.maximum, self.initial * self.multiplier ** (attempt - 1)))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A decoded record as a handler sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    message: Message
+    type: str
+    source: str
+    time: datetime | None
+    attempt: int = 1
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+
+
+class Bus(Protocol):
+    """Publish messages and consume topics; topic names are the logical ones of ``ebb.contracts``."""
+
+    async def publish(self, topic: str, message: Message) -> None:
+        """Publish ``message`` on ``topic`` (ContractError if it does not belong there)."""
+        ...
+
+    async def consume(self, topics: Sequence[str], group: str, handler: Handler, *, stop: asyncio.Event) -> None:
+        """Call ``handler`` for every record of ``topics`` not yet committed by ``group`` until ``stop``
+        is set; raises HandlerFailed when a transient error outlasts the retries."""
+        ...
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A record as read from a (logical) topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+class Outcome(enum.Enum):
+    HANDLED = "handled"
+    DEAD_LETTERED = "dead-lettered"
+    #: a record of a DLQ topic that failed: logged and skipped (no DLQ of a DLQ)
+    DROPPED = "dropped"
+    #: stop was requested while the record waited for a retry: not committed
+    STOPPED = "stopped"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+async def sleep_or_stop(delay: float, stop: asyncio.Event) -> bool:
+    """Wait ``delay`` seconds; True when ``stop`` was set meanwhile."""
+    if stop.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+    return stop.is_set()
+
+
+async def process(
+    record: RawRecord,
+    *,
+    group: str,
+    handler: Handler,
+    retry: RetryPolicy,
+    stop: asyncio.Event,
+    dead_letter: Callable[[DeadLetter], Awaitable[None]],
+    clock: Callable[[], datetime] = utcnow,
+) -> Outcome:
+    """Deliver one record with the semantics described above; the caller commits unless STOPPED."""
+
+    async def give_up(cause: str, error: str) -> Outcome:
+        if is_dlq_topic(record.topic):
+            log.error("dropping a %s record of %s at %d/%d: %s", cause, record.topic, record.partition,
+                      record.offset, error)
+            return Outcome.DROPPED
+        log.warning("dead-lettering a %s record of %s at %d/%d: %s", cause, record.topic, record.partition,
+                    record.offset, error)
+        await dead_letter(
+            DeadLetter.of_record(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=record.key,
+                value=record.value,
+                headers=record.headers,
+                cause="malformed" if cause == "malformed" else "poison",
+                error=error,
+                group=group,
+                failed_at=clock(),
+            )
+        )
+        return Outcome.DEAD_LETTERED
+
+    try:
+        decoded = decode(record.topic, record.key, record.value, record.headers)
+    except ContractError as e:
+        return await give_up("malformed", str(e))
+    attempt = 0
+    while True:
+        attempt += 1
+        delivery = Delivery(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=decoded.message.key(),
+            message=decoded.message,
+            type=decoded.type,
+            source=decoded.source,
+            time=decoded.time,
+            attempt=attempt,
+        )
+        try:
+            await handler(delivery)
+        except PoisonMessage as e:
+            return await give_up("poison", f"{type(e).__name__}: {e}")
+        except Exception as e:
+            where = f"{record.topic} at {record.partition}/{record.offset}"
+            if attempt >= retry.max_attempts:
+                raise HandlerFailed(f"handler for {where} failed {attempt} times; last error: {e!r}") from e
+            delay = retry.delay(attempt)
+            log.warning("handler for %s failed (attempt %d of %d), retrying in %.2fs: %r", where, attempt,
+                        retry.max_attempts, delay, e)
+            if await sleep_or_stop(delay, stop):
+                return Outcome.STOPPED
+        else:
+            return Outcome.HANDLED

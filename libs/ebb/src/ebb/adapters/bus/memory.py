@@ -1,0 +1,188 @@
+"""The in-memory bus: the embedded mode's Kafka (DESIGN §1), with the same semantics.
+
+Records go through the same CloudEvents encoding as on Kafka, into partitioned logs (partition =
+CRC-32 of the key modulo the partition count, so one key keeps its order). Each consumer group has
+committed offsets per partition; a consumer handles its partitions concurrently and each partition
+in order, committing after the handler returns, dead-lettering to ``<topic>.dlq`` exactly as the
+Kafka bus does (``ebb.adapters.bus.base``). The compacted topic keeps only the latest record per key
+(superseded records are dropped at once; their offsets stay). Within one process a group's partition
+has at most one consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ebb.adapters.bus.base import Handler, Outcome, RawRecord, RetryPolicy, process, utcnow
+from ebb.contracts import DEFAULT_SOURCE, DeadLetter, Message, check_topic, dlq_topic, to_kafka, topic_spec
+
+DEFAULT_PARTITIONS = 3
+
+
+class BusError(RuntimeError):
+    """A misuse of the bus (e.g. two consumers of one group's partition)."""
+
+
+@dataclass
+class _Partition:
+    #: records by offset; None where compaction removed a superseded record
+    log: list[RawRecord | None] = field(default_factory=list)
+    latest: dict[bytes, int] = field(default_factory=dict)
+    #: one event per running consumer loop, set on every append
+    listeners: set[asyncio.Event] = field(default_factory=set)
+
+
+class InMemoryBus:
+    """A ``Bus`` in process memory."""
+
+    def __init__(
+        self,
+        *,
+        partitions: int = DEFAULT_PARTITIONS,
+        retry: RetryPolicy | None = None,
+        source: str = DEFAULT_SOURCE,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be at least 1")
+        self.partitions = partitions
+        self.retry = retry or RetryPolicy()
+        self.source = source
+        #: the CloudEvent time of published messages and the DLQ failure time (simulated time in
+        #: the embedded mode); the wall clock when None
+        self.clock = clock
+        self._topics: dict[str, list[_Partition]] = {}
+        self._committed: dict[tuple[str, str, int], int] = {}
+        self._owners: set[tuple[str, str, int]] = set()
+
+    # -- producing ----------------------------------------------------------------------------------------
+
+    async def publish(self, topic: str, message: Message) -> None:
+        check_topic(topic, message)
+        key, value, headers = to_kafka(message, source=self.source, time=self.clock() if self.clock else None)
+        self.append(topic, key, value, headers)
+
+    def append(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+    ) -> tuple[int, int]:
+        """Append a raw record as a producer would (no validation); returns (partition, offset)."""
+        partitions = self._partitions(topic)
+        number = zlib.crc32(key) % self.partitions if key is not None else 0
+        part = partitions[number]
+        offset = len(part.log)
+        part.log.append(RawRecord(topic, number, offset, key, value, tuple(headers)))
+        if key is not None and self._compacted(topic):
+            previous = part.latest.get(key)
+            if previous is not None:
+                part.log[previous] = None
+            part.latest[key] = offset
+        for listener in part.listeners:
+            listener.set()
+        return number, offset
+
+    # -- inspecting ---------------------------------------------------------------------------------------
+
+    def records(self, topic: str) -> list[RawRecord]:
+        """The records of ``topic`` still in its log, partition by partition."""
+        return [r for part in self._topics.get(topic, []) for r in part.log if r is not None]
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        """The next offset ``group`` will read on ``topic``'s ``partition``."""
+        return self._committed.get((group, topic, partition), 0)
+
+    def lag(self, group: str, topic: str) -> int:
+        """Records of ``topic`` that ``group`` has not committed yet."""
+        return sum(
+            len(part.log) - self.committed(group, topic, number)
+            for number, part in enumerate(self._topics.get(topic, []))
+        )
+
+    # -- consuming ----------------------------------------------------------------------------------------
+
+    async def consume(self, topics: Sequence[str], group: str, handler: Handler, *, stop: asyncio.Event) -> None:
+        if not topics:
+            raise ValueError("consume needs at least one topic")
+        for topic in topics:
+            topic_spec(topic)  # unknown topics fail here, not on the first record
+        owned = [(group, topic, n) for topic in topics for n in range(self.partitions)]
+        taken = [o for o in owned if o in self._owners]
+        if taken:
+            raise BusError(f"group {group!r} already consumes {taken[0][1]!r} in this process")
+        self._owners.update(owned)
+        tasks = [asyncio.create_task(self._run(topic, n, group, handler, stop)) for _, topic, n in owned]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                error = task.exception()
+                if error is not None:
+                    raise error
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._owners.difference_update(owned)
+
+    async def _run(self, topic: str, number: int, group: str, handler: Handler, stop: asyncio.Event) -> None:
+        part = self._partitions(topic)[number]
+        position = (group, topic, number)
+        wake = asyncio.Event()
+        part.listeners.add(wake)
+        try:
+            await self._loop(part, position, wake, handler, stop)
+        finally:
+            part.listeners.discard(wake)
+
+    async def _loop(
+        self, part: _Partition, position: tuple[str, str, int], wake: asyncio.Event, handler: Handler,
+        stop: asyncio.Event,
+    ) -> None:
+        group = position[0]
+        while not stop.is_set():
+            offset = self._committed.get(position, 0)
+            if offset >= len(part.log):
+                wake.clear()
+                await _first(wake, stop)
+                continue
+            record = part.log[offset]
+            if record is not None:
+                outcome = await process(
+                    record,
+                    group=group,
+                    handler=handler,
+                    retry=self.retry,
+                    stop=stop,
+                    dead_letter=self._dead_letter,
+                    clock=self.clock or utcnow,
+                )
+                if outcome is Outcome.STOPPED:
+                    return
+            self._committed[position] = offset + 1
+
+    async def _dead_letter(self, letter: DeadLetter) -> None:
+        await self.publish(dlq_topic(letter.topic), letter)
+
+    def _partitions(self, topic: str) -> list[_Partition]:
+        if topic not in self._topics:
+            self._topics[topic] = [_Partition() for _ in range(self.partitions)]
+        return self._topics[topic]
+
+    @staticmethod
+    def _compacted(topic: str) -> bool:
+        try:
+            return topic_spec(topic).compacted
+        except ValueError:
+            return False
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

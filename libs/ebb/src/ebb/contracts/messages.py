@@ -1,0 +1,520 @@
+"""ebb's wire contracts (DESIGN §2): every topic, its key rule, its CloudEvent types and their payloads.
+
+This is the one place the schemas live. Each payload is a strict pydantic model (unknown fields are
+rejected, names are camelCase on the wire, consistent with the ``ebb plan`` JSON) and every message
+carries an ``id`` (a UUID, also the CloudEvent ``id``) so that a consumer can apply it once.
+``ebb.contracts.codec`` maps the models to and from Kafka records (CloudEvents, binary content mode)
+and ``ebb.contracts.asyncapi`` publishes them as deploy/asyncapi.yaml.
+
+Pure: pydantic only, no I/O; the core is only named for type checking (``DisruptionCommand.from_command``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self
+from uuid import UUID, uuid4
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ebb.core.methods.base import Command
+
+
+class ContractError(ValueError):
+    """A record or a message that breaks the contract; the message names what is wrong."""
+
+
+# -- topics and CloudEvent types ----------------------------------------------------------------------------
+
+TOPIC_CLUSTER_OBJECTS: Final = "ebb.cluster.objects"
+TOPIC_NODE_FINDINGS: Final = "ebb.node.findings"
+TOPIC_INTERRUPTIONS: Final = "ebb.interruptions"
+TOPIC_DISRUPTION_COMMANDS: Final = "ebb.disruption.commands"
+TOPIC_DISRUPTION_EVENTS: Final = "ebb.disruption.events"
+DLQ_SUFFIX: Final = ".dlq"
+
+TYPE_OBJECT_UPSERTED: Final = "sh.ebb.object.upserted.v1"
+TYPE_OBJECT_DELETED: Final = "sh.ebb.object.deleted.v1"
+TYPE_FINDING_RAISED: Final = "sh.ebb.finding.raised.v1"
+TYPE_FINDING_CLEARED: Final = "sh.ebb.finding.cleared.v1"
+TYPE_INTERRUPTION_RECEIVED: Final = "sh.ebb.interruption.received.v1"
+TYPE_COMMAND_APPROVED: Final = "sh.ebb.command.approved.v1"
+TYPE_DISRUPTION_PROGRESSED: Final = "sh.ebb.disruption.progressed.v1"
+TYPE_MESSAGE_DEADLETTERED: Final = "sh.ebb.message.deadlettered.v1"
+
+
+def dlq_topic(topic: str) -> str:
+    """The dead-letter topic of ``topic``."""
+    return topic + DLQ_SUFFIX
+
+
+def is_dlq_topic(topic: str) -> bool:
+    return topic.endswith(DLQ_SUFFIX)
+
+
+# -- field types --------------------------------------------------------------------------------------------
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+#: a Kubernetes object name that is a DNS-1123 subdomain (nodes, NodePools)
+K8sName = Annotated[
+    str, StringConstraints(min_length=1, max_length=253, pattern=rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+]
+#: any object name (some kinds allow more than a DNS subdomain), never containing the key separator
+ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[^/\s]+$")]
+Namespace = Annotated[str, StringConstraints(max_length=63, pattern=rf"^({_DNS_LABEL})?$")]
+Kind = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Z][A-Za-z0-9]*$")]
+Token = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^\S+$")]
+Text = Annotated[str, StringConstraints(max_length=4096)]
+DecisionId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^\S+$")]
+Money = Annotated[float, Field(allow_inf_nan=False)]
+Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+FindingKind = Literal["Drifted", "Expired", "Empty", "Consolidatable"]
+InterruptionKind = Literal["spot-interruption", "scheduled-change", "state-change", "rebalance"]
+Method = Literal[
+    "expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation", "interruption"
+]
+Reason = Literal["Expired", "Drifted", "Empty", "Underutilized", "Interrupted"]
+Action = Literal["delete", "replace"]
+CapacityType = Literal["on-demand", "spot", "reserved"]
+Phase = Literal[
+    "Proposed", "Approved", "Rejected", "Tainted", "Launching", "WaitingReadiness", "Evicted", "Terminated",
+    "RolledBack", "Failed",
+]
+
+
+class WireModel(BaseModel):
+    """Strict, immutable, camelCase on the wire (Python code uses the snake_case names)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        json_schema_serialization_defaults_required=True,
+    )
+
+
+class Message(WireModel):
+    """A payload of one of ebb's topics."""
+
+    #: the topic the message belongs on (dead letters: any ``<topic>.dlq``)
+    TOPIC: ClassVar[str]
+    #: its CloudEvent type
+    TYPE: ClassVar[str]
+    #: how its key is made, in words
+    KEY_RULE: ClassVar[str]
+
+    id: UUID = Field(default_factory=uuid4, description="Unique message id (= CloudEvent id); applied once.")
+
+    def key(self) -> str:
+        """The Kafka record key: it keeps per-object order."""
+        raise NotImplementedError
+
+    def ce_type(self) -> str:
+        return self.TYPE
+
+
+# -- ebb.cluster.objects ------------------------------------------------------------------------------------
+
+
+class ClusterObject(Message):
+    """The latest trimmed state of one watched object. ``object`` None is a deletion: on Kafka a
+    tombstone (null value) of type ``sh.ebb.object.deleted.v1`` whose fields travel in the key and
+    the headers (``ce_resourceversion``)."""
+
+    TOPIC = TOPIC_CLUSTER_OBJECTS
+    TYPE = TYPE_OBJECT_UPSERTED
+    KEY_RULE = "kind/namespace/name (namespace empty for cluster-scoped objects, e.g. Node//node-a)"
+
+    kind: Kind
+    namespace: Namespace
+    name: ObjectName
+    resource_version: Annotated[str, StringConstraints(max_length=64)]
+    object: dict[str, Any] | None = Field(description="The trimmed object; null when deleted (tombstone).")
+
+    def key(self) -> str:
+        return object_key(self.kind, self.namespace, self.name)
+
+    def ce_type(self) -> str:
+        return TYPE_OBJECT_DELETED if self.object is None else TYPE_OBJECT_UPSERTED
+
+    @property
+    def deleted(self) -> bool:
+        return self.object is None
+
+
+def object_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+# -- ebb.node.findings --------------------------------------------------------------------------------------
+
+
+class NodeFinding(Message):
+    """A node became a disruption candidate: Drifted (with its reason), Expired, Empty since, or
+    Consolidatable since."""
+
+    TOPIC = TOPIC_NODE_FINDINGS
+    TYPE = TYPE_FINDING_RAISED
+    KEY_RULE = "node name"
+
+    node: K8sName
+    finding: FindingKind
+    reason: Text
+    since: AwareDatetime
+
+    @model_validator(mode="after")
+    def _drift_has_reason(self) -> Self:
+        if self.finding == "Drifted" and not self.reason.strip():
+            raise ValueError("a Drifted finding needs a reason")
+        return self
+
+    def key(self) -> str:
+        return self.node
+
+
+class NodeFindingCleared(Message):
+    """A finding no longer holds (e.g. a pod arrived on an empty node, the NodePool was reverted)."""
+
+    TOPIC = TOPIC_NODE_FINDINGS
+    TYPE = TYPE_FINDING_CLEARED
+    KEY_RULE = "node name"
+
+    node: K8sName
+    finding: FindingKind
+    at: AwareDatetime
+
+    def key(self) -> str:
+        return self.node
+
+
+# -- ebb.interruptions --------------------------------------------------------------------------------------
+
+
+class Interruption(Message):
+    """The cloud is about to take a node away (or recommends rebalancing it)."""
+
+    TOPIC = TOPIC_INTERRUPTIONS
+    TYPE = TYPE_INTERRUPTION_RECEIVED
+    KEY_RULE = "node name"
+
+    node: K8sName
+    kind: InterruptionKind
+    instance_id: Token
+    deadline: AwareDatetime | None = Field(description="When the instance goes away; null when unknown.")
+    detail: Text = Field(description="The cloud's words, e.g. the new instance state of a state-change.")
+
+    def key(self) -> str:
+        return self.node
+
+
+# -- ebb.disruption.commands --------------------------------------------------------------------------------
+
+
+class Replacement(WireModel):
+    """A node to launch before the disrupted ones go (as in ``ebb plan``)."""
+
+    node_pool: K8sName
+    instance_types: tuple[Token, ...] = Field(min_length=1, description="Cheapest first.")
+    capacity_type: CapacityType
+    zones: tuple[Token, ...] = Field(min_length=1)
+    price: Price = Field(description="Hourly price of instanceTypes[0].")
+
+
+class DisruptionCommand(Message):
+    """An approved disruption for the termination executor."""
+
+    TOPIC = TOPIC_DISRUPTION_COMMANDS
+    TYPE = TYPE_COMMAND_APPROVED
+    KEY_RULE = "nodepool name (the pool whose budget the command consumes)"
+
+    decision_id: DecisionId
+    node_pool: K8sName
+    method: Method
+    reason: Reason
+    action: Action
+    nodes: tuple[K8sName, ...] = Field(min_length=1)
+    replacements: tuple[Replacement, ...]
+    savings_per_hour: Money
+    explanation: Text
+    approved_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.action == "replace") != bool(self.replacements):
+            raise ValueError("action 'replace' needs replacements and 'delete' must have none")
+        if len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("nodes must be distinct")
+        return self
+
+    def key(self) -> str:
+        return self.node_pool
+
+    @classmethod
+    def from_command(
+        cls,
+        command: Command,
+        *,
+        decision_id: str,
+        node_pool: str,
+        approved_at: datetime,
+        id: UUID | None = None,
+    ) -> DisruptionCommand:
+        """The wire form of an engine command (``ebb.core.methods.base.Command``)."""
+        return cls.model_validate(
+            {
+                **({"id": id} if id is not None else {}),
+                "decision_id": decision_id,
+                "node_pool": node_pool,
+                "method": command.method,
+                "reason": command.reason,
+                "action": command.action,
+                "nodes": command.nodes,
+                "replacements": [
+                    {
+                        "node_pool": r.nodepool,
+                        "instance_types": r.instance_types,
+                        "capacity_type": r.capacity_type,
+                        "zones": r.zones,
+                        "price": round(r.price, 6),
+                    }
+                    for r in command.replacements
+                ],
+                "savings_per_hour": round(command.savings, 6),
+                "explanation": command.explanation,
+                "approved_at": approved_at,
+            }
+        )
+
+
+# -- ebb.disruption.events ----------------------------------------------------------------------------------
+
+
+class DisruptionEvent(Message):
+    """One step of a decision's lifecycle on one node."""
+
+    TOPIC = TOPIC_DISRUPTION_EVENTS
+    TYPE = TYPE_DISRUPTION_PROGRESSED
+    KEY_RULE = "node name"
+
+    decision_id: DecisionId
+    node: K8sName
+    phase: Phase
+    message: Text
+    at: AwareDatetime
+
+    def key(self) -> str:
+        return self.node
+
+
+# -- <topic>.dlq --------------------------------------------------------------------------------------------
+
+
+class RawBytes(WireModel):
+    """Bytes as they were received: UTF-8 text when they decode, base64 otherwise."""
+
+    encoding: Literal["utf-8", "base64"]
+    data: str
+
+    @classmethod
+    def of(cls, raw: bytes) -> RawBytes:
+        try:
+            return cls(encoding="utf-8", data=raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return cls(encoding="base64", data=base64.b64encode(raw).decode("ascii"))
+
+    @model_validator(mode="after")
+    def _decodable(self) -> Self:
+        if self.encoding == "base64":
+            try:
+                base64.b64decode(self.data, validate=True)
+            except binascii.Error as e:
+                raise ValueError(f"data is not base64: {e}") from e
+        return self
+
+    def to_bytes(self) -> bytes:
+        if self.encoding == "base64":
+            return base64.b64decode(self.data)
+        return self.data.encode("utf-8")
+
+
+class RawHeader(WireModel):
+    name: str
+    value: RawBytes | None
+
+
+class DeadLetter(Message):
+    """A record a consumer could not parse (``malformed``) or apply (``poison``), kept with the error."""
+
+    TOPIC = "<topic>" + DLQ_SUFFIX
+    TYPE = TYPE_MESSAGE_DEADLETTERED
+    KEY_RULE = "the original key as text when it is UTF-8, otherwise topic/partition/offset"
+
+    topic: Annotated[str, StringConstraints(min_length=1, max_length=249)]
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    key_bytes: RawBytes | None = Field(validation_alias="key", serialization_alias="key")
+    headers: tuple[RawHeader, ...]
+    value: RawBytes | None
+    cause: Literal["malformed", "poison"]
+    error: Annotated[str, StringConstraints(min_length=1)]
+    group: str = Field(description="The consumer group that gave up on the record.")
+    failed_at: AwareDatetime
+
+    def key(self) -> str:
+        if self.key_bytes is not None and self.key_bytes.encoding == "utf-8":
+            return self.key_bytes.data
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    @classmethod
+    def of_record(
+        cls,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...] | list[tuple[str, bytes | None]],
+        cause: Literal["malformed", "poison"],
+        error: str,
+        group: str,
+        failed_at: datetime,
+    ) -> DeadLetter:
+        return cls(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key_bytes=None if key is None else RawBytes.of(key),
+            headers=tuple(RawHeader(name=n, value=None if v is None else RawBytes.of(v)) for n, v in headers),
+            value=None if value is None else RawBytes.of(value),
+            cause=cause,
+            error=error or "(no message)",
+            group=group,
+            failed_at=failed_at,
+        )
+
+    def original(self) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+        """The original record's key, value and headers (to inspect or re-publish it)."""
+        return (
+            None if self.key_bytes is None else self.key_bytes.to_bytes(),
+            None if self.value is None else self.value.to_bytes(),
+            [(h.name, None if h.value is None else h.value.to_bytes()) for h in self.headers],
+        )
+
+
+# -- the registry -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    key: str
+    producers: str
+    consumers: str
+    description: str
+    #: CloudEvent type → payload model
+    types: Mapping[str, type[Message]] = field(default_factory=dict)
+    compacted: bool = False
+
+
+TOPICS: Final[Mapping[str, TopicSpec]] = {
+    spec.name: spec
+    for spec in (
+        TopicSpec(
+            TOPIC_CLUSTER_OBJECTS,
+            ClusterObject.KEY_RULE,
+            "cluster-watcher",
+            "all",
+            "Compacted: the latest trimmed object per key, a tombstone on delete; consumers rebuild the "
+            "cluster snapshot from it on start.",
+            {TYPE_OBJECT_UPSERTED: ClusterObject, TYPE_OBJECT_DELETED: ClusterObject},
+            compacted=True,
+        ),
+        TopicSpec(
+            TOPIC_NODE_FINDINGS,
+            NodeFinding.KEY_RULE,
+            "drift-detector",
+            "consolidation-planner",
+            "Disruption candidates found (Drifted with reason, Expired, Empty since, Consolidatable since) "
+            "and findings that no longer hold.",
+            {TYPE_FINDING_RAISED: NodeFinding, TYPE_FINDING_CLEARED: NodeFindingCleared},
+        ),
+        TopicSpec(
+            TOPIC_INTERRUPTIONS,
+            Interruption.KEY_RULE,
+            "interruption-ingester",
+            "consolidation-planner",
+            "Spot interruptions, scheduled changes, stopping/terminating state changes and rebalance "
+            "recommendations.",
+            {TYPE_INTERRUPTION_RECEIVED: Interruption},
+        ),
+        TopicSpec(
+            TOPIC_DISRUPTION_COMMANDS,
+            DisruptionCommand.KEY_RULE,
+            "consolidation-planner",
+            "termination-executor",
+            "Approved disruption commands (id, decision, method, reason, nodes, replacements).",
+            {TYPE_COMMAND_APPROVED: DisruptionCommand},
+        ),
+        TopicSpec(
+            TOPIC_DISRUPTION_EVENTS,
+            DisruptionEvent.KEY_RULE,
+            "termination-executor, consolidation-planner",
+            "anyone (decisions-api, subscribers)",
+            "Decision lifecycle per node: Proposed, Approved, Rejected, Tainted, Launching, WaitingReadiness, "
+            "Evicted, Terminated, RolledBack, Failed.",
+            {TYPE_DISRUPTION_PROGRESSED: DisruptionEvent},
+        ),
+    )
+}
+
+#: CloudEvent type → payload model, over all topics (dead letters included)
+MESSAGE_TYPES: Final[Mapping[str, type[Message]]] = {
+    **{t: m for spec in TOPICS.values() for t, m in spec.types.items()},
+    TYPE_MESSAGE_DEADLETTERED: DeadLetter,
+}
+
+
+def topic_spec(topic: str) -> TopicSpec:
+    """The spec of a topic, ``<topic>.dlq`` of a known topic included."""
+    if topic in TOPICS:
+        return TOPICS[topic]
+    base = topic.removesuffix(DLQ_SUFFIX)
+    if is_dlq_topic(topic) and base in TOPICS:
+        return TopicSpec(
+            topic,
+            DeadLetter.KEY_RULE,
+            "any consumer of " + base,
+            "operators",
+            f"Records of {base} that failed to parse or to apply, with the error.",
+            {TYPE_MESSAGE_DEADLETTERED: DeadLetter},
+        )
+    raise ContractError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)} and their {DLQ_SUFFIX} topics)")
+
+
+def check_topic(topic: str, message: Message) -> None:
+    """Raise ContractError unless ``message`` may be published on ``topic``."""
+    spec = topic_spec(topic)
+    if message.ce_type() not in spec.types:
+        raise ContractError(
+            f"a {type(message).__name__} ({message.ce_type()}) does not belong on topic {topic!r} "
+            f"(allowed: {', '.join(spec.types)})"
+        )

@@ -1,0 +1,184 @@
+"""The Kafka bus on a real broker (DESIGN §2): CloudEvents in binary content mode, DLQ for a
+malformed record produced directly with aiokafka, commit after handle (a consumer that dies before
+committing gets the record again). Each test uses its own topic prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from ebb.adapters.bus import Delivery, KafkaBus, PoisonMessage
+from ebb.contracts import (
+    ClusterObject,
+    DeadLetter,
+    DisruptionEvent,
+    NodeFinding,
+    from_kafka,
+)
+
+from .conftest import KafkaServer
+
+pytestmark = pytest.mark.integration
+
+FINDINGS = "ebb.node.findings"
+T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+async def bus(kafka_server: KafkaServer) -> AsyncIterator[KafkaBus]:
+    async with KafkaBus(
+        kafka_server.bootstrap, prefix=f"t{uuid.uuid4().hex[:10]}.", source="/ebb/test", poll_timeout=0.1
+    ) as bus:
+        yield bus
+
+
+async def until(condition: Callable[[], bool], seconds: float = 20) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"condition not met in {seconds} s")
+
+
+def consume(bus: KafkaBus, topics: list[str], group: str,
+            handler: Callable[[Delivery], Awaitable[None]]) -> tuple[asyncio.Event, asyncio.Task[None]]:
+    stop = asyncio.Event()
+    return stop, asyncio.create_task(bus.consume(topics, group, handler, stop=stop))
+
+
+async def committed(bus: KafkaBus, group: str, topic: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bus.bootstrap_servers)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return sum(o.offset for tp, o in offsets.items() if tp.topic == bus.physical(topic) and o.offset > 0)
+
+
+async def test_publish_and_consume_cloudevents_in_binary_mode(bus: KafkaBus) -> None:
+    sent = [
+        NodeFinding(node="node-a", finding="Drifted", reason="NodePool hash changed", since=T0),
+        DisruptionEvent(decision_id="d-1", node="node-a", phase="Tainted", message="", at=T0),
+        ClusterObject(kind="Node", namespace="", name="node-a", resource_version="7", object={"metadata": {}}),
+        ClusterObject(kind="Node", namespace="", name="node-a", resource_version="8", object=None),
+    ]
+    for message in sent:
+        await bus.publish(message.TOPIC, message)
+    topics = [FINDINGS, "ebb.disruption.events", "ebb.cluster.objects"]
+    got: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        got.append(delivery)
+
+    stop, task = consume(bus, topics, "everyone", handler)
+    await until(lambda: len(got) == len(sent))
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert {d.message.id for d in got} == {m.id for m in sent}
+    objects = [d.message for d in got if d.topic == "ebb.cluster.objects"]
+    assert objects == sent[2:]  # one key: in order, the tombstone last
+    assert all(d.source == "/ebb/test" for d in got)
+
+    # on the broker: ce_ headers, JSON value; the deletion is a real tombstone (null value)
+    raw = AIOKafkaConsumer(
+        bus.physical("ebb.cluster.objects"), bootstrap_servers=bus.bootstrap_servers, auto_offset_reset="earliest"
+    )
+    await raw.start()
+    try:
+        records = []
+        while len(records) < 2:
+            batch = await asyncio.wait_for(raw.getmany(timeout_ms=500), 10)
+            records += [r for rs in batch.values() for r in rs]
+    finally:
+        await raw.stop()
+    upsert, tombstone = sorted(records, key=lambda r: r.offset)
+    headers = dict(upsert.headers)
+    assert headers["ce_type"] == b"sh.ebb.object.upserted.v1"
+    assert headers["ce_specversion"] == b"1.0"
+    assert headers["content-type"] == b"application/json"
+    assert {"ce_id", "ce_source", "ce_time", "ce_subject"} <= headers.keys()
+    assert upsert.key == b"Node//node-a"
+    assert tombstone.value is None
+    assert dict(tombstone.headers)["ce_type"] == b"sh.ebb.object.deleted.v1"
+
+
+async def test_malformed_record_and_poison_message_go_to_the_dlq(bus: KafkaBus) -> None:
+    await bus.ensure_topics([FINDINGS])
+    producer = AIOKafkaProducer(bootstrap_servers=bus.bootstrap_servers)
+    await producer.start()
+    try:
+        await producer.send_and_wait(bus.physical(FINDINGS), key=b"node-a", value=b"not json at all",
+                                     headers=[("ce_type", b"sh.ebb.finding.raised.v1")])
+    finally:
+        await producer.stop()
+    poison = NodeFinding(node="node-a", finding="Empty", reason="", since=T0)
+    good = NodeFinding(node="node-a", finding="Expired", reason="", since=T0)
+    await bus.publish(FINDINGS, poison)
+    await bus.publish(FINDINGS, good)
+    handled: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        if delivery.message.id == poison.id:
+            raise PoisonMessage("cannot apply")
+        handled.append(delivery)
+
+    stop, task = consume(bus, [FINDINGS], "planner", handler)
+    await until(lambda: len(handled) == 1)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert handled[0].message == good
+    assert await committed(bus, "planner", FINDINGS) == 3
+
+    letters: list[DeadLetter] = []
+
+    async def collect(delivery: Delivery) -> None:
+        assert isinstance(delivery.message, DeadLetter)
+        letters.append(delivery.message)
+
+    stop, task = consume(bus, [FINDINGS + ".dlq"], "operator", collect)
+    await until(lambda: len(letters) == 2)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    malformed, poisoned = sorted(letters, key=lambda letter: letter.offset)
+    assert malformed.cause == "malformed" and malformed.topic == FINDINGS
+    assert "missing header(s) ce_specversion, ce_id, ce_source" in malformed.error
+    assert malformed.original() == (b"node-a", b"not json at all", [("ce_type", b"sh.ebb.finding.raised.v1")])
+    assert poisoned.cause == "poison" and poisoned.error == "PoisonMessage: cannot apply"
+    key, value, headers = poisoned.original()
+    assert from_kafka(FINDINGS, key, value, [(n, v or b"") for n, v in headers]) == poison
+
+
+async def test_a_consumer_that_dies_before_committing_gets_the_record_again(bus: KafkaBus) -> None:
+    message = NodeFinding(node="node-b", finding="Consolidatable", reason="", since=T0)
+    await bus.publish(FINDINGS, message)
+    started = asyncio.Event()
+
+    async def crashes(delivery: Delivery) -> None:
+        started.set()
+        await asyncio.Event().wait()  # the process dies here, mid-handler
+
+    _, task = consume(bus, [FINDINGS], "executor", crashes)
+    await asyncio.wait_for(started.wait(), 20)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await committed(bus, "executor", FINDINGS) == 0
+
+    again: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        again.append(delivery)
+
+    stop, task = consume(bus, [FINDINGS], "executor", handler)
+    await until(lambda: len(again) == 1)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert again[0].message == message
+    assert await committed(bus, "executor", FINDINGS) == again[0].offset + 1

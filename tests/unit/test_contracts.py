@@ -1,0 +1,370 @@
+"""Wire contracts (DESIGN §2): every message type makes the round trip through a Kafka record in
+CloudEvents binary mode, every kind of malformed record is rejected with an error naming what is
+wrong, and deploy/asyncapi.yaml is exactly what the code generates."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ebb.contracts import (
+    MESSAGE_TYPES,
+    TOPICS,
+    ClusterObject,
+    ContractError,
+    DeadLetter,
+    DisruptionCommand,
+    DisruptionEvent,
+    Interruption,
+    Message,
+    NodeFinding,
+    NodeFindingCleared,
+    RawBytes,
+    Replacement,
+    check_topic,
+    decode,
+    dlq_topic,
+    from_kafka,
+    to_kafka,
+)
+from ebb.contracts.asyncapi import document, render
+from ebb.core.methods.base import Command
+from ebb.core.methods.base import Replacement as CoreReplacement
+
+REPO = Path(__file__).resolve().parents[2]
+ASYNCAPI = REPO / "deploy" / "asyncapi.yaml"
+T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+
+
+def _command() -> DisruptionCommand:
+    return DisruptionCommand(
+        decision_id="d-42",
+        node_pool="general",
+        method="single-node-consolidation",
+        reason="Underutilized",
+        action="replace",
+        nodes=("node-a",),
+        replacements=(
+            Replacement(
+                node_pool="general",
+                instance_types=("m5.large", "m5a.large"),
+                capacity_type="on-demand",
+                zones=("us-east-1a",),
+                price=0.096,
+            ),
+        ),
+        savings_per_hour=0.096,
+        explanation="its pods fit on a cheaper node",
+        approved_at=T0,
+    )
+
+
+MESSAGES: dict[str, tuple[str, Message]] = {
+    "object upserted": (
+        "ebb.cluster.objects",
+        ClusterObject(
+            kind="Pod",
+            namespace="default",
+            name="web-1",
+            resource_version="1234",
+            object={"metadata": {"name": "web-1", "labels": {"app": "web"}}, "spec": {"nodeName": "node-a"}},
+        ),
+    ),
+    "object deleted (tombstone)": (
+        "ebb.cluster.objects",
+        ClusterObject(kind="Node", namespace="", name="node-a", resource_version="99", object=None),
+    ),
+    "finding raised": (
+        "ebb.node.findings",
+        NodeFinding(node="node-a", finding="Drifted", reason="NodePool hash changed", since=T0),
+    ),
+    "finding cleared": ("ebb.node.findings", NodeFindingCleared(node="node-a", finding="Empty", at=T0)),
+    "interruption": (
+        "ebb.interruptions",
+        Interruption(node="node-a", kind="spot-interruption", instance_id="i-0abc", deadline=T0, detail=""),
+    ),
+    "command": ("ebb.disruption.commands", _command()),
+    "event": (
+        "ebb.disruption.events",
+        DisruptionEvent(decision_id="d-42", node="node-a", phase="WaitingReadiness", message="1 of 1 ready", at=T0),
+    ),
+    "dead letter": (
+        "ebb.node.findings.dlq",
+        DeadLetter.of_record(
+            topic="ebb.node.findings",
+            partition=2,
+            offset=17,
+            key=b"node-a",
+            value=b"\xff\xfe not json",
+            headers=[("ce_type", b"sh.ebb.finding.raised.v1"), ("x", None)],
+            cause="malformed",
+            error="value is not valid JSON",
+            group="planner",
+            failed_at=T0,
+        ),
+    ),
+}
+
+
+def test_every_topic_and_type_is_covered() -> None:
+    covered = {m.ce_type() for _, m in MESSAGES.values()}
+    assert covered == set(MESSAGE_TYPES)
+    assert {t for t, _ in MESSAGES.values()} >= set(TOPICS)
+
+
+@pytest.mark.parametrize("name", MESSAGES)
+def test_round_trip(name: str) -> None:
+    topic, message = MESSAGES[name]
+    key, value, headers = to_kafka(message, source="/ebb/test", time=T0)
+    names = [h for h, _ in headers]
+    assert len(names) == len(set(names))
+    found = dict(headers)
+    assert found["ce_specversion"] == b"1.0"
+    assert found["ce_id"] == str(message.id).encode()
+    assert found["ce_source"] == b"/ebb/test"
+    assert found["ce_type"] == message.ce_type().encode()
+    assert found["ce_time"] == b"2026-11-23T18:30:00Z"
+    assert found["ce_subject"] == key
+    assert found["content-type"] == b"application/json"
+    assert key == message.key().encode()
+    if isinstance(message, ClusterObject) and message.deleted:
+        assert value is None
+    else:
+        assert value is not None
+        assert json.loads(value)["id"] == str(message.id)
+    decoded = decode(topic, key, value, headers)
+    assert decoded.message == message
+    assert decoded.source == "/ebb/test"
+    assert decoded.time == T0
+    assert from_kafka(topic, key, value, headers) == message
+
+
+def test_wire_names_are_camel_case_like_ebb_plan() -> None:
+    _, value, _ = to_kafka(_command())
+    assert value is not None
+    data = json.loads(value)
+    assert set(data) == {
+        "id", "decisionId", "nodePool", "method", "reason", "action", "nodes", "replacements", "savingsPerHour",
+        "explanation", "approvedAt",
+    }
+    assert set(data["replacements"][0]) == {"nodePool", "instanceTypes", "capacityType", "zones", "price"}
+
+
+def test_from_engine_command() -> None:
+    command = Command(
+        method="multi-node-consolidation",
+        reason="Underutilized",
+        action="replace",
+        nodes=("node-a", "node-b"),
+        replacements=(CoreReplacement("general", ("c5.large", "m5.large"), "spot", ("us-east-1a", "us-east-1b"),
+                                      0.0312345678, "sim-1"),),
+        savings=0.2,
+        explanation="two nodes fit on one",
+    )
+    wire = DisruptionCommand.from_command(command, decision_id="d-1", node_pool="general", approved_at=T0)
+    assert wire.nodes == ("node-a", "node-b")
+    assert wire.replacements[0].instance_types == ("c5.large", "m5.large")
+    assert wire.replacements[0].price == 0.031235
+    assert wire.savings_per_hour == 0.2
+    assert wire.key() == "general"
+    fixed = uuid.uuid4()
+    again = DisruptionCommand.from_command(command, decision_id="d-1", node_pool="general", approved_at=T0, id=fixed)
+    assert again.id == fixed
+
+
+def test_model_constraints() -> None:
+    with pytest.raises(ValueError, match="needs a reason"):
+        NodeFinding(node="node-a", finding="Drifted", reason=" ", since=T0)
+    with pytest.raises(ValueError, match="needs replacements"):
+        DisruptionCommand.model_validate({**_command().model_dump(), "replacements": []})
+    with pytest.raises(ValueError, match="timezone"):
+        NodeFindingCleared(node="node-a", finding="Empty", at=datetime(2026, 1, 1))  # noqa: DTZ001
+    with pytest.raises(ValueError, match="extra"):
+        NodeFindingCleared.model_validate({"node": "node-a", "finding": "Empty", "at": T0, "color": "red"})
+    with pytest.raises(ValueError, match=r"should match pattern"):
+        NodeFindingCleared(node="Node_A", finding="Empty", at=T0)
+    with pytest.raises(ValueError):
+        Replacement(node_pool="p", instance_types=(), capacity_type="spot", zones=("z",), price=1.0)
+    with pytest.raises(ValueError):
+        Replacement(node_pool="p", instance_types=("t",), capacity_type="spot", zones=("z",), price=float("nan"))
+    assert RawBytes.of(b"\x00\xff").to_bytes() == b"\x00\xff"
+    with pytest.raises(ValueError, match="base64"):
+        RawBytes(encoding="base64", data="***")
+
+
+def test_dead_letter_keeps_the_original_record() -> None:
+    _, letter = MESSAGES["dead letter"]
+    assert isinstance(letter, DeadLetter)
+    assert letter.value is not None and letter.value.encoding == "base64"
+    headers = [("ce_type", b"sh.ebb.finding.raised.v1"), ("x", None)]
+    assert letter.original() == (b"node-a", b"\xff\xfe not json", headers)
+    assert letter.key() == "node-a"
+    keyless = letter.model_copy(update={"key_bytes": None})
+    assert keyless.key() == "ebb.node.findings/2/17"
+
+
+def test_publishing_checks_the_topic() -> None:
+    check_topic("ebb.node.findings", MESSAGES["finding raised"][1])
+    check_topic(dlq_topic("ebb.interruptions"), MESSAGES["dead letter"][1])
+    with pytest.raises(ContractError, match=r"does not belong on topic 'ebb\.interruptions'"):
+        check_topic("ebb.interruptions", MESSAGES["finding raised"][1])
+    with pytest.raises(ContractError, match="unknown topic"):
+        check_topic("ebb.nope", MESSAGES["finding raised"][1])
+
+
+# -- malformed records ------------------------------------------------------------------------------------------
+
+
+def _good() -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
+    return to_kafka(MESSAGES["finding raised"][1], time=T0)
+
+
+def _without(name: str) -> Any:
+    key, value, headers = _good()
+    return "ebb.node.findings", key, value, [(h, v) for h, v in headers if h != name]
+
+
+def _with(name: str, replacement: bytes) -> Any:
+    key, value, headers = _good()
+    return "ebb.node.findings", key, value, [(h, replacement if h == name else v) for h, v in headers]
+
+
+def _payload(change: dict[str, Any], drop: str = "") -> Any:
+    key, value, headers = _good()
+    assert value is not None
+    data = {**json.loads(value), **change}
+    data.pop(drop, None)
+    return "ebb.node.findings", key, json.dumps(data).encode(), headers
+
+
+def _value(value: bytes | None) -> Any:
+    key, _, headers = _good()
+    return "ebb.node.findings", key, value, headers
+
+
+def _key(key: bytes | None) -> Any:
+    _, value, headers = _good()
+    return "ebb.node.findings", key, value, headers
+
+
+def _topic(topic: str) -> Any:
+    key, value, headers = _good()
+    return topic, key, value, headers
+
+
+def _upsert_as_tombstone() -> Any:
+    key, _, headers = to_kafka(MESSAGES["object upserted"][1])
+    return "ebb.cluster.objects", key, None, headers
+
+
+def _tombstone_with_value() -> Any:
+    message = MESSAGES["object deleted (tombstone)"][1]
+    key, _, headers = to_kafka(message)
+    return "ebb.cluster.objects", key, b"{}", headers
+
+
+def _tombstone_bad_key() -> Any:
+    _, value, headers = to_kafka(MESSAGES["object deleted (tombstone)"][1])
+    return "ebb.cluster.objects", b"Node/node-a", value, headers
+
+
+def _upsert_without_object() -> Any:
+    message = MESSAGES["object upserted"][1]
+    key, value, headers = to_kafka(message)
+    assert value is not None
+    return "ebb.cluster.objects", key, json.dumps({**json.loads(value), "object": None}).encode(), headers
+
+
+MALFORMED: dict[str, tuple[Any, str]] = {
+    "unknown topic": (_topic("ebb.nope"), "unknown topic 'ebb.nope'"),
+    "no headers at all": ((*_value(b"{}")[:3], []), "missing header(s) ce_specversion, ce_id, ce_source, ce_type"),
+    "missing ce_id": (_without("ce_id"), "missing header(s) ce_id"),
+    "missing ce_type": (_without("ce_type"), "missing header(s) ce_type"),
+    "missing ce_source": (_without("ce_source"), "missing header(s) ce_source"),
+    "missing ce_specversion": (_without("ce_specversion"), "missing header(s) ce_specversion"),
+    "duplicate header": (("ebb.node.findings", *_good()[:2], [*_good()[2], ("CE_ID", b"x")]),
+                         "header 'CE_ID' appears more than once"),
+    "wrong specversion": (_with("ce_specversion", b"0.3"), "unsupported CloudEvents specversion '0.3'"),
+    "header not utf-8": (_with("ce_source", b"\xff"), "header 'ce_source' is not UTF-8"),
+    "unknown type": (_with("ce_type", b"sh.ebb.node.exploded.v1"), "unknown CloudEvent type 'sh.ebb.node.exploded.v1'"),
+    "type not allowed on topic": (_with("ce_type", b"sh.ebb.interruption.received.v1"),
+                                  "type 'sh.ebb.interruption.received.v1' is not allowed on topic 'ebb.node.findings'"),
+    "ce_id not a uuid": (_with("ce_id", b"not-a-uuid"), "ce_id 'not-a-uuid' is not a UUID"),
+    "bad ce_time": (_with("ce_time", b"yesterday"), "ce_time 'yesterday' is not an RFC 3339 timestamp"),
+    "ce_time without offset": (_with("ce_time", b"2026-11-23T18:30:00"), "has no UTC offset"),
+    "bad extension attribute": (("ebb.node.findings", *_good()[:2], [*_good()[2], ("ce_Bad-Name", b"x")]),
+                                "invalid CloudEvents attributes"),
+    "missing content-type": (_without("content-type"), "content-type must be application/json, got None"),
+    "wrong content-type": (_with("content-type", b"text/plain"), "content-type must be application/json"),
+    "no key": (_key(None), "record has no key; ebb.node.findings is keyed by node name"),
+    "key not utf-8": (_key(b"\xff"), "record key is not UTF-8"),
+    "key of another object": (_key(b"node-b"), "record key 'node-b' does not match the message's key 'node-a'"),
+    "invalid JSON": (_value(b'{"node": '), "value is not valid JSON"),
+    "not UTF-8 at all": (_value(b"\xff\xfe"), "value is not valid JSON"),
+    "JSON but not an object": (_value(b"[1, 2]"), "value must be a JSON object, got list"),
+    "null value off the compacted topic": (_value(None), "a null value (tombstone) is only allowed for"),
+    "no id in payload": (_payload({}, drop="id"), "payload of sh.ebb.finding.raised.v1 has no id"),
+    "id differs from ce_id": (_payload({"id": str(uuid.uuid4())}), "differs from ce_id"),
+    "unknown field": (_payload({"colour": "red"}), "violates the schema: colour: Extra inputs are not permitted"),
+    "missing field": (_payload({}, drop="since"), "violates the schema: since: Field required"),
+    "bad enum": (_payload({"finding": "Sad"}), "violates the schema: finding: Input should be"),
+    "field of another message": (_payload({"nodePool": "general"}), "violates the schema: nodePool: Extra inputs"),
+    "naive time": (_payload({"since": "2026-11-23T18:30:00"}), "since: Input should have timezone info"),
+    "tombstone of an upsert type": (_upsert_as_tombstone(), "only allowed for sh.ebb.object.deleted.v1"),
+    "deletion with a value": (_tombstone_with_value(), "sh.ebb.object.deleted.v1 must be a tombstone"),
+    "tombstone with a bad key": (_tombstone_bad_key(), "tombstone key 'Node/node-a' is not kind/namespace/name"),
+    "upsert without object": (_upsert_without_object(), "payload is a sh.ebb.object.deleted.v1"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_malformed_records_are_rejected_with_a_reason(case: str) -> None:
+    (topic, key, value, headers), expected = MALFORMED[case]
+    with pytest.raises(ContractError) as raised:
+        from_kafka(topic, key, value, headers)
+    assert expected in str(raised.value)
+
+
+def test_snake_case_fields_are_rejected_on_the_wire() -> None:
+    topic, message = MESSAGES["command"]
+    key, value, headers = to_kafka(message)
+    assert value is not None
+    data = json.loads(value)
+    data["decision_id"] = data.pop("decisionId")
+    with pytest.raises(ContractError, match="decisionId: Field required"):
+        from_kafka(topic, key, json.dumps(data).encode(), headers)
+
+
+# -- AsyncAPI ---------------------------------------------------------------------------------------------------
+
+
+def test_committed_asyncapi_document_is_generated_from_the_code() -> None:
+    assert ASYNCAPI.read_text(encoding="utf-8") == render(), (
+        "deploy/asyncapi.yaml is stale: run `python -m ebb.contracts.asyncapi > deploy/asyncapi.yaml`"
+    )
+
+
+def test_asyncapi_document_describes_every_topic() -> None:
+    doc = yaml.safe_load(render())
+    assert doc == document()
+    assert doc["asyncapi"].startswith("3.")
+    addresses = {c["address"] for c in doc["channels"].values()}
+    assert addresses == {*TOPICS, "{topic}.dlq"}
+    names = {m["name"] for m in doc["components"]["messages"].values()}
+    assert names == set(MESSAGE_TYPES)
+    schemas = doc["components"]["schemas"]
+    assert {"NodeFinding", "DisruptionCommand", "Replacement", "DeadLetter", "ClusterObject"} <= schemas.keys()
+    assert "savingsPerHour" in schemas["DisruptionCommand"]["properties"]
+    assert "id" in schemas["DisruptionCommand"]["required"]
+    assert schemas["DisruptionCommand"]["additionalProperties"] is False
+    compacted = doc["channels"]["clusterObjects"]["bindings"]["kafka"]["topicConfiguration"]["cleanup.policy"]
+    assert compacted == ["compact"]
+    for message in doc["components"]["messages"].values():
+        assert message["headers"]["required"] == ["ce_specversion", "ce_id", "ce_source", "ce_type"]
+        assert message["bindings"]["kafka"]["key"]["description"]

@@ -31,7 +31,16 @@ NOW = "2026-11-23T18:30:00Z"
 SIM_SIZES = (100, 1_000, 5_000, 20_000)
 
 
+PEAK_RSS = ("import re;peak=lambda:int(re.search(r'VmHWM:\\s+(\\d+)',open('/proc/self/status').read())[1])/1024")
+
+
 def _peak_rss_mib() -> float:
+    """This process's peak RSS. Not getrusage's ru_maxrss: Linux keeps that across execve, so a child
+    would report the high-water mark of the parent that generated its input."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -128,12 +137,12 @@ def case_memory(nodes: int, pods: int) -> dict[str, Any]:
         write_yaml(disruption_cluster(nodes, pods), path)
         size = path.stat().st_size
         # measure only ebb: a fresh process reads the file and plans once
-        code = ("import json,resource,time;from datetime import datetime;"
+        code = (PEAK_RSS + ";import json,time;from datetime import datetime;"
                 "from ebb.cli.snapshot_files import load_snapshot;from ebb.core.plan import make_plan;"
                 f"t=time.perf_counter();s=load_snapshot([{str(path)!r}]);l=time.perf_counter()-t;"
                 f"p=make_plan(s, datetime.fromisoformat({NOW.replace('Z', '+00:00')!r}));"
                 "print(json.dumps({'load_seconds':l,'total_seconds':time.perf_counter()-t,"
-                "'peak_rss_mib':resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024}))")
+                "'peak_rss_mib':peak()}))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     del load_snapshot, make_plan
     result: dict[str, Any] = json.loads(out.stdout)

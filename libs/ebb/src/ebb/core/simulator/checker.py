@@ -47,11 +47,18 @@ The rules, each violation reported as "<rule>: <what>":
     nodes plus the new ones).
 
 Pods that are deleting still hold their resources and host ports but, as in kube-scheduler's spread
-and in the simulator, do not count for topology. DaemonSet pods of new nodes are overhead only. Only
-violations that involve a placed pod or a new node are reported: the snapshot's own problems (an
-overfull node nobody touched, two existing pods breaking each other's anti-affinity) are not the
-result's. The final-state spread rule is looser than Karpenter's incremental one (a new node is an
-empty hostname domain), which is deliberate: the simulator must satisfy it.
+and in the simulator, do not count for spread, pod affinity or anti-affinity. DaemonSet pods of new
+nodes are overhead only. Only violations that involve a placed pod or a new node are reported: the
+snapshot's own problems (an overfull node nobody touched, two existing pods breaking each other's
+anti-affinity) are not the result's.
+
+Limits of a final-state check. Resources, labels, taints, anti-affinity and host ports do not depend
+on the order pods were placed in; spread and pod affinity do. The spread rule above is exact when the
+pods a constraint's selector matches carry the same constraint and node affinity (the replicas of one
+workload); a later pod without the constraint, or with other node affinity and hence other eligible
+domains, may legitimately raise a domain past an earlier pod's maxSkew. The pod-affinity rule is a
+necessary condition for some placement order to exist. Where the hostname spread rule is looser than
+Karpenter's incremental one (a new node is an empty hostname domain), the simulator must satisfy it.
 """
 
 from __future__ import annotations

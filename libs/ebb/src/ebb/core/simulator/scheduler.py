@@ -107,7 +107,16 @@ class _Pool:
     combo_zone: list[str]
     combo_ct: list[str]
     combo_labels: LabelTable
-    ds_tolerations_ok: bool = True
+    zone_names: list[str] = field(default_factory=list)  # combo_zone_code -> zone
+    combo_zone_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        self.zone_names = sorted(set(self.combo_zone))
+        zone_code = {z: i for i, z in enumerate(self.zone_names)}
+        self.combo_zone_code = np.array([zone_code[z] for z in self.combo_zone], dtype=np.int64)
+        ct_code = {c: i for i, c in enumerate(sorted(set(self.combo_ct)))}
+        self.combo_ct_code = np.array([ct_code[c] for c in self.combo_ct], dtype=np.int64)
 
 
 @dataclass
@@ -941,7 +950,8 @@ class SimState:
             sorted_types = pool.combo_type[order]
             _, first = np.unique(sorted_types, return_index=True)
             type_names = [pool.types[int(t)].name for t in sorted_types[np.sort(first)]]
-            zones = sorted({pool.combo_zone[int(c)] for c in idx if pool.combo_ct[int(c)] == ct})
+            same_ct = idx[pool.combo_ct_code[idx] == pool.combo_ct_code[cheapest]]
+            zones = [pool.zone_names[int(z)] for z in np.unique(pool.combo_zone_code[same_ct])]
             out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names), ct, tuple(zones),
                                float(pool.combo_price[cheapest]), tuple(claim.pods)))
         return out

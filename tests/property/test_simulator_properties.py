@@ -16,7 +16,8 @@ a Deployment do. The checker validates spread on the final state, and kube-sched
 only for the incoming pod, against the domains *its* node affinity admits: a later pod of the same
 app without the constraint, or with other node affinity (so other eligible domains), may legitimately
 leave a final state in which an earlier pod's constraint looks broken. Apart from that, the generators
-stay away from the known simulator bugs (AVOID_KNOWN_BUGS; reproducers at the end of this file).
+stay away from the one known deviation left, spread counting on nodes the pod's affinity excludes
+(AVOID_KNOWN_BUGS; its xfail reproducer and the fixed bugs' regression tests are at the end of this file).
 
 Properties:
   (a) validity -- for every simulation (max_new 0, 1 or unlimited), the checker finds no violation,
@@ -76,8 +77,8 @@ APPS = ("web", "db", "cache")
 DEDICATED = Taint("dedicated", "x", "NoSchedule")
 TOLERATE_DEDICATED = Toleration("dedicated", "Equal", "x", "NoSchedule")
 TOLERATE_ALL = Toleration(operator="Exists")
-# Keep the generators away from the known simulator bugs (xfail reproducers at the end of this file).
-# Set to False to watch property (a) find them.
+# Keep the generators away from the known simulator deviation (xfail reproducer at the end of this file).
+# Set to False to watch property (a) find it.
 AVOID_KNOWN_BUGS = True
 
 
@@ -237,7 +238,6 @@ def cases(draw: st.DrawFn, *, max_nodes: int = 6, max_pods: int = 12, max_new: S
     zones, types = draw(catalogs())
     new_max = draw(st.sampled_from(list(max_new)))
     profiles = draw(app_profiles(zones, with_spread))
-    host_spread = any(s.topology_key == LABEL_HOSTNAME for p in profiles.values() for s in p.spread)
     # NodePools
     reqs: list[Requirement] = []
     if draw(st.booleans()):
@@ -256,7 +256,7 @@ def cases(draw: st.DrawFn, *, max_nodes: int = 6, max_pods: int = 12, max_new: S
         pools.append(NodePool("second", labels={"tier": "b"}, weight=draw(st.integers(0, 10)),
                               requirements=(Requirement(LABEL_INSTANCE_TYPE, "NotIn", ("t0",)),)))
     # Existing nodes
-    flags = ["", "", "", "", "", "dedicated"] + ([] if host_spread and AVOID_KNOWN_BUGS else ["cordon", "disrupted"])
+    flags = ["", "", "", "", "", "dedicated", "cordon", "disrupted"]
     nodes: list[Node] = []
     for i in range(draw(st.integers(1, max_nodes))):
         it = draw(st.sampled_from(types))
@@ -276,7 +276,7 @@ def cases(draw: st.DrawFn, *, max_nodes: int = 6, max_pods: int = 12, max_new: S
                                labels=labels, taints=taints, unschedulable=flag == "cordon"))
     # Limits: at or a little above what the NodePool has now.
     for i, pool in enumerate(pools):
-        if (new_max <= 1 or not AVOID_KNOWN_BUGS) and draw(st.integers(0, 2)) == 0:
+        if draw(st.integers(0, 2)) == 0:
             have = sum(n.capacity["cpu"] for n in nodes if n.nodepool == pool.name)
             have_mem = sum(n.capacity["memory"] for n in nodes if n.nodepool == pool.name)
             limits = {"cpu": have + draw(st.sampled_from([0, 1000, 2000, 4000, 8000, 16000]))}
@@ -289,7 +289,7 @@ def cases(draw: st.DrawFn, *, max_nodes: int = 6, max_pods: int = 12, max_new: S
                                  node_selector=draw(st.sampled_from([{}, {LABEL_ARCH: "amd64"}])),
                                  tolerations=draw(st.sampled_from([(), (TOLERATE_ALL,)])))
         daemonsets.append(DaemonSet("agent", "kube-system", ds_spec))
-    host_aff = new_max == 0 or not AVOID_KNOWN_BUGS
+    host_aff = True
     # Residents: DaemonSet pods where the DaemonSet runs, then app pods where they fit.
     residents: list[Pod] = []
     for node in nodes:
@@ -566,8 +566,7 @@ ONE_ZONE = make_type("t", 2000, 4 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.1)])
 TWO_ZONES = make_type("t", 4000, 8 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.1), ("z-b", CAPACITY_ON_DEMAND, 0.1)])
 
 
-@pytest.mark.xfail(strict=True, reason="a new NodeClaim ignores required pod affinity on kubernetes.io/hostname")
-def test_bug_hostname_pod_affinity_on_new_node() -> None:
+def test_fixed_hostname_pod_affinity_on_new_node() -> None:
     # n1 is full; web must share a node with db. A new node never holds db, so web cannot be placed.
     snapshot = Snapshot((make_node("n1", ONE_ZONE, "z-a"),), (make_pod("db", 1800, labels={"app": "db"}, node="n1"),),
                         (NodePool("default"),), (ONE_ZONE,))
@@ -597,9 +596,7 @@ def test_bug_spread_counts_pods_on_nodes_the_pod_excludes() -> None:
     assert "default/new" in result.unplaceable
 
 
-@pytest.mark.xfail(strict=True, reason="hostname topology spread leaves cordoned (and karpenter.sh/disrupted) "
-                                       "nodes out of the global minimum when no NodePool can launch the pod")
-def test_bug_hostname_spread_ignores_cordoned_nodes() -> None:
+def test_fixed_hostname_spread_ignores_cordoned_nodes() -> None:
     # kube-scheduler counts every node the pod's node affinity admits, cordoned ones included: n2 is a
     # domain with 0 pods, so with maxSkew 1 only one of the two pods may go to n1. No NodePool exists.
     nodes = (make_node("n1", TWO_ZONES, "z-a"), make_node("n2", TWO_ZONES, "z-a", unschedulable=True))
@@ -611,9 +608,7 @@ def test_bug_hostname_spread_ignores_cordoned_nodes() -> None:
     assert len(result.unplaceable) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="NodePool limits: a claim counts the instance type it opened with; when "
-                                       "later pods narrow it to a bigger type, the next claims overshoot the limit")
-def test_bug_limits_use_the_type_a_claim_opened_with() -> None:
+def test_fixed_limits_use_the_type_a_claim_opened_with() -> None:
     small = make_type("small", 1000, 2 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.05)])
     big = make_type("big", 4000, 8 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.2)])
     pool = NodePool("default", limits={"cpu": 5000})
@@ -626,9 +621,7 @@ def test_bug_limits_use_the_type_a_claim_opened_with() -> None:
     assert sum(n.instance_types[0] == "big" for n in result.new_nodes) <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="place_all tries each pod once; a pod whose affinity partner is placed "
-                                       "later in the same call stays unplaced (Karpenter requeues it)")
-def test_bug_pod_affinity_partner_placed_later() -> None:
+def test_fixed_pod_affinity_partner_placed_later() -> None:
     # web (500m) is tried before db (100m): no db exists yet and web does not match its own term, so it
     # fails; db is then placed on n1, where web would now fit. kube-scheduler retries pending pods and
     # Karpenter's queue requeues failures until a pass makes no progress; both end with web on n1.
@@ -639,9 +632,7 @@ def test_bug_pod_affinity_partner_placed_later() -> None:
     assert result.placements == {"default/web": "n1", "default/db": "n1"}
 
 
-@pytest.mark.xfail(strict=True, reason="Scheduler caches a pod's class by id(pod) without keeping the pod alive: "
-                                       "a later pod that reuses a freed pod's id gets the freed pod's class")
-def test_bug_class_cache_keyed_by_object_id() -> None:
+def test_fixed_class_cache_keyed_by_object_id() -> None:
     # One node labelled tier=a. Pods alternately select tier=a (fits) and tier=b (cannot fit), each
     # made, placed on a fresh state of the same Scheduler, and dropped. CPython reuses the address
     # of the dropped pod, and the Scheduler answers with the previous pod's nodeSelector.

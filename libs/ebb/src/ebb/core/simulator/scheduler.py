@@ -139,7 +139,7 @@ class _Constraint:
     max_skew: int = 1
     self_match: int = 0
     min_domains: int | None = None
-    eligible: IntArray | None = None  # spread: codes of eligible non-hostname domains
+    eligible: IntArray | None = None  # spread: codes of eligible domains (hostname: node indices)
     new_domain: bool = False  # hostname spread: a new node is a domain with zero pods
 
 
@@ -164,10 +164,7 @@ class _Claim:
     mask: BoolArray  # over the pool's combos
     total: IntArray
     pods: list[str] = field(default_factory=list)
-
-
-def _spec_key(pod: Pod) -> tuple[Any, ...]:
-    return pod.class_key
+    charged: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # toward NodePool limits
 
 
 def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
@@ -251,7 +248,6 @@ class Scheduler:
         self.pool_order = sorted(range(len(self.pools)),
                                  key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
         self._classes: dict[tuple[Any, ...], list[_Class]] = {}
-        self._class_of_pod: dict[int, tuple[Any, ...]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
@@ -397,10 +393,7 @@ class Scheduler:
 
     # -- pod classes -----------------------------------------------------------------------------------
     def classes(self, pod: Pod) -> list[_Class]:
-        key = self._class_of_pod.get(id(pod))
-        if key is None:
-            key = _spec_key(pod)
-            self._class_of_pod[id(pod)] = key
+        key = pod.class_key
         hit = self._classes.get(key)
         if hit is None:
             hit = self._classes[key] = [self._make_class(pod, spec) for spec in relaxations(pod.spec)]
@@ -460,8 +453,9 @@ class Scheduler:
                            pool_combo_ok: list[BoolArray | None]) -> _Constraint:
         self_match = int(selector_matches(sp.selector, pod.labels))
         if sp.topology_key == LABEL_HOSTNAME:
+            honored = affinity_ok if sp.node_affinity_policy == "Honor" else np.ones(self.N, dtype=bool)
             return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
-                               None, new_domain=any(ok is not None for ok in pool_combo_ok))
+                               np.flatnonzero(honored), new_domain=any(ok is not None for ok in pool_combo_ok))
         if sp.topology_key not in self._domain_codes:
             self._build_domains(sp.topology_key)
         _, node_codes, pool_codes = self._domain_codes[sp.topology_key]
@@ -592,8 +586,8 @@ class SimState:
                 self.open[b] = False
                 self.free[b] = 0
             elif op == "claim_set":
-                _, claim, mask, total, n_pods = entry
-                claim.mask, claim.total = mask, total
+                _, claim, mask, total, n_pods, charged = entry
+                claim.mask, claim.total, claim.charged = mask, total, charged
                 del claim.pods[n_pods:]
             elif op == "placed":
                 _, key, old = entry
@@ -680,10 +674,19 @@ class SimState:
                                             p.key))
         failures: dict[str, str] = {}
         start_claims = len(self.claims)
-        for pod in order:
-            reason = self.place(pod, max_new - (len(self.claims) - start_claims))
-            if reason is not None:
-                failures[pod.key] = reason
+        pending = order
+        while pending:
+            # like Karpenter's queue: pods that failed are retried while a round still places something
+            # (a pod whose affinity partner was placed later in the round can go now)
+            failures, retry = {}, []
+            for pod in pending:
+                reason = self.place(pod, max_new - (len(self.claims) - start_claims))
+                if reason is not None:
+                    failures[pod.key] = reason
+                    retry.append(pod)
+            if len(retry) == len(pending):
+                break
+            pending = retry
         return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
 
     def place(self, pod: Pod, max_new: int) -> str | None:
@@ -720,8 +723,13 @@ class SimState:
         if c.key == LABEL_HOSTNAME:
             if c.new_domain:
                 return 0
-            nodes = np.flatnonzero(self.open[: self.n_bins])
-            return int(counts[nodes].min()) if nodes.size else 0
+            # kube-scheduler's domains: every node the pod's node affinity admits, cordoned or not
+            # (nodes this simulation removed are gone), plus the nodes the simulation opened
+            nodes = c.eligible if c.eligible is not None else np.arange(self.s.N)
+            if self._removed:
+                nodes = nodes[~np.isin(nodes, np.fromiter(self._removed, dtype=np.int64))]
+            domains = np.concatenate([nodes, np.arange(self.s.N, self.n_bins)])
+            return int(counts[domains].min()) if domains.size else 0
         if c.eligible is None or c.eligible.size == 0:
             return 0
         if c.min_domains is not None and c.eligible.size < c.min_domains:
@@ -754,7 +762,14 @@ class SimState:
                 continue
             if b < s.N:
                 return b
-            mask = self._narrow(self.claims[b].pool, self.claims[b].mask, cls, self.claims[b].total + req)
+            claim = self.claims[b]
+            base = claim.mask
+            if s.pools[claim.pool].pool.limits:
+                within = self._limit_mask(claim.pool, release=claim.charged)
+                if within is None:
+                    continue
+                base = base & within
+            mask = self._narrow(claim.pool, base, cls, claim.total + req)
             if mask is not None:
                 self._pending_mask = mask
                 return b
@@ -820,6 +835,10 @@ class SimState:
 
     def _open_claim(self, cls: _Class, req: IntArray) -> int | None:
         s = self.s
+        for c in cls.constraints:
+            if c.key == LABEL_HOSTNAME and c.kind == "affinity" and not (c.self_match
+                                                                        and not self.counts[c.group].any()):
+                return None  # a new node holds none of the pods this pod must share a host with
         for p_index in s.pool_order:
             pool = s.pools[p_index]
             if cls.pool_combo_ok[p_index] is None:
@@ -840,20 +859,23 @@ class SimState:
             self.open[b] = True
             self.bin_pool[b] = p_index
             cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
+            claim.charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
-            self.pool_used[p_index] = old + np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+            self.pool_used[p_index] = old + claim.charged
             self._pending_mask = mask
             return b
         return None
 
-    def _limit_mask(self, p_index: int) -> BoolArray | None:
+    def _limit_mask(self, p_index: int, release: IntArray | None = None) -> BoolArray | None:
+        """Offerings whose instance type keeps the NodePool within its limits; `release` is what a
+        claim being grown is already charged (it is replaced, not added)."""
         pool = self.s.pools[p_index]
         limits = pool.pool.limits
         mask = np.ones(len(pool.combo_type), dtype=bool)
         if not limits:
             return mask
-        used = self.pool_used[p_index]
+        used = self.pool_used[p_index] if release is None else self.pool_used[p_index] - release
         if "nodes" in limits and used[-1] + 1 > limits["nodes"]:
             return None
         type_ok = np.ones(len(pool.types), dtype=bool)
@@ -879,11 +901,19 @@ class SimState:
             self._set(self.free, b, self.free[b] - req)
         else:
             claim = self.claims[b]
-            self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods)))
+            self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged))
             claim.mask = self._pending_mask
             claim.total = claim.total + req
             claim.pods.append(pod.key)
             pool = s.pools[claim.pool]
+            if pool.pool.limits:
+                fitting = np.flatnonzero(claim.mask & self._fits(pool, claim.total)[pool.combo_type])
+                cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
+                charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+                old = self.pool_used[claim.pool]
+                self.journal.append(("pool", claim.pool, old))
+                self.pool_used[claim.pool] = old - claim.charged + charged
+                claim.charged = charged
             types_left = np.zeros(len(pool.types), dtype=bool)
             types_left[pool.combo_type[claim.mask]] = True
             best = pool.type_alloc[types_left].max(axis=0) - claim.total

@@ -62,7 +62,7 @@ def validate(command: Command, snapshot: Snapshot, now: datetime,
                     f"the command needs {count}")
     state = ctx.state
     leaving = [pod for name in command.nodes for pod in state.remove_node(name)]
-    failures, _ = state.place_all(leaving, max_new=len(command.replacements))
+    failures, _ = state.place_all(leaving, max_new=len(command.replacements), first_failure=True)
     if failures:
         pod, why = next(iter(failures.items()))
         return f"pod {pod} would no longer fit: {why}"

@@ -40,7 +40,7 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         mark = state.mark()
         leaving = state.remove_node(name)
         max_new = (1 - len(state.claims)) if allow_replace else 0
-        failures, _ = state.place_all(leaving, max_new=max_new)
+        failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True)
         if failures:
             state.rollback(mark)
             continue

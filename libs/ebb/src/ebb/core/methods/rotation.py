@@ -30,7 +30,7 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
             continue
         mark = state.mark()
         leaving = state.remove_node(name)
-        failures, _ = state.place_all(leaving, max_new=10**6)
+        failures, _ = state.place_all(leaving, max_new=10**6, first_failure=True)
         if failures:
             state.rollback(mark)
             pod, why = next(iter(failures.items()))

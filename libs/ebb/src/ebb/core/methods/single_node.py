@@ -23,7 +23,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> tuple[Command |
     price = view.price[name]
     mark = state.mark()
     leaving = state.remove_node(name)
-    failures, _ = state.place_all(leaving, max_new=0)
+    failures, _ = state.place_all(leaving, max_new=0, first_failure=True)
     if not failures:
         placements = placements_of(state, leaving)
         if not keep:
@@ -35,7 +35,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> tuple[Command |
     state.rollback(mark)
     claims_before = set(state.claims)
     leaving = state.remove_node(name)
-    failures, _ = state.place_all(leaving, max_new=1)
+    failures, _ = state.place_all(leaving, max_new=1, first_failure=True)
     if failures:
         state.rollback(mark)
         return None, no_delete + ", and not on one new node either"

@@ -667,9 +667,12 @@ class SimState:
                 self.pool_used[p_index] = old - np.append(self.s.vec(node.capacity), 1)
         return leaving
 
-    def place_all(self, pods: Sequence[Pod], max_new: int) -> tuple[dict[str, str], list[str]]:
+    def place_all(self, pods: Sequence[Pod], max_new: int, *,
+                  first_failure: bool = False) -> tuple[dict[str, str], list[str]]:
         """Place pods (largest cpu, then memory first, as Karpenter does) with at most `max_new` new
-        NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims)."""
+        NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims).
+        With `first_failure`, stop at the first pod that cannot be placed and that no later placement
+        could help (it has no pod affinity): the caller only needs to know that not everything fits."""
         order = sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0),
                                             p.key))
         failures: dict[str, str] = {}
@@ -684,6 +687,9 @@ class SimState:
                 if reason is not None:
                     failures[pod.key] = reason
                     retry.append(pod)
+                    if first_failure and not any(c.kind == "affinity" for cls in self.s.classes(pod)
+                                                 for c in cls.constraints):
+                        return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
             if len(retry) == len(pending):
                 break
             pending = retry

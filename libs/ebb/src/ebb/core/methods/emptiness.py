@@ -6,7 +6,8 @@ capped per NodePool by the Empty budget; holds and stabilization windows pause i
 
 from __future__ import annotations
 
-from ebb.core.methods.base import Command, MethodOutcome, PassContext, budget_block
+from ebb.core.methods.base import Command, MethodOutcome, PassContext
+from ebb.core.methods.consolidation import gate
 
 NAME = "emptiness"
 REASON = "Empty"
@@ -21,23 +22,9 @@ def run(ctx: PassContext) -> MethodOutcome:
     for name in view.order(empty):
         node = view.nodes[name]
         pool = view.pools[node.nodepool or ""]
-        blocked = view.blocked_reason(name, consolidation=True)
-        if blocked:
-            out.blocked[name] = f"empty, but {blocked}"
-            continue
-        if pool.consolidate_after is None:
-            out.blocked[name] = f"empty, but NodePool {pool.name}'s consolidateAfter is Never"
-            continue
-        paused = view.paused(node)
-        if paused:
-            out.blocked[name] = f"empty, but consolidation is paused by {paused}"
-            continue
-        not_yet = view.stable_for(node, pool.consolidate_after)
-        if not_yet:
-            out.blocked[name] = f"empty, but {not_yet}"
-            continue
-        if ctx.budget_left(pool.name, REASON) <= 0:
-            out.blocked[name] = f"empty, but {budget_block(ctx, pool.name, REASON)}"
+        why, _ = gate(ctx, node, pool, REASON)
+        if why:
+            out.blocked[name] = f"empty, but {why}"
             continue
         ctx.consume(pool.name, REASON)
         taken.append(name)

@@ -137,19 +137,6 @@ stop() {
   remove_component_env kafka
 }
 
-status() {
-  if is_running kafka; then
-    echo "kafka: running (pid $(cat "$(pid_file kafka)")) $(grep -h KAFKA_BOOTSTRAP= "${EBB_INFRA_DIR}/kafka.env" 2>/dev/null | head -1)"
-  else
-    echo "kafka: stopped"
-    return 1
-  fi
-}
+status() { single_status kafka KAFKA_BOOTSTRAP; }
 
-case "${1:-}" in
-  install) install ;;
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
-esac
+component_main "$@"

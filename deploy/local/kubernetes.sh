@@ -298,13 +298,4 @@ status() {
   return "${rc}"
 }
 
-main() {
-  case "${1:-}" in
-    install) install ;;
-    start) start ;;
-    stop) stop ;;
-    status) status ;;
-    *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
-  esac
-}
-main "$@"
+component_main "$@"

@@ -191,3 +191,22 @@ go_bin() {
     die "Go toolchain not found (install Go >= 1.24 into /usr/local/go)"
   fi
 }
+
+# The status line of a one-process component, with the setting named $2 from its env file.
+single_status() {
+  local name=$1 key=$2
+  if is_running "${name}"; then
+    echo "${name}: running (pid $(cat "$(pid_file "${name}")")) $(grep -h "^${key}=" "${EBB_INFRA_DIR}/${name}.env" 2>/dev/null | head -n1)"
+  else
+    echo "${name}: stopped"
+    return 1
+  fi
+}
+
+# A component script's entry point: run its install, start, stop or status function.
+component_main() {
+  case "${1:-}" in
+    install | start | stop | status) "$1" ;;
+    *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  esac
+}

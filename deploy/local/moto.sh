@@ -48,19 +48,6 @@ stop() {
   remove_component_env moto
 }
 
-status() {
-  if is_running moto; then
-    echo "moto: running (pid $(cat "$(pid_file moto)")) $(grep -h '^MOTO_ENDPOINT=' "${EBB_INFRA_DIR}/moto.env" 2>/dev/null)"
-  else
-    echo "moto: stopped"
-    return 1
-  fi
-}
+status() { single_status moto MOTO_ENDPOINT; }
 
-case "${1:-}" in
-  install) install ;;
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
-esac
+component_main "$@"

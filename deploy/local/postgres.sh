@@ -112,19 +112,6 @@ stop() {
   remove_component_env postgres
 }
 
-status() {
-  if is_running postgres; then
-    echo "postgres: running (pid $(cat "$(pid_file postgres)")) $(grep -h '^DATABASE_URL=' "${EBB_INFRA_DIR}/postgres.env" 2>/dev/null)"
-  else
-    echo "postgres: stopped"
-    return 1
-  fi
-}
+status() { single_status postgres DATABASE_URL; }
 
-case "${1:-}" in
-  install) install ;;
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
-esac
+component_main "$@"

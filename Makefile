@@ -6,7 +6,8 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3.11
 export GOTOOLCHAIN := local
 
-UV ?= uv
+# uv from PATH, else as a module of the system Python (where `pip install uv` puts it on a fresh machine)
+UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3.11 -m uv)
 INFRA := deploy/local/infra.sh
 
 .PHONY: help install test lint bench run infra-install infra-up infra-down infra-status up down
@@ -23,6 +24,7 @@ help:
 	@echo "make up / down      docker compose up -d / down (needs a Docker engine)"
 
 install:
+	@$(UV) --version >/dev/null 2>&1 || python3.11 -m pip install --quiet uv
 	$(UV) sync
 
 test: install

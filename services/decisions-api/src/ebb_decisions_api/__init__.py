@@ -1,1 +1,1 @@
-"""ebb decisions-api service: settings and composition root (the service's handlers arrive with issue 5)."""
+"""ebb decisions-api service: decisions, holds and the dry-run planner over REST (DESIGN §1)."""

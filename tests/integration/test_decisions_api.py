@@ -1,0 +1,289 @@
+"""decisions-api against a real PostgreSQL: auth, probes, metrics, the dry-run planner, holds, and
+decisions with filters, cursor pagination and timelines. The app runs in-process (httpx ASGI transport);
+every row is written under a cluster name of this test run's own, so other tests' rows never show."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.repository import Repository
+from ebb.cli.snapshot_files import load_snapshot
+from ebb.core.methods.base import EngineOptions
+from ebb.core.plan import make_plan, plan_json
+from ebb_decisions_api.app import create_app
+from ebb_decisions_api.settings import Settings
+
+from .conftest import PostgresServer
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Path("/work/shared/scenarios/replace-cheaper.yaml")
+SCENARIO_TEXT = SCENARIO.read_text()
+TOKEN = "test-token-" + uuid.uuid4().hex
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+NOW = "2026-11-23T18:30:00Z"
+
+
+@pytest.fixture(scope="module")
+async def repository(postgres_server: PostgresServer) -> AsyncIterator[Repository]:
+    await upgrade_async(postgres_server.url)
+    repo = Repository.from_url(postgres_server.url, cluster=f"api-test-{uuid.uuid4().hex[:12]}")
+    try:
+        yield repo
+    finally:
+        await repo.close()
+
+
+@pytest.fixture(scope="module")
+async def client(postgres_server: PostgresServer, repository: Repository) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(database_url=postgres_server.url, token=TOKEN, cluster=repository.cluster)
+    app = create_app(settings, repository)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
+        yield c
+
+
+async def test_auth_probes_metrics_docs(client: httpx.AsyncClient) -> None:
+    for method, path in (("GET", "/v1/holds"), ("GET", "/v1/decisions"), ("POST", "/v1/plan"),
+                         ("POST", "/v1/holds"), ("DELETE", "/v1/holds/x"), ("GET", "/v1/decisions/x")):
+        missing = await client.request(method, path)
+        assert missing.status_code == 401, (method, path, missing.text)
+        assert missing.headers["www-authenticate"] == "Bearer"
+        wrong = await client.request(method, path, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401, (method, path, wrong.text)
+    basic = await client.get("/v1/holds", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+    assert basic.status_code == 401
+
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+    assert (await client.get("/v1/holds", headers=AUTH)).status_code == 200
+    metrics = await client.get("/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    assert 'ebb_api_requests_total{method="GET",route="/v1/holds",status="401"}' in text
+    assert 'ebb_api_requests_total{method="GET",route="/v1/holds",status="200"} 1.0' in text
+    assert 'ebb_api_requests_total{method="GET",route="/v1/decisions/{decision_id}",status="401"}' in text
+    assert 'ebb_api_request_duration_seconds_bucket{le="0.005",method="GET",route="/healthz"}' in text
+    assert "ebb_api_request_duration_seconds_count" in text
+
+    docs = await client.get("/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    openapi = (await client.get("/openapi.json")).json()
+    assert {"/v1/plan", "/v1/holds", "/v1/holds/{hold_id}", "/v1/decisions", "/v1/decisions/{decision_id}"} <= set(
+        openapi["paths"]
+    )
+
+
+async def test_plan_equals_the_cli_json(client: httpx.AsyncClient) -> None:
+    text = SCENARIO_TEXT
+    now = datetime.fromisoformat(NOW)
+    snapshot = load_snapshot([str(SCENARIO)])
+    expected = json.loads(json.dumps(plan_json(make_plan(snapshot, now))))
+    assert expected["commands"], "the scenario is meant to produce a command"
+
+    for content_type in ("application/yaml", "text/plain"):
+        response = await client.post("/v1/plan", params={"now": NOW}, content=text,
+                                     headers={**AUTH, "Content-Type": content_type})
+        assert response.status_code == 200, response.text
+        assert response.json() == expected
+
+    stable = json.loads(json.dumps(plan_json(make_plan(snapshot, now, until_stable=True,
+                                                       options=EngineOptions(spot_to_spot=True)))))
+    response = await client.post("/v1/plan", params={"now": NOW, "untilStable": "true", "spotToSpot": "true"},
+                                 content=text, headers={**AUTH, "Content-Type": "application/yaml"})
+    assert response.status_code == 200, response.text
+    assert response.json() == stable and "steps" in stable
+
+    # JSON: an array of documents, and an envelope carrying the options in the body
+    import yaml
+
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    response = await client.post("/v1/plan", params={"now": NOW}, json=documents, headers=AUTH)
+    assert response.json() == expected
+    response = await client.post("/v1/plan", json={"documents": documents, "now": NOW, "untilStable": True,
+                                                   "spotToSpot": True}, headers=AUTH)
+    assert response.json() == stable
+
+
+async def test_plan_rejects_bad_input_naming_the_field(client: httpx.AsyncClient) -> None:
+    yaml_headers = {**AUTH, "Content-Type": "application/yaml"}
+    bad_node = SCENARIO_TEXT.replace("cpu: '8'", "cpu: 'eight'", 1)
+    response = await client.post("/v1/plan", params={"now": NOW}, content=bad_node, headers=yaml_headers)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["type"] == "snapshot_error"
+    assert error["document"] == "Node big" and error["field"].startswith("status.capacity")
+    assert error["loc"] == ["body", "Node big", error["field"]]
+
+    response = await client.post("/v1/plan", content="kind: [unclosed", headers=yaml_headers)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body"]
+    assert "not valid YAML" in response.json()["detail"][0]["msg"]
+
+    response = await client.post("/v1/plan", params={"now": "yesterday"}, content="{}", headers=yaml_headers)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "now"]
+
+    response = await client.post("/v1/plan", json={"documents": [], "until": True}, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "until"]
+
+    response = await client.post("/v1/plan", json=[{"apiVersion": "v1", "kind": "Node", "metadata": {}}],
+                                 headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["field"] == "metadata.name"
+
+
+async def test_holds(client: httpx.AsyncClient) -> None:
+    soon = datetime.now(UTC) + timedelta(hours=2)
+    created = []
+    for body in (
+        {"scope": "cluster", "reason": "quarter close", "expiresAt": soon.isoformat()},
+        {"scope": "nodePool", "target": "default", "reason": "load test"},
+        {"scope": "node", "target": "big", "reason": "debugging", "expiresAt": soon.isoformat()},
+    ):
+        response = await client.post("/v1/holds", json=body, headers=AUTH)
+        assert response.status_code == 201, response.text
+        hold = response.json()
+        assert hold["scope"] == body["scope"] and hold["target"] == body.get("target")
+        assert hold["reason"] == body["reason"] and hold["active"] is True and hold["kind"] == "manual"
+        created.append(hold)
+    assert created[1]["expiresAt"] is None
+    assert datetime.fromisoformat(created[0]["expiresAt"]) == soon
+
+    listed = (await client.get("/v1/holds", headers=AUTH)).json()["items"]
+    assert [h["id"] for h in listed] == [h["id"] for h in created]
+
+    # an expired hold (written directly: the API refuses past expiries) shows only on request
+    repo: Repository = client._transport.app.state.repository  # type: ignore[attr-defined]
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    old = await repo.create_hold(scope_kind="node", scope="gone", reason="old", expires_at=past,
+                                 now=past - timedelta(hours=1))
+    assert old.id not in {h["id"] for h in (await client.get("/v1/holds", headers=AUTH)).json()["items"]}
+    everything = (await client.get("/v1/holds", params={"includeExpired": "true"}, headers=AUTH)).json()["items"]
+    assert {h["id"]: h["active"] for h in everything}[old.id] is False
+    assert len(everything) == 4
+
+    assert (await client.delete(f"/v1/holds/{created[1]['id']}", headers=AUTH)).status_code == 204
+    assert (await client.delete(f"/v1/holds/{created[1]['id']}", headers=AUTH)).status_code == 404
+    listed = (await client.get("/v1/holds", headers=AUTH)).json()["items"]
+    assert [h["id"] for h in listed] == [created[0]["id"], created[2]["id"]]
+
+    def field_of(response: httpx.Response) -> list[Any]:
+        assert response.status_code == 422, response.text
+        return [e["loc"] for e in response.json()["detail"]]
+
+    future = soon.isoformat()
+    cases: list[tuple[dict[str, Any], list[Any]]] = [
+        ({"scope": "pool", "target": "x", "reason": "r"}, ["body", "scope"]),
+        ({"scope": "node", "reason": "r"}, ["body", "target"]),
+        ({"scope": "nodePool", "target": "", "reason": "r"}, ["body", "target"]),
+        ({"scope": "cluster", "target": "x", "reason": "r"}, ["body", "target"]),
+        ({"scope": "cluster", "reason": ""}, ["body", "reason"]),
+        ({"scope": "cluster"}, ["body", "reason"]),
+        ({"scope": "cluster", "reason": "r", "expiresAt": "tomorrow"}, ["body", "expiresAt"]),
+        ({"scope": "cluster", "reason": "r", "expiresAt": "2030-01-01T00:00:00"}, ["body", "expiresAt"]),
+        ({"scope": "cluster", "reason": "r", "expiresAt": past.isoformat()}, ["body", "expiresAt"]),
+        ({"scope": "cluster", "reason": "r", "expiresAt": future, "owner": "me"}, ["body", "owner"]),
+    ]
+    for body, loc in cases:
+        assert loc in field_of(await client.post("/v1/holds", json=body, headers=AUTH)), body
+    assert len((await client.get("/v1/holds", headers=AUTH)).json()["items"]) == 2
+
+
+async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, repository: Repository) -> None:
+    base = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+    states = ["proposed", "approved", "executing", "succeeded", "failed"]
+    methods = ["emptiness", "single-node-consolidation", "drift"]
+    reasons = {"emptiness": "Empty", "single-node-consolidation": "Underutilized", "drift": "Drifted"}
+    ids = []
+    for i in range(25):
+        method = methods[i % 3]
+        pool = "spot" if i % 2 else "default"
+        decision_id = f"d-{i:02d}-{uuid.uuid4().hex[:6]}"
+        ids.append(decision_id)
+        await repository.add_decision(
+            decision_id=decision_id,
+            method=method,
+            reason=reasons[method],
+            action="delete" if method == "emptiness" else "replace",
+            nodes=[{"name": f"node-{i}", "nodePool": pool, "instanceType": "m5.large"}],
+            replacements=[] if method == "emptiness" else [{"nodePool": pool, "instanceTypes": ["m5.large"]}],
+            savings=0.0125 * i,
+            state=states[i % 5],
+            # two decisions share each timestamp, so the cursor must break ties by id
+            created_at=base + timedelta(minutes=i // 2),
+            explanation={"why": f"decision {i}"},
+        )
+    newest_first = sorted(ids, key=lambda d: (base + timedelta(minutes=int(d[2:4]) // 2), d), reverse=True)
+
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 7}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await client.get("/v1/decisions", params=params, headers=AUTH)).json()
+        pages += 1
+        seen += [d["id"] for d in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == newest_first and pages == 4
+
+    async def ids_for(**params: Any) -> list[str]:
+        response = await client.get("/v1/decisions", params={"limit": 500, **params}, headers=AUTH)
+        assert response.status_code == 200, response.text
+        return [d["id"] for d in response.json()["items"]]
+
+    assert await ids_for(state="failed") == [d for d in newest_first if int(d[2:4]) % 5 == 4]
+    assert await ids_for(method="drift") == [d for d in newest_first if int(d[2:4]) % 3 == 2]
+    assert await ids_for(reason="Empty") == [d for d in newest_first if int(d[2:4]) % 3 == 0]
+    assert await ids_for(nodepool="spot") == [d for d in newest_first if int(d[2:4]) % 2 == 1]
+    assert await ids_for(node="node-7") == [ids[7]]
+    assert await ids_for(node="node-99") == []
+    assert await ids_for(since=(base + timedelta(minutes=10)).isoformat()) == newest_first[:5]
+    assert await ids_for(method="drift", nodepool="default") == [
+        d for d in newest_first if int(d[2:4]) % 3 == 2 and int(d[2:4]) % 2 == 0
+    ]
+    filtered = (await client.get("/v1/decisions", params={"nodepool": "spot", "limit": 5}, headers=AUTH)).json()
+    more = (await client.get("/v1/decisions", params={"nodepool": "spot", "limit": 5,
+                                                      "cursor": filtered["nextCursor"]}, headers=AUTH)).json()
+    assert [d["id"] for d in filtered["items"] + more["items"]] == (await ids_for(nodepool="spot"))[:10]
+
+    for params, loc in (({"limit": 501}, ["query", "limit"]), ({"limit": 0}, ["query", "limit"]),
+                        ({"state": "done"}, ["query", "state"]), ({"cursor": "not-a-cursor"}, ["query", "cursor"]),
+                        ({"since": "last week"}, ["query", "since"])):
+        response = await client.get("/v1/decisions", params=params, headers=AUTH)
+        assert response.status_code == 422, params
+        assert response.json()["detail"][0]["loc"] == loc
+
+    target = ids[6]
+    for n, kind in enumerate(("Proposed", "Approved", "Tainted", "Evicted", "Terminated")):
+        await repository.add_decision_event(decision_id=target, event_id=f"{target}-e{n}", type=kind,
+                                            at=base + timedelta(minutes=3, seconds=10 * n),
+                                            node="node-6" if n >= 2 else None, detail={"step": n})
+    detail = (await client.get(f"/v1/decisions/{target}", headers=AUTH)).json()
+    assert detail["id"] == target and detail["state"] == "approved" and detail["method"] == "emptiness"
+    assert detail["savingsPerHour"] == pytest.approx(0.075)
+    assert detail["nodes"] == [{"name": "node-6", "nodePool": "default", "instanceType": "m5.large"}]
+    assert detail["explanation"] == {"why": "decision 6"}
+    assert datetime.fromisoformat(detail["createdAt"]) == base + timedelta(minutes=3)
+    assert [e["type"] for e in detail["timeline"]] == ["Proposed", "Approved", "Tainted", "Evicted", "Terminated"]
+    assert detail["timeline"][2] == {"type": "Tainted", "at": "2026-11-20T12:03:20Z", "node": "node-6",
+                                     "eventId": f"{target}-e2", "detail": {"step": 2}}
+    assert (await client.get(f"/v1/decisions/{ids[0]}", headers=AUTH)).json()["timeline"] == []
+    missing = await client.get("/v1/decisions/d-unknown", headers=AUTH)
+    assert missing.status_code == 404 and "d-unknown" in missing.json()["detail"]

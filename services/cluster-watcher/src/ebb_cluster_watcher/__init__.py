@@ -1,1 +1,3 @@
-"""ebb cluster-watcher service: settings and composition root (the service's handlers arrive with issue 5)."""
+"""ebb cluster-watcher service (DESIGN §1-§2): lists and watches the cluster's Nodes, Pods,
+PodDisruptionBudgets, DaemonSets, NodePools and NodeClaims and publishes each trimmed object on
+``ebb.cluster.objects`` (a tombstone on delete). ``python -m ebb_cluster_watcher``."""

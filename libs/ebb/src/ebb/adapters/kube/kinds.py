@@ -1,0 +1,69 @@
+"""The kinds the cluster-watcher lists and watches, and how to reach each one through kubernetes-asyncio."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One watched kind. ``group`` empty is the core group; ``custom`` kinds (CRDs) go through the
+    CustomObjectsApi and may be missing from a cluster."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    custom: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def list_function(self, api_client: Any) -> Callable[..., Awaitable[Any]]:
+        """The kubernetes-asyncio function that lists (or, with ``watch=True``, watches) this kind
+        across all namespaces."""
+        from kubernetes_asyncio import client
+
+        if self.custom:
+            api = client.CustomObjectsApi(api_client)
+            group, version, plural = self.group, self.version, self.plural
+
+            def list_custom(**kwargs: Any) -> Awaitable[Any]:
+                return api.list_cluster_custom_object(group, version, plural, **kwargs)  # type: ignore[no-any-return]
+
+            return list_custom
+        methods: dict[str, Callable[..., Awaitable[Any]]] = {
+            "Node": client.CoreV1Api(api_client).list_node,
+            "Pod": client.CoreV1Api(api_client).list_pod_for_all_namespaces,
+            "PodDisruptionBudget": client.PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces,
+            "DaemonSet": client.AppsV1Api(api_client).list_daemon_set_for_all_namespaces,
+        }
+        return methods[self.kind]
+
+
+NODE: Final = KindSpec("Node", "", "v1", "nodes", namespaced=False)
+POD: Final = KindSpec("Pod", "", "v1", "pods", namespaced=True)
+PDB: Final = KindSpec("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True)
+DAEMONSET: Final = KindSpec("DaemonSet", "apps", "v1", "daemonsets", namespaced=True)
+NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namespaced=False, custom=True)
+NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
+
+#: every kind ebb reads, by kind name
+KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM)}
+
+
+def kinds_named(names: Iterable[str]) -> tuple[KindSpec, ...]:
+    """The specs of ``names`` (kind names, case-insensitive); ValueError naming an unknown one."""
+    by_lower = {k.lower(): spec for k, spec in KINDS.items()}
+    out: list[KindSpec] = []
+    for name in names:
+        spec = by_lower.get(name.strip().lower())
+        if spec is None:
+            raise ValueError(f"unknown kind {name!r} (known: {', '.join(KINDS)})")
+        if spec not in out:
+            out.append(spec)
+    return tuple(out)

@@ -1,0 +1,122 @@
+"""Trimming: what of a Kubernetes object goes on ``ebb.cluster.objects``. Pure functions, no I/O.
+
+Kept: ``apiVersion``, ``kind``; from ``metadata`` the name, namespace, labels, annotations (without
+``kubectl.kubernetes.io/last-applied-configuration``), ownerReferences, creationTimestamp,
+deletionTimestamp, uid and resourceVersion; the whole ``spec``; and only the status fields ebb reads
+(``ebb.core.snapshot.parse_documents``):
+
+- Node: ``capacity``, ``allocatable``, ``conditions`` (type, status, reason, lastTransitionTime)
+- Pod: ``phase``, ``conditions`` (the same four fields), ``startTime``
+- NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``
+- NodePool, PodDisruptionBudget, DaemonSet: no status
+
+Dropped: ``managedFields``, ``generation``, ``finalizers``, every other status field; from conditions the
+heartbeat times and messages, which change on every kubelet heartbeat without changing anything ebb
+decides on (so an unchanged trimmed object can be recognised and not published again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+
+METADATA_FIELDS: Final = (
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "uid",
+    "resourceVersion",
+)
+#: status fields kept, by kind (kinds not listed keep no status)
+STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "Node": ("capacity", "allocatable", "conditions"),
+    "Pod": ("phase", "conditions", "startTime"),
+    "NodeClaim": ("conditions", "nodeName", "providerID"),
+}
+CONDITION_FIELDS: Final = ("type", "status", "reason", "lastTransitionTime")
+
+
+def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | None = None) -> dict[str, Any]:
+    """The trimmed, kubectl-shaped copy of ``obj`` (camelCase keys, as the API serves it). ``kind``
+    and ``apiVersion`` are set from the arguments when given (list items carry neither)."""
+    kind = kind or str(obj.get("kind") or "")
+    out: dict[str, Any] = {
+        "apiVersion": api_version or obj.get("apiVersion"),
+        "kind": kind,
+        "metadata": trim_metadata(obj.get("metadata") or {}),
+    }
+    if out["apiVersion"] is None:
+        del out["apiVersion"]
+    spec = obj.get("spec")
+    if spec is not None:
+        out["spec"] = _copy(spec)
+    status = obj.get("status")
+    fields = STATUS_FIELDS.get(kind, ())
+    if isinstance(status, Mapping) and fields:
+        kept: dict[str, Any] = {}
+        for name in fields:
+            value = status.get(name)
+            if value is None:
+                continue
+            kept[name] = _conditions(value) if name == "conditions" else _copy(value)
+        if kept:
+            out["status"] = kept
+    return out
+
+
+def trim_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in METADATA_FIELDS:
+        value = metadata.get(name)
+        if value is None:
+            continue
+        if name == "annotations" and isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k != LAST_APPLIED}
+            if not value:
+                continue
+        out[name] = _copy(value)
+    return out
+
+
+def _conditions(value: Any) -> Any:
+    if not isinstance(value, list):
+        return _copy(value)
+    return [
+        {k: c[k] for k in CONDITION_FIELDS if c.get(k) is not None} if isinstance(c, Mapping) else _copy(c)
+        for c in value
+    ]
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy(v) for v in value]
+    return value
+
+
+def object_ref(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(namespace, name, resourceVersion) of an object; namespace empty for cluster-scoped ones."""
+    metadata = obj.get("metadata") or {}
+    return (
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+        str(metadata.get("resourceVersion") or ""),
+    )
+
+
+def content_digest(trimmed: Mapping[str, Any]) -> str:
+    """A digest of a trimmed object that ignores its resourceVersion: equal digests mean nothing ebb
+    reads has changed."""
+    metadata = {k: v for k, v in (trimmed.get("metadata") or {}).items() if k != "resourceVersion"}
+    body = {**trimmed, "metadata": metadata}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()

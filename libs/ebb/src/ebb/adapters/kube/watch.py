@@ -1,0 +1,270 @@
+"""List+watch with kubernetes-asyncio (DESIGN §1): one loop per kind, each independent of the others.
+
+Per kind: list (paginated) → publish the differences (``KindState.relist``) → watch from the list's
+resourceVersion with ``allowWatchBookmarks`` and a server-side timeout → when the server ends the
+stream, watch again from the last resourceVersion seen (object or bookmark). ``410 Gone`` (on the
+watch or an expired list continue token) → relist, which also publishes tombstones for objects that
+vanished meanwhile. Any other error → exponential backoff with jitter, then resume (watch from the last
+resourceVersion, or relist when there is none). A custom kind whose CRD is not installed (404) is
+logged as a warning and retried every ``missing_kind_retry`` seconds without affecting the other kinds.
+Setting ``stop`` ends every loop between two reads; a change being published is finished first.
+
+Objects are read as the raw JSON the API server sends (``_preload_content=False``), so they are already
+kubectl-shaped dicts with camelCase keys, for typed kinds and custom objects alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ebb.adapters.kube.kinds import KindSpec
+from ebb.adapters.kube.reflector import Change, KindState
+
+log = logging.getLogger("ebb.kube")
+
+T = TypeVar("T")
+Sink = Callable[[Change], Awaitable[None]]
+
+
+class WatchError(RuntimeError):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Gone(WatchError):
+    """410: the resourceVersion (or continue token) is too old; relist."""
+
+
+class KindMissing(WatchError):
+    """404 on a custom kind's list: its CRD is not installed."""
+
+
+class Stopped(Exception):
+    """``stop`` was set while waiting."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter: attempt n waits a uniform share in [1 - jitter, 1] of
+    ``min(maximum, initial * multiplier ** (n - 1))``."""
+
+    initial: float = 0.5
+    multiplier: float = 2.0
+    maximum: float = 30.0
+    jitter: float = 0.5
+
+    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
+        base = min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
+        return float(base * (1.0 - self.jitter * rng()))
+
+
+async def _or_stop(awaitable: Awaitable[T], stop: asyncio.Event) -> T:
+    """Await ``awaitable`` unless ``stop`` is set first (then it is cancelled and Stopped raised)."""
+    if stop.is_set():
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
+        raise Stopped
+    work = asyncio.ensure_future(awaitable)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    raise Stopped
+
+
+async def _sleep_or_stop(delay: float, stop: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=delay)
+
+
+def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
+    message = body
+    with contextlib.suppress(ValueError, AttributeError):
+        message = str(json.loads(body).get("message") or body)
+    if status == 410:
+        return Gone(status, message)
+    if status == 404 and spec.custom:
+        return KindMissing(status, message)
+    return WatchError(status, message)
+
+
+def split_lines(buffer: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
+    """Complete lines of ``buffer + chunk`` and the incomplete rest (watch events are one JSON per line)."""
+    data = buffer + chunk
+    *lines, rest = data.split(b"\n")
+    return [line for line in lines if line.strip()], rest
+
+
+class KubeWatcher:
+    """Lists and watches ``kinds`` and hands every change to ``sink`` (in order per kind)."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        kinds: Iterable[KindSpec],
+        sink: Sink,
+        *,
+        watch_timeout: int = 300,
+        missing_kind_retry: float = 30.0,
+        backoff: Backoff | None = None,
+        page_size: int = 500,
+        lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
+    ) -> None:
+        self.api_client = api_client
+        #: the list/watch function of a kind (``KindSpec.list_function`` unless replaced, e.g. by a test)
+        self.lister = lister or (lambda spec: spec.list_function(api_client))
+        self.kinds = tuple(kinds)
+        self.sink = sink
+        self.watch_timeout = watch_timeout
+        self.missing_kind_retry = missing_kind_retry
+        self.backoff = backoff or Backoff()
+        self.page_size = page_size
+        self.states = {spec.kind: KindState(spec) for spec in self.kinds}
+        #: set once a kind's first list has been published
+        self.synced = {spec.kind: asyncio.Event() for spec in self.kinds}
+
+    def seed(self, kind: str, namespace: str, name: str, trimmed: Mapping[str, Any]) -> bool:
+        """Note an object published before (e.g. read back from the compacted topic after a restart), so
+        that the first list tombstones it if it is gone and skips it if it is unchanged. False for a
+        kind that is not watched."""
+        state = self.states.get(kind)
+        if state is None:
+            return False
+        state.record(Change(kind, namespace, name, "", dict(trimmed)))
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run every kind's loop until ``stop`` is set."""
+        tasks = [asyncio.create_task(self.run_kind(spec, stop), name=f"watch-{spec.kind}") for spec in self.kinds]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run_kind(self, spec: KindSpec, stop: asyncio.Event) -> None:
+        state = self.states[spec.kind]
+        attempt = 0
+        missing_reported = False
+        while not stop.is_set():
+            try:
+                if state.resource_version is None:
+                    await self._list(spec, state, stop)
+                    self.synced[spec.kind].set()
+                    if missing_reported:
+                        log.info("%s: its CRD is installed now; watching", spec.kind)
+                        missing_reported = False
+                    attempt = 0
+                await self._watch(spec, state, stop)
+                attempt = 0
+            except Stopped:
+                return
+            except Gone as e:
+                log.info("%s: resourceVersion %s expired (%s); relisting", spec.kind, state.resource_version, e)
+                state.resource_version = None
+            except KindMissing as e:
+                if not missing_reported:
+                    log.warning("%s: %s/%s is not served (CRD not installed?): %s; retrying every %.0fs",
+                                spec.kind, spec.api_version, spec.plural, e, self.missing_kind_retry)
+                    missing_reported = True
+                state.resource_version = None
+                await _sleep_or_stop(self.missing_kind_retry, stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                attempt += 1
+                delay = self.backoff.delay(attempt)
+                log.warning("%s: list/watch failed (attempt %d), retrying in %.2fs: %r", spec.kind, attempt, delay, e)
+                await _sleep_or_stop(delay, stop)
+
+    async def _request(self, spec: KindSpec, stop: asyncio.Event, **kwargs: Any) -> Any:
+        """The raw aiohttp response of a list or watch call; WatchError on an error status."""
+        call = self.lister(spec)
+        response = await _or_stop(call(_preload_content=False, **kwargs), stop)
+        if not 200 <= response.status <= 299:
+            try:
+                body = (await response.read()).decode("utf-8", "replace")
+            finally:
+                response.release()
+            raise _status_error(response.status, body, spec)
+        return response
+
+    async def _list(self, spec: KindSpec, state: KindState, stop: asyncio.Event) -> None:
+        items: list[Mapping[str, Any]] = []
+        token: str | None = None
+        version: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": (10, 60)}
+            if token:
+                kwargs["_continue"] = token
+            response = await self._request(spec, stop, **kwargs)
+            try:
+                page = json.loads(await _or_stop(response.read(), stop))
+            finally:
+                response.release()
+            metadata = page.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion") or "")
+            items.extend(page.get("items") or [])
+            token = metadata.get("continue") or None
+            if not token:
+                break
+        changes = state.relist(items)
+        for change in changes:
+            await self.sink(change)
+            state.record(change)
+        state.resource_version = version or None
+        log.info("%s: listed %d objects at resourceVersion %s, published %d changes",
+                 spec.kind, len(items), version, len(changes))
+
+    async def _watch(self, spec: KindSpec, state: KindState, stop: asyncio.Event) -> None:
+        """Watch from ``state.resource_version`` until the server ends the stream."""
+        response = await self._request(
+            spec,
+            stop,
+            watch=True,
+            resource_version=state.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout,
+            _request_timeout=(10, self.watch_timeout + 30),
+        )
+        try:
+            buffer = b""
+            while True:
+                chunk = await _or_stop(response.content.readany(), stop)
+                if not chunk:
+                    return  # the server's timeout: watch again from the last resourceVersion
+                lines, buffer = split_lines(buffer, chunk)
+                for line in lines:
+                    await self._event(spec, state, json.loads(line))
+        finally:
+            response.close()  # a watch connection is never reused (it may be cut mid-stream)
+
+    async def _event(self, spec: KindSpec, state: KindState, event: Mapping[str, Any]) -> None:
+        type_ = str(event.get("type") or "")
+        obj = event.get("object") or {}
+        if type_ == "ERROR":
+            raise _status_error(int(obj.get("code") or 500), json.dumps(obj), spec)
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        change = state.event(type_, obj)
+        if change is not None:
+            await self.sink(change)
+            state.record(change)
+        if version:
+            state.resource_version = str(version)

@@ -1,0 +1,72 @@
+"""The cluster snapshot rebuilt from ``ebb.cluster.objects`` (DESIGN §2), for every consumer.
+
+``SnapshotStore`` applies cluster-object messages in the order they arrive (per key, the topic's
+order): an upsert replaces the object under its key ``kind/namespace/name``, a tombstone removes it.
+``snapshot()`` builds the pure core's ``Snapshot`` from the objects held, on demand, with
+``ebb.core.snapshot.parse_documents`` (the same parser as ``ebb plan``). Pure apart from holding state:
+no I/O; wire it to a bus with ``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ebb.adapters.bus.base import Delivery
+from ebb.contracts import ClusterObject
+from ebb.core.model import Snapshot
+from ebb.core.snapshot import parse_documents
+
+
+class SnapshotStore:
+    """The latest trimmed object per key, and the snapshot they make."""
+
+    def __init__(self, bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> None:
+        #: passed to ``parse_documents``: the instance-type catalog used when no InstanceTypeCatalog
+        #: object is held
+        self.bundled_catalog = bundled_catalog
+        self._objects: dict[str, dict[str, Any]] = {}
+        #: incremented by every change; lets a consumer cache a snapshot until the next change
+        self.version = 0
+
+    def apply(self, message: ClusterObject) -> bool:
+        """Apply an upsert or a tombstone; True when the held state changed."""
+        key = message.key()
+        if message.object is None:
+            if self._objects.pop(key, None) is None:
+                return False
+        else:
+            if self._objects.get(key) == message.object:
+                return False
+            self._objects[key] = dict(message.object)
+        self.version += 1
+        return True
+
+    def apply_all(self, messages: Iterable[ClusterObject]) -> None:
+        for message in messages:
+            self.apply(message)
+
+    async def handle(self, delivery: Delivery) -> None:
+        """A bus handler: applies the cluster objects it is given and ignores any other message."""
+        if isinstance(delivery.message, ClusterObject):
+            self.apply(delivery.message)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._objects.get(f"{kind}/{namespace}/{name}")
+
+    def keys(self) -> list[str]:
+        return sorted(self._objects)
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The held objects, ordered by key (kubectl-shaped dicts)."""
+        return [self._objects[k] for k in sorted(self._objects)]
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._objects
+
+    def snapshot(self) -> Snapshot:
+        """The pure core's snapshot of the held objects (``SnapshotError`` names an invalid one)."""
+        return parse_documents(self.objects(), bundled_catalog=self.bundled_catalog)

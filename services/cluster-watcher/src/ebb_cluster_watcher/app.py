@@ -1,0 +1,88 @@
+"""The composition root: the Kubernetes client, the bus, the watch loop and the publisher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+
+from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.compacted import read_latest
+from ebb.adapters.kube import KubeWatcher, kinds_named
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_cluster_watcher.publisher import Publisher
+from ebb_cluster_watcher.settings import Settings
+
+log = structlog.get_logger("ebb_cluster_watcher")
+
+
+@contextlib.asynccontextmanager
+async def kube_client(settings: Settings) -> AsyncIterator[Any]:
+    """A kubernetes-asyncio ApiClient: the configured kubeconfig, else in-cluster when running in a
+    pod, else the default kubeconfig."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    if not settings.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(
+            config_file=settings.kubeconfig or None,
+            context=settings.kube_context or None,
+            client_configuration=configuration,
+        )
+    async with client.ApiClient(configuration) as api:
+        yield api
+
+
+def build_watcher(settings: Settings, api_client: Any, bus: Bus) -> tuple[KubeWatcher, Publisher]:
+    publisher = Publisher(bus)
+    watcher = KubeWatcher(
+        api_client,
+        kinds_named(settings.kinds),
+        publisher,
+        watch_timeout=settings.watch_timeout_seconds,
+        missing_kind_retry=settings.missing_kind_retry_seconds,
+        page_size=settings.page_size,
+    )
+    return watcher, publisher
+
+
+async def seed_from_topic(watcher: KubeWatcher, bus: Bus) -> int:
+    """Seed the watcher with what is on ``ebb.cluster.objects`` already (published before a restart);
+    returns how many objects were seeded."""
+    seeded = 0
+    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
+        if isinstance(message, ClusterObject) and message.object is not None:
+            seeded += watcher.seed(message.kind, message.namespace, message.name, message.object)
+    return seeded
+
+
+async def run(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    bus: Bus | None = None,
+    api_client: Any = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Watch and publish until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``) and ``api_client``
+    replace the ones built from ``settings``; ``started`` is set once every kind's watch loop runs."""
+    async with contextlib.AsyncExitStack() as stack:
+        if api_client is None:
+            api_client = await stack.enter_async_context(kube_client(settings))
+        if bus is None:
+            kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
+                             client_id="ebb-cluster-watcher")
+            bus = await stack.enter_async_context(kafka)
+        watcher, publisher = build_watcher(settings, api_client, bus)
+        seeded = await seed_from_topic(watcher, bus)
+        log.info("cluster-watcher starting", kinds=list(settings.kinds), known_objects=seeded)
+        if started is not None:
+            started.set()
+        await watcher.run(stop)
+        log.info("cluster-watcher stopped", published=publisher.published, tombstones=publisher.tombstones)

@@ -1,0 +1,298 @@
+"""The cluster-watcher against a real kube-apiserver + KWOK and a real Kafka (DESIGN §1-§2): a KWOK node
+and a pod bound to it appear on ebb.cluster.objects (CloudEvents, binary mode), the snapshot rebuilt
+from the topic holds them with the right fields; deleting the pod publishes a tombstone and the pod
+leaves the rebuilt snapshot. A custom kind whose CRD is missing at start is picked up once the CRD
+is installed, without disturbing the other kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ebb.adapters.bus import Delivery, InMemoryBus, KafkaBus
+from ebb.adapters.kube import Backoff, KindSpec, KubeWatcher
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_cluster_watcher import app
+from ebb_cluster_watcher.publisher import Publisher
+from ebb_cluster_watcher.settings import Settings
+
+from .conftest import KafkaServer, KubernetesCluster
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+KWOK = "kwok.x-k8s.io/node"
+
+
+async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 20) -> T:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        value = probe()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value is not None and value is not False:
+            return value  # type: ignore[return-value]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def kwok_node(name: str) -> client.V1Node:
+    return client.V1Node(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            annotations={KWOK: "fake", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            labels={"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "m5.xlarge",
+                    "karpenter.sh/nodepool": "default", "type": "kwok"},
+        ),
+        spec=client.V1NodeSpec(taints=[client.V1Taint(key=KWOK, value="fake", effect="NoSchedule")]),
+        status=client.V1NodeStatus(
+            capacity={"cpu": "4", "memory": "16Gi", "pods": "110"},
+            allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"},
+        ),
+    )
+
+
+def bound_pod(name: str, node: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app": name}),
+        spec=client.V1PodSpec(
+            node_name=node,
+            containers=[
+                client.V1Container(
+                    name="app",
+                    image="registry.k8s.io/pause:3.10",
+                    resources=client.V1ResourceRequirements(requests={"cpu": "250m", "memory": "128Mi"}),
+                )
+            ],
+            tolerations=[client.V1Toleration(key=KWOK, operator="Exists", effect="NoSchedule")],
+            automount_service_account_token=False,
+        ),
+    )
+
+
+async def test_watcher_publishes_objects_and_tombstones_to_kafka(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    prefix = f"cw{run}."
+    node_name, namespace, pod_name = f"cw-node-{run}", f"cw-{run}", f"cw-pod-{run}"
+    core = client.CoreV1Api(kube_api)
+    settings = Settings(
+        kubeconfig=str(kubernetes_cluster.kubeconfig),
+        kafka_bootstrap=kafka_server.bootstrap,
+        topic_prefix=prefix,
+        watch_timeout_seconds=10,
+    )
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(app.run(settings, stop))
+
+    store = SnapshotStore(bundled_catalog=[])
+    deliveries: list[Delivery] = []
+
+    async def handle(delivery: Delivery) -> None:
+        deliveries.append(delivery)
+        await store.handle(delivery)
+
+    consumer_stop = asyncio.Event()
+    async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as reader:
+        consumer = asyncio.create_task(reader.consume([TOPIC_CLUSTER_OBJECTS], f"rebuild-{run}", handle,
+                                                      stop=consumer_stop))
+        await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        try:
+            await core.create_node(kwok_node(node_name))
+            await core.create_namespaced_pod(namespace, bound_pod(pod_name, node_name))
+
+            node_key, pod_key = f"Node//{node_name}", f"Pod/{namespace}/{pod_name}"
+
+            def node_ready() -> bool:
+                node = store.get("Node", "", node_name)
+                conditions = (node or {}).get("status", {}).get("conditions", [])
+                return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+            def pod_running() -> bool:
+                pod = store.get("Pod", namespace, pod_name)
+                return (pod or {}).get("status", {}).get("phase") == "Running"
+
+            await eventually("the KWOK node, Ready, in the rebuilt snapshot", node_ready)
+            await eventually("the pod, Running, in the rebuilt snapshot", pod_running)
+
+            # the records: CloudEvents in binary mode, keyed kind/namespace/name, trimmed objects
+            node_record = next(d for d in reversed(deliveries) if d.key == node_key)
+            assert node_record.type == "sh.ebb.object.upserted.v1"
+            assert node_record.source == "/ebb/cluster-watcher"
+            assert isinstance(node_record.message, ClusterObject)
+            node_doc = store.get("Node", "", node_name)
+            assert node_doc is not None
+            assert node_doc["kind"] == "Node" and node_doc["apiVersion"] == "v1"
+            assert "managedFields" not in node_doc["metadata"]
+            assert "kubectl.kubernetes.io/last-applied-configuration" not in node_doc["metadata"]["annotations"]
+            assert node_doc["metadata"]["annotations"][KWOK] == "fake"
+            assert set(node_doc["status"]) <= {"capacity", "allocatable", "conditions"}
+            assert all("lastHeartbeatTime" not in c for c in node_doc["status"]["conditions"])
+            pod_doc = store.get("Pod", namespace, pod_name)
+            assert pod_doc is not None
+            assert set(pod_doc["status"]) <= {"phase", "conditions", "startTime"}
+            assert pod_doc["spec"]["nodeName"] == node_name
+
+            snapshot = store.snapshot()
+            node = next(n for n in snapshot.nodes if n.name == node_name)
+            assert node.ready
+            assert node.allocatable["cpu"] == 4000
+            assert node.labels["node.kubernetes.io/instance-type"] == "m5.xlarge"
+            assert any(t.key == KWOK for t in node.taints)
+            pod = next(p for p in snapshot.pods if p.name == pod_name and p.namespace == namespace)
+            assert pod.node_name == node_name
+            assert pod.phase == "Running"
+            assert pod.spec.requests["cpu"] == 250
+            assert pod.start_time is not None
+
+            # delete the pod: a tombstone, and the pod leaves the rebuilt snapshot
+            await core.delete_namespaced_pod(pod_name, namespace, grace_period_seconds=0)
+            await eventually("the pod gone from the rebuilt snapshot", lambda: pod_key not in store)
+            tombstone = next(d for d in deliveries if d.key == pod_key and d.type == "sh.ebb.object.deleted.v1")
+            assert isinstance(tombstone.message, ClusterObject) and tombstone.message.deleted
+            assert all(p.name != pod_name for p in store.snapshot().pods)
+            assert any(n.name == node_name for n in store.snapshot().nodes)
+
+            await core.delete_node(node_name)
+            await eventually("the node gone from the rebuilt snapshot", lambda: node_key not in store)
+        finally:
+            stop.set()
+            consumer_stop.set()
+            await asyncio.wait_for(watcher, 15)
+            await asyncio.wait_for(consumer, 15)
+            with contextlib.suppress(ApiException):
+                await core.delete_node(node_name)
+            with contextlib.suppress(ApiException):
+                await core.delete_namespace(namespace)
+
+
+async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
+    """A kind whose CRD is not installed is retried without failing the others, and watched once the
+    CRD exists (a CRD of a group unique to this test, so the shared cluster is left as it was)."""
+    run = uuid.uuid4().hex[:8]
+    group = f"cw{run}.ebb.test"
+    spec = KindSpec("NodePool", group, "v1", "nodepools", namespaced=False, custom=True)
+    bus = InMemoryBus()
+    store = SnapshotStore(bundled_catalog=[])
+    watcher = KubeWatcher(kube_api, [spec, KindSpec("Node", "", "v1", "nodes", namespaced=False)], Publisher(bus),
+                          missing_kind_retry=0.5, watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer_stop = asyncio.Event()
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
+    extensions = client.ApiextensionsV1Api(kube_api)
+    custom = client.CustomObjectsApi(kube_api)
+    crd_name = f"nodepools.{group}"
+    try:
+        await asyncio.wait_for(watcher.synced["Node"].wait(), 10)
+        assert not watcher.synced["NodePool"].is_set()
+        await extensions.create_custom_resource_definition(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": crd_name},
+                "spec": {
+                    "group": group,
+                    "scope": "Cluster",
+                    "names": {"plural": "nodepools", "singular": "nodepool", "kind": "NodePool"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}],
+                },
+            }
+        )
+        await eventually("the NodePool kind watched", watcher.synced["NodePool"].is_set)
+
+        async def create() -> bool:
+            try:
+                await custom.create_cluster_custom_object(
+                    group, "v1", "nodepools",
+                    {"apiVersion": f"{group}/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                     "spec": {"weight": 10}, "status": {"resources": {"cpu": "4"}}},
+                )
+            except ApiException as error:
+                if error.status == 404:  # the CRD's endpoint is not served yet
+                    return False
+                raise
+            return True
+
+        await eventually("the NodePool created", create)
+        held = await eventually("the NodePool published", lambda: store.get("NodePool", "", "default"))
+        assert held["spec"] == {"weight": 10} and "status" not in held
+        await custom.delete_cluster_custom_object(group, "v1", "nodepools", "default")
+        await eventually("the NodePool tombstoned", lambda: "NodePool//default" not in store)
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        with contextlib.suppress(ApiException):
+            await extensions.delete_custom_resource_definition(crd_name)
+
+
+async def test_console_entry_point_publishes_and_stops_on_sigterm(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer
+) -> None:
+    """``python -m ebb_cluster_watcher``: settings from the environment, JSON logs, graceful SIGTERM; on
+    start it reads back what is on the topic, so an object deleted while it was down is tombstoned."""
+    import json
+    import os
+    import signal
+    import sys
+
+    run = uuid.uuid4().hex[:8]
+    prefix = f"cwm{run}."
+    node_name = f"cw-main-{run}"
+    core = client.CoreV1Api(kube_api)
+    await core.create_node(kwok_node(node_name))
+    stale = f"cw-stale-{run}"  # published by an earlier run, deleted from the cluster since
+    async with KafkaBus(kafka_server.bootstrap, prefix=prefix) as earlier:
+        await earlier.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(
+            kind="Node", namespace="", name=stale, resource_version="1",
+            object={"apiVersion": "v1", "kind": "Node", "metadata": {"name": stale}}))
+    env = {
+        **os.environ,
+        "EBB_CLUSTER_WATCHER_KUBECONFIG": str(kubernetes_cluster.kubeconfig),
+        "EBB_CLUSTER_WATCHER_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
+        "EBB_CLUSTER_WATCHER_TOPIC_PREFIX": prefix,
+        "EBB_CLUSTER_WATCHER_KINDS": "Node,NodePool",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ebb_cluster_watcher", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    store = SnapshotStore(bundled_catalog=[])
+    stop = asyncio.Event()
+    try:
+        async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as reader:
+            consumer = asyncio.create_task(reader.consume([TOPIC_CLUSTER_OBJECTS], f"main-{run}", store.handle,
+                                                          stop=stop))
+            try:
+                await eventually("the node published by the process", lambda: f"Node//{node_name}" in store, 30)
+                await eventually("the stale node tombstoned", lambda: f"Node//{stale}" not in store)
+            finally:
+                stop.set()
+                await asyncio.wait_for(consumer, 15)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), 15)
+        assert process.returncode == 0, stderr.decode()
+        logs = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
+        events = [entry.get("event", "") for entry in logs]
+        assert "cluster-watcher starting" in events and "cluster-watcher stopped" in events
+        assert any(e["level"] == "warning" and "NodePool" in e["event"] for e in logs)  # no CRD: a warning
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        with contextlib.suppress(ApiException):
+            await core.delete_node(node_name)

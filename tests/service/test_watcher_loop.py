@@ -1,0 +1,310 @@
+"""The watch loop (ebb.adapters.kube.watch) on a scripted fake API (a fake watch event stream), with the
+service's publisher on the InMemoryBus and the snapshot rebuilt by ebb.adapters.snapshot_store:
+list → watch from the list's resourceVersion with bookmarks → 410 Gone → relist with tombstones for
+what vanished; backoff on errors; a missing CRD does not hold up the other kinds; graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from ebb.adapters.bus import Delivery, InMemoryBus
+from ebb.adapters.kube import KINDS, Backoff, Change, KindSpec, KindState, KubeWatcher, split_lines
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, from_kafka
+from ebb_cluster_watcher.publisher import Publisher, to_message
+from ebb_cluster_watcher.settings import Settings
+
+FAST = Backoff(initial=0.01, maximum=0.02)
+
+
+class FakeContent:
+    def __init__(self, chunks: list[bytes], hang: bool) -> None:
+        self.chunks = chunks
+        self.hang = hang
+
+    async def readany(self) -> bytes:
+        await asyncio.sleep(0)
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.hang:
+            await asyncio.Event().wait()
+        return b""
+
+
+class FakeResponse:
+    def __init__(self, status: int = 200, body: Any = None, chunks: list[bytes] | None = None,
+                 hang: bool = False) -> None:
+        self.status = status
+        self.body = json.dumps(body).encode() if body is not None else b""
+        self.content = FakeContent(list(chunks or []), hang)
+        self.released = False
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None:
+        self.released = True
+
+    def close(self) -> None:
+        self.released = True
+
+
+def events(*items: tuple[str, dict[str, Any]], split: int = 7) -> list[bytes]:
+    """A watch stream: one JSON event per line, cut in arbitrary chunks."""
+    data = b"".join(json.dumps({"type": t, "object": o}).encode() + b"\n" for t, o in items)
+    return [data[i:i + split] for i in range(0, len(data), split)]
+
+
+def page(rv: str, *items: dict[str, Any], cont: str | None = None) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": rv, **({"continue": cont} if cont else {})}, "items": list(items)}
+
+
+def obj(name: str, rv: str, namespace: str | None = "default", **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta, "spec": {"containers": [], **spec}, "status": {"phase": "Running"}}
+
+
+class FakeApi:
+    """Scripted answers per kind, in call order; the calls' keyword arguments are recorded."""
+
+    def __init__(self, script: dict[str, list[FakeResponse]]) -> None:
+        self.script = script
+        self.calls: dict[str, list[dict[str, Any]]] = {k: [] for k in script}
+
+    def lister(self, spec: KindSpec) -> Callable[..., Awaitable[Any]]:
+        async def call(**kwargs: Any) -> FakeResponse:
+            self.calls[spec.kind].append(kwargs)
+            answers = self.script[spec.kind]
+            if not answers:
+                await asyncio.Event().wait()
+            return answers.pop(0)
+
+        return call
+
+
+async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met")
+
+
+async def run_watcher(api: FakeApi, kinds: list[KindSpec], condition: Callable[[InMemoryBus, SnapshotStore], bool],
+                      **options: Any) -> tuple[InMemoryBus, SnapshotStore, KubeWatcher]:
+    bus = InMemoryBus()
+    store = SnapshotStore(bundled_catalog=[])
+    watcher = KubeWatcher(None, kinds, Publisher(bus), lister=api.lister, backoff=FAST, **options)
+    stop = asyncio.Event()
+    consumer_stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
+    try:
+        await until(lambda: condition(bus, store))
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2)  # graceful: even a watch blocked on a read ends
+        await until(lambda: bus.lag("store", TOPIC_CLUSTER_OBJECTS) == 0)
+        consumer_stop.set()
+        await asyncio.wait_for(consumer, 2)
+    return bus, store, watcher
+
+
+def decoded(bus: InMemoryBus) -> list[ClusterObject]:
+    out = []
+    for r in sorted(bus.records(TOPIC_CLUSTER_OBJECTS), key=lambda r: (r.partition, r.offset)):
+        message = from_kafka(r.topic, r.key, r.value, r.headers)
+        assert isinstance(message, ClusterObject)
+        out.append(message)
+    return out
+
+
+async def test_list_watch_gone_relist_publishes_tombstones_for_the_vanished() -> None:
+    api = FakeApi({"Pod": [
+        # list, two pages
+        FakeResponse(body=page("100", obj("a", "90"), cont="tok")),
+        FakeResponse(body=page("100", obj("b", "95"))),
+        # watch from 100: c added, a modified, a bookmark, then the server ends the stream
+        FakeResponse(chunks=events(("ADDED", obj("c", "101")), ("MODIFIED", obj("a", "102", nodeName="n1")),
+                                   ("BOOKMARK", {"metadata": {"resourceVersion": "150"}}))),
+        # watch again from the bookmark: 410 Gone as an ERROR event
+        FakeResponse(chunks=events(("ERROR", {"kind": "Status", "code": 410, "reason": "Expired",
+                                              "message": "too old resource version: 150 (160)"}))),
+        # relist: b was deleted meanwhile, c unchanged, d new
+        FakeResponse(body=page("200", obj("a", "102", nodeName="n1"), obj("c", "101"), obj("d", "180"))),
+        # watch from 200: d deleted; then the stream stays open
+        FakeResponse(chunks=events(("DELETED", obj("d", "201"))), hang=True),
+    ]})
+
+    def done(bus: InMemoryBus, store: SnapshotStore) -> bool:
+        return sum(1 for m in decoded(bus) if m.name == "d" and m.deleted) == 1
+
+    bus, store, watcher = await run_watcher(api, [KINDS["Pod"]], done)
+    calls = api.calls["Pod"]
+    assert calls[0]["limit"] == 500 and "_continue" not in calls[0]
+    assert calls[1]["_continue"] == "tok"
+    assert calls[2]["watch"] is True and calls[2]["resource_version"] == "100"
+    assert calls[2]["allow_watch_bookmarks"] is True and calls[2]["timeout_seconds"] == 300
+    assert calls[3]["resource_version"] == "150"  # resumed from the bookmark
+    assert "watch" not in calls[4]  # 410 → relist
+    assert calls[5]["resource_version"] == "200"
+    assert all(c["_preload_content"] is False for c in calls)
+
+    # compacted topic: the latest per key; the full history is what was published
+    keys = {m.key(): m for m in decoded(bus)}
+    assert keys["Pod/default/b"].deleted  # vanished between the lists → tombstone
+    assert keys["Pod/default/d"].deleted
+    assert not keys["Pod/default/a"].deleted and keys["Pod/default/a"].resource_version == "102"
+    assert store.keys() == ["Pod/default/a", "Pod/default/c"]
+    snapshot = store.snapshot()
+    assert {(p.name, p.node_name) for p in snapshot.pods} == {("a", "n1"), ("c", None)}
+    assert watcher.states["Pod"].resource_version == "201"
+
+
+async def test_errors_back_off_and_resume_from_the_last_resource_version() -> None:
+    api = FakeApi({"Node": [
+        FakeResponse(status=500, body={"message": "etcd unavailable"}),
+        FakeResponse(body=page("10", obj("n1", "9", namespace=None))),
+        FakeResponse(status=503, body={"message": "shutting down"}),
+        FakeResponse(chunks=events(("ADDED", obj("n2", "11", namespace=None))), hang=True),
+    ]})
+
+    def done(bus: InMemoryBus, store: SnapshotStore) -> bool:
+        return "Node//n2" in store
+
+    _, store, watcher = await run_watcher(api, [KINDS["Node"]], done)
+    calls = api.calls["Node"]
+    assert [c.get("watch", False) for c in calls] == [False, False, True, True]
+    assert calls[3]["resource_version"] == "10"  # a failed watch resumes; no relist
+    assert store.keys() == ["Node//n1", "Node//n2"]
+    assert store.get("Node", "", "n1") == {"apiVersion": "v1", "kind": "Node",
+                                           "metadata": {"name": "n1", "resourceVersion": "9"},
+                                           "spec": {"containers": []}}  # a Node keeps no pod status
+    assert watcher.synced["Node"].is_set()
+
+
+async def test_missing_crd_is_retried_without_holding_up_the_other_kinds() -> None:
+    api = FakeApi({
+        "NodeClaim": [
+            FakeResponse(status=404, body={"message": "the server could not find the requested resource"}),
+            FakeResponse(status=404, body={"message": "the server could not find the requested resource"}),
+            FakeResponse(body=page("5", {"metadata": {"name": "claim-1", "resourceVersion": "4"},
+                                         "status": {"nodeName": "n1", "imageID": "ami"}})),
+        ],
+        "Node": [
+            FakeResponse(body=page("7", obj("n1", "6", namespace=None))),
+        ],
+    })
+
+    def done(bus: InMemoryBus, store: SnapshotStore) -> bool:
+        return "NodeClaim//claim-1" in store
+
+    _, store, watcher = await run_watcher(api, [KINDS["NodeClaim"], KINDS["Node"]], done, missing_kind_retry=0.05)
+    assert len(api.calls["NodeClaim"]) >= 3
+    claim = store.get("NodeClaim", "", "claim-1")
+    assert claim is not None and claim["apiVersion"] == "karpenter.sh/v1"
+    assert claim["status"] == {"nodeName": "n1"}
+    assert watcher.synced["Node"].is_set() and watcher.synced["NodeClaim"].is_set()
+
+
+async def test_stop_ends_a_watch_blocked_on_a_list_call() -> None:
+    api = FakeApi({"Pod": []})  # the list never answers
+    bus = InMemoryBus()
+    watcher = KubeWatcher(None, [KINDS["Pod"]], Publisher(bus), lister=api.lister, backoff=FAST)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    await until(lambda: len(api.calls["Pod"]) == 1)
+    stop.set()
+    await asyncio.wait_for(task, 1)
+    assert bus.records(TOPIC_CLUSTER_OBJECTS) == []
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    backoff = Backoff(initial=1, multiplier=2, maximum=10, jitter=0.5)
+    assert [backoff.delay(n, rng=lambda: 0.0) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 8, 10, 10]
+    assert backoff.delay(3, rng=lambda: 1.0) == 2.0
+    assert all(2.0 <= backoff.delay(3) <= 4.0 for _ in range(100))
+
+
+def test_split_lines_keeps_the_incomplete_rest() -> None:
+    lines, rest = split_lines(b'{"a"', b':1}\n\n{"b":2}\n{"c"')
+    assert lines == [b'{"a":1}', b'{"b":2}'] and rest == b'{"c"'
+
+
+async def test_publisher_sends_upserts_and_tombstones_keyed_kind_namespace_name() -> None:
+    bus = InMemoryBus()
+    publisher = Publisher(bus)
+    trimmed = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
+    await publisher(Change("Pod", "ns", "p", "7", trimmed))
+    await publisher(Change("Pod", "ns", "p", "8", None))
+    await publisher(Change("Pod", "ns", "bad/name", "9", trimmed))  # breaks the contract: skipped
+    assert (publisher.published, publisher.tombstones, publisher.rejected) == (2, 1, 1)
+    records = bus.records(TOPIC_CLUSTER_OBJECTS)
+    assert [r.key for r in records] == [b"Pod/ns/p"]  # compacted: the tombstone superseded the upsert
+    (tombstone,) = records
+    assert tombstone.value is None
+    headers = dict(tombstone.headers)
+    assert headers["ce_type"] == b"sh.ebb.object.deleted.v1" and headers["ce_resourceversion"] == b"8"
+    assert to_message(Change("Node", "", "n", "1", {"kind": "Node"})).key() == "Node//n"
+
+
+async def test_store_applies_upserts_and_tombstones() -> None:
+    store = SnapshotStore(bundled_catalog=[])
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
+    upsert = ClusterObject(kind="Node", namespace="", name="n", resource_version="1", object=node)
+    assert store.apply(upsert) and not store.apply(upsert)  # the same object twice: no change
+    assert [n.name for n in store.snapshot().nodes] == ["n"]
+    delivery = Delivery(topic=TOPIC_CLUSTER_OBJECTS, partition=0, offset=1, key="Node//n",
+                        message=ClusterObject(kind="Node", namespace="", name="n", resource_version="2", object=None),
+                        type="sh.ebb.object.deleted.v1", source="/t", time=None)
+    await store.handle(delivery)
+    assert len(store) == 0 and store.snapshot().nodes == ()
+    assert store.version == 2
+
+
+def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EBB_CLUSTER_WATCHER_KINDS", "node, Pod,nodeclaim")
+    monkeypatch.setenv("EBB_CLUSTER_WATCHER_KUBECONFIG", "/tmp/kubeconfig")
+    monkeypatch.setenv("EBB_CLUSTER_WATCHER_KAFKA_BOOTSTRAP", "kafka:9092")
+    settings = Settings()
+    assert settings.kinds == ("Node", "Pod", "NodeClaim")
+    assert (settings.kubeconfig, settings.kafka_bootstrap) == ("/tmp/kubeconfig", "kafka:9092")
+    with pytest.raises(ValueError, match="at least one kind"):
+        Settings(kinds=())
+    monkeypatch.setenv("EBB_CLUSTER_WATCHER_KINDS", "Deployment")
+    with pytest.raises(ValueError, match="Deployment"):
+        Settings()
+    monkeypatch.delenv("EBB_CLUSTER_WATCHER_KINDS")
+    assert Settings().kinds == tuple(KINDS)
+
+
+async def test_restart_seeds_from_the_topic_tombstones_the_vanished_and_skips_the_unchanged() -> None:
+    from ebb_cluster_watcher.app import seed_from_topic
+
+    bus = InMemoryBus()
+    first_run = Publisher(bus)
+    for change in KindState(KINDS["Pod"]).relist([obj("a", "1"), obj("gone", "2")]):
+        await first_run(change)
+    assert len(bus.records(TOPIC_CLUSTER_OBJECTS)) == 2
+    # the restarted watcher lists a (unchanged) and c (new); "gone" was deleted while it was down
+    api = FakeApi({"Pod": [FakeResponse(body=page("10", obj("a", "1"), obj("c", "3")))]})
+    watcher = KubeWatcher(None, [KINDS["Pod"]], Publisher(bus), lister=api.lister, backoff=FAST)
+    assert await seed_from_topic(watcher, bus) == 2
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    await asyncio.wait_for(watcher.synced["Pod"].wait(), 2)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    latest = {m.key(): m for m in decoded(bus)}
+    assert latest["Pod/default/gone"].deleted
+    assert not latest["Pod/default/c"].deleted
+    assert sum(1 for r in bus.records(TOPIC_CLUSTER_OBJECTS) if r.key == b"Pod/default/a") == 1  # not republished
+

@@ -1,0 +1,227 @@
+"""Trimming (ebb.adapters.kube.trim) and the list/event → change logic (ebb.adapters.kube.reflector):
+pure functions, fed with kubectl-shaped objects as the API server sends them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ebb.adapters.kube import KINDS, KindState, content_digest, kinds_named, trim
+from ebb.adapters.kube.trim import LAST_APPLIED
+from ebb.core.snapshot import parse_documents
+
+MANAGED = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:metadata": {}}}]
+
+
+def node(name: str = "node-a", rv: str = "10", heartbeat: str = "2026-11-21T10:00:00Z") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "uid": "u-1",
+            "resourceVersion": rv,
+            "generation": 3,
+            "creationTimestamp": "2026-11-20T10:00:00Z",
+            "labels": {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large"},
+            "annotations": {LAST_APPLIED: "{...}", "karpenter.sh/nodepool-hash": "123"},
+            "managedFields": MANAGED,
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {"providerID": "aws:///us-east-1a/i-1", "taints": [{"key": "a", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting",
+                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": "2026-11-20T10:01:00Z"}
+            ],
+            "images": [{"names": ["registry/big:1"], "sizeBytes": 1_000_000}],
+            "nodeInfo": {"kubeletVersion": "v1.34.0"},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+        },
+    }
+
+
+def pod(name: str = "web-1", namespace: str = "default", rv: str = "20", node_name: str = "node-a") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": "p-1",
+            "resourceVersion": rv,
+            "creationTimestamp": "2026-11-20T11:00:00Z",
+            "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "r",
+                                 "controller": True}],
+            "managedFields": MANAGED,
+        },
+        "spec": {
+            "nodeName": node_name,
+            "priority": 5,
+            "containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "250m"}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "startTime": "2026-11-20T11:00:05Z",
+            "podIP": "10.1.0.5",
+            "hostIP": "10.0.0.1",
+            "qosClass": "Burstable",
+            "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0}],
+            "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": None,
+                            "lastTransitionTime": "2026-11-20T11:00:06Z"}],
+        },
+    }
+
+
+def nodeclaim() -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "default-x1", "resourceVersion": "5", "labels": {"karpenter.sh/nodepool": "default"},
+                     "managedFields": MANAGED},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+        "status": {
+            "nodeName": "node-a",
+            "providerID": "aws:///us-east-1a/i-1",
+            "imageID": "ami-1",
+            "capacity": {"cpu": "2"},
+            "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+                            "lastTransitionTime": "2026-11-20T10:02:00Z", "observedGeneration": 1}],
+        },
+    }
+
+
+def test_trim_node_keeps_what_the_snapshot_reads_and_drops_the_rest() -> None:
+    raw = node()
+    before = copy.deepcopy(raw)
+    out = trim(raw, kind="Node", api_version="v1")
+    assert raw == before  # the input is not modified
+    assert out["kind"] == "Node" and out["apiVersion"] == "v1"
+    assert set(out["metadata"]) == {"name", "uid", "resourceVersion", "creationTimestamp", "labels", "annotations"}
+    assert out["metadata"]["annotations"] == {"karpenter.sh/nodepool-hash": "123"}
+    assert out["spec"] == raw["spec"]
+    assert set(out["status"]) == {"capacity", "allocatable", "conditions"}
+    assert out["status"]["conditions"] == [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": "2026-11-20T10:01:00Z"}
+    ]
+
+
+def test_trim_pod_and_nodeclaim_status() -> None:
+    p = trim(pod(), kind="Pod", api_version="v1")
+    assert p["status"] == {
+        "phase": "Running",
+        "startTime": "2026-11-20T11:00:05Z",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T11:00:06Z"}],
+    }
+    assert p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    assert p["metadata"]["namespace"] == "default"
+    assert "managedFields" not in p["metadata"]
+    c = trim(nodeclaim())
+    assert c["apiVersion"] == "karpenter.sh/v1" and c["kind"] == "NodeClaim"
+    assert c["status"] == {
+        "nodeName": "node-a",
+        "providerID": "aws:///us-east-1a/i-1",
+        "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized",
+                        "lastTransitionTime": "2026-11-20T10:02:00Z"}],
+    }
+
+
+def test_trim_drops_status_of_kinds_whose_status_ebb_never_reads() -> None:
+    for kind, status in (("PodDisruptionBudget", {"disruptionsAllowed": 1}), ("DaemonSet", {"numberReady": 3}),
+                         ("NodePool", {"resources": {"cpu": "4"}})):
+        out = trim({"metadata": {"name": "x", "annotations": {LAST_APPLIED: "{}"}}, "spec": {}, "status": status},
+                   kind=kind)
+        assert "status" not in out
+        assert "annotations" not in out["metadata"]  # nothing left once last-applied is gone
+
+
+def test_trimmed_objects_parse_into_the_snapshot() -> None:
+    docs = [
+        trim(node(), kind="Node", api_version="v1"),
+        trim(pod(), kind="Pod", api_version="v1"),
+        trim(nodeclaim()),
+        trim({"metadata": {"name": "default", "managedFields": MANAGED},
+              "spec": {"template": {"spec": {"requirements": []}}, "disruption": {"consolidateAfter": "30s"}},
+              "status": {"resources": {}}}, kind="NodePool", api_version="karpenter.sh/v1"),
+        trim({"metadata": {"name": "web", "namespace": "default"},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+              "status": {"currentHealthy": 1}}, kind="PodDisruptionBudget", api_version="policy/v1"),
+        trim({"metadata": {"name": "agent", "namespace": "kube-system"},
+              "spec": {"template": {"metadata": {"labels": {"app": "agent"}},
+                                    "spec": {"containers": [
+                                        {"name": "a", "resources": {"requests": {"cpu": "50m"}}}]}}},
+              "status": {"numberReady": 1}}, kind="DaemonSet", api_version="apps/v1"),
+    ]
+    snapshot = parse_documents(docs, bundled_catalog=[])
+    (n,) = snapshot.nodes
+    assert n.name == "node-a" and n.ready and n.allocatable["cpu"] == 1930
+    assert n.provider_id == "aws:///us-east-1a/i-1"
+    assert n.labels["karpenter.sh/initialized"] == "true"  # from the NodeClaim's Initialized condition
+    (p,) = snapshot.pods
+    assert (p.node_name, p.phase, p.priority, p.owner_kind) == ("node-a", "Running", 5, "ReplicaSet")
+    assert p.spec.requests["cpu"] == 250 and p.start_time is not None
+    assert [c.name for c in snapshot.nodeclaims] == ["default-x1"]
+    assert [np.name for np in snapshot.nodepools] == ["default"]
+    assert [b.name for b in snapshot.pdbs] == ["web"]
+    assert [d.name for d in snapshot.daemonsets] == ["agent"]
+
+
+def test_content_digest_ignores_the_resource_version_only() -> None:
+    a = trim(node(rv="1"), kind="Node")
+    assert content_digest(a) == content_digest(trim(node(rv="2"), kind="Node"))
+    changed = node(rv="3")
+    changed["metadata"]["labels"]["new"] = "x"
+    assert content_digest(a) != content_digest(trim(changed, kind="Node"))
+
+
+def test_relist_publishes_new_and_changed_objects_and_tombstones_the_vanished() -> None:
+    state = KindState(KINDS["Pod"])
+    first = state.relist([pod("a"), pod("b")])
+    assert [(c.key, c.deleted) for c in first] == [("Pod/default/a", False), ("Pod/default/b", False)]
+    assert first[0].object is not None and first[0].object["kind"] == "Pod"
+    for change in first:
+        state.record(change)
+    assert state.relist([pod("a"), pod("b", rv="99")]) == []  # nothing ebb reads changed
+    moved = pod("b", rv="100", node_name="node-b")
+    # after a 410 Gone: a deleted while the watch was down, b moved, c new
+    second = state.relist([moved, pod("c", namespace="other")])
+    assert [(c.key, c.deleted) for c in second] == [
+        ("Pod/default/b", False), ("Pod/other/c", False), ("Pod/default/a", True)
+    ]
+    assert second[0].resource_version == "100"
+    for change in second:
+        state.record(change)
+    assert set(state.published) == {("default", "b"), ("other", "c")}
+
+
+def test_watch_events() -> None:
+    state = KindState(KINDS["Node"])
+    added = state.event("ADDED", node(rv="1"))
+    assert added is not None and added.key == "Node//node-a" and not added.deleted
+    state.record(added)
+    # a kubelet heartbeat changes only dropped fields: nothing to publish
+    assert state.event("MODIFIED", node(rv="2", heartbeat="2026-11-21T10:00:40Z")) is None
+    cordoned = node(rv="3")
+    cordoned["spec"]["unschedulable"] = True
+    modified = state.event("MODIFIED", cordoned)
+    assert modified is not None and modified.object is not None
+    assert modified.object["spec"]["unschedulable"] is True
+    state.record(modified)
+    assert state.event("BOOKMARK", {"metadata": {"resourceVersion": "4"}}) is None
+    deleted = state.event("DELETED", node(rv="5"))
+    assert deleted is not None and deleted.deleted and deleted.resource_version == "5"
+    state.record(deleted)
+    assert state.published == {}
+    # a deletion of an object never published still gives a tombstone (e.g. after a restart)
+    assert state.event("DELETED", node(name="other")) is not None
+
+
+def test_kinds_named() -> None:
+    assert [k.kind for k in kinds_named(["node", "NodeClaim", "Node"])] == ["Node", "NodeClaim"]
+    assert KINDS["PodDisruptionBudget"].api_version == "policy/v1"
+    assert KINDS["NodePool"].custom and KINDS["NodePool"].api_version == "karpenter.sh/v1"
+    try:
+        kinds_named(["Deployment"])
+    except ValueError as e:
+        assert "Deployment" in str(e)
+    else:
+        raise AssertionError("an unknown kind must be refused")

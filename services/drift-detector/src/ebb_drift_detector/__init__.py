@@ -1,1 +1,2 @@
-"""ebb drift-detector service: settings and composition root (the service's handlers arrive with issue 5)."""
+"""ebb drift-detector service: ebb.cluster.objects in, Drifted / Expired / Empty / Consolidatable findings
+out on ebb.node.findings, and the ebb.sh/drifted annotation on drifted Nodes (DESIGN §1-§2)."""

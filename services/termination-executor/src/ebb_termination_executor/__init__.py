@@ -1,1 +1,4 @@
-"""ebb termination-executor service: settings and composition root (the service's handlers arrive with issue 5)."""
+"""ebb termination-executor service (DESIGN §1, §4 Termination): consumes approved ``DisruptionCommand``s
+from ``ebb.disruption.commands``, taints, drains (Eviction API) and deletes the nodes, keeps the decision's
+state in the store and reports each step on ``ebb.disruption.events``. ``python -m ebb_termination_executor``.
+Replacement launching is not implemented yet: a command with replacements fails."""

@@ -1,13 +1,39 @@
 """Settings of the termination-executor service, read from EBB_TERMINATION_EXECUTOR_* environment variables."""
 
+from __future__ import annotations
+
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Where the termination-executor service finds its servers."""
+    """Where the termination-executor finds the API server, Kafka and the store, and how it drains."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_TERMINATION_EXECUTOR_")
 
+    #: a kubeconfig file; empty: the in-cluster service account when running in a pod
+    #: (KUBERNETES_SERVICE_HOST set), else the default kubeconfig (~/.kube/config or $KUBECONFIG)
+    kubeconfig: str = ""
+    #: the kubeconfig context (empty: the current one)
+    kube_context: str = ""
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: prepended to every topic name on the broker (several installations sharing one Kafka)
+    topic_prefix: str = ""
+    #: the consumer group on ebb.disruption.commands (also the consumer name in processed_messages)
+    group: str = "ebb-termination-executor"
     database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
+    #: the cluster name of the decisions rows this executor works on
+    cluster: str = "default"
+    #: a pod not gone this long after its first eviction attempt fails the drain (never force-deleted)
+    eviction_deadline_seconds: float = Field(default=600.0, gt=0)
+    #: backoff between eviction attempts refused by a PodDisruptionBudget (HTTP 429): first wait ...
+    eviction_backoff_initial_seconds: float = Field(default=0.5, gt=0)
+    #: ... doubled after every refusal, up to this
+    eviction_backoff_max_seconds: float = Field(default=10.0, gt=0)
+    #: how often an evicted pod is checked for being gone
+    poll_interval_seconds: float = Field(default=0.5, gt=0)
+    #: count a pod whose deletion has started (deletionTimestamp set) as gone
+    terminating_is_gone: bool = False
+    #: CloudEvent source of the published events
+    source: str = "/ebb/termination-executor"
     log_level: str = "info"

@@ -1,0 +1,444 @@
+"""Draining a node through the Eviction API (DESIGN §4, Termination), as the termination-executor does it.
+
+``Drainer.taint`` adds ``karpenter.sh/disrupted:NoSchedule`` with an idempotent JSON patch (nothing when the
+taint is there; a ``test`` of the resourceVersion read guards against a concurrent writer, and a lost race
+is read again and retried).
+``Drainer.drain`` evicts the node's pods with ``policy/v1`` Evictions (``pods/{name}/eviction``) in
+groups, each group gone before the next one starts:
+
+1. non-critical pods, 2. critical pods (priority ≥ 2000000000 or a ``system-*-critical`` priority class),
+3. non-critical DaemonSet pods, 4. critical DaemonSet pods.
+
+Mirror/static pods, finished pods and pods that tolerate the disrupted taint are left alone. HTTP 429
+(a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
+backoff; 404 means the pod is already gone. A pod is gone when the API server no longer has it (or has
+a new pod of the same name: a new UID or another node); with ``terminating_is_gone`` a pod whose
+deletion has started counts as gone too. A pod that is not gone ``eviction_deadline`` seconds after
+its first eviction attempt fails the drain (``DrainFailed``): nothing is ever force-deleted.
+``Drainer.delete_node`` deletes the Node and removes ebb's ``karpenter.sh/termination`` finalizer;
+``Drainer.untaint`` removes the taint again (rollback).
+
+The API is behind the small ``NodeApi`` protocol: ``KubeNodeApi`` on kubernetes-asyncio, fakes in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+log = logging.getLogger("ebb.kube.drain")
+
+DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+TERMINATION_FINALIZER: Final = "karpenter.sh/termination"
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+CRITICAL_PRIORITY: Final = 2_000_000_000
+
+EvictionResult = Literal["evicted", "blocked", "gone", "refused"]
+
+
+class KubeError(RuntimeError):
+    """The API server answered with an unexpected status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Conflict(KubeError):
+    """A patch's ``test`` failed or the object changed meanwhile (409/422): read again and retry."""
+
+
+class DrainFailed(RuntimeError):
+    """The node could not be drained (a pod that would not go within the deadline)."""
+
+
+class NodeApi(Protocol):
+    """The few API calls a drain needs; objects are kubectl-shaped dicts (camelCase)."""
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        """The Node, or None when it does not exist."""
+        ...
+
+    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
+        """Apply a JSON patch (RFC 6902); Conflict when a ``test`` fails, KubeError(404) when missing."""
+        ...
+
+    async def delete_node(self, name: str) -> bool:
+        """Delete the Node; False when it did not exist."""
+        ...
+
+    async def list_pods(self, node: str) -> list[dict[str, Any]]:
+        """The pods bound to ``node`` (all namespaces)."""
+        ...
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        ...
+
+    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+        """Create a policy/v1 Eviction: evicted (2xx), blocked (429: a PDB), gone (404), refused (other);
+        with the API server's message."""
+        ...
+
+
+@dataclass(frozen=True)
+class EvictionBackoff:
+    """Capped exponential backoff between eviction attempts of one pod."""
+
+    initial: float = 0.5
+    multiplier: float = 2.0
+    maximum: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1)))
+
+
+# -- pod classification (pure) --------------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("spec")
+    return value if isinstance(value, Mapping) else {}
+
+
+def pod_ref(pod: Mapping[str, Any]) -> str:
+    meta = _meta(pod)
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def is_mirror_or_static(pod: Mapping[str, Any]) -> bool:
+    meta = _meta(pod)
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    return any(ref.get("kind") == "Node" for ref in meta.get("ownerReferences") or [])
+
+
+def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in _meta(pod).get("ownerReferences") or [])
+
+
+def is_critical(pod: Mapping[str, Any]) -> bool:
+    spec = _spec(pod)
+    priority = spec.get("priority")
+    if isinstance(priority, int) and priority >= CRITICAL_PRIORITY:
+        return True
+    name = spec.get("priorityClassName") or ""
+    return isinstance(name, str) and name.startswith("system-") and name.endswith("-critical")
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
+    """Kubernetes' toleration matching (an empty key with Exists tolerates every taint)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    return bool((toleration.get("value") or "") == (taint.get("value") or ""))
+
+
+def tolerates_disruption(pod: Mapping[str, Any]) -> bool:
+    return any(tolerates(t, DISRUPTED_TAINT) for t in _spec(pod).get("tolerations") or [])
+
+
+def skip_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why a pod is left alone by the drain, or None when it must be evicted."""
+    if is_mirror_or_static(pod):
+        return "mirror/static pod"
+    if is_finished(pod):
+        return "finished"
+    if tolerates_disruption(pod):
+        return "tolerates karpenter.sh/disrupted"
+    return None
+
+
+def eviction_groups(pods: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The pods to evict, in the order they go (empty groups dropped): non-critical, critical,
+    non-critical DaemonSet pods, critical DaemonSet pods."""
+    groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
+    for pod in pods:
+        if skip_reason(pod) is None:
+            groups[2 * is_daemonset_pod(pod) + is_critical(pod)].append(pod)
+    return [g for g in groups if g]
+
+
+# -- taints (JSON patches, pure) ----------------------------------------------------------------------------
+
+
+def _is_disrupted_taint(taint: Mapping[str, Any]) -> bool:
+    return taint.get("key") == DISRUPTED_TAINT["key"] and taint.get("effect") == DISRUPTED_TAINT["effect"]
+
+
+def _guard(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A ``test`` of the resourceVersion read: the patch fails (Conflict) if the node changed meanwhile."""
+    version = _meta(node).get("resourceVersion")
+    return [] if version is None else [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
+
+
+def taint_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch that adds the disrupted taint, or None when the node has it already."""
+    taints = list(_spec(node).get("taints") or [])
+    if any(_is_disrupted_taint(t) for t in taints):
+        return None
+    return [*_guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(DISRUPTED_TAINT)]}]
+
+
+def untaint_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes the disrupted taint(s), or None when there is none."""
+    taints = list(_spec(node).get("taints") or [])
+    kept = [t for t in taints if not _is_disrupted_taint(t)]
+    if len(kept) == len(taints):
+        return None
+    return [*_guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
+
+
+def finalizer_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes ebb's termination finalizer, or None when the node has none."""
+    finalizers = list(_meta(node).get("finalizers") or [])
+    if TERMINATION_FINALIZER not in finalizers:
+        return None
+    kept = [f for f in finalizers if f != TERMINATION_FINALIZER]
+    return [*_guard(node), {"op": "add", "path": "/metadata/finalizers", "value": kept}]
+
+
+# -- the drainer ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DrainReport:
+    """What a drain did on one node."""
+
+    node: str
+    evicted: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: 429s (and other refusals) answered while evicting
+    blocked: int = 0
+
+
+class Drainer:
+    """Taint, drain, delete and untaint nodes through a ``NodeApi``."""
+
+    def __init__(
+        self,
+        api: NodeApi,
+        *,
+        eviction_deadline: float = 600.0,
+        backoff: EvictionBackoff | None = None,
+        poll_interval: float = 0.5,
+        terminating_is_gone: bool = False,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.eviction_deadline = eviction_deadline
+        self.backoff = backoff or EvictionBackoff()
+        self.poll_interval = poll_interval
+        self.terminating_is_gone = terminating_is_gone
+        self.sleep = sleep
+        self.clock = clock
+
+    async def _patch_until_done(
+        self, name: str, make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
+    ) -> bool | None:
+        """Read the node and apply ``make``'s patch until it applies cleanly; True when patched, False
+        when there was nothing to do, None when the node does not exist."""
+        for _ in range(10):
+            node = await self.api.read_node(name)
+            if node is None:
+                return None
+            patch = make(node)
+            if patch is None:
+                return False
+            try:
+                await self.api.patch_node(name, patch)
+            except Conflict:
+                continue
+            except KubeError as e:
+                if e.status == 404:
+                    return None
+                raise
+            return True
+        raise KubeError(409, f"node {name} kept changing while being patched")
+
+    async def taint(self, node: str) -> bool | None:
+        """Add the disrupted taint; True when added, False when present, None when the node is gone."""
+        return await self._patch_until_done(node, taint_patch)
+
+    async def untaint(self, node: str) -> bool | None:
+        """Remove the disrupted taint (rollback); True when removed, False when absent, None when gone."""
+        return await self._patch_until_done(node, untaint_patch)
+
+    async def delete_node(self, node: str) -> bool:
+        """Delete the Node and remove ebb's termination finalizer; False when it was already gone."""
+        existed = await self.api.delete_node(node)
+        await self._patch_until_done(node, finalizer_patch)
+        return existed
+
+    async def drain(self, node: str) -> DrainReport:
+        """Evict the node's pods group by group; DrainFailed when a pod does not go in time."""
+        report = DrainReport(node)
+        pods = await self.api.list_pods(node)
+        for pod in pods:
+            reason = skip_reason(pod)
+            if reason is not None:
+                report.skipped[pod_ref(pod)] = reason
+        for group in eviction_groups(pods):
+            await asyncio.gather(*(self._evict_until_gone(node, pod, report) for pod in group))
+        return report
+
+    async def _gone(self, node: str, pod: Mapping[str, Any]) -> bool:
+        meta = _meta(pod)
+        current = await self.api.read_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if current is None:
+            return True
+        current_meta = _meta(current)
+        if current_meta.get("uid") != meta.get("uid") or _spec(current).get("nodeName") not in (None, node):
+            return True  # a new pod of the same name
+        return self.terminating_is_gone and current_meta.get("deletionTimestamp") is not None
+
+    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport) -> None:
+        meta = _meta(pod)
+        namespace, name, ref = str(meta.get("namespace", "")), str(meta.get("name", "")), pod_ref(pod)
+        deadline = self.clock() + self.eviction_deadline
+        attempt = 0
+        last = ""
+        if meta.get("deletionTimestamp") is None:
+            while True:
+                attempt += 1
+                result, message = await self.api.evict(namespace, name)
+                if result in ("evicted", "gone"):
+                    break
+                report.blocked += 1
+                last = f"{result}: {message}"
+                delay = self.backoff.delay(attempt)
+                log.info("eviction of %s %s (attempt %d), retrying in %.2fs: %s", ref, result, attempt, delay, message)
+                if self.clock() + delay > deadline:
+                    raise DrainFailed(
+                        f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "
+                        f"({attempt} attempts; last: {last})"
+                    )
+                await self.sleep(delay)
+        report.evicted.append(ref)
+        while not await self._gone(node, pod):
+            if self.clock() + self.poll_interval > deadline:
+                raise DrainFailed(
+                    f"pod {ref} on node {node} was evicted but still there after {self.eviction_deadline:g}s"
+                )
+            await self.sleep(self.poll_interval)
+
+
+# -- kubernetes-asyncio ------------------------------------------------------------------------------------------
+
+
+class KubeNodeApi:
+    """``NodeApi`` on a kubernetes-asyncio ``ApiClient`` (raw JSON, so objects stay kubectl-shaped)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes_asyncio import client
+
+        self._client = client
+        self.core: Any = client.CoreV1Api(api_client)
+
+    @staticmethod
+    async def _body(response: Any) -> tuple[int, Any]:
+        try:
+            raw = await response.read()
+        finally:
+            with contextlib.suppress(Exception):
+                response.release()
+        try:
+            return int(response.status), json.loads(raw) if raw else None
+        except ValueError:
+            return int(response.status), raw.decode("utf-8", "replace")
+
+    @staticmethod
+    def _message(body: Any) -> str:
+        if isinstance(body, dict):
+            return str(body.get("message") or body.get("reason") or body)
+        return str(body)
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        status, body = await self._body(await self.core.read_node(name, _preload_content=False))
+        if status == 404:
+            return None
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+        return dict(body)
+
+    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
+        response = await self.core.patch_node(
+            name, patch, _content_type="application/json-patch+json", _preload_content=False
+        )
+        status, body = await self._body(response)
+        if status in (409, 422):
+            raise Conflict(status, self._message(body))
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+
+    async def delete_node(self, name: str) -> bool:
+        status, body = await self._body(await self.core.delete_node(name, _preload_content=False))
+        if status == 404:
+            return False
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+        return True
+
+    async def list_pods(self, node: str) -> list[dict[str, Any]]:
+        pods: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            options: dict[str, Any] = {"field_selector": f"spec.nodeName={node}", "limit": 500}
+            if token:
+                options["_continue"] = token
+            status, body = await self._body(
+                await self.core.list_pod_for_all_namespaces(_preload_content=False, **options)
+            )
+            if status >= 300:
+                raise KubeError(status, self._message(body))
+            pods.extend(body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                return pods
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        response = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        status, body = await self._body(response)
+        if status == 404:
+            return None
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+        return dict(body)
+
+    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        response = await self.core.create_namespaced_pod_eviction(name, namespace, eviction, _preload_content=False)
+        status, body = await self._body(response)
+        message = self._message(body)
+        if 200 <= status < 300:
+            return "evicted", message
+        if status == 429:
+            return "blocked", message
+        if status == 404:
+            return "gone", message
+        return "refused", f"HTTP {status}: {message}"

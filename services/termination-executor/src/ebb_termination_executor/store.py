@@ -1,0 +1,151 @@
+"""The executor's side of the store (DESIGN §3): a decision's state and the ids of applied commands.
+
+``start`` moves the decision to ``executing`` (inserting it from the command when the planner has not
+written it); ``finish`` moves it to ``succeeded`` or ``failed`` and records the command id in
+``processed_messages`` in the same transaction, so a command that was applied is never applied again,
+and one whose execution was interrupted (crash, stop) is resumed when it is delivered again.
+``record_event`` adds a published event to the decision's timeline (``decision_events``).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+from ebb.adapters.store.migrate import async_url
+from ebb.adapters.store.models import Decision, DecisionEvent, ProcessedMessage
+from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, DisruptionCommand, DisruptionEvent
+
+#: states after which a decision is never executed again
+FINISHED_STATES = frozenset({"succeeded", "failed", "rolled_back", "rejected"})
+
+
+class Start(enum.Enum):
+    #: the command was applied before: do nothing
+    DUPLICATE = "duplicate"
+    #: the decision is finished already (another command of it ran, or it was rejected): recorded, nothing done
+    FINISHED = "finished"
+    #: the decision is executing: go ahead
+    EXECUTE = "execute"
+
+
+class ExecutorStore:
+    """Decisions of one cluster, as the termination-executor changes them."""
+
+    def __init__(self, engine: AsyncEngine, *, cluster: str = "default", consumer: str = "ebb-termination-executor"):
+        self.engine = engine
+        self.cluster = cluster
+        self.consumer = consumer
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: str = "default", consumer: str = "ebb-termination-executor",
+                 **engine_options: Any) -> ExecutorStore:
+        return cls(create_async_engine(async_url(url), pool_pre_ping=True, **engine_options), cluster=cluster,
+                   consumer=consumer)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    def _processed(self, command: DisruptionCommand) -> Any:
+        return select(ProcessedMessage.message_id).where(
+            ProcessedMessage.consumer == self.consumer, ProcessedMessage.message_id == str(command.id)
+        )
+
+    def _mark(self, command: DisruptionCommand, now: datetime) -> ProcessedMessage:
+        return ProcessedMessage(
+            consumer=self.consumer, message_id=str(command.id), topic=TOPIC_DISRUPTION_COMMANDS, processed_at=now
+        )
+
+    async def start(self, command: DisruptionCommand, now: datetime) -> tuple[Start, str]:
+        """Begin executing ``command``; returns what to do and the decision's state."""
+        async with self._sessions() as session, session.begin():
+            if (await session.scalar(self._processed(command))) is not None:
+                return Start.DUPLICATE, "processed"
+            decision = await session.scalar(
+                select(Decision)
+                .where(Decision.cluster == self.cluster, Decision.id == command.decision_id)
+                .with_for_update()
+            )
+            if decision is None:
+                session.add(_decision_of(command, self.cluster, now))
+                return Start.EXECUTE, "executing"
+            if decision.state in FINISHED_STATES:
+                session.add(self._mark(command, now))
+                return Start.FINISHED, decision.state
+            decision.state = "executing"
+            decision.updated_at = now
+            if decision.started_at is None:
+                decision.started_at = now
+            if decision.approved_at is None:
+                decision.approved_at = command.approved_at
+            return Start.EXECUTE, "executing"
+
+    async def finish(self, command: DisruptionCommand, state: Literal["succeeded", "failed"], now: datetime) -> bool:
+        """End the decision in ``state`` and record the command as applied, in one transaction; False
+        when the command had been recorded meanwhile (nothing changed)."""
+        try:
+            async with self._sessions() as session, session.begin():
+                session.add(self._mark(command, now))
+                await session.flush()
+                decision = await session.scalar(
+                    select(Decision)
+                    .where(Decision.cluster == self.cluster, Decision.id == command.decision_id)
+                    .with_for_update()
+                )
+                if decision is not None:
+                    decision.state = state
+                    decision.updated_at = now
+                    decision.finished_at = now
+        except IntegrityError:
+            return False
+        return True
+
+    async def record_event(self, event: DisruptionEvent) -> None:
+        """Add ``event`` to its decision's timeline (once per event id)."""
+        try:
+            async with self._sessions() as session, session.begin():
+                session.add(
+                    DecisionEvent(
+                        decision_id=event.decision_id,
+                        event_id=str(event.id),
+                        type=event.phase,
+                        node=event.node,
+                        at=event.at,
+                        detail={"message": event.message},
+                    )
+                )
+        except IntegrityError:
+            pass  # recorded already (or the decision is gone): the timeline is best effort
+
+    async def state(self, decision_id: str) -> str | None:
+        async with self._sessions() as session:
+            return await session.scalar(
+                select(Decision.state).where(Decision.cluster == self.cluster, Decision.id == decision_id)
+            )
+
+
+def _decision_of(command: DisruptionCommand, cluster: str, now: datetime) -> Decision:
+    """The decisions row of a command the store did not know (the planner normally writes it first)."""
+    return Decision(
+        id=command.decision_id,
+        cluster=cluster,
+        method=command.method,
+        reason=command.reason,
+        action=command.action,
+        nodes=[{"name": n, "nodePool": command.node_pool} for n in command.nodes],
+        replacements=[r.model_dump(mode="json", by_alias=True) for r in command.replacements],
+        savings=Decimal(str(command.savings_per_hour)),
+        state="executing",
+        explanation={"text": command.explanation},
+        created_at=now,
+        updated_at=now,
+        approved_at=command.approved_at,
+        started_at=now,
+    )

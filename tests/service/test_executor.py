@@ -1,0 +1,491 @@
+"""The termination-executor on the InMemoryBus, a SQLite store and a fake Kubernetes API (ordering and
+backoff only; the real API server is in tests/integration/test_termination_executor.py): the eviction
+order (non-critical, critical, DaemonSet pods last; mirror/static and tolerating pods left alone),
+429 → capped exponential backoff, 404 → gone, the eviction deadline failing the drain with a rollback,
+idempotent taints, the decision's state and processed_messages, and the events on ebb.disruption.events."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.kube.drain import (
+    DISRUPTED_TAINT,
+    Conflict,
+    Drainer,
+    DrainFailed,
+    EvictionBackoff,
+    EvictionResult,
+    KubeError,
+    eviction_groups,
+    pod_ref,
+    skip_reason,
+    taint_patch,
+    tolerates,
+    untaint_patch,
+)
+from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
+from ebb.adapters.store.repository import Repository
+from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
+from ebb_termination_executor import app
+from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor, Stopped, stop_aware_sleep
+from ebb_termination_executor.settings import Settings
+from ebb_termination_executor.store import ExecutorStore
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+# -- a fake API server -------------------------------------------------------------------------------------
+
+
+def pod(
+    name: str,
+    node: str = "n1",
+    *,
+    namespace: str = "default",
+    priority: int | None = None,
+    priority_class: str | None = None,
+    owner: str | None = "ReplicaSet",
+    annotations: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeName": node, "tolerations": tolerations or []}
+    if priority is not None:
+        spec["priority"] = priority
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uuid.uuid4().hex,
+            "annotations": annotations or {},
+            "ownerReferences": [{"kind": owner, "name": "x"}] if owner else [],
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += delay
+        await asyncio.sleep(0)
+
+
+class FakeApi:
+    """Nodes and pods in memory. ``refusals[pod]`` answers that many 429s before the eviction is
+    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.refusals: dict[str, int] = {}
+        self.linger: dict[str, int] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.conflicts = 0
+        self.version = 0
+
+    def add_node(self, name: str, taints: list[dict[str, Any]] | None = None) -> None:
+        self.version += 1
+        self.nodes[name] = {"metadata": {"name": name, "resourceVersion": str(self.version),
+                                         "finalizers": ["karpenter.sh/termination"]},
+                            "spec": {"taints": taints or []}}
+
+    def add_pods(self, *pods: dict[str, Any]) -> None:
+        for p in pods:
+            self.pods[pod_ref(p)] = p
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        node = self.nodes.get(name)
+        return copy.deepcopy(node) if node is not None else None
+
+    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
+        self.calls.append(("patch", name))
+        node = self.nodes.get(name)
+        if node is None:
+            raise KubeError(404, "not found")
+        if self.conflicts:
+            self.conflicts -= 1
+            self.version += 1
+            node["metadata"]["resourceVersion"] = str(self.version)
+            raise Conflict(409, "the object has been modified")
+        for op in patch:
+            section, field = op["path"].strip("/").split("/")
+            if op["op"] == "test":
+                if node[section].get(field) != op["value"]:
+                    raise Conflict(422, "test failed")
+            else:
+                assert op["op"] == "add", op
+                node[section][field] = copy.deepcopy(op["value"])
+        self.version += 1
+        node["metadata"]["resourceVersion"] = str(self.version)
+
+    async def delete_node(self, name: str) -> bool:
+        self.calls.append(("delete", name))
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        node["metadata"]["deletionTimestamp"] = "now"
+        return True
+
+    async def list_pods(self, node: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self.pods.values() if p["spec"]["nodeName"] == node]
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        ref = f"{namespace}/{name}"
+        p = self.pods.get(ref)
+        if p is None:
+            return None
+        if p["metadata"].get("deletionTimestamp"):
+            left = self.linger.get(ref, 0)
+            if left <= 0:
+                del self.pods[ref]
+                return None
+            self.linger[ref] = left - 1
+        return copy.deepcopy(p)
+
+    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+        ref = f"{namespace}/{name}"
+        self.calls.append(("evict", ref))
+        if ref not in self.pods:
+            return "gone", "not found"
+        left = self.refusals.get(ref, 0)
+        if left != 0:
+            self.refusals[ref] = left - 1
+            return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
+        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        return "evicted", ""
+
+    def evictions(self) -> list[str]:
+        return [target for kind, target in self.calls if kind == "evict"]
+
+
+def drainer(api: FakeApi, clock: FakeClock, *, deadline: float = 60.0) -> Drainer:
+    return Drainer(api, eviction_deadline=deadline, backoff=EvictionBackoff(initial=0.5, maximum=4.0),
+                   poll_interval=0.25, sleep=clock.sleep, clock=clock)
+
+
+# -- pure parts ------------------------------------------------------------------------------------------
+
+
+def test_eviction_order_and_skipped_pods() -> None:
+    pods = [
+        pod("ds-critical", owner="DaemonSet", priority_class="system-node-critical"),
+        pod("ds", owner="DaemonSet"),
+        pod("critical-priority", priority=2_000_000_000),
+        pod("critical-class", priority_class="system-cluster-critical"),
+        pod("web"),
+        pod("bare", owner=None),
+        pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None),
+        pod("static", owner="Node"),
+        pod("tolerates", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
+        pod("tolerates-all", tolerations=[{"operator": "Exists"}]),
+        pod("done", phase="Succeeded"),
+        pod("other-taint", tolerations=[{"key": "other", "operator": "Exists"}]),
+    ]
+    groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods)]
+    assert groups == [["web", "bare", "other-taint"], ["critical-priority", "critical-class"], ["ds"],
+                      ["ds-critical"]]
+    assert skip_reason(pods[6]) == "mirror/static pod"
+    assert skip_reason(pods[7]) == "mirror/static pod"
+    assert skip_reason(pods[8]) == "tolerates karpenter.sh/disrupted"
+    assert skip_reason(pods[10]) == "finished"
+
+
+def test_toleration_matching() -> None:
+    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}, DISRUPTED_TAINT)
+    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Equal", "value": ""}, DISRUPTED_TAINT)
+    assert tolerates({"key": "karpenter.sh/disrupted"}, DISRUPTED_TAINT)
+    assert not tolerates({"key": "karpenter.sh/disrupted", "effect": "NoExecute"}, DISRUPTED_TAINT)
+    assert not tolerates({"key": "karpenter.sh/disrupted", "value": "x"}, DISRUPTED_TAINT)
+    assert not tolerates({"operator": "Equal"}, DISRUPTED_TAINT)
+
+
+def test_taint_patches_are_idempotent() -> None:
+    other = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+    node = {"metadata": {"resourceVersion": "7"}, "spec": {"taints": [other]}}
+    patch = taint_patch(node)
+    assert patch == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/spec/taints", "value": [other, dict(DISRUPTED_TAINT)]},
+    ]
+    tainted = {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [other, dict(DISRUPTED_TAINT)]}}
+    assert taint_patch(tainted) is None
+    assert untaint_patch(tainted) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "8"},
+        {"op": "add", "path": "/spec/taints", "value": [other]},
+    ]
+    assert untaint_patch(node) is None
+    assert taint_patch({"metadata": {}, "spec": {}}) == [
+        {"op": "add", "path": "/spec/taints", "value": [dict(DISRUPTED_TAINT)]}
+    ]
+
+
+def test_backoff_is_exponential_and_capped() -> None:
+    backoff = EvictionBackoff(initial=0.5, multiplier=2, maximum=4)
+    assert [backoff.delay(n) for n in range(1, 7)] == [0.5, 1, 2, 4, 4, 4]
+
+
+# -- the drainer on the fake API -------------------------------------------------------------------------
+
+
+async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
+    api, clock = FakeApi(), FakeClock()
+    api.add_node("n1")
+    api.add_pods(
+        pod("ds", owner="DaemonSet"),
+        pod("critical", priority_class="system-cluster-critical"),
+        pod("web-1"),
+        pod("web-2"),
+        pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner=None),
+        pod("elsewhere", node="n2"),
+    )
+    api.refusals["default/web-2"] = 5  # a PDB lets it go after 5 refusals
+    api.linger["default/web-1"] = 2
+    d = drainer(api, clock)
+    assert await d.taint("n1") is True
+    assert await d.taint("n1") is False  # idempotent: no second patch
+    assert api.calls.count(("patch", "n1")) == 1
+    report = await d.drain("n1")
+
+    evictions = api.evictions()
+    # the critical pod only after both web pods are gone; the DaemonSet pod last
+    assert evictions.index("default/critical") > max(i for i, e in enumerate(evictions) if e.startswith("default/web"))
+    assert evictions[-1] == "default/ds"
+    assert evictions.count("default/web-2") == 6
+    assert "default/mirror" not in evictions and "default/elsewhere" not in evictions
+    assert report.blocked == 5
+    assert report.skipped == {"default/mirror": "mirror/static pod"}
+    assert sorted(report.evicted) == ["default/critical", "default/ds", "default/web-1", "default/web-2"]
+    # capped exponential backoff between refusals (interleaved with web-1's polls)
+    assert [s for s in clock.sleeps if s != 0.25] == [0.5, 1.0, 2.0, 4.0, 4.0]
+    assert set(api.pods) == {"default/mirror", "default/elsewhere"}
+
+    assert await d.delete_node("n1") is True
+    assert api.nodes["n1"]["metadata"]["finalizers"] == []
+    assert await d.untaint("n1") is True
+    assert api.nodes["n1"]["spec"]["taints"] == []
+    assert await d.delete_node("missing") is False
+    assert await d.taint("missing") is None
+
+
+async def test_drain_fails_at_the_deadline_without_force() -> None:
+    api, clock = FakeApi(), FakeClock()
+    api.add_node("n1")
+    api.add_pods(pod("guarded"))
+    api.refusals["default/guarded"] = -1  # the PDB never allows it
+    d = drainer(api, clock, deadline=10.0)
+    with pytest.raises(DrainFailed, match="could not be evicted within 10s"):
+        await d.drain("n1")
+    assert "default/guarded" in api.pods  # never deleted
+    assert clock.now <= 10.0
+    # an evicted pod that never goes fails as well
+    api2, clock2 = FakeApi(), FakeClock()
+    api2.add_node("n1")
+    api2.add_pods(pod("stuck"))
+    api2.linger["default/stuck"] = 10_000
+    with pytest.raises(DrainFailed, match="still there"):
+        await drainer(api2, clock2, deadline=3.0).drain("n1")
+
+
+async def test_taint_retries_a_conflict() -> None:
+    api, clock = FakeApi(), FakeClock()
+    api.add_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])
+    api.conflicts = 2
+    assert await drainer(api, clock).taint("n1") is True
+    assert api.nodes["n1"]["spec"]["taints"] == [{"key": "a", "effect": "NoSchedule"}, dict(DISRUPTED_TAINT)]
+
+
+async def test_stop_aware_sleep() -> None:
+    stop = asyncio.Event()
+    sleep = stop_aware_sleep(stop)
+    await sleep(0.01)
+    stop.set()
+    with pytest.raises(Stopped):
+        await sleep(10)
+
+
+# -- the service ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ExecutorStore]:
+    url = f"sqlite:///{tmp_path / 'ebb.db'}"
+    await upgrade_async(url)
+    s = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: bool = False) -> DisruptionCommand:
+    return DisruptionCommand.model_validate({
+        "decision_id": decision_id,
+        "node_pool": "default",
+        "method": "emptiness",
+        "reason": "Empty",
+        "action": "replace" if replacements else "delete",
+        "nodes": nodes,
+        "replacements": [{"node_pool": "default", "instance_types": ["m5.large"], "capacity_type": "on-demand",
+                          "zones": ["eu-west-1a"], "price": 0.1}] if replacements else [],
+        "savings_per_hour": 0.2,
+        "explanation": "empty for 10m",
+        "approved_at": NOW,
+    })
+
+
+def events_of(bus: InMemoryBus) -> list[tuple[str, str, str]]:
+    out = []
+    for r in bus.records(TOPIC_DISRUPTION_EVENTS):
+        m = from_kafka(TOPIC_DISRUPTION_EVENTS, r.key, r.value, r.headers)
+        out.append((m.node, m.phase, m.message))  # type: ignore[attr-defined]
+    return out
+
+
+async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:
+    """Consume commands until ``until`` commands were handled."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], "executor", executor.handle, stop=stop))
+    for _ in range(500):
+        if executor.succeeded + executor.failed + executor.duplicates >= until:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+
+
+async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> None:
+    api, clock = FakeApi(), FakeClock()
+    for name in ("n1", "n2"):
+        api.add_node(name)
+    api.add_pods(pod("a", "n1"), pod("b", "n2"), pod("ds", "n2", owner="DaemonSet"))
+    api.refusals["default/a"] = 2
+    repo = Repository(store.engine, cluster="unit")
+    await repo.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete",
+                            nodes=["n1", "n2"], replacements=[], created_at=NOW, state="approved")
+    bus = InMemoryBus()
+    executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
+    cmd = command(("n1", "n2"))
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, cmd)
+    await run_once(bus, executor, 1)
+
+    assert executor.succeeded == 1
+    assert await store.state("d-1") == "succeeded"
+    phases = [(node, phase) for node, phase, _ in events_of(bus)]
+    for node in ("n1", "n2"):
+        assert [p for n, p in phases if n == node] == ["Tainted", "Evicted", "Terminated"]
+    messages = {(n, p): m for n, p, m in events_of(bus)}
+    assert messages[("n1", "Evicted")] == "evicted 1 pod(s) after 2 refusal(s)"
+    # deleted (and the termination finalizer removed) only after both nodes were drained
+    assert api.calls[-4:] == [("delete", "n1"), ("patch", "n1"), ("delete", "n2"), ("patch", "n2")]
+    found = await repo.get_decision("d-1")
+    assert found is not None
+    decision, timeline = found
+    assert decision.started_at is not None and decision.finished_at is not None
+    assert [e.type for e in timeline].count("Terminated") == 2
+
+    # the same command again: nothing happens
+    calls = len(api.calls)
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, cmd)
+    await run_once(bus, executor, 2)
+    assert executor.duplicates == 1 and len(api.calls) == calls
+    assert len(events_of(bus)) == 6
+    async with store.engine.connect() as connection:
+        processed = await connection.scalar(select(func.count()).select_from(ProcessedMessage))
+        rows = await connection.scalar(select(func.count()).select_from(DecisionEvent))
+    assert processed == 1 and rows == 6
+
+
+async def test_failed_drain_rolls_back(store: ExecutorStore) -> None:
+    api, clock = FakeApi(), FakeClock()
+    api.add_node("n1")
+    api.add_node("n2")
+    api.add_pods(pod("ok", "n1"), pod("guarded", "n2"))
+    api.refusals["default/guarded"] = -1
+    bus = InMemoryBus()
+    executor = Executor(bus, store, drainer(api, clock, deadline=5.0), clock=lambda: NOW)
+    outcome = await executor.execute(command(("n1", "n2"), decision_id="d-2"))  # no decisions row: inserted
+    assert outcome == "failed"
+    assert await store.state("d-2") == "failed"
+    # the events keep their order per node (the key)
+    phases = [(n, p) for n, p, _ in events_of(bus)]
+    assert [p for n, p in phases if n == "n1"] == ["Tainted", "Evicted", "RolledBack"]
+    assert [p for n, p in phases if n == "n2"] == ["Tainted", "Failed", "RolledBack"]
+    assert all(api.nodes[n]["spec"]["taints"] == [] for n in ("n1", "n2"))
+    assert "n1" in api.nodes and not api.nodes["n1"]["metadata"].get("deletionTimestamp")
+    assert "default/guarded" in api.pods
+
+
+async def test_replacements_fail_and_finished_decisions_are_left(store: ExecutorStore) -> None:
+    api, clock = FakeApi(), FakeClock()
+    api.add_node("n1")
+    bus = InMemoryBus()
+    executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
+    assert await executor.execute(command(("n1",), decision_id="d-3", replacements=True)) == "failed"
+    assert events_of(bus) == [("n1", "Failed", REPLACEMENTS_UNSUPPORTED)]
+    assert api.calls == []  # nothing tainted
+    assert await store.state("d-3") == "failed"
+    # another command of a finished decision does nothing
+    assert await executor.execute(command(("n1",), decision_id="d-3")) == "finished"
+    assert api.calls == []
+
+
+async def test_missing_node_is_terminated_at_once(store: ExecutorStore) -> None:
+    api, clock = FakeApi(), FakeClock()
+    bus = InMemoryBus()
+    executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
+    assert await executor.execute(command(("gone",), decision_id="d-4")) == "succeeded"
+    assert events_of(bus) == [("gone", "Terminated", "node already gone")]
+
+
+async def test_app_run_stops_gracefully(store: ExecutorStore) -> None:
+    api = FakeApi()
+    api.add_node("n1")
+    api.add_pods(pod("guarded", "n1"))
+    api.refusals["default/guarded"] = -1
+    bus = InMemoryBus()
+    stop = asyncio.Event()
+    started = asyncio.Event()
+    settings = Settings(eviction_deadline_seconds=60, eviction_backoff_initial_seconds=0.05,
+                        eviction_backoff_max_seconds=0.05, group="executor")
+    task = asyncio.create_task(app.run(settings, stop, bus=bus, node_api=api, store=store, started=started))
+    await started.wait()
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-5"))
+    for _ in range(200):
+        if api.evictions():
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    executor = await asyncio.wait_for(task, 5)
+    assert executor.succeeded == executor.failed == 0
+    # interrupted mid-drain: not committed, the decision still executing, resumed after a restart
+    assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 1
+    assert await store.state("d-5") == "executing"
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_EVICTION_DEADLINE_SECONDS", "30")
+    monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_CLUSTER", "prod")
+    settings = Settings()
+    assert settings.eviction_deadline_seconds == 30 and settings.cluster == "prod"

@@ -1,0 +1,104 @@
+"""The composition root: the SQS client and queue, the bus, the instance → node lookup (a snapshot of
+``ebb.cluster.objects``), the metrics endpoint and the ingest loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import structlog
+
+from ebb.adapters.aws.sqs import Backoff, SqsClient, SqsQueue, sqs_client
+from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.compacted import read_latest
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_interruption_ingester.ingester import Ingester, Metrics
+from ebb_interruption_ingester.nodes import NodeLookup, StoreLookup
+from ebb_interruption_ingester.settings import Settings
+
+log = structlog.get_logger("ebb_interruption_ingester")
+
+
+async def seed_store(store: SnapshotStore, bus: Bus) -> int:
+    """Load ``ebb.cluster.objects`` as it is now into ``store``; returns how many objects it holds."""
+    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
+        if isinstance(message, ClusterObject):
+            store.apply(message)
+    return len(store)
+
+
+async def open_queue(settings: Settings, client: SqsClient) -> SqsQueue:
+    url = settings.queue_url or (await client.get_queue_url(QueueName=settings.queue_name))["QueueUrl"]
+    return SqsQueue(client, str(url), wait_time_seconds=settings.wait_time_seconds,
+                    max_messages=settings.max_messages, visibility_timeout=settings.visibility_timeout_seconds)
+
+
+async def run(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    bus: Bus | None = None,
+    sqs: SqsClient | None = None,
+    lookup: NodeLookup | None = None,
+    metrics: Metrics | None = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Ingest until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``sqs`` (an SQS client) and
+    ``lookup`` (instance id → node) replace the ones built from ``settings``; ``started`` is set once
+    the node snapshot is loaded and polling begins."""
+    settings.require_queue()
+    metrics = metrics or Metrics()
+    async with contextlib.AsyncExitStack() as stack:
+        if bus is None:
+            kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
+                             client_id="ebb-interruption-ingester")
+            bus = await stack.enter_async_context(kafka)
+        client: SqsClient = sqs if sqs is not None else await stack.enter_async_context(
+            sqs_client(settings.region, endpoint_url=settings.endpoint_url,
+                       read_timeout=settings.wait_time_seconds + 40)
+        )
+        queue = await open_queue(settings, client)
+        consumer_stop = asyncio.Event()
+        tasks: list[asyncio.Task[None]] = []
+        if lookup is None:
+            store = SnapshotStore(bundled_catalog=[])
+            known = await seed_store(store, bus)
+            group = f"{settings.consumer_group}-{uuid.uuid4().hex[:12]}"
+            tasks.append(asyncio.create_task(
+                bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=consumer_stop), name="cluster-objects"
+            ))
+            lookup = StoreLookup(store)
+            log.info("cluster objects loaded", objects=known, group=group)
+        if settings.metrics_port:
+            from prometheus_client import start_http_server
+
+            start_http_server(settings.metrics_port, settings.metrics_address, registry=metrics.registry)
+        ingester = Ingester(
+            queue, bus, lookup, metrics=metrics,
+            backoff=Backoff(initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds),
+        )
+        log.info("interruption-ingester starting", queue=queue.url, wait_time_seconds=queue.wait_time_seconds,
+                 max_messages=queue.max_messages)
+        if started is not None:
+            started.set()
+        loop = asyncio.create_task(ingester.run(stop), name="ingest")
+        try:
+            done, _ = await asyncio.wait([loop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            if loop not in done:  # the cluster-objects consumer ended: without it the lookup goes stale
+                stop.set()
+                await loop
+                for task in done:
+                    task.result()
+                raise RuntimeError("the ebb.cluster.objects consumer ended unexpectedly")
+            loop.result()
+        finally:
+            consumer_stop.set()
+            for task in [loop, *tasks]:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(loop, *tasks, return_exceptions=True)
+        log.info("interruption-ingester stopped", **{r: int(metrics.count(r)) for r in
+                                                    ("published", "unknown_node", "irrelevant", "malformed",
+                                                     "foreign", "failed")})

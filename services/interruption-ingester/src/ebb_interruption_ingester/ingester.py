@@ -1,0 +1,189 @@
+"""The ingest loop: long-poll SQS, parse each message, publish its interruptions on ``ebb.interruptions``
+(keyed by node), THEN delete the message (at least once).
+
+Every SQS message is counted once in ``ebb_interruption_messages_total{result}``:
+
+- ``published``: at least one interruption was published;
+- ``unknown_node``: none of its instances is a known node (dropped);
+- ``irrelevant``: a subscribed event that announces no interruption (e.g. a state change to ``running``);
+- ``malformed`` / ``foreign``: not parseable / not an interruption event;
+- ``failed``: publishing failed; the message is NOT deleted and comes back after its visibility timeout.
+
+All but ``failed`` are deleted. A message's interruptions have stable ids (a UUIDv5 of the EventBridge
+event id, or the SQS message id, and the instance id), so a redelivered message republishes the same
+ids and consumers apply them once. A failed receive, publish or delete backs off (exponential, with
+jitter) and resumes; setting ``stop`` cancels a receive in flight and ends the loop after the batch in hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Coroutine
+from typing import Any, Final, Literal, TypeVar
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import ValidationError
+
+from ebb.adapters.aws import Ignored, parse_message
+from ebb.adapters.aws.sqs import Backoff, SqsMessage, SqsQueue
+from ebb.adapters.bus import Bus
+from ebb.adapters.bus.base import sleep_or_stop
+from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
+from ebb_interruption_ingester.nodes import NodeLookup
+
+log = structlog.get_logger("ebb_interruption_ingester")
+
+T = TypeVar("T")
+
+#: namespace of the interruption message ids
+ID_NAMESPACE: Final = uuid.UUID("6f1c1f5e-8a57-4c43-9b0e-2f1d7a3c9e11")
+
+Result = Literal["published", "unknown_node", "irrelevant", "malformed", "foreign", "failed"]
+RESULTS: Final[tuple[Result, ...]] = ("published", "unknown_node", "irrelevant", "malformed", "foreign", "failed")
+
+
+class Metrics:
+    """The service's Prometheus metrics, in their own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.messages = Counter("ebb_interruption_messages", "SQS messages handled, by result.", ["result"],
+                                registry=self.registry)
+        for result in RESULTS:
+            self.messages.labels(result=result)
+        self.interruptions = Counter("ebb_interruptions_published", "Interruptions published, by kind.", ["kind"],
+                                     registry=self.registry)
+        self.unknown_instances = Counter("ebb_interruption_unknown_instances",
+                                         "Instances named in messages that are no known node.", registry=self.registry)
+        self.sqs_errors = Counter("ebb_interruption_sqs_errors", "Failed SQS receive or delete calls.",
+                                  registry=self.registry)
+
+    def count(self, result: Result) -> float:
+        """The current count of ``result`` (for tests and logs)."""
+        value = self.registry.get_sample_value("ebb_interruption_messages_total", {"result": result})
+        return float(value or 0.0)
+
+
+class _Stopped(Exception):
+    pass
+
+
+class Ingester:
+    """Moves interruptions from an SQS queue to the bus."""
+
+    def __init__(
+        self,
+        queue: SqsQueue,
+        bus: Bus,
+        lookup: NodeLookup,
+        *,
+        metrics: Metrics | None = None,
+        backoff: Backoff | None = None,
+        topic: str = TOPIC_INTERRUPTIONS,
+    ) -> None:
+        self.queue = queue
+        self.bus = bus
+        self.lookup = lookup
+        self.metrics = metrics or Metrics()
+        self.backoff = backoff or Backoff()
+        self.topic = topic
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll and handle until ``stop`` is set."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                messages = await _or_stop(self.queue.receive(), stop)
+            except _Stopped:
+                break
+            except Exception as e:
+                self.metrics.sqs_errors.inc()
+                failures += 1
+                delay = self.backoff.delay(failures)
+                log.warning("sqs receive failed", error=repr(e), attempt=failures, retry_in=round(delay, 2))
+                if await sleep_or_stop(delay, stop):
+                    break
+                continue
+            try:
+                for message in messages:
+                    await self.handle(message)
+            except Exception as e:
+                failures += 1
+                delay = self.backoff.delay(failures)
+                log.warning("handling a batch failed; the rest of it will be received again", error=repr(e),
+                            attempt=failures, retry_in=round(delay, 2))
+                if await sleep_or_stop(delay, stop):
+                    break
+                continue
+            failures = 0
+
+    async def handle(self, message: SqsMessage) -> Result:
+        """Publish what ``message`` announces, then delete it. Raises when a publish or the delete failed
+        (the message is then left on the queue)."""
+        result = await self._publish(message)
+        try:
+            await self.queue.delete(message)
+        except Exception:
+            self.metrics.sqs_errors.inc()
+            raise
+        return result
+
+    async def _publish(self, message: SqsMessage) -> Result:
+        parsed = parse_message(message.body)
+        if isinstance(parsed, Ignored):
+            self.metrics.messages.labels(result=parsed.reason).inc()
+            level = log.info if parsed.reason == "irrelevant" else log.warning
+            level("message ignored", message_id=message.message_id, result=parsed.reason, why=parsed.why)
+            return parsed.reason
+        published = 0
+        for instance in parsed.instance_ids:
+            node = self.lookup.node_for(instance)
+            if node is None:
+                self.metrics.unknown_instances.inc()
+                log.warning("interruption for an unknown instance dropped", message_id=message.message_id,
+                            kind=parsed.kind, instance_id=instance)
+                continue
+            try:
+                interruption = Interruption(
+                    id=uuid.uuid5(ID_NAMESPACE, f"{parsed.event_id or message.message_id}/{instance}"),
+                    node=node,
+                    kind=parsed.kind,
+                    instance_id=instance,
+                    deadline=parsed.deadline,
+                    detail=parsed.detail[:4096],
+                )
+            except ValidationError as e:
+                log.error("interruption rejected by the contract", node=node, instance_id=instance, error=str(e))
+                continue
+            try:
+                await self.bus.publish(self.topic, interruption)
+            except Exception:
+                self.metrics.messages.labels(result="failed").inc()
+                raise
+            published += 1
+            self.metrics.interruptions.labels(kind=parsed.kind).inc()
+            log.info("interruption published", node=node, kind=parsed.kind, instance_id=instance,
+                     deadline=parsed.deadline.isoformat() if parsed.deadline else None, id=str(interruption.id))
+        result: Result = "published" if published else "unknown_node"
+        self.metrics.messages.labels(result=result).inc()
+        return result
+
+
+async def _or_stop(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> T:
+    """Await ``work`` unless ``stop`` is set first: then it is cancelled and _Stopped raised."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    if task.cancelled():
+        raise _Stopped
+    return task.result()

@@ -1,7 +1,8 @@
 """The termination-executor against a real kube-apiserver + KWOK (with kube-controller-manager's
 disruption controller), a real Kafka and a real PostgreSQL: a KWOK node runs three pods of a Deployment
-guarded by a PodDisruptionBudget that lets one pod go at a time (maxUnavailable 1); a second node takes
-the replacements. A delete command for the first node is published on ebb.disruption.commands; the
+guarded by a PodDisruptionBudget that at first allows no disruption (minAvailable 3), then, once the
+executor's evictions are being refused, one at a time (maxUnavailable 1); a second node takes the
+replacements. A delete command for the first node is published on ebb.disruption.commands; the
 executor taints the node, evicts the pods through the Eviction API (backing off on the 429s the PDB
 answers), deletes the node, the decision ends ``succeeded`` and Tainted, Evicted, Terminated arrive in
 order on ebb.disruption.events. The same command published again changes nothing."""
@@ -9,6 +10,10 @@ order on ebb.disruption.events. The same command published again changes nothing
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -110,6 +115,7 @@ async def test_executor_drains_and_deletes_a_node(
     )
     stop, reader_stop = asyncio.Event(), asyncio.Event()
     events: list[DisruptionEvent] = []
+    tasks: list[asyncio.Task[Any]] = []
 
     async def collect(delivery: Delivery) -> None:
         assert isinstance(delivery.message, DisruptionEvent)
@@ -123,8 +129,9 @@ async def test_executor_drains_and_deletes_a_node(
             namespace,
             client.V1PodDisruptionBudget(
                 metadata=client.V1ObjectMeta(name=app_name),
+                # no disruption allowed at first: every first eviction is refused (429); relaxed below
                 spec=client.V1PodDisruptionBudgetSpec(
-                    max_unavailable=1, selector=client.V1LabelSelector(match_labels={"app": app_name})
+                    min_available=3, selector=client.V1LabelSelector(match_labels={"app": app_name})
                 ),
             ),
         )
@@ -137,13 +144,13 @@ async def test_executor_drains_and_deletes_a_node(
 
         originals = await eventually("3 pods Running on the node", lambda: pods_running_on(node, 3))
 
-        async def pdb_allows_one() -> bool:
+        async def pdb_allows(allowed: int) -> bool:
             pdb = await policy.read_namespaced_pod_disruption_budget_status(app_name, namespace)
             s = pdb.status
             return bool(s and s.observed_generation == pdb.metadata.generation and s.current_healthy == 3
-                        and s.disruptions_allowed == 1)
+                        and s.disruptions_allowed == allowed)
 
-        await eventually("PDB status: 3 healthy, 1 disruption allowed", pdb_allows_one)
+        await eventually("PDB status: 3 healthy, no disruption allowed", lambda: pdb_allows(0))
         # the replacements' node, created after the pods were placed
         await core.create_node(kwok_node(spare, run))
 
@@ -162,7 +169,18 @@ async def test_executor_drains_and_deletes_a_node(
             reader = asyncio.create_task(bus.consume([TOPIC_DISRUPTION_EVENTS], f"reader-{run}", collect,
                                                      stop=reader_stop))
             executor_task = asyncio.create_task(app.run(settings, stop))
+            tasks += [reader, executor_task]
             await bus.publish(TOPIC_DISRUPTION_COMMANDS, command)
+
+            async def tainted() -> bool:
+                return any(e.phase == "Tainted" for e in events)
+
+            await eventually("the node Tainted", tainted, within=30)
+            # the evictions are being refused (429); now let one pod go at a time (maxUnavailable 1)
+            await asyncio.sleep(1.0)
+            await policy.patch_namespaced_pod_disruption_budget(
+                app_name, namespace, {"spec": {"minAvailable": None, "maxUnavailable": 1}}
+            )
 
             async def terminated() -> bool:
                 if executor_task.done():
@@ -175,7 +193,7 @@ async def test_executor_drains_and_deletes_a_node(
             evicted = mine[1].message
             assert evicted.startswith("evicted 3 pod(s) after "), evicted
             refusals = int(evicted.removeprefix("evicted 3 pod(s) after ").split()[0])
-            assert refusals >= 1, "the PDB lets one pod go at a time: some evictions must have been refused (429)"
+            assert refusals >= 3, "every pod's first eviction must have been refused (429) by the PDB"
 
             # the node is gone, its pods were evicted (never force-deleted) and replaced on the spare node
             with pytest.raises(ApiException) as missing:
@@ -226,6 +244,8 @@ async def test_executor_drains_and_deletes_a_node(
     finally:
         stop.set()
         reader_stop.set()
+        if tasks:
+            await asyncio.wait(tasks, timeout=15)
         await repo.close()
         await core.delete_namespace(namespace)
         for name in (node, spare):
@@ -234,3 +254,41 @@ async def test_executor_drains_and_deletes_a_node(
             except ApiException as e:
                 if e.status != 404:
                     raise
+
+
+async def test_module_logs_json_and_stops_on_sigterm(
+    kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    env = {
+        **os.environ,
+        "EBB_TERMINATION_EXECUTOR_KUBECONFIG": str(kubernetes_cluster.kubeconfig),
+        "EBB_TERMINATION_EXECUTOR_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
+        "EBB_TERMINATION_EXECUTOR_TOPIC_PREFIX": f"tm{run}.",
+        "EBB_TERMINATION_EXECUTOR_DATABASE_URL": postgres_server.url,
+        "EBB_TERMINATION_EXECUTOR_GROUP": f"executor-{run}",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ebb_termination_executor", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    assert process.stderr is not None
+    lines: list[dict[str, Any]] = []
+    try:
+        async def started() -> bool:
+            line = await asyncio.wait_for(process.stderr.readline(), 20)  # type: ignore[union-attr]
+            if line:
+                lines.append(json.loads(line))
+            return any(entry.get("event") == "termination-executor starting" for entry in lines)
+
+        await eventually("the starting log line", started, within=30)
+        await asyncio.sleep(1)  # consuming
+        process.send_signal(signal.SIGTERM)
+        _, rest = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    lines.extend(json.loads(line) for line in rest.splitlines() if line.strip())
+    assert process.returncode == 0
+    stopped = [entry for entry in lines if entry.get("event") == "termination-executor stopped"]
+    assert stopped and stopped[0]["level"] == "info" and "timestamp" in stopped[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from ebb_cluster_watcher import app, logs
+from ebb.adapters import logs
+from ebb_cluster_watcher import app
 from ebb_cluster_watcher.settings import Settings
 
 

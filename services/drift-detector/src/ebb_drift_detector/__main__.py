@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from ebb_drift_detector import app, logs
+from ebb.adapters import logs
+from ebb_drift_detector import app
 from ebb_drift_detector.settings import Settings
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from ebb_interruption_ingester import app, logs
+from ebb.adapters import logs
+from ebb_interruption_ingester import app
 from ebb_interruption_ingester.settings import Settings
 
 

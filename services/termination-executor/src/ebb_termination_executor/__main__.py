@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from ebb_termination_executor import app, logs
+from ebb.adapters import logs
+from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
 
 

@@ -1,4 +1,4 @@
-"""structlog JSON logging for the service; the standard-library loggers of the adapters (``ebb.kube``,
+"""structlog JSON logging shared by every ebb service; the standard-library loggers of the adapters (``ebb.kube``,
 ``ebb.bus``, aiokafka, ...) go through the same JSON renderer."""
 
 from __future__ import annotations

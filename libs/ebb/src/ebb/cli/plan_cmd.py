@@ -102,5 +102,6 @@ def render_table(result: Plan, console: Console) -> None:
     console.print(f"Cost of NodePool nodes: ${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass")
     if result.steps is not None:
         final = result.steps[-1].cost_after if result.steps else first.cost_after
-        console.print(f"Until stable: {len(result.steps)} passes, final cost ${final:.4f}/h "
-                      f"(saves ${first.cost_before - final:.4f}/h)")
+        acting = sum(1 for step in result.steps if step.commands)
+        console.print(f"Until stable: {acting} passes acted, then nothing was left to do; final cost "
+                      f"${final:.4f}/h (saves ${first.cost_before - final:.4f}/h)")

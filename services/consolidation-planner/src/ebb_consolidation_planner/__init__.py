@@ -1,1 +1,2 @@
-"""ebb consolidation-planner service: settings and composition root (the service's handlers arrive with issue 5)."""
+"""ebb consolidation-planner service: the single leader that turns engine passes into validated, budgeted
+disruption commands (DESIGN §1, §4)."""

@@ -1,13 +1,60 @@
 """Settings of the consolidation-planner service, read from EBB_CONSOLIDATION_PLANNER_* environment variables."""
 
+from __future__ import annotations
+
+import socket
+
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Where the consolidation-planner service finds its servers."""
+    """Where the planner finds Kafka, PostgreSQL and the API server (its Lease), and how often it plans."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_CONSOLIDATION_PLANNER_")
 
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: prepended to every topic name on the broker (several installations sharing one Kafka)
+    topic_prefix: str = ""
+    #: prefix of the consumer group reading ebb.cluster.objects (each replica adds a unique suffix:
+    #: every replica needs the whole cluster)
+    group: str = "ebb-consolidation-planner"
     database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
+    #: the cluster name written into decisions, ledger rows and read from holds
+    cluster: str = "default"
+    #: a kubeconfig file; empty: the in-cluster service account when running in a pod
+    #: (KUBERNETES_SERVICE_HOST set), else the default kubeconfig (~/.kube/config or $KUBECONFIG)
+    kubeconfig: str = ""
+    #: the kubeconfig context (empty: the current one)
+    kube_context: str = ""
+    #: a pass runs at most this often after changes to the cluster objects
+    debounce_seconds: float = Field(default=1.0, ge=0)
+    #: and at least this often without any change
+    pass_interval_seconds: float = Field(default=10.0, gt=0)
+    #: between proposing a command and re-validating it against fresh state (Karpenter: 15 s)
+    validation_delay_seconds: float = Field(default=15.0, ge=0)
+    #: leader election: the coordination.k8s.io/v1 Lease
+    lease_name: str = "ebb-consolidation-planner"
+    lease_namespace: str = "default"
+    #: this replica's holder identity (default: hostname and a random suffix)
+    identity: str = ""
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    #: how often the leader renews (and a follower retries)
+    lease_renew_seconds: float = Field(default=2.0, gt=0)
+    #: a budget_ledger row whose holder never released it is reclaimable after this
+    ledger_ttl_seconds: float = Field(default=3600.0, gt=0)
+    #: spot nodes may be replaced by spot nodes
+    spot_to_spot: bool = False
+    #: the Prometheus /metrics port (0: off)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_address: str = "0.0.0.0"
+    #: CloudEvent source of the published commands and events
+    source: str = "/ebb/consolidation-planner"
     log_level: str = "info"
+
+    def holder_identity(self) -> str:
+        if self.identity:
+            return self.identity
+        import uuid
+
+        return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,218 @@
+"""The planner's side of the store (DESIGN §3): decisions, their timelines and the budget ledger.
+
+``approve`` is the one place budget is taken. In one transaction it locks the command's NodePools (a
+PostgreSQL transaction-scoped advisory lock per ``(cluster, nodepool)``, taken in name order so two
+planners never deadlock; on SQLite, whose writers are serialised anyway, a process-wide lock), frees
+ledger rows whose decision ended or whose lease ran out, refuses a node that another live decision or
+ledger row already holds, counts the pool's ledger rows against the budget the fresh snapshot allows,
+and only then inserts the command's rows and marks the decision approved. No two planners can therefore
+approve more than a budget allows, even when both believe they are the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import delete, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from ebb.adapters.store.migrate import async_url
+from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold
+
+#: a decision in one of these states still holds its nodes
+LIVE_STATES = ("proposed", "approved", "executing")
+#: SQLite has no advisory locks; its writers are serialised, and this serialises approvals in the process
+_SQLITE_APPROVALS = asyncio.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    approved: bool
+    #: why not (when not approved)
+    reason: str = ""
+
+
+class PlannerStore:
+    """Decisions and budget ledger of one cluster, as the planner writes them."""
+
+    def __init__(self, engine: AsyncEngine, *, cluster: str = "default", ledger_ttl: float = 3600.0) -> None:
+        self.engine = engine
+        self.cluster = cluster
+        self.ledger_ttl = ledger_ttl
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+
+    @classmethod
+    def from_url(cls, url: str, *, cluster: str = "default", ledger_ttl: float = 3600.0,
+                 **engine_options: Any) -> PlannerStore:
+        return cls(create_async_engine(async_url(url), pool_pre_ping=True, **engine_options), cluster=cluster,
+                   ledger_ttl=ledger_ttl)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @property
+    def _postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    async def holds(self, now: datetime) -> list[Hold]:
+        query = select(Hold).where(Hold.cluster == self.cluster,
+                                   or_(Hold.expires_at.is_(None), Hold.expires_at > now))
+        async with self._sessions() as session:
+            return list((await session.scalars(query.order_by(Hold.created_at, Hold.id))).all())
+
+    async def live_nodes(self, exclude: str | None = None, states: tuple[str, ...] = LIVE_STATES) -> dict[str, str]:
+        """node -> id of the live decision (proposed, approved, executing; or those ``states``) that holds it."""
+        async with self._sessions() as session:
+            return await self._live_nodes(session, exclude, states)
+
+    async def _live_nodes(self, session: AsyncSession, exclude: str | None,
+                          states: tuple[str, ...] = LIVE_STATES) -> dict[str, str]:
+        rows = await session.execute(select(Decision.id, Decision.nodes).where(
+            Decision.cluster == self.cluster, Decision.state.in_(states)))
+        held: dict[str, str] = {}
+        for decision_id, nodes in rows:
+            if decision_id == exclude:
+                continue
+            for entry in nodes or []:
+                name = entry.get("name") if isinstance(entry, dict) else entry
+                if isinstance(name, str):
+                    held[name] = decision_id
+        return held
+
+    async def state(self, decision_id: str) -> str | None:
+        async with self._sessions() as session:
+            return await session.scalar(
+                select(Decision.state).where(Decision.cluster == self.cluster, Decision.id == decision_id))
+
+    async def ledger(self) -> list[BudgetLedgerEntry]:
+        async with self._sessions() as session:
+            return list((await session.scalars(select(BudgetLedgerEntry).where(
+                BudgetLedgerEntry.cluster == self.cluster).order_by(BudgetLedgerEntry.node))).all())
+
+    # -- writing -------------------------------------------------------------------------------------------
+
+    async def propose(self, *, decision_id: str, method: str, reason: str, action: str, nodes: list[dict[str, Any]],
+                      replacements: list[dict[str, Any]], savings: float, explanation: dict[str, Any],
+                      now: datetime) -> None:
+        """Insert the decision (state proposed) with a Proposed event in its timeline."""
+        async with self._sessions() as session, session.begin():
+            session.add(Decision(
+                id=decision_id, cluster=self.cluster, method=method, reason=reason, action=action, nodes=nodes,
+                replacements=replacements, savings=Decimal(str(round(savings, 6))), state="proposed",
+                explanation=explanation, created_at=now, updated_at=now))
+            await session.flush()
+            session.add(_event(decision_id, "Proposed", now, {"explanation": explanation.get("text", "")}))
+
+    async def reject(self, decision_id: str, reason: str, now: datetime) -> bool:
+        """proposed -> rejected with ``reason`` (False when the decision was no longer proposed)."""
+        async with self._sessions() as session, session.begin():
+            return await self._reject(session, decision_id, reason, now)
+
+    async def _reject(self, session: AsyncSession, decision_id: str, reason: str, now: datetime) -> bool:
+        decision = await session.scalar(select(Decision).where(
+            Decision.cluster == self.cluster, Decision.id == decision_id).with_for_update())
+        if decision is None or decision.state != "proposed":
+            return False
+        decision.state = "rejected"
+        decision.updated_at = now
+        decision.finished_at = now
+        decision.explanation = {**(decision.explanation or {}), "rejected": reason}
+        session.add(_event(decision_id, "Rejected", now, {"reason": reason}))
+        return True
+
+    async def reject_orphans(self, reason: str, now: datetime, keep: Iterable[str] = ()) -> list[str]:
+        """Reject the proposed decisions of this cluster other than ``keep`` (a new leader's clean-up of
+        proposals whose planner stopped before validating them)."""
+        kept = set(keep)
+        async with self._sessions() as session, session.begin():
+            ids = [i for i in (await session.scalars(select(Decision.id).where(
+                Decision.cluster == self.cluster, Decision.state == "proposed"))).all() if i not in kept]
+            for decision_id in ids:
+                await self._reject(session, decision_id, reason, now)
+        return ids
+
+    async def _lock(self, session: AsyncSession, pools: Iterable[str]) -> None:
+        for pool in sorted(set(pools)):
+            await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                                  {"key": f"ebb.budget_ledger/{self.cluster}/{pool}"})
+
+    async def approve(self, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
+                      allowed: Mapping[str, int], counted: Iterable[str], now: datetime) -> Approval:
+        """Take budget for the decision's nodes and mark it approved, or reject it.
+
+        ``node_pools``: node -> NodePool of the command; ``allowed``: NodePool -> disruptions the fresh
+        snapshot's budget allows for ``reason``; ``counted``: nodes the snapshot already counts as being
+        disrupted (tainted or deleting), whose ledger rows the budget has subtracted already.
+        """
+        if self._postgres:
+            return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
+                                       counted=set(counted), now=now)
+        async with _SQLITE_APPROVALS:
+            return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
+                                       counted=set(counted), now=now)
+
+    async def _approve(self, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
+                       allowed: Mapping[str, int], counted: set[str], now: datetime) -> Approval:
+        pools = sorted(set(node_pools.values()))
+        async with self._sessions() as session, session.begin():
+            if self._postgres:
+                await self._lock(session, pools)
+            decision = await session.scalar(select(Decision).where(
+                Decision.cluster == self.cluster, Decision.id == decision_id).with_for_update())
+            if decision is None or decision.state != "proposed":
+                return Approval(False, f"the decision is {decision.state if decision else 'gone'}")
+            why = await self._refusal(session, decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
+                                      counted=counted, now=now)
+            if why is not None:
+                await self._reject(session, decision_id, why, now)
+                return Approval(False, why)
+            for node, pool in sorted(node_pools.items()):
+                session.add(BudgetLedgerEntry(cluster=self.cluster, nodepool=pool, node=node, decision_id=decision_id,
+                                              reason=reason, acquired_at=now,
+                                              expires_at=now + timedelta(seconds=self.ledger_ttl)))
+            decision.state = "approved"
+            decision.approved_at = now
+            decision.updated_at = now
+            session.add(_event(decision_id, "Approved", now, {}))
+        return Approval(True)
+
+    async def _refusal(self, session: AsyncSession, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
+                       allowed: Mapping[str, int], counted: set[str], now: datetime) -> str | None:
+        pools = sorted(set(node_pools.values()))
+        live = await self._live_nodes(session, decision_id)
+        for node in sorted(node_pools):
+            if node in live:
+                return f"node {node} already has a live decision {live[node]}"
+        # free the rows of ended decisions and of leases that ran out
+        finished = select(Decision.id).where(Decision.cluster == self.cluster, Decision.state.not_in(LIVE_STATES))
+        await session.execute(delete(BudgetLedgerEntry).where(
+            BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.nodepool.in_(pools),
+            or_(BudgetLedgerEntry.decision_id.in_(finished), BudgetLedgerEntry.decision_id.is_(None),
+                BudgetLedgerEntry.expires_at <= now)))
+        rows = list((await session.scalars(select(BudgetLedgerEntry).where(
+            BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.nodepool.in_(pools)
+        ).with_for_update())).all())
+        for row in rows:
+            if row.node in node_pools and row.decision_id != decision_id:
+                return f"node {row.node} is already in the budget ledger for decision {row.decision_id}"
+        for pool in pools:
+            used = sum(1 for r in rows if r.nodepool == pool and r.node not in counted)
+            need = sum(1 for p in node_pools.values() if p == pool)
+            if used + need > allowed.get(pool, 0):
+                return (f"the {reason} budget of NodePool {pool} allows {allowed.get(pool, 0)} disruptions; "
+                        f"{used} are reserved in the budget ledger and the command needs {need}")
+        return None
+
+
+def _event(decision_id: str, type_: str, at: datetime, detail: dict[str, Any]) -> DecisionEvent:
+    return DecisionEvent(decision_id=decision_id, event_id=f"planner-{uuid.uuid4().hex}", type=type_, at=at,
+                         detail=detail)

@@ -1,0 +1,213 @@
+"""The consolidation-planner against a real Kafka, PostgreSQL and kube-apiserver (DESIGN §1-§4): two
+replicas compete for the coordination.k8s.io/v1 Lease and only one leads; a NodePool and an empty KWOK-style
+node published to ebb.cluster.objects (trimmed dicts through the contracts' codec) give a decision that is
+proposed, re-validated after the delay and approved in PostgreSQL (with its budget_ledger row), and the
+command on ebb.disruption.commands; when the leader stops it releases the Lease and the other replica takes
+over."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes_asyncio import client
+
+from ebb.adapters.bus import Delivery, KafkaBus
+from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.repository import DecisionFilter, Repository
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_COMMANDS, ClusterObject, DisruptionCommand
+from ebb_consolidation_planner import app
+from ebb_consolidation_planner.planner import Planner
+from ebb_consolidation_planner.settings import Settings
+from ebb_consolidation_planner.store import PlannerStore
+
+from .conftest import KafkaServer, KubernetesCluster, PostgresServer
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+KWOK = "kwok.x-k8s.io/node"
+CREATED = "2026-01-01T00:00:00Z"
+
+
+async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 20) -> T:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        value = probe()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value is not None and value is not False:
+            return value  # type: ignore[return-value]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def nodepool(name: str) -> dict[str, Any]:
+    """A trimmed karpenter.sh/v1 NodePool as the cluster-watcher publishes it."""
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
+                     "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
+                 "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                                "budgets": [{"nodes": "100%"}]}},
+    }
+
+
+def kwok_node(name: str, pool: str) -> dict[str, Any]:
+    """A trimmed, empty KWOK node of ``pool``."""
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "creationTimestamp": CREATED, "annotations": {KWOK: "fake"},
+                     "labels": {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "m5.xlarge",
+                                "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
+                                "karpenter.sh/nodepool": pool, "karpenter.sh/initialized": "true",
+                                "karpenter.sh/registered": "true", "type": "kwok"}},
+        "spec": {"providerID": f"kwok://{name}",
+                 "taints": [{"key": KWOK, "value": "fake", "effect": "NoSchedule"}]},
+        "status": {"capacity": capacity, "allocatable": capacity,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def obj(doc: dict[str, Any]) -> ClusterObject:
+    return ClusterObject(kind=doc["kind"], namespace="", name=doc["metadata"]["name"], resource_version="1",
+                         object=doc)
+
+
+async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apiserver(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    prefix, cluster, lease = f"cp{run}.", f"cp-{run}", f"ebb-planner-{run}"
+    pool, node_name = f"cp-pool-{run}", f"cp-node-{run}"
+    await upgrade_async(postgres_server.url)
+    repo = Repository.from_url(postgres_server.url, cluster=cluster)
+    store = PlannerStore.from_url(postgres_server.url, cluster=cluster)
+    leases = client.CoordinationV1Api(kube_api)
+    planners: dict[str, Planner] = {}
+    stops = {name: asyncio.Event() for name in ("a", "b")}
+    tasks: dict[str, asyncio.Task[None]] = {}
+    received: list[DisruptionCommand] = []
+    reader_stop = asyncio.Event()
+
+    async def collect(delivery: Delivery) -> None:
+        if isinstance(delivery.message, DisruptionCommand):
+            received.append(delivery.message)
+
+    def settings(name: str) -> Settings:
+        return Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cp-{run}-{name}",
+                        database_url=postgres_server.url, cluster=cluster,
+                        kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease, lease_namespace="default",
+                        identity=f"planner-{name}-{run}", lease_duration_seconds=4, lease_renew_seconds=0.3,
+                        debounce_seconds=0.2, pass_interval_seconds=1, validation_delay_seconds=1)
+
+    def leaders() -> list[str]:
+        return [name for name, p in planners.items() if p.leader.is_leader]
+
+    async def approved() -> list[Any] | None:
+        items = list((await repo.list_decisions(DecisionFilter(state="approved"))).items)
+        return items or None
+
+    reader: asyncio.Task[None] | None = None
+    try:
+        async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
+            await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_COMMANDS])
+            reader = asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], f"cp-read-{run}", collect,
+                                                     stop=reader_stop))
+            for name in ("a", "b"):
+                started = asyncio.Event()
+                tasks[name] = asyncio.create_task(app.run(
+                    settings(name), stops[name], started=started,
+                    planner_ready=lambda p, n=name: planners.__setitem__(n, p)))
+                await asyncio.wait_for(started.wait(), 30)
+
+            [leader] = await eventually("one leader", lambda: leaders() or None)
+            follower = "b" if leader == "a" else "a"
+            await asyncio.sleep(1.0)  # the follower keeps trying meanwhile and never leads as well
+            assert leaders() == [leader]
+            held = await leases.read_namespaced_lease(lease, "default")
+            assert held.spec.holder_identity == f"planner-{leader}-{run}"
+
+            # the cluster: a NodePool and an empty node, straight onto the compacted topic
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(kwok_node(node_name, pool)))
+
+            [decision] = await eventually("the decision approved in PostgreSQL", approved, within=30)
+            assert decision.method == "emptiness" and decision.reason == "Empty" and decision.action == "delete"
+            assert decision.nodes[0]["name"] == node_name and decision.nodes[0]["nodePool"] == pool
+            found = await repo.get_decision(decision.id)
+            assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
+            assert [(e.node, e.decision_id) for e in await store.ledger()] == [(node_name, decision.id)]
+            [command] = await eventually("the command on ebb.disruption.commands", lambda: received or None)
+            assert command.decision_id == decision.id and command.nodes == (node_name,)
+            assert command.node_pool == pool and command.key() == pool
+            assert planners[leader].approved == 1 and planners[follower].passes == 0
+
+            # the leader stops: it releases the Lease and the follower takes over at once
+            stops[leader].set()
+            await asyncio.wait_for(tasks[leader], 15)
+            await eventually("the follower leading", lambda: leaders() == [follower] or None, within=10)
+            assert all(not t.done() for n, t in tasks.items() if n != leader)
+            await asyncio.sleep(1.5)  # it plans, but the node has a live decision: nothing new
+            assert len((await repo.list_decisions()).items) == 1
+            stops[follower].set()
+            await asyncio.wait_for(tasks[follower], 15)
+    finally:
+        for stop in stops.values():
+            stop.set()
+        reader_stop.set()
+        pending = [*tasks.values(), *([reader] if reader else [])]
+        for task in pending:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await repo.close()
+        await store.close()
+        with contextlib.suppress(Exception):
+            await leases.delete_namespaced_lease(lease, "default")
+
+
+async def test_module_runs_logs_json_and_stops_on_sigterm(
+    kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    await upgrade_async(postgres_server.url)
+    env = {**os.environ, "EBB_CONSOLIDATION_PLANNER_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
+           "EBB_CONSOLIDATION_PLANNER_TOPIC_PREFIX": f"cpm{run}.",
+           "EBB_CONSOLIDATION_PLANNER_DATABASE_URL": postgres_server.url,
+           "EBB_CONSOLIDATION_PLANNER_CLUSTER": f"cpm-{run}",
+           "EBB_CONSOLIDATION_PLANNER_LEASE_NAME": f"ebb-planner-m{run}",
+           "EBB_CONSOLIDATION_PLANNER_KUBECONFIG": str(kubernetes_cluster.kubeconfig)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ebb_consolidation_planner", env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert process.stderr is not None
+    lines: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(30):
+            while not any(line.get("event") == "leadership acquired" for line in lines):
+                raw = await process.stderr.readline()
+                assert raw, f"the service ended early: {lines}"
+                lines.append(json.loads(raw))
+        process.send_signal(signal.SIGTERM)
+        _, rest = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    lines.extend(json.loads(raw) for raw in rest.splitlines() if raw.strip())
+    assert process.returncode == 0
+    started = next(line for line in lines if line.get("event") == "consolidation-planner starting")
+    assert started["logger"] == "ebb_consolidation_planner" and started["level"] == "info" and "timestamp" in started
+    events = [line.get("event") for line in lines]
+    assert "lease released" in events and "consolidation-planner stopped" in events

@@ -211,3 +211,39 @@ async def test_module_runs_logs_json_and_stops_on_sigterm(
     assert started["logger"] == "ebb_consolidation_planner" and started["level"] == "info" and "timestamp" in started
     events = [line.get("event") for line in lines]
     assert "lease released" in events and "consolidation-planner stopped" in events
+
+
+async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_server: PostgresServer) -> None:
+    """Four planners' stores approving four decisions of one pool at once, with a budget of two: the advisory
+    lock and the ledger let exactly two through; a fifth decision on an already reserved node is refused."""
+    from datetime import UTC, datetime
+
+    run = uuid.uuid4().hex[:8]
+    cluster, pool = f"cpl-{run}", "default"
+    await upgrade_async(postgres_server.url)
+    stores = [PlannerStore.from_url(postgres_server.url, cluster=cluster) for _ in range(4)]
+    now = datetime.now(UTC)
+    try:
+        for i in range(4):
+            await stores[0].propose(decision_id=f"d{i}-{run}", method="emptiness", reason="Empty", action="delete",
+                                    nodes=[{"name": f"n{i}", "nodePool": pool}], replacements=[], savings=0.1,
+                                    explanation={"text": "empty"}, now=now)
+        results = await asyncio.gather(*(
+            stores[i].approve(f"d{i}-{run}", node_pools={f"n{i}": pool}, reason="Empty", allowed={pool: 2},
+                              counted=(), now=now) for i in range(4)))
+        assert sorted(r.approved for r in results) == [False, False, True, True]
+        assert all("budget" in r.reason and r.rejected for r in results if not r.approved)
+        assert len(await stores[0].ledger()) == 2
+        states = sorted([await stores[0].state(f"d{i}-{run}") for i in range(4)])
+        assert states == ["approved", "approved", "rejected", "rejected"]
+        # a node whose decision holds budget is not booked twice (another replica's proposal for it)
+        taken = next(i for i, r in enumerate(results) if r.approved)
+        await stores[0].propose(decision_id=f"dx-{run}", method="emptiness", reason="Empty", action="delete",
+                                nodes=[{"name": f"n{taken}", "nodePool": pool}], replacements=[], savings=0.1,
+                                explanation={"text": "empty"}, now=now)
+        again = await stores[1].approve(f"dx-{run}", node_pools={f"n{taken}": pool}, reason="Empty",
+                                        allowed={pool: 10}, counted=(), now=now)
+        assert not again.approved and "already has a live decision" in again.reason
+    finally:
+        for store in stores:
+            await store.close()

@@ -258,6 +258,9 @@ class Planner:
         counted = {n.name for n in snapshot.nodes if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints)}
         approval = await self.store.approve(decision_id, node_pools=pools, reason=command.reason, allowed=allowed,
                                             counted=counted, now=now)
+        if not approval.approved and not approval.rejected:
+            bound.info("decision left alone: it is no longer proposed", why=approval.reason)
+            return
         if not approval.approved:
             self.rejected += 1
             self.metrics.decided("rejected", command.reason, command.method)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,8 +28,9 @@ from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent
 
 #: a decision in one of these states still holds its nodes
 LIVE_STATES = ("proposed", "approved", "executing")
-#: SQLite has no advisory locks; its writers are serialised, and this serialises approvals in the process
-_SQLITE_APPROVALS = asyncio.Lock()
+#: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
+#: lock per event loop: an asyncio lock belongs to the loop it first waited on)
+_SQLITE_APPROVALS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,8 @@ class Approval:
     approved: bool
     #: why not (when not approved)
     reason: str = ""
+    #: the decision was rejected by this call (False when it had left the proposed state before)
+    rejected: bool = False
 
 
 class PlannerStore:
@@ -156,7 +160,8 @@ class PlannerStore:
         if self._postgres:
             return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
                                        counted=set(counted), now=now)
-        async with _SQLITE_APPROVALS:
+        lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
                                        counted=set(counted), now=now)
 
@@ -174,7 +179,7 @@ class PlannerStore:
                                       counted=counted, now=now)
             if why is not None:
                 await self._reject(session, decision_id, why, now)
-                return Approval(False, why)
+                return Approval(False, why, rejected=True)
             for node, pool in sorted(node_pools.items()):
                 session.add(BudgetLedgerEntry(cluster=self.cluster, nodepool=pool, node=node, decision_id=decision_id,
                                               reason=reason, acquired_at=now,

@@ -249,3 +249,28 @@ async def test_a_new_leader_rejects_orphaned_proposals(db: str) -> None:
     async with Running(bus, db) as svc:
         [rejected] = await eventually("the orphan rejected", lambda: svc.decisions("rejected"))
         assert rejected.id == "d-old" and "stopped before validating" in rejected.explanation["rejected"]
+
+
+async def test_metrics_are_served_on_the_port(db: str) -> None:
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    svc = Running(bus, db)
+    svc.settings = svc.settings.model_copy(update={"metrics_port": port, "metrics_address": "127.0.0.1"})
+    async with svc:
+        await eventually("the approval", lambda: svc.decisions("approved"))
+        async with httpx.AsyncClient() as http:
+            body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+        assert 'ebb_decisions_total{consolidation_type="empty",decision="delete",reason="Empty"} 1.0' in body
+        assert 'ebb_nodepools_allowed_disruptions{nodepool="default",reason="Underutilized"}' in body
+        assert "ebb_decision_evaluation_duration_seconds_bucket" in body
+        assert 'ebb_eligible_nodes{reason="Drifted"}' in body
+    with pytest.raises(httpx.HTTPError):
+        async with httpx.AsyncClient() as http:
+            await http.get(f"http://127.0.0.1:{port}/metrics", timeout=1)

@@ -88,6 +88,7 @@ async def run(
 
             server, _thread = start_http_server(settings.metrics_port, settings.metrics_address,
                                                 registry=metrics.registry)
+            stack.callback(server.server_close)  # callbacks run last first: shut down, then close
             stack.callback(server.shutdown)
         objects = SnapshotStore()
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
@@ -13,30 +11,12 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.compacted import read_latest
 from ebb.adapters.kube import KubeWatcher, kinds_named
+from ebb.adapters.kube.client import kube_client
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 
 log = structlog.get_logger("ebb_cluster_watcher")
-
-
-@contextlib.asynccontextmanager
-async def kube_client(settings: Settings) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio ApiClient: the configured kubeconfig, else in-cluster when running in a
-    pod, else the default kubeconfig."""
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    if not settings.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=settings.kubeconfig or None,
-            context=settings.kube_context or None,
-            client_configuration=configuration,
-        )
-    async with client.ApiClient(configuration) as api:
-        yield api
 
 
 def build_watcher(settings: Settings, api_client: Any, bus: Bus) -> tuple[KubeWatcher, Publisher]:
@@ -74,7 +54,7 @@ async def run(
     replace the ones built from ``settings``; ``started`` is set once every kind's watch loop runs."""
     async with contextlib.AsyncExitStack() as stack:
         if api_client is None:
-            api_client = await stack.enter_async_context(kube_client(settings))
+            api_client = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-cluster-watcher")

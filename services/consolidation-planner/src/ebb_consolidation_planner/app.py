@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus
-from ebb.adapters.compacted import read_latest
+from ebb.adapters.compacted import seed_snapshot
+from ebb.adapters.kube.client import kube_client
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
@@ -24,33 +23,6 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 log = structlog.get_logger("ebb_consolidation_planner")
-
-
-@contextlib.asynccontextmanager
-async def kube_client(settings: Settings) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio ApiClient: the configured kubeconfig, else in-cluster when running in a
-    pod, else the default kubeconfig."""
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    if not settings.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=settings.kubeconfig or None,
-            context=settings.kube_context or None,
-            client_configuration=configuration,
-        )
-    async with client.ApiClient(configuration) as api:
-        yield api
-
-
-async def seed(objects: SnapshotStore, bus: Bus) -> int:
-    """Load ebb.cluster.objects from its beginning (the compacted topic holds the whole cluster)."""
-    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
-        if isinstance(message, ClusterObject):
-            objects.apply(message)
-    return len(objects)
 
 
 async def run(
@@ -78,7 +50,7 @@ async def run(
                                           ledger_ttl=settings.ledger_ttl_seconds)
             stack.push_async_callback(store.close)
         if leader is None:
-            api = await stack.enter_async_context(kube_client(settings))
+            api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
                                   identity=settings.holder_identity(), duration=settings.lease_duration_seconds,
                                   renew=settings.lease_renew_seconds)
@@ -97,7 +69,7 @@ async def run(
                           options=EngineOptions(spot_to_spot=settings.spot_to_spot), clock=clock)
         if planner_ready is not None:
             planner_ready(planner)
-        count = await seed(objects, bus)
+        count = await seed_snapshot(objects, bus)
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
         log.info("consolidation-planner starting", objects=count, group=group)

@@ -11,22 +11,14 @@ import structlog
 
 from ebb.adapters.aws.sqs import Backoff, SqsClient, SqsQueue, sqs_client
 from ebb.adapters.bus import Bus, KafkaBus
-from ebb.adapters.compacted import read_latest
+from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_interruption_ingester.ingester import Ingester, Metrics
 from ebb_interruption_ingester.nodes import NodeLookup, StoreLookup
 from ebb_interruption_ingester.settings import Settings
 
 log = structlog.get_logger("ebb_interruption_ingester")
-
-
-async def seed_store(store: SnapshotStore, bus: Bus) -> int:
-    """Load ``ebb.cluster.objects`` as it is now into ``store``; returns how many objects it holds."""
-    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
-        if isinstance(message, ClusterObject):
-            store.apply(message)
-    return len(store)
 
 
 async def open_queue(settings: Settings, client: SqsClient) -> SqsQueue:
@@ -64,7 +56,7 @@ async def run(
         tasks: list[asyncio.Task[None]] = []
         if lookup is None:
             store = SnapshotStore(bundled_catalog=[])
-            known = await seed_store(store, bus)
+            known = await seed_snapshot(store, bus)
             group = f"{settings.consumer_group}-{uuid.uuid4().hex[:12]}"
             tasks.append(asyncio.create_task(
                 bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=consumer_stop), name="cluster-objects"

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, stop_aware_sleep, utcnow
@@ -19,25 +18,6 @@ from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
 
 log = structlog.get_logger("ebb_termination_executor")
-
-
-@contextlib.asynccontextmanager
-async def kube_client(settings: Settings) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio ApiClient: the configured kubeconfig, else in-cluster when running in a
-    pod, else the default kubeconfig."""
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    if not settings.kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(
-            config_file=settings.kubeconfig or None,
-            context=settings.kube_context or None,
-            client_configuration=configuration,
-        )
-    async with client.ApiClient(configuration) as api:
-        yield api
 
 
 def build_executor(
@@ -76,7 +56,8 @@ async def run(
     and ``store`` replace the ones built from ``settings``; ``started`` is set when consuming starts."""
     async with contextlib.AsyncExitStack() as stack:
         if node_api is None:
-            node_api = KubeNodeApi(await stack.enter_async_context(kube_client(settings)))
+            api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
+            node_api = KubeNodeApi(api)
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor")

@@ -15,7 +15,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from ebb.adapters.bus import Bus, InMemoryBus, KafkaBus, RawRecord
-from ebb.contracts import ContractError, Message, from_kafka
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, ContractError, Message, from_kafka
 
 log = logging.getLogger("ebb.compacted")
 
@@ -38,6 +39,15 @@ async def read_latest(bus: Bus, topic: str, *, within: float = 60.0) -> dict[str
             continue
         latest[message.key()] = message
     return latest
+
+
+async def seed_snapshot(store: SnapshotStore, bus: Bus) -> int:
+    """Load ``ebb.cluster.objects`` as it is now (the compacted topic holds the whole cluster) into
+    ``store``; returns how many objects it holds."""
+    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
+        if isinstance(message, ClusterObject):
+            store.apply(message)
+    return len(store)
 
 
 async def _kafka_records(bus: KafkaBus, topic: str) -> list[RawRecord]:

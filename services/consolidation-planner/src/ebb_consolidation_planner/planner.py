@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 import structlog
 
 from ebb.adapters.bus import Bus, Delivery
+from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
@@ -38,7 +38,7 @@ from ebb.contracts import (
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import Command, EngineOptions
-from ebb.core.model import REASONS, TAINT_DISRUPTED, Hold, Snapshot, Taint
+from ebb.core.model import REASONS, TAINT_DISRUPTED, Snapshot
 from ebb.core.validation import validate
 from ebb_consolidation_planner.leader import Leadership
 from ebb_consolidation_planner.metrics import Metrics
@@ -46,8 +46,6 @@ from ebb_consolidation_planner.store import PlannerStore
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
-#: the store's hold scopes -> the core's (namespace and workload holds are not modelled by the engine)
-HOLD_SCOPES = {"cluster": "cluster", "nodepool": "nodePool", "node": "node"}
 ORPHANED = "the planner that proposed it stopped before validating it"
 
 
@@ -142,23 +140,11 @@ class Planner:
         neither candidates nor destinations and count against their pool's budget. For the pass, every live
         decision counts; when ``validating`` a decision, only the approved and executing ones (a proposal
         does not take budget until it is approved: the ledger settles that)."""
-        snapshot = self.objects.snapshot()
         if validating is None:
             busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
         else:
             busy = set(await self.store.live_nodes(exclude=validating, states=("approved", "executing")))
-        if busy:
-            snapshot = dataclasses.replace(snapshot, nodes=tuple(
-                dataclasses.replace(n, taints=(*n.taints, Taint(TAINT_DISRUPTED)))
-                if n.name in busy and not any(t.key == TAINT_DISRUPTED for t in n.taints) else n
-                for n in snapshot.nodes))
-        holds = tuple(
-            Hold(name=h.id, scope=HOLD_SCOPES[h.scope_kind],
-                 target=(h.scope or None) if h.scope_kind != "cluster" else None,
-                 expires=_aware(h.expires_at), reason=h.reason)
-            for h in await self.store.holds(now) if h.scope_kind in HOLD_SCOPES
-        )
-        return dataclasses.replace(snapshot, holds=snapshot.holds + holds) if holds else snapshot
+        return live_snapshot(self.objects.snapshot(), holds=await self.store.holds(now), busy=busy)
 
     async def plan_once(self) -> PassResult | None:
         """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid."""
@@ -305,12 +291,6 @@ class Planner:
                     decision_id=decision_id, node=node, phase=phase, message=message[:4096], at=now))
             except Exception as e:  # events are for subscribers; the store has the timeline
                 bound.warning("publishing an event failed", phase=phase, node=node, error=repr(e))
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
 
 
 async def _first(*events: asyncio.Event) -> None:

@@ -1,0 +1,49 @@
+"""The live snapshot: the cluster objects' snapshot plus what the store knows (holds, live decisions).
+
+The planner plans on it and the decisions-api explains and dry-runs on it, so both see the same state:
+the store's active holds become the core's ``Hold`` values (namespace and workload holds are not modelled
+by the engine and are left out), and the nodes of live decisions are marked as being disrupted (tainted
+``karpenter.sh/disrupted``, as the executor will): they are neither candidates nor destinations and count
+against their pool's budget. Pure functions over values; the callers read the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from ebb.adapters.store.models import Hold as HoldRow
+from ebb.core.model import TAINT_DISRUPTED, Hold, Snapshot, Taint
+
+#: the store's hold scopes -> the core's
+HOLD_SCOPES = {"cluster": "cluster", "nodepool": "nodePool", "node": "node"}
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def core_holds(rows: Iterable[HoldRow]) -> tuple[Hold, ...]:
+    """The engine's holds for the store's hold rows (cluster, NodePool and node scopes)."""
+    return tuple(
+        Hold(name=h.id, scope=HOLD_SCOPES[h.scope_kind],
+             target=(h.scope or None) if h.scope_kind != "cluster" else None,
+             expires=_aware(h.expires_at), reason=h.reason)
+        for h in rows if h.scope_kind in HOLD_SCOPES
+    )
+
+
+def live_snapshot(snapshot: Snapshot, *, holds: Iterable[HoldRow] = (), busy: Iterable[str] = ()) -> Snapshot:
+    """``snapshot`` with the store's ``holds`` merged in and the ``busy`` nodes (those of live decisions)
+    tainted ``karpenter.sh/disrupted:NoSchedule``."""
+    marked = set(busy)
+    if marked:
+        snapshot = dataclasses.replace(snapshot, nodes=tuple(
+            dataclasses.replace(n, taints=(*n.taints, Taint(TAINT_DISRUPTED)))
+            if n.name in marked and not any(t.key == TAINT_DISRUPTED for t in n.taints) else n
+            for n in snapshot.nodes))
+    extra = core_holds(holds)
+    return dataclasses.replace(snapshot, holds=snapshot.holds + extra) if extra else snapshot

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ebb.adapters.bus.base import Delivery
+from ebb.adapters.catalog import bundled_catalog as default_catalog
 from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
 from ebb.core.snapshot import parse_documents
@@ -21,9 +22,11 @@ from ebb.core.snapshot import parse_documents
 class SnapshotStore:
     """The latest trimmed object per key, and the snapshot they make."""
 
-    def __init__(self, bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> None:
+    def __init__(
+        self, bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = default_catalog
+    ) -> None:
         #: passed to ``parse_documents``: the instance-type catalog used when no InstanceTypeCatalog
-        #: object is held
+        #: object is held (default: ebb's bundled catalog, as ``ebb plan`` uses; ``[]``: none)
         self.bundled_catalog = bundled_catalog
         self._objects: dict[str, dict[str, Any]] = {}
         #: incremented by every change; lets a consumer cache a snapshot until the next change

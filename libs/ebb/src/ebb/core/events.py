@@ -1,0 +1,261 @@
+"""Kubernetes Events the planner emits, as values: which object, Normal or Warning, reason, message.
+
+The reasons and messages are Karpenter's (sigs.k8s.io/karpenter pkg/events and
+pkg/controllers/disruption/events; the interruption ones from karpenter-provider-aws), so ``kubectl get
+events`` and alerting rules carry over:
+
+- ``Unconsolidatable`` (Normal, on the Node and its NodeClaim): consolidation evaluated the node and cannot
+  act on it; the message is the engine's reason. Karpenter's dedupe: one per object per 15 minutes.
+- ``DisruptionBlocked`` (Normal, on the Node and its NodeClaim): no method may disrupt the node now
+  (do-not-disrupt on the node or a pod, a PDB, not initialized, a budget, a hold or a stabilization window,
+  an expired/drifted node whose pods have nowhere to go). Unlike Karpenter, a do-not-disrupt block is
+  reported too: ebb's point is that no node is left unexplained. On a NodePool: ``No allowed disruptions
+  for disruption reason <reason> due to blocking budget``, once a minute per pool and reason.
+- ``ConsolidationCandidate`` / ``ConsolidationApproved`` / ``ConsolidationRejected`` (Normal, on every node
+  of a decision and its NodeClaim) when a decision is proposed, approved or rejected (with the reason).
+- Interruptions (Warning): ``SpotInterrupted``, ``InstanceUnhealthy`` (scheduled change),
+  ``InstanceStopping``, ``InstanceTerminating``, then ``TerminatingOnInterruption`` once the decision is
+  approved; ``SpotRebalanceRecommendation`` (Normal) for a rebalance recommendation, which disrupts nothing.
+
+What is not reported: nodes that are not ebb's (no NodePool), nodes already deleting or being disrupted
+(their decision has its own events; ``DisruptionTerminating`` is the executor's), and nodes a method would
+disrupt but another method acted this pass (they are looked at again on the next pass).
+
+An event's ``dedupe_key`` is its reason, its object and its ``dedupe_values``; the recorder does not write
+an event whose key it wrote less than ``dedupe_seconds`` ago. Keys leave out the message on purpose, as
+Karpenter's do: a message that changes every pass (``launched 3m ago``) would otherwise be written again
+every pass. Pure: no I/O, no clock, no logging.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ebb.core.cluster import ClusterView
+from ebb.core.engine import NOTHING_TO_DO, PassResult
+from ebb.core.model import TAINT_DISRUPTED
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+UNCONSOLIDATABLE = "Unconsolidatable"
+DISRUPTION_BLOCKED = "DisruptionBlocked"
+CONSOLIDATION_CANDIDATE = "ConsolidationCandidate"
+CONSOLIDATION_APPROVED = "ConsolidationApproved"
+CONSOLIDATION_REJECTED = "ConsolidationRejected"
+SPOT_INTERRUPTED = "SpotInterrupted"
+SPOT_REBALANCE = "SpotRebalanceRecommendation"
+INSTANCE_STOPPING = "InstanceStopping"
+INSTANCE_TERMINATING = "InstanceTerminating"
+INSTANCE_UNHEALTHY = "InstanceUnhealthy"
+TERMINATING_ON_INTERRUPTION = "TerminatingOnInterruption"
+
+#: Karpenter's recorder default, and its longer windows
+DEFAULT_DEDUPE_SECONDS = 120.0
+UNCONSOLIDATABLE_DEDUPE_SECONDS = 15 * 60.0
+NODEPOOL_DEDUPE_SECONDS = 60.0
+
+#: the methods whose "why not" is a consolidation verdict
+CONSOLIDATION_METHODS = frozenset({"emptiness", "multi-node-consolidation", "single-node-consolidation"})
+#: instance states of a state-change interruption that take the instance away
+STOPPING_STATES = frozenset({"stopping", "stopped"})
+TERMINATING_STATES = frozenset({"shutting-down", "terminated"})
+
+
+@dataclass(frozen=True, slots=True)
+class InvolvedObject:
+    kind: str
+    name: str
+    api_version: str
+    #: empty for cluster-scoped objects (Nodes, NodeClaims, NodePools)
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeEvent:
+    involved: InvolvedObject
+    type: str
+    reason: str
+    message: str
+    dedupe_values: tuple[str, ...] = ()
+    dedupe_seconds: float = DEFAULT_DEDUPE_SECONDS
+
+    @property
+    def dedupe_key(self) -> str:
+        obj = self.involved
+        return "|".join((self.reason.lower(), obj.kind, obj.namespace, obj.name, *self.dedupe_values))
+
+
+def node_ref(name: str) -> InvolvedObject:
+    return InvolvedObject("Node", name, "v1")
+
+
+def nodeclaim_ref(name: str) -> InvolvedObject:
+    return InvolvedObject("NodeClaim", name, "karpenter.sh/v1")
+
+
+def nodepool_ref(name: str) -> InvolvedObject:
+    return InvolvedObject("NodePool", name, "karpenter.sh/v1")
+
+
+def _on_node(node: str, claim: str | None, type_: str, reason: str, message: str, *,
+             dedupe: tuple[str, ...] = (), seconds: float = DEFAULT_DEDUPE_SECONDS,
+             claim_message: str | None = None) -> list[KubeEvent]:
+    events = [KubeEvent(node_ref(node), type_, reason, message, dedupe, seconds)]
+    if claim:
+        events.append(KubeEvent(nodeclaim_ref(claim), type_, reason, claim_message or message, dedupe, seconds))
+    return events
+
+
+# -- the pass -----------------------------------------------------------------------------------------------
+
+
+def unconsolidatable(node: str, claim: str | None, message: str) -> list[KubeEvent]:
+    return _on_node(node, claim, NORMAL, UNCONSOLIDATABLE, message, seconds=UNCONSOLIDATABLE_DEDUPE_SECONDS)
+
+
+def blocked(node: str, claim: str | None, message: str) -> list[KubeEvent]:
+    return _on_node(node, claim, NORMAL, DISRUPTION_BLOCKED, message)
+
+
+def nodepool_blocked(pool: str, reason: str) -> KubeEvent:
+    return KubeEvent(nodepool_ref(pool), NORMAL, DISRUPTION_BLOCKED,
+                     f"No allowed disruptions for disruption reason {reason} due to blocking budget", (reason,),
+                     NODEPOOL_DEDUPE_SECONDS)
+
+
+_BUDGET = re.compile(r"\bbudget\b")
+
+
+def classify(view: ClusterView, node: str, method: str, reason: str) -> str | None:
+    """The event reason for a node the pass did not disrupt (``Unconsolidatable``, ``DisruptionBlocked``),
+    or None when nothing is worth reporting about it."""
+    seen = view.nodes.get(node)
+    if seen is None or seen.nodepool is None or seen.nodepool not in view.pools:
+        return None  # not ebb's node
+    if seen.deleting or any(t.key == TAINT_DISRUPTED for t in seen.taints):
+        return None  # its decision (or whoever deletes it) reports it
+    if "acted this pass" in reason:
+        return None  # considered again next pass
+    if node in view.not_candidate or node in view.hard_block or (method == "all" and reason != NOTHING_TO_DO):
+        return DISRUPTION_BLOCKED  # not initialized, do-not-disrupt (node, pod or NodePool template), a PDB
+    paused = view.paused(seen)
+    if _BUDGET.search(reason) or (paused is not None and paused in reason):
+        return DISRUPTION_BLOCKED  # a budget, a hold, a stabilization window
+    if method in CONSOLIDATION_METHODS or reason == NOTHING_TO_DO:
+        return UNCONSOLIDATABLE
+    return DISRUPTION_BLOCKED  # expired or drifted, but it cannot go now
+
+
+def pass_events(view: ClusterView, result: PassResult) -> list[KubeEvent]:
+    """The events of one pass: a node the pass could not act on, and NodePools whose budget is 0."""
+    events: list[KubeEvent] = []
+    for entry in result.blocked:
+        kind = classify(view, entry.node, entry.method, entry.reason)
+        if kind is None:
+            continue
+        claim = view.claims.get(entry.node)
+        factory = unconsolidatable if kind == UNCONSOLIDATABLE else blocked
+        events.extend(factory(entry.node, claim.name if claim else None, _sentence(entry.reason)))
+    pools_with_nodes = {n.nodepool for n in view.snapshot.nodes if n.nodepool}
+    for row in result.budgets:
+        if row.allowed == 0 and row.nodepool in pools_with_nodes:
+            events.append(nodepool_blocked(row.nodepool, row.reason))
+    return events
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+# -- decisions ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionFacts:
+    """What an event needs to know about a decision."""
+
+    decision_id: str
+    method: str
+    reason: str
+    action: str
+    nodes: tuple[str, ...]
+    savings: float
+
+
+def describe(decision: DecisionFacts) -> str:
+    return f"{decision.method} {decision.action} of {', '.join(decision.nodes)} ({decision.reason})"
+
+
+def _decision(decision: DecisionFacts, claims: Mapping[str, str], reason: str, message: str,
+              type_: str = NORMAL) -> list[KubeEvent]:
+    events: list[KubeEvent] = []
+    for node in decision.nodes:
+        events.extend(_on_node(node, claims.get(node), type_, reason, message, dedupe=(decision.decision_id,)))
+    return events
+
+
+def proposed(decision: DecisionFacts, claims: Mapping[str, str]) -> list[KubeEvent]:
+    """``ConsolidationCandidate`` on each node of a proposed decision."""
+    return _decision(decision, claims, CONSOLIDATION_CANDIDATE,
+                     f"Consolidation candidate: {describe(decision)} (savings: ${decision.savings:.2f}/h)")
+
+
+def approved(decision: DecisionFacts, claims: Mapping[str, str]) -> list[KubeEvent]:
+    """``ConsolidationApproved`` on each node of an approved pass decision; ``TerminatingOnInterruption``
+    for an interruption."""
+    if decision.method == "interruption":
+        events: list[KubeEvent] = []
+        for node in decision.nodes:
+            events.extend(_on_node(node, claims.get(node), WARNING, TERMINATING_ON_INTERRUPTION,
+                                   "Interruption triggered termination for the Node", dedupe=(decision.decision_id,),
+                                   claim_message="Interruption triggered termination for the NodeClaim"))
+        return events
+    return _decision(decision, claims, CONSOLIDATION_APPROVED,
+                     f"Consolidation approved: {describe(decision)} (savings: ${decision.savings:.2f}/h)")
+
+
+def rejected(decision: DecisionFacts, claims: Mapping[str, str], why: str) -> list[KubeEvent]:
+    """``ConsolidationRejected`` on each node of a rejected decision, with the reason."""
+    return _decision(decision, claims, CONSOLIDATION_REJECTED,
+                     f"Consolidation rejected: {describe(decision)}, reason: {why} "
+                     f"(savings: ${decision.savings:.2f}/h)")
+
+
+# -- interruptions ------------------------------------------------------------------------------------------
+
+_STATE = re.compile(r"state=([a-z-]+)")
+
+
+def instance_state(detail: str) -> str | None:
+    """The instance state a state-change interruption's detail names (``state=stopping``), if any."""
+    found = _STATE.search(detail)
+    return found.group(1) if found else None
+
+
+def interruption(kind: str, detail: str, node: str, claim: str | None) -> list[KubeEvent]:
+    """The event of an interruption message on the node (and its NodeClaim): Karpenter's AWS provider's."""
+    if kind == "spot-interruption":
+        return _on_node(node, claim, WARNING, SPOT_INTERRUPTED, "Spot interruption warning was triggered")
+    if kind == "rebalance":
+        return _on_node(node, claim, NORMAL, SPOT_REBALANCE, "Spot rebalance recommendation was triggered")
+    if kind == "scheduled-change":
+        return _on_node(node, claim, WARNING, INSTANCE_UNHEALTHY,
+                        "An unhealthy warning was triggered for the instance")
+    state = instance_state(detail)
+    if state in STOPPING_STATES:
+        return _on_node(node, claim, WARNING, INSTANCE_STOPPING, "Instance is stopping")
+    return _on_node(node, claim, WARNING, INSTANCE_TERMINATING, "Instance is terminating")
+
+
+def takes_node_away(kind: str, detail: str) -> bool:
+    """Whether an interruption removes the instance (acted on at once) or only recommends it (rebalance, a
+    state change to a state that keeps the instance: event and log only)."""
+    if kind == "rebalance":
+        return False
+    if kind == "state-change":
+        state = instance_state(detail)
+        return state is None or state in STOPPING_STATES | TERMINATING_STATES
+    return True

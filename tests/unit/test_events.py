@@ -1,0 +1,148 @@
+"""ebb.core.events: which Kubernetes Event (Karpenter's reasons and messages) a pass, a decision and an
+interruption give, on which object, Normal or Warning, and how events are keyed for de-duplication."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import NOW, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
+
+from ebb.core import events as ev
+from ebb.core.cluster import ClusterView
+from ebb.core.engine import run_pass
+
+DND = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def pass_of(*docs: Any) -> list[ev.KubeEvent]:
+    view = ClusterView.build(snapshot(*docs), NOW)
+    return ev.pass_events(view, run_pass(view))
+
+
+def on(events: list[ev.KubeEvent], kind: str, name: str) -> list[tuple[str, str, str]]:
+    return [(e.type, e.reason, e.message) for e in events if e.involved.kind == kind and e.involved.name == name]
+
+
+BUSY = [node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m")]  # fits nowhere else, cheapest type
+
+# (case, documents, node, expected reason or None, words the message contains)
+PASS_CASES: list[tuple[str, list[Any], str, str | None, str]] = [
+    ("cannot be consolidated", [nodepool(), *BUSY], "n2", ev.UNCONSOLIDATABLE, "can't replace with a cheaper node"),
+    ("do-not-consolidate node", [nodepool(), node("n1", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+                                 *BUSY], "n1", ev.UNCONSOLIDATABLE, "do-not-consolidate"),
+    ("consolidation policy WhenEmpty", [nodepool(policy="WhenEmpty"), *BUSY], "n2", ev.UNCONSOLIDATABLE,
+     "consolidationPolicy is WhenEmpty"),
+    ("do-not-disrupt node", [nodepool(), node("n1", annotations=DND), *BUSY], "n1", ev.DISRUPTION_BLOCKED,
+     "do-not-disrupt=true"),
+    ("do-not-disrupt pod", [nodepool(), node("n1"), pod("p1", "n1", annotations=DND), *BUSY], "n1",
+     ev.DISRUPTION_BLOCKED, "Pod default/p1 has karpenter.sh/do-not-disrupt=true"),
+    ("PDB forbids eviction", [nodepool(), node("n1"), pod("p1", "n1", labels={"app": "a"}),
+                              pdb("a", {"app": "a"}, min_available=1), *BUSY], "n1", ev.DISRUPTION_BLOCKED,
+     "prevents pod evictions"),
+    ("not initialized", [nodepool(), node("n1", initialized=False), *BUSY], "n1", ev.DISRUPTION_BLOCKED,
+     "not initialized"),
+    ("budget of 0", [nodepool(budgets=[{"nodes": "0"}]), node("n1"), *BUSY], "n1", ev.DISRUPTION_BLOCKED,
+     "budget allows 0 disruptions"),
+    ("hold on the NodePool", [nodepool(), node("n1"), hold("h", "nodePool", "default", reason="freeze"), *BUSY],
+     "n1", ev.DISRUPTION_BLOCKED, "hold h"),
+    ("not a NodePool node", [nodepool(), node("n1", pool=None), *BUSY], "n1", None, ""),
+    ("already deleting", [nodepool(), node("n1", deleting=True), *BUSY], "n1", None, ""),
+    ("already being disrupted", [nodepool(), node("n1", taints=[{"key": "karpenter.sh/disrupted",
+                                                                  "effect": "NoSchedule"}]), *BUSY], "n1", None, ""),
+    ("disrupted by this pass", [nodepool(), node("n1"), *BUSY], "n1", None, ""),
+]
+
+
+@pytest.mark.parametrize(("documents", "name", "reason", "words"),
+                         [pytest.param(d, n, r, w, id=c) for c, d, n, r, w in PASS_CASES])
+def test_pass_events_per_node(documents: list[Any], name: str, reason: str | None, words: str) -> None:
+    found = on(pass_of(*documents), "Node", name)
+    if reason is None:
+        assert found == []
+        return
+    [(type_, got, message)] = found
+    assert (type_, got) == ("Normal", reason)
+    assert words in message and message[0].isupper()
+
+
+def test_a_nodeclaim_gets_the_same_event_as_its_node() -> None:
+    events = pass_of(nodepool(), node("n1", annotations=DND), nodeclaim("claim-1", "n1"), *BUSY)
+    [(_, reason, message)] = on(events, "NodeClaim", "claim-1")
+    assert (reason, message) == on(events, "Node", "n1")[0][1:]
+    [claim_event] = [e for e in events if e.involved.kind == "NodeClaim"]
+    assert claim_event.involved.api_version == "karpenter.sh/v1" and claim_event.involved.namespace == ""
+
+
+def test_a_nodepool_with_a_zero_budget_is_reported_once_per_reason() -> None:
+    events = pass_of(nodepool(budgets=[{"nodes": "0", "reasons": ["Empty", "Drifted"]}, {"nodes": "100%"}]),
+                     node("n1"), *BUSY)
+    pool = [e for e in events if e.involved.kind == "NodePool"]
+    assert sorted(e.message for e in pool) == [
+        "No allowed disruptions for disruption reason Drifted due to blocking budget",
+        "No allowed disruptions for disruption reason Empty due to blocking budget"]
+    assert all(e.reason == ev.DISRUPTION_BLOCKED and e.dedupe_seconds == 60 for e in pool)
+    assert len({e.dedupe_key for e in pool}) == 2
+
+
+def test_dedupe_keys_follow_karpenter() -> None:
+    [node_event] = ev.unconsolidatable("n1", None, "first reason")
+    [again] = ev.unconsolidatable("n1", None, "another reason")
+    assert node_event.dedupe_seconds == 15 * 60
+    assert node_event.dedupe_key == again.dedupe_key  # the message is not part of the key
+    assert node_event.dedupe_key != ev.unconsolidatable("n2", None, "first reason")[0].dedupe_key
+    assert node_event.dedupe_key != ev.blocked("n1", None, "first reason")[0].dedupe_key
+    assert ev.blocked("n1", None, "x")[0].dedupe_seconds == ev.DEFAULT_DEDUPE_SECONDS
+
+
+FACTS = ev.DecisionFacts(decision_id="dec-1", method="emptiness", reason="Empty", action="delete",
+                         nodes=("n1", "n2"), savings=0.192)
+
+DECISION_CASES = [
+    ("proposed", lambda: ev.proposed(FACTS, {"n1": "c1"}), ev.CONSOLIDATION_CANDIDATE, "Normal",
+     "Consolidation candidate: emptiness delete of n1, n2 (Empty) (savings: $0.19/h)"),
+    ("approved", lambda: ev.approved(FACTS, {"n1": "c1"}), ev.CONSOLIDATION_APPROVED, "Normal",
+     "Consolidation approved: emptiness delete of n1, n2 (Empty) (savings: $0.19/h)"),
+    ("rejected", lambda: ev.rejected(FACTS, {"n1": "c1"}, "node n1 is no longer empty"), ev.CONSOLIDATION_REJECTED,
+     "Normal", "Consolidation rejected: emptiness delete of n1, n2 (Empty), reason: node n1 is no longer empty "
+     "(savings: $0.19/h)"),
+]
+
+
+@pytest.mark.parametrize(("build", "reason", "type_", "message"),
+                         [pytest.param(b, r, t, m, id=c) for c, b, r, t, m in DECISION_CASES])
+def test_decision_events(build: Any, reason: str, type_: str, message: str) -> None:
+    events: list[ev.KubeEvent] = build()
+    assert [(e.involved.kind, e.involved.name) for e in events] == [("Node", "n1"), ("NodeClaim", "c1"),
+                                                                     ("Node", "n2")]
+    assert {(e.reason, e.type, e.message) for e in events} == {(reason, type_, message)}
+    assert all(e.dedupe_values == ("dec-1",) for e in events)  # one event per decision, never held back
+
+
+def test_an_approved_interruption_reports_termination_on_interruption() -> None:
+    facts = ev.DecisionFacts("dec-2", "interruption", "Interrupted", "delete", ("n1",), 0.0)
+    events = ev.approved(facts, {"n1": "c1"})
+    assert [(e.involved.kind, e.type, e.reason, e.message) for e in events] == [
+        ("Node", "Warning", ev.TERMINATING_ON_INTERRUPTION, "Interruption triggered termination for the Node"),
+        ("NodeClaim", "Warning", ev.TERMINATING_ON_INTERRUPTION,
+         "Interruption triggered termination for the NodeClaim")]
+
+
+INTERRUPTION_CASES = [
+    ("spot-interruption", "instance-action=terminate", "Warning", ev.SPOT_INTERRUPTED, True),
+    ("scheduled-change", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", "Warning", ev.INSTANCE_UNHEALTHY, True),
+    ("state-change", "state=stopping", "Warning", ev.INSTANCE_STOPPING, True),
+    ("state-change", "state=stopped", "Warning", ev.INSTANCE_STOPPING, True),
+    ("state-change", "state=shutting-down", "Warning", ev.INSTANCE_TERMINATING, True),
+    ("state-change", "state=terminated", "Warning", ev.INSTANCE_TERMINATING, True),
+    ("state-change", "state=running", "Warning", ev.INSTANCE_TERMINATING, False),
+    ("rebalance", "", "Normal", ev.SPOT_REBALANCE, False),
+]
+
+
+@pytest.mark.parametrize(("kind", "detail", "type_", "reason", "acts"), INTERRUPTION_CASES)
+def test_interruption_events(kind: str, detail: str, type_: str, reason: str, acts: bool) -> None:
+    events = ev.interruption(kind, detail, "n1", "c1")
+    assert [(e.involved.kind, e.involved.name, e.type, e.reason) for e in events] == [
+        ("Node", "n1", type_, reason), ("NodeClaim", "c1", type_, reason)]
+    assert ev.takes_node_away(kind, detail) is acts

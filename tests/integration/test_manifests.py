@@ -1,0 +1,635 @@
+"""deploy/kubernetes/ against a real kube-apiserver (authorization mode Node,RBAC).
+
+- The ebb.sh/v1 CRDs are installed for real and must become Established; NodePool, NodeClaim, Hold and
+  InstanceTypeCatalog objects are then created against their schemas: valid ones (including the
+  example cluster's karpenter.sh/v1 NodePools and the bundled catalog, as ebb.sh/v1) are accepted with
+  Karpenter's defaults filled in, invalid ones are refused with the field named.
+- Every other manifest is server-side applied with strict field validation: the RBAC objects
+  (ServiceAccounts, Roles, ClusterRoles and their bindings) for real, moved into a namespace of this run
+  (cluster-scoped names get the run's suffix), the rest (Namespace, ConfigMaps, the Secret template,
+  Deployments, Services, the Job, ServiceMonitors) as a dry run in that namespace.
+- The RBAC rules are checked by the API server's own RBAC authorizer: a SubjectAccessReview per verb
+  each service needs (allowed) and per verb it must not have (denied).
+
+The test cluster has no Prometheus Operator: the ServiceMonitors are applied against a stand-in
+ServiceMonitor CRD whose strict schema covers only the fields of monitoring.coreos.com/v1 that
+deploy/kubernetes/monitoring uses (installed only when the real CRD is absent, removed afterwards).
+Everything this module creates is deleted at its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "deploy" / "kubernetes"
+NAMESPACE = "ebb-system"
+FIELD_MANAGER = "ebb-manifest-tests"
+#: applied for real (so that the RBAC authorizer can evaluate them); everything else is a dry run
+REAL_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+SM_CRD = "servicemonitors.monitoring.coreos.com"
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def manifest_documents() -> list[tuple[str, dict[str, Any]]]:
+    """(file relative to deploy/kubernetes, document) for every manifest, kustomizations excepted."""
+    out = []
+    for path in sorted(MANIFESTS.rglob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                out.append((str(path.relative_to(MANIFESTS)), doc))
+    return out
+
+
+def ref(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{doc['kind']} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+
+
+async def call(api: Any, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
+               content_type: str = "application/json") -> tuple[int, Any]:
+    """One raw request: (status, decoded JSON body); never raises on an HTTP status."""
+    response = await api.call_api(
+        path, method, query_params=query or [], header_params={"Accept": "application/json",
+                                                              "Content-Type": content_type},
+        body=body, auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+    try:
+        raw = await response.read()
+    finally:
+        response.release()
+    try:
+        return int(response.status), json.loads(raw) if raw else None
+    except ValueError:
+        return int(response.status), raw.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Resource:
+    group_version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/api/{self.group_version}" if "/" not in self.group_version else f"/apis/{self.group_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+async def discover(api: Any, api_version: str, kind: str) -> Resource:
+    """The resource serving ``kind`` in ``api_version``, from the API server's discovery documents."""
+    path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    status, body = await call(api, "GET", path)
+    assert status == 200, f"discovery of {api_version}: HTTP {status}: {body}"
+    for r in body["resources"]:
+        if r["kind"] == kind and "/" not in r["name"]:
+            return Resource(api_version, r["name"], bool(r["namespaced"]))
+    raise AssertionError(f"{api_version} serves no {kind}")
+
+
+async def apply(api: Any, doc: dict[str, Any], *, dry_run: bool) -> tuple[int, Any]:
+    """Server-side apply ``doc`` with strict field validation (unknown or duplicate fields are errors)."""
+    resource = await discover(api, doc["apiVersion"], doc["kind"])
+    meta = doc["metadata"]
+    query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict"), ("force", "true")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    return await call(api, "PATCH", resource.path(meta.get("namespace"), meta["name"]), body=doc, query=query,
+                      content_type="application/apply-patch+yaml")
+
+
+async def create(api: Any, doc: dict[str, Any], *, dry_run: bool = False) -> tuple[int, Any]:
+    resource = await discover(api, doc["apiVersion"], doc["kind"])
+    query = [("fieldValidation", "Strict")] + ([("dryRun", "All")] if dry_run else [])
+    return await call(api, "POST", resource.path(doc["metadata"].get("namespace")), body=doc, query=query)
+
+
+async def delete(api: Any, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+    resource = await discover(api, api_version, kind)
+    status, body = await call(api, "DELETE", resource.path(namespace, name))
+    assert status in (200, 202, 404), f"deleting {kind} {name}: HTTP {status}: {body}"
+
+
+async def wait_established(api: Any, name: str, within: float = 60) -> None:
+    crds = Resource("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        status, body = await call(api, "GET", crds.path(name=name))
+        conditions = {c["type"]: c["status"] for c in ((body or {}).get("status") or {}).get("conditions") or []}
+        if status == 200 and conditions.get("Established") == "True" and conditions.get("NamesAccepted") == "True":
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"CRD {name} not Established after {within:.0f}s: {conditions or body}")
+        await asyncio.sleep(0.25)
+
+
+def into_namespace(doc: dict[str, Any], namespace: str, suffix: str) -> dict[str, Any]:
+    """``doc`` moved from ebb-system into ``namespace``; ClusterRoles and ClusterRoleBindings renamed with
+    ``suffix`` so that this run never touches an installation's (or another run's) objects."""
+    doc = copy.deepcopy(doc)
+    meta = doc["metadata"]
+    if meta.get("namespace") == NAMESPACE:
+        meta["namespace"] = namespace
+    if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        meta["name"] = f"{meta['name']}-{suffix}"
+    if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+        for subject in doc.get("subjects") or []:
+            if subject.get("namespace") == NAMESPACE:
+                subject["namespace"] = namespace
+        if doc["roleRef"]["kind"] == "ClusterRole":
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+    if doc["kind"] == "ServiceMonitor":
+        selector = doc["spec"].get("namespaceSelector") or {}
+        selector["matchNames"] = [namespace if n == NAMESPACE else n for n in selector.get("matchNames") or []]
+    return doc
+
+
+#: the stand-in for the Prometheus Operator's CRD: a strict schema of the fields ebb's ServiceMonitors use
+STAND_IN_SERVICEMONITOR_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": SM_CRD, "labels": {"ebb.sh/test-stand-in": "true"}},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors",
+                  "singular": "servicemonitor"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "required": ["spec"],
+            "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                "spec": {"type": "object", "required": ["selector", "endpoints"], "properties": {
+                    "selector": {"type": "object", "properties": {
+                        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                    "namespaceSelector": {"type": "object", "properties": {
+                        "any": {"type": "boolean"},
+                        "matchNames": {"type": "array", "items": {"type": "string"}}}},
+                    "endpoints": {"type": "array", "items": {"type": "object", "properties": {
+                        "port": {"type": "string"},
+                        "path": {"type": "string"},
+                        "scheme": {"type": "string", "enum": ["http", "https"]},
+                        "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
+                                     "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                        "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?"
+                                          "(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}},
+                }},
+            },
+        }}}],
+    },
+}
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+@dataclass
+class Installed:
+    namespace: str
+    suffix: str
+    #: ref → (file, status, body) of every manifest applied
+    results: dict[str, tuple[str, int, Any]]
+
+
+@pytest.fixture(scope="module")
+async def installed(kube_api: Any) -> AsyncIterator[Installed]:
+    suffix = uuid.uuid4().hex[:8]
+    namespace = f"ebb-manifests-{suffix}"
+    docs = manifest_documents()
+    crds = [doc for _, doc in docs if doc["kind"] == "CustomResourceDefinition"]
+    stand_in = False
+    status, _ = await call(kube_api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SM_CRD}")
+    cluster_rbac: list[tuple[str, str]] = []
+    try:
+        for crd in crds:
+            code, body = await apply(kube_api, crd, dry_run=False)
+            assert code in (200, 201), f"{ref(crd)}: HTTP {code}: {body}"
+        if status == 404:
+            code, body = await apply(kube_api, STAND_IN_SERVICEMONITOR_CRD, dry_run=False)
+            assert code in (200, 201), f"stand-in ServiceMonitor CRD: HTTP {code}: {body}"
+            stand_in = True
+        for name in [c["metadata"]["name"] for c in crds] + ([SM_CRD] if stand_in else []):
+            await wait_established(kube_api, name)
+        code, body = await call(kube_api, "POST", "/api/v1/namespaces",
+                                body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        assert code == 201, f"namespace {namespace}: HTTP {code}: {body}"
+        results: dict[str, tuple[str, int, Any]] = {}
+        for file, doc in docs:
+            if doc["kind"] == "CustomResourceDefinition":
+                continue
+            moved = into_namespace(doc, namespace, suffix)
+            real = doc["kind"] in REAL_KINDS
+            if real and doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                cluster_rbac.append((doc["kind"], moved["metadata"]["name"]))
+            code, body = await apply(kube_api, moved, dry_run=not real)
+            results[ref(doc)] = (file, code, body)
+        yield Installed(namespace, suffix, results)
+    finally:
+        for kind, name in cluster_rbac:
+            await delete(kube_api, "rbac.authorization.k8s.io/v1", kind, name)
+        await call(kube_api, "DELETE", f"/api/v1/namespaces/{namespace}")
+        for name in [c["metadata"]["name"] for c in crds] + ([SM_CRD] if stand_in else []):
+            await delete(kube_api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+
+
+# ------------------------------------------------------------------------------------------- manifests
+
+
+async def test_every_manifest_is_accepted(installed: Installed) -> None:
+    failed = {r: f"{file}: HTTP {code}: {(body or {}).get('message', body) if isinstance(body, dict) else body}"
+              for r, (file, code, body) in installed.results.items() if code not in (200, 201)}
+    assert not failed, "\n".join(f"{r}: {why}" for r, why in failed.items())
+    kinds = {r.split(" ")[0] for r in installed.results}
+    assert kinds >= {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                     "ConfigMap", "Secret", "Deployment", "Service", "Job", "ServiceMonitor"}
+    deployments = sorted(r for r in installed.results if r.startswith("Deployment "))
+    assert deployments == [f"Deployment {NAMESPACE}/ebb-{s}" for s in (
+        "cluster-watcher", "consolidation-planner", "decisions-api", "drift-detector", "interruption-ingester",
+        "termination-executor")]
+
+
+async def test_dry_run_deployment_keeps_its_security_context(installed: Installed) -> None:
+    """What the API server would store (after defaulting) still runs as non-root, read-only, no privileges."""
+    for r, (_, _, body) in installed.results.items():
+        if not r.startswith("Deployment "):
+            continue
+        pod = body["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, r
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, r
+            assert context["allowPrivilegeEscalation"] is False, r
+            assert context["capabilities"]["drop"] == ["ALL"], r
+
+
+async def test_crds_are_established(kube_api: Any, installed: Installed) -> None:
+    for name in ("nodepools.ebb.sh", "nodeclaims.ebb.sh", "holds.ebb.sh", "instancetypecatalogs.ebb.sh"):
+        status, body = await call(kube_api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        assert status == 200
+        assert {c["type"]: c["status"] for c in body["status"]["conditions"]}["Established"] == "True"
+        assert body["spec"]["scope"] == "Cluster"
+        assert [v["name"] for v in body["spec"]["versions"]] == ["v1"]
+
+
+# ------------------------------------------------------------------------------------------- CRD schemas
+
+
+def nodepool(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": {"team": "platform"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["5"]},
+                ],
+                "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+                "terminationGracePeriod": "48h",
+            },
+        },
+    }
+    body.update(spec)
+    return {"apiVersion": "ebb.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": body}
+
+
+async def test_valid_nodepool_is_stored_with_karpenters_defaults(kube_api: Any, installed: Installed) -> None:
+    name = f"ebb-test-{installed.suffix}"
+    status, body = await create(kube_api, nodepool(name, weight=10, limits={"cpu": "1000", "memory": "4000Gi"}))
+    assert status == 201, body
+    try:
+        status, stored = await call(kube_api, "GET", f"/apis/ebb.sh/v1/nodepools/{name}")
+        assert status == 200
+        spec = stored["spec"]
+        assert spec["disruption"] == {"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                                      "budgets": [{"nodes": "10%"}]}
+        assert spec["template"]["spec"]["expireAfter"] == "720h"
+        assert spec["weight"] == 10
+        assert spec["limits"] == {"cpu": "1000", "memory": "4000Gi"}
+    finally:
+        await delete(kube_api, "ebb.sh/v1", "NodePool", name)
+
+
+async def test_nodepool_with_every_disruption_field(kube_api: Any, installed: Installed) -> None:
+    doc = nodepool(f"ebb-full-{installed.suffix}", disruption={
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "5m",
+        "stabilizationWindow": "10m",
+        "budgets": [
+            {"nodes": "20%", "reasons": ["Empty", "Drifted", "Expired"]},
+            {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Underutilized"]},
+            {"nodes": "3", "schedule": "@daily", "duration": "1h30m"},
+        ],
+    })
+    doc["spec"]["template"]["spec"]["expireAfter"] = "Never"
+    doc["spec"]["template"]["spec"]["startupTaints"] = [{"key": "node.cilium.io/agent-not-ready",
+                                                        "effect": "NoExecute"}]
+    status, body = await create(kube_api, doc, dry_run=True)
+    assert status == 201, body
+    assert body["spec"]["disruption"]["budgets"][1]["nodes"] == "0"
+
+
+INVALID_NODEPOOLS: list[tuple[str, dict[str, Any], str]] = [
+    ("unknown policy", {"disruption": {"consolidationPolicy": "WhenUnderused"}}, "consolidationPolicy"),
+    ("budget nodes not a count or percentage", {"disruption": {"budgets": [{"nodes": "ten"}]}}, "nodes"),
+    ("budget nodes over 100%", {"disruption": {"budgets": [{"nodes": "150%"}]}}, "nodes"),
+    ("schedule without duration", {"disruption": {"budgets": [{"nodes": "1", "schedule": "@daily"}]}},
+     "'schedule' must be set with 'duration'"),
+    ("unknown budget reason", {"disruption": {"budgets": [{"nodes": "1", "reasons": ["Bored"]}]}}, "reasons"),
+    ("consolidateAfter not a duration", {"disruption": {"consolidateAfter": "soon"}}, "consolidateAfter"),
+    ("misspelt field", {"disruption": {"consolidateAftr": "1m"}}, "consolidateAftr"),
+    ("weight out of range", {"weight": 0}, "weight"),
+    ("limit not a quantity", {"limits": {"cpu": "lots"}}, "limits"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "message"), INVALID_NODEPOOLS, ids=[c[0] for c in INVALID_NODEPOOLS])
+async def test_invalid_nodepool_is_refused(
+    kube_api: Any, installed: Installed, case: str, spec: dict[str, Any], message: str
+) -> None:
+    name = f"ebb-bad-{installed.suffix}"
+    status, body = await create(kube_api, nodepool(name, **spec))
+    if status == 201:
+        await delete(kube_api, "ebb.sh/v1", "NodePool", name)
+    assert status in (400, 422), f"{case}: accepted (HTTP {status})"
+    assert message in body["message"], body["message"]
+
+
+async def test_nodepool_without_node_class_or_bad_requirement_is_refused(
+    kube_api: Any, installed: Installed
+) -> None:
+    doc = nodepool(f"ebb-bad-{installed.suffix}")
+    del doc["spec"]["template"]["spec"]["nodeClassRef"]
+    status, body = await create(kube_api, doc, dry_run=True)
+    assert status == 422 and "nodeClassRef" in body["message"], body
+    doc = nodepool(f"ebb-bad-{installed.suffix}")
+    doc["spec"]["template"]["spec"]["requirements"].append({"key": "topology.kubernetes.io/zone", "operator": "In"})
+    status, body = await create(kube_api, doc, dry_run=True)
+    assert status == 422 and "In and NotIn need at least one value" in body["message"], body
+
+
+def example_nodepools() -> Iterator[dict[str, Any]]:
+    """The karpenter.sh/v1 NodePools of examples/cluster.yaml (the first items of its List), without
+    parsing the 3,000 pods behind them."""
+    chunk: list[str] = []
+    for line in (REPO / "examples" / "cluster.yaml").read_text().splitlines():
+        if line.startswith("  ") and chunk:
+            chunk.append(line)
+            continue
+        if chunk:
+            item = yaml.safe_load("\n".join(chunk))[0]
+            if item["kind"] != "NodePool":
+                return
+            yield item
+        chunk = [line] if line.startswith("- ") else []
+
+
+async def test_example_karpenter_nodepools_validate_as_ebb_nodepools(kube_api: Any, installed: Installed) -> None:
+    pools = list(example_nodepools())
+    assert len(pools) == 4
+    for pool in pools:
+        doc = {"apiVersion": "ebb.sh/v1", "kind": "NodePool",
+               "metadata": {k: pool["metadata"][k] for k in ("name", "annotations") if k in pool["metadata"]},
+               "spec": pool["spec"], "status": pool["status"]}
+        status, body = await create(kube_api, doc, dry_run=True)
+        assert status == 201, f"{pool['metadata']['name']}: {body}"
+
+
+def nodeclaim(name: str) -> dict[str, Any]:
+    """A NodeClaim as `kubectl get nodeclaim -o yaml` shows Karpenter's, in ebb.sh/v1."""
+    return {
+        "apiVersion": "ebb.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general",
+                                              "node.kubernetes.io/instance-type": "m6i.xlarge",
+                                              "topology.kubernetes.io/zone": "us-east-1a"}},
+        "spec": {
+            "expireAfter": "720h",
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                              "values": ["m6i.xlarge", "m5.xlarge"], "minValues": 2}],
+            "resources": {"requests": {"cpu": "3250m", "memory": "7Gi", "pods": 12}},
+            "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+            "terminationGracePeriod": "48h",
+        },
+        "status": {
+            "nodeName": "ip-10-0-1-17.ec2.internal",
+            "providerID": "aws:///us-east-1a/i-0123456789abcdef0",
+            "imageID": "ami-0123456789abcdef0",
+            "capacity": {"cpu": "4", "memory": "15155Mi", "pods": "58"},
+            "allocatable": {"cpu": "3920m", "memory": "14162Mi", "pods": "58"},
+            "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+                            "lastTransitionTime": "2026-11-20T10:00:00Z", "observedGeneration": 1}],
+        },
+    }
+
+
+async def test_nodeclaim_schema(kube_api: Any, installed: Installed) -> None:
+    status, body = await create(kube_api, nodeclaim(f"ebb-claim-{installed.suffix}"), dry_run=True)
+    assert status == 201, body
+    bad = nodeclaim(f"ebb-claim-{installed.suffix}")
+    bad["status"]["conditions"][0]["status"] = "Maybe"
+    bad["spec"]["requirements"][0]["operator"] = "Near"
+    status, body = await create(kube_api, bad, dry_run=True)
+    assert status == 422, body
+    assert "operator" in body["message"]
+
+
+async def test_hold_schema(kube_api: Any, installed: Installed) -> None:
+    def hold(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": f"hold-{installed.suffix}"},
+                "spec": spec}
+
+    for ok in (hold(scope="nodePool", nodePool="general", expiresAt="2026-11-24T09:00:00Z", reason="release 4.2"),
+               hold(scope="node", node="ip-10-0-1-17.ec2.internal", reason="debugging"),
+               hold(reason="change freeze")):
+        status, body = await create(kube_api, ok, dry_run=True)
+        assert status == 201, body
+    status, body = await create(kube_api, hold(reason="change freeze"), dry_run=True)
+    assert body["spec"]["scope"] == "cluster"
+    refused = [
+        (hold(scope="nodePool", reason="x"), "a nodePool hold names its nodePool"),
+        (hold(scope="cluster", node="n1", reason="x"), "a node hold names its node"),
+        (hold(scope="namespace", reason="x"), "scope"),
+        (hold(scope="cluster"), "reason"),
+        (hold(scope="cluster", reason="x", expiresAt="tomorrow"), "expiresAt"),
+    ]
+    for doc, message in refused:
+        status, body = await create(kube_api, doc, dry_run=True)
+        assert status == 422, f"{doc['spec']}: HTTP {status}"
+        assert message in body["message"], body["message"]
+
+
+async def test_bundled_catalog_validates_as_an_instance_type_catalog(kube_api: Any, installed: Installed) -> None:
+    text = resources.files("ebb.data").joinpath("aws-us-east-1.yaml").read_text(encoding="utf-8")
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    assert [d["kind"] for d in docs] == ["InstanceTypeCatalog"]
+    catalog = docs[0]
+    catalog["metadata"] = {"name": catalog["metadata"]["name"]}
+    status, body = await create(kube_api, catalog, dry_run=True)
+    assert status == 201, body if status != 422 else body["message"][:2000]
+    assert len(body["spec"]["instanceTypes"]) == len(catalog["spec"]["instanceTypes"]) > 100
+    bad = copy.deepcopy(catalog)
+    bad["spec"]["instanceTypes"] = [{"name": "x1.weird", "capacity": {"cpu": "4"},
+                                     "offerings": [{"zone": "us-east-1a", "capacityType": "dedicated", "price": -1}]}]
+    status, body = await create(kube_api, bad, dry_run=True)
+    assert status == 422, body
+    for field in ("memory", "capacityType", "price"):
+        assert field in body["message"], body["message"]
+
+
+# ------------------------------------------------------------------------------------------- RBAC
+
+
+@dataclass(frozen=True)
+class Access:
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    #: "" = all namespaces / cluster-scoped; "<own>" = the installation's namespace
+    namespace: str = ""
+    name: str = ""
+
+    def __str__(self) -> str:
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        where = f" in {self.namespace}" if self.namespace else ""
+        named = f" {self.name}" if self.name else ""
+        return f"{self.verb} {self.group or 'core'}/{res}{named}{where}"
+
+
+OWN = "<own>"
+WATCHED = [("", "nodes"), ("", "pods"), ("policy", "poddisruptionbudgets"), ("apps", "daemonsets"),
+           ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims")]
+EVENTS = [Access(verb, "events", group, namespace=ns) for verb in ("create", "patch")
+          for group in ("", "events.k8s.io") for ns in ("default", OWN)]
+
+ALLOWED: dict[str, list[Access]] = {
+    "ebb-cluster-watcher": [Access(verb, resource, group) for group, resource in WATCHED
+                            for verb in ("list", "watch", "get")],
+    "ebb-drift-detector": [Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal")],
+    "ebb-consolidation-planner": [
+        Access("create", "leases", "coordination.k8s.io", namespace=OWN),
+        Access("get", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
+        Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
+        *EVENTS,
+    ],
+    "ebb-termination-executor": [
+        Access("get", "nodes"), Access("patch", "nodes"), Access("delete", "nodes"),
+        Access("list", "pods"), Access("get", "pods", namespace="default"),
+        Access("create", "pods", subresource="eviction", namespace="default"),
+        Access("create", "pods", subresource="eviction", namespace="kube-system"),
+        *EVENTS,
+    ],
+    "ebb-interruption-ingester": [],
+    "ebb-decisions-api": [],
+    "ebb-db-upgrade": [],
+}
+
+DENIED: dict[str, list[Access]] = {
+    "ebb-cluster-watcher": [Access("delete", "nodes"), Access("patch", "nodes"), Access("update", "nodes"),
+                            Access("create", "pods", subresource="eviction", namespace="default"),
+                            Access("get", "secrets", namespace="default"),
+                            Access("list", "nodepools", "ebb.sh"),
+                            Access("patch", "nodeclaims", "karpenter.sh")],
+    "ebb-drift-detector": [Access("delete", "nodes"), Access("update", "nodes"), Access("list", "nodes"),
+                           Access("patch", "pods", namespace="default"), Access("patch", "nodeclaims", "karpenter.sh")],
+    "ebb-consolidation-planner": [
+        Access("get", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),
+        Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),
+        Access("delete", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
+        Access("create", "leases", "coordination.k8s.io", namespace="kube-system"),
+        Access("update", "leases", "coordination.k8s.io", namespace="kube-node-lease", name="any-node"),
+        Access("delete", "events", namespace="default"),
+        Access("patch", "nodes"), Access("delete", "nodes"),
+        Access("create", "pods", subresource="eviction", namespace="default"),
+    ],
+    "ebb-termination-executor": [
+        Access("delete", "pods", namespace="default"),  # never a force-delete: evictions only
+        Access("update", "nodes"), Access("create", "nodes"), Access("list", "nodes"),
+        Access("get", "secrets", namespace="default"),
+        Access("delete", "nodeclaims", "karpenter.sh"),
+    ],
+    "ebb-interruption-ingester": [Access("get", "nodes"), Access("list", "nodes"),
+                                  Access("list", "nodeclaims", "karpenter.sh")],
+    "ebb-decisions-api": [Access("create", "pods", subresource="eviction", namespace="default"),
+                          Access("list", "nodes"), Access("get", "secrets", namespace=OWN)],
+    "ebb-db-upgrade": [Access("list", "nodes"), Access("get", "secrets", namespace=OWN)],
+}
+
+
+async def allowed(kube_api: Any, namespace: str, account: str, access: Access) -> tuple[bool, str]:
+    """The API server's verdict (SubjectAccessReview) on ``account`` of ``namespace`` doing ``access``."""
+    attributes = {"verb": access.verb, "group": access.group, "resource": access.resource}
+    if access.subresource:
+        attributes["subresource"] = access.subresource
+    if access.namespace:
+        attributes["namespace"] = namespace if access.namespace == OWN else access.namespace
+    if access.name:
+        attributes["name"] = access.name
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": f"system:serviceaccount:{namespace}:{account}",
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"],
+        "resourceAttributes": attributes}}
+    status, body = await call(kube_api, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review)
+    assert status == 201, body
+    return bool(body["status"].get("allowed")), str(body["status"].get("reason", ""))
+
+
+@pytest.fixture(scope="module")
+async def rbac_in_force(kube_api: Any, installed: Installed) -> str:
+    """The namespace, once the RBAC authorizer has seen this run's bindings (its informers lag a little)."""
+    failed = {r: code for r, (_, code, _) in installed.results.items() if code not in (200, 201)}
+    assert not failed, f"manifests refused: {failed}"
+    deadline = asyncio.get_running_loop().time() + 30
+    probe = Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner")
+    while not (await allowed(kube_api, installed.namespace, "ebb-consolidation-planner", probe))[0]:
+        assert asyncio.get_running_loop().time() < deadline, "the planner's Role never took effect"
+        await asyncio.sleep(0.5)
+    deadline = asyncio.get_running_loop().time() + 30
+    while not (await allowed(kube_api, installed.namespace, "ebb-termination-executor", Access("delete", "nodes")))[0]:
+        assert asyncio.get_running_loop().time() < deadline, "the executor's ClusterRole never took effect"
+        await asyncio.sleep(0.5)
+    return installed.namespace
+
+
+@pytest.mark.parametrize("account", sorted(ALLOWED))
+async def test_service_account_has_what_its_service_needs(kube_api: Any, rbac_in_force: str, account: str) -> None:
+    refused = [f"{a}: {why}" for a in ALLOWED[account]
+               for ok, why in [await allowed(kube_api, rbac_in_force, account, a)] if not ok]
+    assert not refused, f"{account} lacks: {refused}"
+
+
+@pytest.mark.parametrize("account", sorted(DENIED))
+async def test_service_account_has_nothing_more(kube_api: Any, rbac_in_force: str, account: str) -> None:
+    granted = [f"{a}: {why}" for a in DENIED[account]
+               for ok, why in [await allowed(kube_api, rbac_in_force, account, a)] if ok]
+    assert not granted, f"{account} may: {granted}"
+
+
+async def test_the_authorizer_is_rbac(kube_api: Any, rbac_in_force: str) -> None:
+    """The denials above mean something only if the API server enforces RBAC (not AlwaysAllow): an
+    account without any binding is refused, and the same account is allowed once bound."""
+    account = f"nobody-{uuid.uuid4().hex[:6]}"
+    ok, _ = await allowed(kube_api, rbac_in_force, account, Access("list", "nodes"))
+    assert not ok
+    ok, _ = await allowed(kube_api, rbac_in_force, "ebb-cluster-watcher", Access("list", "nodes"))
+    assert ok

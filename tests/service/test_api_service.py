@@ -1,36 +1,63 @@
-"""decisions-api without PostgreSQL: settings, startup checks, readiness when the store is down, the
-plan endpoint's worker thread and size limit, and the store paths on SQLite (embedded mode's database).
-The PostgreSQL behaviour is covered in tests/integration/test_decisions_api.py."""
+"""decisions-api without PostgreSQL and Kafka: settings, startup checks, readiness, the plan endpoint's worker
+thread and size limit, the store paths on SQLite (embedded mode's database), and the live state on the
+InMemoryBus: explanations, budgets and plans on the objects of ebb.cluster.objects, server-sent events of
+ebb.disruption.events (exact wire format, filters, keep-alive, a slow subscriber, disconnects), malformed
+records dead-lettered while the API keeps serving, and ``python -m ebb_decisions_api`` stopping on SIGTERM.
+The SSE tests run the app in a real uvicorn server on a free port (httpx's ASGI transport buffers whole
+responses). The PostgreSQL and Kafka behaviour is covered in tests/integration/test_decisions_api.py."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
+import uvicorn
+import yaml
+from fastapi import FastAPI
 
+from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
+from ebb.cli.snapshot_files import load_snapshot
+from ebb.contracts import (
+    TOPIC_CLUSTER_OBJECTS,
+    TOPIC_DISRUPTION_EVENTS,
+    ClusterObject,
+    DeadLetter,
+    DisruptionEvent,
+    from_kafka,
+)
+from ebb.core.plan import make_plan, plan_json
 from ebb_decisions_api import app as app_module
 from ebb_decisions_api.app import create_app
+from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.settings import Settings
 
+T = TypeVar("T")
 TOKEN = "service-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 #: nothing listens on port 1: every query fails at once
 UNREACHABLE = "postgresql+asyncpg://ebb@127.0.0.1:1/ebb"
+SCENARIOS = Path("/work/shared/scenarios")
+NOW = "2026-11-23T18:30:00Z"
 
 
 def _client(settings: Settings, repository: Repository | None = None) -> httpx.AsyncClient:
-    app = create_app(settings, repository)
+    """A client of an app whose lifespan does not run (no consumers): the store paths only."""
+    app = create_app(settings, repository, bus=InMemoryBus())
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
 
 
@@ -64,7 +91,10 @@ async def test_not_ready_while_the_database_is_down() -> None:
         async with _client(Settings(token=TOKEN, database_url=UNREACHABLE), repository) as client:
             assert (await client.get("/healthz")).status_code == 200
             ready = await client.get("/readyz")
-            assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
+            assert ready.status_code == 503
+            body = ready.json()
+            assert body["status"] == "unavailable" and body["database"]
+            assert (body["snapshot"], body["events"]) == ("loading", "starting")
     finally:
         await repository.close()
 
@@ -104,8 +134,9 @@ async def test_plan_size_limit_and_content_type() -> None:
             assert big.status_code == 413
             odd = await client.post("/v1/plan", content=b"x", headers={**AUTH, "Content-Type": "image/png"})
             assert odd.status_code == 422 and odd.json()["detail"][0]["loc"] == ["header", "content-type"]
+            # no snapshot in the body: a plan on the live state, which is not loaded (no lifespan here)
             empty = await client.post("/v1/plan", content=b"", headers={**AUTH, "Content-Type": "text/plain"})
-            assert empty.status_code == 422 and empty.json()["detail"][0]["loc"] == ["body"]
+            assert empty.status_code == 503 and "loading" in empty.json()["detail"]
     finally:
         await repository.close()
 
@@ -123,8 +154,8 @@ async def sqlite_repository(tmp_path: Path) -> AsyncIterator[Repository]:
 
 async def test_holds_and_decisions_on_sqlite(sqlite_repository: Repository) -> None:
     repo = sqlite_repository
-    async with _client(Settings(token=TOKEN, database_url="sqlite://"), repo) as client:
-        assert (await client.get("/readyz")).status_code == 200
+    async with running(Settings(token=TOKEN, database_url="sqlite://"), repo, InMemoryBus()) as (_, client):
+        await eventually("ready", lambda: _ready(client))
         hold = (await client.post("/v1/holds", json={"scope": "node", "target": "n1", "reason": "r"},
                                   headers=AUTH)).json()
         assert [h["id"] for h in (await client.get("/v1/holds", headers=AUTH)).json()["items"]] == [hold["id"]]
@@ -149,3 +180,436 @@ async def test_holds_and_decisions_on_sqlite(sqlite_repository: Repository) -> N
         detail = (await client.get("/v1/decisions/d1", headers=AUTH)).json()
         assert detail["createdAt"] == "2026-11-20T00:00:00Z"
         assert [e["type"] for e in detail["timeline"]] == ["Proposed"]
+
+
+# -- the live state on the InMemoryBus ------------------------------------------------------------------------
+
+
+async def eventually(what: str, probe: Callable[[], Awaitable[T | bool | None]], within: float = 10) -> T:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        value = await probe()
+        if value is not None and value is not False:
+            return value  # type: ignore[return-value]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _ready(client: httpx.AsyncClient) -> bool:
+    return (await client.get("/readyz")).status_code == 200
+
+
+def documents(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((SCENARIOS / name).read_text()) if d]
+
+
+def cluster_object(doc: dict[str, Any]) -> ClusterObject:
+    meta = doc["metadata"]
+    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
+                         resource_version="1", object=doc)
+
+
+async def publish(bus: InMemoryBus, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
+
+
+def event(node: str, phase: str = "Tainted", decision: str = "dec-1", message: str = "tainted") -> DisruptionEvent:
+    return DisruptionEvent(decision_id=decision, node=node, phase=phase, message=message,  # type: ignore[arg-type]
+                           at=datetime(2026, 11, 23, 18, 30, 5, tzinfo=UTC))
+
+
+def frame(e: DisruptionEvent) -> str:
+    """The wire contract of one event on GET /v1/events."""
+    return f"id: {e.id}\nevent: {e.phase}\ndata: {e.model_dump_json()}\n\n"
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, repository: Repository,
+                  bus: InMemoryBus) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The app with its lifespan (consumers running), and an in-process client."""
+    app = create_app(settings, repository, bus=bus)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+        yield app, client
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """The app in a real uvicorn server (lifespan on) on a free port of 127.0.0.1; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", timeout_graceful_shutdown=5))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await eventually("uvicorn started", lambda: _started(server, task))
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+        sock.close()
+
+
+async def _started(server: uvicorn.Server, task: asyncio.Task[None]) -> bool:
+    if task.done():
+        task.result()
+        raise AssertionError("uvicorn stopped")
+    return server.started
+
+
+class Stream:
+    """An open GET /v1/events response, read frame by frame (a frame ends with a blank line)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks = response.aiter_text()
+        self._buffer = ""
+        self.ended = False
+
+    async def frame(self, within: float = 5.0) -> str | None:
+        """The next frame (with its blank line), or None when the server ended the stream."""
+        async with asyncio.timeout(within):
+            while "\n\n" not in self._buffer:
+                try:
+                    self._buffer += await anext(self._chunks)
+                except StopAsyncIteration:
+                    self.ended = True
+                    return None
+        text, self._buffer = self._buffer.split("\n\n", 1)
+        return text + "\n\n"
+
+    async def event_frame(self, within: float = 5.0) -> str | None:
+        """The next frame that is not a keep-alive comment."""
+        while True:
+            text = await self.frame(within)
+            if text is None or not text.startswith(": keep-alive"):
+                return text
+
+
+@contextlib.asynccontextmanager
+async def subscribe(client: httpx.AsyncClient, base: str, **params: str) -> AsyncIterator[Stream]:
+    async with client.stream("GET", f"{base}/v1/events", params=params, headers=AUTH) as response:
+        assert response.status_code == 200
+        yield Stream(response)
+
+
+@pytest.fixture
+async def live_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, InMemoryBus]]:
+    bus = InMemoryBus()
+    await publish(bus, documents("empty-node.yaml"))
+    settings = Settings(token=TOKEN, database_url="sqlite://", cluster=sqlite_repository.cluster)
+    async with running(settings, sqlite_repository, bus) as (app, client):
+        await eventually("ready", lambda: _ready(client))
+        yield app, client, bus
+
+
+async def test_not_ready_until_the_snapshot_is_loaded(sqlite_repository: Repository) -> None:
+    bus = InMemoryBus()
+    app = create_app(Settings(token=TOKEN, database_url="sqlite://"), sqlite_repository, bus=bus)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+        before = await client.get("/readyz")
+        assert before.status_code == 503 and before.json()["snapshot"] == "loading"
+        assert "database" not in before.json()
+        explain = await client.get("/v1/nodes/idle/explain", headers=AUTH)
+        assert explain.status_code == 503 and "loading" in explain.json()["detail"]
+        async with app.router.lifespan_context(app):
+            await eventually("ready", lambda: _ready(client))
+            metrics = (await client.get("/metrics")).text
+            assert "ebb_api_snapshot_ready 1.0" in metrics
+        # after shutdown the consumers are gone; nothing hangs
+
+
+async def test_explain_a_disrupted_a_blocked_and_an_unknown_node(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    _, client, _ = live_app
+    idle = await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)
+    assert idle.status_code == 200, idle.text
+    body = idle.json()
+    assert body["node"] == "idle" and body["nodePool"] == "default" and body["now"] == NOW
+    assert body["disrupted"] is True and body["blocked"] is None
+    assert body["command"]["method"] == "emptiness" and body["command"]["nodes"] == ["idle"]
+    assert body["summary"].startswith("emptiness would delete it now (Empty)")
+    assert [b["reason"] for b in body["budgets"]] == ["Expired", "Drifted", "Empty", "Underutilized"]
+    assert {b["allowed"] for b in body["budgets"]} == {2}
+    assert body["decisions"] == [] and body["liveDecision"] is None and body["holds"] == [] and body["paused"] is None
+
+    busy = (await client.get("/v1/nodes/busy/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert busy["disrupted"] is False and busy["command"] is None
+    assert busy["blocked"]["method"] == "single-node-consolidation"
+    assert "do not fit on the other nodes" in busy["blocked"]["reason"]
+    assert busy["summary"] == f"not disrupted now: {busy['blocked']['reason']}"
+
+    missing = await client.get("/v1/nodes/nope/explain", headers=AUTH)
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == "no node 'nope' in the live cluster state (2 nodes known)"
+    assert (await client.get("/v1/nodes/idle/explain")).status_code == 401
+    bad = await client.get("/v1/nodes/idle/explain", params={"now": "soon"}, headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "now"]
+
+
+async def test_explain_sees_holds_and_live_decisions_from_the_store(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus], sqlite_repository: Repository) -> None:
+    _, client, _ = live_app
+    hold = (await client.post("/v1/holds", json={"scope": "node", "target": "idle", "reason": "debugging"},
+                              headers=AUTH)).json()
+    await client.post("/v1/holds", json={"scope": "node", "target": "busy", "reason": "other node"}, headers=AUTH)
+    held = (await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert held["disrupted"] is False
+    assert f"hold {hold['id']}" in held["blocked"]["reason"] and "debugging" in held["blocked"]["reason"]
+    assert held["paused"] is not None and "debugging" in held["paused"]
+    assert [h["id"] for h in held["holds"]] == [hold["id"]]
+    assert (await client.delete(f"/v1/holds/{hold['id']}", headers=AUTH)).status_code == 204
+
+    await sqlite_repository.add_decision(
+        decision_id="dec-live", method="emptiness", reason="Empty", action="delete",
+        nodes=[{"name": "idle", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
+        created_at=datetime(2026, 11, 23, 18, 0, tzinfo=UTC), state="approved")
+    await sqlite_repository.add_decision(
+        decision_id="dec-old", method="emptiness", reason="Empty", action="delete",
+        nodes=[{"name": "idle", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
+        created_at=datetime(2026, 11, 22, 18, 0, tzinfo=UTC), state="rejected")
+    live = (await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert live["disrupted"] is False
+    assert live["liveDecision"]["id"] == "dec-live" and live["liveDecision"]["state"] == "approved"
+    assert live["summary"] == "decision dec-live (approved) is disrupting it: emptiness, Empty, delete"
+    assert "already being disrupted" in live["blocked"]["reason"]
+    assert [d["id"] for d in live["decisions"]] == ["dec-live", "dec-old"]
+    # the live decision's node counts against the pool's budget
+    budgets = (await client.get("/v1/nodepools/default/budgets", params={"now": NOW}, headers=AUTH)).json()
+    assert budgets["nodes"] == {"total": 2, "disrupting": ["idle"], "notReady": []}
+    assert {r["reason"]: r["allowed"] for r in budgets["reasons"]} == dict.fromkeys(
+        ("Expired", "Drifted", "Empty", "Underutilized"), 1)
+
+
+async def test_nodepool_budgets_with_schedule_windows(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    _, client, bus = live_app
+    pool = next(d for d in documents("empty-node.yaml") if d["kind"] == "NodePool")
+    pool["spec"]["disruption"]["budgets"] = [
+        {"nodes": "100%"},
+        {"nodes": "0", "schedule": "0 18 * * *", "duration": "2h", "reasons": ["Empty"]},
+        {"nodes": "1", "schedule": "0 2 * * *", "duration": "1h"},
+    ]
+    await publish(bus, [pool])
+
+    async def report() -> dict[str, Any] | None:
+        body: dict[str, Any] = (await client.get("/v1/nodepools/default/budgets", params={"now": NOW},
+                                                 headers=AUTH)).json()
+        return body if len(body["budgets"]) == 3 else None
+
+    body = await eventually("the new NodePool applied", report)
+    assert body["nodePool"] == "default" and body["now"] == NOW
+    assert body["nodes"] == {"total": 2, "disrupting": [], "notReady": []}
+    allowed = {r["reason"]: r["allowed"] for r in body["reasons"]}
+    assert allowed == {"Expired": 2, "Drifted": 2, "Empty": 0, "Underutilized": 2}
+    always, evening, night = body["budgets"]
+    assert always["active"] is True and always["limit"] == 2 and always["allowed"] == 2
+    assert always["windowEnd"] is None and always["nextWindowStart"] is None
+    assert evening["active"] is True and evening["reasons"] == ["Empty"]
+    assert (evening["windowStart"], evening["windowEnd"]) == ("2026-11-23T18:00:00Z", "2026-11-23T20:00:00Z")
+    assert night["active"] is False and night["allowed"] == 1
+    assert (night["nextWindowStart"], night["nextWindowEnd"]) == ("2026-11-24T02:00:00Z", "2026-11-24T03:00:00Z")
+    assert body["paused"] is None and body["holds"] == []
+
+    # the explanation of the empty node says the budget stopped it
+    idle = (await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert idle["disrupted"] is False and "budget" in idle["blocked"]["reason"]
+
+    missing = await client.get("/v1/nodepools/spot/budgets", headers=AUTH)
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == "no NodePool 'spot' in the live cluster state (known: default)"
+
+
+async def test_plan_on_the_live_state_equals_the_cli(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    _, client, _ = live_app
+    snapshot = load_snapshot([str(SCENARIOS / "empty-node.yaml")])
+    now = datetime.fromisoformat(NOW)
+    expected = json.loads(json.dumps(plan_json(make_plan(snapshot, now))))
+    stable = json.loads(json.dumps(plan_json(make_plan(snapshot, now, until_stable=True))))
+    assert expected["commands"]
+
+    empty = await client.post("/v1/plan", params={"now": NOW}, headers=AUTH)
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == expected
+    envelope = await client.post("/v1/plan", json={"now": NOW, "untilStable": True}, headers=AUTH)
+    assert envelope.status_code == 200, envelope.text
+    assert envelope.json() == stable
+    # an uploaded snapshot is still planned as uploaded
+    uploaded = await client.post("/v1/plan", params={"now": NOW}, json={"documents": []}, headers=AUTH)
+    assert uploaded.status_code == 200 and uploaded.json()["commands"] == []
+    # bad envelopes name the field
+    for body, loc in (({"now": NOW, "untilStabel": True}, ["body", "untilStabel"]),
+                      ({"now": "yesterday"}, ["body", "now"]),
+                      ({"untilStable": "yes"}, ["body", "untilStable"])):
+        response = await client.post("/v1/plan", json=body, headers=AUTH)
+        assert response.status_code == 422, body
+        assert response.json()["detail"][0]["loc"] == loc
+    broken = await client.post("/v1/plan", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
+    assert broken.status_code == 422 and broken.json()["detail"][0]["loc"] == ["body"]
+    holds = await client.post("/v1/holds", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
+    assert holds.status_code == 422 and holds.json()["detail"][0]["loc"][0] == "body"
+
+
+async def test_malformed_records_are_dead_lettered_and_the_api_keeps_serving(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    app, client, bus = live_app
+    bus.append(TOPIC_CLUSTER_OBJECTS, b"Node//garbage", b"{not a cloudevent", [("ce_specversion", b"1.0")])
+    bus.append(TOPIC_DISRUPTION_EVENTS, b"idle", b"[]", [])
+
+    async def dead_letters(topic: str) -> list[DeadLetter] | None:
+        records = bus.records(f"{topic}.dlq")
+        letters = [m for r in records if isinstance(m := from_kafka(f"{topic}.dlq", r.key, r.value, r.headers),
+                                                    DeadLetter)]
+        return letters or None
+
+    (objects_letter,) = await eventually("the object dead-lettered", lambda: dead_letters(TOPIC_CLUSTER_OBJECTS))
+    (events_letter,) = await eventually("the event dead-lettered", lambda: dead_letters(TOPIC_DISRUPTION_EVENTS))
+    assert objects_letter.topic == TOPIC_CLUSTER_OBJECTS and objects_letter.cause == "malformed"
+    assert events_letter.topic == TOPIC_DISRUPTION_EVENTS and events_letter.cause == "malformed"
+
+    # still serving, and still applying what comes next
+    assert (await client.get("/readyz")).status_code == 200
+    node = next(d for d in documents("empty-node.yaml") if d["metadata"]["name"] == "idle")
+    node = {**node, "metadata": {**node["metadata"], "name": "idle-2"}}
+    await publish(bus, [node])
+
+    async def explained() -> bool:
+        return (await client.get("/v1/nodes/idle-2/explain", params={"now": NOW}, headers=AUTH)).status_code == 200
+
+    await eventually("the next object applied", explained)
+    assert app.state.events is not None
+
+
+# -- GET /v1/events --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def sse_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI, str, InMemoryBus]]:
+    bus = InMemoryBus()
+    # history: published before the API started, never streamed
+    await bus.publish(TOPIC_DISRUPTION_EVENTS, event("old", phase="Proposed", message="history"))
+    settings = Settings(token=TOKEN, database_url="sqlite://", cluster=sqlite_repository.cluster,
+                        sse_keepalive_seconds=0.3, sse_queue_size=4)
+    app = create_app(settings, sqlite_repository, bus=bus)
+    async with serving(app) as base, httpx.AsyncClient(timeout=10) as client:
+        await eventually("ready", lambda: _ready_at(client, base))
+        yield app, base, bus
+
+
+async def _ready_at(client: httpx.AsyncClient, base: str) -> bool:
+    return (await client.get(f"{base}/readyz")).status_code == 200
+
+
+async def test_events_stream_the_exact_wire_format(sse_app: tuple[FastAPI, str, InMemoryBus]) -> None:
+    app, base, bus = sse_app
+    hub: EventHub = app.state.events
+    async with httpx.AsyncClient(timeout=10) as client:
+        unauthorised = await client.get(f"{base}/v1/events")
+        assert unauthorised.status_code == 401
+        async with subscribe(client, base) as stream:
+            assert stream.response.headers["content-type"] == "text/event-stream"
+            assert stream.response.headers["cache-control"] == "no-store"
+            assert len(hub) == 1
+            sent = [event("idle", phase="Tainted", message="tainted karpenter.sh/disrupted"),
+                    event("idle", phase="Evicted", message="pod default/web-1 evicted\nsecond line")]
+            for e in sent:
+                await bus.publish(TOPIC_DISRUPTION_EVENTS, e)
+            for e in sent:
+                text = await stream.event_frame()
+                assert text == frame(e)
+                data = json.loads(text.split("data: ", 1)[1])
+                assert set(data) == {"id", "decisionId", "node", "phase", "message", "at"}
+                assert data["id"] == str(e.id) and data["decisionId"] == "dec-1"
+                assert data["at"] == "2026-11-23T18:30:05Z"
+            # idle: keep-alive comments
+            assert await stream.frame(within=3) == ": keep-alive\n\n"
+        # the client went away: its subscription is gone
+        await eventually("the subscriber removed", lambda: _is(len(hub) == 0))
+        metrics = (await client.get(f"{base}/metrics")).text
+        assert "ebb_api_sse_events_total 2.0" in metrics and "ebb_api_sse_subscribers 0.0" in metrics
+
+
+async def _is(value: bool) -> bool:
+    return value
+
+
+async def test_events_filters(sse_app: tuple[FastAPI, str, InMemoryBus]) -> None:
+    _, base, bus = sse_app
+    a1, b1, a2, b2 = (event("node-a", decision="dec-1"), event("node-b", decision="dec-1"),
+                      event("node-a", decision="dec-2"), event("node-b", decision="dec-2"))
+    async with httpx.AsyncClient(timeout=10) as client, subscribe(client, base, node="node-a") as by_node, \
+            subscribe(client, base, decision="dec-2") as by_decision, \
+            subscribe(client, base, node="node-b", decision="dec-1") as both, subscribe(client, base) as everything:
+        for e in (a1, b1, a2, b2):
+            await bus.publish(TOPIC_DISRUPTION_EVENTS, e)
+        assert [await by_node.event_frame() for _ in range(2)] == [frame(a1), frame(a2)]
+        assert [await by_decision.event_frame() for _ in range(2)] == [frame(a2), frame(b2)]
+        assert await both.event_frame() == frame(b1)
+        received = {await everything.event_frame() for _ in range(4)}
+        assert received == {frame(e) for e in (a1, b1, a2, b2)}
+        # nothing more for the filtered ones (the history event "old" never comes either)
+        for stream in (by_node, by_decision, both):
+            assert await stream.frame(within=2) == ": keep-alive\n\n"
+
+
+async def test_a_slow_subscriber_is_closed_with_a_final_comment(sse_app: tuple[FastAPI, str, InMemoryBus]) -> None:
+    app, base, bus = sse_app
+    hub: EventHub = app.state.events
+    async with httpx.AsyncClient(timeout=10) as client:
+        async with subscribe(client, base) as slow, subscribe(client, base, node="elsewhere") as other:
+            # six events at once, without yielding to the event loop: the queue (4) overflows on the fifth
+            burst = [event("idle", message=f"step {i}") for i in range(6)]
+            for e in burst:
+                hub.publish(e)
+            assert [await slow.event_frame() for _ in range(4)] == [frame(e) for e in burst[:4]]
+            final = await slow.frame()
+            assert final is not None and final.startswith(": closed: this subscriber fell too far behind")
+            assert await slow.frame() is None and slow.ended
+            # the other subscriber is still there and still served
+            assert len(hub) == 1
+            late = event("elsewhere")
+            await bus.publish(TOPIC_DISRUPTION_EVENTS, late)
+            assert await other.event_frame() == frame(late)
+        metrics = (await client.get(f"{base}/metrics")).text
+        assert "ebb_api_sse_overflows_total 1.0" in metrics
+
+
+async def test_the_server_command_stops_on_sigterm(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ebb.db'}"
+    await upgrade_async(url)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EBB_")}
+    env.update({"EBB_DECISIONS_API_TOKEN": TOKEN, "EBB_DECISIONS_API_DATABASE_URL": url,
+                "EBB_DECISIONS_API_HOST": "127.0.0.1", "EBB_DECISIONS_API_PORT": str(port),
+                # no Kafka: the consumers retry in the background while the REST side serves the store
+                "EBB_DECISIONS_API_KAFKA_BOOTSTRAP": "127.0.0.1:1", "EBB_DECISIONS_API_KAFKA_RETRY_MAX_SECONDS": "1"})
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "ebb_decisions_api", env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+
+            async def up() -> bool:
+                with contextlib.suppress(httpx.TransportError):
+                    return (await client.get("/healthz")).status_code == 200
+                return False
+
+            await eventually("the server up", up, within=30)
+            ready = await client.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["snapshot"] == "loading"
+            assert (await client.get("/v1/holds", headers=AUTH)).json() == {"items": []}
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    stderr = err.decode()
+    assert process.returncode == 0, stderr
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert {"decisions-api started", "decisions-api stopped"} <= {line.get("event") for line in lines}, stderr

@@ -1,23 +1,48 @@
-"""The decisions-api application: /v1 (bearer token), /healthz, /readyz, /metrics and /docs."""
+"""The decisions-api application: /v1 (bearer token), /healthz, /readyz, /metrics and /docs.
+
+``create_app`` is the composition root: the store (``Repository``), the bus (Kafka from the settings, or an
+injected one such as ``InMemoryBus``), the live cluster state rebuilt from ebb.cluster.objects
+(``LiveState``), the disruption-event fan-out (``EventHub``) and the consumers that feed both, which run
+inside the FastAPI lifespan and stop with it. CPU-bound work (parsing, engine passes) runs in worker
+threads, at most ``max_concurrent_passes`` at once, so the event loop keeps answering probes and streams.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
 
+from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.store.models import Hold
 from ebb.adapters.store.repository import MAX_PAGE, CursorError, DecisionFilter, Repository
+from ebb.core.methods.base import EngineOptions
+from ebb_decisions_api.consumers import Consumers
+from ebb_decisions_api.events import EventHub, keep_alive
+from ebb_decisions_api.explain import budgets_report, explain_pass, node_explanation
+from ebb_decisions_api.live import InvalidSnapshot, LiveState, LiveView, NotSeeded
 from ebb_decisions_api.metrics import ApiMetrics, MetricsMiddleware
-from ebb_decisions_api.planning import InputError, PlanInputError, SnapshotError, read_body, run_plan
+from ebb_decisions_api.planning import (
+    InputError,
+    PlanInputError,
+    SnapshotError,
+    plan_snapshot,
+    read_body,
+    run_plan,
+)
 from ebb_decisions_api.schemas import (
     SCOPE_TO_STORE,
     DecisionDetail,
@@ -31,6 +56,13 @@ from ebb_decisions_api.schemas import (
     utc_now,
 )
 from ebb_decisions_api.settings import Settings
+
+log = structlog.get_logger("ebb_decisions_api")
+
+#: how many of a node's decisions (newest first) the explanation lists
+EXPLAIN_DECISIONS = 10
+#: Kubernetes object names are at most 253 characters
+NAME_MAX = 253
 
 _bearer = HTTPBearer(auto_error=False, description="EBB_DECISIONS_API_TOKEN")
 
@@ -49,23 +81,58 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def create_app(settings: Settings, repository: Repository | None = None) -> FastAPI:
+def _holds_for(holds: Sequence[Hold], *, pool: str | None, node: str | None = None) -> list[Hold]:
+    """The holds that apply to a node of ``pool`` (or, without ``node``, to the pool): cluster-wide ones,
+    the pool's, and the node's."""
+    return [h for h in holds if h.scope_kind == "cluster"
+            or (h.scope_kind == "nodepool" and pool is not None and h.scope == pool)
+            or (h.scope_kind == "node" and node is not None and h.scope == node)]
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+def create_app(settings: Settings, repository: Repository | None = None, *, bus: Bus | None = None,
+               options: EngineOptions | None = None) -> FastAPI:
     """The API for ``settings``. Without a ``repository`` one is built from ``settings.database_url``
-    (and closed at shutdown); a given repository is the caller's to close."""
+    (and closed at shutdown); a given repository is the caller's to close. Without a ``bus`` a
+    ``KafkaBus`` is built from the settings (started by the consumers, closed at shutdown); a given bus
+    (an ``InMemoryBus`` in tests and the embedded mode, or a started ``KafkaBus``) is the caller's.
+    ``options`` are the engine options of explanations (default: the engine's)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
     owned = repository is None
     repo = repository or Repository.from_url(settings.database_url, settings.cluster)
+    owned_bus: KafkaBus | None = None
+    if bus is None:
+        owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
+                             client_id="ebb-decisions-api")
+        bus = owned_bus
+    engine_options = options or EngineOptions()
     metrics = ApiMetrics()
+    limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
+    live = LiveState(repo, limiter)
+    hub = EventHub(settings.sse_queue_size, metrics)
+    consumers = Consumers(bus, live, hub, metrics, group=settings.group,
+                          retry_max_seconds=settings.kafka_retry_max_seconds)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        consumers.start()
+        log.info("decisions-api started", cluster=settings.cluster, objects_group=consumers.objects_group,
+                 events_group=consumers.events_group)
         try:
             yield
         finally:
+            hub.close()
+            await consumers.stop()
+            if owned_bus is not None:
+                await owned_bus.close()
             if owned:
                 await repo.close()
+            log.info("decisions-api stopped")
 
     app = FastAPI(
         title="ebb decisions-api",
@@ -75,6 +142,10 @@ def create_app(settings: Settings, repository: Repository | None = None) -> Fast
     )
     app.state.repository = repo
     app.state.metrics = metrics
+    app.state.live = live
+    app.state.events = hub
+    app.state.consumers = consumers
+    app.state.bus = bus
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     async def require_token(
@@ -93,15 +164,21 @@ def create_app(settings: Settings, repository: Repository | None = None) -> Fast
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], summary="The database answers", responses={503: {"description": "not ready"}})
+    @app.get("/readyz", tags=["ops"], summary="The database answers, the cluster state is loaded and events flow",
+             responses={503: {"description": "not ready"}})
     async def readyz() -> JSONResponse:
+        problems: dict[str, str] = {}
         try:
             await asyncio.wait_for(repo.ping(), timeout=settings.ready_timeout_seconds)
         except Exception as exc:  # any failure to reach the store means not ready
-            return JSONResponse(
-                status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-                content={"status": "unavailable", "database": type(exc).__name__},
-            )
+            problems["database"] = type(exc).__name__
+        if not live.seeded.is_set():
+            problems["snapshot"] = "loading"
+        if not consumers.events_ready.is_set():
+            problems["events"] = "starting"
+        if problems:
+            return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+                                content={"status": "unavailable", **problems})
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus exposition", response_class=Response)
@@ -111,17 +188,26 @@ def create_app(settings: Settings, repository: Repository | None = None) -> Fast
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)],
                    responses={401: {"description": "missing or wrong bearer token"}})
 
+    async def live_view(moment: datetime) -> LiveView:
+        """The live snapshot at ``moment``; 503 while it is loading or when it is invalid."""
+        try:
+            return await live.view(moment)
+        except (NotSeeded, InvalidSnapshot) as exc:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), headers={"Retry-After": "5"}) from exc
+
     # -- plan --------------------------------------------------------------------------------------------
 
     @v1.post(
         "/plan",
         tags=["plan"],
-        summary="Dry run: what ebb would disrupt now on an uploaded snapshot (`ebb plan -o json`)",
+        summary="Dry run: what ebb would disrupt now on an uploaded snapshot, or on the live cluster state when "
+                "the body carries none (`ebb plan -o json`)",
         responses={422: {"description": "invalid input; loc names the document and field"},
-                   413: {"description": "snapshot larger than EBB_DECISIONS_API_MAX_PLAN_BYTES"}},
+                   413: {"description": "snapshot larger than EBB_DECISIONS_API_MAX_PLAN_BYTES"},
+                   503: {"description": "live plan: the cluster state is not loaded yet, or invalid"}},
         openapi_extra={
             "requestBody": {
-                "required": True,
+                "required": False,
                 "content": {
                     "application/yaml": {"schema": {"type": "string"}},
                     "text/plain": {"schema": {"type": "string"}},
@@ -152,7 +238,12 @@ def create_app(settings: Settings, repository: Repository | None = None) -> Fast
             moment = body.now or _utc(now) or utc_now()
             stable = until_stable if body.until_stable is None else body.until_stable
             spot = spot_to_spot if body.spot_to_spot is None else body.spot_to_spot
-            result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot)
+            if body.live:
+                view = await live_view(moment)
+                result = await anyio.to_thread.run_sync(plan_snapshot, view.snapshot, moment, stable, spot,
+                                                        limiter=limiter)
+            else:
+                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, limiter=limiter)
         except PlanInputError as exc:
             return _unprocessable(exc.loc, str(exc), exc.kind)
         except SnapshotError as exc:
@@ -224,6 +315,79 @@ def create_app(settings: Settings, repository: Repository | None = None) -> Fast
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no decision {decision_id!r}")
         decision, events = found
         return DecisionDetail(**DecisionOut.fields_of(decision), timeline=[TimelineEntry.of(e) for e in events])
+
+    # -- live state: explanations and budgets --------------------------------------------------------------
+
+    @v1.get("/nodes/{name}/explain", tags=["live"], summary="Why this node is or is not being disrupted now",
+            responses={404: {"description": "no such node in the live cluster state"},
+                       503: {"description": "the cluster state is not loaded yet, or invalid"}})
+    async def explain_node(
+        name: Annotated[str, Path(max_length=NAME_MAX)],
+        now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+    ) -> JSONResponse:
+        moment = _utc(now) or utc_now()
+        view = await live_view(moment)
+        verdict = await anyio.to_thread.run_sync(explain_pass, view.snapshot, name, moment, engine_options,
+                                                 limiter=limiter)
+        if verdict is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {name!r} in the live cluster state "
+                                                           f"({len(view.snapshot.nodes)} nodes known)")
+        out = node_explanation(verdict)
+        recent = await repo.list_decisions(DecisionFilter(node=name), limit=EXPLAIN_DECISIONS)
+        decisions = [DecisionOut.of(d) for d in recent.items]
+        live_id = view.busy.get(name)
+        current = next((d for d in decisions if d.id == live_id), None)
+        if live_id is not None and current is None:
+            found = await repo.get_decision(live_id)
+            current = DecisionOut.of(found[0]) if found is not None else None
+        if current is not None:
+            out["summary"] = (f"decision {current.id} ({current.state}) is disrupting it: {current.method}, "
+                              f"{current.reason}, {current.action}")
+        out["liveDecision"] = _dump(current) if current is not None else None
+        out["decisions"] = [_dump(d) for d in decisions]
+        out["holds"] = [_dump(HoldOut.of(h, moment)) for h in _holds_for(view.holds, pool=out["nodePool"], node=name)]
+        return JSONResponse(out)
+
+    @v1.get("/nodepools/{name}/budgets", tags=["live"], summary="A NodePool's disruption budgets now",
+            responses={404: {"description": "no such NodePool in the live cluster state"},
+                       503: {"description": "the cluster state is not loaded yet, or invalid"}})
+    async def nodepool_budgets(
+        name: Annotated[str, Path(max_length=NAME_MAX)],
+        now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+    ) -> JSONResponse:
+        moment = _utc(now) or utc_now()
+        view = await live_view(moment)
+        report = await anyio.to_thread.run_sync(budgets_report, view.snapshot, name, moment, limiter=limiter)
+        if report is None:
+            known = sorted(p.name for p in view.snapshot.nodepools)
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no NodePool {name!r} in the live cluster state "
+                                                           f"(known: {', '.join(known) or 'none'})")
+        report["holds"] = [_dump(HoldOut.of(h, moment)) for h in _holds_for(view.holds, pool=name)]
+        return JSONResponse(report)
+
+    # -- events ------------------------------------------------------------------------------------------
+
+    @v1.get("/events", tags=["events"], summary="Disruption events as they happen (server-sent events)",
+            response_class=Response,
+            responses={200: {"description": "`text/event-stream`: `id: <event id>`, `event: <phase>`, "
+                                            "`data: <DisruptionEvent JSON>` per event; `: keep-alive` comments",
+                             "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+    async def events(
+        decision: Annotated[str | None, Query(max_length=NAME_MAX, description="only this decision's events")] = None,
+        node: Annotated[str | None, Query(max_length=NAME_MAX, description="only this node's events")] = None,
+    ) -> EventSourceResponse:
+        # registered now, before the response starts: an event published once the client sees the headers
+        # reaches it
+        sub = hub.subscribe(decision=decision, node=node)
+        return EventSourceResponse(
+            hub.stream(sub),
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
+            ping=settings.sse_keepalive_seconds,
+            ping_message_factory=keep_alive,
+            sep="\n",
+            send_timeout=settings.sse_send_timeout_seconds,
+            background=BackgroundTask(hub.unsubscribe, sub),
+        )
 
     app.include_router(v1)
     return app

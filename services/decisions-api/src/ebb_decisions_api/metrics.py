@@ -1,10 +1,12 @@
-"""Prometheus metrics of the API: request count and latency by method, route template and status."""
+"""Prometheus metrics of the API: request count and latency by method, route template and status; the live
+state's consumers (messages applied, objects held, whether the snapshot is loaded) and the event stream
+(subscribers, events sent, subscribers dropped for falling behind). All names start with ``ebb_api_``."""
 
 from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -25,6 +27,43 @@ class ApiMetrics:
             ["method", "route"],
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.consumed = Counter(
+            "ebb_api_consumed_messages_total",
+            "Messages the decisions-api applied from the topics it consumes.",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.consumer_errors = Counter(
+            "ebb_api_consumer_errors_total",
+            "Times a consumer of the decisions-api stopped on an error and was restarted.",
+            ["consumer"],
+            registry=self.registry,
+        )
+        self.snapshot_objects = Gauge(
+            "ebb_api_snapshot_objects",
+            "Cluster objects held in the live snapshot.",
+            registry=self.registry,
+        )
+        self.snapshot_ready = Gauge(
+            "ebb_api_snapshot_ready",
+            "1 once ebb.cluster.objects was read to its end at startup, else 0.",
+            registry=self.registry,
+        )
+        self.sse_subscribers = Gauge(
+            "ebb_api_sse_subscribers",
+            "Clients connected to GET /v1/events.",
+            registry=self.registry,
+        )
+        self.sse_events = Counter(
+            "ebb_api_sse_events_total",
+            "Disruption events sent to GET /v1/events subscribers.",
+            registry=self.registry,
+        )
+        self.sse_overflows = Counter(
+            "ebb_api_sse_overflows_total",
+            "GET /v1/events subscribers closed because they fell too far behind.",
+            registry=self.registry,
         )
 
 

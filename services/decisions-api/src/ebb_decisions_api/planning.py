@@ -1,8 +1,10 @@
-"""POST /v1/plan: `ebb plan -o json` on an uploaded snapshot (DESIGN §5).
+"""POST /v1/plan: `ebb plan -o json` on an uploaded snapshot or on the live cluster state (DESIGN §5).
 
 The body is the YAML stream `kubectl get ... -o yaml` prints (application/yaml, text/yaml or
 text/plain), or JSON: one kubectl document, a `kind: List`, an array of documents, or an envelope
 ``{"documents": [...] | "snapshot": "<yaml>", "now": ..., "untilStable": ..., "spotToSpot": ...}``.
+A body that carries no snapshot (empty, or an envelope without documents and snapshot) asks for a plan
+on the live state: the request says ``live`` and the caller supplies the live snapshot.
 Parsing and planning are CPU-bound and run in a worker thread, so the event loop keeps answering.
 """
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from ebb.cli.snapshot_files import InputError, bundled_catalog, iter_documents
 from ebb.core.methods.base import EngineOptions
+from ebb.core.model import Snapshot
 from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import SnapshotError, parse_documents
 
@@ -42,6 +45,11 @@ class PlanRequest:
     now: datetime | None
     until_stable: bool | None
     spot_to_spot: bool | None
+
+    @property
+    def live(self) -> bool:
+        """No snapshot in the body: plan on the live cluster state."""
+        return self.yaml_text is None and self.documents is None
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -70,17 +78,17 @@ def read_body(body: bytes, content_type: str) -> PlanRequest:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PlanInputError(("body",), "is not UTF-8 text") from exc
+    if media and media not in YAML_TYPES and media not in JSON_TYPES and not media.endswith("+json"):
+        raise PlanInputError(("header", "content-type"), f"{media!r} is not application/yaml, text/plain or "
+                             "application/json")
     if not text.strip():
-        raise PlanInputError(("body",), "is empty: upload the output of kubectl get ... -o yaml")
+        return PlanRequest(None, None, None, None, None)  # no snapshot: the live state
     if media in JSON_TYPES or media.endswith("+json"):
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise PlanInputError(("body",), f"is not valid JSON: {exc}", "json_invalid") from exc
         return _from_json(data)
-    if media and media not in YAML_TYPES:
-        raise PlanInputError(("header", "content-type"), f"{media!r} is not application/yaml, text/plain or "
-                             "application/json")
     return PlanRequest(text, None, None, None, None)
 
 
@@ -89,12 +97,12 @@ def _from_json(data: Any) -> PlanRequest:
         return PlanRequest(None, data, None, None, None)
     if not isinstance(data, dict):
         raise PlanInputError(("body",), "must be a kubectl document, a list of them, or an envelope object")
-    if "kind" in data or not (data.keys() & {"documents", "snapshot"}):
+    if "kind" in data:
         return PlanRequest(None, [data], None, None, None)
     unknown = sorted(data.keys() - ENVELOPE_KEYS)
     if unknown:
         raise PlanInputError(("body", unknown[0]), "is not a plan option (documents, snapshot, now, untilStable, "
-                             "spotToSpot)", "extra_forbidden")
+                             "spotToSpot); a kubectl document needs a kind", "extra_forbidden")
     yaml_text: str | None = None
     documents: list[Any] | None = None
     if "snapshot" in data:
@@ -131,9 +139,15 @@ def run_plan(request: PlanRequest, now: datetime, until_stable: bool, spot_to_sp
     PlanInputError for bad input."""
     documents: Iterable[Any] = _documents(request)
     snapshot = parse_documents(documents, bundled_catalog=bundled_catalog)
+    return plan_snapshot(snapshot, now, until_stable, spot_to_spot)
+
+
+def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, spot_to_spot: bool) -> dict[str, Any]:
+    """The `ebb plan -o json` document of a parsed snapshot (blocking; call it in a worker thread)."""
     plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable,
                      options=EngineOptions(spot_to_spot=spot_to_spot))
     return plan_json(plan)
 
 
-__all__ = ["InputError", "PlanInputError", "PlanRequest", "SnapshotError", "parse_now", "read_body", "run_plan"]
+__all__ = ["InputError", "PlanInputError", "PlanRequest", "SnapshotError", "parse_now", "plan_snapshot", "read_body",
+           "run_plan"]

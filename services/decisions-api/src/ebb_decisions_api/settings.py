@@ -1,15 +1,27 @@
-"""Settings of the decisions-api service, read from EBB_DECISIONS_API_* environment variables."""
+"""Settings of the decisions-api service, read from EBB_DECISIONS_API_* environment variables.
+
+The API serves the store (decisions, holds) and the live cluster state it rebuilds from Kafka: where
+Kafka is, which topic prefix and consumer-group prefix to use, and the limits of the event stream
+(per-subscriber queue, keep-alive, send timeout) are all settings so an operator can tune them.
+"""
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Where the decisions-api service listens, which store it reads and the token it expects."""
+    """Where the decisions-api service listens, which store and Kafka it reads and the token it expects."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_DECISIONS_API_")
 
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: prepended to every topic name on the broker (several installations sharing one Kafka)
+    topic_prefix: str = ""
+    #: prefix of the consumer groups reading ebb.cluster.objects and ebb.disruption.events; each process
+    #: adds a unique suffix (every replica needs the whole cluster and every event)
+    group: str = "ebb-decisions-api"
+    #: CloudEvent source of what the API writes (dead letters)
+    source: str = "/ebb/decisions-api"
     #: the store (postgresql://, postgresql+asyncpg://; sqlite:// in embedded mode)
     database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
     #: the cluster whose decisions and holds this API serves (rows are kept per cluster)
@@ -24,3 +36,13 @@ class Settings(BaseSettings):
     max_plan_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     #: how long /readyz waits for the database
     ready_timeout_seconds: float = Field(default=2.0, gt=0)
+    #: engine passes (plan, explain, budgets) running at once in worker threads; more wait their turn
+    max_concurrent_passes: int = Field(default=2, ge=1)
+    #: events a /v1/events subscriber may have waiting; one more and it is closed (it fell too far behind)
+    sse_queue_size: int = Field(default=1000, ge=1)
+    #: a keep-alive comment is sent on an idle /v1/events stream this often
+    sse_keepalive_seconds: float = Field(default=15.0, gt=0)
+    #: a /v1/events write that does not complete in this time ends the stream (a stuck client)
+    sse_send_timeout_seconds: float = Field(default=30.0, gt=0)
+    #: the longest wait between attempts to reach Kafka again after an error
+    kafka_retry_max_seconds: float = Field(default=30.0, gt=0)

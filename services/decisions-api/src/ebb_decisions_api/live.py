@@ -1,0 +1,117 @@
+"""The live cluster state the API explains and plans on: ebb.cluster.objects plus the store.
+
+``LiveState`` holds the ``SnapshotStore`` the objects consumer fills, and builds the same live snapshot
+the consolidation-planner plans on (``ebb.adapters.live.live_snapshot``): the store's active holds merged
+in, and the nodes of live decisions (proposed, approved, executing) marked as being disrupted. Parsing the
+objects into a ``Snapshot`` is CPU-bound: it runs in a worker thread and is cached until the next change
+of the objects, so a burst of requests parses once. The bundled instance-type catalog is used when no
+InstanceTypeCatalog object is held, as ``ebb plan`` does, so a live plan equals the CLI's on a dump of
+the same cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import anyio.to_thread
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from ebb.adapters.live import live_snapshot
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.adapters.store.models import Decision, Hold
+from ebb.adapters.store.repository import Repository
+from ebb.cli.snapshot_files import bundled_catalog
+from ebb.core.model import Snapshot
+from ebb.core.snapshot import SnapshotError, parse_documents
+
+#: the bundled catalog, read once (``bundled_catalog`` parses its YAML on every call)
+catalog = functools.cache(bundled_catalog)
+
+#: decisions in these states hold their nodes (the planner's and executor's LIVE_STATES)
+LIVE_STATES: Final = ("proposed", "approved", "executing")
+
+
+class NotSeeded(RuntimeError):
+    """The objects topic has not been read to its end yet: there is no live snapshot to answer from."""
+
+
+class InvalidSnapshot(RuntimeError):
+    """The held objects do not make a valid snapshot (the planner does not plan on it either)."""
+
+    def __init__(self, error: SnapshotError) -> None:
+        super().__init__(f"the live cluster snapshot is invalid: {error}")
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class LiveView:
+    """The live snapshot at one moment, with the store's facts it was built from."""
+
+    snapshot: Snapshot
+    #: active holds of this cluster (store rows)
+    holds: Sequence[Hold]
+    #: node -> the live decision holding it
+    busy: dict[str, str]
+
+
+class LiveState:
+    """The cluster objects of ebb.cluster.objects and the snapshot they make."""
+
+    def __init__(self, repository: Repository, limiter: anyio.CapacityLimiter) -> None:
+        self.repository = repository
+        self.limiter = limiter
+        self.objects = SnapshotStore(bundled_catalog=catalog)
+        #: set once the compacted topic was read to its end at startup
+        self.seeded = asyncio.Event()
+        self._cache: tuple[int, Snapshot] | None = None
+        self._parse_lock = asyncio.Lock()
+        self._sessions = async_sessionmaker(repository.engine, expire_on_commit=False)
+
+    async def snapshot(self) -> Snapshot:
+        """The objects' snapshot (without the store's facts); NotSeeded / InvalidSnapshot."""
+        if not self.seeded.is_set():
+            raise NotSeeded("the cluster state is still loading from ebb.cluster.objects; try again shortly")
+        async with self._parse_lock:
+            version = self.objects.version
+            if self._cache is not None and self._cache[0] == version:
+                return self._cache[1]
+            # the list is taken on the event loop (the consumer mutates the store there); the dicts in it
+            # are replaced, never changed in place, by SnapshotStore.apply
+            documents = self.objects.objects()
+            try:
+                snapshot = await anyio.to_thread.run_sync(_parse, documents, limiter=self.limiter)
+            except SnapshotError as exc:
+                raise InvalidSnapshot(exc) from exc
+            self._cache = (version, snapshot)
+            return snapshot
+
+    async def view(self, now: datetime) -> LiveView:
+        """The live snapshot at ``now``: holds in force merged in, nodes of live decisions marked."""
+        snapshot = await self.snapshot()
+        holds = await self.repository.list_holds(now)
+        busy = await self.live_nodes()
+        return LiveView(live_snapshot(snapshot, holds=holds, busy=busy), holds, busy)
+
+    async def live_nodes(self) -> dict[str, str]:
+        """node -> id of the live decision (proposed, approved, executing) that holds it."""
+        query = select(Decision.id, Decision.nodes).where(
+            Decision.cluster == self.repository.cluster, Decision.state.in_(LIVE_STATES)
+        ).order_by(Decision.created_at, Decision.id)
+        held: dict[str, str] = {}
+        async with self._sessions() as session:
+            for decision_id, nodes in await session.execute(query):
+                for entry in nodes or []:
+                    name = entry.get("name") if isinstance(entry, dict) else entry
+                    if isinstance(name, str):
+                        held[name] = decision_id
+        return held
+
+
+def _parse(documents: list[dict[str, Any]]) -> Snapshot:
+    return parse_documents(documents, bundled_catalog=catalog)

@@ -16,27 +16,33 @@ from typing import Any, TypeVar
 import pytest
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
+    TOPIC_INTERRUPTIONS,
+    TOPIC_NODE_FINDINGS,
     ClusterObject,
     DisruptionCommand,
     DisruptionEvent,
+    Interruption,
     Message,
+    NodeFinding,
+    NodeFindingCleared,
     from_kafka,
 )
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leader import AlwaysLeader, Leadership, NeverLeader
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import Planner
+from ebb_consolidation_planner.planner import Planner, command_id
 from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, catalog, node, nodepool, pod
+from builders import NOW, catalog, node, nodeclaim, nodepool, pod
 
 T = TypeVar("T")
 DELAY = 0.2
@@ -98,14 +104,17 @@ async def db(tmp_path: Path) -> AsyncIterator[str]:
 class Running:
     """app.run on an InMemoryBus and a SQLite store with a fake leader and a fixed clock."""
 
-    def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY) -> None:
+    def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
+                 recorder: EventRecorder | None = None, **settings: Any) -> None:
         self.bus = bus
         self.store = PlannerStore.from_url(url, cluster="unit")
         self.repo = Repository.from_url(url, cluster="unit")
         self.leader = leader or AlwaysLeader()
         self.metrics = Metrics()
-        self.settings = Settings(debounce_seconds=0.0, pass_interval_seconds=0.3, validation_delay_seconds=delay,
-                                 group="planner-test", cluster="unit")
+        self.settings = Settings(**{"debounce_seconds": 0.0, "pass_interval_seconds": 0.3,
+                                    "validation_delay_seconds": delay, "group": "planner-test", "cluster": "unit",
+                                    **settings})
+        self.recorder = recorder
         self.stop = asyncio.Event()
         self.started = asyncio.Event()
         self.planner: Planner | None = None
@@ -117,7 +126,8 @@ class Running:
     async def __aenter__(self) -> Running:
         self.task = asyncio.create_task(app.run(self.settings, self.stop, bus=self.bus, store=self.store,
                                                 leader=self.leader, metrics=self.metrics, clock=Clock(),
-                                                started=self.started, planner_ready=self._ready))
+                                                started=self.started, planner_ready=self._ready,
+                                                recorder=self.recorder))
         await asyncio.wait_for(self.started.wait(), 5)
         return self
 
@@ -274,3 +284,293 @@ async def test_metrics_are_served_on_the_port(db: str) -> None:
     with pytest.raises(httpx.HTTPError):
         async with httpx.AsyncClient() as http:
             await http.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
+
+
+# -- Kubernetes events ----------------------------------------------------------------------------------------
+
+
+class Sink:
+    """A fake API server for the EventRecorder: keeps the Event bodies, or fails while ``failing``."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.failing = False
+        self.calls = 0
+
+    async def __call__(self, namespace: str, body: dict[str, Any]) -> object:
+        self.calls += 1
+        if self.failing:
+            raise RuntimeError("the API server is away")
+        assert namespace == body["metadata"]["namespace"]
+        self.bodies.append(body)
+        return body
+
+    def reasons(self, name: str, kind: str = "Node") -> list[str]:
+        return [b["reason"] for b in self.bodies
+                if b["involvedObject"]["name"] == name and b["involvedObject"]["kind"] == kind]
+
+
+class Ticks:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_kube_events_name_why_nodes_are_not_removed_and_what_was_decided(db: str) -> None:
+    sink = Sink()
+    recorder = EventRecorder(sink, component="ebb-consolidation-planner", instance="test")
+    bus = InMemoryBus()
+    await publish(bus, *cluster(), nodeclaim("claim-n2", "n2"))
+    async with Running(bus, db, recorder=recorder) as svc:
+        [decision] = await eventually("the approval", lambda: svc.decisions("approved"))
+        await eventually("the approval's event", lambda: "ConsolidationApproved" in sink.reasons("n1"))
+        assert sink.reasons("n1") == ["ConsolidationCandidate", "ConsolidationApproved"]
+        [candidate, approved] = [b for b in sink.bodies if b["involvedObject"]["name"] == "n1"]
+        assert candidate["message"].startswith("Consolidation candidate: emptiness delete of n1 (Empty)")
+        assert approved["type"] == "Normal" and approved["source"] == {"component": "ebb-consolidation-planner"}
+        assert approved["reportingComponent"] == "ebb-consolidation-planner"
+        assert approved["reportingInstance"] == "test" and approved["metadata"]["namespace"] == "default"
+        # n2 runs a pod that fits nowhere else: Unconsolidatable on the node and its NodeClaim, with the reason
+        assert sink.reasons("n2") == ["Unconsolidatable"]
+        assert sink.reasons("claim-n2", "NodeClaim") == ["Unconsolidatable"]
+        [why] = [b["message"] for b in sink.bodies if b["involvedObject"]["name"] == "n2"]
+        assert "do not fit on the other nodes" in why
+        # many passes later, still written once: de-duplicated for 15 minutes
+        assert svc.planner is not None
+        passes = svc.planner.passes
+        await eventually("three more passes", lambda: svc.planner is not None and svc.planner.passes >= passes + 3)
+        await recorder.flush()
+        assert sink.reasons("n2") == ["Unconsolidatable"] and recorder.deduplicated >= 3
+        assert decision.nodes[0]["name"] == "n1"
+
+
+async def test_the_recorder_deduplicates_bounds_its_work_and_survives_failures() -> None:
+    from ebb.core import events as ev
+
+    ticks, sink = Ticks(), Sink()
+    recorder = EventRecorder(sink, component="c", qps=5, max_queue=50, monotonic=ticks,
+                             uid_of=lambda ref: f"uid-{ref.name}")
+    many = [e for i in range(2000) for e in ev.unconsolidatable(f"node-{i}", None, "no cheaper node")]
+    assert recorder.record(many) == 50 and recorder.dropped == 1950  # the queue is bounded
+    assert await recorder.flush(limit=5) == 5 and sink.calls == 5  # one tick's worth of API calls
+    assert sink.bodies[0]["involvedObject"] == {"kind": "Node", "name": "node-0", "apiVersion": "v1",
+                                                "uid": "uid-node-0"}
+    # the next pass offers the same events: the queued and written ones are not queued again
+    assert recorder.record(many) == 5 and len(recorder) == 50
+    await recorder.flush()
+    assert sink.calls == 55
+    # a failing API server: logged, counted, not raised, and the event is offered again by a later pass
+    sink.failing = True
+    [event] = ev.blocked("n-x", None, "a PDB prevents pod evictions")
+    assert recorder.record([event]) == 1
+    assert await recorder.flush() == 0 and recorder.failed == 1
+    sink.failing = False
+    assert recorder.record([event]) == 1 and await recorder.flush() == 1
+    assert recorder.record([event]) == 0  # written: within its 2-minute window now
+    ticks.now += ev.DEFAULT_DEDUPE_SECONDS + 1
+    assert recorder.record([event]) == 1  # the window is over
+
+
+# -- findings ---------------------------------------------------------------------------------------------------
+
+
+async def test_a_finding_wakes_the_pass_and_goes_into_the_explanation(db: str) -> None:
+    bus = InMemoryBus()
+    # n1 is busy: no decision; a long interval so only a change wakes the pass
+    await publish(bus, catalog(), nodepool(), node("n1", itype="t3.medium"), pod("p1", "n1", cpu="1500m"))
+    async with Running(bus, db, pass_interval_seconds=3600, debounce_seconds=0.05) as svc:
+        assert svc.planner is not None
+        await eventually("the first pass", lambda: svc.planner is not None and svc.planner.passes >= 1)
+        passes = svc.planner.passes
+        await bus.publish(TOPIC_NODE_FINDINGS, NodeFinding(node="n1", finding="Expired", reason="expireAfter 1h",
+                                                           since=NOW))
+        await eventually("a pass woken by the finding", lambda: svc.planner is not None
+                         and svc.planner.passes > passes)
+        assert svc.planner.findings["n1"]["Expired"].reason == "expireAfter 1h"
+        assert await svc.decisions() == []
+        await bus.publish(TOPIC_NODE_FINDINGS, NodeFindingCleared(node="n1", finding="Expired", at=NOW))
+        await eventually("the finding cleared", lambda: "n1" not in svc.planner.findings if svc.planner else False)
+        # the pod leaves: n1 is empty, its decision carries the node's findings
+        await bus.publish(TOPIC_NODE_FINDINGS, NodeFinding(node="n1", finding="Empty", reason="no pods", since=NOW))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(kind="Pod", namespace="default", name="p1",
+                                                               resource_version="2", object=None))
+        [decision] = await eventually("a decision", svc.decisions)
+        assert decision.explanation["findings"] == [
+            {"node": "n1", "finding": "Empty", "reason": "no pods", "since": NOW.isoformat()}]
+
+
+# -- interruptions ----------------------------------------------------------------------------------------------
+
+
+class Switch:
+    """A leadership the test turns on and off."""
+
+    def __init__(self, leading: bool) -> None:
+        self.is_leader = leading
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+
+
+def interruption(node_name: str, kind: str = "spot-interruption", detail: str = "instance-action=terminate",
+                 **extra: Any) -> Interruption:
+    return Interruption(node=node_name, kind=kind, instance_id=f"i-{node_name}", deadline=NOW, detail=detail,
+                        **extra)
+
+
+async def processed(db: str, consumer: str) -> list[str]:
+    from sqlalchemy import select
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from ebb.adapters.store.migrate import async_url
+    from ebb.adapters.store.models import ProcessedMessage
+
+    engine = create_async_engine(async_url(db))
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(select(ProcessedMessage.message_id).where(ProcessedMessage.consumer == consumer))
+            return [r[0] for r in rows]
+    finally:
+        await engine.dispose()
+
+
+async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> None:
+    sink = Sink()
+    bus = InMemoryBus()
+    # a budget of 0 and a hold: interruption ignores both; n2 is busy (not consolidatable either)
+    await publish(bus, catalog(), nodepool(budgets=[{"nodes": "0"}]), node("n2", itype="t3.medium"),
+                  pod("p2", "n2", cpu="1500m"), nodeclaim("claim-n2", "n2"))
+    repo = Repository.from_url(db, cluster="unit")
+    await repo.create_hold(scope_kind="cluster", scope="", reason="freeze", expires_at=None, now=NOW)
+    await repo.close()
+    message = interruption("n2")
+    recorder = EventRecorder(sink, component="ebb-consolidation-planner")
+    async with Running(bus, db, delay=3600, recorder=recorder) as svc:
+        await bus.publish(TOPIC_INTERRUPTIONS, message)
+        [decision] = await eventually("the interruption's decision", lambda: svc.decisions("approved"))
+        assert (decision.method, decision.reason, decision.action) == ("interruption", "Interrupted", "delete")
+        assert decision.nodes == [{"name": "n2", "nodePool": "default", "instanceType": "t3.medium"}]
+        assert decision.explanation["interruption"]["kind"] == "spot-interruption"
+        assert decision.approved_at == NOW
+        [command] = await eventually("its command", lambda: commands(bus))
+        assert command.id == command_id(decision.id) and command.method == "interruption"
+        assert command.nodes == ("n2",) and command.replacements == () and command.reason == "Interrupted"
+        assert events(bus) == [("Proposed", "n2", decision.id), ("Approved", "n2", decision.id)]
+        assert await processed(db, "planner-test-interruptions") == [str(message.id)]
+        found = await svc.repo.get_decision(decision.id)
+        assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
+        assert await svc.store.ledger() == []  # no budget taken
+        # the same message delivered again (the ingester's redelivery): nothing new
+        await bus.publish(TOPIC_INTERRUPTIONS, message)
+        await eventually("the redelivery consumed", lambda: bus.lag("planner-test-interruptions",
+                                                                     TOPIC_INTERRUPTIONS) == 0)
+        # another message about the same node: the node already has a live decision
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2", "state-change", "state=shutting-down"))
+        await eventually("the second message consumed", lambda: bus.lag("planner-test-interruptions",
+                                                                          TOPIC_INTERRUPTIONS) == 0)
+        assert len(await svc.decisions()) == 1 and len(commands(bus)) == 1
+        await recorder.flush()
+        assert sink.reasons("n2")[:2] == ["SpotInterrupted", "TerminatingOnInterruption"]
+        assert sink.reasons("claim-n2", "NodeClaim")[:2] == ["SpotInterrupted", "TerminatingOnInterruption"]
+        assert svc.metric("ebb_decisions_total", decision="delete", reason="Interrupted", consolidation_type="") == 1
+
+
+async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, delay=3600) as svc:
+        [proposed] = await eventually("n1 proposed", lambda: svc.decisions("proposed"))
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n1", "scheduled-change", "AWS_EC2_MAINTENANCE"))
+        [taken] = await eventually("the interruption's decision", lambda: svc.decisions("approved"))
+        assert taken.method == "interruption" and taken.nodes[0]["name"] == "n1"
+        [rejected] = await svc.decisions("rejected")
+        assert rejected.id == proposed.id and "being interrupted" in rejected.explanation["rejected"]
+        assert ("Rejected", "n1", proposed.id) in events(bus)
+        assert [c.decision_id for c in commands(bus)] == [taken.id]
+
+
+async def test_rebalance_and_unknown_nodes_change_nothing(db: str) -> None:
+    sink = Sink()
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"),
+                  node("foreign", pool=None))
+    recorder = EventRecorder(sink, component="ebb-consolidation-planner")
+    async with Running(bus, db, recorder=recorder) as svc:
+        for message in (interruption("n2", "rebalance", ""), interruption("ghost"), interruption("foreign"),
+                        interruption("n2", "state-change", "state=running")):
+            await bus.publish(TOPIC_INTERRUPTIONS, message)
+        await eventually("all consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
+        assert await svc.decisions() == [] and commands(bus) == []
+        await recorder.flush()
+        assert "SpotRebalanceRecommendation" in sink.reasons("n2")
+
+
+async def test_only_the_leader_consumes_interruptions_and_none_is_lost(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"))
+    leader = Switch(False)
+    async with Running(bus, db, leader=leader) as svc:
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2"))
+        await asyncio.sleep(0.5)  # a follower leaves it alone
+        assert await svc.decisions() == []
+        assert bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 1
+        leader.is_leader = True
+        [decision] = await eventually("the decision once leading", lambda: svc.decisions("approved"))
+        assert decision.method == "interruption"
+        await eventually("committed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
+
+
+# -- republishing -----------------------------------------------------------------------------------------------
+
+
+class FlakyBus(InMemoryBus):
+    """An InMemoryBus whose publishes of commands fail while ``failing``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+        self.failures = 0
+
+    async def publish(self, topic: str, message: Message) -> None:
+        if self.failing and topic == TOPIC_DISRUPTION_COMMANDS:
+            self.failures += 1
+            raise ConnectionError("Kafka is away")
+        await super().publish(topic, message)
+
+
+async def test_a_command_whose_publish_failed_is_republished_with_the_same_id(db: str) -> None:
+    bus = FlakyBus()
+    bus.failing = True
+    await publish(bus, *cluster())
+    async with Running(bus, db, republish_after_seconds=0.3, republish_interval_seconds=0.1) as svc:
+        [decision] = await eventually("the approval", lambda: svc.decisions("approved"))
+        await eventually("failed publishes", lambda: bus.failures >= 4)  # the approval's 3, then a republish
+        assert commands(bus) == []
+        assert ("Approved", "n1", decision.id) in events(bus)
+        bus.failing = False
+        [command] = await eventually("the republished command", lambda: commands(bus))
+        assert command.id == command_id(decision.id) and command.decision_id == decision.id
+        assert command.nodes == ("n1",) and command.method == "emptiness" and command.approved_at == NOW
+        assert svc.planner is not None and svc.planner.republished >= 1
+        # still approved (no executor here): it goes out again, with the same id each time
+        await eventually("another republish", lambda: len(commands(bus)) >= 2)
+        assert {c.id for c in commands(bus)} == {command.id}
+
+
+async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -> None:
+    store = PlannerStore.from_url(db, cluster="unit")
+    await store.propose(decision_id="d-prev", method="emptiness", reason="Empty", action="delete",
+                        nodes=[{"name": "n9", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
+                        savings=0.1, explanation={"text": "empty"}, now=NOW)
+    assert (await store.approve("d-prev", node_pools={"n9": "default"}, reason="Empty", allowed={"default": 1},
+                                counted=(), now=NOW)).approved
+    await store.close()
+    bus = InMemoryBus()
+    async with Running(bus, db, republish_after_seconds=0.2, republish_interval_seconds=0.05):
+        [command] = await eventually("the previous leader's command", lambda: commands(bus))
+        assert command.decision_id == "d-prev" and command.id == command_id("d-prev")
+        assert command.nodes == ("n9",) and command.node_pool == "default" and command.explanation == "empty"

@@ -1,4 +1,13 @@
-"""The composition root: the bus, the snapshot store, the decisions store, the Lease and the planner."""
+"""The composition root: the bus, the snapshot store, the decisions store, the Lease, the Kubernetes event
+recorder and the planner, and the consumers that feed it.
+
+Every replica consumes ebb.cluster.objects and ebb.node.findings with a consumer group of its own (each needs
+the whole cluster, a follower too, to take over warm). ebb.interruptions is consumed by the leader only, in
+one consumer group shared by all replicas (``<group>-interruptions``, also the consumer name in
+processed_messages): a replica starts consuming when it becomes the leader and stops when it loses the
+leadership, so the next leader continues from the last committed offset and no interruption is lost or
+applied by a follower; a message applied but not committed is recognised by its id.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +22,10 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.kube.client import kube_client
+from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, TOPIC_NODE_FINDINGS
+from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
@@ -36,10 +47,13 @@ async def run(
     clock: Callable[[], datetime] = utcnow,
     started: asyncio.Event | None = None,
     planner_ready: Callable[[Planner], None] | None = None,
+    recorder: EventRecorder | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
-    ones built from ``settings`` (no Kubernetes client is made when a leader is given); ``started`` is set
-    once the topic was read and the loops run."""
+    ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
+    to ``recorder``, or nowhere); ``started`` is set once the topic was read and the loops run."""
+    objects = SnapshotStore()
+    identity = settings.holder_identity()
     async with contextlib.AsyncExitStack() as stack:
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
@@ -52,8 +66,12 @@ async def run(
         if leader is None:
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
-                                  identity=settings.holder_identity(), duration=settings.lease_duration_seconds,
+                                  identity=identity, duration=settings.lease_duration_seconds,
                                   renew=settings.lease_renew_seconds)
+            if recorder is None and settings.events_enabled:
+                recorder = EventRecorder(kube_sink(api), component=settings.events_component, instance=identity,
+                                         namespace=settings.events_namespace, uid_of=_uid_of(objects),
+                                         qps=settings.events_qps, max_queue=settings.events_queue)
         metrics = metrics or Metrics()
         if settings.metrics_port:
             from prometheus_client import start_http_server
@@ -62,11 +80,14 @@ async def run(
                                                 registry=metrics.registry)
             stack.callback(server.server_close)  # callbacks run last first: shut down, then close
             stack.callback(server.shutdown)
-        objects = SnapshotStore()
+        interruptions = f"{settings.group}-interruptions"
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
-                          options=EngineOptions(spot_to_spot=settings.spot_to_spot), clock=clock)
+                          options=EngineOptions(spot_to_spot=settings.spot_to_spot), clock=clock, recorder=recorder,
+                          republish_after=settings.republish_after_seconds,
+                          republish_interval=settings.republish_interval_seconds,
+                          interruption_consumer=interruptions)
         if planner_ready is not None:
             planner_ready(planner)
         count = await seed_snapshot(objects, bus)
@@ -75,11 +96,15 @@ async def run(
         log.info("consolidation-planner starting", objects=count, group=group)
         consumer_stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, planner.handle, stop=consumer_stop),
-                                name="cluster-objects"),
+            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS], group, planner.handle,
+                                            stop=consumer_stop), name="cluster-objects"),
             asyncio.create_task(leader.run(stop), name="leader"),
             asyncio.create_task(planner.run(stop), name="planner"),
+            asyncio.create_task(consume_while_leading(bus, interruptions, planner, leader, stop),
+                                name="interruptions"),
         ]
+        if recorder is not None:
+            tasks.append(asyncio.create_task(recorder.run(stop), name="kube-events"))
         if started is not None:
             started.set()
         try:
@@ -97,4 +122,39 @@ async def run(
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         log.info("consolidation-planner stopped", passes=planner.passes, proposed=planner.proposed,
-                 approved=planner.approved, rejected=planner.rejected)
+                 approved=planner.approved, rejected=planner.rejected, interrupted=planner.interrupted,
+                 republished=planner.republished,
+                 kube_events_written=recorder.written if recorder is not None else 0)
+
+
+def _uid_of(objects: SnapshotStore) -> Callable[[InvolvedObject], str | None]:
+    def uid_of(ref: InvolvedObject) -> str | None:
+        raw = objects.get(ref.kind, ref.namespace, ref.name) or {}
+        uid = (raw.get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
+
+    return uid_of
+
+
+async def consume_while_leading(bus: Bus, group: str, planner: Planner, leader: Leadership,
+                                stop: asyncio.Event) -> None:
+    """Consume ebb.interruptions in the shared ``group`` while this replica is the leader, until ``stop``."""
+    while not stop.is_set():
+        if not leader.is_leader:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.2)
+            continue
+        consumer_stop = asyncio.Event()
+        task = asyncio.create_task(bus.consume([TOPIC_INTERRUPTIONS], group, planner.handle_interruption,
+                                               stop=consumer_stop))
+        log.info("consuming interruptions", group=group)
+        try:
+            while not stop.is_set() and leader.is_leader and not task.done():
+                await asyncio.wait({task}, timeout=0.2)
+        finally:
+            consumer_stop.set()
+            try:
+                await task
+            except Exception as e:  # a handler that kept failing, Kafka away: start again while leading
+                log.warning("consuming interruptions failed", error=repr(e))
+        log.info("stopped consuming interruptions", group=group)

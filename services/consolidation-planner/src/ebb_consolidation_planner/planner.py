@@ -11,6 +11,23 @@ savings) and a Proposed event per node. After ``validation_delay`` seconds the c
 reason; a valid one takes its budget in the ledger (``PlannerStore.approve``), is approved, published on
 ebb.disruption.commands (keyed by NodePool) and announced by an Approved event per node. A node that already
 has a live decision (proposed, approved, executing) is never proposed or approved again.
+
+Kubernetes Events (``ebb.core.events``: Unconsolidatable, DisruptionBlocked, ConsolidationCandidate /
+Approved / Rejected, the interruption reasons) are handed to an ``EventRecorder``, which de-duplicates them
+and writes them at a bounded rate; a failure there never stops planning.
+
+``handle`` also takes ebb.node.findings: a raised or cleared finding wakes the (debounced) pass, and the
+latest findings per node go into the explanation of a decision on that node. ``handle_interruption``
+(ebb.interruptions, consumed by the leader only) acts at once, outside the pass and its budgets: a decision
+``interruption``/``Interrupted``/``delete`` written approved with the message id in processed_messages in
+one transaction (``PlannerStore.interrupt``), then its command and Proposed/Approved events; a rebalance
+recommendation only gives an event and a log line.
+
+A command's id is derived from its decision id (``command_id``), so publishing it again is harmless: the
+executor applies a command id once. ``republish`` sends the command of every decision still ``approved``
+(not yet picked up by the executor) whose last publish by this replica, or whose approval when this
+replica never published it, is ``republish_after`` seconds old: on becoming the leader and every
+``republish_interval`` seconds.
 """
 
 from __future__ import annotations
@@ -19,22 +36,28 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from ebb.adapters.bus import Bus, Delivery
+from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.adapters.store.models import Decision
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
     ClusterObject,
     DisruptionCommand,
     DisruptionEvent,
+    Interruption,
+    NodeFinding,
+    NodeFindingCleared,
 )
+from ebb.core import events as kube_events
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import Command, EngineOptions
@@ -47,10 +70,48 @@ from ebb_consolidation_planner.store import PlannerStore
 log = structlog.get_logger("ebb_consolidation_planner")
 
 ORPHANED = "the planner that proposed it stopped before validating it"
+#: the namespace of command ids: uuid5(COMMANDS, decision id)
+COMMANDS = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
+#: the namespace of interruption decision ids: uuid5(INTERRUPTIONS, message id)
+INTERRUPTIONS = uuid.UUID("0b8e7d6c-5a4f-5e3d-9c2b-1a0f9e8d7c6b")
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def command_id(decision_id: str) -> uuid.UUID:
+    """The command id of a decision: the same on every (re)publish, so the executor applies it once."""
+    return uuid.uuid5(COMMANDS, decision_id)
+
+
+class NotLeading(RuntimeError):
+    """An interruption reached a replica that is not (any more) the leader: left uncommitted for the next."""
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def command_of(decision: Decision) -> DisruptionCommand:
+    """The wire command of an approved decision row (for republishing)."""
+    nodes = [n.get("name") if isinstance(n, dict) else n for n in decision.nodes or []]
+    pools = [n.get("nodePool") for n in decision.nodes or [] if isinstance(n, dict)]
+    return DisruptionCommand.model_validate({
+        "id": command_id(decision.id), "decision_id": decision.id, "node_pool": pools[0] if pools else "",
+        "method": decision.method, "reason": decision.reason, "action": decision.action, "nodes": nodes,
+        "replacements": [{"node_pool": r["nodePool"], "instance_types": r["instanceTypes"],
+                          "capacity_type": r["capacityType"], "zones": r["zones"], "price": r["price"]}
+                         for r in decision.replacements or []],
+        "savings_per_hour": float(decision.savings or 0),
+        "explanation": str((decision.explanation or {}).get("text", ""))[:4096],
+        "approved_at": _aware(decision.approved_at or decision.updated_at),
+    })
+
+
+def facts(decision_id: str, command: Command) -> kube_events.DecisionFacts:
+    return kube_events.DecisionFacts(decision_id, command.method, command.reason, command.action, command.nodes,
+                                     command.savings)
 
 
 class Planner:
@@ -67,6 +128,10 @@ class Planner:
         validation_delay: float = 15.0,
         options: EngineOptions | None = None,
         clock: Callable[[], datetime] = utcnow,
+        recorder: EventRecorder | None = None,
+        republish_after: float = 10.0,
+        republish_interval: float = 5.0,
+        interruption_consumer: str = "ebb-consolidation-planner-interruptions",
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -78,22 +143,58 @@ class Planner:
         self.validation_delay = validation_delay
         self.options = options or EngineOptions()
         self.clock = clock
+        self.recorder = recorder
+        self.republish_after = republish_after
+        self.republish_interval = republish_interval
+        #: the consumer name of ebb.interruptions in processed_messages
+        self.interruption_consumer = interruption_consumer
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: decision id -> its validation task
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._pending_nodes: dict[str, str] = {}
+        #: node -> finding -> the latest raised finding (cleared ones removed)
+        self.findings: dict[str, dict[str, NodeFinding]] = {}
+        #: node -> its NodeClaim, as of the last pass
+        self._claims: dict[str, str] = {}
+        #: decision id -> monotonic time this replica last published (or first saw) its command
+        self._published: dict[str, float] = {}
         self.passes = 0
         self.proposed = 0
         self.approved = 0
         self.rejected = 0
+        self.interrupted = 0
+        self.republished = 0
 
     # -- input --------------------------------------------------------------------------------------------
 
     async def handle(self, delivery: Delivery) -> None:
-        """A bus handler for ebb.cluster.objects: apply the object, wake the loop when state changed."""
-        if isinstance(delivery.message, ClusterObject) and self.objects.apply(delivery.message):
+        """A bus handler for ebb.cluster.objects and ebb.node.findings: apply the object or keep the finding,
+        and wake the loop when something changed."""
+        message = delivery.message
+        if isinstance(message, ClusterObject):
+            if self.objects.apply(message):
+                self.changed.set()
+        elif isinstance(message, NodeFinding):
+            self.findings.setdefault(message.node, {})[message.finding] = message
             self.changed.set()
+        elif isinstance(message, NodeFindingCleared):
+            held = self.findings.get(message.node, {})
+            if held.pop(message.finding, None) is not None:
+                self.changed.set()
+            if not held:
+                self.findings.pop(message.node, None)
+
+    def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str]]:
+        return [{"node": f.node, "finding": f.finding, "reason": f.reason, "since": f.since.isoformat()}
+                for n in nodes for f in self.findings.get(n, {}).values()]
+
+    def _kube(self, events: Iterable[kube_events.KubeEvent]) -> None:
+        if self.recorder is not None:
+            try:
+                self.recorder.record(events)
+            except Exception as e:  # events are for people; planning goes on
+                log.warning("recording Kubernetes events failed", error=repr(e))
 
     # -- the loop -----------------------------------------------------------------------------------------
 
@@ -101,6 +202,7 @@ class Planner:
         """Plan on changes (debounced) and every ``interval`` seconds while leader, until ``stop``."""
         self._stop = stop
         last = -float("inf")
+        last_republish = -float("inf")
         leading = False
         tick = min(0.2, self.interval)
         try:
@@ -114,14 +216,26 @@ class Planner:
                         log.info("not the leader any more: planning stopped")
                     leading = False
                     continue
-                since = time.monotonic() - last
-                if leading and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
-                    continue
-                if not leading:
+                fresh = not leading
+                if fresh:
+                    try:
+                        orphans = await self.store.reject_orphans(ORPHANED, self.clock(), keep=self._pending)
+                    except Exception as e:  # the database is away: try again on the next tick
+                        log.warning("rejecting orphaned proposals failed", error=repr(e))
+                        continue
                     leading = True
-                    orphans = await self.store.reject_orphans(ORPHANED, self.clock(), keep=self._pending)
                     if orphans:
                         log.info("orphaned proposals rejected", decisions=orphans)
+                    last_republish = -float("inf")
+                if time.monotonic() - last_republish >= self.republish_interval:
+                    last_republish = time.monotonic()
+                    try:
+                        await self.republish()
+                    except Exception as e:
+                        log.warning("republishing approved commands failed", error=repr(e))
+                since = time.monotonic() - last
+                if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
+                    continue
                 self.changed.clear()
                 last = time.monotonic()
                 try:
@@ -159,6 +273,8 @@ class Planner:
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1
+        self._claims = {n: c.name for n, c in view.claims.items()}
+        self._kube(kube_events.pass_events(view, result))
         live = await self.store.live_nodes()
         for command in result.commands:
             busy = [n for n in command.nodes if n in live or n in self._pending_nodes]
@@ -187,6 +303,10 @@ class Planner:
         decision_id = f"dec-{uuid.uuid4().hex}"
         pools = {n: view.nodes[n].nodepool or "" for n in command.nodes}
         bound = log.bind(decision_id=decision_id)
+        explanation: dict[str, Any] = {"text": command.explanation}
+        found = self._findings_of(command.nodes)
+        if found:
+            explanation["findings"] = found
         await self.store.propose(
             decision_id=decision_id, method=command.method, reason=command.reason, action=command.action,
             nodes=[{"name": n, "nodePool": pools[n], "instanceType": view.nodes[n].instance_type}
@@ -194,13 +314,14 @@ class Planner:
             replacements=[{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types),
                            "capacityType": r.capacity_type, "zones": list(r.zones), "price": r.price}
                           for r in command.replacements],
-            savings=command.savings, explanation={"text": command.explanation}, now=now)
+            savings=command.savings, explanation=explanation, now=now)
         self.proposed += 1
         bound.info("decision proposed", method=command.method, reason=command.reason, action=command.action,
                    nodes=list(command.nodes), savings_per_hour=round(command.savings, 6),
                    explanation=command.explanation)
         await self._events(decision_id, command.nodes, phase="Proposed", message=command.explanation or "proposed",
                            now=now, bound=bound)
+        self._kube(kube_events.proposed(facts(decision_id, command), self._claims))
         for n in command.nodes:
             self._pending_nodes[n] = decision_id
         task = asyncio.create_task(self._validate_later(decision_id, command, pools), name=decision_id)
@@ -252,16 +373,18 @@ class Planner:
             self.metrics.decided("rejected", command.reason, command.method)
             bound.info("decision rejected", reason=approval.reason)
             await self._events(decision_id, command.nodes, phase="Rejected", message=approval.reason,
-                           now=now, bound=bound)
+                               now=now, bound=bound)
+            self._kube(kube_events.rejected(facts(decision_id, command), self._claims, approval.reason))
             return
         self.approved += 1
         self.metrics.decided(command.action, command.reason, command.method)
         wire = DisruptionCommand.from_command(command, decision_id=decision_id, node_pool=pools[command.nodes[0]],
-                                              approved_at=now)
-        await self._publish_command(wire, bound)
+                                              approved_at=now, id=command_id(decision_id))
         bound.info("decision approved", method=command.method, nodes=list(command.nodes), command_id=str(wire.id))
+        await self._publish_command(wire, bound)
         await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
                            now=now, bound=bound)
+        self._kube(kube_events.approved(facts(decision_id, command), self._claims))
 
     async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> None:
         if await self.store.reject(decision_id, why, now):
@@ -269,19 +392,136 @@ class Planner:
             self.metrics.decided("rejected", command.reason, command.method)
             bound.info("decision rejected", reason=why)
             await self._events(decision_id, command.nodes, phase="Rejected", message=why,
-                           now=now, bound=bound)
+                               now=now, bound=bound)
+            self._kube(kube_events.rejected(facts(decision_id, command), self._claims, why))
 
-    async def _publish_command(self, wire: DisruptionCommand, bound: Any) -> None:
+    async def _publish_command(self, wire: DisruptionCommand, bound: Any, *, attempts: int = 3) -> bool:
+        """Publish an approved command, retrying a little; False when it failed (``republish`` sends it later:
+        the decision stays approved)."""
+        self._published[wire.decision_id] = time.monotonic()
         delay = 0.2
-        for attempt in range(6):
+        for attempt in range(attempts):
             try:
                 await self.bus.publish(TOPIC_DISRUPTION_COMMANDS, wire)
-                return
+                self._published[wire.decision_id] = time.monotonic()
+                return True
             except Exception as e:
                 bound.warning("publishing the command failed", attempt=attempt + 1, error=repr(e))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise RuntimeError("the approved command could not be published")
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        self._published[wire.decision_id] = time.monotonic()
+        bound.error("the approved command could not be published; it will be republished",
+                    command_id=str(wire.id), republish_after_seconds=self.republish_after)
+        return False
+
+    async def republish(self) -> list[str]:
+        """Publish again the command of every approved decision (not yet executing) whose last publish by
+        this replica is ``republish_after`` seconds old or, when this replica never published it, whose
+        approval is (by the clock) or which this replica first saw that long ago. Returns the decision ids
+        republished."""
+        if not self.leader.is_leader:
+            return []
+        mono, now = time.monotonic(), self.clock()
+        waiting = await self.store.approved()
+        ids = {d.id for d in waiting}
+        for gone in [d for d in self._published if d not in ids]:
+            del self._published[gone]
+        sent: list[str] = []
+        for decision in waiting:
+            last = self._published.get(decision.id)
+            if last is None:
+                approved_at = _aware(decision.approved_at or decision.updated_at)
+                if (now - approved_at).total_seconds() < self.republish_after:
+                    self._published[decision.id] = mono  # first seen now: another replica may be publishing it
+                    continue
+            elif mono - last < self.republish_after:
+                continue
+            bound = log.bind(decision_id=decision.id)
+            try:
+                wire = command_of(decision)
+            except ValueError as e:
+                self._published[decision.id] = mono
+                bound.error("the approved decision cannot be made a command", error=str(e))
+                continue
+            bound.info("republishing the approved command", command_id=str(wire.id))
+            if await self._publish_command(wire, bound, attempts=1):
+                self.republished += 1
+                sent.append(decision.id)
+        return sent
+
+    # -- interruptions --------------------------------------------------------------------------------------
+
+    def _claim_of(self, node: str) -> str | None:
+        """The NodeClaim of ``node`` in the cluster objects (an interruption may come before any pass)."""
+        for raw in self.objects.objects():
+            if raw.get("kind") == "NodeClaim" and (raw.get("status") or {}).get("nodeName") == node:
+                return str((raw.get("metadata") or {}).get("name") or "") or None
+        return None
+
+    async def handle_interruption(self, delivery: Delivery) -> None:
+        """A bus handler for ebb.interruptions (leader only): act at once, outside the pass and its budgets."""
+        message = delivery.message
+        if not isinstance(message, Interruption):
+            return
+        if not self.leader.is_leader:
+            raise NotLeading("not the leader: the interruption is left for the leader")
+        now = self.clock()
+        bound = log.bind(node=message.node, interruption=message.kind, message_id=str(message.id))
+        claim = self._claim_of(message.node)
+        if claim:
+            self._claims[message.node] = claim
+        self._kube(kube_events.interruption(message.kind, message.detail, message.node, claim))
+        if not kube_events.takes_node_away(message.kind, message.detail):
+            bound.info("interruption noted: nothing to do", detail=message.detail)
+            return
+        raw = self.objects.get("Node", "", message.node)
+        labels = ((raw or {}).get("metadata") or {}).get("labels") or {}
+        pool = labels.get("karpenter.sh/nodepool")
+        if raw is None or not pool:
+            bound.info("interruption ignored: not a node ebb manages", known=raw is not None)
+            return
+        decision_id = f"int-{uuid.uuid5(INTERRUPTIONS, str(message.id)).hex}"
+        bound = bound.bind(decision_id=decision_id)
+        deadline = message.deadline.isoformat() if message.deadline else None
+        text = f"{message.kind} of instance {message.instance_id}: {message.detail}".strip().rstrip(":")
+        explanation: dict[str, Any] = {
+            "text": text, "interruption": {"kind": message.kind, "instanceId": message.instance_id,
+                                           "deadline": deadline, "detail": message.detail,
+                                           "messageId": str(message.id)}}
+        found = self._findings_of([message.node])
+        if found:
+            explanation["findings"] = found
+        itype = labels.get("node.kubernetes.io/instance-type")
+        outcome = await self.store.interrupt(message_id=str(message.id), consumer=self.interruption_consumer,
+                                             decision_id=decision_id, node=message.node, nodepool=pool,
+                                             instance_type=itype, explanation=explanation, now=now)
+        if outcome.outcome == "duplicate":
+            bound.info("interruption already applied")
+            return
+        if outcome.outcome == "busy":
+            bound.info("interruption noted: the node is already being disrupted", holder=outcome.holder)
+            return
+        for rejected_id, nodes in outcome.rejected:
+            why = f"node {message.node} is being interrupted ({message.kind})"
+            log.bind(decision_id=rejected_id).info("decision rejected", reason=why)
+            self.rejected += 1
+            await self._events(rejected_id, tuple(n for n in nodes if n), phase="Rejected", message=why, now=now,
+                               bound=bound)
+        self.interrupted += 1
+        self.metrics.decided("delete", "Interrupted", "interruption")
+        wire = DisruptionCommand.model_validate({
+            "id": command_id(decision_id), "decision_id": decision_id, "node_pool": pool, "method": "interruption",
+            "reason": "Interrupted", "action": "delete", "nodes": [message.node], "replacements": [],
+            "savings_per_hour": 0.0, "explanation": text[:4096], "approved_at": now})
+        bound.info("decision approved", method="interruption", reason="Interrupted", action="delete",
+                   nodes=[message.node], deadline=deadline, command_id=str(wire.id), explanation=text)
+        await self._events(decision_id, (message.node,), phase="Proposed", message=text, now=now, bound=bound)
+        await self._publish_command(wire, bound)
+        await self._events(decision_id, (message.node,), phase="Approved", message="interruption: approved at once",
+                           now=now, bound=bound)
+        self._kube(kube_events.approved(kube_events.DecisionFacts(
+            decision_id, "interruption", "Interrupted", "delete", (message.node,), 0.0), self._claims))
 
     async def _events(self, decision_id: str, nodes: tuple[str, ...], *, phase: Any, message: str, now: datetime,
                       bound: Any) -> None:

@@ -45,6 +45,20 @@ class Settings(BaseSettings):
     ledger_ttl_seconds: float = Field(default=3600.0, gt=0)
     #: spot nodes may be replaced by spot nodes
     spot_to_spot: bool = False
+    #: an approved command not picked up by the executor is published again after this long
+    republish_after_seconds: float = Field(default=10.0, gt=0)
+    #: how often the leader looks for such commands
+    republish_interval_seconds: float = Field(default=5.0, gt=0)
+    #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
+    events_enabled: bool = True
+    #: the namespace of events about cluster-scoped objects (client-go's choice: default)
+    events_namespace: str = "default"
+    #: source.component and reportingComponent of the events
+    events_component: str = "ebb-consolidation-planner"
+    #: at most this many events written per second
+    events_qps: float = Field(default=10.0, gt=0)
+    #: events waiting to be written; beyond, a pass's events are dropped (and offered again by a later pass)
+    events_queue: int = Field(default=1000, ge=1)
     #: the Prometheus /metrics port (0: off)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_address: str = "0.0.0.0"

@@ -7,6 +7,13 @@ ledger rows whose decision ended or whose lease ran out, refuses a node that ano
 ledger row already holds, counts the pool's ledger rows against the budget the fresh snapshot allows,
 and only then inserts the command's rows and marks the decision approved. No two planners can therefore
 approve more than a budget allows, even when both believe they are the leader.
+
+``interrupt`` writes an interruption's decision straight as approved (no validation, no budget, no ledger
+rows: interruption ignores budgets, DESIGN §4) under the same per-NodePool lock, after checking in the same
+transaction that the message was not applied before (``processed_messages``, recorded in that transaction)
+and that no other live decision holds the node: a *proposed* one is rejected to make room, an approved or
+executing one already takes the node away and the interruption adds nothing. ``approved`` lists the
+decisions waiting for the executor, for republishing their commands.
 """
 
 from __future__ import annotations
@@ -18,13 +25,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import delete, or_, select, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from ebb.adapters.store.migrate import async_url
-from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold
+from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold, ProcessedMessage
+from ebb.contracts import TOPIC_INTERRUPTIONS
 
 #: a decision in one of these states still holds its nodes
 LIVE_STATES = ("proposed", "approved", "executing")
@@ -40,6 +49,17 @@ class Approval:
     reason: str = ""
     #: the decision was rejected by this call (False when it had left the proposed state before)
     rejected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    #: created: the decision was written approved; duplicate: the message was applied before; busy: an
+    #: approved or executing decision already takes the node away
+    outcome: Literal["created", "duplicate", "busy"]
+    #: the live decision holding the node (busy)
+    holder: str = ""
+    #: proposals rejected to make room: (decision id, its nodes)
+    rejected: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class PlannerStore:
@@ -96,6 +116,18 @@ class PlannerStore:
         async with self._sessions() as session:
             return await session.scalar(
                 select(Decision.state).where(Decision.cluster == self.cluster, Decision.id == decision_id))
+
+    async def approved(self) -> list[Decision]:
+        """The decisions of this cluster that are approved and not yet picked up by the executor."""
+        async with self._sessions() as session:
+            return list((await session.scalars(select(Decision).where(
+                Decision.cluster == self.cluster, Decision.state == "approved").order_by(
+                Decision.approved_at, Decision.id))).all())
+
+    async def processed(self, consumer: str, message_id: str) -> bool:
+        async with self._sessions() as session:
+            return (await session.scalar(select(ProcessedMessage.message_id).where(
+                ProcessedMessage.consumer == consumer, ProcessedMessage.message_id == message_id))) is not None
 
     async def ledger(self) -> list[BudgetLedgerEntry]:
         async with self._sessions() as session:
@@ -216,6 +248,60 @@ class PlannerStore:
                 return (f"the {reason} budget of NodePool {pool} allows {allowed.get(pool, 0)} disruptions; "
                         f"{used} are reserved in the budget ledger and the command needs {need}")
         return None
+
+
+    async def interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
+                        instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
+        """Apply an interruption message once: the node's decision (method interruption, reason Interrupted,
+        action delete) written approved, with the message id in ``processed_messages``, in one transaction."""
+        if self._postgres:
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
+                                         node=node, nodepool=nodepool, instance_type=instance_type,
+                                         explanation=explanation, now=now)
+        lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
+                                         node=node, nodepool=nodepool, instance_type=instance_type,
+                                         explanation=explanation, now=now)
+
+    async def _interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
+                         instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
+        mark = ProcessedMessage(consumer=consumer, message_id=message_id, topic=TOPIC_INTERRUPTIONS, processed_at=now)
+        try:
+            async with self._sessions() as session, session.begin():
+                if self._postgres:
+                    await self._lock(session, [nodepool])
+                if (await session.scalar(select(ProcessedMessage.message_id).where(
+                        ProcessedMessage.consumer == consumer, ProcessedMessage.message_id == message_id))) is not None:
+                    return Interrupted("duplicate")
+                if (await session.scalar(select(Decision.id).where(Decision.id == decision_id))) is not None:
+                    session.add(mark)
+                    return Interrupted("duplicate")
+                rejected: list[tuple[str, tuple[str, ...]]] = []
+                holder = (await self._live_nodes(session, None)).get(node)
+                if holder is not None:
+                    held = await session.scalar(select(Decision).where(
+                        Decision.cluster == self.cluster, Decision.id == holder).with_for_update())
+                    if held is not None and held.state != "proposed":
+                        session.add(mark)
+                        return Interrupted("busy", holder=holder)
+                    if held is not None:
+                        names = tuple(n.get("name", "") if isinstance(n, dict) else str(n) for n in held.nodes or [])
+                        await self._reject(session, holder, f"node {node} is being interrupted: "
+                                           f"{explanation.get('text', '')}"[:1000], now)
+                        rejected.append((holder, names))
+                session.add(Decision(
+                    id=decision_id, cluster=self.cluster, method="interruption", reason="Interrupted",
+                    action="delete", nodes=[{"name": node, "nodePool": nodepool, "instanceType": instance_type}],
+                    replacements=[], savings=Decimal("0"), state="approved", explanation=explanation,
+                    created_at=now, updated_at=now, approved_at=now))
+                await session.flush()
+                session.add(_event(decision_id, "Proposed", now, {"explanation": explanation.get("text", "")}))
+                session.add(_event(decision_id, "Approved", now, {"interruption": True}))
+                session.add(mark)
+        except IntegrityError:  # another replica applied the same message meanwhile
+            return Interrupted("duplicate")
+        return Interrupted("created", rejected=tuple(rejected))
 
 
 def _event(decision_id: str, type_: str, at: datetime, detail: dict[str, Any]) -> DecisionEvent:

@@ -3,7 +3,10 @@
 ``start`` moves the decision to ``executing`` (inserting it from the command when the planner has not
 written it); ``finish`` moves it to ``succeeded`` or ``failed`` and records the command id in
 ``processed_messages`` in the same transaction, so a command that was applied is never applied again,
-and one whose execution was interrupted (crash, stop) is resumed when it is delivered again.
+and one whose execution was interrupted (crash, stop) is resumed when it is delivered again. That
+transaction also deletes the decision's ``budget_ledger`` rows: the nodes it disrupted stop consuming their
+NodePool's budget the moment the decision ends (the planner would otherwise free them only lazily, at its
+next approval in the pool, or when their lease runs out).
 ``record_event`` adds a published event to the decision's timeline (``decision_events``).
 """
 
@@ -14,12 +17,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from ebb.adapters.store.migrate import async_url
-from ebb.adapters.store.models import Decision, DecisionEvent, ProcessedMessage
+from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, DisruptionCommand, DisruptionEvent
 
 #: states after which a decision is never executed again
@@ -88,8 +91,8 @@ class ExecutorStore:
             return Start.EXECUTE, "executing"
 
     async def finish(self, command: DisruptionCommand, state: Literal["succeeded", "failed"], now: datetime) -> bool:
-        """End the decision in ``state`` and record the command as applied, in one transaction; False
-        when the command had been recorded meanwhile (nothing changed)."""
+        """End the decision in ``state``, release its budget_ledger rows and record the command as applied, in
+        one transaction; False when the command had been recorded meanwhile (nothing changed)."""
         try:
             async with self._sessions() as session, session.begin():
                 session.add(self._mark(command, now))
@@ -103,6 +106,8 @@ class ExecutorStore:
                     decision.state = state
                     decision.updated_at = now
                     decision.finished_at = now
+                await session.execute(delete(BudgetLedgerEntry).where(
+                    BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.decision_id == command.decision_id))
         except IntegrityError:
             return False
         return True

@@ -887,6 +887,8 @@ async def nodes_ready(kube_api: Any, names: Iterable[str]) -> bool:
     for name in names:
         node = await core.read_node(name)
         conditions = {c.type: c.status for c in (node.status.conditions or [])}
-        if conditions.get("Ready") != "True":
+        if conditions.get("Ready") != "True" or node.spec.unschedulable:
             return False
+        if any(t.key.startswith("node.kubernetes.io/") for t in (node.spec.taints or [])):
+            return False  # not-ready / unreachable taints not yet removed by the node lifecycle controller
     return True

@@ -88,15 +88,19 @@ async def test_end_to_end_consolidation(kube_api: Any, box: Sandbox) -> None:
     for name in box.nodes:
         await core.create_node(kwok_node(name, box.pool, run))
     await eventually("the nodes Ready", lambda: nodes_ready(kube_api, box.nodes), within=60)
-    # three pods of 1.5 CPU on three 4-CPU nodes: kube-scheduler spreads them one per node; any one node's pod
-    # fits on another node, but two nodes' pods do not fit on one: exactly one consolidation
-    await apps.create_namespaced_deployment(ns, deployment("web", run, replicas=3, cpu="1500m"))
+    # three pods of 1.5 CPU on three 4-CPU nodes, added one at a time so that kube-scheduler (least allocated)
+    # puts each on an empty node: any one node's pod fits on another node, but two nodes' pods do not fit on
+    # one, so exactly one consolidation is possible
+    await apps.create_namespaced_deployment(ns, deployment("web", run, replicas=1, cpu="1500m"))
+    for replicas in (1, 2, 3):
+        if replicas > 1:
+            await apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": replicas}})
 
-    async def spread() -> list[client.V1Pod] | None:
-        pods = running(await pods_of(kube_api, ns, "web"))
-        return pods if len(pods) == 3 else None
+        async def spread(count: int = replicas) -> list[client.V1Pod] | None:
+            pods = running(await pods_of(kube_api, ns, "web"))
+            return pods if len(pods) == count else None
 
-    placed = await eventually("3 web pods Running", spread, within=90)
+        placed = await eventually(f"{replicas} web pods Running", spread, within=90)
     assert sorted(p.spec.node_name for p in placed) == sorted(box.nodes), "kube-scheduler spread one pod per node"
     original = {p.spec.node_name: p.metadata.uid for p in placed}
 

@@ -148,13 +148,15 @@ def into_namespace(doc: dict[str, Any], namespace: str, suffix: str) -> dict[str
     meta = doc["metadata"]
     if meta.get("namespace") == NAMESPACE:
         meta["namespace"] = namespace
-    if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+    shared = doc["kind"] in ("ClusterRole", "ClusterRoleBinding") or (
+        doc["kind"] in ("Role", "RoleBinding") and meta["namespace"] != namespace)
+    if shared:  # cluster-scoped, or in another namespace (the events Roles in `default`)
         meta["name"] = f"{meta['name']}-{suffix}"
     if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
         for subject in doc.get("subjects") or []:
             if subject.get("namespace") == NAMESPACE:
                 subject["namespace"] = namespace
-        if doc["roleRef"]["kind"] == "ClusterRole":
+        if shared:
             doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
     if doc["kind"] == "ServiceMonitor":
         selector = doc["spec"].get("namespaceSelector") or {}
@@ -217,7 +219,8 @@ async def installed(kube_api: Any) -> AsyncIterator[Installed]:
     crds = [doc for _, doc in docs if doc["kind"] == "CustomResourceDefinition"]
     stand_in = False
     status, _ = await call(kube_api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SM_CRD}")
-    cluster_rbac: list[tuple[str, str]] = []
+    #: (kind, name, namespace) of the RBAC objects created outside the run's namespace
+    shared_rbac: list[tuple[str, str, str | None]] = []
     try:
         for crd in crds:
             code, body = await apply(kube_api, crd, dry_run=False)
@@ -237,14 +240,14 @@ async def installed(kube_api: Any) -> AsyncIterator[Installed]:
                 continue
             moved = into_namespace(doc, namespace, suffix)
             real = doc["kind"] in REAL_KINDS
-            if real and doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-                cluster_rbac.append((doc["kind"], moved["metadata"]["name"]))
+            if real and moved["metadata"]["name"] != doc["metadata"]["name"]:
+                shared_rbac.append((doc["kind"], moved["metadata"]["name"], moved["metadata"].get("namespace")))
             code, body = await apply(kube_api, moved, dry_run=not real)
             results[ref(doc)] = (file, code, body)
         yield Installed(namespace, suffix, results)
     finally:
-        for kind, name in cluster_rbac:
-            await delete(kube_api, "rbac.authorization.k8s.io/v1", kind, name)
+        for kind, name, in_namespace in shared_rbac:
+            await delete(kube_api, "rbac.authorization.k8s.io/v1", kind, name, in_namespace)
         await call(kube_api, "DELETE", f"/api/v1/namespaces/{namespace}")
         for name in [c["metadata"]["name"] for c in crds] + ([SM_CRD] if stand_in else []):
             await delete(kube_api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
@@ -519,8 +522,11 @@ class Access:
 OWN = "<own>"
 WATCHED = [("", "nodes"), ("", "pods"), ("policy", "poddisruptionbudgets"), ("apps", "daemonsets"),
            ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims")]
-EVENTS = [Access(verb, "events", group, namespace=ns) for verb in ("create", "patch")
-          for group in ("", "events.k8s.io") for ns in ("default", OWN)]
+#: ebb.adapters.kube.events: core/v1 Events of cluster-scoped objects, created in `default`
+EVENTS = [Access("create", "events", namespace="default")]
+NOT_EVENTS = [Access("patch", "events", namespace="default"), Access("delete", "events", namespace="default"),
+              Access("create", "events", namespace="kube-system"),
+              Access("create", "events", "events.k8s.io", namespace="kube-system")]
 
 ALLOWED: dict[str, list[Access]] = {
     "ebb-cluster-watcher": [Access(verb, resource, group) for group, resource in WATCHED
@@ -546,6 +552,7 @@ ALLOWED: dict[str, list[Access]] = {
 
 DENIED: dict[str, list[Access]] = {
     "ebb-cluster-watcher": [Access("delete", "nodes"), Access("patch", "nodes"), Access("update", "nodes"),
+                            Access("create", "events", namespace="default"),
                             Access("create", "pods", subresource="eviction", namespace="default"),
                             Access("get", "secrets", namespace="default"),
                             Access("list", "nodepools", "ebb.sh"),
@@ -558,7 +565,7 @@ DENIED: dict[str, list[Access]] = {
         Access("delete", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
         Access("create", "leases", "coordination.k8s.io", namespace="kube-system"),
         Access("update", "leases", "coordination.k8s.io", namespace="kube-node-lease", name="any-node"),
-        Access("delete", "events", namespace="default"),
+        *NOT_EVENTS,
         Access("patch", "nodes"), Access("delete", "nodes"),
         Access("create", "pods", subresource="eviction", namespace="default"),
     ],
@@ -567,6 +574,7 @@ DENIED: dict[str, list[Access]] = {
         Access("update", "nodes"), Access("create", "nodes"), Access("list", "nodes"),
         Access("get", "secrets", namespace="default"),
         Access("delete", "nodeclaims", "karpenter.sh"),
+        *NOT_EVENTS,
     ],
     "ebb-interruption-ingester": [Access("get", "nodes"), Access("list", "nodes"),
                                   Access("list", "nodeclaims", "karpenter.sh")],

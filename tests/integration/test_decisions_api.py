@@ -1,28 +1,51 @@
-"""decisions-api against a real PostgreSQL: auth, probes, metrics, the dry-run planner, holds, and
-decisions with filters, cursor pagination and timelines. The app runs in-process (httpx ASGI transport);
-every row is written under a cluster name of this test run's own, so other tests' rows never show."""
+"""decisions-api against a real PostgreSQL and Kafka: auth, probes, metrics, the dry-run planner, holds, and
+decisions with filters, cursor pagination and timelines (the app in-process on the httpx ASGI transport, the
+live state on an InMemoryBus); then the live state on real Kafka, with the app in a real uvicorn server and
+its own KafkaBus built from the settings: explanations of objects published to the compacted
+ebb.cluster.objects (before and after the start), server-sent events of what is published to
+ebb.disruption.events (never the history), and malformed records dead-lettered to ``<topic>.dlq`` while the
+API keeps serving. Every row is written under a cluster name of this test run's own and every topic under a
+prefix of its own, so other tests' rows and records never show."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
+import uvicorn
+import yaml
+from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
 
+from ebb.adapters.bus import Delivery, KafkaBus
+from ebb.adapters.bus.memory import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
 from ebb.cli.snapshot_files import load_snapshot
+from ebb.contracts import (
+    TOPIC_CLUSTER_OBJECTS,
+    TOPIC_DISRUPTION_EVENTS,
+    ClusterObject,
+    DeadLetter,
+    DisruptionEvent,
+)
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import make_plan, plan_json
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 
-from .conftest import PostgresServer
+from .conftest import KafkaServer, PostgresServer
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.integration
 
@@ -46,8 +69,10 @@ async def repository(postgres_server: PostgresServer) -> AsyncIterator[Repositor
 @pytest.fixture(scope="module")
 async def client(postgres_server: PostgresServer, repository: Repository) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(database_url=postgres_server.url, token=TOKEN, cluster=repository.cluster)
-    app = create_app(settings, repository)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
+    app = create_app(settings, repository, bus=InMemoryBus())
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
+        await eventually("ready", lambda: _ready(c, ""))
         yield c
 
 
@@ -287,3 +312,205 @@ async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, r
     assert (await client.get(f"/v1/decisions/{ids[0]}", headers=AUTH)).json()["timeline"] == []
     missing = await client.get("/v1/decisions/d-unknown", headers=AUTH)
     assert missing.status_code == 404 and "d-unknown" in missing.json()["detail"]
+
+
+# -- the live state on real Kafka ------------------------------------------------------------------------------
+
+
+async def eventually(what: str, probe: Callable[[], Awaitable[T | bool | None]], within: float = 30) -> T:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        value = await probe()
+        if value is not None and value is not False:
+            return value  # type: ignore[return-value]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def _ready(client: httpx.AsyncClient, base: str) -> bool:
+    return (await client.get(f"{base}/readyz")).status_code == 200
+
+
+def cluster_object(doc: dict[str, Any]) -> ClusterObject:
+    meta = doc["metadata"]
+    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
+                         resource_version="1", object=doc)
+
+
+def disruption_event(node: str, phase: str = "Tainted", decision: str = "dec-kafka") -> DisruptionEvent:
+    return DisruptionEvent(decision_id=decision, node=node, phase=phase, message=f"{phase} {node}",  # type: ignore[arg-type]
+                           at=datetime(2026, 11, 23, 18, 31, tzinfo=UTC))
+
+
+def frame(e: DisruptionEvent) -> str:
+    return f"id: {e.id}\nevent: {e.phase}\ndata: {e.model_dump_json()}\n\n"
+
+
+class Stream:
+    """An open GET /v1/events response, read frame by frame (a frame ends with a blank line)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks = response.aiter_text()
+        self._buffer = ""
+
+    async def event_frame(self, within: float = 20.0) -> str:
+        """The next frame that is not a keep-alive comment."""
+        async with asyncio.timeout(within):
+            while True:
+                while "\n\n" not in self._buffer:
+                    self._buffer += await anext(self._chunks)
+                text, self._buffer = self._buffer.split("\n\n", 1)
+                if not text.startswith(": keep-alive"):
+                    return text + "\n\n"
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[str]:
+    """The app in a real uvicorn server (lifespan on) on a free port of 127.0.0.1; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", timeout_graceful_shutdown=5))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async def started() -> bool:
+            if task.done():
+                task.result()
+                raise AssertionError("uvicorn stopped")
+            return server.started
+
+        await eventually("uvicorn started", started)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
+        sock.close()
+
+
+class KafkaApi:
+    """The API on real Kafka (its own KafkaBus from the settings) and PostgreSQL, served by uvicorn."""
+
+    def __init__(self, base: str, prefix: str, bus: KafkaBus, kafka: KafkaServer) -> None:
+        self.base = base
+        self.prefix = prefix
+        self.bus = bus
+        self.kafka = kafka
+
+    async def raw(self, topic: str, key: bytes, value: bytes) -> None:
+        """A record that breaks the contract, straight to the broker."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.kafka.bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(self.prefix + topic, value=value, key=key,
+                                         headers=[("ce_specversion", b"1.0")])
+        finally:
+            await producer.stop()
+
+    async def dead_letters(self, topic: str, count: int) -> list[DeadLetter]:
+        """The first ``count`` letters of ``<topic>.dlq``."""
+        letters: list[DeadLetter] = []
+        stop = asyncio.Event()
+
+        async def collect(delivery: Delivery) -> None:
+            if isinstance(delivery.message, DeadLetter):
+                letters.append(delivery.message)
+            if len(letters) >= count:
+                stop.set()
+
+        await asyncio.wait_for(self.bus.consume([f"{topic}.dlq"], f"dlq-reader-{uuid.uuid4().hex[:8]}", collect,
+                                                stop=stop), 60)
+        return letters
+
+
+SCENARIO_DOCS = [d for d in yaml.safe_load_all(SCENARIO_TEXT) if d]
+
+
+@pytest.fixture(scope="module")
+async def kafka_api(kafka_server: KafkaServer, postgres_server: PostgresServer,
+                    repository: Repository) -> AsyncIterator[KafkaApi]:
+    prefix = f"api{uuid.uuid4().hex[:10]}."
+    async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
+        # before the API starts: the cluster (read at startup from the compacted topic) and an old event
+        for doc in SCENARIO_DOCS:
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
+        await bus.publish(TOPIC_DISRUPTION_EVENTS, disruption_event("big", phase="Proposed"))
+        settings = Settings(database_url=postgres_server.url, token=TOKEN, cluster=repository.cluster,
+                            kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"api-test-{prefix}",
+                            sse_keepalive_seconds=1)
+        app = create_app(settings, repository)
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as client:
+            await eventually("ready", lambda: _ready(client, base), within=60)
+            yield KafkaApi(base, prefix, bus, kafka_server)
+
+
+async def test_explain_on_objects_published_to_kafka(kafka_api: KafkaApi) -> None:
+    async with httpx.AsyncClient(base_url=kafka_api.base, headers=AUTH, timeout=30) as client:
+        nodes = [d["metadata"]["name"] for d in SCENARIO_DOCS if d["kind"] == "Node"]
+        expected = json.loads(json.dumps(plan_json(make_plan(load_snapshot([str(SCENARIO)]),
+                                                             datetime.fromisoformat(NOW)))))
+        disrupted = {n for c in expected["commands"] for n in c["nodes"]}
+        for name in nodes:
+            response = await client.get(f"/v1/nodes/{name}/explain", params={"now": NOW})
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["disrupted"] is (name in disrupted), body
+            if name in disrupted:
+                assert body["command"]["nodes"] == next(c["nodes"] for c in expected["commands"]
+                                                        if name in c["nodes"])
+            else:
+                assert body["blocked"] == next({"method": b["method"], "reason": b["reason"]}
+                                               for b in expected["blocked"] if b["node"] == name)
+        # the live plan is the CLI's plan of the same objects
+        assert (await client.post("/v1/plan", params={"now": NOW})).json() == expected
+
+        # an object published after the start is applied too
+        extra = next(d for d in SCENARIO_DOCS if d["kind"] == "Node")
+        extra = {**extra, "metadata": {**extra["metadata"], "name": "late-node"}}
+        await kafka_api.bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(extra))
+
+        async def explained() -> dict[str, Any] | None:
+            response = await client.get("/v1/nodes/late-node/explain", params={"now": NOW})
+            return response.json() if response.status_code == 200 else None
+
+        late = await eventually("the late node applied", explained)
+        assert late["node"] == "late-node"
+        pool = late["nodePool"]
+        budgets = await client.get(f"/v1/nodepools/{pool}/budgets", params={"now": NOW})
+        assert budgets.status_code == 200 and budgets.json()["nodes"]["total"] == len(nodes) + 1
+        assert (await client.get("/v1/nodes/nowhere/explain")).status_code == 404
+
+
+async def test_events_from_kafka_reach_subscribers(kafka_api: KafkaApi) -> None:
+    async with httpx.AsyncClient(timeout=30) as client, \
+            client.stream("GET", f"{kafka_api.base}/v1/events", headers=AUTH) as everything, \
+            client.stream("GET", f"{kafka_api.base}/v1/events", params={"node": "small"}, headers=AUTH) as filtered:
+        assert everything.status_code == 200 and filtered.status_code == 200
+        assert everything.headers["content-type"] == "text/event-stream"
+        sent = [disruption_event("big"), disruption_event("small", phase="Evicted")]
+        for e in sent:
+            await kafka_api.bus.publish(TOPIC_DISRUPTION_EVENTS, e)
+        stream = Stream(everything)
+        # the old event published before the start never comes; per node in order, across nodes in any order
+        assert {await stream.event_frame() for _ in sent} == {frame(e) for e in sent}
+        assert await Stream(filtered).event_frame() == frame(sent[1])
+
+
+async def test_malformed_records_go_to_the_dlq_and_the_api_keeps_serving(kafka_api: KafkaApi) -> None:
+    await kafka_api.raw(TOPIC_CLUSTER_OBJECTS, b"Node//garbage", b"{not a cloudevent")
+    await kafka_api.raw(TOPIC_DISRUPTION_EVENTS, b"big", b"[1, 2]")
+    (objects_letter,) = await kafka_api.dead_letters(TOPIC_CLUSTER_OBJECTS, 1)
+    assert objects_letter.topic == TOPIC_CLUSTER_OBJECTS and objects_letter.cause == "malformed"
+    (events_letter,) = await kafka_api.dead_letters(TOPIC_DISRUPTION_EVENTS, 1)
+    assert events_letter.topic == TOPIC_DISRUPTION_EVENTS and events_letter.cause == "malformed"
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        assert await _ready(client, kafka_api.base)
+        async with client.stream("GET", f"{kafka_api.base}/v1/events", params={"decision": "dec-after"},
+                                 headers=AUTH) as response:
+            after = disruption_event("big", decision="dec-after")
+            await kafka_api.bus.publish(TOPIC_DISRUPTION_EVENTS, after)
+            assert await Stream(response).event_frame() == frame(after)
+        explained = await client.get(f"{kafka_api.base}/v1/nodes/big/explain", headers=AUTH)
+        assert explained.status_code == 200

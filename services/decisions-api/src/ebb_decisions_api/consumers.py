@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from ebb.adapters.bus import Bus, Delivery, InMemoryBus, KafkaBus
 from ebb.adapters.compacted import seed_snapshot
@@ -150,23 +151,34 @@ async def commit_end_offsets(bus: KafkaBus, topic: str, group: str, *, within: f
     ``consume`` starts there instead of at the beginning; returns partition -> offset."""
     await bus.ensure_topics([topic])
     physical = bus.physical(topic)
+    numbers = await _partitions(bus, physical, within)
     consumer = AIOKafkaConsumer(bootstrap_servers=bus.bootstrap_servers, client_id=bus.client_id, group_id=group,
                                 enable_auto_commit=False, **bus.client_options)
     await consumer.start()
     try:
-        deadline = time.monotonic() + within
-        numbers: set[int] | None = None
-        while not numbers:
-            await consumer.topics()  # refreshes the metadata
-            numbers = consumer.partitions_for_topic(physical)
-            if not numbers:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no partitions known for {physical}")
-                await asyncio.sleep(0.1)
-        partitions = [TopicPartition(physical, n) for n in sorted(numbers)]
+        partitions = [TopicPartition(physical, n) for n in numbers]
         consumer.assign(partitions)
         ends = await consumer.end_offsets(partitions)
         await consumer.commit({tp: ends[tp] for tp in partitions})
         return {tp.partition: int(ends[tp]) for tp in partitions}
     finally:
         await consumer.stop()
+
+
+async def _partitions(bus: KafkaBus, physical: str, within: float) -> list[int]:
+    """The partition numbers of a topic from the brokers' metadata (retried while a topic just created is
+    not known everywhere yet)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bus.bootstrap_servers, client_id=bus.client_id,
+                                **bus.client_options)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            for entry in await admin.describe_topics([physical]):
+                if entry.get("topic") == physical and not entry.get("error_code") and entry.get("partitions"):
+                    return sorted(int(p["partition"]) for p in entry["partitions"])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no partitions known for {physical}")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()

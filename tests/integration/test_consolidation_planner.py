@@ -247,3 +247,174 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
     finally:
         for store in stores:
             await store.close()
+
+
+async def _run_one(settings: Settings) -> tuple[asyncio.Event, asyncio.Task[None], list[Planner]]:
+    stop, started, planners = asyncio.Event(), asyncio.Event(), []
+    task = asyncio.create_task(app.run(settings, stop, started=started, planner_ready=planners.append))
+    await asyncio.wait_for(started.wait(), 30)
+    await eventually("the leadership", lambda: planners[0].leader.is_leader or None)
+    return stop, task, planners
+
+
+async def test_kubernetes_events_appear_on_the_nodes_of_the_real_apiserver(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    """A node the planner may not disrupt (karpenter.sh/do-not-disrupt) gets DisruptionBlocked with the reason,
+    an empty node ConsolidationCandidate then ConsolidationApproved: core/v1 Events in `default`, written by
+    ebb-consolidation-planner, naming the real Node objects (their uid)."""
+    run = uuid.uuid4().hex[:8]
+    prefix, cluster, lease, pool = f"cpe{run}.", f"cpe-{run}", f"ebb-planner-e{run}", f"cpe-pool-{run}"
+    blocked_name, empty_name = f"cpe-blocked-{run}", f"cpe-empty-{run}"
+    await upgrade_async(postgres_server.url)
+    core = client.CoreV1Api(kube_api)
+    uids: dict[str, str] = {}
+    stop: asyncio.Event | None = None
+    task: asyncio.Task[None] | None = None
+    try:
+        docs = {blocked_name: kwok_node(blocked_name, pool), empty_name: kwok_node(empty_name, pool)}
+        docs[blocked_name]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+        for name, doc in docs.items():
+            created = await core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": name, "labels": doc["metadata"]["labels"], "annotations": doc["metadata"]["annotations"]},
+                "spec": doc["spec"]})
+            uids[name] = created.metadata.uid
+            doc["metadata"]["uid"] = created.metadata.uid
+        settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpe-{run}",
+                            database_url=postgres_server.url, cluster=cluster,
+                            kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease,
+                            identity=f"planner-e-{run}", lease_duration_seconds=4, lease_renew_seconds=0.3,
+                            debounce_seconds=0.2, pass_interval_seconds=1, validation_delay_seconds=1)
+        async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
+            await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS])
+            stop, task, _ = await _run_one(settings)
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
+            for doc in docs.values():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+
+            async def events_of(name: str, reason: str) -> list[Any] | None:
+                found = await core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}")
+                return [e for e in found.items if e.reason == reason] or None
+
+            [blocked] = await eventually("DisruptionBlocked", lambda: events_of(blocked_name, "DisruptionBlocked"))
+            assert blocked.type == "Normal" and "karpenter.sh/do-not-disrupt=true" in blocked.message
+            assert blocked.involved_object.kind == "Node" and blocked.involved_object.uid == uids[blocked_name]
+            assert blocked.source.component == "ebb-consolidation-planner"
+            assert blocked.reporting_component == "ebb-consolidation-planner"
+            assert blocked.reporting_instance == f"planner-e-{run}"
+            [approved] = await eventually("ConsolidationApproved",
+                                          lambda: events_of(empty_name, "ConsolidationApproved"), within=30)
+            assert approved.message.startswith(f"Consolidation approved: emptiness delete of {empty_name}")
+            [candidate] = await events_of(empty_name, "ConsolidationCandidate") or [None]
+            assert candidate is not None and candidate.involved_object.uid == uids[empty_name]
+            # later passes do not write the blocked node's event again (de-duplicated)
+            await asyncio.sleep(2.5)
+            assert len(await events_of(blocked_name, "DisruptionBlocked") or []) == 1
+    finally:
+        if stop is not None:
+            stop.set()
+        if task is not None:
+            await asyncio.wait_for(task, 15)
+        for name in uids:
+            with contextlib.suppress(Exception):
+                await core.delete_node(name)
+        with contextlib.suppress(Exception):
+            await client.CoordinationV1Api(kube_api).delete_namespaced_lease(lease, "default")
+
+
+async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    """A malformed record on each topic the planner consumes goes to its ``.dlq`` and planning goes on; a spot
+    interruption on a do-not-disrupt node is approved at once in PostgreSQL and commanded, once even when the
+    message is delivered again."""
+    from aiokafka import AIOKafkaProducer
+
+    from ebb.contracts import TOPIC_INTERRUPTIONS, TOPIC_NODE_FINDINGS, DeadLetter, Interruption, dlq_topic
+    from ebb_consolidation_planner.planner import command_id
+
+    run = uuid.uuid4().hex[:8]
+    prefix, cluster, lease, pool = f"cpi{run}.", f"cpi-{run}", f"ebb-planner-i{run}", f"cpi-pool-{run}"
+    held_name, empty_name = f"cpi-held-{run}", f"cpi-empty-{run}"
+    await upgrade_async(postgres_server.url)
+    repo = Repository.from_url(postgres_server.url, cluster=cluster)
+    topics = [TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS, TOPIC_INTERRUPTIONS]
+    letters: list[DeadLetter] = []
+    received: list[DisruptionCommand] = []
+    reader_stop = asyncio.Event()
+    readers: list[asyncio.Task[None]] = []
+    stop: asyncio.Event | None = None
+    task: asyncio.Task[None] | None = None
+
+    async def collect(delivery: Delivery) -> None:
+        if isinstance(delivery.message, DeadLetter):
+            letters.append(delivery.message)
+        elif isinstance(delivery.message, DisruptionCommand):
+            received.append(delivery.message)
+
+    async def decisions(state: str) -> list[Any] | None:
+        return list((await repo.list_decisions(DecisionFilter(state=state))).items) or None
+
+    settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpi-{run}",
+                        database_url=postgres_server.url, cluster=cluster,
+                        kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease, identity=f"planner-i-{run}",
+                        lease_duration_seconds=4,
+                        lease_renew_seconds=0.3, debounce_seconds=0.2, pass_interval_seconds=1,
+                        validation_delay_seconds=1, events_enabled=False)
+    try:
+        async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
+            await bus.ensure_topics([*topics, TOPIC_DISRUPTION_COMMANDS])
+            readers.append(asyncio.create_task(bus.consume(
+                [dlq_topic(t) for t in topics] + [TOPIC_DISRUPTION_COMMANDS], f"cpi-read-{run}", collect,
+                stop=reader_stop)))
+            held = kwok_node(held_name, pool)
+            held["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(held))
+            stop, task, planners = await _run_one(settings)
+            producer = AIOKafkaProducer(bootstrap_servers=kafka_server.bootstrap)
+            await producer.start()
+            try:
+                for topic in topics:
+                    await producer.send_and_wait(bus.physical(topic), key=held_name.encode(), value=b"{not json",
+                                                 headers=[("ce_type", b"sh.ebb.whatever.v1")])
+            finally:
+                await producer.stop()
+            await eventually("a dead letter per topic", lambda: len(letters) >= 3 or None, within=30)
+            assert sorted(letter.topic for letter in letters) == sorted(topics)
+            assert all(letter.cause == "malformed" and letter.value is not None
+                       and letter.value.data == "{not json" for letter in letters)
+
+            # planning goes on: an empty node is approved
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(kwok_node(empty_name, pool)))
+            [emptied] = await eventually("the empty node approved", lambda: decisions("approved"), within=30)
+            assert emptied.method == "emptiness" and emptied.nodes[0]["name"] == empty_name
+
+            # an interruption on the do-not-disrupt node: at once, outside the pass
+            message = Interruption(node=held_name, kind="spot-interruption", instance_id=f"i-{run}", deadline=None,
+                                   detail="instance-action=terminate")
+            await bus.publish(TOPIC_INTERRUPTIONS, message)
+            await bus.publish(TOPIC_INTERRUPTIONS, message)  # delivered again
+
+            async def interrupted() -> list[Any] | None:
+                return [d for d in await decisions("approved") or [] if d.method == "interruption"] or None
+
+            [decision] = await eventually("the interruption approved", interrupted, within=30)
+            assert decision.reason == "Interrupted" and decision.action == "delete"
+            assert decision.nodes[0]["name"] == held_name
+            await eventually("its command", lambda: [c for c in received if c.decision_id == decision.id] or None)
+            await asyncio.sleep(1.5)  # the second delivery is consumed meanwhile
+            assert len(await interrupted() or []) == 1
+            [command] = [c for c in received if c.decision_id == decision.id]
+            assert command.id == command_id(decision.id) and command.method == "interruption"
+            assert planners[0].interrupted == 1
+    finally:
+        if stop is not None:
+            stop.set()
+        if task is not None:
+            await asyncio.wait_for(task, 15)
+        reader_stop.set()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await repo.close()
+        with contextlib.suppress(Exception):
+            await client.CoordinationV1Api(kube_api).delete_namespaced_lease(lease, "default")

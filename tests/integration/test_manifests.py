@@ -14,7 +14,7 @@
 The test cluster has no Prometheus Operator: the ServiceMonitors are applied against a stand-in
 ServiceMonitor CRD whose strict schema covers only the fields of monitoring.coreos.com/v1 that
 deploy/kubernetes/monitoring uses (installed only when the real CRD is absent, removed afterwards).
-Everything this module creates is deleted at its end.
+Everything this module creates is deleted at its end (CRDs that existed before are updated and kept).
 """
 
 from __future__ import annotations
@@ -218,7 +218,11 @@ async def installed(kube_api: Any) -> AsyncIterator[Installed]:
     docs = manifest_documents()
     crds = [doc for _, doc in docs if doc["kind"] == "CustomResourceDefinition"]
     stand_in = False
-    status, _ = await call(kube_api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SM_CRD}")
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+    status, _ = await call(kube_api, "GET", crd_path + SM_CRD)
+    #: CRDs this run creates, and so deletes (one that was there before is updated and left in place)
+    created = [c["metadata"]["name"] for c in crds
+               if (await call(kube_api, "GET", crd_path + c["metadata"]["name"]))[0] == 404]
     #: (kind, name, namespace) of the RBAC objects created outside the run's namespace
     shared_rbac: list[tuple[str, str, str | None]] = []
     try:
@@ -249,7 +253,7 @@ async def installed(kube_api: Any) -> AsyncIterator[Installed]:
         for kind, name, in_namespace in shared_rbac:
             await delete(kube_api, "rbac.authorization.k8s.io/v1", kind, name, in_namespace)
         await call(kube_api, "DELETE", f"/api/v1/namespaces/{namespace}")
-        for name in [c["metadata"]["name"] for c in crds] + ([SM_CRD] if stand_in else []):
+        for name in created + ([SM_CRD] if stand_in else []):
             await delete(kube_api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
 
 

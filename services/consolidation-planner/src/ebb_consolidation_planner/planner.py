@@ -27,7 +27,8 @@ A command's id is derived from its decision id (``command_id``), so publishing i
 executor applies a command id once. ``republish`` sends the command of every decision still ``approved``
 (not yet picked up by the executor) whose last publish by this replica, or whose approval when this
 replica never published it, is ``republish_after`` seconds old: on becoming the leader and every
-``republish_interval`` seconds.
+``republish_interval`` seconds; the wait doubles with every republish of the same command (up to 5 min), so
+an executor that is down for long is not flooded.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ from ebb_consolidation_planner.store import PlannerStore
 log = structlog.get_logger("ebb_consolidation_planner")
 
 ORPHANED = "the planner that proposed it stopped before validating it"
+#: the longest wait between two republishes of one command (the wait doubles from ``republish_after``)
+REPUBLISH_MAX_WAIT = 300.0
 #: the namespace of command ids: uuid5(COMMANDS, decision id)
 COMMANDS = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
 #: the namespace of interruption decision ids: uuid5(INTERRUPTIONS, message id)
@@ -159,6 +162,8 @@ class Planner:
         self._claims: dict[str, str] = {}
         #: decision id -> monotonic time this replica last published (or first saw) its command
         self._published: dict[str, float] = {}
+        #: decision id -> how many times this replica republished its command (the wait doubles each time)
+        self._republishes: dict[str, int] = {}
         self.passes = 0
         self.proposed = 0
         self.approved = 0
@@ -417,9 +422,9 @@ class Planner:
 
     async def republish(self) -> list[str]:
         """Publish again the command of every approved decision (not yet executing) whose last publish by
-        this replica is ``republish_after`` seconds old or, when this replica never published it, whose
-        approval is (by the clock) or which this replica first saw that long ago. Returns the decision ids
-        republished."""
+        this replica is ``republish_after`` seconds old (doubled per earlier republish, up to
+        ``REPUBLISH_MAX_WAIT``) or, when this replica never published it, whose approval is (by the clock) or
+        which this replica first saw that long ago. Returns the decision ids republished."""
         if not self.leader.is_leader:
             return []
         mono, now = time.monotonic(), self.clock()
@@ -427,6 +432,7 @@ class Planner:
         ids = {d.id for d in waiting}
         for gone in [d for d in self._published if d not in ids]:
             del self._published[gone]
+            self._republishes.pop(gone, None)
         sent: list[str] = []
         for decision in waiting:
             last = self._published.get(decision.id)
@@ -435,7 +441,8 @@ class Planner:
                 if (now - approved_at).total_seconds() < self.republish_after:
                     self._published[decision.id] = mono  # first seen now: another replica may be publishing it
                     continue
-            elif mono - last < self.republish_after:
+            elif mono - last < min(self.republish_after * 2 ** self._republishes.get(decision.id, 0),
+                                   max(self.republish_after, REPUBLISH_MAX_WAIT)):
                 continue
             bound = log.bind(decision_id=decision.id)
             try:
@@ -444,7 +451,9 @@ class Planner:
                 self._published[decision.id] = mono
                 bound.error("the approved decision cannot be made a command", error=str(e))
                 continue
-            bound.info("republishing the approved command", command_id=str(wire.id))
+            self._republishes[decision.id] = self._republishes.get(decision.id, 0) + 1
+            bound.info("republishing the approved command", command_id=str(wire.id),
+                       republishes=self._republishes[decision.id])
             if await self._publish_command(wire, bound, attempts=1):
                 self.republished += 1
                 sent.append(decision.id)

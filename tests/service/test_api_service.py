@@ -329,7 +329,7 @@ async def test_explain_a_disrupted_a_blocked_and_an_unknown_node(
     assert idle.status_code == 200, idle.text
     body = idle.json()
     assert body["node"] == "idle" and body["nodePool"] == "default" and body["now"] == NOW
-    assert body["disrupted"] is True and body["blocked"] is None
+    assert body["disrupted"] is True and body["blocked"] is None and body["state"] == "would-be-disrupted"
     assert body["command"]["method"] == "emptiness" and body["command"]["nodes"] == ["idle"]
     assert body["summary"].startswith("emptiness would delete it now (Empty)")
     assert [b["reason"] for b in body["budgets"]] == ["Expired", "Drifted", "Empty", "Underutilized"]
@@ -337,7 +337,7 @@ async def test_explain_a_disrupted_a_blocked_and_an_unknown_node(
     assert body["decisions"] == [] and body["liveDecision"] is None and body["holds"] == [] and body["paused"] is None
 
     busy = (await client.get("/v1/nodes/busy/explain", params={"now": NOW}, headers=AUTH)).json()
-    assert busy["disrupted"] is False and busy["command"] is None
+    assert busy["disrupted"] is False and busy["command"] is None and busy["state"] == "not-disrupted"
     assert busy["blocked"]["method"] == "single-node-consolidation"
     assert "do not fit on the other nodes" in busy["blocked"]["reason"]
     assert busy["summary"] == f"not disrupted now: {busy['blocked']['reason']}"
@@ -372,7 +372,7 @@ async def test_explain_sees_holds_and_live_decisions_from_the_store(
         nodes=[{"name": "idle", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
         created_at=datetime(2026, 11, 22, 18, 0, tzinfo=UTC), state="rejected")
     live = (await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)).json()
-    assert live["disrupted"] is False
+    assert live["disrupted"] is False and live["state"] == "being-disrupted"
     assert live["liveDecision"]["id"] == "dec-live" and live["liveDecision"]["state"] == "approved"
     assert live["summary"] == "decision dec-live (approved) is disrupting it: emptiness, Empty, delete"
     assert "already being disrupted" in live["blocked"]["reason"]

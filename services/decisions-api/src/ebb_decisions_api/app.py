@@ -341,6 +341,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
             found = await repo.get_decision(live_id)
             current = DecisionOut.of(found[0]) if found is not None else None
         if current is not None:
+            out["state"] = "being-disrupted"
             out["summary"] = (f"decision {current.id} ({current.state}) is disrupting it: {current.method}, "
                               f"{current.reason}, {current.action}")
         out["liveDecision"] = _dump(current) if current is not None else None

@@ -56,6 +56,8 @@ def node_explanation(verdict: NodeVerdict) -> dict[str, Any]:
         "nodePool": pool,
         "now": fmt_time(verdict.result.now),
         "disrupted": command is not None,
+        #: being-disrupted (a live decision holds it) is for the caller, who knows the store
+        "state": "would-be-disrupted" if command is not None else "not-disrupted",
         "command": command_json(command) if command is not None else None,
         "blocked": {"method": blocked.method, "reason": blocked.reason} if blocked is not None else None,
         "summary": (f"{command.method} would {command.action} it now ({command.reason}): {command.explanation}"

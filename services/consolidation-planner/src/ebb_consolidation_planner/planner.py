@@ -279,6 +279,8 @@ class Planner:
         self._observe(view, result)
         self.passes += 1
         self._claims = {n: c.name for n, c in view.claims.items()}
+        for gone in [n for n in self.findings if n not in view.nodes]:
+            del self.findings[gone]  # the node left the cluster
         self._kube(kube_events.pass_events(view, result))
         live = await self.store.live_nodes()
         for command in result.commands:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import NOW, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
+from builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
 
 from ebb.core import events as ev
 from ebb.core.cluster import ClusterView
@@ -51,6 +51,11 @@ PASS_CASES: list[tuple[str, list[Any], str, str | None, str]] = [
     ("already being disrupted", [nodepool(), node("n1", taints=[{"key": "karpenter.sh/disrupted",
                                                                   "effect": "NoSchedule"}]), *BUSY], "n1", None, ""),
     ("disrupted by this pass", [nodepool(), node("n1"), *BUSY], "n1", None, ""),
+    ("another method acted this pass", [nodepool(expire_after="1h"), node("n1"), pod("p1", "n1", cpu="1500m"),
+                                        node("n3", created=ago(minutes=5))], "n3", None, ""),
+    ("stabilization window", [nodepool(stabilization_window="1h"), node("n1"),
+                              node("n2", itype="t3.medium", created=ago(minutes=5)), pod("p2", "n2", cpu="1500m")],
+     "n1", ev.DISRUPTION_BLOCKED, "stabilizationWindow (1h) is in effect"),
 ]
 
 

@@ -99,7 +99,8 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     (and closed at shutdown); a given repository is the caller's to close. Without a ``bus`` a
     ``KafkaBus`` is built from the settings (started by the consumers, closed at shutdown); a given bus
     (an ``InMemoryBus`` in tests and the embedded mode, or a started ``KafkaBus``) is the caller's.
-    ``options`` are the engine options of explanations (default: the engine's)."""
+    ``options`` are the engine options of explanations (default: the engine's, with the settings'
+    ``spot_to_spot``, as the planner is configured)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
@@ -110,7 +111,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-decisions-api")
         bus = owned_bus
-    engine_options = options or EngineOptions()
+    engine_options = options or EngineOptions(spot_to_spot=settings.spot_to_spot)
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
     live = LiveState(repo, limiter)
@@ -221,7 +222,9 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         *,
         now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
         until_stable: Annotated[bool, Query(alias="untilStable", description="apply passes until stable")] = False,
-        spot_to_spot: Annotated[bool, Query(alias="spotToSpot", description="allow spot→spot replacement")] = False,
+        spot_to_spot: Annotated[bool | None, Query(
+            alias="spotToSpot",
+            description="allow spot→spot replacement (default: false; on the live state: SPOT_TO_SPOT)")] = None,
     ) -> JSONResponse:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > settings.max_plan_bytes:
@@ -238,6 +241,8 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
             moment = body.now or _utc(now) or utc_now()
             stable = until_stable if body.until_stable is None else body.until_stable
             spot = spot_to_spot if body.spot_to_spot is None else body.spot_to_spot
+            if spot is None:
+                spot = settings.spot_to_spot if body.live else False
             if body.live:
                 view = await live_view(moment)
                 result = await anyio.to_thread.run_sync(plan_snapshot, view.snapshot, moment, stable, spot,

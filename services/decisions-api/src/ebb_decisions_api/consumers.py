@@ -1,11 +1,16 @@
 """The API's Kafka consumers, run inside the FastAPI lifespan: the cluster objects and the disruption events.
 
 - ``ebb.cluster.objects``: read to its end into the ``LiveState`` (``seed_snapshot``, as the planner does),
-  then followed with a consumer group of this process's own (every replica needs the whole cluster).
+  then followed with a consumer group of this process's own (every replica needs the whole cluster). The
+  group starts at the ends the partitions had just before the seed read (so nothing is missed and the
+  topic is not replayed from its beginning; records between those ends and the seed's are applied again,
+  which converges to the same state).
 - ``ebb.disruption.events``: followed from the latest offset (subscribers want what happens from now on,
-  not the topic's history) with a group of this process's own, and fanned out to the ``EventHub``. On Kafka
-  the new group's offsets are committed at the partitions' ends before it consumes; on the in-memory bus,
-  whose groups start at the beginning, the records that were there at start are skipped.
+  not the topic's history) with a group of this process's own, and fanned out to the ``EventHub``.
+
+"Start at the end" is done on Kafka by committing the new group's offsets at the partitions' ends before
+it consumes; on the in-memory bus, whose groups start at the beginning, the records that were there at the
+start are skipped by the handlers.
 
 Both run under a supervisor: an error (Kafka away, a handler that kept failing) is logged and counted and
 the consumer starts again after a backoff, so the REST side keeps serving the store meanwhile. Malformed
@@ -56,8 +61,8 @@ class Consumers:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._bus_lock = asyncio.Lock()
-        #: in-memory bus: partition -> first offset that is not history
-        self._event_starts: dict[int, int] = {}
+        #: in-memory bus: topic -> partition -> first offset that is not history
+        self._starts: dict[str, dict[int, int]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -102,11 +107,29 @@ class Consumers:
             async with self._bus_lock:
                 await self.bus.start()  # idempotent: the producer writes dead letters
 
+    async def _start_at_end(self, topic: str, group: str) -> dict[int, int]:
+        """Make ``group``'s first read of ``topic`` start at the partitions' current ends; returns them."""
+        if isinstance(self.bus, KafkaBus):
+            return await commit_end_offsets(self.bus, topic, group)
+        ends: dict[int, int] = {}
+        if isinstance(self.bus, InMemoryBus):  # its groups start at the beginning: skip what is there now
+            for record in self.bus.records(topic):
+                ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
+            self._starts[topic] = ends
+        return ends
+
+    def _history(self, delivery: Delivery) -> bool:
+        """A record from before the start (in-memory bus), already seen or not wanted."""
+        return delivery.offset < self._starts.get(delivery.topic, {}).get(delivery.partition, 0)
+
     # -- ebb.cluster.objects ------------------------------------------------------------------------------
 
     async def _objects(self) -> None:
         await self._ensure_bus()
         if not self.live.seeded.is_set():
+            # the group starts where the seed starts reading at the latest: nothing is missed, and the topic
+            # is not replayed from its beginning through the handler
+            await self._start_at_end(TOPIC_CLUSTER_OBJECTS, self.objects_group)
             count = await seed_snapshot(self.live.objects, self.bus)
             self.live.seeded.set()
             self.metrics.snapshot_ready.set(1)
@@ -115,6 +138,8 @@ class Consumers:
         await self.bus.consume([TOPIC_CLUSTER_OBJECTS], self.objects_group, self._apply_object, stop=self._stop)
 
     async def _apply_object(self, delivery: Delivery) -> None:
+        if self._history(delivery):
+            return
         if isinstance(delivery.message, ClusterObject):
             self.live.objects.apply(delivery.message)
             self.metrics.consumed.labels(delivery.topic).inc()
@@ -125,22 +150,14 @@ class Consumers:
     async def _events(self) -> None:
         await self._ensure_bus()
         if not self.events_ready.is_set():
-            if isinstance(self.bus, KafkaBus):
-                ends = await commit_end_offsets(self.bus, TOPIC_DISRUPTION_EVENTS, self.events_group)
-            elif isinstance(self.bus, InMemoryBus):
-                ends = {}
-                for record in self.bus.records(TOPIC_DISRUPTION_EVENTS):
-                    ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
-                self._event_starts = ends
-            else:
-                ends = {}
+            ends = await self._start_at_end(TOPIC_DISRUPTION_EVENTS, self.events_group)
             self.events_ready.set()
             log.info("following disruption events from the latest offsets", group=self.events_group, offsets=ends)
         await self.bus.consume([TOPIC_DISRUPTION_EVENTS], self.events_group, self._deliver_event, stop=self._stop)
 
     async def _deliver_event(self, delivery: Delivery) -> None:
-        if delivery.offset < self._event_starts.get(delivery.partition, 0):
-            return  # history from before this process started (in-memory bus)
+        if self._history(delivery):
+            return
         if isinstance(delivery.message, DisruptionEvent):
             self.metrics.consumed.labels(delivery.topic).inc()
             self.hub.publish(delivery.message)

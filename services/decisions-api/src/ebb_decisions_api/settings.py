@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     max_plan_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     #: how long /readyz waits for the database
     ready_timeout_seconds: float = Field(default=2.0, gt=0)
+    #: spot nodes may be replaced by spot nodes: set it as the planner's, so explanations and live plans
+    #: say what the planner does
+    spot_to_spot: bool = False
     #: engine passes (plan, explain, budgets) running at once in worker threads; more wait their turn
     max_concurrent_passes: int = Field(default=2, ge=1)
     #: events a /v1/events subscriber may have waiting; one more and it is closed (it fell too far behind)

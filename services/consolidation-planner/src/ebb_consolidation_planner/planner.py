@@ -515,10 +515,11 @@ class Planner:
             return
         for rejected_id, nodes in outcome.rejected:
             why = f"node {message.node} is being interrupted ({message.kind})"
-            log.bind(decision_id=rejected_id).info("decision rejected", reason=why)
+            other = log.bind(decision_id=rejected_id)
+            other.info("decision rejected", reason=why, interruption_decision=decision_id)
             self.rejected += 1
             await self._events(rejected_id, tuple(n for n in nodes if n), phase="Rejected", message=why, now=now,
-                               bound=bound)
+                               bound=other)
         self.interrupted += 1
         self.metrics.decided("delete", "Interrupted", "interruption")
         wire = DisruptionCommand.model_validate({

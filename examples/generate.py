@@ -1,4 +1,5 @@
-"""Regenerate examples/cluster.yaml, the example snapshot for ``ebb plan``.
+"""Regenerate examples/cluster.yaml, the example snapshot for ``ebb plan``, and the smaller cluster
+``ebb run`` simulates by default (libs/ebb/src/ebb/data/example-cluster.yaml).
 
 Run from the repository root::
 
@@ -28,6 +29,10 @@ N_NODES = 300
 N_PODS = 3000
 SEED = 7
 OUTPUT = Path(__file__).resolve().with_name("cluster.yaml")
+#: the small cluster `ebb run` simulates when given no file (a package resource of ebb)
+EMBEDDED_NODES = 50
+EMBEDDED_PODS = 500
+EMBEDDED_OUTPUT = REPO_ROOT / "libs" / "ebb" / "src" / "ebb" / "data" / "example-cluster.yaml"
 HEADER = (
     "# Example cluster snapshot for `ebb plan` (synthetic: examples/generate.py,\n"
     f"# bench.generators.disruption_cluster(n_nodes={N_NODES}, n_pods={N_PODS}, seed={SEED}, now={NOW!r})).\n"
@@ -39,6 +44,12 @@ def main() -> int:
     start = time.perf_counter()
     docs = disruption_cluster(n_nodes=N_NODES, n_pods=N_PODS, seed=SEED, now=NOW)
     write_yaml([as_kubectl_list(docs)], OUTPUT, sort_keys=True, header=HEADER)
+    small = disruption_cluster(n_nodes=EMBEDDED_NODES, n_pods=EMBEDDED_PODS, seed=SEED, now=NOW)
+    write_yaml([as_kubectl_list(small)], EMBEDDED_OUTPUT, sort_keys=True, header=(
+        "# The cluster `ebb run` simulates when given no file (synthetic: examples/generate.py,\n"
+        f"# bench.generators.disruption_cluster(n_nodes={EMBEDDED_NODES}, n_pods={EMBEDDED_PODS}, seed={SEED}, "
+        f"now={NOW!r})).\n"))
+    print(f"wrote {EMBEDDED_OUTPUT} ({EMBEDDED_OUTPUT.stat().st_size / 1e6:.1f} MB)")
     kinds = Counter(d["kind"] for d in docs)
     size_mb = OUTPUT.stat().st_size / 1e6
     took = time.perf_counter() - start

@@ -4,6 +4,7 @@ import typer
 
 from ebb.cli.db import db_app
 from ebb.cli.plan_cmd import plan
+from ebb.cli.run_cmd import run
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
                   no_args_is_help=True)
@@ -24,3 +25,4 @@ def version() -> None:
 
 
 app.command(name="plan")(plan)
+app.command(name="run")(run)

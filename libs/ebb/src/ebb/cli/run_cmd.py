@@ -1,0 +1,188 @@
+"""`ebb run`: the embedded mode (DESIGN §1): ebb's services in one process on a simulated cluster.
+
+The cluster comes from snapshot files (the `ebb plan` input) or, given none, from the small example
+cluster ebb ships. Simulated time runs ``--speed`` times faster than the wall clock; a table of the
+cluster's state is redrawn on stderr while it runs, and a summary is printed at the end (table or
+JSON). The services themselves live in the ``ebb_embedded`` package (services/embedded), which this
+command imports only when it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ebb.core.quantity import QuantityError, parse_duration
+
+if TYPE_CHECKING:
+    from ebb_embedded.runner import Status, Summary
+
+EXAMPLE_CLUSTER = "example-cluster.yaml"
+#: the simulated time the bundled example was generated for (examples/generate.py)
+EXAMPLE_NOW = "2026-11-23T18:30:00Z"
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _time(value: str, option: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like 2026-11-23T18:30:00Z",
+                                 param_hint=option) from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _duration(value: str, option: str) -> timedelta:
+    try:
+        seconds = parse_duration(value)
+    except (QuantityError, ValueError) as exc:
+        raise typer.BadParameter(f"{value!r} is not a duration like 90s, 15m or 2h", param_hint=option) from exc
+    if seconds is None or seconds <= 0:
+        raise typer.BadParameter(f"{value!r}: must be a positive duration", param_hint=option)
+    return timedelta(seconds=seconds)
+
+
+def _documents(paths: list[str]) -> list[Any]:
+    """The objects of the snapshot files (``kind: List`` documents flattened), or of the bundled example."""
+    from ebb.cli.snapshot_files import _load, parse_yaml
+
+    if paths:
+        raw: list[Any] = [doc for path in paths for doc in _load(path)]
+    else:
+        raw = parse_yaml(resources.files("ebb.data").joinpath(EXAMPLE_CLUSTER).read_text(encoding="utf-8"),
+                         EXAMPLE_CLUSTER)
+    documents: list[Any] = []
+    for doc in raw:
+        if not isinstance(doc, dict):
+            continue
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            documents.extend(d for d in doc["items"] if isinstance(d, dict))
+        else:
+            documents.append(doc)
+    return documents
+
+
+def _status_table(status: Status, title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("simulated time", f"{status.now:%Y-%m-%d %H:%M:%S}Z (+{_clock(status.elapsed)})")
+    table.add_row("nodes", str(status.nodes))
+    table.add_row("pods", f"{status.pods} ({status.pending_pods} pending)")
+    table.add_row("cost", f"${status.cost_per_hour:,.2f}/h")
+    states = status.by_state()
+    table.add_row("decisions", ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none yet")
+    table.add_row("evictions", f"{status.evictions} ({status.evictions_refused} refused by PDBs)")
+    table.add_row("planner passes", str(status.passes))
+    return table
+
+
+def _clock(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
+
+
+def _summary_json(summary: Summary) -> dict[str, Any]:
+    def side(status: Status) -> dict[str, Any]:
+        return {"time": status.now.strftime("%Y-%m-%dT%H:%M:%SZ"), "nodes": status.nodes, "pods": status.pods,
+                "pendingPods": status.pending_pods, "costPerHour": round(status.cost_per_hour, 4)}
+
+    decisions: dict[str, dict[str, int]] = {}
+    for (state, method), n in sorted(summary.end.decisions.items()):
+        decisions.setdefault(method, {})[state] = n
+    return {"start": side(summary.start), "end": side(summary.end), "stoppedBecause": summary.stopped_because,
+            "simulated": _clock(summary.end.elapsed), "decisions": decisions,
+            "evictions": summary.end.evictions, "evictionsRefused": summary.end.evictions_refused,
+            "nodesDeleted": summary.end.nodes_deleted, "passes": summary.end.passes,
+            "database": str(summary.database) if summary.database else None}
+
+
+def run(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
+    filename: Annotated[list[str] | None, typer.Option(
+        "-f", "--filename", help="snapshot YAML (as for `ebb plan`); '-' for stdin; repeatable. "
+                                 "Default: the example cluster ebb ships (50 nodes).")] = None,
+    start: Annotated[str | None, typer.Option(
+        help="the simulated start time, RFC 3339 (default: now; the bundled example's own time without -f)")] = None,
+    speed: Annotated[float, typer.Option(help="simulated seconds per real second", min=0.1, max=3600)] = 60.0,
+    duration: Annotated[str, typer.Option(help="stop after this much simulated time")] = "2h",
+    until_stable: Annotated[bool, typer.Option(
+        "--until-stable", help="stop once nothing has happened for --stable-for (simulated)")] = False,
+    stable_for: Annotated[str, typer.Option(help="see --until-stable")] = "10m",
+    database: Annotated[Path | None, typer.Option(
+        help="keep the decisions in this SQLite file (default: a temporary one)")] = None,
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
+    output: Annotated[Output, typer.Option("-o", "--output",
+                                           help="the summary: table (default) or json")] = Output.table,
+    log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "warning",
+) -> None:
+    """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
+    try:
+        from ebb_embedded.runner import EmbeddedOptions, run_embedded
+    except ImportError as exc:  # pragma: no cover - the workspace always installs it
+        typer.echo(f"error: the embedded mode needs the ebb-embedded package ({exc})", err=True)
+        raise typer.Exit(2) from exc
+    from ebb.adapters.logs import configure
+    from ebb.cli.snapshot_files import InputError
+
+    paths = filename or []
+    moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
+    options = EmbeddedOptions(start=moment, speed=speed, duration=_duration(duration, "--duration"),
+                              until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
+                              database=database, spot_to_spot=spot_to_spot)
+    try:
+        documents = _documents(paths)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    configure(log_level)
+
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(stderr=True)
+
+    async def main() -> Summary:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        with Live(console=console, transient=True, auto_refresh=False) as live:
+            def report(status: Status) -> None:
+                live.update(_status_table(status, f"ebb run (x{speed:g})"), refresh=True)
+
+            return await run_embedded(documents, options, stop, report=report if console.is_terminal else None)
+
+    try:
+        summary = asyncio.run(main())
+    except ValueError as exc:  # SnapshotError: an invalid document, named
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if output is Output.json:
+        sys.stdout.write(json.dumps(_summary_json(summary), indent=2) + "\n")
+        return
+    out = Console()
+    out.print(_status_table(summary.start, "start"))
+    out.print(_status_table(summary.end, f"end ({summary.stopped_because})"))
+    data = _summary_json(summary)
+    for method, states in data["decisions"].items():
+        out.print(f"  {method}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
+    saved = summary.start.cost_per_hour - summary.end.cost_per_hour
+    out.print(f"saved ${saved:,.2f}/h ({summary.start.nodes - summary.end.nodes} nodes removed) "
+              f"in {_clock(summary.end.elapsed)} of simulated time")

@@ -1,0 +1,1 @@
+"""ebb's embedded mode: the services as tasks of one process on a simulated cluster (``ebb run``)."""

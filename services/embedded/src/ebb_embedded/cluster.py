@@ -1,0 +1,377 @@
+"""The simulated cluster of the embedded mode: the API server, kube-scheduler and controllers, in memory.
+
+It holds kubectl-shaped objects (Nodes, Pods, PDBs, DaemonSets, NodePools, NodeClaims, catalogs, as read
+from a snapshot file) and stands in for everything the distributed mode reads from Kubernetes:
+
+- **the cluster-watcher**: every change is published on ``ebb.cluster.objects`` as the watcher would
+  (trimmed with ``ebb.adapters.kube.trim``, keyed ``kind/namespace/name``, a tombstone on delete);
+- **the API server** for the termination-executor: it implements the drainer's ``NodeApi`` (JSON patches
+  with ``test`` guards on resourceVersion, node delete with finalizers, policy/v1 Evictions that PDBs
+  refuse with 429 exactly when the disruption controller would: ``disruptionsAllowed`` from the healthy
+  pods the PDB selects) and the drift-detector's ``set_drifted``;
+- **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
+  back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
+- **kube-scheduler**: Pending pods are bound with ebb's own scheduling simulator (``ebb.core.simulator``,
+  existing nodes only, no launches), so the cluster never holds a placement the engine would call
+  invalid. A pod that fits nowhere stays Pending.
+
+Times come from the injected clock (simulated time). Nothing here sleeps or reads the wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import jsonpatch
+
+from ebb.adapters.bus import Bus
+from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
+from ebb.adapters.kube.trim import trim
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.core.labels import selector_matches
+from ebb.core.model import LabelSelector, Requirement
+from ebb.core.simulator import Scheduler
+from ebb.core.snapshot import parse_documents
+
+#: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
+KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "InstanceTypeCatalog",
+         "Hold")
+RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _selector(raw: Mapping[str, Any] | None) -> LabelSelector:
+    raw = raw or {}
+    return LabelSelector(
+        match_labels=tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items())),
+        match_expressions=tuple(
+            Requirement(str(e.get("key", "")), str(e.get("operator", "")), tuple(str(v) for v in e.get("values") or ()))
+            for e in raw.get("matchExpressions") or ()),
+    )
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or not (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if _meta(pod).get("deletionTimestamp"):
+        return False
+    conditions = status.get("conditions")
+    if not conditions:
+        return True
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+class SimulatedCluster:
+    """The objects of one simulated cluster, published on the bus as they change."""
+
+    def __init__(
+        self,
+        documents: Iterable[Mapping[str, Any]],
+        bus: Bus,
+        clock: Callable[[], datetime],
+        *,
+        bundled_catalog: Callable[[], Iterable[Any]] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.bundled_catalog = bundled_catalog
+        self._random = random.Random(seed)
+        self._resource_version = 1
+        #: kind/namespace/name -> the object
+        self.objects: dict[str, dict[str, Any]] = {}
+        #: node name -> keys of the pods bound to it
+        self._pods_on: dict[str, set[str]] = {}
+        self.evictions = 0
+        self.evictions_refused = 0
+        self.pods_recreated = 0
+        self.pods_bound = 0
+        self.nodes_deleted = 0
+        #: set when a pod became Pending (kube-scheduler's queue is not empty)
+        self.pods_waiting = asyncio.Event()
+        for doc in documents:
+            kind = doc.get("kind")
+            if kind in KINDS:
+                self._store(copy.deepcopy(dict(doc)))
+
+    # -- object store -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def key_of(kind: str, namespace: str, name: str) -> str:
+        return f"{kind}/{namespace}/{name}"
+
+    def _key(self, obj: Mapping[str, Any]) -> str:
+        meta = _meta(obj)
+        return self.key_of(str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+    def _store(self, obj: dict[str, Any]) -> str:
+        meta = obj.setdefault("metadata", {})
+        self._resource_version += 1
+        meta["resourceVersion"] = str(self._resource_version)
+        key = self._key(obj)
+        old = self.objects.get(key)
+        if obj.get("kind") == "Pod":
+            if old is not None:
+                self._unindex(key, old)
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node:
+                self._pods_on.setdefault(node, set()).add(key)
+        self.objects[key] = obj
+        return key
+
+    def _unindex(self, key: str, pod: Mapping[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node in self._pods_on:
+            self._pods_on[node].discard(key)
+
+    async def _publish(self, key: str) -> None:
+        kind, namespace, name = key.split("/", 2)
+        obj = self.objects.get(key)
+        if obj is None:
+            self._resource_version += 1
+            message = ClusterObject(kind=kind, namespace=namespace, name=name,
+                                    resource_version=str(self._resource_version), object=None)
+        else:
+            message = ClusterObject(kind=kind, namespace=namespace, name=name,
+                                    resource_version=str(_meta(obj)["resourceVersion"]), object=trim(obj))
+        await self.bus.publish(TOPIC_CLUSTER_OBJECTS, message)
+
+    async def _put(self, obj: dict[str, Any]) -> None:
+        await self._publish(self._store(obj))
+
+    async def _remove(self, key: str) -> None:
+        obj = self.objects.pop(key, None)
+        if obj is None:
+            return
+        if obj.get("kind") == "Pod":
+            self._unindex(key, obj)
+        elif obj.get("kind") == "Node":
+            self._pods_on.pop(str(_meta(obj).get("name")), None)
+        await self._publish(key)
+
+    async def publish_all(self) -> int:
+        """Publish every object (the watcher's initial list); returns how many."""
+        for key in sorted(self.objects):
+            await self._publish(key)
+        return len(self.objects)
+
+    def documents(self) -> list[dict[str, Any]]:
+        return list(self.objects.values())
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [o for o in self.objects.values() if o.get("kind") == "Node"]
+
+    def pending_pods(self) -> list[dict[str, Any]]:
+        return [o for o in self.objects.values()
+                if o.get("kind") == "Pod" and not (o.get("spec") or {}).get("nodeName")
+                and (o.get("status") or {}).get("phase", "Pending") == "Pending"]
+
+    # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        node = self.objects.get(self.key_of("Node", "", name))
+        return copy.deepcopy(node) if node is not None else None
+
+    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
+        key = self.key_of("Node", "", name)
+        node = self.objects.get(key)
+        if node is None:
+            raise KubeError(404, f'nodes "{name}" not found')
+        try:
+            patched = jsonpatch.apply_patch(node, patch, in_place=False)
+        except jsonpatch.JsonPatchTestFailed as e:
+            raise Conflict(409, f"the object has been modified: {e}") from e
+        except jsonpatch.JsonPatchException as e:
+            raise KubeError(422, str(e)) from e
+        if _meta(patched).get("deletionTimestamp") and not _meta(patched).get("finalizers"):
+            await self._delete_node_now(key)
+            return
+        await self._put(patched)
+
+    async def delete_node(self, name: str) -> bool:
+        key = self.key_of("Node", "", name)
+        node = self.objects.get(key)
+        if node is None:
+            return False
+        if _meta(node).get("finalizers"):
+            if not _meta(node).get("deletionTimestamp"):
+                marked = copy.deepcopy(node)
+                marked["metadata"]["deletionTimestamp"] = _rfc3339(self.clock())
+                await self._put(marked)
+            return True
+        await self._delete_node_now(key)
+        return True
+
+    async def _delete_node_now(self, key: str) -> None:
+        name = key.split("/", 2)[2]
+        for pod_key in sorted(self._pods_on.get(name, ())):
+            await self._remove(pod_key)  # the pod garbage collector: pods of a deleted node go with it
+        for claim_key in [k for k, o in self.objects.items() if o.get("kind") == "NodeClaim"
+                          and (o.get("status") or {}).get("nodeName") == name]:
+            await self._remove(claim_key)
+        await self._remove(key)
+        self.nodes_deleted += 1
+
+    async def list_pods(self, node: str) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.objects[k]) for k in sorted(self._pods_on.get(node, ()))]
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        pod = self.objects.get(self.key_of("Pod", namespace, name))
+        return copy.deepcopy(pod) if pod is not None else None
+
+    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+        key = self.key_of("Pod", namespace, name)
+        pod = self.objects.get(key)
+        if pod is None:
+            return "gone", f'pods "{name}" not found'
+        pdbs = self._pdbs_of(pod)
+        if len(pdbs) > 1:
+            self.evictions_refused += 1
+            return "refused", "This pod has more than one PodDisruptionBudget, which the eviction subresource " \
+                              "does not support."
+        if pdbs and _pod_ready(pod) and self._disruptions_allowed(pdbs[0]) <= 0:
+            self.evictions_refused += 1
+            return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
+        self.evictions += 1
+        await self._remove(key)
+        await self._recreate(pod)
+        return "evicted", ""
+
+    # -- the drift-detector's annotator --------------------------------------------------------------------
+
+    async def set_drifted(self, node: str, reason: str | None) -> None:
+        from ebb_drift_detector.detector import ANNOTATION_DRIFTED
+
+        current = self.objects.get(self.key_of("Node", "", node))
+        if current is None:
+            return
+        annotations = dict(_meta(current).get("annotations") or {})
+        if annotations.get(ANNOTATION_DRIFTED) == reason or (reason is None and ANNOTATION_DRIFTED not in annotations):
+            return
+        updated = copy.deepcopy(current)
+        if reason is None:
+            annotations.pop(ANNOTATION_DRIFTED, None)
+        else:
+            annotations[ANNOTATION_DRIFTED] = reason
+        updated["metadata"]["annotations"] = annotations
+        await self._put(updated)
+
+    # -- controllers and scheduler --------------------------------------------------------------------------
+
+    def _pdbs_of(self, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+        meta = _meta(pod)
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        namespace = meta.get("namespace") or ""
+        return [o for o in self.objects.values() if o.get("kind") == "PodDisruptionBudget"
+                and (_meta(o).get("namespace") or "") == namespace
+                and (o.get("spec") or {}).get("selector") is not None
+                and selector_matches(_selector((o.get("spec") or {}).get("selector")), labels)]
+
+    def _disruptions_allowed(self, pdb: Mapping[str, Any]) -> int:
+        """What the disruption controller would write into the PDB's status now."""
+        spec = pdb.get("spec") or {}
+        selector = _selector(spec.get("selector"))
+        namespace = _meta(pdb).get("namespace") or ""
+        selected = [o for o in self.objects.values() if o.get("kind") == "Pod"
+                    and (_meta(o).get("namespace") or "") == namespace
+                    and selector_matches(selector, {str(k): str(v) for k, v in (_meta(o).get("labels") or {}).items()})]
+        expected = len(selected)
+        healthy = sum(1 for p in selected if _pod_ready(p))
+        if "minAvailable" in spec:
+            desired = _scaled(spec["minAvailable"], expected, round_up=True)
+        elif "maxUnavailable" in spec:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = expected
+        return max(0, healthy - desired)
+
+    async def _recreate(self, pod: Mapping[str, Any]) -> None:
+        meta = _meta(pod)
+        owners = meta.get("ownerReferences") or []
+        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+        if owner is None or owner.get("kind") not in RECREATING_OWNERS:
+            return  # a bare pod or a DaemonSet pod: nothing brings it back on another node
+        new = copy.deepcopy(dict(pod))
+        new_meta = new["metadata"]
+        if owner.get("kind") != "StatefulSet":
+            base = meta.get("generateName") or f"{owner.get('name', meta.get('name'))}-"
+            new_meta["name"] = base + "".join(self._random.choice(NAME_ALPHABET) for _ in range(5))
+        now = _rfc3339(self.clock())
+        new_meta["uid"] = f"{self._random.getrandbits(128):032x}"
+        new_meta["creationTimestamp"] = now
+        for field in ("deletionTimestamp", "resourceVersion"):
+            new_meta.pop(field, None)
+        new.setdefault("spec", {}).pop("nodeName", None)
+        new["status"] = {"phase": "Pending"}
+        await self._put(new)
+        self.pods_recreated += 1
+        self.pods_waiting.set()
+
+    async def run_scheduler(self, stop: asyncio.Event, *, delay: float) -> None:
+        """kube-scheduler's loop: ``delay`` real seconds after pods became Pending, bind those that fit."""
+        while not stop.is_set():
+            waiting = asyncio.create_task(self.pods_waiting.wait())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([waiting, stopping], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            stopping.cancel()
+            if stop.is_set():
+                return
+            await asyncio.sleep(delay)  # evictions come in bursts: bind them together
+            self.pods_waiting.clear()
+            await self.schedule_pending()
+
+    async def schedule_pending(self) -> int:
+        """Bind the Pending pods that fit on an existing node (kube-scheduler); returns how many."""
+        pending = self.pending_pods()
+        if not pending:
+            return 0
+        snapshot = parse_documents(self.documents(), self.bundled_catalog)
+        waiting = [p for p in snapshot.pods if p.node_name is None and p.phase == "Pending"]
+        if not waiting:
+            return 0
+        scheduler = Scheduler(snapshot, extra_pods=waiting)
+        state = scheduler.new_state()
+        failures, _ = state.place_all(waiting, max_new=0)
+        placed: dict[str, str] = {}
+        for b in range(scheduler.N):
+            for p in state.pods_on_bin(b):
+                if p.node_name is None and p.key not in failures:
+                    placed[p.key] = state.bin_name(b)
+        now = _rfc3339(self.clock())
+        for pod_key, node in sorted(placed.items()):
+            namespace, name = pod_key.split("/", 1)
+            current = self.objects.get(self.key_of("Pod", namespace, name))
+            if current is None:
+                continue
+            bound = copy.deepcopy(current)
+            bound["spec"]["nodeName"] = node
+            bound["status"] = {"phase": "Running", "startTime": now,
+                               "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}
+            await self._put(bound)
+        self.pods_bound += len(placed)
+        return len(placed)
+
+
+def _scaled(value: Any, total: int, *, round_up: bool) -> int:
+    """An IntOrString of a PDB: a count, or a percentage of ``total`` (rounded up, as the controller does)."""
+    if isinstance(value, str) and value.endswith("%"):
+        pct = int(value[:-1])
+        whole, rest = divmod(total * pct, 100)
+        return whole + (1 if round_up and rest else 0)
+    return int(value)

@@ -1,0 +1,175 @@
+"""The embedded mode's simulated cluster: what it publishes, and the API-server semantics the drainer relies on."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeError
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_embedded.cluster import SimulatedCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
+
+
+def clock() -> Any:
+    return NOW
+
+
+def cluster(*docs: dict[str, Any]) -> tuple[SimulatedCluster, InMemoryBus]:
+    bus = InMemoryBus()
+    return SimulatedCluster(docs, bus, clock), bus
+
+
+async def published(bus: InMemoryBus) -> SnapshotStore:
+    """The snapshot a consumer rebuilds from the compacted topic."""
+    store = SnapshotStore(bundled_catalog=[])
+    stop = asyncio.Event()
+
+    async def handle(delivery: Any) -> None:
+        await store.handle(delivery)
+
+    task = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "reader", handle, stop=stop))
+    await asyncio.sleep(0.1)
+    stop.set()
+    await task
+    return store
+
+
+def pods_on(sim: SimulatedCluster, node_name: str) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in sim.objects.values()
+                  if o["kind"] == "Pod" and o["spec"].get("nodeName") == node_name)
+
+
+async def test_every_object_is_published_and_consumers_rebuild_the_same_cluster() -> None:
+    sim, bus = cluster(nodepool(), node("a"), node("b"), pod("p1", "a"), pdb("pdb", {"app": "p1"}, min_available=0))
+    assert await sim.publish_all() == 5
+    store = await published(bus)
+    assert store.keys() == ["Node//a", "Node//b", "NodePool//default", "Pod/default/p1",
+                            "PodDisruptionBudget/default/pdb"]
+    assert {n.name for n in store.snapshot().nodes} == {"a", "b"}
+
+
+async def test_a_stale_patch_is_a_conflict_and_a_missing_node_is_404() -> None:
+    sim, _ = cluster(node("a"))
+    current = await sim.read_node("a")
+    assert current is not None
+    version = current["metadata"]["resourceVersion"]
+    await sim.patch_node("a", [{"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                               {"op": "add", "path": "/spec/unschedulable", "value": True}])
+    with pytest.raises(Conflict):
+        await sim.patch_node("a", [{"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                                   {"op": "add", "path": "/spec/unschedulable", "value": False}])
+    with pytest.raises(KubeError) as missing:
+        await sim.patch_node("nope", [{"op": "add", "path": "/spec/unschedulable", "value": True}])
+    assert missing.value.status == 404
+    node_a = await sim.read_node("a")
+    assert node_a is not None and node_a["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize(("budget", "ready_pods", "expected"), [
+    ({"min_available": 2}, 2, "blocked"),
+    ({"min_available": 1}, 2, "evicted"),
+    ({"max_unavailable": 0}, 2, "blocked"),
+    ({"max_unavailable": "50%"}, 2, "evicted"),
+    ({"min_available": "100%"}, 2, "blocked"),
+])
+async def test_evictions_respect_pod_disruption_budgets(budget: dict[str, Any], ready_pods: int,
+                                                        expected: str) -> None:
+    pods = [pod(f"web-{i}", "a", labels={"app": "web"}) for i in range(ready_pods)]
+    sim, _ = cluster(node("a"), pdb("web", {"app": "web"}, **budget), *pods)
+    result, message = await sim.evict("default", "web-0")
+    assert result == expected, message
+    assert (sim.objects.get("Pod/default/web-0") is None) == (expected == "evicted")
+
+
+async def test_two_budgets_on_one_pod_refuse_the_eviction_and_a_gone_pod_is_gone() -> None:
+    sim, _ = cluster(node("a"), pod("web-0", "a", labels={"app": "web"}),
+                     pdb("one", {"app": "web"}, min_available=0), pdb("two", {"app": "web"}, min_available=0))
+    assert (await sim.evict("default", "web-0"))[0] == "refused"
+    assert (await sim.evict("default", "nope"))[0] == "gone"
+
+
+async def test_controllers_recreate_evicted_pods_and_the_scheduler_binds_them_where_they_fit() -> None:
+    tainted = node("c", taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+    sim, _ = cluster(nodepool(), node("a"), node("b", cpu="1"), tainted,
+                     pod("rs-1", "a", cpu="1500m", owner=("ReplicaSet", "rs")),
+                     pod("db-0", "a", cpu="100m", owner=("StatefulSet", "db")),
+                     pod("bare", "a", cpu="100m", owner=None),
+                     daemonset("agent"), ds_pod("agent-a", "a"))
+    for name in ("rs-1", "db-0", "bare"):
+        assert (await sim.evict("default", name))[0] == "evicted"
+    assert (await sim.evict("kube-system", "agent-a"))[0] == "evicted"
+    pending = {p["metadata"]["name"] for p in sim.pending_pods()}
+    assert "db-0" in pending  # a StatefulSet pod comes back under its name
+    assert len(pending) == 2 and any(n.startswith("rs-") and n != "rs-1" for n in pending)
+    assert sim.objects.get("Pod/default/bare") is None  # nothing recreates a bare pod
+    assert sim.objects.get("Pod/kube-system/agent-a") is None  # nor a DaemonSet pod
+    bound = await sim.schedule_pending()
+    # 1.5 cpu fits only on a (b has 1 cpu, c is tainted); db-0 fits anywhere untainted
+    assert bound == 2
+    assert not sim.pending_pods()
+    assert pods_on(sim, "c") == []
+    moved = [p for p in sim.objects.values() if p["kind"] == "Pod" and p["metadata"]["name"].startswith("rs-")]
+    assert [p["spec"]["nodeName"] for p in moved] == ["a"]
+    assert moved[0]["status"]["phase"] == "Running"
+
+
+async def test_a_pod_that_fits_nowhere_stays_pending() -> None:
+    sim, _ = cluster(nodepool(), node("a", cpu="1"), pod("big", "a", cpu="900m"))
+    assert (await sim.evict("default", "big"))[0] == "evicted"
+    sim.objects["Node//a"]["spec"]["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    assert await sim.schedule_pending() == 0
+    assert len(sim.pending_pods()) == 1
+
+
+async def test_a_node_with_a_finalizer_is_marked_and_goes_with_its_pods_when_the_finalizer_is_removed() -> None:
+    sim, bus = cluster(node("a", deleting=False), pod("p", "a"))
+    sim.objects["Node//a"]["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    assert await sim.delete_node("a") is True
+    marked = await sim.read_node("a")
+    assert marked is not None and marked["metadata"]["deletionTimestamp"]
+    await sim.patch_node("a", [{"op": "remove", "path": "/metadata/finalizers"}])
+    assert await sim.read_node("a") is None
+    assert sim.objects.get("Pod/default/p") is None
+    assert await sim.delete_node("a") is False
+    store = await published(bus)
+    assert "Node//a" not in store and "Pod/default/p" not in store  # tombstones reached the consumers
+
+
+async def test_the_real_drainer_drains_and_deletes_a_node_of_the_simulated_cluster() -> None:
+    sim, _ = cluster(nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+                     pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=1))
+    drainer = Drainer(sim, eviction_deadline=5, backoff=EvictionBackoff(initial=0.01, maximum=0.02),
+                      poll_interval=0.01)
+    assert await drainer.taint("a") is True
+    report = await drainer.drain("a")
+    assert report.evicted == ["default/web-0"]
+    assert await drainer.delete_node("a") is True
+    assert await sim.read_node("a") is None
+    assert await sim.schedule_pending() == 1
+    assert len(pods_on(sim, "b")) == 2
+
+
+async def test_the_drifted_annotation_is_set_and_removed() -> None:
+    sim, _ = cluster(node("a"))
+    await sim.set_drifted("a", "NodePool hash changed")
+    assert sim.objects["Node//a"]["metadata"]["annotations"]["ebb.sh/drifted"] == "NodePool hash changed"
+    await sim.set_drifted("a", None)
+    assert "ebb.sh/drifted" not in sim.objects["Node//a"]["metadata"]["annotations"]
+    await sim.set_drifted("gone", "x")  # a node that is gone: nothing to annotate
+
+
+def test_the_published_messages_are_valid_cluster_objects() -> None:
+    sim, _ = cluster(node("a"))
+    obj = sim.objects["Node//a"]
+    message = ClusterObject(kind="Node", namespace="", name="a", resource_version=obj["metadata"]["resourceVersion"],
+                            object=obj)
+    assert message.key() == "Node//a"

@@ -1,0 +1,102 @@
+"""The embedded mode end to end: the real planner, executor and drift-detector on the simulated cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from ebb.cli.main import app
+from ebb.cli.run_cmd import _documents
+from ebb_embedded.cluster import SimulatedCluster
+from ebb_embedded.runner import EmbeddedOptions, Status, run_embedded
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from builders import NOW, node, nodepool, pod
+
+LIVE = ("proposed", "approved", "executing")
+
+
+def decisions(database: Path) -> list[tuple[str, str, str, list[str]]]:
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT id, method, state, nodes FROM decisions").fetchall()
+    return [(i, m, s, [n["name"] for n in json.loads(nodes)]) for i, m, s, nodes in rows]
+
+
+async def test_the_bundled_example_is_consolidated_safely(tmp_path: Path) -> None:
+    database = tmp_path / "ebb.sqlite"
+    clusters: list[SimulatedCluster] = []
+    statuses: list[Status] = []
+    stop = asyncio.Event()
+
+    def report(status: Status) -> None:
+        statuses.append(status)
+        if status.by_state().get("succeeded", 0) >= 3:
+            stop.set()
+
+    options = EmbeddedOptions(start=NOW, speed=120, duration=timedelta(hours=6), database=database,
+                              report_every=0.05)
+    summary = await asyncio.wait_for(
+        run_embedded(_documents([]), options, stop, report=report, cluster_ready=clusters.append), timeout=300)
+    sim = clusters[0]
+    assert summary.stopped_because == "stopped", "three decisions should succeed well within six simulated hours"
+    assert summary.start.nodes == 50 and summary.end.nodes < 50
+    assert summary.end.cost_per_hour < summary.start.cost_per_hour
+    rows = decisions(database)
+    succeeded = [r for r in rows if r[2] == "succeeded"]
+    assert len(succeeded) >= 3
+    live_nodes = {n for _i, _m, state, nodes in rows if state in LIVE for n in nodes}
+    existing = {o["metadata"]["name"] for o in sim.nodes()}
+    for _id, _method, _state, nodes in succeeded:
+        assert not set(nodes) & existing, "a succeeded decision's nodes are deleted"
+    for obj in sim.nodes():
+        taints = obj.get("spec", {}).get("taints") or []
+        if any(t.get("key") == "karpenter.sh/disrupted" for t in taints):
+            assert obj["metadata"]["name"] in live_nodes, "a tainted node always has a live decision"
+    for obj in sim.objects.values():
+        if obj["kind"] == "Pod" and obj["spec"].get("nodeName"):
+            assert obj["spec"]["nodeName"] in existing, "no pod is bound to a node that is gone"
+    assert sim.evictions > 0
+    # every status the run reported moved forward in simulated time
+    times = [s.now for s in statuses]
+    assert times == sorted(times) and times[-1] - times[0] > timedelta(minutes=1)
+
+
+async def test_a_cluster_with_nothing_to_do_is_stable() -> None:
+    docs: list[dict[str, Any]] = [nodepool(), node("a"),
+                                  pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "true"})]
+    options = EmbeddedOptions(start=NOW, speed=600, duration=timedelta(hours=2), until_stable=True,
+                              stable_for=timedelta(minutes=5))
+    summary = await asyncio.wait_for(run_embedded(docs, options, asyncio.Event()), timeout=120)
+    assert summary.stopped_because == "stable"
+    assert summary.end.nodes == 1 and summary.end.decisions == {}
+    assert summary.end.elapsed < timedelta(hours=2)
+
+
+def test_cli_runs_and_prints_a_json_summary(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--speed", "600", "--duration", "10m", "-o", "json",
+                                 "--database", str(tmp_path / "db.sqlite")])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["start"]["nodes"] == 50 and out["stoppedBecause"] == "duration"
+    assert out["database"] == str(tmp_path / "db.sqlite")
+    assert (tmp_path / "db.sqlite").is_file()
+
+
+def test_cli_rejects_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad_duration = runner.invoke(app, ["run", "--duration", "soon"])
+    assert bad_duration.exit_code == 2 and "--duration" in bad_duration.output
+    missing = runner.invoke(app, ["run", "-f", str(tmp_path / "missing.yaml")])
+    assert missing.exit_code == 2 and "cannot read" in missing.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: lots}}\n")
+    invalid = runner.invoke(app, ["run", "-f", str(broken)])
+    assert invalid.exit_code == 2 and "error:" in invalid.output

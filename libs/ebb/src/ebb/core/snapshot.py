@@ -552,11 +552,57 @@ def _hold(doc: _Doc) -> Hold:
                 doc.time("spec.expiresAt"), str(doc.get("spec.reason", "")))
 
 
-def parse_documents(documents: Iterable[Any],
-                    bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> Snapshot:
-    """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field.
-    `documents` may be a generator: each is turned into a model value and dropped. The bundled catalog
-    (or a function returning it) is used only when the input has no InstanceTypeCatalog."""
+@dataclass(frozen=True, slots=True)
+class ParsedObject:
+    """One input object turned into its model value: what ``parse_object`` returns and ``assemble`` takes.
+    ``kind`` is empty for objects ebb does not use; a catalog's ``value`` is its tuple of instance types."""
+
+    kind: str
+    ref: str
+    value: Any = None
+
+
+def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
+    """Parse one object (not a List); raise SnapshotError naming it and the field. ``index`` numbers
+    nameless documents in error messages."""
+    ref = _ref(raw, index)
+    doc = _Doc(ref, raw)
+    kind = raw.get("kind")
+    api = str(raw.get("apiVersion", ""))
+    group = api.split("/", 1)[0] if "/" in api else ""
+    if kind is None:
+        raise doc.fail("kind", "is required")
+    if not isinstance(raw.get("metadata"), Mapping) or not doc.get("metadata.name"):
+        raise doc.fail("metadata.name", "is required")
+    if kind == "Node":
+        return ParsedObject("Node", ref, _node(doc))
+    if kind == "Pod":
+        return ParsedObject("Pod", ref, _pod(doc))
+    if kind == "NodePool" and group in NODEPOOL_GROUPS:
+        return ParsedObject("NodePool", ref, _nodepool(doc))
+    if kind == "NodeClaim" and group in NODEPOOL_GROUPS:
+        return ParsedObject("NodeClaim", ref, _nodeclaim(doc))
+    if kind == "PodDisruptionBudget":
+        return ParsedObject("PodDisruptionBudget", ref, _pdb(doc))
+    if kind == "DaemonSet":
+        return ParsedObject("DaemonSet", ref, _daemonset(doc))
+    if kind == "InstanceTypeCatalog" and group == "ebb.sh":
+        return ParsedObject("InstanceTypeCatalog", ref, tuple(_catalog(doc)))
+    if kind == "Hold" and group == "ebb.sh":
+        return ParsedObject("Hold", ref, _hold(doc))
+    return ParsedObject("", ref)
+
+
+def parse_catalog(documents: Iterable[Any]) -> tuple[ParsedObject, ...]:
+    """The InstanceTypeCatalog objects of ``documents`` (e.g. the bundled catalog), parsed."""
+    return tuple(p for p in (parse_object(raw, i) for i, raw in enumerate(flatten(documents)))
+                 if p.kind == "InstanceTypeCatalog")
+
+
+def assemble(parsed: Iterable[ParsedObject],
+             fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = ()) -> Snapshot:
+    """The Snapshot of parsed objects. The ``fallback_catalog`` (or a function returning it) is used only
+    when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pools: list[NodePool] = []
@@ -566,42 +612,22 @@ def parse_documents(documents: Iterable[Any],
     holds: list[Hold] = []
     types: dict[str, InstanceType] = {}
     seen: set[str] = set()
-    for index, raw in enumerate(flatten(documents)):
-        ref = _ref(raw, index)
-        doc = _Doc(ref, raw)
-        kind = raw.get("kind")
-        api = str(raw.get("apiVersion", ""))
-        group = api.split("/", 1)[0] if "/" in api else ""
-        if kind is None:
-            raise doc.fail("kind", "is required")
-        if not isinstance(raw.get("metadata"), Mapping) or not doc.get("metadata.name"):
-            raise doc.fail("metadata.name", "is required")
-        if ref in seen:
-            raise doc.fail("metadata.name", "appears twice in the input")
-        seen.add(ref)
-        if kind == "Node":
-            nodes.append(_node(doc))
-        elif kind == "Pod":
-            pods.append(_pod(doc))
-        elif kind == "NodePool" and group in NODEPOOL_GROUPS:
-            pools.append(_nodepool(doc))
-        elif kind == "NodeClaim" and group in NODEPOOL_GROUPS:
-            claims.append(_nodeclaim(doc))
-        elif kind == "PodDisruptionBudget":
-            pdbs.append(_pdb(doc))
-        elif kind == "DaemonSet":
-            daemonsets.append(_daemonset(doc))
-        elif kind == "InstanceTypeCatalog" and group == "ebb.sh":
-            for it in _catalog(doc):
+    buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
+                                     "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds}
+    for item in parsed:
+        if item.ref in seen:
+            raise SnapshotError(item.ref, "metadata.name", "appears twice in the input")
+        seen.add(item.ref)
+        if item.kind == "InstanceTypeCatalog":
+            for it in item.value:
                 types[it.name] = it
-        elif kind == "Hold" and group == "ebb.sh":
-            holds.append(_hold(doc))
+        elif item.kind:
+            buckets[item.kind].append(item.value)
     source = "input"
     if not types:
         source = "bundled"
-        fallback = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
-        for raw in flatten(fallback or ()):
-            for it in _catalog(_Doc(_ref(raw, 0), raw)):
+        for item in (fallback_catalog() if callable(fallback_catalog) else fallback_catalog):
+            for it in item.value:
                 types[it.name] = it
     claims_by_node = {c.node_name: c for c in claims if c.node_name}
     claims_by_provider = {c.provider_id: c for c in claims if c.provider_id}
@@ -619,3 +645,16 @@ def parse_documents(documents: Iterable[Any],
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
         daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source,
     )
+
+
+def parse_documents(documents: Iterable[Any],
+                    bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> Snapshot:
+    """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field.
+    `documents` may be a generator: each is turned into a model value and dropped. The bundled catalog
+    (or a function returning it) is used only when the input has no InstanceTypeCatalog."""
+
+    def fallback() -> tuple[ParsedObject, ...]:
+        raw = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
+        return parse_catalog(raw or ())
+
+    return assemble((parse_object(raw, index) for index, raw in enumerate(flatten(documents))), fallback)

@@ -1,0 +1,103 @@
+"""SnapshotStore: the bundled catalog by default, and an incremental snapshot equal to a fresh parse."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.contracts import ClusterObject
+from ebb.core.cluster import ClusterView
+
+NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+
+
+def node(name: str, instance_type: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "creationTimestamp": "2026-11-01T00:00:00Z",
+                         "labels": {"karpenter.sh/nodepool": "general", "karpenter.sh/initialized": "true",
+                                    "karpenter.sh/capacity-type": "on-demand",
+                                    "node.kubernetes.io/instance-type": instance_type,
+                                    "topology.kubernetes.io/zone": "us-east-1a"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                       "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}}}
+
+
+def catalog(price: float) -> dict[str, Any]:
+    return {"apiVersion": "ebb.sh/v1", "kind": "InstanceTypeCatalog", "metadata": {"name": "mine"},
+            "spec": {"instanceTypes": [{"name": "m5.large", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                                        "offerings": [{"zone": "us-east-1a", "capacityType": "on-demand",
+                                                       "price": price, "available": True}]}]}}
+
+
+def put(store: SnapshotStore, doc: dict[str, Any]) -> None:
+    store.apply(ClusterObject(kind=doc["kind"], namespace="", name=doc["metadata"]["name"], resource_version="1",
+                              object=doc))
+
+
+def test_the_bundled_catalog_prices_nodes_by_default() -> None:
+    store = SnapshotStore()
+    put(store, node("a", "m5.large"))
+    view = ClusterView.build(store.snapshot(), NOW)
+    assert view.price_known["a"]
+    assert 0.05 < view.price["a"] < 0.5  # the m5.large on-demand list price, ~0.096/h
+
+
+def test_a_catalog_object_takes_precedence_and_an_empty_catalog_means_none() -> None:
+    store = SnapshotStore()
+    put(store, node("a", "m5.large"))
+    put(store, catalog(1.234))
+    assert ClusterView.build(store.snapshot(), NOW).price["a"] == 1.234
+    bare = SnapshotStore(bundled_catalog=[])
+    put(bare, node("a", "m5.large"))
+    assert not ClusterView.build(bare.snapshot(), NOW).price_known["a"]
+
+
+def pod(name: str, node_name: str, cpu: str = "100m") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-11-01T00:00:00Z"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Running"}}
+
+
+def put_pod(store: SnapshotStore, doc: dict[str, Any]) -> bool:
+    return store.apply(ClusterObject(kind="Pod", namespace="default", name=doc["metadata"]["name"],
+                                     resource_version="1", object=doc))
+
+
+def test_the_snapshot_is_reused_until_a_change_and_always_equals_a_fresh_parse() -> None:
+    from ebb.adapters.catalog import bundled_catalog
+    from ebb.core.snapshot import parse_documents
+
+    store = SnapshotStore()
+    put(store, node("a", "m5.large"))
+    put(store, node("b", "m5.large"))
+    for i in range(5):
+        put_pod(store, pod(f"p{i}", "a"))
+    first = store.snapshot()
+    assert store.snapshot() is first  # nothing changed: the same value
+    assert not put_pod(store, pod("p0", "a"))  # the same object again is no change
+    assert store.snapshot() is first
+    assert put_pod(store, pod("p0", "b", cpu="250m"))
+    second = store.snapshot()
+    assert second is not first
+    assert second == parse_documents(store.objects(), bundled_catalog)
+    moved = next(p for p in second.pods if p.name == "p0")
+    assert moved.node_name == "b" and moved.spec.requests["cpu"] == 250
+    store.apply(ClusterObject(kind="Pod", namespace="default", name="p1", resource_version="2", object=None))
+    assert {p.name for p in store.snapshot().pods} == {"p0", "p2", "p3", "p4"}
+
+
+def test_an_invalid_object_fails_every_snapshot_until_it_is_fixed() -> None:
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError
+
+    store = SnapshotStore()
+    put(store, node("a", "m5.large"))
+    put_pod(store, pod("bad", "a", cpu="lots"))
+    for _ in range(2):
+        with pytest.raises(SnapshotError, match="Pod default/bad"):
+            store.snapshot()
+    put_pod(store, pod("bad", "a", cpu="1"))
+    assert [p.spec.requests["cpu"] for p in store.snapshot().pods] == [1000]

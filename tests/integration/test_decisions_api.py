@@ -78,7 +78,8 @@ async def client(postgres_server: PostgresServer, repository: Repository) -> Asy
 
 async def test_auth_probes_metrics_docs(client: httpx.AsyncClient) -> None:
     for method, path in (("GET", "/v1/holds"), ("GET", "/v1/decisions"), ("POST", "/v1/plan"),
-                         ("POST", "/v1/holds"), ("DELETE", "/v1/holds/x"), ("GET", "/v1/decisions/x")):
+                         ("POST", "/v1/holds"), ("DELETE", "/v1/holds/x"), ("GET", "/v1/decisions/x"),
+                         ("GET", "/v1/nodes/x/explain"), ("GET", "/v1/nodepools/x/budgets"), ("GET", "/v1/events")):
         missing = await client.request(method, path)
         assert missing.status_code == 401, (method, path, missing.text)
         assert missing.headers["www-authenticate"] == "Bearer"
@@ -105,9 +106,8 @@ async def test_auth_probes_metrics_docs(client: httpx.AsyncClient) -> None:
     docs = await client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     openapi = (await client.get("/openapi.json")).json()
-    assert {"/v1/plan", "/v1/holds", "/v1/holds/{hold_id}", "/v1/decisions", "/v1/decisions/{decision_id}"} <= set(
-        openapi["paths"]
-    )
+    assert {"/v1/plan", "/v1/holds", "/v1/holds/{hold_id}", "/v1/decisions", "/v1/decisions/{decision_id}",
+            "/v1/nodes/{name}/explain", "/v1/nodepools/{name}/budgets", "/v1/events"} <= set(openapi["paths"])
 
 
 async def test_plan_equals_the_cli_json(client: httpx.AsyncClient) -> None:

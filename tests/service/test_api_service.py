@@ -484,6 +484,31 @@ async def test_malformed_records_are_dead_lettered_and_the_api_keeps_serving(
     assert app.state.events is not None
 
 
+async def test_an_invalid_object_makes_the_live_endpoints_say_so(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    _, client, bus = live_app
+    node = next(d for d in documents("empty-node.yaml") if d["metadata"]["name"] == "idle")
+    broken = json.loads(json.dumps(node))
+    broken["status"]["capacity"]["cpu"] = "eight"
+    await publish(bus, [broken])
+
+    async def unavailable() -> dict[str, Any] | None:
+        response = await client.get("/v1/nodes/busy/explain", params={"now": NOW}, headers=AUTH)
+        return response.json() if response.status_code == 503 else None
+
+    detail = (await eventually("the invalid object applied", unavailable))["detail"]
+    assert detail.startswith("the live cluster snapshot is invalid: Node idle") and "cpu" in detail
+    assert (await client.post("/v1/plan", headers=AUTH)).status_code == 503
+    # the store paths still answer, and fixing the object fixes the live ones
+    assert (await client.get("/v1/holds", headers=AUTH)).status_code == 200
+    await publish(bus, [node])
+
+    async def explained() -> bool:
+        return (await client.get("/v1/nodes/busy/explain", params={"now": NOW}, headers=AUTH)).status_code == 200
+
+    await eventually("the fixed object applied", explained)
+
+
 # -- GET /v1/events --------------------------------------------------------------------------------------------
 
 

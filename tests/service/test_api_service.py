@@ -27,6 +27,7 @@ import pytest
 import uvicorn
 import yaml
 from fastapi import FastAPI
+from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
@@ -238,6 +239,8 @@ async def running(settings: Settings, repository: Repository,
 @contextlib.asynccontextmanager
 async def serving(app: FastAPI) -> AsyncIterator[str]:
     """The app in a real uvicorn server (lifespan on) on a free port of 127.0.0.1; yields its base URL."""
+    # sse-starlette ends every stream of the process once any uvicorn server saw a signal: not this one's
+    AppStatus.should_exit = False
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -138,7 +138,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     app = FastAPI(
         title="ebb decisions-api",
         version="1",
-        summary="ebb's disruption decisions, holds and dry-run planner over REST.",
+        summary="ebb's disruption decisions, holds, explanations, budgets, event stream and dry-run planner over REST.",
         lifespan=lifespan,
     )
     app.state.repository = repo

@@ -213,6 +213,10 @@ class SystemSettings:
     def ingester_group(self) -> str:
         return f"sys-{self.run}-ingester"
 
+    @property
+    def api_group(self) -> str:
+        return f"sys-{self.run}-api"
+
 
 #: service name → python module
 SERVICES = {
@@ -224,7 +228,7 @@ SERVICES = {
     "decisions-api": "ebb_decisions_api",
 }
 
-#: what each service logs once it runs (the decisions-api is checked on /healthz instead)
+#: what each service logs once it runs (the decisions-api is checked on /readyz instead)
 STARTED = {
     "cluster-watcher": "cluster-watcher starting",
     "drift-detector": "drift-detector starting",
@@ -257,7 +261,8 @@ def service_env(name: str, servers: Servers, s: SystemSettings) -> dict[str, str
             "WAIT_TIME_SECONDS": "1", "BACKOFF_INITIAL_SECONDS": "0.2", "BACKOFF_MAX_SECONDS": "2",
             "METRICS_PORT": "0", "CONSUMER_GROUP": s.ingester_group},
         "decisions-api": {
-            **common, **db, "TOKEN": s.token, "HOST": "127.0.0.1", "PORT": str(s.api_port), "LOG_LEVEL": "warning"},
+            **common, **db, "TOKEN": s.token, "HOST": "127.0.0.1", "PORT": str(s.api_port), "GROUP": s.api_group,
+            "SSE_KEEPALIVE_SECONDS": "2"},
     }
     prefix = "EBB_" + name.upper().replace("-", "_") + "_"
     env = {prefix + key: value for key, value in per[name].items()}
@@ -304,8 +309,8 @@ class System:
 
         async def up() -> bool:
             service.check_running()
-            if name == "decisions-api":
-                return await _http_ok(f"{self.api}/healthz")
+            if name == "decisions-api":  # ready: the database answers, the cluster state and events flow
+                return await _http_ok(f"{self.api}/readyz")
             return service.logged(STARTED[name])
 
         await eventually(f"{name} running", up, within=within, on_timeout=service.tail)
@@ -431,9 +436,12 @@ class TopicReader:
         return [r for r in self.records if r.topic == topic]
 
     def events(self) -> list[DisruptionEvent]:
-        """The ebb.disruption.events records, decoded by the contracts' codec."""
+        """The ebb.disruption.events records that decode with the contracts' codec (a test's own malformed
+        records are left out)."""
         out = []
         for r in self.on("ebb.disruption.events"):
+            if not self.decodes(r):
+                continue
             message = from_kafka("ebb.disruption.events", r.key, r.value, list(r.headers))
             assert isinstance(message, DisruptionEvent)
             out.append(message)
@@ -892,3 +900,19 @@ async def nodes_ready(kube_api: Any, names: Iterable[str]) -> bool:
         if any(t.key.startswith("node.kubernetes.io/") for t in (node.spec.taints or [])):
             return False  # not-ready / unreachable taints not yet removed by the node lifecycle controller
     return True
+
+
+def malformed_records(ce_type: str, key: str) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]:
+    """Three records that break the contract, keyed ``key``: not a CloudEvent (no ``ce_`` headers), a
+    CloudEvent whose value is not JSON, and one whose JSON payload violates the schema of ``ce_type``."""
+
+    def headers(event_id: str) -> list[tuple[str, bytes]]:
+        return [("ce_specversion", b"1.0"), ("ce_id", event_id.encode()), ("ce_source", b"/ebb/system-test"),
+                ("ce_type", ce_type.encode()), ("ce_subject", key.encode()), ("content-type", b"application/json")]
+
+    wrong_schema = str(uuid.uuid4())
+    return [
+        (key.encode(), b"hello, I am not a CloudEvent", []),
+        (key.encode(), b'{"id": "not even closed', headers(str(uuid.uuid4()))),
+        (key.encode(), json.dumps({"id": wrong_schema, "unexpected": [1, 2, 3]}).encode(), headers(wrong_schema)),
+    ]

@@ -21,21 +21,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from aiobotocore.session import get_session
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ebb.adapters.bus import KafkaBus
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
     TOPIC_INTERRUPTIONS,
     TOPIC_NODE_FINDINGS,
+    ClusterObject,
 )
 
 from .conftest import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
@@ -50,14 +54,17 @@ from .system import (
     deployment,
     eventually,
     has_taint,
+    instance_id,
     jv,
     kwok_node,
+    malformed_records,
     nodepool,
     nodes_ready,
     pods_of,
     query,
     running,
     sandbox,
+    send_raw,
 )
 
 pytestmark = pytest.mark.integration
@@ -413,3 +420,151 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
         stale = [(d["id"], d["method"], [n["name"] for n in jv(d["nodes"])], jv(d["explanation"]))
                  for d in decisions if d["state"] == "rejected" and d["id"] != orphan["id"]]
         assert not stale, f"decisions proposed on stale state after the planner's restart: {stale}"
+
+
+#: the topics a system service consumes → the CloudEvent type a record there would carry
+CONSUMED = {
+    TOPIC_CLUSTER_OBJECTS: "sh.ebb.object.upserted.v1",
+    TOPIC_NODE_FINDINGS: "sh.ebb.finding.raised.v1",
+    TOPIC_INTERRUPTIONS: "sh.ebb.interruption.received.v1",
+    TOPIC_DISRUPTION_COMMANDS: "sh.ebb.command.approved.v1",
+    TOPIC_DISRUPTION_EVENTS: "sh.ebb.disruption.progressed.v1",
+}
+
+
+async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube_api: Any, box: Sandbox) -> None:
+    """Three malformed records (not a CloudEvent, not JSON, wrong schema) on each consumed topic, keyed like
+    the valid records that follow them (same partition, so those come after): every consumer group writes
+    them to ``<topic>.dlq`` and goes on. The valid records after them are processed: a node on
+    ebb.cluster.objects (a NodePool with budget 0, so nothing but an interruption may disrupt it) gets its
+    findings from the drift-detector, the interruption-ingester maps an SQS spot warning for it to an
+    Interruption, the planner (holding the node's findings) approves it at once, the executor runs the
+    command (the node is not a real Node: "node already gone"), and the decisions-api streams its events and
+    explains the node. Malformed REST bodies get 422 and a valid one still works."""
+    run = box.run
+    fake, pool = f"sys-{run}-ghost", f"sys-dlq-pool-{run}"
+    topics = [*CONSUMED, *(f"{t}.dlq" for t in CONSUMED)]
+    async with TopicReader(box.servers.kafka_bootstrap, box.settings.prefix, topics) as reader, \
+            box.system() as system, httpx.AsyncClient(base_url=system.api, headers=system.auth, timeout=30) as http, \
+            SseReader(f"{system.api}/v1/events", system.auth, {"node": fake}) as sse:
+        # the bad records first, each keyed as the valid records after it
+        keys = {TOPIC_CLUSTER_OBJECTS: f"Node//{fake}", TOPIC_DISRUPTION_COMMANDS: pool}
+        for topic, ce_type in CONSUMED.items():
+            await send_raw(box.servers.kafka_bootstrap, box.settings.prefix + topic,
+                           malformed_records(ce_type, keys.get(topic, fake)))
+
+        # valid records after them: a NodePool allowing no voluntary disruption and a node of it
+        pool_doc = nodepool(pool, run, budget="0")
+        node_doc = client.ApiClient().sanitize_for_serialization(kwok_node(fake, pool, run))
+        node_doc |= {"apiVersion": "v1", "kind": "Node"}
+        node_doc["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        node_doc["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        async with KafkaBus(box.servers.kafka_bootstrap, prefix=box.settings.prefix) as bus:
+            for doc in (pool_doc, node_doc):
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(
+                    kind=doc["kind"], namespace="", name=doc["metadata"]["name"], resource_version="1", object=doc))
+
+        # every consumer group dead-lettered its three records, with the cause
+        expected = {
+            TOPIC_CLUSTER_OBJECTS: [box.settings.drift_group, f"{box.settings.planner_group}-",
+                                    f"{box.settings.ingester_group}-", f"{box.settings.api_group}-objects-"],
+            TOPIC_NODE_FINDINGS: [f"{box.settings.planner_group}-"],
+            TOPIC_INTERRUPTIONS: [f"{box.settings.planner_group}-interruptions"],
+            TOPIC_DISRUPTION_COMMANDS: [box.settings.executor_group],
+            TOPIC_DISRUPTION_EVENTS: [f"{box.settings.api_group}-events-"],
+        }
+
+        def dead_lettered() -> bool:
+            system.check_running()
+            for topic, groups in expected.items():
+                letters = reader.dead_letters(topic)
+                for group in groups:
+                    mine = [d for d in letters if d.group == group or (group.endswith("-") and
+                                                                        d.group.startswith(group))]
+                    if len(mine) < 3:
+                        return False
+            return True
+
+        def missing() -> str:
+            return "\n".join(f"{t}.dlq: {sorted((d.group, d.error[:80]) for d in reader.dead_letters(t))}"
+                             for t in CONSUMED) + "\n" + system.tails()
+
+        await eventually("three dead letters per consumer group and topic", dead_lettered, within=120,
+                         on_timeout=missing)
+        for topic, groups in expected.items():
+            letters = reader.dead_letters(topic)
+            assert {d.cause for d in letters} == {"malformed"} and all(d.topic == topic for d in letters)
+            for group in groups:
+                mine = [d for d in letters if d.group == group or (group.endswith("-") and d.group.startswith(group))]
+                assert len(mine) == 3, (topic, group, [(d.group, d.error) for d in letters])
+                errors = " | ".join(d.error for d in mine)
+                assert "not a CloudEvent" in errors and "not valid JSON" in errors and "schema" in errors, errors
+                # the letter carries the original record, byte for byte
+                originals = {d.original()[1] for d in mine}
+                assert b"hello, I am not a CloudEvent" in originals
+
+        # the drift-detector found the node (after the bad records on ebb.cluster.objects)
+        def findings() -> list[Any] | None:
+            mine = [r for r in reader.on(TOPIC_NODE_FINDINGS) if r.key == fake.encode() and reader.decodes(r)]
+            return mine or None
+
+        await eventually("findings for the node on ebb.node.findings", findings, within=90, on_timeout=system.tails)
+        await asyncio.sleep(2)  # the planner keeps the findings (its consumer reads behind the bad ones)
+
+        # a spot interruption on SQS for the node's instance → ingester → planner → executor
+        async with get_session().create_client(
+            "sqs", endpoint_url=box.servers.aws_endpoint, region_name=box.servers.aws_region,
+            aws_access_key_id="testing", aws_secret_access_key="testing") as sqs:
+            await sqs.send_message(QueueUrl=box.settings.queue_url, MessageBody=json.dumps({
+                "version": "0", "id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning",
+                "source": "aws.ec2", "account": "123456789012", "time": "2026-11-21T13:00:00Z",
+                "region": box.servers.aws_region, "resources": [],
+                "detail": {"instance-id": instance_id(fake), "instance-action": "terminate"}}))
+
+        async def interrupted() -> Any:
+            system.check_running()
+            rows = [d for d in await box.decisions() if d["id"].startswith("int-") and d["state"] == "succeeded"]
+            return rows[0] if rows else None
+
+        decision = await eventually("the interruption's decision succeeded", interrupted, within=90,
+                                    on_timeout=system.tails)
+        assert [n["name"] for n in jv(decision["nodes"])] == [fake]
+        explanation = jv(decision["explanation"])
+        assert explanation["interruption"]["instanceId"] == instance_id(fake)
+        assert {f["node"] for f in explanation.get("findings", [])} == {fake}, explanation
+        assert [r for r in reader.on(TOPIC_INTERRUPTIONS) if r.key == fake.encode() and reader.decodes(r)]
+        terminated = [e for e in reader.events() if e.decision_id == decision["id"] and e.phase == "Terminated"]
+        assert [e.message for e in terminated] == ["node already gone"]
+
+        # the decisions-api: its events consumer streamed the node's events; its live state has the node
+        def streamed() -> list[Any] | None:
+            sse.check()
+            mine = [e for e in sse.events if e.json().get("decisionId") == decision["id"]]
+            return mine if any(e.event == "Terminated" for e in mine) else None
+
+        await eventually("the node's events on GET /v1/events", streamed, within=30)
+        explained = await http.get(f"/v1/nodes/{fake}/explain")
+        assert explained.status_code == 200, explained.text
+
+        # malformed REST bodies: 422 naming the problem; a valid body afterwards still works
+        bad_holds: list[dict[str, Any]] = [
+            {"content": b"{not json", "headers": {"Content-Type": "application/json"}},
+            {"json": {"scope": "galaxy", "reason": "x"}},
+            {"json": {"scope": "node", "target": fake, "reason": "x", "unexpected": 1}},
+            {"json": {"scope": "node", "target": fake}},
+            {"json": ["scope", "node"]},
+        ]
+        for body in bad_holds:
+            answer = await http.post("/v1/holds", **body)
+            assert answer.status_code == 422, (body, answer.status_code, answer.text)
+            assert isinstance(answer.json()["detail"], list) and answer.json()["detail"][0]["loc"]
+        for content, kind in ((b"kind: [unclosed", "application/yaml"), (b'{"documents": 7}', "application/json"),
+                              (b'{"snapshot": "", "surprise": true}', "application/json"),
+                              (b"apiVersion: v1\nkind: Node\nmetadata: {name: x}\nstatus: {capacity: {cpu: lots}}\n",
+                               "application/yaml")):
+            answer = await http.post("/v1/plan", content=content, headers={"Content-Type": kind})
+            assert answer.status_code == 422, (content, answer.status_code, answer.text)
+        created = await http.post("/v1/holds", json={"scope": "node", "target": fake, "reason": "after bad input"})
+        assert created.status_code == 201, created.text
+        assert (await http.delete(f"/v1/holds/{created.json()['id']}")).status_code == 204
+        system.check_running()

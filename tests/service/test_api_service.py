@@ -631,7 +631,17 @@ async def test_the_server_command_stops_on_sigterm(tmp_path: Path) -> None:
             ready = await client.get("/readyz")
             assert ready.status_code == 503 and ready.json()["snapshot"] == "loading"
             assert (await client.get("/v1/holds", headers=AUTH)).json() == {"items": []}
-        process.send_signal(signal.SIGTERM)
+            # an open event stream does not keep the server from stopping: it ends
+            async with client.stream("GET", "/v1/events", headers=AUTH) as response:
+                assert response.status_code == 200
+                started = asyncio.get_running_loop().time()
+                process.send_signal(signal.SIGTERM)
+                received = ""
+                async with asyncio.timeout(20):
+                    async for text in response.aiter_text():
+                        received += text
+                assert received.endswith(": closed: the server is shutting down\n\n"), received
+                assert asyncio.get_running_loop().time() - started < 10
         _, err = await asyncio.wait_for(process.communicate(), 30)
     finally:
         if process.returncode is None:

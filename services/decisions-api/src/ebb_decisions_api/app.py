@@ -61,6 +61,8 @@ log = structlog.get_logger("ebb_decisions_api")
 
 #: how many of a node's decisions (newest first) the explanation lists
 EXPLAIN_DECISIONS = 10
+#: how long an event stream may take to end cleanly once the server stops
+SHUTDOWN_GRACE_SECONDS = 2.0
 #: Kubernetes object names are at most 253 characters
 NAME_MAX = 253
 
@@ -385,8 +387,12 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         # registered now, before the response starts: an event published once the client sees the headers
         # reaches it
         sub = hub.subscribe(decision=decision, node=node)
+        # set by sse-starlette when the server stops: the stream then ends cleanly within the grace period
+        stopping = anyio.Event()
         return EventSourceResponse(
-            hub.stream(sub),
+            hub.stream(sub, stopping),
+            shutdown_event=stopping,
+            shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
             ping=settings.sse_keepalive_seconds,
             ping_message_factory=keep_alive,

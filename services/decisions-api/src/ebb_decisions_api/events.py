@@ -19,6 +19,7 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import anyio
 import structlog
 from sse_starlette import ServerSentEvent
 
@@ -127,17 +128,47 @@ class EventHub:
         if self.metrics is not None:
             self.metrics.sse_subscribers.set(len(self._subscribers))
 
-    async def stream(self, sub: Subscription) -> AsyncIterator[ServerSentEvent]:
-        """The frames of one subscriber until it is closed; unsubscribes when the client goes away."""
+    async def stream(self, sub: Subscription, shutdown: anyio.Event | None = None) -> AsyncIterator[ServerSentEvent]:
+        """The frames of one subscriber until it is closed or ``shutdown`` is set (the server is stopping:
+        the stream then ends cleanly, with a final comment); unsubscribes when the client goes away."""
         try:
             while True:
-                event = await sub.queue.get()
+                event = await _next(sub.queue, shutdown)
+                if event is _SHUTDOWN:
+                    yield ServerSentEvent(comment=SHUTDOWN_COMMENT, sep=SEP)
+                    return
                 if event is None:
                     yield ServerSentEvent(comment=sub.closed or "closed", sep=SEP)
                     return
+                assert isinstance(event, DisruptionEvent)
                 sub.delivered += 1
                 if self.metrics is not None:
                     self.metrics.sse_events.inc()
                 yield encode(event)
         finally:
             self.unsubscribe(sub)
+
+
+#: what ``_next`` returns once the server is stopping
+_SHUTDOWN = object()
+
+
+async def _next(queue: asyncio.Queue[DisruptionEvent | None], shutdown: anyio.Event | None) -> object:
+    """The next item of ``queue``, or ``_SHUTDOWN`` once ``shutdown`` is set (checked before each item)."""
+    if shutdown is not None and shutdown.is_set():
+        return _SHUTDOWN
+    if not queue.empty():
+        return queue.get_nowait()
+    if shutdown is None:
+        return await queue.get()
+    getter = asyncio.ensure_future(queue.get())
+    stopper = asyncio.ensure_future(shutdown.wait())
+    try:
+        await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not getter.done():
+            getter.cancel()
+    if getter.done() and not getter.cancelled():
+        return getter.result()
+    return _SHUTDOWN

@@ -10,14 +10,15 @@ export GOTOOLCHAIN := local
 UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3.11 -m uv)
 INFRA := deploy/local/infra.sh
 
-.PHONY: help install test lint bench run infra-install infra-up infra-down infra-status up down
+.PHONY: help install test lint bench run plan infra-install infra-up infra-down infra-status up down
 
 help:
 	@echo "make install        uv sync (the workspace venv in .venv)"
 	@echo "make test           all tests; integration tests start (and stop) the servers they need"
 	@echo "make lint           ruff check, mypy --strict, lint-imports"
 	@echo "make bench          benchmarks (python -m bench)"
-	@echo "make run            ebb plan on examples/cluster.yaml"
+	@echo "make run            ebb run (the embedded mode) on examples/cluster.yaml, in simulated time"
+	@echo "make plan           ebb plan --until-stable on examples/cluster.yaml (the dry run)"
 	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok into ~/.cache/ebb"
 	@echo "make infra-up       start the local servers; settings in .infra/env.sh and .infra/env.json"
 	@echo "make infra-down     stop them"
@@ -39,6 +40,9 @@ bench: install
 	$(UV) run python -m bench
 
 run: install
+	$(UV) run ebb run -f examples/cluster.yaml --start 2026-11-23T18:30:00Z --speed 120 --duration 4h --until-stable
+
+plan: install
 	$(UV) run ebb plan -f examples/cluster.yaml --now 2026-11-23T18:30:00Z --until-stable
 
 infra-install:

@@ -26,6 +26,10 @@ class SimClock:
         self._monotonic = monotonic
         self._t0 = monotonic()
 
+    def restart(self) -> None:
+        """Make "now" the start again (after the set-up, so it costs no simulated time)."""
+        self._t0 = self._monotonic()
+
     def __call__(self) -> datetime:
         return self.start + timedelta(seconds=(self._monotonic() - self._t0) * self.speed)
 

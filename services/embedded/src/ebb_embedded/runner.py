@@ -173,6 +173,7 @@ async def run_embedded(
                 evictions=cluster.evictions, evictions_refused=cluster.evictions_refused,
                 nodes_deleted=cluster.nodes_deleted)
 
+        clock.restart()
         first = status()
         await cluster.publish_all()
         services_stop = asyncio.Event()

@@ -141,7 +141,7 @@ class Consumers:
         if self._history(delivery):
             return
         if isinstance(delivery.message, ClusterObject):
-            self.live.objects.apply(delivery.message)
+            await self.live.apply(delivery.message)
             self.metrics.consumed.labels(delivery.topic).inc()
             self.metrics.snapshot_objects.set(len(self.live.objects))
 

@@ -2,21 +2,21 @@
 
 ``LiveState`` holds the ``SnapshotStore`` the objects consumer fills, and builds the same live snapshot
 the consolidation-planner plans on (``ebb.adapters.live.live_snapshot``): the store's active holds merged
-in, and the nodes of live decisions (proposed, approved, executing) marked as being disrupted. Parsing the
-objects into a ``Snapshot`` is CPU-bound: it runs in a worker thread and is cached until the next change
-of the objects, so a burst of requests parses once. The bundled instance-type catalog is used when no
-InstanceTypeCatalog object is held, as ``ebb plan`` does, so a live plan equals the CLI's on a dump of
-the same cluster.
+in, and the nodes of live decisions (proposed, approved, executing) marked as being disrupted. The store
+parses incrementally (each object once after it changed) but its first build of a large cluster takes
+seconds, so it runs in a worker thread; ``lock`` keeps the consumer from applying objects meanwhile (the
+store is not thread-safe), and the result is cached until the next change, so a burst of requests builds
+once. The bundled instance-type catalog is used when no InstanceTypeCatalog object is held, as ``ebb plan``
+does, so a live plan equals the CLI's on a dump of the same cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 import anyio.to_thread
 from sqlalchemy import select
@@ -26,12 +26,9 @@ from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.models import Decision, Hold
 from ebb.adapters.store.repository import Repository
-from ebb.cli.snapshot_files import bundled_catalog
+from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
-from ebb.core.snapshot import SnapshotError, parse_documents
-
-#: the bundled catalog, read once (``bundled_catalog`` parses its YAML on every call)
-catalog = functools.cache(bundled_catalog)
+from ebb.core.snapshot import SnapshotError
 
 #: decisions in these states hold their nodes (the planner's and executor's LIVE_STATES)
 LIVE_STATES: Final = ("proposed", "approved", "executing")
@@ -66,30 +63,35 @@ class LiveState:
     def __init__(self, repository: Repository, limiter: anyio.CapacityLimiter) -> None:
         self.repository = repository
         self.limiter = limiter
-        self.objects = SnapshotStore(bundled_catalog=catalog)
+        #: the objects; the bundled catalog is its default fallback
+        self.objects = SnapshotStore()
         #: set once the compacted topic was read to its end at startup
         self.seeded = asyncio.Event()
+        #: held while a worker thread builds the snapshot; the consumer applies objects under it
+        self.lock = asyncio.Lock()
         self._cache: tuple[int, Snapshot] | None = None
-        self._parse_lock = asyncio.Lock()
         self._sessions = async_sessionmaker(repository.engine, expire_on_commit=False)
 
     async def snapshot(self) -> Snapshot:
         """The objects' snapshot (without the store's facts); NotSeeded / InvalidSnapshot."""
         if not self.seeded.is_set():
             raise NotSeeded("the cluster state is still loading from ebb.cluster.objects; try again shortly")
-        async with self._parse_lock:
+        cached = self._cache
+        if cached is not None and cached[0] == self.objects.version:
+            return cached[1]
+        async with self.lock:
             version = self.objects.version
-            if self._cache is not None and self._cache[0] == version:
-                return self._cache[1]
-            # the list is taken on the event loop (the consumer mutates the store there); the dicts in it
-            # are replaced, never changed in place, by SnapshotStore.apply
-            documents = self.objects.objects()
             try:
-                snapshot = await anyio.to_thread.run_sync(_parse, documents, limiter=self.limiter)
+                snapshot = await anyio.to_thread.run_sync(self.objects.snapshot, limiter=self.limiter)
             except SnapshotError as exc:
                 raise InvalidSnapshot(exc) from exc
             self._cache = (version, snapshot)
             return snapshot
+
+    async def apply(self, message: ClusterObject) -> bool:
+        """Apply a cluster object (never while a worker thread reads the store)."""
+        async with self.lock:
+            return self.objects.apply(message)
 
     async def view(self, now: datetime) -> LiveView:
         """The live snapshot at ``now``: holds in force merged in, nodes of live decisions marked."""
@@ -111,7 +113,3 @@ class LiveState:
                     if isinstance(name, str):
                         held[name] = decision_id
         return held
-
-
-def _parse(documents: list[dict[str, Any]]) -> Snapshot:
-    return parse_documents(documents, bundled_catalog=catalog)

@@ -425,6 +425,20 @@ async def test_nodepool_budgets_with_schedule_windows(
     assert missing.status_code == 404
     assert missing.json()["detail"] == "no NodePool 'spot' in the live cluster state (known: default)"
 
+    # an invalid budget fails closed, and says why
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "ten"}]
+    await publish(bus, [pool])
+
+    async def invalid() -> dict[str, Any] | None:
+        body: dict[str, Any] = (await client.get("/v1/nodepools/default/budgets", params={"now": NOW},
+                                                 headers=AUTH)).json()
+        return body if len(body["budgets"]) == 1 else None
+
+    body = await eventually("the invalid budget applied", invalid)
+    assert {(r["allowed"], r["invalid"]) for r in body["reasons"]} == {(0, True)}
+    (budget,) = body["budgets"]
+    assert "not a count or a percentage" in budget["error"] and budget["limit"] is None and budget["active"] is False
+
 
 async def test_plan_on_the_live_state_equals_the_cli(
         live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:

@@ -39,7 +39,7 @@ def build_executor(
         terminating_is_gone=settings.terminating_is_gone,
         sleep=stop_aware_sleep(stop),
     )
-    return Executor(bus, store, drainer, clock=clock)
+    return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds)
 
 
 async def run(

@@ -5,7 +5,9 @@ through the Eviction API one node after the other (``Evicted``), and only when a
 (``Terminated``); the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
 (``RolledBack``), the decision ends ``failed``. A command with replacements is ``Failed`` at once
-("replacement launching not implemented"): nothing is tainted.
+("replacement launching not implemented"): nothing is tainted. A failed decision leaves an automatic
+hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
+failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
 (``ExecutorStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
@@ -65,8 +67,11 @@ class Executor:
         drainer: Drainer,
         *,
         clock: Callable[[], datetime] = utcnow,
+        failure_hold: float = 0.0,
     ) -> None:
         self.bus = bus
+        #: seconds a failed decision's nodes are held (an automatic hold; 0: none)
+        self.failure_hold = failure_hold
         self.store = store
         self.drainer = drainer
         self.clock = clock
@@ -104,7 +109,7 @@ class Executor:
         if command.replacements:
             for node in command.nodes:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
-            return await self._finish(command, "failed")
+            return await self._finish(command, "failed", REPLACEMENTS_UNSUPPORTED)
 
         tainted: list[str] = []
         for node in command.nodes:
@@ -120,7 +125,7 @@ class Executor:
             except DrainFailed as e:
                 await self.emit(command, node, "Failed", f"drain failed: {e}")
                 await self._roll_back(command, tainted)
-                return await self._finish(command, "failed")
+                return await self._finish(command, "failed", f"drain of {node} failed: {e}")
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
             await self.emit(
                 command, node, "Evicted",
@@ -139,9 +144,10 @@ class Executor:
                 continue
             await self.emit(command, node, "RolledBack", "untainted karpenter.sh/disrupted:NoSchedule")
 
-    async def _finish(self, command: DisruptionCommand, state: str) -> str:
+    async def _finish(self, command: DisruptionCommand, state: str, why: str = "") -> str:
         assert state in ("succeeded", "failed")
-        recorded = await self.store.finish(command, "succeeded" if state == "succeeded" else "failed", self.clock())
+        recorded = await self.store.finish(command, "succeeded" if state == "succeeded" else "failed", self.clock(),
+                                           hold_for=self.failure_hold, why=why)
         if state == "succeeded":
             self.succeeded += 1
         else:

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     eviction_backoff_max_seconds: float = Field(default=10.0, gt=0)
     #: how often an evicted pod is checked for being gone
     poll_interval_seconds: float = Field(default=0.5, gt=0)
+    #: a failed decision leaves an automatic hold on its nodes for this long, so the planner does not propose
+    #: the same failing disruption at its next pass (0: no hold)
+    failure_hold_seconds: float = Field(default=900.0, ge=0)
     #: count a pod whose deletion has started (deletionTimestamp set) as gone
     terminating_is_gone: bool = False
     #: CloudEvent source of the published events

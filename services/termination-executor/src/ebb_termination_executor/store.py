@@ -13,7 +13,8 @@ next approval in the pool, or when their lease runs out).
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from ebb.adapters.store.migrate import async_url
-from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, ProcessedMessage
+from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold, ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, DisruptionCommand, DisruptionEvent
 
 #: states after which a decision is never executed again
@@ -90,9 +91,13 @@ class ExecutorStore:
                 decision.approved_at = command.approved_at
             return Start.EXECUTE, "executing"
 
-    async def finish(self, command: DisruptionCommand, state: Literal["succeeded", "failed"], now: datetime) -> bool:
+    async def finish(self, command: DisruptionCommand, state: Literal["succeeded", "failed"], now: datetime, *,
+                     hold_for: float = 0.0, why: str = "") -> bool:
         """End the decision in ``state``, release its budget_ledger rows and record the command as applied, in
-        one transaction; False when the command had been recorded meanwhile (nothing changed)."""
+        one transaction; False when the command had been recorded meanwhile (nothing changed). A failed
+        decision with ``hold_for`` > 0 also puts an automatic hold on each of its nodes for that many
+        seconds, saying ``why``: the planner leaves them alone instead of proposing the same failing
+        disruption again at its next pass."""
         try:
             async with self._sessions() as session, session.begin():
                 session.add(self._mark(command, now))
@@ -108,6 +113,10 @@ class ExecutorStore:
                     decision.finished_at = now
                 await session.execute(delete(BudgetLedgerEntry).where(
                     BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.decision_id == command.decision_id))
+                if state == "failed" and hold_for > 0:
+                    for node in command.nodes:
+                        session.add(automatic_hold(self.cluster, command.decision_id, node, why=why, now=now,
+                                                    seconds=hold_for))
         except IntegrityError:
             return False
         return True
@@ -134,6 +143,21 @@ class ExecutorStore:
             return await session.scalar(
                 select(Decision.state).where(Decision.cluster == self.cluster, Decision.id == decision_id)
             )
+
+
+def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: datetime, seconds: float) -> Hold:
+    """The automatic node hold a failed decision leaves behind (its id is derived from decision and node)."""
+    return Hold(
+        id=f"auto-{uuid.uuid5(uuid.NAMESPACE_URL, f'ebb:{decision_id}:{node}').hex}",
+        cluster=cluster,
+        scope_kind="node",
+        scope=node,
+        kind="automatic",
+        reason=f"decision {decision_id} failed: {why}"[:2000] if why else f"decision {decision_id} failed",
+        created_by="ebb-termination-executor",
+        created_at=now,
+        expires_at=now + timedelta(seconds=seconds),
+    )
 
 
 def _decision_of(command: DisruptionCommand, cluster: str, now: datetime) -> Decision:

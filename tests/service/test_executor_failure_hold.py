@@ -1,0 +1,94 @@
+"""A failed decision leaves an automatic hold on its nodes (``ExecutorStore.finish(hold_for=...)``), which
+the planner's live snapshot turns into the engine's node hold: the failing disruption is not proposed again
+at the next pass, and the explanation says why."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ebb.adapters.live import live_snapshot
+from ebb.adapters.store.migrate import upgrade_async
+from ebb.contracts import DisruptionCommand
+from ebb.core.cluster import ClusterView
+from ebb.core.engine import run_pass
+from ebb.core.methods.base import EngineOptions
+from ebb.core.snapshot import parse_documents
+from ebb_consolidation_planner.store import PlannerStore
+from ebb_termination_executor.store import ExecutorStore
+
+NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[tuple[PlannerStore, ExecutorStore]]:
+    url = f"sqlite:///{tmp_path / 'ebb.db'}"
+    await upgrade_async(url)
+    planner = PlannerStore.from_url(url, cluster="unit")
+    executor = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
+    yield planner, executor
+    await planner.close()
+    await executor.close()
+
+
+def command(decision_id: str, *nodes: str) -> DisruptionCommand:
+    return DisruptionCommand(decision_id=decision_id, node_pool="default", method="emptiness", reason="Empty",
+                             action="delete", nodes=nodes, replacements=(), savings_per_hour=0.1, explanation="empty",
+                             approved_at=NOW)
+
+
+@pytest.mark.parametrize(("state", "hold_for", "held"), [("failed", 900.0, True), ("failed", 0.0, False),
+                                                          ("succeeded", 900.0, False)])
+async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
+        stores: tuple[PlannerStore, ExecutorStore], state: str, hold_for: float, held: bool) -> None:
+    planner, executor = stores
+    cmd = command("d1", "n1", "n2")
+    await executor.start(cmd, NOW)
+    assert await executor.finish(cmd, state, NOW, hold_for=hold_for, why="drain of n1 failed")  # type: ignore[arg-type]
+    holds = await planner.holds(NOW)
+    if not held:
+        assert holds == []
+        return
+    assert sorted(h.scope for h in holds) == ["n1", "n2"]
+    assert {(h.scope_kind, h.kind) for h in holds} == {("node", "automatic")}
+    assert all(h.reason == "decision d1 failed: drain of n1 failed" for h in holds)
+    assert await planner.holds(NOW + timedelta(seconds=901)) == []  # it expires
+
+
+def empty_cluster() -> list[dict[str, object]]:
+    pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                                    "budgets": [{"nodes": "100%"}]},
+                     "template": {"spec": {"requirements": [], "nodeClassRef": {
+                         "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "creationTimestamp": "2026-11-20T00:00:00Z",
+                         "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true",
+                                    "karpenter.sh/capacity-type": "on-demand",
+                                    "node.kubernetes.io/instance-type": "m5.large",
+                                    "topology.kubernetes.io/zone": "us-east-1a"}},
+            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}}
+    return [pool, node]
+
+
+async def test_the_planner_does_not_propose_a_held_node_again_and_says_why(
+        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    from ebb.adapters.catalog import bundled_catalog
+
+    planner, executor = stores
+    snapshot = parse_documents(empty_cluster(), bundled_catalog)
+    before = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await planner.holds(NOW)), NOW),
+                      EngineOptions())
+    assert [c.nodes for c in before.commands] == [("n1",)]
+    cmd = command("d1", "n1")
+    await executor.start(cmd, NOW)
+    await executor.finish(cmd, "failed", NOW, hold_for=900, why="replacement launching not implemented")
+    later = NOW + timedelta(minutes=1)
+    after = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await planner.holds(later)), later),
+                     EngineOptions())
+    assert after.commands == ()
+    why = [b.reason for b in after.blocked if b.node == "n1"]
+    assert why and all("replacement launching not implemented" in reason for reason in why), why

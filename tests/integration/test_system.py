@@ -118,98 +118,99 @@ async def test_end_to_end_consolidation(kube_api: Any, box: Sandbox) -> None:
 
     async with TopicReader(box.servers.kafka_bootstrap, box.settings.prefix, [TOPIC_DISRUPTION_EVENTS]) as reader, \
             box.system() as system, PodTracker(kube_api, ns) as pods, httpx.AsyncClient(
-                base_url=system.api, headers=system.auth, timeout=30) as http:
-        sse = await open_sse(system)
-        try:
-            # the NodePool last: nothing is a candidate before it exists
-            await create_nodepool(kube_api, nodepool(box.pool, run, budget="1", consolidate_after="2s"))
+                base_url=system.api, headers=system.auth, timeout=30) as http, contextlib.AsyncExitStack() as streams:
+        # GET /v1/events, subscribed before the decision is made: everything, per node, a decision filter
+        events_url = f"{system.api}/v1/events"
+        sse = await streams.enter_async_context(SseReader(events_url, system.auth))
+        by_node = {name: await streams.enter_async_context(SseReader(events_url, system.auth, {"node": name}))
+                   for name in box.nodes}
+        no_such_decision = await streams.enter_async_context(
+            SseReader(events_url, system.auth, {"decision": f"dec-none-{run}"}))
+        for stream in (sse, *by_node.values(), no_such_decision):
+            assert stream.status == 200 and (stream.content_type or "").startswith("text/event-stream")
+        # the NodePool last: nothing is a candidate before it exists
+        await create_nodepool(kube_api, nodepool(box.pool, run, budget="1", consolidate_after="2s"))
 
-            async def first_decision() -> Any:
-                system.check_running()
-                rows = await box.decisions()
-                return rows[0] if rows else None
+        async def first_decision() -> Any:
+            system.check_running()
+            rows = await box.decisions()
+            return rows[0] if rows else None
 
-            decision = await eventually("a decision in PostgreSQL", first_decision, within=120,
-                                        on_timeout=system.tails)
-            decision_id, [target] = decision["id"], [n["name"] for n in jv(decision["nodes"])]
-            assert decision["method"] in CONSOLIDATION, dict(decision)
-            assert (decision["reason"], decision["action"]) == ("Underutilized", "delete")
-            assert target in box.nodes
-            assert jv(decision["explanation"])["text"], "the decision explains itself"
+        decision = await eventually("a decision in PostgreSQL", first_decision, within=120,
+                                    on_timeout=system.tails)
+        decision_id, [target] = decision["id"], [n["name"] for n in jv(decision["nodes"])]
+        assert decision["method"] in CONSOLIDATION, dict(decision)
+        assert (decision["reason"], decision["action"]) == ("Underutilized", "delete")
+        assert target in box.nodes
+        assert jv(decision["explanation"])["text"], "the decision explains itself"
 
-            # over REST: in the list and on its own, with its explanation
-            listed = (await http.get("/v1/decisions", params={"node": target})).raise_for_status().json()
-            assert [d["id"] for d in listed["items"]] == [decision_id]
-            assert listed["items"][0]["explanation"]["text"] == jv(decision["explanation"])["text"]
+        # over REST: in the list and on its own, with its explanation
+        listed = (await http.get("/v1/decisions", params={"node": target})).raise_for_status().json()
+        assert [d["id"] for d in listed["items"]] == [decision_id]
+        assert listed["items"][0]["explanation"]["text"] == jv(decision["explanation"])["text"]
 
-            # the node drained and deleted; the decision succeeded
-            await eventually(f"node {target} deleted", lambda: node_gone(core, target), within=120,
-                             on_timeout=system.tails)
+        # the node drained and deleted; the decision succeeded
+        await eventually(f"node {target} deleted", lambda: node_gone(core, target), within=120,
+                         on_timeout=system.tails)
 
-            async def succeeded() -> dict[str, Any] | None:
-                system.check_running()
-                body = (await http.get(f"/v1/decisions/{decision_id}")).raise_for_status().json()
-                return body if body["state"] == "succeeded" else None
+        async def succeeded() -> dict[str, Any] | None:
+            system.check_running()
+            body = (await http.get(f"/v1/decisions/{decision_id}")).raise_for_status().json()
+            return body if body["state"] == "succeeded" else None
 
-            detail = await eventually("the decision succeeded", succeeded, within=60)
-            assert detail["explanation"]["text"] and detail["nodes"][0]["name"] == target
-            assert detail["startedAt"] and detail["finishedAt"]
-            timeline = [(e["type"], e["node"]) for e in detail["timeline"]]
-            assert [t for t, _ in timeline] == LIFECYCLE, timeline
-            # the planner's entries are the decision's (no node), the executor's name the node
-            assert {n for t, n in timeline if t not in ("Proposed", "Approved")} == {target}, timeline
+        detail = await eventually("the decision succeeded", succeeded, within=60)
+        assert detail["explanation"]["text"] and detail["nodes"][0]["name"] == target
+        assert detail["startedAt"] and detail["finishedAt"]
+        timeline = [(e["type"], e["node"]) for e in detail["timeline"]]
+        assert [t for t, _ in timeline] == LIFECYCLE, timeline
+        # the planner's entries are the decision's (no node), the executor's name the node
+        assert {n for t, n in timeline if t not in ("Proposed", "Approved")} == {target}, timeline
 
-            # its pod was evicted (gone, never force-deleted) and recreated by the ReplicaSet on another node
-            async def replaced() -> list[client.V1Pod] | None:
-                now = running(await pods_of(kube_api, ns, "web"))
-                return now if len(now) == 3 and target not in {p.spec.node_name for p in now} else None
+        # its pod was evicted (gone, never force-deleted) and recreated by the ReplicaSet on another node
+        async def replaced() -> list[client.V1Pod] | None:
+            now = running(await pods_of(kube_api, ns, "web"))
+            return now if len(now) == 3 and target not in {p.spec.node_name for p in now} else None
 
-            after = await eventually("3 web pods Running on the other nodes", replaced, within=90)
-            assert original[target] not in {p.metadata.uid for p in after}
-            assert {original[n] for n in box.nodes if n != target} <= {p.metadata.uid for p in after}
-            assert len(pods.seen) == 4, f"one pod evicted once and replaced: {pods.seen}"
+        after = await eventually("3 web pods Running on the other nodes", replaced, within=90)
+        assert original[target] not in {p.metadata.uid for p in after}
+        assert {original[n] for n in box.nodes if n != target} <= {p.metadata.uid for p in after}
+        assert len(pods.seen) == 4, f"one pod evicted once and replaced: {pods.seen}"
 
-            # the lifecycle on Kafka: CloudEvents in binary mode, keyed by node, in order
-            def lifecycle() -> list[str] | None:
-                phases: list[str] = [e.phase for e in reader.events() if e.decision_id == decision_id]
-                return phases if "Terminated" in phases else None
+        # the lifecycle on Kafka: CloudEvents in binary mode, keyed by node, in order
+        def lifecycle() -> list[str] | None:
+            phases: list[str] = [e.phase for e in reader.events() if e.decision_id == decision_id]
+            return phases if "Terminated" in phases else None
 
-            phases = await eventually("Terminated on ebb.disruption.events", lifecycle, within=30)
-            assert phases == LIFECYCLE
-            records = [r for r in reader.on(TOPIC_DISRUPTION_EVENTS) if r.json()["decisionId"] == decision_id]
-            for record in records:
-                assert record.key == target.encode()
-                assert record.header("ce_specversion") == "1.0"
-                assert record.header("ce_type") == "sh.ebb.disruption.progressed.v1"
-                assert record.header("ce_id") == record.json()["id"]
-                assert record.header("content-type") == "application/json"
-                assert record.header("ce_source") and record.header("ce_time")
-            assert len({r.partition for r in records}) == 1
+        phases = await eventually("Terminated on ebb.disruption.events", lifecycle, within=30)
+        assert phases == LIFECYCLE
+        records = [r for r in reader.on(TOPIC_DISRUPTION_EVENTS) if r.json()["decisionId"] == decision_id]
+        for record in records:
+            assert record.key == target.encode()
+            assert record.header("ce_specversion") == "1.0"
+            assert record.header("ce_type") == "sh.ebb.disruption.progressed.v1"
+            assert record.header("ce_id") == record.json()["id"]
+            assert record.header("content-type") == "application/json"
+            assert record.header("ce_source") and record.header("ce_time")
+        assert len({r.partition for r in records}) == 1
 
-            # the same lifecycle on GET /v1/events, subscribed before the decision was made
-            if sse is not None:
-                await check_sse(sse, records, decision_id, target)
+        # the same lifecycle on GET /v1/events, subscribed before the decision was made
+        await check_sse(sse, records, decision_id, target)
+        await eventually("the node filter's stream", lambda: len(by_node[target].events) >= len(LIFECYCLE))
+        assert [(e.event, e.json()["node"]) for e in by_node[target].events] == [(p, target) for p in LIFECYCLE]
+        for name in box.nodes:
+            if name != target:
+                assert all(e.json()["node"] == name for e in by_node[name].events), by_node[name].events
+        assert not no_such_decision.events, no_such_decision.events
+        async with httpx.AsyncClient(base_url=system.api, timeout=10) as anonymous:
+            assert (await anonymous.get("/v1/events")).status_code == 401
 
-            # the other nodes stay, untainted; nothing else was decided
-            for name in box.nodes:
-                if name != target:
-                    assert not has_taint(await core.read_node(name), DISRUPTED_TAINT)
-            assert [d["id"] for d in await box.decisions()] == [decision_id]
-        finally:
-            if sse is not None:
-                await sse.__aexit__(None, None, None)
+        # the other nodes stay, untainted; nothing else was decided
+        for name in box.nodes:
+            if name != target:
+                assert not has_taint(await core.read_node(name), DISRUPTED_TAINT)
+        assert [d["id"] for d in await box.decisions()] == [decision_id]
 
 
-async def open_sse(system: Any) -> SseReader | None:
-    """The subscription to GET /v1/events; None while the decisions-api does not serve it yet."""
-    async with httpx.AsyncClient(base_url=system.api, timeout=10) as http:
-        spec = (await http.get("/openapi.json")).json()
-    if "/v1/events" not in spec.get("paths", {}):
-        return None
-    reader = SseReader(f"{system.api}/v1/events", system.auth)
-    await reader.__aenter__()
-    assert reader.status == 200 and (reader.content_type or "").startswith("text/event-stream")
-    return reader
 
 
 async def check_sse(sse: SseReader, records: list[Any], decision_id: str, node: str) -> None:

@@ -13,8 +13,7 @@ from datetime import datetime
 
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
-from ebb.core.methods.base import Command, EngineOptions, PassContext
-from ebb.core.simulator.scheduler import Scheduler
+from ebb.core.methods.base import Command, EngineOptions, PassContext, simulation
 
 NOTHING_TO_DO = ("nothing to do: it is not expired, drifted or empty, and no consolidation makes the "
                  "cluster cheaper")
@@ -46,9 +45,9 @@ class PassResult:
 
 
 def _context(view: ClusterView, options: EngineOptions) -> PassContext:
-    sched = Scheduler(view.snapshot, node_order=view.utilization_order())
+    sched, state = simulation(view)
     remaining = {k: v.allowed for k, v in view.budgets.items()}
-    return PassContext(view, options, sched, sched.new_state(), remaining)
+    return PassContext(view, options, sched, state, remaining)
 
 
 def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -> PassResult:

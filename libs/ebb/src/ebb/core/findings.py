@@ -20,12 +20,11 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ebb.core.cluster import ClusterView, fmt_time
-from ebb.core.methods.base import EngineOptions, PassContext
+from ebb.core.methods.base import EngineOptions, PassContext, simulation
 from ebb.core.methods.drift import drifted_nodes
 from ebb.core.methods.expiration import expired_nodes
 from ebb.core.model import Snapshot
 from ebb.core.quantity import format_duration
-from ebb.core.simulator.scheduler import Scheduler
 
 FindingKind = Literal["Drifted", "Expired", "Empty", "Consolidatable"]
 #: the order findings of one node are listed in (the engine's method order)
@@ -61,8 +60,8 @@ Findings = dict[str, list[Finding]]
 def context(snapshot: Snapshot, now: datetime) -> PassContext:
     """The pass context of the engine (`ebb.core.engine`) over ``snapshot`` at ``now``."""
     view = ClusterView.build(snapshot, now)
-    sched = Scheduler(view.snapshot, node_order=view.utilization_order())
-    return PassContext(view, EngineOptions(), sched, sched.new_state(), {k: v.allowed for k, v in view.budgets.items()})
+    sched, state = simulation(view)
+    return PassContext(view, EngineOptions(), sched, state, {k: v.allowed for k, v in view.budgets.items()})
 
 
 def findings(snapshot: Snapshot, now: datetime) -> Findings:

@@ -12,9 +12,8 @@ from datetime import datetime
 
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import drift, expiration
-from ebb.core.methods.base import EPSILON, Command, EngineOptions, PassContext
+from ebb.core.methods.base import EPSILON, Command, EngineOptions, PassContext, simulation
 from ebb.core.model import Snapshot
-from ebb.core.simulator.scheduler import Scheduler
 
 CONSOLIDATION_METHODS = ("emptiness", "multi-node-consolidation", "single-node-consolidation")
 
@@ -24,8 +23,8 @@ def validate(command: Command, snapshot: Snapshot, now: datetime,
     """None when the command is still valid; otherwise why it became invalid."""
     view = ClusterView.build(snapshot, now)
     consolidation = command.method in CONSOLIDATION_METHODS
-    sched = Scheduler(snapshot, node_order=view.utilization_order())
-    ctx = PassContext(view, options or EngineOptions(), sched, sched.new_state(),
+    sched, state = simulation(view)
+    ctx = PassContext(view, options or EngineOptions(), sched, state,
                       {k: v.allowed for k, v in view.budgets.items()})
     wanted: dict[str, str] = {}
     if command.method == "expiration":

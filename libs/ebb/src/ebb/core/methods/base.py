@@ -73,6 +73,25 @@ class PassContext:
         self.remaining[(pool, reason)] = self.budget_left(pool, reason) - 1
 
 
+def pending_pods(view: ClusterView) -> list[Pod]:
+    """Pods waiting for a node: not bound, Pending, not being deleted, not DaemonSet or mirror pods."""
+    return [p for p in view.snapshot.pods if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling]
+
+
+def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
+    """The scheduler and base state every pass, validation and finding starts from. Like Karpenter, which
+    puts pending pods into its disruption simulations, capacity is first kept for the pending pods that
+    fit on an existing node (kube-scheduler is about to bind them there; an evicted pod is Pending for a
+    moment): a consolidation never counts on room a waiting pod is going to take. Pending pods that fit
+    nowhere are left to the provisioner and do not block anything."""
+    pending = pending_pods(view)
+    scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending)
+    state = scheduler.new_state()
+    if pending:
+        state.place_all(pending, max_new=0)
+    return scheduler, state
+
+
 def budget_block(ctx: PassContext, pool: str, reason: str) -> str:
     verdict = ctx.view.budgets[(pool, reason)]
     if verdict.invalid:

@@ -84,7 +84,11 @@ class KafkaBus:
             enable_idempotence=True,
             **self.client_options,
         )
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # a producer that failed to connect still holds its client: close it
+            raise
         self._producer = producer
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, stop_aware_sleep, utcnow
+from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
 
@@ -28,7 +29,9 @@ def build_executor(
     stop: asyncio.Event,
     *,
     clock: Callable[[], datetime] = utcnow,
+    metrics: Metrics | None = None,
 ) -> Executor:
+    metrics = metrics or Metrics()
     drainer = Drainer(
         node_api,
         eviction_deadline=settings.eviction_deadline_seconds,
@@ -38,8 +41,9 @@ def build_executor(
         poll_interval=settings.poll_interval_seconds,
         terminating_is_gone=settings.terminating_is_gone,
         sleep=stop_aware_sleep(stop),
+        on_eviction=metrics.eviction,
     )
-    return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds)
+    return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics)
 
 
 async def run(
@@ -51,6 +55,7 @@ async def run(
     store: ExecutorStore | None = None,
     clock: Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
+    metrics: Metrics | None = None,
 ) -> Executor:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``
     and ``store`` replace the ones built from ``settings``; ``started`` is set when consuming starts."""
@@ -65,7 +70,15 @@ async def run(
         if store is None:
             store = ExecutorStore.from_url(settings.database_url, cluster=settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
-        executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow)
+        metrics = metrics or Metrics()
+        if settings.metrics_port:
+            from prometheus_client import start_http_server
+
+            server, _thread = start_http_server(settings.metrics_port, settings.metrics_address,
+                                                registry=metrics.registry)
+            stack.callback(server.server_close)  # callbacks run last first: shut down, then close
+            stack.callback(server.shutdown)
+        executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster)
         if started is not None:
             started.set()

@@ -18,6 +18,7 @@ or a redelivery after a crash resumes where the previous attempt stopped.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -27,6 +28,7 @@ from ebb.adapters.bus import Bus, Delivery, PoisonMessage
 from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase
+from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.store import ExecutorStore, Start
 
 log = structlog.get_logger("ebb_termination_executor")
@@ -68,8 +70,10 @@ class Executor:
         *,
         clock: Callable[[], datetime] = utcnow,
         failure_hold: float = 0.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.bus = bus
+        self.metrics = metrics or Metrics()
         #: seconds a failed decision's nodes are held (an automatic hold; 0: none)
         self.failure_hold = failure_hold
         self.store = store
@@ -111,6 +115,7 @@ class Executor:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
             return await self._finish(command, "failed", REPLACEMENTS_UNSUPPORTED)
 
+        started = time.monotonic()
         tainted: list[str] = []
         for node in command.nodes:
             added = await self.drainer.taint(node)
@@ -134,6 +139,9 @@ class Executor:
             )
         for node in command.nodes:
             existed = await self.drainer.delete_node(node)
+            if existed:
+                self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
+                    time.monotonic() - started)
             await self.emit(command, node, "Terminated", "node deleted" if existed else "node already gone")
         return await self._finish(command, "succeeded")
 
@@ -148,6 +156,7 @@ class Executor:
         assert state in ("succeeded", "failed")
         recorded = await self.store.finish(command, "succeeded" if state == "succeeded" else "failed", self.clock(),
                                            hold_for=self.failure_hold, why=why)
+        self.metrics.commands.labels(method=command.method, outcome=state).inc()
         if state == "succeeded":
             self.succeeded += 1
         else:

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     failure_hold_seconds: float = Field(default=900.0, ge=0)
     #: count a pod whose deletion has started (deletionTimestamp set) as gone
     terminating_is_gone: bool = False
+    #: the Prometheus /metrics port (0: off)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_address: str = "0.0.0.0"
     #: CloudEvent source of the published events
     source: str = "/ebb/termination-executor"
     log_level: str = "info"

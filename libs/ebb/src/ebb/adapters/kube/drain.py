@@ -99,6 +99,21 @@ class EvictionBackoff:
         return float(min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1)))
 
 
+def eviction_code(result: EvictionResult, message: str) -> str:
+    """The HTTP status code of an eviction request, as a metric label: 200, 429, 404, or the code of a
+    refusal (``KubeNodeApi`` words it "HTTP nnn: ..."); "error" when it is not known."""
+    if result == "evicted":
+        return "200"
+    if result == "blocked":
+        return "429"
+    if result == "gone":
+        return "404"
+    head = message.split(":", 1)[0]
+    if head.startswith("HTTP ") and head[5:].isdigit():
+        return head[5:]
+    return "error"
+
+
 # -- pod classification (pure) --------------------------------------------------------------------------------
 
 
@@ -249,8 +264,12 @@ class Drainer:
         terminating_is_gone: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_eviction: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
+        #: called with the HTTP status code of every eviction request ("200", "429", "404", ...; "error"
+        #: when the API gave none): the executor's ebb_pods_eviction_requests_total{code}
+        self.on_eviction = on_eviction
         self.eviction_deadline = eviction_deadline
         self.backoff = backoff or EvictionBackoff()
         self.poll_interval = poll_interval
@@ -327,6 +346,8 @@ class Drainer:
             while True:
                 attempt += 1
                 result, message = await self.api.evict(namespace, name)
+                if self.on_eviction is not None:
+                    self.on_eviction(eviction_code(result, message))
                 if result in ("evicted", "gone"):
                     break
                 report.blocked += 1

@@ -1,0 +1,117 @@
+"""The termination-executor's metrics: ebb_pods_eviction_requests_total{code},
+ebb_nodes_termination_duration_seconds and ebb_disruption_commands_total, on the embedded mode's
+simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.kube.drain import eviction_code
+from ebb.adapters.store.migrate import upgrade_async
+from ebb.contracts import DisruptionCommand
+from ebb_embedded.cluster import SimulatedCluster
+from ebb_termination_executor.app import build_executor
+from ebb_termination_executor.metrics import Metrics
+from ebb_termination_executor.settings import Settings
+from ebb_termination_executor.store import ExecutorStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from builders import NOW, node, nodepool, pdb, pod
+
+
+@pytest.mark.parametrize(("result", "message", "code"), [
+    ("evicted", "", "200"), ("blocked", "Cannot evict pod", "429"), ("gone", "not found", "404"),
+    ("refused", "HTTP 500: This pod has more than one PodDisruptionBudget", "500"),
+    ("refused", "HTTP 403: forbidden", "403"), ("refused", "something odd", "error"),
+])
+def test_eviction_codes(result: Any, message: str, code: str) -> None:
+    assert eviction_code(result, message) == code
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ExecutorStore]:
+    url = f"sqlite:///{tmp_path / 'ebb.db'}"
+    await upgrade_async(url)
+    store = ExecutorStore.from_url(url, cluster="unit")
+    yield store
+    await store.close()
+
+
+def command(*nodes: str) -> DisruptionCommand:
+    return DisruptionCommand(decision_id="d1", node_pool="default", method="emptiness", reason="Empty",
+                             action="delete", nodes=nodes, replacements=(), savings_per_hour=0.1,
+                             explanation="x", approved_at=NOW)
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def run(docs: list[dict[str, Any]], store: ExecutorStore, *nodes: str) -> tuple[str, Metrics]:
+    bus = InMemoryBus()
+    sim = SimulatedCluster(docs, bus, lambda: NOW)
+    metrics = Metrics()
+    settings = Settings(eviction_deadline_seconds=0.3, eviction_backoff_initial_seconds=0.01,
+                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=0)
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    return await executor.execute(command(*nodes)), metrics
+
+
+async def test_a_drain_counts_its_evictions_and_the_termination(store: ExecutorStore) -> None:
+    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+            pod("web-1", "b", labels={"app": "web"}), pod("api-0", "a"), pdb("web", {"app": "web"}, min_available=1)]
+    outcome, metrics = await run(docs, store, "a")
+    assert outcome == "succeeded"
+    r = metrics.registry
+    assert sample(r, "ebb_pods_eviction_requests_total", code="200") == 2
+    assert sample(r, "ebb_pods_eviction_requests_total", code="429") == 0
+    assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 1
+    assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="succeeded") == 1
+
+
+async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_command(
+        store: ExecutorStore) -> None:
+    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
+    outcome, metrics = await run(docs, store, "a")
+    assert outcome == "failed"
+    r = metrics.registry
+    assert sample(r, "ebb_pods_eviction_requests_total", code="429") >= 2
+    assert sample(r, "ebb_pods_eviction_requests_total", code="200") == 0
+    assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 0
+    assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="failed") == 1
+
+
+async def test_the_service_serves_its_metrics(store: ExecutorStore) -> None:
+    import socket
+    import urllib.request
+
+    from ebb_termination_executor import app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bus = InMemoryBus()
+    sim = SimulatedCluster([nodepool(), node("a")], bus, lambda: NOW)
+    stop, started = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(app.run(Settings(metrics_port=port, metrics_address="127.0.0.1"), stop, bus=bus,
+                                       node_api=sim, store=store, started=started))
+    await asyncio.wait_for(started.wait(), 10)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    text = await asyncio.to_thread(scrape)
+    assert "ebb_pods_eviction_requests_total" in text and "ebb_nodes_termination_duration_seconds" in text
+    stop.set()
+    await asyncio.wait_for(task, 10)

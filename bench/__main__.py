@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|engine|memory|load|all] [--write docs/benchmarks.md]
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -8,6 +8,9 @@
 - engine: a generated 2,000-node / 20,000-pod cluster: one full pass (with explanations) and
   `--until-stable`, and the final cost against a lower bound.
 - memory: a 10,000-node snapshot read from YAML and planned once: peak RSS.
+- load: synthetic watch events for 2,000 nodes and 20,000 pods through the cluster-watcher → a real Kafka →
+  the real consolidation-planner on PostgreSQL (``bench.load``): ingest events/s, and the latency from a node
+  becoming empty to its approved command (p50/p99).
 Timings are wall-clock on this machine; they are measurements, never test assertions.
 """
 
@@ -46,7 +49,7 @@ def _peak_rss_mib() -> float:
 
 def lp_lower_bound(types: list[tuple[float, list[float]]], demand: list[float]) -> float:
     """min sum(price_t * x_t) s.t. sum(alloc_t * x_t) >= demand, x >= 0 (fractional nodes)."""
-    from scipy.optimize import linprog
+    from scipy.optimize import linprog  # type: ignore[import-untyped]
 
     prices = np.array([p for p, _ in types])
     alloc = np.array([a for _, a in types]).T  # resources x types
@@ -178,11 +181,13 @@ def case_memory(nodes: int, pods: int) -> dict[str, Any]:
 # -- driver -------------------------------------------------------------------------------------------------
 
 
-def _child(args: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "bench", "_case", *args], capture_output=True, text=True,
+def _child(args: list[str], *, progress: bool = False) -> dict[str, Any]:
+    """Run a case in a fresh process; its stderr is shown as it goes when ``progress``."""
+    out = subprocess.run([sys.executable, "-m", "bench", "_case", *args], stdout=subprocess.PIPE,
+                         stderr=None if progress else subprocess.PIPE, text=True,
                          check=False, env={**os.environ, "PYTHONHASHSEED": "0"})
     if out.returncode != 0:
-        raise SystemExit(f"bench case {args} failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"bench case {args} failed:\n{(out.stderr or '')[-3000:]}")
     value: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return value
 
@@ -224,6 +229,13 @@ def run(which: str) -> str:
                   "|---|---|---|---|---|---|",
                   f"| {r['nodes']:,} | {r['pods']:,} | {r['yaml_mib']:.0f} | {r['load_seconds']:.1f} | "
                   f"{r['total_seconds']:.1f} | {r['peak_rss_mib']:.0f} |", ""]
+    if which in ("load", "all"):
+        from bench.load import render, render_profile
+
+        r = _child(["load"], progress=True)
+        lines += render(r)
+        print("load: profiling the watcher's per-event code and one steady-state pass in-process", file=sys.stderr)
+        lines += render_profile(_child(["load-profile"]))
     return "\n".join(lines)
 
 
@@ -234,6 +246,19 @@ def main(argv: list[str]) -> int:
             result = case_simulator(int(argv[2]))
         elif kind == "engine":
             result = case_engine()
+        elif kind == "load":
+            from bench.load import case_load
+
+            result = case_load()
+        elif kind == "load-profile":
+            from bench.load import case_profile
+
+            result = case_profile()
+        elif kind == "load-planner":
+            from bench.load import planner_process
+
+            planner_process(json.loads(argv[2]))
+            return 0
         else:
             result = case_memory(int(argv[2]), int(argv[3]))
         print(json.dumps(result))
@@ -245,9 +270,45 @@ def main(argv: list[str]) -> int:
         target = Path(argv[argv.index("--write") + 1])
         marker = "<!-- bench:results -->"
         doc = target.read_text() if target.exists() else marker
-        head = doc.split(marker)[0]
-        target.write_text(head + marker + "\n\n" + text + "\n")
+        head, _, old = doc.partition(marker)
+        results = text if which == "all" else merge_results(old, text)
+        target.write_text(head + marker + "\n\n" + results.strip("\n") + "\n")
     return 0
+
+
+def _title(heading: str) -> str:
+    """A results section's identity: its heading without the parenthesised sizes."""
+    return heading.split(" (", 1)[0].strip()
+
+
+def merge_results(old: str, new: str) -> str:
+    """The results of a partial run (``python -m bench load --write ...``) merged into those written before:
+    sections (``### ...``) of the same title are replaced, new ones appended, the others kept as they were.
+    The new run's machine line goes under each of its sections, since the page's first line dates the others."""
+    def split(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
+        preface: list[str] = []
+        sections: list[tuple[str, list[str]]] = []
+        for line in text.strip("\n").splitlines():
+            if line.startswith("### "):
+                sections.append((_title(line), [line]))
+            elif sections:
+                sections[-1][1].append(line)
+            else:
+                preface.append(line)
+        return preface, sections
+
+    old_preface, old_sections = split(old)
+    new_preface, new_sections = split(new)
+    machine = [line for line in new_preface if line.strip()]
+    fresh = {title: [body[0], "", *machine, *body[1:]] for title, body in new_sections}
+    merged = [body if title not in fresh else fresh.pop(title) for title, body in old_sections]
+    merged.extend(fresh.values())
+    out = list(old_preface)
+    for body in merged:
+        while out and not out[-1].strip():
+            out.pop()
+        out += ["", *body]
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

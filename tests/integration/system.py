@@ -342,6 +342,12 @@ class System:
         if error is not None:
             # pytest shows captured output of failed tests: every service's last lines
             print(f"\nservice exit codes: {codes}\nlogs in {self.log_dir}\n{self.tails()}", file=sys.stderr)
+            return
+        # every service stops gracefully on SIGTERM
+        failed = {name: code for name, code in codes.items() if code != 0}
+        if failed:
+            print(self.tails(), file=sys.stderr)
+            raise AssertionError(f"services that did not exit 0 on SIGTERM: {failed}; logs in {self.log_dir}")
 
 
 async def _http_ok(url: str) -> bool:

@@ -224,7 +224,8 @@ def test_ports_and_probes_match_the_settings(name: str) -> None:
     ports = container_ports(pod)
     listening = {v: int(env[k]) for k, v in (("EBB_DECISIONS_API_PORT", "http"),
                                               ("EBB_CONSOLIDATION_PLANNER_METRICS_PORT", "metrics"),
-                                              ("EBB_INTERRUPTION_INGESTER_METRICS_PORT", "metrics"))
+                                              ("EBB_INTERRUPTION_INGESTER_METRICS_PORT", "metrics"),
+                                              ("EBB_TERMINATION_EXECUTOR_METRICS_PORT", "metrics"))
                  if k in env and int(env[k])}
     assert ports == listening, f"{name}: container ports {ports}, the settings listen on {listening}"
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):

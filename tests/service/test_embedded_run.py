@@ -100,3 +100,42 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     broken.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: lots}}\n")
     invalid = runner.invoke(app, ["run", "-f", str(broken)])
     assert invalid.exit_code == 2 and "error:" in invalid.output
+
+
+async def test_the_decisions_api_serves_the_running_simulation(tmp_path: Path) -> None:
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    stop = asyncio.Event()
+    options = EmbeddedOptions(start=NOW, speed=60, duration=timedelta(hours=6), api_port=port, api_token="secret")
+    run = asyncio.create_task(run_embedded(_documents([]), options, stop))
+    headers = {"Authorization": "Bearer secret"}
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            for _ in range(600):
+                try:
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the embedded decisions-api never became ready")
+            assert (await client.get("/v1/decisions")).status_code == 401
+            nodes = (await client.post("/v1/plan", headers=headers, json={}))
+            assert nodes.status_code == 200, nodes.text
+            plan = nodes.json()
+            some_node = (plan["blocked"] or [{"node": c["nodes"][0]} for c in plan["commands"]])[0]["node"]
+            explain = await client.get(f"/v1/nodes/{some_node}/explain", headers=headers)
+            assert explain.status_code == 200, explain.text
+            assert explain.json()["node"] == some_node
+            # "now" is the simulated time, not the wall clock
+            assert plan["now"].startswith("2026-11-23")
+            assert (await client.get("/v1/nodes/no-such-node/explain", headers=headers)).status_code == 404
+    finally:
+        stop.set()
+        await asyncio.wait_for(run, 60)

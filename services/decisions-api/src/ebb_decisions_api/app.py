@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -96,13 +96,14 @@ def _dump(model: Any) -> Any:
 
 
 def create_app(settings: Settings, repository: Repository | None = None, *, bus: Bus | None = None,
-               options: EngineOptions | None = None) -> FastAPI:
+               options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
     """The API for ``settings``. Without a ``repository`` one is built from ``settings.database_url``
     (and closed at shutdown); a given repository is the caller's to close. Without a ``bus`` a
     ``KafkaBus`` is built from the settings (started by the consumers, closed at shutdown); a given bus
     (an ``InMemoryBus`` in tests and the embedded mode, or a started ``KafkaBus``) is the caller's.
     ``options`` are the engine options of explanations (default: the engine's, with the settings'
-    ``spot_to_spot``, as the planner is configured)."""
+    ``spot_to_spot``, as the planner is configured). ``clock`` is "now" when a request gives none (the
+    embedded mode's simulated time)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
@@ -240,7 +241,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
             chunks.append(chunk)
         try:
             body = read_body(b"".join(chunks), request.headers.get("content-type", ""))
-            moment = body.now or _utc(now) or utc_now()
+            moment = body.now or _utc(now) or clock()
             stable = until_stable if body.until_stable is None else body.until_stable
             spot = spot_to_spot if body.spot_to_spot is None else body.spot_to_spot
             if spot is None:
@@ -265,7 +266,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     @v1.post("/holds", tags=["holds"], status_code=status.HTTP_201_CREATED, response_model_by_alias=True,
              summary="Pause Empty and Underutilized disruptions in a scope until expiresAt")
     async def create_hold(hold: HoldCreate) -> HoldOut:
-        now = utc_now()
+        now = clock()
         row = await repo.create_hold(
             scope_kind=SCOPE_TO_STORE[hold.scope],
             scope=hold.target or "",
@@ -280,7 +281,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     async def list_holds(
         include_expired: Annotated[bool, Query(alias="includeExpired")] = False,
     ) -> HoldList:
-        now = utc_now()
+        now = clock()
         rows = await repo.list_holds(now, include_expired=include_expired)
         return HoldList(items=[HoldOut.of(r, now) for r in rows])
 
@@ -332,7 +333,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         name: Annotated[str, Path(max_length=NAME_MAX)],
         now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
     ) -> JSONResponse:
-        moment = _utc(now) or utc_now()
+        moment = _utc(now) or clock()
         view = await live_view(moment)
         verdict = await anyio.to_thread.run_sync(explain_pass, view.snapshot, name, moment, engine_options,
                                                  limiter=limiter)
@@ -363,7 +364,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         name: Annotated[str, Path(max_length=NAME_MAX)],
         now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
     ) -> JSONResponse:
-        moment = _utc(now) or utc_now()
+        moment = _utc(now) or clock()
         view = await live_view(moment)
         report = await anyio.to_thread.run_sync(budgets_report, view.snapshot, name, moment, limiter=limiter)
         if report is None:

@@ -5,7 +5,9 @@ the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions)
 ``SimulatedCluster`` for kube-apiserver, kube-scheduler, the controllers and the cluster-watcher, an
 always-leader for the Lease, and the ``SimClock`` for the wall clock. The drift-detector, the
 consolidation-planner and the termination-executor then run their own ``app.run`` unchanged. The
-interruption-ingester has no cloud to listen to here, and the decisions-api is not started.
+interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
+store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
+simulated time).
 
 It stops after ``duration`` of simulated time, or with ``until_stable`` once nothing has happened for
 ``stable_for`` simulated seconds: no live decision, no Pending pod that could be bound, no new decision.
@@ -64,6 +66,10 @@ class EmbeddedOptions:
     report_every: float = 1.0
     spot_to_spot: bool = False
     cluster: str = "embedded"
+    #: serve the decisions-api on 127.0.0.1:api_port (None: not at all)
+    api_port: int | None = None
+    #: the bearer token the API expects
+    api_token: str = ""
 
 
 @dataclass
@@ -128,6 +134,46 @@ def _prices(documents: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, 
     """node -> hourly price, from the snapshot the run starts with (the simulated cluster launches nothing)."""
     view = ClusterView.build(parse_documents(documents, bundled_catalog), now)
     return dict(view.price)
+
+
+class _QuietServer:
+    """uvicorn's server without its signal handling: ``ebb run`` owns SIGINT and SIGTERM."""
+
+    @staticmethod
+    def build(config: Any) -> Any:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Any:
+                yield
+
+        return Server(config)
+
+
+async def _serve_api(options: EmbeddedOptions, engine: AsyncEngine, bus: InMemoryBus, clock: SimClock,
+                     stop: asyncio.Event) -> None:
+    """The decisions-api on the embedded store and bus, until ``stop``."""
+    import uvicorn
+    from pydantic import SecretStr
+
+    from ebb.adapters.store.repository import Repository
+    from ebb.core.methods.base import EngineOptions
+    from ebb_decisions_api.app import create_app
+    from ebb_decisions_api.settings import Settings as ApiSettings
+
+    settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
+                           port=options.api_port or 0)
+    app = create_app(settings, Repository(engine, options.cluster), bus=bus,
+                     options=EngineOptions(spot_to_spot=options.spot_to_spot), clock=clock)
+    server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
+                                               log_level="warning", timeout_graceful_shutdown=2))
+    serving = asyncio.create_task(server.serve())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    stopping.cancel()
+    await serving
 
 
 async def run_embedded(
@@ -198,6 +244,9 @@ async def run_embedded(
                                 name="kube-scheduler"),
         ]
         await cluster.schedule_pending()  # pods Pending in the snapshot
+        if options.api_port is not None:
+            tasks.append(asyncio.create_task(_serve_api(options, engine, bus, clock, services_stop),
+                                             name="decisions-api"))
         reason = "stopped"
         last_change = clock()
         last_seen: tuple[Any, ...] = ()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
@@ -130,6 +131,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     output: Annotated[Output, typer.Option("-o", "--output",
                                            help="the summary: table (default) or json")] = Output.table,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "warning",
+    api_port: Annotated[int | None, typer.Option(
+        help="serve the decisions-api on 127.0.0.1:PORT while it runs (in simulated time)", min=1, max=65535)] = None,
+    api_token: Annotated[str | None, typer.Option(
+        help="the API's bearer token (default: a random one, printed on stderr)", envvar="EBB_RUN_API_TOKEN")] = None,
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     try:
@@ -142,9 +147,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
 
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
+    token = api_token or (secrets.token_urlsafe(24) if api_port else "")
     options = EmbeddedOptions(start=moment, speed=speed, duration=_duration(duration, "--duration"),
                               until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
-                              database=database, spot_to_spot=spot_to_spot)
+                              database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token)
     try:
         documents = _documents(paths)
     except InputError as exc:
@@ -156,6 +162,8 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     from rich.live import Live
 
     console = Console(stderr=True)
+    if api_port:
+        console.print(f"decisions-api on http://127.0.0.1:{api_port} (docs at /docs), token: {token}")
 
     async def main() -> Summary:
         stop = asyncio.Event()

@@ -95,11 +95,11 @@ class Executor:
         )
         await self.store.record_event(event)
         await self.bus.publish(TOPIC_DISRUPTION_EVENTS, event)
-        log.info("disruption event", decision=command.decision_id, node=node, phase=phase, message=message)
+        log.info("disruption event", decision_id=command.decision_id, node=node, phase=phase, message=message)
 
     async def execute(self, command: DisruptionCommand) -> str:
         """Apply ``command``; returns the outcome: succeeded, failed, duplicate or finished."""
-        bound = log.bind(command=str(command.id), decision=command.decision_id, nodes=list(command.nodes))
+        bound = log.bind(command=str(command.id), decision_id=command.decision_id, nodes=list(command.nodes))
         start, state = await self.store.start(command, self.clock())
         if start is Start.DUPLICATE:
             self.duplicates += 1
@@ -161,6 +161,6 @@ class Executor:
             self.succeeded += 1
         else:
             self.failed += 1
-        log.info("command finished", command=str(command.id), decision=command.decision_id, state=state,
+        log.info("command finished", command=str(command.id), decision_id=command.decision_id, state=state,
                  recorded=recorded)
         return state

@@ -4,14 +4,11 @@ at the next pass, and the explanation says why."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from ebb.adapters.live import live_snapshot
-from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import DisruptionCommand
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
@@ -21,17 +18,6 @@ from ebb_consolidation_planner.store import PlannerStore
 from ebb_termination_executor.store import ExecutorStore
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
-
-
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[tuple[PlannerStore, ExecutorStore]]:
-    url = f"sqlite:///{tmp_path / 'ebb.db'}"
-    await upgrade_async(url)
-    planner = PlannerStore.from_url(url, cluster="unit")
-    executor = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
-    yield planner, executor
-    await planner.close()
-    await executor.close()
 
 
 def command(decision_id: str, *nodes: str) -> DisruptionCommand:

@@ -4,29 +4,15 @@ command recorded before (a redelivery) changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import DisruptionCommand
 from ebb_consolidation_planner.store import PlannerStore
 from ebb_termination_executor.store import ExecutorStore, Start
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
-
-
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[tuple[PlannerStore, ExecutorStore]]:
-    url = f"sqlite:///{tmp_path / 'ebb.db'}"
-    await upgrade_async(url)
-    planner = PlannerStore.from_url(url, cluster="unit")
-    executor = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
-    yield planner, executor
-    await planner.close()
-    await executor.close()
 
 
 async def approved(planner: PlannerStore, decision_id: str, *nodes: str) -> DisruptionCommand:

@@ -23,6 +23,7 @@ from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.events import EventRecorder, kube_sink
+from ebb.adapters.metrics_server import serve_metrics
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, TOPIC_NODE_FINDINGS
 from ebb.core.events import InvolvedObject
@@ -73,13 +74,7 @@ async def run(
                                          namespace=settings.events_namespace, uid_of=_uid_of(objects),
                                          qps=settings.events_qps, max_queue=settings.events_queue)
         metrics = metrics or Metrics()
-        if settings.metrics_port:
-            from prometheus_client import start_http_server
-
-            server, _thread = start_http_server(settings.metrics_port, settings.metrics_address,
-                                                registry=metrics.registry)
-            stack.callback(server.server_close)  # callbacks run last first: shut down, then close
-            stack.callback(server.shutdown)
+        serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         interruptions = f"{settings.group}-interruptions"
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,

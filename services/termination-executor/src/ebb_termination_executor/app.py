@@ -12,6 +12,7 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
+from ebb.adapters.metrics_server import serve_metrics
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, stop_aware_sleep, utcnow
 from ebb_termination_executor.metrics import Metrics
@@ -71,13 +72,7 @@ async def run(
             store = ExecutorStore.from_url(settings.database_url, cluster=settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
         metrics = metrics or Metrics()
-        if settings.metrics_port:
-            from prometheus_client import start_http_server
-
-            server, _thread = start_http_server(settings.metrics_port, settings.metrics_address,
-                                                registry=metrics.registry)
-            stack.callback(server.server_close)  # callbacks run last first: shut down, then close
-            stack.callback(server.shutdown)
+        serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster)
         if started is not None:

@@ -486,6 +486,24 @@ def planner_process(config: Mapping[str, Any]) -> None:
     milestones = set(config["milestones"])
     planners: list[Planner] = []
 
+    class CountingLeader:
+        """The planner's ``AlwaysLeader``, counting how often it is asked: the planner's loop asks once per
+        iteration."""
+
+        def __init__(self) -> None:
+            self.asked = 0
+            self.always = AlwaysLeader()
+
+        @property
+        def is_leader(self) -> bool:
+            self.asked += 1
+            return self.always.is_leader
+
+        async def run(self, stop: asyncio.Event) -> None:
+            await self.always.run(stop)
+
+    leader = CountingLeader()
+
     def ready(planner: Planner) -> None:
         """Wraps (on this instance only) the consumer's handler and the pass to time them."""
         planners.append(planner)
@@ -500,7 +518,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
             n = len(planner.objects)
             if n in milestones:
                 milestones.discard(n)
-                emit(event="count", n=n, t=time.time())
+                emit(event="count", n=n, t=time.time(), asked=leader.asked)
             message = delivery.message
             if getattr(message, "kind", "") == "NodePool":
                 emit(event="nodepool", key=delivery.key, t=time.time())
@@ -513,6 +531,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
             result = await plan_once()
             after = planner.metrics.registry.get_sample_value(evaluation) or 0.0
             emit(event="pass", start=start, end=time.time(), version=version, evaluation=after - before,
+                 asked=leader.asked,
                  commands=[[c.method, list(c.nodes)] for c in result.commands] if result else None,
                  proposed=planner.proposed)
             return result
@@ -536,7 +555,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
                             validation_delay_seconds=config["validation_delay"], metrics_port=0)
         started = asyncio.Event()
         waiter = asyncio.create_task(wait_stop())
-        runner = asyncio.create_task(app.run(settings, stop, leader=AlwaysLeader(), started=started,
+        runner = asyncio.create_task(app.run(settings, stop, leader=leader, started=started,
                                              planner_ready=ready))
         await asyncio.wait([asyncio.create_task(started.wait()), runner], return_when=asyncio.FIRST_COMPLETED)
         emit(event="started", t=time.time())
@@ -701,6 +720,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
     decisions: set[str] = set()
     consumer_stop = asyncio.Event()
     stop = asyncio.Event()
+    tasks: list[asyncio.Task[Any]] = []
+    consumer: Any = None
     result: Doc = {"nodes": size.nodes, "pods": size.pods, "events": total, "event_mib": event_bytes / 2**20,
                    "validation_delay": VALIDATION_DELAY, "debounce": DEBOUNCE, "consolidate_after": "0s"}
     async with KafkaBus(bootstrap, prefix=prefix, source="/ebb/cluster-watcher",
@@ -708,14 +729,15 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
         try:
             await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS])
             # no consumer group: every partition, from the start, no coordinator and no rebalance
-            consumer = AIOKafkaConsumer(prefix + TOPIC_DISRUPTION_COMMANDS, prefix + TOPIC_DISRUPTION_EVENTS,
+            reading = AIOKafkaConsumer(prefix + TOPIC_DISRUPTION_COMMANDS, prefix + TOPIC_DISRUPTION_EVENTS,
                                         bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                                         enable_auto_commit=False)
-            await consumer.start()
+            await reading.start()
+            consumer = reading
 
             async def read_commands() -> None:
                 while not consumer_stop.is_set():
-                    batch = await consumer.getmany(timeout_ms=100)
+                    batch = await reading.getmany(timeout_ms=100)
                     received = time.time()
                     for records in batch.values():
                         for record in records:
@@ -732,12 +754,14 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                                 proposed.setdefault(message.node, received)
 
             reader = asyncio.create_task(read_commands())
+            tasks.append(reader)
             settings = Settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, kinds=("Node", "Pod", "DaemonSet",
                                                                                       "NodePool"))
             watcher, publisher = build_watcher(settings, None, bus)
             watcher.lister = api.lister
             await seed_from_topic(watcher, bus)
             watch_task = asyncio.create_task(watcher.run(stop))
+            tasks.append(watch_task)
             for kind in ("Node", "Pod", "DaemonSet", "NodePool"):
                 api._stream(kind)
                 await asyncio.wait_for(api.watching[kind].wait(), WAIT)
@@ -765,6 +789,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                 return time.time()
 
             progress = asyncio.create_task(_progress(publisher, child, total))
+            tasks.append(progress)
             watcher_done = await asyncio.wait_for(published_all(), 900)
             applied = await child.wait_for(lambda e: e["event"] == "count" and e["n"] == total,
                                            "the planner to apply every object", within=900)
@@ -776,6 +801,9 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             _log(f"ingest: {(total - 1) / ingest:,.0f} events/s end to end ({ingest:.1f}s); watcher alone "
                  f"{(total - 1) / (watcher_done - first):,.0f} events/s")
             ingest_passes = [e for e in child.events if e["event"] == "pass" and e["start"] <= applied["t"]]
+            warm = next(e for e in child.events if e["event"] == "count" and e["n"] == 1)
+            result["ingest"]["planner_loop_iterations"] = applied["asked"] - warm["asked"]
+            result["ingest"]["planner_loop_per_second"] = (applied["asked"] - warm["asked"]) / ingest
 
             # steady state: consolidateAfter Never → 0s; wait for a full pass that saw it
             pools_sent = time.time()
@@ -857,11 +885,15 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             result["watcher"] = {"published": publisher.published, "tombstones": publisher.tombstones}
             consumer_stop.set()
             await reader
-            await consumer.stop()
         finally:
             stop.set()
             consumer_stop.set()
             child.kill()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if consumer is not None:
+                await consumer.stop()  # before the topics go, or its metadata requests create them again
             await _clean(bootstrap, prefix, database_url, cluster, AIOKafkaAdminClient)
     result["seconds"] = time.monotonic() - began
     return result
@@ -968,6 +1000,8 @@ def render(r: Doc) -> list[str]:
              f"{ingest['watcher_seconds']:.1f} s, {ingest['watcher_events_per_second']:,.0f} events/s |",
              f"| planner passes during the ingest (wall, each) | {passes['ingest']['n']} passes, p50 "
              f"{passes['ingest']['p50']:.2f} s, max {passes['ingest']['max']:.2f} s |",
+             f"| iterations of the planner's loop (`Planner.run`) during the ingest; idle it ticks 5/s | "
+             f"{ingest.get('planner_loop_iterations', 0):,} ({ingest.get('planner_loop_per_second', 0):,.0f}/s) |",
              f"| commands at steady state (before any node was emptied) | {r['steady_commands']} |",
              f"| planner pass at steady state, `plan_once` wall (p50 / max) | {passes['steady']['p50']:.2f} s / "
              f"{passes['steady']['max']:.2f} s ({passes['steady']['n']} passes) |",

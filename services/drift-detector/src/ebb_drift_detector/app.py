@@ -9,7 +9,7 @@ from datetime import datetime
 
 import structlog
 
-from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.snapshot_store import SnapshotStore
@@ -47,13 +47,16 @@ async def run(
                             resync=settings.resync_seconds, clock=clock)
         if detector_ready is not None:
             detector_ready(detector)
+        # the topic's ends before the snapshot is read: the consumer skips what the snapshot holds already
+        # (a group starting at the beginning or behind would set the snapshot back for a while otherwise)
+        ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
         objects = await seed_snapshot(store, bus)
         await detector.recompute()
         log.info("drift-detector starting", objects=objects, nodes_with_findings=len(detector.current))
         if started is not None:
             started.set()
         consumer = asyncio.create_task(
-            bus.consume([TOPIC_CLUSTER_OBJECTS], settings.group, detector.handle, stop=stop))
+            bus.consume([TOPIC_CLUSTER_OBJECTS], settings.group, skipping_before(ends, detector.handle), stop=stop))
         loop = asyncio.create_task(detector.run(stop))
         try:
             done, _ = await asyncio.wait([consumer, loop], return_when=asyncio.FIRST_EXCEPTION)

@@ -10,7 +10,7 @@ import uuid
 import structlog
 
 from ebb.adapters.aws.sqs import Backoff, SqsClient, SqsQueue, sqs_client
-from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS
@@ -56,10 +56,13 @@ async def run(
         tasks: list[asyncio.Task[None]] = []
         if lookup is None:
             store = SnapshotStore(bundled_catalog=[])
+            # the consumer skips what the snapshot read holds already (see ebb.adapters.bus.offsets)
+            ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
             known = await seed_snapshot(store, bus)
             group = f"{settings.consumer_group}-{uuid.uuid4().hex[:12]}"
             tasks.append(asyncio.create_task(
-                bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=consumer_stop), name="cluster-objects"
+                bus.consume([TOPIC_CLUSTER_OBJECTS], group, skipping_before(ends, store.handle), stop=consumer_stop),
+                name="cluster-objects",
             ))
             lookup = StoreLookup(store)
             log.info("cluster objects loaded", objects=known, group=group)

@@ -15,6 +15,7 @@ from ebb.adapters.bus.base import (
 )
 from ebb.adapters.bus.kafka import KafkaBus
 from ebb.adapters.bus.memory import BusError, InMemoryBus
+from ebb.adapters.bus.offsets import end_offsets, skipping_before
 
 __all__ = [
     "Bus",
@@ -28,6 +29,8 @@ __all__ = [
     "PoisonMessage",
     "RawRecord",
     "RetryPolicy",
+    "end_offsets",
+    "skipping_before",
 ]
 
 if TYPE_CHECKING:  # both implementations satisfy the protocol (checked by mypy)

@@ -90,6 +90,10 @@ class InMemoryBus:
         """The records of ``topic`` still in its log, partition by partition."""
         return [r for part in self._topics.get(topic, []) for r in part.log if r is not None]
 
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition of ``topic``, the offset its next record will get."""
+        return {number: len(part.log) for number, part in enumerate(self._topics.get(topic, []))}
+
     def committed(self, group: str, topic: str, partition: int) -> int:
         """The next offset ``group`` will read on ``topic``'s ``partition``."""
         return self._committed.get((group, topic, partition), 0)

@@ -11,6 +11,9 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   pods the PDB selects) and the drift-detector's ``set_drifted``;
 - **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
   back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
+- **the cloud**: the executor's ``Launcher``. A replacement becomes a Node built like a launched one
+  (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_seconds`` of simulated
+  time after its launch, when the DaemonSets' pods start on it;
 - **kube-scheduler**: Pending pods are bound with ebb's own scheduling simulator (``ebb.core.simulator``,
   existing nodes only, no launches), so the cluster never holds a placement the engine would call
   invalid. A pod that fits nowhere stays Pending.
@@ -31,10 +34,12 @@ import jsonpatch
 
 from ebb.adapters.bus import Bus
 from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
+from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
 from ebb.adapters.kube.trim import trim
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Replacement
 from ebb.core.labels import selector_matches
-from ebb.core.model import LabelSelector, Requirement
+from ebb.core.launch import LaunchError, LaunchSpec
+from ebb.core.model import LABEL_INITIALIZED, InstanceType, LabelSelector, Requirement
 from ebb.core.simulator import Scheduler
 from ebb.core.snapshot import parse_documents
 
@@ -87,6 +92,7 @@ class SimulatedCluster:
         *,
         bundled_catalog: Callable[[], Iterable[Any]] | None = None,
         seed: int = 0,
+        boot_seconds: float = 60.0,
     ) -> None:
         self.bus = bus
         self.clock = clock
@@ -102,6 +108,11 @@ class SimulatedCluster:
         self.pods_recreated = 0
         self.pods_bound = 0
         self.nodes_deleted = 0
+        #: simulated seconds from a launch to the node being Ready
+        self.boot_seconds = boot_seconds
+        #: launched node -> (launch time, hourly price)
+        self.launched: dict[str, tuple[datetime, float]] = {}
+        self._catalog: dict[str, InstanceType] | None = None
         #: set when a pod became Pending (kube-scheduler's queue is not empty)
         self.pods_waiting = asyncio.Event()
         for doc in documents:
@@ -251,6 +262,71 @@ class SimulatedCluster:
         await self._remove(key)
         await self._recreate(pod)
         return "evicted", ""
+
+    # -- the Launcher (the termination-executor's cloud) ------------------------------------------------------
+
+    def catalog(self) -> dict[str, InstanceType]:
+        if self._catalog is None:
+            docs = [o for o in self.objects.values() if o.get("kind") == "InstanceTypeCatalog"]
+            if not docs and self.bundled_catalog is not None:
+                docs = list(self.bundled_catalog())
+            self._catalog = catalog_types(docs)
+        return self._catalog
+
+    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
+        pool = self.objects.get(self.key_of("NodePool", "", replacement.node_pool))
+        if pool is None:
+            raise LaunchError(f"NodePool {replacement.node_pool} does not exist")
+        spec, node = replacement_node(name, replacement, pool, self.catalog(), self.clock())
+        if self.key_of("Node", "", name) not in self.objects:
+            await self._put(node)
+            self.launched[name] = (self.clock(), spec.price)
+        return spec
+
+    async def ready(self, name: str) -> bool:
+        node = self.objects.get(self.key_of("Node", "", name))
+        if node is None:
+            return False
+        if is_ready(node):
+            return True
+        launched_at = self.launched.get(name, (self.clock(), 0.0))[0]
+        if (self.clock() - launched_at).total_seconds() < self.boot_seconds:
+            return False
+        booted = copy.deepcopy(node)
+        now = _rfc3339(self.clock())
+        booted["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
+        booted["metadata"]["labels"][LABEL_INITIALIZED] = "true"
+        await self._put(booted)
+        await self._start_daemonsets(booted)
+        return True
+
+    async def delete(self, name: str) -> None:
+        await self.delete_node(name)
+
+    async def _start_daemonsets(self, node: Mapping[str, Any]) -> None:
+        """The DaemonSet controller: one pod of every DaemonSet whose nodeSelector the node matches."""
+        labels = _meta(node).get("labels") or {}
+        for ds in [o for o in self.objects.values() if o.get("kind") == "DaemonSet"]:
+            template = (ds.get("spec") or {}).get("template") or {}
+            pod_spec = copy.deepcopy(template.get("spec") or {})
+            if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+                continue
+            meta = _meta(ds)
+            now = _rfc3339(self.clock())
+            pod_spec["nodeName"] = _meta(node)["name"]
+            await self._put({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": f"{meta.get('name')}-" + "".join(self._random.choice(NAME_ALPHABET) for _ in range(5)),
+                    "namespace": meta.get("namespace") or "default",
+                    "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                    "uid": f"{self._random.getrandbits(128):032x}", "creationTimestamp": now,
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": meta.get("name"),
+                                         "uid": meta.get("uid", ""), "controller": True}]},
+                "spec": pod_spec,
+                "status": {"phase": "Running", "startTime": now,
+                           "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]},
+            })
 
     # -- the drift-detector's annotator --------------------------------------------------------------------
 

@@ -215,7 +215,8 @@ async def run_embedded(
                 now=clock(), elapsed=clock.elapsed(), nodes=len(nodes),
                 pods=sum(1 for o in cluster.objects.values() if o.get("kind") == "Pod"),
                 pending_pods=len(cluster.pending_pods()),
-                cost_per_hour=sum(p for n, p in prices.items() if n in names),
+                cost_per_hour=sum(p for n, p in prices.items() if n in names)
+                + sum(p for n, (_at, p) in cluster.launched.items() if n in names and n not in prices),
                 evictions=cluster.evictions, evictions_refused=cluster.evictions_refused,
                 nodes_deleted=cluster.nodes_deleted)
 
@@ -230,14 +231,15 @@ async def run_embedded(
         executor_settings = ExecutorSettings(
             cluster=options.cluster, eviction_deadline_seconds=real(600.0),
             eviction_backoff_initial_seconds=real(0.5), eviction_backoff_max_seconds=real(10.0),
-            poll_interval_seconds=real(0.5))
+            poll_interval_seconds=real(0.5), replacement_ready_timeout_seconds=real(600.0))
         drift_settings = DriftSettings(debounce_seconds=real(2.0), resync_seconds=real(30.0))
         tasks = [
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=planner_store,
                                                 leader=AlwaysLeader(), clock=clock,
                                                 planner_ready=planners.append), name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
-                                                 store=executor_store, clock=clock), name="termination-executor"),
+                                                 store=executor_store, clock=clock, launcher=cluster),
+                                name="termination-executor"),
             asyncio.create_task(drift_app.run(drift_settings, services_stop, bus=bus, annotator=cluster, clock=clock),
                                 name="drift-detector"),
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=min(0.05, real(1.0))),

@@ -6,12 +6,15 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
+from ebb.adapters.kube.launch import KwokLauncher, Launcher, catalog_types
 from ebb.adapters.metrics_server import serve_metrics
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, stop_aware_sleep, utcnow
@@ -31,6 +34,7 @@ def build_executor(
     *,
     clock: Callable[[], datetime] = utcnow,
     metrics: Metrics | None = None,
+    launcher: Launcher | None = None,
 ) -> Executor:
     metrics = metrics or Metrics()
     drainer = Drainer(
@@ -44,7 +48,8 @@ def build_executor(
         sleep=stop_aware_sleep(stop),
         on_eviction=metrics.eviction,
     )
-    return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics)
+    return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics,
+                    launcher=launcher, ready_timeout=settings.replacement_ready_timeout_seconds)
 
 
 async def run(
@@ -57,13 +62,19 @@ async def run(
     clock: Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
+    launcher: Launcher | None = None,
 ) -> Executor:
-    """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``
-    and ``store`` replace the ones built from ``settings``; ``started`` is set when consuming starts."""
+    """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
+    ``store`` and ``launcher`` replace the ones built from ``settings``; ``started`` is set when consuming
+    starts."""
     async with contextlib.AsyncExitStack() as stack:
-        if node_api is None:
+        api: Any = None
+        if node_api is None or (launcher is None and settings.launcher == "kwok"):
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
+        if node_api is None:
             node_api = KubeNodeApi(api)
+        if launcher is None and settings.launcher == "kwok":
+            launcher = KwokLauncher(api, catalog_types(bundled_catalog()), clock or utcnow)
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor")
@@ -73,8 +84,10 @@ async def run(
             stack.push_async_callback(store.close)
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
-        executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics)
-        log.info("termination-executor starting", group=settings.group, cluster=settings.cluster)
+        executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics,
+                                  launcher=launcher)
+        log.info("termination-executor starting", group=settings.group, cluster=settings.cluster,
+                 launcher=type(launcher).__name__ if launcher is not None else None)
         if started is not None:
             started.set()
         await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)

@@ -1,11 +1,17 @@
 """The handler of ``ebb.disruption.commands``: one approved ``DisruptionCommand`` → taint, drain, delete.
 
+For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``, through
+the ``Launcher``: a KWOK node, or the embedded mode's simulated cloud) and waited for until Ready
+(``WaitingReadiness``); a launch that fails or a node not Ready within ``ready_timeout`` → ``Failed``, the
+launched nodes deleted, the taints removed (``RolledBack``), the decision ``failed``. Then as a delete.
+Replacement names come from the decision, so a command resumed after a crash finds the nodes it launched.
+
 For a delete: every node is tainted ``karpenter.sh/disrupted:NoSchedule`` (``Tainted``), then drained
 through the Eviction API one node after the other (``Evicted``), and only when all are drained deleted
 (``Terminated``); the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
 (``RolledBack``), the decision ends ``failed``. A command with replacements is ``Failed`` at once
-("replacement launching not implemented"): nothing is tainted. A failed decision leaves an automatic
+when no launcher is configured: nothing is tainted. A failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 
@@ -26,14 +32,16 @@ import structlog
 
 from ebb.adapters.bus import Bus, Delivery, PoisonMessage
 from ebb.adapters.kube.drain import Drainer, DrainFailed
+from ebb.adapters.kube.launch import Launcher
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase
+from ebb.core.launch import LaunchError, replacement_name
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.store import ExecutorStore, Start
 
 log = structlog.get_logger("ebb_termination_executor")
 
-REPLACEMENTS_UNSUPPORTED = "replacement launching not implemented"
+REPLACEMENTS_UNSUPPORTED = "replacement launching not configured (EBB_TERMINATION_EXECUTOR_LAUNCHER)"
 
 
 def utcnow() -> datetime:
@@ -71,8 +79,14 @@ class Executor:
         clock: Callable[[], datetime] = utcnow,
         failure_hold: float = 0.0,
         metrics: Metrics | None = None,
+        launcher: Launcher | None = None,
+        ready_timeout: float = 600.0,
     ) -> None:
         self.bus = bus
+        #: launches replacements; None: a command with replacements fails
+        self.launcher = launcher
+        #: replacements not Ready this long after their launch fail the command
+        self.ready_timeout = ready_timeout
         self.metrics = metrics or Metrics()
         #: seconds a failed decision's nodes are held (an automatic hold; 0: none)
         self.failure_hold = failure_hold
@@ -110,7 +124,7 @@ class Executor:
             return "finished"
         bound.info("executing", method=command.method, reason=command.reason, action=command.action)
 
-        if command.replacements:
+        if command.replacements and self.launcher is None:
             for node in command.nodes:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
             return await self._finish(command, "failed", REPLACEMENTS_UNSUPPORTED)
@@ -124,6 +138,11 @@ class Executor:
             tainted.append(node)
             await self.emit(command, node, "Tainted",
                             "tainted karpenter.sh/disrupted:NoSchedule" if added else "already tainted")
+        if command.replacements:
+            why = await self._pre_spin(command)
+            if why is not None:
+                await self._roll_back(command, tainted)
+                return await self._finish(command, "failed", why)
         for node in tainted:
             try:
                 report = await self.drainer.drain(node)
@@ -144,6 +163,38 @@ class Executor:
                     time.monotonic() - started)
             await self.emit(command, node, "Terminated", "node deleted" if existed else "node already gone")
         return await self._finish(command, "succeeded")
+
+    async def _pre_spin(self, command: DisruptionCommand) -> str | None:
+        """Launch the command's replacements and wait until all are Ready; None when they are, else why not
+        (the launched nodes are deleted again)."""
+        assert self.launcher is not None
+        first = command.nodes[0]
+        launched: list[str] = []
+        try:
+            for index, replacement in enumerate(command.replacements):
+                name = replacement_name(command.decision_id, index, replacement.node_pool)
+                spec = await self.launcher.launch(name, replacement)
+                launched.append(name)
+                await self.emit(command, first, "Launching",
+                                f"launching {name}: {spec.instance_type} ({spec.capacity_type}) in {spec.zone} "
+                                f"at ${spec.price:.4f}/h")
+            await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")
+            deadline = time.monotonic() + self.ready_timeout
+            waiting = list(launched)
+            while waiting:
+                waiting = [name for name in waiting if not await self.launcher.ready(name)]
+                if not waiting:
+                    break
+                if time.monotonic() + self.drainer.poll_interval > deadline:
+                    raise LaunchError(f"{', '.join(waiting)} not Ready within {self.ready_timeout:g}s")
+                await self.drainer.sleep(self.drainer.poll_interval)
+        except LaunchError as e:
+            why = f"replacement launch failed: {e}"
+            await self.emit(command, first, "Failed", why)
+            for name in launched:
+                await self.launcher.delete(name)
+            return why
+        return None
 
     async def _roll_back(self, command: DisruptionCommand, tainted: list[str]) -> None:
         for node in tainted:

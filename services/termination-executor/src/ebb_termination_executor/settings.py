@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -37,6 +39,11 @@ class Settings(BaseSettings):
     failure_hold_seconds: float = Field(default=900.0, ge=0)
     #: count a pod whose deletion has started (deletionTimestamp set) as gone
     terminating_is_gone: bool = False
+    #: how replacements are launched: none (a command with replacements fails) or kwok (KWOK nodes: the
+    #: local and test clusters' cloud)
+    launcher: Literal["none", "kwok"] = "none"
+    #: launched replacements not Ready this long fail the command (it is rolled back)
+    replacement_ready_timeout_seconds: float = Field(default=600.0, gt=0)
     #: the Prometheus /metrics port (0: off)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_address: str = "0.0.0.0"

@@ -1,0 +1,113 @@
+"""What a replacement node is: the Node object a launch creates for a command's replacement.
+
+A replace command (and an expiration or drift that needs room) names its replacements as the simulation
+sized them: a NodePool, instance types cheapest first, a capacity type and the zones the moved pods allow.
+``launch_spec`` picks the cheapest instance type with an available offering of that capacity type in one of
+those zones (the first such zone) and ``node_object`` writes the Node a launcher creates: the NodePool's
+template labels, annotations and taints, the instance type's labels, Karpenter's well-known labels, the
+NodePool's hash (so the new node is not drifted), and the capacity and allocatable (capacity less the
+instance type's overhead) the simulation counted on. Names are derived from the decision, so a launch
+repeated after a crash names the same node. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ebb.core.model import (
+    ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_NODEPOOL_HASH_VERSION,
+    LABEL_INITIALIZED,
+    InstanceType,
+    NodePool,
+)
+
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
+LABEL_REGISTERED = "karpenter.sh/registered"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+
+
+class LaunchError(ValueError):
+    """The replacement cannot be launched as asked (no such NodePool, no available offering)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    name: str
+    nodepool: str
+    instance_type: str
+    capacity_type: str
+    zone: str
+    price: float
+
+
+def replacement_name(decision_id: str, index: int, nodepool: str) -> str:
+    """The node name of a decision's ``index``-th replacement: the same on every attempt."""
+    digest = hashlib.sha256(f"{decision_id}/{index}".encode()).hexdigest()[:10]
+    return f"{nodepool}-{digest}"[:63]
+
+
+def launch_spec(name: str, *, nodepool: str, instance_types: Sequence[str], capacity_type: str,
+                zones: Sequence[str], catalog: Mapping[str, InstanceType]) -> LaunchSpec:
+    """The cheapest option of a replacement that has an available offering (types are cheapest first)."""
+    for type_name in instance_types:
+        it = catalog.get(type_name)
+        if it is None:
+            continue
+        offers = [o for o in it.offerings if o.available and o.capacity_type == capacity_type
+                  and (not zones or o.zone in zones)]
+        if offers:
+            zone_order = {z: i for i, z in enumerate(zones)}
+            best = min(offers, key=lambda o: (o.price, zone_order.get(o.zone, len(zone_order))))
+            return LaunchSpec(name, nodepool, type_name, capacity_type, best.zone, best.price)
+    raise LaunchError(f"none of {', '.join(instance_types) or 'no types'} has an available {capacity_type} "
+                      f"offering in {', '.join(zones) or 'any zone'}")
+
+
+def _quantity(resource: str, value: int) -> str:
+    return f"{value}m" if resource == "cpu" else str(value)
+
+
+def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType, now: datetime,
+                provider_id: str = "", initialized: bool = False) -> dict[str, Any]:
+    """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so)."""
+    labels: dict[str, str] = {**instance_type.labels, **pool.labels}
+    labels.update({
+        LABEL_NODEPOOL: pool.name,
+        LABEL_CAPACITY_TYPE: spec.capacity_type,
+        LABEL_INSTANCE_TYPE: spec.instance_type,
+        LABEL_ZONE: spec.zone,
+        LABEL_HOSTNAME: spec.name,
+        LABEL_REGISTERED: "true",
+        "kubernetes.io/os": labels.get("kubernetes.io/os", "linux"),
+    })
+    if initialized:
+        labels[LABEL_INITIALIZED] = "true"
+    annotations = dict(pool.annotations)
+    if pool.hash is not None:
+        annotations[ANNOTATION_NODEPOOL_HASH] = pool.hash
+    if pool.hash_version is not None:
+        annotations[ANNOTATION_NODEPOOL_HASH_VERSION] = pool.hash_version
+    capacity = {r: _quantity(r, v) for r, v in sorted(instance_type.capacity.items())}
+    allocatable = {r: _quantity(r, max(0, v - instance_type.overhead.get(r, 0)))
+                   for r, v in sorted(instance_type.capacity.items())}
+    spec_: dict[str, Any] = {"providerID": provider_id or f"ebb:///{spec.zone}/{spec.name}"}
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} if t.value else {"key": t.key, "effect": t.effect}
+              for t in (*pool.taints, *pool.startup_taints)]
+    if taints:
+        spec_["taints"] = taints
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations,
+                     "creationTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "spec": spec_,
+        "status": {"capacity": capacity, "allocatable": allocatable,
+                   "conditions": [{"type": "Ready", "status": "False", "reason": "Launching"}]},
+    }

@@ -1,0 +1,140 @@
+"""Pre-spin: the termination-executor launches a command's replacements, waits until they are Ready, then
+drains and deletes; a launch that fails or a node that never gets Ready rolls everything back. On the
+embedded mode's simulated cluster (API server, cloud, controllers) with the InMemoryBus and SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.contracts import DisruptionCommand
+from ebb.core.launch import replacement_name
+from ebb_consolidation_planner.store import PlannerStore
+from ebb_embedded.cluster import SimulatedCluster
+from ebb_termination_executor.app import build_executor
+from ebb_termination_executor.settings import Settings
+from ebb_termination_executor.store import ExecutorStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from builders import NOW, catalog, node, nodepool, pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def command(pool: str = "default", capacity_type: str = "on-demand") -> DisruptionCommand:
+    return DisruptionCommand.model_validate({
+        "decision_id": "dec-r1", "node_pool": "default", "method": "single-node-consolidation",
+        "reason": "Underutilized", "action": "replace", "nodes": ["big"],
+        "replacements": [{"node_pool": pool, "instance_types": ["t3.medium", "c5.large"],
+                          "capacity_type": capacity_type, "zones": ["us-east-1b"], "price": 0.0416}],
+        "savings_per_hour": 0.34, "explanation": "replaced by a t3.medium", "approved_at": NOW})
+
+
+def cluster(clock: Clock) -> tuple[SimulatedCluster, InMemoryBus]:
+    bus = InMemoryBus()
+    docs = [catalog(), nodepool(node_hash="h1"), node("big", itype="m5.2xlarge"),
+            pod("web-0", "big", cpu="500m"), pod("web-1", "big", cpu="500m")]
+    return SimulatedCluster(docs, bus, clock, boot_seconds=60), bus
+
+
+async def phases(stores: tuple[PlannerStore, ExecutorStore]) -> list[str]:
+    """The decision's timeline as the executor recorded it (the events it published, in order)."""
+    from sqlalchemy import select
+
+    from ebb.adapters.store.models import DecisionEvent
+
+    async with stores[0].engine.connect() as connection:
+        rows = await connection.execute(select(DecisionEvent.type).where(DecisionEvent.decision_id == "dec-r1")
+                                        .order_by(DecisionEvent.id))
+        return [str(t) for (t,) in rows]
+
+
+async def run(stores: tuple[PlannerStore, ExecutorStore], sim: SimulatedCluster, bus: InMemoryBus, clock: Clock,
+              **settings: Any) -> str:
+    _planner, store = stores
+    config = Settings(poll_interval_seconds=0.01, eviction_backoff_initial_seconds=0.01,
+                      eviction_backoff_max_seconds=0.02, **settings)
+
+    async def boot() -> None:  # simulated time passes while the executor waits
+        for _ in range(400):
+            await asyncio.sleep(0.01)
+            clock.now += timedelta(seconds=1)
+            await sim.schedule_pending()
+
+    booting = asyncio.create_task(boot())
+    executor = build_executor(config, sim, bus, store, asyncio.Event(), clock=clock, launcher=sim)
+    try:
+        return await executor.execute(command())
+    finally:
+        booting.cancel()
+
+
+async def test_a_replacement_is_launched_and_ready_before_anything_is_drained(
+        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    outcome = await run(stores, sim, bus, clock)
+    assert outcome == "succeeded"
+    name = replacement_name("dec-r1", 0, "default")
+    new = await sim.read_node(name)
+    assert new is not None
+    labels = new["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "t3.medium"
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert labels["karpenter.sh/initialized"] == "true"
+    assert new["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "h1"
+    assert await sim.read_node("big") is None
+    assert await stores[1].state("dec-r1") == "succeeded"
+    timeline = await phases(stores)
+    assert [p for p in timeline if p != "Evicted"] == ["Tainted", "Launching", "WaitingReadiness", "Terminated"]
+    assert timeline.index("Evicted") > timeline.index("WaitingReadiness")
+    # the moved pods found room on the replacement
+    await sim.schedule_pending()
+    assert sorted(o["spec"].get("nodeName") for o in sim.objects.values() if o["kind"] == "Pod") == [name, name]
+
+
+async def test_a_launch_that_fails_rolls_back(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    del sim.objects["NodePool//default"]  # the NodePool went away meanwhile
+    outcome = await run(stores, sim, bus, clock, failure_hold_seconds=0)
+    assert outcome == "failed"
+    assert await phases(stores) == ["Tainted", "Failed", "RolledBack"]
+    big = await sim.read_node("big")
+    assert big is not None and not big["spec"].get("taints")
+    assert await stores[1].state("dec-r1") == "failed"
+
+
+async def test_a_replacement_never_ready_is_deleted_and_the_command_fails(
+        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    sim.boot_seconds = 10**9  # it never boots
+    outcome = await run(stores, sim, bus, clock, replacement_ready_timeout_seconds=0.2, failure_hold_seconds=0)
+    assert outcome == "failed"
+    assert await phases(stores) == ["Tainted", "Launching", "WaitingReadiness", "Failed", "RolledBack"]
+    assert await sim.read_node(replacement_name("dec-r1", 0, "default")) is None
+    assert len([o for o in sim.objects.values() if o["kind"] == "Pod"]) == 2  # nothing was evicted
+
+
+async def test_a_command_resumed_after_a_crash_finds_the_node_it_launched(
+        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    from ebb.contracts import Replacement
+
+    first = await sim.launch(replacement_name("dec-r1", 0, "default"),
+                             Replacement.model_validate(command().replacements[0].model_dump()))
+    outcome = await run(stores, sim, bus, clock)
+    assert outcome == "succeeded"
+    assert [n["metadata"]["name"] for n in sim.nodes()] == [first.name]  # launched once

@@ -1,0 +1,83 @@
+"""What a replacement node is (``ebb.core.launch``): the option launched, its Node object and its name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import NOW, catalog, instance_type, nodepool
+
+from ebb.core.launch import LaunchError, launch_spec, node_object, replacement_name
+from ebb.core.snapshot import parse_catalog, parse_object
+
+
+def types(*docs: dict[str, Any]) -> dict[str, Any]:
+    return {it.name: it for item in parse_catalog([catalog(list(docs))]) for it in item.value}
+
+
+CATALOG = types(
+    instance_type("c5.large", "2", "4Gi", 29, 0.085, 0.032),
+    instance_type("m5.large", "2", "8Gi", 29, 0.096, 0.035, zones=("us-east-1b",)),
+    instance_type("r5.large", "2", "16Gi", 29, 0.126, available=False),
+)
+
+
+@pytest.mark.parametrize(("instance_types", "capacity_type", "zones", "expected"), [
+    # the first type (cheapest first) with an available offering in the zones
+    (("c5.large", "m5.large"), "on-demand", ("us-east-1a", "us-east-1b"), ("c5.large", "us-east-1a", 0.085)),
+    (("m5.large", "c5.large"), "on-demand", ("us-east-1a", "us-east-1b"), ("m5.large", "us-east-1b", 0.096)),
+    # m5.large is offered only in us-east-1b: c5.large it is
+    (("m5.large", "c5.large"), "on-demand", ("us-east-1a",), ("c5.large", "us-east-1a", 0.085)),
+    (("c5.large",), "spot", ("us-east-1c",), ("c5.large", "us-east-1c", 0.032)),
+    # an unknown type and an unavailable one are skipped
+    (("x9.huge", "r5.large", "c5.large"), "on-demand", ("us-east-1a",), ("c5.large", "us-east-1a", 0.085)),
+])
+def test_the_cheapest_available_option_is_launched(instance_types: tuple[str, ...], capacity_type: str,
+                                                   zones: tuple[str, ...], expected: tuple[str, str, float]) -> None:
+    spec = launch_spec("n", nodepool="default", instance_types=instance_types, capacity_type=capacity_type,
+                       zones=zones, catalog=CATALOG)
+    assert (spec.instance_type, spec.zone, spec.price) == expected
+    assert spec.capacity_type == capacity_type
+
+
+def test_no_available_offering_is_a_launch_error() -> None:
+    with pytest.raises(LaunchError, match=r"r5\.large"):
+        launch_spec("n", nodepool="default", instance_types=("r5.large",), capacity_type="on-demand",
+                    zones=("us-east-1a",), catalog=CATALOG)
+    with pytest.raises(LaunchError, match="spot"):
+        launch_spec("n", nodepool="default", instance_types=("m5.large",), capacity_type="spot",
+                    zones=("us-east-1a",), catalog=CATALOG)
+
+
+def test_the_node_carries_the_pools_template_hash_and_the_types_capacity_less_overhead() -> None:
+    pool_doc = nodepool("general", node_hash="1234", labels={"team": "platform"},
+                        taints=[{"key": "dedicated", "value": "web", "effect": "NoSchedule"}])
+    pool = parse_object(pool_doc).value
+    it = types({**instance_type("c5.large", "2", "4Gi", 29, 0.085), "overhead": {"cpu": "80m", "memory": "512Mi"},
+                "labels": {"kubernetes.io/arch": "amd64"}})["c5.large"]
+    spec = launch_spec("general-abc", nodepool="general", instance_types=("c5.large",), capacity_type="on-demand",
+                       zones=("us-east-1b",), catalog={"c5.large": it})
+    node = node_object(spec, pool=pool, instance_type=it, now=NOW)
+    labels = node["metadata"]["labels"]
+    assert labels["karpenter.sh/nodepool"] == "general" and labels["team"] == "platform"
+    assert labels["node.kubernetes.io/instance-type"] == "c5.large"
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert labels["kubernetes.io/arch"] == "amd64" and labels["kubernetes.io/hostname"] == "general-abc"
+    assert "karpenter.sh/initialized" not in labels  # not before it is Ready
+    assert node["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "1234"
+    assert node["spec"]["taints"] == [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]
+    assert node["status"]["capacity"] == {"cpu": "2000m", "memory": str(4 * 2**30), "pods": "29"}
+    assert node["status"]["allocatable"] == {"cpu": "1920m", "memory": str(4 * 2**30 - 512 * 2**20), "pods": "29"}
+    assert node["metadata"]["creationTimestamp"] == "2026-11-23T18:30:00Z"
+    # the Node parses back into what the simulation counted on
+    parsed = parse_object(node).value
+    assert parsed.allocatable["cpu"] == 1920 and parsed.nodepool == "general"
+
+
+def test_replacement_names_are_stable_per_decision_and_index() -> None:
+    assert replacement_name("dec-1", 0, "general") == replacement_name("dec-1", 0, "general")
+    assert replacement_name("dec-1", 0, "general") != replacement_name("dec-1", 1, "general")
+    assert replacement_name("dec-1", 0, "general") != replacement_name("dec-2", 0, "general")
+    assert replacement_name("dec-1", 0, "general").startswith("general-")
+    assert len(replacement_name("d", 0, "p" * 100)) <= 63

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.kube.events import EventRecorder
 from ebb.contracts import DisruptionCommand
 from ebb.core.launch import replacement_name
 from ebb_consolidation_planner.store import PlannerStore
@@ -60,7 +61,7 @@ async def phases(stores: tuple[PlannerStore, ExecutorStore]) -> list[str]:
 
 
 async def run(stores: tuple[PlannerStore, ExecutorStore], sim: SimulatedCluster, bus: InMemoryBus, clock: Clock,
-              **settings: Any) -> str:
+              recorder: EventRecorder | None = None, **settings: Any) -> str:
     _planner, store = stores
     config = Settings(poll_interval_seconds=0.01, eviction_backoff_initial_seconds=0.01,
                       eviction_backoff_max_seconds=0.02, **settings)
@@ -72,7 +73,7 @@ async def run(stores: tuple[PlannerStore, ExecutorStore], sim: SimulatedCluster,
             await sim.schedule_pending()
 
     booting = asyncio.create_task(boot())
-    executor = build_executor(config, sim, bus, store, asyncio.Event(), clock=clock, launcher=sim)
+    executor = build_executor(config, sim, bus, store, asyncio.Event(), clock=clock, launcher=sim, recorder=recorder)
     try:
         return await executor.execute(command())
     finally:
@@ -138,3 +139,41 @@ async def test_a_command_resumed_after_a_crash_finds_the_node_it_launched(
     outcome = await run(stores, sim, bus, clock)
     assert outcome == "succeeded"
     assert [n["metadata"]["name"] for n in sim.nodes()] == [first.name]  # launched once
+
+
+def recorder() -> tuple[EventRecorder, list[dict[str, Any]]]:
+    written: list[dict[str, Any]] = []
+
+    async def sink(namespace: str, body: dict[str, Any]) -> object:
+        written.append(body)
+        return body
+
+    return EventRecorder(sink, component="ebb-termination-executor"), written
+
+
+async def test_kubernetes_events_say_what_the_executor_does(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    events, written = recorder()
+    assert await run(stores, sim, bus, clock, recorder=events) == "succeeded"
+    await events.flush()
+    name = replacement_name("dec-r1", 0, "default")
+    got = [(e["involvedObject"]["name"], e["reason"], e["type"], e["message"]) for e in written]
+    assert got == [
+        ("big", "DisruptionTerminating", "Normal", "Disrupting Node: Underutilized"),
+        (name, "DisruptionLaunching", "Normal", "Launching Node: Underutilized"),
+        (name, "DisruptionWaitingReadiness", "Normal", "Waiting on readiness to continue disruption"),
+    ]
+    assert all(e["source"]["component"] == "ebb-termination-executor" for e in written)
+
+
+async def test_a_failed_launch_is_a_failed_draining_warning(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+    clock = Clock()
+    sim, bus = cluster(clock)
+    del sim.objects["NodePool//default"]
+    events, written = recorder()
+    assert await run(stores, sim, bus, clock, recorder=events, failure_hold_seconds=0) == "failed"
+    await events.flush()
+    warnings = [(e["involvedObject"]["name"], e["reason"]) for e in written if e["type"] == "Warning"]
+    assert warnings == [("big", "FailedDraining")]
+    assert "NodePool default does not exist" in next(e["message"] for e in written if e["type"] == "Warning")

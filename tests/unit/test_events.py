@@ -151,3 +151,19 @@ def test_interruption_events(kind: str, detail: str, type_: str, reason: str, ac
     assert [(e.involved.kind, e.involved.name, e.type, e.reason) for e in events] == [
         ("Node", "n1", type_, reason), ("NodeClaim", "c1", type_, reason)]
     assert ev.takes_node_away(kind, detail) is acts
+
+
+@pytest.mark.parametrize(("events", "expected"), [
+    (lambda: ev.terminating("n1", "claim-1", "Drifted"),
+     [("Node", "n1", "Normal", "DisruptionTerminating", "Disrupting Node: Drifted"),
+      ("NodeClaim", "claim-1", "Normal", "DisruptionTerminating", "Disrupting Node: Drifted")]),
+    (lambda: ev.launching("general-abc", "Underutilized"),
+     [("Node", "general-abc", "Normal", "DisruptionLaunching", "Launching Node: Underutilized")]),
+    (lambda: ev.waiting_readiness("general-abc"),
+     [("Node", "general-abc", "Normal", "DisruptionWaitingReadiness",
+       "Waiting on readiness to continue disruption")]),
+    (lambda: ev.failed_draining("n1", None, "pod default/web-0 could not be evicted"),
+     [("Node", "n1", "Warning", "FailedDraining", "Failed to drain node, pod default/web-0 could not be evicted")]),
+])
+def test_termination_events(events: Any, expected: list[tuple[str, str, str, str, str]]) -> None:
+    assert [(e.involved.kind, e.involved.name, e.type, e.reason, e.message) for e in events()] == expected

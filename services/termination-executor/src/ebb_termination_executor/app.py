@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
+from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.launch import KwokLauncher, Launcher, catalog_types
 from ebb.adapters.metrics_server import serve_metrics
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
@@ -35,6 +37,7 @@ def build_executor(
     clock: Callable[[], datetime] = utcnow,
     metrics: Metrics | None = None,
     launcher: Launcher | None = None,
+    recorder: EventRecorder | None = None,
 ) -> Executor:
     metrics = metrics or Metrics()
     drainer = Drainer(
@@ -49,7 +52,7 @@ def build_executor(
         on_eviction=metrics.eviction,
     )
     return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics,
-                    launcher=launcher, ready_timeout=settings.replacement_ready_timeout_seconds)
+                    launcher=launcher, ready_timeout=settings.replacement_ready_timeout_seconds, recorder=recorder)
 
 
 async def run(
@@ -63,6 +66,7 @@ async def run(
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
     launcher: Launcher | None = None,
+    recorder: EventRecorder | None = None,
 ) -> Executor:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
     ``store`` and ``launcher`` replace the ones built from ``settings``; ``started`` is set when consuming
@@ -73,6 +77,10 @@ async def run(
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
         if node_api is None:
             node_api = KubeNodeApi(api)
+            if recorder is None and settings.events_enabled:
+                recorder = EventRecorder(kube_sink(api), component=settings.events_component,
+                                         instance=socket.gethostname(), namespace=settings.events_namespace,
+                                         qps=settings.events_qps)
         if launcher is None and settings.launcher == "kwok":
             launcher = KwokLauncher(api, catalog_types(bundled_catalog()), clock or utcnow)
         if bus is None:
@@ -85,12 +93,17 @@ async def run(
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics,
-                                  launcher=launcher)
+                                  launcher=launcher, recorder=recorder)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster,
                  launcher=type(launcher).__name__ if launcher is not None else None)
         if started is not None:
             started.set()
-        await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)
+        writer = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
+        try:
+            await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)
+        finally:
+            if writer is not None:
+                await asyncio.gather(writer, return_exceptions=True)
         log.info("termination-executor stopped", succeeded=executor.succeeded, failed=executor.failed,
                  duplicates=executor.duplicates)
         return executor

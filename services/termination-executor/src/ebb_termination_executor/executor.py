@@ -32,9 +32,11 @@ import structlog
 
 from ebb.adapters.bus import Bus, Delivery, PoisonMessage
 from ebb.adapters.kube.drain import Drainer, DrainFailed
+from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.launch import Launcher
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase
+from ebb.core import events as kube_events
 from ebb.core.launch import LaunchError, replacement_name
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.store import ExecutorStore, Start
@@ -81,8 +83,11 @@ class Executor:
         metrics: Metrics | None = None,
         launcher: Launcher | None = None,
         ready_timeout: float = 600.0,
+        recorder: EventRecorder | None = None,
     ) -> None:
         self.bus = bus
+        #: writes Kubernetes Events (None: none)
+        self.recorder = recorder
         #: launches replacements; None: a command with replacements fails
         self.launcher = launcher
         #: replacements not Ready this long after their launch fail the command
@@ -136,6 +141,7 @@ class Executor:
             if added is None:
                 continue  # already gone: reported Terminated below
             tainted.append(node)
+            self._kube(kube_events.terminating(node, None, command.reason))
             await self.emit(command, node, "Tainted",
                             "tainted karpenter.sh/disrupted:NoSchedule" if added else "already tainted")
         if command.replacements:
@@ -148,6 +154,7 @@ class Executor:
                 report = await self.drainer.drain(node)
             except DrainFailed as e:
                 await self.emit(command, node, "Failed", f"drain failed: {e}")
+                self._kube(kube_events.failed_draining(node, None, str(e)))
                 await self._roll_back(command, tainted)
                 return await self._finish(command, "failed", f"drain of {node} failed: {e}")
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
@@ -175,10 +182,13 @@ class Executor:
                 name = replacement_name(command.decision_id, index, replacement.node_pool)
                 spec = await self.launcher.launch(name, replacement)
                 launched.append(name)
+                self._kube(kube_events.launching(name, command.reason))
                 await self.emit(command, first, "Launching",
                                 f"launching {name}: {spec.instance_type} ({spec.capacity_type}) in {spec.zone} "
                                 f"at ${spec.price:.4f}/h")
             await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")
+            for name in launched:
+                self._kube(kube_events.waiting_readiness(name))
             deadline = time.monotonic() + self.ready_timeout
             waiting = list(launched)
             while waiting:
@@ -191,10 +201,16 @@ class Executor:
         except LaunchError as e:
             why = f"replacement launch failed: {e}"
             await self.emit(command, first, "Failed", why)
+            for node in command.nodes:
+                self._kube(kube_events.failed_draining(node, None, why))
             for name in launched:
                 await self.launcher.delete(name)
             return why
         return None
+
+    def _kube(self, events: list[kube_events.KubeEvent]) -> None:
+        if self.recorder is not None:
+            self.recorder.record(events)
 
     async def _roll_back(self, command: DisruptionCommand, tainted: list[str]) -> None:
         for node in tainted:

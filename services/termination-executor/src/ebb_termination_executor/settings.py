@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     launcher: Literal["none", "kwok"] = "none"
     #: launched replacements not Ready this long fail the command (it is rolled back)
     replacement_ready_timeout_seconds: float = Field(default=600.0, gt=0)
+    #: write Kubernetes Events (DisruptionTerminating, DisruptionLaunching, FailedDraining, ...)
+    events_enabled: bool = True
+    #: the namespace the Events are written to (Nodes are cluster-scoped)
+    events_namespace: str = "default"
+    events_component: str = "ebb-termination-executor"
+    #: at most this many Event writes a second
+    events_qps: float = Field(default=5.0, gt=0)
     #: the Prometheus /metrics port (0: off)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     metrics_address: str = "0.0.0.0"

@@ -17,6 +17,10 @@ events`` and alerting rules carry over:
   ``InstanceStopping``, ``InstanceTerminating``, then ``TerminatingOnInterruption`` once the decision is
   approved; ``SpotRebalanceRecommendation`` (Normal) for a rebalance recommendation, which disrupts nothing.
 
+- Termination (the executor's): ``DisruptionTerminating`` on each node of an executing decision,
+  ``DisruptionLaunching`` and ``DisruptionWaitingReadiness`` on each replacement it launches, and
+  ``FailedDraining`` (Warning) when a drain or a launch fails and the node is kept.
+
 What is not reported: nodes that are not ebb's (no NodePool), nodes already deleting or being disrupted
 (their decision has its own events; ``DisruptionTerminating`` is the executor's), and nodes a method would
 disrupt but another method acted this pass (they are looked at again on the next pass).
@@ -259,3 +263,31 @@ def takes_node_away(kind: str, detail: str) -> bool:
         state = instance_state(detail)
         return state is None or state in STOPPING_STATES | TERMINATING_STATES
     return True
+
+
+# -- termination (the termination-executor's) ---------------------------------------------------------------
+
+DISRUPTION_TERMINATING = "DisruptionTerminating"
+DISRUPTION_LAUNCHING = "DisruptionLaunching"
+DISRUPTION_WAITING_READINESS = "DisruptionWaitingReadiness"
+FAILED_DRAINING = "FailedDraining"
+
+
+def terminating(node: str, claim: str | None, reason: str) -> list[KubeEvent]:
+    """A node of an executing decision is being disrupted (tainted, then drained and deleted)."""
+    return _on_node(node, claim, NORMAL, DISRUPTION_TERMINATING, f"Disrupting Node: {reason}")
+
+
+def launching(replacement: str, reason: str) -> list[KubeEvent]:
+    """A replacement is launched for a decision (on the new Node: ebb launches no NodeClaim)."""
+    return [KubeEvent(node_ref(replacement), NORMAL, DISRUPTION_LAUNCHING, f"Launching Node: {reason}")]
+
+
+def waiting_readiness(replacement: str) -> list[KubeEvent]:
+    return [KubeEvent(node_ref(replacement), NORMAL, DISRUPTION_WAITING_READINESS,
+                      "Waiting on readiness to continue disruption")]
+
+
+def failed_draining(node: str, claim: str | None, why: str) -> list[KubeEvent]:
+    """The drain (or the replacements it waits for) failed: the node is untainted and kept."""
+    return _on_node(node, claim, WARNING, FAILED_DRAINING, f"Failed to drain node, {why}")

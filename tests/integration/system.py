@@ -568,17 +568,28 @@ def crd(kind: str, plural: str) -> dict[str, Any]:
     }
 
 
-async def install_karpenter_crds(kube_api: Any) -> None:
-    """The NodePool and NodeClaim CRDs (an existing definition is kept), and wait until both are served."""
+async def install_karpenter_crds(kube_api: Any) -> list[str]:
+    """The NodePool and NodeClaim CRDs (an existing definition is kept; one being deleted is waited for and
+    made again); waits until both are served. Returns the names of the CRDs this call created."""
     extensions = client.ApiextensionsV1Api(kube_api)
     custom = client.CustomObjectsApi(kube_api)
+    created: list[str] = []
     for kind, plural in (("NodePool", "nodepools"), ("NodeClaim", "nodeclaims")):
-        try:
-            definition: Any = crd(kind, plural)
-            await extensions.create_custom_resource_definition(definition)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        name = f"{plural}.{KARPENTER}"
+
+        async def present(k: str = kind, p: str = plural, n: str = name) -> bool:
+            try:
+                definition: Any = crd(k, p)
+                await extensions.create_custom_resource_definition(definition)
+                created.append(n)
+                return True
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+            existing = await extensions.read_custom_resource_definition(n)
+            return existing.metadata.deletion_timestamp is None  # else: wait until it is gone, make it again
+
+        await eventually(f"the {name} CRD", present, within=120, interval=0.5)
 
         async def served(p: str = plural) -> bool:
             try:
@@ -589,7 +600,15 @@ async def install_karpenter_crds(kube_api: Any) -> None:
                 raise
             return True
 
-        await eventually(f"{plural}.{KARPENTER} served", served, within=60)
+        await eventually(f"{name} served", served, within=60)
+    return created
+
+
+async def remove_crds(kube_api: Any, names: Iterable[str]) -> None:
+    extensions = client.ApiextensionsV1Api(kube_api)
+    for name in names:
+        with contextlib.suppress(ApiException):
+            await extensions.delete_custom_resource_definition(name)
 
 
 def nodepool(name: str, run: str, *, budget: str = "100%", consolidate_after: str = "0s") -> dict[str, Any]:
@@ -795,7 +814,7 @@ async def sandbox(kube_api: Any, kafka_bootstrap: str, postgres_url: str, kubeco
                                            aws_access_key_id="testing", aws_secret_access_key="testing") as sqs:
         queue_url = (await sqs.create_queue(QueueName=f"ebb-sys-{run}"))["QueueUrl"]
         database_url = await create_database(postgres_url, database)
-        await install_karpenter_crds(kube_api)
+        crds = await install_karpenter_crds(kube_api)
         namespace = f"sys-{run}"
         await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
         servers = Servers(kafka_bootstrap=kafka_bootstrap, database_url=database_url, kubeconfig=kubeconfig,
@@ -814,6 +833,7 @@ async def sandbox(kube_api: Any, kafka_bootstrap: str, postgres_url: str, kubeco
             with contextlib.suppress(Exception):
                 await sqs.delete_queue(QueueUrl=queue_url)
             await drop_database(postgres_url, database)
+            await remove_crds(kube_api, crds)  # only those this test made: the cluster is left as it was
 
 
 # ------------------------------------------------------------------------------------------- server-sent events

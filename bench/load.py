@@ -885,6 +885,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             result["watcher"] = {"published": publisher.published, "tombstones": publisher.tombstones}
             consumer_stop.set()
             await reader
+            _log("Kafka round trips: a bare producer awaiting each send, a consumer committing each record")
+            result["kafka"] = await kafka_round_trips(bootstrap, f"{prefix}probe")
         finally:
             stop.set()
             consumer_stop.set()
@@ -897,6 +899,40 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             await _clean(bootstrap, prefix, database_url, cluster, AIOKafkaAdminClient)
     result["seconds"] = time.monotonic() - began
     return result
+
+
+async def kafka_round_trips(bootstrap: str, topic: str, count: int = 200) -> Doc:
+    """Milliseconds per record of a bare aiokafka producer awaiting each send (acks=all, idempotent, as the
+    KafkaBus does) and of a consumer committing after each record (as the KafkaBus does), on ``topic``."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", key=b"k")
+        start = time.perf_counter()
+        for i in range(count):
+            await producer.send_and_wait(topic, b"x" * 2000, key=str(i).encode())
+        send_ms = (time.perf_counter() - start) / count * 1000
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"{topic}-probe",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        done, began = 0, 0.0
+        deadline = time.monotonic() + WAIT
+        while done < count + 1 and time.monotonic() < deadline:
+            for partition, records in (await consumer.getmany(timeout_ms=500)).items():
+                for record in records:
+                    if done == 1:
+                        began = time.perf_counter()  # the first commit also finds the coordinator
+                    await consumer.commit({partition: record.offset + 1})
+                    done += 1
+        commit_ms = (time.perf_counter() - began) / max(1, done - 1) * 1000
+    finally:
+        await consumer.stop()
+    return {"send_ms": send_ms, "commit_ms": commit_ms, "records": count}
 
 
 async def _progress(publisher: Any, child: PlannerChild, total: int) -> None:
@@ -1012,6 +1048,9 @@ def render(r: Doc) -> list[str]:
              f"| planner: passes, proposed, approved, rejected | {planner['passes']}, {planner['proposed']}, "
              f"{planner['approved']}, {planner['rejected']} |",
              f"| peak RSS: planner process | {planner['peak_rss_mib']:.0f} MiB |",
+             f"| Kafka round trips on these servers ({r['kafka']['records']} records): a producer awaiting each "
+             f"send (acks=all), a consumer committing each record | {r['kafka']['send_ms']:.1f} ms, "
+             f"{r['kafka']['commit_ms']:.1f} ms |",
              f"| peak RSS: watcher process (holds the synthetic events too) | {r['watcher_peak_rss_mib']:.0f} MiB |",
              "",
              f"Node emptied → approved command read from `ebb.disruption.commands`, seconds (validation delay "

@@ -363,6 +363,10 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
         assert phases.count("Evicted") == 1 and phases.count("Terminated") == 1, phases
         assert phases[:2] == ["Proposed", "Approved"] and phases[-2:] == ["Evicted", "Terminated"], phases
         assert "Failed" not in phases and "RolledBack" not in phases
+        # the restarted executor reports its steps under the same ids: one Tainted in the timeline
+        tainted = {e.id for e in reader.events() if e.decision_id == first["id"] and e.phase == "Tainted"}
+        assert len(tainted) == 1, tainted
+        assert [t["type"] for t in await box.timeline(first["id"])].count("Tainted") == 1
         evicted = next(e for e in reader.events() if e.decision_id == first["id"] and e.phase == "Evicted")
         assert evicted.message.startswith("evicted 1 pod(s)"), f"only the agent pod was left: {evicted.message}"
 

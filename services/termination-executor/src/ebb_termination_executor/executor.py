@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -44,6 +45,20 @@ from ebb_termination_executor.store import ExecutorStore, Start
 log = structlog.get_logger("ebb_termination_executor")
 
 REPLACEMENTS_UNSUPPORTED = "replacement launching not configured (EBB_TERMINATION_EXECUTOR_LAUNCHER)"
+
+#: namespace of the event ids of the steps that happen once per decision and node
+EVENT_IDS = uuid.UUID("6f1d3c2e-52a8-4b0e-9a51-4f0f3f6a7e21")
+ONCE_PER_NODE: frozenset[str] = frozenset({"Tainted", "Evicted", "Terminated", "RolledBack", "Failed"})
+
+
+def event_id(decision_id: str, node: str, phase: str) -> uuid.UUID:
+    """The id of a decision's ``phase`` on ``node``. For the steps that happen once per decision and node it
+    is derived from them, so a command carried out again after a crash or a retry reports the step under
+    the same id (one timeline entry; subscribers applying ids once see it once); other steps (one Launching
+    per replacement) get a fresh id."""
+    if phase in ONCE_PER_NODE:
+        return uuid.uuid5(EVENT_IDS, f"{decision_id}/{node}/{phase}")
+    return uuid.uuid4()
 
 
 def utcnow() -> datetime:
@@ -110,7 +125,8 @@ class Executor:
 
     async def emit(self, command: DisruptionCommand, node: str, phase: Phase, message: str) -> None:
         event = DisruptionEvent(
-            decision_id=command.decision_id, node=node, phase=phase, message=message[:4096], at=self.clock()
+            id=event_id(command.decision_id, node, phase), decision_id=command.decision_id, node=node, phase=phase,
+            message=message[:4096], at=self.clock(),
         )
         await self.store.record_event(event)
         await self.bus.publish(TOPIC_DISRUPTION_EVENTS, event)

@@ -23,6 +23,10 @@ Measured:
 Servers: those of ``.infra/env.json`` (``make infra-up``) when they answer, else Kafka and PostgreSQL started
 by ``deploy/local/{kafka,postgres}.sh`` in a private ``EBB_INFRA_DIR`` and stopped afterwards. The run uses its
 own topic prefix and cluster name, and removes its topics and store rows at the end.
+
+Environment: ``EBB_BENCH_LOAD=nodes,pods,sequential,waves,wave_size`` shrinks the run (a smoke test, e.g.
+``100,1000,1,1,3``); ``EBB_BENCH_LOAD_PROFILE=FILE`` runs the planner process under cProfile (its event loop's
+thread) and writes the statistics to FILE.
 """
 
 from __future__ import annotations
@@ -460,6 +464,12 @@ def servers() -> Iterator[tuple[str, str, str]]:
     finally:
         for script in scripts:
             subprocess.run([str(script), "stop"], env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
+        with contextlib.suppress(OSError):
+            # postgres.sh keeps the data directory outside EBB_INFRA_DIR when the postgres user cannot reach it
+            # (removed by its next start there, which will not come): <tmp>/ebb-postgres.XXXXXX
+            outside = Path((own / "postgres" / "datadir").read_text().strip())
+            if outside.name.startswith("ebb-postgres."):
+                shutil.rmtree(outside, ignore_errors=True)
         shutil.rmtree(own, ignore_errors=True)
 
 

@@ -966,7 +966,7 @@ def _victims(cluster: SyntheticCluster, count: int, steady: list[Any]) -> list[s
     for names in by_pool.values():
         rng.shuffle(names)
     out: list[str] = []
-    while len(out) < count:
+    while len(out) < count and any(by_pool.values()):
         for names in by_pool.values():
             if names and len(out) < count:
                 out.append(names.pop())

@@ -808,8 +808,6 @@ async def sandbox(kube_api: Any, kafka_bootstrap: str, postgres_url: str, kubeco
     run = uuid.uuid4().hex[:8]
     database = f"ebb_sys_{run}"
     core = client.CoreV1Api(kube_api)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     async with get_session().create_client("sqs", endpoint_url=aws_endpoint, region_name=aws_region,
                                            aws_access_key_id="testing", aws_secret_access_key="testing") as sqs:
         queue_url = (await sqs.create_queue(QueueName=f"ebb-sys-{run}"))["QueueUrl"]

@@ -574,3 +574,56 @@ async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -
         [command] = await eventually("the previous leader's command", lambda: commands(bus))
         assert command.decision_id == "d-prev" and command.id == command_id("d-prev")
         assert command.nodes == ("n9",) and command.node_pool == "default" and command.explanation == "empty"
+
+
+class CountingLeader(AlwaysLeader):
+    """Always the leader; counts how often the planner's loop asks (once per iteration)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    @property  # type: ignore[override]
+    def is_leader(self) -> bool:
+        self.asked += 1
+        return True
+
+
+async def test_a_change_waits_out_the_debounce_without_spinning(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    leader = CountingLeader()
+    async with Running(bus, db, leader=leader, debounce_seconds=1.0, pass_interval_seconds=10.0) as svc:
+        planner = svc.planner
+        assert planner is not None
+        for _ in range(500):  # the first pass, at once
+            if planner.passes:
+                break
+            await asyncio.sleep(0.01)
+        passes, asked = planner.passes, leader.asked
+        planner.changed.set()  # a change right after a pass: planned once the debounce is over
+        await asyncio.sleep(0.7)
+        assert planner.passes == passes
+        # the loop ticks a few times a second; it spun thousands of times while the debounce ran before
+        assert leader.asked - asked < 20, leader.asked - asked
+        await asyncio.sleep(1.0)
+        assert planner.passes == passes + 1
+
+
+async def test_a_follower_does_not_spin_on_changes(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+
+    class CountingFollower(NeverLeader):
+        asked = 0
+
+        @property  # type: ignore[override]
+        def is_leader(self) -> bool:
+            CountingFollower.asked += 1
+            return False
+
+    async with Running(bus, db, leader=CountingFollower()) as svc:
+        assert svc.planner is not None
+        svc.planner.changed.set()
+        await asyncio.sleep(0.5)
+        assert CountingFollower.asked < 20, CountingFollower.asked
+        assert svc.planner.passes == 0

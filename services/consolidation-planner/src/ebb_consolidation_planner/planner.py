@@ -220,6 +220,11 @@ class Planner:
                     if leading:
                         log.info("not the leader any more: planning stopped")
                     leading = False
+                    # changes are of no use to a follower (a new leader plans from scratch): wait a tick,
+                    # not on the set event, which would wake this loop at once again and again
+                    self.changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=tick)
                     continue
                 fresh = not leading
                 if fresh:
@@ -240,6 +245,11 @@ class Planner:
                         log.warning("republishing approved commands failed", error=repr(e))
                 since = time.monotonic() - last
                 if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
+                    if self.changed.is_set():
+                        # a change waits out the debounce: sleep until it ends (the set event would
+                        # otherwise wake this loop at once, thousands of times a second)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(stop.wait(), timeout=min(self.debounce, self.interval) - since)
                     continue
                 self.changed.clear()
                 last = time.monotonic()

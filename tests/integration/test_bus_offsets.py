@@ -46,7 +46,7 @@ async def test_a_new_group_after_the_snapshot_applies_only_newer_records(kafka_s
 
         stop = asyncio.Event()
         consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], f"fresh-{run}",
-                                                   skipping_before(ends, handle), stop=stop))
+                                                   skipping_before(TOPIC_CLUSTER_OBJECTS, ends, handle), stop=stop))
         await bus.publish(TOPIC_CLUSTER_OBJECTS, node("new", "4"))
         for _ in range(300):
             if seen:

@@ -5,6 +5,7 @@ snapshot, never an older version of an object over it."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 from ebb.adapters.bus import Delivery, InMemoryBus, end_offsets, skipping_before
 from ebb.adapters.compacted import seed_snapshot
@@ -44,8 +45,8 @@ async def test_a_new_group_after_the_snapshot_never_sets_it_back() -> None:
         assert "Node//gone" not in store, "a deleted node came back"
 
     stop = asyncio.Event()
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "fresh", skipping_before(ends, handle),
-                                               stop=stop))
+    handler = skipping_before(TOPIC_CLUSTER_OBJECTS, ends, handle)
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "fresh", handler, stop=stop))
     await bus.publish(TOPIC_CLUSTER_OBJECTS, node("new", "4"))
     for _ in range(200):
         if seen:
@@ -56,3 +57,29 @@ async def test_a_new_group_after_the_snapshot_never_sets_it_back() -> None:
     assert seen == ["new"]  # only what came after the snapshot
     assert bus.committed("fresh", TOPIC_CLUSTER_OBJECTS, 0) == 4  # the skipped records are committed too
     assert sorted(k for k in ("Node//kept", "Node//new", "Node//gone") if k in store) == ["Node//kept", "Node//new"]
+
+
+async def test_other_topics_of_the_consumer_are_not_skipped() -> None:
+    from ebb.contracts import TOPIC_NODE_FINDINGS, NodeFinding
+
+    bus = InMemoryBus(partitions=1)
+    await bus.publish(TOPIC_CLUSTER_OBJECTS, node("a", "1"))
+    await bus.publish(TOPIC_CLUSTER_OBJECTS, node("b", "2"))
+    ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
+    finding = NodeFinding(node="a", finding="Empty", reason="", since=datetime(2026, 1, 1, tzinfo=UTC))
+    await bus.publish(TOPIC_NODE_FINDINGS, finding)  # offset 0 of its own topic
+    seen: list[str] = []
+
+    async def handle(delivery: Delivery) -> None:
+        seen.append(delivery.topic)
+
+    stop = asyncio.Event()
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS], "g",
+                                               skipping_before(TOPIC_CLUSTER_OBJECTS, ends, handle), stop=stop))
+    for _ in range(200):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await consumer
+    assert seen == [TOPIC_NODE_FINDINGS]

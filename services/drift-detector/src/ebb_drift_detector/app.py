@@ -56,7 +56,8 @@ async def run(
         if started is not None:
             started.set()
         consumer = asyncio.create_task(
-            bus.consume([TOPIC_CLUSTER_OBJECTS], settings.group, skipping_before(ends, detector.handle), stop=stop))
+            bus.consume([TOPIC_CLUSTER_OBJECTS], settings.group,
+                        skipping_before(TOPIC_CLUSTER_OBJECTS, ends, detector.handle), stop=stop))
         loop = asyncio.create_task(detector.run(stop))
         try:
             done, _ = await asyncio.wait([consumer, loop], return_when=asyncio.FIRST_EXCEPTION)

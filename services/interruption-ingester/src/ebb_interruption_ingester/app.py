@@ -61,7 +61,8 @@ async def run(
             known = await seed_snapshot(store, bus)
             group = f"{settings.consumer_group}-{uuid.uuid4().hex[:12]}"
             tasks.append(asyncio.create_task(
-                bus.consume([TOPIC_CLUSTER_OBJECTS], group, skipping_before(ends, store.handle), stop=consumer_stop),
+                bus.consume([TOPIC_CLUSTER_OBJECTS], group, skipping_before(TOPIC_CLUSTER_OBJECTS, ends, store.handle),
+                            stop=consumer_stop),
                 name="cluster-objects",
             ))
             lookup = StoreLookup(store)

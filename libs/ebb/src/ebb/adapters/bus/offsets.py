@@ -9,7 +9,8 @@ records before them, makes the consumer apply only what is newer than the snapsh
 
     ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
     await seed_snapshot(store, bus)
-    await bus.consume([TOPIC_CLUSTER_OBJECTS], group, skipping_before(ends, store.handle), stop=stop)
+    await bus.consume([TOPIC_CLUSTER_OBJECTS], group,
+                      skipping_before(TOPIC_CLUSTER_OBJECTS, ends, store.handle), stop=stop)
 
 Malformed records before the ends still go to the DLQ (decoding comes before the handler), as before.
 """
@@ -37,12 +38,13 @@ async def end_offsets(bus: Bus, topic: str, *, within: float = 60.0) -> dict[int
     return {}
 
 
-def skipping_before(ends: Mapping[int, int], handler: Handler) -> Handler:
-    """``handler`` for the records at or after ``ends`` (per partition); earlier ones are acknowledged and
+def skipping_before(topic: str, ends: Mapping[int, int], handler: Handler) -> Handler:
+    """``handler`` for the records of ``topic`` at or after ``ends`` (per partition) and for every record of
+    other topics (a consumer may read several); the earlier records of ``topic`` are acknowledged and
     skipped."""
 
     async def handle(delivery: Delivery) -> None:
-        if delivery.offset < ends.get(delivery.partition, 0):
+        if delivery.topic == topic and delivery.offset < ends.get(delivery.partition, 0):
             return
         await handler(delivery)
 

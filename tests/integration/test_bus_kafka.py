@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -182,3 +182,39 @@ async def test_a_consumer_that_dies_before_committing_gets_the_record_again(bus:
     await asyncio.wait_for(task, 10)
     assert again[0].message == message
     assert await committed(bus, "executor", FINDINGS) == again[0].offset + 1
+
+
+async def test_a_batch_is_committed_up_to_the_last_record_handled(bus: KafkaBus) -> None:
+    # one node: one key, one partition, one fetched batch
+    messages = [NodeFinding(node="node-c", finding="Consolidatable", reason="", since=T0 + timedelta(seconds=i))
+                for i in range(5)]
+    for message in messages:
+        await bus.publish(FINDINGS, message)
+    seen: list[Delivery] = []
+    stuck = asyncio.Event()
+
+    async def handler(delivery: Delivery) -> None:
+        seen.append(delivery)
+        if len(seen) == 4:
+            stuck.set()
+            await asyncio.Event().wait()  # the fourth never finishes: the consumer is cancelled here
+
+    _, task = consume(bus, [FINDINGS], "batch", handler)
+    await asyncio.wait_for(stuck.wait(), 20)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    first = seen[0].offset
+    assert await committed(bus, "batch", FINDINGS) == first + 3  # the three handled, not the fourth
+
+    rest: list[Delivery] = []
+
+    async def again(delivery: Delivery) -> None:
+        rest.append(delivery)
+
+    stop, task = consume(bus, [FINDINGS], "batch", again)
+    await until(lambda: len(rest) == 2)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert [d.message for d in rest] == messages[3:]
+    assert await committed(bus, "batch", FINDINGS) == first + 5

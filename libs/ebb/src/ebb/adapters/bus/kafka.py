@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -34,6 +35,9 @@ from ebb.contracts import (
     to_kafka,
     topic_spec,
 )
+
+#: while one fetched batch is being handled, offsets are committed at least this often (seconds)
+COMMIT_EVERY = 1.0
 
 log = logging.getLogger("ebb.bus.kafka")
 
@@ -203,37 +207,60 @@ class KafkaBus:
         handler: Handler,
         stop: asyncio.Event,
     ) -> bool:
-        """Handle a partition's fetched records in order; False when the loop must end (stop)."""
-        for record in records:
-            if stop.is_set():
-                return False  # the rest stay uncommitted: delivered again after the restart
-            if partition not in consumer.assignment():
-                return True  # revoked by a rebalance: the new owner reads from the last commit
-            raw = RawRecord(
-                topic=self.logical(record.topic),
-                partition=record.partition,
-                offset=record.offset,
-                key=record.key,
-                value=record.value,
-                headers=tuple(record.headers),
-            )
-            outcome = await process(
-                raw,
-                group=group,
-                handler=handler,
-                retry=self.retry,
-                stop=stop,
-                dead_letter=self._dead_letter,
-                clock=self.clock or utcnow,
-            )
-            if outcome is Outcome.STOPPED:
-                return False
-            try:
-                await consumer.commit({partition: record.offset + 1})
-            except (CommitFailedError, IllegalStateError) as e:
-                # the partition moved to another member: it will see the record again (at least once)
-                log.warning("commit of %s at %d failed: %s", partition, record.offset, e)
-                return True
+        """Handle a partition's fetched records in order; False when the loop must end (stop).
+
+        Offsets are committed after the records they cover were handled, once for the batch (and at
+        least every ``COMMIT_EVERY`` seconds while a batch takes long): a commit is a broker round trip
+        (~6 ms), and one per record capped a consumer near 150 records/s. After a crash the records
+        handled since the last commit are delivered again, as at-least-once allows; consumers apply an
+        id once."""
+        done: int | None = None
+        committed_at = time.monotonic()
+        try:
+            for record in records:
+                if stop.is_set():
+                    return False  # the rest stay uncommitted: delivered again after the restart
+                if partition not in consumer.assignment():
+                    done = None  # revoked by a rebalance: the new owner reads from the last commit
+                    return True
+                raw = RawRecord(
+                    topic=self.logical(record.topic),
+                    partition=record.partition,
+                    offset=record.offset,
+                    key=record.key,
+                    value=record.value,
+                    headers=tuple(record.headers),
+                )
+                outcome = await process(
+                    raw,
+                    group=group,
+                    handler=handler,
+                    retry=self.retry,
+                    stop=stop,
+                    dead_letter=self._dead_letter,
+                    clock=self.clock or utcnow,
+                )
+                if outcome is Outcome.STOPPED:
+                    return False
+                done = record.offset + 1
+                if time.monotonic() - committed_at >= COMMIT_EVERY:
+                    if not await self._commit(consumer, partition, done):
+                        done = None
+                        return True
+                    done, committed_at = None, time.monotonic()
+            return True
+        finally:
+            if done is not None:
+                await self._commit(consumer, partition, done)
+
+    async def _commit(self, consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> bool:
+        """Commit ``offset`` (the next to read); False when the partition moved to another member."""
+        try:
+            await consumer.commit({partition: offset})
+        except (CommitFailedError, IllegalStateError) as e:
+            # the partition moved to another member: it will see the records again (at least once)
+            log.warning("commit of %s at %d failed: %s", partition, offset - 1, e)
+            return False
         return True
 
     async def _dead_letter(self, letter: DeadLetter) -> None:

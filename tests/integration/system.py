@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Self, TypeVar
+from typing import IO, Any, Self
 
 import asyncpg  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -31,8 +31,6 @@ from sqlalchemy.engine import make_url
 from ebb.adapters.bus import KafkaBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import ContractError, DeadLetter, DisruptionEvent, decode, from_kafka
-
-T = TypeVar("T")
 
 KWOK = "kwok.x-k8s.io/node"
 #: every object a system test creates carries this label with the test's run id

@@ -13,7 +13,10 @@ PostgreSQL, kube-apiserver + KWOK (with kube-controller-manager and kube-schedul
    working; malformed REST bodies get 422.
 
 Each test makes its own names from a random run id (topic prefix, database, cluster, Lease, NodePool,
-nodes, namespace) and removes what it created. On failure every service's log tail is printed.
+nodes, namespace) and removes what it created. On failure every service's log tail is printed (the whole
+logs stay in the test's tmp_path/logs). The services watch the whole cluster and delete nodes: run the tests
+on servers of their own, e.g. ``EBB_INFRA_DIR=/tmp/ebb-sys-infra .venv/bin/pytest -q
+tests/integration/test_system.py`` (the fixtures start the servers there and reuse them while they run).
 """
 
 from __future__ import annotations

@@ -65,7 +65,10 @@ def kwok_node(name: str, pool: str, node_hash: str) -> client.V1Node:
         metadata=client.V1ObjectMeta(
             name=name,
             annotations={KWOK: "fake", HASH: node_hash, HASH_VERSION: "v3"},
+            # a node as Karpenter labels it: an instance type offered in its zone and capacity type (the
+            # bundled catalog), so that the hash is the only drift
             labels={"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "m5.xlarge",
+                    "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
                     "karpenter.sh/nodepool": pool, "karpenter.sh/initialized": "true", "type": "kwok"},
         ),
         spec=client.V1NodeSpec(taints=[client.V1Taint(key=KWOK, value="fake", effect="NoSchedule")]),

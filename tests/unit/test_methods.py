@@ -192,6 +192,8 @@ NO_DRIFT = [
     ("requirement-still-met", {"requirements": [OD_REQ, ZONE_REQ]}, {}),
     ("behavioural-fields", {"node_hash": "h1", "weight": 50, "budgets": [{"nodes": "5"}],
                             "consolidate_after": "10m"}, {"node_hash": "h1"}),
+    # a node that names no zone is not judged "not offered" on a zone it does not name
+    ("node-without-zone", {}, {"zone": ""}),
 ]
 
 

@@ -133,11 +133,13 @@ class ClusterView:
         return min(o.price for o in it.offerings), True
 
     def offered(self, node: Node) -> bool:
-        """Whether the node's instance type is still offered in its zone and capacity type."""
+        """Whether the node's instance type is still offered in its zone and capacity type. A node without a
+        zone label is judged on any zone (no verdict on what it does not say), as Karpenter drifts a node only
+        on an offering it can name."""
         it = self.types.get(node.instance_type or "")
         if it is None:
             return self.snapshot.catalog_source == "bundled"  # unknown to the bundled list: no verdict
-        return any(o.available and o.zone == node.zone and o.capacity_type == node.capacity_type
+        return any(o.available and (not node.zone or o.zone == node.zone) and o.capacity_type == node.capacity_type
                    for o in it.offerings)
 
     def pool_cost(self) -> float:

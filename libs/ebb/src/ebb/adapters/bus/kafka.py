@@ -3,8 +3,9 @@
 Producer: idempotent (``enable_idempotence=True``, ``acks=all``), so retries neither duplicate nor
 reorder a key's records. Consumer: ``enable_auto_commit=False``; offsets are committed only for records
 whose handler returned or that were dead-lettered (``ebb.adapters.bus.base``), once per fetched batch and
-at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in order. Topics (each with its ``.dlq``; ``ebb.cluster.objects`` compacted)
-are created when missing, before the first publish or consume on them.
+at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in order. Topics (each with its
+``.dlq``; ``ebb.cluster.objects`` compacted) are created when missing, before the first publish or consume
+on them.
 
 ``prefix`` is prepended to every topic name on the broker (several ebb installations, or tests,
 sharing one Kafka); messages and handlers only ever see the logical names.

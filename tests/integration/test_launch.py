@@ -21,6 +21,7 @@ from .system import (
     eventually,
     install_karpenter_crds,
     nodepool,
+    remove_crds,
 )
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.integration
 async def test_a_replacement_becomes_a_ready_kwok_node_of_its_pool(kube_api: Any) -> None:
     run = uuid.uuid4().hex[:8]
     pool = f"launch-{run}"
-    await install_karpenter_crds(kube_api)
+    crds = await install_karpenter_crds(kube_api)
     body = nodepool(pool, run)
     body["metadata"]["annotations"] = {"karpenter.sh/nodepool-hash": "4242", "karpenter.sh/nodepool-hash-version": "v3"}
     await create_nodepool(kube_api, body)
@@ -61,6 +62,7 @@ async def test_a_replacement_becomes_a_ready_kwok_node_of_its_pool(kube_api: Any
     finally:
         await launcher.delete(name)
         await delete_nodepool(kube_api, pool)
+        await remove_crds(kube_api, crds)  # only those this test made (the watcher test expects none)
 
     async def gone() -> bool:
         names = {n.metadata.name for n in (await core.list_node()).items}

@@ -474,8 +474,10 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
                                                                           TOPIC_INTERRUPTIONS) == 0)
         assert len(await svc.decisions()) == 1 and len(commands(bus)) == 1
         await recorder.flush()
-        assert sink.reasons("n2")[:2] == ["SpotInterrupted", "TerminatingOnInterruption"]
-        assert sink.reasons("claim-n2", "NodeClaim")[:2] == ["SpotInterrupted", "TerminatingOnInterruption"]
+        # a pass may also have said the node is blocked (the hold, the budget): only the interruption's order counts
+        wanted = ("SpotInterrupted", "TerminatingOnInterruption")
+        assert [r for r in sink.reasons("n2") if r in wanted][:2] == list(wanted)
+        assert [r for r in sink.reasons("claim-n2", "NodeClaim") if r in wanted][:2] == list(wanted)
         assert svc.metric("ebb_decisions_total", decision="delete", reason="Interrupted", consolidation_type="") == 1
 
 

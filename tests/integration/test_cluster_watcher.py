@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -25,24 +24,12 @@ from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster
+from .system import eventually
 
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 KWOK = "kwok.x-k8s.io/node"
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 20) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value is not None and value is not False:
-            return value  # type: ignore[return-value]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def kwok_node(name: str) -> client.V1Node:

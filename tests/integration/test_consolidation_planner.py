@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -30,25 +29,13 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
+from .system import eventually
 
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 KWOK = "kwok.x-k8s.io/node"
 CREATED = "2026-01-01T00:00:00Z"
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 20) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value is not None and value is not False:
-            return value  # type: ignore[return-value]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def nodepool(name: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import pytest
@@ -27,6 +27,7 @@ from ebb_drift_detector.detector import ANNOTATION_DRIFTED
 from ebb_drift_detector.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster
+from .system import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +35,6 @@ T = TypeVar("T")
 KWOK = "kwok.x-k8s.io/node"
 HASH = "karpenter.sh/nodepool-hash"
 HASH_VERSION = "karpenter.sh/nodepool-hash-version"
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 20) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value is not None and value is not False:
-            return value  # type: ignore[return-value]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def nodepool(name: str, node_hash: str) -> dict[str, Any]:

@@ -4,14 +4,15 @@ get their status from the disruption controller and guard the Eviction API."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from .system import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -19,19 +20,6 @@ T = TypeVar("T")
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 SMOKE_LABEL = "ebb.sh/smoke"
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None]], within: float = 90) -> T:
-    """Poll ``probe`` until it returns something other than None/False."""
-    deadline = asyncio.get_running_loop().time() + within
-    last: Any = None
-    while True:
-        last = await probe()
-        if last is not None and last is not False:
-            return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.5)
 
 
 def kwok_node(name: str, run: str) -> client.V1Node:

@@ -16,7 +16,6 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -34,23 +33,13 @@ from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
+from .system import eventually
 
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 KWOK = "kwok.x-k8s.io/node"
 RUN_LABEL = "ebb.sh/executor-test"
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None]], within: float = 30) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = await probe()
-        if value is not None and value is not False:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 def kwok_node(name: str, run: str) -> client.V1Node:

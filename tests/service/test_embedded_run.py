@@ -88,6 +88,8 @@ def test_cli_runs_and_prints_a_json_summary(tmp_path: Path) -> None:
     assert out["start"]["nodes"] == 50 and out["stoppedBecause"] == "duration"
     assert out["database"] == str(tmp_path / "db.sqlite")
     assert (tmp_path / "db.sqlite").is_file()
+    # no terminal: progress as log lines on stderr
+    assert "ebb run: 2026-11-23 18:30" in result.stderr and "50 nodes" in result.stderr
 
 
 def test_cli_rejects_bad_input(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from ebb_embedded.runner import Status, Summary
 
 EXAMPLE_CLUSTER = "example-cluster.yaml"
+#: without a terminal, a progress line on stderr this often (real seconds)
+PROGRESS_EVERY = 10.0
 #: the simulated time the bundled example was generated for (examples/generate.py)
 EXAMPLE_NOW = "2026-11-23T18:30:00Z"
 
@@ -92,6 +94,13 @@ def _status_table(status: Status, title: str) -> Any:
     table.add_row("evictions", f"{status.evictions} ({status.evictions_refused} refused by PDBs)")
     table.add_row("planner passes", str(status.passes))
     return table
+
+
+def _progress_line(status: Status) -> str:
+    states = ", ".join(f"{n} {s}" for s, n in sorted(status.by_state().items())) or "no decisions yet"
+    return (f"ebb run: {status.now:%Y-%m-%d %H:%M:%S}Z (+{_clock(status.elapsed)}): {status.nodes} nodes, "
+            f"{status.pods} pods ({status.pending_pods} pending), ${status.cost_per_hour:,.2f}/h; {states}; "
+            f"{status.passes} passes")
 
 
 def _clock(delta: timedelta) -> str:
@@ -171,11 +180,20 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        if not console.is_terminal:  # a log, not a live table: one line every PROGRESS_EVERY real seconds
+            last = [-float("inf")]
+
+            def progress(status: Status) -> None:
+                if loop.time() - last[0] >= PROGRESS_EVERY:
+                    last[0] = loop.time()
+                    console.print(_progress_line(status), highlight=False, soft_wrap=True)
+
+            return await run_embedded(documents, options, stop, report=progress)
         with Live(console=console, transient=True, auto_refresh=False) as live:
             def report(status: Status) -> None:
                 live.update(_status_table(status, f"ebb run (x{speed:g})"), refresh=True)
 
-            return await run_embedded(documents, options, stop, report=report if console.is_terminal else None)
+            return await run_embedded(documents, options, stop, report=report)
 
     try:
         summary = asyncio.run(main())

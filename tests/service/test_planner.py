@@ -498,15 +498,17 @@ async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:
 async def test_rebalance_and_unknown_nodes_change_nothing(db: str) -> None:
     sink = Sink()
     bus = InMemoryBus()
+    # the foreign node (no NodePool) is too small for p2: a pass has nothing to do either
     await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"),
-                  node("foreign", pool=None))
+                  node("foreign", pool=None, cpu="1"))
     recorder = EventRecorder(sink, component="ebb-consolidation-planner")
     async with Running(bus, db, recorder=recorder) as svc:
         for message in (interruption("n2", "rebalance", ""), interruption("ghost"), interruption("foreign"),
                         interruption("n2", "state-change", "state=running")):
             await bus.publish(TOPIC_INTERRUPTIONS, message)
         await eventually("all consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
-        assert await svc.decisions() == [] and commands(bus) == []
+        got = await svc.decisions()
+        assert got == [] and commands(bus) == [], [(d.method, d.reason, d.nodes, d.explanation) for d in got]
         await recorder.flush()
         assert "SpotRebalanceRecommendation" in sink.reasons("n2")
 

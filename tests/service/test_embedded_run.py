@@ -89,7 +89,7 @@ def test_cli_runs_and_prints_a_json_summary(tmp_path: Path) -> None:
     assert out["database"] == str(tmp_path / "db.sqlite")
     assert (tmp_path / "db.sqlite").is_file()
     # no terminal: progress as log lines on stderr
-    assert "ebb run: 2026-11-23 18:30" in result.stderr and "50 nodes" in result.stderr
+    assert "ebb run: 2026-11-23 " in result.stderr and "50 nodes, 500 pods" in result.stderr
 
 
 def test_cli_rejects_bad_input(tmp_path: Path) -> None:

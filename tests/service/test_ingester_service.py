@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ebb.adapters.aws.sqs import Backoff, SqsQueue
+from ebb.adapters.aws.sqs import SqsQueue
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import InMemoryBus
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObject, Interruption, Message, from_kafka
 from ebb_interruption_ingester import app

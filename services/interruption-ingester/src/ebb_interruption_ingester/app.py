@@ -9,7 +9,8 @@ import uuid
 
 import structlog
 
-from ebb.adapters.aws.sqs import Backoff, SqsClient, SqsQueue, sqs_client
+from ebb.adapters.aws.sqs import SqsClient, SqsQueue, sqs_client
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore

@@ -28,7 +28,8 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
 from ebb.adapters.aws import Ignored, parse_message
-from ebb.adapters.aws.sqs import Backoff, SqsMessage, SqsQueue
+from ebb.adapters.aws.sqs import SqsMessage, SqsQueue
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus
 from ebb.adapters.bus.base import sleep_or_stop
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption

@@ -3,14 +3,13 @@
 ``sqs_client(...)`` opens an aiobotocore SQS client (credentials from the default chain: environment,
 web identity / IRSA, instance profile; ``endpoint_url`` for moto). ``SqsQueue`` wraps the three calls
 the ingester needs: long-poll ``receive``, ``delete`` and resolving a queue name to its URL.
-``Backoff`` is the exponential backoff with jitter used after a failed call.
+``Backoff`` (``ebb.adapters.backoff``) is the exponential backoff with jitter used after a failed call.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,21 +33,6 @@ class SqsMessage:
     message_id: str
     receipt_handle: str
     body: str
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with jitter: attempt n waits a uniform share in [1 - jitter, 1] of
-    ``min(maximum, initial * multiplier ** (n - 1))``."""
-
-    initial: float = 1.0
-    multiplier: float = 2.0
-    maximum: float = 60.0
-    jitter: float = 0.5
-
-    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
-        base = min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
-        return float(base * (1.0 - self.jitter * rng()))
 
 
 class SqsQueue:

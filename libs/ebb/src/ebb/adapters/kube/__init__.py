@@ -1,10 +1,11 @@
 """The Kubernetes adapter: list+watch of the kinds ebb reads (``watch``), the pure trimming of
 objects for ``ebb.cluster.objects`` (``trim``) and the pure list/event → change logic (``reflector``)."""
 
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.kube.kinds import KINDS, KindSpec, kinds_named
 from ebb.adapters.kube.reflector import Change, KindState
 from ebb.adapters.kube.trim import content_digest, trim
-from ebb.adapters.kube.watch import Backoff, Gone, KindMissing, KubeWatcher, WatchError, split_lines
+from ebb.adapters.kube.watch import Gone, KindMissing, KubeWatcher, WatchError, split_lines
 
 __all__ = [
     "KINDS",

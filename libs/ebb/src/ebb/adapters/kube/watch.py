@@ -19,11 +19,10 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.kube.kinds import KindSpec
 from ebb.adapters.kube.reflector import Change, KindState
 
@@ -49,23 +48,12 @@ class KindMissing(WatchError):
     """404 on a custom kind's list: its CRD is not installed."""
 
 
+#: the watch loop's default: retried sooner and capped lower than a cloud API's
+WATCH_BACKOFF = Backoff(initial=0.5, maximum=30.0)
+
+
 class Stopped(Exception):
     """``stop`` was set while waiting."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with jitter: attempt n waits a uniform share in [1 - jitter, 1] of
-    ``min(maximum, initial * multiplier ** (n - 1))``."""
-
-    initial: float = 0.5
-    multiplier: float = 2.0
-    maximum: float = 30.0
-    jitter: float = 0.5
-
-    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
-        base = min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
-        return float(base * (1.0 - self.jitter * rng()))
 
 
 async def _or_stop(awaitable: Awaitable[T], stop: asyncio.Event) -> T:
@@ -133,7 +121,7 @@ class KubeWatcher:
         self.sink = sink
         self.watch_timeout = watch_timeout
         self.missing_kind_retry = missing_kind_retry
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or WATCH_BACKOFF
         self.page_size = page_size
         self.states = {spec.kind: KindState(spec) for spec in self.kinds}
         #: set once a kind's first list has been published

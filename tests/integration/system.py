@@ -63,6 +63,32 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+async def run_until_logged(module: str, env: Mapping[str, str], event: str, *, within: float = 30,
+                           settle: float = 0.0) -> tuple[int | None, list[dict[str, Any]]]:
+    """Run ``python -m module`` until it logs ``event`` (its stderr is JSON lines), wait ``settle`` seconds,
+    stop it with SIGTERM, and return its exit status and every log line. Killed if it does not stop."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", module, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert process.stderr is not None
+    lines: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(within):
+            while not any(line.get("event") == event for line in lines):
+                raw = await process.stderr.readline()
+                assert raw, f"{module} ended before logging {event!r}: {lines}"
+                lines.append(json.loads(raw))
+        await asyncio.sleep(settle)
+        process.send_signal(signal.SIGTERM)
+        _, rest = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    lines.extend(json.loads(raw) for raw in rest.splitlines() if raw.strip())
+    return process.returncode, lines
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import signal
-import sys
 import uuid
 from typing import Any, TypeVar
 
@@ -29,7 +26,7 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .system import eventually
+from .system import eventually, run_until_logged
 
 pytestmark = pytest.mark.integration
 
@@ -175,25 +172,8 @@ async def test_module_runs_logs_json_and_stops_on_sigterm(
            "EBB_CONSOLIDATION_PLANNER_CLUSTER": f"cpm-{run}",
            "EBB_CONSOLIDATION_PLANNER_LEASE_NAME": f"ebb-planner-m{run}",
            "EBB_CONSOLIDATION_PLANNER_KUBECONFIG": str(kubernetes_cluster.kubeconfig)}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ebb_consolidation_planner", env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    assert process.stderr is not None
-    lines: list[dict[str, Any]] = []
-    try:
-        async with asyncio.timeout(30):
-            while not any(line.get("event") == "leadership acquired" for line in lines):
-                raw = await process.stderr.readline()
-                assert raw, f"the service ended early: {lines}"
-                lines.append(json.loads(raw))
-        process.send_signal(signal.SIGTERM)
-        _, rest = await asyncio.wait_for(process.communicate(), 20)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    lines.extend(json.loads(raw) for raw in rest.splitlines() if raw.strip())
-    assert process.returncode == 0
+    returncode, lines = await run_until_logged("ebb_consolidation_planner", env, "leadership acquired")
+    assert returncode == 0
     started = next(line for line in lines if line.get("event") == "consolidation-planner starting")
     assert started["logger"] == "ebb_consolidation_planner" and started["level"] == "info" and "timestamp" in started
     events = [line.get("event") for line in lines]

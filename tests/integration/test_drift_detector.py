@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import signal
-import sys
 import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -27,7 +24,7 @@ from ebb_drift_detector.detector import ANNOTATION_DRIFTED
 from ebb_drift_detector.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster
-from .system import eventually
+from .system import eventually, run_until_logged
 
 pytestmark = pytest.mark.integration
 
@@ -136,25 +133,8 @@ async def test_module_runs_logs_json_and_stops_on_sigterm(
     env = {**os.environ, "EBB_DRIFT_DETECTOR_KAFKA_BOOTSTRAP": kafka_server.bootstrap,
            "EBB_DRIFT_DETECTOR_TOPIC_PREFIX": f"ddm{run}.", "EBB_DRIFT_DETECTOR_GROUP": f"ddm-{run}",
            "EBB_DRIFT_DETECTOR_KUBECONFIG": str(kubernetes_cluster.kubeconfig)}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ebb_drift_detector", env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    assert process.stderr is not None
-    lines: list[dict[str, Any]] = []
-    try:
-        async with asyncio.timeout(30):
-            while not any(line.get("event") == "drift-detector starting" for line in lines):
-                raw = await process.stderr.readline()
-                assert raw, f"the service ended early: {lines}"
-                lines.append(json.loads(raw))
-        process.send_signal(signal.SIGTERM)
-        _, rest = await asyncio.wait_for(process.communicate(), 20)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    lines.extend(json.loads(raw) for raw in rest.splitlines() if raw.strip())
-    assert process.returncode == 0
+    returncode, lines = await run_until_logged("ebb_drift_detector", env, "drift-detector starting")
+    assert returncode == 0
     started = next(line for line in lines if line.get("event") == "drift-detector starting")
     assert started["logger"] == "ebb_drift_detector" and started["level"] == "info" and "timestamp" in started
     assert any(line.get("event") == "drift-detector stopped" for line in lines)

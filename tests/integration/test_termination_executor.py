@@ -10,10 +10,7 @@ order on ebb.disruption.events. The same command published again changes nothing
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import signal
-import sys
 import time
 import uuid
 from datetime import UTC, datetime
@@ -33,7 +30,7 @@ from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .system import eventually
+from .system import eventually, run_until_logged
 
 pytestmark = pytest.mark.integration
 
@@ -257,27 +254,9 @@ async def test_module_logs_json_and_stops_on_sigterm(
         "EBB_TERMINATION_EXECUTOR_DATABASE_URL": postgres_server.url,
         "EBB_TERMINATION_EXECUTOR_GROUP": f"executor-{run}",
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ebb_termination_executor", env=env, stderr=asyncio.subprocess.PIPE
-    )
-    assert process.stderr is not None
-    lines: list[dict[str, Any]] = []
-    try:
-        async def started() -> bool:
-            line = await asyncio.wait_for(process.stderr.readline(), 20)  # type: ignore[union-attr]
-            if line:
-                lines.append(json.loads(line))
-            return any(entry.get("event") == "termination-executor starting" for entry in lines)
-
-        await eventually("the starting log line", started, within=30)
-        await asyncio.sleep(1)  # consuming
-        process.send_signal(signal.SIGTERM)
-        _, rest = await asyncio.wait_for(process.communicate(), 20)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    lines.extend(json.loads(line) for line in rest.splitlines() if line.strip())
-    assert process.returncode == 0
+    # a second after the start it is consuming
+    returncode, lines = await run_until_logged("ebb_termination_executor", env, "termination-executor starting",
+                                               settle=1.0)
+    assert returncode == 0
     stopped = [entry for entry in lines if entry.get("event") == "termination-executor stopped"]
     assert stopped and stopped[0]["level"] == "info" and "timestamp" in stopped[0]

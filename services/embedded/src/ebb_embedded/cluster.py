@@ -8,7 +8,7 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
 - **the API server** for the termination-executor: it implements the drainer's ``NodeApi`` (JSON patches
   with ``test`` guards on resourceVersion, node delete with finalizers, policy/v1 Evictions that PDBs
   refuse with 429 exactly when the disruption controller would: ``disruptionsAllowed`` from the healthy
-  pods the PDB selects) and the drift-detector's ``set_drifted``;
+  pods the PDB selects, computed by the engine's own ``pdb_allowed``) and the drift-detector's ``set_drifted``;
 - **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
   back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
 - **the cloud**: the executor's ``Launcher``. A replacement becomes a Node built like a launched one
@@ -37,11 +37,12 @@ from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
 from ebb.adapters.kube.trim import trim
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Replacement
+from ebb.core.cluster import pdb_allowed
 from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
-from ebb.core.model import LABEL_INITIALIZED, InstanceType, LabelSelector, Requirement
+from ebb.core.model import LABEL_INITIALIZED, InstanceType, Pod, PodDisruptionBudget
 from ebb.core.simulator import Scheduler
-from ebb.core.snapshot import parse_documents
+from ebb.core.snapshot import parse_documents, parse_object
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
 KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "InstanceTypeCatalog",
@@ -57,28 +58,6 @@ def _rfc3339(moment: datetime) -> str:
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict) else {}
-
-
-def _selector(raw: Mapping[str, Any] | None) -> LabelSelector:
-    raw = raw or {}
-    return LabelSelector(
-        match_labels=tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items())),
-        match_expressions=tuple(
-            Requirement(str(e.get("key", "")), str(e.get("operator", "")), tuple(str(v) for v in e.get("values") or ()))
-            for e in raw.get("matchExpressions") or ()),
-    )
-
-
-def _pod_ready(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running" or not (pod.get("spec") or {}).get("nodeName"):
-        return False
-    if _meta(pod).get("deletionTimestamp"):
-        return False
-    conditions = status.get("conditions")
-    if not conditions:
-        return True
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 class SimulatedCluster:
@@ -250,12 +229,13 @@ class SimulatedCluster:
         pod = self.objects.get(key)
         if pod is None:
             return "gone", f'pods "{name}" not found'
-        pdbs = self._pdbs_of(pod)
+        parsed: Pod = parse_object(pod).value
+        pdbs = self._pdbs_of(parsed)
         if len(pdbs) > 1:
             self.evictions_refused += 1
             return "refused", "This pod has more than one PodDisruptionBudget, which the eviction subresource " \
                               "does not support."
-        if pdbs and _pod_ready(pod) and self._disruptions_allowed(pdbs[0]) <= 0:
+        if pdbs and parsed.ready and parsed.phase == "Running" and self._disruptions_allowed(pdbs[0]) <= 0:
             self.evictions_refused += 1
             return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
         self.evictions += 1
@@ -349,32 +329,21 @@ class SimulatedCluster:
 
     # -- controllers and scheduler --------------------------------------------------------------------------
 
-    def _pdbs_of(self, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-        meta = _meta(pod)
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-        namespace = meta.get("namespace") or ""
-        return [o for o in self.objects.values() if o.get("kind") == "PodDisruptionBudget"
-                and (_meta(o).get("namespace") or "") == namespace
-                and (o.get("spec") or {}).get("selector") is not None
-                and selector_matches(_selector((o.get("spec") or {}).get("selector")), labels)]
+    def _pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
+        """The PDBs that select ``pod`` (an empty selector selects nothing, as for the Eviction API)."""
+        pdbs = [parse_object(o).value for o in self.objects.values() if o.get("kind") == "PodDisruptionBudget"]
+        return [pdb for pdb in pdbs if pdb.namespace == pod.namespace
+                and (pdb.selector.match_labels or pdb.selector.match_expressions)
+                and selector_matches(pdb.selector, pod.labels)]
 
-    def _disruptions_allowed(self, pdb: Mapping[str, Any]) -> int:
-        """What the disruption controller would write into the PDB's status now."""
-        spec = pdb.get("spec") or {}
-        selector = _selector(spec.get("selector"))
-        namespace = _meta(pdb).get("namespace") or ""
-        selected = [o for o in self.objects.values() if o.get("kind") == "Pod"
-                    and (_meta(o).get("namespace") or "") == namespace
-                    and selector_matches(selector, {str(k): str(v) for k, v in (_meta(o).get("labels") or {}).items()})]
-        expected = len(selected)
-        healthy = sum(1 for p in selected if _pod_ready(p))
-        if "minAvailable" in spec:
-            desired = _scaled(spec["minAvailable"], expected, round_up=True)
-        elif "maxUnavailable" in spec:
-            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
-        else:
-            desired = expected
-        return max(0, healthy - desired)
+    def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
+        """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
+        over the pods the PDB selects)."""
+        selected = [parse_object(o).value for o in self.objects.values() if o.get("kind") == "Pod"
+                    and (_meta(o).get("namespace") or "") == pdb.namespace
+                    and selector_matches(pdb.selector, {str(k): str(v)
+                                                        for k, v in (_meta(o).get("labels") or {}).items()})]
+        return pdb_allowed(pdb, [p for p in selected if not p.is_terminal]).allowed
 
     async def _recreate(self, pod: Mapping[str, Any]) -> None:
         meta = _meta(pod)
@@ -442,12 +411,3 @@ class SimulatedCluster:
             await self._put(bound)
         self.pods_bound += len(placed)
         return len(placed)
-
-
-def _scaled(value: Any, total: int, *, round_up: bool) -> int:
-    """An IntOrString of a PDB: a count, or a percentage of ``total`` (rounded up, as the controller does)."""
-    if isinstance(value, str) and value.endswith("%"):
-        pct = int(value[:-1])
-        whole, rest = divmod(total * pct, 100)
-        return whole + (1 if round_up and rest else 0)
-    return int(value)

@@ -14,7 +14,7 @@ import contextlib
 import json
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +45,7 @@ from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 
 from .conftest import KafkaServer, PostgresServer
+from .system import eventually
 
 T = TypeVar("T")
 
@@ -316,17 +317,6 @@ async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, r
 
 
 # -- the live state on real Kafka ------------------------------------------------------------------------------
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[T | bool | None]], within: float = 30) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = await probe()
-        if value is not None and value is not False:
-            return value  # type: ignore[return-value]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def _ready(client: httpx.AsyncClient, base: str) -> bool:

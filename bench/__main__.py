@@ -126,7 +126,7 @@ def case_simulator(n: int) -> dict[str, Any]:
 
 def case_engine() -> dict[str, Any]:
     from bench.generators import disruption_cluster
-    from ebb.cli.snapshot_files import bundled_catalog
+    from ebb.adapters.catalog import bundled_catalog
     from ebb.core.cluster import ClusterView
     from ebb.core.engine import run_pass
     from ebb.core.methods.base import EngineOptions
@@ -157,7 +157,7 @@ def case_engine() -> dict[str, Any]:
 
 def case_memory(nodes: int, pods: int) -> dict[str, Any]:
     from bench.generators import disruption_cluster, write_yaml
-    from ebb.cli.snapshot_files import load_snapshot
+    from ebb.adapters.snapshot_files import load_snapshot
     from ebb.core.plan import make_plan
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,7 +166,7 @@ def case_memory(nodes: int, pods: int) -> dict[str, Any]:
         size = path.stat().st_size
         # measure only ebb: a fresh process reads the file and plans once
         code = (PEAK_RSS + ";import json,time;from datetime import datetime;"
-                "from ebb.cli.snapshot_files import load_snapshot;from ebb.core.plan import make_plan;"
+                "from ebb.adapters.snapshot_files import load_snapshot;from ebb.core.plan import make_plan;"
                 f"t=time.perf_counter();s=load_snapshot([{str(path)!r}]);l=time.perf_counter()-t;"
                 f"p=make_plan(s, datetime.fromisoformat({NOW.replace('Z', '+00:00')!r}));"
                 "print(json.dumps({'load_seconds':l,'total_seconds':time.perf_counter()-t,"

@@ -481,7 +481,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
     PlannerStore on PostgreSQL, SnapshotStore, Planner), always the leader. Reports on stdout, one JSON per line:
     objects applied (count milestones, NodePools, tombstones), every pass, and at the end its peak RSS."""
     from ebb.adapters import logs
-    from ebb.cli.snapshot_files import bundled_catalog
+    from ebb.adapters.catalog import bundled_catalog
     from ebb_consolidation_planner import app
     from ebb_consolidation_planner.leader import AlwaysLeader
     from ebb_consolidation_planner.planner import Planner
@@ -1103,10 +1103,10 @@ def case_profile(size: Size | None = None) -> Doc:
     import cProfile
     import pstats
 
+    from ebb.adapters.catalog import bundled_catalog
     from ebb.adapters.kube.kinds import KINDS
     from ebb.adapters.kube.reflector import KindState
     from ebb.adapters.snapshot_store import SnapshotStore
-    from ebb.cli.snapshot_files import bundled_catalog
     from ebb.core.cluster import ClusterView
     from ebb.core.engine import run_pass
     from ebb.core.methods.base import EngineOptions

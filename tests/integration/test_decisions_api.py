@@ -29,9 +29,9 @@ from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import Delivery, KafkaBus
 from ebb.adapters.bus.memory import InMemoryBus
+from ebb.adapters.snapshot_files import load_snapshot
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
-from ebb.cli.snapshot_files import load_snapshot
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_EVENTS,

@@ -30,9 +30,9 @@ from fastapi import FastAPI
 from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.snapshot_files import load_snapshot
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
-from ebb.cli.snapshot_files import load_snapshot
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_EVENTS,

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ebb.cli.snapshot_files import InputError, iter_documents, load_snapshot
+from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.snapshot import flatten
+from ebb.core.yaml_documents import InputError, iter_documents
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "scenarios"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"

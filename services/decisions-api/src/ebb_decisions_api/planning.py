@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ebb.cli.snapshot_files import InputError, bundled_catalog, iter_documents
+from ebb.adapters.catalog import bundled_catalog
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import SnapshotError, parse_documents
+from ebb.core.yaml_documents import InputError, iter_documents
 
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")

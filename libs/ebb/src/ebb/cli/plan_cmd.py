@@ -16,10 +16,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ebb.cli.snapshot_files import InputError, load_snapshot
+from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import Plan, make_plan, plan_json
 from ebb.core.snapshot import SnapshotError
+from ebb.core.yaml_documents import InputError
 
 
 class Output(StrEnum):

@@ -61,10 +61,11 @@ def _duration(value: str, option: str) -> timedelta:
 
 def _documents(paths: list[str]) -> list[Any]:
     """The objects of the snapshot files (``kind: List`` documents flattened), or of the bundled example."""
-    from ebb.cli.snapshot_files import _load, parse_yaml
+    from ebb.adapters.snapshot_files import read_documents
+    from ebb.core.yaml_documents import parse_yaml
 
     if paths:
-        raw: list[Any] = [doc for path in paths for doc in _load(path)]
+        raw: list[Any] = [doc for path in paths for doc in read_documents(path)]
     else:
         raw = parse_yaml(resources.files("ebb.data").joinpath(EXAMPLE_CLUSTER).read_text(encoding="utf-8"),
                          EXAMPLE_CLUSTER)
@@ -152,7 +153,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         typer.echo(f"error: the embedded mode needs the ebb-embedded package ({exc})", err=True)
         raise typer.Exit(2) from exc
     from ebb.adapters.logs import configure
-    from ebb.cli.snapshot_files import InputError
+    from ebb.core.yaml_documents import InputError
 
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)

@@ -1,4 +1,8 @@
-"""Reading `ebb plan` input: YAML streams from files or stdin, plus the bundled catalog.
+"""The documents of a YAML stream (a `kubectl get -o yaml` dump): text in, parsed documents out.
+
+This is the pure half of reading ``ebb plan`` input: it never opens a file. Its callers hand it text or
+lines from wherever they got them (ebb.adapters.snapshot_files reads files and stdin, the decisions-api
+a request body) and a name for that source, which every error message starts with.
 
 A 10,000-node dump is 100+ MiB of YAML. Parsing it whole keeps every object's dict tree alive at once
 (1.3 GiB measured), so the stream is split as text into documents and, inside a `kind: List`, into its
@@ -9,31 +13,19 @@ at once instead, so correctness never depends on the splitting.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
-from importlib import resources
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import yaml
 import yaml_rs
 
-from ebb.core.model import Snapshot
-from ebb.core.snapshot import parse_documents
-
-BUNDLED_CATALOG = "aws-us-east-1.yaml"
-
 
 class InputError(ValueError):
-    """A file that cannot be read or is not YAML."""
+    """Input that is not a YAML stream ebb can read (not YAML, or a file that cannot be read); the
+    message starts with the source's name. ``ebb plan`` exits 2 with it."""
 
 
-def bundled_catalog() -> list[Any]:
-    text = resources.files("ebb.data").joinpath(BUNDLED_CATALOG).read_text(encoding="utf-8")
-    return [d for d in parse_yaml(text, BUNDLED_CATALOG) if d]
-
-
-def parse_yaml(text: str, path: str) -> list[Any]:
+def parse_yaml(text: str, source: str) -> list[Any]:
     """All documents of a YAML stream. yaml-rs (Rust) reads a 2,000-node dump about 15x faster than
     PyYAML's C loader; PyYAML is the fallback for anything yaml-rs refuses, and the source of the
     error message when both refuse it."""
@@ -51,7 +43,7 @@ def parse_yaml(text: str, path: str) -> list[Any]:
     try:
         return list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from exc
+        raise InputError(f"{source}: not valid YAML: {exc}") from exc
 
 
 def _documents_text(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
@@ -94,18 +86,20 @@ def _split_items(lines: list[str]) -> tuple[list[list[str]], list[str]] | None:
     return items, lines[:at] + lines[end:]
 
 
-def iter_documents(stream: TextIO, path: str) -> Iterator[Any]:
-    for start, lines in _documents_text(stream):
-        where = f"{path} (the document from line {start}; line numbers below count from there)"
-        split = _split_items(lines)
+def iter_documents(lines: Iterable[str], source: str) -> Iterator[Any]:
+    """The documents of a YAML stream given as lines (a text file or ``io.StringIO`` will do), one at a
+    time; a `kind: List` yields its items instead of itself. ``source`` names the stream in errors."""
+    for start, text in _documents_text(lines):
+        where = f"{source} (the document from line {start}; line numbers below count from there)"
+        split = _split_items(text)
         if split is None:
-            yield from parse_yaml("".join(lines), where)
+            yield from parse_yaml("".join(text), where)
             continue
         items, wrapper = split
         for item in items:
-            parsed = parse_yaml("".join(item), f"{path} (a List item in the document from line {start})")
+            parsed = parse_yaml("".join(item), f"{source} (a List item in the document from line {start})")
             if len(parsed) != 1 or not isinstance(parsed[0], dict):  # not the shape we assumed
-                yield from parse_yaml("".join(lines), where)
+                yield from parse_yaml("".join(text), where)
                 break
             yield parsed[0]
         else:
@@ -115,24 +109,3 @@ def iter_documents(stream: TextIO, path: str) -> Iterator[Any]:
                     if doc.get("kind", "").endswith("List"):
                         continue  # the wrapper itself carries nothing ebb reads
                     yield doc
-
-
-def _load(path: str) -> Iterator[Any]:
-    try:
-        if path == "-":
-            yield from iter_documents(sys.stdin, "stdin")
-            return
-        with Path(path).open(encoding="utf-8") as stream:
-            yield from iter_documents(stream, path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text") from exc
-
-
-def load_snapshot(paths: list[str]) -> Snapshot:
-    def documents() -> Iterator[Any]:
-        for path in paths:
-            yield from _load(path)
-
-    return parse_documents(documents(), bundled_catalog=bundled_catalog)

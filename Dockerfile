@@ -14,6 +14,7 @@ WORKDIR /app
 COPY pyproject.toml uv.lock ./
 COPY libs/ebb/pyproject.toml libs/ebb/pyproject.toml
 COPY services services
+COPY apps apps
 COPY libs libs
 RUN uv sync --frozen --no-dev --no-editable && rm -rf /root/.cache
 

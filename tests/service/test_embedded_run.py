@@ -12,8 +12,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from ebb.cli.main import app
-from ebb.cli.run_cmd import _documents
+from ebb_cli.main import app
+from ebb_cli.run_cmd import _documents
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import EmbeddedOptions, Status, run_embedded
 

@@ -11,7 +11,7 @@ import yaml
 from builders import catalog, node, nodepool, pod
 from typer.testing import CliRunner
 
-from ebb.cli.main import app
+from ebb_cli.main import app
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 

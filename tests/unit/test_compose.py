@@ -5,8 +5,10 @@ files it mounts exist, and the image is the one the Kubernetes manifests run."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,17 @@ def test_the_image_is_built_from_files_that_exist_and_is_the_manifests_image() -
     image = compose()["services"]["cluster-watcher"]["image"]
     manifest = (REPO / "deploy/kubernetes/services/cluster-watcher.yaml").read_text()
     assert f"image: {image}" in manifest
+
+
+def test_the_image_copies_every_workspace_member_and_its_ebb_command_is_the_cli_package() -> None:
+    """`uv sync --frozen` in the image installs the whole workspace, so the Dockerfile must copy every member's
+    directory; the `ebb` the migrations run (`ebb db upgrade`) is the console script of apps/cli."""
+    members = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines()
+              if line.startswith("COPY ") and len(line.split()) == 3}
+    for member in members:
+        top = member.split("/", 1)[0]
+        assert top in copied or member in copied, f"the Dockerfile does not copy the workspace member {member}"
+    (ebb,) = importlib.metadata.entry_points(group="console_scripts", name="ebb")
+    assert ebb.value == "ebb_cli.main:app"
+    assert ebb.dist is not None and ebb.dist.name == "ebb-cli"

@@ -124,7 +124,7 @@ def test_deployment_runs_an_existing_service_module(name: str) -> None:
 def test_migrations_job_runs_ebb_db_upgrade_with_the_url_it_reads() -> None:
     import typer.main
 
-    from ebb.cli.main import app
+    from ebb_cli.main import app
 
     (job,) = of_kind("Job")
     (container,) = job["spec"]["template"]["spec"]["containers"]

@@ -1,4 +1,4 @@
-"""`ebb run`: the embedded mode (DESIGN §1): ebb's services in one process on a simulated cluster.
+"""`ebb run`: the embedded mode: ebb's services in one process on a simulated cluster.
 
 The cluster comes from snapshot files (the `ebb plan` input) or, given none, from the small example
 cluster ebb ships. Simulated time runs ``--speed`` times faster than the wall clock; a table of the

@@ -2,9 +2,9 @@
 
 import typer
 
-from ebb.cli.db import db_app
-from ebb.cli.plan_cmd import plan
-from ebb.cli.run_cmd import run
+from ebb_cli.db import db_app
+from ebb_cli.plan_cmd import plan
+from ebb_cli.run_cmd import run
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
                   no_args_is_help=True)

@@ -1,0 +1,6 @@
+"""The `ebb` command line (typer): ebb's top layer, above the embedded mode, the services and the library.
+
+It is a package of its own (apps/cli, distribution ebb-cli) so that the library never depends on a
+service: ``ebb run`` composes the services through ebb_embedded, and only this package may import that.
+The import-linter contracts in pyproject.toml keep it so (see docs/architecture.md).
+"""

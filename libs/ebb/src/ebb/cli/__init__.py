@@ -1,1 +1,0 @@
-"""The `ebb` command line (typer)."""

@@ -1,20 +1,27 @@
 """Node findings (ebb.core.findings): Drifted, Expired, Empty and Consolidatable from the engine's own rules,
-and the raised/cleared changes between two sets of findings."""
+the first-seen time of the ones whose start the snapshot does not tell, the ebb.sh/drifted value, and the
+raised/cleared changes between two sets of findings."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from builders import NOW, OLD, ago, node, nodepool, pod, snapshot
 
-from ebb.core.findings import Change, Finding, diff, findings
+from ebb.core import findings as found_in
+from ebb.core.cluster import ClusterView
+from ebb.core.findings import Change, Finding, Findings, diff, drifted_annotation, with_since
 from ebb.core.model import Snapshot
 
 REQ_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
 REQ_SPOT = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
 NEVER: dict[str, Any] = {"consolidate_after": "Never"}
+
+
+def findings(snap: Snapshot, now: datetime) -> Findings:
+    return found_in.findings(ClusterView.build(snap, now))
 
 
 def kinds(snap: Snapshot, name: str = "n1") -> dict[str, Finding]:
@@ -111,3 +118,35 @@ def test_time_passing_alone_raises_expiry() -> None:
     # the Expired reason names the age, which grows: not a change
     later = findings(snapshot(*docs), NOW + timedelta(hours=3))
     assert diff(late, later) == []
+
+
+T1 = NOW + timedelta(minutes=5)
+F_CLAIM = Finding("a", "Drifted", "drifted: claim", NOW - timedelta(hours=1))
+
+
+@pytest.mark.parametrize(("label", "previous", "current", "now", "expected"), [
+    ("first seen: now", {}, {"a": [F_DRIFT]}, NOW, {"a": [Finding("a", "Drifted", "drifted: hash", NOW)]}),
+    ("seen before: kept", {"a": [Finding("a", "Drifted", "drifted: hash", NOW)]}, {"a": [F_DRIFT]}, T1,
+     {"a": [Finding("a", "Drifted", "drifted: hash", NOW)]}),
+    ("reason changed, still drifted: kept", {"a": [Finding("a", "Drifted", "drifted: hash", NOW)]},
+     {"a": [Finding("a", "Drifted", "drifted: requirements", None)]}, T1,
+     {"a": [Finding("a", "Drifted", "drifted: requirements", NOW)]}),
+    ("cleared in between: seen anew", {}, {"a": [F_DRIFT]}, T1, {"a": [Finding("a", "Drifted", "drifted: hash", T1)]}),
+    ("known since: the snapshot's", {"a": [Finding("a", "Drifted", "drifted: hash", NOW)]}, {"a": [F_CLAIM]}, T1,
+     {"a": [F_CLAIM]}),
+    ("another node's: not carried", {"b": [Finding("b", "Drifted", "drifted: hash", NOW)]}, {"a": [F_DRIFT]}, T1,
+     {"a": [Finding("a", "Drifted", "drifted: hash", T1)]}),
+    ("another kind's: not carried", {"a": [F_EMPTY]}, {"a": [F_DRIFT, F_EMPTY]}, T1,
+     {"a": [Finding("a", "Drifted", "drifted: hash", T1), F_EMPTY]}),
+])
+def test_with_since(label: str, previous: Findings, current: Findings, now: datetime, expected: Findings) -> None:
+    assert with_since(previous, current, now) == expected, label
+
+
+@pytest.mark.parametrize(("label", "node_findings", "expected"), [
+    ("drifted: its reason", [F_EMPTY, F_DRIFT], "drifted: hash"),
+    ("not drifted: none", [F_EMPTY], None),
+    ("no findings: none", [], None),
+])
+def test_drifted_annotation(label: str, node_findings: list[Finding], expected: str | None) -> None:
+    assert drifted_annotation(node_findings) == expected, label

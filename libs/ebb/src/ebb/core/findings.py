@@ -1,30 +1,35 @@
-"""Node findings (DESIGN §2, ebb.node.findings): which nodes are Drifted, Expired, Empty or Consolidatable.
+"""Node findings: which nodes are Drifted, Expired, Empty or Consolidatable, and since when.
 
-The drift-detector publishes these facts for the planner; they come from the engine's own rules, not a
-copy of them: Drifted is `drift_reason` (via `drifted_nodes`), Expired is `expired_nodes`, Empty is the
-emptiness method's test (no pods that need a home, on a node that is a candidate at all) and
-Consolidatable is the consolidation gate's timing (`ClusterView.stable_for` with the NodePool's
-`consolidateAfter`). Budgets, holds and blocking annotations are the planner's business and do not
-suppress a finding.
+The consolidation-planner computes them after each pass from the pass's own ``ClusterView`` (no second
+evaluation of the cluster), puts them into the explanation of every decision on a node, and mirrors the
+Drifted finding on the Node as the ``ebb.sh/drifted`` annotation (docs/services/consolidation-planner.md).
+They come from the engine's own rules, not a copy of them: Drifted is `drift_reason` (via
+`drifted_nodes`), Expired is `expired_nodes`, Empty is the emptiness method's test (no pods that need a
+home, on a node that is a candidate at all) and Consolidatable is the consolidation gate's timing
+(`ClusterView.stable_for` with the NodePool's `consolidateAfter`). Budgets, holds and blocking
+annotations are the planner's business and do not suppress a finding.
 
-`diff(previous, current)` gives the changes to publish: a finding that appears (or whose `since`
-changes, or, for Drifted, whose reason changes) is raised; one that disappears is cleared. The reason
-of the other kinds only describes (Expired names the node's age, which grows every pass), so a new
-reason alone does not raise them again. Pure: snapshot + now in, values out.
+`with_since(previous, current, now)` fills in the start the snapshot does not tell (a hash drift) with the
+time the finding was first seen, carried from pass to pass while it holds. `diff(previous, current)` gives
+the changes between two passes (the planner logs them): a finding that appears (or whose `since` changes,
+or, for Drifted, whose reason changes) is raised; one that disappears is cleared. The reason of the other
+kinds only describes (Expired names the node's age, which grows every pass), so a new reason alone does
+not raise them again. Pure: a view in, values out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
 from ebb.core.cluster import ClusterView, fmt_time
-from ebb.core.methods.base import EngineOptions, PassContext, simulation
 from ebb.core.methods.drift import drifted_nodes
 from ebb.core.methods.expiration import expired_nodes
-from ebb.core.model import Snapshot
 from ebb.core.quantity import format_duration
+
+#: the annotation that shows a node's Drifted finding (its reason) with kubectl; absent when not drifted
+ANNOTATION_DRIFTED = "ebb.sh/drifted"
 
 FindingKind = Literal["Drifted", "Expired", "Empty", "Consolidatable"]
 #: the order findings of one node are listed in (the engine's method order)
@@ -40,7 +45,7 @@ class Finding:
     since: datetime | None
 
     def same_as(self, other: Finding) -> bool:
-        """Whether ``other`` is this finding unchanged (nothing to publish)."""
+        """Whether ``other`` is this finding unchanged (not raised again)."""
         if (self.node, self.kind, self.since) != (other.node, other.kind, other.since):
             return False
         return self.kind != "Drifted" or self.reason == other.reason
@@ -57,25 +62,17 @@ class Change:
 Findings = dict[str, list[Finding]]
 
 
-def context(snapshot: Snapshot, now: datetime) -> PassContext:
-    """The pass context of the engine (`ebb.core.engine`) over ``snapshot`` at ``now``."""
-    view = ClusterView.build(snapshot, now)
-    sched, state = simulation(view)
-    return PassContext(view, EngineOptions(), sched, state, {k: v.allowed for k, v in view.budgets.items()})
-
-
-def findings(snapshot: Snapshot, now: datetime) -> Findings:
-    """The findings of every node that has at least one, by node name (kinds in `KINDS` order)."""
-    ctx = context(snapshot, now)
-    view = ctx.view
+def findings(view: ClusterView) -> Findings:
+    """The findings of every node that has at least one at ``view.now``, by node name (kinds in `KINDS`
+    order); ``since`` is None where the snapshot does not tell (see `with_since`)."""
     out: Findings = {}
 
     def add(finding: Finding) -> None:
         out.setdefault(finding.node, []).append(finding)
 
-    expired = expired_nodes(ctx)
-    drifted = drifted_nodes(ctx)
-    for node in snapshot.nodes:
+    expired = expired_nodes(view)
+    drifted = drifted_nodes(view)
+    for node in view.snapshot.nodes:
         name = node.name
         pool = view.pools.get(node.nodepool or "")
         if pool is None:
@@ -107,12 +104,32 @@ def findings(snapshot: Snapshot, now: datetime) -> Findings:
     return out
 
 
+def with_since(previous: Findings, current: Findings, now: datetime) -> Findings:
+    """``current`` with every unknown ``since`` filled in: the one the same finding (node and kind) had in
+    ``previous`` (the last pass's, already filled in), else ``now``, when it is first seen."""
+    before = _index(previous)
+
+    def filled(f: Finding) -> Finding:
+        if f.since is not None:
+            return f
+        held = before.get((f.node, f.kind))
+        return replace(f, since=held.since if held is not None and held.since is not None else now)
+
+    return {node: [filled(f) for f in node_findings] for node, node_findings in current.items()}
+
+
+def drifted_annotation(node_findings: list[Finding]) -> str | None:
+    """The value of ``ebb.sh/drifted`` a node with these findings should carry: its drift reason, or None
+    (no annotation) when it has not drifted."""
+    return next((f.reason for f in node_findings if f.kind == "Drifted"), None)
+
+
 def _index(found: Findings) -> dict[tuple[str, str], Finding]:
     return {(f.node, f.kind): f for fs in found.values() for f in fs}
 
 
 def diff(previous: Findings, current: Findings) -> list[Change]:
-    """What to publish to go from ``previous`` to ``current``: clears first, then raises, by node and kind."""
+    """What changed from ``previous`` to ``current``: clears first, then raises, by node and kind."""
     before, after = _index(previous), _index(current)
     cleared = [Change(f, True) for key, f in before.items() if key not in after]
     raised = [Change(f, False) for key, f in after.items() if key not in before or not before[key].same_as(f)]

@@ -1,73 +1,58 @@
 """Validation: is a command decided earlier still right against a fresher snapshot?
 
 The planner waits (15 s by default) between deciding a consolidation and executing it, as Karpenter
-does, then re-checks against fresh state: every node is still a candidate for the method, the budgets
-still allow it, and a new simulation still places every pod with no more (and no dearer) replacements.
-A stale command is rejected with the reason, never run.
+does, then re-checks against fresh state: every node still exists and is a candidate for the method
+(the method's own re-check, `Method.validate`, included: still expired, still drifted, still empty, still
+consolidatable), the budgets still allow it, and a new simulation still places every pod with no more (and
+no dearer) replacements. A stale command is rejected with why, a `StaleCause` whose sentence the planner
+records; it is never run.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.methods import drift, expiration
-from ebb.core.methods.base import EPSILON, Command, EngineOptions, PassContext, simulation
+from ebb.core.methods import METHODS
+from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
 from ebb.core.model import Snapshot
-
-CONSOLIDATION_METHODS = ("emptiness", "multi-node-consolidation", "single-node-consolidation")
 
 
 def validate(command: Command, snapshot: Snapshot, now: datetime,
-             options: EngineOptions | None = None) -> str | None:
-    """None when the command is still valid; otherwise why it became invalid."""
+             options: EngineOptions | None = None) -> StaleCause | None:
+    """None when the command is still valid; otherwise why it became invalid. ``options`` are the engine's
+    (the re-check does not depend on them)."""
+    method = METHODS.get(command.method)
+    if method is None:
+        raise ValueError(f"{command.method!r} is not a disruption method of the engine")
     view = ClusterView.build(snapshot, now)
-    consolidation = command.method in CONSOLIDATION_METHODS
-    sched, state = simulation(view)
-    ctx = PassContext(view, options or EngineOptions(), sched, state,
-                      {k: v.allowed for k, v in view.budgets.items()})
-    wanted: dict[str, str] = {}
-    if command.method == "expiration":
-        wanted = expiration.expired_nodes(ctx)
-    elif command.method == "drift":
-        wanted = drift.drifted_nodes(ctx)
     per_pool: dict[str, int] = {}
     for name in command.nodes:
         node = view.nodes.get(name)
         if node is None:
-            return f"node {name} is gone"
-        blocked = view.blocked_reason(name, consolidation)
+            return StaleCause(Stale.NODE_GONE, {"node": name})
+        blocked = view.blocked_reason(name, method.consolidation)
         if blocked:
-            return f"node {name} is no longer a candidate: {blocked}"
-        pool = view.pools[node.nodepool or ""]
-        if command.method in ("expiration", "drift") and name not in wanted:
-            return f"node {name} is no longer {'expired' if command.method == 'expiration' else 'drifted'}"
-        if consolidation:
-            paused = view.paused(node)
-            if paused:
-                return f"consolidation of node {name} is paused by {paused}"
-            if pool.consolidate_after is None:
-                return f"NodePool {pool.name}'s consolidateAfter is now Never"
-            not_yet = view.stable_for(node, pool.consolidate_after)
-            if not_yet:
-                return f"node {name} changed: {not_yet}"
-            if command.method == "emptiness" and view.movable[name]:
-                return f"node {name} is no longer empty: {len(view.movable[name])} pods arrived"
-        per_pool[pool.name] = per_pool.get(pool.name, 0) + 1
+            return StaleCause(Stale.NO_LONGER_CANDIDATE, {"node": name}, blocked)
+        stale = method.validate(view, node)
+        if stale:
+            return stale
+        pool = node.nodepool or ""
+        per_pool[pool] = per_pool.get(pool, 0) + 1
     for pool_name, count in per_pool.items():
         allowed = view.budgets[(pool_name, command.reason)].allowed
         if allowed < count:
-            return (f"the {command.reason} budget of NodePool {pool_name} now allows {allowed} disruptions, "
-                    f"the command needs {count}")
-    state = ctx.state
+            return StaleCause(Stale.BUDGET_SHRANK, {"reason": command.reason, "pool": pool_name, "allowed": allowed,
+                                                    "needed": count})
+    _scheduler, state = simulation(view)
     leaving = [pod for name in command.nodes for pod in state.remove_node(name)]
     failures, _ = state.place_all(leaving, max_new=len(command.replacements), first_failure=True)
     if failures:
         pod, why = next(iter(failures.items()))
-        return f"pod {pod} would no longer fit: {why}"
+        return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})
     new_price = sum(n.price for n in state.new_nodes())
     old_price = sum(r.price for r in command.replacements)
     if new_price > old_price + EPSILON:
-        return (f"the replacement now costs ${new_price:.4f}/h, more than the ${old_price:.4f}/h the "
-                "command was approved for")
+        return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})
     return None

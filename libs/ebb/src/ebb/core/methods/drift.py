@@ -4,13 +4,16 @@ A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its Node
 version (a static field of the template changed), (2) its labels no longer satisfy the NodePool's
 requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
 longer offered in its zone and capacity type, or (4) its NodeClaim already says Drifted. Behavioural
-fields (weight, limits, disruption) never drift because they are not part of the hash.
+fields (weight, limits, disruption) never drift because they are not part of the hash. A command goes stale
+when its node no longer drifts.
 """
 
 from __future__ import annotations
 
+from ebb.core.causes import Stale, StaleCause
+from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
-from ebb.core.methods.base import MethodOutcome, PassContext
+from ebb.core.methods.base import Method, MethodOutcome, PassContext
 from ebb.core.methods.rotation import rotate
 from ebb.core.model import ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, Node, NodePool
 
@@ -18,8 +21,7 @@ NAME = "drift"
 REASON = "Drifted"
 
 
-def drift_reason(ctx: PassContext, node: Node, pool: NodePool) -> str | None:
-    view = ctx.view
+def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     node_hash = node.annotations.get(ANNOTATION_NODEPOOL_HASH)
     node_version = node.annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION)
     if pool.hash and node_hash and node_version == pool.hash_version and node_hash != pool.hash:
@@ -41,17 +43,27 @@ def drift_reason(ctx: PassContext, node: Node, pool: NodePool) -> str | None:
     return None
 
 
-def drifted_nodes(ctx: PassContext) -> dict[str, str]:
+def drifted_nodes(view: ClusterView) -> dict[str, str]:
+    """Every drifted node of ``view`` with why (the rules need the view only, not a pass's simulation)."""
     out: dict[str, str] = {}
-    for node in ctx.view.snapshot.nodes:
-        pool = ctx.view.pools.get(node.nodepool or "")
+    for node in view.snapshot.nodes:
+        pool = view.pools.get(node.nodepool or "")
         if pool is None:
             continue
-        why = drift_reason(ctx, node, pool)
+        why = drift_reason(view, node, pool)
         if why:
             out[node.name] = why
     return out
 
 
 def run(ctx: PassContext) -> MethodOutcome:
-    return rotate(ctx, NAME, REASON, drifted_nodes(ctx))
+    return rotate(ctx, NAME, REASON, drifted_nodes(ctx.view))
+
+
+def validate(view: ClusterView, node: Node) -> StaleCause | None:
+    if drift_reason(view, node, view.pools[node.nodepool or ""]) is None:
+        return StaleCause(Stale.NO_LONGER_DRIFTED, {"node": node.name})
+    return None
+
+
+METHOD = Method(NAME, REASON, consolidation=False, run=run, validate=validate)

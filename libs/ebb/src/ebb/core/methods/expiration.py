@@ -2,32 +2,52 @@
 
 `spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`; `Never` disables it.
 Replacements are launched first when the pods need them; several nodes per pass, simulated together.
+A command goes stale when its node is no longer expired (its NodePool's expireAfter grew, or became Never).
 """
 
 from __future__ import annotations
 
-from ebb.core.cluster import fmt_time
-from ebb.core.methods.base import MethodOutcome, PassContext
+from ebb.core.causes import Stale, StaleCause
+from ebb.core.cluster import ClusterView
+from ebb.core.methods.base import Method, MethodOutcome, PassContext
 from ebb.core.methods.rotation import rotate
-from ebb.core.quantity import format_duration
+from ebb.core.model import Node, NodePool
+from ebb.core.quantity import fmt_time, format_duration
 
 NAME = "expiration"
 REASON = "Expired"
 
 
-def expired_nodes(ctx: PassContext) -> dict[str, str]:
-    view = ctx.view
+def expiry_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
+    """Why the node has expired (its age against its NodePool's expireAfter), or None."""
+    if pool.expire_after is None or node.creation_time is None:
+        return None
+    age = (view.now - node.creation_time).total_seconds()
+    if age < pool.expire_after:
+        return None
+    return (f"expired: launched {fmt_time(node.creation_time)}, {format_duration(age)} ago, "
+            f"past NodePool {pool.name}'s expireAfter {format_duration(pool.expire_after)}")
+
+
+def expired_nodes(view: ClusterView) -> dict[str, str]:
+    """Every expired node of ``view`` with why (the rule needs the view only, not a pass's simulation)."""
     out: dict[str, str] = {}
     for node in view.snapshot.nodes:
         pool = view.pools.get(node.nodepool or "")
-        if pool is None or pool.expire_after is None or node.creation_time is None:
-            continue
-        age = (ctx.now - node.creation_time).total_seconds()
-        if age >= pool.expire_after:
-            out[node.name] = (f"expired: launched {fmt_time(node.creation_time)}, {format_duration(age)} ago, "
-                              f"past NodePool {pool.name}'s expireAfter {format_duration(pool.expire_after)}")
+        why = expiry_reason(view, node, pool) if pool is not None else None
+        if why:
+            out[node.name] = why
     return out
 
 
 def run(ctx: PassContext) -> MethodOutcome:
-    return rotate(ctx, NAME, REASON, expired_nodes(ctx))
+    return rotate(ctx, NAME, REASON, expired_nodes(ctx.view))
+
+
+def validate(view: ClusterView, node: Node) -> StaleCause | None:
+    if expiry_reason(view, node, view.pools[node.nodepool or ""]) is None:
+        return StaleCause(Stale.NO_LONGER_EXPIRED, {"node": node.name})
+    return None
+
+
+METHOD = Method(NAME, REASON, consolidation=False, run=run, validate=validate)

@@ -1,4 +1,4 @@
-# ebb's image: the `ebb` CLI and the six services (`python -m ebb_<service>`), as deploy/kubernetes/ and
+# ebb's image: the `ebb` CLI and the five services (`python -m ebb_<service>`), as deploy/kubernetes/ and
 # docker-compose.yml (profile "system") run them. Build: docker build -t ghcr.io/ebb-sh/ebb:0.1.0 .
 FROM python:3.11-slim
 

@@ -1,4 +1,4 @@
-"""A small harness for the system tests (tests/integration/test_system.py): the six services as separate
+"""A small harness for the system tests (tests/integration/test_system.py): the five services as separate
 ``python -m`` processes with their logs in files, an aiokafka reader of raw topic records, an "eventually"
 poller, a freshly created and migrated PostgreSQL database, the Karpenter CRDs, NodePools and KWOK nodes.
 
@@ -226,10 +226,6 @@ class SystemSettings:
         return f"sys-{self.run}-executor"
 
     @property
-    def drift_group(self) -> str:
-        return f"sys-{self.run}-drift"
-
-    @property
     def planner_group(self) -> str:
         return f"sys-{self.run}-planner"
 
@@ -245,7 +241,6 @@ class SystemSettings:
 #: service name → python module
 SERVICES = {
     "cluster-watcher": "ebb_cluster_watcher",
-    "drift-detector": "ebb_drift_detector",
     "consolidation-planner": "ebb_consolidation_planner",
     "termination-executor": "ebb_termination_executor",
     "interruption-ingester": "ebb_interruption_ingester",
@@ -255,7 +250,6 @@ SERVICES = {
 #: what each service logs once it runs (the decisions-api is checked on /readyz instead)
 STARTED = {
     "cluster-watcher": "cluster-watcher starting",
-    "drift-detector": "drift-detector starting",
     "consolidation-planner": "consolidation-planner starting",
     "termination-executor": "termination-executor starting",
     "interruption-ingester": "interruption-ingester starting",
@@ -269,8 +263,6 @@ def service_env(name: str, servers: Servers, s: SystemSettings) -> dict[str, str
     db = {"DATABASE_URL": servers.database_url, "CLUSTER": s.cluster}
     per: dict[str, dict[str, str]] = {
         "cluster-watcher": {**common, **kube, "MISSING_KIND_RETRY_SECONDS": "1", "WATCH_TIMEOUT_SECONDS": "60"},
-        "drift-detector": {**common, **kube, "GROUP": s.drift_group, "DEBOUNCE_SECONDS": "0.5",
-                           "RESYNC_SECONDS": "5"},
         "consolidation-planner": {
             **common, **kube, **db, "GROUP": s.planner_group, "LEASE_NAME": s.lease, "LEASE_NAMESPACE": "default",
             "LEASE_DURATION_SECONDS": str(s.lease_duration), "LEASE_RENEW_SECONDS": str(s.lease_renew),
@@ -297,7 +289,7 @@ def service_env(name: str, servers: Servers, s: SystemSettings) -> dict[str, str
 
 
 class System:
-    """The six services of one system test, as processes. ``async with System(...) as system:`` starts
+    """The five services of one system test, as processes. ``async with System(...) as system:`` starts
     them; on the way out (and on failure, with each service's log tail printed first) they are stopped."""
 
     def __init__(self, servers: Servers, settings: SystemSettings, log_dir: Path,

@@ -18,7 +18,7 @@ from ebb.contracts import (
     ClusterObject,
     DeadLetter,
     DisruptionEvent,
-    NodeFinding,
+    Interruption,
     from_kafka,
 )
 
@@ -26,7 +26,7 @@ from .conftest import KafkaServer
 
 pytestmark = pytest.mark.integration
 
-FINDINGS = "ebb.node.findings"
+INTERRUPTIONS = "ebb.interruptions"
 T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
 
@@ -64,14 +64,14 @@ async def committed(bus: KafkaBus, group: str, topic: str) -> int:
 
 async def test_publish_and_consume_cloudevents_in_binary_mode(bus: KafkaBus) -> None:
     sent = [
-        NodeFinding(node="node-a", finding="Drifted", reason="NodePool hash changed", since=T0),
+        Interruption(node="node-a", kind="spot-interruption", instance_id="i-0abc", deadline=T0, detail=""),
         DisruptionEvent(decision_id="d-1", node="node-a", phase="Tainted", message="", at=T0),
         ClusterObject(kind="Node", namespace="", name="node-a", resource_version="7", object={"metadata": {}}),
         ClusterObject(kind="Node", namespace="", name="node-a", resource_version="8", object=None),
     ]
     for message in sent:
         await bus.publish(message.TOPIC, message)
-    topics = [FINDINGS, "ebb.disruption.events", "ebb.cluster.objects"]
+    topics = [INTERRUPTIONS, "ebb.disruption.events", "ebb.cluster.objects"]
     got: list[Delivery] = []
 
     async def handler(delivery: Delivery) -> None:
@@ -110,18 +110,18 @@ async def test_publish_and_consume_cloudevents_in_binary_mode(bus: KafkaBus) -> 
 
 
 async def test_malformed_record_and_poison_message_go_to_the_dlq(bus: KafkaBus) -> None:
-    await bus.ensure_topics([FINDINGS])
+    await bus.ensure_topics([INTERRUPTIONS])
     producer = AIOKafkaProducer(bootstrap_servers=bus.bootstrap_servers)
     await producer.start()
     try:
-        await producer.send_and_wait(bus.physical(FINDINGS), key=b"node-a", value=b"not json at all",
-                                     headers=[("ce_type", b"sh.ebb.finding.raised.v1")])
+        await producer.send_and_wait(bus.physical(INTERRUPTIONS), key=b"node-a", value=b"not json at all",
+                                     headers=[("ce_type", b"sh.ebb.interruption.received.v1")])
     finally:
         await producer.stop()
-    poison = NodeFinding(node="node-a", finding="Empty", reason="", since=T0)
-    good = NodeFinding(node="node-a", finding="Expired", reason="", since=T0)
-    await bus.publish(FINDINGS, poison)
-    await bus.publish(FINDINGS, good)
+    poison = Interruption(node="node-a", kind="rebalance", instance_id="i-poison", deadline=None, detail="")
+    good = Interruption(node="node-a", kind="spot-interruption", instance_id="i-good", deadline=T0, detail="")
+    await bus.publish(INTERRUPTIONS, poison)
+    await bus.publish(INTERRUPTIONS, good)
     handled: list[Delivery] = []
 
     async def handler(delivery: Delivery) -> None:
@@ -129,12 +129,12 @@ async def test_malformed_record_and_poison_message_go_to_the_dlq(bus: KafkaBus) 
             raise PoisonMessage("cannot apply")
         handled.append(delivery)
 
-    stop, task = consume(bus, [FINDINGS], "planner", handler)
+    stop, task = consume(bus, [INTERRUPTIONS], "planner", handler)
     await until(lambda: len(handled) == 1)
     stop.set()
     await asyncio.wait_for(task, 10)
     assert handled[0].message == good
-    assert await committed(bus, "planner", FINDINGS) == 3
+    assert await committed(bus, "planner", INTERRUPTIONS) == 3
 
     letters: list[DeadLetter] = []
 
@@ -142,54 +142,54 @@ async def test_malformed_record_and_poison_message_go_to_the_dlq(bus: KafkaBus) 
         assert isinstance(delivery.message, DeadLetter)
         letters.append(delivery.message)
 
-    stop, task = consume(bus, [FINDINGS + ".dlq"], "operator", collect)
+    stop, task = consume(bus, [INTERRUPTIONS + ".dlq"], "operator", collect)
     await until(lambda: len(letters) == 2)
     stop.set()
     await asyncio.wait_for(task, 10)
     malformed, poisoned = sorted(letters, key=lambda letter: letter.offset)
-    assert malformed.cause == "malformed" and malformed.topic == FINDINGS
+    assert malformed.cause == "malformed" and malformed.topic == INTERRUPTIONS
     assert "missing header(s) ce_specversion, ce_id, ce_source" in malformed.error
-    assert malformed.original() == (b"node-a", b"not json at all", [("ce_type", b"sh.ebb.finding.raised.v1")])
+    assert malformed.original() == (b"node-a", b"not json at all", [("ce_type", b"sh.ebb.interruption.received.v1")])
     assert poisoned.cause == "poison" and poisoned.error == "PoisonMessage: cannot apply"
     key, value, headers = poisoned.original()
-    assert from_kafka(FINDINGS, key, value, [(n, v or b"") for n, v in headers]) == poison
+    assert from_kafka(INTERRUPTIONS, key, value, [(n, v or b"") for n, v in headers]) == poison
 
 
 async def test_a_consumer_that_dies_before_committing_gets_the_record_again(bus: KafkaBus) -> None:
-    message = NodeFinding(node="node-b", finding="Consolidatable", reason="", since=T0)
-    await bus.publish(FINDINGS, message)
+    message = Interruption(node="node-b", kind="scheduled-change", instance_id="i-0b", deadline=T0, detail="")
+    await bus.publish(INTERRUPTIONS, message)
     started = asyncio.Event()
 
     async def crashes(delivery: Delivery) -> None:
         started.set()
         await asyncio.Event().wait()  # the process dies here, mid-handler
 
-    _, task = consume(bus, [FINDINGS], "executor", crashes)
+    _, task = consume(bus, [INTERRUPTIONS], "executor", crashes)
     await asyncio.wait_for(started.wait(), 20)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await committed(bus, "executor", FINDINGS) == 0
+    assert await committed(bus, "executor", INTERRUPTIONS) == 0
 
     again: list[Delivery] = []
 
     async def handler(delivery: Delivery) -> None:
         again.append(delivery)
 
-    stop, task = consume(bus, [FINDINGS], "executor", handler)
+    stop, task = consume(bus, [INTERRUPTIONS], "executor", handler)
     await until(lambda: len(again) == 1)
     stop.set()
     await asyncio.wait_for(task, 10)
     assert again[0].message == message
-    assert await committed(bus, "executor", FINDINGS) == again[0].offset + 1
+    assert await committed(bus, "executor", INTERRUPTIONS) == again[0].offset + 1
 
 
 async def test_a_batch_is_committed_up_to_the_last_record_handled(bus: KafkaBus) -> None:
     # one node: one key, one partition, one fetched batch
-    messages = [NodeFinding(node="node-c", finding="Consolidatable", reason="", since=T0 + timedelta(seconds=i))
-                for i in range(5)]
+    messages = [Interruption(node="node-c", kind="rebalance", instance_id=f"i-{i}", deadline=T0 + timedelta(seconds=i),
+                             detail="") for i in range(5)]
     for message in messages:
-        await bus.publish(FINDINGS, message)
+        await bus.publish(INTERRUPTIONS, message)
     seen: list[Delivery] = []
     stuck = asyncio.Event()
 
@@ -199,22 +199,22 @@ async def test_a_batch_is_committed_up_to_the_last_record_handled(bus: KafkaBus)
             stuck.set()
             await asyncio.Event().wait()  # the fourth never finishes: the consumer is cancelled here
 
-    _, task = consume(bus, [FINDINGS], "batch", handler)
+    _, task = consume(bus, [INTERRUPTIONS], "batch", handler)
     await asyncio.wait_for(stuck.wait(), 20)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     first = seen[0].offset
-    assert await committed(bus, "batch", FINDINGS) == first + 3  # the three handled, not the fourth
+    assert await committed(bus, "batch", INTERRUPTIONS) == first + 3  # the three handled, not the fourth
 
     rest: list[Delivery] = []
 
     async def again(delivery: Delivery) -> None:
         rest.append(delivery)
 
-    stop, task = consume(bus, [FINDINGS], "batch", again)
+    stop, task = consume(bus, [INTERRUPTIONS], "batch", again)
     await until(lambda: len(rest) == 2)
     stop.set()
     await asyncio.wait_for(task, 10)
     assert [d.message for d in rest] == messages[3:]
-    assert await committed(bus, "batch", FINDINGS) == first + 5
+    assert await committed(bus, "batch", INTERRUPTIONS) == first + 5

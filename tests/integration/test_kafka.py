@@ -30,7 +30,7 @@ async def test_cloudevent_binary_mode_round_trip(kafka_server: KafkaServer) -> N
     event = CloudEvent(
         {
             "type": "sh.ebb.node.finding.v1",
-            "source": "/ebb/drift-detector",
+            "source": "/ebb/smoke-test",
             "subject": "node-a",
             "datacontenttype": "application/json",
         },

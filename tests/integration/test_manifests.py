@@ -269,8 +269,7 @@ async def test_every_manifest_is_accepted(installed: Installed) -> None:
                      "ConfigMap", "Secret", "Deployment", "Service", "Job", "ServiceMonitor"}
     deployments = sorted(r for r in installed.results if r.startswith("Deployment "))
     assert deployments == [f"Deployment {NAMESPACE}/ebb-{s}" for s in (
-        "cluster-watcher", "consolidation-planner", "decisions-api", "drift-detector", "interruption-ingester",
-        "termination-executor")]
+        "cluster-watcher", "consolidation-planner", "decisions-api", "interruption-ingester", "termination-executor")]
 
 
 async def test_dry_run_deployment_keeps_its_security_context(installed: Installed) -> None:
@@ -535,12 +534,13 @@ NOT_EVENTS = [Access("patch", "events", namespace="default"), Access("delete", "
 ALLOWED: dict[str, list[Access]] = {
     "ebb-cluster-watcher": [Access(verb, resource, group) for group, resource in WATCHED
                             for verb in ("list", "watch", "get")],
-    "ebb-drift-detector": [Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal")],
     "ebb-consolidation-planner": [
         Access("create", "leases", "coordination.k8s.io", namespace=OWN),
         Access("get", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
         Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="ebb-consolidation-planner"),
         *EVENTS,
+        # ebb.sh/drifted (annotator.KubeNodeAnnotator)
+        Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal"),
     ],
     "ebb-termination-executor": [
         Access("get", "nodes"), Access("patch", "nodes"), Access("delete", "nodes"),
@@ -561,8 +561,6 @@ DENIED: dict[str, list[Access]] = {
                             Access("get", "secrets", namespace="default"),
                             Access("list", "nodepools", "ebb.sh"),
                             Access("patch", "nodeclaims", "karpenter.sh")],
-    "ebb-drift-detector": [Access("delete", "nodes"), Access("update", "nodes"), Access("list", "nodes"),
-                           Access("patch", "pods", namespace="default"), Access("patch", "nodeclaims", "karpenter.sh")],
     "ebb-consolidation-planner": [
         Access("get", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),
         Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),
@@ -570,7 +568,8 @@ DENIED: dict[str, list[Access]] = {
         Access("create", "leases", "coordination.k8s.io", namespace="kube-system"),
         Access("update", "leases", "coordination.k8s.io", namespace="kube-node-lease", name="any-node"),
         *NOT_EVENTS,
-        Access("patch", "nodes"), Access("delete", "nodes"),
+        Access("delete", "nodes"), Access("update", "nodes"), Access("list", "nodes"),
+        Access("patch", "pods", namespace="default"), Access("patch", "nodeclaims", "karpenter.sh"),
         Access("create", "pods", subresource="eviction", namespace="default"),
     ],
     "ebb-termination-executor": [

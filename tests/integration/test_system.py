@@ -1,4 +1,4 @@
-"""The system's "done when" tests: the six services as separate ``python -m`` processes on real Kafka,
+"""The system's "done when" tests: the five services as separate ``python -m`` processes on real Kafka,
 PostgreSQL, kube-apiserver + KWOK (with kube-controller-manager and kube-scheduler) and moto SQS.
 
 1. End to end: a NodePool and three KWOK nodes whose Deployment pods (placed by kube-scheduler) fit on two
@@ -41,7 +41,6 @@ from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
     TOPIC_INTERRUPTIONS,
-    TOPIC_NODE_FINDINGS,
     ClusterObject,
 )
 
@@ -95,7 +94,7 @@ async def node_gone(core: client.CoreV1Api, name: str) -> bool:
 
 
 async def test_end_to_end_consolidation(kube_api: Any, box: Sandbox) -> None:
-    """Three KWOK nodes with one 1.5-CPU web pod each, the NodePool created once the six services run: one
+    """Three KWOK nodes with one 1.5-CPU web pod each, the NodePool created once the five services run: one
     node's pod fits elsewhere, so exactly one single-node consolidation is decided, explained, approved,
     executed through the Eviction API and reported on Kafka, over REST and on GET /v1/events."""
     core, apps = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api)
@@ -439,7 +438,6 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
 #: the topics a system service consumes → the CloudEvent type a record there would carry
 CONSUMED = {
     TOPIC_CLUSTER_OBJECTS: "sh.ebb.object.upserted.v1",
-    TOPIC_NODE_FINDINGS: "sh.ebb.finding.raised.v1",
     TOPIC_INTERRUPTIONS: "sh.ebb.interruption.received.v1",
     TOPIC_DISRUPTION_COMMANDS: "sh.ebb.command.approved.v1",
     TOPIC_DISRUPTION_EVENTS: "sh.ebb.disruption.progressed.v1",
@@ -451,7 +449,7 @@ async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube
     the valid records that follow them (same partition, so those come after): every consumer group writes
     them to ``<topic>.dlq`` and goes on. The valid records after them are processed: a node on
     ebb.cluster.objects (a NodePool with budget 0, so nothing but an interruption may disrupt it) gets its
-    findings from the drift-detector, the interruption-ingester maps an SQS spot warning for it to an
+    findings in a planner pass, the interruption-ingester maps an SQS spot warning for it to an
     Interruption, the planner (holding the node's findings) approves it at once, the executor runs the
     command (the node is not a real Node: "node already gone"), and the decisions-api streams its events and
     explains the node. Malformed REST bodies get 422 and a valid one still works."""
@@ -480,9 +478,8 @@ async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube
 
         # every consumer group dead-lettered its three records, with the cause
         expected = {
-            TOPIC_CLUSTER_OBJECTS: [box.settings.drift_group, f"{box.settings.planner_group}-",
-                                    f"{box.settings.ingester_group}-", f"{box.settings.api_group}-objects-"],
-            TOPIC_NODE_FINDINGS: [f"{box.settings.planner_group}-"],
+            TOPIC_CLUSTER_OBJECTS: [f"{box.settings.planner_group}-", f"{box.settings.ingester_group}-",
+                                    f"{box.settings.api_group}-objects-"],
             TOPIC_INTERRUPTIONS: [f"{box.settings.planner_group}-interruptions"],
             TOPIC_DISRUPTION_COMMANDS: [box.settings.executor_group],
             TOPIC_DISRUPTION_EVENTS: [f"{box.settings.api_group}-events-"],
@@ -517,13 +514,14 @@ async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube
                 originals = {d.original()[1] for d in mine}
                 assert b"hello, I am not a CloudEvent" in originals
 
-        # the drift-detector found the node (after the bad records on ebb.cluster.objects)
+        # a planner pass found the node's findings (after the bad records on ebb.cluster.objects)
         def findings() -> list[Any] | None:
-            mine = [r for r in reader.on(TOPIC_NODE_FINDINGS) if r.key == fake.encode() and reader.decodes(r)]
+            system.check_running()
+            mine = [line for line in system["consolidation-planner"].lines()
+                    if line.get("event") == "finding raised" and line.get("node") == fake]
             return mine or None
 
-        await eventually("findings for the node on ebb.node.findings", findings, within=90, on_timeout=system.tails)
-        await asyncio.sleep(2)  # the planner keeps the findings (its consumer reads behind the bad ones)
+        await eventually("the planner's findings for the node", findings, within=90, on_timeout=system.tails)
 
         # a spot interruption on SQS for the node's instance → ingester → planner → executor
         async with get_session().create_client(

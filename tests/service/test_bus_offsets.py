@@ -5,7 +5,6 @@ snapshot, never an older version of an object over it."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 from ebb.adapters.bus import Delivery, InMemoryBus, end_offsets, skipping_before
 from ebb.adapters.compacted import seed_snapshot
@@ -60,21 +59,21 @@ async def test_a_new_group_after_the_snapshot_never_sets_it_back() -> None:
 
 
 async def test_other_topics_of_the_consumer_are_not_skipped() -> None:
-    from ebb.contracts import TOPIC_NODE_FINDINGS, NodeFinding
+    from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 
     bus = InMemoryBus(partitions=1)
     await bus.publish(TOPIC_CLUSTER_OBJECTS, node("a", "1"))
     await bus.publish(TOPIC_CLUSTER_OBJECTS, node("b", "2"))
     ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
-    finding = NodeFinding(node="a", finding="Empty", reason="", since=datetime(2026, 1, 1, tzinfo=UTC))
-    await bus.publish(TOPIC_NODE_FINDINGS, finding)  # offset 0 of its own topic
+    interruption = Interruption(node="a", kind="rebalance", instance_id="i-a", deadline=None, detail="")
+    await bus.publish(TOPIC_INTERRUPTIONS, interruption)  # offset 0 of its own topic
     seen: list[str] = []
 
     async def handle(delivery: Delivery) -> None:
         seen.append(delivery.topic)
 
     stop = asyncio.Event()
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS], "g",
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS], "g",
                                                skipping_before(TOPIC_CLUSTER_OBJECTS, ends, handle), stop=stop))
     for _ in range(200):
         if seen:
@@ -82,4 +81,4 @@ async def test_other_topics_of_the_consumer_are_not_skipped() -> None:
         await asyncio.sleep(0.01)
     stop.set()
     await consumer
-    assert seen == [TOPIC_NODE_FINDINGS]
+    assert seen == [TOPIC_INTERRUPTIONS]

@@ -1,4 +1,4 @@
-"""The embedded mode end to end: the real planner, executor and drift-detector on the simulated cluster."""
+"""The embedded mode end to end: the real planner and executor on the simulated cluster."""
 
 from __future__ import annotations
 
@@ -77,6 +77,21 @@ async def test_a_cluster_with_nothing_to_do_is_stable() -> None:
     assert summary.stopped_because == "stable"
     assert summary.end.nodes == 1 and summary.end.decisions == {}
     assert summary.end.elapsed < timedelta(hours=2)
+
+
+async def test_the_planner_annotates_a_drifted_node_of_the_simulated_cluster() -> None:
+    # the do-not-disrupt pod keeps the drifted node: only the annotation changes
+    docs: list[dict[str, Any]] = [nodepool(node_hash="new"), node("a", node_hash="old"),
+                                  pod("p", "a", annotations={"karpenter.sh/do-not-disrupt": "true"})]
+    clusters: list[SimulatedCluster] = []
+    options = EmbeddedOptions(start=NOW, speed=600, duration=timedelta(hours=2), until_stable=True,
+                              stable_for=timedelta(minutes=5))
+    summary = await asyncio.wait_for(run_embedded(docs, options, asyncio.Event(), cluster_ready=clusters.append),
+                                     timeout=120)
+    assert summary.stopped_because == "stable" and summary.end.nodes == 1
+    [annotated] = clusters[0].nodes()
+    reason = annotated["metadata"]["annotations"].get("ebb.sh/drifted", "")
+    assert "nodepool-hash old differs from NodePool default's new" in reason, annotated["metadata"]
 
 
 def test_cli_runs_and_prints_a_json_summary(tmp_path: Path) -> None:

@@ -2,14 +2,15 @@
 leader: an empty node is proposed, validated after the delay and approved (decision row, ledger row,
 command on ebb.disruption.commands keyed by NodePool, Proposed/Approved events); a do-not-disrupt pod that
 arrives during the delay rejects it with the reason; the budget ledger keeps two planners within a budget;
-holds from the store pause planning; a replica without the leadership plans nothing."""
+holds from the store pause planning; a replica without the leadership plans nothing; the findings of each
+pass go into its decisions' explanations and the leader keeps the ebb.sh/drifted annotation in line."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,14 +25,11 @@ from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
     TOPIC_INTERRUPTIONS,
-    TOPIC_NODE_FINDINGS,
     ClusterObject,
     DisruptionCommand,
     DisruptionEvent,
     Interruption,
     Message,
-    NodeFinding,
-    NodeFindingCleared,
     from_kafka,
 )
 from ebb_consolidation_planner import app
@@ -42,7 +40,7 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, catalog, node, nodeclaim, nodepool, pod
+from builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod
 
 T = TypeVar("T")
 DELAY = 0.2
@@ -101,11 +99,27 @@ async def db(tmp_path: Path) -> AsyncIterator[str]:
     yield url
 
 
+class FakeAnnotator:
+    """A NodeAnnotator that records what it was asked to write; ``failing`` makes it raise instead."""
+
+    def __init__(self, *, failing: bool = False) -> None:
+        self.failing = failing
+        self.calls: list[tuple[str, str | None]] = []
+        self.values: dict[str, str | None] = {}
+
+    async def set_drifted(self, node: str, reason: str | None) -> None:
+        if self.failing:
+            raise RuntimeError("the API server is away")
+        self.calls.append((node, reason))
+        self.values[node] = reason
+
+
 class Running:
     """app.run on an InMemoryBus and a SQLite store with a fake leader and a fixed clock."""
 
     def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
-                 recorder: EventRecorder | None = None, **settings: Any) -> None:
+                 recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
+                 **settings: Any) -> None:
         self.bus = bus
         self.store = PlannerStore.from_url(url, cluster="unit")
         self.repo = Repository.from_url(url, cluster="unit")
@@ -115,6 +129,8 @@ class Running:
                                     "validation_delay_seconds": delay, "group": "planner-test", "cluster": "unit",
                                     **settings})
         self.recorder = recorder
+        self.annotator = annotator
+        self.clock = Clock()
         self.stop = asyncio.Event()
         self.started = asyncio.Event()
         self.planner: Planner | None = None
@@ -125,9 +141,9 @@ class Running:
 
     async def __aenter__(self) -> Running:
         self.task = asyncio.create_task(app.run(self.settings, self.stop, bus=self.bus, store=self.store,
-                                                leader=self.leader, metrics=self.metrics, clock=Clock(),
+                                                leader=self.leader, metrics=self.metrics, clock=self.clock,
                                                 started=self.started, planner_ready=self._ready,
-                                                recorder=self.recorder))
+                                                recorder=self.recorder, annotator=self.annotator))
         await asyncio.wait_for(self.started.wait(), 5)
         return self
 
@@ -378,29 +394,76 @@ async def test_the_recorder_deduplicates_bounds_its_work_and_survives_failures()
 # -- findings ---------------------------------------------------------------------------------------------------
 
 
-async def test_a_finding_wakes_the_pass_and_goes_into_the_explanation(db: str) -> None:
+async def test_the_pass_findings_go_into_the_explanation_of_its_decisions(db: str) -> None:
     bus = InMemoryBus()
     # n1 is busy: no decision; a long interval so only a change wakes the pass
     await publish(bus, catalog(), nodepool(), node("n1", itype="t3.medium"), pod("p1", "n1", cpu="1500m"))
     async with Running(bus, db, pass_interval_seconds=3600, debounce_seconds=0.05) as svc:
         assert svc.planner is not None
         await eventually("the first pass", lambda: svc.planner is not None and svc.planner.passes >= 1)
-        passes = svc.planner.passes
-        await bus.publish(TOPIC_NODE_FINDINGS, NodeFinding(node="n1", finding="Expired", reason="expireAfter 1h",
-                                                           since=NOW))
-        await eventually("a pass woken by the finding", lambda: svc.planner is not None
-                         and svc.planner.passes > passes)
-        assert svc.planner.findings["n1"]["Expired"].reason == "expireAfter 1h"
+        assert [f.kind for f in svc.planner.findings["n1"]] == ["Consolidatable"]
         assert await svc.decisions() == []
-        await bus.publish(TOPIC_NODE_FINDINGS, NodeFindingCleared(node="n1", finding="Expired", at=NOW))
-        await eventually("the finding cleared", lambda: "n1" not in svc.planner.findings if svc.planner else False)
-        # the pod leaves: n1 is empty, its decision carries the node's findings
-        await bus.publish(TOPIC_NODE_FINDINGS, NodeFinding(node="n1", finding="Empty", reason="no pods", since=NOW))
+        # the pod leaves: n1 is empty, and its decision carries the finding of the pass that proposed it
         await bus.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(kind="Pod", namespace="default", name="p1",
                                                                resource_version="2", object=None))
         [decision] = await eventually("a decision", svc.decisions)
-        assert decision.explanation["findings"] == [
-            {"node": "n1", "finding": "Empty", "reason": "no pods", "since": NOW.isoformat()}]
+        empty, consolidatable = decision.explanation["findings"]
+        assert empty == {"node": "n1", "finding": "Empty", "reason": empty["reason"],
+                         "since": OLD.replace("Z", "+00:00")}
+        assert "no pods need rescheduling" in empty["reason"]
+        assert (consolidatable["node"], consolidatable["finding"]) == ("n1", "Consolidatable")
+        assert "consolidateAfter (0s) has passed" in consolidatable["reason"]
+
+
+async def test_the_leader_keeps_the_drifted_annotation_in_line_with_the_drift(db: str) -> None:
+    bus = InMemoryBus()
+    annotator = FakeAnnotator()
+    stale = {"ebb.sh/drifted": "drifted: a reason from before"}
+    await publish(bus, catalog(), nodepool(node_hash="new", consolidate_after="Never"),
+                  node("n1", node_hash="old"), pod("p1", "n1"),
+                  node("n2", node_hash="new", annotations=stale), pod("p2", "n2"),
+                  node("n3", node_hash="new"), pod("p3", "n3"))
+    async with Running(bus, db, annotator=annotator) as svc:
+        assert svc.planner is not None
+        planner = svc.planner
+        reason = await eventually("n1 annotated", lambda: annotator.values.get("n1"))
+        assert "nodepool-hash old differs from NodePool default's new" in reason
+        # a stale annotation on a node that has not drifted (any more) is removed; n3 is left alone
+        await eventually("n2's stale annotation removed", lambda: "n2" in annotator.values)
+        assert annotator.values == {"n1": reason, "n2": None}
+        [drifted] = [f for f in planner.findings["n1"] if f.kind == "Drifted"]
+        assert drifted.reason == reason and drifted.since == NOW  # a hash drift has no time of its own
+        # later passes: nothing written again, and the first-seen time is kept
+        calls = len(annotator.calls)
+        svc.clock.now = NOW + timedelta(minutes=5)
+        passes = planner.passes
+        await eventually("two more passes", lambda: planner.passes >= passes + 2)
+        assert len(annotator.calls) == calls
+        assert [f.since for f in planner.findings["n1"] if f.kind == "Drifted"] == [NOW]
+        # fix it: the node now carries the pool's hash
+        await publish(bus, node("n1", node_hash="new"))
+        await eventually("n1's annotation removed", lambda: annotator.values["n1"] is None)
+        assert "n1" not in planner.findings
+        assert annotator.calls[-1] == ("n1", None)
+
+
+async def test_a_failed_annotation_is_retried_and_a_follower_annotates_nothing(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(node_hash="new", consolidate_after="Never"),
+                  node("n1", node_hash="old"), pod("p1", "n1"))
+    follower = FakeAnnotator()
+    async with Running(bus, db, leader=NeverLeader(), annotator=follower):
+        await asyncio.sleep(0.5)
+    assert follower.calls == []
+    failing = FakeAnnotator(failing=True)
+    async with Running(bus, db, annotator=failing) as svc:
+        assert svc.planner is not None and svc.planner.annotations is not None
+        annotations = svc.planner.annotations
+        await eventually("two failed attempts", lambda: annotations.failed >= 2)
+        assert failing.calls == [] and annotations.patched == 0
+        failing.failing = False
+        await eventually("annotated on a later pass", lambda: failing.values.get("n1"))
+        assert annotations.patched == 1
 
 
 # -- interruptions ----------------------------------------------------------------------------------------------

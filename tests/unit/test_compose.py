@@ -19,7 +19,6 @@ from pydantic_settings import BaseSettings
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = {
     "cluster-watcher": "ebb_cluster_watcher",
-    "drift-detector": "ebb_drift_detector",
     "consolidation-planner": "ebb_consolidation_planner",
     "termination-executor": "ebb_termination_executor",
     "interruption-ingester": "ebb_interruption_ingester",
@@ -43,7 +42,7 @@ def expand(value: str) -> str:
     return value
 
 
-def test_the_six_services_and_the_migrations_are_in_the_system_profile() -> None:
+def test_the_five_services_and_the_migrations_are_in_the_system_profile() -> None:
     services = compose()["services"]
     system = {name for name, svc in services.items() if "system" in (svc.get("profiles") or [])}
     assert set(SERVICES) | {"migrate", "moto-queue"} == system

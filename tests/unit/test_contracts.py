@@ -23,8 +23,6 @@ from ebb.contracts import (
     DisruptionEvent,
     Interruption,
     Message,
-    NodeFinding,
-    NodeFindingCleared,
     RawBytes,
     Replacement,
     check_topic,
@@ -80,11 +78,6 @@ MESSAGES: dict[str, tuple[str, Message]] = {
         "ebb.cluster.objects",
         ClusterObject(kind="Node", namespace="", name="node-a", resource_version="99", object=None),
     ),
-    "finding raised": (
-        "ebb.node.findings",
-        NodeFinding(node="node-a", finding="Drifted", reason="NodePool hash changed", since=T0),
-    ),
-    "finding cleared": ("ebb.node.findings", NodeFindingCleared(node="node-a", finding="Empty", at=T0)),
     "interruption": (
         "ebb.interruptions",
         Interruption(node="node-a", kind="spot-interruption", instance_id="i-0abc", deadline=T0, detail=""),
@@ -95,14 +88,14 @@ MESSAGES: dict[str, tuple[str, Message]] = {
         DisruptionEvent(decision_id="d-42", node="node-a", phase="WaitingReadiness", message="1 of 1 ready", at=T0),
     ),
     "dead letter": (
-        "ebb.node.findings.dlq",
+        "ebb.interruptions.dlq",
         DeadLetter.of_record(
-            topic="ebb.node.findings",
+            topic="ebb.interruptions",
             partition=2,
             offset=17,
             key=b"node-a",
             value=b"\xff\xfe not json",
-            headers=[("ce_type", b"sh.ebb.finding.raised.v1"), ("x", None)],
+            headers=[("ce_type", b"sh.ebb.interruption.received.v1"), ("x", None)],
             cause="malformed",
             error="value is not valid JSON",
             group="planner",
@@ -179,16 +172,17 @@ def test_from_engine_command() -> None:
 
 
 def test_model_constraints() -> None:
-    with pytest.raises(ValueError, match="needs a reason"):
-        NodeFinding(node="node-a", finding="Drifted", reason=" ", since=T0)
+    with pytest.raises(ValueError, match="nodes must be distinct"):
+        DisruptionCommand.model_validate({**_command().model_dump(), "nodes": ("node-a", "node-a")})
     with pytest.raises(ValueError, match="needs replacements"):
         DisruptionCommand.model_validate({**_command().model_dump(), "replacements": []})
     with pytest.raises(ValueError, match="timezone"):
-        NodeFindingCleared(node="node-a", finding="Empty", at=datetime(2026, 1, 1))  # noqa: DTZ001
+        DisruptionEvent(decision_id="d-1", node="node-a", phase="Evicted", message="", at=datetime(2026, 1, 1))  # noqa: DTZ001
     with pytest.raises(ValueError, match="extra"):
-        NodeFindingCleared.model_validate({"node": "node-a", "finding": "Empty", "at": T0, "color": "red"})
+        DisruptionEvent.model_validate({"decisionId": "d-1", "node": "node-a", "phase": "Evicted", "message": "",
+                                        "at": T0, "color": "red"})
     with pytest.raises(ValueError, match=r"should match pattern"):
-        NodeFindingCleared(node="Node_A", finding="Empty", at=T0)
+        DisruptionEvent(decision_id="d-1", node="Node_A", phase="Evicted", message="", at=T0)
     with pytest.raises(ValueError):
         Replacement(node_pool="p", instance_types=(), capacity_type="spot", zones=("z",), price=1.0)
     with pytest.raises(ValueError):
@@ -202,37 +196,37 @@ def test_dead_letter_keeps_the_original_record() -> None:
     _, letter = MESSAGES["dead letter"]
     assert isinstance(letter, DeadLetter)
     assert letter.value is not None and letter.value.encoding == "base64"
-    headers = [("ce_type", b"sh.ebb.finding.raised.v1"), ("x", None)]
+    headers = [("ce_type", b"sh.ebb.interruption.received.v1"), ("x", None)]
     assert letter.original() == (b"node-a", b"\xff\xfe not json", headers)
     assert letter.key() == "node-a"
     keyless = letter.model_copy(update={"key_bytes": None})
-    assert keyless.key() == "ebb.node.findings/2/17"
+    assert keyless.key() == "ebb.interruptions/2/17"
 
 
 def test_publishing_checks_the_topic() -> None:
-    check_topic("ebb.node.findings", MESSAGES["finding raised"][1])
+    check_topic("ebb.disruption.events", MESSAGES["event"][1])
     check_topic(dlq_topic("ebb.interruptions"), MESSAGES["dead letter"][1])
     with pytest.raises(ContractError, match=r"does not belong on topic 'ebb\.interruptions'"):
-        check_topic("ebb.interruptions", MESSAGES["finding raised"][1])
+        check_topic("ebb.interruptions", MESSAGES["event"][1])
     with pytest.raises(ContractError, match="unknown topic"):
-        check_topic("ebb.nope", MESSAGES["finding raised"][1])
+        check_topic("ebb.nope", MESSAGES["event"][1])
 
 
 # -- malformed records ------------------------------------------------------------------------------------------
 
 
 def _good() -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
-    return to_kafka(MESSAGES["finding raised"][1], time=T0)
+    return to_kafka(MESSAGES["event"][1], time=T0)
 
 
 def _without(name: str) -> Any:
     key, value, headers = _good()
-    return "ebb.node.findings", key, value, [(h, v) for h, v in headers if h != name]
+    return "ebb.disruption.events", key, value, [(h, v) for h, v in headers if h != name]
 
 
 def _with(name: str, replacement: bytes) -> Any:
     key, value, headers = _good()
-    return "ebb.node.findings", key, value, [(h, replacement if h == name else v) for h, v in headers]
+    return "ebb.disruption.events", key, value, [(h, replacement if h == name else v) for h, v in headers]
 
 
 def _payload(change: dict[str, Any], drop: str = "") -> Any:
@@ -240,17 +234,17 @@ def _payload(change: dict[str, Any], drop: str = "") -> Any:
     assert value is not None
     data = {**json.loads(value), **change}
     data.pop(drop, None)
-    return "ebb.node.findings", key, json.dumps(data).encode(), headers
+    return "ebb.disruption.events", key, json.dumps(data).encode(), headers
 
 
 def _value(value: bytes | None) -> Any:
     key, _, headers = _good()
-    return "ebb.node.findings", key, value, headers
+    return "ebb.disruption.events", key, value, headers
 
 
 def _key(key: bytes | None) -> Any:
     _, value, headers = _good()
-    return "ebb.node.findings", key, value, headers
+    return "ebb.disruption.events", key, value, headers
 
 
 def _topic(topic: str) -> Any:
@@ -288,34 +282,35 @@ MALFORMED: dict[str, tuple[Any, str]] = {
     "missing ce_type": (_without("ce_type"), "missing header(s) ce_type"),
     "missing ce_source": (_without("ce_source"), "missing header(s) ce_source"),
     "missing ce_specversion": (_without("ce_specversion"), "missing header(s) ce_specversion"),
-    "duplicate header": (("ebb.node.findings", *_good()[:2], [*_good()[2], ("CE_ID", b"x")]),
+    "duplicate header": (("ebb.disruption.events", *_good()[:2], [*_good()[2], ("CE_ID", b"x")]),
                          "header 'CE_ID' appears more than once"),
     "wrong specversion": (_with("ce_specversion", b"0.3"), "unsupported CloudEvents specversion '0.3'"),
     "header not utf-8": (_with("ce_source", b"\xff"), "header 'ce_source' is not UTF-8"),
     "unknown type": (_with("ce_type", b"sh.ebb.node.exploded.v1"), "unknown CloudEvent type 'sh.ebb.node.exploded.v1'"),
     "type not allowed on topic": (_with("ce_type", b"sh.ebb.interruption.received.v1"),
-                                  "type 'sh.ebb.interruption.received.v1' is not allowed on topic 'ebb.node.findings'"),
+                                  "type 'sh.ebb.interruption.received.v1' is not allowed on topic "
+                                  "'ebb.disruption.events'"),
     "ce_id not a uuid": (_with("ce_id", b"not-a-uuid"), "ce_id 'not-a-uuid' is not a UUID"),
     "bad ce_time": (_with("ce_time", b"yesterday"), "ce_time 'yesterday' is not an RFC 3339 timestamp"),
     "ce_time without offset": (_with("ce_time", b"2026-11-23T18:30:00"), "has no UTC offset"),
-    "bad extension attribute": (("ebb.node.findings", *_good()[:2], [*_good()[2], ("ce_Bad-Name", b"x")]),
+    "bad extension attribute": (("ebb.disruption.events", *_good()[:2], [*_good()[2], ("ce_Bad-Name", b"x")]),
                                 "invalid CloudEvents attributes"),
     "missing content-type": (_without("content-type"), "content-type must be application/json, got None"),
     "wrong content-type": (_with("content-type", b"text/plain"), "content-type must be application/json"),
-    "no key": (_key(None), "record has no key; ebb.node.findings is keyed by node name"),
+    "no key": (_key(None), "record has no key; ebb.disruption.events is keyed by node name"),
     "key not utf-8": (_key(b"\xff"), "record key is not UTF-8"),
     "key of another object": (_key(b"node-b"), "record key 'node-b' does not match the message's key 'node-a'"),
     "invalid JSON": (_value(b'{"node": '), "value is not valid JSON"),
     "not UTF-8 at all": (_value(b"\xff\xfe"), "value is not valid JSON"),
     "JSON but not an object": (_value(b"[1, 2]"), "value must be a JSON object, got list"),
     "null value off the compacted topic": (_value(None), "a null value (tombstone) is only allowed for"),
-    "no id in payload": (_payload({}, drop="id"), "payload of sh.ebb.finding.raised.v1 has no id"),
+    "no id in payload": (_payload({}, drop="id"), "payload of sh.ebb.disruption.progressed.v1 has no id"),
     "id differs from ce_id": (_payload({"id": str(uuid.uuid4())}), "differs from ce_id"),
     "unknown field": (_payload({"colour": "red"}), "violates the schema: colour: Extra inputs are not permitted"),
-    "missing field": (_payload({}, drop="since"), "violates the schema: since: Field required"),
-    "bad enum": (_payload({"finding": "Sad"}), "violates the schema: finding: Input should be"),
+    "missing field": (_payload({}, drop="at"), "violates the schema: at: Field required"),
+    "bad enum": (_payload({"phase": "Sad"}), "violates the schema: phase: Input should be"),
     "field of another message": (_payload({"nodePool": "general"}), "violates the schema: nodePool: Extra inputs"),
-    "naive time": (_payload({"since": "2026-11-23T18:30:00"}), "since: Input should have timezone info"),
+    "naive time": (_payload({"at": "2026-11-23T18:30:00"}), "at: Input should have timezone info"),
     "tombstone of an upsert type": (_upsert_as_tombstone(), "only allowed for sh.ebb.object.deleted.v1"),
     "deletion with a value": (_tombstone_with_value(), "sh.ebb.object.deleted.v1 must be a tombstone"),
     "tombstone with a bad key": (_tombstone_bad_key(), "tombstone key 'Node/node-a' is not kind/namespace/name"),
@@ -359,7 +354,7 @@ def test_asyncapi_document_describes_every_topic() -> None:
     names = {m["name"] for m in doc["components"]["messages"].values()}
     assert names == set(MESSAGE_TYPES)
     schemas = doc["components"]["schemas"]
-    assert {"NodeFinding", "DisruptionCommand", "Replacement", "DeadLetter", "ClusterObject"} <= schemas.keys()
+    assert {"DisruptionEvent", "DisruptionCommand", "Replacement", "DeadLetter", "ClusterObject"} <= schemas.keys()
     assert "savingsPerHour" in schemas["DisruptionCommand"]["properties"]
     assert "id" in schemas["DisruptionCommand"]["required"]
     assert schemas["DisruptionCommand"]["additionalProperties"] is False

@@ -105,10 +105,9 @@ def container_env(namespace: str, container: dict[str, Any]) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------- commands
 
 
-def test_six_services_one_deployment_each() -> None:
+def test_five_services_one_deployment_each() -> None:
     assert sorted(deployments()) == [f"ebb-{s}" for s in (
-        "cluster-watcher", "consolidation-planner", "decisions-api", "drift-detector", "interruption-ingester",
-        "termination-executor")]
+        "cluster-watcher", "consolidation-planner", "decisions-api", "interruption-ingester", "termination-executor")]
 
 
 @pytest.mark.parametrize("name", sorted(deployments()))
@@ -304,8 +303,7 @@ def test_accounts_without_api_access_get_no_token() -> None:
     for account in of_kind("ServiceAccount"):
         name = account["metadata"]["name"]
         assert (name in bound) != (account.get("automountServiceAccountToken") is False), name
-    assert bound == {"ebb-cluster-watcher", "ebb-drift-detector", "ebb-consolidation-planner",
-                     "ebb-termination-executor"}
+    assert bound == {"ebb-cluster-watcher", "ebb-consolidation-planner", "ebb-termination-executor"}
 
 
 def test_no_rule_grants_wildcards_or_secrets() -> None:

@@ -1,8 +1,8 @@
 """The composition root: the bus, the snapshot store, the decisions store, the Lease, the Kubernetes event
-recorder and the planner, and the consumers that feed it.
+recorder, the Node annotator (ebb.sh/drifted) and the planner, and the consumers that feed it.
 
-Every replica consumes ebb.cluster.objects and ebb.node.findings with a consumer group of its own (each needs
-the whole cluster, a follower too, to take over warm). ebb.interruptions is consumed by the leader only, in
+Every replica consumes ebb.cluster.objects with a consumer group of its own (each needs the whole cluster, a
+follower too, to take over warm). ebb.interruptions is consumed by the leader only, in
 one consumer group shared by all replicas (``<group>-interruptions``, also the consumer name in
 processed_messages): a replica starts consuming when it becomes the leader and stops when it loses the
 leadership, so the next leader continues from the last committed offset and no interruption is lost or
@@ -25,9 +25,10 @@ from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.metrics_server import serve_metrics
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, TOPIC_NODE_FINDINGS
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
+from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import Planner, utcnow
@@ -49,10 +50,12 @@ async def run(
     started: asyncio.Event | None = None,
     planner_ready: Callable[[Planner], None] | None = None,
     recorder: EventRecorder | None = None,
+    annotator: NodeAnnotator | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
-    to ``recorder``, or nowhere); ``started`` is set once the topic was read and the loops run."""
+    to ``recorder`` and the ebb.sh/drifted annotations to ``annotator``, or nowhere); ``started`` is set once
+    the topic was read and the loops run."""
     objects = SnapshotStore()
     identity = settings.holder_identity()
     async with contextlib.AsyncExitStack() as stack:
@@ -73,6 +76,8 @@ async def run(
                 recorder = EventRecorder(kube_sink(api), component=settings.events_component, instance=identity,
                                          namespace=settings.events_namespace, uid_of=_uid_of(objects),
                                          qps=settings.events_qps, max_queue=settings.events_queue)
+            if annotator is None and settings.annotate_nodes:
+                annotator = KubeNodeAnnotator(api)
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         interruptions = f"{settings.group}-interruptions"
@@ -82,7 +87,7 @@ async def run(
                           options=EngineOptions(spot_to_spot=settings.spot_to_spot), clock=clock, recorder=recorder,
                           republish_after=settings.republish_after_seconds,
                           republish_interval=settings.republish_interval_seconds,
-                          interruption_consumer=interruptions)
+                          interruption_consumer=interruptions, annotator=annotator)
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer skips what the snapshot holds already
@@ -94,7 +99,7 @@ async def run(
         log.info("consolidation-planner starting", objects=count, group=group)
         consumer_stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS], group,
+            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group,
                                             skipping_before(TOPIC_CLUSTER_OBJECTS, ends, planner.handle),
                                             stop=consumer_stop), name="cluster-objects"),
             asyncio.create_task(leader.run(stop), name="leader"),
@@ -123,7 +128,8 @@ async def run(
         log.info("consolidation-planner stopped", passes=planner.passes, proposed=planner.proposed,
                  approved=planner.approved, rejected=planner.rejected, interrupted=planner.interrupted,
                  republished=planner.republished,
-                 kube_events_written=recorder.written if recorder is not None else 0)
+                 kube_events_written=recorder.written if recorder is not None else 0,
+                 drift_annotations_written=planner.annotations.patched if planner.annotations is not None else 0)
 
 
 def _uid_of(objects: SnapshotStore) -> Callable[[InvolvedObject], str | None]:

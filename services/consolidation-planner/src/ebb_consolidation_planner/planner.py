@@ -16,8 +16,10 @@ Kubernetes Events (``ebb.core.events``: Unconsolidatable, DisruptionBlocked, Con
 Approved / Rejected, the interruption reasons) are handed to an ``EventRecorder``, which de-duplicates them
 and writes them at a bounded rate; a failure there never stops planning.
 
-``handle`` also takes ebb.node.findings: a raised or cleared finding wakes the (debounced) pass, and the
-latest findings per node go into the explanation of a decision on that node. ``handle_interruption``
+After each pass the findings of its view (``ebb.core.findings``: Expired, Drifted, Empty, Consolidatable,
+with since when) are kept, their changes logged, the findings of a decision's nodes put into its explanation
+(``explanation["findings"]``), and the ``ebb.sh/drifted`` annotation of every Node brought in line with its
+Drifted finding (``annotator.DriftAnnotations``). ``handle_interruption``
 (ebb.interruptions, consumed by the leader only) acts at once, outside the pass and its budgets: a decision
 ``interruption``/``Interrupted``/``delete`` written approved with the message id in processed_messages in
 one transaction (``PlannerStore.interrupt``), then its command and Proposed/Approved events; a rebalance
@@ -55,15 +57,16 @@ from ebb.contracts import (
     DisruptionCommand,
     DisruptionEvent,
     Interruption,
-    NodeFinding,
-    NodeFindingCleared,
 )
 from ebb.core import events as kube_events
+from ebb.core import findings as node_findings
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
+from ebb.core.findings import Findings
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, TAINT_DISRUPTED, Snapshot
 from ebb.core.validation import validate
+from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.store import PlannerStore
@@ -135,6 +138,7 @@ class Planner:
         republish_after: float = 10.0,
         republish_interval: float = 5.0,
         interruption_consumer: str = "ebb-consolidation-planner-interruptions",
+        annotator: NodeAnnotator | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -156,8 +160,10 @@ class Planner:
         #: decision id -> its validation task
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._pending_nodes: dict[str, str] = {}
-        #: node -> finding -> the latest raised finding (cleared ones removed)
-        self.findings: dict[str, dict[str, NodeFinding]] = {}
+        #: node -> its findings as of the last pass (since filled in with the first-seen time where unknown)
+        self.findings: Findings = {}
+        #: the ebb.sh/drifted annotations (None: not annotating)
+        self.annotations = DriftAnnotations(annotator) if annotator is not None else None
         #: node -> its NodeClaim, as of the last pass
         self._claims: dict[str, str] = {}
         #: decision id -> monotonic time this replica last published (or first saw) its command
@@ -174,25 +180,32 @@ class Planner:
     # -- input --------------------------------------------------------------------------------------------
 
     async def handle(self, delivery: Delivery) -> None:
-        """A bus handler for ebb.cluster.objects and ebb.node.findings: apply the object or keep the finding,
-        and wake the loop when something changed."""
+        """A bus handler for ebb.cluster.objects: apply the object and wake the loop when state changed."""
         message = delivery.message
-        if isinstance(message, ClusterObject):
-            if self.objects.apply(message):
-                self.changed.set()
-        elif isinstance(message, NodeFinding):
-            self.findings.setdefault(message.node, {})[message.finding] = message
+        if isinstance(message, ClusterObject) and self.objects.apply(message):
             self.changed.set()
-        elif isinstance(message, NodeFindingCleared):
-            held = self.findings.get(message.node, {})
-            if held.pop(message.finding, None) is not None:
-                self.changed.set()
-            if not held:
-                self.findings.pop(message.node, None)
 
-    def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str]]:
-        return [{"node": f.node, "finding": f.finding, "reason": f.reason, "since": f.since.isoformat()}
-                for n in nodes for f in self.findings.get(n, {}).values()]
+    def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str | None]]:
+        """The explanation's ``findings``: the last pass's findings of ``nodes``."""
+        return [{"node": f.node, "finding": f.kind, "reason": f.reason,
+                 "since": f.since.isoformat() if f.since is not None else None}
+                for n in nodes for f in self.findings.get(n, [])]
+
+    def _keep_findings(self, found: Findings, now: datetime) -> None:
+        """The pass's findings become the held ones (first-seen times carried over); the changes are logged."""
+        current = node_findings.with_since(self.findings, found, now)
+        for change in node_findings.diff(self.findings, current):
+            f = change.finding
+            if change.cleared:
+                log.info("finding cleared", node=f.node, finding=f.kind)
+            else:
+                log.info("finding raised", node=f.node, finding=f.kind, reason=f.reason,
+                         since=f.since.isoformat() if f.since is not None else None)
+        self.findings = current
+
+    async def _annotate(self, view: ClusterView) -> None:
+        if self.annotations is not None:
+            await self.annotations.sync(view.snapshot.nodes, self.findings)
 
     def _kube(self, events: Iterable[kube_events.KubeEvent]) -> None:
         if self.recorder is not None:
@@ -284,13 +297,12 @@ class Planner:
         except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
             log.warning("cannot build the snapshot; no pass", error=str(e))
             return None
-        view, result = await asyncio.to_thread(self._pass, snapshot, now)
+        view, result, found = await asyncio.to_thread(self._pass, snapshot, now)
         self.metrics.evaluation_duration.observe(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1
         self._claims = {n: c.name for n, c in view.claims.items()}
-        for gone in [n for n in self.findings if n not in view.nodes]:
-            del self.findings[gone]  # the node left the cluster
+        self._keep_findings(found, now)
         self._kube(kube_events.pass_events(view, result))
         live = await self.store.live_nodes()
         for command in result.commands:
@@ -300,11 +312,12 @@ class Planner:
                          busy=busy)
                 continue
             await self._propose(command, view, now)
+        await self._annotate(view)
         return result
 
-    def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult]:
+    def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult, Findings]:
         view = ClusterView.build(snapshot, now)
-        return view, run_pass(view, self.options)
+        return view, run_pass(view, self.options), node_findings.findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
         for reason in REASONS:

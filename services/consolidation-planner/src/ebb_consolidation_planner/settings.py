@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     republish_after_seconds: float = Field(default=10.0, gt=0)
     #: how often the leader looks for such commands
     republish_interval_seconds: float = Field(default=5.0, gt=0)
+    #: write ebb.sh/drifted (the drift reason) on drifted Nodes and remove it when the drift is gone
+    annotate_nodes: bool = True
     #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
     events_enabled: bool = True
     #: the namespace of events about cluster-scoped objects (client-go's choice: default)

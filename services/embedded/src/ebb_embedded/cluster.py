@@ -8,7 +8,8 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
 - **the API server** for the termination-executor: it implements the drainer's ``NodeApi`` (JSON patches
   with ``test`` guards on resourceVersion, node delete with finalizers, policy/v1 Evictions that PDBs
   refuse with 429 exactly when the disruption controller would: ``disruptionsAllowed`` from the healthy
-  pods the PDB selects, computed by the engine's own ``pdb_allowed``) and the drift-detector's ``set_drifted``;
+  pods the PDB selects, computed by the engine's own ``pdb_allowed``) and the planner's ``set_drifted``
+  (the ebb.sh/drifted annotation);
 - **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
   back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
 - **the cloud**: the executor's ``Launcher``. A replacement becomes a Node built like a launched one
@@ -38,6 +39,7 @@ from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
 from ebb.adapters.kube.trim import trim
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Replacement
 from ebb.core.cluster import pdb_allowed
+from ebb.core.findings import ANNOTATION_DRIFTED
 from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
 from ebb.core.model import LABEL_INITIALIZED, InstanceType, Pod, PodDisruptionBudget
@@ -308,11 +310,9 @@ class SimulatedCluster:
                            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]},
             })
 
-    # -- the drift-detector's annotator --------------------------------------------------------------------
+    # -- the planner's annotator (ebb_consolidation_planner.annotator.NodeAnnotator) ----------------------------
 
     async def set_drifted(self, node: str, reason: str | None) -> None:
-        from ebb_drift_detector.detector import ANNOTATION_DRIFTED
-
         current = self.objects.get(self.key_of("Node", "", node))
         if current is None:
             return

@@ -3,8 +3,9 @@
 ``run_embedded`` composes what each service's composition root would build, replacing only the edges:
 the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions) for PostgreSQL, the
 ``SimulatedCluster`` for kube-apiserver, kube-scheduler, the controllers and the cluster-watcher, an
-always-leader for the Lease, and the ``SimClock`` for the wall clock. The drift-detector, the
-consolidation-planner and the termination-executor then run their own ``app.run`` unchanged. The
+always-leader for the Lease, and the ``SimClock`` for the wall clock. The consolidation-planner (which also
+writes the ebb.sh/drifted annotation, on the simulated Nodes) and the termination-executor then run their
+own ``app.run`` unchanged. The
 interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
 store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
 simulated time).
@@ -38,8 +39,6 @@ from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_consolidation_planner.store import LIVE_STATES, PlannerStore
-from ebb_drift_detector import app as drift_app
-from ebb_drift_detector.settings import Settings as DriftSettings
 from ebb_embedded.clock import SimClock
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor import app as executor_app
@@ -232,16 +231,13 @@ async def run_embedded(
             cluster=options.cluster, eviction_deadline_seconds=real(600.0),
             eviction_backoff_initial_seconds=real(0.5), eviction_backoff_max_seconds=real(10.0),
             poll_interval_seconds=real(0.5), replacement_ready_timeout_seconds=real(600.0))
-        drift_settings = DriftSettings(debounce_seconds=real(2.0), resync_seconds=real(30.0))
         tasks = [
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=planner_store,
-                                                leader=AlwaysLeader(), clock=clock,
+                                                leader=AlwaysLeader(), clock=clock, annotator=cluster,
                                                 planner_ready=planners.append), name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
                                                  store=executor_store, clock=clock, launcher=cluster),
                                 name="termination-executor"),
-            asyncio.create_task(drift_app.run(drift_settings, services_stop, bus=bus, annotator=cluster, clock=clock),
-                                name="drift-detector"),
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=min(0.05, real(1.0))),
                                 name="kube-scheduler"),
         ]

@@ -32,13 +32,13 @@ _REF: Final = "#/components/schemas/{model}"
 
 
 def message_name(ce_type: str) -> str:
-    """``sh.ebb.finding.raised.v1`` → ``FindingRaised``."""
+    """``sh.ebb.command.approved.v1`` → ``CommandApproved``."""
     noun, verb = ce_type.removeprefix("sh.ebb.").rsplit(".", 1)[0].split(".")
     return noun[:1].upper() + noun[1:] + verb[:1].upper() + verb[1:]
 
 
 def channel_name(topic: str) -> str:
-    """``ebb.node.findings`` → ``nodeFindings``."""
+    """``ebb.disruption.commands`` → ``disruptionCommands``."""
     words = topic.removeprefix("ebb.").split(".")
     return words[0] + "".join(w[:1].upper() + w[1:] for w in words[1:])
 
@@ -47,7 +47,7 @@ def _headers(ce_type: str) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "ce_specversion": {"type": "string", "const": SPECVERSION},
         "ce_id": {"type": "string", "format": "uuid", "description": "= the payload id (the tombstone's id)"},
-        "ce_source": {"type": "string", "description": "The producing service, e.g. /ebb/drift-detector."},
+        "ce_source": {"type": "string", "description": "The producing service, e.g. /ebb/consolidation-planner."},
         "ce_type": {"type": "string", "const": ce_type},
         "ce_subject": {"type": "string", "description": "= the record key"},
         "ce_time": {"type": "string", "format": "date-time"},

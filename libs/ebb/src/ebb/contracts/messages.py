@@ -41,7 +41,6 @@ class ContractError(ValueError):
 # -- topics and CloudEvent types ----------------------------------------------------------------------------
 
 TOPIC_CLUSTER_OBJECTS: Final = "ebb.cluster.objects"
-TOPIC_NODE_FINDINGS: Final = "ebb.node.findings"
 TOPIC_INTERRUPTIONS: Final = "ebb.interruptions"
 TOPIC_DISRUPTION_COMMANDS: Final = "ebb.disruption.commands"
 TOPIC_DISRUPTION_EVENTS: Final = "ebb.disruption.events"
@@ -49,8 +48,6 @@ DLQ_SUFFIX: Final = ".dlq"
 
 TYPE_OBJECT_UPSERTED: Final = "sh.ebb.object.upserted.v1"
 TYPE_OBJECT_DELETED: Final = "sh.ebb.object.deleted.v1"
-TYPE_FINDING_RAISED: Final = "sh.ebb.finding.raised.v1"
-TYPE_FINDING_CLEARED: Final = "sh.ebb.finding.cleared.v1"
 TYPE_INTERRUPTION_RECEIVED: Final = "sh.ebb.interruption.received.v1"
 TYPE_COMMAND_APPROVED: Final = "sh.ebb.command.approved.v1"
 TYPE_DISRUPTION_PROGRESSED: Final = "sh.ebb.disruption.progressed.v1"
@@ -83,7 +80,6 @@ DecisionId = Annotated[str, StringConstraints(min_length=1, max_length=64, patte
 Money = Annotated[float, Field(allow_inf_nan=False)]
 Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
-FindingKind = Literal["Drifted", "Expired", "Empty", "Consolidatable"]
 InterruptionKind = Literal["spot-interruption", "scheduled-change", "state-change", "rebalance"]
 Method = Literal[
     "expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation", "interruption"
@@ -162,47 +158,6 @@ class ClusterObject(Message):
 
 def object_key(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}"
-
-
-# -- ebb.node.findings --------------------------------------------------------------------------------------
-
-
-class NodeFinding(Message):
-    """A node became a disruption candidate: Drifted (with its reason), Expired, Empty since, or
-    Consolidatable since."""
-
-    TOPIC = TOPIC_NODE_FINDINGS
-    TYPE = TYPE_FINDING_RAISED
-    KEY_RULE = "node name"
-
-    node: K8sName
-    finding: FindingKind
-    reason: Text
-    since: AwareDatetime
-
-    @model_validator(mode="after")
-    def _drift_has_reason(self) -> Self:
-        if self.finding == "Drifted" and not self.reason.strip():
-            raise ValueError("a Drifted finding needs a reason")
-        return self
-
-    def key(self) -> str:
-        return self.node
-
-
-class NodeFindingCleared(Message):
-    """A finding no longer holds (e.g. a pod arrived on an empty node, the NodePool was reverted)."""
-
-    TOPIC = TOPIC_NODE_FINDINGS
-    TYPE = TYPE_FINDING_CLEARED
-    KEY_RULE = "node name"
-
-    node: K8sName
-    finding: FindingKind
-    at: AwareDatetime
-
-    def key(self) -> str:
-        return self.node
 
 
 # -- ebb.interruptions --------------------------------------------------------------------------------------
@@ -447,15 +402,6 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
             "cluster snapshot from it on start.",
             {TYPE_OBJECT_UPSERTED: ClusterObject, TYPE_OBJECT_DELETED: ClusterObject},
             compacted=True,
-        ),
-        TopicSpec(
-            TOPIC_NODE_FINDINGS,
-            NodeFinding.KEY_RULE,
-            "drift-detector",
-            "consolidation-planner",
-            "Disruption candidates found (Drifted with reason, Expired, Empty since, Consolidatable since) "
-            "and findings that no longer hold.",
-            {TYPE_FINDING_RAISED: NodeFinding, TYPE_FINDING_CLEARED: NodeFindingCleared},
         ),
         TopicSpec(
             TOPIC_INTERRUPTIONS,

@@ -1,4 +1,5 @@
-"""Method order within a pass, order within a method, and expiration, drift and emptiness (DESIGN §4)."""
+"""The methods as the engine runs them (METHOD_ORDER), method order within a pass, order within a method, and
+expiration, drift and emptiness."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import pytest
 from builders import (
+    NOW,
     TYPES,
     ago,
     blocked_of,
@@ -17,7 +19,49 @@ from builders import (
     nodepool,
     plan_dict,
     pod,
+    snapshot,
 )
+
+from ebb.core.cluster import ClusterView
+from ebb.core.methods import CONSOLIDATION_REASONS, METHOD_ORDER, METHODS
+from ebb.core.methods.base import EngineOptions, Method, MethodOutcome, PassContext, simulation
+from ebb.core.model import REASONS
+
+# -- the methods ----------------------------------------------------------------------------------------
+
+# (wire name, disruption reason, consolidates)
+METHODS_IN_ORDER = [
+    ("expiration", "Expired", False),
+    ("drift", "Drifted", False),
+    ("emptiness", "Empty", True),
+    ("multi-node-consolidation", "Underutilized", True),
+    ("single-node-consolidation", "Underutilized", True),
+]
+
+
+def test_method_order_is_written_once_with_a_reason_per_entry() -> None:
+    assert [(m.name, m.reason, m.consolidation) for m, _ in METHOD_ORDER] == METHODS_IN_ORDER
+    for method, why in METHOD_ORDER:
+        assert isinstance(method, Method) and method.reason in REASONS
+        assert why and "\n" not in why, method.name
+    assert {m.name: m for m, _ in METHOD_ORDER} == METHODS
+    assert {"Empty", "Underutilized"} == CONSOLIDATION_REASONS
+
+
+@pytest.mark.parametrize("method", [m for m, _ in METHOD_ORDER], ids=lambda m: m.name)
+def test_every_method_runs_and_revalidates(method: Method) -> None:
+    """Each method runs on a pass context and re-checks one node; on a cluster where it has nothing to do it
+    proposes nothing, and its re-check of a node it never wanted says why the node is not (or None)."""
+    view = ClusterView.build(snapshot(nodepool(), node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m")),
+                             NOW)
+    sched, state = simulation(view)
+    outcome = method.run(PassContext(view, EngineOptions(), sched, state,
+                                     {k: v.allowed for k, v in view.budgets.items()}))
+    assert isinstance(outcome, MethodOutcome) and outcome.commands == []
+    stale = method.validate(view, view.nodes["busy"])
+    expected = {"expiration": "node busy is no longer expired", "drift": "node busy is no longer drifted",
+                "emptiness": "node busy is no longer empty: 1 pods arrived"}.get(method.name)
+    assert (stale.text if stale is not None else None) == expected
 
 
 def _summary(out: dict[str, Any]) -> list[tuple[str, str, str, list[str]]]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
 
+from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
 from ebb.core.validation import validate
@@ -51,3 +52,4 @@ def test_a_command_planned_before_a_pod_went_pending_is_rejected_by_validation()
     after = snapshot(*base(), waiting("queued", "1200m"))
     why = validate(command, after, NOW)
     assert why is not None
+    assert why.kind is Stale.POD_NO_LONGER_FITS

@@ -1,14 +1,17 @@
-"""Validation: a command decided earlier is re-checked against a fresher snapshot (DESIGN §4)."""
+"""Validation: a command decided earlier is re-checked against a fresher snapshot; a stale one is rejected with
+why, as a `StaleCause` (its kind, and the sentence the planner records)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from builders import NOW, node, nodepool, plan, pod, snapshot
 
+from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command
 from ebb.core.validation import validate
 
@@ -44,35 +47,44 @@ def test_still_valid_when_unrelated_pods_change(command: Command) -> None:
     assert validate(command, fresher, LATER) is None
 
 
-FRESHER: list[tuple[str, Callable[[], list[Any]], str]] = [
+# (case, fresher documents, the stale kind, the kind of the cause behind it or None, words of the sentence)
+FRESHER: list[tuple[str, Callable[[], list[Any]], Stale, Cause | None, str]] = [
     ("do-not-disrupt-pod-arrived",
      lambda: _docs(guard=pod("guard", "src", annotations={"karpenter.sh/do-not-disrupt": "true"})),
-     "do-not-disrupt"),
+     Stale.NO_LONGER_CANDIDATE, Cause.POD_DO_NOT_DISRUPT,
+     "node src is no longer a candidate: pod default/guard has karpenter.sh/do-not-disrupt=true"),
     ("node-annotated-do-not-disrupt",
      lambda: _docs(src=node("src", itype="t3.medium", annotations={"karpenter.sh/do-not-disrupt": "true"})),
-     "do-not-disrupt"),
-    ("node-gone", lambda: _docs(src=None, p=None), "src is gone"),
-    ("node-deleting", lambda: _docs(src=node("src", itype="t3.medium", deleting=True)), "being deleted"),
-    ("budget-dropped-to-zero", lambda: _docs(pool={"budgets": [{"nodes": "0"}]}), "budget"),
+     Stale.NO_LONGER_CANDIDATE, Cause.NODE_DO_NOT_DISRUPT, "do-not-disrupt"),
+    ("node-gone", lambda: _docs(src=None, p=None), Stale.NODE_GONE, None, "node src is gone"),
+    ("node-deleting", lambda: _docs(src=node("src", itype="t3.medium", deleting=True)), Stale.NO_LONGER_CANDIDATE,
+     Cause.DELETING, "being deleted"),
+    ("budget-dropped-to-zero", lambda: _docs(pool={"budgets": [{"nodes": "0"}]}), Stale.BUDGET_SHRANK, None,
+     "the Underutilized budget of NodePool default now allows 0 disruptions, the command needs 1"),
     ("budget-window-closed",
      lambda: _docs(pool={"budgets": [{"nodes": "0", "schedule": "30 18 * * *", "duration": "1h"},
-                                     {"nodes": "100%"}]}), "allows 0"),
-    ("pods-no-longer-fit", lambda: _docs(hog=pod("hog", "dst", cpu="1800m")), "would no longer fit"),
-    ("destination-gone", lambda: _docs(dst=None, filler=None), "would no longer fit"),
+                                     {"nodes": "100%"}]}), Stale.BUDGET_SHRANK, None, "allows 0"),
+    ("pods-no-longer-fit", lambda: _docs(hog=pod("hog", "dst", cpu="1800m")), Stale.POD_NO_LONGER_FITS, None,
+     "pod default/p would no longer fit"),
+    ("destination-gone", lambda: _docs(dst=None, filler=None), Stale.POD_NO_LONGER_FITS, None,
+     "would no longer fit"),
     ("consolidation-paused-by-a-hold",
      lambda: _docs(freeze={"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": "freeze"},
-                           "spec": {"scope": "cluster", "reason": "incident"}}), "hold freeze"),
+                           "spec": {"scope": "cluster", "reason": "incident"}}), Stale.CONSOLIDATION_PAUSED,
+     Cause.HOLD, "consolidation of node src is paused by hold freeze (cluster): incident"),
     ("pod-arrived-on-src", lambda: _docs(pool={"consolidate_after": "5m"},
-                                         new=pod("new", "src", started=LATER.isoformat())), "consolidateAfter"),
+                                         new=pod("new", "src", started=LATER.isoformat())), Stale.NODE_CHANGED,
+     Cause.NOT_STABLE, "node src changed: consolidateAfter (5m) has not passed"),
 ]
 
 
-@pytest.mark.parametrize(("make", "phrase"), [c[1:] for c in FRESHER], ids=[c[0] for c in FRESHER])
-def test_stale_command_is_rejected_with_the_reason(command: Command, make: Callable[[], list[Any]],
-                                                   phrase: str) -> None:
-    reason = validate(command, snapshot(*make()), LATER)
-    assert reason is not None
-    assert phrase in reason
+@pytest.mark.parametrize(("make", "kind", "behind", "words"), [c[1:] for c in FRESHER], ids=[c[0] for c in FRESHER])
+def test_stale_command_is_rejected_with_the_reason(command: Command, make: Callable[[], list[Any]], kind: Stale,
+                                                   behind: Cause | None, words: str) -> None:
+    stale = validate(command, snapshot(*make()), LATER)
+    assert stale is not None
+    assert (stale.kind, stale.inner.kind if stale.inner else None) == (kind, behind)
+    assert words in stale.text
 
 
 def test_expiration_command_no_longer_expired() -> None:
@@ -81,9 +93,9 @@ def test_expiration_command_no_longer_expired() -> None:
     assert cmd.method == "expiration"
     assert validate(cmd, snapshot(*docs), LATER) is None
     fresher = snapshot(nodepool(expire_after="Never"), node("a"), pod("web", "a"))
-    reason = validate(cmd, fresher, LATER)
-    assert reason is not None
-    assert "no longer expired" in reason
+    stale = validate(cmd, fresher, LATER)
+    assert stale is not None
+    assert (stale.kind, stale.text) == (Stale.NO_LONGER_EXPIRED, "node a is no longer expired")
 
 
 def test_replacement_that_got_dearer_is_rejected() -> None:
@@ -93,9 +105,10 @@ def test_replacement_that_got_dearer_is_rejected() -> None:
     assert cmd.replacements[0].instance_types[0] == "t3.medium"
     # a new pod on the node now needs more than a t3.medium
     fresher = snapshot(*docs, pod("more", "big", cpu="500m", memory="6Gi"))
-    reason = validate(cmd, fresher, LATER)
-    assert reason is not None
-    assert "more than" in reason
+    stale = validate(cmd, fresher, LATER)
+    assert stale is not None
+    assert stale.kind is Stale.REPLACEMENT_DEARER
+    assert "more than the $0.0416/h the command was approved for" in stale.text
 
 
 def test_emptiness_command_no_longer_empty() -> None:
@@ -103,6 +116,22 @@ def test_emptiness_command_no_longer_empty() -> None:
     [cmd] = plan(*docs).first.commands
     assert (cmd.method, cmd.nodes) == ("emptiness", ("idle",))
     assert validate(cmd, snapshot(*docs), LATER) is None
-    reason = validate(cmd, snapshot(*docs, pod("arrived", "idle")), LATER)
-    assert reason is not None
-    assert "no longer empty" in reason
+    stale = validate(cmd, snapshot(*docs, pod("arrived", "idle")), LATER)
+    assert stale is not None
+    assert (stale.kind, stale.text) == (Stale.NO_LONGER_EMPTY, "node idle is no longer empty: 1 pods arrived")
+
+
+def test_drift_command_no_longer_drifted() -> None:
+    docs = [nodepool(node_hash="h2"), node("a", node_hash="h1"), pod("web", "a")]
+    [cmd] = plan(*docs).first.commands
+    assert cmd.method == "drift"
+    assert validate(cmd, snapshot(*docs), LATER) is None
+    fresher = snapshot(nodepool(node_hash="h1"), node("a", node_hash="h1"), pod("web", "a"))
+    stale = validate(cmd, fresher, LATER)
+    assert stale is not None
+    assert (stale.kind, stale.text) == (Stale.NO_LONGER_DRIFTED, "node a is no longer drifted")
+
+
+def test_a_command_of_no_engine_method_is_refused(command: Command) -> None:
+    with pytest.raises(ValueError, match="'interruption' is not a disruption method"):
+        validate(replace(command, method="interruption"), snapshot(*_docs()), LATER)

@@ -63,6 +63,7 @@ from ebb.core import findings as node_findings
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import Findings
+from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, TAINT_DISRUPTED, Snapshot
 from ebb.core.validation import validate
@@ -321,7 +322,7 @@ class Planner:
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
         for reason in REASONS:
-            consolidation = reason in ("Empty", "Underutilized")
+            consolidation = reason in CONSOLIDATION_REASONS
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)
             self.metrics.eligible_nodes.labels(reason=reason).set(eligible)
         for row in result.budgets:
@@ -387,7 +388,7 @@ class Planner:
         snapshot = await self.current_snapshot(now, validating=decision_id)
         why = await asyncio.to_thread(validate, command, snapshot, now, self.options)
         if why is not None:
-            await self._rejected(decision_id, command, why, now, bound)
+            await self._rejected(decision_id, command, why.text, now, bound)
             return
         view = ClusterView.build(snapshot, now)
         allowed = {p: view.budgets[(p, command.reason)].allowed for p in set(pools.values())

@@ -19,12 +19,13 @@ from typing import Any
 from croniter import croniter
 
 from ebb.core.budgets import active_window, budget_error
-from ebb.core.cluster import ClusterView, fmt_time
+from ebb.core.causes import BlockCause
+from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import REASONS, TAINT_DISRUPTED, Node, NodePool, Snapshot
 from ebb.core.plan import command_json
-from ebb.core.quantity import parse_duration
+from ebb.core.quantity import fmt_time, parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +64,14 @@ def node_explanation(verdict: NodeVerdict) -> dict[str, Any]:
         "summary": (f"{command.method} would {command.action} it now ({command.reason}): {command.explanation}"
                     if command is not None else
                     f"not disrupted now: {blocked.reason}" if blocked is not None else "not disrupted now"),
-        "paused": verdict.view.paused(verdict.node),
+        "paused": _text(verdict.view.paused(verdict.node)),
         "budgets": pool_budget_rows(verdict.view, pool) if pool in verdict.view.pools else [],
     }
     return out
+
+
+def _text(cause: BlockCause | None) -> str | None:
+    return cause.text if cause is not None else None
 
 
 def pool_budget_rows(view: ClusterView, pool: str | None) -> list[dict[str, Any]]:
@@ -97,7 +102,7 @@ def budgets_report(snapshot: Snapshot, pool_name: str, now: datetime) -> dict[st
         "budgets": [_budget(pool, index, now, total=len(owned), disrupting=len(disrupting),
                                not_ready=len(not_ready))
                     for index in range(len(pool.budgets))],
-        "paused": view.pause.get((pool.name, "")),
+        "paused": _text(view.pause.get((pool.name, ""))),
     }
 
 

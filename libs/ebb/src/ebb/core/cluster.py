@@ -1,8 +1,8 @@
 """Per-pass facts about the cluster that every disruption method needs, derived once from a snapshot.
 
 Prices of nodes, pods per node, what each PodDisruptionBudget allows now, which nodes are candidates
-at all and, for the others, the reason (reported, never silent), disruption cost ordering, budgets per
-NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
+at all and, for the others, the reason as a `BlockCause` (reported, never silent), disruption cost ordering,
+budgets per NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.labels import selector_matches
 from ebb.core.model import (
     ANNOTATION_DO_NOT_CONSOLIDATE,
@@ -30,11 +31,7 @@ from ebb.core.model import (
     PodDisruptionBudget,
     Snapshot,
 )
-from ebb.core.quantity import QuantityError, format_duration, parse_duration
-
-
-def fmt_time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+from ebb.core.quantity import QuantityError, parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +86,11 @@ class ClusterView:
     types: dict[str, InstanceType] = field(default_factory=dict)
     claims: dict[str, NodeClaim] = field(default_factory=dict)
     pdb_of_pod: dict[str, list[PdbStatus]] = field(default_factory=dict)
-    not_candidate: dict[str, str] = field(default_factory=dict)  # node -> why never a candidate
-    hard_block: dict[str, str] = field(default_factory=dict)  # node -> why no method may disrupt it
-    consolidation_block: dict[str, str] = field(default_factory=dict)
+    not_candidate: dict[str, BlockCause] = field(default_factory=dict)  # node -> why never a candidate
+    hard_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why no method may disrupt it
+    consolidation_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why not consolidated
     budgets: dict[tuple[str, str], BudgetVerdict] = field(default_factory=dict)
-    pause: dict[tuple[str, str], str] = field(default_factory=dict)  # (pool, node|"") -> hold/window reason
+    pause: dict[tuple[str, str], BlockCause] = field(default_factory=dict)  # (pool, node|"") -> hold or window
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime) -> ClusterView:
@@ -177,22 +174,22 @@ class ClusterView:
         for node in self.snapshot.nodes:
             pool_name = node.nodepool
             if pool_name is None:
-                self.not_candidate[node.name] = "it is not owned by a NodePool (no karpenter.sh/nodepool label)"
+                self.not_candidate[node.name] = BlockCause(Cause.NOT_OWNED)
                 continue
             if pool_name not in self.pools:
-                self.not_candidate[node.name] = f"its NodePool {pool_name} is not in the snapshot"
+                self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_MISSING, {"pool": pool_name})
                 continue
             if node.deleting:
-                self.not_candidate[node.name] = "it is already being deleted"
+                self.not_candidate[node.name] = BlockCause(Cause.DELETING)
                 continue
             if any(t.key == TAINT_DISRUPTED for t in node.taints):
-                self.not_candidate[node.name] = "it is already being disrupted (tainted karpenter.sh/disrupted)"
+                self.not_candidate[node.name] = BlockCause(Cause.BEING_DISRUPTED)
                 continue
             if not self.initialized(node):
-                self.not_candidate[node.name] = "it is not initialized yet (karpenter.sh/initialized is not true)"
+                self.not_candidate[node.name] = BlockCause(Cause.NOT_INITIALIZED)
                 continue
             if node.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
-                self.hard_block[node.name] = "the node is annotated karpenter.sh/do-not-disrupt=true"
+                self.hard_block[node.name] = BlockCause(Cause.NODE_DO_NOT_DISRUPT)
                 continue
             reason = self._pod_block(node)
             if reason:
@@ -200,12 +197,11 @@ class ClusterView:
                 continue
             pool = self.pools[pool_name]
             if node.annotations.get(ANNOTATION_DO_NOT_CONSOLIDATE) == "true":
-                self.consolidation_block[node.name] = "the node is annotated karpenter.sh/do-not-consolidate=true"
+                self.consolidation_block[node.name] = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
             elif pool.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
-                self.hard_block[node.name] = (f"NodePool {pool.name}'s template annotates its nodes "
-                                              "karpenter.sh/do-not-disrupt=true")
+                self.hard_block[node.name] = BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": pool.name})
 
-    def _pod_block(self, node: Node) -> str | None:
+    def _pod_block(self, node: Node) -> BlockCause | None:
         for pod in self.pods_on[node.name]:
             if not pod.needs_rescheduling:
                 continue
@@ -213,29 +209,31 @@ class ClusterView:
                 value = pod.annotations.get(annotation)
                 if value is None or value == "false":
                     continue
+                protected = {"pod": pod.key, "annotation": annotation, "value": value}
                 if value == "true":
-                    return f"pod {pod.key} has {annotation}=true"
+                    return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
                 try:
                     seconds = parse_duration(value)
                 except QuantityError:
-                    return f"pod {pod.key} has {annotation}={value!r}, which is neither true nor a duration"
+                    return BlockCause(Cause.POD_ANNOTATION_INVALID, protected)
                 start = pod.start_time or pod.creation_time
                 if seconds is None or start is None:
-                    return f"pod {pod.key} has {annotation}={value}"
+                    return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
                 until = start + timedelta(seconds=seconds)
                 if self.now < until:
-                    return f"pod {pod.key} has {annotation}={value} (protected until {fmt_time(until)})"
+                    return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
             statuses = self.pdb_of_pod.get(pod.key, [])
             if len(statuses) > 1:
-                names = " and ".join(f"{s.pdb.namespace}/{s.pdb.name}" for s in statuses)
-                return f"pod {pod.key} is covered by two PDBs ({names}); the Eviction API refuses to evict it"
+                return BlockCause(Cause.POD_TWO_PDBS, {
+                    "pod": pod.key, "pdbs": tuple(f"{s.pdb.namespace}/{s.pdb.name}" for s in statuses)})
             if statuses and statuses[0].allowed <= 0:
                 s = statuses[0]
-                return (f"pdb {s.pdb.namespace}/{s.pdb.name} prevents pod evictions "
-                        f"(0 disruptions allowed: {s.healthy} of {s.expected} pods healthy)")
+                return BlockCause(Cause.PDB_BLOCKS, {"pdb": f"{s.pdb.namespace}/{s.pdb.name}", "healthy": s.healthy,
+                                                     "expected": s.expected})
         return None
 
-    def blocked_reason(self, node: str, consolidation: bool) -> str | None:
+    def blocked_reason(self, node: str, consolidation: bool) -> BlockCause | None:
+        """Why no method (or, with ``consolidation``, no consolidation method) may take the node, or None."""
         return self.not_candidate.get(node) or self.hard_block.get(node) or (
             self.consolidation_block.get(node) if consolidation else None)
 
@@ -253,18 +251,16 @@ class ClusterView:
         for hold in self.snapshot.holds:
             if hold.expires is not None and hold.expires <= self.now:
                 continue
-            until = f" until {fmt_time(hold.expires)}" if hold.expires else ""
-            why = f": {hold.reason}" if hold.reason else ""
-            text = f"hold {hold.name} ({hold.scope}{' ' + hold.target if hold.target else ''}){until}{why}"
+            held = BlockCause(Cause.HOLD, {"hold": hold})
             if hold.scope == "cluster":
                 for pool_name in self.pools:
-                    self.pause.setdefault((pool_name, ""), text)
+                    self.pause.setdefault((pool_name, ""), held)
             elif hold.scope == "nodePool" and hold.target:
-                self.pause.setdefault((hold.target, ""), text)
+                self.pause.setdefault((hold.target, ""), held)
             elif hold.scope == "node" and hold.target:
                 node = self.nodes.get(hold.target)
                 if node is not None and node.nodepool:
-                    self.pause.setdefault((node.nodepool, node.name), text)
+                    self.pause.setdefault((node.nodepool, node.name), held)
         newest = max((n for n in self.snapshot.nodes if n.creation_time is not None),
                      key=lambda n: n.creation_time or self.now, default=None)
         for pool in self.snapshot.nodepools:
@@ -274,12 +270,10 @@ class ClusterView:
             age = (self.now - newest.creation_time).total_seconds()
             if age < window:
                 resume = newest.creation_time + timedelta(seconds=window)
-                self.pause.setdefault((pool.name, ""), (
-                    f"NodePool {pool.name}'s stabilizationWindow ({format_duration(window)}) is in effect: "
-                    f"node {newest.name} launched {format_duration(age)} ago; Empty and Underutilized "
-                    f"disruptions resume at {fmt_time(resume)}"))
+                self.pause.setdefault((pool.name, ""), BlockCause(Cause.STABILIZATION_WINDOW, {
+                    "pool": pool.name, "window": window, "newest": newest.name, "age": age, "resume": resume}))
 
-    def paused(self, node: Node) -> str | None:
+    def paused(self, node: Node) -> BlockCause | None:
         """Why Empty and Underutilized disruption of this node is paused (hold or window), or None."""
         pool = node.nodepool or ""
         return self.pause.get((pool, node.name)) or self.pause.get((pool, ""))
@@ -299,7 +293,7 @@ class ClusterView:
             times.append(node.creation_time)
         return max(times) if times else None
 
-    def stable_for(self, node: Node, seconds: float) -> str | None:
+    def stable_for(self, node: Node, seconds: float) -> BlockCause | None:
         """None when the node has been stable for `seconds`; else why not yet."""
         last = self.last_pod_event(node)
         if last is None or seconds <= 0:
@@ -307,8 +301,7 @@ class ClusterView:
         ready_at = last + timedelta(seconds=seconds)
         if self.now >= ready_at:
             return None
-        return (f"consolidateAfter ({format_duration(seconds)}) has not passed since the node's pods last "
-                f"changed at {fmt_time(last)}; it becomes consolidatable at {fmt_time(ready_at)}")
+        return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at})
 
     def disruption_cost(self, node: Node) -> float:
         """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""

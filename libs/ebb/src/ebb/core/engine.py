@@ -1,9 +1,13 @@
-"""The decision engine: one pass over a snapshot at `now` -> commands, blocked reasons, budgets, cost.
+"""The decision engine: one pass over a snapshot at `now` -> commands, blocked causes, budgets, cost.
 
 Methods run in `METHOD_ORDER`; the first that produces commands acts and the rest do not. With
 explanations on, the later methods are still evaluated (against the untouched budgets) so that every
-node that is not disrupted gets its own reason, including "it could be consolidated, but an earlier
-method acted this pass". Pure: no I/O, no clock, no logging.
+node that is not disrupted gets its own cause, including "it could be consolidated, but an earlier
+method acted this pass" (`Cause.ANOTHER_METHOD_ACTED`). A node that waits only for its budget is told
+also what consolidating it alone would do: the budget stays the cause, what it alone would do is a
+value of it (`Cause.BUDGET_WAIT`, `Cause.BUDGET_WAIT_UNCONSOLIDATABLE`). Each `Blocked` carries its
+`BlockCause`; its `reason` is the cause's sentence, written only when read. Pure: no I/O, no clock, no
+logging.
 """
 
 from __future__ import annotations
@@ -11,19 +15,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
 from ebb.core.methods.base import Command, EngineOptions, PassContext, simulation
 
-NOTHING_TO_DO = ("nothing to do: it is not expired, drifted or empty, and no consolidation makes the "
-                 "cluster cheaper")
+#: ``Blocked.method`` of a node no method got to say anything about (not a candidate, blocked for every
+#: method, or nothing to do)
+ALL_METHODS = "all"
 
 
 @dataclass(frozen=True, slots=True)
 class Blocked:
+    """A node the pass does not disrupt: which method said why (or "all"), and why."""
+
     node: str
     method: str
-    reason: str
+    cause: BlockCause
+
+    @property
+    def reason(self) -> str:
+        """The cause's sentence (``blocked[].reason`` of ``ebb plan``, the message of the node's Event)."""
+        return self.cause.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +69,17 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
     view = snapshot_view
     ctx = _context(view, options)
     commands: list[Command] = []
-    reasons: dict[str, tuple[str, str]] = {}
-    budget_only: set[str] = set()
+    causes: dict[str, tuple[str, BlockCause]] = {}  # node -> (the method that said it, why)
     acted: str | None = None
-    for module, _why in METHOD_ORDER:
+    for method, _why in METHOD_ORDER:
         if acted is not None:
             break
-        outcome = module.run(ctx)
-        for node, reason in outcome.blocked.items():
-            if node not in reasons and node in outcome.budget_only:
-                budget_only.add(node)
-            reasons.setdefault(node, (module.NAME, reason))
+        outcome = method.run(ctx)
+        for name, cause in outcome.blocked.items():
+            causes.setdefault(name, (method.name, cause))
         if outcome.commands:
             commands.extend(outcome.commands)
-            acted = module.NAME
+            acted = method.name
     disrupted = {n for c in commands for n in c.nodes}
     if options.explain and acted is not None:
         # Explain the rest against the cluster as it will be once this pass's commands ran.
@@ -79,39 +89,37 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
             leaving = [pod for name in command.nodes for pod in ctx.state.remove_node(name)]
             ctx.state.place_all(leaving, max_new=len(command.replacements))
         seen = False
-        for module, _why in METHOD_ORDER:
-            if acted == module.NAME:
+        for method, _why in METHOD_ORDER:
+            if acted == method.name:
                 seen = True
                 continue
             if not seen:
                 continue
-            outcome = module.run(explain_ctx)
-            for node, reason in outcome.blocked.items():
-                if node not in disrupted and node not in reasons:
-                    if node in outcome.budget_only:
-                        budget_only.add(node)
-                    reasons[node] = (module.NAME, reason)
+            outcome = method.run(explain_ctx)
+            for name, cause in outcome.blocked.items():
+                if name not in disrupted and name not in causes:
+                    causes[name] = (method.name, cause)
             for command in outcome.commands:
-                for node in command.nodes:
-                    if node not in disrupted:
-                        reasons.setdefault(node, (module.NAME, (
-                            f"it could be disrupted by {module.NAME} ({command.action}), but {acted} acted "
-                            "this pass and only one method acts per pass; it is considered again next pass")))
+                for name in command.nodes:
+                    if name not in disrupted:
+                        causes.setdefault(name, (method.name, BlockCause(Cause.ANOTHER_METHOD_ACTED, {
+                            "method": method.name, "action": command.action, "acted": acted})))
     if options.explain:
-        _explain_budget_waits(view, options, ctx, disrupted=disrupted, budget_only=budget_only, reasons=reasons)
+        _explain_budget_waits(view, options, ctx, disrupted=disrupted, causes=causes)
     blocked = []
     for node in snapshot_view.snapshot.nodes:
         if node.name in disrupted:
             continue
+        hard = view.hard_block.get(node.name)
         if node.name in view.not_candidate:
-            blocked.append(Blocked(node.name, "all", view.not_candidate[node.name]))
-        elif node.name in view.hard_block and reasons.get(node.name, ("", ""))[1] == view.hard_block[node.name]:
-            blocked.append(Blocked(node.name, "all", view.hard_block[node.name]))
-        elif node.name in reasons:
-            method, reason = reasons[node.name]
-            blocked.append(Blocked(node.name, method, reason))
+            blocked.append(Blocked(node.name, ALL_METHODS, view.not_candidate[node.name]))
+        elif hard is not None and node.name in causes and causes[node.name][1] == hard:
+            blocked.append(Blocked(node.name, ALL_METHODS, hard))
+        elif node.name in causes:
+            method_name, cause = causes[node.name]
+            blocked.append(Blocked(node.name, method_name, cause))
         else:
-            blocked.append(Blocked(node.name, "all", NOTHING_TO_DO))
+            blocked.append(Blocked(node.name, ALL_METHODS, NOTHING_TO_DO))
     before = view.pool_cost()
     after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
     budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail)
@@ -120,18 +128,20 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
 
 
 def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],
-                          budget_only: set[str], reasons: dict[str, tuple[str, str]]) -> None:
+                          causes: dict[str, tuple[str, BlockCause]]) -> None:
     """A node skipped only because the budget ran out: say also what consolidating it alone would do."""
     solo = PassContext(view, options, ctx.scheduler, ctx.state, {k: v.allowed for k, v in view.budgets.items()},
                        frozenset(disrupted))
-    for node in sorted(budget_only - disrupted):
-        method, budget_text = reasons[node]
-        command, why = single_node.evaluate(solo, node)
-        if command is None:
-            reasons[node] = (single_node.NAME, f"{why} (and {budget_text})")
+    waiting = sorted(node for node, (_method, cause) in causes.items()
+                     if cause.waits_for_budget and node not in disrupted)
+    for node in waiting:
+        method_name, budget = causes[node]
+        alone = single_node.evaluate(solo, node)
+        if isinstance(alone, BlockCause):
+            causes[node] = (single_node.NAME, BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": alone}, budget))
         else:
-            reasons[node] = (method, f"{budget_text}; on its own it could be consolidated ({command.action}, "
-                                     f"saving ${command.savings:.4f}/h)")
+            causes[node] = (method_name, BlockCause(Cause.BUDGET_WAIT, {"action": alone.action,
+                                                                        "savings": alone.savings}, budget))
 
 
 def plan_pass(snapshot: object, now: datetime, options: EngineOptions | None = None) -> PassResult:

@@ -25,6 +25,9 @@ What is not reported: nodes that are not ebb's (no NodePool), nodes already dele
 (their decision has its own events; ``DisruptionTerminating`` is the executor's), and nodes a method would
 disrupt but another method acted this pass (they are looked at again on the next pass).
 
+Which of the two a node gets is decided by the kind of the engine's `BlockCause` (`EVENT_OF_CAUSE`), never
+by its sentence; the sentence is only the message.
+
 An event's ``dedupe_key`` is its reason, its object and its ``dedupe_values``; the recorder does not write
 an event whose key it wrote less than ``dedupe_seconds`` ago. Keys leave out the message on purpose, as
 Karpenter's do: a message that changes every pass (``launched 3m ago``) would otherwise be written again
@@ -37,9 +40,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.cluster import ClusterView
-from ebb.core.engine import NOTHING_TO_DO, PassResult
-from ebb.core.model import TAINT_DISRUPTED
+from ebb.core.engine import PassResult
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -61,8 +64,6 @@ DEFAULT_DEDUPE_SECONDS = 120.0
 UNCONSOLIDATABLE_DEDUPE_SECONDS = 15 * 60.0
 NODEPOOL_DEDUPE_SECONDS = 60.0
 
-#: the methods whose "why not" is a consolidation verdict
-CONSOLIDATION_METHODS = frozenset({"emptiness", "multi-node-consolidation", "single-node-consolidation"})
 #: instance states of a state-change interruption that take the instance away
 STOPPING_STATES = frozenset({"stopping", "stopped"})
 TERMINATING_STATES = frozenset({"shutting-down", "terminated"})
@@ -130,34 +131,66 @@ def nodepool_blocked(pool: str, reason: str) -> KubeEvent:
                      NODEPOOL_DEDUPE_SECONDS)
 
 
-_BUDGET = re.compile(r"\bbudget\b")
+#: the Event of a node the pass leaves alone, by the kind of its cause (None: not reported); every kind but
+#: `EMPTY_BUT`, which gets its inner cause's (do-not-consolidate on an empty node is Unconsolidatable, a
+#: budget DisruptionBlocked)
+EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
+    # not ebb's node, or one already on its way out (its decision, or whoever deletes it, reports it)
+    Cause.NOT_OWNED: None,
+    Cause.NODEPOOL_MISSING: None,
+    Cause.DELETING: None,
+    Cause.BEING_DISRUPTED: None,
+    # no method may disrupt it now
+    Cause.NOT_INITIALIZED: DISRUPTION_BLOCKED,
+    Cause.NODE_DO_NOT_DISRUPT: DISRUPTION_BLOCKED,
+    Cause.POD_DO_NOT_DISRUPT: DISRUPTION_BLOCKED,
+    Cause.POD_PROTECTED_UNTIL: DISRUPTION_BLOCKED,
+    Cause.POD_ANNOTATION_INVALID: DISRUPTION_BLOCKED,
+    Cause.POD_TWO_PDBS: DISRUPTION_BLOCKED,
+    Cause.PDB_BLOCKS: DISRUPTION_BLOCKED,
+    Cause.NODEPOOL_DO_NOT_DISRUPT: DISRUPTION_BLOCKED,
+    # consolidation looked at it and will not take it
+    Cause.NODE_DO_NOT_CONSOLIDATE: UNCONSOLIDATABLE,
+    Cause.CONSOLIDATION_POLICY: UNCONSOLIDATABLE,
+    Cause.CONSOLIDATE_AFTER_NEVER: UNCONSOLIDATABLE,
+    Cause.NOT_STABLE: UNCONSOLIDATABLE,
+    Cause.PODS_FIT_NOWHERE: UNCONSOLIDATABLE,
+    Cause.NO_REPLACEMENT: UNCONSOLIDATABLE,
+    Cause.NO_CHEAPER_REPLACEMENT: UNCONSOLIDATABLE,
+    Cause.SPOT_TO_SPOT_DISABLED: UNCONSOLIDATABLE,
+    Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: UNCONSOLIDATABLE,
+    Cause.NOTHING_TO_DO: UNCONSOLIDATABLE,
+    # a hold, a stabilization window or a budget stops it for now
+    Cause.PAUSED: DISRUPTION_BLOCKED,
+    Cause.HOLD: DISRUPTION_BLOCKED,
+    Cause.STABILIZATION_WINDOW: DISRUPTION_BLOCKED,
+    Cause.BUDGET_INVALID: DISRUPTION_BLOCKED,
+    Cause.BUDGET_ZERO: DISRUPTION_BLOCKED,
+    Cause.BUDGET_USED_UP: DISRUPTION_BLOCKED,
+    Cause.BUDGET_USED_BY_CONSOLIDATIONS: DISRUPTION_BLOCKED,
+    Cause.BUDGET_WAIT: DISRUPTION_BLOCKED,
+    Cause.BUDGET_WAIT_UNCONSOLIDATABLE: DISRUPTION_BLOCKED,
+    # expired or drifted, but it cannot go now
+    Cause.DUE_BUT: DISRUPTION_BLOCKED,
+    Cause.POD_NOWHERE_TO_GO: DISRUPTION_BLOCKED,
+    # considered again next pass
+    Cause.ANOTHER_METHOD_ACTED: None,
+}
 
 
-def classify(view: ClusterView, node: str, method: str, reason: str) -> str | None:
+def classify(cause: BlockCause) -> str | None:
     """The event reason for a node the pass did not disrupt (``Unconsolidatable``, ``DisruptionBlocked``),
     or None when nothing is worth reporting about it."""
-    seen = view.nodes.get(node)
-    if seen is None or seen.nodepool is None or seen.nodepool not in view.pools:
-        return None  # not ebb's node
-    if seen.deleting or any(t.key == TAINT_DISRUPTED for t in seen.taints):
-        return None  # its decision (or whoever deletes it) reports it
-    if "acted this pass" in reason:
-        return None  # considered again next pass
-    if node in view.not_candidate or node in view.hard_block or (method == "all" and reason != NOTHING_TO_DO):
-        return DISRUPTION_BLOCKED  # not initialized, do-not-disrupt (node, pod or NodePool template), a PDB
-    paused = view.paused(seen)
-    if _BUDGET.search(reason) or (paused is not None and paused in reason):
-        return DISRUPTION_BLOCKED  # a budget, a hold, a stabilization window
-    if method in CONSOLIDATION_METHODS or reason == NOTHING_TO_DO:
-        return UNCONSOLIDATABLE
-    return DISRUPTION_BLOCKED  # expired or drifted, but it cannot go now
+    if cause.kind is Cause.EMPTY_BUT and cause.inner is not None:
+        return classify(cause.inner)
+    return EVENT_OF_CAUSE[cause.kind]
 
 
 def pass_events(view: ClusterView, result: PassResult) -> list[KubeEvent]:
     """The events of one pass: a node the pass could not act on, and NodePools whose budget is 0."""
     events: list[KubeEvent] = []
     for entry in result.blocked:
-        kind = classify(view, entry.node, entry.method, entry.reason)
+        kind = classify(entry.cause)
         if kind is None:
             continue
         claim = view.claims.get(entry.node)

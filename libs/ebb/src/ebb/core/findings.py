@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ebb.core.cluster import ClusterView, fmt_time
+from ebb.core.cluster import ClusterView
 from ebb.core.methods.drift import drifted_nodes
 from ebb.core.methods.expiration import expired_nodes
-from ebb.core.quantity import format_duration
+from ebb.core.quantity import fmt_time, format_duration
 
 #: the annotation that shows a node's Drifted finding (its reason) with kubectl; absent when not drifted
 ANNOTATION_DRIFTED = "ebb.sh/drifted"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ebb.core.cluster import ClusterView, fmt_time
+from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
@@ -31,6 +31,7 @@ from ebb.core.model import (
     Pod,
     Snapshot,
 )
+from ebb.core.quantity import fmt_time
 from ebb.core.simulator.scheduler import daemonset_runs_in_pool
 
 VALIDATION_DELAY_SECONDS = 15.0

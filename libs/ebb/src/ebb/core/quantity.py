@@ -1,4 +1,4 @@
-"""Kubernetes quantities and Go-style durations, parsed exactly.
+"""Kubernetes quantities and Go-style durations, parsed exactly; durations and times written as ebb writes them.
 
 CPU is kept in millicores and every other resource in its base unit (bytes, counts), as integers, so
 sums and comparisons in the simulator are exact. Durations follow Go's `time.ParseDuration`, which is
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -89,3 +90,8 @@ def format_duration(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
     return "".join(parts) or "0s"
+
+
+def fmt_time(moment: datetime) -> str:
+    """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

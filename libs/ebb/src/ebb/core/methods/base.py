@@ -1,16 +1,20 @@
-"""Values shared by the disruption methods: commands, blocked reasons, and the pass context.
+"""Values shared by the disruption methods: what a method is, commands, blocked causes, and the pass context.
 
-A method reads the `ClusterView` and a simulation state and returns a `MethodOutcome`: the commands
-it would execute now and, for nodes it considered but did not take, the reason in words.
+A `Method` is a name, the disruption reason its commands count against, whether it consolidates, how it
+runs and how it re-checks one of its commands' nodes. It reads the `ClusterView` and a simulation state
+and returns a `MethodOutcome`: the commands it would execute now and, for nodes it considered but did not
+take, why, as a `BlockCause` (ebb.core.causes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.model import CAPACITY_SPOT, Pod
+from ebb.core.model import CAPACITY_SPOT, Node, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -43,8 +47,7 @@ class Command:
 @dataclass
 class MethodOutcome:
     commands: list[Command] = field(default_factory=list)
-    blocked: dict[str, str] = field(default_factory=dict)
-    budget_only: set[str] = field(default_factory=set)  # blocked only because the budget ran out
+    blocked: dict[str, BlockCause] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,36 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     return scheduler, state
 
 
-def budget_block(ctx: PassContext, pool: str, reason: str) -> str:
+@dataclass(frozen=True, slots=True)
+class Method:
+    """A disruption method, as the engine runs it and validation re-checks its commands."""
+
+    #: the wire name (``Command.method``, ``blocked[].method``), e.g. "single-node-consolidation"
+    name: str
+    #: the disruption reason its commands count against: Expired, Drifted, Empty or Underutilized
+    reason: str
+    #: whether it consolidates (the do-not-consolidate annotation, holds, windows and consolidateAfter apply)
+    consolidation: bool
+    #: the commands it would execute now, and why it leaves the nodes it considered
+    run: Callable[[PassContext], MethodOutcome]
+    #: the method's own re-check of one node of its command against a fresher view (validation does the
+    #: common ones: the node exists and is a candidate, budgets, the simulation); None while it still holds
+    validate: Callable[[ClusterView, Node], StaleCause | None]
+
+
+def budget_block(ctx: PassContext, pool: str, reason: str) -> BlockCause:
     verdict = ctx.view.budgets[(pool, reason)]
     if verdict.invalid:
-        return verdict.detail
+        return BlockCause(Cause.BUDGET_INVALID, {"detail": verdict.detail})
     if verdict.allowed == 0:
-        return f"the {reason} budget allows 0 disruptions now: {verdict.detail}"
-    return (f"the {reason} budget of NodePool {pool} is used up by other disruptions this pass "
-            f"({verdict.detail})")
+        return BlockCause(Cause.BUDGET_ZERO, {"reason": reason, "detail": verdict.detail})
+    return BlockCause(Cause.BUDGET_USED_UP, {"reason": reason, "pool": pool, "detail": verdict.detail})
 
 
-def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> tuple[Replacement | None, str]:
+def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
-    a removed node that cost at least as much; enforce the spot-to-spot rule. Returns (replacement or
-    None, why not)."""
+    a removed node that cost at least as much; enforce the spot-to-spot rule. Returns the replacement, or
+    why there is none."""
     view = ctx.view
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
@@ -119,19 +138,17 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> tu
     options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if not options:
-        return None, (f"can't replace with a cheaper node: its pods need a node costing "
-                      f"${new.price:.4f}/h or more, and it costs ${removed_price:.4f}/h")
+        return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
     if new.capacity_type == CAPACITY_SPOT and any(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
         pool_opt = view.pools[new.nodepool].spot_to_spot
         if not (ctx.options.spot_to_spot or pool_opt):
-            return None, ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot when "
-                          "enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)")
+            return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
         if len(options) < SPOT_TO_SPOT_MIN_TYPES:
-            return None, (f"spot-to-spot replacement needs at least {SPOT_TO_SPOT_MIN_TYPES} cheaper instance "
-                          f"types to choose from; only {len(options)} qualify")
+            return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
+                                                                 "found": len(options)})
     options.sort(key=lambda t: (prices[t], t))
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
-                       new.hostname), ""
+                       new.hostname)
 
 
 def placements_of(state: SimState, pods: list[Pod]) -> dict[str, str]:

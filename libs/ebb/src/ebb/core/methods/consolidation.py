@@ -2,38 +2,56 @@
 
 A node passes when nothing blocks it (do-not-disrupt, PDBs, do-not-consolidate, ...), its NodePool's
 consolidateAfter is not Never, no hold or stabilization window pauses it, it has been stable for
-consolidateAfter, and the budget for the reason has room.
+consolidateAfter, and the budget for the reason has room. `still_consolidatable` is the same timing
+re-checked when a consolidation command is validated.
 """
 
 from __future__ import annotations
 
+from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
+from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import MethodOutcome, PassContext, budget_block
 from ebb.core.model import Node, NodePool
 
 REASON = "Underutilized"
 
 
-def gate(ctx: PassContext, node: Node, pool: NodePool, reason: str) -> tuple[str | None, bool]:
-    """(why the node may not be consolidated now, or None; whether the budget alone stops it)."""
+def gate(ctx: PassContext, node: Node, pool: NodePool, reason: str) -> BlockCause | None:
+    """Why the node may not be consolidated now, or None (a budget cause when only the budget stops it)."""
     view = ctx.view
     blocked = view.blocked_reason(node.name, consolidation=True)
     if blocked:
-        return blocked, False
+        return blocked
     if pool.consolidate_after is None:
-        return f"NodePool {pool.name}'s consolidateAfter is Never", False
+        return BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": pool.name})
     paused = view.paused(node)
     if paused:
-        return f"consolidation is paused by {paused}", False
+        return BlockCause(Cause.PAUSED, inner=paused)
     not_yet = view.stable_for(node, pool.consolidate_after)
     if not_yet:
-        return not_yet, False
+        return not_yet
     if ctx.budget_left(pool.name, reason) <= 0:
-        return budget_block(ctx, pool.name, reason), True
-    return None, False
+        return budget_block(ctx, pool.name, reason)
+    return None
+
+
+def still_consolidatable(view: ClusterView, node: Node) -> StaleCause | None:
+    """Validation's re-check of a consolidation command's node: not paused, consolidateAfter not Never and
+    still reached."""
+    pool = view.pools[node.nodepool or ""]
+    paused = view.paused(node)
+    if paused:
+        return StaleCause(Stale.CONSOLIDATION_PAUSED, {"node": node.name}, paused)
+    if pool.consolidate_after is None:
+        return StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": pool.name})
+    not_yet = view.stable_for(node, pool.consolidate_after)
+    if not_yet:
+        return StaleCause(Stale.NODE_CHANGED, {"node": node.name}, not_yet)
+    return None
 
 
 def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
-    """Underutilized candidates in disruption-cost order; excluded ones get their reason in `out`."""
+    """Underutilized candidates in disruption-cost order; excluded ones get their cause in `out`."""
     view = ctx.view
     names: list[str] = []
     for node in view.snapshot.nodes:
@@ -42,14 +60,12 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             continue
         pool = view.pools[node.nodepool or ""]
         if pool.consolidation_policy != "WhenEmptyOrUnderutilized" and not view.blocked_reason(name, True):
-            out.blocked[name] = (f"NodePool {pool.name}'s consolidationPolicy is {pool.consolidation_policy}: "
-                                 "only empty nodes are consolidated")
+            out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": pool.name,
+                                                                       "policy": pool.consolidation_policy})
             continue
-        why, budget_only = gate(ctx, node, pool, REASON)
+        why = gate(ctx, node, pool, REASON)
         if why:
             out.blocked[name] = why
-            if budget_only:
-                out.budget_only.add(name)
             continue
         names.append(name)
     return view.order(names)

@@ -1,13 +1,17 @@
 """Emptiness: nodes with no pods that need a home, empty for consolidateAfter, are deleted together.
 
 DaemonSet, mirror/static and finished pods do not count. All empty candidates go in one command,
-capped per NodePool by the Empty budget; holds and stabilization windows pause it.
+capped per NodePool by the Empty budget; holds and stabilization windows pause it. A command goes stale
+when a node is no longer consolidatable (`still_consolidatable`) or pods arrived on it.
 """
 
 from __future__ import annotations
 
-from ebb.core.methods.base import Command, MethodOutcome, PassContext
-from ebb.core.methods.consolidation import gate
+from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
+from ebb.core.cluster import ClusterView
+from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext
+from ebb.core.methods.consolidation import gate, still_consolidatable
+from ebb.core.model import Node
 
 NAME = "emptiness"
 REASON = "Empty"
@@ -22,9 +26,9 @@ def run(ctx: PassContext) -> MethodOutcome:
     for name in view.order(empty):
         node = view.nodes[name]
         pool = view.pools[node.nodepool or ""]
-        why, _ = gate(ctx, node, pool, REASON)
+        why = gate(ctx, node, pool, REASON)
         if why:
-            out.blocked[name] = f"empty, but {why}"
+            out.blocked[name] = BlockCause(Cause.EMPTY_BUT, inner=why)
             continue
         ctx.consume(pool.name, REASON)
         taken.append(name)
@@ -32,3 +36,13 @@ def run(ctx: PassContext) -> MethodOutcome:
         out.commands.append(Command(NAME, REASON, "delete", tuple(taken), (), sum(view.price[n] for n in taken),
                                     {}, "; ".join(f"{n}: no pods need rescheduling" for n in taken)))
     return out
+
+
+def validate(view: ClusterView, node: Node) -> StaleCause | None:
+    stale = still_consolidatable(view, node)
+    if stale is None and view.movable[node.name]:
+        return StaleCause(Stale.NO_LONGER_EMPTY, {"node": node.name, "arrived": len(view.movable[node.name])})
+    return stale
+
+
+METHOD = Method(NAME, REASON, consolidation=True, run=run, validate=validate)

@@ -13,13 +13,14 @@ from __future__ import annotations
 from ebb.core.methods.base import (
     EPSILON,
     Command,
+    Method,
     MethodOutcome,
     PassContext,
     Replacement,
     filter_replacement,
     placements_of,
 )
-from ebb.core.methods.consolidation import REASON, candidates
+from ebb.core.methods.consolidation import REASON, candidates, still_consolidatable
 from ebb.core.model import Pod
 
 NAME = "multi-node-consolidation"
@@ -61,9 +62,9 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         replacements: tuple[Replacement, ...] = ()
         ok = True
         if new_nodes:
-            replacement, _ = filter_replacement(new_nodes[0], taken, ctx)
-            ok = replacement is not None
-            replacements = (replacement,) if replacement is not None else ()
+            replacement = filter_replacement(new_nodes[0], taken, ctx)
+            ok = isinstance(replacement, Replacement)
+            replacements = (replacement,) if isinstance(replacement, Replacement) else ()
         if ok:
             placements = placements_of(state, list(moved.values()))
             action = "replace" if replacements else "delete"
@@ -91,3 +92,6 @@ def run(ctx: PassContext) -> MethodOutcome:
             ctx.consume(ctx.view.nodes[name].nodepool or "", REASON)
         out.commands.append(best)
     return out
+
+
+METHOD = Method(NAME, REASON, consolidation=True, run=run, validate=still_consolidatable)

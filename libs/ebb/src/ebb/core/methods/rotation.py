@@ -2,11 +2,13 @@
 
 Both methods may act on several nodes in one pass, up to the budget for their reason, and simulate
 the nodes jointly: each accepted node's pods are placed with the earlier ones already gone, launching
-as many replacement nodes as needed. A node whose pods cannot be placed anywhere is left, with why.
+as many replacement nodes as needed. A node whose pods cannot be placed anywhere is left, with why (a
+`DUE_BUT` cause: why the method wants it, but why it stays).
 """
 
 from __future__ import annotations
 
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import Command, MethodOutcome, PassContext, Replacement, budget_block
 from ebb.core.simulator.results import NewNode
 
@@ -20,13 +22,14 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
     moved = []
     for name in view.order([n for n in wanted if n not in ctx.excluded]):
         node = view.nodes[name]
+        due = {"due": wanted[name]}
         blocked = view.blocked_reason(name, consolidation=False)
         if blocked:
-            out.blocked[name] = f"{wanted[name]}, but {blocked}"
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, blocked)
             continue
         pool = node.nodepool or ""
         if ctx.budget_left(pool, reason) <= 0:
-            out.blocked[name] = f"{wanted[name]}, but {budget_block(ctx, pool, reason)}"
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, budget_block(ctx, pool, reason))
             continue
         mark = state.mark()
         leaving = state.remove_node(name)
@@ -34,7 +37,8 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
         if failures:
             state.rollback(mark)
             pod, why = next(iter(failures.items()))
-            out.blocked[name] = f"{wanted[name]}, but pod {pod} would have nowhere to go: {why}"
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.POD_NOWHERE_TO_GO,
+                                                                          {"pod": pod, "why": why}))
             continue
         ctx.consume(pool, reason)
         taken.append(name)

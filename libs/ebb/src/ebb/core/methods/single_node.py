@@ -10,13 +10,14 @@ into a handful. With explanations on, every remaining candidate gets its own rea
 
 from __future__ import annotations
 
-from ebb.core.methods.base import Command, MethodOutcome, PassContext, filter_replacement, placements_of
-from ebb.core.methods.consolidation import REASON, candidates
+from ebb.core.causes import BlockCause, Cause
+from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext, filter_replacement, placements_of
+from ebb.core.methods.consolidation import REASON, candidates, still_consolidatable
 
 NAME = "single-node-consolidation"
 
 
-def evaluate(ctx: PassContext, name: str, keep: bool = False) -> tuple[Command | None, str]:
+def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | BlockCause:
     """The command that would consolidate this one node, or why none would. With `keep`, a found
     command stays applied to the simulation state (its replacement closed to further pods)."""
     state, view = ctx.state, ctx.view
@@ -29,29 +30,29 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> tuple[Command |
         if not keep:
             state.rollback(mark)
         return Command(NAME, REASON, "delete", (name,), (), price, placements,
-                       f"{name}: its {len(leaving)} pods fit on other nodes"), ""
+                       f"{name}: its {len(leaving)} pods fit on other nodes")
     pod, why = next(iter(failures.items()))
-    no_delete = f"its pods do not fit on the other nodes (pod {pod}: {why})"
+    no_delete = {"pod": pod, "why": why}
     state.rollback(mark)
     claims_before = set(state.claims)
     leaving = state.remove_node(name)
     failures, _ = state.place_all(leaving, max_new=1, first_failure=True)
     if failures:
         state.rollback(mark)
-        return None, no_delete + ", and not on one new node either"
+        return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
     new_bins = [b for b in state.claims if b not in claims_before]
     new_node = next(n for n in state.new_nodes() if n.hostname == state.claims[new_bins[0]].hostname)
-    replacement, why_not = filter_replacement(new_node, [name], ctx)
+    replacement = filter_replacement(new_node, [name], ctx)
     placements = placements_of(state, leaving)
-    if replacement is None or not keep:
+    if isinstance(replacement, BlockCause) or not keep:
         state.rollback(mark)
     else:
         state.close_bin(new_bins[0])
-    if replacement is None:
-        return None, f"{no_delete}, and {why_not}"
+    if isinstance(replacement, BlockCause):
+        return BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
                    f"{name}: replaced by a {replacement.instance_types[0]} at ${replacement.price:.4f}/h "
-                   f"instead of ${price:.4f}/h"), ""
+                   f"instead of ${price:.4f}/h")
 
 
 def run(ctx: PassContext) -> MethodOutcome:
@@ -61,15 +62,16 @@ def run(ctx: PassContext) -> MethodOutcome:
         pool = ctx.view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) <= 0:
             if ctx.options.explain:
-                out.blocked[name] = (f"the Underutilized budget of NodePool {pool} is used up by the other "
-                                     "consolidations of this pass; it is considered again next pass")
-                out.budget_only.add(name)
+                out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": REASON, "pool": pool})
             continue
-        command, why = evaluate(ctx, name, keep=True)
-        if command is None:
-            out.blocked[name] = why
+        verdict = evaluate(ctx, name, keep=True)
+        if isinstance(verdict, BlockCause):
+            out.blocked[name] = verdict
         else:
             ctx.consume(pool, REASON)
-            out.commands.append(command)
+            out.commands.append(verdict)
     ctx.state.rollback(start)
     return out
+
+
+METHOD = Method(NAME, REASON, consolidation=True, run=run, validate=still_consolidatable)

@@ -1,0 +1,249 @@
+"""Why a node is not disrupted, and why a decided command went stale, as values rather than sentences.
+
+The ClusterView, the disruption methods and the engine say why they leave a node alone with a
+`BlockCause`: a `Cause` (the kind of reason) and the values its sentence is made from; a cause that
+qualifies another one (``empty, but <why>``, ``expired ..., but <why>``) holds it as `inner`. Validation
+says why a command it re-checked is stale with a `StaleCause` (a `Stale` kind, values, `inner`) in the same
+way. Consumers decide by the kind: `ebb.core.events.classify` picks the Kubernetes Event from it, the
+engine tells a node that waits only for its budget by it. The sentence is written by `render`, from one
+table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wanted: ``ebb plan``'s
+``blocked[].reason``, an Event's message, a rejected decision's reason. Nothing reads a sentence back.
+
+Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
+``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and ") and ``{x:hold}`` (a Hold, as
+``hold NAME (SCOPE TARGET) until TIME: REASON``). Pure: values in, text out.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from ebb.core.model import Hold
+from ebb.core.quantity import fmt_time, format_duration
+
+
+class Cause(StrEnum):
+    """Why a pass leaves a node alone."""
+
+    # never a candidate
+    NOT_OWNED = "not-owned"
+    NODEPOOL_MISSING = "nodepool-missing"
+    DELETING = "deleting"
+    BEING_DISRUPTED = "being-disrupted"
+    NOT_INITIALIZED = "not-initialized"
+    # no method may disrupt it
+    NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"
+    POD_DO_NOT_DISRUPT = "pod-do-not-disrupt"
+    POD_PROTECTED_UNTIL = "pod-protected-until"
+    POD_ANNOTATION_INVALID = "pod-annotation-invalid"
+    POD_TWO_PDBS = "pod-two-pdbs"
+    PDB_BLOCKS = "pdb-blocks"
+    NODEPOOL_DO_NOT_DISRUPT = "nodepool-do-not-disrupt"
+    # it may not be consolidated (emptiness, multi- and single-node consolidation)
+    NODE_DO_NOT_CONSOLIDATE = "node-do-not-consolidate"
+    CONSOLIDATION_POLICY = "consolidation-policy"
+    CONSOLIDATE_AFTER_NEVER = "consolidate-after-never"
+    PAUSED = "paused"  # inner: HOLD or STABILIZATION_WINDOW
+    HOLD = "hold"
+    STABILIZATION_WINDOW = "stabilization-window"
+    NOT_STABLE = "not-stable"  # consolidateAfter has not passed since its pods changed
+    # the budget for the reason has no room
+    BUDGET_INVALID = "budget-invalid"
+    BUDGET_ZERO = "budget-zero"
+    BUDGET_USED_UP = "budget-used-up"
+    BUDGET_USED_BY_CONSOLIDATIONS = "budget-used-by-consolidations"
+    # a method wanted it, but (inner)
+    EMPTY_BUT = "empty-but"
+    DUE_BUT = "due-but"  # expired or drifted (the method's finding in `due`)
+    POD_NOWHERE_TO_GO = "pod-nowhere-to-go"
+    # single-node consolidation found no command
+    PODS_FIT_NOWHERE = "pods-fit-nowhere"
+    NO_REPLACEMENT = "no-replacement"  # inner: one of the three below
+    NO_CHEAPER_REPLACEMENT = "no-cheaper-replacement"
+    SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
+    SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
+    # the engine's own
+    ANOTHER_METHOD_ACTED = "another-method-acted"
+    BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
+    BUDGET_WAIT_UNCONSOLIDATABLE = "budget-wait-unconsolidatable"  # inner: the budget; `alone`: why not alone
+    NOTHING_TO_DO = "nothing-to-do"
+
+
+class Stale(StrEnum):
+    """Why a command decided earlier is no longer right against a fresher snapshot."""
+
+    NODE_GONE = "node-gone"
+    NO_LONGER_CANDIDATE = "no-longer-candidate"  # inner: the BlockCause
+    NO_LONGER_EXPIRED = "no-longer-expired"
+    NO_LONGER_DRIFTED = "no-longer-drifted"
+    CONSOLIDATION_PAUSED = "consolidation-paused"  # inner: HOLD or STABILIZATION_WINDOW
+    CONSOLIDATE_AFTER_NOW_NEVER = "consolidate-after-now-never"
+    NODE_CHANGED = "node-changed"  # inner: NOT_STABLE
+    NO_LONGER_EMPTY = "no-longer-empty"
+    BUDGET_SHRANK = "budget-shrank"
+    POD_NO_LONGER_FITS = "pod-no-longer-fits"
+    REPLACEMENT_DEARER = "replacement-dearer"
+
+
+SENTENCES: Mapping[Cause, str] = {
+    Cause.NOT_OWNED: "it is not owned by a NodePool (no karpenter.sh/nodepool label)",
+    Cause.NODEPOOL_MISSING: "its NodePool {pool} is not in the snapshot",
+    Cause.DELETING: "it is already being deleted",
+    Cause.BEING_DISRUPTED: "it is already being disrupted (tainted karpenter.sh/disrupted)",
+    Cause.NOT_INITIALIZED: "it is not initialized yet (karpenter.sh/initialized is not true)",
+    Cause.NODE_DO_NOT_DISRUPT: "the node is annotated karpenter.sh/do-not-disrupt=true",
+    Cause.POD_DO_NOT_DISRUPT: "pod {pod} has {annotation}={value}",
+    Cause.POD_PROTECTED_UNTIL: "pod {pod} has {annotation}={value} (protected until {until:time})",
+    Cause.POD_ANNOTATION_INVALID: "pod {pod} has {annotation}={value!r}, which is neither true nor a duration",
+    Cause.POD_TWO_PDBS: "pod {pod} is covered by two PDBs ({pdbs:and}); the Eviction API refuses to evict it",
+    Cause.PDB_BLOCKS: ("pdb {pdb} prevents pod evictions (0 disruptions allowed: {healthy} of {expected} pods "
+                       "healthy)"),
+    Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
+    Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
+    Cause.CONSOLIDATION_POLICY: ("NodePool {pool}'s consolidationPolicy is {policy}: only empty nodes are "
+                                 "consolidated"),
+    Cause.CONSOLIDATE_AFTER_NEVER: "NodePool {pool}'s consolidateAfter is Never",
+    Cause.PAUSED: "consolidation is paused by {inner}",
+    Cause.HOLD: "{hold:hold}",
+    Cause.STABILIZATION_WINDOW: ("NodePool {pool}'s stabilizationWindow ({window:duration}) is in effect: node "
+                                 "{newest} launched {age:duration} ago; Empty and Underutilized disruptions resume "
+                                 "at {resume:time}"),
+    Cause.NOT_STABLE: ("consolidateAfter ({after:duration}) has not passed since the node's pods last changed at "
+                       "{last:time}; it becomes consolidatable at {ready:time}"),
+    Cause.BUDGET_INVALID: "{detail}",
+    Cause.BUDGET_ZERO: "the {reason} budget allows 0 disruptions now: {detail}",
+    Cause.BUDGET_USED_UP: "the {reason} budget of NodePool {pool} is used up by other disruptions this pass ({detail})",
+    Cause.BUDGET_USED_BY_CONSOLIDATIONS: ("the {reason} budget of NodePool {pool} is used up by the other "
+                                          "consolidations of this pass; it is considered again next pass"),
+    Cause.EMPTY_BUT: "empty, but {inner}",
+    Cause.DUE_BUT: "{due}, but {inner}",
+    Cause.POD_NOWHERE_TO_GO: "pod {pod} would have nowhere to go: {why}",
+    Cause.PODS_FIT_NOWHERE: ("its pods do not fit on the other nodes (pod {pod}: {why}), and not on one new node "
+                             "either"),
+    Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",
+    Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
+                                   "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
+    Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot "
+                                  "when enabled (--spot-to-spot or NodePool annotation "
+                                  "ebb.sh/spot-to-spot-consolidation)"),
+    Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: ("spot-to-spot replacement needs at least {minimum} cheaper instance types to "
+                                       "choose from; only {found} qualify"),
+    Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
+                                 "one method acts per pass; it is considered again next pass"),
+    Cause.BUDGET_WAIT: "{inner}; on its own it could be consolidated ({action}, saving ${savings:.4f}/h)",
+    Cause.BUDGET_WAIT_UNCONSOLIDATABLE: "{alone} (and {inner})",
+    Cause.NOTHING_TO_DO: ("nothing to do: it is not expired, drifted or empty, and no consolidation makes the "
+                          "cluster cheaper"),
+}
+
+STALE_SENTENCES: Mapping[Stale, str] = {
+    Stale.NODE_GONE: "node {node} is gone",
+    Stale.NO_LONGER_CANDIDATE: "node {node} is no longer a candidate: {inner}",
+    Stale.NO_LONGER_EXPIRED: "node {node} is no longer expired",
+    Stale.NO_LONGER_DRIFTED: "node {node} is no longer drifted",
+    Stale.CONSOLIDATION_PAUSED: "consolidation of node {node} is paused by {inner}",
+    Stale.CONSOLIDATE_AFTER_NOW_NEVER: "NodePool {pool}'s consolidateAfter is now Never",
+    Stale.NODE_CHANGED: "node {node} changed: {inner}",
+    Stale.NO_LONGER_EMPTY: "node {node} is no longer empty: {arrived} pods arrived",
+    Stale.BUDGET_SHRANK: ("the {reason} budget of NodePool {pool} now allows {allowed} disruptions, the command "
+                          "needs {needed}"),
+    Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
+    Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
+                               "command was approved for"),
+}
+
+#: the budget kinds: a node blocked by one of these alone waits only for room in its budget
+BUDGET_CAUSES = frozenset({Cause.BUDGET_INVALID, Cause.BUDGET_ZERO, Cause.BUDGET_USED_UP,
+                           Cause.BUDGET_USED_BY_CONSOLIDATIONS})
+
+
+@dataclass(frozen=True, slots=True)
+class BlockCause:
+    """Why a pass leaves a node alone: the kind, the values of its sentence, and the cause it qualifies."""
+
+    kind: Cause
+    values: Mapping[str, object] = field(default_factory=dict, hash=False)
+    inner: BlockCause | None = None
+
+    @property
+    def text(self) -> str:
+        return render(self)
+
+    @property
+    def waits_for_budget(self) -> bool:
+        """Whether the budget alone stops it (room in a later pass would let it go)."""
+        return self.kind in BUDGET_CAUSES
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StaleCause:
+    """Why a decided command is stale: the kind, the values of its sentence, and the BlockCause behind it."""
+
+    kind: Stale
+    values: Mapping[str, object] = field(default_factory=dict, hash=False)
+    inner: BlockCause | None = None
+
+    @property
+    def text(self) -> str:
+        return render(self)
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+#: a node that no method wants: not expired, drifted or empty, and no consolidation saves money
+NOTHING_TO_DO = BlockCause(Cause.NOTHING_TO_DO)
+
+
+def describe_hold(hold: Hold) -> str:
+    """A Hold as a pause reason names it: ``hold freeze (nodePool default) until 2026-...: incident``."""
+    target = f" {hold.target}" if hold.target else ""
+    until = f" until {fmt_time(hold.expires)}" if hold.expires else ""
+    why = f": {hold.reason}" if hold.reason else ""
+    return f"hold {hold.name} ({hold.scope}{target}){until}{why}"
+
+
+def _time(value: object) -> str:
+    assert isinstance(value, datetime)
+    return fmt_time(value)
+
+
+def _duration(value: object) -> str:
+    assert isinstance(value, int | float)
+    return format_duration(value)
+
+
+def _joined(value: object) -> str:
+    assert isinstance(value, tuple)
+    return " and ".join(str(v) for v in value)
+
+
+def _hold(value: object) -> str:
+    assert isinstance(value, Hold)
+    return describe_hold(value)
+
+
+_NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
+    "time": _time, "duration": _duration, "and": _joined, "hold": _hold}
+
+
+class _SentenceFormatter(string.Formatter):
+    def format_field(self, value: object, format_spec: str) -> str:
+        named = _NAMED_FORMATS.get(format_spec)
+        return named(value) if named is not None else super().format_field(value, format_spec)
+
+
+_FORMATTER = _SentenceFormatter()
+
+
+def render(cause: BlockCause | StaleCause) -> str:
+    """The sentence of a cause (its inner cause's sentence included)."""
+    template = SENTENCES[cause.kind] if isinstance(cause, BlockCause) else STALE_SENTENCES[cause.kind]
+    return _FORMATTER.vformat(template, (), {**cause.values, "inner": cause.inner})

@@ -1,0 +1,177 @@
+"""ebb.core.causes and the events built from them: every kind of cause renders to its sentence, and the Event
+of a node the pass leaves alone (``Unconsolidatable``, ``DisruptionBlocked`` or none) follows from the kind
+of its cause alone, never from the sentence."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from ebb.core import events as ev
+from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause, Stale, StaleCause, render
+from ebb.core.model import Hold
+
+T = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+T2 = datetime(2026, 11, 23, 19, 0, tzinfo=UTC)
+HOLD = Hold("freeze", "nodePool", "default", T2, "incident")
+BUDGET_USED_UP = BlockCause(Cause.BUDGET_USED_UP, {"reason": "Underutilized", "pool": "default",
+                                                   "detail": "budget nodes=1 of NodePool default allows 1 of 3 nodes"})
+BUDGET_ZERO = BlockCause(Cause.BUDGET_ZERO, {"reason": "Empty", "detail": "budget nodes=0 ..."})
+NOT_STABLE = BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2})
+DO_NOT_CONSOLIDATE = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
+NO_CHEAPER = BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": 0.096, "price": 0.0832})
+PODS_FIT_NOWHERE = BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": "default/web", "why": "no room"})
+U, B = ev.UNCONSOLIDATABLE, ev.DISRUPTION_BLOCKED
+
+# (cause, its sentence, its Event)
+CAUSES: list[tuple[BlockCause, str, str | None]] = [
+    (BlockCause(Cause.NOT_OWNED), "it is not owned by a NodePool (no karpenter.sh/nodepool label)", None),
+    (BlockCause(Cause.NODEPOOL_MISSING, {"pool": "gone"}), "its NodePool gone is not in the snapshot", None),
+    (BlockCause(Cause.DELETING), "it is already being deleted", None),
+    (BlockCause(Cause.BEING_DISRUPTED), "it is already being disrupted (tainted karpenter.sh/disrupted)", None),
+    (BlockCause(Cause.NOT_INITIALIZED), "it is not initialized yet (karpenter.sh/initialized is not true)", B),
+    (BlockCause(Cause.NODE_DO_NOT_DISRUPT), "the node is annotated karpenter.sh/do-not-disrupt=true", B),
+    (BlockCause(Cause.POD_DO_NOT_DISRUPT, {"pod": "default/p", "annotation": "karpenter.sh/do-not-disrupt",
+                                           "value": "true"}),
+     "pod default/p has karpenter.sh/do-not-disrupt=true", B),
+    (BlockCause(Cause.POD_PROTECTED_UNTIL, {"pod": "default/p", "annotation": "karpenter.sh/do-not-disrupt",
+                                            "value": "1h", "until": T2}),
+     "pod default/p has karpenter.sh/do-not-disrupt=1h (protected until 2026-11-23T19:00:00Z)", B),
+    (BlockCause(Cause.POD_ANNOTATION_INVALID, {"pod": "default/p", "annotation": "karpenter.sh/do-not-disrupt",
+                                               "value": "soon"}),
+     "pod default/p has karpenter.sh/do-not-disrupt='soon', which is neither true nor a duration", B),
+    (BlockCause(Cause.POD_TWO_PDBS, {"pod": "default/p", "pdbs": ("default/a", "default/b")}),
+     "pod default/p is covered by two PDBs (default/a and default/b); the Eviction API refuses to evict it", B),
+    (BlockCause(Cause.PDB_BLOCKS, {"pdb": "default/a", "healthy": 1, "expected": 2}),
+     "pdb default/a prevents pod evictions (0 disruptions allowed: 1 of 2 pods healthy)", B),
+    (BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": "default"}),
+     "NodePool default's template annotates its nodes karpenter.sh/do-not-disrupt=true", B),
+    (DO_NOT_CONSOLIDATE, "the node is annotated karpenter.sh/do-not-consolidate=true", U),
+    (BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": "default", "policy": "WhenEmpty"}),
+     "NodePool default's consolidationPolicy is WhenEmpty: only empty nodes are consolidated", U),
+    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "default"}), "NodePool default's consolidateAfter is Never",
+     U),
+    (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD, {"hold": HOLD})),
+     "consolidation is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident", B),
+    (BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None)}), "hold h (cluster)", B),
+    (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "window": 3600, "newest": "n9", "age": 300.0,
+                                             "resume": T2}),
+     "NodePool default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and Underutilized "
+     "disruptions resume at 2026-11-23T19:00:00Z", B),
+    (NOT_STABLE, "consolidateAfter (5m) has not passed since the node's pods last changed at 2026-11-23T18:30:00Z; "
+                 "it becomes consolidatable at 2026-11-23T19:00:00Z", U),
+    (BlockCause(Cause.BUDGET_INVALID, {"detail": "budget 0 of NodePool default is invalid (...)"}),
+     "budget 0 of NodePool default is invalid (...)", B),
+    (BUDGET_ZERO, "the Empty budget allows 0 disruptions now: budget nodes=0 ...", B),
+    (BUDGET_USED_UP, "the Underutilized budget of NodePool default is used up by other disruptions this pass "
+                     "(budget nodes=1 of NodePool default allows 1 of 3 nodes)", B),
+    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "default"}),
+     "the Underutilized budget of NodePool default is used up by the other consolidations of this pass; it is "
+     "considered again next pass", B),
+    # emptiness: its inner cause decides
+    (BlockCause(Cause.EMPTY_BUT, inner=DO_NOT_CONSOLIDATE),
+     "empty, but the node is annotated karpenter.sh/do-not-consolidate=true", U),
+    (BlockCause(Cause.EMPTY_BUT, inner=BUDGET_ZERO), "empty, but the Empty budget allows 0 disruptions now: "
+                                                     "budget nodes=0 ...", B),
+    (BlockCause(Cause.EMPTY_BUT, inner=NOT_STABLE), f"empty, but {NOT_STABLE.text}", U),
+    (BlockCause(Cause.DUE_BUT, {"due": "expired: launched ..."}, BUDGET_ZERO),
+     "expired: launched ..., but the Empty budget allows 0 disruptions now: budget nodes=0 ...", B),
+    (BlockCause(Cause.DUE_BUT, {"due": "drifted: ..."}, BlockCause(Cause.POD_NOWHERE_TO_GO, {
+        "pod": "default/web", "why": "no node has room"})),
+     "drifted: ..., but pod default/web would have nowhere to go: no node has room", B),
+    (BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": "default/web", "why": "no room"}),
+     "pod default/web would have nowhere to go: no room", B),
+    (PODS_FIT_NOWHERE, "its pods do not fit on the other nodes (pod default/web: no room), and not on one new node "
+                       "either", U),
+    (BlockCause(Cause.NO_REPLACEMENT, {"pod": "default/web", "why": "no room"}, NO_CHEAPER),
+     "its pods do not fit on the other nodes (pod default/web: no room), and can't replace with a cheaper node: "
+     "its pods need a node costing $0.0960/h or more, and it costs $0.0832/h", U),
+    (NO_CHEAPER, "can't replace with a cheaper node: its pods need a node costing $0.0960/h or more, and it costs "
+                 "$0.0832/h", U),
+    (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
+     "spot-to-spot consolidation is disabled: a spot node is only replaced by spot when enabled (--spot-to-spot "
+     "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
+    (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),
+     "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 3 qualify", U),
+    (BlockCause(Cause.ANOTHER_METHOD_ACTED, {"method": "emptiness", "action": "delete", "acted": "drift"}),
+     "it could be disrupted by emptiness (delete), but drift acted this pass and only one method acts per pass; "
+     "it is considered again next pass", None),
+    (BlockCause(Cause.BUDGET_WAIT, {"action": "replace", "savings": 0.04}, BUDGET_USED_UP),
+     f"{BUDGET_USED_UP.text}; on its own it could be consolidated (replace, saving $0.0400/h)", B),
+    (BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": PODS_FIT_NOWHERE}, BUDGET_USED_UP),
+     f"{PODS_FIT_NOWHERE.text} (and {BUDGET_USED_UP.text})", B),
+    (NOTHING_TO_DO, "nothing to do: it is not expired, drifted or empty, and no consolidation makes the cluster "
+                    "cheaper", U),
+]
+
+
+@pytest.mark.parametrize(("cause", "sentence", "event"), [pytest.param(*c, id=c[0].kind) for c in CAUSES])
+def test_a_cause_renders_to_its_sentence_and_classifies_by_its_kind(cause: BlockCause, sentence: str,
+                                                                      event: str | None) -> None:
+    assert cause.text == sentence == str(cause) == render(cause)
+    assert ev.classify(cause) == event
+
+
+def test_every_kind_of_cause_has_a_sentence_an_event_and_a_case() -> None:
+    assert {cause.kind for cause, _, _ in CAUSES} == set(Cause)
+    assert set(ev.EVENT_OF_CAUSE) == set(Cause) - {Cause.EMPTY_BUT}  # empty, but ...: its inner cause's
+
+
+MISLEADING: list[tuple[BlockCause, str, str]] = [
+    (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None,
+                                                                          "until the drift acted this pass")})),
+     "acted this pass", B),
+    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "budget"}), "budget", U),
+    (BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": "default/budget-api", "why": "no room"}), "budget", U),
+]
+
+
+@pytest.mark.parametrize(("cause", "words", "event"), MISLEADING)
+def test_the_event_does_not_depend_on_the_words(cause: BlockCause, words: str, event: str) -> None:
+    """The sentence was once searched for "acted this pass" and "budget": a hold's reason, a NodePool or a
+    pod named so, no longer change the Event."""
+    assert words in cause.text
+    assert ev.classify(cause) == event
+
+
+@pytest.mark.parametrize(("cause", "waits"), [
+    (BUDGET_USED_UP, True), (BUDGET_ZERO, True), (BlockCause(Cause.BUDGET_INVALID, {"detail": "x"}), True),
+    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "p"}), True),
+    (BlockCause(Cause.EMPTY_BUT, inner=BUDGET_ZERO), False),  # emptiness is not told what consolidation would do
+    (BlockCause(Cause.DUE_BUT, {"due": "expired"}, BUDGET_ZERO), False),
+    (NOT_STABLE, False),
+])
+def test_only_a_budget_cause_waits_for_the_budget(cause: BlockCause, waits: bool) -> None:
+    assert cause.waits_for_budget is waits
+
+
+CHANGED = BlockCause(Cause.NOT_STABLE, {"after": 60, "last": T, "ready": T2})
+STALE: list[tuple[StaleCause, str]] = [
+    (StaleCause(Stale.NODE_GONE, {"node": "n1"}), "node n1 is gone"),
+    (StaleCause(Stale.NO_LONGER_CANDIDATE, {"node": "n1"}, BlockCause(Cause.DELETING)),
+     "node n1 is no longer a candidate: it is already being deleted"),
+    (StaleCause(Stale.NO_LONGER_EXPIRED, {"node": "n1"}), "node n1 is no longer expired"),
+    (StaleCause(Stale.NO_LONGER_DRIFTED, {"node": "n1"}), "node n1 is no longer drifted"),
+    (StaleCause(Stale.CONSOLIDATION_PAUSED, {"node": "n1"}, BlockCause(Cause.HOLD, {"hold": HOLD})),
+     "consolidation of node n1 is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident"),
+    (StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": "default"}),
+     "NodePool default's consolidateAfter is now Never"),
+    (StaleCause(Stale.NODE_CHANGED, {"node": "n1"}, CHANGED), f"node n1 changed: {CHANGED.text}"),
+    (StaleCause(Stale.NO_LONGER_EMPTY, {"node": "n1", "arrived": 2}), "node n1 is no longer empty: 2 pods arrived"),
+    (StaleCause(Stale.BUDGET_SHRANK, {"reason": "Empty", "pool": "default", "allowed": 0, "needed": 2}),
+     "the Empty budget of NodePool default now allows 0 disruptions, the command needs 2"),
+    (StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": "default/web", "why": "no room"}),
+     "pod default/web would no longer fit: no room"),
+    (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),
+     "the replacement now costs $0.0960/h, more than the $0.0416/h the command was approved for"),
+]
+
+
+@pytest.mark.parametrize(("stale", "sentence"), [pytest.param(*c, id=c[0].kind) for c in STALE])
+def test_a_stale_cause_renders_to_its_sentence(stale: StaleCause, sentence: str) -> None:
+    assert stale.text == sentence == str(stale)
+
+
+def test_every_kind_of_stale_cause_has_a_case() -> None:
+    assert {stale.kind for stale, _ in STALE} == set(Stale)

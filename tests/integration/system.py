@@ -206,7 +206,7 @@ class SystemSettings:
     api_port: int = field(default_factory=free_port)
     validation_delay: float = 2.0
     lease_duration: float = 4.0
-    lease_renew: float = 0.5
+    lease_renew: float = 1.0
     eviction_deadline: float = 300.0
 
     @property

@@ -92,7 +92,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
         return Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cp-{run}-{name}",
                         database_url=postgres_server.url, cluster=cluster,
                         kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease, lease_namespace="default",
-                        identity=f"planner-{name}-{run}", lease_duration_seconds=4, lease_renew_seconds=0.3,
+                        identity=f"planner-{name}-{run}", lease_duration_seconds=4, lease_renew_seconds=1,
                         debounce_seconds=0.2, pass_interval_seconds=1, validation_delay_seconds=1)
 
     def leaders() -> list[str]:
@@ -250,7 +250,7 @@ async def test_kubernetes_events_appear_on_the_nodes_of_the_real_apiserver(
         settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpe-{run}",
                             database_url=postgres_server.url, cluster=cluster,
                             kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease,
-                            identity=f"planner-e-{run}", lease_duration_seconds=4, lease_renew_seconds=0.3,
+                            identity=f"planner-e-{run}", lease_duration_seconds=4, lease_renew_seconds=1,
                             debounce_seconds=0.2, pass_interval_seconds=1, validation_delay_seconds=1)
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
             await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS])
@@ -326,7 +326,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
                         database_url=postgres_server.url, cluster=cluster,
                         kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease, identity=f"planner-i-{run}",
                         lease_duration_seconds=4,
-                        lease_renew_seconds=0.3, debounce_seconds=0.2, pass_interval_seconds=1,
+                        lease_renew_seconds=1, debounce_seconds=0.2, pass_interval_seconds=1,
                         validation_delay_seconds=1, events_enabled=False)
     try:
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:

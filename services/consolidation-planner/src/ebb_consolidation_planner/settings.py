@@ -38,9 +38,11 @@ class Settings(BaseSettings):
     lease_namespace: str = "default"
     #: this replica's holder identity (default: hostname and a random suffix)
     identity: str = ""
-    lease_duration_seconds: float = Field(default=15.0, gt=0)
-    #: how often the leader renews (and a follower retries)
-    lease_renew_seconds: float = Field(default=2.0, gt=0)
+    #: a follower takes the Lease over when it saw no renewal for this long; the leader steps down when it
+    #: could not renew for two thirds of it (whole seconds, as the Lease has them)
+    lease_duration_seconds: float = Field(default=15.0, ge=2)
+    #: how often the leader renews (and a follower retries); at least 1 s (kubernetes-asyncio's leaderelection)
+    lease_renew_seconds: float = Field(default=2.0, ge=1)
     #: a budget_ledger row whose holder never released it is reclaimable after this
     ledger_ttl_seconds: float = Field(default=3600.0, gt=0)
     #: spot nodes may be replaced by spot nodes

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import func, select
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.clock import ManualClock, Stopped
 from ebb.adapters.kube.drain import (
     DISRUPTED_TAINT,
     Conflict,
@@ -38,7 +39,7 @@ from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
 from ebb.adapters.store.repository import Repository
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from ebb_termination_executor import app
-from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor, Stopped, stop_aware_sleep
+from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
 
@@ -76,20 +77,6 @@ def pod(
         "spec": spec,
         "status": {"phase": phase},
     }
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, delay: float) -> None:
-        self.sleeps.append(delay)
-        self.now += delay
-        await asyncio.sleep(0)
 
 
 class FakeApi:
@@ -180,9 +167,9 @@ class FakeApi:
         return [target for kind, target in self.calls if kind == "evict"]
 
 
-def drainer(api: FakeApi, clock: FakeClock, *, deadline: float = 60.0) -> Drainer:
+def drainer(api: FakeApi, clock: ManualClock, *, deadline: float = 60.0) -> Drainer:
     return Drainer(api, eviction_deadline=deadline, backoff=EvictionBackoff(initial=0.5, maximum=4.0),
-                   poll_interval=0.25, sleep=clock.sleep, clock=clock)
+                   poll_interval=0.25, clock=clock)
 
 
 # -- pure parts ------------------------------------------------------------------------------------------
@@ -250,7 +237,7 @@ def test_backoff_is_exponential_and_capped() -> None:
 
 
 async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     api.add_pods(
         pod("ds", owner="DaemonSet"),
@@ -290,7 +277,7 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
 
 
 async def test_drain_fails_at_the_deadline_without_force() -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     api.add_pods(pod("guarded"))
     api.refusals["default/guarded"] = -1  # the PDB never allows it
@@ -298,9 +285,9 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
     with pytest.raises(DrainFailed, match="could not be evicted within 10s"):
         await d.drain("n1")
     assert "default/guarded" in api.pods  # never deleted
-    assert clock.now <= 10.0
+    assert clock.monotonic() <= 10.0
     # an evicted pod that never goes fails as well
-    api2, clock2 = FakeApi(), FakeClock()
+    api2, clock2 = FakeApi(), ManualClock()
     api2.add_node("n1")
     api2.add_pods(pod("stuck"))
     api2.linger["default/stuck"] = 10_000
@@ -309,16 +296,16 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
 
 
 async def test_taint_retries_a_conflict() -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     api.add_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])
     api.conflicts = 2
     assert await drainer(api, clock).taint("n1") is True
     assert api.nodes["n1"]["spec"]["taints"] == [{"key": "a", "effect": "NoSchedule"}, dict(DISRUPTED_TAINT)]
 
 
-async def test_stop_aware_sleep() -> None:
+async def test_the_drainers_waits_end_when_the_service_stops() -> None:
     stop = asyncio.Event()
-    sleep = stop_aware_sleep(stop)
+    sleep = Drainer(FakeApi(), stop=stop).sleep
     await sleep(0.01)
     stop.set()
     with pytest.raises(Stopped):
@@ -376,7 +363,7 @@ async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:
 
 
 async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     for name in ("n1", "n2"):
         api.add_node(name)
     api.add_pods(pod("a", "n1"), pod("b", "n2"), pod("ds", "n2", owner="DaemonSet"))
@@ -418,7 +405,7 @@ async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> 
 
 
 async def test_failed_drain_rolls_back(store: ExecutorStore) -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     api.add_node("n2")
     api.add_pods(pod("ok", "n1"), pod("guarded", "n2"))
@@ -438,7 +425,7 @@ async def test_failed_drain_rolls_back(store: ExecutorStore) -> None:
 
 
 async def test_replacements_fail_and_finished_decisions_are_left(store: ExecutorStore) -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
@@ -452,7 +439,7 @@ async def test_replacements_fail_and_finished_decisions_are_left(store: Executor
 
 
 async def test_missing_node_is_terminated_at_once(store: ExecutorStore) -> None:
-    api, clock = FakeApi(), FakeClock()
+    api, clock = FakeApi(), ManualClock()
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     assert await executor.execute(command(("gone",), decision_id="d-4")) == "succeeded"

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.clock import ManualClock
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.repository import Repository
@@ -326,16 +327,6 @@ class Sink:
                 if b["involvedObject"]["name"] == name and b["involvedObject"]["kind"] == kind]
 
 
-class Ticks:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_kube_events_name_why_nodes_are_not_removed_and_what_was_decided(db: str) -> None:
     sink = Sink()
     recorder = EventRecorder(sink, component="ebb-consolidation-planner", instance="test")
@@ -367,8 +358,8 @@ async def test_kube_events_name_why_nodes_are_not_removed_and_what_was_decided(d
 async def test_the_recorder_deduplicates_bounds_its_work_and_survives_failures() -> None:
     from ebb.core import events as ev
 
-    ticks, sink = Ticks(), Sink()
-    recorder = EventRecorder(sink, component="c", qps=5, max_queue=50, monotonic=ticks,
+    ticks, sink = ManualClock(monotonic=1000.0), Sink()
+    recorder = EventRecorder(sink, component="c", qps=5, max_queue=50, clock=ticks,
                              uid_of=lambda ref: f"uid-{ref.name}")
     many = [e for i in range(2000) for e in ev.unconsolidatable(f"node-{i}", None, "no cheaper node")]
     assert recorder.record(many) == 50 and recorder.dropped == 1950  # the queue is bounded
@@ -387,7 +378,7 @@ async def test_the_recorder_deduplicates_bounds_its_work_and_survives_failures()
     sink.failing = False
     assert recorder.record([event]) == 1 and await recorder.flush() == 1
     assert recorder.record([event]) == 0  # written: within its 2-minute window now
-    ticks.now += ev.DEFAULT_DEDUPE_SECONDS + 1
+    ticks.advance(ev.DEFAULT_DEDUPE_SECONDS + 1)
     assert recorder.record([event]) == 1  # the window is over
 
 

@@ -20,6 +20,7 @@ from datetime import datetime
 import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
+from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.events import EventRecorder, kube_sink
@@ -31,7 +32,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import Planner, utcnow
+from ebb_consolidation_planner.planner import LEADERSHIP_POLL, Planner, utcnow
 from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
@@ -46,7 +47,7 @@ async def run(
     store: PlannerStore | None = None,
     leader: Leadership | None = None,
     metrics: Metrics | None = None,
-    clock: Callable[[], datetime] = utcnow,
+    clock: Clock | Callable[[], datetime] = utcnow,
     started: asyncio.Event | None = None,
     planner_ready: Callable[[Planner], None] | None = None,
     recorder: EventRecorder | None = None,
@@ -55,7 +56,9 @@ async def run(
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
     to ``recorder`` and the ebb.sh/drifted annotations to ``annotator``, or nowhere); ``started`` is set once
-    the topic was read and the loops run."""
+    the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
+    the planner's, the Lease's and the event recorder's."""
+    clock = clock_of(clock)
     objects = SnapshotStore()
     identity = settings.holder_identity()
     async with contextlib.AsyncExitStack() as stack:
@@ -71,11 +74,11 @@ async def run(
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
                                   identity=identity, duration=settings.lease_duration_seconds,
-                                  renew=settings.lease_renew_seconds)
+                                  renew=settings.lease_renew_seconds, clock=clock)
             if recorder is None and settings.events_enabled:
                 recorder = EventRecorder(kube_sink(api), component=settings.events_component, instance=identity,
                                          namespace=settings.events_namespace, uid_of=_uid_of(objects),
-                                         qps=settings.events_qps, max_queue=settings.events_queue)
+                                         qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
             if annotator is None and settings.annotate_nodes:
                 annotator = KubeNodeAnnotator(api)
         metrics = metrics or Metrics()
@@ -141,21 +144,29 @@ def _uid_of(objects: SnapshotStore) -> Callable[[InvolvedObject], str | None]:
     return uid_of
 
 
+def _setter(event: asyncio.Event) -> Callable[[object], None]:
+    """A done callback that sets ``event``."""
+    return lambda _task: event.set()
+
+
 async def consume_while_leading(bus: Bus, group: str, planner: Planner, leader: Leadership,
                                 stop: asyncio.Event) -> None:
-    """Consume ebb.interruptions in the shared ``group`` while this replica is the leader, until ``stop``."""
+    """Consume ebb.interruptions in the shared ``group`` while this replica is the leader, until ``stop``; the
+    leadership is looked at every ``LEADERSHIP_POLL`` seconds of the planner's clock."""
+    clock = planner.clock
     while not stop.is_set():
         if not leader.is_leader:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=0.2)
+            await clock.sleep(LEADERSHIP_POLL, stop)
             continue
         consumer_stop = asyncio.Event()
         task = asyncio.create_task(bus.consume([TOPIC_INTERRUPTIONS], group, planner.handle_interruption,
                                                stop=consumer_stop))
+        ended = asyncio.Event()
+        task.add_done_callback(_setter(ended))
         log.info("consuming interruptions", group=group)
         try:
             while not stop.is_set() and leader.is_leader and not task.done():
-                await asyncio.wait({task}, timeout=0.2)
+                await clock.wait(ended, stop, within=LEADERSHIP_POLL)
         finally:
             consumer_stop.set()
             try:

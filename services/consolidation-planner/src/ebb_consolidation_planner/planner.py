@@ -40,12 +40,16 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from tenacity import RetryCallState
 
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, Delivery
+from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
@@ -77,6 +81,11 @@ log = structlog.get_logger("ebb_consolidation_planner")
 ORPHANED = "the planner that proposed it stopped before validating it"
 #: the longest wait between two republishes of one command (the wait doubles from ``republish_after``)
 REPUBLISH_MAX_WAIT = 300.0
+#: how often (seconds of the planner's clock) a follower looks whether it leads now, and a leader whether it
+#: still does (the Lease is renewed in the background; ``Leadership.is_leader`` is only read)
+LEADERSHIP_POLL = 0.2
+#: the waits between the attempts to publish an approved command (0.2 s doubling to 5 s, no jitter)
+PUBLISH_BACKOFF = Backoff(initial=0.2, maximum=5.0, jitter=0.0)
 #: the namespace of command ids: uuid5(COMMANDS, decision id)
 COMMANDS = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
 #: the namespace of interruption decision ids: uuid5(INTERRUPTIONS, message id)
@@ -134,7 +143,7 @@ class Planner:
         interval: float = 10.0,
         validation_delay: float = 15.0,
         options: EngineOptions | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock | Callable[[], datetime] = utcnow,
         recorder: EventRecorder | None = None,
         republish_after: float = 10.0,
         republish_interval: float = 5.0,
@@ -150,7 +159,8 @@ class Planner:
         self.interval = interval
         self.validation_delay = validation_delay
         self.options = options or EngineOptions()
-        self.clock = clock
+        #: "now" (decisions, events, the engine) and every interval of the loop (``ebb.adapters.clock``)
+        self.clock = clock_of(clock)
         self.recorder = recorder
         self.republish_after = republish_after
         self.republish_interval = republish_interval
@@ -218,16 +228,17 @@ class Planner:
     # -- the loop -----------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Plan on changes (debounced) and every ``interval`` seconds while leader, until ``stop``."""
+        """Plan on changes (debounced) and every ``interval`` seconds while leader, until ``stop``. Every wait is
+        on the planner's clock: the debounce, the interval, the republish interval, the validation delay and
+        the tick (0.2 s, or the interval when shorter) at which the loop looks at the leadership."""
         self._stop = stop
         last = -float("inf")
         last_republish = -float("inf")
         leading = False
-        tick = min(0.2, self.interval)
+        tick = min(LEADERSHIP_POLL, self.interval)
         try:
             while not stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(self.changed, stop), timeout=tick)
+                await self.clock.wait(self.changed, stop, within=tick)
                 if stop.is_set():
                     break
                 if not self.leader.is_leader:
@@ -237,8 +248,7 @@ class Planner:
                     # changes are of no use to a follower (a new leader plans from scratch): wait a tick,
                     # not on the set event, which would wake this loop at once again and again
                     self.changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), timeout=tick)
+                    await self.clock.sleep(tick, stop)
                     continue
                 fresh = not leading
                 if fresh:
@@ -251,22 +261,21 @@ class Planner:
                     if orphans:
                         log.info("orphaned proposals rejected", decisions=orphans)
                     last_republish = -float("inf")
-                if time.monotonic() - last_republish >= self.republish_interval:
-                    last_republish = time.monotonic()
+                if self.clock.monotonic() - last_republish >= self.republish_interval:
+                    last_republish = self.clock.monotonic()
                     try:
                         await self.republish()
                     except Exception as e:
                         log.warning("republishing approved commands failed", error=repr(e))
-                since = time.monotonic() - last
+                since = self.clock.monotonic() - last
                 if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
                     if self.changed.is_set():
                         # a change waits out the debounce: sleep until it ends (the set event would
                         # otherwise wake this loop at once, thousands of times a second)
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(stop.wait(), timeout=min(self.debounce, self.interval) - since)
+                        await self.clock.sleep(min(self.debounce, self.interval) - since, stop)
                     continue
                 self.changed.clear()
-                last = time.monotonic()
+                last = self.clock.monotonic()
                 try:
                     await self.plan_once()
                 except Exception as e:  # the database is away, ...: try again on the next pass
@@ -368,9 +377,7 @@ class Planner:
 
     async def _validate_later(self, decision_id: str, command: Command, pools: dict[str, str]) -> None:
         bound = log.bind(decision_id=decision_id)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), timeout=self.validation_delay)
-        if self._stop.is_set():
+        if await self.clock.sleep(self.validation_delay, self._stop):
             return  # left proposed: the next leader rejects it as orphaned
         try:
             await self._decide(decision_id, command, pools, bound)
@@ -429,19 +436,23 @@ class Planner:
     async def _publish_command(self, wire: DisruptionCommand, bound: Any, *, attempts: int = 3) -> bool:
         """Publish an approved command, retrying a little; False when it failed (``republish`` sends it later:
         the decision stays approved)."""
-        self._published[wire.decision_id] = time.monotonic()
-        delay = 0.2
-        for attempt in range(attempts):
-            try:
-                await self.bus.publish(TOPIC_DISRUPTION_COMMANDS, wire)
-                self._published[wire.decision_id] = time.monotonic()
-                return True
-            except Exception as e:
-                bound.warning("publishing the command failed", attempt=attempt + 1, error=repr(e))
-                if attempt + 1 < attempts:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-        self._published[wire.decision_id] = time.monotonic()
+        self._published[wire.decision_id] = self.clock.monotonic()
+
+        def retrying_in(attempt: RetryCallState) -> None:
+            error = attempt.outcome.exception() if attempt.outcome else None
+            bound.warning("publishing the command failed", attempt=attempt.attempt_number, error=repr(error))
+
+        try:
+            async for attempt in replace(PUBLISH_BACKOFF, max_attempts=attempts).retrying(self.clock,
+                                                                                          before_sleep=retrying_in):
+                with attempt:
+                    await self.bus.publish(TOPIC_DISRUPTION_COMMANDS, wire)
+        except Exception as e:
+            bound.warning("publishing the command failed", attempt=attempts, error=repr(e))
+        else:
+            self._published[wire.decision_id] = self.clock.monotonic()
+            return True
+        self._published[wire.decision_id] = self.clock.monotonic()
         bound.error("the approved command could not be published; it will be republished",
                     command_id=str(wire.id), republish_after_seconds=self.republish_after)
         return False
@@ -453,7 +464,7 @@ class Planner:
         which this replica first saw that long ago. Returns the decision ids republished."""
         if not self.leader.is_leader:
             return []
-        mono, now = time.monotonic(), self.clock()
+        mono, now = self.clock.monotonic(), self.clock()
         waiting = await self.store.approved()
         ids = {d.id for d in waiting}
         for gone in [d for d in self._published if d not in ids]:
@@ -568,11 +579,3 @@ class Planner:
             except Exception as e:  # events are for subscribers; the store has the timeline
                 bound.warning("publishing an event failed", phase=phase, node=node, error=repr(e))
 
-
-async def _first(*events: asyncio.Event) -> None:
-    waiters = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

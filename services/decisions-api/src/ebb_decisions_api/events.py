@@ -23,6 +23,7 @@ import anyio
 import structlog
 from sse_starlette import ServerSentEvent
 
+from ebb.adapters.clock import Stopped, unless_stopped
 from ebb.contracts import DisruptionEvent
 from ebb_decisions_api.metrics import ApiMetrics
 
@@ -161,14 +162,7 @@ async def _next(queue: asyncio.Queue[DisruptionEvent | None], shutdown: anyio.Ev
         return queue.get_nowait()
     if shutdown is None:
         return await queue.get()
-    getter = asyncio.ensure_future(queue.get())
-    stopper = asyncio.ensure_future(shutdown.wait())
     try:
-        await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not getter.done():
-            getter.cancel()
-    if getter.done() and not getter.cancelled():
-        return getter.result()
-    return _SHUTDOWN
+        return await unless_stopped(queue.get(), shutdown)
+    except Stopped:
+        return _SHUTDOWN

@@ -19,7 +19,8 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   existing nodes only, no launches), so the cluster never holds a placement the engine would call
   invalid. A pod that fits nowhere stays Pending.
 
-Times come from the injected clock (simulated time). Nothing here sleeps or reads the wall clock.
+Times come from the injected clock (simulated time, ``ebb.adapters.clock``); the one wait, kube-scheduler's
+delay, is measured on it. Nothing here reads the wall clock.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import jsonpatch
 
 from ebb.adapters.bus import Bus
+from ebb.adapters.clock import Clock, clock_of, until_any
 from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
 from ebb.adapters.kube.trim import trim
@@ -69,14 +71,14 @@ class SimulatedCluster:
         self,
         documents: Iterable[Mapping[str, Any]],
         bus: Bus,
-        clock: Callable[[], datetime],
+        clock: Clock | Callable[[], datetime],
         *,
         bundled_catalog: Callable[[], Iterable[Any]] | None = None,
         seed: int = 0,
         boot_seconds: float = 60.0,
     ) -> None:
         self.bus = bus
-        self.clock = clock
+        self.clock = clock_of(clock)
         self.bundled_catalog = bundled_catalog
         self._random = random.Random(seed)
         self._resource_version = 1
@@ -368,16 +370,12 @@ class SimulatedCluster:
         self.pods_waiting.set()
 
     async def run_scheduler(self, stop: asyncio.Event, *, delay: float) -> None:
-        """kube-scheduler's loop: ``delay`` real seconds after pods became Pending, bind those that fit."""
+        """kube-scheduler's loop: ``delay`` seconds (of the clock) after pods became Pending, bind those that fit."""
         while not stop.is_set():
-            waiting = asyncio.create_task(self.pods_waiting.wait())
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait([waiting, stopping], return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            stopping.cancel()
+            await until_any(self.pods_waiting, stop)
             if stop.is_set():
                 return
-            await asyncio.sleep(delay)  # evictions come in bursts: bind them together
+            await self.clock.sleep(delay)  # evictions come in bursts: bind them together
             self.pods_waiting.clear()
             await self.schedule_pending()
 

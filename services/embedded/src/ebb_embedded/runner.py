@@ -3,7 +3,9 @@
 ``run_embedded`` composes what each service's composition root would build, replacing only the edges:
 the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions) for PostgreSQL, the
 ``SimulatedCluster`` for kube-apiserver, kube-scheduler, the controllers and the cluster-watcher, an
-always-leader for the Lease, and the ``SimClock`` for the wall clock. The consolidation-planner (which also
+always-leader for the Lease, and a ``SimClock`` (``ebb.adapters.clock``) for the clock: simulated "now" and
+simulated intervals alike, so every service keeps its settings in its own units (a 15 s validation delay is
+15 simulated seconds at any speed) and nothing is scaled here. The consolidation-planner (which also
 writes the ebb.sh/drifted annotation, on the simulated Nodes) and the termination-executor then run their
 own ``app.run`` unchanged. The
 interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
@@ -31,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
+from ebb.adapters.clock import SimClock, until_any
 from ebb.adapters.store.migrate import async_url, upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.core.cluster import ClusterView
@@ -39,7 +42,6 @@ from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_consolidation_planner.store import LIVE_STATES, PlannerStore
-from ebb_embedded.clock import SimClock
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
@@ -168,10 +170,10 @@ async def _serve_api(options: EmbeddedOptions, engine: AsyncEngine, bus: InMemor
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
                                                log_level="warning", timeout_graceful_shutdown=2))
     serving = asyncio.create_task(server.serve())
-    stopping = asyncio.create_task(stop.wait())
-    await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
+    ended = asyncio.Event()
+    serving.add_done_callback(lambda _task: ended.set())
+    await until_any(ended, stop)
     server.should_exit = True
-    stopping.cancel()
     await serving
 
 
@@ -192,7 +194,6 @@ async def run_embedded(
     prices = _prices(cluster.documents(), options.start)
     if cluster_ready is not None:
         cluster_ready(cluster)
-    real = clock.real
 
     async with contextlib.AsyncExitStack() as stack:
         if options.database is None:
@@ -225,12 +226,12 @@ async def run_embedded(
         services_stop = asyncio.Event()
         planners: list[Any] = []
         planner_settings = PlannerSettings(
-            cluster=options.cluster, debounce_seconds=real(1.0), pass_interval_seconds=real(10.0),
-            validation_delay_seconds=real(15.0), spot_to_spot=options.spot_to_spot)
+            cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
+            validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot)
         executor_settings = ExecutorSettings(
-            cluster=options.cluster, eviction_deadline_seconds=real(600.0),
-            eviction_backoff_initial_seconds=real(0.5), eviction_backoff_max_seconds=real(10.0),
-            poll_interval_seconds=real(0.5), replacement_ready_timeout_seconds=real(600.0))
+            cluster=options.cluster, eviction_deadline_seconds=600.0,
+            eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,
+            poll_interval_seconds=0.5, replacement_ready_timeout_seconds=600.0)
         tasks = [
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=planner_store,
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
@@ -238,7 +239,7 @@ async def run_embedded(
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
                                                  store=executor_store, clock=clock, launcher=cluster),
                                 name="termination-executor"),
-            asyncio.create_task(cluster.run_scheduler(services_stop, delay=min(0.05, real(1.0))),
+            asyncio.create_task(cluster.run_scheduler(services_stop, delay=1.0),
                                 name="kube-scheduler"),
         ]
         await cluster.schedule_pending()  # pods Pending in the snapshot
@@ -250,6 +251,9 @@ async def run_embedded(
         last_seen: tuple[Any, ...] = ()
         last_report = -float("inf")
         loop = asyncio.get_running_loop()
+        # the status is looked at every simulated second, but no more often than every 10 ms and at least
+        # every 0.2 s of the event loop (it reads the database)
+        look_every = min(max(1.0, 0.01 * options.speed), 0.2 * options.speed)
         try:
             while not stop.is_set():
                 for task in tasks:
@@ -272,8 +276,7 @@ async def run_embedded(
                 if options.until_stable and current.passes > 0 and current.now - last_change >= options.stable_for:
                     reason = "stable"
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=min(0.2, max(0.01, real(1.0))))
+                await clock.sleep(look_every, stop)
         finally:
             services_stop.set()
             done = await asyncio.gather(*tasks, return_exceptions=True)

@@ -12,32 +12,31 @@ Every SQS message is counted once in ``ebb_interruption_messages_total{result}``
 All but ``failed`` are deleted. A message's interruptions have stable ids (a UUIDv5 of the EventBridge
 event id, or the SQS message id, and the instance id), so a redelivered message republishes the same
 ids and consumers apply them once. A failed receive, publish or delete backs off (exponential, with
-jitter) and resumes; setting ``stop`` cancels a receive in flight and ends the loop after the batch in hand.
+jitter: ``ebb.adapters.backoff``, on the ingester's clock; a poll that succeeds starts the attempts again)
+and resumes; setting ``stop`` cancels a receive in flight or a backoff wait, and ends the loop after the
+batch in hand.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Coroutine
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
+from tenacity import RetryCallState, retry_if_not_exception_type
 
 from ebb.adapters.aws import Ignored, parse_message
 from ebb.adapters.aws.sqs import SqsMessage, SqsQueue
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus
-from ebb.adapters.bus.base import sleep_or_stop
+from ebb.adapters.clock import Clock, Stopped, unless_stopped
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb_interruption_ingester.nodes import NodeLookup
 
 log = structlog.get_logger("ebb_interruption_ingester")
-
-T = TypeVar("T")
 
 #: namespace of the interruption message ids
 ID_NAMESPACE: Final = uuid.UUID("6f1c1f5e-8a57-4c43-9b0e-2f1d7a3c9e11")
@@ -68,10 +67,6 @@ class Metrics:
         return float(value or 0.0)
 
 
-class _Stopped(Exception):
-    pass
-
-
 class Ingester:
     """Moves interruptions from an SQS queue to the bus."""
 
@@ -84,6 +79,7 @@ class Ingester:
         metrics: Metrics | None = None,
         backoff: Backoff | None = None,
         topic: str = TOPIC_INTERRUPTIONS,
+        clock: Clock | None = None,
     ) -> None:
         self.queue = queue
         self.bus = bus
@@ -91,35 +87,38 @@ class Ingester:
         self.metrics = metrics or Metrics()
         self.backoff = backoff or Backoff()
         self.topic = topic
+        #: times the backoff
+        self.clock = clock or Clock()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll and handle until ``stop`` is set."""
-        failures = 0
+        receiving = True
+
+        def retrying_in(attempt: RetryCallState) -> None:
+            error = attempt.outcome.exception() if attempt.outcome else None
+            what = ("sqs receive failed" if receiving
+                    else "handling a batch failed; the rest of it will be received again")
+            log.warning(what, error=repr(error), attempt=attempt.attempt_number,
+                        retry_in=round(attempt.upcoming_sleep, 2))
+
         while not stop.is_set():
             try:
-                messages = await _or_stop(self.queue.receive(), stop)
-            except _Stopped:
+                async for attempt in self.backoff.retrying(self.clock, stop, retry=retry_if_not_exception_type(Stopped),
+                                                           before_sleep=retrying_in):
+                    with attempt:
+                        receiving = True
+                        try:
+                            messages = await unless_stopped(self.queue.receive(), stop)
+                        except Stopped:
+                            raise
+                        except Exception:
+                            self.metrics.sqs_errors.inc()
+                            raise
+                        receiving = False
+                        for message in messages:
+                            await self.handle(message)
+            except Stopped:
                 break
-            except Exception as e:
-                self.metrics.sqs_errors.inc()
-                failures += 1
-                delay = self.backoff.delay(failures)
-                log.warning("sqs receive failed", error=repr(e), attempt=failures, retry_in=round(delay, 2))
-                if await sleep_or_stop(delay, stop):
-                    break
-                continue
-            try:
-                for message in messages:
-                    await self.handle(message)
-            except Exception as e:
-                failures += 1
-                delay = self.backoff.delay(failures)
-                log.warning("handling a batch failed; the rest of it will be received again", error=repr(e),
-                            attempt=failures, retry_in=round(delay, 2))
-                if await sleep_or_stop(delay, stop):
-                    break
-                continue
-            failures = 0
 
     async def handle(self, message: SqsMessage) -> Result:
         """Publish what ``message`` announces, then delete it. Raises when a publish or the delete failed
@@ -172,19 +171,3 @@ class Ingester:
         self.metrics.messages.labels(result=result).inc()
         return result
 
-
-async def _or_stop(work: Coroutine[Any, Any, T], stop: asyncio.Event) -> T:
-    """Await ``work`` unless ``stop`` is set first: then it is cancelled and _Stopped raised."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-    if task.cancelled():
-        raise _Stopped
-    return task.result()

@@ -13,13 +13,14 @@ import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.catalog import bundled_catalog
+from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.launch import KwokLauncher, Launcher, catalog_types
 from ebb.adapters.metrics_server import serve_metrics
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
-from ebb_termination_executor.executor import Executor, stop_aware_sleep, utcnow
+from ebb_termination_executor.executor import Executor, utcnow
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
@@ -34,12 +35,14 @@ def build_executor(
     store: ExecutorStore,
     stop: asyncio.Event,
     *,
-    clock: Callable[[], datetime] = utcnow,
+    clock: Clock | Callable[[], datetime] = utcnow,
     metrics: Metrics | None = None,
     launcher: Launcher | None = None,
     recorder: EventRecorder | None = None,
 ) -> Executor:
+    """The drainer and the executor; every wait on ``clock`` (cut short by ``stop``)."""
     metrics = metrics or Metrics()
+    clock = clock_of(clock)
     drainer = Drainer(
         node_api,
         eviction_deadline=settings.eviction_deadline_seconds,
@@ -48,7 +51,8 @@ def build_executor(
         ),
         poll_interval=settings.poll_interval_seconds,
         terminating_is_gone=settings.terminating_is_gone,
-        sleep=stop_aware_sleep(stop),
+        clock=clock,
+        stop=stop,
         on_eviction=metrics.eviction,
     )
     return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics,
@@ -62,7 +66,7 @@ async def run(
     bus: Bus | None = None,
     node_api: NodeApi | None = None,
     store: ExecutorStore | None = None,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock | Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
     launcher: Launcher | None = None,
@@ -70,7 +74,8 @@ async def run(
 ) -> Executor:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
     ``store`` and ``launcher`` replace the ones built from ``settings``; ``started`` is set when consuming
-    starts."""
+    starts. ``clock`` (default: the system clock) gives "now" and times every wait."""
+    the_clock = clock_of(clock)
     async with contextlib.AsyncExitStack() as stack:
         api: Any = None
         if node_api is None or (launcher is None and settings.launcher == "kwok"):
@@ -80,9 +85,9 @@ async def run(
             if recorder is None and settings.events_enabled:
                 recorder = EventRecorder(kube_sink(api), component=settings.events_component,
                                          instance=socket.gethostname(), namespace=settings.events_namespace,
-                                         qps=settings.events_qps)
+                                         qps=settings.events_qps, clock=the_clock)
         if launcher is None and settings.launcher == "kwok":
-            launcher = KwokLauncher(api, catalog_types(bundled_catalog()), clock or utcnow)
+            launcher = KwokLauncher(api, catalog_types(bundled_catalog()), the_clock)
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor")
@@ -92,7 +97,7 @@ async def run(
             stack.push_async_callback(store.close)
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
-        executor = build_executor(settings, node_api, bus, store, stop, clock=clock or utcnow, metrics=metrics,
+        executor = build_executor(settings, node_api, bus, store, stop, clock=the_clock, metrics=metrics,
                                   launcher=launcher, recorder=recorder)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster,
                  launcher=type(launcher).__name__ if launcher is not None else None)

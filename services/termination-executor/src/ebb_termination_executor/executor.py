@@ -18,20 +18,22 @@ failing disruption at its next pass; the hold is in every explanation of those n
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
 (``ExecutorStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
 server, the database) propagate, so the bus retries the handler; every step is idempotent, so a retry
-or a redelivery after a crash resumes where the previous attempt stopped.
+or a redelivery after a crash resumes where the previous attempt stopped. A wait cut short because the
+service is stopping raises ``ebb.adapters.clock.Stopped``: the command is left uncommitted and resumed
+after the restart. Every wait and deadline (eviction backoff and deadline, the replacements' readiness
+poll and ready timeout, the termination duration metric) is measured on the drainer's clock.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import structlog
 
 from ebb.adapters.bus import Bus, Delivery, PoisonMessage
+from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.launch import Launcher
@@ -65,25 +67,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Stopped(Exception):
-    """The service is stopping: the command is left uncommitted and resumed after the restart."""
-
-
-def stop_aware_sleep(stop: asyncio.Event) -> Callable[[float], Awaitable[None]]:
-    """An ``asyncio.sleep`` that raises ``Stopped`` as soon as ``stop`` is set."""
-
-    async def sleep(delay: float) -> None:
-        if stop.is_set():
-            raise Stopped
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=delay)
-        except TimeoutError:
-            return
-        raise Stopped
-
-    return sleep
-
-
 class Executor:
     """Executes commands; counts what it did."""
 
@@ -93,7 +76,7 @@ class Executor:
         store: ExecutorStore,
         drainer: Drainer,
         *,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock | Callable[[], datetime] = utcnow,
         failure_hold: float = 0.0,
         metrics: Metrics | None = None,
         launcher: Launcher | None = None,
@@ -112,7 +95,8 @@ class Executor:
         self.failure_hold = failure_hold
         self.store = store
         self.drainer = drainer
-        self.clock = clock
+        #: "now" of the events and the decision; the drainer's clock times the waits
+        self.clock = clock_of(clock)
         self.succeeded = 0
         self.failed = 0
         self.duplicates = 0
@@ -150,7 +134,7 @@ class Executor:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
             return await self._finish(command, "failed", REPLACEMENTS_UNSUPPORTED)
 
-        started = time.monotonic()
+        started = self.drainer.clock.monotonic()
         tainted: list[str] = []
         for node in command.nodes:
             added = await self.drainer.taint(node)
@@ -183,7 +167,7 @@ class Executor:
             existed = await self.drainer.delete_node(node)
             if existed:
                 self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
-                    time.monotonic() - started)
+                    self.drainer.clock.monotonic() - started)
             await self.emit(command, node, "Terminated", "node deleted" if existed else "node already gone")
         return await self._finish(command, "succeeded")
 
@@ -205,13 +189,13 @@ class Executor:
             await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")
             for name in launched:
                 self._kube(kube_events.waiting_readiness(name))
-            deadline = time.monotonic() + self.ready_timeout
+            deadline = self.drainer.clock.monotonic() + self.ready_timeout
             waiting = list(launched)
             while waiting:
                 waiting = [name for name in waiting if not await self.launcher.ready(name)]
                 if not waiting:
                     break
-                if time.monotonic() + self.drainer.poll_interval > deadline:
+                if self.drainer.clock.monotonic() + self.drainer.poll_interval > deadline:
                     raise LaunchError(f"{', '.join(waiting)} not Ready within {self.ready_timeout:g}s")
                 await self.drainer.sleep(self.drainer.poll_interval)
         except LaunchError as e:

@@ -13,7 +13,6 @@ and is committed, a backoff wait is cut short and its record left uncommitted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,6 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from tenacity import RetryCallState, retry_if_not_exception_type
+
+from ebb.adapters.backoff import Backoff
+from ebb.adapters.clock import Clock, Stopped, clock_of
 from ebb.contracts import ContractError, DeadLetter, Message, decode, is_dlq_topic
 
 log = logging.getLogger("ebb.bus")
@@ -35,17 +38,14 @@ class HandlerFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff for transient handler errors; ``max_attempts`` counts the first call."""
+class RetryPolicy(Backoff):
+    """The backoff of transient handler errors (``ebb.adapters.backoff``): 0.1 s doubling to 10 s, no jitter;
+    ``max_attempts`` counts the first call."""
 
     initial: float = 0.1
-    multiplier: float = 2.0
     maximum: float = 10.0
-    max_attempts: int = 10
-
-    def delay(self, attempt: int) -> float:
-        """The wait after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.maximum, self.initial * self.multiplier ** (attempt - 1)))
+    jitter: float = 0.0
+    max_attempts: int | None = 10
 
 
 @dataclass(frozen=True)
@@ -104,15 +104,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-async def sleep_or_stop(delay: float, stop: asyncio.Event) -> bool:
-    """Wait ``delay`` seconds; True when ``stop`` was set meanwhile."""
-    if stop.is_set():
-        return True
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=delay)
-    return stop.is_set()
-
-
 async def process(
     record: RawRecord,
     *,
@@ -121,9 +112,11 @@ async def process(
     retry: RetryPolicy,
     stop: asyncio.Event,
     dead_letter: Callable[[DeadLetter], Awaitable[None]],
-    clock: Callable[[], datetime] = utcnow,
+    clock: Clock | Callable[[], datetime] = utcnow,
 ) -> Outcome:
-    """Deliver one record with the semantics described above; the caller commits unless STOPPED."""
+    """Deliver one record with the semantics described above; the caller commits unless STOPPED. ``clock``
+    dates a dead letter and times the retries (``RetryPolicy.retrying``: its waits end early on ``stop``)."""
+    clock = clock_of(clock)
 
     async def give_up(cause: str, error: str) -> Outcome:
         if is_dlq_topic(record.topic):
@@ -152,32 +145,33 @@ async def process(
         decoded = decode(record.topic, record.key, record.value, record.headers)
     except ContractError as e:
         return await give_up("malformed", str(e))
-    attempt = 0
-    while True:
-        attempt += 1
-        delivery = Delivery(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=decoded.message.key(),
-            message=decoded.message,
-            type=decoded.type,
-            source=decoded.source,
-            time=decoded.time,
-            attempt=attempt,
-        )
-        try:
-            await handler(delivery)
-        except PoisonMessage as e:
-            return await give_up("poison", f"{type(e).__name__}: {e}")
-        except Exception as e:
-            where = f"{record.topic} at {record.partition}/{record.offset}"
-            if attempt >= retry.max_attempts:
-                raise HandlerFailed(f"handler for {where} failed {attempt} times; last error: {e!r}") from e
-            delay = retry.delay(attempt)
-            log.warning("handler for %s failed (attempt %d of %d), retrying in %.2fs: %r", where, attempt,
-                        retry.max_attempts, delay, e)
-            if await sleep_or_stop(delay, stop):
-                return Outcome.STOPPED
-        else:
-            return Outcome.HANDLED
+    where = f"{record.topic} at {record.partition}/{record.offset}"
+
+    def retrying_in(state: RetryCallState) -> None:
+        log.warning("handler for %s failed (attempt %d of %d), retrying in %.2fs: %r", where, state.attempt_number,
+                    retry.max_attempts, state.upcoming_sleep, state.outcome.exception() if state.outcome else None)
+
+    tried = 0
+    try:
+        async for attempt in retry.retrying(clock, stop, retry=retry_if_not_exception_type(PoisonMessage),
+                                            before_sleep=retrying_in):
+            tried = attempt.retry_state.attempt_number
+            with attempt:
+                await handler(Delivery(
+                    topic=record.topic,
+                    partition=record.partition,
+                    offset=record.offset,
+                    key=decoded.message.key(),
+                    message=decoded.message,
+                    type=decoded.type,
+                    source=decoded.source,
+                    time=decoded.time,
+                    attempt=tried,
+                ))
+    except PoisonMessage as e:
+        return await give_up("poison", f"{type(e).__name__}: {e}")
+    except Stopped:
+        return Outcome.STOPPED
+    except Exception as e:
+        raise HandlerFailed(f"handler for {where} failed {tried} times; last error: {e!r}") from e
+    return Outcome.HANDLED

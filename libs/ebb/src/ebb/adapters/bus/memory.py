@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ebb.adapters.bus.base import Handler, Outcome, RawRecord, RetryPolicy, process, utcnow
+from ebb.adapters.clock import until_any
 from ebb.contracts import DEFAULT_SOURCE, DeadLetter, Message, check_topic, dlq_topic, to_kafka, topic_spec
 
 DEFAULT_PARTITIONS = 3
@@ -149,7 +150,7 @@ class InMemoryBus:
             offset = self._committed.get(position, 0)
             if offset >= len(part.log):
                 wake.clear()
-                await _first(wake, stop)
+                await until_any(wake, stop)
                 continue
             record = part.log[offset]
             if record is not None:
@@ -180,13 +181,3 @@ class InMemoryBus:
             return topic_spec(topic).compacted
         except ValueError:
             return False
-
-
-async def _first(*events: asyncio.Event) -> None:
-    """Wait until one of ``events`` is set."""
-    waiters = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

@@ -11,10 +11,12 @@ groups, each group gone before the next one starts:
 
 Mirror/static pods, finished pods and pods that tolerate the disrupted taint are left alone. HTTP 429
 (a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
-backoff; 404 means the pod is already gone. A pod is gone when the API server no longer has it (or has
-a new pod of the same name: a new UID or another node); with ``terminating_is_gone`` a pod whose
-deletion has started counts as gone too. A pod that is not gone ``eviction_deadline`` seconds after
-its first eviction attempt fails the drain (``DrainFailed``): nothing is ever force-deleted.
+backoff (``EvictionBackoff``, an ``ebb.adapters.backoff.Backoff``; every wait on the drainer's clock, cut
+short by its ``stop`` with ``Stopped``); 404 means the pod is already gone. A pod is gone when the API
+server no longer has it (or has a new pod of the same name: a new UID or another node); with
+``terminating_is_gone`` a pod whose deletion has started counts as gone too. A pod that is not gone
+``eviction_deadline`` seconds after its first eviction attempt (by the drainer's clock) fails the drain
+(``DrainFailed``): nothing is ever force-deleted.
 ``Drainer.delete_node`` deletes the Node and removes ebb's ``karpenter.sh/termination`` finalizer;
 ``Drainer.untaint`` removes the taint again (rollback).
 
@@ -27,10 +29,14 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
+
+from tenacity import RetryCallState, retry_if_exception_type
+
+from ebb.adapters.backoff import Backoff
+from ebb.adapters.clock import Clock, Waitable
 
 log = logging.getLogger("ebb.kube.drain")
 
@@ -87,16 +93,22 @@ class NodeApi(Protocol):
 
 
 @dataclass(frozen=True)
-class EvictionBackoff:
-    """Capped exponential backoff between eviction attempts of one pod."""
+class EvictionBackoff(Backoff):
+    """Capped exponential backoff between eviction attempts of one pod: 0.5 s doubling to 10 s, no jitter,
+    until the eviction deadline."""
 
     initial: float = 0.5
-    multiplier: float = 2.0
     maximum: float = 10.0
+    jitter: float = 0.0
 
-    def delay(self, attempt: int) -> float:
-        """The wait after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1)))
+
+class _Refused(Exception):
+    """An eviction was refused (429 or another refusal): tried again after the backoff."""
+
+    def __init__(self, result: EvictionResult, message: str) -> None:
+        super().__init__(f"{result}: {message}")
+        self.result = result
+        self.message = message
 
 
 def eviction_code(result: EvictionResult, message: str) -> str:
@@ -262,8 +274,8 @@ class Drainer:
         backoff: EvictionBackoff | None = None,
         poll_interval: float = 0.5,
         terminating_is_gone: bool = False,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
+        stop: Waitable | None = None,
         on_eviction: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
@@ -274,8 +286,11 @@ class Drainer:
         self.backoff = backoff or EvictionBackoff()
         self.poll_interval = poll_interval
         self.terminating_is_gone = terminating_is_gone
-        self.sleep = sleep
-        self.clock = clock
+        #: measures the deadline and the waits
+        self.clock = clock or Clock()
+        self.stop = stop
+        #: a wait on the clock that raises ``Stopped`` once ``stop`` is set (also the executor's readiness poll)
+        self.sleep = self.clock.sleeper(stop)
 
     async def _patch_until_done(
         self, name: str, make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
@@ -339,30 +354,35 @@ class Drainer:
     async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport) -> None:
         meta = _meta(pod)
         namespace, name, ref = str(meta.get("namespace", "")), str(meta.get("name", "")), pod_ref(pod)
-        deadline = self.clock() + self.eviction_deadline
-        attempt = 0
-        last = ""
+        deadline = self.clock.monotonic() + self.eviction_deadline
         if meta.get("deletionTimestamp") is None:
-            while True:
-                attempt += 1
-                result, message = await self.api.evict(namespace, name)
-                if self.on_eviction is not None:
-                    self.on_eviction(eviction_code(result, message))
-                if result in ("evicted", "gone"):
-                    break
-                report.blocked += 1
-                last = f"{result}: {message}"
-                delay = self.backoff.delay(attempt)
-                log.info("eviction of %s %s (attempt %d), retrying in %.2fs: %s", ref, result, attempt, delay, message)
-                if self.clock() + delay > deadline:
-                    raise DrainFailed(
-                        f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "
-                        f"({attempt} attempts; last: {last})"
-                    )
-                await self.sleep(delay)
+
+            def refused(attempt: RetryCallState) -> None:
+                error = attempt.outcome.exception() if attempt.outcome else None
+                log.info("eviction of %s %s (attempt %d), retrying in %.2fs", ref, error, attempt.attempt_number,
+                         attempt.upcoming_sleep)
+
+            tried = 0
+            try:
+                async for attempt in self.backoff.retrying(self.clock, self.stop, deadline=deadline,
+                                                           retry=retry_if_exception_type(_Refused),
+                                                           before_sleep=refused):
+                    tried = attempt.retry_state.attempt_number
+                    with attempt:
+                        result, message = await self.api.evict(namespace, name)
+                        if self.on_eviction is not None:
+                            self.on_eviction(eviction_code(result, message))
+                        if result not in ("evicted", "gone"):
+                            report.blocked += 1
+                            raise _Refused(result, message)
+            except _Refused as last:
+                raise DrainFailed(
+                    f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "
+                    f"({tried} attempts; last: {last})"
+                ) from None
         report.evicted.append(ref)
         while not await self._gone(node, pod):
-            if self.clock() + self.poll_interval > deadline:
+            if self.clock.monotonic() + self.poll_interval > deadline:
                 raise DrainFailed(
                     f"pod {ref} on node {node} was evicted but still there after {self.eviction_deadline:g}s"
                 )

@@ -9,7 +9,8 @@ recorder does: de-duplicated, bounded, and never in the way of planning.
 - **Bounded work.** ``record`` only queues (at most ``max_queue`` events; the rest are dropped *without*
   being remembered, so the next pass offers them again). ``run`` writes at most ``qps`` events a second
   (``flush(limit)`` per tick): the first pass over a large cluster is spread over time instead of making
-  thousands of calls at once.
+  thousands of calls at once. The windows and the ticks are measured on the recorder's clock
+  (``ebb.adapters.clock``), which also dates the events.
 - **Failures** (API server away, RBAC, a conflict) are logged and the event's key forgotten, so a later pass
   offers it again; nothing is raised to the caller.
 
@@ -24,15 +25,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import structlog
 
+from ebb.adapters.clock import Clock
 from ebb.core.events import InvolvedObject, KubeEvent
 
 log = structlog.get_logger("ebb.adapters.kube.events")
@@ -68,8 +68,7 @@ class EventRecorder:
 
     def __init__(self, sink: EventSink, *, component: str, instance: str = "", namespace: str = "default",
                  uid_of: UidOf | None = None, qps: float = 10.0, max_queue: int = 1000,
-                 monotonic: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Clock | None = None) -> None:
         self.sink = sink
         self.component = component
         self.instance = instance
@@ -77,8 +76,7 @@ class EventRecorder:
         self.uid_of = uid_of
         self.qps = qps
         self.max_queue = max_queue
-        self.monotonic = monotonic
-        self.wall = wall
+        self.clock = clock or Clock()
         self._queue: collections.deque[_Queued] = collections.deque()
         #: dedupe key -> (monotonic time it was recorded, window)
         self._seen: dict[str, tuple[float, float]] = {}
@@ -92,7 +90,7 @@ class EventRecorder:
 
     def record(self, events: Iterable[KubeEvent]) -> int:
         """Queue the events not recorded within their window; returns how many were queued."""
-        now = self.monotonic()
+        now = self.clock.monotonic()
         self._prune(now)
         queued = 0
         for event in events:
@@ -121,7 +119,7 @@ class EventRecorder:
     def body(self, event: KubeEvent, uid: str | None = None) -> dict[str, Any]:
         """The core/v1 Event of ``event``."""
         obj = event.involved
-        stamp = self.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         involved: dict[str, Any] = {"kind": obj.kind, "name": obj.name, "apiVersion": obj.api_version}
         if obj.namespace:
             involved["namespace"] = obj.namespace
@@ -165,6 +163,5 @@ class EventRecorder:
         """Write queued events at ``qps`` until ``stop``."""
         per_tick = max(1, int(self.qps * tick))
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=tick)
+            await self.clock.sleep(tick, stop)
             await self.flush(per_tick)

@@ -4,10 +4,12 @@ Per kind: list (paginated) → publish the differences (``KindState.relist``) �
 resourceVersion with ``allowWatchBookmarks`` and a server-side timeout → when the server ends the
 stream, watch again from the last resourceVersion seen (object or bookmark). ``410 Gone`` (on the
 watch or an expired list continue token) → relist, which also publishes tombstones for objects that
-vanished meanwhile. Any other error → exponential backoff with jitter, then resume (watch from the last
+vanished meanwhile. Any other error → exponential backoff with jitter (``ebb.adapters.backoff``, on the
+watcher's clock; a list or a watch that succeeds starts the attempts again), then resume (watch from the last
 resourceVersion, or relist when there is none). A custom kind whose CRD is not installed (404) is
 logged as a warning and retried every ``missing_kind_retry`` seconds without affecting the other kinds.
-Setting ``stop`` ends every loop between two reads; a change being published is finished first.
+Setting ``stop`` ends every loop between two reads (and cuts a backoff wait short); a change being published
+is finished first.
 
 Objects are read as the raw JSON the API server sends (``_preload_content=False``), so they are already
 kubectl-shaped dicts with camelCase keys, for typed kinds and custom objects alike.
@@ -20,15 +22,17 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
+
+from tenacity import RetryCallState, retry_if_not_exception_type
 
 from ebb.adapters.backoff import Backoff
+from ebb.adapters.clock import Clock, Stopped, unless_stopped
 from ebb.adapters.kube.kinds import KindSpec
 from ebb.adapters.kube.reflector import Change, KindState
 
 log = logging.getLogger("ebb.kube")
 
-T = TypeVar("T")
 Sink = Callable[[Change], Awaitable[None]]
 
 
@@ -50,35 +54,6 @@ class KindMissing(WatchError):
 
 #: the watch loop's default: retried sooner and capped lower than a cloud API's
 WATCH_BACKOFF = Backoff(initial=0.5, maximum=30.0)
-
-
-class Stopped(Exception):
-    """``stop`` was set while waiting."""
-
-
-async def _or_stop(awaitable: Awaitable[T], stop: asyncio.Event) -> T:
-    """Await ``awaitable`` unless ``stop`` is set first (then it is cancelled and Stopped raised)."""
-    if stop.is_set():
-        if asyncio.iscoroutine(awaitable):
-            awaitable.close()
-        raise Stopped
-    work = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if work.done():
-        return work.result()
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await work
-    raise Stopped
-
-
-async def _sleep_or_stop(delay: float, stop: asyncio.Event) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=delay)
 
 
 def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
@@ -113,6 +88,7 @@ class KubeWatcher:
         backoff: Backoff | None = None,
         page_size: int = 500,
         lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.api_client = api_client
         #: the list/watch function of a kind (``KindSpec.list_function`` unless replaced, e.g. by a test)
@@ -123,6 +99,8 @@ class KubeWatcher:
         self.missing_kind_retry = missing_kind_retry
         self.backoff = backoff or WATCH_BACKOFF
         self.page_size = page_size
+        #: times the backoff and the missing-CRD retry
+        self.clock = clock or Clock()
         self.states = {spec.kind: KindState(spec) for spec in self.kinds}
         #: set once a kind's first list has been published
         self.synced = {spec.kind: asyncio.Event() for spec in self.kinds}
@@ -149,19 +127,28 @@ class KubeWatcher:
 
     async def run_kind(self, spec: KindSpec, stop: asyncio.Event) -> None:
         state = self.states[spec.kind]
-        attempt = 0
         missing_reported = False
+
+        def retrying_in(attempt: RetryCallState) -> None:
+            error = attempt.outcome.exception() if attempt.outcome else None
+            log.warning("%s: list/watch failed (attempt %d), retrying in %.2fs: %r", spec.kind,
+                        attempt.attempt_number, attempt.upcoming_sleep, error)
+
         while not stop.is_set():
             try:
-                if state.resource_version is None:
-                    await self._list(spec, state, stop)
-                    self.synced[spec.kind].set()
-                    if missing_reported:
-                        log.info("%s: its CRD is installed now; watching", spec.kind)
-                        missing_reported = False
-                    attempt = 0
-                await self._watch(spec, state, stop)
-                attempt = 0
+                # one step, a list or a watch, retried with backoff; a step that succeeds starts the attempts again
+                async for attempt in self.backoff.retrying(
+                        self.clock, stop, retry=retry_if_not_exception_type((Stopped, Gone, KindMissing)),
+                        before_sleep=retrying_in):
+                    with attempt:
+                        if state.resource_version is None:
+                            await self._list(spec, state, stop)
+                            self.synced[spec.kind].set()
+                            if missing_reported:
+                                log.info("%s: its CRD is installed now; watching", spec.kind)
+                                missing_reported = False
+                        else:
+                            await self._watch(spec, state, stop)
             except Stopped:
                 return
             except Gone as e:
@@ -173,19 +160,12 @@ class KubeWatcher:
                                 spec.kind, spec.api_version, spec.plural, e, self.missing_kind_retry)
                     missing_reported = True
                 state.resource_version = None
-                await _sleep_or_stop(self.missing_kind_retry, stop)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                attempt += 1
-                delay = self.backoff.delay(attempt)
-                log.warning("%s: list/watch failed (attempt %d), retrying in %.2fs: %r", spec.kind, attempt, delay, e)
-                await _sleep_or_stop(delay, stop)
+                await self.clock.sleep(self.missing_kind_retry, stop)
 
     async def _request(self, spec: KindSpec, stop: asyncio.Event, **kwargs: Any) -> Any:
         """The raw aiohttp response of a list or watch call; WatchError on an error status."""
         call = self.lister(spec)
-        response = await _or_stop(call(_preload_content=False, **kwargs), stop)
+        response = await unless_stopped(call(_preload_content=False, **kwargs), stop)
         if not 200 <= response.status <= 299:
             try:
                 body = (await response.read()).decode("utf-8", "replace")
@@ -204,7 +184,7 @@ class KubeWatcher:
                 kwargs["_continue"] = token
             response = await self._request(spec, stop, **kwargs)
             try:
-                page = json.loads(await _or_stop(response.read(), stop))
+                page = json.loads(await unless_stopped(response.read(), stop))
             finally:
                 response.release()
             metadata = page.get("metadata") or {}
@@ -235,7 +215,7 @@ class KubeWatcher:
         try:
             buffer = b""
             while True:
-                chunk = await _or_stop(response.content.readany(), stop)
+                chunk = await unless_stopped(response.content.readany(), stop)
                 if not chunk:
                     return  # the server's timeout: watch again from the last resourceVersion
                 lines, buffer = split_lines(buffer, chunk)

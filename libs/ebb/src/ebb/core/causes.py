@@ -234,16 +234,40 @@ _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
     "time": _time, "duration": _duration, "and": _joined, "hold": _hold}
 
 
-class _SentenceFormatter(string.Formatter):
-    def format_field(self, value: object, format_spec: str) -> str:
-        named = _NAMED_FORMATS.get(format_spec)
-        return named(value) if named is not None else super().format_field(value, format_spec)
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A template made ready for `str.format_map` (C speed): each ``{x:named}`` field is rewritten to a plain
+    field ``{x__named}`` whose value `render` computes with the named format."""
+
+    text: str
+    derived: tuple[tuple[str, str, Callable[[object], str]], ...]  # (field, the value it formats, how)
 
 
-_FORMATTER = _SentenceFormatter()
+def _compile(template: str) -> _Template:
+    parts: list[str] = []
+    derived: list[tuple[str, str, Callable[[object], str]]] = []
+    for literal, name, spec, conversion in string.Formatter().parse(template):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is None:
+            continue
+        named = _NAMED_FORMATS.get(spec or "")
+        if named is not None:
+            field_name = f"{name}__{spec}"
+            derived.append((field_name, name, named))
+            parts.append(f"{{{field_name}}}")
+        else:
+            parts.append("{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}")
+    return _Template("".join(parts), tuple(derived))
+
+
+_TEMPLATES: Mapping[Cause | Stale, _Template] = {
+    kind: _compile(template) for table in (SENTENCES, STALE_SENTENCES) for kind, template in table.items()}
 
 
 def render(cause: BlockCause | StaleCause) -> str:
     """The sentence of a cause (its inner cause's sentence included)."""
-    template = SENTENCES[cause.kind] if isinstance(cause, BlockCause) else STALE_SENTENCES[cause.kind]
-    return _FORMATTER.vformat(template, (), {**cause.values, "inner": cause.inner})
+    template = _TEMPLATES[cause.kind]
+    values = {**cause.values, "inner": cause.inner}
+    for field_name, name, named in template.derived:
+        values[field_name] = named(values[name])
+    return template.text.format_map(values)

@@ -3,7 +3,7 @@ replicas compete for the coordination.k8s.io/v1 Lease and only one leads; a Node
 node published to ebb.cluster.objects (trimmed dicts through the contracts' codec) give a decision that is
 proposed, re-validated after the delay and approved in PostgreSQL (with its budget_ledger row), and the
 command on ebb.disruption.commands; when the leader stops it releases the Lease and the other replica takes
-over."""
+over. The leader also writes ebb.sh/drifted on a drifted real Node and removes it once the drift is gone."""
 
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
     message is delivered again."""
     from aiokafka import AIOKafkaProducer
 
-    from ebb.contracts import TOPIC_INTERRUPTIONS, TOPIC_NODE_FINDINGS, DeadLetter, Interruption, dlq_topic
+    from ebb.contracts import TOPIC_INTERRUPTIONS, DeadLetter, Interruption, dlq_topic
     from ebb_consolidation_planner.planner import command_id
 
     run = uuid.uuid4().hex[:8]
@@ -305,7 +305,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
     held_name, empty_name = f"cpi-held-{run}", f"cpi-empty-{run}"
     await upgrade_async(postgres_server.url)
     repo = Repository.from_url(postgres_server.url, cluster=cluster)
-    topics = [TOPIC_CLUSTER_OBJECTS, TOPIC_NODE_FINDINGS, TOPIC_INTERRUPTIONS]
+    topics = [TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS]
     letters: list[DeadLetter] = []
     received: list[DisruptionCommand] = []
     reader_stop = asyncio.Event()
@@ -347,7 +347,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
                                                  headers=[("ce_type", b"sh.ebb.whatever.v1")])
             finally:
                 await producer.stop()
-            await eventually("a dead letter per topic", lambda: len(letters) >= 3 or None, within=30)
+            await eventually("a dead letter per topic", lambda: len(letters) >= len(topics) or None, within=30)
             assert sorted(letter.topic for letter in letters) == sorted(topics)
             assert all(letter.cause == "malformed" and letter.value is not None
                        and letter.value.data == "{not json" for letter in letters)
@@ -383,5 +383,80 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
         reader_stop.set()
         await asyncio.gather(*readers, return_exceptions=True)
         await repo.close()
+        with contextlib.suppress(Exception):
+            await client.CoordinationV1Api(kube_api).delete_namespaced_lease(lease, "default")
+
+
+HASH, HASH_VERSION = "karpenter.sh/nodepool-hash", "karpenter.sh/nodepool-hash-version"
+
+
+async def test_the_leader_sets_and_clears_ebb_sh_drifted_on_the_real_apiserver(
+    kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer, postgres_server: PostgresServer
+) -> None:
+    """A KWOK node (published by the real cluster-watcher) whose nodepool-hash differs from its NodePool's (the
+    NodePool published to ebb.cluster.objects: no Karpenter CRDs in the test cluster) gets ebb.sh/drifted with
+    the drift reason on the real Node, written by the leader after a pass; giving the node the pool's hash
+    removes it. The drifted node is also in the pass's findings."""
+    from ebb.core.findings import ANNOTATION_DRIFTED
+    from ebb_cluster_watcher import app as watcher_app
+    from ebb_cluster_watcher.settings import Settings as WatcherSettings
+
+    run = uuid.uuid4().hex[:8]
+    prefix, cluster, lease = f"cpd{run}.", f"cpd-{run}", f"ebb-planner-d{run}"
+    pool, node_name = f"cpd-pool-{run}", f"cpd-node-{run}"
+    await upgrade_async(postgres_server.url)
+    core = client.CoreV1Api(kube_api)
+    kubeconfig = str(kubernetes_cluster.kubeconfig)
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    drifting = nodepool(pool)
+    drifting["metadata"]["annotations"] = {HASH: "new-hash", HASH_VERSION: "v3"}
+    drifting["spec"]["disruption"]["consolidateAfter"] = "Never"
+    node = kwok_node(node_name, pool)
+    node["metadata"]["annotations"] |= {HASH: "old-hash", HASH_VERSION: "v3"}
+
+    async def annotation() -> str | None:
+        found = await core.read_node(node_name)
+        return (found.metadata.annotations or {}).get(ANNOTATION_DRIFTED)
+
+    async def removed() -> bool:
+        return await annotation() is None
+
+    await core.create_node({"apiVersion": "v1", "kind": "Node", "spec": node["spec"], "metadata": {
+        "name": node_name, "labels": node["metadata"]["labels"], "annotations": node["metadata"]["annotations"]}})
+    try:
+        async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(drifting))
+            tasks.append(asyncio.create_task(watcher_app.run(
+                WatcherSettings(kubeconfig=kubeconfig, kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix,
+                                kinds=("Node",), watch_timeout_seconds=10), stop)))
+            settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpd-{run}",
+                                database_url=postgres_server.url, cluster=cluster, kubeconfig=kubeconfig,
+                                lease_name=lease, identity=f"planner-d-{run}", lease_duration_seconds=4,
+                                lease_renew_seconds=1, debounce_seconds=0.2, pass_interval_seconds=1,
+                                validation_delay_seconds=1, events_enabled=False)
+            planner_stop, planner_task, planners = await _run_one(settings)
+            tasks.append(planner_task)
+
+            reason = await eventually("the ebb.sh/drifted annotation on the real Node", annotation, within=60)
+            assert "nodepool-hash old-hash differs from NodePool" in reason
+            assert [f.kind for f in planners[0].findings[node_name] if f.kind == "Drifted"] == ["Drifted"]
+            assert planners[0].annotations is not None and planners[0].annotations.failed == 0
+
+            # fix it: the node gets the pool's hash (as a replacement from the new template would)
+            await core.patch_node(node_name, {"metadata": {"annotations": {HASH: "new-hash"}}})
+            assert await eventually("the annotation removed", removed, within=60) is True
+            assert not any(t.done() for t in tasks), [t.exception() for t in tasks if t.done()]
+            planner_stop.set()
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), 15)
+    finally:
+        stop.set()
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await core.delete_node(node_name)
         with contextlib.suppress(Exception):
             await client.CoordinationV1Api(kube_api).delete_namespaced_lease(lease, "default")

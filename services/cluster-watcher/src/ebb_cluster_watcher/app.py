@@ -9,7 +9,6 @@ from typing import Any
 import structlog
 
 from ebb.adapters.bus import Bus, KafkaBus
-from ebb.adapters.compacted import read_latest
 from ebb.adapters.kube import KubeWatcher, kinds_named
 from ebb.adapters.kube.client import kube_client
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
@@ -36,7 +35,7 @@ async def seed_from_topic(watcher: KubeWatcher, bus: Bus) -> int:
     """Seed the watcher with what is on ``ebb.cluster.objects`` already (published before a restart);
     returns how many objects were seeded."""
     seeded = 0
-    for message in (await read_latest(bus, TOPIC_CLUSTER_OBJECTS)).values():
+    for message in (await bus.read_compacted(TOPIC_CLUSTER_OBJECTS)).values():
         if isinstance(message, ClusterObject) and message.object is not None:
             seeded += watcher.seed(message.kind, message.namespace, message.name, message.object)
     return seeded

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import structlog
 
-from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
+from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.kube.client import kube_client
@@ -93,18 +93,17 @@ async def run(
                           interruption_consumer=interruptions, annotator=annotator)
         if planner_ready is not None:
             planner_ready(planner)
-        # the topic's ends before the snapshot is read: the consumer skips what the snapshot holds already
-        # (its new group starts at the beginning and would otherwise apply every older record once more)
-        ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
+        # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is
+        # newer than the snapshot (from the beginning it would apply every older record over it once more)
+        ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
         count = await seed_snapshot(objects, bus)
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
         log.info("consolidation-planner starting", objects=count, group=group)
         consumer_stop = asyncio.Event()
         tasks = [
-            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group,
-                                            skipping_before(TOPIC_CLUSTER_OBJECTS, ends, planner.handle),
-                                            stop=consumer_stop), name="cluster-objects"),
+            asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, planner.handle, stop=consumer_stop,
+                                            start_at={TOPIC_CLUSTER_OBJECTS: ends}), name="cluster-objects"),
             asyncio.create_task(leader.run(stop), name="leader"),
             asyncio.create_task(planner.run(stop), name="planner"),
             asyncio.create_task(consume_while_leading(bus, interruptions, planner, leader, stop),

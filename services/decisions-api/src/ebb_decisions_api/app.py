@@ -99,8 +99,8 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
                options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
     """The API for ``settings``. Without a ``repository`` one is built from ``settings.database_url``
     (and closed at shutdown); a given repository is the caller's to close. Without a ``bus`` a
-    ``KafkaBus`` is built from the settings (started by the consumers, closed at shutdown); a given bus
-    (an ``InMemoryBus`` in tests and the embedded mode, or a started ``KafkaBus``) is the caller's.
+    ``KafkaBus`` is built from the settings (it connects when the consumers first use it, and is closed at
+    shutdown); a given bus (an ``InMemoryBus`` in tests and the embedded mode, or a ``KafkaBus``) is the caller's.
     ``options`` are the engine options of explanations (default: the engine's, with the settings'
     ``spot_to_spot``, as the planner is configured). ``clock`` is "now" when a request gives none (the
     embedded mode's simulated time)."""

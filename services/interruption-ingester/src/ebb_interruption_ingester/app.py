@@ -11,7 +11,7 @@ import structlog
 
 from ebb.adapters.aws.sqs import SqsClient, SqsQueue, sqs_client
 from ebb.adapters.backoff import Backoff
-from ebb.adapters.bus import Bus, KafkaBus, end_offsets, skipping_before
+from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS
@@ -57,13 +57,13 @@ async def run(
         tasks: list[asyncio.Task[None]] = []
         if lookup is None:
             store = SnapshotStore(bundled_catalog=[])
-            # the consumer skips what the snapshot read holds already (see ebb.adapters.bus.offsets)
-            ends = await end_offsets(bus, TOPIC_CLUSTER_OBJECTS)
+            # the consumer starts at the ends taken before the snapshot read: it applies only what is newer
+            ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
             known = await seed_snapshot(store, bus)
             group = f"{settings.consumer_group}-{uuid.uuid4().hex[:12]}"
             tasks.append(asyncio.create_task(
-                bus.consume([TOPIC_CLUSTER_OBJECTS], group, skipping_before(TOPIC_CLUSTER_OBJECTS, ends, store.handle),
-                            stop=consumer_stop),
+                bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=consumer_stop,
+                            start_at={TOPIC_CLUSTER_OBJECTS: ends}),
                 name="cluster-objects",
             ))
             lookup = StoreLookup(store)

@@ -1,5 +1,6 @@
-"""The message bus (DESIGN §1-§2): one interface, ``Bus``; ``KafkaBus`` in the distributed mode,
-``InMemoryBus`` in the embedded mode, with the same delivery semantics (``base``)."""
+"""The message bus: one interface, ``Bus`` (publish, consume from the committed or given offsets, end offsets,
+compacted reads); ``KafkaBus`` in the distributed mode, ``InMemoryBus`` in the embedded mode, with the same
+delivery semantics (``base``), checked by one shared test suite (tests/bus_conformance.py)."""
 
 from typing import TYPE_CHECKING
 
@@ -8,6 +9,7 @@ from ebb.adapters.bus.base import (
     Delivery,
     Handler,
     HandlerFailed,
+    Offsets,
     Outcome,
     PoisonMessage,
     RawRecord,
@@ -15,7 +17,6 @@ from ebb.adapters.bus.base import (
 )
 from ebb.adapters.bus.kafka import KafkaBus
 from ebb.adapters.bus.memory import BusError, InMemoryBus
-from ebb.adapters.bus.offsets import end_offsets, skipping_before
 
 __all__ = [
     "Bus",
@@ -25,12 +26,11 @@ __all__ = [
     "HandlerFailed",
     "InMemoryBus",
     "KafkaBus",
+    "Offsets",
     "Outcome",
     "PoisonMessage",
     "RawRecord",
     "RetryPolicy",
-    "end_offsets",
-    "skipping_before",
 ]
 
 if TYPE_CHECKING:  # both implementations satisfy the protocol (checked by mypy)

@@ -1,4 +1,9 @@
-"""The bus interface (DESIGN §1-§2) and the delivery semantics both implementations share.
+"""The bus interface and the delivery semantics both implementations share.
+
+``Bus`` is everything a service asks of the bus: publish, consume (optionally from given start offsets),
+the end offsets of a topic, and the latest message per key of a compacted topic. ``KafkaBus`` and
+``InMemoryBus`` implement all of it, so no caller needs to know which one it has; tests/bus_conformance.py
+runs one suite against both.
 
 A consumer's handler is called once per record, in order per partition (so per key). A record is
 committed only after its handler returns (at least once: a consumer that dies before the commit gets
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -66,6 +71,10 @@ class Delivery:
 Handler = Callable[[Delivery], Awaitable[None]]
 
 
+#: per partition number, an offset
+Offsets = Mapping[int, int]
+
+
 class Bus(Protocol):
     """Publish messages and consume topics; topic names are the logical ones of ``ebb.contracts``."""
 
@@ -73,9 +82,34 @@ class Bus(Protocol):
         """Publish ``message`` on ``topic`` (ContractError if it does not belong there)."""
         ...
 
-    async def consume(self, topics: Sequence[str], group: str, handler: Handler, *, stop: asyncio.Event) -> None:
+    async def consume(
+        self,
+        topics: Sequence[str],
+        group: str,
+        handler: Handler,
+        *,
+        stop: asyncio.Event,
+        start_at: Mapping[str, Offsets] | None = None,
+    ) -> None:
         """Call ``handler`` for every record of ``topics`` not yet committed by ``group`` until ``stop``
-        is set; raises HandlerFailed when a transient error outlasts the retries."""
+        is set; raises HandlerFailed when a transient error outlasts the retries.
+
+        A group without committed offsets starts at the beginning of each partition. ``start_at`` gives,
+        per topic and partition, the first offset this consumer delivers: the records before it are not
+        read (neither handled nor dead-lettered) and count as committed, whatever the group committed.
+        With the ``end_offsets`` taken before a read of the topic, the consumer delivers exactly what
+        came after that read ("start at the latest offset" is ``start_at={topic: await
+        bus.end_offsets(topic)}``); partitions and topics not named start as usual."""
+        ...
+
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition of ``topic`` (all of them, created if missing), the offset its next record gets."""
+        ...
+
+    async def read_compacted(self, topic: str) -> dict[str, Message]:
+        """The latest message per key of ``topic`` (tombstones included), read from the beginning up to the
+        end offsets taken when the read starts; records that do not decode are skipped with a warning (the
+        DLQ is the consumers' job)."""
         ...
 
 
@@ -102,6 +136,20 @@ class Outcome(enum.Enum):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def latest_per_key(topic: str, records: Iterable[RawRecord]) -> dict[str, Message]:
+    """The latest decodable message per key of ``records`` of ``topic`` (``read_compacted`` of both buses);
+    a record that does not decode is logged and skipped."""
+    latest: dict[str, Message] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        try:
+            message = decode(topic, record.key, record.value, record.headers).message
+        except ContractError as e:
+            log.warning("skipping a record of %s at %d/%d: %s", topic, record.partition, record.offset, e)
+            continue
+        latest[message.key()] = message
+    return latest
 
 
 async def process(

@@ -7,6 +7,12 @@ at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in o
 ``.dlq``; ``ebb.cluster.objects`` compacted) are created when missing, before the first publish or consume
 on them.
 
+The bus connects on first use (``start()`` connects at once) and owns one admin client for topic creation
+and partition metadata. ``end_offsets`` and ``read_compacted`` use a short-lived consumer without a group
+(assigned partitions, nothing committed). ``start_at`` offsets are applied when the group's partitions are
+assigned (a seek where the group committed less, so the records before are not fetched); the consume loop
+also skips, and commits, any record before them it gets anyway.
+
 ``prefix`` is prepended to every topic name on the broker (several ebb installations, or tests,
 sharing one Kafka); messages and handlers only ever see the logical names.
 """
@@ -14,18 +20,28 @@ sharing one Kafka); messages and handlers only ever see the logical names.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError, TopicAlreadyExistsError, for_code
 
-from ebb.adapters.bus.base import Handler, Outcome, RawRecord, RetryPolicy, process, utcnow
+from ebb.adapters.bus.base import (
+    Handler,
+    Offsets,
+    Outcome,
+    RawRecord,
+    RetryPolicy,
+    latest_per_key,
+    process,
+    utcnow,
+)
 from ebb.contracts import (
     DEFAULT_SOURCE,
     DeadLetter,
@@ -60,6 +76,7 @@ class KafkaBus:
         retry: RetryPolicy | None = None,
         clock: Callable[[], datetime] | None = None,
         poll_timeout: float = 0.2,
+        metadata_timeout: float = 60.0,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
@@ -71,35 +88,44 @@ class KafkaBus:
         self.retry = retry or RetryPolicy()
         self.clock = clock
         self.poll_timeout = poll_timeout
+        #: how long ``end_offsets`` and ``read_compacted`` may take, waiting for a new topic's metadata included
+        self.metadata_timeout = metadata_timeout
         #: passed to every aiokafka client (security_protocol, ssl_context, sasl_*, ...)
         self.client_options = dict(client_options or {})
         self._producer: AIOKafkaProducer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._start_lock = asyncio.Lock()
         self._ensured: set[str] = set()
         self._ensure_lock = asyncio.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._producer is not None:
-            return
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap_servers,
-            client_id=self.client_id,
-            acks="all",
-            enable_idempotence=True,
-            **self.client_options,
-        )
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()  # a producer that failed to connect still holds its client: close it
-            raise
-        self._producer = producer
+        """Connect the producer (idempotent; publishing and dead-lettering also connect on first use)."""
+        async with self._start_lock:
+            if self._producer is not None:
+                return
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap_servers,
+                client_id=self.client_id,
+                acks="all",
+                enable_idempotence=True,
+                **self.client_options,
+            )
+            try:
+                await producer.start()
+            except BaseException:
+                await producer.stop()  # a producer that failed to connect still holds its client: close it
+                raise
+            self._producer = producer
 
     async def close(self) -> None:
         producer, self._producer = self._producer, None
+        admin, self._admin = self._admin, None
         if producer is not None:
             await producer.stop()
+        if admin is not None:
+            await admin.close()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -131,32 +157,100 @@ class KafkaBus:
             missing = [t for t in dict.fromkeys(wanted) if t not in self._ensured]
             if not missing:
                 return
-            admin = AIOKafkaAdminClient(
-                bootstrap_servers=self.bootstrap_servers, client_id=self.client_id, **self.client_options
-            )
-            await admin.start()
-            try:
-                existing = set(await admin.list_topics())
-                new = [
-                    NewTopic(
-                        self.physical(t),
-                        num_partitions=self.partitions,
-                        replication_factor=self.replication_factor,
-                        topic_configs={"cleanup.policy": "compact" if topic_spec(t).compacted else "delete"},
-                    )
-                    for t in missing
-                    if self.physical(t) not in existing
-                ]
-                if new:
-                    response = await admin.create_topics(new)
-                    for entry in response.topic_errors:
-                        name, code = entry[0], entry[1]
-                        if code not in (0, TopicAlreadyExistsError.errno):
-                            raise for_code(code)(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
-                    log.info("created topics %s", ", ".join(t.name for t in new))
-            finally:
-                await admin.close()
+            admin = await self._admin_client()
+            existing = set(await admin.list_topics())
+            new = [
+                NewTopic(
+                    self.physical(t),
+                    num_partitions=self.partitions,
+                    replication_factor=self.replication_factor,
+                    topic_configs={"cleanup.policy": "compact" if topic_spec(t).compacted else "delete"},
+                )
+                for t in missing
+                if self.physical(t) not in existing
+            ]
+            if new:
+                response = await admin.create_topics(new)
+                for entry in response.topic_errors:
+                    name, code = entry[0], entry[1]
+                    if code not in (0, TopicAlreadyExistsError.errno):
+                        raise for_code(code)(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
+                log.info("created topics %s", ", ".join(t.name for t in new))
             self._ensured.update(missing)
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        """The bus's admin client, connected on first use and closed by ``close()``."""
+        async with self._start_lock:
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(
+                    bootstrap_servers=self.bootstrap_servers, client_id=self.client_id, **self.client_options
+                )
+                try:
+                    await admin.start()
+                except BaseException:
+                    await admin.close()
+                    raise
+                self._admin = admin
+            return self._admin
+
+    async def _partitions_of(self, topic: str) -> list[TopicPartition]:
+        """The partitions of the logical ``topic`` (created if missing) as the brokers know them; waits while a
+        topic just created is not yet known everywhere."""
+        await self.ensure_topics([topic])
+        physical = self.physical(topic)
+        admin = await self._admin_client()
+        while True:
+            for entry in await admin.describe_topics([physical]):
+                if entry.get("topic") == physical and not entry.get("error_code") and entry.get("partitions"):
+                    numbers = sorted(int(p["partition"]) for p in entry["partitions"])
+                    return [TopicPartition(physical, n) for n in numbers]
+            await asyncio.sleep(0.1)
+
+    # -- reading positions and compacted topics -----------------------------------------------------------
+
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        async with asyncio.timeout(self.metadata_timeout):
+            partitions = await self._partitions_of(topic)
+            async with self._reader() as consumer:
+                ends = await consumer.end_offsets(partitions)
+        return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+    async def read_compacted(self, topic: str) -> dict[str, Message]:
+        async with asyncio.timeout(self.metadata_timeout):
+            partitions = await self._partitions_of(topic)
+            async with self._reader() as consumer:
+                consumer.assign(partitions)
+                await consumer.seek_to_beginning(*partitions)
+                end = await consumer.end_offsets(partitions)
+                records: list[RawRecord] = []
+                remaining = {tp for tp in partitions if await consumer.position(tp) < end[tp]}
+                while remaining:
+                    batch = await consumer.getmany(*remaining, timeout_ms=500)
+                    for tp, fetched in batch.items():
+                        records.extend(self._raw(r) for r in fetched if r.offset < end[tp])
+                    remaining = {tp for tp in remaining if await consumer.position(tp) < end[tp]}
+        return latest_per_key(topic, records)
+
+    @contextlib.asynccontextmanager
+    async def _reader(self) -> AsyncIterator[AIOKafkaConsumer]:
+        """A consumer without a group (nothing is committed), for positions and compacted reads."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
+                                    enable_auto_commit=False, **self.client_options)
+        await consumer.start()
+        try:
+            yield consumer
+        finally:
+            await consumer.stop()
+
+    def _raw(self, record: ConsumerRecord[bytes, bytes]) -> RawRecord:
+        return RawRecord(
+            topic=self.logical(record.topic),
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=record.value,
+            headers=tuple(record.headers),
+        )
 
     # -- producing ----------------------------------------------------------------------------------------
 
@@ -170,17 +264,32 @@ class KafkaBus:
         self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
     ) -> None:
         if self._producer is None:
-            raise RuntimeError("KafkaBus is not started")
-        await self._producer.send_and_wait(self.physical(topic), value=value, key=key, headers=list(headers))
+            await self.start()
+        producer = self._producer
+        if producer is None:
+            raise RuntimeError("KafkaBus was closed")
+        await producer.send_and_wait(self.physical(topic), value=value, key=key, headers=list(headers))
 
     # -- consuming ----------------------------------------------------------------------------------------
 
-    async def consume(self, topics: Sequence[str], group: str, handler: Handler, *, stop: asyncio.Event) -> None:
+    async def consume(
+        self,
+        topics: Sequence[str],
+        group: str,
+        handler: Handler,
+        *,
+        stop: asyncio.Event,
+        start_at: Mapping[str, Offsets] | None = None,
+    ) -> None:
         if not topics:
             raise ValueError("consume needs at least one topic")
         await self.ensure_topics(topics)
+        starts = {
+            TopicPartition(self.physical(topic), number): offset
+            for topic, offsets in (start_at or {}).items()
+            for number, offset in offsets.items()
+        }
         consumer = AIOKafkaConsumer(
-            *(self.physical(t) for t in topics),
             bootstrap_servers=self.bootstrap_servers,
             client_id=self.client_id,
             group_id=group,
@@ -190,10 +299,12 @@ class KafkaBus:
         )
         await consumer.start()
         try:
+            consumer.subscribe([self.physical(t) for t in topics], listener=_SeekToStart(consumer, starts))
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=int(self.poll_timeout * 1000))
                 for partition, records in batch.items():
-                    if not await self._handle(consumer, partition, records, group=group, handler=handler, stop=stop):
+                    if not await self._handle(consumer, partition, records, group=group, handler=handler, stop=stop,
+                                              start=starts.get(partition, 0)):
                         return
         finally:
             await consumer.stop()
@@ -207,8 +318,10 @@ class KafkaBus:
         group: str,
         handler: Handler,
         stop: asyncio.Event,
+        start: int,
     ) -> bool:
-        """Handle a partition's fetched records in order; False when the loop must end (stop).
+        """Handle a partition's fetched records in order; False when the loop must end (stop). Records before
+        ``start`` are skipped (committed, not handled).
 
         Offsets are committed after the records they cover were handled, once for the batch (and at
         least every ``COMMIT_EVERY`` seconds while a batch takes long): a commit is a broker round trip
@@ -224,25 +337,18 @@ class KafkaBus:
                 if partition not in consumer.assignment():
                     done = None  # revoked by a rebalance: the new owner reads from the last commit
                     return True
-                raw = RawRecord(
-                    topic=self.logical(record.topic),
-                    partition=record.partition,
-                    offset=record.offset,
-                    key=record.key,
-                    value=record.value,
-                    headers=tuple(record.headers),
-                )
-                outcome = await process(
-                    raw,
-                    group=group,
-                    handler=handler,
-                    retry=self.retry,
-                    stop=stop,
-                    dead_letter=self._dead_letter,
-                    clock=self.clock or utcnow,
-                )
-                if outcome is Outcome.STOPPED:
-                    return False
+                if record.offset >= start:
+                    outcome = await process(
+                        self._raw(record),
+                        group=group,
+                        handler=handler,
+                        retry=self.retry,
+                        stop=stop,
+                        dead_letter=self._dead_letter,
+                        clock=self.clock or utcnow,
+                    )
+                    if outcome is Outcome.STOPPED:
+                        return False
                 done = record.offset + 1
                 if time.monotonic() - committed_at >= COMMIT_EVERY:
                     if not await self._commit(consumer, partition, done):
@@ -271,3 +377,25 @@ class KafkaBus:
         except KafkaError:
             log.exception("could not write to %s", self.physical(topic))
             raise
+
+
+class _SeekToStart(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka has no type information
+    """Moves each assigned partition that has a start offset there, where the group committed less (so the
+    records before it are not fetched at all). A failure here is logged by aiokafka and costs only reading
+    those records: the consume loop skips them anyway."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, starts: Mapping[TopicPartition, int]) -> None:
+        self._consumer = consumer
+        self._starts = starts
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        for partition in assigned:
+            start = self._starts.get(partition)
+            if start is None:
+                continue
+            committed = await self._consumer.committed(partition)
+            if committed is None or committed < start:
+                self._consumer.seek(partition, start)

@@ -1,4 +1,4 @@
-"""The in-memory bus: the embedded mode's Kafka (DESIGN §1), with the same semantics.
+"""The in-memory bus: the embedded mode's Kafka, with the same semantics (``ebb.adapters.bus.base``).
 
 Records go through the same CloudEvents encoding as on Kafka, into partitioned logs (partition =
 CRC-32 of the key modulo the partition count, so one key keeps its order). Each consumer group has
@@ -6,18 +6,19 @@ committed offsets per partition; a consumer handles its partitions concurrently 
 in order, committing after the handler returns, dead-lettering to ``<topic>.dlq`` exactly as the
 Kafka bus does (``ebb.adapters.bus.base``). The compacted topic keeps only the latest record per key
 (superseded records are dropped at once; their offsets stay). Within one process a group's partition
-has at most one consumer.
+has at most one consumer. ``start_at`` offsets are committed for the group when its consume begins (the
+records before them are never read).
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ebb.adapters.bus.base import Handler, Outcome, RawRecord, RetryPolicy, process, utcnow
+from ebb.adapters.bus.base import Handler, Offsets, Outcome, RawRecord, RetryPolicy, latest_per_key, process, utcnow
 from ebb.adapters.clock import until_any
 from ebb.contracts import DEFAULT_SOURCE, DeadLetter, Message, check_topic, dlq_topic, to_kafka, topic_spec
 
@@ -91,9 +92,13 @@ class InMemoryBus:
         """The records of ``topic`` still in its log, partition by partition."""
         return [r for part in self._topics.get(topic, []) for r in part.log if r is not None]
 
-    def end_offsets(self, topic: str) -> dict[int, int]:
-        """Per partition of ``topic``, the offset its next record will get."""
-        return {number: len(part.log) for number, part in enumerate(self._topics.get(topic, []))}
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        topic_spec(topic)
+        return {number: len(part.log) for number, part in enumerate(self._partitions(topic))}
+
+    async def read_compacted(self, topic: str) -> dict[str, Message]:
+        topic_spec(topic)
+        return latest_per_key(topic, self.records(topic))
 
     def committed(self, group: str, topic: str, partition: int) -> int:
         """The next offset ``group`` will read on ``topic``'s ``partition``."""
@@ -108,7 +113,15 @@ class InMemoryBus:
 
     # -- consuming ----------------------------------------------------------------------------------------
 
-    async def consume(self, topics: Sequence[str], group: str, handler: Handler, *, stop: asyncio.Event) -> None:
+    async def consume(
+        self,
+        topics: Sequence[str],
+        group: str,
+        handler: Handler,
+        *,
+        stop: asyncio.Event,
+        start_at: Mapping[str, Offsets] | None = None,
+    ) -> None:
         if not topics:
             raise ValueError("consume needs at least one topic")
         for topic in topics:
@@ -118,6 +131,10 @@ class InMemoryBus:
         if taken:
             raise BusError(f"group {group!r} already consumes {taken[0][1]!r} in this process")
         self._owners.update(owned)
+        for _, topic, number in owned:
+            start = (start_at or {}).get(topic, {}).get(number)
+            if start is not None and start > self.committed(group, topic, number):
+                self._committed[(group, topic, number)] = start
         tasks = [asyncio.create_task(self._run(topic, n, group, handler, stop)) for _, topic, n in owned]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

@@ -1,4 +1,4 @@
-"""Node findings (ebb.core.findings): Drifted, Expired, Empty and Consolidatable from the engine's own rules,
+"""Findings (ebb.core.findings): Drifted, Expired, Empty and Consolidatable from the engine's own rules,
 the first-seen time of the ones whose start the snapshot does not tell, the ebb.sh/drifted value, and the
 raised/cleared changes between two sets of findings."""
 
@@ -143,10 +143,10 @@ def test_with_since(label: str, previous: Findings, current: Findings, now: date
     assert with_since(previous, current, now) == expected, label
 
 
-@pytest.mark.parametrize(("label", "node_findings", "expected"), [
+@pytest.mark.parametrize(("label", "of_node", "expected"), [
     ("drifted: its reason", [F_EMPTY, F_DRIFT], "drifted: hash"),
     ("not drifted: none", [F_EMPTY], None),
     ("no findings: none", [], None),
 ])
-def test_drifted_annotation(label: str, node_findings: list[Finding], expected: str | None) -> None:
-    assert drifted_annotation(node_findings) == expected, label
+def test_drifted_annotation(label: str, of_node: list[Finding], expected: str | None) -> None:
+    assert drifted_annotation(of_node) == expected, label

@@ -63,10 +63,9 @@ from ebb.contracts import (
     Interruption,
 )
 from ebb.core import events as kube_events
-from ebb.core import findings as node_findings
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
-from ebb.core.findings import Findings
+from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, TAINT_DISRUPTED, Snapshot
@@ -204,8 +203,8 @@ class Planner:
 
     def _keep_findings(self, found: Findings, now: datetime) -> None:
         """The pass's findings become the held ones (first-seen times carried over); the changes are logged."""
-        current = node_findings.with_since(self.findings, found, now)
-        for change in node_findings.diff(self.findings, current):
+        current = with_since(self.findings, found, now)
+        for change in diff(self.findings, current):
             f = change.finding
             if change.cleared:
                 log.info("finding cleared", node=f.node, finding=f.kind)
@@ -327,7 +326,7 @@ class Planner:
 
     def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult, Findings]:
         view = ClusterView.build(snapshot, now)
-        return view, run_pass(view, self.options), node_findings.findings(view)
+        return view, run_pass(view, self.options), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
         for reason in REASONS:

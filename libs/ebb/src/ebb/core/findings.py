@@ -1,4 +1,4 @@
-"""Node findings: which nodes are Drifted, Expired, Empty or Consolidatable, and since when.
+"""Findings: which nodes are Drifted, Expired, Empty or Consolidatable, and since when.
 
 The consolidation-planner computes them after each pass from the pass's own ``ClusterView`` (no second
 evaluation of the cluster), puts them into the explanation of every decision on a node, and mirrors the
@@ -99,8 +99,8 @@ def findings(view: ClusterView) -> Findings:
             changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
             add(Finding(name, "Consolidatable", f"consolidatable: {changed}NodePool {pool.name}'s "
                         f"consolidateAfter ({format_duration(after)}) has passed", since))
-    for node_findings in out.values():
-        node_findings.sort(key=lambda f: KINDS.index(f.kind))
+    for of_node in out.values():
+        of_node.sort(key=lambda f: KINDS.index(f.kind))
     return out
 
 
@@ -115,13 +115,13 @@ def with_since(previous: Findings, current: Findings, now: datetime) -> Findings
         held = before.get((f.node, f.kind))
         return replace(f, since=held.since if held is not None and held.since is not None else now)
 
-    return {node: [filled(f) for f in node_findings] for node, node_findings in current.items()}
+    return {node: [filled(f) for f in of_node] for node, of_node in current.items()}
 
 
-def drifted_annotation(node_findings: list[Finding]) -> str | None:
+def drifted_annotation(of_node: list[Finding]) -> str | None:
     """The value of ``ebb.sh/drifted`` a node with these findings should carry: its drift reason, or None
     (no annotation) when it has not drifted."""
-    return next((f.reason for f in node_findings if f.kind == "Drifted"), None)
+    return next((f.reason for f in of_node if f.kind == "Drifted"), None)
 
 
 def _index(found: Findings) -> dict[tuple[str, str], Finding]:

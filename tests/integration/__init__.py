@@ -1,1 +1,1 @@
-"""Integration tests against real servers (DESIGN §6); see conftest.py."""
+"""Integration tests against real servers (docs/infrastructure.md); see conftest.py."""

@@ -1,4 +1,4 @@
-"""Real servers for the integration tests (DESIGN §6), one set per test session.
+"""Real servers for the integration tests (docs/infrastructure.md), one set per test session.
 
 Where the servers come from, in order:
 

@@ -1,4 +1,4 @@
-"""The cluster-watcher against a real kube-apiserver + KWOK and a real Kafka (DESIGN §1-§2): a KWOK node
+"""The cluster-watcher against a real kube-apiserver + KWOK and a real Kafka (docs/architecture.md): a KWOK node
 and a pod bound to it appear on ebb.cluster.objects (CloudEvents, binary mode), the snapshot rebuilt
 from the topic holds them with the right fields; deleting the pod publishes a tombstone and the pod
 leaves the rebuilt snapshot. A custom kind whose CRD is missing at start is picked up once the CRD

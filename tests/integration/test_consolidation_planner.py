@@ -1,4 +1,4 @@
-"""The consolidation-planner against a real Kafka, PostgreSQL and kube-apiserver (DESIGN §1-§4): two
+"""The consolidation-planner against a real Kafka, PostgreSQL and kube-apiserver (docs/architecture.md): two
 replicas compete for the coordination.k8s.io/v1 Lease and only one leads; a NodePool and an empty KWOK-style
 node published to ebb.cluster.objects (trimmed dicts through the contracts' codec) give a decision that is
 proposed, re-validated after the delay and approved in PostgreSQL (with its budget_ledger row), and the

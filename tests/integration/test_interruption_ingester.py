@@ -1,7 +1,8 @@
-"""The interruption-ingester against a real moto SQS and a real Kafka (DESIGN §4 Interruption): nodes on
-ebb.cluster.objects, a spot interruption warning, a stopping state change, a rebalance recommendation
-and a garbage message on the queue → three Interruptions on ebb.interruptions (CloudEvents, keyed by
-node, decoded with the contracts codec), the garbage counted, and the queue empty afterwards."""
+"""The interruption-ingester against a real moto SQS and a real Kafka (interruption in
+docs/architecture.md#decision-semantics): nodes on ebb.cluster.objects, a spot interruption warning, a
+stopping state change, a rebalance recommendation and a garbage message on the queue → three Interruptions on
+ebb.interruptions (CloudEvents, keyed by node, decoded with the contracts codec), the garbage counted, and the
+queue empty afterwards."""
 
 from __future__ import annotations
 

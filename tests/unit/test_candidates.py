@@ -1,4 +1,4 @@
-"""Who is a disruption candidate, and the reason reported for each node that is not (DESIGN §4)."""
+"""Who is a disruption candidate, and the reason reported for each node that is not (docs/decisions.md)."""
 
 from __future__ import annotations
 

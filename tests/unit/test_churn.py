@@ -1,4 +1,4 @@
-"""Churn control: stabilizationWindow and ebb.sh/v1 Hold documents (DESIGN §4)."""
+"""Churn control: stabilizationWindow and ebb.sh/v1 Hold documents (docs/decisions.md)."""
 
 from __future__ import annotations
 

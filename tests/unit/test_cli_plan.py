@@ -1,4 +1,4 @@
-"""`ebb plan` on the command line (DESIGN §5): JSON and table output, exit codes, error messages."""
+"""`ebb plan` on the command line (docs/plan.md): JSON and table output, exit codes, error messages."""
 
 from __future__ import annotations
 

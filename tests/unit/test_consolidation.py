@@ -1,4 +1,4 @@
-"""Consolidation (multi-node and single-node): delete, replace, savings and what stops it (DESIGN §4)."""
+"""Consolidation (multi-node and single-node): delete, replace, savings and what stops it (docs/decisions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wire contracts (DESIGN §2): every message type makes the round trip through a Kafka record in
+"""Wire contracts (docs/topics.md): every message type makes the round trip through a Kafka record in
 CloudEvents binary mode, every kind of malformed record is rejected with an error naming what is
 wrong, and deploy/asyncapi.yaml is exactly what the code generates."""
 

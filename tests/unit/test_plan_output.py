@@ -1,4 +1,4 @@
-"""The `ebb plan` JSON contract (DESIGN §5): field names, blocked coverage, cost, --until-stable."""
+"""The `ebb plan` JSON contract (docs/plan.md): field names, blocked coverage, cost, --until-stable."""
 
 from __future__ import annotations
 

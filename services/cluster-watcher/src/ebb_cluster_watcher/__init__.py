@@ -1,3 +1,3 @@
-"""ebb cluster-watcher service (DESIGN §1-§2): lists and watches the cluster's Nodes, Pods,
+"""ebb cluster-watcher service (docs/architecture.md): lists and watches the cluster's Nodes, Pods,
 PodDisruptionBudgets, DaemonSets, NodePools and NodeClaims and publishes each trimmed object on
 ``ebb.cluster.objects`` (a tombstone on delete). ``python -m ebb_cluster_watcher``."""

@@ -1,2 +1,2 @@
 """ebb consolidation-planner service: the single leader that turns engine passes into validated, budgeted
-disruption commands (DESIGN §1, §4)."""
+disruption commands (docs/architecture.md)."""

@@ -1,4 +1,4 @@
-"""The planner's side of the store (DESIGN §3): decisions, their timelines and the budget ledger.
+"""The planner's side of the store (docs/architecture.md#store): decisions, their timelines and the budget ledger.
 
 ``approve`` is the one place budget is taken. In one transaction it locks the command's NodePools (a
 PostgreSQL transaction-scoped advisory lock per ``(cluster, nodepool)``, taken in name order so two
@@ -9,7 +9,7 @@ and only then inserts the command's rows and marks the decision approved. No two
 approve more than a budget allows, even when both believe they are the leader.
 
 ``interrupt`` writes an interruption's decision straight as approved (no validation, no budget, no ledger
-rows: interruption ignores budgets, DESIGN §4) under the same per-NodePool lock, after checking in the same
+rows: interruption ignores budgets) under the same per-NodePool lock, after checking in the same
 transaction that the message was not applied before (``processed_messages``, recorded in that transaction)
 and that no other live decision holds the node: a *proposed* one is rejected to make room, an approved or
 executing one already takes the node away and the interruption adds nothing. ``approved`` lists the

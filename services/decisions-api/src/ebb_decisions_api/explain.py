@@ -1,13 +1,12 @@
 """GET /v1/nodes/{name}/explain and GET /v1/nodepools/{name}/budgets: answers built from one engine pass.
 
-The explanation of a node is the engine's own (DESIGN §4: every node that is not disrupted gets a reason
-from ``run_pass``, and a command says why its nodes are disrupted); this module only picks the node's
-entries out of a ``PassResult`` and adds what the store knows. A pool's budgets are ``ClusterView.budgets``
-(the core's ``allowed_disruptions``) per reason, plus each budget as written with its schedule window:
-``ebb.core.budgets.active_window`` says whether and until when a budget is active; when it is not, the next
-start is the cron schedule's next firing after now. Functions here are blocking (CPU) and run in a worker
-thread; they take values and return JSON-ready dicts.
-"""
+The explanation of a node is the engine's own (docs/architecture.md#decision-semantics: every node that is not
+disrupted gets a reason from ``run_pass``, and a command says why its nodes are disrupted); this module only
+picks the node's entries out of a ``PassResult`` and adds what the store knows. A pool's budgets are
+``ClusterView.budgets`` (the core's ``allowed_disruptions``) per reason, plus each budget as written with its
+schedule window: ``ebb.core.budgets.active_window`` says whether and until when a budget is active; when it is
+not, the next start is the cron schedule's next firing after now. Functions here are blocking (CPU) and run in
+a worker thread; they take values and return JSON-ready dicts."""
 
 from __future__ import annotations
 

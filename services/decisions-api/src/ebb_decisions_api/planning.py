@@ -1,4 +1,4 @@
-"""POST /v1/plan: `ebb plan -o json` on an uploaded snapshot or on the live cluster state (DESIGN §5).
+"""POST /v1/plan: `ebb plan -o json` on an uploaded snapshot or on the live cluster state (docs/plan.md).
 
 The body is the YAML stream `kubectl get ... -o yaml` prints (application/yaml, text/yaml or
 text/plain), or JSON: one kubectl document, a `kind: List`, an array of documents, or an envelope

@@ -1,4 +1,5 @@
-"""The embedded mode (DESIGN §1): the services as tasks of one process, on one code path with the distributed mode.
+"""The embedded mode: the services as tasks of one process, on one code path with the distributed mode
+(docs/architecture.md#modes).
 
 ``run_embedded`` composes what each service's composition root would build, replacing only the edges:
 the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions) for PostgreSQL, the

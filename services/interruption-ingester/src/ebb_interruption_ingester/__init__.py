@@ -1,4 +1,4 @@
-"""ebb interruption-ingester service (DESIGN §1, §2, §4 Interruption): long-polls the EventBridge
+"""ebb interruption-ingester service (docs/architecture.md): long-polls the EventBridge
 interruption queue on SQS, turns spot interruption warnings, scheduled changes, stopping/terminating
 state changes and rebalance recommendations into ``Interruption`` messages on ``ebb.interruptions``
 (keyed by node), then deletes each SQS message. ``python -m ebb_interruption_ingester``."""

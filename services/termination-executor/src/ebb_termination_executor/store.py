@@ -1,4 +1,4 @@
-"""The executor's side of the store (DESIGN §3): a decision's state and the ids of applied commands.
+"""The executor's side of the store (docs/architecture.md#store): a decision's state and the ids of applied commands.
 
 ``start`` moves the decision to ``executing`` (inserting it from the command when the planner has not
 written it); ``finish`` moves it to ``succeeded`` or ``failed`` and records the command id in

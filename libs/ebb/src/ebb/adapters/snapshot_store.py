@@ -1,4 +1,4 @@
-"""The cluster snapshot rebuilt from ``ebb.cluster.objects`` (DESIGN §2), for every consumer.
+"""The cluster snapshot rebuilt from ``ebb.cluster.objects`` (docs/architecture.md#topics), for every consumer.
 
 ``SnapshotStore`` applies cluster-object messages in the order they arrive (per key, the topic's
 order): an upsert replaces the object under its key ``kind/namespace/name``, a tombstone removes it.

@@ -1,4 +1,5 @@
-"""ebb's wire contracts (DESIGN §2): every topic, its key rule, its CloudEvent types and their payloads.
+"""ebb's wire contracts: every topic, its key rule, its CloudEvent types and their payloads
+(docs/architecture.md#topics, docs/topics.md).
 
 This is the one place the schemas live. Each payload is a strict pydantic model (unknown fields are
 rejected, names are camelCase on the wire, consistent with the ``ebb plan`` JSON) and every message

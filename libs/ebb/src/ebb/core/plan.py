@@ -1,4 +1,4 @@
-"""`ebb plan`: one pass, or passes applied until nothing changes, and the JSON contract of DESIGN §5.
+"""`ebb plan`: one pass, or passes applied until nothing changes, and the JSON contract of docs/plan.md.
 
 `--until-stable` applies each pass's commands to the snapshot (nodes removed, pods moved where the
 simulation put them, replacements launched as the cheapest option, with their DaemonSet pods) and runs
@@ -114,7 +114,7 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
     return Plan(first, tuple(steps))
 
 
-# -- the JSON contract (DESIGN §5) -------------------------------------------------------------------------
+# -- the JSON contract (docs/plan.md) ----------------------------------------------------------------------
 
 
 def _money(value: float) -> float:

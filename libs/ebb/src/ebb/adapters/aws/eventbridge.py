@@ -1,5 +1,5 @@
-"""EventBridge interruption messages as they arrive on the interruption SQS queue (DESIGN §4,
-Interruption). Pure: no I/O, never reads the clock, never raises on bad input.
+"""EventBridge interruption messages as they arrive on the interruption SQS queue (interruption in
+docs/architecture.md#decision-semantics). Pure: no I/O, never reads the clock, never raises on bad input.
 
 The SQS message body is the EventBridge event JSON. ``parse_message(body)`` gives either a ``Notice``
 (the cloud is taking instances away or recommends rebalancing them) or an ``Ignored`` with a reason

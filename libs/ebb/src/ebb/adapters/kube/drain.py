@@ -1,4 +1,5 @@
-"""Draining a node through the Eviction API (DESIGN §4, Termination), as the termination-executor does it.
+"""Draining a node through the Eviction API, as the termination-executor does it (termination in
+docs/architecture.md#decision-semantics).
 
 ``Drainer.taint`` adds ``karpenter.sh/disrupted:NoSchedule`` with an idempotent JSON patch (nothing when the
 taint is there; a ``test`` of the resourceVersion read guards against a concurrent writer, and a lost race

@@ -1,4 +1,5 @@
-"""Launching replacement nodes (DESIGN §4, Termination: "pre-spin replacements and wait until they are ready").
+"""Launching replacement nodes: termination launches a command's replacements and waits until they are ready
+before it drains anything (docs/architecture.md#decision-semantics).
 
 The termination-executor launches a command's replacements through the small ``Launcher`` protocol before it
 drains anything: ``launch`` creates the node (idempotently: the name is derived from the decision, so a

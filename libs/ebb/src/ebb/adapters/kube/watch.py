@@ -1,4 +1,4 @@
-"""List+watch with kubernetes-asyncio (DESIGN §1): one loop per kind, each independent of the others.
+"""List+watch with kubernetes-asyncio (docs/architecture.md#shape): one loop per kind, each independent of the others.
 
 Per kind: list (paginated) → publish the differences (``KindState.relist``) → watch from the list's
 resourceVersion with ``allowWatchBookmarks`` and a server-side timeout → when the server ends the

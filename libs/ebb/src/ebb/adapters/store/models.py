@@ -1,4 +1,4 @@
-"""The store's tables (DESIGN §3), shared by PostgreSQL (distributed) and SQLite (embedded).
+"""The store's tables (docs/architecture.md#store), shared by PostgreSQL (distributed) and SQLite (embedded).
 
 The Alembic revisions in ``migrations/versions`` create exactly these tables; an integration test
 compares the migrated database with this metadata.

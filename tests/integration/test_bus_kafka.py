@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
+from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
 from ebb.adapters.bus import Bus, KafkaBus, RawRecord, RetryPolicy
 
 from .conftest import KafkaServer

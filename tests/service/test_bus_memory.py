@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, node
+from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, node
 from ebb.adapters.bus import Bus, BusError, Delivery, InMemoryBus, RawRecord, RetryPolicy
 
 

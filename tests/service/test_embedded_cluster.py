@@ -16,7 +16,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_embedded.cluster import SimulatedCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
+from tests.unit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
 
 
 def clock() -> Any:

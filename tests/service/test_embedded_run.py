@@ -18,7 +18,7 @@ from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import EmbeddedOptions, Status, run_embedded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, node, nodepool, pod
+from tests.unit.builders import NOW, node, nodepool, pod
 
 LIVE = ("proposed", "approved", "executing")
 

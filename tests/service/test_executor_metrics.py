@@ -24,7 +24,7 @@ from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, node, nodepool, pdb, pod
+from tests.unit.builders import NOW, node, nodepool, pdb, pod
 
 
 @pytest.mark.parametrize(("result", "message", "code"), [

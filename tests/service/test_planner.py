@@ -41,7 +41,7 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod
+from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod
 
 T = TypeVar("T")
 DELAY = 0.2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import ago, blocked_of, disrupted, hold, later, node, nodepool, plan_dict, pod
+from tests.unit.builders import ago, blocked_of, disrupted, hold, later, node, nodepool, plan_dict, pod
 
 
 def _empty_and_underutilized(pool: dict[str, Any], *extra: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import catalog, node, nodepool, pod
+from tests.unit.builders import catalog, node, nodepool, pod
 from typer.testing import CliRunner
 
 from ebb_cli.main import app

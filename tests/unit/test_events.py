@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
+from tests.unit.builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
 
 from ebb.core import events as ev
 from ebb.core.cluster import ClusterView

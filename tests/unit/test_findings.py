@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from builders import NOW, OLD, ago, node, nodepool, pod, snapshot
+from tests.unit.builders import NOW, OLD, ago, node, nodepool, pod, snapshot
 
 from ebb.core import findings as found_in
 from ebb.core.cluster import ClusterView

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import (
+from tests.unit.builders import (
     NOW,
     TYPES,
     ago,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
+from tests.unit.builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
+from tests.unit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
 
 from ebb.core.methods import method_names
 from ebb.core.plan import apply_commands, make_plan, step_interval

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from builders import blocked_of, disrupted, node, nodepool, plan_dict, pod
+from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from builders import (
+from tests.unit.builders import (
     NOW,
     ago,
     blocked_of,

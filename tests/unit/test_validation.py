@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from builders import NOW, node, nodepool, plan, pod, snapshot
+from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
 
 from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command

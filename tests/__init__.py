@@ -1,0 +1,1 @@
+"""ebb's tests: unit (pure core), property, service (in-memory bus, SQLite) and integration (real servers)."""

@@ -1,0 +1,1 @@
+"""Service tests: the services' handlers on the in-memory bus and SQLite."""

@@ -1,0 +1,1 @@
+"""Table-driven unit tests of the pure core."""

@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
 from ebb.adapters.bus import Bus, KafkaBus, RawRecord, RetryPolicy
+from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
 
 from .conftest import KafkaServer
 

@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, node
 from ebb.adapters.bus import Bus, BusError, Delivery, InMemoryBus, RawRecord, RetryPolicy
+from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, node
 
 
 class TestInMemoryBus(BusConformance):

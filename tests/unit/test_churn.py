@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from tests.unit.builders import ago, blocked_of, disrupted, hold, later, node, nodepool, plan_dict, pod
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.unit.builders import catalog, node, nodepool, pod
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
+from tests.unit.builders import catalog, node, nodepool, pod
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 

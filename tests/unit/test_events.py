@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
 
 from ebb.core import events as ev
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
+from tests.unit.builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
 
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 

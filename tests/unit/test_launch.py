@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.builders import NOW, catalog, instance_type, nodepool
 
 from ebb.core.launch import LaunchError, launch_spec, node_object, replacement_name
 from ebb.core.snapshot import parse_catalog, parse_object
+from tests.unit.builders import NOW, catalog, instance_type, nodepool
 
 
 def types(*docs: dict[str, Any]) -> dict[str, Any]:

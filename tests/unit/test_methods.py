@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from ebb.core.cluster import ClusterView
+from ebb.core.methods import CONSOLIDATION_REASONS, METHOD_ORDER, METHODS
+from ebb.core.methods.base import EngineOptions, Method, MethodOutcome, PassContext, simulation
+from ebb.core.model import REASONS
 from tests.unit.builders import (
     NOW,
     TYPES,
@@ -21,11 +26,6 @@ from tests.unit.builders import (
     pod,
     snapshot,
 )
-
-from ebb.core.cluster import ClusterView
-from ebb.core.methods import CONSOLIDATION_REASONS, METHOD_ORDER, METHODS
-from ebb.core.methods.base import EngineOptions, Method, MethodOutcome, PassContext, simulation
-from ebb.core.model import REASONS
 
 # -- the methods ----------------------------------------------------------------------------------------
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
 from ebb.core.validation import validate
+from tests.unit.builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 
 def base() -> list[dict[str, Any]]:

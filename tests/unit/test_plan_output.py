@@ -9,10 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from tests.unit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
 
 from ebb.core.methods import method_names
 from ebb.core.plan import apply_commands, make_plan, step_interval
+from tests.unit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
 
 OD = {t: v[3] for t, v in TYPES.items()}
 METHODS = {"expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod
 
 ZONE = "topology.kubernetes.io/zone"

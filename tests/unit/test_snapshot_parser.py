@@ -6,6 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from ebb.core.model import Budget
+from ebb.core.snapshot import SnapshotError, flatten, parse_documents
 from tests.unit.builders import (
     NOW,
     ago,
@@ -23,9 +26,6 @@ from tests.unit.builders import (
     pod,
     snapshot,
 )
-
-from ebb.core.model import Budget
-from ebb.core.snapshot import SnapshotError, flatten, parse_documents
 
 GI = 2**30
 MI = 2**20

@@ -9,11 +9,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
 
 from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command
 from ebb.core.validation import validate
+from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
 
 LATER = NOW + timedelta(seconds=15)
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import pytest
 
@@ -58,7 +59,7 @@ class Consumer:
     """A consume loop running as a task; ``close()`` sets its stop event and waits for it."""
 
     def __init__(self, bus: Bus, topics: Sequence[str], group: str, handler: Callable[[Delivery], Awaitable[None]],
-                 *, start_at: dict[str, Offsets] | None = None, grace: float = 10) -> None:
+                 *, start_at: Mapping[str, Offsets] | None = None, grace: float = 10) -> None:
         self.stop = asyncio.Event()
         self.grace = grace
         self.task = asyncio.create_task(bus.consume(topics, group, handler, stop=self.stop, start_at=start_at))
@@ -112,7 +113,7 @@ class BusConformance:
         return sum((await self.committed(bus, group, topic)).values())
 
     def consumer(self, bus: Bus, topics: Sequence[str], group: str, handler: Callable[[Delivery], Awaitable[None]],
-                 *, start_at: dict[str, Offsets] | None = None) -> Consumer:
+                 *, start_at: Mapping[str, Offsets] | None = None) -> Consumer:
         return Consumer(bus, topics, group, handler, start_at=start_at, grace=self.patience)
 
     async def dead_letters(self, bus: Bus, topic: str, count: int) -> list[DeadLetter]:
@@ -176,7 +177,7 @@ class BusConformance:
 
     async def test_groups_are_independent_and_an_idle_consumer_stops_promptly(self) -> None:
         async with self.open_bus() as bus:
-            seen: dict[str, list[str]] = {"a": [], "b": []}
+            seen: dict[str, list[UUID]] = {"a": [], "b": []}
 
             def counting(group: str) -> Callable[[Delivery], Awaitable[None]]:
                 async def handler(delivery: Delivery) -> None:
@@ -314,8 +315,8 @@ class BusConformance:
             assert malformed.original() == (key, value, list(headers))
             assert (poisoned.topic, poisoned.offset, poisoned.cause) == (EVENTS, 1, "poison")
             assert poisoned.error == "PoisonMessage: d-poison is not in the store"
-            key, value, original_headers = poisoned.original()
-            assert from_kafka(EVENTS, key, value, original_headers) == poison
+            poison_key, poison_value, poison_headers = poisoned.original()
+            assert from_kafka(EVENTS, poison_key, poison_value, poison_headers) == poison
 
     async def test_transient_errors_are_retried_with_backoff(self) -> None:
         async with self.open_bus(partitions=1, retry=FAST) as bus:

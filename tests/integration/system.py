@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any, Self, TypeVar, cast
 
 import asyncpg  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -644,6 +644,15 @@ def nodepool(name: str, run: str, *, budget: str = "100%", consolidate_after: st
                            "budgets": [{"nodes": budget}]},
         },
     }
+
+
+Model = TypeVar("Model")
+
+
+def as_body(model: type[Model], doc: Mapping[str, Any]) -> Model:
+    """``doc`` as the body of a kubernetes-asyncio create call that names ``model``: the client sends a plain
+    dict as it is (ApiClient.sanitize_for_serialization), but its signatures accept only the model class."""
+    return cast(Model, doc)
 
 
 async def create_nodepool(kube_api: Any, body: dict[str, Any]) -> None:

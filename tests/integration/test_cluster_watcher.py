@@ -24,7 +24,7 @@ from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster
-from .system import eventually
+from .system import as_body, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -183,8 +183,7 @@ async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
     try:
         await asyncio.wait_for(watcher.synced["Node"].wait(), 10)
         assert not watcher.synced["NodePool"].is_set()
-        await extensions.create_custom_resource_definition(
-            {
+        await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, {
                 "apiVersion": "apiextensions.k8s.io/v1",
                 "kind": "CustomResourceDefinition",
                 "metadata": {"name": crd_name},
@@ -196,8 +195,7 @@ async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
                                   "schema": {"openAPIV3Schema": {"type": "object",
                                                                  "x-kubernetes-preserve-unknown-fields": True}}}],
                 },
-            }
-        )
+            }))
         await eventually("the NodePool kind watched", watcher.synced["NodePool"].is_set)
 
         async def create() -> bool:

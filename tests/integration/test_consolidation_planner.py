@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import uuid
 from typing import Any, TypeVar
@@ -26,7 +27,7 @@ from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .system import eventually, run_until_logged
+from .system import as_body, eventually, run_until_logged
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +113,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
                 started = asyncio.Event()
                 tasks[name] = asyncio.create_task(app.run(
                     settings(name), stops[name], started=started,
-                    planner_ready=lambda p, n=name: planners.__setitem__(n, p)))
+                    planner_ready=functools.partial(planners.__setitem__, name)))
                 await asyncio.wait_for(started.wait(), 30)
 
             [leader] = await eventually("one leader", lambda: leaders() or None)
@@ -201,7 +202,7 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
         assert sorted(r.approved for r in results) == [False, False, True, True]
         assert all("budget" in r.reason and r.rejected for r in results if not r.approved)
         assert len(await stores[0].ledger()) == 2
-        states = sorted([await stores[0].state(f"d{i}-{run}") for i in range(4)])
+        states = sorted([await stores[0].state(f"d{i}-{run}") for i in range(4)], key=str)
         assert states == ["approved", "approved", "rejected", "rejected"]
         # a node whose decision holds budget is not booked twice (another replica's proposal for it)
         taken = next(i for i, r in enumerate(results) if r.approved)
@@ -217,7 +218,8 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
 
 
 async def _run_one(settings: Settings) -> tuple[asyncio.Event, asyncio.Task[None], list[Planner]]:
-    stop, started, planners = asyncio.Event(), asyncio.Event(), []
+    stop, started = asyncio.Event(), asyncio.Event()
+    planners: list[Planner] = []
     task = asyncio.create_task(app.run(settings, stop, started=started, planner_ready=planners.append))
     await asyncio.wait_for(started.wait(), 30)
     await eventually("the leadership", lambda: planners[0].leader.is_leader or None)
@@ -242,9 +244,9 @@ async def test_kubernetes_events_appear_on_the_nodes_of_the_real_apiserver(
         docs = {blocked_name: kwok_node(blocked_name, pool), empty_name: kwok_node(empty_name, pool)}
         docs[blocked_name]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
         for name, doc in docs.items():
-            created = await core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+            created = await core.create_node(as_body(client.V1Node, {"apiVersion": "v1", "kind": "Node", "metadata": {
                 "name": name, "labels": doc["metadata"]["labels"], "annotations": doc["metadata"]["annotations"]},
-                "spec": doc["spec"]})
+                "spec": doc["spec"]}))
             uids[name] = created.metadata.uid
             doc["metadata"]["uid"] = created.metadata.uid
         settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpe-{run}",
@@ -422,8 +424,9 @@ async def test_the_leader_sets_and_clears_ebb_sh_drifted_on_the_real_apiserver(
     async def removed() -> bool:
         return await annotation() is None
 
-    await core.create_node({"apiVersion": "v1", "kind": "Node", "spec": node["spec"], "metadata": {
-        "name": node_name, "labels": node["metadata"]["labels"], "annotations": node["metadata"]["annotations"]}})
+    await core.create_node(as_body(client.V1Node, {
+        "apiVersion": "v1", "kind": "Node", "spec": node["spec"], "metadata": {
+            "name": node_name, "labels": node["metadata"]["labels"], "annotations": node["metadata"]["annotations"]}}))
     try:
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(drifting))

@@ -25,6 +25,7 @@ import uvicorn
 import yaml
 from aiokafka import AIOKafkaProducer
 from fastapi import FastAPI
+from pydantic import SecretStr
 from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import Delivery, KafkaBus
@@ -70,7 +71,7 @@ async def repository(postgres_server: PostgresServer) -> AsyncIterator[Repositor
 
 @pytest.fixture(scope="module")
 async def client(postgres_server: PostgresServer, repository: Repository) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(database_url=postgres_server.url, token=TOKEN, cluster=repository.cluster)
+    settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=repository.cluster)
     app = create_app(settings, repository, bus=InMemoryBus())
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
@@ -433,7 +434,7 @@ async def kafka_api(kafka_server: KafkaServer, postgres_server: PostgresServer) 
             for doc in SCENARIO_DOCS:
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
             await bus.publish(TOPIC_DISRUPTION_EVENTS, disruption_event("big", phase="Proposed"))
-            settings = Settings(database_url=postgres_server.url, token=TOKEN, cluster=repository.cluster,
+            settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=repository.cluster,
                                 kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix,
                                 group=f"api-test-{prefix}", sse_keepalive_seconds=1)
             app = create_app(settings, repository)

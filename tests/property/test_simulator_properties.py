@@ -265,14 +265,14 @@ def cases(draw: st.DrawFn, *, max_nodes: int = 6, max_pods: int = 12, max_new: S
         tier = draw(st.sampled_from(["", "", "a", "b"]))
         if tier:
             labels["tier"] = tier
-        pool = draw(st.sampled_from([p.name for p in pools] + ["default", None]))
+        pool_name = draw(st.sampled_from([p.name for p in pools] + ["default", None]))
         taints: tuple[Taint, ...] = ()
         flag = draw(st.sampled_from(flags))
         if flag == "dedicated":
             taints = (DEDICATED,)
         elif flag == "disrupted":
             taints = (Taint(TAINT_DISRUPTED, "", "NoSchedule"),)
-        nodes.append(make_node(f"n{i}", it, off.zone, capacity_type=off.capacity_type, pool=pool,
+        nodes.append(make_node(f"n{i}", it, off.zone, capacity_type=off.capacity_type, pool=pool_name,
                                labels=labels, taints=taints, unschedulable=flag == "cordon"))
     # Limits: at or a little above what the NodePool has now.
     for i, pool in enumerate(pools):

@@ -27,6 +27,7 @@ import pytest
 import uvicorn
 import yaml
 from fastapi import FastAPI
+from pydantic import SecretStr
 from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import InMemoryBus
@@ -79,7 +80,7 @@ def test_a_token_is_required() -> None:
     with pytest.raises(ValueError, match="TOKEN"):
         create_app(Settings(token=None, database_url=UNREACHABLE))
     with pytest.raises(ValueError, match="TOKEN"):
-        create_app(Settings(token="", database_url=UNREACHABLE))
+        create_app(Settings(token=SecretStr(""), database_url=UNREACHABLE))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EBB_DECISIONS_API_")}
     result = subprocess.run([sys.executable, "-m", "ebb_decisions_api"], env=env, capture_output=True, text=True,
                             timeout=60, check=False)
@@ -89,7 +90,7 @@ def test_a_token_is_required() -> None:
 async def test_not_ready_while_the_database_is_down() -> None:
     repository = Repository.from_url(UNREACHABLE)
     try:
-        async with _client(Settings(token=TOKEN, database_url=UNREACHABLE), repository) as client:
+        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), repository) as client:
             assert (await client.get("/healthz")).status_code == 200
             ready = await client.get("/readyz")
             assert ready.status_code == 503
@@ -111,7 +112,7 @@ async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(app_module, "run_plan", slow_plan)
     repository = Repository.from_url(UNREACHABLE)
     try:
-        async with _client(Settings(token=TOKEN, database_url=UNREACHABLE), repository) as client:
+        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), repository) as client:
             planning = asyncio.create_task(client.post("/v1/plan", content="kind: List\nitems: []\n",
                                                        headers={**AUTH, "Content-Type": "application/yaml"}))
             assert await asyncio.to_thread(started.wait, 10)
@@ -128,7 +129,7 @@ async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
 
 async def test_plan_size_limit_and_content_type() -> None:
     repository = Repository.from_url(UNREACHABLE)
-    settings = Settings(token=TOKEN, database_url=UNREACHABLE, max_plan_bytes=1024)
+    settings = Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE, max_plan_bytes=1024)
     try:
         async with _client(settings, repository) as client:
             big = await client.post("/v1/plan", content="#" * 2048, headers={**AUTH, "Content-Type": "text/plain"})
@@ -155,7 +156,7 @@ async def sqlite_repository(tmp_path: Path) -> AsyncIterator[Repository]:
 
 async def test_holds_and_decisions_on_sqlite(sqlite_repository: Repository) -> None:
     repo = sqlite_repository
-    async with running(Settings(token=TOKEN, database_url="sqlite://"), repo, InMemoryBus()) as (_, client):
+    async with running(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), repo, InMemoryBus()) as (_, client):
         await eventually("ready", lambda: _ready(client))
         hold = (await client.post("/v1/holds", json={"scope": "node", "target": "n1", "reason": "r"},
                                   headers=AUTH)).json()
@@ -303,7 +304,7 @@ async def subscribe(client: httpx.AsyncClient, base: str, **params: str) -> Asyn
 async def live_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, InMemoryBus]]:
     bus = InMemoryBus()
     await publish(bus, documents("empty-node.yaml"))
-    settings = Settings(token=TOKEN, database_url="sqlite://", cluster=sqlite_repository.cluster)
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_repository.cluster)
     async with running(settings, sqlite_repository, bus) as (app, client):
         await eventually("ready", lambda: _ready(client))
         yield app, client, bus
@@ -311,7 +312,7 @@ async def live_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI
 
 async def test_not_ready_until_the_snapshot_is_loaded(sqlite_repository: Repository) -> None:
     bus = InMemoryBus()
-    app = create_app(Settings(token=TOKEN, database_url="sqlite://"), sqlite_repository, bus=bus)
+    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), sqlite_repository, bus=bus)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         before = await client.get("/readyz")
         assert before.status_code == 503 and before.json()["snapshot"] == "loading"
@@ -534,7 +535,7 @@ async def sse_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI,
     bus = InMemoryBus()
     # history: published before the API started, never streamed
     await bus.publish(TOPIC_DISRUPTION_EVENTS, event("old", phase="Proposed", message="history"))
-    settings = Settings(token=TOKEN, database_url="sqlite://", cluster=sqlite_repository.cluster,
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_repository.cluster,
                         sse_keepalive_seconds=0.3, sse_queue_size=4)
     app = create_app(settings, sqlite_repository, bus=bus)
     async with serving(app) as base, httpx.AsyncClient(timeout=10) as client:

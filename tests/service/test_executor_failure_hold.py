@@ -45,18 +45,20 @@ async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
 
 
 def empty_cluster() -> list[dict[str, object]]:
-    pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-            "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-                                    "budgets": [{"nodes": "100%"}]},
-                     "template": {"spec": {"requirements": [], "nodeClassRef": {
-                         "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
-    node = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "n1", "creationTimestamp": "2026-11-20T00:00:00Z",
-                         "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true",
-                                    "karpenter.sh/capacity-type": "on-demand",
-                                    "node.kubernetes.io/instance-type": "m5.large",
-                                    "topology.kubernetes.io/zone": "us-east-1a"}},
-            "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}}
+    pool: dict[str, object] = {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                                "budgets": [{"nodes": "100%"}]},
+                 "template": {"spec": {"requirements": [], "nodeClassRef": {
+                     "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}
+    node: dict[str, object] = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "creationTimestamp": "2026-11-20T00:00:00Z",
+                     "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true",
+                                "karpenter.sh/capacity-type": "on-demand",
+                                "node.kubernetes.io/instance-type": "m5.large",
+                                "topology.kubernetes.io/zone": "us-east-1a"}},
+        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}}
     return [pool, node]
 
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import pytest
 
@@ -33,6 +33,7 @@ from ebb.contracts import (
     Message,
     from_kafka,
 )
+from ebb.contracts.messages import InterruptionKind
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leader import AlwaysLeader, Leadership, NeverLeader
 from ebb_consolidation_planner.metrics import Metrics
@@ -80,14 +81,24 @@ def events(bus: InMemoryBus) -> list[tuple[str, str, str]]:
             if isinstance(m, DisruptionEvent)]
 
 
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None] | T | None], within: float = 5) -> T:
+@overload
+async def eventually(what: str, probe: Callable[[], Awaitable[T | None]], within: float = 5) -> T: ...
+
+
+@overload
+async def eventually(what: str, probe: Callable[[], T | None], within: float = 5) -> T: ...
+
+
+async def eventually(what: str, probe: Callable[[], Any], within: float = 5) -> Any:
+    """Call ``probe`` (awaiting it if it returns a coroutine) until its value is truthy, and return that value;
+    AssertionError naming ``what`` after ``within`` seconds. The overloads give the caller the probe's type."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         value = probe()
         if asyncio.iscoroutine(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
         await asyncio.sleep(0.02)
@@ -470,8 +481,8 @@ class Switch:
         await stop.wait()
 
 
-def interruption(node_name: str, kind: str = "spot-interruption", detail: str = "instance-action=terminate",
-                 **extra: Any) -> Interruption:
+def interruption(node_name: str, kind: InterruptionKind = "spot-interruption",
+                 detail: str = "instance-action=terminate", **extra: Any) -> Interruption:
     return Interruption(node=node_name, kind=kind, instance_id=f"i-{node_name}", deadline=NOW, detail=detail,
                         **extra)
 
@@ -634,16 +645,19 @@ async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -
         assert command.nodes == ("n9",) and command.node_pool == "default" and command.explanation == "empty"
 
 
-class CountingLeader(AlwaysLeader):
+class CountingLeader:
     """Always the leader; counts how often the planner's loop asks (once per iteration)."""
 
     def __init__(self) -> None:
         self.asked = 0
 
-    @property  # type: ignore[override]
+    @property
     def is_leader(self) -> bool:
         self.asked += 1
         return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
 
 
 async def test_a_change_waits_out_the_debounce_without_spinning(db: str) -> None:
@@ -671,13 +685,16 @@ async def test_a_follower_does_not_spin_on_changes(db: str) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster())
 
-    class CountingFollower(NeverLeader):
+    class CountingFollower:
         asked = 0
 
-        @property  # type: ignore[override]
+        @property
         def is_leader(self) -> bool:
             CountingFollower.asked += 1
             return False
+
+        async def run(self, stop: asyncio.Event) -> None:
+            await stop.wait()
 
     async with Running(bus, db, leader=CountingFollower()) as svc:
         assert svc.planner is not None

@@ -103,7 +103,8 @@ async def test_ingester_moves_interruptions_from_sqs_to_kafka(
         assert isinstance(spot, Interruption) and isinstance(stopping, Interruption)
         assert isinstance(rebalance, Interruption)
         assert (spot.kind, spot.instance_id, spot.deadline) == ("spot-interruption", spot_i, T + timedelta(minutes=2))
-        assert (stopping.kind, stopping.instance_id, stopping.detail) == ("state-change", stop_i, "state=stopping")
+        assert (stopping.kind, stopping.instance_id, stopping.detail, stopping.instance_state) == (
+            "state-change", stop_i, "state=stopping", "stopping")
         assert (rebalance.kind, rebalance.instance_id, rebalance.deadline) == ("rebalance", rebalance_i, None)
         assert metrics.count("published") == 3 and metrics.count("malformed") == 1 and metrics.count("failed") == 0
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +12,6 @@ from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeErro
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_embedded.cluster import SimulatedCluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from tests.unit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
 
 

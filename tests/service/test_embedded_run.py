@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,6 @@ from ebb_cli.main import app
 from ebb_cli.run_cmd import _documents
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import EmbeddedOptions, Status, run_embedded
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from tests.unit.builders import NOW, node, nodepool, pod
 
 LIVE = ("proposed", "approved", "executing")

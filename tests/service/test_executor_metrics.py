@@ -5,7 +5,6 @@ simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,6 @@ from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from tests.unit.builders import NOW, node, nodepool, pdb, pod
 
 

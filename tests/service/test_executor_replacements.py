@@ -5,9 +5,7 @@ embedded mode's simulated cluster (API server, cloud, controllers) with the InMe
 from __future__ import annotations
 
 import asyncio
-import sys
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
@@ -19,8 +17,6 @@ from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.settings import Settings
 from ebb_termination_executor.store import ExecutorStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from tests.unit.builders import NOW, catalog, node, nodepool, pod
 
 

@@ -81,6 +81,8 @@ def test_notices(name: str, doc: dict[str, Any], kind: str, ids: tuple[str, ...]
         result = parse_message(body)
         assert isinstance(result, Notice), result
         assert (result.kind, result.instance_ids, result.deadline, result.detail) == (kind, ids, deadline, detail)
+        # the state is a value of its own (what decides), not read back out of the detail text
+        assert result.instance_state == (detail.removeprefix("state=") if kind == "state-change" else None)
         assert result.event_id == doc["id"]
         assert result.time == datetime.fromisoformat(doc["time"]).replace(tzinfo=UTC)
 

@@ -8,7 +8,6 @@ pass go into its decisions' explanations and the leader keeps the ebb.sh/drifted
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -40,8 +39,6 @@ from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import Planner, command_id
 from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod
 
 T = TypeVar("T")
@@ -534,7 +531,8 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
         await eventually("the redelivery consumed", lambda: bus.lag("planner-test-interruptions",
                                                                      TOPIC_INTERRUPTIONS) == 0)
         # another message about the same node: the node already has a live decision
-        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2", "state-change", "state=shutting-down"))
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2", "state-change", "state=shutting-down",
+                                                            instance_state="shutting-down"))
         await eventually("the second message consumed", lambda: bus.lag("planner-test-interruptions",
                                                                           TOPIC_INTERRUPTIONS) == 0)
         assert len(await svc.decisions()) == 1 and len(commands(bus)) == 1
@@ -569,7 +567,7 @@ async def test_rebalance_and_unknown_nodes_change_nothing(db: str) -> None:
     recorder = EventRecorder(sink, component="ebb-consolidation-planner")
     async with Running(bus, db, recorder=recorder) as svc:
         for message in (interruption("n2", "rebalance", ""), interruption("ghost"), interruption("foreign"),
-                        interruption("n2", "state-change", "state=running")):
+                        interruption("n2", "state-change", "state=running", instance_state="running")):
             await bus.publish(TOPIC_INTERRUPTIONS, message)
         await eventually("all consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
         got = await svc.decisions()

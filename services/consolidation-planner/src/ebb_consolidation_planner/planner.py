@@ -516,8 +516,8 @@ class Planner:
         claim = self._claim_of(message.node)
         if claim:
             self._claims[message.node] = claim
-        self._kube(kube_events.interruption(message.kind, message.detail, message.node, claim))
-        if not kube_events.takes_node_away(message.kind, message.detail):
+        self._kube(kube_events.interruption(message.kind, message.instance_state, message.node, claim))
+        if not kube_events.takes_node_away(message.kind, message.instance_state):
             bound.info("interruption noted: nothing to do", detail=message.detail)
             return
         raw = self.objects.get("Node", "", message.node)

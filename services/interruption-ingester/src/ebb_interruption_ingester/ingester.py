@@ -154,6 +154,7 @@ class Ingester:
                     instance_id=instance,
                     deadline=parsed.deadline,
                     detail=parsed.detail[:4096],
+                    instance_state=parsed.instance_state,
                 )
             except ValidationError as e:
                 log.error("interruption rejected by the contract", node=node, instance_id=instance, error=str(e))

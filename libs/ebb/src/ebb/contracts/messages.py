@@ -175,7 +175,11 @@ class Interruption(Message):
     kind: InterruptionKind
     instance_id: Token
     deadline: AwareDatetime | None = Field(description="When the instance goes away; null when unknown.")
-    detail: Text = Field(description="The cloud's words, e.g. the new instance state of a state-change.")
+    detail: Text = Field(description="The cloud's words, for people (e.g. instance-action=terminate); "
+                               "nothing decides on it.")
+    instance_state: Token | None = Field(
+        default=None, description="The instance's new state, for a state-change (stopping, stopped, shutting-down, "
+                                  "terminated); null for the other kinds.")
 
     def key(self) -> str:
         return self.node

@@ -36,7 +36,6 @@ every pass. Pure: no I/O, no clock, no logging.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -263,17 +262,9 @@ def rejected(decision: DecisionFacts, claims: Mapping[str, str], why: str) -> li
 
 # -- interruptions ------------------------------------------------------------------------------------------
 
-_STATE = re.compile(r"state=([a-z-]+)")
-
-
-def instance_state(detail: str) -> str | None:
-    """The instance state a state-change interruption's detail names (``state=stopping``), if any."""
-    found = _STATE.search(detail)
-    return found.group(1) if found else None
-
-
-def interruption(kind: str, detail: str, node: str, claim: str | None) -> list[KubeEvent]:
-    """The event of an interruption message on the node (and its NodeClaim): Karpenter's AWS provider's."""
+def interruption(kind: str, instance_state: str | None, node: str, claim: str | None) -> list[KubeEvent]:
+    """The event of an interruption message on the node (and its NodeClaim): Karpenter's AWS provider's.
+    ``instance_state`` is a state change's new state (None for the other kinds)."""
     if kind == "spot-interruption":
         return _on_node(node, claim, WARNING, SPOT_INTERRUPTED, "Spot interruption warning was triggered")
     if kind == "rebalance":
@@ -281,20 +272,18 @@ def interruption(kind: str, detail: str, node: str, claim: str | None) -> list[K
     if kind == "scheduled-change":
         return _on_node(node, claim, WARNING, INSTANCE_UNHEALTHY,
                         "An unhealthy warning was triggered for the instance")
-    state = instance_state(detail)
-    if state in STOPPING_STATES:
+    if instance_state in STOPPING_STATES:
         return _on_node(node, claim, WARNING, INSTANCE_STOPPING, "Instance is stopping")
     return _on_node(node, claim, WARNING, INSTANCE_TERMINATING, "Instance is terminating")
 
 
-def takes_node_away(kind: str, detail: str) -> bool:
+def takes_node_away(kind: str, instance_state: str | None) -> bool:
     """Whether an interruption removes the instance (acted on at once) or only recommends it (rebalance, a
     state change to a state that keeps the instance: event and log only)."""
     if kind == "rebalance":
         return False
     if kind == "state-change":
-        state = instance_state(detail)
-        return state is None or state in STOPPING_STATES | TERMINATING_STATES
+        return instance_state is None or instance_state in STOPPING_STATES | TERMINATING_STATES
     return True
 
 

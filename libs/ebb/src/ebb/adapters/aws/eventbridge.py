@@ -69,6 +69,9 @@ class Notice:
     event_id: str | None
     #: the event's ``time``
     time: datetime
+    #: the instances' new state, for a state change (``stopping``, ``stopped``, ``shutting-down``,
+    #: ``terminated``); None for the other kinds
+    instance_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,9 @@ def _parse_event(event: Mapping[str, Any], detail_type: str) -> Notice | Ignored
     if event_id is not None and (not isinstance(event_id, str) or not event_id.strip()):
         raise _Malformed("id is not a non-empty string")
 
-    def notice(kind: InterruptionKind, ids: tuple[str, ...], deadline: datetime | None, words: str) -> Notice:
-        return Notice(kind, ids, deadline, words, event_id, time)
+    def notice(kind: InterruptionKind, ids: tuple[str, ...], deadline: datetime | None, words: str,
+               instance_state: str | None = None) -> Notice:
+        return Notice(kind, ids, deadline, words, event_id, time, instance_state)
 
     if detail_type == SPOT_INTERRUPTION:
         action = detail.get("instance-action")
@@ -127,7 +131,7 @@ def _parse_event(event: Mapping[str, Any], detail_type: str) -> Notice | Ignored
         instance = _instance_id(detail)
         if state not in STOPPING_STATES:
             return Ignored("irrelevant", f"instance {instance} entered state {state!r}, not an interruption")
-        return notice("state-change", (instance,), time, f"state={state}")
+        return notice("state-change", (instance,), time, f"state={state}", state)
     if detail_type == REBALANCE:
         return notice("rebalance", (_instance_id(detail),), None, "rebalance recommendation")
     return _health(detail, notice)

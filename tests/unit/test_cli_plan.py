@@ -91,6 +91,14 @@ def test_not_yaml_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     assert "broken.yaml" in result.stderr
 
 
+def test_now_with_an_offset_is_that_moment_in_utc(runner: CliRunner, tmp_path: Path) -> None:
+    """``--now 2026-11-23T00:15:00+01:00`` is 23:15 UTC the day before, not 00:15 UTC."""
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "2026-11-23T00:15:00+01:00",
+                                 "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["now"] == "2026-11-22T23:15:00Z"
+
+
 def test_bad_now_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "yesterday"])
     assert result.exit_code == 2

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from ebb.core.quantity import (
     QuantityError,
+    fmt_time,
     format_duration,
     parse_cpu_millis,
     parse_duration,
     parse_quantity,
     parse_resource,
+    parse_time,
 )
 
 
@@ -89,3 +93,31 @@ def test_bad_durations_raise(bad: object) -> None:
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
     assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(("text", "utc"), [
+    ("2026-11-23T18:30:00Z", datetime(2026, 11, 23, 18, 30, tzinfo=UTC)),
+    ("2026-11-23T18:30:00z", datetime(2026, 11, 23, 18, 30, tzinfo=UTC)),
+    ("2026-11-23T00:15:00+01:00", datetime(2026, 11, 22, 23, 15, tzinfo=UTC)),  # the offset is kept, not dropped
+    ("2026-11-23T18:30:00-05:30", datetime(2026, 11, 24, 0, 0, tzinfo=UTC)),
+    ("2026-11-23T18:30:00", datetime(2026, 11, 23, 18, 30, tzinfo=UTC)),  # no offset: UTC
+    (" 2026-11-23T18:30:00.5Z ", datetime(2026, 11, 23, 18, 30, 0, 500000, tzinfo=UTC)),
+])
+def test_parse_time_converts_to_utc(text: str, utc: datetime) -> None:
+    parsed = parse_time(text)
+    assert parsed == utc and parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "", "2026-13-01T00:00:00Z", "18:30"])
+def test_parse_time_refuses_what_is_no_time(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_time(bad)
+
+
+@pytest.mark.parametrize(("moment", "text"), [
+    (datetime(2026, 11, 23, 18, 30, tzinfo=UTC), "2026-11-23T18:30:00Z"),
+    (datetime(2026, 11, 23, 0, 15, tzinfo=timezone(timedelta(hours=1))), "2026-11-22T23:15:00Z"),
+    (datetime(2026, 11, 23, 18, 30), "2026-11-23T18:30:00Z"),  # noqa: DTZ001 (a naive moment is taken as UTC)
+])
+def test_fmt_time_writes_utc(moment: datetime, text: str) -> None:
+    assert fmt_time(moment) == text

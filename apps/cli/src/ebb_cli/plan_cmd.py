@@ -19,6 +19,7 @@ from rich.table import Table
 from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import Plan, make_plan, plan_json
+from ebb.core.quantity import TIME_EXAMPLE, parse_time
 from ebb.core.snapshot import SnapshotError
 from ebb.core.yaml_documents import InputError
 
@@ -32,10 +33,9 @@ def _parse_now(value: str | None) -> datetime:
     if value is None:
         return datetime.now(UTC)
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_time(value)
     except ValueError as exc:
-        raise InputError(f"--now: {value!r} is not an RFC 3339 time like 2026-11-23T18:30:00Z") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        raise InputError(f"--now: {value!r} is not an RFC 3339 time like {TIME_EXAMPLE}") from exc
 
 
 def plan(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb.core.quantity import QuantityError, parse_duration
+from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
 
 if TYPE_CHECKING:
     from ebb_embedded.runner import Status, Summary
@@ -42,11 +42,9 @@ class Output(StrEnum):
 
 def _time(value: str, option: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_time(value)
     except ValueError as exc:
-        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like 2026-11-23T18:30:00Z",
-                                 param_hint=option) from exc
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}", param_hint=option) from exc
 
 
 def _duration(value: str, option: str) -> timedelta:

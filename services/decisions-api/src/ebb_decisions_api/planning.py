@@ -21,6 +21,7 @@ from ebb.adapters.catalog import bundled_catalog
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb.core.plan import make_plan, plan_json
+from ebb.core.quantity import TIME_EXAMPLE, parse_time
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb.core.yaml_documents import InputError, iter_documents
 
@@ -61,9 +62,9 @@ def parse_now(value: Any, loc: tuple[str, ...]) -> datetime:
     if not isinstance(value, str):
         raise PlanInputError(loc, "must be an RFC 3339 time like 2026-11-23T18:30:00Z")
     try:
-        return _as_utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        return parse_time(value)
     except ValueError as exc:
-        raise PlanInputError(loc, f"{value!r} is not an RFC 3339 time like 2026-11-23T18:30:00Z") from exc
+        raise PlanInputError(loc, f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}") from exc
 
 
 def _flag(value: Any, loc: tuple[str, ...]) -> bool:

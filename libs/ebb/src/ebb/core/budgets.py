@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from croniter import croniter
 
 from ebb.core.model import REASONS, Budget, NodePool
-from ebb.core.quantity import QuantityError, format_duration, parse_duration
+from ebb.core.quantity import QuantityError, fmt_time, format_duration, parse_duration
 
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 
@@ -80,7 +80,7 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
         allowed = max(0, limit - deleting - not_ready)
         where = ""
         if budget.schedule is not None:
-            where = (f" (schedule {budget.schedule!r}, active until {window[1].strftime('%Y-%m-%dT%H:%M:%SZ')},"
+            where = (f" (schedule {budget.schedule!r}, active until {fmt_time(window[1])},"
                      f" for {format_duration((window[1] - window[0]).total_seconds())})")
         detail = (f"budget nodes={text}{where} of NodePool {pool.name} allows {allowed} "
                   f"of {total} nodes ({deleting} deleting, {not_ready} NotReady)")

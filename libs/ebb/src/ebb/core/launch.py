@@ -25,6 +25,7 @@ from ebb.core.model import (
     InstanceType,
     NodePool,
 )
+from ebb.core.quantity import fmt_time
 
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
@@ -106,7 +107,7 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": spec.name, "labels": labels, "annotations": annotations,
-                     "creationTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                     "creationTimestamp": fmt_time(now)},
         "spec": spec_,
         "status": {"capacity": capacity, "allocatable": allocatable,
                    "conditions": [{"type": "Ready", "status": "False", "reason": "Launching"}]},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -93,5 +93,18 @@ def format_duration(seconds: float) -> str:
 
 
 def fmt_time(moment: datetime) -> str:
-    """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z)."""
+    """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z).
+    An aware moment in another zone is converted (00:15+01:00 is 23:15Z the day before); a naive one is UTC."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+TIME_EXAMPLE = "2026-11-23T18:30:00Z"
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time as the user gives it (``--now``, ``?now=``): ``Z`` or an offset, converted to UTC; a
+    time without an offset is taken as UTC. ValueError for anything else."""
+    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

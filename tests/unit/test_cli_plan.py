@@ -91,6 +91,20 @@ def test_not_yaml_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     assert "broken.yaml" in result.stderr
 
 
+@pytest.mark.parametrize(("cpu", "words"), [("1e30", "is too large"), ("99999999999999999999", "is too large"),
+                                           ("-4", "is negative")])
+def test_absurd_or_negative_request_exits_2_naming_the_field(runner: CliRunner, tmp_path: Path, cpu: str,
+                                                            words: str) -> None:
+    """A request the simulator cannot hold (an OverflowError traceback before) or a negative one (accepted
+    before) ends with exit 2 and a message naming the document and field, and prints nothing on stdout."""
+    docs = [nodepool(), node("busy", itype="t3.medium"), pod("db", "busy", cpu=cpu)]
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *docs), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "Pod default/db: spec.containers[0].resources.requests.cpu" in result.stderr and words in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_now_with_an_offset_is_that_moment_in_utc(runner: CliRunner, tmp_path: Path) -> None:
     """``--now 2026-11-23T00:15:00+01:00`` is 23:15 UTC the day before, not 00:15 UTC."""
     result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "2026-11-23T00:15:00+01:00",

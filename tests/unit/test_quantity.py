@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from ebb.core.quantity import (
+    MAX_AMOUNT,
     QuantityError,
     fmt_time,
     format_duration,
@@ -93,6 +94,23 @@ def test_bad_durations_raise(bad: object) -> None:
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
     assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["1e30", "99999999999999999999", "2Pi", "-4", "-1m", "-1Gi", float("inf"),
+                                 float("nan"), -1, 10**30])
+def test_negative_non_finite_and_absurd_amounts_raise(bad: object) -> None:
+    """Kubernetes refuses negative requests; amounts beyond MAX_AMOUNT would overflow the simulator's arrays
+    (an OverflowError traceback before)."""
+    for name in ("cpu", "memory", "pods"):
+        with pytest.raises(QuantityError):
+            parse_resource(name, bad)
+
+
+def test_the_largest_accepted_amount() -> None:
+    assert parse_quantity(MAX_AMOUNT) == MAX_AMOUNT
+    assert parse_resource("memory", "1Pi") == 2**50
+    with pytest.raises(QuantityError, match="too large"):
+        parse_quantity(MAX_AMOUNT + 1)
 
 
 @pytest.mark.parametrize(("text", "utc"), [

@@ -44,14 +44,32 @@ def _decimal(value: object) -> Decimal:
     return base * _DECIMAL[suffix]
 
 
+#: the largest amount ebb accepts, in its integer unit (bytes, millicores, a count): 2**50, a pebibyte of
+#: memory or a million million cores, far above any machine. The simulator keeps amounts in int64 arrays
+#: and sums thousands of them; a bound here keeps every sum exact instead of overflowing.
+MAX_AMOUNT = 2**50
+
+
+def _amount(value: object, scaled: Decimal) -> int:
+    if not scaled.is_finite():
+        raise QuantityError(f"{value!r} is not a finite quantity")
+    if scaled < 0:
+        raise QuantityError(f"{value!r} is negative")
+    if scaled > MAX_AMOUNT:
+        raise QuantityError(f"{value!r} is too large (more than {MAX_AMOUNT} in ebb's unit for it)")
+    return math.ceil(scaled)
+
+
 def parse_cpu_millis(value: object) -> int:
-    """CPU as integer millicores, rounded up as the kubelet does ("250m" -> 250, "1.5" -> 1500)."""
-    return math.ceil(_decimal(value) * 1000)
+    """CPU as integer millicores, rounded up as the kubelet does ("250m" -> 250, "1.5" -> 1500); a negative
+    or absurdly large amount is a QuantityError."""
+    return _amount(value, _decimal(value) * 1000)
 
 
 def parse_quantity(value: object) -> int:
-    """Any non-CPU quantity in its base unit, rounded up ("1Gi" -> 1073741824, "100M" -> 10**8)."""
-    return math.ceil(_decimal(value))
+    """Any non-CPU quantity in its base unit, rounded up ("1Gi" -> 1073741824, "100M" -> 10**8); a negative
+    or absurdly large amount is a QuantityError."""
+    return _amount(value, _decimal(value))
 
 
 def parse_resource(name: str, value: object) -> int:

@@ -468,6 +468,14 @@ async def test_plan_on_the_live_state_equals_the_cli(
         assert response.json()["detail"][0]["loc"] == loc
     broken = await client.post("/v1/plan", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
     assert broken.status_code == 422 and broken.json()["detail"][0]["loc"] == ["body"]
+    # a request the simulator cannot hold (a plain-text 500 before) is a 422 naming the document and field
+    huge = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "huge", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e30"}}}]},
+            "status": {"phase": "Pending"}}
+    response = await client.post("/v1/plan", params={"now": NOW}, json=[huge], headers=AUTH)
+    assert response.status_code == 422, response.text
+    (detail,) = response.json()["detail"]
+    assert "Pod default/huge" in json.dumps(detail) and "too large" in json.dumps(detail)
     holds = await client.post("/v1/holds", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
     assert holds.status_code == 422 and holds.json()["detail"][0]["loc"][0] == "body"
 

@@ -114,6 +114,13 @@ def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     broken.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: lots}}\n")
     invalid = runner.invoke(app, ["run", "-f", str(broken)])
     assert invalid.exit_code == 2 and "error:" in invalid.output
+    # checked before any service starts: a request the simulator cannot hold is a message, not a crashed task
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: d}\n"
+                    "spec: {containers: [{name: c, resources: {requests: {cpu: '1e30'}}}]}\n")
+    too_large = runner.invoke(app, ["run", "-f", str(huge)])
+    assert too_large.exit_code == 2 and "Pod d/p: spec.containers[0].resources.requests.cpu" in too_large.output
+    assert "too large" in too_large.output and "Traceback" not in too_large.output
 
 
 async def test_the_decisions_api_serves_the_running_simulation(tmp_path: Path) -> None:

@@ -105,6 +105,21 @@ def test_absurd_or_negative_request_exits_2_naming_the_field(runner: CliRunner, 
     assert "Traceback" not in result.output
 
 
+def test_empty_input_and_unread_kinds_are_warned_about_on_stderr(runner: CliRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("", encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-f", str(empty), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["commands"] == []
+    assert "warning: the input holds no Nodes, Pods or NodePools" in result.stderr
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}}
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster(), config), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["commands"]  # the plan itself is unchanged
+    assert result.stderr.strip() == ("warning: ignored 1 document(s) of kinds ebb does not read: "
+                                     "ConfigMap default/cm")
+
+
 def test_now_with_an_offset_is_that_moment_in_utc(runner: CliRunner, tmp_path: Path) -> None:
     """``--now 2026-11-23T00:15:00+01:00`` is 23:15 UTC the day before, not 00:15 UTC."""
     result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "2026-11-23T00:15:00+01:00",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ebb.core.model import Budget
-from ebb.core.snapshot import SnapshotError, flatten, parse_documents
+from ebb.core.snapshot import SnapshotError, flatten, input_warnings, parse_documents
 from tests.unit.builders import (
     NOW,
     ago,
@@ -63,6 +63,29 @@ def test_unknown_kinds_are_skipped_and_both_nodepool_groups_are_read() -> None:
     snap = snapshot(svc, nodepool("a"), nodepool("b", api_version="ebb.sh/v1"),
                     nodepool("c", api_version="example.com/v1"))
     assert sorted(p.name for p in snap.nodepools) == ["a", "b"]
+    assert snap.ignored == ("Service default/web", "NodePool c")
+
+
+def _kinds(n: int) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm{i}", "namespace": "d"}}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize(("docs", "expected"), [
+    (lambda: [nodepool("a"), *_kinds(0)], []),
+    (lambda: [nodepool("a"), *_kinds(1)], ["ignored 1 document(s) of kinds ebb does not read: ConfigMap d/cm0"]),
+    (lambda: [nodepool("a"), *_kinds(7)],
+     ["ignored 7 document(s) of kinds ebb does not read: ConfigMap d/cm0, ConfigMap d/cm1, ConfigMap d/cm2, "
+      "ConfigMap d/cm3, ConfigMap d/cm4, and 2 more"]),
+    (list, ["the input holds no Nodes, Pods or NodePools"]),
+    (lambda: _kinds(1), ["ignored 1 document(s)", "the input holds no Nodes, Pods or NodePools"]),
+])
+def test_input_warnings(docs: Callable[[], list[Any]], expected: list[str]) -> None:
+    """An empty input or documents ebb does not read are said, not silently planned as nothing."""
+    warnings = input_warnings(parse_documents(docs(), bundled_catalog=[]))
+    assert len(warnings) == len(expected)
+    for warning, start in zip(warnings, expected, strict=True):
+        assert warning.startswith(start), warning
 
 
 def test_own_catalog_replaces_the_bundled_one() -> None:

@@ -20,7 +20,7 @@ from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import Plan, make_plan, plan_json
 from ebb.core.quantity import TIME_EXAMPLE, parse_time
-from ebb.core.snapshot import SnapshotError
+from ebb.core.snapshot import SnapshotError, input_warnings
 from ebb.core.yaml_documents import InputError
 
 
@@ -55,6 +55,8 @@ def plan(
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    for warning in input_warnings(snapshot):
+        typer.echo(f"warning: {warning}", err=True)
     result = make_plan(snapshot, moment, until_stable=until_stable,
                        options=EngineOptions(spot_to_spot=spot_to_spot))
     if output is Output.json:

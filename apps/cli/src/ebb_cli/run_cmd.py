@@ -159,11 +159,18 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     options = EmbeddedOptions(start=moment, speed=speed, duration=_duration(duration, "--duration"),
                               until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
                               database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token)
+    from ebb.adapters.catalog import bundled_catalog
+    from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
+
     try:
         documents = _documents(paths)
-    except InputError as exc:
+        # checked up front with the parser every service uses, so bad input is a message, not a crashed task
+        snapshot = parse_documents(documents, bundled_catalog)
+    except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    for warning in input_warnings(snapshot):
+        typer.echo(f"warning: {warning}", err=True)
     configure(log_level)
 
     from rich.console import Console

@@ -289,3 +289,5 @@ class Snapshot:
     daemonsets: tuple[DaemonSet, ...] = ()
     holds: tuple[Hold, ...] = ()
     catalog_source: str = "bundled"
+    #: the input documents of kinds ebb does not read (``Kind namespace/name``), so a front end can say so
+    ignored: tuple[str, ...] = ()

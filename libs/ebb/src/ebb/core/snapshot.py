@@ -610,6 +610,7 @@ def assemble(parsed: Iterable[ParsedObject],
     pdbs: list[PodDisruptionBudget] = []
     daemonsets: list[DaemonSet] = []
     holds: list[Hold] = []
+    ignored: list[str] = []
     types: dict[str, InstanceType] = {}
     seen: set[str] = set()
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
@@ -623,6 +624,8 @@ def assemble(parsed: Iterable[ParsedObject],
                 types[it.name] = it
         elif item.kind:
             buckets[item.kind].append(item.value)
+        else:
+            ignored.append(item.ref)
     source = "input"
     if not types:
         source = "bundled"
@@ -643,8 +646,28 @@ def assemble(parsed: Iterable[ParsedObject],
     return Snapshot(
         nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=tuple(pools),
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
-        daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source,
+        daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source, ignored=tuple(ignored),
     )
+
+
+#: how many ignored documents a warning names before it counts the rest
+NAMED_IN_WARNING = 5
+
+
+def input_warnings(snapshot: Snapshot) -> list[str]:
+    """What a user should hear about input that parsed but will not be planned as they may think: documents
+    of kinds ebb does not read, and an input with no Nodes, Pods or NodePools at all (an empty file, or the
+    wrong ``kubectl get``). Empty when there is nothing to say."""
+    warnings: list[str] = []
+    if snapshot.ignored:
+        named = ", ".join(snapshot.ignored[:NAMED_IN_WARNING])
+        more = len(snapshot.ignored) - NAMED_IN_WARNING
+        warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: {named}"
+                        + (f", and {more} more" if more > 0 else ""))
+    if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
+        warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
+                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims -A -o yaml makes a complete dump)")
+    return warnings
 
 
 def parse_documents(documents: Iterable[Any],

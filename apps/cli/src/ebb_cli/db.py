@@ -1,8 +1,15 @@
-"""`ebb db`: manage ebb's database (PostgreSQL, or SQLite in embedded mode)."""
+"""`ebb db`: manage ebb's database (PostgreSQL, or SQLite in embedded mode).
+
+An operational failure (the server does not answer, refuses the login, the file cannot be opened) is one
+line on stderr and exit 1; a URL that is no database URL is exit 2. Neither prints a traceback: the
+operator needs the cause, not the stack.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -20,6 +27,32 @@ DatabaseUrl = Annotated[
 ]
 
 
+def _shown(url: str) -> str:
+    """The URL as it may be printed: without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL has no password we could hide; show nothing of it
+        return "the given URL"
+
+
+@contextlib.contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    from asyncpg import InterfaceError, PostgresError
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+
+    try:
+        yield
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        typer.echo(f"error: --database-url: {_shown(url)} is not a database URL ebb can use: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    # asyncpg raises its own errors on connect (a refused login, a missing database), not SQLAlchemy's
+    except (OSError, TimeoutError, DBAPIError, PostgresError, InterfaceError) as exc:
+        typer.echo(f"error: cannot use the database at {_shown(url)}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 @db_app.command()
 def upgrade(
     database_url: DatabaseUrl,
@@ -29,8 +62,9 @@ def upgrade(
     from ebb.adapters.store.migrate import current_revision
     from ebb.adapters.store.migrate import upgrade as run_upgrade
 
-    run_upgrade(database_url, revision)
-    typer.echo(f"database at revision {asyncio.run(current_revision(database_url))}")
+    with _database_errors(database_url):
+        run_upgrade(database_url, revision)
+        typer.echo(f"database at revision {asyncio.run(current_revision(database_url))}")
 
 
 @db_app.command()
@@ -38,5 +72,6 @@ def current(database_url: DatabaseUrl) -> None:
     """Print the database's current schema revision and the newest one this ebb ships."""
     from ebb.adapters.store.migrate import current_revision, head_revision
 
-    typer.echo(f"current: {asyncio.run(current_revision(database_url))}")
+    with _database_errors(database_url):
+        typer.echo(f"current: {asyncio.run(current_revision(database_url))}")
     typer.echo(f"head:    {head_revision()}")

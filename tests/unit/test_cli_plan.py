@@ -120,6 +120,15 @@ def test_empty_input_and_unread_kinds_are_warned_about_on_stderr(runner: CliRunn
                                      "ConfigMap default/cm")
 
 
+def test_the_table_says_why_an_invalid_budget_allows_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    pool = nodepool(budgets=[{"nodes": "1", "schedule": "not a cron", "duration": "1h"}])
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, pool), "--now", NOW_ARG])
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.stdout.split())  # rich wraps lines at the console's width
+    assert words.count("invalid budget: budget 0 of NodePool default is invalid (schedule 'not a cron' is not a "
+                       "cron expression or @-macro); ebb fails closed and disrupts nothing in this pool") == 1
+
+
 def test_now_with_an_offset_is_that_moment_in_utc(runner: CliRunner, tmp_path: Path) -> None:
     """``--now 2026-11-23T00:15:00+01:00`` is 23:15 UTC the day before, not 00:15 UTC."""
     result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", "2026-11-23T00:15:00+01:00",

@@ -101,6 +101,9 @@ def render_table(result: Plan, console: Console) -> None:
     for pool, allowed in pools.items():
         budgets.add_row(pool, *(str(allowed.get(r, 0)) for r in ("Expired", "Drifted", "Empty", "Underutilized")))
     console.print(budgets)
+    # an invalid budget fails closed: say why under the zeros, once per pool and cause
+    for detail in dict.fromkeys(row.detail for row in first.budgets if row.invalid):
+        console.print(f"[red]invalid budget:[/red] {detail}", highlight=False)
     cost = data["cost"]
     console.print(f"Cost of NodePool nodes: ${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass")
     if result.steps is not None:

@@ -45,6 +45,8 @@ class BudgetRow:
     reason: str
     allowed: int
     detail: str
+    #: a budget of the pool is invalid (a bad cron, count or duration): ``allowed`` is 0 and ``detail`` says why
+    invalid: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
             blocked.append(Blocked(node.name, ALL_METHODS, NOTHING_TO_DO))
     before = view.pool_cost()
     after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
-    budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail)
+    budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid)
                     for (pool, reason), v in sorted(view.budgets.items()))
     return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after)
 

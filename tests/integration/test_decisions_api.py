@@ -72,7 +72,12 @@ async def repository(postgres_server: PostgresServer) -> AsyncIterator[Repositor
 @pytest.fixture(scope="module")
 async def client(postgres_server: PostgresServer, repository: Repository) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=repository.cluster)
-    app = create_app(settings, repository, bus=InMemoryBus())
+    bus = InMemoryBus()
+    # the live cluster state has the NodePool the holds test pauses (a hold on an unknown pool is refused)
+    for doc in SCENARIO_DOCS:
+        if doc["kind"] == "NodePool":
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
+    app = create_app(settings, repository, bus=bus)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
         await eventually("ready", lambda: _ready(c, ""))
@@ -216,6 +221,7 @@ async def test_holds(client: httpx.AsyncClient) -> None:
     cases: list[tuple[dict[str, Any], list[Any]]] = [
         ({"scope": "pool", "target": "x", "reason": "r"}, ["body", "scope"]),
         ({"scope": "node", "reason": "r"}, ["body", "target"]),
+        ({"scope": "nodePool", "target": "no-such-pool", "reason": "r"}, ["body", "target"]),
         ({"scope": "nodePool", "target": "", "reason": "r"}, ["body", "target"]),
         ({"scope": "cluster", "target": "x", "reason": "r"}, ["body", "target"]),
         ({"scope": "cluster", "reason": ""}, ["body", "reason"]),

@@ -354,6 +354,22 @@ async def test_explain_a_disrupted_a_blocked_and_an_unknown_node(
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "now"]
 
 
+async def test_a_hold_on_a_nodepool_the_cluster_does_not_have_is_refused(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    """It would pause nothing and say so nowhere (201 before): 422 naming the field and the known pools."""
+    _, client, _ = live_app
+    unknown = await client.post("/v1/holds", json={"scope": "nodePool", "target": "no-such-pool", "reason": "r"},
+                                headers=AUTH)
+    assert unknown.status_code == 422, unknown.text
+    (detail,) = unknown.json()["detail"]
+    assert detail["loc"] == ["body", "target"] and "no NodePool 'no-such-pool'" in detail["msg"]
+    assert "known: default" in detail["msg"]
+    known = await client.post("/v1/holds", json={"scope": "nodePool", "target": "default", "reason": "r"},
+                              headers=AUTH)
+    assert known.status_code == 201, known.text
+    assert (await client.delete(f"/v1/holds/{known.json()['id']}", headers=AUTH)).status_code == 204
+
+
 async def test_explain_sees_holds_and_live_decisions_from_the_store(
         live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus], sqlite_repository: Repository) -> None:
     _, client, _ = live_app

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -263,10 +263,20 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
 
     # -- holds -------------------------------------------------------------------------------------------
 
-    @v1.post("/holds", tags=["holds"], status_code=status.HTTP_201_CREATED, response_model_by_alias=True,
-             summary="Pause Empty and Underutilized disruptions in a scope until expiresAt")
-    async def create_hold(hold: HoldCreate) -> HoldOut:
+    @v1.post("/holds", tags=["holds"], status_code=status.HTTP_201_CREATED, response_model=HoldOut,
+             response_model_by_alias=True,
+             summary="Pause Empty and Underutilized disruptions in a scope until expiresAt",
+             responses={422: {"description": "an invalid body, or a NodePool the live cluster state does not have"}})
+    async def create_hold(hold: HoldCreate) -> HoldOut | JSONResponse:
         now = clock()
+        if hold.scope == "nodePool" and hold.target:
+            # a hold on a NodePool that does not exist would pause nothing and say so nowhere; while the
+            # cluster state is still loading (or invalid) the pool cannot be checked and the hold is kept
+            with suppress(NotSeeded, InvalidSnapshot):
+                known = sorted(p.name for p in (await live.snapshot()).nodepools)
+                if hold.target not in known:
+                    return _unprocessable(("body", "target"), f"no NodePool {hold.target!r} in the live cluster "
+                                          f"state (known: {', '.join(known) or 'none'})", "unknown_nodepool")
         row = await repo.create_hold(
             scope_kind=SCOPE_TO_STORE[hold.scope],
             scope=hold.target or "",

@@ -27,6 +27,7 @@ from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.clock import clock_of
 from ebb.adapters.store.models import Hold
 from ebb.adapters.store.repository import MAX_PAGE, CursorError, DecisionFilter, Repository
 from ebb.core.methods.base import EngineOptions
@@ -120,7 +121,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     live = LiveState(repo, limiter)
     hub = EventHub(settings.sse_queue_size, metrics)
     consumers = Consumers(bus, live, hub, metrics, group=settings.group,
-                          retry_max_seconds=settings.kafka_retry_max_seconds)
+                          retry_max_seconds=settings.kafka_retry_max_seconds, clock=clock_of(clock))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

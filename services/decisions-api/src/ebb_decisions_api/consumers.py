@@ -20,14 +20,13 @@ records go to ``<topic>.dlq`` (the bus does that) and consumption goes on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
 import structlog
 
 from ebb.adapters.bus import Bus, Delivery, Offsets
+from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_EVENTS, ClusterObject, DisruptionEvent
 from ebb_decisions_api.events import EventHub
@@ -44,8 +43,10 @@ class Consumers:
     """The two consumers of one API process; ``start()`` in the lifespan, ``stop()`` at its end."""
 
     def __init__(self, bus: Bus, live: LiveState, hub: EventHub, metrics: ApiMetrics, *, group: str,
-                 retry_max_seconds: float = 30.0) -> None:
+                 retry_max_seconds: float = 30.0, clock: Clock | None = None) -> None:
         self.bus = bus
+        #: measures the restart backoff and what counts as a healthy run
+        self.clock = clock_of(clock)
         self.live = live
         self.hub = hub
         self.metrics = metrics
@@ -84,7 +85,7 @@ class Consumers:
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         delay = 0.5
         while not self._stop.is_set():
-            started = time.monotonic()
+            started = self.clock.monotonic()
             try:
                 await run()
             except Exception as e:  # Kafka away, a handler that kept failing: start again after a backoff
@@ -94,10 +95,10 @@ class Consumers:
                 if self._stop.is_set():
                     return
                 log.warning("consumer ended unexpectedly; starting it again", consumer=name)
-            if time.monotonic() - started >= HEALTHY_RUN_SECONDS:
+            if self.clock.monotonic() - started >= HEALTHY_RUN_SECONDS:
                 delay = 0.5
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=delay)
+            if await self.clock.sleep(delay, self._stop):
+                return
             delay = min(delay * 2, self.retry_max_seconds)
 
     # -- ebb.cluster.objects ------------------------------------------------------------------------------

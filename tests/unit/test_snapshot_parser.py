@@ -171,6 +171,87 @@ def _bad_preferred_weight() -> list[Any]:
         {"weight": "heavy", "preference": {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}}]}})]
 
 
+# shapes the parser once trusted (found by tests/property/test_hostile_input.py): each crashed the parser or,
+# parsed, the planner with a TypeError, ValueError or OverflowError instead of naming the document and field
+def _requests_not_a_mapping() -> list[Any]:
+    doc = pod("web", "a")
+    doc["spec"]["containers"][0]["resources"]["requests"] = "-1s"
+    return [doc]
+
+
+def _limits_a_list() -> list[Any]:
+    doc = pod("web", "a")
+    doc["spec"]["containers"][0]["resources"]["limits"] = ["cpu"]
+    return [doc]
+
+
+def _node_name_a_mapping() -> list[Any]:
+    doc = pod("web")
+    doc["spec"]["nodeName"] = {"": ""}
+    return [doc]
+
+
+def _nodeclaim_node_name_a_list() -> list[Any]:
+    doc = nodeclaim("c1", "a")
+    doc["status"]["nodeName"] = ["a"]
+    return [node("a"), doc]
+
+
+def _pool_operator_a_mapping() -> list[Any]:
+    return [nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": {}, "values": ["spot"]}])]
+
+
+def _consolidate_after_nan() -> list[Any]:
+    doc = nodepool()
+    doc["spec"]["disruption"]["consolidateAfter"] = float("nan")
+    return [doc]
+
+
+def _consolidate_after_beyond_any_date() -> list[Any]:
+    return [nodepool(consolidate_after="99999999999h")]
+
+
+def _priority_infinite() -> list[Any]:
+    doc = pod("web", "a")
+    doc["spec"]["priority"] = float("inf")
+    return [doc]
+
+
+def _weight_infinite() -> list[Any]:
+    doc = nodepool()
+    doc["spec"]["weight"] = float("-inf")
+    return [doc]
+
+
+def _ttl_infinite() -> list[Any]:
+    return [nodepool(consolidate_after=None, disruption={"ttlSecondsAfterEmpty": float("inf")})]
+
+
+def _ttl_beyond_any_date() -> list[Any]:
+    return [nodepool(consolidate_after=None, disruption={"ttlSecondsAfterEmpty": 1e300})]
+
+
+@pytest.mark.parametrize(("make", "document", "field"), [
+    (_requests_not_a_mapping, "Pod default/web", "spec.containers[0].resources.requests"),
+    (_limits_a_list, "Pod default/web", "spec.containers[0].resources.limits"),
+    (_node_name_a_mapping, "Pod default/web", "spec.nodeName"),
+    (_nodeclaim_node_name_a_list, "NodeClaim c1", "status.nodeName"),
+    (_pool_operator_a_mapping, "NodePool default", "spec.template.spec.requirements[0].operator"),
+    (_consolidate_after_nan, "NodePool default", "spec.disruption.consolidateAfter"),
+    (_consolidate_after_beyond_any_date, "NodePool default", "spec.disruption.consolidateAfter"),
+    (_priority_infinite, "Pod default/web", "spec.priority"),
+    (_weight_infinite, "NodePool default", "spec.weight"),
+    (_ttl_infinite, "NodePool default", "spec.disruption.ttlSecondsAfterEmpty"),
+    (_ttl_beyond_any_date, "NodePool default", "spec.disruption.ttlSecondsAfterEmpty"),
+], ids=["requests-not-a-mapping", "limits-a-list", "nodeName-a-mapping", "nodeclaim-nodeName-a-list",
+        "operator-a-mapping", "consolidateAfter-nan", "consolidateAfter-beyond-any-date", "priority-infinite",
+        "weight-infinite", "ttl-infinite", "ttl-beyond-any-date"])
+def test_hostile_shapes_name_document_and_field(make: Callable[[], list[Any]], document: str, field: str) -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([*make(), catalog()])
+    assert (info.value.document, info.value.field) == (document, field)
+
+
 @pytest.mark.parametrize(("make", "document", "field"), [
     (_bad_pod_cpu, "Pod default/web", "spec.containers[0].resources.requests.cpu"),
     (_bad_node_memory, "Node a", "status.capacity.memory"),

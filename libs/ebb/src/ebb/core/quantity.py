@@ -84,7 +84,7 @@ def parse_duration(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         if value < 0:
             raise QuantityError(f"{value!r} is negative")
-        return float(value)
+        return _bounded_duration(value, float(value))
     text = str(value).strip()
     if text == "Never":
         return None
@@ -98,7 +98,20 @@ def parse_duration(value: object) -> float | None:
         pos = match.end()
     if pos != len(text) or not text:
         raise QuantityError(f"{value!r} is not a duration like 30s, 10m, 1h30m or Never")
-    return total
+    return _bounded_duration(value, total)
+
+
+#: the longest duration read; past it a date computed from the duration may not exist
+MAX_DURATION_SECONDS = 100 * 365 * 86400.0
+
+
+def _bounded_duration(value: object, seconds: float) -> float:
+    """`seconds` unless it is NaN, infinite or beyond 100 years, which no clock arithmetic survives."""
+    if not math.isfinite(seconds):
+        raise QuantityError(f"{value!r} is not a finite duration")
+    if seconds > MAX_DURATION_SECONDS:
+        raise QuantityError(f"{value!r} is longer than 100 years")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

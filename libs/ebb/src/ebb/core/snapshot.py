@@ -7,6 +7,7 @@ the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -37,7 +38,7 @@ from ebb.core.model import (
     Toleration,
     TopologySpread,
 )
-from ebb.core.quantity import QuantityError, parse_duration, parse_resource
+from ebb.core.quantity import MAX_DURATION_SECONDS, QuantityError, parse_duration, parse_resource
 
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
@@ -71,10 +72,22 @@ class _Doc:
         return node
 
     def mapping(self, path: str) -> Mapping[str, Any]:
-        value = self.get(path, {})
+        return self.as_mapping(self.get(path, {}), path)
+
+    def as_mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        """`value` (read from `path`) checked to be a mapping; None is an empty one."""
+        if value is None:
+            return {}
         if not isinstance(value, Mapping):
             raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
         return value
+
+    def optional_str(self, path: str) -> str | None:
+        """A string field that may be absent (a node name, say); any other type names the field."""
+        value = self.get(path)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.fail(path, f"must be a string, got {type(value).__name__}")
 
     def seq(self, path: str) -> list[Any]:
         value = self.get(path, [])
@@ -124,9 +137,12 @@ def _number(doc: _Doc, value: Any, field: str, kind: type[int] | type[float] = i
     if isinstance(value, bool):
         raise doc.fail(field, f"{value!r} is not a number")
     try:
-        return kind(value)
-    except (TypeError, ValueError) as exc:
+        number = kind(value)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail(field, f"{value!r} is not {'an integer' if kind is int else 'a number'}") from exc
+    if isinstance(number, float) and not math.isfinite(number):
+        raise doc.fail(field, f"{value!r} is not a finite number")
+    return number
 
 
 def _ref(doc: Mapping[str, Any], index: int) -> str:
@@ -164,7 +180,7 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
     key, op = raw.get("key"), raw.get("operator")
     if not key:
         raise doc.fail(f"{path}.key", "is required")
-    if op not in _OPERATORS:
+    if not isinstance(op, str) or op not in _OPERATORS:
         raise doc.fail(f"{path}.operator", f"{op!r} is not one of {sorted(_OPERATORS)}")
     values = raw.get("values") or []
     if not isinstance(values, list):
@@ -314,8 +330,8 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
     resources = container.get("resources") or {}
     if not isinstance(resources, Mapping):
         raise doc.fail(f"{path}[{index}].resources", "must be a mapping")
-    requests = dict(resources.get("requests") or {})
-    for name, value in (resources.get("limits") or {}).items():
+    requests = dict(doc.as_mapping(resources.get("requests"), f"{path}[{index}].resources.requests"))
+    for name, value in doc.as_mapping(resources.get("limits"), f"{path}[{index}].resources.limits").items():
         requests.setdefault(name, value)  # Kubernetes defaults a missing request to the limit
     out: dict[str, int] = {}
     for name, value in requests.items():
@@ -341,7 +357,7 @@ def _pod(doc: _Doc) -> Pod:
     owner_kind, owner_name = _owner(doc)
     try:
         priority = int(doc.get("spec.priority", 0))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail("spec.priority", "must be an integer") from exc
     conditions = {str(c.get("type")): str(c.get("status")) for c in doc.seq("status.conditions")
                   if isinstance(c, Mapping)}
@@ -357,7 +373,7 @@ def _pod(doc: _Doc) -> Pod:
         labels=doc.str_map("metadata.labels"),
         annotations=annotations,
         spec=_scheduling_spec(doc, "spec"),
-        node_name=doc.get("spec.nodeName"),
+        node_name=doc.optional_str("spec.nodeName"),
         phase=phase,
         priority=priority,
         owner_kind=owner_kind,
@@ -425,6 +441,8 @@ def _nodepool(doc: _Doc) -> NodePool:
         field = ("spec.disruption.ttlSecondsAfterEmpty" if doc.get("spec.disruption.ttlSecondsAfterEmpty") is not None
                  else "spec.ttlSecondsAfterEmpty")
         consolidate_after = _number(doc, ttl_empty, field, float) if ttl_empty is not None else 0.0
+        if consolidate_after > MAX_DURATION_SECONDS:
+            raise doc.fail(field, f"{ttl_empty!r} is longer than 100 years")
     expire = doc.duration("spec.template.spec.expireAfter",
                           doc.duration("spec.disruption.expireAfter", None))
     limits = doc.resources("spec.limits")
@@ -432,7 +450,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         limits["nodes"] = _number(doc, doc.mapping("spec.limits")["nodes"], "spec.limits.nodes")
     try:
         weight = int(doc.get("spec.weight", 0))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail("spec.weight", "must be an integer") from exc
     return NodePool(
         name=str(doc.get("metadata.name")),
@@ -466,7 +484,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
     return NodeClaim(
         name=str(doc.get("metadata.name")),
         nodepool=labels.get("karpenter.sh/nodepool"),
-        node_name=doc.get("status.nodeName"),
+        node_name=doc.optional_str("status.nodeName"),
         provider_id=str(doc.get("status.providerID", "")),
         initialized=conditions.get("Initialized", ("False", None))[0] == "True",
         drifted=conditions.get("Drifted", ("False", None))[0] == "True",

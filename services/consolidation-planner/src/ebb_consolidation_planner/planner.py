@@ -408,9 +408,8 @@ class Planner:
             return
         self.approved += 1
         self.metrics.decided(command.action, command.reason, command.method)
-        wire = DisruptionCommand.from_command(command, decision_id=decision_id, node_pool=pools[command.nodes[0]],
-                                              approved_at=now, id=command_id(decision_id))
-
+        assert approval.decision is not None
+        wire = DisruptionCommand.of_decision(approval.decision, id=command_id(decision_id))
         bound.info("decision approved", method=command.method, nodes=list(command.nodes), command_id=str(wire.id))
         await self._publish_command(wire, bound)
         await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
@@ -532,9 +531,13 @@ class Planner:
         if found:
             explanation["findings"] = found
         itype = labels.get("node.kubernetes.io/instance-type")
+        # proposed and approved at once: interruption ignores budgets and is not validated
+        decision = transition(Decision(
+            id=decision_id, method="interruption", reason="Interrupted", action="delete",
+            nodes=(DecisionNode(message.node, pool, itype),), replacements=(), savings=0.0, state=State.PROPOSED,
+            created_at=now, updated_at=now, explanation=explanation), State.APPROVED, now)
         outcome = await self.store.interrupt(message_id=str(message.id), consumer=self.interruption_consumer,
-                                             decision_id=decision_id, node=message.node, nodepool=pool,
-                                             instance_type=itype, explanation=explanation, now=now)
+                                             decision=decision, now=now)
         if outcome.outcome == "duplicate":
             bound.info("interruption already applied")
             return
@@ -550,10 +553,6 @@ class Planner:
                                bound=other)
         self.interrupted += 1
         self.metrics.decided("delete", "Interrupted", "interruption")
-        decision = transition(Decision(
-            id=decision_id, method="interruption", reason="Interrupted", action="delete",
-            nodes=(DecisionNode(message.node, pool, itype),), replacements=(), savings=0.0, state=State.PROPOSED,
-            created_at=now, updated_at=now, explanation=explanation), State.APPROVED, now)
         wire = DisruptionCommand.of_decision(decision, id=command_id(decision_id))
         bound.info("decision approved", method="interruption", reason="Interrupted", action="delete",
                    nodes=[message.node], deadline=deadline, command_id=str(wire.id), explanation=text)

@@ -49,6 +49,8 @@ class Approval:
     reason: str = ""
     #: the decision was rejected by this call (False when it had left the proposed state before)
     rejected: bool = False
+    #: the approved decision (when approved)
+    decision: lifecycle.Decision | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,9 +200,9 @@ class PlannerStore:
                 session.add(BudgetLedgerEntry(cluster=self.cluster, nodepool=pool, node=node, decision_id=decision_id,
                                               reason=reason, acquired_at=now,
                                               expires_at=now + timedelta(seconds=self.ledger_ttl)))
-            decisions.move(decision, State.APPROVED, now)
-            session.add_all(_events(decision_id, decisions.node_names(decision.nodes), "Approved", now, {}))
-        return Approval(True)
+            approved = decisions.move(decision, State.APPROVED, now)
+            session.add_all(_events(decision_id, approved.node_names, "Approved", now, {}))
+        return Approval(True, decision=approved)
 
     async def _refusal(self, session: AsyncSession, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
                        allowed: Mapping[str, int], counted: set[str], now: datetime) -> str | None:
@@ -231,22 +233,23 @@ class PlannerStore:
         return None
 
 
-    async def interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
-                        instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
-        """Apply an interruption message once: the node's decision (method interruption, reason Interrupted,
-        action delete) written approved, with the message id in ``processed_messages``, in one transaction."""
+    async def interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
+                        now: datetime) -> Interrupted:
+        """Apply an interruption message once: the node's ``decision`` (method interruption, reason
+        Interrupted, action delete, one node; approved at once) written, with the message id in
+        ``processed_messages``, in one transaction."""
+        if decision.state is not State.APPROVED or len(decision.nodes) != 1:
+            raise ValueError(f"an interruption's decision is approved and has one node: {decision}")
         if self._postgres:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
-                                         node=node, nodepool=nodepool, instance_type=instance_type,
-                                         explanation=explanation, now=now)
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
         lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
-                                         node=node, nodepool=nodepool, instance_type=instance_type,
-                                         explanation=explanation, now=now)
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
 
-    async def _interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
-                         instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
+    async def _interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
+                         now: datetime) -> Interrupted:
+        decision_id, [target] = decision.id, decision.nodes
+        node, nodepool, explanation = target.name, target.nodepool, decision.explanation
         mark = ProcessedMessage(consumer=consumer, message_id=message_id, topic=TOPIC_INTERRUPTIONS, processed_at=now)
         try:
             async with self._sessions() as session, session.begin():
@@ -271,11 +274,7 @@ class PlannerStore:
                         await self._reject(session, holder, f"node {node} is being interrupted: "
                                            f"{explanation.get('text', '')}"[:1000], now)
                         rejected.append((holder, names))
-                proposed = lifecycle.Decision(
-                    id=decision_id, method="interruption", reason="Interrupted", action="delete",
-                    nodes=(lifecycle.DecisionNode(node, nodepool, instance_type),), replacements=(), savings=0.0,
-                    state=State.PROPOSED, created_at=now, updated_at=now, explanation=explanation)
-                session.add(decisions.row_of(lifecycle.transition(proposed, State.APPROVED, now), self.cluster))
+                session.add(decisions.row_of(decision, self.cluster))
                 await session.flush()
                 session.add_all(_events(decision_id, (node,), "Proposed", now,
                                         {"explanation": explanation.get("text", "")}))

@@ -3,15 +3,17 @@
 For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``, through
 the ``Launcher``: a KWOK node, or the embedded mode's simulated cloud) and waited for until Ready
 (``WaitingReadiness``); a launch that fails or a node not Ready within ``ready_timeout`` → ``Failed``, the
-launched nodes deleted, the taints removed (``RolledBack``), the decision ``failed``. Then as a delete.
+launched nodes deleted, the taints removed (``RolledBack``), the decision ``rolled_back`` (nothing was
+evicted: all is undone). Then as a delete.
 Replacement names come from the decision, so a command resumed after a crash finds the nodes it launched.
 
 For a delete: every node is tainted ``karpenter.sh/disrupted:NoSchedule`` (``Tainted``), then drained
 through the Eviction API one node after the other (``Evicted``), and only when all are drained deleted
 (``Terminated``); the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
-(``RolledBack``), the decision ends ``failed``. A command with replacements is ``Failed`` at once
-when no launcher is configured: nothing is tainted. A failed decision leaves an automatic
+(``RolledBack``), the decision ends ``failed`` (evictions cannot be undone). A command with replacements is
+``Failed`` at once when no launcher is configured: nothing is tainted, the decision ends ``failed``. A rolled
+back or failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 

@@ -196,6 +196,9 @@ async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> No
         assert events(bus) == [("Proposed", "n1", proposed.id), ("Approved", "n1", proposed.id)]
         found = await svc.repo.get_decision(proposed.id)
         assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
+        # one id per step: the timeline entry's is the published event's
+        published = [str(m.id) for m in messages(bus, TOPIC_DISRUPTION_EVENTS)]
+        assert [(e.event_id, e.node) for e in found[1]] == [(published[0], "n1"), (published[1], "n1")]
         [entry] = await svc.store.ledger()
         assert (entry.nodepool, entry.node, entry.decision_id, entry.reason) == ("default", "n1", proposed.id, "Empty")
         # later passes do not propose the node again: it has a live decision

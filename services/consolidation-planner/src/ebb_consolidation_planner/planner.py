@@ -400,7 +400,7 @@ class Planner:
             return
         if not approval.approved:
             self.rejected += 1
-            self.metrics.decided("rejected", command.reason, command.method)
+            self.metrics.decided(State.REJECTED, command.reason, command.method)
             bound.info("decision rejected", reason=approval.reason)
             await self._events(decision_id, command.nodes, phase="Rejected", message=approval.reason,
                                now=now, bound=bound)
@@ -419,7 +419,7 @@ class Planner:
     async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> None:
         if await self.store.reject(decision_id, why, now):
             self.rejected += 1
-            self.metrics.decided("rejected", command.reason, command.method)
+            self.metrics.decided(State.REJECTED, command.reason, command.method)
             bound.info("decision rejected", reason=why)
             await self._events(decision_id, command.nodes, phase="Rejected", message=why,
                                now=now, bound=bound)

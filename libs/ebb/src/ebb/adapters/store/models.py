@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ebb.core.decision import STATES
+from ebb.core.decision import STATES, State
 
 NAMING_CONVENTION: Final = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -82,7 +82,7 @@ class Decision(Base):
     replacements: Mapped[list[Any]] = mapped_column(Json)
     #: estimated savings per hour, in the cloud's currency; null when not a cost decision
     savings: Mapped[Decimal | None] = mapped_column(Numeric(14, 6))
-    state: Mapped[str] = mapped_column(String(16), default="proposed")
+    state: Mapped[str] = mapped_column(String(16), default=State.PROPOSED.value)
     #: why (and why not): the inputs and checks that led to this decision
     explanation: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     created_at: Mapped[datetime] = mapped_column(Timestamp)

@@ -25,6 +25,7 @@ from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
+from tests.unit.builders import proposed
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
 from .system import as_body, eventually, run_until_logged
@@ -193,9 +194,7 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
     now = datetime.now(UTC)
     try:
         for i in range(4):
-            await stores[0].propose(decision_id=f"d{i}-{run}", method="emptiness", reason="Empty", action="delete",
-                                    nodes=[{"name": f"n{i}", "nodePool": pool}], replacements=[], savings=0.1,
-                                    explanation={"text": "empty"}, now=now)
+            await stores[0].propose(proposed(f"d{i}-{run}", f"n{i}", pool=pool, now=now))
         results = await asyncio.gather(*(
             stores[i].approve(f"d{i}-{run}", node_pools={f"n{i}": pool}, reason="Empty", allowed={pool: 2},
                               counted=(), now=now) for i in range(4)))
@@ -206,9 +205,7 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
         assert states == ["approved", "approved", "rejected", "rejected"]
         # a node whose decision holds budget is not booked twice (another replica's proposal for it)
         taken = next(i for i, r in enumerate(results) if r.approved)
-        await stores[0].propose(decision_id=f"dx-{run}", method="emptiness", reason="Empty", action="delete",
-                                nodes=[{"name": f"n{taken}", "nodePool": pool}], replacements=[], savings=0.1,
-                                explanation={"text": "empty"}, now=now)
+        await stores[0].propose(proposed(f"dx-{run}", f"n{taken}", pool=pool, now=now))
         again = await stores[1].approve(f"dx-{run}", node_pools={f"n{taken}": pool}, reason="Empty",
                                         allowed={pool: 10}, counted=(), now=now)
         assert not again.approved and "already has a live decision" in again.reason

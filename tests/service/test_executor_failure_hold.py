@@ -11,6 +11,7 @@ import pytest
 from ebb.adapters.live import live_snapshot
 from ebb.contracts import DisruptionCommand
 from ebb.core.cluster import ClusterView
+from ebb.core.decision import State
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.snapshot import parse_documents
@@ -27,6 +28,7 @@ def command(decision_id: str, *nodes: str) -> DisruptionCommand:
 
 
 @pytest.mark.parametrize(("state", "hold_for", "held"), [("failed", 900.0, True), ("failed", 0.0, False),
+                                                          ("rolled_back", 900.0, True), ("rolled_back", 0.0, False),
                                                           ("succeeded", 900.0, False)])
 async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
         stores: tuple[PlannerStore, ExecutorStore], state: str, hold_for: float, held: bool) -> None:
@@ -40,7 +42,8 @@ async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
         return
     assert sorted(h.scope for h in holds) == ["n1", "n2"]
     assert {(h.scope_kind, h.kind) for h in holds} == {("node", "automatic")}
-    assert all(h.reason == "decision d1 failed: drain of n1 failed" for h in holds)
+    ended = "rolled back" if state == "rolled_back" else "failed"
+    assert all(h.reason == f"decision d1 {ended}: drain of n1 failed" for h in holds)
     assert await planner.holds(NOW + timedelta(seconds=901)) == []  # it expires
 
 
@@ -73,7 +76,7 @@ async def test_the_planner_does_not_propose_a_held_node_again_and_says_why(
     assert [c.nodes for c in before.commands] == [("n1",)]
     cmd = command("d1", "n1")
     await executor.start(cmd, NOW)
-    await executor.finish(cmd, "failed", NOW, hold_for=900, why="replacement launching not implemented")
+    await executor.finish(cmd, State.FAILED, NOW, hold_for=900, why="replacement launching not implemented")
     later = NOW + timedelta(minutes=1)
     after = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await planner.holds(later)), later),
                      EngineOptions())

@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 import pytest
 
 from ebb.contracts import DisruptionCommand
+from ebb.core.decision import State
 from ebb_consolidation_planner.store import PlannerStore
 from ebb_termination_executor.store import ExecutorStore, Start
+from tests.unit.builders import proposed
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
 
 async def approved(planner: PlannerStore, decision_id: str, *nodes: str) -> DisruptionCommand:
-    await planner.propose(decision_id=decision_id, method="emptiness", reason="Empty", action="delete",
-                          nodes=[{"name": n, "nodePool": "default"} for n in nodes], replacements=[], savings=0.1,
-                          explanation={"text": "empty"}, now=NOW)
+    await planner.propose(proposed(decision_id, *nodes, now=NOW))
     approval = await planner.approve(decision_id, node_pools=dict.fromkeys(nodes, "default"), reason="Empty",
                                      allowed={"default": 10}, counted=(), now=NOW)
     assert approval.approved
@@ -27,7 +27,7 @@ async def approved(planner: PlannerStore, decision_id: str, *nodes: str) -> Disr
                              approved_at=NOW)
 
 
-@pytest.mark.parametrize("state", ["succeeded", "failed"])
+@pytest.mark.parametrize("state", ["succeeded", "rolled_back", "failed"])
 async def test_finish_releases_the_decisions_ledger_rows(stores: tuple[PlannerStore, ExecutorStore],
                                                          state: str) -> None:
     planner, executor = stores
@@ -46,8 +46,8 @@ async def test_a_redelivered_command_changes_nothing(stores: tuple[PlannerStore,
     planner, executor = stores
     command = await approved(planner, "d1", "n1")
     await executor.start(command, NOW)
-    assert await executor.finish(command, "succeeded", NOW)
+    assert await executor.finish(command, State.SUCCEEDED, NOW)
     await approved(planner, "d2", "n1")  # the node's budget is free again: another decision takes it
-    assert not await executor.finish(command, "failed", NOW)  # recorded already: rolled back
+    assert not await executor.finish(command, State.FAILED, NOW)  # recorded already: rolled back
     assert await executor.state("d1") == "succeeded"
     assert [(e.node, e.decision_id) for e in await planner.ledger()] == [("n1", "d2")]

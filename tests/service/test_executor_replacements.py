@@ -105,20 +105,22 @@ async def test_a_launch_that_fails_rolls_back(stores: tuple[PlannerStore, Execut
     sim, bus = cluster(clock)
     del sim.objects["NodePool//default"]  # the NodePool went away meanwhile
     outcome = await run(stores, sim, bus, clock, failure_hold_seconds=0)
-    assert outcome == "failed"
+    assert outcome == "rolled_back"
     assert await phases(stores) == ["Tainted", "Failed", "RolledBack"]
     big = await sim.read_node("big")
     assert big is not None and not big["spec"].get("taints")
-    assert await stores[1].state("dec-r1") == "failed"
+    # everything the command did is undone (untainted, nothing launched, nothing evicted): rolled back, not failed
+    assert await stores[1].state("dec-r1") == "rolled_back"
 
 
-async def test_a_replacement_never_ready_is_deleted_and_the_command_fails(
+async def test_a_replacement_never_ready_is_deleted_and_the_command_rolled_back(
         stores: tuple[PlannerStore, ExecutorStore]) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     sim.boot_seconds = 10**9  # it never boots
     outcome = await run(stores, sim, bus, clock, replacement_ready_timeout_seconds=0.2, failure_hold_seconds=0)
-    assert outcome == "failed"
+    assert outcome == "rolled_back"
+    assert await stores[1].state("dec-r1") == "rolled_back"
     assert await phases(stores) == ["Tainted", "Launching", "WaitingReadiness", "Failed", "RolledBack"]
     assert await sim.read_node(replacement_name("dec-r1", 0, "default")) is None
     assert len([o for o in sim.objects.values() if o["kind"] == "Pod"]) == 2  # nothing was evicted
@@ -168,7 +170,7 @@ async def test_a_failed_launch_is_a_failed_draining_warning(stores: tuple[Planne
     sim, bus = cluster(clock)
     del sim.objects["NodePool//default"]
     events, written = recorder()
-    assert await run(stores, sim, bus, clock, recorder=events, failure_hold_seconds=0) == "failed"
+    assert await run(stores, sim, bus, clock, recorder=events, failure_hold_seconds=0) == "rolled_back"
     await events.flush()
     warnings = [(e["involvedObject"]["name"], e["reason"]) for e in written if e["type"] == "Warning"]
     assert warnings == [("big", "FailedDraining")]

@@ -39,7 +39,7 @@ from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import Planner, command_id
 from ebb_consolidation_planner.settings import Settings
 from ebb_consolidation_planner.store import PlannerStore
-from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod
+from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
 
 T = TypeVar("T")
 DELAY = 0.2
@@ -196,6 +196,9 @@ async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> No
         assert events(bus) == [("Proposed", "n1", proposed.id), ("Approved", "n1", proposed.id)]
         found = await svc.repo.get_decision(proposed.id)
         assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
+        # one id per step: the timeline entry's is the published event's
+        published = [str(m.id) for m in messages(bus, TOPIC_DISRUPTION_EVENTS)]
+        assert [(e.event_id, e.node) for e in found[1]] == [(published[0], "n1"), (published[1], "n1")]
         [entry] = await svc.store.ledger()
         assert (entry.nodepool, entry.node, entry.decision_id, entry.reason) == ("default", "n1", proposed.id, "Empty")
         # later passes do not propose the node again: it has a live decision
@@ -276,9 +279,7 @@ async def test_a_planner_without_the_leadership_does_nothing(db: str) -> None:
 
 async def test_a_new_leader_rejects_orphaned_proposals(db: str) -> None:
     store = PlannerStore.from_url(db, cluster="unit")
-    await store.propose(decision_id="d-old", method="emptiness", reason="Empty", action="delete",
-                        nodes=[{"name": "n9", "nodePool": "default"}], replacements=[], savings=0.1,
-                        explanation={"text": "x"}, now=NOW)
+    await store.propose(proposed("d-old", "n9", now=NOW, text="x"))
     await store.close()
     bus = InMemoryBus()
     async with Running(bus, db) as svc:
@@ -630,9 +631,7 @@ async def test_a_command_whose_publish_failed_is_republished_with_the_same_id(db
 
 async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -> None:
     store = PlannerStore.from_url(db, cluster="unit")
-    await store.propose(decision_id="d-prev", method="emptiness", reason="Empty", action="delete",
-                        nodes=[{"name": "n9", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
-                        savings=0.1, explanation={"text": "empty"}, now=NOW)
+    await store.propose(proposed("d-prev", ("n9", "default"), now=NOW))
     assert (await store.approve("d-prev", node_pools={"n9": "default"}, reason="Empty", allowed={"default": 1},
                                 counted=(), now=NOW)).approved
     await store.close()

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ebb.core.decision import Decision, DecisionNode, State
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb.core.plan import Plan, make_plan, plan_json
@@ -295,3 +296,13 @@ def budget_of(out: Mapping[str, Any], pool: str, reason: str) -> int:
     rows = [b["allowed"] for b in out["budgets"] if b["nodePool"] == pool and b["reason"] == reason]
     assert len(rows) == 1, out["budgets"]
     return int(rows[0])
+
+
+def proposed(decision_id: str, *nodes: str | tuple[str, str], now: datetime, method: str = "emptiness",
+             reason: str = "Empty", text: str = "empty", pool: str = "default", savings: float = 0.1) -> Decision:
+    """A proposed delete of ``nodes`` (names, or (name, NodePool)), as the planner's store takes it."""
+    return Decision(
+        id=decision_id, method=method, reason=reason, action="delete",
+        nodes=tuple(DecisionNode(n, pool) if isinstance(n, str) else DecisionNode(*n) for n in nodes),
+        replacements=(), savings=savings, state=State.PROPOSED, created_at=now, updated_at=now,
+        explanation={"text": text})

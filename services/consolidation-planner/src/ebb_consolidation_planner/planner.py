@@ -53,7 +53,8 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.models import Decision
+from ebb.adapters.store import decisions
+from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -62,8 +63,10 @@ from ebb.contracts import (
     DisruptionEvent,
     Interruption,
 )
+from ebb.contracts.messages import Phase
 from ebb.core import events as kube_events
 from ebb.core.cluster import ClusterView
+from ebb.core.decision import Decision, DecisionNode, State, transition
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
@@ -108,20 +111,14 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def command_of(decision: Decision) -> DisruptionCommand:
-    """The wire command of an approved decision row (for republishing)."""
-    nodes = [n.get("name") if isinstance(n, dict) else n for n in decision.nodes or []]
-    pools = [n.get("nodePool") for n in decision.nodes or [] if isinstance(n, dict)]
-    return DisruptionCommand.model_validate({
-        "id": command_id(decision.id), "decision_id": decision.id, "node_pool": pools[0] if pools else "",
-        "method": decision.method, "reason": decision.reason, "action": decision.action, "nodes": nodes,
-        "replacements": [{"node_pool": r["nodePool"], "instance_types": r["instanceTypes"],
-                          "capacity_type": r["capacityType"], "zones": r["zones"], "price": r["price"]}
-                         for r in decision.replacements or []],
-        "savings_per_hour": float(decision.savings or 0),
-        "explanation": str((decision.explanation or {}).get("text", ""))[:4096],
-        "approved_at": _aware(decision.approved_at or decision.updated_at),
-    })
+def command_of(row: DecisionRow) -> DisruptionCommand:
+    """The wire command of an approved decision row (for republishing); ValueError when the row does not
+    make one."""
+    try:
+        decision = decisions.decision_of(row)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"decision {row.id}: its row does not hold a decision: {e!r}") from e
+    return DisruptionCommand.of_decision(decision, id=command_id(decision.id))
 
 
 def facts(decision_id: str, command: Command) -> kube_events.DecisionFacts:
@@ -294,7 +291,7 @@ class Planner:
         if validating is None:
             busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
         else:
-            busy = set(await self.store.live_nodes(exclude=validating, states=("approved", "executing")))
+            busy = set(await self.store.live_nodes(exclude=validating, states=(State.APPROVED, State.EXECUTING)))
         return live_snapshot(self.objects.snapshot(), holds=await self.store.holds(now), busy=busy)
 
     async def plan_once(self) -> PassResult | None:
@@ -346,14 +343,10 @@ class Planner:
         found = self._findings_of(command.nodes)
         if found:
             explanation["findings"] = found
-        await self.store.propose(
-            decision_id=decision_id, method=command.method, reason=command.reason, action=command.action,
-            nodes=[{"name": n, "nodePool": pools[n], "instanceType": view.nodes[n].instance_type}
-                   for n in command.nodes],
-            replacements=[{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types),
-                           "capacityType": r.capacity_type, "zones": list(r.zones), "price": r.price}
-                          for r in command.replacements],
-            savings=command.savings, explanation=explanation, now=now)
+        decision = Decision.of_command(
+            decision_id, command, now=now, explanation=explanation,
+            nodes=tuple(DecisionNode(n, pools[n], view.nodes[n].instance_type) for n in command.nodes))
+        await self.store.propose(decision)
         self.proposed += 1
         bound.info("decision proposed", method=command.method, reason=command.reason, action=command.action,
                    nodes=list(command.nodes), savings_per_hour=round(command.savings, 6),
@@ -407,7 +400,7 @@ class Planner:
             return
         if not approval.approved:
             self.rejected += 1
-            self.metrics.decided("rejected", command.reason, command.method)
+            self.metrics.decided(State.REJECTED, command.reason, command.method)
             bound.info("decision rejected", reason=approval.reason)
             await self._events(decision_id, command.nodes, phase="Rejected", message=approval.reason,
                                now=now, bound=bound)
@@ -415,8 +408,8 @@ class Planner:
             return
         self.approved += 1
         self.metrics.decided(command.action, command.reason, command.method)
-        wire = DisruptionCommand.from_command(command, decision_id=decision_id, node_pool=pools[command.nodes[0]],
-                                              approved_at=now, id=command_id(decision_id))
+        assert approval.decision is not None
+        wire = DisruptionCommand.of_decision(approval.decision, id=command_id(decision_id))
         bound.info("decision approved", method=command.method, nodes=list(command.nodes), command_id=str(wire.id))
         await self._publish_command(wire, bound)
         await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
@@ -426,7 +419,7 @@ class Planner:
     async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> None:
         if await self.store.reject(decision_id, why, now):
             self.rejected += 1
-            self.metrics.decided("rejected", command.reason, command.method)
+            self.metrics.decided(State.REJECTED, command.reason, command.method)
             bound.info("decision rejected", reason=why)
             await self._events(decision_id, command.nodes, phase="Rejected", message=why,
                                now=now, bound=bound)
@@ -538,9 +531,13 @@ class Planner:
         if found:
             explanation["findings"] = found
         itype = labels.get("node.kubernetes.io/instance-type")
+        # proposed and approved at once: interruption ignores budgets and is not validated
+        decision = transition(Decision(
+            id=decision_id, method="interruption", reason="Interrupted", action="delete",
+            nodes=(DecisionNode(message.node, pool, itype),), replacements=(), savings=0.0, state=State.PROPOSED,
+            created_at=now, updated_at=now, explanation=explanation), State.APPROVED, now)
         outcome = await self.store.interrupt(message_id=str(message.id), consumer=self.interruption_consumer,
-                                             decision_id=decision_id, node=message.node, nodepool=pool,
-                                             instance_type=itype, explanation=explanation, now=now)
+                                             decision=decision, now=now)
         if outcome.outcome == "duplicate":
             bound.info("interruption already applied")
             return
@@ -556,10 +553,7 @@ class Planner:
                                bound=other)
         self.interrupted += 1
         self.metrics.decided("delete", "Interrupted", "interruption")
-        wire = DisruptionCommand.model_validate({
-            "id": command_id(decision_id), "decision_id": decision_id, "node_pool": pool, "method": "interruption",
-            "reason": "Interrupted", "action": "delete", "nodes": [message.node], "replacements": [],
-            "savings_per_hour": 0.0, "explanation": text[:4096], "approved_at": now})
+        wire = DisruptionCommand.of_decision(decision, id=command_id(decision_id))
         bound.info("decision approved", method="interruption", reason="Interrupted", action="delete",
                    nodes=[message.node], deadline=deadline, command_id=str(wire.id), explanation=text)
         await self._events(decision_id, (message.node,), phase="Proposed", message=text, now=now, bound=bound)
@@ -569,12 +563,14 @@ class Planner:
         self._kube(kube_events.approved(kube_events.DecisionFacts(
             decision_id, "interruption", "Interrupted", "delete", (message.node,), 0.0), self._claims))
 
-    async def _events(self, decision_id: str, nodes: tuple[str, ...], *, phase: Any, message: str, now: datetime,
+    async def _events(self, decision_id: str, nodes: tuple[str, ...], *, phase: Phase, message: str, now: datetime,
                       bound: Any) -> None:
+        """Publish the step's event per node, under the ids of the store's timeline entries of the step
+        (``ebb.contracts.messages.event_id``)."""
         for node in nodes:
             try:
-                await self.bus.publish(TOPIC_DISRUPTION_EVENTS, DisruptionEvent(
-                    decision_id=decision_id, node=node, phase=phase, message=message[:4096], at=now))
+                await self.bus.publish(TOPIC_DISRUPTION_EVENTS, DisruptionEvent.step(decision_id, node, phase, message,
+                                                                                     now))
             except Exception as e:  # events are for subscribers; the store has the timeline
                 bound.warning("publishing an event failed", phase=phase, node=node, error=repr(e))
 

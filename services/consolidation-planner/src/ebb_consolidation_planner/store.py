@@ -19,24 +19,24 @@ decisions waiting for the executor, for republishing their commands.
 from __future__ import annotations
 
 import asyncio
-import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any, Literal
 
 from sqlalchemy import delete, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from ebb.adapters.store import decisions
 from ebb.adapters.store.migrate import async_url
 from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold, ProcessedMessage
 from ebb.contracts import TOPIC_INTERRUPTIONS
+from ebb.contracts.messages import Phase, event_id
+from ebb.core import decision as lifecycle
+from ebb.core.decision import LIVE, State
 
-#: a decision in one of these states still holds its nodes
-LIVE_STATES = ("proposed", "approved", "executing")
 #: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
 #: lock per event loop: an asyncio lock belongs to the loop it first waited on)
 _SQLITE_APPROVALS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -49,6 +49,8 @@ class Approval:
     reason: str = ""
     #: the decision was rejected by this call (False when it had left the proposed state before)
     rejected: bool = False
+    #: the approved decision (when approved)
+    decision: lifecycle.Decision | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,24 +95,10 @@ class PlannerStore:
         async with self._sessions() as session:
             return list((await session.scalars(query.order_by(Hold.created_at, Hold.id))).all())
 
-    async def live_nodes(self, exclude: str | None = None, states: tuple[str, ...] = LIVE_STATES) -> dict[str, str]:
-        """node -> id of the live decision (proposed, approved, executing; or those ``states``) that holds it."""
+    async def live_nodes(self, exclude: str | None = None, states: Iterable[State] = LIVE) -> dict[str, str]:
+        """node -> id of the live decision (``ebb.core.decision.LIVE``, or those ``states``) that holds it."""
         async with self._sessions() as session:
-            return await self._live_nodes(session, exclude, states)
-
-    async def _live_nodes(self, session: AsyncSession, exclude: str | None,
-                          states: tuple[str, ...] = LIVE_STATES) -> dict[str, str]:
-        rows = await session.execute(select(Decision.id, Decision.nodes).where(
-            Decision.cluster == self.cluster, Decision.state.in_(states)))
-        held: dict[str, str] = {}
-        for decision_id, nodes in rows:
-            if decision_id == exclude:
-                continue
-            for entry in nodes or []:
-                name = entry.get("name") if isinstance(entry, dict) else entry
-                if isinstance(name, str):
-                    held[name] = decision_id
-        return held
+            return await decisions.live_nodes(session, self.cluster, exclude=exclude, states=states)
 
     async def state(self, decision_id: str) -> str | None:
         async with self._sessions() as session:
@@ -121,7 +109,7 @@ class PlannerStore:
         """The decisions of this cluster that are approved and not yet picked up by the executor."""
         async with self._sessions() as session:
             return list((await session.scalars(select(Decision).where(
-                Decision.cluster == self.cluster, Decision.state == "approved").order_by(
+                Decision.cluster == self.cluster, Decision.state == State.APPROVED).order_by(
                 Decision.approved_at, Decision.id))).all())
 
     async def processed(self, consumer: str, message_id: str) -> bool:
@@ -136,17 +124,15 @@ class PlannerStore:
 
     # -- writing -------------------------------------------------------------------------------------------
 
-    async def propose(self, *, decision_id: str, method: str, reason: str, action: str, nodes: list[dict[str, Any]],
-                      replacements: list[dict[str, Any]], savings: float, explanation: dict[str, Any],
-                      now: datetime) -> None:
-        """Insert the decision (state proposed) with a Proposed event in its timeline."""
+    async def propose(self, decision: lifecycle.Decision) -> None:
+        """Insert the (proposed) decision with a Proposed entry per node in its timeline."""
+        if decision.state is not State.PROPOSED:
+            raise lifecycle.IllegalTransition(decision.id, decision.state, State.PROPOSED)
         async with self._sessions() as session, session.begin():
-            session.add(Decision(
-                id=decision_id, cluster=self.cluster, method=method, reason=reason, action=action, nodes=nodes,
-                replacements=replacements, savings=Decimal(str(round(savings, 6))), state="proposed",
-                explanation=explanation, created_at=now, updated_at=now))
+            session.add(decisions.row_of(decision, self.cluster))
             await session.flush()
-            session.add(_event(decision_id, "Proposed", now, {"explanation": explanation.get("text", "")}))
+            session.add_all(_events(decision.id, decision.node_names, "Proposed", decision.created_at,
+                                    {"explanation": decision.text}))
 
     async def reject(self, decision_id: str, reason: str, now: datetime) -> bool:
         """proposed -> rejected with ``reason`` (False when the decision was no longer proposed)."""
@@ -156,13 +142,11 @@ class PlannerStore:
     async def _reject(self, session: AsyncSession, decision_id: str, reason: str, now: datetime) -> bool:
         decision = await session.scalar(select(Decision).where(
             Decision.cluster == self.cluster, Decision.id == decision_id).with_for_update())
-        if decision is None or decision.state != "proposed":
+        if decision is None or not lifecycle.allowed(decisions.state_of(decision), State.REJECTED):
             return False
-        decision.state = "rejected"
-        decision.updated_at = now
-        decision.finished_at = now
-        decision.explanation = {**(decision.explanation or {}), "rejected": reason}
-        session.add(_event(decision_id, "Rejected", now, {"reason": reason}))
+        decisions.move(decision, State.REJECTED, now, rejected=reason)
+        session.add_all(_events(decision_id, decisions.node_names(decision.nodes), "Rejected", now,
+                                {"reason": reason}))
         return True
 
     async def reject_orphans(self, reason: str, now: datetime, keep: Iterable[str] = ()) -> list[str]:
@@ -171,7 +155,7 @@ class PlannerStore:
         kept = set(keep)
         async with self._sessions() as session, session.begin():
             ids = [i for i in (await session.scalars(select(Decision.id).where(
-                Decision.cluster == self.cluster, Decision.state == "proposed"))).all() if i not in kept]
+                Decision.cluster == self.cluster, Decision.state == State.PROPOSED))).all() if i not in kept]
             for decision_id in ids:
                 await self._reject(session, decision_id, reason, now)
         return ids
@@ -205,7 +189,7 @@ class PlannerStore:
                 await self._lock(session, pools)
             decision = await session.scalar(select(Decision).where(
                 Decision.cluster == self.cluster, Decision.id == decision_id).with_for_update())
-            if decision is None or decision.state != "proposed":
+            if decision is None or not lifecycle.allowed(decisions.state_of(decision), State.APPROVED):
                 return Approval(False, f"the decision is {decision.state if decision else 'gone'}")
             why = await self._refusal(session, decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
                                       counted=counted, now=now)
@@ -216,21 +200,20 @@ class PlannerStore:
                 session.add(BudgetLedgerEntry(cluster=self.cluster, nodepool=pool, node=node, decision_id=decision_id,
                                               reason=reason, acquired_at=now,
                                               expires_at=now + timedelta(seconds=self.ledger_ttl)))
-            decision.state = "approved"
-            decision.approved_at = now
-            decision.updated_at = now
-            session.add(_event(decision_id, "Approved", now, {}))
-        return Approval(True)
+            approved = decisions.move(decision, State.APPROVED, now)
+            session.add_all(_events(decision_id, approved.node_names, "Approved", now, {}))
+        return Approval(True, decision=approved)
 
     async def _refusal(self, session: AsyncSession, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
                        allowed: Mapping[str, int], counted: set[str], now: datetime) -> str | None:
         pools = sorted(set(node_pools.values()))
-        live = await self._live_nodes(session, decision_id)
+        live = await decisions.live_nodes(session, self.cluster, exclude=decision_id)
         for node in sorted(node_pools):
             if node in live:
                 return f"node {node} already has a live decision {live[node]}"
         # free the rows of ended decisions and of leases that ran out
-        finished = select(Decision.id).where(Decision.cluster == self.cluster, Decision.state.not_in(LIVE_STATES))
+        finished = select(Decision.id).where(Decision.cluster == self.cluster,
+                                             Decision.state.not_in([s.value for s in LIVE]))
         await session.execute(delete(BudgetLedgerEntry).where(
             BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.nodepool.in_(pools),
             or_(BudgetLedgerEntry.decision_id.in_(finished), BudgetLedgerEntry.decision_id.is_(None),
@@ -250,22 +233,23 @@ class PlannerStore:
         return None
 
 
-    async def interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
-                        instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
-        """Apply an interruption message once: the node's decision (method interruption, reason Interrupted,
-        action delete) written approved, with the message id in ``processed_messages``, in one transaction."""
+    async def interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
+                        now: datetime) -> Interrupted:
+        """Apply an interruption message once: the node's ``decision`` (method interruption, reason
+        Interrupted, action delete, one node; approved at once) written, with the message id in
+        ``processed_messages``, in one transaction."""
+        if decision.state is not State.APPROVED or len(decision.nodes) != 1:
+            raise ValueError(f"an interruption's decision is approved and has one node: {decision}")
         if self._postgres:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
-                                         node=node, nodepool=nodepool, instance_type=instance_type,
-                                         explanation=explanation, now=now)
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
         lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with lock:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision_id=decision_id,
-                                         node=node, nodepool=nodepool, instance_type=instance_type,
-                                         explanation=explanation, now=now)
+            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
 
-    async def _interrupt(self, *, message_id: str, consumer: str, decision_id: str, node: str, nodepool: str,
-                         instance_type: str | None, explanation: dict[str, Any], now: datetime) -> Interrupted:
+    async def _interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
+                         now: datetime) -> Interrupted:
+        decision_id, [target] = decision.id, decision.nodes
+        node, nodepool, explanation = target.name, target.nodepool, decision.explanation
         mark = ProcessedMessage(consumer=consumer, message_id=message_id, topic=TOPIC_INTERRUPTIONS, processed_at=now)
         try:
             async with self._sessions() as session, session.begin():
@@ -278,32 +262,32 @@ class PlannerStore:
                     session.add(mark)
                     return Interrupted("duplicate")
                 rejected: list[tuple[str, tuple[str, ...]]] = []
-                holder = (await self._live_nodes(session, None)).get(node)
+                holder = (await decisions.live_nodes(session, self.cluster)).get(node)
                 if holder is not None:
                     held = await session.scalar(select(Decision).where(
                         Decision.cluster == self.cluster, Decision.id == holder).with_for_update())
-                    if held is not None and held.state != "proposed":
+                    if held is not None and not lifecycle.allowed(decisions.state_of(held), State.REJECTED):
                         session.add(mark)
                         return Interrupted("busy", holder=holder)
                     if held is not None:
-                        names = tuple(n.get("name", "") if isinstance(n, dict) else str(n) for n in held.nodes or [])
+                        names = tuple(decisions.node_names(held.nodes))
                         await self._reject(session, holder, f"node {node} is being interrupted: "
                                            f"{explanation.get('text', '')}"[:1000], now)
                         rejected.append((holder, names))
-                session.add(Decision(
-                    id=decision_id, cluster=self.cluster, method="interruption", reason="Interrupted",
-                    action="delete", nodes=[{"name": node, "nodePool": nodepool, "instanceType": instance_type}],
-                    replacements=[], savings=Decimal("0"), state="approved", explanation=explanation,
-                    created_at=now, updated_at=now, approved_at=now))
+                session.add(decisions.row_of(decision, self.cluster))
                 await session.flush()
-                session.add(_event(decision_id, "Proposed", now, {"explanation": explanation.get("text", "")}))
-                session.add(_event(decision_id, "Approved", now, {"interruption": True}))
+                session.add_all(_events(decision_id, (node,), "Proposed", now,
+                                        {"explanation": explanation.get("text", "")}))
+                session.add_all(_events(decision_id, (node,), "Approved", now, {"interruption": True}))
                 session.add(mark)
         except IntegrityError:  # another replica applied the same message meanwhile
             return Interrupted("duplicate")
         return Interrupted("created", rejected=tuple(rejected))
 
 
-def _event(decision_id: str, type_: str, at: datetime, detail: dict[str, Any]) -> DecisionEvent:
-    return DecisionEvent(decision_id=decision_id, event_id=f"planner-{uuid.uuid4().hex}", type=type_, at=at,
-                         detail=detail)
+def _events(decision_id: str, nodes: Iterable[str], phase: Phase, at: datetime,
+            detail: dict[str, Any]) -> list[DecisionEvent]:
+    """The timeline entries of one step: one per node, each under the id of the ``DisruptionEvent`` the planner
+    publishes for it (``ebb.contracts.messages.event_id``)."""
+    return [DecisionEvent(decision_id=decision_id, event_id=str(event_id(decision_id, node, phase)), type=phase,
+                          node=node, at=at, detail=detail) for node in nodes]

@@ -2,7 +2,7 @@
 
 ``LiveState`` holds the ``SnapshotStore`` the objects consumer fills, and builds the same live snapshot
 the consolidation-planner plans on (``ebb.adapters.live.live_snapshot``): the store's active holds merged
-in, and the nodes of live decisions (proposed, approved, executing) marked as being disrupted. The store
+in, and the nodes of live decisions (``ebb.core.decision.LIVE``) marked as being disrupted. The store
 parses incrementally (each object once after it changed) but its first build of a large cluster takes
 seconds, so it runs in a worker thread; ``lock`` keeps the consumer from applying objects meanwhile (the
 store is not thread-safe), and the result is cached until the next change, so a burst of requests builds
@@ -16,22 +16,18 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
 
 import anyio.to_thread
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.models import Decision, Hold
+from ebb.adapters.store import decisions
+from ebb.adapters.store.models import Hold
 from ebb.adapters.store.repository import Repository
 from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
 from ebb.core.snapshot import SnapshotError
-
-#: decisions in these states hold their nodes (the planner's and executor's LIVE_STATES)
-LIVE_STATES: Final = ("proposed", "approved", "executing")
 
 
 class NotSeeded(RuntimeError):
@@ -101,15 +97,6 @@ class LiveState:
         return LiveView(live_snapshot(snapshot, holds=holds, busy=busy), holds, busy)
 
     async def live_nodes(self) -> dict[str, str]:
-        """node -> id of the live decision (proposed, approved, executing) that holds it."""
-        query = select(Decision.id, Decision.nodes).where(
-            Decision.cluster == self.repository.cluster, Decision.state.in_(LIVE_STATES)
-        ).order_by(Decision.created_at, Decision.id)
-        held: dict[str, str] = {}
+        """node -> id of the live decision (``ebb.core.decision.LIVE``) that holds it."""
         async with self._sessions() as session:
-            for decision_id, nodes in await session.execute(query):
-                for entry in nodes or []:
-                    name = entry.get("name") if isinstance(entry, dict) else entry
-                    if isinstance(name, str):
-                        held[name] = decision_id
-        return held
+            return await decisions.live_nodes(session, self.repository.cluster)

@@ -9,12 +9,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo
 from pydantic.alias_generators import to_camel
 
 from ebb.adapters.store.models import Decision, DecisionEvent, Hold
+from ebb.core.decision import State
 
 HoldScope = Literal["cluster", "nodePool", "node"]
 #: API scope → the store's scope_kind
 SCOPE_TO_STORE: dict[str, str] = {"cluster": "cluster", "nodePool": "nodepool", "node": "node"}
 STORE_TO_SCOPE: dict[str, str] = {v: k for k, v in SCOPE_TO_STORE.items()}
-DecisionState = Literal["proposed", "approved", "executing", "succeeded", "failed", "rolled_back", "rejected"]
+#: a decision's state: the lifecycle's own enum (``ebb.core.decision.State``)
+DecisionState = State
 
 
 class Wire(BaseModel):
@@ -94,7 +96,7 @@ class DecisionOut(Wire):
     nodes: list[Any]
     replacements: list[Any]
     savings_per_hour: float | None
-    state: str
+    state: DecisionState
     explanation: dict[str, Any]
     created_at: datetime
     updated_at: datetime

@@ -38,11 +38,12 @@ from ebb.adapters.clock import SimClock, until_any
 from ebb.adapters.store.migrate import async_url, upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.core.cluster import ClusterView
+from ebb.core.decision import LIVE
 from ebb.core.snapshot import parse_documents
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
-from ebb_consolidation_planner.store import LIVE_STATES, PlannerStore
+from ebb_consolidation_planner.store import PlannerStore
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
@@ -99,7 +100,7 @@ class Status:
 
     @property
     def live(self) -> int:
-        return sum(n for (state, _m), n in self.decisions.items() if state in LIVE_STATES)
+        return sum(n for (state, _m), n in self.decisions.items() if state in LIVE)
 
 
 @dataclass

@@ -3,15 +3,17 @@
 For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``, through
 the ``Launcher``: a KWOK node, or the embedded mode's simulated cloud) and waited for until Ready
 (``WaitingReadiness``); a launch that fails or a node not Ready within ``ready_timeout`` → ``Failed``, the
-launched nodes deleted, the taints removed (``RolledBack``), the decision ``failed``. Then as a delete.
+launched nodes deleted, the taints removed (``RolledBack``), the decision ``rolled_back`` (nothing was
+evicted: all is undone). Then as a delete.
 Replacement names come from the decision, so a command resumed after a crash finds the nodes it launched.
 
 For a delete: every node is tainted ``karpenter.sh/disrupted:NoSchedule`` (``Tainted``), then drained
 through the Eviction API one node after the other (``Evicted``), and only when all are drained deleted
 (``Terminated``); the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
-(``RolledBack``), the decision ends ``failed``. A command with replacements is ``Failed`` at once
-when no launcher is configured: nothing is tainted. A failed decision leaves an automatic
+(``RolledBack``), the decision ends ``failed`` (evictions cannot be undone). A command with replacements is
+``Failed`` at once when no launcher is configured: nothing is tainted, the decision ends ``failed``. A rolled
+back or failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 
@@ -26,7 +28,6 @@ poll and ready timeout, the termination duration metric) is measured on the drai
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -38,30 +39,18 @@ from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.launch import Launcher
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
-from ebb.contracts.messages import Phase
+from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
+from ebb.core.decision import State
 from ebb.core.launch import LaunchError, replacement_name
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.store import ExecutorStore, Start
 
+__all__ = ["REPLACEMENTS_UNSUPPORTED", "Executor", "event_id"]
+
 log = structlog.get_logger("ebb_termination_executor")
 
 REPLACEMENTS_UNSUPPORTED = "replacement launching not configured (EBB_TERMINATION_EXECUTOR_LAUNCHER)"
-
-#: namespace of the event ids of the steps that happen once per decision and node
-EVENT_IDS = uuid.UUID("6f1d3c2e-52a8-4b0e-9a51-4f0f3f6a7e21")
-ONCE_PER_NODE: frozenset[str] = frozenset({"Tainted", "Evicted", "Terminated", "RolledBack", "Failed"})
-
-
-def event_id(decision_id: str, node: str, phase: str) -> uuid.UUID:
-    """The id of a decision's ``phase`` on ``node``. For the steps that happen once per decision and node it
-    is derived from them, so a command carried out again after a crash or a retry reports the step under
-    the same id (one timeline entry; subscribers applying ids once see it once); other steps (one Launching
-    per replacement) get a fresh id."""
-    if phase in ONCE_PER_NODE:
-        return uuid.uuid5(EVENT_IDS, f"{decision_id}/{node}/{phase}")
-    return uuid.uuid4()
-
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -98,6 +87,7 @@ class Executor:
         #: "now" of the events and the decision; the drainer's clock times the waits
         self.clock = clock_of(clock)
         self.succeeded = 0
+        self.rolled_back = 0
         self.failed = 0
         self.duplicates = 0
 
@@ -108,16 +98,13 @@ class Executor:
         await self.execute(command)
 
     async def emit(self, command: DisruptionCommand, node: str, phase: Phase, message: str) -> None:
-        event = DisruptionEvent(
-            id=event_id(command.decision_id, node, phase), decision_id=command.decision_id, node=node, phase=phase,
-            message=message[:4096], at=self.clock(),
-        )
+        event = DisruptionEvent.step(command.decision_id, node, phase, message, self.clock())
         await self.store.record_event(event)
         await self.bus.publish(TOPIC_DISRUPTION_EVENTS, event)
         log.info("disruption event", decision_id=command.decision_id, node=node, phase=phase, message=message)
 
     async def execute(self, command: DisruptionCommand) -> str:
-        """Apply ``command``; returns the outcome: succeeded, failed, duplicate or finished."""
+        """Apply ``command``; returns the outcome: succeeded, rolled_back, failed, duplicate or finished."""
         bound = log.bind(command=str(command.id), decision_id=command.decision_id, nodes=list(command.nodes))
         start, state = await self.store.start(command, self.clock())
         if start is Start.DUPLICATE:
@@ -132,7 +119,7 @@ class Executor:
         if command.replacements and self.launcher is None:
             for node in command.nodes:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
-            return await self._finish(command, "failed", REPLACEMENTS_UNSUPPORTED)
+            return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED)
 
         started = self.drainer.clock.monotonic()
         tainted: list[str] = []
@@ -146,9 +133,9 @@ class Executor:
                             "tainted karpenter.sh/disrupted:NoSchedule" if added else "already tainted")
         if command.replacements:
             why = await self._pre_spin(command)
-            if why is not None:
+            if why is not None:  # nothing was evicted: untainted and the replacements deleted, all is undone
                 await self._roll_back(command, tainted)
-                return await self._finish(command, "failed", why)
+                return await self._finish(command, State.ROLLED_BACK, why)
         for node in tainted:
             try:
                 report = await self.drainer.drain(node)
@@ -156,7 +143,7 @@ class Executor:
                 await self.emit(command, node, "Failed", f"drain failed: {e}")
                 self._kube(kube_events.failed_draining(node, None, str(e)))
                 await self._roll_back(command, tainted)
-                return await self._finish(command, "failed", f"drain of {node} failed: {e}")
+                return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}")
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
             await self.emit(
                 command, node, "Evicted",
@@ -169,7 +156,7 @@ class Executor:
                 self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
                     self.drainer.clock.monotonic() - started)
             await self.emit(command, node, "Terminated", "node deleted" if existed else "node already gone")
-        return await self._finish(command, "succeeded")
+        return await self._finish(command, State.SUCCEEDED)
 
     async def _pre_spin(self, command: DisruptionCommand) -> str | None:
         """Launch the command's replacements and wait until all are Ready; None when they are, else why not
@@ -219,13 +206,13 @@ class Executor:
                 continue
             await self.emit(command, node, "RolledBack", "untainted karpenter.sh/disrupted:NoSchedule")
 
-    async def _finish(self, command: DisruptionCommand, state: str, why: str = "") -> str:
-        assert state in ("succeeded", "failed")
-        recorded = await self.store.finish(command, "succeeded" if state == "succeeded" else "failed", self.clock(),
-                                           hold_for=self.failure_hold, why=why)
-        self.metrics.commands.labels(method=command.method, outcome=state).inc()
-        if state == "succeeded":
+    async def _finish(self, command: DisruptionCommand, state: State, why: str = "") -> str:
+        recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold, why=why)
+        self.metrics.commands.labels(method=command.method, outcome=state.value).inc()
+        if state is State.SUCCEEDED:
             self.succeeded += 1
+        elif state is State.ROLLED_BACK:
+            self.rolled_back += 1
         else:
             self.failed += 1
         log.info("command finished", command=str(command.id), decision_id=command.decision_id, state=state,

@@ -19,7 +19,8 @@ class Metrics:
             ["nodepool"], registry=self.registry,
             buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600))
         self.commands = Counter(
-            "ebb_disruption_commands_total", "Commands executed, by method and outcome (succeeded, failed)",
+            "ebb_disruption_commands_total",
+            "Commands executed, by method and outcome (succeeded, rolled_back, failed)",
             ["method", "outcome"], registry=self.registry)
 
     def eviction(self, code: str) -> None:

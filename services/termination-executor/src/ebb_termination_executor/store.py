@@ -1,13 +1,14 @@
 """The executor's side of the store (docs/architecture.md#store): a decision's state and the ids of applied commands.
 
 ``start`` moves the decision to ``executing`` (inserting it from the command when the planner has not
-written it); ``finish`` moves it to ``succeeded`` or ``failed`` and records the command id in
+written it); ``finish`` moves it to ``succeeded``, ``rolled_back`` or ``failed`` and records the command id in
 ``processed_messages`` in the same transaction, so a command that was applied is never applied again,
 and one whose execution was interrupted (crash, stop) is resumed when it is delivered again. That
 transaction also deletes the decision's ``budget_ledger`` rows: the nodes it disrupted stop consuming their
 NodePool's budget the moment the decision ends (the planner would otherwise free them only lazily, at its
 next approval in the pool, or when their lease runs out).
-``record_event`` adds a published event to the decision's timeline (``decision_events``).
+``record_event`` adds a published event to the decision's timeline (``decision_events``). Every move is
+checked against the lifecycle (``ebb.core.decision``) through ``ebb.adapters.store.decisions``.
 """
 
 from __future__ import annotations
@@ -15,19 +16,21 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
+from ebb.adapters.store import decisions
 from ebb.adapters.store.migrate import async_url
 from ebb.adapters.store.models import BudgetLedgerEntry, Decision, DecisionEvent, Hold, ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, DisruptionCommand, DisruptionEvent
+from ebb.core import decision as lifecycle
+from ebb.core.decision import FINISHED, State
 
-#: states after which a decision is never executed again
-FINISHED_STATES = frozenset({"succeeded", "failed", "rolled_back", "rejected"})
+#: how an executed command can end (``ebb.core.decision``; docs/services/termination-executor.md)
+ENDS = frozenset({State.SUCCEEDED, State.ROLLED_BACK, State.FAILED})
 
 
 class Start(enum.Enum):
@@ -78,26 +81,30 @@ class ExecutorStore:
                 .with_for_update()
             )
             if decision is None:
-                session.add(_decision_of(command, self.cluster, now))
-                return Start.EXECUTE, "executing"
-            if decision.state in FINISHED_STATES:
+                executing = lifecycle.transition(command.decision(now), State.EXECUTING, now)
+                session.add(decisions.row_of(executing, self.cluster))
+                return Start.EXECUTE, State.EXECUTING
+            state = decisions.state_of(decision)
+            if state in FINISHED:
                 session.add(self._mark(command, now))
-                return Start.FINISHED, decision.state
-            decision.state = "executing"
-            decision.updated_at = now
-            if decision.started_at is None:
-                decision.started_at = now
+                return Start.FINISHED, state
+            if state is State.EXECUTING:  # resumed after a crash or a retry
+                return Start.EXECUTE, state
             if decision.approved_at is None:
                 decision.approved_at = command.approved_at
-            return Start.EXECUTE, "executing"
+            decisions.move(decision, State.EXECUTING, now)  # IllegalTransition from proposed: not approved
+            return Start.EXECUTE, State.EXECUTING
 
-    async def finish(self, command: DisruptionCommand, state: Literal["succeeded", "failed"], now: datetime, *,
+    async def finish(self, command: DisruptionCommand, state: State, now: datetime, *,
                      hold_for: float = 0.0, why: str = "") -> bool:
-        """End the decision in ``state``, release its budget_ledger rows and record the command as applied, in
-        one transaction; False when the command had been recorded meanwhile (nothing changed). A failed
-        decision with ``hold_for`` > 0 also puts an automatic hold on each of its nodes for that many
-        seconds, saying ``why``: the planner leaves them alone instead of proposing the same failing
-        disruption again at its next pass."""
+        """End the decision in ``state`` (succeeded, rolled_back or failed), release its budget_ledger rows and
+        record the command as applied, in one transaction; False when the command had been recorded meanwhile
+        (nothing changed). A rolled back or failed decision with ``hold_for`` > 0 also puts an automatic hold
+        on each of its nodes for that many seconds, saying ``why``: the planner leaves them alone instead of
+        proposing the same failing disruption again at its next pass."""
+        state = State(state)
+        if state not in ENDS:
+            raise ValueError(f"an executed command ends succeeded, rolled_back or failed, not {state}")
         try:
             async with self._sessions() as session, session.begin():
                 session.add(self._mark(command, now))
@@ -107,16 +114,14 @@ class ExecutorStore:
                     .where(Decision.cluster == self.cluster, Decision.id == command.decision_id)
                     .with_for_update()
                 )
-                if decision is not None:
-                    decision.state = state
-                    decision.updated_at = now
-                    decision.finished_at = now
+                if decision is not None and decisions.state_of(decision) not in FINISHED:
+                    decisions.move(decision, state, now)
                 await session.execute(delete(BudgetLedgerEntry).where(
                     BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.decision_id == command.decision_id))
-                if state == "failed" and hold_for > 0:
+                if state is not State.SUCCEEDED and hold_for > 0:
                     for node in command.nodes:
                         session.add(automatic_hold(self.cluster, command.decision_id, node, why=why, now=now,
-                                                    seconds=hold_for))
+                                                   seconds=hold_for, ended=state))
         except IntegrityError:
             return False
         return True
@@ -138,43 +143,28 @@ class ExecutorStore:
         except IntegrityError:
             pass  # recorded already (or the decision is gone): the timeline is best effort
 
-    async def state(self, decision_id: str) -> str | None:
+    async def state(self, decision_id: str) -> State | None:
         async with self._sessions() as session:
-            return await session.scalar(
+            state = await session.scalar(
                 select(Decision.state).where(Decision.cluster == self.cluster, Decision.id == decision_id)
             )
+        return None if state is None else State(state)
 
 
-def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: datetime, seconds: float) -> Hold:
-    """The automatic node hold a failed decision leaves behind (its id is derived from decision and node)."""
+def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: datetime, seconds: float,
+                   ended: State = State.FAILED) -> Hold:
+    """The automatic node hold a failed or rolled back decision leaves behind (its id is derived from decision
+    and node)."""
+    words = "rolled back" if ended is State.ROLLED_BACK else "failed"
     return Hold(
         id=f"auto-{uuid.uuid5(uuid.NAMESPACE_URL, f'ebb:{decision_id}:{node}').hex}",
         cluster=cluster,
         scope_kind="node",
         scope=node,
         kind="automatic",
-        reason=f"decision {decision_id} failed: {why}"[:2000] if why else f"decision {decision_id} failed",
+        reason=f"decision {decision_id} {words}: {why}"[:2000] if why else f"decision {decision_id} {words}",
         created_by="ebb-termination-executor",
         created_at=now,
         expires_at=now + timedelta(seconds=seconds),
     )
 
-
-def _decision_of(command: DisruptionCommand, cluster: str, now: datetime) -> Decision:
-    """The decisions row of a command the store did not know (the planner normally writes it first)."""
-    return Decision(
-        id=command.decision_id,
-        cluster=cluster,
-        method=command.method,
-        reason=command.reason,
-        action=command.action,
-        nodes=[{"name": n, "nodePool": command.node_pool} for n in command.nodes],
-        replacements=[r.model_dump(mode="json", by_alias=True) for r in command.replacements],
-        savings=Decimal(str(command.savings_per_hour)),
-        state="executing",
-        explanation={"text": command.explanation},
-        created_at=now,
-        updated_at=now,
-        approved_at=command.approved_at,
-        started_at=now,
-    )

@@ -7,7 +7,11 @@ carries an ``id`` (a UUID, also the CloudEvent ``id``) so that a consumer can ap
 ``ebb.contracts.codec`` maps the models to and from Kafka records (CloudEvents, binary content mode)
 and ``ebb.contracts.asyncapi`` publishes them as deploy/asyncapi.yaml.
 
-Pure: pydantic only, no I/O; the core is only named for type checking (``DisruptionCommand.from_command``).
+A decision (``ebb.core.decision.Decision``) maps to its command and its events here, and nowhere else:
+``DisruptionCommand.of_decision`` / ``DisruptionCommand.decision``, and a step of it to its
+``DisruptionEvent`` (``DisruptionEvent.step``, with the id its timeline row shares: ``event_id``).
+
+Pure: pydantic and the core's values only, no I/O.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self
-from uuid import UUID, uuid4
+from uuid import UUID, uuid4, uuid5
 
 from pydantic import (
     AwareDatetime,
@@ -28,6 +32,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from ebb.core.decision import Decision, DecisionNode, State
+from ebb.core.methods.base import Replacement as CoreReplacement
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -197,6 +204,15 @@ class Replacement(WireModel):
     zones: tuple[Token, ...] = Field(min_length=1)
     price: Price = Field(description="Hourly price of instanceTypes[0].")
 
+    @classmethod
+    def of(cls, r: CoreReplacement) -> Replacement:
+        return cls.model_validate({"node_pool": r.nodepool, "instance_types": r.instance_types,
+                                   "capacity_type": r.capacity_type, "zones": r.zones, "price": round(r.price, 6)})
+
+    def core(self) -> CoreReplacement:
+        return CoreReplacement(nodepool=self.node_pool, instance_types=self.instance_types,
+                               capacity_type=self.capacity_type, zones=self.zones, price=self.price)
+
 
 class DisruptionCommand(Message):
     """An approved disruption for the termination executor."""
@@ -247,24 +263,68 @@ class DisruptionCommand(Message):
                 "reason": command.reason,
                 "action": command.action,
                 "nodes": command.nodes,
-                "replacements": [
-                    {
-                        "node_pool": r.nodepool,
-                        "instance_types": r.instance_types,
-                        "capacity_type": r.capacity_type,
-                        "zones": r.zones,
-                        "price": round(r.price, 6),
-                    }
-                    for r in command.replacements
-                ],
+                "replacements": [Replacement.of(r) for r in command.replacements],
                 "savings_per_hour": round(command.savings, 6),
                 "explanation": command.explanation,
                 "approved_at": approved_at,
             }
         )
 
+    @classmethod
+    def of_decision(cls, decision: Decision, *, id: UUID | None = None) -> DisruptionCommand:
+        """The command of an approved decision (ValueError when it has not been approved, or breaks the
+        contract)."""
+        if decision.approved_at is None:
+            raise ValueError(f"decision {decision.id} is {decision.state}, not approved")
+        return cls.model_validate(
+            {
+                **({"id": id} if id is not None else {}),
+                "decision_id": decision.id,
+                "node_pool": decision.node_pool,
+                "method": decision.method,
+                "reason": decision.reason,
+                "action": decision.action,
+                "nodes": decision.node_names,
+                "replacements": [Replacement.of(r) for r in decision.replacements],
+                "savings_per_hour": round(decision.savings, 6),
+                "explanation": decision.text[:4096],
+                "approved_at": decision.approved_at,
+            }
+        )
+
+    def decision(self, now: datetime) -> Decision:
+        """The approved decision this command carries out (for an executor that has no row of it)."""
+        return Decision(
+            id=self.decision_id, method=self.method, reason=self.reason, action=self.action,
+            nodes=tuple(DecisionNode(n, self.node_pool) for n in self.nodes),
+            replacements=tuple(r.core() for r in self.replacements), savings=self.savings_per_hour,
+            state=State.APPROVED, created_at=now, updated_at=now, explanation={"text": self.explanation},
+            approved_at=self.approved_at,
+        )
+
 
 # -- ebb.disruption.events ----------------------------------------------------------------------------------
+
+
+#: namespace of the ids of the steps that happen once per decision and node
+EVENT_IDS: Final = UUID("6f1d3c2e-52a8-4b0e-9a51-4f0f3f6a7e21")
+#: the phases that happen once per decision and node (Launching happens once per replacement, WaitingReadiness
+#: once per wait)
+ONCE_PER_NODE: Final[frozenset[str]] = frozenset(
+    {"Proposed", "Approved", "Rejected", "Tainted", "Evicted", "Terminated", "RolledBack", "Failed"}
+)
+
+
+def event_id(decision_id: str, node: str, phase: str) -> UUID:
+    """The id of a decision's ``phase`` on ``node``: the ``DisruptionEvent``'s and its ``decision_events`` row's.
+
+    For the steps that happen once per decision and node it is derived from them (a UUIDv5), so the planner's
+    store and its publish name one step by one id, and a command carried out again after a crash or a retry
+    reports the step under the same id (one timeline entry; subscribers applying ids once see it once).
+    Other steps (one Launching per replacement) get a fresh id."""
+    if phase in ONCE_PER_NODE:
+        return uuid5(EVENT_IDS, f"{decision_id}/{node}/{phase}")
+    return uuid4()
 
 
 class DisruptionEvent(Message):
@@ -282,6 +342,13 @@ class DisruptionEvent(Message):
 
     def key(self) -> str:
         return self.node
+
+    @classmethod
+    def step(cls, decision_id: str, node: str, phase: Phase, message: str, at: datetime) -> DisruptionEvent:
+        """The event of a decision's ``phase`` on ``node``, under its ``event_id`` (the message cut to the
+        contract's length)."""
+        return cls(id=event_id(decision_id, node, phase), decision_id=decision_id, node=node, phase=phase,
+                   message=message[:4096], at=at)
 
 
 # -- <topic>.dlq --------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ebb.core.decision import STATES, State
+
 NAMING_CONVENTION: Final = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -40,15 +42,8 @@ Json = JSON().with_variant(JSONB(), "postgresql")
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 Timestamp = DateTime(timezone=True)
 
-DECISION_STATES: Final = (
-    "proposed",
-    "approved",
-    "executing",
-    "succeeded",
-    "failed",
-    "rolled_back",
-    "rejected",
-)
+#: the lifecycle's states: ``ebb.core.decision.State`` is their one owner
+DECISION_STATES: Final = STATES
 HOLD_SCOPES: Final = ("cluster", "nodepool", "node", "namespace", "workload")
 HOLD_KINDS: Final = ("manual", "automatic")
 
@@ -63,8 +58,8 @@ class Base(DeclarativeBase):
 
 
 class Decision(Base):
-    """One disruption decision and where it stands: proposed → approved → executing → succeeded |
-    failed | rolled_back, or rejected."""
+    """One disruption decision and where it stands (``ebb.core.decision``: proposed → approved → executing →
+    succeeded | rolled_back | failed, or rejected). Read and written through ``ebb.adapters.store.decisions``."""
 
     __tablename__ = "decisions"
     __table_args__ = (
@@ -87,7 +82,7 @@ class Decision(Base):
     replacements: Mapped[list[Any]] = mapped_column(Json)
     #: estimated savings per hour, in the cloud's currency; null when not a cost decision
     savings: Mapped[Decimal | None] = mapped_column(Numeric(14, 6))
-    state: Mapped[str] = mapped_column(String(16), default="proposed")
+    state: Mapped[str] = mapped_column(String(16), default=State.PROPOSED.value)
     #: why (and why not): the inputs and checks that led to this decision
     explanation: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     created_at: Mapped[datetime] = mapped_column(Timestamp)

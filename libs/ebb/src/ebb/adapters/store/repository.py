@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ebb.adapters.store.migrate import async_url
 from ebb.adapters.store.models import Decision, DecisionEvent, Hold
+from ebb.core.decision import State
 
 MAX_PAGE: Final = 500
 
@@ -39,7 +40,8 @@ class CursorError(ValueError):
 class DecisionFilter:
     """Filters of :meth:`Repository.list_decisions`; None means "any"."""
 
-    state: str | None = None
+    #: a ``State`` or its value (ValueError at the query when it is neither)
+    state: State | str | None = None
     method: str | None = None
     reason: str | None = None
     #: a NodePool one of the decision's nodes belongs to (``nodes[].nodePool``)
@@ -168,7 +170,7 @@ class Repository:
         nodes: list[Any],
         replacements: list[Any],
         created_at: datetime,
-        state: str = "proposed",
+        state: State | str = State.PROPOSED,
         savings: Decimal | float | None = None,
         explanation: dict[str, Any] | None = None,
     ) -> Decision:
@@ -181,7 +183,7 @@ class Repository:
             nodes=nodes,
             replacements=replacements,
             savings=None if savings is None else Decimal(str(savings)),
-            state=state,
+            state=State(state).value,
             explanation=explanation or {},
             created_at=created_at,
             updated_at=created_at,
@@ -231,7 +233,7 @@ class Repository:
         filters = filters or DecisionFilter()
         query = select(Decision).where(Decision.cluster == self.cluster)
         if filters.state is not None:
-            query = query.where(Decision.state == filters.state)
+            query = query.where(Decision.state == State(filters.state).value)
         if filters.method is not None:
             query = query.where(Decision.method == filters.method)
         if filters.reason is not None:

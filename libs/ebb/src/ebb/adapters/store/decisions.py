@@ -1,0 +1,125 @@
+"""The one mapping between a decision (``ebb.core.decision.Decision``) and its ``decisions`` row, and the
+decision queries and writes the planner, the executor and the decisions-api share.
+
+Rows hold nodes and replacements in one JSON shape, camelCase as on the wire and in ``ebb plan``:
+
+- ``nodes``: ``[{"name": ..., "nodePool": ..., "instanceType": ... | null}]``
+- ``replacements``: ``[{"nodePool": ..., "instanceTypes": [...], "capacityType": ..., "zones": [...],
+  "price": ...}]``
+
+``decision_of`` also reads rows written before the shape was one (a node as a bare name, a node without
+``instanceType``). State changes go through ``move``, which applies ``ebb.core.decision.transition`` to
+the row, so no writer can make a move the lifecycle does not allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ebb.adapters.store.models import Decision as DecisionRow
+from ebb.core.decision import LIVE, Decision, DecisionNode, State, transition
+from ebb.core.methods.base import Replacement
+
+
+def nodes_json(nodes: Iterable[DecisionNode]) -> list[dict[str, Any]]:
+    return [{"name": n.name, "nodePool": n.nodepool, "instanceType": n.instance_type} for n in nodes]
+
+
+def replacements_json(replacements: Iterable[Replacement]) -> list[dict[str, Any]]:
+    return [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "capacityType": r.capacity_type,
+             "zones": list(r.zones), "price": round(r.price, 6)} for r in replacements]
+
+
+def _node(entry: Any) -> DecisionNode:
+    if isinstance(entry, dict):
+        return DecisionNode(str(entry.get("name", "")), str(entry.get("nodePool") or ""), entry.get("instanceType"))
+    return DecisionNode(str(entry), "")
+
+
+def _replacement(entry: dict[str, Any]) -> Replacement:
+    return Replacement(nodepool=entry["nodePool"], instance_types=tuple(entry["instanceTypes"]),
+                       capacity_type=entry["capacityType"], zones=tuple(entry["zones"]), price=float(entry["price"]))
+
+
+def node_names(nodes: Any) -> list[str]:
+    """The names in a row's ``nodes`` (either shape)."""
+    return [n.name for n in map(_node, nodes or []) if n.name]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; the store's times are all UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def decision_of(row: DecisionRow) -> Decision:
+    """The typed decision of a row (KeyError / ValueError when its replacements are not in the row shape)."""
+    created = _utc(row.created_at)
+    assert created is not None
+    return Decision(
+        id=row.id, method=row.method, reason=row.reason, action=row.action,
+        nodes=tuple(_node(n) for n in row.nodes or []),
+        replacements=tuple(_replacement(r) for r in row.replacements or []),
+        savings=float(row.savings or 0), state=State(row.state), created_at=created,
+        updated_at=_utc(row.updated_at) or created, explanation=dict(row.explanation or {}),
+        approved_at=_utc(row.approved_at), started_at=_utc(row.started_at), finished_at=_utc(row.finished_at),
+    )
+
+
+def row_of(decision: Decision, cluster: str) -> DecisionRow:
+    """A new row for ``decision`` in ``cluster``."""
+    row = DecisionRow(id=decision.id, cluster=cluster)
+    row.method = decision.method
+    row.reason = decision.reason
+    row.action = decision.action
+    row.nodes = nodes_json(decision.nodes)
+    row.replacements = replacements_json(decision.replacements)
+    row.savings = Decimal(str(round(decision.savings, 6)))
+    row.created_at = decision.created_at
+    _write(row, decision)
+    return row
+
+
+def _write(row: DecisionRow, decision: Decision) -> None:
+    """Copy what a move changes (state, times, explanation) onto ``row``."""
+    row.state = decision.state.value
+    row.explanation = dict(decision.explanation)
+    row.updated_at = decision.updated_at
+    row.approved_at = decision.approved_at
+    row.started_at = decision.started_at
+    row.finished_at = decision.finished_at
+
+
+def move(row: DecisionRow, to: State, at: datetime, **explanation: Any) -> Decision:
+    """Move the row's decision to ``to`` (``ebb.core.decision.transition``; IllegalTransition leaves the row
+    as it was) and return the moved decision."""
+    moved = transition(decision_of(row), to, at, **explanation)
+    _write(row, moved)
+    return moved
+
+
+def state_of(row: DecisionRow) -> State:
+    return State(row.state)
+
+
+async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None = None,
+                     states: Iterable[State] = LIVE) -> dict[str, str]:
+    """node -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones) holding it;
+    the newest decision wins when two hold one node."""
+    query = select(DecisionRow.id, DecisionRow.nodes).where(
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states])
+    ).order_by(DecisionRow.created_at, DecisionRow.id)
+    held: dict[str, str] = {}
+    for decision_id, nodes in await session.execute(query):
+        if decision_id == exclude:
+            continue
+        for name in node_names(nodes):
+            held[name] = decision_id
+    return held

@@ -1,0 +1,123 @@
+"""The decision lifecycle (``ebb.core.decision``): every allowed move, a sample of illegal ones, the timestamps
+a move sets, and the one mapping of a decision to its row and its command."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ebb.adapters.store import decisions
+from ebb.adapters.store.models import DECISION_STATES
+from ebb.contracts import DisruptionCommand
+from ebb.contracts.messages import DisruptionEvent, event_id
+from ebb.core.decision import (
+    FINISHED,
+    LIVE,
+    STATES,
+    TRANSITIONS,
+    Decision,
+    DecisionNode,
+    IllegalTransition,
+    State,
+    allowed,
+    transition,
+)
+from ebb.core.methods.base import Replacement
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+T1 = T0 + timedelta(seconds=15)
+
+P, A, E, S, F, R, X = (State.PROPOSED, State.APPROVED, State.EXECUTING, State.SUCCEEDED, State.FAILED,
+                       State.ROLLED_BACK, State.REJECTED)
+
+ALLOWED = [(P, A), (P, X), (A, E), (E, S), (E, R), (E, F)]
+ILLEGAL = [(P, E), (P, S), (P, F), (P, R), (P, P), (A, X), (A, S), (A, F), (A, P), (E, X), (E, A), (E, P),
+           (S, F), (S, R), (F, R), (R, F), (X, A), (X, P), (S, E), (R, E)]
+
+
+def decision(state: State = P, **changes: object) -> Decision:
+    base = Decision(
+        id="d-1", method="single-node-consolidation", reason="Underutilized", action="replace",
+        nodes=(DecisionNode("n1", "general", "m5.xlarge"),),
+        replacements=(Replacement("general", ("m5.large", "m5a.large"), "on-demand", ("us-east-1a",), 0.096),),
+        savings=0.096, state=state, created_at=T0, updated_at=T0, explanation={"text": "cheaper"})
+    return Decision(**{**{f: getattr(base, f) for f in base.__slots__}, **changes})  # type: ignore[arg-type]
+
+
+def test_the_table_is_the_whole_lifecycle() -> None:
+    assert set(TRANSITIONS) == set(State)
+    assert {(s, t) for s, targets in TRANSITIONS.items() for t in targets} == set(ALLOWED)
+    assert {P, A, E} == LIVE and {S, F, R, X} == FINISHED and not LIVE & FINISHED
+    assert all(not TRANSITIONS[s] for s in FINISHED)
+    # the store's check constraint lists exactly the enum's values
+    assert DECISION_STATES == STATES == ("proposed", "approved", "executing", "succeeded", "failed",
+                                         "rolled_back", "rejected")
+
+
+@pytest.mark.parametrize(("source", "target"), ALLOWED)
+def test_an_allowed_move(source: State, target: State) -> None:
+    assert allowed(source, target)
+    moved = transition(decision(source), target, T1)
+    assert moved.state is target and moved.updated_at == T1 and moved.id == "d-1"
+    assert moved.approved_at == (T1 if target is A else None)
+    assert moved.started_at == (T1 if target is E else None)
+    assert moved.finished_at == (T1 if target in FINISHED else None)
+
+
+@pytest.mark.parametrize(("source", "target"), ILLEGAL)
+def test_an_illegal_move(source: State, target: State) -> None:
+    assert not allowed(source, target)
+    with pytest.raises(IllegalTransition, match=f"from {source} to {target}"):
+        transition(decision(source), target, T1)
+
+
+def test_a_move_keeps_earlier_times_and_adds_to_the_explanation() -> None:
+    executing = transition(transition(decision(), A, T0), E, T1)
+    assert executing.approved_at == T0 and executing.started_at == T1
+    rejected = transition(decision(), X, T1, rejected="stale")
+    assert rejected.explanation == {"text": "cheaper", "rejected": "stale"}
+
+
+def test_a_decision_makes_one_row_and_back() -> None:
+    approved = transition(decision(), A, T1)
+    row = decisions.row_of(approved, "c1")
+    assert row.nodes == [{"name": "n1", "nodePool": "general", "instanceType": "m5.xlarge"}]
+    assert row.replacements == [{"nodePool": "general", "instanceTypes": ["m5.large", "m5a.large"],
+                                 "capacityType": "on-demand", "zones": ["us-east-1a"], "price": 0.096}]
+    assert row.state == "approved" and row.cluster == "c1" and row.approved_at == T1
+    assert decisions.decision_of(row) == approved
+
+
+def test_rows_of_the_older_shapes_are_read() -> None:
+    row = decisions.row_of(decision(), "c1")
+    row.nodes = ["n1", {"name": "n2", "nodePool": "general"}]
+    assert decisions.decision_of(row).nodes == (DecisionNode("n1", ""), DecisionNode("n2", "general"))
+    assert decisions.node_names(row.nodes) == ["n1", "n2"]
+
+
+def test_a_row_moves_only_as_the_lifecycle_allows() -> None:
+    row = decisions.row_of(decision(), "c1")
+    decisions.move(row, A, T1)
+    assert row.state == "approved" and row.approved_at == T1
+    with pytest.raises(IllegalTransition):
+        decisions.move(row, S, T1)
+    assert row.state == "approved" and row.finished_at is None
+
+
+def test_a_decision_makes_its_command_and_a_command_its_decision() -> None:
+    with pytest.raises(ValueError, match="not approved"):
+        DisruptionCommand.of_decision(decision())
+    approved = transition(decision(), A, T1)
+    wire = DisruptionCommand.of_decision(approved)
+    assert (wire.decision_id, wire.node_pool, wire.nodes, wire.action, wire.approved_at) == (
+        "d-1", "general", ("n1",), "replace", T1)
+    assert wire.replacements[0].instance_types == ("m5.large", "m5a.large")
+    back = wire.decision(T1)
+    assert back.state is A and back.replacements == approved.replacements and back.node_names == ("n1",)
+
+
+def test_a_step_has_one_id_in_the_timeline_and_on_the_bus() -> None:
+    event = DisruptionEvent.step("d-1", "n1", "Proposed", "x" * 5000, T0)
+    assert event.id == event_id("d-1", "n1", "Proposed") and len(event.message) == 4096
+    assert event_id("d-1", "n1", "Approved") != event.id != event_id("d-1", "n2", "Proposed")

@@ -27,7 +27,7 @@ from ebb.core.plan import make_plan
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.unit.builders import catalog, node, nodepool, pod
+from tests.unit.builders import catalog, daemonset, ds_pod, hold, node, nodeclaim, nodepool, pdb, pod
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 TOKEN = "hostile-input-token"
@@ -41,17 +41,37 @@ hostile_values = st.one_of(
     st.lists(st.text(max_size=3), max_size=2), st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))
 
 
+_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}}]},
+    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]},
+}
+_SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "minDomains": 2, "labelSelector": {"matchLabels": {"app": "x"}}}]
+
+
 def _cluster() -> list[dict[str, Any]]:
-    """A small valid cluster touching every kind's parser: budgets with a schedule, selectors, requests."""
-    return [
+    """A small valid cluster touching every kind's parser: budgets with a schedule, taints, a NodeClaim, a
+    DaemonSet and its pod, a hold, PDBs, and a pod with affinities, spread, tolerations, a host port and a
+    limit. The catalog comes last and is left alone (its own parser is a table of instance types). A deep
+    copy: the builders keep references to the module's affinity and spread, which the mutations must not reach."""
+    return copy.deepcopy([
         nodepool(budgets=[{"nodes": "10%"}, {"nodes": "1", "schedule": "@daily", "duration": "1h"}],
                  expire_after="720h"),
         node("a"), node("b", itype="t3.medium"), pod("p1", "a", cpu="500m"), pod("p2", "b", cpu="1"),
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-         "metadata": {"name": "pdb", "namespace": "default"},
-         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}},
+        node("c", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        pod("p3", "c", labels={"app": "x"}, affinity=_AFFINITY, spread=_SPREAD, host_port=8080, priority=10,
+            tolerations=[{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
+            limits={"memory": "1Gi"}),
+        nodeclaim("claim-c", "c"), daemonset("agent"), ds_pod("agent-c", "c"),
+        hold("h1", "nodePool", "default", expires_at="2026-11-24T00:00:00Z"),
+        pdb("pdb", {"app": "x"}, min_available=1), pdb("pdb-half", {"app": "x"}, min_available="50%"),
         catalog(),
-    ]
+    ])
 
 
 def _paths(value: Any, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:

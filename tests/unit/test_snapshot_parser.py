@@ -231,6 +231,54 @@ def _ttl_beyond_any_date() -> list[Any]:
     return [nodepool(consolidate_after=None, disruption={"ttlSecondsAfterEmpty": 1e300})]
 
 
+def _with_pod_spec(**fields: Any) -> Callable[[], list[Any]]:
+    def make() -> list[Any]:
+        doc = pod("web", "a")
+        doc["spec"].update(fields)
+        return [doc]
+    return make
+
+
+def _ports_a_bool() -> list[Any]:
+    doc = pod("web", "a")
+    doc["spec"]["containers"][0]["ports"] = True
+    return [doc]
+
+
+_ANTI = "podAntiAffinity"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.mark.parametrize(("make", "document", "field"), [
+    (_with_pod_spec(affinity={"nodeAffinity": "-4"}), "Pod default/web", "spec.affinity.nodeAffinity"),
+    (_with_pod_spec(affinity={"nodeAffinity": {_REQUIRED: "-1s"}}), "Pod default/web",
+     f"spec.affinity.nodeAffinity.{_REQUIRED}"),
+    (_with_pod_spec(affinity={"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [1.5]}}}), "Pod default/web",
+     f"spec.affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[0]"),
+    (_with_pod_spec(affinity={"nodeAffinity": {_PREFERRED: {"a": "b"}}}), "Pod default/web",
+     f"spec.affinity.nodeAffinity.{_PREFERRED}"),
+    (_with_pod_spec(affinity={"nodeAffinity": {_PREFERRED: [{"weight": 1, "preference": -1}]}}),
+     "Pod default/web", f"spec.affinity.nodeAffinity.{_PREFERRED}[0].preference"),
+    (_with_pod_spec(affinity={_ANTI: float("-inf")}), "Pod default/web", f"spec.affinity.{_ANTI}"),
+    (_with_pod_spec(affinity={_ANTI: {_REQUIRED: 1.5}}), "Pod default/web", f"spec.affinity.{_ANTI}.{_REQUIRED}"),
+    (_with_pod_spec(affinity={_ANTI: {_PREFERRED: ["@daily"]}}), "Pod default/web",
+     f"spec.affinity.{_ANTI}.{_PREFERRED}[0]"),
+    (_with_pod_spec(affinity={_ANTI: {_REQUIRED: [{"topologyKey": "zone", "namespaces": 7}]}}), "Pod default/web",
+     f"spec.affinity.{_ANTI}.required[0].namespaces"),
+    (_with_pod_spec(topologySpreadConstraints=[{"topologyKey": "zone", "maxSkew": float("inf")}]),
+     "Pod default/web", "spec.topologySpreadConstraints[0].maxSkew"),
+    (_ports_a_bool, "Pod default/web", "spec.containers[0].ports"),
+], ids=["nodeAffinity-a-string", "required-a-string", "selector-term-a-float", "preferred-a-mapping",
+        "preference-an-int", "podAntiAffinity-a-float", "pod-required-a-float", "pod-preferred-a-string",
+        "namespaces-an-int", "maxSkew-infinite", "ports-a-bool"])
+def test_hostile_affinity_shapes_name_document_and_field(make: Callable[[], list[Any]], document: str,
+                                                         field: str) -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([*make(), catalog()])
+    assert (info.value.document, info.value.field) == (document, field)
+
+
 @pytest.mark.parametrize(("make", "document", "field"), [
     (_requests_not_a_mapping, "Pod default/web", "spec.containers[0].resources.requests"),
     (_limits_a_list, "Pod default/web", "spec.containers[0].resources.limits"),

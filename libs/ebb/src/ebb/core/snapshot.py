@@ -90,7 +90,12 @@ class _Doc:
         raise self.fail(path, f"must be a string, got {type(value).__name__}")
 
     def seq(self, path: str) -> list[Any]:
-        value = self.get(path, [])
+        return self.as_list(self.get(path, []), path)
+
+    def as_list(self, value: Any, path: str) -> list[Any]:
+        """`value` (read from `path`) checked to be a list; None is an empty one."""
+        if value is None:
+            return []
         if not isinstance(value, list):
             raise self.fail(path, f"must be a list, got {type(value).__name__}")
         return value
@@ -226,7 +231,7 @@ def _taints(doc: _Doc, path: str) -> tuple[Taint, ...]:
 def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
     if not isinstance(raw, Mapping) or not raw.get("topologyKey"):
         raise doc.fail(path, "a pod affinity term needs topologyKey and labelSelector")
-    namespaces = raw.get("namespaces")
+    namespaces = doc.as_list(raw.get("namespaces"), f"{path}.namespaces")
     ns_selector = raw.get("namespaceSelector")
     return PodAffinityTerm(
         _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
@@ -253,29 +258,37 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     requests["pods"] = 1
 
     affinity = doc.mapping(p + "affinity")
-    node_aff = affinity.get("nodeAffinity") or {}
+    node_aff = doc.as_mapping(affinity.get("nodeAffinity"), f"{p}affinity.nodeAffinity")
     required_terms = None
-    req_raw = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    req_path = f"{p}affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    req_raw = doc.as_mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     if req_raw:
-        selector_terms = req_raw.get("nodeSelectorTerms") or []
+        selector_terms = doc.as_list(req_raw.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
         required_terms = tuple(
             _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
-                          (t or {}).get("matchExpressions"))
+                          doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
             for i, t in enumerate(selector_terms))
+    pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    preferred_raw = [doc.as_mapping(t, f"{pref_path}[{i}]") for i, t in
+                     enumerate(doc.as_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path))]
     preferred = tuple(
-        (_number(doc, (t or {}).get("weight", 1), f"{p}affinity.nodeAffinity.preferred[{i}].weight"),
+        (_number(doc, t.get("weight", 1), f"{p}affinity.nodeAffinity.preferred[{i}].weight"),
          _requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
-                       ((t or {}).get("preference") or {}).get("matchExpressions")))
-        for i, t in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+                       doc.as_mapping(t.get("preference"), f"{pref_path}[{i}].preference").get("matchExpressions")))
+        for i, t in enumerate(preferred_raw))
 
     def terms(kind: str, required: bool) -> tuple[Any, ...]:
-        block = affinity.get(kind) or {}
+        block = doc.as_mapping(affinity.get(kind), f"{p}affinity.{kind}")
         if required:
+            field = "requiredDuringSchedulingIgnoredDuringExecution"
             return tuple(_affinity_term(doc, f"{p}affinity.{kind}.required[{i}]", t) for i, t in
-                         enumerate(block.get("requiredDuringSchedulingIgnoredDuringExecution") or []))
+                         enumerate(doc.as_list(block.get(field), f"{p}affinity.{kind}.{field}")))
+        field = "preferredDuringSchedulingIgnoredDuringExecution"
+        weighted = [doc.as_mapping(t, f"{p}affinity.{kind}.{field}[{i}]")
+                    for i, t in enumerate(doc.as_list(block.get(field), f"{p}affinity.{kind}.{field}"))]
         return tuple((_number(doc, t.get("weight", 1), f"{p}affinity.{kind}.preferred[{i}].weight"),
                       _affinity_term(doc, f"{p}affinity.{kind}.preferred[{i}]", t.get("podAffinityTerm")))
-                     for i, t in enumerate(block.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+                     for i, t in enumerate(weighted))
 
     spreads = []
     for i, raw in enumerate(doc.seq(p + "topologySpreadConstraints")):
@@ -284,7 +297,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
             raise doc.fail(path, "needs topologyKey, maxSkew and whenUnsatisfiable")
         try:
             skew = int(raw.get("maxSkew", 1))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise doc.fail(f"{path}.maxSkew", "must be an integer") from exc
         if skew < 1:
             raise doc.fail(f"{path}.maxSkew", "must be at least 1")
@@ -296,12 +309,12 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
 
     ports = []
     for i, c in enumerate(containers):
-        for j, port in enumerate((c or {}).get("ports") or []):
+        for j, port in enumerate(doc.as_list((c or {}).get("ports"), f"{p}containers[{i}].ports")):
             if isinstance(port, Mapping) and port.get("hostPort"):
                 try:
                     ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
                                           str(port.get("hostIP") or "0.0.0.0")))
-                except (TypeError, ValueError) as exc:
+                except (TypeError, ValueError, OverflowError) as exc:
                     raise doc.fail(f"{p}containers[{i}].ports[{j}].hostPort", "must be an integer") from exc
 
     tolerations = tuple(

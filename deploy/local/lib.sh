@@ -21,6 +21,8 @@ LOG4J_VERSION="${EBB_LOG4J_VERSION:-2.24.3}"
 KUBERNETES_VERSION="${EBB_KUBERNETES_VERSION:-v1.34.4}"
 ETCD_VERSION="${EBB_ETCD_VERSION:-v3.6.4}"
 KWOK_VERSION="${EBB_KWOK_VERSION:-v0.7.0}"
+# the newest Karpenter release that builds with Go 1.26.8 (v1.14.3 and v1.15 need a newer Go)
+KARPENTER_VERSION="${EBB_KARPENTER_VERSION:-v1.14.1}"
 
 mkdir -p "${EBB_CACHE}" "${EBB_LOG_DIR}" "${EBB_PID_DIR}"
 
@@ -145,7 +147,7 @@ infra = pathlib.Path(sys.argv[1])
 lock = open(infra / ".env.lock", "w")
 fcntl.flock(lock, fcntl.LOCK_EX)
 settings: dict[str, str] = {}
-for comp in ("kafka", "postgres", "kubernetes", "moto"):
+for comp in ("kafka", "postgres", "kubernetes", "moto", "karpenter"):
     f = infra / f"{comp}.env"
     if not f.exists():
         continue

@@ -241,6 +241,11 @@ def hold(name: str, scope: str = "cluster", target: str | None = None, *, expire
     return {"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": name}, "spec": spec}
 
 
+def disruption_policy(name: str = "default", **spec: Any) -> Doc:
+    """An ebb.sh/v1 DisruptionPolicy for the NodePool ``name``; ``spec`` as written (camelCase keys)."""
+    return {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name}, "spec": dict(spec)}
+
+
 def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True) -> Doc:
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
@@ -267,15 +272,17 @@ def snapshot(*docs: Any) -> Snapshot:
     return parse_documents(flat)
 
 
-def plan(*docs: Any, now: datetime = NOW, until_stable: bool = False, spot_to_spot: bool = False) -> Plan:
+def plan(*docs: Any, now: datetime = NOW, until_stable: bool = False, spot_to_spot: bool = False,
+         require_nodeclaim: bool = False) -> Plan:
     return make_plan(snapshot(*docs), now, until_stable=until_stable,
-                     options=EngineOptions(spot_to_spot=spot_to_spot))
+                     options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim))
 
 
 def plan_dict(*docs: Any, now: datetime = NOW, until_stable: bool = False,
-              spot_to_spot: bool = False) -> dict[str, Any]:
+              spot_to_spot: bool = False, require_nodeclaim: bool = False) -> dict[str, Any]:
     """`plan_json` of one pass (or of passes until stable) over the documents."""
-    return plan_json(plan(*docs, now=now, until_stable=until_stable, spot_to_spot=spot_to_spot))
+    return plan_json(plan(*docs, now=now, until_stable=until_stable, spot_to_spot=spot_to_spot,
+                          require_nodeclaim=require_nodeclaim))
 
 
 # -- reading a plan ------------------------------------------------------------------------------------

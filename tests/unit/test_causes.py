@@ -16,9 +16,10 @@ T = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 T2 = datetime(2026, 11, 23, 19, 0, tzinfo=UTC)
 HOLD = Hold("freeze", "nodePool", "default", T2, "incident")
 BUDGET_USED_UP = BlockCause(Cause.BUDGET_USED_UP, {"reason": "Underutilized", "pool": "default",
+                                                   "source": "NodePool default",
                                                    "detail": "budget nodes=1 of NodePool default allows 1 of 3 nodes"})
 BUDGET_ZERO = BlockCause(Cause.BUDGET_ZERO, {"reason": "Empty", "detail": "budget nodes=0 ..."})
-NOT_STABLE = BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2})
+NOT_STABLE = BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2, "whose": ""})
 DO_NOT_CONSOLIDATE = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
 NO_CHEAPER = BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": 0.096, "price": 0.0832})
 PODS_FIT_NOWHERE = BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": "default/web", "why": "no room"})
@@ -29,7 +30,12 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.NOT_OWNED), "it is not owned by a NodePool (no karpenter.sh/nodepool label)", None),
     (BlockCause(Cause.NODEPOOL_MISSING, {"pool": "gone"}), "its NodePool gone is not in the snapshot", None),
     (BlockCause(Cause.DELETING), "it is already being deleted", None),
-    (BlockCause(Cause.BEING_DISRUPTED), "it is already being disrupted (tainted karpenter.sh/disrupted)", None),
+    (BlockCause(Cause.BEING_DISRUPTED, {"taint": "karpenter.sh/disrupted"}),
+     "it is already being disrupted (tainted karpenter.sh/disrupted)", None),
+    (BlockCause(Cause.BEING_DISRUPTED, {"taint": "ebb.sh/disrupted"}),
+     "it is already being disrupted (tainted ebb.sh/disrupted)", None),
+    (BlockCause(Cause.NO_NODECLAIM),
+     "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim", None),
     (BlockCause(Cause.NOT_INITIALIZED), "it is not initialized yet (karpenter.sh/initialized is not true)", B),
     (BlockCause(Cause.NODE_DO_NOT_DISRUPT), "the node is annotated karpenter.sh/do-not-disrupt=true", B),
     (BlockCause(Cause.POD_DO_NOT_DISRUPT, {"pod": "default/p", "annotation": "karpenter.sh/do-not-disrupt",
@@ -48,27 +54,44 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": "default"}),
      "NodePool default's template annotates its nodes karpenter.sh/do-not-disrupt=true", B),
     (DO_NOT_CONSOLIDATE, "the node is annotated karpenter.sh/do-not-consolidate=true", U),
-    (BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": "default", "policy": "WhenEmpty"}),
+    (BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": "default", "source": "NodePool default", "policy": "WhenEmpty"}),
      "NodePool default's consolidationPolicy is WhenEmpty: only empty nodes are consolidated", U),
-    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "default"}), "NodePool default's consolidateAfter is Never",
-     U),
+    (BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": "default", "source": "DisruptionPolicy default",
+                                             "policy": "WhenEmpty"}),
+     "DisruptionPolicy default's consolidationPolicy is WhenEmpty: only empty nodes are consolidated", U),
+    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "default", "source": "NodePool default"}),
+     "NodePool default's consolidateAfter is Never", U),
+    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "default", "source": "DisruptionPolicy default"}),
+     "DisruptionPolicy default's consolidateAfter is Never", U),
     (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD, {"hold": HOLD})),
      "consolidation is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident", B),
     (BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None)}), "hold h (cluster)", B),
-    (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "window": 3600, "newest": "n9", "age": 300.0,
-                                             "resume": T2}),
+    (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "NodePool default", "window": 3600,
+                                             "newest": "n9", "age": 300.0, "resume": T2}),
      "NodePool default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and Underutilized "
      "disruptions resume at 2026-11-23T19:00:00Z", B),
+    (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "DisruptionPolicy default",
+                                             "window": 3600, "newest": "n9", "age": 300.0, "resume": T2}),
+     "DisruptionPolicy default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and "
+     "Underutilized disruptions resume at 2026-11-23T19:00:00Z", B),
     (NOT_STABLE, "consolidateAfter (5m) has not passed since the node's pods last changed at 2026-11-23T18:30:00Z; "
                  "it becomes consolidatable at 2026-11-23T19:00:00Z", U),
+    (BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2, "whose": "DisruptionPolicy default's "}),
+     "DisruptionPolicy default's consolidateAfter (5m) has not passed since the node's pods last changed at "
+     "2026-11-23T18:30:00Z; it becomes consolidatable at 2026-11-23T19:00:00Z", U),
     (BlockCause(Cause.BUDGET_INVALID, {"detail": "budget 0 of NodePool default is invalid (...)"}),
      "budget 0 of NodePool default is invalid (...)", B),
     (BUDGET_ZERO, "the Empty budget allows 0 disruptions now: budget nodes=0 ...", B),
     (BUDGET_USED_UP, "the Underutilized budget of NodePool default is used up by other disruptions this pass "
                      "(budget nodes=1 of NodePool default allows 1 of 3 nodes)", B),
-    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "default"}),
+    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "default",
+                                                      "source": "NodePool default"}),
      "the Underutilized budget of NodePool default is used up by the other consolidations of this pass; it is "
      "considered again next pass", B),
+    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "default",
+                                                      "source": "DisruptionPolicy default"}),
+     "the Underutilized budget of DisruptionPolicy default is used up by the other consolidations of this pass; "
+     "it is considered again next pass", B),
     # emptiness: its inner cause decides
     (BlockCause(Cause.EMPTY_BUT, inner=DO_NOT_CONSOLIDATE),
      "empty, but the node is annotated karpenter.sh/do-not-consolidate=true", U),
@@ -122,7 +145,7 @@ MISLEADING: list[tuple[BlockCause, str, str]] = [
     (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None,
                                                                           "until the drift acted this pass")})),
      "acted this pass", B),
-    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "budget"}), "budget", U),
+    (BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": "budget", "source": "NodePool budget"}), "budget", U),
     (BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": "default/budget-api", "why": "no room"}), "budget", U),
 ]
 
@@ -137,7 +160,8 @@ def test_the_event_does_not_depend_on_the_words(cause: BlockCause, words: str, e
 
 @pytest.mark.parametrize(("cause", "waits"), [
     (BUDGET_USED_UP, True), (BUDGET_ZERO, True), (BlockCause(Cause.BUDGET_INVALID, {"detail": "x"}), True),
-    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "p"}), True),
+    (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "p",
+                                                      "source": "NodePool p"}), True),
     (BlockCause(Cause.EMPTY_BUT, inner=BUDGET_ZERO), False),  # emptiness is not told what consolidation would do
     (BlockCause(Cause.DUE_BUT, {"due": "expired"}, BUDGET_ZERO), False),
     (NOT_STABLE, False),
@@ -146,7 +170,7 @@ def test_only_a_budget_cause_waits_for_the_budget(cause: BlockCause, waits: bool
     assert cause.waits_for_budget is waits
 
 
-CHANGED = BlockCause(Cause.NOT_STABLE, {"after": 60, "last": T, "ready": T2})
+CHANGED = BlockCause(Cause.NOT_STABLE, {"after": 60, "last": T, "ready": T2, "whose": ""})
 STALE: list[tuple[StaleCause, str]] = [
     (StaleCause(Stale.NODE_GONE, {"node": "n1"}), "node n1 is gone"),
     (StaleCause(Stale.NO_LONGER_CANDIDATE, {"node": "n1"}, BlockCause(Cause.DELETING)),
@@ -155,12 +179,18 @@ STALE: list[tuple[StaleCause, str]] = [
     (StaleCause(Stale.NO_LONGER_DRIFTED, {"node": "n1"}), "node n1 is no longer drifted"),
     (StaleCause(Stale.CONSOLIDATION_PAUSED, {"node": "n1"}, BlockCause(Cause.HOLD, {"hold": HOLD})),
      "consolidation of node n1 is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident"),
-    (StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": "default"}),
+    (StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": "default", "source": "NodePool default"}),
      "NodePool default's consolidateAfter is now Never"),
+    (StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": "default", "source": "DisruptionPolicy default"}),
+     "DisruptionPolicy default's consolidateAfter is now Never"),
     (StaleCause(Stale.NODE_CHANGED, {"node": "n1"}, CHANGED), f"node n1 changed: {CHANGED.text}"),
     (StaleCause(Stale.NO_LONGER_EMPTY, {"node": "n1", "arrived": 2}), "node n1 is no longer empty: 2 pods arrived"),
-    (StaleCause(Stale.BUDGET_SHRANK, {"reason": "Empty", "pool": "default", "allowed": 0, "needed": 2}),
+    (StaleCause(Stale.BUDGET_SHRANK, {"reason": "Empty", "pool": "default", "source": "NodePool default",
+                                      "allowed": 0, "needed": 2}),
      "the Empty budget of NodePool default now allows 0 disruptions, the command needs 2"),
+    (StaleCause(Stale.BUDGET_SHRANK, {"reason": "Empty", "pool": "default", "source": "DisruptionPolicy default",
+                                      "allowed": 0, "needed": 2}),
+     "the Empty budget of DisruptionPolicy default now allows 0 disruptions, the command needs 2"),
     (StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": "default/web", "why": "no room"}),
      "pod default/web would no longer fit: no room"),
     (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),

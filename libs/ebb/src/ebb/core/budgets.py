@@ -4,6 +4,8 @@ Karpenter v1 semantics (AKS disruption-policy page): `nodes` is a count or a per
 nodes (rounded up); allowed = that - deleting - NotReady, floored at 0; several budgets give the minimum
 of those active; `schedule` (cron, UTC, @-macros) with `duration` makes a budget active only inside its
 window; `reasons` limits a budget to some reasons (unset = all). No budgets means one `nodes: 10%`.
+The budgets are the NodePool's effective ones (its DisruptionPolicy's when it has one); the details name
+where they come from (`NodePool.policy_source`).
 An invalid budget fails closed (allows 0) and says why, rather than silently allowing disruption.
 """
 
@@ -68,7 +70,7 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
     for index, budget in enumerate(pool.budgets):
         error = budget_error(budget)
         if error is not None:
-            return BudgetVerdict(0, f"budget {index} of NodePool {pool.name} is invalid ({error}); "
+            return BudgetVerdict(0, f"budget {index} of {pool.policy_source} is invalid ({error}); "
                                     "ebb fails closed and disrupts nothing in this pool", invalid=True)
         if budget.reasons is not None and reason not in budget.reasons:
             continue
@@ -82,10 +84,10 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
         if budget.schedule is not None:
             where = (f" (schedule {budget.schedule!r}, active until {fmt_time(window[1])},"
                      f" for {format_duration((window[1] - window[0]).total_seconds())})")
-        detail = (f"budget nodes={text}{where} of NodePool {pool.name} allows {allowed} "
+        detail = (f"budget nodes={text}{where} of {pool.policy_source} allows {allowed} "
                   f"of {total} nodes ({deleting} deleting, {not_ready} NotReady)")
         if best is None or allowed < best.allowed:
             best = BudgetVerdict(allowed, detail)
     if best is None:  # no budget applies to this reason now: nothing limits it
-        return BudgetVerdict(total, f"no budget of NodePool {pool.name} applies to {reason} now")
+        return BudgetVerdict(total, f"no budget of {pool.policy_source} applies to {reason} now")
     return best

@@ -12,6 +12,13 @@ table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wan
 Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
 ``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and ") and ``{x:hold}`` (a Hold, as
 ``hold NAME (SCOPE TARGET) until TIME: REASON``). Pure: values in, text out.
+
+A sentence that quotes a disruption setting (consolidationPolicy, consolidateAfter, stabilizationWindow,
+a budget, expireAfter) names the object it comes from, ``{source}``: ``NodePool X`` for the NodePool's own
+spec.disruption, ``DisruptionPolicy X`` when an ebb.sh/v1 DisruptionPolicy governs the pool
+(`ebb.core.model.NodePool.policy_source`). The one sentence that did not name a NodePool before
+(consolidateAfter not yet passed) names only a DisruptionPolicy (``{whose}``), so explanations of clusters
+without DisruptionPolicies read as they always did.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class Cause(StrEnum):
     NODEPOOL_MISSING = "nodepool-missing"
     DELETING = "deleting"
     BEING_DISRUPTED = "being-disrupted"
+    NO_NODECLAIM = "no-nodeclaim"  # only with require_nodeclaim (ebb next to Karpenter)
     NOT_INITIALIZED = "not-initialized"
     # no method may disrupt it
     NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"
@@ -93,7 +101,9 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NOT_OWNED: "it is not owned by a NodePool (no karpenter.sh/nodepool label)",
     Cause.NODEPOOL_MISSING: "its NodePool {pool} is not in the snapshot",
     Cause.DELETING: "it is already being deleted",
-    Cause.BEING_DISRUPTED: "it is already being disrupted (tainted karpenter.sh/disrupted)",
+    Cause.BEING_DISRUPTED: "it is already being disrupted (tainted {taint})",
+    Cause.NO_NODECLAIM: ("it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their "
+                         "NodeClaim"),
     Cause.NOT_INITIALIZED: "it is not initialized yet (karpenter.sh/initialized is not true)",
     Cause.NODE_DO_NOT_DISRUPT: "the node is annotated karpenter.sh/do-not-disrupt=true",
     Cause.POD_DO_NOT_DISRUPT: "pod {pod} has {annotation}={value}",
@@ -104,20 +114,20 @@ SENTENCES: Mapping[Cause, str] = {
                        "healthy)"),
     Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
     Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
-    Cause.CONSOLIDATION_POLICY: ("NodePool {pool}'s consolidationPolicy is {policy}: only empty nodes are "
+    Cause.CONSOLIDATION_POLICY: ("{source}'s consolidationPolicy is {policy}: only empty nodes are "
                                  "consolidated"),
-    Cause.CONSOLIDATE_AFTER_NEVER: "NodePool {pool}'s consolidateAfter is Never",
+    Cause.CONSOLIDATE_AFTER_NEVER: "{source}'s consolidateAfter is Never",
     Cause.PAUSED: "consolidation is paused by {inner}",
     Cause.HOLD: "{hold:hold}",
-    Cause.STABILIZATION_WINDOW: ("NodePool {pool}'s stabilizationWindow ({window:duration}) is in effect: node "
+    Cause.STABILIZATION_WINDOW: ("{source}'s stabilizationWindow ({window:duration}) is in effect: node "
                                  "{newest} launched {age:duration} ago; Empty and Underutilized disruptions resume "
                                  "at {resume:time}"),
-    Cause.NOT_STABLE: ("consolidateAfter ({after:duration}) has not passed since the node's pods last changed at "
-                       "{last:time}; it becomes consolidatable at {ready:time}"),
+    Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since the node's pods last "
+                       "changed at {last:time}; it becomes consolidatable at {ready:time}"),
     Cause.BUDGET_INVALID: "{detail}",
     Cause.BUDGET_ZERO: "the {reason} budget allows 0 disruptions now: {detail}",
-    Cause.BUDGET_USED_UP: "the {reason} budget of NodePool {pool} is used up by other disruptions this pass ({detail})",
-    Cause.BUDGET_USED_BY_CONSOLIDATIONS: ("the {reason} budget of NodePool {pool} is used up by the other "
+    Cause.BUDGET_USED_UP: "the {reason} budget of {source} is used up by other disruptions this pass ({detail})",
+    Cause.BUDGET_USED_BY_CONSOLIDATIONS: ("the {reason} budget of {source} is used up by the other "
                                           "consolidations of this pass; it is considered again next pass"),
     Cause.EMPTY_BUT: "empty, but {inner}",
     Cause.DUE_BUT: "{due}, but {inner}",
@@ -146,10 +156,10 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.NO_LONGER_EXPIRED: "node {node} is no longer expired",
     Stale.NO_LONGER_DRIFTED: "node {node} is no longer drifted",
     Stale.CONSOLIDATION_PAUSED: "consolidation of node {node} is paused by {inner}",
-    Stale.CONSOLIDATE_AFTER_NOW_NEVER: "NodePool {pool}'s consolidateAfter is now Never",
+    Stale.CONSOLIDATE_AFTER_NOW_NEVER: "{source}'s consolidateAfter is now Never",
     Stale.NODE_CHANGED: "node {node} changed: {inner}",
     Stale.NO_LONGER_EMPTY: "node {node} is no longer empty: {arrived} pods arrived",
-    Stale.BUDGET_SHRANK: ("the {reason} budget of NodePool {pool} now allows {allowed} disruptions, the command "
+    Stale.BUDGET_SHRANK: ("the {reason} budget of {source} now allows {allowed} disruptions, the command "
                           "needs {needed}"),
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "

@@ -3,6 +3,10 @@
 Prices of nodes, pods per node, what each PodDisruptionBudget allows now, which nodes are candidates
 at all and, for the others, the reason as a `BlockCause` (reported, never silent), disruption cost ordering,
 budgets per NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
+
+A node tainted with any of `DISRUPTION_TAINTS` (Karpenter's or ebb's own) is being disrupted: not a
+candidate, and counted against its pool's budget. With ``require_nodeclaim`` (ebb next to Karpenter, which
+retires a node when its NodeClaim is deleted) a node without a NodeClaim is not a candidate either.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from ebb.core.model import (
     ANNOTATION_DO_NOT_EVICT,
     ANNOTATION_POD_DELETION_COST,
     LABEL_INITIALIZED,
+    POLICY_FROM_NODEPOOL,
     REASONS,
-    TAINT_DISRUPTED,
     InstanceType,
     Node,
     NodeClaim,
@@ -91,16 +95,21 @@ class ClusterView:
     consolidation_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why not consolidated
     budgets: dict[tuple[str, str], BudgetVerdict] = field(default_factory=dict)
     pause: dict[tuple[str, str], BlockCause] = field(default_factory=dict)  # (pool, node|"") -> hold or window
+    #: a node without a NodeClaim is not a candidate (`EngineOptions.require_nodeclaim`)
+    require_nodeclaim: bool = False
+    claims_by_provider: dict[str, NodeClaim] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, snapshot: Snapshot, now: datetime) -> ClusterView:
-        view = cls(snapshot, now)
+    def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
+        view = cls(snapshot, now, require_nodeclaim=require_nodeclaim)
         view.pools = {p.name: p for p in snapshot.nodepools}
         view.nodes = {n.name: n for n in snapshot.nodes}
         view.types = {t.name: t for t in snapshot.instance_types}
         for c in snapshot.nodeclaims:
             if c.node_name:
                 view.claims[c.node_name] = c
+            if c.provider_id:
+                view.claims_by_provider[c.provider_id] = c
         for node in snapshot.nodes:
             view.pods_on[node.name] = []
         for pod in snapshot.pods:
@@ -170,6 +179,10 @@ class ClusterView:
         claim = self.claims.get(node.name)
         return claim is not None and claim.initialized
 
+    def has_nodeclaim(self, node: Node) -> bool:
+        """Whether a NodeClaim names the node (``status.nodeName``) or its provider id (``status.providerID``)."""
+        return node.name in self.claims or (bool(node.provider_id) and node.provider_id in self.claims_by_provider)
+
     def _candidates(self) -> None:
         for node in self.snapshot.nodes:
             pool_name = node.nodepool
@@ -182,8 +195,12 @@ class ClusterView:
             if node.deleting:
                 self.not_candidate[node.name] = BlockCause(Cause.DELETING)
                 continue
-            if any(t.key == TAINT_DISRUPTED for t in node.taints):
-                self.not_candidate[node.name] = BlockCause(Cause.BEING_DISRUPTED)
+            taint = node.disruption_taint
+            if taint is not None:
+                self.not_candidate[node.name] = BlockCause(Cause.BEING_DISRUPTED, {"taint": taint})
+                continue
+            if self.require_nodeclaim and not self.has_nodeclaim(node):
+                self.not_candidate[node.name] = BlockCause(Cause.NO_NODECLAIM)
                 continue
             if not self.initialized(node):
                 self.not_candidate[node.name] = BlockCause(Cause.NOT_INITIALIZED)
@@ -241,7 +258,7 @@ class ClusterView:
     def _budgets(self) -> None:
         for pool in self.snapshot.nodepools:
             owned = [n for n in self.snapshot.nodes if n.nodepool == pool.name]
-            deleting = sum(1 for n in owned if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints))
+            deleting = sum(1 for n in owned if n.deleting or n.being_disrupted)
             not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
             for reason in REASONS:
                 self.budgets[(pool.name, reason)] = allowed_disruptions(
@@ -271,7 +288,8 @@ class ClusterView:
             if age < window:
                 resume = newest.creation_time + timedelta(seconds=window)
                 self.pause.setdefault((pool.name, ""), BlockCause(Cause.STABILIZATION_WINDOW, {
-                    "pool": pool.name, "window": window, "newest": newest.name, "age": age, "resume": resume}))
+                    "pool": pool.name, "source": pool.policy_source, "window": window, "newest": newest.name,
+                    "age": age, "resume": resume}))
 
     def paused(self, node: Node) -> BlockCause | None:
         """Why Empty and Underutilized disruption of this node is paused (hold or window), or None."""
@@ -301,7 +319,10 @@ class ClusterView:
         ready_at = last + timedelta(seconds=seconds)
         if self.now >= ready_at:
             return None
-        return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at})
+        pool = self.pools.get(node.nodepool or "")
+        # a NodePool's own consolidateAfter is not attributed (the sentence predates DisruptionPolicies)
+        whose = f"{pool.policy_source}'s " if pool is not None and pool.policy_kind != POLICY_FROM_NODEPOOL else ""
+        return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at, "whose": whose})
 
     def disruption_cost(self, node: Node) -> float:
         """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""

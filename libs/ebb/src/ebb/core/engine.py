@@ -66,9 +66,13 @@ def _context(view: ClusterView, options: EngineOptions) -> PassContext:
 
 
 def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -> PassResult:
-    """One pass of the engine over a prepared ClusterView (see `ClusterView.build`)."""
+    """One pass of the engine over a prepared ClusterView (`EngineOptions.view_of`, or `ClusterView.build` with
+    the same ``require_nodeclaim``)."""
     options = options or EngineOptions()
     view = snapshot_view
+    if view.require_nodeclaim != options.require_nodeclaim:
+        raise ValueError(f"the view was built with require_nodeclaim={view.require_nodeclaim}, the options say "
+                         f"{options.require_nodeclaim}")
     ctx = _context(view, options)
     commands: list[Command] = []
     causes: dict[str, tuple[str, BlockCause]] = {}  # node -> (the method that said it, why)
@@ -151,4 +155,5 @@ def plan_pass(snapshot: object, now: datetime, options: EngineOptions | None = N
     from ebb.core.model import Snapshot
 
     assert isinstance(snapshot, Snapshot)
-    return run_pass(ClusterView.build(snapshot, now), options)
+    options = options or EngineOptions()
+    return run_pass(options.view_of(snapshot, now), options)

@@ -97,7 +97,7 @@ def findings(view: ClusterView) -> Findings:
         if after is not None and view.stable_for(node, after) is None:
             since = last + timedelta(seconds=after) if last is not None else None
             changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
-            add(Finding(name, "Consolidatable", f"consolidatable: {changed}NodePool {pool.name}'s "
+            add(Finding(name, "Consolidatable", f"consolidatable: {changed}{pool.policy_source}'s "
                         f"consolidateAfter ({format_duration(after)}) has passed", since))
     for of_node in out.values():
         of_node.sort(key=lambda f: KINDS.index(f.kind))

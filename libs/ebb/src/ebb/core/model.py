@@ -1,9 +1,14 @@
 """The cluster snapshot: frozen values the simulator and the decision engine read.
 
 These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
-PodDisruptionBudget, DaemonSet, NodePool, NodeClaim) plus ebb's own InstanceTypeCatalog and Hold. The
-parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the watcher builds them
-from watch events. Nothing here has behaviour beyond small derived properties.
+PodDisruptionBudget, DaemonSet, NodePool, NodeClaim) plus ebb's own InstanceTypeCatalog, Hold and
+DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the
+watcher builds them from watch events. Nothing here has behaviour beyond small derived properties.
+
+A NodePool's disruption settings (`DISRUPTION_FIELDS`) are the effective ones: its own
+``spec.disruption`` block, or, when the input has an ``ebb.sh/v1 DisruptionPolicy`` of the same name, the
+policy's (``NodePool.policy_kind`` says which; the parser's `assemble` applies the policy, nothing else
+does).
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ ANNOTATION_NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
 ANNOTATION_NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
+#: ebb's own disruption taint, used instead of Karpenter's when ebb runs next to Karpenter: Karpenter's
+#: disruption controller removes karpenter.sh/disrupted from every node that is not in its own queue
+TAINT_EBB_DISRUPTED = "ebb.sh/disrupted"
+#: the taints that mean "this node is being disrupted" (not a candidate, not a destination, counted against
+#: its pool's budget), whoever set them: the one place the core and the services ask this
+DISRUPTION_TAINTS = (TAINT_DISRUPTED, TAINT_EBB_DISRUPTED)
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
 
@@ -191,6 +202,16 @@ class Node:
     def capacity_type(self) -> str:
         return self.labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND)
 
+    @property
+    def disruption_taint(self) -> str | None:
+        """The key of the node's disruption taint (one of `DISRUPTION_TAINTS`), or None."""
+        return next((t.key for t in self.taints if t.key in DISRUPTION_TAINTS), None)
+
+    @property
+    def being_disrupted(self) -> bool:
+        """Tainted by a disruption (Karpenter's or ebb's): someone is already taking it away."""
+        return self.disruption_taint is not None
+
 
 @dataclass(frozen=True, slots=True)
 class Budget:
@@ -202,8 +223,17 @@ class Budget:
     reasons: tuple[str, ...] | None = None
 
 
+#: where a NodePool's disruption settings come from: its own spec.disruption block, or a DisruptionPolicy
+POLICY_FROM_NODEPOOL = "NodePool"
+POLICY_FROM_DISRUPTION_POLICY = "DisruptionPolicy"
+#: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy`
+DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "budgets", "stabilization_window")
+
+
 @dataclass(frozen=True, slots=True)
 class NodePool:
+    """A NodePool with its effective disruption settings (see the module docstring and `policy_kind`)."""
+
     name: str
     requirements: tuple[Requirement, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -220,6 +250,30 @@ class NodePool:
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
+    #: the kind of the object the disruption settings above come from: `POLICY_FROM_NODEPOOL` (its own
+    #: spec.disruption) or `POLICY_FROM_DISRUPTION_POLICY` (the ebb.sh/v1 DisruptionPolicy named like it)
+    policy_kind: str = POLICY_FROM_NODEPOOL
+
+    @property
+    def policy_source(self) -> str:
+        """The object explanations name when they quote a disruption setting: ``NodePool default`` or
+        ``DisruptionPolicy default``."""
+        return f"{self.policy_kind} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionPolicy:
+    """An ebb.sh/v1 DisruptionPolicy: ebb's disruption settings for the NodePool of the same name, read
+    instead of that NodePool's spec.disruption (next to Karpenter, whose own disruption the NodePool turns
+    off). An absent field has the parser's default for a NodePool without a disruption block; no
+    expireAfter is no expiry (the CRD does not default it to Karpenter's 720h)."""
+
+    name: str
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after: float | None = 0.0
+    expire_after: float | None = None
+    budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
+    stabilization_window: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,3 +345,7 @@ class Snapshot:
     catalog_source: str = "bundled"
     #: the input documents of kinds ebb does not read (``Kind namespace/name``), so a front end can say so
     ignored: tuple[str, ...] = ()
+    #: every DisruptionPolicy of the input, applied or not (one whose NodePool is missing applies to nothing)
+    disruption_policies: tuple[DisruptionPolicy, ...] = ()
+    #: input documents of the ebb.sh/v1 kinds ebb no longer defines (NodePool, NodeClaim), read as Karpenter's
+    renamed: tuple[str, ...] = ()

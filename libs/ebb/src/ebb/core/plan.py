@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
@@ -98,7 +97,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
 def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
               options: EngineOptions | None = None) -> Plan:
     options = options or EngineOptions()
-    first = run_pass(ClusterView.build(snapshot, now), options)
+    first = run_pass(options.view_of(snapshot, now), options)
     if not until_stable:
         return Plan(first, None)
     steps: list[PassResult] = []
@@ -109,7 +108,7 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
         steps.append(result)
         moment = moment + interval
         current = apply_commands(current, result.commands, moment, len(steps))
-        result = run_pass(ClusterView.build(current, moment), quiet)
+        result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
     return Plan(first, tuple(steps))
 

@@ -1,8 +1,16 @@
 """Turn `kubectl get -o yaml` documents into a frozen `Snapshot`, or say exactly what is wrong.
 
 Input is what kubectl prints: single objects, `kind: List` (or `NodeList`, ...) wrappers, and ebb's own
-`InstanceTypeCatalog` and `Hold` documents. Every error names the document (kind/namespace/name) and
-the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does not use are skipped.
+`InstanceTypeCatalog`, `Hold` and `DisruptionPolicy` documents. Every error names the document
+(kind/namespace/name) and the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does not
+use are skipped (and named by `input_warnings`).
+
+A NodePool's disruption settings come from one place: `assemble` replaces them by those of the
+``ebb.sh/v1 DisruptionPolicy`` named like the NodePool, when there is one, and records that on the NodePool
+(`NodePool.policy_kind`), so explanations name the object a setting comes from. A DisruptionPolicy without
+its NodePool applies to nothing and gets a warning. ``ebb.sh/v1`` NodePool and NodeClaim documents (kinds
+ebb defined until their plurals were found to clash with Karpenter's) are read as Karpenter's, with a
+warning.
 """
 
 from __future__ import annotations
@@ -17,9 +25,12 @@ from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     ANNOTATION_POD_DELETION_COST,
+    DISRUPTION_FIELDS,
     LABEL_INITIALIZED,
+    POLICY_FROM_DISRUPTION_POLICY,
     Budget,
     DaemonSet,
+    DisruptionPolicy,
     Hold,
     HostPort,
     InstanceType,
@@ -40,7 +51,10 @@ from ebb.core.model import (
 )
 from ebb.core.quantity import MAX_DURATION_SECONDS, QuantityError, parse_duration, parse_resource
 
+#: the API groups whose NodePool and NodeClaim documents are read: Karpenter's, and ebb's former copies
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
+#: the group of the NodePool and NodeClaim kinds ebb no longer defines (their plurals clash with Karpenter's)
+RENAMED_GROUP = "ebb.sh"
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
 
@@ -420,16 +434,17 @@ def _node(doc: _Doc) -> Node:
     )
 
 
-def _budgets(doc: _Doc) -> tuple[Budget, ...]:
-    raw = doc.get("spec.disruption.budgets")
+def _budgets(doc: _Doc, path: str) -> tuple[Budget, ...]:
+    """The budgets at ``path`` as written (``ebb.core.budgets`` judges them and fails closed on a bad one)."""
+    raw = doc.get(path)
     if raw is None:
         return (Budget(nodes="10%"),)
     if not isinstance(raw, list):
-        raise doc.fail("spec.disruption.budgets", "must be a list")
+        raise doc.fail(path, "must be a list")
     out = []
     for i, b in enumerate(raw):
         if not isinstance(b, Mapping):
-            raise doc.fail(f"spec.disruption.budgets[{i}]", "must be a mapping")
+            raise doc.fail(f"{path}[{i}]", "must be a mapping")
         reasons = b.get("reasons")
         out.append(Budget(
             nodes=str(b.get("nodes", "10%")),
@@ -440,14 +455,18 @@ def _budgets(doc: _Doc) -> tuple[Budget, ...]:
     return tuple(out)
 
 
-def _nodepool(doc: _Doc) -> NodePool:
-    annotations = doc.str_map("metadata.annotations")
-    policy = str(doc.get("spec.disruption.consolidationPolicy", "WhenEmptyOrUnderutilized"))
+def _consolidation_policy(doc: _Doc, path: str) -> str:
+    policy = str(doc.get(path, "WhenEmptyOrUnderutilized"))
     if policy == "WhenUnderutilized":  # v1beta1 spelling
         policy = "WhenEmptyOrUnderutilized"
     if policy not in ("WhenEmptyOrUnderutilized", "WhenEmpty"):
-        raise doc.fail("spec.disruption.consolidationPolicy",
-                       f"{policy!r} is not WhenEmptyOrUnderutilized or WhenEmpty")
+        raise doc.fail(path, f"{policy!r} is not WhenEmptyOrUnderutilized or WhenEmpty")
+    return policy
+
+
+def _nodepool(doc: _Doc) -> NodePool:
+    annotations = doc.str_map("metadata.annotations")
+    policy = _consolidation_policy(doc, "spec.disruption.consolidationPolicy")
     consolidate_after = doc.duration("spec.disruption.consolidateAfter", None)
     ttl_empty = doc.get("spec.disruption.ttlSecondsAfterEmpty", doc.get("spec.ttlSecondsAfterEmpty"))
     if doc.get("spec.disruption.consolidateAfter") is None:
@@ -478,12 +497,31 @@ def _nodepool(doc: _Doc) -> NodePool:
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,
-        budgets=_budgets(doc),
+        budgets=_budgets(doc, "spec.disruption.budgets"),
         stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
     )
+
+
+def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
+    """An ebb.sh/v1 DisruptionPolicy: the fields of a NodePool's spec.disruption (and expireAfter), flat in
+    ``spec``; ``metadata.name`` is the NodePool's."""
+    return DisruptionPolicy(
+        name=str(doc.get("metadata.name")),
+        consolidation_policy=_consolidation_policy(doc, "spec.consolidationPolicy"),
+        consolidate_after=doc.duration("spec.consolidateAfter", 0.0),
+        expire_after=doc.duration("spec.expireAfter", None),
+        budgets=_budgets(doc, "spec.budgets"),
+        stabilization_window=doc.duration("spec.stabilizationWindow", None),
+    )
+
+
+def governed(pool: NodePool, policy: DisruptionPolicy) -> NodePool:
+    """``pool`` with the disruption settings of ``policy`` (its DisruptionPolicy) instead of its own."""
+    return replace(pool, policy_kind=POLICY_FROM_DISRUPTION_POLICY,
+                   **{name: getattr(policy, name) for name in DISRUPTION_FIELDS})
 
 
 def _nodeclaim(doc: _Doc) -> NodeClaim:
@@ -586,11 +624,13 @@ def _hold(doc: _Doc) -> Hold:
 @dataclass(frozen=True, slots=True)
 class ParsedObject:
     """One input object turned into its model value: what ``parse_object`` returns and ``assemble`` takes.
-    ``kind`` is empty for objects ebb does not use; a catalog's ``value`` is its tuple of instance types."""
+    ``kind`` is empty for objects ebb does not use; a catalog's ``value`` is its tuple of instance types;
+    ``renamed`` marks a document of a kind ebb no longer defines (an ebb.sh/v1 NodePool or NodeClaim)."""
 
     kind: str
     ref: str
     value: Any = None
+    renamed: bool = False
 
 
 def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
@@ -610,9 +650,9 @@ def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
     if kind == "Pod":
         return ParsedObject("Pod", ref, _pod(doc))
     if kind == "NodePool" and group in NODEPOOL_GROUPS:
-        return ParsedObject("NodePool", ref, _nodepool(doc))
+        return ParsedObject("NodePool", ref, _nodepool(doc), renamed=group == RENAMED_GROUP)
     if kind == "NodeClaim" and group in NODEPOOL_GROUPS:
-        return ParsedObject("NodeClaim", ref, _nodeclaim(doc))
+        return ParsedObject("NodeClaim", ref, _nodeclaim(doc), renamed=group == RENAMED_GROUP)
     if kind == "PodDisruptionBudget":
         return ParsedObject("PodDisruptionBudget", ref, _pdb(doc))
     if kind == "DaemonSet":
@@ -621,6 +661,8 @@ def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
         return ParsedObject("InstanceTypeCatalog", ref, tuple(_catalog(doc)))
     if kind == "Hold" and group == "ebb.sh":
         return ParsedObject("Hold", ref, _hold(doc))
+    if kind == "DisruptionPolicy" and group == "ebb.sh":
+        return ParsedObject("DisruptionPolicy", ref, _disruption_policy(doc))
     return ParsedObject("", ref)
 
 
@@ -633,7 +675,8 @@ def parse_catalog(documents: Iterable[Any]) -> tuple[ParsedObject, ...]:
 def assemble(parsed: Iterable[ParsedObject],
              fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = ()) -> Snapshot:
     """The Snapshot of parsed objects. The ``fallback_catalog`` (or a function returning it) is used only
-    when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so."""
+    when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so; a
+    NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`)."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pools: list[NodePool] = []
@@ -641,15 +684,20 @@ def assemble(parsed: Iterable[ParsedObject],
     pdbs: list[PodDisruptionBudget] = []
     daemonsets: list[DaemonSet] = []
     holds: list[Hold] = []
+    policies: list[DisruptionPolicy] = []
     ignored: list[str] = []
+    renamed: list[str] = []
     types: dict[str, InstanceType] = {}
     seen: set[str] = set()
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
-                                     "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds}
+                                     "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
+                                     "DisruptionPolicy": policies}
     for item in parsed:
         if item.ref in seen:
             raise SnapshotError(item.ref, "metadata.name", "appears twice in the input")
         seen.add(item.ref)
+        if item.renamed:
+            renamed.append(item.ref)
         if item.kind == "InstanceTypeCatalog":
             for it in item.value:
                 types[it.name] = it
@@ -674,10 +722,13 @@ def assemble(parsed: Iterable[ParsedObject],
             initialized_nodes.append(replace(node, labels=labels))
         else:
             initialized_nodes.append(node)
+    policy_of = {p.name: p for p in policies}
+    effective = tuple(governed(pool, policy_of[pool.name]) if pool.name in policy_of else pool for pool in pools)
     return Snapshot(
-        nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=tuple(pools),
+        nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=effective,
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
         daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source, ignored=tuple(ignored),
+        disruption_policies=tuple(policies), renamed=tuple(renamed),
     )
 
 
@@ -685,16 +736,31 @@ def assemble(parsed: Iterable[ParsedObject],
 NAMED_IN_WARNING = 5
 
 
+def _named(refs: tuple[str, ...]) -> str:
+    """The first `NAMED_IN_WARNING` of ``refs``, and how many more."""
+    more = len(refs) - NAMED_IN_WARNING
+    return ", ".join(refs[:NAMED_IN_WARNING]) + (f", and {more} more" if more > 0 else "")
+
+
 def input_warnings(snapshot: Snapshot) -> list[str]:
     """What a user should hear about input that parsed but will not be planned as they may think: documents
-    of kinds ebb does not read, and an input with no Nodes, Pods or NodePools at all (an empty file, or the
-    wrong ``kubectl get``). Empty when there is nothing to say."""
+    of kinds ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy
+    whose NodePool is not in the input, and an input with no Nodes, Pods or NodePools at all (an empty
+    file, or the wrong ``kubectl get``). Empty when there is nothing to say."""
     warnings: list[str] = []
     if snapshot.ignored:
-        named = ", ".join(snapshot.ignored[:NAMED_IN_WARNING])
-        more = len(snapshot.ignored) - NAMED_IN_WARNING
-        warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: {named}"
-                        + (f", and {more} more" if more > 0 else ""))
+        warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: "
+                        f"{_named(snapshot.ignored)}")
+    if snapshot.renamed:
+        warnings.append(f"read {len(snapshot.renamed)} ebb.sh/v1 NodePool or NodeClaim document(s) as "
+                        f"karpenter.sh/v1 (ebb no longer defines these kinds; ebb's own settings, "
+                        f"stabilizationWindow and the budget reason Expired, belong in an ebb.sh/v1 "
+                        f"DisruptionPolicy): {_named(snapshot.renamed)}")
+    pools = {p.name for p in snapshot.nodepools}
+    orphans = tuple(f"DisruptionPolicy {p.name}" for p in snapshot.disruption_policies if p.name not in pools)
+    if orphans:
+        warnings.append(f"{len(orphans)} DisruptionPolicy document(s) name no NodePool of the input and apply to "
+                        f"nothing (a DisruptionPolicy is named after the NodePool it is for): {_named(orphans)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
                         "nodes,pods,pdb,daemonsets,nodepools,nodeclaims -A -o yaml makes a complete dump)")

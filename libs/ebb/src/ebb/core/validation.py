@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from ebb.core.causes import Stale, StaleCause
-from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
 from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
 from ebb.core.model import Snapshot
@@ -22,11 +21,12 @@ from ebb.core.model import Snapshot
 def validate(command: Command, snapshot: Snapshot, now: datetime,
              options: EngineOptions | None = None) -> StaleCause | None:
     """None when the command is still valid; otherwise why it became invalid. ``options`` are the engine's
-    (the re-check does not depend on them)."""
+    (of them the re-check depends only on ``require_nodeclaim``: a node that lost its NodeClaim is no longer
+    a candidate)."""
     method = METHODS.get(command.method)
     if method is None:
         raise ValueError(f"{command.method!r} is not a disruption method of the engine")
-    view = ClusterView.build(snapshot, now)
+    view = (options or EngineOptions()).view_of(snapshot, now)
     per_pool: dict[str, int] = {}
     for name in command.nodes:
         node = view.nodes.get(name)
@@ -43,8 +43,9 @@ def validate(command: Command, snapshot: Snapshot, now: datetime,
     for pool_name, count in per_pool.items():
         allowed = view.budgets[(pool_name, command.reason)].allowed
         if allowed < count:
-            return StaleCause(Stale.BUDGET_SHRANK, {"reason": command.reason, "pool": pool_name, "allowed": allowed,
-                                                    "needed": count})
+            return StaleCause(Stale.BUDGET_SHRANK, {"reason": command.reason, "pool": pool_name,
+                                                    "source": view.pools[pool_name].policy_source,
+                                                    "allowed": allowed, "needed": count})
     _scheduler, state = simulation(view)
     leaving = [pod for name in command.nodes for pod in state.remove_node(name)]
     failures, _ = state.place_all(leaving, max_new=len(command.replacements), first_failure=True)

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.model import CAPACITY_SPOT, Node, Pod
+from ebb.core.model import CAPACITY_SPOT, Node, Pod, Snapshot
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -54,6 +54,14 @@ class MethodOutcome:
 class EngineOptions:
     spot_to_spot: bool = False
     explain: bool = True  # evaluate every consolidation candidate for "why not" reasons
+    #: a node without a NodeClaim is not a candidate (`Cause.NO_NODECLAIM`): with the karpenter provider the
+    #: executor retires a node by deleting its NodeClaim. The ClusterView is built with the same value
+    #: (`view_of`)
+    require_nodeclaim: bool = False
+
+    def view_of(self, snapshot: Snapshot, now: datetime) -> ClusterView:
+        """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""
+        return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim)
 
 
 @dataclass
@@ -118,7 +126,8 @@ def budget_block(ctx: PassContext, pool: str, reason: str) -> BlockCause:
         return BlockCause(Cause.BUDGET_INVALID, {"detail": verdict.detail})
     if verdict.allowed == 0:
         return BlockCause(Cause.BUDGET_ZERO, {"reason": reason, "detail": verdict.detail})
-    return BlockCause(Cause.BUDGET_USED_UP, {"reason": reason, "pool": pool, "detail": verdict.detail})
+    return BlockCause(Cause.BUDGET_USED_UP, {"reason": reason, "pool": pool,
+                                             "source": ctx.view.pools[pool].policy_source, "detail": verdict.detail})
 
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:

@@ -23,7 +23,7 @@ def gate(ctx: PassContext, node: Node, pool: NodePool, reason: str) -> BlockCaus
     if blocked:
         return blocked
     if pool.consolidate_after is None:
-        return BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": pool.name})
+        return BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {"pool": pool.name, "source": pool.policy_source})
     paused = view.paused(node)
     if paused:
         return BlockCause(Cause.PAUSED, inner=paused)
@@ -43,7 +43,7 @@ def still_consolidatable(view: ClusterView, node: Node) -> StaleCause | None:
     if paused:
         return StaleCause(Stale.CONSOLIDATION_PAUSED, {"node": node.name}, paused)
     if pool.consolidate_after is None:
-        return StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": pool.name})
+        return StaleCause(Stale.CONSOLIDATE_AFTER_NOW_NEVER, {"pool": pool.name, "source": pool.policy_source})
     not_yet = view.stable_for(node, pool.consolidate_after)
     if not_yet:
         return StaleCause(Stale.NODE_CHANGED, {"node": node.name}, not_yet)
@@ -60,8 +60,8 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             continue
         pool = view.pools[node.nodepool or ""]
         if pool.consolidation_policy != "WhenEmptyOrUnderutilized" and not view.blocked_reason(name, True):
-            out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {"pool": pool.name,
-                                                                       "policy": pool.consolidation_policy})
+            out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
+                "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})
             continue
         why = gate(ctx, node, pool, REASON)
         if why:

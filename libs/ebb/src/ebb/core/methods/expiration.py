@@ -1,6 +1,7 @@
 """Expiration: nodes older than their NodePool's expireAfter are replaced (respecting the Expired budget).
 
-`spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`; `Never` disables it.
+`spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`, or the NodePool's
+DisruptionPolicy's `spec.expireAfter`; `Never` disables it.
 Replacements are launched first when the pods need them; several nodes per pass, simulated together.
 A command goes stale when its node is no longer expired (its NodePool's expireAfter grew, or became Never).
 """
@@ -26,7 +27,7 @@ def expiry_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     if age < pool.expire_after:
         return None
     return (f"expired: launched {fmt_time(node.creation_time)}, {format_duration(age)} ago, "
-            f"past NodePool {pool.name}'s expireAfter {format_duration(pool.expire_after)}")
+            f"past {pool.policy_source}'s expireAfter {format_duration(pool.expire_after)}")
 
 
 def expired_nodes(view: ClusterView) -> dict[str, str]:

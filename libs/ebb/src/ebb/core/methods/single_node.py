@@ -62,7 +62,8 @@ def run(ctx: PassContext) -> MethodOutcome:
         pool = ctx.view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) <= 0:
             if ctx.options.explain:
-                out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": REASON, "pool": pool})
+                out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
+                    "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
         verdict = evaluate(ctx, name, keep=True)
         if isinstance(verdict, BlockCause):

@@ -27,7 +27,8 @@ The rules, each violation reported as "<rule>: <what>":
   * bookkeeping -- every placed pod is either placed or unplaceable with a reason (never both); every
     placement names a node of the final cluster; new nodes are consistent (known NodePool, instance
     type and offering; labels within the NodePool's requirements; pods listed = pods placed; not empty);
-  * closed -- no pod goes to a cordoned, deleting, not-ready or karpenter.sh/disrupted-tainted node;
+  * closed -- no pod goes to a cordoned, deleting, not-ready or disruption-tainted node
+    (karpenter.sh/disrupted or ebb.sh/disrupted);
   * node-affinity -- nodeSelector and required node affinity (an OR of terms) match the node's labels;
   * taints -- every NoSchedule / NoExecute taint of the node is tolerated;
   * resources -- on every node that received a pod and every new node, the requests of all its pods
@@ -75,7 +76,6 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
-    TAINT_DISRUPTED,
     DaemonSet,
     InstanceType,
     NodePool,
@@ -143,8 +143,8 @@ def check(snapshot: Snapshot, result: SimulationResult, removed_nodes: Iterable[
             closed = "being deleted"
         elif not existing.ready:
             closed = "not ready"
-        elif any(t.key == TAINT_DISRUPTED for t in existing.taints):
-            closed = f"tainted {TAINT_DISRUPTED}"
+        elif existing.being_disrupted:
+            closed = f"tainted {existing.disruption_taint}"
         nodes[existing.name] = _FinalNode(existing.name, labels, existing.taints, dict(existing.allocatable),
                                           existing.capacity, existing.nodepool, False, closed,
                                           counts_for_limits=not existing.deleting)

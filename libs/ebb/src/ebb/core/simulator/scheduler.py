@@ -35,7 +35,6 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
-    TAINT_DISRUPTED,
     DaemonSet,
     InstanceType,
     Node,
@@ -223,7 +222,7 @@ class Scheduler:
         closed = set(closed_nodes)
         self.node_open = np.array([
             not (n.unschedulable or n.deleting or not n.ready or n.name in closed
-                 or any(t.key == TAINT_DISRUPTED for t in n.taints)) for n in self.nodes], dtype=bool)
+                 or n.being_disrupted) for n in self.nodes], dtype=bool)
         self.node_labels = LabelTable([self._node_labels(n) for n in self.nodes])
         by_taints: dict[tuple[Any, ...], list[int]] = {}
         for i, n in enumerate(self.nodes):

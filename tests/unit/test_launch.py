@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ebb.core.launch import LaunchError, launch_spec, node_object, replacement_name
+from ebb.core.launch import LaunchError, launch_spec, node_object, nodeclaim_object, replacement_name
 from ebb.core.snapshot import parse_catalog, parse_object
 from tests.unit.builders import NOW, catalog, instance_type, nodepool
 
@@ -81,3 +81,62 @@ def test_replacement_names_are_stable_per_decision_and_index() -> None:
     assert replacement_name("dec-1", 0, "general") != replacement_name("dec-2", 0, "general")
     assert replacement_name("dec-1", 0, "general").startswith("general-")
     assert len(replacement_name("d", 0, "p" * 100)) <= 63
+
+
+def karpenter_pool(**template_spec: Any) -> dict[str, Any]:
+    spec = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, **template_spec}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+            "spec": {"template": {"spec": spec}}}
+
+
+@pytest.mark.parametrize(("template_spec", "pool_meta", "requests", "expected_spec", "expected_meta"), [
+    # the pool's own instance-type, capacity-type and zone requirements give way to the pinned ones; others stay
+    ({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                       {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"], "minValues": 1},
+                       {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["us-east-1c"]}]},
+     {}, {},
+     {"requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"], "minValues": 1}]},
+     {}),
+    # Karpenter copies the template's taints, startupTaints, expireAfter and terminationGracePeriod
+    ({"taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+      "startupTaints": [{"key": "agent", "effect": "NoExecute"}], "expireAfter": "720h",
+      "terminationGracePeriod": "48h"},
+     {}, {},
+     {"taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+      "startupTaints": [{"key": "agent", "effect": "NoExecute"}], "expireAfter": "720h",
+      "terminationGracePeriod": "48h"},
+     {}),
+    # the NodePool's uid makes it the owner; its hash is copied; requests become spec.resources
+    ({}, {"uid": "u-1", "annotations": {"karpenter.sh/nodepool-hash": "42", "other": "x"}},
+     {"cpu": "1930m", "memory": "3Gi"},
+     {"resources": {"requests": {"cpu": "1930m", "memory": "3Gi"}}},
+     {"ownerReferences": [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "general", "uid": "u-1"}],
+      "annotations": {"karpenter.sh/nodepool-hash": "42", "ebb.sh/decision-id": "dec-1"}}),
+])
+def test_a_nodeclaim_is_written_as_karpenters_provisioner_writes_one(
+        template_spec: dict[str, Any], pool_meta: dict[str, Any], requests: dict[str, str],
+        expected_spec: dict[str, Any], expected_meta: dict[str, Any]) -> None:
+    pool = karpenter_pool(**template_spec)
+    pool["metadata"].update(pool_meta)
+    claim = nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large", "m5.large"),
+                             capacity_type="spot", zones=("us-east-1a", "us-east-1b"), decision_id="dec-1",
+                             requests=requests)
+    pinned = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large", "m5.large"]},
+              {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+              {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a", "us-east-1b"]}]
+    assert claim["apiVersion"] == "karpenter.sh/v1" and claim["kind"] == "NodeClaim"
+    assert claim["spec"] == {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                             **expected_spec, "requirements": [*expected_spec.get("requirements", []), *pinned]}
+    meta = claim["metadata"]
+    assert meta["name"] == "general-abc"
+    assert meta["labels"] == {"karpenter.sh/nodepool": "general", "karpenter.k8s.aws/ec2nodeclass": "default"}
+    assert meta["annotations"] == expected_meta.get("annotations", {"ebb.sh/decision-id": "dec-1"})
+    assert meta.get("ownerReferences") == expected_meta.get("ownerReferences")
+
+
+def test_a_nodeclaim_needs_the_pools_nodeclassref() -> None:
+    pool = karpenter_pool()
+    del pool["spec"]["template"]["spec"]["nodeClassRef"]
+    with pytest.raises(LaunchError, match=r"NodePool general has no spec\.template\.spec\.nodeClassRef"):
+        nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large",), capacity_type="on-demand",
+                         zones=("us-east-1a",), decision_id="dec-1")

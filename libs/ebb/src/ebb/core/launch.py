@@ -8,10 +8,18 @@ template labels, annotations and taints, the instance type's labels, Karpenter's
 NodePool's hash (so the new node is not drifted), and the capacity and allocatable (capacity less the
 instance type's overhead) the simulation counted on. Names are derived from the decision, so a launch
 repeated after a crash names the same node. Pure: values in, values out.
+
+Next to a real Karpenter (the termination-executor's ``karpenter`` provider) a replacement is not a Node but a
+``karpenter.sh/v1`` NodeClaim that Karpenter launches: ``nodeclaim_object`` writes it as Karpenter's own
+provisioner would from the NodePool (its template's labels, annotations, nodeClassRef, taints, startupTaints,
+expireAfter and terminationGracePeriod, the NodePool's hash, an owner reference to the NodePool), with
+requirements that pin what the simulation chose (the instance types cheapest first, the capacity type, the
+zones) and ebb's ``ebb.sh/decision-id`` annotation.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +41,11 @@ LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+#: on a NodeClaim ebb creates: the decision it was launched for (a resumed command checks a NodeClaim it finds)
+ANNOTATION_DECISION_ID = "ebb.sh/decision-id"
+NODECLAIM_API_VERSION = "karpenter.sh/v1"
+#: the requirements a replacement NodeClaim pins to what the simulation chose (the NodePool's own are dropped)
+PINNED_REQUIREMENTS = (LABEL_INSTANCE_TYPE, LABEL_CAPACITY_TYPE, LABEL_ZONE)
 
 
 class LaunchError(ValueError):
@@ -76,6 +89,12 @@ def _quantity(resource: str, value: int) -> str:
     return f"{value}m" if resource == "cpu" else str(value)
 
 
+def allocatable_of(instance_type: InstanceType) -> dict[str, str]:
+    """The instance type's allocatable resources as Kubernetes quantities: its capacity less its overhead."""
+    return {r: _quantity(r, max(0, v - instance_type.overhead.get(r, 0)))
+            for r, v in sorted(instance_type.capacity.items())}
+
+
 def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType, now: datetime,
                 provider_id: str = "", initialized: bool = False) -> dict[str, Any]:
     """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so)."""
@@ -97,8 +116,7 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
     if pool.hash_version is not None:
         annotations[ANNOTATION_NODEPOOL_HASH_VERSION] = pool.hash_version
     capacity = {r: _quantity(r, v) for r, v in sorted(instance_type.capacity.items())}
-    allocatable = {r: _quantity(r, max(0, v - instance_type.overhead.get(r, 0)))
-                   for r, v in sorted(instance_type.capacity.items())}
+    allocatable = allocatable_of(instance_type)
     spec_: dict[str, Any] = {"providerID": provider_id or f"ebb:///{spec.zone}/{spec.name}"}
     taints = [{"key": t.key, "value": t.value, "effect": t.effect} if t.value else {"key": t.key, "effect": t.effect}
               for t in (*pool.taints, *pool.startup_taints)]
@@ -112,3 +130,52 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
         "status": {"capacity": capacity, "allocatable": allocatable,
                    "conditions": [{"type": "Ready", "status": "False", "reason": "Launching"}]},
     }
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: Sequence[str], capacity_type: str,
+                     zones: Sequence[str], decision_id: str,
+                     requests: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``karpenter.sh/v1`` NodeClaim of a replacement, from its NodePool object (kubectl-shaped, as the API
+    server returns it), as Karpenter's provisioner writes one: the template's labels and annotations, the
+    ``karpenter.sh/nodepool`` label and the NodeClass label, the NodePool's hash, the template's nodeClassRef,
+    taints, startupTaints, expireAfter and terminationGracePeriod, and the template's requirements with the
+    instance type, capacity type and zone replaced by ``instance_types`` (cheapest first), ``capacity_type``
+    and ``zones``. ``requests`` (resource -> quantity) become ``spec.resources.requests`` when given.
+    LaunchError when the NodePool has no nodeClassRef (Karpenter could not launch the claim)."""
+    meta = _mapping(nodepool.get("metadata"))
+    pool = str(meta.get("name") or "")
+    template = _mapping(_mapping(nodepool.get("spec")).get("template"))
+    template_meta, template_spec = _mapping(template.get("metadata")), _mapping(template.get("spec"))
+    ref = _mapping(template_spec.get("nodeClassRef"))
+    if not ref.get("kind") or not ref.get("name"):
+        raise LaunchError(f"NodePool {pool} has no spec.template.spec.nodeClassRef")
+    labels = {str(k): str(v) for k, v in _mapping(template_meta.get("labels")).items()}
+    labels[LABEL_NODEPOOL] = pool
+    labels[f"{ref.get('group') or ''}/{str(ref['kind']).lower()}"] = str(ref["name"])
+    annotations = {str(k): str(v) for k, v in _mapping(template_meta.get("annotations")).items()}
+    pool_annotations = _mapping(meta.get("annotations"))
+    for key in (ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION):
+        if key in pool_annotations:
+            annotations[key] = str(pool_annotations[key])
+    annotations[ANNOTATION_DECISION_ID] = decision_id
+    kept = [copy.deepcopy(dict(r)) for r in template_spec.get("requirements") or []
+            if isinstance(r, Mapping) and r.get("key") not in PINNED_REQUIREMENTS]
+    pinned = [{"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(instance_types)},
+              {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
+              {"key": LABEL_ZONE, "operator": "In", "values": list(zones)}]
+    spec: dict[str, Any] = {"nodeClassRef": dict(ref), "requirements": [*kept, *pinned]}
+    for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
+        if template_spec.get(key) is not None:
+            spec[key] = copy.deepcopy(template_spec[key])
+    if requests:
+        spec["resources"] = {"requests": dict(requests)}
+    metadata: dict[str, Any] = {"name": name, "labels": labels, "annotations": annotations}
+    if meta.get("uid"):
+        # owned by its NodePool, as Karpenter's own NodeClaims are (deleting the NodePool deletes it)
+        metadata["ownerReferences"] = [{"apiVersion": str(nodepool.get("apiVersion") or NODECLAIM_API_VERSION),
+                                        "kind": "NodePool", "name": pool, "uid": str(meta["uid"])}]
+    return {"apiVersion": NODECLAIM_API_VERSION, "kind": "NodeClaim", "metadata": metadata, "spec": spec}

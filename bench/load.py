@@ -478,7 +478,7 @@ def servers() -> Iterator[tuple[str, str, str]]:
 
 def planner_process(config: Mapping[str, Any]) -> None:
     """``python -m bench _case load-planner CONFIG``: the consolidation-planner as ``app.run`` builds it (KafkaBus,
-    PlannerStore on PostgreSQL, SnapshotStore, Planner), always the leader. Reports on stdout, one JSON per line:
+    DecisionStore on PostgreSQL, SnapshotStore, Planner), always the leader. Reports on stdout, one JSON per line:
     objects applied (count milestones, NodePools, tombstones), every pass, and at the end its peak RSS."""
     from ebb.adapters import logs
     from ebb.adapters.catalog import bundled_catalog

@@ -18,13 +18,12 @@ import pytest
 from kubernetes_asyncio import client
 
 from ebb.adapters.bus import Delivery, KafkaBus
+from ebb.adapters.store.decision_store import DecisionFilter, DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.repository import DecisionFilter, Repository
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_COMMANDS, ClusterObject, DisruptionCommand
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
-from ebb_consolidation_planner.store import PlannerStore
 from tests.unit.builders import proposed
 
 from .conftest import KafkaServer, KubernetesCluster, PostgresServer
@@ -77,8 +76,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
     prefix, cluster, lease = f"cp{run}.", f"cp-{run}", f"ebb-planner-{run}"
     pool, node_name = f"cp-pool-{run}", f"cp-node-{run}"
     await upgrade_async(postgres_server.url)
-    repo = Repository.from_url(postgres_server.url, cluster=cluster)
-    store = PlannerStore.from_url(postgres_server.url, cluster=cluster)
+    store = DecisionStore.from_url(postgres_server.url, cluster)
     leases = client.CoordinationV1Api(kube_api)
     planners: dict[str, Planner] = {}
     stops = {name: asyncio.Event() for name in ("a", "b")}
@@ -101,7 +99,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
         return [name for name, p in planners.items() if p.leader.is_leader]
 
     async def approved() -> list[Any] | None:
-        items = list((await repo.list_decisions(DecisionFilter(state="approved"))).items)
+        items = list((await store.list_decisions(DecisionFilter(state="approved"))).items)
         return items or None
 
     reader: asyncio.Task[None] | None = None
@@ -131,7 +129,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
             [decision] = await eventually("the decision approved in PostgreSQL", approved, within=30)
             assert decision.method == "emptiness" and decision.reason == "Empty" and decision.action == "delete"
             assert decision.nodes[0]["name"] == node_name and decision.nodes[0]["nodePool"] == pool
-            found = await repo.get_decision(decision.id)
+            found = await store.get_decision(decision.id)
             assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
             assert [(e.node, e.decision_id) for e in await store.ledger()] == [(node_name, decision.id)]
             [command] = await eventually("the command on ebb.disruption.commands", lambda: received or None)
@@ -145,7 +143,7 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
             await eventually("the follower leading", lambda: leaders() == [follower] or None, within=10)
             assert all(not t.done() for n, t in tasks.items() if n != leader)
             await asyncio.sleep(1.5)  # it plans, but the node has a live decision: nothing new
-            assert len((await repo.list_decisions()).items) == 1
+            assert len((await store.list_decisions()).items) == 1
             stops[follower].set()
             await asyncio.wait_for(tasks[follower], 15)
     finally:
@@ -157,7 +155,6 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
             if not task.done():
                 task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        await repo.close()
         await store.close()
         with contextlib.suppress(Exception):
             await leases.delete_namespaced_lease(lease, "default")
@@ -190,7 +187,7 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
     run = uuid.uuid4().hex[:8]
     cluster, pool = f"cpl-{run}", "default"
     await upgrade_async(postgres_server.url)
-    stores = [PlannerStore.from_url(postgres_server.url, cluster=cluster) for _ in range(4)]
+    stores = [DecisionStore.from_url(postgres_server.url, cluster) for _ in range(4)]
     now = datetime.now(UTC)
     try:
         for i in range(4):
@@ -303,7 +300,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
     prefix, cluster, lease, pool = f"cpi{run}.", f"cpi-{run}", f"ebb-planner-i{run}", f"cpi-pool-{run}"
     held_name, empty_name = f"cpi-held-{run}", f"cpi-empty-{run}"
     await upgrade_async(postgres_server.url)
-    repo = Repository.from_url(postgres_server.url, cluster=cluster)
+    store = DecisionStore.from_url(postgres_server.url, cluster)
     topics = [TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS]
     letters: list[DeadLetter] = []
     received: list[DisruptionCommand] = []
@@ -319,7 +316,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
             received.append(delivery.message)
 
     async def decisions(state: str) -> list[Any] | None:
-        return list((await repo.list_decisions(DecisionFilter(state=state))).items) or None
+        return list((await store.list_decisions(DecisionFilter(state=state))).items) or None
 
     settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cpi-{run}",
                         database_url=postgres_server.url, cluster=cluster,
@@ -381,7 +378,7 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
             await asyncio.wait_for(task, 15)
         reader_stop.set()
         await asyncio.gather(*readers, return_exceptions=True)
-        await repo.close()
+        await store.close()
         with contextlib.suppress(Exception):
             await client.CoordinationV1Api(kube_api).delete_namespaced_lease(lease, "default")
 

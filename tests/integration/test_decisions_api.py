@@ -31,8 +31,8 @@ from sse_starlette.sse import AppStatus
 from ebb.adapters.bus import Delivery, KafkaBus
 from ebb.adapters.bus.memory import InMemoryBus
 from ebb.adapters.snapshot_files import load_snapshot
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_EVENTS,
@@ -60,24 +60,24 @@ NOW = "2026-11-23T18:30:00Z"
 
 
 @pytest.fixture(scope="module")
-async def repository(postgres_server: PostgresServer) -> AsyncIterator[Repository]:
+async def store(postgres_server: PostgresServer) -> AsyncIterator[DecisionStore]:
     await upgrade_async(postgres_server.url)
-    repo = Repository.from_url(postgres_server.url, cluster=f"api-test-{uuid.uuid4().hex[:12]}")
+    store = DecisionStore.from_url(postgres_server.url, f"api-test-{uuid.uuid4().hex[:12]}")
     try:
-        yield repo
+        yield store
     finally:
-        await repo.close()
+        await store.close()
 
 
 @pytest.fixture(scope="module")
-async def client(postgres_server: PostgresServer, repository: Repository) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=repository.cluster)
+async def client(postgres_server: PostgresServer, store: DecisionStore) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=store.cluster)
     bus = InMemoryBus()
     # the live cluster state has the NodePool the holds test pauses (a hold on an unknown pool is refused)
     for doc in SCENARIO_DOCS:
         if doc["kind"] == "NodePool":
             await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
-    app = create_app(settings, repository, bus=bus)
+    app = create_app(settings, store, bus=bus)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://decisions-api") as c:
         await eventually("ready", lambda: _ready(c, ""))
@@ -199,10 +199,10 @@ async def test_holds(client: httpx.AsyncClient) -> None:
     assert [h["id"] for h in listed] == [h["id"] for h in created]
 
     # an expired hold (written directly: the API refuses past expiries) shows only on request
-    repo: Repository = client._transport.app.state.repository  # type: ignore[attr-defined]
+    store: DecisionStore = client._transport.app.state.store  # type: ignore[attr-defined]
     past = datetime.now(UTC) - timedelta(minutes=1)
-    old = await repo.create_hold(scope_kind="node", scope="gone", reason="old", expires_at=past,
-                                 now=past - timedelta(hours=1))
+    old = await store.create_hold(scope_kind="node", scope="gone", reason="old", expires_at=past,
+                                  now=past - timedelta(hours=1))
     assert old.id not in {h["id"] for h in (await client.get("/v1/holds", headers=AUTH)).json()["items"]}
     everything = (await client.get("/v1/holds", params={"includeExpired": "true"}, headers=AUTH)).json()["items"]
     assert {h["id"]: h["active"] for h in everything}[old.id] is False
@@ -236,7 +236,7 @@ async def test_holds(client: httpx.AsyncClient) -> None:
     assert len((await client.get("/v1/holds", headers=AUTH)).json()["items"]) == 2
 
 
-async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, repository: Repository) -> None:
+async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, store: DecisionStore) -> None:
     base = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
     states = ["proposed", "approved", "executing", "succeeded", "failed"]
     methods = ["emptiness", "single-node-consolidation", "drift"]
@@ -247,7 +247,7 @@ async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, r
         pool = "spot" if i % 2 else "default"
         decision_id = f"d-{i:02d}-{uuid.uuid4().hex[:6]}"
         ids.append(decision_id)
-        await repository.add_decision(
+        await store.add_decision(
             decision_id=decision_id,
             method=method,
             reason=reasons[method],
@@ -306,9 +306,9 @@ async def test_decisions_filters_pages_and_timeline(client: httpx.AsyncClient, r
 
     target = ids[6]
     for n, kind in enumerate(("Proposed", "Approved", "Tainted", "Evicted", "Terminated")):
-        await repository.add_decision_event(decision_id=target, event_id=f"{target}-e{n}", type=kind,
-                                            at=base + timedelta(minutes=3, seconds=10 * n),
-                                            node="node-6" if n >= 2 else None, detail={"step": n})
+        await store.add_decision_event(decision_id=target, event_id=f"{target}-e{n}", type=kind,
+                                       at=base + timedelta(minutes=3, seconds=10 * n),
+                                       node="node-6" if n >= 2 else None, detail={"step": n})
     detail = (await client.get(f"/v1/decisions/{target}", headers=AUTH)).json()
     assert detail["id"] == target and detail["state"] == "approved" and detail["method"] == "emptiness"
     assert detail["savingsPerHour"] == pytest.approx(0.075)
@@ -432,7 +432,7 @@ async def kafka_api(kafka_server: KafkaServer, postgres_server: PostgresServer) 
     # A cluster of its own in the store: the holds test_holds leaves behind (they expire two hours after the
     # wall clock) must not hold the nodes these tests explain at the fixed NOW.
     await upgrade_async(postgres_server.url)
-    repository = Repository.from_url(postgres_server.url, cluster=f"api-kafka-{uuid.uuid4().hex[:12]}")
+    store = DecisionStore.from_url(postgres_server.url, f"api-kafka-{uuid.uuid4().hex[:12]}")
     prefix = f"api{uuid.uuid4().hex[:10]}."
     try:
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
@@ -440,15 +440,15 @@ async def kafka_api(kafka_server: KafkaServer, postgres_server: PostgresServer) 
             for doc in SCENARIO_DOCS:
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
             await bus.publish(TOPIC_DISRUPTION_EVENTS, disruption_event("big", phase="Proposed"))
-            settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=repository.cluster,
+            settings = Settings(database_url=postgres_server.url, token=SecretStr(TOKEN), cluster=store.cluster,
                                 kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix,
                                 group=f"api-test-{prefix}", sse_keepalive_seconds=1)
-            app = create_app(settings, repository)
+            app = create_app(settings, store)
             async with serving(app) as base, httpx.AsyncClient(timeout=30) as client:
                 await eventually("ready", lambda: _ready(client, base), within=60)
                 yield KafkaApi(base, prefix, bus, kafka_server)
     finally:
-        await repository.close()
+        await store.close()
 
 
 async def test_explain_on_objects_published_to_kafka(kafka_api: KafkaApi) -> None:

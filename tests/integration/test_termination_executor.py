@@ -22,9 +22,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from sqlalchemy import func, select
 
 from ebb.adapters.bus import Delivery, KafkaBus
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import ProcessedMessage
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
@@ -86,13 +86,13 @@ async def test_executor_drains_and_deletes_a_node(
     core, apps, policy = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api), client.PolicyV1Api(kube_api)
 
     await upgrade_async(postgres_server.url)
-    repo = Repository.from_url(postgres_server.url, cluster=f"te-{run}")
+    store = DecisionStore.from_url(postgres_server.url, f"te-{run}")
     settings = Settings(
         kubeconfig=str(kubernetes_cluster.kubeconfig),
         kafka_bootstrap=kafka_server.bootstrap,
         topic_prefix=prefix,
         database_url=postgres_server.url,
-        cluster=repo.cluster,
+        cluster=store.cluster,
         group=f"executor-{run}",
         eviction_deadline_seconds=40,
         eviction_backoff_initial_seconds=0.2,
@@ -141,9 +141,9 @@ async def test_executor_drains_and_deletes_a_node(
         await core.create_node(kwok_node(spare, run))
 
         decision_id = f"dec-{run}"
-        await repo.add_decision(decision_id=decision_id, method="emptiness", reason="Empty", action="delete",
-                                nodes=[{"name": node, "nodePool": "default"}], replacements=[],
-                                created_at=datetime.now(UTC), state="approved")
+        await store.add_decision(decision_id=decision_id, method="emptiness", reason="Empty", action="delete",
+                                 nodes=[{"name": node, "nodePool": "default"}], replacements=[],
+                                 created_at=datetime.now(UTC), state="approved")
         command = DisruptionCommand(
             decision_id=decision_id, node_pool="default", method="single-node-consolidation", reason="Underutilized",
             action="delete", nodes=(node,), replacements=(), savings_per_hour=0.1,
@@ -189,7 +189,7 @@ async def test_executor_drains_and_deletes_a_node(
             names = {p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items}
             assert not names & {p.metadata.name for p in originals}
 
-            found = await repo.get_decision(decision_id)
+            found = await store.get_decision(decision_id)
             assert found is not None
             decision, timeline = found
             assert decision.state == "succeeded"
@@ -211,9 +211,9 @@ async def test_executor_drains_and_deletes_a_node(
                 (f"te-absent-{run}", "Terminated", "node already gone")
             ]
             assert len([e for e in events if e.decision_id == decision_id]) == 3
-            found = await repo.get_decision(decision_id)
+            found = await store.get_decision(decision_id)
             assert found is not None and found[0].state == "succeeded" and len(found[1]) == 3
-            async with repo.engine.connect() as connection:
+            async with store.engine.connect() as connection:
                 processed = await connection.scalar(
                     select(func.count()).select_from(ProcessedMessage).where(
                         ProcessedMessage.consumer == settings.group, ProcessedMessage.message_id == str(command.id)
@@ -232,7 +232,7 @@ async def test_executor_drains_and_deletes_a_node(
         reader_stop.set()
         if tasks:
             await asyncio.wait(tasks, timeout=15)
-        await repo.close()
+        await store.close()
         await core.delete_namespace(namespace)
         for name in (node, spare):
             try:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from ebb.adapters.bus import InMemoryBus
-from ebb.adapters.store.repository import Repository
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.core.plan import make_plan
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb_decisions_api.app import create_app
@@ -118,14 +118,14 @@ def test_the_parser_refuses_or_the_plan_runs(documents: list[dict[str, Any]]) ->
 
 async def _post_plan(body: str) -> httpx.Response:
     """The plan endpoint of an app without lifespan (no consumers): an uploaded snapshot needs no store."""
-    repository = Repository.from_url("sqlite://")
-    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), repository, bus=InMemoryBus())
+    store = DecisionStore.from_url("sqlite://")
+    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), store, bus=InMemoryBus())
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
             return await client.post("/v1/plan", params={"now": "2026-11-23T18:30:00Z"}, content=body, headers={
                 "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
     finally:
-        await repository.close()
+        await store.close()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

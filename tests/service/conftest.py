@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb_consolidation_planner.store import PlannerStore
-from ebb_termination_executor.store import ExecutorStore
 
 
 @pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[tuple[PlannerStore, ExecutorStore]]:
-    """The planner's and the executor's store on one migrated SQLite database (cluster "unit")."""
+async def store(tmp_path: Path) -> AsyncIterator[DecisionStore]:
+    """The store the planner, the executor and the API share, on a migrated SQLite database (cluster "unit";
+    the executor's commands recorded under the consumer "executor-test")."""
     url = f"sqlite:///{tmp_path / 'ebb.db'}"
     await upgrade_async(url)
-    planner = PlannerStore.from_url(url, cluster="unit")
-    executor = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
-    yield planner, executor
-    await planner.close()
-    await executor.close()
+    store = DecisionStore.from_url(url, "unit", consumer="executor-test")
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -32,8 +32,8 @@ from sse_starlette.sse import AppStatus
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.snapshot_files import load_snapshot
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_EVENTS,
@@ -57,9 +57,9 @@ SCENARIOS = Path("/work/shared/scenarios")
 NOW = "2026-11-23T18:30:00Z"
 
 
-def _client(settings: Settings, repository: Repository | None = None) -> httpx.AsyncClient:
+def _client(settings: Settings, store: DecisionStore | None = None) -> httpx.AsyncClient:
     """A client of an app whose lifespan does not run (no consumers): the store paths only."""
-    app = create_app(settings, repository, bus=InMemoryBus())
+    app = create_app(settings, store, bus=InMemoryBus())
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api")
 
 
@@ -88,9 +88,9 @@ def test_a_token_is_required() -> None:
 
 
 async def test_not_ready_while_the_database_is_down() -> None:
-    repository = Repository.from_url(UNREACHABLE)
+    store = DecisionStore.from_url(UNREACHABLE)
     try:
-        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), repository) as client:
+        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), store) as client:
             assert (await client.get("/healthz")).status_code == 200
             ready = await client.get("/readyz")
             assert ready.status_code == 503
@@ -98,7 +98,7 @@ async def test_not_ready_while_the_database_is_down() -> None:
             assert body["status"] == "unavailable" and body["database"]
             assert (body["snapshot"], body["events"]) == ("loading", "starting")
     finally:
-        await repository.close()
+        await store.close()
 
 
 async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,9 +110,9 @@ async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
         return {"now": "x", "commands": [], "blocked": [], "budgets": [], "cost": {"before": 0.0, "after": 0.0}}
 
     monkeypatch.setattr(app_module, "run_plan", slow_plan)
-    repository = Repository.from_url(UNREACHABLE)
+    store = DecisionStore.from_url(UNREACHABLE)
     try:
-        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), repository) as client:
+        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), store) as client:
             planning = asyncio.create_task(client.post("/v1/plan", content="kind: List\nitems: []\n",
                                                        headers={**AUTH, "Content-Type": "application/yaml"}))
             assert await asyncio.to_thread(started.wait, 10)
@@ -124,14 +124,14 @@ async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
             assert response.status_code == 200 and response.json()["commands"] == []
     finally:
         release.set()
-        await repository.close()
+        await store.close()
 
 
 async def test_plan_size_limit_and_content_type() -> None:
-    repository = Repository.from_url(UNREACHABLE)
+    store = DecisionStore.from_url(UNREACHABLE)
     settings = Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE, max_plan_bytes=1024)
     try:
-        async with _client(settings, repository) as client:
+        async with _client(settings, store) as client:
             big = await client.post("/v1/plan", content="#" * 2048, headers={**AUTH, "Content-Type": "text/plain"})
             assert big.status_code == 413
             odd = await client.post("/v1/plan", content=b"x", headers={**AUTH, "Content-Type": "image/png"})
@@ -140,23 +140,23 @@ async def test_plan_size_limit_and_content_type() -> None:
             empty = await client.post("/v1/plan", content=b"", headers={**AUTH, "Content-Type": "text/plain"})
             assert empty.status_code == 503 and "loading" in empty.json()["detail"]
     finally:
-        await repository.close()
+        await store.close()
 
 
 @pytest.fixture
-async def sqlite_repository(tmp_path: Path) -> AsyncIterator[Repository]:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[DecisionStore]:
     url = f"sqlite:///{tmp_path / 'ebb.db'}"
     await upgrade_async(url)
-    repository = Repository.from_url(url, cluster="embedded")
+    store = DecisionStore.from_url(url, "embedded")
     try:
-        yield repository
+        yield store
     finally:
-        await repository.close()
+        await store.close()
 
 
-async def test_holds_and_decisions_on_sqlite(sqlite_repository: Repository) -> None:
-    repo = sqlite_repository
-    async with running(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), repo, InMemoryBus()) as (_, client):
+async def test_holds_and_decisions_on_sqlite(sqlite_store: DecisionStore) -> None:
+    store = sqlite_store
+    async with running(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), store, InMemoryBus()) as (_, client):
         await eventually("ready", lambda: _ready(client))
         hold = (await client.post("/v1/holds", json={"scope": "node", "target": "n1", "reason": "r"},
                                   headers=AUTH)).json()
@@ -166,10 +166,10 @@ async def test_holds_and_decisions_on_sqlite(sqlite_repository: Repository) -> N
         base = datetime(2026, 11, 20, tzinfo=UTC)
         for i in range(6):
             nodes: list[Any] = [{"name": f"n{i}", "nodePool": "spot" if i % 2 else "default"}]
-            await repo.add_decision(decision_id=f"d{i}", method="emptiness", reason="Empty", action="delete",
-                                    nodes=nodes if i != 5 else ["n5"], replacements=[], created_at=base
-                                    + timedelta(minutes=i // 2), state="proposed")
-        await repo.add_decision_event(decision_id="d1", event_id="e1", type="Proposed", at=base)
+            await store.add_decision(decision_id=f"d{i}", method="emptiness", reason="Empty", action="delete",
+                                     nodes=nodes if i != 5 else ["n5"], replacements=[], created_at=base
+                                     + timedelta(minutes=i // 2), state="proposed")
+        await store.add_decision_event(decision_id="d1", event_id="e1", type="Proposed", at=base)
         first = (await client.get("/v1/decisions", params={"limit": 4}, headers=AUTH)).json()
         rest = (await client.get("/v1/decisions", params={"cursor": first["nextCursor"]}, headers=AUTH)).json()
         assert [d["id"] for d in first["items"] + rest["items"]] == ["d5", "d4", "d3", "d2", "d1", "d0"]
@@ -228,10 +228,10 @@ def frame(e: DisruptionEvent) -> str:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings, repository: Repository,
+async def running(settings: Settings, store: DecisionStore,
                   bus: InMemoryBus) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """The app with its lifespan (consumers running), and an in-process client."""
-    app = create_app(settings, repository, bus=bus)
+    app = create_app(settings, store, bus=bus)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         yield app, client
@@ -301,18 +301,18 @@ async def subscribe(client: httpx.AsyncClient, base: str, **params: str) -> Asyn
 
 
 @pytest.fixture
-async def live_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, InMemoryBus]]:
+async def live_app(sqlite_store: DecisionStore) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, InMemoryBus]]:
     bus = InMemoryBus()
     await publish(bus, documents("empty-node.yaml"))
-    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_repository.cluster)
-    async with running(settings, sqlite_repository, bus) as (app, client):
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_store.cluster)
+    async with running(settings, sqlite_store, bus) as (app, client):
         await eventually("ready", lambda: _ready(client))
         yield app, client, bus
 
 
-async def test_not_ready_until_the_snapshot_is_loaded(sqlite_repository: Repository) -> None:
+async def test_not_ready_until_the_snapshot_is_loaded(sqlite_store: DecisionStore) -> None:
     bus = InMemoryBus()
-    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), sqlite_repository, bus=bus)
+    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://"), sqlite_store, bus=bus)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         before = await client.get("/readyz")
         assert before.status_code == 503 and before.json()["snapshot"] == "loading"
@@ -371,7 +371,7 @@ async def test_a_hold_on_a_nodepool_the_cluster_does_not_have_is_refused(
 
 
 async def test_explain_sees_holds_and_live_decisions_from_the_store(
-        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus], sqlite_repository: Repository) -> None:
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus], sqlite_store: DecisionStore) -> None:
     _, client, _ = live_app
     hold = (await client.post("/v1/holds", json={"scope": "node", "target": "idle", "reason": "debugging"},
                               headers=AUTH)).json()
@@ -383,11 +383,11 @@ async def test_explain_sees_holds_and_live_decisions_from_the_store(
     assert [h["id"] for h in held["holds"]] == [hold["id"]]
     assert (await client.delete(f"/v1/holds/{hold['id']}", headers=AUTH)).status_code == 204
 
-    await sqlite_repository.add_decision(
+    await sqlite_store.add_decision(
         decision_id="dec-live", method="emptiness", reason="Empty", action="delete",
         nodes=[{"name": "idle", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
         created_at=datetime(2026, 11, 23, 18, 0, tzinfo=UTC), state="approved")
-    await sqlite_repository.add_decision(
+    await sqlite_store.add_decision(
         decision_id="dec-old", method="emptiness", reason="Empty", action="delete",
         nodes=[{"name": "idle", "nodePool": "default", "instanceType": "m5.large"}], replacements=[],
         created_at=datetime(2026, 11, 22, 18, 0, tzinfo=UTC), state="rejected")
@@ -555,13 +555,13 @@ async def test_an_invalid_object_makes_the_live_endpoints_say_so(
 
 
 @pytest.fixture
-async def sse_app(sqlite_repository: Repository) -> AsyncIterator[tuple[FastAPI, str, InMemoryBus]]:
+async def sse_app(sqlite_store: DecisionStore) -> AsyncIterator[tuple[FastAPI, str, InMemoryBus]]:
     bus = InMemoryBus()
     # history: published before the API started, never streamed
     await bus.publish(TOPIC_DISRUPTION_EVENTS, event("old", phase="Proposed", message="history"))
-    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_repository.cluster,
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=sqlite_store.cluster,
                         sse_keepalive_seconds=0.3, sse_queue_size=4)
-    app = create_app(settings, sqlite_repository, bus=bus)
+    app = create_app(settings, sqlite_store, bus=bus)
     async with serving(app) as base, httpx.AsyncClient(timeout=10) as client:
         await eventually("ready", lambda: _ready_at(client, base))
         yield app, base, bus

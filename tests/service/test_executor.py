@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,14 +32,12 @@ from ebb.adapters.kube.drain import (
     tolerates,
     untaint_patch,
 )
-from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from ebb_termination_executor import app
 from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
-from ebb_termination_executor.store import ExecutorStore
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
@@ -315,17 +311,6 @@ async def test_the_drainers_waits_end_when_the_service_stops() -> None:
 # -- the service ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[ExecutorStore]:
-    url = f"sqlite:///{tmp_path / 'ebb.db'}"
-    await upgrade_async(url)
-    s = ExecutorStore.from_url(url, cluster="unit", consumer="executor-test")
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: bool = False) -> DisruptionCommand:
     return DisruptionCommand.model_validate({
         "decision_id": decision_id,
@@ -362,15 +347,14 @@ async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:
     await task
 
 
-async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> None:
+async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> None:
     api, clock = FakeApi(), ManualClock()
     for name in ("n1", "n2"):
         api.add_node(name)
     api.add_pods(pod("a", "n1"), pod("b", "n2"), pod("ds", "n2", owner="DaemonSet"))
     api.refusals["default/a"] = 2
-    repo = Repository(store.engine, cluster="unit")
-    await repo.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete",
-                            nodes=["n1", "n2"], replacements=[], created_at=NOW, state="approved")
+    await store.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete",
+                             nodes=["n1", "n2"], replacements=[], created_at=NOW, state="approved")
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     cmd = command(("n1", "n2"))
@@ -386,7 +370,7 @@ async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> 
     assert messages[("n1", "Evicted")] == "evicted 1 pod(s) after 2 refusal(s)"
     # deleted (and the termination finalizer removed) only after both nodes were drained
     assert api.calls[-4:] == [("delete", "n1"), ("patch", "n1"), ("delete", "n2"), ("patch", "n2")]
-    found = await repo.get_decision("d-1")
+    found = await store.get_decision("d-1")
     assert found is not None
     decision, timeline = found
     assert decision.started_at is not None and decision.finished_at is not None
@@ -404,7 +388,7 @@ async def test_service_deletes_nodes_and_is_idempotent(store: ExecutorStore) -> 
     assert processed == 1 and rows == 6
 
 
-async def test_failed_drain_rolls_back(store: ExecutorStore) -> None:
+async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
     api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     api.add_node("n2")
@@ -424,7 +408,7 @@ async def test_failed_drain_rolls_back(store: ExecutorStore) -> None:
     assert "default/guarded" in api.pods
 
 
-async def test_replacements_fail_and_finished_decisions_are_left(store: ExecutorStore) -> None:
+async def test_replacements_fail_and_finished_decisions_are_left(store: DecisionStore) -> None:
     api, clock = FakeApi(), ManualClock()
     api.add_node("n1")
     bus = InMemoryBus()
@@ -438,7 +422,7 @@ async def test_replacements_fail_and_finished_decisions_are_left(store: Executor
     assert api.calls == []
 
 
-async def test_missing_node_is_terminated_at_once(store: ExecutorStore) -> None:
+async def test_missing_node_is_terminated_at_once(store: DecisionStore) -> None:
     api, clock = FakeApi(), ManualClock()
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
@@ -446,7 +430,7 @@ async def test_missing_node_is_terminated_at_once(store: ExecutorStore) -> None:
     assert events_of(bus) == [("gone", "Terminated", "node already gone")]
 
 
-async def test_app_run_stops_gracefully(store: ExecutorStore) -> None:
+async def test_app_run_stops_gracefully(store: DecisionStore) -> None:
     api = FakeApi()
     api.add_node("n1")
     api.add_pods(pod("guarded", "n1"))

@@ -1,4 +1,4 @@
-"""A failed decision leaves an automatic hold on its nodes (``ExecutorStore.finish(hold_for=...)``), which
+"""A failed decision leaves an automatic hold on its nodes (``DecisionStore.finish(hold_for=...)``), which
 the planner's live snapshot turns into the engine's node hold: the failing disruption is not proposed again
 at the next pass, and the explanation says why."""
 
@@ -9,14 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ebb.adapters.live import live_snapshot
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import State
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.snapshot import parse_documents
-from ebb_consolidation_planner.store import PlannerStore
-from ebb_termination_executor.store import ExecutorStore
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
@@ -31,12 +30,11 @@ def command(decision_id: str, *nodes: str) -> DisruptionCommand:
                                                           ("rolled_back", 900.0, True), ("rolled_back", 0.0, False),
                                                           ("succeeded", 900.0, False)])
 async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
-        stores: tuple[PlannerStore, ExecutorStore], state: str, hold_for: float, held: bool) -> None:
-    planner, executor = stores
+        store: DecisionStore, state: str, hold_for: float, held: bool) -> None:
     cmd = command("d1", "n1", "n2")
-    await executor.start(cmd, NOW)
-    assert await executor.finish(cmd, state, NOW, hold_for=hold_for, why="drain of n1 failed")  # type: ignore[arg-type]
-    holds = await planner.holds(NOW)
+    await store.start(cmd, NOW)
+    assert await store.finish(cmd, state, NOW, hold_for=hold_for, why="drain of n1 failed")  # type: ignore[arg-type]
+    holds = await store.list_holds(NOW)
     if not held:
         assert holds == []
         return
@@ -44,7 +42,7 @@ async def test_only_a_failed_decision_with_a_hold_time_holds_its_nodes(
     assert {(h.scope_kind, h.kind) for h in holds} == {("node", "automatic")}
     ended = "rolled back" if state == "rolled_back" else "failed"
     assert all(h.reason == f"decision d1 {ended}: drain of n1 failed" for h in holds)
-    assert await planner.holds(NOW + timedelta(seconds=901)) == []  # it expires
+    assert await store.list_holds(NOW + timedelta(seconds=901)) == []  # it expires
 
 
 def empty_cluster() -> list[dict[str, object]]:
@@ -66,19 +64,18 @@ def empty_cluster() -> list[dict[str, object]]:
 
 
 async def test_the_planner_does_not_propose_a_held_node_again_and_says_why(
-        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+        store: DecisionStore) -> None:
     from ebb.adapters.catalog import bundled_catalog
 
-    planner, executor = stores
     snapshot = parse_documents(empty_cluster(), bundled_catalog)
-    before = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await planner.holds(NOW)), NOW),
+    before = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await store.list_holds(NOW)), NOW),
                       EngineOptions())
     assert [c.nodes for c in before.commands] == [("n1",)]
     cmd = command("d1", "n1")
-    await executor.start(cmd, NOW)
-    await executor.finish(cmd, State.FAILED, NOW, hold_for=900, why="replacement launching not implemented")
+    await store.start(cmd, NOW)
+    await store.finish(cmd, State.FAILED, NOW, hold_for=900, why="replacement launching not implemented")
     later = NOW + timedelta(minutes=1)
-    after = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await planner.holds(later)), later),
+    after = run_pass(ClusterView.build(live_snapshot(snapshot, holds=await store.list_holds(later)), later),
                      EngineOptions())
     assert after.commands == ()
     why = [b.reason for b in after.blocked if b.node == "n1"]

@@ -5,8 +5,6 @@ simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,13 +12,12 @@ from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.drain import eviction_code
-from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
-from ebb_termination_executor.store import ExecutorStore
 from tests.unit.builders import NOW, node, nodepool, pdb, pod
 
 
@@ -31,15 +28,6 @@ from tests.unit.builders import NOW, node, nodepool, pdb, pod
 ])
 def test_eviction_codes(result: Any, message: str, code: str) -> None:
     assert eviction_code(result, message) == code
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[ExecutorStore]:
-    url = f"sqlite:///{tmp_path / 'ebb.db'}"
-    await upgrade_async(url)
-    store = ExecutorStore.from_url(url, cluster="unit")
-    yield store
-    await store.close()
 
 
 def command(*nodes: str) -> DisruptionCommand:
@@ -53,7 +41,7 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def run(docs: list[dict[str, Any]], store: ExecutorStore, *nodes: str) -> tuple[str, Metrics]:
+async def run(docs: list[dict[str, Any]], store: DecisionStore, *nodes: str) -> tuple[str, Metrics]:
     bus = InMemoryBus()
     sim = SimulatedCluster(docs, bus, lambda: NOW)
     metrics = Metrics()
@@ -63,7 +51,7 @@ async def run(docs: list[dict[str, Any]], store: ExecutorStore, *nodes: str) -> 
     return await executor.execute(command(*nodes)), metrics
 
 
-async def test_a_drain_counts_its_evictions_and_the_termination(store: ExecutorStore) -> None:
+async def test_a_drain_counts_its_evictions_and_the_termination(store: DecisionStore) -> None:
     docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
             pod("web-1", "b", labels={"app": "web"}), pod("api-0", "a"), pdb("web", {"app": "web"}, min_available=1)]
     outcome, metrics = await run(docs, store, "a")
@@ -76,7 +64,7 @@ async def test_a_drain_counts_its_evictions_and_the_termination(store: ExecutorS
 
 
 async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_command(
-        store: ExecutorStore) -> None:
+        store: DecisionStore) -> None:
     docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
             pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
     outcome, metrics = await run(docs, store, "a")
@@ -88,7 +76,7 @@ async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_
     assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="failed") == 1
 
 
-async def test_the_service_serves_its_metrics(store: ExecutorStore) -> None:
+async def test_the_service_serves_its_metrics(store: DecisionStore) -> None:
     import socket
     import urllib.request
 

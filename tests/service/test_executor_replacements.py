@@ -10,13 +10,12 @@ from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb.core.launch import replacement_name
-from ebb_consolidation_planner.store import PlannerStore
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.settings import Settings
-from ebb_termination_executor.store import ExecutorStore
 from tests.unit.builders import NOW, catalog, node, nodepool, pod
 
 
@@ -44,21 +43,20 @@ def cluster(clock: Clock) -> tuple[SimulatedCluster, InMemoryBus]:
     return SimulatedCluster(docs, bus, clock, boot_seconds=60), bus
 
 
-async def phases(stores: tuple[PlannerStore, ExecutorStore]) -> list[str]:
+async def phases(store: DecisionStore) -> list[str]:
     """The decision's timeline as the executor recorded it (the events it published, in order)."""
     from sqlalchemy import select
 
     from ebb.adapters.store.models import DecisionEvent
 
-    async with stores[0].engine.connect() as connection:
+    async with store.engine.connect() as connection:
         rows = await connection.execute(select(DecisionEvent.type).where(DecisionEvent.decision_id == "dec-r1")
                                         .order_by(DecisionEvent.id))
         return [str(t) for (t,) in rows]
 
 
-async def run(stores: tuple[PlannerStore, ExecutorStore], sim: SimulatedCluster, bus: InMemoryBus, clock: Clock,
+async def run(store: DecisionStore, sim: SimulatedCluster, bus: InMemoryBus, clock: Clock,
               recorder: EventRecorder | None = None, **settings: Any) -> str:
-    _planner, store = stores
     config = Settings(poll_interval_seconds=0.01, eviction_backoff_initial_seconds=0.01,
                       eviction_backoff_max_seconds=0.02, **settings)
 
@@ -77,10 +75,10 @@ async def run(stores: tuple[PlannerStore, ExecutorStore], sim: SimulatedCluster,
 
 
 async def test_a_replacement_is_launched_and_ready_before_anything_is_drained(
-        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+        store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
-    outcome = await run(stores, sim, bus, clock)
+    outcome = await run(store, sim, bus, clock)
     assert outcome == "succeeded"
     name = replacement_name("dec-r1", 0, "default")
     new = await sim.read_node(name)
@@ -91,8 +89,8 @@ async def test_a_replacement_is_launched_and_ready_before_anything_is_drained(
     assert labels["karpenter.sh/initialized"] == "true"
     assert new["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "h1"
     assert await sim.read_node("big") is None
-    assert await stores[1].state("dec-r1") == "succeeded"
-    timeline = await phases(stores)
+    assert await store.state("dec-r1") == "succeeded"
+    timeline = await phases(store)
     assert [p for p in timeline if p != "Evicted"] == ["Tainted", "Launching", "WaitingReadiness", "Terminated"]
     assert timeline.index("Evicted") > timeline.index("WaitingReadiness")
     # the moved pods found room on the replacement
@@ -100,41 +98,41 @@ async def test_a_replacement_is_launched_and_ready_before_anything_is_drained(
     assert sorted(o["spec"].get("nodeName") for o in sim.objects.values() if o["kind"] == "Pod") == [name, name]
 
 
-async def test_a_launch_that_fails_rolls_back(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+async def test_a_launch_that_fails_rolls_back(store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     del sim.objects["NodePool//default"]  # the NodePool went away meanwhile
-    outcome = await run(stores, sim, bus, clock, failure_hold_seconds=0)
+    outcome = await run(store, sim, bus, clock, failure_hold_seconds=0)
     assert outcome == "rolled_back"
-    assert await phases(stores) == ["Tainted", "Failed", "RolledBack"]
+    assert await phases(store) == ["Tainted", "Failed", "RolledBack"]
     big = await sim.read_node("big")
     assert big is not None and not big["spec"].get("taints")
     # everything the command did is undone (untainted, nothing launched, nothing evicted): rolled back, not failed
-    assert await stores[1].state("dec-r1") == "rolled_back"
+    assert await store.state("dec-r1") == "rolled_back"
 
 
 async def test_a_replacement_never_ready_is_deleted_and_the_command_rolled_back(
-        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+        store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     sim.boot_seconds = 10**9  # it never boots
-    outcome = await run(stores, sim, bus, clock, replacement_ready_timeout_seconds=0.2, failure_hold_seconds=0)
+    outcome = await run(store, sim, bus, clock, replacement_ready_timeout_seconds=0.2, failure_hold_seconds=0)
     assert outcome == "rolled_back"
-    assert await stores[1].state("dec-r1") == "rolled_back"
-    assert await phases(stores) == ["Tainted", "Launching", "WaitingReadiness", "Failed", "RolledBack"]
+    assert await store.state("dec-r1") == "rolled_back"
+    assert await phases(store) == ["Tainted", "Launching", "WaitingReadiness", "Failed", "RolledBack"]
     assert await sim.read_node(replacement_name("dec-r1", 0, "default")) is None
     assert len([o for o in sim.objects.values() if o["kind"] == "Pod"]) == 2  # nothing was evicted
 
 
 async def test_a_command_resumed_after_a_crash_finds_the_node_it_launched(
-        stores: tuple[PlannerStore, ExecutorStore]) -> None:
+        store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     from ebb.contracts import Replacement
 
     first = await sim.launch(replacement_name("dec-r1", 0, "default"),
                              Replacement.model_validate(command().replacements[0].model_dump()))
-    outcome = await run(stores, sim, bus, clock)
+    outcome = await run(store, sim, bus, clock)
     assert outcome == "succeeded"
     assert [n["metadata"]["name"] for n in sim.nodes()] == [first.name]  # launched once
 
@@ -149,11 +147,11 @@ def recorder() -> tuple[EventRecorder, list[dict[str, Any]]]:
     return EventRecorder(sink, component="ebb-termination-executor"), written
 
 
-async def test_kubernetes_events_say_what_the_executor_does(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+async def test_kubernetes_events_say_what_the_executor_does(store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     events, written = recorder()
-    assert await run(stores, sim, bus, clock, recorder=events) == "succeeded"
+    assert await run(store, sim, bus, clock, recorder=events) == "succeeded"
     await events.flush()
     name = replacement_name("dec-r1", 0, "default")
     got = [(e["involvedObject"]["name"], e["reason"], e["type"], e["message"]) for e in written]
@@ -165,12 +163,12 @@ async def test_kubernetes_events_say_what_the_executor_does(stores: tuple[Planne
     assert all(e["source"]["component"] == "ebb-termination-executor" for e in written)
 
 
-async def test_a_failed_launch_is_a_failed_draining_warning(stores: tuple[PlannerStore, ExecutorStore]) -> None:
+async def test_a_failed_launch_is_a_failed_draining_warning(store: DecisionStore) -> None:
     clock = Clock()
     sim, bus = cluster(clock)
     del sim.objects["NodePool//default"]
     events, written = recorder()
-    assert await run(stores, sim, bus, clock, recorder=events, failure_hold_seconds=0) == "rolled_back"
+    assert await run(store, sim, bus, clock, recorder=events, failure_hold_seconds=0) == "rolled_back"
     await events.flush()
     warnings = [(e["involvedObject"]["name"], e["reason"]) for e in written if e["type"] == "Warning"]
     assert warnings == [("big", "FailedDraining")]

@@ -18,8 +18,8 @@ import pytest
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import ManualClock
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.store.decision_store import DecisionFilter, DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_COMMANDS,
@@ -38,7 +38,6 @@ from ebb_consolidation_planner.leader import AlwaysLeader, Leadership, NeverLead
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import Planner, command_id
 from ebb_consolidation_planner.settings import Settings
-from ebb_consolidation_planner.store import PlannerStore
 from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
 
 T = TypeVar("T")
@@ -130,8 +129,7 @@ class Running:
                  recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
                  **settings: Any) -> None:
         self.bus = bus
-        self.store = PlannerStore.from_url(url, cluster="unit")
-        self.repo = Repository.from_url(url, cluster="unit")
+        self.store = DecisionStore.from_url(url, "unit")
         self.leader = leader or AlwaysLeader()
         self.metrics = Metrics()
         self.settings = Settings(**{"debounce_seconds": 0.0, "pass_interval_seconds": 0.3,
@@ -161,12 +159,9 @@ class Running:
         assert self.task is not None
         await asyncio.wait_for(self.task, 5)
         await self.store.close()
-        await self.repo.close()
 
     async def decisions(self, state: str | None = None) -> list[Any]:
-        from ebb.adapters.store.repository import DecisionFilter
-
-        return list((await self.repo.list_decisions(DecisionFilter(state=state))).items)
+        return list((await self.store.list_decisions(DecisionFilter(state=state))).items)
 
     def metric(self, name: str, **labels: str) -> float:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
@@ -194,7 +189,7 @@ async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> No
         [approved] = await svc.decisions("approved")
         assert approved.id == proposed.id and approved.approved_at == NOW
         assert events(bus) == [("Proposed", "n1", proposed.id), ("Approved", "n1", proposed.id)]
-        found = await svc.repo.get_decision(proposed.id)
+        found = await svc.store.get_decision(proposed.id)
         assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
         # one id per step: the timeline entry's is the published event's
         published = [str(m.id) for m in messages(bus, TOPIC_DISRUPTION_EVENTS)]
@@ -257,9 +252,9 @@ async def _count(*queries: Awaitable[list[Any]], want: int) -> bool:
 async def test_a_hold_in_the_store_pauses_planning(db: str) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster())
-    repo = Repository.from_url(db, cluster="unit")
-    await repo.create_hold(scope_kind="nodepool", scope="default", reason="freeze", expires_at=None, now=NOW)
-    await repo.close()
+    store = DecisionStore.from_url(db, "unit")
+    await store.create_hold(scope_kind="nodepool", scope="default", reason="freeze", expires_at=None, now=NOW)
+    await store.close()
     async with Running(bus, db) as svc:
         assert svc.planner is not None
         await eventually("two passes", lambda: svc.planner is not None and svc.planner.passes >= 2)
@@ -278,7 +273,7 @@ async def test_a_planner_without_the_leadership_does_nothing(db: str) -> None:
 
 
 async def test_a_new_leader_rejects_orphaned_proposals(db: str) -> None:
-    store = PlannerStore.from_url(db, cluster="unit")
+    store = DecisionStore.from_url(db, "unit")
     await store.propose(proposed("d-old", "n9", now=NOW, text="x"))
     await store.close()
     bus = InMemoryBus()
@@ -507,9 +502,9 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
     # a budget of 0 and a hold: interruption ignores both; n2 is busy (not consolidatable either)
     await publish(bus, catalog(), nodepool(budgets=[{"nodes": "0"}]), node("n2", itype="t3.medium"),
                   pod("p2", "n2", cpu="1500m"), nodeclaim("claim-n2", "n2"))
-    repo = Repository.from_url(db, cluster="unit")
-    await repo.create_hold(scope_kind="cluster", scope="", reason="freeze", expires_at=None, now=NOW)
-    await repo.close()
+    store = DecisionStore.from_url(db, "unit")
+    await store.create_hold(scope_kind="cluster", scope="", reason="freeze", expires_at=None, now=NOW)
+    await store.close()
     message = interruption("n2")
     recorder = EventRecorder(sink, component="ebb-consolidation-planner")
     async with Running(bus, db, delay=3600, recorder=recorder) as svc:
@@ -524,7 +519,7 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
         assert command.nodes == ("n2",) and command.replacements == () and command.reason == "Interrupted"
         assert events(bus) == [("Proposed", "n2", decision.id), ("Approved", "n2", decision.id)]
         assert await processed(db, "planner-test-interruptions") == [str(message.id)]
-        found = await svc.repo.get_decision(decision.id)
+        found = await svc.store.get_decision(decision.id)
         assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved"]
         assert await svc.store.ledger() == []  # no budget taken
         # the same message delivered again (the ingester's redelivery): nothing new
@@ -630,7 +625,7 @@ async def test_a_command_whose_publish_failed_is_republished_with_the_same_id(db
 
 
 async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -> None:
-    store = PlannerStore.from_url(db, cluster="unit")
+    store = DecisionStore.from_url(db, "unit")
     await store.propose(proposed("d-prev", ("n9", "default"), now=NOW))
     assert (await store.approve("d-prev", node_pools={"n9": "default"}, reason="Empty", allowed={"default": 1},
                                 counted=(), now=NOW)).approved

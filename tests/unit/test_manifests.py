@@ -236,11 +236,11 @@ def test_ports_and_probes_match_the_settings(name: str) -> None:
 
 
 def test_decisions_api_serves_the_probed_and_scraped_paths() -> None:
-    from ebb.adapters.store.repository import Repository
+    from ebb.adapters.store.decision_store import DecisionStore
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings
 
-    app = create_app(Settings(token=SecretStr("t")), Repository.from_url("sqlite+aiosqlite:///:memory:", "default"))
+    app = create_app(Settings(token=SecretStr("t")), DecisionStore.from_url("sqlite+aiosqlite:///:memory:", "default"))
     paths = {getattr(route, "path", None) for route in app.routes}
     assert {"/healthz", "/readyz", "/metrics"} <= paths
 

@@ -26,6 +26,7 @@ from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.metrics_server import serve_metrics
 from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
@@ -34,7 +35,6 @@ from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, Planner, utcnow
 from ebb_consolidation_planner.settings import Settings
-from ebb_consolidation_planner.store import PlannerStore
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
@@ -44,7 +44,7 @@ async def run(
     stop: asyncio.Event,
     *,
     bus: Bus | None = None,
-    store: PlannerStore | None = None,
+    store: DecisionStore | None = None,
     leader: Leadership | None = None,
     metrics: Metrics | None = None,
     clock: Clock | Callable[[], datetime] = utcnow,
@@ -67,8 +67,8 @@ async def run(
                              client_id="ebb-consolidation-planner")
             bus = await stack.enter_async_context(kafka)
         if store is None:
-            store = PlannerStore.from_url(settings.database_url, cluster=settings.cluster,
-                                          ledger_ttl=settings.ledger_ttl_seconds)
+            store = DecisionStore.from_url(settings.database_url, settings.cluster,
+                                           ledger_ttl=settings.ledger_ttl_seconds)
             stack.push_async_callback(store.close)
         if leader is None:
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))

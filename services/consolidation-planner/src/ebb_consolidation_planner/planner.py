@@ -8,7 +8,7 @@ from the store are merged into the snapshot, so holds made over REST take effect
 Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements and
 savings) and a Proposed event per node. After ``validation_delay`` seconds the command is re-validated
 (``ebb.core.validation.validate``) against the then-current snapshot: a stale command is rejected with the
-reason; a valid one takes its budget in the ledger (``PlannerStore.approve``), is approved, published on
+reason; a valid one takes its budget in the ledger (``DecisionStore.approve``), is approved, published on
 ebb.disruption.commands (keyed by NodePool) and announced by an Approved event per node. A node that already
 has a live decision (proposed, approved, executing) is never proposed or approved again.
 
@@ -22,7 +22,7 @@ with since when) are kept, their changes logged, the findings of a decision's no
 Drifted finding (``annotator.DriftAnnotations``). ``handle_interruption``
 (ebb.interruptions, consumed by the leader only) acts at once, outside the pass and its budgets: a decision
 ``interruption``/``Interrupted``/``delete`` written approved with the message id in processed_messages in
-one transaction (``PlannerStore.interrupt``), then its command and Proposed/Approved events; a rebalance
+one transaction (``DecisionStore.interrupt``), then its command and Proposed/Approved events; a rebalance
 recommendation only gives an event and a log line.
 
 A command's id is derived from its decision id (``command_id``), so publishing it again is harmless: the
@@ -54,6 +54,7 @@ from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store import decisions
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
@@ -76,7 +77,6 @@ from ebb.core.validation import validate
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.store import PlannerStore
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
@@ -131,7 +131,7 @@ class Planner:
         self,
         bus: Bus,
         objects: SnapshotStore,
-        store: PlannerStore,
+        store: DecisionStore,
         leader: Leadership,
         *,
         metrics: Metrics | None = None,
@@ -292,7 +292,7 @@ class Planner:
             busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
         else:
             busy = set(await self.store.live_nodes(exclude=validating, states=(State.APPROVED, State.EXECUTING)))
-        return live_snapshot(self.objects.snapshot(), holds=await self.store.holds(now), busy=busy)
+        return live_snapshot(self.objects.snapshot(), holds=await self.store.list_holds(now), busy=busy)
 
     async def plan_once(self) -> PassResult | None:
         """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid."""

@@ -1,9 +1,10 @@
 """The decisions-api application: /v1 (bearer token), /healthz, /readyz, /metrics and /docs.
 
-``create_app`` is the composition root: the store (``Repository``), the bus (Kafka from the settings, or an
-injected one such as ``InMemoryBus``), the live cluster state rebuilt from ebb.cluster.objects
-(``LiveState``), the disruption-event fan-out (``EventHub``) and the consumers that feed both, which run
-inside the FastAPI lifespan and stop with it. CPU-bound work (parsing, engine passes) runs in worker
+``create_app`` is the composition root: the store (``ebb.adapters.store.decision_store.DecisionStore``, the
+one the planner and the executor use too), the bus (Kafka from the settings, or an injected one such as
+``InMemoryBus``), the live cluster state rebuilt from ebb.cluster.objects (``LiveState``), the
+disruption-event fan-out (``EventHub``) and the consumers that feed both, which run inside the FastAPI
+lifespan and stop with it. CPU-bound work (parsing, engine passes) runs in worker
 threads, at most ``max_concurrent_passes`` at once, so the event loop keeps answering probes and streams.
 """
 
@@ -28,8 +29,8 @@ from starlette.background import BackgroundTask
 
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import clock_of
+from ebb.adapters.store.decision_store import MAX_PAGE, CursorError, DecisionFilter, DecisionStore
 from ebb.adapters.store.models import Hold
-from ebb.adapters.store.repository import MAX_PAGE, CursorError, DecisionFilter, Repository
 from ebb.core.methods.base import EngineOptions
 from ebb_decisions_api.consumers import Consumers
 from ebb_decisions_api.events import EventHub, keep_alive
@@ -96,10 +97,10 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True)
 
 
-def create_app(settings: Settings, repository: Repository | None = None, *, bus: Bus | None = None,
+def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: Bus | None = None,
                options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
-    """The API for ``settings``. Without a ``repository`` one is built from ``settings.database_url``
-    (and closed at shutdown); a given repository is the caller's to close. Without a ``bus`` a
+    """The API for ``settings``. Without a ``store`` one is built from ``settings.database_url``
+    (and closed at shutdown); a given store is the caller's to close. Without a ``bus`` a
     ``KafkaBus`` is built from the settings (it connects when the consumers first use it, and is closed at
     shutdown); a given bus (an ``InMemoryBus`` in tests and the embedded mode, or a ``KafkaBus``) is the caller's.
     ``options`` are the engine options of explanations (default: the engine's, with the settings'
@@ -108,8 +109,9 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
-    owned = repository is None
-    repo = repository or Repository.from_url(settings.database_url, settings.cluster)
+    owned = store is None
+    if store is None:
+        store = DecisionStore.from_url(settings.database_url, settings.cluster)
     owned_bus: KafkaBus | None = None
     if bus is None:
         owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
@@ -118,7 +120,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     engine_options = options or EngineOptions(spot_to_spot=settings.spot_to_spot)
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
-    live = LiveState(repo, limiter)
+    live = LiveState(store, limiter)
     hub = EventHub(settings.sse_queue_size, metrics)
     consumers = Consumers(bus, live, hub, metrics, group=settings.group,
                           retry_max_seconds=settings.kafka_retry_max_seconds, clock=clock_of(clock))
@@ -136,7 +138,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
             if owned_bus is not None:
                 await owned_bus.close()
             if owned:
-                await repo.close()
+                await store.close()
             log.info("decisions-api stopped")
 
     app = FastAPI(
@@ -145,7 +147,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         summary="ebb's disruption decisions, holds, explanations, budgets, event stream and dry-run planner over REST.",
         lifespan=lifespan,
     )
-    app.state.repository = repo
+    app.state.store = store
     app.state.metrics = metrics
     app.state.live = live
     app.state.events = hub
@@ -174,7 +176,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     async def readyz() -> JSONResponse:
         problems: dict[str, str] = {}
         try:
-            await asyncio.wait_for(repo.ping(), timeout=settings.ready_timeout_seconds)
+            await asyncio.wait_for(store.ping(), timeout=settings.ready_timeout_seconds)
         except Exception as exc:  # any failure to reach the store means not ready
             problems["database"] = type(exc).__name__
         if not live.seeded.is_set():
@@ -278,7 +280,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
                 if hold.target not in known:
                     return _unprocessable(("body", "target"), f"no NodePool {hold.target!r} in the live cluster "
                                           f"state (known: {', '.join(known) or 'none'})", "unknown_nodepool")
-        row = await repo.create_hold(
+        row = await store.create_hold(
             scope_kind=SCOPE_TO_STORE[hold.scope],
             scope=hold.target or "",
             reason=hold.reason,
@@ -293,13 +295,13 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         include_expired: Annotated[bool, Query(alias="includeExpired")] = False,
     ) -> HoldList:
         now = clock()
-        rows = await repo.list_holds(now, include_expired=include_expired)
+        rows = await store.list_holds(now, include_expired=include_expired)
         return HoldList(items=[HoldOut.of(r, now) for r in rows])
 
     @v1.delete("/holds/{hold_id}", tags=["holds"], status_code=status.HTTP_204_NO_CONTENT,
                summary="Remove a hold", responses={404: {"description": "no such hold"}})
     async def delete_hold(hold_id: str) -> Response:
-        if not await repo.delete_hold(hold_id):
+        if not await store.delete_hold(hold_id):
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no hold {hold_id!r}")
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -321,7 +323,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
         filters = DecisionFilter(state=state, method=method, reason=reason, nodepool=nodepool, node=node,
                                  since=_utc(since))
         try:
-            page = await repo.list_decisions(filters, cursor=cursor, limit=limit)
+            page = await store.list_decisions(filters, cursor=cursor, limit=limit)
         except CursorError as exc:
             return _unprocessable(("query", "cursor"), str(exc), "value_error")
         return DecisionList(items=[DecisionOut.of(d) for d in page.items], next_cursor=page.next_cursor)
@@ -329,7 +331,7 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
     @v1.get("/decisions/{decision_id}", tags=["decisions"], summary="One decision and its timeline",
             responses={404: {"description": "no such decision"}})
     async def get_decision(decision_id: str) -> DecisionDetail:
-        found = await repo.get_decision(decision_id)
+        found = await store.get_decision(decision_id)
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no decision {decision_id!r}")
         decision, events = found
@@ -352,12 +354,12 @@ def create_app(settings: Settings, repository: Repository | None = None, *, bus:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {name!r} in the live cluster state "
                                                            f"({len(view.snapshot.nodes)} nodes known)")
         out = node_explanation(verdict)
-        recent = await repo.list_decisions(DecisionFilter(node=name), limit=EXPLAIN_DECISIONS)
+        recent = await store.list_decisions(DecisionFilter(node=name), limit=EXPLAIN_DECISIONS)
         decisions = [DecisionOut.of(d) for d in recent.items]
         live_id = view.busy.get(name)
         current = next((d for d in decisions if d.id == live_id), None)
         if live_id is not None and current is None:
-            found = await repo.get_decision(live_id)
+            found = await store.get_decision(live_id)
             current = DecisionOut.of(found[0]) if found is not None else None
         if current is not None:
             out["state"] = "being-disrupted"

@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import anyio.to_thread
-from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store import decisions
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Hold
-from ebb.adapters.store.repository import Repository
 from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
 from ebb.core.snapshot import SnapshotError
@@ -56,8 +54,8 @@ class LiveView:
 class LiveState:
     """The cluster objects of ebb.cluster.objects and the snapshot they make."""
 
-    def __init__(self, repository: Repository, limiter: anyio.CapacityLimiter) -> None:
-        self.repository = repository
+    def __init__(self, store: DecisionStore, limiter: anyio.CapacityLimiter) -> None:
+        self.store = store
         self.limiter = limiter
         #: the objects; the bundled catalog is its default fallback
         self.objects = SnapshotStore()
@@ -66,7 +64,6 @@ class LiveState:
         #: held while a worker thread builds the snapshot; the consumer applies objects under it
         self.lock = asyncio.Lock()
         self._cache: tuple[int, Snapshot] | None = None
-        self._sessions = async_sessionmaker(repository.engine, expire_on_commit=False)
 
     async def snapshot(self) -> Snapshot:
         """The objects' snapshot (without the store's facts); NotSeeded / InvalidSnapshot."""
@@ -92,11 +89,10 @@ class LiveState:
     async def view(self, now: datetime) -> LiveView:
         """The live snapshot at ``now``: holds in force merged in, nodes of live decisions marked."""
         snapshot = await self.snapshot()
-        holds = await self.repository.list_holds(now)
+        holds = await self.store.list_holds(now)
         busy = await self.live_nodes()
         return LiveView(live_snapshot(snapshot, holds=holds, busy=busy), holds, busy)
 
     async def live_nodes(self) -> dict[str, str]:
         """node -> id of the live decision (``ebb.core.decision.LIVE``) that holds it."""
-        async with self._sessions() as session:
-            return await decisions.live_nodes(session, self.repository.cluster)
+        return await self.store.live_nodes()

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import SimClock, until_any
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import async_url, upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.core.cluster import ClusterView
@@ -43,11 +44,9 @@ from ebb.core.snapshot import parse_documents
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
-from ebb_consolidation_planner.store import PlannerStore
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
-from ebb_termination_executor.store import ExecutorStore
 
 log = structlog.get_logger("ebb_embedded")
 
@@ -154,20 +153,19 @@ class _QuietServer:
         return Server(config)
 
 
-async def _serve_api(options: EmbeddedOptions, engine: AsyncEngine, bus: InMemoryBus, clock: SimClock,
+async def _serve_api(options: EmbeddedOptions, store: DecisionStore, bus: InMemoryBus, clock: SimClock,
                      stop: asyncio.Event) -> None:
     """The decisions-api on the embedded store and bus, until ``stop``."""
     import uvicorn
     from pydantic import SecretStr
 
-    from ebb.adapters.store.repository import Repository
     from ebb.core.methods.base import EngineOptions
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings as ApiSettings
 
     settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
                            port=options.api_port or 0)
-    app = create_app(settings, Repository(engine, options.cluster), bus=bus,
+    app = create_app(settings, store, bus=bus,
                      options=EngineOptions(spot_to_spot=options.spot_to_spot), clock=clock)
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
                                                log_level="warning", timeout_graceful_shutdown=2))
@@ -207,8 +205,8 @@ async def run_embedded(
         engine = _sqlite_engine(db_path)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)
-        planner_store = PlannerStore(engine, cluster=options.cluster)
-        executor_store = ExecutorStore(engine, cluster=options.cluster)
+        # one store for the planner, the executor and the API, on the one SQLite engine
+        store = DecisionStore(engine, options.cluster)
 
         def status() -> Status:
             nodes = cluster.nodes()
@@ -235,18 +233,18 @@ async def run_embedded(
             eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,
             poll_interval_seconds=0.5, replacement_ready_timeout_seconds=600.0)
         tasks = [
-            asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=planner_store,
+            asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=store,
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
                                                 planner_ready=planners.append), name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
-                                                 store=executor_store, clock=clock, launcher=cluster),
+                                                 store=store, clock=clock, launcher=cluster),
                                 name="termination-executor"),
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=1.0),
                                 name="kube-scheduler"),
         ]
         await cluster.schedule_pending()  # pods Pending in the snapshot
         if options.api_port is not None:
-            tasks.append(asyncio.create_task(_serve_api(options, engine, bus, clock, services_stop),
+            tasks.append(asyncio.create_task(_serve_api(options, store, bus, clock, services_stop),
                                              name="decisions-api"))
         reason = "stopped"
         last_change = clock()

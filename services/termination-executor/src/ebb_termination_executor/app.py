@@ -19,11 +19,11 @@ from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeA
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.launch import KwokLauncher, Launcher, catalog_types
 from ebb.adapters.metrics_server import serve_metrics
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, utcnow
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
-from ebb_termination_executor.store import ExecutorStore
 
 log = structlog.get_logger("ebb_termination_executor")
 
@@ -32,7 +32,7 @@ def build_executor(
     settings: Settings,
     node_api: NodeApi,
     bus: Bus,
-    store: ExecutorStore,
+    store: DecisionStore,
     stop: asyncio.Event,
     *,
     clock: Clock | Callable[[], datetime] = utcnow,
@@ -65,7 +65,7 @@ async def run(
     *,
     bus: Bus | None = None,
     node_api: NodeApi | None = None,
-    store: ExecutorStore | None = None,
+    store: DecisionStore | None = None,
     clock: Clock | Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
@@ -93,7 +93,7 @@ async def run(
                              client_id="ebb-termination-executor")
             bus = await stack.enter_async_context(kafka)
         if store is None:
-            store = ExecutorStore.from_url(settings.database_url, cluster=settings.cluster, consumer=settings.group)
+            store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)

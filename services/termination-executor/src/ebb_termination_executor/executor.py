@@ -18,7 +18,7 @@ hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner doe
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
-(``ExecutorStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
+(``DecisionStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
 server, the database) propagate, so the bus retries the handler; every step is idempotent, so a retry
 or a redelivery after a crash resumes where the previous attempt stopped. A wait cut short because the
 service is stopping raises ``ebb.adapters.clock.Stopped``: the command is left uncommitted and resumed
@@ -38,13 +38,13 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.launch import Launcher
+from ebb.adapters.store.decision_store import DecisionStore, Start
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
 from ebb.core.decision import State
 from ebb.core.launch import LaunchError, replacement_name
 from ebb_termination_executor.metrics import Metrics
-from ebb_termination_executor.store import ExecutorStore, Start
 
 __all__ = ["REPLACEMENTS_UNSUPPORTED", "Executor", "event_id"]
 
@@ -62,7 +62,7 @@ class Executor:
     def __init__(
         self,
         bus: Bus,
-        store: ExecutorStore,
+        store: DecisionStore,
         drainer: Drainer,
         *,
         clock: Clock | Callable[[], datetime] = utcnow,

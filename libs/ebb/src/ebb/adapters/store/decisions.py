@@ -1,5 +1,6 @@
 """The one mapping between a decision (``ebb.core.decision.Decision``) and its ``decisions`` row, and the
-decision queries and writes the planner, the executor and the decisions-api share.
+checked move and live-nodes query ``ebb.adapters.store.decision_store.DecisionStore`` (the store the planner,
+the executor and the decisions-api use) builds its transactions from.
 
 Rows hold nodes and replacements in one JSON shape, camelCase as on the wire and in ``ebb plan``:
 
@@ -52,8 +53,8 @@ def node_names(nodes: Any) -> list[str]:
     return [n.name for n in map(_node, nodes or []) if n.name]
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; the store's times are all UTC."""
+def utc(value: datetime | None) -> datetime | None:
+    """``value`` as an aware UTC time: SQLite hands back naive datetimes, and the store's times are all UTC."""
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
@@ -61,15 +62,15 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def decision_of(row: DecisionRow) -> Decision:
     """The typed decision of a row (KeyError / ValueError when its replacements are not in the row shape)."""
-    created = _utc(row.created_at)
+    created = utc(row.created_at)
     assert created is not None
     return Decision(
         id=row.id, method=row.method, reason=row.reason, action=row.action,
         nodes=tuple(_node(n) for n in row.nodes or []),
         replacements=tuple(_replacement(r) for r in row.replacements or []),
         savings=float(row.savings or 0), state=State(row.state), created_at=created,
-        updated_at=_utc(row.updated_at) or created, explanation=dict(row.explanation or {}),
-        approved_at=_utc(row.approved_at), started_at=_utc(row.started_at), finished_at=_utc(row.finished_at),
+        updated_at=utc(row.updated_at) or created, explanation=dict(row.explanation or {}),
+        approved_at=utc(row.approved_at), started_at=utc(row.started_at), finished_at=utc(row.finished_at),
     )
 
 

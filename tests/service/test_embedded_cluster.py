@@ -9,6 +9,7 @@ import pytest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeError
+from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_embedded.cluster import SimulatedCluster
@@ -143,12 +144,12 @@ async def test_a_node_with_a_finalizer_is_marked_and_goes_with_its_pods_when_the
 async def test_the_real_drainer_drains_and_deletes_a_node_of_the_simulated_cluster() -> None:
     sim, _ = cluster(nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
                      pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=1))
-    drainer = Drainer(sim, eviction_deadline=5, backoff=EvictionBackoff(initial=0.01, maximum=0.02),
-                      poll_interval=0.01)
+    drainer = Drainer(sim, disruption_taint=DISRUPTED_TAINT, eviction_deadline=5,
+                      backoff=EvictionBackoff(initial=0.01, maximum=0.02), poll_interval=0.01)
     assert await drainer.taint("a") is True
     report = await drainer.drain("a")
     assert report.evicted == ["default/web-0"]
-    assert await drainer.delete_node("a") is True
+    assert await NodeProvider("simulated", sim, sim).retire("a") == "node deleted"
     assert await sim.read_node("a") is None
     assert await sim.schedule_pending() == 1
     assert len(pods_on(sim, "b")) == 2

@@ -18,7 +18,6 @@ from sqlalchemy import func, select
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import ManualClock, Stopped
 from ebb.adapters.kube.drain import (
-    DISRUPTED_TAINT,
     Conflict,
     Drainer,
     DrainFailed,
@@ -32,6 +31,7 @@ from ebb.adapters.kube.drain import (
     tolerates,
     untaint_patch,
 )
+from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
@@ -164,8 +164,8 @@ class FakeApi:
 
 
 def drainer(api: FakeApi, clock: ManualClock, *, deadline: float = 60.0) -> Drainer:
-    return Drainer(api, eviction_deadline=deadline, backoff=EvictionBackoff(initial=0.5, maximum=4.0),
-                   poll_interval=0.25, clock=clock)
+    return Drainer(api, disruption_taint=DISRUPTED_TAINT, eviction_deadline=deadline,
+                   backoff=EvictionBackoff(initial=0.5, maximum=4.0), poll_interval=0.25, clock=clock)
 
 
 # -- pure parts ------------------------------------------------------------------------------------------
@@ -186,13 +186,19 @@ def test_eviction_order_and_skipped_pods() -> None:
         pod("done", phase="Succeeded"),
         pod("other-taint", tolerations=[{"key": "other", "operator": "Exists"}]),
     ]
-    groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods)]
+    groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods, DISRUPTED_TAINT)]
     assert groups == [["web", "bare", "other-taint"], ["critical-priority", "critical-class"], ["ds"],
                       ["ds-critical"]]
-    assert skip_reason(pods[6]) == "mirror/static pod"
-    assert skip_reason(pods[7]) == "mirror/static pod"
-    assert skip_reason(pods[8]) == "tolerates karpenter.sh/disrupted"
-    assert skip_reason(pods[10]) == "finished"
+    assert skip_reason(pods[6], DISRUPTED_TAINT) == "mirror/static pod"
+    assert skip_reason(pods[7], DISRUPTED_TAINT) == "mirror/static pod"
+    assert skip_reason(pods[8], DISRUPTED_TAINT) == "tolerates karpenter.sh/disrupted"
+    assert skip_reason(pods[10], DISRUPTED_TAINT) == "finished"
+    # under ebb's own taint (the karpenter provider) a pod tolerating only Karpenter's is evicted
+    ebb_taint = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}
+    assert skip_reason(pods[8], ebb_taint) is None
+    assert skip_reason(pods[9], ebb_taint) == "tolerates ebb.sh/disrupted"
+    assert [p["metadata"]["name"] for p in eviction_groups(pods, ebb_taint)[0]] == [
+        "web", "bare", "tolerates", "other-taint"]
 
 
 def test_toleration_matching() -> None:
@@ -207,19 +213,20 @@ def test_toleration_matching() -> None:
 def test_taint_patches_are_idempotent() -> None:
     other = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
     node = {"metadata": {"resourceVersion": "7"}, "spec": {"taints": [other]}}
-    patch = taint_patch(node)
+    patch = taint_patch(node, DISRUPTED_TAINT)
     assert patch == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "add", "path": "/spec/taints", "value": [other, dict(DISRUPTED_TAINT)]},
     ]
     tainted = {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [other, dict(DISRUPTED_TAINT)]}}
-    assert taint_patch(tainted) is None
-    assert untaint_patch(tainted) == [
+    assert taint_patch(tainted, DISRUPTED_TAINT) is None
+    assert untaint_patch(tainted, DISRUPTED_TAINT) == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "8"},
         {"op": "add", "path": "/spec/taints", "value": [other]},
     ]
-    assert untaint_patch(node) is None
-    assert taint_patch({"metadata": {}, "spec": {}}) == [
+    assert untaint_patch(node, DISRUPTED_TAINT) is None
+    assert untaint_patch(tainted, {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}) is None  # not ours
+    assert taint_patch({"metadata": {}, "spec": {}}, DISRUPTED_TAINT) == [
         {"op": "add", "path": "/spec/taints", "value": [dict(DISRUPTED_TAINT)]}
     ]
 
@@ -264,11 +271,12 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
     assert [s for s in clock.sleeps if s != 0.25] == [0.5, 1.0, 2.0, 4.0, 4.0]
     assert set(api.pods) == {"default/mirror", "default/elsewhere"}
 
-    assert await d.delete_node("n1") is True
+    retirer = NodeProvider("none", api)
+    assert await retirer.retire("n1") == "node deleted"
     assert api.nodes["n1"]["metadata"]["finalizers"] == []
     assert await d.untaint("n1") is True
     assert api.nodes["n1"]["spec"]["taints"] == []
-    assert await d.delete_node("missing") is False
+    assert await retirer.retire("missing") is None
     assert await d.taint("missing") is None
 
 
@@ -301,7 +309,7 @@ async def test_taint_retries_a_conflict() -> None:
 
 async def test_the_drainers_waits_end_when_the_service_stops() -> None:
     stop = asyncio.Event()
-    sleep = Drainer(FakeApi(), stop=stop).sleep
+    sleep = Drainer(FakeApi(), disruption_taint=DISRUPTED_TAINT, stop=stop).sleep
     await sleep(0.01)
     stop.set()
     with pytest.raises(Stopped):

@@ -10,6 +10,7 @@ from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb.core.launch import replacement_name
@@ -67,7 +68,8 @@ async def run(store: DecisionStore, sim: SimulatedCluster, bus: InMemoryBus, clo
             await sim.schedule_pending()
 
     booting = asyncio.create_task(boot())
-    executor = build_executor(config, sim, bus, store, asyncio.Event(), clock=clock, launcher=sim, recorder=recorder)
+    executor = build_executor(config, sim, bus, store, asyncio.Event(), clock=clock,
+                              provider=NodeProvider("simulated", sim, sim), recorder=recorder)
     try:
         return await executor.execute(command())
     finally:

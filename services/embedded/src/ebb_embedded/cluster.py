@@ -12,7 +12,8 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   (the ebb.sh/drifted annotation);
 - **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
   back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
-- **the cloud**: the executor's ``Launcher``. A replacement becomes a Node built like a launched one
+- **the cloud**: the executor's ``Launcher``, behind the ``simulated`` provider
+  (``ebb.adapters.kube.node_provider.NodeProvider``). A replacement becomes a Node built like a launched one
   (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_seconds`` of simulated
   time after its launch, when the DaemonSets' pods start on it;
 - **kube-scheduler**: Pending pods are bound with ebb's own scheduling simulator (``ebb.core.simulator``,

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import SimClock, until_any
+from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import async_url, upgrade_async
 from ebb.adapters.store.models import Decision
@@ -237,7 +238,8 @@ async def run_embedded(
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
                                                 planner_ready=planners.append), name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
-                                                 store=store, clock=clock, launcher=cluster),
+                                                 store=store, clock=clock,
+                                                 provider=NodeProvider("simulated", cluster, cluster)),
                                 name="termination-executor"),
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=1.0),
                                 name="kube-scheduler"),

@@ -1,4 +1,5 @@
-"""The composition root: the Kubernetes client, the bus, the store, the drainer and the executor."""
+"""The composition root: the Kubernetes client, the bus, the store, the provider (``PROVIDER``: none, kwok or
+karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, and the executor."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
 from ebb.adapters.kube.events import EventRecorder, kube_sink
-from ebb.adapters.kube.launch import KwokLauncher, Launcher, catalog_types
+from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
+from ebb.adapters.kube.launch import KwokLauncher, catalog_types
+from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.metrics_server import serve_metrics
+from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, utcnow
@@ -37,14 +41,17 @@ def build_executor(
     *,
     clock: Clock | Callable[[], datetime] = utcnow,
     metrics: Metrics | None = None,
-    launcher: Launcher | None = None,
+    provider: Provider | None = None,
     recorder: EventRecorder | None = None,
 ) -> Executor:
-    """The drainer and the executor; every wait on ``clock`` (cut short by ``stop``)."""
+    """The drainer (under the provider's taint) and the executor; every wait on ``clock`` (cut short by
+    ``stop``). Without ``provider``: ``none`` on ``node_api`` (Nodes deleted, no replacements)."""
     metrics = metrics or Metrics()
     clock = clock_of(clock)
+    provider = provider or NodeProvider("none", node_api)
     drainer = Drainer(
         node_api,
+        disruption_taint=provider.disruption_taint,
         eviction_deadline=settings.eviction_deadline_seconds,
         backoff=EvictionBackoff(
             initial=settings.eviction_backoff_initial_seconds, maximum=settings.eviction_backoff_max_seconds
@@ -56,7 +63,17 @@ def build_executor(
         on_eviction=metrics.eviction,
     )
     return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics,
-                    launcher=launcher, ready_timeout=settings.replacement_ready_timeout_seconds, recorder=recorder)
+                    provider=provider, ready_timeout=settings.replacement_ready_timeout_seconds,
+                    retire_timeout=settings.retire_timeout_seconds, recorder=recorder)
+
+
+def provider_of(settings: Settings, node_api: NodeApi, api_client: Any, clock: Clock) -> Provider:
+    """The provider ``settings.provider`` names, on ``node_api`` (and the ApiClient for kwok and karpenter)."""
+    if settings.provider == "karpenter":
+        return KarpenterProvider(node_api, KubeNodeClaimApi(api_client), catalog_types(bundled_catalog()))
+    if settings.provider == "kwok":
+        return NodeProvider("kwok", node_api, KwokLauncher(api_client, catalog_types(bundled_catalog()), clock))
+    return NodeProvider("none", node_api)
 
 
 async def run(
@@ -69,16 +86,16 @@ async def run(
     clock: Clock | Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
-    launcher: Launcher | None = None,
+    provider: Provider | None = None,
     recorder: EventRecorder | None = None,
 ) -> Executor:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
-    ``store`` and ``launcher`` replace the ones built from ``settings``; ``started`` is set when consuming
+    ``store`` and ``provider`` replace the ones built from ``settings``; ``started`` is set when consuming
     starts. ``clock`` (default: the system clock) gives "now" and times every wait."""
     the_clock = clock_of(clock)
     async with contextlib.AsyncExitStack() as stack:
         api: Any = None
-        if node_api is None or (launcher is None and settings.launcher == "kwok"):
+        if node_api is None or (provider is None and settings.provider != "none"):
             api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
         if node_api is None:
             node_api = KubeNodeApi(api)
@@ -86,8 +103,8 @@ async def run(
                 recorder = EventRecorder(kube_sink(api), component=settings.events_component,
                                          instance=socket.gethostname(), namespace=settings.events_namespace,
                                          qps=settings.events_qps, clock=the_clock)
-        if launcher is None and settings.launcher == "kwok":
-            launcher = KwokLauncher(api, catalog_types(bundled_catalog()), the_clock)
+        if provider is None:
+            provider = provider_of(settings, node_api, api, the_clock)
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor")
@@ -98,9 +115,12 @@ async def run(
         metrics = metrics or Metrics()
         serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         executor = build_executor(settings, node_api, bus, store, stop, clock=the_clock, metrics=metrics,
-                                  launcher=launcher, recorder=recorder)
+                                  provider=provider, recorder=recorder)
+        if settings.launcher is not None:
+            log.warning("EBB_TERMINATION_EXECUTOR_LAUNCHER is deprecated: set EBB_TERMINATION_EXECUTOR_PROVIDER",
+                        launcher=settings.launcher, provider=settings.provider)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster,
-                 launcher=type(launcher).__name__ if launcher is not None else None)
+                 provider=provider.name, taint=dict(provider.disruption_taint))
         if started is not None:
             started.set()
         writer = asyncio.create_task(recorder.run(stop)) if recorder is not None else None

@@ -1,18 +1,26 @@
-"""The handler of ``ebb.disruption.commands``: one approved ``DisruptionCommand`` → taint, drain, delete.
+"""The handler of ``ebb.disruption.commands``: one approved ``DisruptionCommand`` → taint, pre-spin, drain,
+retire, in that order, through the cluster's ``Provider`` (``ebb.adapters.provider``: ``none``, ``kwok``,
+``simulated`` or ``karpenter``), which says which taint ebb uses, what a replacement is and how a node is
+removed.
 
-For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``, through
-the ``Launcher``: a KWOK node, or the embedded mode's simulated cloud) and waited for until Ready
-(``WaitingReadiness``); a launch that fails or a node not Ready within ``ready_timeout`` → ``Failed``, the
-launched nodes deleted, the taints removed (``RolledBack``), the decision ``rolled_back`` (nothing was
+Before anything is done: a command with replacements fails at once (``Failed``, decision ``failed``) when the
+provider launches none, and so does a command with a node the provider cannot retire (``karpenter``: a node
+without a NodeClaim), with nothing tainted.
+
+For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``: a KWOK
+node, a simulated node, or a NodeClaim Karpenter launches) and waited for until ready (``WaitingReadiness``);
+a launch that fails or a replacement not ready within ``ready_timeout`` → ``Failed``, the launched
+replacements deleted, the taints removed (``RolledBack``), the decision ``rolled_back`` (nothing was
 evicted: all is undone). Then as a delete.
-Replacement names come from the decision, so a command resumed after a crash finds the nodes it launched.
+Replacement names come from the decision, so a command resumed after a crash finds what it launched.
 
-For a delete: every node is tainted ``karpenter.sh/disrupted:NoSchedule`` (``Tainted``), then drained
-through the Eviction API one node after the other (``Evicted``), and only when all are drained deleted
-(``Terminated``); the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
+For a delete: every node whose instance is not gone already is tainted with the provider's disruption taint
+(``Tainted``), then drained through the Eviction API one node after the other (``Evicted``), and only when
+all are drained retired (the Node deleted, or its NodeClaim deleted and waited for until Karpenter removed
+it) → ``Terminated``; the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
-(``RolledBack``), the decision ends ``failed`` (evictions cannot be undone). A command with replacements is
-``Failed`` at once when no launcher is configured: nothing is tainted, the decision ends ``failed``. A rolled
+(``RolledBack``), the decision ends ``failed`` (evictions cannot be undone); so does a node not gone
+``retire_timeout`` after its removal was asked for (``Failed``, nothing untainted). A rolled
 back or failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
@@ -23,7 +31,7 @@ server, the database) propagate, so the bus retries the handler; every step is i
 or a redelivery after a crash resumes where the previous attempt stopped. A wait cut short because the
 service is stopping raises ``ebb.adapters.clock.Stopped``: the command is left uncommitted and resumed
 after the restart. Every wait and deadline (eviction backoff and deadline, the replacements' readiness
-poll and ready timeout, the termination duration metric) is measured on the drainer's clock.
+poll and ready timeout, the retire wait, the termination duration metric) is measured on the drainer's clock.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from ebb.adapters.bus import Bus, Delivery, PoisonMessage
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
-from ebb.adapters.kube.launch import Launcher
+from ebb.adapters.kube.node_provider import NodeProvider
+from ebb.adapters.provider import Provider, RetireError
 from ebb.adapters.store.decision_store import DecisionStore, Start
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
@@ -50,7 +59,8 @@ __all__ = ["REPLACEMENTS_UNSUPPORTED", "Executor", "event_id"]
 
 log = structlog.get_logger("ebb_termination_executor")
 
-REPLACEMENTS_UNSUPPORTED = "replacement launching not configured (EBB_TERMINATION_EXECUTOR_LAUNCHER)"
+REPLACEMENTS_UNSUPPORTED = "replacement launching not configured (EBB_TERMINATION_EXECUTOR_PROVIDER)"
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -68,17 +78,23 @@ class Executor:
         clock: Clock | Callable[[], datetime] = utcnow,
         failure_hold: float = 0.0,
         metrics: Metrics | None = None,
-        launcher: Launcher | None = None,
+        provider: Provider | None = None,
         ready_timeout: float = 600.0,
+        retire_timeout: float = 600.0,
         recorder: EventRecorder | None = None,
     ) -> None:
         self.bus = bus
         #: writes Kubernetes Events (None: none)
         self.recorder = recorder
-        #: launches replacements; None: a command with replacements fails
-        self.launcher = launcher
+        #: launches replacements and retires nodes (default: ``none``, Nodes deleted, no replacements)
+        self.provider: Provider = provider or NodeProvider("none", drainer.api)
+        if dict(drainer.disruption_taint) != dict(self.provider.disruption_taint):
+            raise ValueError(f"the drainer's taint {dict(drainer.disruption_taint)} is not the {self.provider.name} "
+                             f"provider's {dict(self.provider.disruption_taint)}")
         #: replacements not Ready this long after their launch fail the command
         self.ready_timeout = ready_timeout
+        #: nodes not gone this long after their removal was asked for fail the command
+        self.retire_timeout = retire_timeout
         self.metrics = metrics or Metrics()
         #: seconds a failed decision's nodes are held (an automatic hold; 0: none)
         self.failure_hold = failure_hold
@@ -116,21 +132,28 @@ class Executor:
             return "finished"
         bound.info("executing", method=command.method, reason=command.reason, action=command.action)
 
-        if command.replacements and self.launcher is None:
+        if command.replacements and not self.provider.launches:
             for node in command.nodes:
                 await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
             return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED)
+        for node in command.nodes:
+            why_not = await self.provider.cannot_retire(node)
+            if why_not is not None:  # nothing done yet: the decision could not be run
+                await self.emit(command, node, "Failed", why_not)
+                return await self._finish(command, State.FAILED, why_not)
 
         started = self.drainer.clock.monotonic()
         tainted: list[str] = []
         for node in command.nodes:
+            if await self.provider.instance_gone(node):
+                continue  # reported Terminated below
             added = await self.drainer.taint(node)
             if added is None:
                 continue  # already gone: reported Terminated below
             tainted.append(node)
             self._kube(kube_events.terminating(node, None, command.reason))
             await self.emit(command, node, "Tainted",
-                            "tainted karpenter.sh/disrupted:NoSchedule" if added else "already tainted")
+                            f"tainted {self.drainer.taint_words}" if added else "already tainted")
         if command.replacements:
             why = await self._pre_spin(command)
             if why is not None:  # nothing was evicted: untainted and the replacements deleted, all is undone
@@ -150,36 +173,60 @@ class Executor:
                 f"evicted {len(report.evicted)} pod(s) after {report.blocked} refusal(s)"
                 + (f"; left alone: {skipped}" if skipped else ""),
             )
+        return await self._retire(command, started)
+
+    async def _retire(self, command: DisruptionCommand, started: float) -> str:
+        """Ask the provider to remove every (drained) node, then wait until each is gone → ``Terminated``;
+        a node not gone within ``retire_timeout`` fails the decision (the evictions cannot be undone, and its
+        removal is under way: nothing is untainted)."""
+        asked: dict[str, str | None] = {}
         for node in command.nodes:
-            existed = await self.drainer.delete_node(node)
-            if existed:
-                self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
-                    self.drainer.clock.monotonic() - started)
-            await self.emit(command, node, "Terminated", "node deleted" if existed else "node already gone")
-        return await self._finish(command, State.SUCCEEDED)
+            try:
+                asked[node] = await self.provider.retire(node)
+            except RetireError as e:
+                await self.emit(command, node, "Failed", str(e))
+                return await self._finish(command, State.FAILED, str(e))
+        deadline = self.drainer.clock.monotonic() + self.retire_timeout
+        waiting = list(command.nodes)
+        while True:
+            still: list[str] = []
+            for node in waiting:
+                if not await self.provider.retired(node):
+                    still.append(node)
+                    continue
+                if asked[node] is not None:
+                    self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
+                        self.drainer.clock.monotonic() - started)
+                await self.emit(command, node, "Terminated", asked[node] or "node already gone")
+            waiting = still
+            if not waiting:
+                return await self._finish(command, State.SUCCEEDED)
+            if self.drainer.clock.monotonic() + self.drainer.poll_interval > deadline:
+                why = f"not gone {self.retire_timeout:g}s after its removal was asked for ({self.provider.name})"
+                for node in waiting:
+                    await self.emit(command, node, "Failed", why)
+                return await self._finish(command, State.FAILED, f"{', '.join(waiting)} {why}")
+            await self.drainer.sleep(self.drainer.poll_interval)
 
     async def _pre_spin(self, command: DisruptionCommand) -> str | None:
-        """Launch the command's replacements and wait until all are Ready; None when they are, else why not
-        (the launched nodes are deleted again)."""
-        assert self.launcher is not None
+        """Launch the command's replacements and wait until all are ready; None when they are, else why not
+        (the launched replacements are deleted again)."""
         first = command.nodes[0]
         launched: list[str] = []
         try:
             for index, replacement in enumerate(command.replacements):
                 name = replacement_name(command.decision_id, index, replacement.node_pool)
-                spec = await self.launcher.launch(name, replacement)
+                done = await self.provider.launch(name, replacement, decision_id=command.decision_id)
                 launched.append(name)
                 self._kube(kube_events.launching(name, command.reason))
-                await self.emit(command, first, "Launching",
-                                f"launching {name}: {spec.instance_type} ({spec.capacity_type}) in {spec.zone} "
-                                f"at ${spec.price:.4f}/h")
+                await self.emit(command, first, "Launching", f"launching {name}: {done.summary}")
             await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")
             for name in launched:
                 self._kube(kube_events.waiting_readiness(name))
             deadline = self.drainer.clock.monotonic() + self.ready_timeout
             waiting = list(launched)
             while waiting:
-                waiting = [name for name in waiting if not await self.launcher.ready(name)]
+                waiting = [name for name in waiting if not await self.provider.ready(name)]
                 if not waiting:
                     break
                 if self.drainer.clock.monotonic() + self.drainer.poll_interval > deadline:
@@ -191,7 +238,7 @@ class Executor:
             for node in command.nodes:
                 self._kube(kube_events.failed_draining(node, None, why))
             for name in launched:
-                await self.launcher.delete(name)
+                await self.provider.delete_replacement(name)
             return why
         return None
 
@@ -204,7 +251,7 @@ class Executor:
             removed = await self.drainer.untaint(node)
             if removed is None:
                 continue
-            await self.emit(command, node, "RolledBack", "untainted karpenter.sh/disrupted:NoSchedule")
+            await self.emit(command, node, "RolledBack", f"untainted {self.drainer.taint_words}")
 
     async def _finish(self, command: DisruptionCommand, state: State, why: str = "") -> str:
         recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold, why=why)

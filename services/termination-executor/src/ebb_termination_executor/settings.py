@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -39,11 +39,18 @@ class Settings(BaseSettings):
     failure_hold_seconds: float = Field(default=900.0, ge=0)
     #: count a pod whose deletion has started (deletionTimestamp set) as gone
     terminating_is_gone: bool = False
-    #: how replacements are launched: none (a command with replacements fails) or kwok (KWOK nodes: the
-    #: local and test clusters' cloud)
-    launcher: Literal["none", "kwok"] = "none"
+    #: where ebb meets machines (``ebb.adapters.provider``): karpenter (next to a real Karpenter: replacements
+    #: are NodeClaims, a node is retired by deleting its NodeClaim, ebb's own ebb.sh/disrupted taint), kwok
+    #: (KWOK nodes: the local and test clusters' cloud; ebb deletes Nodes itself) or none (ebb deletes Nodes
+    #: itself; a command with replacements fails)
+    provider: Literal["none", "kwok", "karpenter"] = "none"
+    #: deprecated spelling of ``provider`` (none or kwok), taken when ``provider`` is not set
+    launcher: Literal["none", "kwok"] | None = None
     #: launched replacements not Ready this long fail the command (it is rolled back)
     replacement_ready_timeout_seconds: float = Field(default=600.0, gt=0)
+    #: retired nodes not gone this long after their removal was asked for fail the command (karpenter: the
+    #: NodeClaim or its Node still there)
+    retire_timeout_seconds: float = Field(default=600.0, gt=0)
     #: write Kubernetes Events (DisruptionTerminating, DisruptionLaunching, FailedDraining, ...)
     events_enabled: bool = True
     #: the namespace the Events are written to (Nodes are cluster-scoped)
@@ -57,3 +64,9 @@ class Settings(BaseSettings):
     #: CloudEvent source of the published events
     source: str = "/ebb/termination-executor"
     log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _launcher_is_the_old_provider(self) -> Settings:
+        if self.launcher is not None and "provider" not in self.model_fields_set:
+            self.provider = self.launcher
+        return self

@@ -1,16 +1,18 @@
 """Draining a node through the Eviction API, as the termination-executor does it (termination in
 docs/architecture.md#decision-semantics).
 
-``Drainer.taint`` adds ``karpenter.sh/disrupted:NoSchedule`` with an idempotent JSON patch (nothing when the
-taint is there; a ``test`` of the resourceVersion read guards against a concurrent writer, and a lost race
-is read again and retried).
+``Drainer.taint`` adds the drainer's disruption taint (the provider's, ``ebb.adapters.provider``:
+``karpenter.sh/disrupted:NoSchedule`` where ebb deletes Nodes itself, ``ebb.sh/disrupted:NoSchedule`` next to a
+real Karpenter) with an idempotent JSON patch (nothing when the taint is there; a ``test`` of the
+resourceVersion read guards against a concurrent writer, and a lost race is read again and retried);
+``patch_until_done`` is that loop for any node patch.
 ``Drainer.drain`` evicts the node's pods with ``policy/v1`` Evictions (``pods/{name}/eviction``) in
 groups, each group gone before the next one starts:
 
 1. non-critical pods, 2. critical pods (priority ≥ 2000000000 or a ``system-*-critical`` priority class),
 3. non-critical DaemonSet pods, 4. critical DaemonSet pods.
 
-Mirror/static pods, finished pods and pods that tolerate the disrupted taint are left alone. HTTP 429
+Mirror/static pods, finished pods and pods that tolerate the disruption taint are left alone. HTTP 429
 (a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
 backoff (``EvictionBackoff``, an ``ebb.adapters.backoff.Backoff``; every wait on the drainer's clock, cut
 short by its ``stop`` with ``Stopped``); 404 means the pod is already gone. A pod is gone when the API
@@ -18,8 +20,8 @@ server no longer has it (or has a new pod of the same name: a new UID or another
 ``terminating_is_gone`` a pod whose deletion has started counts as gone too. A pod that is not gone
 ``eviction_deadline`` seconds after its first eviction attempt (by the drainer's clock) fails the drain
 (``DrainFailed``): nothing is ever force-deleted.
-``Drainer.delete_node`` deletes the Node and removes ebb's ``karpenter.sh/termination`` finalizer;
-``Drainer.untaint`` removes the taint again (rollback).
+``Drainer.untaint`` removes the taint again (rollback). Removing the node afterwards is the provider's
+(``retire``). The drainer itself names no taint and touches no finalizer.
 
 The API is behind the small ``NodeApi`` protocol: ``KubeNodeApi`` on kubernetes-asyncio, fakes in tests.
 """
@@ -41,8 +43,6 @@ from ebb.adapters.clock import Clock, Waitable
 
 log = logging.getLogger("ebb.kube.drain")
 
-DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
-TERMINATION_FINALIZER: Final = "karpenter.sh/termination"
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 CRITICAL_PRIORITY: Final = 2_000_000_000
 
@@ -186,27 +186,28 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
     return bool((toleration.get("value") or "") == (taint.get("value") or ""))
 
 
-def tolerates_disruption(pod: Mapping[str, Any]) -> bool:
-    return any(tolerates(t, DISRUPTED_TAINT) for t in _spec(pod).get("tolerations") or [])
+def tolerates_disruption(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
+    return any(tolerates(t, taint) for t in _spec(pod).get("tolerations") or [])
 
 
-def skip_reason(pod: Mapping[str, Any]) -> str | None:
-    """Why a pod is left alone by the drain, or None when it must be evicted."""
+def skip_reason(pod: Mapping[str, Any], taint: Mapping[str, str]) -> str | None:
+    """Why a pod is left alone by a drain under the disruption ``taint``, or None when it must be evicted
+    (a pod that tolerates the taint would be scheduled right back)."""
     if is_mirror_or_static(pod):
         return "mirror/static pod"
     if is_finished(pod):
         return "finished"
-    if tolerates_disruption(pod):
-        return "tolerates karpenter.sh/disrupted"
+    if tolerates_disruption(pod, taint):
+        return f"tolerates {taint['key']}"
     return None
 
 
-def eviction_groups(pods: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def eviction_groups(pods: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> list[list[Mapping[str, Any]]]:
     """The pods to evict, in the order they go (empty groups dropped): non-critical, critical,
     non-critical DaemonSet pods, critical DaemonSet pods."""
     groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
     for pod in pods:
-        if skip_reason(pod) is None:
+        if skip_reason(pod, taint) is None:
             groups[2 * is_daemonset_pod(pod) + is_critical(pod)].append(pod)
     return [g for g in groups if g]
 
@@ -214,40 +215,54 @@ def eviction_groups(pods: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
 # -- taints (JSON patches, pure) ----------------------------------------------------------------------------
 
 
-def _is_disrupted_taint(taint: Mapping[str, Any]) -> bool:
-    return taint.get("key") == DISRUPTED_TAINT["key"] and taint.get("effect") == DISRUPTED_TAINT["effect"]
+def _same_taint(taint: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
+    return taint.get("key") == wanted["key"] and taint.get("effect") == wanted["effect"]
 
 
-def _guard(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+def guard(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A ``test`` of the resourceVersion read: the patch fails (Conflict) if the node changed meanwhile."""
     version = _meta(node).get("resourceVersion")
     return [] if version is None else [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
 
 
-def taint_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The JSON patch that adds the disrupted taint, or None when the node has it already."""
+def taint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
+    """The JSON patch that adds ``taint``, or None when the node has it already."""
     taints = list(_spec(node).get("taints") or [])
-    if any(_is_disrupted_taint(t) for t in taints):
+    if any(_same_taint(t, taint) for t in taints):
         return None
-    return [*_guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(DISRUPTED_TAINT)]}]
+    return [*guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(taint)]}]
 
 
-def untaint_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes the disrupted taint(s), or None when there is none."""
+def untaint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes ``taint`` (every copy of it), or None when there is none."""
     taints = list(_spec(node).get("taints") or [])
-    kept = [t for t in taints if not _is_disrupted_taint(t)]
+    kept = [t for t in taints if not _same_taint(t, taint)]
     if len(kept) == len(taints):
         return None
-    return [*_guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
+    return [*guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
 
 
-def finalizer_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes ebb's termination finalizer, or None when the node has none."""
-    finalizers = list(_meta(node).get("finalizers") or [])
-    if TERMINATION_FINALIZER not in finalizers:
-        return None
-    kept = [f for f in finalizers if f != TERMINATION_FINALIZER]
-    return [*_guard(node), {"op": "add", "path": "/metadata/finalizers", "value": kept}]
+async def patch_until_done(api: NodeApi, name: str,
+                           make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]) -> bool | None:
+    """Read the node and apply ``make``'s patch until it applies cleanly (a lost race is read again); True
+    when patched, False when there was nothing to do, None when the node does not exist."""
+    for _ in range(10):
+        node = await api.read_node(name)
+        if node is None:
+            return None
+        patch = make(node)
+        if patch is None:
+            return False
+        try:
+            await api.patch_node(name, patch)
+        except Conflict:
+            continue
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+        return True
+    raise KubeError(409, f"node {name} kept changing while being patched")
 
 
 # -- the drainer ----------------------------------------------------------------------------------------------
@@ -265,12 +280,13 @@ class DrainReport:
 
 
 class Drainer:
-    """Taint, drain, delete and untaint nodes through a ``NodeApi``."""
+    """Taint, drain and untaint nodes through a ``NodeApi``, under one disruption taint."""
 
     def __init__(
         self,
         api: NodeApi,
         *,
+        disruption_taint: Mapping[str, str],
         eviction_deadline: float = 600.0,
         backoff: EvictionBackoff | None = None,
         poll_interval: float = 0.5,
@@ -280,6 +296,8 @@ class Drainer:
         on_eviction: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
+        #: the taint (``key``, ``effect``) put on a node being disrupted: the provider's
+        self.disruption_taint: Mapping[str, str] = dict(disruption_taint)
         #: called with the HTTP status code of every eviction request ("200", "429", "404", ...; "error"
         #: when the API gave none): the executor's ebb_pods_eviction_requests_total{code}
         self.on_eviction = on_eviction
@@ -293,52 +311,28 @@ class Drainer:
         #: a wait on the clock that raises ``Stopped`` once ``stop`` is set (also the executor's readiness poll)
         self.sleep = self.clock.sleeper(stop)
 
-    async def _patch_until_done(
-        self, name: str, make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]
-    ) -> bool | None:
-        """Read the node and apply ``make``'s patch until it applies cleanly; True when patched, False
-        when there was nothing to do, None when the node does not exist."""
-        for _ in range(10):
-            node = await self.api.read_node(name)
-            if node is None:
-                return None
-            patch = make(node)
-            if patch is None:
-                return False
-            try:
-                await self.api.patch_node(name, patch)
-            except Conflict:
-                continue
-            except KubeError as e:
-                if e.status == 404:
-                    return None
-                raise
-            return True
-        raise KubeError(409, f"node {name} kept changing while being patched")
+    @property
+    def taint_words(self) -> str:
+        """The taint as ``key:effect`` (the Tainted and RolledBack events say it)."""
+        return f"{self.disruption_taint['key']}:{self.disruption_taint['effect']}"
 
     async def taint(self, node: str) -> bool | None:
-        """Add the disrupted taint; True when added, False when present, None when the node is gone."""
-        return await self._patch_until_done(node, taint_patch)
+        """Add the disruption taint; True when added, False when present, None when the node is gone."""
+        return await patch_until_done(self.api, node, lambda obj: taint_patch(obj, self.disruption_taint))
 
     async def untaint(self, node: str) -> bool | None:
-        """Remove the disrupted taint (rollback); True when removed, False when absent, None when gone."""
-        return await self._patch_until_done(node, untaint_patch)
-
-    async def delete_node(self, node: str) -> bool:
-        """Delete the Node and remove ebb's termination finalizer; False when it was already gone."""
-        existed = await self.api.delete_node(node)
-        await self._patch_until_done(node, finalizer_patch)
-        return existed
+        """Remove the disruption taint (rollback); True when removed, False when absent, None when gone."""
+        return await patch_until_done(self.api, node, lambda obj: untaint_patch(obj, self.disruption_taint))
 
     async def drain(self, node: str) -> DrainReport:
         """Evict the node's pods group by group; DrainFailed when a pod does not go in time."""
         report = DrainReport(node)
         pods = await self.api.list_pods(node)
         for pod in pods:
-            reason = skip_reason(pod)
+            reason = skip_reason(pod, self.disruption_taint)
             if reason is not None:
                 report.skipped[pod_ref(pod)] = reason
-        for group in eviction_groups(pods):
+        for group in eviction_groups(pods, self.disruption_taint):
             await asyncio.gather(*(self._evict_until_gone(node, pod, report) for pod in group))
         return report
 

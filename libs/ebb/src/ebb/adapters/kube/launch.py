@@ -1,10 +1,13 @@
 """Launching replacement nodes: termination launches a command's replacements and waits until they are ready
 before it drains anything (docs/architecture.md#decision-semantics).
 
-The termination-executor launches a command's replacements through the small ``Launcher`` protocol before it
-drains anything: ``launch`` creates the node (idempotently: the name is derived from the decision, so a
-launch repeated after a crash finds its node), ``ready`` says whether it is Ready (and marks it
-``karpenter.sh/initialized``, as Karpenter does once a node is ready), ``delete`` removes it on rollback.
+Where ebb creates replacement Nodes itself (the ``kwok`` and ``simulated`` providers,
+``ebb.adapters.kube.node_provider``; next to a real Karpenter a replacement is a NodeClaim instead,
+``ebb.adapters.kube.karpenter``), the termination-executor launches a command's replacements through the
+small ``Launcher`` protocol before it drains anything: ``launch`` creates the node (idempotently: the name is
+derived from the decision, so a launch repeated after a crash finds its node), ``ready`` says whether it is
+Ready (and marks it ``karpenter.sh/initialized``, as Karpenter does once a node is ready), ``delete`` removes it
+on rollback.
 
 ``replacement_node`` turns a wire ``Replacement`` and its NodePool object into the Node to create (the pure
 ``ebb.core.launch`` decides the type, zone, labels, taints and capacity). Two launchers exist:

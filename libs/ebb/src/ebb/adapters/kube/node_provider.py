@@ -1,0 +1,90 @@
+"""The providers where ebb removes Nodes itself: ``none``, ``kwok`` and ``simulated`` (``ebb.adapters.provider``).
+
+These are the clusters without a Karpenter that would act on ebb's nodes: the local and test clusters (KWOK
+nodes), the embedded mode's simulated cluster, and a cluster where ebb only deletes (``none``). There ebb
+takes Karpenter's part and uses Karpenter's names for it:
+
+- the disruption taint is ``karpenter.sh/disrupted:NoSchedule``, the one pods and tools already know;
+- retiring a drained node deletes the Node and then removes the ``karpenter.sh/termination`` finalizer
+  the node may carry (there is no instance to terminate and no Karpenter to remove it), so the Node goes
+  at once and there is nothing to wait for;
+- a replacement is a Node a ``Launcher`` creates (``ebb.adapters.kube.launch``: ``KwokLauncher``, or the
+  simulated cluster's cloud); without a launcher (``none``) a command with replacements fails;
+- the instance is gone when the Node is.
+
+These names must never be used next to a real Karpenter (``ebb.adapters.kube.karpenter`` is that provider).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ebb.adapters.kube.drain import NodeApi, guard, patch_until_done
+from ebb.adapters.kube.launch import Launcher
+from ebb.adapters.provider import Launched
+from ebb.contracts import Replacement
+from ebb.core.launch import LaunchError
+from ebb.core.model import TAINT_DISRUPTED
+
+#: the disruption taint where ebb removes Nodes itself: Karpenter's
+DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": TAINT_DISRUPTED, "effect": "NoSchedule"}
+#: the finalizer Karpenter puts on its Nodes (and the local clusters' nodes carry); ebb removes it after deleting
+#: a Node only where no Karpenter runs
+TERMINATION_FINALIZER: Final = "karpenter.sh/termination"
+
+
+def finalizer_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes the termination finalizer, or None when the node has none."""
+    meta = node.get("metadata")
+    finalizers = list((meta.get("finalizers") if isinstance(meta, Mapping) else None) or [])
+    if TERMINATION_FINALIZER not in finalizers:
+        return None
+    kept = [f for f in finalizers if f != TERMINATION_FINALIZER]
+    return [*guard(node), {"op": "add", "path": "/metadata/finalizers", "value": kept}]
+
+
+class NodeProvider:
+    """Replacements are Nodes a ``Launcher`` creates (none: no replacements); a drained node is retired by
+    deleting its Node and removing the termination finalizer."""
+
+    disruption_taint: Mapping[str, str] = DISRUPTED_TAINT
+
+    def __init__(self, name: str, nodes: NodeApi, launcher: Launcher | None = None) -> None:
+        #: none, kwok or simulated
+        self.name = name
+        self.nodes = nodes
+        self.launcher = launcher
+
+    @property
+    def launches(self) -> bool:
+        return self.launcher is not None
+
+    def _launcher(self) -> Launcher:
+        if self.launcher is None:
+            raise LaunchError(f"the {self.name} provider launches no replacements")
+        return self.launcher
+
+    async def launch(self, name: str, replacement: Replacement, *, decision_id: str) -> Launched:
+        spec = await self._launcher().launch(name, replacement)
+        return Launched(spec.name, f"{spec.instance_type} ({spec.capacity_type}) in {spec.zone} at ${spec.price:.4f}/h")
+
+    async def ready(self, name: str) -> bool:
+        return await self._launcher().ready(name)
+
+    async def delete_replacement(self, name: str) -> None:
+        await self._launcher().delete(name)
+
+    async def cannot_retire(self, node: str) -> str | None:
+        return None  # any Node can be deleted
+
+    async def retire(self, node: str) -> str | None:
+        existed = await self.nodes.delete_node(node)
+        await patch_until_done(self.nodes, node, finalizer_patch)
+        return "node deleted" if existed else None
+
+    async def retired(self, node: str) -> bool:
+        return True  # deleting the Node (its finalizer removed) is all there is: no instance to wait for
+
+    async def instance_gone(self, node: str) -> bool:
+        return await self.nodes.read_node(node) is None

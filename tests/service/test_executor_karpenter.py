@@ -1,0 +1,282 @@
+"""The termination-executor with the ``karpenter`` provider, on the InMemoryBus, SQLite, the fake API server
+of test_executor.py and a fake Karpenter (tests/karpenter_fakes.py): a replacement is a NodeClaim launched and
+Initialized before anything is drained; a node is retired by deleting its NodeClaim and waiting until Karpenter
+removed it and its Node; ebb's own ``ebb.sh/disrupted`` taint. Every write to a Node is audited: in this mode
+none adds or removes a ``karpenter.sh/`` taint or finalizer, and no Node is deleted by ebb."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.catalog import bundled_catalog
+from ebb.adapters.clock import ManualClock, Stopped
+from ebb.adapters.kube.drain import Drainer
+from ebb.adapters.kube.karpenter import KarpenterProvider, no_claim
+from ebb.adapters.kube.launch import catalog_types
+from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
+from ebb.adapters.store.decision_store import DecisionStore
+from ebb.contracts import DisruptionCommand
+from ebb.core.launch import allocatable_of, replacement_name
+from ebb_termination_executor.app import build_executor
+from ebb_termination_executor.executor import Executor
+from ebb_termination_executor.settings import Settings
+from tests.karpenter_fakes import AuditedNodeApi, FakeKarpenter
+from tests.service.test_executor import NOW, FakeApi, events_of, pod
+
+CATALOG = catalog_types(bundled_catalog())
+EBB_TAINT = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}
+POOL: dict[str, Any] = {
+    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+    "metadata": {"name": "default", "uid": "pool-uid",
+                 "annotations": {"karpenter.sh/nodepool-hash": "h1", "karpenter.sh/nodepool-hash-version": "v3"}},
+    "spec": {"template": {
+        "metadata": {"labels": {"team": "web"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                 "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                                  {"key": "karpenter.sh/capacity-type", "operator": "In",
+                                   "values": ["on-demand", "spot"]}],
+                 "expireAfter": "Never"}}},
+}
+
+
+def command(*nodes: str, decision_id: str = "dec-k1", replace: bool = False,
+            method: str = "single-node-consolidation", reason: str = "Underutilized") -> DisruptionCommand:
+    return DisruptionCommand.model_validate({
+        "decision_id": decision_id, "node_pool": "default", "method": method, "reason": reason,
+        "action": "replace" if replace else "delete", "nodes": nodes,
+        "replacements": [{"node_pool": "default", "instance_types": ["t3.medium", "c5.large"],
+                          "capacity_type": "on-demand", "zones": ["us-east-1b"], "price": 0.0416}] if replace else [],
+        "savings_per_hour": 0.3, "explanation": "its pods fit on a cheaper node", "approved_at": NOW})
+
+
+class Cluster:
+    """A fake API server with Karpenter, and an executor with the karpenter provider on it."""
+
+    def __init__(self, *, boot_reads: int = 2, terminate_reads: int = 2) -> None:
+        self.api = FakeApi()
+        self.karpenter = FakeKarpenter(self.api, boot_reads=boot_reads, terminate_reads=terminate_reads)
+        self.karpenter.nodepools["default"] = POOL
+        self.nodes = AuditedNodeApi(self.api)
+        self.bus = InMemoryBus()
+        self.stop = asyncio.Event()
+
+    def executor(self, store: DecisionStore, **settings: Any) -> Executor:
+        """A fresh executor (a restarted process: the provider remembers nothing)."""
+        config = Settings(poll_interval_seconds=0.25, eviction_backoff_initial_seconds=0.5,
+                          eviction_backoff_max_seconds=1.0, failure_hold_seconds=0, **settings)
+        provider = KarpenterProvider(self.nodes, self.karpenter, CATALOG)
+        return build_executor(config, self.nodes, self.bus, store, self.stop, clock=ManualClock(NOW),
+                              provider=provider)
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return events_of(self.bus)
+
+    def assert_nothing_karpenter_was_written(self) -> None:
+        assert self.nodes.karpenter_writes() == []
+        assert self.nodes.taints_written() <= {"ebb.sh/disrupted"}
+
+
+def old_node(cluster: Cluster) -> None:
+    """``old``: a node Karpenter launched (NodeClaim ``old-claim``) with two pods."""
+    cluster.karpenter.add_claim("old-claim", "old")
+    cluster.api.add_pods(pod("web-0", "old"), pod("web-1", "old"))
+
+
+async def test_a_replacement_is_a_nodeclaim_initialized_before_the_old_one_is_drained_and_deleted(
+        store: DecisionStore) -> None:
+    cluster = Cluster()
+    old_node(cluster)
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "succeeded"
+    assert await store.state("dec-k1") == "succeeded"
+
+    name = replacement_name("dec-k1", 0, "default")
+    claim = cluster.karpenter.claims[name]
+    meta, spec = claim["metadata"], claim["spec"]
+    assert meta["labels"] == {"team": "web", "karpenter.sh/nodepool": "default",
+                              "karpenter.kwok.sh/kwoknodeclass": "default"}
+    assert meta["annotations"] == {"karpenter.sh/nodepool-hash": "h1", "karpenter.sh/nodepool-hash-version": "v3",
+                                   "ebb.sh/decision-id": "dec-k1"}
+    assert meta["ownerReferences"] == [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default",
+                                        "uid": "pool-uid"}]
+    assert spec["nodeClassRef"] == POOL["spec"]["template"]["spec"]["nodeClassRef"]
+    assert spec["expireAfter"] == "Never"
+    assert spec["requirements"] == [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["t3.medium", "c5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]},
+    ]
+    assert spec["resources"] == {"requests": allocatable_of(CATALOG["t3.medium"])}
+
+    # the old NodeClaim deleted, and Karpenter removed it and its Node; the replacement's Node is there
+    assert "old-claim" not in cluster.karpenter.claims and "old" not in cluster.api.nodes
+    assert f"{name}-node" in cluster.api.nodes
+    assert cluster.karpenter.calls == [("create", name), ("delete", "old-claim")]
+    assert not any(p["spec"]["nodeName"] == "old" for p in cluster.api.pods.values())
+
+    events = cluster.events()
+    assert [phase for node, phase, _ in events] == ["Tainted", "Launching", "WaitingReadiness", "Evicted",
+                                                    "Terminated"]
+    assert all(node == "old" for node, _, _ in events)
+    messages = {phase: message for _, phase, message in events}
+    assert messages["Tainted"] == "tainted ebb.sh/disrupted:NoSchedule"
+    assert messages["Launching"] == (f"launching {name}: NodeClaim of t3.medium, c5.large (on-demand) in us-east-1b; "
+                                     f"t3.medium at $0.0416/h")
+    assert messages["Terminated"] == "NodeClaim old-claim deleted: node and instance gone"
+    # ebb's only Node writes: its own taint
+    assert [w.verb for w in cluster.nodes.writes] == ["patch"]
+    cluster.assert_nothing_karpenter_was_written()
+    assert cluster.nodes.taints_written() == {"ebb.sh/disrupted"}
+
+
+async def test_a_command_resumed_after_a_crash_creates_no_second_nodeclaim(store: DecisionStore) -> None:
+    cluster = Cluster(boot_reads=3)
+    old_node(cluster)
+    cluster.karpenter.after_create = cluster.stop.set  # the process stops right after creating the NodeClaim
+    with pytest.raises(Stopped):
+        await cluster.executor(store).execute(command("old", replace=True))
+    assert await store.state("dec-k1") == "executing"
+
+    cluster.stop.clear()
+    cluster.karpenter.after_create = None
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "succeeded"
+    name = replacement_name("dec-k1", 0, "default")
+    assert cluster.karpenter.created() == [name, name]  # asked twice, answered 409 the second time
+    ours = [c for c in cluster.karpenter.claims.values()
+            if c["metadata"].get("annotations", {}).get("ebb.sh/decision-id") == "dec-k1"]
+    assert [c["metadata"]["name"] for c in ours] == [name]
+    cluster.assert_nothing_karpenter_was_written()
+
+
+async def test_a_nodeclaim_of_another_decision_under_the_same_name_fails_the_launch(store: DecisionStore) -> None:
+    cluster = Cluster()
+    old_node(cluster)
+    name = replacement_name("dec-k1", 0, "default")
+    cluster.karpenter.claims[name] = {"metadata": {"name": name, "annotations": {"ebb.sh/decision-id": "other"}}}
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "rolled_back"
+    failed = [message for _, phase, message in cluster.events() if phase == "Failed"]
+    assert failed == [f"replacement launch failed: NodeClaim {name} exists and was not created for decision dec-k1"]
+
+
+async def test_a_replacement_not_initialized_in_time_is_deleted_and_the_command_rolled_back(
+        store: DecisionStore) -> None:
+    cluster = Cluster(boot_reads=-1)  # Karpenter never launches it
+    old_node(cluster)
+    outcome = await cluster.executor(store, replacement_ready_timeout_seconds=2).execute(command("old", replace=True))
+    assert outcome == "rolled_back"
+    assert await store.state("dec-k1") == "rolled_back"
+    name = replacement_name("dec-k1", 0, "default")
+    assert ("delete", name) in cluster.karpenter.calls  # the NodeClaim ebb created is deleted again
+    assert cluster.karpenter.created() == [name]
+    assert "old-claim" in cluster.karpenter.claims and "old" in cluster.api.nodes  # the old node is kept ...
+    assert cluster.api.nodes["old"]["spec"]["taints"] == []  # ... and ebb's taint removed
+    assert cluster.api.evictions() == []  # nothing was evicted
+    assert [phase for _, phase, _ in cluster.events()] == ["Tainted", "Launching", "WaitingReadiness", "Failed",
+                                                           "RolledBack"]
+    messages = {phase: message for _, phase, message in cluster.events()}
+    assert messages["Failed"] == f"replacement launch failed: {name} not Ready within 2s"
+    assert messages["RolledBack"] == "untainted ebb.sh/disrupted:NoSchedule"
+    assert cluster.nodes.taints_written() == {"ebb.sh/disrupted"}
+    cluster.assert_nothing_karpenter_was_written()
+
+
+async def test_a_replacement_karpenter_gives_up_on_rolls_back_at_once(store: DecisionStore) -> None:
+    cluster = Cluster(boot_reads=-1)
+    old_node(cluster)
+    name = replacement_name("dec-k1", 0, "default")
+
+    def karpenter_deletes_it() -> None:  # an insufficient-capacity error: Karpenter removes the NodeClaim
+        del cluster.karpenter.claims[name]
+
+    cluster.karpenter.after_create = karpenter_deletes_it
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "rolled_back"
+    failed = [message for _, phase, message in cluster.events() if phase == "Failed"]
+    assert failed == [f"replacement launch failed: NodeClaim {name} is gone: Karpenter could not launch it"]
+    cluster.assert_nothing_karpenter_was_written()
+
+
+async def test_a_node_without_a_nodeclaim_fails_the_command_before_anything_is_done(store: DecisionStore) -> None:
+    cluster = Cluster()
+    old_node(cluster)
+    cluster.api.add_node("static")  # not Karpenter's (it carries the finalizer, but no NodeClaim owns it)
+    cluster.api.add_pods(pod("db-0", "static"))
+    assert await cluster.executor(store).execute(command("old", "static")) == "failed"
+    assert await store.state("dec-k1") == "failed"
+    assert cluster.events() == [("static", "Failed", no_claim("static"))]
+    assert "has no NodeClaim" in no_claim("static") and "never deletes a Node" in no_claim("static")
+    assert cluster.nodes.writes == [] and cluster.karpenter.calls == [] and cluster.api.evictions() == []
+
+
+@pytest.mark.parametrize(("method", "reason"), [("emptiness", "Empty"), ("interruption", "Interrupted")])
+async def test_a_delete_and_an_interruption_go_the_same_way(store: DecisionStore, method: str, reason: str) -> None:
+    cluster = Cluster()
+    old_node(cluster)
+    cluster.karpenter.add_claim("other-claim", "other")
+    assert await cluster.executor(store).execute(command("old", "other", method=method, reason=reason)) == "succeeded"
+    assert cluster.karpenter.calls == [("delete", "old-claim"), ("delete", "other-claim")]
+    assert cluster.karpenter.claims == {} and "old" not in cluster.api.nodes and "other" not in cluster.api.nodes
+    for node in ("old", "other"):
+        assert [p for n, p, _ in cluster.events() if n == node] == ["Tainted", "Evicted", "Terminated"]
+    cluster.assert_nothing_karpenter_was_written()
+
+
+async def test_an_interrupted_node_whose_instance_is_gone_is_not_tainted(store: DecisionStore) -> None:
+    cluster = Cluster()
+    cluster.karpenter.add_claim("gone-claim", "gone")
+    del cluster.api.nodes["gone"]  # the cloud took it; Karpenter removed the Node, its NodeClaim finalizing
+    cluster.karpenter.claims["gone-claim"]["metadata"]["deletionTimestamp"] = "now"
+    cmd = command("gone", method="interruption", reason="Interrupted")
+    assert await cluster.executor(store).execute(cmd) == "succeeded"
+    assert [p for _, p, _ in cluster.events()] == ["Terminated"]
+    assert cluster.nodes.writes == [] and "gone-claim" not in cluster.karpenter.claims
+
+
+async def test_a_node_karpenter_does_not_remove_in_time_fails_the_command(store: DecisionStore) -> None:
+    cluster = Cluster(terminate_reads=-1)  # Karpenter never finishes the termination
+    old_node(cluster)
+    assert await cluster.executor(store, retire_timeout_seconds=5).execute(command("old")) == "failed"
+    events = cluster.events()
+    assert [p for _, p, _ in events] == ["Tainted", "Evicted", "Failed"]
+    assert events[-1][2] == "not gone 5s after its removal was asked for (karpenter)"
+    assert cluster.api.nodes["old"]["spec"]["taints"] == [EBB_TAINT]  # its removal is under way: left tainted
+    cluster.assert_nothing_karpenter_was_written()
+
+
+async def test_the_provider_tells_whether_an_instance_is_gone() -> None:
+    api = FakeApi()
+    karpenter = FakeKarpenter(api)
+    provider = KarpenterProvider(api, karpenter)
+    karpenter.add_claim("live-claim", "live")
+    karpenter.add_claim("orphan-claim", "orphan")
+    del karpenter.claims["orphan-claim"]  # its NodeClaim is gone: so is the instance
+    api.add_node("static")
+    assert [await provider.instance_gone(n) for n in ("live", "orphan", "static", "missing")] == [
+        False, True, False, True]
+    assert [await provider.cannot_retire(n) for n in ("live", "orphan", "missing")] == [None, None, None]
+    assert await provider.cannot_retire("static") == no_claim("static")
+    # a NodeClaim found by status.nodeName when the Node has no owner reference (not registered yet)
+    karpenter.add_claim("young-claim", "young")
+    del api.nodes["young"]["metadata"]["ownerReferences"]
+    assert await provider.cannot_retire("young") is None and not await provider.instance_gone("young")
+
+
+def test_the_executor_refuses_a_drainer_under_another_taint(store: DecisionStore) -> None:
+    api = FakeApi()
+    provider = KarpenterProvider(api, FakeKarpenter(api))
+    with pytest.raises(ValueError, match=r"karpenter.sh/disrupted.*ebb.sh/disrupted"):
+        Executor(InMemoryBus(), store, Drainer(api, disruption_taint=DISRUPTED_TAINT), provider=provider)
+
+
+def test_the_provider_setting_and_its_deprecated_spelling(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().provider == "none"
+    monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_LAUNCHER", "kwok")
+    assert Settings().provider == "kwok"
+    monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_PROVIDER", "karpenter")
+    assert Settings().provider == "karpenter"
+    monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_PROVIDER", "aws")
+    with pytest.raises(ValueError, match="provider"):
+        Settings()

@@ -50,8 +50,8 @@ from ebb.core.simulator import Scheduler
 from ebb.core.snapshot import parse_documents, parse_object
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
-KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "InstanceTypeCatalog",
-         "Hold")
+KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "DisruptionPolicy",
+         "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 

@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|load|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|engine|memory|load|peer|all] [--write docs/benchmarks.md]
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -11,6 +11,10 @@
 - load: synthetic watch events for 2,000 nodes and 20,000 pods through the cluster-watcher → a real Kafka →
   the real consolidation-planner on PostgreSQL (``bench.load``): ingest events/s, and the latency from a node
   becoming empty to its approved command (p50/p99).
+- peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
+  plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
+  cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
+  out: run ``python -m bench peer`` on its own.
 Timings are wall-clock on this machine; they are measurements, never test assertions.
 """
 
@@ -236,6 +240,14 @@ def run(which: str) -> str:
         lines += render(r)
         print("load: profiling the watcher's per-event code and one steady-state pass in-process", file=sys.stderr)
         lines += render_profile(_child(["load-profile"]))
+    if which == "peer":  # not part of `all`: about an hour for the three sides
+        from bench import peer
+
+        results = []
+        for side in peer.sides_from_env():
+            print(f"peer: {side}", file=sys.stderr)
+            results.append(_child(["peer", side], progress=True))
+        lines += peer.render(results)
     return "\n".join(lines)
 
 
@@ -254,6 +266,10 @@ def main(argv: list[str]) -> int:
             from bench.load import case_profile
 
             result = case_profile()
+        elif kind == "peer":
+            from bench.peer import case_peer
+
+            result = case_peer(argv[2])
         elif kind == "load-planner":
             from bench.load import planner_process
 

@@ -1,0 +1,1132 @@
+"""Side by side with the real Karpenter (``python -m bench peer``): one seeded workload trace on the local
+control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provider launching the nodes, run
+once per side on a fresh control plane:
+
+- ``karpenter-0s`` and ``karpenter-30s``: Karpenter alone, its own consolidation (``WhenEmptyOrUnderutilized``,
+  ``consolidateAfter`` 0s, then 30s);
+- ``ebb``: Karpenter with its voluntary disruption off (the NodePool's budgets ``nodes: "0"``; it still
+  provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's services as processes
+  on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the termination-executor with
+  its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and its NodeClaim deleted).
+
+The trace (``make_trace``, the same seed on every side): Deployments of mixed requests, some with hostname
+anti-affinity, some spread over zones, two PodDisruptionBudgets; scaled up to the peak, then down in steps;
+then bursts of short jobs, the pattern of the reference article on Karpenter's node churn (jobs that need
+whole nodes, gone after a short run, then the next burst). KWOK's pod stages on the local control plane
+complete a Job's pods the moment they run, so a job here is a Deployment the driver deletes after its run
+time: the same pods, the same resource demand, replaced by their ReplicaSet when evicted (as a Job's pods are
+by the Job controller).
+
+What is measured, and how (the pure half, ``Timeline`` and the functions under it, is unit-tested in
+tests/unit/test_bench_peer.py):
+
+- every NodeClaim's life from its watch events: launched (first seen), deleting (deletionTimestamp), gone,
+  priced at its instance type's on-demand price in Karpenter's own instance types (the same file ebb's
+  catalog is converted from). Cost = Σ price * time alive (node-hours), the cost rate at a moment = Σ prices
+  of the NodeClaims alive then;
+- churn: NodeClaims launched and deleted (counted when their deletion starts);
+- pods: pending (no node) from first seen to bound or deleted; evicted when the API server marks them
+  ``DisruptionTarget`` / ``EvictionByEvictionAPI`` (the Eviction API, which both Karpenter and ebb use), so one
+  measure serves both sides. "Evicted more than once": an evicted pod's replacement (the next pod its
+  ReplicaSet creates) inherits its lineage; a lineage evicted twice or more counts once;
+- settled: no NodeClaim launched, deleting or gone, no eviction, no pending pod for ``QUIET`` seconds; the
+  time to settle after a step is from the step to the last such activity before that quiet stretch;
+- Karpenter's own counters from its /metrics (``karpenter_voluntary_disruption_decisions_total``,
+  ``karpenter_nodeclaims_created_total``, ...), scraped at every phase boundary, and on the ebb side ebb's
+  (``ebb_decisions_total``, ``ebb_pods_eviction_requests_total``, ...).
+
+Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
+a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
+uses Kafka and PostgreSQL as ``bench.load`` finds or starts them.
+
+Environment: ``EBB_BENCH_PEER=smoke`` runs a short, small trace (a check that the machinery works; its figures
+mean nothing); ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from bench.generators import REPO_ROOT
+
+Doc = dict[str, Any]
+
+SEED = 1
+NAMESPACE = "peer"
+NODEPOOL = "default"
+ZONES = ("test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d")
+#: the instance sizes the NodePool may launch (vCPUs; families c, s, m: 2, 4, 8 GiB per vCPU)
+SIZES = ("2", "4", "8")
+#: no activity this long: settled
+QUIET = 30.0
+KARPENTER_VERSION = "v1.14.1"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+
+
+def _log(message: str) -> None:
+    print(f"[peer {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+# -- the trace: what is applied when (pure, seeded) -----------------------------------------------------------------
+
+
+Spread = Literal["none", "hostname", "zone"]
+
+
+@dataclass(frozen=True)
+class Service:
+    """One long-running Deployment. ``spread``: ``hostname`` is a required pod anti-affinity on its own pods
+    (one replica per node), ``zone`` a topology spread over zones (maxSkew 1, DoNotSchedule)."""
+
+    name: str
+    peak: int
+    cpu_m: int
+    mem_mib: int
+    spread: Spread
+    #: a PodDisruptionBudget's spec fields (maxUnavailable or minAvailable), or None
+    pdb: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A short job: ``replicas`` pods that each need a good part of a node, from ``start`` for ``seconds``."""
+
+    name: str
+    replicas: int
+    cpu_m: int
+    mem_mib: int
+    start: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of the trace: ``up`` (scale to the peak), ``down`` (a scale-down step), ``bursty``. The bursty
+    phase's end is open: it lasts until the cluster settled after the last job, at most ``Trace.tail`` more."""
+
+    name: str
+    kind: Literal["up", "down", "bursty"]
+    start: float
+    end: float
+    #: the services' replicas as a share of their peak during the phase
+    share: float
+
+
+@dataclass(frozen=True)
+class Action:
+    """One call the driver makes at ``at`` seconds: create or scale a service, create or delete a job."""
+
+    at: float
+    verb: Literal["create-service", "scale", "create-job", "delete-job"]
+    name: str
+    replicas: int = 0
+
+
+@dataclass(frozen=True)
+class Trace:
+    seed: int
+    services: tuple[Service, ...]
+    jobs: tuple[Job, ...]
+    phases: tuple[Phase, ...]
+    #: after the last job ends, wait at most this long for the cluster to settle
+    tail: float
+
+    def replicas(self, service: Service, share: float) -> int:
+        return max(1, math.ceil(service.peak * share))
+
+    def actions(self) -> list[Action]:
+        """Every call of the trace, in time order (ties: services before jobs, creations before deletions)."""
+        out: list[Action] = []
+        for phase in self.phases:
+            if phase.kind == "up":
+                out += [Action(phase.start, "create-service", s.name, self.replicas(s, phase.share))
+                        for s in self.services]
+            elif phase.kind == "down":
+                out += [Action(phase.start, "scale", s.name, self.replicas(s, phase.share)) for s in self.services]
+        for job in self.jobs:
+            out.append(Action(job.start, "create-job", job.name, job.replicas))
+            out.append(Action(job.start + job.seconds, "delete-job", job.name))
+        order = {"create-service": 0, "scale": 1, "create-job": 2, "delete-job": 3}
+        return sorted(out, key=lambda a: (a.at, order[a.verb], a.name))
+
+    @property
+    def bursty(self) -> Phase:
+        return next(p for p in self.phases if p.kind == "bursty")
+
+    @property
+    def last_job_end(self) -> float:
+        return max((j.start + j.seconds for j in self.jobs), default=self.bursty.start)
+
+    def peak_requests(self) -> tuple[int, int, int]:
+        """(pods, CPU millicores, memory MiB) of the services at their peak."""
+        return (sum(s.peak for s in self.services), sum(s.peak * s.cpu_m for s in self.services),
+                sum(s.peak * s.mem_mib for s in self.services))
+
+
+@dataclass(frozen=True)
+class TraceSize:
+    """How big and how long: ``scale`` multiplies the replicas, the rest are seconds and counts."""
+
+    scale: float = 1.5
+    up_seconds: float = 150.0
+    step_seconds: float = 150.0
+    steps: tuple[float, ...] = (0.6, 0.35, 0.2)
+    bursts: int = 5
+    burst_period: float = 70.0
+    jobs_per_burst: tuple[int, int] = (4, 7)
+    job_seconds: tuple[float, float] = (25.0, 45.0)
+    tail: float = 180.0
+
+
+FULL = TraceSize()
+SMOKE = TraceSize(scale=0.1, up_seconds=60, step_seconds=60, steps=(0.5,), bursts=2, burst_period=45,
+                  jobs_per_burst=(1, 2), job_seconds=(15, 20), tail=60)
+
+
+def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
+    """The workload trace: 16 services (4 with hostname anti-affinity, 4 spread over zones, 8 without either;
+    PDBs on two), scaled to the peak, down in ``size.steps``, then ``size.bursts`` bursts of jobs whose pods need
+    half or nearly all of a 4- or 8-vCPU node. Deterministic for a seed and size."""
+    rng = random.Random(seed)
+    services: list[Service] = []
+    for i in range(16):
+        spread: Spread = "hostname" if i < 4 else "zone" if i < 8 else "none"
+        if spread == "hostname":
+            peak, cpu = rng.randint(14, 26), rng.choice((500, 1000, 1500))
+            mem = rng.choice((512, 1024, 2048))
+        elif spread == "zone":
+            peak, cpu = rng.randint(24, 44), rng.choice((250, 500, 1000, 2000))
+            mem = rng.choice((256, 512, 1024, 2048, 4096))
+        else:
+            peak, cpu = rng.randint(30, 64), rng.choice((250, 500, 750, 1000, 1500, 2000))
+            mem = rng.choice((256, 512, 1024, 2048, 3072, 4096))
+        pdb: Mapping[str, Any] | None = None
+        if i == 4:
+            pdb = {"maxUnavailable": 1}
+        elif i == 9:
+            pdb = {"minAvailable": "80%"}
+        services.append(Service(f"svc-{i:02d}-{spread}", max(1, round(peak * size.scale)), cpu, mem, spread, pdb))
+    phases = [Phase("scale up", "up", 0.0, size.up_seconds, 1.0)]
+    at = size.up_seconds
+    for n, share in enumerate(size.steps, 1):
+        phases.append(Phase(f"scale down {n} (to {share:.0%})", "down", at, at + size.step_seconds, share))
+        at += size.step_seconds
+    bursty_start = at
+    jobs: list[Job] = []
+    for b in range(size.bursts):
+        start = bursty_start + b * size.burst_period
+        for j in range(rng.randint(*size.jobs_per_burst)):
+            cpu = rng.choice((3500, 3500, 7500))
+            jobs.append(Job(f"job-{b}-{j}", rng.randint(1, 3), cpu, rng.choice((1024, 2048, 4096)), start,
+                            round(rng.uniform(*size.job_seconds), 1)))
+    last_end = max((j.start + j.seconds for j in jobs), default=bursty_start)
+    phases.append(Phase(f"bursts of jobs ({size.bursts})", "bursty", bursty_start, last_end, size.steps[-1]
+                        if size.steps else 1.0))
+    return Trace(seed, tuple(services), tuple(jobs), tuple(phases), size.tail)
+
+
+# -- the objects the driver applies --------------------------------------------------------------------------------
+
+
+def _pod_template(app: str, cpu_m: int, mem_mib: int, role: str, spread: Spread) -> Doc:
+    spec: Doc = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "registry.example/app:1",
+                        "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": f"{mem_mib}Mi"}}}],
+    }
+    if spread == "hostname":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    elif spread == "zone":
+        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": LABEL_ZONE,
+                                              "whenUnsatisfiable": "DoNotSchedule",
+                                              "labelSelector": {"matchLabels": {"app": app}}}]
+    return {"metadata": {"labels": {"app": app, "role": role}}, "spec": spec}
+
+
+def deployment(name: str, replicas: int, cpu_m: int, mem_mib: int, role: str, spread: Spread = "none") -> Doc:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name, "role": role}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": _pod_template(name, cpu_m, mem_mib, role, spread)}}
+
+
+def service_objects(service: Service, replicas: int) -> list[Doc]:
+    objects = [deployment(service.name, replicas, service.cpu_m, service.mem_mib, "service", service.spread)]
+    if service.pdb is not None:
+        objects.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                        "metadata": {"name": service.name, "namespace": NAMESPACE},
+                        "spec": {**service.pdb, "selector": {"matchLabels": {"app": service.name}}}})
+    return objects
+
+
+def nodepool(consolidate_after: str, budget_nodes: str) -> Doc:
+    """The one NodePool: amd64, linux, on-demand, sizes ``SIZES`` of every family, budgets ``budget_nodes``."""
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NODEPOOL},
+        "spec": {
+            "template": {"spec": {
+                "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                    {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                    {"key": "karpenter.kwok.sh/instance-cpu", "operator": "In", "values": list(SIZES)},
+                ],
+                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                "expireAfter": "Never",
+            }},
+            "limits": {"cpu": 100000},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": consolidate_after,
+                           "budgets": [{"nodes": budget_nodes}]},
+        },
+    }
+
+
+# -- prices: Karpenter's KWOK instance types ------------------------------------------------------------------------
+
+
+def kwok_instance_types_path() -> Path:
+    """Karpenter's KWOK provider's default instance types, in the Go module cache."""
+    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
+                                env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    return Path(gomodcache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
+
+
+def price_table(instance_types: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
+    """(instance type, capacity type, zone) → price per hour, from Karpenter's KWOK instance types."""
+    table: dict[tuple[str, str, str], float] = {}
+    for it in instance_types:
+        for offering in it.get("offerings") or []:
+            reqs = {r.get("key"): list(r.get("values") or []) for r in offering.get("Requirements") or []}
+            for capacity in reqs.get(LABEL_CAPACITY_TYPE, []):
+                for zone in reqs.get(LABEL_ZONE, []):
+                    table[(str(it["name"]), str(capacity), str(zone))] = float(offering.get("Price", 0.0))
+    return table
+
+
+# -- the timeline: what happened when (pure; fed by the watch) ------------------------------------------------------
+
+
+@dataclass
+class NodeClaimLife:
+    name: str
+    launched: float
+    price: float = 0.0
+    instance_type: str = ""
+    deleting: float | None = None
+    gone: float | None = None
+
+    def alive_at(self, t: float) -> bool:
+        return self.launched <= t and (self.gone is None or t < self.gone)
+
+
+@dataclass
+class PodLife:
+    key: str
+    owner: str
+    lineage: str
+    seen: float
+    bound: float | None = None
+    deleting: float | None = None
+    gone: float | None = None
+    evicted: float | None = None
+
+    @property
+    def pending_until(self) -> float | None:
+        """When the pod stopped waiting for a node (bound, deleting or gone); None while it still waits."""
+        ends = [t for t in (self.bound, self.deleting, self.gone) if t is not None]
+        return min(ends) if ends else None
+
+
+def _controller(obj: Mapping[str, Any]) -> str:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or ref.get("name") or "")
+    return ""
+
+
+def _evicted(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               and c.get("reason") == "EvictionByEvictionAPI"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+@dataclass
+class Timeline:
+    """NodeClaim and pod lives, evictions and pod lineages, from watch events (``t``: seconds since the trace
+    started). ``prices``: (instance type, capacity type, zone) → $/h."""
+
+    prices: Mapping[tuple[str, str, str], float]
+    nodeclaims: dict[str, NodeClaimLife] = field(default_factory=dict)
+    pods: dict[str, PodLife] = field(default_factory=dict)
+    #: (t, pod key, lineage) of every eviction
+    evictions: list[tuple[float, str, str]] = field(default_factory=list)
+    #: lineage → evictions
+    moves: dict[str, int] = field(default_factory=dict)
+    #: ReplicaSet → lineages of its evicted pods not yet replaced (oldest first)
+    _debts: dict[str, deque[str]] = field(default_factory=dict)
+
+    def nodeclaim(self, t: float, name: str, obj: Mapping[str, Any] | None) -> None:
+        life = self.nodeclaims.get(name)
+        if obj is None:
+            if life is not None and life.gone is None:
+                life.gone = t
+                life.deleting = life.deleting if life.deleting is not None else t
+            return
+        if life is None or life.gone is not None:
+            life = self.nodeclaims[name] = NodeClaimLife(name, t)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        it = labels.get(LABEL_INSTANCE_TYPE)
+        if it and not life.price:
+            life.instance_type = str(it)
+            life.price = self.prices.get(
+                (str(it), str(labels.get(LABEL_CAPACITY_TYPE, "on-demand")), str(labels.get(LABEL_ZONE, ""))), 0.0)
+        if (obj.get("metadata") or {}).get("deletionTimestamp") and life.deleting is None:
+            life.deleting = t
+
+    def pod(self, t: float, key: str, obj: Mapping[str, Any] | None) -> None:
+        life = self.pods.get(key)
+        if obj is None:
+            if life is not None and life.gone is None:
+                life.gone = t
+            return
+        if life is None or life.gone is not None:
+            owner = _controller(obj)
+            debts = self._debts.get(owner)
+            lineage = debts.popleft() if debts else key
+            life = self.pods[key] = PodLife(key, owner, lineage, t)
+        if (obj.get("spec") or {}).get("nodeName") and life.bound is None:
+            life.bound = t
+        if (obj.get("metadata") or {}).get("deletionTimestamp") and life.deleting is None:
+            life.deleting = t
+        if life.evicted is None and _evicted(obj):
+            life.evicted = t
+            self.evictions.append((t, key, life.lineage))
+            self.moves[life.lineage] = self.moves.get(life.lineage, 0) + 1
+            if life.owner:
+                self._debts.setdefault(life.owner, deque()).append(life.lineage)
+
+
+def cost(lives: Iterable[NodeClaimLife], start: float, end: float) -> float:
+    """Dollars spent on NodeClaims between ``start`` and ``end`` (price per hour * hours alive in it)."""
+    total = 0.0
+    for life in lives:
+        alive_end = end if life.gone is None else min(end, life.gone)
+        overlap = alive_end - max(start, life.launched)
+        if overlap > 0:
+            total += life.price * overlap / 3600
+    return total
+
+
+def rate_at(lives: Iterable[NodeClaimLife], t: float) -> float:
+    """$/h of the NodeClaims alive at ``t``."""
+    return sum(life.price for life in lives if life.alive_at(t))
+
+
+def alive_at(lives: Iterable[NodeClaimLife], t: float) -> int:
+    return sum(1 for life in lives if life.alive_at(t))
+
+
+def churn(lives: Iterable[NodeClaimLife], start: float, end: float) -> tuple[int, int]:
+    """(launched, deleted) in [start, end): a deletion counts when it starts."""
+    launched = deleted = 0
+    for life in lives:
+        launched += start <= life.launched < end
+        deleted += life.deleting is not None and start <= life.deleting < end
+    return launched, deleted
+
+
+def activity(timeline: Timeline) -> list[float]:
+    """Sorted moments at which the cluster's capacity or placement changed: NodeClaims launched, deleting, gone;
+    evictions; pods starting or ending a wait for a node."""
+    times: list[float] = []
+    for nc in timeline.nodeclaims.values():
+        times += [t for t in (nc.launched, nc.deleting, nc.gone) if t is not None]
+    times += [t for t, _, _ in timeline.evictions]
+    for pod in timeline.pods.values():
+        until = pod.pending_until
+        if until is None or until > pod.seen:
+            times.append(pod.seen)
+            if until is not None:
+                times.append(until)
+    return sorted(times)
+
+
+def pending_at(pods: Iterable[PodLife], t: float) -> int:
+    """Pods waiting for a node at ``t``."""
+    count = 0
+    for pod in pods:
+        until = pod.pending_until
+        count += pod.seen <= t and (until is None or t < until)
+    return count
+
+
+def settled(times: Sequence[float], pods: Iterable[PodLife], start: float, end: float,
+            quiet: float = QUIET) -> float | None:
+    """When the cluster settled in [start, end]: the last activity in it (``start`` when none), provided nothing
+    happens for ``quiet`` seconds after it before ``end`` and no pod waits for a node then. None: it did not."""
+    i = bisect.bisect_left(times, end)
+    last = times[i - 1] if i > 0 and times[i - 1] >= start else start
+    if end - last < quiet or pending_at(pods, last) or pending_at(pods, end):
+        return None
+    return last
+
+
+def pending_seconds(pods: Iterable[PodLife], start: float, end: float) -> tuple[float, float]:
+    """(pod-seconds spent waiting for a node in [start, end], the longest single wait of a pod that started
+    waiting in it)."""
+    total = longest = 0.0
+    for pod in pods:
+        until = pod.pending_until
+        stop = end if until is None else min(until, end)
+        overlap = stop - max(pod.seen, start)
+        if overlap > 0:
+            total += overlap
+        if start <= pod.seen < end:
+            longest = max(longest, (end if until is None else until) - pod.seen)
+    return total, longest
+
+
+def evictions_in(timeline: Timeline, start: float, end: float) -> int:
+    return sum(1 for t, _, _ in timeline.evictions if start <= t < end)
+
+
+def evicted_more_than_once(timeline: Timeline) -> int:
+    """Pod lineages (a pod and the replacements its evictions caused) evicted twice or more."""
+    return sum(1 for n in timeline.moves.values() if n >= 2)
+
+
+def phase_figures(timeline: Timeline, start: float, end: float, quiet: float = QUIET) -> Doc:
+    """A phase's figures: cost, churn, evictions, pending time, when it settled and the cost rate then."""
+    lives = list(timeline.nodeclaims.values())
+    pods = list(timeline.pods.values())
+    at = settled(activity(timeline), pods, start, end, quiet)
+    launched, deleted = churn(lives, start, end)
+    waiting, longest = pending_seconds(pods, start, end)
+    return {
+        "start": start, "end": end, "cost": cost(lives, start, end), "launched": launched, "deleted": deleted,
+        "evictions": evictions_in(timeline, start, end), "pending_pod_seconds": waiting,
+        "longest_pending": longest, "settled_after": None if at is None else at - start,
+        "rate_settled": rate_at(lives, at) if at is not None else None, "rate_end": rate_at(lives, end - 1e-9),
+        "nodeclaims_end": alive_at(lives, end - 1e-9),
+        "peak_nodeclaims": max((alive_at(lives, nc.launched) for nc in lives if start <= nc.launched < end),
+                               default=alive_at(lives, start)),
+    }
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------------
+
+
+#: Karpenter's counters read for its side, and ebb's for the ebb side
+KARPENTER_METRICS = ("karpenter_voluntary_disruption_decisions_total", "karpenter_nodeclaims_created_total",
+                     "karpenter_nodeclaims_terminated_total", "karpenter_nodeclaims_disrupted_total",
+                     "karpenter_pods_eviction_requests_total")
+EBB_METRICS = ("ebb_decisions_total", "ebb_disruption_commands_total", "ebb_pods_eviction_requests_total")
+
+
+def counters(text: str, names: Iterable[str]) -> dict[str, float]:
+    """``name{label="v",...}`` → value for the samples of ``names`` in a Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = set(names)
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                out[f"{sample.name}{{{labels}}}"] = float(sample.value)
+    return out
+
+
+def counter_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What each counter rose by (a counter first seen in ``after`` counts from zero); zero rises left out."""
+    return {k: v - before.get(k, 0.0) for k, v in sorted(after.items()) if v - before.get(k, 0.0) > 0}
+
+
+def counter_sum(values: Mapping[str, float], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels``."""
+    total = 0.0
+    for key, value in values.items():
+        metric, _, rest = key.partition("{")
+        if metric == name and all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            total += value
+    return total
+
+
+# -- the run (I/O) ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: the NodePool's ``consolidateAfter`` and budget, and whether ebb runs."""
+
+    key: str
+    title: str
+    consolidate_after: str
+    ebb: bool
+
+    @property
+    def budget_nodes(self) -> str:
+        return "0" if self.ebb else "100%"
+
+
+SIDES: dict[str, Side] = {s.key: s for s in (
+    Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s", "0s", ebb=False),
+    Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s", "30s", ebb=False),
+    Side("ebb", "Karpenter (disruption off) + ebb", "0s", ebb=True),
+)}
+
+
+def size_from_env() -> TraceSize:
+    return SMOKE if os.environ.get("EBB_BENCH_PEER", "") == "smoke" else FULL
+
+
+def sides_from_env() -> list[str]:
+    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(SIDES)).split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SIDES]
+    if unknown:
+        raise SystemExit(f"EBB_BENCH_PEER_SIDES: unknown side(s) {unknown} (known: {', '.join(SIDES)})")
+    return chosen
+
+
+def _read_env(infra_dir: Path) -> dict[str, str]:
+    try:
+        return {str(k): str(v) for k, v in json.loads((infra_dir / "env.json").read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+@contextlib.contextmanager
+def control_plane(log_to: Path) -> Iterator[dict[str, str]]:
+    """A fresh local control plane with Karpenter (deploy/local/kubernetes.sh and karpenter.sh in a private
+    EBB_INFRA_DIR: an empty etcd); its settings (KUBECONFIG, KARPENTER_METRICS_URL, ...). Stopped after, by PID."""
+    own = Path(tempfile.mkdtemp(prefix="ebb-bench-peer-infra-"))
+    env = {**os.environ, "EBB_INFRA_DIR": str(own)}
+    scripts = [REPO_ROOT / "deploy" / "local" / f"{c}.sh" for c in ("kubernetes", "karpenter")]
+    try:
+        with log_to.open("ab") as log:
+            for script in scripts:
+                if subprocess.run([str(script), "start"], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=log, check=False).returncode != 0:
+                    raise SystemExit(f"{script.name} start failed; see {log_to} and {own}/logs")
+        yield _read_env(own)
+    finally:
+        with log_to.open("ab") as log:
+            for script in reversed(scripts):
+                subprocess.run([str(script), "stop"], env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                               check=False)
+        logs = own / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, log_to.parent / "infra-logs", dirs_exist_ok=True)
+        shutil.rmtree(own, ignore_errors=True)
+
+
+class Recorder:
+    """Feeds the Timeline from a list+watch of NodeClaims and pods (ebb's own KubeWatcher: relists on 410 and
+    reports what vanished meanwhile)."""
+
+    def __init__(self, timeline: Timeline, loop: asyncio.AbstractEventLoop) -> None:
+        self.timeline = timeline
+        self.loop = loop
+        self.t0 = loop.time()
+        self.changes = 0
+
+    def now(self) -> float:
+        return self.loop.time() - self.t0
+
+    async def sink(self, change: Any) -> None:
+        self.changes += 1
+        t = self.now()
+        if change.kind == "NodeClaim":
+            self.timeline.nodeclaim(t, change.name, change.object)
+        elif change.kind == "Pod" and change.namespace == NAMESPACE:
+            self.timeline.pod(t, f"{change.namespace}/{change.name}", change.object)
+
+
+class Driver:
+    """Applies the trace's actions through the API."""
+
+    def __init__(self, api: Any, trace: Trace) -> None:
+        from kubernetes_asyncio import client
+
+        # typed Any: the client takes kubectl-shaped dicts as bodies, its stubs want its model classes
+        self.apps: Any = client.AppsV1Api(api)
+        self.policy: Any = client.PolicyV1Api(api)
+        self.core: Any = client.CoreV1Api(api)
+        self.services = {s.name: s for s in trace.services}
+        self.jobs = {j.name: j for j in trace.jobs}
+        self.errors: list[str] = []
+
+    async def namespace(self) -> None:
+        await self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+
+    async def apply(self, action: Action) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            if action.verb == "create-service":
+                for obj in service_objects(self.services[action.name], action.replicas):
+                    if obj["kind"] == "Deployment":
+                        await self.apps.create_namespaced_deployment(NAMESPACE, obj)
+                    else:
+                        await self.policy.create_namespaced_pod_disruption_budget(NAMESPACE, obj)
+            elif action.verb == "scale":
+                await self.apps.patch_namespaced_deployment_scale(action.name, NAMESPACE,
+                                                                  {"spec": {"replicas": action.replicas}})
+            elif action.verb == "create-job":
+                job = self.jobs[action.name]
+                await self.apps.create_namespaced_deployment(
+                    NAMESPACE, deployment(job.name, job.replicas, job.cpu_m, job.mem_mib, "job"))
+            else:
+                await self.apps.delete_namespaced_deployment(action.name, NAMESPACE,
+                                                             propagation_policy="Background")
+        except ApiException as e:  # recorded, and the run goes on: one failed call must not end it
+            self.errors.append(f"{action.verb} {action.name}: HTTP {e.status} {e.reason}")
+
+
+async def scrape(url: str, names: Iterable[str]) -> dict[str, float]:
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=5) as http:
+            response = await http.get(url)
+            response.raise_for_status()
+    except httpx.HTTPError:
+        return {}
+    return counters(response.text, names)
+
+
+async def create_object(api: Any, obj: Doc) -> None:
+    """Create a cluster-scoped custom object (NodePool, InstanceTypeCatalog, ...)."""
+    from kubernetes_asyncio import client
+
+    group, _, version = obj["apiVersion"].partition("/")
+    plural = obj["kind"].lower() + "s"
+    await client.CustomObjectsApi(api).create_cluster_custom_object(group, version, plural, obj)
+
+
+async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[str, tuple[str, tuple[str, ...]]],
+                    prices: Mapping[tuple[str, str, str], float], out_dir: Path,
+                    before_trace: Any = None) -> Doc:
+    """Apply the NodePool and the trace, record, wait for the cluster to settle after the last job; the raw
+    timeline (``out_dir/timeline.json``) and the figures. ``metrics``: name → (URL, counter names) scraped at
+    every phase boundary. ``before_trace``: an async callable run once the NodePool exists (ebb's services)."""
+    from kubernetes_asyncio import client, config
+
+    from ebb.adapters.kube.kinds import NODECLAIM, POD
+    from ebb.adapters.kube.watch import KubeWatcher
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        await create_object(api, nodepool(side.consolidate_after, side.budget_nodes))
+        driver = Driver(api, trace)
+        await driver.namespace()
+        if before_trace is not None:
+            await before_trace(api)
+        loop = asyncio.get_running_loop()
+        timeline = Timeline(prices)
+        stop = asyncio.Event()
+        recorder = Recorder(timeline, loop)
+        watcher = KubeWatcher(api, (NODECLAIM, POD), recorder.sink, watch_timeout=120)
+        watching = asyncio.create_task(watcher.run(stop))
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in watcher.synced.values())), 60)
+        scrapes: list[tuple[str, float, dict[str, dict[str, float]]]] = []
+
+        async def scrape_all(label: str) -> None:
+            got = await asyncio.gather(*(scrape(url, names) for url, names in metrics.values()))
+            scrapes.append((label, recorder.now(), dict(zip(metrics, got, strict=True))))
+
+        await scrape_all("start")
+        recorder.t0 = loop.time()
+
+        load: list[tuple[float, float]] = []
+
+        async def sample_load() -> None:
+            while not stop.is_set():
+                load.append((recorder.now(), os.getloadavg()[0]))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 10)
+
+        sampling = asyncio.create_task(sample_load())
+        boundaries = sorted({p.start for p in trace.phases})
+        actions = trace.actions()
+        try:
+            for at in sorted({a.at for a in actions} | set(boundaries)):
+                delay = at - recorder.now()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if at in boundaries and at > 0:
+                    await scrape_all(next(p.name for p in trace.phases if p.start == at))
+                batch = [a for a in actions if a.at == at]
+                if batch:
+                    _log(f"{side.key} t={recorder.now():6.1f}s: " + ", ".join(sorted({a.verb for a in batch}))
+                         + f" ({len(batch)}); NodeClaims {alive_at(timeline.nodeclaims.values(), recorder.now())},"
+                         f" pending pods {pending_at(timeline.pods.values(), recorder.now())}")
+                    await asyncio.gather(*(driver.apply(a) for a in batch))
+            last = trace.last_job_end
+            deadline = last + trace.tail
+            while recorder.now() < deadline:
+                now = recorder.now()
+                if now - last >= QUIET and settled(activity(timeline), list(timeline.pods.values()), last, now):
+                    break
+                watching_error = watching.done() and watching.exception()
+                if watching_error:
+                    raise watching_error
+                await asyncio.sleep(2)
+            end = recorder.now()
+            await scrape_all("end")
+        finally:
+            stop.set()
+            await asyncio.gather(watching, sampling, return_exceptions=True)
+    phases = [(p, p.start, p.end if p.kind != "bursty" else end) for p in trace.phases]
+    figures: list[Doc] = []
+    for n, (phase, start, stop_at) in enumerate(phases):
+        f = phase_figures(timeline, start, stop_at)
+        if phase.kind == "bursty":  # settled after the last job ended
+            calm = settled(activity(timeline), list(timeline.pods.values()), trace.last_job_end, stop_at)
+            f["settled_after"] = None if calm is None else calm - trace.last_job_end
+            f["rate_settled"] = None if calm is None else rate_at(timeline.nodeclaims.values(), calm)
+        before = scrapes[n][2] if n < len(scrapes) else {}
+        after = scrapes[n + 1][2] if n + 1 < len(scrapes) else {}
+        f["counters"] = {name: counter_delta(before.get(name, {}), after.get(name, {})) for name in metrics}
+        figures.append({"name": phase.name, "kind": phase.kind, **f})
+    whole = phase_figures(timeline, 0.0, end)
+    whole["counters"] = {name: counter_delta(scrapes[0][2].get(name, {}), scrapes[-1][2].get(name, {}))
+                         for name in metrics}
+    (out_dir / "timeline.json").write_text(json.dumps({
+        "nodeclaims": [asdict(n) for n in timeline.nodeclaims.values()],
+        "pods": [asdict(p) for p in timeline.pods.values()], "evictions": timeline.evictions,
+        "scrapes": scrapes, "load": load, "errors": driver.errors}, indent=1))
+    return {"side": side.key, "title": side.title, "phases": figures, "whole": whole, "end": end,
+            "evicted_more_than_once": evicted_more_than_once(timeline), "evictions": len(timeline.evictions),
+            "pods_seen": len(timeline.pods), "watch_changes": recorder.changes, "api_errors": driver.errors,
+            "load_average": {"max": max((v for _, v in load), default=0.0),
+                             "mean": sum(v for _, v in load) / len(load) if load else 0.0}}
+
+
+def case_peer(side_key: str) -> Doc:
+    """``python -m bench _case peer SIDE``: one side on a fresh control plane with Karpenter."""
+    side = SIDES[side_key]
+    size = size_from_env()
+    trace = make_trace(SEED, size)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"ebb-bench-peer-{side.key}-"))
+    types = json.loads(kwok_instance_types_path().read_text())
+    prices = price_table(types)
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    _log(f"{side.key}: logs and the raw timeline in {out_dir}")
+    with control_plane(out_dir / "infra.log") as env:
+        metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+        if side.ebb:
+            result = run_ebb_side(side, trace, env, metrics, prices, types, out_dir)
+        else:
+            result = asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+    result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
+                   "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
+                   "trace": describe(trace), "smoke": size is SMOKE})
+    return result
+
+
+def describe(trace: Trace) -> Doc:
+    pods, cpu_m, mem_mib = trace.peak_requests()
+    spreads = {kind: sum(1 for s in trace.services if s.spread == kind) for kind in ("hostname", "zone", "none")}
+    return {"seed": trace.seed, "services": len(trace.services), "spreads": spreads,
+            "pdbs": sum(1 for s in trace.services if s.pdb is not None), "peak_pods": pods,
+            "peak_cpu": cpu_m / 1000, "peak_memory_gib": mem_mib / 1024, "jobs": len(trace.jobs),
+            "job_pods": sum(j.replicas for j in trace.jobs),
+            "phases": [(p.name, p.start, p.end) for p in trace.phases], "tail": trace.tail}
+
+
+def _code_version() -> str:
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        return out.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", "services", "libs/ebb/src", "bench/peer.py")
+    return f"{commit} (with uncommitted changes to the measured code)" if dirty else commit
+
+
+# -- the ebb side ---------------------------------------------------------------------------------------------------
+
+
+#: service → python module, and what it logs once it runs
+EBB_SERVICES = {"cluster-watcher": "ebb_cluster_watcher", "consolidation-planner": "ebb_consolidation_planner",
+                "termination-executor": "ebb_termination_executor"}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class EbbServices:
+    """ebb's services as ``python -m`` processes with their logs in ``log_dir`` (stdout and stderr)."""
+
+    env: dict[str, dict[str, str]]
+    log_dir: Path
+    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        for name, module in EBB_SERVICES.items():
+            with (self.log_dir / f"{name}.log").open("wb") as log:
+                self.processes[name] = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", module, env={**os.environ, **self.env[name]},
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        for name in EBB_SERVICES:
+            while f"{name} starting" not in (self.log_dir / f"{name}.log").read_text(errors="replace"):
+                self.check()
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{name} did not start in 120 s; see {self.log_dir}/{name}.log")
+                await asyncio.sleep(0.5)
+
+    def check(self) -> None:
+        for name, process in self.processes.items():
+            if process.returncode is not None:
+                raise SystemExit(f"{name} exited with {process.returncode}; see {self.log_dir}/{name}.log")
+
+    async def stop(self) -> dict[str, int | None]:
+        for process in self.processes.values():
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        codes: dict[str, int | None] = {}
+        for name, process in self.processes.items():
+            try:
+                codes[name] = await asyncio.wait_for(process.wait(), 30)
+            except TimeoutError:
+                process.kill()
+                codes[name] = await process.wait()
+        return codes
+
+
+def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports: Mapping[str, int]) -> dict[
+        str, dict[str, str]]:
+    """Each service's EBB_<SERVICE>_* settings: the defaults a user would run with (pass interval 10 s,
+    debounce 1 s, validation delay 15 s as Karpenter's), the ``karpenter`` provider, this run's topics and
+    cluster name, metrics on ``ports``."""
+    common = {"KAFKA_BOOTSTRAP": bootstrap, "TOPIC_PREFIX": f"peer{run}.", "KUBECONFIG": kubeconfig,
+              "LOG_LEVEL": "info"}
+    db = {"DATABASE_URL": database_url, "CLUSTER": f"peer-{run}"}
+    per = {
+        "cluster-watcher": {**common},
+        "consolidation-planner": {**common, **db, "GROUP": f"peer-{run}-planner", "LEASE_NAME": f"ebb-peer-{run}",
+                                  "LEASE_NAMESPACE": "default",
+                                  "METRICS_PORT": str(ports["consolidation-planner"]), "METRICS_ADDRESS": "127.0.0.1"},
+        "termination-executor": {**common, **db, "GROUP": f"peer-{run}-executor", "PROVIDER": "karpenter",
+                                 "METRICS_PORT": str(ports["termination-executor"]), "METRICS_ADDRESS": "127.0.0.1"},
+    }
+    return {name: {"EBB_" + name.upper().replace("-", "_") + "_" + k: v for k, v in values.items()}
+            for name, values in per.items()}
+
+
+def ebb_objects(types: Sequence[Mapping[str, Any]]) -> list[Doc]:
+    """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types."""
+    from ebb.adapters.catalog import catalog_from_kwok_instance_types
+
+    return [catalog_from_kwok_instance_types(types)]
+
+
+def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
+                 metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
+                 types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
+    """The ebb side: Kafka and PostgreSQL (as ``bench.load`` finds or starts them), ebb's CRDs and objects, the
+    three services, then the trace."""
+    from bench.load import _clean, servers
+
+    kubeconfig = env["KUBECONFIG"]
+    run = uuid.uuid4().hex[:8]
+    ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
+    crds = sorted((REPO_ROOT / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
+    with servers() as (bootstrap, database_url, origin):
+        _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}")
+        services = EbbServices(ebb_env(kubeconfig, bootstrap, database_url, run, ports), out_dir)
+
+        async def before_trace(api: Any) -> None:
+            from ebb.adapters.store.migrate import upgrade_async
+
+            await upgrade_async(database_url)
+            applying = await asyncio.create_subprocess_exec(
+                sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
+                *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            output, _ = await applying.communicate()
+            if applying.returncode != 0:
+                raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
+            for obj in ebb_objects(types):
+                await create_object(api, obj)
+            await services.start()
+
+        async def main() -> Doc:
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
+                                         for name, port in ports.items()}}
+            try:
+                result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
+                services.check()
+            finally:
+                codes = await services.stop()
+                await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
+            result["ebb_exit_codes"] = codes
+            result["servers"] = origin
+            return result
+
+        return asyncio.run(main())
+
+
+# -- the report ------------------------------------------------------------------------------------------------------
+
+
+def _money(value: float | None, per_hour: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"${value:,.2f}/h" if per_hour else f"${value:,.2f}"
+
+
+def _settle(f: Mapping[str, Any]) -> str:
+    if f["settled_after"] is None:
+        return (f"not within {f['end'] - f['start']:.0f} s ({_money(f['rate_end'], True)} at its end, "
+                f"{f['nodeclaims_end']} NodeClaims)")
+    return f"{f['settled_after']:.0f} s, {_money(f['rate_settled'], True)}"
+
+
+def _counts(values: Mapping[str, float], name: str, label: str) -> str:
+    """``name``'s rises summed by ``label``: "12 (delete 9, replace 3)"."""
+    by: dict[str, float] = {}
+    for key, value in values.items():
+        metric, _, rest = key.partition("{")
+        if metric != name:
+            continue
+        found = next((part.split("=", 1)[1].strip('"}') for part in rest.split(",")
+                      if part.startswith(f"{label}=")), "")
+        by[found] = by.get(found, 0.0) + value
+    if not by:
+        return "0"
+    total = sum(by.values())
+    parts = ", ".join(f"{k or '-'} {v:.0f}" for k, v in sorted(by.items()))
+    return f"{total:.0f} ({parts})"
+
+
+def goal(ebb: Mapping[str, Any], peer: Mapping[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """The issue's goal against one Karpenter side: (what, ebb, Karpenter, met) for the settled cost and the time
+    to settle after each scale-down step and after the last job, and churn on the bursty part (at most half)."""
+    rows: list[tuple[str, str, str, bool]] = []
+    for mine, theirs in zip(ebb["phases"], peer["phases"], strict=True):
+        if mine["kind"] not in ("down", "bursty"):
+            continue
+        mine_rate = mine["rate_settled"] if mine["rate_settled"] is not None else mine["rate_end"]
+        theirs_rate = theirs["rate_settled"] if theirs["rate_settled"] is not None else theirs["rate_end"]
+        rows.append((f"{mine['name']}: cost when settled", _money(mine_rate, True), _money(theirs_rate, True),
+                     mine_rate <= theirs_rate + 1e-9))
+        mine_t, theirs_t = mine["settled_after"], theirs["settled_after"]
+        rows.append((f"{mine['name']}: time to settle",
+                     "not settled" if mine_t is None else f"{mine_t:.0f} s",
+                     "not settled" if theirs_t is None else f"{theirs_t:.0f} s",
+                     mine_t is not None and (theirs_t is None or mine_t <= theirs_t)))
+    mine_b = next(p for p in ebb["phases"] if p["kind"] == "bursty")
+    theirs_b = next(p for p in peer["phases"] if p["kind"] == "bursty")
+    mine_churn = mine_b["launched"] + mine_b["deleted"]
+    theirs_churn = theirs_b["launched"] + theirs_b["deleted"]
+    rows.append(("bursty part: churn (launched + deleted), at most half", str(mine_churn), str(theirs_churn),
+                 2 * mine_churn <= theirs_churn))
+    return rows
+
+
+def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The "Side by side with Karpenter" section of docs/benchmarks.md, from one run of every side."""
+    first = results[0]
+    t = first["trace"]
+    titles = [r["title"] for r in results]
+    lines = [f"### Side by side with Karpenter (seed {t['seed']})", ""]
+    if any(r.get("smoke") for r in results):
+        lines += ["**A smoke run (`EBB_BENCH_PEER=smoke`): a tiny trace, its figures mean nothing.**", ""]
+    phases = ", ".join(f"{name} at {start:.0f} s" for name, start, _ in t["phases"])
+    lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "
+              f"{t['spreads']['zone']} spread over 4 zones, {t['pdbs']} with a PodDisruptionBudget), at the peak "
+              f"{t['peak_pods']} pods requesting {t['peak_cpu']:.0f} vCPU and {t['peak_memory_gib']:.0f} GiB; "
+              f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU); phases: {phases}; after the last job "
+              f"at most {t['tail']:.0f} s more until settled (quiet for {QUIET:.0f} s). Code {first['code']}.", ""]
+    lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(results)]
+
+    def row(name: str, cell: Any) -> None:
+        lines.append(f"| {name} | " + " | ".join(str(cell(r)) for r in results) + " |")
+
+    def phase(r: Mapping[str, Any], kind: str, n: int = 0) -> Mapping[str, Any]:
+        found: Mapping[str, Any] = [p for p in r["phases"] if p["kind"] == kind][n]
+        return found
+
+    row("node-hours cost, whole trace", lambda r: _money(r["whole"]["cost"]))
+    row("peak NodeClaims", lambda r: r["whole"]["peak_nodeclaims"])
+    row("scale up: settled after, cost then", lambda r: _settle(phase(r, "up")))
+    downs = [p for p in first["phases"] if p["kind"] == "down"]
+    for n, p in enumerate(downs):
+        row(f"{p['name']}: settled after, cost then", lambda r, n=n: _settle(phase(r, "down", n)))
+    row("bursty part: cost", lambda r: _money(phase(r, "bursty")["cost"]))
+    row("bursty part: settled after the last job, cost then", lambda r: _settle(phase(r, "bursty")))
+    row("**bursty part: churn, NodeClaims launched + deleted**",
+        lambda r: f"**{phase(r, 'bursty')['launched'] + phase(r, 'bursty')['deleted']}** "
+                  f"({phase(r, 'bursty')['launched']} + {phase(r, 'bursty')['deleted']})")
+    row("NodeClaims launched / deleted, whole trace",
+        lambda r: f"{r['whole']['launched']} / {r['whole']['deleted']}")
+    row("pod evictions (Eviction API)", lambda r: r["evictions"])
+    row("pods evicted more than once", lambda r: r["evicted_more_than_once"])
+    row("pending pod time: pod-seconds, longest wait",
+        lambda r: f"{r['whole']['pending_pod_seconds']:,.0f}, {r['whole']['longest_pending']:.0f} s")
+    karpenter = "karpenter"
+    row("Karpenter: `karpenter_voluntary_disruption_decisions_total` (by decision)",
+        lambda r: _counts(r["whole"]["counters"].get(karpenter, {}),
+                          "karpenter_voluntary_disruption_decisions_total", "decision"))
+    row("Karpenter: `karpenter_nodeclaims_created_total` (by reason)",
+        lambda r: _counts(r["whole"]["counters"].get(karpenter, {}), "karpenter_nodeclaims_created_total", "reason"))
+    row("Karpenter: `karpenter_nodeclaims_terminated_total`",
+        lambda r: _counts(r["whole"]["counters"].get(karpenter, {}), "karpenter_nodeclaims_terminated_total",
+                          "nodepool"))
+    row("Karpenter: `karpenter_pods_eviction_requests_total` (by code)",
+        lambda r: _counts(r["whole"]["counters"].get(karpenter, {}), "karpenter_pods_eviction_requests_total",
+                          "code"))
+    row("ebb: `ebb_decisions_total` (by decision)",
+        lambda r: _counts(r["whole"]["counters"].get("consolidation-planner", {}), "ebb_decisions_total", "decision")
+        if "consolidation-planner" in r["whole"]["counters"] else "-")
+    row("ebb: `ebb_pods_eviction_requests_total` (by code)",
+        lambda r: _counts(r["whole"]["counters"].get("termination-executor", {}), "ebb_pods_eviction_requests_total",
+                          "code") if "termination-executor" in r["whole"]["counters"] else "-")
+    row("wall time of the side; load average (1 min) mean / max",
+        lambda r: f"{r['seconds']:.0f} s; {r['load_average']['mean']:.1f} / {r['load_average']['max']:.1f}")
+    row("API calls of the trace that failed", lambda r: len(r["api_errors"]))
+    lines.append("")
+    ebb = next((r for r in results if r["side"] == "ebb"), None)
+    for peer in (r for r in results if r["side"] != "ebb"):
+        if ebb is None:
+            break
+        lines += [f"Against the goal, ebb and {peer['title']}:", "",
+                  "| goal | ebb | Karpenter | met |", "|---|---|---|---|"]
+        lines += [f"| {what} | {mine} | {theirs} | {'yes' if met else '**no**'} |"
+                  for what, mine, theirs, met in goal(ebb, peer)]
+        lines.append("")
+    return lines

@@ -1,0 +1,326 @@
+"""The pure half of the side by side with Karpenter (bench/peer.py): the trace, and the figures computed from
+what the watch saw (cost over NodeClaim lives, churn, settle detection, pending time, eviction lineages, the
+metrics' counters, the goal check). The run itself needs the real servers and is a benchmark, never a test."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench import peer  # noqa: E402
+from bench.peer import NodeClaimLife, PodLife, Timeline  # noqa: E402
+
+PRICES = {("c-4x-amd64-linux", "on-demand", "test-zone-a"): 0.2, ("m-8x-amd64-linux", "on-demand", "test-zone-b"): 0.5}
+
+
+def nodeclaim(instance_type: str | None = None, zone: str = "test-zone-a", deleting: bool = False) -> dict[str, Any]:
+    labels = {"karpenter.sh/capacity-type": "on-demand", "topology.kubernetes.io/zone": zone}
+    if instance_type:
+        labels["node.kubernetes.io/instance-type"] = instance_type
+    metadata: dict[str, Any] = {"labels": labels}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-23T18:30:00Z"
+    return {"metadata": metadata}
+
+
+def pod(owner: str = "rs-1", node: str = "", evicted: bool = False, deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"ownerReferences": [{"kind": "ReplicaSet", "uid": owner, "controller": True}]}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-11-23T18:30:00Z"
+    conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}] if evicted else []
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}, "status": {"conditions": conditions}}
+
+
+# -- the trace ---------------------------------------------------------------------------------------------------
+
+
+def test_the_trace_is_the_same_for_a_seed_and_differs_for_another() -> None:
+    assert peer.make_trace(1) == peer.make_trace(1)
+    assert peer.make_trace(1) != peer.make_trace(2)
+
+
+def test_the_full_trace_is_at_least_a_hundred_nodes_worth_at_its_peak() -> None:
+    trace = peer.make_trace()
+    _, cpu_m, _ = trace.peak_requests()
+    # the largest node the NodePool may launch has 8 vCPUs, 7.9 allocatable (Karpenter's KWOK overhead 100m)
+    assert cpu_m / 7900 >= 100
+    spreads = {s.spread for s in trace.services}
+    assert spreads == {"hostname", "zone", "none"}
+    assert sum(1 for s in trace.services if s.pdb) == 2
+
+
+def test_the_trace_scales_up_then_down_in_steps_then_bursts() -> None:
+    trace = peer.make_trace()
+    kinds = [p.kind for p in trace.phases]
+    assert kinds == ["up", "down", "down", "down", "bursty"]
+    shares = [p.share for p in trace.phases if p.kind != "bursty"]
+    assert shares == sorted(shares, reverse=True)
+    for before, after in zip(trace.phases, trace.phases[1:], strict=False):
+        assert before.end == after.start
+    assert all(trace.bursty.start <= j.start < trace.last_job_end for j in trace.jobs)
+
+
+def test_actions_are_in_time_order_and_every_job_is_deleted_after_its_run() -> None:
+    trace = peer.make_trace()
+    actions = trace.actions()
+    assert [a.at for a in actions] == sorted(a.at for a in actions)
+    created = {a.name: a.at for a in actions if a.verb == "create-job"}
+    deleted = {a.name: a.at for a in actions if a.verb == "delete-job"}
+    assert created.keys() == deleted.keys() == {j.name for j in trace.jobs}
+    for job in trace.jobs:
+        assert deleted[job.name] - created[job.name] == pytest.approx(job.seconds)
+    scaled = [a for a in actions if a.verb == "scale"]
+    assert len(scaled) == 3 * len(trace.services)
+    assert all(a.replicas >= 1 for a in scaled)
+
+
+def test_service_objects_carry_the_spread_and_the_pdb() -> None:
+    hostname = peer.Service("a", 3, 500, 512, "hostname")
+    zone = peer.Service("b", 3, 500, 512, "zone", {"maxUnavailable": 1})
+    (dep_a,) = peer.service_objects(hostname, 3)
+    dep_b, pdb = peer.service_objects(zone, 2)
+    assert dep_a["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert dep_b["spec"]["replicas"] == 2
+    assert dep_b["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == peer.LABEL_ZONE
+    assert pdb["kind"] == "PodDisruptionBudget" and pdb["spec"]["maxUnavailable"] == 1
+
+
+@pytest.mark.parametrize(("consolidate_after", "budget"), [("0s", "100%"), ("30s", "100%"), ("0s", "0")])
+def test_nodepool(consolidate_after: str, budget: str) -> None:
+    pool = peer.nodepool(consolidate_after, budget)
+    assert pool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized",
+                                          "consolidateAfter": consolidate_after, "budgets": [{"nodes": budget}]}
+    reqs = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["karpenter.sh/capacity-type"] == ["on-demand"]
+    assert reqs["kubernetes.io/arch"] == ["amd64"]
+
+
+def test_price_table_reads_every_offering() -> None:
+    types = [{"name": "c-1x-amd64-linux", "offerings": [
+        {"Price": 0.02, "Requirements": [{"key": "karpenter.sh/capacity-type", "values": ["spot"]},
+                                         {"key": "topology.kubernetes.io/zone", "values": ["test-zone-a"]}]},
+        {"Price": 0.03, "Requirements": [{"key": "karpenter.sh/capacity-type", "values": ["on-demand"]},
+                                         {"key": "topology.kubernetes.io/zone", "values": ["test-zone-a", "b"]}]}]}]
+    assert peer.price_table(types) == {("c-1x-amd64-linux", "spot", "test-zone-a"): 0.02,
+                                       ("c-1x-amd64-linux", "on-demand", "test-zone-a"): 0.03,
+                                       ("c-1x-amd64-linux", "on-demand", "b"): 0.03}
+
+
+# -- NodeClaims: lives, cost, churn -----------------------------------------------------------------------------------
+
+
+def test_a_nodeclaim_is_priced_once_its_instance_type_is_known_and_ends_when_gone() -> None:
+    timeline = Timeline(PRICES)
+    timeline.nodeclaim(1.0, "nc-1", nodeclaim())
+    assert timeline.nodeclaims["nc-1"].price == 0.0
+    timeline.nodeclaim(2.0, "nc-1", nodeclaim("c-4x-amd64-linux"))
+    timeline.nodeclaim(50.0, "nc-1", nodeclaim("c-4x-amd64-linux", deleting=True))
+    timeline.nodeclaim(55.0, "nc-1", None)
+    life = timeline.nodeclaims["nc-1"]
+    assert (life.launched, life.price, life.deleting, life.gone) == (1.0, 0.2, 50.0, 55.0)
+
+
+def test_a_nodeclaim_gone_without_a_deleting_event_was_deleted_then_and_a_new_one_of_the_same_name_is_new() -> None:
+    timeline = Timeline(PRICES)
+    timeline.nodeclaim(1.0, "nc-1", nodeclaim("m-8x-amd64-linux", zone="test-zone-b"))
+    timeline.nodeclaim(9.0, "nc-1", None)
+    timeline.nodeclaim(9.0, "nc-1", None)  # a second tombstone changes nothing
+    assert (timeline.nodeclaims["nc-1"].deleting, timeline.nodeclaims["nc-1"].gone) == (9.0, 9.0)
+    timeline.nodeclaim(20.0, "nc-1", nodeclaim("c-4x-amd64-linux"))
+    assert timeline.nodeclaims["nc-1"].launched == 20.0 and timeline.nodeclaims["nc-1"].gone is None
+    assert peer.churn(timeline.nodeclaims.values(), 0, 100) == (1, 0)  # the first life was replaced in the dict
+
+
+def test_an_unknown_offering_costs_nothing() -> None:
+    timeline = Timeline(PRICES)
+    timeline.nodeclaim(0.0, "nc", nodeclaim("c-4x-amd64-linux", zone="elsewhere"))
+    assert timeline.nodeclaims["nc"].price == 0.0
+
+
+LIVES = [NodeClaimLife("a", launched=0.0, price=3.6, deleting=90.0, gone=100.0),
+         NodeClaimLife("b", launched=50.0, price=7.2),
+         NodeClaimLife("c", launched=200.0, price=36.0, deleting=210.0, gone=230.0)]
+
+
+@pytest.mark.parametrize(("start", "end", "dollars"), [
+    (0, 100, 3.6 * 100 / 3600 + 7.2 * 50 / 3600),
+    (0, 50, 3.6 * 50 / 3600),
+    (100, 200, 7.2 * 100 / 3600),  # a is gone at 100, c starts at 200
+    (205, 230, 7.2 * 25 / 3600 + 36.0 * 25 / 3600),
+    (300, 300, 0.0),
+])
+def test_cost_is_price_times_time_alive_within_the_window(start: float, end: float, dollars: float) -> None:
+    assert peer.cost(LIVES, start, end) == pytest.approx(dollars)
+
+
+@pytest.mark.parametrize(("t", "rate", "alive"), [
+    (0.0, 3.6, 1), (60.0, 10.8, 2), (99.9, 10.8, 2), (100.0, 7.2, 1), (220.0, 43.2, 2), (230.0, 7.2, 1)])
+def test_rate_and_count_at_a_moment(t: float, rate: float, alive: int) -> None:
+    assert peer.rate_at(LIVES, t) == pytest.approx(rate)
+    assert peer.alive_at(LIVES, t) == alive
+
+
+@pytest.mark.parametrize(("start", "end", "launched", "deleted"), [
+    (0, 1000, 3, 2),
+    (0, 50, 1, 0),  # b launches at 50: not in [0, 50)
+    (50, 95, 1, 1),  # a's deletion counts when it starts (90), not when it is gone
+    (95, 200, 0, 0),
+    (200, 211, 1, 1),
+])
+def test_churn_counts_launches_and_deletion_starts(start: float, end: float, launched: int, deleted: int) -> None:
+    assert peer.churn(LIVES, start, end) == (launched, deleted)
+
+
+# -- pods: pending time, settle, evictions ----------------------------------------------------------------------------
+
+
+def test_pod_pending_until_bound_and_lineage_through_evictions() -> None:
+    timeline = Timeline(PRICES)
+    timeline.pod(1.0, "ns/p1", pod())
+    timeline.pod(3.0, "ns/p1", pod(node="n1"))
+    timeline.pod(10.0, "ns/p1", pod(node="n1", evicted=True, deleting=True))
+    timeline.pod(10.5, "ns/p1", pod(node="n1", evicted=True, deleting=True))  # seen again: one eviction
+    timeline.pod(11.0, "ns/other", pod(owner="rs-2"))  # another ReplicaSet's new pod inherits nothing
+    timeline.pod(11.5, "ns/p2", pod())  # p1's replacement
+    timeline.pod(12.0, "ns/p1", None)
+    timeline.pod(14.0, "ns/p2", pod(node="n2"))
+    assert timeline.pods["ns/p1"].pending_until == 3.0
+    assert timeline.pods["ns/p2"].lineage == timeline.pods["ns/p1"].lineage == "ns/p1"
+    assert timeline.pods["ns/other"].lineage == "ns/other"
+    assert peer.evicted_more_than_once(timeline) == 0
+    timeline.pod(30.0, "ns/p2", pod(node="n2", evicted=True))
+    timeline.pod(31.0, "ns/p3", pod())
+    assert [e[2] for e in timeline.evictions] == ["ns/p1", "ns/p1"]
+    assert timeline.pods["ns/p3"].lineage == "ns/p1"
+    assert peer.evicted_more_than_once(timeline) == 1
+    assert peer.evictions_in(timeline, 0, 20) == 1
+
+
+def test_a_deleted_pending_pod_stops_waiting() -> None:
+    timeline = Timeline(PRICES)
+    timeline.pod(1.0, "ns/p", pod())
+    timeline.pod(4.0, "ns/p", pod(deleting=True))
+    assert timeline.pods["ns/p"].pending_until == 4.0
+
+
+PODS = [PodLife("a", "rs", "a", seen=0.0, bound=10.0),
+        PodLife("b", "rs", "b", seen=5.0, bound=5.0),  # bound on first sight: never waited
+        PodLife("c", "rs", "c", seen=20.0, gone=26.0),
+        PodLife("d", "rs", "d", seen=40.0)]  # still waiting
+
+
+@pytest.mark.parametrize(("start", "end", "total", "longest"), [
+    (0, 30, 10 + 6, 10),
+    (5, 30, 5 + 6, 6),  # a started waiting before the window: counted inside it, not as the longest
+    (30, 50, 10, 10),
+    (0, 100, 10 + 6 + 60, 60),
+])
+def test_pending_seconds(start: float, end: float, total: float, longest: float) -> None:
+    waited, longest_wait = peer.pending_seconds(PODS, start, end)
+    assert waited == pytest.approx(total)
+    assert longest_wait == pytest.approx(longest)
+
+
+@pytest.mark.parametrize(("t", "count"), [(0.0, 1), (5.0, 1), (10.0, 0), (21.0, 1), (26.0, 0), (45.0, 1)])
+def test_pending_at(t: float, count: int) -> None:
+    assert peer.pending_at(PODS, t) == count
+
+
+@pytest.mark.parametrize(("times", "start", "end", "expected"), [
+    ([], 100, 200, 100),  # nothing happened: settled at once
+    ([110, 120, 150], 100, 200, 150),
+    ([110, 120, 180], 100, 200, None),  # activity less than QUIET before the end
+    ([50, 110], 100, 141, 110),  # activity before the window does not count
+    ([110, 250], 100, 200, 110),  # nor after it
+    ([110, 169.5], 100, 200, 169.5),
+    ([110, 170.5], 100, 200, None),
+])
+def test_settled_is_the_last_activity_followed_by_a_quiet_stretch(times: list[float], start: float, end: float,
+                                                                  expected: float | None) -> None:
+    assert peer.settled(times, [], start, end, quiet=30) == expected
+
+
+def test_not_settled_while_a_pod_waits() -> None:
+    waiting = [PodLife("p", "rs", "p", seen=10.0)]
+    assert peer.settled([10.0], waiting, 0, 100, quiet=30) is None
+    bound = [PodLife("p", "rs", "p", seen=10.0, bound=20.0)]
+    assert peer.settled([10.0, 20.0], bound, 0, 100, quiet=30) == 20.0
+
+
+def test_activity_and_phase_figures_from_a_timeline() -> None:
+    timeline = Timeline(PRICES)
+    timeline.nodeclaim(0.0, "nc-1", nodeclaim("c-4x-amd64-linux"))
+    timeline.pod(1.0, "ns/p", pod())
+    timeline.pod(4.0, "ns/p", pod(node="nc-1"))
+    timeline.pod(5.0, "ns/q", pod(node="nc-1"))  # bound at once: no activity
+    timeline.nodeclaim(60.0, "nc-1", nodeclaim("c-4x-amd64-linux", deleting=True))
+    timeline.nodeclaim(65.0, "nc-1", None)
+    assert peer.activity(timeline) == [0.0, 1.0, 4.0, 60.0, 65.0]
+    figures = peer.phase_figures(timeline, 0.0, 100.0, quiet=30)
+    assert figures["settled_after"] == 65.0
+    assert figures["rate_settled"] == 0.0
+    assert figures["launched"] == figures["deleted"] == 1
+    assert figures["cost"] == pytest.approx(0.2 * 65 / 3600)
+    assert figures["pending_pod_seconds"] == pytest.approx(3.0)
+    assert figures["peak_nodeclaims"] == 1 and figures["nodeclaims_end"] == 0
+
+
+# -- metrics and the goal ---------------------------------------------------------------------------------------------
+
+
+EXPOSITION = """\
+# HELP karpenter_voluntary_disruption_decisions_total Number of disruption decisions performed.
+# TYPE karpenter_voluntary_disruption_decisions_total counter
+karpenter_voluntary_disruption_decisions_total{consolidation_type="empty",decision="delete",reason="empty"} 3
+karpenter_voluntary_disruption_decisions_total{consolidation_type="single",decision="replace",reason="underutilized"} 2
+# HELP karpenter_nodeclaims_created_total Number of nodeclaims created.
+# TYPE karpenter_nodeclaims_created_total counter
+karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",reason="provisioning"} 7
+# HELP go_goroutines Number of goroutines.
+# TYPE go_goroutines gauge
+go_goroutines 120
+"""
+
+
+def test_counters_read_the_named_samples_with_their_labels() -> None:
+    values = peer.counters(EXPOSITION, peer.KARPENTER_METRICS)
+    assert values == {
+        'karpenter_voluntary_disruption_decisions_total{consolidation_type="empty",decision="delete",reason="empty"}':
+            3.0,
+        'karpenter_voluntary_disruption_decisions_total{consolidation_type="single",decision="replace",'
+        'reason="underutilized"}': 2.0,
+        'karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",reason="provisioning"}': 7.0,
+    }
+    assert peer.counter_sum(values, "karpenter_voluntary_disruption_decisions_total") == 5.0
+    assert peer.counter_sum(values, "karpenter_voluntary_disruption_decisions_total", decision="replace") == 2.0
+    assert peer._counts(values, "karpenter_voluntary_disruption_decisions_total", "decision") == \
+        "5 (delete 3, replace 2)"
+
+
+def test_counter_delta_counts_new_series_from_zero_and_leaves_out_unchanged_ones() -> None:
+    assert peer.counter_delta({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 5.0, "c": 4.0}) == {"b": 3.0, "c": 4.0}
+
+
+def _side(settle: list[float | None], rates: list[float], churn: tuple[int, int]) -> dict[str, Any]:
+    phases = [{"name": "down", "kind": "down", "settled_after": settle[0], "rate_settled": rates[0], "rate_end": 9.0},
+              {"name": "bursts", "kind": "bursty", "settled_after": settle[1], "rate_settled": rates[1],
+               "rate_end": 9.0, "launched": churn[0], "deleted": churn[1]}]
+    return {"phases": phases}
+
+
+@pytest.mark.parametrize(("ebb", "karpenter", "met"), [
+    (_side([40, 30], [2.0, 2.0], (3, 3)), _side([50, 30], [2.0, 2.5], (6, 6)), [True, True, True, True, True]),
+    (_side([60, None], [2.1, 2.0], (4, 3)), _side([50, 30], [2.0, 2.0], (6, 6)), [False, False, True, False, False]),
+])
+def test_goal_rows(ebb: dict[str, Any], karpenter: dict[str, Any], met: list[bool]) -> None:
+    rows = peer.goal(ebb, karpenter)
+    assert [r[0] for r in rows] == ["down: cost when settled", "down: time to settle", "bursts: cost when settled",
+                                    "bursts: time to settle", "bursty part: churn (launched + deleted), at most half"]
+    assert [r[3] for r in rows] == met

@@ -214,6 +214,37 @@ async def test_missing_crd_is_retried_without_holding_up_the_other_kinds() -> No
     assert watcher.synced["Node"].is_set() and watcher.synced["NodeClaim"].is_set()
 
 
+async def test_disruption_policies_are_watched_and_a_cluster_without_their_crd_still_plans() -> None:
+    """ebb.sh/v1 DisruptionPolicy is a custom kind like Karpenter's: while its CRD is missing (404) the NodePool
+    is published and planned on its own spec.disruption; once the CRD is there the policy governs the pool."""
+    missing = {"message": "the server could not find the requested resource"}
+    pool = {"metadata": {"name": "default", "resourceVersion": "3"},
+            "spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}
+    policy = {"metadata": {"name": "default", "resourceVersion": "8"}, "spec": {"budgets": [{"nodes": "2"}]}}
+    api = FakeApi({
+        "DisruptionPolicy": [FakeResponse(status=404, body=missing), FakeResponse(status=404, body=missing),
+                             FakeResponse(body=page("9", policy))],
+        "NodePool": [FakeResponse(body=page("4", pool))],
+    })
+    pool_kinds: list[str] = []
+
+    def done(bus: InMemoryBus, store: SnapshotStore) -> bool:
+        if "NodePool//default" not in store:
+            return False
+        pool_kinds.append(store.snapshot().nodepools[0].policy_kind)
+        return "DisruptionPolicy//default" in store
+
+    _, store, watcher = await run_watcher(api, [KINDS["DisruptionPolicy"], KINDS["NodePool"]], done,
+                                          missing_kind_retry=0.05)
+    assert len(api.calls["DisruptionPolicy"]) >= 3
+    assert pool_kinds[0] == "NodePool"  # planned without the CRD, on the NodePool's own block
+    stored = store.get("DisruptionPolicy", "", "default")
+    assert stored is not None and stored["apiVersion"] == "ebb.sh/v1"
+    (governed,) = store.snapshot().nodepools
+    assert (governed.policy_source, governed.budgets[0].nodes) == ("DisruptionPolicy default", "2")
+    assert watcher.synced["DisruptionPolicy"].is_set()
+
+
 async def test_stop_ends_a_watch_blocked_on_a_list_call() -> None:
     api = FakeApi({"Pod": []})  # the list never answers
     bus = InMemoryBus()

@@ -219,6 +219,9 @@ def test_kinds_named() -> None:
     assert [k.kind for k in kinds_named(["node", "NodeClaim", "Node"])] == ["Node", "NodeClaim"]
     assert KINDS["PodDisruptionBudget"].api_version == "policy/v1"
     assert KINDS["NodePool"].custom and KINDS["NodePool"].api_version == "karpenter.sh/v1"
+    policy = KINDS["DisruptionPolicy"]
+    assert (policy.custom, policy.api_version, policy.plural, policy.namespaced) == (
+        True, "ebb.sh/v1", "disruptionpolicies", False)
     try:
         kinds_named(["Deployment"])
     except ValueError as e:

@@ -56,6 +56,46 @@ def test_plan_several_files_and_until_stable(runner: CliRunner, tmp_path: Path) 
     assert out["steps"][0]["commands"] == out["commands"]
 
 
+NO_NODECLAIM = "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim"
+
+
+@pytest.mark.parametrize(("args", "idle"), [
+    ([], "disrupted"),
+    (["--provider", "none"], "disrupted"),
+    (["--provider", "kwok"], "disrupted"),
+    (["--provider", "karpenter"], NO_NODECLAIM),
+])
+def test_provider_karpenter_leaves_nodes_without_a_nodeclaim_alone(runner: CliRunner, tmp_path: Path,
+                                                                    args: list[str], idle: str) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--now", NOW_ARG, "-o", "json", *args])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    reasons = {b["node"]: b["reason"] for b in out["blocked"]}
+    assert reasons.get("idle", "disrupted") == idle
+
+
+def test_unknown_provider_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--provider", "aws"])
+    assert result.exit_code == 2
+    assert "--provider" in result.output
+
+
+def test_a_disruption_policy_is_read_and_an_orphan_one_warned_about(runner: CliRunner, tmp_path: Path) -> None:
+    policies = [{"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name},
+                 "spec": {"consolidationPolicy": "WhenEmpty", "budgets": [{"nodes": "0"}]}}
+                for name in ("default", "gone")]
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster(), *policies), "--now", NOW_ARG, "-o",
+                                 "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["commands"] == []
+    assert {b["reason"] for b in out["budgets"]} == {"Expired", "Drifted", "Empty", "Underutilized"}
+    assert all("of DisruptionPolicy default allows 0" in b["detail"] for b in out["budgets"])
+    assert result.stderr.strip() == ("warning: 1 DisruptionPolicy document(s) name no NodePool of the input and apply "
+                                     "to nothing (a DisruptionPolicy is named after the NodePool it is for): "
+                                     "DisruptionPolicy gone")
+
+
 def test_invalid_input_exits_2_naming_document_and_field(runner: CliRunner, tmp_path: Path) -> None:
     path = _write(tmp_path, nodepool(), node("a"), pod("web", "a", cpu="two"))
     result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json"])

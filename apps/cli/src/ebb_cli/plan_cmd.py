@@ -29,6 +29,15 @@ class Output(StrEnum):
     json = "json"
 
 
+class Provider(StrEnum):
+    """The termination-executor's provider a plan is for (EBB_TERMINATION_EXECUTOR_PROVIDER): with karpenter a
+    node without a NodeClaim is not a candidate; none and kwok plan alike."""
+
+    none = "none"
+    kwok = "kwok"
+    karpenter = "karpenter"
+
+
 def _parse_now(value: str | None) -> datetime:
     if value is None:
         return datetime.now(UTC)
@@ -38,7 +47,7 @@ def _parse_now(value: str | None) -> datetime:
         raise InputError(f"--now: {value!r} is not an RFC 3339 time like {TIME_EXAMPLE}") from exc
 
 
-def plan(
+def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
     filename: Annotated[list[str], typer.Option("-f", "--filename",
                                                 help="YAML file(s) from kubectl get -o yaml; - for stdin")],
     now: Annotated[str | None, typer.Option(help="evaluate at this RFC 3339 time (default: now)")] = None,
@@ -47,6 +56,9 @@ def plan(
                                                help="apply passes until nothing changes; adds steps")] = False,
     spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot",
                                                help="allow replacing spot nodes with spot nodes")] = False,
+    provider: Annotated[Provider, typer.Option(
+        help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
+             "none and kwok plan alike")] = Provider.none,
 ) -> None:
     """What would ebb disrupt now, and why not the rest? A dry run on a cluster snapshot."""
     try:
@@ -58,7 +70,8 @@ def plan(
     for warning in input_warnings(snapshot):
         typer.echo(f"warning: {warning}", err=True)
     result = make_plan(snapshot, moment, until_stable=until_stable,
-                       options=EngineOptions(spot_to_spot=spot_to_spot))
+                       options=EngineOptions(spot_to_spot=spot_to_spot,
+                                             require_nodeclaim=provider is Provider.karpenter))
     if output is Output.json:
         sys.stdout.write(json.dumps(plan_json(result), indent=2) + "\n")
     else:

@@ -87,7 +87,9 @@ async def run(
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
-                          options=EngineOptions(spot_to_spot=settings.spot_to_spot), clock=clock, recorder=recorder,
+                          options=EngineOptions(spot_to_spot=settings.spot_to_spot,
+                                                require_nodeclaim=settings.provider == "karpenter"),
+                          clock=clock, recorder=recorder,
                           republish_after=settings.republish_after_seconds,
                           republish_interval=settings.republish_interval_seconds,
                           interruption_consumer=interruptions, annotator=annotator)

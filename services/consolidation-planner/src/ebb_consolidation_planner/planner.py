@@ -72,7 +72,7 @@ from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
-from ebb.core.model import REASONS, TAINT_DISRUPTED, Snapshot
+from ebb.core.model import REASONS, Snapshot
 from ebb.core.validation import validate
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership
@@ -322,7 +322,7 @@ class Planner:
         return result
 
     def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult, Findings]:
-        view = ClusterView.build(snapshot, now)
+        view = self.options.view_of(snapshot, now)
         return view, run_pass(view, self.options), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
@@ -389,10 +389,10 @@ class Planner:
         if why is not None:
             await self._rejected(decision_id, command, why.text, now, bound)
             return
-        view = ClusterView.build(snapshot, now)
+        view = self.options.view_of(snapshot, now)
         allowed = {p: view.budgets[(p, command.reason)].allowed for p in set(pools.values())
                    if (p, command.reason) in view.budgets}
-        counted = {n.name for n in snapshot.nodes if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints)}
+        counted = {n.name for n in snapshot.nodes if n.deleting or n.being_disrupted}
         approval = await self.store.approve(decision_id, node_pools=pools, reason=command.reason, allowed=allowed,
                                             counted=counted, now=now)
         if not approval.approved and not approval.rejected:

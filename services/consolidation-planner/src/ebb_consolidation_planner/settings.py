@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -47,6 +48,10 @@ class Settings(BaseSettings):
     ledger_ttl_seconds: float = Field(default=3600.0, gt=0)
     #: spot nodes may be replaced by spot nodes
     spot_to_spot: bool = False
+    #: the termination-executor's provider (set it as EBB_TERMINATION_EXECUTOR_PROVIDER): with karpenter a node
+    #: without a NodeClaim is not a candidate (ebb retires nodes by deleting their NodeClaim); none and kwok
+    #: plan alike
+    provider: Literal["none", "kwok", "karpenter"] = "none"
     #: an approved command not picked up by the executor is published again after this long
     republish_after_seconds: float = Field(default=10.0, gt=0)
     #: how often the leader looks for such commands

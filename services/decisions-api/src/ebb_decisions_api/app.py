@@ -104,8 +104,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     ``KafkaBus`` is built from the settings (it connects when the consumers first use it, and is closed at
     shutdown); a given bus (an ``InMemoryBus`` in tests and the embedded mode, or a ``KafkaBus``) is the caller's.
     ``options`` are the engine options of explanations (default: the engine's, with the settings'
-    ``spot_to_spot``, as the planner is configured). ``clock`` is "now" when a request gives none (the
-    embedded mode's simulated time)."""
+    ``spot_to_spot`` and ``provider``, as the planner is configured). ``clock`` is "now" when a request gives
+    none (the embedded mode's simulated time)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
@@ -117,7 +117,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-decisions-api")
         bus = owned_bus
-    engine_options = options or EngineOptions(spot_to_spot=settings.spot_to_spot)
+    engine_options = options or EngineOptions(spot_to_spot=settings.spot_to_spot,
+                                              require_nodeclaim=settings.provider == "karpenter")
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
     live = LiveState(store, limiter)
@@ -252,7 +253,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
             if body.live:
                 view = await live_view(moment)
                 result = await anyio.to_thread.run_sync(plan_snapshot, view.snapshot, moment, stable, spot,
-                                                        limiter=limiter)
+                                                        engine_options.require_nodeclaim, limiter=limiter)
             else:
                 result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, limiter=limiter)
         except PlanInputError as exc:

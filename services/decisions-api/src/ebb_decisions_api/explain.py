@@ -22,7 +22,7 @@ from ebb.core.causes import BlockCause
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import EngineOptions
-from ebb.core.model import REASONS, TAINT_DISRUPTED, Node, NodePool, Snapshot
+from ebb.core.model import REASONS, Node, NodePool, Snapshot
 from ebb.core.plan import command_json
 from ebb.core.quantity import fmt_time, parse_duration
 
@@ -41,7 +41,7 @@ def explain_pass(snapshot: Snapshot, name: str, now: datetime, options: EngineOp
     node = next((n for n in snapshot.nodes if n.name == name), None)
     if node is None:
         return None
-    view = ClusterView.build(snapshot, now)
+    view = options.view_of(snapshot, now)
     return NodeVerdict(node, view, run_pass(view, options))
 
 
@@ -64,6 +64,8 @@ def node_explanation(verdict: NodeVerdict) -> dict[str, Any]:
                     if command is not None else
                     f"not disrupted now: {blocked.reason}" if blocked is not None else "not disrupted now"),
         "paused": _text(verdict.view.paused(verdict.node)),
+        #: where the pool's disruption settings come from: "NodePool X" or "DisruptionPolicy X"
+        "policy": verdict.view.pools[pool].policy_source if pool in verdict.view.pools else None,
         "budgets": pool_budget_rows(verdict.view, pool) if pool in verdict.view.pools else [],
     }
     return out
@@ -91,10 +93,12 @@ def budgets_report(snapshot: Snapshot, pool_name: str, now: datetime) -> dict[st
         return None
     view = ClusterView.build(snapshot, now)
     owned = [n for n in snapshot.nodes if n.nodepool == pool.name]
-    disrupting = sorted(n.name for n in owned if n.deleting or any(t.key == TAINT_DISRUPTED for t in n.taints))
+    disrupting = sorted(n.name for n in owned if n.deleting or n.being_disrupted)
     not_ready = sorted(n.name for n in owned if not n.ready and not n.deleting)
     return {
         "nodePool": pool.name,
+        #: the object the budgets below are written in: "NodePool X" or "DisruptionPolicy X"
+        "policy": pool.policy_source,
         "now": fmt_time(now),
         "nodes": {"total": len(owned), "disrupting": disrupting, "notReady": not_ready},
         "reasons": pool_budget_rows(view, pool.name),

@@ -144,10 +144,12 @@ def run_plan(request: PlanRequest, now: datetime, until_stable: bool, spot_to_sp
     return plan_snapshot(snapshot, now, until_stable, spot_to_spot)
 
 
-def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, spot_to_spot: bool) -> dict[str, Any]:
-    """The `ebb plan -o json` document of a parsed snapshot (blocking; call it in a worker thread)."""
+def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, spot_to_spot: bool,
+                  require_nodeclaim: bool = False) -> dict[str, Any]:
+    """The `ebb plan -o json` document of a parsed snapshot (blocking; call it in a worker thread);
+    ``require_nodeclaim`` as the planner's provider sets it (`EngineOptions.require_nodeclaim`)."""
     plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable,
-                     options=EngineOptions(spot_to_spot=spot_to_spot))
+                     options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim))
     return plan_json(plan)
 
 

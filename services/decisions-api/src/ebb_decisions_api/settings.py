@@ -5,6 +5,8 @@ Kafka is, which topic prefix and consumer-group prefix to use, and the limits of
 (per-subscriber queue, keep-alive, send timeout) are all settings so an operator can tune them.
 """
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -39,6 +41,9 @@ class Settings(BaseSettings):
     #: spot nodes may be replaced by spot nodes: set it as the planner's, so explanations and live plans
     #: say what the planner does
     spot_to_spot: bool = False
+    #: the termination-executor's provider, set as the planner's (EBB_CONSOLIDATION_PLANNER_PROVIDER): with
+    #: karpenter a node without a NodeClaim is not a candidate, and explanations and live plans say so
+    provider: Literal["none", "kwok", "karpenter"] = "none"
     #: engine passes (plan, explain, budgets) running at once in worker threads; more wait their turn
     max_concurrent_passes: int = Field(default=2, ge=1)
     #: events a /v1/events subscriber may have waiting; one more and it is closed (it fell too far behind)

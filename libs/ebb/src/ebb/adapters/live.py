@@ -43,7 +43,7 @@ def live_snapshot(snapshot: Snapshot, *, holds: Iterable[HoldRow] = (), busy: It
     if marked:
         snapshot = dataclasses.replace(snapshot, nodes=tuple(
             dataclasses.replace(n, taints=(*n.taints, Taint(TAINT_DISRUPTED)))
-            if n.name in marked and not any(t.key == TAINT_DISRUPTED for t in n.taints) else n
+            if n.name in marked and not n.being_disrupted else n
             for n in snapshot.nodes))
     extra = core_holds(holds)
     return dataclasses.replace(snapshot, holds=snapshot.holds + extra) if extra else snapshot

@@ -1,4 +1,9 @@
-"""The kinds the cluster-watcher lists and watches, and how to reach each one through kubernetes-asyncio."""
+"""The kinds the cluster-watcher lists and watches, and how to reach each one through kubernetes-asyncio.
+
+The custom kinds are Karpenter's NodePool and NodeClaim and ebb's own DisruptionPolicy (``ebb.sh/v1``: the
+disruption settings ebb reads instead of a NodePool's own, docs/architecture.md#decision-semantics). A
+custom kind whose CRD is not installed is retried by the watcher without affecting the others.
+"""
 
 from __future__ import annotations
 
@@ -51,9 +56,12 @@ PDB: Final = KindSpec("PodDisruptionBudget", "policy", "v1", "poddisruptionbudge
 DAEMONSET: Final = KindSpec("DaemonSet", "apps", "v1", "daemonsets", namespaced=True)
 NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namespaced=False, custom=True)
 NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
+DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disruptionpolicies", namespaced=False,
+                                    custom=True)
 
 #: every kind ebb reads, by kind name
-KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM)}
+KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM,
+                                                         DISRUPTION_POLICY)}
 
 
 def kinds_named(names: Iterable[str]) -> tuple[KindSpec, ...]:

@@ -58,10 +58,14 @@ NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namesp
 NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
 DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disruptionpolicies", namespaced=False,
                                     custom=True)
+#: the instance types and prices to plan with (e.g. the catalog of Karpenter's KWOK provider's types); without
+#: one on the topic the services plan with the bundled catalog (ebb.adapters.catalog)
+INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "instancetypecatalogs",
+                                        namespaced=False, custom=True)
 
 #: every kind ebb reads, by kind name
 KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM,
-                                                         DISRUPTION_POLICY)}
+                                                         DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG)}
 
 
 def kinds_named(names: Iterable[str]) -> tuple[KindSpec, ...]:

@@ -345,8 +345,7 @@ def test_everything_namespaced_is_in_ebb_system_but_the_events_roles() -> None:
 def test_crds_are_structural_and_only_status_is_open() -> None:
     """ebb.sh/v1 kinds; no x-kubernetes-preserve-unknown-fields anywhere (unknown fields are refused)."""
     crds = of_kind("CustomResourceDefinition")
-    assert sorted(c["spec"]["names"]["kind"] for c in crds) == ["Hold", "InstanceTypeCatalog", "NodeClaim",
-                                                                 "NodePool"]
+    assert sorted(c["spec"]["names"]["kind"] for c in crds) == ["DisruptionPolicy", "Hold", "InstanceTypeCatalog"]
 
     def walk(node: Any, path: str) -> Iterator[str]:
         if isinstance(node, dict):
@@ -362,3 +361,51 @@ def test_crds_are_structural_and_only_status_is_open() -> None:
         assert crd["spec"]["group"] == "ebb.sh"
         assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
         assert list(walk(crd["spec"]["versions"][0]["schema"], crd["metadata"]["name"])) == []
+
+
+#: the kinds of Karpenter's CRDs (sigs.k8s.io/karpenter v1.14: karpenter.sh; the AWS and KWOK providers' NodeClasses)
+KARPENTER_NAMES = {"nodepool", "nodepools", "nodeclaim", "nodeclaims", "nodeoverlay", "nodeoverlays",
+                   "ec2nodeclass", "ec2nodeclasses", "kwoknodeclass", "kwoknodeclasses"}
+
+
+def test_no_ebb_kind_clashes_with_karpenters() -> None:
+    """`kubectl get nodepools` (nodeclaims, ...) must stay Karpenter's: no ebb.sh plural, singular, kind or short
+    name is one of Karpenter's."""
+    for crd in of_kind("CustomResourceDefinition"):
+        names = crd["spec"]["names"]
+        ours = {names["plural"], names["singular"], names["kind"].lower(), *names.get("shortNames", [])}
+        assert not ours & KARPENTER_NAMES, crd["metadata"]["name"]
+
+
+def test_the_watcher_may_watch_every_kind_it_is_told_to() -> None:
+    """The cluster-watcher's ConfigMap names every kind ebb reads, and its ClusterRole grants get, list and
+    watch on each of them (ebb.adapters.kube.kinds: group and plural), nothing more."""
+    from ebb.adapters.kube.kinds import KINDS, kinds_named
+
+    kinds = named("ConfigMap", "ebb-cluster-watcher")["data"]["EBB_CLUSTER_WATCHER_KINDS"].split(",")
+    assert set(kinds) == set(KINDS)
+    granted = {(group, resource) for rule in named("ClusterRole", "ebb-cluster-watcher")["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]
+               if set(rule["verbs"]) == {"get", "list", "watch"}}
+    all_rules = named("ClusterRole", "ebb-cluster-watcher")["rules"]
+    assert all(set(rule["verbs"]) == {"get", "list", "watch"} for rule in all_rules)
+    assert granted == {(spec.group, spec.plural) for spec in kinds_named(kinds)}
+
+
+def test_the_disruption_policy_crd_and_the_parser_agree() -> None:
+    """The CRD's spec fields are those the parser reads, and an object with only the CRD's defaults parses to
+    the parser's defaults (no expiry: the CRD gives expireAfter no default)."""
+    from ebb.core.model import DisruptionPolicy
+    from ebb.core.snapshot import parse_object
+
+    crd = named("CustomResourceDefinition", "disruptionpolicies.ebb.sh")
+    assert crd["spec"]["names"]["plural"] == "disruptionpolicies" and crd["spec"]["scope"] == "Cluster"
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec["properties"]) == {"consolidationPolicy", "consolidateAfter", "expireAfter", "stabilizationWindow",
+                                       "budgets"}
+    assert "default" not in spec["properties"]["expireAfter"]
+    assert spec["properties"]["budgets"]["items"]["properties"]["reasons"]["items"]["enum"] == [
+        "Underutilized", "Empty", "Drifted", "Expired"]
+    defaulted = {name: field["default"] for name, field in spec["properties"].items() if "default" in field}
+    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "general"}, "spec": defaulted}
+    assert parse_object(doc).value == DisruptionPolicy("general")

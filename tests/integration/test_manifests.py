@@ -543,10 +543,13 @@ ALLOWED: dict[str, list[Access]] = {
         Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal"),
     ],
     "ebb-termination-executor": [
-        Access("get", "nodes"), Access("patch", "nodes"), Access("delete", "nodes"),
+        Access("get", "nodes"), Access("patch", "nodes"),
         Access("list", "pods"), Access("get", "pods", namespace="default"),
         Access("create", "pods", subresource="eviction", namespace="default"),
         Access("create", "pods", subresource="eviction", namespace="kube-system"),
+        # the karpenter provider (ebb.adapters.kube.karpenter.KubeNodeClaimApi)
+        *[Access(verb, "nodeclaims", "karpenter.sh") for verb in ("get", "list", "create", "delete")],
+        Access("get", "nodepools", "karpenter.sh"),
         *EVENTS,
     ],
     "ebb-interruption-ingester": [],
@@ -575,8 +578,11 @@ DENIED: dict[str, list[Access]] = {
     "ebb-termination-executor": [
         Access("delete", "pods", namespace="default"),  # never a force-delete: evictions only
         Access("update", "nodes"), Access("create", "nodes"), Access("list", "nodes"),
+        Access("delete", "nodes"),  # Karpenter deletes them (the karpenter provider deletes the NodeClaim)
         Access("get", "secrets", namespace="default"),
-        Access("delete", "nodeclaims", "karpenter.sh"),
+        Access("patch", "nodeclaims", "karpenter.sh"), Access("update", "nodeclaims", "karpenter.sh"),
+        Access("update", "nodeclaims", "karpenter.sh", subresource="status"),
+        Access("patch", "nodepools", "karpenter.sh"), Access("list", "nodepools", "karpenter.sh"),
         *NOT_EVENTS,
     ],
     "ebb-interruption-ingester": [Access("get", "nodes"), Access("list", "nodes"),
@@ -616,7 +622,8 @@ async def rbac_in_force(kube_api: Any, installed: Installed) -> str:
         assert asyncio.get_running_loop().time() < deadline, "the planner's Role never took effect"
         await asyncio.sleep(0.5)
     deadline = asyncio.get_running_loop().time() + 30
-    while not (await allowed(kube_api, installed.namespace, "ebb-termination-executor", Access("delete", "nodes")))[0]:
+    probe = Access("create", "nodeclaims", "karpenter.sh")
+    while not (await allowed(kube_api, installed.namespace, "ebb-termination-executor", probe))[0]:
         assert asyncio.get_running_loop().time() < deadline, "the executor's ClusterRole never took effect"
         await asyncio.sleep(0.5)
     return installed.namespace

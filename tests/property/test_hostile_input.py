@@ -27,7 +27,18 @@ from ebb.core.plan import make_plan
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.unit.builders import catalog, daemonset, ds_pod, hold, node, nodeclaim, nodepool, pdb, pod
+from tests.unit.builders import (
+    catalog,
+    daemonset,
+    disruption_policy,
+    ds_pod,
+    hold,
+    node,
+    nodeclaim,
+    nodepool,
+    pdb,
+    pod,
+)
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 TOKEN = "hostile-input-token"
@@ -56,9 +67,10 @@ _SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUns
 
 def _cluster() -> list[dict[str, Any]]:
     """A small valid cluster touching every kind's parser: budgets with a schedule, taints, a NodeClaim, a
-    DaemonSet and its pod, a hold, PDBs, and a pod with affinities, spread, tolerations, a host port and a
-    limit. The catalog comes last and is left alone (its own parser is a table of instance types). A deep
-    copy: the builders keep references to the module's affinity and spread, which the mutations must not reach."""
+    DaemonSet and its pod, a hold, PDBs, a pod with affinities, spread, tolerations, a host port and a
+    limit, and a second NodePool governed by a DisruptionPolicy. The catalog comes last and is left alone
+    (its own parser is a table of instance types). A deep copy: the builders keep references to the module's
+    affinity and spread, which the mutations must not reach."""
     return copy.deepcopy([
         nodepool(budgets=[{"nodes": "10%"}, {"nodes": "1", "schedule": "@daily", "duration": "1h"}],
                  expire_after="720h"),
@@ -70,6 +82,10 @@ def _cluster() -> list[dict[str, Any]]:
         nodeclaim("claim-c", "c"), daemonset("agent"), ds_pod("agent-c", "c"),
         hold("h1", "nodePool", "default", expires_at="2026-11-24T00:00:00Z"),
         pdb("pdb", {"app": "x"}, min_available=1), pdb("pdb-half", {"app": "x"}, min_available="50%"),
+        nodepool("other", budgets=[{"nodes": "0"}], expire_after="Never"), node("d", pool="other"),
+        disruption_policy("other", consolidationPolicy="WhenEmpty", consolidateAfter="5m", expireAfter="720h",
+                          stabilizationWindow="10m", budgets=[{"nodes": "20%"}, {
+                              "nodes": "1", "schedule": "@daily", "duration": "1h", "reasons": ["Expired"]}]),
         catalog(),
     ])
 

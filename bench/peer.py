@@ -122,8 +122,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Phase:
-    """A stretch of the trace: ``up`` (scale to the peak), ``down`` (a scale-down step), ``bursty``. The bursty
-    phase's end is open: it lasts until the cluster settled after the last job, at most ``Trace.tail`` more."""
+    """A stretch of the trace: ``up`` (scale to the peak), ``down`` (a scale-down step), ``bursty`` (it ends
+    ``Trace.tail`` seconds after the last job). Every side has the same fixed windows, so their figures compare."""
 
     name: str
     kind: Literal["up", "down", "bursty"]
@@ -149,7 +149,7 @@ class Trace:
     services: tuple[Service, ...]
     jobs: tuple[Job, ...]
     phases: tuple[Phase, ...]
-    #: after the last job ends, wait at most this long for the cluster to settle
+    #: the bursty phase lasts this long after the last job ends
     tail: float
 
     def replicas(self, service: Service, share: float) -> int:
@@ -190,13 +190,13 @@ class TraceSize:
 
     scale: float = 1.5
     up_seconds: float = 150.0
-    step_seconds: float = 150.0
+    step_seconds: float = 240.0
     steps: tuple[float, ...] = (0.6, 0.35, 0.2)
     bursts: int = 5
     burst_period: float = 70.0
     jobs_per_burst: tuple[int, int] = (4, 7)
     job_seconds: tuple[float, float] = (25.0, 45.0)
-    tail: float = 180.0
+    tail: float = 240.0
 
 
 FULL = TraceSize()
@@ -241,8 +241,8 @@ def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
             jobs.append(Job(f"job-{b}-{j}", rng.randint(1, 3), cpu, rng.choice((1024, 2048, 4096)), start,
                             round(rng.uniform(*size.job_seconds), 1)))
     last_end = max((j.start + j.seconds for j in jobs), default=bursty_start)
-    phases.append(Phase(f"bursts of jobs ({size.bursts})", "bursty", bursty_start, last_end, size.steps[-1]
-                        if size.steps else 1.0))
+    phases.append(Phase(f"bursts of jobs ({size.bursts})", "bursty", bursty_start, last_end + size.tail,
+                        size.steps[-1] if size.steps else 1.0))
     return Trace(seed, tuple(services), tuple(jobs), tuple(phases), size.tail)
 
 
@@ -493,6 +493,18 @@ def settled(times: Sequence[float], pods: Iterable[PodLife], start: float, end: 
     return last
 
 
+def converged(lives: Iterable[NodeClaimLife], start: float, end: float, tolerance: float = 0.05) -> float:
+    """When the cost rate first came within ``tolerance`` of the way from its value at ``start`` to its value at the
+    end of [start, end] (at least a cent an hour): how fast a side got most of the way. Unlike ``settled`` it is
+    not moved by a trickle of small replacements at the end, nor by a replacement's brief overlap with the node it
+    replaces."""
+    lives = list(lives)
+    final = rate_at(lives, end - 1e-9)
+    band = max(tolerance * abs(rate_at(lives, start) - final), 0.01)
+    changes = sorted({t for life in lives for t in (life.launched, life.gone) if t is not None and start < t < end})
+    return next((t for t in [start, *changes] if abs(rate_at(lives, t) - final) <= band), end)
+
+
 def pending_seconds(pods: Iterable[PodLife], start: float, end: float) -> tuple[float, float]:
     """(pod-seconds spent waiting for a node in [start, end], the longest single wait of a pod that started
     waiting in it)."""
@@ -529,6 +541,7 @@ def phase_figures(timeline: Timeline, start: float, end: float, quiet: float = Q
         "evictions": evictions_in(timeline, start, end), "pending_pod_seconds": waiting,
         "longest_pending": longest, "settled_after": None if at is None else at - start,
         "rate_settled": rate_at(lives, at) if at is not None else None, "rate_end": rate_at(lives, end - 1e-9),
+        "rate_start": rate_at(lives, start), "converged_after": converged(lives, start, end) - start,
         "nodeclaims_end": alive_at(lives, end - 1e-9),
         "peak_nodeclaims": max((alive_at(lives, nc.launched) for nc in lives if start <= nc.launched < end),
                                default=alive_at(lives, start)),
@@ -585,6 +598,8 @@ class Side:
     title: str
     consolidate_after: str
     ebb: bool
+    #: the ebb side's DisruptionPolicy stabilizationWindow: consolidation pauses while a node is younger
+    stabilization_window: str | None = None
 
     @property
     def budget_nodes(self) -> str:
@@ -594,8 +609,12 @@ class Side:
 SIDES: dict[str, Side] = {s.key: s for s in (
     Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s", "0s", ebb=False),
     Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s", "30s", ebb=False),
-    Side("ebb", "Karpenter (disruption off) + ebb", "0s", ebb=True),
+    Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m", "0s", ebb=True,
+         stabilization_window="2m"),
+    Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow", "0s", ebb=True),
 )}
+#: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise
+DEFAULT_SIDES = ("karpenter-0s", "karpenter-30s", "ebb")
 
 
 def size_from_env() -> TraceSize:
@@ -603,7 +622,8 @@ def size_from_env() -> TraceSize:
 
 
 def sides_from_env() -> list[str]:
-    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(SIDES)).split(",") if s.strip()]
+    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(DEFAULT_SIDES)).split(",")
+              if s.strip()]
     unknown = [s for s in chosen if s not in SIDES]
     if unknown:
         raise SystemExit(f"EBB_BENCH_PEER_SIDES: unknown side(s) {unknown} (known: {', '.join(SIDES)})")
@@ -717,12 +737,16 @@ async def scrape(url: str, names: Iterable[str]) -> dict[str, float]:
     return counters(response.text, names)
 
 
+PLURALS = {"NodePool": "nodepools", "InstanceTypeCatalog": "instancetypecatalogs",
+           "DisruptionPolicy": "disruptionpolicies"}
+
+
 async def create_object(api: Any, obj: Doc) -> None:
     """Create a cluster-scoped custom object (NodePool, InstanceTypeCatalog, ...)."""
     from kubernetes_asyncio import client
 
     group, _, version = obj["apiVersion"].partition("/")
-    plural = obj["kind"].lower() + "s"
+    plural = PLURALS[obj["kind"]]
     await client.CustomObjectsApi(api).create_cluster_custom_object(group, version, plural, obj)
 
 
@@ -785,29 +809,20 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
                          + f" ({len(batch)}); NodeClaims {alive_at(timeline.nodeclaims.values(), recorder.now())},"
                          f" pending pods {pending_at(timeline.pods.values(), recorder.now())}")
                     await asyncio.gather(*(driver.apply(a) for a in batch))
-            last = trace.last_job_end
-            deadline = last + trace.tail
-            while recorder.now() < deadline:
-                now = recorder.now()
-                if now - last >= QUIET and settled(activity(timeline), list(timeline.pods.values()), last, now):
-                    break
-                watching_error = watching.done() and watching.exception()
-                if watching_error:
-                    raise watching_error
-                await asyncio.sleep(2)
-            end = recorder.now()
+            end = trace.bursty.end
+            await asyncio.sleep(max(0.0, end - recorder.now()))
+            if watching.done():
+                watching.result()  # what ended the watch early
             await scrape_all("end")
         finally:
             stop.set()
             await asyncio.gather(watching, sampling, return_exceptions=True)
-    phases = [(p, p.start, p.end if p.kind != "bursty" else end) for p in trace.phases]
     figures: list[Doc] = []
-    for n, (phase, start, stop_at) in enumerate(phases):
-        f = phase_figures(timeline, start, stop_at)
-        if phase.kind == "bursty":  # settled after the last job ended
-            calm = settled(activity(timeline), list(timeline.pods.values()), trace.last_job_end, stop_at)
-            f["settled_after"] = None if calm is None else calm - trace.last_job_end
-            f["rate_settled"] = None if calm is None else rate_at(timeline.nodeclaims.values(), calm)
+    for n, phase in enumerate(trace.phases):
+        f = phase_figures(timeline, phase.start, phase.end)
+        if phase.kind == "bursty":  # settled and converged after the last job ended
+            after = phase_figures(timeline, trace.last_job_end, phase.end)
+            f.update({k: after[k] for k in ("settled_after", "rate_settled", "converged_after")})
         before = scrapes[n][2] if n < len(scrapes) else {}
         after = scrapes[n + 1][2] if n + 1 < len(scrapes) else {}
         f["counters"] = {name: counter_delta(before.get(name, {}), after.get(name, {})) for name in metrics}
@@ -937,7 +952,7 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
     per = {
         "cluster-watcher": {**common},
         "consolidation-planner": {**common, **db, "GROUP": f"peer-{run}-planner", "LEASE_NAME": f"ebb-peer-{run}",
-                                  "LEASE_NAMESPACE": "default",
+                                  "LEASE_NAMESPACE": "default", "PROVIDER": "karpenter",
                                   "METRICS_PORT": str(ports["consolidation-planner"]), "METRICS_ADDRESS": "127.0.0.1"},
         "termination-executor": {**common, **db, "GROUP": f"peer-{run}-executor", "PROVIDER": "karpenter",
                                  "METRICS_PORT": str(ports["termination-executor"]), "METRICS_ADDRESS": "127.0.0.1"},
@@ -946,11 +961,18 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
             for name, values in per.items()}
 
 
-def ebb_objects(types: Sequence[Mapping[str, Any]]) -> list[Doc]:
-    """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types."""
+def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
+    """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types, and the
+    DisruptionPolicy ebb acts on (Karpenter's NodePool has budgets ``nodes: "0"``): the NodePool's own
+    consolidation settings, with budgets of 100% as the Karpenter sides have, and the side's stabilizationWindow."""
     from ebb.adapters.catalog import catalog_from_kwok_instance_types
 
-    return [catalog_from_kwok_instance_types(types)]
+    spec: Doc = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": side.consolidate_after,
+                 "expireAfter": "Never", "budgets": [{"nodes": "100%"}]}
+    if side.stabilization_window:
+        spec["stabilizationWindow"] = side.stabilization_window
+    policy = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": NODEPOOL}, "spec": spec}
+    return [catalog_from_kwok_instance_types(types), policy]
 
 
 def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
@@ -978,7 +1000,7 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
             output, _ = await applying.communicate()
             if applying.returncode != 0:
                 raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
-            for obj in ebb_objects(types):
+            for obj in ebb_objects(side, types):
                 await create_object(api, obj)
             await services.start()
 
@@ -1010,10 +1032,11 @@ def _money(value: float | None, per_hour: bool = False) -> str:
 
 
 def _settle(f: Mapping[str, Any]) -> str:
+    converged = f"; 95% of the way after {f['converged_after']:.0f} s"
     if f["settled_after"] is None:
-        return (f"not within {f['end'] - f['start']:.0f} s ({_money(f['rate_end'], True)} at its end, "
-                f"{f['nodeclaims_end']} NodeClaims)")
-    return f"{f['settled_after']:.0f} s, {_money(f['rate_settled'], True)}"
+        return (f"not settled in {f['end'] - f['start']:.0f} s: {_money(f['rate_end'], True)} and "
+                f"{f['nodeclaims_end']} NodeClaims at its end{converged}")
+    return f"{f['settled_after']:.0f} s, {_money(f['rate_settled'], True)}{converged}"
 
 
 def _counts(values: Mapping[str, float], name: str, label: str) -> str:
@@ -1045,10 +1068,15 @@ def goal(ebb: Mapping[str, Any], peer: Mapping[str, Any]) -> list[tuple[str, str
         rows.append((f"{mine['name']}: cost when settled", _money(mine_rate, True), _money(theirs_rate, True),
                      mine_rate <= theirs_rate + 1e-9))
         mine_t, theirs_t = mine["settled_after"], theirs["settled_after"]
-        rows.append((f"{mine['name']}: time to settle",
-                     "not settled" if mine_t is None else f"{mine_t:.0f} s",
-                     "not settled" if theirs_t is None else f"{theirs_t:.0f} s",
-                     mine_t is not None and (theirs_t is None or mine_t <= theirs_t)))
+        if mine_t is None and theirs_t is None:  # neither settled: which came to stay near its end cost first
+            rows.append((f"{mine['name']}: time to settle (neither did: time to 95% of the way)",
+                         f"{mine['converged_after']:.0f} s", f"{theirs['converged_after']:.0f} s",
+                         mine["converged_after"] <= theirs["converged_after"]))
+        else:
+            rows.append((f"{mine['name']}: time to settle",
+                         "not settled" if mine_t is None else f"{mine_t:.0f} s",
+                         "not settled" if theirs_t is None else f"{theirs_t:.0f} s",
+                         mine_t is not None and (theirs_t is None or mine_t <= theirs_t)))
     mine_b = next(p for p in ebb["phases"] if p["kind"] == "bursty")
     theirs_b = next(p for p in peer["phases"] if p["kind"] == "bursty")
     mine_churn = mine_b["launched"] + mine_b["deleted"]
@@ -1070,8 +1098,9 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "
               f"{t['spreads']['zone']} spread over 4 zones, {t['pdbs']} with a PodDisruptionBudget), at the peak "
               f"{t['peak_pods']} pods requesting {t['peak_cpu']:.0f} vCPU and {t['peak_memory_gib']:.0f} GiB; "
-              f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU); phases: {phases}; after the last job "
-              f"at most {t['tail']:.0f} s more until settled (quiet for {QUIET:.0f} s). Code {first['code']}.", ""]
+              f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU); phases: {phases}, ending {t['tail']:.0f} s "
+              f"after the last job. Settled: nothing launched, deleted, evicted or pending for {QUIET:.0f} s to the "
+              f"end of the phase. Code {first['code']}.", ""]
     lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(results)]
 
     def row(name: str, cell: Any) -> None:
@@ -1088,7 +1117,7 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     for n, p in enumerate(downs):
         row(f"{p['name']}: settled after, cost then", lambda r, n=n: _settle(phase(r, "down", n)))
     row("bursty part: cost", lambda r: _money(phase(r, "bursty")["cost"]))
-    row("bursty part: settled after the last job, cost then", lambda r: _settle(phase(r, "bursty")))
+    row("bursty part: settled after the last job ended, cost then", lambda r: _settle(phase(r, "bursty")))
     row("**bursty part: churn, NodeClaims launched + deleted**",
         lambda r: f"**{phase(r, 'bursty')['launched'] + phase(r, 'bursty')['deleted']}** "
                   f"({phase(r, 'bursty')['launched']} + {phase(r, 'bursty')['deleted']})")

@@ -1,9 +1,9 @@
 """deploy/kubernetes/ against a real kube-apiserver (authorization mode Node,RBAC).
 
-- The ebb.sh/v1 CRDs are installed for real and must become Established; NodePool, NodeClaim, Hold and
-  InstanceTypeCatalog objects are then created against their schemas: valid ones (including the
-  example cluster's karpenter.sh/v1 NodePools and the bundled catalog, as ebb.sh/v1) are accepted with
-  Karpenter's defaults filled in, invalid ones are refused with the field named.
+- The ebb.sh/v1 CRDs are installed for real and must become Established; DisruptionPolicy, Hold and
+  InstanceTypeCatalog objects are then created against their schemas: valid ones (including the example
+  DisruptionPolicy and the bundled catalog) are accepted with their defaults filled in (a stored
+  DisruptionPolicy parses to the parser's defaults), invalid ones are refused with the field named.
 - Every other manifest is server-side applied with strict field validation: the RBAC objects
   (ServiceAccounts, Roles, ClusterRoles and their bindings) for real, moved into a namespace of this run
   (cluster-scoped names get the run's suffix), the rest (Namespace, ConfigMaps, the Secret template,
@@ -23,7 +23,7 @@ import asyncio
 import copy
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -31,6 +31,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+from ebb.core.model import DisruptionPolicy
+from ebb.core.snapshot import parse_object
 
 pytestmark = pytest.mark.integration
 
@@ -287,7 +290,7 @@ async def test_dry_run_deployment_keeps_its_security_context(installed: Installe
 
 
 async def test_crds_are_established(kube_api: Any, installed: Installed) -> None:
-    for name in ("nodepools.ebb.sh", "nodeclaims.ebb.sh", "holds.ebb.sh", "instancetypecatalogs.ebb.sh"):
+    for name in ("disruptionpolicies.ebb.sh", "holds.ebb.sh", "instancetypecatalogs.ebb.sh"):
         status, body = await call(kube_api, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         assert status == 200
         assert {c["type"]: c["status"] for c in body["status"]["conditions"]}["Established"] == "True"
@@ -298,165 +301,85 @@ async def test_crds_are_established(kube_api: Any, installed: Installed) -> None
 # ------------------------------------------------------------------------------------------- CRD schemas
 
 
-def nodepool(name: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": {"team": "platform"}},
-            "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
-                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["5"]},
-                ],
-                "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
-                "terminationGracePeriod": "48h",
-            },
-        },
-    }
-    body.update(spec)
-    return {"apiVersion": "ebb.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": body}
+def disruption_policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name}, "spec": spec}
 
 
-async def test_valid_nodepool_is_stored_with_karpenters_defaults(kube_api: Any, installed: Installed) -> None:
+async def test_a_disruption_policy_is_stored_with_its_defaults_and_parses_to_the_parsers(
+        kube_api: Any, installed: Installed) -> None:
+    """An empty spec gets the CRD's defaults (no expireAfter: no expiry), and what the API server stores
+    parses to the parser's defaults: the CRD and ebb.core.snapshot mean the same by an absent field."""
     name = f"ebb-test-{installed.suffix}"
-    status, body = await create(kube_api, nodepool(name, weight=10, limits={"cpu": "1000", "memory": "4000Gi"}))
+    status, body = await create(kube_api, disruption_policy(name))
     assert status == 201, body
     try:
-        status, stored = await call(kube_api, "GET", f"/apis/ebb.sh/v1/nodepools/{name}")
+        status, stored = await call(kube_api, "GET", f"/apis/ebb.sh/v1/disruptionpolicies/{name}")
         assert status == 200
-        spec = stored["spec"]
-        assert spec["disruption"] == {"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                                      "budgets": [{"nodes": "10%"}]}
-        assert spec["template"]["spec"]["expireAfter"] == "720h"
-        assert spec["weight"] == 10
-        assert spec["limits"] == {"cpu": "1000", "memory": "4000Gi"}
+        assert stored["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                                  "budgets": [{"nodes": "10%"}]}
+        assert parse_object(stored).value == DisruptionPolicy(name)
     finally:
-        await delete(kube_api, "ebb.sh/v1", "NodePool", name)
+        await delete(kube_api, "ebb.sh/v1", "DisruptionPolicy", name)
 
 
-async def test_nodepool_with_every_disruption_field(kube_api: Any, installed: Installed) -> None:
-    doc = nodepool(f"ebb-full-{installed.suffix}", disruption={
-        "consolidationPolicy": "WhenEmpty",
-        "consolidateAfter": "5m",
-        "stabilizationWindow": "10m",
-        "budgets": [
+async def test_disruption_policies_are_served_as_edp_in_category_ebb(kube_api: Any, installed: Installed) -> None:
+    status, body = await call(kube_api, "GET", "/apis/ebb.sh/v1")
+    assert status == 200
+    (policies,) = [r for r in body["resources"] if r["name"] == "disruptionpolicies"]
+    assert (policies["kind"], policies["namespaced"], policies["shortNames"], policies["categories"]) == (
+        "DisruptionPolicy", False, ["edp"], ["ebb"])
+
+
+async def test_a_disruption_policy_with_every_field(kube_api: Any, installed: Installed) -> None:
+    doc = disruption_policy(
+        f"ebb-full-{installed.suffix}", consolidationPolicy="WhenEmpty", consolidateAfter="5m", expireAfter="720h",
+        stabilizationWindow="10m", budgets=[
             {"nodes": "20%", "reasons": ["Empty", "Drifted", "Expired"]},
             {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Underutilized"]},
             {"nodes": "3", "schedule": "@daily", "duration": "1h30m"},
-        ],
-    })
-    doc["spec"]["template"]["spec"]["expireAfter"] = "Never"
-    doc["spec"]["template"]["spec"]["startupTaints"] = [{"key": "node.cilium.io/agent-not-ready",
-                                                        "effect": "NoExecute"}]
+        ])
     status, body = await create(kube_api, doc, dry_run=True)
     assert status == 201, body
-    assert body["spec"]["disruption"]["budgets"][1]["nodes"] == "0"
+    assert body["spec"] == doc["spec"]
+    never = disruption_policy(f"ebb-never-{installed.suffix}", consolidateAfter="Never", expireAfter="Never")
+    status, body = await create(kube_api, never, dry_run=True)
+    assert status == 201, body
 
 
-INVALID_NODEPOOLS: list[tuple[str, dict[str, Any], str]] = [
-    ("unknown policy", {"disruption": {"consolidationPolicy": "WhenUnderused"}}, "consolidationPolicy"),
-    ("budget nodes not a count or percentage", {"disruption": {"budgets": [{"nodes": "ten"}]}}, "nodes"),
-    ("budget nodes over 100%", {"disruption": {"budgets": [{"nodes": "150%"}]}}, "nodes"),
-    ("schedule without duration", {"disruption": {"budgets": [{"nodes": "1", "schedule": "@daily"}]}},
+INVALID_POLICIES: list[tuple[str, dict[str, Any], str]] = [
+    ("unknown policy", {"consolidationPolicy": "WhenUnderused"}, "consolidationPolicy"),
+    ("budget nodes not a count or percentage", {"budgets": [{"nodes": "ten"}]}, "nodes"),
+    ("budget nodes over 100%", {"budgets": [{"nodes": "150%"}]}, "nodes"),
+    ("schedule without duration", {"budgets": [{"nodes": "1", "schedule": "@daily"}]},
      "'schedule' must be set with 'duration'"),
-    ("unknown budget reason", {"disruption": {"budgets": [{"nodes": "1", "reasons": ["Bored"]}]}}, "reasons"),
-    ("consolidateAfter not a duration", {"disruption": {"consolidateAfter": "soon"}}, "consolidateAfter"),
-    ("misspelt field", {"disruption": {"consolidateAftr": "1m"}}, "consolidateAftr"),
-    ("weight out of range", {"weight": 0}, "weight"),
-    ("limit not a quantity", {"limits": {"cpu": "lots"}}, "limits"),
+    ("unknown budget reason", {"budgets": [{"nodes": "1", "reasons": ["Bored"]}]}, "reasons"),
+    ("consolidateAfter not a duration", {"consolidateAfter": "soon"}, "consolidateAfter"),
+    ("expireAfter not a duration", {"expireAfter": "30d"}, "expireAfter"),
+    ("stabilizationWindow Never", {"stabilizationWindow": "Never"}, "stabilizationWindow"),
+    ("misspelt field", {"consolidateAftr": "1m"}, "consolidateAftr"),
+    ("a NodePool's disruption block nested", {"disruption": {"consolidateAfter": "1m"}}, "disruption"),
 ]
 
 
-@pytest.mark.parametrize(("case", "spec", "message"), INVALID_NODEPOOLS, ids=[c[0] for c in INVALID_NODEPOOLS])
-async def test_invalid_nodepool_is_refused(
+@pytest.mark.parametrize(("case", "spec", "message"), INVALID_POLICIES, ids=[c[0] for c in INVALID_POLICIES])
+async def test_an_invalid_disruption_policy_is_refused(
     kube_api: Any, installed: Installed, case: str, spec: dict[str, Any], message: str
 ) -> None:
     name = f"ebb-bad-{installed.suffix}"
-    status, body = await create(kube_api, nodepool(name, **spec))
+    status, body = await create(kube_api, disruption_policy(name, **spec))
     if status == 201:
-        await delete(kube_api, "ebb.sh/v1", "NodePool", name)
+        await delete(kube_api, "ebb.sh/v1", "DisruptionPolicy", name)
     assert status in (400, 422), f"{case}: accepted (HTTP {status})"
     assert message in body["message"], body["message"]
 
 
-async def test_nodepool_without_node_class_or_bad_requirement_is_refused(
-    kube_api: Any, installed: Installed
-) -> None:
-    doc = nodepool(f"ebb-bad-{installed.suffix}")
-    del doc["spec"]["template"]["spec"]["nodeClassRef"]
-    status, body = await create(kube_api, doc, dry_run=True)
-    assert status == 422 and "nodeClassRef" in body["message"], body
-    doc = nodepool(f"ebb-bad-{installed.suffix}")
-    doc["spec"]["template"]["spec"]["requirements"].append({"key": "topology.kubernetes.io/zone", "operator": "In"})
-    status, body = await create(kube_api, doc, dry_run=True)
-    assert status == 422 and "In and NotIn need at least one value" in body["message"], body
-
-
-def example_nodepools() -> Iterator[dict[str, Any]]:
-    """The karpenter.sh/v1 NodePools of examples/cluster.yaml (the first items of its List), without
-    parsing the 3,000 pods behind them."""
-    chunk: list[str] = []
-    for line in (REPO / "examples" / "cluster.yaml").read_text().splitlines():
-        if line.startswith("  ") and chunk:
-            chunk.append(line)
-            continue
-        if chunk:
-            item = yaml.safe_load("\n".join(chunk))[0]
-            if item["kind"] != "NodePool":
-                return
-            yield item
-        chunk = [line] if line.startswith("- ") else []
-
-
-async def test_example_karpenter_nodepools_validate_as_ebb_nodepools(kube_api: Any, installed: Installed) -> None:
-    pools = list(example_nodepools())
-    assert len(pools) == 4
-    for pool in pools:
-        doc = {"apiVersion": "ebb.sh/v1", "kind": "NodePool",
-               "metadata": {k: pool["metadata"][k] for k in ("name", "annotations") if k in pool["metadata"]},
-               "spec": pool["spec"], "status": pool["status"]}
-        status, body = await create(kube_api, doc, dry_run=True)
-        assert status == 201, f"{pool['metadata']['name']}: {body}"
-
-
-def nodeclaim(name: str) -> dict[str, Any]:
-    """A NodeClaim as `kubectl get nodeclaim -o yaml` shows Karpenter's, in ebb.sh/v1."""
-    return {
-        "apiVersion": "ebb.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general",
-                                              "node.kubernetes.io/instance-type": "m6i.xlarge",
-                                              "topology.kubernetes.io/zone": "us-east-1a"}},
-        "spec": {
-            "expireAfter": "720h",
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
-                              "values": ["m6i.xlarge", "m5.xlarge"], "minValues": 2}],
-            "resources": {"requests": {"cpu": "3250m", "memory": "7Gi", "pods": 12}},
-            "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
-            "terminationGracePeriod": "48h",
-        },
-        "status": {
-            "nodeName": "ip-10-0-1-17.ec2.internal",
-            "providerID": "aws:///us-east-1a/i-0123456789abcdef0",
-            "imageID": "ami-0123456789abcdef0",
-            "capacity": {"cpu": "4", "memory": "15155Mi", "pods": "58"},
-            "allocatable": {"cpu": "3920m", "memory": "14162Mi", "pods": "58"},
-            "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
-                            "lastTransitionTime": "2026-11-20T10:00:00Z", "observedGeneration": 1}],
-        },
-    }
-
-
-async def test_nodeclaim_schema(kube_api: Any, installed: Installed) -> None:
-    status, body = await create(kube_api, nodeclaim(f"ebb-claim-{installed.suffix}"), dry_run=True)
+async def test_the_example_disruption_policy_validates(kube_api: Any, installed: Installed) -> None:
+    """examples/karpenter.yaml's DisruptionPolicy is accepted as written (strict field validation)."""
+    docs = [d for d in yaml.safe_load_all((REPO / "examples" / "karpenter.yaml").read_text()) if d]
+    policies = [d for d in docs if d["kind"] == "DisruptionPolicy"]
+    assert len(policies) == 1
+    status, body = await create(kube_api, policies[0], dry_run=True)
     assert status == 201, body
-    bad = nodeclaim(f"ebb-claim-{installed.suffix}")
-    bad["status"]["conditions"][0]["status"] = "Maybe"
-    bad["spec"]["requirements"][0]["operator"] = "Near"
-    status, body = await create(kube_api, bad, dry_run=True)
-    assert status == 422, body
-    assert "operator" in body["message"]
 
 
 async def test_hold_schema(kube_api: Any, installed: Installed) -> None:
@@ -524,7 +447,7 @@ class Access:
 
 OWN = "<own>"
 WATCHED = [("", "nodes"), ("", "pods"), ("policy", "poddisruptionbudgets"), ("apps", "daemonsets"),
-           ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims")]
+           ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims"), ("ebb.sh", "disruptionpolicies")]
 #: ebb.adapters.kube.events: core/v1 Events of cluster-scoped objects, created in `default`
 EVENTS = [Access("create", "events", namespace="default")]
 NOT_EVENTS = [Access("patch", "events", namespace="default"), Access("delete", "events", namespace="default"),
@@ -563,7 +486,9 @@ DENIED: dict[str, list[Access]] = {
                             Access("create", "pods", subresource="eviction", namespace="default"),
                             Access("get", "secrets", namespace="default"),
                             Access("list", "nodepools", "ebb.sh"),
-                            Access("patch", "nodeclaims", "karpenter.sh")],
+                            Access("patch", "nodeclaims", "karpenter.sh"),
+                            Access("patch", "disruptionpolicies", "ebb.sh"),
+                            Access("delete", "disruptionpolicies", "ebb.sh")],
     "ebb-consolidation-planner": [
         Access("get", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),
         Access("update", "leases", "coordination.k8s.io", namespace=OWN, name="somebody-elses-lease"),

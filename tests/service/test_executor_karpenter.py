@@ -264,6 +264,20 @@ async def test_the_provider_tells_whether_an_instance_is_gone() -> None:
     assert await provider.cannot_retire("young") is None and not await provider.instance_gone("young")
 
 
+async def test_without_a_catalog_a_nodeclaim_asks_for_no_resources() -> None:
+    """The default (app.run): Karpenter takes the cheapest pinned type; ebb's bundled catalog's allocatable is
+    not Karpenter's, and requests above Karpenter's allocatable would rule the type out."""
+    api = FakeApi()
+    karpenter = FakeKarpenter(api)
+    karpenter.nodepools["default"] = POOL
+    replacement = command("old", replace=True).replacements[0]
+    launched = await KarpenterProvider(api, karpenter).launch("r-1", replacement, decision_id="dec-k1")
+    assert launched.name == "r-1"
+    assert "resources" not in karpenter.claims["r-1"]["spec"]
+    await KarpenterProvider(api, karpenter, CATALOG).launch("r-2", replacement, decision_id="dec-k1")
+    assert karpenter.claims["r-2"]["spec"]["resources"] == {"requests": allocatable_of(CATALOG["t3.medium"])}
+
+
 def test_the_executor_refuses_a_drainer_under_another_taint(store: DecisionStore) -> None:
     api = FakeApi()
     provider = KarpenterProvider(api, FakeKarpenter(api))

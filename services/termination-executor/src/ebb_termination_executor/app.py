@@ -70,7 +70,9 @@ def build_executor(
 def provider_of(settings: Settings, node_api: NodeApi, api_client: Any, clock: Clock) -> Provider:
     """The provider ``settings.provider`` names, on ``node_api`` (and the ApiClient for kwok and karpenter)."""
     if settings.provider == "karpenter":
-        return KarpenterProvider(node_api, KubeNodeClaimApi(api_client), catalog_types(bundled_catalog()))
+        # no catalog: the bundled one's allocatable is not what Karpenter computes (on AWS it also takes off the
+        # VM memory overhead), and requests above Karpenter's allocatable would rule the chosen type out
+        return KarpenterProvider(node_api, KubeNodeClaimApi(api_client))
     if settings.provider == "kwok":
         return NodeProvider("kwok", node_api, KwokLauncher(api_client, catalog_types(bundled_catalog()), clock))
     return NodeProvider("none", node_api)

@@ -6,7 +6,10 @@ ebb decides and drains; Karpenter owns the machines. So here:
 - **a replacement** is a ``karpenter.sh/v1`` NodeClaim that ebb creates and Karpenter launches: built by
   ``ebb.core.launch.nodeclaim_object`` from the NodePool as Karpenter's provisioner would, with
   requirements pinning the instance types the simulation chose (cheapest first), the capacity type and the
-  zones, and ``spec.resources.requests`` the first type's allocatable when ebb's catalog knows it. It is named
+  zones, and ``spec.resources.requests`` the first type's allocatable only when given a catalog that is
+  Karpenter's own (e.g. ``catalog_from_kwok_instance_types``): requests above what Karpenter computes as
+  allocatable would rule the chosen type out, and the bundled AWS catalog does not take off the VM memory
+  overhead Karpenter does; without requests Karpenter launches the cheapest pinned type. It is named
   from the decision (``replacement_name``), so a resumed command finds the NodeClaim it created (a create
   answered 409 is one made before; its ``ebb.sh/decision-id`` annotation must be this decision's). It is
   ready when its ``Initialized`` condition is True (registered, Ready, startup taints gone); a NodeClaim that
@@ -120,7 +123,8 @@ class KarpenterProvider:
                  catalog: Mapping[str, InstanceType] | None = None) -> None:
         self.nodes = nodes
         self.claims = claims
-        #: instance types by name: a replacement's requests are its first type's allocatable when known here
+        #: instance types by name, as Karpenter sees them: a replacement's requests are its first type's
+        #: allocatable when known here (none: no requests)
         self.catalog = catalog or {}
         #: node -> the NodeClaim ``retire`` deleted for it
         self._retiring: dict[str, str] = {}

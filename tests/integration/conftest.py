@@ -10,7 +10,27 @@ Where the servers come from, in order:
    never stop each other's servers) and stopped at session end. ``EBB_TEST_INFRA=local`` skips the
    Docker check.
 
-A server that cannot be started fails the tests that need it, loudly; nothing is skipped.
+A server that cannot be started fails the tests that need it, loudly; nothing is skipped (except Karpenter on
+the Docker path, below).
+
+The real Karpenter (its KWOK provider; deploy/local/karpenter.sh) runs on a Kubernetes control plane of its
+own, ``.infra/sessions/<pid>/karpenter/``, started with the other servers when a collected test uses one of
+its fixtures: its CRDs and controllers would change what the other tests see on the shared cluster (one
+expects no karpenter.sh CRD; others install stand-ins of those CRDs). A Karpenter already running under
+``.infra/`` (``deploy/local/infra.sh up karpenter``, on that cluster) is reused instead. On the Docker path
+its tests are skipped: there is no published image of Karpenter's KWOK provider.
+
+Karpenter fixtures, for tests of Karpenter itself and of ebb next to it:
+
+- ``karpenter_cluster`` (session): ``KarpenterCluster`` with ``.kubeconfig`` (the cluster Karpenter runs
+  on; point ebb's services at it), ``.metrics_url``, ``.health_url``.
+- ``karpenter_api`` (session): a kubernetes_asyncio ``ApiClient`` for that cluster.
+- ``karpenter`` (per test): a ``KarpenterKit`` (tests/integration/karpenter_kit.py) with the test's own
+  namespace and run id: ``create_nodepool(suffix, budgets=..., consolidation_policy=...,
+  consolidate_after=..., instance_types=...)``, ``create_pods(pool, n, cpu=...)``,
+  ``wait_for_pods_running``, ``wait_for_nodeclaims(pool, n)``, ``delete_nodeclaim``, ``wait_until_gone``,
+  ``metrics()`` (``Metrics.value(name, **labels)``). At teardown it deletes its pods, NodeClaims and
+  NodePools and waits until Karpenter has removed their Nodes, so every test starts on an empty cluster.
 """
 
 from __future__ import annotations
@@ -26,9 +46,12 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+
+if TYPE_CHECKING:  # imported by the fixtures that use them (karpenter_kit pulls in the system-test harness)
+    from .karpenter_kit import KarpenterCluster, KarpenterKit
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "local"
@@ -40,14 +63,18 @@ POSTGRES_IMAGE = "postgres:17-alpine"
 KWOK_CLUSTER_IMAGE = "registry.k8s.io/kwok/cluster:v0.7.0-k8s.v1.33.0"
 MOTO_IMAGE = "motoserver/moto:5.1.4"
 
-COMPONENTS = ("kafka", "postgres", "kubernetes", "moto")
+COMPONENTS = ("kafka", "postgres", "kubernetes", "moto", "karpenter")
 #: the processes behind each local component (pid files in <infra dir>/pids/)
 PROCESSES = {
     "kafka": ("kafka",),
     "postgres": ("postgres",),
     "kubernetes": ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"),
     "moto": ("moto",),
+    "karpenter": ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "karpenter"),
 }
+#: the deploy/local scripts a session runs for a component, started in this order and stopped in reverse:
+#: the session's Karpenter gets a control plane of its own
+SCRIPTS = {"karpenter": ("kubernetes", "karpenter")}
 
 
 # ------------------------------------------------------------------------------ settings
@@ -133,6 +160,12 @@ def _answers(component: str, env: dict[str, str], infra_dir: Path) -> bool:
             and api.startswith("https://")
             and _tcp_open(api.removeprefix("https://"))
         )
+    if component == "karpenter":
+        return (
+            Path(env.get("KARPENTER_KUBECONFIG", "/nonexistent")).is_file()
+            and env.get("KARPENTER_KUBE_API_SERVER") == env.get("KUBE_API_SERVER")
+            and _http_ok(env.get("KARPENTER_HEALTH_URL", "http://127.0.0.1:1/"))
+        )
     raise ValueError(component)
 
 
@@ -172,18 +205,13 @@ class LocalInfra:
         # Stream the scripts' progress to the terminal: a first run may build Kubernetes.
         with self._output():
             print(f"\n[ebb tests] starting {', '.join(missing)} under {self.own_dir}", flush=True)
-            processes = {
-                c: subprocess.Popen(
-                    [str(DEPLOY / f"{c}.sh"), "start"], env=self._script_env(), stdin=subprocess.DEVNULL
-                )
-                for c in missing
-            }
+            processes = {c: self._run_scripts(c, "start") for c in missing}
             for component, process in processes.items():
                 self.started.append(component)
                 if process.wait() != 0:
+                    scripts = ", ".join(f"deploy/local/{s}.sh" for s in SCRIPTS.get(component, (component,)))
                     self.failed[component] = (
-                        f"deploy/local/{component}.sh start failed (exit {process.returncode}); "
-                        f"logs in {self.own_dir / 'logs'}"
+                        f"{scripts} start failed (exit {process.returncode}); logs in {self._dir(component) / 'logs'}"
                     )
             print(f"[ebb tests] servers up in {time.monotonic() - began:.1f}s", flush=True)
 
@@ -194,23 +222,36 @@ class LocalInfra:
         self.prepare([component])
         if component in self.failed:
             raise RuntimeError(self.failed[component])
-        own = _read_env(self.own_dir)
-        if not _answers(component, own, self.own_dir):
-            raise RuntimeError(f"{component} was started but does not answer; logs in {self.own_dir / 'logs'}")
+        own_dir = self._dir(component)
+        own = _read_env(own_dir)
+        if not _answers(component, own, own_dir):
+            raise RuntimeError(f"{component} was started but does not answer; logs in {own_dir / 'logs'}")
         return own
 
-    def _script_env(self) -> dict[str, str]:
-        return {**os.environ, "EBB_INFRA_DIR": str(self.own_dir)}
+    def _dir(self, component: str) -> Path:
+        """The infra dir of this session's ``component`` (Karpenter's control plane is one of its own)."""
+        return self.own_dir / component if component in SCRIPTS else self.own_dir
+
+    def _script_env(self, component: str) -> dict[str, str]:
+        return {**os.environ, "EBB_INFRA_DIR": str(self._dir(component))}
+
+    def _run_scripts(self, component: str, action: str) -> subprocess.Popen[bytes]:
+        """``deploy/local/<script>.sh <action>`` for each of the component's scripts, in order for start and
+        in reverse for stop; a failed start stops the chain, a failed stop does not."""
+        scripts = [str(DEPLOY / f"{s}.sh") for s in SCRIPTS.get(component, (component,))]
+        if action == "stop":
+            scripts.reverse()
+        chain = 'rc=0; for s in "${@:2}"; do "$s" "$1" || { rc=$?; [[ "$1" == stop ]] || break; }; done; exit "$rc"'
+        return subprocess.Popen(
+            ["bash", "-c", chain, "_", action, *scripts], env=self._script_env(component), stdin=subprocess.DEVNULL
+        )
 
     def close(self, *, keep_state: bool) -> None:
         if not self.started:
             return
         with self._output():
             print(f"\n[ebb tests] stopping {', '.join(self.started)}", flush=True)
-            processes = [
-                subprocess.Popen([str(DEPLOY / f"{c}.sh"), "stop"], env=self._script_env(), stdin=subprocess.DEVNULL)
-                for c in self.started
-            ]
+            processes = [self._run_scripts(c, "stop") for c in self.started]
             for process in processes:
                 process.wait()
             if keep_state:
@@ -264,6 +305,8 @@ class DockerInfra:
 
     def prepare(self, components: Iterable[str]) -> None:
         for component in components:
+            if component == "karpenter":  # not on this path: its fixtures skip
+                continue
             with contextlib.suppress(Exception):  # a failure is raised again by settings()
                 self.settings(component)
 
@@ -374,6 +417,9 @@ FIXTURE_COMPONENTS = {
     "kubernetes_cluster": "kubernetes",
     "kube_api": "kubernetes",
     "aws_endpoint": "moto",
+    "karpenter_cluster": "karpenter",
+    "karpenter_api": "karpenter",
+    "karpenter": "karpenter",
 }
 
 
@@ -441,3 +487,46 @@ async def kube_api(kubernetes_cluster: KubernetesCluster) -> AsyncIterator[Any]:
     await config.load_kube_config(config_file=str(kubernetes_cluster.kubeconfig), client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         yield api
+
+
+@pytest.fixture(scope="session")
+def karpenter_cluster(infra: Infra) -> KarpenterCluster:
+    """A Kubernetes control plane with the real Karpenter on it (see the module docstring)."""
+    if infra.kind == "docker":
+        pytest.skip(
+            "Karpenter's KWOK provider has no published image, so it runs only on the local-process "
+            "infrastructure: EBB_TEST_INFRA=local (deploy/local/karpenter.sh builds it with Go)"
+        )
+    from .karpenter_kit import KarpenterCluster
+
+    settings = infra.settings("karpenter")
+    return KarpenterCluster(
+        kubeconfig=Path(settings["KARPENTER_KUBECONFIG"]),
+        metrics_url=settings["KARPENTER_METRICS_URL"],
+        health_url=settings["KARPENTER_HEALTH_URL"],
+    )
+
+
+@pytest.fixture(scope="session")
+async def karpenter_api(karpenter_cluster: KarpenterCluster) -> AsyncIterator[Any]:
+    """A kubernetes_asyncio ApiClient for the cluster Karpenter runs on."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(karpenter_cluster.kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        yield api
+
+
+@pytest.fixture
+async def karpenter(karpenter_cluster: KarpenterCluster, karpenter_api: Any) -> AsyncIterator[KarpenterKit]:
+    """One test's ``KarpenterKit``: its namespace made, and everything it made removed at teardown (Nodes
+    waited out), so tests do not see each other's NodePools, NodeClaims, Nodes or pods."""
+    from .karpenter_kit import KarpenterKit
+
+    kit = KarpenterKit(karpenter_cluster, karpenter_api)
+    await kit.setup()
+    try:
+        yield kit
+    finally:
+        await kit.cleanup()

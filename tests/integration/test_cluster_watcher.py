@@ -2,21 +2,24 @@
 and a pod bound to it appear on ebb.cluster.objects (CloudEvents, binary mode), the snapshot rebuilt
 from the topic holds them with the right fields; deleting the pod publishes a tombstone and the pod
 leaves the rebuilt snapshot. A custom kind whose CRD is missing at start is picked up once the CRD
-is installed, without disturbing the other kinds."""
+is installed, without disturbing the other kinds. ebb's own DisruptionPolicy, with its real CRD, reaches the
+rebuilt snapshot and governs its NodePool."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import uuid
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.bus import Delivery, InMemoryBus, KafkaBus
-from ebb.adapters.kube import Backoff, KindSpec, KubeWatcher
+from ebb.adapters.kube import KINDS, Backoff, KindSpec, KubeWatcher
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_cluster_watcher import app
@@ -30,6 +33,7 @@ pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 KWOK = "kwok.x-k8s.io/node"
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "crds"
 
 
 def kwok_node(name: str) -> client.V1Node:
@@ -223,6 +227,76 @@ async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
         await asyncio.wait_for(consumer, 15)
         with contextlib.suppress(ApiException):
             await extensions.delete_custom_resource_definition(crd_name)
+
+
+async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) -> None:
+    """ebb.sh/v1 DisruptionPolicy with deploy/kubernetes's CRD: a policy created after the watcher started is
+    published with the CRD's defaults filled in and governs the NodePool of its name in the rebuilt snapshot
+    (the planner's and the decisions-api's view); deleting it gives the NodePool its own block back."""
+    crd = yaml.safe_load(CRDS.joinpath("ebb.sh_disruptionpolicies.yaml").read_text())
+    extensions = client.ApiextensionsV1Api(kube_api)
+    custom = client.CustomObjectsApi(kube_api)
+    installed = False
+    try:
+        await extensions.read_custom_resource_definition(crd["metadata"]["name"])
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, crd))
+        installed = True
+    bus = InMemoryBus()
+    store = SnapshotStore(bundled_catalog=[])
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    # Karpenter's NodePool as the watcher would have published it, with Karpenter's own disruption off
+    store.apply(ClusterObject(kind="NodePool", namespace="", name=name, resource_version="1", object={
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}))
+    watcher = KubeWatcher(kube_api, [KINDS["DisruptionPolicy"]], Publisher(bus), missing_kind_retry=0.5,
+                          watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer_stop = asyncio.Event()
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
+
+    def pool() -> Any:
+        (only,) = store.snapshot().nodepools
+        return only
+
+    try:
+        await eventually("the DisruptionPolicy kind watched", watcher.synced["DisruptionPolicy"].is_set)
+        assert pool().policy_source == f"NodePool {name}"
+
+        async def create() -> bool:
+            try:
+                await custom.create_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", {
+                    "apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name},
+                    "spec": {"consolidateAfter": "5m", "stabilizationWindow": "10m"}})
+            except ApiException as error:
+                if error.status == 404:  # a CRD installed a moment ago is not served yet
+                    return False
+                raise
+            return True
+
+        await eventually("the DisruptionPolicy created", create)
+        held = await eventually("the policy published", lambda: store.get("DisruptionPolicy", "", name))
+        assert held["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
+                                "stabilizationWindow": "10m", "budgets": [{"nodes": "10%"}]}
+        governed = await eventually("the NodePool governed", lambda: pool() if pool().policy_kind
+                                    == "DisruptionPolicy" else None)
+        assert (governed.consolidate_after, governed.stabilization_window, governed.budgets[0].nodes) == (
+            300.0, 600.0, "10%")
+        await custom.delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", name)
+        await eventually("the NodePool's own block again", lambda: pool().policy_source == f"NodePool {name}")
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", name)
+        if installed:
+            with contextlib.suppress(ApiException):
+                await extensions.delete_custom_resource_definition(crd["metadata"]["name"])
 
 
 async def test_console_entry_point_publishes_and_stops_on_sigterm(

@@ -409,3 +409,11 @@ def test_the_disruption_policy_crd_and_the_parser_agree() -> None:
     defaulted = {name: field["default"] for name, field in spec["properties"].items() if "default" in field}
     doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "general"}, "spec": defaulted}
     assert parse_object(doc).value == DisruptionPolicy("general")
+
+
+def test_the_planner_and_the_api_plan_for_the_executors_provider() -> None:
+    """A planner told another provider than the executor's proposes nodes the executor cannot retire (no
+    NodeClaim) or leaves alone nodes it could; the API's explanations follow the planner."""
+    provider = named("ConfigMap", "ebb-termination-executor")["data"]["EBB_TERMINATION_EXECUTOR_PROVIDER"]
+    assert named("ConfigMap", "ebb-consolidation-planner")["data"]["EBB_CONSOLIDATION_PLANNER_PROVIDER"] == provider
+    assert named("ConfigMap", "ebb-decisions-api")["data"]["EBB_DECISIONS_API_PROVIDER"] == provider

@@ -849,19 +849,42 @@ def case_peer(side_key: str) -> Doc:
     out_dir = Path(tempfile.mkdtemp(prefix=f"ebb-bench-peer-{side.key}-"))
     types = json.loads(kwok_instance_types_path().read_text())
     prices = price_table(types)
-    load_before = os.getloadavg()[0]
-    started = time.monotonic()
-    _log(f"{side.key}: logs and the raw timeline in {out_dir}")
-    with control_plane(out_dir / "infra.log") as env:
-        metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
-        if side.ebb:
-            result = run_ebb_side(side, trace, env, metrics, prices, types, out_dir)
-        else:
-            result = asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+    with exclusive(os.environ.get("EBB_BENCH_LOCK", "")):
+        load_before = os.getloadavg()[0]
+        started = time.monotonic()
+        _log(f"{side.key}: logs and the raw timeline in {out_dir}")
+        result = _run_side(side, trace, prices, types, out_dir)
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
                    "trace": describe(trace), "smoke": size is SMOKE})
     return result
+
+
+@contextlib.contextmanager
+def exclusive(path: str) -> Iterator[None]:
+    """Hold an flock on ``path`` (none when empty): EBB_BENCH_LOCK=/tmp/ebb-integration.lock keeps each side from
+    running while the integration tests do (they would share the two cores), without holding it between sides."""
+    if not path:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as lock:
+        _log(f"waiting for {path}")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], float],
+              types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
+    with control_plane(out_dir / "infra.log") as env:
+        metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+        if side.ebb:
+            return run_ebb_side(side, trace, env, metrics, prices, types, out_dir)
+        return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
 
 
 def describe(trace: Trace) -> Doc:

@@ -19,7 +19,7 @@ help:
 	@echo "make bench          benchmarks (python -m bench)"
 	@echo "make run            ebb run (the embedded mode) on examples/cluster.yaml, in simulated time"
 	@echo "make plan           ebb plan --until-stable on examples/cluster.yaml (the dry run)"
-	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok into ~/.cache/ebb"
+	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok, Karpenter into ~/.cache/ebb"
 	@echo "make infra-up       start the local servers; settings in .infra/env.sh and .infra/env.json"
 	@echo "make infra-down     stop them"
 	@echo "make up / down      docker compose up -d / down (needs a Docker engine)"

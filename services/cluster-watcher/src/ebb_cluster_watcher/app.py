@@ -53,7 +53,8 @@ async def run(
     replace the ones built from ``settings``; ``started`` is set once every kind's watch loop runs."""
     async with contextlib.AsyncExitStack() as stack:
         if api_client is None:
-            api_client = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
+            api_client = await stack.enter_async_context(
+                kube_client(settings.kubeconfig, settings.kube_context, component="ebb-cluster-watcher"))
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-cluster-watcher")

@@ -71,7 +71,8 @@ async def run(
                                            ledger_ttl=settings.ledger_ttl_seconds)
             stack.push_async_callback(store.close)
         if leader is None:
-            api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
+            api = await stack.enter_async_context(
+                kube_client(settings.kubeconfig, settings.kube_context, component="ebb-consolidation-planner"))
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
                                   identity=identity, duration=settings.lease_duration_seconds,
                                   renew=settings.lease_renew_seconds, clock=clock)

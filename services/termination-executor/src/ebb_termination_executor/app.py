@@ -98,7 +98,8 @@ async def run(
     async with contextlib.AsyncExitStack() as stack:
         api: Any = None
         if node_api is None or (provider is None and settings.provider != "none"):
-            api = await stack.enter_async_context(kube_client(settings.kubeconfig, settings.kube_context))
+            api = await stack.enter_async_context(
+                kube_client(settings.kubeconfig, settings.kube_context, component="ebb-termination-executor"))
         if node_api is None:
             node_api = KubeNodeApi(api)
             if recorder is None and settings.events_enabled:

@@ -246,12 +246,21 @@ def disruption_policy(name: str = "default", **spec: Any) -> Doc:
     return {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name}, "spec": dict(spec)}
 
 
-def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True) -> Doc:
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True,
+              deleting: bool = False, created: str | None = None,
+              conditions: Sequence[Mapping[str, Any]] = ()) -> Doc:
+    """A karpenter.sh/v1 NodeClaim of `node_name`; `deleting` sets its deletionTimestamp, `conditions` are
+    added to Initialized."""
+    meta: Doc = {"name": name, "labels": {"karpenter.sh/nodepool": pool}}
+    if created is not None:
+        meta["creationTimestamp"] = created
+    if deleting:
+        meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
+        meta["finalizers"] = ["karpenter.sh/termination"]
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
             "status": {"nodeName": node_name, "providerID": f"aws:///us-east-1a/i-{node_name}",
                        "conditions": [{"type": "Initialized", "status": "True" if initialized else "False",
-                                       "lastTransitionTime": OLD}]}}
+                                       "lastTransitionTime": OLD}, *conditions]}}
 
 
 def _flat(docs: Iterable[Any]) -> list[Any]:

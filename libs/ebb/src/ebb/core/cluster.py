@@ -181,7 +181,14 @@ class ClusterView:
 
     def has_nodeclaim(self, node: Node) -> bool:
         """Whether a NodeClaim names the node (``status.nodeName``) or its provider id (``status.providerID``)."""
-        return node.name in self.claims or (bool(node.provider_id) and node.provider_id in self.claims_by_provider)
+        return self.claim_of(node) is not None
+
+    def claim_of(self, node: Node) -> NodeClaim | None:
+        """The node's NodeClaim: the one naming it (``status.nodeName``) or its provider id, or None."""
+        claim = self.claims.get(node.name)
+        if claim is None and node.provider_id:
+            claim = self.claims_by_provider.get(node.provider_id)
+        return claim
 
     def _candidates(self) -> None:
         for node in self.snapshot.nodes:
@@ -257,12 +264,17 @@ class ClusterView:
     # -- budgets, holds, windows ---------------------------------------------------------------------------
     def _budgets(self) -> None:
         for pool in self.snapshot.nodepools:
-            owned = [n for n in self.snapshot.nodes if n.nodepool == pool.name]
+            # Karpenter's count: a node whose instance is already terminating is no longer one of the pool's
+            owned = [n for n in self.snapshot.nodes if n.nodepool == pool.name and not self._terminating(n)]
             deleting = sum(1 for n in owned if n.deleting or n.being_disrupted)
             not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
             for reason in REASONS:
                 self.budgets[(pool.name, reason)] = allowed_disruptions(
                     pool, reason, self.now, total=len(owned), deleting=deleting, not_ready=not_ready)
+
+    def _terminating(self, node: Node) -> bool:
+        claim = self.claim_of(node)
+        return claim is not None and claim.instance_terminating
 
     def _pauses(self) -> None:
         for hold in self.snapshot.holds:

@@ -40,6 +40,8 @@ TAINT_EBB_DISRUPTED = "ebb.sh/disrupted"
 #: the taints that mean "this node is being disrupted" (not a candidate, not a destination, counted against
 #: its pool's budget), whoever set them: the one place the core and the services ask this
 DISRUPTION_TAINTS = (TAINT_DISRUPTED, TAINT_EBB_DISRUPTED)
+#: the NodeClaim condition Karpenter sets once the node is drained and the instance is being deleted
+CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
 
@@ -285,6 +287,13 @@ class NodeClaim:
     initialized: bool = False
     drifted: bool = False
     conditions: Mapping[str, tuple[str, datetime | None]] = field(default_factory=dict)
+    #: metadata.deletionTimestamp is set: Karpenter is taking the NodeClaim (and its node) away
+    deleting: bool = False
+
+    @property
+    def instance_terminating(self) -> bool:
+        """``InstanceTerminating=True``: the node is drained and the cloud instance is being deleted."""
+        return self.conditions.get(CONDITION_INSTANCE_TERMINATING, ("False", None))[0] == "True"
 
 
 @dataclass(frozen=True, slots=True)

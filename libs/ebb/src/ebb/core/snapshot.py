@@ -540,6 +540,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         initialized=conditions.get("Initialized", ("False", None))[0] == "True",
         drifted=conditions.get("Drifted", ("False", None))[0] == "True",
         conditions=conditions,
+        deleting=doc.get("metadata.deletionTimestamp") is not None,
     )
 
 
@@ -676,7 +677,9 @@ def assemble(parsed: Iterable[ParsedObject],
              fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = ()) -> Snapshot:
     """The Snapshot of parsed objects. The ``fallback_catalog`` (or a function returning it) is used only
     when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so; a
-    NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`)."""
+    NodeClaim being deleted (or whose instance is terminating) marks its node deleting, as Karpenter's state
+    does (a deleting NodeClaim is a deleting node: no candidate, no destination, counted against the budget);
+    a NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`)."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pools: list[NodePool] = []
@@ -714,14 +717,16 @@ def assemble(parsed: Iterable[ParsedObject],
     claims_by_node = {c.node_name: c for c in claims if c.node_name}
     claims_by_provider = {c.provider_id: c for c in claims if c.provider_id}
     initialized_nodes = []
-    for node in nodes:
+    for as_read in nodes:
+        node = as_read
         claim = claims_by_node.get(node.name) or claims_by_provider.get(node.provider_id)
         if claim is not None and claim.initialized and node.labels.get(LABEL_INITIALIZED) != "true":
             labels = dict(node.labels)
             labels[LABEL_INITIALIZED] = "true"
-            initialized_nodes.append(replace(node, labels=labels))
-        else:
-            initialized_nodes.append(node)
+            node = replace(node, labels=labels)
+        if claim is not None and (claim.deleting or claim.instance_terminating) and not node.deleting:
+            node = replace(node, deleting=True)
+        initialized_nodes.append(node)
     policy_of = {p.name: p for p in policies}
     effective = tuple(governed(pool, policy_of[pool.name]) if pool.name in policy_of else pool for pool in pools)
     return Snapshot(

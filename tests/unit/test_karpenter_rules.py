@@ -1,0 +1,88 @@
+"""Karpenter v1.14.1's disruption rules that ebb follows, each pinned by the Karpenter test case that pins it.
+
+Every test (or table row) is named after a Karpenter case: ``test_<describe>_<it>`` or a row id with the
+case's title, and the docstring or comment says where it is (paths under
+``sigs.k8s.io/karpenter@v1.14.1/pkg``). The cases are rebuilt here as kubectl-shaped documents and planned by
+ebb (`tests.unit.builders`); each table has a row where the rule does not apply, so a table cannot pass
+by ebb doing nothing. Where ebb deliberately differs from Karpenter, docs/decisions.md ("Differences from
+Karpenter v1.14") says so and why; those differences are not tested here as Karpenter's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ebb.core.model import REASONS
+from tests.unit.builders import (
+    blocked_of,
+    budget_of,
+    disrupted,
+    node,
+    nodeclaim,
+    nodepool,
+    plan_dict,
+    pod,
+)
+
+TAINT_DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+INSTANCE_TERMINATING = {"type": "InstanceTerminating", "status": "True", "lastTransitionTime": "2026-11-23T18:29:00Z"}
+
+
+def _nodes_with_claims(numbers: range, **claim_kwargs: Any) -> list[Any]:
+    """Initialized nodes n<i> of the default NodePool for i in ``numbers``, each with its NodeClaim c<i>
+    (``claim_kwargs`` for every claim)."""
+    return [doc for i in numbers for doc in (node(f"n{i}"), nodeclaim(f"c{i}", f"n{i}", **claim_kwargs))]
+
+
+# -- a deleting NodeClaim is a deleting node ------------------------------------------------------------------
+# state/statenode.go: MarkedForDeletion() is markedForDeletion || Deleted(), and Deleted() is a NodeClaim with a
+# deletionTimestamp or InstanceTerminating=True (the Node's own deletionTimestamp counts only without a NodeClaim).
+
+# (Karpenter's case, the NodeClaim of node a, whether a is disrupted)
+DELETING_CLAIM = [
+    ("Candidate Filtering: should not consider candidates that are deleting", {"deleting": True}, False),
+    ("Candidate Filtering: a NodeClaim whose instance is terminating is deleting",
+     {"conditions": [INSTANCE_TERMINATING]}, False),
+    ("Candidate Filtering: a NodeClaim that is not deleting leaves its node a candidate", {}, True),
+]
+
+
+@pytest.mark.parametrize(("claim", "taken"), [c[1:] for c in DELETING_CLAIM], ids=[c[0] for c in DELETING_CLAIM])
+def test_candidate_filtering_should_not_consider_candidates_that_are_deleting(claim: dict[str, Any],
+                                                                              taken: bool) -> None:
+    """controllers/disruption/suite_test.go, Describe("Candidate Filtering"), It("should not consider candidates
+    that are deleting"): the NodeClaim gets a deletionTimestamp, the Node does not; NewCandidate answers "node is
+    deleting or marked for deletion"."""
+    out = plan_dict(nodepool(), node("a"), nodeclaim("claim-a", "a", **claim), pod("web", "a"),
+                    node("b", zone="us-east-1b"), pod("other", "b"))
+    assert ("a" in disrupted(out)) is taken
+    if not taken:
+        entry = blocked_of(out, "a")
+        assert (entry["method"], entry["reason"]) == ("all", "it is already being deleted")
+
+
+# (Karpenter's case, documents, allowed disruptions for every reason)
+BUDGET_MAPPING = [
+    ("should consider nodes with a deletion timestamp set and MarkedForDeletion to the disruption count",
+     # Karpenter deletes NodeClaim 0 and marks NodeClaim 1 for deletion (ebb's mark is the disruption taint)
+     [nodepool(budgets=[{"nodes": "100%"}]), node("n0"), nodeclaim("c0", "n0", deleting=True),
+      node("n1", taints=[TAINT_DISRUPTED]), nodeclaim("c1", "n1"), _nodes_with_claims(range(2, 10))], 8),
+    ("should not consider nodes that have the terminating status condition as part of disruption count",
+     [nodepool(budgets=[{"nodes": "100%"}]), _nodes_with_claims(range(10)), node("t"),
+      nodeclaim("ct", "t", conditions=[INSTANCE_TERMINATING])], 10),
+    ("should not return a negative disruption value",
+     [nodepool(budgets=[{"nodes": "10%"}]), _nodes_with_claims(range(10), deleting=True)], 0),
+    ("no deleting NodeClaim: the budget allows all of them", [nodepool(budgets=[{"nodes": "100%"}]),
+                                                              _nodes_with_claims(range(10))], 10),
+]
+
+
+@pytest.mark.parametrize(("docs", "allowed"), [c[1:] for c in BUDGET_MAPPING], ids=[c[0] for c in BUDGET_MAPPING])
+def test_build_disruption_budget_mapping_deleting_nodeclaims(docs: list[Any], allowed: int) -> None:
+    """controllers/disruption/suite_test.go, Describe("BuildDisruptionBudgetMapping"): ten initialized nodes with
+    their NodeClaims; a deleting NodeClaim's node counts against the budget, a terminating one is not counted at
+    all."""
+    out = plan_dict(*docs)
+    assert {reason: budget_of(out, "default", reason) for reason in REASONS} == dict.fromkeys(REASONS, allowed)

@@ -86,3 +86,32 @@ def test_build_disruption_budget_mapping_deleting_nodeclaims(docs: list[Any], al
     all."""
     out = plan_dict(*docs)
     assert {reason: budget_of(out, "default", reason) for reason in REASONS} == dict.fromkeys(REASONS, allowed)
+
+
+# -- a budget's base is the pool's initialized nodes --------------------------------------------------------------
+# controllers/disruption/helpers.go, BuildDisruptionBudgetMapping: "We only consider nodes that we own and are
+# initialized towards the total" (neither in the total nor among the NotReady ones).
+
+# (Karpenter's case, the pool's budget, extra documents next to ten initialized nodes with NodeClaims, allowed)
+UNINITIALIZED_BUDGET = [
+    ("should not consider nodes that are not initialized as part of disruption count", "100%",
+     [node("new", initialized=False), nodeclaim("c-new", "new", initialized=False)], 10),
+    ("should not consider nodes that are not initialized as part of disruption count (10%: no round-up from 11)",
+     "10%", [node("new", initialized=False), nodeclaim("c-new", "new", initialized=False)], 1),
+    ("should not consider nodes that are not initialized as part of disruption count (nor as NotReady)", "5",
+     [node("new", initialized=False, ready=False), nodeclaim("c-new", "new", initialized=False)], 5),
+    ("should not consider nodes that are not managed as part of disruption count", "100%", [node("own", pool=None)],
+     10),
+    ("should consider not ready nodes to the disruption count", "100%",
+     [node("sick", ready=False), nodeclaim("c-sick", "sick")], 10),  # 11 initialized, 1 NotReady
+]
+
+
+@pytest.mark.parametrize(("nodes", "extra", "allowed"), [c[1:] for c in UNINITIALIZED_BUDGET],
+                         ids=[c[0] for c in UNINITIALIZED_BUDGET])
+def test_build_disruption_budget_mapping_initialized_nodes(nodes: str, extra: list[Any], allowed: int) -> None:
+    """controllers/disruption/suite_test.go, Describe("BuildDisruptionBudgetMapping"): ten initialized nodes with
+    their NodeClaims and one more node; an uninitialized node is neither in the base of a percentage nor counted
+    NotReady, an initialized NotReady node is both."""
+    out = plan_dict(nodepool(budgets=[{"nodes": nodes}]), _nodes_with_claims(range(10)), *extra)
+    assert {reason: budget_of(out, "default", reason) for reason in REASONS} == dict.fromkeys(REASONS, allowed)

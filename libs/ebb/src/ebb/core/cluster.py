@@ -5,7 +5,8 @@ at all and, for the others, the reason as a `BlockCause` (reported, never silent
 budgets per NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
 
 A node tainted with any of `DISRUPTION_TAINTS` (Karpenter's or ebb's own) is being disrupted: not a
-candidate, and counted against its pool's budget. With ``require_nodeclaim`` (ebb next to Karpenter, which
+candidate, and counted against its pool's budget. A budget's base is the pool's initialized nodes, as in
+Karpenter's ``BuildDisruptionBudgetMapping``. With ``require_nodeclaim`` (ebb next to Karpenter, which
 retires a node when its NodeClaim is deleted) a node without a NodeClaim is not a candidate either.
 """
 
@@ -263,9 +264,14 @@ class ClusterView:
 
     # -- budgets, holds, windows ---------------------------------------------------------------------------
     def _budgets(self) -> None:
+        # Karpenter's count: a pool's initialized nodes (an uninitialized one, typically a replacement on its way
+        # up, would inflate a percentage), and not those whose instance is already terminating
+        counted: dict[str, list[Node]] = {}
+        for node in self.snapshot.nodes:
+            if node.nodepool is not None and self.initialized(node) and not self._terminating(node):
+                counted.setdefault(node.nodepool, []).append(node)
         for pool in self.snapshot.nodepools:
-            # Karpenter's count: a node whose instance is already terminating is no longer one of the pool's
-            owned = [n for n in self.snapshot.nodes if n.nodepool == pool.name and not self._terminating(n)]
+            owned = counted.get(pool.name, [])
             deleting = sum(1 for n in owned if n.deleting or n.being_disrupted)
             not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
             for reason in REASONS:

@@ -897,14 +897,31 @@ def describe(trace: Trace) -> Doc:
             "phases": [(p.name, p.start, p.end) for p in trace.phases], "tail": trace.tail}
 
 
-def _code_version() -> str:
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-        return out.stdout.strip()
+def _git(*args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    return out.stdout.strip()
 
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "services", "libs/ebb/src", "bench/peer.py")
-    return f"{commit} (with uncommitted changes to the measured code)" if dirty else commit
+
+def _code_version() -> str:
+    """The commit of the harness (bench/peer.py and the ebb modules it records with)."""
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = _git("status", "--porcelain", "--", "bench/peer.py")
+    return f"{commit} (bench/peer.py with uncommitted changes)" if dirty else commit
+
+
+def committed_code(into: Path) -> tuple[str, str]:
+    """(commit, PYTHONPATH): ebb's library, services and CRDs as committed at HEAD, unpacked into ``into`` with
+    ``git archive``, so the ebb side measures one commit whatever is being edited in the working tree meanwhile."""
+    import io
+    import tarfile
+
+    commit = _git("rev-parse", "--short", "HEAD")
+    archive = subprocess.run(["git", "archive", commit, "libs/ebb/src", "services", "deploy/kubernetes/crds"],
+                             cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    paths = [into / "libs" / "ebb" / "src", *sorted(into.glob("services/*/src"))]
+    return commit, os.pathsep.join(map(str, paths))
 
 
 # -- the ebb side ---------------------------------------------------------------------------------------------------
@@ -1008,15 +1025,24 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
     kubeconfig = env["KUBECONFIG"]
     run = uuid.uuid4().hex[:8]
     ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
-    crds = sorted((REPO_ROOT / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
+    code = out_dir / "code"
+    commit, pythonpath = committed_code(code)
+    crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
     with servers() as (bootstrap, database_url, origin):
-        _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}")
-        services = EbbServices(ebb_env(kubeconfig, bootstrap, database_url, run, ports), out_dir)
+        _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
+        envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
+        for values in envs.values():
+            values["PYTHONPATH"] = pythonpath
+        services = EbbServices(envs, out_dir)
 
         async def before_trace(api: Any) -> None:
-            from ebb.adapters.store.migrate import upgrade_async
-
-            await upgrade_async(database_url)
+            migrating = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
+                "asyncio.run(upgrade_async(sys.argv[1]))", database_url, env={**os.environ, "PYTHONPATH": pythonpath},
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            output, _ = await migrating.communicate()
+            if migrating.returncode != 0:
+                raise SystemExit(f"migrating the store failed: {output.decode(errors='replace')[-2000:]}")
             applying = await asyncio.create_subprocess_exec(
                 sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
                 *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -1040,6 +1066,7 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
                 await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
             result["ebb_exit_codes"] = codes
             result["servers"] = origin
+            result["ebb_code"] = commit
             return result
 
         return asyncio.run(main())
@@ -1123,7 +1150,9 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
               f"{t['peak_pods']} pods requesting {t['peak_cpu']:.0f} vCPU and {t['peak_memory_gib']:.0f} GiB; "
               f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU); phases: {phases}, ending {t['tail']:.0f} s "
               f"after the last job. Settled: nothing launched, deleted, evicted or pending for {QUIET:.0f} s to the "
-              f"end of the phase. Code {first['code']}.", ""]
+              f"end of the phase. Harness (bench/peer.py) at {first['code']}"
+              + "".join(f"; {r['title']}: ebb's library and services as committed in {r['ebb_code']}"
+                        for r in results if r.get("ebb_code")) + ".", ""]
     lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(results)]
 
     def row(name: str, cell: Any) -> None:
@@ -1146,10 +1175,15 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
                   f"({phase(r, 'bursty')['launched']} + {phase(r, 'bursty')['deleted']})")
     row("NodeClaims launched / deleted, whole trace",
         lambda r: f"{r['whole']['launched']} / {r['whole']['deleted']}")
-    row("pod evictions (Eviction API)", lambda r: r["evictions"])
+    row("pod evictions (Eviction API): whole trace (scale-down steps, bursty part)",
+        lambda r: f"{r['evictions']} ({sum(p['evictions'] for p in r['phases'] if p['kind'] == 'down')}, "
+                  f"{phase(r, 'bursty')['evictions']})")
     row("pods evicted more than once", lambda r: r["evicted_more_than_once"])
     row("pending pod time: pod-seconds, longest wait",
         lambda r: f"{r['whole']['pending_pod_seconds']:,.0f}, {r['whole']['longest_pending']:.0f} s")
+    row("of which after the scale up (the steps and the bursts)",
+        lambda r: f"{sum(p['pending_pod_seconds'] for p in r['phases'] if p['kind'] != 'up'):,.0f}, "
+                  f"{max(p['longest_pending'] for p in r['phases'] if p['kind'] != 'up'):.0f} s")
     karpenter = "karpenter"
     row("Karpenter: `karpenter_voluntary_disruption_decisions_total` (by decision)",
         lambda r: _counts(r["whole"]["counters"].get(karpenter, {}),

@@ -349,3 +349,28 @@ def test_goal_rows(ebb: dict[str, Any], karpenter: dict[str, Any], met: list[boo
         "down: cost when settled", "down: time to settle", "bursts: cost when settled", "bursts: time to settle",
         "bursty part: churn"]
     assert [r[3] for r in rows] == met
+
+
+def _result(key: str, title: str, churn: int) -> dict[str, Any]:
+    timeline = Timeline(PRICES)
+    for n in range(churn):
+        timeline.nodeclaim(10.0 * n, f"nc-{n}", nodeclaim("c-4x-amd64-linux"))
+        timeline.nodeclaim(10.0 * n + 5, f"nc-{n}", None)
+    trace = peer.make_trace(size=peer.SMOKE)
+    phases = [{"name": p.name, "kind": p.kind, **peer.phase_figures(timeline, p.start, p.end), "counters": {}}
+              for p in trace.phases]
+    whole = {**peer.phase_figures(timeline, 0, trace.bursty.end), "counters": {}}
+    return {"side": key, "title": title, "phases": phases, "whole": whole, "evictions": 0,
+            "evicted_more_than_once": 0, "api_errors": [], "seconds": 1.0, "code": "abc1234",
+            "load_average": {"mean": 1.0, "max": 2.0}, "trace": peer.describe(trace), "smoke": True,
+            **({"ebb_code": "abc1234"} if key == "ebb" else {})}
+
+
+def test_render_has_a_column_per_side_and_a_goal_table_per_karpenter_side() -> None:
+    lines = peer.render([_result("karpenter-0s", "Karpenter 0s", 4), _result("karpenter-30s", "Karpenter 30s", 2),
+                         _result("ebb", "ebb", 1)])
+    start = lines.index("| figure | Karpenter 0s | Karpenter 30s | ebb |")
+    table = lines[start:lines.index("", start)]
+    assert len(table) > 15 and all(line.count("|") == 5 for line in table)
+    assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met |") == 2
+    assert any("smoke run" in line for line in lines)

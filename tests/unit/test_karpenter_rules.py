@@ -14,16 +14,20 @@ from typing import Any
 
 import pytest
 
+from ebb.core.cluster import ClusterView
 from ebb.core.model import REASONS
 from tests.unit.builders import (
+    NOW,
     blocked_of,
     budget_of,
     disrupted,
     node,
     nodeclaim,
     nodepool,
+    pdb,
     plan_dict,
     pod,
+    snapshot,
 )
 
 TAINT_DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
@@ -115,3 +119,74 @@ def test_build_disruption_budget_mapping_initialized_nodes(nodes: str, extra: li
     NotReady, an initialized NotReady node is both."""
     out = plan_dict(nodepool(budgets=[{"nodes": nodes}]), _nodes_with_claims(range(10)), *extra)
     assert {reason: budget_of(out, "default", reason) for reason in REASONS} == dict.fromkeys(REASONS, allowed)
+
+
+# -- the pods of deleting nodes are placed first; a disruption's pods never count on an uninitialized node -----------
+# controllers/disruption/helpers.go, SimulateScheduling: the pods to schedule are the pending pods, the candidates'
+# pods and the currently reschedulable pods of the deleting nodes ("deletingNodePods"); a pod that lands on an
+# uninitialized existing node is a scheduling error ("would schedule against uninitialized"), unless it comes from a
+# deleting node. It is used by consolidation, its validation and drift alike.
+
+SMALL = {"cpu": "200m", "memory": "256Mi"}
+
+
+def _parallelization_cluster(old: dict[str, Any]) -> list[Any]:
+    """Node ``old`` with three 1-cpu pods, and ``new`` (m5.2xlarge, 8 cpu) launched for them, holding two so far: on
+    its own, new's two pods would fit a cheaper c5.xlarge; with old's three they need all of new."""
+    return [nodepool(), old, *[pod(f"old-{i}", "old", cpu="1", memory="1Gi") for i in range(3)],
+            node("new", itype="m5.2xlarge", zone="us-east-1b"),
+            *[pod(f"new-{i}", "new", cpu="1", memory="1Gi") for i in range(2)]]
+
+
+# (Karpenter's case, node old, whether new is disrupted)
+PARALLELIZATION = [
+    ("should not consolidate a node that is launched for pods on a deleting node (MarkedForDeletion)",
+     node("old", itype="m5.2xlarge", taints=[TAINT_DISRUPTED]), False),
+    ("should not consolidate a node that is launched for pods on a deleting node (deletionTimestamp)",
+     node("old", itype="m5.2xlarge", deleting=True), False),
+    ("old is not deleting: its pods stay where they are and new is consolidated",
+     node("old", itype="m5.2xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"}), True),
+]
+
+
+@pytest.mark.parametrize(("old", "taken"), [c[1:] for c in PARALLELIZATION], ids=[c[0] for c in PARALLELIZATION])
+def test_consolidation_parallelization_should_not_consolidate_a_node_launched_for_pods_on_a_deleting_node(
+        old: dict[str, Any], taken: bool) -> None:
+    """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Parallelization"),
+    It("should not consolidate a node that is launched for pods on a deleting node"): the node launched for a
+    deleting node's pods is not consolidated while those pods still need it."""
+    out = plan_dict(*_parallelization_cluster(old))
+    assert ("new" in disrupted(out)) is taken, out["commands"]
+    if not taken:
+        assert blocked_of(out, "new")["method"] == "single-node-consolidation"
+
+
+# (Karpenter's case, the pod's annotations, PDBs over it, whether it needs room now)
+CURRENTLY_RESCHEDULABLE = [
+    ("considers pod as currently reschedulable when no PDBs match", {}, [pdb("other", {"app": "other"},
+                                                                            max_unavailable=0)], True),
+    ("pods which are not currently reschedulable due to PDBs: 100% min available", {},
+     [pdb("p", {"app": "p"}, min_available="100%")], False),
+    ("pods which are not currently reschedulable due to PDBs: 0% max unavailable", {},
+     [pdb("p", {"app": "p"}, max_unavailable="0%")], False),
+    ("pods which are not currently reschedulable due to PDBs: 0 max unavailable", {},
+     [pdb("p", {"app": "p"}, max_unavailable=0)], False),
+    ("pods which are not currently reschedulable due to PDBs: multiple PDBs on the same pod", {},
+     [pdb("pdb-1", {"app": "p"}, min_available="100%"), pdb("pdb-2", {"app": "p"}, min_available="100%")], False),
+    ("a PDB that allows no disruption now but is not fully blocking: the pod will go, it needs room", {},
+     [pdb("p", {"app": "p"}, min_available=1)], True),
+    ("does not consider pod with do-not-disrupt annotation as currently reschedulable",
+     {"karpenter.sh/do-not-disrupt": "true"}, [], False),
+]
+
+
+@pytest.mark.parametrize(("annotations", "pdbs", "evicted"), [c[1:] for c in CURRENTLY_RESCHEDULABLE],
+                         ids=[c[0] for c in CURRENTLY_RESCHEDULABLE])
+def test_is_currently_reschedulable(annotations: dict[str, str], pdbs: list[Any], evicted: bool) -> None:
+    """utils/pdb/suite_test.go, Describe("IsCurrentlyReschedulable"): which pods of a deleting node the simulation
+    keeps room for (helpers.go: GetCurrentlyReschedulablePods of the deleting nodes); the same pod on a node that
+    is not going away needs none."""
+    docs = [nodepool(), node("old", deleting=True), pod("p", "old", labels={"app": "p"}, annotations=annotations),
+            node("stays", zone="us-east-1b"), pod("q", "stays", labels={"app": "p"}, annotations=annotations), *pdbs]
+    view = ClusterView.build(snapshot(*docs), NOW)
+    assert [p.key for p in view.evicted_soon()] == (["default/p"] if evicted else [])

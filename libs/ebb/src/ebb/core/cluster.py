@@ -46,6 +46,12 @@ class PdbStatus:
     healthy: int
     expected: int
 
+    @property
+    def fully_blocking(self) -> bool:
+        """Karpenter's ``isFullyBlocking``: the PDB never allows an eviction (maxUnavailable 0 or 0%, or
+        minAvailable 100%), whatever its pods' health."""
+        return self.pdb.max_unavailable in (0, "0%") or self.pdb.min_available == "100%"
+
 
 def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
     """disruptionsAllowed as kube-controller-manager computes it from the matching pods."""
@@ -230,23 +236,9 @@ class ClusterView:
         for pod in self.pods_on[node.name]:
             if not pod.needs_rescheduling:
                 continue
-            for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
-                value = pod.annotations.get(annotation)
-                if value is None or value == "false":
-                    continue
-                protected = {"pod": pod.key, "annotation": annotation, "value": value}
-                if value == "true":
-                    return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-                try:
-                    seconds = parse_duration(value)
-                except QuantityError:
-                    return BlockCause(Cause.POD_ANNOTATION_INVALID, protected)
-                start = pod.start_time or pod.creation_time
-                if seconds is None or start is None:
-                    return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-                until = start + timedelta(seconds=seconds)
-                if self.now < until:
-                    return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
+            protected = self._do_not_disrupt(pod)
+            if protected is not None:
+                return protected
             statuses = self.pdb_of_pod.get(pod.key, [])
             if len(statuses) > 1:
                 return BlockCause(Cause.POD_TWO_PDBS, {
@@ -256,6 +248,43 @@ class ClusterView:
                 return BlockCause(Cause.PDB_BLOCKS, {"pdb": f"{s.pdb.namespace}/{s.pdb.name}", "healthy": s.healthy,
                                                      "expected": s.expected})
         return None
+
+    def _do_not_disrupt(self, pod: Pod) -> BlockCause | None:
+        """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None."""
+        for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
+            value = pod.annotations.get(annotation)
+            if value is None or value == "false":
+                continue
+            protected = {"pod": pod.key, "annotation": annotation, "value": value}
+            if value == "true":
+                return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
+            try:
+                seconds = parse_duration(value)
+            except QuantityError:
+                return BlockCause(Cause.POD_ANNOTATION_INVALID, protected)
+            start = pod.start_time or pod.creation_time
+            if seconds is None or start is None:
+                return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
+            until = start + timedelta(seconds=seconds)
+            if self.now < until:
+                return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
+        return None
+
+    def evicted_soon(self) -> list[Pod]:
+        """The pods that are about to need a new home because their node is going away: Karpenter's
+        ``CurrentlyReschedulablePods`` of its deleting nodes (deleting, or tainted by a disruption), which its
+        disruption simulations place before a candidate's pods. A pod whose do-not-disrupt protects it, or whose
+        PDB blocks every eviction (``IsCurrentlyReschedulable``), is not evicted now and needs no room."""
+        out: list[Pod] = []
+        for node in self.snapshot.nodes:
+            if not (node.deleting or node.being_disrupted):
+                continue
+            for pod in self.movable[node.name]:
+                statuses = self.pdb_of_pod.get(pod.key, [])
+                if self._do_not_disrupt(pod) is None and len(statuses) <= 1 \
+                        and not (statuses and statuses[0].fully_blocking):
+                    out.append(pod)
+        return out
 
     def blocked_reason(self, node: str, consolidation: bool) -> BlockCause | None:
         """Why no method (or, with ``consolidation``, no consolidation method) may take the node, or None."""

@@ -90,16 +90,19 @@ def pending_pods(view: ClusterView) -> list[Pod]:
 
 
 def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
-    """The scheduler and base state every pass, validation and finding starts from. Like Karpenter, which
-    puts pending pods into its disruption simulations, capacity is first kept for the pending pods that
-    fit on an existing node (kube-scheduler is about to bind them there; an evicted pod is Pending for a
-    moment): a consolidation never counts on room a waiting pod is going to take. Pending pods that fit
-    nowhere are left to the provisioner and do not block anything."""
+    """The scheduler and base state every pass, validation and finding starts from. Like Karpenter, whose
+    disruption simulations (``SimulateScheduling``) schedule the pending pods and the pods of its deleting
+    nodes along with a candidate's, capacity is first kept for the pending pods and for the pods about to be
+    evicted from nodes that are going away (`ClusterView.evicted_soon`: deleting, or tainted by a disruption)
+    that fit on an existing node: a disruption never counts on room such a pod is going to take. Those that
+    fit nowhere are the provisioner's business and block nothing."""
     pending = pending_pods(view)
     scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending)
     state = scheduler.new_state()
-    if pending:
-        state.place_all(pending, max_new=0)
+    evicted = view.evicted_soon()
+    state.lift(evicted)
+    if pending or evicted:
+        state.place_all([*pending, *evicted], max_new=0)
     return scheduler, state
 
 

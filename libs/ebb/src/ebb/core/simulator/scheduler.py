@@ -500,6 +500,7 @@ class SimState:
             self._ensure_key(key, node_codes)
         self.counts: list[IntArray] = []
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
+        self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [self._pool_usage(i) for i in range(len(sched.pools))]
         self._init_counts()
 
@@ -552,7 +553,7 @@ class SimState:
                 if i in self._removed:
                     continue
                 for pod in pods:
-                    if pod.key in self.placed or pod.deleting:
+                    if pod.key in self.placed or pod.key in self.lifted or pod.deleting:
                         continue
                     if self._counts_in(g, gid, pod) and codes[i] >= 0:
                         arr[codes[i]] += 1
@@ -631,6 +632,20 @@ class SimState:
     def close_bin(self, b: int) -> None:
         """No further pods go to this bin (a replacement already promised to one command)."""
         self._set(self.open, b, False)
+
+    def lift(self, pods: Sequence[Pod]) -> None:
+        """Take bound pods off their nodes' topology counts, to be placed again (pods leaving a node that is going
+        away, while the node itself stays a topology domain); placing one counts it where it goes."""
+        for pod in pods:
+            b = self.s.node_index[pod.node_name or ""]
+            if pod.key in self.lifted or pod.key in self.placed or pod.deleting:
+                continue
+            self.lifted.add(pod.key)
+            cls = self.s.classes(pod)[-1]
+            for gid in (*cls.matched, *cls.owned):
+                code = self.bin_codes[self.s.groups[gid].key][b]
+                if code >= 0:
+                    self._set(self.counts[gid], code, self.counts[gid][code] - 1)
 
     def remove_node(self, name: str) -> list[Pod]:
         """Take a node out: it accepts no pods and its pods leave the topology counts. Returns the pods

@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 from ebb.core.cluster import ClusterView
+from ebb.core.methods.base import simulation
 from ebb.core.model import REASONS
 from tests.unit.builders import (
     NOW,
+    ago,
     blocked_of,
     budget_of,
     disrupted,
@@ -190,3 +192,57 @@ def test_is_currently_reschedulable(annotations: dict[str, str], pdbs: list[Any]
             node("stays", zone="us-east-1b"), pod("q", "stays", labels={"app": "p"}, annotations=annotations), *pdbs]
     view = ClusterView.build(snapshot(*docs), NOW)
     assert [p.key for p in view.evicted_soon()] == (["default/p"] if evicted else [])
+
+
+def test_simulate_scheduling_should_allow_pods_on_deleting_nodes_to_reschedule_to_uninitialized_nodes() -> None:
+    """controllers/disruption/suite_test.go, Describe("Simulate Scheduling"), It("should allow pods on deleting nodes
+    to reschedule to uninitialized nodes"), and helpers.go ("Only add a pod scheduling error if it isn't on an already
+    deleting node"): the pod of a deleting node goes to the uninitialized replacement, the only node with room; a
+    pod a disruption moves does not."""
+    view = ClusterView.build(snapshot(
+        nodepool(), node("old", deleting=True), pod("evicted", "old", cpu="1500m"),
+        node("up", zone="us-east-1b", initialized=False), nodeclaim("c-up", "up", initialized=False),
+        node("busy", zone="us-east-1c"), pod("moving", "busy", cpu="1500m")), NOW)
+    _, state = simulation(view)
+    assert state.bin_name(state.placed["default/evicted"]) == "up"
+    assert view.evicted_soon() == [p for p in view.snapshot.pods if p.name == "evicted"]
+    leaving = state.remove_node("busy")
+    failures, _ = state.place_all(leaving, max_new=0)
+    assert set(failures) == {"default/moving"}  # "up" is full now, and set aside for moved pods anyway
+
+
+# (Karpenter's case, node a, the method and action taken on b, or None when nothing is)
+UNINITIALIZED_DESTINATION = [
+    ("won't delete node if it would require pods to schedule on an uninitialized node",
+     [node("a", itype="t3.medium", initialized=False), nodeclaim("c-a", "a", initialized=False)], None),
+    ("an initialized node takes them: b is deleted", [node("a", itype="t3.medium")],
+     ("single-node-consolidation", "delete")),
+]
+
+
+@pytest.mark.parametrize(("a", "taken"), [c[1:] for c in UNINITIALIZED_DESTINATION],
+                         ids=[c[0] for c in UNINITIALIZED_DESTINATION])
+def test_consolidation_delete_wont_delete_node_if_it_would_require_pods_to_schedule_on_an_uninitialized_node(
+        a: list[Any], taken: tuple[str, str] | None) -> None:
+    """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Delete"), It("won't delete
+    node if it would require pods to schedule on an uninitialized node"): two nodes of the cheapest type, a (not
+    initialized) with two pods, b with one that fits on a; no cheaper node exists, so b stays."""
+    out = plan_dict(nodepool(), *a, pod("a-0", "a", **SMALL), pod("a-1", "a", **SMALL),
+                    node("b", itype="t3.medium", zone="us-east-1b"), pod("b-0", "b", **SMALL))
+    assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == \
+        ([taken] if taken else [])
+    if taken is None:
+        assert out["commands"] == []
+        assert "node a has room, but it is not initialized yet" in blocked_of(out, "b")["reason"]
+
+
+@pytest.mark.parametrize(("a_initialized", "action"), [(False, "replace"), (True, "delete")],
+                         ids=["expired node's pod does not count on an uninitialized node: a replacement is launched",
+                              "an initialized node takes it: the expired node is deleted"])
+def test_simulate_scheduling_uninitialized_nodes_for_expiration_and_drift(a_initialized: bool, action: str) -> None:
+    """helpers.go, SimulateScheduling's uninitialized-node error holds for every method that simulates (drift in
+    Karpenter; expiration and drift in ebb): the expired node's pod would fit on a, which is not initialized."""
+    out = plan_dict(nodepool(expire_after="24h"), node("a", itype="t3.medium", created=ago(hours=1),
+                                                        initialized=a_initialized),
+                    node("b", itype="t3.medium", zone="us-east-1b"), pod("b-0", "b", **SMALL))
+    assert [(c["method"], c["nodes"], c["action"]) for c in out["commands"]] == [("expiration", ["b"], action)]

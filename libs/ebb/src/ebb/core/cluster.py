@@ -286,6 +286,13 @@ class ClusterView:
                     out.append(pod)
         return out
 
+    def uninitialized_owned(self) -> list[str]:
+        """Nodes Karpenter manages that are not initialized yet: a disruption simulation counts on them only for
+        pods that are leaving a deleting node (Karpenter's ``SimulateScheduling``: "would schedule against
+        uninitialized" otherwise). A node no NodePool or NodeClaim owns is initialized as far as Karpenter cares."""
+        return [n.name for n in self.snapshot.nodes
+                if (n.nodepool is not None or self.has_nodeclaim(n)) and not self.initialized(n)]
+
     def blocked_reason(self, node: str, consolidation: bool) -> BlockCause | None:
         """Why no method (or, with ``consolidation``, no consolidation method) may take the node, or None."""
         return self.not_candidate.get(node) or self.hard_block.get(node) or (

@@ -95,7 +95,9 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     nodes along with a candidate's, capacity is first kept for the pending pods and for the pods about to be
     evicted from nodes that are going away (`ClusterView.evicted_soon`: deleting, or tainted by a disruption)
     that fit on an existing node: a disruption never counts on room such a pod is going to take. Those that
-    fit nowhere are the provisioner's business and block nothing."""
+    fit nowhere are the provisioner's business and block nothing. They may go to an uninitialized node (a
+    replacement on its way up is where they are headed); the pods a disruption moves may not, so
+    uninitialized nodes are then set aside (Karpenter: "would schedule against uninitialized")."""
     pending = pending_pods(view)
     scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending)
     state = scheduler.new_state()
@@ -103,6 +105,8 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     state.lift(evicted)
     if pending or evicted:
         state.place_all([*pending, *evicted], max_new=0)
+    for name in view.uninitialized_owned():
+        state.set_aside(name, "it is not initialized yet")
     return scheduler, state
 
 

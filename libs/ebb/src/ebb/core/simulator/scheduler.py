@@ -500,6 +500,7 @@ class SimState:
             self._ensure_key(key, node_codes)
         self.counts: list[IntArray] = []
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
+        self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [self._pool_usage(i) for i in range(len(sched.pools))]
         self._init_counts()
@@ -632,6 +633,14 @@ class SimState:
     def close_bin(self, b: int) -> None:
         """No further pods go to this bin (a replacement already promised to one command)."""
         self._set(self.open, b, False)
+
+    def set_aside(self, name: str, why: str) -> None:
+        """No pod placed from now on goes to this existing node (the pods already placed there stay), and a pod
+        that finds no home says the node was set aside and ``why``. A rollback past it opens the node again."""
+        b = self.s.node_index[name]
+        if self.open[b]:
+            self._set(self.open, b, False)
+            self.aside[b] = why
 
     def lift(self, pods: Sequence[Pod]) -> None:
         """Take bound pods off their nodes' topology counts, to be placed again (pods leaving a node that is going
@@ -975,10 +984,19 @@ class SimState:
         else:
             where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
         if max_new <= 0:
-            return where
-        if not cls.can_launch:
-            return where + ", and no NodePool can launch a node it tolerates and matches"
-        return where + ", and no NodePool offers an instance type that fits it within its limits"
+            pass
+        elif not cls.can_launch:
+            where += ", and no NodePool can launch a node it tolerates and matches"
+        else:
+            where += ", and no NodePool offers an instance type that fits it within its limits"
+        return where + self._set_aside_note(cls, req)
+
+    def _set_aside_note(self, cls: _Class, req: IntArray) -> str:
+        """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside."""
+        for b, why in sorted(self.aside.items()):
+            if not self.open[b] and b not in self._removed and cls.node_ok[b] and bool((self.free[b] >= req).all()):
+                return f" (node {self.s.nodes[b].name} has room, but {why})"
+        return ""
 
     # -- results ---------------------------------------------------------------------------------------
     def new_nodes(self) -> list[NewNode]:

@@ -857,6 +857,7 @@ def case_peer(side_key: str) -> Doc:
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
                    "trace": describe(trace), "smoke": size is SMOKE})
+    (out_dir / "result.json").write_text(json.dumps(result, indent=1))  # kept, should a later side fail
     return result
 
 

@@ -4,9 +4,10 @@ and their DLQ, connecting on first use)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 
 import pytest
@@ -14,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from ebb.adapters.bus import Bus, KafkaBus, RawRecord, RetryPolicy
+from ebb.adapters.bus import Bus, Delivery, KafkaBus, RawRecord, RetryPolicy
 from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
 
 from .conftest import KafkaServer
@@ -112,3 +113,38 @@ async def test_a_bus_connects_on_first_use(kafka_server: KafkaServer) -> None:
         assert sum((await bus.end_offsets(EVENTS)).values()) == 1
     finally:
         await bus.close()
+
+
+async def test_a_consumer_of_a_topic_it_just_created_gets_its_first_records_at_once(kafka_server: KafkaServer) -> None:
+    """Each bus consumes a topic that its ``consume`` creates, and a record is published on it right away: every
+    consumer gets it within seconds. A consumer that subscribed while the new topic was not yet in the broker's
+    metadata would be assigned none of its partitions until aiokafka's next metadata refresh (5 minutes): seen
+    with the consolidation-planner's consumer of ebb.interruptions on a fresh installation. Several buses at
+    once, as the services start, so the window is hit."""
+    received: dict[str, list[str]] = {}
+    stop, everyone = asyncio.Event(), asyncio.Event()
+    async with contextlib.AsyncExitStack() as stack:
+        buses = [await stack.enter_async_context(KafkaBus(kafka_server.bootstrap, prefix=new_prefix(),
+                                                          poll_timeout=0.1)) for _ in range(4)]
+
+        def handler_of(bus: KafkaBus) -> Callable[[Delivery], Awaitable[None]]:
+            async def handle(delivery: Delivery) -> None:
+                received.setdefault(bus.prefix, []).append(delivery.message.key())
+                if len(received) == len(buses):
+                    everyone.set()
+
+            return handle
+
+        consumers = [asyncio.create_task(bus.consume([EVENTS], "first-records", handler_of(bus), stop=stop))
+                     for bus in buses]
+        try:
+            await asyncio.sleep(1.0)  # the consumers created their topics and subscribed
+            for bus in buses:
+                await bus.publish(EVENTS, event("node-a", 1))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(everyone.wait(), 20)
+            assert sorted(received) == sorted(bus.prefix for bus in buses), received
+            assert all(keys == ["node-a"] for keys in received.values()), received
+        finally:
+            stop.set()
+            await asyncio.gather(*consumers)

@@ -5,7 +5,8 @@ reorder a key's records. Consumer: ``enable_auto_commit=False``; offsets are com
 whose handler returned or that were dead-lettered (``ebb.adapters.bus.base``), once per fetched batch and
 at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in order. Topics (each with its
 ``.dlq``; ``ebb.cluster.objects`` compacted) are created when missing, before the first publish or consume
-on them.
+on them, and waited for until the broker's metadata has every partition of them led (a consumer subscribed
+earlier would not be assigned them for minutes).
 
 The bus connects on first use (``start()`` connects at once) and owns one admin client for topic creation
 and partition metadata. ``end_offsets`` and ``read_compacted`` use a short-lived consumer without a group
@@ -176,7 +177,23 @@ class KafkaBus:
                     if code not in (0, TopicAlreadyExistsError.errno):
                         raise for_code(code)(f"creating topic {name}: {entry[2] if len(entry) > 2 else ''}")
                 log.info("created topics %s", ", ".join(t.name for t in new))
+                async with asyncio.timeout(self.metadata_timeout):
+                    await self._until_led(admin, [t.name for t in new])
             self._ensured.update(missing)
+
+    @staticmethod
+    async def _until_led(admin: AIOKafkaAdminClient, physical: list[str]) -> None:
+        """Wait until the broker's metadata has each of the topics with every partition led. A consumer that
+        subscribes before then is assigned none of a topic's partitions, and aiokafka learns of them only at its
+        next metadata refresh (``metadata_max_age_ms``, 5 minutes): the consolidation-planner's first
+        interruptions on a fresh installation were read minutes late."""
+        while True:
+            led = {entry.get("topic") for entry in await admin.describe_topics(physical)
+                   if not entry.get("error_code") and entry.get("partitions")
+                   and all(not p.get("error_code") and int(p.get("leader", -1)) >= 0 for p in entry["partitions"])}
+            if led >= set(physical):
+                return
+            await asyncio.sleep(0.1)
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         """The bus's admin client, connected on first use and closed by ``close()``."""

@@ -1,9 +1,11 @@
 """`ebb run`: the embedded mode: ebb's services in one process on a simulated cluster.
 
 The cluster comes from snapshot files (the `ebb plan` input) or, given none, from the small example
-cluster ebb ships. Simulated time runs ``--speed`` times faster than the wall clock; a table of the
-cluster's state is redrawn on stderr while it runs, and a summary is printed at the end (table or
-JSON). The services themselves live in the ``ebb_embedded`` package (services/embedded), which this
+cluster ebb ships. Time is virtual (``ebb.adapters.virtual_time``): it moves only when every service waits,
+so a run is as fast as it computes and deterministic: the same input, options and ``--seed`` print the same
+summary on every machine. ``--speed`` only paces it for watching (``--api-port`` paces at x60 unless told). A
+table of the cluster's state is redrawn on stderr while it runs, and a summary is printed at the end (table
+or JSON). The services themselves live in the ``ebb_embedded`` package (services/embedded), which this
 command imports only when it runs.
 """
 
@@ -15,6 +17,7 @@ import json
 import secrets
 import signal
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from importlib import resources
@@ -33,6 +36,9 @@ EXAMPLE_CLUSTER = "example-cluster.yaml"
 PROGRESS_EVERY = 10.0
 #: the simulated time the bundled example was generated for (examples/generate.py)
 EXAMPLE_NOW = "2026-11-23T18:30:00Z"
+#: the pace of a run that serves the decisions-api and was given no --speed (as fast as it computes, the run
+#: would be over before anyone could ask)
+API_SPEED = 60.0
 
 
 class Output(StrEnum):
@@ -47,13 +53,14 @@ def _time(value: str, option: str) -> datetime:
         raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}", param_hint=option) from exc
 
 
-def _duration(value: str, option: str) -> timedelta:
+def _duration(value: str, option: str, *, zero: bool = False) -> timedelta:
     try:
         seconds = parse_duration(value)
     except (QuantityError, ValueError) as exc:
         raise typer.BadParameter(f"{value!r} is not a duration like 90s, 15m or 2h", param_hint=option) from exc
-    if seconds is None or seconds <= 0:
-        raise typer.BadParameter(f"{value!r}: must be a positive duration", param_hint=option)
+    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
+        raise typer.BadParameter(f"{value!r}: must be a {'non-negative' if zero else 'positive'} duration",
+                                 param_hint=option)
     return timedelta(seconds=seconds)
 
 
@@ -128,7 +135,9 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
                                  "Default: the example cluster ebb ships (50 nodes).")] = None,
     start: Annotated[str | None, typer.Option(
         help="the simulated start time, RFC 3339 (default: now; the bundled example's own time without -f)")] = None,
-    speed: Annotated[float, typer.Option(help="simulated seconds per real second", min=0.1, max=3600)] = 60.0,
+    speed: Annotated[float | None, typer.Option(
+        help="for watching: at most this many simulated seconds per real second (default: as fast as it "
+             "computes; x60 with --api-port); it never changes the result", min=0.1, max=3600)] = None,
     duration: Annotated[str, typer.Option(help="stop after this much simulated time")] = "2h",
     until_stable: Annotated[bool, typer.Option(
         "--until-stable", help="stop once nothing has happened for --stable-for (simulated)")] = False,
@@ -143,10 +152,14 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         help="serve the decisions-api on 127.0.0.1:PORT while it runs (in simulated time)", min=1, max=65535)] = None,
     api_token: Annotated[str | None, typer.Option(
         help="the API's bearer token (default: a random one, printed on stderr)", envvar="EBB_RUN_API_TOKEN")] = None,
+    seed: Annotated[int, typer.Option(
+        help="the seed of every random choice of the run (new pods' names, decision ids)", min=0)] = 0,
+    pass_cost: Annotated[str, typer.Option(
+        help="the simulated time a planner pass (and a validation) takes; computation takes none otherwise")] = "0s",
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     try:
-        from ebb_embedded.runner import EmbeddedOptions, run_embedded
+        from ebb_embedded.runner import EmbeddedOptions, run_embedded, virtual_loop
     except ImportError as exc:  # pragma: no cover - the workspace always installs it
         typer.echo(f"error: the embedded mode needs the ebb-embedded package ({exc})", err=True)
         raise typer.Exit(2) from exc
@@ -156,9 +169,11 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
     token = api_token or (secrets.token_urlsafe(24) if api_port else "")
-    options = EmbeddedOptions(start=moment, speed=speed, duration=_duration(duration, "--duration"),
+    pace = speed if speed is not None else API_SPEED if api_port else None
+    options = EmbeddedOptions(start=moment, speed=pace, duration=_duration(duration, "--duration"),
                               until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
-                              database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token)
+                              database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token,
+                              seed=seed, pass_cost=_duration(pass_cost, "--pass-cost", zero=True))
     from ebb.adapters.catalog import bundled_catalog
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 
@@ -190,19 +205,20 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
             last = [-float("inf")]
 
             def progress(status: Status) -> None:
-                if loop.time() - last[0] >= PROGRESS_EVERY:
-                    last[0] = loop.time()
+                if time.monotonic() - last[0] >= PROGRESS_EVERY:
+                    last[0] = time.monotonic()
                     console.print(_progress_line(status), highlight=False, soft_wrap=True)
 
             return await run_embedded(documents, options, stop, report=progress)
         with Live(console=console, transient=True, auto_refresh=False) as live:
             def report(status: Status) -> None:
-                live.update(_status_table(status, f"ebb run (x{speed:g})"), refresh=True)
+                live.update(_status_table(status, f"ebb run (x{pace:g})" if pace else "ebb run"), refresh=True)
 
             return await run_embedded(documents, options, stop, report=report)
 
     try:
-        summary = asyncio.run(main())
+        with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:
+            summary = runner.run(main())
     except ValueError as exc:  # SnapshotError: an invalid document, named
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -33,7 +33,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import LEADERSHIP_POLL, Planner, utcnow
+from ebb_consolidation_planner.planner import LEADERSHIP_POLL, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.settings import Settings
 
 log = structlog.get_logger("ebb_consolidation_planner")
@@ -52,12 +52,14 @@ async def run(
     planner_ready: Callable[[Planner], None] | None = None,
     recorder: EventRecorder | None = None,
     annotator: NodeAnnotator | None = None,
+    decision_ids: Callable[[], str] | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
     to ``recorder`` and the ebb.sh/drifted annotations to ``annotator``, or nowhere); ``started`` is set once
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
-    the planner's, the Lease's and the event recorder's."""
+    the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
+    (default: random UUIDs)."""
     clock = clock_of(clock)
     objects = SnapshotStore()
     identity = settings.holder_identity()
@@ -93,7 +95,8 @@ async def run(
                           clock=clock, recorder=recorder,
                           republish_after=settings.republish_after_seconds,
                           republish_interval=settings.republish_interval_seconds,
-                          interruption_consumer=interruptions, annotator=annotator)
+                          interruption_consumer=interruptions, annotator=annotator,
+                          decision_ids=decision_ids or new_decision_id)
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is

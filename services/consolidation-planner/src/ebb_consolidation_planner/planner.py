@@ -98,6 +98,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def new_decision_id() -> str:
+    """A new decision's id: ``dec-`` and a random UUID."""
+    return f"dec-{uuid.uuid4().hex}"
+
+
 def command_id(decision_id: str) -> uuid.UUID:
     """The command id of a decision: the same on every (re)publish, so the executor applies it once."""
     return uuid.uuid5(COMMANDS, decision_id)
@@ -145,6 +150,7 @@ class Planner:
         republish_interval: float = 5.0,
         interruption_consumer: str = "ebb-consolidation-planner-interruptions",
         annotator: NodeAnnotator | None = None,
+        decision_ids: Callable[[], str] = new_decision_id,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -162,6 +168,9 @@ class Planner:
         self.republish_interval = republish_interval
         #: the consumer name of ebb.interruptions in processed_messages
         self.interruption_consumer = interruption_consumer
+        #: makes the id of each proposed decision (the embedded mode's come from its seed: decisions approved at
+        #: the same instant are taken up in the order of their ids)
+        self.decision_ids = decision_ids
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: decision id -> its validation task
@@ -336,7 +345,7 @@ class Planner:
     # -- one command --------------------------------------------------------------------------------------
 
     async def _propose(self, command: Command, view: ClusterView, now: datetime) -> str:
-        decision_id = f"dec-{uuid.uuid4().hex}"
+        decision_id = self.decision_ids()
         pools = {n: view.nodes[n].nodepool or "" for n in command.nodes}
         bound = log.bind(decision_id=decision_id)
         explanation: dict[str, Any] = {"text": command.explanation}

@@ -2,18 +2,25 @@
 (docs/architecture.md#modes).
 
 ``run_embedded`` composes what each service's composition root would build, replacing only the edges:
-the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions) for PostgreSQL, the
-``SimulatedCluster`` for kube-apiserver, kube-scheduler, the controllers and the cluster-watcher, an
-always-leader for the Lease, and a ``SimClock`` (``ebb.adapters.clock``) for the clock: simulated "now" and
-simulated intervals alike, so every service keeps its settings in its own units (a 15 s validation delay is
-15 simulated seconds at any speed) and nothing is scaled here. The consolidation-planner (which also
-writes the ebb.sh/drifted annotation, on the simulated Nodes) and the termination-executor then run their
-own ``app.run`` unchanged. The
-interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
+the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions, its statements run on the
+loop's thread: ``ebb_embedded.store``) for PostgreSQL, the ``SimulatedCluster`` for kube-apiserver,
+kube-scheduler, the controllers and the cluster-watcher, an always-leader for the Lease, and a ``SimClock``
+(``ebb.adapters.clock``) for the clock. The consolidation-planner (which also writes the ebb.sh/drifted
+annotation, on the simulated Nodes) and the termination-executor then run their own ``app.run`` unchanged.
+The interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
 store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
 simulated time).
 
-It stops after ``duration`` of simulated time, or with ``until_stable`` once nothing has happened for
+Time is virtual: the run happens on a ``VirtualTimeLoop`` (``ebb.adapters.virtual_time``; ``simulate`` and
+``virtual_loop`` make one), whose clock moves only when every task waits and is the simulated time (the
+``SimClock`` runs at speed 1 on it, from ``start``). So every service keeps its settings in its own units (a
+15 s validation delay is 15 simulated seconds), computation takes no simulated time (a planner pass takes
+``pass_cost``, 0 by default), and a run is deterministic: the same documents, options and ``seed`` give the
+same course and the same summary on every machine, at any ``speed`` (which only paces the loop for watching).
+The seed drives every random choice of the run: the simulated cluster's pod names and uids and the planner's
+decision ids.
+
+It stops after ``duration`` of simulated time (exactly), or with ``until_stable`` once nothing has happened for
 ``stable_for`` simulated seconds: no live decision, no Pending pod that could be bound, no new decision.
 """
 
@@ -21,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,16 +38,17 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from sqlalchemy import event, func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import SimClock, until_any
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
-from ebb.adapters.store.migrate import async_url, upgrade_async
+from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
+from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import LIVE
 from ebb.core.snapshot import parse_documents
@@ -46,6 +56,7 @@ from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
+from ebb_embedded.store import sqlite_engine
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
 
@@ -56,8 +67,9 @@ log = structlog.get_logger("ebb_embedded")
 class EmbeddedOptions:
     #: the simulated time the run starts at
     start: datetime
-    #: simulated seconds per real second
-    speed: float = 60.0
+    #: at most this many simulated seconds per real second, for watching (None: as fast as it computes); it
+    #: never changes what happens
+    speed: float | None = None
     #: stop after this much simulated time
     duration: timedelta = timedelta(hours=2)
     #: stop once nothing happened for ``stable_for`` (simulated)
@@ -67,6 +79,12 @@ class EmbeddedOptions:
     database: Path | None = None
     #: how often (real seconds) ``report`` is called
     report_every: float = 1.0
+    #: every random choice of the run comes from this seed
+    seed: int = 0
+    #: the simulated time a computation handed to a thread takes (the planner's pass and its validation)
+    pass_cost: timedelta = timedelta(0)
+    #: how often (simulated seconds) the run looks at the cluster and the database for its status and its end
+    look_every: float = 1.0
     spot_to_spot: bool = False
     cluster: str = "embedded"
     #: serve the decisions-api on 127.0.0.1:api_port (None: not at all)
@@ -110,19 +128,6 @@ class Summary:
     #: why the run stopped: duration, stable or stopped
     stopped_because: str
     database: Path | None
-
-
-def _sqlite_engine(path: Path) -> AsyncEngine:
-    engine = create_async_engine(async_url(f"sqlite:///{path}"), connect_args={"timeout": 30})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(connection: Any, _record: Any) -> None:
-        cursor = connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    return engine
 
 
 async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str, str], int]:
@@ -187,11 +192,15 @@ async def run_embedded(
     cluster_ready: Callable[[SimulatedCluster], None] | None = None,
 ) -> Summary:
     """Run ebb on a simulated cluster made of ``documents`` until the duration is over, it is stable, or
-    ``stop`` is set. ``report`` is called with the status every ``report_every`` real seconds and at the end;
-    ``cluster_ready`` is given the simulated cluster before the services start (tests inspect it)."""
-    clock = SimClock(options.start, options.speed)
+    ``stop`` is set, on the running ``VirtualTimeLoop``. ``report`` is called with the status every
+    ``report_every`` real seconds and at the end; ``cluster_ready`` is given the simulated cluster before the
+    services start (tests inspect it)."""
+    if not isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
+        raise RuntimeError("the embedded mode runs on a VirtualTimeLoop: use simulate() or virtual_loop()")
+    clock = SimClock(options.start)
     bus = InMemoryBus(clock=clock, source="/ebb/embedded")
-    cluster = SimulatedCluster(documents, bus, clock, bundled_catalog=bundled_catalog)
+    seeds = random.Random(options.seed)
+    cluster = SimulatedCluster(documents, bus, clock, bundled_catalog=bundled_catalog, seed=seeds.getrandbits(64))
     prices = _prices(cluster.documents(), options.start)
     if cluster_ready is not None:
         cluster_ready(cluster)
@@ -203,7 +212,7 @@ async def run_embedded(
         else:
             db_path = options.database
             db_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = _sqlite_engine(db_path)
+        engine = sqlite_engine(db_path)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)
         # one store for the planner, the executor and the API, on the one SQLite engine
@@ -236,7 +245,9 @@ async def run_embedded(
         tasks = [
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=store,
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
-                                                planner_ready=planners.append), name="consolidation-planner"),
+                                                planner_ready=planners.append,
+                                                decision_ids=lambda: f"dec-{seeds.getrandbits(128):032x}"),
+                               name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
                                                  store=store, clock=clock,
                                                  provider=NodeProvider("simulated", cluster, cluster)),
@@ -251,11 +262,7 @@ async def run_embedded(
         reason = "stopped"
         last_change = clock()
         last_seen: tuple[Any, ...] = ()
-        last_report = -float("inf")
-        loop = asyncio.get_running_loop()
-        # the status is looked at every simulated second, but no more often than every 10 ms and at least
-        # every 0.2 s of the event loop (it reads the database)
-        look_every = min(max(1.0, 0.01 * options.speed), 0.2 * options.speed)
+        last_report = -float("inf")  # real time: the report is for people and changes nothing
         try:
             while not stop.is_set():
                 for task in tasks:
@@ -269,8 +276,8 @@ async def run_embedded(
                 if seen != last_seen or current.live:
                     last_seen = seen
                     last_change = current.now
-                if report is not None and loop.time() - last_report >= options.report_every:
-                    last_report = loop.time()
+                if report is not None and time.monotonic() - last_report >= options.report_every:
+                    last_report = time.monotonic()
                     report(current)
                 if current.elapsed >= options.duration:
                     reason = "duration"
@@ -278,7 +285,8 @@ async def run_embedded(
                 if options.until_stable and current.passes > 0 and current.now - last_change >= options.stable_for:
                     reason = "stable"
                     break
-                await clock.sleep(look_every, stop)
+                await clock.sleep(min(options.look_every, (options.duration - current.elapsed).total_seconds()),
+                                  stop)
         finally:
             services_stop.set()
             done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -291,3 +299,23 @@ async def run_embedded(
         if report is not None:
             report(end)
         return Summary(start=first, end=end, stopped_because=reason, database=options.database)
+
+
+def virtual_loop(options: EmbeddedOptions) -> VirtualTimeLoop:
+    """The event loop a run of ``options`` goes on: virtual time, paced at ``speed``, a pass costing
+    ``pass_cost``."""
+    return VirtualTimeLoop(pace=options.speed, thread_cost=options.pass_cost.total_seconds())
+
+
+def simulate(
+    documents: Iterable[Mapping[str, Any]],
+    options: EmbeddedOptions,
+    stop: asyncio.Event | None = None,
+    *,
+    report: Callable[[Status], None] | None = None,
+    cluster_ready: Callable[[SimulatedCluster], None] | None = None,
+) -> Summary:
+    """``run_embedded`` on a new ``virtual_loop`` in this thread (which must not run a loop already)."""
+    with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:
+        return runner.run(run_embedded(documents, options, stop or asyncio.Event(), report=report,
+                                       cluster_ready=cluster_ready))

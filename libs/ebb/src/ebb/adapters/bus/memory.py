@@ -34,8 +34,10 @@ class _Partition:
     #: records by offset; None where compaction removed a superseded record
     log: list[RawRecord | None] = field(default_factory=list)
     latest: dict[bytes, int] = field(default_factory=dict)
-    #: one event per running consumer loop, set on every append
-    listeners: set[asyncio.Event] = field(default_factory=set)
+    #: one event per running consumer loop, set on every append in the order the loops started (a dict, not a
+    #: set: a set of events iterates in the order of their addresses, and the consumers would wake in a
+    #: different order in every process, which the embedded mode's deterministic runs cannot have)
+    listeners: dict[asyncio.Event, None] = field(default_factory=dict)
 
 
 class InMemoryBus:
@@ -152,11 +154,11 @@ class InMemoryBus:
         part = self._partitions(topic)[number]
         position = (group, topic, number)
         wake = asyncio.Event()
-        part.listeners.add(wake)
+        part.listeners[wake] = None
         try:
             await self._loop(part, position, wake, handler, stop)
         finally:
-            part.listeners.discard(wake)
+            part.listeners.pop(wake, None)
 
     async def _loop(
         self, part: _Partition, position: tuple[str, str, int], wake: asyncio.Event, handler: Handler,

@@ -1,0 +1,84 @@
+"""The embedded mode's database: SQLite through aiosqlite, with every statement run on the event loop's thread.
+
+aiosqlite runs each statement on a thread of its own and hands the result back with
+``call_soon_threadsafe``. On the embedded mode's virtual-time loop (``ebb.adapters.virtual_time``) such a
+thread is invisible: a task waiting for a query looks idle, so the clock would jump past timers while the
+query runs, and where the result lands among the other tasks' steps would depend on the machine. Here the
+queue aiosqlite feeds its thread (``Connection._tx``, which SQLAlchemy's aiosqlite dialect also uses directly)
+is replaced by one that runs each call at once, on the caller's thread, and settles its future before the
+caller awaits it. A statement then takes no virtual time and the run stays deterministic.
+
+Nothing can wait for a lock held by another task: a call never yields to the loop, and the stores' transactions
+(``ebb.adapters.store.decision_store``) await nothing but their own statements, so each runs start to end
+without another task in between. A busy database (another process holding a write lock on a ``--database``
+file) is an error after ``BUSY_TIMEOUT`` seconds, which block the loop meanwhile.
+
+Everything else is as in the distributed mode: the same Alembic revisions, WAL, foreign keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ebb.adapters.store.migrate import async_url
+
+#: seconds a statement waits for another process's lock on the database file
+BUSY_TIMEOUT = 5.0
+
+
+class _RunAtOnce:
+    """aiosqlite's queue of calls for its worker thread: ``put_nowait((future, call))`` runs the call now."""
+
+    @staticmethod
+    def put_nowait(item: tuple[asyncio.Future[Any] | None, Callable[[], Any]]) -> None:
+        future, call = item
+        try:
+            result = call()
+        except Exception as exc:
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            return
+        if future is not None and not future.done():
+            future.set_result(result)
+
+
+class InlineConnection(aiosqlite.Connection):
+    """An aiosqlite connection whose statements run on the caller's thread (no worker thread is started)."""
+
+    def __init__(self, connector: Callable[[], sqlite3.Connection], iter_chunk_size: int = 64) -> None:
+        super().__init__(connector, iter_chunk_size)
+        self._tx = _RunAtOnce()  # type: ignore[assignment]
+
+    def __await__(self) -> Any:
+        return self._connect().__await__()
+
+
+def sqlite_engine(path: Path) -> AsyncEngine:
+    """An engine on the SQLite file ``path`` whose statements run on the loop's thread (WAL, foreign keys)."""
+
+    async def connect() -> InlineConnection:
+        connection = InlineConnection(partial(sqlite3.connect, str(path), timeout=BUSY_TIMEOUT,
+                                              check_same_thread=False))
+        await connection
+        return connection
+
+    # the URL chooses the dialect and the pool (a file's: a queue of connections); the connections are ours
+    engine = create_async_engine(async_url(f"sqlite:///{path}"), async_creator=connect)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return engine

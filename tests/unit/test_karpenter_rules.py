@@ -10,15 +10,19 @@ Karpenter v1.14") says so and why; those differences are not tested here as Karp
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import simulation
 from ebb.core.model import REASONS
+from ebb.core.validation import validate
 from tests.unit.builders import (
     NOW,
+    OLD,
     ago,
     blocked_of,
     budget_of,
@@ -27,9 +31,11 @@ from tests.unit.builders import (
     nodeclaim,
     nodepool,
     pdb,
+    plan,
     plan_dict,
     pod,
     snapshot,
+    ts,
 )
 
 TAINT_DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
@@ -129,7 +135,9 @@ def test_build_disruption_budget_mapping_initialized_nodes(nodes: str, extra: li
 # uninitialized existing node is a scheduling error ("would schedule against uninitialized"), unless it comes from a
 # deleting node. It is used by consolidation, its validation and drift alike.
 
-SMALL = {"cpu": "200m", "memory": "256Mi"}
+def small(name: str, node_name: str, *, started: str = OLD) -> dict[str, Any]:
+    """A 200m / 256Mi pod of `node_name`, started long ago unless `started` says when."""
+    return pod(name, node_name, cpu="200m", memory="256Mi", started=started)
 
 
 def _parallelization_cluster(old: dict[str, Any]) -> list[Any]:
@@ -227,8 +235,8 @@ def test_consolidation_delete_wont_delete_node_if_it_would_require_pods_to_sched
     """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Delete"), It("won't delete
     node if it would require pods to schedule on an uninitialized node"): two nodes of the cheapest type, a (not
     initialized) with two pods, b with one that fits on a; no cheaper node exists, so b stays."""
-    out = plan_dict(nodepool(), *a, pod("a-0", "a", **SMALL), pod("a-1", "a", **SMALL),
-                    node("b", itype="t3.medium", zone="us-east-1b"), pod("b-0", "b", **SMALL))
+    out = plan_dict(nodepool(), *a, small("a-0", "a"), small("a-1", "a"),
+                    node("b", itype="t3.medium", zone="us-east-1b"), small("b-0", "b"))
     assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == \
         ([taken] if taken else [])
     if taken is None:
@@ -244,5 +252,76 @@ def test_simulate_scheduling_uninitialized_nodes_for_expiration_and_drift(a_init
     Karpenter; expiration and drift in ebb): the expired node's pod would fit on a, which is not initialized."""
     out = plan_dict(nodepool(expire_after="24h"), node("a", itype="t3.medium", created=ago(hours=1),
                                                         initialized=a_initialized),
-                    node("b", itype="t3.medium", zone="us-east-1b"), pod("b-0", "b", **SMALL))
+                    node("b", itype="t3.medium", zone="us-east-1b"), small("b-0", "b"))
     assert [(c["method"], c["nodes"], c["action"]) for c in out["commands"]] == [("expiration", ["b"], action)]
+
+
+# -- a consolidation does not move pods onto a node inside its consolidateAfter -------------------------------------
+# provisioning/scheduling/scheduler.go (addToExistingNode, v1.14): in a consolidation simulation
+# (IsConsolidationSimulation: consolidation and its validation, not drift) a candidate's pod is not placed on an
+# existing node that IsUnderConsolidateAfter (utils/disruption/disruption.go: consolidateAfter neither 0 nor Never,
+# and less than that since the node's pods last changed); pending pods and pods of deleting nodes are exempt.
+
+def _destination_cluster(*, b: dict[str, Any], dest_pool: str = "default", **dest_pool_kwargs: Any) -> list[Any]:
+    """Node a (t3.medium, the cheapest type) whose pods changed 30 s ago, and node b with one pod that fits on a;
+    the default NodePool's consolidateAfter is 1m."""
+    pools = [nodepool(consolidate_after="1m")]
+    if dest_pool != "default":
+        pools.append(nodepool(dest_pool, **dest_pool_kwargs))
+    return [*pools, node("a", pool=dest_pool, itype="t3.medium"), small("a-0", "a"),
+            small("a-1", "a", started=ago(seconds=30)), b, small("b-0", "b")]
+
+
+B_CHEAPEST = node("b", itype="t3.medium", zone="us-east-1b")
+B_DEARER = node("b", itype="m5.2xlarge", zone="us-east-1b")
+
+# (Karpenter's case, the cluster, minutes after NOW, the command on b as (method, action) or None)
+DESTINATION_WINDOW = [
+    ("should not consolidate pods onto a destination node that is under its consolidateAfter window",
+     _destination_cluster(b=B_CHEAPEST), 0, None),
+    ("should not consolidate pods onto a destination node that is under its consolidateAfter window (2m later)",
+     _destination_cluster(b=B_CHEAPEST), 2, ("single-node-consolidation", "delete")),
+    ("should consolidate pods onto a destination node with consolidateAfter set to Never",
+     _destination_cluster(b=B_CHEAPEST, dest_pool="dest", consolidate_after="Never"), 0,
+     ("single-node-consolidation", "delete")),
+    ("a destination NodePool with consolidateAfter 0s has no window",
+     _destination_cluster(b=B_CHEAPEST, dest_pool="dest", consolidate_after="0s"), 0,
+     ("single-node-consolidation", "delete")),
+    ("should replace a node with a cheaper one even when consolidateAfter has not expired",
+     _destination_cluster(b=B_DEARER), 0, ("single-node-consolidation", "replace")),
+]
+
+
+@pytest.mark.parametrize(("docs", "minutes", "taken"), [c[1:] for c in DESTINATION_WINDOW],
+                         ids=[c[0] for c in DESTINATION_WINDOW])
+def test_consolidation_delete_consolidate_after_window_of_the_destination(docs: list[Any], minutes: int,
+                                                                          taken: tuple[str, str] | None) -> None:
+    """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Delete"): b's pod would fit
+    on a, whose pods changed 30 s ago; inside a's window (consolidateAfter 1m) b stays (no cheaper node exists for a
+    t3.medium), past it b is deleted; a Never or 0s window never keeps pods away; a replacement needs no
+    destination and is not held back."""
+    out = plan_dict(*docs, now=NOW + timedelta(minutes=minutes))
+    assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == ([taken] if taken else [])
+    if taken is None:
+        assert out["commands"] == []
+        assert ("node a has room, but consolidateAfter (1m) has not passed since its pods last changed at "
+                "2026-11-23T18:29:30Z") in blocked_of(out, "b")["reason"]
+
+
+@pytest.mark.parametrize(("arrived", "stale"), [(True, True), (False, False)],
+                         ids=["validation uses a consolidation simulation: a pod arrived on the destination",
+                              "nothing arrived: still valid"])
+def test_validation_is_consolidation_simulation(arrived: bool, stale: bool) -> None:
+    """controllers/disruption/validation.go: the re-check simulates with IsConsolidationSimulation too, so a command
+    whose destination's pods changed in the meantime is stale."""
+    docs = [nodepool(consolidate_after="1m"), node("a", itype="t3.medium"), small("a-0", "a"),
+            small("a-1", "a"), B_CHEAPEST, small("b-0", "b")]
+    [command] = plan(*docs).first.commands
+    assert (command.method, command.nodes) == ("single-node-consolidation", ("b",))
+    later = NOW + timedelta(seconds=15)
+    fresher = [*docs, small("a-new", "a", started=ts(later - timedelta(seconds=5)))] if arrived else docs
+    verdict = validate(command, snapshot(*fresher), later)
+    assert (verdict is not None) is stale
+    if verdict is not None:
+        assert verdict.kind == Stale.POD_NO_LONGER_FITS
+        assert "node a has room, but consolidateAfter (1m) has not passed" in verdict.text

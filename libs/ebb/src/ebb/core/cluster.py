@@ -36,7 +36,7 @@ from ebb.core.model import (
     PodDisruptionBudget,
     Snapshot,
 )
-from ebb.core.quantity import QuantityError, parse_duration
+from ebb.core.quantity import QuantityError, fmt_time, format_duration, parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,7 @@ class ClusterView:
     #: a node without a NodeClaim is not a candidate (`EngineOptions.require_nodeclaim`)
     require_nodeclaim: bool = False
     claims_by_provider: dict[str, NodeClaim] = field(default_factory=dict)
+    _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
@@ -353,8 +354,7 @@ class ClusterView:
     # -- timing ----------------------------------------------------------------------------------------
     def last_pod_event(self, node: Node) -> datetime | None:
         """When a pod last arrived on the node (pods leaving are seen through NodeClaim conditions)."""
-        times = [t for p in self.pods_on[node.name] if p.needs_rescheduling
-                 for t in (p.start_time or p.creation_time,) if t is not None]
+        times = [t for p in self.movable[node.name] for t in (p.start_time or p.creation_time,) if t is not None]
         claim = self.claims.get(node.name)
         if claim is not None:
             for cond in ("Consolidatable", "Empty"):
@@ -377,6 +377,28 @@ class ClusterView:
         # a NodePool's own consolidateAfter is not attributed (the sentence predates DisruptionPolicies)
         whose = f"{pool.policy_source}'s " if pool is not None and pool.policy_kind != POLICY_FROM_NODEPOOL else ""
         return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at, "whose": whose})
+
+    def unsettled(self) -> list[tuple[str, str]]:
+        """The nodes a consolidation may not move pods onto, with why: those still inside their NodePool's
+        ``consolidateAfter`` since their pods last changed (the same timing as `stable_for`). Karpenter v1.14's
+        consolidation simulations refuse them as destinations for the candidates' pods (pending pods and pods
+        leaving a deleting node excepted); a ``consolidateAfter`` of 0s or Never makes no node unsettled, and a
+        node no NodePool owns is never unsettled. Computed once per view."""
+        if self._unsettled is None:
+            out: list[tuple[str, str]] = []
+            for node in self.snapshot.nodes:
+                pool = self.pools.get(node.nodepool or "")
+                if pool is None or not pool.consolidate_after:
+                    continue
+                not_yet = self.stable_for(node, pool.consolidate_after)
+                if not_yet is not None:
+                    last = not_yet.values["last"]
+                    assert isinstance(last, datetime)
+                    out.append((node.name, f"{not_yet.values['whose']}consolidateAfter "
+                                           f"({format_duration(pool.consolidate_after)}) has not passed since its pods "
+                                           f"last changed at {fmt_time(last)}"))
+            self._unsettled = out
+        return self._unsettled
 
     def disruption_cost(self, node: Node) -> float:
         """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""

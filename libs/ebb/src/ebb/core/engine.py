@@ -19,6 +19,7 @@ from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
 from ebb.core.methods.base import Command, EngineOptions, PassContext, simulation
+from ebb.core.methods.consolidation import set_aside_unsettled
 
 #: ``Blocked.method`` of a node no method got to say anything about (not a candidate, blocked for every
 #: method, or nothing to do)
@@ -140,6 +141,7 @@ def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassCo
                        frozenset(disrupted))
     waiting = sorted(node for node, (_method, cause) in causes.items()
                      if cause.waits_for_budget and node not in disrupted)
+    start = set_aside_unsettled(view, ctx.state)
     for node in waiting:
         method_name, budget = causes[node]
         alone = single_node.evaluate(solo, node)
@@ -148,6 +150,7 @@ def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassCo
         else:
             causes[node] = (method_name, BlockCause(Cause.BUDGET_WAIT, {"action": alone.action,
                                                                         "savings": alone.savings}, budget))
+    ctx.state.rollback(start)
 
 
 def plan_pass(snapshot: object, now: datetime, options: EngineOptions | None = None) -> PassResult:

@@ -15,6 +15,7 @@ from datetime import datetime
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.methods import METHODS
 from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
+from ebb.core.methods.consolidation import set_aside_unsettled
 from ebb.core.model import Snapshot
 
 
@@ -47,6 +48,8 @@ def validate(command: Command, snapshot: Snapshot, now: datetime,
                                                     "source": view.pools[pool_name].policy_source,
                                                     "allowed": allowed, "needed": count})
     _scheduler, state = simulation(view)
+    if method.consolidation:
+        set_aside_unsettled(view, state)
     leaving = [pod for name in command.nodes for pod in state.remove_node(name)]
     failures, _ = state.place_all(leaving, max_new=len(command.replacements), first_failure=True)
     if failures:

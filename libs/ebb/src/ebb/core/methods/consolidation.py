@@ -3,7 +3,8 @@
 A node passes when nothing blocks it (do-not-disrupt, PDBs, do-not-consolidate, ...), its NodePool's
 consolidateAfter is not Never, no hold or stabilization window pauses it, it has been stable for
 consolidateAfter, and the budget for the reason has room. `still_consolidatable` is the same timing
-re-checked when a consolidation command is validated.
+re-checked when a consolidation command is validated. The pods a consolidation moves do not go to a node
+that is itself inside its consolidateAfter (`set_aside_unsettled`, Karpenter v1.14's destination rule).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import MethodOutcome, PassContext, budget_block
 from ebb.core.model import Node, NodePool
+from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
 
@@ -48,6 +50,16 @@ def still_consolidatable(view: ClusterView, node: Node) -> StaleCause | None:
     if not_yet:
         return StaleCause(Stale.NODE_CHANGED, {"node": node.name}, not_yet)
     return None
+
+
+def set_aside_unsettled(view: ClusterView, state: SimState) -> int:
+    """Set aside, in ``state``, the nodes a consolidation may not move pods onto (`ClusterView.unsettled`: inside
+    their consolidateAfter), as Karpenter's consolidation simulations do (``IsConsolidationSimulation``); the pods
+    already placed there (pending pods, pods leaving deleting nodes) stay. Returns the mark to roll back to."""
+    mark = state.mark()
+    for name, why in view.unsettled():
+        state.set_aside(name, why)
+    return mark
 
 
 def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:

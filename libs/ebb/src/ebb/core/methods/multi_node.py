@@ -20,7 +20,7 @@ from ebb.core.methods.base import (
     filter_replacement,
     placements_of,
 )
-from ebb.core.methods.consolidation import REASON, candidates, still_consolidatable
+from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
 from ebb.core.model import Pod
 
 NAME = "multi-node-consolidation"
@@ -83,10 +83,12 @@ def run(ctx: PassContext) -> MethodOutcome:
     if len(names) < 2:
         return out
     best: Command | None = None
+    start = set_aside_unsettled(ctx.view, ctx.state)
     for allow_replace in (False, True):
         command = _greedy(ctx, names, allow_replace)
         if command is not None and (best is None or command.savings > best.savings + EPSILON):
             best = command
+    ctx.state.rollback(start)
     if best is not None:
         for name in best.nodes:
             ctx.consume(ctx.view.nodes[name].nodepool or "", REASON)

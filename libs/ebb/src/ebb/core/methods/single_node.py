@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext, filter_replacement, placements_of
-from ebb.core.methods.consolidation import REASON, candidates, still_consolidatable
+from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
 
 NAME = "single-node-consolidation"
 
@@ -57,7 +57,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
 
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
-    start = ctx.state.mark()
+    start = set_aside_unsettled(ctx.view, ctx.state)
     for name in candidates(ctx, out):
         pool = ctx.view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) <= 0:

@@ -993,9 +993,14 @@ class SimState:
 
     def _set_aside_note(self, cls: _Class, req: IntArray) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside."""
-        for b, why in sorted(self.aside.items()):
-            if not self.open[b] and b not in self._removed and cls.node_ok[b] and bool((self.free[b] >= req).all()):
-                return f" (node {self.s.nodes[b].name} has room, but {why})"
+        if not self.aside:
+            return ""
+        bins = np.fromiter(sorted(self.aside), dtype=np.int64, count=len(self.aside))
+        fits = ~self.open[bins] & cls.node_ok[bins] & (self.free[bins] >= req).all(axis=1)
+        for found in np.flatnonzero(fits):
+            b = int(bins[found])
+            if b not in self._removed:
+                return f" (node {self.s.nodes[b].name} has room, but {self.aside[b]})"
         return ""
 
     # -- results ---------------------------------------------------------------------------------------

@@ -211,3 +211,22 @@ def test_a_sim_clock_on_the_loop_is_the_simulated_time() -> None:
 def test_bad_options_are_refused(pace: float | None, cost: float, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         VirtualTimeLoop(pace=pace, thread_cost=cost)
+
+
+def test_timers_due_at_the_same_time_fire_in_the_order_they_were_set_whatever_else_is_scheduled() -> None:
+    """On the standard loop the order of equal timers depends on the heap's shape, so a task that only looks (a
+    status loop's timers) could reorder the others; here it cannot."""
+
+    async def main(lookers: int) -> list[int]:
+        loop = asyncio.get_running_loop()
+        fired: list[int] = []
+        for n in range(lookers):  # timers of something else, some due at the same time
+            loop.call_later(1 + n % 3, lambda: None)
+        for i in range(40):
+            loop.call_later(5.0, fired.append, i)
+            loop.call_later(1 + i % 7, lambda: None)
+        await asyncio.sleep(6)
+        return fired
+
+    for lookers in (0, 1, 7, 50):
+        assert on_virtual_time(lambda lookers=lookers: main(lookers)) == list(range(40))

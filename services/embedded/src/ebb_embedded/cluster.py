@@ -65,6 +65,12 @@ def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def _pending(pod: Mapping[str, Any]) -> bool:
+    """Not bound and not running (a pod kube-scheduler still has to place)."""
+    unbound = not (pod.get("spec") or {}).get("nodeName")
+    return unbound and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+
+
 class SimulatedCluster:
     """The objects of one simulated cluster, published on the bus as they change."""
 
@@ -172,9 +178,20 @@ class SimulatedCluster:
         return [o for o in self.objects.values() if o.get("kind") == "Node"]
 
     def pending_pods(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects.values()
-                if o.get("kind") == "Pod" and not (o.get("spec") or {}).get("nodeName")
-                and (o.get("status") or {}).get("phase", "Pending") == "Pending"]
+        return [o for o in self.objects.values() if o.get("kind") == "Pod" and _pending(o)]
+
+    def census(self) -> tuple[set[str], int, int]:
+        """The names of the nodes, the number of pods and of Pending pods, in one look over the objects."""
+        nodes: set[str] = set()
+        pods = pending = 0
+        for obj in self.objects.values():
+            kind = obj.get("kind")
+            if kind == "Pod":
+                pods += 1
+                pending += _pending(obj)
+            elif kind == "Node":
+                nodes.add(str(_meta(obj).get("name")))
+        return nodes, pods, pending
 
     # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
 

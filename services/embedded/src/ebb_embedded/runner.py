@@ -84,7 +84,8 @@ class EmbeddedOptions:
     #: the simulated time a computation handed to a thread takes (the planner's pass and its validation)
     pass_cost: timedelta = timedelta(0)
     #: how often (simulated seconds) the run looks at the cluster and the database for its status and its end
-    look_every: float = 1.0
+    #: (the same at every speed: when the run stops must not depend on it)
+    look_every: float = 5.0
     spot_to_spot: bool = False
     cluster: str = "embedded"
     #: serve the decisions-api on 127.0.0.1:api_port (None: not at all)
@@ -219,12 +220,9 @@ async def run_embedded(
         store = DecisionStore(engine, options.cluster)
 
         def status() -> Status:
-            nodes = cluster.nodes()
-            names = {str(n["metadata"]["name"]) for n in nodes}
+            names, pods, pending = cluster.census()
             return Status(
-                now=clock(), elapsed=clock.elapsed(), nodes=len(nodes),
-                pods=sum(1 for o in cluster.objects.values() if o.get("kind") == "Pod"),
-                pending_pods=len(cluster.pending_pods()),
+                now=clock(), elapsed=clock.elapsed(), nodes=len(names), pods=pods, pending_pods=pending,
                 cost_per_hour=sum(p for n, p in prices.items() if n in names)
                 + sum(p for n, (_at, p) in cluster.launched.items() if n in names and n not in prices),
                 evictions=cluster.evictions, evictions_refused=cluster.evictions_refused,

@@ -1,6 +1,6 @@
 """Virtual time: an asyncio event loop whose clock moves only when every task waits (the embedded mode's time).
 
-``VirtualTimeLoop`` is an ordinary ``SelectorEventLoop`` with three differences, and it decides nothing else:
+``VirtualTimeLoop`` is an ordinary ``SelectorEventLoop`` with four differences, and it decides nothing else:
 
 - **its clock** (``loop.time()``) is virtual: it starts at 0 and moves only when nothing is ready to run. When
   the loop would sleep until its next timer, it first polls I/O without waiting (a signal, a socket of the
@@ -14,6 +14,11 @@
   during a pass), and when its result came back would depend on the machine. Inline, a pass takes no
   virtual time, or exactly ``thread_cost`` seconds when one is configured (its result is delivered that much
   later, while the other tasks go on, as if it had run on a thread that long).
+- **timers due at the same time fire in the order they were set**. The standard loop keeps its timers in a
+  heap ordered by time alone, so the order of two timers due at one instant depends on every other timer
+  that went through the heap; here ties go by when each timer was set. On virtual time such ties are common
+  (every task that slept 15 s after one pass wakes at the same instant), and this way a task that only looks
+  (the embedded run's status loop, the decisions-api's server) cannot change the order of the others.
 - **pacing**: with ``pace``, the clock moves at most ``pace`` virtual seconds per real second (the loop
   sleeps in real time until a timer is due at that pace), for watching a run; it waits, it never reorders,
   so the run's course is the same at every pace. Without it the run is as fast as it computes.
@@ -40,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import heapq
 import selectors
 import time
 from collections.abc import Callable
@@ -111,6 +117,32 @@ class _VirtualSelector(selectors.DefaultSelector):
         return ready
 
 
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by its time, then by when it was set (``order``)."""
+
+    __slots__ = ("_order",)
+
+    def __init__(self, when: float, callback: Callable[[*Ts], object], args: tuple[*Ts],
+                 loop: asyncio.AbstractEventLoop, context: contextvars.Context | None, *, order: int) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._order = order
+
+    def _key(self) -> tuple[float, int]:
+        return self._when, self._order  # type: ignore[attr-defined]
+
+    def __lt__(self, other: asyncio.TimerHandle) -> bool:
+        return self._key() < other._key() if isinstance(other, _Timer) else super().__lt__(other)
+
+    def __le__(self, other: asyncio.TimerHandle) -> bool:
+        return self._key() <= other._key() if isinstance(other, _Timer) else super().__le__(other)
+
+    def __gt__(self, other: asyncio.TimerHandle) -> bool:
+        return self._key() > other._key() if isinstance(other, _Timer) else super().__gt__(other)
+
+    def __ge__(self, other: asyncio.TimerHandle) -> bool:
+        return self._key() >= other._key() if isinstance(other, _Timer) else super().__ge__(other)
+
+
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An event loop on virtual time (see the module's docstring). ``pace``: at most this many virtual seconds
     per real second (None: as fast as it computes); ``thread_cost``: the virtual seconds each call handed to
@@ -128,6 +160,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._virtual = _VirtualClock(pace)
         self._thread_cost = thread_cost
         self._in_threads: set[asyncio.Future[Any]] = set()
+        self._timers_set = 0
         super().__init__(_VirtualSelector(self._virtual, self._threads_busy))
 
     @property
@@ -148,6 +181,22 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def _threads_busy(self) -> bool:
         return any(not f.done() for f in self._in_threads)
+
+    def call_at(self, when: float, callback: Callable[[*Ts], object], *args: *Ts,
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        """As on any loop (the same steps as ``BaseEventLoop.call_at``), with a timer that keeps the order in
+        which timers due at the same time were set."""
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()  # type: ignore[attr-defined]
+        if self.get_debug():
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+        self._timers_set += 1
+        timer = _Timer(when, callback, args, self, context, order=self._timers_set)
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
 
     def run_in_executor(self, executor: concurrent.futures.Executor | None, func: Callable[[Unpack[Ts]], T],
                         *args: *Ts) -> asyncio.Future[T]:

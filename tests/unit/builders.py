@@ -141,8 +141,9 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
         spread: Sequence[Mapping[str, Any]] | None = None, host_port: int | None = None,
         limits: Mapping[str, str] | None = None, containers: Sequence[Mapping[str, Any]] | None = None,
         init_containers: Sequence[Mapping[str, Any]] | None = None,
-        overhead: Mapping[str, str] | None = None) -> Doc:
-    """A v1 Pod bound to `node_name`, one container requesting cpu/memory (None leaves it out)."""
+        overhead: Mapping[str, str] | None = None, deleting: bool = False) -> Doc:
+    """A v1 Pod bound to `node_name`, one container requesting cpu/memory (None leaves it out); `deleting` sets
+    its deletionTimestamp (evicted, still terminating)."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: Doc = {"requests": requests} if requests else {}
     if limits:
@@ -155,6 +156,8 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
     if owner is not None:
         meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
                                     "uid": f"uid-{owner[1]}", "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = ts(NOW - timedelta(seconds=10))
     spec: Doc = {"containers": list(containers) if containers is not None else [container]}
     if node_name is not None:
         spec["nodeName"] = node_name

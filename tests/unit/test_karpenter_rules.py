@@ -325,3 +325,49 @@ def test_validation_is_consolidation_simulation(arrived: bool, stale: bool) -> N
     if verdict is not None:
         assert verdict.kind == Stale.POD_NO_LONGER_FITS
         assert "node a has room, but consolidateAfter (1m) has not passed" in verdict.text
+
+
+# -- a terminating StatefulSet pod still needs its room -------------------------------------------------------------
+# utils/pod/scheduling.go, IsReschedulable: an active pod, or a StatefulSet's pod that is terminating ("StatefulSet
+# pods MUST get deleted before new pods are re-created"); IsDisruptable and the PDB check (IsEvictable) ignore pods
+# that are terminating, so such a pod neither protects its node nor lets it count as empty.
+
+STS = ("StatefulSet", "db")
+
+# (Karpenter's case, pods on node a, the commands)
+TERMINATING = [
+    ("will not consider a node with a terminating StatefulSet pod as empty",
+     [pod("db-0", "a", owner=STS, deleting=True)], []),
+    ("will consider a node with terminating Deployment pods as empty",
+     [pod(f"web-{i}", "a", deleting=True) for i in range(3)], [("emptiness", "delete", ["a"])]),
+    ("a StatefulSet pod that is not terminating: not empty either", [pod("db-0", "a", owner=STS)], []),
+]
+
+
+@pytest.mark.parametrize(("pods", "commands"), [c[1:] for c in TERMINATING], ids=[c[0] for c in TERMINATING])
+def test_emptiness_terminating_pods(pods: list[Any], commands: list[tuple[str, str, list[str]]]) -> None:
+    """controllers/disruption/emptiness_test.go, Describe("Emptiness"): node a is of the cheapest type and alone,
+    so only emptiness could take it; its pods were evicted and are terminating."""
+    out = plan_dict(nodepool(), node("a", itype="t3.medium"), *pods)
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == commands
+
+
+# (Karpenter's case, the terminating pod of node a, extra documents)
+TERMINATING_UNPROTECTED = [
+    ("should consider candidates that have do-not-disrupt terminating pods",
+     pod("db-0", "a", owner=STS, deleting=True, annotations={"karpenter.sh/do-not-disrupt": "true"}), []),
+    ("should consider candidates that have fully blocking PDBs on terminating pods",
+     pod("db-0", "a", owner=STS, deleting=True, labels={"app": "db"}), [pdb("db", {"app": "db"}, max_unavailable=0)]),
+]
+
+
+@pytest.mark.parametrize(("terminating", "extra"), [c[1:] for c in TERMINATING_UNPROTECTED],
+                         ids=[c[0] for c in TERMINATING_UNPROTECTED])
+def test_candidate_filtering_terminating_pods_do_not_protect_the_node(terminating: dict[str, Any],
+                                                                      extra: list[Any]) -> None:
+    """controllers/disruption/suite_test.go, Describe("Candidate Filtering"): a terminating pod's do-not-disrupt or
+    PDB does not stop the node (here the terminating pod is a StatefulSet's, which still needs a home), so a is
+    consolidated."""
+    out = plan_dict(nodepool(), node("a"), terminating, pod("web", "a"), node("b", zone="us-east-1b"),
+                    pod("other", "b"), *extra)
+    assert "a" in disrupted(out), out["blocked"]

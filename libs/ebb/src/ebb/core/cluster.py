@@ -235,8 +235,8 @@ class ClusterView:
 
     def _pod_block(self, node: Node) -> BlockCause | None:
         for pod in self.pods_on[node.name]:
-            if not pod.needs_rescheduling:
-                continue
+            if not pod.needs_rescheduling or pod.deleting:
+                continue  # a pod being deleted is evicted by no one: no annotation or PDB of it protects the node
             protected = self._do_not_disrupt(pod)
             if protected is not None:
                 return protected
@@ -282,8 +282,8 @@ class ClusterView:
                 continue
             for pod in self.movable[node.name]:
                 statuses = self.pdb_of_pod.get(pod.key, [])
-                if self._do_not_disrupt(pod) is None and len(statuses) <= 1 \
-                        and not (statuses and statuses[0].fully_blocking):
+                if pod.deleting or (self._do_not_disrupt(pod) is None and len(statuses) <= 1
+                                    and not (statuses and statuses[0].fully_blocking)):
                     out.append(pod)
         return out
 

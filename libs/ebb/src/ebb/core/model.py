@@ -169,9 +169,16 @@ class Pod:
         return self.phase in ("Succeeded", "Failed")
 
     @property
+    def is_statefulset(self) -> bool:
+        return self.owner_kind == "StatefulSet"
+
+    @property
     def needs_rescheduling(self) -> bool:
-        """DaemonSet, mirror/static and finished pods never block and never need a new home."""
-        return not (self.is_daemonset or self.is_mirror or self.is_terminal or self.deleting)
+        """DaemonSet, mirror/static and finished pods never block and never need a new home; nor does a pod being
+        deleted, except a StatefulSet's: its replacement is created only once it is gone, with the same name and
+        needs, so it still needs its room (Karpenter's ``IsReschedulable``)."""
+        return not (self.is_daemonset or self.is_mirror or self.is_terminal
+                    or (self.deleting and not self.is_statefulset))
 
 
 @dataclass(frozen=True, slots=True)

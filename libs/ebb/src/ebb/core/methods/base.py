@@ -86,7 +86,8 @@ class PassContext:
 
 def pending_pods(view: ClusterView) -> list[Pod]:
     """Pods waiting for a node: not bound, Pending, not being deleted, not DaemonSet or mirror pods."""
-    return [p for p in view.snapshot.pods if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling]
+    return [p for p in view.snapshot.pods
+            if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling and not p.deleting]
 
 
 def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:

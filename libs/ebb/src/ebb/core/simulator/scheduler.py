@@ -667,14 +667,13 @@ class SimState:
         self._set(self.open, b, False)
         leaving: list[Pod] = []
         for pod in self.pods_on_bin(b):
-            if pod.deleting:
-                continue
-            cls = self.s.classes(pod)[-1]
-            for gid in (*cls.matched, *cls.owned):
-                code = self.bin_codes[self.s.groups[gid].key][b]
-                if code >= 0:
-                    self._set(self.counts[gid], code, self.counts[gid][code] - 1)
-            if pod.needs_rescheduling:
+            if not pod.deleting:  # a pod being deleted is in no topology count
+                cls = self.s.classes(pod)[-1]
+                for gid in (*cls.matched, *cls.owned):
+                    code = self.bin_codes[self.s.groups[gid].key][b]
+                    if code >= 0:
+                        self._set(self.counts[gid], code, self.counts[gid][code] - 1)
+            if pod.needs_rescheduling:  # a terminating StatefulSet pod's replacement needs its room
                 leaving.append(pod)
         if b in self.moved_onto:
             self.journal.append(("moved_clear", b, self.moved_onto[b]))

@@ -19,6 +19,7 @@ from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import simulation
 from ebb.core.model import REASONS
+from ebb.core.snapshot import input_warnings
 from ebb.core.validation import validate
 from tests.unit.builders import (
     NOW,
@@ -371,3 +372,64 @@ def test_candidate_filtering_terminating_pods_do_not_protect_the_node(terminatin
     out = plan_dict(nodepool(), node("a"), terminating, pod("web", "a"), node("b", zone="us-east-1b"),
                     pod("other", "b"), *extra)
     assert "a" in disrupted(out), out["blocked"]
+
+
+# -- a do-not-disrupt that is neither "true" nor a positive duration is ignored ---------------------------------------
+# utils/pod/scheduling.go, IsDoNotDisruptActive: "true" protects; a duration parsed by time.ParseDuration that is
+# positive protects until status.startTime plus it (no startTime: protected, "fail safe"); anything else is ignored
+# (with an event; ebb plan prints a warning instead).
+
+
+def _started(doc: dict[str, Any], start: str | None) -> dict[str, Any]:
+    """The pod `doc` with status.startTime `start` (None: the pod has not started)."""
+    status = {k: v for k, v in doc["status"].items() if k != "startTime"}
+    if start is not None:
+        status["startTime"] = start
+    return {**doc, "status": status}
+
+
+# (Karpenter's case, the annotation's value or None, whether the pod has started, whether node a is protected)
+DO_NOT_DISRUPT = [
+    ("should return false when no annotation exists", None, True, False),
+    ("should return true for 'true' annotation", "true", True, True),
+    ("should return false and emit event for invalid duration format", "invalid-format", True, False),
+    ("should return false and emit event for zero duration", "0s", True, False),
+    ("should return false and emit event for negative duration", "-5m", True, False),
+    ("should return true and emit disruptable-at event when duration has not expired", "15m", True, True),
+    ("should return false and emit grace period elapsed event when duration has expired", "5m", True, False),
+    ("should fail safe when start time is nil", "5m", False, True),
+    ("Never is not a duration either", "Never", True, False),
+    ("false", "false", True, False),
+]
+
+
+@pytest.mark.parametrize(("value", "started", "protected"), [c[1:] for c in DO_NOT_DISRUPT],
+                         ids=[c[0] for c in DO_NOT_DISRUPT])
+@pytest.mark.parametrize("annotation", ["karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-evict"])
+def test_is_do_not_disrupt_active(annotation: str, value: str | None, started: bool, protected: bool) -> None:
+    """utils/pod/suite_test.go, Describe("IsDoNotDisruptActive"): the pod on node a started 10 minutes ago (created
+    then, too); b has room for it. ebb reads the older do-not-evict the same way."""
+    web = pod("web", "a", started=ago(minutes=10), annotations={annotation: value} if value is not None else {})
+    out = plan_dict(nodepool(), node("a"), _started(web, ago(minutes=10) if started else None),
+                    node("b", zone="us-east-1b"), pod("other", "b"))
+    assert ("a" not in disrupted(out)) is protected, out["commands"]
+
+
+@pytest.mark.parametrize(("value", "method"), [("invalid-format", "drift"), ("true", None)],
+                         ids=["should drift nodes with pods that have an invalid do-not-disrupt annotation format",
+                              "should ignore nodes with the karpenter.sh/do-not-disrupt annotation set to true"])
+def test_drift_do_not_disrupt(value: str, method: str | None) -> None:
+    """controllers/disruption/drift_test.go, Describe("Drift"): a drifted node whose pod has do-not-disrupt."""
+    out = plan_dict(nodepool(node_hash="h2"), node("a", node_hash="h1"),
+                    pod("web", "a", annotations={"karpenter.sh/do-not-disrupt": value}))
+    assert [c["method"] for c in out["commands"]] == ([method] if method else [])
+
+
+def test_an_ignored_do_not_disrupt_value_is_named_in_the_input_warnings() -> None:
+    """What Karpenter says with an InvalidDoNotDisruptAnnotation event, ebb plan says on stderr."""
+    snap = snapshot(nodepool(), node("a"), pod("web", "a", annotations={"karpenter.sh/do-not-disrupt": "soon"}),
+                    pod("db", "a", annotations={"karpenter.sh/do-not-disrupt": "false"}),
+                    pod("job", "a", annotations={"karpenter.sh/do-not-evict": "1h"}))
+    assert input_warnings(snap) == [
+        "1 do-not-disrupt annotation(s) are neither true nor a positive duration like 30m and are ignored, as "
+        "Karpenter ignores them: pod default/web karpenter.sh/do-not-disrupt='soon'"]

@@ -47,7 +47,6 @@ class Cause(StrEnum):
     NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"
     POD_DO_NOT_DISRUPT = "pod-do-not-disrupt"
     POD_PROTECTED_UNTIL = "pod-protected-until"
-    POD_ANNOTATION_INVALID = "pod-annotation-invalid"
     POD_TWO_PDBS = "pod-two-pdbs"
     PDB_BLOCKS = "pdb-blocks"
     NODEPOOL_DO_NOT_DISRUPT = "nodepool-do-not-disrupt"
@@ -108,7 +107,6 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NODE_DO_NOT_DISRUPT: "the node is annotated karpenter.sh/do-not-disrupt=true",
     Cause.POD_DO_NOT_DISRUPT: "pod {pod} has {annotation}={value}",
     Cause.POD_PROTECTED_UNTIL: "pod {pod} has {annotation}={value} (protected until {until:time})",
-    Cause.POD_ANNOTATION_INVALID: "pod {pod} has {annotation}={value!r}, which is neither true nor a duration",
     Cause.POD_TWO_PDBS: "pod {pod} is covered by two PDBs ({pdbs:and}); the Eviction API refuses to evict it",
     Cause.PDB_BLOCKS: ("pdb {pdb} prevents pod evictions (0 disruptions allowed: {healthy} of {expected} pods "
                        "healthy)"),

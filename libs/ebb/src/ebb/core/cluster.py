@@ -36,7 +36,7 @@ from ebb.core.model import (
     PodDisruptionBudget,
     Snapshot,
 )
-from ebb.core.quantity import QuantityError, fmt_time, format_duration, parse_duration
+from ebb.core.quantity import fmt_time, format_duration, positive_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,22 +251,23 @@ class ClusterView:
         return None
 
     def _do_not_disrupt(self, pod: Pod) -> BlockCause | None:
-        """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None."""
+        """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None. As Karpenter's
+        ``IsDoNotDisruptActive``: "true" protects; a positive duration protects until the pod's start plus it (a
+        pod that has not started is protected: fail safe); any other value ("false", "Never", "0s", "soon") is
+        ignored (`ebb.core.snapshot.input_warnings` names it)."""
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
             value = pod.annotations.get(annotation)
-            if value is None or value == "false":
+            if value is None:
                 continue
             protected = {"pod": pod.key, "annotation": annotation, "value": value}
             if value == "true":
                 return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-            try:
-                seconds = parse_duration(value)
-            except QuantityError:
-                return BlockCause(Cause.POD_ANNOTATION_INVALID, protected)
-            start = pod.start_time or pod.creation_time
-            if seconds is None or start is None:
+            seconds = positive_duration(value)
+            if seconds is None:
+                continue
+            if pod.start_time is None:
                 return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-            until = start + timedelta(seconds=seconds)
+            until = pod.start_time + timedelta(seconds=seconds)
             if self.now < until:
                 return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
         return None

@@ -101,6 +101,17 @@ def parse_duration(value: object) -> float | None:
     return _bounded_duration(value, total)
 
 
+def positive_duration(value: str) -> float | None:
+    """The seconds of a positive duration ("90s", "1h30m"), or None when ``value`` is not one: not a duration,
+    "Never", zero or negative. Karpenter reads a pod's do-not-disrupt duration this way and ignores the
+    annotation when it is None."""
+    try:
+        seconds = parse_duration(value)
+    except QuantityError:
+        return None
+    return seconds if seconds is not None and seconds > 0 else None
+
+
 #: the longest duration read; past it a date computed from the duration may not exist
 MAX_DURATION_SECONDS = 100 * 365 * 86400.0
 

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ebb.core.model import (
+    ANNOTATION_DO_NOT_DISRUPT,
+    ANNOTATION_DO_NOT_EVICT,
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     ANNOTATION_POD_DELETION_COST,
@@ -49,7 +51,13 @@ from ebb.core.model import (
     Toleration,
     TopologySpread,
 )
-from ebb.core.quantity import MAX_DURATION_SECONDS, QuantityError, parse_duration, parse_resource
+from ebb.core.quantity import (
+    MAX_DURATION_SECONDS,
+    QuantityError,
+    parse_duration,
+    parse_resource,
+    positive_duration,
+)
 
 #: the API groups whose NodePool and NodeClaim documents are read: Karpenter's, and ebb's former copies
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
@@ -750,8 +758,9 @@ def _named(refs: tuple[str, ...]) -> str:
 def input_warnings(snapshot: Snapshot) -> list[str]:
     """What a user should hear about input that parsed but will not be planned as they may think: documents
     of kinds ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy
-    whose NodePool is not in the input, and an input with no Nodes, Pods or NodePools at all (an empty
-    file, or the wrong ``kubectl get``). Empty when there is nothing to say."""
+    whose NodePool is not in the input, a pod's do-not-disrupt (or do-not-evict) that is neither "true",
+    "false" nor a positive duration (ignored, as Karpenter ignores it), and an input with no Nodes, Pods or
+    NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is nothing to say."""
     warnings: list[str] = []
     if snapshot.ignored:
         warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: "
@@ -766,6 +775,13 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     if orphans:
         warnings.append(f"{len(orphans)} DisruptionPolicy document(s) name no NodePool of the input and apply to "
                         f"nothing (a DisruptionPolicy is named after the NodePool it is for): {_named(orphans)}")
+    ignored_values = tuple(f"pod {pod.key} {annotation}={value!r}" for pod in snapshot.pods
+                           for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT)
+                           for value in (pod.annotations.get(annotation),)
+                           if value is not None and value not in ("true", "false") and positive_duration(value) is None)
+    if ignored_values:
+        warnings.append(f"{len(ignored_values)} do-not-disrupt annotation(s) are neither true nor a positive duration "
+                        f"like 30m and are ignored, as Karpenter ignores them: {_named(ignored_values)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
                         "nodes,pods,pdb,daemonsets,nodepools,nodeclaims -A -o yaml makes a complete dump)")

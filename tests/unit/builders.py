@@ -141,9 +141,9 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
         spread: Sequence[Mapping[str, Any]] | None = None, host_port: int | None = None,
         limits: Mapping[str, str] | None = None, containers: Sequence[Mapping[str, Any]] | None = None,
         init_containers: Sequence[Mapping[str, Any]] | None = None,
-        overhead: Mapping[str, str] | None = None, deleting: bool = False) -> Doc:
+        overhead: Mapping[str, str] | None = None, deleting: bool = False, ready: bool | None = None) -> Doc:
     """A v1 Pod bound to `node_name`, one container requesting cpu/memory (None leaves it out); `deleting` sets
-    its deletionTimestamp (evicted, still terminating)."""
+    its deletionTimestamp (evicted, still terminating); `ready` its Ready condition (default: Running is ready)."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: Doc = {"requests": requests} if requests else {}
     if limits:
@@ -175,7 +175,8 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
         spec["initContainers"] = list(init_containers)
     if overhead:
         spec["overhead"] = dict(overhead)
-    ready = phase == "Running"
+    if ready is None:
+        ready = phase == "Running"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": {"phase": phase, "startTime": started,
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
@@ -187,8 +188,11 @@ def container(name: str, cpu: str | None = None, memory: str | None = None) -> D
 
 
 def pdb(name: str, match_labels: Mapping[str, str], *, min_available: int | str | None = None,
-        max_unavailable: int | str | None = None, ns: str = "default") -> Doc:
+        max_unavailable: int | str | None = None, ns: str = "default",
+        unhealthy_pod_eviction_policy: str | None = None) -> Doc:
     spec: Doc = {"selector": {"matchLabels": dict(match_labels)}}
+    if unhealthy_pod_eviction_policy is not None:
+        spec["unhealthyPodEvictionPolicy"] = unhealthy_pod_eviction_policy
     if min_available is not None:
         spec["minAvailable"] = min_available
     if max_unavailable is not None:

@@ -27,7 +27,9 @@ from tests.unit.builders import (
     ago,
     blocked_of,
     budget_of,
+    catalog,
     disrupted,
+    instance_type,
     node,
     nodeclaim,
     nodepool,
@@ -433,3 +435,64 @@ def test_an_ignored_do_not_disrupt_value_is_named_in_the_input_warnings() -> Non
     assert input_warnings(snap) == [
         "1 do-not-disrupt annotation(s) are neither true nor a positive duration like 30m and are ignored, as "
         "Karpenter ignores them: pod default/web karpenter.sh/do-not-disrupt='soon'"]
+
+
+# -- unhealthyPodEvictionPolicy: AlwaysAllow lets an unready pod go --------------------------------------------------
+# utils/pdb/pdb.go, isEvictable: when the pod's one PDB has canAlwaysEvictUnhealthyPods (AlwaysAllow) and the pod is
+# not Ready, the PDB does not stop its eviction (two PDBs still do).
+
+ALWAYS = "AlwaysAllow"
+
+# (Karpenter's case, the PDB's policy, whether the pod is Ready, extra PDB, whether node a is taken)
+UNHEALTHY_POLICY = [
+    ("can evict unhealthy pods when UnhealthyPodEvictionPolicy is set to always allow", ALWAYS, False, False, True),
+    ("can't evict unhealthy pods when UnhealthyPodEvictionPolicy is not set", None, False, False, False),
+    ("IfHealthyBudget: the budget decides", "IfHealthyBudget", False, False, False),
+    ("AlwaysAllow and a healthy pod: the budget decides", ALWAYS, True, False, False),
+    ("AlwaysAllow, but the pod has two PDBs", ALWAYS, False, True, False),
+]
+
+
+@pytest.mark.parametrize(("policy", "ready", "two", "taken"), [c[1:] for c in UNHEALTHY_POLICY],
+                         ids=[c[0] for c in UNHEALTHY_POLICY])
+def test_can_evict_pods_unhealthy_pod_eviction_policy(policy: str | None, ready: bool, two: bool,
+                                                      taken: bool) -> None:
+    """utils/pdb/suite_test.go, Describe("CanEvictPods"): a PDB with minAvailable 100% over the pod on node a."""
+    pdbs = [pdb("web", {"app": "web"}, min_available="100%", unhealthy_pod_eviction_policy=policy)]
+    if two:
+        pdbs.append(pdb("web-2", {"app": "web"}, max_unavailable=1))
+    out = plan_dict(nodepool(), node("a"), pod("web", "a", labels={"app": "web"}, ready=ready),
+                    node("b", zone="us-east-1b"), pod("other", "b"), *pdbs)
+    assert ("a" in disrupted(out)) is taken, out["blocked"]
+
+
+@pytest.mark.parametrize("capacity_type", ["on-demand", "spot"],
+                         ids=["if the candidate is on-demand node", "if the candidate is spot node"])
+def test_consolidation_replace_can_replace_nodes_considers_pdb_policy(capacity_type: str) -> None:
+    """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Replace"),
+    DescribeTable("can replace nodes, considers PDB policy"): three unready pods under a maxUnavailable 0 PDB with
+    AlwaysAllow on an expensive node are replaced onto a cheaper one (spot-to-spot enabled, as in that suite)."""
+    pool = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type]}])
+    out = plan_dict(pool, node("a", itype="m5.2xlarge", capacity_type=capacity_type),
+                    *[pod(f"web-{i}", "a", labels={"app": "web"}, ready=False) for i in range(3)],
+                    pdb("web", {"app": "web"}, max_unavailable=0, unhealthy_pod_eviction_policy=ALWAYS),
+                    catalog([*[instance_type(f"s{i}.large", "2", "8Gi", 29, 0.05 + i / 1000, 0.01 + i / 1000)
+                               for i in range(16)], instance_type("m5.2xlarge", "8", "32Gi", 58, 0.384, 0.14)]),
+                    spot_to_spot=True)
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [
+        ("single-node-consolidation", "replace", ["a"])]
+
+
+@pytest.mark.parametrize(("policy", "evicted"), [(ALWAYS, True), (None, False)],
+                         ids=["considers unhealthy pod as currently reschedulable when UnhealthyPodEvictionPolicy is "
+                              "set to always allow",
+                              "does not consider unhealthy pod as currently reschedulable when "
+                              "UnhealthyPodEvictionPolicy is not set"])
+def test_is_currently_reschedulable_unhealthy_pod_eviction_policy(policy: str | None, evicted: bool) -> None:
+    """utils/pdb/suite_test.go, Describe("IsCurrentlyReschedulable"): the unready pod of a deleting node under a
+    minAvailable 100% PDB."""
+    view = ClusterView.build(snapshot(nodepool(), node("old", deleting=True),
+                                      pod("p", "old", labels={"app": "p"}, ready=False),
+                                      pdb("p", {"app": "p"}, min_available="100%",
+                                          unhealthy_pod_eviction_policy=policy)), NOW)
+    assert [p.key for p in view.evicted_soon()] == (["default/p"] if evicted else [])

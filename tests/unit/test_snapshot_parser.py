@@ -151,6 +151,10 @@ def _bad_pdb() -> list[Any]:
     return [pdb("web", {"app": "web"}, min_available="half")]
 
 
+def _bad_pdb_policy() -> list[Any]:
+    return [pdb("web", {"app": "web"}, min_available=1, unhealthy_pod_eviction_policy="Sometimes")]
+
+
 def _bad_catalog_price() -> list[Any]:
     return [catalog([{"name": "m5.large", "capacity": {"cpu": "2", "memory": "8Gi"},
                       "offerings": [{"zone": "us-east-1a", "capacityType": "on-demand", "price": "cheap"}]}])]
@@ -311,13 +315,14 @@ def test_hostile_shapes_name_document_and_field(make: Callable[[], list[Any]], d
     (_bad_init_container, "Pod default/web", "spec.initContainers[0].resources.requests.cpu"),
     (_bad_limit, "Pod default/web", "spec.containers[0].resources"),
     (_bad_pdb, "PodDisruptionBudget default/web", "spec.minAvailable"),
+    (_bad_pdb_policy, "PodDisruptionBudget default/web", "spec.unhealthyPodEvictionPolicy"),
     (_bad_catalog_price, "InstanceTypeCatalog test", "spec.instanceTypes[0].offerings[0].price"),
     (_bad_ttl, "NodePool default", "ttlSecondsAfterEmpty"),
     (_bad_min_domains, "Pod default/web", "minDomains"),
     (_bad_preferred_weight, "Pod default/web", "weight"),
 ], ids=["pod-cpu", "node-memory", "pool-operator", "affinity-operator", "missing-name", "consolidateAfter",
-        "expireAfter", "init-container", "limit", "pdb", "catalog-price", "ttlSecondsAfterEmpty", "minDomains",
-        "preferred-weight"])
+        "expireAfter", "init-container", "limit", "pdb", "pdb-policy", "catalog-price", "ttlSecondsAfterEmpty",
+        "minDomains", "preferred-weight"])
 def test_bad_input_names_document_and_field(make: Callable[[], list[Any]], document: str, field: str) -> None:
     with pytest.raises(SnapshotError) as info:
         parse_documents([*make(), catalog()])

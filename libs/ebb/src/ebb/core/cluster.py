@@ -46,6 +46,11 @@ class PdbStatus:
     healthy: int
     expected: int
 
+    def lets_go(self, pod: Pod) -> bool:
+        """Whether the PDB lets the pod be evicted whatever it allows: ``unhealthyPodEvictionPolicy: AlwaysAllow``
+        and the pod is not Ready (the Eviction API's rule, which Karpenter's PDB check follows)."""
+        return self.pdb.always_allow_unhealthy and not pod.ready
+
     @property
     def fully_blocking(self) -> bool:
         """Karpenter's ``isFullyBlocking``: the PDB never allows an eviction (maxUnavailable 0 or 0%, or
@@ -244,7 +249,7 @@ class ClusterView:
             if len(statuses) > 1:
                 return BlockCause(Cause.POD_TWO_PDBS, {
                     "pod": pod.key, "pdbs": tuple(f"{s.pdb.namespace}/{s.pdb.name}" for s in statuses)})
-            if statuses and statuses[0].allowed <= 0:
+            if statuses and statuses[0].allowed <= 0 and not statuses[0].lets_go(pod):
                 s = statuses[0]
                 return BlockCause(Cause.PDB_BLOCKS, {"pdb": f"{s.pdb.namespace}/{s.pdb.name}", "healthy": s.healthy,
                                                      "expected": s.expected})
@@ -284,7 +289,8 @@ class ClusterView:
             for pod in self.movable[node.name]:
                 statuses = self.pdb_of_pod.get(pod.key, [])
                 if pod.deleting or (self._do_not_disrupt(pod) is None and len(statuses) <= 1
-                                    and not (statuses and statuses[0].fully_blocking)):
+                                    and not (statuses and statuses[0].fully_blocking
+                                             and not statuses[0].lets_go(pod))):
                     out.append(pod)
         return out
 

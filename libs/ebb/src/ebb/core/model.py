@@ -327,6 +327,8 @@ class PodDisruptionBudget:
     selector: LabelSelector
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    #: ``spec.unhealthyPodEvictionPolicy: AlwaysAllow``: a pod that is not Ready may be evicted whatever the budget
+    always_allow_unhealthy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

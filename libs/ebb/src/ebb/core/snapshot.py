@@ -552,6 +552,10 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
     )
 
 
+#: policy/v1 PodDisruptionBudget spec.unhealthyPodEvictionPolicy values
+UNHEALTHY_POD_EVICTION_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
+
+
 def _pdb(doc: _Doc) -> PodDisruptionBudget:
     def int_or_percent(field: str) -> int | str | None:
         value = doc.get(field)
@@ -564,12 +568,17 @@ def _pdb(doc: _Doc) -> PodDisruptionBudget:
             return text if text.endswith("%") else int(text)
         raise doc.fail(field, f"{value!r} is not an integer or a percentage")
 
+    policy = doc.get("spec.unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        raise doc.fail("spec.unhealthyPodEvictionPolicy",
+                       f"{policy!r} is not one of {', '.join(UNHEALTHY_POD_EVICTION_POLICIES)}")
     return PodDisruptionBudget(
         name=str(doc.get("metadata.name")),
         namespace=str(doc.get("metadata.namespace", "default")),
         selector=_selector(doc, "spec.selector", doc.get("spec.selector")),
         min_available=int_or_percent("spec.minAvailable"),
         max_unavailable=int_or_percent("spec.maxUnavailable"),
+        always_allow_unhealthy=policy == "AlwaysAllow",
     )
 
 

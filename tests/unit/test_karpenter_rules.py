@@ -496,3 +496,37 @@ def test_is_currently_reschedulable_unhealthy_pod_eviction_policy(policy: str | 
                                       pdb("p", {"app": "p"}, min_available="100%",
                                           unhealthy_pod_eviction_policy=policy)), NOW)
     assert [p.key for p in view.evicted_soon()] == (["default/p"] if evicted else [])
+
+
+# -- spot-to-spot is when every candidate is spot; 15 cheaper types only for a single node ----------------------------
+# controllers/disruption/consolidation.go, computeConsolidation: allExistingAreSpot && the replacement may be spot ->
+# computeSpotToSpotConsolidation (the feature gate; for a single candidate at least 15 cheaper instance types); a
+# mixed set takes the ordinary path, where a replacement that may be spot is launched as spot.
+
+MIXED_POOL = {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                "values": ["spot", "on-demand"]}]}
+
+# (Karpenter's case, capacity types of nodes a, b, c, spot-to-spot enabled, the command)
+SPOT_MERGE = [
+    ("can merge 3 nodes into 1 if the candidates have both spot and on-demand",
+     ("on-demand", "on-demand", "spot"), False, ("replace", ["a", "b", "c"], "spot")),
+    ("can merge 3 nodes into 1 (if the candidate is spot node): no 15 types asked of several nodes",
+     ("spot", "spot", "spot"), True, ("replace", ["a", "b", "c"], "spot")),
+    ("all spot, spot-to-spot disabled: no spot replacement, two of them are deleted instead",
+     ("spot", "spot", "spot"), False, ("delete", ["a", "b"], None)),
+]
+
+
+@pytest.mark.parametrize(("capacity_types", "spot_to_spot", "command"), [c[1:] for c in SPOT_MERGE],
+                         ids=[c[0] for c in SPOT_MERGE])
+def test_consolidation_multi_nodeclaim_spot_and_on_demand(capacity_types: tuple[str, str, str], spot_to_spot: bool,
+                                                          command: tuple[str, list[str], str | None]) -> None:
+    """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Multi-NodeClaim"): three
+    m5.xlarge nodes with a small pod each; the catalog has seven types, fewer than 15."""
+    docs = [nodepool(**MIXED_POOL)]
+    for name, capacity_type, zone in zip("abc", capacity_types, ("us-east-1a", "us-east-1b", "us-east-1c"),
+                                         strict=True):
+        docs += [node(name, itype="m5.xlarge", capacity_type=capacity_type, zone=zone), pod(f"web-{name}", name)]
+    out = plan_dict(*docs, spot_to_spot=spot_to_spot)
+    assert [(c["method"], c["action"], sorted(c["nodes"]), c["replacements"][0]["capacityType"] if c["replacements"]
+             else None) for c in out["commands"]] == [("multi-node-consolidation", *command)]

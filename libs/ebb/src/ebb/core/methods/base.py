@@ -140,8 +140,9 @@ def budget_block(ctx: PassContext, pool: str, reason: str) -> BlockCause:
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
-    a removed node that cost at least as much; enforce the spot-to-spot rule. Returns the replacement, or
-    why there is none."""
+    a removed node that cost at least as much; enforce the spot-to-spot rule (a spot replacement of nodes
+    that are all spot needs spot-to-spot enabled, and for a single node 15 cheaper types). Returns the
+    replacement, or why there is none."""
     view = ctx.view
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
@@ -156,11 +157,13 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
-    if new.capacity_type == CAPACITY_SPOT and any(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
+    if new.capacity_type == CAPACITY_SPOT and all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
+        # spot-to-spot is Karpenter's case only when every removed node is spot; the 15 cheaper types are asked
+        # of a single node only ("For multi-node consolidation ... we exit early", consolidation.go)
         pool_opt = view.pools[new.nodepool].spot_to_spot
         if not (ctx.options.spot_to_spot or pool_opt):
             return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
-        if len(options) < SPOT_TO_SPOT_MIN_TYPES:
+        if len(removed) == 1 and len(options) < SPOT_TO_SPOT_MIN_TYPES:
             return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
                                                                  "found": len(options)})
     options.sort(key=lambda t: (prices[t], t))

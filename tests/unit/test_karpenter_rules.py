@@ -24,6 +24,7 @@ from ebb.core.validation import validate
 from tests.unit.builders import (
     NOW,
     OLD,
+    TYPES,
     ago,
     blocked_of,
     budget_of,
@@ -503,8 +504,7 @@ def test_is_currently_reschedulable_unhealthy_pod_eviction_policy(policy: str | 
 # computeSpotToSpotConsolidation (the feature gate; for a single candidate at least 15 cheaper instance types); a
 # mixed set takes the ordinary path, where a replacement that may be spot is launched as spot.
 
-MIXED_POOL = {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
-                                "values": ["spot", "on-demand"]}]}
+SPOT_OR_ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 
 # (Karpenter's case, capacity types of nodes a, b, c, spot-to-spot enabled, the command)
 SPOT_MERGE = [
@@ -523,10 +523,49 @@ def test_consolidation_multi_nodeclaim_spot_and_on_demand(capacity_types: tuple[
                                                           command: tuple[str, list[str], str | None]) -> None:
     """controllers/disruption/consolidation_test.go, Describe("Consolidation"), Context("Multi-NodeClaim"): three
     m5.xlarge nodes with a small pod each; the catalog has seven types, fewer than 15."""
-    docs = [nodepool(**MIXED_POOL)]
+    docs = [nodepool(requirements=SPOT_OR_ON_DEMAND)]
     for name, capacity_type, zone in zip("abc", capacity_types, ("us-east-1a", "us-east-1b", "us-east-1c"),
                                          strict=True):
         docs += [node(name, itype="m5.xlarge", capacity_type=capacity_type, zone=zone), pod(f"web-{name}", name)]
     out = plan_dict(*docs, spot_to_spot=spot_to_spot)
     assert [(c["method"], c["action"], sorted(c["nodes"]), c["replacements"][0]["capacityType"] if c["replacements"]
              else None) for c in out["commands"]] == [("multi-node-consolidation", *command)]
+
+
+# -- drift on instance types matches offerings whether or not they are available now ---------------------------------
+# controllers/nodeclaim/disruption/drift.go, instanceTypeNotFound: "InstanceType Offerings should return the full list
+# of allowed instance types, even if they're temporarily unavailable"; it drifts a NodeClaim whose instance type, or
+# an offering compatible with its zone and capacity type, is not in that list (Offerings.HasCompatible ignores
+# Available, cloudprovider/types.go).
+
+
+def _m5_large(**kwargs: Any) -> dict[str, Any]:
+    """The test catalog with m5.large's entry as given (None: without m5.large)."""
+    others = [instance_type(n, c, m, p, od, sp) for n, (c, m, p, od, sp) in TYPES.items() if n != "m5.large"]
+    return catalog(others + ([instance_type("m5.large", "2", "8Gi", 29, 0.096, 0.035, **kwargs)] if kwargs else []))
+
+
+# (Karpenter's case, the catalog, whether node a has its instance-type label, whether a drifts)
+INSTANCE_TYPE_DRIFT = [
+    ("should detect stale instance type drift if the instance type label doesn't exist", _m5_large(
+        zones=["us-east-1a"]), False, True),
+    ("should detect stale instance type drift if the instance type doesn't exist", _m5_large(), True, True),
+    ("should detect stale instance type drift if the instance type offerings aren't compatible with the nodeclaim",
+     _m5_large(zones=["us-east-1b", "us-east-1c"]), True, True),
+    ("an offering that is temporarily unavailable is still an offering: no drift",
+     _m5_large(available=False), True, False),
+    ("the offering exists and is available: no drift", _m5_large(zones=["us-east-1a"]), True, False),
+]
+
+
+@pytest.mark.parametrize(("types", "labelled", "drifts"), [c[1:] for c in INSTANCE_TYPE_DRIFT],
+                         ids=[c[0] for c in INSTANCE_TYPE_DRIFT])
+def test_drift_stale_instance_type(types: dict[str, Any], labelled: bool, drifts: bool) -> None:
+    """controllers/nodeclaim/disruption/drift_test.go, Describe("Drift"): node a is an on-demand m5.large in
+    us-east-1a; the input's catalog is the cloud provider's list of instance types. ("... if the instance type
+    offerings doesn't exist" has no row: an InstanceTypeCatalog entry without offerings is an input error.)"""
+    a = node("a")
+    if not labelled:
+        a["metadata"]["labels"].pop("node.kubernetes.io/instance-type")
+    out = plan_dict(nodepool(), a, pod("web", "a", cpu="1500m"), types)
+    assert ([c["method"] for c in out["commands"]] == ["drift"]) is drifts, out["commands"]

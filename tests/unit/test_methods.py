@@ -214,9 +214,6 @@ DRIFT = [
      "team=red no longer satisfies"),
     ("not-offered-in-zone", {}, {}, [catalog([*_types_but("m5.large"), _only_in_b("m5.large")])],
      "no longer offered"),
-    ("offering-unavailable", {}, {},
-     [catalog([*_types_but("m5.large"), instance_type("m5.large", "2", "8Gi", 29, 0.096, 0.035,
-                                                      available=False)])], "no longer offered"),
 ]
 
 

@@ -4,10 +4,15 @@ Prices of nodes, pods per node, what each PodDisruptionBudget allows now, which 
 at all and, for the others, the reason as a `BlockCause` (reported, never silent), disruption cost ordering,
 budgets per NodePool and reason, holds and stabilization windows. Pure: snapshot + now in, values out.
 
-A node tainted with any of `DISRUPTION_TAINTS` (Karpenter's or ebb's own) is being disrupted: not a
-candidate, and counted against its pool's budget. A budget's base is the pool's initialized nodes, as in
-Karpenter's ``BuildDisruptionBudgetMapping``. With ``require_nodeclaim`` (ebb next to Karpenter, which
-retires a node when its NodeClaim is deleted) a node without a NodeClaim is not a candidate either.
+A node tainted with any of `DISRUPTION_TAINTS` (Karpenter's or ebb's own) is being disrupted: not a candidate,
+and counted against its pool's budget. A node that a live decision launched as its replacement
+(``Snapshot.launched_for``, by the Node's or its NodeClaim's name) is not a candidate until that decision
+ends, as Karpenter does not disrupt the nodes it nominated for a command's pods: while the decision drains its
+old node (a PodDisruptionBudget may hold that for long), the replacement waits empty for their pods and would
+otherwise look empty itself; it stays a destination and does not count against the budget. A budget's base is
+the pool's initialized nodes, as in Karpenter's ``BuildDisruptionBudgetMapping``. With ``require_nodeclaim``
+(ebb next to Karpenter, which retires a node when its NodeClaim is deleted) a node without a NodeClaim is not
+a candidate either.
 """
 
 from __future__ import annotations
@@ -110,6 +115,8 @@ class ClusterView:
     #: a node without a NodeClaim is not a candidate (`EngineOptions.require_nodeclaim`)
     require_nodeclaim: bool = False
     claims_by_provider: dict[str, NodeClaim] = field(default_factory=dict)
+    #: replacement name (a Node's or a NodeClaim's) -> the live decision that launched it
+    launched_for: dict[str, str] = field(default_factory=dict)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
 
     @classmethod
@@ -118,6 +125,7 @@ class ClusterView:
         view.pools = {p.name: p for p in snapshot.nodepools}
         view.nodes = {n.name: n for n in snapshot.nodes}
         view.types = {t.name: t for t in snapshot.instance_types}
+        view.launched_for = dict(snapshot.launched_for)
         for c in snapshot.nodeclaims:
             if c.node_name:
                 view.claims[c.node_name] = c
@@ -152,13 +160,15 @@ class ClusterView:
         return min(o.price for o in it.offerings), True
 
     def offered(self, node: Node) -> bool:
-        """Whether the node's instance type is still offered in its zone and capacity type. A node without a
-        zone label is judged on any zone (no verdict on what it does not say), as Karpenter drifts a node only
-        on an offering it can name."""
+        """Whether the node's instance type still has an offering in its zone and capacity type, available now or
+        not: as Karpenter's ``instanceTypeNotFound`` drift, which matches the full list of offerings ("even if
+        they're temporarily unavailable"), a capacity shortage is not drift. A node without a zone label is
+        judged on any zone (no verdict on what it does not say), as Karpenter drifts a node only on an offering
+        it can name."""
         it = self.types.get(node.instance_type or "")
         if it is None:
             return self.snapshot.catalog_source == "bundled"  # unknown to the bundled list: no verdict
-        return any(o.available and (not node.zone or o.zone == node.zone) and o.capacity_type == node.capacity_type
+        return any((not node.zone or o.zone == node.zone) and o.capacity_type == node.capacity_type
                    for o in it.offerings)
 
     def pool_cost(self) -> float:
@@ -203,6 +213,16 @@ class ClusterView:
             claim = self.claims_by_provider.get(node.provider_id)
         return claim
 
+    def launched_by(self, node: Node) -> str | None:
+        """The live decision that launched ``node`` as a replacement (its name, or its NodeClaim's), or None."""
+        if not self.launched_for:
+            return None
+        decision = self.launched_for.get(node.name)
+        if decision is None:
+            claim = self.claim_of(node)
+            decision = self.launched_for.get(claim.name) if claim is not None else None
+        return decision
+
     def _candidates(self) -> None:
         for node in self.snapshot.nodes:
             pool_name = node.nodepool
@@ -218,6 +238,10 @@ class ClusterView:
             taint = node.disruption_taint
             if taint is not None:
                 self.not_candidate[node.name] = BlockCause(Cause.BEING_DISRUPTED, {"taint": taint})
+                continue
+            decision = self.launched_by(node)
+            if decision is not None:
+                self.not_candidate[node.name] = BlockCause(Cause.LAUNCHED_FOR, {"decision": decision})
                 continue
             if self.require_nodeclaim and not self.has_nodeclaim(node):
                 self.not_candidate[node.name] = BlockCause(Cause.NO_NODECLAIM)

@@ -3,7 +3,8 @@
 A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its NodePool's at the same hash
 version (a static field of the template changed), (2) its labels no longer satisfy the NodePool's
 requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
-longer offered in its zone and capacity type, or (4) its NodeClaim already says Drifted. Behavioural
+longer offered in its zone and capacity type (an offering that is only unavailable now still counts, as in
+Karpenter), or (4) its NodeClaim already says Drifted. Behavioural
 fields (weight, limits, disruption) never drift because they are not part of the hash. A command goes stale
 when its node no longer drifts.
 """

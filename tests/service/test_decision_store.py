@@ -8,13 +8,16 @@ before (a redelivery) changes nothing. ``state`` has one meaning for every calle
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ebb.adapters.store.decision_store import DecisionStore, Start
 from ebb.contracts import DisruptionCommand
-from ebb.core.decision import State
+from ebb.core.decision import Decision, State
+from ebb.core.launch import replacement_name
+from ebb.core.methods.base import Replacement
 from tests.unit.builders import proposed
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
@@ -116,3 +119,33 @@ async def test_approved_lists_what_waits_for_the_executor(store: DecisionStore) 
     assert all(d.approved_at == NOW for d in waiting)  # aware, although SQLite stored it naive
     await store.start(first, NOW)
     assert [d.id for d in await store.approved()] == ["d2"]
+
+
+async def test_live_replacements_name_what_live_decisions_launch(store: DecisionStore) -> None:
+    """replacement name -> decision, for the live decisions (or those of ``states``, without ``exclude``): the
+    planner keeps them from being disrupted while their decision runs; a finished decision's are free."""
+    pools = ("default", "other")
+
+    def replace(decision_id: str, node: str) -> Decision:
+        return dataclasses.replace(
+            proposed(decision_id, node, now=NOW, method="single-node-consolidation", reason="Underutilized"),
+            action="replace", replacements=tuple(Replacement(p, ("m5.large",), "on-demand", ("us-east-1a",), 0.1)
+                                                 for p in pools))
+
+    for decision_id, node in (("d1", "n1"), ("d2", "n2"), ("d3", "n3")):
+        await store.propose(replace(decision_id, node))
+    for decision_id, node in (("d2", "n2"), ("d3", "n3")):
+        approval = await store.approve(decision_id, node_pools={node: "default"}, reason="Underutilized",
+                                       allowed={"default": 10}, counted=(), now=NOW)
+        assert approval.approved
+    assert approval.decision is not None
+    command = DisruptionCommand.of_decision(approval.decision)  # d3's
+    await store.start(command, NOW)
+    await store.finish(command, State.SUCCEEDED, NOW)
+
+    def names(*decisions: str) -> dict[str, str]:
+        return {replacement_name(d, i, p): d for d in decisions for i, p in enumerate(pools)}
+
+    assert await store.live_replacements() == names("d1", "d2")
+    assert await store.live_replacements(exclude="d1", states=(State.APPROVED, State.EXECUTING)) == names("d2")
+    assert await DecisionStore(store.engine, "another-cluster").live_replacements() == {}

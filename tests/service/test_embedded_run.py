@@ -221,7 +221,9 @@ def test_a_pace_changes_nothing_but_the_real_time_a_run_takes(tmp_path: Path) ->
     paced_result = _summary_and_decisions(paced, tmp_path / "paced.sqlite")
     paced_took = time.monotonic() - began
     assert paced_result == fast_result
-    assert len(fast_result[1]) >= 5, "decisions were made"
+    # decisions were made and carried out (no longer counting the proposals to delete a replacement while its
+    # decision still ran, rejected at validation: the planner leaves such a node alone now)
+    assert sum(1 for row in fast_result[1] if row[2] == "succeeded") >= 4, "decisions were made and carried out"
     assert paced_took >= duration.total_seconds() / 90, "x90: at least 4 real seconds for 6 simulated minutes"
 
 

@@ -34,6 +34,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "it is already being disrupted (tainted karpenter.sh/disrupted)", None),
     (BlockCause(Cause.BEING_DISRUPTED, {"taint": "ebb.sh/disrupted"}),
      "it is already being disrupted (tainted ebb.sh/disrupted)", None),
+    (BlockCause(Cause.LAUNCHED_FOR, {"decision": "dec-1"}),
+     "it was launched as a replacement for decision dec-1, which is still being carried out", None),
     (BlockCause(Cause.NO_NODECLAIM),
      "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim", None),
     (BlockCause(Cause.NOT_INITIALIZED), "it is not initialized yet (karpenter.sh/initialized is not true)", B),

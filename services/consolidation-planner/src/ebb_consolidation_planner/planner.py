@@ -292,16 +292,22 @@ class Planner:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def current_snapshot(self, now: datetime, *, validating: str | None = None) -> Snapshot:
-        """The cluster objects' snapshot with the store's active holds merged in, and the nodes of other live
+        """The cluster objects' snapshot with the store's active holds merged in, the nodes of other live
         decisions marked as being disrupted (tainted karpenter.sh/disrupted, as the executor will): they are
-        neither candidates nor destinations and count against their pool's budget. For the pass, every live
-        decision counts; when ``validating`` a decision, only the approved and executing ones (a proposal
-        does not take budget until it is approved: the ledger settles that)."""
+        neither candidates nor destinations and count against their pool's budget; and the replacements those
+        decisions launch named (no candidates until their decision ends: one waits empty while its decision
+        drains the old node, and looked empty itself). For the pass, every live decision counts; when
+        ``validating`` a decision, only the approved and executing ones (a proposal does not take budget until
+        it is approved: the ledger settles that)."""
         if validating is None:
             busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
+            launched = await self.store.live_replacements()
         else:
-            busy = set(await self.store.live_nodes(exclude=validating, states=(State.APPROVED, State.EXECUTING)))
-        return live_snapshot(self.objects.snapshot(), holds=await self.store.list_holds(now), busy=busy)
+            states = (State.APPROVED, State.EXECUTING)
+            busy = set(await self.store.live_nodes(exclude=validating, states=states))
+            launched = await self.store.live_replacements(exclude=validating, states=states)
+        return live_snapshot(self.objects.snapshot(), holds=await self.store.list_holds(now), busy=busy,
+                             launched=launched)
 
     async def plan_once(self) -> PassResult | None:
         """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid."""

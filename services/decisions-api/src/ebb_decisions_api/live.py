@@ -87,11 +87,13 @@ class LiveState:
             return self.objects.apply(message)
 
     async def view(self, now: datetime) -> LiveView:
-        """The live snapshot at ``now``: holds in force merged in, nodes of live decisions marked."""
+        """The live snapshot at ``now``: holds in force merged in, nodes of live decisions marked, the
+        replacements they launch named (as the planner plans)."""
         snapshot = await self.snapshot()
         holds = await self.store.list_holds(now)
         busy = await self.live_nodes()
-        return LiveView(live_snapshot(snapshot, holds=holds, busy=busy), holds, busy)
+        launched = await self.store.live_replacements()
+        return LiveView(live_snapshot(snapshot, holds=holds, busy=busy, launched=launched), holds, busy)
 
     async def live_nodes(self) -> dict[str, str]:
         """node -> id of the live decision (``ebb.core.decision.LIVE``) that holds it."""

@@ -41,6 +41,7 @@ class Cause(StrEnum):
     NODEPOOL_MISSING = "nodepool-missing"
     DELETING = "deleting"
     BEING_DISRUPTED = "being-disrupted"
+    LAUNCHED_FOR = "launched-for"  # a replacement of a decision still being carried out
     NO_NODECLAIM = "no-nodeclaim"  # only with require_nodeclaim (ebb next to Karpenter)
     NOT_INITIALIZED = "not-initialized"
     # no method may disrupt it
@@ -101,6 +102,7 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NODEPOOL_MISSING: "its NodePool {pool} is not in the snapshot",
     Cause.DELETING: "it is already being deleted",
     Cause.BEING_DISRUPTED: "it is already being disrupted (tainted {taint})",
+    Cause.LAUNCHED_FOR: "it was launched as a replacement for decision {decision}, which is still being carried out",
     Cause.NO_NODECLAIM: ("it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their "
                          "NodeClaim"),
     Cause.NOT_INITIALIZED: "it is not initialized yet (karpenter.sh/initialized is not true)",

@@ -139,6 +139,8 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     Cause.NODEPOOL_MISSING: None,
     Cause.DELETING: None,
     Cause.BEING_DISRUPTED: None,
+    # a replacement on its way into service (its decision reports it)
+    Cause.LAUNCHED_FOR: None,
     # ebb cannot retire it with the karpenter provider (no NodeClaim to delete): not ebb's node to report on
     Cause.NO_NODECLAIM: None,
     # no method may disrupt it now

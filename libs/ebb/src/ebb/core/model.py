@@ -367,3 +367,7 @@ class Snapshot:
     disruption_policies: tuple[DisruptionPolicy, ...] = ()
     #: input documents of the ebb.sh/v1 kinds ebb no longer defines (NodePool, NodeClaim), read as Karpenter's
     renamed: tuple[str, ...] = ()
+    #: (replacement name, decision id) of the replacements live decisions launched (``replacement_name``: the
+    #: Node's name, or its NodeClaim's next to Karpenter): such a node is no candidate until its decision ends
+    #: (the store knows them; ``ebb.adapters.live``)
+    launched_for: tuple[tuple[str, str], ...] = ()

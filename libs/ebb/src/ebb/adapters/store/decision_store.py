@@ -232,6 +232,12 @@ class DecisionStore:
         async with self._sessions() as session:
             return await decisions.live_nodes(session, self.cluster, exclude=exclude, states=states)
 
+    async def live_replacements(self, exclude: str | None = None,
+                                states: Iterable[State] = LIVE) -> dict[str, str]:
+        """replacement name -> id of the live decision (or one in ``states``) that launches it."""
+        async with self._sessions() as session:
+            return await decisions.live_replacements(session, self.cluster, exclude=exclude, states=states)
+
     async def approved(self) -> list[DecisionRow]:
         """The decisions of this cluster that are approved and not yet picked up by the executor, oldest
         approval first."""

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.core.decision import LIVE, Decision, DecisionNode, State, transition
+from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
 
 
@@ -124,3 +125,22 @@ async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None
         for name in node_names(nodes):
             held[name] = decision_id
     return held
+
+
+async def live_replacements(session: AsyncSession, cluster: str, *, exclude: str | None = None,
+                            states: Iterable[State] = LIVE) -> dict[str, str]:
+    """replacement name -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones)
+    that launches it: ``replacement_name`` of each of its replacements, the executor's name of the Node (or,
+    next to Karpenter, the NodeClaim) it launches."""
+    query = select(DecisionRow.id, DecisionRow.replacements).where(
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states])
+    ).order_by(DecisionRow.created_at, DecisionRow.id)
+    launched: dict[str, str] = {}
+    for decision_id, replacements in await session.execute(query):
+        if decision_id == exclude:
+            continue
+        for index, entry in enumerate(replacements or []):
+            pool = entry.get("nodePool") if isinstance(entry, dict) else None
+            if pool:
+                launched[replacement_name(decision_id, index, str(pool))] = decision_id
+    return launched

@@ -569,3 +569,29 @@ def test_drift_stale_instance_type(types: dict[str, Any], labelled: bool, drifts
         a["metadata"]["labels"].pop("node.kubernetes.io/instance-type")
     out = plan_dict(nodepool(), a, pod("web", "a", cpu="1500m"), types)
     assert ([c["method"] for c in out["commands"]] == ["drift"]) is drifts, out["commands"]
+
+
+# -- expiry is measured from the NodeClaim -----------------------------------------------------------------------------
+# controllers/nodeclaim/expiration/controller.go: expirationTime := nodeClaim.CreationTimestamp + expireAfter (the
+# NodeClaim is created before its Node registers); utils/disruption LifetimeRemaining scales the disruption cost
+# from the same time. A node without a NodeClaim is measured from its own creation.
+
+# (Karpenter's case, the Node's creation, its NodeClaim's creation or None for no NodeClaim, whether it expires)
+EXPIRATION = [
+    ("should delete NodeClaims if the nodeClaim is expired but the node isn't", ago(minutes=30), ago(hours=25), True),
+    ("should not remove non-expired NodeClaims", ago(hours=25), ago(minutes=30), False),
+    ("a node without a NodeClaim: its own age", ago(hours=25), None, True),
+]
+
+
+@pytest.mark.parametrize(("node_created", "claim_created", "expires"), [c[1:] for c in EXPIRATION],
+                         ids=[c[0] for c in EXPIRATION])
+def test_expiration(node_created: str, claim_created: str | None, expires: bool) -> None:
+    """controllers/nodeclaim/expiration/suite_test.go, Describe("Expiration"), with expireAfter 24h. (Karpenter
+    deletes an expired NodeClaim outright; ebb's expiration is budgeted, a deliberate difference.)"""
+    claims = [nodeclaim("c-a", "a", created=claim_created)] if claim_created is not None else []
+    out = plan_dict(nodepool(expire_after="24h"), node("a", created=node_created), pod("web", "a", cpu="1500m"),
+                    *claims)
+    assert ([c["method"] for c in out["commands"]] == ["expiration"]) is expires, out["commands"]
+    if expires:
+        assert f"launched {claim_created or node_created}" in out["commands"][0]["explanation"]

@@ -431,12 +431,21 @@ class ClusterView:
             self._unsettled = out
         return self._unsettled
 
+    def launched(self, node: Node) -> datetime | None:
+        """When the node's life began, as Karpenter measures expiry and the lifetime left: its NodeClaim's
+        creation when it has a NodeClaim that says, else the Node's."""
+        claim = self.claim_of(node)
+        if claim is not None and claim.creation_time is not None:
+            return claim.creation_time
+        return node.creation_time
+
     def disruption_cost(self, node: Node) -> float:
         """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""
         cost = sum(eviction_cost(p) for p in self.movable[node.name])
         pool = self.pools.get(node.nodepool or "")
-        if pool and pool.expire_after and node.creation_time is not None:
-            age = (self.now - node.creation_time).total_seconds()
+        launched = self.launched(node)
+        if pool and pool.expire_after and launched is not None:
+            age = (self.now - launched).total_seconds()
             cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
         return cost
 

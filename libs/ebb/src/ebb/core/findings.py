@@ -79,8 +79,9 @@ def findings(view: ClusterView) -> Findings:
             continue
         if name in expired:
             since = None
-            if node.creation_time is not None and pool.expire_after is not None:
-                since = node.creation_time + timedelta(seconds=pool.expire_after)
+            launched = view.launched(node)
+            if launched is not None and pool.expire_after is not None:
+                since = launched + timedelta(seconds=pool.expire_after)
             add(Finding(name, "Expired", expired[name], since))
         if name in drifted:
             claim = view.claims.get(name)

@@ -296,6 +296,8 @@ class NodeClaim:
     conditions: Mapping[str, tuple[str, datetime | None]] = field(default_factory=dict)
     #: metadata.deletionTimestamp is set: Karpenter is taking the NodeClaim (and its node) away
     deleting: bool = False
+    #: metadata.creationTimestamp: when the node was asked for, what Karpenter measures expiry from
+    creation_time: datetime | None = None
 
     @property
     def instance_terminating(self) -> bool:

@@ -549,6 +549,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         drifted=conditions.get("Drifted", ("False", None))[0] == "True",
         conditions=conditions,
         deleting=doc.get("metadata.deletionTimestamp") is not None,
+        creation_time=doc.time("metadata.creationTimestamp"),
     )
 
 

@@ -20,13 +20,15 @@ REASON = "Expired"
 
 
 def expiry_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
-    """Why the node has expired (its age against its NodePool's expireAfter), or None."""
-    if pool.expire_after is None or node.creation_time is None:
+    """Why the node has expired (its age against its NodePool's expireAfter), or None. The age is measured from
+    its NodeClaim's creation when it has one, as Karpenter's expiration does (`ClusterView.launched`)."""
+    launched = view.launched(node)
+    if pool.expire_after is None or launched is None:
         return None
-    age = (view.now - node.creation_time).total_seconds()
+    age = (view.now - launched).total_seconds()
     if age < pool.expire_after:
         return None
-    return (f"expired: launched {fmt_time(node.creation_time)}, {format_duration(age)} ago, "
+    return (f"expired: launched {fmt_time(launched)}, {format_duration(age)} ago, "
             f"past {pool.policy_source}'s expireAfter {format_duration(pool.expire_after)}")
 
 

@@ -194,6 +194,31 @@ if expect and expect not in body:
 EOF
 }
 
+# The API server's audit log, ${STATE}/audit.log (JSON lines; KUBE_AUDIT_LOG in env): every create,
+# update, patch and delete of a Node (not its status) or a karpenter.sh NodeClaim at level Request (who,
+# with which User-Agent, and the body sent), and every eviction at level Metadata (who, which pod, the
+# answer: 201, or 429 when a PodDisruptionBudget refused it). ebb's services name themselves in their
+# User-Agent, so the tests next to the real Karpenter check from it what ebb wrote and evicted
+# (tests/integration/test_karpenter_system.py). Nothing else is logged: the file stays small.
+write_audit_policy() {
+  cat >"${STATE}/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Request
+    verbs: [create, update, patch, delete, deletecollection]
+    resources:
+      - {group: "", resources: [nodes]}
+      - {group: karpenter.sh, resources: [nodeclaims]}
+  - level: Metadata
+    verbs: [create]
+    resources:
+      - {group: "", resources: [pods/eviction]}
+  - level: None
+EOF
+}
+
 # ---------------------------------------------------------------- start / stop
 start() {
   install
@@ -208,6 +233,7 @@ start() {
   rm -rf "${STATE}"
   mkdir -p "${STATE}/etcd"
   make_pki
+  write_audit_policy
   local api="https://127.0.0.1:${api_port}"
   write_kubeconfig "${api}"
   local started=${SECONDS}
@@ -233,6 +259,8 @@ start() {
     --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --allow-privileged=true \
     --endpoint-reconciler-type=none --profiling=false \
+    --audit-policy-file="${STATE}/audit-policy.yaml" --audit-log-path="${STATE}/audit.log" \
+    --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=100 --audit-log-maxbackup=1 \
     --cert-dir="${STATE}/apiserver-certs"
   wait_until kube-apiserver "${KUBE_START_TIMEOUT:-120}" http_ok "${api}/readyz" ok
 
@@ -271,7 +299,7 @@ EOF
   wait_until kube-controller-manager 60 http_ok "${api}/api/v1/namespaces/default/serviceaccounts/default"
   log "control plane ready in $((SECONDS - started))s: ${api}"
   write_component_env kubernetes "KUBECONFIG=${KUBECONFIG_PATH}" "EBB_KUBECONFIG=${KUBECONFIG_PATH}" \
-    "KUBE_API_SERVER=${api}" "ETCD_ENDPOINT=http://127.0.0.1:${etcd_port}"
+    "KUBE_API_SERVER=${api}" "ETCD_ENDPOINT=http://127.0.0.1:${etcd_port}" "KUBE_AUDIT_LOG=${STATE}/audit.log"
 }
 
 stop_processes() {

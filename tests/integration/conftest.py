@@ -23,7 +23,8 @@ its tests are skipped: there is no published image of Karpenter's KWOK provider.
 Karpenter fixtures, for tests of Karpenter itself and of ebb next to it:
 
 - ``karpenter_cluster`` (session): ``KarpenterCluster`` with ``.kubeconfig`` (the cluster Karpenter runs
-  on; point ebb's services at it), ``.metrics_url``, ``.health_url``.
+  on; point ebb's services at it), ``.metrics_url``, ``.health_url``, ``.audit_log`` (the API server's
+  audit log of writes to Nodes and NodeClaims and of evictions, deploy/local/kubernetes.sh).
 - ``karpenter_api`` (session): a kubernetes_asyncio ``ApiClient`` for that cluster.
 - ``karpenter`` (per test): a ``KarpenterKit`` (tests/integration/karpenter_kit.py) with the test's own
   namespace and run id: ``create_nodepool(suffix, budgets=..., consolidation_policy=...,
@@ -504,6 +505,7 @@ def karpenter_cluster(infra: Infra) -> KarpenterCluster:
         kubeconfig=Path(settings["KARPENTER_KUBECONFIG"]),
         metrics_url=settings["KARPENTER_METRICS_URL"],
         health_url=settings["KARPENTER_HEALTH_URL"],
+        audit_log=Path(settings["KUBE_AUDIT_LOG"]) if settings.get("KUBE_AUDIT_LOG") else None,
     )
 
 

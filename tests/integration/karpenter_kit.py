@@ -46,6 +46,9 @@ class KarpenterCluster:
     metrics_url: str
     #: its readiness probe (answers 200 when ready)
     health_url: str
+    #: the API server's audit log (deploy/local/kubernetes.sh: writes to Nodes and NodeClaims, evictions);
+    #: None on a control plane started before it had one
+    audit_log: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,14 @@ class Metrics:
 def nodepool_body(name: str, run: str, *, budgets: Sequence[Mapping[str, Any]] = ({"nodes": "100%"},),
                   consolidation_policy: str = "WhenEmptyOrUnderutilized", consolidate_after: str = "0s",
                   instance_types: Sequence[str] | None = None, capacity_types: Sequence[str] = ("on-demand",),
-                  limits_cpu: int = 1000, expire_after: str = "Never") -> dict[str, Any]:
+                  limits_cpu: int = 1000, expire_after: str = "Never",
+                  startup_taints: Sequence[Mapping[str, str]] = (),
+                  labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A karpenter.sh/v1 NodePool of KWOK nodes (amd64, linux; on-demand unless told: otherwise Karpenter
     picks the cheapest offering, spot and arm64) whose nodes are tainted for ``run``'s pods only. A large CPU
-    limit: in-flight NodeClaims count at the largest candidate type, so a small one fails bursts."""
+    limit: in-flight NodeClaims count at the largest candidate type, so a small one fails bursts.
+    ``startup_taints``: the template's startupTaints (Karpenter calls a NodeClaim Initialized only once they
+    are gone from its Node, and nothing on KWOK removes them: a test does); ``labels``: more template labels."""
     requirements: list[dict[str, Any]] = [
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
@@ -85,10 +92,11 @@ def nodepool_body(name: str, run: str, *, budgets: Sequence[Mapping[str, Any]] =
         "metadata": {"name": name, "labels": {RUN_LABEL: run}},
         "spec": {
             "template": {
-                "metadata": {"labels": {RUN_LABEL: run}},
+                "metadata": {"labels": {RUN_LABEL: run, **(labels or {})}},
                 "spec": {"requirements": requirements, "nodeClassRef": dict(KWOK_NODE_CLASS),
                          "expireAfter": expire_after,
-                         "taints": [{"key": RUN_LABEL, "value": run, "effect": "NoSchedule"}]},
+                         "taints": [{"key": RUN_LABEL, "value": run, "effect": "NoSchedule"}],
+                         **({"startupTaints": [dict(t) for t in startup_taints]} if startup_taints else {})},
             },
             "limits": {"cpu": limits_cpu},
             "disruption": {"consolidationPolicy": consolidation_policy, "consolidateAfter": consolidate_after,
@@ -199,6 +207,29 @@ class KarpenterKit:
             await self.core.create_namespaced_pod(self.namespace, as_body(
                 client.V1Pod, self.pod_body(name, nodepool, cpu=cpu, memory=memory)))
         return names
+
+    async def create_deployment(self, name: str, nodepool: str, replicas: int, *, cpu: str = "1",
+                                memory: str = "256Mi") -> None:
+        """A Deployment of ``replicas`` pods like ``pod_body``'s (label ``app=<name>``): an evicted pod comes
+        back, as workloads do, and needs a node again."""
+        template = self.pod_body(name, nodepool, cpu=cpu, memory=memory)
+        template["metadata"] = {"labels": {RUN_LABEL: self.run, "app": name}}
+        await client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, as_body(client.V1Deployment, {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": {RUN_LABEL: self.run}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": template["metadata"], "spec": template["spec"]}},
+        }))
+
+    async def scale_deployment(self, name: str, replicas: int) -> None:
+        await client.AppsV1Api(self.api).patch_namespaced_deployment_scale(name, self.namespace,
+                                                                           {"spec": {"replicas": replicas}})
+
+    async def running_pods(self, app: str) -> dict[str, str]:
+        """The Running pods of Deployment ``app`` that are not being deleted: pod name → node name."""
+        pods = await self.core.list_namespaced_pod(self.namespace, label_selector=f"app={app}")
+        return {p.metadata.name: p.spec.node_name for p in pods.items
+                if p.status.phase == "Running" and p.spec.node_name and p.metadata.deletion_timestamp is None}
 
     async def delete_pods(self, names: Iterable[str]) -> None:
         for name in names:

@@ -151,6 +151,10 @@ class Trace:
     phases: tuple[Phase, ...]
     #: the bursty phase lasts this long after the last job ends
     tail: float
+    #: the scale up lasts at most this long
+    up_cap: float = 600.0
+    #: and at least this long
+    up_least: float = 150.0
 
     def replicas(self, service: Service, share: float) -> int:
         return max(1, math.ceil(service.peak * share))
@@ -169,6 +173,18 @@ class Trace:
             out.append(Action(job.start + job.seconds, "delete-job", job.name))
         order = {"create-service": 0, "scale": 1, "create-job": 2, "delete-job": 3}
         return sorted(out, key=lambda a: (a.at, order[a.verb], a.name))
+
+    def shifted(self, up_end: float) -> Trace:
+        """The trace with the scale up ending at ``up_end`` instead (it lasts until every pod runs, which takes
+        longer on a loaded machine) and everything after it moved by as much, so every later phase keeps its
+        length on every side."""
+        from dataclasses import replace
+
+        offset = up_end - next(p.end for p in self.phases if p.kind == "up")
+        phases = tuple(replace(p, end=p.end + offset) if p.kind == "up" else
+                       replace(p, start=p.start + offset, end=p.end + offset) for p in self.phases)
+        jobs = tuple(replace(j, start=j.start + offset) for j in self.jobs)
+        return replace(self, phases=phases, jobs=jobs)
 
     @property
     def bursty(self) -> Phase:
@@ -189,7 +205,10 @@ class TraceSize:
     """How big and how long: ``scale`` multiplies the replicas, the rest are seconds and counts."""
 
     scale: float = 1.5
+    #: the scale up lasts at least this long, and until every pod has been running for ``UP_SETTLED`` seconds
     up_seconds: float = 150.0
+    #: but no longer than this
+    up_cap: float = 600.0
     step_seconds: float = 240.0
     steps: tuple[float, ...] = (0.6, 0.35, 0.2)
     bursts: int = 5
@@ -200,7 +219,7 @@ class TraceSize:
 
 
 FULL = TraceSize()
-SMOKE = TraceSize(scale=0.1, up_seconds=60, step_seconds=60, steps=(0.5,), bursts=2, burst_period=45,
+SMOKE = TraceSize(scale=0.1, up_seconds=60, up_cap=180, step_seconds=60, steps=(0.5,), bursts=2, burst_period=45,
                   jobs_per_burst=(1, 2), job_seconds=(15, 20), tail=60)
 
 
@@ -227,7 +246,7 @@ def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
         elif i == 9:
             pdb = {"minAvailable": "80%"}
         services.append(Service(f"svc-{i:02d}-{spread}", max(1, round(peak * size.scale)), cpu, mem, spread, pdb))
-    phases = [Phase("scale up", "up", 0.0, size.up_seconds, 1.0)]
+    phases = [Phase("scale up", "up", 0.0, size.up_seconds, 1.0)]  # extended at run time: Trace.shifted
     at = size.up_seconds
     for n, share in enumerate(size.steps, 1):
         phases.append(Phase(f"scale down {n} (to {share:.0%})", "down", at, at + size.step_seconds, share))
@@ -243,7 +262,7 @@ def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
     last_end = max((j.start + j.seconds for j in jobs), default=bursty_start)
     phases.append(Phase(f"bursts of jobs ({size.bursts})", "bursty", bursty_start, last_end + size.tail,
                         size.steps[-1] if size.steps else 1.0))
-    return Trace(seed, tuple(services), tuple(jobs), tuple(phases), size.tail)
+    return Trace(seed, tuple(services), tuple(jobs), tuple(phases), size.tail, size.up_cap, size.up_seconds)
 
 
 # -- the objects the driver applies --------------------------------------------------------------------------------
@@ -725,6 +744,30 @@ class Driver:
             self.errors.append(f"{action.verb} {action.name}: HTTP {e.status} {e.reason}")
 
 
+#: the scale up is over when every pod has been running (none pending) this long
+UP_SETTLED = 15.0
+
+
+def running(pods: Iterable[PodLife], t: float) -> int:
+    """Pods bound to a node and not being deleted at ``t``."""
+    return sum(1 for p in pods if p.bound is not None and p.bound <= t
+               and (p.deleting is None or t < p.deleting) and (p.gone is None or t < p.gone))
+
+
+async def scaled_up(timeline: Timeline, recorder: Recorder, pods: int, least: float, most: float) -> float:
+    """When the scale up is over: at least ``least`` seconds in, once ``pods`` pods run and none has waited for
+    a node for ``UP_SETTLED`` seconds; at ``most`` seconds at the latest."""
+    calm_since: float | None = None
+    while (now := recorder.now()) < most:
+        lives = list(timeline.pods.values())
+        calm = running(lives, now) >= pods and pending_at(lives, now) == 0
+        calm_since = (calm_since if calm_since is not None else now) if calm else None
+        if now >= least and calm_since is not None and now - calm_since >= UP_SETTLED:
+            return now
+        await asyncio.sleep(1)
+    return most
+
+
 async def scrape(url: str, names: Iterable[str]) -> dict[str, float]:
     import httpx
 
@@ -794,9 +837,15 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
                     await asyncio.wait_for(stop.wait(), 10)
 
         sampling = asyncio.create_task(sample_load())
-        boundaries = sorted({p.start for p in trace.phases})
-        actions = trace.actions()
         try:
+            await asyncio.gather(*(driver.apply(a) for a in trace.actions() if a.verb == "create-service"))
+            peak_pods, _, _ = trace.peak_requests()
+            up_end = await scaled_up(timeline, recorder, peak_pods, trace.phases[0].end, trace.up_cap)
+            _log(f"{side.key} t={recorder.now():6.1f}s: scaled up ({peak_pods} pods running), NodeClaims "
+                 f"{alive_at(timeline.nodeclaims.values(), recorder.now())}; the trace goes on from here")
+            trace = trace.shifted(up_end)
+            boundaries = sorted({p.start for p in trace.phases})
+            actions = [a for a in trace.actions() if a.verb != "create-service"]
             for at in sorted({a.at for a in actions} | set(boundaries)):
                 delay = at - recorder.now()
                 if delay > 0:
@@ -828,13 +877,15 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
         f["counters"] = {name: counter_delta(before.get(name, {}), after.get(name, {})) for name in metrics}
         figures.append({"name": phase.name, "kind": phase.kind, **f})
     whole = phase_figures(timeline, 0.0, end)
+    after_up = phase_figures(timeline, trace.phases[1].start, end)
     whole["counters"] = {name: counter_delta(scrapes[0][2].get(name, {}), scrapes[-1][2].get(name, {}))
                          for name in metrics}
     (out_dir / "timeline.json").write_text(json.dumps({
         "nodeclaims": [asdict(n) for n in timeline.nodeclaims.values()],
         "pods": [asdict(p) for p in timeline.pods.values()], "evictions": timeline.evictions,
         "scrapes": scrapes, "load": load, "errors": driver.errors}, indent=1))
-    return {"side": side.key, "title": side.title, "phases": figures, "whole": whole, "end": end,
+    return {"side": side.key, "title": side.title, "phases": figures, "whole": whole, "after_up": after_up,
+            "end": end, "trace": describe(trace), "up_capped": trace.phases[0].end >= trace.up_cap,
             "evicted_more_than_once": evicted_more_than_once(timeline), "evictions": len(timeline.evictions),
             "pods_seen": len(timeline.pods), "watch_changes": recorder.changes, "api_errors": driver.errors,
             "load_average": {"max": max((v for _, v in load), default=0.0),
@@ -856,7 +907,8 @@ def case_peer(side_key: str) -> Doc:
         result = _run_side(side, trace, prices, types, out_dir)
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
-                   "trace": describe(trace), "smoke": size is SMOKE})
+                   "smoke": size is SMOKE})
+    result.setdefault("trace", describe(trace))
     (out_dir / "result.json").write_text(json.dumps(result, indent=1))  # kept, should a later side fail
     return result
 
@@ -895,7 +947,8 @@ def describe(trace: Trace) -> Doc:
             "pdbs": sum(1 for s in trace.services if s.pdb is not None), "peak_pods": pods,
             "peak_cpu": cpu_m / 1000, "peak_memory_gib": mem_mib / 1024, "jobs": len(trace.jobs),
             "job_pods": sum(j.replicas for j in trace.jobs),
-            "phases": [(p.name, p.start, p.end) for p in trace.phases], "tail": trace.tail}
+            "phases": [(p.name, p.start, p.end) for p in trace.phases], "tail": trace.tail,
+            "up_least": trace.up_least, "up_cap": trace.up_cap}
 
 
 def _git(*args: str) -> str:
@@ -1082,10 +1135,12 @@ def _money(value: float | None, per_hour: bool = False) -> str:
     return f"${value:,.2f}/h" if per_hour else f"${value:,.2f}"
 
 
-def _settle(f: Mapping[str, Any]) -> str:
+def _settle(f: Mapping[str, Any], window: float | None = None) -> str:
+    """A phase's settle cell; ``window``: how long it had to settle (default: the whole phase)."""
     converged = f"; 95% of the way after {f['converged_after']:.0f} s"
     if f["settled_after"] is None:
-        return (f"not settled in {f['end'] - f['start']:.0f} s: {_money(f['rate_end'], True)} and "
+        window = f["end"] - f["start"] if window is None else window
+        return (f"not settled in {window:.0f} s: {_money(f['rate_end'], True)} and "
                 f"{f['nodeclaims_end']} NodeClaims at its end{converged}")
     return f"{f['settled_after']:.0f} s, {_money(f['rate_settled'], True)}{converged}"
 
@@ -1145,13 +1200,15 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [f"### Side by side with Karpenter (seed {t['seed']})", ""]
     if any(r.get("smoke") for r in results):
         lines += ["**A smoke run (`EBB_BENCH_PEER=smoke`): a tiny trace, its figures mean nothing.**", ""]
-    phases = ", ".join(f"{name} at {start:.0f} s" for name, start, _ in t["phases"])
+    up_end = t["phases"][0][2]
+    phases = ", ".join(f"{name} at +{start - up_end:.0f} s" for name, start, _ in t["phases"][1:])
     lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "
               f"{t['spreads']['zone']} spread over 4 zones, {t['pdbs']} with a PodDisruptionBudget), at the peak "
               f"{t['peak_pods']} pods requesting {t['peak_cpu']:.0f} vCPU and {t['peak_memory_gib']:.0f} GiB; "
-              f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU); phases: {phases}, ending {t['tail']:.0f} s "
-              f"after the last job. Settled: nothing launched, deleted, evicted or pending for {QUIET:.0f} s to the "
-              f"end of the phase. Harness (bench/peer.py) at {first['code']}"
+              f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU). The scale up lasts until every pod "
+              f"runs (at least {t['up_least']:.0f} s, at most {t['up_cap']:.0f} s); from its end: "
+              f"{phases}, ending {t['tail']:.0f} s after the last job. Settled: nothing launched, deleted, evicted "
+              f"or pending for {QUIET:.0f} s to the end of the phase. Harness (bench/peer.py) at {first['code']}"
               + "".join(f"; {r['title']}: ebb's library and services as committed in {r['ebb_code']}"
                         for r in results if r.get("ebb_code")) + ".", ""]
     lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(results)]
@@ -1163,14 +1220,19 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
         found: Mapping[str, Any] = [p for p in r["phases"] if p["kind"] == kind][n]
         return found
 
-    row("node-hours cost, whole trace", lambda r: _money(r["whole"]["cost"]))
+    row("**node-hours cost from the first scale-down step to the end** (the same length on every side)",
+        lambda r: f"**{_money(r['after_up']['cost'])}**")
+    row("node-hours cost, whole run (with the scale up, whose length varies)", lambda r: _money(r["whole"]["cost"]))
     row("peak NodeClaims", lambda r: r["whole"]["peak_nodeclaims"])
-    row("scale up: settled after, cost then", lambda r: _settle(phase(r, "up")))
+    row("scale up (Karpenter provisioning on every side): every pod running after, NodeClaims and cost then",
+        lambda r: f"{phase(r, 'up')['end']:.0f} s{' (the cap)' if r.get('up_capped') else ''}, "
+                  f"{phase(r, 'up')['nodeclaims_end']}, {_money(phase(r, 'up')['rate_end'], True)}")
     downs = [p for p in first["phases"] if p["kind"] == "down"]
     for n, p in enumerate(downs):
         row(f"{p['name']}: settled after, cost then", lambda r, n=n: _settle(phase(r, "down", n)))
     row("bursty part: cost", lambda r: _money(phase(r, "bursty")["cost"]))
-    row("bursty part: settled after the last job ended, cost then", lambda r: _settle(phase(r, "bursty")))
+    row("bursty part: settled after the last job ended, cost then",
+        lambda r: _settle(phase(r, "bursty"), r["trace"]["tail"]))
     row("**bursty part: churn, NodeClaims launched + deleted**",
         lambda r: f"**{phase(r, 'bursty')['launched'] + phase(r, 'bursty')['deleted']}** "
                   f"({phase(r, 'bursty')['launched']} + {phase(r, 'bursty')['deleted']})")

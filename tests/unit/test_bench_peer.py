@@ -68,6 +68,24 @@ def test_the_trace_scales_up_then_down_in_steps_then_bursts() -> None:
     assert trace.bursty.end == trace.last_job_end + trace.tail  # the same fixed window on every side
 
 
+def test_a_longer_scale_up_moves_everything_after_it_and_keeps_every_later_phase_as_long() -> None:
+    trace = peer.make_trace()
+    later = trace.shifted(200.0)
+    assert later.phases[0].start == 0.0 and later.phases[0].end == 200.0
+    offset = 200.0 - trace.phases[0].end
+    for before, after in zip(trace.phases[1:], later.phases[1:], strict=True):
+        assert (after.start, after.end) == (before.start + offset, before.end + offset)
+    assert [j.start for j in later.jobs] == [j.start + offset for j in trace.jobs]
+    assert later.last_job_end == trace.last_job_end + offset
+    assert later.services == trace.services
+
+
+def test_running_pods() -> None:
+    pods = [PodLife("a", "rs", "a", seen=0.0, bound=2.0), PodLife("b", "rs", "b", seen=0.0, bound=3.0, deleting=9.0),
+            PodLife("c", "rs", "c", seen=1.0)]
+    assert [peer.running(pods, t) for t in (1.0, 2.0, 5.0, 9.0)] == [0, 1, 2, 1]
+
+
 def test_actions_are_in_time_order_and_every_job_is_deleted_after_its_run() -> None:
     trace = peer.make_trace()
     actions = trace.actions()
@@ -360,7 +378,8 @@ def _result(key: str, title: str, churn: int) -> dict[str, Any]:
     phases = [{"name": p.name, "kind": p.kind, **peer.phase_figures(timeline, p.start, p.end), "counters": {}}
               for p in trace.phases]
     whole = {**peer.phase_figures(timeline, 0, trace.bursty.end), "counters": {}}
-    return {"side": key, "title": title, "phases": phases, "whole": whole, "evictions": 0,
+    after_up = peer.phase_figures(timeline, trace.phases[1].start, trace.bursty.end)
+    return {"side": key, "title": title, "phases": phases, "whole": whole, "after_up": after_up, "evictions": 0,
             "evicted_more_than_once": 0, "api_errors": [], "seconds": 1.0, "code": "abc1234",
             "load_average": {"mean": 1.0, "max": 2.0}, "trace": peer.describe(trace), "smoke": True,
             **({"ebb_code": "abc1234"} if key == "ebb" else {})}

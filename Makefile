@@ -17,7 +17,7 @@ help:
 	@echo "make test           all tests; integration tests start (and stop) the servers they need"
 	@echo "make lint           ruff check, mypy --strict, lint-imports"
 	@echo "make bench          benchmarks (python -m bench)"
-	@echo "make run            ebb run (the embedded mode) on examples/cluster.yaml, in simulated time"
+	@echo "make run            ebb run (the embedded mode) on examples/cluster.yaml, in virtual time (deterministic)"
 	@echo "make plan           ebb plan --until-stable on examples/cluster.yaml (the dry run)"
 	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok, Karpenter into ~/.cache/ebb"
 	@echo "make infra-up       start the local servers; settings in .infra/env.sh and .infra/env.json"
@@ -40,7 +40,7 @@ bench: install
 	$(UV) run python -m bench
 
 run: install
-	$(UV) run ebb run -f examples/cluster.yaml --start 2026-11-23T18:30:00Z --speed 120 --duration 4h --until-stable
+	$(UV) run ebb run -f examples/cluster.yaml --start 2026-11-23T18:30:00Z --duration 4h --until-stable --stable-for 1h
 
 plan: install
 	$(UV) run ebb plan -f examples/cluster.yaml --now 2026-11-23T18:30:00Z --until-stable

@@ -19,7 +19,7 @@ from ebb.adapters.kube.karpenter import KarpenterProvider, no_claim
 from ebb.adapters.kube.launch import catalog_types
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from ebb.adapters.store.decision_store import DecisionStore
-from ebb.contracts import DisruptionCommand
+from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from ebb.core.launch import allocatable_of, replacement_name
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.executor import Executor
@@ -294,3 +294,38 @@ def test_the_provider_setting_and_its_deprecated_spelling(monkeypatch: pytest.Mo
     monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_PROVIDER", "aws")
     with pytest.raises(ValueError, match="provider"):
         Settings()
+
+
+async def test_a_command_resumed_while_waiting_for_its_replacement_records_each_step_once(
+        store: DecisionStore) -> None:
+    from sqlalchemy import select
+
+    from ebb.adapters.store.models import DecisionEvent
+
+    cluster = Cluster(boot_reads=-1)  # not launched until the process is restarted
+    old_node(cluster)
+    first = asyncio.create_task(
+        cluster.executor(store, replacement_ready_timeout_seconds=3600).execute(command("old", replace=True)))
+    for _ in range(1000):
+        if any(phase == "WaitingReadiness" for _, phase, _ in cluster.events()):
+            break
+        await asyncio.sleep(0)
+    cluster.stop.set()  # the process stops while it waits for the replacement
+    with pytest.raises(Stopped):
+        await first
+    assert await store.state("dec-k1") == "executing"
+
+    cluster.stop.clear()
+    cluster.karpenter.boot_reads = 2
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "succeeded"
+    async with store.engine.connect() as connection:
+        rows = await connection.execute(select(DecisionEvent.type).where(DecisionEvent.decision_id == "dec-k1")
+                                        .order_by(DecisionEvent.id))
+        timeline = [str(t) for (t,) in rows]
+    assert [p for p in timeline if p != "Evicted"] == ["Tainted", "Launching", "WaitingReadiness", "Terminated"]
+    # the resumed process published the steps again, under the same ids (subscribers apply each id once)
+    published = [from_kafka(TOPIC_DISRUPTION_EVENTS, r.key, r.value, r.headers)
+                 for r in cluster.bus.records(TOPIC_DISRUPTION_EVENTS)]
+    for phase in ("Launching", "WaitingReadiness"):
+        ids = [m.id for m in published if m.phase == phase]  # type: ignore[attr-defined]
+        assert len(ids) == 2 and ids[0] == ids[1]

@@ -113,8 +113,9 @@ class Executor:
             raise PoisonMessage(f"not a DisruptionCommand: {type(command).__name__}")
         await self.execute(command)
 
-    async def emit(self, command: DisruptionCommand, node: str, phase: Phase, message: str) -> None:
-        event = DisruptionEvent.step(command.decision_id, node, phase, message, self.clock())
+    async def emit(self, command: DisruptionCommand, node: str, phase: Phase, message: str,
+                   key: str | None = None) -> None:
+        event = DisruptionEvent.step(command.decision_id, node, phase, message, self.clock(), key=key)
         await self.store.record_event(event)
         await self.bus.publish(TOPIC_DISRUPTION_EVENTS, event)
         log.info("disruption event", decision_id=command.decision_id, node=node, phase=phase, message=message)
@@ -219,7 +220,7 @@ class Executor:
                 done = await self.provider.launch(name, replacement, decision_id=command.decision_id)
                 launched.append(name)
                 self._kube(kube_events.launching(name, command.reason))
-                await self.emit(command, first, "Launching", f"launching {name}: {done.summary}")
+                await self.emit(command, first, "Launching", f"launching {name}: {done.summary}", key=name)
             await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")
             for name in launched:
                 self._kube(kube_events.waiting_readiness(name))

@@ -308,20 +308,24 @@ class DisruptionCommand(Message):
 
 #: namespace of the ids of the steps that happen once per decision and node
 EVENT_IDS: Final = UUID("6f1d3c2e-52a8-4b0e-9a51-4f0f3f6a7e21")
-#: the phases that happen once per decision and node (Launching happens once per replacement, WaitingReadiness
-#: once per wait)
+#: the phases that happen once per decision and node (a command has one wait for its replacements, reported on
+#: its first node; Launching happens once per replacement and is keyed by the replacement's name)
 ONCE_PER_NODE: Final[frozenset[str]] = frozenset(
-    {"Proposed", "Approved", "Rejected", "Tainted", "Evicted", "Terminated", "RolledBack", "Failed"}
+    {"Proposed", "Approved", "Rejected", "Tainted", "WaitingReadiness", "Evicted", "Terminated", "RolledBack",
+     "Failed"}
 )
 
 
-def event_id(decision_id: str, node: str, phase: str) -> UUID:
+def event_id(decision_id: str, node: str, phase: str, key: str | None = None) -> UUID:
     """The id of a decision's ``phase`` on ``node``: the ``DisruptionEvent``'s and its ``decision_events`` row's.
 
-    For the steps that happen once per decision and node it is derived from them (a UUIDv5), so the planner's
-    store and its publish name one step by one id, and a command carried out again after a crash or a retry
-    reports the step under the same id (one timeline entry; subscribers applying ids once see it once).
-    Other steps (one Launching per replacement) get a fresh id."""
+    For the steps that happen once per decision and node, and for those named by a ``key`` (a Launching by the
+    replacement it launches, whose name is derived from the decision), it is derived from them (a UUIDv5), so
+    the planner's store and its publish name one step by one id, and a command carried out again after a crash
+    or a retry reports the step under the same id (one timeline entry; subscribers applying ids once see it
+    once). Any other step gets a fresh id."""
+    if key is not None:
+        return uuid5(EVENT_IDS, f"{decision_id}/{node}/{phase}/{key}")
     if phase in ONCE_PER_NODE:
         return uuid5(EVENT_IDS, f"{decision_id}/{node}/{phase}")
     return uuid4()
@@ -344,10 +348,11 @@ class DisruptionEvent(Message):
         return self.node
 
     @classmethod
-    def step(cls, decision_id: str, node: str, phase: Phase, message: str, at: datetime) -> DisruptionEvent:
-        """The event of a decision's ``phase`` on ``node``, under its ``event_id`` (the message cut to the
-        contract's length)."""
-        return cls(id=event_id(decision_id, node, phase), decision_id=decision_id, node=node, phase=phase,
+    def step(cls, decision_id: str, node: str, phase: Phase, message: str, at: datetime, *,
+             key: str | None = None) -> DisruptionEvent:
+        """The event of a decision's ``phase`` on ``node`` (``key``: which of several, e.g. the replacement a
+        Launching launches), under its ``event_id`` (the message cut to the contract's length)."""
+        return cls(id=event_id(decision_id, node, phase, key), decision_id=decision_id, node=node, phase=phase,
                    message=message[:4096], at=at)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -90,8 +90,11 @@ def test_reasons_filter(reason: str, allowed: int) -> None:
     {"nodes": "1", "schedule": "0 25 * * *", "duration": "1h"},
     {"nodes": "1", "schedule": "@daily", "duration": "soon"},
     {"nodes": "1", "reasons": ["Bored"]},
+    {"nodes": "1", "schedule": "0 0 * * tue-mon", "duration": "1h"},  # croniter wraps it around; robfig/cron rejects
+    {"nodes": "1", "schedule": "0 22-2 * * *", "duration": "1h"},
+    {"nodes": "1", "schedule": "0 0 1 dec-jan/2 *", "duration": "1h"},
 ], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
-        "bad-hour", "bad-duration", "bad-reason"])
+        "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months"])
 def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
     pool = _pool([{"nodes": "100%"}, budget])
     for reason in REASONS:
@@ -99,6 +102,15 @@ def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
         assert verdict.allowed == 0
         assert verdict.invalid
         assert "invalid" in verdict.detail
+
+
+def test_a_schedule_is_read_in_utc_whatever_the_zone_of_now() -> None:
+    """18:30 at +05:00 is 13:30 UTC: a window from 18:00 UTC is not open, one from 13:00 UTC is."""
+    now = datetime(2026, 11, 23, 18, 30, tzinfo=timezone(timedelta(hours=5)))
+    evening = _pool([{"nodes": "0", "schedule": "0 18 * * *", "duration": "1h"}, {"nodes": "100%"}])
+    afternoon = _pool([{"nodes": "0", "schedule": "0 13 * * *", "duration": "1h"}, {"nodes": "100%"}])
+    assert allowed_disruptions(evening, "Empty", now, total=10, deleting=0, not_ready=0).allowed == 10
+    assert allowed_disruptions(afternoon, "Empty", now, total=10, deleting=0, not_ready=0).allowed == 0
 
 
 def test_invalid_budget_blocks_the_pool_in_the_plan() -> None:

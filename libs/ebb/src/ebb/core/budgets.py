@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from croniter import croniter
 
@@ -22,6 +22,13 @@ from ebb.core.model import REASONS, Budget, NodePool
 from ebb.core.quantity import QuantityError, fmt_time, format_duration, parse_duration
 
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+#: the names a cron field may use for its values (robfig/cron's, which Karpenter parses schedules with)
+_FIELD_NAMES: tuple[dict[str, int], ...] = (
+    {}, {}, {},
+    {m: i + 1 for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                                     "dec"))},
+    {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))},
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,17 +51,41 @@ def budget_error(budget: Budget) -> str | None:
             return f"duration: {exc}"
         if seconds is None or seconds <= 0:
             return f"duration {budget.duration!r} must be a positive time"
-    if budget.schedule is not None and not croniter.is_valid(budget.schedule):
-        return f"schedule {budget.schedule!r} is not a cron expression or @-macro"
+    if budget.schedule is not None:
+        if not croniter.is_valid(budget.schedule):
+            return f"schedule {budget.schedule!r} is not a cron expression or @-macro"
+        reversed_range = _reversed_range(budget.schedule)
+        if reversed_range is not None:
+            return f"schedule {budget.schedule!r}: {reversed_range}"
     for reason in budget.reasons or ():
         if reason not in REASONS:
             return f"reason {reason!r} is not one of {', '.join(REASONS)}"
     return None
 
 
+def _reversed_range(schedule: str) -> str | None:
+    """Why a five-field schedule has a range whose beginning is beyond its end (``tue-mon``), in robfig/cron's
+    words, or None. croniter wraps such a range around; Karpenter's parser rejects it, so the budget is invalid."""
+    fields = schedule.split()
+    if len(fields) != len(_FIELD_NAMES):
+        return None
+    for field, names in zip(fields, _FIELD_NAMES, strict=True):
+        for part in field.split(","):
+            bounds = part.split("/", 1)[0].split("-")
+            if len(bounds) != 2:
+                continue
+            low, high = (names.get(b.lower(), int(b) if b.isdigit() else -1) for b in bounds)
+            if low > high >= 0:
+                return f"beginning of range ({low}) beyond end of range ({high}): {part}"
+    return None
+
+
 def active_window(budget: Budget, now: datetime) -> tuple[datetime, datetime] | None:
-    """The window the budget is active in at `now` (start, end), or None when it is not active.
+    """The window the budget is active in at `now` (start, end, in UTC), or None when it is not active.
+    The schedule is read in UTC whatever zone `now` is written in (Karpenter's ``IsActive``).
     A budget without a schedule is always active: returns (now, now) as a marker."""
+    if now.tzinfo is not None:
+        now = now.astimezone(UTC)
     if budget.schedule is None:
         return (now, now)
     seconds = parse_duration(budget.duration or "0s") or 0.0

@@ -83,6 +83,7 @@ def nodeclaim() -> dict[str, Any]:
             "nodeName": "node-a",
             "providerID": "aws:///us-east-1a/i-1",
             "imageID": "ami-1",
+            "lastPodEventTime": "2026-11-20T11:00:05Z",
             "capacity": {"cpu": "2"},
             "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
                             "lastTransitionTime": "2026-11-20T10:02:00Z", "observedGeneration": 1}],
@@ -120,6 +121,7 @@ def test_trim_pod_and_nodeclaim_status() -> None:
     assert c["status"] == {
         "nodeName": "node-a",
         "providerID": "aws:///us-east-1a/i-1",
+        "lastPodEventTime": "2026-11-20T11:00:05Z",
         "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized",
                         "lastTransitionTime": "2026-11-20T10:02:00Z"}],
     }

@@ -384,11 +384,16 @@ class ClusterView:
 
     # -- timing ----------------------------------------------------------------------------------------
     def last_pod_event(self, node: Node) -> datetime | None:
-        """When a pod last arrived on the node (pods leaving are seen through NodeClaim conditions)."""
+        """When the node's pods last changed: the latest pod arrival, the node's creation and, from its NodeClaim,
+        ``status.lastPodEventTime`` (Karpenter's record of pods bound and removed: a pod that left is seen only
+        there), the ``Initialized`` transition (Karpenter counts consolidateAfter from it when no pod event is
+        recorded) and the ``Consolidatable``/``Empty`` transitions."""
         times = [t for p in self.movable[node.name] for t in (p.start_time or p.creation_time,) if t is not None]
         claim = self.claims.get(node.name)
         if claim is not None:
-            for cond in ("Consolidatable", "Empty"):
+            if claim.last_pod_event is not None:
+                times.append(claim.last_pod_event)
+            for cond in ("Initialized", "Consolidatable", "Empty"):
                 status = claim.conditions.get(cond)
                 if status and status[1] is not None and status[0] == "True":
                     times.append(status[1])

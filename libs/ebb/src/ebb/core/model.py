@@ -298,6 +298,9 @@ class NodeClaim:
     deleting: bool = False
     #: metadata.creationTimestamp: when the node was asked for, what Karpenter measures expiry from
     creation_time: datetime | None = None
+    #: status.lastPodEventTime: when Karpenter last saw a pod bound to or removed from the node (a pod that left
+    #: is seen nowhere else in a snapshot); consolidateAfter is counted from it
+    last_pod_event: datetime | None = None
 
     @property
     def instance_terminating(self) -> bool:

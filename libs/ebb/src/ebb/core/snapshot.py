@@ -550,6 +550,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         conditions=conditions,
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         creation_time=doc.time("metadata.creationTimestamp"),
+        last_pod_event=doc.time("status.lastPodEventTime"),
     )
 
 

@@ -7,7 +7,8 @@ deletionTimestamp, uid and resourceVersion; the whole ``spec``; and only the sta
 
 - Node: ``capacity``, ``allocatable``, ``conditions`` (type, status, reason, lastTransitionTime)
 - Pod: ``phase``, ``conditions`` (the same four fields), ``startTime``
-- NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``
+- NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``, ``lastPodEventTime`` (when
+  Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it)
 - NodePool, PodDisruptionBudget, DaemonSet: no status
 
 Dropped: ``managedFields``, ``generation``, ``finalizers``, every other status field; from conditions the
@@ -39,7 +40,7 @@ METADATA_FIELDS: Final = (
 STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
     "Pod": ("phase", "conditions", "startTime"),
-    "NodeClaim": ("conditions", "nodeName", "providerID"),
+    "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime"),
 }
 CONDITION_FIELDS: Final = ("type", "status", "reason", "lastTransitionTime")
 

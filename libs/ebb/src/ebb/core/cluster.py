@@ -164,11 +164,13 @@ class ClusterView:
         not: as Karpenter's ``instanceTypeNotFound`` drift, which matches the full list of offerings ("even if
         they're temporarily unavailable"), a capacity shortage is not drift. A node without a zone label is
         judged on any zone (no verdict on what it does not say), as Karpenter drifts a node only on an offering
-        it can name."""
+        it can name. A reserved node is matched against reserved and on-demand offerings: Karpenter may demote it
+        to on-demand when its reservation ends, before its label says so."""
         it = self.types.get(node.instance_type or "")
         if it is None:
             return self.snapshot.catalog_source == "bundled"  # unknown to the bundled list: no verdict
-        return any((not node.zone or o.zone == node.zone) and o.capacity_type == node.capacity_type
+        capacity_types = {"reserved", "on-demand"} if node.capacity_type == "reserved" else {node.capacity_type}
+        return any((not node.zone or o.zone == node.zone) and o.capacity_type in capacity_types
                    for o in it.offerings)
 
     def pool_cost(self) -> float:

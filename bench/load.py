@@ -521,7 +521,8 @@ def planner_process(config: Mapping[str, Any]) -> None:
             # app.run builds SnapshotStore() without a catalog: the snapshot would have no instance types
             planner.objects.bundled_catalog = bundled_catalog
         handle, plan_once = planner.handle, planner.plan_once
-        evaluation = "ebb_decision_evaluation_duration_seconds_sum"
+        evaluation = "ebb_voluntary_disruption_decision_evaluation_duration_seconds_sum"
+        whole_pass = {"reason": "", "consolidation_type": ""}  # one observation per pass, every method
 
         async def timed_handle(delivery: Any) -> None:
             await handle(delivery)
@@ -536,10 +537,10 @@ def planner_process(config: Mapping[str, Any]) -> None:
                 emit(event="deleted", key=delivery.key, t=time.time())
 
         async def timed_plan_once() -> Any:
-            before = planner.metrics.registry.get_sample_value(evaluation) or 0.0
+            before = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
             version, start = planner.objects.version, time.time()
             result = await plan_once()
-            after = planner.metrics.registry.get_sample_value(evaluation) or 0.0
+            after = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
             emit(event="pass", start=start, end=time.time(), version=version, evaluation=after - before,
                  asked=leader.asked,
                  commands=[[c.method, list(c.nodes)] for c in result.commands] if result else None,
@@ -1051,7 +1052,8 @@ def render(r: Doc) -> list[str]:
              f"| commands at steady state (before any node was emptied) | {r['steady_commands']} |",
              f"| planner pass at steady state, `plan_once` wall (p50 / max) | {passes['steady']['p50']:.2f} s / "
              f"{passes['steady']['max']:.2f} s ({passes['steady']['n']} passes) |",
-             f"| of which snapshot + engine (`ebb_decision_evaluation_duration_seconds`, p50 / max) | "
+             "| of which snapshot + engine (`ebb_voluntary_disruption_decision_evaluation_duration_seconds`, "
+             "p50 / max) | "
              f"{passes['steady_evaluation']['p50']:.2f} s / {passes['steady_evaluation']['max']:.2f} s |",
              f"| approved commands / nodes per command (mean, max) | {r['commands']} / "
              f"{r['nodes_per_command']['mean']:.1f}, {r['nodes_per_command']['max']:.0f} |",

@@ -33,7 +33,7 @@ tests/unit/test_bench_peer.py):
   time to settle after a step is from the step to the last such activity before that quiet stretch;
 - Karpenter's own counters from its /metrics (``karpenter_voluntary_disruption_decisions_total``,
   ``karpenter_nodeclaims_created_total``, ...), scraped at every phase boundary, and on the ebb side ebb's
-  (``ebb_decisions_total``, ``ebb_pods_eviction_requests_total``, ...).
+  (``ebb_voluntary_disruption_decisions_total``, ``ebb_pods_eviction_requests_total``, ...).
 
 Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
 a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
@@ -574,7 +574,8 @@ def phase_figures(timeline: Timeline, start: float, end: float, quiet: float = Q
 KARPENTER_METRICS = ("karpenter_voluntary_disruption_decisions_total", "karpenter_nodeclaims_created_total",
                      "karpenter_nodeclaims_terminated_total", "karpenter_nodeclaims_disrupted_total",
                      "karpenter_pods_eviction_requests_total")
-EBB_METRICS = ("ebb_decisions_total", "ebb_disruption_commands_total", "ebb_pods_eviction_requests_total")
+EBB_METRICS = ("ebb_voluntary_disruption_decisions_total", "ebb_disruption_commands_total",
+               "ebb_pods_eviction_requests_total", "ebb_nodeclaims_disrupted_total")
 
 
 def counters(text: str, names: Iterable[str]) -> dict[str, float]:
@@ -1259,8 +1260,9 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     row("Karpenter: `karpenter_pods_eviction_requests_total` (by code)",
         lambda r: _counts(r["whole"]["counters"].get(karpenter, {}), "karpenter_pods_eviction_requests_total",
                           "code"))
-    row("ebb: `ebb_decisions_total` (by decision)",
-        lambda r: _counts(r["whole"]["counters"].get("consolidation-planner", {}), "ebb_decisions_total", "decision")
+    row("ebb: `ebb_voluntary_disruption_decisions_total` (by decision)",
+        lambda r: _counts(r["whole"]["counters"].get("consolidation-planner", {}),
+                          "ebb_voluntary_disruption_decisions_total", "decision")
         if "consolidation-planner" in r["whole"]["counters"] else "-")
     row("ebb: `ebb_pods_eviction_requests_total` (by code)",
         lambda r: _counts(r["whole"]["counters"].get("termination-executor", {}), "ebb_pods_eviction_requests_total",

@@ -201,11 +201,17 @@ async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> No
         passes = svc.planner.passes
         await eventually("two more passes", lambda: svc.planner is not None and svc.planner.passes >= passes + 2)
         assert len(await svc.decisions()) == 1 and len(commands(bus)) == 1
-        assert svc.metric("ebb_decisions_total", decision="delete", reason="Empty", consolidation_type="empty") == 1
+        # Karpenter's names, labels and label values (lowercase reasons), ebb_ for karpenter_
+        assert svc.metric("ebb_voluntary_disruption_decisions_total", decision="delete", reason="empty",
+                          consolidation_type="empty") == 1
+        assert svc.metric("ebb_voluntary_disruption_decisions_by_nodepool_total", nodepool="default",
+                          decision="delete", reason="empty", consolidation_type="empty") == 1
+        assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 0
         # n1 is being disrupted now: it counts against the budget and is no candidate any more
         assert svc.metric("ebb_nodepools_allowed_disruptions", nodepool="default", reason="Empty") == 1
-        assert svc.metric("ebb_eligible_nodes", reason="Empty") == 1
-        assert svc.metric("ebb_decision_evaluation_duration_seconds_count") >= 1
+        assert svc.metric("ebb_voluntary_disruption_eligible_nodes", reason="empty") == 1
+        assert svc.metric("ebb_voluntary_disruption_decision_evaluation_duration_seconds_count", reason="",
+                          consolidation_type="") >= 2
 
 
 async def test_do_not_disrupt_pod_during_the_delay_rejects_the_decision(db: str) -> None:
@@ -223,7 +229,10 @@ async def test_do_not_disrupt_pod_during_the_delay_rejects_the_decision(db: str)
                    if isinstance(m, DisruptionEvent) and m.phase == "Rejected"]
         assert "do-not-disrupt" in event.message
         assert await svc.store.ledger() == []
-        assert svc.metric("ebb_decisions_total", decision="rejected", reason="Empty", consolidation_type="empty") == 1
+        # a rejection is Karpenter's failed validation (one per candidate), not a decision performed
+        assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 1
+        assert svc.metric("ebb_voluntary_disruption_decisions_total", decision="delete", reason="empty",
+                          consolidation_type="empty") == 0
 
 
 async def test_budget_ledger_keeps_two_planners_within_the_budget(db: str) -> None:
@@ -243,6 +252,12 @@ async def test_budget_ledger_keeps_two_planners_within_the_budget(db: str) -> No
         assert len(commands(bus_a)) + len(commands(bus_b)) == 1
         assert [e.node for e in await a.store.ledger()] == [approved.nodes[0]["name"]]
         assert b.planner is not None
+        # the ledger's rejection is a failed validation of the planner that lost, the approval a decision
+        failed = "ebb_voluntary_disruption_failed_validations_total"
+        performed = "ebb_voluntary_disruption_decisions_total"
+        assert a.metric(failed, consolidation_type="empty") + b.metric(failed, consolidation_type="empty") == 1
+        assert sum(svc.metric(performed, decision="delete", reason="empty", consolidation_type="empty")
+                   for svc in (a, b)) == 1
 
 
 async def _count(*queries: Awaitable[list[Any]], want: int) -> bool:
@@ -259,7 +274,7 @@ async def test_a_hold_in_the_store_pauses_planning(db: str) -> None:
         assert svc.planner is not None
         await eventually("two passes", lambda: svc.planner is not None and svc.planner.passes >= 2)
         assert await svc.decisions() == []
-        assert svc.metric("ebb_eligible_nodes", reason="Empty") == 2
+        assert svc.metric("ebb_voluntary_disruption_eligible_nodes", reason="empty") == 2
 
 
 async def test_a_planner_without_the_leadership_does_nothing(db: str) -> None:
@@ -298,10 +313,13 @@ async def test_metrics_are_served_on_the_port(db: str) -> None:
         await eventually("the approval", lambda: svc.decisions("approved"))
         async with httpx.AsyncClient() as http:
             body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
-        assert 'ebb_decisions_total{consolidation_type="empty",decision="delete",reason="Empty"} 1.0' in body
+        assert ('ebb_voluntary_disruption_decisions_total{consolidation_type="empty",decision="delete",'
+                'reason="empty"} 1.0') in body
         assert 'ebb_nodepools_allowed_disruptions{nodepool="default",reason="Underutilized"}' in body
-        assert "ebb_decision_evaluation_duration_seconds_bucket" in body
-        assert 'ebb_eligible_nodes{reason="Drifted"}' in body
+        assert ('ebb_voluntary_disruption_decision_evaluation_duration_seconds_bucket{consolidation_type="",'
+                'le="0.005",reason=""}') in body
+        assert 'ebb_voluntary_disruption_eligible_nodes{reason="drifted"}' in body
+        assert "ebb_decisions_total" not in body and "ebb_eligible_nodes" not in body  # no old names kept
     with pytest.raises(httpx.HTTPError):
         async with httpx.AsyncClient() as http:
             await http.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
@@ -537,7 +555,9 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
         wanted = ("SpotInterrupted", "TerminatingOnInterruption")
         assert [r for r in sink.reasons("n2") if r in wanted][:2] == list(wanted)
         assert [r for r in sink.reasons("claim-n2", "NodeClaim") if r in wanted][:2] == list(wanted)
-        assert svc.metric("ebb_decisions_total", decision="delete", reason="Interrupted", consolidation_type="") == 1
+        # an interruption is no voluntary disruption (Karpenter's interruption controller counts none there)
+        assert svc.metric("ebb_voluntary_disruption_decisions_total", decision="delete", reason="interrupted",
+                          consolidation_type="") == 0
 
 
 async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:

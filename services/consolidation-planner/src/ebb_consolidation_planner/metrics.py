@@ -1,6 +1,27 @@
-"""Prometheus metrics, named like Karpenter's disruption metrics with an ``ebb_`` prefix."""
+"""The planner's Prometheus metrics: Karpenter v1.14's voluntary-disruption metrics under their own names with
+``ebb_`` for ``karpenter_`` (sigs.k8s.io/karpenter pkg/controllers/disruption/metrics.go), with Karpenter's
+labels and label values, so dashboards and alerts written for Karpenter read ebb by changing the prefix.
+
+- ``ebb_voluntary_disruption_decisions_total{decision,reason,consolidation_type}`` and
+  ``ebb_voluntary_disruption_decisions_by_nodepool_total{nodepool,...}``: approved decisions (Karpenter counts
+  a command once it is queued); ``decision`` is ``delete`` or ``replace``, ``reason`` Karpenter's reason in
+  lowercase (``empty``, ``underutilized``, ``drifted``; ebb's ``expired`` too), ``consolidation_type`` ``empty``,
+  ``single``, ``multi`` or ``""`` for drift and expiration. Interruptions are not voluntary disruptions and
+  are not counted here (the executor's ``ebb_nodeclaims_disrupted_total{reason="interrupted"}`` counts them).
+- ``ebb_voluntary_disruption_failed_validations_total{consolidation_type}``: candidates of a decision that
+  failed validation (its recomputation after the validation delay, or the budget ledger), one per node as
+  Karpenter counts one per candidate.
+- ``ebb_voluntary_disruption_eligible_nodes{reason}`` (lowercase reason) and
+  ``ebb_nodepools_allowed_disruptions{nodepool,reason}`` (the reason as Karpenter writes it there: ``Empty``,
+  ``Underutilized``, ``Drifted``; ebb's ``Expired``), as of the last pass.
+- ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
+  buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
+  pass with both labels empty.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -11,25 +32,59 @@ CONSOLIDATION_TYPES = {
     "multi-node-consolidation": "multi",
 }
 
+#: sigs.k8s.io/karpenter pkg/metrics DurationBuckets (controller-runtime's, and up to 600 s)
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+                    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+                    120, 150, 300, 450, 600)
+
+
+def consolidation_type(method: str) -> str:
+    return CONSOLIDATION_TYPES.get(method, "")
+
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.decisions = Counter(
-            "ebb_decisions_total",
-            "Disruption decisions by outcome: decision is the action (delete, replace) of an approved "
-            "command, or rejected",
+            "ebb_voluntary_disruption_decisions_total",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation "
+            "type.",
             ["decision", "reason", "consolidation_type"], registry=self.registry)
+        self.decisions_by_nodepool = Counter(
+            "ebb_voluntary_disruption_decisions_by_nodepool_total",
+            "Number of disruption decisions performed by nodepool. Labeled by nodepool name, disruption decision, "
+            "reason, and consolidation type.",
+            ["nodepool", "decision", "reason", "consolidation_type"], registry=self.registry)
+        self.failed_validations = Counter(
+            "ebb_voluntary_disruption_failed_validations_total",
+            "Number of candidates that were selected for disruption but failed validation. Labeled by "
+            "consolidation type.",
+            ["consolidation_type"], registry=self.registry)
         self.eligible_nodes = Gauge(
-            "ebb_eligible_nodes", "Nodes that are candidates for the disruption reason's methods, as of the last pass",
+            "ebb_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by ebb, as of the last pass. Labeled by disruption reason.",
             ["reason"], registry=self.registry)
         self.allowed_disruptions = Gauge(
-            "ebb_nodepools_allowed_disruptions", "Disruptions the NodePool's budgets allow now, per reason",
+            "ebb_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time, as "
+            "of the last pass. Labeled by NodePool and reason.",
             ["nodepool", "reason"], registry=self.registry)
         self.evaluation_duration = Histogram(
-            "ebb_decision_evaluation_duration_seconds", "Time of one planning pass (snapshot, holds, engine)",
-            registry=self.registry, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+            "ebb_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of the disruption decision evaluation process in seconds: one planning pass (snapshot, "
+            "holds, every method). Labeled by reason and consolidation type (both empty: a pass evaluates all).",
+            ["reason", "consolidation_type"], registry=self.registry, buckets=DURATION_BUCKETS)
 
-    def decided(self, decision: str, reason: str, method: str) -> None:
-        self.decisions.labels(decision=decision, reason=reason,
-                              consolidation_type=CONSOLIDATION_TYPES.get(method, "")).inc()
+    def decided(self, action: str, reason: str, method: str, nodepools: Iterable[str]) -> None:
+        """An approved decision: ``action`` (delete, replace) of ``reason`` by ``method`` over ``nodepools``."""
+        labels = {"decision": action, "reason": reason.lower(), "consolidation_type": consolidation_type(method)}
+        self.decisions.labels(**labels).inc()
+        for pool in sorted(set(nodepools)):
+            self.decisions_by_nodepool.labels(nodepool=pool, **labels).inc()
+
+    def failed_validation(self, method: str, candidates: int) -> None:
+        """A decision of ``candidates`` nodes failed validation (rejected)."""
+        self.failed_validations.labels(consolidation_type=consolidation_type(method)).inc(candidates)
+
+    def evaluated(self, seconds: float) -> None:
+        self.evaluation_duration.labels(reason="", consolidation_type="").observe(seconds)

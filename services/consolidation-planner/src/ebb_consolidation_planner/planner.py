@@ -319,7 +319,7 @@ class Planner:
             log.warning("cannot build the snapshot; no pass", error=str(e))
             return None
         view, result, found = await asyncio.to_thread(self._pass, snapshot, now)
-        self.metrics.evaluation_duration.observe(time.perf_counter() - started)
+        self.metrics.evaluated(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1
         self._claims = {n: c.name for n, c in view.claims.items()}
@@ -344,7 +344,7 @@ class Planner:
         for reason in REASONS:
             consolidation = reason in CONSOLIDATION_REASONS
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)
-            self.metrics.eligible_nodes.labels(reason=reason).set(eligible)
+            self.metrics.eligible_nodes.labels(reason=reason.lower()).set(eligible)
         for row in result.budgets:
             self.metrics.allowed_disruptions.labels(nodepool=row.nodepool, reason=row.reason).set(row.allowed)
 
@@ -402,7 +402,8 @@ class Planner:
         snapshot = await self.current_snapshot(now, validating=decision_id)
         why = await asyncio.to_thread(validate, command, snapshot, now, self.options)
         if why is not None:
-            await self._rejected(decision_id, command, why.text, now, bound)
+            if await self._rejected(decision_id, command, why.text, now, bound):
+                self.metrics.failed_validation(command.method, len(command.nodes))
             return
         view = self.options.view_of(snapshot, now)
         allowed = {p: view.budgets[(p, command.reason)].allowed for p in set(pools.values())
@@ -415,14 +416,14 @@ class Planner:
             return
         if not approval.approved:
             self.rejected += 1
-            self.metrics.decided(State.REJECTED, command.reason, command.method)
+            self.metrics.failed_validation(command.method, len(command.nodes))
             bound.info("decision rejected", reason=approval.reason)
             await self._events(decision_id, command.nodes, phase="Rejected", message=approval.reason,
                                now=now, bound=bound)
             self._kube(kube_events.rejected(facts(decision_id, command), self._claims, approval.reason))
             return
         self.approved += 1
-        self.metrics.decided(command.action, command.reason, command.method)
+        self.metrics.decided(command.action, command.reason, command.method, pools.values())
         assert approval.decision is not None
         wire = DisruptionCommand.of_decision(approval.decision, id=command_id(decision_id))
         bound.info("decision approved", method=command.method, nodes=list(command.nodes), command_id=str(wire.id))
@@ -431,14 +432,16 @@ class Planner:
                            now=now, bound=bound)
         self._kube(kube_events.approved(facts(decision_id, command), self._claims))
 
-    async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> None:
-        if await self.store.reject(decision_id, why, now):
-            self.rejected += 1
-            self.metrics.decided(State.REJECTED, command.reason, command.method)
-            bound.info("decision rejected", reason=why)
-            await self._events(decision_id, command.nodes, phase="Rejected", message=why,
-                               now=now, bound=bound)
-            self._kube(kube_events.rejected(facts(decision_id, command), self._claims, why))
+    async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> bool:
+        """Reject the proposed decision; False when it was no longer proposed."""
+        if not await self.store.reject(decision_id, why, now):
+            return False
+        self.rejected += 1
+        bound.info("decision rejected", reason=why)
+        await self._events(decision_id, command.nodes, phase="Rejected", message=why,
+                           now=now, bound=bound)
+        self._kube(kube_events.rejected(facts(decision_id, command), self._claims, why))
+        return True
 
     async def _publish_command(self, wire: DisruptionCommand, bound: Any, *, attempts: int = 3) -> bool:
         """Publish an approved command, retrying a little; False when it failed (``republish`` sends it later:
@@ -567,7 +570,6 @@ class Planner:
             await self._events(rejected_id, tuple(n for n in nodes if n), phase="Rejected", message=why, now=now,
                                bound=other)
         self.interrupted += 1
-        self.metrics.decided("delete", "Interrupted", "interruption")
         wire = DisruptionCommand.of_decision(decision, id=command_id(decision_id))
         bound.info("decision approved", method="interruption", reason="Interrupted", action="delete",
                    nodes=[message.node], deadline=deadline, command_id=str(wire.id), explanation=text)

@@ -60,6 +60,18 @@ BLOCKED = [
     ("two-pdbs", node("a"), [pod("web", "a", labels={"app": "web", "tier": "front"})],
      [pdb("by-app", {"app": "web"}, max_unavailable=1), pdb("by-tier", {"tier": "front"}, max_unavailable=1)],
      "two PDBs"),
+    # Karpenter's ValidatePodsDisruptable: do-not-disrupt on any active pod blocks, DaemonSet and mirror pods too;
+    # a PDB allowing nothing blocks on a DaemonSet pod, which is evicted (not on a mirror pod, which is not)
+    ("daemonset-pod-do-not-disrupt", node("a"),
+     [pod("web", "a"), pod("agent-a", "a", owner=("DaemonSet", "agent"), labels={"app": "agent"},
+                           annotations={"karpenter.sh/do-not-disrupt": "true"})], [], "karpenter.sh/do-not-disrupt"),
+    ("mirror-pod-do-not-disrupt", node("a"),
+     [pod("static-a", "a", owner=None, annotations={"kubernetes.io/config.mirror": "x",
+                                                     "karpenter.sh/do-not-disrupt": "true"})], [],
+     "karpenter.sh/do-not-disrupt"),
+    ("daemonset-pod-under-zero-pdb", node("a"),
+     [pod("agent-a", "a", ns="kube-system", owner=("DaemonSet", "agent"), labels={"app": "agent"})],
+     [pdb("agent", {"app": "agent"}, min_available="100%", ns="kube-system")], "0 disruptions allowed"),
 ]
 
 
@@ -87,9 +99,6 @@ NOT_BLOCKED = [
      [pdb("web", {"app": "web"}, max_unavailable="50%")]),
     ("pdb-other-namespace", [pod("web", "a", labels={"app": "web"})],
      [pdb("web", {"app": "web"}, min_available=1, ns="other")]),
-    ("daemonset-pod-do-not-disrupt",
-     [pod("web", "a"), pod("agent-a", "a", owner=("DaemonSet", "agent"), labels={"app": "agent"},
-                           annotations={"karpenter.sh/do-not-disrupt": "true"})], []),
     ("finished-pod-do-not-disrupt",
      [pod("web", "a"), pod("job", "a", owner=("Job", "j"), phase="Succeeded",
                            annotations={"karpenter.sh/do-not-disrupt": "true"})], []),
@@ -105,15 +114,15 @@ def test_node_is_a_candidate(a_pods: list[Any], extra: list[Any]) -> None:
 # Pods that never block and need no new home: a node with only these is empty.
 IGNORED_PODS = [
     ("daemonset", [ds_pod("agent-a", "a")]),
-    ("daemonset-do-not-disrupt",
-     [pod("agent-a", "a", owner=("DaemonSet", "agent"), annotations={"karpenter.sh/do-not-disrupt": "true"})]),
-    ("daemonset-under-zero-pdb",
-     [pod("agent-a", "a", ns="kube-system", owner=("DaemonSet", "agent"), labels={"app": "agent"}),
+    ("daemonset-tolerating-everything-under-zero-pdb",  # not evicted by a disruption: its PDB does not matter
+     [pod("agent-a", "a", ns="kube-system", owner=("DaemonSet", "agent"), labels={"app": "agent"},
+          tolerations=[{"operator": "Exists"}]),
       pdb("agent", {"app": "agent"}, min_available="100%", ns="kube-system")]),
     ("mirror", [pod("etcd-a", "a", owner=("Node", "a"), annotations={"kubernetes.io/config.mirror": "x"})]),
-    ("mirror-do-not-disrupt",
-     [pod("static-a", "a", owner=None, annotations={"kubernetes.io/config.mirror": "x",
-                                                     "karpenter.sh/do-not-disrupt": "true"})]),
+    ("mirror-under-zero-pdb",  # a mirror pod is never evicted: its PDB does not matter
+     [pod("etcd-a", "a", ns="kube-system", owner=("Node", "a"), labels={"app": "etcd"},
+          annotations={"kubernetes.io/config.mirror": "x"}),
+      pdb("etcd", {"app": "etcd"}, max_unavailable=0, ns="kube-system")]),
     ("succeeded", [pod("job-1", "a", owner=("Job", "j"), phase="Succeeded", cpu="1500m")]),
     ("failed", [pod("job-2", "a", owner=("Job", "j"), phase="Failed", cpu="1500m",
                     annotations={"karpenter.sh/do-not-evict": "true"})]),

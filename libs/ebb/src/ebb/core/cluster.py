@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
-from ebb.core.labels import selector_matches
+from ebb.core.labels import selector_matches, tolerates
 from ebb.core.model import (
     ANNOTATION_DO_NOT_CONSOLIDATE,
     ANNOTATION_DO_NOT_DISRUPT,
@@ -33,6 +33,7 @@ from ebb.core.model import (
     LABEL_INITIALIZED,
     POLICY_FROM_NODEPOOL,
     REASONS,
+    TAINT_DISRUPTED,
     InstanceType,
     Node,
     NodeClaim,
@@ -40,8 +41,12 @@ from ebb.core.model import (
     Pod,
     PodDisruptionBudget,
     Snapshot,
+    Taint,
 )
 from ebb.core.quantity import fmt_time, format_duration, positive_duration
+
+#: Karpenter's disruption taint: a pod that tolerates it is never evicted by a disruption (``IsEvictable``)
+_DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +270,18 @@ class ClusterView:
                 self.hard_block[node.name] = BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": pool.name})
 
     def _pod_block(self, node: Node) -> BlockCause | None:
+        """Why a pod keeps the node from being disrupted, or None; Karpenter's ``ValidatePodsDisruptable``. Only
+        active pods count: a finished pod, or one being deleted, is evicted by no one. An active do-not-disrupt
+        blocks on every pod, DaemonSet and mirror pods included (``IsDisruptable``); PDBs only on the pods that
+        would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
         for pod in self.pods_on[node.name]:
-            if not pod.needs_rescheduling or pod.deleting:
-                continue  # a pod being deleted is evicted by no one: no annotation or PDB of it protects the node
+            if pod.is_terminal or pod.deleting:
+                continue
             protected = self._do_not_disrupt(pod)
             if protected is not None:
                 return protected
+            if pod.is_mirror or tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE):
+                continue
             statuses = self.pdb_of_pod.get(pod.key, [])
             if len(statuses) > 1:
                 return BlockCause(Cause.POD_TWO_PDBS, {

@@ -174,7 +174,8 @@ class Pod:
 
     @property
     def needs_rescheduling(self) -> bool:
-        """DaemonSet, mirror/static and finished pods never block and never need a new home; nor does a pod being
+        """DaemonSet, mirror/static and finished pods never need a new home (which pods block a node is
+        ``ClusterView._pod_block``'s: a DaemonSet's may); nor does a pod being
         deleted, except a StatefulSet's: its replacement is created only once it is gone, with the same name and
         needs, so it still needs its room (Karpenter's ``IsReschedulable``)."""
         return not (self.is_daemonset or self.is_mirror or self.is_terminal

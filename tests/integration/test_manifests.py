@@ -474,6 +474,8 @@ ALLOWED: dict[str, list[Access]] = {
         *[Access(verb, "nodeclaims", "karpenter.sh") for verb in ("get", "list", "create", "delete")],
         Access("get", "nodepools", "karpenter.sh"),
         *EVENTS,
+        # the Evicted event of a pod, in the pod's namespace
+        Access("create", "events", namespace="kube-system"),
     ],
     "ebb-interruption-ingester": [],
     "ebb-decisions-api": [],
@@ -508,7 +510,7 @@ DENIED: dict[str, list[Access]] = {
         Access("patch", "nodeclaims", "karpenter.sh"), Access("update", "nodeclaims", "karpenter.sh"),
         Access("update", "nodeclaims", "karpenter.sh", subresource="status"),
         Access("patch", "nodepools", "karpenter.sh"), Access("list", "nodepools", "karpenter.sh"),
-        *NOT_EVENTS,
+        *[access for access in NOT_EVENTS if access.namespace == "default" or access.group],
     ],
     "ebb-interruption-ingester": [Access("get", "nodes"), Access("list", "nodes"),
                                   Access("list", "nodeclaims", "karpenter.sh")],

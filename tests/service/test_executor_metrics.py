@@ -1,6 +1,8 @@
-"""The termination-executor's metrics: ebb_pods_eviction_requests_total{code},
-ebb_nodes_termination_duration_seconds and ebb_disruption_commands_total, on the embedded mode's
-simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
+"""The termination-executor's metrics, Karpenter's names with ebb_ for karpenter_
+(ebb_pods_eviction_requests_total{code}, ebb_pods_drained_total{reason}, ebb_nodes_drained_total{nodepool},
+ebb_nodes_terminated_total{nodepool,zone}, ebb_nodeclaims_disrupted_total{reason,nodepool,capacity_type},
+ebb_nodes_termination_duration_seconds) and ebb's ebb_disruption_commands_total, and the Evicted Pod events,
+on the embedded mode's simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.drain import eviction_code
+from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
+from ebb.contracts.messages import Method, Reason
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
-from ebb_termination_executor.metrics import Metrics
+from ebb_termination_executor.metrics import Metrics, snake_case
 from ebb_termination_executor.settings import Settings
 from tests.unit.builders import NOW, node, nodepool, pdb, pod
 
@@ -30,8 +34,8 @@ def test_eviction_codes(result: Any, message: str, code: str) -> None:
     assert eviction_code(result, message) == code
 
 
-def command(*nodes: str) -> DisruptionCommand:
-    return DisruptionCommand(decision_id="d1", node_pool="default", method="emptiness", reason="Empty",
+def command(*nodes: str, method: Method = "emptiness", reason: Reason = "Empty") -> DisruptionCommand:
+    return DisruptionCommand(decision_id="d1", node_pool="default", method=method, reason=reason,
                              action="delete", nodes=nodes, replacements=(), savings_per_hour=0.1,
                              explanation="x", approved_at=NOW)
 
@@ -41,14 +45,40 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def run(docs: list[dict[str, Any]], store: DecisionStore, *nodes: str) -> tuple[str, Metrics]:
+class Sink:
+    """A fake API server for the EventRecorder: keeps the Event bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    async def __call__(self, namespace: str, body: dict[str, Any]) -> object:
+        assert namespace == body["metadata"]["namespace"]
+        self.bodies.append(body)
+        return body
+
+
+async def run(docs: list[dict[str, Any]], store: DecisionStore, *nodes: str, sink: Sink | None = None,
+              method: Method = "emptiness", reason: Reason = "Empty") -> tuple[str, Metrics]:
     bus = InMemoryBus()
     sim = SimulatedCluster(docs, bus, lambda: NOW)
     metrics = Metrics()
     settings = Settings(eviction_deadline_seconds=0.3, eviction_backoff_initial_seconds=0.01,
                         eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=0)
-    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
-    return await executor.execute(command(*nodes)), metrics
+    recorder = EventRecorder(sink, component="ebb-termination-executor") if sink is not None else None
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics,
+                              recorder=recorder)
+    outcome = await executor.execute(command(*nodes, method=method, reason=reason))
+    if recorder is not None:
+        await recorder.flush()
+    return outcome, metrics
+
+
+@pytest.mark.parametrize(("reason", "label"), [
+    ("Underutilized", "underutilized"), ("Empty", "empty"), ("Drifted", "drifted"), ("Expired", "expired"),
+    ("Interrupted", "interrupted"), ("SpotInterrupted", "spot_interrupted"),
+])
+def test_reasons_are_snake_cased_as_karpenter_does(reason: str, label: str) -> None:
+    assert snake_case(reason) == label
 
 
 async def test_a_drain_counts_its_evictions_and_the_termination(store: DecisionStore) -> None:
@@ -61,6 +91,36 @@ async def test_a_drain_counts_its_evictions_and_the_termination(store: DecisionS
     assert sample(r, "ebb_pods_eviction_requests_total", code="429") == 0
     assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 1
     assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="succeeded") == 1
+    assert sample(r, "ebb_pods_drained_total", reason="Empty") == 2
+    assert sample(r, "ebb_nodes_drained_total", nodepool="default") == 1
+    assert sample(r, "ebb_nodes_terminated_total", nodepool="default", zone="us-east-1a") == 1
+    assert sample(r, "ebb_nodeclaims_disrupted_total", reason="empty", nodepool="default",
+                  capacity_type="on-demand") == 1
+
+
+async def test_each_evicted_pod_gets_karpenters_evicted_event(store: DecisionStore) -> None:
+    """Karpenter's terminator records ``Evicted`` (``Evicted pod: <reason>``) on every pod it evicted, with
+    the pod's uid (``kubectl describe pod`` lists events by uid); a pod left alone (here a mirror pod) gets
+    none."""
+    docs = [nodepool(), node("a", zone="us-east-1b", capacity_type="spot"), node("b"),
+            pod("web-0", "a", ns="shop"), pod("api-0", "a"),
+            pod("static", "a", annotations={"kubernetes.io/config.mirror": "x"}, owner=("Node", "a"))]
+    for doc in docs[3:]:
+        doc["metadata"]["uid"] = f"uid-{doc['metadata']['name']}"
+    sink = Sink()
+    outcome, metrics = await run(docs, store, "a", sink=sink, method="drift", reason="Drifted")
+    assert outcome == "succeeded"
+    pods = sorted((b["involvedObject"]["namespace"], b["involvedObject"]["name"], b["type"], b["message"],
+                   b["metadata"]["namespace"], b["involvedObject"].get("uid"))
+                  for b in sink.bodies if b["reason"] == "Evicted")
+    assert pods == [("default", "api-0", "Normal", "Evicted pod: Drifted", "default", "uid-api-0"),
+                    ("shop", "web-0", "Normal", "Evicted pod: Drifted", "shop", "uid-web-0")]
+    assert all(b["involvedObject"]["kind"] == "Pod" for b in sink.bodies if b["reason"] == "Evicted")
+    r = metrics.registry
+    assert sample(r, "ebb_pods_drained_total", reason="Drifted") == 2
+    assert sample(r, "ebb_nodes_terminated_total", nodepool="default", zone="us-east-1b") == 1
+    assert sample(r, "ebb_nodeclaims_disrupted_total", reason="drifted", nodepool="default",
+                  capacity_type="spot") == 1
 
 
 async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_command(
@@ -74,6 +134,12 @@ async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_
     assert sample(r, "ebb_pods_eviction_requests_total", code="200") == 0
     assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 0
     assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="failed") == 1
+    # nothing drained, nothing removed
+    assert sample(r, "ebb_pods_drained_total", reason="Empty") == 0
+    assert sample(r, "ebb_nodes_drained_total", nodepool="default") == 0
+    assert sample(r, "ebb_nodes_terminated_total", nodepool="default", zone="us-east-1a") == 0
+    assert sample(r, "ebb_nodeclaims_disrupted_total", reason="empty", nodepool="default",
+                  capacity_type="on-demand") == 0
 
 
 async def test_the_service_serves_its_metrics(store: DecisionStore) -> None:

@@ -157,10 +157,14 @@ async def test_kubernetes_events_say_what_the_executor_does(store: DecisionStore
     await events.flush()
     name = replacement_name("dec-r1", 0, "default")
     got = [(e["involvedObject"]["name"], e["reason"], e["type"], e["message"]) for e in written]
+    got = got[:3] + sorted(got[3:])
     assert got == [
         ("big", "DisruptionTerminating", "Normal", "Disrupting Node: Underutilized"),
         (name, "DisruptionLaunching", "Normal", "Launching Node: Underutilized"),
         (name, "DisruptionWaitingReadiness", "Normal", "Waiting on readiness to continue disruption"),
+        # Karpenter's terminator's Pod event, once per evicted pod (their order is the drain's: concurrent)
+        *sorted([("web-0", "Evicted", "Normal", "Evicted pod: Underutilized"),
+                 ("web-1", "Evicted", "Normal", "Evicted pod: Underutilized")]),
     ]
     assert all(e["source"]["component"] == "ebb-termination-executor" for e in written)
 

@@ -3,6 +3,7 @@ interruption give, on which object, Normal or Warning, and how events are keyed 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -158,7 +159,7 @@ def test_interruption_events(kind: str, state: str | None, type_: str, reason: s
 @pytest.mark.parametrize(("events", "expected"), [
     (lambda: ev.terminating("n1", "claim-1", "Drifted"),
      [("Node", "n1", "Normal", "DisruptionTerminating", "Disrupting Node: Drifted"),
-      ("NodeClaim", "claim-1", "Normal", "DisruptionTerminating", "Disrupting Node: Drifted")]),
+      ("NodeClaim", "claim-1", "Normal", "DisruptionTerminating", "Disrupting NodeClaim: Drifted")]),
     (lambda: ev.launching("general-abc", "Underutilized"),
      [("Node", "general-abc", "Normal", "DisruptionLaunching", "Launching Node: Underutilized")]),
     (lambda: ev.waiting_readiness("general-abc"),
@@ -169,3 +170,42 @@ def test_interruption_events(kind: str, state: str | None, type_: str, reason: s
 ])
 def test_termination_events(events: Any, expected: list[tuple[str, str, str, str, str]]) -> None:
     assert [(e.involved.kind, e.involved.name, e.type, e.reason, e.message) for e in events()] == expected
+
+
+WEB_0 = ev.pod_ref("shop", "web-0", "uid-web-0")
+DEADLINE = datetime(2026, 11, 23, 19, 30, tzinfo=timezone(timedelta(hours=1)))  # 18:30Z
+
+
+# Karpenter's terminator events (pkg/controllers/node/termination/terminator/events/events.go), word for word
+@pytest.mark.parametrize(("event", "expected"), [
+    (lambda: [ev.evicted(WEB_0, "Underutilized")],
+     [("Pod", "shop", "web-0", "uid-web-0", "Normal", "Evicted", "Evicted pod: Underutilized")]),
+    (lambda: [ev.disrupted_pod(WEB_0, 1, 30, DEADLINE)],
+     [("Pod", "shop", "web-0", "uid-web-0", "Normal", "Disrupted",
+       "Deleting the pod to accommodate the terminationTime 2026-11-23 18:30:00 +0000 UTC of the node. The pod "
+       "was granted 1 seconds of grace-period of its 30 terminationGracePeriodSeconds. This bypasses the PDB of "
+       "the pod and the do-not-disrupt annotation.")]),
+    (lambda: ev.termination_grace_period_expiring("n1", "claim-1", DEADLINE),
+     [("Node", "", "n1", "", "Warning", "TerminationGracePeriodExpiring", "All pods will be deleted by "
+       "2026-11-23T18:30:00Z"),
+      ("NodeClaim", "", "claim-1", "", "Warning", "TerminationGracePeriodExpiring", "All pods will be deleted by "
+       "2026-11-23T18:30:00Z")]),
+])
+def test_pod_and_grace_period_events(event: Any, expected: list[tuple[str, ...]]) -> None:
+    assert [(e.involved.kind, e.involved.namespace, e.involved.name, e.involved.uid, e.type, e.reason, e.message)
+            for e in event()] == expected
+
+
+@pytest.mark.parametrize(("at", "printed"), [
+    (datetime(2026, 11, 23, 18, 30, tzinfo=UTC), "2026-11-23 18:30:00 +0000 UTC"),
+    (datetime(2026, 11, 23, 18, 30, 0, 250000, tzinfo=UTC), "2026-11-23 18:30:00.25 +0000 UTC"),
+    (datetime(2026, 11, 24, 0, 15, tzinfo=timezone(timedelta(hours=1))), "2026-11-23 23:15:00 +0000 UTC"),
+])
+def test_go_time(at: datetime, printed: str) -> None:
+    assert ev.go_time(at) == printed
+
+
+def test_an_evicted_event_is_keyed_on_its_pod_as_karpenter_dedupes_it() -> None:
+    first, again = ev.evicted(WEB_0, "Drifted"), ev.evicted(WEB_0, "Empty")
+    other = ev.evicted(ev.pod_ref("other", "web-0"), "Drifted")
+    assert first.dedupe_key == again.dedupe_key != other.dedupe_key

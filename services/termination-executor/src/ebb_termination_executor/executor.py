@@ -25,6 +25,11 @@ back or failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
 
+Kubernetes Events (``ebb.core.events``, through the ``EventRecorder``): ``DisruptionTerminating`` on each
+tainted node, ``DisruptionLaunching``/``DisruptionWaitingReadiness`` on each replacement, ``FailedDraining``
+when the node is kept, and Karpenter's ``Evicted`` on each pod the drain evicted. Metrics: Karpenter's
+termination metrics with ``ebb_`` for ``karpenter_`` (``ebb_termination_executor.metrics``).
+
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
 (``DecisionStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
 server, the database) propagate, so the bus retries the handler; every step is idempotent, so a retry
@@ -36,8 +41,9 @@ poll and ready timeout, the retire wait, the termination duration metric) is mea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -53,7 +59,8 @@ from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
 from ebb.core.decision import State
 from ebb.core.launch import LaunchError, replacement_name
-from ebb_termination_executor.metrics import Metrics
+from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from ebb_termination_executor.metrics import Metrics, snake_case
 
 __all__ = ["REPLACEMENTS_UNSUPPORTED", "Executor", "event_id"]
 
@@ -162,12 +169,13 @@ class Executor:
                 return await self._finish(command, State.ROLLED_BACK, why)
         for node in tainted:
             try:
-                report = await self.drainer.drain(node)
+                report = await self.drainer.drain(node, on_evicted=lambda pod: self._evicted(command, pod))
             except DrainFailed as e:
                 await self.emit(command, node, "Failed", f"drain failed: {e}")
                 self._kube(kube_events.failed_draining(node, None, str(e)))
                 await self._roll_back(command, tainted)
                 return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}")
+            self.metrics.nodes_drained.labels(nodepool=command.node_pool).inc()
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
             await self.emit(
                 command, node, "Evicted",
@@ -181,12 +189,18 @@ class Executor:
         a node not gone within ``retire_timeout`` fails the decision (the evictions cannot be undone, and its
         removal is under way: nothing is untainted)."""
         asked: dict[str, str | None] = {}
+        labels: dict[str, Mapping[str, str]] = {}
         for node in command.nodes:
+            labels[node] = await self._labels(node)
             try:
                 asked[node] = await self.provider.retire(node)
             except RetireError as e:
                 await self.emit(command, node, "Failed", str(e))
                 return await self._finish(command, State.FAILED, str(e))
+            if asked[node] is not None:
+                self.metrics.nodeclaims_disrupted.labels(
+                    reason=snake_case(command.reason), nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
+                    capacity_type=labels[node].get(LABEL_CAPACITY_TYPE, "")).inc()
         deadline = self.drainer.clock.monotonic() + self.retire_timeout
         waiting = list(command.nodes)
         while True:
@@ -198,6 +212,9 @@ class Executor:
                 if asked[node] is not None:
                     self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
                         self.drainer.clock.monotonic() - started)
+                    self.metrics.nodes_terminated.labels(
+                        nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
+                        zone=labels[node].get(LABEL_ZONE, "")).inc()
                 await self.emit(command, node, "Terminated", asked[node] or "node already gone")
             waiting = still
             if not waiting:
@@ -242,6 +259,20 @@ class Executor:
                 await self.provider.delete_replacement(name)
             return why
         return None
+
+    def _evicted(self, command: DisruptionCommand, pod: Mapping[str, Any]) -> None:
+        """A pod of the command's drain was evicted: Karpenter's ``Evicted`` Pod event and
+        ``ebb_pods_drained_total``, with the decision's reason (Karpenter: the NodeClaim's disruption reason)."""
+        self.metrics.pods_drained.labels(reason=command.reason).inc()
+        meta = pod.get("metadata") or {}
+        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
+        self._kube([kube_events.evicted(ref, command.reason)])
+
+    async def _labels(self, node: str) -> Mapping[str, str]:
+        """The Node's labels (nodepool, zone, capacity type of the metrics); empty when it is gone."""
+        found = await self.drainer.api.read_node(node)
+        labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
 
     def _kube(self, events: list[kube_events.KubeEvent]) -> None:
         if self.recorder is not None:

@@ -18,8 +18,15 @@ events`` and alerting rules carry over:
   approved; ``SpotRebalanceRecommendation`` (Normal) for a rebalance recommendation, which disrupts nothing.
 
 - Termination (the executor's): ``DisruptionTerminating`` on each node of an executing decision,
-  ``DisruptionLaunching`` and ``DisruptionWaitingReadiness`` on each replacement it launches, and
-  ``FailedDraining`` (Warning) when a drain or a launch fails and the node is kept.
+  ``DisruptionLaunching`` and ``DisruptionWaitingReadiness`` on each replacement it launches,
+  ``FailedDraining`` (Warning) when a drain or a launch fails and the node is kept, and ``Evicted`` on each
+  Pod the drain evicted (``Evicted pod: <the decision's reason>``; Karpenter's terminator writes the
+  NodeClaim's disruption reason there, ``Forceful Termination`` when it has none).
+  Karpenter's ``Disrupted`` (on a Pod deleted at its node's terminationGracePeriod deadline, bypassing its
+  PDB) and ``TerminationGracePeriodExpiring`` (Warning, on the Node or NodeClaim with a termination
+  deadline) are built here with Karpenter's messages for the drain's terminationGracePeriod; nothing emits
+  them until the drain honours it. Karpenter declares ``FailedTermination`` but emits it nowhere (v1.14),
+  so neither does ebb.
 
 What is not reported: nodes that are not ebb's (no NodePool), nodes already deleting or being disrupted
 (their decision has its own events; ``DisruptionTerminating`` is the executor's), and nodes a method would
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.cluster import ClusterView
@@ -75,6 +83,9 @@ class InvolvedObject:
     api_version: str
     #: empty for cluster-scoped objects (Nodes, NodeClaims, NodePools)
     namespace: str = ""
+    #: the object's uid when the caller knows it ("" otherwise: the recorder may look it up); ``kubectl
+    #: describe`` lists only the events whose involvedObject.uid is the object's
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +113,10 @@ def nodeclaim_ref(name: str) -> InvolvedObject:
 
 def nodepool_ref(name: str) -> InvolvedObject:
     return InvolvedObject("NodePool", name, "karpenter.sh/v1")
+
+
+def pod_ref(namespace: str, name: str, uid: str = "") -> InvolvedObject:
+    return InvolvedObject("Pod", name, "v1", namespace, uid)
 
 
 def _on_node(node: str, claim: str | None, type_: str, reason: str, message: str, *,
@@ -300,7 +315,8 @@ FAILED_DRAINING = "FailedDraining"
 
 def terminating(node: str, claim: str | None, reason: str) -> list[KubeEvent]:
     """A node of an executing decision is being disrupted (tainted, then drained and deleted)."""
-    return _on_node(node, claim, NORMAL, DISRUPTION_TERMINATING, f"Disrupting Node: {reason}")
+    return _on_node(node, claim, NORMAL, DISRUPTION_TERMINATING, f"Disrupting Node: {reason}",
+                    claim_message=f"Disrupting NodeClaim: {reason}")
 
 
 def launching(replacement: str, reason: str) -> list[KubeEvent]:
@@ -316,3 +332,38 @@ def waiting_readiness(replacement: str) -> list[KubeEvent]:
 def failed_draining(node: str, claim: str | None, why: str) -> list[KubeEvent]:
     """The drain (or the replacements it waits for) failed: the node is untainted and kept."""
     return _on_node(node, claim, WARNING, FAILED_DRAINING, f"Failed to drain node, {why}")
+
+
+# Karpenter's terminator (pkg/controllers/node/termination/terminator/events)
+EVICTED = "Evicted"
+DISRUPTED = "Disrupted"
+TERMINATION_GRACE_PERIOD_EXPIRING = "TerminationGracePeriodExpiring"
+
+
+def evicted(pod: InvolvedObject, reason: str) -> KubeEvent:
+    """The drain evicted ``pod`` (the Eviction API answered 200) for a decision of ``reason``."""
+    return KubeEvent(pod, NORMAL, EVICTED, f"Evicted pod: {reason}", (pod.name,))
+
+
+def go_time(at: datetime) -> str:
+    """``at`` as Go prints a ``time.Time`` with ``%v`` (``2026-11-23 18:30:00 +0000 UTC``), in UTC."""
+    utc = at.astimezone(UTC)
+    fraction = f".{utc.microsecond:06d}".rstrip("0") if utc.microsecond else ""
+    return utc.strftime("%Y-%m-%d %H:%M:%S") + fraction + " +0000 UTC"
+
+
+def disrupted_pod(pod: InvolvedObject, grace_seconds: int, pod_grace_seconds: int, deadline: datetime) -> KubeEvent:
+    """A pod deleted (not evicted) at its node's terminationGracePeriod deadline minus its own grace: its
+    PDB and do-not-disrupt bypassed, ``grace_seconds`` (at least 1) of its ``pod_grace_seconds`` granted."""
+    return KubeEvent(pod, NORMAL, DISRUPTED,
+                     f"Deleting the pod to accommodate the terminationTime {go_time(deadline)} of the node. The pod "
+                     f"was granted {grace_seconds} seconds of grace-period of its {pod_grace_seconds} "
+                     "terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt "
+                     "annotation.", (pod.name,))
+
+
+def termination_grace_period_expiring(node: str, claim: str | None, deadline: datetime) -> list[KubeEvent]:
+    """A node being terminated has a terminationGracePeriod deadline: every pod is deleted by then.
+    Karpenter writes the deadline as RFC 3339 (the NodeClaim's termination-timestamp annotation)."""
+    stamp = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _on_node(node, claim, WARNING, TERMINATION_GRACE_PERIOD_EXPIRING, f"All pods will be deleted by {stamp}")

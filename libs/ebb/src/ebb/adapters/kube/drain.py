@@ -324,8 +324,10 @@ class Drainer:
         """Remove the disruption taint (rollback); True when removed, False when absent, None when gone."""
         return await patch_until_done(self.api, node, lambda obj: untaint_patch(obj, self.disruption_taint))
 
-    async def drain(self, node: str) -> DrainReport:
-        """Evict the node's pods group by group; DrainFailed when a pod does not go in time."""
+    async def drain(self, node: str, *, on_evicted: Callable[[Mapping[str, Any]], None] | None = None) -> DrainReport:
+        """Evict the node's pods group by group; DrainFailed when a pod does not go in time. ``on_evicted`` is
+        called with each pod the Eviction API evicted (200; not the pods already gone or terminating): the
+        executor's ``Evicted`` event and ``ebb_pods_drained_total``."""
         report = DrainReport(node)
         pods = await self.api.list_pods(node)
         for pod in pods:
@@ -333,7 +335,7 @@ class Drainer:
             if reason is not None:
                 report.skipped[pod_ref(pod)] = reason
         for group in eviction_groups(pods, self.disruption_taint):
-            await asyncio.gather(*(self._evict_until_gone(node, pod, report) for pod in group))
+            await asyncio.gather(*(self._evict_until_gone(node, pod, report, on_evicted) for pod in group))
         return report
 
     async def _gone(self, node: str, pod: Mapping[str, Any]) -> bool:
@@ -346,7 +348,8 @@ class Drainer:
             return True  # a new pod of the same name
         return self.terminating_is_gone and current_meta.get("deletionTimestamp") is not None
 
-    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport) -> None:
+    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport,
+                                on_evicted: Callable[[Mapping[str, Any]], None] | None = None) -> None:
         meta = _meta(pod)
         namespace, name, ref = str(meta.get("namespace", "")), str(meta.get("name", "")), pod_ref(pod)
         deadline = self.clock.monotonic() + self.eviction_deadline
@@ -370,6 +373,8 @@ class Drainer:
                         if result not in ("evicted", "gone"):
                             report.blocked += 1
                             raise _Refused(result, message)
+                        if result == "evicted" and on_evicted is not None:
+                            on_evicted(pod)
             except _Refused as last:
                 raise DrainFailed(
                     f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "

@@ -17,7 +17,9 @@ recorder does: de-duplicated, bounded, and never in the way of planning.
 Events of cluster-scoped objects (Nodes, NodeClaims, NodePools) are written into ``namespace`` (``default``,
 as client-go does), with ``involvedObject`` (kind, apiVersion, name and the uid when known),
 ``source.component`` and ``reportingComponent`` = ``component``, ``reportingInstance`` = the replica.
-RBAC: ``create`` on ``events`` in that namespace.
+Events of namespaced objects (the executor's ``Evicted`` on a Pod) go to the object's namespace, with the uid
+the event carries (``kubectl describe`` matches events by uid). RBAC: ``create`` on ``events`` in those
+namespaces.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class EventRecorder:
                 continue
             self._seen[key] = (now, event.dedupe_seconds)
             uid = None
-            if self.uid_of is not None:
+            if self.uid_of is not None and not event.involved.uid:
                 with contextlib.suppress(Exception):
                     uid = self.uid_of(event.involved)
             self._queue.append(_Queued(event, uid))
@@ -123,8 +125,8 @@ class EventRecorder:
         involved: dict[str, Any] = {"kind": obj.kind, "name": obj.name, "apiVersion": obj.api_version}
         if obj.namespace:
             involved["namespace"] = obj.namespace
-        if uid:
-            involved["uid"] = uid
+        if uid or obj.uid:
+            involved["uid"] = uid or obj.uid
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{obj.name[:200]}.{uuid.uuid4().hex[:16]}",

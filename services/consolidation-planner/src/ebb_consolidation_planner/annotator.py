@@ -7,6 +7,10 @@ per change) in a cluster, the ``SimulatedCluster`` in the embedded mode. It reme
 node, so it patches only on changes; for a node it has not written yet it compares with the annotation in
 the snapshot, so a stale annotation left by an earlier leader (or an older version) is removed too. A
 failed patch is logged and tried again after the next pass; a Node that is gone (404) is not an error.
+
+It never writes the NodeClaim's ``Drifted`` condition, in any mode: Karpenter's NodeClaim disruption controller
+owns that condition (it would undo ebb's write), ebb reads it as an input (drift rule 4, so its own write
+would come back as drift), and without Karpenter there are no NodeClaims (docs/karpenter.md, section 3).
 """
 
 from __future__ import annotations

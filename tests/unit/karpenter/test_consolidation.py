@@ -5,7 +5,8 @@ Translated here: Context("Events") (ebb's counterpart of the Unconsolidatable ev
 which ebb also emits as an Event), Context("Budgets") (the cases that plan), Context("Delete"). Already in
 tests/unit/test_karpenter_rules.py: "won't delete node if it would require pods to schedule on an uninitialized node",
 the three consolidateAfter destination cases, "can replace nodes, considers PDB policy", "can merge 3 nodes into 1 if
-the candidates have both spot and on-demand" and Context("Parallelization")'s "should not consolidate a node that is
+the candidates have both spot and on-demand" and "can merge 3 nodes into 1 (if the candidate is spot node)", and
+Context("Parallelization")'s "should not consolidate a node that is
 launched for pods on a deleting node". The rest of the file is counted in docs/decisions.md ("Karpenter's test
 suites, translated"): not expressible (Metrics, TTL waits, the consolidated-state cache, buffer pods) or not
 translated yet (Replace, Multi-NodeClaim, Topology, Reserved Capacity, Preferences, MinValuesPolicy).
@@ -237,3 +238,18 @@ def test_can_delete_nodes_when_non_karpenter_capacity_can_fit_pods() -> None:
                     *[pod(f"p{i}", "n0", cpu="100m", memory="128Mi") for i in range(3)],
                     node("unmanaged", pool=None, cpu="32", pods=100, zone="us-east-1b"))
     assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("delete", ["n0"])]
+
+
+# -- Context("Static NodePool") ---------------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="ebb does not read a static NodePool's spec.replicas: its nodes are "
+                                       "consolidated like any other")
+def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Static NodePool"), It("should not consolidate static
+    NodePool nodes"): two nodes of a NodePool with ``spec.replicas: 2``, one pod between them; neither consolidation
+    takes one."""
+    static = _pool("static")
+    static["spec"]["replicas"] = 2
+    out = plan_dict(static, claimed("s0", pool="static", itype=MOST_EXPENSIVE), pod("web", "s0"),
+                    claimed("s1", pool="static", itype=MOST_EXPENSIVE, zone="us-east-1b"))
+    assert out["commands"] == []

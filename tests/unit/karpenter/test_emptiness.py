@@ -112,7 +112,7 @@ def test_consolidatable_condition_is_computed_not_read(conditions: tuple[dict[st
     """emptiness_test.go, Describe("Emptiness"), Context("Emptiness"): Karpenter's disruption controller waits for
     the NodeClaim's Consolidatable=True, which its NodeClaim disruption controller sets once consolidateAfter has
     passed since the pods last changed. ebb computes that from the snapshot's times (docs/decisions.md, Differences:
-    "Consolidatable is computed from the pods' and node's times"), so with consolidateAfter 0s and no recent pod
+    "Consolidatable is computed from the snapshot"), so with consolidateAfter 0s and no recent pod
     change the empty node goes whatever the condition says. The node whose pods changed inside consolidateAfter
     stays (the condition's meaning)."""
     out = plan_dict(_pool(consolidate_after="5m"), _empty("a", conditions=conditions),

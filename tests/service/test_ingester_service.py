@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from ebb.adapters.aws.eventbridge import Ignored, Notice
 from ebb.adapters.aws.sqs import SqsQueue
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import InMemoryBus
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObject, Interruption, Message, from_kafka
 from ebb_interruption_ingester import app
-from ebb_interruption_ingester.ingester import Ingester, Metrics
+from ebb_interruption_ingester.ingester import Ingester, Metrics, message_type
 from ebb_interruption_ingester.nodes import MappingLookup, StoreLookup, index_objects
 from ebb_interruption_ingester.settings import Settings
 
@@ -181,6 +182,17 @@ async def test_app_publishes_then_deletes_and_counts_everything() -> None:
         "published": 4, "unknown_node": 1, "irrelevant": 1, "malformed": 1, "foreign": 1, "failed": 0}
     assert metrics.registry.get_sample_value("ebb_interruption_unknown_instances_total") == 2
     assert metrics.registry.get_sample_value("ebb_interruptions_published_total", {"kind": "rebalance"}) == 1
+    # Karpenter's AWS provider's metrics: every parsed message by Karpenter's kind (the malformed one is not
+    # counted), every deletion, and the time on the queue of each message acted on
+    received = {kind: metrics.registry.get_sample_value("ebb_interruption_received_messages_total",
+                                                        {"message_type": kind})
+                for kind in ("spot_interrupted", "scheduled_change", "instance_stopped", "rebalance_recommendation",
+                             "no_op", "instance_terminated")}
+    assert received == {"spot_interrupted": 2, "scheduled_change": 1, "instance_stopped": 1,
+                        "rebalance_recommendation": 1, "no_op": 2, "instance_terminated": None}
+    assert metrics.registry.get_sample_value("ebb_interruption_deleted_messages_total") == 8
+    assert metrics.registry.get_sample_value("ebb_interruption_message_queue_duration_seconds_count") == 5
+    assert (metrics.registry.get_sample_value("ebb_interruption_message_queue_duration_seconds_sum") or 0) > 0
     first = sqs.receives[0]
     assert first == {"QueueUrl": "https://sqs.example/q", "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}
 
@@ -198,6 +210,10 @@ async def test_publish_before_delete_and_redelivery_keeps_ids() -> None:
     stop.set()
     await asyncio.wait_for(task, 3)
     assert metrics.count("failed") == 1 and metrics.count("published") == 1
+    # received twice (the failed attempt and its redelivery), deleted once
+    assert metrics.registry.get_sample_value("ebb_interruption_received_messages_total",
+                                             {"message_type": "scheduled_change"}) == 2
+    assert metrics.registry.get_sample_value("ebb_interruption_deleted_messages_total") == 1
     published = interruptions(bus)
     assert sorted(m.node for m in published) == ["node-a", "node-b"]
     # the same message again (SQS redelivers at least once): the same ids, so consumers apply them once
@@ -319,3 +335,21 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings(queue_name="").wait_time_seconds == 20
     with pytest.raises(ValueError, match="max_messages"):
         SqsQueue(FakeSqs(), "q", max_messages=0)
+
+
+@pytest.mark.parametrize(("parsed", "kind"), [
+    (Notice("spot-interruption", (I1,), T, "", None, T), "spot_interrupted"),
+    (Notice("rebalance", (I1,), None, "", None, T), "rebalance_recommendation"),
+    (Notice("scheduled-change", (I1,), T, "", None, T), "scheduled_change"),
+    (Notice("state-change", (I1,), T, "", None, T, "stopping"), "instance_stopped"),
+    (Notice("state-change", (I1,), T, "", None, T, "stopped"), "instance_stopped"),
+    (Notice("state-change", (I1,), T, "", None, T, "shutting-down"), "instance_terminated"),
+    (Notice("state-change", (I1,), T, "", None, T, "terminated"), "instance_terminated"),
+    (Notice("state-change", (I1,), T, "", None, T, "running"), "no_op"),
+    (Ignored("irrelevant", "a state change to running"), "no_op"),
+    (Ignored("foreign", "an S3 test event"), "no_op"),
+    (Ignored("malformed", "not JSON"), None),
+])
+def test_message_types_are_karpenters_kinds(parsed: Notice | Ignored, kind: str | None) -> None:
+    """karpenter-provider-aws pkg/controllers/interruption/messages: a message's Kind() is its message_type."""
+    assert message_type(parsed) == kind

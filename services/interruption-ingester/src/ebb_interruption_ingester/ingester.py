@@ -9,6 +9,14 @@ Every SQS message is counted once in ``ebb_interruption_messages_total{result}``
 - ``malformed`` / ``foreign``: not parseable / not an interruption event;
 - ``failed``: publishing failed; the message is NOT deleted and comes back after its visibility timeout.
 
+Karpenter's AWS provider's interruption metrics, under their names with ``ebb_`` for ``karpenter_``
+(karpenter-provider-aws pkg/controllers/interruption/metrics.go): ``ebb_interruption_received_messages_total
+{message_type}`` for every parsed message (Karpenter's kinds: ``spot_interrupted``, ``rebalance_recommendation``,
+``scheduled_change``, ``instance_stopped``, ``instance_terminated``, ``no_op``; a malformed message is not
+counted, as Karpenter deletes it uncounted), ``ebb_interruption_deleted_messages_total`` for every deleted
+message, and ``ebb_interruption_message_queue_duration_seconds``, from the event's ``time`` until it was
+handled (Karpenter's buckets).
+
 All but ``failed`` are deleted. A message's interruptions have stable ids (a UUIDv5 of the EventBridge
 event id, or the SQS message id, and the instance id), so a redelivered message republishes the same
 ids and consumers apply them once. A failed receive, publish or delete backs off (exponential, with
@@ -24,11 +32,12 @@ import uuid
 from typing import Final, Literal
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import ValidationError
 from tenacity import RetryCallState, retry_if_not_exception_type
 
 from ebb.adapters.aws import Ignored, parse_message
+from ebb.adapters.aws.eventbridge import Notice
 from ebb.adapters.aws.sqs import SqsMessage, SqsQueue
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus
@@ -43,6 +52,29 @@ ID_NAMESPACE: Final = uuid.UUID("6f1c1f5e-8a57-4c43-9b0e-2f1d7a3c9e11")
 
 Result = Literal["published", "unknown_node", "irrelevant", "malformed", "foreign", "failed"]
 RESULTS: Final[tuple[Result, ...]] = ("published", "unknown_node", "irrelevant", "malformed", "foreign", "failed")
+
+
+#: sigs.k8s.io/karpenter pkg/metrics DurationBuckets
+DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
+                           0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25,
+                           30, 40, 50, 60, 120, 150, 300, 450, 600)
+#: Karpenter's message kind per notice kind (a state change: per instance state)
+MESSAGE_TYPES: Final = {"spot-interruption": "spot_interrupted", "rebalance": "rebalance_recommendation",
+                        "scheduled-change": "scheduled_change"}
+STOPPED_STATES: Final = frozenset({"stopping", "stopped"})
+TERMINATED_STATES: Final = frozenset({"shutting-down", "terminated"})
+
+
+def message_type(parsed: Notice | Ignored) -> str | None:
+    """Karpenter's ``message_type`` of a parsed message: its ``Kind()``; None for a malformed message, which
+    Karpenter deletes without counting it."""
+    if isinstance(parsed, Ignored):
+        return None if parsed.reason == "malformed" else "no_op"
+    if parsed.kind == "state-change":
+        if parsed.instance_state in STOPPED_STATES:
+            return "instance_stopped"
+        return "instance_terminated" if parsed.instance_state in TERMINATED_STATES else "no_op"
+    return MESSAGE_TYPES[parsed.kind]
 
 
 class Metrics:
@@ -60,6 +92,18 @@ class Metrics:
                                          "Instances named in messages that are no known node.", registry=self.registry)
         self.sqs_errors = Counter("ebb_interruption_sqs_errors", "Failed SQS receive or delete calls.",
                                   registry=self.registry)
+        # Karpenter's AWS provider's
+        self.received_messages = Counter(
+            "ebb_interruption_received_messages_total",
+            "Count of messages received from the SQS queue. Broken down by message type.",
+            ["message_type"], registry=self.registry)
+        self.deleted_messages = Counter(
+            "ebb_interruption_deleted_messages_total", "Count of messages deleted from the SQS queue.",
+            registry=self.registry)
+        self.message_queue_duration = Histogram(
+            "ebb_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by ebb.",
+            registry=self.registry, buckets=DURATION_BUCKETS)
 
     def count(self, result: Result) -> float:
         """The current count of ``result`` (for tests and logs)."""
@@ -129,10 +173,14 @@ class Ingester:
         except Exception:
             self.metrics.sqs_errors.inc()
             raise
+        self.metrics.deleted_messages.inc()
         return result
 
     async def _publish(self, message: SqsMessage) -> Result:
         parsed = parse_message(message.body)
+        kind = message_type(parsed)
+        if kind is not None:
+            self.metrics.received_messages.labels(message_type=kind).inc()
         if isinstance(parsed, Ignored):
             self.metrics.messages.labels(result=parsed.reason).inc()
             level = log.info if parsed.reason == "irrelevant" else log.warning
@@ -170,5 +218,6 @@ class Ingester:
                      deadline=parsed.deadline.isoformat() if parsed.deadline else None, id=str(interruption.id))
         result: Result = "published" if published else "unknown_node"
         self.metrics.messages.labels(result=result).inc()
+        self.metrics.message_queue_duration.observe(max(0.0, (self.clock.now() - parsed.time).total_seconds()))
         return result
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ebb.adapters.snapshot_files import load_snapshot
-from ebb.core.snapshot import flatten
+from ebb.core.snapshot import SnapshotError, flatten, parse_documents
 from ebb.core.yaml_documents import InputError, iter_documents
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "scenarios"
@@ -62,6 +62,20 @@ def test_streamed_documents_equal_whole_parse(text: str) -> None:
     streamed = list(flatten(iter_documents(io.StringIO(text), "t.yaml")))
     whole = list(flatten(d for d in yaml.safe_load_all(text) if d))
     assert streamed == whole
+
+
+@pytest.mark.parametrize("text", [
+    "- apiVersion: v1\n  kind: Node\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Node\n  metadata: {name: b}\n",
+    "- null\n- null\n",
+    "[]\n",
+    "---\n- apiVersion: v1\n  kind: Node\n  metadata: {name: a}\n",
+])
+def test_a_document_that_is_a_sequence_stays_one_document(text: str) -> None:
+    """yaml-rs gives a one-document stream as the document itself: a top-level sequence is one document
+    (as PyYAML reads it), which the parser then refuses as not a mapping, never a stream of documents."""
+    assert list(iter_documents(io.StringIO(text), "t.yaml")) == list(yaml.safe_load_all(text))
+    with pytest.raises(SnapshotError, match="not a mapping"):
+        parse_documents(iter_documents(io.StringIO(text), "t.yaml"))
 
 
 def test_block_scalar_with_blank_line_survives_the_split() -> None:

@@ -20,12 +20,16 @@ from typing import Annotated, Any
 import anyio
 import anyio.to_thread
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response, status
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sse_starlette import EventSourceResponse
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import clock_of
@@ -46,7 +50,9 @@ from ebb_decisions_api.planning import (
     run_plan,
 )
 from ebb_decisions_api.schemas import (
+    NAME_MAX,
     SCOPE_TO_STORE,
+    DateTime,
     DecisionDetail,
     DecisionList,
     DecisionOut,
@@ -65,8 +71,21 @@ log = structlog.get_logger("ebb_decisions_api")
 EXPLAIN_DECISIONS = 10
 #: how long an event stream may take to end cleanly once the server stops
 SHUTDOWN_GRACE_SECONDS = 2.0
-#: Kubernetes object names are at most 253 characters
-NAME_MAX = 253
+#: a page cursor is unpadded base64url (``ebb.adapters.store.decision_store.encode_cursor``)
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]*$"
+#: what a page of decisions leads to (OpenAPI links: documentation, and the fuzzer's stateful runs follow them)
+DECISION_PAGE_LINKS = {
+    "firstDecision": {"operationRef": "#/paths/~1v1~1decisions~1{decision_id}/get",
+                      "parameters": {"decision_id": "$response.body#/items/0/id"},
+                      "description": "the page's first decision, with its timeline"},
+    "nextPage": {"operationRef": "#/paths/~1v1~1decisions/get",
+                 "parameters": {"cursor": "$response.body#/nextCursor"},
+                 "description": "the next page (nextCursor is null on the last page)"},
+}
+#: the methods a 405's Allow header may name
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+#: where holds are created (its body's validation errors are located by field, whatever the scope)
+HOLDS_PATH = "/v1/holds"
 
 _bearer = HTTPBearer(auto_error=False, description="EBB_DECISIONS_API_TOKEN")
 
@@ -77,6 +96,29 @@ def _unprocessable(loc: tuple[str, ...] | list[str], message: str, kind: str, **
         status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
         content={"detail": [{"loc": list(loc), "msg": message, "type": kind, **extra}]},
     )
+
+
+def _hold_field_locs(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validation errors of a hold body located as ``["body", <field>]`` whatever its scope: pydantic puts the
+    union's tag (the scope) into the loc of a discriminated union's errors, and says ``["body"]`` for a bad or
+    missing scope."""
+    located = []
+    for error in errors:
+        loc = list(error.get("loc", ()))
+        if error.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+            loc = ["body", "scope"]
+        elif loc[:1] == ["body"] and len(loc) > 2 and loc[1] in SCOPE_TO_STORE:
+            loc = ["body", *loc[2:]]
+        located.append({**error, "loc": loc})
+    return located
+
+
+def _allowed_methods(app: FastAPI, scope: Any) -> list[str]:
+    """Every method some route of the request's path answers (Starlette's 405 names only the first route's,
+    so ``OPTIONS /v1/holds`` said ``Allow: POST`` although GET is served there too). Each method is tried
+    against the routes, included routers too, as the router would match the request."""
+    return [method for method in HTTP_METHODS
+            if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in app.router.routes)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -156,6 +198,18 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     app.state.bus = bus
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if request.url.path == HOLDS_PATH:
+            exc = RequestValidationError(_hold_field_locs(exc.errors()), body=exc.body)
+        return await request_validation_exception_handler(request, exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(_allowed_methods(app, request.scope))}
+        return await http_exception_handler(request, exc)
+
     async def require_token(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
@@ -217,7 +271,11 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
             "requestBody": {
                 "required": False,
                 "content": {
-                    "application/yaml": {"schema": {"type": "string"}},
+                    # the value the YAML stream reads as (schemathesis writes a generated value as YAML): a
+                    # kubectl document or List, or a sequence of documents; an empty body (or null, an empty
+                    # document) is a plan on the live state
+                    "application/yaml": {"schema": {"oneOf": [{"type": "object"}, {"type": "array"},
+                                                              {"type": "null"}]}},
                     "text/plain": {"schema": {"type": "string"}},
                     "application/json": {"schema": {"oneOf": [{"type": "object"}, {"type": "array"}]}},
                 },
@@ -227,7 +285,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     async def plan(
         request: Request,
         *,
-        now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+        now: Annotated[DateTime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
         until_stable: Annotated[bool, Query(alias="untilStable", description="apply passes until stable")] = False,
         spot_to_spot: Annotated[bool | None, Query(
             alias="spotToSpot",
@@ -270,8 +328,9 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     @v1.post("/holds", tags=["holds"], status_code=status.HTTP_201_CREATED, response_model=HoldOut,
              response_model_by_alias=True,
              summary="Pause Empty and Underutilized disruptions in a scope until expiresAt",
-             responses={422: {"description": "an invalid body, or a NodePool the live cluster state does not have"}})
-    async def create_hold(hold: HoldCreate) -> HoldOut | JSONResponse:
+             responses={400: {"description": "a body that cannot be read as JSON"},
+                        422: {"description": "an invalid body, or a NodePool the live cluster state does not have"}})
+    async def create_hold(hold: Annotated[HoldCreate, Body()]) -> HoldOut | JSONResponse:
         now = clock()
         if hold.scope == "nodePool" and hold.target:
             # a hold on a NodePool that does not exist would pause nothing and say so nowhere; while the
@@ -309,7 +368,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     # -- decisions ---------------------------------------------------------------------------------------
 
     @v1.get("/decisions", tags=["decisions"], summary="Decisions, newest first, with filters and a cursor",
-            responses={422: {"description": "invalid filter or cursor"}})
+            responses={200: {"links": DECISION_PAGE_LINKS}, 422: {"description": "invalid filter or cursor"}})
     async def list_decisions(
         *,
         state: DecisionState | None = None,
@@ -317,14 +376,15 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         reason: str | None = None,
         nodepool: str | None = None,
         node: str | None = None,
-        since: Annotated[datetime | None, Query(description="created at or after (RFC 3339)")] = None,
-        cursor: Annotated[str | None, Query(description="nextCursor of the previous page")] = None,
+        since: Annotated[DateTime | None, Query(description="created at or after (RFC 3339)")] = None,
+        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the previous page "
+                                                                         "(absent or empty: the first page)")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> Any:
         filters = DecisionFilter(state=state, method=method, reason=reason, nodepool=nodepool, node=node,
                                  since=_utc(since))
         try:
-            page = await store.list_decisions(filters, cursor=cursor, limit=limit)
+            page = await store.list_decisions(filters, cursor=cursor or None, limit=limit)
         except CursorError as exc:
             return _unprocessable(("query", "cursor"), str(exc), "value_error")
         return DecisionList(items=[DecisionOut.of(d) for d in page.items], next_cursor=page.next_cursor)
@@ -345,7 +405,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
                        503: {"description": "the cluster state is not loaded yet, or invalid"}})
     async def explain_node(
         name: Annotated[str, Path(max_length=NAME_MAX)],
-        now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+        now: Annotated[DateTime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
     ) -> JSONResponse:
         moment = _utc(now) or clock()
         view = await live_view(moment)
@@ -376,7 +436,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
                        503: {"description": "the cluster state is not loaded yet, or invalid"}})
     async def nodepool_budgets(
         name: Annotated[str, Path(max_length=NAME_MAX)],
-        now: Annotated[datetime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+        now: Annotated[DateTime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
     ) -> JSONResponse:
         moment = _utc(now) or clock()
         view = await live_view(moment)

@@ -2,48 +2,53 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ebb.adapters.store.models import Decision, DecisionEvent, Hold
 from ebb.core.decision import State
 
-HoldScope = Literal["cluster", "nodePool", "node"]
 #: API scope → the store's scope_kind
 SCOPE_TO_STORE: dict[str, str] = {"cluster": "cluster", "nodePool": "nodepool", "node": "node"}
 STORE_TO_SCOPE: dict[str, str] = {v: k for k, v in SCOPE_TO_STORE.items()}
+#: Kubernetes object names are at most 253 characters
+NAME_MAX = 253
 #: a decision's state: the lifecycle's own enum (``ebb.core.decision.State``)
 DecisionState = State
+
+
+#: the shape of an RFC 3339 date-time (an offset or Z; without one the API takes UTC where it says so)
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
+
+
+def _date_time_text(value: Any) -> Any:
+    """Only text that spells a date and a time: pydantic alone also takes a number (seconds since 1970) or a
+    bare date, which the OpenAPI document's ``format: date-time`` does not allow (the fuzzer found both)."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value.strip()):
+        raise ValueError("must be an RFC 3339 time like 2026-11-23T18:30:00Z")
+    return value
+
+
+#: a date-time parameter or field: RFC 3339 text
+DateTime = Annotated[datetime, BeforeValidator(_date_time_text)]
+#: a date-time field that must carry its offset
+AwareDateTime = Annotated[AwareDatetime, BeforeValidator(_date_time_text)]
 
 
 class Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-class HoldCreate(Wire):
-    """A consolidation hold: pauses Empty and Underutilized disruptions in its scope until it expires."""
-
-    scope: HoldScope
-    #: the NodePool or node name; must be absent (or empty) for scope cluster
-    target: str | None = Field(default=None, max_length=253, validate_default=True)
+class _HoldFields(Wire):
     #: when the hold ends (RFC 3339 with an offset, in the future); absent: until deleted
-    expires_at: AwareDatetime | None = None
+    expires_at: AwareDateTime | None = None
     reason: str = Field(min_length=1, max_length=2000)
-
-    @field_validator("target")
-    @classmethod
-    def _target_matches_scope(cls, target: str | None, info: ValidationInfo) -> str | None:
-        scope = info.data.get("scope")
-        if scope == "cluster":
-            if target:
-                raise ValueError("must be empty when scope is cluster")
-            return None
-        if scope is not None and not target:
-            raise ValueError(f"is required when scope is {scope}")
-        return target
 
     @field_validator("expires_at")
     @classmethod
@@ -51,6 +56,33 @@ class HoldCreate(Wire):
         if expires_at is not None and expires_at <= utc_now():
             raise ValueError("must be in the future")
         return expires_at
+
+
+class ClusterHold(_HoldFields):
+    """A hold on the whole cluster: it has no target (absent, null or empty)."""
+
+    scope: Literal["cluster"]
+    target: Literal[""] | None = None
+
+
+class NodePoolHold(_HoldFields):
+    """A hold on one NodePool, named by ``target`` (one the live cluster state has)."""
+
+    scope: Literal["nodePool"]
+    target: str = Field(min_length=1, max_length=NAME_MAX)
+
+
+class NodeHold(_HoldFields):
+    """A hold on one node, named by ``target``."""
+
+    scope: Literal["node"]
+    target: str = Field(min_length=1, max_length=NAME_MAX)
+
+
+#: a consolidation hold: pauses Empty and Underutilized disruptions in its scope until it expires. A union
+#: discriminated by ``scope``, so the OpenAPI document says which scopes need a target (a node-scoped hold
+#: without one was a 422 its schema allowed)
+HoldCreate = Annotated[ClusterHold | NodePoolHold | NodeHold, Field(discriminator="scope")]
 
 
 class HoldOut(Wire):

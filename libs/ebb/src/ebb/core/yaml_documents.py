@@ -13,11 +13,15 @@ at once instead, so correctness never depends on the splitting.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import yaml
 import yaml_rs
+
+#: a line that starts or ends a document of a YAML stream
+_SEPARATOR = re.compile(r"^(---|\.\.\.)(\s|$)", re.MULTILINE)
 
 
 class InputError(ValueError):
@@ -36,6 +40,11 @@ def parse_yaml(text: str, source: str) -> list[Any]:
     except Exception:
         loaded = None
     else:
+        # yaml-rs returns a stream of one document as that document, and a longer stream as the list of its
+        # documents: without a separator line, a list is one document that is a sequence (as PyYAML reads it),
+        # not several documents (a top-level `- kind: Node` list, or `- null`, was planned as documents)
+        if isinstance(loaded, list) and not _SEPARATOR.search(text):
+            return [loaded]
         if isinstance(loaded, list) and all(isinstance(d, dict) or d is None for d in loaded):
             return loaded
         if isinstance(loaded, dict):

@@ -208,7 +208,9 @@ async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> No
                           decision="delete", reason="empty", consolidation_type="empty") == 1
         assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 0
         # n1 is being disrupted now: it counts against the budget and is no candidate any more
-        assert svc.metric("ebb_nodepools_allowed_disruptions", nodepool="default", reason="Empty") == 1
+        # Karpenter's gauges: the budget's nodes, and n1 consuming one of them
+        assert svc.metric("ebb_nodepools_allowed_disruptions", nodepool="default", reason="Empty") == 2
+        assert svc.metric("ebb_nodepools_nodes_consuming_budgets", nodepool="default", reason="Empty") == 1
         assert svc.metric("ebb_voluntary_disruption_eligible_nodes", reason="empty") == 1
         assert svc.metric("ebb_voluntary_disruption_decision_evaluation_duration_seconds_count", reason="",
                           consolidation_type="") >= 2

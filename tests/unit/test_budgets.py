@@ -45,6 +45,23 @@ def test_count_and_percent(budgets: list[dict[str, Any]], total: int, deleting: 
     assert not verdict.invalid
 
 
+# Karpenter's karpenter_nodepools_allowed_disruptions is the deciding budget's nodes before the disrupting ones
+# are taken off, and karpenter_nodepools_nodes_consuming_budgets the nodes counted against it
+# (pkg/controllers/disruption/helpers.go BuildDisruptionBudgetMapping)
+@pytest.mark.parametrize(("budgets", "reason", "total", "deleting", "not_ready", "limit", "disrupting", "allowed"), [
+    ([{"nodes": "50%"}], "Underutilized", 10, 2, 1, 5, 3, 2),
+    ([{"nodes": "2"}], "Underutilized", 10, 3, 0, 2, 3, 0),  # the limit stays, the allowance floors at 0
+    ([{"nodes": "3"}, {"nodes": "20%"}], "Underutilized", 10, 1, 0, 2, 1, 1),  # the minimum's
+    ([{"nodes": "0", "reasons": ["Drifted"]}], "Empty", 4, 1, 0, 4, 1, 4),  # no budget applies: the pool's
+    ([{"nodes": "x"}], "Empty", 4, 1, 1, 0, 2, 0),  # invalid: fails closed, still counts its disrupting nodes
+], ids=["percent", "floored", "minimum", "no-budget", "invalid"])
+def test_the_limit_and_the_disrupting_nodes_karpenters_gauges_show(
+        budgets: list[dict[str, Any]], reason: str, total: int, deleting: int, not_ready: int, limit: int,
+        disrupting: int, allowed: int) -> None:
+    verdict = allowed_disruptions(_pool(budgets), reason, NOW, total=total, deleting=deleting, not_ready=not_ready)
+    assert (verdict.limit, verdict.disrupting, verdict.allowed) == (limit, disrupting, allowed)
+
+
 def test_no_budgets_means_ten_percent() -> None:
     pool = _pool(None)
     assert allowed_disruptions(pool, "Empty", NOW, total=20, deleting=0, not_ready=0).allowed == 2

@@ -11,9 +11,12 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
 - ``ebb_voluntary_disruption_failed_validations_total{consolidation_type}``: candidates of a decision that
   failed validation (its recomputation after the validation delay, or the budget ledger), one per node as
   Karpenter counts one per candidate.
-- ``ebb_voluntary_disruption_eligible_nodes{reason}`` (lowercase reason) and
-  ``ebb_nodepools_allowed_disruptions{nodepool,reason}`` (the reason as Karpenter writes it there: ``Empty``,
-  ``Underutilized``, ``Drifted``; ebb's ``Expired``), as of the last pass.
+- ``ebb_voluntary_disruption_eligible_nodes{reason}`` (lowercase reason), as of the last pass.
+- ``ebb_nodepools_allowed_disruptions{nodepool,reason}`` and ``ebb_nodepools_nodes_consuming_budgets`` (the
+  reason as Karpenter writes it there: ``Empty``, ``Underutilized``, ``Drifted``; ebb's ``Expired``), as of
+  the last pass: as Karpenter's, the budget's number of nodes before the disrupting ones are taken off (the
+  pool's node count when no budget applies, where Karpenter shows MaxInt32), and the nodes counted against it
+  (deleting, being disrupted, NotReady). What may still be disrupted now is the difference.
 - ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
@@ -68,6 +71,11 @@ class Metrics:
             "ebb_nodepools_allowed_disruptions",
             "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time, as "
             "of the last pass. Labeled by NodePool and reason.",
+            ["nodepool", "reason"], registry=self.registry)
+        self.nodes_consuming_budgets = Gauge(
+            "ebb_nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time, as of the last pass. "
+            "Labeled by NodePool and reason.",
             ["nodepool", "reason"], registry=self.registry)
         self.evaluation_duration = Histogram(
             "ebb_voluntary_disruption_decision_evaluation_duration_seconds",

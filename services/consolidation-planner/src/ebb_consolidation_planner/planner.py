@@ -346,7 +346,9 @@ class Planner:
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)
             self.metrics.eligible_nodes.labels(reason=reason.lower()).set(eligible)
         for row in result.budgets:
-            self.metrics.allowed_disruptions.labels(nodepool=row.nodepool, reason=row.reason).set(row.allowed)
+            # Karpenter's: the budget's nodes, and the nodes counted against it (deleting, disrupted, NotReady)
+            self.metrics.allowed_disruptions.labels(nodepool=row.nodepool, reason=row.reason).set(row.limit)
+            self.metrics.nodes_consuming_budgets.labels(nodepool=row.nodepool, reason=row.reason).set(row.disrupting)
 
     # -- one command --------------------------------------------------------------------------------------
 

@@ -36,6 +36,12 @@ class BudgetVerdict:
     allowed: int
     detail: str  # which budget decided, in words
     invalid: bool = False
+    #: the deciding budget's number of nodes before the disrupting ones are taken off (Karpenter's
+    #: karpenter_nodepools_allowed_disruptions); the pool's node count when no budget applies, 0 when invalid
+    limit: int = 0
+    #: the pool's nodes counted against it: deleting, being disrupted or NotReady (Karpenter's
+    #: karpenter_nodepools_nodes_consuming_budgets)
+    disrupting: int = 0
 
 
 def budget_error(budget: Budget) -> str | None:
@@ -102,7 +108,8 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
         error = budget_error(budget)
         if error is not None:
             return BudgetVerdict(0, f"budget {index} of {pool.policy_source} is invalid ({error}); "
-                                    "ebb fails closed and disrupts nothing in this pool", invalid=True)
+                                    "ebb fails closed and disrupts nothing in this pool", invalid=True,
+                                disrupting=deleting + not_ready)
         if budget.reasons is not None and reason not in budget.reasons:
             continue
         window = active_window(budget, now)
@@ -118,7 +125,8 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
         detail = (f"budget nodes={text}{where} of {pool.policy_source} allows {allowed} "
                   f"of {total} nodes ({deleting} deleting, {not_ready} NotReady)")
         if best is None or allowed < best.allowed:
-            best = BudgetVerdict(allowed, detail)
+            best = BudgetVerdict(allowed, detail, limit=limit, disrupting=deleting + not_ready)
     if best is None:  # no budget applies to this reason now: nothing limits it
-        return BudgetVerdict(total, f"no budget of {pool.policy_source} applies to {reason} now")
+        return BudgetVerdict(total, f"no budget of {pool.policy_source} applies to {reason} now", limit=total,
+                             disrupting=deleting + not_ready)
     return best

@@ -48,6 +48,9 @@ class BudgetRow:
     detail: str
     #: a budget of the pool is invalid (a bad cron, count or duration): ``allowed`` is 0 and ``detail`` says why
     invalid: bool = False
+    #: the budget's nodes before the disrupting ones are taken off, and those (``BudgetVerdict``)
+    limit: int = 0
+    disrupting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +132,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
             blocked.append(Blocked(node.name, ALL_METHODS, NOTHING_TO_DO))
     before = view.pool_cost()
     after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
-    budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid)
+    budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid, v.limit, v.disrupting)
                     for (pool, reason), v in sorted(view.budgets.items()))
     return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after)
 

@@ -111,6 +111,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "its pods need a node costing $0.0960/h or more, and it costs $0.0832/h", U),
     (NO_CHEAPER, "can't replace with a cheaper node: its pods need a node costing $0.0960/h or more, and it costs "
                  "$0.0832/h", U),
+    (BlockCause(Cause.STATIC_NODEPOOL, {"pool": "fixed", "replicas": 3}),
+     "its NodePool fixed is static (spec.replicas 3): its nodes are not consolidated", U),
+    (BlockCause(Cause.PRICE_UNKNOWN, {"label": "topology.kubernetes.io/zone"}),
+     "it has no topology.kubernetes.io/zone label, so its price is unknown and consolidation cannot compare it", U),
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
      "spot-to-spot consolidation is disabled: a spot node is only replaced by spot when enabled (--spot-to-spot "
      "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),

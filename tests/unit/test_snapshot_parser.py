@@ -472,3 +472,20 @@ def test_daemonset_and_holds_are_read() -> None:
     h = snap.holds[0]
     assert (h.scope, h.target, h.reason) == ("node", "a", "incident")
     assert h.expires is not None and h.expires > NOW
+
+
+@pytest.mark.parametrize(("replicas", "parsed"), [(None, None), (0, 0), (3, 3)])
+def test_static_nodepool_replicas(replicas: int | None, parsed: int | None) -> None:
+    pool = nodepool()
+    if replicas is not None:
+        pool["spec"]["replicas"] = replicas
+    assert parse_documents([pool, catalog()]).nodepools[0].replicas == parsed
+
+
+@pytest.mark.parametrize("replicas", [-1, 2.5, "3", True, [1]])
+def test_bad_replicas_names_document_and_field(replicas: Any) -> None:
+    pool = nodepool()
+    pool["spec"]["replicas"] = replicas
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([pool, catalog()])
+    assert (info.value.document, info.value.field) == ("NodePool default", "spec.replicas")

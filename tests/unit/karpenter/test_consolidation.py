@@ -81,26 +81,23 @@ UNRESOLVABLE = [
      [("drift", "replace", ["a"])]),
     ("should fire an event when a candidate does not have the zone label", "topology.kubernetes.io/zone", []),
 ]
-ZONE_XFAIL = pytest.mark.xfail(strict=True, reason="ebb prices a node without a zone label at its type's "
-                                                   "cheapest offering and consolidates it; Karpenter leaves it "
-                                                   "(Unconsolidatable)")
-
-
-@pytest.mark.parametrize(("label", "commands"),
-                         [pytest.param(*c[1:], id=c[0], marks=[ZONE_XFAIL] if "zone" in c[1] else [])
-                          for c in UNRESOLVABLE])
+@pytest.mark.parametrize(("label", "commands"), [c[1:] for c in UNRESOLVABLE], ids=[c[0] for c in UNRESOLVABLE])
 def test_events_candidate_without_a_label_is_not_consolidated(label: str,
                                                               commands: list[tuple[str, str, list[str]]]) -> None:
     """consolidation_test.go, Describe("Consolidation"), Context("Events"): a node without an instance type, capacity
     type or zone label is not consolidated (Karpenter: an Unconsolidatable event). Without the instance type or the
     capacity type label the node has drifted, in ebb as in Karpenter's NodeClaim drift (nodeclaim/disruption
     drift_test.go: "should detect stale instance type drift if the instance type label doesn't exist", and a NodePool
-    requirement on capacity type the node no longer satisfies), so drift replaces it; no consolidation does."""
+    requirement on capacity type the node no longer satisfies), so drift replaces it; no consolidation does. Without
+    the zone label nothing takes it, and its reason says why."""
     docs = claimed("a", itype=MOST_EXPENSIVE)
     del docs[0]["metadata"]["labels"][label]
     out = plan_dict(_pool(), docs, pod("web", "a"))
     assert _commands(out) == commands
     assert not any(c["method"].endswith("consolidation") for c in out["commands"])
+    if not commands:
+        assert blocked_of(out, "a")["reason"] == (f"it has no {label} label, so its price is unknown and "
+                                                  "consolidation cannot compare it")
 
 
 # -- Context("Budgets") -----------------------------------------------------------------------------------------------
@@ -242,8 +239,6 @@ def test_can_delete_nodes_when_non_karpenter_capacity_can_fit_pods() -> None:
 
 # -- Context("Static NodePool") ---------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="ebb does not read a static NodePool's spec.replicas: its nodes are "
-                                       "consolidated like any other")
 def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
     """consolidation_test.go, Describe("Consolidation"), Context("Static NodePool"), It("should not consolidate static
     NodePool nodes"): two nodes of a NodePool with ``spec.replicas: 2``, one pod between them; neither consolidation
@@ -253,3 +248,4 @@ def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
     out = plan_dict(static, claimed("s0", pool="static", itype=MOST_EXPENSIVE), pod("web", "s0"),
                     claimed("s1", pool="static", itype=MOST_EXPENSIVE, zone="us-east-1b"))
     assert out["commands"] == []
+    assert "is static (spec.replicas 2)" in blocked_of(out, "s0")["reason"]

@@ -193,8 +193,6 @@ def test_will_consider_a_node_with_a_daemonset_pod_as_empty() -> None:
 
 # -- Describe("Emptiness") / Context("Static NodePool") ---------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="ebb does not read a static NodePool's spec.replicas: its nodes are "
-                                       "consolidated like any other (docs/decisions.md, Karpenter's test suites)")
 def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
     """emptiness_test.go, Describe("Emptiness"), Context("Static NodePool"), It("should not consolidate static NodePool
     nodes"): a NodePool with ``spec.replicas`` keeps that many nodes; emptiness and both consolidations take none."""
@@ -204,3 +202,5 @@ def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
                     node("s1", pool="static", itype=CHEAPEST, zone="us-east-1b"),
                     nodeclaim("c-s1", "s1", pool="static"))
     assert out["commands"] == []
+    assert "its NodePool static is static (spec.replicas 2): its nodes are not consolidated" in \
+        blocked_of(out, "s0")["reason"]

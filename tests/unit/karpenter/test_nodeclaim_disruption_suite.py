@@ -8,13 +8,9 @@ test_nodeclaim_drift.py, and Consolidatable, see test_nodeclaim_consolidation.py
 
 from __future__ import annotations
 
-import pytest
-
-from tests.unit.builders import OLD, node, nodeclaim, nodepool, plan_dict
+from tests.unit.builders import OLD, blocked_of, node, nodeclaim, nodepool, plan_dict
 
 
-@pytest.mark.xfail(strict=True, reason="ebb does not read a static NodePool's spec.replicas: its empty node is "
-                                       "consolidated like any other")
 def test_should_not_set_consolidatable_condition_for_static_nodepool() -> None:
     """nodeclaim/disruption/suite_test.go, Describe("Disruption"), It("should not set consolidatable condition for
     Static Nodepool"): a NodePool with ``spec.replicas: 1`` (WhenEmpty, consolidateAfter 30s); its empty node's
@@ -25,3 +21,4 @@ def test_should_not_set_consolidatable_condition_for_static_nodepool() -> None:
     claim["status"]["lastPodEventTime"] = "2026-11-23T18:25:00Z"
     out = plan_dict(static, node("s", pool="static"), claim)
     assert out["commands"] == []
+    assert "is static (spec.replicas 1)" in blocked_of(out, "s")["reason"]

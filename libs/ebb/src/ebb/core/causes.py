@@ -53,6 +53,8 @@ class Cause(StrEnum):
     NODEPOOL_DO_NOT_DISRUPT = "nodepool-do-not-disrupt"
     # it may not be consolidated (emptiness, multi- and single-node consolidation)
     NODE_DO_NOT_CONSOLIDATE = "node-do-not-consolidate"
+    STATIC_NODEPOOL = "static-nodepool"  # its NodePool has spec.replicas
+    PRICE_UNKNOWN = "price-unknown"  # no instance-type, capacity-type or zone label: no price to compare
     CONSOLIDATION_POLICY = "consolidation-policy"
     CONSOLIDATE_AFTER_NEVER = "consolidate-after-never"
     PAUSED = "paused"  # inner: HOLD or STABILIZATION_WINDOW
@@ -114,6 +116,8 @@ SENTENCES: Mapping[Cause, str] = {
                        "healthy)"),
     Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
     Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
+    Cause.STATIC_NODEPOOL: "its NodePool {pool} is static (spec.replicas {replicas}): its nodes are not consolidated",
+    Cause.PRICE_UNKNOWN: "it has no {label} label, so its price is unknown and consolidation cannot compare it",
     Cause.CONSOLIDATION_POLICY: ("{source}'s consolidationPolicy is {policy}: only empty nodes are "
                                  "consolidated"),
     Cause.CONSOLIDATE_AFTER_NEVER: "{source}'s consolidateAfter is Never",

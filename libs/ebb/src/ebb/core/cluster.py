@@ -268,6 +268,9 @@ class ClusterView:
                 self.consolidation_block[node.name] = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
             elif pool.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
                 self.hard_block[node.name] = BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": pool.name})
+            elif pool.replicas is not None:  # Karpenter's emptiness and consolidation skip a static NodePool
+                self.consolidation_block[node.name] = BlockCause(Cause.STATIC_NODEPOOL, {
+                    "pool": pool.name, "replicas": pool.replicas})
 
     def _pod_block(self, node: Node) -> BlockCause | None:
         """Why a pod keeps the node from being disrupted, or None; Karpenter's ``ValidatePodsDisruptable``. Only

@@ -252,6 +252,9 @@ class NodePool:
     startup_taints: tuple[Taint, ...] = ()
     weight: int = 0
     limits: Mapping[str, int] = field(default_factory=dict)
+    #: spec.replicas: a static NodePool keeps this many nodes; Karpenter's emptiness and consolidation leave its
+    #: nodes alone (None: a dynamic NodePool)
+    replicas: int | None = None
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: float | None = 0.0
     expire_after: float | None = None

@@ -492,6 +492,10 @@ def _nodepool(doc: _Doc) -> NodePool:
         weight = int(doc.get("spec.weight", 0))
     except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail("spec.weight", "must be an integer") from exc
+    raw_replicas = doc.get("spec.replicas")
+    if raw_replicas is not None and (isinstance(raw_replicas, bool) or not isinstance(raw_replicas, int)
+                                     or raw_replicas < 0):
+        raise doc.fail("spec.replicas", f"{raw_replicas!r} is not a count of nodes (a whole number, 0 or more)")
     return NodePool(
         name=str(doc.get("metadata.name")),
         requirements=_requirements(doc, "spec.template.spec.requirements",
@@ -502,6 +506,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         startup_taints=_taints(doc, "spec.template.spec.startupTaints"),
         weight=weight,
         limits=limits,
+        replicas=raw_replicas,
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,

@@ -12,10 +12,14 @@ from __future__ import annotations
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import MethodOutcome, PassContext, budget_block
-from ebb.core.model import Node, NodePool
+from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
 from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
+#: the labels a node's price is looked up by; Karpenter's consolidation leaves a node without one of them alone
+#: ("Node does not have label", an Unconsolidatable event): it could not compare the node's price (emptiness needs
+#: no price and still takes such a node)
+PRICE_LABELS = (LABEL_INSTANCE_TYPE, LABEL_CAPACITY_TYPE, LABEL_ZONE)
 
 
 def gate(ctx: PassContext, node: Node, pool: NodePool, reason: str) -> BlockCause | None:
@@ -71,6 +75,10 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
         if not view.movable[name] or name in view.not_candidate or name in ctx.excluded:
             continue
         pool = view.pools[node.nodepool or ""]
+        missing = next((label for label in PRICE_LABELS if not node.labels.get(label)), None)
+        if missing is not None and not view.blocked_reason(name, True):
+            out.blocked[name] = BlockCause(Cause.PRICE_UNKNOWN, {"label": missing})
+            continue
         if pool.consolidation_policy != "WhenEmptyOrUnderutilized" and not view.blocked_reason(name, True):
             out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
                 "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})

@@ -101,3 +101,18 @@ def test_an_invalid_object_fails_every_snapshot_until_it_is_fixed() -> None:
             store.snapshot()
     put_pod(store, pod("bad", "a", cpu="1"))
     assert [p.spec.requests["cpu"] for p in store.snapshot().pods] == [1000]
+
+
+def test_put_parses_an_object_once_per_change_and_snapshot_of_keeps_the_given_order() -> None:
+    store = SnapshotStore(bundled_catalog=[])
+    store.put("Node//b", node("b", "m5.large"))
+    store.put("Node//a", node("a", "m5.large"))
+    first = store.parsed("Node//a")
+    assert store.parsed("Node//a") is first  # unchanged: the parse is reused
+    assert [n.name for n in store.snapshot_of(["Node//b", "Node//a"]).nodes] == ["b", "a"]
+    assert [n.name for n in store.snapshot().nodes] == ["a", "b"]  # the snapshot: by key
+    store.put("Node//a", node("a", "m5.xlarge"))
+    assert store.parsed("Node//a") is not first
+    assert store.parsed("Node//a").value.instance_type == "m5.xlarge"
+    assert store.remove("Node//a") and not store.remove("Node//a")
+    assert [n.name for n in store.snapshot().nodes] == ["b"]

@@ -20,6 +20,10 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   existing nodes only, no launches), so the cluster never holds a placement the engine would call
   invalid. A pod that fits nowhere stays Pending.
 
+Objects are parsed into the core's model once per change, as the planner's are: the objects are mirrored
+into a ``SnapshotStore`` (``ebb.adapters.snapshot_store``), whose cache kube-scheduler's snapshot, the
+Eviction API's PDB checks and the disruption controller's counts read.
+
 Times come from the injected clock (simulated time, ``ebb.adapters.clock``); the one wait, kube-scheduler's
 delay, is measured on it. Nothing here reads the wall clock.
 """
@@ -40,6 +44,7 @@ from ebb.adapters.clock import Clock, clock_of, until_any
 from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
 from ebb.adapters.kube.trim import trim
+from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Replacement
 from ebb.core.cluster import pdb_allowed
 from ebb.core.findings import ANNOTATION_DRIFTED
@@ -47,7 +52,6 @@ from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
 from ebb.core.model import LABEL_INITIALIZED, InstanceType, Pod, PodDisruptionBudget
 from ebb.core.simulator import Scheduler
-from ebb.core.snapshot import parse_documents, parse_object
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
 KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "DisruptionPolicy",
@@ -105,6 +109,8 @@ class SimulatedCluster:
         self._catalog: dict[str, InstanceType] | None = None
         #: set when a pod became Pending (kube-scheduler's queue is not empty)
         self.pods_waiting = asyncio.Event()
+        #: the objects parsed, each once per change (the same objects as ``objects``)
+        self._parse_cache = SnapshotStore(bundled_catalog)
         for doc in documents:
             kind = doc.get("kind")
             if kind in KINDS:
@@ -133,6 +139,7 @@ class SimulatedCluster:
             if node:
                 self._pods_on.setdefault(node, set()).add(key)
         self.objects[key] = obj
+        self._parse_cache.put(key, obj)
         return key
 
     def _unindex(self, key: str, pod: Mapping[str, Any]) -> None:
@@ -159,6 +166,7 @@ class SimulatedCluster:
         obj = self.objects.pop(key, None)
         if obj is None:
             return
+        self._parse_cache.remove(key)
         if obj.get("kind") == "Pod":
             self._unindex(key, obj)
         elif obj.get("kind") == "Node":
@@ -251,7 +259,7 @@ class SimulatedCluster:
         pod = self.objects.get(key)
         if pod is None:
             return "gone", f'pods "{name}" not found'
-        parsed: Pod = parse_object(pod).value
+        parsed: Pod = self._parse_cache.parsed(key).value
         pdbs = self._pdbs_of(parsed)
         if len(pdbs) > 1:
             self.evictions_refused += 1
@@ -351,7 +359,8 @@ class SimulatedCluster:
 
     def _pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         """The PDBs that select ``pod`` (an empty selector selects nothing, as for the Eviction API)."""
-        pdbs = [parse_object(o).value for o in self.objects.values() if o.get("kind") == "PodDisruptionBudget"]
+        pdbs = [self._parse_cache.parsed(k).value for k, o in self.objects.items()
+                if o.get("kind") == "PodDisruptionBudget"]
         return [pdb for pdb in pdbs if pdb.namespace == pod.namespace
                 and (pdb.selector.match_labels or pdb.selector.match_expressions)
                 and selector_matches(pdb.selector, pod.labels)]
@@ -359,7 +368,7 @@ class SimulatedCluster:
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects)."""
-        selected = [parse_object(o).value for o in self.objects.values() if o.get("kind") == "Pod"
+        selected = [self._parse_cache.parsed(k).value for k, o in self.objects.items() if o.get("kind") == "Pod"
                     and (_meta(o).get("namespace") or "") == pdb.namespace
                     and selector_matches(pdb.selector, {str(k): str(v)
                                                         for k, v in (_meta(o).get("labels") or {}).items()})]
@@ -402,7 +411,7 @@ class SimulatedCluster:
         pending = self.pending_pods()
         if not pending:
             return 0
-        snapshot = parse_documents(self.documents(), self.bundled_catalog)
+        snapshot = self._parse_cache.snapshot_of(self.objects)  # in the objects' order, as kube-scheduler lists
         waiting = [p for p in snapshot.pods if p.node_name is None and p.phase == "Pending"]
         if not waiting:
             return 0

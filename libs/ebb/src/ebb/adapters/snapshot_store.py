@@ -42,12 +42,23 @@ class SnapshotStore:
         """Apply an upsert or a tombstone; True when the held state changed."""
         key = message.key()
         if message.object is None:
-            if self._objects.pop(key, None) is None:
-                return False
-        else:
-            if self._objects.get(key) == message.object:
-                return False
-            self._objects[key] = dict(message.object)
+            return self.remove(key)
+        if self._objects.get(key) == message.object:
+            return False
+        self.put(key, dict(message.object))
+        return True
+
+    def put(self, key: str, obj: dict[str, Any]) -> None:
+        """Hold ``obj`` under ``key`` (``kind/namespace/name``) as it is, unchanged from now on: the caller gives
+        a new dict for every change (the simulated cluster's objects, which it never edits in place)."""
+        self._objects[key] = obj
+        self._parsed.pop(key, None)
+        self.version += 1
+
+    def remove(self, key: str) -> bool:
+        """Forget the object under ``key``; True when one was held."""
+        if self._objects.pop(key, None) is None:
+            return False
         self._parsed.pop(key, None)
         self.version += 1
         return True
@@ -81,23 +92,30 @@ class SnapshotStore:
         """The pure core's snapshot of the held objects (``SnapshotError`` names an invalid one)."""
         if self._snapshot is not None and self._snapshot[0] == self.version:
             return self._snapshot[1]
-        parsed: list[ParsedObject] = []
-        for index, key in enumerate(sorted(self._objects)):
-            item = self._parsed.get(key)
-            if item is None:
-                try:
-                    item = parse_object(self._objects[key], index)
-                except SnapshotError as e:
-                    item = e
-                self._parsed[key] = item
-            if isinstance(item, SnapshotError):
-                raise item
-            parsed.append(item)
-        snapshot = assemble(parsed, self._fallback_catalog)
+        snapshot = self.snapshot_of(sorted(self._objects))
         self._snapshot = (self.version, snapshot)
         return snapshot
 
-    def _fallback_catalog(self) -> tuple[ParsedObject, ...]:
+    def snapshot_of(self, keys: Iterable[str]) -> Snapshot:
+        """The snapshot of the held objects under ``keys``, in that order (not cached; the parsed objects are)."""
+        return assemble([self.parsed(key, index) for index, key in enumerate(keys)], self.fallback_catalog)
+
+    def parsed(self, key: str, index: int = 0) -> ParsedObject:
+        """The held object under ``key`` parsed, once per change (``SnapshotError`` when it is invalid;
+        ``index`` numbers a nameless object in that error, as ``parse_documents`` does)."""
+        item = self._parsed.get(key)
+        if item is None:
+            try:
+                item = parse_object(self._objects[key], index)
+            except SnapshotError as e:
+                item = e
+            self._parsed[key] = item
+        if isinstance(item, SnapshotError):
+            raise item
+        return item
+
+    def fallback_catalog(self) -> tuple[ParsedObject, ...]:
+        """The bundled catalog, parsed once: the instance types when no InstanceTypeCatalog is held."""
         if self._fallback is None:
             raw = self.bundled_catalog() if callable(self.bundled_catalog) else self.bundled_catalog
             self._fallback = parse_catalog(raw or ())

@@ -2,14 +2,15 @@
 
 The suite's NodePool: WhenEmptyOrUnderutilized, consolidateAfter 0s, one budget ``nodes: 100%``; spot-to-spot on.
 Translated here: Context("Events") (ebb's counterpart of the Unconsolidatable event is the node's blocked reason,
-which ebb also emits as an Event), Context("Budgets") (the cases that plan), Context("Delete"). Already in
+which ebb also emits as an Event), Context("Budgets") (the cases that plan), Context("Delete"), most of
+Context("Replace") and Context("Multi-NodeClaim"), Context("Static NodePool"). Already in
 tests/unit/test_karpenter_rules.py: "won't delete node if it would require pods to schedule on an uninitialized node",
 the three consolidateAfter destination cases, "can replace nodes, considers PDB policy", "can merge 3 nodes into 1 if
 the candidates have both spot and on-demand" and "can merge 3 nodes into 1 (if the candidate is spot node)", and
 Context("Parallelization")'s "should not consolidate a node that is
 launched for pods on a deleting node". The rest of the file is counted in docs/decisions.md ("Karpenter's test
 suites, translated"): not expressible (Metrics, TTL waits, the consolidated-state cache, buffer pods) or not
-translated yet (Replace, Multi-NodeClaim, Topology, Reserved Capacity, Preferences, MinValuesPolicy).
+translated yet (eight Replace cases, Topology, Reserved Capacity, Preferences, MinValuesPolicy, ...).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tests.unit.builders import (
     NOW,
     blocked_of,
     budget_of,
+    catalog,
     disrupted,
+    instance_type,
     node,
     nodepool,
     pdb,
@@ -235,6 +238,134 @@ def test_can_delete_nodes_when_non_karpenter_capacity_can_fit_pods() -> None:
                     *[pod(f"p{i}", "n0", cpu="100m", memory="128Mi") for i in range(3)],
                     node("unmanaged", pool=None, cpu="32", pods=100, zone="us-east-1b"))
     assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("delete", ["n0"])]
+
+
+# -- Context("Replace") -----------------------------------------------------------------------------------------------
+
+def _assorted(count: int = 20) -> dict[str, Any]:
+    """A catalog of ``count`` 8-cpu types c00.large... in every zone, each dearer than the last (on-demand 0.05/h per
+    step, spot 0.02/h), as Karpenter's ``fake.InstanceTypesAssorted``: the last is the most expensive."""
+    return catalog([instance_type(f"c{i:02d}.large", "8", "32Gi", 110, round(0.05 * (i + 1), 2),
+                                  spot=round(0.02 * (i + 1), 2)) for i in range(count)])
+
+
+def _replace_cluster(capacity_type: str, *, types: int = 20, itype: str | None = None,
+                     node_ann: dict[str, str] | None = None, pod_ann: dict[str, str] | None = None) -> list[Any]:
+    """The Replace context: one node of the most expensive type (or ``itype``) with one pod labelled app=test, in a
+    NodePool that allows spot and on-demand."""
+    return [_assorted(types), claimed("a", itype=itype or f"c{types - 1:02d}.large", capacity_type=capacity_type,
+                                      annotations=node_ann or {}),
+            pod("web", "a", labels={"app": "test"}, annotations=pod_ann or {})]
+
+
+REPLACE_POOL = _pool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                    "values": ["spot", "on-demand"]}])
+CAPACITY_TYPES = [pytest.param("on-demand", id="if the candidate is on-demand node"),
+                  pytest.param("spot", id="if the candidate is spot node")]
+
+
+@pytest.mark.parametrize("capacity_type", CAPACITY_TYPES)
+def test_replace_can_replace_node(capacity_type: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"), DescribeTable("can replace node"): the
+    pod fits a cheaper type; the replacement costs less than the node, and a spot node is replaced by spot
+    (spot-to-spot on, 19 cheaper types to choose from) without its own type among the options."""
+    out = plan_dict(REPLACE_POOL, *_replace_cluster(capacity_type), spot_to_spot=True)
+    [command] = out["commands"]
+    assert (command["method"], command["action"], command["nodes"]) == ("single-node-consolidation", "replace", ["a"])
+    [replacement] = command["replacements"]
+    assert replacement["price"] < {"on-demand": 1.0, "spot": 0.4}[capacity_type]
+    if capacity_type == "spot":  # the node's own type costs as much: not an option (its on-demand node's spot
+        assert replacement["capacityType"] == "spot"  # offering is cheaper, so there it may be)
+        assert "c19.large" not in replacement["instanceTypes"]
+
+
+# (Karpenter's case, the catalog's size, the node's type, spot-to-spot, a phrase of the node's reason)
+SPOT_TO_SPOT = [
+    ("cannot replace spot with spot if less than minimum InstanceTypes flexibility", 5, "c04.large", True,
+     "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 4 qualify"),
+    ("cannot replace spot with spot if the spotToSpotConsolidation is disabled", 20, "c19.large", False,
+     "spot-to-spot consolidation is disabled"),
+    ("cannot replace spot with spot if it is part of the 15 cheapest instance types.", 20, "c01.large", True,
+     "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 1 qualify"),
+]
+
+
+@pytest.mark.parametrize(("types", "itype", "spot_to_spot", "phrase"), [c[1:] for c in SPOT_TO_SPOT],
+                         ids=[c[0] for c in SPOT_TO_SPOT])
+def test_replace_spot_to_spot_rules(types: int, itype: str, spot_to_spot: bool, phrase: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"): a spot node is replaced by spot only with
+    spot-to-spot on and at least 15 cheaper types to choose from; otherwise it stays and its reason (Karpenter's
+    Unconsolidatable event) says which rule held it."""
+    out = plan_dict(REPLACE_POOL, *_replace_cluster("spot", types=types, itype=itype), spot_to_spot=spot_to_spot)
+    assert out["commands"] == []
+    assert phrase in blocked_of(out, "a")["reason"]
+
+
+# (Karpenter's case, extra documents, node annotations, pod annotations, replaced)
+REPLACE_PROTECTED = [
+    ("can replace nodes if another nodePool returns no instance types",
+     [_pool("nothing-fits", requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                           "values": ["no-such-type"]}])], {}, {}, True),
+    ("can replace nodes, considers PDB", [pdb("web", {"app": "test"}, max_unavailable=0)], {}, {}, False),
+    ("can replace nodes, PDB namespace must match", [pdb("web", {"app": "test"}, max_unavailable=0, ns="other")],
+     {}, {}, True),
+    ("can replace nodes, considers karpenter.sh/do-not-disrupt set to true on nodes", [], DND, {}, False),
+    ("can replace nodes, considers karpenter.sh/do-not-disrupt set to true on pods", [], {}, DND, False),
+]
+
+
+@pytest.mark.parametrize("capacity_type", CAPACITY_TYPES)
+@pytest.mark.parametrize(("extra", "node_ann", "pod_ann", "replaced"), [c[1:] for c in REPLACE_PROTECTED],
+                         ids=[c[0] for c in REPLACE_PROTECTED])
+def test_replace_protected(extra: list[Any], node_ann: dict[str, str], pod_ann: dict[str, str], replaced: bool,
+                           capacity_type: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"), each a DescribeTable over the candidate's
+    capacity type: what protects the node (a PDB over its pod in its namespace, do-not-disrupt on it or its pod)
+    keeps it; a NodePool that offers no type does not stop the replacement."""
+    out = plan_dict(REPLACE_POOL, *_replace_cluster(capacity_type, node_ann=node_ann, pod_ann=pod_ann), *extra,
+                    spot_to_spot=True)
+    assert _commands(out) == ([("single-node-consolidation", "replace", ["a"])] if replaced else [])
+
+
+# -- Context("Multi-NodeClaim") ---------------------------------------------------------------------------------------
+
+def _multi_nodes(count: int, capacity_type: str, itype: str, pods_on: tuple[int, ...]) -> list[Any]:
+    """``count`` 32-cpu nodes m0... of ``itype``, and one small pod on the node of each index in ``pods_on``."""
+    docs: list[Any] = []
+    for i in range(count):
+        docs += claimed(f"m{i}", itype=itype, capacity_type=capacity_type, cpu="32", pods=100,
+                        zone=("us-east-1a", "us-east-1b", "us-east-1c")[i % 3])
+    docs += [pod(f"p{k}", f"m{i}", labels={"app": "test"}) for k, i in enumerate(pods_on)]
+    return docs
+
+
+def test_multi_nodeclaim_can_merge_3_nodes_into_1_if_the_candidate_is_on_demand_node() -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Multi-NodeClaim"), DescribeTable("can merge 3 nodes
+    into 1"), Entry("if the candidate is on-demand node"): three of the most expensive nodes with a pod each become
+    one cheaper node (the spot entry is tests/unit/test_karpenter_rules.py::test_consolidation_multi_nodeclaim_...)."""
+    out = plan_dict(_pool(), *_multi_nodes(3, "on-demand", MOST_EXPENSIVE, (0, 1, 2)))
+    assert _commands(out) == [("multi-node-consolidation", "replace", ["m0", "m1", "m2"])]
+    assert len(out["commands"][0]["replacements"]) == 1
+
+
+@pytest.mark.parametrize("capacity_type", CAPACITY_TYPES)
+def test_multi_nodeclaim_wont_merge_2_nodes_into_1_of_the_same_type(capacity_type: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Multi-NodeClaim"), DescribeTable("won't merge 2
+    nodes into 1 of the same type"): two nodes of the cheapest type, one pod on m0 and two on m1; replacing both with
+    one of the same type saves nothing, so m0 is deleted (its pod moves to m1). The on-demand nodes' NodePool offers
+    on-demand only (with spot allowed, one spot node of the same type would be cheaper than two on-demand ones)."""
+    pool = REPLACE_POOL if capacity_type == "spot" else _pool()
+    out = plan_dict(pool, *_multi_nodes(2, capacity_type, LEAST_EXPENSIVE, (0, 1, 1)), spot_to_spot=True)
+    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("delete", ["m0"])]
+
+
+@pytest.mark.parametrize("capacity_type", CAPACITY_TYPES)
+def test_multi_nodeclaim_should_consolidate_multiple_empty_nodes(capacity_type: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Multi-NodeClaim"), DescribeTable("should consolidate
+    multiple empty nodes via multi-nodeclaim consolidation"): three empty nodes go in one command (Emptiness's, in
+    ebb as in Karpenter v1.14, whose consolidation leaves empty nodes to Emptiness)."""
+    out = plan_dict(REPLACE_POOL, *_multi_nodes(3, capacity_type, MOST_EXPENSIVE, ()), spot_to_spot=True)
+    assert _commands(out) == [("emptiness", "delete", ["m0", "m1", "m2"])]
 
 
 # -- Context("Static NodePool") ---------------------------------------------------------------------------------------

@@ -95,10 +95,12 @@ def parse_message(body: str | bytes) -> Notice | Ignored:
     if not isinstance(event, dict):
         return Ignored("malformed", f"body is a JSON {type(event).__name__}, not an object")
     source, detail_type = event.get("source"), event.get("detail-type")
-    if (source, detail_type) not in SUBSCRIBED:
-        if isinstance(source, str) and isinstance(detail_type, str):
-            return Ignored("foreign", f"not an interruption event: source {source!r}, detail-type {detail_type!r}")
+    # strings first: a list or an object there is unhashable, and the set lookup raised TypeError (found by
+    # tests/property/test_fuzz_records.py)
+    if not isinstance(source, str) or not isinstance(detail_type, str):
         return Ignored("foreign", "not an EventBridge event (no source and detail-type)")
+    if (source, detail_type) not in SUBSCRIBED:
+        return Ignored("foreign", f"not an interruption event: source {source!r}, detail-type {detail_type!r}")
     try:
         return _parse_event(event, str(detail_type))
     except _Malformed as e:

@@ -1,0 +1,63 @@
+"""What a provisioner launches for Pending pods, as Karpenter's provisioner decides it.
+
+Karpenter batches the pods it cannot schedule (until no new one came for 1 s, at most 10 s:
+``batch_wait``), then simulates scheduling the batch on the nodes that exist and on those still launching
+(in-flight NodeClaims count as capacity, or every pod waiting for a booting node would get a second one), and
+launches a NodeClaim per new node the simulation opens: from the heaviest NodePool whose requirements,
+taints and limits allow it, with the cheapest instance type that holds all its pods (``launches``). The
+simulation is ebb's own (``ebb.core.simulator``): existing nodes first, then new claims, NodePool weight
+and limits, every filter it models. A pod that fits on no existing, in-flight or new node is left Pending
+with the simulator's reason.
+
+Pure: values in, values out; the embedded mode's provisioner (``ebb_embedded.provisioner``) does the
+waiting and the launching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from ebb.core.model import Pod, Snapshot
+from ebb.core.simulator.results import NewNode
+from ebb.core.simulator.scheduler import simulate
+
+#: Karpenter's batching: the batch closes once no new pod came for this long ...
+BATCH_IDLE_SECONDS = 1.0
+#: ... or once it has been open this long
+BATCH_MAX_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningPlan:
+    """The nodes to launch for a batch of Pending pods, and the pods nothing can hold."""
+
+    #: the new nodes, each with its NodePool, instance types (cheapest first), capacity type, zones and pods
+    launches: tuple[NewNode, ...] = ()
+    #: pod key -> the node (existing or in flight) it is expected to go to
+    expected: Mapping[str, str] = field(default_factory=dict)
+    #: pod key -> why it fits nowhere, not even on a new node
+    unschedulable: Mapping[str, str] = field(default_factory=dict)
+
+
+def batch_wait(opened: float, last_arrival: float, now: float, *, idle: float = BATCH_IDLE_SECONDS,
+               maximum: float = BATCH_MAX_SECONDS) -> float:
+    """Seconds the batch opened at ``opened`` (its last pod arrived at ``last_arrival``) stays open after
+    ``now``; 0 when it is closed."""
+    return max(0.0, min(last_arrival + idle, opened + maximum) - now)
+
+
+def launches(snapshot: Snapshot, pending: Sequence[Pod], *, in_flight: Iterable[str] = ()) -> ProvisioningPlan:
+    """The nodes to launch so that ``pending`` can run: the simulator places them on the existing nodes, on
+    the nodes of ``in_flight`` (launched, not Ready yet: counted as if they were) and then on new nodes."""
+    booting = set(in_flight)
+    if booting:
+        nodes = tuple(replace(n, ready=True) if n.name in booting and not n.deleting else n for n in snapshot.nodes)
+        snapshot = replace(snapshot, nodes=nodes)
+    waiting = [p for p in pending if p.node_name is None and p.needs_rescheduling]
+    if not waiting:
+        return ProvisioningPlan()
+    result = simulate(snapshot, waiting)
+    new = {n.hostname for n in result.new_nodes}
+    expected = {pod: at for pod, at in result.placements.items() if at not in new}
+    return ProvisioningPlan(launches=result.new_nodes, expected=expected, unschedulable=dict(result.unplaceable))

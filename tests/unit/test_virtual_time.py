@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import random
 import signal
@@ -229,4 +230,4 @@ def test_timers_due_at_the_same_time_fire_in_the_order_they_were_set_whatever_el
         return fired
 
     for lookers in (0, 1, 7, 50):
-        assert on_virtual_time(lambda lookers=lookers: main(lookers)) == list(range(40))
+        assert on_virtual_time(functools.partial(main, lookers)) == list(range(40))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +21,26 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.bus import InMemoryBus, RetryPolicy
+from ebb.adapters.clock import ManualClock
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ContractError
+from ebb.contracts import (
+    TOPIC_CLUSTER_OBJECTS,
+    TOPIC_DISRUPTION_COMMANDS,
+    ContractError,
+    DeadLetter,
+    DisruptionCommand,
+    dlq_topic,
+    from_kafka,
+)
+from ebb.core.decision import State
+from ebb_termination_executor.executor import Executor
 from tests.property.test_hostile_input import _cluster, hostile_clusters
+from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
 from tests.service.test_planner import Running, eventually, obj
 from tests.unit.builders import node
 
@@ -71,3 +86,109 @@ async def _plan(url: str, documents: list[dict[str, Any]]) -> None:
         await eventually("a pass on the valid cluster", lambda: running.metric(
             passes, reason="", consolidation_type="") > 0 or None)
         assert not running.task.done(), "the planner stopped"
+
+
+# -- the termination-executor's handler of ebb.disruption.commands ---------------------------------------------
+
+#: what the store holds for a command's decision id
+DECISION_STATES = ["absent", *(s.value for s in State)]
+
+
+@st.composite
+def command_streams(draw: st.DrawFn) -> tuple[dict[str, str], list[DisruptionCommand]]:
+    """Commands as a broken planner or a replayed topic could send them: for decisions that are absent or in
+    any state, on existing, missing or repeated nodes, with or without replacements, each possibly sent
+    twice."""
+    # decision ids are unique across the examples, which share one database
+    run = uuid.uuid4().hex[:8]
+    states = {f"d-{run}-{i}": draw(st.sampled_from(DECISION_STATES)) for i in range(draw(st.integers(1, 4)))}
+    commands: list[DisruptionCommand] = []
+    for decision_id in states:
+        nodes = tuple(draw(st.lists(st.sampled_from(["n1", "n2", "missing"]), min_size=1, max_size=3, unique=True)))
+        sent = command(nodes, decision_id=decision_id, replacements=draw(st.booleans()))
+        commands += [sent] * draw(st.integers(1, 2))
+    return states, draw(st.permutations(commands))
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stream=command_streams())
+def test_the_executor_handles_or_dead_letters_every_command(
+        migrated: str, stream: tuple[dict[str, str], list[DisruptionCommand]]) -> None:
+    TRIED["command streams"] += 1
+    TRIED["commands"] += len(stream[1])
+    asyncio.run(_execute(migrated, *stream))
+
+
+def letter_decision(letter: DeadLetter) -> str:
+    original = from_kafka(letter.topic, *letter.original())
+    assert isinstance(original, DisruptionCommand)
+    return original.decision_id
+
+
+async def _execute(url: str, states: dict[str, str], commands: list[DisruptionCommand]) -> None:
+    store = DecisionStore.from_url(url, f"fuzz-{uuid.uuid4().hex[:8]}")
+    try:
+        for decision_id, state in states.items():
+            if state != "absent":
+                await store.add_decision(decision_id=decision_id, method="emptiness", reason="Empty",
+                                         action="delete", nodes=["n1"], replacements=[], created_at=NOW,
+                                         state=state)
+        api, clock = FakeApi(), ManualClock()
+        for name in ("n1", "n2"):
+            api.add_node(name)
+        api.add_pods(pod("a", "n1"), pod("b", "n2"))
+        bus = InMemoryBus(partitions=1, retry=RetryPolicy(max_attempts=2, initial=0.0, maximum=0.0))
+        executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
+        for sent in commands:
+            await bus.publish(TOPIC_DISRUPTION_COMMANDS, sent)
+        stop = asyncio.Event()
+        consumer = asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], "executor", executor.handle,
+                                                   stop=stop))
+        for _ in range(1000):
+            if not bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) or consumer.done():
+                break
+            await asyncio.sleep(0.005)
+        stop.set()
+        await consumer  # raises HandlerFailed when a command crashed the consumer
+        assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 0
+        dead = [from_kafka(r.topic, r.key, r.value, r.headers)
+                for r in bus.records(dlq_topic(TOPIC_DISRUPTION_COMMANDS))]
+        letters = len(dead)
+        for letter in dead:
+            assert isinstance(letter, DeadLetter)
+            # only commands of decisions never approved are refused
+            assert states[letter_decision(letter)] == "proposed", letter.error
+            TRIED["commands dead-lettered (decision not approved)"] += 1
+        assert executor.succeeded + executor.failed + executor.rolled_back + executor.duplicates + letters <= len(
+            commands)
+        for decision_id in states:
+            assert await store.state(decision_id) is not State.EXECUTING, f"{decision_id} left executing"
+    finally:
+        await store.close()
+
+
+async def test_a_command_for_a_decision_never_approved_is_dead_lettered(store: DecisionStore) -> None:
+    """Found by the test above: the store's start raised IllegalTransition (proposed -> executing), the bus
+    retried it and the consumer stopped with HandlerFailed, on the same command after every restart. It is a
+    poison message now: dead-lettered, the decision left proposed, and the next command executed."""
+    await store.add_decision(decision_id="d-proposed", method="emptiness", reason="Empty", action="delete",
+                             nodes=["n1"], replacements=[], created_at=NOW, state="proposed")
+    await store.add_decision(decision_id="d-approved", method="emptiness", reason="Empty", action="delete",
+                             nodes=["n2"], replacements=[], created_at=NOW, state="approved")
+    api, clock = FakeApi(), ManualClock()
+    for name in ("n1", "n2"):
+        api.add_node(name)
+    bus = InMemoryBus(partitions=1)
+    executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-proposed"))
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n2",), decision_id="d-approved"))
+    stop = asyncio.Event()
+    consumer = asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], "executor", executor.handle, stop=stop))
+    await eventually("the approved command executed", lambda: executor.succeeded or None)
+    stop.set()
+    await consumer
+    (letter,) = [from_kafka(r.topic, r.key, r.value, r.headers)
+                 for r in bus.records(dlq_topic(TOPIC_DISRUPTION_COMMANDS))]
+    assert isinstance(letter, DeadLetter) and letter.cause == "poison" and "proposed" in letter.error
+    assert (await store.state("d-proposed"), await store.state("d-approved")) == (State.PROPOSED, State.SUCCEEDED)
+    assert "n1" in api.nodes and not any(call[1] == "n1" for call in api.calls)

@@ -57,7 +57,7 @@ from ebb.adapters.store.decision_store import DecisionStore, Start
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
-from ebb.core.decision import State
+from ebb.core.decision import IllegalTransition, State
 from ebb.core.launch import LaunchError, replacement_name
 from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
 from ebb_termination_executor.metrics import Metrics, snake_case
@@ -130,7 +130,13 @@ class Executor:
     async def execute(self, command: DisruptionCommand) -> str:
         """Apply ``command``; returns the outcome: succeeded, rolled_back, failed, duplicate or finished."""
         bound = log.bind(command=str(command.id), decision_id=command.decision_id, nodes=list(command.nodes))
-        start, state = await self.store.start(command, self.clock())
+        try:
+            start, state = await self.store.start(command, self.clock())
+        except IllegalTransition as e:
+            # a command for a decision never approved (still proposed): the planner approves before it
+            # publishes, so no retry makes it executable; retried, it stopped the executor's consumer on it
+            # (found by tests/service/test_fuzz_handlers.py). Dead-lettered, and the decision is left as it is
+            raise PoisonMessage(f"decision {command.decision_id} cannot be executed: {e}") from e
         if start is Start.DUPLICATE:
             self.duplicates += 1
             bound.info("command applied before: nothing to do")

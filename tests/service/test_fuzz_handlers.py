@@ -1,4 +1,5 @@
-"""Hostile cluster objects through the consolidation-planner's real bus handler (issue 13: fuzzing).
+"""Hostile records that decode, through the services' real bus handlers (issue 13: fuzzing): cluster objects
+to the consolidation-planner, commands to the termination-executor, interruptions to the planner.
 
 Records that decode still carry whatever a broken watcher or a hostile producer put in the object: the
 hostile clusters of tests/property/test_hostile_input.py (one to three fields of a valid cluster replaced by
@@ -6,18 +7,27 @@ None, bools, huge or negative numbers, NaN, odd strings, lists, mappings) are pu
 ebb.cluster.objects to a running planner (``app.run`` on the InMemoryBus and SQLite, as in
 tests/service/test_planner.py). The planner must neither crash nor stop consuming: a sentinel object
 published after them is applied, the planner task is still running, and with the valid cluster published
-again it applies it and runs its passes. Objects the contract refuses at the producer (a NaN is no JSON) are counted and
-skipped. The inputs tried are printed (``pytest -s``)."""
+again it applies it and runs its passes. Objects the contract refuses at the producer (a NaN is no JSON)
+are counted and skipped.
+
+Commands (decisions absent or in any state, missing or repeated nodes, duplicates) go through the
+executor's handler, store and a fake apiserver: the consumer is never stuck, no decision is left executing,
+and only commands of decisions never approved are dead-lettered. Interruptions (every kind and instance
+state, managed, unmanaged and unknown nodes, duplicates) go to a running planner: all consumed, none
+dead-lettered, at most one decision per message and never two live ones on a node.
+
+The inputs tried are printed (``pytest -s``)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,17 +41,21 @@ from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_COMMANDS,
+    TOPIC_INTERRUPTIONS,
     ContractError,
     DeadLetter,
     DisruptionCommand,
+    Interruption,
     dlq_topic,
     from_kafka,
 )
+from ebb.contracts.messages import InterruptionKind
 from ebb.core.decision import State
 from ebb_termination_executor.executor import Executor
 from tests.property.test_hostile_input import _cluster, hostile_clusters
 from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
-from tests.service.test_planner import Running, eventually, obj
+from tests.service.test_planner import Running, eventually, interruption, obj
+from tests.service.test_planner import cluster as planner_cluster
 from tests.unit.builders import node
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_PLANNER_EXAMPLES", "15"))
@@ -53,7 +67,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{Path(tmp_path_factory.mktemp('fuzz-planner')) / 'ebb.db'}"
     asyncio.run(upgrade_async(url))
     yield url
-    print("\nplanner fuzzing: inputs tried", dict(TRIED))
+    print("\nbus handler fuzzing: inputs tried", dict(TRIED))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -192,3 +206,63 @@ async def test_a_command_for_a_decision_never_approved_is_dead_lettered(store: D
     assert isinstance(letter, DeadLetter) and letter.cause == "poison" and "proposed" in letter.error
     assert (await store.state("d-proposed"), await store.state("d-approved")) == (State.PROPOSED, State.SUCCEEDED)
     assert "n1" in api.nodes and not any(call[1] == "n1" for call in api.calls)
+
+
+# -- the planner's handler of ebb.interruptions ------------------------------------------------------------------
+
+
+@st.composite
+def interruption_streams(draw: st.DrawFn) -> list[Interruption]:
+    """Interruptions of every kind and instance state, for managed, unmanaged and unknown nodes, some sent
+    twice (the same message id) and some for a node already interrupted."""
+    sent: list[Interruption] = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(get_args(InterruptionKind)))
+        state = draw(st.sampled_from([None, "stopping", "stopped", "shutting-down", "terminated", "running"]))
+        message = interruption(draw(st.sampled_from(["n1", "n2", "ghost", "foreign"])), kind,
+                               draw(st.sampled_from(["", "instance-action=terminate"])),
+                               **({"instance_state": state} if state and kind == "state-change" else {}))
+        sent += [message] * draw(st.integers(1, 2))
+    return draw(st.permutations(sent))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stream=interruption_streams())
+def test_the_planner_applies_each_interruption_once_and_keeps_consuming(
+        migrated: str, stream: list[Interruption]) -> None:
+    TRIED["interruption streams"] += 1
+    TRIED["interruptions"] += len(stream)
+    asyncio.run(_interrupt(migrated, stream))
+
+
+async def _interrupt(template: str, stream: list[Interruption]) -> None:
+    # a database of its own (a copy of the migrated one): decisions left approved by another example would
+    # hold n1 and n2 ("already being disrupted")
+    path = Path(template.removeprefix("sqlite:///"))
+    copy = path.with_name(f"{uuid.uuid4().hex[:8]}.db")
+    shutil.copyfile(path, copy)
+    url = f"sqlite:///{copy}"
+    bus = InMemoryBus()
+    for doc in [*planner_cluster(), node("foreign", pool=None, cpu="1")]:
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+    cluster_name = f"fuzz-{uuid.uuid4().hex[:8]}"
+    async with Running(bus, url, delay=3600, cluster=cluster_name,
+                       group=f"planner-{cluster_name}") as running:
+        for message in stream:
+            await bus.publish(TOPIC_INTERRUPTIONS, message)
+        group = f"planner-{cluster_name}-interruptions"
+        await eventually("every interruption consumed", lambda: bus.lag(group, TOPIC_INTERRUPTIONS) == 0 or None)
+        assert running.task is not None and not running.task.done(), "the planner stopped"
+        # this stream's (the examples share one database, and Running's store is always cluster "unit")
+        ids = {str(m.id) for m in stream}
+        interrupted = [d for d in await running.decisions() if d.method == "interruption"
+                       and d.explanation["interruption"]["messageId"] in ids]
+        # one decision per interruption message at most, and never two live ones on a node
+        assert len(interrupted) == len({d.id for d in interrupted}) <= len({m.id for m in stream})
+        live = [d.nodes[0]["name"] for d in interrupted if d.state in ("proposed", "approved", "executing")]
+        assert len(live) == len(set(live)), live
+        TRIED["interruption decisions"] += len(interrupted)
+        assert running.planner is not None
+        TRIED["interrupted (planner count)"] += running.planner.interrupted
+        assert {d.nodes[0]["name"] for d in interrupted} <= {"n1", "n2"}
+        assert len(dead_letters := bus.records(dlq_topic(TOPIC_INTERRUPTIONS))) == 0, dead_letters

@@ -2,6 +2,7 @@
 
 import typer
 
+from ebb_cli.backtest_cmd import backtest
 from ebb_cli.db import db_app
 from ebb_cli.plan_cmd import plan
 from ebb_cli.run_cmd import run
@@ -26,3 +27,4 @@ def version() -> None:
 
 app.command(name="plan")(plan)
 app.command(name="run")(run)
+app.command(name="backtest")(backtest)

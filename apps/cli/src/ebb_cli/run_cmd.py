@@ -156,6 +156,9 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         help="the seed of every random choice of the run (new pods' names, decision ids)", min=0)] = 0,
     pass_cost: Annotated[str, typer.Option(
         help="the simulated time a planner pass (and a validation) takes; computation takes none otherwise")] = "0s",
+    trace: Annotated[str | None, typer.Option(
+        help="drive the workload with a trace while ebb runs: a built-in one (batch-bursts, diurnal, rollout, "
+             "drift) or a trace file; a provisioner then launches nodes for Pending pods")] = None,
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     try:
@@ -186,6 +189,14 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         raise typer.Exit(2) from exc
     for warning in input_warnings(snapshot):
         typer.echo(f"warning: {warning}", err=True)
+    workload: dict[str, Any] = {}
+    if trace is not None:  # the cluster's workload changes, and a provisioner launches for it
+        from ebb_cli.backtest_cmd import load_trace
+        from ebb_embedded.backtest import workload_tasks
+        from ebb_embedded.workload import WorkloadCluster
+
+        events = load_trace(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
+        workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=[])}
     configure(log_level)
 
     from rich.console import Console
@@ -209,12 +220,12 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
                     last[0] = time.monotonic()
                     console.print(_progress_line(status), highlight=False, soft_wrap=True)
 
-            return await run_embedded(documents, options, stop, report=progress)
+            return await run_embedded(documents, options, stop, report=progress, **workload)
         with Live(console=console, transient=True, auto_refresh=False) as live:
             def report(status: Status) -> None:
                 live.update(_status_table(status, f"ebb run (x{pace:g})" if pace else "ebb run"), refresh=True)
 
-            return await run_embedded(documents, options, stop, report=report)
+            return await run_embedded(documents, options, stop, report=report, **workload)
 
     try:
         with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:

@@ -31,7 +31,7 @@ import contextlib
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -61,6 +61,10 @@ from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
 
 log = structlog.get_logger("ebb_embedded")
+
+#: (cluster, clock, stop, starting nodes' prices, seed) -> (name, coroutine) of tasks to run next to the services
+MoreTasks = Callable[[SimulatedCluster, SimClock, asyncio.Event, Mapping[str, float], int],
+                     Iterable[tuple[str, Coroutine[Any, Any, None]]]]
 
 
 @dataclass(frozen=True)
@@ -191,17 +195,22 @@ async def run_embedded(
     *,
     report: Callable[[Status], None] | None = None,
     cluster_ready: Callable[[SimulatedCluster], None] | None = None,
+    cluster_factory: Callable[..., SimulatedCluster] = SimulatedCluster,
+    more_tasks: MoreTasks | None = None,
 ) -> Summary:
     """Run ebb on a simulated cluster made of ``documents`` until the duration is over, it is stable, or
     ``stop`` is set, on the running ``VirtualTimeLoop``. ``report`` is called with the status every
     ``report_every`` real seconds and at the end; ``cluster_ready`` is given the simulated cluster before the
-    services start (tests inspect it)."""
+    services start (tests inspect it). ``cluster_factory`` makes the simulated cluster (a subclass, e.g. one
+    whose workload changes: ``ebb_embedded.workload``) and ``more_tasks`` the tasks that run next to the
+    services (a trace, a provisioner: ``ebb_embedded.backtest``), given the cluster, the clock, the services'
+    stop event, the prices of the starting nodes and a seed of their own."""
     if not isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
         raise RuntimeError("the embedded mode runs on a VirtualTimeLoop: use simulate() or virtual_loop()")
     clock = SimClock(options.start)
     bus = InMemoryBus(clock=clock, source="/ebb/embedded")
     seeds = random.Random(options.seed)
-    cluster = SimulatedCluster(documents, bus, clock, bundled_catalog=bundled_catalog, seed=seeds.getrandbits(64))
+    cluster = cluster_factory(documents, bus, clock, bundled_catalog=bundled_catalog, seed=seeds.getrandbits(64))
     prices = _prices(cluster.documents(), options.start)
     if cluster_ready is not None:
         cluster_ready(cluster)
@@ -253,6 +262,9 @@ async def run_embedded(
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=1.0),
                                 name="kube-scheduler"),
         ]
+        if more_tasks is not None:
+            tasks += [asyncio.create_task(coro, name=name) for name, coro in
+                      more_tasks(cluster, clock, services_stop, prices, seeds.getrandbits(64))]
         await cluster.schedule_pending()  # pods Pending in the snapshot
         if options.api_port is not None:
             tasks.append(asyncio.create_task(_serve_api(options, store, bus, clock, services_stop),

@@ -1,0 +1,183 @@
+"""`ebb backtest`: one workload trace under several disruption policies, side by side.
+
+The trace is a built-in one (``batch-bursts``, ``diurnal``, ``rollout``, ``drift``: ``ebb.core.traces``) or an
+``ebb.sh/v1 Trace`` file; the cluster is a snapshot (``-f``, as for ``ebb plan``), the bundled example, or with
+``--empty`` their NodePools, DaemonSets and catalog without nodes or pods. Each ``--policy`` is a file of
+``ebb.sh/v1`` DisruptionPolicy and Hold documents; the built-in ``karpenter-default`` always runs first as the
+baseline. Every run is the embedded mode in virtual time (``ebb_embedded.backtest``), so the output is
+deterministic for the input and ``--seed``. A progress bar on stderr while it runs; the comparison as a table
+or JSON on stdout, and with ``--report`` an HTML report (``ebb_cli.report``). A bad trace or policy file exits 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ebb_cli.run_cmd import EXAMPLE_NOW, Output, _documents, _duration, _time
+
+if TYPE_CHECKING:
+    from ebb.core.traces import Trace
+    from ebb_embedded.backtest import Policy
+
+#: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing
+EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy", "Hold", "PodDisruptionBudget")
+
+
+def load_trace(spec: str, documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
+    """A built-in trace by name, or a trace file (YAML or JSON); typer.BadParameter names what is wrong."""
+    from pydantic import ValidationError
+
+    from ebb.core.traces import BUILTIN, Trace, builtin_trace
+    from ebb.core.yaml_documents import InputError, parse_yaml
+
+    if spec in BUILTIN:
+        return builtin_trace(spec, documents, start=start, duration=duration, seed=seed)
+    path = Path(spec)
+    if not path.is_file():
+        raise typer.BadParameter(f"{spec!r} is neither a built-in trace ({', '.join(sorted(BUILTIN))}) nor a file",
+                                 param_hint="--trace")
+    try:
+        docs = parse_yaml(path.read_text(encoding="utf-8"), spec)
+    except (InputError, OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"{spec}: {exc}", param_hint="--trace") from exc
+    if len(docs) != 1:
+        raise typer.BadParameter(f"{spec}: a trace file holds one ebb.sh/v1 Trace document, not {len(docs)}",
+                                 param_hint="--trace")
+    try:
+        return Trace.model_validate(docs[0])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(document)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise typer.BadParameter(f"{spec}: not a valid trace: {problems}", param_hint="--trace") from exc
+
+
+def load_policy(path: Path) -> Policy:
+    from ebb.core.yaml_documents import InputError, parse_yaml
+    from ebb_embedded.backtest import PolicyError, policy_of
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        docs = parse_yaml(text, str(path))
+        return policy_of(path.stem, text, docs)
+    except (InputError, OSError, UnicodeDecodeError, PolicyError) as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint="--policy") from exc
+
+
+def _by_method(method: str, summary: dict[str, Any]) -> str:
+    return str(summary["disruptions"].get(method, 0))
+
+
+def _table(result: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{result['trace']}: {result['duration_seconds'] / 3600:.3g} h from {result['start']}, "
+                        f"seed {result['seed']}")
+    table.add_column("")
+    for run in result["policies"]:
+        table.add_column(run["name"], justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("node-hours cost ($)", lambda s: f"{s['node_hours_cost']:,.2f}"),
+        ("peak nodes", lambda s: str(s["peak_nodes"])),
+        ("mean nodes", lambda s: f"{s['mean_nodes']:.1f}"),
+        ("launches", lambda s: str(s["launches"])),
+        ("disruptions", lambda s: str(sum(s["disruptions"].values()))),
+        *[(f"  {method}", partial(_by_method, method))
+          for method in sorted({m for r in result["policies"] for m in r["summary"]["disruptions"]})],
+        ("evictions", lambda s: str(s["evictions"])),
+        ("pods evicted more than once", lambda s: str(s["pods_evicted_more_than_once"])),
+        ("pending p50 / p95 (s)", lambda s: f"{s['pending_seconds_p50']:g} / {s['pending_seconds_p95']:g}"),
+        ("churn cost ($)", lambda s: f"{s['churn_cost']:,.2f}"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *[cell(run["summary"]) for run in result["policies"]])
+    return table
+
+
+def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
+    trace: Annotated[str, typer.Option(help="a built-in trace (batch-bursts, diurnal, rollout, drift) or a trace "
+                                            "file (YAML or JSON, docs/backtest.md)")],
+    policy: Annotated[list[Path] | None, typer.Option(
+        help="a policy file (ebb.sh/v1 DisruptionPolicy and Hold documents); repeatable. karpenter-default "
+             "always runs first")] = None,
+    filename: Annotated[list[str] | None, typer.Option(
+        "-f", "--filename", help="snapshot YAML to start from (as for `ebb plan`); default: the bundled "
+                                 "example (50 nodes)")] = None,
+    empty: Annotated[bool, typer.Option("--empty", help="start from an empty cluster: only the input's "
+                                                        "NodePools, DaemonSets, PDBs and catalog")] = False,
+    start: Annotated[str | None, typer.Option(help="the simulated start time, RFC 3339 (default: now; the "
+                                                   "bundled example's own time without -f)")] = None,
+    duration: Annotated[str, typer.Option(help="simulated time per policy")] = "24h",
+    seed: Annotated[int, typer.Option(help="the seed of the trace and of every random choice", min=0)] = 0,
+    sample_every: Annotated[str, typer.Option(help="the series' sampling interval (simulated)")] = "5m",
+    output: Annotated[Output, typer.Option("-o", "--output", help="table (default) or json")] = Output.table,
+    report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
+    log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "error",
+) -> None:
+    """Run a workload trace under each policy and compare cost, churn and pending time."""
+    from ebb.adapters.catalog import bundled_catalog
+    from ebb.adapters.logs import configure
+    from ebb.core.snapshot import SnapshotError, parse_documents
+    from ebb.core.yaml_documents import InputError
+    from ebb_embedded.backtest import BacktestOptions, apply_policy, karpenter_default, run_backtest
+
+    paths = filename or []
+    moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
+    span = _duration(duration, "--duration")
+    every = _duration(sample_every, "--sample-every")
+    policies = [karpenter_default(), *[load_policy(p) for p in policy or []]]
+    names = [p.name for p in policies]
+    if len(set(names)) != len(names):
+        raise typer.BadParameter(f"two policies named alike ({', '.join(names)}): name the files apart",
+                                 param_hint="--policy")
+    try:
+        documents = _documents(paths)
+        if empty:
+            documents = [d for d in documents if d.get("kind") in EMPTY_KEEPS]
+        for p in policies:  # checked up front, so a bad document is a message, not a crashed run
+            parse_documents(apply_policy(documents, p), bundled_catalog)
+    except (InputError, SnapshotError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    workload = load_trace(trace, documents, start=moment, duration=span.total_seconds(), seed=seed)
+    render_report: Any = None
+    if report is not None:
+        try:  # the renderer is imported only when asked for (and before the run, to fail early)
+            render_report = importlib.import_module("ebb_cli.report").render_report
+        except (ImportError, AttributeError) as exc:
+            typer.echo(f"error: the HTML report needs ebb_cli.report.render_report ({exc})", err=True)
+            raise typer.Exit(2) from exc
+    configure(log_level)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    options = BacktestOptions(start=moment, duration=span, seed=seed, sample_every=every.total_seconds(),
+                              spot_to_spot=spot_to_spot)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
+                  TimeElapsedColumn(), console=console, transient=not console.is_terminal) as progress:
+        bars = {p.name: progress.add_task(f"{p.name:<24}", total=span.total_seconds(), state="waiting")
+                for p in policies}
+
+        def on_status(p: Policy, status: Any) -> None:
+            progress.update(bars[p.name], completed=status.elapsed.total_seconds(),
+                            state=f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, "
+                                  f"{status.pending_pods} pending")
+
+        result = run_backtest(documents, workload, policies, options, report=on_status)
+    if report is not None:
+        report.write_text(render_report(result), encoding="utf-8")
+        console.print(f"report: {report}")
+    if output is Output.json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    Console().print(_table(result))

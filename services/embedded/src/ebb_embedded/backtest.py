@@ -1,0 +1,249 @@
+"""Back-testing: the same workload trace under each disruption policy, measured side by side.
+
+A **policy** is a set of ``ebb.sh/v1`` documents: ``DisruptionPolicy`` (the disruption settings of the NodePool
+it is named after: consolidationPolicy, consolidateAfter, budgets, expireAfter, stabilizationWindow; named
+``"*"``, it applies to every NodePool of the cluster) and ``Hold``. Running a policy replaces the cluster's own
+DisruptionPolicies and Holds with the policy's. ``karpenter-default`` (``WhenEmptyOrUnderutilized``,
+``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline.
+
+``run_backtest`` runs the embedded mode (``ebb_embedded.runner``) once per policy on a ``WorkloadCluster``
+(``ebb_embedded.workload``) from the same documents, start, duration and seed, with three more tasks: the
+trace's events applied at their times, the provisioner (``ebb_embedded.provisioner``) and a sampler. Every run
+is in virtual time, so the result is deterministic (the same input gives the same JSON), and the policies
+differ only by what the policies do. The result is a JSON-able dict (the shape ``ebb_cli.report`` renders):
+per policy a summary (node-hours cost, peak and mean nodes, launches, disruption decisions by method,
+evictions, pods evicted more than once, pending time p50/p95, the cost of churn) and a series sampled every
+``sample_every`` simulated seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from ebb.adapters.clock import Clock, SimClock, until_any
+from ebb.core.decision import State
+from ebb.core.traces import Trace
+from ebb_embedded.cluster import SimulatedCluster, _pending
+from ebb_embedded.provisioner import run_provisioner
+from ebb_embedded.runner import EmbeddedOptions, MoreTasks, Status, run_embedded, virtual_loop
+from ebb_embedded.workload import WorkloadCluster
+
+log = structlog.get_logger("ebb_embedded.backtest")
+
+#: the kinds a policy is made of
+POLICY_KINDS = ("DisruptionPolicy", "Hold")
+#: a DisruptionPolicy of this name applies to every NodePool
+EVERY_NODEPOOL = "*"
+KARPENTER_DEFAULT = "karpenter-default"
+#: decisions in these states disrupted (or are disrupting) their nodes
+DISRUPTING = (State.EXECUTING.value, State.SUCCEEDED.value)
+
+
+class PolicyError(ValueError):
+    """A policy file that is not a policy."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    #: the policy's YAML text, or "built in"
+    source: str
+    documents: tuple[Mapping[str, Any], ...]
+
+
+def karpenter_default() -> Policy:
+    """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window."""
+    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
+           "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "10%"}]}}
+    return Policy(KARPENTER_DEFAULT, "built in", (doc,))
+
+
+def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
+    """A policy from the documents of a file (``text`` is kept to show it); PolicyError names what is wrong."""
+    docs: list[Mapping[str, Any]] = []
+    for i, doc in enumerate(documents, 1):
+        if not isinstance(doc, Mapping):
+            raise PolicyError(f"policy {name}: document {i} is not an object")
+        kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
+        if kind not in POLICY_KINDS or not api.startswith("ebb.sh/"):
+            raise PolicyError(f"policy {name}: document {i} is a {api or '?'} {kind or '?'}; a policy holds only "
+                              f"ebb.sh/v1 {' and '.join(POLICY_KINDS)} documents")
+        if not (doc.get("metadata") or {}).get("name"):
+            raise PolicyError(f"policy {name}: document {i} ({kind}) has no metadata.name")
+        docs.append(doc)
+    if not docs:
+        raise PolicyError(f"policy {name}: no DisruptionPolicy or Hold in it")
+    return Policy(name, text, tuple(docs))
+
+
+def apply_policy(documents: Sequence[Mapping[str, Any]], policy: Policy) -> list[dict[str, Any]]:
+    """The cluster's documents with the policy's DisruptionPolicies and Holds instead of its own."""
+    out = [copy.deepcopy(dict(d)) for d in documents if d.get("kind") not in POLICY_KINDS]
+    pools = [str((d.get("metadata") or {}).get("name")) for d in out if d.get("kind") == "NodePool"]
+    for doc in policy.documents:
+        name = (doc.get("metadata") or {}).get("name")
+        if doc.get("kind") == "DisruptionPolicy" and name == EVERY_NODEPOOL:
+            named = {n for p in policy.documents if p.get("kind") == "DisruptionPolicy"
+                     for n in [(p.get("metadata") or {}).get("name")]}
+            for pool in pools:
+                if pool not in named:  # one named after the pool wins over "*"
+                    copied = copy.deepcopy(dict(doc))
+                    copied["metadata"] = {**copied.get("metadata", {}), "name": pool}
+                    out.append(copied)
+        else:
+            out.append(copy.deepcopy(dict(doc)))
+    return out
+
+
+@dataclass(frozen=True)
+class BacktestOptions:
+    start: datetime
+    duration: timedelta
+    seed: int = 0
+    #: the series' sampling interval (simulated seconds)
+    sample_every: float = 300.0
+    spot_to_spot: bool = False
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def _drive(cluster: WorkloadCluster, clock: SimClock, stop: asyncio.Event, trace: Trace,
+                 errors: list[str]) -> None:
+    """Apply the trace's events at their times, then wait for the end."""
+    for event in trace.ordered():
+        wait = event.at - clock.elapsed().total_seconds()
+        if wait > 0 and await clock.sleep(wait, stop):
+            return
+        try:
+            await cluster.apply(event)
+        except ValueError as exc:  # an event the cluster cannot apply (named): the run goes on without it
+            errors.append(f"at {event.at:g}s: {exc}")
+            log.warning("trace event not applied", at=event.at, error=str(exc))
+    await until_any(stop)
+
+
+def _live_cost(cluster: WorkloadCluster) -> tuple[int, float]:
+    lives = [life for life in cluster.measures.nodes.values() if life.end is None]
+    return len(lives), sum(life.price for life in lives)
+
+
+async def _sample(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, every: float,
+                  series: list[dict[str, Any]]) -> None:
+    """Every ``every`` seconds: the cost per hour, nodes, Pending pods, and the disruptions and launches since
+    the last sample."""
+    deleted = launched = 0
+    while True:
+        nodes, cost = _live_cost(cluster)
+        now_deleted, now_launched = cluster.nodes_deleted, sum(cluster.measures.launches.values())
+        series.append({"t": _iso(clock()), "cost_per_hour": round(cost, 4), "nodes": nodes,
+                       "pending_pods": sum(1 for o in cluster.objects.values()
+                                           if o.get("kind") == "Pod" and _pending(o)),
+                       "disruptions": now_deleted - deleted, "launches": now_launched - launched})
+        deleted, launched = now_deleted, now_launched
+        if await clock.sleep(every, stop):
+            return
+
+
+def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration: float) -> dict[str, Any]:
+    m = cluster.measures
+    node_seconds = cost = churn = 0.0
+    for life in m.nodes.values():
+        lived = ((life.end or finished) - life.start).total_seconds()
+        node_seconds += lived
+        cost += life.price * lived / 3600
+        if life.launched:
+            churn += life.price * min(lived, cluster.boot_seconds) / 3600
+    pending = [*m.pending_seconds, *((finished - since).total_seconds() for since in m.pending_since.values())]
+    disruptions: dict[str, int] = {}
+    for (state, method), n in sorted(end.decisions.items()):
+        if state in DISRUPTING:
+            disruptions[method] = disruptions.get(method, 0) + n
+    return {
+        "node_hours_cost": round(cost, 4), "peak_nodes": m.peak_nodes,
+        "mean_nodes": round(node_seconds / duration, 3) if duration else 0.0,
+        "launches": sum(m.launches.values()), "launches_by": dict(sorted(m.launches.items())),
+        "disruptions": disruptions, "nodes_disrupted": cluster.nodes_deleted,
+        "evictions": cluster.evictions, "evictions_refused": cluster.evictions_refused,
+        "pods_evicted_more_than_once": sum(1 for n in m.evicted.values() if n > 1),
+        "pending_seconds_p50": round(_percentile(pending, 0.5), 3),
+        "pending_seconds_p95": round(_percentile(pending, 0.95), 3),
+        "pending_pods_at_end": len(m.pending_since),
+        "churn_cost": round(churn, 4),
+        "decisions": {f"{method}/{state}": n for (state, method), n in sorted(end.decisions.items())},
+        "planner_passes": end.passes,
+    }
+
+
+def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluster] | None = None,
+                   series: list[dict[str, Any]] | None = None, sample_every: float = 300.0) -> MoreTasks:
+    """The tasks that run next to the services on a ``WorkloadCluster`` (``run_embedded``'s ``more_tasks``):
+    the trace (events it could not apply go to ``errors``), the provisioner and, given ``series``, the
+    sampler; ``made`` receives the cluster."""
+    def more_tasks(cluster: SimulatedCluster, clock: SimClock, stop: asyncio.Event, prices: Mapping[str, float],
+                   seed: int) -> Iterable[tuple[str, Coroutine[Any, Any, None]]]:
+        if not isinstance(cluster, WorkloadCluster):
+            raise TypeError("a trace runs on a WorkloadCluster (run_embedded's cluster_factory)")
+        if made is not None:
+            made.append(cluster)
+        cluster.start_measuring(prices)
+        tasks = [("trace", _drive(cluster, clock, stop, trace, errors)),
+                 ("provisioner", run_provisioner(cluster, clock, stop, seed=seed))]
+        if series is not None:
+            tasks.append(("sampler", _sample(cluster, clock, stop, sample_every, series)))
+        return tasks
+
+    return more_tasks
+
+
+def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions,
+               *, report: Callable[[Status], None] | None = None) -> dict[str, Any]:
+    """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
+    embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
+                               spot_to_spot=options.spot_to_spot, report_every=0.2,
+                               cluster=f"backtest-{policy.name}"[:63])
+    series: list[dict[str, Any]] = []
+    errors: list[str] = []
+    made: list[WorkloadCluster] = []
+    more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
+
+    with asyncio.Runner(loop_factory=lambda: virtual_loop(embedded)) as runner:
+        summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),
+                                          report=report, cluster_factory=WorkloadCluster, more_tasks=more_tasks))
+    cluster = made[0]
+    result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
+    return {"name": policy.name, "source": policy.source, "summary": result, "series": series,
+            "trace_errors": errors}
+
+
+def run_backtest(documents: Sequence[Mapping[str, Any]], trace: Trace, policies: Sequence[Policy],
+                 options: BacktestOptions, *,
+                 report: Callable[[Policy, Status], None] | None = None) -> dict[str, Any]:
+    """Every policy's run of ``trace`` on ``documents``, side by side (JSON-able; see the module)."""
+    runs = []
+    for policy in policies:
+        def progress(status: Status, policy: Policy = policy) -> None:
+            if report is not None:
+                report(policy, status)
+
+        runs.append(run_policy(documents, trace, policy, options, report=progress))
+    return {"trace": trace.name, "start": _iso(options.start), "duration_seconds": options.duration.total_seconds(),
+            "seed": options.seed, "policies": runs}

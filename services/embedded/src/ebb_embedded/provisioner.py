@@ -1,0 +1,77 @@
+"""The embedded mode's provisioner: Karpenter's provisioning loop on the simulated cluster.
+
+It wakes when kube-scheduler leaves a pod Pending (``WorkloadCluster.unschedulable``), keeps the batch open
+as Karpenter does (until no new Pending pod came for 1 s, at most 10 s: ``ebb.core.provisioning.batch_wait``),
+then asks the pure core which nodes to launch (``ebb.core.provisioning.launches``: the simulator, with the
+nodes still booting counted as capacity) and launches each as the executor launches a replacement (the
+same ``ebb.core.launch`` Node, priced from the catalog, counted as a launch). A launched node becomes Ready
+``boot_seconds`` later, when kube-scheduler is woken to bind the pods waiting for it.
+
+Names come from the run's seed; every wait is on the injected clock (simulated time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import structlog
+
+from ebb.adapters.clock import Clock
+from ebb.contracts import Replacement
+from ebb.core.launch import LaunchError
+from ebb.core.provisioning import BATCH_IDLE_SECONDS, batch_wait, launches
+from ebb_embedded.cluster import _pending
+from ebb_embedded.workload import WorkloadCluster
+
+log = structlog.get_logger("ebb_embedded.provisioner")
+
+
+def _pending_count(cluster: WorkloadCluster) -> int:
+    return sum(1 for o in cluster.objects.values() if o.get("kind") == "Pod" and _pending(o))
+
+
+async def run_provisioner(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, *, seed: int) -> None:
+    """Launch nodes for the pods kube-scheduler cannot place, until ``stop``."""
+    names = random.Random(seed)
+    booting: set[asyncio.Task[bool]] = set()
+    try:
+        while not stop.is_set():
+            if not await clock.wait(cluster.unschedulable, stop) or stop.is_set():
+                return
+            opened = last_arrival = clock.monotonic()
+            seen = _pending_count(cluster)
+            while (left := batch_wait(opened, last_arrival, clock.monotonic())) > 0:
+                if await clock.sleep(min(left, BATCH_IDLE_SECONDS), stop):
+                    return
+                now_pending = _pending_count(cluster)
+                if now_pending > seen:
+                    last_arrival = clock.monotonic()
+                seen = now_pending
+            cluster.unschedulable.clear()
+            snapshot = cluster.snapshot()
+            pending = [p for p in snapshot.pods if p.node_name is None and p.phase == "Pending"]
+            plan = launches(snapshot, pending, in_flight=cluster.in_flight())
+            for new in plan.launches:
+                name = f"{new.nodepool}-{names.getrandbits(40):010x}"
+                replacement = Replacement.model_validate({
+                    "node_pool": new.nodepool, "instance_types": new.instance_types,
+                    "capacity_type": new.capacity_type, "zones": new.zones, "price": round(new.price, 6)})
+                try:
+                    await cluster.provision(name, replacement)
+                except LaunchError as exc:
+                    log.warning("launch failed", node=name, error=str(exc))
+                    continue
+                task = asyncio.create_task(_boot(cluster, clock, name, stop), name=f"boot {name}")
+                booting.add(task)
+                task.add_done_callback(booting.discard)
+    finally:
+        for task in list(booting):
+            task.cancel()
+        await asyncio.gather(*booting, return_exceptions=True)
+
+
+async def _boot(cluster: WorkloadCluster, clock: Clock, name: str, stop: asyncio.Event) -> bool:
+    if await clock.sleep(cluster.boot_seconds, stop):
+        return False
+    return await cluster.boot(name)

@@ -1,0 +1,260 @@
+"""A simulated cluster whose workload changes: traces applied, nodes provisioned, what happened measured.
+
+``WorkloadCluster`` is the embedded mode's ``SimulatedCluster`` plus what a back-test needs:
+
+- **the workload's controllers** for a trace's events (``apply``, ``ebb.core.traces``): a ``scale`` creates a
+  workload's pods (Pending, named and identified from the run's seed) from the event's template or a copy
+  of one of its pods, or deletes them (Pending ones first, then the newest, as the ReplicaSet controller
+  does); ``create`` puts objects (replacing one of the same kind, namespace and name); ``patch`` merges a
+  JSON merge patch into one object; ``delete`` removes one object (a Node with its pods) or every pod of a
+  workload;
+- **the provisioner's signals**: ``unschedulable`` is set whenever kube-scheduler leaves a pod Pending, so
+  the provisioner (``ebb_embedded.provisioner``) wakes only when there is something to launch for;
+- **the measures** (``Measures``): every node's life (from the start or its launch to its deletion) and
+  price, the node count's peak, every pod's time Pending, the evictions per pod lineage (a pod recreated by
+  its controller after an eviction is the same replica: evicting it again counts as evicting the same pod
+  twice), the launches and their boot time.
+
+Everything happens at the injected clock's time, so it is as deterministic as the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ebb.adapters.bus import Bus
+from ebb.adapters.clock import Clock
+from ebb.adapters.kube.drain import EvictionResult
+from ebb.adapters.kube.launch import is_ready
+from ebb.contracts import Replacement
+from ebb.core.launch import LaunchSpec
+from ebb.core.model import Snapshot
+from ebb.core.traces import PodTemplate, TraceEvent, Workload, merge_patch, pod_spec
+from ebb_embedded.cluster import NAME_ALPHABET, SimulatedCluster, _pending
+
+
+@dataclass
+class NodeLife:
+    start: datetime
+    price: float
+    end: datetime | None = None
+    launched: bool = False
+
+
+@dataclass
+class Measures:
+    """What happened to the cluster during a run, for ``ebb backtest``."""
+
+    #: node -> its life and price
+    nodes: dict[str, NodeLife] = field(default_factory=dict)
+    peak_nodes: int = 0
+    #: pod key -> when it became Pending (while it is)
+    pending_since: dict[str, datetime] = field(default_factory=dict)
+    #: seconds each pod waited Pending before it was bound (or deleted)
+    pending_seconds: list[float] = field(default_factory=list)
+    #: pod key -> its lineage (the first pod of the replica it is)
+    lineage: dict[str, str] = field(default_factory=dict)
+    #: lineage -> evictions
+    evicted: dict[str, int] = field(default_factory=dict)
+    #: launches by who asked: the provisioner or the executor (replacements)
+    launches: dict[str, int] = field(default_factory=dict)
+
+
+class WorkloadCluster(SimulatedCluster):
+    """The simulated cluster, with a workload that changes and a provisioner's signal (see the module)."""
+
+    def __init__(self, documents: Iterable[Mapping[str, Any]], bus: Bus, clock: Clock | Callable[[], datetime],
+                 **kwargs: Any) -> None:
+        self.measures = Measures()
+        self._node_count = 0
+        self._last_pod: str | None = None
+        self._launching_for = "executor"
+        super().__init__(documents, bus, clock, **kwargs)
+        #: set when kube-scheduler left a pod Pending (the provisioner has something to look at)
+        self.unschedulable = asyncio.Event()
+
+    def start_measuring(self, prices: Mapping[str, float]) -> None:
+        """From now on, nodes are measured; the starting ones at ``prices``."""
+        now = self.clock()
+        for name in sorted(self._node_names()):
+            self.measures.nodes[name] = NodeLife(now, prices.get(name, 0.0))
+        self._node_count = len(self.measures.nodes)
+        self.measures.peak_nodes = self._node_count
+        for key, obj in self.objects.items():
+            if obj.get("kind") == "Pod" and _pending(obj):
+                self.measures.pending_since[key] = now
+
+    def _node_names(self) -> list[str]:
+        return [str((o.get("metadata") or {}).get("name")) for o in self.objects.values() if o.get("kind") == "Node"]
+
+    def snapshot(self) -> Snapshot:
+        """The cluster parsed, as kube-scheduler and the provisioner see it."""
+        return self._parse_cache.snapshot_of(self.objects)
+
+    # -- measuring ------------------------------------------------------------------------------------------
+
+    def _store(self, obj: dict[str, Any]) -> str:
+        key = super()._store(obj)
+        if obj.get("kind") == "Pod" and hasattr(self, "measures"):
+            self._last_pod = key
+            since = self.measures.pending_since
+            if _pending(obj):
+                since.setdefault(key, self.clock())
+            elif key in since:
+                self.measures.pending_seconds.append((self.clock() - since.pop(key)).total_seconds())
+        return key
+
+    async def _remove(self, key: str) -> None:
+        obj = self.objects.get(key)
+        await super()._remove(key)
+        if obj is None:
+            return
+        now = self.clock()
+        if obj.get("kind") == "Pod" and key in self.measures.pending_since:
+            self.measures.pending_seconds.append((now - self.measures.pending_since.pop(key)).total_seconds())
+        elif obj.get("kind") == "Node":
+            life = self.measures.nodes.get(key.split("/", 2)[2])
+            if life is not None and life.end is None:
+                life.end = now
+                self._node_count -= 1
+
+    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
+        known = name in self.launched
+        spec = await super().launch(name, replacement)
+        if not known and name in self.launched:
+            self.measures.nodes[name] = NodeLife(self.clock(), spec.price, launched=True)
+            self.measures.launches[self._launching_for] = self.measures.launches.get(self._launching_for, 0) + 1
+            self._node_count += 1
+            self.measures.peak_nodes = max(self.measures.peak_nodes, self._node_count)
+        return spec
+
+    async def provision(self, name: str, replacement: Replacement) -> LaunchSpec:
+        """Launch a node for the provisioner (counted as its launch)."""
+        self._launching_for = "provisioner"
+        try:
+            return await self.launch(name, replacement)
+        finally:
+            self._launching_for = "executor"
+
+    async def boot(self, name: str) -> bool:
+        """Make a launched node Ready (its boot time over) and let kube-scheduler look at it."""
+        ready = await self.ready(name)
+        if ready:
+            self.pods_waiting.set()
+        return ready
+
+    def in_flight(self) -> list[str]:
+        """The launched nodes not Ready yet."""
+        return sorted(n for n in self.launched if (node := self.objects.get(self.key_of("Node", "", n)))
+                      is not None and not is_ready(node))
+
+    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+        key = self.key_of("Pod", namespace, name)
+        self._last_pod = None
+        result = await super().evict(namespace, name)
+        if result[0] == "evicted":
+            lineage = self.measures.lineage.pop(key, key)
+            self.measures.evicted[lineage] = self.measures.evicted.get(lineage, 0) + 1
+            if self._last_pod is not None and self._last_pod != key:
+                self.measures.lineage[self._last_pod] = lineage  # the controller's new pod: the same replica
+        return result
+
+    async def schedule_pending(self) -> int:
+        bound = await super().schedule_pending()
+        if any(obj.get("kind") == "Pod" and _pending(obj) for obj in self.objects.values()):
+            self.unschedulable.set()
+        return bound
+
+    # -- the workload's controllers -------------------------------------------------------------------------
+
+    def _owned(self, workload: Workload) -> list[str]:
+        keys = []
+        for key, obj in self.objects.items():
+            meta = obj.get("metadata") or {}
+            if obj.get("kind") != "Pod" or (meta.get("namespace") or "default") != workload.namespace:
+                continue
+            if any(r.get("kind") == workload.kind and r.get("name") == workload.name
+                   for r in meta.get("ownerReferences") or []):
+                keys.append(key)
+        return keys
+
+    def _new_pod(self, workload: Workload, template: PodTemplate | None, like: Mapping[str, Any] | None,
+                 index: int) -> dict[str, Any]:
+        now = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        if template is not None:
+            labels = dict(template.labels) or {"app": workload.name}
+            spec = pod_spec(template)
+        elif like is not None:
+            labels = dict((like.get("metadata") or {}).get("labels") or {})
+            spec = copy.deepcopy(dict(like.get("spec") or {}))
+        else:
+            raise ValueError(f"{workload.kind} {workload.namespace}/{workload.name} has no pods to copy and the "
+                             "event no template")
+        spec.pop("nodeName", None)
+        if workload.kind == "Job":
+            spec.setdefault("restartPolicy", "Never")
+        suffix = str(index) if workload.kind == "StatefulSet" else \
+            "".join(self._random.choice(NAME_ALPHABET) for _ in range(5))
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{workload.name}-{suffix}", "namespace": workload.namespace, "labels": labels,
+                         "uid": f"{self._random.getrandbits(128):032x}", "creationTimestamp": now,
+                         "ownerReferences": [{"apiVersion": "batch/v1" if workload.kind == "Job" else "apps/v1",
+                                              "kind": workload.kind, "name": workload.name,
+                                              "uid": f"trace-{workload.name}", "controller": True}]},
+            "spec": spec, "status": {"phase": "Pending"},
+        }
+
+    async def apply(self, event: TraceEvent) -> None:
+        """Apply one trace event now."""
+        if event.scale is not None:
+            await self._scale(event.scale.workload, event.scale.replicas, event.scale.template)
+        elif event.create is not None:
+            for obj in event.create.objects:
+                await self._put(copy.deepcopy(obj))
+            self.pods_waiting.set()
+        elif event.patch is not None:
+            p = event.patch
+            key = self.key_of(p.kind, p.namespace, p.name)
+            current = self.objects.get(key)
+            if current is None:
+                raise ValueError(f"patch: no {p.kind} {p.namespace + '/' if p.namespace else ''}{p.name}")
+            await self._put(merge_patch(current, p.merge))
+        elif event.delete is not None:
+            d = event.delete
+            if d.workload is not None:
+                for key in sorted(self._owned(d.workload)):
+                    await self._remove(key)
+            elif d.kind == "Node":
+                await self._delete_node_now(self.key_of("Node", "", str(d.name)))
+            else:
+                await self._remove(self.key_of(str(d.kind), d.namespace, str(d.name)))
+
+    async def _scale(self, workload: Workload, replicas: int, template: PodTemplate | None) -> None:
+        owned = self._owned(workload)
+        if len(owned) < replicas:
+            like = self.objects[sorted(owned)[0]] if owned else None
+            taken = {k.rsplit("-", 1)[-1] for k in owned}
+            index = 0
+            for _ in range(replicas - len(owned)):
+                while workload.kind == "StatefulSet" and str(index) in taken:
+                    index += 1
+                await self._put(self._new_pod(workload, template, like, index))
+                index += 1
+            self.pods_waiting.set()
+        elif len(owned) > replicas:
+            def order(key: str) -> tuple[bool, str, str]:
+                obj = self.objects[key]
+                return (not _pending(obj), str((obj.get("metadata") or {}).get("creationTimestamp")), key)
+
+            doomed = sorted(owned, key=order)
+            # Pending first, then the newest (the latest creationTimestamp, then the name)
+            pending = [k for k in doomed if _pending(self.objects[k])]
+            running = sorted((k for k in doomed if not _pending(self.objects[k])), key=order, reverse=True)
+            for key in [*pending, *running][:len(owned) - replicas]:
+                await self._remove(key)

@@ -1,0 +1,151 @@
+"""`ebb backtest` and `ebb run --trace` end to end: the real planner and executor, the simulated provisioner and
+a workload trace on the in-memory bus, in virtual time. A burst of Jobs makes the provisioner launch nodes;
+when the Jobs end, Karpenter's defaults consolidate the empty nodes at once and launch again for the next
+burst, while a policy with a long consolidateAfter keeps them and launches nothing more; the same input gives
+the same JSON in two processes; bad trace and policy files exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ebb.core.traces import Trace
+from ebb_cli.main import app
+from ebb_embedded.backtest import BacktestOptions, karpenter_default, policy_of, run_backtest
+from tests.unit.builders import NOW, catalog, node, nodepool, pod
+
+CHURN_CONTROL = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
+                 "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30m",
+                          "stabilizationWindow": "30m", "budgets": [{"nodes": "100%"}]}}
+
+
+def cluster() -> list[dict[str, Any]]:
+    """Two t3.medium nodes (the cheapest type, 2 CPU) busy with a web ReplicaSet: nothing to consolidate, no
+    room for anything big."""
+    docs: list[dict[str, Any]] = [nodepool(), catalog(), node("n0", itype="t3.medium"), node("n1", itype="t3.medium")]
+    docs += [pod(f"web-{i}", f"n{i % 2}", cpu="900m", owner=("ReplicaSet", "web-1")) for i in range(4)]
+    return docs
+
+
+def bursts() -> dict[str, Any]:
+    """Two bursts of eight 1.5-CPU Job pods, 15 minutes apart, each over after 5 minutes."""
+    events: list[dict[str, Any]] = []
+    for name, at in (("a", 60), ("b", 960)):
+        job = {"kind": "Job", "name": name, "namespace": "batch"}
+        events.append({"at": at, "scale": {"workload": job, "replicas": 8,
+                                           "template": {"cpu": "1500m", "memory": "1Gi"}}})
+        events.append({"at": at + 300, "delete": {"workload": job}})
+    return {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": "two-bursts", "events": events}
+
+
+def test_the_provisioner_launches_for_bursts_and_the_policies_differ_as_they_should() -> None:
+    options = BacktestOptions(start=NOW, duration=timedelta(minutes=25), seed=1, sample_every=60)
+    calm = policy_of("churn-control", "(test)", [CHURN_CONTROL])
+    result = run_backtest(cluster(), Trace.model_validate(bursts()), [karpenter_default(), calm], options)
+    default, controlled = (run["summary"] for run in result["policies"])
+    series = {run["name"]: run["series"] for run in result["policies"]}
+
+    # the first burst fits nowhere: the provisioner launches nodes, the pods are bound once they are Ready
+    for summary in (default, controlled):
+        assert summary["launches_by"].get("provisioner", 0) >= 1
+        assert summary["peak_nodes"] > 2
+        assert summary["pending_seconds_p95"] >= 60  # the new nodes' boot time
+        assert summary["pending_pods_at_end"] == 0
+    first_launch = next(s for s in series["karpenter-default"] if s["launches"])
+    assert first_launch["t"] <= "2026-11-23T18:33:00Z"  # a minute after the burst, within the batch window
+
+    # Karpenter's defaults: the empty nodes go as soon as the Jobs end, and the second burst launches again
+    assert default["disruptions"].get("emptiness", 0) + default["disruptions"].get(
+        "multi-node-consolidation", 0) + default["disruptions"].get("single-node-consolidation", 0) >= 1
+    between = [s["nodes"] for s in series["karpenter-default"] if "2026-11-23T18:40:00Z" <= s["t"]
+               <= "2026-11-23T18:45:00Z"]
+    assert min(between) == 2, "consolidated back to the two original nodes between the bursts"
+    # churn control: nothing is disrupted within 30 minutes, the second burst reuses the kept nodes
+    assert controlled["disruptions"] == {} and controlled["evictions"] == 0
+    assert controlled["launches"] < default["launches"]
+    assert controlled["node_hours_cost"] > default["node_hours_cost"]  # what the quiet costs
+    assert controlled["churn_cost"] < default["churn_cost"]
+
+    assert result["trace"] == "two-bursts" and result["seed"] == 1 and result["duration_seconds"] == 1500
+    assert [run["source"] for run in result["policies"]] == ["built in", "(test)"]
+    assert len(series["churn-control"]) == 26 and series["churn-control"][0]["t"] == "2026-11-23T18:30:00Z"
+
+
+def write(path: Path, doc: Any) -> Path:
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+def test_backtest_in_two_processes_prints_the_same_json(tmp_path: Path) -> None:
+    ebb = Path(sys.executable).with_name("ebb")
+    args = [str(ebb), "backtest", "-f", str(write(tmp_path / "cluster.yaml", {"kind": "List", "items": cluster()})),
+            "--trace", str(write(tmp_path / "trace.yaml", bursts())),
+            "--policy", str(write(tmp_path / "calm.yaml", CHURN_CONTROL)), "--start", "2026-11-23T18:30:00Z",
+            "--duration", "20m", "--seed", "4", "-o", "json"]
+    runs = [subprocess.Popen(args, env=os.environ | {"PYTHONHASHSEED": seed}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for seed in ("1", "2")]
+    outputs = []
+    for process in runs:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err.decode()
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    result = json.loads(outputs[0])
+    assert [p["name"] for p in result["policies"]] == ["karpenter-default", "calm"]
+    assert result["policies"][0]["summary"]["launches"] > 0
+
+
+def said(result: Any) -> str:
+    """The output as one line (typer's error box wraps and frames long messages)."""
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["backtest", "--duration", "1m", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
+                                                                                  "items": cluster()}))]
+    unknown = runner.invoke(app, [*base, "--trace", "tsunami"])
+    assert unknown.exit_code == 2 and "neither a built-in trace" in said(unknown)
+    bad_event = write(tmp_path / "t.yaml", {"name": "t", "events": [{"at": "later", "delete": {"kind": "Pod",
+                                                                                                "name": "x"}}]})
+    invalid = runner.invoke(app, [*base, "--trace", str(bad_event)])
+    assert invalid.exit_code == 2 and "events.0.at" in said(invalid) and "not a duration" in said(invalid)
+    node_policy = write(tmp_path / "p.yaml", nodepool())
+    wrong_kind = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(node_policy)])
+    assert wrong_kind.exit_code == 2 and "a policy holds only ebb.sh/v1 DisruptionPolicy and Hold" in said(wrong_kind)
+    broken = write(tmp_path / "b.yaml", {**CHURN_CONTROL, "spec": {"consolidateAfter": "whenever"}})
+    unparsable = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(broken)])
+    assert unparsable.exit_code == 2 and "consolidateAfter" in said(unparsable)
+
+
+def test_backtest_writes_the_html_report(tmp_path: Path) -> None:
+    pytest.importorskip("ebb_cli.report")
+    runner = CliRunner()
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["backtest", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
+                                                                                  "items": cluster()})),
+                                 "--trace", str(write(tmp_path / "t.yaml", bursts())), "--duration", "5m",
+                                 "--report", str(out), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert "<html" in out.read_text().lower()
+
+
+def test_run_with_a_trace_grows_the_cluster(tmp_path: Path) -> None:
+    runner = CliRunner()
+    trace = bursts()
+    trace["events"] = [e for e in trace["events"] if "scale" in e][:1]  # a burst that does not end
+    result = runner.invoke(app, ["run", "-f", str(write(tmp_path / "c.yaml", {"kind": "List", "items": cluster()})),
+                                 "--start", "2026-11-23T18:30:00Z", "--trace", str(write(tmp_path / "t.yaml", trace)),
+                                 "--duration", "5m", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["start"]["nodes"] == 2 and out["end"]["nodes"] > 2
+    assert out["end"]["pods"] == out["start"]["pods"] + 8 and out["end"]["pendingPods"] == 0

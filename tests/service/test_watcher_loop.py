@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
 
-from ebb.adapters.bus import Delivery, InMemoryBus
+from ebb.adapters.bus import BusError, Delivery, InMemoryBus
 from ebb.adapters.kube import KINDS, Backoff, Change, KindSpec, KindState, KubeWatcher, split_lines
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, from_kafka
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Message, from_kafka
 from ebb_cluster_watcher.publisher import Publisher, to_message
 from ebb_cluster_watcher.settings import Settings
 
@@ -273,9 +273,9 @@ async def test_publisher_sends_upserts_and_tombstones_keyed_kind_namespace_name(
     bus = InMemoryBus()
     publisher = Publisher(bus)
     trimmed = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
-    await publisher(Change("Pod", "ns", "p", "7", trimmed))
-    await publisher(Change("Pod", "ns", "p", "8", None))
-    await publisher(Change("Pod", "ns", "bad/name", "9", trimmed))  # breaks the contract: skipped
+    await publisher([Change("Pod", "ns", "p", "7", trimmed)])
+    await publisher([Change("Pod", "ns", "p", "8", None), Change("Pod", "ns", "bad/name", "9", trimmed)])
+    # the second batch: the tombstone is published, the name that breaks the contract skipped
     assert (publisher.published, publisher.tombstones, publisher.rejected) == (2, 1, 1)
     records = bus.records(TOPIC_CLUSTER_OBJECTS)
     assert [r.key for r in records] == [b"Pod/ns/p"]  # compacted: the tombstone superseded the upsert
@@ -322,8 +322,7 @@ async def test_restart_seeds_from_the_topic_tombstones_the_vanished_and_skips_th
 
     bus = InMemoryBus()
     first_run = Publisher(bus)
-    for change in KindState(KINDS["Pod"]).relist([obj("a", "1"), obj("gone", "2")]):
-        await first_run(change)
+    await first_run(KindState(KINDS["Pod"]).relist([obj("a", "1"), obj("gone", "2")]))
     assert len(bus.records(TOPIC_CLUSTER_OBJECTS)) == 2
     # the restarted watcher lists a (unchanged) and c (new); "gone" was deleted while it was down
     api = FakeApi({"Pod": [FakeResponse(body=page("10", obj("a", "1"), obj("c", "3")))]})
@@ -339,3 +338,99 @@ async def test_restart_seeds_from_the_topic_tombstones_the_vanished_and_skips_th
     assert not latest["Pod/default/c"].deleted
     assert sum(1 for r in bus.records(TOPIC_CLUSTER_OBJECTS) if r.key == b"Pod/default/a") == 1  # not republished
 
+
+
+# -- batches: the watch events of one read are published together, several records in flight ----------------------
+
+
+class RecordingBus(InMemoryBus):
+    """Records each ``publish_many`` batch; ``gate`` (when set up) holds every batch until it is opened, as an
+    acknowledgement still on its way; ``fail_after`` writes that many records of the next batch, then fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[ClusterObject]] = []
+        self.gate: asyncio.Event | None = None
+        self.waiting = asyncio.Event()
+        self.fail_after: int | None = None
+
+    async def publish_many(self, topic: str, messages: Sequence[Message]) -> None:
+        self.batches.append([m for m in messages if isinstance(m, ClusterObject)])
+        if self.gate is not None:
+            self.waiting.set()
+            await self.gate.wait()
+        if self.fail_after is not None:
+            written, self.fail_after = self.fail_after, None
+            await super().publish_many(topic, messages[:written])
+            raise BusError("the broker went away mid-batch")
+        await super().publish_many(topic, messages)
+
+
+def one_chunk(*items: tuple[str, dict[str, Any]]) -> list[bytes]:
+    return events(*items, split=1 << 20)
+
+
+async def test_a_chunk_is_one_batch_in_order_with_a_change_and_its_undoing_both_published() -> None:
+    stream = one_chunk(("ADDED", obj("a", "2", image="x")), ("MODIFIED", obj("a", "3", image="y")),
+                       ("MODIFIED", obj("a", "4", image="x")), ("ADDED", obj("b", "5")),
+                       ("MODIFIED", obj("b", "6")), ("DELETED", obj("a", "7")))  # b's rv-only change: skipped
+    api = FakeApi({"Pod": [FakeResponse(body=page("1")), FakeResponse(chunks=stream, hang=True)]})
+    bus = RecordingBus()
+    watcher = KubeWatcher(None, [KINDS["Pod"]], Publisher(bus), lister=api.lister, backoff=FAST)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    state = watcher.states["Pod"]
+    await until(lambda: state.resource_version == "7")
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    (batch,) = bus.batches  # the empty list published nothing; the chunk is one batch
+    assert [(m.name, m.resource_version, m.deleted) for m in batch] == [
+        ("a", "2", False), ("a", "3", False), ("a", "4", False), ("b", "5", False), ("a", "7", True)]
+    assert [m.object["spec"].get("image") for m in batch[:3] if m.object] == ["x", "y", "x"]
+    assert set(state.published) == {("default", "b")}
+    a_partitions = {r.partition for r in bus.records(TOPIC_CLUSTER_OBJECTS) if r.key == b"Pod/default/a"}
+    assert len(a_partitions) == 1 and {m.key(): m for m in decoded(bus)}["Pod/default/a"].deleted
+
+
+async def test_nothing_is_recorded_as_published_before_the_bus_acknowledged_the_batch() -> None:
+    stream = one_chunk(("ADDED", obj("a", "2")), ("ADDED", obj("b", "3")))
+    api = FakeApi({"Pod": [FakeResponse(body=page("1")), FakeResponse(chunks=stream, hang=True)]})
+    bus = RecordingBus()
+    bus.gate = asyncio.Event()
+    publisher = Publisher(bus)
+    watcher = KubeWatcher(None, [KINDS["Pod"]], publisher, lister=api.lister, backoff=FAST)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    state = watcher.states["Pod"]
+    try:
+        await asyncio.wait_for(bus.waiting.wait(), 2)
+        await asyncio.sleep(0.05)
+        # in flight: neither the digests nor the resourceVersion moved, nor the publisher's count
+        assert (state.published, state.resource_version, publisher.published) == ({}, "1", 0)
+        bus.gate.set()
+        await until(lambda: state.resource_version == "3")
+        assert set(state.published) == {("default", "a"), ("default", "b")} and publisher.published == 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2)
+
+
+async def test_a_batch_that_fails_midway_is_watched_and_published_again_from_before_it() -> None:
+    stream = [("ADDED", obj("a", "2")), ("ADDED", obj("b", "3")), ("ADDED", obj("c", "4"))]
+    api = FakeApi({"Pod": [FakeResponse(body=page("1")), FakeResponse(chunks=one_chunk(*stream), hang=True),
+                           FakeResponse(chunks=one_chunk(*stream), hang=True)]})
+    bus = RecordingBus()
+    bus.fail_after = 1  # "a" is written, then the batch fails
+    watcher = KubeWatcher(None, [KINDS["Pod"]], Publisher(bus), lister=api.lister, backoff=FAST)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    state = watcher.states["Pod"]
+    try:
+        await until(lambda: state.resource_version == "4")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2)
+    assert [call.get("resource_version") for call in api.calls["Pod"]] == [None, "1", "1"]  # watched again from 1
+    assert [[m.name for m in batch] for batch in bus.batches] == [["a", "b", "c"], ["a", "b", "c"]]
+    assert set(state.published) == {("default", "a"), ("default", "b"), ("default", "c")}
+    assert sorted(m.name for m in decoded(bus)) == ["a", "b", "c"]  # "a" twice on the wire, compacted to one

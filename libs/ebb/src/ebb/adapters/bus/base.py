@@ -82,6 +82,14 @@ class Bus(Protocol):
         """Publish ``message`` on ``topic`` (ContractError if it does not belong there)."""
         ...
 
+    async def publish_many(self, topic: str, messages: Sequence[Message]) -> None:
+        """Publish ``messages`` on ``topic`` in their order, several in flight at once; returns once every one
+        is acknowledged (written), raises the first failure after every send has settled. Each key's records
+        keep their order (one partition per key; the Kafka producer is idempotent). After a failure some of
+        the messages may be written: a caller publishes the batch again (at least once), it never marks any
+        of them done. ContractError, before anything is sent, if one does not belong on ``topic``."""
+        ...
+
     async def consume(
         self,
         topics: Sequence[str],

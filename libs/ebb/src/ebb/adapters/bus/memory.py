@@ -70,6 +70,12 @@ class InMemoryBus:
         key, value, headers = to_kafka(message, source=self.source, time=self.clock() if self.clock else None)
         self.append(topic, key, value, headers)
 
+    async def publish_many(self, topic: str, messages: Sequence[Message]) -> None:
+        for message in messages:
+            check_topic(topic, message)
+        for message in messages:
+            await self.publish(topic, message)
+
     def append(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
     ) -> tuple[int, int]:

@@ -1,6 +1,10 @@
 """The pure half of list+watch: what to publish for a list result or a watch event, given what was
 published before. No I/O; the watch loop (``ebb.adapters.kube.watch``) feeds it and records what it
-published."""
+published once the bus acknowledged it.
+
+Each object is trimmed and digested once: the digest computed to compare with what was published travels
+on the ``Change`` and is what ``record`` stores. A batch of watch events (``KindState.batch``) compares each
+event with what the events before it in the batch change, as the bus has not acknowledged them yet."""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ class Change:
     name: str
     resource_version: str
     object: dict[str, Any] | None
+    #: ``content_digest(object)`` when already computed (``record`` computes it otherwise)
+    digest: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def deleted(self) -> bool:
@@ -40,15 +46,20 @@ class KindState:
     published: dict[tuple[str, str], str] = field(default_factory=dict)
     resource_version: str | None = None
 
-    def upsert(self, obj: Mapping[str, Any]) -> Change | None:
-        """The change for an added or modified object; None when nothing ebb reads has changed."""
+    def upsert(self, obj: Mapping[str, Any], pending: Mapping[tuple[str, str], str | None] | None = None,
+               ) -> Change | None:
+        """The change for an added or modified object; None when nothing ebb reads has changed. ``pending``:
+        digests (None: deleted) of changes made but not yet recorded, which count before ``published``."""
         trimmed = trim(obj, kind=self.spec.kind, api_version=self.spec.api_version)
         namespace, name, rv = object_ref(trimmed)
         if not name:
             return None
-        if self.published.get((namespace, name)) == content_digest(trimmed):
+        digest = content_digest(trimmed)
+        key = (namespace, name)
+        last = pending[key] if pending is not None and key in pending else self.published.get(key)
+        if last == digest:
             return None
-        return Change(self.spec.kind, namespace, name, rv, trimmed)
+        return Change(self.spec.kind, namespace, name, rv, trimmed, digest)
 
     def delete(self, obj: Mapping[str, Any]) -> Change | None:
         """The tombstone for a deleted object (also for one never published: harmless on a compacted
@@ -58,13 +69,27 @@ class KindState:
             return None
         return Change(self.spec.kind, namespace, name, rv, None)
 
-    def event(self, type_: str, obj: Mapping[str, Any]) -> Change | None:
+    def event(self, type_: str, obj: Mapping[str, Any],
+              pending: Mapping[tuple[str, str], str | None] | None = None) -> Change | None:
         """The change for a watch event (ADDED, MODIFIED, DELETED); None for anything else."""
         if type_ in ("ADDED", "MODIFIED"):
-            return self.upsert(obj)
+            return self.upsert(obj, pending)
         if type_ == "DELETED":
             return self.delete(obj)
         return None
+
+    def batch(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Change]:
+        """The changes for consecutive watch events published together: each event is compared with the
+        changes of the events before it in the batch (not yet recorded), so an object changed and changed
+        back within a batch is published both times, as one event at a time would."""
+        changes: list[Change] = []
+        pending: dict[tuple[str, str], str | None] = {}
+        for type_, obj in events:
+            change = self.event(type_, obj, pending)
+            if change is not None:
+                changes.append(change)
+                pending[(change.namespace, change.name)] = change.digest if change.object is not None else None
+        return changes
 
     def relist(self, items: Iterable[Mapping[str, Any]]) -> list[Change]:
         """The changes that bring the published state to a fresh list: upserts for new or changed
@@ -88,4 +113,4 @@ class KindState:
         if change.object is None:
             self.published.pop(key, None)
         else:
-            self.published[key] = content_digest(change.object)
+            self.published[key] = change.digest or content_digest(change.object)

@@ -11,6 +11,12 @@ logged as a warning and retried every ``missing_kind_retry`` seconds without aff
 Setting ``stop`` ends every loop between two reads (and cuts a backoff wait short); a change being published
 is finished first.
 
+Changes go to the sink in batches: the watch events of one read from the stream (a list: ``batch_size`` changes
+at a time), so the bus has a batch in flight instead of one record per round trip. What a batch changes is
+recorded in the ``KindState`` (digests, resourceVersion) only after the sink returned, i.e. after the bus
+acknowledged every record of it; a sink that fails ends the step before anything is recorded, and the retry
+watches again from the resourceVersion before the batch (or relists), publishing it again (at least once).
+
 Objects are read as the raw JSON the API server sends (``_preload_content=False``), so they are already
 kubectl-shaped dicts with camelCase keys, for typed kinds and custom objects alike.
 """
@@ -21,7 +27,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tenacity import RetryCallState, retry_if_not_exception_type
@@ -33,7 +39,11 @@ from ebb.adapters.kube.reflector import Change, KindState
 
 log = logging.getLogger("ebb.kube")
 
-Sink = Callable[[Change], Awaitable[None]]
+#: publishes a batch of changes in order and returns once all of them are acknowledged
+Sink = Callable[[Sequence[Change]], Awaitable[None]]
+
+#: changes of a list handed to the sink at a time
+LIST_BATCH = 500
 
 
 class WatchError(RuntimeError):
@@ -87,6 +97,7 @@ class KubeWatcher:
         missing_kind_retry: float = 30.0,
         backoff: Backoff | None = None,
         page_size: int = 500,
+        batch_size: int = LIST_BATCH,
         lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -99,6 +110,7 @@ class KubeWatcher:
         self.missing_kind_retry = missing_kind_retry
         self.backoff = backoff or WATCH_BACKOFF
         self.page_size = page_size
+        self.batch_size = batch_size
         #: times the backoff and the missing-CRD retry
         self.clock = clock or Clock()
         self.states = {spec.kind: KindState(spec) for spec in self.kinds}
@@ -194,9 +206,11 @@ class KubeWatcher:
             if not token:
                 break
         changes = state.relist(items)
-        for change in changes:
-            await self.sink(change)
-            state.record(change)
+        for start in range(0, len(changes), self.batch_size):
+            batch = changes[start:start + self.batch_size]
+            await self.sink(batch)
+            for change in batch:
+                state.record(change)
         state.resource_version = version or None
         log.info("%s: listed %d objects at resourceVersion %s, published %d changes",
                  spec.kind, len(items), version, len(changes))
@@ -219,20 +233,30 @@ class KubeWatcher:
                 if not chunk:
                     return  # the server's timeout: watch again from the last resourceVersion
                 lines, buffer = split_lines(buffer, chunk)
-                for line in lines:
-                    await self._event(spec, state, json.loads(line))
+                await self._events(spec, state, [json.loads(line) for line in lines])
         finally:
             response.close()  # a watch connection is never reused (it may be cut mid-stream)
 
-    async def _event(self, spec: KindSpec, state: KindState, event: Mapping[str, Any]) -> None:
-        type_ = str(event.get("type") or "")
-        obj = event.get("object") or {}
-        if type_ == "ERROR":
-            raise _status_error(int(obj.get("code") or 500), json.dumps(obj), spec)
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        change = state.event(type_, obj)
-        if change is not None:
-            await self.sink(change)
-            state.record(change)
+    async def _events(self, spec: KindSpec, state: KindState, events: Sequence[Mapping[str, Any]]) -> None:
+        """Publish the changes of consecutive watch events as one batch, then record them and move the
+        resourceVersion past them. An ERROR event ends the stream after the events before it are published."""
+        error: WatchError | None = None
+        typed: list[tuple[str, Mapping[str, Any]]] = []
+        version: str | None = None
+        for event in events:
+            type_ = str(event.get("type") or "")
+            obj = event.get("object") or {}
+            if type_ == "ERROR":
+                error = _status_error(int(obj.get("code") or 500), json.dumps(obj), spec)
+                break
+            typed.append((type_, obj))
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "") or version
+        changes = state.batch(typed)
+        if changes:
+            await self.sink(changes)
+            for change in changes:
+                state.record(change)
         if version:
-            state.resource_version = str(version)
+            state.resource_version = version
+        if error is not None:
+            raise error

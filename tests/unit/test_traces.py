@@ -89,3 +89,23 @@ def test_file_events_order_and_schema() -> None:
 ])
 def test_merge_patch(target: Any, patch: Any, expected: Any) -> None:
     assert merge_patch(target, patch) == expected
+
+
+def test_the_schema_in_the_docs_is_the_models() -> None:
+    """docs/trace.schema.json is ``trace_schema()`` (regenerate: see docs/backtest.md)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "docs" / "trace.schema.json"
+    assert json.loads(path.read_text()) == trace_schema()
+
+
+def test_the_example_trace_file_is_valid() -> None:
+    from pathlib import Path
+
+    from ebb.core.yaml_documents import parse_yaml
+
+    path = Path(__file__).parents[2] / "examples" / "backtest" / "trace.yaml"
+    (doc,) = parse_yaml(path.read_text(), str(path))
+    trace = Trace.model_validate(doc)
+    assert [e.at for e in trace.ordered()] == [0, 300, 2100, 2700, 3600]

@@ -149,3 +149,39 @@ def test_run_with_a_trace_grows_the_cluster(tmp_path: Path) -> None:
     out = json.loads(result.stdout)
     assert out["start"]["nodes"] == 2 and out["end"]["nodes"] > 2
     assert out["end"]["pods"] == out["start"]["pods"] + 8 and out["end"]["pendingPods"] == 0
+
+
+async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_the_replica() -> None:
+    from ebb.adapters.bus import InMemoryBus
+    from ebb.core.traces import TraceEvent
+    from ebb_embedded.workload import WorkloadCluster
+
+    docs = [nodepool(), catalog(), node("n0"), pod("web-a", "n0", owner=("ReplicaSet", "web")),
+            pod("web-b", None, phase="Pending", owner=("ReplicaSet", "web"))]
+    sim = WorkloadCluster(docs, InMemoryBus(), lambda: NOW, seed=7)
+    sim.start_measuring({"n0": 0.096})
+
+    def web() -> list[str]:
+        return sorted(k for k in sim.objects if k.startswith("Pod/default/web"))
+
+    await sim.apply(TraceEvent.model_validate({"at": 0, "scale": {"workload": {"name": "web"}, "replicas": 4}}))
+    assert len(web()) == 4 and sim.pods_waiting.is_set()
+    copies = [sim.objects[k] for k in web() if k not in ("Pod/default/web-a", "Pod/default/web-b")]
+    assert all(c["spec"]["containers"] == sim.objects["Pod/default/web-a"]["spec"]["containers"] for c in copies)
+    # down to one: the Pending pods go first, the one running stays
+    await sim.apply(TraceEvent.model_validate({"at": 0, "scale": {"workload": {"name": "web"}, "replicas": 1}}))
+    assert web() == ["Pod/default/web-a"]
+    # a StatefulSet's pods are numbered
+    await sim.apply(TraceEvent.model_validate({"at": 0, "scale": {
+        "workload": {"kind": "StatefulSet", "name": "db"}, "replicas": 2, "template": {"cpu": "100m"}}}))
+    assert {"Pod/default/db-0", "Pod/default/db-1"} <= set(sim.objects)
+    # evicted twice (recreated by its controller in between): one replica evicted more than once
+    assert (await sim.evict("default", "web-a"))[0] == "evicted"
+    (again,) = [k.split("/")[2] for k in web()]
+    sim.objects[f"Pod/default/{again}"]["spec"]["nodeName"] = "n0"  # bound, as kube-scheduler would
+    assert (await sim.evict("default", again))[0] == "evicted"
+    assert list(sim.measures.evicted.values()) == [2]
+    # a patch of a missing object is an error the trace reports
+    with pytest.raises(ValueError, match="no NodePool gone"):
+        await sim.apply(TraceEvent.model_validate({"at": 0, "patch": {"kind": "NodePool", "name": "gone",
+                                                                       "merge": {}}}))

@@ -209,8 +209,11 @@ class HoldsAndDecisions(schema.as_state_machine()):  # type: ignore[misc]
         self.previous = step
 
 
+# derandomized: the same sequences on every run, so the chains asserted below are there every time (at random,
+# 15 sequences sometimes never went from a page to a decision)
 HoldsAndDecisions.TestCase.settings = settings(
-    max_examples=STATEFUL_STEPS, stateful_step_count=6, deadline=None, suppress_health_check=list(HealthCheck))
+    max_examples=STATEFUL_STEPS, stateful_step_count=6, deadline=None, suppress_health_check=list(HealthCheck),
+    derandomize=True)
 
 
 def test_stateful_runs_chain_holds_and_decisions() -> None:

@@ -1,5 +1,6 @@
 """Hostile records that decode, through the services' real bus handlers (issue 13: fuzzing): cluster objects
-to the consolidation-planner, commands to the termination-executor, interruptions to the planner.
+to the consolidation-planner and the decisions-api, commands to the termination-executor, interruptions to
+the planner.
 
 Records that decode still carry whatever a broken watcher or a hostile producer put in the object: the
 hostile clusters of tests/property/test_hostile_input.py (one to three fields of a valid cluster replaced by
@@ -14,7 +15,9 @@ Commands (decisions absent or in any state, missing or repeated nodes, duplicate
 executor's handler, store and a fake apiserver: the consumer is never stuck, no decision is left executing,
 and only commands of decisions never approved are dead-lettered. Interruptions (every kind and instance
 state, managed, unmanaged and unknown nodes, duplicates) go to a running planner: all consumed, none
-dead-lettered, at most one decision per message and never two live ones on a node.
+dead-lettered, at most one decision per message and never two live ones on a node. The hostile clusters
+also go to the decisions-api (its lifespan and consumers running): its live endpoints answer 200, 404 or
+503, never a 500, and once the valid cluster is published again they serve it.
 
 The inputs tried are printed (``pytest -s``)."""
 
@@ -29,10 +32,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from ebb.adapters.bus import InMemoryBus, RetryPolicy
 from ebb.adapters.clock import ManualClock
@@ -51,8 +55,12 @@ from ebb.contracts import (
 )
 from ebb.contracts.messages import InterruptionKind
 from ebb.core.decision import State
+from ebb_decisions_api.settings import Settings as ApiSettings
 from ebb_termination_executor.executor import Executor
 from tests.property.test_hostile_input import _cluster, hostile_clusters
+from tests.service.test_api_service import AUTH as API_AUTH
+from tests.service.test_api_service import TOKEN as API_TOKEN
+from tests.service.test_api_service import running
 from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
 from tests.service.test_planner import Running, eventually, interruption, obj
 from tests.service.test_planner import cluster as planner_cluster
@@ -266,3 +274,45 @@ async def _interrupt(template: str, stream: list[Interruption]) -> None:
         TRIED["interrupted (planner count)"] += running.planner.interrupted
         assert {d.nodes[0]["name"] for d in interrupted} <= {"n1", "n2"}
         assert len(dead_letters := bus.records(dlq_topic(TOPIC_INTERRUPTIONS))) == 0, dead_letters
+
+
+# -- the decisions-api's consumer of ebb.cluster.objects ------------------------------------------------------
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(documents=hostile_clusters())
+def test_the_api_answers_on_hostile_objects_and_keeps_consuming(migrated: str,
+                                                                 documents: list[dict[str, Any]]) -> None:
+    TRIED["api clusters"] += 1
+    asyncio.run(_serve(migrated, documents))
+
+
+async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
+    bus = InMemoryBus()
+    for doc in documents:
+        try:
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+        except (ContractError, ValidationError, KeyError, TypeError, AttributeError):
+            TRIED["api objects refused by the contract"] += 1
+    store = DecisionStore.from_url(url, "fuzz-api")
+    settings_ = ApiSettings(token=SecretStr(API_TOKEN), database_url="sqlite://", cluster="fuzz-api")
+    try:
+        async with running(settings_, store, bus) as (_, client):
+            await eventually("ready or refusing the snapshot", lambda: _probe(client, "/readyz", {200, 503}))
+            for path in ("/v1/nodes/a/explain", "/v1/nodepools/default/budgets", "/v1/nodes/nope/explain"):
+                status = await _probe(client, path, {200, 404, 503})
+                TRIED[f"api {status}"] += 1
+            plan = await client.post("/v1/plan", params={"now": "2026-11-23T18:30:00Z"}, headers=API_AUTH)
+            assert plan.status_code in {200, 422, 503}, plan.text
+            # the consumer goes on: the valid cluster, published again, is served
+            for doc in _cluster():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            await eventually("the valid cluster served", lambda: _probe(client, "/v1/nodes/a/explain", {200}))
+    finally:
+        await store.close()
+
+
+async def _probe(client: httpx.AsyncClient, path: str, allowed: set[int]) -> int | None:
+    response = await client.get(path, params={"now": "2026-11-23T18:30:00Z"}, headers=API_AUTH)
+    assert response.status_code < 500 or response.status_code == 503, (path, response.status_code, response.text)
+    return response.status_code if response.status_code in allowed else None

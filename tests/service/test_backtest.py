@@ -97,6 +97,7 @@ def test_backtest_in_two_processes_prints_the_same_json(tmp_path: Path) -> None:
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err.decode()
         outputs.append(out)
+        assert "ebb backtest: karpenter-default: +0:00:00" in err.decode()  # no terminal: progress lines
     assert outputs[0] == outputs[1]
     result = json.loads(outputs[0])
     assert [p["name"] for p in result["policies"]] == ["karpenter-default", "calm"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.run_cmd import EXAMPLE_NOW, Output, _documents, _duration, _time
+from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, Output, _documents, _duration, _time
 
 if TYPE_CHECKING:
     from ebb.core.traces import Trace
@@ -163,15 +164,18 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     console = Console(stderr=True)
     options = BacktestOptions(start=moment, duration=span, seed=seed, sample_every=every.total_seconds(),
                               spot_to_spot=spot_to_spot)
+    last_line = [-float("inf")]
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
-                  TimeElapsedColumn(), console=console, transient=not console.is_terminal) as progress:
+                  TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:
         bars = {p.name: progress.add_task(f"{p.name:<24}", total=span.total_seconds(), state="waiting")
                 for p in policies}
 
         def on_status(p: Policy, status: Any) -> None:
-            progress.update(bars[p.name], completed=status.elapsed.total_seconds(),
-                            state=f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, "
-                                  f"{status.pending_pods} pending")
+            state = f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, {status.pending_pods} pending"
+            progress.update(bars[p.name], completed=status.elapsed.total_seconds(), state=state)
+            if not console.is_terminal and time.monotonic() - last_line[0] >= PROGRESS_EVERY:
+                last_line[0] = time.monotonic()  # no terminal: a log line every PROGRESS_EVERY real seconds
+                console.print(f"ebb backtest: {p.name}: +{status.elapsed} {state}", highlight=False, soft_wrap=True)
 
         result = run_backtest(documents, workload, policies, options, report=on_status)
     if report is not None:

@@ -90,6 +90,9 @@ class AuditedNodeApi:
     async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
         return await self.inner.evict(namespace, name)
 
+    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
+        return await self.inner.delete_pod(namespace, name, grace_seconds)
+
 
 def karpenter_node(name: str, claim: str, *, taints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A Node as Karpenter registers it: owned by its NodeClaim, with Karpenter's termination finalizer."""

@@ -85,6 +85,8 @@ class FakeApi:
         self.refusals: dict[str, int] = {}
         self.linger: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
+        #: pods deleted (not evicted) and the grace they were given
+        self.deleted: list[tuple[str, int]] = []
         self.conflicts = 0
         self.version = 0
 
@@ -158,6 +160,15 @@ class FakeApi:
             return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
         self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
         return "evicted", ""
+
+    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
+        ref = f"{namespace}/{name}"
+        self.calls.append(("delete_pod", ref))
+        if ref not in self.pods:
+            return False
+        self.deleted.append((ref, grace_seconds))
+        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        return True
 
     def evictions(self) -> list[str]:
         return [target for kind, target in self.calls if kind == "evict"]

@@ -273,6 +273,22 @@ class SimulatedCluster:
         await self._recreate(pod)
         return "evicted", ""
 
+    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
+        """A pod deleted at its node's terminationGracePeriod deadline (no PDB asked): gone at once, recreated
+        by its controller as an evicted one is (simulated time has no grace to wait out)."""
+        key = self.key_of("Pod", namespace, name)
+        pod = self.objects.get(key)
+        if pod is None:
+            return False
+        await self._remove(key)
+        await self._recreate(pod)
+        return True
+
+    async def read_nodepool(self, name: str) -> dict[str, Any] | None:
+        """The NodePool ``name`` (its terminationGracePeriod, for the ``simulated`` provider), None when absent."""
+        pool = self.objects.get(self.key_of("NodePool", "", name))
+        return copy.deepcopy(pool) if pool is not None else None
+
     # -- the Launcher (the termination-executor's cloud) ------------------------------------------------------
 
     def catalog(self) -> dict[str, InstanceType]:

@@ -74,7 +74,8 @@ def provider_of(settings: Settings, node_api: NodeApi, api_client: Any, clock: C
         # VM memory overhead), and requests above Karpenter's allocatable would rule the chosen type out
         return KarpenterProvider(node_api, KubeNodeClaimApi(api_client))
     if settings.provider == "kwok":
-        return NodeProvider("kwok", node_api, KwokLauncher(api_client, catalog_types(bundled_catalog()), clock))
+        return NodeProvider("kwok", node_api, KwokLauncher(api_client, catalog_types(bundled_catalog()), clock),
+                            nodepools=KubeNodeClaimApi(api_client).read_nodepool)
     return NodeProvider("none", node_api)
 
 

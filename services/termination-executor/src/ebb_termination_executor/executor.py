@@ -20,7 +20,16 @@ all are drained retired (the Node deleted, or its NodeClaim deleted and waited f
 it) → ``Terminated``; the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
 (``RolledBack``), the decision ends ``failed`` (evictions cannot be undone); so does a node not gone
-``retire_timeout`` after its removal was asked for (``Failed``, nothing untainted). A rolled
+``retire_timeout`` after its removal was asked for (``Failed``, nothing untainted).
+
+terminationGracePeriod (Karpenter's NodePool ``spec.template.spec.terminationGracePeriod``, the
+``Provider``'s ``termination_grace_period``: the NodeClaim's in ``karpenter`` mode, the NodePool's otherwise): when
+a node has one, its drain gets a deadline, the start of its termination (its first drain, recorded on the Node as
+``ebb.sh/termination-timestamp`` so a resumed command keeps it) plus the grace period; Karpenter's
+``TerminationGracePeriodExpiring`` event says it on the node, and each pod whose own grace would not end by then
+is deleted at ``deadline - its grace`` (PDB bypassed) with Karpenter's ``Disrupted`` event
+(``ebb.adapters.kube.drain``). The grace period is read by the executor when it drains, not carried by the
+command: Karpenter reads it from the NodeClaim at termination too, and the planner's snapshot need not have it. A rolled
 back or failed decision leaves an automatic
 hold on its nodes (``failure_hold_seconds``, default 15 min), so the planner does not propose the same
 failing disruption at its next pass; the hold is in every explanation of those nodes meanwhile.
@@ -41,6 +50,7 @@ poll and ready timeout, the retire wait, the termination duration metric) is mea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -175,7 +185,10 @@ class Executor:
                 return await self._finish(command, State.ROLLED_BACK, why)
         for node in tainted:
             try:
-                report = await self.drainer.drain(node, on_evicted=lambda pod: self._evicted(command, pod))
+                deadline = await self._termination_deadline(node)
+                report = await self.drainer.drain(
+                    node, on_evicted=lambda pod: self._evicted(command, pod), deadline=deadline,
+                    on_deleted=None if deadline is None else functools.partial(self._deleted, deadline=deadline))
             except DrainFailed as e:
                 await self.emit(command, node, "Failed", f"drain failed: {e}")
                 self._kube(kube_events.failed_draining(node, None, str(e)))
@@ -183,9 +196,11 @@ class Executor:
                 return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}")
             self.metrics.nodes_drained.labels(nodepool=command.node_pool).inc()
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
+            deleted = ", ".join(sorted(report.deleted))
             await self.emit(
                 command, node, "Evicted",
                 f"evicted {len(report.evicted)} pod(s) after {report.blocked} refusal(s)"
+                + (f"; deleted at the terminationGracePeriod deadline: {deleted}" if deleted else "")
                 + (f"; left alone: {skipped}" if skipped else ""),
             )
         return await self._retire(command, started)
@@ -273,6 +288,23 @@ class Executor:
         meta = pod.get("metadata") or {}
         ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
         self._kube([kube_events.evicted(ref, command.reason)])
+
+    async def _termination_deadline(self, node: str) -> datetime | None:
+        """The node's terminationGracePeriod deadline (None: it has no grace period), announced with
+        Karpenter's ``TerminationGracePeriodExpiring`` event."""
+        grace_period = await self.provider.termination_grace_period(node)
+        if grace_period is None:
+            return None
+        deadline = await self.drainer.termination_deadline(node, grace_period)
+        self._kube(kube_events.termination_grace_period_expiring(node, None, deadline))
+        return deadline
+
+    def _deleted(self, pod: Mapping[str, Any], grace: int, *, deadline: datetime) -> None:
+        """A pod deleted at its node's terminationGracePeriod deadline: Karpenter's ``Disrupted`` Pod event."""
+        meta = pod.get("metadata") or {}
+        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
+        pod_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        self._kube([kube_events.disrupted_pod(ref, grace, int(pod_grace or 0), deadline)])
 
     async def _labels(self, node: str) -> Mapping[str, str]:
         """The Node's labels (nodepool, zone, capacity type of the metrics); empty when it is gone."""

@@ -11,7 +11,10 @@ replacements, wait until they are ready) → drain (ebb's own Eviction API rules
   command fails with nothing tainted or evicted);
 - ``retire``: ask for a drained node and its instance to be removed; ``retired``: whether they are gone;
 - ``instance_gone``: whether the node's instance is gone already (an interrupted node the cloud took away):
-  nothing is tainted or drained then, the node is reported terminated.
+  nothing is tainted or drained then, the node is reported terminated;
+- ``termination_grace_period``: the node's ``terminationGracePeriod`` (Karpenter's: its NodeClaim's, copied
+  from its NodePool's ``spec.template.spec.terminationGracePeriod``; where there is no NodeClaim, its NodePool's),
+  which bounds its drain (``ebb.adapters.kube.drain``), or None: PDBs are waited for until the eviction deadline.
 
 The implementations (``EBB_TERMINATION_EXECUTOR_PROVIDER``):
 
@@ -33,11 +36,28 @@ removing its ``karpenter.sh/termination`` finalizer would skip the instance's te
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ebb.contracts import Replacement
+from ebb.core.quantity import QuantityError, parse_duration
+
+log = logging.getLogger("ebb.provider")
+
+
+def grace_period_of(spec: Any, where: str) -> float | None:
+    """The ``terminationGracePeriod`` of a NodeClaim's spec or a NodePool's template spec, in seconds; None
+    when unset or "Never". A value that is not a duration is ignored with a warning (``where`` names it)."""
+    value = spec.get("terminationGracePeriod") if isinstance(spec, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except QuantityError as e:
+        log.warning("%s: terminationGracePeriod ignored: %s", where, e)
+        return None
 
 
 class RetireError(RuntimeError):
@@ -100,4 +120,8 @@ class Provider(Protocol):
 
     async def instance_gone(self, node: str) -> bool:
         """Whether the node's instance is gone already (there is nothing left to disrupt)."""
+        ...
+
+    async def termination_grace_period(self, node: str) -> float | None:
+        """The node's terminationGracePeriod in seconds, None when it has none."""
         ...

@@ -19,7 +19,17 @@ short by its ``stop`` with ``Stopped``); 404 means the pod is already gone. A po
 server no longer has it (or has a new pod of the same name: a new UID or another node); with
 ``terminating_is_gone`` a pod whose deletion has started counts as gone too. A pod that is not gone
 ``eviction_deadline`` seconds after its first eviction attempt (by the drainer's clock) fails the drain
-(``DrainFailed``): nothing is ever force-deleted.
+(``DrainFailed``). Pods stuck terminating (still there a minute after their ``deletionTimestamp``, Karpenter's
+``IsStuckTerminating``) are neither evicted nor waited for: they count as gone.
+
+With a terminationGracePeriod deadline (``drain(deadline=...)``: the start of the node's termination plus its
+NodeClaim's/NodePool's ``terminationGracePeriod``, as Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``),
+each pod whose own ``terminationGracePeriodSeconds`` would not end before the deadline is *deleted* (not
+evicted: its PDB is bypassed, only then) at ``deadline - its grace``, granted ``max(int(deadline - now), 1)``
+seconds (Karpenter's ``DeleteExpiringPods``: never 0, which would force-delete it from etcd); a pod already
+terminating with a ``deletionTimestamp`` after the deadline is deleted again with the shorter grace. Its
+evictions are retried until then instead of ``eviction_deadline``, so without a deadline a drain still fails
+where a PDB never allows the eviction, and with one the drain ends by the deadline (plus the stuck minute).
 ``Drainer.untaint`` removes the taint again (rollback). Removing the node afterwards is the provider's
 (``retire``). The drainer itself names no taint and touches no finalizer.
 
@@ -34,6 +44,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
 
 from tenacity import RetryCallState, retry_if_exception_type
@@ -45,6 +56,13 @@ log = logging.getLogger("ebb.kube.drain")
 
 MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 CRITICAL_PRIORITY: Final = 2_000_000_000
+#: Karpenter's ``IsStuckTerminating``: a pod still there this long after its ``deletionTimestamp`` (its deletion
+#: plus its grace) is not waited for
+STUCK_TERMINATING_AFTER: Final = 60.0
+#: the terminationGracePeriod deadline of a node being drained, RFC 3339, set once at the first drain (ebb's
+#: copy of Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``, on the Node: kwok and simulated nodes
+#: have no NodeClaim), so a command resumed after a restart keeps the deadline; removed by a rollback
+TERMINATION_TIMESTAMP_ANNOTATION: Final = "ebb.sh/termination-timestamp"
 
 EvictionResult = Literal["evicted", "blocked", "gone", "refused"]
 
@@ -90,6 +108,10 @@ class NodeApi(Protocol):
     async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
         """Create a policy/v1 Eviction: evicted (2xx), blocked (429: a PDB), gone (404), refused (other);
         with the API server's message."""
+        ...
+
+    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
+        """Delete the pod with ``gracePeriodSeconds`` (no PDB is consulted); False when it did not exist."""
         ...
 
 
@@ -190,24 +212,76 @@ def tolerates_disruption(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bo
     return any(tolerates(t, taint) for t in _spec(pod).get("tolerations") or [])
 
 
-def skip_reason(pod: Mapping[str, Any], taint: Mapping[str, str]) -> str | None:
+def _timestamp(value: object) -> datetime | None:
+    """An RFC 3339 timestamp of the API (``2026-11-23T18:30:00Z``), or None when absent or not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def deletion_timestamp(pod: Mapping[str, Any]) -> datetime | None:
+    """When a terminating pod's grace ends (``metadata.deletionTimestamp``: its deletion plus its grace)."""
+    return _timestamp(_meta(pod).get("deletionTimestamp"))
+
+
+def is_stuck_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
+    """Karpenter's ``IsStuckTerminating``: still there more than a minute after its ``deletionTimestamp``."""
+    at = deletion_timestamp(pod)
+    return at is not None and (now - at).total_seconds() > STUCK_TERMINATING_AFTER
+
+
+def pod_grace_seconds(pod: Mapping[str, Any]) -> int | None:
+    """The pod's ``terminationGracePeriodSeconds`` (the API server defaults it to 30), None when absent."""
+    value = _spec(pod).get("terminationGracePeriodSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def delete_time(pod: Mapping[str, Any], deadline: datetime) -> datetime | None:
+    """When a pod is deleted so that its whole grace ends by the node's terminationGracePeriod ``deadline``
+    (Karpenter's ``podDeleteTimeWithGracePeriod``), or None when it is never deleted: it has no grace, or it
+    is terminating already and its grace ends by the deadline (Karpenter's ``IsPodEligibleForForcedEviction``)."""
+    grace = pod_grace_seconds(pod)
+    if grace is None:
+        return None
+    if _meta(pod).get("deletionTimestamp") is not None:
+        ends = deletion_timestamp(pod)
+        if ends is None or ends <= deadline:
+            return None
+    return deadline - timedelta(seconds=grace)
+
+
+def granted_grace(deadline: datetime, now: datetime) -> int:
+    """The grace a pod deleted at ``now`` gets: what is left until the deadline, whole seconds, at least 1
+    (0 would force-delete it from etcd, breaking at-most-one-pod)."""
+    return max(int((deadline - now).total_seconds()), 1)
+
+
+def skip_reason(pod: Mapping[str, Any], taint: Mapping[str, str], now: datetime | None = None) -> str | None:
     """Why a pod is left alone by a drain under the disruption ``taint``, or None when it must be evicted
-    (a pod that tolerates the taint would be scheduled right back)."""
+    (a pod that tolerates the taint would be scheduled right back; one stuck terminating at ``now`` is not
+    waited for)."""
     if is_mirror_or_static(pod):
         return "mirror/static pod"
     if is_finished(pod):
         return "finished"
     if tolerates_disruption(pod, taint):
         return f"tolerates {taint['key']}"
+    if now is not None and is_stuck_terminating(pod, now):
+        return "stuck terminating"
     return None
 
 
-def eviction_groups(pods: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> list[list[Mapping[str, Any]]]:
+def eviction_groups(pods: Sequence[Mapping[str, Any]], taint: Mapping[str, str],
+                    now: datetime | None = None) -> list[list[Mapping[str, Any]]]:
     """The pods to evict, in the order they go (empty groups dropped): non-critical, critical,
     non-critical DaemonSet pods, critical DaemonSet pods."""
     groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
     for pod in pods:
-        if skip_reason(pod, taint) is None:
+        if skip_reason(pod, taint, now) is None:
             groups[2 * is_daemonset_pod(pod) + is_critical(pod)].append(pod)
     return [g for g in groups if g]
 
@@ -242,6 +316,38 @@ def untaint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dic
     return [*guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
 
 
+def rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _annotations(node: Mapping[str, Any]) -> dict[str, Any]:
+    value = _meta(node).get("annotations")
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def termination_deadline(node: Mapping[str, Any]) -> datetime | None:
+    """The node's terminationGracePeriod deadline (``TERMINATION_TIMESTAMP_ANNOTATION``), None when unset."""
+    return _timestamp(_annotations(node).get(TERMINATION_TIMESTAMP_ANNOTATION))
+
+
+def deadline_patch(node: Mapping[str, Any], deadline: datetime) -> list[dict[str, Any]] | None:
+    """The JSON patch that records ``deadline`` on the node, or None when it has one already (kept: the
+    deadline is set once, at the start of the node's termination)."""
+    if termination_deadline(node) is not None:
+        return None
+    annotations = {**_annotations(node), TERMINATION_TIMESTAMP_ANNOTATION: rfc3339(deadline)}
+    return [*guard(node), {"op": "add", "path": "/metadata/annotations", "value": annotations}]
+
+
+def undeadline_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON patch that removes the deadline (rollback), or None when there is none."""
+    annotations = _annotations(node)
+    if TERMINATION_TIMESTAMP_ANNOTATION not in annotations:
+        return None
+    del annotations[TERMINATION_TIMESTAMP_ANNOTATION]
+    return [*guard(node), {"op": "add", "path": "/metadata/annotations", "value": annotations}]
+
+
 async def patch_until_done(api: NodeApi, name: str,
                            make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]) -> bool | None:
     """Read the node and apply ``make``'s patch until it applies cleanly (a lost race is read again); True
@@ -274,6 +380,8 @@ class DrainReport:
 
     node: str
     evicted: list[str] = field(default_factory=list)
+    #: pods deleted at the terminationGracePeriod deadline minus their grace (PDB bypassed)
+    deleted: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     #: 429s (and other refusals) answered while evicting
     blocked: int = 0
@@ -321,22 +429,97 @@ class Drainer:
         return await patch_until_done(self.api, node, lambda obj: taint_patch(obj, self.disruption_taint))
 
     async def untaint(self, node: str) -> bool | None:
-        """Remove the disruption taint (rollback); True when removed, False when absent, None when gone."""
-        return await patch_until_done(self.api, node, lambda obj: untaint_patch(obj, self.disruption_taint))
+        """Remove the disruption taint (rollback), and the terminationGracePeriod deadline so that a later
+        termination starts its own; True when the taint was removed, False when absent, None when gone."""
+        removed = await patch_until_done(self.api, node, lambda obj: untaint_patch(obj, self.disruption_taint))
+        if removed is not None:
+            await patch_until_done(self.api, node, undeadline_patch)
+        return removed
 
-    async def drain(self, node: str, *, on_evicted: Callable[[Mapping[str, Any]], None] | None = None) -> DrainReport:
+    async def termination_deadline(self, node: str, grace_period: float) -> datetime:
+        """The node's terminationGracePeriod deadline: the one recorded on it, or now + ``grace_period``,
+        recorded (the start of its termination is its first drain; a resumed drain keeps it)."""
+        wanted = self.clock.now() + timedelta(seconds=grace_period)
+        await patch_until_done(self.api, node, lambda obj: deadline_patch(obj, wanted))
+        found = await self.api.read_node(node)
+        return (termination_deadline(found) if found is not None else None) or wanted
+
+    async def drain(self, node: str, *, on_evicted: Callable[[Mapping[str, Any]], None] | None = None,
+                    deadline: datetime | None = None,
+                    on_deleted: Callable[[Mapping[str, Any], int], None] | None = None) -> DrainReport:
         """Evict the node's pods group by group; DrainFailed when a pod does not go in time. ``on_evicted`` is
         called with each pod the Eviction API evicted (200; not the pods already gone or terminating): the
-        executor's ``Evicted`` event and ``ebb_pods_drained_total``."""
+        executor's ``Evicted`` event and ``ebb_pods_drained_total``. With a terminationGracePeriod
+        ``deadline``, a pod whose grace would not end by then is deleted at ``deadline - its grace`` whatever
+        its group, and ``on_deleted`` is called with it and the grace it was granted (Karpenter's
+        ``Disrupted`` event)."""
         report = DrainReport(node)
         pods = await self.api.list_pods(node)
+        now = self.clock.now()
         for pod in pods:
-            reason = skip_reason(pod, self.disruption_taint)
+            reason = skip_reason(pod, self.disruption_taint, now)
             if reason is not None:
                 report.skipped[pod_ref(pod)] = reason
-        for group in eviction_groups(pods, self.disruption_taint):
-            await asyncio.gather(*(self._evict_until_gone(node, pod, report, on_evicted) for pod in group))
+        groups = eviction_groups(pods, self.disruption_taint, now)
+        expiring: dict[str, datetime] = {}
+        if deadline is not None:
+            for grouped in (p for group in groups for p in group):
+                at = delete_time(grouped, deadline)
+                if at is not None:
+                    expiring[pod_ref(grouped)] = at
+        main = asyncio.ensure_future(self._drain_groups(node, groups, report, on_evicted=on_evicted,
+                                                       deadline=deadline, expiring=expiring))
+        deletions = [] if deadline is None else [
+            asyncio.ensure_future(self._delete_at(node, pod, report, at=expiring[pod_ref(pod)], deadline=deadline,
+                                                  on_deleted=on_deleted))
+            for group in groups for pod in group if pod_ref(pod) in expiring]
+        try:
+            pending: set[asyncio.Future[None]] = {main, *deletions}
+            while not main.done():
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    error = task.exception()
+                    if error is not None:
+                        raise error
+            main.result()
+        finally:
+            for task in (main, *deletions):
+                task.cancel()
+            await asyncio.gather(main, *deletions, return_exceptions=True)
         return report
+
+    async def _drain_groups(self, node: str, groups: list[list[Mapping[str, Any]]], report: DrainReport, *,
+                            on_evicted: Callable[[Mapping[str, Any]], None] | None, deadline: datetime | None,
+                            expiring: Mapping[str, datetime]) -> None:
+        for group in groups:
+            await asyncio.gather(*(self._evict_until_gone(node, pod, report, on_evicted=on_evicted, deadline=deadline,
+                                                          delete_at=expiring.get(pod_ref(pod))) for pod in group))
+
+    def _monotonic_at(self, at: datetime) -> float:
+        """The drainer's monotonic time of the wall-clock time ``at``."""
+        return self.clock.monotonic() + (at - self.clock.now()).total_seconds()
+
+    async def _delete_at(self, node: str, pod: Mapping[str, Any], report: DrainReport, *, at: datetime,
+                         deadline: datetime, on_deleted: Callable[[Mapping[str, Any], int], None] | None) -> None:
+        """Delete ``pod`` at ``at`` (deadline - its grace) unless it is gone or terminating within the deadline
+        by then (Karpenter's ``DeleteExpiringPods``: its PDB and do-not-disrupt bypassed)."""
+        # in poll-interval steps, on the drainer's clock (Karpenter re-checks each reconcile, about every second)
+        while (wait := (at - self.clock.now()).total_seconds()) > 0:
+            await self.sleep(min(wait, self.poll_interval))
+        meta = _meta(pod)
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        current = await self.api.read_pod(namespace, name)
+        if current is None or _meta(current).get("uid") != meta.get("uid"):
+            return
+        if delete_time(current, deadline) is None:
+            return  # terminating already, its grace ending by the deadline
+        grace = granted_grace(deadline, self.clock.now())
+        log.info("deleting %s on %s at its terminationGracePeriod deadline %s with %ds grace",
+                 pod_ref(pod), node, deadline.isoformat(), grace)
+        if await self.api.delete_pod(namespace, name, grace):
+            report.deleted.append(pod_ref(pod))
+            if on_deleted is not None:
+                on_deleted(pod, grace)
 
     async def _gone(self, node: str, pod: Mapping[str, Any]) -> bool:
         meta = _meta(pod)
@@ -346,13 +529,23 @@ class Drainer:
         current_meta = _meta(current)
         if current_meta.get("uid") != meta.get("uid") or _spec(current).get("nodeName") not in (None, node):
             return True  # a new pod of the same name
+        if is_stuck_terminating(current, self.clock.now()):
+            return True  # Karpenter does not wait for it
         return self.terminating_is_gone and current_meta.get("deletionTimestamp") is not None
 
-    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport,
-                                on_evicted: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport, *,
+                                on_evicted: Callable[[Mapping[str, Any]], None] | None = None,
+                                deadline: datetime | None = None, delete_at: datetime | None = None) -> None:
+        """Evict ``pod`` until the Eviction API takes it, then wait until it is gone. Without a
+        terminationGracePeriod ``deadline`` both end at ``eviction_deadline`` (DrainFailed); with one, the
+        evictions of a pod deleted at ``delete_at`` end then (the deletion takes over) and the wait ends a
+        minute after the deadline, when the pod counts as stuck terminating."""
         meta = _meta(pod)
         namespace, name, ref = str(meta.get("namespace", "")), str(meta.get("name", "")), pod_ref(pod)
-        deadline = self.clock.monotonic() + self.eviction_deadline
+        deadline_mono = self.clock.monotonic() + self.eviction_deadline
+        evict_until = deadline_mono if delete_at is None else self._monotonic_at(delete_at)
+        wait_until = deadline_mono if deadline is None else max(
+            deadline_mono, self._monotonic_at(deadline) + STUCK_TERMINATING_AFTER + 1 + 2 * self.poll_interval)
         if meta.get("deletionTimestamp") is None:
 
             def refused(attempt: RetryCallState) -> None:
@@ -362,7 +555,7 @@ class Drainer:
 
             tried = 0
             try:
-                async for attempt in self.backoff.retrying(self.clock, self.stop, deadline=deadline,
+                async for attempt in self.backoff.retrying(self.clock, self.stop, deadline=evict_until,
                                                            retry=retry_if_exception_type(_Refused),
                                                            before_sleep=refused):
                     tried = attempt.retry_state.attempt_number
@@ -376,15 +569,21 @@ class Drainer:
                         if result == "evicted" and on_evicted is not None:
                             on_evicted(pod)
             except _Refused as last:
-                raise DrainFailed(
-                    f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "
-                    f"({tried} attempts; last: {last})"
-                ) from None
-        report.evicted.append(ref)
+                if delete_at is None:
+                    raise DrainFailed(
+                        f"pod {ref} on node {node} could not be evicted within {self.eviction_deadline:g}s "
+                        f"({tried} attempts; last: {last})"
+                    ) from None
+                # deleted at delete_at by ``_delete_at``: wait for it below
+            else:
+                report.evicted.append(ref)
+        else:
+            report.evicted.append(ref)
         while not await self._gone(node, pod):
-            if self.clock.monotonic() + self.poll_interval > deadline:
+            if self.clock.monotonic() + self.poll_interval > wait_until:
                 raise DrainFailed(
-                    f"pod {ref} on node {node} was evicted but still there after {self.eviction_deadline:g}s"
+                    f"pod {ref} on node {node} was evicted but still there after "
+                    f"{wait_until - deadline_mono + self.eviction_deadline:g}s"
                 )
             await self.sleep(self.poll_interval)
 
@@ -470,6 +669,16 @@ class KubeNodeApi:
         if status >= 300:
             raise KubeError(status, self._message(body))
         return dict(body)
+
+    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
+        response = await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds,
+                                                         _preload_content=False)
+        status, body = await self._body(response)
+        if status == 404:
+            return False
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+        return True
 
     async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from ebb.adapters.kube.drain import NodeApi
-from ebb.adapters.provider import Launched, RetireError
+from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import ANNOTATION_DECISION_ID, LaunchError, allocatable_of, nodeclaim_object
 from ebb.core.model import TAINT_EBB_DISRUPTED, InstanceType
@@ -197,6 +197,13 @@ class KarpenterProvider:
         else:
             claim_gone = await self.claims.read_nodeclaim(name) is None
         return claim_gone and await self.nodes.read_node(node) is None
+
+    async def termination_grace_period(self, node: str) -> float | None:
+        """Karpenter's: the NodeClaim's ``spec.terminationGracePeriod`` (copied from its NodePool at launch)."""
+        claim = await self._claim(node, await self.nodes.read_node(node))
+        if claim is None:
+            return None
+        return grace_period_of(claim.get("spec"), f"NodeClaim {_name(claim)}")
 
     async def instance_gone(self, node: str) -> bool:
         obj = await self.nodes.read_node(node)

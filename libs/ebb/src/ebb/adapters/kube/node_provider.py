@@ -10,22 +10,25 @@ takes Karpenter's part and uses Karpenter's names for it:
   at once and there is nothing to wait for;
 - a replacement is a Node a ``Launcher`` creates (``ebb.adapters.kube.launch``: ``KwokLauncher``, or the
   simulated cluster's cloud); without a launcher (``none``) a command with replacements fails;
-- the instance is gone when the Node is.
+- the instance is gone when the Node is (a KWOK or simulated node is its own instance: there is no Node
+  left NotReady by a vanished instance to finalize);
+- a node's terminationGracePeriod is its NodePool's ``spec.template.spec.terminationGracePeriod`` (there is no
+  NodeClaim to copy it to), read through ``nodepools`` when given (none: no grace period).
 
 These names must never be used next to a real Karpenter (``ebb.adapters.kube.karpenter`` is that provider).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from ebb.adapters.kube.drain import NodeApi, guard, patch_until_done
 from ebb.adapters.kube.launch import Launcher
-from ebb.adapters.provider import Launched
+from ebb.adapters.provider import Launched, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError
-from ebb.core.model import TAINT_DISRUPTED
+from ebb.core.model import LABEL_NODEPOOL, TAINT_DISRUPTED
 
 #: the disruption taint where ebb removes Nodes itself: Karpenter's
 DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": TAINT_DISRUPTED, "effect": "NoSchedule"}
@@ -50,11 +53,14 @@ class NodeProvider:
 
     disruption_taint: Mapping[str, str] = DISRUPTED_TAINT
 
-    def __init__(self, name: str, nodes: NodeApi, launcher: Launcher | None = None) -> None:
+    def __init__(self, name: str, nodes: NodeApi, launcher: Launcher | None = None, *,
+                 nodepools: Callable[[str], Awaitable[Mapping[str, Any] | None]] | None = None) -> None:
         #: none, kwok or simulated
         self.name = name
         self.nodes = nodes
         self.launcher = launcher
+        #: reads a NodePool by name (its terminationGracePeriod); None: nodes have no grace period
+        self.nodepools = nodepools
 
     @property
     def launches(self) -> bool:
@@ -88,3 +94,15 @@ class NodeProvider:
 
     async def instance_gone(self, node: str) -> bool:
         return await self.nodes.read_node(node) is None
+
+    async def termination_grace_period(self, node: str) -> float | None:
+        if self.nodepools is None:
+            return None
+        obj = await self.nodes.read_node(node)
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        pool_name = labels.get(LABEL_NODEPOOL)
+        if not pool_name:
+            return None
+        pool = await self.nodepools(str(pool_name))
+        template = (((pool or {}).get("spec") or {}).get("template") or {}).get("spec")
+        return grace_period_of(template, f"NodePool {pool_name}")

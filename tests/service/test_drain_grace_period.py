@@ -1,0 +1,258 @@
+"""The drain's terminationGracePeriod deadline and stuck-terminating pods, as Karpenter's terminator
+(``pkg/controllers/node/termination/terminator/terminator.go``, ``DeleteExpiringPods``, ``IsStuckTerminating``;
+the cases of ``termination/suite_test.go`` "TerminationGracePeriod" a fake API can express), on the fake API
+of tests/service/test_executor.py and a manual clock. The real API server is in
+tests/integration/test_termination_grace_period.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.clock import ManualClock
+from ebb.adapters.kube.drain import (
+    TERMINATION_TIMESTAMP_ANNOTATION,
+    DrainFailed,
+    delete_time,
+    granted_grace,
+    is_stuck_terminating,
+    skip_reason,
+)
+from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
+from ebb.adapters.store.decision_store import DecisionStore
+from ebb_termination_executor.executor import Executor
+from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
+
+START = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def graced(name: str, grace: int, **kwargs: Any) -> dict[str, Any]:
+    p = pod(name, **kwargs)
+    p["spec"]["terminationGracePeriodSeconds"] = grace
+    return p
+
+
+def terminating(p: dict[str, Any], ends: datetime) -> dict[str, Any]:
+    p["metadata"]["deletionTimestamp"] = stamp(ends)
+    return p
+
+
+DEADLINE = START + timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(("case", "made", "expected"), [
+    ("a pod's grace ending before the deadline: deleted at deadline - grace",
+     graced("a", 30), DEADLINE - timedelta(seconds=30)),
+    ("a grace longer than what is left: deleted at once (a time in the past)",
+     graced("a", 3600), DEADLINE - timedelta(seconds=3600)),
+    ("no terminationGracePeriodSeconds: never deleted", pod("a"), None),
+    ("terminating, its grace ending by the deadline: left to terminate",
+     terminating(graced("a", 30), DEADLINE - timedelta(seconds=1)), None),
+    ("terminating past the deadline: deleted again (IsPodEligibleForForcedEviction)",
+     terminating(graced("a", 3600), DEADLINE + timedelta(minutes=50)), DEADLINE - timedelta(seconds=3600)),
+])
+def test_delete_time(case: str, made: dict[str, Any], expected: datetime | None) -> None:
+    assert delete_time(made, DEADLINE) == expected, case
+
+
+@pytest.mark.parametrize(("left", "granted"), [(600.0, 600), (29.9, 29), (0.5, 1), (0.0, 1), (-30.0, 1)])
+def test_granted_grace_is_what_is_left_and_at_least_one_second(left: float, granted: int) -> None:
+    """Karpenter: max(int64(terminationTime - now), 1): never 0, which would force-delete from etcd."""
+    assert granted_grace(DEADLINE, DEADLINE - timedelta(seconds=left)) == granted
+
+
+@pytest.mark.parametrize(("ends_ago", "stuck"), [(61, True), (60, False), (10, False), (-30, False)])
+def test_stuck_terminating_is_a_minute_past_the_deletion_timestamp(ends_ago: int, stuck: bool) -> None:
+    p = terminating(pod("a"), START - timedelta(seconds=ends_ago))
+    assert is_stuck_terminating(p, START) is stuck
+    assert (skip_reason(p, DISRUPTED_TAINT, START) == "stuck terminating") is stuck
+    assert not is_stuck_terminating(pod("b"), START)
+
+
+async def test_stuck_terminating_pods_are_neither_evicted_nor_waited_for() -> None:
+    """Karpenter's IsDrainable: a pod terminating past its grace (plus a minute) does not hold the drain."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    stuck = terminating(pod("stuck"), START - timedelta(minutes=5))
+    api.add_pods(stuck, pod("web"))
+    api.linger["default/stuck"] = 10**6  # never goes
+    report = await drainer(api, clock).drain("n1")
+    assert api.evictions() == ["default/web"]
+    assert report.skipped == {"default/stuck": "stuck terminating"}
+    assert report.evicted == ["default/web"]
+
+
+async def test_a_pod_evicted_and_stuck_terminating_stops_being_waited_for() -> None:
+    """A pod that is evicted but never goes counts as gone once it is a minute past its deletionTimestamp,
+    instead of failing the drain at the eviction deadline."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(pod("web"))
+    api.linger["default/web"] = 10**6
+    drain = drainer(api, clock, deadline=600.0)
+
+    original = api.evict
+
+    async def evict_with_grace(namespace: str, name: str) -> Any:
+        result = await original(namespace, name)
+        api.pods[f"{namespace}/{name}"]["metadata"]["deletionTimestamp"] = stamp(clock.now() + timedelta(seconds=30))
+        return result
+
+    api.evict = evict_with_grace  # type: ignore[method-assign]
+    report = await drain.drain("n1")
+    assert report.evicted == ["default/web"]
+    assert 90 <= clock.monotonic() <= 92  # 30 s grace + the stuck minute, in 0.25 s polls
+
+
+async def test_without_a_grace_period_a_pdb_blocks_until_the_eviction_deadline() -> None:
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("web", 30))
+    api.refusals["default/web"] = -1
+    with pytest.raises(DrainFailed, match="could not be evicted within 60s"):
+        await drainer(api, clock).drain("n1")
+    assert api.deleted == []
+
+
+async def test_a_pdb_blocked_pod_is_deleted_at_deadline_minus_its_grace() -> None:
+    """Karpenter: "should preemptively delete pods to satisfy their terminationGracePeriodSeconds": a pod whose
+    PDB never allows its eviction is deleted (PDB bypassed) at deadline - grace, with what is left of the
+    deadline as its grace, and the drain ends: the eviction deadline does not fail it."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("web", 300), graced("quick", 30))
+    api.refusals["default/web"] = -1
+    deleted: list[tuple[str, int]] = []
+    deadline = START + timedelta(seconds=900)
+    report = await drainer(api, clock).drain(
+        "n1", deadline=deadline, on_deleted=lambda p, grace: deleted.append((p["metadata"]["name"], grace)))
+    assert [ref for ref, _ in api.deleted] == ["default/web"]
+    assert report.deleted == ["default/web"]
+    assert "default/quick" in report.evicted and "default/web" not in report.evicted
+    [(name, grace)] = deleted
+    assert name == "web"
+    assert api.deleted == [("default/web", grace)]
+    assert 1 <= grace <= 300
+    assert clock.now() >= deadline - timedelta(seconds=300)  # not deleted before its time
+
+
+async def test_pods_whose_grace_outlasts_the_deadline_are_deleted_at_once_with_one_second_at_least() -> None:
+    """Karpenter: "should only delete pods when their terminationGracePeriodSeconds is less than the NodeClaim's
+    remaining terminationGracePeriod": a deadline already past deletes every pod at once with 1 s grace, even
+    one in a later group (a critical DaemonSet pod) while the first group is still blocked."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("web", 30), graced("agent", 30, owner="DaemonSet", priority_class="system-node-critical"))
+    api.refusals["default/web"] = -1
+    report = await drainer(api, clock).drain("n1", deadline=START - timedelta(seconds=5))
+    assert sorted(api.deleted) == [("default/agent", 1), ("default/web", 1)]
+    assert sorted(report.deleted) == ["default/agent", "default/web"]
+
+
+async def test_pods_that_fit_in_the_deadline_are_evicted_not_deleted() -> None:
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("web", 30), graced("db", 60))
+    report = await drainer(api, clock).drain("n1", deadline=START + timedelta(hours=1))
+    assert api.deleted == []
+    assert sorted(report.evicted) == ["default/db", "default/web"]
+
+
+async def test_a_terminating_pod_past_the_deadline_is_deleted_again_with_the_shorter_grace() -> None:
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(terminating(graced("slow", 3600), START + timedelta(minutes=59)))
+    api.linger["default/slow"] = 1
+    deadline = START + timedelta(seconds=120)
+    await drainer(api, clock).drain("n1", deadline=deadline)
+    assert api.evictions() == []
+    assert api.deleted == [("default/slow", 120)]
+
+
+# -- the executor ---------------------------------------------------------------------------------------------
+
+
+def recorder() -> tuple[EventRecorder, list[dict[str, Any]]]:
+    written: list[dict[str, Any]] = []
+
+    async def sink(namespace: str, body: dict[str, Any]) -> object:
+        written.append(body)
+        return body
+
+    return EventRecorder(sink, component="ebb-termination-executor"), written
+
+
+def pool_with(grace_period: str | None) -> dict[str, Any]:
+    template: dict[str, Any] = {"spec": {} if grace_period is None else {"terminationGracePeriod": grace_period}}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": template}}
+
+
+async def execute(store: DecisionStore, api: FakeApi, clock: ManualClock, grace_period: str | None,
+                  events: EventRecorder) -> str:
+    async def nodepools(name: str) -> dict[str, Any] | None:
+        return pool_with(grace_period) if name == "default" else None
+
+    await store.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete",
+                             nodes=["n1"], replacements=[], created_at=NOW, state="approved")
+    provider = NodeProvider("kwok", api, nodepools=nodepools)
+    executor = Executor(InMemoryBus(), store, drainer(api, clock), clock=lambda: NOW, provider=provider,
+                        recorder=events)
+    return await executor.execute(command(("n1",)))
+
+
+async def test_the_executor_deletes_a_pdb_blocked_pod_at_the_nodepools_grace_period(store: DecisionStore) -> None:
+    """A NodePool with terminationGracePeriod: 5m: the node's deadline is recorded on it and announced with
+    TerminationGracePeriodExpiring; the pod its PDB never lets go is deleted with Karpenter's Disrupted event
+    and the node is terminated, where without a grace period the drain fails (next test)."""
+    api, clock = FakeApi(), ManualClock(START)
+    api.add_node("n1")
+    api.nodes["n1"]["metadata"]["labels"] = {"karpenter.sh/nodepool": "default"}
+    api.add_pods(graced("web", 30))
+    api.refusals["default/web"] = -1
+    events, written = recorder()
+    assert await execute(store, api, clock, "5m", events) == "succeeded"
+    await events.flush()
+    deadline = START + timedelta(minutes=5)
+    assert [ref for ref, _ in api.deleted] == ["default/web"]
+    reasons = [(e["involvedObject"]["kind"], e["reason"], e["message"]) for e in written]
+    assert ("Node", "TerminationGracePeriodExpiring", f"All pods will be deleted by {stamp(deadline)}") in reasons
+    [(_, grace)] = api.deleted
+    assert ("Pod", "Disrupted",
+            f"Deleting the pod to accommodate the terminationTime {deadline.strftime('%Y-%m-%d %H:%M:%S')} +0000 UTC "
+            f"of the node. The pod was granted {grace} seconds of grace-period of its 30 "
+            "terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
+            ) in reasons
+    assert api.evictions() and all(ref == "default/web" for ref in api.evictions())
+    assert ("delete", "n1") in api.calls
+
+
+async def test_without_a_grace_period_the_pdb_fails_the_drain_and_rollback_clears_the_deadline(
+        store: DecisionStore) -> None:
+    api, clock = FakeApi(), ManualClock(START)
+    api.add_node("n1")
+    api.nodes["n1"]["metadata"]["labels"] = {"karpenter.sh/nodepool": "default"}
+    api.nodes["n1"]["metadata"]["annotations"] = {TERMINATION_TIMESTAMP_ANNOTATION: stamp(START)}  # a stale one
+    api.add_pods(graced("web", 30))
+    api.refusals["default/web"] = -1
+    events, _ = recorder()
+    assert await execute(store, api, clock, None, events) == "failed"
+    assert api.deleted == []
+    assert TERMINATION_TIMESTAMP_ANNOTATION not in api.nodes["n1"]["metadata"]["annotations"]
+
+
+async def test_a_resumed_drain_keeps_the_recorded_deadline() -> None:
+    api, clock = FakeApi(), ManualClock(START)
+    api.add_node("n1")
+    drain = drainer(api, clock)
+    first = await drain.termination_deadline("n1", 300)
+    clock.advance(120)
+    assert await drain.termination_deadline("n1", 300) == first == START + timedelta(minutes=5)

@@ -546,7 +546,9 @@ class Drainer:
         evict_until = deadline_mono if delete_at is None else self._monotonic_at(delete_at)
         wait_until = deadline_mono if deadline is None else max(
             deadline_mono, self._monotonic_at(deadline) + STUCK_TERMINATING_AFTER + 1 + 2 * self.poll_interval)
-        if meta.get("deletionTimestamp") is None:
+        if delete_at is not None and self.clock.now() >= delete_at:
+            pass  # deleted by ``_delete_at`` (Karpenter deletes the expiring pods before it evicts the rest)
+        elif meta.get("deletionTimestamp") is None:
 
             def refused(attempt: RetryCallState) -> None:
                 error = attempt.outcome.exception() if attempt.outcome else None

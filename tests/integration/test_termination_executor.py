@@ -189,6 +189,18 @@ async def test_executor_drains_and_deletes_a_node(
             names = {p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items}
             assert not names & {p.metadata.name for p in originals}
 
+            # Karpenter's terminator's Evicted event on each evicted pod, in the pod's namespace, naming the
+            # real Pod (its uid, so kubectl describe pod lists it)
+            async def evicted_events() -> list[Any] | None:
+                found = (await core.list_namespaced_event(namespace)).items
+                mine = [e for e in found if e.reason == "Evicted" and e.source.component == "ebb-termination-executor"]
+                return mine if len(mine) == 3 else None
+
+            written = await eventually("an Evicted event per evicted pod", evicted_events, within=15)
+            assert sorted((e.involved_object.kind, e.involved_object.name, e.involved_object.uid) for e in written) == \
+                sorted(("Pod", p.metadata.name, p.metadata.uid) for p in originals)
+            assert {(e.type, e.message) for e in written} == {("Normal", "Evicted pod: Underutilized")}
+
             found = await store.get_decision(decision_id)
             assert found is not None
             decision, timeline = found

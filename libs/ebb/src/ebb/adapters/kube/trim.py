@@ -96,7 +96,20 @@ def _conditions(value: Any) -> Any:
     ]
 
 
+#: the types of decoded JSON's leaves, returned as they are
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _copy(value: Any) -> Any:
+    """A deep copy with string keys. Decoded JSON (dicts, lists and leaves) is checked by exact type first: an
+    ``isinstance`` against the ``Mapping`` ABC for every leaf was most of the watcher's trimming time."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _copy(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

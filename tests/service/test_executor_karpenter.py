@@ -256,6 +256,12 @@ async def test_the_provider_tells_whether_an_instance_is_gone() -> None:
     api.add_node("static")
     assert [await provider.instance_gone(n) for n in ("live", "orphan", "static", "missing")] == [
         False, True, False, True]
+    # Karpenter's termination controller: a NodeClaim gone while the Node is Ready (a kubelet still runs its
+    # pods) is drained, not finalized at once
+    api.nodes["orphan"]["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    assert not await provider.instance_gone("orphan")
+    api.nodes["orphan"]["status"] = {"conditions": [{"type": "Ready", "status": "Unknown"}]}
+    assert await provider.instance_gone("orphan")
     assert [await provider.cannot_retire(n) for n in ("live", "orphan", "missing")] == [None, None, None]
     assert await provider.cannot_retire("static") == no_claim("static")
     # a NodeClaim found by status.nodeName when the Node has no owner reference (not registered yet)

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from ebb.adapters.kube.drain import NodeApi
+from ebb.adapters.kube.launch import is_ready
 from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import ANNOTATION_DECISION_ID, LaunchError, allocatable_of, nodeclaim_object
@@ -206,11 +207,14 @@ class KarpenterProvider:
         return grace_period_of(claim.get("spec"), f"NodeClaim {_name(claim)}")
 
     async def instance_gone(self, node: str) -> bool:
+        """The Node is gone, or its NodeClaim is (ebb's sign that the instance is: it has no cloud API) while
+        the Node is not Ready. Karpenter's termination finalizes at once only a NotReady node whose instance
+        is gone: a Ready kubelet is still running its pods, so they are drained."""
         obj = await self.nodes.read_node(node)
         if obj is None:
             return True
         owner = nodeclaim_owner(obj)
-        return owner is not None and await self.claims.read_nodeclaim(owner) is None
+        return owner is not None and not is_ready(obj) and await self.claims.read_nodeclaim(owner) is None
 
 
 # -- kubernetes-asyncio ------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The termination-executor on the InMemoryBus, a SQLite store and a fake Kubernetes API (ordering and
 backoff only; the real API server is in tests/integration/test_termination_executor.py): the eviction
-order (non-critical, critical, DaemonSet pods last; mirror/static and tolerating pods left alone),
+order (non-critical, non-critical DaemonSet, critical, critical DaemonSet pods, as Karpenter's suite "should
+evict pods in order"; mirror/static and tolerating pods left alone),
 429 → capped exponential backoff, 404 → gone, the eviction deadline failing the drain with a rollback,
 idempotent taints, the decision's state and processed_messages, and the events on ebb.disruption.events."""
 
@@ -198,7 +199,7 @@ def test_eviction_order_and_skipped_pods() -> None:
         pod("other-taint", tolerations=[{"key": "other", "operator": "Exists"}]),
     ]
     groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods, DISRUPTED_TAINT)]
-    assert groups == [["web", "bare", "other-taint"], ["critical-priority", "critical-class"], ["ds"],
+    assert groups == [["web", "bare", "other-taint"], ["ds"], ["critical-priority", "critical-class"],
                       ["ds-critical"]]
     assert skip_reason(pods[6], DISRUPTED_TAINT) == "mirror/static pod"
     assert skip_reason(pods[7], DISRUPTED_TAINT) == "mirror/static pod"
@@ -270,9 +271,9 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
     report = await d.drain("n1")
 
     evictions = api.evictions()
-    # the critical pod only after both web pods are gone; the DaemonSet pod last
-    assert evictions.index("default/critical") > max(i for i, e in enumerate(evictions) if e.startswith("default/web"))
-    assert evictions[-1] == "default/ds"
+    # the DaemonSet pod only after both web pods are gone (the rest of its tier); the critical pod last
+    assert evictions.index("default/ds") > max(i for i, e in enumerate(evictions) if e.startswith("default/web"))
+    assert evictions[-1] == "default/critical"
     assert evictions.count("default/web-2") == 6
     assert "default/mirror" not in evictions and "default/elsewhere" not in evictions
     assert report.blocked == 5

@@ -9,8 +9,11 @@ resourceVersion read guards against a concurrent writer, and a lost race is read
 ``Drainer.drain`` evicts the node's pods with ``policy/v1`` Evictions (``pods/{name}/eviction``) in
 groups, each group gone before the next one starts:
 
-1. non-critical pods, 2. critical pods (priority ≥ 2000000000 or a ``system-*-critical`` priority class),
-3. non-critical DaemonSet pods, 4. critical DaemonSet pods.
+1. non-critical pods, 2. non-critical DaemonSet pods, 3. critical pods (priority ≥ 2000000000 or a
+``system-*-critical`` priority class), 4. critical DaemonSet pods
+
+(Karpenter's ``groupPodsByPriority`` and its suite's "should evict pods in order": DaemonSet pods after the
+rest of their tier, so a DaemonSet's non-critical pod goes before a critical Deployment's).
 
 Mirror/static pods, finished pods and pods that tolerate the disruption taint are left alone. HTTP 429
 (a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
@@ -277,12 +280,12 @@ def skip_reason(pod: Mapping[str, Any], taint: Mapping[str, str], now: datetime 
 
 def eviction_groups(pods: Sequence[Mapping[str, Any]], taint: Mapping[str, str],
                     now: datetime | None = None) -> list[list[Mapping[str, Any]]]:
-    """The pods to evict, in the order they go (empty groups dropped): non-critical, critical,
-    non-critical DaemonSet pods, critical DaemonSet pods."""
+    """The pods to evict, in the order they go (empty groups dropped): non-critical, non-critical DaemonSet
+    pods, critical, critical DaemonSet pods (Karpenter's order)."""
     groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
     for pod in pods:
         if skip_reason(pod, taint, now) is None:
-            groups[2 * is_daemonset_pod(pod) + is_critical(pod)].append(pod)
+            groups[2 * is_critical(pod) + is_daemonset_pod(pod)].append(pod)
     return [g for g in groups if g]
 
 

@@ -156,6 +156,24 @@ class BusConformance:
                 assert len(partitions[name]) == 1  # the records of one key share a partition
             assert await self.committed_total(bus, "planner", EVENTS) == 120
 
+    async def test_a_batch_keeps_each_keys_order_and_a_wrong_topic_sends_nothing(self) -> None:
+        async with self.open_bus(partitions=4) as bus:
+            nodes = [f"node-{i}" for i in range(6)]
+            await bus.publish_many(EVENTS, [event(name, minute) for minute in range(50) for name in nodes])
+            records = await self.raw_records(bus, EVENTS)
+            assert len(records) == 300
+            for name in nodes:
+                mine = [r for r in records if r.key == name.encode()]
+                assert len({r.partition for r in mine}) == 1  # one partition per key, in the batch's order
+                assert [r.offset for r in mine] == sorted(r.offset for r in mine)
+                decoded = [from_kafka(EVENTS, r.key, r.value, r.headers) for r in mine]
+                assert [m.at for m in decoded if isinstance(m, DisruptionEvent)] == [
+                    T0 + timedelta(minutes=m) for m in range(50)]
+            with pytest.raises(ContractError):  # checked before anything is sent
+                await bus.publish_many(EVENTS, [event("node-x", 0), node("n", "1")])
+            assert len(await self.raw_records(bus, EVENTS)) == 300
+            await bus.publish_many(EVENTS, [])
+
     async def test_published_records_are_cloudevents_in_binary_mode(self) -> None:
         async with self.open_bus(source="/ebb/planner", clock=lambda: T0) as bus:
             message = event("node-a", 1)

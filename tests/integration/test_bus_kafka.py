@@ -148,3 +148,26 @@ async def test_a_consumer_of_a_topic_it_just_created_gets_its_first_records_at_o
         finally:
             stop.set()
             await asyncio.gather(*consumers)
+
+
+async def test_a_batch_has_several_records_in_flight_and_returns_once_all_are_acknowledged(
+        kafka_server: KafkaServer) -> None:
+    """``publish_many`` hands every record to the producer before awaiting any acknowledgement (the in-flight
+    window of the cluster-watcher); when it returns, every future is resolved and the records are readable."""
+    async with KafkaBus(kafka_server.bootstrap, prefix=new_prefix(), partitions=3) as bus:
+        producer = await bus._connected()
+        futures: list[asyncio.Future[object]] = []
+        outstanding: list[int] = []
+        send = producer.send
+
+        async def observed_send(*args: object, **kwargs: object) -> asyncio.Future[object]:
+            outstanding.append(sum(1 for f in futures if not f.done()))
+            future: asyncio.Future[object] = await send(*args, **kwargs)
+            futures.append(future)
+            return future
+
+        producer.send = observed_send  # type: ignore[method-assign]
+        await bus.publish_many(EVENTS, [event(f"node-{i % 7}", i) for i in range(500)])
+        assert len(futures) == 500 and all(f.done() and f.exception() is None for f in futures)
+        assert max(outstanding) > 1  # later records were sent while earlier ones awaited their ack
+        assert sum((await bus.end_offsets(EVENTS)).values()) == 500

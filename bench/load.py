@@ -18,7 +18,11 @@ Measured:
   from the last pod's DELETED event entering the watcher to the approved DisruptionCommand read back from
   ``ebb.disruption.commands`` with a plain aiokafka consumer, and its parts (delete applied by the planner,
   Proposed event, command);
-- the planner's pass durations and both processes' peak RSS.
+- the planner's pass durations and both processes' peak RSS;
+- the planner's restart: the planner process stopped, one more node emptied while it is down, a new planner
+  process started (it seeds its snapshot from the compacted ``ebb.cluster.objects`` and consumes from the end
+  offsets taken before); the time from its start to its snapshot seeded, its first pass, that node's Proposed
+  event and its command.
 
 Servers: those of ``.infra/env.json`` (``make infra-up``) when they answer, else Kafka and PostgreSQL started
 by ``deploy/local/{kafka,postgres}.sh`` in a private ``EBB_INFRA_DIR`` and stopped afterwards. The run uses its
@@ -725,6 +729,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
 
     await upgrade_async(database_url)
     child = PlannerChild()
+    children: list[PlannerChild] = []  # planner processes started after ``child`` (the restart)
     commands: dict[str, tuple[float, float]] = {}  # node -> (received, Kafka timestamp)
     proposed: dict[str, float] = {}
     command_list: list[tuple[float, list[str]]] = []
@@ -832,7 +837,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
 
             # (b) nodes made empty
             sequential, waves, wave_size = size.sequential, size.waves, size.wave_size
-            victims = _victims(synthetic, sequential + waves * wave_size, steady["commands"] or [])
+            *victims, restart_node = _victims(synthetic, sequential + waves * wave_size + 1, steady["commands"] or [])
             emptied: dict[str, float] = {}
 
             def empty(node: str) -> None:
@@ -893,6 +898,31 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             await watch_task
             final = await child.stop()
             result["planner"] = final
+
+            # (c) the planner's restart, a node emptied while it was down
+            _log("restart: the planner stopped, a node emptied meanwhile, a new planner process started")
+            expected = publisher.published + len(synthetic.pods_on[restart_node]) - 1
+            empty(restart_node)
+            while publisher.published < expected:  # noqa: ASYNC110 (the publisher has no event to wait on)
+                await asyncio.sleep(0.005)
+            restarted = PlannerChild()
+            children.append(restarted)
+            launched = time.time()
+            await restarted.start(config)
+            seeded = next(e for e in restarted.events if e["event"] == "started")
+            first_pass = await restarted.wait_for(lambda e: e["event"] == "pass", "the restarted planner's pass")
+            deadline = time.monotonic() + WAIT  # a missing command is reported (nan), not fatal: the seed's times stand
+            while (restart_node not in proposed or restart_node not in commands) and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            nan = float("nan")
+            result["restart"] = {"objects": total, "node": restart_node,
+                                 "to_seeded": seeded["t"] - launched,
+                                 "to_first_pass": first_pass["end"] - launched,
+                                 "to_proposed": proposed.get(restart_node, nan + launched) - launched,
+                                 "to_command": commands.get(restart_node, (nan + launched, 0.0))[0] - launched}
+            _log("restart: seeded {to_seeded:.1f}s, first pass {to_first_pass:.1f}s, Proposed {to_proposed:.1f}s, "
+                 "command {to_command:.1f}s after the new process started".format(**result["restart"]))
+            result["planner_restarted"] = await restarted.stop()
             result["watcher"] = {"published": publisher.published, "tombstones": publisher.tombstones}
             consumer_stop.set()
             await reader
@@ -902,6 +932,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             stop.set()
             consumer_stop.set()
             child.kill()
+            for other in children:
+                other.kill()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

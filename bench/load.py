@@ -894,8 +894,6 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                 "steady_evaluation": _summary([e["evaluation"] for e in steady_passes]),
             }
             result["watcher_peak_rss_mib"] = peak_rss_mib()
-            stop.set()
-            await watch_task
             final = await child.stop()
             result["planner"] = final
 
@@ -903,7 +901,10 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             _log("restart: the planner stopped, a node emptied meanwhile, a new planner process started")
             expected = publisher.published + len(synthetic.pods_on[restart_node]) - 1
             empty(restart_node)
-            while publisher.published < expected:  # noqa: ASYNC110 (the publisher has no event to wait on)
+            until = time.monotonic() + WAIT
+            while publisher.published < expected:
+                if time.monotonic() > until:
+                    raise SystemExit(f"the watcher did not publish {restart_node}'s pods' deletions")
                 await asyncio.sleep(0.005)
             restarted = PlannerChild()
             children.append(restarted)
@@ -923,6 +924,9 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             _log("restart: seeded {to_seeded:.1f}s, first pass {to_first_pass:.1f}s, Proposed {to_proposed:.1f}s, "
                  "command {to_command:.1f}s after the new process started".format(**result["restart"]))
             result["planner_restarted"] = await restarted.stop()
+            stop.set()
+            await watch_task
+
             result["watcher"] = {"published": publisher.published, "tombstones": publisher.tombstones}
             consumer_stop.set()
             await reader

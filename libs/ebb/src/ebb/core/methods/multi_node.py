@@ -6,6 +6,12 @@ its pods (and pods the simulation already moved onto it) fit on the remaining no
 replacement) and the savings grow. Each check costs only the pods it moves, so merges of hundreds of
 nodes are found on clusters of thousands without a timeout. Two runs, delete-only and with one
 replacement; the larger saving wins and a tie goes to the delete (no launch, fewer pods moved).
+
+The set the greedy run found is then simulated as validation will simulate it (``_jointly``): every node
+removed at once, all their pods placed together. Placing node by node and placing all at once pack
+differently, and a command validation would reject on the very snapshot it came from would be proposed,
+rejected and proposed again on every pass. When the whole set does not fit jointly, the largest prefix that
+does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from ebb.core.methods.base import (
     placements_of,
 )
 from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
-from ebb.core.model import Pod
 
 NAME = "multi-node-consolidation"
 
@@ -31,7 +36,6 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
     start = state.mark()
     taken: list[str] = []
     used: dict[str, int] = {}
-    moved: dict[str, Pod] = {}
     removed_price = 0.0
     savings = 0.0
     for name in names:
@@ -54,27 +58,53 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         used[pool] = used.get(pool, 0) + 1
         removed_price += view.price[name]
         savings = candidate_savings
-        for pod in leaving:
-            moved[pod.key] = pod
-    command: Command | None = None
-    if len(taken) >= 2:
-        new_nodes = state.new_nodes()
+    state.rollback(start)
+    if len(taken) < 2:
+        return None
+    command = _jointly(ctx, taken, allow_replace)
+    if command is not None:
+        return command
+    # the whole set does not fit when placed at once: the largest prefix that does (at least two nodes)
+    low, high, best = 2, len(taken) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        found = _jointly(ctx, taken[:middle], allow_replace)
+        if found is not None:
+            best, low = found, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command | None:
+    """The command that removes ``taken``, simulated as validation simulates it: every node removed at once and
+    all their pods placed together, on the remaining nodes and at most one replacement; None when a pod does
+    not fit, the replacement is filtered out, or nothing is saved."""
+    state, view = ctx.state, ctx.view
+    mark = state.mark()
+    try:
+        leaving = [pod for name in taken for pod in state.remove_node(name)]
+        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True)
+        if failures:
+            return None
+        removed_price = sum(view.price[name] for name in taken)
         replacements: tuple[Replacement, ...] = ()
-        ok = True
+        new_nodes = state.new_nodes()
         if new_nodes:
             replacement = filter_replacement(new_nodes[0], taken, ctx)
-            ok = isinstance(replacement, Replacement)
-            replacements = (replacement,) if isinstance(replacement, Replacement) else ()
-        if ok:
-            placements = placements_of(state, list(moved.values()))
-            action = "replace" if replacements else "delete"
-            command = Command(NAME, REASON, action, tuple(taken), replacements,
-                              removed_price - sum(r.price for r in replacements), placements,
-                              f"{len(taken)} nodes costing ${removed_price:.4f}/h "
-                              + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                                 else "deleted; their pods fit on the other nodes"))
-    state.rollback(start)
-    return command
+            if not isinstance(replacement, Replacement):
+                return None
+            replacements = (replacement,)
+        savings = removed_price - sum(r.price for r in replacements)
+        if savings <= EPSILON:
+            return None
+        action = "replace" if replacements else "delete"
+        return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
+                       f"{len(taken)} nodes costing ${removed_price:.4f}/h "
+                       + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
+                          else "deleted; their pods fit on the other nodes"))
+    finally:
+        state.rollback(mark)
 
 
 def run(ctx: PassContext) -> MethodOutcome:

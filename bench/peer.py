@@ -695,13 +695,15 @@ class Recorder:
     def now(self) -> float:
         return self.loop.time() - self.t0
 
-    async def sink(self, change: Any) -> None:
-        self.changes += 1
+    async def sink(self, changes: Sequence[Any]) -> None:
+        """The KubeWatcher's sink: the changes of one read of a watch stream (or one batch of a list)."""
         t = self.now()
-        if change.kind == "NodeClaim":
-            self.timeline.nodeclaim(t, change.name, change.object)
-        elif change.kind == "Pod" and change.namespace == NAMESPACE:
-            self.timeline.pod(t, f"{change.namespace}/{change.name}", change.object)
+        for change in changes:
+            self.changes += 1
+            if change.kind == "NodeClaim":
+                self.timeline.nodeclaim(t, change.name, change.object)
+            elif change.kind == "Pod" and change.namespace == NAMESPACE:
+                self.timeline.pod(t, f"{change.namespace}/{change.name}", change.object)
 
 
 class Driver:

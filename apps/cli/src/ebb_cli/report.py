@@ -1,0 +1,143 @@
+"""The single-file HTML report of a backtest (``ebb backtest --report out.html``).
+
+Owns the presentation of a backtest result: it validates the result (a pydantic model, so a malformed
+result fails with a clear error instead of a broken page), draws the time series per policy with plotly
+(its JavaScript inlined once, so the file works offline), puts the summaries side by side with the best
+value per row marked, and shows each policy's source. Everything from the input is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SeriesPoint(_Open):
+    t: AwareDatetime
+    cost_per_hour: float
+    nodes: int
+    pending_pods: int
+    disruptions: int
+    launches: int
+
+
+class PolicySummary(_Open):
+    node_hours_cost: float
+    peak_nodes: int
+    mean_nodes: float
+    launches: int
+    disruptions: dict[str, int]
+    evictions: int
+    pods_evicted_more_than_once: int
+    pending_seconds_p50: float
+    pending_seconds_p95: float
+    churn_cost: float
+
+
+class PolicyResult(_Open):
+    name: str
+    source: str
+    summary: PolicySummary
+    series: list[SeriesPoint]
+
+
+class BacktestResult(_Open):
+    trace: str
+    start: AwareDatetime
+    duration_seconds: float
+    seed: int
+    policies: list[PolicyResult]
+
+
+# (label, series field) — one chart each, every policy a line in it.
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("Cost per hour ($)", "cost_per_hour"),
+    ("Nodes", "nodes"),
+    ("Pending pods", "pending_pods"),
+    ("Disruptions", "disruptions"),
+    ("Launches", "launches"),
+)
+
+# (label, summary field); every row here is "lower is better".
+SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
+    ("Node-hours cost ($)", "node_hours_cost"),
+    ("Peak nodes", "peak_nodes"),
+    ("Mean nodes", "mean_nodes"),
+    ("Launches", "launches"),
+    ("Evictions", "evictions"),
+    ("Pods evicted more than once", "pods_evicted_more_than_once"),
+    ("Pending seconds p50", "pending_seconds_p50"),
+    ("Pending seconds p95", "pending_seconds_p95"),
+    ("Churn cost", "churn_cost"),
+)
+
+
+def _chart_html(result: BacktestResult, label: str, field: str, *, first: bool) -> str:
+    figure = go.Figure()
+    for policy in result.policies:
+        figure.add_trace(
+            go.Scatter(
+                x=[point.t for point in policy.series],
+                y=[getattr(point, field) for point in policy.series],
+                mode="lines",
+                name=policy.name,
+                line_shape="hv",
+            )
+        )
+    figure.update_layout(title_text=label, height=320, margin={"l": 50, "r": 20, "t": 40, "b": 40})
+    return pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+
+
+def _summary_table(result: BacktestResult) -> str:
+    names = "".join(f"<th>{html.escape(policy.name)}</th>" for policy in result.policies)
+    rows = [f"<tr><th>Metric</th>{names}</tr>"]
+    table_rows = [
+        (label, [float(getattr(policy.summary, field)) for policy in result.policies])
+        for label, field in SUMMARY_ROWS
+    ]
+    methods = sorted({method for policy in result.policies for method in policy.summary.disruptions})
+    table_rows += [
+        (f"Disruptions: {method}", [float(policy.summary.disruptions.get(method, 0)) for policy in result.policies])
+        for method in methods
+    ]
+    for label, values in table_rows:
+        best = min(values)
+        marked = len(values) > 1 and len(set(values)) > 1
+        cells = "".join(
+            f'<td class="best">{value:g} ★</td>' if marked and value == best else f"<td>{value:g}</td>"
+            for value in values
+        )
+        rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+    return '<table class="summary">' + "".join(rows) + "</table>"
+
+
+def render_report(result: dict[str, Any]) -> str:
+    """The report as one self-contained HTML document; raises pydantic.ValidationError on a malformed result."""
+    parsed = BacktestResult.model_validate(result)
+    charts = "".join(
+        f'<div class="chart">{_chart_html(parsed, label, field, first=index == 0)}</div>'
+        for index, (label, field) in enumerate(CHARTS)
+    )
+    sources = "".join(
+        f"<h3>{html.escape(policy.name)}</h3><pre>{html.escape(policy.source)}</pre>" for policy in parsed.policies
+    )
+    title = html.escape(f"ebb backtest: {parsed.trace}")
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>{title}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table.summary{border-collapse:collapse}"
+        "table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+        "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}</style>"
+        f"</head><body><h1>{title}</h1>"
+        f"<p>start {html.escape(parsed.start.isoformat())}, {parsed.duration_seconds:g} s, seed {parsed.seed}</p>"
+        f"<h2>Summary (★ = best, lower is better)</h2>{_summary_table(parsed)}"
+        f"<h2>Over time</h2>{charts}<h2>Policies</h2>{sources}</body></html>\n"
+    )

@@ -1,0 +1,81 @@
+"""ebb_cli.report: the backtest's single-file HTML report (data, table, escaped sources, offline)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pydantic
+import pytest
+
+from ebb_cli.report import CHARTS, render_report
+
+
+def _result(policy_count: int) -> dict[str, Any]:
+    start = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
+    policies = []
+    for index in range(policy_count):
+        policies.append(
+            {
+                "name": f"policy-{index}<b>",
+                "source": f"name: p{index}\nnote: </pre><script>alert({index})</script>",
+                "summary": {
+                    "node_hours_cost": 10.5 + index,
+                    "peak_nodes": 7 + index,
+                    "mean_nodes": 5.25,
+                    "launches": 3,
+                    "disruptions": {"consolidation": index, "drift": 1},
+                    "evictions": 4,
+                    "pods_evicted_more_than_once": 0,
+                    "pending_seconds_p50": 1.5,
+                    "pending_seconds_p95": 12.0,
+                    "churn_cost": 2.0,
+                },
+                "series": [
+                    {
+                        "t": (start + timedelta(minutes=minute)).isoformat(),
+                        "cost_per_hour": 1.125 * (minute + 1) + index,
+                        "nodes": minute + index,
+                        "pending_pods": minute % 3,
+                        "disruptions": minute % 2,
+                        "launches": 1,
+                    }
+                    for minute in range(5)
+                ],
+            }
+        )
+    return {
+        "trace": "trace.jsonl",
+        "start": start.isoformat(),
+        "duration_seconds": 300.0,
+        "seed": 7,
+        "policies": policies,
+    }
+
+
+@pytest.mark.parametrize("policy_count", [1, 3])
+def test_report_holds_data_table_escaped_sources_and_no_external_url(policy_count: int) -> None:
+    page = render_report(_result(policy_count))
+    assert page.startswith("<!DOCTYPE html>")
+    assert 'src="http' not in page
+    assert page.count('class="plotly-graph-div"') == len(CHARTS)
+    assert "<script>alert(" not in page
+    for index in range(policy_count):
+        assert f"policy-{index}&lt;b&gt;" in page
+        assert f"&lt;/pre&gt;&lt;script&gt;alert({index})&lt;/script&gt;" in page
+    assert "Node-hours cost ($)" in page and "Disruptions: consolidation" in page
+    assert "1.125" in page  # a series value reaches the chart data
+    best_cells = re.findall(r'<td class="best">([^<]*)</td>', page)
+    if policy_count == 1:
+        assert best_cells == []
+    else:
+        assert "10.5 ★" in best_cells  # lowest cost marked, the others not
+        assert "11.5 ★" not in best_cells
+
+
+def test_malformed_result_is_a_validation_error() -> None:
+    result = _result(1)
+    del result["policies"][0]["summary"]["peak_nodes"]
+    with pytest.raises(pydantic.ValidationError, match="peak_nodes"):
+        render_report(result)

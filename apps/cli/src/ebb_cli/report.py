@@ -93,7 +93,8 @@ def _chart_html(result: BacktestResult, label: str, field: str, *, first: bool) 
             )
         )
     figure.update_layout(title_text=label, height=320, margin={"l": 50, "r": 20, "t": 40, "b": 40})
-    return pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+    chart: str = pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+    return chart
 
 
 def _summary_table(result: BacktestResult) -> str:

@@ -277,6 +277,10 @@ class BudgetWatch:
                 await self._task
 
 
+#: the label that puts A's agent pod under the refusing PDB of the crash-safety test, once A's decision is approved
+BLOCKED_LABEL = "ebb.sh/system-test-blocked"
+
+
 async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: Any, box: Sandbox) -> None:
     """Budget 1 node. Node A runs two web pods and a DaemonSet pod whose PDB refuses evictions (429); B and C
     are spares, annotated do-not-disrupt. The executor is SIGKILLed while it retries A's DaemonSet pod (the web
@@ -308,26 +312,28 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
         return by_node if set(by_node) == {a, b, c} and len(pods) == 3 else None
 
     await eventually("an agent pod Running on A, B and C", agents, within=90)
-    # evicting an agent pod is refused (429) until the test relaxes this; ebb's planner does not count
-    # DaemonSet pods as blocking (they need no new home), as Karpenter
+    # A PDB that will refuse the eviction of A's agent pod (429) until the test relaxes it. It selects no pod
+    # until A's decision is approved: a PDB that allows nothing on any pod of a node, DaemonSet pods included,
+    # keeps the node from being a candidate (Karpenter's ValidatePodsDisruptable), so it must appear after the
+    # planner decided and validated.
+    blocked = {"app": "agent", BLOCKED_LABEL: "yes"}
     await policy.create_namespaced_pod_disruption_budget(ns, client.V1PodDisruptionBudget(
         metadata=client.V1ObjectMeta(name="agent"),
-        spec=client.V1PodDisruptionBudgetSpec(min_available=3,
-                                              selector=client.V1LabelSelector(match_labels={"app": "agent"}))))
-
-    async def pdb_refuses() -> bool:
-        pdb = await policy.read_namespaced_pod_disruption_budget_status("agent", ns)
-        s = pdb.status
-        return bool(s and s.observed_generation == pdb.metadata.generation and s.current_healthy == 3
-                    and s.disruptions_allowed == 0)
-
-    await eventually("the agent PDB allowing no disruption", pdb_refuses, within=60)
-    on_a = {p.metadata.uid for p in await pods_of(kube_api, ns, "web")} | {(await agents() or {})[a].metadata.uid}
+        spec=client.V1PodDisruptionBudgetSpec(min_available=1, selector=client.V1LabelSelector(match_labels=blocked))))
+    agent_on_a = (await agents() or {})[a]
+    on_a = {p.metadata.uid for p in await pods_of(kube_api, ns, "web")} | {agent_on_a.metadata.uid}
 
     async with TopicReader(box.servers.kafka_bootstrap, box.settings.prefix, [TOPIC_DISRUPTION_EVENTS]) as reader, \
             box.system(validation_delay=5.0) as system, PodTracker(kube_api, ns) as pods, BudgetWatch(box) as budget:
         executor, planner = system["termination-executor"], system["consolidation-planner"]
         await create_nodepool(kube_api, nodepool(box.pool, run, budget="1", consolidate_after="0s"))
+
+        async def approved() -> bool:
+            return any(d["state"] in ("approved", "executing") for d in await box.decisions())
+
+        await eventually("A's decision approved", approved, within=120, interval=0.1, on_timeout=system.tails)
+        await core.patch_namespaced_pod(agent_on_a.metadata.name, ns,
+                                        {"metadata": {"labels": {BLOCKED_LABEL: "yes"}}})
 
         # -- the executor dies in the middle of A's drain ---------------------------------------------------
         async def draining_agent() -> bool:

@@ -120,6 +120,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
     (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),
      "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 3 qualify", U),
+    (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
+                                           "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
+                                                    "is 3"}),
+     "minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the cheaper "
+     "instance types offer only 2 value(s) of node.kubernetes.io/instance-type where minValues is 3", U),
     (BlockCause(Cause.ANOTHER_METHOD_ACTED, {"method": "emptiness", "action": "delete", "acted": "drift"}),
      "it could be disrupted by emptiness (delete), but drift acted this pass and only one method acts per pass; "
      "it is considered again next pass", None),

@@ -140,3 +140,15 @@ def test_a_nodeclaim_needs_the_pools_nodeclassref() -> None:
     with pytest.raises(LaunchError, match=r"NodePool general has no spec\.template\.spec\.nodeClassRef"):
         nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large",), capacity_type="on-demand",
                          zones=("us-east-1a",), decision_id="dec-1")
+
+
+def test_a_nodeclaim_keeps_the_templates_min_values_on_the_pinned_keys() -> None:
+    """A NodePool asking ``minValues`` of the instance type (a pinned key, its values replaced by the options
+    chosen) still asks it of the NodeClaim, as Karpenter's provisioner writes one."""
+    pool = karpenter_pool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "Exists",
+                                         "minValues": 2}])
+    claim = nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large", "m5.large"),
+                             capacity_type="on-demand", zones=("us-east-1a",), decision_id="dec-1")
+    assert claim["spec"]["requirements"][0] == {"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                "values": ["c5.large", "m5.large"], "minValues": 2}
+    assert all("minValues" not in r for r in claim["spec"]["requirements"][1:])

@@ -304,6 +304,38 @@ def test_hostile_shapes_name_document_and_field(make: Callable[[], list[Any]], d
     assert (info.value.document, info.value.field) == (document, field)
 
 
+def _min_values_zero() -> list[Any]:
+    return [nodepool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "Exists",
+                                    "minValues": 0}])]
+
+
+def _min_values_beyond_values() -> list[Any]:
+    return [nodepool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                    "values": ["m5.large", "c5.large"], "minValues": 3}])]
+
+
+def _min_values_a_string() -> list[Any]:
+    return [nodepool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "Exists",
+                                    "minValues": "3"}])]
+
+
+@pytest.mark.parametrize("make", [_min_values_zero, _min_values_beyond_values, _min_values_a_string],
+                         ids=["zero", "more-than-values", "a-string"])
+def test_a_bad_min_values_names_the_requirement(make: Callable[[], list[Any]]) -> None:
+    """Karpenter's CRD takes minValues from 1 to 50, and no more than an In requirement lists."""
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([*make(), catalog()])
+    assert (info.value.document, info.value.field) == ("NodePool default",
+                                                       "spec.template.spec.requirements[0].minValues")
+
+
+def test_min_values_is_read() -> None:
+    [pool] = parse_documents([nodepool(requirements=[{"key": "node.kubernetes.io/instance-type",
+                                                      "operator": "Exists", "minValues": 5}]),
+                              catalog()]).nodepools
+    assert [r.min_values for r in pool.requirements] == [5]
+
+
 @pytest.mark.parametrize(("make", "document", "field"), [
     (_bad_pod_cpu, "Pod default/web", "spec.containers[0].resources.requests.cpu"),
     (_bad_node_memory, "Node a", "status.capacity.memory"),

@@ -3,7 +3,7 @@
 The suite's NodePool: WhenEmptyOrUnderutilized, consolidateAfter 0s, one budget ``nodes: 100%``; spot-to-spot on.
 Every context is translated here except what docs/decisions.md ("Karpenter's test suites, translated") counts as
 not expressible (Metrics, TTL waits, the consolidated-state cache, buffer pods, capacity reservations, Karpenter's
-preference policy, NodeClasses) or not translated (the six cases on ``minValues``, which ebb does not read). The
+preference policy, NodeClasses). The
 Unconsolidatable event's counterpart is the node's blocked reason, which ebb also emits as an Event. Already in
 tests/unit/test_karpenter_rules.py: "won't delete node if it would require pods to schedule on an uninitialized
 node", the three consolidateAfter destination cases, "can replace nodes, considers PDB policy", "can merge 3 nodes
@@ -400,6 +400,104 @@ def test_replace_wont_replace_with_a_dearer_node(offerings: list[tuple[str, str,
     pool = _pool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}])
     out = plan_dict(types, pool, claimed("a", itype="current-on-demand", cpu="32"), pod("web", "a"))
     assert out["commands"] == []
+
+
+# -- Context("Replace"), the minValues cases --------------------------------------------------------------------------
+
+def _eighteen(capacity_type: str, cheapest_at: int | None = 16) -> dict[str, Any]:
+    """18 types s00.large... of ``capacity_type`` in every zone, priced 1.00, 1.10, ... in list order, except that
+    the one at ``cheapest_at`` costs 0.001 (the suite's spot instances with "an instancetype that is outside the
+    bound of 15 instances" made the cheapest)."""
+    prices = [1.00 + i * 0.1 for i in range(18)]
+    if cheapest_at is not None:
+        prices[cheapest_at] = 0.001
+    return catalog([_offered(f"s{i:02d}.large", "8", [(z, capacity_type, round(p, 3)) for z in ZONES])
+                    for i, p in enumerate(prices)])
+
+
+def _instance_type_floor(min_values: int, capacity_type: str = "spot") -> dict[str, Any]:
+    return _pool(requirements=[
+        {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": min_values},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type]}])
+
+
+@pytest.mark.parametrize(("min_values", "expected_types"), [
+    pytest.param(16, 16, id="spot to spot consolidation should consider the max of default and minimum number of "
+                            "instanceTypeOptions from minValues in requirement for truncation if minimum number of "
+                            "instanceTypeOptions from minValues in requirement is greater than 15."),
+    pytest.param(10, 15, id="spot to spot consolidation should consider the default for truncation if minimum number "
+                            "of instanceTypeOptions from minValues in requirement is less than 15."),
+])
+def test_replace_spot_to_spot_truncation_with_min_values(min_values: int, expected_types: int) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"), the two truncation cases: the NodePool
+    asks ``minValues`` distinct instance types; 18 spot types priced up from 1.00 except the 17th at 0.001; the node
+    is of the 18th (the dearest). The replacement is launched from the cheapest ``max(15, minValues)`` types, the
+    17th among them and the node's own type not."""
+    out = plan_dict(_eighteen("spot"), _instance_type_floor(min_values),
+                    claimed("a", itype="s17.large", capacity_type="spot"), pod("web", "a"), spot_to_spot=True)
+    [command] = out["commands"]
+    assert (command["action"], command["nodes"]) == ("replace", ["a"])
+    [replacement] = command["replacements"]
+    cheapest_first = ["s16.large", *[f"s{i:02d}.large" for i in range(16)]]
+    assert replacement["instanceTypes"] == cheapest_first[:expected_types]
+    assert "s17.large" not in replacement["instanceTypes"]
+
+
+@pytest.mark.parametrize("capacity_type", [pytest.param("on-demand", id="if the candidate is on-demand node"),
+                                           pytest.param("spot", id="if the candidate is spot node")])
+def test_replace_consolidation_should_fail_if_filter_by_price_breaks_the_minimum_requirement(
+        capacity_type: str) -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"), DescribeTable("Consolidation should fail
+    if filterByPrice breaks the minimum requirement from the NodePools."): the NodePool asks 16 distinct instance
+    types; the node is of the 16th cheapest of 18, so 15 are cheaper: enough for spot-to-spot, not for minValues.
+    The node stays, and its reason says which label fell short (Karpenter's "Filtering by price: minValues
+    requirement is not met for label(s)")."""
+    out = plan_dict(_eighteen(capacity_type, cheapest_at=None), _instance_type_floor(16, capacity_type),
+                    claimed("a", itype="s15.large", capacity_type=capacity_type), pod("web", "a"), spot_to_spot=True)
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert "minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type])" in reason
+    assert "15 value(s) of node.kubernetes.io/instance-type where minValues is 16" in reason
+
+
+def test_replace_should_handle_failing_filter_out_same_instance_type_when_min_values_isnt_satisfied() -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("Replace"), It("should handle failing
+    filterOutSameInstanceType correctly (without a panic) when minValues isn't satisfied"): an on-demand NodePool
+    asking 2 distinct instance types; two types, current-on-demand (5 cpu, 0.5/h) and other-on-demand (5 cpu, 0.4/h);
+    three nodes of the first with 4 allocatable cpu, pods of 2 cpu: one on n0, one on n1, two on n2. Merging n0 and
+    n1 into one new node leaves one option once the nodes' own type is filtered out, short of minValues; what
+    consolidation does instead is delete one of n0 and n1 (its pod moves to the other), leaving two nodes."""
+    types = catalog([_offered("current-on-demand", "5", [("us-east-1a", "on-demand", 0.5)]),
+                     _offered("other-on-demand", "5", [("us-east-1a", "on-demand", 0.4)])])
+    pool = _pool(requirements=[
+        {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 2},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
+    nodes = [doc for i in range(3) for doc in claimed(f"n{i}", itype="current-on-demand", cpu="4", pods=100,
+                                                      zone="us-east-1a")]
+    pods = [pod(f"p{k}", f"n{i}", cpu="2", memory=None) for k, i in enumerate((0, 1, 2, 2))]
+    out = plan_dict(types, pool, *nodes, *pods)
+    commands = _commands(out)
+    assert len(commands) == 1
+    [(_method, action, taken)] = commands
+    assert action == "delete" and len(taken) == 1 and taken[0] in ("n0", "n1")
+
+
+# -- Context("MinValuesPolicy") ---------------------------------------------------------------------------------------
+
+def test_min_values_policy_should_not_consolidate_a_node_by_relaxing_min_values_when_policy_is_best_effort() -> None:
+    """consolidation_test.go, Describe("Consolidation"), Context("MinValuesPolicy"), It("should not consolidate a node
+    by relaxing min values when policy is set to BestEffort"): the NodePool asks 3 distinct instance types of the
+    two the cloud offers; the node is of the dearer with one pod. Karpenter's BestEffort relaxes minValues when it
+    provisions for pending pods, never to consolidate (ebb has no such policy: consolidation never relaxes it): the
+    node stays, Unconsolidatable for the minValues violation."""
+    types = catalog([instance_type(MOST_EXPENSIVE, "8", "32Gi", 110, 0.384),
+                     instance_type(LEAST_EXPENSIVE, "2", "4Gi", 110, 0.0416)])
+    pool = _pool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                "values": [MOST_EXPENSIVE, LEAST_EXPENSIVE, "m5.large"], "minValues": 3}])
+    out = plan_dict(types, pool, claimed("a", itype=MOST_EXPENSIVE, cpu="5", pods=100), pod("web", "a"))
+    assert out["commands"] == []
+    assert ("minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type])"
+            in blocked_of(out, "a")["reason"])
 
 
 # -- Context("Multi-NodeClaim") ---------------------------------------------------------------------------------------

@@ -72,10 +72,11 @@ class Cause(StrEnum):
     POD_NOWHERE_TO_GO = "pod-nowhere-to-go"
     # single-node consolidation found no command
     PODS_FIT_NOWHERE = "pods-fit-nowhere"
-    NO_REPLACEMENT = "no-replacement"  # inner: one of the three below
+    NO_REPLACEMENT = "no-replacement"  # inner: one of the four below
     NO_CHEAPER_REPLACEMENT = "no-cheaper-replacement"
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
+    MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
     # the engine's own
     ANOTHER_METHOD_ACTED = "another-method-acted"
     BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
@@ -146,6 +147,8 @@ SENTENCES: Mapping[Cause, str] = {
                                   "ebb.sh/spot-to-spot-consolidation)"),
     Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: ("spot-to-spot replacement needs at least {minimum} cheaper instance types to "
                                        "choose from; only {found} qualify"),
+    Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "
+                               "instance types offer only {found}"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
                                  "one method acts per pass; it is considered again next pass"),
     Cause.BUDGET_WAIT: "{inner}; on its own it could be consolidated ({action}, saving ${savings:.4f}/h)",

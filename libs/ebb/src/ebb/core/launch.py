@@ -144,7 +144,8 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     ``karpenter.sh/nodepool`` label and the NodeClass label, the NodePool's hash, the template's nodeClassRef,
     taints, startupTaints, expireAfter and terminationGracePeriod, and the template's requirements with the
     instance type, capacity type and zone replaced by ``instance_types`` (cheapest first), ``capacity_type``
-    and ``zones``. ``requests`` (resource -> quantity) become ``spec.resources.requests`` when given.
+    and ``zones`` (keeping their ``minValues``). ``requests`` (resource -> quantity) become
+    ``spec.resources.requests`` when given.
     LaunchError when the NodePool has no nodeClassRef (Karpenter could not launch the claim)."""
     meta = _mapping(nodepool.get("metadata"))
     pool = str(meta.get("name") or "")
@@ -167,6 +168,13 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     pinned = [{"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(instance_types)},
               {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
               {"key": LABEL_ZONE, "operator": "In", "values": list(zones)}]
+    # a pinned key keeps the template's minValues (Karpenter's NodeClaims carry them; its own check of the
+    # launch needs them): the options chosen already satisfy it
+    floors = {str(r.get("key")): r["minValues"] for r in template_spec.get("requirements") or []
+              if isinstance(r, Mapping) and r.get("key") in PINNED_REQUIREMENTS and r.get("minValues") is not None}
+    for requirement in pinned:
+        if requirement["key"] in floors:
+            requirement["minValues"] = floors[requirement["key"]]
     spec: dict[str, Any] = {"nodeClassRef": dict(ref), "requirements": [*kept, *pinned]}
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:

@@ -55,6 +55,9 @@ class Requirement:
     key: str
     operator: str
     values: tuple[str, ...] = ()
+    #: a NodePool requirement's ``minValues``: a NodeClaim launched from the pool must keep at least this many
+    #: distinct values of ``key`` among its instance type options (Karpenter's flexibility floor); None elsewhere
+    min_values: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

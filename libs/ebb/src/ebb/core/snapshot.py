@@ -216,7 +216,14 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
         raise doc.fail(f"{path}.values", f"must not be empty with operator {op}")
     if op in ("Gt", "Lt") and (len(values) != 1 or not str(values[0]).lstrip("-").isdigit()):
         raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
-    return Requirement(str(key), str(op), tuple(str(v) for v in values))
+    min_values = raw.get("minValues")
+    if min_values is not None:
+        # Karpenter's CRD: an integer from 1 to 50, and no more than the values an In requirement lists
+        if isinstance(min_values, bool) or not isinstance(min_values, int) or not 1 <= min_values <= 50:
+            raise doc.fail(f"{path}.minValues", f"{min_values!r} is not a whole number from 1 to 50")
+        if op == "In" and min_values > len(values):
+            raise doc.fail(f"{path}.minValues", f"{min_values} is more than the {len(values)} value(s) listed")
+    return Requirement(str(key), str(op), tuple(str(v) for v in values), min_values)
 
 
 def _requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:

@@ -8,13 +8,22 @@ take, why, as a `BlockCause` (ebb.core.causes).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.model import CAPACITY_SPOT, Node, Pod, Snapshot
+from ebb.core.model import (
+    CAPACITY_SPOT,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    Node,
+    Pod,
+    Requirement,
+    Snapshot,
+)
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -140,35 +149,84 @@ def budget_block(ctx: PassContext, pool: str, reason: str) -> BlockCause:
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
-    a removed node that cost at least as much; enforce the spot-to-spot rule (a spot replacement of nodes
-    that are all spot needs spot-to-spot enabled, and for a single node 15 cheaper types). Returns the
-    replacement, or why there is none."""
+    a removed node that cost at least as much; keep the NodePool's ``minValues`` (the options left must still
+    offer that many distinct values of each such label, or there is no replacement: Karpenter's
+    ``RemoveInstanceTypeOptionsByPriceAndMinValues``, which consolidation never relaxes); enforce the spot-to-spot
+    rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single node 15
+    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more).
+    Returns the replacement, or why there is none."""
     view = ctx.view
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
+    floors = [r for r in pool.pool.requirements if r.min_values is not None]
     prices: dict[str, float] = {}
+    values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values there
     for combo in range(len(pool.combo_type)):
-        name = pool.types[int(pool.combo_type[combo])].name
+        itype = pool.types[int(pool.combo_type[combo])]
+        name = itype.name
         if name in new.instance_types and pool.combo_ct[combo] == new.capacity_type \
                 and pool.combo_zone[combo] in new.zones:
             prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
+            for req in floors:
+                values.setdefault(name, {}).setdefault(req.key, set()).update(
+                    _label_values(req.key, itype.labels, name, pool.combo_zone[combo], pool.combo_ct[combo]))
     same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
     options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
+    options.sort(key=lambda t: (prices[t], t))
+    needed = len(options)
+    if floors:
+        needed, short = min_values_prefix(options, values, floors)
+        if short:
+            return BlockCause(Cause.MIN_VALUES_NOT_MET, {
+                "labels": "[" + " ".join(sorted(short)) + "]",
+                "found": ", ".join(f"{short[r.key]} value(s) of {r.key} where minValues is {r.min_values}"
+                                   for r in floors if r.key in short)})
     if new.capacity_type == CAPACITY_SPOT and all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
         # spot-to-spot is Karpenter's case only when every removed node is spot; the 15 cheaper types are asked
         # of a single node only ("For multi-node consolidation ... we exit early", consolidation.go)
         pool_opt = view.pools[new.nodepool].spot_to_spot
         if not (ctx.options.spot_to_spot or pool_opt):
             return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
-        if len(removed) == 1 and len(options) < SPOT_TO_SPOT_MIN_TYPES:
-            return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
-                                                                 "found": len(options)})
-    options.sort(key=lambda t: (prices[t], t))
+        if len(removed) == 1:
+            if len(options) < SPOT_TO_SPOT_MIN_TYPES:
+                return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
+                                                                     "found": len(options)})
+            # launch from the cheapest few only, so the type the cloud picks is never itself worth replacing
+            # again at once (Karpenter: "so we don't get into a continual consolidation situation")
+            options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname)
+
+
+def _label_values(key: str, labels: Mapping[str, str], name: str, zone: str, capacity_type: str) -> tuple[str, ...]:
+    """The values label ``key`` takes on a node of type ``name`` launched in ``zone`` as ``capacity_type``."""
+    if key == LABEL_INSTANCE_TYPE:
+        return (name,)
+    if key == LABEL_ZONE:
+        return (zone,)
+    if key == LABEL_CAPACITY_TYPE:
+        return (capacity_type,)
+    value = labels.get(key)
+    return () if value is None else (value,)
+
+
+def min_values_prefix(options: Sequence[str], values: Mapping[str, Mapping[str, set[str]]],
+                      floors: Sequence[Requirement]) -> tuple[int, dict[str, int]]:
+    """How many of ``options`` (cheapest first) it takes to offer each floor's ``minValues`` distinct values of its
+    label, and the labels still short after all of them (with the count they reach): Karpenter's
+    ``InstanceTypes.SatisfiesMinValues``."""
+    seen: dict[str, set[str]] = {req.key: set() for req in floors}
+    short: dict[str, int] = {}
+    for index, name in enumerate(options):
+        for req in floors:
+            seen[req.key].update(values.get(name, {}).get(req.key, ()))
+        short = {req.key: len(seen[req.key]) for req in floors if len(seen[req.key]) < (req.min_values or 0)}
+        if not short:
+            return index + 1, {}
+    return len(options), short
 
 
 def placements_of(state: SimState, pods: list[Pod]) -> dict[str, str]:

@@ -120,6 +120,13 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
     (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),
      "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 3 qualify", U),
+    (BlockCause(Cause.STATIC_SCALING_DOWN, {"pool": "fixed", "count": 3, "replicas": 2}),
+     "its NodePool fixed is static and has 3 nodes, more than its spec.replicas 2: drifted nodes are replaced once "
+     "it has scaled down", B),
+    (BlockCause(Cause.STATIC_AT_LIMIT, {"pool": "fixed", "limit": 5}),
+     "its NodePool fixed is static and a replacement launched before it goes would pass its limits.nodes (5)", B),
+    (BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": "fixed"}),
+     "its NodePool fixed is static and no instance type it allows is offered", B),
     (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
                                            "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
                                                     "is 3"}),

@@ -282,12 +282,10 @@ def test_should_drift_one_non_empty_node_at_a_time_starting_with_the_earliest_dr
 
 # -- Describe("Drift") / Context("Static NodePool") -------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="ebb's drift deletes an empty drifted node of a static NodePool, where "
-                                       "Karpenter's StaticDrift replaces it one for one and Drift skips it")
 def test_static_nodepool_should_not_consider_static_nodepool_for_drift() -> None:
     """drift_test.go, Describe("Drift"), Context("Static NodePool"), It("should not consider static nodepool for
-    drift"): Karpenter's Drift method has no candidate in a static NodePool (StaticDrift replaces such nodes one for
-    one, keeping ``spec.replicas``); ebb would delete them, so the pool would shrink."""
+    drift"): Karpenter's Drift method has no candidate in a static NodePool; StaticDrift replaces such nodes one for
+    one, keeping ``spec.replicas``, so no drifted node of the pool is deleted without a replacement."""
     static = nodepool("static", budgets=[{"nodes": "100%"}])
     static["spec"]["replicas"] = 2
     out = plan_dict(static, node("s0", pool="static"), nodeclaim("c-s0", "s0", pool="static", conditions=[DRIFTED]),

@@ -70,6 +70,9 @@ class Cause(StrEnum):
     EMPTY_BUT = "empty-but"
     DUE_BUT = "due-but"  # expired or drifted (the method's finding in `due`)
     POD_NOWHERE_TO_GO = "pod-nowhere-to-go"
+    STATIC_SCALING_DOWN = "static-scaling-down"  # a static NodePool has more nodes than its replicas
+    STATIC_AT_LIMIT = "static-at-limit"  # a one-for-one replacement would pass the static NodePool's limits.nodes
+    STATIC_NOTHING_OFFERED = "static-nothing-offered"  # no offering the static NodePool allows
     # single-node consolidation found no command
     PODS_FIT_NOWHERE = "pods-fit-nowhere"
     NO_REPLACEMENT = "no-replacement"  # inner: one of the four below
@@ -137,6 +140,11 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.EMPTY_BUT: "empty, but {inner}",
     Cause.DUE_BUT: "{due}, but {inner}",
     Cause.POD_NOWHERE_TO_GO: "pod {pod} would have nowhere to go: {why}",
+    Cause.STATIC_SCALING_DOWN: ("its NodePool {pool} is static and has {count} nodes, more than its spec.replicas "
+                                "{replicas}: drifted nodes are replaced once it has scaled down"),
+    Cause.STATIC_AT_LIMIT: ("its NodePool {pool} is static and a replacement launched before it goes would pass "
+                            "its limits.nodes ({limit})"),
+    Cause.STATIC_NOTHING_OFFERED: "its NodePool {pool} is static and no instance type it allows is offered",
     Cause.PODS_FIT_NOWHERE: ("its pods do not fit on the other nodes (pod {pod}: {why}), and not on one new node "
                              "either"),
     Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",

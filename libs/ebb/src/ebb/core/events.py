@@ -193,6 +193,9 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     # expired or drifted, but it cannot go now
     Cause.DUE_BUT: DISRUPTION_BLOCKED,
     Cause.POD_NOWHERE_TO_GO: DISRUPTION_BLOCKED,
+    Cause.STATIC_SCALING_DOWN: DISRUPTION_BLOCKED,
+    Cause.STATIC_AT_LIMIT: DISRUPTION_BLOCKED,
+    Cause.STATIC_NOTHING_OFFERED: DISRUPTION_BLOCKED,
     # considered again next pass
     Cause.ANOTHER_METHOD_ACTED: None,
 }

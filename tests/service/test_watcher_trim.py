@@ -230,3 +230,20 @@ def test_kinds_named() -> None:
         assert "Deployment" in str(e)
     else:
         raise AssertionError("an unknown kind must be refused")
+
+
+def test_trim_without_copy_gives_the_same_object_sharing_the_inputs_values() -> None:
+    for raw, kind in ((node(), "Node"), (pod(), "Pod"), (nodeclaim(), None)):
+        copied = trim(raw, kind=kind, api_version="v1")
+        shared = trim(raw, kind=kind, api_version="v1", copy=False)
+        assert shared == copied
+        assert content_digest(shared) == content_digest(copied)
+        assert shared["spec"] is raw["spec"]
+        assert copied["spec"] is not raw["spec"]
+
+
+def test_content_digest_of_what_orjson_cannot_encode() -> None:
+    a = {"metadata": {"name": "x", "resourceVersion": "1"}, "spec": {"big": 2**70}}
+    b = {"metadata": {"name": "x", "resourceVersion": "2"}, "spec": {"big": 2**70}}
+    assert content_digest(a) == content_digest(b)
+    assert content_digest(a) != content_digest({**a, "spec": {"big": 2**70 + 1}})

@@ -363,3 +363,52 @@ def test_asyncapi_document_describes_every_topic() -> None:
     for message in doc["components"]["messages"].values():
         assert message["headers"]["required"] == ["ce_specversion", "ce_id", "ce_source", "ce_type"]
         assert message["bindings"]["kafka"]["key"]["description"]
+
+
+def _generic_record(message: ClusterObject, time: datetime) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
+    """``to_kafka``'s generic path (a CloudEvent and pydantic's serializer), which other messages take."""
+    import ebb.contracts.codec as codec
+
+    direct = codec._cluster_object_record
+    codec._cluster_object_record = lambda *_: None  # type: ignore[assignment]
+    try:
+        return to_kafka(message, source="/ebb/cluster-watcher", time=time)
+    finally:
+        codec._cluster_object_record = direct  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("obj", [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "ü"}},
+     "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}], "priority": -5,
+              "ratio": 0.25, "empty": {}, "none": None, "flag": True}},
+    None,
+], ids=["upsert", "tombstone"])
+def test_a_cluster_objects_direct_record_decodes_as_the_generic_one(obj: dict[str, Any] | None) -> None:
+    message = ClusterObject(kind="Pod", namespace="ns", name="p", resource_version="42", object=obj)
+    direct = to_kafka(message, source="/ebb/cluster-watcher", time=T0)
+    generic = _generic_record(message, T0)
+    assert direct[0] == generic[0]
+    assert dict(direct[2]) == dict(generic[2])
+    assert (direct[1] is None) == (generic[1] is None)
+    if direct[1] is not None:
+        assert generic[1] is not None
+        assert json.loads(direct[1]) == json.loads(generic[1])
+    decoded = decode("ebb.cluster.objects", *direct)
+    assert decoded.message == message
+    assert decoded.source == "/ebb/cluster-watcher"
+    assert decoded.time == T0
+
+
+def test_a_cluster_object_orjson_cannot_encode_takes_the_generic_path() -> None:
+    message = ClusterObject(kind="Node", namespace="", name="n", resource_version="1",
+                            object={"big": 2**70, "at": T0})
+    key, value, headers = to_kafka(message, source="/ebb/cluster-watcher", time=T0)
+    assert value is not None
+    assert json.loads(value)["object"] == {"big": 2**70, "at": "2026-11-23T18:30:00Z"}
+    assert from_kafka("ebb.cluster.objects", key, value, headers).key() == "Node//n"
+
+
+def test_a_cluster_object_with_an_invalid_source_is_refused() -> None:
+    message = ClusterObject(kind="Node", namespace="", name="n", resource_version="1", object={})
+    with pytest.raises(ContractError):
+        to_kafka(message, source="")

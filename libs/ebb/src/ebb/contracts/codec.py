@@ -3,7 +3,11 @@
 ``to_kafka(message)`` gives the record's key, value and headers (``ce_specversion``, ``ce_id``,
 ``ce_source``, ``ce_type``, ``ce_subject`` (the key), ``ce_time``, ``content-type: application/json``).
 A deleted cluster object is a tombstone: a null value, its fields in the key and in ``ce_id`` /
-``ce_resourceversion``.
+``ce_resourceversion``. The value is the message's compact JSON (pydantic's serializer). A ``ClusterObject``,
+the one message published at the watch rate, takes a direct path: its headers made without a ``CloudEvent``
+object (the source checked once) and its payload encoded by orjson, as its ``object`` is decoded JSON
+(about a tenth of the generic path's CPU; an object orjson cannot encode as plain JSON, e.g. one holding a
+datetime or an integer beyond 64 bits, takes the generic path). Both give the same JSON to a decoder.
 
 ``from_kafka(topic, key, value, headers)`` checks everything a record of ``topic`` must satisfy and
 raises ``ContractError`` naming what is wrong: missing CloudEvents headers, an unknown type or one
@@ -13,13 +17,15 @@ payload id or key that does not match the headers.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 from uuid import UUID
 
+import orjson
 from cloudevents.core.bindings.kafka import KafkaMessage, from_binary, to_binary
 from cloudevents.core.exceptions import BaseCloudEventException
 from cloudevents.core.formats.json import JSONFormat
@@ -29,6 +35,7 @@ from pydantic import ValidationError
 from ebb.contracts.messages import (
     MESSAGE_TYPES,
     TYPE_OBJECT_DELETED,
+    TYPE_OBJECT_UPSERTED,
     ClusterObject,
     ContractError,
     Message,
@@ -65,6 +72,10 @@ def to_kafka(
     CloudEvent time, the current time when None. The value is None for a tombstone."""
     if time is not None and time.utcoffset() is None:
         raise ContractError("the CloudEvent time must be timezone-aware")
+    if type(message) is ClusterObject:
+        direct = _cluster_object_record(message, source, time)
+        if direct is not None:
+            return direct
     key = message.key()
     attributes: dict[str, Any] = {
         "id": str(message.id),
@@ -76,18 +87,63 @@ def to_kafka(
     if time is not None:
         attributes["time"] = time
     tombstone = isinstance(message, ClusterObject) and message.deleted
-    data: dict[str, Any] | None = None
+    data: bytes | None = None
     if tombstone:
         assert isinstance(message, ClusterObject)
         if message.resource_version:
             attributes[RESOURCE_VERSION_ATTR] = message.resource_version
     else:
-        data = message.model_dump(mode="json", by_alias=True)
+        data = message.model_dump_json(by_alias=True).encode("utf-8")
     try:
         record = to_binary(CloudEvent(attributes, data), _FORMAT, lambda _: key)
     except BaseCloudEventException as e:
         raise ContractError(f"cannot make a CloudEvent of {type(message).__name__}: {e}") from e
     return key.encode("utf-8"), None if tombstone else record.value, list(record.headers.items())
+
+
+def _cluster_object_record(
+    message: ClusterObject, source: str, time: datetime | None
+) -> tuple[bytes, bytes | None, Headers] | None:
+    """``to_kafka`` of a ``ClusterObject`` without the generic path's ``CloudEvent`` and pydantic dump; None when
+    its object is not plain JSON for orjson (the caller takes the generic path)."""
+    key = message.key()
+    subject = key.encode("utf-8")
+    value: bytes | None = None
+    if message.object is not None:
+        payload = {"id": str(message.id), "kind": message.kind, "namespace": message.namespace,
+                   "name": message.name, "resourceVersion": message.resource_version, "object": message.object}
+        try:
+            value = orjson.dumps(payload, option=orjson.OPT_PASSTHROUGH_DATETIME)
+        except orjson.JSONEncodeError:
+            return None
+    moment = (time or datetime.now(UTC)).isoformat()
+    if moment.endswith("+00:00"):
+        moment = moment[:-6] + "Z"
+    headers: Headers = [
+        ("ce_id", str(message.id).encode("ascii")),
+        ("ce_source", _checked_source(source)),
+        ("ce_type", (TYPE_OBJECT_DELETED if value is None else TYPE_OBJECT_UPSERTED).encode("ascii")),
+        ("ce_subject", subject),
+        ("content-type", _CONTENT_TYPE_BYTES),
+    ]
+    if value is None and message.resource_version:
+        headers.append(("ce_" + RESOURCE_VERSION_ATTR, message.resource_version.encode("utf-8")))
+    headers += [("ce_specversion", _SPECVERSION_BYTES), ("ce_time", moment.encode("ascii"))]
+    return subject, value, headers
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_source(source: str) -> bytes:
+    """``source`` as a header value, once the cloudevents library accepted it as a CloudEvent source."""
+    try:
+        CloudEvent({"id": "0", "source": source, "type": TYPE_OBJECT_UPSERTED})
+    except BaseCloudEventException as e:
+        raise ContractError(f"cannot make a CloudEvent of ClusterObject: {e}") from e
+    return source.encode("utf-8")
+
+
+_CONTENT_TYPE_BYTES: Final = CONTENT_TYPE.encode("ascii")
+_SPECVERSION_BYTES: Final = SPECVERSION.encode("ascii")
 
 
 def from_kafka(

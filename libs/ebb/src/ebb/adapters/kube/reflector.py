@@ -50,7 +50,8 @@ class KindState:
                ) -> Change | None:
         """The change for an added or modified object; None when nothing ebb reads has changed. ``pending``:
         digests (None: deleted) of changes made but not yet recorded, which count before ``published``."""
-        trimmed = trim(obj, kind=self.spec.kind, api_version=self.spec.api_version)
+        # the watch loop's objects are decoded JSON it drops once this returns: shared, not copied
+        trimmed = trim(obj, kind=self.spec.kind, api_version=self.spec.api_version, copy=False)
         namespace, name, rv = object_ref(trimmed)
         if not name:
             return None

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from tenacity import RetryCallState, retry_if_not_exception_type
 
 from ebb.adapters.backoff import Backoff
@@ -75,6 +76,15 @@ def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
     if status == 404 and spec.custom:
         return KindMissing(status, message)
     return WatchError(status, message)
+
+
+def _decode(line: bytes) -> Any:
+    """One watch event line: orjson (twice as fast as the stdlib), the stdlib for what orjson refuses (an
+    integer beyond 64 bits)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
 
 
 def split_lines(buffer: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
@@ -196,7 +206,7 @@ class KubeWatcher:
                 kwargs["_continue"] = token
             response = await self._request(spec, stop, **kwargs)
             try:
-                page = json.loads(await unless_stopped(response.read(), stop))
+                page = _decode(await unless_stopped(response.read(), stop))
             finally:
                 response.release()
             metadata = page.get("metadata") or {}
@@ -233,7 +243,7 @@ class KubeWatcher:
                 if not chunk:
                     return  # the server's timeout: watch again from the last resourceVersion
                 lines, buffer = split_lines(buffer, chunk)
-                await self._events(spec, state, [json.loads(line) for line in lines])
+                await self._events(spec, state, [_decode(line) for line in lines])
         finally:
             response.close()  # a watch connection is never reused (it may be cut mid-stream)
 

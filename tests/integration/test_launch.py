@@ -55,6 +55,9 @@ async def test_a_replacement_becomes_a_ready_kwok_node_of_its_pool(kube_api: Any
         assert labels["node.kubernetes.io/instance-type"] == "m5.xlarge"
         assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
         assert node["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "4242"
+        # ebb's own finalizer (never Karpenter's): `kubectl delete node` waits for ebb's drain
+        assert node["metadata"]["finalizers"] == ["ebb.sh/termination"]
+        assert "ebb.sh/decision-id" not in node["metadata"]["annotations"]  # launched for no decision
         assert node["status"]["allocatable"]["pods"]
 
         with pytest.raises(LaunchError, match="does not exist"):

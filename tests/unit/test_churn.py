@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import ago, blocked_of, disrupted, hold, later, node, nodepool, plan_dict, pod
+from tests.unit.builders import ago, blocked_of, disrupted, hold, later, node, nodeclaim, nodepool, plan_dict, pod
 
 
 def _empty_and_underutilized(pool: dict[str, Any], *extra: Any) -> dict[str, Any]:
@@ -60,6 +60,45 @@ def test_stabilization_window_only_pauses_its_own_pool() -> None:
                     pod("job", "fresh", cpu="1500m"))
     assert disrupted(out) == {"idle-busy"}
     assert "stabilizationWindow" in blocked_of(out, "idle-calm")["reason"]
+
+
+def _claim_annotated(name: str, node_name: str, decision: str) -> dict[str, Any]:
+    claim = nodeclaim(name, node_name, created=ago(minutes=5))
+    claim["metadata"]["annotations"] = {"ebb.sh/decision-id": decision}
+    return claim
+
+
+# (case, the fresh node's documents, whether it pauses the window)
+FRESH = [
+    ("launched for pending pods", [node("fresh", itype="t3.medium", created=ago(minutes=5))], True),
+    ("a replacement, its Node annotated", [node("fresh", itype="t3.medium", created=ago(minutes=5),
+                                                annotations={"ebb.sh/decision-id": "dec-1"})], False),
+    ("a replacement, its NodeClaim annotated", [node("fresh", itype="t3.medium", created=ago(minutes=5)),
+                                                _claim_annotated("claim-fresh", "fresh", "dec-1")], False),
+]
+
+
+@pytest.mark.parametrize(("docs", "paused"), [c[1:] for c in FRESH], ids=[c[0] for c in FRESH])
+def test_a_replacement_does_not_restart_the_stabilization_window(docs: list[Any], paused: bool) -> None:
+    """A node launched for a disruption decision (``ebb.sh/decision-id`` on it or its NodeClaim) is not new load:
+    counting it would pause consolidation again after every replace ebb carries out."""
+    out = plan_dict(nodepool(stabilization_window="30m"), node("idle"), *docs, pod("job", "fresh", cpu="1500m"))
+    if paused:
+        assert "idle" not in disrupted(out)
+        assert "node fresh launched" in blocked_of(out, "idle")["reason"]
+    else:
+        assert "idle" in disrupted(out)
+
+
+def test_the_window_runs_from_the_newest_node_that_is_not_a_replacement() -> None:
+    """A replacement launched 2 minutes ago and a node launched for pods 20 minutes ago: the window (30m) runs
+    from the latter, and the reason names it."""
+    out = plan_dict(nodepool(stabilization_window="30m"), node("idle"),
+                    node("burst", itype="t3.medium", created=ago(minutes=20)), pod("job", "burst", cpu="1500m"),
+                    node("swap", itype="t3.medium", created=ago(minutes=2), annotations={"ebb.sh/decision-id": "d"}),
+                    pod("moved", "swap", cpu="1500m"))
+    reason = blocked_of(out, "idle")["reason"]
+    assert "node burst launched 20m ago" in reason
 
 
 @pytest.mark.parametrize(("pool_kwargs", "method"), [

@@ -299,11 +299,11 @@ class SimulatedCluster:
             self._catalog = catalog_types(docs)
         return self._catalog
 
-    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
+    async def launch(self, name: str, replacement: Replacement, *, decision_id: str = "") -> LaunchSpec:
         pool = self.objects.get(self.key_of("NodePool", "", replacement.node_pool))
         if pool is None:
             raise LaunchError(f"NodePool {replacement.node_pool} does not exist")
-        spec, node = replacement_node(name, replacement, pool, self.catalog(), self.clock())
+        spec, node = replacement_node(name, replacement, pool, self.catalog(), self.clock(), decision_id=decision_id)
         if self.key_of("Node", "", name) not in self.objects:
             await self._put(node)
             self.launched[name] = (self.clock(), spec.price)

@@ -123,9 +123,9 @@ class WorkloadCluster(SimulatedCluster):
                 life.end = now
                 self._node_count -= 1
 
-    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
+    async def launch(self, name: str, replacement: Replacement, *, decision_id: str = "") -> LaunchSpec:
         known = name in self.launched
-        spec = await super().launch(name, replacement)
+        spec = await super().launch(name, replacement, decision_id=decision_id)
         if not known and name in self.launched:
             self.measures.nodes[name] = NodeLife(self.clock(), spec.price, launched=True)
             self.measures.launches[self._launching_for] = self.measures.launches.get(self._launching_for, 0) + 1

@@ -1,5 +1,6 @@
 """The composition root: the Kubernetes client, the bus, the store, the provider (``PROVIDER``: none, kwok or
-karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, and the executor."""
+karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, the executor, and with the kwok
+provider the loop that drains deleted Nodes carrying ebb's finalizer (``ebb_termination_executor.finalizer``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, utcnow
+from ebb_termination_executor.finalizer import Finalizer
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
 
@@ -128,9 +130,17 @@ async def run(
         if started is not None:
             started.set()
         writer = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
+        finalizing = None
+        if provider.name == "kwok" and isinstance(node_api, KubeNodeApi):
+            # the nodes ebb launches carry ebb.sh/termination: `kubectl delete node` waits for ebb's drain
+            finalizer = Finalizer(executor.drainer, provider, node_api.list_nodes,
+                                  interval=settings.finalizer_interval_seconds, metrics=metrics, recorder=recorder)
+            finalizing = asyncio.create_task(finalizer.run())
         try:
             await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)
         finally:
+            if finalizing is not None:
+                await asyncio.gather(finalizing, return_exceptions=True)
             if writer is not None:
                 await asyncio.gather(writer, return_exceptions=True)
         log.info("termination-executor stopped", succeeded=executor.succeeded, failed=executor.failed,

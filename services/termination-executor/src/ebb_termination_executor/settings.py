@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     #: retired nodes not gone this long after their removal was asked for fail the command (karpenter: the
     #: NodeClaim or its Node still there)
     retire_timeout_seconds: float = Field(default=600.0, gt=0)
+    #: seconds between two looks for deleted Nodes that carry ebb's finalizer ``ebb.sh/termination`` (kwok
+    #: provider: the nodes ebb launched), each drained before its finalizer is removed
+    finalizer_interval_seconds: float = Field(default=5.0, gt=0)
     #: write Kubernetes Events (DisruptionTerminating, DisruptionLaunching, FailedDraining, ...)
     events_enabled: bool = True
     #: the namespace the Events are written to (Nodes are cluster-scoped)

@@ -26,6 +26,7 @@ from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.labels import selector_matches, tolerates
 from ebb.core.model import (
+    ANNOTATION_DECISION_ID,
     ANNOTATION_DO_NOT_CONSOLIDATE,
     ANNOTATION_DO_NOT_DISRUPT,
     ANNOTATION_DO_NOT_EVICT,
@@ -230,6 +231,16 @@ class ClusterView:
             decision = self.launched_for.get(claim.name) if claim is not None else None
         return decision
 
+    def replacement(self, node: Node) -> bool:
+        """Whether ``node`` was launched as a replacement for a disruption decision: its NodeClaim or the Node
+        carries ``ebb.sh/decision-id``, or a live decision launched it."""
+        if node.annotations.get(ANNOTATION_DECISION_ID):
+            return True
+        claim = self.claim_of(node)
+        if claim is not None and claim.decision_id:
+            return True
+        return self.launched_by(node) is not None
+
     def _candidates(self) -> None:
         for node in self.snapshot.nodes:
             pool_name = node.nodepool
@@ -380,7 +391,9 @@ class ClusterView:
                 node = self.nodes.get(hold.target)
                 if node is not None and node.nodepool:
                     self.pause.setdefault((node.nodepool, node.name), held)
-        newest = max((n for n in self.snapshot.nodes if n.creation_time is not None),
+        # a replacement launched for a disruption decision is not a sign of new load: counting it would restart
+        # the window on every replace ebb carries out (each replace would pause consolidation again)
+        newest = max((n for n in self.snapshot.nodes if n.creation_time is not None and not self.replacement(n)),
                      key=lambda n: n.creation_time or self.now, default=None)
         for pool in self.snapshot.nodepools:
             window = pool.stabilization_window

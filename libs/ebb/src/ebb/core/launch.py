@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ebb.core.model import (
+    ANNOTATION_DECISION_ID,
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     LABEL_INITIALIZED,
@@ -41,8 +42,6 @@ LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
-#: on a NodeClaim ebb creates: the decision it was launched for (a resumed command checks a NodeClaim it finds)
-ANNOTATION_DECISION_ID = "ebb.sh/decision-id"
 NODECLAIM_API_VERSION = "karpenter.sh/v1"
 #: the requirements a replacement NodeClaim pins to what the simulation chose (the NodePool's own are dropped)
 PINNED_REQUIREMENTS = (LABEL_INSTANCE_TYPE, LABEL_CAPACITY_TYPE, LABEL_ZONE)

@@ -33,6 +33,9 @@ ANNOTATION_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 ANNOTATION_NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
 ANNOTATION_NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+#: on a Node or NodeClaim ebb launched as a replacement: the decision it was launched for (Karpenter copies a
+#: NodeClaim's annotations to its Node)
+ANNOTATION_DECISION_ID = "ebb.sh/decision-id"
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
 #: ebb's own disruption taint, used instead of Karpenter's when ebb runs next to Karpenter: Karpenter's
 #: disruption controller removes karpenter.sh/disrupted from every node that is not in its own queue
@@ -308,6 +311,8 @@ class NodeClaim:
     #: status.lastPodEventTime: when Karpenter last saw a pod bound to or removed from the node (a pod that left
     #: is seen nowhere else in a snapshot); consolidateAfter is counted from it
     last_pod_event: datetime | None = None
+    #: ``ebb.sh/decision-id``: the disruption decision ebb launched it for ("" when it was not)
+    decision_id: str = ""
 
     @property
     def instance_terminating(self) -> bool:

@@ -4,8 +4,8 @@
 simulation put them, replacements launched as the cheapest option, with their DaemonSet pods) and runs
 the next pass, until a pass has no commands. Simulated time advances between passes by the longest
 finite consolidateAfter of the NodePools (at least the 15 s validation delay), so moved pods must
-settle as they would in a live cluster; new nodes are launched at that time, so stabilization windows
-pause consolidation exactly as they would live.
+settle as they would in a live cluster; new nodes are launched at that time, marked as replacements
+(``ebb.sh/decision-id``) as live ones are, so they do not restart a stabilization window, exactly as live.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
+    ANNOTATION_DECISION_ID,
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     LABEL_CAPACITY_TYPE,
@@ -69,6 +70,8 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
             annotations = {ANNOTATION_NODEPOOL_HASH: pool.hash or "", ANNOTATION_NODEPOOL_HASH_VERSION:
                            pool.hash_version or ""} if pool.hash else {}
+            # a replacement, as live ones are marked: it does not restart a stabilization window
+            annotations[ANNOTATION_DECISION_ID] = f"plan-step-{step}-command-{c_index}"
             allocatable = {k: v - it.overhead.get(k, 0) for k, v in it.capacity.items()}
             node = Node(name, labels, annotations, pool.taints, allocatable, dict(it.capacity),
                         creation_time=now, provider_id=f"ebb:///{offer.zone}/{name}")

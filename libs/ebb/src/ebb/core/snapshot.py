@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ebb.core.model import (
+    ANNOTATION_DECISION_ID,
     ANNOTATION_DO_NOT_DISRUPT,
     ANNOTATION_DO_NOT_EVICT,
     ANNOTATION_NODEPOOL_HASH,
@@ -563,6 +564,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         creation_time=doc.time("metadata.creationTimestamp"),
         last_pod_event=doc.time("status.lastPodEventTime"),
+        decision_id=doc.str_map("metadata.annotations").get(ANNOTATION_DECISION_ID, ""),
     )
 
 

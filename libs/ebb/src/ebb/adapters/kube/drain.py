@@ -649,6 +649,22 @@ class KubeNodeApi:
             raise KubeError(status, self._message(body))
         return True
 
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        """Every Node (not part of ``NodeApi``: the executor's finalizer loop looks for deleting ones)."""
+        nodes: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            options: dict[str, Any] = {"limit": 500}
+            if token:
+                options["_continue"] = token
+            status, body = await self._body(await self.core.list_node(_preload_content=False, **options))
+            if status >= 300:
+                raise KubeError(status, self._message(body))
+            nodes.extend(body.get("items") or [])
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                return nodes
+
     async def list_pods(self, node: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []
         token: str | None = None

@@ -41,8 +41,8 @@ from ebb.adapters.kube.drain import NodeApi
 from ebb.adapters.kube.launch import is_ready
 from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
-from ebb.core.launch import ANNOTATION_DECISION_ID, LaunchError, allocatable_of, nodeclaim_object
-from ebb.core.model import TAINT_EBB_DISRUPTED, InstanceType
+from ebb.core.launch import LaunchError, allocatable_of, nodeclaim_object
+from ebb.core.model import ANNOTATION_DECISION_ID, TAINT_EBB_DISRUPTED, InstanceType
 
 GROUP: Final = "karpenter.sh"
 VERSION: Final = "v1"

@@ -13,7 +13,8 @@ on rollback.
 ``ebb.core.launch`` decides the type, zone, labels, taints and capacity). Two launchers exist:
 
 - ``KwokLauncher``: the node is a KWOK node (annotation ``kwok.x-k8s.io/node: fake``); the KWOK controller
-  makes it Ready. It is the cloud of the local and test clusters.
+  makes it Ready. It is the cloud of the local and test clusters. Its nodes carry ebb's finalizer
+  ``ebb.sh/termination``, so `kubectl delete node` on one takes ebb's graceful termination.
 - the embedded mode's simulated cluster (``ebb_embedded.cluster``), Ready after a simulated boot time.
 
 A real cloud (EC2 ``RunInstances`` with a kubelet that registers the node) is not built yet.
@@ -27,16 +28,20 @@ from typing import Any, Final, Protocol
 
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError, LaunchSpec, launch_spec, node_object
-from ebb.core.model import LABEL_INITIALIZED, InstanceType, NodePool
+from ebb.core.model import ANNOTATION_DECISION_ID, LABEL_INITIALIZED, InstanceType, NodePool
 from ebb.core.snapshot import SnapshotError, parse_catalog, parse_object
 
 KWOK_ANNOTATION: Final = "kwok.x-k8s.io/node"
+#: the finalizer on the Nodes ebb launches where no Karpenter runs: deleting such a Node waits for ebb's graceful
+#: termination (``ebb_termination_executor.finalizer``); never Karpenter's ``karpenter.sh/termination``
+EBB_TERMINATION_FINALIZER: Final = "ebb.sh/termination"
 NODEPOOL_GROUPS: Final = ("karpenter.sh", "ebb.sh")
 
 
 class Launcher(Protocol):
-    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
-        """Create the node ``name`` for ``replacement`` (nothing when it exists); LaunchError when it cannot."""
+    async def launch(self, name: str, replacement: Replacement, *, decision_id: str = "") -> LaunchSpec:
+        """Create the node ``name`` for ``replacement`` (nothing when it exists), annotated with the decision that
+        launches it (``ebb.sh/decision-id``; none for a provisioner's launch); LaunchError when it cannot."""
         ...
 
     async def ready(self, name: str) -> bool:
@@ -66,14 +71,19 @@ def parse_nodepool(raw: Mapping[str, Any]) -> NodePool:
 
 def replacement_node(name: str, replacement: Replacement, nodepool: Mapping[str, Any],
                      catalog: Mapping[str, InstanceType], now: datetime, *,
-                     extra_annotations: Mapping[str, str] | None = None) -> tuple[LaunchSpec, dict[str, Any]]:
-    """The launch spec and the Node object of ``replacement`` from its NodePool object."""
+                     extra_annotations: Mapping[str, str] | None = None,
+                     decision_id: str = "") -> tuple[LaunchSpec, dict[str, Any]]:
+    """The launch spec and the Node object of ``replacement`` from its NodePool object; a replacement of a decision
+    carries its id (``ebb.sh/decision-id``, as ebb's NodeClaims do), which tells the planner it was launched for a
+    disruption, not for pending pods."""
     pool = parse_nodepool(nodepool)
     spec = launch_spec(name, nodepool=pool.name, instance_types=replacement.instance_types,
                        capacity_type=replacement.capacity_type, zones=replacement.zones, catalog=catalog)
     node = node_object(spec, pool=pool, instance_type=catalog[spec.instance_type], now=now)
     if extra_annotations:
         node["metadata"]["annotations"].update(extra_annotations)
+    if decision_id:
+        node["metadata"]["annotations"][ANNOTATION_DECISION_ID] = decision_id
     return spec, node
 
 
@@ -107,12 +117,16 @@ class KwokLauncher:
             return obj
         raise LaunchError(f"NodePool {name} does not exist")
 
-    async def launch(self, name: str, replacement: Replacement) -> LaunchSpec:
+    async def launch(self, name: str, replacement: Replacement, *, decision_id: str = "") -> LaunchSpec:
         from kubernetes_asyncio.client.exceptions import ApiException
 
         spec, node = replacement_node(name, replacement, await self._nodepool(replacement.node_pool), self.catalog,
-                                      self.clock(), extra_annotations={KWOK_ANNOTATION: "fake"})
+                                      self.clock(), extra_annotations={KWOK_ANNOTATION: "fake"},
+                                      decision_id=decision_id)
         node["metadata"].pop("creationTimestamp", None)  # the API server sets it
+        # ebb's own finalizer: `kubectl delete node` then waits for ebb's graceful termination (taint, drain,
+        # finalizer removed), as Karpenter's karpenter.sh/termination does for its nodes
+        node["metadata"]["finalizers"] = [EBB_TERMINATION_FINALIZER]
         try:
             await self.core.create_node(node)
         except ApiException as e:
@@ -137,10 +151,19 @@ class KwokLauncher:
         return True
 
     async def delete(self, name: str) -> None:
+        """Delete the node and remove ebb's finalizer at once: a replacement rolled back never took work (its
+        decision drained nothing onto it), so there is nothing for the graceful path to do."""
         from kubernetes_asyncio.client.exceptions import ApiException
 
         try:
             await self.core.delete_node(name)
+            node = self.api_client.sanitize_for_serialization(await self.core.read_node(name))
+            finalizers = list((node.get("metadata") or {}).get("finalizers") or [])
+            if EBB_TERMINATION_FINALIZER in finalizers:
+                kept = [f for f in finalizers if f != EBB_TERMINATION_FINALIZER]
+                await self.core.patch_node(name, {"metadata": {"finalizers": kept or None,
+                                                               "resourceVersion": node["metadata"]["resourceVersion"]}},
+                                           _content_type="application/merge-patch+json")
         except ApiException as e:
             if e.status != 404:
                 raise

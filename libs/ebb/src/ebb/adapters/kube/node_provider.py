@@ -6,8 +6,10 @@ takes Karpenter's part and uses Karpenter's names for it:
 
 - the disruption taint is ``karpenter.sh/disrupted:NoSchedule``, the one pods and tools already know;
 - retiring a drained node deletes the Node and then removes the ``karpenter.sh/termination`` finalizer
-  the node may carry (there is no instance to terminate and no Karpenter to remove it), so the Node goes
-  at once and there is nothing to wait for;
+  the node may carry (there is no instance to terminate and no Karpenter to remove it) and ebb's own
+  ``ebb.sh/termination`` (on the nodes ebb launched), so the Node goes at once and there is nothing to wait for;
+- a Node ebb launched that someone else deletes (``kubectl delete node``) waits on ``ebb.sh/termination``
+  until the executor's finalizer loop has drained it the same way (``ebb_termination_executor.finalizer``);
 - a replacement is a Node a ``Launcher`` creates (``ebb.adapters.kube.launch``: ``KwokLauncher``, or the
   simulated cluster's cloud); without a launcher (``none``) a command with replacements fails;
 - the instance is gone when the Node is (a KWOK or simulated node is its own instance: there is no Node
@@ -24,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from ebb.adapters.kube.drain import NodeApi, guard, patch_until_done
-from ebb.adapters.kube.launch import Launcher
+from ebb.adapters.kube.launch import EBB_TERMINATION_FINALIZER, Launcher
 from ebb.adapters.provider import Launched, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError
@@ -37,13 +39,18 @@ DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": TAINT_DISRUPTED, "effect": "
 TERMINATION_FINALIZER: Final = "karpenter.sh/termination"
 
 
+#: the termination finalizers removed once a node is drained and deleted: Karpenter's (the local clusters' nodes
+#: carry it) and ebb's own on the nodes it launched (``ebb.adapters.kube.launch.EBB_TERMINATION_FINALIZER``)
+TERMINATION_FINALIZERS: Final = (TERMINATION_FINALIZER, EBB_TERMINATION_FINALIZER)
+
+
 def finalizer_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes the termination finalizer, or None when the node has none."""
+    """The JSON patch that removes the termination finalizers, or None when the node has none."""
     meta = node.get("metadata")
     finalizers = list((meta.get("finalizers") if isinstance(meta, Mapping) else None) or [])
-    if TERMINATION_FINALIZER not in finalizers:
+    if not any(f in TERMINATION_FINALIZERS for f in finalizers):
         return None
-    kept = [f for f in finalizers if f != TERMINATION_FINALIZER]
+    kept = [f for f in finalizers if f not in TERMINATION_FINALIZERS]
     return [*guard(node), {"op": "add", "path": "/metadata/finalizers", "value": kept}]
 
 
@@ -72,7 +79,7 @@ class NodeProvider:
         return self.launcher
 
     async def launch(self, name: str, replacement: Replacement, *, decision_id: str) -> Launched:
-        spec = await self._launcher().launch(name, replacement)
+        spec = await self._launcher().launch(name, replacement, decision_id=decision_id)
         return Launched(spec.name, f"{spec.instance_type} ({spec.capacity_type}) in {spec.zone} at ${spec.price:.4f}/h")
 
     async def ready(self, name: str) -> bool:

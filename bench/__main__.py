@@ -11,6 +11,9 @@
 - load: synthetic watch events for 2,000 nodes and 20,000 pods through the cluster-watcher → a real Kafka →
   the real consolidation-planner on PostgreSQL (``bench.load``): ingest events/s, and the latency from a node
   becoming empty to its approved command (p50/p99).
+- watcher: the cluster-watcher alone, the load benchmark's synthetic watch events into a real Kafka until the
+  last acknowledgement (``bench.load.case_watcher``): events/s and CPU microseconds per event, 3 runs; not part of
+  ``all``. ``python -m bench.watcher_path`` measures the same path without servers (CPU only).
 - peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
   cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
@@ -240,6 +243,10 @@ def run(which: str) -> str:
         lines += render(r)
         print("load: profiling the watcher's per-event code and one steady-state pass in-process", file=sys.stderr)
         lines += render_profile(_child(["load-profile"]))
+    if which == "watcher":  # not part of `all`: the load benchmark measures the watcher's rate too
+        from bench.load import render_watcher
+
+        lines += render_watcher(_child(["watcher"], progress=True))
     if which == "peer":  # not part of `all`: about an hour for the three sides
         from bench import peer
 
@@ -262,6 +269,10 @@ def main(argv: list[str]) -> int:
             from bench.load import case_load
 
             result = case_load()
+        elif kind == "watcher":
+            from bench.load import case_watcher
+
+            result = case_watcher()
         elif kind == "load-profile":
             from bench.load import case_profile
 

@@ -1052,6 +1052,108 @@ def case_load() -> Doc:
     return result
 
 
+async def _watcher_only(bootstrap: str, size: Size, producer_options: Mapping[str, Any]) -> Doc:
+    """The watcher alone: every synthetic watch event through ``KubeWatcher`` and the ``Publisher`` on a
+    ``KafkaBus`` until Kafka acknowledged the last record; no planner. Wall seconds and this process's CPU
+    seconds (the watcher and aiokafka; the events were generated before)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from ebb.adapters.bus import KafkaBus
+    from ebb.contracts import TOPIC_CLUSTER_OBJECTS
+    from ebb_cluster_watcher.app import build_watcher
+    from ebb_cluster_watcher.settings import Settings
+
+    prefix = f"bench-watcher-{uuid.uuid4().hex[:8]}."
+    synthetic = synthetic_cluster(size.nodes, size.pods, now=datetime.now(UTC))
+    api = SyntheticApi()
+    lines = {"NodePool": [api.encode("ADDED", p) for p in synthetic.nodepools],
+             "Node": [api.encode("ADDED", n) for n in synthetic.nodes],
+             "Pod": [api.encode("ADDED", p) for p in synthetic.pods]}
+    ds_line = api.encode("ADDED", synthetic.daemonset)
+    total = synthetic.objects
+    bus = KafkaBus(bootstrap, prefix=prefix, source="/ebb/cluster-watcher", client_id="ebb-cluster-watcher")
+    if producer_options:  # an experiment with the producer's settings: KafkaBus.start with these added
+        bus.client_options = {**bus.client_options}
+        original_start = bus.start
+
+        async def start_with_options() -> None:
+            saved, bus.client_options = bus.client_options, {**bus.client_options, **producer_options}
+            try:
+                await original_start()
+            finally:
+                bus.client_options = saved
+        bus.start = start_with_options  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    try:
+        await bus.start()
+        await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS])
+        watcher, publisher = build_watcher(Settings(kafka_bootstrap=bootstrap, topic_prefix=prefix,
+                                                    kinds=("Node", "Pod", "DaemonSet", "NodePool")), None, bus)
+        watcher.lister = api.lister
+        task = asyncio.create_task(watcher.run(stop))
+        for kind in ("Node", "Pod", "DaemonSet", "NodePool"):
+            api._stream(kind)
+            await asyncio.wait_for(api.watching[kind].wait(), WAIT)
+        api.send("DaemonSet", ds_line)  # warm-up: the producer's connection and the topic's metadata
+        while publisher.published < 1:  # noqa: ASYNC110 (the publisher has no event to wait on)
+            await asyncio.sleep(0.005)
+        load_before = os.getloadavg()[0]
+        cpu, wall = time.process_time(), time.monotonic()
+        for kind in ("NodePool", "Node", "Pod"):
+            chunk = lines[kind]
+            for i in range(0, len(chunk), CHUNK):
+                api.send(kind, b"".join(chunk[i:i + CHUNK]))
+        while publisher.published < total:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+        stop.set()
+        await task
+    finally:
+        await bus.close()
+        with contextlib.suppress(Exception):
+            admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+            await admin.start()
+            try:
+                await admin.delete_topics([t for t in await admin.list_topics() if t.startswith(prefix)])
+            finally:
+                await admin.close()
+    events = total - 1
+    return {"events": events, "seconds": wall, "events_per_second": events / wall, "cpu_seconds": cpu,
+            "cpu_us_per_event": cpu / events * 1e6, "events_per_cpu_second": events / cpu,
+            "load_average_before": load_before, "load_average_after": os.getloadavg()[0],
+            "producer_options": dict(producer_options)}
+
+
+def case_watcher(runs: int = 3) -> Doc:
+    """``python -m bench _case watcher``: the watcher alone into a real Kafka (``_watcher_only``), ``runs`` times.
+    ``EBB_BENCH_WATCHER_PRODUCER`` (JSON) adds aiokafka producer settings, e.g. ``{"max_batch_size": 262144}``."""
+    import logging
+
+    import structlog
+
+    # as the service (``ebb.adapters.service.serve``, log level info): the publisher's debug line is not written
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    options = json.loads(os.environ.get("EBB_BENCH_WATCHER_PRODUCER", "") or "{}")
+    with servers() as (bootstrap, _, origin):
+        _log(f"servers: {origin} (Kafka {bootstrap})")
+        results = []
+        for _ in range(runs):
+            results.append(asyncio.run(_watcher_only(bootstrap, size_from_env(), options)))
+            _log(f"watcher alone: {results[-1]['events_per_second']:,.0f} events/s, "
+                 f"{results[-1]['cpu_us_per_event']:.0f} CPU us/event")
+    return {"runs": results, "servers": origin, "code": _code_version()}
+
+
+def render_watcher(r: Doc) -> list[str]:
+    lines = [f"The watcher alone into Kafka ({r['runs'][0]['events']:,} watch events, {r['servers']}; code "
+             f"{r['code']}):", "", "| run | wall s | events/s | CPU s | CPU us/event | load average before/after |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {i + 1} | {x['seconds']:.1f} | {x['events_per_second']:,.0f} | {x['cpu_seconds']:.1f} | "
+              f"{x['cpu_us_per_event']:.0f} | {x['load_average_before']:.1f} / {x['load_average_after']:.1f} |"
+              for i, x in enumerate(r["runs"])]
+    return [*lines, ""]
+
+
 def _code_version() -> str:
     """The commit measured, and whether the watcher's, planner's or library's files differed from it."""
     def git(*args: str) -> str:

@@ -22,15 +22,17 @@ Measured:
 - the planner's restart: the planner process stopped, one more node emptied while it is down, a new planner
   process started (it seeds its snapshot from the compacted ``ebb.cluster.objects`` and consumes from the end
   offsets taken before); the time from its start to its snapshot seeded, its first pass, that node's Proposed
-  event and its command.
+  event and its command. Then the same after that process is killed (SIGKILL: its group membership and
+  connections left behind, as a crash leaves them).
 
 Servers: those of ``.infra/env.json`` (``make infra-up``) when they answer, else Kafka and PostgreSQL started
 by ``deploy/local/{kafka,postgres}.sh`` in a private ``EBB_INFRA_DIR`` and stopped afterwards. The run uses its
 own topic prefix and cluster name, and removes its topics and store rows at the end.
 
 Environment: ``EBB_BENCH_LOAD=nodes,pods,sequential,waves,wave_size`` shrinks the run (a smoke test, e.g.
-``100,1000,1,1,3``); ``EBB_BENCH_LOAD_PROFILE=FILE`` runs the planner process under cProfile (its event loop's
-thread) and writes the statistics to FILE.
+``100,1000,1,1,3``); ``EBB_BENCH_LOAD_PLANNER_LOG=info`` the planner process's log level (warning unless set,
+on its stderr, the end of which a failed step prints); ``EBB_BENCH_LOAD_PROFILE=FILE`` runs the planner process
+under cProfile (its event loop's thread) and writes the statistics to FILE.
 """
 
 from __future__ import annotations
@@ -491,7 +493,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
     from ebb_consolidation_planner.planner import Planner
     from ebb_consolidation_planner.settings import Settings
 
-    logs.configure("warning")
+    logs.configure(os.environ.get("EBB_BENCH_LOAD_PLANNER_LOG", "warning"))
 
     def emit(**values: Any) -> None:
         sys.stdout.write(json.dumps(values) + "\n")
@@ -837,7 +839,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
 
             # (b) nodes made empty
             sequential, waves, wave_size = size.sequential, size.waves, size.wave_size
-            *victims, restart_node = _victims(synthetic, sequential + waves * wave_size + 1, steady["commands"] or [])
+            *victims, restart_node, kill_node = _victims(synthetic, sequential + waves * wave_size + 2,
+                                                         steady["commands"] or [])
             emptied: dict[str, float] = {}
 
             def empty(node: str) -> None:
@@ -850,7 +853,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                 while not all(n in commands for n in nodes):
                     if time.monotonic() > deadline:
                         missing = [n for n in nodes if n not in commands]
-                        raise SystemExit(f"no command within {WAIT:.0f}s for {missing}:\n{child.failure()}")
+                        raise SystemExit(f"no command within {WAIT:.0f}s for {missing}; {_diagnosis(child, nodes)}"
+                                         f":\n{child.failure()}")
                     await asyncio.sleep(0.005)
 
             _log(f"latency: {sequential} nodes emptied one at a time, then {waves} waves of {wave_size}")
@@ -897,32 +901,42 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             final = await child.stop()
             result["planner"] = final
 
-            # (c) the planner's restart, a node emptied while it was down
-            _log("restart: the planner stopped, a node emptied meanwhile, a new planner process started")
-            expected = publisher.published + len(synthetic.pods_on[restart_node]) - 1
-            empty(restart_node)
-            until = time.monotonic() + WAIT
-            while publisher.published < expected:
-                if time.monotonic() > until:
-                    raise SystemExit(f"the watcher did not publish {restart_node}'s pods' deletions")
-                await asyncio.sleep(0.005)
-            restarted = PlannerChild()
-            children.append(restarted)
-            launched = time.time()
-            await restarted.start(config)
-            seeded = next(e for e in restarted.events if e["event"] == "started")
-            first_pass = await restarted.wait_for(lambda e: e["event"] == "pass", "the restarted planner's pass")
-            deadline = time.monotonic() + WAIT  # a missing command is reported (nan), not fatal: the seed's times stand
-            while (restart_node not in proposed or restart_node not in commands) and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            nan = float("nan")
-            result["restart"] = {"objects": total, "node": restart_node,
-                                 "to_seeded": seeded["t"] - launched,
-                                 "to_first_pass": first_pass["end"] - launched,
-                                 "to_proposed": proposed.get(restart_node, nan + launched) - launched,
-                                 "to_command": commands.get(restart_node, (nan + launched, 0.0))[0] - launched}
-            _log("restart: seeded {to_seeded:.1f}s, first pass {to_first_pass:.1f}s, Proposed {to_proposed:.1f}s, "
-                 "command {to_command:.1f}s after the new process started".format(**result["restart"]))
+            # (c) the planner's restart, a node emptied while it was down: after a graceful stop (above: the
+            # process asked to stop), then after a SIGKILL of the restarted process (its consumer group member
+            # and its Kafka connections left behind as a crash leaves them)
+            async def restart(node: str, how: str) -> tuple[PlannerChild, Doc]:
+                _log(f"restart ({how}): a node emptied while the planner is down, a new planner process started")
+                expected = publisher.published + len(synthetic.pods_on[node]) - 1
+                empty(node)
+                until = time.monotonic() + WAIT
+                while publisher.published < expected:
+                    if time.monotonic() > until:
+                        raise SystemExit(f"the watcher did not publish {node}'s pods' deletions")
+                    await asyncio.sleep(0.005)
+                restarted = PlannerChild()
+                children.append(restarted)
+                launched = time.time()
+                await restarted.start(config)
+                seeded = next(e for e in restarted.events if e["event"] == "started")
+                first_pass = await restarted.wait_for(lambda e: e["event"] == "pass", "the restarted planner's pass")
+                deadline = time.monotonic() + WAIT  # a missing command is reported (nan), not fatal
+                while (node not in proposed or node not in commands) and time.monotonic() < deadline:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                nan = float("nan")
+                figures = {"objects": total, "node": node, "how": how,
+                           "to_seeded": seeded["t"] - launched,
+                           "to_first_pass": first_pass["end"] - launched,
+                           "to_proposed": proposed.get(node, nan + launched) - launched,
+                           "to_command": commands.get(node, (nan + launched, 0.0))[0] - launched}
+                _log(f"restart ({how}): " + "seeded {to_seeded:.1f}s, first pass {to_first_pass:.1f}s, Proposed "
+                     "{to_proposed:.1f}s, command {to_command:.1f}s after the new process started".format(**figures))
+                return restarted, figures
+
+            restarted, result["restart"] = await restart(restart_node, "graceful stop")
+            assert restarted.process is not None
+            restarted.kill()  # SIGKILL
+            await restarted.process.wait()
+            restarted, result["restart_kill"] = await restart(kill_node, "SIGKILL")
             result["planner_restarted"] = await restarted.stop()
             stop.set()
             await watch_task
@@ -989,6 +1003,22 @@ async def _progress(publisher: Any, child: PlannerChild, total: int) -> None:
         applied = max((e["n"] for e in child.events if e["event"] == "count"), default=0)
         _log(f"  watcher published {publisher.published:,}/{total:,}; planner applied {applied:,}+, "
              f"{passes} passes so far")
+
+
+def _diagnosis(child: PlannerChild, nodes: list[str]) -> str:
+    """What the planner did since ``nodes`` were emptied: the pod deletions it applied, its passes and what they
+    commanded (for a step that timed out)."""
+    # the nodes were emptied after the last event before their first deletion: count from the first deletion on
+    deleted = [e for e in child.events if e["event"] == "deleted"]
+    passes = [e for e in child.events if e["event"] == "pass"]
+    since = deleted[-1]["t"] if deleted else 0.0
+    after = [e for e in passes if e["start"] >= since]
+    named = [[method, sorted(set(ns) & set(nodes))] for e in after for method, ns in (e["commands"] or [])
+             if set(ns) & set(nodes)]
+    return (f"the planner applied {len(deleted)} deletions in all (last at {since:.1f}); {len(after)} passes "
+            f"since the last, {sum(len(e['commands'] or []) for e in after)} commands in them, "
+            f"{len(named)} naming these nodes (first: {named[:2]}); proposed in all "
+            f"{after[-1]['proposed'] if after else 'n/a'}")
 
 
 def _victims(cluster: SyntheticCluster, count: int, steady: list[Any]) -> list[str]:

@@ -1,0 +1,84 @@
+"""The backtest's HTML report (``ebb backtest --report``) as a person sees it: a real short backtest writes it,
+Debian's Chromium renders it offline, and every chart, the summary and the policies are on the page."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from PIL import Image
+from playwright.sync_api import Page, Route
+
+from ebb_cli.report import CHARTS
+
+REPO = Path(__file__).resolve().parents[2]
+POLICIES = ("karpenter-default", "churn-control")
+
+
+def _backtest_report(tmp_path: Path) -> Path:
+    """A real ``ebb backtest`` of ten simulated minutes of batch-bursts under the two policies."""
+    out = tmp_path / "report.html"
+    ebb = Path(sys.executable).parent / "ebb"
+    done = subprocess.run(
+        [str(ebb), "backtest", "--trace", "batch-bursts",
+         "--policy", str(REPO / "examples/backtest/churn-control.yaml"),
+         "--duration", "10m", "--sample-every", "1m", "--report", str(out), "-o", "json"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.exists()
+    return out
+
+
+def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path: Path, artifacts: Path) -> None:
+    report = _backtest_report(tmp_path)
+    errors: list[str] = []
+    outside: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    def offline(route: Route) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:  # the report must work offline: nothing may be fetched
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(report.as_uri())
+    page.wait_for_selector(".chart .main-svg")
+    page.wait_for_function(f"document.querySelectorAll('.chart .scatterlayer .trace').length >= {len(CHARTS) * 2}")
+
+    charts = page.locator(".chart")
+    assert charts.count() == len(CHARTS)
+    for index, (label, _field) in enumerate(CHARTS):
+        chart = charts.nth(index)
+        assert chart.locator("svg.main-svg").count() >= 1, label
+        assert chart.locator(".gtitle").text_content() == label  # SVG text: no inner_text
+        lines = chart.locator(".scatterlayer .trace path.js-line")
+        assert lines.count() == len(POLICIES), label  # one line per policy
+        for line in range(lines.count()):
+            assert len(lines.nth(line).get_attribute("d") or "") > 10, label  # a drawn line, not an empty path
+        legend = chart.locator(".legend .legendtext").all_text_contents()
+        assert legend == list(POLICIES), label
+
+    header = page.locator("table.summary tr").first.locator("th").all_inner_texts()
+    assert header == ["Metric", *POLICIES]
+    assert page.locator("table.summary tr").count() > 9  # the nine summary rows and the disruptions per method
+    assert page.locator("h3").all_inner_texts() == list(POLICIES)  # the policies themselves
+    assert "kind: DisruptionPolicy" in page.locator("pre").nth(1).inner_text()
+
+    shot = page.screenshot(full_page=True)
+    path = artifacts / "backtest-report.png"
+    path.write_bytes(shot)
+    print(f"screenshot: {path}")
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50, "the page looks blank"
+    assert image.height > 5 * 320  # five charts of 320 px, the table and the policies
+    assert errors == []
+    assert outside == []
+
+

@@ -434,3 +434,22 @@ async def test_a_batch_that_fails_midway_is_watched_and_published_again_from_bef
     assert [[m.name for m in batch] for batch in bus.batches] == [["a", "b", "c"], ["a", "b", "c"]]
     assert set(state.published) == {("default", "a"), ("default", "b"), ("default", "c")}
     assert sorted(m.name for m in decoded(bus)) == ["a", "b", "c"]  # "a" twice on the wire, compacted to one
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (b'{"type":"ADDED","object":{"metadata":{"name":"a"},"spec":{"n":1,"f":0.5,"s":"\\u00fc"}}}',
+     {"type": "ADDED", "object": {"metadata": {"name": "a"}, "spec": {"n": 1, "f": 0.5, "s": "ü"}}}),
+    # not JSON (the API server never sends it) but the stdlib's: orjson refuses, the stdlib decodes it
+    (b'{"type":"ADDED","object":{"spec":{"f":Infinity}}}', {"type": "ADDED", "object": {"spec": {"f": float("inf")}}}),
+])
+def test_a_watch_line_decodes_as_the_stdlib_decodes_it(line: bytes, expected: dict[str, Any]) -> None:
+    from ebb.adapters.kube.watch import _decode
+
+    assert _decode(line) == expected == json.loads(line)
+
+
+def test_a_malformed_watch_line_raises_as_the_stdlib() -> None:
+    from ebb.adapters.kube.watch import _decode
+
+    with pytest.raises(ValueError):
+        _decode(b'{"type":"ADDED",')

@@ -79,8 +79,9 @@ def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
 
 
 def _decode(line: bytes) -> Any:
-    """One watch event line: orjson (twice as fast as the stdlib), the stdlib for what orjson refuses (an
-    integer beyond 64 bits)."""
+    """One watch event line: orjson (twice as fast as the stdlib), the stdlib for what only it accepts (NaN,
+    Infinity). The API server's integers are int64 (Go), which orjson keeps exact; it would make a float of an
+    integer beyond 64 bits."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:

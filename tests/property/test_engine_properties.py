@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
-from ebb.core.model import DISRUPTION_TAINTS, LABEL_INITIALIZED, Budget
+from ebb.core.model import LABEL_INITIALIZED, Budget
 from ebb.core.validation import validate
 from tests.property.test_simulator_properties import Case, cases
 
@@ -27,12 +27,10 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case) -> None:
     # budgets that never stop a method, so multi-node consolidation runs on these small clusters
     pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
-    # initialized nodes (the simulator's cases leave them uninitialized: no candidates at all), none being
-    # disrupted: the pods of a node being disrupted are placed first in both simulations, and an emptiness command
-    # may take the empty nodes they were placed on (a known gap, in docs/decisions.md)
-    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}, unschedulable=False,
-                          taints=tuple(t for t in n.taints if t.key not in DISRUPTION_TAINTS))
-                  for n in case.snapshot.nodes)
+    # initialized nodes (the simulator's cases leave them uninitialized: no candidates at all); nodes being
+    # disrupted (a disruption taint) are kept: their pods are placed first in both simulations, and an emptiness
+    # command must not take an empty node they have nowhere else to go than (it did, before emptiness simulated)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
     snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
     options = EngineOptions()
     result = run_pass(options.view_of(snapshot, NOW), options)

@@ -120,6 +120,9 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
     (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),
      "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 3 qualify", U),
+    (BlockCause(Cause.NOMINATED, {"pod": "default/moving", "why": "no remaining node has room for its requests"}),
+     "it is nominated for pod default/moving, pending or leaving a node being disrupted, which has nowhere else "
+     "to go (no remaining node has room for its requests)", B),
     (BlockCause(Cause.STATIC_SCALING_DOWN, {"pool": "fixed", "count": 3, "replicas": 2}),
      "its NodePool fixed is static and has 3 nodes, more than its spec.replicas 2: drifted nodes are replaced once "
      "it has scaled down", B),

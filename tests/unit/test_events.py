@@ -53,7 +53,12 @@ PASS_CASES: list[tuple[str, list[Any], str, str | None, str]] = [
                                                                   "effect": "NoSchedule"}]), *BUSY], "n1", None, ""),
     ("disrupted by this pass", [nodepool(), node("n1"), *BUSY], "n1", None, ""),
     ("another method acted this pass", [nodepool(expire_after="1h"), node("n1"), pod("p1", "n1", cpu="1500m"),
-                                        node("n3", created=ago(minutes=5))], "n3", None, ""),
+                                        node("n3", created=ago(minutes=5)), node("n4", created=ago(minutes=5))],
+     "n3", None, ""),
+    # n1's pod, which expiration moves this pass, has nowhere else to go than the empty n3
+    ("nominated for a pod leaving a disrupted node", [nodepool(expire_after="1h"), node("n1"),
+                                                      pod("p1", "n1", cpu="1500m"), node("n3", created=ago(minutes=5))],
+     "n3", ev.DISRUPTION_BLOCKED, "nominated for pod default/p1"),
     ("stabilization window", [nodepool(stabilization_window="1h"), node("n1"),
                               node("n2", itype="t3.medium", created=ago(minutes=5)), pod("p2", "n2", cpu="1500m")],
      "n1", ev.DISRUPTION_BLOCKED, "stabilizationWindow (1h) is in effect"),

@@ -70,6 +70,7 @@ class Cause(StrEnum):
     EMPTY_BUT = "empty-but"
     DUE_BUT = "due-but"  # expired or drifted (the method's finding in `due`)
     POD_NOWHERE_TO_GO = "pod-nowhere-to-go"
+    NOMINATED = "nominated"  # an empty node pending pods or pods of disrupted nodes are expected on
     STATIC_SCALING_DOWN = "static-scaling-down"  # a static NodePool has more nodes than its replicas
     STATIC_AT_LIMIT = "static-at-limit"  # a one-for-one replacement would pass the static NodePool's limits.nodes
     STATIC_NOTHING_OFFERED = "static-nothing-offered"  # no offering the static NodePool allows
@@ -140,6 +141,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.EMPTY_BUT: "empty, but {inner}",
     Cause.DUE_BUT: "{due}, but {inner}",
     Cause.POD_NOWHERE_TO_GO: "pod {pod} would have nowhere to go: {why}",
+    Cause.NOMINATED: ("it is nominated for pod {pod}, pending or leaving a node being disrupted, which has "
+                      "nowhere else to go ({why})"),
     Cause.STATIC_SCALING_DOWN: ("its NodePool {pool} is static and has {count} nodes, more than its spec.replicas "
                                 "{replicas}: drifted nodes are replaced once it has scaled down"),
     Cause.STATIC_AT_LIMIT: ("its NodePool {pool} is static and a replacement launched before it goes would pass "

@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|load|peer|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|engine|memory|load|watcher|backtest|peer|all] [--write docs/benchmarks.md]
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -14,6 +14,9 @@
 - watcher: the cluster-watcher alone, the load benchmark's synthetic watch events into a real Kafka until the
   last acknowledgement (``bench.load.case_watcher``): events/s and CPU microseconds per event, 3 runs; not part of
   ``all``. ``python -m bench.watcher_path`` measures the same path without servers (CPU only).
+- backtest: issue 12's speed target, a simulated day of ``batch-bursts`` on the 300-node example with two
+  policies through ``ebb backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it); not part of
+  ``all`` while a day takes far longer than its 60 s target.
 - peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
   cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
@@ -247,6 +250,10 @@ def run(which: str) -> str:
         from bench.load import render_watcher
 
         lines += render_watcher(_child(["watcher"], progress=True))
+    if which == "backtest":  # not part of `all`: a simulated day takes far longer than its 60 s target today
+        from bench.backtest import render as render_backtest
+
+        lines += render_backtest(_child(["backtest"], progress=True))
     if which == "peer":  # not part of `all`: about an hour for the three sides
         from bench import peer
 
@@ -277,6 +284,10 @@ def main(argv: list[str]) -> int:
             from bench.load import case_profile
 
             result = case_profile()
+        elif kind == "backtest":
+            from bench.backtest import case_backtest
+
+            result = case_backtest()
         elif kind == "peer":
             from bench.peer import case_peer
 

@@ -90,7 +90,7 @@ async def run(
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
-                          options=EngineOptions(spot_to_spot=settings.spot_to_spot,
+                          options=EngineOptions(spot_to_spot=settings.spot_to_spot, explain=settings.explain,
                                                 require_nodeclaim=settings.provider == "karpenter"),
                           clock=clock, recorder=recorder,
                           republish_after=settings.republish_after_seconds,

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     republish_interval_seconds: float = Field(default=5.0, gt=0)
     #: write ebb.sh/drifted (the drift reason) on drifted Nodes and remove it when the drift is gone
     annotate_nodes: bool = True
+    #: explain in every pass why each node is left alone (its Events and metrics); the commands are the same
+    #: without (``EngineOptions.explain``): the embedded back-test turns it off, nothing there reads them
+    explain: bool = True
     #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
     events_enabled: bool = True
     #: the namespace of events about cluster-scoped objects (client-go's choice: default)

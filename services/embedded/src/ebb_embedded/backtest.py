@@ -219,7 +219,8 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
     embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
                                spot_to_spot=options.spot_to_spot, report_every=0.2,
-                               cluster=f"backtest-{policy.name}"[:63])
+                               cluster=f"backtest-{policy.name}"[:63],
+                               explain=False)  # nothing in a back-test reads why nodes are left alone
     series: list[dict[str, Any]] = []
     errors: list[str] = []
     made: list[WorkloadCluster] = []

@@ -91,6 +91,9 @@ class EmbeddedOptions:
     #: (the same at every speed: when the run stops must not depend on it)
     look_every: float = 5.0
     spot_to_spot: bool = False
+    #: the planner explains why each node is left alone (False: only its commands, as a back-test needs; the
+    #: commands are the same either way)
+    explain: bool = True
     cluster: str = "embedded"
     #: serve the decisions-api on 127.0.0.1:api_port (None: not at all)
     api_port: int | None = None
@@ -244,7 +247,7 @@ async def run_embedded(
         planners: list[Any] = []
         planner_settings = PlannerSettings(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
-            validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot)
+            validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain)
         executor_settings = ExecutorSettings(
             cluster=options.cluster, eviction_deadline_seconds=600.0,
             eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,

@@ -50,7 +50,8 @@ async def test_kubectl_delete_node_on_a_node_ebb_launched_drains_it_through_ebbs
     launched, other, foreign = f"{pool}-launched", f"{pool}-other", f"{pool}-foreign"
     crds = await install_karpenter_crds(kube_api)
     await create_nodepool(kube_api, nodepool(pool, run))
-    core, apps, policy = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api), client.PolicyV1Api(kube_api)
+    core: Any = client.CoreV1Api(kube_api)
+    apps, policy = client.AppsV1Api(kube_api), client.PolicyV1Api(kube_api)
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     node_api = KubeNodeApi(kube_api)
     launcher = KwokLauncher(kube_api, catalog_types(bundled_catalog()), lambda: datetime.now(UTC))

@@ -37,3 +37,14 @@ def artifacts() -> Path:
     path = Path(os.environ.get("EBB_TEST_ARTIFACTS") or REPO / ".artifacts")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last: pytest-playwright's sync API keeps its own event loop running in the main thread
+    for the session, and pytest-asyncio cannot run a test while it does ("Runner.run() cannot be called from a
+    running event loop")."""
+    here = Path(__file__).parent
+    browser = [item for item in items if here in Path(str(item.fspath)).parents]
+    if browser:
+        items[:] = [item for item in items if item not in browser] + browser

@@ -1,0 +1,87 @@
+"""A service outliving a restart of its PostgreSQL (issue 13, server restarts; the first of them): the
+decisions-api on a private PostgreSQL (``restartable.PrivatePostgres``) that is stopped and started again with the
+same data. While it is down the process stays up and ``/readyz`` answers 503 naming the database; once it is back
+the API is ready again and answers from the same data, with no restart of the service (SQLAlchemy's
+``pool_pre_ping`` replaces the connections the shutdown closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.migrate import upgrade_async
+from ebb_decisions_api.app import create_app
+from ebb_decisions_api.settings import Settings
+from tests.service.test_api_service import AUTH, TOKEN, documents, publish
+
+from .restartable import PrivatePostgres
+from .system import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def _private_postgres() -> PrivatePostgres:
+    root = Path(tempfile.mkdtemp(prefix="ebb-restart-pg-"))  # under /tmp: the postgres user must reach it
+    root.chmod(0o755)
+    server = PrivatePostgres(root / "pg")
+    server.start()
+    return server
+
+
+@pytest.fixture
+async def postgres() -> AsyncIterator[PrivatePostgres]:
+    server = await asyncio.to_thread(_private_postgres)
+    try:
+        yield server
+    finally:
+        await asyncio.to_thread(server.close)
+        await asyncio.to_thread(shutil.rmtree, server.root.parent, True)
+
+
+async def _readyz(client: httpx.AsyncClient) -> tuple[int, dict[str, Any]]:
+    response = await client.get("/readyz")
+    return response.status_code, response.json()
+
+
+async def test_the_decisions_api_waits_out_a_postgresql_restart(postgres: PrivatePostgres) -> None:
+    await upgrade_async(postgres.url)
+    store = DecisionStore.from_url(postgres.url, "restarts")
+    await store.create_hold(scope_kind="cluster", scope="", reason="kept across the restart", expires_at=None,
+                            now=datetime.now(UTC))
+    bus = InMemoryBus()
+    await publish(bus, documents("empty-node.yaml"))
+    app = create_app(Settings(token=SecretStr(TOKEN), database_url=postgres.url, cluster="restarts",
+                              ready_timeout_seconds=2), store, bus=bus)
+    try:
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+            await eventually("ready", lambda: _ready(client), within=30)
+            holds = (await client.get("/v1/holds", headers=AUTH)).json()
+            assert [h["reason"] for h in holds["items"]] == ["kept across the restart"]
+
+            await asyncio.to_thread(postgres.stop)
+            status, body = await _readyz(client)
+            assert status == 503 and "database" in body  # not ready, naming the dependency
+            assert (await client.get("/healthz")).status_code == 200  # and the process is up
+
+            await asyncio.to_thread(postgres.start)
+            await eventually("ready again", lambda: _ready(client), within=30)
+            holds = (await client.get("/v1/holds", headers=AUTH)).json()
+            assert [h["reason"] for h in holds["items"]] == ["kept across the restart"]  # the same data
+    finally:
+        await store.close()
+
+
+async def _ready(client: httpx.AsyncClient) -> bool:
+    return (await client.get("/readyz")).status_code == 200

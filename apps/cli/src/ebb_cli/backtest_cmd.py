@@ -122,6 +122,10 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
     spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "error",
+    reuse_passes: Annotated[bool, typer.Option(
+        "--reuse-passes/--no-reuse-passes", hidden=True,
+        help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
+             "off: every pass computed, to check that)")] = True,
 ) -> None:
     """Run a workload trace under each policy and compare cost, churn and pending time."""
     from ebb.adapters.catalog import bundled_catalog
@@ -163,7 +167,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
 
     console = Console(stderr=True)
     options = BacktestOptions(start=moment, duration=span, seed=seed, sample_every=every.total_seconds(),
-                              spot_to_spot=spot_to_spot)
+                              spot_to_spot=spot_to_spot, reuse_passes=reuse_passes)
     last_line = [-float("inf")]
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:

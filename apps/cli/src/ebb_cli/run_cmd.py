@@ -126,6 +126,7 @@ def _summary_json(summary: Summary) -> dict[str, Any]:
             "simulated": _clock(summary.end.elapsed), "decisions": decisions,
             "evictions": summary.end.evictions, "evictionsRefused": summary.end.evictions_refused,
             "nodesDeleted": summary.end.nodes_deleted, "passes": summary.end.passes,
+            "passesReused": summary.end.passes_reused,
             "database": str(summary.database) if summary.database else None}
 
 
@@ -159,6 +160,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     trace: Annotated[str | None, typer.Option(
         help="drive the workload with a trace while ebb runs: a built-in one (batch-bursts, diurnal, rollout, "
              "drift) or a trace file; a provisioner then launches nodes for Pending pods")] = None,
+    reuse_passes: Annotated[bool, typer.Option(
+        "--reuse-passes/--no-reuse-passes", hidden=True,
+        help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
+             "off: every pass computed, to check that)")] = True,
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     try:
@@ -176,7 +181,8 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     options = EmbeddedOptions(start=moment, speed=pace, duration=_duration(duration, "--duration"),
                               until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
                               database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token,
-                              seed=seed, pass_cost=_duration(pass_cost, "--pass-cost", zero=True))
+                              seed=seed, pass_cost=_duration(pass_cost, "--pass-cost", zero=True),
+                              reuse_passes=reuse_passes)
     from ebb.adapters.catalog import bundled_catalog
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 

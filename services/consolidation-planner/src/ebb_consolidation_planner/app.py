@@ -53,13 +53,15 @@ async def run(
     recorder: EventRecorder | None = None,
     annotator: NodeAnnotator | None = None,
     decision_ids: Callable[[], str] | None = None,
+    store_revision: Callable[[], int] | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
     to ``recorder`` and the ebb.sh/drifted annotations to ``annotator``, or nowhere); ``started`` is set once
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
-    (default: random UUIDs)."""
+    (default: random UUIDs). ``store_revision`` counts the writes to ``store`` when this process makes them all
+    (the embedded mode): with ``settings.reuse_passes`` a pass then knows the store unchanged without reading it."""
     clock = clock_of(clock)
     objects = SnapshotStore()
     identity = settings.holder_identity()
@@ -96,7 +98,8 @@ async def run(
                           republish_after=settings.republish_after_seconds,
                           republish_interval=settings.republish_interval_seconds,
                           interruption_consumer=interruptions, annotator=annotator,
-                          decision_ids=decision_ids or new_decision_id)
+                          decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
+                          store_revision=store_revision)
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is

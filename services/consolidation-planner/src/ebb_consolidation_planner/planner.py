@@ -40,7 +40,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,7 +51,7 @@ from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
-from ebb.adapters.live import live_snapshot
+from ebb.adapters.live import core_holds, live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decision_store import DecisionStore
@@ -108,6 +108,21 @@ def command_id(decision_id: str) -> uuid.UUID:
     return uuid.uuid5(COMMANDS, decision_id)
 
 
+@dataclass
+class _LastPass:
+    """The last computed pass: what it was computed from (`Planner.plan_once`'s inputs) and its answer."""
+
+    inputs: tuple[object, ...]
+    view: ClusterView
+    result: PassResult
+    found: Findings
+    #: the annotator's failed patches after the pass (a reused pass retries a patch that failed since)
+    annotation_failures: int
+
+    def answer(self) -> tuple[ClusterView, PassResult, Findings]:
+        return self.view, self.result, self.found
+
+
 class NotLeading(RuntimeError):
     """An interruption reached a replica that is not (any more) the leader: left uncommitted for the next."""
 
@@ -151,6 +166,8 @@ class Planner:
         interruption_consumer: str = "ebb-consolidation-planner-interruptions",
         annotator: NodeAnnotator | None = None,
         decision_ids: Callable[[], str] = new_decision_id,
+        reuse_passes: bool = False,
+        store_revision: Callable[[], int] | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -186,7 +203,15 @@ class Planner:
         self._published: dict[str, float] = {}
         #: decision id -> how many times this replica republished its command (the wait doubles each time)
         self._republishes: dict[str, int] = {}
+        #: answer a pass from the last one while its inputs are unchanged and ``now`` is before its ``revisit_at``
+        self.reuse_passes = reuse_passes
+        #: a count of the store's writes, when this process makes them all (the embedded mode): the inputs a pass
+        #: reads from the store are then known unchanged without reading them
+        self.store_revision = store_revision
+        self._last: _LastPass | None = None
+        #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
+        self.passes_reused = 0
         self.proposed = 0
         self.approved = 0
         self.rejected = 0
@@ -299,6 +324,13 @@ class Planner:
         drains the old node, and looked empty itself). For the pass, every live decision counts; when
         ``validating`` a decision, only the approved and executing ones (a proposal does not take budget until
         it is approved: the ledger settles that)."""
+        snapshot, _inputs = await self._snapshot_and_inputs(now, validating=validating)
+        return snapshot
+
+    async def _snapshot_and_inputs(self, now: datetime, *,
+                                   validating: str | None = None) -> tuple[Snapshot, tuple[object, ...]]:
+        """`current_snapshot`, and what it was made of (the objects' version, the busy nodes, the launched
+        replacements, the holds): equal inputs make an equal snapshot."""
         if validating is None:
             busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
             launched = await self.store.live_replacements()
@@ -306,26 +338,64 @@ class Planner:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
-        return live_snapshot(self.objects.snapshot(), holds=await self.store.list_holds(now), busy=busy,
-                             launched=launched)
+        objects, version = self.objects.snapshot(), self.objects.version
+        holds = await self.store.list_holds(now)
+        inputs = (version, frozenset(busy), tuple(sorted(launched.items())), core_holds(holds))
+        return live_snapshot(objects, holds=holds, busy=busy, launched=launched), inputs
+
+    def _reusable(self, inputs: tuple[object, ...], now: datetime) -> _LastPass | None:
+        """The last pass, when a pass on ``inputs`` at ``now`` would answer as it did: the same inputs, no
+        commands (a command changes the inputs once proposed), and ``now`` not before it nor past its
+        ``revisit_at``."""
+        last = self._last
+        if not self.reuse_passes or last is None or last.inputs != inputs or last.result.commands:
+            return None
+        revisit = last.result.revisit_at
+        if now < last.result.now or (revisit is not None and now >= revisit):
+            return None
+        return last
 
     async def plan_once(self) -> PassResult | None:
-        """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid."""
+        """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid. With
+        ``reuse_passes`` a pass whose inputs are those of the last one, before that one's ``revisit_at``, is
+        answered from it (its commands: none; its findings and view) without computing it again."""
         started = time.perf_counter()
         now = self.clock()
-        try:
-            snapshot = await self.current_snapshot(now)
-        except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
-            log.warning("cannot build the snapshot; no pass", error=str(e))
-            return None
+        reused: _LastPass | None = None
+        if self.store_revision is not None:
+            # every write to the store is this process's: its count stands for what the pass reads from it
+            inputs: tuple[object, ...] = (self.objects.version, self.store_revision(),
+                                          frozenset(self._pending_nodes))
+            reused = self._reusable(inputs, now)
+        snapshot: Snapshot | None = None
+        if reused is None:
+            try:
+                snapshot, read = await self._snapshot_and_inputs(now)
+            except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
+                log.warning("cannot build the snapshot; no pass", error=str(e))
+                return None
+            if self.store_revision is None:
+                inputs = read
+                reused = self._reusable(inputs, now)
+        if reused is not None:
+            # as a computed pass would (a thread's cost included, as the embedded mode's pass_cost counts it)
+            view, result, found = await asyncio.to_thread(reused.answer)
+            self.passes += 1
+            self.passes_reused += 1
+            if self.annotations is not None and self.annotations.failed != reused.annotation_failures:
+                await self._annotate(view)  # a patch that failed is tried again after every pass
+                reused.annotation_failures = self.annotations.failed
+            self._kube_pass(view, result)
+            return result
+        assert snapshot is not None
         view, result, found = await asyncio.to_thread(self._pass, snapshot, now)
         self.metrics.evaluated(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1
         self._claims = {n: c.name for n, c in view.claims.items()}
         self._keep_findings(found, now)
-        self._kube(kube_events.pass_events(view, result))
-        live = await self.store.live_nodes()
+        self._kube_pass(view, result)
+        live = await self.store.live_nodes() if result.commands else {}
         for command in result.commands:
             busy = [n for n in command.nodes if n in live or n in self._pending_nodes]
             if busy:
@@ -334,7 +404,14 @@ class Planner:
                 continue
             await self._propose(command, view, now)
         await self._annotate(view)
+        if self.reuse_passes:
+            self._last = _LastPass(inputs, view, result, found,
+                                   self.annotations.failed if self.annotations is not None else 0)
         return result
+
+    def _kube_pass(self, view: ClusterView, result: PassResult) -> None:
+        if self.recorder is not None:
+            self._kube(kube_events.pass_events(view, result))
 
     def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult, Findings]:
         view = self.options.view_of(snapshot, now)

@@ -111,6 +111,8 @@ class BacktestOptions:
     #: the series' sampling interval (simulated seconds)
     sample_every: float = 300.0
     spot_to_spot: bool = False
+    #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
+    reuse_passes: bool = True
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -190,6 +192,7 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
         "churn_cost": round(churn, 4),
         "decisions": {f"{method}/{state}": n for (state, method), n in sorted(end.decisions.items())},
         "planner_passes": end.passes,
+        "planner_passes_reused": end.passes_reused,
     }
 
 
@@ -219,7 +222,7 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
     embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
                                spot_to_spot=options.spot_to_spot, report_every=0.2,
-                               cluster=f"backtest-{policy.name}"[:63],
+                               cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
                                explain=False)  # nothing in a back-test reads why nodes are left alone
     series: list[dict[str, Any]] = []
     errors: list[str] = []

@@ -56,7 +56,7 @@ from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leader import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
-from ebb_embedded.store import sqlite_engine
+from ebb_embedded.store import WriteCount, sqlite_engine
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
 
@@ -94,6 +94,9 @@ class EmbeddedOptions:
     #: the planner explains why each node is left alone (False: only its commands, as a back-test needs; the
     #: commands are the same either way)
     explain: bool = True
+    #: the planner answers a pass from the last one while nothing it reads has changed and no moment at which it
+    #: could decide differently has come (``PassResult.revisit_at``); the run is the same either way, only faster
+    reuse_passes: bool = True
     cluster: str = "embedded"
     #: serve the decisions-api on 127.0.0.1:api_port (None: not at all)
     api_port: int | None = None
@@ -116,7 +119,9 @@ class Status:
     evictions: int = 0
     evictions_refused: int = 0
     nodes_deleted: int = 0
+    #: the planner's passes, and of those the ones answered from the pass before (``EmbeddedOptions.reuse_passes``)
     passes: int = 0
+    passes_reused: int = 0
 
     def by_state(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -226,6 +231,7 @@ async def run_embedded(
             db_path = options.database
             db_path.parent.mkdir(parents=True, exist_ok=True)
         engine = sqlite_engine(db_path)
+        writes = WriteCount(engine)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)
         # one store for the planner, the executor and the API, on the one SQLite engine
@@ -247,7 +253,8 @@ async def run_embedded(
         planners: list[Any] = []
         planner_settings = PlannerSettings(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
-            validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain)
+            validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain,
+            reuse_passes=options.reuse_passes)
         executor_settings = ExecutorSettings(
             cluster=options.cluster, eviction_deadline_seconds=600.0,
             eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,
@@ -255,7 +262,7 @@ async def run_embedded(
         tasks = [
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=store,
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
-                                                planner_ready=planners.append,
+                                                planner_ready=planners.append, store_revision=writes,
                                                 decision_ids=lambda: f"dec-{seeds.getrandbits(128):032x}"),
                                name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
@@ -286,6 +293,7 @@ async def run_embedded(
                 current = status()
                 current.decisions = await _decision_counts(engine, options.cluster)
                 current.passes = planners[0].passes if planners else 0
+                current.passes_reused = planners[0].passes_reused if planners else 0
                 seen = (current.nodes, current.pods - current.pending_pods, tuple(sorted(current.decisions.items())))
                 if seen != last_seen or current.live:
                     last_seen = seen
@@ -310,6 +318,7 @@ async def run_embedded(
         end = status()
         end.decisions = await _decision_counts(engine, options.cluster)
         end.passes = planners[0].passes if planners else 0
+        end.passes_reused = planners[0].passes_reused if planners else 0
         if report is not None:
             report(end)
         return Summary(start=first, end=end, stopped_because=reason, database=options.database)

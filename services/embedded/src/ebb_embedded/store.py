@@ -14,6 +14,10 @@ without another task in between. A busy database (another process holding a writ
 file) is an error after ``BUSY_TIMEOUT`` seconds, which block the loop meanwhile.
 
 Everything else is as in the distributed mode: the same Alembic revisions, WAL, foreign keys.
+
+``WriteCount`` counts the statements that may change the database. Every writer of the embedded mode (planner,
+executor, decisions-api) goes through the one engine, so an unchanged count means an unchanged database: the
+planner reuses a pass's answer on that (``ebb_consolidation_planner.planner``) without reading the store.
 """
 
 from __future__ import annotations
@@ -60,6 +64,26 @@ class InlineConnection(aiosqlite.Connection):
 
     def __await__(self) -> Any:
         return self._connect().__await__()
+
+
+#: statements that only read: every other one counts as a write (conservatively: a write that changes nothing
+#: counts too)
+READ_ONLY = ("SELECT", "PRAGMA")
+
+
+class WriteCount:
+    """The number of statements run on an engine that may have changed its database (call it to read it)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.writes = 0
+        event.listen(engine.sync_engine, "before_cursor_execute", self._executed)
+
+    def _executed(self, _connection: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if not statement.lstrip()[:6].upper().startswith(READ_ONLY):
+            self.writes += 1
+
+    def __call__(self) -> int:
+        return self.writes
 
 
 def sqlite_engine(path: Path) -> AsyncEngine:

@@ -6,8 +6,9 @@ node that is not disrupted gets its own cause, including "it could be consolidat
 method acted this pass" (`Cause.ANOTHER_METHOD_ACTED`). A node that waits only for its budget is told
 also what consolidating it alone would do: the budget stays the cause, what it alone would do is a
 value of it (`Cause.BUDGET_WAIT`, `Cause.BUDGET_WAIT_UNCONSOLIDATABLE`). Each `Blocked` carries its
-`BlockCause`; its `reason` is the cause's sentence, written only when read. Pure: no I/O, no clock, no
-logging.
+`BlockCause`; its `reason` is the cause's sentence, written only when read. Each result also says when a pass
+over the same snapshot could first decide differently (``revisit_at``, `ebb.core.revisit`), so a caller whose
+snapshot has not changed may reuse the answer until then. Pure: no I/O, no clock, no logging.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
 from ebb.core.methods.base import Command, EngineOptions, PassContext, simulation
 from ebb.core.methods.consolidation import set_aside_unsettled
+from ebb.core.revisit import revisit_at
 
 #: ``Blocked.method`` of a node no method got to say anything about (not a candidate, blocked for every
 #: method, or nothing to do)
@@ -61,6 +63,10 @@ class PassResult:
     budgets: tuple[BudgetRow, ...]
     cost_before: float
     cost_after: float
+    #: the earliest moment after ``now`` at which a pass over the same snapshot could decide differently (its
+    #: commands, findings or budgets; ``ebb.core.revisit``): ``now`` when that cannot be ruled out, None when
+    #: nothing changes with time alone
+    revisit_at: datetime | None = None
 
 
 def _context(view: ClusterView, options: EngineOptions) -> PassContext:
@@ -134,7 +140,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
     after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
     budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid, v.limit, v.disrupting)
                     for (pool, reason), v in sorted(view.budgets.items()))
-    return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after)
+    return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after, revisit_at(view))
 
 
 def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],

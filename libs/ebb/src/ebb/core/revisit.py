@@ -1,0 +1,151 @@
+"""When a pass over an unchanged snapshot could decide differently: the pass's "revisit at".
+
+A pass is a function of its snapshot, its options and ``now``. Between two changes of the snapshot only ``now``
+moves, and the pass reads it at a few places only. `revisit_at` is the earliest moment after ``view.now`` at
+which one of them could give another answer; before it, a pass over the same snapshot makes the same commands,
+the same findings and the same budgets (the planner of the embedded mode reuses the last pass's answer until
+then, ``ebb_consolidation_planner.planner``). The moments, each as the rule that reads ``now`` has it:
+
+- **consolidateAfter ripening**: a node's pods last changed (`ClusterView.last_pod_event`) plus its NodePool's
+  consolidateAfter (`ClusterView.stable_for`: the node becomes consolidatable, and stops being unsettled as a
+  destination);
+- **expireAfter**: a node's launch (`ClusterView.launched`) plus its NodePool's expireAfter (expiration, the
+  Expired finding);
+- **do-not-disrupt durations**: a pod's start plus its ``karpenter.sh/do-not-disrupt`` (or do-not-evict)
+  duration (`ClusterView._do_not_disrupt`: the node stops being blocked, the pod becomes evictable soon);
+- **pauses**: a hold's expiry and a stabilization window's end (the ``resume`` its `BlockCause` names); a pause
+  of a kind this module does not know makes the answer ``view.now`` (nothing is reused);
+- **budget windows**: a scheduled budget's next cron fire (its window opens) and the end of the window it is in
+  (`ebb.core.budgets.active_window`);
+- **disruption cost**: Karpenter's disruption cost (`ClusterView.disruption_cost`) shrinks with the lifetime
+  left before expireAfter, so the order the methods try candidates in (`ClusterView.order`) can change while
+  the snapshot does not. Each candidate's cost is a straight line in time until it expires; the first moment
+  two of them swap places is the first crossing of two neighbours in today's order. Costs within
+  ``COST_TIE`` of each other that are not the same line make the answer ``view.now``.
+
+terminationGracePeriod deadlines are the termination-executor's, not a pass's: the pass never reads them.
+What the moments do not cover is wording that moves with time without changing any decision: a blocked node's
+explanation may say how long ago something happened (a stabilization window's age); a reused answer keeps the
+words of the pass it came from. None means nothing changes with time alone. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+
+from croniter import croniter
+
+from ebb.core.budgets import budget_error
+from ebb.core.causes import Cause
+from ebb.core.cluster import ClusterView, eviction_cost
+from ebb.core.model import ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT, Hold
+from ebb.core.quantity import parse_duration, positive_duration
+
+#: two disruption costs closer than this (relative to their size) may be ordered by rounding, not by value: a
+#: pass's answer is not reused when two candidates' costs are that close and not the same line
+COST_TIE = 1e-9
+#: a crossing of two disruption costs is revisited this much before the computed moment (rounding)
+COST_MARGIN = timedelta(seconds=1)
+
+
+def revisit_at(view: ClusterView) -> datetime | None:
+    """The earliest moment after ``view.now`` at which a pass over ``view.snapshot`` could decide differently
+    (``view.now`` itself when that cannot be ruled out), or None when nothing changes with time alone."""
+    now = view.now
+    moments: list[datetime] = []
+
+    def after(moment: datetime | None) -> None:
+        if moment is not None and moment > now:
+            moments.append(moment)
+
+    for node in view.snapshot.nodes:
+        pool = view.pools.get(node.nodepool or "")
+        if pool is None:
+            continue
+        if pool.consolidate_after:
+            last = view.last_pod_event(node)
+            if last is not None:
+                after(last + timedelta(seconds=pool.consolidate_after))
+        if pool.expire_after is not None:
+            launched = view.launched(node)
+            if launched is not None:
+                after(launched)  # the lifetime left is counted from here
+                after(launched + timedelta(seconds=pool.expire_after))
+    for pod in view.snapshot.pods:
+        if pod.start_time is None:
+            continue
+        for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
+            value = pod.annotations.get(annotation)
+            seconds = positive_duration(value) if value is not None and value != "true" else None
+            if seconds is not None:
+                after(pod.start_time + timedelta(seconds=seconds))
+    for hold in view.snapshot.holds:
+        after(hold.expires)
+    for cause in view.pause.values():
+        resume = cause.values.get("resume")
+        if cause.kind is Cause.STABILIZATION_WINDOW and isinstance(resume, datetime):
+            after(resume)
+        elif cause.kind is Cause.HOLD and isinstance(cause.values.get("hold"), Hold):
+            pass  # its expiry is among the snapshot's holds
+        else:
+            return now
+    for pool in view.snapshot.nodepools:
+        for budget in pool.budgets:
+            if budget.schedule is None or budget_error(budget) is not None:
+                continue
+            moments.extend(_window_edges(budget.schedule, budget.duration or "0s", now))
+    crossing = _order_changes(view)
+    if crossing is not None:
+        if crossing <= now:
+            return now
+        moments.append(crossing)
+    return min(moments, default=None)
+
+
+def _window_edges(schedule: str, duration: str, now: datetime) -> list[datetime]:
+    """The next moments a scheduled budget's window opens or closes (read in UTC, as `active_window` does)."""
+    utc_now = now.astimezone(UTC) if now.tzinfo is not None else now
+    seconds = parse_duration(duration) or 0.0
+    opens: datetime = croniter(schedule, utc_now).get_next(datetime)
+    started: datetime = croniter(schedule, utc_now + timedelta(microseconds=1)).get_prev(datetime)
+    edges = [opens]
+    closes = started + timedelta(seconds=seconds)
+    if closes > utc_now:
+        edges.append(closes)
+    return edges
+
+
+def _order_changes(view: ClusterView) -> datetime | None:
+    """The first moment two candidates' disruption costs could swap their order, or None when none do."""
+    lines: list[tuple[float, float, tuple[float, int, float, str]]] = []  # (cost now, per second, order key)
+    for name in view.nodes:
+        if name in view.not_candidate:
+            continue
+        node = view.nodes[name]
+        cost = view.disruption_cost(node)
+        slope = 0.0
+        pool = view.pools.get(node.nodepool or "")
+        launched = view.launched(node)
+        if pool is not None and pool.expire_after and launched is not None:
+            age = (view.now - launched).total_seconds()
+            if 0 <= age < pool.expire_after:
+                slope = -sum(eviction_cost(p) for p in view.movable[name]) / pool.expire_after
+        lines.append((cost, slope, (cost, len(view.movable[name]), -view.price[name], name)))
+    if not any(slope for _cost, slope, _key in lines):
+        return None
+    lines.sort(key=lambda line: line[2])
+    first: float | None = None
+    for (cost_a, slope_a, _), (cost_b, slope_b, _) in pairwise(lines):
+        if slope_a == slope_b:
+            if cost_a != cost_b and abs(cost_b - cost_a) <= COST_TIE * max(1.0, abs(cost_a), abs(cost_b)):
+                return view.now
+            continue
+        # cost_a + slope_a * t = cost_b + slope_b * t; a is not after b now
+        t = (cost_b - cost_a) / (slope_a - slope_b)
+        if t < 0:
+            continue
+        first = t if first is None else min(first, t)
+    if first is None:
+        return None
+    return view.now + timedelta(seconds=first) - COST_MARGIN

@@ -1,0 +1,86 @@
+"""``PassResult.revisit_at`` (ebb.core.revisit): the first moment a pass over the same snapshot could decide
+differently, one rule that reads ``now`` at a time, and that the pass indeed answers the same just before it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ebb.core.engine import run_pass
+from ebb.core.methods.base import EngineOptions
+from ebb.core.plan import command_json
+from ebb.core.revisit import COST_MARGIN, revisit_at
+from tests.unit.builders import NOW, OLD, ago, hold, later, node, nodepool, pod, snapshot
+
+E = 100 * 3600  # an expireAfter of 100 h, in seconds
+
+
+def aged(fraction: float) -> str:
+    """A creation time ``fraction`` of an expireAfter of 100 h before NOW."""
+    return ago(seconds=fraction * E)
+
+
+# (case, documents, the expected revisit_at)
+CASES: list[tuple[str, list[Any], datetime | None]] = [
+    ("nothing moves with time", [nodepool(), node("n1"), pod("a", "n1")], None),
+    ("consolidateAfter ripens", [nodepool(consolidate_after="10m"), node("n1"), pod("a", "n1", started=ago(minutes=4))],
+     NOW + timedelta(minutes=6)),
+    ("consolidateAfter ripened long ago", [nodepool(consolidate_after="10m"), node("n1"), pod("a", "n1")], None),
+    ("expireAfter", [nodepool(expire_after="720h"), node("n1", created=OLD), pod("a", "n1")],
+     datetime(2026, 11, 20, tzinfo=UTC) + timedelta(hours=720)),
+    ("a do-not-disrupt duration", [nodepool(), node("n1"), pod("a", "n1", started=ago(minutes=10), annotations={
+        "karpenter.sh/do-not-disrupt": "30m"})], NOW + timedelta(minutes=20)),
+    ("do-not-disrupt true never ends", [nodepool(), node("n1"), pod("a", "n1", annotations={
+        "karpenter.sh/do-not-disrupt": "true"})], None),
+    ("a hold's expiry", [nodepool(), node("n1"), pod("a", "n1"), hold("h", expires_at=later(hours=1))],
+     NOW + timedelta(hours=1)),
+    ("an expired hold", [nodepool(), node("n1"), pod("a", "n1"), hold("h", expires_at=ago(hours=1))], None),
+    ("a stabilization window's end", [nodepool(stabilization_window="20m"), node("n1", created=ago(minutes=5)),
+                                      pod("a", "n1")], NOW + timedelta(minutes=15)),
+    # NOW is Monday 18:30 UTC: the window opened at 17:00 and closes at 20:00
+    ("a budget window closes", [nodepool(budgets=[{"nodes": "10%"}, {"nodes": "0", "schedule": "0 17 * * 1-5",
+                                                                     "duration": "3h"}]), node("n1"), pod("a", "n1")],
+     NOW + timedelta(hours=1, minutes=30)),
+    ("a budget window opens", [nodepool(budgets=[{"nodes": "0", "schedule": "0 19 * * *", "duration": "1h"}]),
+                               node("n1"), pod("a", "n1")], NOW + timedelta(minutes=30)),
+    ("an invalid budget never changes", [nodepool(budgets=[{"nodes": "0", "schedule": "not a cron",
+                                                            "duration": "1h"}]), node("n1"), pod("a", "n1")], None),
+    # b: 1 pod at half its life, cost 0.5 falling 1/E per s; a: 2 pods at 0.6 of its life, cost 0.8 falling 2/E:
+    # a overtakes b after 0.3 E (expiries at 0.4 E and 0.5 E come later)
+    ("two disruption costs cross", [
+        nodepool(expire_after="100h"),
+        node("a", created=aged(0.6)), pod("a1", "a"), pod("a2", "a"),
+        node("b", created=aged(0.5)), pod("b1", "b")],
+     NOW + timedelta(seconds=0.3 * E) - COST_MARGIN),
+]
+
+
+@pytest.mark.parametrize(("docs", "expected"), [pytest.param(d, e, id=c) for c, d, e in CASES])
+def test_revisit_at(docs: list[Any], expected: datetime | None) -> None:
+    options = EngineOptions()
+    view = options.view_of(snapshot(*docs), NOW)
+    got = revisit_at(view)
+    if expected is None or got is None:
+        assert got == expected
+    else:  # a crossing of two costs is computed in floating point
+        assert abs((got - expected).total_seconds()) < 1e-3
+    result = run_pass(view, options)
+    assert result.revisit_at == got
+    if got is not None and got > NOW:
+        # just before it, the pass answers as at NOW
+        before = run_pass(options.view_of(view.snapshot, got - timedelta(microseconds=1)), options)
+        assert [command_json(c) for c in before.commands] == [command_json(c) for c in result.commands]
+        assert before.budgets == result.budgets
+
+
+def test_equal_costs_on_different_lines_are_not_reused() -> None:
+    """Two candidates with the same disruption cost now but falling at different rates swap places at once: the
+    answer cannot be reused at all."""
+    docs = [nodepool(expire_after="100h"),
+            node("a", created=aged(0.5)), pod("a1", "a"), pod("a2", "a"),  # 2 x 0.5 = 1.0, falling 2/E
+            node("b", created=aged(0.0)), pod("b1", "b")]  # 1 x 1.0 = 1.0, falling 1/E
+    view = EngineOptions().view_of(snapshot(*docs), NOW)
+    assert view.disruption_cost(view.nodes["a"]) == view.disruption_cost(view.nodes["b"])
+    assert revisit_at(view) == NOW

@@ -197,7 +197,8 @@ EOF
 # The API server's audit log, ${STATE}/audit.log (JSON lines; KUBE_AUDIT_LOG in env): every create,
 # update, patch and delete of a Node (not its status) or a karpenter.sh NodeClaim at level Request (who,
 # with which User-Agent, and the body sent), and every eviction at level Metadata (who, which pod, the
-# answer: 201, or 429 when a PodDisruptionBudget refused it). ebb's services name themselves in their
+# answer: 201, or 429 when a PodDisruptionBudget refused it) and every delete of a Pod at level Metadata
+# (the chaos run checks that ebb never deletes a pod past its PodDisruptionBudget). ebb's services name themselves in their
 # User-Agent, so the tests next to the real Karpenter check from it what ebb wrote and evicted
 # (tests/integration/test_karpenter_system.py). Nothing else is logged: the file stays small.
 write_audit_policy() {
@@ -215,6 +216,10 @@ rules:
     verbs: [create]
     resources:
       - {group: "", resources: [pods/eviction]}
+  - level: Metadata
+    verbs: [delete]
+    resources:
+      - {group: "", resources: [pods]}
   - level: None
 EOF
 }

@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|load|watcher|backtest|peer|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|engine|memory|load|watcher|backtest|peer|chaos|all] [--write docs/benchmarks.md]
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -21,6 +21,8 @@
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
   cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
   out: run ``python -m bench peer`` on its own.
+- chaos: issue 13's chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
+  PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
 Timings are wall-clock on this machine; they are measurements, never test assertions.
 """
 
@@ -254,6 +256,10 @@ def run(which: str) -> str:
         from bench.backtest import render as render_backtest
 
         lines += render_backtest(_child(["backtest"], progress=True))
+    if which == "chaos":  # not part of `all`: about 20 minutes
+        from bench.chaos import render as render_chaos
+
+        lines += render_chaos(_child(["chaos"], progress=True))
     if which == "peer":  # not part of `all`: about an hour for the three sides
         from bench import peer
 
@@ -288,6 +294,10 @@ def main(argv: list[str]) -> int:
             from bench.backtest import case_backtest
 
             result = case_backtest()
+        elif kind == "chaos":
+            from bench.chaos import case_chaos
+
+            result = case_chaos()
         elif kind == "peer":
             from bench.peer import case_peer
 

@@ -59,10 +59,12 @@ from .system import (
     delete_nodepool,
     deployment,
     free_port,
+    install_karpenter_crds,
     jv,
     kwok_node,
     nodepool,
     query,
+    remove_crds,
     service_env,
 )
 
@@ -196,6 +198,7 @@ class Chaos:
         self.queue_url = ""
         self.stopping = False
         self._later: set[asyncio.Task[None]] = set()  # the pending restarts
+        self.crds: list[str] = []  # the Karpenter CRDs this run installed
 
     # ------------------------------------------------------------------------------------------------ setup
 
@@ -209,6 +212,7 @@ class Chaos:
                        kubeconfig=self.kubeconfig, aws_endpoint=self.aws_endpoint)
 
     async def _cluster(self) -> None:
+        self.crds = await install_karpenter_crds(self.api)
         await self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=self.namespace)))
         pool = nodepool(self.pool, self.run_id, budget=str(self.plan.budget), consolidate_after="10s")
         pool["spec"]["template"]["spec"]["expireAfter"] = f"{max(2, round(self.plan.minutes / 2))}m"
@@ -304,20 +308,28 @@ class Chaos:
             self.say(f"restarted {server}")
 
     async def _workload(self, until: float) -> None:
-        """Every 10-20 s one Deployment scaled to 30-150% of its first size; Nodes added for pending pods,
-        as a provisioner would (ebb does not provision)."""
+        """Every 10-20 s one Deployment scaled to 30-150% of its first size."""
         loop = asyncio.get_running_loop()
         scalable = [(name, replicas) for name, replicas, _cpu, _pdb, protected in WORKLOAD if not protected]
         while loop.time() < until:
             await asyncio.sleep(self.random.uniform(10, 20))
             name, base = self.random.choice(scalable)
-            with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
+            with contextlib.suppress(ApiException, OSError, TimeoutError):
                 await self.apps.patch_namespaced_deployment_scale(
                     name, self.namespace, {"spec": {"replicas": max(1, round(base * self.random.uniform(0.3, 1.5)))}})
                 self.report.scalings += 1
+
+    async def _provisioner(self) -> None:
+        """Nodes added for pods pending longer than 5 s, as a provisioner would (ebb does not provision), until
+        the run ends: the settling included, so a drain that waits for room gets it."""
+        while not self.stopping:
+            await asyncio.sleep(5)
+            with contextlib.suppress(ApiException, OSError, TimeoutError):
                 pods = (await self.core.list_namespaced_pod(self.namespace)).items
+                now = datetime.now(UTC)
                 pending = [p for p in pods if p.status.phase == "Pending" and not p.spec.node_name
-                           and p.metadata.deletion_timestamp is None]
+                           and p.metadata.deletion_timestamp is None
+                           and (now - p.metadata.creation_timestamp).total_seconds() > 5]
                 cpu = sum(_cpu(p) for p in pending)
                 for _ in range(min(4, math.ceil(cpu / 3.5))):
                     await self._add_node()
@@ -332,22 +344,31 @@ class Chaos:
                                                aws_access_key_id="testing", aws_secret_access_key="testing") as sqs:
             for i in range(self.plan.interruptions):
                 await asyncio.sleep(max(0.0, started + (i + 0.5) / self.plan.interruptions * seconds - loop.time()))
-                with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
-                    nodes = [n for n in (await self.core.list_node(label_selector=f"{RUN_LABEL}={self.run_id}")).items
-                             if n.metadata.deletion_timestamp is None and n.metadata.name not in self.interrupted
-                             and not _marked(n)]
-                    if not nodes:
-                        continue
-                    node = self.random.choice(sorted(nodes, key=lambda n: n.metadata.name))
-                    instance = (node.spec.provider_id or "").rsplit("/", 1)[-1]
-                    await sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps({
-                        "version": "0", "id": str(uuid.uuid4()),
-                        "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
-                        "account": "123456789012", "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        "region": "us-east-1", "resources": [],
-                        "detail": {"instance-id": instance, "instance-action": "terminate"}}))
-                    self.interrupted[node.metadata.name] = instance
-                    self.report.interruptions_sent += 1
+                for _attempt in range(60):  # the apiserver may be restarting: until it is sent
+                    if await self._interrupt(sqs):
+                        break
+                    await asyncio.sleep(2)
+
+    async def _interrupt(self, sqs: Any) -> bool:
+        """A spot interruption on SQS for a random node that nothing disrupts yet; False when none could be."""
+        try:
+            nodes = [n for n in (await self.core.list_node(label_selector=f"{RUN_LABEL}={self.run_id}")).items
+                     if n.metadata.deletion_timestamp is None and n.metadata.name not in self.interrupted
+                     and not _marked(n)]
+        except (ApiException, OSError, TimeoutError):
+            return False
+        if not nodes:
+            return False
+        node = self.random.choice(sorted(nodes, key=lambda n: n.metadata.name))
+        instance = (node.spec.provider_id or "").rsplit("/", 1)[-1]
+        await sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps({
+            "version": "0", "id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2", "account": "123456789012", "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1", "resources": [],
+            "detail": {"instance-id": instance, "instance-action": "terminate"}}))
+        self.interrupted[node.metadata.name] = instance
+        self.report.interruptions_sent += 1
+        return True
 
     # ------------------------------------------------------------------------------------------- invariants
 
@@ -482,7 +503,8 @@ class Chaos:
                     await process.start()
                 self.say(f"chaos {self.run_id}: {self.plan.nodes} nodes, {len(self.processes)} services; "
                          f"{self.plan.minutes:g} minutes")
-                tasks = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._sampler())]
+                tasks = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._sampler()),
+                         asyncio.create_task(self._provisioner())]
                 started = loop.time()
                 until = started + self.plan.minutes * 60
                 chaos = [asyncio.create_task(self._killer(until)), asyncio.create_task(self._workload(until)),
@@ -527,6 +549,7 @@ class Chaos:
         with contextlib.suppress(ApiException):
             await client.CoordinationV1Api(self.api).delete_namespaced_lease(f"ebb-planner-sys-{self.run_id}",
                                                                              "default")
+        await remove_crds(self.api, self.crds)
         for server in (self.postgres, self.kafka):
             if server is not None:
                 await asyncio.to_thread(server.close)

@@ -2,13 +2,20 @@
 decisions-api on a private PostgreSQL (``restartable.PrivatePostgres``) that is stopped and started again with the
 same data. While it is down the process stays up and ``/readyz`` answers 503 naming the database; once it is back
 the API is ready again and answers from the same data, with no restart of the service (SQLAlchemy's
-``pool_pre_ping`` replaces the connections the shutdown closed)."""
+``pool_pre_ping`` replaces the connections the shutdown closed).
+
+And a service started while Kafka is down (a private broker, ``restartable.PrivateKafka``): the cluster-watcher
+stays up, logging that Kafka cannot be reached, and once Kafka is up it starts and publishes the cluster, with
+no restart of the process (``KafkaBus`` waits for Kafka; before, it exited with ``KafkaConnectionError``, which
+the chaos run found). Restarts of Kafka, PostgreSQL and the apiserver under running services are in the chaos
+run (tests/integration/test_chaos.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,12 +28,14 @@ from pydantic import SecretStr
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 from tests.service.test_api_service import AUTH, TOKEN, documents, publish
 
-from .restartable import PrivatePostgres
-from .system import eventually
+from .conftest import KubernetesCluster
+from .restartable import PrivateKafka, PrivatePostgres
+from .system import Servers, ServiceProcess, SystemSettings, TopicReader, eventually, service_env
 
 pytestmark = pytest.mark.integration
 
@@ -85,3 +94,42 @@ async def test_the_decisions_api_waits_out_a_postgresql_restart(postgres: Privat
 
 async def _ready(client: httpx.AsyncClient) -> bool:
     return (await client.get("/readyz")).status_code == 200
+
+
+def _stopped_kafka() -> PrivateKafka:
+    root = Path(tempfile.mkdtemp(prefix="ebb-restart-kafka-"))
+    kafka = PrivateKafka(root / "kafka")
+    kafka.start()  # formatted once, then down: the service starts before it is back
+    kafka.stop()
+    return kafka
+
+
+async def test_a_service_started_while_kafka_is_down_waits_for_it(kubernetes_cluster: KubernetesCluster,
+                                                                  tmp_path: Path) -> None:
+    kafka = await asyncio.to_thread(_stopped_kafka)
+    settings = SystemSettings(run=uuid.uuid4().hex[:8], queue_url="")
+    servers = Servers(kafka_bootstrap=kafka.bootstrap, database_url="", kubeconfig=str(kubernetes_cluster.kubeconfig),
+                      aws_endpoint="")
+    watcher = ServiceProcess("cluster-watcher", "ebb_cluster_watcher",
+                             service_env("cluster-watcher", servers, settings), tmp_path)
+    try:
+        await watcher.start()
+        await eventually("the watcher saying Kafka cannot be reached", lambda: watcher.logged("cannot be reached"),
+                         within=60, on_timeout=watcher.tail)
+        await asyncio.sleep(5)
+        watcher.check_running()  # waiting, not exited
+        assert not watcher.logged("cluster-watcher starting")
+
+        await asyncio.to_thread(kafka.start)
+        await eventually("the watcher started", lambda: watcher.logged("cluster-watcher starting"), within=90,
+                         on_timeout=watcher.tail)
+        async with TopicReader(kafka.bootstrap, settings.prefix, [TOPIC_CLUSTER_OBJECTS]) as reader:
+            await eventually("the cluster's Nodes published", lambda: any(
+                (r.key or b"").startswith(b"Node//") and r.value for r in reader.on(TOPIC_CLUSTER_OBJECTS)),
+                within=60, on_timeout=watcher.tail)
+        assert watcher.starts == 1  # the same process all along
+        assert await watcher.stop() == 0
+    finally:
+        await watcher.kill()
+        await asyncio.to_thread(kafka.close)
+        await asyncio.to_thread(shutil.rmtree, kafka.root.parent, True)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.bus import HandlerFailed, InMemoryBus, RetryPolicy
 from ebb.adapters.clock import ManualClock, Stopped
 from ebb.adapters.kube.drain import (
     Conflict,
@@ -32,6 +32,7 @@ from ebb.adapters.kube.drain import (
     tolerates,
     untaint_patch,
 )
+from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
@@ -473,6 +474,34 @@ async def test_app_run_stops_gracefully(store: DecisionStore) -> None:
     # interrupted mid-drain: not committed, the decision still executing, resumed after a restart
     assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 1
     assert await store.state("d-5") == "executing"
+
+
+class UnreachableApi(FakeApi):
+    """An apiserver that cannot be reached: every read of a node fails (a transient error)."""
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        raise ConnectionRefusedError(111, "Connect call failed")
+
+
+async def test_app_run_ends_when_its_handler_gives_up_so_the_process_restarts(store: DecisionStore) -> None:
+    """A command whose handler keeps failing (the apiserver unreachable through every retry) ends the consumer
+    with HandlerFailed: the whole run ends with it, its event writer too, so that the process exits and is
+    restarted with the command redelivered. Before, the writer (and in the kwok mode the finalizer loop) kept the
+    process alive with its consumer dead, and the decision stayed executing for ever (found by the chaos run)."""
+    async def sink(namespace: str, event: dict[str, Any]) -> None:
+        return None
+
+    recorder = EventRecorder(sink, component="ebb-termination-executor")
+    bus = InMemoryBus(retry=RetryPolicy(initial=0.01, maximum=0.01, max_attempts=3))
+    stop, started = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(app.run(Settings(group="executor"), stop, bus=bus, node_api=UnreachableApi(),
+                                       store=store, started=started, recorder=recorder))
+    await started.wait()
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-6"))
+    with pytest.raises(HandlerFailed):
+        await asyncio.wait_for(task, 10)
+    assert stop.is_set()
+    assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 1  # not committed: delivered again after the restart
 
 
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -139,6 +139,10 @@ async def run(
         try:
             await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)
         finally:
+            # the consumer ended: stopping, or its handler failed (HandlerFailed) and the process must exit to be
+            # restarted with the command redelivered; the finalizer and the event writer end with it (before, they
+            # kept a process whose consumer had died alive for ever: found by the chaos run)
+            stop.set()
             if finalizing is not None:
                 await asyncio.gather(finalizing, return_exceptions=True)
             if writer is not None:

@@ -11,11 +11,12 @@ Topics (each with its ``.dlq``; ``ebb.cluster.objects`` compacted) are created w
 publish or consume on them, and waited for until the broker's metadata has every partition of them led (a
 consumer subscribed earlier would not be assigned them for minutes).
 
-The bus connects on first use (``start()`` connects at once) and owns one admin client for topic creation
-and partition metadata. ``end_offsets`` and ``read_compacted`` use a short-lived consumer without a group
-(assigned partitions, nothing committed). ``start_at`` offsets are applied when the group's partitions are
-assigned (a seek where the group committed less, so the records before are not fetched); the consume loop
-also skips, and commits, any record before them it gets anyway.
+The bus connects on first use (``start()`` connects at once), waiting as long as Kafka cannot be reached (a
+service started while Kafka is down, or restarting, waits for it; each attempt logged), and owns one admin
+client for topic creation and partition metadata. ``end_offsets`` and ``read_compacted`` use a short-lived
+consumer without a group (assigned partitions, nothing committed). ``start_at`` offsets are applied when the
+group's partitions are assigned (a seek where the group committed less, so the records before are not fetched);
+the consume loop also skips, and commits, any record before them it gets anyway.
 
 ``prefix`` is prepended to every topic name on the broker (several ebb installations, or tests,
 sharing one Kafka); messages and handlers only ever see the logical names.
@@ -30,12 +31,20 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    for_code,
+)
 
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus.base import (
     Handler,
     Offsets,
@@ -65,6 +74,9 @@ log = logging.getLogger("ebb.bus.kafka")
 DEFAULT_PARTITIONS = 3
 #: the producer's batch size per partition, in bytes (under the broker's default message.max.bytes, 1 MiB)
 PRODUCER_MAX_BATCH = 512 * 1024
+#: the waits between attempts to reach Kafka when it cannot be reached (``KafkaBus._started``)
+CONNECT_BACKOFF = Backoff(initial=0.5, maximum=10.0, jitter=0.2)
+Client = TypeVar("Client", AIOKafkaProducer, AIOKafkaConsumer, AIOKafkaAdminClient)
 
 
 class KafkaBus:
@@ -111,18 +123,16 @@ class KafkaBus:
         async with self._start_lock:
             if self._producer is not None:
                 return
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap_servers,
-                client_id=self.client_id,
-                acks="all",
-                enable_idempotence=True,
-                **{"max_batch_size": PRODUCER_MAX_BATCH, **self.client_options},
+            producer = await self._started(
+                lambda: AIOKafkaProducer(
+                    bootstrap_servers=self.bootstrap_servers,
+                    client_id=self.client_id,
+                    acks="all",
+                    enable_idempotence=True,
+                    **{"max_batch_size": PRODUCER_MAX_BATCH, **self.client_options},
+                ),
+                "producer",
             )
-            try:
-                await producer.start()
-            except BaseException:
-                await producer.stop()  # a producer that failed to connect still holds its client: close it
-                raise
             self._producer = producer
 
     async def close(self) -> None:
@@ -200,19 +210,39 @@ class KafkaBus:
                 return
             await asyncio.sleep(0.1)
 
+    async def _started(self, make: Callable[[], Client], what: str) -> Client:
+        """``make()`` a client and start it. While Kafka cannot be reached (``KafkaConnectionError``: not up yet,
+        or restarting) the client is closed and a new one tried after ``CONNECT_BACKOFF`` (0.5 s doubling to
+        10 s), forever, each wait logged: a service started while Kafka is down waits for it instead of exiting
+        (issue 13, server restarts). Any other failure is raised."""
+        attempt = 0
+        while True:
+            client = make()
+            try:
+                await client.start()
+            except KafkaConnectionError as e:
+                await _close(client)
+                attempt += 1
+                delay = CONNECT_BACKOFF.delay(attempt)
+                log.warning("Kafka at %s cannot be reached for the %s (%s); trying again in %.1f s",
+                            self.bootstrap_servers, what, e, delay)
+                await asyncio.sleep(delay)
+                continue
+            except BaseException:
+                await _close(client)  # a client that failed to connect still holds its connections
+                raise
+            return client
+
     async def _admin_client(self) -> AIOKafkaAdminClient:
         """The bus's admin client, connected on first use and closed by ``close()``."""
         async with self._start_lock:
             if self._admin is None:
-                admin = AIOKafkaAdminClient(
-                    bootstrap_servers=self.bootstrap_servers, client_id=self.client_id, **self.client_options
+                self._admin = await self._started(
+                    lambda: AIOKafkaAdminClient(
+                        bootstrap_servers=self.bootstrap_servers, client_id=self.client_id, **self.client_options
+                    ),
+                    "admin client",
                 )
-                try:
-                    await admin.start()
-                except BaseException:
-                    await admin.close()
-                    raise
-                self._admin = admin
             return self._admin
 
     async def _partitions_of(self, topic: str) -> list[TopicPartition]:
@@ -231,6 +261,7 @@ class KafkaBus:
     # -- reading positions and compacted topics -----------------------------------------------------------
 
     async def end_offsets(self, topic: str) -> dict[int, int]:
+        await self._admin_client()  # waits for Kafka as long as it takes; the metadata then within the timeout
         async with asyncio.timeout(self.metadata_timeout):
             partitions = await self._partitions_of(topic)
             async with self._reader() as consumer:
@@ -238,6 +269,7 @@ class KafkaBus:
         return {tp.partition: int(offset) for tp, offset in ends.items()}
 
     async def read_compacted(self, topic: str) -> dict[str, Message]:
+        await self._admin_client()
         async with asyncio.timeout(self.metadata_timeout):
             partitions = await self._partitions_of(topic)
             async with self._reader() as consumer:
@@ -341,15 +373,17 @@ class KafkaBus:
             for topic, offsets in (start_at or {}).items()
             for number, offset in offsets.items()
         }
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers,
-            client_id=self.client_id,
-            group_id=group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **self.client_options,
+        consumer = await self._started(
+            lambda: AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap_servers,
+                client_id=self.client_id,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                **self.client_options,
+            ),
+            f"consumer of group {group}",
         )
-        await consumer.start()
         try:
             consumer.subscribe([self.physical(t) for t in topics], listener=_SeekToStart(consumer, starts))
             while not stop.is_set():
@@ -451,3 +485,10 @@ class _SeekToStart(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka
             committed = await self._consumer.committed(partition)
             if committed is None or committed < start:
                 self._consumer.seek(partition, start)
+
+
+async def _close(client: AIOKafkaProducer | AIOKafkaConsumer | AIOKafkaAdminClient) -> None:
+    if isinstance(client, AIOKafkaAdminClient):
+        await client.close()
+    else:
+        await client.stop()

@@ -1,0 +1,64 @@
+"""`python -m bench chaos`: issue 13's chaos run at length (10 minutes of chaos on 40 KWOK nodes by default;
+``EBB_CHAOS_MINUTES``, ``EBB_CHAOS_NODES``, ``EBB_CHAOS_SEED``). It is the same run as the short one in ``make
+test`` (tests/integration/test_chaos.py, whose harness tests/integration/chaos.py has the invariants), run through
+pytest so that it gets the same servers from the same fixtures; its report (a JSON file) becomes the table in
+docs/reliability.md. Not part of ``all``: with the servers' start and the settling it takes about 20 minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def case_chaos() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="ebb-bench-chaos-") as tmp:
+        report = Path(tmp) / "report.json"
+        env = {**os.environ, "EBB_CHAOS_MINUTES": os.environ.get("EBB_CHAOS_MINUTES", "10"),
+               "EBB_CHAOS_NODES": os.environ.get("EBB_CHAOS_NODES", "40"), "EBB_CHAOS_REPORT": str(report)}
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:randomly",
+                               "tests/integration/test_chaos.py"], cwd=REPO, env=env, check=False,
+                              stdout=sys.stderr)
+        wall = time.perf_counter() - started
+        if not report.exists():
+            raise SystemExit(f"the chaos run ended (pytest exit {done.returncode}) without a report")
+        result: dict[str, Any] = json.loads(report.read_text())
+    result["wall_seconds"] = wall
+    result["pytest_exit"] = done.returncode
+    result["load_average"] = os.getloadavg()[0]
+    return result
+
+
+def render(r: dict[str, Any]) -> list[str]:
+    plan = r["plan"]
+    kills = r["kills"]
+    decisions = r["decisions"]
+    completed = sum(v for k, v in decisions.items() if k not in ("proposed", "approved", "executing"))
+    lines = [f"### Chaos run ({plan['minutes']:g} minutes, {plan['nodes']} nodes, seed {plan['seed']})", "",
+             f"{r['started']}; {r['chaos_seconds'] / 60:.1f} minutes of chaos, {r['settle_seconds']:.0f} s to "
+             f"settle, {r['wall_seconds'] / 60:.1f} minutes in all with the servers' start; load average "
+             f"{r['load_average']:.2f}; pytest exit {r['pytest_exit']}.", "",
+             "| figure | value |", "|---|---:|",
+             f"| services SIGKILLed and restarted | {sum(kills.values())} "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))}) |",
+             f"| server restarts survived | {len(r['server_restarts'])} ({'; '.join(r['server_restarts'])}) |",
+             f"| services that exited on their own | {len(r['crashes'])} |",
+             f"| decisions completed | {completed} "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(decisions.items()))}) |",
+             f"| by method | {', '.join(f'{k} {v}' for k, v in sorted(r['methods'].items()))} |",
+             f"| ebb's evictions by answer | {', '.join(f'{k}: {v}' for k, v in sorted(r['evictions'].items()))} |",
+             f"| spot interruptions sent | {r['interruptions_sent']} |",
+             f"| workload scalings / nodes added for pending pods | {r['scalings']} / {r['nodes_added']} |",
+             f"| invariant samples (database down) | {r['samples']} ({r['samples_without_database']}) |",
+             f"| most voluntary disruptions at once / budget | {r['max_voluntary_disrupting']} / {plan['budget']} |",
+             f"| **violations** | **{len(r['violations'])}** |", ""]
+    lines += [f"- {v}" for v in r["violations"]]
+    return [*lines, ""] if r["violations"] else lines

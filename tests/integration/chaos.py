@@ -16,8 +16,8 @@ The invariants, and where each is read from:
 - **no node left tainted or cordoned without a live decision**: sampled, such a node may exist only briefly
   (a decision that just ended: ``ABANDONED_AFTER``), and at the end not at all;
 - **every decision reaches a terminal state** once the chaos stops (within ``settle_seconds``);
-- **no interruption lost**: every spot interruption sent to SQS has its decision (``int-…``), and its node is
-  gone at the end;
+- **no interruption lost**: every spot interruption sent to SQS has its decision (``int-…``, or the decision
+  that was already disrupting the node), and its node is gone at the end;
 - **no duplicate replacement**: the Nodes ebb creates for a decision (audit log, ``ebb.sh/decision-id``) are
   at most the decision's replacements.
 
@@ -453,7 +453,9 @@ class Chaos:
             if _marked(node):
                 self._violation(f"abandoned: {name} still tainted or cordoned at the end")
         for name, instance in self.interrupted.items():
-            mine = [d for d in decisions if d["id"].startswith("int-") and name in {n["name"] for n in jv(d["nodes"])}]
+            # its own decision (int-...), or the one that was already disrupting the node when it came (the planner
+            # notes the interruption and lets that one remove the node)
+            mine = [d for d in decisions if name in {n["name"] for n in jv(d["nodes"])}]
             if not mine:
                 self._violation(f"interruption lost: no decision for {name} ({instance})")
             if name in nodes:

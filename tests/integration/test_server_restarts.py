@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes_asyncio import client
 from pydantic import SecretStr
 
 from ebb.adapters.bus import InMemoryBus
@@ -35,7 +36,16 @@ from tests.service.test_api_service import AUTH, TOKEN, documents, publish
 
 from .conftest import KubernetesCluster
 from .restartable import PrivateKafka, PrivatePostgres
-from .system import Servers, ServiceProcess, SystemSettings, TopicReader, eventually, service_env
+from .system import (
+    Servers,
+    ServiceProcess,
+    SystemSettings,
+    TopicReader,
+    delete_nodes,
+    eventually,
+    kwok_node,
+    service_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -105,9 +115,12 @@ def _stopped_kafka() -> PrivateKafka:
 
 
 async def test_a_service_started_while_kafka_is_down_waits_for_it(kubernetes_cluster: KubernetesCluster,
-                                                                  tmp_path: Path) -> None:
+                                                                  kube_api: Any, tmp_path: Path) -> None:
     kafka = await asyncio.to_thread(_stopped_kafka)
     settings = SystemSettings(run=uuid.uuid4().hex[:8], queue_url="")
+    node = f"restart-{settings.run}"
+    core = client.CoreV1Api(kube_api)
+    await core.create_node(kwok_node(node, "restarts", settings.run))  # something for the watcher to publish
     servers = Servers(kafka_bootstrap=kafka.bootstrap, database_url="", kubeconfig=str(kubernetes_cluster.kubeconfig),
                       aws_endpoint="")
     watcher = ServiceProcess("cluster-watcher", "ebb_cluster_watcher",
@@ -124,12 +137,13 @@ async def test_a_service_started_while_kafka_is_down_waits_for_it(kubernetes_clu
         await eventually("the watcher started", lambda: watcher.logged("cluster-watcher starting"), within=90,
                          on_timeout=watcher.tail)
         async with TopicReader(kafka.bootstrap, settings.prefix, [TOPIC_CLUSTER_OBJECTS]) as reader:
-            await eventually("the cluster's Nodes published", lambda: any(
-                (r.key or b"").startswith(b"Node//") and r.value for r in reader.on(TOPIC_CLUSTER_OBJECTS)),
+            await eventually("the node published", lambda: any(
+                r.key == f"Node//{node}".encode() and r.value for r in reader.on(TOPIC_CLUSTER_OBJECTS)),
                 within=60, on_timeout=watcher.tail)
         assert watcher.starts == 1  # the same process all along
         assert await watcher.stop() == 0
     finally:
         await watcher.kill()
+        await delete_nodes(kube_api, [node])
         await asyncio.to_thread(kafka.close)
         await asyncio.to_thread(shutil.rmtree, kafka.root.parent, True)

@@ -504,6 +504,41 @@ async def test_app_run_ends_when_its_handler_gives_up_so_the_process_restarts(st
     assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 1  # not committed: delivered again after the restart
 
 
+class RestartingApi(FakeApi):
+    """An apiserver that cannot be reached for its first ``down`` reads of a node (a restart), then answers."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__()
+        self.down = down
+
+    async def read_node(self, name: str) -> dict[str, Any] | None:
+        if self.down > 0:
+            self.down -= 1
+            raise ConnectionRefusedError(111, "Connect call failed")
+        return await super().read_node(name)
+
+
+async def test_with_unlimited_retries_a_command_outlasts_an_apiserver_restart(store: DecisionStore) -> None:
+    """The executor's own Kafka bus retries a command's handler without limit (``app.run``): a command that fails
+    for longer than the default ten attempts (an apiserver restart) is carried out once the apiserver is back, with
+    no HandlerFailed and no restart of the process."""
+    api = RestartingApi(down=15)
+    bus = InMemoryBus(retry=RetryPolicy(initial=0.001, maximum=0.001, max_attempts=None))
+    stop, started = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(app.run(Settings(group="executor"), stop, bus=bus, node_api=api, store=store,
+                                       started=started))
+    await started.wait()
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("gone",), decision_id="d-7"))
+    for _ in range(500):
+        if await store.state("d-7") == "succeeded":
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert api.down == 0 and await store.state("d-7") == "succeeded"
+    assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 0
+
+
 def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_EVICTION_DEADLINE_SECONDS", "30")
     monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_CLUSTER", "prod")

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.bus import Bus, KafkaBus, RetryPolicy
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.client import kube_client
@@ -112,8 +112,12 @@ async def run(
         if provider is None:
             provider = provider_of(settings, node_api, api, the_clock)
         if bus is None:
+            # a command's handler is retried until it succeeds (0.1 s doubling to 10 s): a command is idempotent and
+            # resumes where it stopped, and what fails it for long is an apiserver or database outage, which giving
+            # up (HandlerFailed: the process exits and is restarted) would only turn into a crash loop; a command
+            # that can never run is a PoisonMessage (dead-lettered) at once
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
-                             client_id="ebb-termination-executor")
+                             client_id="ebb-termination-executor", retry=RetryPolicy(max_attempts=None))
             bus = await stack.enter_async_context(kafka)
         if store is None:
             store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)

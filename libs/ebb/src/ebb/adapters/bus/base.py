@@ -204,8 +204,9 @@ async def process(
     where = f"{record.topic} at {record.partition}/{record.offset}"
 
     def retrying_in(state: RetryCallState) -> None:
-        log.warning("handler for %s failed (attempt %d of %d), retrying in %.2fs: %r", where, state.attempt_number,
-                    retry.max_attempts, state.upcoming_sleep, state.outcome.exception() if state.outcome else None)
+        log.warning("handler for %s failed (attempt %d of %s), retrying in %.2fs: %r", where, state.attempt_number,
+                    retry.max_attempts or "unlimited", state.upcoming_sleep,
+                    state.outcome.exception() if state.outcome else None)
 
     tried = 0
     try:

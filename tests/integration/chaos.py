@@ -120,8 +120,11 @@ class ChaosReport:
     violations: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["evictions"] = {str(k): v for k, v in self.evictions.items()}
+        # (dataclasses.asdict rebuilds a Counter from (key, value) pairs, which counts the pairs as keys)
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["plan"] = asdict(self.plan)
+        for name in ("kills", "decisions", "methods", "evictions"):
+            out[name] = {str(k): v for k, v in getattr(self, name).items()}
         return out
 
     def markdown(self) -> str:

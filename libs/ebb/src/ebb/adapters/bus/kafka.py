@@ -43,6 +43,7 @@ from aiokafka.errors import (
     TopicAlreadyExistsError,
     for_code,
 )
+from tenacity import RetryCallState, retry_if_exception_type
 
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus.base import (
@@ -55,6 +56,7 @@ from ebb.adapters.bus.base import (
     process,
     utcnow,
 )
+from ebb.adapters.clock import clock_of
 from ebb.contracts import (
     DEFAULT_SOURCE,
     DeadLetter,
@@ -215,23 +217,23 @@ class KafkaBus:
         or restarting) the client is closed and a new one tried after ``CONNECT_BACKOFF`` (0.5 s doubling to
         10 s), forever, each wait logged: a service started while Kafka is down waits for it instead of exiting
         (issue 13, server restarts). Any other failure is raised."""
-        attempt = 0
-        while True:
-            client = make()
-            try:
-                await client.start()
-            except KafkaConnectionError as e:
-                await _close(client)
-                attempt += 1
-                delay = CONNECT_BACKOFF.delay(attempt)
-                log.warning("Kafka at %s cannot be reached for the %s (%s); trying again in %.1f s",
-                            self.bootstrap_servers, what, e, delay)
-                await asyncio.sleep(delay)
-                continue
-            except BaseException:
-                await _close(client)  # a client that failed to connect still holds its connections
-                raise
-            return client
+
+        def waiting(state: RetryCallState) -> None:
+            log.warning("Kafka at %s cannot be reached for the %s (%s); trying again in %.1f s",
+                        self.bootstrap_servers, what, state.outcome.exception() if state.outcome else None,
+                        state.upcoming_sleep)
+
+        async for attempt in CONNECT_BACKOFF.retrying(clock_of(None), retry=retry_if_exception_type(
+                KafkaConnectionError), before_sleep=waiting):
+            with attempt:
+                client = make()
+                try:
+                    await client.start()
+                except BaseException:
+                    await _close(client)  # a client that failed to connect still holds its connections
+                    raise
+                return client
+        raise AssertionError("unreachable: the retries never end")  # for mypy: the loop returns or raises
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         """The bus's admin client, connected on first use and closed by ``close()``."""

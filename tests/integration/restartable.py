@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .system import free_port
+
 USER = "ebb"
 DATABASE = "ebb"
 
@@ -32,13 +34,6 @@ def _bindir() -> Path:
     return Path(initdb).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class PrivatePostgres:
     """A PostgreSQL of the test's own: ``start()`` (the first creates the cluster, role ``ebb`` and database
     ``ebb``), ``stop()`` (a fast shutdown), ``start()`` again on the same port and data."""
@@ -47,7 +42,7 @@ class PrivatePostgres:
         self.bindir = _bindir()
         self.root = root
         self.data = root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.as_pg = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--reset-env", "--"] \
             if os.getuid() == 0 else []
@@ -114,10 +109,10 @@ class PrivateKafka:
     def __init__(self, root: Path) -> None:
         self.home = _kafka_home()
         self.root = root
-        self.port = _free_port()
-        self.controller_port = _free_port()
+        self.port = free_port()
+        self.controller_port = free_port()
         while self.controller_port == self.port:
-            self.controller_port = _free_port()
+            self.controller_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

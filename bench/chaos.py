@@ -38,27 +38,8 @@ def case_chaos() -> dict[str, Any]:
 
 
 def render(r: dict[str, Any]) -> list[str]:
+    """The report's own table (``ChaosReport.markdown``) under a heading, with the run's wall time and load."""
     plan = r["plan"]
-    kills = r["kills"]
-    decisions = r["decisions"]
-    completed = sum(v for k, v in decisions.items() if k not in ("proposed", "approved", "executing"))
-    lines = [f"### Chaos run ({plan['minutes']:g} minutes, {plan['nodes']} nodes, seed {plan['seed']})", "",
-             f"{r['started']}; {r['chaos_seconds'] / 60:.1f} minutes of chaos, {r['settle_seconds']:.0f} s to "
-             f"settle, {r['wall_seconds'] / 60:.1f} minutes in all with the servers' start; load average "
-             f"{r['load_average']:.2f}; pytest exit {r['pytest_exit']}.", "",
-             "| figure | value |", "|---|---:|",
-             f"| services SIGKILLed and restarted | {sum(kills.values())} "
-             f"({', '.join(f'{k} {v}' for k, v in sorted(kills.items()))}) |",
-             f"| server restarts survived | {len(r['server_restarts'])} ({'; '.join(r['server_restarts'])}) |",
-             f"| services that exited on their own | {len(r['crashes'])} |",
-             f"| decisions completed | {completed} "
-             f"({', '.join(f'{k} {v}' for k, v in sorted(decisions.items()))}) |",
-             f"| by method | {', '.join(f'{k} {v}' for k, v in sorted(r['methods'].items()))} |",
-             f"| ebb's evictions by answer | {', '.join(f'{k}: {v}' for k, v in sorted(r['evictions'].items()))} |",
-             f"| spot interruptions sent | {r['interruptions_sent']} |",
-             f"| workload scalings / nodes added for pending pods | {r['scalings']} / {r['nodes_added']} |",
-             f"| invariant samples (database down) | {r['samples']} ({r['samples_without_database']}) |",
-             f"| most voluntary disruptions at once / budget | {r['max_voluntary_disrupting']} / {plan['budget']} |",
-             f"| **violations** | **{len(r['violations'])}** |", ""]
-    lines += [f"- {v}" for v in r["violations"]]
-    return [*lines, ""] if r["violations"] else lines
+    return [f"### Chaos run ({plan['minutes']:g} minutes, {plan['nodes']} nodes, seed {plan['seed']})", "",
+            f"{r['wall_seconds'] / 60:.1f} minutes in all with the servers' start; load average "
+            f"{r['load_average']:.2f}; pytest exit {r['pytest_exit']}.", "", r["markdown"]]

@@ -125,6 +125,7 @@ class ChaosReport:
         out["plan"] = asdict(self.plan)
         for name in ("kills", "decisions", "methods", "evictions"):
             out[name] = {str(k): v for k, v in getattr(self, name).items()}
+        out["markdown"] = self.markdown()
         return out
 
     def markdown(self) -> str:

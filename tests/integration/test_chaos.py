@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .chaos import Chaos, ChaosPlan
-from .conftest import AwsEndpoint, Infra, KubernetesCluster
+from .conftest import AwsEndpoint, Infra, KafkaServer, KubernetesCluster, PostgresServer
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,10 @@ def _write(path: Path, text: str) -> None:
 
 
 async def test_chaos_run_keeps_every_invariant(kube_api: Any, kubernetes_cluster: KubernetesCluster,
-                                               aws_endpoint: AwsEndpoint, infra: Infra, tmp_path: Path) -> None:
+                                               aws_endpoint: AwsEndpoint, infra: Infra, tmp_path: Path,
+                                               kafka_server: KafkaServer, postgres_server: PostgresServer) -> None:
+    # (kafka_server and postgres_server are not used: asking for them has the fixtures install Kafka's jars and
+    # PostgreSQL's binaries, which the run's private servers are started from, when this test runs alone)
     plan = ChaosPlan(minutes=float(os.environ.get("EBB_CHAOS_MINUTES", "2.5")),
                      nodes=int(os.environ.get("EBB_CHAOS_NODES", "20")),
                      seed=int(os.environ.get("EBB_CHAOS_SEED", "1")))

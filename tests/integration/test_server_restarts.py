@@ -34,7 +34,7 @@ from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 from tests.service.test_api_service import AUTH, TOKEN, documents, publish
 
-from .conftest import KubernetesCluster
+from .conftest import KafkaServer, KubernetesCluster, PostgresServer
 from .restartable import PrivateKafka, PrivatePostgres
 from .system import (
     Servers,
@@ -73,7 +73,9 @@ async def _readyz(client: httpx.AsyncClient) -> tuple[int, dict[str, Any]]:
     return response.status_code, response.json()
 
 
-async def test_the_decisions_api_waits_out_a_postgresql_restart(postgres: PrivatePostgres) -> None:
+async def test_the_decisions_api_waits_out_a_postgresql_restart(postgres: PrivatePostgres,
+                                                                 postgres_server: PostgresServer) -> None:
+    # (postgres_server is not used: asking for it has the fixture install PostgreSQL's binaries when run alone)
     await upgrade_async(postgres.url)
     store = DecisionStore.from_url(postgres.url, "restarts")
     await store.create_hold(scope_kind="cluster", scope="", reason="kept across the restart", expires_at=None,
@@ -115,7 +117,9 @@ def _stopped_kafka() -> PrivateKafka:
 
 
 async def test_a_service_started_while_kafka_is_down_waits_for_it(kubernetes_cluster: KubernetesCluster,
-                                                                  kube_api: Any, tmp_path: Path) -> None:
+                                                                  kube_api: Any, tmp_path: Path,
+                                                                  kafka_server: KafkaServer) -> None:
+    # (kafka_server is not used: asking for it has the fixture install Kafka's jars when this test runs alone)
     kafka = await asyncio.to_thread(_stopped_kafka)
     settings = SystemSettings(run=uuid.uuid4().hex[:8], queue_url="")
     node = f"restart-{settings.run}"

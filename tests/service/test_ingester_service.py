@@ -69,6 +69,8 @@ class FakeSqs:
         self.deleted: list[str] = []
         self.receive_failures: list[Exception] = []
         self.delete_failures: list[Exception] = []
+        #: GetQueueAttributes (the readiness probe) fails while set
+        self.down = False
         self.arrived = asyncio.Event()
         self._next = 0
 
@@ -81,6 +83,11 @@ class FakeSqs:
 
     async def get_queue_url(self, **kwargs: Any) -> dict[str, Any]:
         return {"QueueUrl": f"https://sqs.us-east-1.amazonaws.com/123456789012/{kwargs['QueueName']}"}
+
+    async def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]:
+        if self.down:
+            raise ConnectionError("SQS is away")
+        return {"Attributes": {"QueueArn": "arn:aws:sqs:us-east-1:123456789012:q"}}
 
     async def receive_message(self, **kwargs: Any) -> dict[str, Any]:
         self.receives.append(kwargs)

@@ -222,6 +222,7 @@ def test_ports_and_probes_match_the_settings(name: str) -> None:
     env = container_env(deployment["metadata"]["namespace"], container)
     ports = container_ports(pod)
     listening = {v: int(env[k]) for k, v in (("EBB_DECISIONS_API_PORT", "http"),
+                                              ("EBB_CLUSTER_WATCHER_METRICS_PORT", "metrics"),
                                               ("EBB_CONSOLIDATION_PLANNER_METRICS_PORT", "metrics"),
                                               ("EBB_INTERRUPTION_INGESTER_METRICS_PORT", "metrics"),
                                               ("EBB_TERMINATION_EXECUTOR_METRICS_PORT", "metrics"))
@@ -230,9 +231,9 @@ def test_ports_and_probes_match_the_settings(name: str) -> None:
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         if probe in container:
             assert container[probe]["httpGet"]["port"] in ports, f"{name} {probe}"
-    if name == "ebb-decisions-api":
-        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # every service: liveness on /healthz (the process answers), readiness on /readyz (its servers answer)
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz", name
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz", name
 
 
 def test_decisions_api_serves_the_probed_and_scraped_paths() -> None:

@@ -1,4 +1,5 @@
-"""The composition root: the Kubernetes client, the bus, the watch loop and the publisher."""
+"""The composition root: the probes and metrics endpoint, the Kubernetes client, the bus, the watch loop and the
+publisher. Ready (``/readyz``) when the apiserver and Kafka answer and every kind's watch loop runs."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import contextlib
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.health import serve_health
 from ebb.adapters.kube import KubeWatcher, kinds_named
-from ebb.adapters.kube.client import kube_client
+from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
@@ -52,16 +55,22 @@ async def run(
     """Watch and publish until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``) and ``api_client``
     replace the ones built from ``settings``; ``started`` is set once every kind's watch loop runs."""
     async with contextlib.AsyncExitStack() as stack:
+        readiness = serve_health(stack, settings, CollectorRegistry())
+        readiness.condition("watching", "reading what was published before")
         if api_client is None:
             api_client = await stack.enter_async_context(
                 kube_client(settings.kubeconfig, settings.kube_context, component="ebb-cluster-watcher"))
+            api = api_client
+            readiness.probe("apiserver", lambda: ping_apiserver(api))
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-cluster-watcher")
+            readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         watcher, publisher = build_watcher(settings, api_client, bus)
         seeded = await seed_from_topic(watcher, bus)
         log.info("cluster-watcher starting", kinds=list(settings.kinds), known_objects=seeded)
+        readiness.mark("watching", detail=f"{len(settings.kinds)} kinds")
         if started is not None:
             started.set()
         await watcher.run(stop)

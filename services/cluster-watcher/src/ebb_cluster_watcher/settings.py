@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
+from ebb.adapters.health import HealthSettings
 from ebb.adapters.kube.kinds import KINDS, kinds_named
 
 
-class Settings(BaseSettings):
+class Settings(HealthSettings):
     """Where the cluster-watcher finds the API server and Kafka, and what it watches."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_CLUSTER_WATCHER_")

@@ -22,9 +22,9 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
-from ebb.adapters.kube.client import kube_client
+from ebb.adapters.health import serve_health
+from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
-from ebb.adapters.metrics_server import serve_metrics
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
@@ -65,18 +65,24 @@ async def run(
     clock = clock_of(clock)
     objects = SnapshotStore()
     identity = settings.holder_identity()
+    metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:
+        readiness = serve_health(stack, settings, metrics.registry)
+        readiness.condition("snapshot", "reading ebb.cluster.objects")
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-consolidation-planner")
+            readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         if store is None:
             store = DecisionStore.from_url(settings.database_url, settings.cluster,
                                            ledger_ttl=settings.ledger_ttl_seconds)
             stack.push_async_callback(store.close)
+            readiness.probe("postgresql", store.ping)
         if leader is None:
             api = await stack.enter_async_context(
                 kube_client(settings.kubeconfig, settings.kube_context, component="ebb-consolidation-planner"))
+            readiness.probe("apiserver", lambda: ping_apiserver(api))
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
                                   identity=identity, duration=settings.lease_duration_seconds,
                                   renew=settings.lease_renew_seconds, clock=clock)
@@ -86,8 +92,6 @@ async def run(
                                          qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
             if annotator is None and settings.annotate_nodes:
                 annotator = KubeNodeAnnotator(api)
-        metrics = metrics or Metrics()
-        serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
         interruptions = f"{settings.group}-interruptions"
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
@@ -106,6 +110,7 @@ async def run(
         # newer than the snapshot (from the beginning it would apply every older record over it once more)
         ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
         count = await seed_snapshot(objects, bus)
+        readiness.mark("snapshot", detail=f"{count} objects")
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
         log.info("consolidation-planner starting", objects=count, group=group)

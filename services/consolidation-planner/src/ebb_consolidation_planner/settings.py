@@ -6,10 +6,12 @@ import socket
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from ebb.adapters.health import HealthSettings
 
 
-class Settings(BaseSettings):
+class Settings(HealthSettings):
     """Where the planner finds Kafka, PostgreSQL and the API server (its Lease), and how often it plans."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_CONSOLIDATION_PLANNER_")
@@ -76,9 +78,6 @@ class Settings(BaseSettings):
     events_qps: float = Field(default=10.0, gt=0)
     #: events waiting to be written; beyond, a pass's events are dropped (and offered again by a later pass)
     events_queue: int = Field(default=1000, ge=1)
-    #: the Prometheus /metrics port (0: off)
-    metrics_port: int = Field(default=0, ge=0, le=65535)
-    metrics_address: str = "0.0.0.0"
     #: CloudEvent source of the published commands and events
     source: str = "/ebb/consolidation-planner"
     log_level: str = "info"

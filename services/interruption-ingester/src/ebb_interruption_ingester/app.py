@@ -1,5 +1,6 @@
 """The composition root: the SQS client and queue, the bus, the instance → node lookup (a snapshot of
-``ebb.cluster.objects``), the metrics endpoint and the ingest loop."""
+``ebb.cluster.objects``), the probes and metrics endpoint (ready when Kafka and SQS answer and the snapshot is
+loaded) and the ingest loop."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ebb.adapters.aws.sqs import SqsClient, SqsQueue, sqs_client
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.compacted import seed_snapshot
+from ebb.adapters.health import serve_health
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_interruption_ingester.ingester import Ingester, Metrics
@@ -44,15 +46,19 @@ async def run(
     settings.require_queue()
     metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:
+        readiness = serve_health(stack, settings, metrics.registry)
+        readiness.condition("snapshot", "reading ebb.cluster.objects")
         if bus is None:
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-interruption-ingester")
+            readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         client: SqsClient = sqs if sqs is not None else await stack.enter_async_context(
             sqs_client(settings.region, endpoint_url=settings.endpoint_url,
                        read_timeout=settings.wait_time_seconds + 40)
         )
         queue = await open_queue(settings, client)
+        readiness.probe("sqs", queue.ping)
         consumer_stop = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
         if lookup is None:
@@ -68,10 +74,9 @@ async def run(
             ))
             lookup = StoreLookup(store)
             log.info("cluster objects loaded", objects=known, group=group)
-        if settings.metrics_port:
-            from prometheus_client import start_http_server
-
-            start_http_server(settings.metrics_port, settings.metrics_address, registry=metrics.registry)
+            readiness.mark("snapshot", detail=f"{known} objects")
+        else:
+            readiness.mark("snapshot", detail="a lookup was given")
         ingester = Ingester(
             queue, bus, lookup, metrics=metrics,
             backoff=Backoff(initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from ebb.adapters.health import HealthSettings
 
 
-class Settings(BaseSettings):
+class Settings(HealthSettings):
     """Where the interruption-ingester finds its queue and Kafka, and how it polls."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_INTERRUPTION_INGESTER_")
@@ -34,9 +36,8 @@ class Settings(BaseSettings):
     #: consumer group prefix for reading ebb.cluster.objects (each process adds a unique suffix, so
     #: it reads the whole compacted topic)
     consumer_group: str = "ebb-interruption-ingester"
-    #: Prometheus /metrics port; 0 turns the endpoint off
+    #: the port of /healthz, /readyz and /metrics (0: none)
     metrics_port: int = Field(default=9102, ge=0, le=65535)
-    metrics_address: str = "0.0.0.0"
     database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
     log_level: str = "info"
 

@@ -16,13 +16,13 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus, RetryPolicy
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock, clock_of
-from ebb.adapters.kube.client import kube_client
+from ebb.adapters.health import serve_health
+from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
 from ebb.adapters.kube.launch import KwokLauncher, catalog_types
 from ebb.adapters.kube.node_provider import NodeProvider
-from ebb.adapters.metrics_server import serve_metrics
 from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
@@ -98,11 +98,15 @@ async def run(
     ``store`` and ``provider`` replace the ones built from ``settings``; ``started`` is set when consuming
     starts. ``clock`` (default: the system clock) gives "now" and times every wait."""
     the_clock = clock_of(clock)
+    metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:
+        readiness = serve_health(stack, settings, metrics.registry)
+        readiness.condition("consuming", "starting")
         api: Any = None
         if node_api is None or (provider is None and settings.provider != "none"):
             api = await stack.enter_async_context(
                 kube_client(settings.kubeconfig, settings.kube_context, component="ebb-termination-executor"))
+            readiness.probe("apiserver", lambda: ping_apiserver(api))
         if node_api is None:
             node_api = KubeNodeApi(api)
             if recorder is None and settings.events_enabled:
@@ -118,12 +122,12 @@ async def run(
             # that can never run is a PoisonMessage (dead-lettered) at once
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor", retry=RetryPolicy(max_attempts=None))
+            readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         if store is None:
             store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
-        metrics = metrics or Metrics()
-        serve_metrics(stack, metrics.registry, settings.metrics_port, settings.metrics_address)
+            readiness.probe("postgresql", store.ping)
         executor = build_executor(settings, node_api, bus, store, stop, clock=the_clock, metrics=metrics,
                                   provider=provider, recorder=recorder)
         if settings.launcher is not None:
@@ -131,6 +135,7 @@ async def run(
                         launcher=settings.launcher, provider=settings.provider)
         log.info("termination-executor starting", group=settings.group, cluster=settings.cluster,
                  provider=provider.name, taint=dict(provider.disruption_taint))
+        readiness.mark("consuming", detail=f"group {settings.group}")
         if started is not None:
             started.set()
         writer = asyncio.create_task(recorder.run(stop)) if recorder is not None else None

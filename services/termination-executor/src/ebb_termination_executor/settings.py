@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from ebb.adapters.health import HealthSettings
 
 
-class Settings(BaseSettings):
+class Settings(HealthSettings):
     """Where the termination-executor finds the API server, Kafka and the store, and how it drains."""
 
     model_config = SettingsConfigDict(env_prefix="EBB_TERMINATION_EXECUTOR_")
@@ -61,9 +63,6 @@ class Settings(BaseSettings):
     events_component: str = "ebb-termination-executor"
     #: at most this many Event writes a second
     events_qps: float = Field(default=5.0, gt=0)
-    #: the Prometheus /metrics port (0: off)
-    metrics_port: int = Field(default=0, ge=0, le=65535)
-    metrics_address: str = "0.0.0.0"
     #: CloudEvent source of the published events
     source: str = "/ebb/termination-executor"
     log_level: str = "info"

@@ -27,6 +27,8 @@ class SqsClient(Protocol):
 
     async def get_queue_url(self, **kwargs: Any) -> dict[str, Any]: ...
 
+    async def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class SqsMessage:
@@ -55,6 +57,10 @@ class SqsQueue:
         """The queue called ``name`` (its URL looked up with GetQueueUrl)."""
         url = (await client.get_queue_url(QueueName=name))["QueueUrl"]
         return cls(client, str(url), **options)
+
+    async def ping(self) -> None:
+        """Raise unless SQS answers for the queue (GetQueueAttributes): the ingester's readiness probe."""
+        await self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])
 
     async def receive(self) -> list[SqsMessage]:
         """Up to ``max_messages`` messages, waiting up to ``wait_time_seconds`` for the first."""

@@ -35,6 +35,7 @@ from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import (
     CommitFailedError,
     IllegalStateError,
@@ -77,6 +78,11 @@ DEFAULT_PARTITIONS = 3
 #: the producer's batch size per partition, in bytes (under the broker's default message.max.bytes, 1 MiB)
 PRODUCER_MAX_BATCH = 512 * 1024
 #: the waits between attempts to reach Kafka when it cannot be reached (``KafkaBus._started``)
+#: the ``client_options`` a bare ``AIOKafkaClient`` (the readiness probe's) takes: how to connect, not how to produce
+_CLIENT_OPTIONS = frozenset({"security_protocol", "ssl_context", "sasl_mechanism", "sasl_plain_username",
+                             "sasl_plain_password", "sasl_kerberos_service_name", "sasl_kerberos_domain_name",
+                             "sasl_oauth_token_provider", "request_timeout_ms", "connections_max_idle_ms",
+                             "metadata_max_age_ms", "api_version"})
 CONNECT_BACKOFF = Backoff(initial=0.5, maximum=10.0, jitter=0.2)
 Client = TypeVar("Client", AIOKafkaProducer, AIOKafkaConsumer, AIOKafkaAdminClient)
 
@@ -153,6 +159,16 @@ class KafkaBus:
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    async def ping(self) -> None:
+        """Raise unless a broker answers a metadata request, on a connection of its own: the readiness probe
+        (``ebb.adapters.health``), which must answer while the bus's own clients wait for Kafka."""
+        client = AIOKafkaClient(bootstrap_servers=self.bootstrap_servers, client_id=f"{self.client_id}-probe",
+                                **{k: v for k, v in self.client_options.items() if k in _CLIENT_OPTIONS})
+        try:
+            await client.bootstrap()
+        finally:
+            await client.close()
 
     # -- topics -------------------------------------------------------------------------------------------
 

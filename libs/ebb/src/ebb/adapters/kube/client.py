@@ -44,6 +44,14 @@ async def kube_client(kubeconfig: str = "", context: str = "", *, component: str
         yield api
 
 
+async def ping_apiserver(api: Any) -> None:
+    """Raise unless the apiserver of ``api`` (an ApiClient) answers ``GET /version``: the readiness probe of the
+    services that need it (``ebb.adapters.health``, which cuts it off after its timeout)."""
+    from kubernetes_asyncio import client
+
+    await client.VersionApi(api).get_code()
+
+
 def with_default_timeout(rest_client: Any, timeout: tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> None:
     """Give every request of ``rest_client`` (a kubernetes-asyncio ``RESTClientObject``) that names no
     ``_request_timeout`` the ``timeout`` (connect, read)."""

@@ -241,6 +241,43 @@ async def test_the_ingester_is_not_ready_while_sqs_is_away() -> None:
         await asyncio.wait_for(task, 5)
 
 
+async def test_the_ingester_waits_for_its_queue_to_be_found() -> None:
+    """SQS not reachable at start (or the queue not created yet): GetQueueUrl is tried again with backoff, the
+    ingester not ready meanwhile, naming the queue; then it runs, the same process."""
+    port = free_port()
+    settings = ingester_settings(queue_url="", queue_name="ebb-interruptions", metrics_port=port,
+                                 metrics_address="127.0.0.1", probe_interval_seconds=0.05, backoff_initial_seconds=0.3,
+                                 backoff_max_seconds=0.3)
+    sqs, bus = FakeSqs(), InMemoryBus()
+    sqs.url_failures = [ConnectionError("SQS is away")] * 4
+    stop, started = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(ingester_app.run(settings, stop, bus=bus, sqs=sqs, metrics=IngesterMetrics(),
+                                                started=started))
+    try:
+        body = await until_ready(port, False)
+        assert body["checks"]["sqs"] == {"ready": False, "detail": "looking up the queue ebb-interruptions"}
+        assert not started.is_set()
+        await asyncio.wait_for(started.wait(), 10)
+        assert sqs.url_failures == []
+        await until_ready(port, True)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_an_ingester_stopped_while_looking_up_its_queue_ends() -> None:
+    settings = ingester_settings(queue_url="", queue_name="missing", backoff_initial_seconds=5,
+                                 backoff_max_seconds=5)
+    sqs = FakeSqs()
+    sqs.url_failures = [ConnectionError("SQS is away")] * 10
+    stop = asyncio.Event()
+    task = asyncio.create_task(ingester_app.run(settings, stop, bus=InMemoryBus(), sqs=sqs,
+                                                metrics=IngesterMetrics()))
+    await until(lambda: len(sqs.url_failures) == 9)
+    stop.set()
+    await asyncio.wait_for(task, 2)  # cut short in its wait, no error
+
+
 def test_readyz_is_json_even_on_503() -> None:
     """A kubelet only reads the status; an operator reads the body: it must parse whatever the state."""
     async def scenario() -> None:

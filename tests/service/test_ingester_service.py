@@ -69,6 +69,8 @@ class FakeSqs:
         self.deleted: list[str] = []
         self.receive_failures: list[Exception] = []
         self.delete_failures: list[Exception] = []
+        #: raised by the next GetQueueUrl calls
+        self.url_failures: list[Exception] = []
         #: GetQueueAttributes (the readiness probe) fails while set
         self.down = False
         self.arrived = asyncio.Event()
@@ -82,6 +84,8 @@ class FakeSqs:
         return message_id
 
     async def get_queue_url(self, **kwargs: Any) -> dict[str, Any]:
+        if self.url_failures:
+            raise self.url_failures.pop(0)
         return {"QueueUrl": f"https://sqs.us-east-1.amazonaws.com/123456789012/{kwargs['QueueName']}"}
 
     async def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]:

@@ -9,10 +9,12 @@ import contextlib
 import uuid
 
 import structlog
+from tenacity import RetryCallState
 
 from ebb.adapters.aws.sqs import SqsClient, SqsQueue, sqs_client
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.clock import Clock, Stopped
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.health import serve_health
 from ebb.adapters.snapshot_store import SnapshotStore
@@ -24,9 +26,22 @@ from ebb_interruption_ingester.settings import Settings
 log = structlog.get_logger("ebb_interruption_ingester")
 
 
-async def open_queue(settings: Settings, client: SqsClient) -> SqsQueue:
-    url = settings.queue_url or (await client.get_queue_url(QueueName=settings.queue_name))["QueueUrl"]
-    return SqsQueue(client, str(url), wait_time_seconds=settings.wait_time_seconds,
+async def open_queue(settings: Settings, client: SqsClient, stop: asyncio.Event | None = None) -> SqsQueue:
+    """The queue of ``settings``: its URL, or looked up by name (GetQueueUrl). A lookup that fails (SQS not
+    reachable yet, the queue not created yet) is tried again with the ingester's backoff until it succeeds or
+    ``stop`` is set, each failure logged: the ingester waits for SQS as every service waits for Kafka."""
+    url = settings.queue_url
+    if not url:
+        def waiting(state: RetryCallState) -> None:
+            log.warning("the queue cannot be looked up; trying again", queue=settings.queue_name,
+                        error=repr(state.outcome.exception()) if state.outcome else None,
+                        retry_in=round(state.upcoming_sleep, 2))
+
+        backoff = Backoff(initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds)
+        async for attempt in backoff.retrying(Clock(), stop, before_sleep=waiting):
+            with attempt:
+                url = str((await client.get_queue_url(QueueName=settings.queue_name))["QueueUrl"])
+    return SqsQueue(client, url, wait_time_seconds=settings.wait_time_seconds,
                     max_messages=settings.max_messages, visibility_timeout=settings.visibility_timeout_seconds)
 
 
@@ -57,7 +72,11 @@ async def run(
             sqs_client(settings.region, endpoint_url=settings.endpoint_url,
                        read_timeout=settings.wait_time_seconds + 40)
         )
-        queue = await open_queue(settings, client)
+        readiness.condition("sqs", f"looking up the queue {settings.queue_name}")
+        try:
+            queue = await open_queue(settings, client, stop)
+        except Stopped:
+            return
         readiness.probe("sqs", queue.ping)
         consumer_stop = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []

@@ -21,6 +21,10 @@ The invariants, and where each is read from:
 - **no duplicate replacement**: the Nodes ebb creates for a decision (audit log, ``ebb.sh/decision-id``) are
   at most the decision's replacements.
 
+- **not ready while a server it needs is down, ready again without an operator**: halfway through each server's
+  restart, every running service that needs that server must answer ``/readyz`` 503 naming it (the
+  decisions-api: PostgreSQL only); once the chaos is over every service must answer 200 (within
+  ``READY_WITHIN`` seconds).
 Besides, a service that exits without having been killed is counted as a crash (a lost server must make it
 wait and report not ready, not exit) and restarted, as Kubernetes would. ``run_chaos`` returns a
 `ChaosReport`; the short version is tests/integration/test_chaos.py, the long one ``python -m bench chaos``.
@@ -41,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -75,6 +80,12 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ABANDONED_AFTER = 60.0
 LIVE = ("proposed", "approved", "executing")
 TERMINAL = ("succeeded", "failed", "rejected", "cancelled", "superseded")
+#: how long after the chaos every service must answer /readyz 200
+READY_WITHIN = 120.0
+#: the servers each service's /readyz names (ebb.adapters.health; the decisions-api checks only its database)
+NEEDS = {"cluster-watcher": {"kafka", "apiserver"}, "consolidation-planner": {"kafka", "postgresql", "apiserver"},
+         "termination-executor": {"kafka", "postgresql", "apiserver"}, "interruption-ingester": {"kafka"},
+         "decisions-api": {"postgresql"}}
 #: the processes of a chaos run: two planners share the Lease
 PROCESSES = {"cluster-watcher": "cluster-watcher", "planner-a": "consolidation-planner",
              "planner-b": "consolidation-planner", "termination-executor": "termination-executor",
@@ -117,6 +128,10 @@ class ChaosReport:
     samples_without_database: int = 0
     max_voluntary_disrupting: int = 0
     max_ledger: int = 0
+    #: server → the services that answered /readyz 503 naming it halfway through its restart
+    not_ready_during: dict[str, list[str]] = field(default_factory=dict)
+    #: seconds after the chaos until every service answered /readyz 200
+    ready_after_seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -146,10 +161,17 @@ class ChaosReport:
             f"| invariant samples (without the database) | {self.samples} ({self.samples_without_database}) |",
             f"| most voluntary disruptions at once (tainted or deleting nodes; ledger) / budget | "
             f"{self.max_voluntary_disrupting}; {self.max_ledger} / {p.budget} |",
+            f"| not ready (/readyz 503 naming the server) halfway through its restart | "
+            f"{'; '.join(f'{k}: {len(v)} ({_names(v)})' for k, v in self.not_ready_during.items()) or '-'} |",
+            f"| every service ready (/readyz 200) after the settling | {self.ready_after_seconds:.0f} s |",
             f"| **violations** | **{len(self.violations)}** |",
         ]
         lines += [f"- {v}" for v in self.violations]
         return "\n".join(lines) + "\n"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names)
 
 
 def _counts(counter: Mapping[Any, int]) -> str:
@@ -203,6 +225,7 @@ class Chaos:
         self.stopping = False
         self._later: set[asyncio.Task[None]] = set()  # the pending restarts
         self.crds: list[str] = []  # the Karpenter CRDs this run installed
+        self.readyz: dict[str, str] = {}  # process -> its /readyz URL
 
     # ------------------------------------------------------------------------------------------------ setup
 
@@ -246,6 +269,13 @@ class Chaos:
         logs.mkdir(parents=True, exist_ok=True)
         for name, service in PROCESSES.items():
             env = service_env(service, servers, settings)
+            if service == "decisions-api":
+                self.readyz[name] = f"http://127.0.0.1:{settings.api_port}/readyz"
+            else:
+                port, prefix = free_port(), "EBB_" + service.upper().replace("-", "_") + "_"
+                env |= {prefix + "METRICS_PORT": str(port), prefix + "METRICS_ADDRESS": "127.0.0.1",
+                        prefix + "PROBE_INTERVAL_SECONDS": "1"}
+                self.readyz[name] = f"http://127.0.0.1:{port}/readyz"
             if service == "termination-executor":
                 env["EBB_TERMINATION_EXECUTOR_PROVIDER"] = "kwok"
             if service == "decisions-api":
@@ -296,20 +326,60 @@ class Chaos:
         for fraction, server in sorted(self.plan.server_restarts):
             await asyncio.sleep(max(0.0, started + fraction * seconds - loop.time()))
             began = loop.time()
+            half = self.plan.server_down_seconds / 2
             if server == "postgresql" and self.postgres is not None:
                 await asyncio.to_thread(self.postgres.stop)
-                await asyncio.sleep(self.plan.server_down_seconds)
+                await asyncio.sleep(half)
+                await self._not_ready_while_down(server)
+                await asyncio.sleep(half)
                 await asyncio.to_thread(self.postgres.start)
             elif server == "kafka" and self.kafka is not None:
                 await asyncio.to_thread(self.kafka.stop)
-                await asyncio.sleep(self.plan.server_down_seconds)
+                await asyncio.sleep(half)
+                await self._not_ready_while_down(server)
+                await asyncio.sleep(half)
                 await asyncio.to_thread(self.kafka.start)
             elif server == "apiserver" and self.audit is not None:
-                await asyncio.to_thread(restart_apiserver, self.audit.path, self.plan.server_down_seconds)
+                restart = asyncio.create_task(asyncio.to_thread(restart_apiserver, self.audit.path,
+                                                                self.plan.server_down_seconds))
+                await asyncio.sleep(half)  # it is stopped first, at once
+                await self._not_ready_while_down(server)
+                await restart
             else:
                 continue
             self.report.server_restarts.append(f"{server} at {fraction:.0%}, back after {loop.time() - began:.0f} s")
             self.say(f"restarted {server}")
+
+    async def _readyz(self, name: str) -> tuple[int, dict[str, Any]] | None:
+        """The status and body of ``name``'s /readyz; None when it does not answer (killed, starting)."""
+        try:
+            async with httpx.AsyncClient(timeout=5) as http:
+                response = await http.get(self.readyz[name])
+            return response.status_code, response.json()
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def _not_ready_while_down(self, server: str) -> None:
+        """Every running service that needs ``server`` (down now for a while) answers /readyz 503 naming it."""
+        said: list[str] = []
+        for name in sorted(self.processes):
+            if server not in NEEDS[PROCESSES[name]] or not self.processes[name].alive:
+                continue
+            answer = await self._readyz(name)
+            if answer is None:
+                continue  # killed or restarting: nothing to ask
+            status, body = answer
+            check = (body.get("checks") or {}).get(server) if server != "postgresql" or name != "decisions-api" \
+                else {"ready": "database" not in body}
+            if status == 200 or not check or check.get("ready") is not False:
+                self._violation(f"ready while {server} is down: {name} answered {status} {body}")
+            else:
+                said.append(name)
+        self.report.not_ready_during[server] = said
+
+    async def _all_ready(self) -> bool:
+        answers = await asyncio.gather(*(self._readyz(name) for name in sorted(self.processes)))
+        return all(a is not None and a[0] == 200 for a in answers)
 
     async def _workload(self, until: float) -> None:
         """Every 10-20 s one Deployment scaled to 30-150% of its first size."""
@@ -528,6 +598,16 @@ class Chaos:
                             break
                     await asyncio.sleep(2)
                 self.report.settle_seconds = loop.time() - settle_from
+                ready_from = loop.time()
+                for _ in range(int(READY_WITHIN)):
+                    if await self._all_ready():
+                        break
+                    await asyncio.sleep(1)
+                self.report.ready_after_seconds = loop.time() - ready_from
+                for name in sorted(self.processes):
+                    answer = await self._readyz(name)
+                    if answer is None or answer[0] != 200:
+                        self._violation(f"not ready {READY_WITHIN:.0f} s after the settling: {name} {answer}")
                 self.stopping = True
                 for task in tasks:
                     task.cancel()

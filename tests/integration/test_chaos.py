@@ -63,3 +63,6 @@ async def test_chaos_run_keeps_every_invariant(kube_api: Any, kubernetes_cluster
     assert report.decisions["succeeded"] > 0 and report.evictions[201] > 0, report.markdown()
     assert report.interruptions_sent == plan.interruptions, report.markdown()
     assert report.samples > plan.minutes * 20, report.markdown()
+    # readiness was asked during every server's restart, and some service running then said it was not ready
+    assert set(report.not_ready_during) == {"postgresql", "kafka"} | ({"apiserver"} if audit else set())
+    assert all(report.not_ready_during.values()), report.markdown()

@@ -65,6 +65,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD, {"hold": HOLD})),
      "consolidation is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident", B),
     (BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None)}), "hold h (cluster)", B),
+    (BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {"source": "DisruptionPolicy batch", "percent": 30,
+                                                    "best": 0.17, "price": 0.192, "improvement": 11.458}),
+     "DisruptionPolicy batch's minimumPriceImprovementPercent (30%) is not met: the cheapest replacement costs "
+     "$0.1700/h against $0.1920/h, 11.5% less", U),
     (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "NodePool default", "window": 3600,
                                              "newest": "n9", "age": 300.0, "resume": T2}),
      "NodePool default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and Underutilized "

@@ -6,7 +6,19 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import ago, blocked_of, disrupted, hold, later, node, nodeclaim, nodepool, plan_dict, pod
+from tests.unit.builders import (
+    ago,
+    blocked_of,
+    disrupted,
+    disruption_policy,
+    hold,
+    later,
+    node,
+    nodeclaim,
+    nodepool,
+    plan_dict,
+    pod,
+)
 
 
 def _empty_and_underutilized(pool: dict[str, Any], *extra: Any) -> dict[str, Any]:
@@ -160,3 +172,68 @@ def test_holds_do_not_pause_expiration_or_drift(pool_kwargs: dict[str, Any], met
                                                 doc: dict[str, Any]) -> None:
     out = plan_dict(nodepool(**pool_kwargs), node("old", node_hash="h1"), pod("web", "old"), doc)
     assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["old"])]
+
+
+# -- minimumPriceImprovementPercent -------------------------------------------------------------------------
+# The catalog's on-demand prices (tests/unit/builders.py): t3.medium $0.0416, m5.large $0.096, m5.xlarge $0.192,
+# m5.2xlarge $0.384. A replacement of an m5.2xlarge by a t3.medium is 89.2% cheaper.
+
+
+def _threshold(percent: int | None) -> dict[str, Any]:
+    return nodepool(disruption={} if percent is None else {"minimumPriceImprovementPercent": percent})
+
+
+def _commands(out: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    return [(c["method"], c["action"], c["nodes"]) for c in out["commands"]]
+
+
+@pytest.mark.parametrize(("percent", "replaced"), [(None, True), (0, True), (50, True), (89, True), (90, False),
+                                                   (100, False)])
+def test_a_replacement_must_be_cheaper_by_the_minimum(percent: int | None, replaced: bool) -> None:
+    out = plan_dict(_threshold(percent), node("big", itype="m5.2xlarge"), pod("web", "big", cpu="750m"))
+    if replaced:
+        assert _commands(out) == [("single-node-consolidation", "replace", ["big"])]
+        assert out["commands"][0]["replacements"][0]["instanceTypes"][0] == "t3.medium"
+    else:
+        assert out["commands"] == []
+        reason = blocked_of(out, "big")["reason"]
+        assert f"NodePool default's minimumPriceImprovementPercent ({percent}%) is not met" in reason
+        assert "costs $0.0416/h against $0.3840/h, 89.2% less" in reason
+
+
+def test_only_the_options_cheap_enough_are_offered() -> None:
+    # 3Gi + 3Gi: m5.large ($0.096) is the cheapest that fits an m5.xlarge's ($0.192) pods: exactly 50% less
+    docs = [node("xl", itype="m5.xlarge"), pod("a", "xl", cpu="500m", memory="3Gi"),
+            pod("b", "xl", cpu="500m", memory="3Gi")]
+    [command] = plan_dict(_threshold(50), *docs)["commands"]
+    assert command["replacements"][0]["instanceTypes"] == ["m5.large"]  # c5.xlarge ($0.17) is only 11% less
+    without = plan_dict(_threshold(0), *docs)["commands"][0]["replacements"][0]["instanceTypes"]
+    assert without[:2] == ["m5.large", "r5.large"] and "c5.xlarge" in without
+    assert plan_dict(_threshold(51), *docs)["commands"] == []
+
+
+def test_deletes_are_not_held_back_by_the_minimum() -> None:
+    out = plan_dict(_threshold(100), node("a"), pod("web-a", "a", cpu="500m"),
+                    node("b", itype="t3.medium"), pod("web-b", "b", cpu="500m"))
+    assert _commands(out) == [("single-node-consolidation", "delete", ["a"])]
+    out = plan_dict(_threshold(100), node("idle"))
+    assert _commands(out) == [("emptiness", "delete", ["idle"])]
+
+
+def test_multi_node_replacements_are_held_to_the_minimum_too() -> None:
+    # two m5.large ($0.192) by one t3.medium ($0.0416): 78.3% less; one m5.large by a t3.medium: 56.7% less
+    docs = [node("a"), node("b"), pod("web-a", "a", cpu="700m"), pod("web-b", "b", cpu="700m")]
+    assert _commands(plan_dict(_threshold(75), *docs)) == [("multi-node-consolidation", "replace", ["a", "b"])]
+    # at 80% neither replacement qualifies; what is left is the delete of one of them (its pod fits on the other)
+    assert _commands(plan_dict(_threshold(80), *docs)) == [("single-node-consolidation", "delete", ["a"])]
+    out = plan_dict(_threshold(80), node("a"), node("b"), pod("web-a", "a", cpu="1500m"),
+                    pod("web-b", "b", cpu="1500m"))  # neither pod fits beside the other: a replace or nothing
+    assert out["commands"] == []
+    assert "minimumPriceImprovementPercent (80%)" in blocked_of(out, "a")["reason"]
+
+
+def test_the_minimum_comes_from_the_disruption_policy() -> None:
+    out = plan_dict(nodepool(), disruption_policy(minimumPriceImprovementPercent=95),
+                    node("big", itype="m5.2xlarge"), pod("web", "big", cpu="750m"))
+    assert out["commands"] == []
+    assert "DisruptionPolicy default's minimumPriceImprovementPercent (95%)" in blocked_of(out, "big")["reason"]

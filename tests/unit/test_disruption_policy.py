@@ -88,6 +88,11 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"expireAfter": float("nan")}, "spec.expireAfter", "nan"),
     ({"budgets": "all"}, "spec.budgets", "must be a list"),
     ({"budgets": ["1"]}, "spec.budgets[0]", "must be a mapping"),
+    ({"minimumPriceImprovementPercent": 101}, "spec.minimumPriceImprovementPercent", "whole percentage"),
+    ({"minimumPriceImprovementPercent": -1}, "spec.minimumPriceImprovementPercent", "-1"),
+    ({"minimumPriceImprovementPercent": "20%"}, "spec.minimumPriceImprovementPercent", "'20%'"),
+    ({"minimumPriceImprovementPercent": 12.5}, "spec.minimumPriceImprovementPercent", "12.5"),
+    ({"minimumPriceImprovementPercent": True}, "spec.minimumPriceImprovementPercent", "True"),
 ]
 
 

@@ -78,6 +78,7 @@ class Cause(StrEnum):
     PODS_FIT_NOWHERE = "pods-fit-nowhere"
     NO_REPLACEMENT = "no-replacement"  # inner: one of the four below
     NO_CHEAPER_REPLACEMENT = "no-cheaper-replacement"
+    PRICE_IMPROVEMENT_TOO_SMALL = "price-improvement-too-small"  # cheaper, but less than the pool's minimum
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
     MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
@@ -153,6 +154,9 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
                                    "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
+    Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
+                                        "cheapest replacement costs ${best:.4f}/h against ${price:.4f}/h, "
+                                        "{improvement:.1f}% less"),
     Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot "
                                   "when enabled (--spot-to-spot or NodePool annotation "
                                   "ebb.sh/spot-to-spot-consolidation)"),

@@ -243,7 +243,8 @@ class Budget:
 POLICY_FROM_NODEPOOL = "NodePool"
 POLICY_FROM_DISRUPTION_POLICY = "DisruptionPolicy"
 #: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy`
-DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "budgets", "stabilization_window")
+DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "budgets", "stabilization_window",
+                     "minimum_price_improvement_percent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,9 @@ class NodePool:
     expire_after: float | None = None
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
     stabilization_window: float | None = None
+    #: a consolidation replaces this pool's nodes only by one at least this much cheaper (percent of what the
+    #: removed nodes cost; 0: any cheaper, as Karpenter); deletes are not affected (docs/architecture.md)
+    minimum_price_improvement_percent: int = 0
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
@@ -293,6 +297,7 @@ class DisruptionPolicy:
     expire_after: float | None = None
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
     stabilization_window: float | None = None
+    minimum_price_improvement_percent: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -520,6 +520,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         expire_after=expire,
         budgets=_budgets(doc, "spec.disruption.budgets"),
         stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
+        minimum_price_improvement_percent=_percent(doc, "spec.disruption.minimumPriceImprovementPercent"),
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
@@ -536,7 +537,18 @@ def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
         expire_after=doc.duration("spec.expireAfter", None),
         budgets=_budgets(doc, "spec.budgets"),
         stabilization_window=doc.duration("spec.stabilizationWindow", None),
+        minimum_price_improvement_percent=_percent(doc, "spec.minimumPriceImprovementPercent"),
     )
+
+
+def _percent(doc: _Doc, path: str) -> int:
+    """A whole percentage, 0 to 100 (absent: 0)."""
+    value = doc.get(path)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise doc.fail(path, f"{value!r} is not a whole percentage from 0 to 100")
+    return value
 
 
 def governed(pool: NodePool, policy: DisruptionPolicy) -> NodePool:

@@ -175,6 +175,17 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
+    # ebb's churn control: the pool that asks the most of a replacement decides (the removed nodes' pools)
+    strictest = max((view.pools[p] for p in {view.nodes[n].nodepool or "" for n in removed} if p in view.pools),
+                    key=lambda p: (p.minimum_price_improvement_percent, p.name), default=None)
+    if strictest is not None and strictest.minimum_price_improvement_percent:
+        percent = strictest.minimum_price_improvement_percent
+        best = min(prices[t] for t in options)
+        options = [t for t in options if prices[t] <= removed_price * (1 - percent / 100) + EPSILON]
+        if not options:
+            return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
+                "source": strictest.policy_source, "percent": percent, "best": best, "price": removed_price,
+                "improvement": 100 * (1 - best / removed_price) if removed_price else 0.0})
     options.sort(key=lambda t: (prices[t], t))
     needed = len(options)
     if floors:

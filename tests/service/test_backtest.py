@@ -186,3 +186,20 @@ async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_th
     with pytest.raises(ValueError, match="no NodePool gone"):
         await sim.apply(TraceEvent.model_validate({"at": 0, "patch": {"kind": "NodePool", "name": "gone",
                                                                        "merge": {}}}))
+
+
+@pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml"])
+def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
+    import yaml
+
+    from ebb.core.snapshot import parse_documents
+    from ebb_embedded.backtest import apply_policy
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "backtest" / name
+    text = path.read_text()
+    policy = policy_of(name, text, yaml.safe_load_all(text))
+    snap = parse_documents(apply_policy([nodepool(), nodepool("batch"), catalog()], policy))
+    spec = yaml.safe_load(text)["spec"]
+    for pool in snap.nodepools:
+        assert pool.policy_kind == "DisruptionPolicy"
+        assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)

@@ -203,3 +203,55 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     for pool in snap.nodepools:
         assert pool.policy_kind == "DisruptionPolicy"
         assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)
+
+
+def _run(seed: int, *summaries: tuple[str, float, int, int]) -> dict[str, Any]:
+    """A run_backtest result with only what across_seeds reads: (name, cost, launches, emptiness decisions)."""
+    return {"seed": seed, "policies": [
+        {"name": name, "summary": {"node_hours_cost": cost, "launches": launches,
+                                   "disruptions": {"emptiness": deletes}, "evictions": 10 * deletes,
+                                   "pods_evicted_more_than_once": 0}}
+        for name, cost, launches, deletes in summaries]}
+
+
+def test_across_seeds_sums_up_each_policy_and_compares_it_with_the_baseline_per_seed() -> None:
+    from ebb_embedded.backtest import across_seeds
+
+    runs = [_run(0, ("karpenter-default", 100.0, 10, 10), ("calm", 104.0, 5, 5)),
+            _run(1, ("karpenter-default", 110.0, 20, 20), ("calm", 110.0, 16, 16)),
+            _run(2, ("karpenter-default", 90.0, 0, 0), ("calm", 95.0, 1, 0))]
+    summed = across_seeds(runs)
+    assert summed["seeds"] == [0, 1, 2] and summed["baseline"] == "karpenter-default"
+    default, calm = summed["policies"]["karpenter-default"], summed["policies"]["calm"]
+    assert default["churn"] == {"mean": 20.0, "min": 0, "max": 40}
+    assert default["node_hours_cost"] == {"mean": 100.0, "min": 90.0, "max": 110.0}
+    assert "against_baseline" not in default
+    assert calm["churn"] == {"mean": 14.3333, "min": 1, "max": 32}
+    against = calm["against_baseline"]
+    assert against["churn_percent"] == [-50.0, -20.0, None]  # seed 2: the baseline had no churn at all
+    assert against["cost_percent"] == [4.0, 0.0, 5.56]
+    assert against["churn_percent_spread"] == {"mean": -35.0, "min": -50.0, "max": -20.0}
+    with pytest.raises(ValueError, match="same policies"):
+        across_seeds([runs[0], _run(1, ("karpenter-default", 1.0, 1, 1), ("other", 1.0, 1, 1))])
+    with pytest.raises(ValueError, match="no runs"):
+        across_seeds([])
+
+
+def test_backtest_over_several_seeds(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["backtest", "-f", str(write(tmp_path / "c.yaml", {"kind": "List", "items": cluster()})),
+            "--policy", str(write(tmp_path / "calm.yaml", CHURN_CONTROL)), "--trace", "batch-bursts",
+            "--start", "2026-11-23T18:30:00Z", "--duration", "20m", "--seed", "3", "--seeds", "2"]
+    result = runner.invoke(app, [*base, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    summed = json.loads(result.stdout)
+    assert [run["seed"] for run in summed["runs"]] == [3, 4]
+    assert summed["across_seeds"]["seeds"] == [3, 4]
+    assert list(summed["across_seeds"]["policies"]) == ["karpenter-default", "calm"]
+    launches = [run["policies"][1]["summary"]["launches"] for run in summed["runs"]]
+    assert summed["across_seeds"]["policies"]["calm"]["launches"] == {
+        "mean": round(sum(launches) / 2, 4), "min": min(launches), "max": max(launches)}
+    table = runner.invoke(app, base)
+    assert table.exit_code == 0 and "churn against the baseline" in said(table) and "seeds 3-4" in said(table)
+    refused = runner.invoke(app, [*base, "--report", str(tmp_path / "r.html")])
+    assert refused.exit_code == 2 and "--report draws one run" in said(refused)

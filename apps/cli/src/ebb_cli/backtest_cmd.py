@@ -102,6 +102,37 @@ def _table(result: dict[str, Any]) -> Any:
     return table
 
 
+def _seeds_table(summed: dict[str, Any]) -> Any:
+    """The figures of several seeds' runs: mean (min-max) per policy, and each policy against the baseline."""
+    from rich.table import Table
+
+    spread = summed["across_seeds"]
+    seeds = spread["seeds"]
+    table = Table(title=f"{summed['trace']}: {summed['duration_seconds'] / 3600:.3g} h from {summed['start']}, "
+                        f"seeds {seeds[0]}-{seeds[-1]}: mean (min-max)")
+    table.add_column("")
+    for name in spread["policies"]:
+        table.add_column(name, justify="right")
+
+    def cell(s: dict[str, float] | None, money: bool = False, percent: bool = False) -> str:
+        if s is None:
+            return "-"
+        fmt = "{:+.1f}%" if percent else "{:,.2f}" if money else "{:,.1f}"
+        return f"{fmt.format(s['mean'])} ({fmt.format(s['min'])} to {fmt.format(s['max'])})"
+
+    labels = {"node_hours_cost": "node-hours cost ($)", "launches": "launches", "disruptions": "disruptions",
+              "churn": "launches + disruptions", "evictions": "evictions",
+              "pods_evicted_more_than_once": "pods evicted more than once"}
+    for figure, label in labels.items():
+        table.add_row(label, *[cell(entry[figure], money=figure == "node_hours_cost")
+                               for entry in spread["policies"].values()])
+    for key, label in (("churn_percent_spread", "churn against the baseline"),
+                       ("cost_percent_spread", "cost against the baseline")):
+        table.add_row(label, *[cell(entry["against_baseline"][key], percent=True) if "against_baseline" in entry
+                               else "(baseline)" for entry in spread["policies"].values()])
+    return table
+
+
 def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
     trace: Annotated[str, typer.Option(help="a built-in trace (batch-bursts, diurnal, rollout, drift) or a trace "
                                             "file (YAML or JSON, docs/backtest.md)")],
@@ -117,6 +148,9 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                                                    "bundled example's own time without -f)")] = None,
     duration: Annotated[str, typer.Option(help="simulated time per policy")] = "24h",
     seed: Annotated[int, typer.Option(help="the seed of the trace and of every random choice", min=0)] = 0,
+    seeds: Annotated[int, typer.Option(
+        help="run the comparison under this many seeds (--seed, --seed + 1, ...) and sum it up: each figure's "
+             "mean, min and max, and each policy against the baseline per seed", min=1, max=100)] = 1,
     sample_every: Annotated[str, typer.Option(help="the series' sampling interval (simulated)")] = "5m",
     output: Annotated[Output, typer.Option("-o", "--output", help="table (default) or json")] = Output.table,
     report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
@@ -132,7 +166,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     from ebb.adapters.logs import configure
     from ebb.core.snapshot import SnapshotError, parse_documents
     from ebb.core.yaml_documents import InputError
-    from ebb_embedded.backtest import BacktestOptions, apply_policy, karpenter_default, run_backtest
+    from ebb_embedded.backtest import BacktestOptions, across_seeds, apply_policy, karpenter_default, run_backtest
 
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
@@ -152,7 +186,11 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    workload = load_trace(trace, documents, start=moment, duration=span.total_seconds(), seed=seed)
+    if report is not None and seeds > 1:
+        typer.echo("error: --report draws one run: give it one seed (without --seeds)", err=True)
+        raise typer.Exit(2)
+    workloads = [load_trace(trace, documents, start=moment, duration=span.total_seconds(), seed=s)
+                 for s in range(seed, seed + seeds)]
     render_report: Any = None
     if report is not None:
         try:  # the renderer is imported only when asked for (and before the run, to fail early)
@@ -166,22 +204,37 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    options = BacktestOptions(start=moment, duration=span, seed=seed, sample_every=every.total_seconds(),
-                              spot_to_spot=spot_to_spot, reuse_passes=reuse_passes)
     last_line = [-float("inf")]
+    results: list[dict[str, Any]] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:
-        bars = {p.name: progress.add_task(f"{p.name:<24}", total=span.total_seconds(), state="waiting")
-                for p in policies}
+        for workload in workloads:
+            run_seed = seed + len(results)
+            label = f" seed {run_seed}" if seeds > 1 else ""
+            bars = {p.name: progress.add_task(f"{p.name + label:<24}", total=span.total_seconds(), state="waiting")
+                    for p in policies}
 
-        def on_status(p: Policy, status: Any) -> None:
-            state = f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, {status.pending_pods} pending"
-            progress.update(bars[p.name], completed=status.elapsed.total_seconds(), state=state)
-            if not console.is_terminal and time.monotonic() - last_line[0] >= PROGRESS_EVERY:
-                last_line[0] = time.monotonic()  # no terminal: a log line every PROGRESS_EVERY real seconds
-                console.print(f"ebb backtest: {p.name}: +{status.elapsed} {state}", highlight=False, soft_wrap=True)
+            def on_status(p: Policy, status: Any, bars: dict[str, Any] = bars, label: str = label) -> None:
+                state = f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, {status.pending_pods} pending"
+                progress.update(bars[p.name], completed=status.elapsed.total_seconds(), state=state)
+                if not console.is_terminal and time.monotonic() - last_line[0] >= PROGRESS_EVERY:
+                    last_line[0] = time.monotonic()  # no terminal: a log line every PROGRESS_EVERY real seconds
+                    console.print(f"ebb backtest: {p.name}{label}: +{status.elapsed} {state}", highlight=False,
+                                  soft_wrap=True)
 
-        result = run_backtest(documents, workload, policies, options, report=on_status)
+            options = BacktestOptions(start=moment, duration=span, seed=run_seed, sample_every=every.total_seconds(),
+                                      spot_to_spot=spot_to_spot, reuse_passes=reuse_passes)
+            results.append(run_backtest(documents, workload, policies, options, report=on_status))
+    if seeds > 1:
+        summed = {"trace": results[0]["trace"], "start": results[0]["start"],
+                  "duration_seconds": results[0]["duration_seconds"], "across_seeds": across_seeds(results),
+                  "runs": results}
+        if output is Output.json:
+            sys.stdout.write(json.dumps(summed, indent=2) + "\n")
+            return
+        Console().print(_seeds_table(summed))
+        return
+    result = results[0]
     if report is not None:
         report.write_text(render_report(result), encoding="utf-8")
         console.print(f"report: {report}")

@@ -14,6 +14,10 @@ differ only by what the policies do. The result is a JSON-able dict (the shape `
 per policy a summary (node-hours cost, peak and mean nodes, launches, disruption decisions by method,
 evictions, pods evicted more than once, pending time p50/p95, the cost of churn) and a series sampled every
 ``sample_every`` simulated seconds.
+
+One seed is one draw of the trace (where its bursts fall, how big they are), and how a policy compares can turn
+on it; ``across_seeds`` sums up the runs of several seeds: each figure's mean, minimum and maximum per policy,
+and per seed how far each policy's churn and cost are from the baseline's.
 """
 
 from __future__ import annotations
@@ -236,6 +240,56 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
     return {"name": policy.name, "source": policy.source, "summary": result, "series": series,
             "trace_errors": errors}
+
+
+#: the figures ``across_seeds`` sums up: a summary's own, and churn (launches + disruption decisions)
+SPREAD_FIGURES = ("node_hours_cost", "launches", "disruptions", "churn", "evictions", "pods_evicted_more_than_once")
+
+
+def _figures(summary: Mapping[str, Any]) -> dict[str, float]:
+    disruptions = sum(summary["disruptions"].values())
+    return {"node_hours_cost": summary["node_hours_cost"], "launches": summary["launches"],
+            "disruptions": disruptions, "churn": summary["launches"] + disruptions,
+            "evictions": summary["evictions"], "pods_evicted_more_than_once": summary["pods_evicted_more_than_once"]}
+
+
+def _spread(values: Sequence[float | None]) -> dict[str, float] | None:
+    """Mean, min and max of the values that are numbers (None: none is)."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    return {"mean": round(sum(known) / len(known), 4), "min": min(known), "max": max(known)}
+
+
+def _change(value: float, baseline: float) -> float | None:
+    """``value`` against ``baseline`` in percent (0 when both are 0; None, no ratio, when only the baseline is)."""
+    if not baseline:
+        return 0.0 if not value else None
+    return round(100 * (value / baseline - 1), 2)
+
+
+def across_seeds(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The runs of one comparison under several seeds (``run_backtest``'s results, the same policies in the same
+    order), summed up per policy: each of ``SPREAD_FIGURES``' mean, min and max over the seeds, and, for every
+    policy after the first (the baseline), its churn and cost against the baseline's in percent, per seed and
+    their spread."""
+    if not results:
+        raise ValueError("no runs to sum up")
+    names = [run["name"] for run in results[0]["policies"]]
+    if any([run["name"] for run in result["policies"]] != names for result in results):
+        raise ValueError("the runs do not compare the same policies")
+    policies: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        mine = [_figures(result["policies"][i]["summary"]) for result in results]
+        entry: dict[str, Any] = {figure: _spread([f[figure] for f in mine]) for figure in SPREAD_FIGURES}
+        if i:
+            base = [_figures(result["policies"][0]["summary"]) for result in results]
+            churn = [_change(f["churn"], b["churn"]) for f, b in zip(mine, base, strict=True)]
+            cost = [_change(f["node_hours_cost"], b["node_hours_cost"]) for f, b in zip(mine, base, strict=True)]
+            entry["against_baseline"] = {"churn_percent": churn, "cost_percent": cost,
+                                         "churn_percent_spread": _spread(churn), "cost_percent_spread": _spread(cost)}
+        policies[name] = entry
+    return {"seeds": [result["seed"] for result in results], "baseline": names[0], "policies": policies}
 
 
 def run_backtest(documents: Sequence[Mapping[str, Any]], trace: Trace, policies: Sequence[Policy],

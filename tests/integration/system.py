@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self, TypeVar, cast
 
+import aiohttp
 import asyncpg  # type: ignore[import-untyped]
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kubernetes_asyncio import client
@@ -759,7 +760,8 @@ class PodTracker:
 
     async def _poll(self) -> None:
         while True:
-            with contextlib.suppress(ApiException):
+            # an error of one poll (a refusal, a connection an apiserver restart broke) is not the end of polling
+            with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
                 for pod in (await self.core.list_namespaced_pod(self.namespace)).items:
                     name, node = pod.metadata.name, pod.spec.node_name
                     if node or pod.metadata.uid not in self.seen:
@@ -776,6 +778,25 @@ class PodTracker:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+async def create_namespace(kube_api: Any, name: str, within: float = 60) -> None:
+    """Create the namespace ``name`` and wait for its ``default`` ServiceAccount: the apiserver refuses a pod
+    (403, "serviceaccount default not found") until kube-controller-manager has made it, which takes longer
+    right after an apiserver restart (the chaos run's)."""
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    async def service_account() -> bool:
+        try:
+            await core.read_namespaced_service_account("default", name)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    await eventually(f"the default ServiceAccount of {name}", service_account, within=within)
 
 
 async def delete_nodes(kube_api: Any, names: Iterable[str]) -> None:

@@ -27,7 +27,7 @@ from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 
 from .conftest import KafkaServer, KubernetesCluster
-from .system import as_body, eventually
+from .system import as_body, create_namespace, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +97,7 @@ async def test_watcher_publishes_objects_and_tombstones_to_kafka(
     async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as reader:
         consumer = asyncio.create_task(reader.consume([TOPIC_CLUSTER_OBJECTS], f"rebuild-{run}", handle,
                                                       stop=consumer_stop))
-        await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        await create_namespace(kube_api, namespace)
         try:
             await core.create_node(kwok_node(node_name))
             await core.create_namespaced_pod(namespace, bound_pod(pod_name, node_name))

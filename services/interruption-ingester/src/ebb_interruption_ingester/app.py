@@ -12,7 +12,6 @@ import structlog
 from tenacity import RetryCallState
 
 from ebb.adapters.aws.sqs import SqsClient, SqsQueue, sqs_client
-from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import Clock, Stopped
 from ebb.adapters.compacted import seed_snapshot
@@ -37,8 +36,7 @@ async def open_queue(settings: Settings, client: SqsClient, stop: asyncio.Event 
                         error=repr(state.outcome.exception()) if state.outcome else None,
                         retry_in=round(state.upcoming_sleep, 2))
 
-        backoff = Backoff(initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds)
-        async for attempt in backoff.retrying(Clock(), stop, before_sleep=waiting):
+        async for attempt in settings.backoff.retrying(Clock(), stop, before_sleep=waiting):
             with attempt:
                 url = str((await client.get_queue_url(QueueName=settings.queue_name))["QueueUrl"])
     return SqsQueue(client, url, wait_time_seconds=settings.wait_time_seconds,
@@ -98,7 +96,7 @@ async def run(
             readiness.mark("snapshot", detail="a lookup was given")
         ingester = Ingester(
             queue, bus, lookup, metrics=metrics,
-            backoff=Backoff(initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds),
+            backoff=settings.backoff,
         )
         log.info("interruption-ingester starting", queue=queue.url, wait_time_seconds=queue.wait_time_seconds,
                  max_messages=queue.max_messages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from ebb.adapters.backoff import Backoff
 from ebb.adapters.health import HealthSettings
 
 
@@ -28,6 +29,12 @@ class Settings(HealthSettings):
     #: backoff after a failed SQS call or publish: doubling from initial to max, with jitter
     backoff_initial_seconds: float = Field(default=1.0, gt=0)
     backoff_max_seconds: float = Field(default=60.0, gt=0)
+
+    @property
+    def backoff(self) -> Backoff:
+        """The ingester's one backoff: between failed SQS calls, and between lookups of the queue at start."""
+        return Backoff(initial=self.backoff_initial_seconds, maximum=self.backoff_max_seconds)
+
     kafka_bootstrap: str = "127.0.0.1:9092"
     #: prepended to every topic name on the broker (several installations sharing one Kafka)
     topic_prefix: str = ""

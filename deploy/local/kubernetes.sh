@@ -269,6 +269,11 @@ start() {
     --cert-dir="${STATE}/apiserver-certs"
   wait_until kube-apiserver "${KUBE_START_TIMEOUT:-120}" http_ok "${api}/readyz" ok
 
+  # --node-monitor-grace-period and --node-startup-grace-period: longer than this machine's slowest
+  # apiserver restart (about 70 s under load). A longer outage than the defaults (50 s, 60 s) makes the
+  # node-lifecycle controller find every lease stale, mark the nodes unreachable and their pods NotReady;
+  # a real kubelet marks its pods Ready again, KWOK does not, so PodDisruptionBudgets would refuse
+  # evictions for good (seen in the chaos run).
   spawn kube-controller-manager "${K8S_DIR}/bin/kube-controller-manager" \
     --kubeconfig="${KUBECONFIG_PATH}" \
     --authentication-kubeconfig="${KUBECONFIG_PATH}" --authorization-kubeconfig="${KUBECONFIG_PATH}" \
@@ -276,7 +281,8 @@ start() {
     --controllers='*' --use-service-account-credentials=false \
     --root-ca-file="${PKI}/ca.crt" --service-account-private-key-file="${PKI}/sa.key" \
     --cluster-signing-cert-file="${PKI}/ca.crt" --cluster-signing-key-file="${PKI}/ca.key" \
-    --leader-elect=false --allocate-node-cidrs=false --profiling=false
+    --leader-elect=false --allocate-node-cidrs=false --profiling=false \
+    --node-monitor-grace-period=180s --node-startup-grace-period=180s
 
   spawn kube-scheduler "${K8S_DIR}/bin/kube-scheduler" \
     --kubeconfig="${KUBECONFIG_PATH}" \

@@ -464,6 +464,8 @@ ALLOWED: dict[str, list[Access]] = {
         *EVENTS,
         # ebb.sh/drifted (annotator.KubeNodeAnnotator)
         Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal"),
+        # the pods on a command's nodes, compared with the view before approving (app._live_pods)
+        Access("list", "pods"),
     ],
     "ebb-termination-executor": [
         Access("get", "nodes"), Access("patch", "nodes"),
@@ -501,6 +503,7 @@ DENIED: dict[str, list[Access]] = {
         Access("delete", "nodes"), Access("update", "nodes"), Access("list", "nodes"),
         Access("patch", "pods", namespace="default"), Access("patch", "nodeclaims", "karpenter.sh"),
         Access("create", "pods", subresource="eviction", namespace="default"),
+        Access("watch", "pods"), Access("get", "pods", namespace="default"),
     ],
     "ebb-termination-executor": [
         Access("delete", "pods", namespace="default"),  # never a force-delete: evictions only

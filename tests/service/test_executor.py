@@ -27,6 +27,7 @@ from ebb.adapters.kube.drain import (
     KubeError,
     eviction_groups,
     pod_ref,
+    reschedulable_pod_keys,
     skip_reason,
     taint_patch,
     tolerates,
@@ -212,6 +213,20 @@ def test_eviction_order_and_skipped_pods() -> None:
     assert skip_reason(pods[9], ebb_taint) == "tolerates ebb.sh/disrupted"
     assert [p["metadata"]["name"] for p in eviction_groups(pods, ebb_taint)[0]] == [
         "web", "bare", "tolerates", "other-taint"]
+
+
+
+def test_the_pods_a_planner_compares_with_its_view() -> None:
+    """What the planner asks the apiserver for before approving a command: the pods a disruption has to move
+    (DaemonSet, mirror, static, finished and terminating pods left out; tolerating the taint does not matter)."""
+    pods = [pod("web"), pod("bare", owner=None), pod("ds", owner="DaemonSet"),
+            pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), pod("static", owner="Node"),
+            pod("done", phase="Succeeded"), pod("failed", phase="Failed"),
+            pod("tolerates", tolerations=[{"operator": "Exists"}]), pod("other", namespace="team")]
+    leaving = pod("leaving")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    assert reschedulable_pod_keys([*pods, leaving]) == {"default/web", "default/bare", "default/tolerates",
+                                                         "team/other"}
 
 
 def test_toleration_matching() -> None:

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.health import HealthSettings, Readiness, serve_health
+from ebb_cluster_watcher import app as watcher_app
 from ebb_interruption_ingester import app as ingester_app
 from ebb_interruption_ingester.ingester import Metrics as IngesterMetrics
 from tests.service.test_ingester_service import FakeSqs, until
@@ -100,6 +101,19 @@ async def test_not_ready_until_every_probe_answered_and_every_condition_holds() 
     assert readiness.report() == (True, {"status": "ready", "checks": {
         "kafka": {"ready": True, "detail": "ok"}, "postgresql": {"ready": True, "detail": "ok"},
         "snapshot": {"ready": True, "detail": "12 objects"}}})
+
+
+def test_the_cluster_watcher_is_not_ready_while_a_kind_is_failing() -> None:
+    """What it publishes of a kind in backoff may be stale (its pods, after an apiserver restart)."""
+    readiness = Readiness()
+    mark = watcher_app.watching(readiness, 9)
+    mark({})
+    assert readiness.report()[1]["checks"]["watching"] == {"ready": True, "detail": "9 kinds"}
+    mark({"Pod": "list/watch failed 3 times", "Node": "list/watch failed 1 times"})
+    assert readiness.report() == (False, {"status": "unavailable", "checks": {"watching": {
+        "ready": False, "detail": "Node: list/watch failed 1 times; Pod: list/watch failed 3 times"}}})
+    mark({})
+    assert readiness.report()[0]
 
 
 @pytest.mark.parametrize(("state", "detail"), [

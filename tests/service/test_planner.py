@@ -36,7 +36,7 @@ from ebb.contracts.messages import InterruptionKind
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leader import AlwaysLeader, Leadership, NeverLeader
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import Planner, command_id
+from ebb_consolidation_planner.planner import LivePods, Planner, command_id
 from ebb_consolidation_planner.settings import Settings
 from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
 
@@ -127,7 +127,7 @@ class Running:
 
     def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
                  recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
-                 **settings: Any) -> None:
+                 live_pods: LivePods | None = None, **settings: Any) -> None:
         self.bus = bus
         self.store = DecisionStore.from_url(url, "unit")
         self.leader = leader or AlwaysLeader()
@@ -137,6 +137,7 @@ class Running:
                                     **settings})
         self.recorder = recorder
         self.annotator = annotator
+        self.live_pods = live_pods
         self.clock = Clock()
         self.stop = asyncio.Event()
         self.started = asyncio.Event()
@@ -150,7 +151,8 @@ class Running:
         self.task = asyncio.create_task(app.run(self.settings, self.stop, bus=self.bus, store=self.store,
                                                 leader=self.leader, metrics=self.metrics, clock=self.clock,
                                                 started=self.started, planner_ready=self._ready,
-                                                recorder=self.recorder, annotator=self.annotator))
+                                                recorder=self.recorder, annotator=self.annotator,
+                                                live_pods=self.live_pods))
         await asyncio.wait_for(self.started.wait(), 5)
         return self
 
@@ -235,6 +237,61 @@ async def test_do_not_disrupt_pod_during_the_delay_rejects_the_decision(db: str)
         assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 1
         assert svc.metric("ebb_voluntary_disruption_decisions_total", decision="delete", reason="empty",
                           consolidation_type="empty") == 0
+
+
+class ApiserverPods:
+    """The pods the apiserver lists per node (``LivePods``); records the nodes it was asked about. ``failing``
+    makes it raise, as an apiserver that is away."""
+
+    def __init__(self, pods: dict[str, set[str]] | None = None, *, failing: bool = False) -> None:
+        self.pods = pods or {}
+        self.failing = failing
+        self.asked: list[str] = []
+
+    async def __call__(self, node: str) -> frozenset[str]:
+        self.asked.append(node)
+        if self.failing:
+            raise ConnectionRefusedError("the apiserver is away")
+        return frozenset(self.pods.get(node, ()))
+
+
+async def test_a_command_is_approved_when_the_apiserver_agrees_with_the_view(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    apiserver = ApiserverPods({"n1": set(), "n2": {"default/p2"}})
+    async with Running(bus, db, live_pods=apiserver) as svc:
+        [approved] = await eventually("the approval", lambda: svc.decisions("approved"))
+        assert approved.nodes[0]["name"] == "n1" and apiserver.asked == ["n1"]
+        assert len(commands(bus)) == 1
+
+
+async def test_a_view_behind_the_apiserver_rejects_the_command(db: str) -> None:
+    """The view says n1 is empty; the apiserver lists a pod bound to it that the watcher has not published yet
+    (its watch in backoff after an apiserver restart, seen in the chaos run): the emptiness command is rejected
+    and n1 is not touched, and it is proposed again once the view has caught up and the pod is gone."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    apiserver = ApiserverPods({"n1": {"default/unseen"}})
+    async with Running(bus, db, live_pods=apiserver) as svc:
+        [rejected] = await eventually("the rejection", lambda: svc.decisions("rejected"))
+        assert rejected.nodes[0]["name"] == "n1"
+        assert rejected.explanation["rejected"] == ("the planner's view is behind the apiserver: 1 pods run on node n1 "
+                                                    "that it has not seen there yet (default/unseen)")
+        assert commands(bus) == []
+        assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 1
+        apiserver.pods = {}
+        await eventually("a later approval", lambda: svc.decisions("approved"))
+        assert len(commands(bus)) == 1
+
+
+async def test_an_apiserver_that_does_not_answer_rejects_the_command(db: str) -> None:
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, live_pods=ApiserverPods(failing=True)) as svc:
+        [rejected, *_] = await eventually("a rejection", lambda: svc.decisions("rejected"))
+        assert rejected.explanation["rejected"].startswith(
+            "the apiserver could not be asked for the pods on the command's nodes: ConnectionRefusedError(")
+        assert commands(bus) == []
 
 
 async def test_budget_ledger_keeps_two_planners_within_the_budget(db: str) -> None:

@@ -179,9 +179,13 @@ async def test_errors_back_off_and_resume_from_the_last_resource_version() -> No
     def done(bus: InMemoryBus, store: SnapshotStore) -> bool:
         return "Node//n2" in store
 
-    _, store, watcher = await run_watcher(api, [KINDS["Node"]], done)
+    seen: list[dict[str, str]] = []
+    _, store, watcher = await run_watcher(api, [KINDS["Node"]], done, on_failing=lambda f: seen.append(dict(f)))
     calls = api.calls["Node"]
     assert [c.get("watch", False) for c in calls] == [False, False, True, True]
+    # the kind is failing (what is published of it may be stale) from each error until the apiserver answers
+    assert [sorted(f) for f in seen] == [["Node"], [], ["Node"], []] and watcher.failing == {}
+    assert "list/watch failed 1 times, the last with WatchError('HTTP 500: etcd unavailable')" in seen[0]["Node"]
     assert calls[3]["resource_version"] == "10"  # a failed watch resumes; no relist
     assert store.keys() == ["Node//n1", "Node//n2"]
     assert store.get("Node", "", "n1") == {"apiVersion": "v1", "kind": "Node",

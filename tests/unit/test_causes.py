@@ -217,6 +217,11 @@ STALE: list[tuple[StaleCause, str]] = [
      "pod default/web would no longer fit: no room"),
     (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),
      "the replacement now costs $0.0960/h, more than the $0.0416/h the command was approved for"),
+    (StaleCause(Stale.VIEW_BEHIND, {"node": "n1", "count": 2, "pods": ("default/a", "team/b")}),
+     "the planner's view is behind the apiserver: 2 pods run on node n1 that it has not seen there yet "
+     "(default/a and team/b)"),
+    (StaleCause(Stale.VIEW_UNCHECKED, {"error": "TimeoutError()"}),
+     "the apiserver could not be asked for the pods on the command's nodes: TimeoutError()"),
 ]
 
 

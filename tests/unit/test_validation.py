@@ -12,7 +12,7 @@ import pytest
 
 from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command
-from ebb.core.validation import validate
+from ebb.core.validation import validate, view_behind
 from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
 
 LATER = NOW + timedelta(seconds=15)
@@ -135,3 +135,30 @@ def test_drift_command_no_longer_drifted() -> None:
 def test_a_command_of_no_engine_method_is_refused(command: Command) -> None:
     with pytest.raises(ValueError, match="'interruption' is not a disruption method"):
         validate(replace(command, method="interruption"), snapshot(*_docs()), LATER)
+
+
+# The view may lag the cluster: the planner asks the apiserver for the pods bound to a command's nodes and
+# `view_behind` compares them with the snapshot. (case, live pods per node, stale or not, words of the sentence)
+VIEW_CASES: list[tuple[str, dict[str, set[str]], str | None]] = [
+    ("what the view has", {"src": {"default/p"}, "dst": {"default/filler"}}, None),
+    ("nothing on an empty node", {"idle": set()}, None),
+    ("a pod the view no longer has left the node", {"src": set()}, None),
+    ("a pod the view has not seen", {"src": {"default/p", "default/new"}},
+     "the planner's view is behind the apiserver: 1 pods run on node src that it has not seen there yet "
+     "(default/new)"),
+    ("a pod the view places elsewhere", {"dst": {"default/filler", "default/p"}}, "node dst"),
+    ("an empty node that is not", {"idle": {"default/a", "default/b", "default/c", "default/d"}},
+     "4 pods run on node idle that it has not seen there yet (default/a and default/b and default/c)"),
+    ("the first node by name", {"zeta": {"default/z"}, "idle": {"default/i"}}, "node idle"),
+]
+
+
+@pytest.mark.parametrize(("live", "words"), [case[1:] for case in VIEW_CASES], ids=[case[0] for case in VIEW_CASES])
+def test_view_behind_the_apiserver(live: dict[str, set[str]], words: str | None) -> None:
+    view = snapshot(*_docs(), node("idle"), node("zeta"))
+    stale = view_behind(view, live)
+    if words is None:
+        assert stale is None
+    else:
+        assert stale is not None and stale.kind is Stale.VIEW_BEHIND
+        assert words in stale.text

@@ -1,17 +1,19 @@
 """The composition root: the probes and metrics endpoint, the Kubernetes client, the bus, the watch loop and the
-publisher. Ready (``/readyz``) when the apiserver and Kafka answer and every kind's watch loop runs."""
+publisher. Ready (``/readyz``) when the apiserver and Kafka answer and every kind's watch loop runs, none of
+them failing (in backoff: what it publishes of that kind may be stale)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import Bus, KafkaBus
-from ebb.adapters.health import serve_health
+from ebb.adapters.health import Readiness, serve_health
 from ebb.adapters.kube import KubeWatcher, kinds_named
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
@@ -21,7 +23,8 @@ from ebb_cluster_watcher.settings import Settings
 log = structlog.get_logger("ebb_cluster_watcher")
 
 
-def build_watcher(settings: Settings, api_client: Any, bus: Bus) -> tuple[KubeWatcher, Publisher]:
+def build_watcher(settings: Settings, api_client: Any, bus: Bus,
+                  on_failing: Callable[[Mapping[str, str]], None] | None = None) -> tuple[KubeWatcher, Publisher]:
     publisher = Publisher(bus)
     watcher = KubeWatcher(
         api_client,
@@ -30,8 +33,22 @@ def build_watcher(settings: Settings, api_client: Any, bus: Bus) -> tuple[KubeWa
         watch_timeout=settings.watch_timeout_seconds,
         missing_kind_retry=settings.missing_kind_retry_seconds,
         page_size=settings.page_size,
+        on_failing=on_failing,
     )
     return watcher, publisher
+
+
+def watching(readiness: Readiness, kinds: int) -> Callable[[Mapping[str, str]], None]:
+    """Marks the ``watching`` condition: not ready while a kind's list/watch fails (what is published of it may
+    be stale), naming each such kind and why."""
+    def mark(failing: Mapping[str, str]) -> None:
+        if failing:
+            readiness.mark("watching", ok=False,
+                           detail="; ".join(f"{kind}: {why}" for kind, why in sorted(failing.items())))
+        else:
+            readiness.mark("watching", detail=f"{kinds} kinds")
+
+    return mark
 
 
 async def seed_from_topic(watcher: KubeWatcher, bus: Bus) -> int:
@@ -67,10 +84,11 @@ async def run(
                              client_id="ebb-cluster-watcher")
             readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
-        watcher, publisher = build_watcher(settings, api_client, bus)
+        mark_watching = watching(readiness, len(settings.kinds))
+        watcher, publisher = build_watcher(settings, api_client, bus, mark_watching)
         seeded = await seed_from_topic(watcher, bus)
         log.info("cluster-watcher starting", kinds=list(settings.kinds), known_objects=seeded)
-        readiness.mark("watching", detail=f"{len(settings.kinds)} kinds")
+        mark_watching({})
         if started is not None:
             started.set()
         await watcher.run(stop)

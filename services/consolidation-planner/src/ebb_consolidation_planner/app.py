@@ -24,6 +24,7 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
+from ebb.adapters.kube.drain import KubeNodeApi, reschedulable_pod_keys
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
@@ -33,7 +34,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership, LeaseElector
 from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import LEADERSHIP_POLL, Planner, new_decision_id, utcnow
+from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.settings import Settings
 
 log = structlog.get_logger("ebb_consolidation_planner")
@@ -54,10 +55,12 @@ async def run(
     annotator: NodeAnnotator | None = None,
     decision_ids: Callable[[], str] | None = None,
     store_revision: Callable[[], int] | None = None,
+    live_pods: LivePods | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
-    to ``recorder`` and the ebb.sh/drifted annotations to ``annotator``, or nowhere); ``started`` is set once
+    to ``recorder``, the ebb.sh/drifted annotations to ``annotator``, or nowhere, and a command is checked
+    against the pods ``live_pods`` lists, or not at all); ``started`` is set once
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
     (default: random UUIDs). ``store_revision`` counts the writes to ``store`` when this process makes them all
@@ -92,6 +95,8 @@ async def run(
                                          qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
             if annotator is None and settings.annotate_nodes:
                 annotator = KubeNodeAnnotator(api)
+            if live_pods is None:
+                live_pods = _live_pods(KubeNodeApi(api))
         interruptions = f"{settings.group}-interruptions"
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
@@ -103,7 +108,7 @@ async def run(
                           republish_interval=settings.republish_interval_seconds,
                           interruption_consumer=interruptions, annotator=annotator,
                           decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
-                          store_revision=store_revision)
+                          store_revision=store_revision, live_pods=live_pods)
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is
@@ -146,6 +151,14 @@ async def run(
                  republished=planner.republished,
                  kube_events_written=recorder.written if recorder is not None else 0,
                  drift_annotations_written=planner.annotations.patched if planner.annotations is not None else 0)
+
+
+def _live_pods(nodes: KubeNodeApi) -> LivePods:
+    """The pods a disruption of a node would have to move, as the apiserver lists them."""
+    async def live_pods(node: str) -> frozenset[str]:
+        return reschedulable_pod_keys(await nodes.list_pods(node))
+
+    return live_pods
 
 
 def _uid_of(objects: SnapshotStore) -> Callable[[InvolvedObject], str | None]:

@@ -7,10 +7,12 @@ from the store are merged into the snapshot, so holds made over REST take effect
 
 Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements and
 savings) and a Proposed event per node. After ``validation_delay`` seconds the command is re-validated
-(``ebb.core.validation.validate``) against the then-current snapshot: a stale command is rejected with the
-reason; a valid one takes its budget in the ledger (``DecisionStore.approve``), is approved, published on
-ebb.disruption.commands (keyed by NodePool) and announced by an Approved event per node. A node that already
-has a live decision (proposed, approved, executing) is never proposed or approved again.
+(``ebb.core.validation.validate``) against the then-current snapshot and, with ``live_pods``, against the
+pods the apiserver lists on its nodes (``view_behind``: the view may lag the cluster): a stale command is
+rejected with the reason; a valid one takes its budget in the ledger (``DecisionStore.approve``), is
+approved, published on ebb.disruption.commands (keyed by NodePool) and announced by an Approved event per
+node. A node that already has a live decision (proposed, approved, executing) is never proposed or approved
+again.
 
 Kubernetes Events (``ebb.core.events``: Unconsolidatable, DisruptionBlocked, ConsolidationCandidate /
 Approved / Rejected, the interruption reasons) are handed to an ``EventRecorder``, which de-duplicates them
@@ -39,7 +41,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -66,6 +68,7 @@ from ebb.contracts import (
 )
 from ebb.contracts.messages import Phase
 from ebb.core import events as kube_events
+from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import Decision, DecisionNode, State, transition
 from ebb.core.engine import PassResult, run_pass
@@ -73,10 +76,14 @@ from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, Snapshot
-from ebb.core.validation import validate
+from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leader import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+
+#: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
+#: (``ebb.adapters.kube.drain.reschedulable_pod_keys``)
+LivePods = Callable[[str], Awaitable[frozenset[str]]]
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
@@ -168,6 +175,7 @@ class Planner:
         decision_ids: Callable[[], str] = new_decision_id,
         reuse_passes: bool = False,
         store_revision: Callable[[], int] | None = None,
+        live_pods: LivePods | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -188,6 +196,9 @@ class Planner:
         #: makes the id of each proposed decision (the embedded mode's come from its seed: decisions approved at
         #: the same instant are taken up in the order of their ids)
         self.decision_ids = decision_ids
+        #: the pods the apiserver lists on a node, asked before approving (None: the view is the cluster's
+        #: own, as in the embedded mode, and is not checked)
+        self.live_pods = live_pods
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: decision id -> its validation task
@@ -480,6 +491,8 @@ class Planner:
             return
         snapshot = await self.current_snapshot(now, validating=decision_id)
         why = await asyncio.to_thread(validate, command, snapshot, now, self.options)
+        if why is None and self.live_pods is not None:
+            why = await self._view_behind(command, snapshot, bound)
         if why is not None:
             if await self._rejected(decision_id, command, why.text, now, bound):
                 self.metrics.failed_validation(command.method, len(command.nodes))
@@ -510,6 +523,18 @@ class Planner:
         await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
                            now=now, bound=bound)
         self._kube(kube_events.approved(facts(decision_id, command), self._claims))
+
+    async def _view_behind(self, command: Command, snapshot: Snapshot, bound: Any) -> StaleCause | None:
+        """Why the command's nodes are not as the view has them, asking the apiserver (``view_behind``); an
+        apiserver that does not answer rejects the command too: its view cannot be trusted (Karpenter does not
+        disrupt while its cluster state is not synced either)."""
+        assert self.live_pods is not None
+        try:
+            live = {name: await self.live_pods(name) for name in command.nodes}
+        except Exception as e:
+            bound.warning("the apiserver did not list the command's pods", error=repr(e))
+            return StaleCause(Stale.VIEW_UNCHECKED, {"error": repr(e)[:300]})
+        return view_behind(snapshot, live)
 
     async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> bool:
         """Reject the proposed decision; False when it was no longer proposed."""

@@ -103,6 +103,8 @@ class Stale(StrEnum):
     BUDGET_SHRANK = "budget-shrank"
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
+    VIEW_BEHIND = "view-behind"
+    VIEW_UNCHECKED = "view-unchecked"
 
 
 SENTENCES: Mapping[Cause, str] = {
@@ -186,6 +188,9 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),
+    Stale.VIEW_BEHIND: ("the planner's view is behind the apiserver: {count} pods run on node {node} that it has "
+                        "not seen there yet ({pods:and})"),
+    Stale.VIEW_UNCHECKED: "the apiserver could not be asked for the pods on the command's nodes: {error}",
 }
 
 #: the budget kinds: a node blocked by one of these alone waits only for room in its budget

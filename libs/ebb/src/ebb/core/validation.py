@@ -6,10 +6,17 @@ does, then re-checks against fresh state: every node still exists and is a candi
 consolidatable), the budgets still allow it, and a new simulation still places every pod with no more (and
 no dearer) replacements. A stale command is rejected with why, a `StaleCause` whose sentence the planner
 records; it is never run.
+
+"Fresh state" is the planner's view, rebuilt from ``ebb.cluster.objects``, and it can lag the cluster: a
+watch in backoff after an apiserver restart, a consumer behind. Karpenter does not disrupt while its
+cluster state is not synced; ebb's planner asks the apiserver itself, after `validate`, for the pods bound to
+the command's nodes, and `view_behind` rejects the command when the apiserver lists one there that the view
+does not place there (an "empty" node that is not empty, a consolidation that never simulated a pod).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from ebb.core.causes import Stale, StaleCause
@@ -59,4 +66,21 @@ def validate(command: Command, snapshot: Snapshot, now: datetime,
     old_price = sum(r.price for r in command.replacements)
     if new_price > old_price + EPSILON:
         return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})
+    return None
+
+
+def view_behind(snapshot: Snapshot, live: Mapping[str, Iterable[str]]) -> StaleCause | None:
+    """None when the snapshot places on each node of ``live`` every pod the apiserver lists bound to it;
+    otherwise the first node (by name) where it does not. ``live`` maps a node to the ``namespace/name`` of each
+    pod bound to it that matters to a disruption: not finished, not being deleted, neither a mirror pod nor a
+    DaemonSet's (``ebb.adapters.kube.reschedulable_pod_keys`` reads them). A pod the view has and the
+    apiserver does not is no danger (it left since) and is not compared."""
+    placed: dict[str, set[str]] = {name: set() for name in live}
+    for pod in snapshot.pods:
+        if pod.node_name in placed:
+            placed[pod.node_name].add(pod.key)
+    for name in sorted(live):
+        unseen = sorted(set(live[name]) - placed[name])
+        if unseen:
+            return StaleCause(Stale.VIEW_BEHIND, {"node": name, "count": len(unseen), "pods": tuple(unseen[:3])})
     return None

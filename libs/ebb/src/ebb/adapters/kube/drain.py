@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
@@ -193,6 +193,15 @@ def is_critical(pod: Mapping[str, Any]) -> bool:
 def is_finished(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status")
     return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
+
+
+def reschedulable_pod_keys(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """``namespace/name`` of the pods (as the apiserver lists them) that a disruption has to move: not
+    finished, not being deleted, neither mirror/static pods nor a DaemonSet's. The planner compares them with
+    its view before approving a command (``ebb.core.validation.view_behind``)."""
+    return frozenset(pod_ref(pod) for pod in pods
+                     if not (is_finished(pod) or is_mirror_or_static(pod) or is_daemonset_pod(pod)
+                             or _meta(pod).get("deletionTimestamp")))
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:

@@ -5,7 +5,8 @@ resourceVersion with ``allowWatchBookmarks`` and a server-side timeout → when 
 stream, watch again from the last resourceVersion seen (object or bookmark). ``410 Gone`` (on the
 watch or an expired list continue token) → relist, which also publishes tombstones for objects that
 vanished meanwhile. Any other error → exponential backoff with jitter (``ebb.adapters.backoff``, on the
-watcher's clock; a list or a watch that succeeds starts the attempts again), then resume (watch from the last
+watcher's clock; a list or a watch that succeeds starts the attempts again; the kind is in ``failing``, and
+``on_failing`` told, until the apiserver answers its list or watch again), then resume (watch from the last
 resourceVersion, or relist when there is none). A custom kind whose CRD is not installed (404) is
 logged as a warning and retried every ``missing_kind_retry`` seconds without affecting the other kinds.
 Setting ``stop`` ends every loop between two reads (and cuts a backoff wait short); a change being published
@@ -63,8 +64,10 @@ class KindMissing(WatchError):
     """404 on a custom kind's list: its CRD is not installed."""
 
 
-#: the watch loop's default: retried sooner and capped lower than a cloud API's
-WATCH_BACKOFF = Backoff(initial=0.5, maximum=30.0)
+#: the watch loop's default: retried sooner and capped lower than a cloud API's. Capped at 10 s: a kind whose
+#: watch is in backoff is stale, and after an apiserver restart a 30 s cap left the pods stale for 20 s more
+#: while the nodes were current again (seen in the chaos run)
+WATCH_BACKOFF = Backoff(initial=0.5, maximum=10.0)
 
 
 def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
@@ -111,6 +114,7 @@ class KubeWatcher:
         batch_size: int = LIST_BATCH,
         lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
         clock: Clock | None = None,
+        on_failing: Callable[[Mapping[str, str]], None] | None = None,
     ) -> None:
         self.api_client = api_client
         #: the list/watch function of a kind (``KindSpec.list_function`` unless replaced, e.g. by a test)
@@ -127,6 +131,11 @@ class KubeWatcher:
         self.states = {spec.kind: KindState(spec) for spec in self.kinds}
         #: set once a kind's first list has been published
         self.synced = {spec.kind: asyncio.Event() for spec in self.kinds}
+        #: kind -> why its list/watch is failing (in backoff), until the apiserver answers it again: what it
+        #: publishes of that kind may be stale meanwhile
+        self.failing: dict[str, str] = {}
+        #: told ``failing`` whenever it changes (the cluster-watcher's readiness)
+        self.on_failing = on_failing
 
     def seed(self, kind: str, namespace: str, name: str, trimmed: Mapping[str, Any]) -> bool:
         """Note an object published before (e.g. read back from the compacted topic after a restart), so
@@ -156,6 +165,8 @@ class KubeWatcher:
             error = attempt.outcome.exception() if attempt.outcome else None
             log.warning("%s: list/watch failed (attempt %d), retrying in %.2fs: %r", spec.kind,
                         attempt.attempt_number, attempt.upcoming_sleep, error)
+            self._failing(spec.kind, f"list/watch failed {attempt.attempt_number} times, the last with "
+                                     f"{error!r}"[:300])
 
         while not stop.is_set():
             try:
@@ -195,7 +206,19 @@ class KubeWatcher:
             finally:
                 response.release()
             raise _status_error(response.status, body, spec)
+        self._failing(spec.kind, None)
         return response
+
+    def _failing(self, kind: str, why: str | None) -> None:
+        """Note that ``kind``'s list/watch fails (``why``) or, None, is answered again; tell ``on_failing``."""
+        if why is None and kind not in self.failing:
+            return
+        if why is None:
+            del self.failing[kind]
+        else:
+            self.failing[kind] = why
+        if self.on_failing is not None:
+            self.on_failing(dict(self.failing))
 
     async def _list(self, spec: KindSpec, state: KindState, stop: asyncio.Event) -> None:
         items: list[Mapping[str, Any]] = []

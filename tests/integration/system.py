@@ -757,16 +757,31 @@ class PodTracker:
         self.namespace = namespace
         self.seen: dict[str, tuple[str, str | None]] = {}
         self._task: asyncio.Task[None] | None = None
+        #: completed polls (a caller waits for one more before reading ``seen``)
+        self.polls = 0
 
     async def _poll(self) -> None:
         while True:
             # an error of one poll (a refusal, a connection an apiserver restart broke) is not the end of polling
+            # with a timeout: a request on a connection the apiserver's restart left half-open would hang for good
             with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
-                for pod in (await self.core.list_namespaced_pod(self.namespace)).items:
+                for pod in (await self.core.list_namespaced_pod(self.namespace, _request_timeout=5)).items:
                     name, node = pod.metadata.name, pod.spec.node_name
                     if node or pod.metadata.uid not in self.seen:
                         self.seen[pod.metadata.uid] = (name, node)
+                self.polls += 1
             await asyncio.sleep(0.2)
+
+    async def caught_up(self, within: float = 30) -> None:
+        """Return after a poll that started from now has completed (``seen`` holds what exists now)."""
+        wanted = self.polls + 2
+        deadline = asyncio.get_running_loop().time() + within
+        while self.polls < wanted:
+            if self._task is not None and self._task.done():
+                raise AssertionError(f"the pod tracker stopped: {self._task!r}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"the pod tracker made no poll in {within:.0f} s")
+            await asyncio.sleep(0.05)
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._poll())

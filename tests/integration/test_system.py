@@ -177,6 +177,7 @@ async def test_end_to_end_consolidation(kube_api: Any, box: Sandbox) -> None:
         after = await eventually("3 web pods Running on the other nodes", replaced, within=90)
         assert original[target] not in {p.metadata.uid for p in after}
         assert {original[n] for n in box.nodes if n != target} <= {p.metadata.uid for p in after}
+        await pods.caught_up()
         assert len(pods.seen) == 4, f"one pod evicted once and replaced: {pods.seen}"
 
         # the lifecycle on Kafka: CloudEvents in binary mode, keyed by node, in order

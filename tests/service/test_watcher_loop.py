@@ -194,6 +194,17 @@ async def test_errors_back_off_and_resume_from_the_last_resource_version() -> No
     assert watcher.synced["Node"].is_set()
 
 
+async def test_a_kind_whose_crd_is_missing_once_the_apiserver_answers_again_is_not_failing() -> None:
+    """An apiserver restart fails every kind's watch; a custom kind without its CRD then gets a 404, which is
+    no failure: the cluster-watcher must not stay not-ready for it (seen in the chaos run)."""
+    api = FakeApi({"NodeClaim": [FakeResponse(status=503, body={"message": "shutting down"}),
+                                 FakeResponse(status=404, body={"message": "the server could not find it"})]})
+    seen: list[dict[str, str]] = []
+    await run_watcher(api, [KINDS["NodeClaim"]], lambda _bus, _store: len(api.calls["NodeClaim"]) >= 2,
+                      missing_kind_retry=60, on_failing=lambda f: seen.append(dict(f)))
+    assert [sorted(f) for f in seen] == [["NodeClaim"], []]
+
+
 async def test_missing_crd_is_retried_without_holding_up_the_other_kinds() -> None:
     api = FakeApi({
         "NodeClaim": [

@@ -189,6 +189,7 @@ class KubeWatcher:
                 log.info("%s: resourceVersion %s expired (%s); relisting", spec.kind, state.resource_version, e)
                 state.resource_version = None
             except KindMissing as e:
+                self._failing(spec.kind, None)  # the apiserver answers: the kind is not served, which is no failure
                 if not missing_reported:
                     log.warning("%s: %s/%s is not served (CRD not installed?): %s; retrying every %.0fs",
                                 spec.kind, spec.api_version, spec.plural, e, self.missing_kind_retry)

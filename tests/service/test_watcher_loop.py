@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from ebb.adapters.bus import BusError, Delivery, InMemoryBus
 from ebb.adapters.kube import KINDS, Backoff, Change, KindSpec, KindState, KubeWatcher, split_lines
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Message, from_kafka
+from ebb_cluster_watcher.metrics import Metrics
 from ebb_cluster_watcher.publisher import Publisher, to_message
 from ebb_cluster_watcher.settings import Settings
 
@@ -192,6 +193,39 @@ async def test_errors_back_off_and_resume_from_the_last_resource_version() -> No
                                            "metadata": {"name": "n1", "resourceVersion": "9"},
                                            "spec": {"containers": []}}  # a Node keeps no pod status
     assert watcher.synced["Node"].is_set()
+
+
+async def test_the_metrics_count_what_is_published_and_which_kinds_fail() -> None:
+    metrics = Metrics(["Node", "Pod"])
+    api = FakeApi({"Node": [
+        FakeResponse(status=500, body={"message": "etcd unavailable"}),
+        FakeResponse(status=503, body={"message": "shutting down"}),
+        FakeResponse(body=page("10", obj("n1", "9", namespace=None), obj("n2", "9", namespace=None))),
+        FakeResponse(chunks=events(("DELETED", obj("n2", "11", namespace=None))), hang=True),
+    ]})
+    bus = InMemoryBus()
+    failing_seen: list[float] = []
+
+    def on_failing(failing: Mapping[str, str]) -> None:
+        metrics.kinds_failing(failing)
+        failing_seen.append(value(metrics, "ebb_cluster_watcher_kind_failing", kind="Node"))
+
+    watcher = KubeWatcher(None, [KINDS["Node"]], Publisher(bus, metrics=metrics), lister=api.lister, backoff=FAST,
+                          on_failing=on_failing)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    await until(lambda: value(metrics, "ebb_cluster_watcher_changes_published_total", kind="Node",
+                              change="delete") == 1)
+    stop.set()
+    await asyncio.wait_for(task, 2)
+    assert value(metrics, "ebb_cluster_watcher_changes_published_total", kind="Node", change="upsert") == 2
+    assert value(metrics, "ebb_cluster_watcher_list_watch_failures_total", kind="Node") == 2
+    assert failing_seen == [1, 1, 0]
+    assert value(metrics, "ebb_cluster_watcher_kind_failing", kind="Pod") == 0  # every kind has its series
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
 async def test_a_kind_whose_crd_is_missing_once_the_apiserver_answers_again_is_not_failing() -> None:

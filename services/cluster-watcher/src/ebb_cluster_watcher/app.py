@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.health import Readiness, serve_health
 from ebb.adapters.kube import KubeWatcher, kinds_named
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_cluster_watcher.metrics import Metrics
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 
@@ -24,8 +24,9 @@ log = structlog.get_logger("ebb_cluster_watcher")
 
 
 def build_watcher(settings: Settings, api_client: Any, bus: Bus,
-                  on_failing: Callable[[Mapping[str, str]], None] | None = None) -> tuple[KubeWatcher, Publisher]:
-    publisher = Publisher(bus)
+                  on_failing: Callable[[Mapping[str, str]], None] | None = None,
+                  metrics: Metrics | None = None) -> tuple[KubeWatcher, Publisher]:
+    publisher = Publisher(bus, metrics=metrics)
     watcher = KubeWatcher(
         api_client,
         kinds_named(settings.kinds),
@@ -38,10 +39,13 @@ def build_watcher(settings: Settings, api_client: Any, bus: Bus,
     return watcher, publisher
 
 
-def watching(readiness: Readiness, kinds: int) -> Callable[[Mapping[str, str]], None]:
+def watching(readiness: Readiness, kinds: int,
+             metrics: Metrics | None = None) -> Callable[[Mapping[str, str]], None]:
     """Marks the ``watching`` condition: not ready while a kind's list/watch fails (what is published of it may
-    be stale), naming each such kind and why."""
+    be stale), naming each such kind and why; and tells ``metrics``."""
     def mark(failing: Mapping[str, str]) -> None:
+        if metrics is not None:
+            metrics.kinds_failing(failing)
         if failing:
             readiness.mark("watching", ok=False,
                            detail="; ".join(f"{kind}: {why}" for kind, why in sorted(failing.items())))
@@ -72,7 +76,8 @@ async def run(
     """Watch and publish until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``) and ``api_client``
     replace the ones built from ``settings``; ``started`` is set once every kind's watch loop runs."""
     async with contextlib.AsyncExitStack() as stack:
-        readiness = serve_health(stack, settings, CollectorRegistry())
+        metrics = Metrics(settings.kinds)
+        readiness = serve_health(stack, settings, metrics.registry)
         readiness.condition("watching", "reading what was published before")
         if api_client is None:
             api_client = await stack.enter_async_context(
@@ -84,8 +89,8 @@ async def run(
                              client_id="ebb-cluster-watcher")
             readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
-        mark_watching = watching(readiness, len(settings.kinds))
-        watcher, publisher = build_watcher(settings, api_client, bus, mark_watching)
+        mark_watching = watching(readiness, len(settings.kinds), metrics)
+        watcher, publisher = build_watcher(settings, api_client, bus, mark_watching, metrics)
         seeded = await seed_from_topic(watcher, bus)
         log.info("cluster-watcher starting", kinds=list(settings.kinds), known_objects=seeded)
         mark_watching({})

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from ebb.adapters.bus import Bus
 from ebb.adapters.kube import Change
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb_cluster_watcher.metrics import Metrics
 
 log = structlog.get_logger("ebb_cluster_watcher")
 
@@ -32,9 +33,10 @@ def to_message(change: Change) -> ClusterObject:
 class Publisher:
     """Publishes changes on ``ebb.cluster.objects``; counts what it did."""
 
-    def __init__(self, bus: Bus, topic: str = TOPIC_CLUSTER_OBJECTS) -> None:
+    def __init__(self, bus: Bus, topic: str = TOPIC_CLUSTER_OBJECTS, metrics: Metrics | None = None) -> None:
         self.bus = bus
         self.topic = topic
+        self.metrics = metrics
         self.published = 0
         self.tombstones = 0
         self.rejected = 0
@@ -47,10 +49,15 @@ class Publisher:
             except ValidationError as e:
                 # an object the contract cannot carry (never seen from a real API server): skip it
                 self.rejected += 1
+                if self.metrics is not None:
+                    self.metrics.rejected.labels(change.kind).inc()
                 log.error("object rejected by the contract", key=change.key, error=str(e))
         if not messages:
             return
         await self.bus.publish_many(self.topic, messages)
         self.published += len(messages)
         self.tombstones += sum(1 for message in messages if message.deleted)
+        if self.metrics is not None:
+            for message in messages:
+                self.metrics.published.labels(message.kind, "delete" if message.deleted else "upsert").inc()
         log.debug("published", records=len(messages), last=changes[-1].key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -98,6 +99,8 @@ def test_backtest_in_two_processes_prints_the_same_json(tmp_path: Path) -> None:
         assert process.returncode == 0, err.decode()
         outputs.append(out)
         assert "ebb backtest: karpenter-default: +0:00:00" in err.decode()  # no terminal: progress lines
+        # whole seconds (a simulated moment between two seconds was printed "+20:35:24.999999")
+        assert re.findall(r"\+\d+:\d\d:\d\d\.", err.decode()) == []
     assert outputs[0] == outputs[1]
     result = json.loads(outputs[0])
     assert [p["name"] for p in result["policies"]] == ["karpenter-default", "calm"]

@@ -15,7 +15,7 @@ import importlib
 import json
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -219,7 +219,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                 progress.update(bars[p.name], completed=status.elapsed.total_seconds(), state=state)
                 if not console.is_terminal and time.monotonic() - last_line[0] >= PROGRESS_EVERY:
                     last_line[0] = time.monotonic()  # no terminal: a log line every PROGRESS_EVERY real seconds
-                    console.print(f"ebb backtest: {p.name}{label}: +{status.elapsed} {state}", highlight=False,
+                    elapsed = timedelta(seconds=int(status.elapsed.total_seconds()))  # no microseconds in a log
+                    console.print(f"ebb backtest: {p.name}{label}: +{elapsed} {state}", highlight=False,
                                   soft_wrap=True)
 
             options = BacktestOptions(start=moment, duration=span, seed=run_seed, sample_every=every.total_seconds(),

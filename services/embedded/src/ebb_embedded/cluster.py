@@ -97,6 +97,9 @@ class SimulatedCluster:
         self.objects: dict[str, dict[str, Any]] = {}
         #: node name -> keys of the pods bound to it
         self._pods_on: dict[str, set[str]] = {}
+        #: kind -> the keys of its objects, in the order of ``objects`` (a dict as an ordered set), so a look at
+        #: one kind (the PDBs of an eviction, the Nodes) does not go over every pod
+        self._kinds: dict[str, dict[str, None]] = {}
         self.evictions = 0
         self.evictions_refused = 0
         self.pods_recreated = 0
@@ -139,6 +142,7 @@ class SimulatedCluster:
             if node:
                 self._pods_on.setdefault(node, set()).add(key)
         self.objects[key] = obj
+        self._kinds.setdefault(str(obj.get("kind")), {})[key] = None
         self._parse_cache.put(key, obj)
         return key
 
@@ -166,6 +170,7 @@ class SimulatedCluster:
         obj = self.objects.pop(key, None)
         if obj is None:
             return
+        self._kinds.get(str(obj.get("kind")), {}).pop(key, None)
         self._parse_cache.remove(key)
         if obj.get("kind") == "Pod":
             self._unindex(key, obj)
@@ -182,24 +187,21 @@ class SimulatedCluster:
     def documents(self) -> list[dict[str, Any]]:
         return list(self.objects.values())
 
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        """The objects of ``kind``, in the order of ``objects``."""
+        return [self.objects[k] for k in self._kinds.get(kind, ())]
+
     def nodes(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects.values() if o.get("kind") == "Node"]
+        return self.of_kind("Node")
 
     def pending_pods(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects.values() if o.get("kind") == "Pod" and _pending(o)]
+        return [o for o in self.of_kind("Pod") if _pending(o)]
 
     def census(self) -> tuple[set[str], int, int]:
-        """The names of the nodes, the number of pods and of Pending pods, in one look over the objects."""
-        nodes: set[str] = set()
-        pods = pending = 0
-        for obj in self.objects.values():
-            kind = obj.get("kind")
-            if kind == "Pod":
-                pods += 1
-                pending += _pending(obj)
-            elif kind == "Node":
-                nodes.add(str(_meta(obj).get("name")))
-        return nodes, pods, pending
+        """The names of the nodes, the number of pods and of Pending pods."""
+        pods = self.of_kind("Pod")
+        return ({str(_meta(o).get("name")) for o in self.of_kind("Node")}, len(pods),
+                sum(1 for o in pods if _pending(o)))
 
     # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
 
@@ -241,8 +243,8 @@ class SimulatedCluster:
         name = key.split("/", 2)[2]
         for pod_key in sorted(self._pods_on.get(name, ())):
             await self._remove(pod_key)  # the pod garbage collector: pods of a deleted node go with it
-        for claim_key in [k for k, o in self.objects.items() if o.get("kind") == "NodeClaim"
-                          and (o.get("status") or {}).get("nodeName") == name]:
+        for claim_key in [k for k in self._kinds.get("NodeClaim", ())
+                          if (self.objects[k].get("status") or {}).get("nodeName") == name]:
             await self._remove(claim_key)
         await self._remove(key)
         self.nodes_deleted += 1
@@ -293,7 +295,7 @@ class SimulatedCluster:
 
     def catalog(self) -> dict[str, InstanceType]:
         if self._catalog is None:
-            docs = [o for o in self.objects.values() if o.get("kind") == "InstanceTypeCatalog"]
+            docs = self.of_kind("InstanceTypeCatalog")
             if not docs and self.bundled_catalog is not None:
                 docs = list(self.bundled_catalog())
             self._catalog = catalog_types(docs)
@@ -332,7 +334,7 @@ class SimulatedCluster:
     async def _start_daemonsets(self, node: Mapping[str, Any]) -> None:
         """The DaemonSet controller: one pod of every DaemonSet whose nodeSelector the node matches."""
         labels = _meta(node).get("labels") or {}
-        for ds in [o for o in self.objects.values() if o.get("kind") == "DaemonSet"]:
+        for ds in self.of_kind("DaemonSet"):
             template = (ds.get("spec") or {}).get("template") or {}
             pod_spec = copy.deepcopy(template.get("spec") or {})
             if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
@@ -375,8 +377,7 @@ class SimulatedCluster:
 
     def _pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
         """The PDBs that select ``pod`` (an empty selector selects nothing, as for the Eviction API)."""
-        pdbs = [self._parse_cache.parsed(k).value for k, o in self.objects.items()
-                if o.get("kind") == "PodDisruptionBudget"]
+        pdbs = [self._parse_cache.parsed(k).value for k in self._kinds.get("PodDisruptionBudget", ())]
         return [pdb for pdb in pdbs if pdb.namespace == pod.namespace
                 and (pdb.selector.match_labels or pdb.selector.match_expressions)
                 and selector_matches(pdb.selector, pod.labels)]
@@ -384,10 +385,8 @@ class SimulatedCluster:
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects)."""
-        selected = [self._parse_cache.parsed(k).value for k, o in self.objects.items() if o.get("kind") == "Pod"
-                    and (_meta(o).get("namespace") or "") == pdb.namespace
-                    and selector_matches(pdb.selector, {str(k): str(v)
-                                                        for k, v in (_meta(o).get("labels") or {}).items()})]
+        pods = (self._parse_cache.parsed(k).value for k in self._kinds.get("Pod", ()))
+        selected = [p for p in pods if p.namespace == pdb.namespace and selector_matches(pdb.selector, p.labels)]
         return pdb_allowed(pdb, [p for p in selected if not p.is_terminal]).allowed
 
     async def _recreate(self, pod: Mapping[str, Any]) -> None:

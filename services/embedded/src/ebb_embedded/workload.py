@@ -90,7 +90,7 @@ class WorkloadCluster(SimulatedCluster):
                 self.measures.pending_since[key] = now
 
     def _node_names(self) -> list[str]:
-        return [str((o.get("metadata") or {}).get("name")) for o in self.objects.values() if o.get("kind") == "Node"]
+        return [str((o.get("metadata") or {}).get("name")) for o in self.of_kind("Node")]
 
     def snapshot(self) -> Snapshot:
         """The cluster parsed, as kube-scheduler and the provisioner see it."""
@@ -166,7 +166,7 @@ class WorkloadCluster(SimulatedCluster):
 
     async def schedule_pending(self) -> int:
         bound = await super().schedule_pending()
-        if any(obj.get("kind") == "Pod" and _pending(obj) for obj in self.objects.values()):
+        if any(_pending(obj) for obj in self.of_kind("Pod")):
             self.unschedulable.set()
         return bound
 
@@ -174,9 +174,10 @@ class WorkloadCluster(SimulatedCluster):
 
     def _owned(self, workload: Workload) -> list[str]:
         keys = []
-        for key, obj in self.objects.items():
+        for key in self._kinds.get("Pod", ()):
+            obj = self.objects[key]
             meta = obj.get("metadata") or {}
-            if obj.get("kind") != "Pod" or (meta.get("namespace") or "default") != workload.namespace:
+            if (meta.get("namespace") or "default") != workload.namespace:
                 continue
             if any(r.get("kind") == workload.kind and r.get("name") == workload.name
                    for r in meta.get("ownerReferences") or []):

@@ -218,15 +218,19 @@ def test_eviction_order_and_skipped_pods() -> None:
 
 def test_the_pods_a_planner_compares_with_its_view() -> None:
     """What the planner asks the apiserver for before approving a command: the pods a disruption has to move
-    (DaemonSet, mirror, static, finished and terminating pods left out; tolerating the taint does not matter)."""
+    (DaemonSet, mirror, static, finished and terminating pods left out, but for a StatefulSet's; tolerating the
+    taint does not matter)."""
     pods = [pod("web"), pod("bare", owner=None), pod("ds", owner="DaemonSet"),
             pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), pod("static", owner="Node"),
             pod("done", phase="Succeeded"), pod("failed", phase="Failed"),
             pod("tolerates", tolerations=[{"operator": "Exists"}]), pod("other", namespace="team")]
-    leaving = pod("leaving")
-    leaving["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
-    assert reschedulable_pod_keys([*pods, leaving]) == {"default/web", "default/bare", "default/tolerates",
-                                                         "team/other"}
+    leaving, stateful = pod("leaving"), pod("db-0", owner="StatefulSet")
+    for terminating in (leaving, stateful):
+        terminating["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    # a StatefulSet's terminating pod still needs its room (its replacement comes with the same name once it is
+    # gone), as Pod.needs_rescheduling has it in the core
+    assert reschedulable_pod_keys([*pods, leaving, stateful]) == {"default/web", "default/bare", "default/tolerates",
+                                                                   "team/other", "default/db-0"}
 
 
 def test_toleration_matching() -> None:

@@ -196,12 +196,16 @@ def is_finished(pod: Mapping[str, Any]) -> bool:
 
 
 def reschedulable_pod_keys(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """``namespace/name`` of the pods (as the apiserver lists them) that a disruption has to move: not
-    finished, not being deleted, neither mirror/static pods nor a DaemonSet's. The planner compares them with
-    its view before approving a command (``ebb.core.validation.view_behind``)."""
+    """``namespace/name`` of the pods (as the apiserver lists them) that a disruption has to move, as the core's
+    ``Pod.needs_rescheduling`` reads them: not finished, neither mirror/static pods nor a DaemonSet's, and not
+    being deleted unless a StatefulSet's (its replacement takes the same name once it is gone). The planner
+    compares them with its view before approving a command (``ebb.core.validation.view_behind``)."""
+    def leaving(pod: Mapping[str, Any]) -> bool:
+        owners = _meta(pod).get("ownerReferences") or []
+        return deletion_timestamp(pod) is not None and not any(o.get("kind") == "StatefulSet" for o in owners)
+
     return frozenset(pod_ref(pod) for pod in pods
-                     if not (is_finished(pod) or is_mirror_or_static(pod) or is_daemonset_pod(pod)
-                             or _meta(pod).get("deletionTimestamp")))
+                     if not (is_finished(pod) or is_mirror_or_static(pod) or is_daemonset_pod(pod) or leaving(pod)))
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:

@@ -13,10 +13,11 @@ does).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, final
 
 # Well-known names (Karpenter's, so manifests and habits carry over).
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
@@ -117,6 +118,43 @@ class HostPort:
     host_ip: str = "0.0.0.0"
 
 
+@final
+class Interned:
+    """A key the simulator looks up for every pod of every pass (a pod's class, its requests), made once per
+    distinct value: equal values give the same object (`interned`), so a lookup hashes a stored int and
+    compares identities instead of hashing and comparing nested tuples. A cache, not state: a value is
+    interned again when no pod holds it any more."""
+
+    __slots__ = ("__weakref__", "_hash", "value")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Interned) and self._hash == other._hash
+                                 and self.value == other.value)
+
+    def __repr__(self) -> str:
+        return f"Interned({self.value!r})"
+
+
+_INTERNED: weakref.WeakValueDictionary[tuple[Any, ...], Interned] = weakref.WeakValueDictionary()
+
+
+def interned(value: tuple[Any, ...]) -> Interned:
+    """The one `Interned` of ``value`` while any holds it (two threads may race to make it: then two equal ones
+    live, which only costs a comparison)."""
+    hit = _INTERNED.get(value)
+    if hit is None:
+        hit = Interned(value)
+        _INTERNED[value] = hit
+    return hit
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulingSpec:
     """Everything about a pod that decides where it may run (shared by DaemonSet templates)."""
@@ -153,18 +191,20 @@ class Pod:
     creation_time: datetime | None = None
     uid: str = ""
     key: str = field(default="", compare=False)
-    class_key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    class_key: Interned = field(default=interned(()), compare=False, repr=False)
+    requests_key: Interned = field(default=interned(()), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
         # (replicas share it), so the simulator can cache per class.
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         s = self.spec
-        object.__setattr__(self, "class_key", (
+        object.__setattr__(self, "class_key", interned((
             self.namespace, tuple(sorted(self.labels.items())), tuple(sorted(s.node_selector.items())),
             s.required_node_terms, s.preferred_node_terms, s.tolerations, s.pod_affinity,
             s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
-            s.host_ports))
+            s.host_ports)))
+        object.__setattr__(self, "requests_key", interned(tuple(sorted(s.requests.items()))))
 
     @property
     def is_daemonset(self) -> bool:

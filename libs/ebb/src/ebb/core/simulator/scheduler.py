@@ -38,6 +38,7 @@ from ebb.core.model import (
     LABEL_ZONE,
     DaemonSet,
     InstanceType,
+    Interned,
     Node,
     NodePool,
     Pod,
@@ -245,16 +246,17 @@ class Scheduler:
             at = self.node_index.get(pod.node_name or "")
             if at is not None and not pod.is_terminal:
                 self.pods_on[at].append(pod)
+        self._pod_vecs: dict[Interned, IntArray] = {}
         used = np.zeros_like(self.node_alloc)
         for i, pods in enumerate(self.pods_on):
             for pod in pods:
-                used[i] += self.vec(pod.spec.requests)
+                used[i] += self.pod_vec(pod)
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + sum(1 for p in snapshot.pods if p.needs_rescheduling) + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
         self.pool_order = sorted(range(len(self.pools)),
                                  key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
-        self._classes: dict[tuple[Any, ...], list[_Class]] = {}
+        self._classes: dict[Interned, list[_Class]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
@@ -270,6 +272,15 @@ class Scheduler:
             if idx is not None:
                 out[idx] = value
         return out
+
+    def pod_vec(self, pod: Pod) -> IntArray:
+        """``vec`` of the pod's requests, made once per distinct requests (read-only: shared)."""
+        hit = self._pod_vecs.get(pod.requests_key)
+        if hit is None:
+            hit = self.vec(pod.spec.requests)
+            hit.flags.writeable = False
+            self._pod_vecs[pod.requests_key] = hit
+        return hit
 
     @staticmethod
     def _node_labels(node: Node) -> Mapping[str, str]:
@@ -747,7 +758,7 @@ class SimState:
 
     def place(self, pod: Pod, max_new: int) -> str | None:
         """Place one pod; None on success, else why it cannot be placed."""
-        req = self.s.vec(pod.spec.requests)
+        req = self.s.pod_vec(pod)
         classes = self.s.classes(pod)
         self._sync_groups()
         for cls in classes:

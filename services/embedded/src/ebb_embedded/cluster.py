@@ -50,7 +50,7 @@ from ebb.core.cluster import pdb_allowed
 from ebb.core.findings import ANNOTATION_DRIFTED
 from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
-from ebb.core.model import LABEL_INITIALIZED, InstanceType, Pod, PodDisruptionBudget
+from ebb.core.model import LABEL_INITIALIZED, InstanceType, Interned, Pod, PodDisruptionBudget
 from ebb.core.simulator import Scheduler
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
@@ -386,7 +386,16 @@ class SimulatedCluster:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects)."""
         pods = (self._parse_cache.parsed(k).value for k in self._kinds.get("Pod", ()))
-        selected = [p for p in pods if p.namespace == pdb.namespace and selector_matches(pdb.selector, p.labels)]
+        matches: dict[Interned, bool] = {}  # the selector matched once per class of pods (their labels)
+        selected = []
+        for p in pods:
+            if p.namespace != pdb.namespace:
+                continue
+            hit = matches.get(p.class_key)
+            if hit is None:
+                hit = matches[p.class_key] = selector_matches(pdb.selector, p.labels)
+            if hit:
+                selected.append(p)
         return pdb_allowed(pdb, [p for p in selected if not p.is_terminal]).allowed
 
     async def _recreate(self, pod: Mapping[str, Any]) -> None:

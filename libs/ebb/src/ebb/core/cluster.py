@@ -36,6 +36,7 @@ from ebb.core.model import (
     REASONS,
     TAINT_DISRUPTED,
     InstanceType,
+    Interned,
     Node,
     NodeClaim,
     NodePool,
@@ -188,17 +189,18 @@ class ClusterView:
         for pod in self.snapshot.pods:
             if not pod.is_terminal:
                 by_ns.setdefault(pod.namespace, []).append(pod)
-        # Replicas share their labels: match each distinct label set once, not every pod.
-        by_labels: dict[str, dict[tuple[tuple[str, str], ...], list[Pod]]] = {}
+        # Replicas share their labels: match each class of pods (same namespace and labels, and more: its
+        # interned ``class_key``) once, not every pod.
+        by_class: dict[str, dict[Interned, list[Pod]]] = {}
         for ns, pods in by_ns.items():
-            groups = by_labels.setdefault(ns, {})
+            groups = by_class.setdefault(ns, {})
             for pod in pods:
-                groups.setdefault(tuple(sorted(pod.labels.items())), []).append(pod)
+                groups.setdefault(pod.class_key, []).append(pod)
         for pdb in self.snapshot.pdbs:
             if not pdb.selector.match_labels and not pdb.selector.match_expressions:
                 continue  # an empty selector matches nothing in policy/v1 for eviction purposes
-            matching = [p for labels, pods in by_labels.get(pdb.namespace, {}).items()
-                        if selector_matches(pdb.selector, dict(labels)) for p in pods]
+            matching = [p for pods in by_class.get(pdb.namespace, {}).values()
+                        if selector_matches(pdb.selector, pods[0].labels) for p in pods]
             status = pdb_allowed(pdb, matching)
             for pod in matching:
                 self.pdb_of_pod.setdefault(pod.key, []).append(status)

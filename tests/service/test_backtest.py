@@ -6,11 +6,15 @@ the same JSON in two processes; bad trace and policy files exit 2."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,15 @@ from typer.testing import CliRunner
 
 from ebb.core.traces import Trace
 from ebb_cli.main import app
-from ebb_embedded.backtest import BacktestOptions, karpenter_default, policy_of, run_backtest
+from ebb_embedded.backtest import (
+    BacktestOptions,
+    Policy,
+    _stop_workers,
+    karpenter_default,
+    policy_of,
+    run_backtest,
+    run_backtests,
+)
 from tests.unit.builders import NOW, catalog, node, nodepool, pod
 
 CHURN_CONTROL = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
@@ -247,6 +259,9 @@ def test_backtest_over_several_seeds(tmp_path: Path) -> None:
             "--start", "2026-11-23T18:30:00Z", "--duration", "20m", "--seed", "3", "--seeds", "2"]
     result = runner.invoke(app, [*base, "-o", "json"])
     assert result.exit_code == 0, result.output
+    one_by_one = runner.invoke(app, [*base, "-o", "json", "--jobs", "1"])
+    assert one_by_one.exit_code == 0, one_by_one.output
+    assert one_by_one.stdout == result.stdout  # the four runs in two processes, or one after the other
     summed = json.loads(result.stdout)
     assert [run["seed"] for run in summed["runs"]] == [3, 4]
     assert summed["across_seeds"]["seeds"] == [3, 4]
@@ -258,3 +273,86 @@ def test_backtest_over_several_seeds(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "churn against the baseline" in said(table) and "seeds 3-4" in said(table)
     refused = runner.invoke(app, [*base, "--report", str(tmp_path / "r.html")])
     assert refused.exit_code == 2 and "--report draws one run" in said(refused)
+
+
+def test_runs_spread_over_processes_give_what_they_give_one_after_the_other() -> None:
+    trace = Trace.model_validate(bursts())
+    runs = [(trace, BacktestOptions(start=NOW, duration=timedelta(minutes=20), seed=s, sample_every=60))
+            for s in (5, 6)]
+    policies = [karpenter_default(), policy_of("churn-control", "(test)", [CHURN_CONTROL])]
+    seen: dict[tuple[int, str], list[float]] = {}
+
+    def report(seed_index: int, policy: Policy, status: Any) -> None:
+        seen.setdefault((seed_index, policy.name), []).append(status.elapsed.total_seconds())
+
+    spread = run_backtests(cluster(), runs, policies, jobs=2, report=report)
+    alone = run_backtests(cluster(), runs, policies, jobs=1)
+    assert spread == alone
+    assert [r["seed"] for r in spread] == [5, 6]
+    assert [[p["name"] for p in r["policies"]] for r in spread] == [["karpenter-default", "churn-control"]] * 2
+    assert spread[0]["policies"][0] == run_backtest(cluster(), trace, policies[:1], runs[0][1])["policies"][0]
+    # every run's progress came back from its worker, in order, to the end
+    assert set(seen) == {(i, p.name) for i in (0, 1) for p in policies}
+    for elapsed in seen.values():
+        assert elapsed == sorted(elapsed) and elapsed[0] == 0 and elapsed[-1] >= 1200
+
+
+def test_a_run_that_fails_in_a_worker_is_raised_here() -> None:
+    broken = Policy("broken", "(test)", ({**CHURN_CONTROL, "spec": {"consolidateAfter": "whenever"}},))
+    runs = [(Trace.model_validate(bursts()), BacktestOptions(start=NOW, duration=timedelta(minutes=20)))]
+    with pytest.raises(ValueError, match="consolidateAfter"):
+        run_backtests(cluster(), runs, [karpenter_default(), broken], jobs=2)
+
+
+def _forever() -> None:
+    time.sleep(3600)
+
+
+def test_stopping_the_workers_ends_the_runs_under_way() -> None:
+    pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver"))
+    futures = [pool.submit(_forever) for _ in range(3)]  # two under way, one waiting
+    while not any(f.running() for f in futures):
+        time.sleep(0.05)
+    processes = list(pool._processes.values())
+    assert processes
+    try:
+        _stop_workers(pool)
+        for process in processes:
+            process.join(timeout=30)
+            assert not process.is_alive()
+        assert futures[2].cancelled() or futures[2].done()
+    finally:
+        for process in processes:  # whatever happened, no sleeper is left to hold the test run's exit
+            process.kill()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_backtest_leaves_no_worker_running(tmp_path: Path, signum: int) -> None:
+    """SIGTERM (or Ctrl-C's SIGINT) to the command alone: it exits, and its worker processes with it."""
+    ebb = Path(sys.executable).with_name("ebb")
+    args = [str(ebb), "backtest", "--trace", "batch-bursts", "--duration", "24h", "--jobs", "2",
+            "--policy", str(write(tmp_path / "calm.yaml", CHURN_CONTROL)), "-o", "json"]
+    # SIGINT as a terminal leaves it (a test run started in the background may have it ignored, and the
+    # command would inherit that), in a process group of its own: the workers are in it
+    default_sigint = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "os.execv(sys.argv[1], sys.argv[1:])")
+    process = subprocess.Popen([sys.executable, "-c", default_sigint, *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert process.stderr is not None
+    started: set[str] = set()
+    for line in process.stderr:  # both runs under way, each in its worker
+        started |= {name for name in ("karpenter-default", "calm") if f"ebb backtest: {name}: +0:00:00" in line}
+        if len(started) == 2:
+            break
+    assert len(started) == 2
+    process.send_signal(signum)
+    assert process.wait(timeout=120) == 128 + signum
+    for _ in range(300):  # the group empties once the workers are gone
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail("worker processes were left running")

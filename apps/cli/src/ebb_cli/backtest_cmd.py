@@ -11,10 +11,15 @@ or JSON on stdout, and with ``--report`` an HTML report (``ebb_cli.report``). A 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -70,6 +75,29 @@ def load_policy(path: Path) -> Policy:
         return policy_of(path.stem, text, docs)
     except (InputError, OSError, UnicodeDecodeError, PolicyError) as exc:
         raise typer.BadParameter(f"{path}: {exc}", param_hint="--policy") from exc
+
+
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) in the main thread while in this block (Python's default would end this
+    process at once and leave its workers running); elsewhere, or off the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def default_jobs() -> int:
+    """One job per CPU this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _by_method(method: str, summary: dict[str, Any]) -> str:
@@ -156,6 +184,9 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
     spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "error",
+    jobs: Annotated[int, typer.Option(
+        "-j", "--jobs", help="run this many (seed, policy) runs at once, each in a process of its own; 0: one per "
+                             "CPU this process may use. The result does not depend on it", min=0)] = 0,
     reuse_passes: Annotated[bool, typer.Option(
         "--reuse-passes/--no-reuse-passes", hidden=True,
         help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
@@ -166,7 +197,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     from ebb.adapters.logs import configure
     from ebb.core.snapshot import SnapshotError, parse_documents
     from ebb.core.yaml_documents import InputError
-    from ebb_embedded.backtest import BacktestOptions, across_seeds, apply_policy, karpenter_default, run_backtest
+    from ebb_embedded.backtest import BacktestOptions, across_seeds, apply_policy, karpenter_default, run_backtests
 
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
@@ -204,28 +235,31 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    last_line = [-float("inf")]
-    results: list[dict[str, Any]] = []
+    last_line: dict[tuple[int, str], float] = {}
+    runs = [(workload, BacktestOptions(start=moment, duration=span, seed=seed + i, sample_every=every.total_seconds(),
+                                       spot_to_spot=spot_to_spot, reuse_passes=reuse_passes))
+            for i, workload in enumerate(workloads)]
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:
-        for workload in workloads:
-            run_seed = seed + len(results)
-            label = f" seed {run_seed}" if seeds > 1 else ""
-            bars = {p.name: progress.add_task(f"{p.name + label:<24}", total=span.total_seconds(), state="waiting")
-                    for p in policies}
+        bars = {(i, p.name): progress.add_task(
+                    f"{p.name + (f' seed {seed + i}' if seeds > 1 else ''):<24}", total=span.total_seconds(),
+                    state="waiting")
+                for i in range(len(runs)) for p in policies}
 
-            def on_status(p: Policy, status: Any, bars: dict[str, Any] = bars, label: str = label) -> None:
-                state = f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, {status.pending_pods} pending"
-                progress.update(bars[p.name], completed=status.elapsed.total_seconds(), state=state)
-                if not console.is_terminal and time.monotonic() - last_line[0] >= PROGRESS_EVERY:
-                    last_line[0] = time.monotonic()  # no terminal: a log line every PROGRESS_EVERY real seconds
-                    elapsed = timedelta(seconds=int(status.elapsed.total_seconds()))  # no microseconds in a log
-                    console.print(f"ebb backtest: {p.name}{label}: +{elapsed} {state}", highlight=False,
-                                  soft_wrap=True)
+        def on_status(i: int, p: Policy, status: Any) -> None:
+            state = f"{status.nodes} nodes, ${status.cost_per_hour:,.2f}/h, {status.pending_pods} pending"
+            progress.update(bars[i, p.name], completed=status.elapsed.total_seconds(), state=state)
+            if not console.is_terminal and time.monotonic() - last_line.get((i, p.name), -float("inf")) \
+                    >= PROGRESS_EVERY:
+                last_line[i, p.name] = time.monotonic()  # no terminal: a line per run every PROGRESS_EVERY s
+                elapsed = timedelta(seconds=int(status.elapsed.total_seconds()))  # no microseconds in a log
+                label = f" seed {seed + i}" if seeds > 1 else ""
+                console.print(f"ebb backtest: {p.name}{label}: +{elapsed} {state}", highlight=False,
+                              soft_wrap=True)
 
-            options = BacktestOptions(start=moment, duration=span, seed=run_seed, sample_every=every.total_seconds(),
-                                      spot_to_spot=spot_to_spot, reuse_passes=reuse_passes)
-            results.append(run_backtest(documents, workload, policies, options, report=on_status))
+        with _exit_on_sigterm():  # so the worker processes are stopped too, as on Ctrl-C
+            results = run_backtests(documents, runs, policies, jobs=jobs or default_jobs(), report=on_status,
+                                    log_level=log_level)
     if seeds > 1:
         summed = {"trace": results[0]["trace"], "start": results[0]["start"],
                   "duration_seconds": results[0]["duration_seconds"], "across_seeds": across_seeds(results),

@@ -15,6 +15,10 @@ per policy a summary (node-hours cost, peak and mean nodes, launches, disruption
 evictions, pods evicted more than once, pending time p50/p95, the cost of churn) and a series sampled every
 ``sample_every`` simulated seconds.
 
+``run_backtests`` runs several seeds' comparisons, each (seed, policy) run in a worker process of its own when
+``jobs`` > 1: the runs share nothing, so spreading them over the machine's cores changes how long a back-test
+takes, never its result.
+
 One seed is one draw of the trace (where its bursts fall, how big they are), and how a policy compares can turn
 on it; ``across_seeds`` sums up the runs of several seeds: each figure's mean, minimum and maximum per policy,
 and per seed how far each policy's churn and cost are from the baseline's.
@@ -23,7 +27,11 @@ and per seed how far each policy's churn and cost are from the baseline's.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
+import multiprocessing
+import pickle
+import queue
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -303,5 +311,122 @@ def run_backtest(documents: Sequence[Mapping[str, Any]], trace: Trace, policies:
                 report(policy, status)
 
         runs.append(run_policy(documents, trace, policy, options, report=progress))
+    return _comparison(trace, options, runs)
+
+
+def _comparison(trace: Trace, options: BacktestOptions, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``run_backtest``'s result from its policies' runs."""
     return {"trace": trace.name, "start": _iso(options.start), "duration_seconds": options.duration.total_seconds(),
             "seed": options.seed, "policies": runs}
+
+
+#: a worker process's queue of (run index, status) for the parent's progress display (set by `_worker_start`)
+_progress: Any = None
+
+
+def _worker_start(progress: Any, log_level: str | None) -> None:
+    """A worker process's start: the queue its runs report progress on, and the services' logs as the parent's."""
+    global _progress  # noqa: PLW0603 - one per worker process, set once at its start
+    _progress = progress
+    if log_level is not None:
+        from ebb.adapters.logs import configure
+
+        configure(log_level)
+
+
+def _worker_run(index: int, documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy,
+                options: BacktestOptions) -> dict[str, Any]:
+    """One run in a worker process, its progress put on the worker's queue."""
+    def report(status: Status) -> None:
+        if _progress is not None:
+            _progress.put((index, status))
+
+    try:
+        return run_policy(documents, trace, policy, options, report=report)
+    except Exception as exc:
+        try:
+            pickle.dumps(exc)
+        except Exception:  # an error that cannot cross to the parent would break the pool instead: its text does
+            raise RuntimeError(f"the run of policy {policy.name} failed: {type(exc).__name__}: {exc}") from None
+        raise
+
+
+def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the worker processes now (a run left going could take hours)."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    # before 3.14 the pool has no way to: its processes (which shutdown forgets), each sent SIGTERM
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+def run_backtests(documents: Sequence[Mapping[str, Any]], runs: Sequence[tuple[Trace, BacktestOptions]],
+                  policies: Sequence[Policy], *, jobs: int = 1,
+                  report: Callable[[int, Policy, Status], None] | None = None,
+                  log_level: str = "error") -> list[dict[str, Any]]:
+    """``run_backtest`` of each (trace, options) in ``runs`` (one per seed), in that order. With ``jobs`` > 1,
+    the (seed, policy) runs go to that many worker processes (forked from a server that imported this module
+    once), and the result is the same as with one: each run depends only on its input. ``report`` gets
+    ``(index of the seed's run, policy, status)`` as each run goes, from this process; ``log_level`` configures
+    the workers' logs. A run that fails stops the others and raises its error here."""
+    pairs = [(i, p) for i in range(len(runs)) for p in range(len(policies))]
+    jobs = max(1, min(jobs, len(pairs)))
+    if jobs == 1:
+        return [run_backtest(documents, trace, policies, options, report=_of_seed(report, i))
+                for i, (trace, options) in enumerate(runs)]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    progress = context.Queue()
+    done: dict[int, dict[str, Any]] = {}
+    pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
+                                                  initargs=(progress, log_level))
+    try:
+        futures = {pool.submit(_worker_run, k, documents, runs[i][0], policies[p], runs[i][1]): k
+                   for k, (i, p) in enumerate(pairs)}
+        waiting = set(futures)
+        while waiting:
+            finished, waiting = concurrent.futures.wait(waiting, timeout=0.2,
+                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+            _drain(progress, pairs, policies, report)
+            for future in finished:
+                done[futures[future]] = future.result()  # a run's error (or a dead worker's) is raised here
+        _drain(progress, pairs, policies, report)
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    else:
+        pool.shutdown(wait=True)
+    finally:
+        progress.close()
+        progress.join_thread()
+    return [_comparison(trace, options, [done[k] for k, (j, _p) in enumerate(pairs) if j == i])
+            for i, (trace, options) in enumerate(runs)]
+
+
+def _of_seed(report: Callable[[int, Policy, Status], None] | None,
+             index: int) -> Callable[[Policy, Status], None] | None:
+    """``run_backtest``'s report for the run of the ``index``th seed."""
+    if report is None:
+        return None
+
+    def of_seed(policy: Policy, status: Status) -> None:
+        report(index, policy, status)
+
+    return of_seed
+
+
+def _drain(progress: Any, pairs: Sequence[tuple[int, int]], policies: Sequence[Policy],
+           report: Callable[[int, Policy, Status], None] | None) -> None:
+    """Hand the statuses the workers reported so far to ``report``."""
+    while True:
+        try:
+            index, status = progress.get_nowait()
+        except queue.Empty:
+            return
+        if report is not None:
+            seed_index, policy_index = pairs[index]
+            report(seed_index, policies[policy_index], status)

@@ -74,6 +74,11 @@ class SnapshotError(ValueError):
         super().__init__(f"{document}: {field}: {message}")
         self.document = document
         self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[SnapshotError], tuple[str, str, str]]:
+        # made again from its three parts (a back-test's worker process sends it to the parent)
+        return SnapshotError, (self.document, self.field, self.message)
 
 
 @dataclass

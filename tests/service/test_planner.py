@@ -773,3 +773,25 @@ async def test_a_follower_does_not_spin_on_changes(db: str) -> None:
         await asyncio.sleep(0.5)
         assert CountingFollower.asked < 20, CountingFollower.asked
         assert svc.planner.passes == 0
+
+
+async def test_a_change_the_snapshot_does_not_read_reuses_the_last_pass(db: str) -> None:
+    """An object changed where the snapshot does not look (here a status field ebb does not parse): the pass is
+    answered from the last one, as when nothing changed; a change it reads makes the next pass computed."""
+    busy = node("n2", itype="t3.medium")
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), busy, pod("p2", "n2", cpu="1500m"))  # nothing to do
+    async with Running(bus, db, reuse_passes=True) as svc:
+        planner = svc.planner
+        assert planner is not None
+        await eventually("a pass reused", lambda: planner.passes_reused >= 1)
+        computed = planner.passes - planner.passes_reused
+        version = planner.objects.version
+        await publish(bus, {**busy, "status": {**busy.get("status", {}), "nodeInfo": {"kubeletVersion": "v1.34.4"}}})
+        await eventually("the change applied", lambda: planner.objects.version > version)
+        passes = planner.passes
+        await eventually("two more passes", lambda: planner.passes >= passes + 2)
+        assert planner.passes - planner.passes_reused == computed
+        await publish(bus, pod("p3", None, cpu="100m"))  # a pending pod: the snapshot reads it
+        await eventually("a pass computed", lambda: planner.passes - planner.passes_reused > computed)
+        assert await svc.decisions() == []

@@ -369,7 +369,8 @@ class Planner:
     async def plan_once(self) -> PassResult | None:
         """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid. With
         ``reuse_passes`` a pass whose inputs are those of the last one, before that one's ``revisit_at``, is
-        answered from it (its commands: none; its findings and view) without computing it again."""
+        answered from it (its commands: none; its findings and view) without computing it again; so is a pass whose
+        inputs changed in what the snapshot does not read (an equal snapshot)."""
         started = time.perf_counter()
         now = self.clock()
         reused: _LastPass | None = None
@@ -388,6 +389,13 @@ class Planner:
             if self.store_revision is None:
                 inputs = read
                 reused = self._reusable(inputs, now)
+            last = self._last
+            if reused is None and last is not None and last.view.snapshot == snapshot:
+                # something changed that the snapshot does not read (the planner's own annotations, a
+                # status field): the same snapshot gives the same pass, until its revisit_at
+                reused = self._reusable(last.inputs, now)
+                if reused is not None:
+                    reused.inputs = inputs
         if reused is not None:
             # as a computed pass would (a thread's cost included, as the embedded mode's pass_cost counts it)
             view, result, found = await asyncio.to_thread(reused.answer)

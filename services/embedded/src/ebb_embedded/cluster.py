@@ -385,12 +385,11 @@ class SimulatedCluster:
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects)."""
-        pods = (self._parse_cache.parsed(k).value for k in self._kinds.get("Pod", ()))
+        prefix = self.key_of("Pod", pdb.namespace, "")  # the namespace's pods, by key: no other is parsed
+        pods = (self._parse_cache.parsed(k).value for k in self._kinds.get("Pod", ()) if k.startswith(prefix))
         matches: dict[Interned, bool] = {}  # the selector matched once per class of pods (their labels)
         selected = []
         for p in pods:
-            if p.namespace != pdb.namespace:
-                continue
             hit = matches.get(p.class_key)
             if hit is None:
                 hit = matches[p.class_key] = selector_matches(pdb.selector, p.labels)

@@ -42,7 +42,7 @@ import structlog
 from ebb.adapters.clock import Clock, SimClock, until_any
 from ebb.core.decision import State
 from ebb.core.traces import Trace
-from ebb_embedded.cluster import SimulatedCluster, _pending
+from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.provisioner import run_provisioner
 from ebb_embedded.runner import EmbeddedOptions, MoreTasks, Status, run_embedded, virtual_loop
 from ebb_embedded.workload import WorkloadCluster
@@ -169,8 +169,7 @@ async def _sample(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, e
         nodes, cost = _live_cost(cluster)
         now_deleted, now_launched = cluster.nodes_deleted, sum(cluster.measures.launches.values())
         series.append({"t": _iso(clock()), "cost_per_hour": round(cost, 4), "nodes": nodes,
-                       "pending_pods": sum(1 for o in cluster.objects.values()
-                                           if o.get("kind") == "Pod" and _pending(o)),
+                       "pending_pods": cluster.pending_count(),
                        "disruptions": now_deleted - deleted, "launches": now_launched - launched})
         deleted, launched = now_deleted, now_launched
         if await clock.sleep(every, stop):

@@ -100,6 +100,8 @@ class SimulatedCluster:
         #: kind -> the keys of its objects, in the order of ``objects`` (a dict as an ordered set), so a look at
         #: one kind (the PDBs of an eviction, the Nodes) does not go over every pod
         self._kinds: dict[str, dict[str, None]] = {}
+        #: the keys of the Pending pods (`_pending`), kept as objects change: the run's status counts them often
+        self._pending_keys: set[str] = set()
         self.evictions = 0
         self.evictions_refused = 0
         self.pods_recreated = 0
@@ -141,6 +143,10 @@ class SimulatedCluster:
             node = (obj.get("spec") or {}).get("nodeName")
             if node:
                 self._pods_on.setdefault(node, set()).add(key)
+            if _pending(obj):
+                self._pending_keys.add(key)
+            else:
+                self._pending_keys.discard(key)
         self.objects[key] = obj
         self._kinds.setdefault(str(obj.get("kind")), {})[key] = None
         self._parse_cache.put(key, obj)
@@ -174,6 +180,7 @@ class SimulatedCluster:
         self._parse_cache.remove(key)
         if obj.get("kind") == "Pod":
             self._unindex(key, obj)
+            self._pending_keys.discard(key)
         elif obj.get("kind") == "Node":
             self._pods_on.pop(str(_meta(obj).get("name")), None)
         await self._publish(key)
@@ -195,13 +202,18 @@ class SimulatedCluster:
         return self.of_kind("Node")
 
     def pending_pods(self) -> list[dict[str, Any]]:
-        return [o for o in self.of_kind("Pod") if _pending(o)]
+        """The Pending pods, in the order of ``objects``."""
+        if not self._pending_keys:
+            return []
+        return [self.objects[k] for k in self._kinds.get("Pod", ()) if k in self._pending_keys]
+
+    def pending_count(self) -> int:
+        return len(self._pending_keys)
 
     def census(self) -> tuple[set[str], int, int]:
         """The names of the nodes, the number of pods and of Pending pods."""
-        pods = self.of_kind("Pod")
-        return ({str(_meta(o).get("name")) for o in self.of_kind("Node")}, len(pods),
-                sum(1 for o in pods if _pending(o)))
+        return ({str(_meta(self.objects[k]).get("name")) for k in self._kinds.get("Node", ())},
+                len(self._kinds.get("Pod", ())), len(self._pending_keys))
 
     # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
 

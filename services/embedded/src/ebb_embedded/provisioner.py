@@ -21,14 +21,9 @@ from ebb.adapters.clock import Clock
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError
 from ebb.core.provisioning import BATCH_IDLE_SECONDS, batch_wait, launches
-from ebb_embedded.cluster import _pending
 from ebb_embedded.workload import WorkloadCluster
 
 log = structlog.get_logger("ebb_embedded.provisioner")
-
-
-def _pending_count(cluster: WorkloadCluster) -> int:
-    return sum(1 for o in cluster.objects.values() if o.get("kind") == "Pod" and _pending(o))
 
 
 async def run_provisioner(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, *, seed: int) -> None:
@@ -40,11 +35,11 @@ async def run_provisioner(cluster: WorkloadCluster, clock: Clock, stop: asyncio.
             if not await clock.wait(cluster.unschedulable, stop) or stop.is_set():
                 return
             opened = last_arrival = clock.monotonic()
-            seen = _pending_count(cluster)
+            seen = cluster.pending_count()
             while (left := batch_wait(opened, last_arrival, clock.monotonic())) > 0:
                 if await clock.sleep(min(left, BATCH_IDLE_SECONDS), stop):
                     return
-                now_pending = _pending_count(cluster)
+                now_pending = cluster.pending_count()
                 if now_pending > seen:
                     last_arrival = clock.monotonic()
                 seen = now_pending

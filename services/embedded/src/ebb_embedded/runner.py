@@ -284,6 +284,7 @@ async def run_embedded(
         last_change = clock()
         last_seen: tuple[Any, ...] = ()
         last_report = -float("inf")  # real time: the report is for people and changes nothing
+        counted: tuple[int, dict[tuple[str, str], int]] = (-1, {})  # (the store's write count, its decisions)
         try:
             while not stop.is_set():
                 for task in tasks:
@@ -291,7 +292,9 @@ async def run_embedded(
                         task.result()
                         raise RuntimeError(f"the {task.get_name()} task ended unexpectedly")
                 current = status()
-                current.decisions = await _decision_counts(engine, options.cluster)
+                if counted[0] != writes():  # the store's counts change only with a write
+                    counted = (writes(), await _decision_counts(engine, options.cluster))
+                current.decisions = dict(counted[1])
                 current.passes = planners[0].passes if planners else 0
                 current.passes_reused = planners[0].passes_reused if planners else 0
                 seen = (current.nodes, current.pods - current.pending_pods, tuple(sorted(current.decisions.items())))

@@ -166,7 +166,7 @@ class WorkloadCluster(SimulatedCluster):
 
     async def schedule_pending(self) -> int:
         bound = await super().schedule_pending()
-        if any(_pending(obj) for obj in self.of_kind("Pod")):
+        if self.pending_count():
             self.unschedulable.set()
         return bound
 

@@ -241,9 +241,11 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
             for i, workload in enumerate(workloads)]
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:
-        bars = {(i, p.name): progress.add_task(
-                    f"{p.name + (f' seed {seed + i}' if seeds > 1 else ''):<24}", total=span.total_seconds(),
-                    state="waiting")
+        def label(i: int) -> str:
+            return f" seed {seed + i}" if seeds > 1 else ""
+
+        bars = {(i, p.name): progress.add_task(f"{p.name + label(i):<24}", total=span.total_seconds(),
+                                               state="waiting")
                 for i in range(len(runs)) for p in policies}
 
         def on_status(i: int, p: Policy, status: Any) -> None:
@@ -253,8 +255,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                     >= PROGRESS_EVERY:
                 last_line[i, p.name] = time.monotonic()  # no terminal: a line per run every PROGRESS_EVERY s
                 elapsed = timedelta(seconds=int(status.elapsed.total_seconds()))  # no microseconds in a log
-                label = f" seed {seed + i}" if seeds > 1 else ""
-                console.print(f"ebb backtest: {p.name}{label}: +{elapsed} {state}", highlight=False,
+                console.print(f"ebb backtest: {p.name}{label(i)}: +{elapsed} {state}", highlight=False,
                               soft_wrap=True)
 
         with _exit_on_sigterm():  # so the worker processes are stopped too, as on Ctrl-C

@@ -391,8 +391,8 @@ class Planner:
                 reused = self._reusable(inputs, now)
             last = self._last
             if reused is None and last is not None and last.view.snapshot == snapshot:
-                # something changed that the snapshot does not read (the planner's own annotations, a
-                # status field): the same snapshot gives the same pass, until its revisit_at
+                # something changed that the snapshot does not read (a status field it does not parse): the
+                # same snapshot gives the same pass, until its revisit_at
                 reused = self._reusable(last.inputs, now)
                 if reused is not None:
                     reused.inputs = inputs

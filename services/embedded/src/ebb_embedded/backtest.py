@@ -323,14 +323,13 @@ def _comparison(trace: Trace, options: BacktestOptions, runs: list[dict[str, Any
 _progress: Any = None
 
 
-def _worker_start(progress: Any, log_level: str | None) -> None:
+def _worker_start(progress: Any, log_level: str) -> None:
     """A worker process's start: the queue its runs report progress on, and the services' logs as the parent's."""
+    from ebb.adapters.logs import configure
+
     global _progress  # noqa: PLW0603 - one per worker process, set once at its start
     _progress = progress
-    if log_level is not None:
-        from ebb.adapters.logs import configure
-
-        configure(log_level)
+    configure(log_level)
 
 
 def _worker_run(index: int, documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy,

@@ -201,6 +201,9 @@ class SimulatedCluster:
     def nodes(self) -> list[dict[str, Any]]:
         return self.of_kind("Node")
 
+    def node_names(self) -> list[str]:
+        return [str(_meta(o).get("name")) for o in self.of_kind("Node")]
+
     def pending_pods(self) -> list[dict[str, Any]]:
         """The Pending pods, in the order of ``objects``."""
         if not self._pending_keys:
@@ -212,8 +215,7 @@ class SimulatedCluster:
 
     def census(self) -> tuple[set[str], int, int]:
         """The names of the nodes, the number of pods and of Pending pods."""
-        return ({str(_meta(self.objects[k]).get("name")) for k in self._kinds.get("Node", ())},
-                len(self._kinds.get("Pod", ())), len(self._pending_keys))
+        return set(self.node_names()), len(self._kinds.get("Pod", ())), len(self._pending_keys)
 
     # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
 

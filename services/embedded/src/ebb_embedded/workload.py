@@ -81,16 +81,13 @@ class WorkloadCluster(SimulatedCluster):
     def start_measuring(self, prices: Mapping[str, float]) -> None:
         """From now on, nodes are measured; the starting ones at ``prices``."""
         now = self.clock()
-        for name in sorted(self._node_names()):
+        for name in sorted(self.node_names()):
             self.measures.nodes[name] = NodeLife(now, prices.get(name, 0.0))
         self._node_count = len(self.measures.nodes)
         self.measures.peak_nodes = self._node_count
         for key, obj in self.objects.items():
             if obj.get("kind") == "Pod" and _pending(obj):
                 self.measures.pending_since[key] = now
-
-    def _node_names(self) -> list[str]:
-        return [str((o.get("metadata") or {}).get("name")) for o in self.of_kind("Node")]
 
     def snapshot(self) -> Snapshot:
         """The cluster parsed, as kube-scheduler and the provisioner see it."""
@@ -103,7 +100,7 @@ class WorkloadCluster(SimulatedCluster):
         if obj.get("kind") == "Pod" and hasattr(self, "measures"):
             self._last_pod = key
             since = self.measures.pending_since
-            if _pending(obj):
+            if key in self._pending_keys:  # as the simulated cluster just counted it
                 since.setdefault(key, self.clock())
             elif key in since:
                 self.measures.pending_seconds.append((self.clock() - since.pop(key)).total_seconds())

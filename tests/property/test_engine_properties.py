@@ -11,8 +11,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
 
-from ebb.core.engine import run_pass
+from ebb.core.causes import BlockCause, Cause
+from ebb.core.engine import _context, run_pass
+from ebb.core.methods import single_node
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import LABEL_INITIALIZED, Budget
 from ebb.core.validation import validate
@@ -38,3 +41,65 @@ def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case) -> No
         note(f"{command.method} {command.action} {command.nodes}")
         event(command.method)
         assert validate(command, snapshot, NOW, options) is None
+
+
+@settings(max_examples=800, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans())
+def test_a_pass_without_explanations_proposes_what_one_with_them_does(case: Case, spot_to_spot: bool) -> None:
+    """Without explanations single-node consolidation gives up on a replacement as soon as it is known to cost
+    too much (`SimState.launch_floor`); the commands are those of the pass that places every pod."""
+    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
+    snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
+    explained = EngineOptions(spot_to_spot=spot_to_spot)
+    quiet = EngineOptions(spot_to_spot=spot_to_spot, explain=False)
+    full = run_pass(explained.view_of(snapshot, NOW), explained)
+    fast = run_pass(quiet.view_of(snapshot, NOW), quiet)
+    for command in full.commands:
+        event(f"{command.method} {command.action}")
+    assert fast.commands == full.commands
+    assert fast.revisit_at == full.revisit_at
+    # when nothing acted (a pass without explanations then says no more), a node the full pass finds no
+    # replacement for is left alone with no replacement too
+    causes = {b.node: b.cause for b in fast.blocked}
+    for entry in full.blocked if not full.commands else ():
+        inner = entry.cause.inner
+        if inner is not None and inner.kind in (Cause.NO_CHEAPER_REPLACEMENT, Cause.SPOT_TO_SPOT_DISABLED):
+            event(f"no replacement: {inner.kind.value}")
+            assert causes[entry.node].kind == entry.cause.kind
+
+
+@settings(max_examples=500, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(max_nodes=10, max_pods=40, max_remove=0), st.booleans())
+def test_single_node_verdicts_do_not_depend_on_explanations(case: Case, spot_to_spot: bool) -> None:
+    """Every node's single-node consolidation verdict, with and without explanations: the same command, or no
+    command, with the same reason the delete failed and, when it differs, a replacement known to cost too
+    much."""
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
+    snapshot = replace(case.snapshot, nodes=nodes)
+    explained = EngineOptions(spot_to_spot=spot_to_spot)
+    quiet = EngineOptions(spot_to_spot=spot_to_spot, explain=False)
+    full_ctx = _context(explained.view_of(snapshot, NOW), explained)
+    fast_ctx = _context(quiet.view_of(snapshot, NOW), quiet)
+    for name in sorted(full_ctx.view.price):
+        if not full_ctx.view.movable.get(name):
+            continue
+        full = single_node.evaluate(full_ctx, name)
+        fast = single_node.evaluate(fast_ctx, name)
+        if isinstance(full, BlockCause):
+            event(f"full: {full.kind.value} {full.inner.kind.value if full.inner else ''}")
+            assert isinstance(fast, BlockCause)
+            assert fast.values == full.values  # why the delete failed
+            if fast != full:
+                # it gave up on the replacement before a later pod found no room, or before the replacement was
+                # filtered for another reason: it is too dear whatever else joins it
+                assert fast.kind == Cause.NO_REPLACEMENT and fast.inner is not None
+                assert fast.inner.kind in (Cause.NO_CHEAPER_REPLACEMENT, Cause.SPOT_TO_SPOT_DISABLED)
+                event(f"fast: {fast.inner.kind.value} where full: {full.kind.value} "
+                      f"{full.inner.kind.value if full.inner else ''}")
+        else:
+            event(f"full: {full.action}")
+            assert fast == full
+            assert fast.placements == full.placements

@@ -67,7 +67,7 @@ from ebb.core.model import (
 )
 from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
-from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
+from ebb.core.simulator.scheduler import Scheduler, SimState, placement_order, simulate
 
 from ._model import Gi, Mi, make_node, make_pod, make_type, spread, term
 
@@ -555,6 +555,31 @@ def test_same_input_same_result(case: Case) -> None:
         assert simulate(case.snapshot, case.pending, remove=case.remove, max_new=case.max_new) == first
     # The order the pending pods are given in does not matter (place_all sorts them).
     assert run(replace(case, pending=tuple(reversed(case.pending)))) [0] == first
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases())
+def test_placing_the_first_pods_then_the_rest_is_placing_them_all(case: Case) -> None:
+    """`SimState.place_first` then `place_all` over the pods from where it stopped is one `place_all` over all
+    of them, for any `max_new` (single-node consolidation tries the delete that way and starts the replace where
+    the delete failed); and `launch_floor` never exceeds what a claim launches."""
+    first, sched, _ = run(case)
+    state = sched.new_state()
+    moving = [p for name in case.remove for p in state.remove_node(name)]
+    everything = [*moving, *case.pending]
+    order = placement_order(everything)
+    stop, why = state.place_first(order)
+    failures: dict[str, str] = {}
+    if stop is not None:
+        failures, _ = state.place_all(order[stop:], case.max_new)
+        event(f"stopped {'at a pod with no room' if why is not None else 'before a pod it does not try'}")
+        if why is not None and case.max_new == 0:
+            assert failures[order[stop].key] == why
+    assert state.result(everything, failures) == first
+    for b, claim in state.claims.items():
+        launched = next(n for n in state.new_nodes() if n.hostname == claim.hostname)
+        assert state.launch_floor(b) <= launched.price + 1e-12
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,22 +10,57 @@ into a handful. With explanations on, every remaining candidate gets its own rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ebb.core.causes import BlockCause, Cause
-from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext, filter_replacement, placements_of
+from ebb.core.methods.base import (
+    EPSILON,
+    Command,
+    Method,
+    MethodOutcome,
+    PassContext,
+    filter_replacement,
+    placements_of,
+)
 from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
+from ebb.core.model import CAPACITY_SPOT
+from ebb.core.simulator.scheduler import placement_order
 
 NAME = "single-node-consolidation"
 
 
+class _NoCheaperLaunch(Exception):  # control flow inside `evaluate`, never raised out of it
+    """The replacement being filled already costs too much, whatever else joins it: the cause to report."""
+
+    def __init__(self, cause: BlockCause) -> None:
+        super().__init__(cause.kind.value)
+        self.cause = cause
+
+
 def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | BlockCause:
     """The command that would consolidate this one node, or why none would. With `keep`, a found
-    command stays applied to the simulation state (its replacement closed to further pods)."""
+    command stays applied to the simulation state (its replacement closed to further pods).
+
+    The delete is tried first: its pods on the other nodes, as they are. When one finds no room, the replace
+    starts from there, with one new node allowed: the pods before it go where they went (`SimState.place_first`).
+    Without explanations (`EngineOptions.explain` off) the replace stops as soon as the new node is known to cost
+    too much whatever else joins it (`SimState.launch_floor`), and the cause then gives that bound as the price
+    needed: the verdict, no command, is the one placing every pod would reach."""
     state, view = ctx.state, ctx.view
     price = view.price[name]
     mark = state.mark()
+    claims_before = set(state.claims)
     leaving = state.remove_node(name)
-    failures, _ = state.place_all(leaving, max_new=0, first_failure=True)
-    if not failures:
+    order = placement_order(leaving)
+    stop, why = state.place_first(order)
+    failures: dict[str, str] = {}
+    if stop is not None:
+        prefix = state.mark()
+        if why is not None:
+            failures = {order[stop].key: why}
+        else:
+            failures, _ = state.place_all(order[stop:], max_new=0, first_failure=True)
+    if stop is None or not failures:
         placements = placements_of(state, leaving)
         if not keep:
             state.rollback(mark)
@@ -33,10 +68,13 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
                        f"{name}: its {len(leaving)} pods fit on other nodes")
     pod, why = next(iter(failures.items()))
     no_delete = {"pod": pod, "why": why}
-    state.rollback(mark)
-    claims_before = set(state.claims)
-    leaving = state.remove_node(name)
-    failures, _ = state.place_all(leaving, max_new=1, first_failure=True)
+    state.rollback(prefix)
+    try:
+        failures, _ = state.place_all(order[stop:], max_new=1, first_failure=True,
+                                      on_claim=None if ctx.options.explain else _give_up(ctx, name))
+    except _NoCheaperLaunch as e:
+        state.rollback(mark)
+        return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)
     if failures:
         state.rollback(mark)
         return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
@@ -53,6 +91,26 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
                    f"{name}: replaced by a {replacement.instance_types[0]} at ${replacement.price:.4f}/h "
                    f"instead of ${price:.4f}/h")
+
+
+def _give_up(ctx: PassContext, name: str) -> Callable[[int], None]:
+    """The check run each time a pod joins the replacement of ``name``: raise `_NoCheaperLaunch` once no type the
+    replacement keeps can launch cheaper than the node, which `filter_replacement` would then refuse (a spot node,
+    when spot-to-spot is off, only by something else than spot: a spot replacement is refused as it is)."""
+    view, state = ctx.view, ctx.state
+    price = view.price[name]
+    spot = view.nodes[name].capacity_type == CAPACITY_SPOT
+
+    def check(b: int) -> None:
+        floor = state.launch_floor(b)
+        if floor >= price - EPSILON:
+            raise _NoCheaperLaunch(BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": floor, "price": price}))
+        pool = view.pools[state.s.pools[state.claims[b].pool].pool.name]
+        if spot and not (ctx.options.spot_to_spot or pool.spot_to_spot) \
+                and state.launch_floor(b, without=CAPACITY_SPOT) >= price - EPSILON:
+            raise _NoCheaperLaunch(BlockCause(Cause.SPOT_TO_SPOT_DISABLED))
+
+    return check
 
 
 def run(ctx: PassContext) -> MethodOutcome:

@@ -21,7 +21,7 @@ state and roll each back in time proportional to what it changed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -112,12 +112,25 @@ class _Pool:
     combo_zone_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
+    _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
         zone_code = {z: i for i, z in enumerate(self.zone_names)}
         self.combo_zone_code = np.array([zone_code[z] for z in self.combo_zone], dtype=np.int64)
         ct_code = {c: i for i, c in enumerate(sorted(set(self.combo_ct)))}
         self.combo_ct_code = np.array([ct_code[c] for c in self.combo_ct], dtype=np.int64)
+
+    def type_floor(self, without: str | None) -> FloatArray:
+        """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of
+        capacity type ``without`` (None: every offering counts)."""
+        floor = self._type_floor.get(without)
+        if floor is None:
+            floor = np.full(len(self.types), np.inf)
+            keep = np.array([ct != without for ct in self.combo_ct], dtype=bool)
+            np.minimum.at(floor, self.combo_type[keep], self.combo_price[keep])
+            self._type_floor[without] = floor
+        return floor
 
 
 @dataclass
@@ -510,6 +523,12 @@ class Scheduler:
         return SimState(self)
 
 
+def placement_order(pods: Iterable[Pod]) -> list[Pod]:
+    """The order `SimState.place_all` places pods in: largest cpu, then memory first, as Karpenter does; the key
+    breaks ties."""
+    return sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0), p.key))
+
+
 # --------------------------------------------------------------------------------------------------
 # Mutable working state
 
@@ -728,14 +747,15 @@ class SimState:
                 self.pool_used[p_index] = old - np.append(self.s.vec(node.capacity), 1)
         return leaving
 
-    def place_all(self, pods: Sequence[Pod], max_new: int, *,
-                  first_failure: bool = False) -> tuple[dict[str, str], list[str]]:
-        """Place pods (largest cpu, then memory first, as Karpenter does) with at most `max_new` new
-        NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims).
+    def place_all(self, pods: Sequence[Pod], max_new: int, *, first_failure: bool = False,
+                  on_claim: Callable[[int], None] | None = None) -> tuple[dict[str, str], list[str]]:
+        """Place pods (largest cpu, then memory first, as Karpenter does: `placement_order`) with at most
+        `max_new` new NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims).
         With `first_failure`, stop at the first pod that cannot be placed and that no later placement
-        could help (it has no pod affinity): the caller only needs to know that not everything fits."""
-        order = sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0),
-                                            p.key))
+        could help (it has no pod affinity): the caller only needs to know that not everything fits.
+        `on_claim` is called with a new claim's bin each time a pod goes onto one; it may raise to abandon the
+        placement (the caller rolls back)."""
+        order = placement_order(pods)
         failures: dict[str, str] = {}
         start_claims = len(self.claims)
         pending = order
@@ -745,7 +765,10 @@ class SimState:
             failures, retry = {}, []
             for pod in pending:
                 reason = self.place(pod, max_new - (len(self.claims) - start_claims))
-                if reason is not None:
+                if reason is None:
+                    if on_claim is not None and self.placed[pod.key] >= self.s.N:
+                        on_claim(self.placed[pod.key])
+                else:
                     failures[pod.key] = reason
                     retry.append(pod)
                     if first_failure and not any(c.kind == "affinity" for cls in self.s.classes(pod)
@@ -755,6 +778,35 @@ class SimState:
                 break
             pending = retry
         return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
+
+    def place_first(self, order: Sequence[Pod]) -> tuple[int | None, str | None]:
+        """Place pods already in `placement_order` on the bins open now, opening no claim, up to the first that
+        finds no room, or that `place_all` could place differently with a new claim allowed: one with preferred
+        terms (its strictest form may open a claim before a relaxed one is tried on the open bins) or required
+        pod affinity (`place_all` tries it again after the others). Returns that pod's index (None when every
+        pod was placed) and why it found no room (None for a pod not tried). `place_all` over the pods from
+        that index on, with any `max_new`, then places them as one `place_all` over them all would: the pods
+        before it went where they would have gone, since a claim only opens for a pod that finds no room."""
+        for index, pod in enumerate(order):
+            classes = self.s.classes(pod)
+            if len(classes) > 1 or any(c.kind == "affinity" for cls in classes for c in cls.constraints):
+                return index, None
+            why = self.place(pod, 0)
+            if why is not None:
+                return index, why
+        return None, None
+
+    def launch_floor(self, b: int, without: str | None = None) -> float:
+        """The least any instance type claim ``b`` could still launch costs, whatever pods join it (its offerings
+        only narrow and its pods only grow): the cheapest offering, anywhere in its pool, of a type it keeps that
+        holds its pods; offerings of capacity type ``without`` do not count (inf when nothing is left)."""
+        claim = self.claims[b]
+        pool = self.s.pools[claim.pool]
+        kept = np.zeros(len(pool.types), dtype=bool)
+        kept[pool.combo_type[claim.mask]] = True
+        kept &= self._fits(pool, claim.total)
+        floors = pool.type_floor(without)[kept]
+        return float(floors.min()) if floors.size else float("inf")
 
     def place(self, pod: Pod, max_new: int) -> str | None:
         """Place one pod; None on success, else why it cannot be placed."""

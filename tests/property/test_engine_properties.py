@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from ebb.core.engine import _context, run_pass
 from ebb.core.methods import single_node
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import LABEL_INITIALIZED, Budget
+from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
 from tests.property.test_simulator_properties import Case, cases
 
@@ -103,3 +105,22 @@ def test_single_node_verdicts_do_not_depend_on_explanations(case: Case, spot_to_
             event(f"full: {full.action}")
             assert fast == full
             assert fast.placements == full.placements
+
+
+@settings(max_examples=600, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(max_nodes=12, max_pods=40, max_remove=0))
+def test_giving_up_on_a_dear_replacement_changes_no_command(case: Case) -> None:
+    """Single-node consolidation gives up on a replacement once `SimState.launch_floor` shows it costs too much;
+    with a floor of 0 it never does, and places every pod: the same commands either way."""
+    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
+    snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
+    options = EngineOptions(explain=False)
+    fast = run_pass(options.view_of(snapshot, NOW), options)
+    with patch.object(SimState, "launch_floor", lambda self, b, without=None: 0.0):
+        slow = run_pass(options.view_of(snapshot, NOW), options)
+    for command in slow.commands:
+        event(f"{command.method} {command.action}")
+    assert fast.commands == slow.commands
+    assert [c.placements for c in fast.commands] == [c.placements for c in slow.commands]

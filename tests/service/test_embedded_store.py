@@ -73,3 +73,15 @@ async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
         await engine.dispose()
     with sqlite3.connect(tmp_path / "ebb.sqlite") as db:
         assert db.execute("SELECT count(*) FROM child").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(("durable", "synchronous"), [(True, 2), (False, 0)])
+async def test_a_database_that_ends_with_the_run_does_not_wait_for_the_disk(tmp_path: Path, durable: bool,
+                                                                            synchronous: int) -> None:
+    # a run's own temporary database (no --database) is not durable: commits do not wait for the disk (FULL is 2)
+    engine = sqlite_engine(tmp_path / "ebb.sqlite", durable=durable)
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("PRAGMA synchronous"))).scalar() == synchronous
+    finally:
+        await engine.dispose()

@@ -230,7 +230,7 @@ async def run_embedded(
         else:
             db_path = options.database
             db_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = sqlite_engine(db_path)
+        engine = sqlite_engine(db_path, durable=options.database is not None)
         writes = WriteCount(engine)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)

@@ -86,8 +86,10 @@ class WriteCount:
         return self.writes
 
 
-def sqlite_engine(path: Path) -> AsyncEngine:
-    """An engine on the SQLite file ``path`` whose statements run on the loop's thread (WAL, foreign keys)."""
+def sqlite_engine(path: Path, *, durable: bool = True) -> AsyncEngine:
+    """An engine on the SQLite file ``path`` whose statements run on the loop's thread (WAL, foreign keys). Not
+    ``durable``: no commit waits for the disk (``synchronous=OFF``), for a database that ends with the run: a crash
+    of the machine loses it either way."""
 
     async def connect() -> InlineConnection:
         connection = InlineConnection(partial(sqlite3.connect, str(path), timeout=BUSY_TIMEOUT,
@@ -103,6 +105,8 @@ def sqlite_engine(path: Path) -> AsyncEngine:
         cursor = connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        if not durable:
+            cursor.execute("PRAGMA synchronous=OFF")
         cursor.close()
 
     return engine

@@ -125,6 +125,7 @@ class ClusterView:
     #: replacement name (a Node's or a NodeClaim's) -> the live decision that launched it
     launched_for: dict[str, str] = field(default_factory=dict)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
+    _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
@@ -185,17 +186,21 @@ class ClusterView:
 
     # -- PDBs --------------------------------------------------------------------------------------------
     def _pdbs(self) -> None:
-        by_ns: dict[str, list[Pod]] = {}
-        for pod in self.snapshot.pods:
-            if not pod.is_terminal:
-                by_ns.setdefault(pod.namespace, []).append(pod)
+        if not self.snapshot.pdbs:
+            return
         # Replicas share their labels: match each class of pods (same namespace and labels, and more: its
         # interned ``class_key``) once, not every pod.
         by_class: dict[str, dict[Interned, list[Pod]]] = {}
-        for ns, pods in by_ns.items():
-            groups = by_class.setdefault(ns, {})
-            for pod in pods:
-                groups.setdefault(pod.class_key, []).append(pod)
+        for pod in self.snapshot.pods:
+            if not pod.is_terminal:
+                groups = by_class.get(pod.namespace)
+                if groups is None:
+                    by_class[pod.namespace] = groups = {}
+                same = groups.get(pod.class_key)
+                if same is None:
+                    groups[pod.class_key] = [pod]
+                else:
+                    same.append(pod)
         for pdb in self.snapshot.pdbs:
             if not pdb.selector.match_labels and not pdb.selector.match_expressions:
                 continue  # an empty selector matches nothing in policy/v1 for eviction purposes
@@ -296,7 +301,7 @@ class ClusterView:
             protected = self._do_not_disrupt(pod)
             if protected is not None:
                 return protected
-            if pod.is_mirror or tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE):
+            if pod.is_mirror or (pod.spec.tolerations and tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE)):
                 continue
             statuses = self.pdb_of_pod.get(pod.key, [])
             if len(statuses) > 1:
@@ -476,13 +481,17 @@ class ClusterView:
         return node.creation_time
 
     def disruption_cost(self, node: Node) -> float:
-        """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left."""
-        cost = sum(eviction_cost(p) for p in self.movable[node.name])
-        pool = self.pools.get(node.nodepool or "")
-        launched = self.launched(node)
-        if pool and pool.expire_after and launched is not None:
-            age = (self.now - launched).total_seconds()
-            cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
+        """Karpenter's disruption cost: eviction costs of the pods, scaled by the lifetime left (once per node and
+        view: every method orders its candidates by it)."""
+        cost = self._disruption_costs.get(node.name)
+        if cost is None:
+            cost = sum(eviction_cost(p) for p in self.movable[node.name])
+            pool = self.pools.get(node.nodepool or "")
+            launched = self.launched(node)
+            if pool and pool.expire_after and launched is not None:
+                age = (self.now - launched).total_seconds()
+                cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
+            self._disruption_costs[node.name] = cost
         return cost
 
     def order(self, names: list[str]) -> list[str]:

@@ -193,6 +193,13 @@ class Pod:
     key: str = field(default="", compare=False)
     class_key: Interned = field(default=interned(()), compare=False, repr=False)
     requests_key: Interned = field(default=interned(()), compare=False, repr=False)
+    #: Succeeded or Failed
+    is_terminal: bool = field(default=False, init=False, compare=False, repr=False)
+    #: DaemonSet, mirror/static and finished pods never need a new home (which pods block a node is
+    #: ``ClusterView._pod_block``'s: a DaemonSet's may); nor does a pod being deleted, except a StatefulSet's: its
+    #: replacement is created only once it is gone, with the same name and needs, so it still needs its room
+    #: (Karpenter's ``IsReschedulable``)
+    needs_rescheduling: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
@@ -205,27 +212,20 @@ class Pod:
             s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
             s.host_ports)))
         object.__setattr__(self, "requests_key", interned(tuple(sorted(s.requests.items()))))
+        # read in every loop over pods: fields, set once, not properties
+        terminal = self.phase in ("Succeeded", "Failed")
+        object.__setattr__(self, "is_terminal", terminal)
+        object.__setattr__(self, "needs_rescheduling", not (
+            self.owner_kind == "DaemonSet" or self.is_mirror or terminal
+            or (self.deleting and self.owner_kind != "StatefulSet")))
 
     @property
     def is_daemonset(self) -> bool:
         return self.owner_kind == "DaemonSet"
 
     @property
-    def is_terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
-
-    @property
     def is_statefulset(self) -> bool:
         return self.owner_kind == "StatefulSet"
-
-    @property
-    def needs_rescheduling(self) -> bool:
-        """DaemonSet, mirror/static and finished pods never need a new home (which pods block a node is
-        ``ClusterView._pod_block``'s: a DaemonSet's may); nor does a pod being
-        deleted, except a StatefulSet's: its replacement is created only once it is gone, with the same name and
-        needs, so it still needs its room (Karpenter's ``IsReschedulable``)."""
-        return not (self.is_daemonset or self.is_mirror or self.is_terminal
-                    or (self.deleting and not self.is_statefulset))
 
 
 @dataclass(frozen=True, slots=True)

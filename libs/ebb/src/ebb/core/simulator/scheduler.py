@@ -261,9 +261,9 @@ class Scheduler:
                 self.pods_on[at].append(pod)
         self._pod_vecs: dict[Interned, IntArray] = {}
         used = np.zeros_like(self.node_alloc)
-        for i, pods in enumerate(self.pods_on):
-            for pod in pods:
-                used[i] += self.pod_vec(pod)
+        requests = [self.pod_vec(pod) for pods in self.pods_on for pod in pods]
+        if requests:
+            np.add.at(used, np.repeat(np.arange(self.N), [len(pods) for pods in self.pods_on]), np.array(requests))
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + sum(1 for p in snapshot.pods if p.needs_rescheduling) + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
@@ -585,19 +585,33 @@ class SimState:
         return total
 
     def _init_counts(self) -> None:
+        """The topology counts and host ports of the bound pods (not those being deleted), a class at a time:
+        replicas share their class, so the per-pod work is one dict lookup."""
         s = self.s
-        bound = [(i, pod, s.classes(pod)[-1]) for i, pods in enumerate(s.pods_on) for pod in pods
-                 if not pod.deleting]
+        nodes_of: dict[Interned, list[int]] = {}
+        first: dict[Interned, Pod] = {}
+        for i, pods in enumerate(s.pods_on):
+            for pod in pods:
+                if not pod.deleting:
+                    at = nodes_of.get(pod.class_key)
+                    if at is None:
+                        nodes_of[pod.class_key] = at = []
+                        first[pod.class_key] = pod
+                    at.append(i)
+        bound = [(s.classes(first[key])[-1], at) for key, at in nodes_of.items()]
         for key in s.topology_keys:
             self._ensure_key(key, s._domain_codes[key][1])
         self.counts = [np.zeros(s.domain_count(g.key), dtype=np.int64) for g in s.groups]
-        for i, _pod, cls in bound:
-            for gid in (*cls.matched, *cls.owned):
-                code = self.bin_codes[s.groups[gid].key][i]
-                if code >= 0:
-                    self.counts[gid][code] += 1
+        for cls, at in bound:
+            gids = (*cls.matched, *cls.owned)
+            if gids:
+                where = np.array(at, dtype=np.int64)
+                for gid in gids:
+                    codes = self.bin_codes[s.groups[gid].key][where]
+                    np.add.at(self.counts[gid], codes[codes >= 0], 1)
             if cls.host_ports:
-                self.ports.setdefault(i, set()).update(cls.host_ports)
+                for i in at:
+                    self.ports.setdefault(i, set()).update(cls.host_ports)
 
     def _sync_groups(self) -> None:
         """Groups registered after this state was made (a new pod class) start from existing pods."""

@@ -126,6 +126,7 @@ class ClusterView:
     launched_for: dict[str, str] = field(default_factory=dict)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
@@ -191,8 +192,9 @@ class ClusterView:
         # Replicas share their labels: match each class of pods (same namespace and labels, and more: its
         # interned ``class_key``) once, not every pod.
         by_class: dict[str, dict[Interned, list[Pod]]] = {}
+        namespaces = {pdb.namespace for pdb in self.snapshot.pdbs}
         for pod in self.snapshot.pods:
-            if not pod.is_terminal:
+            if pod.namespace in namespaces and not pod.is_terminal:
                 groups = by_class.get(pod.namespace)
                 if groups is None:
                     by_class[pod.namespace] = groups = {}
@@ -301,7 +303,7 @@ class ClusterView:
             protected = self._do_not_disrupt(pod)
             if protected is not None:
                 return protected
-            if pod.is_mirror or (pod.spec.tolerations and tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE)):
+            if pod.is_mirror or self._tolerates_disrupted(pod):
                 continue
             statuses = self.pdb_of_pod.get(pod.key, [])
             if len(statuses) > 1:
@@ -312,6 +314,13 @@ class ClusterView:
                 return BlockCause(Cause.PDB_BLOCKS, {"pdb": f"{s.pdb.namespace}/{s.pdb.name}", "healthy": s.healthy,
                                                      "expected": s.expected})
         return None
+
+    def _tolerates_disrupted(self, pod: Pod) -> bool:
+        """Whether the pod tolerates the disrupted taint (once per class of pods: its tolerations are in the key)."""
+        hit = self._tolerating.get(pod.class_key)
+        if hit is None:
+            hit = self._tolerating[pod.class_key] = tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE)
+        return hit
 
     def _do_not_disrupt(self, pod: Pod) -> BlockCause | None:
         """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None. As Karpenter's

@@ -52,6 +52,8 @@ from ebb.core.simulator.labeltable import BoolArray, IntArray, LabelTable
 from ebb.core.simulator.results import NewNode, SimulationResult
 
 FloatArray = npt.NDArray[np.float64]
+#: distinct pod placement needs whose offerings a NodePool keeps (`_Pool.combo_ok`) before it forgets them all
+_COMBO_OK_CACHE_SIZE = 4096
 FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 # Keys an instance type or offering decides; a NodePool requirement on any other key becomes a label.
 TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
@@ -59,7 +61,8 @@ TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.i
 
 def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
     names: set[str] = set()
-    for pod in (*snapshot.pods, *extra_pods):
+    distinct = {pod.requests_key: pod for pod in (*snapshot.pods, *extra_pods)}  # replicas share their requests
+    for pod in distinct.values():
         names.update(pod.spec.requests)
     for node in snapshot.nodes:
         names.update(node.allocatable)
@@ -113,6 +116,7 @@ class _Pool:
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
+    _combo_ok: dict[tuple[Any, ...], BoolArray | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -120,6 +124,27 @@ class _Pool:
         self.combo_zone_code = np.array([zone_code[z] for z in self.combo_zone], dtype=np.int64)
         ct_code = {c: i for i, c in enumerate(sorted(set(self.combo_ct)))}
         self.combo_ct_code = np.array([ct_code[c] for c in self.combo_ct], dtype=np.int64)
+
+    def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
+        """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
+        and nodeSelector met), or None when there is none. Kept per distinct (affinity, nodeSelector, tolerations)
+        with the pool, which a planner's Schedulers share (`Scheduler._cached_pools`): read-only."""
+        key = (spec.required_node_terms, tuple(sorted(spec.node_selector.items())), spec.tolerations)
+        if key in self._combo_ok:
+            return self._combo_ok[key]
+        ok: BoolArray | None = None
+        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
+            ok = self.combo_labels.terms(spec.required_node_terms)
+            if spec.node_selector:
+                ok &= self.combo_labels.selector(spec.node_selector)
+            if ok.any():
+                ok.flags.writeable = False
+            else:
+                ok = None
+        if len(self._combo_ok) >= _COMBO_OK_CACHE_SIZE:
+            self._combo_ok.clear()
+        self._combo_ok[key] = ok
+        return ok
 
     def type_floor(self, without: str | None) -> FloatArray:
         """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of
@@ -458,15 +483,7 @@ class Scheduler:
         for taints, members in self.taint_sets.items():
             if blocking_taints(spec.tolerations, taints):
                 node_ok[members] = False
-        pool_combo_ok: list[BoolArray | None] = []
-        for p in self.pools:
-            if blocking_taints(spec.tolerations, p.pool.taints) or not len(p.combo_labels):
-                pool_combo_ok.append(None)
-                continue
-            ok = p.combo_labels.terms(spec.required_node_terms)
-            if spec.node_selector:
-                ok &= p.combo_labels.selector(spec.node_selector)
-            pool_combo_ok.append(ok if ok.any() else None)
+        pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[_Constraint] = []
         for sp in spec.spread:

@@ -795,3 +795,30 @@ async def test_a_change_the_snapshot_does_not_read_reuses_the_last_pass(db: str)
         await publish(bus, pod("p3", None, cpu="100m"))  # a pending pod: the snapshot reads it
         await eventually("a pass computed", lambda: planner.passes - planner.passes_reused > computed)
         assert await svc.decisions() == []
+
+
+async def test_with_a_store_revision_approved_decisions_are_read_again_only_after_a_write(db: str) -> None:
+    """The embedded mode counts the store's writes (every writer is in its process): the republish loop reads the
+    approved decisions once per write, not every ``republish_interval``."""
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"))
+    async with Running(bus, db, republish_interval_seconds=0.02) as svc:
+        planner = svc.planner
+        assert planner is not None
+        revision = [0]
+        reads = [0]
+        read = planner.store.approved
+
+        async def counted() -> list[Any]:
+            reads[0] += 1
+            return await read()
+
+        planner.store.approved = counted  # type: ignore[method-assign]
+        planner.store_revision = lambda: revision[0]
+        await eventually("a read", lambda: reads[0] >= 1)
+        await asyncio.sleep(1.0)  # a round each tick of the loop (0.2 s): about 5
+        assert reads[0] == 1
+        revision[0] += 1  # a write
+        await eventually("a read after the write", lambda: reads[0] >= 2)
+        await asyncio.sleep(1.0)
+        assert reads[0] == 2

@@ -212,6 +212,8 @@ class Planner:
         self._claims: dict[str, str] = {}
         #: decision id -> monotonic time this replica last published (or first saw) its command
         self._published: dict[str, float] = {}
+        #: the approved decisions as last read, at that store revision (`store_revision`): read again after a write
+        self._approved: tuple[int, list[Any]] | None = None
         #: decision id -> how many times this replica republished its command (the wait doubles each time)
         self._republishes: dict[str, int] = {}
         #: answer a pass from the last one while its inputs are unchanged and ``now`` is before its ``revisit_at``
@@ -587,7 +589,7 @@ class Planner:
         if not self.leader.is_leader:
             return []
         mono, now = self.clock.monotonic(), self.clock()
-        waiting = await self.store.approved()
+        waiting = await self._approved_decisions()
         ids = {d.id for d in waiting}
         for gone in [d for d in self._published if d not in ids]:
             del self._published[gone]
@@ -617,6 +619,16 @@ class Planner:
                 self.republished += 1
                 sent.append(decision.id)
         return sent
+
+    async def _approved_decisions(self) -> list[Any]:
+        """The store's approved decisions; with ``store_revision`` (every write is this process's), the last read
+        again while no write came since."""
+        if self.store_revision is None:
+            return list(await self.store.approved())
+        revision = self.store_revision()
+        if self._approved is None or self._approved[0] != revision:
+            self._approved = (revision, list(await self.store.approved()))
+        return self._approved[1]
 
     # -- interruptions --------------------------------------------------------------------------------------
 

@@ -200,6 +200,8 @@ class Pod:
     #: replacement is created only once it is gone, with the same name and needs, so it still needs its room
     #: (Karpenter's ``IsReschedulable``)
     needs_rescheduling: bool = field(default=False, init=False, compare=False, repr=False)
+    #: the simulator places pods largest cpu, then memory first, as Karpenter does; the key breaks ties
+    placement_key: tuple[int, int, str] = field(default=(0, 0, ""), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
@@ -212,6 +214,7 @@ class Pod:
             s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
             s.host_ports)))
         object.__setattr__(self, "requests_key", interned(tuple(sorted(s.requests.items()))))
+        object.__setattr__(self, "placement_key", (-s.requests.get("cpu", 0), -s.requests.get("memory", 0), self.key))
         # read in every loop over pods: fields, set once, not properties
         terminal = self.phase in ("Succeeded", "Failed")
         object.__setattr__(self, "is_terminal", terminal)

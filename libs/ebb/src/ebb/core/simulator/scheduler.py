@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -540,10 +541,13 @@ class Scheduler:
         return SimState(self)
 
 
+_PLACEMENT_KEY = attrgetter("placement_key")
+
+
 def placement_order(pods: Iterable[Pod]) -> list[Pod]:
     """The order `SimState.place_all` places pods in: largest cpu, then memory first, as Karpenter does; the key
     breaks ties."""
-    return sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0), p.key))
+    return sorted(pods, key=_PLACEMENT_KEY)
 
 
 # --------------------------------------------------------------------------------------------------

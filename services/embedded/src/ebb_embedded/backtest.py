@@ -97,8 +97,9 @@ def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
 
 
 def apply_policy(documents: Sequence[Mapping[str, Any]], policy: Policy) -> list[dict[str, Any]]:
-    """The cluster's documents with the policy's DisruptionPolicies and Holds instead of its own."""
-    out = [copy.deepcopy(dict(d)) for d in documents if d.get("kind") not in POLICY_KINDS]
+    """The cluster's documents with the policy's DisruptionPolicies and Holds instead of its own. The cluster's are
+    shared, not copied (the simulated cluster copies every document it takes in); the policy's are copied."""
+    out = [dict(d) for d in documents if d.get("kind") not in POLICY_KINDS]
     pools = [str((d.get("metadata") or {}).get("name")) for d in out if d.get("kind") == "NodePool"]
     for doc in policy.documents:
         name = (doc.get("metadata") or {}).get("name")

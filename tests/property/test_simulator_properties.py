@@ -485,17 +485,13 @@ def test_no_greedy_miss_when_every_pod_has_at_most_one_node(case: Case) -> None:
     assert dict(result.placements) == {p.key: n for p, n in zip(pods, forced, strict=True)}
 
 
-def _placement_order(pods: Sequence[Pod]) -> list[Pod]:
-    return sorted(pods, key=lambda p: (-p.spec.requests.get("cpu", 0), -p.spec.requests.get("memory", 0), p.key))
-
-
 def _affinity_depends_on_order(pods: Sequence[Pod]) -> bool:
     """Whether the outcome of some pod's required pod affinity depends on the placement order: its term
     matches the pod itself (the first pod of a group may go anywhere, the others may not), or matches
     a pod the simulator places after it (order: largest cpu, then memory, first)."""
     from ebb.core.labels import selector_matches
 
-    order = _placement_order(pods)
+    order = placement_order(pods)
     for i, pod in enumerate(order):
         for t in pod.spec.pod_affinity:
             if any(selector_matches(t.selector, q.labels) for q in order[i:]):

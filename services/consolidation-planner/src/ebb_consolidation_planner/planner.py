@@ -624,10 +624,10 @@ class Planner:
         """The store's approved decisions; with ``store_revision`` (every write is this process's), the last read
         again while no write came since."""
         if self.store_revision is None:
-            return list(await self.store.approved())
+            return await self.store.approved()
         revision = self.store_revision()
         if self._approved is None or self._approved[0] != revision:
-            self._approved = (revision, list(await self.store.approved()))
+            self._approved = (revision, await self.store.approved())
         return self._approved[1]
 
     # -- interruptions --------------------------------------------------------------------------------------

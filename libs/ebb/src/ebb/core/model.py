@@ -219,8 +219,7 @@ class Pod:
         terminal = self.phase in ("Succeeded", "Failed")
         object.__setattr__(self, "is_terminal", terminal)
         object.__setattr__(self, "needs_rescheduling", not (
-            self.owner_kind == "DaemonSet" or self.is_mirror or terminal
-            or (self.deleting and self.owner_kind != "StatefulSet")))
+            self.is_daemonset or self.is_mirror or terminal or (self.deleting and not self.is_statefulset)))
 
     @property
     def is_daemonset(self) -> bool:

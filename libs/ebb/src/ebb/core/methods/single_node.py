@@ -105,9 +105,10 @@ def _give_up(ctx: PassContext, name: str) -> Callable[[int], None]:
         floor = state.launch_floor(b)
         if floor >= price - EPSILON:
             raise _NoCheaperLaunch(BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": floor, "price": price}))
+        if not spot or ctx.options.spot_to_spot:
+            return
         pool = view.pools[state.s.pools[state.claims[b].pool].pool.name]
-        if spot and not (ctx.options.spot_to_spot or pool.spot_to_spot) \
-                and state.launch_floor(b, without=CAPACITY_SPOT) >= price - EPSILON:
+        if not pool.spot_to_spot and state.launch_floor(b, without=CAPACITY_SPOT) >= price - EPSILON:
             raise _NoCheaperLaunch(BlockCause(Cause.SPOT_TO_SPOT_DISABLED))
 
     return check

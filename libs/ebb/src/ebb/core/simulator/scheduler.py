@@ -53,8 +53,6 @@ from ebb.core.simulator.labeltable import BoolArray, IntArray, LabelTable
 from ebb.core.simulator.results import NewNode, SimulationResult
 
 FloatArray = npt.NDArray[np.float64]
-#: distinct pod placement needs whose offerings a NodePool keeps (`_Pool.combo_ok`) before it forgets them all
-_COMBO_OK_CACHE_SIZE = 4096
 FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 # Keys an instance type or offering decides; a NodePool requirement on any other key becomes a label.
 TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
@@ -117,7 +115,6 @@ class _Pool:
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
-    _combo_ok: dict[tuple[Any, ...], BoolArray | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -128,24 +125,13 @@ class _Pool:
 
     def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
         """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
-        and nodeSelector met), or None when there is none. Kept per distinct (affinity, nodeSelector, tolerations)
-        with the pool, which a planner's Schedulers share (`Scheduler._cached_pools`): read-only."""
-        key = (spec.required_node_terms, tuple(sorted(spec.node_selector.items())), spec.tolerations)
-        if key in self._combo_ok:
-            return self._combo_ok[key]
-        ok: BoolArray | None = None
-        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
-            ok = self.combo_labels.terms(spec.required_node_terms)
-            if spec.node_selector:
-                ok &= self.combo_labels.selector(spec.node_selector)
-            if ok.any():
-                ok.flags.writeable = False
-            else:
-                ok = None
-        if len(self._combo_ok) >= _COMBO_OK_CACHE_SIZE:
-            self._combo_ok.clear()
-        self._combo_ok[key] = ok
-        return ok
+        and nodeSelector met), or None when there is none."""
+        if not len(self.combo_labels) or blocking_taints(spec.tolerations, self.pool.taints):
+            return None
+        ok = self.combo_labels.terms(spec.required_node_terms)
+        if spec.node_selector:
+            ok &= self.combo_labels.selector(spec.node_selector)
+        return ok if ok.any() else None
 
     def type_floor(self, without: str | None) -> FloatArray:
         """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of
@@ -544,6 +530,12 @@ class Scheduler:
 _PLACEMENT_KEY = attrgetter("placement_key")
 
 
+def _has_pod_affinity(classes: Sequence[_Class]) -> bool:
+    """Whether some form of the pod requires pod affinity: a pod placed later may let it in (`place_all` retries
+    it)."""
+    return any(c.kind == "affinity" for cls in classes for c in cls.constraints)
+
+
 def placement_order(pods: Iterable[Pod]) -> list[Pod]:
     """The order `SimState.place_all` places pods in: largest cpu, then memory first, as Karpenter does; the key
     breaks ties."""
@@ -806,8 +798,7 @@ class SimState:
                 else:
                     failures[pod.key] = reason
                     retry.append(pod)
-                    if first_failure and not any(c.kind == "affinity" for cls in self.s.classes(pod)
-                                                 for c in cls.constraints):
+                    if first_failure and not _has_pod_affinity(self.s.classes(pod)):
                         return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
             if len(retry) == len(pending):
                 break
@@ -824,7 +815,7 @@ class SimState:
         before it went where they would have gone, since a claim only opens for a pod that finds no room."""
         for index, pod in enumerate(order):
             classes = self.s.classes(pod)
-            if len(classes) > 1 or any(c.kind == "affinity" for cls in classes for c in cls.constraints):
+            if len(classes) > 1 or _has_pod_affinity(classes):
                 return index, None
             why = self.place(pod, 0)
             if why is not None:

@@ -489,7 +489,7 @@ def planner_process(config: Mapping[str, Any]) -> None:
     from ebb.adapters import logs
     from ebb.adapters.catalog import bundled_catalog
     from ebb_consolidation_planner import app
-    from ebb_consolidation_planner.leader import AlwaysLeader
+    from ebb_consolidation_planner.leadership import AlwaysLeader
     from ebb_consolidation_planner.planner import Planner
     from ebb_consolidation_planner.settings import Settings
 

@@ -34,7 +34,7 @@ from ebb.contracts import (
 )
 from ebb.contracts.messages import InterruptionKind
 from ebb_consolidation_planner import app
-from ebb_consolidation_planner.leader import AlwaysLeader, Leadership, NeverLeader
+from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership, NeverLeader
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LivePods, Planner, command_id
 from ebb_consolidation_planner.settings import Settings

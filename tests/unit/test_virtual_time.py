@@ -147,6 +147,26 @@ def test_a_signal_is_handled_before_the_clock_jumps() -> None:
     assert handled and after < 1
 
 
+def test_a_signal_is_handled_while_work_keeps_the_loop_busy() -> None:
+    """I/O is looked at every few milliseconds while work is ready, not at every turn: never not at all."""
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        got = asyncio.Event()
+        loop.add_signal_handler(signal.SIGUSR1, got.set)
+        try:
+            loop.call_soon(os.kill, os.getpid(), signal.SIGUSR1)
+            turns = 0
+            while not got.is_set() and turns < 10_000_000:
+                await asyncio.sleep(0)  # always ready: the clock never jumps, the selector never waits
+                turns += 1
+            return turns
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+
+    turns = on_virtual_time(main)
+    assert 0 < turns < 10_000_000
+
+
 @pytest.mark.parametrize("pace", [50.0, 200.0])
 def test_a_pace_slows_the_clock_to_at_most_pace_times_real_time_and_changes_nothing_else(pace: float) -> None:
     async def main() -> list[float]:

@@ -32,7 +32,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
-from ebb_consolidation_planner.leader import Leadership, LeaseElector
+from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.settings import Settings
@@ -83,6 +83,8 @@ async def run(
             stack.push_async_callback(store.close)
             readiness.probe("postgresql", store.ping)
         if leader is None:
+            from ebb_consolidation_planner.leader import LeaseElector  # the Kubernetes client: only here
+
             api = await stack.enter_async_context(
                 kube_client(settings.kubeconfig, settings.kube_context, component="ebb-consolidation-planner"))
             readiness.probe("apiserver", lambda: ping_apiserver(api))

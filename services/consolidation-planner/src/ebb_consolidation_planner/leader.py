@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, V1LeaseSpec
@@ -50,33 +50,6 @@ log = structlog.get_logger("ebb_consolidation_planner.leader")
 
 #: the renew deadline as a share of the lease duration (client-go's defaults: 10 s of 15 s)
 RENEW_DEADLINE_SHARE = 2 / 3
-
-
-class Leadership(Protocol):
-    @property
-    def is_leader(self) -> bool: ...
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Keep (or try to get) the leadership until ``stop`` is set."""
-        ...
-
-
-class AlwaysLeader:
-    """A single replica (embedded mode, tests): always the leader."""
-
-    is_leader = True
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-
-
-class NeverLeader:
-    """A replica that never gets the leadership (tests)."""
-
-    is_leader = False
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await stop.wait()
 
 
 def _micro(moment: datetime) -> str:

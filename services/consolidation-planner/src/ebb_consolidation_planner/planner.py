@@ -78,7 +78,7 @@ from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, Snapshot
 from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
-from ebb_consolidation_planner.leader import Leadership
+from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move

@@ -53,7 +53,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.decision import LIVE
 from ebb.core.snapshot import parse_documents
 from ebb_consolidation_planner import app as planner_app
-from ebb_consolidation_planner.leader import AlwaysLeader
+from ebb_consolidation_planner.leadership import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.store import WriteCount, sqlite_engine

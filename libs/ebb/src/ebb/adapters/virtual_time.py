@@ -4,7 +4,9 @@
 
 - **its clock** (``loop.time()``) is virtual: it starts at 0 and moves only when nothing is ready to run. When
   the loop would sleep until its next timer, it first polls I/O without waiting (a signal, a socket of the
-  decisions-api), and if there is none it sets the clock to that timer at once instead of sleeping. Every
+  decisions-api), and if there is none it sets the clock to that timer at once instead of sleeping (while work
+  is ready it looks at I/O every ``IO_POLL_SECONDS`` of real time, not at every turn: each look is a system
+  call, and a run turns the loop hundreds of thousands of times). Every
   wait of the services is measured on ``loop.time()`` (``ebb.adapters.clock``), so a run goes as fast as its
   computation allows, and its course depends only on its input: computation takes no virtual time, so the
   machine's speed and load change how long a run takes, never what happens in it.
@@ -58,6 +60,8 @@ Ts = TypeVarTuple("Ts")
 THREAD_POLL_SECONDS = 0.05
 #: the least virtual time a positive wait takes (``call_later``), as any wait takes some real time
 MIN_WAIT_SECONDS = 1e-6
+#: the real seconds between two looks at I/O while work is ready to run (before the clock jumps it always looks)
+IO_POLL_SECONDS = 0.005
 
 
 class _VirtualClock:
@@ -100,8 +104,13 @@ class _VirtualSelector(selectors.DefaultSelector):
         super().__init__()
         self._clock = clock
         self._threads_busy = threads_busy
+        self._polled = -float("inf")
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        real = time.monotonic()
+        if timeout == 0 and real - self._polled < IO_POLL_SECONDS:
+            return []  # work is ready: I/O can wait a few milliseconds (it never changes a run's course)
+        self._polled = real
         ready = super().select(0)  # I/O first: a signal, a socket, a callback from another thread
         if ready or timeout == 0:
             return ready

@@ -95,6 +95,16 @@ def _exit_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def _start_worker_server() -> None:
+    """Start the server the worker processes are forked from (``run_backtests``) now, so that it imports the
+    embedded mode (about 2 s) while this process imports it too and reads the input, not after."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["ebb_embedded.backtest"])
+    forkserver.ensure_running()
+
+
 def default_jobs() -> int:
     """One job per CPU this process may run on (its affinity, not the machine's count)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -193,6 +203,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
              "off: every pass computed, to check that)")] = True,
 ) -> None:
     """Run a workload trace under each policy and compare cost, churn and pending time."""
+    if min(jobs or default_jobs(), (1 + len(policy or [])) * seeds) > 1:
+        _start_worker_server()
     from ebb.adapters.catalog import bundled_catalog
     from ebb.adapters.logs import configure
     from ebb.core.snapshot import SnapshotError, parse_documents

@@ -272,6 +272,7 @@ class Scheduler:
             if at is not None and not pod.is_terminal:
                 self.pods_on[at].append(pod)
         self._pod_vecs: dict[Interned, IntArray] = {}
+        self._pod_needs: dict[Interned, tuple[tuple[int, int], ...]] = {}
         used = np.zeros_like(self.node_alloc)
         requests = [self.pod_vec(pod) for pods in self.pods_on for pod in pods]
         if requests:
@@ -305,6 +306,16 @@ class Scheduler:
             hit = self.vec(pod.spec.requests)
             hit.flags.writeable = False
             self._pod_vecs[pod.requests_key] = hit
+        return hit
+
+    def pod_needs(self, pod: Pod) -> tuple[tuple[int, int], ...]:
+        """The pod's non-zero requests as (resource index, amount), made once per distinct requests: the columns
+        a bin's free room is compared on."""
+        hit = self._pod_needs.get(pod.requests_key)
+        if hit is None:
+            vec = self.pod_vec(pod)
+            hit = tuple((int(r), int(vec[r])) for r in vec.nonzero()[0])
+            self._pod_needs[pod.requests_key] = hit
         return hit
 
     @staticmethod
@@ -510,7 +521,7 @@ class Scheduler:
         if sp.topology_key == LABEL_HOSTNAME:
             honored = affinity_ok if sp.node_affinity_policy == "Honor" else np.ones(self.N, dtype=bool)
             return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
-                               np.flatnonzero(honored), new_domain=any(ok is not None for ok in pool_combo_ok))
+                               honored.nonzero()[0], new_domain=any(ok is not None for ok in pool_combo_ok))
         if sp.topology_key not in self._domain_codes:
             self._build_domains(sp.topology_key)
         _, node_codes, pool_codes = self._domain_codes[sp.topology_key]
@@ -837,10 +848,11 @@ class SimState:
     def place(self, pod: Pod, max_new: int) -> str | None:
         """Place one pod; None on success, else why it cannot be placed."""
         req = self.s.pod_vec(pod)
+        needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
         self._sync_groups()
         for cls in classes:
-            b = self._find_bin(cls, req, max_new)
+            b = self._find_bin(cls, req, needs, max_new)
             if b is not None:
                 self._commit(pod, cls, req, b)
                 return None
@@ -890,18 +902,19 @@ class SimState:
             return np.asarray(val > 0)
         return np.asarray(val == 0)
 
-    def _find_bin(self, cls: _Class, req: IntArray, max_new: int) -> int | None:
+    def _find_bin(self, cls: _Class, req: IntArray, needs: tuple[tuple[int, int], ...], max_new: int) -> int | None:
         s = self.s
         nb = self.n_bins
         cand = self.open[:nb].copy()
-        for r in np.flatnonzero(req):
-            cand &= self.free[:nb, r] >= req[r]
+        free = self.free
+        for r, amount in needs:
+            cand &= free[:nb, r] >= amount
         cand[: s.N] &= cls.node_ok
         if nb > s.N:
             cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
         if cls.constraints and cand.any():
             cand &= self._topology_ok(cls, nb)
-        for found in np.flatnonzero(cand):
+        for found in cand.nonzero()[0]:
             b = int(found)
             if cls.host_ports and self._port_conflict(b, cls.host_ports):
                 continue
@@ -974,7 +987,7 @@ class SimState:
             combo_codes = self.s._domain_codes[key][2][p_index]
             values = combo_codes[mask]
             if values.size and (values != values[0]).any():  # pin the domain so the pod is counted where it runs
-                cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
+                cheapest = int(mask.nonzero()[0][np.argmin(pool.combo_price[mask])])
                 mask &= combo_codes == combo_codes[cheapest]
         return mask if mask.any() else None
 
@@ -1003,7 +1016,7 @@ class SimState:
             self.n_bins = b + 1
             self.open[b] = True
             self.bin_pool[b] = p_index
-            cheapest = int(np.flatnonzero(mask)[np.argmin(pool.combo_price[mask])])
+            cheapest = int(mask.nonzero()[0][np.argmin(pool.combo_price[mask])])
             claim.charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
@@ -1043,7 +1056,9 @@ class SimState:
     def _commit(self, pod: Pod, cls: _Class, req: IntArray, b: int) -> None:
         s = self.s
         if b < s.N:
-            self._set(self.free, b, self.free[b] - req)
+            row = self.free[b]  # a view: updated in place, its old values journaled (`_set`, in one step)
+            self.journal.append(("arr", self.free, b, row.copy()))
+            row -= req
         else:
             claim = self.claims[b]
             self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged))
@@ -1052,7 +1067,7 @@ class SimState:
             claim.pods.append(pod.key)
             pool = s.pools[claim.pool]
             if pool.pool.limits:
-                fitting = np.flatnonzero(claim.mask & self._fits(pool, claim.total)[pool.combo_type])
+                fitting = (claim.mask & self._fits(pool, claim.total)[pool.combo_type]).nonzero()[0]
                 cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
                 charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
                 old = self.pool_used[claim.pool]
@@ -1113,7 +1128,7 @@ class SimState:
             return ""
         bins = np.fromiter(sorted(self.aside), dtype=np.int64, count=len(self.aside))
         fits = ~self.open[bins] & cls.node_ok[bins] & (self.free[bins] >= req).all(axis=1)
-        for found in np.flatnonzero(fits):
+        for found in fits.nonzero()[0]:
             b = int(bins[found])
             if b not in self._removed:
                 return f" (node {self.s.nodes[b].name} has room, but {self.aside[b]})"
@@ -1128,9 +1143,9 @@ class SimState:
                 continue
             pool = self.s.pools[claim.pool]
             mask = claim.mask & self._fits(pool, claim.total)[pool.combo_type]
-            idx = np.flatnonzero(mask)
+            idx = mask.nonzero()[0]
             if not idx.size:
-                idx = np.flatnonzero(claim.mask)
+                idx = claim.mask.nonzero()[0]
             prices = pool.combo_price[idx]
             order = idx[np.argsort(prices, kind="stable")]
             cheapest = int(order[0])
@@ -1154,7 +1169,7 @@ class SimState:
         for claim in self.claims.values():
             if claim.hostname == hostname:
                 pool = self.s.pools[claim.pool]
-                idx = np.flatnonzero(claim.mask & self._fits(pool, claim.total)[pool.combo_type])
+                idx = (claim.mask & self._fits(pool, claim.total)[pool.combo_type]).nonzero()[0]
                 if not idx.size:
                     return None
                 c = int(idx[np.argmin(pool.combo_price[idx])])

@@ -25,6 +25,8 @@ class LabelTable:
         self._labels = label_sets
         self._size = len(label_sets)
         self._keys: dict[str, tuple[IntArray, dict[str, int], list[str]]] = {}
+        #: requirement -> its result (read-only): replicas and Jobs of one workload ask the same ones
+        self._matched: dict[Requirement, BoolArray] = {}
 
     def __len__(self) -> int:
         return self._size
@@ -49,6 +51,14 @@ class LabelTable:
         return hit
 
     def requirement(self, req: Requirement) -> BoolArray:
+        """Which objects satisfy ``req`` (read-only: computed once per requirement and shared)."""
+        hit = self._matched.get(req)
+        if hit is None:
+            hit = self._matched[req] = self._requirement(req)
+            hit.flags.writeable = False
+        return hit
+
+    def _requirement(self, req: Requirement) -> BoolArray:
         codes, lookup, values = self.column(req.key)
         op = req.operator
         if op in ("In", "NotIn"):

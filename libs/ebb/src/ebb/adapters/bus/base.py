@@ -208,23 +208,32 @@ async def process(
                     retry.max_attempts or "unlimited", state.upcoming_sleep,
                     state.outcome.exception() if state.outcome else None)
 
-    tried = 0
+    def delivery(attempt: int) -> Delivery:
+        return Delivery(topic=record.topic, partition=record.partition, offset=record.offset,
+                        key=decoded.message.key(), message=decoded.message, type=decoded.type,
+                        source=decoded.source, time=decoded.time, attempt=attempt)
+
+    # the first attempt outside the retry loop: nearly every delivery succeeds at once, and a tenacity loop costs
+    # more than many a handler; a failure then goes through the loop as its first attempt (replayed, not run
+    # again), so the attempts, their waits and their logs are the loop's, as if it had run from the start
+    tried = 1
+    first_failure: Exception
+    try:
+        await handler(delivery(1))
+    except PoisonMessage as e:
+        return await give_up("poison", f"{type(e).__name__}: {e}")
+    except Exception as e:
+        first_failure = e
+    else:
+        return Outcome.HANDLED
     try:
         async for attempt in retry.retrying(clock, stop, retry=retry_if_not_exception_type(PoisonMessage),
                                             before_sleep=retrying_in):
             tried = attempt.retry_state.attempt_number
             with attempt:
-                await handler(Delivery(
-                    topic=record.topic,
-                    partition=record.partition,
-                    offset=record.offset,
-                    key=decoded.message.key(),
-                    message=decoded.message,
-                    type=decoded.type,
-                    source=decoded.source,
-                    time=decoded.time,
-                    attempt=tried,
-                ))
+                if tried == 1:
+                    raise first_failure
+                await handler(delivery(tried))
     except PoisonMessage as e:
         return await give_up("poison", f"{type(e).__name__}: {e}")
     except Stopped:

@@ -506,6 +506,8 @@ def planner_process(config: Mapping[str, Any]) -> None:
         """The planner's ``AlwaysLeader``, counting how often it is asked: the planner's loop asks once per
         iteration."""
 
+        fixed = False  # counted as a Lease would be
+
         def __init__(self) -> None:
             self.asked = 0
             self.always = AlwaysLeader()

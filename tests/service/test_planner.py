@@ -544,6 +544,8 @@ async def test_a_failed_annotation_is_retried_and_a_follower_annotates_nothing(d
 class Switch:
     """A leadership the test turns on and off."""
 
+    fixed = False
+
     def __init__(self, leading: bool) -> None:
         self.is_leader = leading
 
@@ -719,6 +721,8 @@ async def test_a_new_leader_republishes_what_another_replica_approved(db: str) -
 class CountingLeader:
     """Always the leader; counts how often the planner's loop asks (once per iteration)."""
 
+    fixed = False  # looked at as a Lease would be
+
     def __init__(self) -> None:
         self.asked = 0
 
@@ -752,12 +756,39 @@ async def test_a_change_waits_out_the_debounce_without_spinning(db: str) -> None
         assert planner.passes == passes + 1
 
 
+async def test_a_fixed_leader_is_not_looked_at_between_passes(db: str) -> None:
+    """A single replica's loop sleeps until a change, the next pass or the next republish: no 0.2 s tick."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+
+    async def asked_in(leader: CountingLeader, seconds: float) -> int:
+        async with Running(bus, db, leader=leader, pass_interval_seconds=10.0) as svc:
+            planner = svc.planner
+            assert planner is not None
+            for _ in range(500):  # the first pass, at once
+                if planner.passes:
+                    break
+                await asyncio.sleep(0.01)
+            asked = leader.asked
+            await asyncio.sleep(seconds)
+            return leader.asked - asked
+
+    class FixedLeader(CountingLeader):
+        fixed = True
+
+    ticking = await asked_in(CountingLeader(), 1.5)
+    fixed = await asked_in(FixedLeader(), 1.5)
+    assert ticking >= 5, ticking  # a Lease is looked at every tick (0.2 s)
+    assert fixed <= 1, fixed  # nothing is due within 1.5 s: the republish interval is 5 s, the pass interval 10 s
+
+
 async def test_a_follower_does_not_spin_on_changes(db: str) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster())
 
     class CountingFollower:
         asked = 0
+        fixed = False
 
         @property
         def is_leader(self) -> bool:

@@ -180,7 +180,8 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
 async def consume_while_leading(bus: Bus, group: str, planner: Planner, leader: Leadership,
                                 stop: asyncio.Event) -> None:
     """Consume ebb.interruptions in the shared ``group`` while this replica is the leader, until ``stop``; the
-    leadership is looked at every ``LEADERSHIP_POLL`` seconds of the planner's clock."""
+    leadership is looked at every ``LEADERSHIP_POLL`` seconds of the planner's clock (never again when it is
+    fixed: a single replica)."""
     clock = planner.clock
     while not stop.is_set():
         if not leader.is_leader:
@@ -194,7 +195,7 @@ async def consume_while_leading(bus: Bus, group: str, planner: Planner, leader: 
         log.info("consuming interruptions", group=group)
         try:
             while not stop.is_set() and leader.is_leader and not task.done():
-                await clock.wait(ended, stop, within=LEADERSHIP_POLL)
+                await clock.wait(ended, stop, within=None if leader.fixed else LEADERSHIP_POLL)
         finally:
             consumer_stop.set()
             try:

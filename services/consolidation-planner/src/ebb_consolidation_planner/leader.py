@@ -143,6 +143,9 @@ class _Lease(LeaseLock):
 class LeaseElector:
     """Leadership through the Lease ``namespace/name`` for ``identity`` (see the module docstring)."""
 
+    #: the leadership comes and goes with the Lease
+    fixed = False
+
     def __init__(self, api_client: ApiClient, *, name: str, namespace: str, identity: str, duration: float = 15.0,
                  renew: float = 2.0, clock: Clock | None = None) -> None:
         self.name = name

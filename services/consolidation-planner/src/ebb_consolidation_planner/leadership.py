@@ -17,6 +17,11 @@ class Leadership(Protocol):
     @property
     def is_leader(self) -> bool: ...
 
+    @property
+    def fixed(self) -> bool:
+        """True when ``is_leader`` never changes (a single replica): nobody needs to look at it again."""
+        ...
+
     async def run(self, stop: asyncio.Event) -> None:
         """Keep (or try to get) the leadership until ``stop`` is set."""
         ...
@@ -26,6 +31,7 @@ class AlwaysLeader:
     """A single replica (embedded mode, tests): always the leader."""
 
     is_leader = True
+    fixed = True
 
     async def run(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -35,6 +41,7 @@ class NeverLeader:
     """A replica that never gets the leadership (tests)."""
 
     is_leader = False
+    fixed = True
 
     async def run(self, stop: asyncio.Event) -> None:
         await stop.wait()

@@ -273,7 +273,9 @@ class Planner:
     async def run(self, stop: asyncio.Event) -> None:
         """Plan on changes (debounced) and every ``interval`` seconds while leader, until ``stop``. Every wait is
         on the planner's clock: the debounce, the interval, the republish interval, the validation delay and
-        the tick (0.2 s, or the interval when shorter) at which the loop looks at the leadership."""
+        the tick (0.2 s, or the interval when shorter) at which the loop looks at the leadership. A fixed leadership
+        (``Leadership.fixed``: the embedded mode's single replica) is not looked at again: the loop then sleeps until
+        a change, the next pass or the next republish."""
         self._stop = stop
         last = -float("inf")
         last_republish = -float("inf")
@@ -281,7 +283,7 @@ class Planner:
         tick = min(LEADERSHIP_POLL, self.interval)
         try:
             while not stop.is_set():
-                await self.clock.wait(self.changed, stop, within=tick)
+                await self.clock.wait(self.changed, stop, within=self._next_look(tick, last, last_republish))
                 if stop.is_set():
                     break
                 if not self.leader.is_leader:
@@ -328,6 +330,16 @@ class Planner:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _next_look(self, tick: float, last: float, last_republish: float) -> float:
+        """How long the loop may wait for a change before it looks again: a tick while the leadership can change;
+        with a fixed one, until the next pass or republish is due (a single replica wakes only for work)."""
+        if not self.leader.fixed:
+            return tick
+        now = self.clock.monotonic()
+        # the same differences the loop compares (``since < interval``), so that in floating point a wait is never
+        # 0 while the loop still finds the interval unfinished (it would spin at one instant of virtual time)
+        return max(0.0, min(self.interval - (now - last), self.republish_interval - (now - last_republish)))
 
     async def current_snapshot(self, now: datetime, *, validating: str | None = None) -> Snapshot:
         """The cluster objects' snapshot with the store's active holds merged in, the nodes of other live

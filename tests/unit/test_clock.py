@@ -8,8 +8,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from tenacity import AsyncRetrying
 
-from ebb.adapters.backoff import Backoff
+from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, ManualClock, SimClock, Stopped, clock_of, unless_stopped, until_any
 
 T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
@@ -195,6 +196,65 @@ async def test_retrying_waits_on_the_clock_and_reraises_the_last_failure() -> No
                 calls += 1
                 raise ConnectionError(f"attempt {calls}")
     assert calls == 4 and clock.sleeps == [1, 2, 4]
+
+
+async def test_attempt_then_retry_runs_no_loop_when_the_first_attempt_succeeds() -> None:
+    made, numbers = [], []
+
+    async def attempt(number: int) -> None:
+        numbers.append(number)
+
+    def retrying() -> AsyncRetrying:
+        made.append(1)
+        return Backoff(initial=1, jitter=0).retrying(ManualClock())
+
+    await attempt_then_retry(retrying, attempt, retried=lambda e: True)
+    assert numbers == [1] and made == []
+
+
+@pytest.mark.parametrize("failures", [1, 2, 3, 4])
+async def test_attempt_then_retry_is_the_loop_run_from_the_start(failures: int) -> None:
+    """The same attempts, waits, before_sleep calls and final error as ``async for`` over the loop itself."""
+    async def run(with_helper: bool) -> tuple[list[int], list[float], list[int], str]:
+        clock, numbers, slept_after = ManualClock(), [], []
+        backoff = Backoff(initial=1, maximum=4, jitter=0, max_attempts=3)
+
+        def retrying() -> AsyncRetrying:
+            return backoff.retrying(clock, before_sleep=lambda state: slept_after.append(state.attempt_number))
+
+        async def attempt(number: int) -> None:
+            numbers.append(number)
+            if number <= failures:
+                raise ConnectionError(f"attempt {number}")
+
+        error = ""
+        try:
+            if with_helper:
+                await attempt_then_retry(retrying, attempt, retried=lambda e: isinstance(e, ConnectionError))
+            else:
+                async for state in retrying():
+                    with state:
+                        await attempt(state.retry_state.attempt_number)
+        except ConnectionError as e:
+            error = str(e)
+        return numbers, clock.sleeps, slept_after, error
+
+    assert await run(True) == await run(False)
+
+
+async def test_attempt_then_retry_raises_an_error_it_does_not_retry_at_once() -> None:
+    made = []
+
+    async def attempt(number: int) -> None:
+        raise ValueError("not retried")
+
+    def retrying() -> AsyncRetrying:
+        made.append(1)
+        return Backoff(initial=1, jitter=0).retrying(ManualClock())
+
+    with pytest.raises(ValueError, match="not retried"):
+        await attempt_then_retry(retrying, attempt, retried=lambda e: isinstance(e, ConnectionError))
+    assert made == []
 
 
 async def test_retrying_stops_before_a_wait_past_the_deadline() -> None:

@@ -82,6 +82,29 @@ class Backoff:
         )
 
 
+async def attempt_then_retry(retrying: Callable[[], AsyncRetrying], attempt: Callable[[int], Awaitable[None]],
+                             retried: Callable[[Exception], bool]) -> None:
+    """``attempt(1)``, and only when it fails with an error ``retried`` accepts, the retry loop ``retrying()``, whose
+    first attempt is that failure (replayed, not run again) and whose later attempts call ``attempt(n)``. The
+    attempts, their waits, ``before_sleep`` and what is raised in the end are those of the loop run from the start;
+    a first attempt that succeeds (nearly every one) costs no tenacity loop, which costs more than many an attempt.
+    An error ``retried`` refuses is raised as it is, as the loop would (``reraise``)."""
+    try:
+        await attempt(1)
+    except Exception as e:
+        if not retried(e):
+            raise
+        first = e
+    else:
+        return
+    async for state in retrying():
+        with state:
+            number = state.retry_state.attempt_number
+            if number == 1:
+                raise first
+            await attempt(number)
+
+
 class _BeforeDeadline(stop_base):
     """Stop when the upcoming wait would end after ``deadline`` (a ``clock.monotonic()`` value)."""
 

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from tenacity import RetryCallState, retry_if_not_exception_type
 
-from ebb.adapters.backoff import Backoff
+from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Stopped, clock_of
 from ebb.contracts import ContractError, DeadLetter, Message, decode, is_dlq_topic
 
@@ -213,27 +213,18 @@ async def process(
                         key=decoded.message.key(), message=decoded.message, type=decoded.type,
                         source=decoded.source, time=decoded.time, attempt=attempt)
 
-    # the first attempt outside the retry loop: nearly every delivery succeeds at once, and a tenacity loop costs
-    # more than many a handler; a failure then goes through the loop as its first attempt (replayed, not run
-    # again), so the attempts, their waits and their logs are the loop's, as if it had run from the start
-    tried = 1
-    first_failure: Exception
+    tried = 0
+
+    async def attempt(number: int) -> None:
+        nonlocal tried
+        tried = number
+        await handler(delivery(number))
+
     try:
-        await handler(delivery(1))
-    except PoisonMessage as e:
-        return await give_up("poison", f"{type(e).__name__}: {e}")
-    except Exception as e:
-        first_failure = e
-    else:
-        return Outcome.HANDLED
-    try:
-        async for attempt in retry.retrying(clock, stop, retry=retry_if_not_exception_type(PoisonMessage),
-                                            before_sleep=retrying_in):
-            tried = attempt.retry_state.attempt_number
-            with attempt:
-                if tried == 1:
-                    raise first_failure
-                await handler(delivery(tried))
+        await attempt_then_retry(
+            lambda: retry.retrying(clock, stop, retry=retry_if_not_exception_type(PoisonMessage),
+                                   before_sleep=retrying_in),
+            attempt, retried=lambda e: not isinstance(e, PoisonMessage))
     except PoisonMessage as e:
         return await give_up("poison", f"{type(e).__name__}: {e}")
     except Stopped:

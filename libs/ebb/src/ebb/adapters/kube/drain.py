@@ -52,7 +52,7 @@ from typing import Any, Final, Literal, Protocol
 
 from tenacity import RetryCallState, retry_if_exception_type
 
-from ebb.adapters.backoff import Backoff
+from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Waitable
 
 log = logging.getLogger("ebb.kube.drain")
@@ -572,20 +572,24 @@ class Drainer:
                          attempt.upcoming_sleep)
 
             tried = 0
+
+            async def evict(number: int) -> None:
+                nonlocal tried
+                tried = number
+                result, message = await self.api.evict(namespace, name)
+                if self.on_eviction is not None:
+                    self.on_eviction(eviction_code(result, message))
+                if result not in ("evicted", "gone"):
+                    report.blocked += 1
+                    raise _Refused(result, message)
+                if result == "evicted" and on_evicted is not None:
+                    on_evicted(pod)
+
             try:
-                async for attempt in self.backoff.retrying(self.clock, self.stop, deadline=evict_until,
-                                                           retry=retry_if_exception_type(_Refused),
-                                                           before_sleep=refused):
-                    tried = attempt.retry_state.attempt_number
-                    with attempt:
-                        result, message = await self.api.evict(namespace, name)
-                        if self.on_eviction is not None:
-                            self.on_eviction(eviction_code(result, message))
-                        if result not in ("evicted", "gone"):
-                            report.blocked += 1
-                            raise _Refused(result, message)
-                        if result == "evicted" and on_evicted is not None:
-                            on_evicted(pod)
+                await attempt_then_retry(
+                    lambda: self.backoff.retrying(self.clock, self.stop, deadline=evict_until,
+                                                  retry=retry_if_exception_type(_Refused), before_sleep=refused),
+                    evict, retried=lambda e: isinstance(e, _Refused))
             except _Refused as last:
                 if delete_at is None:
                     raise DrainFailed(

@@ -355,15 +355,18 @@ class Planner:
     async def _snapshot_and_inputs(self, now: datetime, *,
                                    validating: str | None = None) -> tuple[Snapshot, tuple[object, ...]]:
         """`current_snapshot`, and what it was made of (the objects' version, the busy nodes, the launched
-        replacements, the holds): equal inputs make an equal snapshot."""
+        replacements, the holds): equal inputs make an equal snapshot. The objects and the planner's own pending
+        nodes are taken first, before the store is read: what arrives while it is read is the next pass's (the
+        change wakes the loop again), as it is for a pass answered from the last one without reading anything."""
+        objects, version = self.objects.snapshot(), self.objects.version
+        pending = set(self._pending_nodes)
         if validating is None:
-            busy = set(await self.store.live_nodes()) | set(self._pending_nodes)
+            busy = set(await self.store.live_nodes()) | pending
             launched = await self.store.live_replacements()
         else:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
-        objects, version = self.objects.snapshot(), self.objects.version
         holds = await self.store.list_holds(now)
         inputs = (version, frozenset(busy), tuple(sorted(launched.items())), core_holds(holds))
         return live_snapshot(objects, holds=holds, busy=busy, launched=launched), inputs

@@ -58,6 +58,7 @@ from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Decision as DecisionRow
+from ebb.adapters.store.models import Hold
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -221,6 +222,9 @@ class Planner:
         #: a count of the store's writes, when this process makes them all (the embedded mode): the inputs a pass
         #: reads from the store are then known unchanged without reading them
         self.store_revision = store_revision
+        #: what a pass read from the store (live nodes, launched replacements, holds with the expired ones), at that
+        #: store revision (`store_revision`): read again after a write
+        self._store_reads: tuple[int, set[str], dict[str, str], list[Hold]] | None = None
         self._last: _LastPass | None = None
         #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
@@ -355,21 +359,37 @@ class Planner:
     async def _snapshot_and_inputs(self, now: datetime, *,
                                    validating: str | None = None) -> tuple[Snapshot, tuple[object, ...]]:
         """`current_snapshot`, and what it was made of (the objects' version, the busy nodes, the launched
-        replacements, the holds): equal inputs make an equal snapshot. The objects and the planner's own pending
-        nodes are taken first, before the store is read: what arrives while it is read is the next pass's (the
-        change wakes the loop again), as it is for a pass answered from the last one without reading anything."""
-        objects, version = self.objects.snapshot(), self.objects.version
-        pending = set(self._pending_nodes)
+        replacements, the holds): equal inputs make an equal snapshot. A pass's reads of the store are kept until
+        the next write with ``store_revision`` (the embedded mode): reading yields to the event loop (SQLAlchemy
+        closes a session in a task of its own), so other tasks run meanwhile and the objects can change before
+        they are taken; without a read, a computed pass sees the objects at the same moment as a pass answered
+        from the last one, and both give the same run."""
         if validating is None:
-            busy = set(await self.store.live_nodes()) | pending
-            launched = await self.store.live_replacements()
+            live, launched, holds = await self._pass_store_reads(now)
+            busy = live | set(self._pending_nodes)
         else:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
-        holds = await self.store.list_holds(now)
+            holds = await self.store.list_holds(now)
+        objects, version = self.objects.snapshot(), self.objects.version
         inputs = (version, frozenset(busy), tuple(sorted(launched.items())), core_holds(holds))
         return live_snapshot(objects, holds=holds, busy=busy, launched=launched), inputs
+
+    async def _pass_store_reads(self, now: datetime) -> tuple[set[str], dict[str, str], list[Hold]]:
+        """The nodes of live decisions, the replacements they launched and the holds in force at ``now``, read
+        again only after a write to the store when ``store_revision`` counts them."""
+        revision = self.store_revision() if self.store_revision is not None else None
+        reads = self._store_reads
+        if reads is None or revision is None or reads[0] != revision:
+            live = set(await self.store.live_nodes())
+            launched = await self.store.live_replacements()
+            every_hold = await self.store.list_holds(now, include_expired=True)
+            reads = (revision if revision is not None else -1, live, launched, every_hold)
+            if revision is not None:
+                self._store_reads = reads
+        _, live, launched, every_hold = reads
+        return set(live), dict(launched), [h for h in every_hold if h.expires_at is None or h.expires_at > now]
 
     def _reusable(self, inputs: tuple[object, ...], now: datetime) -> _LastPass | None:
         """The last pass, when a pass on ``inputs`` at ``now`` would answer as it did: the same inputs, no

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -826,6 +826,38 @@ async def test_a_change_the_snapshot_does_not_read_reuses_the_last_pass(db: str)
         await publish(bus, pod("p3", None, cpu="100m"))  # a pending pod: the snapshot reads it
         await eventually("a pass computed", lambda: planner.passes - planner.passes_reused > computed)
         assert await svc.decisions() == []
+
+
+async def test_with_a_store_revision_a_pass_reads_the_store_again_only_after_a_write(db: str) -> None:
+    """The embedded mode's passes read the live decisions and the holds once per write (a read yields to the event
+    loop, so a computed pass could otherwise see objects that a pass answered from the last one does not); a hold
+    that expires meanwhile is left out by the time, not by a read."""
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"))
+    async with Running(bus, db, pass_interval_seconds=600.0) as svc:
+        planner = svc.planner
+        assert planner is not None
+        await eventually("the first pass", lambda: planner.passes >= 1)  # then none for 10 minutes
+        until = datetime(2031, 1, 1, tzinfo=UTC)
+        await planner.store.create_hold(scope_kind="node", scope="n2", reason="test", expires_at=until,
+                                        now=until - timedelta(days=1))
+        revision = [0]
+        reads = [0]
+        read = planner.store.live_nodes
+
+        async def counted(*args: Any, **kwargs: Any) -> dict[str, str]:
+            reads[0] += 1
+            return await read(*args, **kwargs)
+
+        planner.store.live_nodes = counted  # type: ignore[method-assign]
+        planner.store_revision = lambda: revision[0]
+        _, _, holds = await planner._pass_store_reads(until - timedelta(seconds=1))
+        assert [h.scope for h in holds] == ["n2"] and reads[0] == 1
+        _, _, holds = await planner._pass_store_reads(until)
+        assert holds == [] and reads[0] == 1  # expired: left out without a read
+        revision[0] += 1  # a write
+        await planner._pass_store_reads(until)
+        assert reads[0] == 2
 
 
 async def test_with_a_store_revision_approved_decisions_are_read_again_only_after_a_write(db: str) -> None:

@@ -8,10 +8,12 @@ queue aiosqlite feeds its thread (``Connection._tx``, which SQLAlchemy's aiosqli
 is replaced by one that runs each call at once, on the caller's thread, and settles its future before the
 caller awaits it. A statement then takes no virtual time and the run stays deterministic.
 
-Nothing can wait for a lock held by another task: a call never yields to the loop, and the stores' transactions
-(``ebb.adapters.store.decision_store``) await nothing but their own statements, so each runs start to end
-without another task in between. A busy database (another process holding a write lock on a ``--database``
-file) is an error after ``BUSY_TIMEOUT`` seconds, which block the loop meanwhile.
+Nothing can wait for a lock held by another task: a statement never yields to the loop, and the stores'
+transactions (``ebb.adapters.store.decision_store``) await nothing but their own statements, so each runs start to
+end without another task in between. Leaving a session does yield: SQLAlchemy closes it in a task of its own, so
+other tasks run between two reads (the planner keeps a pass's reads until the next write for that reason). A busy
+database (another process holding a write lock on a ``--database`` file) is an error after ``BUSY_TIMEOUT``
+seconds, which block the loop meanwhile.
 
 Everything else is as in the distributed mode: the same Alembic revisions, WAL, foreign keys.
 

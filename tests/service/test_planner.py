@@ -765,10 +765,7 @@ async def test_a_fixed_leader_is_not_looked_at_between_passes(db: str) -> None:
         async with Running(bus, db, leader=leader, pass_interval_seconds=10.0) as svc:
             planner = svc.planner
             assert planner is not None
-            for _ in range(500):  # the first pass, at once
-                if planner.passes:
-                    break
-                await asyncio.sleep(0.01)
+            await eventually("the first pass", lambda: planner.passes >= 1)
             asked = leader.asked
             await asyncio.sleep(seconds)
             return leader.asked - asked

@@ -379,15 +379,15 @@ class Planner:
     async def _pass_store_reads(self, now: datetime) -> tuple[set[str], dict[str, str], list[Hold]]:
         """The nodes of live decisions, the replacements they launched and the holds in force at ``now``, read
         again only after a write to the store when ``store_revision`` counts them."""
-        revision = self.store_revision() if self.store_revision is not None else None
-        reads = self._store_reads
-        if reads is None or revision is None or reads[0] != revision:
+        if self.store_revision is None:
             live = set(await self.store.live_nodes())
-            launched = await self.store.live_replacements()
-            every_hold = await self.store.list_holds(now, include_expired=True)
-            reads = (revision if revision is not None else -1, live, launched, every_hold)
-            if revision is not None:
-                self._store_reads = reads
+            return live, await self.store.live_replacements(), await self.store.list_holds(now)
+        revision = self.store_revision()
+        reads = self._store_reads
+        if reads is None or reads[0] != revision:
+            reads = self._store_reads = (revision, set(await self.store.live_nodes()),
+                                         await self.store.live_replacements(),
+                                         await self.store.list_holds(now, include_expired=True))
         _, live, launched, every_hold = reads
         return set(live), dict(launched), [h for h in every_hold if h.expires_at is None or h.expires_at > now]
 

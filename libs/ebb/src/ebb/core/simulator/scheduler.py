@@ -283,6 +283,7 @@ class Scheduler:
         self.pool_order = sorted(range(len(self.pools)),
                                  key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
         self._classes: dict[Interned, list[_Class]] = {}
+        self._pool_usage: list[IntArray] | None = None
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
@@ -537,6 +538,20 @@ class Scheduler:
     def new_state(self) -> SimState:
         return SimState(self)
 
+    def pool_usage(self) -> list[IntArray]:
+        """Per NodePool: the capacity of its nodes that are not being deleted, then their count: what its limits
+        are measured against when a simulation starts (made once; every state starts from a copy)."""
+        if self._pool_usage is None:
+            index = {p.pool.name: i for i, p in enumerate(self.pools)}
+            usage = [np.zeros(len(self.resources) + 1, dtype=np.int64) for _ in self.pools]
+            for node in self.nodes:
+                i = index.get(node.nodepool) if node.nodepool is not None else None
+                if i is not None and not node.deleting:
+                    usage[i][:-1] += self.vec(node.capacity)
+                    usage[i][-1] += 1
+            self._pool_usage = usage
+        return self._pool_usage
+
 
 _PLACEMENT_KEY = attrgetter("placement_key")
 
@@ -584,7 +599,7 @@ class SimState:
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
-        self.pool_used = [self._pool_usage(i) for i in range(len(sched.pools))]
+        self.pool_used = [usage.copy() for usage in sched.pool_usage()]
         self._init_counts()
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
@@ -599,14 +614,6 @@ class SimState:
                 codes[b] = self._claim_code(claim, key)
         self.bin_codes[key] = codes
 
-    def _pool_usage(self, pool_index: int) -> IntArray:
-        name = self.s.pools[pool_index].pool.name
-        total = np.zeros(len(self.s.resources) + 1, dtype=np.int64)
-        for node in self.s.nodes:
-            if node.nodepool == name and not node.deleting:
-                total[:-1] += self.s.vec(node.capacity)
-                total[-1] += 1
-        return total
 
     def _init_counts(self) -> None:
         """The topology counts and host ports of the bound pods (not those being deleted), a class at a time:

@@ -614,7 +614,6 @@ class SimState:
                 codes[b] = self._claim_code(claim, key)
         self.bin_codes[key] = codes
 
-
     def _init_counts(self) -> None:
         """The topology counts and host ports of the bound pods (not those being deleted), a class at a time:
         replicas share their class, so the per-pod work is one dict lookup."""

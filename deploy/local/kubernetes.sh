@@ -284,11 +284,17 @@ start() {
     --leader-elect=false --allocate-node-cidrs=false --profiling=false \
     --node-monitor-grace-period=180s --node-startup-grace-period=180s
 
+  # --v=2: the log says when a pod was found no room and when it was bound (a failed wait's diagnosis in
+  # tests/integration/karpenter_kit.py quotes those lines).
+  # --pod-max-in-unschedulable-pods-duration=30s (default 5m): a pod whose requeue event the scheduler's
+  # queueing hints passed over is tried again within 30 s, not 5 minutes (tests wait about 60 s for a pod to
+  # run). A CI run failed on a pod not Running 60 s after its Karpenter node was Ready, cause not recorded;
+  # this bounds that case if it was a passed-over requeue, and the logs and the diagnosis say if it was not.
   spawn kube-scheduler "${K8S_DIR}/bin/kube-scheduler" \
     --kubeconfig="${KUBECONFIG_PATH}" \
     --authentication-kubeconfig="${KUBECONFIG_PATH}" --authorization-kubeconfig="${KUBECONFIG_PATH}" \
     --bind-address=127.0.0.1 --secure-port="${sched_port}" --cert-dir="${STATE}/scheduler-certs" \
-    --leader-elect=false --profiling=false
+    --leader-elect=false --profiling=false --v=2 --pod-max-in-unschedulable-pods-duration=30s
 
   # KWOK: fakes the kubelet for nodes annotated kwok.x-k8s.io/node=fake, with its default
   # "fast" node and pod stages (node ready + lease heartbeat; pod running, complete, delete).

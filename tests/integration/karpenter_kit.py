@@ -244,8 +244,50 @@ class KarpenterKit:
                       if p.status.phase == "Running" and p.spec.node_name}
             return placed if set(names) <= placed.keys() else None
 
-        placed: dict[str, str] = await eventually(f"pods {', '.join(names)} Running", running, within=within)
+        try:
+            placed: dict[str, str] = await eventually(f"pods {', '.join(names)} Running", running, within=within)
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}\n{await self.diagnose(names)}") from None
         return {name: placed[name] for name in names}
+
+    async def diagnose(self, pods: Sequence[str]) -> str:
+        """What a failed wait on ``pods`` needs to be understood without the servers: each pod's phase, node,
+        nominated node and conditions; the namespace's Events; the test's Nodes with their taints and Ready
+        condition; and the kube-scheduler's and KWOK's log lines that name a pod (the logs sit next to the
+        audit log: deploy/local/lib.sh's ``logs/``)."""
+        lines = ["pods:"]
+        listed = await self.core.list_namespaced_pod(self.namespace)
+        for pod in listed.items:
+            if pod.metadata.name not in pods:
+                continue
+            status = pod.status
+            conditions = "; ".join(f"{c.type}={c.status} {c.reason or ''} {c.message or ''}".strip()
+                                   for c in status.conditions or [])
+            lines.append(f"  {pod.metadata.name}: phase {status.phase}, node {pod.spec.node_name}, nominated "
+                         f"{status.nominated_node_name}, conditions [{conditions}]")
+        lines.append("events:")
+        events = await self.core.list_namespaced_event(self.namespace)
+        for event in events.items[-30:]:
+            lines.append(f"  {event.involved_object.kind}/{event.involved_object.name} {event.reason} "
+                         f"x{event.count} ({event.source.component if event.source else ''}): {event.message}")
+        lines.append("nodes:")
+        for pool in self.nodepools:
+            for node in await self.nodes(pool):
+                ready = [f"{c.status} {c.reason}" for c in node.status.conditions or [] if c.type == "Ready"]
+                taints = [f"{t.key}={t.value or ''}:{t.effect}" for t in node.spec.taints or []]
+                lines.append(f"  {node.metadata.name}: Ready {ready}, unschedulable {node.spec.unschedulable}, "
+                             f"taints {taints}, allocatable {node.status.allocatable}")
+        logs = self.cluster.audit_log.parent.parent / "logs" if self.cluster.audit_log else None
+        for component in ("kube-scheduler", "kwok"):
+            log = logs / f"{component}.log" if logs else None
+            if log is None or not log.is_file():
+                continue
+            with log.open(errors="replace") as text:
+                mentions = [line.rstrip() for line in text if any(f"{self.namespace}/{pod}" in line
+                                                                    or f'"{pod}"' in line for pod in pods)]
+            lines.append(f"{component} log ({log}), last lines naming the pods:")
+            lines.extend(f"  {line[:400]}" for line in mentions[-20:])
+        return "\n".join(lines)
 
     async def wait_for_pods_gone(self, names: Iterable[str], within: float = 60) -> None:
         wanted = set(names)

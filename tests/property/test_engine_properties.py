@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
-from ebb.core.methods import single_node
+from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import LABEL_INITIALIZED, Budget
 from ebb.core.simulator.scheduler import SimState
@@ -124,3 +124,40 @@ def test_giving_up_on_a_dear_replacement_changes_no_command(case: Case) -> None:
         event(f"{command.method} {command.action}")
     assert fast.commands == slow.commands
     assert [c.placements for c in fast.commands] == [c.placements for c in slow.commands]
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(max_nodes=12, max_pods=60, max_remove=0), st.booleans(), st.booleans())
+def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_them(
+        case: Case, spot_to_spot: bool, explain: bool) -> None:
+    """Multi-node consolidation's greedy runs simulate each node on its own until they take one, on the state
+    single-node consolidation starts from, and leave their verdicts (`PassContext.alone`); single-node
+    consolidation then takes them instead of simulating those nodes again. Its outcome is the one it computes
+    itself: the same commands (and placements) and, with explanations, the same causes; without them, the same
+    reason the delete failed, and a replacement that does not fit or costs too much (the early stop may find the
+    second where the full placement finds the first)."""
+    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
+    snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
+    options = EngineOptions(spot_to_spot=spot_to_spot, explain=explain)
+    shared = _context(options.view_of(snapshot, NOW), options)
+    budgets = dict(shared.remaining)
+    multi_node.run(shared)
+    shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
+    event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
+    taken = single_node.run(shared)
+    alone = single_node.run(_context(options.view_of(snapshot, NOW), options))
+    assert taken.commands == alone.commands
+    assert [c.placements for c in taken.commands] == [c.placements for c in alone.commands]
+    if explain:
+        assert taken.blocked == alone.blocked
+        return
+    assert taken.blocked.keys() == alone.blocked.keys()
+    for name, cause in taken.blocked.items():
+        computed = alone.blocked[name]
+        assert cause.values == computed.values
+        if cause != computed:
+            assert name in shared.alone
+            assert {cause.kind, computed.kind} <= {Cause.PODS_FIT_NOWHERE, Cause.NO_REPLACEMENT}
+            event("without explanations: another true cause")

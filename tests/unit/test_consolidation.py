@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
+from ebb.core.methods import multi_node, single_node
 from tests.unit.builders import (
     TYPES,
     ZONES,
@@ -72,6 +74,30 @@ def test_no_replace_with_the_same_type_at_the_same_price() -> None:
     assert out["commands"] == []
     reason = blocked_of(out, "a")["reason"]
     assert "can't replace with a cheaper node" in reason
+
+
+def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None:
+    """Multi-node consolidation's greedy runs simulate each node on its own before they take one, on the very
+    state single-node consolidation starts from: single-node consolidation takes those verdicts instead of
+    simulating the nodes again, and says the same about them."""
+    cluster = (nodepool(), node("a", itype="t3.medium"), pod("web-a", "a", cpu="1500m"),
+               node("b", itype="t3.medium", zone="us-east-1b"), pod("web-b", "b", cpu="1500m"))
+    evaluated: list[str] = []
+    evaluate = single_node.evaluate
+
+    def counting(ctx: Any, name: str, keep: bool = False) -> Any:
+        evaluated.append(name)
+        return evaluate(ctx, name, keep)
+
+    with patch.object(single_node, "evaluate", counting):
+        taken = plan_dict(*cluster)
+        assert evaluated == []  # both nodes were simulated alone by multi-node consolidation
+        with patch.object(multi_node, "_remember", lambda *args: None):
+            computed = plan_dict(*cluster)
+        assert sorted(evaluated) == ["a", "b"]
+    assert taken["commands"] == computed["commands"] == []
+    assert taken["blocked"] == computed["blocked"]
+    assert "can't replace with a cheaper node" in blocked_of(taken, "a")["reason"]
 
 
 def test_multi_node_delete_of_several_nodes() -> None:

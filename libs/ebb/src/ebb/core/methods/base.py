@@ -81,6 +81,14 @@ class PassContext:
     state: SimState
     remaining: dict[tuple[str, str], int]  # (pool, reason) -> budget left in this pass
     excluded: frozenset[str] = frozenset()  # nodes an earlier command of this pass already takes
+    #: the first pod of a node that found no room on the other nodes, and why, when the node's pods alone were
+    #: placed on the state single-node consolidation starts from (multi-node's delete-only greedy run, before it
+    #: took a node)
+    no_room: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: why consolidating one of these nodes on its own saves nothing, found on that same state by multi-node's
+    #: greedy run with a replacement (before it took a node): single-node consolidation's verdict on it, which
+    #: `single_node.run` takes instead of evaluating the node again while it has kept no command
+    alone: dict[str, BlockCause] = field(default_factory=dict)
 
     @property
     def now(self) -> datetime:

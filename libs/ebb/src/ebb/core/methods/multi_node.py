@@ -16,6 +16,7 @@ does is found by binary search (Karpenter's search over prefixes), and the comma
 
 from __future__ import annotations
 
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     EPSILON,
     Command,
@@ -42,17 +43,22 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         pool = view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) - used.get(pool, 0) <= 0:
             continue
+        alone = not taken and not state.claims  # this step is the node's consolidation on its own
         mark = state.mark()
         leaving = state.remove_node(name)
         max_new = (1 - len(state.claims)) if allow_replace else 0
         failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True)
         if failures:
             state.rollback(mark)
+            if alone:
+                _remember(ctx, name, allow_replace, failures, None)
             continue
         new_price = sum(n.price for n in state.new_nodes())
         candidate_savings = removed_price + view.price[name] - new_price
         if candidate_savings <= savings + EPSILON:
             state.rollback(mark)
+            if alone:
+                _remember(ctx, name, allow_replace, failures, new_price)
             continue
         taken.append(name)
         used[pool] = used.get(pool, 0) + 1
@@ -74,6 +80,28 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         else:
             high = middle - 1
     return best
+
+
+def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],
+              new_price: float | None) -> None:
+    """Keep what a greedy step that consolidated ``name`` on its own found (`PassContext.no_room`, `.alone`): on
+    the state single-node consolidation starts from, that step is single-node's own simulation of the node. The
+    delete-only run finds its first pod without room on the other nodes; the run with a replacement then finds
+    that a new node does not take every pod (single-node: `Cause.PODS_FIT_NOWHERE`) or that the new node costs
+    at least as much (`filter_replacement` keeps no option: `Cause.NO_CHEAPER_REPLACEMENT`)."""
+    if not allow_replace:
+        pod, why = next(iter(failures.items()))
+        ctx.no_room[name] = (pod, why)
+        return
+    found = ctx.no_room.get(name)
+    if found is None:  # the delete-only run took a node before this one: no verdict on the node alone
+        return
+    no_delete = {"pod": found[0], "why": found[1]}
+    if failures:
+        ctx.alone[name] = BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
+    elif new_price is not None:
+        ctx.alone[name] = BlockCause(Cause.NO_REPLACEMENT, no_delete, BlockCause(
+            Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": ctx.view.price[name]}))
 
 
 def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command | None:

@@ -124,6 +124,11 @@ def run(ctx: PassContext) -> MethodOutcome:
                 out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
+        known = None if out.commands else ctx.alone.get(name)
+        if known is not None:
+            # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`)
+            out.blocked[name] = known
+            continue
         verdict = evaluate(ctx, name, keep=True)
         if isinstance(verdict, BlockCause):
             out.blocked[name] = verdict

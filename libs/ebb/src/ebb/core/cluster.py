@@ -126,6 +126,7 @@ class ClusterView:
     launched_for: dict[str, str] = field(default_factory=dict)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -494,13 +495,21 @@ class ClusterView:
         view: every method orders its candidates by it)."""
         cost = self._disruption_costs.get(node.name)
         if cost is None:
-            cost = sum(eviction_cost(p) for p in self.movable[node.name])
+            cost = self.eviction_cost_of(node.name)
             pool = self.pools.get(node.nodepool or "")
             launched = self.launched(node)
             if pool and pool.expire_after and launched is not None:
                 age = (self.now - launched).total_seconds()
                 cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
             self._disruption_costs[node.name] = cost
+        return cost
+
+    def eviction_cost_of(self, name: str) -> float:
+        """The eviction costs of the node's movable pods summed (once per node and view): its disruption cost
+        before the lifetime left scales it."""
+        cost = self._eviction_costs.get(name)
+        if cost is None:
+            cost = self._eviction_costs[name] = sum(eviction_cost(p) for p in self.movable[name])
         return cost
 
     def order(self, names: list[str]) -> list[str]:

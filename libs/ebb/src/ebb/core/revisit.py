@@ -38,7 +38,7 @@ from croniter import croniter
 
 from ebb.core.budgets import budget_error
 from ebb.core.causes import Cause
-from ebb.core.cluster import ClusterView, eviction_cost
+from ebb.core.cluster import ClusterView
 from ebb.core.model import ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT, Hold
 from ebb.core.quantity import parse_duration, positive_duration
 
@@ -73,7 +73,7 @@ def revisit_at(view: ClusterView) -> datetime | None:
                 after(launched)  # the lifetime left is counted from here
                 after(launched + timedelta(seconds=pool.expire_after))
     for pod in view.snapshot.pods:
-        if pod.start_time is None:
+        if pod.start_time is None or not pod.annotations:
             continue
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
             value = pod.annotations.get(annotation)
@@ -130,7 +130,7 @@ def _order_changes(view: ClusterView) -> datetime | None:
         if pool is not None and pool.expire_after and launched is not None:
             age = (view.now - launched).total_seconds()
             if 0 <= age < pool.expire_after:
-                slope = -sum(eviction_cost(p) for p in view.movable[name]) / pool.expire_after
+                slope = -view.eviction_cost_of(name) / pool.expire_after
         lines.append((cost, slope, (cost, len(view.movable[name]), -view.price[name], name)))
     if not any(slope for _cost, slope, _key in lines):
         return None

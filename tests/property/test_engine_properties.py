@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
 from ebb.core.methods import multi_node, single_node
-from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.base import EngineOptions, PassContext
 from ebb.core.model import LABEL_INITIALIZED, Budget
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
@@ -146,7 +146,18 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     multi_node.run(shared)
     shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
     event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
-    taken = single_node.run(shared)
+    from_first_pod: list[str] = []
+    dear = single_node._dear_from_the_first_pod
+
+    def recording(ctx: PassContext, name: str) -> BlockCause | None:
+        found = dear(ctx, name)
+        if found is not None:
+            from_first_pod.append(name)
+        return found
+
+    with patch.object(single_node, "_dear_from_the_first_pod", recording):
+        taken = single_node.run(shared)
+    event(f"verdicts found from the first pod without room: {min(len(from_first_pod), 2)}")
     alone = single_node.run(_context(options.view_of(snapshot, NOW), options))
     assert taken.commands == alone.commands
     assert [c.placements for c in taken.commands] == [c.placements for c in alone.commands]
@@ -157,6 +168,8 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     for name, cause in taken.blocked.items():
         computed = alone.blocked[name]
         assert cause.values == computed.values
+        if name in from_first_pod:
+            assert cause == computed  # evaluate's own early stop, reached without placing the pods before
         if cause != computed:
             assert name in shared.alone
             assert {cause.kind, computed.kind} <= {Cause.PODS_FIT_NOWHERE, Cause.NO_REPLACEMENT}

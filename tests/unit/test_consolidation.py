@@ -7,8 +7,12 @@ from unittest.mock import patch
 
 import pytest
 
+from ebb.core.causes import Cause
+from ebb.core.engine import run_pass
 from ebb.core.methods import multi_node, single_node
+from ebb.core.methods.base import EngineOptions
 from tests.unit.builders import (
+    NOW,
     TYPES,
     ZONES,
     ago,
@@ -20,6 +24,7 @@ from tests.unit.builders import (
     nodepool,
     plan_dict,
     pod,
+    snapshot,
 )
 
 OD = {t: v[3] for t, v in TYPES.items()}  # on-demand prices
@@ -98,6 +103,39 @@ def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None
     assert taken["commands"] == computed["commands"] == []
     assert taken["blocked"] == computed["blocked"]
     assert "can't replace with a cheaper node" in blocked_of(taken, "a")["reason"]
+
+
+def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_before_placing_the_others() -> None:
+    """Multi-node consolidation's replace run takes the spot node ``c`` first (a cheaper spot node would hold its
+    pod; only the replacement filter refuses it, spot-to-spot being off), so it has no verdict on the nodes
+    alone. Without explanations, single-node consolidation still skips simulating both: each node's first pod
+    without room (from the delete-only run) already makes every replacement too dear (``c``: only spot can
+    launch, ``b``: nothing cheaper than its t3.medium), which is where `single_node.evaluate` gives up too."""
+    spot, on_demand = SPOT_REQ, [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    cluster = snapshot(
+        nodepool("spot", requirements=spot, weight=10), nodepool("od", requirements=on_demand),
+        node("c", pool="spot", itype="m5.xlarge", capacity_type="spot"), pod("big", "c", cpu="3500m"),
+        node("b", pool="od", itype="t3.medium", zone="us-east-1b"),
+        pod("web", "b", cpu="1500m", node_selector={"karpenter.sh/capacity-type": "on-demand"}))
+    options = EngineOptions(explain=False)
+    evaluated: list[str] = []
+    evaluate = single_node.evaluate
+
+    def counting(ctx: Any, name: str, keep: bool = False) -> Any:
+        evaluated.append(name)
+        return evaluate(ctx, name, keep)
+
+    with patch.object(single_node, "evaluate", counting):
+        quick = run_pass(options.view_of(cluster, NOW), options)
+        assert evaluated == []
+        with patch.object(single_node, "_dear_from_the_first_pod", lambda ctx, name: None):
+            computed = run_pass(options.view_of(cluster, NOW), options)
+        assert evaluated == ["c", "b"]
+    assert quick.commands == computed.commands == ()
+    assert quick.blocked == computed.blocked
+    causes = {b.node: b.cause for b in quick.blocked}
+    assert causes["c"].inner is not None and causes["c"].inner.kind == Cause.SPOT_TO_SPOT_DISABLED
+    assert causes["b"].inner is not None and causes["b"].inner.kind == Cause.NO_CHEAPER_REPLACEMENT
 
 
 def test_multi_node_delete_of_several_nodes() -> None:

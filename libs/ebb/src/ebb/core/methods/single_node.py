@@ -24,7 +24,7 @@ from ebb.core.methods.base import (
 )
 from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
 from ebb.core.model import CAPACITY_SPOT
-from ebb.core.simulator.scheduler import placement_order
+from ebb.core.simulator.scheduler import _has_pod_affinity, placement_order
 
 NAME = "single-node-consolidation"
 
@@ -114,6 +114,46 @@ def _give_up(ctx: PassContext, name: str) -> Callable[[int], None]:
     return check
 
 
+def _dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
+    """Without explanations, on the state `run` starts from: the verdict `evaluate` reaches when it gives up on
+    the replacement as the first pod joins it, found without placing the pods before that one. Multi-node
+    consolidation's delete-only run found the node's first pod without room on the other nodes
+    (`PassContext.no_room`); when that pod and every pod before it in placement order have one form and no pod
+    affinity, `evaluate` places those before it on the other nodes, then opens the replacement for that pod, and
+    the replacement's offerings depend only on the NodePools' usage (the node removed), not on where the others
+    went. So the claim is opened for that pod alone here, and `_give_up`'s check on it is `evaluate`'s first.
+    None when that check passes or does not apply: `evaluate` decides."""
+    found = ctx.no_room.get(name)
+    state = ctx.state
+    if found is None or state.claims:
+        return None
+    first, why = found
+    mark = state.mark()
+    try:
+        order = placement_order(state.remove_node(name))
+        classes = state.s.classes
+        for pod in order:
+            forms = classes(pod)
+            if len(forms) > 1 or _has_pod_affinity(forms):
+                return None
+            if pod.key == first:
+                break
+        else:
+            return None
+        if forms[0].constraints:
+            return None
+        b = state.open_claim_for(pod)
+        if b is None:
+            return None
+        try:
+            _give_up(ctx, name)(b)
+        except _NoCheaperLaunch as e:
+            return BlockCause(Cause.NO_REPLACEMENT, {"pod": first, "why": why}, e.cause)
+        return None
+    finally:
+        state.rollback(mark)
+
+
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
@@ -125,8 +165,11 @@ def run(ctx: PassContext) -> MethodOutcome:
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
         known = None if out.commands else ctx.alone.get(name)
+        if known is None and not out.commands and not ctx.options.explain:
+            known = _dear_from_the_first_pod(ctx, name)
         if known is not None:
-            # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`)
+            # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`),
+            # or its delete's first pod without room already makes any replacement too dear
             out.blocked[name] = known
             continue
         verdict = evaluate(ctx, name, keep=True)

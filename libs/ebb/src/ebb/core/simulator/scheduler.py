@@ -839,6 +839,24 @@ class SimState:
                 return index, why
         return None, None
 
+    def open_claim_for(self, pod: Pod) -> int | None:
+        """Open a new claim and place ``pod`` on it, as `place` does once no open bin takes the pod; the bin, or
+        None when no NodePool can launch a node for it. For a pod of one form and no topology constraint, the
+        claim is the one `place` would open for it on any state with the same NodePool usage: its offerings
+        depend on nothing else."""
+        classes = self.s.classes(pod)
+        if len(classes) != 1 or classes[0].constraints:
+            raise ValueError(f"pod {pod.key}: its claim depends on where the pods before it went")
+        cls = classes[0]
+        if not cls.can_launch:
+            return None
+        self._sync_groups()
+        req = self.s.pod_vec(pod)
+        b = self._open_claim(cls, req)
+        if b is not None:
+            self._commit(pod, cls, req, b)
+        return b
+
     def launch_floor(self, b: int, without: str | None = None) -> float:
         """The least any instance type claim ``b`` could still launch costs, whatever pods join it (its offerings
         only narrow and its pods only grow): the cheapest offering, anywhere in its pool, of a type it keeps that

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from ebb_cli.main import app
 from ebb_cli.run_cmd import _documents
 from ebb_embedded.cluster import SimulatedCluster
-from ebb_embedded.runner import EmbeddedOptions, Status, run_embedded, simulate
+from ebb_embedded.runner import RUN_GC_THRESHOLD, EmbeddedOptions, Status, run_embedded, simulate, simulation_runner
 from tests.unit.builders import NOW, node, nodepool, pdb, pod
 
 LIVE = ("proposed", "approved", "executing")
@@ -272,3 +272,22 @@ def test_the_same_run_in_two_processes_prints_the_same_json_and_makes_the_same_d
     assert summary["simulated"] == "0h08m00s" and summary["nodesDeleted"] > 0 and summary["evictionsRefused"] > 0
     assert decisions_of[0] == decisions_of[1]
     assert len(decisions_of[0]) >= 20, "decisions and their timelines"
+
+
+def test_a_run_sets_the_garbage_collector_for_itself_and_back() -> None:
+    """`simulation_runner`: during the run the objects made before it are frozen out of the collector's sight and
+    the youngest generation is collected less often; afterwards both are as they were."""
+    import gc
+
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    before_run = [object() for _ in range(3)]  # some objects that exist when the run starts
+    seen: list[tuple[int, int]] = []
+
+    async def look() -> None:
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+
+    with simulation_runner(EmbeddedOptions(start=NOW, duration=timedelta(minutes=1))) as runner:
+        runner.run(look())
+    assert seen == [(RUN_GC_THRESHOLD, seen[0][1])] and seen[0][1] > frozen + len(before_run)
+    assert gc.get_threshold() == threshold
+    assert gc.get_freeze_count() == 0

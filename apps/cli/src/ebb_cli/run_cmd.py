@@ -167,7 +167,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     try:
-        from ebb_embedded.runner import EmbeddedOptions, run_embedded, virtual_loop
+        from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
     except ImportError as exc:  # pragma: no cover - the workspace always installs it
         typer.echo(f"error: the embedded mode needs the ebb-embedded package ({exc})", err=True)
         raise typer.Exit(2) from exc
@@ -234,7 +234,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
             return await run_embedded(documents, options, stop, report=report, **workload)
 
     try:
-        with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:
+        with simulation_runner(options) as runner:
             summary = runner.run(main())
     except ValueError as exc:  # SnapshotError: an invalid document, named
         typer.echo(f"error: {exc}", err=True)

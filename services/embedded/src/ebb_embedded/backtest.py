@@ -44,7 +44,7 @@ from ebb.core.decision import State
 from ebb.core.traces import Trace
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.provisioner import run_provisioner
-from ebb_embedded.runner import EmbeddedOptions, MoreTasks, Status, run_embedded, virtual_loop
+from ebb_embedded.runner import EmbeddedOptions, MoreTasks, Status, run_embedded, simulation_runner
 from ebb_embedded.workload import WorkloadCluster
 
 log = structlog.get_logger("ebb_embedded.backtest")
@@ -241,7 +241,7 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     made: list[WorkloadCluster] = []
     more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
 
-    with asyncio.Runner(loop_factory=lambda: virtual_loop(embedded)) as runner:
+    with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),
                                           report=report, cluster_factory=WorkloadCluster, more_tasks=more_tasks))
     cluster = made[0]

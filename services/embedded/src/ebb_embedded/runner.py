@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -333,6 +334,28 @@ def virtual_loop(options: EmbeddedOptions) -> VirtualTimeLoop:
     return VirtualTimeLoop(pace=options.speed, thread_cost=options.pass_cost.total_seconds())
 
 
+#: the youngest generation's collection threshold during a run (Python's default: 700 allocations)
+RUN_GC_THRESHOLD = 10_000
+
+
+@contextlib.contextmanager
+def simulation_runner(options: EmbeddedOptions) -> Iterator[asyncio.Runner]:
+    """An ``asyncio.Runner`` on a new ``virtual_loop``, with the garbage collector set for a run: the objects that
+    exist when it starts (the modules, the parsed input) are moved out of the collector's sight (``gc.freeze``),
+    and the youngest generation is collected every ``RUN_GC_THRESHOLD`` allocations instead of 700. A run makes
+    many short-lived objects and few cycles; collecting at the default pace cost 6% of a 6-hour back-test (52.5
+    s against 49.2 s, the same JSON and peak memory). Both are set back when the run ends."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(RUN_GC_THRESHOLD, *threshold[1:])
+    try:
+        with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:
+            yield runner
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
 def simulate(
     documents: Iterable[Mapping[str, Any]],
     options: EmbeddedOptions,
@@ -342,6 +365,6 @@ def simulate(
     cluster_ready: Callable[[SimulatedCluster], None] | None = None,
 ) -> Summary:
     """``run_embedded`` on a new ``virtual_loop`` in this thread (which must not run a loop already)."""
-    with asyncio.Runner(loop_factory=lambda: virtual_loop(options)) as runner:
+    with simulation_runner(options) as runner:
         return runner.run(run_embedded(documents, options, stop or asyncio.Event(), report=report,
                                        cluster_ready=cluster_ready))

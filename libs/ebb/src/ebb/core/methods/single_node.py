@@ -24,7 +24,7 @@ from ebb.core.methods.base import (
 )
 from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
 from ebb.core.model import CAPACITY_SPOT
-from ebb.core.simulator.scheduler import _has_pod_affinity, placement_order
+from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
 
 NAME = "single-node-consolidation"
 
@@ -134,7 +134,7 @@ def _dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
         classes = state.s.classes
         for pod in order:
             forms = classes(pod)
-            if len(forms) > 1 or _has_pod_affinity(forms):
+            if len(forms) > 1 or has_pod_affinity(forms):
                 return None
             if pod.key == first:
                 break

@@ -556,7 +556,7 @@ class Scheduler:
 _PLACEMENT_KEY = attrgetter("placement_key")
 
 
-def _has_pod_affinity(classes: Sequence[_Class]) -> bool:
+def has_pod_affinity(classes: Sequence[_Class]) -> bool:
     """Whether some form of the pod requires pod affinity: a pod placed later may let it in (`place_all` retries
     it)."""
     return any(c.kind == "affinity" for cls in classes for c in cls.constraints)
@@ -815,7 +815,7 @@ class SimState:
                 else:
                     failures[pod.key] = reason
                     retry.append(pod)
-                    if first_failure and not _has_pod_affinity(self.s.classes(pod)):
+                    if first_failure and not has_pod_affinity(self.s.classes(pod)):
                         return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
             if len(retry) == len(pending):
                 break
@@ -832,7 +832,7 @@ class SimState:
         before it went where they would have gone, since a claim only opens for a pod that finds no room."""
         for index, pod in enumerate(order):
             classes = self.s.classes(pod)
-            if len(classes) > 1 or _has_pod_affinity(classes):
+            if len(classes) > 1 or has_pod_affinity(classes):
                 return index, None
             why = self.place(pod, 0)
             if why is not None:

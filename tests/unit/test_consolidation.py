@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 from unittest.mock import patch
 
@@ -81,12 +83,9 @@ def test_no_replace_with_the_same_type_at_the_same_price() -> None:
     assert "can't replace with a cheaper node" in reason
 
 
-def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None:
-    """Multi-node consolidation's greedy runs simulate each node on its own before they take one, on the very
-    state single-node consolidation starts from: single-node consolidation takes those verdicts instead of
-    simulating the nodes again, and says the same about them."""
-    cluster = (nodepool(), node("a", itype="t3.medium"), pod("web-a", "a", cpu="1500m"),
-               node("b", itype="t3.medium", zone="us-east-1b"), pod("web-b", "b", cpu="1500m"))
+@contextlib.contextmanager
+def _evaluations() -> Iterator[list[str]]:
+    """`single_node.evaluate` as it is, recording the nodes it simulates."""
     evaluated: list[str] = []
     evaluate = single_node.evaluate
 
@@ -95,6 +94,16 @@ def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None
         return evaluate(ctx, name, keep)
 
     with patch.object(single_node, "evaluate", counting):
+        yield evaluated
+
+
+def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None:
+    """Multi-node consolidation's greedy runs simulate each node on its own before they take one, on the very
+    state single-node consolidation starts from: single-node consolidation takes those verdicts instead of
+    simulating the nodes again, and says the same about them."""
+    cluster = (nodepool(), node("a", itype="t3.medium"), pod("web-a", "a", cpu="1500m"),
+               node("b", itype="t3.medium", zone="us-east-1b"), pod("web-b", "b", cpu="1500m"))
+    with _evaluations() as evaluated:
         taken = plan_dict(*cluster)
         assert evaluated == []  # both nodes were simulated alone by multi-node consolidation
         with patch.object(multi_node, "_remember", lambda *args: None):
@@ -118,14 +127,7 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
         node("b", pool="od", itype="t3.medium", zone="us-east-1b"),
         pod("web", "b", cpu="1500m", node_selector={"karpenter.sh/capacity-type": "on-demand"}))
     options = EngineOptions(explain=False)
-    evaluated: list[str] = []
-    evaluate = single_node.evaluate
-
-    def counting(ctx: Any, name: str, keep: bool = False) -> Any:
-        evaluated.append(name)
-        return evaluate(ctx, name, keep)
-
-    with patch.object(single_node, "evaluate", counting):
+    with _evaluations() as evaluated:
         quick = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == []
         with patch.object(single_node, "_dear_from_the_first_pod", lambda ctx, name: None):

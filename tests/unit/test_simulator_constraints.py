@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod
+from ebb.core.simulator.scheduler import Scheduler
+from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -144,3 +145,25 @@ def test_constraint(dst_kwargs: dict[str, Any], dst_pods: list[dict[str, Any]], 
     else:
         assert "src" not in disrupted(out)
         assert "do not fit on the other nodes" in blocked_of(out, "src")["reason"]
+
+
+def test_counting_the_bound_pods_makes_no_class_and_finds_what_the_classes_say() -> None:
+    """A simulation counts every bound pod in the topology groups and host ports (`SimState._init_counts`) but
+    places only some: it reads each class's `Scheduler.memberships` without making the class, and those are
+    what the class, once made, says (the groups it raises, its host ports)."""
+    sched = Scheduler(snapshot(
+        nodepool(), node("a", zone="us-east-1a"), node("b", zone="us-east-1b"),
+        pod("web-1", "a", labels=WEB, spread=_spread()), pod("web-2", "b", labels=WEB, spread=_spread()),
+        pod("solo", "a", labels={"app": "solo"}, affinity=_anti({"app": "solo"})),
+        pod("agent", "b", labels={"app": "agent"}, host_port=9100),
+        pod("plain", "b", labels={"app": "plain"})))
+    state = sched.new_state()
+    assert sched._classes == {}
+    assert state.ports == {1: {("TCP", 9100, "0.0.0.0")}}
+    found = {p.name: sched.memberships(p) for p in sched.snapshot.pods}
+    for p in sched.snapshot.pods:
+        cls = sched.classes(p)[-1]
+        assert found[p.name] == ((*cls.matched, *cls.owned), cls.host_ports), p.name
+    assert found["web-1"][0] and found["solo"][0] and not found["plain"][0]
+    spread_group = next(gid for gid, g in enumerate(sched.groups) if g.kind == "match" and g.key == ZONE)
+    assert state.counts[spread_group].sum() == 2  # both web pods, one per zone

@@ -283,6 +283,8 @@ class Scheduler:
         self.pool_order = sorted(range(len(self.pools)),
                                  key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
         self._classes: dict[Interned, list[_Class]] = {}
+        #: class key -> (groups registered when computed, `memberships`)
+        self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
         self._pool_usage: list[IntArray] | None = None
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
@@ -495,8 +497,23 @@ class Scheduler:
                 self_match = int(selector_matches(term.selector, pod.labels)
                                  and (ns is None or pod.namespace in ns))
                 constraints.append(_Constraint(kind, gid, term.topology_key, self_match=self_match))
+        matched, owned, inverse = self._roles(pod)
+        constraints.extend(inverse)
+        for key in {c.key for c in constraints}:
+            if key not in self._domain_codes:
+                self._build_domains(key)
+        ports = tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
+        pool_ok = np.array([ok is not None for ok in pool_combo_ok], dtype=bool)
+        return _Class(spec, pod.namespace, node_ok, pool_combo_ok, constraints, matched, owned, ports,
+                      can_launch, pool_ok)
+
+    def _roles(self, pod: Pod) -> tuple[list[int], list[int], list[_Constraint]]:
+        """The pod's part in the topology groups registered now: the groups whose count it raises (those whose
+        selector matches it, and the anti-affinity "owner" groups of its own required terms), and the inverse
+        anti-affinity it must respect (owners of a term that selects it). The same for every form of the pod."""
         matched: list[int] = []
         owned: list[int] = []
+        inverse: list[_Constraint] = []
         for gid, g in enumerate(self.groups):
             if g.kind == "match":
                 if (g.namespaces is None or pod.namespace in g.namespaces) and selector_matches(g.selector, pod.labels):
@@ -507,14 +524,27 @@ class Scheduler:
             # inverse anti-affinity: existing owners of a term that selects this pod
             if g.kind == "owner" and (g.namespaces is None or pod.namespace in g.namespaces) \
                     and selector_matches(g.selector, pod.labels):
-                constraints.append(_Constraint("anti", gid, g.key))
-        for key in {c.key for c in constraints}:
-            if key not in self._domain_codes:
-                self._build_domains(key)
-        ports = tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
-        pool_ok = np.array([ok is not None for ok in pool_combo_ok], dtype=bool)
-        return _Class(spec, pod.namespace, node_ok, pool_combo_ok, constraints, matched, owned, ports,
-                      can_launch, pool_ok)
+                inverse.append(_Constraint("anti", gid, g.key))
+        return matched, owned, inverse
+
+    def memberships(self, pod: Pod) -> tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]:
+        """What counting a bound pod needs of its class: the groups whose counts it raises (`_Class.matched` and
+        `.owned`) and its host ports; read from its class when that is made, else found without making it (a
+        simulation counts every bound pod but places only some: kube-scheduler's the pending ones, a
+        consolidation the pods of a candidate up to the first that finds no room)."""
+        key = pod.class_key
+        hit = self._memberships.get(key)
+        if hit is not None and hit[0] == len(self.groups):
+            return hit[1]
+        made = self._classes.get(key)
+        if made is not None:
+            cls = made[-1]
+            found = ((*cls.matched, *cls.owned), cls.host_ports)
+        else:
+            matched, owned, _ = self._roles(pod)
+            found = ((*matched, *owned), tuple((hp.protocol, hp.port, hp.host_ip) for hp in pod.spec.host_ports))
+        self._memberships[key] = (len(self.groups), found)
+        return found
 
     def _spread_constraint(self, pod: Pod, sp: TopologySpread, gid: int, affinity_ok: BoolArray,
                            pool_combo_ok: list[BoolArray | None]) -> _Constraint:
@@ -616,7 +646,8 @@ class SimState:
 
     def _init_counts(self) -> None:
         """The topology counts and host ports of the bound pods (not those being deleted), a class at a time:
-        replicas share their class, so the per-pod work is one dict lookup."""
+        replicas share their class, so the per-pod work is one dict lookup. Only the classes' `memberships` are
+        needed, not the classes themselves."""
         s = self.s
         nodes_of: dict[Interned, list[int]] = {}
         first: dict[Interned, Pod] = {}
@@ -628,20 +659,19 @@ class SimState:
                         nodes_of[pod.class_key] = at = []
                         first[pod.class_key] = pod
                     at.append(i)
-        bound = [(s.classes(first[key])[-1], at) for key, at in nodes_of.items()]
+        bound = [(s.memberships(first[key]), at) for key, at in nodes_of.items()]
         for key in s.topology_keys:
             self._ensure_key(key, s._domain_codes[key][1])
         self.counts = [np.zeros(s.domain_count(g.key), dtype=np.int64) for g in s.groups]
-        for cls, at in bound:
-            gids = (*cls.matched, *cls.owned)
+        for (gids, host_ports), at in bound:
             if gids:
                 where = np.array(at, dtype=np.int64)
                 for gid in gids:
                     codes = self.bin_codes[s.groups[gid].key][where]
                     np.add.at(self.counts[gid], codes[codes >= 0], 1)
-            if cls.host_ports:
+            if host_ports:
                 for i in at:
-                    self.ports.setdefault(i, set()).update(cls.host_ports)
+                    self.ports.setdefault(i, set()).update(host_ports)
 
     def _sync_groups(self) -> None:
         """Groups registered after this state was made (a new pod class) start from existing pods."""
@@ -752,8 +782,7 @@ class SimState:
             if pod.key in self.lifted or pod.key in self.placed or pod.deleting:
                 continue
             self.lifted.add(pod.key)
-            cls = self.s.classes(pod)[-1]
-            for gid in (*cls.matched, *cls.owned):
+            for gid in self.s.memberships(pod)[0]:
                 code = self.bin_codes[self.s.groups[gid].key][b]
                 if code >= 0:
                     self._set(self.counts[gid], code, self.counts[gid][code] - 1)
@@ -770,8 +799,7 @@ class SimState:
         leaving: list[Pod] = []
         for pod in self.pods_on_bin(b):
             if not pod.deleting:  # a pod being deleted is in no topology count
-                cls = self.s.classes(pod)[-1]
-                for gid in (*cls.matched, *cls.owned):
+                for gid in self.s.memberships(pod)[0]:
                     code = self.bin_codes[self.s.groups[gid].key][b]
                     if code >= 0:
                         self._set(self.counts[gid], code, self.counts[gid][code] - 1)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ebb.core.simulator.scheduler import Scheduler
+from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
 from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 ZONE = "topology.kubernetes.io/zone"
@@ -167,3 +167,22 @@ def test_counting_the_bound_pods_makes_no_class_and_finds_what_the_classes_say()
     assert found["web-1"][0] and found["solo"][0] and not found["plain"][0]
     spread_group = next(gid for gid, g in enumerate(sched.groups) if g.kind == "match" and g.key == ZONE)
     assert state.counts[spread_group].sum() == 2  # both web pods, one per zone
+
+
+def test_a_placement_asked_not_to_explain_fails_the_same_pods_without_the_sentence() -> None:
+    """`SimState.place_all(explain=False)`: the same placements and failures, each failure's reason
+    ``UNEXPLAINED`` (the sentence costs more than a placement; the greedy runs only need to know)."""
+    sched = Scheduler(snapshot(nodepool(), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
+                               pod("big", "a", cpu="1500m"), pod("fits", "a", cpu="100m"),
+                               pod("other", "b", cpu="1500m")))
+    results = []
+    for explain in (True, False):
+        state = sched.new_state()
+        leaving = state.remove_node("a")
+        failures, _ = state.place_all(leaving, max_new=0, explain=explain)
+        results.append((failures, dict(state.placed)))
+    (explained, placed), (quiet, placed_quietly) = results
+    assert placed == placed_quietly == {"default/fits": 1}
+    assert explained.keys() == quiet.keys() == {"default/big"}
+    assert "no remaining node has room" in explained["default/big"]
+    assert quiet == {"default/big": UNEXPLAINED}

@@ -454,7 +454,7 @@ class SimulatedCluster:
             return 0
         scheduler = Scheduler(snapshot, extra_pods=waiting)
         state = scheduler.new_state()
-        failures, _ = state.place_all(waiting, max_new=0)
+        failures, _ = state.place_all(waiting, max_new=0, explain=False)
         placed: dict[str, str] = {}
         for b in range(scheduler.N):
             for p in state.pods_on_bin(b):

@@ -103,7 +103,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
                                   {k: v.allowed for k, v in view.budgets.items()}, frozenset(disrupted))
         for command in commands:
             leaving = [pod for name in command.nodes for pod in ctx.state.remove_node(name)]
-            ctx.state.place_all(leaving, max_new=len(command.replacements))
+            ctx.state.place_all(leaving, max_new=len(command.replacements), explain=False)
         seen = False
         for method, _why in METHOD_ORDER:
             if acted == method.name:

@@ -122,7 +122,7 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     evicted = view.evicted_soon()
     state.lift(evicted)
     if pending or evicted:
-        state.place_all([*pending, *evicted], max_new=0)
+        state.place_all([*pending, *evicted], max_new=0, explain=False)
     for name in view.uninitialized_owned():
         state.set_aside(name, "it is not initialized yet")
     return scheduler, state

@@ -47,7 +47,9 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         mark = state.mark()
         leaving = state.remove_node(name)
         max_new = (1 - len(state.claims)) if allow_replace else 0
-        failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True)
+        # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
+        failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True,
+                                      explain=alone and not allow_replace)
         if failures:
             state.rollback(mark)
             if alone:
@@ -112,7 +114,7 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
     mark = state.mark()
     try:
         leaving = [pod for name in taken for pod in state.remove_node(name)]
-        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True)
+        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True, explain=False)
         if failures:
             return None
         removed_price = sum(view.price[name] for name in taken)

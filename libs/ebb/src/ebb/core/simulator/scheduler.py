@@ -584,6 +584,8 @@ class Scheduler:
 
 
 _PLACEMENT_KEY = attrgetter("placement_key")
+#: the reason `SimState.place` gives a pod it could not place when asked not to explain it
+UNEXPLAINED = "not explained"
 
 
 def has_pod_affinity(classes: Sequence[_Class]) -> bool:
@@ -820,13 +822,14 @@ class SimState:
         return leaving
 
     def place_all(self, pods: Sequence[Pod], max_new: int, *, first_failure: bool = False,
-                  on_claim: Callable[[int], None] | None = None) -> tuple[dict[str, str], list[str]]:
+                  on_claim: Callable[[int], None] | None = None,
+                  explain: bool = True) -> tuple[dict[str, str], list[str]]:
         """Place pods (largest cpu, then memory first, as Karpenter does: `placement_order`) with at most
         `max_new` new NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims).
         With `first_failure`, stop at the first pod that cannot be placed and that no later placement
         could help (it has no pod affinity): the caller only needs to know that not everything fits.
         `on_claim` is called with a new claim's bin each time a pod goes onto one; it may raise to abandon the
-        placement (the caller rolls back)."""
+        placement (the caller rolls back). Without `explain` a failure's reason is ``UNEXPLAINED``."""
         order = placement_order(pods)
         failures: dict[str, str] = {}
         start_claims = len(self.claims)
@@ -836,7 +839,7 @@ class SimState:
             # (a pod whose affinity partner was placed later in the round can go now)
             failures, retry = {}, []
             for pod in pending:
-                reason = self.place(pod, max_new - (len(self.claims) - start_claims))
+                reason = self.place(pod, max_new - (len(self.claims) - start_claims), explain=explain)
                 if reason is None:
                     if on_claim is not None and self.placed[pod.key] >= self.s.N:
                         on_claim(self.placed[pod.key])
@@ -897,8 +900,9 @@ class SimState:
         floors = pool.type_floor(without)[kept]
         return float(floors.min()) if floors.size else float("inf")
 
-    def place(self, pod: Pod, max_new: int) -> str | None:
-        """Place one pod; None on success, else why it cannot be placed."""
+    def place(self, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
+        """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
+        sentence costs more than a placement, and a caller that only needs to know may skip it)."""
         req = self.s.pod_vec(pod)
         needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
@@ -908,7 +912,7 @@ class SimState:
             if b is not None:
                 self._commit(pod, cls, req, b)
                 return None
-        return self._explain(classes[-1], req, max_new)
+        return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
 
     def _topology_ok(self, cls: _Class, nb: int) -> BoolArray:
         ok = np.ones(nb, dtype=bool)

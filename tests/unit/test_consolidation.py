@@ -114,6 +114,22 @@ def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None
     assert "can't replace with a cheaper node" in blocked_of(taken, "a")["reason"]
 
 
+def test_a_node_of_price_zero_whose_pods_fit_elsewhere_is_left_to_single_node_consolidation() -> None:
+    """The delete-only greedy run finds the node's pods a place and still does not take it (it saves nothing):
+    no verdict on it alone, so single-node consolidation simulates it itself, as without those verdicts."""
+    types = [instance_type(n, c, m, p, od, sp) for n, (c, m, p, od, sp) in TYPES.items()]
+    cluster = (nodepool(), catalog([*types, instance_type("free.large", "2", "8Gi", 29, 0.0, 0.0)]),
+               node("free", itype="free.large"), pod("w", "free", cpu="100m"),
+               node("big", itype="m5.xlarge"), pod("p", "big", cpu="1500m"), pod("p2", "big", cpu="1500m"),
+               node("c", itype="t3.medium", zone="us-east-1b"), pod("q", "c", cpu="700m"), pod("q2", "c", cpu="700m"))
+    with _evaluations() as evaluated:
+        taken = plan_dict(*cluster)
+        with patch.object(multi_node, "_remember", lambda *args: None):
+            computed = plan_dict(*cluster)
+    assert evaluated[0] == "free"
+    assert taken == computed
+
+
 def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_before_placing_the_others() -> None:
     """Multi-node consolidation's replace run takes the spot node ``c`` first (a cheaper spot node would hold its
     pod; only the replacement filter refuses it, spot-to-spot being off), so it has no verdict on the nodes

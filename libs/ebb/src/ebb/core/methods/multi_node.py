@@ -92,8 +92,8 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
     that a new node does not take every pod (single-node: `Cause.PODS_FIT_NOWHERE`) or that the new node costs
     at least as much (`filter_replacement` keeps no option: `Cause.NO_CHEAPER_REPLACEMENT`)."""
     if not allow_replace:
-        pod, why = next(iter(failures.items()))
-        ctx.no_room[name] = (pod, why)
+        if failures:  # else its pods fit elsewhere and deleting it saves nothing (a node of price 0): single-node's
+            ctx.no_room[name] = next(iter(failures.items()))
         return
     found = ctx.no_room.get(name)
     if found is None:  # the delete-only run took a node before this one: no verdict on the node alone

@@ -389,7 +389,7 @@ class Planner:
                                          await self.store.live_replacements(),
                                          await self.store.list_holds(now, include_expired=True))
         _, live, launched, every_hold = reads
-        return set(live), dict(launched), [h for h in every_hold if h.expires_at is None or h.expires_at > now]
+        return set(live), dict(launched), [h for h in every_hold if h.in_force(now)]
 
     def _reusable(self, inputs: tuple[object, ...], now: datetime) -> _LastPass | None:
         """The last pass, when a pass on ``inputs`` at ``now`` would answer as it did: the same inputs, no

@@ -109,7 +109,7 @@ class HoldOut(Wire):
             created_by=hold.created_by,
             created_at=hold.created_at,
             expires_at=hold.expires_at,
-            active=hold.expires_at is None or hold.expires_at > now,
+            active=hold.in_force(now),
         )
 
 

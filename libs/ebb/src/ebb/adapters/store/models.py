@@ -151,6 +151,10 @@ class Hold(Base):
     #: null: until removed
     expires_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
+    def in_force(self, now: datetime) -> bool:
+        """Whether the hold holds at ``now`` (``DecisionStore.list_holds`` asks the same of the database)."""
+        return self.expires_at is None or self.expires_at > now
+
 
 class ProcessedMessage(Base):
     """Ids of messages a consumer has applied, written in the same transaction as the effect."""

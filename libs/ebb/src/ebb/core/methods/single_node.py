@@ -164,9 +164,11 @@ def run(ctx: PassContext) -> MethodOutcome:
                 out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
-        known = None if out.commands else ctx.alone.get(name)
-        if known is None and not out.commands and not ctx.options.explain:
-            known = _dear_from_the_first_pod(ctx, name)
+        known = None
+        if not out.commands:  # the state is still the one multi-node consolidation looked at
+            known = ctx.alone.get(name)
+            if known is None and not ctx.options.explain:
+                known = _dear_from_the_first_pod(ctx, name)
         if known is not None:
             # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`),
             # or its delete's first pod without room already makes any replacement too dear

@@ -502,7 +502,7 @@ class Scheduler:
         for key in {c.key for c in constraints}:
             if key not in self._domain_codes:
                 self._build_domains(key)
-        ports = tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
+        ports = _host_ports(spec)
         pool_ok = np.array([ok is not None for ok in pool_combo_ok], dtype=bool)
         return _Class(spec, pod.namespace, node_ok, pool_combo_ok, constraints, matched, owned, ports,
                       can_launch, pool_ok)
@@ -542,7 +542,7 @@ class Scheduler:
             found = ((*cls.matched, *cls.owned), cls.host_ports)
         else:
             matched, owned, _ = self._roles(pod)
-            found = ((*matched, *owned), tuple((hp.protocol, hp.port, hp.host_ip) for hp in pod.spec.host_ports))
+            found = ((*matched, *owned), _host_ports(pod.spec))
         self._memberships[key] = (len(self.groups), found)
         return found
 
@@ -586,6 +586,11 @@ class Scheduler:
 _PLACEMENT_KEY = attrgetter("placement_key")
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
 UNEXPLAINED = "not explained"
+
+
+def _host_ports(spec: SchedulingSpec) -> tuple[tuple[str, int, str], ...]:
+    """The host ports a pod of ``spec`` takes on its node, as (protocol, port, host IP): `_Class.host_ports`."""
+    return tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
 
 
 def has_pod_affinity(classes: Sequence[_Class]) -> bool:

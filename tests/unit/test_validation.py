@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ebb.core.causes import Cause, Stale
-from ebb.core.methods.base import Command
+from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.validation import validate, view_behind
 from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
 
@@ -135,6 +135,18 @@ def test_drift_command_no_longer_drifted() -> None:
 def test_a_command_of_no_engine_method_is_refused(command: Command) -> None:
     with pytest.raises(ValueError, match="'interruption' is not a disruption method"):
         validate(replace(command, method="interruption"), snapshot(*_docs()), LATER)
+
+
+def test_a_view_given_is_the_one_validated_and_must_be_the_snapshots_at_that_moment(command: Command) -> None:
+    options = EngineOptions()
+    fresher = snapshot(*_docs(guard=pod("guard", "src", annotations={"karpenter.sh/do-not-disrupt": "true"})))
+    view = options.view_of(fresher, LATER)
+    stale = validate(command, fresher, LATER, options, view=view)
+    assert stale is not None and stale.kind is Stale.NO_LONGER_CANDIDATE
+    with pytest.raises(ValueError, match="not the snapshot's at that moment"):
+        validate(command, fresher, LATER + timedelta(seconds=1), options, view=view)
+    with pytest.raises(ValueError, match="not the snapshot's at that moment"):
+        validate(command, snapshot(*_docs()), LATER, options, view=view)
 
 
 # The view may lag the cluster: the planner asks the apiserver for the pods bound to a command's nodes and

@@ -535,14 +535,13 @@ class Planner:
                                  bound)
             return
         snapshot = await self.current_snapshot(now, validating=decision_id)
-        why = await asyncio.to_thread(validate, command, snapshot, now, self.options)
+        view, why = await asyncio.to_thread(self._validate, command, snapshot, now)
         if why is None and self.live_pods is not None:
             why = await self._view_behind(command, snapshot, bound)
         if why is not None:
             if await self._rejected(decision_id, command, why.text, now, bound):
                 self.metrics.failed_validation(command.method, len(command.nodes))
             return
-        view = self.options.view_of(snapshot, now)
         allowed = {p: view.budgets[(p, command.reason)].allowed for p in set(pools.values())
                    if (p, command.reason) in view.budgets}
         counted = {n.name for n in snapshot.nodes if n.deleting or n.being_disrupted}
@@ -568,6 +567,11 @@ class Planner:
         await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
                            now=now, bound=bound)
         self._kube(kube_events.approved(facts(decision_id, command), self._claims))
+
+    def _validate(self, command: Command, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, StaleCause | None]:
+        """`validate`, with the view it ran on: the approval reads the budgets from it."""
+        view = self.options.view_of(snapshot, now)
+        return view, validate(command, snapshot, now, self.options, view=view)
 
     async def _view_behind(self, command: Command, snapshot: Snapshot, bound: Any) -> StaleCause | None:
         """Why the command's nodes are not as the view has them, asking the apiserver (``view_behind``); an

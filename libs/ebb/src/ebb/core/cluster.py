@@ -17,7 +17,6 @@ a candidate either.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,7 +29,6 @@ from ebb.core.model import (
     ANNOTATION_DO_NOT_CONSOLIDATE,
     ANNOTATION_DO_NOT_DISRUPT,
     ANNOTATION_DO_NOT_EVICT,
-    ANNOTATION_POD_DELETION_COST,
     LABEL_INITIALIZED,
     POLICY_FROM_NODEPOOL,
     REASONS,
@@ -91,14 +89,9 @@ def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
 
 
 def eviction_cost(pod: Pod) -> float:
-    """Karpenter's EvictionCost: 1 + deletion cost / 2^27 + priority / 2^25, clamped to [-10, 10]."""
-    cost = 1.0
-    raw = pod.annotations.get(ANNOTATION_POD_DELETION_COST)
-    if raw is not None:
-        with contextlib.suppress(ValueError):
-            cost += int(raw) / 2**27
-    cost += pod.priority / 2**25
-    return max(-10.0, min(10.0, cost))
+    """Karpenter's EvictionCost: 1 + deletion cost / 2^27 + priority / 2^25, clamped to [-10, 10] (`Pod.eviction_cost`,
+    computed when the pod is made)."""
+    return pod.eviction_cost
 
 
 @dataclass
@@ -128,6 +121,7 @@ class ClusterView:
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
+    _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
@@ -328,6 +322,8 @@ class ClusterView:
         ``IsDoNotDisruptActive``: "true" protects; a positive duration protects until the pod's start plus it (a
         pod that has not started is protected: fail safe); any other value ("false", "Never", "0s", "soon") is
         ignored (`ebb.core.snapshot.input_warnings` names it)."""
+        if not pod.protection_annotated:
+            return None
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
             value = pod.annotations.get(annotation)
             if value is None:
@@ -433,7 +429,13 @@ class ClusterView:
         """When the node's pods last changed: the latest pod arrival, the node's creation and, from its NodeClaim,
         ``status.lastPodEventTime`` (Karpenter's record of pods bound and removed: a pod that left is seen only
         there), the ``Initialized`` transition (Karpenter counts consolidateAfter from it when no pod event is
-        recorded) and the ``Consolidatable``/``Empty`` transitions."""
+        recorded) and the ``Consolidatable``/``Empty`` transitions. Found once per node and view."""
+        if node.name in self._last_pod_events:
+            return self._last_pod_events[node.name]
+        last = self._last_pod_events[node.name] = self._find_last_pod_event(node)
+        return last
+
+    def _find_last_pod_event(self, node: Node) -> datetime | None:
         times = [t for p in self.movable[node.name] for t in (p.start_time or p.creation_time,) if t is not None]
         claim = self.claims.get(node.name)
         if claim is not None:
@@ -509,7 +511,7 @@ class ClusterView:
         before the lifetime left scales it."""
         cost = self._eviction_costs.get(name)
         if cost is None:
-            cost = self._eviction_costs[name] = sum(eviction_cost(p) for p in self.movable[name])
+            cost = self._eviction_costs[name] = sum(p.eviction_cost for p in self.movable[name])
         return cost
 
     def order(self, names: list[str]) -> list[str]:
@@ -520,7 +522,7 @@ class ClusterView:
         """Where simulated pods should go first: the fullest nodes (least likely to be removed)."""
         def used_share(node: Node) -> float:
             cpu = node.allocatable.get("cpu", 0) or 1
-            return sum(p.spec.requests.get("cpu", 0) for p in self.pods_on[node.name]) / cpu
+            return -sum(p.placement_key[0] for p in self.pods_on[node.name]) / cpu  # the key holds -cpu requested
         return [n.name for n in sorted(self.snapshot.nodes, key=lambda n: (-used_share(n), n.name))]
 
 

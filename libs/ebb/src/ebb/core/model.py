@@ -13,6 +13,7 @@ does).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -202,6 +203,11 @@ class Pod:
     needs_rescheduling: bool = field(default=False, init=False, compare=False, repr=False)
     #: the simulator places pods largest cpu, then memory first, as Karpenter does; the key breaks ties
     placement_key: tuple[int, int, str] = field(default=(0, 0, ""), init=False, compare=False, repr=False)
+    #: Karpenter's EvictionCost: 1 + deletion cost / 2^27 + priority / 2^25, clamped to [-10, 10] (the disruption
+    #: cost of a node sums it over the pods that would move)
+    eviction_cost: float = field(default=1.0, init=False, compare=False, repr=False)
+    #: the pod has a do-not-disrupt or do-not-evict annotation (``ClusterView`` decides whether it protects now)
+    protection_annotated: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
@@ -220,6 +226,16 @@ class Pod:
         object.__setattr__(self, "is_terminal", terminal)
         object.__setattr__(self, "needs_rescheduling", not (
             self.is_daemonset or self.is_mirror or terminal or (self.deleting and not self.is_statefulset)))
+        # read for every pod of every pass, and a pod object lives through many passes: computed once here
+        cost = 1.0
+        raw = self.annotations.get(ANNOTATION_POD_DELETION_COST)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                cost += int(raw) / 2**27
+        cost += self.priority / 2**25
+        object.__setattr__(self, "eviction_cost", max(-10.0, min(10.0, cost)))
+        object.__setattr__(self, "protection_annotated", ANNOTATION_DO_NOT_DISRUPT in self.annotations
+                           or ANNOTATION_DO_NOT_EVICT in self.annotations)
 
     @property
     def is_daemonset(self) -> bool:

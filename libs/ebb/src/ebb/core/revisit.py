@@ -73,7 +73,7 @@ def revisit_at(view: ClusterView) -> datetime | None:
                 after(launched)  # the lifetime left is counted from here
                 after(launched + timedelta(seconds=pool.expire_after))
     for pod in view.snapshot.pods:
-        if pod.start_time is None or not pod.annotations:
+        if pod.start_time is None or not pod.protection_annotated:
             continue
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
             value = pod.annotations.get(annotation)

@@ -20,21 +20,25 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from ebb.core.causes import Stale, StaleCause
+from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
 from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
 from ebb.core.methods.consolidation import set_aside_unsettled
 from ebb.core.model import Snapshot
 
 
-def validate(command: Command, snapshot: Snapshot, now: datetime,
-             options: EngineOptions | None = None) -> StaleCause | None:
+def validate(command: Command, snapshot: Snapshot, now: datetime, options: EngineOptions | None = None, *,
+             view: ClusterView | None = None) -> StaleCause | None:
     """None when the command is still valid; otherwise why it became invalid. ``options`` are the engine's
     (of them the re-check depends only on ``require_nodeclaim``: a node that lost its NodeClaim is no longer
-    a candidate)."""
+    a candidate). ``view`` is ``options.view_of(snapshot, now)`` when the caller has it already."""
     method = METHODS.get(command.method)
     if method is None:
         raise ValueError(f"{command.method!r} is not a disruption method of the engine")
-    view = (options or EngineOptions()).view_of(snapshot, now)
+    if view is None:
+        view = (options or EngineOptions()).view_of(snapshot, now)
+    elif view.snapshot is not snapshot or view.now != now:
+        raise ValueError("the view given is not the snapshot's at that moment")
     per_pool: dict[str, int] = {}
     for name in command.nodes:
         node = view.nodes.get(name)

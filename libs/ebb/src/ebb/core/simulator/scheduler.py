@@ -267,16 +267,26 @@ class Scheduler:
                                    dtype=np.int64).reshape(self.N, len(self.resources))
         # Pods bound to nodes, by node index.
         self.pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
+        self._pod_vecs: dict[Interned, IntArray] = {}
+        self._pod_needs: dict[Interned, tuple[tuple[int, int], ...]] = {}
+        # what the bound pods use, summed per node from one row per distinct requests (replicas share theirs)
+        kind_of: dict[Interned, int] = {}
+        kinds: list[IntArray] = []
+        at_node: list[int] = []
+        of_kind: list[int] = []
         for pod in snapshot.pods:
             at = self.node_index.get(pod.node_name or "")
             if at is not None and not pod.is_terminal:
                 self.pods_on[at].append(pod)
-        self._pod_vecs: dict[Interned, IntArray] = {}
-        self._pod_needs: dict[Interned, tuple[tuple[int, int], ...]] = {}
+                kind = kind_of.get(pod.requests_key)
+                if kind is None:
+                    kind = kind_of[pod.requests_key] = len(kinds)
+                    kinds.append(self.pod_vec(pod))
+                at_node.append(at)
+                of_kind.append(kind)
         used = np.zeros_like(self.node_alloc)
-        requests = [self.pod_vec(pod) for pods in self.pods_on for pod in pods]
-        if requests:
-            np.add.at(used, np.repeat(np.arange(self.N), [len(pods) for pods in self.pods_on]), np.array(requests))
+        if kinds:
+            np.add.at(used, np.array(at_node, dtype=np.int64), np.array(kinds)[np.array(of_kind, dtype=np.int64)])
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + sum(1 for p in snapshot.pods if p.needs_rescheduling) + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
@@ -286,6 +296,7 @@ class Scheduler:
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
         self._pool_usage: list[IntArray] | None = None
+        self._pool_charges: list[tuple[int, IntArray] | None] | None = None
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
@@ -568,17 +579,27 @@ class Scheduler:
     def new_state(self) -> SimState:
         return SimState(self)
 
+    def pool_charge(self, b: int) -> tuple[int, IntArray] | None:
+        """What node ``b`` counts against its NodePool's limits, its capacity then 1 (for ``nodes``), with the pool's
+        index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
+        if self._pool_charges is None:
+            index = {p.pool.name: i for i, p in enumerate(self.pools)}
+            charges: list[tuple[int, IntArray] | None] = []
+            for node in self.nodes:
+                i = index.get(node.nodepool) if node.nodepool is not None else None
+                charges.append(None if i is None or node.deleting else (i, np.append(self.vec(node.capacity), 1)))
+            self._pool_charges = charges
+        return self._pool_charges[b]
+
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: the capacity of its nodes that are not being deleted, then their count: what its limits
         are measured against when a simulation starts (made once; every state starts from a copy)."""
         if self._pool_usage is None:
-            index = {p.pool.name: i for i, p in enumerate(self.pools)}
             usage = [np.zeros(len(self.resources) + 1, dtype=np.int64) for _ in self.pools]
-            for node in self.nodes:
-                i = index.get(node.nodepool) if node.nodepool is not None else None
-                if i is not None and not node.deleting:
-                    usage[i][:-1] += self.vec(node.capacity)
-                    usage[i][-1] += 1
+            for b in range(self.N):
+                charged = self.pool_charge(b)
+                if charged is not None:
+                    usage[charged[0]] += charged[1]
             self._pool_usage = usage
         return self._pool_usage
 
@@ -818,12 +839,12 @@ class SimState:
         if b in self.ports:
             self.journal.append(("port_clear", b, self.ports[b]))
             self.ports[b] = set()
-        node = self.s.nodes[b]
-        for p_index, p in enumerate(self.s.pools):
-            if node.nodepool == p.pool.name and not node.deleting:
-                old = self.pool_used[p_index]
-                self.journal.append(("pool", p_index, old))
-                self.pool_used[p_index] = old - np.append(self.s.vec(node.capacity), 1)
+        charged = self.s.pool_charge(b)
+        if charged is not None:
+            p_index, charge = charged
+            old = self.pool_used[p_index]
+            self.journal.append(("pool", p_index, old))
+            self.pool_used[p_index] = old - charge
         return leaving
 
     def place_all(self, pods: Sequence[Pod], max_new: int, *, first_failure: bool = False,

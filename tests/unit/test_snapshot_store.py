@@ -8,6 +8,7 @@ from typing import Any
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import ClusterObject
 from ebb.core.cluster import ClusterView
+from ebb.core.snapshot import parse_object
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
@@ -116,3 +117,28 @@ def test_put_parses_an_object_once_per_change_and_snapshot_of_keeps_the_given_or
     assert store.parsed("Node//a").value.instance_type == "m5.xlarge"
     assert store.remove("Node//a") and not store.remove("Node//a")
     assert [n.name for n in store.snapshot().nodes] == ["b"]
+
+
+def test_a_pod_whose_spec_changed_only_in_its_node_keeps_its_parsed_needs_and_parses_them_again_otherwise() -> None:
+    store = SnapshotStore(bundled_catalog=[])
+    waiting = pod("p", "a")
+    del waiting["spec"]["nodeName"]
+    waiting["status"] = {"phase": "Pending"}
+    key = "Pod/default/p"
+    store.put(key, waiting)
+    needs = store.parsed(key).value.spec
+    store.put(key, pod("p", "a"))  # bound and running: the same spec but for nodeName
+    bound = store.parsed(key).value
+    assert bound.spec is needs and (bound.node_name, bound.phase) == ("a", "Running")
+    store.put(key, pod("p", "b"))  # moved: still the same needs
+    assert store.parsed(key).value.spec is needs
+    store.put(key, pod("p", "b", cpu="2"))  # a request changed: parsed again
+    resized = store.parsed(key).value.spec
+    assert resized is not needs and resized.requests["cpu"] == 2000
+    # two changes before the next parse: the comparison is with the version parsed last
+    store.put(key, pod("p", "a", cpu="2"))
+    store.put(key, pod("p", "b", cpu="3"))
+    assert store.parsed(key).value.spec.requests["cpu"] == 3000
+    # a kept spec gives the pod a parse from scratch gives
+    store.put(key, pod("p", "a", cpu="3"))
+    assert store.parsed(key).value == parse_object(pod("p", "a", cpu="3")).value

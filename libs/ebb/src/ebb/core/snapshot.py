@@ -400,7 +400,28 @@ def _owner(doc: _Doc) -> tuple[str | None, str | None]:
     return str(chosen.get("kind") or ""), str(chosen.get("name") or "")
 
 
-def _pod(doc: _Doc) -> Pod:
+def _unchanged_spec(raw: Mapping[str, Any],
+                    previous: tuple[Mapping[str, Any], ParsedObject] | None) -> SchedulingSpec | None:
+    """The scheduling needs parsed from ``previous`` when ``raw`` is a Pod with the same ``spec`` but for
+    ``nodeName``; else None."""
+    if previous is None:
+        return None
+    old_raw, old = previous
+    if old.kind != "Pod" or not isinstance(old.value, Pod):
+        return None
+    spec, old_spec = raw.get("spec"), old_raw.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(old_spec, Mapping):
+        return None
+    if len(spec) - ("nodeName" in spec) != len(old_spec) - ("nodeName" in old_spec):
+        return None
+    missing = object()
+    if all(name == "nodeName" or old_spec.get(name, missing) == value for name, value in spec.items()):
+        return old.value.spec
+    return None
+
+
+def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
+    """A Pod; ``spec``, when given, is its scheduling needs already parsed from the same ``spec``."""
     annotations = doc.str_map("metadata.annotations")
     owner_kind, owner_name = _owner(doc)
     try:
@@ -420,7 +441,7 @@ def _pod(doc: _Doc) -> Pod:
         namespace=str(doc.get("metadata.namespace", "default")),
         labels=doc.str_map("metadata.labels"),
         annotations=annotations,
-        spec=_scheduling_spec(doc, "spec"),
+        spec=spec if spec is not None else _scheduling_spec(doc, "spec"),
         node_name=doc.optional_str("spec.nodeName"),
         phase=phase,
         priority=priority,
@@ -684,9 +705,12 @@ class ParsedObject:
     renamed: bool = False
 
 
-def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
+def parse_object(raw: Mapping[str, Any], index: int = 0, *,
+                 previous: tuple[Mapping[str, Any], ParsedObject] | None = None) -> ParsedObject:
     """Parse one object (not a List); raise SnapshotError naming it and the field. ``index`` numbers
-    nameless documents in error messages."""
+    nameless documents in error messages. ``previous`` is an earlier version of the same object, as it was and
+    parsed: a Pod whose ``spec`` is that version's but for ``nodeName`` (bound, its status or metadata changed)
+    keeps its parsed scheduling needs instead of parsing them again."""
     ref = _ref(raw, index)
     doc = _Doc(ref, raw)
     kind = raw.get("kind")
@@ -699,7 +723,7 @@ def parse_object(raw: Mapping[str, Any], index: int = 0) -> ParsedObject:
     if kind == "Node":
         return ParsedObject("Node", ref, _node(doc))
     if kind == "Pod":
-        return ParsedObject("Pod", ref, _pod(doc))
+        return ParsedObject("Pod", ref, _pod(doc, _unchanged_spec(raw, previous)))
     if kind == "NodePool" and group in NODEPOOL_GROUPS:
         return ParsedObject("NodePool", ref, _nodepool(doc), renamed=group == RENAMED_GROUP)
     if kind == "NodeClaim" and group in NODEPOOL_GROUPS:

@@ -5,9 +5,10 @@ order): an upsert replaces the object under its key ``kind/namespace/name``, a t
 ``snapshot()`` builds the pure core's ``Snapshot`` from the objects held, on demand, with the parser of
 ``ebb plan`` (``ebb.core.snapshot``). It is incremental: each object is parsed once, when it is first needed
 after it changed (a Pod whose ``spec`` changed only in ``nodeName`` keeps its parsed scheduling needs: binding
-and status changes are most of a cluster's changes), and the snapshot itself is reused until the next change (a 2,000-node, 20,000-pod cluster
-is parsed whole in seconds; one changed pod then costs microseconds plus the assembly). Pure apart from holding state:
-no I/O; wire it to a bus with ``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
+and status changes are most of a cluster's changes), and the snapshot itself is reused until the next change (a
+2,000-node, 20,000-pod cluster is parsed whole in seconds; one changed pod then costs microseconds plus the
+assembly). Pure apart from holding state: no I/O; wire it to a bus with
+``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ class ClusterView:
     price_known: dict[str, bool] = field(default_factory=dict)
     types: dict[str, InstanceType] = field(default_factory=dict)
     claims: dict[str, NodeClaim] = field(default_factory=dict)
-    pdb_of_pod: dict[str, list[PdbStatus]] = field(default_factory=dict)
+    _pdbs_of_class: dict[Interned, list[PdbStatus]] = field(default_factory=dict, repr=False)
     not_candidate: dict[str, BlockCause] = field(default_factory=dict)  # node -> why never a candidate
     hard_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why no method may disrupt it
     consolidation_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why not consolidated
@@ -201,11 +201,16 @@ class ClusterView:
         for pdb in self.snapshot.pdbs:
             if not pdb.selector.match_labels and not pdb.selector.match_expressions:
                 continue  # an empty selector matches nothing in policy/v1 for eviction purposes
-            matching = [p for pods in by_class.get(pdb.namespace, {}).values()
-                        if selector_matches(pdb.selector, pods[0].labels) for p in pods]
-            status = pdb_allowed(pdb, matching)
-            for pod in matching:
-                self.pdb_of_pod.setdefault(pod.key, []).append(status)
+            selected = [key for key, pods in by_class.get(pdb.namespace, {}).items()
+                        if selector_matches(pdb.selector, pods[0].labels)]
+            status = pdb_allowed(pdb, [p for key in selected for p in by_class[pdb.namespace][key]])
+            for key in selected:
+                self._pdbs_of_class.setdefault(key, []).append(status)
+
+    def pdbs_of(self, pod: Pod) -> list[PdbStatus]:
+        """The PDBs that select an active pod (not finished), with what they allow now: the same for every pod of
+        its class (its namespace and labels are in the class key), so kept per class."""
+        return self._pdbs_of_class.get(pod.class_key, [])
 
     # -- candidates --------------------------------------------------------------------------------------
     def initialized(self, node: Node) -> bool:
@@ -300,7 +305,7 @@ class ClusterView:
                 return protected
             if pod.is_mirror or self._tolerates_disrupted(pod):
                 continue
-            statuses = self.pdb_of_pod.get(pod.key, [])
+            statuses = self.pdbs_of(pod)
             if len(statuses) > 1:
                 return BlockCause(Cause.POD_TWO_PDBS, {
                     "pod": pod.key, "pdbs": tuple(f"{s.pdb.namespace}/{s.pdb.name}" for s in statuses)})
@@ -351,7 +356,7 @@ class ClusterView:
             if not (node.deleting or node.being_disrupted):
                 continue
             for pod in self.movable[node.name]:
-                statuses = self.pdb_of_pod.get(pod.key, [])
+                statuses = self.pdbs_of(pod)
                 if pod.deleting or (self._do_not_disrupt(pod) is None and len(statuses) <= 1
                                     and not (statuses and statuses[0].fully_blocking
                                              and not statuses[0].lets_go(pod))):

@@ -466,10 +466,11 @@ class SimulatedCluster:
             current = self.objects.get(self.key_of("Pod", namespace, name))
             if current is None:
                 continue
-            bound = copy.deepcopy(current)
-            bound["spec"]["nodeName"] = node
-            bound["status"] = {"phase": "Running", "startTime": now,
-                               "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}
+            # a new object sharing what did not change (no object is edited in place once held, but for the
+            # metadata's resourceVersion, which `_store` sets: the metadata is a copy)
+            bound = {**current, "metadata": dict(current["metadata"]), "spec": {**current["spec"], "nodeName": node},
+                     "status": {"phase": "Running", "startTime": now,
+                                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
             await self._put(bound)
         self.pods_bound += len(placed)
         return len(placed)

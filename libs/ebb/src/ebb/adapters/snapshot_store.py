@@ -39,6 +39,8 @@ class SnapshotStore:
         self._fallback: tuple[ParsedObject, ...] | None = None
         self._snapshot: tuple[int, Snapshot] | None = None
         self._objects: dict[str, dict[str, Any]] = {}
+        #: the keys held, sorted (made again only when a key comes or goes)
+        self._sorted: list[str] | None = None
         #: incremented by every change; lets a consumer cache a snapshot until the next change
         self.version = 0
 
@@ -56,7 +58,9 @@ class SnapshotStore:
         """Hold ``obj`` under ``key`` (``kind/namespace/name``) as it is, unchanged from now on: the caller gives
         a new dict for every change (the simulated cluster's objects, which it never edits in place)."""
         old, parsed = self._objects.get(key), self._parsed.pop(key, None)
-        if old is not None and isinstance(parsed, ParsedObject) and parsed.kind == "Pod":
+        if old is None:
+            self._sorted = None
+        elif isinstance(parsed, ParsedObject) and parsed.kind == "Pod":
             self._previous[key] = (old, parsed)  # a pod bound or whose status changed keeps its parsed needs
         self._objects[key] = obj
         self.version += 1
@@ -65,6 +69,7 @@ class SnapshotStore:
         """Forget the object under ``key``; True when one was held."""
         if self._objects.pop(key, None) is None:
             return False
+        self._sorted = None
         self._parsed.pop(key, None)
         self._previous.pop(key, None)
         self.version += 1
@@ -83,11 +88,13 @@ class SnapshotStore:
         return self._objects.get(f"{kind}/{namespace}/{name}")
 
     def keys(self) -> list[str]:
-        return sorted(self._objects)
+        if self._sorted is None:
+            self._sorted = sorted(self._objects)
+        return list(self._sorted)
 
     def objects(self) -> list[dict[str, Any]]:
         """The held objects, ordered by key (kubectl-shaped dicts)."""
-        return [self._objects[k] for k in sorted(self._objects)]
+        return [self._objects[k] for k in self.keys()]
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -99,7 +106,9 @@ class SnapshotStore:
         """The pure core's snapshot of the held objects (``SnapshotError`` names an invalid one)."""
         if self._snapshot is not None and self._snapshot[0] == self.version:
             return self._snapshot[1]
-        snapshot = self.snapshot_of(sorted(self._objects))
+        if self._sorted is None:
+            self._sorted = sorted(self._objects)
+        snapshot = self.snapshot_of(self._sorted)
         self._snapshot = (self.version, snapshot)
         return snapshot
 
@@ -111,6 +120,8 @@ class SnapshotStore:
         """The held object under ``key`` parsed, once per change (``SnapshotError`` when it is invalid;
         ``index`` numbers a nameless object in that error, as ``parse_documents`` does)."""
         item = self._parsed.get(key)
+        if type(item) is ParsedObject:  # the common case first: parsed already, and valid
+            return item
         if item is None:
             try:
                 item = parse_object(self._objects[key], index, previous=self._previous.pop(key, None))

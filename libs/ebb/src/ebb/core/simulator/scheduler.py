@@ -297,6 +297,7 @@ class Scheduler:
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
         self._pool_usage: list[IntArray] | None = None
         self._pool_charges: list[tuple[int, IntArray] | None] | None = None
+        self._counted: dict[int, tuple[int, list[Pod]]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
@@ -579,6 +580,17 @@ class Scheduler:
     def new_state(self) -> SimState:
         return SimState(self)
 
+    def counted_on(self, b: int) -> list[Pod]:
+        """Node ``b``'s own pods, not being deleted, that raise a topology group's count (`memberships`), as of the
+        groups registered now: most pods raise none, and a removal only needs these (made once per node, and again
+        after new groups)."""
+        hit = self._counted.get(b)
+        if hit is not None and hit[0] == len(self.groups):
+            return hit[1]
+        pods = [p for p in self.pods_on[b] if not p.deleting and self.memberships(p)[0]]
+        self._counted[b] = (len(self.groups), pods)
+        return pods
+
     def pool_charge(self, b: int) -> tuple[int, IntArray] | None:
         """What node ``b`` counts against its NodePool's limits, its capacity then 1 (for ``nodes``), with the pool's
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
@@ -824,15 +836,18 @@ class SimState:
         self._removed.add(b)
         self.journal.append(("removed", b))
         self._set(self.open, b, False)
-        leaving: list[Pod] = []
-        for pod in self.pods_on_bin(b):
-            if not pod.deleting:  # a pod being deleted is in no topology count
-                for gid in self.s.memberships(pod)[0]:
-                    code = self.bin_codes[self.s.groups[gid].key][b]
-                    if code >= 0:
-                        self._set(self.counts[gid], code, self.counts[gid][code] - 1)
-            if pod.needs_rescheduling:  # a terminating StatefulSet pod's replacement needs its room
-                leaving.append(pod)
+        s, placed = self.s, self.placed
+        moved = self.moved_onto.get(b, [])
+        # the pods on it leave the topology counts (a pod being deleted is in none): of its own pods only the few
+        # that are counted at all are looked at (`Scheduler.counted_on`), those not moved away already
+        for pod in (*(p for p in s.counted_on(b) if p.key not in placed), *(p for p in moved if not p.deleting)):
+            for gid in s.memberships(pod)[0]:
+                code = self.bin_codes[s.groups[gid].key][b]
+                if code >= 0:
+                    self._set(self.counts[gid], code, self.counts[gid][code] - 1)
+        # a terminating StatefulSet pod's replacement needs its room too (`Pod.needs_rescheduling`)
+        leaving = [p for p in s.pods_on[b] if p.needs_rescheduling and p.key not in placed] if b < s.N else []
+        leaving += [p for p in moved if p.needs_rescheduling]
         if b in self.moved_onto:
             self.journal.append(("moved_clear", b, self.moved_onto[b]))
             self.moved_onto[b] = []

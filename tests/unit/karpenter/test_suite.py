@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ebb.core.cluster import ClusterView, eviction_cost
+from ebb.core.cluster import ClusterView
 from tests.unit.builders import (
     NOW,
     ago,
@@ -206,7 +206,7 @@ def test_should_not_consider_candidate_that_has_just_a_nodeclaim_representation(
 
 def _cost(annotations: dict[str, str] | None = None, priority: int | None = None) -> float:
     [p] = snapshot(pod("p", None, annotations=annotations, priority=priority, phase="Pending")).pods
-    return eviction_cost(p)
+    return p.eviction_cost
 
 
 STANDARD = 1.0

@@ -88,13 +88,17 @@ class SnapshotStore:
         return self._objects.get(f"{kind}/{namespace}/{name}")
 
     def keys(self) -> list[str]:
+        return list(self._sorted_keys())
+
+    def _sorted_keys(self) -> list[str]:
+        """The keys held, sorted once per key that comes or goes (read-only: callers copy)."""
         if self._sorted is None:
             self._sorted = sorted(self._objects)
-        return list(self._sorted)
+        return self._sorted
 
     def objects(self) -> list[dict[str, Any]]:
         """The held objects, ordered by key (kubectl-shaped dicts)."""
-        return [self._objects[k] for k in self.keys()]
+        return [self._objects[k] for k in self._sorted_keys()]
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -106,9 +110,7 @@ class SnapshotStore:
         """The pure core's snapshot of the held objects (``SnapshotError`` names an invalid one)."""
         if self._snapshot is not None and self._snapshot[0] == self.version:
             return self._snapshot[1]
-        if self._sorted is None:
-            self._sorted = sorted(self._objects)
-        snapshot = self.snapshot_of(self._sorted)
+        snapshot = self.snapshot_of(self._sorted_keys())
         self._snapshot = (self.version, snapshot)
         return snapshot
 

@@ -88,12 +88,6 @@ def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
     return PdbStatus(pdb, max(0, allowed), healthy, expected)
 
 
-def eviction_cost(pod: Pod) -> float:
-    """Karpenter's EvictionCost: 1 + deletion cost / 2^27 + priority / 2^25, clamped to [-10, 10] (`Pod.eviction_cost`,
-    computed when the pod is made)."""
-    return pod.eviction_cost
-
-
 @dataclass
 class ClusterView:
     snapshot: Snapshot

@@ -407,7 +407,7 @@ def _unchanged_spec(raw: Mapping[str, Any],
     if previous is None:
         return None
     old_raw, old = previous
-    if old.kind != "Pod" or not isinstance(old.value, Pod):
+    if not isinstance(old.value, Pod):
         return None
     spec, old_spec = raw.get("spec"), old_raw.get("spec")
     if not isinstance(spec, Mapping) or not isinstance(old_spec, Mapping):

@@ -846,7 +846,7 @@ class SimState:
                 if code >= 0:
                     self._set(self.counts[gid], code, self.counts[gid][code] - 1)
         # a terminating StatefulSet pod's replacement needs its room too (`Pod.needs_rescheduling`)
-        leaving = [p for p in s.pods_on[b] if p.needs_rescheduling and p.key not in placed] if b < s.N else []
+        leaving = [p for p in s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
         leaving += [p for p in moved if p.needs_rescheduling]
         if b in self.moved_onto:
             self.journal.append(("moved_clear", b, self.moved_onto[b]))

@@ -111,8 +111,9 @@ def test_single_node_verdicts_do_not_depend_on_explanations(case: Case, spot_to_
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(cases(max_nodes=12, max_pods=40, max_remove=0))
 def test_giving_up_on_a_dear_replacement_changes_no_command(case: Case) -> None:
-    """Single-node consolidation gives up on a replacement once `SimState.launch_floor` shows it costs too much;
-    with a floor of 0 it never does, and places every pod: the same commands either way."""
+    """Single-node consolidation, and a multi-node greedy step that joins a set, give up on a replacement once
+    `SimState.launch_floor` shows it costs too much; with a floor of 0 they never do, and place every pod: the same
+    commands either way."""
     pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
     nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
     snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)

@@ -131,11 +131,11 @@ def test_a_node_of_price_zero_whose_pods_fit_elsewhere_is_left_to_single_node_co
 
 
 def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_before_placing_the_others() -> None:
-    """Multi-node consolidation's replace run takes the spot node ``c`` first (a cheaper spot node would hold its
-    pod; only the replacement filter refuses it, spot-to-spot being off), so it has no verdict on the nodes
-    alone. Without explanations, single-node consolidation still skips simulating both: each node's first pod
-    without room (from the delete-only run) already makes every replacement too dear (``c``: only spot can
-    launch, ``b``: nothing cheaper than its t3.medium), which is where `single_node.evaluate` gives up too."""
+    """When multi-node consolidation's replace run has no verdict on the nodes alone (it took another node first;
+    here its verdicts are dropped, the delete-only run's first pods without room kept), single-node consolidation
+    without explanations still skips simulating both: each node's first pod without room (from the delete-only
+    run) already makes every replacement too dear (``c``: only spot can launch and spot-to-spot is off, ``b``:
+    nothing cheaper than its t3.medium), which is where `single_node.evaluate` gives up too."""
     spot, on_demand = SPOT_REQ, [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
     cluster = snapshot(
         nodepool("spot", requirements=spot, weight=10), nodepool("od", requirements=on_demand),
@@ -143,7 +143,14 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
         node("b", pool="od", itype="t3.medium", zone="us-east-1b"),
         pod("web", "b", cpu="1500m", node_selector={"karpenter.sh/capacity-type": "on-demand"}))
     options = EngineOptions(explain=False)
-    with _evaluations() as evaluated:
+    remember = multi_node._remember
+
+    def delete_only(ctx: Any, name: str, allow_replace: bool, failures: dict[str, str],
+                    new_price: float | None) -> None:
+        if not allow_replace:
+            remember(ctx, name, allow_replace, failures, new_price)
+
+    with _evaluations() as evaluated, patch.object(multi_node, "_remember", delete_only):
         quick = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == []
         with patch.object(single_node, "_dear_from_the_first_pod", lambda ctx, name: None):
@@ -226,6 +233,48 @@ def test_spot_node_with_room_elsewhere_is_deleted_without_spot_to_spot() -> None
                     pod("web", "s", cpu="500m"), node("t", itype="t3.medium", capacity_type="spot"),
                     pod("web-t", "t", cpu="500m"))
     assert _summary(out) == [("single-node-consolidation", "Underutilized", "delete", ["s"])]
+
+
+def _spot_and_on_demand_pools() -> tuple[Any, ...]:
+    """Two spot nodes of a spot-only NodePool, each with one pod, and two on-demand nodes of an on-demand NodePool
+    whose pods must stay on-demand; spot nodes first in disruption-cost order (one pod each, the others two)."""
+    on_demand = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    stay = {"karpenter.sh/capacity-type": "on-demand"}
+    return (nodepool("spot", requirements=SPOT_REQ, weight=10), nodepool("od", requirements=on_demand),
+            node("s1", pool="spot", itype="m5.xlarge", capacity_type="spot"), pod("w1", "s1", cpu="1500m"),
+            node("s2", pool="spot", itype="m5.xlarge", capacity_type="spot", zone="us-east-1b"),
+            pod("w2", "s2", cpu="1500m"),
+            node("d1", pool="od", itype="m5.large"), pod("x1", "d1", cpu="600m", node_selector=stay),
+            pod("y1", "d1", cpu="600m", node_selector=stay),
+            node("d2", pool="od", itype="m5.large", zone="us-east-1b"), pod("x2", "d2", cpu="600m", node_selector=stay),
+            pod("y2", "d2", cpu="600m", node_selector=stay))
+
+
+@pytest.mark.parametrize(("spot_to_spot", "nodes", "replacement", "savings"), [
+    # s1 goes by delete (its pod fits on s2); s2 would then take a spot replacement for both pods, which spot-to-spot
+    # being off refuses for an all-spot set: the run goes on without s2 and takes d1 with an on-demand t3.medium
+    # (the run that took s2 first found no command at all: its set, and every prefix, stayed all spot)
+    (False, ["s1", "d1"], ("t3.medium", "on-demand"), SPOT["m5.xlarge"] + OD["m5.large"] - OD["t3.medium"]),
+    # with spot-to-spot on, s2 joins with a spot c5.xlarge for both pods, and the on-demand nodes cannot join
+    (True, ["s1", "s2"], ("c5.xlarge", "spot"), 2 * SPOT["m5.xlarge"] - SPOT["c5.xlarge"]),
+])
+def test_multi_node_goes_on_past_a_spot_set_spot_to_spot_would_refuse(
+        spot_to_spot: bool, nodes: list[str], replacement: tuple[str, str], savings: float) -> None:
+    out = plan_dict(*_spot_and_on_demand_pools(), spot_to_spot=spot_to_spot)
+    [command] = out["commands"]
+    assert (command["method"], command["action"], command["nodes"]) == ("multi-node-consolidation", "replace", nodes)
+    [rep] = command["replacements"]
+    assert (rep["instanceTypes"][0], rep["capacityType"]) == replacement
+    assert command["savingsPerHour"] == pytest.approx(savings)
+
+
+def test_a_nodepools_spot_to_spot_lets_multi_node_keep_an_all_spot_set() -> None:
+    """ebb's per-NodePool spot-to-spot annotation counts as the option does."""
+    docs = list(_spot_and_on_demand_pools())
+    docs[0] = nodepool("spot", requirements=SPOT_REQ, weight=10,
+                       annotations={"ebb.sh/spot-to-spot-consolidation": "true"})
+    [command] = plan_dict(*docs)["commands"]
+    assert command["nodes"] == ["s1", "s2"]
 
 
 def test_when_empty_policy_blocks_underutilized_nodes() -> None:

@@ -7,6 +7,12 @@ replacement) and the savings grow. Each check costs only the pods it moves, so m
 nodes are found on clusters of thousands without a timeout. Two runs, delete-only and with one
 replacement; the larger saving wins and a tie goes to the delete (no launch, fewer pods moved).
 
+The run with a replacement knows the replacement filter's rules that no later node can lift. A step is refused as
+soon as its replacement costs at least what the set would remove (the claim's launch floor only grows as pods
+join it), and a step that keeps the set all spot with a spot replacement, where spot-to-spot is off, is refused
+outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot, only at
+the end. The run then goes on to the nodes after it and can still find a set it can keep.
+
 The set the greedy run found is then simulated as validation will simulate it (``_jointly``): every node
 removed at once, all their pods placed together. Placing node by node and placing all at once pack
 differently, and a command validation would reject on the very snapshot it came from would be proposed,
@@ -15,6 +21,8 @@ does is found by binary search (Karpenter's search over prefixes), and the comma
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
@@ -28,8 +36,14 @@ from ebb.core.methods.base import (
     placements_of,
 )
 from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
+from ebb.core.model import CAPACITY_SPOT
+from ebb.core.simulator.results import NewNode
 
 NAME = "multi-node-consolidation"
+
+
+class _TooDear(Exception):
+    """Raised while a greedy step's pods join the replacement, once the step can no longer be kept."""
 
 
 def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command | None:
@@ -39,23 +53,40 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
     used: dict[str, int] = {}
     removed_price = 0.0
     savings = 0.0
+    all_spot = True  # every node taken so far is spot: a spot replacement then needs spot-to-spot
     for name in names:
         pool = view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) - used.get(pool, 0) <= 0:
             continue
         alone = not taken and not state.claims  # this step is the node's consolidation on its own
+        spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
         leaving = state.remove_node(name)
         max_new = (1 - len(state.claims)) if allow_replace else 0
-        # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
-        failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True,
-                                      explain=alone and not allow_replace)
+        # a step that joins a set gives up as soon as its replacement is too dear whatever else joins it; a step
+        # alone runs to the end, since what it finds is single-node consolidation's verdict on the node (`_remember`)
+        on_claim = None if alone or not allow_replace else \
+            _give_up(ctx, removed_price + view.price[name] - savings, spot)
+        try:
+            # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
+            failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
+                                          explain=alone and not allow_replace)
+        except _TooDear:
+            state.rollback(mark)
+            continue
         if failures:
             state.rollback(mark)
             if alone:
                 _remember(ctx, name, allow_replace, failures, None)
             continue
-        new_price = sum(n.price for n in state.new_nodes())
+        new_nodes = state.new_nodes()
+        if spot and new_nodes and _spot_replacement_refused(ctx, new_nodes[0]):
+            # every node of the set would be spot and so would its replacement: `filter_replacement` refuses that
+            # set and every set grown from it, so the run goes on without this node (single-node consolidation
+            # judges it alone)
+            state.rollback(mark)
+            continue
+        new_price = sum(n.price for n in new_nodes)
         candidate_savings = removed_price + view.price[name] - new_price
         if candidate_savings <= savings + EPSILON:
             state.rollback(mark)
@@ -66,6 +97,7 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         used[pool] = used.get(pool, 0) + 1
         removed_price += view.price[name]
         savings = candidate_savings
+        all_spot = spot
     state.rollback(start)
     if len(taken) < 2:
         return None
@@ -82,6 +114,34 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         else:
             high = middle - 1
     return best
+
+
+def _spot_replacement_refused(ctx: PassContext, new: NewNode) -> bool:
+    """A spot replacement of spot nodes where spot-to-spot is off (ebb's option or the NodePool's): Karpenter's
+    rule, enforced by `filter_replacement`."""
+    return new.capacity_type == CAPACITY_SPOT and not _spot_to_spot(ctx, new.nodepool)
+
+
+def _spot_to_spot(ctx: PassContext, pool: str) -> bool:
+    return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
+
+
+def _give_up(ctx: PassContext, allowed: float, spot: bool) -> Callable[[int], None]:
+    """The check run each time a pod joins a greedy step's replacement: raise `_TooDear` once no type the claim
+    keeps launches for less than ``allowed`` (the step's removed price less the savings already reached), the
+    step's own check at its end refusing it then anyway (a claim's launch floor only grows as pods join it).
+    When every node of the set is spot and the claim's NodePool has spot-to-spot off, its spot offerings do not
+    count: a spot replacement is refused at the end whatever it costs."""
+    state = ctx.state
+
+    def check(b: int) -> None:
+        if state.launch_floor(b) >= allowed - EPSILON:
+            raise _TooDear
+        if spot and not _spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name) \
+                and state.launch_floor(b, without=CAPACITY_SPOT) >= allowed - EPSILON:
+            raise _TooDear
+
+    return check
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],

@@ -4,15 +4,19 @@ A node passes when nothing blocks it (do-not-disrupt, PDBs, do-not-consolidate, 
 consolidateAfter is not Never, no hold or stabilization window pauses it, it has been stable for
 consolidateAfter, and the budget for the reason has room. `still_consolidatable` is the same timing
 re-checked when a consolidation command is validated. The pods a consolidation moves do not go to a node
-that is itself inside its consolidateAfter (`set_aside_unsettled`, Karpenter v1.14's destination rule).
+that is itself inside its consolidateAfter (`set_aside_unsettled`, Karpenter v1.14's destination rule). Both
+consolidation methods give up on a replacement being filled as soon as it costs too much whatever else joins it
+(`give_up_when_dear`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.methods.base import MethodOutcome, PassContext, budget_block
-from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
+from ebb.core.methods.base import EPSILON, MethodOutcome, PassContext, budget_block
+from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
 from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
@@ -89,3 +93,38 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             continue
         names.append(name)
     return view.order(names)
+
+
+class NoCheaperLaunch(Exception):
+    """The replacement being filled already costs too much, whatever else joins it: the cause to report."""
+
+    def __init__(self, cause: BlockCause) -> None:
+        super().__init__(cause.kind.value)
+        self.cause = cause
+
+
+def spot_to_spot(ctx: PassContext, pool: str) -> bool:
+    """Whether a spot replacement of spot nodes may launch in NodePool ``pool``: ebb's option or the NodePool's."""
+    return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
+
+
+def give_up_when_dear(ctx: PassContext, allowed: float, spot: bool) -> Callable[[int], None]:
+    """The check run each time a pod joins a replacement (`SimState.place_all`'s ``on_claim``): raise
+    `NoCheaperLaunch` once no type the claim keeps launches for less than ``allowed`` (what the nodes it replaces
+    cost, less any saving the command must beat), which `filter_replacement` or the caller's own check would then
+    refuse (a claim's launch floor only grows as pods join it). When every node it replaces is spot (``spot``) and
+    its NodePool has spot-to-spot off, only offerings other than spot count: a spot replacement is refused as it
+    is."""
+    state = ctx.state
+
+    def check(b: int) -> None:
+        floor = state.launch_floor(b)
+        if floor >= allowed - EPSILON:
+            raise NoCheaperLaunch(BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": floor, "price": allowed}))
+        if not spot or ctx.options.spot_to_spot:
+            return
+        if not spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name) \
+                and state.launch_floor(b, without=CAPACITY_SPOT) >= allowed - EPSILON:
+            raise NoCheaperLaunch(BlockCause(Cause.SPOT_TO_SPOT_DISABLED))
+
+    return check

@@ -22,8 +22,6 @@ does is found by binary search (Karpenter's search over prefixes), and the comma
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     EPSILON,
@@ -35,15 +33,18 @@ from ebb.core.methods.base import (
     filter_replacement,
     placements_of,
 )
-from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
+from ebb.core.methods.consolidation import (
+    REASON,
+    NoCheaperLaunch,
+    candidates,
+    give_up_when_dear,
+    set_aside_unsettled,
+    spot_to_spot,
+    still_consolidatable,
+)
 from ebb.core.model import CAPACITY_SPOT
-from ebb.core.simulator.results import NewNode
 
 NAME = "multi-node-consolidation"
-
-
-class _TooDear(Exception):
-    """Raised while a greedy step's pods join the replacement, once the step can no longer be kept."""
 
 
 def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command | None:
@@ -63,16 +64,19 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         mark = state.mark()
         leaving = state.remove_node(name)
         max_new = (1 - len(state.claims)) if allow_replace else 0
-        # a step that joins a set gives up as soon as its replacement is too dear whatever else joins it; a step
-        # alone runs to the end, since what it finds is single-node consolidation's verdict on the node (`_remember`)
-        on_claim = None if alone or not allow_replace else \
-            _give_up(ctx, removed_price + view.price[name] - savings, spot)
+        # the replacement is given up once it is too dear whatever else joins it; a step alone, whose verdict is
+        # single-node consolidation's (`_remember`), only when single-node would give up there too (no
+        # explanations)
+        on_claim = None if not allow_replace or (alone and ctx.options.explain) else \
+            give_up_when_dear(ctx, removed_price + view.price[name] - savings, spot)
         try:
             # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
             failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
                                           explain=alone and not allow_replace)
-        except _TooDear:
+        except NoCheaperLaunch as e:
             state.rollback(mark)
+            if alone:
+                _remember(ctx, name, allow_replace, {}, e.cause)
             continue
         if failures:
             state.rollback(mark)
@@ -80,18 +84,22 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
                 _remember(ctx, name, allow_replace, failures, None)
             continue
         new_nodes = state.new_nodes()
-        if spot and new_nodes and _spot_replacement_refused(ctx, new_nodes[0]):
+        if spot and new_nodes and new_nodes[0].capacity_type == CAPACITY_SPOT \
+                and not spot_to_spot(ctx, new_nodes[0].nodepool):
             # every node of the set would be spot and so would its replacement: `filter_replacement` refuses that
-            # set and every set grown from it, so the run goes on without this node (single-node consolidation
-            # judges it alone)
+            # set, and every set grown from it that stays all spot, so the run goes on without this node
+            refused = filter_replacement(new_nodes[0], [name], ctx) if alone else None
             state.rollback(mark)
+            if isinstance(refused, BlockCause):
+                _remember(ctx, name, allow_replace, failures, refused)
             continue
         new_price = sum(n.price for n in new_nodes)
         candidate_savings = removed_price + view.price[name] - new_price
         if candidate_savings <= savings + EPSILON:
             state.rollback(mark)
             if alone:
-                _remember(ctx, name, allow_replace, failures, new_price)
+                _remember(ctx, name, allow_replace, failures, BlockCause(
+                    Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": view.price[name]}))
             continue
         taken.append(name)
         used[pool] = used.get(pool, 0) + 1
@@ -116,41 +124,14 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
     return best
 
 
-def _spot_replacement_refused(ctx: PassContext, new: NewNode) -> bool:
-    """A spot replacement of spot nodes where spot-to-spot is off (ebb's option or the NodePool's): Karpenter's
-    rule, enforced by `filter_replacement`."""
-    return new.capacity_type == CAPACITY_SPOT and not _spot_to_spot(ctx, new.nodepool)
-
-
-def _spot_to_spot(ctx: PassContext, pool: str) -> bool:
-    return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
-
-
-def _give_up(ctx: PassContext, allowed: float, spot: bool) -> Callable[[int], None]:
-    """The check run each time a pod joins a greedy step's replacement: raise `_TooDear` once no type the claim
-    keeps launches for less than ``allowed`` (the step's removed price less the savings already reached), the
-    step's own check at its end refusing it then anyway (a claim's launch floor only grows as pods join it).
-    When every node of the set is spot and the claim's NodePool has spot-to-spot off, its spot offerings do not
-    count: a spot replacement is refused at the end whatever it costs."""
-    state = ctx.state
-
-    def check(b: int) -> None:
-        if state.launch_floor(b) >= allowed - EPSILON:
-            raise _TooDear
-        if spot and not _spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name) \
-                and state.launch_floor(b, without=CAPACITY_SPOT) >= allowed - EPSILON:
-            raise _TooDear
-
-    return check
-
-
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],
-              new_price: float | None) -> None:
+              replacement: BlockCause | None) -> None:
     """Keep what a greedy step that consolidated ``name`` on its own found (`PassContext.no_room`, `.alone`): on
     the state single-node consolidation starts from, that step is single-node's own simulation of the node. The
     delete-only run finds its first pod without room on the other nodes; the run with a replacement then finds
-    that a new node does not take every pod (single-node: `Cause.PODS_FIT_NOWHERE`) or that the new node costs
-    at least as much (`filter_replacement` keeps no option: `Cause.NO_CHEAPER_REPLACEMENT`)."""
+    that a new node does not take every pod (single-node: `Cause.PODS_FIT_NOWHERE`) or why the replacement is
+    refused (``replacement``: it costs at least as much, `Cause.NO_CHEAPER_REPLACEMENT`, or it is spot where
+    spot-to-spot is off)."""
     if not allow_replace:
         if failures:  # else its pods fit elsewhere and deleting it saves nothing (a node of price 0): single-node's
             ctx.no_room[name] = next(iter(failures.items()))
@@ -161,9 +142,8 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
     no_delete = {"pod": found[0], "why": found[1]}
     if failures:
         ctx.alone[name] = BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
-    elif new_price is not None:
-        ctx.alone[name] = BlockCause(Cause.NO_REPLACEMENT, no_delete, BlockCause(
-            Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": ctx.view.price[name]}))
+    elif replacement is not None:
+        ctx.alone[name] = BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
 
 
 def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command | None:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
-    EPSILON,
     Command,
     Method,
     MethodOutcome,
@@ -22,19 +21,18 @@ from ebb.core.methods.base import (
     filter_replacement,
     placements_of,
 )
-from ebb.core.methods.consolidation import REASON, candidates, set_aside_unsettled, still_consolidatable
+from ebb.core.methods.consolidation import (
+    REASON,
+    NoCheaperLaunch,
+    candidates,
+    give_up_when_dear,
+    set_aside_unsettled,
+    still_consolidatable,
+)
 from ebb.core.model import CAPACITY_SPOT
 from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
 
 NAME = "single-node-consolidation"
-
-
-class _NoCheaperLaunch(Exception):  # control flow inside `evaluate`, never raised out of it
-    """The replacement being filled already costs too much, whatever else joins it: the cause to report."""
-
-    def __init__(self, cause: BlockCause) -> None:
-        super().__init__(cause.kind.value)
-        self.cause = cause
 
 
 def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | BlockCause:
@@ -72,7 +70,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     try:
         failures, _ = state.place_all(order[stop:], max_new=1, first_failure=True,
                                       on_claim=None if ctx.options.explain else _give_up(ctx, name))
-    except _NoCheaperLaunch as e:
+    except NoCheaperLaunch as e:
         state.rollback(mark)
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)
     if failures:
@@ -94,24 +92,9 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
 
 
 def _give_up(ctx: PassContext, name: str) -> Callable[[int], None]:
-    """The check run each time a pod joins the replacement of ``name``: raise `_NoCheaperLaunch` once no type the
-    replacement keeps can launch cheaper than the node, which `filter_replacement` would then refuse (a spot node,
-    when spot-to-spot is off, only by something else than spot: a spot replacement is refused as it is)."""
-    view, state = ctx.view, ctx.state
-    price = view.price[name]
-    spot = view.nodes[name].capacity_type == CAPACITY_SPOT
-
-    def check(b: int) -> None:
-        floor = state.launch_floor(b)
-        if floor >= price - EPSILON:
-            raise _NoCheaperLaunch(BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": floor, "price": price}))
-        if not spot or ctx.options.spot_to_spot:
-            return
-        pool = view.pools[state.s.pools[state.claims[b].pool].pool.name]
-        if not pool.spot_to_spot and state.launch_floor(b, without=CAPACITY_SPOT) >= price - EPSILON:
-            raise _NoCheaperLaunch(BlockCause(Cause.SPOT_TO_SPOT_DISABLED))
-
-    return check
+    """`give_up_when_dear` for the replacement of ``name``: no cheaper than the node (a spot node, when
+    spot-to-spot is off, only by something else than spot)."""
+    return give_up_when_dear(ctx, ctx.view.price[name], ctx.view.nodes[name].capacity_type == CAPACITY_SPOT)
 
 
 def _dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
@@ -147,7 +130,7 @@ def _dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
             return None
         try:
             _give_up(ctx, name)(b)
-        except _NoCheaperLaunch as e:
+        except NoCheaperLaunch as e:
             return BlockCause(Cause.NO_REPLACEMENT, {"pod": first, "why": why}, e.cause)
         return None
     finally:

@@ -148,7 +148,7 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
     event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
     from_first_pod: list[str] = []
-    dear = single_node._dear_from_the_first_pod
+    dear = single_node.dear_from_the_first_pod
 
     def recording(ctx: PassContext, name: str) -> BlockCause | None:
         found = dear(ctx, name)
@@ -156,7 +156,7 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
             from_first_pod.append(name)
         return found
 
-    with patch.object(single_node, "_dear_from_the_first_pod", recording):
+    with patch.object(single_node, "dear_from_the_first_pod", recording):
         taken = single_node.run(shared)
     event(f"verdicts found from the first pod without room: {min(len(from_first_pod), 2)}")
     alone = single_node.run(_context(options.view_of(snapshot, NOW), options))

@@ -153,7 +153,7 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
     with _evaluations() as evaluated, patch.object(multi_node, "_remember", delete_only):
         quick = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == []
-        with patch.object(single_node, "_dear_from_the_first_pod", lambda ctx, name: None):
+        with patch.object(single_node, "dear_from_the_first_pod", lambda ctx, name: None):
             computed = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == ["c", "b"]
     assert quick.commands == computed.commands == ()

@@ -37,6 +37,7 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
+    dear_from_the_first_pod,
     give_up_when_dear,
     set_aside_unsettled,
     spot_to_spot,
@@ -60,6 +61,11 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         if ctx.budget_left(pool, REASON) - used.get(pool, 0) <= 0:
             continue
         alone = not taken and not state.claims  # this step is the node's consolidation on its own
+        if alone and allow_replace and not ctx.options.explain:
+            dear = dear_from_the_first_pod(ctx, name)
+            if dear is not None:  # this step gives up at its first pod without room on the other nodes
+                _remember(ctx, name, allow_replace, {}, dear.inner)
+                continue
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
         leaving = state.remove_node(name)

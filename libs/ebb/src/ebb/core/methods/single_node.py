@@ -10,8 +10,6 @@ into a handful. With explanations on, every remaining candidate gets its own rea
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     Command,
@@ -25,12 +23,12 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
-    give_up_when_dear,
+    dear_from_the_first_pod,
+    give_up_on_replacing,
     set_aside_unsettled,
     still_consolidatable,
 )
-from ebb.core.model import CAPACITY_SPOT
-from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
+from ebb.core.simulator.scheduler import placement_order
 
 NAME = "single-node-consolidation"
 
@@ -69,7 +67,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     state.rollback(prefix)
     try:
         failures, _ = state.place_all(order[stop:], max_new=1, first_failure=True,
-                                      on_claim=None if ctx.options.explain else _give_up(ctx, name))
+                                      on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
         state.rollback(mark)
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)
@@ -91,52 +89,6 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
                    f"instead of ${price:.4f}/h")
 
 
-def _give_up(ctx: PassContext, name: str) -> Callable[[int], None]:
-    """`give_up_when_dear` for the replacement of ``name``: no cheaper than the node (a spot node, when
-    spot-to-spot is off, only by something else than spot)."""
-    return give_up_when_dear(ctx, ctx.view.price[name], ctx.view.nodes[name].capacity_type == CAPACITY_SPOT)
-
-
-def _dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
-    """Without explanations, on the state `run` starts from: the verdict `evaluate` reaches when it gives up on
-    the replacement as the first pod joins it, found without placing the pods before that one. Multi-node
-    consolidation's delete-only run found the node's first pod without room on the other nodes
-    (`PassContext.no_room`); when that pod and every pod before it in placement order have one form and no pod
-    affinity, `evaluate` places those before it on the other nodes, then opens the replacement for that pod, and
-    the replacement's offerings depend only on the NodePools' usage (the node removed), not on where the others
-    went. So the claim is opened for that pod alone here, and `_give_up`'s check on it is `evaluate`'s first.
-    None when that check passes or does not apply: `evaluate` decides."""
-    found = ctx.no_room.get(name)
-    state = ctx.state
-    if found is None or state.claims:
-        return None
-    first, why = found
-    mark = state.mark()
-    try:
-        order = placement_order(state.remove_node(name))
-        classes = state.s.classes
-        for pod in order:
-            forms = classes(pod)
-            if len(forms) > 1 or has_pod_affinity(forms):
-                return None
-            if pod.key == first:
-                break
-        else:
-            return None
-        if forms[0].constraints:
-            return None
-        b = state.open_claim_for(pod)
-        if b is None:
-            return None
-        try:
-            _give_up(ctx, name)(b)
-        except NoCheaperLaunch as e:
-            return BlockCause(Cause.NO_REPLACEMENT, {"pod": first, "why": why}, e.cause)
-        return None
-    finally:
-        state.rollback(mark)
-
-
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
@@ -151,7 +103,7 @@ def run(ctx: PassContext) -> MethodOutcome:
         if not out.commands:  # the state is still the one multi-node consolidation looked at
             known = ctx.alone.get(name)
             if known is None and not ctx.options.explain:
-                known = _dear_from_the_first_pod(ctx, name)
+                known = dear_from_the_first_pod(ctx, name)
         if known is not None:
             # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`),
             # or its delete's first pod without room already makes any replacement too dear

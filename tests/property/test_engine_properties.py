@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
-from ebb.core.methods import multi_node, single_node
+from ebb.core.methods import consolidation, multi_node, single_node
 from ebb.core.methods.base import EngineOptions, PassContext
 from ebb.core.model import LABEL_INITIALIZED, Budget
 from ebb.core.simulator.scheduler import SimState
@@ -148,7 +148,7 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
     event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
     from_first_pod: list[str] = []
-    dear = single_node.dear_from_the_first_pod
+    dear = consolidation.dear_from_the_first_pod
 
     def recording(ctx: PassContext, name: str) -> BlockCause | None:
         found = dear(ctx, name)

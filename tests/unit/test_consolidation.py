@@ -9,7 +9,7 @@ from unittest.mock import patch
 
 import pytest
 
-from ebb.core.causes import Cause
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import run_pass
 from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions
@@ -146,9 +146,9 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
     remember = multi_node._remember
 
     def delete_only(ctx: Any, name: str, allow_replace: bool, failures: dict[str, str],
-                    new_price: float | None) -> None:
+                    replacement: BlockCause | None) -> None:
         if not allow_replace:
-            remember(ctx, name, allow_replace, failures, new_price)
+            remember(ctx, name, allow_replace, failures, replacement)
 
     with _evaluations() as evaluated, patch.object(multi_node, "_remember", delete_only):
         quick = run_pass(options.view_of(cluster, NOW), options)

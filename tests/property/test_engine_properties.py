@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
-from ebb.core.methods import consolidation, multi_node, single_node
+from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions, PassContext
-from ebb.core.model import LABEL_INITIALIZED, Budget
+from ebb.core.model import LABEL_INITIALIZED, Budget, Pod
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
 from tests.property.test_simulator_properties import Case, cases
@@ -147,18 +147,7 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     multi_node.run(shared)
     shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
     event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
-    from_first_pod: list[str] = []
-    dear = consolidation.dear_from_the_first_pod
-
-    def recording(ctx: PassContext, name: str) -> BlockCause | None:
-        found = dear(ctx, name)
-        if found is not None:
-            from_first_pod.append(name)
-        return found
-
-    with patch.object(single_node, "dear_from_the_first_pod", recording):
-        taken = single_node.run(shared)
-    event(f"verdicts found from the first pod without room: {min(len(from_first_pod), 2)}")
+    taken = single_node.run(shared)
     alone = single_node.run(_context(options.view_of(snapshot, NOW), options))
     assert taken.commands == alone.commands
     assert [c.placements for c in taken.commands] == [c.placements for c in alone.commands]
@@ -169,9 +158,40 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     for name, cause in taken.blocked.items():
         computed = alone.blocked[name]
         assert cause.values == computed.values
-        if name in from_first_pod:
-            assert cause == computed  # evaluate's own early stop, reached without placing the pods before
         if cause != computed:
             assert name in shared.alone
             assert {cause.kind, computed.kind} <= {Cause.PODS_FIT_NOWHERE, Cause.NO_REPLACEMENT}
             event("without explanations: another true cause")
+
+
+@settings(max_examples=800, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(max_nodes=12, max_pods=60, max_remove=0), st.booleans(), st.booleans())
+def test_carrying_on_with_a_replacement_from_the_delete_only_run_changes_nothing(
+        case: Case, spot_to_spot: bool, explain: bool) -> None:
+    """Multi-node consolidation's delete-only run carries a step of a node on its own on with a replacement from
+    its first pod without room (`multi_node._carry_on`), and the run with a replacement then skips that node's
+    step on its own when it would not be taken: the pass is the one where the run with a replacement simulates
+    every step itself, commands, placements and causes alike."""
+    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+    nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
+    snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
+    options = EngineOptions(spot_to_spot=spot_to_spot, explain=explain)
+    carried: list[bool] = []
+    carry_on = multi_node._carry_on
+
+    def recording(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bool:
+        carried.append(carry_on(ctx, name, leaving, first))
+        return carried[-1]
+
+    with patch.object(multi_node, "_carry_on", recording):
+        quick = run_pass(options.view_of(snapshot, NOW), options)
+    event(f"steps carried on and skipped: {min(sum(carried), 3)}")
+    with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first: False):
+        full = run_pass(options.view_of(snapshot, NOW), options)
+    for command in full.commands:
+        event(f"{command.method} {command.action}")
+    assert quick.commands == full.commands
+    assert [c.placements for c in quick.commands] == [c.placements for c in full.commands]
+    assert quick.blocked == full.blocked
+    assert quick.revisit_at == full.revisit_at

@@ -9,7 +9,7 @@ from unittest.mock import patch
 
 import pytest
 
-from ebb.core.causes import BlockCause, Cause
+from ebb.core.causes import Cause
 from ebb.core.engine import run_pass
 from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions
@@ -130,12 +130,12 @@ def test_a_node_of_price_zero_whose_pods_fit_elsewhere_is_left_to_single_node_co
     assert taken == computed
 
 
-def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_before_placing_the_others() -> None:
-    """When multi-node consolidation's replace run has no verdict on the nodes alone (it took another node first;
-    here its verdicts are dropped, the delete-only run's first pods without room kept), single-node consolidation
-    without explanations still skips simulating both: each node's first pod without room (from the delete-only
-    run) already makes every replacement too dear (``c``: only spot can launch and spot-to-spot is off, ``b``:
-    nothing cheaper than its t3.medium), which is where `single_node.evaluate` gives up too."""
+def test_the_delete_only_runs_steps_carry_on_with_a_replacement_and_leave_single_node_the_verdicts() -> None:
+    """Multi-node consolidation's delete-only run finds each node's first pod without room; carrying on from there
+    with one new node allowed is the run with a replacement's step of that node on its own, and single-node
+    consolidation's simulation of it: neither simulates the node again (``c``: only spot can launch and
+    spot-to-spot is off, ``b``: nothing cheaper than its t3.medium). Without those verdicts single-node computes
+    the same causes itself."""
     spot, on_demand = SPOT_REQ, [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
     cluster = snapshot(
         nodepool("spot", requirements=spot, weight=10), nodepool("od", requirements=on_demand),
@@ -143,17 +143,19 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
         node("b", pool="od", itype="t3.medium", zone="us-east-1b"),
         pod("web", "b", cpu="1500m", node_selector={"karpenter.sh/capacity-type": "on-demand"}))
     options = EngineOptions(explain=False)
-    remember = multi_node._remember
+    carried: list[str] = []
+    carry_on = multi_node._carry_on
 
-    def delete_only(ctx: Any, name: str, allow_replace: bool, failures: dict[str, str],
-                    replacement: BlockCause | None) -> None:
-        if not allow_replace:
-            remember(ctx, name, allow_replace, failures, replacement)
+    def recording(ctx: Any, name: str, leaving: Any, first: str) -> bool:
+        carried.append(name)
+        return carry_on(ctx, name, leaving, first)
 
-    with _evaluations() as evaluated, patch.object(multi_node, "_remember", delete_only):
-        quick = run_pass(options.view_of(cluster, NOW), options)
+    with _evaluations() as evaluated:
+        with patch.object(multi_node, "_carry_on", recording):
+            quick = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == []
-        with patch.object(single_node, "dear_from_the_first_pod", lambda ctx, name: None):
+        assert sorted(carried) == ["b", "c"]
+        with patch.object(multi_node, "_remember", lambda *args: None):
             computed = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == ["c", "b"]
     assert quick.commands == computed.commands == ()
@@ -161,6 +163,27 @@ def test_without_explanations_a_replacement_too_dear_for_the_first_pod_is_known_
     causes = {b.node: b.cause for b in quick.blocked}
     assert causes["c"].inner is not None and causes["c"].inner.kind == Cause.SPOT_TO_SPOT_DISABLED
     assert causes["b"].inner is not None and causes["b"].inner.kind == Cause.NO_CHEAPER_REPLACEMENT
+
+
+def test_carrying_on_counts_a_pod_the_simulation_moved_onto_the_node() -> None:
+    """The pods of a node being disrupted are placed first, here onto ``x`` (the only room), and leave again with
+    ``x``: the delete-only run's step of ``x`` finds that pod without room, and carrying on with a replacement
+    starts from it although the simulation still has it placed on ``x`` (it was left out, and the step then
+    found nothing to place and no new node)."""
+    disrupted = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    cluster = snapshot(nodepool(), node("gone", taints=disrupted), pod("m", "gone", cpu="1500m"),
+                       node("x"), pod("own", "x", cpu="100m"),
+                       node("y", zone="us-east-1b"), pod("web", "y", cpu="1500m"))
+    for explain in (False, True):
+        options = EngineOptions(explain=explain)
+        carried = run_pass(options.view_of(cluster, NOW), options)
+        with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first: False):
+            computed = run_pass(options.view_of(cluster, NOW), options)
+        assert carried.commands == computed.commands
+        assert carried.blocked == computed.blocked
+        # x keeps the moved pod on a smaller node (its own goes to y's replacement's room), y is replaced too
+        assert {(c.method, c.action, c.nodes) for c in carried.commands} == {
+            ("single-node-consolidation", "replace", ("x",)), ("single-node-consolidation", "replace", ("y",))}
 
 
 def test_multi_node_delete_of_several_nodes() -> None:

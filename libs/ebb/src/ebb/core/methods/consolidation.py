@@ -6,8 +6,7 @@ consolidateAfter, and the budget for the reason has room. `still_consolidatable`
 re-checked when a consolidation command is validated. The pods a consolidation moves do not go to a node
 that is itself inside its consolidateAfter (`set_aside_unsettled`, Karpenter v1.14's destination rule). Both
 consolidation methods give up on a replacement being filled as soon as it costs too much whatever else joins it
-(`give_up_when_dear`), and, without explanations, on a node whose first pod without room already makes the
-replacement too dear (`dear_from_the_first_pod`).
+(`give_up_when_dear`).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import EPSILON, MethodOutcome, PassContext, budget_block
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
-from ebb.core.simulator.scheduler import SimState, has_pod_affinity, placement_order
+from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
 #: the labels a node's price is looked up by; Karpenter's consolidation leaves a node without one of them alone
@@ -135,44 +134,3 @@ def give_up_on_replacing(ctx: PassContext, name: str) -> Callable[[int], None]:
     """`give_up_when_dear` for the replacement of ``name``: no cheaper than the node (a spot node, when
     spot-to-spot is off, only by something else than spot)."""
     return give_up_when_dear(ctx, ctx.view.price[name], ctx.view.nodes[name].capacity_type == CAPACITY_SPOT)
-
-
-def dear_from_the_first_pod(ctx: PassContext, name: str) -> BlockCause | None:
-    """Without explanations, on the state the consolidation methods start from: the verdict single-node
-    consolidation's `evaluate` (and multi-node's greedy step of the node alone, which is the same simulation)
-    reaches when it gives up on the replacement as the first pod joins it, found without placing the pods before
-    that one. Multi-node consolidation's delete-only run found the node's first pod without room on the other
-    nodes (`PassContext.no_room`); when that pod and every pod before it in placement order have one form and no
-    pod affinity, `evaluate` places those before it on the other nodes, then opens the replacement for that pod,
-    and the replacement's offerings depend only on the NodePools' usage (the node removed), not on where the others
-    went. So the claim is opened for that pod alone here, and `give_up_on_replacing`'s check on it is
-    `evaluate`'s first. None when that check passes or does not apply: `evaluate` decides."""
-    found = ctx.no_room.get(name)
-    state = ctx.state
-    if found is None or state.claims:
-        return None
-    first, why = found
-    mark = state.mark()
-    try:
-        order = placement_order(state.remove_node(name))
-        classes = state.s.classes
-        for pod in order:
-            forms = classes(pod)
-            if len(forms) > 1 or has_pod_affinity(forms):
-                return None
-            if pod.key == first:
-                break
-        else:
-            return None
-        if forms[0].constraints:
-            return None
-        b = state.open_claim_for(pod)
-        if b is None:
-            return None
-        try:
-            give_up_on_replacing(ctx, name)(b)
-        except NoCheaperLaunch as e:
-            return BlockCause(Cause.NO_REPLACEMENT, {"pod": first, "why": why}, e.cause)
-        return None
-    finally:
-        state.rollback(mark)

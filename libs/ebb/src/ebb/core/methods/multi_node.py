@@ -37,18 +37,22 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
-    dear_from_the_first_pod,
+    give_up_on_replacing,
     give_up_when_dear,
     set_aside_unsettled,
     spot_to_spot,
     still_consolidatable,
 )
-from ebb.core.model import CAPACITY_SPOT
+from ebb.core.model import CAPACITY_SPOT, Pod
+from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
 
 NAME = "multi-node-consolidation"
 
 
-def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command | None:
+def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alone: set[str]) -> Command | None:
+    """One greedy run, delete-only or with one replacement. The delete-only run adds to ``refused_alone`` the
+    nodes whose step on its own it carried on with a replacement and found refused; the run with a replacement
+    skips their steps on their own."""
     state, view = ctx.state, ctx.view
     start = state.mark()
     taken: list[str] = []
@@ -61,11 +65,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         if ctx.budget_left(pool, REASON) - used.get(pool, 0) <= 0:
             continue
         alone = not taken and not state.claims  # this step is the node's consolidation on its own
-        if alone and allow_replace and not ctx.options.explain:
-            dear = dear_from_the_first_pod(ctx, name)
-            if dear is not None:  # this step gives up at its first pod without room on the other nodes
-                _remember(ctx, name, allow_replace, {}, dear.inner)
-                continue
+        if alone and name in refused_alone:
+            continue  # the delete-only run's step carried on with a replacement and found it refused (`_carry_on`)
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
         leaving = state.remove_node(name)
@@ -85,9 +86,12 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
                 _remember(ctx, name, allow_replace, {}, e.cause)
             continue
         if failures:
-            state.rollback(mark)
             if alone:
                 _remember(ctx, name, allow_replace, failures, None)
+                first = next(iter(failures))
+                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, first):
+                    refused_alone.add(name)
+            state.rollback(mark)
             continue
         new_nodes = state.new_nodes()
         if spot and new_nodes and new_nodes[0].capacity_type == CAPACITY_SPOT \
@@ -128,6 +132,44 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool) -> Command 
         else:
             high = middle - 1
     return best
+
+
+def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bool:
+    """The delete-only run's step of ``name`` on its own just found its first pod without room on the other nodes
+    (``first``), the pods before it placed there. Carry on from that pod with one new node allowed: that is the
+    step of the run with a replacement on its own (a new node is opened only for a pod that finds no room, so the
+    pods before stay where they went), without placing those pods again. True when that step would not be taken,
+    its verdict kept for single-node consolidation (`_remember`): a pod that fits nowhere, a replacement too dear
+    as pods join it (without explanations, `give_up_on_replacing`), a spot replacement of a spot node where
+    spot-to-spot is off, or one that saves nothing. The caller rolls back."""
+    state, view = ctx.state, ctx.view
+    # the pods from the one without room on: those before it went onto the other nodes, those after were not tried
+    # (a pod the simulation had moved onto this node is still marked placed there, so the order decides)
+    order = placement_order(leaving)
+    at = next(i for i, pod in enumerate(order) if pod.key == first)
+    if has_pod_affinity(state.s.classes(order[at])):
+        return False  # `place_all` went on past it and placed pods after it: no step to carry on from
+    rest = order[at:]
+    try:
+        failures, _ = state.place_all(rest, max_new=1, first_failure=True, explain=False,
+                                      on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
+    except NoCheaperLaunch as e:
+        _remember(ctx, name, True, {}, e.cause)
+        return True
+    if failures:
+        _remember(ctx, name, True, failures, None)
+        return True
+    new = state.new_nodes()[0]
+    price = view.price[name]
+    if view.nodes[name].capacity_type == CAPACITY_SPOT and new.capacity_type == CAPACITY_SPOT \
+            and not spot_to_spot(ctx, new.nodepool):
+        refused = filter_replacement(new, [name], ctx)
+        _remember(ctx, name, True, {}, refused if isinstance(refused, BlockCause) else None)
+        return True
+    if price - new.price <= EPSILON:
+        _remember(ctx, name, True, {}, BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": price}))
+        return True
+    return False
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],
@@ -190,8 +232,9 @@ def run(ctx: PassContext) -> MethodOutcome:
         return out
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
+    refused_alone: set[str] = set()
     for allow_replace in (False, True):
-        command = _greedy(ctx, names, allow_replace)
+        command = _greedy(ctx, names, allow_replace, refused_alone)
         if command is not None and (best is None or command.savings > best.savings + EPSILON):
             best = command
     ctx.state.rollback(start)

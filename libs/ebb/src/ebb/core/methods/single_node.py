@@ -23,7 +23,6 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
-    dear_from_the_first_pod,
     give_up_on_replacing,
     set_aside_unsettled,
     still_consolidatable,
@@ -99,14 +98,9 @@ def run(ctx: PassContext) -> MethodOutcome:
                 out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
-        known = None
-        if not out.commands:  # the state is still the one multi-node consolidation looked at
-            known = ctx.alone.get(name)
-            if known is None and not ctx.options.explain:
-                known = dear_from_the_first_pod(ctx, name)
+        # while the state is still the one multi-node consolidation looked at: its verdict on the node alone
+        known = None if out.commands else ctx.alone.get(name)
         if known is not None:
-            # multi-node consolidation already simulated this node alone on this very state (`PassContext.alone`),
-            # or its delete's first pod without room already makes any replacement too dear
             out.blocked[name] = known
             continue
         verdict = evaluate(ctx, name, keep=True)

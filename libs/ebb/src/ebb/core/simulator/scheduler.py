@@ -274,7 +274,9 @@ class Scheduler:
         kinds: list[IntArray] = []
         at_node: list[int] = []
         of_kind: list[int] = []
+        rescheduled = 0
         for pod in snapshot.pods:
+            rescheduled += pod.needs_rescheduling
             at = self.node_index.get(pod.node_name or "")
             if at is not None and not pod.is_terminal:
                 self.pods_on[at].append(pod)
@@ -288,7 +290,7 @@ class Scheduler:
         if kinds:
             np.add.at(used, np.array(at_node, dtype=np.int64), np.array(kinds)[np.array(of_kind, dtype=np.int64)])
         self.node_free = self.node_alloc - used
-        self.max_bins = self.N + sum(1 for p in snapshot.pods if p.needs_rescheduling) + len(extra_pods) + 1
+        self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
         self.pool_order = sorted(range(len(self.pools)),
                                  key=lambda i: (-self.pools[i].pool.weight, self.pools[i].pool.name))
@@ -433,15 +435,11 @@ class Scheduler:
     def _register_groups(self, pods: Iterable[Pod]) -> None:
         seen: set[tuple[Any, ...]] = set()
         for pod in pods:
-            s = pod.spec
-            if not (s.spread or s.pod_affinity or s.pod_anti_affinity or s.preferred_pod_affinity
-                    or s.preferred_pod_anti_affinity):
-                continue
-            k = (pod.namespace, s.spread, s.pod_affinity, s.pod_anti_affinity, s.preferred_pod_affinity,
-                 s.preferred_pod_anti_affinity)
-            if k in seen:
+            k = pod.groups_key
+            if k is None or k in seen:
                 continue
             seen.add(k)
+            s = pod.spec
             for sp in s.spread:
                 self._group("match", sp.topology_key, sp.selector, frozenset((pod.namespace,)))
             for term in (*s.pod_affinity, *(t for _, t in s.preferred_pod_affinity)):

@@ -118,13 +118,13 @@ def give_up_when_dear(ctx: PassContext, allowed: float, spot: bool) -> Callable[
     state = ctx.state
 
     def check(b: int) -> None:
-        if spot and not spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name) \
-                and state.launch_floor(b, without=CAPACITY_SPOT) < allowed - EPSILON:
+        spot_refused = spot and not spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name)
+        if spot_refused and state.launch_floor(b, without=CAPACITY_SPOT) < allowed - EPSILON:
             return  # the floor of every offering is no higher: nothing to give up on (one floor computed, not two)
         floor = state.launch_floor(b)
         if floor >= allowed - EPSILON:
             raise NoCheaperLaunch(BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": floor, "price": allowed}))
-        if spot and not spot_to_spot(ctx, state.s.pools[state.claims[b].pool].pool.name):
+        if spot_refused:  # its non-spot floor is too dear (above), and a spot replacement is refused
             raise NoCheaperLaunch(BlockCause(Cause.SPOT_TO_SPOT_DISABLED))
 
     return check

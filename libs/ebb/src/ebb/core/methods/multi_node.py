@@ -44,6 +44,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
 )
 from ebb.core.model import CAPACITY_SPOT, Pod
+from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
 
 NAME = "multi-node-consolidation"
@@ -88,14 +89,12 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         if failures:
             if alone:
                 _remember(ctx, name, allow_replace, failures, None)
-                first = next(iter(failures))
-                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, first):
+                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, next(iter(failures))):
                     refused_alone.add(name)
             state.rollback(mark)
             continue
         new_nodes = state.new_nodes()
-        if spot and new_nodes and new_nodes[0].capacity_type == CAPACITY_SPOT \
-                and not spot_to_spot(ctx, new_nodes[0].nodepool):
+        if spot and new_nodes and _spot_refused(ctx, new_nodes[0]):
             # every node of the set would be spot and so would its replacement: `filter_replacement` refuses that
             # set, and every set grown from it that stays all spot, so the run goes on without this node
             refused = filter_replacement(new_nodes[0], [name], ctx) if alone else None
@@ -161,8 +160,7 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
         return True
     new = state.new_nodes()[0]
     price = view.price[name]
-    if view.nodes[name].capacity_type == CAPACITY_SPOT and new.capacity_type == CAPACITY_SPOT \
-            and not spot_to_spot(ctx, new.nodepool):
+    if view.nodes[name].capacity_type == CAPACITY_SPOT and _spot_refused(ctx, new):
         refused = filter_replacement(new, [name], ctx)
         _remember(ctx, name, True, {}, refused if isinstance(refused, BlockCause) else None)
         return True
@@ -170,6 +168,12 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
         _remember(ctx, name, True, {}, BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": price}))
         return True
     return False
+
+
+def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
+    """A spot replacement where spot-to-spot is off: refused when every node it replaces is spot (the caller's
+    part of Karpenter's rule, `filter_replacement`)."""
+    return new.capacity_type == CAPACITY_SPOT and not spot_to_spot(ctx, new.nodepool)
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],

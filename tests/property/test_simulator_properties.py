@@ -381,6 +381,9 @@ def test_simulation_results_pass_the_checker(case: Case) -> None:
     violations = check(case.snapshot, result, case.remove, [*moving, *case.pending])
     assert violations == []
     assert len(result.new_nodes) <= case.max_new
+    for claim in state.claims.values():  # a claim keeps only offerings that hold its pods (`_Claim.mask`)
+        pool = state.s.pools[claim.pool]
+        assert (pool.type_alloc[pool.combo_type[claim.mask]] >= claim.total).all()
     for new in result.new_nodes:
         offering = state.claim_offering(new.hostname)
         launched = launch_offering(case.snapshot, new)

@@ -186,3 +186,23 @@ def test_a_placement_asked_not_to_explain_fails_the_same_pods_without_the_senten
     assert explained.keys() == quiet.keys() == {"default/big"}
     assert "no remaining node has room" in explained["default/big"]
     assert quiet == {"default/big": UNEXPLAINED}
+
+
+def test_a_pools_offerings_for_a_pod_are_made_once_and_shared_read_only() -> None:
+    """`_Pool.combo_ok` is kept for the pool's life (pools outlive a pass: `Scheduler._cached_pools`): a second
+    pass's Scheduler gets the same read-only array for the same needs, and needs that differ get their own answer."""
+    docs = [nodepool(), node("a", zone="us-east-1a"),
+            pod("any", "a"), pod("zoned", "a", node_selector={ZONE: "us-east-1b"}),
+            pod("nowhere", "a", node_selector={ZONE: "mars-1a"})]
+    snap = snapshot(*docs)
+    first, second = Scheduler(snap), Scheduler(snap)  # a pass and a validation of the same objects
+    assert first.pools[0] is second.pools[0]
+    by_name = {p.name: p for p in second.snapshot.pods}
+    ok = {name: (first.pools[0].combo_ok(p.spec), second.pools[0].combo_ok(p.spec)) for name, p in by_name.items()}
+    assert ok["any"][0] is ok["any"][1] and ok["zoned"][0] is ok["zoned"][1]
+    assert ok["nowhere"] == (None, None)
+    assert ok["any"][0] is not None and not ok["any"][0].flags.writeable
+    zones = first.pools[0].combo_zone
+    assert ok["zoned"][0] is not None
+    assert {zones[i] for i in ok["zoned"][0].nonzero()[0]} == {"us-east-1b"}
+    assert ok["any"][0].sum() > ok["zoned"][0].sum()

@@ -115,6 +115,8 @@ class _Pool:
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
+    #: `combo_ok` per (nodeSelector, required node terms, tolerations): a pool outlives a pass (`_cached_pools`)
+    _combo_ok: dict[tuple[Any, ...], BoolArray | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -125,13 +127,22 @@ class _Pool:
 
     def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
         """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
-        and nodeSelector met), or None when there is none."""
-        if not len(self.combo_labels) or blocking_taints(spec.tolerations, self.pool.taints):
-            return None
-        ok = self.combo_labels.terms(spec.required_node_terms)
-        if spec.node_selector:
-            ok &= self.combo_labels.selector(spec.node_selector)
-        return ok if ok.any() else None
+        and nodeSelector met), or None when there is none. Made once per distinct needs for the pool's life, and
+        read-only: every pass's Scheduler asks again for the same pods."""
+        key = (tuple(spec.node_selector.items()), spec.required_node_terms, spec.tolerations)
+        if key in self._combo_ok:
+            return self._combo_ok[key]
+        ok: BoolArray | None = None
+        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
+            ok = self.combo_labels.terms(spec.required_node_terms)
+            if spec.node_selector:
+                ok &= self.combo_labels.selector(spec.node_selector)
+            if ok.any():
+                ok.flags.writeable = False
+            else:
+                ok = None
+        self._combo_ok[key] = ok
+        return ok
 
     def type_floor(self, without: str | None) -> FloatArray:
         """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of
@@ -187,7 +198,7 @@ class _Class:
 class _Claim:
     pool: int
     hostname: str
-    mask: BoolArray  # over the pool's combos
+    mask: BoolArray  # over the pool's combos; once a pod is on it, only offerings whose type holds `total` (`_narrow`)
     total: IntArray
     pods: list[str] = field(default_factory=list)
     charged: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # toward NodePool limits
@@ -934,8 +945,7 @@ class SimState:
         claim = self.claims[b]
         pool = self.s.pools[claim.pool]
         kept = np.zeros(len(pool.types), dtype=bool)
-        kept[pool.combo_type[claim.mask]] = True
-        kept &= self._fits(pool, claim.total)
+        kept[pool.combo_type[claim.mask]] = True  # types that hold its pods: its offerings are narrowed to them
         floors = pool.type_floor(without)[kept]
         return float(floors.min()) if floors.size else float("inf")
 
@@ -1162,7 +1172,7 @@ class SimState:
             claim.pods.append(pod.key)
             pool = s.pools[claim.pool]
             if pool.pool.limits:
-                fitting = (claim.mask & self._fits(pool, claim.total)[pool.combo_type]).nonzero()[0]
+                fitting = claim.mask.nonzero()[0]  # narrowed to the types that hold the new total
                 cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
                 charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
                 old = self.pool_used[claim.pool]
@@ -1237,10 +1247,7 @@ class SimState:
             if not claim.pods:
                 continue
             pool = self.s.pools[claim.pool]
-            mask = claim.mask & self._fits(pool, claim.total)[pool.combo_type]
-            idx = mask.nonzero()[0]
-            if not idx.size:
-                idx = claim.mask.nonzero()[0]
+            idx = claim.mask.nonzero()[0]  # narrowed to the types that hold its pods
             prices = pool.combo_price[idx]
             order = idx[np.argsort(prices, kind="stable")]
             cheapest = int(order[0])
@@ -1264,7 +1271,7 @@ class SimState:
         for claim in self.claims.values():
             if claim.hostname == hostname:
                 pool = self.s.pools[claim.pool]
-                idx = (claim.mask & self._fits(pool, claim.total)[pool.combo_type]).nonzero()[0]
+                idx = claim.mask.nonzero()[0]  # narrowed to the types that hold its pods
                 if not idx.size:
                     return None
                 c = int(idx[np.argmin(pool.combo_price[idx])])

@@ -39,6 +39,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
@@ -554,6 +556,34 @@ def test_same_input_same_result(case: Case) -> None:
         assert simulate(case.snapshot, case.pending, remove=case.remove, max_new=case.max_new) == first
     # The order the pending pods are given in does not matter (place_all sorts them).
     assert run(replace(case, pending=tuple(reversed(case.pending)))) [0] == first
+
+
+@settings(max_examples=500, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(), st.data())
+def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(case: Case,
+                                                                              data: st.DataObject) -> None:
+    """`SimState._follow`, the short way for a pod just like the one placed before it onto the only new node, finds
+    what the search (`_find_bin`) finds: the same placements, new nodes and failures, whether it was taken or not.
+    The pending pods get replicas (the same spec and labels), as a node's pods have."""
+    replicas = [replace(pod, name=f"{pod.name}-{i}") for pod in case.pending
+                for i in range(data.draw(st.integers(0, 4), label=f"replicas of {pod.name}"))]
+    case = replace(case, pending=(*case.pending, *replicas))
+    followed = 0
+    real_follow = SimState._follow
+
+    def counting(self: SimState, b: int, req: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+        nonlocal followed
+        followed += 1
+        return real_follow(self, b, req)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SimState, "_follow", counting)
+        short, _, _ = run(case)
+        patch.setattr(SimState, "_follow", lambda self, b, req: None)  # always the search
+        searched, _, _ = run(case)
+    event("followed" if followed else "no pod followed another")
+    assert short == searched
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,

@@ -206,3 +206,26 @@ def test_a_pools_offerings_for_a_pod_are_made_once_and_shared_read_only() -> Non
     assert ok["zoned"][0] is not None
     assert {zones[i] for i in ok["zoned"][0].nonzero()[0]} == {"us-east-1b"}
     assert ok["any"][0].sum() > ok["zoned"][0].sum()
+
+
+@pytest.mark.parametrize("max_new", [1, 2])
+def test_replicas_following_each_other_onto_a_new_node_go_where_the_search_puts_them(max_new: int) -> None:
+    """`SimState._follow`: a replica after one that went onto the only new node joins it without the search, and
+    when the node can take no more (the largest type holds three) the search goes on: a second new node when
+    allowed, else the pod finds no room. The same placements, new nodes and failures as the search alone."""
+    up_to_4_cpus = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.xlarge", "m5.xlarge"]}]
+    docs = [nodepool(requirements=up_to_4_cpus), node("a", itype="t3.medium"), pod("filler", "a", cpu="1900m"),
+            *(pod(f"web-{i}", "a", cpu="1200m", labels=WEB) for i in range(5))]
+    outcomes = []
+    for follow in (True, False):
+        sched = Scheduler(snapshot(*docs))
+        state = sched.new_state()
+        if not follow:
+            state._follow = lambda b, req: None  # type: ignore[method-assign]
+        leaving = [p for p in state.remove_node("a") if p.name.startswith("web")]
+        failures, _ = state.place_all(leaving, max_new=max_new, explain=False)
+        outcomes.append((failures, dict(state.placed), state.new_nodes()))
+    assert outcomes[0] == outcomes[1]
+    failures, _, new = outcomes[0]
+    assert [len(n.pods) for n in new] == ([3, 2] if max_new == 2 else [3])
+    assert len(failures) == (0 if max_new == 2 else 2)

@@ -679,6 +679,9 @@ class SimState:
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [usage.copy() for usage in sched.pool_usage()]
+        #: the last pod `place` put on a claim, when a pod just like it may follow it there without the search
+        #: (`_follow`): (its classes, its requests, the claim's bin, the journal's last entry after it)
+        self._run: tuple[list[_Class], IntArray, int, tuple[Any, ...]] | None = None
         self._init_counts()
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
@@ -953,15 +956,41 @@ class SimState:
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
         sentence costs more than a placement, and a caller that only needs to know may skip it)."""
         req = self.s.pod_vec(pod)
-        needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
+        run, journal = self._run, self.journal
+        if run is not None and run[0] is classes and run[1] is req and journal and journal[-1] is run[3]:
+            b = run[2]
+            mask = self._follow(b, req)
+            if mask is not None:
+                self._pending_mask = mask
+                self._commit(pod, classes[0], req, b)
+                self._run = (classes, req, b, journal[-1])
+                return None
+        needs = self.s.pod_needs(pod)
         self._sync_groups()
         for cls in classes:
             b = self._find_bin(cls, req, needs, max_new)
             if b is not None:
                 self._commit(pod, cls, req, b)
+                if (b >= self.s.N and len(self.claims) == 1 and len(classes) == 1 and not cls.constraints
+                        and not cls.host_ports and not cls.matched and not cls.owned):
+                    self._run = (classes, req, b, journal[-1])
                 return None
         return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
+
+    def _follow(self, b: int, req: IntArray) -> BoolArray | None:
+        """The offerings claim ``b`` keeps when a pod just like the last one placed (onto that claim, the only one)
+        joins it, or None when no type holds them both; asked only while nothing else changed since that pod (the
+        caller's journal check). What `_find_bin` would find, without its search: that pod found no room on the
+        existing nodes and nothing changed there since, and its class adds no topology constraint, host port or
+        topology count (`place` remembers only such a pod). The claim's offerings already meet the pod's node
+        affinity and its NodePool's limits (the claim's own charge aside, what the NodePool uses is unchanged), so
+        only the room is left to check: types that hold the new total. When none does, `_find_bin` looks again (it
+        may open another claim)."""
+        claim = self.claims[b]
+        pool = self.s.pools[claim.pool]
+        mask = claim.mask & self._fits(pool, claim.total + req)[pool.combo_type]
+        return mask if mask.any() else None
 
     def _topology_ok(self, cls: _Class, nb: int) -> BoolArray:
         ok = np.ones(nb, dtype=bool)

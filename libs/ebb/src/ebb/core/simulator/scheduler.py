@@ -959,12 +959,12 @@ class SimState:
         classes = self.s.classes(pod)
         run, journal = self._run, self.journal
         if run is not None and run[0] is classes and run[1] is req and journal and journal[-1] is run[3]:
-            b = run[2]
-            mask = self._follow(b, req)
+            claim_bin = run[2]
+            mask = self._follow(claim_bin, req)
             if mask is not None:
                 self._pending_mask = mask
-                self._commit(pod, classes[0], req, b)
-                self._run = (classes, req, b, journal[-1])
+                self._commit(pod, classes[0], req, claim_bin)
+                self._run = (classes, req, claim_bin, journal[-1])
                 return None
         needs = self.s.pod_needs(pod)
         self._sync_groups()

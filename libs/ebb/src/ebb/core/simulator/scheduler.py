@@ -202,6 +202,9 @@ class _Claim:
     total: IntArray
     pods: list[str] = field(default_factory=list)
     charged: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # toward NodePool limits
+    #: how many offerings `mask` keeps (-1 before its first pod): the mask only narrows, so an unchanged count is an
+    #: unchanged mask
+    kept: int = -1
 
 
 def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
@@ -771,8 +774,8 @@ class SimState:
                 self.open[b] = False
                 self.free[b] = 0
             elif op == "claim_set":
-                _, claim, mask, total, n_pods, charged = entry
-                claim.mask, claim.total, claim.charged = mask, total, charged
+                _, claim, mask, total, n_pods, charged, kept = entry
+                claim.mask, claim.total, claim.charged, claim.kept = mask, total, charged, kept
                 del claim.pods[n_pods:]
             elif op == "placed":
                 _, key, old = entry
@@ -1195,28 +1198,20 @@ class SimState:
             row -= req
         else:
             claim = self.claims[b]
-            self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged))
-            claim.mask = self._pending_mask
+            kept = int(np.count_nonzero(self._pending_mask))
+            self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged,
+                                 claim.kept))
+            same_offerings = kept == claim.kept  # the pod narrowed nothing (`_Claim.kept`)
+            claim.mask, claim.kept = self._pending_mask, kept
             claim.total = claim.total + req
             claim.pods.append(pod.key)
-            pool = s.pools[claim.pool]
-            if pool.pool.limits:
-                fitting = claim.mask.nonzero()[0]  # narrowed to the types that hold the new total
-                cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
-                charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
-                old = self.pool_used[claim.pool]
-                self.journal.append(("pool", claim.pool, old))
-                self.pool_used[claim.pool] = old - claim.charged + charged
-                claim.charged = charged
-            types_left = np.zeros(len(pool.types), dtype=bool)
-            types_left[pool.combo_type[claim.mask]] = True
-            best = pool.type_alloc[types_left].max(axis=0) - claim.total
-            self._set(self.free, b, best)
-            for key, codes in self.bin_codes.items():
-                if key != LABEL_HOSTNAME:
-                    code = self._claim_code(claim, key)
-                    if codes[b] != code:
-                        self._set(codes, b, code)
+            if same_offerings:
+                # the same types, so the same room per type, NodePool charge (the cheapest offering) and domains
+                row = self.free[b]
+                self.journal.append(("arr", self.free, b, row.copy()))
+                row -= req
+            else:
+                self._narrowed(claim, b)
         for gid in (*cls.matched, *cls.owned):
             code = self.bin_codes[s.groups[gid].key][b]
             if code >= 0:
@@ -1232,6 +1227,28 @@ class SimState:
         lst = self.moved_onto.setdefault(b, [])
         self.journal.append(("moved", b, len(lst)))
         lst.append(pod)
+
+    def _narrowed(self, claim: _Claim, b: int) -> None:
+        """What follows from claim ``b``'s offerings once a pod narrowed them: its NodePool charge (the cheapest
+        offering left), its room (the largest type left, less its pods) and the domains it is pinned to."""
+        pool = self.s.pools[claim.pool]
+        if pool.pool.limits:
+            fitting = claim.mask.nonzero()[0]  # narrowed to the types that hold the new total
+            cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
+            charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+            old = self.pool_used[claim.pool]
+            self.journal.append(("pool", claim.pool, old))
+            self.pool_used[claim.pool] = old - claim.charged + charged
+            claim.charged = charged
+        types_left = np.zeros(len(pool.types), dtype=bool)
+        types_left[pool.combo_type[claim.mask]] = True
+        best = pool.type_alloc[types_left].max(axis=0) - claim.total
+        self._set(self.free, b, best)
+        for key, codes in self.bin_codes.items():
+            if key != LABEL_HOSTNAME:
+                code = self._claim_code(claim, key)
+                if codes[b] != code:
+                    self._set(codes, b, code)
 
     def _explain(self, cls: _Class, req: IntArray, max_new: int) -> str:
         s = self.s

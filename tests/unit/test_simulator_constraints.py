@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
-from tests.unit.builders import blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
+from tests.unit.builders import ZONES, blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -229,3 +229,19 @@ def test_replicas_following_each_other_onto_a_new_node_go_where_the_search_puts_
     failures, _, new = outcomes[0]
     assert [len(n.pods) for n in new] == ([3, 2] if max_new == 2 else [3])
     assert len(failures) == (0 if max_new == 2 else 2)
+
+
+def test_a_pool_keeps_its_offerings_for_a_bounded_number_of_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-lived planner's pods may keep bringing needs never seen again (a nodeSelector on a node's name): the
+    pool's `combo_ok` starts again once it holds `_COMBO_OK_CACHE_SIZE` of them, and answers the same after."""
+    from ebb.core.simulator import scheduler
+
+    monkeypatch.setattr(scheduler, "_COMBO_OK_CACHE_SIZE", 2)
+    snap = snapshot(nodepool(), node("a"), *(pod(f"p{z}", "a", node_selector={ZONE: z}) for z in ZONES))
+    pool = Scheduler(snap).pools[0]
+    first = [pool.combo_ok(p.spec) for p in snap.pods]
+    assert len(pool._combo_ok) <= 2
+    again = [pool.combo_ok(p.spec) for p in snap.pods]
+    assert len(pool._combo_ok) <= 2
+    for before, after in zip(first, again, strict=True):
+        assert before is not None and after is not None and (before == after).all()

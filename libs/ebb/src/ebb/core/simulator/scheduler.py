@@ -58,6 +58,10 @@ FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
 
 
+#: how many pods' needs a NodePool keeps its offerings for (`_Pool.combo_ok`) before it starts again
+_COMBO_OK_CACHE_SIZE = 4096
+
+
 def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
     names: set[str] = set()
     distinct = {pod.requests_key: pod for pod in (*snapshot.pods, *extra_pods)}  # replicas share their requests
@@ -115,8 +119,9 @@ class _Pool:
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
-    #: `combo_ok` per (nodeSelector, required node terms, tolerations): a pool outlives a pass (`_cached_pools`)
-    _combo_ok: dict[tuple[Any, ...], BoolArray | None] = field(default_factory=dict)
+    #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
+    #: (`_cached_pools`)
+    _combo_ok: dict[tuple[Any, ...], tuple[BoolArray | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -130,8 +135,9 @@ class _Pool:
         and nodeSelector met), or None when there is none. Made once per distinct needs for the pool's life, and
         read-only: every pass's Scheduler asks again for the same pods."""
         key = (tuple(spec.node_selector.items()), spec.required_node_terms, spec.tolerations)
-        if key in self._combo_ok:
-            return self._combo_ok[key]
+        hit = self._combo_ok.get(key)  # one lookup: a pass and a validation may share the pool from two threads
+        if hit is not None:
+            return hit[0]
         ok: BoolArray | None = None
         if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
             ok = self.combo_labels.terms(spec.required_node_terms)
@@ -141,7 +147,9 @@ class _Pool:
                 ok.flags.writeable = False
             else:
                 ok = None
-        self._combo_ok[key] = ok
+        if len(self._combo_ok) >= _COMBO_OK_CACHE_SIZE:
+            self._combo_ok.clear()  # a long-lived planner's pods may keep bringing needs never seen again
+        self._combo_ok[key] = (ok,)
         return ok
 
     def type_floor(self, without: str | None) -> FloatArray:

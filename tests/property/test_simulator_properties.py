@@ -558,6 +558,36 @@ def test_same_input_same_result(case: Case) -> None:
     assert run(replace(case, pending=tuple(reversed(case.pending)))) [0] == first
 
 
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases())
+def test_a_claims_launch_floor_kept_between_pods_is_the_one_computed_again(case: Case) -> None:
+    """`SimState.launch_floor` keeps its last answer per claim for the mask it was computed on (`_Claim.floor`): at
+    every pod that joins a new node, with or without spot, and after the last pods were rolled back and placed
+    again, the kept answer is the one computed afresh."""
+    sched = Scheduler(case.snapshot, node_order=case.node_order, extra_pods=case.pending)
+    state = sched.new_state()
+    everything = [*(p for name in case.remove for p in state.remove_node(name)), *case.pending]
+    checked = 0
+
+    def check(b: int) -> None:
+        nonlocal checked
+        for without in (None, CAPACITY_SPOT, None):
+            kept = state.launch_floor(b, without)
+            state.claims[b].floor = None
+            assert state.launch_floor(b, without) == kept
+        checked += 1
+
+    order = placement_order(everything)
+    half = len(order) // 2
+    state.place_all(order[:half], case.max_new, on_claim=check)
+    mark = state.mark()
+    for _ in range(2):
+        state.rollback(mark)
+        state.place_all(order[half:], case.max_new - len(state.claims), on_claim=check)
+    event("floors checked" if checked else "no pod joined a new node")
+
+
 @settings(max_examples=500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(cases(), st.data())

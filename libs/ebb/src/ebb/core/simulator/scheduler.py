@@ -213,6 +213,9 @@ class _Claim:
     #: how many offerings `mask` keeps (-1 before its first pod): the mask only narrows, so an unchanged count is an
     #: unchanged mask
     kept: int = -1
+    #: `SimState.launch_floor`'s last answer: (the mask it was for, ``without``, the floor). A mask is never changed
+    #: in place (a narrowed one is a new array; an unchanged one stays), so the same mask object gives the same floor
+    floor: tuple[BoolArray, str | None, float] | None = None
 
 
 def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
@@ -957,11 +960,16 @@ class SimState:
         only narrow and its pods only grow): the cheapest offering, anywhere in its pool, of a type it keeps that
         holds its pods; offerings of capacity type ``without`` do not count (inf when nothing is left)."""
         claim = self.claims[b]
+        known = claim.floor
+        if known is not None and known[0] is claim.mask and known[1] == without:
+            return known[2]
         pool = self.s.pools[claim.pool]
         kept = np.zeros(len(pool.types), dtype=bool)
         kept[pool.combo_type[claim.mask]] = True  # types that hold its pods: its offerings are narrowed to them
         floors = pool.type_floor(without)[kept]
-        return float(floors.min()) if floors.size else float("inf")
+        floor = float(floors.min()) if floors.size else float("inf")
+        claim.floor = (claim.mask, without, floor)
+        return floor
 
     def place(self, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
@@ -1210,7 +1218,8 @@ class SimState:
             self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged,
                                  claim.kept))
             same_offerings = kept == claim.kept  # the pod narrowed nothing (`_Claim.kept`)
-            claim.mask, claim.kept = self._pending_mask, kept
+            if not same_offerings:  # else the mask stays the same object (`_Claim.floor`)
+                claim.mask, claim.kept = self._pending_mask, kept
             claim.total = claim.total + req
             claim.pods.append(pod.key)
             if same_offerings:

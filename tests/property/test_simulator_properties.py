@@ -593,8 +593,9 @@ def test_a_claims_launch_floor_kept_between_pods_is_the_one_computed_again(case:
 @given(cases(), st.data())
 def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(case: Case,
                                                                               data: st.DataObject) -> None:
-    """`SimState._follow`, the short way for a pod just like the one placed before it onto the only new node, finds
-    what the search (`_find_bin`) finds: the same placements, new nodes and failures, whether it was taken or not.
+    """`SimState._follow`, the short way for a pod just like the one placed before it onto the only new node, and the
+    short way for a pod just like one that found no room (`SimState._no_room`), find what the search (`_find_bin`)
+    finds: the same placements, new nodes and failures, whether they were taken or not.
     The pending pods get replicas (the same spec and labels), as a node's pods have."""
     replicas = [replace(pod, name=f"{pod.name}-{i}") for pod in case.pending
                 for i in range(data.draw(st.integers(0, 4), label=f"replicas of {pod.name}"))]
@@ -607,10 +608,18 @@ def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(
         followed += 1
         return real_follow(self, b, req)
 
+    real_place = SimState.place
+
+    def searching(self: SimState, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
+        self._no_room = None  # no pod found no room before this one
+        return real_place(self, pod, max_new, explain=explain)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SimState, "_follow", counting)
         short, _, _ = run(case)
-        patch.setattr(SimState, "_follow", lambda self, b, req: None)  # always the search
+        # always the search: no pod follows another, none is known to find no room
+        patch.setattr(SimState, "_follow", lambda self, b, req: None)
+        patch.setattr(SimState, "place", searching)
         searched, _, _ = run(case)
     event("followed" if followed else "no pod followed another")
     assert short == searched

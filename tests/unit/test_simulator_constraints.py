@@ -245,3 +245,22 @@ def test_a_pool_keeps_its_offerings_for_a_bounded_number_of_needs(monkeypatch: p
     assert len(pool._combo_ok) <= 2
     for before, after in zip(first, again, strict=True):
         assert before is not None and after is not None and (before == after).all()
+
+
+def test_a_pod_known_to_find_no_room_goes_onto_a_new_node_as_after_the_search() -> None:
+    """`SimState._no_room`: a pod that found no room on the open nodes (none may open), asked again with a new node
+    allowed and nothing changed since, opens the new node the search opens; a replica after it fails at once where
+    no new node is allowed. The same placements, failures and new nodes as a state that never saw it fail."""
+    up_to_4_cpus = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.xlarge", "m5.xlarge"]}]
+    snap = snapshot(nodepool(requirements=up_to_4_cpus), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
+                    pod("filler", "b", cpu="1500m"), *(pod(f"web-{i}", "a", cpu="1200m", labels=WEB) for i in range(2)))
+    sched = Scheduler(snap)
+    seen, fresh = sched.new_state(), sched.new_state()
+    leaving = [fresh.remove_node("a"), seen.remove_node("a")][1]
+    assert seen.place(leaving[0], 0) is not None  # no room on b
+    assert seen._no_room is not None
+    assert seen.place(leaving[1], 0, explain=False) == UNEXPLAINED  # its replica: known, no search
+    for state in (seen, fresh):
+        assert state.place(leaving[0], 1) is None
+    assert seen.placed == fresh.placed and seen.new_nodes() == fresh.new_nodes()
+    assert seen.placed[leaving[0].key] == sched.N  # the new node

@@ -696,6 +696,9 @@ class SimState:
         #: the last pod `place` put on a claim, when a pod just like it may follow it there without the search
         #: (`_follow`): (its classes, its requests, the claim's bin, the journal's last entry after it)
         self._run: tuple[list[_Class], IntArray, int, tuple[Any, ...]] | None = None
+        #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's length
+        #: and last entry then); while the journal is the same, a pod just like it finds none either
+        self._no_room: tuple[list[_Class], IntArray, int, tuple[Any, ...] | None] | None = None
         self._init_counts()
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
@@ -987,15 +990,33 @@ class SimState:
                 return None
         needs = self.s.pod_needs(pod)
         self._sync_groups()
-        for cls in classes:
-            b = self._find_bin(cls, req, needs, max_new)
+        last = journal[-1] if journal else None
+        full = self._no_room
+        if full is not None and full[0] is classes and full[1] is req and full[2] == len(journal) and full[3] is last \
+                and len(classes) == 1:
+            # the open bins have no room for it (nothing changed since a pod just like it found none): only a new
+            # claim is left, as `_find_bin` would find after its search
+            cls = classes[0]
+            b = self._open_claim(cls, req) if max_new > 0 and cls.can_launch else None
             if b is not None:
-                self._commit(pod, cls, req, b)
-                if (b >= self.s.N and len(self.claims) == 1 and len(classes) == 1 and not cls.constraints
-                        and not cls.host_ports and not cls.matched and not cls.owned):
-                    self._run = (classes, req, b, journal[-1])
+                self._commit_found(pod, classes, cls, req, b)
                 return None
+        else:
+            for cls in classes:
+                b = self._find_bin(cls, req, needs, max_new)
+                if b is not None:
+                    self._commit_found(pod, classes, cls, req, b)
+                    return None
+        self._no_room = (classes, req, len(journal), last)
         return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
+
+    def _commit_found(self, pod: Pod, classes: list[_Class], cls: _Class, req: IntArray, b: int) -> None:
+        """`_commit` the pod onto bin ``b``, found for it in its form ``cls``, and remember it for `_follow` when a pod
+        just like it may follow it there."""
+        self._commit(pod, cls, req, b)
+        if (b >= self.s.N and len(self.claims) == 1 and len(classes) == 1 and not cls.constraints
+                and not cls.host_ports and not cls.matched and not cls.owned):
+            self._run = (classes, req, b, self.journal[-1])
 
     def _follow(self, b: int, req: IntArray) -> BoolArray | None:
         """The offerings claim ``b`` keeps when a pod just like the last one placed (onto that claim, the only one)

@@ -593,9 +593,9 @@ def test_a_claims_launch_floor_kept_between_pods_is_the_one_computed_again(case:
 @given(cases(), st.data())
 def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(case: Case,
                                                                               data: st.DataObject) -> None:
-    """`SimState._follow`, the short way for a pod just like the one placed before it onto the only new node, and the
-    short way for a pod just like one that found no room (`SimState._no_room`), find what the search (`_find_bin`)
-    finds: the same placements, new nodes and failures, whether they were taken or not.
+    """The short ways for a pod just like the one placed before it (onto the same node, or onto the only new node:
+    `SimState._follow`) and for a pod just like one that found no room (`SimState._no_room`) find what the search
+    (`_find_bin`) finds: the same placements, new nodes and failures, whether they were taken or not.
     The pending pods get replicas (the same spec and labels), as a node's pods have."""
     replicas = [replace(pod, name=f"{pod.name}-{i}") for pod in case.pending
                 for i in range(data.draw(st.integers(0, 4), label=f"replicas of {pod.name}"))]
@@ -611,7 +611,7 @@ def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(
     real_place = SimState.place
 
     def searching(self: SimState, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
-        self._no_room = None  # no pod found no room before this one
+        self._run = self._no_room = None  # no pod went anywhere or found no room before this one
         return real_place(self, pod, max_new, explain=explain)
 
     with pytest.MonkeyPatch.context() as patch:

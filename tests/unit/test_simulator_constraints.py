@@ -264,3 +264,23 @@ def test_a_pod_known_to_find_no_room_goes_onto_a_new_node_as_after_the_search() 
         assert state.place(leaving[0], 1) is None
     assert seen.placed == fresh.placed and seen.new_nodes() == fresh.new_nodes()
     assert seen.placed[leaving[0].key] == sched.N  # the new node
+
+
+def test_replicas_following_each_other_onto_a_node_go_where_the_search_puts_them() -> None:
+    """A replica after one that went onto an existing node goes there too without the search while it has room
+    (the nodes before it had none and still have none), and once that node is full the search finds the next one:
+    the same placements as the search alone."""
+    docs = [nodepool(), *(node(n, itype="m5.large") for n in "abcd"), pod("filler", "a", cpu="1800m"),
+            *(pod(f"web-{i}", "d", cpu="600m", labels=WEB) for i in range(4))]
+    outcomes = []
+    for follow in (True, False):
+        state = Scheduler(snapshot(*docs), node_order=["a", "b", "c", "d"]).new_state()
+        leaving = state.remove_node("d")
+        placed: list[str] = []
+        for p in leaving:
+            if not follow:
+                state._run = None  # the search for every pod
+            assert state.place(p, 0, explain=False) is None
+            placed.append(state.bin_name(state.placed[p.key]))
+        outcomes.append(placed)
+    assert outcomes[0] == outcomes[1] == ["b", "b", "b", "c"]

@@ -693,8 +693,8 @@ class SimState:
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [usage.copy() for usage in sched.pool_usage()]
-        #: the last pod `place` put on a claim, when a pod just like it may follow it there without the search
-        #: (`_follow`): (its classes, its requests, the claim's bin, the journal's last entry after it)
+        #: the last pod `place` put somewhere, when a pod just like it may follow it there without the search
+        #: (`place`, `_follow`): (its classes, its requests, its bin, the journal's last entry after it)
         self._run: tuple[list[_Class], IntArray, int, tuple[Any, ...]] | None = None
         #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's length
         #: and last entry then); while the journal is the same, a pod just like it finds none either
@@ -981,13 +981,21 @@ class SimState:
         classes = self.s.classes(pod)
         run, journal = self._run, self.journal
         if run is not None and run[0] is classes and run[1] is req and journal and journal[-1] is run[3]:
-            claim_bin = run[2]
-            mask = self._follow(claim_bin, req)
-            if mask is not None:
-                self._pending_mask = mask
-                self._commit(pod, classes[0], req, claim_bin)
-                self._run = (classes, req, claim_bin, journal[-1])
-                return None
+            last_bin = run[2]
+            if last_bin < self.s.N:
+                # the node the pod before went to: the nodes before it had no room then and have none now
+                row = self.free[last_bin]
+                if all(row[r] >= amount for r, amount in self.s.pod_needs(pod)):
+                    self._commit(pod, classes[0], req, last_bin)
+                    self._run = (classes, req, last_bin, journal[-1])
+                    return None
+            else:
+                mask = self._follow(last_bin, req)
+                if mask is not None:
+                    self._pending_mask = mask
+                    self._commit(pod, classes[0], req, last_bin)
+                    self._run = (classes, req, last_bin, journal[-1])
+                    return None
         needs = self.s.pod_needs(pod)
         self._sync_groups()
         last = journal[-1] if journal else None
@@ -1014,8 +1022,8 @@ class SimState:
         """`_commit` the pod onto bin ``b``, found for it in its form ``cls``, and remember it for `_follow` when a pod
         just like it may follow it there."""
         self._commit(pod, cls, req, b)
-        if (b >= self.s.N and len(self.claims) == 1 and len(classes) == 1 and not cls.constraints
-                and not cls.host_ports and not cls.matched and not cls.owned):
+        if len(classes) == 1 and not cls.constraints and not cls.host_ports and (
+                b < self.s.N or (len(self.claims) == 1 and not cls.matched and not cls.owned)):
             self._run = (classes, req, b, self.journal[-1])
 
     def _follow(self, b: int, req: IntArray) -> BoolArray | None:

@@ -292,27 +292,32 @@ async def run_embedded(
                     if task.done():
                         task.result()
                         raise RuntimeError(f"the {task.get_name()} task ended unexpectedly")
-                current = status()
+                reporting = report is not None and time.monotonic() - last_report >= options.report_every
+                # the status counts the cluster's objects: made only when the stability check or a report reads it
+                current = status() if options.until_stable or reporting else None
+                now, elapsed = clock(), clock.elapsed()
                 if counted[0] != writes():  # the store's counts change only with a write
                     counted = (writes(), await _decision_counts(engine, options.cluster))
-                current.decisions = dict(counted[1])
-                current.passes = planners[0].passes if planners else 0
-                current.passes_reused = planners[0].passes_reused if planners else 0
-                seen = (current.nodes, current.pods - current.pending_pods, tuple(sorted(current.decisions.items())))
-                if seen != last_seen or current.live:
-                    last_seen = seen
-                    last_change = current.now
-                if report is not None and time.monotonic() - last_report >= options.report_every:
-                    last_report = time.monotonic()
-                    report(current)
-                if current.elapsed >= options.duration:
+                passes = planners[0].passes if planners else 0
+                if current is not None:
+                    current.decisions = dict(counted[1])
+                    current.passes = passes
+                    current.passes_reused = planners[0].passes_reused if planners else 0
+                    seen = (current.nodes, current.pods - current.pending_pods,
+                            tuple(sorted(current.decisions.items())))
+                    if seen != last_seen or current.live:
+                        last_seen = seen
+                        last_change = current.now
+                    if report is not None and reporting:
+                        last_report = time.monotonic()
+                        report(current)
+                if elapsed >= options.duration:
                     reason = "duration"
                     break
-                if options.until_stable and current.passes > 0 and current.now - last_change >= options.stable_for:
+                if options.until_stable and passes > 0 and now - last_change >= options.stable_for:
                     reason = "stable"
                     break
-                await clock.sleep(min(options.look_every, (options.duration - current.elapsed).total_seconds()),
-                                  stop)
+                await clock.sleep(min(options.look_every, (options.duration - elapsed).total_seconds()), stop)
         finally:
             services_stop.set()
             done = await asyncio.gather(*tasks, return_exceptions=True)

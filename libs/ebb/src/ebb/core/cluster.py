@@ -180,18 +180,19 @@ class ClusterView:
             return
         # Replicas share their labels: match each class of pods (same namespace and labels, and more: its
         # interned ``class_key``) once, not every pod.
-        by_class: dict[str, dict[Interned, list[Pod]]] = {}
-        namespaces = {pdb.namespace for pdb in self.snapshot.pdbs}
+        of_class: dict[Interned, list[Pod]] = {}
         for pod in self.snapshot.pods:
-            if pod.namespace in namespaces and not pod.is_terminal:
-                groups = by_class.get(pod.namespace)
-                if groups is None:
-                    by_class[pod.namespace] = groups = {}
-                same = groups.get(pod.class_key)
+            if not pod.is_terminal:
+                same = of_class.get(pod.class_key)
                 if same is None:
-                    groups[pod.class_key] = [pod]
+                    of_class[pod.class_key] = [pod]
                 else:
                     same.append(pod)
+        namespaces = {pdb.namespace for pdb in self.snapshot.pdbs}
+        by_class: dict[str, dict[Interned, list[Pod]]] = {}
+        for key, pods in of_class.items():  # a class is of one namespace (it is in the key)
+            if pods[0].namespace in namespaces:
+                by_class.setdefault(pods[0].namespace, {})[key] = pods
         for pdb in self.snapshot.pdbs:
             if not pdb.selector.match_labels and not pdb.selector.match_expressions:
                 continue  # an empty selector matches nothing in policy/v1 for eviction purposes

@@ -15,7 +15,9 @@ The invariants, and where each is read from:
 - **no pod evicted twice**: per pod, at most one eviction of ebb's answered 201 (pod names are unique);
 - **no node left tainted or cordoned without a live decision**: sampled, such a node may exist only briefly
   (a decision that just ended: ``ABANDONED_AFTER``), and at the end not at all;
-- **every decision reaches a terminal state** once the chaos stops (within ``settle_seconds``);
+- **every decision reaches a terminal state** once the chaos stops (within ``settle_seconds``); a decision proposed
+  after the cluster was seen settled is the calm cluster's own (the planners go on planning), reported and not
+  counted;
 - **no interruption lost**: every spot interruption sent to SQS has its decision (``int-…``, or the decision
   that was already disrupting the node), and its node is gone at the end;
 - **no duplicate replacement**: the Nodes ebb creates for a decision (audit log, ``ebb.sh/decision-id``) are
@@ -132,6 +134,8 @@ class ChaosReport:
     not_ready_during: dict[str, list[str]] = field(default_factory=dict)
     #: seconds after the chaos until every service answered /readyz 200
     ready_after_seconds: float = 0.0
+    #: decisions the planners proposed once the cluster had settled (not the chaos's: the calm cluster's own)
+    after_settling: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -164,6 +168,7 @@ class ChaosReport:
             f"| not ready (/readyz 503 naming the server) halfway through its restart | "
             f"{'; '.join(f'{k}: {len(v)} ({_names(v)})' for k, v in self.not_ready_during.items()) or '-'} |",
             f"| every service ready (/readyz 200) after the settling | {self.ready_after_seconds:.0f} s |",
+            f"| decisions proposed after the settling, still going at the end | {len(self.after_settling)} |",
             f"| **violations** | **{len(self.violations)}** |",
         ]
         lines += [f"- {v}" for v in self.violations]
@@ -216,6 +221,8 @@ class Chaos:
         self.processes: dict[str, ServiceProcess] = {}
         self.killed: set[str] = set()
         self.interrupted: dict[str, str] = {}  # node -> instance id
+        #: the decision ids when the cluster was last seen settled (`_settled`); None when it was not
+        self.settled_ids: set[str] | None = None
         self.nodes_made: list[str] = []
         self.suspect: dict[str, float] = {}  # node tainted or cordoned without a live decision -> since
         self.postgres: PrivatePostgres | None = None
@@ -513,8 +520,11 @@ class Chaos:
         except (TimeoutError, ApiException, OSError):
             return False
         gone = {n.metadata.name for n in nodes}
-        return (not any(d["state"] in LIVE for d in decisions) and not any(_marked(n) for n in nodes)
-                and not (set(self.interrupted) & gone))
+        settled = (not any(d["state"] in LIVE for d in decisions) and not any(_marked(n) for n in nodes)
+                   and not (set(self.interrupted) & gone))
+        # the decisions there were when the cluster was last seen settled: a later one is the calm cluster's own
+        self.settled_ids = {d["id"] for d in decisions} if settled else None
+        return settled
 
     async def _final_checks(self, audit_from: int) -> None:
         decisions = await self._decisions()
@@ -522,6 +532,10 @@ class Chaos:
             self.report.decisions[d["state"]] += 1
             self.report.methods[d["method"]] += 1
             if d["state"] not in TERMINAL:
+                if self.settled_ids is not None and d["id"] not in self.settled_ids:
+                    # proposed after the settling (the planners go on planning): not one the chaos left behind
+                    self.report.after_settling.append(f"{d['id']} ({d['method']}, {d['state']})")
+                    continue
                 self._violation(f"not terminal: decision {d['id']} ({d['method']}) is {d['state']}")
         nodes = {n.metadata.name: n for n in
                  (await self.core.list_node(label_selector=f"{RUN_LABEL}={self.run_id}")).items}

@@ -696,9 +696,9 @@ class SimState:
         #: the last pod `place` put somewhere, when a pod just like it may follow it there without the search
         #: (`place`, `_follow`): (its classes, its requests, its bin, the journal's last entry after it)
         self._run: tuple[list[_Class], IntArray, int, tuple[Any, ...]] | None = None
-        #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's length
-        #: and last entry then); while the journal is the same, a pod just like it finds none either
-        self._no_room: tuple[list[_Class], IntArray, int, tuple[Any, ...] | None] | None = None
+        #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's last
+        #: entry then, None when empty); while that is still the last entry, a pod just like it finds none either
+        self._no_room: tuple[list[_Class], IntArray, tuple[Any, ...] | None] | None = None
         self._init_counts()
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
@@ -978,30 +978,28 @@ class SimState:
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
         sentence costs more than a placement, and a caller that only needs to know may skip it)."""
         req = self.s.pod_vec(pod)
+        needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
-        run, journal = self._run, self.journal
-        if run is not None and run[0] is classes and run[1] is req and journal and journal[-1] is run[3]:
+        # nothing changed since a memo was made while the journal's last entry is the same object (entries are only
+        # appended and popped, and a popped one never comes back)
+        last = self.journal[-1] if self.journal else None
+        run = self._run
+        if run is not None and run[0] is classes and run[1] is req and run[3] is last:
             last_bin = run[2]
             if last_bin < self.s.N:
                 # the node the pod before went to: the nodes before it had no room then and have none now
-                row = self.free[last_bin]
-                if all(row[r] >= amount for r, amount in self.s.pod_needs(pod)):
-                    self._commit(pod, classes[0], req, last_bin)
-                    self._run = (classes, req, last_bin, journal[-1])
-                    return None
+                takes = all(self.free[last_bin, r] >= amount for r, amount in needs)
             else:
                 mask = self._follow(last_bin, req)
+                takes = mask is not None
                 if mask is not None:
                     self._pending_mask = mask
-                    self._commit(pod, classes[0], req, last_bin)
-                    self._run = (classes, req, last_bin, journal[-1])
-                    return None
-        needs = self.s.pod_needs(pod)
+            if takes:
+                self._commit_found(pod, classes, classes[0], req, last_bin)
+                return None
         self._sync_groups()
-        last = journal[-1] if journal else None
         full = self._no_room
-        if full is not None and full[0] is classes and full[1] is req and full[2] == len(journal) and full[3] is last \
-                and len(classes) == 1:
+        if full is not None and full[0] is classes and full[1] is req and full[2] is last and len(classes) == 1:
             # the open bins have no room for it (nothing changed since a pod just like it found none): only a new
             # claim is left, as `_find_bin` would find after its search
             cls = classes[0]
@@ -1015,7 +1013,7 @@ class SimState:
                 if b is not None:
                     self._commit_found(pod, classes, cls, req, b)
                     return None
-        self._no_room = (classes, req, len(journal), last)
+        self._no_room = (classes, req, last)
         return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
 
     def _commit_found(self, pod: Pod, classes: list[_Class], cls: _Class, req: IntArray, b: int) -> None:
@@ -1237,27 +1235,25 @@ class SimState:
 
     def _commit(self, pod: Pod, cls: _Class, req: IntArray, b: int) -> None:
         s = self.s
-        if b < s.N:
-            row = self.free[b]  # a view: updated in place, its old values journaled (`_set`, in one step)
-            self.journal.append(("arr", self.free, b, row.copy()))
-            row -= req
-        else:
+        narrowed = False
+        if b >= s.N:
             claim = self.claims[b]
             kept = int(np.count_nonzero(self._pending_mask))
             self.journal.append(("claim_set", claim, claim.mask, claim.total, len(claim.pods), claim.charged,
                                  claim.kept))
-            same_offerings = kept == claim.kept  # the pod narrowed nothing (`_Claim.kept`)
-            if not same_offerings:  # else the mask stays the same object (`_Claim.floor`)
+            # a pod that narrows nothing (`_Claim.kept`) leaves the mask the same object (`_Claim.floor`), and the
+            # room per type, the NodePool charge and the domains as they were: only the room changes, as on a node
+            narrowed = kept != claim.kept
+            if narrowed:
                 claim.mask, claim.kept = self._pending_mask, kept
             claim.total = claim.total + req
             claim.pods.append(pod.key)
-            if same_offerings:
-                # the same types, so the same room per type, NodePool charge (the cheapest offering) and domains
-                row = self.free[b]
-                self.journal.append(("arr", self.free, b, row.copy()))
-                row -= req
-            else:
-                self._narrowed(claim, b)
+        if narrowed:
+            self._narrowed(self.claims[b], b)
+        else:
+            row = self.free[b]  # a view: updated in place, its old values journaled (`_set`, in one step)
+            self.journal.append(("arr", self.free, b, row.copy()))
+            row -= req
         for gid in (*cls.matched, *cls.owned):
             code = self.bin_codes[s.groups[gid].key][b]
             if code >= 0:

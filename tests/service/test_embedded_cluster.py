@@ -87,6 +87,19 @@ async def test_evictions_respect_pod_disruption_budgets(budget: dict[str, Any], 
     assert (sim.objects.get("Pod/default/web-0") is None) == (expected == "evicted")
 
 
+async def test_a_budget_counts_the_pods_of_its_namespace_as_they_come_and_go() -> None:
+    # two ready web pods here and three with the same labels elsewhere: minAvailable 1 lets one eviction go,
+    # whatever the other namespace holds; the pod made again is Pending (not healthy) until bound
+    web = [pod(f"web-{i}", "a", labels={"app": "web"}) for i in range(2)]
+    elsewhere = [pod(f"web-{i}", "a", labels={"app": "web"}, ns="other") for i in range(3)]
+    sim, _ = cluster(nodepool(), node("a"), pdb("web", {"app": "web"}, min_available=1), *web, *elsewhere)
+    assert (await sim.evict("default", "web-0"))[0] == "evicted"
+    assert (await sim.evict("default", "web-1"))[0] == "blocked"
+    assert (await sim.evict("other", "web-0"))[0] == "evicted"  # no budget in its namespace
+    assert await sim.schedule_pending() == 2  # the new web pod and the other one, bound and Running
+    assert (await sim.evict("default", "web-1"))[0] == "evicted"
+
+
 async def test_two_budgets_on_one_pod_refuse_the_eviction_and_a_gone_pod_is_gone() -> None:
     sim, _ = cluster(node("a"), pod("web-0", "a", labels={"app": "web"}),
                      pdb("one", {"app": "web"}, min_available=0), pdb("two", {"app": "web"}, min_available=0))

@@ -521,3 +521,31 @@ def test_bad_replicas_names_document_and_field(replicas: Any) -> None:
     with pytest.raises(SnapshotError) as info:
         parse_documents([pool, catalog()])
     assert (info.value.document, info.value.field) == ("NodePool default", "spec.replicas")
+
+
+def test_a_nodes_pool_type_zone_and_disruption_taint_follow_its_labels_and_taints_through_replace() -> None:
+    from dataclasses import replace
+
+    from ebb.core.model import (
+        CAPACITY_ON_DEMAND,
+        LABEL_CAPACITY_TYPE,
+        LABEL_INSTANCE_TYPE,
+        LABEL_NODEPOOL,
+        LABEL_ZONE,
+        TAINT_DISRUPTED,
+        Node,
+        Taint,
+    )
+
+    plain = Node("n", {}, {}, (), {}, {})
+    assert (plain.nodepool, plain.instance_type, plain.zone, plain.capacity_type) == (None, None, None,
+                                                                                       CAPACITY_ON_DEMAND)
+    assert plain.disruption_taint is None and not plain.being_disrupted
+    labelled = replace(plain, labels={LABEL_NODEPOOL: "general", LABEL_INSTANCE_TYPE: "m5.large",
+                                      LABEL_ZONE: "us-east-1a", LABEL_CAPACITY_TYPE: "spot"})
+    assert (labelled.nodepool, labelled.instance_type, labelled.zone, labelled.capacity_type) == (
+        "general", "m5.large", "us-east-1a", "spot")
+    tainted = replace(labelled, taints=(Taint("other"), Taint(TAINT_DISRUPTED)))
+    assert tainted.disruption_taint == TAINT_DISRUPTED and tainted.being_disrupted
+    assert tainted.nodepool == "general"
+    assert replace(tainted, taints=()) == labelled  # the derived fields are not compared: the inputs are

@@ -142,3 +142,48 @@ def test_a_pod_whose_spec_changed_only_in_its_node_keeps_its_parsed_needs_and_pa
     # a kept spec gives the pod a parse from scratch gives
     store.put(key, pod("p", "a", cpu="3"))
     assert store.parsed(key).value == parse_object(pod("p", "a", cpu="3")).value
+
+
+def owned(name: str, node_name: str, cpu: str = "100m", owner: str = "web-7d9f") -> dict[str, Any]:
+    doc = pod(name, node_name, cpu)
+    doc["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                                           "uid": f"uid-{owner}", "controller": True}]
+    return doc
+
+
+def test_a_new_pod_takes_the_parsed_needs_of_a_pod_of_its_controller_when_its_spec_is_the_same() -> None:
+    store = SnapshotStore(bundled_catalog=[])
+    store.put("Pod/default/web-1", owned("web-1", "a"))
+    store.put("Pod/default/web-2", owned("web-2", "b"))  # a replica: the same spec but for nodeName
+    store.put("Pod/default/web-3", owned("web-3", "a", cpu="2"))  # the same controller, another spec
+    store.put("Pod/default/job-1", owned("job-1", "a", owner="other"))  # the same spec, another controller
+    first = store.parsed("Pod/default/web-1").value.spec
+    # parsed in any order: the replica's parse parses the first pod of its controller if it was not yet
+    assert store.parsed("Pod/default/web-2").value.spec is first
+    assert store.parsed("Pod/default/web-3").value.spec.requests["cpu"] == 2000
+    assert store.parsed("Pod/default/job-1").value.spec is not first
+    # every pod is what a parse from scratch gives
+    for key, doc in (("Pod/default/web-2", owned("web-2", "b")), ("Pod/default/web-3", owned("web-3", "a", "2"))):
+        assert store.parsed(key).value == parse_object(doc).value
+    # the first pod gone, the next one of the controller is the one new pods are compared with
+    assert store.remove("Pod/default/web-1")
+    store.put("Pod/default/web-4", owned("web-4", "b"))
+    store.put("Pod/default/web-5", owned("web-5", "a"))
+    fourth = store.parsed("Pod/default/web-4").value.spec
+    assert store.parsed("Pod/default/web-5").value.spec is fourth and fourth is not first
+
+
+def test_a_new_pod_whose_first_sibling_is_invalid_or_gone_is_parsed_on_its_own() -> None:
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError
+
+    store = SnapshotStore(bundled_catalog=[])
+    store.put("Pod/default/web-1", owned("web-1", "a", cpu="lots"))
+    store.put("Pod/default/web-2", owned("web-2", "a"))
+    assert store.parsed("Pod/default/web-2").value.spec.requests["cpu"] == 100
+    with pytest.raises(SnapshotError, match="Pod default/web-1"):
+        store.parsed("Pod/default/web-1")
+    store.put("Pod/default/web-3", owned("web-3", "a"))
+    store.remove("Pod/default/web-1")  # web-3 was to be compared with it
+    assert store.parsed("Pod/default/web-3").value == parse_object(owned("web-3", "a")).value

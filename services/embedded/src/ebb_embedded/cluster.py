@@ -100,6 +100,8 @@ class SimulatedCluster:
         #: kind -> the keys of its objects, in the order of ``objects`` (a dict as an ordered set), so a look at
         #: one kind (the PDBs of an eviction, the Nodes) does not go over every pod
         self._kinds: dict[str, dict[str, None]] = {}
+        #: namespace -> the keys of its pods (a dict as an ordered set): a PDB's pods without a look at every pod
+        self._pods_in: dict[str, dict[str, None]] = {}
         #: the keys of the Pending pods (`_pending`), kept as objects change: the run's status counts them often
         self._pending_keys: set[str] = set()
         self.evictions = 0
@@ -147,6 +149,7 @@ class SimulatedCluster:
                 self._pending_keys.add(key)
             else:
                 self._pending_keys.discard(key)
+            self._pods_in.setdefault(str(meta.get("namespace") or ""), {})[key] = None
         self.objects[key] = obj
         self._kinds.setdefault(str(obj.get("kind")), {})[key] = None
         self._parse_cache.put(key, obj)
@@ -181,6 +184,7 @@ class SimulatedCluster:
         if obj.get("kind") == "Pod":
             self._unindex(key, obj)
             self._pending_keys.discard(key)
+            self._pods_in.get(str(_meta(obj).get("namespace") or ""), {}).pop(key, None)
         elif obj.get("kind") == "Node":
             self._pods_on.pop(str(_meta(obj).get("name")), None)
         await self._publish(key)
@@ -399,8 +403,7 @@ class SimulatedCluster:
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects)."""
-        prefix = self.key_of("Pod", pdb.namespace, "")  # the namespace's pods, by key: no other is parsed
-        pods = (self._parse_cache.parsed(k).value for k in self._kinds.get("Pod", ()) if k.startswith(prefix))
+        pods = (self._parse_cache.parsed(k).value for k in self._pods_in.get(pdb.namespace, ()))  # no other parsed
         matches: dict[Interned, bool] = {}  # the selector matched once per class of pods (their labels)
         selected = []
         for p in pods:

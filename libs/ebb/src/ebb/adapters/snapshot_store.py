@@ -5,15 +5,16 @@ order): an upsert replaces the object under its key ``kind/namespace/name``, a t
 ``snapshot()`` builds the pure core's ``Snapshot`` from the objects held, on demand, with the parser of
 ``ebb plan`` (``ebb.core.snapshot``). It is incremental: each object is parsed once, when it is first needed
 after it changed (a Pod whose ``spec`` changed only in ``nodeName`` keeps its parsed scheduling needs: binding
-and status changes are most of a cluster's changes), and the snapshot itself is reused until the next change (a
-2,000-node, 20,000-pod cluster is parsed whole in seconds; one changed pod then costs microseconds plus the
-assembly). Pure apart from holding state: no I/O; wire it to a bus with
+and status changes are most of a cluster's changes; a new Pod takes them from a pod of the same controller whose
+``spec`` is the same but for ``nodeName``: a replica, or a pod made again after an eviction), and the snapshot
+itself is reused until the next change (a 2,000-node, 20,000-pod cluster is parsed whole in seconds; one changed
+pod then costs microseconds plus the assembly). Pure apart from holding state: no I/O; wire it to a bus with
 ``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ebb.adapters.bus.base import Delivery
@@ -36,6 +37,11 @@ class SnapshotStore:
         self._parsed: dict[str, ParsedObject | SnapshotError] = {}
         #: key -> an earlier version of a Pod held since, as it was and parsed: `parse_object`'s ``previous``
         self._previous: dict[str, tuple[dict[str, Any], ParsedObject]] = {}
+        #: a new Pod's key -> the key of a pod of the same controller held when it came (`_controller`): a replica,
+        #: or a pod its controller made again, whose spec is most likely the same but for ``nodeName``
+        self._like: dict[str, str] = {}
+        #: a controller (`_controller`) -> the key of the first of its pods still held when the last one came
+        self._first_of: dict[tuple[str, str, str], str] = {}
         self._fallback: tuple[ParsedObject, ...] | None = None
         self._snapshot: tuple[int, Snapshot] | None = None
         self._objects: dict[str, dict[str, Any]] = {}
@@ -60,6 +66,13 @@ class SnapshotStore:
         old, parsed = self._objects.get(key), self._parsed.pop(key, None)
         if old is None:
             self._sorted = None
+            controller = _controller(obj)
+            if controller is not None:
+                first = self._first_of.get(controller)
+                if first is None or first not in self._objects:
+                    self._first_of[controller] = key
+                else:
+                    self._like[key] = first
         elif isinstance(parsed, ParsedObject) and parsed.kind == "Pod":
             self._previous[key] = (old, parsed)  # a pod bound or whose status changed keeps its parsed needs
         self._objects[key] = obj
@@ -67,11 +80,16 @@ class SnapshotStore:
 
     def remove(self, key: str) -> bool:
         """Forget the object under ``key``; True when one was held."""
-        if self._objects.pop(key, None) is None:
+        obj = self._objects.pop(key, None)
+        if obj is None:
             return False
+        controller = _controller(obj)
+        if controller is not None and self._first_of.get(controller) == key:
+            del self._first_of[controller]
         self._sorted = None
         self._parsed.pop(key, None)
         self._previous.pop(key, None)
+        self._like.pop(key, None)
         self.version += 1
         return True
 
@@ -125,8 +143,12 @@ class SnapshotStore:
         if type(item) is ParsedObject:  # the common case first: parsed already, and valid
             return item
         if item is None:
+            previous = self._previous.pop(key, None)
+            like = self._like.pop(key, None)
+            if previous is None and like is not None:
+                previous = self._parsed_pod(like)
             try:
-                item = parse_object(self._objects[key], index, previous=self._previous.pop(key, None))
+                item = parse_object(self._objects[key], index, previous=previous)
             except SnapshotError as e:
                 item = e
             self._parsed[key] = item
@@ -134,9 +156,40 @@ class SnapshotStore:
             raise item
         return item
 
+    def _parsed_pod(self, key: str) -> tuple[dict[str, Any], ParsedObject] | None:
+        """The Pod under ``key`` as held and parsed (parsed now if it was not: it is held, so a snapshot parses it
+        anyway), for another pod's parse to reuse its scheduling needs; None when it is gone or invalid."""
+        obj = self._objects.get(key)
+        if obj is None:
+            return None
+        item = self._parsed.get(key)
+        if item is None:
+            try:
+                item = self._parsed[key] = parse_object(obj, previous=self._previous.pop(key, None))
+            except SnapshotError:
+                return None  # its own parse, in its place, says why (naming a nameless one by its index)
+        return (obj, item) if isinstance(item, ParsedObject) and item.kind == "Pod" else None
+
     def fallback_catalog(self) -> tuple[ParsedObject, ...]:
         """The bundled catalog, parsed once: the instance types when no InstanceTypeCatalog is held."""
         if self._fallback is None:
             raw = self.bundled_catalog() if callable(self.bundled_catalog) else self.bundled_catalog
             self._fallback = parse_catalog(raw or ())
         return self._fallback
+
+
+def _controller(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """A Pod's controller, as (namespace, kind, name) from its controller ownerReference; None for another kind
+    or a pod without one."""
+    if obj.get("kind") != "Pod":
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return str(meta.get("namespace") or ""), str(ref.get("kind")), str(ref.get("name"))
+    return None

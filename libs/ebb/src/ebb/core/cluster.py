@@ -522,7 +522,7 @@ class ClusterView:
         """Where simulated pods should go first: the fullest nodes (least likely to be removed)."""
         def used_share(node: Node) -> float:
             cpu = node.allocatable.get("cpu", 0) or 1
-            return -sum(p.placement_key[0] for p in self.pods_on[node.name]) / cpu  # the key holds -cpu requested
+            return -sum([p.placement_key[0] for p in self.pods_on[node.name]]) / cpu  # the key holds -cpu requested
         return [n.name for n in sorted(self.snapshot.nodes, key=lambda n: (-used_share(n), n.name))]
 
 

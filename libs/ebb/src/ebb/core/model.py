@@ -266,32 +266,27 @@ class Node:
     deleting: bool = False
     ready: bool = True
     provider_id: str = ""
+    # read for every node of every pass, and a node object lives through many passes: fields set once from the
+    # labels and taints, not properties
+    #: its NodePool's name (the karpenter.sh/nodepool label), None when no NodePool owns it
+    nodepool: str | None = field(default=None, init=False, compare=False, repr=False)
+    instance_type: str | None = field(default=None, init=False, compare=False, repr=False)
+    zone: str | None = field(default=None, init=False, compare=False, repr=False)
+    capacity_type: str = field(default=CAPACITY_ON_DEMAND, init=False, compare=False, repr=False)
+    #: the key of the node's disruption taint (one of `DISRUPTION_TAINTS`), or None
+    disruption_taint: str | None = field(default=None, init=False, compare=False, repr=False)
+    #: tainted by a disruption (Karpenter's or ebb's): someone is already taking it away
+    being_disrupted: bool = field(default=False, init=False, compare=False, repr=False)
 
-    @property
-    def nodepool(self) -> str | None:
-        return self.labels.get(LABEL_NODEPOOL)
-
-    @property
-    def instance_type(self) -> str | None:
-        return self.labels.get(LABEL_INSTANCE_TYPE)
-
-    @property
-    def zone(self) -> str | None:
-        return self.labels.get(LABEL_ZONE)
-
-    @property
-    def capacity_type(self) -> str:
-        return self.labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND)
-
-    @property
-    def disruption_taint(self) -> str | None:
-        """The key of the node's disruption taint (one of `DISRUPTION_TAINTS`), or None."""
-        return next((t.key for t in self.taints if t.key in DISRUPTION_TAINTS), None)
-
-    @property
-    def being_disrupted(self) -> bool:
-        """Tainted by a disruption (Karpenter's or ebb's): someone is already taking it away."""
-        return self.disruption_taint is not None
+    def __post_init__(self) -> None:
+        labels = self.labels
+        object.__setattr__(self, "nodepool", labels.get(LABEL_NODEPOOL))
+        object.__setattr__(self, "instance_type", labels.get(LABEL_INSTANCE_TYPE))
+        object.__setattr__(self, "zone", labels.get(LABEL_ZONE))
+        object.__setattr__(self, "capacity_type", labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND))
+        taint = next((t.key for t in self.taints if t.key in DISRUPTION_TAINTS), None)
+        object.__setattr__(self, "disruption_taint", taint)
+        object.__setattr__(self, "being_disrupted", taint is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,9 +62,13 @@ TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.i
 _COMBO_OK_CACHE_SIZE = 4096
 
 
+_REQUESTS_KEY = attrgetter("requests_key")
+
+
 def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
     names: set[str] = set()
-    distinct = {pod.requests_key: pod for pod in (*snapshot.pods, *extra_pods)}  # replicas share their requests
+    pods = (*snapshot.pods, *extra_pods)
+    distinct = dict(zip(map(_REQUESTS_KEY, pods), pods, strict=True))  # replicas share their requests
     for pod in distinct.values():
         names.update(pod.spec.requests)
     for node in snapshot.nodes:
@@ -274,7 +278,8 @@ class Scheduler:
         self.r_index = {name: i for i, name in enumerate(self.resources)}
         by_name = {n.name: n for n in snapshot.nodes}
         order = list(node_order) if node_order is not None else [n.name for n in snapshot.nodes]
-        order += [n.name for n in snapshot.nodes if n.name not in set(order)]
+        ordered = set(order)
+        order += [n.name for n in snapshot.nodes if n.name not in ordered]
         self.nodes: list[Node] = [by_name[name] for name in order if name in by_name]
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.N = len(self.nodes)
@@ -313,7 +318,11 @@ class Scheduler:
                 of_kind.append(kind)
         used = np.zeros_like(self.node_alloc)
         if kinds:
-            np.add.at(used, np.array(at_node, dtype=np.int64), np.array(kinds)[np.array(of_kind, dtype=np.int64)])
+            # how many pods of each kind per node, times each kind's requests (integers: exact)
+            k = len(kinds)
+            per_node = np.bincount(np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64),
+                                   minlength=self.N * k).reshape(self.N, k)
+            used = per_node @ np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)

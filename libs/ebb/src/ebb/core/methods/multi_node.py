@@ -70,7 +70,7 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             continue  # the delete-only run's step carried on with a replacement and found it refused (`_carry_on`)
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
-        leaving = state.remove_node(name)
+        leaving = placement_order(state.remove_node(name))  # as `place_all` places them (and `_carry_on` reads)
         max_new = (1 - len(state.claims)) if allow_replace else 0
         # the replacement is given up once it is too dear whatever else joins it; a step alone, whose verdict is
         # single-node consolidation's (`_remember`), only when single-node would give up there too (no
@@ -135,16 +135,16 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
 
 def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bool:
     """The delete-only run's step of ``name`` on its own just found its first pod without room on the other nodes
-    (``first``), the pods before it placed there. Carry on from that pod with one new node allowed: that is the
-    step of the run with a replacement on its own (a new node is opened only for a pod that finds no room, so the
-    pods before stay where they went), without placing those pods again. True when that step would not be taken,
-    its verdict kept for single-node consolidation (`_remember`): a pod that fits nowhere, a replacement too dear
-    as pods join it (without explanations, `give_up_on_replacing`), a spot replacement of a spot node where
-    spot-to-spot is off, or one that saves nothing. The caller rolls back."""
+    (``first``), the pods before it placed there (``leaving`` is in `placement_order`). Carry on from that pod with
+    one new node allowed: that is the step of the run with a replacement on its own (a new node is opened only for a
+    pod that finds no room, so the pods before stay where they went), without placing those pods again. True when
+    that step would not be taken, its verdict kept for single-node consolidation (`_remember`): a pod that fits
+    nowhere, a replacement too dear as pods join it (without explanations, `give_up_on_replacing`), a spot
+    replacement of a spot node where spot-to-spot is off, or one that saves nothing. The caller rolls back."""
     state, view = ctx.state, ctx.view
     # the pods from the one without room on: those before it went onto the other nodes, those after were not tried
     # (a pod the simulation had moved onto this node is still marked placed there, so the order decides)
-    order = placement_order(leaving)
+    order = leaving
     at = next(i for i, pod in enumerate(order) if pod.key == first)
     if has_pod_affinity(state.s.classes(order[at])):
         return False  # `place_all` went on past it and placed pods after it: no step to carry on from

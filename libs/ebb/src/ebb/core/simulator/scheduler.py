@@ -293,8 +293,7 @@ class Scheduler:
             if n.taints:
                 by_taints.setdefault(n.taints, []).append(i)
         self.taint_sets = {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
-        self.node_alloc = np.array([self.vec(n.allocatable) for n in self.nodes],
-                                   dtype=np.int64).reshape(self.N, len(self.resources))
+        self.node_alloc = self.rows([n.allocatable for n in self.nodes])
         # Pods bound to nodes, by node index.
         self.pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
         self._pod_vecs: dict[Interned, IntArray] = {}
@@ -349,6 +348,12 @@ class Scheduler:
             if idx is not None:
                 out[idx] = value
         return out
+
+    def rows(self, mappings: Sequence[Mapping[str, int]]) -> IntArray:
+        """`vec` of each mapping, one row each (built as lists, then one array)."""
+        names = self.resources
+        return np.array([[m.get(name, 0) for name in names] for m in mappings],
+                        dtype=np.int64).reshape(len(mappings), len(names))
 
     def pod_vec(self, pod: Pod) -> IntArray:
         """``vec`` of the pod's requests, made once per distinct requests (read-only: shared)."""
@@ -628,10 +633,15 @@ class Scheduler:
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
         if self._pool_charges is None:
             index = {p.pool.name: i for i, p in enumerate(self.pools)}
-            charges: list[tuple[int, IntArray] | None] = []
-            for node in self.nodes:
-                i = index.get(node.nodepool) if node.nodepool is not None else None
-                charges.append(None if i is None or node.deleting else (i, np.append(self.vec(node.capacity), 1)))
+            pool_of = [None if n.nodepool is None or n.deleting else index.get(n.nodepool) for n in self.nodes]
+            charged = [at for at, i in enumerate(pool_of) if i is not None]
+            capacity = np.ones((len(charged), len(self.resources) + 1), dtype=np.int64)
+            capacity[:, :-1] = self.rows([self.nodes[at].capacity for at in charged])
+            charges: list[tuple[int, IntArray] | None] = [None] * self.N
+            for row, at in enumerate(charged):
+                i = pool_of[at]
+                assert i is not None
+                charges[at] = (i, capacity[row])  # read-only rows
             self._pool_charges = charges
         return self._pool_charges[b]
 

@@ -275,8 +275,6 @@ class Node:
     capacity_type: str = field(default=CAPACITY_ON_DEMAND, init=False, compare=False, repr=False)
     #: the key of the node's disruption taint (one of `DISRUPTION_TAINTS`), or None
     disruption_taint: str | None = field(default=None, init=False, compare=False, repr=False)
-    #: tainted by a disruption (Karpenter's or ebb's): someone is already taking it away
-    being_disrupted: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         labels = self.labels
@@ -284,9 +282,13 @@ class Node:
         object.__setattr__(self, "instance_type", labels.get(LABEL_INSTANCE_TYPE))
         object.__setattr__(self, "zone", labels.get(LABEL_ZONE))
         object.__setattr__(self, "capacity_type", labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND))
-        taint = next((t.key for t in self.taints if t.key in DISRUPTION_TAINTS), None)
-        object.__setattr__(self, "disruption_taint", taint)
-        object.__setattr__(self, "being_disrupted", taint is not None)
+        object.__setattr__(self, "disruption_taint",
+                           next((t.key for t in self.taints if t.key in DISRUPTION_TAINTS), None))
+
+    @property
+    def being_disrupted(self) -> bool:
+        """Tainted by a disruption (Karpenter's or ebb's): someone is already taking it away."""
+        return self.disruption_taint is not None
 
 
 @dataclass(frozen=True, slots=True)

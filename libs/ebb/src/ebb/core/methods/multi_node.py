@@ -144,11 +144,10 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
     state, view = ctx.state, ctx.view
     # the pods from the one without room on: those before it went onto the other nodes, those after were not tried
     # (a pod the simulation had moved onto this node is still marked placed there, so the order decides)
-    order = leaving
-    at = next(i for i, pod in enumerate(order) if pod.key == first)
-    if has_pod_affinity(state.s.classes(order[at])):
+    at = next(i for i, pod in enumerate(leaving) if pod.key == first)
+    if has_pod_affinity(state.s.classes(leaving[at])):
         return False  # `place_all` went on past it and placed pods after it: no step to carry on from
-    rest = order[at:]
+    rest = leaving[at:]
     try:
         failures, _ = state.place_all(rest, max_new=1, first_failure=True, explain=False,
                                       on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))

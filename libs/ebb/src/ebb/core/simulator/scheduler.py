@@ -342,12 +342,9 @@ class Scheduler:
 
     # -- helpers -------------------------------------------------------------------------------------
     def vec(self, mapping: Mapping[str, int]) -> IntArray:
-        out = np.zeros(len(self.resources), dtype=np.int64)
-        for name, value in mapping.items():
-            idx = self.r_index.get(name)
-            if idx is not None:
-                out[idx] = value
-        return out
+        """The amounts of ``mapping`` in the order of ``resources`` (0 where it has none; others ignored)."""
+        row: IntArray = self.rows([mapping])[0]
+        return row
 
     def rows(self, mappings: Sequence[Mapping[str, int]]) -> IntArray:
         """`vec` of each mapping, one row each (built as lists, then one array)."""
@@ -436,10 +433,8 @@ class Scheduler:
                 if added:
                     types.append(it)
             ds_overhead = self._daemonset_overhead(pool)
-            type_capacity = np.array([self.vec(it.capacity) for it in types],
-                                     dtype=np.int64).reshape(len(types), len(self.resources))
-            type_alloc = type_capacity - np.array([self.vec(it.overhead) for it in types],
-                                                  dtype=np.int64).reshape(type_capacity.shape) - ds_overhead
+            type_capacity = self.rows([it.capacity for it in types])
+            type_alloc = type_capacity - self.rows([it.overhead for it in types]) - ds_overhead
             pools.append(_Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
                                np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,
                                LabelTable(combo_labels)))
@@ -633,14 +628,12 @@ class Scheduler:
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
         if self._pool_charges is None:
             index = {p.pool.name: i for i, p in enumerate(self.pools)}
-            pool_of = [None if n.nodepool is None or n.deleting else index.get(n.nodepool) for n in self.nodes]
-            charged = [at for at, i in enumerate(pool_of) if i is not None]
+            charged = [(at, index[n.nodepool]) for at, n in enumerate(self.nodes)
+                       if not n.deleting and n.nodepool is not None and n.nodepool in index]
             capacity = np.ones((len(charged), len(self.resources) + 1), dtype=np.int64)
-            capacity[:, :-1] = self.rows([self.nodes[at].capacity for at in charged])
+            capacity[:, :-1] = self.rows([self.nodes[at].capacity for at, _ in charged])
             charges: list[tuple[int, IntArray] | None] = [None] * self.N
-            for row, at in enumerate(charged):
-                i = pool_of[at]
-                assert i is not None
+            for row, (at, i) in enumerate(charged):
                 charges[at] = (i, capacity[row])  # read-only rows
             self._pool_charges = charges
         return self._pool_charges[b]

@@ -549,3 +549,26 @@ def test_a_nodes_pool_type_zone_and_disruption_taint_follow_its_labels_and_taint
     assert tainted.disruption_taint == TAINT_DISRUPTED and tainted.being_disrupted
     assert tainted.nodepool == "general"
     assert replace(tainted, taints=()) == labelled  # the derived fields are not compared: the inputs are
+
+
+def test_equal_scheduling_keys_are_one_object_through_copies_pickles_and_threads() -> None:
+    """A pod's class and requests keys are looked up by identity (`Interned`): equal values must be one object
+    however a pod is made (parsed, copied, unpickled, in another thread), or replicas would fall in two classes."""
+    import copy
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ebb.core.model import interned
+    from ebb.core.snapshot import parse_object
+
+    def parsed(name: str, cpu: str = "100m") -> Any:
+        return parse_object(pod(name, cpu=cpu, labels={"app": "web"})).value
+
+    one, two, other = parsed("web-1"), parsed("web-2"), parsed("web-3", cpu="2")
+    assert one.class_key is two.class_key and one.requests_key is two.requests_key
+    assert one.requests_key is not other.requests_key and one.requests_key != other.requests_key
+    for made in (copy.copy(one), copy.deepcopy(one), pickle.loads(pickle.dumps(one))):
+        assert made.class_key is one.class_key and made.requests_key is one.requests_key
+    with ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda i: interned(("race", i % 2)), range(400)))
+    assert len({id(key) for key in keys}) == 2

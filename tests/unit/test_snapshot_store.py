@@ -187,3 +187,47 @@ def test_a_new_pod_whose_first_sibling_is_invalid_or_gone_is_parsed_on_its_own()
     store.put("Pod/default/web-3", owned("web-3", "a"))
     store.remove("Pod/default/web-1")  # web-3 was to be compared with it
     assert store.parsed("Pod/default/web-3").value == parse_object(owned("web-3", "a")).value
+
+
+def test_snapshot_of_parses_only_what_changed_and_an_invalid_object_fails_only_the_snapshots_holding_it() -> None:
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError, parse_documents
+
+    store = SnapshotStore(bundled_catalog=[])
+    for i in range(4):
+        store.put(f"Pod/default/p{i}", pod(f"p{i}", "a"))
+    store.put("Node//a", node("a", "m5.large"))
+    keys = store.keys()
+    first = store.snapshot_of(keys)
+    unchanged = {p.name: p for p in first.pods}
+    store.put("Pod/default/p2", pod("p2", "a", cpu="2"))
+    again = store.snapshot_of(iter(keys))  # any iterable of keys
+    assert [p.name for p in again.pods] == ["p0", "p1", "p2", "p3"]
+    assert all(p is unchanged[p.name] for p in again.pods if p.name != "p2")  # not parsed again
+    assert again == parse_documents(store.objects(), [])
+    # an invalid object: every snapshot that holds it says so, again and again; one without it does not
+    store.put("Pod/default/p1", pod("p1", "a", cpu="lots"))
+    for _ in range(2):
+        with pytest.raises(SnapshotError, match="Pod default/p1"):
+            store.snapshot_of(keys)
+    assert [p.name for p in store.snapshot_of(["Pod/default/p0", "Pod/default/p3"]).pods] == ["p0", "p3"]
+    store.put("Pod/default/p1", pod("p1", "a", cpu="1"))
+    assert store.snapshot_of(keys) == parse_documents(store.objects(), [])
+    with pytest.raises(KeyError):
+        store.snapshot_of(["Pod/default/gone"])
+
+
+def test_a_nameless_invalid_object_is_numbered_by_its_place_among_the_keys_it_was_parsed_with() -> None:
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError
+
+    store = SnapshotStore(bundled_catalog=[])
+    store.put("Node//a", node("a", "m5.large"))
+    nameless = pod("x", "a", cpu="lots")
+    del nameless["metadata"]["name"]
+    store.put("Pod/default/x", nameless)
+    for _ in range(2):  # parsed once, where it is among the keys: the second of two
+        with pytest.raises(SnapshotError, match=r"Pod \(document 2\): metadata.name"):
+            store.snapshot_of(["Node//a", "Pod/default/x"])

@@ -14,8 +14,9 @@ does).
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, final
@@ -122,38 +123,43 @@ class HostPort:
 @final
 class Interned:
     """A key the simulator looks up for every pod of every pass (a pod's class, its requests), made once per
-    distinct value: equal values give the same object (`interned`), so a lookup hashes a stored int and
-    compares identities instead of hashing and comparing nested tuples. A cache, not state: a value is
-    interned again when no pod holds it any more."""
+    distinct value: equal values give the same object (`interned`), so a key is hashed and compared by identity,
+    in C, as a plain object is: no nested tuple is hashed or compared, and no Python method runs for a lookup. A
+    cache, not state: a value is interned again when no pod holds it any more. A copy is the object itself and
+    unpickling interns again, so equal values stay one object in a copy and in another process."""
 
-    __slots__ = ("__weakref__", "_hash", "value")
+    __slots__ = ("__weakref__", "value")
 
     def __init__(self, value: tuple[Any, ...]) -> None:
         self.value = value
-        self._hash = hash(value)
 
-    def __hash__(self) -> int:
-        return self._hash
+    def __reduce__(self) -> tuple[Callable[[tuple[Any, ...]], Interned], tuple[tuple[Any, ...]]]:
+        return interned, (self.value,)
 
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, Interned) and self._hash == other._hash
-                                 and self.value == other.value)
+    def __copy__(self) -> Interned:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Interned:
+        return self
 
     def __repr__(self) -> str:
         return f"Interned({self.value!r})"
 
 
 _INTERNED: weakref.WeakValueDictionary[tuple[Any, ...], Interned] = weakref.WeakValueDictionary()
+#: values are interned from more than one thread (a pass runs in one of its own): two must not make two objects of
+#: one value
+_INTERNING = threading.Lock()
 
 
 def interned(value: tuple[Any, ...]) -> Interned:
-    """The one `Interned` of ``value`` while any holds it (two threads may race to make it: then two equal ones
-    live, which only costs a comparison)."""
-    hit = _INTERNED.get(value)
-    if hit is None:
-        hit = Interned(value)
-        _INTERNED[value] = hit
-    return hit
+    """The one `Interned` of ``value`` while any holds it: equal values, the same object."""
+    with _INTERNING:
+        hit = _INTERNED.get(value)
+        if hit is None:
+            hit = Interned(value)
+            _INTERNED[value] = hit
+        return hit
 
 
 @dataclass(frozen=True, slots=True)

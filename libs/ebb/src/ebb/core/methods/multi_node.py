@@ -70,7 +70,7 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             continue  # the delete-only run's step carried on with a replacement and found it refused (`_carry_on`)
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
-        leaving = placement_order(state.remove_node(name))  # as `place_all` places them (and `_carry_on` reads)
+        leaving = placement_order(state.remove_node(name))  # sorted once: placed and read (`_carry_on`) so
         max_new = (1 - len(state.claims)) if allow_replace else 0
         # the replacement is given up once it is too dear whatever else joins it; a step alone, whose verdict is
         # single-node consolidation's (`_remember`), only when single-node would give up there too (no
@@ -79,8 +79,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             give_up_when_dear(ctx, removed_price + view.price[name] - savings, spot)
         try:
             # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
-            failures, _ = state.place_all(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
-                                          explain=alone and not allow_replace)
+            failures, _ = state.place_ordered(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
+                                              explain=alone and not allow_replace)
         except NoCheaperLaunch as e:
             state.rollback(mark)
             if alone:
@@ -149,8 +149,8 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
         return False  # `place_all` went on past it and placed pods after it: no step to carry on from
     rest = leaving[at:]
     try:
-        failures, _ = state.place_all(rest, max_new=1, first_failure=True, explain=False,
-                                      on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
+        failures, _ = state.place_ordered(rest, max_new=1, first_failure=True, explain=False,
+                                          on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
         _remember(ctx, name, True, {}, e.cause)
         return True

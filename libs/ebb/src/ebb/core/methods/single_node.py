@@ -54,7 +54,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
         if why is not None:
             failures = {order[stop].key: why}
         else:
-            failures, _ = state.place_all(order[stop:], max_new=0, first_failure=True)
+            failures, _ = state.place_ordered(order[stop:], max_new=0, first_failure=True)
     if stop is None or not failures:
         placements = placements_of(state, leaving)
         if not keep:
@@ -65,8 +65,8 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     no_delete = {"pod": pod, "why": why}
     state.rollback(prefix)
     try:
-        failures, _ = state.place_all(order[stop:], max_new=1, first_failure=True,
-                                      on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
+        failures, _ = state.place_ordered(order[stop:], max_new=1, first_failure=True,
+                                          on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
         state.rollback(mark)
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)

@@ -304,17 +304,20 @@ class Scheduler:
         at_node: list[int] = []
         of_kind: list[int] = []
         rescheduled = 0
+        # the loop over every pod of every pass: its lookups bound to locals
+        node_at, pods_on, kind_at = self.node_index.get, self.pods_on, kind_of.get
+        add_node, add_kind = at_node.append, of_kind.append
         for pod in snapshot.pods:
             rescheduled += pod.needs_rescheduling
-            at = self.node_index.get(pod.node_name or "")
+            at = node_at(pod.node_name or "")
             if at is not None and not pod.is_terminal:
-                self.pods_on[at].append(pod)
-                kind = kind_of.get(pod.requests_key)
+                pods_on[at].append(pod)
+                kind = kind_at(pod.requests_key)
                 if kind is None:
                     kind = kind_of[pod.requests_key] = len(kinds)
                     kinds.append(self.pod_vec(pod))
-                at_node.append(at)
-                of_kind.append(kind)
+                add_node(at)
+                add_kind(kind)
         used = np.zeros_like(self.node_alloc)
         if kinds:
             # how many pods of each kind per node, times each kind's requests (integers: exact)
@@ -912,7 +915,14 @@ class SimState:
         could help (it has no pod affinity): the caller only needs to know that not everything fits.
         `on_claim` is called with a new claim's bin each time a pod goes onto one; it may raise to abandon the
         placement (the caller rolls back). Without `explain` a failure's reason is ``UNEXPLAINED``."""
-        order = placement_order(pods)
+        return self.place_ordered(placement_order(pods), max_new, first_failure=first_failure, on_claim=on_claim,
+                                  explain=explain)
+
+    def place_ordered(self, order: Sequence[Pod], max_new: int, *, first_failure: bool = False,
+                      on_claim: Callable[[int], None] | None = None,
+                      explain: bool = True) -> tuple[dict[str, str], list[str]]:
+        """`place_all` of pods already in `placement_order` (a caller that sorted them once for more than one
+        placement: multi-node consolidation's steps, single-node's prefix and rest)."""
         failures: dict[str, str] = {}
         start_claims = len(self.claims)
         pending = order

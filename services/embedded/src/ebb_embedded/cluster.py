@@ -31,7 +31,7 @@ delay, is measured on it. Nothing here reads the wall clock.
 from __future__ import annotations
 
 import asyncio
-import copy
+import pickle
 import random
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -52,6 +52,14 @@ from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
 from ebb.core.model import LABEL_INITIALIZED, InstanceType, Interned, Pod, PodDisruptionBudget
 from ebb.core.simulator import Scheduler
+
+
+def _copied(obj: Any) -> Any:
+    """A copy of an object as the API server hands out: its own, sharing nothing with the one held. Through pickle, not
+    `copy.deepcopy`: two to three times quicker for these trees of dicts, lists and scalars, which every read and
+    write of a node or a pod copies."""
+    return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
 KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "DisruptionPolicy",
@@ -121,7 +129,7 @@ class SimulatedCluster:
         for doc in documents:
             kind = doc.get("kind")
             if kind in KINDS:
-                self._store(copy.deepcopy(dict(doc)))
+                self._store(_copied(dict(doc)))
 
     # -- object store -------------------------------------------------------------------------------------
 
@@ -225,7 +233,7 @@ class SimulatedCluster:
 
     async def read_node(self, name: str) -> dict[str, Any] | None:
         node = self.objects.get(self.key_of("Node", "", name))
-        return copy.deepcopy(node) if node is not None else None
+        return _copied(node) if node is not None else None
 
     async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
         key = self.key_of("Node", "", name)
@@ -250,7 +258,7 @@ class SimulatedCluster:
             return False
         if _meta(node).get("finalizers"):
             if not _meta(node).get("deletionTimestamp"):
-                marked = copy.deepcopy(node)
+                marked = _copied(node)
                 marked["metadata"]["deletionTimestamp"] = _rfc3339(self.clock())
                 await self._put(marked)
             return True
@@ -268,11 +276,11 @@ class SimulatedCluster:
         self.nodes_deleted += 1
 
     async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(self.objects[k]) for k in sorted(self._pods_on.get(node, ()))]
+        return [_copied(self.objects[k]) for k in sorted(self._pods_on.get(node, ()))]
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = self.objects.get(self.key_of("Pod", namespace, name))
-        return copy.deepcopy(pod) if pod is not None else None
+        return _copied(pod) if pod is not None else None
 
     async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
         key = self.key_of("Pod", namespace, name)
@@ -307,7 +315,7 @@ class SimulatedCluster:
     async def read_nodepool(self, name: str) -> dict[str, Any] | None:
         """The NodePool ``name`` (its terminationGracePeriod, for the ``simulated`` provider), None when absent."""
         pool = self.objects.get(self.key_of("NodePool", "", name))
-        return copy.deepcopy(pool) if pool is not None else None
+        return _copied(pool) if pool is not None else None
 
     # -- the Launcher (the termination-executor's cloud) ------------------------------------------------------
 
@@ -338,7 +346,7 @@ class SimulatedCluster:
         launched_at = self.launched.get(name, (self.clock(), 0.0))[0]
         if (self.clock() - launched_at).total_seconds() < self.boot_seconds:
             return False
-        booted = copy.deepcopy(node)
+        booted = _copied(node)
         now = _rfc3339(self.clock())
         booted["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
         booted["metadata"]["labels"][LABEL_INITIALIZED] = "true"
@@ -354,7 +362,7 @@ class SimulatedCluster:
         labels = _meta(node).get("labels") or {}
         for ds in self.of_kind("DaemonSet"):
             template = (ds.get("spec") or {}).get("template") or {}
-            pod_spec = copy.deepcopy(template.get("spec") or {})
+            pod_spec = _copied(template.get("spec") or {})
             if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
                 continue
             meta = _meta(ds)
@@ -383,7 +391,7 @@ class SimulatedCluster:
         annotations = dict(_meta(current).get("annotations") or {})
         if annotations.get(ANNOTATION_DRIFTED) == reason or (reason is None and ANNOTATION_DRIFTED not in annotations):
             return
-        updated = copy.deepcopy(current)
+        updated = _copied(current)
         if reason is None:
             annotations.pop(ANNOTATION_DRIFTED, None)
         else:
@@ -420,7 +428,7 @@ class SimulatedCluster:
         owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
         if owner is None or owner.get("kind") not in RECREATING_OWNERS:
             return  # a bare pod or a DaemonSet pod: nothing brings it back on another node
-        new = copy.deepcopy(dict(pod))
+        new = _copied(dict(pod))
         new_meta = new["metadata"]
         if owner.get("kind") != "StatefulSet":
             base = meta.get("generateName") or f"{owner.get('name', meta.get('name'))}-"

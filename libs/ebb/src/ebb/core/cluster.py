@@ -292,7 +292,10 @@ class ClusterView:
         active pods count: a finished pod, or one being deleted, is evicted by no one. An active do-not-disrupt
         blocks on every pod, DaemonSet and mirror pods included (``IsDisruptable``); PDBs only on the pods that
         would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
+        selected = self._pdbs_of_class
         for pod in self.pods_on[node.name]:
+            if not pod.protection_annotated and pod.class_key not in selected:
+                continue  # no do-not-disrupt annotation and no PDB selects it: it blocks nothing (most pods)
             if pod.is_terminal or pod.deleting:
                 continue
             protected = self._do_not_disrupt(pod)

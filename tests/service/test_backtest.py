@@ -203,7 +203,7 @@ async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_th
                                                                        "merge": {}}}))
 
 
-@pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml"])
+@pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml", "demand-window.yaml"])
 def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     import yaml
 
@@ -218,6 +218,7 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     for pool in snap.nodepools:
         assert pool.policy_kind == "DisruptionPolicy"
         assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)
+        assert pool.demand_window == {None: None, "30m": 1800.0}[spec.get("demandWindow")]
 
 
 def _run(seed: int, *summaries: tuple[str, float, int, int]) -> dict[str, Any]:

@@ -894,3 +894,27 @@ async def test_with_a_store_revision_approved_decisions_are_read_again_only_afte
         await eventually("a read after the write", lambda: reads[0] >= 2)
         await asyncio.sleep(1.0)
         assert reads[0] == 2
+
+
+async def test_a_demand_window_keeps_what_a_peak_needed_until_the_peak_leaves_it(db: str) -> None:
+    """NodePool default keeps capacity for its pods' peak request within ``demandWindow: 1h``: the planner records
+    the demand of its passes while a 1.5-cpu pod runs on n1, so once that pod has ended n1 is empty and still kept;
+    an hour later the peak has left the window and n1 is proposed."""
+    pool = nodepool(disruption={"demandWindow": "1h"})
+    burst = pod("burst", "n1", cpu="1500m")
+    bus = InMemoryBus()
+    await publish(bus, catalog(), pool, node("n1", itype="t3.medium"), burst, node("n2", itype="t3.medium"),
+                  pod("p2", "n2", cpu="1500m"))
+    async with Running(bus, db) as svc:
+        planner = svc.planner
+        assert planner is not None
+        await eventually("a pass over the burst", lambda: planner.passes >= 1)
+        version = planner.objects.version
+        await publish(bus, {**burst, "status": {**burst["status"], "phase": "Succeeded"}})
+        await eventually("the burst ended", lambda: planner.objects.version > version)
+        passes = planner.passes
+        await eventually("two more passes", lambda: planner.passes >= passes + 2)
+        assert await svc.decisions() == []
+        svc.clock.now = NOW + timedelta(hours=1, seconds=1)
+        [decision] = await eventually("n1 proposed", svc.decisions)
+        assert (decision.method, [n["name"] for n in decision.nodes]) == ("emptiness", ["n1"])

@@ -19,6 +19,9 @@ BUDGET_USED_UP = BlockCause(Cause.BUDGET_USED_UP, {"reason": "Underutilized", "p
                                                    "source": "NodePool default",
                                                    "detail": "budget nodes=1 of NodePool default allows 1 of 3 nodes"})
 BUDGET_ZERO = BlockCause(Cause.BUDGET_ZERO, {"reason": "Empty", "detail": "budget nodes=0 ..."})
+DEMAND = BlockCause(Cause.DEMAND_WINDOW, {"source": "DisruptionPolicy default", "window": 3600.0,
+                                          "action": "deleting it", "peak": "cpu 3000m, memory 4.00Gi",
+                                          "after": "cpu 2000m, memory 8.00Gi"})
 NOT_STABLE = BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2, "whose": ""})
 DO_NOT_CONSOLIDATE = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
 NO_CHEAPER = BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": 0.096, "price": 0.0832})
@@ -77,6 +80,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                              "window": 3600, "newest": "n9", "age": 300.0, "resume": T2}),
      "DisruptionPolicy default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and "
      "Underutilized disruptions resume at 2026-11-23T19:00:00Z", B),
+    (DEMAND, "DisruptionPolicy default's demandWindow (1h) keeps capacity for what its pods requested at their peak "
+             "within it (cpu 3000m, memory 4.00Gi); deleting it would leave its nodes cpu 2000m, memory 8.00Gi", B),
     (NOT_STABLE, "consolidateAfter (5m) has not passed since the node's pods last changed at 2026-11-23T18:30:00Z; "
                  "it becomes consolidatable at 2026-11-23T19:00:00Z", U),
     (BlockCause(Cause.NOT_STABLE, {"after": 300.0, "last": T, "ready": T2, "whose": "DisruptionPolicy default's "}),
@@ -213,6 +218,9 @@ STALE: list[tuple[StaleCause, str]] = [
     (StaleCause(Stale.BUDGET_SHRANK, {"reason": "Empty", "pool": "default", "source": "DisruptionPolicy default",
                                       "allowed": 0, "needed": 2}),
      "the Empty budget of DisruptionPolicy default now allows 0 disruptions, the command needs 2"),
+    (StaleCause(Stale.BELOW_DEMAND_PEAK, {}, DEMAND),
+     "DisruptionPolicy default's demandWindow (1h) keeps capacity for what its pods requested at their peak within it "
+     "(cpu 3000m, memory 4.00Gi); deleting it would leave its nodes cpu 2000m, memory 8.00Gi"),
     (StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": "default/web", "why": "no room"}),
      "pod default/web would no longer fit: no room"),
     (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),

@@ -403,7 +403,7 @@ def test_the_disruption_policy_crd_and_the_parser_agree() -> None:
     assert crd["spec"]["names"]["plural"] == "disruptionpolicies" and crd["spec"]["scope"] == "Cluster"
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert set(spec["properties"]) == {"consolidationPolicy", "consolidateAfter", "expireAfter", "stabilizationWindow",
-                                       "minimumPriceImprovementPercent", "budgets"}
+                                       "minimumPriceImprovementPercent", "demandWindow", "budgets"}
     assert (spec["properties"]["minimumPriceImprovementPercent"]["minimum"],
             spec["properties"]["minimumPriceImprovementPercent"]["maximum"]) == (0, 100)  # as the parser's range
     assert "default" not in spec["properties"]["expireAfter"]

@@ -72,11 +72,12 @@ from ebb.core import events as kube_events
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import Decision, DecisionNode, State, transition
+from ebb.core.demand import recorded
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
-from ebb.core.model import REASONS, Snapshot
+from ebb.core.model import REASONS, DemandSample, Snapshot
 from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
@@ -226,6 +227,10 @@ class Planner:
         #: store revision (`store_revision`): read again after a write
         self._store_reads: tuple[int, set[str], dict[str, str], list[Hold]] | None = None
         self._last: _LastPass | None = None
+        #: what the pods of each NodePool with a demandWindow requested at the passes computed lately
+        #: (`ebb.core.demand.recorded`), handed to every pass and validation in ``Snapshot.demand``; kept in memory
+        #: only: a new leader starts an empty record (docs/architecture.md)
+        self._demand: tuple[DemandSample, ...] = ()
         #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
         self.passes_reused = 0
@@ -374,7 +379,12 @@ class Planner:
             holds = await self.store.list_holds(now)
         objects, version = self.objects.snapshot(), self.objects.version
         inputs = (version, frozenset(busy), tuple(sorted(launched.items())), core_holds(holds))
-        return live_snapshot(objects, holds=holds, busy=busy, launched=launched), inputs
+        snapshot = live_snapshot(objects, holds=holds, busy=busy, launched=launched)
+        if self._demand:
+            # not an input of its own: a pass records the demand it saw, so the record adds nothing a pass on the
+            # same objects does not see already, and what leaves a window is the pass's revisit_at
+            snapshot = replace(snapshot, demand=self._demand)
+        return snapshot, inputs
 
     async def _pass_store_reads(self, now: datetime) -> tuple[set[str], dict[str, str], list[Hold]]:
         """The nodes of live decisions, the replacements they launched and the holds in force at ``now``, read
@@ -445,6 +455,8 @@ class Planner:
             return result
         assert snapshot is not None
         view, result, found = await asyncio.to_thread(self._pass, snapshot, now)
+        if view.demand_now or self._demand:
+            self._demand = recorded(self._demand, view)
         self.metrics.evaluated(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1

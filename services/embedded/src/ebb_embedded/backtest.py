@@ -1,9 +1,9 @@
 """Back-testing: the same workload trace under each disruption policy, measured side by side.
 
 A **policy** is a set of ``ebb.sh/v1`` documents: ``DisruptionPolicy`` (the disruption settings of the NodePool
-it is named after: consolidationPolicy, consolidateAfter, budgets, expireAfter, stabilizationWindow; named
-``"*"``, it applies to every NodePool of the cluster) and ``Hold``. Running a policy replaces the cluster's own
-DisruptionPolicies and Holds with the policy's. ``karpenter-default`` (``WhenEmptyOrUnderutilized``,
+it is named after: consolidationPolicy, consolidateAfter, budgets, expireAfter, stabilizationWindow,
+demandWindow; named ``"*"``, it applies to every NodePool of the cluster) and ``Hold``. Running a policy replaces
+the cluster's own DisruptionPolicies and Holds with the policy's. ``karpenter-default`` (``WhenEmptyOrUnderutilized``,
 ``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline.
 
 ``run_backtest`` runs the embedded mode (``ebb_embedded.runner``) once per policy on a ``WorkloadCluster``

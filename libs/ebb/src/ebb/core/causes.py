@@ -61,6 +61,7 @@ class Cause(StrEnum):
     HOLD = "hold"
     STABILIZATION_WINDOW = "stabilization-window"
     NOT_STABLE = "not-stable"  # consolidateAfter has not passed since its pods changed
+    DEMAND_WINDOW = "demand-window"  # its NodePool's nodes would hold less than their demandWindow's peak request
     # the budget for the reason has no room
     BUDGET_INVALID = "budget-invalid"
     BUDGET_ZERO = "budget-zero"
@@ -101,6 +102,7 @@ class Stale(StrEnum):
     NODE_CHANGED = "node-changed"  # inner: NOT_STABLE
     NO_LONGER_EMPTY = "no-longer-empty"
     BUDGET_SHRANK = "budget-shrank"
+    BELOW_DEMAND_PEAK = "below-demand-peak"  # inner: DEMAND_WINDOW
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
     VIEW_BEHIND = "view-behind"
@@ -136,6 +138,8 @@ SENTENCES: Mapping[Cause, str] = {
                                  "at {resume:time}"),
     Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since the node's pods last "
                        "changed at {last:time}; it becomes consolidatable at {ready:time}"),
+    Cause.DEMAND_WINDOW: ("{source}'s demandWindow ({window:duration}) keeps capacity for what its pods requested "
+                          "at their peak within it ({peak}); {action} would leave its nodes {after}"),
     Cause.BUDGET_INVALID: "{detail}",
     Cause.BUDGET_ZERO: "the {reason} budget allows 0 disruptions now: {detail}",
     Cause.BUDGET_USED_UP: "the {reason} budget of {source} is used up by other disruptions this pass ({detail})",
@@ -185,6 +189,7 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.NO_LONGER_EMPTY: "node {node} is no longer empty: {arrived} pods arrived",
     Stale.BUDGET_SHRANK: ("the {reason} budget of {source} now allows {allowed} disruptions, the command "
                           "needs {needed}"),
+    Stale.BELOW_DEMAND_PEAK: "{inner}",
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),

@@ -111,6 +111,11 @@ class ClusterView:
     claims_by_provider: dict[str, NodeClaim] = field(default_factory=dict)
     #: replacement name (a Node's or a NodeClaim's) -> the live decision that launched it
     launched_for: dict[str, str] = field(default_factory=dict)
+    #: per NodePool with a ``demandWindow``: (cpu millicores, memory bytes) allocatable on its nodes that stay (not
+    #: deleting or being disrupted), requested now by the pods on its nodes, and requested at the window's peak
+    capacity: dict[str, tuple[int, int]] = field(default_factory=dict)
+    demand_now: dict[str, tuple[int, int]] = field(default_factory=dict)
+    demand_peak: dict[str, tuple[int, int]] = field(default_factory=dict)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -138,6 +143,7 @@ class ClusterView:
             view.movable[name] = [p for p in pods if p.needs_rescheduling]
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
+        view._demand()
         view._pdbs()
         view._candidates()
         view._budgets()
@@ -173,6 +179,62 @@ class ClusterView:
 
     def pool_cost(self) -> float:
         return sum(self.price[n.name] for n in self.snapshot.nodes if n.nodepool in self.pools and not n.deleting)
+
+    # -- demand windows ----------------------------------------------------------------------------------
+    def _demand(self) -> None:
+        """Capacity, demand now and the window's peak demand of every NodePool with a ``demandWindow``. Demand is
+        what the pods on the pool's nodes that would need a new home request (not DaemonSet or mirror pods: a
+        node brings its own); a node's capacity is its allocatable less what its DaemonSet and mirror pods
+        request (`room_of`). The peak is the largest demand of now and of the samples (`Snapshot.demand`) taken
+        within the window."""
+        windows = {p.name: p.demand_window for p in self.snapshot.nodepools if p.demand_window}
+        if not windows:
+            return
+        for name in windows:
+            self.capacity[name] = self.demand_now[name] = (0, 0)
+        for node in self.snapshot.nodes:
+            pool = node.nodepool
+            if pool not in windows:
+                continue
+            cpu, memory = self.demand_now[pool]
+            for pod in self.movable[node.name]:
+                key = pod.placement_key  # (-cpu, -memory, ...): the pod's requests
+                cpu -= key[0]
+                memory -= key[1]
+            self.demand_now[pool] = (cpu, memory)
+            if not (node.deleting or node.being_disrupted):
+                have, room = self.capacity[pool], self.room_of(node.name)
+                self.capacity[pool] = (have[0] + room[0], have[1] + room[1])
+        peak = dict(self.demand_now)
+        for sample in self.snapshot.demand:
+            window = windows.get(sample.pool)
+            if window is None or not 0 <= (self.now - sample.at).total_seconds() < window:
+                continue
+            cpu, memory = peak[sample.pool]
+            peak[sample.pool] = (max(cpu, sample.cpu), max(memory, sample.memory))
+        self.demand_peak = peak
+
+    def room_of(self, name: str) -> tuple[int, int]:
+        """The cpu and memory a node has for pods that need a home: its allocatable less what its pods that do not
+        (DaemonSet and mirror pods) request."""
+        node = self.nodes[name]
+        cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
+        for pod in self.pods_on[name]:
+            if not pod.needs_rescheduling:
+                key = pod.placement_key
+                cpu += key[0]
+                memory += key[1]
+        return cpu, memory
+
+    def headroom(self, pool: str) -> tuple[int, int] | None:
+        """How much cpu and memory the pool's nodes may lose to Empty and Underutilized disruptions before they
+        hold less than its peak demand within its ``demandWindow`` (negative when they already do); None when the
+        pool has no window."""
+        peak = self.demand_peak.get(pool)
+        if peak is None:
+            return None
+        have = self.capacity[pool]
+        return have[0] - peak[0], have[1] - peak[1]
 
     # -- PDBs --------------------------------------------------------------------------------------------
     def _pdbs(self) -> None:

@@ -312,7 +312,7 @@ POLICY_FROM_NODEPOOL = "NodePool"
 POLICY_FROM_DISRUPTION_POLICY = "DisruptionPolicy"
 #: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy`
 DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "budgets", "stabilization_window",
-                     "minimum_price_improvement_percent")
+                     "minimum_price_improvement_percent", "demand_window")
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +338,9 @@ class NodePool:
     #: a consolidation replaces this pool's nodes only by one at least this much cheaper (percent of what the
     #: removed nodes cost; 0: any cheaper, as Karpenter); deletes are not affected (docs/architecture.md)
     minimum_price_improvement_percent: int = 0
+    #: Empty and Underutilized disruptions keep the pool's capacity (cpu and memory of its nodes) at least at what
+    #: its pods requested at their peak within this window, seconds (None: no such floor; docs/architecture.md)
+    demand_window: float | None = None
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
@@ -366,6 +369,7 @@ class DisruptionPolicy:
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
     stabilization_window: float | None = None
     minimum_price_improvement_percent: int = 0
+    demand_window: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +445,18 @@ class Hold:
 
 
 @dataclass(frozen=True, slots=True)
+class DemandSample:
+    """What the pods on a NodePool's nodes requested at one moment (cpu in millicores, memory in bytes): the
+    history a NodePool's ``demandWindow`` keeps the peak of. A running planner records one per computed pass
+    (``Snapshot.demand``); a snapshot read from files has none (the pods as they are are the only demand)."""
+
+    pool: str
+    at: datetime
+    cpu: int
+    memory: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
@@ -461,3 +477,5 @@ class Snapshot:
     #: Node's name, or its NodeClaim's next to Karpenter): such a node is no candidate until its decision ends
     #: (the store knows them; ``ebb.adapters.live``)
     launched_for: tuple[tuple[str, str], ...] = ()
+    #: what pods requested per NodePool in the recent past (a running planner's record), for ``demandWindow``
+    demand: tuple[DemandSample, ...] = ()

@@ -15,6 +15,8 @@ then, ``ebb_consolidation_planner.planner``). The moments, each as the rule that
   duration (`ClusterView._do_not_disrupt`: the node stops being blocked, the pod becomes evictable soon);
 - **pauses**: a hold's expiry and a stabilization window's end (the ``resume`` its `BlockCause` names); a pause
   of a kind this module does not know makes the answer ``view.now`` (nothing is reused);
+- **demand windows**: a demand sample leaving its NodePool's ``demandWindow`` (`ClusterView.demand_peak` may
+  fall with it, and the room consolidation has grow);
 - **budget windows**: a scheduled budget's next cron fire (its window opens) and the end of the window it is in
   (`ebb.core.budgets.active_window`);
 - **disruption cost**: Karpenter's disruption cost (`ClusterView.disruption_cost`) shrinks with the lifetime
@@ -90,6 +92,11 @@ def revisit_at(view: ClusterView) -> datetime | None:
             pass  # its expiry is among the snapshot's holds
         else:
             return now
+    windows = {pool: spec.demand_window for pool, spec in view.pools.items() if spec.demand_window}
+    for sample in view.snapshot.demand:
+        window = windows.get(sample.pool)
+        if window is not None:
+            after(sample.at + timedelta(seconds=window))
     for pool in view.snapshot.nodepools:
         for budget in pool.budgets:
             if budget.schedule is None or budget_error(budget) is not None:

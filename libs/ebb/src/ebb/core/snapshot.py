@@ -547,6 +547,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         budgets=_budgets(doc, "spec.disruption.budgets"),
         stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
         minimum_price_improvement_percent=_percent(doc, "spec.disruption.minimumPriceImprovementPercent"),
+        demand_window=_window(doc, "spec.disruption.demandWindow"),
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
@@ -564,7 +565,14 @@ def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
         budgets=_budgets(doc, "spec.budgets"),
         stabilization_window=doc.duration("spec.stabilizationWindow", None),
         minimum_price_improvement_percent=_percent(doc, "spec.minimumPriceImprovementPercent"),
+        demand_window=_window(doc, "spec.demandWindow"),
     )
+
+
+def _window(doc: _Doc, path: str) -> float | None:
+    """A positive duration, or None when absent (``0s`` too: no window)."""
+    value = doc.duration(path, None)
+    return value if value else None
 
 
 def _percent(doc: _Doc, path: str) -> int:

@@ -3,7 +3,8 @@
 The planner waits (15 s by default) between deciding a consolidation and executing it, as Karpenter
 does, then re-checks against fresh state: every node still exists and is a candidate for the method
 (the method's own re-check, `Method.validate`, included: still expired, still drifted, still empty, still
-consolidatable), the budgets still allow it, and a new simulation still places every pod with no more (and
+consolidatable), the budgets still allow it, a consolidation still leaves every NodePool with a
+``demandWindow`` the capacity its peak demand asks for, and a new simulation still places every pod with no more (and
 no dearer) replacements. A stale command is rejected with why, a `StaleCause` whose sentence the planner
 records; it is never run.
 
@@ -23,7 +24,7 @@ from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
 from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
-from ebb.core.methods.consolidation import set_aside_unsettled
+from ebb.core.methods.consolidation import command_capacity_lost, demand_block, set_aside_unsettled
 from ebb.core.model import Snapshot
 
 
@@ -58,6 +59,11 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
             return StaleCause(Stale.BUDGET_SHRANK, {"reason": command.reason, "pool": pool_name,
                                                     "source": view.pools[pool_name].policy_source,
                                                     "allowed": allowed, "needed": count})
+    if method.consolidation and view.demand_peak:
+        left = {pool: room for pool in view.demand_peak for room in (view.headroom(pool),) if room is not None}
+        short = demand_block(view, left, command_capacity_lost(view, command), f"this {command.action}")
+        if short is not None:
+            return StaleCause(Stale.BELOW_DEMAND_PEAK, {}, short)
     _scheduler, state = simulation(view)
     if method.consolidation:
         set_aside_unsettled(view, state)

@@ -89,6 +89,16 @@ class PassContext:
     #: greedy run with a replacement (before it took a node): single-node consolidation's verdict on it, which
     #: `single_node.run` takes instead of evaluating the node again while it has kept no command
     alone: dict[str, BlockCause] = field(default_factory=dict)
+    #: per NodePool with a demandWindow, the cpu and memory its nodes may still lose this pass
+    #: (`ClusterView.headroom`, less what this pass's earlier commands take)
+    capacity_left: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.capacity_left:
+            for pool in self.view.demand_peak:
+                left = self.view.headroom(pool)
+                assert left is not None
+                self.capacity_left[pool] = left
 
     @property
     def now(self) -> datetime:

@@ -7,17 +7,22 @@ re-checked when a consolidation command is validated. The pods a consolidation m
 that is itself inside its consolidateAfter (`set_aside_unsettled`, Karpenter v1.14's destination rule). Both
 consolidation methods give up on a replacement being filled as soon as it costs too much whatever else joins it
 (`give_up_when_dear`).
+
+A NodePool with a ``demandWindow`` keeps capacity for its demand: no consolidation (and no empty node's
+delete) may leave its nodes with less cpu or memory than its pods requested at their peak within the window
+(`capacity_lost`, `demand_block`); a command's replacement gives back what it holds. A pass's commands take
+from the same room, as they take from the budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.methods.base import EPSILON, MethodOutcome, PassContext, budget_block
+from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
-from ebb.core.simulator.scheduler import SimState
+from ebb.core.simulator.scheduler import SimState, daemonset_runs_in_pool, format_requests
 
 REASON = "Underutilized"
 #: the labels a node's price is looked up by; Karpenter's consolidation leaves a node without one of them alone
@@ -58,6 +63,68 @@ def still_consolidatable(view: ClusterView, node: Node) -> StaleCause | None:
     if not_yet:
         return StaleCause(Stale.NODE_CHANGED, {"node": node.name}, not_yet)
     return None
+
+
+def capacity_lost(view: ClusterView, removed: Iterable[str],
+                  launched: Iterable[tuple[str, str]] = ()) -> dict[str, tuple[int, int]]:
+    """Per NodePool with a ``demandWindow``, the cpu and memory for pods its nodes lose when the ``removed`` nodes go
+    and the ``launched`` ones ((NodePool, instance type): a command's replacements, each as its cheapest type)
+    come: a node's `ClusterView.room_of`, a launch's allocatable less the DaemonSets that would run on it. Empty
+    when no NodePool has a window."""
+    peaks = view.demand_peak
+    if not peaks:
+        return {}
+    lost: dict[str, tuple[int, int]] = {}
+    for name in removed:
+        pool = view.nodes[name].nodepool or ""
+        if pool in peaks:
+            cpu, memory = lost.get(pool, (0, 0))
+            room = view.room_of(name)
+            lost[pool] = (cpu + room[0], memory + room[1])
+    for pool, type_name in launched:
+        itype = view.types.get(type_name)
+        if pool not in peaks or itype is None:
+            continue
+        room_cpu = itype.capacity.get("cpu", 0) - itype.overhead.get("cpu", 0)
+        room_memory = itype.capacity.get("memory", 0) - itype.overhead.get("memory", 0)
+        for ds in view.snapshot.daemonsets:
+            if daemonset_runs_in_pool(ds, view.pools[pool]):
+                room_cpu -= ds.spec.requests.get("cpu", 0)
+                room_memory -= ds.spec.requests.get("memory", 0)
+        cpu, memory = lost.get(pool, (0, 0))
+        lost[pool] = (cpu - max(0, room_cpu), memory - max(0, room_memory))
+    return lost
+
+
+def command_capacity_lost(view: ClusterView, command: Command) -> dict[str, tuple[int, int]]:
+    """`capacity_lost` by ``command``: its nodes go, its replacements (their cheapest type) come."""
+    return capacity_lost(view, command.nodes, [(r.nodepool, r.instance_types[0]) for r in command.replacements])
+
+
+def demand_block(view: ClusterView, left: Mapping[str, tuple[int, int]], lost: Mapping[str, tuple[int, int]],
+                 action: str) -> BlockCause | None:
+    """Why losing ``lost`` would take a NodePool's nodes below the peak its ``demandWindow`` keeps room for, when
+    they may lose only ``left`` (`PassContext.capacity_left`); None when it would not."""
+    for pool, (cpu, memory) in sorted(lost.items()):
+        room = left[pool]
+        if (cpu > 0 and cpu > room[0]) or (memory > 0 and memory > room[1]):
+            peak = view.demand_peak[pool]
+            spec = view.pools[pool]
+            return BlockCause(Cause.DEMAND_WINDOW, {
+                "source": spec.policy_source, "window": spec.demand_window, "action": action,
+                "peak": _cpu_memory(peak), "after": _cpu_memory((peak[0] + room[0] - cpu, peak[1] + room[1] - memory))})
+    return None
+
+
+def _cpu_memory(amounts: tuple[int, int]) -> str:
+    return format_requests({"cpu": amounts[0], "memory": amounts[1]})
+
+
+def take_capacity(ctx: PassContext, lost: Mapping[str, tuple[int, int]]) -> None:
+    """Count a command's `capacity_lost` against the room the pass has left (`PassContext.capacity_left`)."""
+    for pool, (cpu, memory) in lost.items():
+        room = ctx.capacity_left[pool]
+        ctx.capacity_left[pool] = (room[0] - cpu, room[1] - memory)
 
 
 def set_aside_unsettled(view: ClusterView, state: SimState) -> int:

@@ -1,8 +1,8 @@
 """Emptiness: nodes with no pods that need a home, empty for consolidateAfter, are deleted together.
 
-DaemonSet, mirror/static and finished pods do not count. All empty candidates go in one command,
-capped per NodePool by the Empty budget; holds and stabilization windows pause it. A command goes stale
-when a node is no longer consolidatable (`still_consolidatable`) or pods arrived on it.
+DaemonSet, mirror/static and finished pods do not count. All empty candidates go in one command, capped per
+NodePool by the Empty budget and its ``demandWindow``; holds and stabilization windows pause it. A command
+goes stale when a node is no longer consolidatable (`still_consolidatable`) or pods arrived on it.
 
 An empty node the pass's base simulation counts on is not taken: pending pods and the pods of nodes being
 disrupted are placed first (`simulation`), and when some of them have nowhere else to go once the node is gone
@@ -16,7 +16,14 @@ from __future__ import annotations
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext
-from ebb.core.methods.consolidation import gate, set_aside_unsettled, still_consolidatable
+from ebb.core.methods.consolidation import (
+    capacity_lost,
+    demand_block,
+    gate,
+    set_aside_unsettled,
+    still_consolidatable,
+    take_capacity,
+)
 from ebb.core.model import Node
 
 NAME = "emptiness"
@@ -46,6 +53,13 @@ def run(ctx: PassContext) -> MethodOutcome:
             out.blocked[name] = BlockCause(Cause.EMPTY_BUT, inner=BlockCause(Cause.NOMINATED, {
                 "pod": pod, "why": where}))
             continue
+        lost = capacity_lost(view, (name,))
+        short = demand_block(view, ctx.capacity_left, lost, "deleting it") if lost else None
+        if short is not None:
+            state.rollback(mark)
+            out.blocked[name] = BlockCause(Cause.EMPTY_BUT, inner=short)
+            continue
+        take_capacity(ctx, lost)
         ctx.consume(pool.name, REASON)
         taken.append(name)
     state.rollback(start)

@@ -1,17 +1,18 @@
 """Multi-node consolidation: remove several nodes at once, launching at most one cheaper replacement.
 
-Karpenter binary-searches prefixes of its candidate list and gives up after a timeout. ebb grows the
-set greedily instead, in disruption-cost order, on one incremental simulation: a candidate joins when
-its pods (and pods the simulation already moved onto it) fit on the remaining nodes (or the single
-replacement) and the savings grow. Each check costs only the pods it moves, so merges of hundreds of
-nodes are found on clusters of thousands without a timeout. Two runs, delete-only and with one
-replacement; the larger saving wins and a tie goes to the delete (no launch, fewer pods moved).
+Karpenter binary-searches prefixes of its candidate list and gives up after a timeout. ebb grows the set
+greedily instead, in disruption-cost order, on one incremental simulation: a candidate joins when its pods
+(and pods the simulation already moved onto it) fit on the remaining nodes (or the single replacement) and the
+savings grow, and no NodePool is left below its ``demandWindow``'s peak. Each check costs only the pods it
+moves, so merges of hundreds of nodes are found on clusters of thousands without a timeout. Two runs,
+delete-only and with one replacement; the larger saving wins and a tie goes to the delete (no launch, fewer
+pods moved).
 
-The run with a replacement knows the replacement filter's rules that no later node can lift. A step is refused as
-soon as its replacement costs at least what the set would remove (the claim's launch floor only grows as pods
-join it), and a step that keeps the set all spot with a spot replacement, where spot-to-spot is off, is refused
-outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot, only at
-the end. The run then goes on to the nodes after it and can still find a set it can keep.
+The run with a replacement knows the replacement filter's rules that no later node can lift. A step is refused
+as soon as its replacement costs at least what the set would remove (the claim's launch floor only grows as
+pods join it), and a step that keeps the set all spot with a spot replacement, where spot-to-spot is off, is
+refused outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot,
+only at the end. The run then goes on to the nodes after it and can still find a set it can keep.
 
 The set the greedy run found is then simulated as validation will simulate it (``_jointly``): every node
 removed at once, all their pods placed together. Placing node by node and placing all at once pack
@@ -37,11 +38,15 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
+    capacity_lost,
+    command_capacity_lost,
+    demand_block,
     give_up_on_replacing,
     give_up_when_dear,
     set_aside_unsettled,
     spot_to_spot,
     still_consolidatable,
+    take_capacity,
 )
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
@@ -109,6 +114,10 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             if alone:
                 _remember(ctx, name, allow_replace, failures, BlockCause(
                     Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": view.price[name]}))
+            continue
+        if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
+                view, [*taken, name], [(n.nodepool, n.instance_types[0]) for n in new_nodes]), "") is not None:
+            state.rollback(mark)  # the set would leave a NodePool below its demandWindow's peak: go on without it
             continue
         taken.append(name)
         used[pool] = used.get(pool, 0) + 1
@@ -220,6 +229,9 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         if savings <= EPSILON:
             return None
         action = "replace" if replacements else "delete"
+        if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
+                view, taken, [(r.nodepool, r.instance_types[0]) for r in replacements]), action) is not None:
+            return None
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
@@ -244,6 +256,7 @@ def run(ctx: PassContext) -> MethodOutcome:
     if best is not None:
         for name in best.nodes:
             ctx.consume(ctx.view.nodes[name].nodepool or "", REASON)
+        take_capacity(ctx, command_capacity_lost(ctx.view, best))
         out.commands.append(best)
     return out
 

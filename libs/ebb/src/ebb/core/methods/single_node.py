@@ -1,11 +1,11 @@
 """Single-node consolidation: delete a node whose pods fit elsewhere, or replace it with one cheaper node.
 
-Candidates are tried in disruption-cost order (least disruption first). A delete beats a replace.
-Karpenter acts on one node per pass; ebb takes every candidate that consolidates on its own in the
-same pass, up to the Underutilized budget, each as its own command. They are simulated in sequence on
-one state, so a later command never counts on capacity an earlier one uses, and a replacement node,
-once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes
-into a handful. With explanations on, every remaining candidate gets its own reason.
+Candidates are tried in disruption-cost order (least disruption first). A delete beats a replace. Karpenter
+acts on one node per pass; ebb takes every candidate that consolidates on its own in the same pass, up to the
+Underutilized budget (and its NodePool's ``demandWindow``), each as its own command. They are simulated in
+sequence on one state, so a later command never counts on capacity an earlier one uses, and a replacement
+node, once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes into a
+handful. With explanations on, every remaining candidate gets its own reason.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from ebb.core.methods.consolidation import (
     REASON,
     NoCheaperLaunch,
     candidates,
+    command_capacity_lost,
+    demand_block,
     give_up_on_replacing,
     set_aside_unsettled,
     still_consolidatable,
+    take_capacity,
 )
 from ebb.core.simulator.scheduler import placement_order
 
@@ -103,7 +106,16 @@ def run(ctx: PassContext) -> MethodOutcome:
         if known is not None:
             out.blocked[name] = known
             continue
+        mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
+        if isinstance(verdict, Command):
+            lost = command_capacity_lost(ctx.view, verdict)
+            short = demand_block(ctx.view, ctx.capacity_left, lost, f"this {verdict.action}") if lost else None
+            if short is not None:
+                ctx.state.rollback(mark)
+                verdict = short
+            else:
+                take_capacity(ctx, lost)
         if isinstance(verdict, BlockCause):
             out.blocked[name] = verdict
         else:

@@ -1,0 +1,36 @@
+"""The demand history a NodePool's ``demandWindow`` reads: what its pods requested, sample by sample.
+
+A ``demandWindow`` (ebb's churn control, docs/architecture.md) keeps a NodePool's capacity at the peak of what
+its pods requested within the window, so that the nodes a burst of work needed are still there when the next
+burst comes, while capacity no recent peak asked for is consolidated as before. The peak needs a past: a
+running planner records the demand of each pass it computes (`recorded`) and hands the record to the next
+pass in ``Snapshot.demand``; `ebb.core.cluster.ClusterView` takes the peak. The record is kept small: a sample
+older than its pool's window is dropped, and so is one that a later sample of the same pool matches or exceeds
+in cpu and in memory (the later one stays in the window longer, so the earlier one can never be the peak).
+Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from ebb.core.cluster import ClusterView
+from ebb.core.model import DemandSample
+
+
+def recorded(history: tuple[DemandSample, ...], view: ClusterView) -> tuple[DemandSample, ...]:
+    """``history`` with the demand of ``view`` at its ``now`` added (one sample per NodePool with a window), less
+    the samples no window reaches any more and those a later sample makes useless; oldest first."""
+    now = view.now
+    windows = {pool: spec.demand_window for pool, spec in view.pools.items() if spec.demand_window}
+    samples = [s for s in history
+               if s.pool in windows and (now - s.at).total_seconds() < (windows[s.pool] or 0) and s.at <= now]
+    samples.extend(DemandSample(pool, now, cpu, memory) for pool, (cpu, memory) in sorted(view.demand_now.items()))
+    kept: list[DemandSample] = []
+    highest: dict[str, list[tuple[int, int]]] = {}  # pool -> the later samples' (cpu, memory) seen so far
+    for sample in reversed(samples):
+        later = highest.setdefault(sample.pool, [])
+        if any(cpu >= sample.cpu and memory >= sample.memory for cpu, memory in later):
+            continue
+        later.append((sample.cpu, sample.memory))
+        kept.append(sample)
+    kept.reverse()
+    return tuple(kept)

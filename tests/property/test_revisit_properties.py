@@ -1,13 +1,15 @@
 """Reusing a pass until its ``revisit_at`` never changes what a pass decides (ebb.core.revisit).
 
 On generated clusters whose answers move with time (consolidateAfter ripening, expireAfter, do-not-disrupt
-durations, holds, stabilization windows, scheduled budgets, disruption costs that shrink towards expiry), a
+durations, holds, stabilization windows, demand samples leaving a demand window, scheduled budgets, disruption
+costs that shrink towards expiry), a
 planner that computes a pass at every tick and one that computes only when the last pass's ``revisit_at`` has
 come (reusing the last answer before) must give the same commands, findings and budgets at every tick; and any
 moment before ``revisit_at`` (the last microsecond included) answers as the pass did."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +20,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import findings
 from ebb.core.methods.base import EngineOptions
-from ebb.core.model import Snapshot
+from ebb.core.model import DemandSample, Snapshot
 from ebb.core.plan import command_json
 from tests.unit.builders import NOW, ago, hold, later, node, nodepool, pod, snapshot
 
@@ -35,7 +37,8 @@ def clusters(draw: st.DrawFn) -> Snapshot:
     docs: list[Any] = [nodepool(
         consolidate_after=draw(st.sampled_from(["0s", "1m", "10m", "30m"])),
         expire_after=draw(st.sampled_from([None, "2h", "6h", "100h"])),
-        stabilization_window=draw(st.sampled_from([None, None, "10m", "1h"])), budgets=budgets)]
+        stabilization_window=draw(st.sampled_from([None, None, "10m", "1h"])), budgets=budgets,
+        disruption={"demandWindow": draw(st.sampled_from(["0s", "20m", "1h"]))})]
     nodes = draw(st.integers(2, 6))
     for i in range(nodes):
         name = f"n{i}"
@@ -50,7 +53,10 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                             priority=draw(st.sampled_from([None, 0, 1000]))))
     if draw(st.integers(0, 3)) == 0:
         docs.append(hold("h", expires_at=later(minutes=draw(st.integers(1, 180)))))
-    return snapshot(*docs)
+    # what a planner recorded: peaks of up to 12 cpu and 48 GiB in the last 90 minutes
+    samples = draw(st.lists(st.tuples(st.integers(0, 90), st.integers(0, 12000), st.integers(0, 48)), max_size=3))
+    return replace(snapshot(*docs), demand=tuple(
+        DemandSample("default", NOW - timedelta(minutes=minutes), cpu, gib * 2**30) for minutes, cpu, gib in samples))
 
 
 def answer(view: ClusterView, result: PassResult) -> tuple[Any, ...]:

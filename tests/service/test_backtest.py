@@ -218,7 +218,7 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     for pool in snap.nodepools:
         assert pool.policy_kind == "DisruptionPolicy"
         assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)
-        assert pool.demand_window == {None: None, "30m": 1800.0}[spec.get("demandWindow")]
+        assert pool.demand_window == {None: None, "35m": 2100.0}[spec.get("demandWindow")]
 
 
 def _run(seed: int, *summaries: tuple[str, float, int, int]) -> dict[str, Any]:

@@ -333,7 +333,7 @@ async def test_disruption_policies_are_served_as_edp_in_category_ebb(kube_api: A
 async def test_a_disruption_policy_with_every_field(kube_api: Any, installed: Installed) -> None:
     doc = disruption_policy(
         f"ebb-full-{installed.suffix}", consolidationPolicy="WhenEmpty", consolidateAfter="5m", expireAfter="720h",
-        stabilizationWindow="10m", budgets=[
+        stabilizationWindow="10m", minimumPriceImprovementPercent=30, demandWindow="35m", budgets=[
             {"nodes": "20%", "reasons": ["Empty", "Drifted", "Expired"]},
             {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Underutilized"]},
             {"nodes": "3", "schedule": "@daily", "duration": "1h30m"},
@@ -356,6 +356,7 @@ INVALID_POLICIES: list[tuple[str, dict[str, Any], str]] = [
     ("consolidateAfter not a duration", {"consolidateAfter": "soon"}, "consolidateAfter"),
     ("expireAfter not a duration", {"expireAfter": "30d"}, "expireAfter"),
     ("stabilizationWindow Never", {"stabilizationWindow": "Never"}, "stabilizationWindow"),
+    ("demandWindow not a duration", {"demandWindow": "an hour"}, "demandWindow"),
     ("misspelt field", {"consolidateAftr": "1m"}, "consolidateAftr"),
     ("a NodePool's disruption block nested", {"disruption": {"consolidateAfter": "1m"}}, "disruption"),
 ]

@@ -915,6 +915,8 @@ async def test_a_demand_window_keeps_what_a_peak_needed_until_the_peak_leaves_it
         passes = planner.passes
         await eventually("two more passes", lambda: planner.passes >= passes + 2)
         assert await svc.decisions() == []
+        assert svc.metric("ebb_nodepools_demand_window_peak", nodepool="default", resource_type="cpu") == 3.0
+        assert svc.metric("ebb_nodepools_demand_window_capacity", nodepool="default", resource_type="cpu") == 4.0
         svc.clock.now = NOW + timedelta(hours=1, seconds=1)
         [decision] = await eventually("n1 proposed", svc.decisions)
         assert (decision.method, [n["name"] for n in decision.nodes]) == ("emptiness", ["n1"])

@@ -17,6 +17,11 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
   the last pass: as Karpenter's, the budget's number of nodes before the disrupting ones are taken off (the
   pool's node count when no budget applies, where Karpenter shows MaxInt32), and the nodes counted against it
   (deleting, being disrupted, NotReady). What may still be disrupted now is the difference.
+- ``ebb_nodepools_demand_window_peak{nodepool,resource_type}`` and ``ebb_nodepools_demand_window_capacity`` (ebb's
+  own, no Karpenter counterpart; ``resource_type`` ``cpu`` in cores or ``memory`` in bytes, as Karpenter's
+  ``karpenter_nodepools_usage``), for each NodePool with a ``demandWindow``, as of the last pass: the peak of what
+  its pods requested within the window, and what its nodes hold for pods. Empty and Underutilized disruptions
+  keep the second at least at the first.
 - ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
@@ -77,6 +82,16 @@ class Metrics:
             "The number of nodes consuming the budget of a nodepool at a point in time, as of the last pass. "
             "Labeled by NodePool and reason.",
             ["nodepool", "reason"], registry=self.registry)
+        self.demand_peak = Gauge(
+            "ebb_nodepools_demand_window_peak",
+            "The peak of what a NodePool's pods requested within its demandWindow, as of the last pass (cpu in "
+            "cores, memory in bytes). Labeled by NodePool and resource type.",
+            ["nodepool", "resource_type"], registry=self.registry)
+        self.demand_capacity = Gauge(
+            "ebb_nodepools_demand_window_capacity",
+            "What the nodes of a NodePool with a demandWindow hold for pods (allocatable less DaemonSet and mirror "
+            "pods; cpu in cores, memory in bytes), as of the last pass. Labeled by NodePool and resource type.",
+            ["nodepool", "resource_type"], registry=self.registry)
         self.evaluation_duration = Histogram(
             "ebb_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of the disruption decision evaluation process in seconds: one planning pass (snapshot, "
@@ -93,6 +108,12 @@ class Metrics:
     def failed_validation(self, method: str, candidates: int) -> None:
         """A decision of ``candidates`` nodes failed validation (rejected)."""
         self.failed_validations.labels(consolidation_type=consolidation_type(method)).inc(candidates)
+
+    def demand_window(self, pool: str, peak: tuple[int, int], capacity: tuple[int, int]) -> None:
+        """A NodePool's demandWindow peak and capacity ((cpu millicores, memory bytes) each) as of a pass."""
+        for gauge, (millicores, memory) in ((self.demand_peak, peak), (self.demand_capacity, capacity)):
+            gauge.labels(nodepool=pool, resource_type="cpu").set(millicores / 1000)
+            gauge.labels(nodepool=pool, resource_type="memory").set(memory)
 
     def evaluated(self, seconds: float) -> None:
         self.evaluation_duration.labels(reason="", consolidation_type="").observe(seconds)

@@ -494,6 +494,8 @@ class Planner:
             # Karpenter's: the budget's nodes, and the nodes counted against it (deleting, disrupted, NotReady)
             self.metrics.allowed_disruptions.labels(nodepool=row.nodepool, reason=row.reason).set(row.limit)
             self.metrics.nodes_consuming_budgets.labels(nodepool=row.nodepool, reason=row.reason).set(row.disrupting)
+        for pool, peak in view.demand_peak.items():
+            self.metrics.demand_window(pool, peak, view.capacity[pool])
 
     # -- one command --------------------------------------------------------------------------------------
 

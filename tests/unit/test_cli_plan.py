@@ -96,6 +96,20 @@ def test_a_disruption_policy_is_read_and_an_orphan_one_warned_about(runner: CliR
                                      "DisruptionPolicy gone")
 
 
+def test_a_demand_window_is_noted_as_needing_a_running_planner(runner: CliRunner, tmp_path: Path) -> None:
+    policy = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "default"},
+              "spec": {"demandWindow": "35m"}}
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster(), policy), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    plain = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster(), name="plain.yaml"), "--now", NOW_ARG,
+                                "-o", "json"])
+    commands = json.loads(result.stdout)["commands"]
+    assert commands and commands == json.loads(plain.stdout)["commands"]  # idle goes: no record, no peak
+    assert result.stderr.strip() == ("note: the demandWindow of NodePool(s) default keeps the peak of the demand a "
+                                     "running planner records; a snapshot has no such record, so this plan keeps "
+                                     "only what the pods request now (docs/decisions.md#churn-control)")
+
+
 def test_invalid_input_exits_2_naming_document_and_field(runner: CliRunner, tmp_path: Path) -> None:
     path = _write(tmp_path, nodepool(), node("a"), pod("web", "a", cpu="two"))
     result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json"])

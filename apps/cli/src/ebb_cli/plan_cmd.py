@@ -69,6 +69,11 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         raise typer.Exit(2) from exc
     for warning in input_warnings(snapshot):
         typer.echo(f"warning: {warning}", err=True)
+    windowed = sorted(p.name for p in snapshot.nodepools if p.demand_window)
+    if windowed:
+        typer.echo(f"note: the demandWindow of NodePool(s) {', '.join(windowed)} keeps the peak of the demand a "
+                   f"running planner records; a snapshot has no such record, so this plan keeps only what the pods "
+                   f"request now (docs/decisions.md#churn-control)", err=True)
     result = make_plan(snapshot, moment, until_stable=until_stable,
                        options=EngineOptions(spot_to_spot=spot_to_spot,
                                              require_nodeclaim=provider is Provider.karpenter))

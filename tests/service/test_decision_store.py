@@ -149,3 +149,21 @@ async def test_live_replacements_name_what_live_decisions_launch(store: Decision
     assert await store.live_replacements() == names("d1", "d2")
     assert await store.live_replacements(exclude="d1", states=(State.APPROVED, State.EXECUTING)) == names("d2")
     assert await DecisionStore(store.engine, "another-cluster").live_replacements() == {}
+
+
+async def test_the_demand_record_is_replaced_whole_and_kept_per_cluster(store: DecisionStore) -> None:
+    from ebb.core.model import DemandSample
+
+    assert await store.load_demand() == ()
+    first = (DemandSample("batch", NOW - timedelta(minutes=20), 96_000, 180 * 2**30),
+             DemandSample("general", NOW - timedelta(minutes=20), 4_000, 2**33),
+             DemandSample("batch", NOW, 40_000, 80 * 2**30))
+    await store.save_demand(first)
+    assert await store.load_demand() == first
+    second = first[1:]
+    await store.save_demand(second)
+    assert await store.load_demand() == second
+    other = DecisionStore(store.engine, "other")
+    assert await other.load_demand() == ()
+    await other.save_demand(first[:1])
+    assert (await store.load_demand(), await other.load_demand()) == (second, first[:1])

@@ -920,3 +920,25 @@ async def test_a_demand_window_keeps_what_a_peak_needed_until_the_peak_leaves_it
         svc.clock.now = NOW + timedelta(hours=1, seconds=1)
         [decision] = await eventually("n1 proposed", svc.decisions)
         assert (decision.method, [n["name"] for n in decision.nodes]) == ("emptiness", ["n1"])
+
+
+async def test_a_new_leader_reads_the_demand_record_the_last_one_saved(db: str) -> None:
+    """The demand record is saved in the store: a planner that starts after another stopped (a restart, a new
+    leader) keeps n1, which the peak the first one recorded still needs, until that peak leaves the window."""
+    pool = nodepool(disruption={"demandWindow": "1h"})
+    burst = pod("burst", "n1", cpu="1500m")
+    bus = InMemoryBus()
+    await publish(bus, catalog(), pool, node("n1", itype="t3.medium"), burst, node("n2", itype="t3.medium"),
+                  pod("p2", "n2", cpu="1500m"))
+    async with Running(bus, db) as first:
+        await eventually("a pass over the burst", lambda: first.planner is not None and first.planner.passes >= 1)
+    await publish(bus, {**burst, "status": {**burst["status"], "phase": "Succeeded"}})
+    async with Running(bus, db) as second:
+        planner = second.planner
+        assert planner is not None
+        await eventually("two passes", lambda: planner.passes >= 2)
+        assert await second.decisions() == []
+        assert second.metric("ebb_nodepools_demand_window_peak", nodepool="default", resource_type="cpu") == 3.0
+        second.clock.now = NOW + timedelta(hours=1, seconds=1)
+        [decision] = await eventually("n1 proposed", second.decisions)
+        assert [n["name"] for n in decision.nodes] == ["n1"]

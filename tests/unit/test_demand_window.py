@@ -192,3 +192,10 @@ def test_the_record_keeps_only_samples_that_can_still_be_the_peak() -> None:
     kept = recorded(history, view)
     assert kept == (history[2], history[3], DemandSample("default", NOW, 1500, GI))
     assert recorded(kept, view) == kept  # now's sample again: it replaces the one just like it
+
+
+def test_two_passes_at_one_moment_leave_one_sample_the_larger_of_each() -> None:
+    docs = [WINDOWED, node("busy"), pod("web", "busy", cpu="1500m", memory="1Gi")]
+    view = ClusterView.build(snapshot(*docs), NOW)
+    earlier = DemandSample("default", NOW, 2000, GI // 2)  # a pass at this same moment saw more cpu, less memory
+    assert recorded((earlier,), view) == (DemandSample("default", NOW, 2000, GI),)

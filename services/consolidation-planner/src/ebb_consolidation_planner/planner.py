@@ -228,8 +228,9 @@ class Planner:
         self._store_reads: tuple[int, set[str], dict[str, str], list[Hold]] | None = None
         self._last: _LastPass | None = None
         #: what the pods of each NodePool with a demandWindow requested at the passes computed lately
-        #: (`ebb.core.demand.recorded`), handed to every pass and validation in ``Snapshot.demand``; kept in memory
-        #: only: a new leader starts an empty record (docs/architecture.md)
+        #: (`ebb.core.demand.recorded`), handed to every pass and validation in ``Snapshot.demand``; saved in the
+        #: store after each change and read back when this replica becomes the leader, except in the embedded mode
+        #: (``store_revision``), whose planner and store live and die together (docs/architecture.md)
         self._demand: tuple[DemandSample, ...] = ()
         #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
@@ -314,6 +315,7 @@ class Planner:
                     leading = True
                     if orphans:
                         log.info("orphaned proposals rejected", decisions=orphans)
+                    await self._load_demand()
                     last_republish = -float("inf")
                 if self.clock.monotonic() - last_republish >= self.republish_interval:
                     last_republish = self.clock.monotonic()
@@ -456,7 +458,7 @@ class Planner:
         assert snapshot is not None
         view, result, found = await asyncio.to_thread(self._pass, snapshot, now)
         if view.demand_now or self._demand:
-            self._demand = recorded(self._demand, view)
+            await self._record_demand(recorded(self._demand, view))
         self.metrics.evaluated(time.perf_counter() - started)
         self._observe(view, result)
         self.passes += 1
@@ -476,6 +478,31 @@ class Planner:
             self._last = _LastPass(inputs, view, result, found,
                                    self.annotations.failed if self.annotations is not None else 0)
         return result
+
+    async def _load_demand(self) -> None:
+        """Take the demand record the last leader saved (the distributed mode): a restarted or new leader then keeps
+        what the demand windows' peaks ask for. A store that does not answer leaves the record as it is."""
+        if self.store_revision is not None:
+            return
+        try:
+            self._demand = await self.store.load_demand()
+        except Exception as e:
+            log.warning("reading the demand record failed; demand windows start from the pods as they are",
+                        error=repr(e))
+            return
+        if self._demand:
+            log.info("demand record read", samples=len(self._demand))
+
+    async def _record_demand(self, record: tuple[DemandSample, ...]) -> None:
+        """Keep ``record`` and, in the distributed mode, save it when it changed (a failed save is logged: the
+        record in memory still serves this leader)."""
+        changed, self._demand = record != self._demand, record
+        if not changed or self.store_revision is not None:
+            return
+        try:
+            await self.store.save_demand(record)
+        except Exception as e:
+            log.warning("saving the demand record failed", error=repr(e))
 
     def _kube_pass(self, view: ClusterView, result: PassResult) -> None:
         if self.recorder is not None:

@@ -6,8 +6,8 @@ burst comes, while capacity no recent peak asked for is consolidated as before. 
 running planner records the demand of each pass it computes (`recorded`) and hands the record to the next
 pass in ``Snapshot.demand``; `ebb.core.cluster.ClusterView` takes the peak. The record is kept small: a sample
 older than its pool's window is dropped, and so is one that a later sample of the same pool matches or exceeds
-in cpu and in memory (the later one stays in the window longer, so the earlier one can never be the peak).
-Pure: values in, values out.
+in cpu and in memory (the later one stays in the window longer, so the earlier one can never be the peak), and two
+samples of a pool at one moment are one, the larger of each (the peak is the same). Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ def recorded(history: tuple[DemandSample, ...], view: ClusterView) -> tuple[Dema
     windows = {pool: spec.demand_window for pool, spec in view.pools.items() if spec.demand_window}
     samples = [s for s in history
                if s.pool in windows and (now - s.at).total_seconds() < (windows[s.pool] or 0) and s.at <= now]
-    samples.extend(DemandSample(pool, now, cpu, memory) for pool, (cpu, memory) in sorted(view.demand_now.items()))
+    for pool, demand in sorted(view.demand_now.items()):
+        sample = DemandSample(pool, now, *demand)
+        same = next((s for s in samples if s.pool == pool and s.at == now), None)
+        if same is not None:  # a pass at the same moment before: one sample, the larger of each
+            samples.remove(same)
+            sample = DemandSample(pool, now, max(sample.cpu, same.cpu), max(sample.memory, same.memory))
+        samples.append(sample)
     kept: list[DemandSample] = []
     highest: dict[str, list[tuple[int, int]]] = {}  # pool -> the later samples' (cpu, memory) seen so far
     for sample in reversed(samples):

@@ -62,10 +62,12 @@ from ebb.adapters.store.decisions import utc
 from ebb.adapters.store.migrate import async_url
 from ebb.adapters.store.models import BudgetLedgerEntry, DecisionEvent, Hold, ProcessedMessage
 from ebb.adapters.store.models import Decision as DecisionRow
+from ebb.adapters.store.models import DemandSample as DemandRow
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_INTERRUPTIONS, DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
 from ebb.core import decision as lifecycle
 from ebb.core.decision import FINISHED, LIVE, State
+from ebb.core.model import DemandSample
 
 #: the most decisions one page of :meth:`DecisionStore.list_decisions` holds
 MAX_PAGE: Final = 500
@@ -186,6 +188,24 @@ class DecisionStore:
     @property
     def _postgres(self) -> bool:
         return self.engine.dialect.name == "postgresql"
+
+    # -- the planner's demand record -----------------------------------------------------------------------
+
+    async def save_demand(self, samples: Iterable[DemandSample]) -> None:
+        """Make ``samples`` this cluster's demand record (``ebb.core.demand``: one sample per NodePool and moment),
+        replacing the one before in one transaction."""
+        rows = [DemandRow(cluster=self.cluster, nodepool=s.pool, at=s.at, cpu=s.cpu, memory=s.memory)
+                for s in samples]
+        async with self._sessions() as session, session.begin():
+            await session.execute(delete(DemandRow).where(DemandRow.cluster == self.cluster))
+            session.add_all(rows)
+
+    async def load_demand(self) -> tuple[DemandSample, ...]:
+        """This cluster's demand record, oldest first (empty when none was saved)."""
+        query = select(DemandRow).where(DemandRow.cluster == self.cluster).order_by(DemandRow.at, DemandRow.nodepool)
+        async with self._sessions() as session:
+            rows = (await session.scalars(query)).all()
+        return tuple(DemandSample(r.nodepool, utc(r.at) or r.at, r.cpu, r.memory) for r in rows)
 
     # -- holds ---------------------------------------------------------------------------------------------
 

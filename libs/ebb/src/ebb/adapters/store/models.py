@@ -156,6 +156,21 @@ class Hold(Base):
         return self.expires_at is None or self.expires_at > now
 
 
+class DemandSample(Base):
+    """One sample of the planner's demand record (``ebb.core.demand``): what a NodePool's pods requested at a
+    pass, kept so that a new leader, or a restarted planner, holds what a demandWindow's peak asks for."""
+
+    __tablename__ = "demand_samples"
+
+    cluster: Mapped[str] = mapped_column(String(253), primary_key=True)
+    nodepool: Mapped[str] = mapped_column(String(253), primary_key=True)
+    at: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
+    #: millicores
+    cpu: Mapped[int] = mapped_column(BigInteger)
+    #: bytes
+    memory: Mapped[int] = mapped_column(BigInteger)
+
+
 class ProcessedMessage(Base):
     """Ids of messages a consumer has applied, written in the same transaction as the effect."""
 

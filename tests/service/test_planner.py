@@ -896,15 +896,21 @@ async def test_with_a_store_revision_approved_decisions_are_read_again_only_afte
         assert reads[0] == 2
 
 
+async def _burst_on_n1() -> tuple[InMemoryBus, dict[str, Any]]:
+    """A bus holding NodePool default with ``demandWindow: 1h`` and two t3.medium, n1 running the 1.5-cpu pod
+    ``burst`` and n2 one more of 1.5 cpu; and that pod, to end it."""
+    burst = pod("burst", "n1", cpu="1500m")
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(disruption={"demandWindow": "1h"}), node("n1", itype="t3.medium"), burst,
+                  node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"))
+    return bus, burst
+
+
 async def test_a_demand_window_keeps_what_a_peak_needed_until_the_peak_leaves_it(db: str) -> None:
     """NodePool default keeps capacity for its pods' peak request within ``demandWindow: 1h``: the planner records
     the demand of its passes while a 1.5-cpu pod runs on n1, so once that pod has ended n1 is empty and still kept;
     an hour later the peak has left the window and n1 is proposed."""
-    pool = nodepool(disruption={"demandWindow": "1h"})
-    burst = pod("burst", "n1", cpu="1500m")
-    bus = InMemoryBus()
-    await publish(bus, catalog(), pool, node("n1", itype="t3.medium"), burst, node("n2", itype="t3.medium"),
-                  pod("p2", "n2", cpu="1500m"))
+    bus, burst = await _burst_on_n1()
     async with Running(bus, db) as svc:
         planner = svc.planner
         assert planner is not None
@@ -925,11 +931,7 @@ async def test_a_demand_window_keeps_what_a_peak_needed_until_the_peak_leaves_it
 async def test_a_new_leader_reads_the_demand_record_the_last_one_saved(db: str) -> None:
     """The demand record is saved in the store: a planner that starts after another stopped (a restart, a new
     leader) keeps n1, which the peak the first one recorded still needs, until that peak leaves the window."""
-    pool = nodepool(disruption={"demandWindow": "1h"})
-    burst = pod("burst", "n1", cpu="1500m")
-    bus = InMemoryBus()
-    await publish(bus, catalog(), pool, node("n1", itype="t3.medium"), burst, node("n2", itype="t3.medium"),
-                  pod("p2", "n2", cpu="1500m"))
+    bus, burst = await _burst_on_n1()
     async with Running(bus, db) as first:
         await eventually("a pass over the burst", lambda: first.planner is not None and first.planner.passes >= 1)
     await publish(bus, {**burst, "status": {**burst["status"], "phase": "Succeeded"}})

@@ -121,7 +121,11 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.retention.hours=24
 EOF
-  cluster_id="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  # a KRaft cluster id: a random UUID in URL-safe base64, never starting with "-" (StorageTool would read it as an
+  # option; Kafka's own Uuid.randomUuid draws again for the same reason)
+  cluster_id="$(python3 -c 'import base64, uuid
+while (i := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"): pass
+print(i)')"
   local -a java
   mapfile -t java < <(java_cmd)
   "${java[@]}" kafka.tools.StorageTool format --cluster-id "${cluster_id}" \

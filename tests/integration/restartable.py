@@ -24,6 +24,15 @@ USER = "ebb"
 DATABASE = "ebb"
 
 
+def kraft_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64, never starting with "-" (StorageTool would read it as an
+    option, and one id in 64 does; Kafka's own ``Uuid.randomUuid`` draws again for the same reason)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _bindir() -> Path:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]), reverse=True)
     if found:
@@ -149,7 +158,7 @@ class PrivateKafka:
                 "transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n"
                 "share.coordinator.state.topic.replication.factor=1\nshare.coordinator.state.topic.min.isr=1\n"
                 "group.initial.rebalance.delay.ms=0\nauto.create.topics.enable=true\n")
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = kraft_cluster_id()
             subprocess.run([*self._java(), "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
                             "--config", str(properties), "--ignore-formatted"], check=True, capture_output=True)
         log = self.root / "kafka.out"

@@ -116,6 +116,9 @@ class ClusterView:
     capacity: dict[str, tuple[int, int]] = field(default_factory=dict)
     demand_now: dict[str, tuple[int, int]] = field(default_factory=dict)
     demand_peak: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: NodePool -> its demandWindow (seconds), for the pools that have one
+    demand_windows: dict[str, float] = field(default_factory=dict)
+    _rooms: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -187,7 +190,7 @@ class ClusterView:
         node brings its own); a node's capacity is its allocatable less what its DaemonSet and mirror pods
         request (`room_of`). The peak is the largest demand of now and of the samples (`Snapshot.demand`) taken
         within the window."""
-        windows = {p.name: p.demand_window for p in self.snapshot.nodepools if p.demand_window}
+        windows = self.demand_windows = {p.name: p.demand_window for p in self.snapshot.nodepools if p.demand_window}
         if not windows:
             return
         for name in windows:
@@ -202,8 +205,9 @@ class ClusterView:
                 cpu -= key[0]
                 memory -= key[1]
             self.demand_now[pool] = (cpu, memory)
+            room = self._rooms[node.name] = self._room(node)
             if not (node.deleting or node.being_disrupted):
-                have, room = self.capacity[pool], self.room_of(node.name)
+                have = self.capacity[pool]
                 self.capacity[pool] = (have[0] + room[0], have[1] + room[1])
         peak = dict(self.demand_now)
         for sample in self.snapshot.demand:
@@ -216,8 +220,12 @@ class ClusterView:
 
     def room_of(self, name: str) -> tuple[int, int]:
         """The cpu and memory a node has for pods that need a home: its allocatable less what its pods that do not
-        (DaemonSet and mirror pods) request."""
-        node = self.nodes[name]
+        (DaemonSet and mirror pods) request. Found once per view for the nodes of a pool with a window."""
+        room = self._rooms.get(name)
+        return room if room is not None else self._room(self.nodes[name])
+
+    def _room(self, node: Node) -> tuple[int, int]:
+        name = node.name
         cpu, memory = node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0)
         for pod in self.pods_on[name]:
             if not pod.needs_rescheduling:

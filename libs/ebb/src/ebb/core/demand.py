@@ -19,10 +19,9 @@ from ebb.core.model import DemandSample
 def recorded(history: tuple[DemandSample, ...], view: ClusterView) -> tuple[DemandSample, ...]:
     """``history`` with the demand of ``view`` at its ``now`` added (one sample per NodePool with a window), less
     the samples no window reaches any more and those a later sample makes useless; oldest first."""
-    now = view.now
-    windows = {pool: spec.demand_window for pool, spec in view.pools.items() if spec.demand_window}
-    samples = [s for s in history
-               if s.pool in windows and (now - s.at).total_seconds() < (windows[s.pool] or 0) and s.at <= now]
+    now, windows = view.now, view.demand_windows
+    samples = [s for s in history if s.pool in windows and (now - s.at).total_seconds() < windows[s.pool]
+               and s.at <= now]
     for pool, demand in sorted(view.demand_now.items()):
         sample = DemandSample(pool, now, *demand)
         same = next((s for s in samples if s.pool == pool and s.at == now), None)

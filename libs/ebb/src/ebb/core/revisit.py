@@ -92,9 +92,8 @@ def revisit_at(view: ClusterView) -> datetime | None:
             pass  # its expiry is among the snapshot's holds
         else:
             return now
-    windows = {pool: spec.demand_window for pool, spec in view.pools.items() if spec.demand_window}
     for sample in view.snapshot.demand:
-        window = windows.get(sample.pool)
+        window = view.demand_windows.get(sample.pool)
         if window is not None:
             after(sample.at + timedelta(seconds=window))
     for pool in view.snapshot.nodepools:

@@ -238,11 +238,12 @@ class ClusterView:
         """How much cpu and memory the pool's nodes may lose to Empty and Underutilized disruptions before they
         hold less than its peak demand within its ``demandWindow`` (negative when they already do); None when the
         pool has no window."""
-        peak = self.demand_peak.get(pool)
-        if peak is None:
-            return None
-        have = self.capacity[pool]
-        return have[0] - peak[0], have[1] - peak[1]
+        return self.headrooms().get(pool)
+
+    def headrooms(self) -> dict[str, tuple[int, int]]:
+        """`headroom` of every NodePool with a ``demandWindow``: what a pass, or a validation, may take."""
+        return {pool: (self.capacity[pool][0] - peak[0], self.capacity[pool][1] - peak[1])
+                for pool, peak in self.demand_peak.items()}
 
     # -- PDBs --------------------------------------------------------------------------------------------
     def _pdbs(self) -> None:

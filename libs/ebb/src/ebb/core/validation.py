@@ -60,8 +60,7 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
                                                     "source": view.pools[pool_name].policy_source,
                                                     "allowed": allowed, "needed": count})
     if method.consolidation and view.demand_peak:
-        left = {pool: room for pool in view.demand_peak for room in (view.headroom(pool),) if room is not None}
-        short = demand_block(view, left, command_capacity_lost(view, command), f"this {command.action}")
+        short = demand_block(view, view.headrooms(), command_capacity_lost(view, command), f"this {command.action}")
         if short is not None:
             return StaleCause(Stale.BELOW_DEMAND_PEAK, {}, short)
     _scheduler, state = simulation(view)

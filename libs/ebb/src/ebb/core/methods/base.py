@@ -95,10 +95,7 @@ class PassContext:
 
     def __post_init__(self) -> None:
         if not self.capacity_left:
-            for pool in self.view.demand_peak:
-                left = self.view.headroom(pool)
-                assert left is not None
-                self.capacity_left[pool] = left
+            self.capacity_left = self.view.headrooms()
 
     @property
     def now(self) -> datetime:

@@ -72,6 +72,16 @@ def test_report_holds_data_table_escaped_sources_and_no_external_url(policy_coun
     else:
         assert "10.5 ★" in best_cells  # lowest cost marked, the others not
         assert "11.5 ★" not in best_cells
+    # the goal's churn: launches (3 each) and disruption decisions (1 drift and ``index`` consolidations)
+    assert _row(page, "Disruptions") == (["1"] if policy_count == 1 else ["1 ★", "2", "3"])
+    assert _row(page, "Launches + disruptions") == (["4"] if policy_count == 1 else ["4 ★", "5", "6"])
+
+
+def _row(page: str, label: str) -> list[str]:
+    """The cells of the summary row headed ``label``."""
+    found = re.search(rf"<tr><th>{re.escape(label)}</th>(.*?)</tr>", page)
+    assert found is not None, label
+    return re.findall(r"<td[^>]*>([^<]*)</td>", found.group(1))
 
 
 def test_malformed_result_is_a_validation_error() -> None:

@@ -114,8 +114,16 @@ def _by_method(method: str, summary: dict[str, Any]) -> str:
     return str(summary["disruptions"].get(method, 0))
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
 def _table(result: dict[str, Any]) -> Any:
+    """One run's figures, a column per policy; with more than one policy, each one's churn (launches + disruptions)
+    and node-hours cost against the first's (the baseline), as `across_seeds` computes them for several seeds."""
     from rich.table import Table
+
+    from ebb_embedded.backtest import across_seeds
 
     table = Table(title=f"{result['trace']}: {result['duration_seconds'] / 3600:.3g} h from {result['start']}, "
                         f"seed {result['seed']}")
@@ -134,9 +142,15 @@ def _table(result: dict[str, Any]) -> Any:
         ("pods evicted more than once", lambda s: str(s["pods_evicted_more_than_once"])),
         ("pending p50 / p95 (s)", lambda s: f"{s['pending_seconds_p50']:g} / {s['pending_seconds_p95']:g}"),
         ("churn cost ($)", lambda s: f"{s['churn_cost']:,.2f}"),
+        ("launches + disruptions", lambda s: str(s["launches"] + sum(s["disruptions"].values()))),
     ]
     for label, cell in rows:
         table.add_row(label, *[cell(run["summary"]) for run in result["policies"]])
+    if len(result["policies"]) > 1:
+        against = [entry.get("against_baseline") for entry in across_seeds([result])["policies"].values()]
+        for key, label in (("churn_percent", "churn against the baseline"),
+                           ("cost_percent", "cost against the baseline")):
+            table.add_row(label, *[_percent(entry[key][0]) if entry else "(baseline)" for entry in against])
     return table
 
 

@@ -104,6 +104,12 @@ def _summary_table(result: BacktestResult) -> str:
         (label, [float(getattr(policy.summary, field)) for policy in result.policies])
         for label, field in SUMMARY_ROWS
     ]
+    disruptions = [float(sum(policy.summary.disruptions.values())) for policy in result.policies]
+    table_rows += [
+        ("Disruptions", disruptions),
+        ("Launches + disruptions", [policy.summary.launches + total
+                                    for policy, total in zip(result.policies, disruptions, strict=True)]),
+    ]
     methods = sorted({method for policy in result.policies for method in policy.summary.disruptions})
     table_rows += [
         (f"Disruptions: {method}", [float(policy.summary.disruptions.get(method, 0)) for policy in result.policies])

@@ -221,6 +221,25 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
         assert pool.demand_window == {None: None, "35m": 2100.0}[spec.get("demandWindow")]
 
 
+def test_apply_policy_gives_every_nodepool_the_star_policy_unless_one_is_named_after_it() -> None:
+    import copy
+
+    from ebb_embedded.backtest import apply_policy
+
+    own = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"}, "spec": {}}
+    batch = {**CHURN_CONTROL, "metadata": {"name": "batch", "labels": {"team": "x"}}, "spec": {"budgets": []}}
+    documents = [nodepool(), nodepool("batch"), nodepool("gpu"), catalog(), own]
+    policy = Policy("p", "", (CHURN_CONTROL, batch))
+    before = copy.deepcopy((documents, policy.documents))
+    out = apply_policy(documents, policy)
+    policies = {d["metadata"]["name"]: d for d in out if d["kind"] == "DisruptionPolicy"}
+    assert sorted(policies) == ["batch", "default", "gpu"]  # the cluster's own "*" is gone
+    assert policies["default"]["spec"] == policies["gpu"]["spec"] == CHURN_CONTROL["spec"]
+    assert policies["batch"] == batch  # the one named after its NodePool wins over "*"
+    assert policies["default"]["metadata"] is not policies["gpu"]["metadata"]
+    assert (documents, policy.documents) == before  # neither input is changed
+
+
 def _run(seed: int, *summaries: tuple[str, float, int, int]) -> dict[str, Any]:
     """A run_backtest result with only what across_seeds reads: (name, cost, launches, emptiness decisions)."""
     return {"seed": seed, "policies": [

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import copy
 import multiprocessing
 import pickle
 import queue
@@ -97,8 +96,9 @@ def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
 
 
 def apply_policy(documents: Sequence[Mapping[str, Any]], policy: Policy) -> list[dict[str, Any]]:
-    """The cluster's documents with the policy's DisruptionPolicies and Holds instead of its own. The cluster's are
-    shared, not copied (the simulated cluster copies every document it takes in); the policy's are copied."""
+    """The cluster's documents with the policy's DisruptionPolicies and Holds instead of its own. Documents are
+    shared, not copied (the simulated cluster copies every document it takes in); a ``"*"`` DisruptionPolicy's
+    copy for each NodePool has a metadata of its own."""
     out = [dict(d) for d in documents if d.get("kind") not in POLICY_KINDS]
     pools = [str((d.get("metadata") or {}).get("name")) for d in out if d.get("kind") == "NodePool"]
     for doc in policy.documents:
@@ -108,11 +108,9 @@ def apply_policy(documents: Sequence[Mapping[str, Any]], policy: Policy) -> list
                      for n in [(p.get("metadata") or {}).get("name")]}
             for pool in pools:
                 if pool not in named:  # one named after the pool wins over "*"
-                    copied = copy.deepcopy(dict(doc))
-                    copied["metadata"] = {**copied.get("metadata", {}), "name": pool}
-                    out.append(copied)
+                    out.append({**doc, "metadata": {**(doc.get("metadata") or {}), "name": pool}})
         else:
-            out.append(copy.deepcopy(dict(doc)))
+            out.append(dict(doc))
     return out
 
 

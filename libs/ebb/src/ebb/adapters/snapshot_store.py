@@ -167,18 +167,22 @@ class SnapshotStore:
         if type(item) is ParsedObject:  # the common case first: parsed already, and valid
             return item
         if item is None:
-            previous = self._previous.pop(key, None)
-            like = self._like.pop(key, None)
-            if previous is None and like is not None:
-                previous = self._parsed_pod(like)
-            try:
-                item = parse_object(self._objects[key], index, previous=previous)
-                self._unparsed.pop(key, None)
-            except SnapshotError as e:
-                item = e
-            self._parsed[key] = item
+            item = self._parsed[key] = self._parse(key, index, like=self._like.pop(key, None))
         if isinstance(item, SnapshotError):
             raise item
+        return item
+
+    def _parse(self, key: str, index: int, *, like: str | None = None) -> ParsedObject | SnapshotError:
+        """Parse the held object under ``key`` (from its own last parse, else from that of the pod under ``like``: one
+        of its controller whose parsed scheduling needs it may take) and mark it parsed; its error when invalid."""
+        previous = self._previous.pop(key, None)
+        if previous is None and like is not None:
+            previous = self._parsed_pod(like)
+        try:
+            item = parse_object(self._objects[key], index, previous=previous)
+        except SnapshotError as e:
+            return e
+        self._unparsed.pop(key, None)
         return item
 
     def _parsed_pod(self, key: str) -> tuple[dict[str, Any], ParsedObject] | None:
@@ -189,11 +193,10 @@ class SnapshotStore:
             return None
         item = self._parsed.get(key)
         if item is None:
-            try:
-                item = self._parsed[key] = parse_object(obj, previous=self._previous.pop(key, None))
-                self._unparsed.pop(key, None)
-            except SnapshotError:
+            item = self._parse(key, 0)
+            if isinstance(item, SnapshotError):
                 return None  # its own parse, in its place, says why (naming a nameless one by its index)
+            self._parsed[key] = item
         return (obj, item) if isinstance(item, ParsedObject) and item.kind == "Pod" else None
 
     def fallback_catalog(self) -> tuple[ParsedObject, ...]:

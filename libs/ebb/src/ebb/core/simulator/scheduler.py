@@ -103,6 +103,17 @@ def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
     return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
 
 
+def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool) -> dict[str, int]:
+    """What the DaemonSets that would run on a new node of NodePool ``pool`` request, summed per resource: the
+    room a launch loses to them before any other pod arrives."""
+    total: dict[str, int] = {}
+    for ds in daemonsets:
+        if daemonset_runs_in_pool(ds, pool):
+            for name, amount in ds.spec.requests.items():
+                total[name] = total.get(name, 0) + amount
+    return total
+
+
 # --------------------------------------------------------------------------------------------------
 # Static structures, built once per snapshot
 
@@ -444,11 +455,7 @@ class Scheduler:
         return pools
 
     def _daemonset_overhead(self, pool: NodePool) -> IntArray:
-        total = np.zeros(len(self.resources), dtype=np.int64)
-        for ds in self.snapshot.daemonsets:
-            if daemonset_runs_in_pool(ds, pool):
-                total += self.vec(ds.spec.requests)
-        return total
+        return self.vec(daemonset_requests(self.snapshot.daemonsets, pool))
 
     # -- topology groups -------------------------------------------------------------------------------
     def _group(self, kind: str, key: str, selector: Any, namespaces: frozenset[str] | None,

@@ -203,7 +203,8 @@ async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_th
                                                                        "merge": {}}}))
 
 
-@pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml", "demand-window.yaml"])
+@pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml", "demand-window.yaml",
+                                  "spot-demand-window.yaml"])
 def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     import yaml
 
@@ -213,9 +214,11 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "backtest" / name
     text = path.read_text()
     policy = policy_of(name, text, yaml.safe_load_all(text))
-    snap = parse_documents(apply_policy([nodepool(), nodepool("batch"), catalog()], policy))
-    spec = yaml.safe_load(text)["spec"]
+    snap = parse_documents(apply_policy([nodepool(), nodepool("batch"), nodepool("spot"), catalog()], policy))
+    specs = {doc["metadata"]["name"]: doc["spec"] for doc in yaml.safe_load_all(text)}
+    assert sorted(p.name for p in snap.nodepools) == ["batch", "default", "spot"]
     for pool in snap.nodepools:
+        spec = specs.get(pool.name, specs["*"])  # one named after the NodePool wins over "*"
         assert pool.policy_kind == "DisruptionPolicy"
         assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)
         assert pool.demand_window == {None: None, "35m": 2100.0}[spec.get("demandWindow")]

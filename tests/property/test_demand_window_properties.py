@@ -44,7 +44,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
 def test_a_pass_never_takes_a_pool_below_the_peak_of_its_window(snap: Snapshot) -> None:
     view = OPTIONS.view_of(snap, NOW)
     result = run_pass(view, OPTIONS)
-    room = view.headroom("default")
+    room = view.headrooms().get("default")
     assert room is not None
     cpu = memory = 0
     for command in result.commands:

@@ -81,12 +81,12 @@ def test_demand_is_the_pods_that_need_a_home_and_capacity_leaves_out_daemonset_p
     assert view.demand_now == {"default": (700, GI)}
     assert view.capacity == {"default": (2 * (2000 - 250), 2 * (8 * GI - 256 * 2**20))}
     assert view.demand_peak == {"default": (1200, 2 * GI)}  # the sample of 61 minutes ago is out of the window
-    assert view.headroom("default") == (3500 - 1200, view.capacity["default"][1] - 2 * GI)
+    assert view.headrooms().get("default") == (3500 - 1200, view.capacity["default"][1] - 2 * GI)
 
 
 def test_a_pool_without_a_window_has_no_floor() -> None:
     view = ClusterView.build(with_history([nodepool(), node("a"), pod("web", "a")], sample("9000m", 5)), NOW)
-    assert (view.demand_peak, view.headroom("default")) == ({}, None)
+    assert (view.demand_peak, view.headrooms().get("default")) == ({}, None)
 
 
 # -- the methods ----------------------------------------------------------------------------------------------

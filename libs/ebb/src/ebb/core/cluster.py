@@ -234,14 +234,10 @@ class ClusterView:
                 memory += key[1]
         return cpu, memory
 
-    def headroom(self, pool: str) -> tuple[int, int] | None:
-        """How much cpu and memory the pool's nodes may lose to Empty and Underutilized disruptions before they
-        hold less than its peak demand within its ``demandWindow`` (negative when they already do); None when the
-        pool has no window."""
-        return self.headrooms().get(pool)
-
     def headrooms(self) -> dict[str, tuple[int, int]]:
-        """`headroom` of every NodePool with a ``demandWindow``: what a pass, or a validation, may take."""
+        """Per NodePool with a ``demandWindow``, how much cpu and memory its nodes may lose to Empty and Underutilized
+        disruptions before they hold less than its peak demand within the window (negative when they already do):
+        what a pass, or a validation, may take."""
         return {pool: (self.capacity[pool][0] - peak[0], self.capacity[pool][1] - peak[1])
                 for pool, peak in self.demand_peak.items()}
 

@@ -90,7 +90,7 @@ class PassContext:
     #: `single_node.run` takes instead of evaluating the node again while it has kept no command
     alone: dict[str, BlockCause] = field(default_factory=dict)
     #: per NodePool with a demandWindow, the cpu and memory its nodes may still lose this pass
-    #: (`ClusterView.headroom`, less what this pass's earlier commands take)
+    #: (`ClusterView.headrooms`, less what this pass's earlier commands take)
     capacity_left: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

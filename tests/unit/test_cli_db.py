@@ -10,6 +10,10 @@ from typer.testing import CliRunner
 
 from ebb_cli.main import app
 
+# a worker thread of the database driver that dies after the command returned is a failure too (aiosqlite's
+# worker answering on an event loop already closed: omnilib/aiosqlite#241)
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 
 @pytest.mark.parametrize(("url", "code", "words"), [
     # nothing listens on port 1: the connection is refused at once

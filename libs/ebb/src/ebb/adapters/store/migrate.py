@@ -1,7 +1,17 @@
-"""Run the store's Alembic migrations from code (``ebb db upgrade`` and tests use this)."""
+"""Run the store's Alembic migrations from code (``ebb db upgrade`` and tests use this).
+
+Given a URL, these functions make their own engine and dispose of it before they return, and they wait for
+the aiosqlite worker threads it started to end: a SQLite file that cannot be opened leaves a thread that
+answers its stop on the event loop later, after ``asyncio.run`` has closed that loop, and the thread dies
+with an unhandled exception (omnilib/aiosqlite#241).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from alembic import command
@@ -37,7 +47,34 @@ def alembic_config(url: str | None = None) -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the database at ``url`` to ``revision``. Blocking: it runs its own event loop, so
     call :func:`upgrade_async` from async code."""
-    command.upgrade(alembic_config(url), revision)
+    asyncio.run(upgrade_async(url, revision))
+
+
+#: the name Python gives a thread whose target is aiosqlite's worker function
+_AIOSQLITE_WORKER = "(_connection_worker_thread)"
+#: how long a stopped aiosqlite worker may take to end (it closes one SQLite connection)
+_WORKER_STOP_SECONDS = 5.0
+
+
+def _aiosqlite_workers() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.endswith(_AIOSQLITE_WORKER)}
+
+
+@contextlib.asynccontextmanager
+async def _own_engine(target: str | AsyncEngine) -> AsyncIterator[AsyncEngine]:
+    """The engine for ``target``: the one given, or one made for the URL, disposed of on the way out, after
+    which the aiosqlite worker threads started meanwhile are waited for (they were all told to stop)."""
+    if not isinstance(target, str):
+        yield target
+        return
+    before = _aiosqlite_workers()
+    engine = create_async_engine(async_url(target))
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+        for worker in _aiosqlite_workers() - before:
+            await asyncio.to_thread(worker.join, _WORKER_STOP_SECONDS)
 
 
 def _upgrade_on(connection: Connection, revision: str) -> None:
@@ -48,13 +85,8 @@ def _upgrade_on(connection: Connection, revision: str) -> None:
 
 async def upgrade_async(target: str | AsyncEngine, revision: str = "head") -> None:
     """Migrate the database (a URL or an engine) to ``revision`` from a running event loop."""
-    engine = create_async_engine(async_url(target)) if isinstance(target, str) else target
-    try:
-        async with engine.begin() as connection:
-            await connection.run_sync(_upgrade_on, revision)
-    finally:
-        if isinstance(target, str):
-            await engine.dispose()
+    async with _own_engine(target) as engine, engine.begin() as connection:
+        await connection.run_sync(_upgrade_on, revision)
 
 
 def _current(connection: Connection) -> str | None:
@@ -63,13 +95,8 @@ def _current(connection: Connection) -> str | None:
 
 async def current_revision(target: str | AsyncEngine) -> str | None:
     """The database's current revision (None before the first migration)."""
-    engine = create_async_engine(async_url(target)) if isinstance(target, str) else target
-    try:
-        async with engine.connect() as connection:
-            return await connection.run_sync(_current)
-    finally:
-        if isinstance(target, str):
-            await engine.dispose()
+    async with _own_engine(target) as engine, engine.connect() as connection:
+        return await connection.run_sync(_current)
 
 
 def head_revision() -> str | None:

@@ -89,6 +89,30 @@ def test_a_pool_without_a_window_has_no_floor() -> None:
     assert (view.demand_peak, view.headrooms().get("default")) == ({}, None)
 
 
+def _only_on(ds: dict[str, Any], pool: str) -> dict[str, Any]:
+    ds["spec"]["template"]["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": pool}
+    return ds
+
+
+@pytest.mark.parametrize(("docs", "pool", "type_name", "expected"), [
+    # m5.large: 2 cpu, 8Gi, no overhead in the test catalog
+    ([WINDOWED], "default", "m5.large", (2000, 8 * GI)),
+    ([WINDOWED, daemonset("agent", cpu="250m", memory="1Gi"), daemonset("log", cpu="100m", memory="1Gi")],
+     "default", "m5.large", (1650, 6 * GI)),
+    # a DaemonSet that selects another NodePool's nodes takes nothing here
+    ([WINDOWED, _only_on(daemonset("agent", cpu="250m"), "other")], "default", "m5.large", (2000, 8 * GI)),
+    # DaemonSets that ask for more than the type has leave no room, not less than none
+    ([WINDOWED, daemonset("big", cpu="3000m", memory="1Gi")], "default", "m5.large", (0, 7 * GI)),
+    ([WINDOWED], "default", "no-such-type", None),
+    ([WINDOWED], "no-such-pool", "m5.large", None),
+])
+def test_a_launch_has_its_type_less_the_daemonsets_that_would_run_on_it(
+        docs: list[Any], pool: str, type_name: str, expected: tuple[int, int] | None) -> None:
+    view = ClusterView.build(snapshot(*docs), NOW)
+    assert view.launch_room(pool, type_name) == expected
+    assert view.launch_room(pool, type_name) == expected  # the second answer is the one kept
+
+
 # -- the methods ----------------------------------------------------------------------------------------------
 
 

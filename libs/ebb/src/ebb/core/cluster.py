@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
-from ebb.core.labels import selector_matches, tolerates
+from ebb.core.labels import daemonset_requests, selector_matches, tolerates
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
     ANNOTATION_DO_NOT_CONSOLIDATE,
@@ -119,6 +119,7 @@ class ClusterView:
     #: NodePool -> its demandWindow (seconds), for the pools that have one
     demand_windows: dict[str, float] = field(default_factory=dict)
     _rooms: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
+    _launch_rooms: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -233,6 +234,22 @@ class ClusterView:
                 cpu += key[0]
                 memory += key[1]
         return cpu, memory
+
+    def launch_room(self, pool: str, type_name: str) -> tuple[int, int] | None:
+        """The cpu and memory a new node of NodePool ``pool`` and instance type ``type_name`` would have for pods that
+        need a home: its allocatable less what the DaemonSets that would run on it request (never below zero).
+        None for a type or NodePool the snapshot does not have. Found once per view."""
+        key = (pool, type_name)
+        room = self._launch_rooms.get(key)
+        if room is None:
+            itype, nodepool = self.types.get(type_name), self.pools.get(pool)
+            if itype is None or nodepool is None:
+                return None
+            daemons = daemonset_requests(self.snapshot.daemonsets, nodepool)
+            cpu, memory = (max(0, itype.capacity.get(r, 0) - itype.overhead.get(r, 0) - daemons.get(r, 0))
+                           for r in ("cpu", "memory"))
+            room = self._launch_rooms[key] = (cpu, memory)
+        return room
 
     def headrooms(self) -> dict[str, tuple[int, int]]:
         """Per NodePool with a ``demandWindow``, how much cpu and memory its nodes may lose to Empty and Underutilized

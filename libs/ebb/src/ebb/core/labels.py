@@ -1,4 +1,5 @@
-"""Label matching: node selector requirements, label selectors, and taint tolerations.
+"""Label matching: node selector requirements, label selectors, and taint tolerations; and from them, which
+DaemonSets a NodePool's new node would run.
 
 These are the Kubernetes rules, written once and used by the simulator, the checker and the engine.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ebb.core.model import LabelSelector, Requirement, Taint, Toleration
+from ebb.core.model import LABEL_NODEPOOL, DaemonSet, LabelSelector, NodePool, Requirement, Taint, Toleration
 
 
 def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
@@ -70,3 +71,25 @@ def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint]) 
     """The taints that keep a pod off a node: NoSchedule and NoExecute ones it does not tolerate."""
     tols = tuple(tolerations)
     return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and not tolerates(tols, t)]
+
+
+def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
+    """Whether a DaemonSet would run on a new node of this NodePool (taints and nodeSelector)."""
+    if blocking_taints(ds.spec.tolerations, pool.taints):
+        return False
+    labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
+    for req in pool.requirements:
+        if req.operator == "In" and len(req.values) == 1:
+            labels[req.key] = req.values[0]
+    return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
+
+
+def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool) -> dict[str, int]:
+    """What the DaemonSets that would run on a new node of NodePool ``pool`` request, summed per resource: the
+    room a launch loses to them before any other pod arrives."""
+    total: dict[str, int] = {}
+    for ds in daemonsets:
+        if daemonset_runs_in_pool(ds, pool):
+            for name, amount in ds.spec.requests.items():
+                total[name] = total.get(name, 0) + amount
+    return total

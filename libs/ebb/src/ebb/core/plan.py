@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ebb.core.engine import PassResult, run_pass
+from ebb.core.labels import daemonset_runs_in_pool
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -32,7 +33,6 @@ from ebb.core.model import (
     Snapshot,
 )
 from ebb.core.quantity import fmt_time
-from ebb.core.simulator.scheduler import daemonset_runs_in_pool
 
 VALIDATION_DELAY_SECONDS = 15.0
 MAX_STEPS = 1000

@@ -22,7 +22,7 @@ from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
-from ebb.core.simulator.scheduler import SimState, daemonset_requests, format_requests
+from ebb.core.simulator.scheduler import SimState, format_requests
 
 REASON = "Underutilized"
 #: the labels a node's price is looked up by; Karpenter's consolidation leaves a node without one of them alone
@@ -82,14 +82,11 @@ def capacity_lost(view: ClusterView, removed: Iterable[str],
             room = view.room_of(name)
             lost[pool] = (cpu + room[0], memory + room[1])
     for pool, type_name in launched:
-        itype = view.types.get(type_name)
-        if pool not in peaks or itype is None:
+        launch = view.launch_room(pool, type_name) if pool in peaks else None
+        if launch is None:
             continue
-        daemons = daemonset_requests(view.snapshot.daemonsets, view.pools[pool])
-        room_cpu, room_memory = (itype.capacity.get(r, 0) - itype.overhead.get(r, 0) - daemons.get(r, 0)
-                                 for r in ("cpu", "memory"))
         cpu, memory = lost.get(pool, (0, 0))
-        lost[pool] = (cpu - max(0, room_cpu), memory - max(0, room_memory))
+        lost[pool] = (cpu - launch[0], memory - launch[1])
     return lost
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ebb.core.labels import blocking_taints, requirements_match, selector_matches
+from ebb.core.labels import blocking_taints, daemonset_requests, requirements_match, selector_matches
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -37,7 +37,6 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
-    DaemonSet,
     InstanceType,
     Interned,
     Node,
@@ -90,28 +89,6 @@ def format_requests(requests: Mapping[str, int]) -> str:
         else:
             parts.append(f"{name} {value}")
     return ", ".join(parts) or "no requests"
-
-
-def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
-    """Whether a DaemonSet would run on a new node of this NodePool (taints and nodeSelector)."""
-    if blocking_taints(ds.spec.tolerations, pool.taints):
-        return False
-    labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
-    for req in pool.requirements:
-        if req.operator == "In" and len(req.values) == 1:
-            labels[req.key] = req.values[0]
-    return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
-
-
-def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool) -> dict[str, int]:
-    """What the DaemonSets that would run on a new node of NodePool ``pool`` request, summed per resource: the
-    room a launch loses to them before any other pod arrives."""
-    total: dict[str, int] = {}
-    for ds in daemonsets:
-        if daemonset_runs_in_pool(ds, pool):
-            for name, amount in ds.spec.requests.items():
-                total[name] = total.get(name, 0) + amount
-    return total
 
 
 # --------------------------------------------------------------------------------------------------

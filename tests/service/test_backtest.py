@@ -152,6 +152,43 @@ def test_backtest_writes_the_html_report(tmp_path: Path) -> None:
                                  "--report", str(out), "-o", "json"])
     assert result.exit_code == 0, result.output
     assert "<html" in out.read_text().lower()
+    assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".partial")] == []  # written whole, then renamed
+
+
+@pytest.mark.parametrize(("where", "words"), [
+    ("missing/report.html", "does not exist"),
+    ("", "is a directory"),
+])
+def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path, where: str, words: str) -> None:
+    cluster_file = write(tmp_path / "c.yaml", {"kind": "List", "items": cluster()})
+    result = CliRunner().invoke(app, ["backtest", "-f", str(cluster_file), "--trace", "batch-bursts",
+                                      "--duration", "1m", "--report", str(tmp_path / where)])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for --report:" in said(result) and words in said(result)
+    assert "node-hours" not in result.output  # nothing ran
+
+
+def test_a_report_that_fails_at_the_end_keeps_the_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills (or the directory goes) while the run takes its hours: the results still come out, the error
+    names the file and the cause, and the exit code is 1."""
+    pytest.importorskip("ebb_cli.report")
+    import errno
+
+    from ebb_cli import backtest_cmd
+
+    def full_disk(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(backtest_cmd, "_write_whole", full_disk)
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["backtest", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
+                                                                                       "items": cluster()})),
+                                      "--trace", str(write(tmp_path / "t.yaml", bursts())), "--duration", "5m",
+                                      "--report", str(out), "-o", "json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["policies"][0]["name"] == "karpenter-default"
+    assert f"error: cannot write the report to {out}: No space left on device" in result.stderr
+    assert not out.exists()
 
 
 def test_run_with_a_trace_grows_the_cluster(tmp_path: Path) -> None:

@@ -130,6 +130,38 @@ def _summary_json(summary: Summary) -> dict[str, Any]:
             "database": str(summary.database) if summary.database else None}
 
 
+#: the first bytes of every SQLite 3 database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _change_line(start: Status, end: Status) -> str:
+    """What the run changed, in words: the cost per hour saved or added, and the nodes removed or added (a trace
+    can grow the cluster)."""
+    saved = start.cost_per_hour - end.cost_per_hour
+    cost = f"saved ${saved:,.2f}/h" if saved >= 0 else f"cost ${-saved:,.2f}/h more"
+    removed = start.nodes - end.nodes
+    count = abs(removed)
+    nodes = f"{count} node{'' if count == 1 else 's'} {'removed' if removed >= 0 else 'added'}"
+    return f"{cost} ({nodes})"
+
+
+def _database_problem(path: Path) -> str | None:
+    """Why ``--database`` cannot hold the run's decisions (checked before the run); None when it can: a SQLite
+    file, an empty file, or a file to be made (its missing directories are made)."""
+    if path.is_dir():
+        return "is a directory"
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if head and head != SQLITE_HEADER:
+        return "is not a SQLite database"
+    return None
+
+
 def run(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
     filename: Annotated[list[str] | None, typer.Option(
         "-f", "--filename", help="snapshot YAML (as for `ebb plan`); '-' for stdin; repeatable. "
@@ -174,6 +206,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError
 
+    if database is not None:
+        problem = _database_problem(database)
+        if problem:
+            raise typer.BadParameter(f"{database}: {problem}", param_hint="--database")
     paths = filename or []
     moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
     token = api_token or (secrets.token_urlsafe(24) if api_port else "")
@@ -248,6 +284,4 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     data = _summary_json(summary)
     for method, states in data["decisions"].items():
         out.print(f"  {method}: " + ", ".join(f"{n} {s}" for s, n in states.items()))
-    saved = summary.start.cost_per_hour - summary.end.cost_per_hour
-    out.print(f"saved ${saved:,.2f}/h ({summary.start.nodes - summary.end.nodes} nodes removed) "
-              f"in {_clock(summary.end.elapsed)} of simulated time")
+    out.print(f"{_change_line(summary.start, summary.end)} in {_clock(summary.end.elapsed)} of simulated time")

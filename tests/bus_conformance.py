@@ -19,6 +19,7 @@ from uuid import UUID
 import pytest
 
 from ebb.adapters.bus import Bus, Delivery, HandlerFailed, Offsets, PoisonMessage, RawRecord, RetryPolicy
+from ebb.adapters.clock import Stopped
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import (
@@ -401,6 +402,29 @@ class BusConformance:
             assert asyncio.get_running_loop().time() - began < self.prompt
             assert calls == 1
             assert await self.committed_total(bus, "planner", EVENTS) == 0
+
+    async def test_a_handler_stopped_by_its_service_leaves_the_record_without_a_retry(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        """A handler that gives up because its service is stopping (``Stopped``, the stop being set) did not fail:
+        the record stays uncommitted for the next consumer, with no retry and no warning of one."""
+        async with self.open_bus(partitions=1, retry=FAST) as bus:
+            await bus.publish(EVENTS, event("node-a", 1))
+            calls = 0
+            consumer: Consumer | None = None
+
+            async def stopping(delivery: Delivery) -> None:
+                nonlocal calls
+                calls += 1
+                assert consumer is not None
+                consumer.stop.set()  # the service stops while the handler works
+                raise Stopped
+
+            with caplog.at_level(logging.WARNING, logger="ebb.bus"):
+                consumer = self.consumer(bus, [EVENTS], "executor", stopping)
+                await asyncio.wait_for(consumer.task, self.patience)
+            assert calls == 1
+            assert [r.getMessage() for r in caplog.records if "failed" in r.getMessage()] == []
+            assert await self.committed_total(bus, "executor", EVENTS) == 0
 
     # -- positions and compacted topics -------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from tenacity import RetryCallState, retry_if_not_exception_type
+from tenacity import RetryCallState, retry_if_exception
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Stopped, clock_of
@@ -220,11 +220,15 @@ async def process(
         tried = number
         await handler(delivery(number))
 
+    def retried(error: BaseException) -> bool:
+        # a handler that stops because its service is stopping (``Stopped`` once ``stop`` is set) did not fail:
+        # the record is left uncommitted for the next consumer, without a retry or a warning
+        return not isinstance(error, PoisonMessage) and not (isinstance(error, Stopped) and stop.is_set())
+
     try:
         await attempt_then_retry(
-            lambda: retry.retrying(clock, stop, retry=retry_if_not_exception_type(PoisonMessage),
-                                   before_sleep=retrying_in),
-            attempt, retried=lambda e: not isinstance(e, PoisonMessage))
+            lambda: retry.retrying(clock, stop, retry=retry_if_exception(retried), before_sleep=retrying_in),
+            attempt, retried=retried)
     except PoisonMessage as e:
         return await give_up("poison", f"{type(e).__name__}: {e}")
     except Stopped:

@@ -393,7 +393,7 @@ def test_stopping_the_workers_ends_the_runs_under_way() -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_backtest_leaves_no_worker_running(tmp_path: Path, signum: int) -> None:
-    """SIGTERM (or Ctrl-C's SIGINT) to the command alone: it exits, and its worker processes with it."""
+    """SIGTERM (or Ctrl-C's SIGINT) to the command alone: it says so and exits, and its worker processes with it."""
     ebb = Path(sys.executable).with_name("ebb")
     args = [str(ebb), "backtest", "--trace", "batch-bursts", "--duration", "24h", "--jobs", "2",
             "--policy", str(write(tmp_path / "calm.yaml", CHURN_CONTROL)), "-o", "json"]
@@ -412,6 +412,10 @@ def test_a_stopped_backtest_leaves_no_worker_running(tmp_path: Path, signum: int
     assert len(started) == 2
     process.send_signal(signum)
     assert process.wait(timeout=120) == 128 + signum
+    said_last = process.stderr.read()
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    assert f"ebb backtest: {word}; the runs were stopped and nothing was written" in said_last
+    assert "Traceback" not in said_last
     for _ in range(300):  # the group empties once the workers are gone
         try:
             os.killpg(process.pid, 0)

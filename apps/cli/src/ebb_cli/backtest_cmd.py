@@ -313,9 +313,17 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                 console.print(f"ebb backtest: {p.name}{label(i)}: +{elapsed} {state}", highlight=False,
                               soft_wrap=True)
 
-        with _exit_on_sigterm():  # so the worker processes are stopped too, as on Ctrl-C
-            results = run_backtests(documents, runs, policies, jobs=jobs or default_jobs(), report=on_status,
-                                    log_level=log_level)
+        try:
+            with _exit_on_sigterm():  # so the worker processes are stopped too, as on Ctrl-C
+                results = run_backtests(documents, runs, policies, jobs=jobs or default_jobs(), report=on_status,
+                                        log_level=log_level)
+        except KeyboardInterrupt:
+            console.print("ebb backtest: interrupted; the runs were stopped and nothing was written")
+            raise typer.Exit(130) from None
+        except SystemExit as exc:
+            if exc.code == 128 + signal.SIGTERM:
+                console.print("ebb backtest: terminated; the runs were stopped and nothing was written")
+            raise
     if seeds > 1:
         summed = {"trace": results[0]["trace"], "start": results[0]["start"],
                   "duration_seconds": results[0]["duration_seconds"], "across_seeds": across_seeds(results),

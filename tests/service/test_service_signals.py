@@ -99,3 +99,22 @@ def test_a_planner_waiting_for_kafka_ends_on_a_signal(tmp_path: Path, signum: in
     assert time.monotonic() - began < 10
     assert "the service did not stop in time; cancelling it" in said
     assert "Traceback" not in said
+
+
+@pytest.mark.parametrize(("service", "env", "said"), [
+    ("ebb-termination-executor", {"EBB_TERMINATION_EXECUTOR_POLL_INTERVAL_SECONDS": "abc",
+                                  "EBB_TERMINATION_EXECUTOR_METRICS_PORT": "99999"},
+     ["error: EBB_TERMINATION_EXECUTOR_METRICS_PORT (given '99999'): Input should be less than or equal to 65535",
+      "error: EBB_TERMINATION_EXECUTOR_POLL_INTERVAL_SECONDS (given 'abc'): Input should be a valid number"]),
+    ("ebb-consolidation-planner", {"EBB_CONSOLIDATION_PLANNER_DEBOUNCE_SECONDS": "soon"},
+     ["error: EBB_CONSOLIDATION_PLANNER_DEBOUNCE_SECONDS (given 'soon'): Input should be a valid number"]),
+])
+def test_invalid_settings_are_named_and_exit_2(service: str, env: dict[str, str], said: list[str]) -> None:
+    """Each line names the environment variable, what it was given and what is wrong; no traceback."""
+    done = subprocess.run([str(Path(sys.executable).with_name(service))], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == len(said)
+    assert all(line.startswith(expected) for line, expected in zip(lines, said, strict=True)), lines
+    assert "Traceback" not in done.stderr

@@ -19,6 +19,7 @@ import structlog
 import uvicorn
 
 from ebb.adapters import logs
+from ebb.adapters.service import load_settings
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 
@@ -37,7 +38,7 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> int:
-    settings = Settings()
+    settings = load_settings(Settings)
     if settings.token is None or not settings.token.get_secret_value():
         print("error: EBB_DECISIONS_API_TOKEN is required", file=sys.stderr)
         return 2

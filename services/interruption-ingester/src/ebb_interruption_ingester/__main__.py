@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ebb.adapters.service import serve
+from ebb.adapters.service import load_settings, serve
 from ebb_interruption_ingester import app
 from ebb_interruption_ingester.settings import Settings
 
 
 def main() -> None:
-    serve(Settings(), app.run)
+    serve(load_settings(Settings), app.run)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,13 @@ command left uncommitted and resumed after the restart."""
 
 from __future__ import annotations
 
-from ebb.adapters.service import serve
+from ebb.adapters.service import load_settings, serve
 from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
 
 
 def main() -> None:
-    serve(Settings(), app.run)
+    serve(load_settings(Settings), app.run)
 
 
 if __name__ == "__main__":

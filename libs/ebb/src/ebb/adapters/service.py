@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
 from ebb.adapters import logs
 
@@ -26,6 +29,28 @@ log = structlog.get_logger("ebb.service")
 
 class ServiceSettings(Protocol):
     log_level: str
+
+
+Settings = TypeVar("Settings", bound=BaseSettings)
+
+#: the exit status of a service whose settings are invalid (as a command-line error)
+BAD_SETTINGS_EXIT = 2
+
+
+def load_settings(settings_class: type[Settings]) -> Settings:
+    """The service's settings from its environment. Invalid ones end the process with exit 2 and a line per
+    problem on stderr naming the environment variable, its value and what is wrong, not a traceback."""
+    try:
+        return settings_class()
+    except ValidationError as e:
+        prefix = str(settings_class.model_config.get("env_prefix") or "")
+        for error in e.errors(include_url=False):
+            field = "_".join(str(part) for part in error["loc"])
+            whole = prefix.rstrip("_") or settings_class.__name__
+            name = (prefix + field).upper() if field else f"the {whole} settings"
+            given = f" (given {error['input']!r})" if isinstance(error.get("input"), str | int | float) else ""
+            print(f"error: {name}{given}: {error['msg']}", file=sys.stderr)
+        raise SystemExit(BAD_SETTINGS_EXIT) from None
 
 
 def serve(settings: ServiceSettings, run: Callable[[Any, asyncio.Event], Awaitable[object]],

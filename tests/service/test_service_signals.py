@@ -118,3 +118,24 @@ def test_invalid_settings_are_named_and_exit_2(service: str, env: dict[str, str]
     assert len(lines) == len(said)
     assert all(line.startswith(expected) for line, expected in zip(lines, said, strict=True)), lines
     assert "Traceback" not in done.stderr
+
+
+def test_a_setting_that_may_hold_a_credential_is_named_without_its_value(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    from ebb.adapters.service import load_settings
+
+    class Probe(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="EBB_PROBE_")
+        api_key: int = 0
+        retries: int = 0
+
+    monkeypatch.setenv("EBB_PROBE_API_KEY", "hunter2")
+    monkeypatch.setenv("EBB_PROBE_RETRIES", "many")
+    with pytest.raises(SystemExit) as ended:
+        load_settings(Probe)
+    assert ended.value.code == 2
+    said = capsys.readouterr().err
+    assert "error: EBB_PROBE_API_KEY: Input should be a valid integer" in said and "hunter2" not in said
+    assert "error: EBB_PROBE_RETRIES (given 'many'): Input should be a valid integer" in said

@@ -35,6 +35,9 @@ Settings = TypeVar("Settings", bound=BaseSettings)
 
 #: the exit status of a service whose settings are invalid (as a command-line error)
 BAD_SETTINGS_EXIT = 2
+#: a setting whose name has one of these words may hold a credential (a token, a URL with a password): its value
+#: is never printed
+_SECRET_WORDS = frozenset({"token", "password", "secret", "url", "key", "credentials"})
 
 
 def load_settings(settings_class: type[Settings]) -> Settings:
@@ -48,7 +51,9 @@ def load_settings(settings_class: type[Settings]) -> Settings:
             field = "_".join(str(part) for part in error["loc"])
             whole = prefix.rstrip("_") or settings_class.__name__
             name = (prefix + field).upper() if field else f"the {whole} settings"
-            given = f" (given {error['input']!r})" if isinstance(error.get("input"), str | int | float) else ""
+            shown = isinstance(error.get("input"), str | int | float) and not _SECRET_WORDS.intersection(
+                field.lower().split("_"))
+            given = f" (given {error['input']!r})" if shown else ""
             print(f"error: {name}{given}: {error['msg']}", file=sys.stderr)
         raise SystemExit(BAD_SETTINGS_EXIT) from None
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from ebb_cli.run_cmd import SQLITE_HEADER, _change_line, _database_problem
+from ebb_cli.run_cmd import SQLITE_HEADER, _change_line, _database_problem, _port_problem
 from ebb_embedded.runner import Status
 from tests.unit.builders import NOW
 
@@ -54,3 +55,16 @@ def test_a_database_that_is_no_sqlite_file_is_refused_before_the_run(tmp_path: P
     said = " ".join(result.output.replace("│", " ").split())
     assert "Invalid value for --database:" in said and "is not a SQLite database" in said
     assert "Traceback" not in result.output and notes.read_text() == "not a database\n"
+
+
+def test_an_api_port_in_use_is_refused_before_the_run() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert _port_problem(port) == "cannot be listened on: Address already in use"
+        result = CliRunner().invoke(app, ["run", "--duration", "1m", "--api-port", str(port)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.replace("│", " ").split())
+    assert f"Invalid value for --api-port: 127.0.0.1:{port} cannot be listened on: Address already in use" in said
+    assert _port_problem(port) is None  # free again

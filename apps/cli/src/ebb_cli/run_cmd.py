@@ -16,6 +16,7 @@ import contextlib
 import json
 import secrets
 import signal
+import socket
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -145,6 +146,18 @@ def _change_line(start: Status, end: Status) -> str:
     return f"{cost} ({nodes})"
 
 
+def _port_problem(port: int) -> str | None:
+    """Why the decisions-api cannot listen on 127.0.0.1:``port`` (checked before the run, which would otherwise
+    end in uvicorn's start-up failure); None when it can."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return f"cannot be listened on: {exc.strerror or exc}"
+    return None
+
+
 def _database_problem(path: Path) -> str | None:
     """Why ``--database`` cannot hold the run's decisions (checked before the run); None when it can: a SQLite
     file, an empty file, or a file to be made (its missing directories are made)."""
@@ -206,6 +219,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError
 
+    if api_port is not None:
+        problem = _port_problem(api_port)
+        if problem:
+            raise typer.BadParameter(f"127.0.0.1:{api_port} {problem}", param_hint="--api-port")
     if database is not None:
         problem = _database_problem(database)
         if problem:

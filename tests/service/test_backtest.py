@@ -142,6 +142,24 @@ def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
     assert unparsable.exit_code == 2 and "consolidateAfter" in said(unparsable)
 
 
+@pytest.mark.parametrize("command", ["backtest", "run"])
+def test_a_trace_on_a_cluster_without_a_nodepool_is_warned_of(tmp_path: Path, command: str) -> None:
+    """Nothing can launch there: the bursts' pods stay Pending, and the user hears why before the run."""
+    nodes_only = [d for d in cluster() if d.get("kind") != "NodePool"]
+    result = CliRunner().invoke(app, [command, "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
+                                                                                   "items": nodes_only})),
+                                      "--trace", str(write(tmp_path / "t.yaml", bursts())), "--duration", "2m",
+                                      "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert ("warning: the input holds no NodePool: the simulated provisioner has nowhere to launch, so the pods "
+            "the trace adds that fit on no node stay Pending") in result.stderr
+    with_pool = CliRunner().invoke(app, [command, "-f", str(write(tmp_path / "p.yaml", {"kind": "List",
+                                                                                      "items": cluster()})),
+                                         "--trace", str(write(tmp_path / "t.yaml", bursts())), "--duration", "2m",
+                                         "-o", "json"])
+    assert with_pool.exit_code == 0 and "no NodePool" not in with_pool.stderr
+
+
 def test_backtest_writes_the_html_report(tmp_path: Path) -> None:
     pytest.importorskip("ebb_cli.report")
     runner = CliRunner()

@@ -30,6 +30,7 @@ import typer
 from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, Output, _documents, _duration, _time
 
 if TYPE_CHECKING:
+    from ebb.core.model import Snapshot
     from ebb.core.traces import Trace
     from ebb_embedded.backtest import Policy
 
@@ -185,6 +186,15 @@ def _seeds_table(summed: dict[str, Any]) -> Any:
     return table
 
 
+def trace_warnings(snapshot: Snapshot) -> list[str]:
+    """What a user should hear before a trace runs on ``snapshot``: a cluster without a NodePool gives the
+    simulated provisioner nowhere to launch, so the pods a trace adds that fit on no node stay Pending."""
+    if snapshot.nodepools:
+        return []
+    return ["the input holds no NodePool: the simulated provisioner has nowhere to launch, so the pods the trace "
+            "adds that fit on no node stay Pending (kubectl get nodepools -o yaml adds them to a dump)"]
+
+
 def _unwritable(path: Path) -> str | None:
     """Why a file cannot be written at ``path``, checked before a run that may take hours; None when it can."""
     if path.is_dir():
@@ -246,7 +256,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         _start_worker_server()
     from ebb.adapters.catalog import bundled_catalog
     from ebb.adapters.logs import configure
-    from ebb.core.snapshot import SnapshotError, parse_documents
+    from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
     from ebb.core.yaml_documents import InputError
     from ebb_embedded.backtest import BacktestOptions, across_seeds, apply_policy, karpenter_default, run_backtests
 
@@ -261,10 +271,13 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                                  param_hint="--policy")
     try:
         documents = _documents(paths)
+        warnings = input_warnings(parse_documents(documents, bundled_catalog))  # of the input as given
         if empty:
             documents = [d for d in documents if d.get("kind") in EMPTY_KEEPS]
         for p in policies:  # checked up front, so a bad document is a message, not a crashed run
-            parse_documents(apply_policy(documents, p), bundled_catalog)
+            parsed = parse_documents(apply_policy(documents, p), bundled_catalog)
+        for warning in [*warnings, *trace_warnings(parsed)]:
+            typer.echo(f"warning: {warning}", err=True)
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -250,7 +250,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         typer.echo(f"warning: {warning}", err=True)
     workload: dict[str, Any] = {}
     if trace is not None:  # the cluster's workload changes, and a provisioner launches for it
-        from ebb_cli.backtest_cmd import load_trace
+        from ebb_cli.backtest_cmd import load_trace, trace_warnings
+
+        for warning in trace_warnings(snapshot):
+            typer.echo(f"warning: {warning}", err=True)
         from ebb_embedded.backtest import workload_tasks
         from ebb_embedded.workload import WorkloadCluster
 

@@ -1,5 +1,5 @@
-"""`ebb run`'s words around the run: the closing line (what the run changed, a trace may grow the cluster) and the
-``--database`` file refused before the run when it cannot hold the decisions."""
+"""`ebb run`'s words around the run: the closing line (what the run changed, a trace may grow the cluster); the
+``--database`` file and the ``--api-port`` refused before the run when they cannot serve; and `ebb --version`."""
 
 from __future__ import annotations
 
@@ -68,3 +68,12 @@ def test_an_api_port_in_use_is_refused_before_the_run() -> None:
     said = " ".join(result.output.replace("│", " ").split())
     assert f"Invalid value for --api-port: 127.0.0.1:{port} cannot be listened on: Address already in use" in said
     assert _port_problem(port) is None  # free again
+
+
+@pytest.mark.parametrize("args", [["--version"], ["version"]])
+def test_the_version(args: list[str]) -> None:
+    from ebb import __version__
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{__version__}\n"

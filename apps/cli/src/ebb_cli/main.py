@@ -1,5 +1,7 @@
 """The `ebb` command: the user's entry point to every mode of ebb."""
 
+from typing import Annotated
+
 import typer
 
 from ebb_cli.backtest_cmd import backtest
@@ -12,17 +14,26 @@ app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth ke
 app.add_typer(db_app, name="db")
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from ebb import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print ebb's version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
     """ebb removes Kubernetes nodes that are no longer worth keeping, safely."""
 
 
 @app.command()
 def version() -> None:
     """Print ebb's version."""
-    from ebb import __version__
-
-    typer.echo(__version__)
+    _print_version(True)
 
 
 app.command(name="plan")(plan)

@@ -251,11 +251,11 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     workload: dict[str, Any] = {}
     if trace is not None:  # the cluster's workload changes, and a provisioner launches for it
         from ebb_cli.backtest_cmd import load_trace, trace_warnings
+        from ebb_embedded.backtest import workload_tasks
+        from ebb_embedded.workload import WorkloadCluster
 
         for warning in trace_warnings(snapshot):
             typer.echo(f"warning: {warning}", err=True)
-        from ebb_embedded.backtest import workload_tasks
-        from ebb_embedded.workload import WorkloadCluster
 
         events = load_trace(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
         workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=[])}

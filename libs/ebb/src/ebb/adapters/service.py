@@ -47,10 +47,10 @@ def load_settings(settings_class: type[Settings]) -> Settings:
         return settings_class()
     except ValidationError as e:
         prefix = str(settings_class.model_config.get("env_prefix") or "")
+        whole = f"the {prefix.rstrip('_') or settings_class.__name__} settings"  # an error of no one field
         for error in e.errors(include_url=False):
             field = "_".join(str(part) for part in error["loc"])
-            whole = prefix.rstrip("_") or settings_class.__name__
-            name = (prefix + field).upper() if field else f"the {whole} settings"
+            name = (prefix + field).upper() if field else whole
             shown = isinstance(error.get("input"), str | int | float) and not _SECRET_WORDS.intersection(
                 field.lower().split("_"))
             given = f" (given {error['input']!r})" if shown else ""

@@ -222,6 +222,27 @@ def test_run_with_a_trace_grows_the_cluster(tmp_path: Path) -> None:
     assert out["end"]["pods"] == out["start"]["pods"] + 8 and out["end"]["pendingPods"] == 0
 
 
+def test_a_trace_that_changes_a_nodepool_template_drifts_its_nodes(tmp_path: Path) -> None:
+    """A trace file's patch of the NodePool's template drifts the nodes launched before it, as Karpenter's new
+    nodepool-hash would: the drift method replaces them."""
+    docs = [nodepool(node_hash="h1"), catalog(),
+            *(node(f"n{i}", itype="t3.medium", node_hash="h1") for i in range(2)),
+            *(pod(f"web-{i}", f"n{i % 2}", cpu="900m", owner=("ReplicaSet", "web-1")) for i in range(4))]
+    trace = {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": "relabel", "events": [
+        {"at": "2m", "patch": {"kind": "NodePool", "name": "default",
+                               "merge": {"spec": {"template": {"metadata": {"labels": {"team": "data"}}}}}}}]}
+    snapshot = write(tmp_path / "c.yaml", {"kind": "List", "items": docs})
+    trace_file = write(tmp_path / "t.yaml", trace)
+    result = CliRunner().invoke(app, ["backtest", "-f", str(snapshot), "--start", "2026-11-23T18:30:00Z",
+                                      "--trace", str(trace_file), "--duration", "20m", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)["policies"]
+    summary = run["summary"]
+    assert summary["disruptions"].get("drift", 0) >= 1, summary
+    assert summary["launches_by"].get("executor", 0) >= 1 and run["trace_errors"] == []  # the replacements
+    assert summary["pending_pods_at_end"] == 0
+
+
 async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_the_replica() -> None:
     from ebb.adapters.bus import InMemoryBus
     from ebb.core.traces import TraceEvent

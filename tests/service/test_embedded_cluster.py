@@ -1,4 +1,5 @@
-"""The embedded mode's simulated cluster: what it publishes, and the API-server semantics the drainer relies on."""
+"""The embedded mode's simulated cluster: what it publishes, the API-server semantics the drainer relies on, and
+Karpenter's NodePool hash."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeErro
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
-from ebb_embedded.cluster import SimulatedCluster
+from ebb.core.cluster import ClusterView
+from ebb.core.methods.drift import drifted_nodes
+from ebb.core.traces import TraceEvent
+from ebb_embedded.cluster import SimulatedCluster, template_hash_input
+from ebb_embedded.workload import WorkloadCluster
 from tests.unit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
 
 
@@ -183,3 +188,50 @@ def test_the_published_messages_are_valid_cluster_objects() -> None:
     message = ClusterObject(kind="Node", namespace="", name="a", resource_version=obj["metadata"]["resourceVersion"],
                             object=obj)
     assert message.key() == "Node//a"
+
+
+async def test_a_nodepool_template_change_gets_a_new_hash_as_karpenter_gives_it() -> None:
+    """Karpenter's NodePool hash controller, simulated: a change of what Karpenter hashes (the template but for
+    requirements and resources) drifts the nodes launched before it; behavioural fields do not; a template seen
+    before gets its hash back; a change that names its own hash keeps it."""
+    sim = WorkloadCluster([nodepool(node_hash="h1"), node("a", node_hash="h1")], InMemoryBus(), clock)
+
+    async def patch(merge: dict[str, Any]) -> str:
+        await sim.apply(TraceEvent.model_validate({"at": 0, "patch": {"kind": "NodePool", "name": "default",
+                                                                       "merge": merge}}))
+        return str(sim.objects["NodePool//default"]["metadata"]["annotations"]["karpenter.sh/nodepool-hash"])
+
+    def drifted() -> set[str]:
+        return set(drifted_nodes(ClusterView.build(sim.snapshot(), NOW)))
+
+    # behavioural fields, requirements, the default expireAfter written out, a list in another order: the same hash
+    assert await patch({"spec": {"disruption": {"consolidateAfter": "10m"}, "weight": 5,
+                                 "limits": {"cpu": 100}}}) == "h1"
+    assert await patch({"spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}]}}}}) == "h1"
+    assert await patch({"spec": {"template": {"spec": {"expireAfter": "720h"}}}}) == "h1"
+    assert drifted() == set()
+    taints = [{"key": "x", "value": "1", "effect": "NoSchedule"}, {"key": "y", "value": "2", "effect": "NoSchedule"}]
+    with_taints = await patch({"spec": {"template": {"spec": {"taints": taints}}}})
+    assert with_taints.startswith("ebb-") and drifted() == {"a"}
+    assert await patch({"spec": {"template": {"spec": {"taints": taints[::-1]}}}}) == with_taints
+    # a label on the template: another hash; taken away again, the template is the first one and so is its hash
+    labelled = await patch({"spec": {"template": {"metadata": {"labels": {"team": "data"}}}}})
+    assert labelled not in ("h1", with_taints)
+    assert await patch({"spec": {"template": {"metadata": {"labels": None}, "spec": {"taints": None}}}}) == "h1"
+    assert drifted() == set()
+    # the controller puts the hash back where a change dropped it, and a change that names its own keeps it
+    assert await patch({"metadata": {"annotations": {"karpenter.sh/nodepool-hash": None}}}) == "h1"
+    assert await patch({"metadata": {"annotations": {"karpenter.sh/nodepool-hash": "mine"}},
+                        "spec": {"template": {"spec": {"expireAfter": "24h"}}}}) == "mine"
+    assert drifted() == {"a"}
+
+
+def test_the_hash_input_leaves_out_what_karpenter_does_not_hash() -> None:
+    base = nodepool()
+    assert template_hash_input(base) == template_hash_input(
+        nodepool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}],
+                 consolidate_after="1h", budgets=[{"nodes": "1"}], weight=10, expire_after="720h"))
+    for changed in (nodepool(labels={"a": "b"}), nodepool(template_annotations={"a": "b"}),
+                    nodepool(expire_after="24h"), nodepool(taints=[{"key": "k", "effect": "NoSchedule"}])):
+        assert template_hash_input(changed) != template_hash_input(base)

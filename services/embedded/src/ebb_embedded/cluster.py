@@ -16,6 +16,11 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   (``ebb.adapters.kube.node_provider.NodeProvider``). A replacement becomes a Node built like a launched one
   (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_seconds`` of simulated
   time after its launch, when the DaemonSets' pods start on it;
+- **Karpenter's NodePool hash controller**: a NodePool whose ``spec.template`` changes after the start (a
+  trace's ``patch`` or ``create``) gets a new ``karpenter.sh/nodepool-hash`` (`template_hash_input`: the
+  fields Karpenter hashes), so the nodes launched before it drift as under Karpenter. A template seen before
+  gets its hash back, as Karpenter's hash of the same template is the same value; a change that sets the
+  annotation itself keeps the value it sets;
 - **kube-scheduler**: Pending pods are bound with ebb's own scheduling simulator (``ebb.core.simulator``,
   existing nodes only, no launches), so the cluster never holds a placement the engine would call
   invalid. A pod that fits nowhere stays Pending.
@@ -31,6 +36,8 @@ delay, is measured on it. Nothing here reads the wall clock.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import pickle
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -50,7 +57,14 @@ from ebb.core.cluster import pdb_allowed
 from ebb.core.findings import ANNOTATION_DRIFTED
 from ebb.core.labels import selector_matches
 from ebb.core.launch import LaunchError, LaunchSpec
-from ebb.core.model import LABEL_INITIALIZED, InstanceType, Interned, Pod, PodDisruptionBudget
+from ebb.core.model import (
+    ANNOTATION_NODEPOOL_HASH,
+    LABEL_INITIALIZED,
+    InstanceType,
+    Interned,
+    Pod,
+    PodDisruptionBudget,
+)
 from ebb.core.simulator import Scheduler
 
 
@@ -66,6 +80,36 @@ KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeCla
          "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+#: fields of a NodePool's ``spec.template.spec`` that Karpenter leaves out of its hash (``hash:"ignore"``):
+#: requirements drift on their own (a node's labels no longer satisfy them), resources are never set by users
+_UNHASHED_TEMPLATE_FIELDS = ("requirements", "resources")
+#: the API server's default of ``spec.template.spec.expireAfter`` (the CRD's), the same to the hash as none
+_DEFAULT_EXPIRE_AFTER = "720h"
+
+
+def template_hash_input(nodepool: Mapping[str, Any]) -> str:
+    """What Karpenter's ``NodePool.Hash()`` covers, as canonical JSON: ``spec.template`` (its metadata, taints,
+    startup taints, nodeClassRef, expireAfter, terminationGracePeriod) without requirements and resources, zero
+    values left out and lists compared as sets (hashstructure's ``IgnoreZeroValue`` and ``SlicesAsSets``). Two
+    templates give the same string exactly when Karpenter gives them the same hash (up to its hash function)."""
+    template = dict((nodepool.get("spec") or {}).get("template") or {})
+    spec = {k: v for k, v in (template.get("spec") or {}).items() if k not in _UNHASHED_TEMPLATE_FIELDS}
+    if spec.get("expireAfter") == _DEFAULT_EXPIRE_AFTER:
+        del spec["expireAfter"]
+    template["spec"] = spec
+    return json.dumps(_canonical(template), sort_keys=True, separators=(",", ":"))
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with zero values (None, "", 0, False, empty maps and lists) left out of maps and lists sorted."""
+    if isinstance(value, Mapping):
+        kept = {str(k): _canonical(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, "", 0, False, {}, [])}
+    if isinstance(value, list | tuple):
+        return sorted((_canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    return value
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -126,10 +170,14 @@ class SimulatedCluster:
         self.pods_waiting = asyncio.Event()
         #: the objects parsed, each once per change (the same objects as ``objects``)
         self._parse_cache = SnapshotStore(bundled_catalog)
+        #: Karpenter's NodePool hash of each template seen (`template_hash_input` -> karpenter.sh/nodepool-hash)
+        self._template_hashes: dict[str, str] = {}
         for doc in documents:
             kind = doc.get("kind")
             if kind in KINDS:
-                self._store(_copied(dict(doc)))
+                key = self._store(_copied(dict(doc)))
+                if kind == "NodePool":
+                    self._remember_hash(self.objects[key])
 
     # -- object store -------------------------------------------------------------------------------------
 
@@ -181,7 +229,35 @@ class SimulatedCluster:
         await self.bus.publish(TOPIC_CLUSTER_OBJECTS, message)
 
     async def _put(self, obj: dict[str, Any]) -> None:
+        if obj.get("kind") == "NodePool":
+            obj = self._hashed(obj)
         await self._publish(self._store(obj))
+
+    def _remember_hash(self, nodepool: Mapping[str, Any]) -> None:
+        given = (_meta(nodepool).get("annotations") or {}).get(ANNOTATION_NODEPOOL_HASH)
+        if given:
+            self._template_hashes[template_hash_input(nodepool)] = str(given)
+
+    def _hashed(self, nodepool: dict[str, Any]) -> dict[str, Any]:
+        """Karpenter's NodePool hash controller on a NodePool about to be stored: a template changed (or new) gets
+        the hash of that template, the one it had when seen before, else a new one made from it. A change that
+        sets the annotation itself keeps it (the built-in ``drift`` trace, a trace that names its own)."""
+        before = self.objects.get(self._key(nodepool))
+        annotations = _meta(nodepool).get("annotations") or {}
+        given = annotations.get(ANNOTATION_NODEPOOL_HASH)
+        previous = (_meta(before).get("annotations") or {}).get(ANNOTATION_NODEPOOL_HASH) if before else None
+        hashed = template_hash_input(nodepool)
+        if given and given != previous:
+            self._template_hashes[hashed] = str(given)
+            return nodepool
+        if before is not None and template_hash_input(before) == hashed:
+            value = previous  # the same template: the same hash (put back if the change dropped it)
+        else:
+            value = self._template_hashes.setdefault(hashed, "ebb-" + hashlib.sha256(hashed.encode()).hexdigest()[:16])
+        if not value or value == given:
+            return nodepool
+        return {**nodepool, "metadata": {**_meta(nodepool), "annotations": {**annotations,
+                                                                              ANNOTATION_NODEPOOL_HASH: value}}}
 
     async def _remove(self, key: str) -> None:
         obj = self.objects.pop(key, None)

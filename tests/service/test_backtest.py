@@ -6,6 +6,7 @@ the same JSON in two processes; bad trace and policy files exit 2."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import multiprocessing
@@ -33,7 +34,7 @@ from ebb_embedded.backtest import (
     run_backtest,
     run_backtests,
 )
-from tests.unit.builders import NOW, catalog, node, nodepool, pod
+from tests.unit.builders import NOW, catalog, node, nodepool, pdb, pod
 
 CHURN_CONTROL = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
                  "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30m",
@@ -277,6 +278,76 @@ async def test_a_workload_scales_as_its_controller_would_and_evictions_follow_th
     with pytest.raises(ValueError, match="no NodePool gone"):
         await sim.apply(TraceEvent.model_validate({"at": 0, "patch": {"kind": "NodePool", "name": "gone",
                                                                        "merge": {}}}))
+
+
+async def test_an_interrupt_tells_ebb_and_the_lost_nodes_pods_come_back_pending() -> None:
+    from ebb.adapters.bus import InMemoryBus
+    from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
+    from ebb.core.traces import TraceEvent
+    from ebb_embedded.workload import WorkloadCluster
+
+    docs = [nodepool(), catalog(), node("od"), *(node(f"s{i}", capacity_type="spot") for i in range(3)),
+            pod("web-a", "s0", owner=("ReplicaSet", "web")), pod("bare", "s0"),
+            pod("ds", "s0", owner=("DaemonSet", "agent"))]
+    bus = InMemoryBus()
+    sim = WorkloadCluster(docs, bus, lambda: NOW, seed=3)
+    sim.start_measuring({})
+    heard: list[Interruption] = []
+    stop = asyncio.Event()
+
+    async def hear(delivery: Any) -> None:
+        heard.append(delivery.message)
+
+    listener = asyncio.create_task(bus.consume([TOPIC_INTERRUPTIONS], "test", hear, stop=stop))
+
+    def event(**interrupt: Any) -> TraceEvent:
+        return TraceEvent.model_validate({"at": 0, "interrupt": interrupt})
+
+    await sim.apply(event(nodes=2))  # two of the three spot nodes, never the on-demand one
+    await sim.apply(event(nodes=5))  # the one left: the two interrupted already are not picked again
+    await sim.apply(event(node="od", kind="rebalance"))  # a recommendation: nothing will end
+    await asyncio.sleep(0.1)
+    stop.set()
+    await listener
+    by_node = {m.node: (m.kind, m.deadline) for m in heard}  # the bus delivers in order per node (its key)
+    assert len(heard) == 4 and by_node == {**{name: ("spot-interruption", NOW + timedelta(minutes=2))
+                                              for name in ("s0", "s1", "s2")}, "od": ("rebalance", None)}
+    assert sim.measures.interruptions == 4 and sorted(name for _, _, name in sim._endings) == ["s0", "s1", "s2"]
+    with pytest.raises(ValueError, match="no Ready node of capacity type spot and of NodePool other"):
+        await sim.apply(event(nodepool="other"))
+    with pytest.raises(ValueError, match="no Node gone"):
+        await sim.apply(event(node="gone"))
+
+    # the node lost: its pods with it; the ReplicaSet's comes back Pending, the bare one and the DaemonSet's do not
+    await sim.lose_node("s0")
+    assert "Node//s0" not in sim.objects and sim.measures.nodes["s0"].end == NOW
+    pending = [o for o in sim.pending_pods() if o["metadata"]["name"].startswith("web-")]
+    assert len(pending) == 1 and "nodeName" not in pending[0]["spec"]
+    assert not any(k.endswith(("/bare", "/ds")) for k in sim.objects)
+    assert sim.measures.pods_lost == 2  # web-a and the bare pod; a DaemonSet pod is not the workload's
+    await sim.lose_node("s0")  # gone already: nothing
+    assert sim.measures.pods_lost == 2
+
+
+def test_a_trace_interrupts_nodes_and_ebb_moves_their_pods_before_the_cloud_takes_them(tmp_path: Path) -> None:
+    """The planner hears of an interruption and drains the node within the notice. Where PDBs refuse the drain,
+    the cloud takes the node at the deadline with its pods, which come back Pending and go onto a launched node."""
+    trace = {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": "spot-loss", "events": [
+        {"at": "2m", "interrupt": {"node": "n0"}}, {"at": "10m", "interrupt": {"node": "n1"}}]}
+    docs = [*cluster(), *(pdb(f"keep-{name}", {"app": name}, max_unavailable=0) for name in ("web-1", "web-3"))]
+    args = ["backtest", "-f", str(write(tmp_path / "c.yaml", {"kind": "List", "items": docs})),
+            "--start", "2026-11-23T18:30:00Z", "--trace", str(write(tmp_path / "t.yaml", trace)), "--duration", "20m"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"interruptions \(pods lost\)\s*│\s*2 \(2\)", result.stdout), result.stdout
+    assert re.search(r"  interruption\s*│\s*2\s*│", result.stdout), result.stdout  # ebb's decisions
+    first, second = (CliRunner().invoke(app, [*args, "-o", "json"]).stdout for _ in range(2))
+    assert first == second  # deterministic, the cloud's picks and deadlines included
+    (run,) = json.loads(first)["policies"]
+    summary = run["summary"]
+    assert run["trace_errors"] == [] and summary["interruptions"] == 2 and summary["disruptions"]["interruption"] == 2
+    assert summary["pods_lost"] == 2  # n1's two pods; n0's were evicted in time
+    assert summary["pending_pods_at_end"] == 0 and summary["launches_by"]["provisioner"] >= 1
 
 
 @pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml", "demand-window.yaml",

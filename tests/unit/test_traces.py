@@ -67,6 +67,11 @@ def test_drift_patches_every_nodepool() -> None:
     ({"at": -1, "delete": {"kind": "Pod", "name": "x"}}, "greater than or equal"),
     ({"at": 1, "scale": {"workload": {"name": "w", "kind": "Deployment"}, "replicas": 1}}, "ReplicaSet"),
     ({"at": 1, "bogus": {}}, "Extra inputs"),
+    ({"at": 1, "interrupt": {}, "delete": {"kind": "Pod", "name": "x"}}, "exactly one of .*interrupt"),
+    ({"at": 1, "interrupt": {"nodes": 0}}, "greater than or equal to 1"),
+    ({"at": 1, "interrupt": {"notice": "soon"}}, "not a duration"),
+    ({"at": 1, "interrupt": {"kind": "state-change"}}, "spot-interruption"),
+    ({"at": 1, "interrupt": {"capacityType": "preemptible"}}, "spot"),
 ])
 def test_bad_trace_files_say_what_is_wrong(event: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
@@ -80,6 +85,19 @@ def test_file_events_order_and_schema() -> None:
     assert [e.at for e in trace.ordered()] == [30, 120]
     schema = trace_schema()
     assert {"apiVersion", "events", "name"} <= set(schema["properties"])
+
+
+def test_an_interrupt_reads_durations_and_defaults_to_a_spot_node_with_two_minutes() -> None:
+    trace = Trace.model_validate({"name": "t", "events": [
+        {"at": "1h", "interrupt": {}},
+        {"at": "2h", "interrupt": {"nodes": 3, "capacityType": None, "nodepool": "general", "notice": "10m",
+                                   "kind": "scheduled-change"}}]})
+    first, second = (e.interrupt for e in trace.ordered())
+    assert first is not None and second is not None
+    assert (first.node, first.nodes, first.capacity_type, first.nodepool, first.kind, first.notice) == \
+        (None, 1, "spot", None, "spot-interruption", 120.0)
+    assert (second.nodes, second.capacity_type, second.nodepool, second.kind, second.notice) == \
+        (3, None, "general", "scheduled-change", 600.0)
 
 
 @pytest.mark.parametrize(("target", "patch", "expected"), [
@@ -108,4 +126,5 @@ def test_the_example_trace_file_is_valid() -> None:
     path = Path(__file__).parents[2] / "examples" / "backtest" / "trace.yaml"
     (doc,) = parse_yaml(path.read_text(), str(path))
     trace = Trace.model_validate(doc)
-    assert [e.at for e in trace.ordered()] == [0, 300, 2100, 2700, 3600]
+    assert [e.at for e in trace.ordered()] == [0, 300, 2100, 2700, 3600, 5400]
+    assert trace.ordered()[-1].interrupt is not None

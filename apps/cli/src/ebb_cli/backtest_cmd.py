@@ -141,6 +141,8 @@ def _table(result: dict[str, Any]) -> Any:
           for method in sorted({m for r in result["policies"] for m in r["summary"]["disruptions"]})],
         ("evictions", lambda s: str(s["evictions"])),
         ("pods evicted more than once", lambda s: str(s["pods_evicted_more_than_once"])),
+        *([("interruptions (pods lost)", lambda s: f"{s['interruptions']} ({s['pods_lost']})")]
+          if any(r["summary"].get("interruptions") for r in result["policies"]) else []),
         ("pending p50 / p95 (s)", lambda s: f"{s['pending_seconds_p50']:g} / {s['pending_seconds_p95']:g}"),
         ("churn cost ($)", lambda s: f"{s['churn_cost']:,.2f}"),
         ("launches + disruptions", lambda s: str(s["launches"] + sum(s["disruptions"].values()))),

@@ -196,6 +196,7 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
         "disruptions": disruptions, "nodes_disrupted": cluster.nodes_deleted,
         "evictions": cluster.evictions, "evictions_refused": cluster.evictions_refused,
         "pods_evicted_more_than_once": sum(1 for n in m.evicted.values() if n > 1),
+        "interruptions": m.interruptions, "pods_lost": m.pods_lost,
         "pending_seconds_p50": round(_percentile(pending, 0.5), 3),
         "pending_seconds_p95": round(_percentile(pending, 0.95), 3),
         "pending_pods_at_end": len(m.pending_since),
@@ -220,6 +221,8 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
         cluster.start_measuring(prices)
         tasks = [("trace", _drive(cluster, clock, stop, trace, errors)),
                  ("provisioner", run_provisioner(cluster, clock, stop, seed=seed))]
+        if any(event.interrupt is not None for event in trace.events):
+            tasks.append(("cloud", cluster.run_cloud(stop)))  # only then: a task more changes no other run
         if series is not None:
             tasks.append(("sampler", _sample(cluster, clock, stop, sample_every, series)))
         return tasks

@@ -6,8 +6,11 @@
   workload's pods (Pending, named and identified from the run's seed) from the event's template or a copy
   of one of its pods, or deletes them (Pending ones first, then the newest, as the ReplicaSet controller
   does); ``create`` puts objects (replacing one of the same kind, namespace and name); ``patch`` merges a
-  JSON merge patch into one object; ``delete`` removes one object (a Node with its pods) or every pod of a
-  workload;
+  JSON merge patch into one object; ``delete`` removes one object or every pod of a workload (a Node goes as
+  one the cloud lost: its pods with it, made again by their controllers, Pending);
+- **the cloud's interruptions** (``interrupt``): the nodes picked hear of it at once on ``ebb.interruptions``,
+  as the interruption-ingester would tell the planner, and ``run_cloud`` takes each away at its deadline if it
+  is still there, as a node lost;
 - **the provisioner's signals**: ``unschedulable`` is set whenever kube-scheduler leaves a pod Pending, so
   the provisioner (``ebb_embedded.provisioner``) wakes only when there is something to launch for;
 - **the measures** (``Measures``): every node's life (from the start or its launch to its deletion) and
@@ -22,20 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import heapq
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock
 from ebb.adapters.kube.drain import EvictionResult
 from ebb.adapters.kube.launch import is_ready
-from ebb.contracts import Replacement
+from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption, Replacement
 from ebb.core.launch import LaunchSpec
-from ebb.core.model import Snapshot
-from ebb.core.traces import PodTemplate, TraceEvent, Workload, merge_patch, pod_spec
-from ebb_embedded.cluster import NAME_ALPHABET, SimulatedCluster, _pending
+from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, Snapshot
+from ebb.core.traces import Interrupt, PodTemplate, TraceEvent, Workload, merge_patch, pod_spec
+from ebb_embedded.cluster import NAME_ALPHABET, SimulatedCluster, _meta, _pending
 
 
 @dataclass
@@ -63,6 +68,9 @@ class Measures:
     evicted: dict[str, int] = field(default_factory=dict)
     #: launches by who asked: the provisioner or the executor (replacements)
     launches: dict[str, int] = field(default_factory=dict)
+    #: nodes the cloud interrupted (a notice sent), and pods still on a node when the cloud took it away
+    interruptions: int = 0
+    pods_lost: int = 0
 
 
 class WorkloadCluster(SimulatedCluster):
@@ -77,6 +85,9 @@ class WorkloadCluster(SimulatedCluster):
         super().__init__(documents, bus, clock, **kwargs)
         #: set when kube-scheduler left a pod Pending (the provisioner has something to look at)
         self.unschedulable = asyncio.Event()
+        #: the interrupted nodes' ends: (deadline, order, node), earliest first (`run_cloud`)
+        self._endings: list[tuple[datetime, int, str]] = []
+        self._endings_changed = asyncio.Event()
 
     def start_measuring(self, prices: Mapping[str, float]) -> None:
         """From now on, nodes are measured; the starting ones at ``prices``."""
@@ -229,9 +240,81 @@ class WorkloadCluster(SimulatedCluster):
                 for key in sorted(self._owned(d.workload)):
                     await self._remove(key)
             elif d.kind == "Node":
-                await self._delete_node_now(self.key_of("Node", "", str(d.name)))
+                await self.lose_node(str(d.name))
             else:
                 await self._remove(self.key_of(str(d.kind), d.namespace, str(d.name)))
+        elif event.interrupt is not None:
+            await self._interrupt(event.interrupt)
+
+    # -- the cloud ------------------------------------------------------------------------------------------
+
+    async def _interrupt(self, interrupt: Interrupt) -> None:
+        """Send the cloud's notice for the node named, or for nodes picked at random among the Ready ones that
+        match and are not interrupted already, and mark when each ends (none for a rebalance recommendation)."""
+        ending = {name for _, _, name in self._endings}
+        if interrupt.node is not None:
+            if self.key_of("Node", "", interrupt.node) not in self.objects:
+                raise ValueError(f"interrupt: no Node {interrupt.node}")
+            chosen = [interrupt.node]
+        else:
+            matching = sorted(
+                name for name in self.node_names() if name not in ending
+                and is_ready(node := self.objects[self.key_of("Node", "", name)])
+                and not _meta(node).get("deletionTimestamp")
+                and (interrupt.capacity_type is None
+                     or (_meta(node).get("labels") or {}).get(LABEL_CAPACITY_TYPE) == interrupt.capacity_type)
+                and (interrupt.nodepool is None
+                     or (_meta(node).get("labels") or {}).get(LABEL_NODEPOOL) == interrupt.nodepool))
+            if not matching:
+                raise ValueError("interrupt: no Ready node " + " and ".join(
+                    [f"of capacity type {interrupt.capacity_type}"] * (interrupt.capacity_type is not None)
+                    + [f"of NodePool {interrupt.nodepool}"] * (interrupt.nodepool is not None)) + " to interrupt")
+            chosen = sorted(self._random.sample(matching, min(interrupt.nodes, len(matching))))
+        now = self.clock()
+        takes_away = interrupt.kind != "rebalance"
+        deadline = now + timedelta(seconds=interrupt.notice) if takes_away else None
+        for name in chosen:
+            node = self.objects[self.key_of("Node", "", name)]
+            provider_id = str((node.get("spec") or {}).get("providerID") or name)
+            await self.bus.publish(TOPIC_INTERRUPTIONS, Interruption(
+                id=uuid.UUID(int=self._random.getrandbits(128), version=4), node=name, kind=interrupt.kind,
+                instance_id=provider_id.rsplit("/", 1)[-1] or name, deadline=deadline,
+                detail="simulated by the trace"))
+            self.measures.interruptions += 1
+            if deadline is not None and name not in ending:
+                heapq.heappush(self._endings, (deadline, self.measures.interruptions, name))  # then by notice
+                ending.add(name)
+        self._endings_changed.set()
+
+    async def run_cloud(self, stop: asyncio.Event) -> None:
+        """The cloud's side of the interruptions: each interrupted node ends at its deadline if it is still there
+        (ebb has drained and deleted it by then when it could)."""
+        while not stop.is_set():
+            self._endings_changed.clear()
+            if not self._endings:
+                await self.clock.wait(self._endings_changed, stop)
+                continue
+            deadline, _, name = self._endings[0]
+            wait = (deadline - self.clock()).total_seconds()
+            if wait > 0:
+                await self.clock.wait(self._endings_changed, stop, within=wait)
+                continue
+            heapq.heappop(self._endings)
+            await self.lose_node(name)
+
+    async def lose_node(self, name: str) -> None:
+        """The node is gone, as the cloud or a deletion takes it: its NodeClaim and pods go with it (the pod
+        garbage collector), and the controllers make those pods again, Pending; nothing when it is gone already."""
+        key = self.key_of("Node", "", name)
+        if key not in self.objects:
+            return
+        pods = [self.objects[k] for k in sorted(self._pods_on.get(name, ()))]
+        await self._delete_node_now(key)
+        for pod in pods:
+            owners = _meta(pod).get("ownerReferences") or []
+            if not any(o.get("kind") == "DaemonSet" for o in owners):
+                self.measures.pods_lost += 1
+            await self._recreate(pod)
 
     async def _scale(self, workload: Workload, replicas: int, template: PodTemplate | None) -> None:
         owned = self._owned(workload)

@@ -3,9 +3,9 @@
 A trace is a list of timestamped events (seconds after the run's start): ``scale`` a workload (a ReplicaSet,
 StatefulSet or Job: its pods are created from a template or deleted, Pending ones first, then the newest),
 ``create`` objects (pods, NodePools, PDBs, ...: created, or replaced when they exist), ``patch`` one object
-(a JSON merge patch, e.g. a NodePool change) and ``delete`` one object or every pod of a workload (a finished
-Job). ``Trace`` is the file format (``ebb.sh/v1 Trace``, YAML or JSON; ``trace_schema()`` is its JSON schema,
-in docs/backtest.md).
+(a JSON merge patch, e.g. a NodePool change), ``delete`` one object or every pod of a workload (a finished
+Job) and ``interrupt`` nodes (the cloud's notice, then the node's end). ``Trace`` is the file format
+(``ebb.sh/v1 Trace``, YAML or JSON; ``trace_schema()`` is its JSON schema, in docs/backtest.md).
 
 The built-in traces (``builtin_trace``) are generated from the cluster the run starts with, a duration and a
 seed, so they are deterministic: ``batch-bursts`` (short Jobs arriving in bursts, the churn Karpenter users
@@ -83,27 +83,58 @@ class Delete(_Model):
         return self
 
 
+def _seconds(value: Any) -> Any:
+    """A duration like 90s, 15m or 2h as seconds; numbers as they are."""
+    if isinstance(value, str):
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise ValueError(f"{value!r} is not a duration like 90s, 15m or 2h")
+        return seconds
+    return value
+
+
+#: how long the cloud gives a spot instance after its interruption notice (AWS: two minutes)
+SPOT_NOTICE_SECONDS = 120.0
+
+
+class Interrupt(_Model):
+    """The cloud interrupts nodes: ebb hears of it at once (as the interruption-ingester would tell it), and the
+    cloud takes each node away ``notice`` later if it is still there, its pods with it (their controllers make
+    them again, Pending). A ``rebalance`` recommendation takes nothing away."""
+
+    node: str | None = Field(default=None, min_length=1, description="The node; default: ``nodes`` of them, picked "
+                             "at random (from the run's seed) among the Ready nodes that match.")
+    nodes: int = Field(default=1, ge=1, description="How many nodes to pick when ``node`` is not given.")
+    capacity_type: Literal["spot", "on-demand", "reserved"] | None = Field(
+        default="spot", alias="capacityType", description="Pick among nodes of this capacity type; null: any.")
+    nodepool: str | None = Field(default=None, description="Pick among this NodePool's nodes; default: any.")
+    kind: Literal["spot-interruption", "scheduled-change", "rebalance"] = "spot-interruption"
+    notice: float = Field(default=SPOT_NOTICE_SECONDS, gt=0, description="Seconds (or 90s, 15m, 2h) from the notice "
+                          "to the node's end.")
+
+    @field_validator("notice", mode="before")
+    @classmethod
+    def _notice(cls, value: Any) -> Any:
+        return _seconds(value)
+
+
 class TraceEvent(_Model):
     at: float = Field(ge=0, description="Seconds after the start, or a duration like 90s, 15m, 2h.")
     scale: Scale | None = None
     create: Create | None = None
     patch: Patch | None = None
     delete: Delete | None = None
+    interrupt: Interrupt | None = None
 
     @field_validator("at", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            seconds = parse_duration(value)
-            if seconds is None:
-                raise ValueError(f"{value!r} is not a duration like 90s, 15m or 2h")
-            return seconds
-        return value
+        return _seconds(value)
 
     @model_validator(mode="after")
     def _one_action(self) -> TraceEvent:
-        if sum(x is not None for x in (self.scale, self.create, self.patch, self.delete)) != 1:
-            raise ValueError("an event has exactly one of scale, create, patch, delete")
+        if sum(x is not None for x in (self.scale, self.create, self.patch, self.delete, self.interrupt)) != 1:
+            raise ValueError("an event has exactly one of scale, create, patch, delete, interrupt")
         return self
 
 

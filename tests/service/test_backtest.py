@@ -350,6 +350,35 @@ def test_a_trace_interrupts_nodes_and_ebb_moves_their_pods_before_the_cloud_take
     assert summary["pending_pods_at_end"] == 0 and summary["launches_by"]["provisioner"] >= 1
 
 
+@pytest.mark.parametrize("command", ["backtest", "run"])
+def test_traces_run_together_and_events_not_applied_are_told(tmp_path: Path, command: str) -> None:
+    """``--trace`` repeated runs the traces as one; events the cluster cannot apply are named on stderr (the
+    first three, then a count), not only in the JSON."""
+    typos = {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": "typos", "events": [
+        {"at": "1m", "patch": {"kind": "NodePool", "name": "genral", "merge": {"spec": {"weight": 3}}}},
+        {"at": "2m", "interrupt": {"nodepool": "nope"}},
+        {"at": "3m", "delete": {"kind": "Pod", "namespace": "default", "name": "nobody"}},
+        {"at": "4m", "interrupt": {"node": "nobody"}}]}
+    snapshot = write(tmp_path / "c.yaml", {"kind": "List", "items": cluster()})
+    result = CliRunner().invoke(app, [command, "-f", str(snapshot), "--start", "2026-11-23T18:30:00Z",
+                                      "--trace", str(write(tmp_path / "b.yaml", bursts())),
+                                      "--trace", str(write(tmp_path / "t.yaml", typos)),
+                                      "--duration", "5m", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    who = "karpenter-default, seed 0: " if command == "backtest" else ""
+    assert (f"warning: {who}4 trace event(s) not applied: at 60s: patch: no NodePool genral; at 120s: interrupt: no "
+            "Ready node of capacity type spot and of NodePool nope to interrupt; at 180s: delete: no Pod "
+            "default/nobody (and 1 more)") in result.stderr
+    out = json.loads(result.stdout)
+    if command == "backtest":
+        (run,) = out["policies"]
+        assert out["trace"] == "two-bursts+typos" and len(run["trace_errors"]) == 4
+        assert run["trace_errors"][3] == "at 240s: interrupt: no Node nobody"
+        assert run["summary"]["launches_by"]["provisioner"] >= 1  # the bursts' trace ran too
+    else:
+        assert out["end"]["pods"] == out["start"]["pods"] + 8  # the first burst, the typos' events skipped
+
+
 @pytest.mark.parametrize("name", ["churn-control.yaml", "price-threshold.yaml", "demand-window.yaml",
                                   "spot-demand-window.yaml"])
 def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ebb.core.traces import BUILTIN, Trace, builtin_trace, merge_patch, replica_sets, trace_schema
+from ebb.core.traces import (
+    BUILTIN,
+    Interrupt,
+    Trace,
+    builtin_trace,
+    combined,
+    merge_patch,
+    replica_sets,
+    trace_schema,
+)
 from tests.unit.builders import NOW, node, nodepool, pod
 
 CLUSTER: list[dict[str, Any]] = [
@@ -58,6 +67,20 @@ def test_rollout_moves_the_largest_replica_set() -> None:
 def test_drift_patches_every_nodepool() -> None:
     trace = builtin_trace("drift", CLUSTER, start=NOW, duration=DAY, seed=0)
     assert sorted(e.patch.name for e in trace.events if e.patch) == ["general", "spot"]
+
+
+def test_spot_interruptions_come_at_random_and_traces_run_together() -> None:
+    spot = builtin_trace("spot-interruptions", CLUSTER, start=NOW, duration=DAY, seed=0)
+    assert 12 <= len(spot.events) <= 40  # one an hour on average, a Poisson process
+    assert all(e.interrupt == Interrupt() for e in spot.events)  # a spot node, the 2-minute notice
+    assert spot == builtin_trace("spot-interruptions", CLUSTER, start=NOW, duration=DAY, seed=0)
+    assert spot != builtin_trace("spot-interruptions", CLUSTER, start=NOW, duration=DAY, seed=1)
+    bursts = builtin_trace("batch-bursts", CLUSTER, start=NOW, duration=DAY, seed=0)
+    both = combined([bursts, spot])
+    assert both.name == "batch-bursts+spot-interruptions"
+    assert both.events == [*bursts.events, *spot.events]
+    assert [e.at for e in both.ordered()] == sorted(e.at for e in both.events)
+    assert combined([spot]) is spot
 
 
 @pytest.mark.parametrize(("event", "message"), [

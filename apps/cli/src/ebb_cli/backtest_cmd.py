@@ -1,7 +1,8 @@
 """`ebb backtest`: one workload trace under several disruption policies, side by side.
 
-The trace is a built-in one (``batch-bursts``, ``diurnal``, ``rollout``, ``drift``: ``ebb.core.traces``) or an
-``ebb.sh/v1 Trace`` file; the cluster is a snapshot (``-f``, as for ``ebb plan``), the bundled example, or with
+The trace is a built-in one (``batch-bursts``, ``diurnal``, ``rollout``, ``drift``, ``spot-interruptions``:
+``ebb.core.traces``) or an ``ebb.sh/v1 Trace`` file, or several of them run together (``--trace`` repeated); the
+cluster is a snapshot (``-f``, as for ``ebb plan``), the bundled example, or with
 ``--empty`` their NodePools, DaemonSets and catalog without nodes or pods. Each ``--policy`` is a file of
 ``ebb.sh/v1`` DisruptionPolicy and Hold documents; the built-in ``karpenter-default`` always runs first as the
 baseline. Every run is the embedded mode in virtual time (``ebb_embedded.backtest``), so the output is
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, Output, _documents, _duration, _time
+from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, SKIPPED_SHOWN, Output, _documents, _duration, _time
 
 if TYPE_CHECKING:
     from ebb.core.model import Snapshot
@@ -64,6 +65,13 @@ def load_trace(spec: str, documents: list[Any], *, start: datetime, duration: fl
         problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(document)'}: {e['msg']}"
                              for e in exc.errors())
         raise typer.BadParameter(f"{spec}: not a valid trace: {problems}", param_hint="--trace") from exc
+
+
+def load_traces(specs: list[str], documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
+    """`load_trace` of each of ``specs``, run together as one trace (``ebb.core.traces.combined``)."""
+    from ebb.core.traces import combined
+
+    return combined([load_trace(spec, documents, start=start, duration=duration, seed=seed) for spec in specs])
 
 
 def load_policy(path: Path) -> Policy:
@@ -197,6 +205,20 @@ def trace_warnings(snapshot: Snapshot) -> list[str]:
             "adds that fit on no node stay Pending (kubectl get nodepools -o yaml adds them to a dump)"]
 
 
+def skipped_events(results: list[dict[str, Any]]) -> list[str]:
+    """A line per policy run whose trace had events the cluster could not apply (``trace_errors``): how many, and
+    the first few, so a table's reader hears of them too."""
+    lines = []
+    for result in results:
+        for run in result["policies"]:
+            errors = run.get("trace_errors") or []
+            if errors:
+                more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
+                lines.append(f"{run['name']}, seed {result['seed']}: {len(errors)} trace event(s) not applied: "
+                             + "; ".join(errors[:SKIPPED_SHOWN]) + more)
+    return lines
+
+
 def _unwritable(path: Path) -> str | None:
     """Why a file cannot be written at ``path``, checked before a run that may take hours; None when it can."""
     if path.is_dir():
@@ -223,8 +245,9 @@ def _write_whole(path: Path, text: str) -> None:
 
 
 def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
-    trace: Annotated[str, typer.Option(help="a built-in trace (batch-bursts, diurnal, rollout, drift) or a trace "
-                                            "file (YAML or JSON, docs/backtest.md)")],
+    trace: Annotated[list[str], typer.Option(
+        help="a built-in trace (batch-bursts, diurnal, rollout, drift, spot-interruptions) or a trace file (YAML "
+             "or JSON, docs/backtest.md); repeatable: the traces run together")],
     policy: Annotated[list[Path] | None, typer.Option(
         help="a policy file (ebb.sh/v1 DisruptionPolicy and Hold documents); repeatable. karpenter-default "
              "always runs first")] = None,
@@ -290,7 +313,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         problem = _unwritable(report)
         if problem:
             raise typer.BadParameter(f"{report}: {problem}", param_hint="--report")
-    workloads = [load_trace(trace, documents, start=moment, duration=span.total_seconds(), seed=s)
+    workloads = [load_traces(trace, documents, start=moment, duration=span.total_seconds(), seed=s)
                  for s in range(seed, seed + seeds)]
     render_report: Any = None
     if report is not None:
@@ -339,6 +362,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
             if exc.code == 128 + signal.SIGTERM:
                 console.print("ebb backtest: terminated; the runs were stopped and nothing was written")
             raise
+    for line in skipped_events(results):
+        typer.echo(f"warning: {line}", err=True)
     if seeds > 1:
         summed = {"trace": results[0]["trace"], "start": results[0]["start"],
                   "duration_seconds": results[0]["duration_seconds"], "across_seeds": across_seeds(results),

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 EXAMPLE_CLUSTER = "example-cluster.yaml"
 #: without a terminal, a progress line on stderr this often (real seconds)
 PROGRESS_EVERY = 10.0
+#: the trace events not applied that a warning names, per run (the rest are counted; JSON lists them all)
+SKIPPED_SHOWN = 3
 #: the simulated time the bundled example was generated for (examples/generate.py)
 EXAMPLE_NOW = "2026-11-23T18:30:00Z"
 #: the pace of a run that serves the decisions-api and was given no --speed (as fast as it computes, the run
@@ -202,9 +204,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         help="the seed of every random choice of the run (new pods' names, decision ids)", min=0)] = 0,
     pass_cost: Annotated[str, typer.Option(
         help="the simulated time a planner pass (and a validation) takes; computation takes none otherwise")] = "0s",
-    trace: Annotated[str | None, typer.Option(
+    trace: Annotated[list[str] | None, typer.Option(
         help="drive the workload with a trace while ebb runs: a built-in one (batch-bursts, diurnal, rollout, "
-             "drift) or a trace file; a provisioner then launches nodes for Pending pods")] = None,
+             "drift, spot-interruptions) or a trace file; repeatable: the traces run together. A provisioner then "
+             "launches nodes for Pending pods")] = None,
     reuse_passes: Annotated[bool, typer.Option(
         "--reuse-passes/--no-reuse-passes", hidden=True,
         help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
@@ -249,16 +252,17 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     for warning in input_warnings(snapshot):
         typer.echo(f"warning: {warning}", err=True)
     workload: dict[str, Any] = {}
-    if trace is not None:  # the cluster's workload changes, and a provisioner launches for it
-        from ebb_cli.backtest_cmd import load_trace, trace_warnings
+    skipped: list[str] = []  # the trace's events the cluster could not apply
+    if trace:  # the cluster's workload changes, and a provisioner launches for it
+        from ebb_cli.backtest_cmd import load_traces, trace_warnings
         from ebb_embedded.backtest import workload_tasks
         from ebb_embedded.workload import WorkloadCluster
 
         for warning in trace_warnings(snapshot):
             typer.echo(f"warning: {warning}", err=True)
 
-        events = load_trace(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
-        workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=[])}
+        events = load_traces(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
+        workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=skipped)}
     configure(log_level)
 
     from rich.console import Console
@@ -295,6 +299,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     except ValueError as exc:  # SnapshotError: an invalid document, named
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if skipped:
+        more = f" (and {len(skipped) - SKIPPED_SHOWN} more)" if len(skipped) > SKIPPED_SHOWN else ""
+        typer.echo(f"warning: {len(skipped)} trace event(s) not applied: {'; '.join(skipped[:SKIPPED_SHOWN])}{more}",
+                   err=True)
     if output is Output.json:
         sys.stdout.write(json.dumps(_summary_json(summary), indent=2) + "\n")
         return

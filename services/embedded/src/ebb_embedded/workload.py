@@ -239,10 +239,12 @@ class WorkloadCluster(SimulatedCluster):
             if d.workload is not None:
                 for key in sorted(self._owned(d.workload)):
                     await self._remove(key)
+            elif (key := self.key_of(str(d.kind), d.namespace, str(d.name))) not in self.objects:
+                raise ValueError(f"delete: no {d.kind} {d.namespace + '/' if d.namespace else ''}{d.name}")
             elif d.kind == "Node":
                 await self.lose_node(str(d.name))
             else:
-                await self._remove(self.key_of(str(d.kind), d.namespace, str(d.name)))
+                await self._remove(key)
         elif event.interrupt is not None:
             await self._interrupt(event.interrupt)
 

@@ -10,8 +10,9 @@ Job) and ``interrupt`` nodes (the cloud's notice, then the node's end). ``Trace`
 The built-in traces (``builtin_trace``) are generated from the cluster the run starts with, a duration and a
 seed, so they are deterministic: ``batch-bursts`` (short Jobs arriving in bursts, the churn Karpenter users
 report), ``diurnal`` (the ReplicaSets scaled with the time of day), ``rollout`` (a rolling deploy of the
-largest ReplicaSet), ``drift`` (a NodePool change that drifts its nodes). On an empty cluster each first
-creates a ``web`` ReplicaSet to have something to scale.
+largest ReplicaSet), ``drift`` (a NodePool change that drifts its nodes), ``spot-interruptions`` (a spot
+node interrupted now and then). On an empty cluster each but the last first creates a ``web`` ReplicaSet to
+have something to scale. Traces run together as one (``combined``).
 
 Pure: values in, values out (the embedded mode applies the events: ``ebb_embedded.workload``).
 """
@@ -280,12 +281,39 @@ def drift(documents: Sequence[Mapping[str, Any]], *, start: datetime, duration: 
     return Trace(name="drift", description="every NodePool's template changes", events=events)
 
 
+def spot_interruptions(documents: Sequence[Mapping[str, Any]], *, start: datetime, duration: float, seed: int,
+                       every: float = 3600.0) -> Trace:
+    """A spot node interrupted now and then: at random times, ``every`` seconds apart on average (a Poisson
+    process), one Ready spot node picked at random gets the cloud's two-minute notice. Meant to be run with
+    another trace (``--trace batch-bursts --trace spot-interruptions``); it adds no workload of its own."""
+    del documents, start
+    rng = random.Random(seed)
+    events: list[TraceEvent] = []
+    at = rng.expovariate(1.0 / every)
+    while at < duration:
+        events.append(TraceEvent(at=round(at, 3), interrupt=Interrupt()))
+        at += rng.expovariate(1.0 / every)
+    return Trace(name="spot-interruptions", description=f"a spot node interrupted every {every / 60:g} minutes on "
+                 f"average (seed {seed})", events=events)
+
+
 BUILTIN: dict[str, Callable[..., Trace]] = {
     "batch-bursts": batch_bursts,
     "diurnal": diurnal,
     "rollout": rollout,
     "drift": drift,
+    "spot-interruptions": spot_interruptions,
 }
+
+
+def combined(traces: Sequence[Trace]) -> Trace:
+    """The traces as one: their events together (at the same time, in the order of ``traces``), named after all
+    of them (``batch-bursts+spot-interruptions``)."""
+    if len(traces) == 1:
+        return traces[0]
+    return Trace(name="+".join(t.name for t in traces), description="; ".join(t.description for t in traces if
+                                                                              t.description),
+                 events=[event for trace in traces for event in trace.events])
 
 
 def builtin_trace(name: str, documents: Sequence[Mapping[str, Any]], *, start: datetime, duration: float,

@@ -84,6 +84,19 @@ def _row(page: str, label: str) -> list[str]:
     return re.findall(r"<td[^>]*>([^<]*)</td>", found.group(1))
 
 
+def test_interruptions_and_events_not_applied_are_shown_when_there_are_any() -> None:
+    plain = render_report(_result(2))
+    assert "Interruptions" not in plain and "not applied" not in plain
+    result = _result(2)
+    for index, policy in enumerate(result["policies"]):
+        policy["summary"] |= {"interruptions": 3, "pods_lost": 2 - index}
+    result["policies"][1]["trace_errors"] = ["at 60s: patch: no NodePool <genral>"]
+    page = render_report(result)
+    assert _row(page, "Interruptions") == ["3", "3"] and _row(page, "Pods lost") == ["2", "1 ★"]
+    assert "policy-1&lt;b&gt;: 1 trace event(s) not applied" in page
+    assert "<li>at 60s: patch: no NodePool &lt;genral&gt;</li>" in page and "policy-0&lt;b&gt;: " not in page
+
+
 def test_malformed_result_is_a_validation_error() -> None:
     result = _result(1)
     del result["policies"][0]["summary"]["peak_nodes"]

@@ -47,6 +47,8 @@ class PolicyResult(_Open):
     source: str
     summary: PolicySummary
     series: list[SeriesPoint]
+    #: the trace's events the cluster could not apply
+    trace_errors: list[str] = []
 
 
 class BacktestResult(_Open):
@@ -110,6 +112,9 @@ def _summary_table(result: BacktestResult) -> str:
         ("Launches + disruptions", [policy.summary.launches + total
                                     for policy, total in zip(result.policies, disruptions, strict=True)]),
     ]
+    if any(getattr(policy.summary, "interruptions", 0) for policy in result.policies):  # a trace interrupted nodes
+        table_rows += [(label, [float(getattr(policy.summary, field, 0)) for policy in result.policies])
+                       for label, field in (("Interruptions", "interruptions"), ("Pods lost", "pods_lost"))]
     methods = sorted({method for policy in result.policies for method in policy.summary.disruptions})
     table_rows += [
         (f"Disruptions: {method}", [float(policy.summary.disruptions.get(method, 0)) for policy in result.policies])
@@ -136,6 +141,11 @@ def render_report(result: dict[str, Any]) -> str:
     sources = "".join(
         f"<h3>{html.escape(policy.name)}</h3><pre>{html.escape(policy.source)}</pre>" for policy in parsed.policies
     )
+    skipped = "".join(
+        f"<h3>{html.escape(policy.name)}: {len(policy.trace_errors)} trace event(s) not applied</h3><ul>"
+        + "".join(f"<li>{html.escape(error)}</li>" for error in policy.trace_errors) + "</ul>"
+        for policy in parsed.policies if policy.trace_errors
+    )
     title = html.escape(f"ebb backtest: {parsed.trace}")
     return (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
@@ -146,5 +156,7 @@ def render_report(result: dict[str, Any]) -> str:
         f"</head><body><h1>{title}</h1>"
         f"<p>start {html.escape(parsed.start.isoformat())}, {parsed.duration_seconds:g} s, seed {parsed.seed}</p>"
         f"<h2>Summary (★ = best, lower is better)</h2>{_summary_table(parsed)}"
-        f"<h2>Over time</h2>{charts}<h2>Policies</h2>{sources}</body></html>\n"
+        f"<h2>Over time</h2>{charts}<h2>Policies</h2>{sources}"
+        + (f"<h2>Trace events not applied</h2>{skipped}" if skipped else "")
+        + "</body></html>\n"
     )

@@ -15,9 +15,8 @@ selection are properties of the app -- every pod of the app carries the same one
 a Deployment do. The checker validates spread on the final state, and kube-scheduler enforces a spread
 only for the incoming pod, against the domains *its* node affinity admits: a later pod of the same
 app without the constraint, or with other node affinity (so other eligible domains), may legitimately
-leave a final state in which an earlier pod's constraint looks broken. Apart from that, the generators
-stay away from the one known deviation left, spread counting on nodes the pod's affinity excludes
-(AVOID_KNOWN_BUGS; its xfail reproducer and the fixed bugs' regression tests are at the end of this file).
+leave a final state in which an earlier pod's constraint looks broken (APP_WIDE_NODE_CHOICE). The fixed bugs'
+regression tests are at the end of this file.
 
 Properties:
   (a) validity -- for every simulation (max_new 0, 1 or unlimited), the checker finds no violation,
@@ -79,9 +78,11 @@ APPS = ("web", "db", "cache")
 DEDICATED = Taint("dedicated", "x", "NoSchedule")
 TOLERATE_DEDICATED = Toleration("dedicated", "Equal", "x", "NoSchedule")
 TOLERATE_ALL = Toleration(operator="Exists")
-# Keep the generators away from the known simulator deviation (xfail reproducer at the end of this file).
-# Set to False to watch property (a) find it.
-AVOID_KNOWN_BUGS = True
+# Every pod of an app with a spread shares the app's node selection (`AppProfile.nodes`): the checker judges each
+# pod's spread on the final state, and a later pod of the app with another node selection may legitimately leave
+# an earlier one's looking broken (the module docstring). Those selections make filtered spread groups
+# (`Scheduler._spread_key`), which property (a) checks. False lets each pod draw its own, to watch that case.
+APP_WIDE_NODE_CHOICE = True
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ NodeChoice = tuple[dict[str, str], tuple[tuple[Requirement, ...], ...] | None]
 @dataclass(frozen=True)
 class AppProfile:
     """What every pod of an app shares: its spread constraints and, when it has any, its node
-    selection (see the module docstring and test_bug_spread_counts_pods_on_nodes_the_pod_excludes)."""
+    selection (see the module docstring and APP_WIDE_NODE_CHOICE)."""
 
     spread: tuple[TopologySpread, ...] = ()
     nodes: NodeChoice | None = None
@@ -166,7 +167,7 @@ def app_profiles(draw: st.DrawFn, zones: Sequence[str], with_spread: bool) -> di
             out[app] = AppProfile()
         else:
             out[app] = AppProfile((spread(app, key, draw(st.integers(1, 2))),),
-                                  _node_choice(draw, zones) if AVOID_KNOWN_BUGS else None)
+                                  _node_choice(draw, zones) if APP_WIDE_NODE_CHOICE else None)
     return out
 
 
@@ -651,9 +652,8 @@ def test_placing_the_first_pods_then_the_rest_is_placing_them_all(case: Case) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# Known simulator bugs: minimal reproducers. Each asserts what kube-scheduler / Karpenter would do and
-# fails today; strict, so fixing the bug turns the xfail into an error that asks to drop the marker
-# (and the matching AVOID_KNOWN_BUGS exclusion in `cases`).
+# Simulator bugs found and fixed: minimal reproducers. Each asserts what kube-scheduler / Karpenter would do.
+# A bug found and not yet fixed gets a strict xfail here, and the generators are kept away from it until fixed.
 
 ONE_ZONE = make_type("t", 2000, 4 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.1)])
 TWO_ZONES = make_type("t", 4000, 8 * Gi, 8, [("z-a", CAPACITY_ON_DEMAND, 0.1), ("z-b", CAPACITY_ON_DEMAND, 0.1)])
@@ -670,23 +670,23 @@ def test_fixed_hostname_pod_affinity_on_new_node() -> None:
     assert "default/web" in result.unplaceable and not result.new_nodes
 
 
-@pytest.mark.xfail(strict=True, reason="topology spread counts matching pods on nodes the pod's node affinity "
-                                       "excludes (nodeAffinityPolicy Honor)")
-def test_bug_spread_counts_pods_on_nodes_the_pod_excludes() -> None:
-    # z-a: node a (tier=x, full) and node b (tier=y, two web pods); z-b: node c (tier=x, one web pod).
-    # The pod selects tier=x, so kube-scheduler counts only a and c: z-a=0, z-b=1. On c the skew
-    # would be 2 > 1, and a is full: the pod cannot be placed. The simulator counts b's pods too
-    # (z-a=2, z-b=1) and places the pod on c.
+@pytest.mark.parametrize(("filler", "expected"), [(3900, None), (3800, "a")])
+def test_fixed_spread_counts_only_the_nodes_the_pod_admits(filler: int, expected: str | None) -> None:
+    # z-a: node a (tier=x) and node b (tier=y, two web pods); z-b: node c (tier=x, one web pod). The pod selects
+    # tier=x, so kube-scheduler (nodeAffinityPolicy Honor) counts only a and c: z-a=0, z-b=1. On c the skew would
+    # be 2 > 1: the pod goes to a when it has room (3800m used of 3900m), and nowhere when a is full. Counting b's
+    # pods too (z-a=2, z-b=1), the simulator used to place it on c.
     a = make_node("a", TWO_ZONES, "z-a", labels={"tier": "x"})
     b = make_node("b", TWO_ZONES, "z-a", labels={"tier": "y"})
     c = make_node("c", TWO_ZONES, "z-b", labels={"tier": "x"})
-    residents = (make_pod("filler", 3800, node="a"), make_pod("b1", labels={"app": "web"}, node="b"),
+    residents = (make_pod("filler", filler, node="a"), make_pod("b1", labels={"app": "web"}, node="b"),
                  make_pod("b2", labels={"app": "web"}, node="b"), make_pod("c1", labels={"app": "web"}, node="c"))
     snapshot = Snapshot((a, b, c), residents, (), (TWO_ZONES,))
     pod = make_pod("new", labels={"app": "web"}, node_selector={"tier": "x"}, spread=(spread("web"),))
     result = simulate(snapshot, [pod])
     assert check(snapshot, result, [], [pod]) == []
-    assert "default/new" in result.unplaceable
+    assert result.placements.get("default/new") == expected
+    assert ("default/new" in result.unplaceable) == (expected is None)
 
 
 def test_fixed_hostname_spread_ignores_cordoned_nodes() -> None:

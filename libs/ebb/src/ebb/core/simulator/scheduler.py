@@ -256,6 +256,11 @@ _POOLS_CACHE_SIZE = 4
 _POOLS_LOCK = threading.Lock()
 
 
+#: what separates a topology key from its node filter's id in a filtered group's key (`Scheduler._spread_key`);
+#: no label key holds it
+FILTERED = "|"
+
+
 class Scheduler:
     """Static, per-snapshot data for simulations; `new_state()` makes a mutable working copy."""
 
@@ -326,6 +331,9 @@ class Scheduler:
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
+        #: the node filters of topology spreads that honour the pod's node affinity (`_spread_key`), by id
+        self._node_filters: list[tuple[Mapping[str, str], tuple[tuple[Requirement, ...], ...]]] = []
+        self._node_filter_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
         self._domain_codes: dict[str, tuple[dict[str, int], IntArray, list[IntArray]]] = {}
         self._build_domains(LABEL_HOSTNAME)
@@ -462,7 +470,7 @@ class Scheduler:
             seen.add(k)
             s = pod.spec
             for sp in s.spread:
-                self._group("match", sp.topology_key, sp.selector, frozenset((pod.namespace,)))
+                self._group("match", self._spread_key(sp, s), sp.selector, frozenset((pod.namespace,)))
             for term in (*s.pod_affinity, *(t for _, t in s.preferred_pod_affinity)):
                 self._group("match", term.topology_key, term.selector, self._term_namespaces(term, pod.namespace))
             for term in (*s.pod_anti_affinity, *(t for _, t in s.preferred_pod_anti_affinity)):
@@ -471,11 +479,43 @@ class Scheduler:
                 self._group("owner", term.topology_key, term.selector,
                             self._term_namespaces(term, pod.namespace), term)
 
+    def _spread_key(self, sp: TopologySpread, spec: SchedulingSpec) -> str:
+        """The key a topology spread's group counts under. kube-scheduler's ``nodeAffinityPolicy: Honor`` (the
+        default) counts only the pods on nodes the spreading pod's node selector and required node affinity
+        admit, so such a spread counts under its own key, ``KEY|FILTER``: the topology key's domains, with every
+        node (and offering) the filter refuses in none (`_build_domains`). The hostname key needs none: a node
+        the pod may not use is never one of its eligible domains, so what is counted there is never read."""
+        if sp.topology_key == LABEL_HOSTNAME or sp.node_affinity_policy != "Honor" or not (
+                spec.node_selector or spec.required_node_terms):
+            return sp.topology_key
+        fkey = (tuple(sorted(spec.node_selector.items())), spec.required_node_terms)
+        fid = self._node_filter_ids.get(fkey)
+        if fid is None:
+            fid = self._node_filter_ids[fkey] = len(self._node_filters)
+            self._node_filters.append((spec.node_selector, spec.required_node_terms or ()))
+        return f"{sp.topology_key}{FILTERED}{fid}"
+
     def _build_domains(self, key: str) -> None:
         """Domain codes for a topology key: one per value seen on nodes or NodePool offerings; the
-        hostname key uses the bin index itself."""
+        hostname key uses the bin index itself. A filtered key (`_spread_key`) shares its topology key's codes,
+        -1 (no domain: not counted) on the nodes and offerings its filter refuses."""
         if key == LABEL_HOSTNAME:
             self._domain_codes[key] = ({}, np.arange(self.N, dtype=np.int64), [])
+            return
+        if FILTERED in key:
+            label, fid = key.split(FILTERED)
+            if label not in self._domain_codes:
+                self._build_domains(label)
+            lookup, node_codes, pool_codes = self._domain_codes[label]
+            selector, terms = self._node_filters[int(fid)]
+
+            def admitted(table: LabelTable) -> BoolArray:
+                ok = table.terms(terms) if terms else np.ones(len(table), dtype=bool)
+                return ok & table.selector(selector) if selector else ok
+
+            self._domain_codes[key] = (lookup, np.where(admitted(self.node_labels), node_codes, -1),
+                                       [np.where(admitted(pool.combo_labels), codes, -1)
+                                        for pool, codes in zip(self.pools, pool_codes, strict=True)])
             return
         codes_n, lookup, _ = self.node_labels.column(key)
         lookup = dict(lookup)
@@ -519,7 +559,7 @@ class Scheduler:
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[_Constraint] = []
         for sp in spec.spread:
-            gid = self._group("match", sp.topology_key, sp.selector, frozenset((pod.namespace,)))
+            gid = self._group("match", self._spread_key(sp, spec), sp.selector, frozenset((pod.namespace,)))
             constraints.append(self._spread_constraint(pod, sp, gid, affinity_ok, pool_combo_ok))
         for kind, terms in (("affinity", spec.pod_affinity), ("anti", spec.pod_anti_affinity)):
             for term in terms:
@@ -593,7 +633,7 @@ class Scheduler:
         for ok, pc in zip(pool_combo_ok, pool_codes, strict=True):
             if ok is not None:
                 codes.update(pc[ok & (pc >= 0)].tolist())
-        return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
+        return _Constraint("spread", gid, self.groups[gid].key, sp.max_skew, self_match, sp.min_domains,
                            np.array(sorted(codes), dtype=np.int64))
 
     def new_state(self) -> SimState:
@@ -1167,7 +1207,7 @@ class SimState:
                 load = counts[codes_left] * (len(counts) + 1) + codes_left
                 mask &= combo_codes == codes_left[np.argmin(load)]
         for gid in (*cls.matched, *cls.owned):
-            key = self.s.groups[gid].key
+            key = self.s.groups[gid].key.split(FILTERED)[0]  # pinned to a domain of the topology key itself
             if key == LABEL_HOSTNAME:
                 continue
             combo_codes = self.s._domain_codes[key][2][p_index]

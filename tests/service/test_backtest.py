@@ -317,6 +317,8 @@ async def test_an_interrupt_tells_ebb_and_the_lost_nodes_pods_come_back_pending(
         await sim.apply(event(nodepool="other"))
     with pytest.raises(ValueError, match="no Node gone"):
         await sim.apply(event(node="gone"))
+    with pytest.raises(ValueError, match=r"^interrupt: no Ready node to interrupt$"):
+        await WorkloadCluster([nodepool()], bus, lambda: NOW).apply(event(capacityType=None))
 
     # the node lost: its pods with it; the ReplicaSet's comes back Pending, the bare one and the DaemonSet's do not
     await sim.lose_node("s0")

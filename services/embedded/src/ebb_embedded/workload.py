@@ -268,9 +268,10 @@ class WorkloadCluster(SimulatedCluster):
                 and (interrupt.nodepool is None
                      or (_meta(node).get("labels") or {}).get(LABEL_NODEPOOL) == interrupt.nodepool))
             if not matching:
-                raise ValueError("interrupt: no Ready node " + " and ".join(
+                which = " and ".join(
                     [f"of capacity type {interrupt.capacity_type}"] * (interrupt.capacity_type is not None)
-                    + [f"of NodePool {interrupt.nodepool}"] * (interrupt.nodepool is not None)) + " to interrupt")
+                    + [f"of NodePool {interrupt.nodepool}"] * (interrupt.nodepool is not None))
+                raise ValueError(f"interrupt: no Ready node {which + ' ' if which else ''}to interrupt")
             chosen = sorted(self._random.sample(matching, min(interrupt.nodes, len(matching))))
         now = self.clock()
         takes_away = interrupt.kind != "rebalance"

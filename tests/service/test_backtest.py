@@ -125,6 +125,16 @@ def said(result: Any) -> str:
     return " ".join(result.output.replace("│", " ").split())
 
 
+@pytest.mark.parametrize(("spec", "words"), [
+    ("spot-interruptions@soon", "'soon' is not a duration like 90s"),
+    ("rollout@5m", "rollout takes no period"),
+    ("diurnal@0s", "the period of diurnal must be positive"),
+])
+def test_a_built_in_trace_with_a_bad_period_is_refused(spec: str, words: str) -> None:
+    result = CliRunner().invoke(app, ["backtest", "--trace", spec, "--duration", "1m"])
+    assert result.exit_code == 2 and words in " ".join(result.output.replace("│", " ").split()), result.output
+
+
 def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
     runner = CliRunner()
     base = ["backtest", "--duration", "1m", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
@@ -365,6 +375,7 @@ def test_traces_run_together_and_events_not_applied_are_told(tmp_path: Path, com
     result = CliRunner().invoke(app, [command, "-f", str(snapshot), "--start", "2026-11-23T18:30:00Z",
                                       "--trace", str(write(tmp_path / "b.yaml", bursts())),
                                       "--trace", str(write(tmp_path / "t.yaml", typos)),
+                                      "--trace", "spot-interruptions@1h",  # on-demand nodes only: none applied
                                       "--duration", "5m", "-o", "json"])
     assert result.exit_code == 0, result.output
     who = "karpenter-default, seed 0: " if command == "backtest" else ""
@@ -374,7 +385,7 @@ def test_traces_run_together_and_events_not_applied_are_told(tmp_path: Path, com
     out = json.loads(result.stdout)
     if command == "backtest":
         (run,) = out["policies"]
-        assert out["trace"] == "two-bursts+typos" and len(run["trace_errors"]) == 4
+        assert out["trace"] == "two-bursts+typos+spot-interruptions@1h" and len(run["trace_errors"]) == 4
         assert run["trace_errors"][3] == "at 240s: interrupt: no Node nobody"
         assert run["summary"]["launches_by"]["provisioner"] >= 1  # the bursts' trace ran too
     else:

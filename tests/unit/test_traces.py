@@ -83,6 +83,19 @@ def test_spot_interruptions_come_at_random_and_traces_run_together() -> None:
     assert combined([spot]) is spot
 
 
+def test_a_periodic_built_in_trace_takes_another_period() -> None:
+    hourly = builtin_trace("spot-interruptions", CLUSTER, start=NOW, duration=DAY, seed=0)
+    often = builtin_trace("spot-interruptions", CLUSTER, start=NOW, duration=DAY, seed=0, every=600.0)
+    assert len(often.events) > 3 * len(hourly.events) and "every 10 minutes" in often.description
+    bursts = builtin_trace("batch-bursts", CLUSTER, start=NOW, duration=DAY, seed=0, every=3600.0)
+    assert len({e.at for e in bursts.events if e.scale}) < len(
+        {e.at for e in builtin_trace("batch-bursts", CLUSTER, start=NOW, duration=DAY, seed=0).events if e.scale})
+    with pytest.raises(ValueError, match="rollout takes no period"):
+        builtin_trace("rollout", CLUSTER, start=NOW, duration=DAY, seed=0, every=60.0)
+    with pytest.raises(ValueError, match="must be positive"):
+        builtin_trace("diurnal", CLUSTER, start=NOW, duration=DAY, seed=0, every=0.0)
+
+
 @pytest.mark.parametrize(("event", "message"), [
     ({"at": "5m"}, "exactly one of"),
     ({"at": "soon", "delete": {"kind": "Pod", "name": "x"}}, "not a duration"),

@@ -40,14 +40,28 @@ EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy
 
 
 def load_trace(spec: str, documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
-    """A built-in trace by name, or a trace file (YAML or JSON); typer.BadParameter names what is wrong."""
+    """A built-in trace by name (``NAME@PERIOD``: with that period, `ebb.core.traces.PERIODIC`), or a trace file
+    (YAML or JSON); typer.BadParameter names what is wrong."""
     from pydantic import ValidationError
 
+    from ebb.core.quantity import parse_duration
     from ebb.core.traces import BUILTIN, Trace, builtin_trace
     from ebb.core.yaml_documents import InputError, parse_yaml
 
-    if spec in BUILTIN:
-        return builtin_trace(spec, documents, start=start, duration=duration, seed=seed)
+    name, _, period = spec.partition("@")
+    if name in BUILTIN:  # NAME or NAME@PERIOD
+        try:
+            every = parse_duration(period) if period else None
+            if period and every is None:  # "Never"
+                raise ValueError(period)
+        except ValueError as exc:  # QuantityError too
+            raise typer.BadParameter(f"{spec!r}: {period!r} is not a duration like 90s, 15m or 2h",
+                                     param_hint="--trace") from exc
+        try:
+            trace = builtin_trace(name, documents, start=start, duration=duration, seed=seed, every=every)
+        except ValueError as exc:
+            raise typer.BadParameter(f"{spec!r}: {exc}", param_hint="--trace") from exc
+        return trace.model_copy(update={"name": spec})  # the period in its name, as given
     path = Path(spec)
     if not path.is_file():
         raise typer.BadParameter(f"{spec!r} is neither a built-in trace ({', '.join(sorted(BUILTIN))}) nor a file",
@@ -246,8 +260,9 @@ def _write_whole(path: Path, text: str) -> None:
 
 def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
     trace: Annotated[list[str], typer.Option(
-        help="a built-in trace (batch-bursts, diurnal, rollout, drift, spot-interruptions) or a trace file (YAML "
-             "or JSON, docs/backtest.md); repeatable: the traces run together")],
+        help="a built-in trace (batch-bursts, diurnal, rollout, drift, spot-interruptions; NAME@PERIOD sets the "
+             "period of the first two and the last, e.g. spot-interruptions@30m) or a trace file (YAML or JSON, "
+             "docs/backtest.md); repeatable: the traces run together")],
     policy: Annotated[list[Path] | None, typer.Option(
         help="a policy file (ebb.sh/v1 DisruptionPolicy and Hold documents); repeatable. karpenter-default "
              "always runs first")] = None,

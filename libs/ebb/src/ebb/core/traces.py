@@ -316,12 +316,23 @@ def combined(traces: Sequence[Trace]) -> Trace:
                  events=[event for trace in traces for event in trace.events])
 
 
+#: the built-in traces that take a period (``NAME@PERIOD``, e.g. ``spot-interruptions@30m``): their ``every``
+PERIODIC = ("batch-bursts", "diurnal", "spot-interruptions")
+
+
 def builtin_trace(name: str, documents: Sequence[Mapping[str, Any]], *, start: datetime, duration: float,
-                  seed: int) -> Trace:
-    """The built-in trace ``name`` for a run of ``duration`` seconds from ``start`` on ``documents``."""
+                  seed: int, every: float | None = None) -> Trace:
+    """The built-in trace ``name`` for a run of ``duration`` seconds from ``start`` on ``documents``; ``every``
+    (seconds) changes the period of one of `PERIODIC` (ValueError for another)."""
     if name not in BUILTIN:
         raise KeyError(name)
-    return BUILTIN[name](documents, start=start, duration=duration, seed=seed)
+    if every is None:
+        return BUILTIN[name](documents, start=start, duration=duration, seed=seed)
+    if name not in PERIODIC:
+        raise ValueError(f"{name} takes no period (those that do: {', '.join(PERIODIC)})")
+    if every <= 0:
+        raise ValueError(f"the period of {name} must be positive")
+    return BUILTIN[name](documents, start=start, duration=duration, seed=seed, every=every)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

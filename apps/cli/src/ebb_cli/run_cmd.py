@@ -206,8 +206,8 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         help="the simulated time a planner pass (and a validation) takes; computation takes none otherwise")] = "0s",
     trace: Annotated[list[str] | None, typer.Option(
         help="drive the workload with a trace while ebb runs: a built-in one (batch-bursts, diurnal, rollout, "
-             "drift, spot-interruptions) or a trace file; repeatable: the traces run together. A provisioner then "
-             "launches nodes for Pending pods")] = None,
+             "drift, spot-interruptions; NAME@PERIOD for another period) or a trace file; repeatable: the traces "
+             "run together. A provisioner then launches nodes for Pending pods")] = None,
     reuse_passes: Annotated[bool, typer.Option(
         "--reuse-passes/--no-reuse-passes", hidden=True,
         help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, SKIPPED_SHOWN, Output, _documents, _duration, _time
+from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, Output, _documents, _duration, _time, not_applied
 
 if TYPE_CHECKING:
     from ebb.core.model import Snapshot
@@ -227,9 +227,7 @@ def skipped_events(results: list[dict[str, Any]]) -> list[str]:
         for run in result["policies"]:
             errors = run.get("trace_errors") or []
             if errors:
-                more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
-                lines.append(f"{run['name']}, seed {result['seed']}: {len(errors)} trace event(s) not applied: "
-                             + "; ".join(errors[:SKIPPED_SHOWN]) + more)
+                lines.append(f"{run['name']}, seed {result['seed']}: {not_applied(errors)}")
     return lines
 
 

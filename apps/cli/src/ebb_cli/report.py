@@ -40,6 +40,9 @@ class PolicySummary(_Open):
     pending_seconds_p50: float
     pending_seconds_p95: float
     churn_cost: float
+    #: nodes a trace interrupted, and pods still on a node when it was taken away (0 in results made before them)
+    interruptions: int = 0
+    pods_lost: int = 0
 
 
 class PolicyResult(_Open):
@@ -112,8 +115,8 @@ def _summary_table(result: BacktestResult) -> str:
         ("Launches + disruptions", [policy.summary.launches + total
                                     for policy, total in zip(result.policies, disruptions, strict=True)]),
     ]
-    if any(getattr(policy.summary, "interruptions", 0) for policy in result.policies):  # a trace interrupted nodes
-        table_rows += [(label, [float(getattr(policy.summary, field, 0)) for policy in result.policies])
+    if any(policy.summary.interruptions for policy in result.policies):  # a trace interrupted nodes
+        table_rows += [(label, [float(getattr(policy.summary, field)) for policy in result.policies])
                        for label, field in (("Interruptions", "interruptions"), ("Pods lost", "pods_lost"))]
     methods = sorted({method for policy in result.policies for method in policy.summary.disruptions})
     table_rows += [

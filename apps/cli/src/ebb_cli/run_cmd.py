@@ -148,6 +148,12 @@ def _change_line(start: Status, end: Status) -> str:
     return f"{cost} ({nodes})"
 
 
+def not_applied(errors: list[str]) -> str:
+    """The trace's events the cluster could not apply, in a line: how many, the first `SKIPPED_SHOWN` named."""
+    more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
+    return f"{len(errors)} trace event(s) not applied: {'; '.join(errors[:SKIPPED_SHOWN])}{more}"
+
+
 def _port_problem(port: int) -> str | None:
     """Why the decisions-api cannot listen on 127.0.0.1:``port`` (checked before the run, which would otherwise
     end in uvicorn's start-up failure); None when it can."""
@@ -300,9 +306,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if skipped:
-        more = f" (and {len(skipped) - SKIPPED_SHOWN} more)" if len(skipped) > SKIPPED_SHOWN else ""
-        typer.echo(f"warning: {len(skipped)} trace event(s) not applied: {'; '.join(skipped[:SKIPPED_SHOWN])}{more}",
-                   err=True)
+        typer.echo(f"warning: {not_applied(skipped)}", err=True)
     if output is Output.json:
         sys.stdout.write(json.dumps(_summary_json(summary), indent=2) + "\n")
         return

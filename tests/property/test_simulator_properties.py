@@ -10,13 +10,13 @@ optional taint; optional cpu/memory limits at or a little above current use), an
 (one or two terms), tolerations, hostname/zone anti-affinity on an app label, pod affinity to an app,
 and host port 8080.
 
-Topology spread (DoNotSchedule, zone or hostname, maxSkew 1-2) and, for apps that have one, node
-selection are properties of the app -- every pod of the app carries the same ones, as the replicas of
-a Deployment do. The checker validates spread on the final state, and kube-scheduler enforces a spread
-only for the incoming pod, against the domains *its* node affinity admits: a later pod of the same
-app without the constraint, or with other node affinity (so other eligible domains), may legitimately
-leave a final state in which an earlier pod's constraint looks broken (APP_WIDE_NODE_CHOICE). The fixed bugs'
-regression tests are at the end of this file.
+Topology spread (DoNotSchedule, zone or hostname, maxSkew 1-2, nodeTaintsPolicy Ignore or Honor) and, for
+apps that have one, node selection (and tolerations, when the spread honours taints) are properties of the
+app -- every pod of the app carries the same ones, as the replicas of a Deployment do. The checker validates
+spread on the final state, and kube-scheduler enforces a spread only for the incoming pod, against the domains
+*its* node affinity (and tolerations) admit: a later pod of the same app without the constraint, or with other
+node affinity (so other eligible domains), may legitimately leave a final state in which an earlier pod's
+constraint looks broken (APP_WIDE_NODE_CHOICE). The fixed bugs' regression tests are at the end of this file.
 
 Properties:
   (a) validity -- for every simulation (max_new 0, 1 or unlimited), the checker finds no violation,
@@ -134,6 +134,8 @@ class AppProfile:
 
     spread: tuple[TopologySpread, ...] = ()
     nodes: NodeChoice | None = None
+    #: the app's tolerations when its spread honours node taints (which nodes count depends on them)
+    tolerations: tuple[Toleration, ...] | None = None
 
 
 def _node_choice(draw: st.DrawFn, zones: Sequence[str]) -> NodeChoice:
@@ -157,6 +159,11 @@ def _node_choice(draw: st.DrawFn, zones: Sequence[str]) -> NodeChoice:
     return selector, terms
 
 
+def _tolerations(draw: st.DrawFn) -> tuple[Toleration, ...]:
+    tol = draw(st.sampled_from(["none", "none", "dedicated", "all"]))
+    return () if tol == "none" else (TOLERATE_DEDICATED if tol == "dedicated" else TOLERATE_ALL,)
+
+
 @st.composite
 def app_profiles(draw: st.DrawFn, zones: Sequence[str], with_spread: bool) -> dict[str, AppProfile]:
     out: dict[str, AppProfile] = {}
@@ -166,8 +173,11 @@ def app_profiles(draw: st.DrawFn, zones: Sequence[str], with_spread: bool) -> di
         if key is None:
             out[app] = AppProfile()
         else:
-            out[app] = AppProfile((spread(app, key, draw(st.integers(1, 2))),),
-                                  _node_choice(draw, zones) if APP_WIDE_NODE_CHOICE else None)
+            taints_policy = draw(st.sampled_from(["Ignore", "Ignore", "Honor"]))
+            spreading = replace(spread(app, key, draw(st.integers(1, 2))), node_taints_policy=taints_policy)
+            out[app] = AppProfile((spreading,),
+                                  _node_choice(draw, zones) if APP_WIDE_NODE_CHOICE else None,
+                                  _tolerations(draw) if taints_policy == "Honor" else None)
     return out
 
 
@@ -194,9 +204,9 @@ def pod_specs(draw: st.DrawFn, name: str, zones: Sequence[str], profiles: dict[s
         kw["node_selector"] = selector
     if terms is not None:
         kw["required_node_terms"] = terms
-    tol = draw(st.sampled_from(["none", "none", "dedicated", "all"]))
-    if tol != "none":
-        kw["tolerations"] = (TOLERATE_DEDICATED if tol == "dedicated" else TOLERATE_ALL,)
+    tolerations = profile.tolerations if profile.tolerations is not None else _tolerations(draw)
+    if tolerations:
+        kw["tolerations"] = tolerations
     anti = draw(st.sampled_from(["none", "none", "none", "host", "zone"] if not simple
                                 else ["none", "none", "none", "none", "none", "host", "host", "zone"]))
     if anti != "none":
@@ -687,6 +697,41 @@ def test_fixed_spread_counts_only_the_nodes_the_pod_admits(filler: int, expected
     assert check(snapshot, result, [], [pod]) == []
     assert result.placements.get("default/new") == expected
     assert ("default/new" in result.unplaceable) == (expected is None)
+
+
+@pytest.mark.parametrize(("policy", "filler", "expected"), [
+    ("Honor", 3900, None), ("Honor", 3800, "a"), ("Ignore", 3900, "c"), ("Ignore", 3800, "c")])
+def test_fixed_spread_honours_node_taints_when_told(policy: str, filler: int, expected: str | None) -> None:
+    # z-a: node a (3800m or 3900m of 4000m used) and node b (tainted dedicated=x:NoSchedule, two web pods); z-b:
+    # node c (one web pod). The new pod does not tolerate the taint. With nodeTaintsPolicy Honor kube-scheduler
+    # counts only a and c (z-a=0, z-b=1): on c the skew would be 2 > 1, so the pod goes to a when it has room and
+    # nowhere when a is full. With Ignore (the default) b counts (z-a=2, z-b=1) and c is the place. The simulator
+    # used to count b under both policies.
+    a = make_node("a", TWO_ZONES, "z-a")
+    b = make_node("b", TWO_ZONES, "z-a", taints=(DEDICATED,))
+    c = make_node("c", TWO_ZONES, "z-b")
+    residents = (make_pod("filler", filler, node="a"), make_pod("b1", labels={"app": "web"}, node="b"),
+                 make_pod("b2", labels={"app": "web"}, node="b"), make_pod("c1", labels={"app": "web"}, node="c"))
+    snapshot = Snapshot((a, b, c), residents, (), (TWO_ZONES,))
+    pod = make_pod("new", labels={"app": "web"}, spread=(replace(spread("web"), node_taints_policy=policy),))
+    result = simulate(snapshot, [pod])
+    assert check(snapshot, result, [], [pod]) == []
+    assert result.placements.get("default/new") == expected
+    assert ("default/new" in result.unplaceable) == (expected is None)
+
+
+@pytest.mark.parametrize(("policy", "placed"), [("Honor", 2), ("Ignore", 1)])
+def test_fixed_hostname_spread_honours_node_taints_when_told(policy: str, placed: int) -> None:
+    # n2's taint keeps the pods off it. Under Ignore it is still a domain (0 pods), so with maxSkew 1 only one pod
+    # may go to n1; under Honor it is no domain and both go to n1. No NodePool exists.
+    nodes = (make_node("n1", TWO_ZONES, "z-a"),
+             make_node("n2", TWO_ZONES, "z-a", taints=(DEDICATED,)))
+    snapshot = Snapshot(nodes, (), (), (TWO_ZONES,))
+    spreading = replace(spread("web", LABEL_HOSTNAME), node_taints_policy=policy)
+    pods = [make_pod(f"w{i}", labels={"app": "web"}, spread=(spreading,)) for i in range(2)]
+    result = simulate(snapshot, pods)
+    assert check(snapshot, result, [], pods) == []
+    assert len(result.placements) == placed and set(result.placements.values()) == {"n1"}
 
 
 def test_fixed_hostname_spread_ignores_cordoned_nodes() -> None:

@@ -46,6 +46,7 @@ from ebb.core.model import (
     Requirement,
     SchedulingSpec,
     Snapshot,
+    Toleration,
     TopologySpread,
 )
 from ebb.core.simulator.labeltable import BoolArray, IntArray, LabelTable
@@ -332,7 +333,9 @@ class Scheduler:
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         #: the node filters of topology spreads that honour the pod's node affinity (`_spread_key`), by id
-        self._node_filters: list[tuple[Mapping[str, str], tuple[tuple[Requirement, ...], ...]]] = []
+        #: (nodeSelector, required node terms, tolerations: None unless the spread honours taints)
+        self._node_filters: list[tuple[Mapping[str, str], tuple[tuple[Requirement, ...], ...],
+                                       tuple[Toleration, ...] | None]] = []
         self._node_filter_ids: dict[tuple[Any, ...], int] = {}
         self.topology_keys: dict[str, int] = {LABEL_HOSTNAME: 0}
         self._domain_codes: dict[str, tuple[dict[str, int], IntArray, list[IntArray]]] = {}
@@ -482,18 +485,39 @@ class Scheduler:
     def _spread_key(self, sp: TopologySpread, spec: SchedulingSpec) -> str:
         """The key a topology spread's group counts under. kube-scheduler's ``nodeAffinityPolicy: Honor`` (the
         default) counts only the pods on nodes the spreading pod's node selector and required node affinity
-        admit, so such a spread counts under its own key, ``KEY|FILTER``: the topology key's domains, with every
-        node (and offering) the filter refuses in none (`_build_domains`). The hostname key needs none: a node
-        the pod may not use is never one of its eligible domains, so what is counted there is never read."""
-        if sp.topology_key == LABEL_HOSTNAME or sp.node_affinity_policy != "Honor" or not (
-                spec.node_selector or spec.required_node_terms):
+        admit, and ``nodeTaintsPolicy: Honor`` only those on nodes whose taints it tolerates, so such a spread
+        counts under its own key, ``KEY|FILTER``: the topology key's domains, with every node (and offering) the
+        filter refuses in none (`_build_domains`). The hostname key needs none: a node the pod may not use is
+        never one of its eligible domains, so what is counted there is never read."""
+        if sp.topology_key == LABEL_HOSTNAME:
             return sp.topology_key
-        fkey = (tuple(sorted(spec.node_selector.items())), spec.required_node_terms)
+        by_affinity = sp.node_affinity_policy == "Honor" and bool(spec.node_selector or spec.required_node_terms)
+        by_taints = sp.node_taints_policy == "Honor" and self._taints_refuse(spec.tolerations)
+        if not (by_affinity or by_taints):
+            return sp.topology_key
+        selector = spec.node_selector if by_affinity else {}
+        terms = (spec.required_node_terms or ()) if by_affinity else ()
+        tolerations = spec.tolerations if by_taints else None
+        fkey = (tuple(sorted(selector.items())), terms, tolerations)
         fid = self._node_filter_ids.get(fkey)
         if fid is None:
             fid = self._node_filter_ids[fkey] = len(self._node_filters)
-            self._node_filters.append((spec.node_selector, spec.required_node_terms or ()))
+            self._node_filters.append((selector, terms, tolerations))
         return f"{sp.topology_key}{FILTERED}{fid}"
+
+    def _taints_refuse(self, tolerations: tuple[Toleration, ...]) -> bool:
+        """Whether some node or NodePool has a NoSchedule or NoExecute taint that ``tolerations`` do not
+        tolerate (else ``nodeTaintsPolicy: Honor`` filters out nothing)."""
+        return any(blocking_taints(tolerations, taints) for taints in self.taint_sets) or any(
+            blocking_taints(tolerations, pool.pool.taints) for pool in self.pools)
+
+    def _tolerated(self, tolerations: tuple[Toleration, ...]) -> BoolArray:
+        """Per existing node: are its NoSchedule and NoExecute taints all tolerated?"""
+        ok = np.ones(self.N, dtype=bool)
+        for taints, members in self.taint_sets.items():
+            if blocking_taints(tolerations, taints):
+                ok[members] = False
+        return ok
 
     def _build_domains(self, key: str) -> None:
         """Domain codes for a topology key: one per value seen on nodes or NodePool offerings; the
@@ -507,15 +531,19 @@ class Scheduler:
             if label not in self._domain_codes:
                 self._build_domains(label)
             lookup, node_codes, pool_codes = self._domain_codes[label]
-            selector, terms = self._node_filters[int(fid)]
+            selector, terms, tolerations = self._node_filters[int(fid)]
 
             def admitted(table: LabelTable) -> BoolArray:
                 ok = table.terms(terms) if terms else np.ones(len(table), dtype=bool)
                 return ok & table.selector(selector) if selector else ok
 
-            self._domain_codes[key] = (lookup, np.where(admitted(self.node_labels), node_codes, -1),
-                                       [np.where(admitted(pool.combo_labels), codes, -1)
-                                        for pool, codes in zip(self.pools, pool_codes, strict=True)])
+            nodes_ok = admitted(self.node_labels)
+            if tolerations is not None:
+                nodes_ok &= self._tolerated(tolerations)
+            self._domain_codes[key] = (lookup, np.where(nodes_ok, node_codes, -1), [
+                np.full_like(codes, -1) if tolerations is not None and blocking_taints(tolerations, pool.pool.taints)
+                else np.where(admitted(pool.combo_labels), codes, -1)
+                for pool, codes in zip(self.pools, pool_codes, strict=True)])
             return
         codes_n, lookup, _ = self.node_labels.column(key)
         lookup = dict(lookup)
@@ -552,15 +580,15 @@ class Scheduler:
         if spec.node_selector:
             node_ok &= self.node_labels.selector(spec.node_selector)
         affinity_ok = node_ok.copy()
-        for taints, members in self.taint_sets.items():
-            if blocking_taints(spec.tolerations, taints):
-                node_ok[members] = False
+        tolerated = self._tolerated(spec.tolerations)
+        node_ok &= tolerated
         pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[_Constraint] = []
         for sp in spec.spread:
             gid = self._group("match", self._spread_key(sp, spec), sp.selector, frozenset((pod.namespace,)))
-            constraints.append(self._spread_constraint(pod, sp, gid, affinity_ok, pool_combo_ok))
+            constraints.append(self._spread_constraint(pod, sp, gid, pool_combo_ok, affinity_ok=affinity_ok,
+                                                       tolerated=tolerated))
         for kind, terms in (("affinity", spec.pod_affinity), ("anti", spec.pod_anti_affinity)):
             for term in terms:
                 ns = self._term_namespaces(term, pod.namespace)
@@ -617,18 +645,23 @@ class Scheduler:
         self._memberships[key] = (len(self.groups), found)
         return found
 
-    def _spread_constraint(self, pod: Pod, sp: TopologySpread, gid: int, affinity_ok: BoolArray,
-                           pool_combo_ok: list[BoolArray | None]) -> _Constraint:
+    def _spread_constraint(self, pod: Pod, sp: TopologySpread, gid: int, pool_combo_ok: list[BoolArray | None], *,
+                           affinity_ok: BoolArray, tolerated: BoolArray) -> _Constraint:
+        """The spread's constraint: its eligible domains are the nodes its inclusion policies admit
+        (``nodeAffinityPolicy``: the pod's node affinity, Honor by default; ``nodeTaintsPolicy``: the node's
+        taints tolerated, Ignore by default) and, for keys other than the hostname, what the NodePools the pod
+        may launch in offer."""
         self_match = int(selector_matches(sp.selector, pod.labels))
+        honored = affinity_ok if sp.node_affinity_policy == "Honor" else np.ones(self.N, dtype=bool)
+        if sp.node_taints_policy == "Honor":
+            honored = honored & tolerated
         if sp.topology_key == LABEL_HOSTNAME:
-            honored = affinity_ok if sp.node_affinity_policy == "Honor" else np.ones(self.N, dtype=bool)
             return _Constraint("spread", gid, sp.topology_key, sp.max_skew, self_match, sp.min_domains,
                                honored.nonzero()[0], new_domain=any(ok is not None for ok in pool_combo_ok))
         if sp.topology_key not in self._domain_codes:
             self._build_domains(sp.topology_key)
         _, node_codes, pool_codes = self._domain_codes[sp.topology_key]
-        eligible_nodes = node_codes[(node_codes >= 0) & (affinity_ok if sp.node_affinity_policy == "Honor"
-                                                         else np.ones(self.N, dtype=bool))]
+        eligible_nodes = node_codes[(node_codes >= 0) & honored]
         codes = set(eligible_nodes.tolist())
         for ok, pc in zip(pool_combo_ok, pool_codes, strict=True):
             if ok is not None:

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import multiprocessing
 import pickle
 import queue
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -385,18 +388,23 @@ def run_backtests(documents: Sequence[Mapping[str, Any]], runs: Sequence[tuple[T
     pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
                                                   initargs=(progress, log_level))
     try:
-        futures = {pool.submit(_worker_run, k, documents, runs[i][0], policies[p], runs[i][1]): k
-                   for k, (i, p) in enumerate(pairs)}
-        waiting = set(futures)
-        while waiting:
-            finished, waiting = concurrent.futures.wait(waiting, timeout=0.2,
-                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+        with _signals_held() as received:
+            futures = {pool.submit(_worker_run, k, documents, runs[i][0], policies[p], runs[i][1]): k
+                       for k, (i, p) in enumerate(pairs)}
+            waiting = set(futures)
+            while waiting:
+                finished, waiting = concurrent.futures.wait(waiting, timeout=0.2,
+                                                            return_when=concurrent.futures.FIRST_COMPLETED)
+                if received:
+                    raise _Signalled(received[0])
+                _drain(progress, pairs, policies, report)
+                for future in finished:
+                    done[futures[future]] = future.result()  # a run's error (or a dead worker's) is raised here
             _drain(progress, pairs, policies, report)
-            for future in finished:
-                done[futures[future]] = future.result()  # a run's error (or a dead worker's) is raised here
-        _drain(progress, pairs, policies, report)
-    except BaseException:
+    except BaseException as exc:
         _stop_workers(pool)
+        if isinstance(exc, _Signalled):
+            _deliver(exc.signum)
         raise
     else:
         pool.shutdown(wait=True)
@@ -405,6 +413,51 @@ def run_backtests(documents: Sequence[Mapping[str, Any]], runs: Sequence[tuple[T
         progress.join_thread()
     return [_comparison(trace, options, [done[k] for k, (j, _p) in enumerate(pairs) if j == i])
             for i, (trace, options) in enumerate(runs)]
+
+
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM arrived while the runs went (`_signals_held`): the workers are stopped, then the signal is
+    handed to the handler it had before (`_deliver`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """While the runs go, SIGINT and SIGTERM are only noted (in the list yielded), for the loop to act on between
+    two waits. Their handlers raise (KeyboardInterrupt, or the CLI's SystemExit), and raised inside
+    `concurrent.futures.wait`, which takes the futures' locks one by one, an exception can leave some of them
+    taken: the pool's manager thread then blocks on one for ever, and so does this process at exit (seen in a
+    test, once in hundreds of runs). A signal whose handler is to ignore it stays ignored; off the main thread
+    nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def note(signum: int, _frame: Any) -> None:
+        received.append(signum)
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, note)
+    try:
+        yield received
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    if received:  # noted after the loop's last look (the block ended without raising)
+        _deliver(received[0])
+
+
+def _deliver(signum: int) -> None:
+    """Hand ``signum`` to its own handler, now restored (`_signals_held`): Ctrl-C's KeyboardInterrupt, the CLI's
+    SystemExit; when that handler does not raise, this process exits as the signal's default would have."""
+    signal.raise_signal(signum)
+    raise SystemExit(128 + signum)
 
 
 def _of_seed(report: Callable[[int, Policy, Status], None] | None,

@@ -18,7 +18,7 @@ from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
 from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions, PassContext
-from ebb.core.model import LABEL_INITIALIZED, Budget, Pod
+from ebb.core.model import LABEL_INITIALIZED, POLICY_BALANCED, Budget, NodePool, Pod
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
 from tests.property.test_simulator_properties import Case, cases
@@ -26,12 +26,20 @@ from tests.property.test_simulator_properties import Case, cases
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
+def _pools(case: Case, balanced: bool) -> tuple[NodePool, ...]:
+    """The case's NodePools with a budget that never stops a method, Balanced when ``balanced``."""
+    return tuple(replace(p, budgets=(Budget(nodes="100%"),),
+                         consolidation_policy=POLICY_BALANCED if balanced else p.consolidation_policy)
+                 for p in case.snapshot.nodepools)
+
+
 @settings(max_examples=1500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(cases(max_nodes=12, max_pods=40, max_remove=0))
-def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case) -> None:
-    # budgets that never stop a method, so multi-node consolidation runs on these small clusters
-    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans())
+def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case, balanced: bool) -> None:
+    # budgets that never stop a method, so multi-node consolidation runs on these small clusters; the NodePools
+    # consolidate WhenEmptyOrUnderutilized or, half the time, Balanced (its score only ever takes commands away)
+    pools = _pools(case, balanced)
     # initialized nodes (the simulator's cases leave them uninitialized: no candidates at all); nodes being
     # disrupted (a disruption taint) are kept: their pods are placed first in both simulations, and an emptiness
     # command must not take an empty node they have nowhere else to go than (it did, before emptiness simulated)
@@ -47,11 +55,13 @@ def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case) -> No
 
 @settings(max_examples=800, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans())
-def test_a_pass_without_explanations_proposes_what_one_with_them_does(case: Case, spot_to_spot: bool) -> None:
+@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans(), st.booleans())
+def test_a_pass_without_explanations_proposes_what_one_with_them_does(case: Case, spot_to_spot: bool,
+                                                                      balanced: bool) -> None:
     """Without explanations single-node consolidation gives up on a replacement as soon as it is known to cost
-    too much (`SimState.launch_floor`); the commands are those of the pass that places every pod."""
-    pools = tuple(replace(p, budgets=(Budget(nodes="100%"),)) for p in case.snapshot.nodepools)
+    too much (`SimState.launch_floor`); the commands are those of the pass that places every pod (under
+    consolidationPolicy Balanced too)."""
+    pools = _pools(case, balanced)
     nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
     snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
     explained = EngineOptions(spot_to_spot=spot_to_spot)

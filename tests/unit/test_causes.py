@@ -139,6 +139,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "its NodePool fixed is static and a replacement launched before it goes would pass its limits.nodes (5)", B),
     (BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": "fixed"}),
      "its NodePool fixed is static and no instance type it allows is offered", B),
+    (BlockCause(Cause.BALANCED_SCORE, {"source": "NodePool general", "action": "this replace", "pool": "general",
+                                       "savings_percent": 4.1667, "disruption_percent": 10.0, "score": 0.41667,
+                                       "threshold": 0.5, "k": 2}),
+     "NodePool general's consolidationPolicy is Balanced and this replace is not worth its disruption: it would save "
+     "4.2% of NodePool general's cost for 10.0% of its disruption cost (score 0.42, below 0.50, k=2)", U),
     (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
                                            "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
                                                     "is 3"}),

@@ -83,6 +83,8 @@ class Cause(StrEnum):
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
     MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
+    # its NodePool's consolidationPolicy is Balanced and the move's score is below the threshold (ebb.core.balanced)
+    BALANCED_SCORE = "balanced-score"
     # the engine's own
     ANOTHER_METHOD_ACTED = "another-method-acted"
     BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
@@ -170,6 +172,10 @@ SENTENCES: Mapping[Cause, str] = {
                                        "choose from; only {found} qualify"),
     Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "
                                "instance types offer only {found}"),
+    Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "
+                           "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
+                           "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "
+                           "{threshold:.2f}, k={k})"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
                                  "one method acts per pass; it is considered again next pass"),
     Cause.BUDGET_WAIT: "{inner}; on its own it could be consolidated ({action}, saving ${savings:.4f}/h)",

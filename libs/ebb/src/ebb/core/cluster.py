@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ebb.core.balanced import PoolTotals, pool_totals
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.labels import daemonset_requests, selector_matches, tolerates
@@ -125,6 +126,7 @@ class ClusterView:
     _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
+    _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
@@ -600,6 +602,13 @@ class ClusterView:
         if cost is None:
             cost = self._eviction_costs[name] = sum(p.eviction_cost for p in self.movable[name])
         return cost
+
+    def balanced_totals(self) -> dict[str, PoolTotals]:
+        """Per NodePool whose consolidationPolicy is Balanced, the price and the disruption cost of all its nodes
+        (`ebb.core.balanced`: once per view, as Karpenter takes them once per pass)."""
+        if self._balanced_totals is None:
+            self._balanced_totals = pool_totals(self, list(self.nodes))
+        return self._balanced_totals
 
     def order(self, names: list[str]) -> list[str]:
         return sorted(names, key=lambda n: (self.disruption_cost(self.nodes[n]), len(self.movable[n]),

@@ -154,6 +154,8 @@ def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassCo
     for node in waiting:
         method_name, budget = causes[node]
         alone = single_node.evaluate(solo, node)
+        if isinstance(alone, Command):
+            alone = single_node.not_worth_it(solo, alone) or alone
         if isinstance(alone, BlockCause):
             causes[node] = (single_node.NAME, BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": alone}, budget))
         else:

@@ -49,6 +49,10 @@ DISRUPTION_TAINTS = (TAINT_DISRUPTED, TAINT_EBB_DISRUPTED)
 #: the NodeClaim condition Karpenter sets once the node is drained and the instance is being deleted
 CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
 CAPACITY_SPOT = "spot"
+#: a NodePool's spec.disruption.consolidationPolicy (Balanced: Karpenter v1.14's scored consolidation,
+#: ebb.core.balanced)
+POLICY_BALANCED = "Balanced"
+CONSOLIDATION_POLICIES = ("WhenEmptyOrUnderutilized", "WhenEmpty", POLICY_BALANCED)
 CAPACITY_ON_DEMAND = "on-demand"
 
 REASONS = ("Expired", "Drifted", "Empty", "Underutilized")

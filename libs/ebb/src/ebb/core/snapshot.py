@@ -28,6 +28,7 @@ from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     ANNOTATION_POD_DELETION_COST,
+    CONSOLIDATION_POLICIES,
     DISRUPTION_FIELDS,
     LABEL_INITIALIZED,
     POLICY_FROM_DISRUPTION_POLICY,
@@ -501,8 +502,8 @@ def _consolidation_policy(doc: _Doc, path: str) -> str:
     policy = str(doc.get(path, "WhenEmptyOrUnderutilized"))
     if policy == "WhenUnderutilized":  # v1beta1 spelling
         policy = "WhenEmptyOrUnderutilized"
-    if policy not in ("WhenEmptyOrUnderutilized", "WhenEmpty"):
-        raise doc.fail(path, f"{policy!r} is not WhenEmptyOrUnderutilized or WhenEmpty")
+    if policy not in CONSOLIDATION_POLICIES:
+        raise doc.fail(path, f"{policy!r} is not WhenEmptyOrUnderutilized, WhenEmpty or Balanced")
     return policy
 
 

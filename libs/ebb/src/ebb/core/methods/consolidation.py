@@ -144,7 +144,7 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
         if missing is not None and not view.blocked_reason(name, True):
             out.blocked[name] = BlockCause(Cause.PRICE_UNKNOWN, {"label": missing})
             continue
-        if pool.consolidation_policy != "WhenEmptyOrUnderutilized" and not view.blocked_reason(name, True):
+        if pool.consolidation_policy == "WhenEmpty" and not view.blocked_reason(name, True):
             out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
                 "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})
             continue

@@ -23,6 +23,7 @@ does is found by binary search (Karpenter's search over prefixes), and the comma
 
 from __future__ import annotations
 
+from ebb.core import balanced
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     EPSILON,
@@ -228,6 +229,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         savings = removed_price - sum(r.price for r in replacements)
         if savings <= EPSILON:
             return None
+        if balanced.rejection(balanced.judge(view, view.balanced_totals(), taken, savings)) is not None:
+            return None  # a Balanced NodePool finds it not worth its disruption: a smaller prefix may be
         action = "replace" if replacements else "delete"
         if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
                 view, taken, [(r.nodepool, r.instance_types[0]) for r in replacements]), action) is not None:

@@ -10,6 +10,7 @@ handful. With explanations on, every remaining candidate gets its own reason.
 
 from __future__ import annotations
 
+from ebb.core import balanced
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     Command,
@@ -91,6 +92,15 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
                    f"instead of ${price:.4f}/h")
 
 
+def not_worth_it(ctx: PassContext, command: Command) -> BlockCause | None:
+    """Why a Balanced NodePool would not make ``command`` (its score is below the threshold), or None."""
+    rejected = balanced.rejection(balanced.judge(ctx.view, ctx.view.balanced_totals(), command.nodes,
+                                                 command.savings))
+    if rejected is None:
+        return None
+    return balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
+
+
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
@@ -101,6 +111,11 @@ def run(ctx: PassContext) -> MethodOutcome:
                 out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
+        # a Balanced NodePool's node whose delete, the best it can do, would not be worth its disruption
+        short_of = balanced.delete_falls_short(ctx.view, ctx.view.balanced_totals(), name)
+        if short_of is not None:
+            out.blocked[name] = balanced.cause(short_of, ctx.view.pools[pool], "even deleting it")
+            continue
         # while the state is still the one multi-node consolidation looked at: its verdict on the node alone
         known = None if out.commands else ctx.alone.get(name)
         if known is not None:
@@ -109,6 +124,11 @@ def run(ctx: PassContext) -> MethodOutcome:
         mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
         if isinstance(verdict, Command):
+            rejected = not_worth_it(ctx, verdict)
+            if rejected is not None:
+                ctx.state.rollback(mark)
+                out.blocked[name] = rejected
+                continue
             lost = command_capacity_lost(ctx.view, verdict)
             short = demand_block(ctx.view, ctx.capacity_left, lost, f"this {verdict.action}") if lost else None
             if short is not None:

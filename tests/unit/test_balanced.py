@@ -1,0 +1,200 @@
+"""Karpenter's Balanced consolidation policy (ebb.core.balanced): the score itself, table-driven from Karpenter's
+balanced_test.go (the RFC's examples), and the engine's consolidations on clusters shaped like the RFC's
+(designs/balanced-consolidation.md of sigs.k8s.io/karpenter v1.14.1): a pool of xlarge nodes (and two
+2xlarge), every node but the one a case is about too full to take any other node's pods."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from ebb.core.balanced import K, PoolTotals, Score, score
+from ebb.core.snapshot import SnapshotError
+from tests.unit.builders import (
+    blocked_of,
+    catalog,
+    disrupted,
+    disruption_policy,
+    instance_type,
+    node,
+    nodepool,
+    plan_dict,
+    pod,
+    snapshot,
+)
+
+# the RFC's pool: eight m7i.xlarge ($4.84/day) and two m7i.2xlarge ($9.68/day), 80 pods of cost 1
+RFC = PoolTotals(cost=58.08, disruption=90.0)
+
+
+@pytest.mark.parametrize(("case", "totals", "savings", "disruption", "approved", "expected"), [
+    ("an oversized node's replace", RFC, 7.26, 4.0, True, (7.26 / 58.08) / (4 / 90)),
+    ("a spare capacity delete", RFC, 4.84, 5.0, True, (4.84 / 58.08) / (5 / 90)),
+    ("a marginal move", RFC, 2.42, 9.0, False, (2.42 / 58.08) / (9 / 90)),
+    ("a well-packed node, nothing saved", RFC, 0.0, 11.0, False, 0.0),
+    ("a replace in a uniform pool (at the threshold)", PoolTotals(48.40, 90.0), 2.42, 9.0, True, 0.5),
+    ("a low-disruption node", PoolTotals(58.08, 117.0), 4.84, 5.0, True, (4.84 / 58.08) / (5 / 117)),
+    ("a high-disruption node", PoolTotals(58.08, 117.0), 4.84, 32.0, False, (4.84 / 58.08) / (32 / 117)),
+    ("the oversized node in a pool ten times as large", PoolTotals(580.80, 900.0), 7.26, 4.0, True,
+     (7.26 / 58.08) / (4 / 90)),
+    ("no disruption, some savings", RFC, 4.84, 0.0, True, math.inf),
+    ("no disruption, no savings", RFC, 0.0, 0.0, False, 0.0),
+    ("a NodePool that costs nothing", PoolTotals(0.0, 90.0), 4.84, 5.0, False, 0.0),
+    ("on-demand pool, proportionally like the spot one below", PoolTotals(48.40, 90.0), 4.84, 4.0, True,
+     (4.84 / 48.40) / (4 / 90)),
+    ("spot pool", PoolTotals(14.50, 90.0), 1.45, 4.0, True, (1.45 / 14.50) / (4 / 90)),
+])
+def test_score(case: str, totals: PoolTotals, savings: float, disruption: float, approved: bool,
+               expected: float) -> None:
+    """balanced_test.go, Describe("ScoreMove"): approved when savings fraction / disruption fraction >= 1/2."""
+    verdict = score(totals, "default", savings, disruption)
+    assert verdict.approved is approved, case
+    assert verdict.value == pytest.approx(expected, rel=1e-9), case
+
+
+def test_the_threshold_is_one_over_k() -> None:
+    assert K == 2
+    assert Score("p", 0.05, 0.1).approved and not Score("p", 0.0499, 0.1).approved
+    assert Score("p", 0.05, 0.1).values()["threshold"] == 0.5
+
+
+# -- the engine --------------------------------------------------------------------------------------------------
+
+SIZES = {"b.large": ("2", "8Gi", 29, 0.125), "b.xlarge": ("4", "16Gi", 58, 0.25), "b.2xlarge": ("8", "32Gi", 58, 0.5)}
+CATALOG = catalog([instance_type(name, cpu, memory, pods, price) for name, (cpu, memory, pods, price) in SIZES.items()])
+MAX_DELETION_COST = {"controller.kubernetes.io/pod-deletion-cost": "2147483647"}  # eviction cost 1 + 16 -> 10
+
+
+def _node(name: str, itype: str, pods: list[tuple[str, dict[str, str] | None]], pool: str = "default",
+          kept: bool = False, own_pool: bool = False) -> list[Any]:
+    """Node ``name`` of type ``itype`` and its pods, each (cpu, annotations); ``kept``: annotated do-not-disrupt (no
+    candidate, still one of its NodePool's nodes and a destination); ``own_pool``: the pods select their NodePool."""
+    cpu, memory, slots, _ = SIZES[itype]
+    annotations = {"karpenter.sh/do-not-disrupt": "true"} if kept else None
+    selector = {"karpenter.sh/nodepool": pool} if own_pool else None
+    return [node(name, pool=pool, itype=itype, cpu=cpu, memory=memory, pods=slots, annotations=annotations),
+            *(pod(f"{name}-p{i}", name, cpu=request, annotations=pod_annotations, node_selector=selector)
+              for i, (request, pod_annotations) in enumerate(pods))]
+
+
+def _full(name: str, itype: str = "b.xlarge", pool: str = "default") -> list[Any]:
+    """A node that is no candidate and has no room left: 8 pods of cost 1 using all its cpu."""
+    return _node(name, itype, [("500m" if itype == "b.xlarge" else "1000m", None)] * 8, pool, kept=True)
+
+
+def _plan(policy: str, *docs: Any) -> dict[str, Any]:
+    return plan_dict(nodepool(policy=policy), CATALOG, *docs)
+
+
+def _rfc_cluster(subject: list[Any], full_xlarge: int, full_2xlarge: int) -> list[Any]:
+    return [subject, *(_full(f"x{i}") for i in range(full_xlarge)),
+            *(_full(f"big{i}", "b.2xlarge") for i in range(full_2xlarge))]
+
+
+@pytest.mark.parametrize("policy", ["Balanced", "WhenEmptyOrUnderutilized"])
+def test_an_oversized_node_is_replaced(policy: str) -> None:
+    """balanced_integration_test.go, Context("Single-Node"), It("should approve replacing an oversized node"): a
+    2xlarge running 3 pods (1.5 cpu) becomes a large. Savings 0.375 of 3.0 (12.5%), disruption 4 of 85 (4.7%):
+    score 2.66."""
+    out = _plan(policy, *_rfc_cluster(_node("subject", "b.2xlarge", [("500m", None)] * 3), 8, 1))
+    [command] = out["commands"]
+    assert (command["method"], command["action"], command["nodes"]) == (
+        "single-node-consolidation", "replace", ["subject"])
+    assert command["replacements"][0]["instanceTypes"][0] == "b.large"
+
+
+def test_a_marginal_replace_is_not_worth_it_under_balanced() -> None:
+    """The RFC's marginal move: an xlarge with 8 pods (1.8 cpu) fits a large. Savings 0.125 of 3.0 (4.2%),
+    disruption 9 of 90 (10%): score 0.42, rejected; WhenEmptyOrUnderutilized replaces it."""
+    cluster = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
+    assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"subject"}
+    out = _plan("Balanced", *cluster)
+    assert out["commands"] == []
+    reason = blocked_of(out, "subject")["reason"]
+    assert reason == ("NodePool default's consolidationPolicy is Balanced and this replace is not worth its "
+                      "disruption: it would save 4.2% of NodePool default's cost for 10.0% of its disruption cost "
+                      "(score 0.42, below 0.50, k=2)")
+
+
+def test_a_replace_in_a_uniform_pool_is_at_the_threshold() -> None:
+    """The RFC's uniform pool: ten xlarge; halving one node's price saves 5% for 10% of the disruption: score 0.50,
+    approved."""
+    out = _plan("Balanced", *_rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 9, 0))
+    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("replace", ["subject"])]
+
+
+def test_a_delete_that_cannot_pass_is_not_tried() -> None:
+    """The RFC's heterogeneous disruption: node b's 4 pods fit on node spare, but 3 of them carry the highest
+    pod-deletion-cost (eviction cost 10 each). Deleting b saves 10% of the pool's cost for 29% of its disruption
+    (32 of 109): score 0.34, so not even the delete is tried (Karpenter's CanPassThreshold)."""
+    subject = _node("b", "b.xlarge", [("100m", None), *[("100m", MAX_DELETION_COST)] * 3])
+    cluster = [*_rfc_cluster(subject, 8, 0), _node("spare", "b.xlarge", [("500m", None)] * 4, kept=True)]
+    assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"b"}
+    out = _plan("Balanced", *cluster)
+    assert out["commands"] == []
+    reason = blocked_of(out, "b")["reason"]
+    assert "Balanced and even deleting it is not worth its disruption" in reason
+    assert "save 10.0% of NodePool default's cost for 29.4% of its disruption cost (score 0.34" in reason
+
+
+def test_underutilized_nodes_are_merged() -> None:
+    """balanced_integration_test.go, Context("Multi-Node"), It("should approve consolidating multiple underutilized
+    nodes"): three xlarge with 2 small pods each become one large. Savings 0.625 of 2.5 (25%), disruption 9 of 72
+    (12.5%): score 2.0."""
+    light = [_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
+    out = _plan("Balanced", *light, *(_full(f"x{i}") for i in range(7)))
+    [command] = out["commands"]
+    assert (command["method"], command["action"], command["nodes"]) == (
+        "multi-node-consolidation", "replace", ["a", "b", "c"])
+    assert command["replacements"][0]["instanceTypes"][0] == "b.large"
+
+
+def test_a_merge_whose_pods_are_dear_to_disrupt_is_not_made() -> None:
+    """Three such nodes, 4 pods each, every pod with the highest pod-deletion-cost: making them one large would save
+    25% of the pool's cost for 66% of its disruption (123 of 186), score 0.38; deleting two, 20% for 44% (82 of
+    186), score 0.45; deleting one, the same. Nothing is done, where WhenEmptyOrUnderutilized merges all three."""
+    dear = [_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
+    cluster = [*dear, *(_full(f"x{i}") for i in range(7))]
+    assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"a", "b", "c"}
+    out = _plan("Balanced", *cluster)
+    assert out["commands"] == []
+    for name in ("a", "b", "c"):
+        assert "(score 0.45, below 0.50, k=2)" in blocked_of(out, name)["reason"]
+
+
+def test_only_the_balanced_pool_is_scored() -> None:
+    """balanced_integration_test.go, Context("Mixed-Policy NodePools"): the same marginal node in a Balanced pool
+    and in a WhenEmptyOrUnderutilized one; only the latter is replaced."""
+    docs: list[Any] = [nodepool("scored", policy="Balanced"), nodepool("plain"), CATALOG]
+    for pool in ("scored", "plain"):
+        docs += [_node(f"{pool}-subject", "b.xlarge", [("225m", None)] * 8, pool, own_pool=True),
+                 *(_full(f"{pool}-x{i}", pool=pool) for i in range(7)),
+                 *(_full(f"{pool}-big{i}", "b.2xlarge", pool) for i in range(2))]
+    out = plan_dict(*docs)
+    assert disrupted(out) == {"plain-subject"}
+    assert "Balanced" in blocked_of(out, "scored-subject")["reason"]
+
+
+def test_a_disruption_policy_may_say_balanced() -> None:
+    """An ebb.sh/v1 DisruptionPolicy's consolidationPolicy: Balanced governs its NodePool as the NodePool's own
+    would, and the sentence names the policy."""
+    cluster = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
+    out = plan_dict(nodepool(), disruption_policy(consolidationPolicy="Balanced", consolidateAfter="0s",
+                                                  budgets=[{"nodes": "100%"}]), CATALOG, *cluster)
+    assert out["commands"] == []
+    assert blocked_of(out, "subject")["reason"].startswith(
+        "DisruptionPolicy default's consolidationPolicy is Balanced and this replace")
+
+
+def test_an_empty_node_is_deleted_whatever_it_would_score() -> None:
+    """Emptiness is not scored (an empty node's delete always passes in Karpenter)."""
+    out = _plan("Balanced", node("empty", itype="b.xlarge", cpu="4", memory="16Gi", pods=58),
+                *(_full(f"x{i}") for i in range(9)))
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("emptiness", ["empty"])]
+
+
+def test_an_unknown_policy_names_the_three() -> None:
+    with pytest.raises(SnapshotError, match="'Sometimes' is not WhenEmptyOrUnderutilized, WhenEmpty or Balanced"):
+        snapshot(nodepool(policy="Sometimes"))

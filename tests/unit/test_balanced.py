@@ -103,6 +103,10 @@ def test_an_oversized_node_is_replaced(policy: str) -> None:
     assert (command["method"], command["action"], command["nodes"]) == (
         "single-node-consolidation", "replace", ["subject"])
     assert command["replacements"][0]["instanceTypes"][0] == "b.large"
+    # the approval is told as Karpenter's ConsolidationApproved event tells it
+    approval = ("; NodePool default (Balanced): score 2.66 >= 0.50, saving 12.5% of its cost for 4.7% of its "
+                "disruption cost")
+    assert command["explanation"].endswith(approval) == (policy == "Balanced")
 
 
 def test_a_marginal_replace_is_not_worth_it_under_balanced() -> None:
@@ -149,6 +153,8 @@ def test_underutilized_nodes_are_merged() -> None:
     assert (command["method"], command["action"], command["nodes"]) == (
         "multi-node-consolidation", "replace", ["a", "b", "c"])
     assert command["replacements"][0]["instanceTypes"][0] == "b.large"
+    assert command["explanation"].endswith("(Balanced): score 2.00 >= 0.50, saving 25.0% of its cost for 12.5% of its "
+                                           "disruption cost")
 
 
 def test_a_merge_whose_pods_are_dear_to_disrupt_is_not_made() -> None:

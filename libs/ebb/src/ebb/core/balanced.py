@@ -132,6 +132,14 @@ def judge(view: _View, totals: Mapping[str, PoolTotals], nodes: Sequence[str], s
     return scores
 
 
+def approval(scores: Sequence[Score]) -> str:
+    """What a command's explanation adds when Balanced NodePools approved it (Karpenter's ConsolidationApproved
+    event): each one's score and fractions; empty when no NodePool of the command is Balanced."""
+    return "".join(f"; NodePool {s.pool} (Balanced): score {s.value:.2f} >= {1 / K:.2f}, saving "
+                   f"{s.savings_fraction * 100:.1f}% of its cost for {s.disruption_fraction * 100:.1f}% of its "
+                   f"disruption cost" for s in scores)
+
+
 def rejection(scores: Sequence[Score]) -> Score | None:
     """The first score that rejects the move, or None when every one approves it."""
     return next((s for s in scores if not s.approved), None)

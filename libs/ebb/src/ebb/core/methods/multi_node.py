@@ -229,7 +229,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         savings = removed_price - sum(r.price for r in replacements)
         if savings <= EPSILON:
             return None
-        if balanced.rejection(balanced.judge(view, view.balanced_totals(), taken, savings)) is not None:
+        scores = balanced.judge(view, view.balanced_totals(), taken, savings)
+        if balanced.rejection(scores) is not None:
             return None  # a Balanced NodePool finds it not worth its disruption: a smaller prefix may be
         action = "replace" if replacements else "delete"
         if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
@@ -238,7 +239,7 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes"))
+                          else "deleted; their pods fit on the other nodes") + balanced.approval(scores))
     finally:
         state.rollback(mark)
 

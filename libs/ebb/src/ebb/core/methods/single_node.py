@@ -10,6 +10,8 @@ handful. With explanations on, every remaining candidate gets its own reason.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ebb.core import balanced
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
@@ -124,11 +126,14 @@ def run(ctx: PassContext) -> MethodOutcome:
         mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
         if isinstance(verdict, Command):
-            rejected = not_worth_it(ctx, verdict)
+            scores = balanced.judge(ctx.view, ctx.view.balanced_totals(), verdict.nodes, verdict.savings)
+            rejected = balanced.rejection(scores)
             if rejected is not None:
                 ctx.state.rollback(mark)
-                out.blocked[name] = rejected
+                out.blocked[name] = balanced.cause(rejected, ctx.view.pools[pool], f"this {verdict.action}")
                 continue
+            if scores:
+                verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores))
             lost = command_capacity_lost(ctx.view, verdict)
             short = demand_block(ctx.view, ctx.capacity_left, lost, f"this {verdict.action}") if lost else None
             if short is not None:

@@ -39,6 +39,7 @@ from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LivePods, Planner, command_id
 from ebb_consolidation_planner.settings import Settings
 from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
+from tests.unit.test_balanced import marginal_cluster
 
 T = TypeVar("T")
 DELAY = 0.2
@@ -944,3 +945,21 @@ async def test_a_new_leader_reads_the_demand_record_the_last_one_saved(db: str) 
         second.clock.now = NOW + timedelta(hours=1, seconds=1)
         [decision] = await eventually("n1 proposed", second.decisions)
         assert [n["name"] for n in decision.nodes] == ["n1"]
+
+
+async def test_a_balanced_nodepool_counts_the_moves_it_refuses(db: str) -> None:
+    """consolidationPolicy Balanced refuses the RFC's marginal replace (tests/unit/test_balanced.py): the planner
+    proposes nothing and counts the move in Karpenter's metrics under ebb_ names, with its score (0.42 is in the
+    0.5 bucket, not the 0.33 one)."""
+    bus = InMemoryBus()
+    await publish(bus, *marginal_cluster("Balanced"))
+    async with Running(bus, db) as svc:
+        planner = svc.planner
+        assert planner is not None
+        await eventually("two passes", lambda: planner.passes >= 2)
+        assert await svc.decisions() == []
+        labels = {"decision": "rejected", "nodepool": "default", "policy": "Balanced"}
+        assert svc.metric("ebb_consolidation_moves_total", **labels) >= 1
+        assert svc.metric("ebb_consolidation_score_bucket", le="0.5", **labels) >= 1
+        assert svc.metric("ebb_consolidation_score_bucket", le="0.33", **labels) == 0
+        assert svc.metric("ebb_consolidation_moves_total", **{**labels, "decision": "approved"}) == 0

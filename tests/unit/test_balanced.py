@@ -20,6 +20,7 @@ from tests.unit.builders import (
     instance_type,
     node,
     nodepool,
+    plan,
     plan_dict,
     pod,
     snapshot,
@@ -88,9 +89,18 @@ def _plan(policy: str, *docs: Any) -> dict[str, Any]:
     return plan_dict(nodepool(policy=policy), CATALOG, *docs)
 
 
-def _rfc_cluster(subject: list[Any], full_xlarge: int, full_2xlarge: int) -> list[Any]:
+def _rfc_cluster(subject: list[Any], full_xlarge: int, full_2xlarge: int) -> list[list[Any]]:
+    """The node a case is about (with its pods) and the full nodes around it, each a list of documents."""
     return [subject, *(_full(f"x{i}") for i in range(full_xlarge)),
             *(_full(f"big{i}", "b.2xlarge") for i in range(full_2xlarge))]
+
+
+def marginal_cluster(policy: str) -> list[Any]:
+    """The RFC's marginal move (below): NodePool default of ``policy``, the catalog, seven full xlarge and two full
+    2xlarge, and xlarge ``subject`` whose 8 pods (1.8 cpu) fit a large. Balanced refuses the replace (score
+    0.42)."""
+    nested = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
+    return [nodepool(policy=policy), CATALOG, *(doc for docs in nested for doc in docs)]
 
 
 @pytest.mark.parametrize("policy", ["Balanced", "WhenEmptyOrUnderutilized"])
@@ -112,9 +122,8 @@ def test_an_oversized_node_is_replaced(policy: str) -> None:
 def test_a_marginal_replace_is_not_worth_it_under_balanced() -> None:
     """The RFC's marginal move: an xlarge with 8 pods (1.8 cpu) fits a large. Savings 0.125 of 3.0 (4.2%),
     disruption 9 of 90 (10%): score 0.42, rejected; WhenEmptyOrUnderutilized replaces it."""
-    cluster = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
-    assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"subject"}
-    out = _plan("Balanced", *cluster)
+    assert disrupted(plan_dict(*marginal_cluster("WhenEmptyOrUnderutilized"))) == {"subject"}
+    out = plan_dict(*marginal_cluster("Balanced"))
     assert out["commands"] == []
     reason = blocked_of(out, "subject")["reason"]
     assert reason == ("NodePool default's consolidationPolicy is Balanced and this replace is not worth its "
@@ -204,3 +213,27 @@ def test_an_empty_node_is_deleted_whatever_it_would_score() -> None:
 def test_an_unknown_policy_names_the_three() -> None:
     with pytest.raises(SnapshotError, match="'Sometimes' is not WhenEmptyOrUnderutilized, WhenEmpty or Balanced"):
         snapshot(nodepool(policy="Sometimes"))
+
+
+@pytest.mark.parametrize(("policy", "approved", "expected_score"), [
+    ("Balanced", False, (0.125 / 3.0) / (9 / 90)),
+    ("WhenEmptyOrUnderutilized", True, None),
+])
+def test_a_pass_counts_its_consolidation_moves(policy: str, approved: bool, expected_score: float | None) -> None:
+    """The moves a pass counted, for the planner's ebb_consolidation_moves_total and ebb_consolidation_score
+    (Karpenter's): the marginal replace, refused with its score under Balanced, made under the other policy."""
+    [move] = plan(*marginal_cluster(policy)).first.moves
+    assert (move.pool, move.policy, move.approved) == ("default", policy, approved)
+    assert move.score == (None if expected_score is None else pytest.approx(expected_score))
+
+
+def test_multi_node_counts_the_set_it_made_or_the_last_one_refused() -> None:
+    light = [_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
+    [made] = plan(nodepool(policy="Balanced"), CATALOG, *light, *(_full(f"x{i}") for i in range(7))).first.moves
+    assert (made.pool, made.policy, made.approved) == ("default", "Balanced", True)
+    assert made.score == pytest.approx(2.0)
+    dear = [_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
+    [refused] = plan(nodepool(policy="Balanced"), CATALOG, *dear, *(_full(f"x{i}") for i in range(7))).first.moves
+    # the last set the search refused: two of the three, deleted (20% of the cost for 82 of 186)
+    assert not refused.approved
+    assert refused.score == pytest.approx(0.2 / (82 / 186))

@@ -22,6 +22,11 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
   ``karpenter_nodepools_usage``), for each NodePool with a ``demandWindow``, as of the last pass: the peak of what
   its pods requested within the window, and what its nodes hold for pods. Empty and Underutilized disruptions
   keep the second at least at the first.
+- ``ebb_consolidation_moves_total{decision,nodepool,policy}`` and ``ebb_consolidation_score`` (Karpenter v1.14's, for
+  ``consolidationPolicy: Balanced``): each consolidation move a computed pass made (``approved``, every policy) or
+  a Balanced NodePool refused (``rejected``), per NodePool of its nodes and with that NodePool's policy; the
+  histogram, with Karpenter's buckets, has the Balanced NodePools' scores (a move passes at 0.5). A single-node
+  move is counted per candidate scored, a multi-node one once per pass (its command, or the last set refused).
 - ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
@@ -32,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ebb.core.balanced import Move
 
 #: Karpenter's consolidation_type label per method ("" for the methods that are not consolidation)
 CONSOLIDATION_TYPES = {
@@ -44,6 +51,10 @@ CONSOLIDATION_TYPES = {
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
                     1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
                     120, 150, 300, 450, 600)
+
+
+#: Karpenter's buckets of karpenter_consolidation_score (a move passes at 0.5)
+SCORE_BUCKETS = (0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def consolidation_type(method: str) -> str:
@@ -97,6 +108,24 @@ class Metrics:
             "Duration of the disruption decision evaluation process in seconds: one planning pass (snapshot, "
             "holds, every method). Labeled by reason and consolidation type (both empty: a pass evaluates all).",
             ["reason", "consolidation_type"], registry=self.registry, buckets=DURATION_BUCKETS)
+        self.consolidation_moves = Counter(
+            "ebb_consolidation_moves_total",
+            "Number of consolidation moves a pass made or, under consolidationPolicy Balanced, refused. Labeled by "
+            "decision (approved, rejected), NodePool, and policy.",
+            ["decision", "nodepool", "policy"], registry=self.registry)
+        self.consolidation_score = Histogram(
+            "ebb_consolidation_score",
+            "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+            ["decision", "nodepool", "policy"], registry=self.registry, buckets=SCORE_BUCKETS)
+
+    def moved(self, moves: Iterable[Move]) -> None:
+        """A computed pass's consolidation moves: each counted, and its Balanced score observed."""
+        for move in moves:
+            labels = {"decision": "approved" if move.approved else "rejected", "nodepool": move.pool,
+                      "policy": move.policy}
+            self.consolidation_moves.labels(**labels).inc()
+            if move.score is not None:
+                self.consolidation_score.labels(**labels).observe(move.score)
 
     def decided(self, action: str, reason: str, method: str, nodepools: Iterable[str]) -> None:
         """An approved decision: ``action`` (delete, replace) of ``reason`` by ``method`` over ``nodepools``."""

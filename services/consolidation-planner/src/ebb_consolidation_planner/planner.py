@@ -523,6 +523,7 @@ class Planner:
             self.metrics.nodes_consuming_budgets.labels(nodepool=row.nodepool, reason=row.reason).set(row.disrupting)
         for pool, peak in view.demand_peak.items():
             self.metrics.demand_window(pool, peak, view.capacity[pool])
+        self.metrics.moved(result.moves)
 
     # -- one command --------------------------------------------------------------------------------------
 

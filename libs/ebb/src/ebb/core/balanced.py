@@ -83,6 +83,26 @@ class Score:
                 "savings_percent": self.savings_fraction * 100, "disruption_percent": self.disruption_fraction * 100}
 
 
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A consolidation move a pass counted, per NodePool of its nodes (Karpenter's
+    ``karpenter_consolidation_moves_total`` and ``karpenter_consolidation_score``): the NodePool, its
+    consolidationPolicy, whether the move was approved, and its Balanced score (None under the other policies)."""
+
+    pool: str
+    policy: str
+    approved: bool
+    score: float | None = None
+
+
+def moves(view: _View, nodes: Sequence[str], scores: Sequence[Score], approved: bool) -> list[Move]:
+    """The `Move` of each NodePool of ``nodes``, with its score where ``scores`` has one."""
+    by_pool = {s.pool: s for s in scores}
+    pools = sorted({_pool_of(view, name) for name in nodes})
+    return [Move(pool, view.pools[pool].consolidation_policy if pool in view.pools else "", approved,
+                 by_pool[pool].value if pool in by_pool else None) for pool in pools]
+
+
 def is_balanced(pool: NodePool | None) -> bool:
     return pool is not None and pool.consolidation_policy == BALANCED
 

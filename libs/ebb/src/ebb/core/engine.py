@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ebb.core.balanced import Move
 from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
@@ -67,6 +68,8 @@ class PassResult:
     #: commands, findings or budgets; ``ebb.core.revisit``): ``now`` when that cannot be ruled out, None when
     #: nothing changes with time alone
     revisit_at: datetime | None = None
+    #: the consolidation moves the pass's methods counted, approved or refused (`ebb.core.balanced.Move`)
+    moves: tuple[Move, ...] = ()
 
 
 def _context(view: ClusterView, options: EngineOptions) -> PassContext:
@@ -140,7 +143,8 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
     after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
     budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid, v.limit, v.disrupting)
                     for (pool, reason), v in sorted(view.budgets.items()))
-    return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after, revisit_at(view))
+    return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after, revisit_at(view),
+                      tuple(ctx.moves))
 
 
 def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],

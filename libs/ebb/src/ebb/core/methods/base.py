@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.model import (
@@ -92,6 +93,10 @@ class PassContext:
     #: per NodePool with a demandWindow, the cpu and memory its nodes may still lose this pass
     #: (`ClusterView.headrooms`, less what this pass's earlier commands take)
     capacity_left: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the consolidation moves the methods counted (`ebb.core.balanced.Move`), for the planner's metrics
+    moves: list[Move] = field(default_factory=list)
+    #: multi-node consolidation's last set a Balanced NodePool refused: its nodes and the scores
+    balanced_refused: tuple[tuple[str, ...], list[Score]] | None = None
 
     def __post_init__(self) -> None:
         if not self.capacity_left:

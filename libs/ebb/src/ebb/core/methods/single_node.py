@@ -128,6 +128,7 @@ def run(ctx: PassContext) -> MethodOutcome:
         if isinstance(verdict, Command):
             scores = balanced.judge(ctx.view, ctx.view.balanced_totals(), verdict.nodes, verdict.savings)
             rejected = balanced.rejection(scores)
+            ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))
             if rejected is not None:
                 ctx.state.rollback(mark)
                 out.blocked[name] = balanced.cause(rejected, ctx.view.pools[pool], f"this {verdict.action}")

@@ -18,7 +18,9 @@ The set the greedy run found is then simulated as validation will simulate it (`
 removed at once, all their pods placed together. Placing node by node and placing all at once pack
 differently, and a command validation would reject on the very snapshot it came from would be proposed,
 rejected and proposed again on every pass. When the whole set does not fit jointly, the largest prefix that
-does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's.
+does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's. A set with
+nodes of a NodePool whose consolidationPolicy is Balanced must also pass that NodePool's score
+(`ebb.core.balanced`); when it does not, the same search looks for the largest prefix that does.
 """
 
 from __future__ import annotations

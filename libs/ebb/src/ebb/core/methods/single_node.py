@@ -5,7 +5,9 @@ acts on one node per pass; ebb takes every candidate that consolidates on its ow
 Underutilized budget (and its NodePool's ``demandWindow``), each as its own command. They are simulated in
 sequence on one state, so a later command never counts on capacity an earlier one uses, and a replacement
 node, once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes into a
-handful. With explanations on, every remaining candidate gets its own reason.
+handful. With explanations on, every remaining candidate gets its own reason. In a NodePool whose
+consolidationPolicy is Balanced, a candidate whose delete would not be worth its disruption is not simulated, and
+a command found is made only when its score passes (`ebb.core.balanced`).
 """
 
 from __future__ import annotations

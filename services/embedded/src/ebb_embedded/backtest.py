@@ -360,11 +360,16 @@ def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     if terminate is not None:
         terminate()
         return
-    # before 3.14 the pool has no way to: its processes (which shutdown forgets), each sent SIGTERM
+    # before 3.14 the pool has no way to: its processes (which shutdown forgets), each sent SIGTERM, and its manager
+    # thread (which shutdown forgets too) let finish: at exit Python wakes each pool's manager through a pipe that
+    # thread closes as it ends, and a close racing the wake-up printed "OSError: [Errno 9] Bad file descriptor"
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.terminate()
+    if manager is not None:
+        manager.join(timeout=10)
 
 
 def run_backtests(documents: Sequence[Mapping[str, Any]], runs: Sequence[tuple[Trace, BacktestOptions]],

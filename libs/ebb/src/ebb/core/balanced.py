@@ -20,7 +20,7 @@ values out: the engine turns a failing `Score` into a node's cause (`ebb.core.ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,6 +42,8 @@ class _View(Protocol):
     nodes: dict[str, Node]
     movable: dict[str, list[Pod]]
     price: dict[str, float]
+
+    def balanced_totals(self) -> dict[str, PoolTotals]: ...
 
 
 def _pool_of(view: _View, name: str) -> str:
@@ -132,7 +134,7 @@ def score(totals: PoolTotals | None, pool: str, savings: float, disruption: floa
     return Score(pool, savings / totals.cost, disruption / totals.disruption)
 
 
-def judge(view: _View, totals: Mapping[str, PoolTotals], nodes: Sequence[str], savings: float) -> list[Score]:
+def judge(view: _View, nodes: Sequence[str], savings: float) -> list[Score]:
     """Each Balanced NodePool's score of the move removing ``nodes`` and saving ``savings`` (net of its
     replacements), in NodePool order; the move goes ahead when every one is `Score.approved`. Karpenter's
     ``EvaluateBalancedMove``: a NodePool's share of the savings is in proportion to its nodes' price."""
@@ -147,7 +149,7 @@ def judge(view: _View, totals: Mapping[str, PoolTotals], nodes: Sequence[str], s
         share = savings
         if source > 0 and len(by_pool) > 1:
             share = savings * sum(view.price[name] for name in names) / source
-        scores.append(score(totals.get(pool), pool, share,
+        scores.append(score(view.balanced_totals().get(pool), pool, share,
                             sum(node_disruption_cost(view.movable[name]) for name in names)))
     return scores
 
@@ -165,14 +167,14 @@ def rejection(scores: Sequence[Score]) -> Score | None:
     return next((s for s in scores if not s.approved), None)
 
 
-def delete_falls_short(view: _View, totals: Mapping[str, PoolTotals], name: str) -> Score | None:
+def delete_falls_short(view: _View, name: str) -> Score | None:
     """Karpenter's ``CanPassThreshold``, negated: the score of deleting node ``name`` outright, when even that (the
     best any move of it can do) would not pass; None when it may pass or its NodePool is not Balanced (or has no
     cost to measure against)."""
     pool = _pool_of(view, name)
     if not is_balanced(view.pools.get(pool)):
         return None
-    pool_totals_ = totals.get(pool)
+    pool_totals_ = view.balanced_totals().get(pool)
     if pool_totals_ is None or pool_totals_.cost <= 0:
         return None
     verdict = score(pool_totals_, pool, view.price[name], node_disruption_cost(view.movable[name]))

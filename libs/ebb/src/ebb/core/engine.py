@@ -159,7 +159,7 @@ def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassCo
         method_name, budget = causes[node]
         alone = single_node.evaluate(solo, node)
         if isinstance(alone, Command):
-            alone = single_node.not_worth_it(solo, alone) or alone
+            alone = single_node.judged(solo, alone)[1] or alone
         if isinstance(alone, BlockCause):
             causes[node] = (single_node.NAME, BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": alone}, budget))
         else:

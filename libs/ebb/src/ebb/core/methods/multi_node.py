@@ -231,7 +231,7 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         savings = removed_price - sum(r.price for r in replacements)
         if savings <= EPSILON:
             return None
-        scores = balanced.judge(view, view.balanced_totals(), taken, savings)
+        scores = balanced.judge(view, taken, savings)
         if balanced.rejection(scores) is not None:
             ctx.balanced_refused = (tuple(taken), scores)
             return None  # a Balanced NodePool finds it not worth its disruption: a smaller prefix may be
@@ -265,7 +265,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             ctx.consume(ctx.view.nodes[name].nodepool or "", REASON)
         take_capacity(ctx, command_capacity_lost(ctx.view, best))
         out.commands.append(best)
-        scores = balanced.judge(ctx.view, ctx.view.balanced_totals(), best.nodes, best.savings)
+        scores = balanced.judge(ctx.view, best.nodes, best.savings)
         ctx.moves.extend(balanced.moves(ctx.view, best.nodes, scores, approved=True))
     elif ctx.balanced_refused is not None:  # counted once, the last set refused (as Karpenter counts its search's)
         ctx.moves.extend(balanced.moves(ctx.view, *ctx.balanced_refused, approved=False))

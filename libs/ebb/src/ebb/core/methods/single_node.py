@@ -96,13 +96,14 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
                    f"instead of ${price:.4f}/h")
 
 
-def not_worth_it(ctx: PassContext, command: Command) -> BlockCause | None:
-    """Why a Balanced NodePool would not make ``command`` (its score is below the threshold), or None."""
-    rejected = balanced.rejection(balanced.judge(ctx.view, ctx.view.balanced_totals(), command.nodes,
-                                                 command.savings))
+def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], BlockCause | None]:
+    """The Balanced NodePools' scores of ``command`` (none when none of its NodePools is Balanced), and why one of
+    them would not make it (its score is below the threshold), or None."""
+    scores = balanced.judge(ctx.view, command.nodes, command.savings)
+    rejected = balanced.rejection(scores)
     if rejected is None:
-        return None
-    return balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
+        return scores, None
+    return scores, balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
 
 
 def run(ctx: PassContext) -> MethodOutcome:
@@ -116,7 +117,7 @@ def run(ctx: PassContext) -> MethodOutcome:
                     "reason": REASON, "pool": pool, "source": ctx.view.pools[pool].policy_source})
             continue
         # a Balanced NodePool's node whose delete, the best it can do, would not be worth its disruption
-        short_of = balanced.delete_falls_short(ctx.view, ctx.view.balanced_totals(), name)
+        short_of = balanced.delete_falls_short(ctx.view, name)
         if short_of is not None:
             out.blocked[name] = balanced.cause(short_of, ctx.view.pools[pool], "even deleting it")
             continue
@@ -128,12 +129,11 @@ def run(ctx: PassContext) -> MethodOutcome:
         mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
         if isinstance(verdict, Command):
-            scores = balanced.judge(ctx.view, ctx.view.balanced_totals(), verdict.nodes, verdict.savings)
-            rejected = balanced.rejection(scores)
+            scores, rejected = judged(ctx, verdict)
             ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))
             if rejected is not None:
                 ctx.state.rollback(mark)
-                out.blocked[name] = balanced.cause(rejected, ctx.view.pools[pool], f"this {verdict.action}")
+                out.blocked[name] = rejected
                 continue
             if scores:
                 verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores))

@@ -17,6 +17,7 @@ from ebb.adapters.kube.drain import (
     TERMINATION_TIMESTAMP_ANNOTATION,
     DrainFailed,
     delete_time,
+    do_not_disrupt_active,
     granted_grace,
     is_stuck_terminating,
     skip_reason,
@@ -155,6 +156,65 @@ async def test_pods_whose_grace_outlasts_the_deadline_are_deleted_at_once_with_o
     report = await drainer(api, clock).drain("n1", deadline=START - timedelta(seconds=5))
     assert sorted(api.deleted) == [("default/agent", 1), ("default/web", 1)]
     assert sorted(report.deleted) == ["default/agent", "default/web"]
+
+
+def started(p: dict[str, Any], at: datetime) -> dict[str, Any]:
+    p.setdefault("status", {})["startTime"] = stamp(at)
+    return p
+
+
+@pytest.mark.parametrize(("case", "made", "active"), [
+    ("true", pod("a", annotations={"karpenter.sh/do-not-disrupt": "true"}), True),
+    ("the older do-not-evict", pod("a", annotations={"karpenter.sh/do-not-evict": "true"}), True),
+    ("false", pod("a", annotations={"karpenter.sh/do-not-disrupt": "false"}), False),
+    ("a duration not run out", started(pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}),
+                                       START - timedelta(minutes=30)), True),
+    ("a duration run out", started(pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}),
+                                   START - timedelta(minutes=61)), False),
+    ("a duration, no start time (fail safe)", pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}), True),
+    ("not a duration", pod("a", annotations={"karpenter.sh/do-not-disrupt": "soon"}), False),
+    ("none", pod("a"), False),
+])
+def test_do_not_disrupt_active(case: str, made: dict[str, Any], active: bool) -> None:
+    assert do_not_disrupt_active(made, START) is active, case
+
+
+async def test_a_do_not_disrupt_pod_is_not_evicted_but_deleted_at_the_deadline() -> None:
+    """Karpenter's terminator evicts no pod whose do-not-disrupt holds (``IsEvictable``) and waits for it
+    (``IsWaitingEviction``) until the terminationGracePeriod deadline deletes it. ebb's drift and expiration take
+    such a node only when it has a grace period, so the drain has a deadline."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("batch", 60, annotations={"karpenter.sh/do-not-disrupt": "true"}), graced("web", 30))
+    deadline = START + timedelta(seconds=600)
+    report = await drainer(api, clock).drain("n1", deadline=deadline)
+    assert api.evictions() == ["default/web"]
+    assert report.evicted == ["default/web"]
+    assert api.deleted == [("default/batch", 60)]
+    assert report.deleted == ["default/batch"]
+    assert clock.now() >= deadline - timedelta(seconds=60)
+
+
+async def test_a_do_not_disrupt_pod_that_goes_by_itself_is_not_deleted() -> None:
+    """The drain waits for the protected pod; a pod that ends before its deletion time (a job finishing) ends the
+    drain without a deletion."""
+    api = FakeApi()
+    clock = ManualClock(START)
+    api.add_pods(graced("batch", 60, annotations={"karpenter.sh/do-not-disrupt": "true"}))
+    drain = drainer(api, clock)
+    original = api.read_pod
+
+    async def gone_after_a_minute(namespace: str, name: str) -> Any:
+        if clock.now() >= START + timedelta(minutes=1):
+            api.pods.pop(f"{namespace}/{name}", None)
+        return await original(namespace, name)
+
+    api.read_pod = gone_after_a_minute  # type: ignore[method-assign]
+    report = await drain.drain("n1", deadline=START + timedelta(hours=1))
+    assert api.evictions() == []
+    assert api.deleted == []
+    assert report.evicted == [] and report.deleted == []
+    assert clock.now() < START + timedelta(minutes=2)
 
 
 async def test_pods_that_fit_in_the_deadline_are_evicted_not_deleted() -> None:

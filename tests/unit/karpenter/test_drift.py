@@ -186,13 +186,19 @@ def test_delete_or_replace(node_ann: dict[str, str], pod_ann: dict[str, str], ro
 def test_should_not_create_replacements_for_drifted_nodes_that_have_pods_with_blocking_pdbs() -> None:
     """drift_test.go, Describe("Drift"), Context("Drift"), It("should not create replacements for drifted nodes that
     have pods with the blocking PDBs when the NodePool's TerminationGracePeriod is not nil"): a PDB with
-    maxUnavailable 0 over the node's pod; the node stays (ebb ignores the NodeClaim's terminationGracePeriod, which
-    here changes nothing in Karpenter either)."""
+    maxUnavailable 0 over the node's pod. The NodeClaim's terminationGracePeriod makes the node a drift candidate all
+    the same, and the pod, which nothing may evict now, is not simulated (``IsCurrentlyReschedulable``): no
+    replacement, the node is deleted and the pod stays until the deadline. Without the grace period the node
+    stays."""
     claim_docs = _drifted("a")
     claim_docs[1]["spec"] = {"terminationGracePeriod": "300s"}
-    out = plan_dict(_pool(), claim_docs, pod("web", "a", labels={"test": "value"}),
-                    pdb("budget", {"test": "value"}, max_unavailable=0))
-    assert out["commands"] == []
+    blocked = (pod("web", "a", labels={"test": "value"}), pdb("budget", {"test": "value"}, max_unavailable=0))
+    out = plan_dict(_pool(), claim_docs, *blocked)
+    assert _commands(out) == [("drift", "delete", ["a"])]
+    command = out["commands"][0]
+    assert command["replacements"] == []
+    assert "left in place, as nothing may evict them now: default/web" in command["explanation"]
+    assert plan_dict(_pool(), _drifted("a"), *blocked)["commands"] == []
 
 
 # (Karpenter's case, the pods' do-not-disrupt durations, minutes after their start, whether a is drifted)

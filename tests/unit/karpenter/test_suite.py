@@ -84,20 +84,12 @@ CANDIDATE_FILTERING = [
      [_a(), _mirror_pod(annotations=DND)], "karpenter.sh/do-not-disrupt=true"),
     ("should not consider candidates that have do-not-disrupt daemonset pods scheduled",
      [_a(), _ds_pod(annotations=DND)], "karpenter.sh/do-not-disrupt=true"),
-    # ebb does not model terminationGracePeriod: the pod blocks every method (docs/decisions.md, Differences: "no
-    # terminationGracePeriod eventual disruption")
+    # the NodeClaim's terminationGracePeriod lets drift and expiration (Karpenter's eventual disruption class) take
+    # the node: no method is kept away, consolidation is (GRACEFUL below)
     ("should consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for "
-     "eventual disruption (ebb: blocked, no TGP)", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(annotations=DND)],
-     "karpenter.sh/do-not-disrupt=true"),
+     "eventual disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(annotations=DND)], None),
     ("should consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for eventual "
-     "disruption (ebb: blocked, no TGP)", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(labels={"app": "p"}), ZERO_PDB],
-     "prevents pod evictions"),
-    ("should not consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for "
-     "graceful disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(annotations=DND)],
-     "karpenter.sh/do-not-disrupt=true"),
-    ("should not consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for "
-     "graceful disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(labels={"app": "p"}), ZERO_PDB],
-     "prevents pod evictions"),
+     "disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(labels={"app": "p"}), ZERO_PDB], None),
     ("should not consider candidates that have do-not-disrupt pods scheduled without a terminationGracePeriod set "
      "for eventual disruption", [_a(), _pod_on_a(annotations=DND)], "karpenter.sh/do-not-disrupt=true"),
     ("should not consider candidates that have PDB-blocked pods scheduled without a terminationGracePeriod set for "
@@ -139,6 +131,18 @@ CANDIDATE_FILTERING = [
      [_a(labels={"node.kubernetes.io/instance-type": ""})], None),
     ("should consider candidates that have an instance type that cannot be resolved",
      [_a(itype="x9.unknown")], None),
+]
+
+
+# (Karpenter's case, documents besides the NodePool, the phrase of why emptiness and consolidation (Karpenter's
+# graceful disruption class) may not take a)
+GRACEFUL = [
+    ("should not consider candidates that have do-not-disrupt pods scheduled with a terminationGracePeriod set for "
+     "graceful disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(annotations=DND)],
+     "karpenter.sh/do-not-disrupt=true"),
+    ("should not consider candidates that have PDB-blocked pods scheduled with a terminationGracePeriod set for "
+     "graceful disruption", [_with_tgp(_a()[1]), _a()[0], _pod_on_a(labels={"app": "p"}), ZERO_PDB],
+     "prevents pod evictions"),
 ]
 
 
@@ -244,3 +248,15 @@ def test_can_replace_node_with_a_local_pv_ignoring_hostname_affinity() -> None:
     out = plan_dict(nodepool(), node("a", itype="m5.2xlarge", created=ago(hours=2)), nodeclaim("claim-a", "a"), web)
     assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == \
         [("single-node-consolidation", "replace", ["a"])]
+
+
+@pytest.mark.parametrize(("docs", "phrase"), [c[1:] for c in GRACEFUL], ids=[c[0] for c in GRACEFUL])
+def test_candidate_filtering_graceful(docs: list[Any], phrase: str) -> None:
+    """suite_test.go, Describe("Candidate Filtering"), NewCandidate with GracefulDisruptionClass: a
+    terminationGracePeriod does not let emptiness or consolidation take a node whose pod blocks eviction; drift and
+    expiration may (CANDIDATE_FILTERING)."""
+    view = ClusterView.build(snapshot(nodepool(), *_flatten(docs)), NOW)
+    assert view.blocked_reason("a", consolidation=False) is None
+    cause = view.blocked_reason("a", consolidation=True)
+    assert cause is not None
+    assert phrase in cause.text

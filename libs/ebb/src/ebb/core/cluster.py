@@ -361,17 +361,31 @@ class ClusterView:
                 self.hard_block[node.name] = BlockCause(Cause.NODE_DO_NOT_DISRUPT)
                 continue
             reason = self._pod_block(node)
-            if reason:
+            if reason and self.grace_period(node) is None:
                 self.hard_block[node.name] = reason
                 continue
+            # with a terminationGracePeriod a pod that blocks eviction keeps only the graceful methods (emptiness,
+            # consolidation) away: drift and expiration may take the node, and the pod goes at its deadline
+            # (Karpenter's NewCandidate for the eventual disruption class); it is not moved (`currently_reschedulable`)
             pool = self.pools[pool_name]
-            if node.annotations.get(ANNOTATION_DO_NOT_CONSOLIDATE) == "true":
-                self.consolidation_block[node.name] = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
-            elif pool.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
+            if pool.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true":
                 self.hard_block[node.name] = BlockCause(Cause.NODEPOOL_DO_NOT_DISRUPT, {"pool": pool.name})
+            elif reason:
+                self.consolidation_block[node.name] = reason
+            elif node.annotations.get(ANNOTATION_DO_NOT_CONSOLIDATE) == "true":
+                self.consolidation_block[node.name] = BlockCause(Cause.NODE_DO_NOT_CONSOLIDATE)
             elif pool.replicas is not None:  # Karpenter's emptiness and consolidation skip a static NodePool
                 self.consolidation_block[node.name] = BlockCause(Cause.STATIC_NODEPOOL, {
                     "pool": pool.name, "replicas": pool.replicas})
+
+    def grace_period(self, node: Node) -> float | None:
+        """The node's terminationGracePeriod, seconds: its NodeClaim's (copied from the NodePool at launch, as
+        Karpenter reads it), or for a node without one its NodePool's template's; None when it has none."""
+        claim = self.claims.get(node.name)
+        if claim is not None:
+            return claim.termination_grace_period
+        pool = self.pools.get(node.nodepool or "")
+        return pool.termination_grace_period if pool is not None else None
 
     def _pod_block(self, node: Node) -> BlockCause | None:
         """Why a pod keeps the node from being disrupted, or None; Karpenter's ``ValidatePodsDisruptable``. Only
@@ -439,13 +453,19 @@ class ClusterView:
         for node in self.snapshot.nodes:
             if not (node.deleting or node.being_disrupted):
                 continue
-            for pod in self.movable[node.name]:
-                statuses = self.pdbs_of(pod)
-                if pod.deleting or (self._do_not_disrupt(pod) is None and len(statuses) <= 1
-                                    and not (statuses and statuses[0].fully_blocking
-                                             and not statuses[0].lets_go(pod))):
-                    out.append(pod)
+            out.extend(pod for pod in self.movable[node.name] if self.currently_reschedulable(pod))
         return out
+
+    def currently_reschedulable(self, pod: Pod) -> bool:
+        """Whether a disruption evicts the pod now, so that it needs room (Karpenter's
+        ``IsCurrentlyReschedulable``): a pod being deleted does (a StatefulSet's replacement needs its room); not
+        one whose do-not-disrupt protects it or a PDB blocks every eviction of it (two PDBs included). Such a pod
+        stays until its node's terminationGracePeriod deadline."""
+        if pod.deleting or (not pod.protection_annotated and pod.class_key not in self._pdbs_of_class):
+            return True
+        statuses = self.pdbs_of(pod)
+        return (self._do_not_disrupt(pod) is None and len(statuses) <= 1
+                and not (statuses and statuses[0].fully_blocking and not statuses[0].lets_go(pod)))
 
     def uninitialized_owned(self) -> list[str]:
         """Nodes Karpenter manages that are not initialized yet: a disruption simulation counts on them only for

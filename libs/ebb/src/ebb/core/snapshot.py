@@ -552,6 +552,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
+        termination_grace_period=doc.duration("spec.template.spec.terminationGracePeriod", None),
     )
 
 
@@ -612,6 +613,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         creation_time=doc.time("metadata.creationTimestamp"),
         last_pod_event=doc.time("status.lastPodEventTime"),
         decision_id=doc.str_map("metadata.annotations").get(ANNOTATION_DECISION_ID, ""),
+        termination_grace_period=doc.duration("spec.terminationGracePeriod", None),
     )
 
 

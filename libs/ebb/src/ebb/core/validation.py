@@ -23,7 +23,7 @@ from datetime import datetime
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
-from ebb.core.methods.base import EPSILON, Command, EngineOptions, simulation
+from ebb.core.methods.base import EPSILON, Command, EngineOptions, leaving, simulation
 from ebb.core.methods.consolidation import command_capacity_lost, demand_block, set_aside_unsettled
 from ebb.core.model import Snapshot
 
@@ -66,8 +66,8 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     _scheduler, state = simulation(view)
     if method.consolidation:
         set_aside_unsettled(view, state)
-    leaving = [pod for name in command.nodes for pod in state.remove_node(name)]
-    failures, _ = state.place_all(leaving, max_new=len(command.replacements), first_failure=True)
+    moved, _held = leaving(view, state, command.nodes)
+    failures, _ = state.place_all(moved, max_new=len(command.replacements), first_failure=True)
     if failures:
         pod, why = next(iter(failures.items()))
         return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})

@@ -54,6 +54,8 @@ from tenacity import RetryCallState, retry_if_exception_type
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Waitable
+from ebb.core.model import ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT
+from ebb.core.quantity import positive_duration
 
 log = logging.getLogger("ebb.kube.drain")
 
@@ -248,6 +250,26 @@ def is_stuck_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
     """Karpenter's ``IsStuckTerminating``: still there more than a minute after its ``deletionTimestamp``."""
     at = deletion_timestamp(pod)
     return at is not None and (now - at).total_seconds() > STUCK_TERMINATING_AFTER
+
+
+def do_not_disrupt_active(pod: Mapping[str, Any], now: datetime) -> bool:
+    """Whether the pod's ``karpenter.sh/do-not-disrupt`` (or the older ``do-not-evict``) protects it at ``now``, as
+    the planner reads it (`ebb.core.cluster`; Karpenter's ``IsDoNotDisruptActive``): "true", or a positive
+    duration not yet run out since the pod started (a pod without a start time is protected)."""
+    annotations = _meta(pod).get("annotations") or {}
+    for key in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
+        value = annotations.get(key)
+        if value is None:
+            continue
+        if value == "true":
+            return True
+        seconds = positive_duration(str(value))
+        if seconds is None:
+            continue
+        started = _timestamp((pod.get("status") or {}).get("startTime"))
+        if started is None or now < started + timedelta(seconds=seconds):
+            return True
+    return False
 
 
 def pod_grace_seconds(pod: Mapping[str, Any]) -> int | None:
@@ -564,6 +586,11 @@ class Drainer:
             deadline_mono, self._monotonic_at(deadline) + STUCK_TERMINATING_AFTER + 1 + 2 * self.poll_interval)
         if delete_at is not None and self.clock.now() >= delete_at:
             pass  # deleted by ``_delete_at`` (Karpenter deletes the expiring pods before it evicts the rest)
+        elif delete_at is not None and do_not_disrupt_active(pod, self.clock.now()):
+            # not evicted (Karpenter's ``IsEvictable``): the drain waits for it to end or go, and ``_delete_at``
+            # deletes it at the deadline; drift and expiration take such a node only with a terminationGracePeriod
+            log.info("not evicting %s on %s: its do-not-disrupt holds; waiting for it until %s", ref, node,
+                     delete_at.isoformat())
         elif meta.get("deletionTimestamp") is None:
 
             def refused(attempt: RetryCallState) -> None:

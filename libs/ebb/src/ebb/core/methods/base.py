@@ -260,5 +260,27 @@ def min_values_prefix(options: Sequence[str], values: Mapping[str, Mapping[str, 
     return len(options), short
 
 
+def leaving(view: ClusterView, state: SimState, names: Sequence[str]) -> tuple[list[Pod], list[Pod]]:
+    """Take ``names`` out of ``state``: the pods that need a new home, and the pods that stay until their node's
+    terminationGracePeriod deadline (a do-not-disrupt or a PDB that blocks every eviction keeps them; only drift and
+    expiration take such a node, `ClusterView.grace_period`). Karpenter's ``SimulateScheduling`` makes room for
+    the first only (``IsCurrentlyReschedulable``)."""
+    moved: list[Pod] = []
+    held: list[Pod] = []
+    for name in names:
+        for pod in state.remove_node(name):
+            (moved if view.currently_reschedulable(pod) else held).append(pod)
+    return moved, held
+
+
+def held_words(view: ClusterView, held: Sequence[Pod]) -> str:
+    """What an explanation says of ``held`` (`leaving`): "" when there are none."""
+    if not held:
+        return ""
+    shown = ", ".join(p.key for p in held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+    return (f"; left in place, as nothing may evict them now: {shown} (deleted at their node's "
+            "terminationGracePeriod deadline unless evicted before)")
+
+
 def placements_of(state: SimState, pods: list[Pod]) -> dict[str, str]:
     return {p.key: state.bin_name(state.placed[p.key]) for p in pods if p.key in state.placed}

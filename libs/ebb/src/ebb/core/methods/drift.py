@@ -15,7 +15,16 @@ from __future__ import annotations
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
-from ebb.core.methods.base import Command, Method, MethodOutcome, PassContext, Replacement, budget_block
+from ebb.core.methods.base import (
+    Command,
+    Method,
+    MethodOutcome,
+    PassContext,
+    Replacement,
+    budget_block,
+    held_words,
+    leaving,
+)
 from ebb.core.methods.rotation import rotate
 from ebb.core.model import ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, Node, NodePool
 
@@ -118,13 +127,13 @@ def _one_for_one(ctx: PassContext, name: str, why: str) -> Command | BlockCause:
     pool_name = view.nodes[name].nodepool or ""
     mark = state.mark()
     try:
-        leaving = state.remove_node(name)
-        failures, _ = state.place_all(leaving, max_new=1, first_failure=True)
+        moved, held = leaving(view, state, (name,))
+        failures, _ = state.place_all(moved, max_new=1, first_failure=True)
         if failures:
             pod, reason = next(iter(failures.items()))
             return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})
         needed = state.new_nodes()
-        placements = {p.key: state.bin_name(state.placed[p.key]) for p in leaving if p.key in state.placed}
+        placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
     finally:
         state.rollback(mark)
     if needed and needed[0].nodepool == pool_name:
@@ -136,7 +145,8 @@ def _one_for_one(ctx: PassContext, name: str, why: str) -> Command | BlockCause:
             return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
         replacement = cheapest
     return Command(NAME, REASON, "replace", (name,), (replacement,), view.price[name] - replacement.price,
-                   placements, f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static)")
+                   placements,
+                   f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(view, held)}")
 
 
 def _cheapest_of_pool(ctx: PassContext, pool_name: str) -> Replacement | None:

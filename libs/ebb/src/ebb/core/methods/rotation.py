@@ -14,7 +14,15 @@ every pass. If the whole set does not fit at once, the last nodes are left out u
 from __future__ import annotations
 
 from ebb.core.causes import BlockCause, Cause
-from ebb.core.methods.base import Command, MethodOutcome, PassContext, Replacement, budget_block
+from ebb.core.methods.base import (
+    Command,
+    MethodOutcome,
+    PassContext,
+    Replacement,
+    budget_block,
+    held_words,
+    leaving,
+)
 from ebb.core.simulator.results import NewNode
 
 
@@ -37,8 +45,8 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
             out.blocked[name] = BlockCause(Cause.DUE_BUT, due, budget_block(ctx, pool, reason))
             continue
         mark = state.mark()
-        leaving = state.remove_node(name)
-        failures, _ = state.place_all(leaving, max_new=10**6, first_failure=True)
+        moved, _held = leaving(view, state, (name,))
+        failures, _ = state.place_all(moved, max_new=10**6, first_failure=True)
         if failures:
             state.rollback(mark)
             pod, why = next(iter(failures.items()))
@@ -65,16 +73,16 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
     view, state = ctx.view, ctx.state
     mark = state.mark()
     try:
-        leaving = [pod for name in taken for pod in state.remove_node(name)]
-        failures, _ = state.place_all(leaving, max_new=10**6, first_failure=True)
+        moved, held = leaving(view, state, taken)
+        failures, _ = state.place_all(moved, max_new=10**6, first_failure=True)
         if failures:
             return None
         new_nodes: list[NewNode] = state.new_nodes()
         replacements = tuple(Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price,
                                          n.hostname) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
-        placements = {p.key: state.bin_name(state.placed[p.key]) for p in leaving if p.key in state.placed}
-        explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken)
+        placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
+        explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken) + held_words(view, held)
         return Command(method, reason, "replace" if replacements else "delete", tuple(taken), replacements,
                        savings, placements, explanation)
     finally:

@@ -94,6 +94,29 @@ async def test_a_pdb_blocked_pod_is_deleted_with_what_is_left_of_the_deadline(
     assert pod.metadata.deletion_grace_period_seconds in (9, 10)
 
 
+async def test_a_do_not_disrupt_pod_is_not_evicted_but_deleted_at_its_time(
+        kube_api: Any, cluster: tuple[str, str, Any, Any]) -> None:
+    """Karpenter's IsEvictable: a pod whose karpenter.sh/do-not-disrupt holds is not evicted, though the Eviction
+    API would take it (no PDB), but waited for, and deleted at the deadline minus its grace (here 12 - 5 s after
+    the drain starts); a pod beside it without the annotation is evicted at once."""
+    node, namespace, core, _ = cluster
+    kept = bare_pod("kept", node, grace=5)
+    kept.metadata.annotations = {"karpenter.sh/do-not-disrupt": "true"}
+    await core.create_namespaced_pod(namespace, kept)
+    await core.create_namespaced_pod(namespace, bare_pod("web", node, grace=5))
+    for name in ("kept", "web"):
+        await core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Running"}})
+    drain = drainer(kube_api, eviction_deadline=30)
+    started = drain.clock.now()
+    report = await drain.drain(node, deadline=started + timedelta(seconds=12))
+    assert report.evicted == [f"{namespace}/web"]
+    assert report.deleted == [f"{namespace}/kept"]
+    assert drain.clock.now() - started >= timedelta(seconds=7)
+    pod = await core.read_namespaced_pod("kept", namespace)
+    assert pod.metadata.deletion_timestamp is not None
+    assert pod.metadata.deletion_grace_period_seconds in (4, 5)
+
+
 async def test_without_a_deadline_the_pdb_fails_the_drain_and_nothing_is_deleted(
         kube_api: Any, cluster: tuple[str, str, Any, Any]) -> None:
     node, namespace, core, policy = cluster

@@ -3,8 +3,8 @@
 Karpenter v1 lets drift and expiration (its eventual disruption class) take a node whose pods block eviction (an
 active do-not-disrupt, a PDB that allows nothing) when the node has a terminationGracePeriod: the blocking pods are
 not simulated (nothing evicts them now) and go at the node's deadline. Emptiness and consolidation still leave
-such a node alone. The grace period is the NodeClaim's (copied from its NodePool at launch); a node without a
-NodeClaim has its NodePool's template's.
+such a node alone. The grace period is the NodeClaim's (copied from its NodePool at launch), as Karpenter reads it;
+a node without a NodeClaim (standalone, kwok, simulated) keeps the plain rule: such a pod always blocks.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ CASES = [
     ("no grace period: the pod keeps the node", None, None, True, "dnd", False),
     ("the NodeClaim's copy counts, not the NodePool's template (changed since the launch)", "300s", None, True, "dnd",
      False),
-    ("a node without a NodeClaim has its NodePool's template's", "5m", None, False, "dnd", True),
-    ("Never is no grace period", "Never", None, False, "pdb", False),
+    ("a node without a NodeClaim: the pod blocks, whatever its NodePool's template says", "5m", None, False, "dnd",
+     False),
+    ("and a PDB too", "5m", None, False, "pdb", False),
     ("0s is a grace period (Karpenter: set, not nil)", None, "0s", True, "dnd", True),
 ]
 

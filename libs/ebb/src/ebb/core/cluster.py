@@ -379,13 +379,13 @@ class ClusterView:
                     "pool": pool.name, "replicas": pool.replicas})
 
     def grace_period(self, node: Node) -> float | None:
-        """The node's terminationGracePeriod, seconds: its NodeClaim's (copied from the NodePool at launch, as
-        Karpenter reads it), or for a node without one its NodePool's template's; None when it has none."""
+        """The terminationGracePeriod that lets drift and expiration take the node past pods that block eviction,
+        seconds: its NodeClaim's ``spec.terminationGracePeriod`` (copied from the NodePool at launch), the one
+        Karpenter's ``NewCandidate`` reads. None when it has none, and for a node without a NodeClaim: there a
+        do-not-disrupt pod or a PDB always blocks (the drain of such a node still honours its NodePool's grace
+        period, docs/decisions.md)."""
         claim = self.claims.get(node.name)
-        if claim is not None:
-            return claim.termination_grace_period
-        pool = self.pools.get(node.nodepool or "")
-        return pool.termination_grace_period if pool is not None else None
+        return claim.termination_grace_period if claim is not None else None
 
     def _pod_block(self, node: Node) -> BlockCause | None:
         """Why a pod keeps the node from being disrupted, or None; Karpenter's ``ValidatePodsDisruptable``. Only

@@ -24,9 +24,9 @@ events`` and alerting rules carry over:
   NodeClaim's disruption reason there, ``Forceful Termination`` when it has none).
   Karpenter's ``Disrupted`` (on a Pod deleted at its node's terminationGracePeriod deadline, bypassing its
   PDB) and ``TerminationGracePeriodExpiring`` (Warning, on the Node or NodeClaim with a termination
-  deadline) are built here with Karpenter's messages for the drain's terminationGracePeriod; nothing emits
-  them until the drain honours it. Karpenter declares ``FailedTermination`` but emits it nowhere (v1.14),
-  so neither does ebb.
+  deadline) are built here with Karpenter's messages; the executor emits them when it drains a node with a
+  terminationGracePeriod. Karpenter declares ``FailedTermination`` but emits it nowhere (v1.14), so neither
+  does ebb.
 
 What is not reported: nodes that are not ebb's (no NodePool), nodes already deleting or being disrupted
 (their decision has its own events; ``DisruptionTerminating`` is the executor's), and nodes a method would

@@ -167,3 +167,15 @@ def test_do_not_consolidate_blocks_emptiness() -> None:
     out = plan_dict(nodepool(), node("a", annotations={"karpenter.sh/do-not-consolidate": "true"}))
     assert out["commands"] == []
     assert "do-not-consolidate" in blocked_of(out, "a")["reason"]
+
+
+def test_a_nodepool_do_not_disrupt_stops_drift_of_a_node_marked_do_not_consolidate() -> None:
+    """The NodePool's template annotates its nodes do-not-disrupt (every method, as the node's own annotation would);
+    the node's do-not-consolidate (consolidation only) does not hide that from drift."""
+    out = plan_dict(nodepool(node_hash="h2", template_annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    node("a", node_hash="h1", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+                    pod("web", "a"))
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert "drifted" in reason
+    assert "template annotates its nodes karpenter.sh/do-not-disrupt=true" in reason

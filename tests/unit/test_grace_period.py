@@ -148,3 +148,17 @@ def test_a_grace_period_that_is_no_duration_is_an_input_error() -> None:
     with pytest.raises(SnapshotError, match="terminationGracePeriod"):
         snapshot(_pool(), node("a"), _claim("a", "soon"))
 
+
+
+def test_a_static_nodepool_replaces_its_drifted_node_one_for_one_past_a_do_not_disrupt_pod() -> None:
+    """A static NodePool's drifted node (Karpenter's StaticDrift, eventual too) whose NodeClaim has a grace period:
+    replaced one for one although its pod says do-not-disrupt; the pod is left in place."""
+    pool = _pool()
+    pool["spec"]["replicas"] = 1
+    claim = _claim("a", "300s")
+    claim["status"]["conditions"].append({"type": "Drifted", "status": "True", "lastTransitionTime": ago(hours=1)})
+    [command] = plan(pool, node("a"), claim, pod("kept", "a", annotations=DND)).first.commands
+    assert (command.method, command.action, command.nodes) == ("drift", "replace", ("a",))
+    assert command.placements == {}
+    assert "replaced one for one" in command.explanation
+    assert "left in place, as nothing may evict them now: default/kept" in command.explanation

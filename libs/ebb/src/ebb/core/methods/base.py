@@ -273,7 +273,7 @@ def leaving(view: ClusterView, state: SimState, names: Sequence[str]) -> tuple[l
     return moved, held
 
 
-def held_words(view: ClusterView, held: Sequence[Pod]) -> str:
+def held_words(held: Sequence[Pod]) -> str:
     """What an explanation says of ``held`` (`leaving`): "" when there are none."""
     if not held:
         return ""

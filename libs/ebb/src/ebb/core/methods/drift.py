@@ -146,7 +146,7 @@ def _one_for_one(ctx: PassContext, name: str, why: str) -> Command | BlockCause:
         replacement = cheapest
     return Command(NAME, REASON, "replace", (name,), (replacement,), view.price[name] - replacement.price,
                    placements,
-                   f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(view, held)}")
+                   f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")
 
 
 def _cheapest_of_pool(ctx: PassContext, pool_name: str) -> Replacement | None:

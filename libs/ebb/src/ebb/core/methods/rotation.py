@@ -82,7 +82,7 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
                                          n.hostname) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
-        explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken) + held_words(view, held)
+        explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken) + held_words(held)
         return Command(method, reason, "replace" if replacements else "delete", tuple(taken), replacements,
                        savings, placements, explanation)
     finally:

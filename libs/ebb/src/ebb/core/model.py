@@ -348,9 +348,6 @@ class NodePool:
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
-    #: spec.template.spec.terminationGracePeriod, seconds (None: unset or Never): what a node of this pool without a
-    #: NodeClaim has; with one, the NodeClaim's copy counts (`NodeClaim.termination_grace_period`)
-    termination_grace_period: float | None = None
     #: the kind of the object the disruption settings above come from: `POLICY_FROM_NODEPOOL` (its own
     #: spec.disruption) or `POLICY_FROM_DISRUPTION_POLICY` (the ebb.sh/v1 DisruptionPolicy named like it)
     policy_kind: str = POLICY_FROM_NODEPOOL

@@ -552,7 +552,6 @@ def _nodepool(doc: _Doc) -> NodePool:
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
-        termination_grace_period=doc.duration("spec.template.spec.terminationGracePeriod", None),
     )
 
 

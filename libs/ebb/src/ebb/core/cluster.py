@@ -18,6 +18,7 @@ a candidate either.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -67,6 +68,30 @@ class PdbStatus:
         """Karpenter's ``isFullyBlocking``: the PDB never allows an eviction (maxUnavailable 0 or 0%, or
         minAvailable 100%), whatever its pods' health."""
         return self.pdb.max_unavailable in (0, "0%") or self.pdb.min_available == "100%"
+
+
+def do_not_disrupt_protection(annotations: Mapping[str, str], start_time: datetime | None,
+                              now: datetime) -> tuple[str, str, datetime | None] | None:
+    """The annotation that protects a pod at ``now``, its value and when the protection ends (None: while the
+    annotation stays), or None when none does. As Karpenter's ``IsDoNotDisruptActive``, for ``do-not-disrupt`` and
+    the older ``do-not-evict``: "true" protects; a positive duration protects until the pod's start plus it (a pod
+    that has not started is protected: fail safe); any other value ("false", "Never", "0s", "soon") is ignored
+    (`ebb.core.snapshot.input_warnings` names it). The planner's view and the drain read it alike."""
+    for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
+        value = annotations.get(annotation)
+        if value is None:
+            continue
+        if value == "true":
+            return annotation, value, None
+        seconds = positive_duration(value)
+        if seconds is None:
+            continue
+        if start_time is None:
+            return annotation, value, None
+        until = start_time + timedelta(seconds=seconds)
+        if now < until:
+            return annotation, value, until
+    return None
 
 
 def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
@@ -421,28 +446,18 @@ class ClusterView:
         return hit
 
     def _do_not_disrupt(self, pod: Pod) -> BlockCause | None:
-        """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None. As Karpenter's
-        ``IsDoNotDisruptActive``: "true" protects; a positive duration protects until the pod's start plus it (a
-        pod that has not started is protected: fail safe); any other value ("false", "Never", "0s", "soon") is
-        ignored (`ebb.core.snapshot.input_warnings` names it)."""
+        """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None
+        (`do_not_disrupt_protection`)."""
         if not pod.protection_annotated:
             return None
-        for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
-            value = pod.annotations.get(annotation)
-            if value is None:
-                continue
-            protected = {"pod": pod.key, "annotation": annotation, "value": value}
-            if value == "true":
-                return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-            seconds = positive_duration(value)
-            if seconds is None:
-                continue
-            if pod.start_time is None:
-                return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
-            until = pod.start_time + timedelta(seconds=seconds)
-            if self.now < until:
-                return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
-        return None
+        found = do_not_disrupt_protection(pod.annotations, pod.start_time, self.now)
+        if found is None:
+            return None
+        annotation, value, until = found
+        protected = {"pod": pod.key, "annotation": annotation, "value": value}
+        if until is None:
+            return BlockCause(Cause.POD_DO_NOT_DISRUPT, protected)
+        return BlockCause(Cause.POD_PROTECTED_UNTIL, {**protected, "until": until})
 
     def evicted_soon(self) -> list[Pod]:
         """The pods that are about to need a new home because their node is going away: Karpenter's

@@ -54,8 +54,7 @@ from tenacity import RetryCallState, retry_if_exception_type
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Waitable
-from ebb.core.model import ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT
-from ebb.core.quantity import positive_duration
+from ebb.core.cluster import do_not_disrupt_protection
 
 log = logging.getLogger("ebb.kube.drain")
 
@@ -253,23 +252,11 @@ def is_stuck_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
 
 
 def do_not_disrupt_active(pod: Mapping[str, Any], now: datetime) -> bool:
-    """Whether the pod's ``karpenter.sh/do-not-disrupt`` (or the older ``do-not-evict``) protects it at ``now``, as
-    the planner reads it (`ebb.core.cluster`; Karpenter's ``IsDoNotDisruptActive``): "true", or a positive
-    duration not yet run out since the pod started (a pod without a start time is protected)."""
+    """Whether the pod's ``karpenter.sh/do-not-disrupt`` (or the older ``do-not-evict``) protects it at ``now``, by
+    the planner's rule (`ebb.core.cluster.do_not_disrupt_protection`; Karpenter's ``IsDoNotDisruptActive``)."""
     annotations = _meta(pod).get("annotations") or {}
-    for key in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
-        value = annotations.get(key)
-        if value is None:
-            continue
-        if value == "true":
-            return True
-        seconds = positive_duration(str(value))
-        if seconds is None:
-            continue
-        started = _timestamp((pod.get("status") or {}).get("startTime"))
-        if started is None or now < started + timedelta(seconds=seconds):
-            return True
-    return False
+    started = _timestamp((pod.get("status") or {}).get("startTime"))
+    return do_not_disrupt_protection(annotations, started, now) is not None
 
 
 def pod_grace_seconds(pod: Mapping[str, Any]) -> int | None:

@@ -96,6 +96,13 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                                       "source": "NodePool default"}),
      "the Underutilized budget of NodePool default is used up by the other consolidations of this pass; it is "
      "considered again next pass", B),
+    (BlockCause(Cause.BUDGET_FOR_WAITING_COMMANDS, {
+        "reason": "Underutilized", "pool": "default", "source": "NodePool default", "acted": "expiration",
+        "by": ("multi-node-consolidation", "single-node-consolidation"),
+        "detail": "budget nodes=1 of NodePool default allows 1 of 3 nodes"}),
+     "the Underutilized budget of NodePool default would be used up by the commands of multi-node-consolidation and "
+     "single-node-consolidation, which wait because expiration acted this pass and only one method acts per pass "
+     "(budget nodes=1 of NodePool default allows 1 of 3 nodes)", B),
     (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "default",
                                                       "source": "DisruptionPolicy default"}),
      "the Underutilized budget of DisruptionPolicy default is used up by the other consolidations of this pass; "
@@ -194,6 +201,8 @@ def test_the_event_does_not_depend_on_the_words(cause: BlockCause, words: str, e
     (BUDGET_USED_UP, True), (BUDGET_ZERO, True), (BlockCause(Cause.BUDGET_INVALID, {"detail": "x"}), True),
     (BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {"reason": "Underutilized", "pool": "p",
                                                       "source": "NodePool p"}), True),
+    (BlockCause(Cause.BUDGET_FOR_WAITING_COMMANDS, {"reason": "Empty", "pool": "p", "source": "NodePool p",
+                                                    "by": ("emptiness",), "acted": "drift", "detail": "x"}), True),
     (BlockCause(Cause.EMPTY_BUT, inner=BUDGET_ZERO), False),  # emptiness is not told what consolidation would do
     (BlockCause(Cause.DUE_BUT, {"due": "expired"}, BUDGET_ZERO), False),
     (NOT_STABLE, False),

@@ -101,6 +101,60 @@ def test_emptiness_acts_before_consolidation() -> None:
         assert "emptiness acted this pass" in blocked_of(out, name)["reason"]
 
 
+def _busy_pool_and_an_expired_node() -> list[Any]:
+    """Pool ``old``: one expired node. Pool ``keep`` (budget 2): four nodes with a small pod each, which multi-node
+    consolidation would fold into fewer, two at most this pass."""
+    return [nodepool("old", expire_after="24h"), nodepool("keep", budgets=[{"nodes": "2"}]),
+            node("expired", pool="old"), pod("web", "expired"),
+            *(d for name in ("k1", "k2", "k3", "k4")
+              for d in (node(name, pool="keep"), pod(f"{name}-pod", name, cpu="200m")))]
+
+
+def test_a_budget_the_waiting_commands_would_use_names_them_not_this_passs_disruptions() -> None:
+    """The explaining run's commands do not execute this pass, so a node they leave out for budget is not told its
+    budget is "used up by other disruptions this pass" (none are, in its NodePool): it is told whose commands would
+    take the budget, and that they wait for the method that acted."""
+    out = plan_dict(*_busy_pool_and_an_expired_node())
+    assert disrupted(out) == {"expired"}
+    keep = {b["node"]: b for b in out["blocked"] if b["node"].startswith("k")}
+    waiting = {name: b["method"] for name, b in keep.items() if "only one method acts per pass" in b["reason"]}
+    assert set(waiting) == set(keep)  # every node of `keep` waits for expiration
+    left_out = [b for b in keep.values() if "budget" in b["reason"]]
+    assert left_out, keep
+    for blocked in left_out:
+        assert "used up by other disruptions this pass" not in blocked["reason"]
+        assert blocked["reason"].startswith(
+            "the Underutilized budget of NodePool keep would be used up by the commands of multi-node-consolidation, "
+            "which wait because expiration acted this pass and only one method acts per pass (budget nodes=2 of "
+            "NodePool keep allows 2 of 4 nodes"), blocked["reason"]
+    assert budget_of(out, "keep", "Underutilized") == 2
+
+
+def test_a_drifted_node_left_out_of_the_waiting_drift_commands_says_whose_they_are() -> None:
+    out = plan_dict(nodepool("old", expire_after="24h"),
+                    nodepool("keep", node_hash="h2", budgets=[{"nodes": "1", "reasons": ["Drifted"]}]),
+                    node("expired", pool="old"), pod("web", "expired"),
+                    node("d1", pool="keep", node_hash="h1"), pod("d1-pod", "d1"),
+                    node("d2", pool="keep", node_hash="h1"), pod("d2-pod", "d2"))
+    assert disrupted(out) == {"expired"}
+    taken, left = sorted((blocked_of(out, name)["reason"] for name in ("d1", "d2")),
+                         key=lambda reason: reason.startswith("drifted"))
+    assert taken.startswith("it could be disrupted by drift (delete), but expiration acted this pass"), taken
+    assert left.startswith("drifted: its nodepool-hash h1 differs"), left
+    assert ", but the Drifted budget of NodePool keep would be used up by the commands of drift, which wait because " \
+           "expiration acted this pass and only one method acts per pass (budget nodes=1 of NodePool keep allows 1 " \
+           "of 2 nodes" in left, left
+
+
+def test_a_budget_used_by_the_acting_methods_commands_is_used_up_this_pass() -> None:
+    """When the method that acts took the budget, it is used this pass: the plain sentence."""
+    out = plan_dict(nodepool(budgets=[{"nodes": "1"}]), node("e1"), node("e2"))
+    assert [c["method"] for c in out["commands"]] == ["emptiness"]
+    (left,) = {"e1", "e2"} - disrupted(out)
+    assert blocked_of(out, left)["reason"].startswith(
+        "empty, but the Empty budget of NodePool default is used up by other disruptions this pass"), out
+
+
 # -- least disruption cost first ---------------------------------------------------------------------------
 
 

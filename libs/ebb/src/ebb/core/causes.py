@@ -67,6 +67,8 @@ class Cause(StrEnum):
     BUDGET_ZERO = "budget-zero"
     BUDGET_USED_UP = "budget-used-up"
     BUDGET_USED_BY_CONSOLIDATIONS = "budget-used-by-consolidations"
+    # explained only: the budget goes to commands of methods that wait because an earlier one acted this pass
+    BUDGET_FOR_WAITING_COMMANDS = "budget-for-waiting-commands"
     # a method wanted it, but (inner)
     EMPTY_BUT = "empty-but"
     DUE_BUT = "due-but"  # expired or drifted (the method's finding in `due`)
@@ -147,6 +149,9 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.BUDGET_USED_UP: "the {reason} budget of {source} is used up by other disruptions this pass ({detail})",
     Cause.BUDGET_USED_BY_CONSOLIDATIONS: ("the {reason} budget of {source} is used up by the other "
                                           "consolidations of this pass; it is considered again next pass"),
+    Cause.BUDGET_FOR_WAITING_COMMANDS: ("the {reason} budget of {source} would be used up by the commands of "
+                                        "{by:and}, which wait because {acted} acted this pass and only one "
+                                        "method acts per pass ({detail})"),
     Cause.EMPTY_BUT: "empty, but {inner}",
     Cause.DUE_BUT: "{due}, but {inner}",
     Cause.POD_NOWHERE_TO_GO: "pod {pod} would have nowhere to go: {why}",
@@ -206,7 +211,7 @@ STALE_SENTENCES: Mapping[Stale, str] = {
 
 #: the budget kinds: a node blocked by one of these alone waits only for room in its budget
 BUDGET_CAUSES = frozenset({Cause.BUDGET_INVALID, Cause.BUDGET_ZERO, Cause.BUDGET_USED_UP,
-                           Cause.BUDGET_USED_BY_CONSOLIDATIONS})
+                           Cause.BUDGET_USED_BY_CONSOLIDATIONS, Cause.BUDGET_FOR_WAITING_COMMANDS})
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,9 @@
 Methods run in `METHOD_ORDER`; the first that produces commands acts and the rest do not. With
 explanations on, the later methods are still evaluated (against the untouched budgets) so that every
 node that is not disrupted gets its own cause, including "it could be consolidated, but an earlier
-method acted this pass" (`Cause.ANOTHER_METHOD_ACTED`). A node that waits only for its budget is told
+method acted this pass" (`Cause.ANOTHER_METHOD_ACTED`); one that those explained commands leave out for their
+budget is told whose commands would take it (`Cause.BUDGET_FOR_WAITING_COMMANDS`), since they do not execute this
+pass. A node that waits only for its budget is told
 also what consolidating it alone would do: the budget stays the cause, what it alone would do is a
 value of it (`Cause.BUDGET_WAIT`, `Cause.BUDGET_WAIT_UNCONSOLIDATABLE`). Each `Blocked` carries its
 `BlockCause`; its `reason` is the cause's sentence, written only when read. Each result also says when a pass
@@ -13,7 +15,9 @@ snapshot has not changed may reuse the answer until then. Pure: no I/O, no clock
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ebb.core.balanced import Move
@@ -107,6 +111,8 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
         for command in commands:
             leaving = [pod for name in command.nodes for pod in ctx.state.remove_node(name)]
             ctx.state.place_all(leaving, max_new=len(command.replacements), explain=False)
+        # (NodePool, reason) -> the methods whose explained (not executed) commands take that budget
+        waiting_for: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
         seen = False
         for method, _why in METHOD_ORDER:
             if acted == method.name:
@@ -115,9 +121,12 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
             if not seen:
                 continue
             outcome = method.run(explain_ctx)
+            for command in outcome.commands:
+                for name in command.nodes:
+                    waiting_for[(view.nodes[name].nodepool or "", method.reason)].append(method.name)
             for name, cause in outcome.blocked.items():
                 if name not in disrupted and name not in causes:
-                    causes[name] = (method.name, cause)
+                    causes[name] = (method.name, _to_waiting_commands(view, cause, waiting_for, acted))
             for command in outcome.commands:
                 for name in command.nodes:
                     if name not in disrupted:
@@ -145,6 +154,26 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
                     for (pool, reason), v in sorted(view.budgets.items()))
     return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after, revisit_at(view),
                       tuple(ctx.moves))
+
+
+def _to_waiting_commands(view: ClusterView, cause: BlockCause,
+                         waiting_for: Mapping[tuple[str, str], list[str]], acted: str) -> BlockCause:
+    """A cause from the explaining run that says a budget is used up: the budget went to commands of the
+    explaining run, which do not execute this pass, so say whose (`Cause.BUDGET_FOR_WAITING_COMMANDS`) rather
+    than "used up by other disruptions this pass". Also inside a cause that qualifies it (``expired, but ...``)."""
+    if cause.kind in (Cause.BUDGET_USED_UP, Cause.BUDGET_USED_BY_CONSOLIDATIONS):
+        pool, reason = str(cause.values["pool"]), str(cause.values["reason"])
+        takers = waiting_for.get((pool, reason))
+        if not takers:
+            return cause
+        return BlockCause(Cause.BUDGET_FOR_WAITING_COMMANDS, {
+            "reason": reason, "pool": pool, "source": view.pools[pool].policy_source,
+            "detail": view.budgets[(pool, reason)].detail, "by": tuple(dict.fromkeys(takers)), "acted": acted})
+    if cause.inner is not None:
+        inner = _to_waiting_commands(view, cause.inner, waiting_for, acted)
+        if inner is not cause.inner:
+            return replace(cause, inner=inner)
+    return cause
 
 
 def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],

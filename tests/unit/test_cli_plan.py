@@ -214,3 +214,51 @@ def test_plan_table_until_stable(runner: CliRunner, tmp_path: Path) -> None:
                                  "--until-stable"])
     assert result.exit_code == 0, result.output
     assert "Until stable" in result.stdout
+
+
+# -- --node: what the plan does to one node ------------------------------------------------------------------
+
+
+def _two_pools() -> list[Any]:
+    return [nodepool("a"), nodepool("b"), node("idle", pool="a"),
+            node("busy", pool="b", itype="t3.medium"), pod("db", "busy", cpu="1800m")]
+
+
+def test_node_cuts_the_json_to_that_node(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, *_two_pools())
+    whole = json.loads(runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json"]).stdout)
+    result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json", "--node", "busy"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["commands"] == []  # the pass's command (emptiness of idle) does not touch it
+    assert out["blocked"] == [b for b in whole["blocked"] if b["node"] == "busy"] != []
+    assert {b["nodePool"] for b in out["budgets"]} == {"b"}
+    assert out["cost"] == whole["cost"]  # the pass's, not the node's
+    idle = json.loads(runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json",
+                                          "--node", "idle"]).stdout)
+    assert idle["commands"] == whole["commands"] and idle["blocked"] == []
+    assert {b["nodePool"] for b in idle["budgets"]} == {"a"}
+
+
+def test_an_unknown_node_exits_2_and_names_the_close_ones(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_two_pools()), "--now", NOW_ARG,
+                                 "--node", "busy", "--node", "bussy"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "--node: no Node of that name in the input (2 nodes): bussy (did you mean busy?)" in result.stderr
+
+
+def test_node_table_says_what_this_pass_and_the_steps_do_to_it(runner: CliRunner, tmp_path: Path) -> None:
+    docs = [nodepool(budgets=[{"nodes": "1"}]), node("e1"), node("e2"),
+            node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m")]
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *docs), "--now", NOW_ARG, "--until-stable",
+                                 "--node", "e1", "--node", "e2", "--node", "busy"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    lines = {line.split(" ", 1)[0]: line for line in result.stdout.splitlines() if line.startswith(("e1", "e2", "bu"))}
+    gone, waiting = sorted(("e1", "e2"), key=lambda n: "disrupted this pass" not in lines[n])
+    assert lines[gone] == f"{gone} (NodePool default): disrupted this pass by emptiness (delete)"
+    assert lines[waiting].startswith(f"{waiting} (NodePool default): stays this pass: empty, but the Empty budget")
+    assert lines[waiting].endswith("; until stable: disrupted at step 2 of 3 by emptiness (delete)")
+    assert lines["busy"].startswith("busy (NodePool default): stays this pass: ")
+    assert lines["busy"].endswith("; until stable: never disrupted (3 steps)")
+    assert "Commands that disrupt these nodes" in result.stdout and "Until stable:" not in result.stdout

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ebb.core.methods import method_names
-from ebb.core.plan import apply_commands, make_plan, step_interval
+from ebb.core.plan import apply_commands, fates, make_plan, only_nodes, step_interval, unknown_nodes
 from tests.unit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
 
 OD = {t: v[3] for t, v in TYPES.items()}
@@ -197,3 +197,44 @@ def test_until_stable_launches_the_cheapest_option() -> None:
 
 def test_plan_is_deterministic() -> None:
     assert plan_dict(*_mixed_cluster(), now=NOW) == plan_dict(*_mixed_cluster(), now=NOW)
+
+
+# -- --node: the plan as it concerns some nodes (fates, only_nodes) ---------------------------------------------
+
+
+def test_every_node_of_a_plan_has_one_fate_that_agrees_with_the_plan() -> None:
+    snap = snapshot(*_consolidation_cluster(), node("idle"), node("unmanaged", pool=None))
+    plan = make_plan(snap, NOW, until_stable=True)
+    assert plan.steps is not None
+    names = [n.name for n in snap.nodes]
+    assert unknown_nodes(snap, [*names, "nope"]) == ["nope"]
+    for fate in fates(plan, snap, names):
+        # this pass: a command or a reason to stay, never both, never neither
+        assert (fate.command is None) != (fate.blocked_by is None), fate
+        if fate.command is not None:
+            assert fate.step == 0 and fate.step_command == fate.command
+        if fate.step is not None:
+            assert fate.step_command in plan.steps[fate.step].commands
+            assert all(fate.node not in c.nodes for s in plan.steps[:fate.step] for c in s.commands)
+        else:
+            assert all(fate.node not in c.nodes for s in plan.steps for c in s.commands)
+    by_name = {f.node: f for f in fates(plan, snap, names)}
+    assert by_name["idle"].command is not None and by_name["idle"].command.method == "emptiness"
+    assert by_name["unmanaged"].nodepool is None and by_name["unmanaged"].step is None
+    assert any(f.step is not None and f.step > 0 for f in by_name.values())  # some go in a later step
+
+
+def test_only_nodes_keeps_their_commands_whole_their_reasons_and_their_pools_budgets() -> None:
+    snap = snapshot(*_mixed_cluster())
+    plan = make_plan(snap, NOW, until_stable=True)
+    assert plan.steps is not None
+    for names in (["idle"], ["busy", "b1"], ["guarded", "unmanaged"]):
+        cut = only_nodes(plan, snap, names)
+        assert cut.first.commands == tuple(c for c in plan.first.commands if set(names) & set(c.nodes))
+        assert cut.first.blocked == tuple(b for b in plan.first.blocked if b.node in names)
+        pools = {n.nodepool for n in snap.nodes if n.name in names}
+        assert cut.first.budgets == tuple(b for b in plan.first.budgets if b.nodepool in pools)
+        assert (cut.first.cost_before, cut.first.cost_after) == (plan.first.cost_before, plan.first.cost_after)
+        assert cut.steps is not None and len(cut.steps) == len(plan.steps)
+        for whole, kept in zip(plan.steps, cut.steps, strict=True):
+            assert kept.commands == tuple(c for c in whole.commands if set(names) & set(c.nodes))

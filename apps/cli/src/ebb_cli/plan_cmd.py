@@ -6,6 +6,7 @@ printed), 1 for an internal error.
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from datetime import UTC, datetime
@@ -14,11 +15,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ebb.adapters.snapshot_files import load_snapshot
-from ebb.core.methods.base import EngineOptions
-from ebb.core.plan import Plan, make_plan, plan_json
+from ebb.core.methods.base import Command, EngineOptions
+from ebb.core.model import Snapshot
+from ebb.core.plan import NodeFate, Plan, fates, make_plan, only_nodes, plan_json, unknown_nodes
 from ebb.core.quantity import TIME_EXAMPLE, parse_time
 from ebb.core.snapshot import SnapshotError, input_warnings
 from ebb.core.yaml_documents import InputError
@@ -59,11 +62,15 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
+    node: Annotated[list[str] | None, typer.Option(
+        "--node", help="show only what the plan does to this node (repeatable): its command or why it stays, "
+                       "its NodePool's budgets; with --until-stable, the step that disrupts it")] = None,
 ) -> None:
     """What would ebb disrupt now, and why not the rest? A dry run on a cluster snapshot."""
     try:
         moment = _parse_now(now)
         snapshot = load_snapshot(filename)
+        _check_nodes(snapshot, node or [])
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -77,10 +84,53 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     result = make_plan(snapshot, moment, until_stable=until_stable,
                        options=EngineOptions(spot_to_spot=spot_to_spot,
                                              require_nodeclaim=provider is Provider.karpenter))
+    if node:
+        asked = fates(result, snapshot, node)
+        result = only_nodes(result, snapshot, node)
     if output is Output.json:
         sys.stdout.write(json.dumps(plan_json(result), indent=2) + "\n")
     else:
-        render_table(result, Console())
+        console = Console()
+        if node:
+            render_fates(asked, result, console)
+        render_table(result, console, focused=bool(node))
+
+
+def _check_nodes(snapshot: Snapshot, names: list[str]) -> None:
+    """Every ``--node`` names a Node of the input, or the input error says which does not and what is close."""
+    missing = unknown_nodes(snapshot, names)
+    if not missing:
+        return
+    known = [n.name for n in snapshot.nodes]
+    close = {name: difflib.get_close_matches(name, known, n=3) for name in missing}
+    hints = "; ".join(f"{name} (did you mean {', '.join(c)}?)" if c else name for name, c in close.items())
+    raise InputError(f"--node: no Node of that name in the input ({len(known)} nodes): {hints}")
+
+
+def _command_words(command: Command) -> str:
+    others = len(command.nodes) - 1
+    with_others = f" with {others} other node{'s' if others != 1 else ''}" if others else ""
+    return f"{command.method} ({command.action}{with_others})"
+
+
+def render_fates(asked: tuple[NodeFate, ...], result: Plan, console: Console) -> None:
+    """One line per ``--node``: what this pass does to it, and with --until-stable the step that disrupts it."""
+    for fate in asked:
+        pool = f" (NodePool {fate.nodepool})" if fate.nodepool else " (no NodePool)"
+        if fate.command is not None:
+            now = f"disrupted this pass by {_command_words(fate.command)}"
+        elif fate.blocked_by is not None:
+            now = f"stays this pass: {fate.blocked_by[1]} [{fate.blocked_by[0]}]"
+        else:
+            now = "stays this pass"
+        line = f"[bold]{fate.node}[/bold]{pool}: {escape(now)}"
+        if result.steps is not None and fate.command is None:
+            if fate.step is not None and fate.step_command is not None:
+                line += f"; until stable: disrupted at step {fate.step + 1} of {len(result.steps)} by " \
+                        f"{escape(_command_words(fate.step_command))}"
+            else:
+                line += f"; until stable: never disrupted ({len(result.steps)} steps)"
+        console.print(line, highlight=False)
 
 
 def _replacement_text(r: dict[str, Any]) -> str:
@@ -89,11 +139,13 @@ def _replacement_text(r: dict[str, Any]) -> str:
     return f"{r['nodePool']}: {r['instanceTypes'][0]} ({r['capacityType']}, ${r['price']:.4f}/h{options})"
 
 
-def render_table(result: Plan, console: Console) -> None:
+def render_table(result: Plan, console: Console, *, focused: bool = False) -> None:
+    """The plan as tables; ``focused`` when it was cut to the ``--node`` nodes (`only_nodes`)."""
     first = result.first
     data = plan_json(result)
     console.print(f"[bold]ebb plan[/bold] at {data['now']}")
-    commands = Table(title="Commands (what one pass does now)", title_justify="left")
+    title = "Commands that disrupt these nodes (one pass, now)" if focused else "Commands (what one pass does now)"
+    commands = Table(title=title, title_justify="left")
     for col in ("method", "reason", "action", "nodes", "replacement", "saves $/h"):
         commands.add_column(col)
     for c in data["commands"]:
@@ -101,7 +153,7 @@ def render_table(result: Plan, console: Console) -> None:
         nodes = ", ".join(c["nodes"][:6]) + (f" (+{len(c['nodes']) - 6})" if len(c["nodes"]) > 6 else "")
         commands.add_row(c["method"], c["reason"], c["action"], nodes, reps, f"{c['savingsPerHour']:.4f}")
     if not data["commands"]:
-        commands.add_row("-", "-", "-", "nothing to disrupt now", "-", "-")
+        commands.add_row("-", "-", "-", "none of these nodes now" if focused else "nothing to disrupt now", "-", "-")
     console.print(commands)
     blocked = Table(title="Not disrupted, and why", title_justify="left")
     blocked.add_column("node")
@@ -124,7 +176,7 @@ def render_table(result: Plan, console: Console) -> None:
         console.print(f"[red]invalid budget:[/red] {detail}", highlight=False)
     cost = data["cost"]
     console.print(f"Cost of NodePool nodes: ${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass")
-    if result.steps is not None:
+    if result.steps is not None and not focused:
         final = result.steps[-1].cost_after if result.steps else first.cost_after
         acting = sum(1 for step in result.steps if step.commands)
         console.print(f"Until stable: {acting} passes acted, then nothing was left to do; final cost "

@@ -10,7 +10,7 @@ settle as they would in a live cluster; new nodes are launched at that time, mar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,6 +114,58 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
         result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
     return Plan(first, tuple(steps))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFate:
+    """What a plan does to one node: the pass's command that disrupts it, or why it stays (the first pass); with
+    ``--until-stable``, the step whose command disrupts it (0 is the first pass), or None when it stays to the end."""
+
+    node: str
+    nodepool: str | None
+    command: Command | None
+    blocked_by: tuple[str, str] | None  # (method, reason) when the first pass leaves it
+    step: int | None
+    step_command: Command | None
+
+
+def unknown_nodes(snapshot: Snapshot, names: Sequence[str]) -> list[str]:
+    """The names that are no Node of the snapshot."""
+    known = {n.name for n in snapshot.nodes}
+    return [name for name in names if name not in known]
+
+
+def fates(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> tuple[NodeFate, ...]:
+    """What ``plan`` does to each of ``names`` (Nodes of ``snapshot``, the plan's input)."""
+    pools = {n.name: n.nodepool for n in snapshot.nodes}
+    out = []
+    for name in dict.fromkeys(names):
+        command = next((c for c in plan.first.commands if name in c.nodes), None)
+        blocked = next(((b.method, b.reason) for b in plan.first.blocked if b.node == name), None)
+        step, step_command = None, None
+        for index, result in enumerate(plan.steps or ()):
+            step_command = next((c for c in result.commands if name in c.nodes), None)
+            if step_command is not None:
+                step = index
+                break
+        out.append(NodeFate(name, pools.get(name), command, blocked, step, step_command))
+    return tuple(out)
+
+
+def only_nodes(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> Plan:
+    """The plan as it concerns ``names`` (``ebb plan --node``): the commands that disrupt one of them (whole, with
+    their other nodes), their own ``blocked`` entries and the budgets of their NodePools, in each step the
+    commands that disrupt one of them. The cost stays the cluster's: a command's saving is the pass's."""
+    wanted = set(names)
+    pools = {n.nodepool for n in snapshot.nodes if n.name in wanted}
+
+    def keep(result: PassResult, *, blocked: bool) -> PassResult:
+        return replace(result, commands=tuple(c for c in result.commands if wanted.intersection(c.nodes)),
+                       blocked=tuple(b for b in result.blocked if b.node in wanted) if blocked else result.blocked,
+                       budgets=tuple(b for b in result.budgets if b.nodepool in pools) if blocked else result.budgets)
+
+    steps = None if plan.steps is None else tuple(keep(s, blocked=False) for s in plan.steps)
+    return Plan(keep(plan.first, blocked=True), steps)
 
 
 # -- the JSON contract (docs/plan.md) ----------------------------------------------------------------------

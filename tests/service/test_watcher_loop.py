@@ -492,13 +492,13 @@ async def test_a_batch_that_fails_midway_is_watched_and_published_again_from_bef
     (b'{"type":"ADDED","object":{"spec":{"f":Infinity}}}', {"type": "ADDED", "object": {"spec": {"f": float("inf")}}}),
 ])
 def test_a_watch_line_decodes_as_the_stdlib_decodes_it(line: bytes, expected: dict[str, Any]) -> None:
-    from ebb.adapters.kube.watch import _decode
+    from ebb.adapters.kube.watch import decode_json
 
-    assert _decode(line) == expected == json.loads(line)
+    assert decode_json(line) == expected == json.loads(line)
 
 
 def test_a_malformed_watch_line_raises_as_the_stdlib() -> None:
-    from ebb.adapters.kube.watch import _decode
+    from ebb.adapters.kube.watch import decode_json
 
     with pytest.raises(ValueError):
-        _decode(b'{"type":"ADDED",')
+        decode_json(b'{"type":"ADDED",')

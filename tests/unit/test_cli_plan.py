@@ -262,3 +262,37 @@ def test_node_table_says_what_this_pass_and_the_steps_do_to_it(runner: CliRunner
     assert lines["busy"].startswith("busy (NodePool default): stays this pass: ")
     assert lines["busy"].endswith("; until stable: never disrupted (3 steps)")
     assert "Commands that disrupt these nodes" in result.stdout and "Until stable:" not in result.stdout
+
+
+# -- --live: the cluster itself (the real apiserver: tests/integration/test_plan_live.py) ---------------------
+
+
+def test_a_plan_needs_one_source(runner: CliRunner, tmp_path: Path) -> None:
+    neither = runner.invoke(app, ["plan"])
+    assert neither.exit_code == 2 and neither.stdout == ""
+    assert "error: give -f FILE (a kubectl dump; - for stdin) or --live (read the cluster)" in neither.stderr
+    both = runner.invoke(app, ["plan", "-f", _write(tmp_path, *_cluster()), "--live"])
+    assert both.exit_code == 2 and both.stdout == ""
+    assert "error: give either -f FILE (a kubectl dump) or --live (read the cluster), not both" in both.stderr
+
+
+def _kubeconfig(tmp_path: Path, server: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}], "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}), encoding="utf-8")
+    return str(path)
+
+
+def test_a_cluster_that_cannot_be_read_exits_2_saying_why(runner: CliRunner, tmp_path: Path) -> None:
+    kubeconfig = _kubeconfig(tmp_path, "https://127.0.0.1:1")  # nothing listens on port 1
+    refused = runner.invoke(app, ["plan", "--live", "--kubeconfig", kubeconfig])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert "error: --live: cannot list nodes at https://127.0.0.1:1: " in refused.stderr, refused.stderr
+    no_context = runner.invoke(app, ["plan", "--kubeconfig", kubeconfig, "--context", "nowhere"])  # implies --live
+    assert no_context.exit_code == 2
+    assert f"error: --live: cannot use {kubeconfig}: " in no_context.stderr and "nowhere" in no_context.stderr
+    missing = runner.invoke(app, ["plan", "--live", "--kubeconfig", str(tmp_path / "none")])
+    assert missing.exit_code == 2
+    assert f"error: --live: cannot use {tmp_path / 'none'}: no such file" in missing.stderr

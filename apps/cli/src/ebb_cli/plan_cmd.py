@@ -1,4 +1,5 @@
-"""`ebb plan`: the dry run. Reads a `kubectl get -o yaml` dump and prints what ebb would disrupt now.
+"""`ebb plan`: the dry run. Reads a `kubectl get -o yaml` dump (or, with ``--live``, the cluster itself) and prints
+what ebb would disrupt now.
 
 Exit codes: 0 with a plan, 2 for bad input (the message names the document and field; nothing else is
 printed), 1 for an internal error.
@@ -6,6 +7,7 @@ printed), 1 for an internal error.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import sys
@@ -51,8 +53,8 @@ def _parse_now(value: str | None) -> datetime:
 
 
 def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
-    filename: Annotated[list[str], typer.Option("-f", "--filename",
-                                                help="YAML file(s) from kubectl get -o yaml; - for stdin")],
+    filename: Annotated[list[str] | None, typer.Option(
+        "-f", "--filename", help="YAML file(s) from kubectl get -o yaml; - for stdin")] = None,
     now: Annotated[str | None, typer.Option(help="evaluate at this RFC 3339 time (default: now)")] = None,
     output: Annotated[Output, typer.Option("-o", "--output", help="table (default) or json")] = Output.table,
     until_stable: Annotated[bool, typer.Option("--until-stable",
@@ -62,6 +64,11 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
+    live: Annotated[bool, typer.Option(
+        "--live", help="read the cluster itself (the current kubeconfig context) instead of -f files")] = False,
+    kubeconfig: Annotated[str, typer.Option(help="with --live: this kubeconfig (default: $KUBECONFIG or "
+                                                 "~/.kube/config)")] = "",
+    context: Annotated[str, typer.Option(help="with --live: this kubeconfig context (default: the current one)")] = "",
     node: Annotated[list[str] | None, typer.Option(
         "--node", help="show only what the plan does to this node (repeatable): its command or why it stays, "
                        "its NodePool's budgets; with --until-stable, the step that disrupts it")] = None,
@@ -69,7 +76,11 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     """What would ebb disrupt now, and why not the rest? A dry run on a cluster snapshot."""
     try:
         moment = _parse_now(now)
-        snapshot = load_snapshot(filename)
+        live = live or bool(kubeconfig or context)
+        if live == bool(filename):
+            raise InputError("give either -f FILE (a kubectl dump) or --live (read the cluster), not both"
+                             if live else "give -f FILE (a kubectl dump; - for stdin) or --live (read the cluster)")
+        snapshot = _read_live(kubeconfig, context) if live else load_snapshot(filename or [])
         _check_nodes(snapshot, node or [])
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -94,6 +105,22 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         if node:
             render_fates(asked, result, console)
         render_table(result, console, focused=bool(node))
+
+
+def _read_live(kubeconfig: str, context: str) -> Snapshot:
+    """The snapshot of the live cluster, its read summarized on stderr; a cluster that cannot be read is an input
+    error (the kubeconfig, the context or the access the user gave)."""
+    from ebb.adapters.catalog import bundled_catalog
+    from ebb.adapters.kube.read import ClusterReadError, read_cluster_from
+    from ebb.core.snapshot import parse_documents
+
+    typer.echo("reading the cluster ...", err=True)
+    try:
+        read = asyncio.run(read_cluster_from(kubeconfig, context))
+    except ClusterReadError as exc:
+        raise InputError(f"--live: {exc}") from exc
+    typer.echo(read.summary(), err=True)
+    return parse_documents(read.documents, bundled_catalog=bundled_catalog)
 
 
 def _check_nodes(snapshot: Snapshot, names: list[str]) -> None:

@@ -1,0 +1,132 @@
+"""Reading a live cluster's objects once, for ``ebb plan --live``.
+
+Every kind ebb reads (`ebb.adapters.kube.kinds.KINDS`) is listed page by page through kubernetes-asyncio, as
+raw JSON (a list of thousands of pods decoded into the client's models would take longer than the plan), and
+trimmed as the cluster-watcher trims what it publishes, so the plan reads what the planner would. A custom kind
+the cluster does not serve (its CRD is not installed: no Karpenter, or none of ebb's CRDs) is left out and
+named; any other failure (no kubeconfig, no answer, no permission) is a `ClusterReadError` that says which
+kind and what the apiserver or the client said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ebb.adapters.kube.client import kube_client
+from ebb.adapters.kube.kinds import KINDS, KindSpec
+from ebb.adapters.kube.trim import trim
+from ebb.adapters.kube.watch import decode_json
+
+#: objects per list request (the apiserver's continue tokens page the rest)
+PAGE_SIZE = 500
+#: (connect, read) seconds of one list request
+LIST_TIMEOUT = (10.0, 120.0)
+
+
+class ClusterReadError(Exception):
+    """The cluster could not be read; the message says which kind and why."""
+
+
+@dataclass
+class ClusterRead:
+    """What one read of a cluster found: the trimmed documents, how many of each kind, the custom kinds the
+    cluster does not serve, and the apiserver's address."""
+
+    server: str
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    not_served: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for stderr: ``read https://...: 3 Node, 12 Pod, ...; not served: NodeClaim (no CRD)``."""
+        counts = ", ".join(f"{n:,} {kind}" for kind, n in self.counts.items())
+        missing = f"; not served (no CRD): {', '.join(self.not_served)}" if self.not_served else ""
+        return f"read {self.server}: {counts}{missing}"
+
+
+async def read_cluster(api: Any, kinds: Iterable[KindSpec] = tuple(KINDS.values()), *,
+                       page_size: int = PAGE_SIZE) -> ClusterRead:
+    """Every object of ``kinds`` on the cluster of ``api`` (a kubernetes-asyncio ApiClient), trimmed."""
+    read = ClusterRead(server=str(api.configuration.host))
+    for spec in kinds:
+        items = await _list(api, spec, page_size)
+        if items is None:
+            read.not_served.append(spec.kind)
+            continue
+        read.counts[spec.kind] = len(items)
+        read.documents.extend(trim(item, kind=spec.kind, api_version=spec.api_version, copy=False)
+                              for item in items)
+    return read
+
+
+async def read_cluster_from(kubeconfig: str = "", context: str = "") -> ClusterRead:
+    """`read_cluster` on the cluster of ``kubeconfig`` (default: $KUBECONFIG or ~/.kube/config, or in-cluster in a
+    pod) and ``context`` (default: its current one)."""
+    from kubernetes_asyncio.config import ConfigException
+
+    if kubeconfig and not await asyncio.to_thread(Path(kubeconfig).is_file):
+        raise ClusterReadError(f"cannot use {kubeconfig}: no such file")
+    try:
+        async with kube_client(kubeconfig, context, component="ebb-plan") as api:
+            return await read_cluster(api)
+    except (ConfigException, OSError) as exc:  # no kubeconfig, no such context, a file it names is missing
+        where = kubeconfig or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        raise ClusterReadError(f"cannot use {where}: {exc}") from exc
+
+
+async def _list(api: Any, spec: KindSpec, page_size: int) -> list[dict[str, Any]] | None:
+    """The objects of one kind, page by page; None when the cluster does not serve that custom kind."""
+    import aiohttp
+
+    call = spec.list_function(api)
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        options: dict[str, Any] = {"limit": page_size, "_request_timeout": LIST_TIMEOUT}
+        if token:
+            options["_continue"] = token
+        try:
+            response = await call(_preload_content=False, **options)
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise ClusterReadError(f"cannot list {spec.plural} at {api.configuration.host}: "
+                                   f"{exc or type(exc).__name__}") from exc
+        if response.status == 404 and spec.custom:
+            return None
+        if not 200 <= response.status <= 299:
+            raise ClusterReadError(f"cannot list {spec.plural}: the apiserver answered {response.status}: "
+                                   f"{_message(body)}")
+        page = _decode(body)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue") or None
+        if not token:
+            return items
+
+
+def _decode(body: bytes) -> dict[str, Any]:
+    try:
+        page = decode_json(body)
+    except ValueError as exc:
+        raise ClusterReadError(f"the apiserver's answer is not JSON: {body[:200]!r}") from exc
+    if not isinstance(page, dict):
+        raise ClusterReadError(f"the apiserver's answer is not a list: {body[:200]!r}")
+    return page
+
+
+def _message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(text).get("message") or text)
+    return text
+
+
+__all__ = ["ClusterRead", "ClusterReadError", "read_cluster", "read_cluster_from"]

@@ -1,6 +1,7 @@
 """``ebb plan --live`` against the real kube-apiserver: the objects it lists (Karpenter's NodePool CRD installed,
-KWOK nodes, a pod KWOK runs) give the plan a dump of them would, for the nodes asked about with ``--node``. (A
-cluster that cannot be read: tests/unit/test_cli_plan.py.)"""
+KWOK nodes, a pod KWOK runs) give the plan a dump of them would, for the nodes asked about with ``--node``, and
+``ebb run --live`` starts its simulated cluster from them. (A cluster that cannot be read:
+tests/unit/test_cli_plan.py.)"""
 
 from __future__ import annotations
 
@@ -116,6 +117,17 @@ async def test_plan_live_reads_the_cluster(kube_api: Any, kubernetes_cluster: Ku
         live_plan, file_plan = json.loads(again.stdout), json.loads(from_file.stdout)
         assert live_plan.pop("cost")["before"] >= file_plan.pop("cost")["before"] > 0
         assert live_plan == file_plan
+
+        # the embedded mode starts from the same read: the cluster's nodes, and the idle one emptied
+        ran = await asyncio.to_thread(subprocess.run, [
+            EBB, "run", "--live", "--kubeconfig", str(kubernetes_cluster.kubeconfig), "--duration", "2m",
+            "-o", "json"], capture_output=True, text=True, timeout=300, check=False)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        nodes_read = int(next(line for line in ran.stderr.splitlines() if line.startswith("read "))
+                         .split(": ", 1)[1].split(" Node")[0].replace(",", ""))
+        summary_of_run = json.loads(ran.stdout)
+        assert summary_of_run["start"]["nodes"] == nodes_read >= 2
+        assert summary_of_run["decisions"]["emptiness"]["succeeded"] >= 1, summary_of_run
     finally:
         await delete_nodes(kube_api, [idle, busy])
         with contextlib.suppress(ApiException):

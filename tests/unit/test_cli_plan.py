@@ -296,3 +296,15 @@ def test_a_cluster_that_cannot_be_read_exits_2_saying_why(runner: CliRunner, tmp
     missing = runner.invoke(app, ["plan", "--live", "--kubeconfig", str(tmp_path / "none")])
     assert missing.exit_code == 2
     assert f"error: --live: cannot use {tmp_path / 'none'}: no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "--duration", "1m"], ["backtest", "--trace", "batch-bursts",
+                                                                    "--duration", "1m", "-j", "1"]])
+def test_run_and_backtest_read_the_cluster_with_live_too(runner: CliRunner, tmp_path: Path,
+                                                         command: list[str]) -> None:
+    both = runner.invoke(app, [*command, "-f", _write(tmp_path, *_cluster()), "--live"])
+    assert both.exit_code == 2 and both.stdout == ""
+    assert "error: give either -f FILE (a kubectl dump) or --live (read the cluster), not both" in both.stderr
+    refused = runner.invoke(app, [*command, "--kubeconfig", _kubeconfig(tmp_path, "https://127.0.0.1:1")])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert "error: --live: cannot list nodes at https://127.0.0.1:1: " in refused.stderr, refused.stderr

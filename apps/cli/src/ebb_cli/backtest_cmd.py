@@ -21,14 +21,22 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.run_cmd import EXAMPLE_NOW, PROGRESS_EVERY, Output, _documents, _duration, _time, not_applied
+from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents
+from ebb_cli.run_cmd import (
+    PROGRESS_EVERY,
+    Output,
+    _documents,
+    _duration,
+    not_applied,
+    source_and_start,
+)
 
 if TYPE_CHECKING:
     from ebb.core.model import Snapshot
@@ -267,10 +275,13 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     filename: Annotated[list[str] | None, typer.Option(
         "-f", "--filename", help="snapshot YAML to start from (as for `ebb plan`); default: the bundled "
                                  "example (50 nodes)")] = None,
+    live: LiveOption = False,
+    kubeconfig: KubeconfigOption = "",
+    context: ContextOption = "",
     empty: Annotated[bool, typer.Option("--empty", help="start from an empty cluster: only the input's "
                                                         "NodePools, DaemonSets, PDBs and catalog")] = False,
     start: Annotated[str | None, typer.Option(help="the simulated start time, RFC 3339 (default: now; the "
-                                                   "bundled example's own time without -f)")] = None,
+                                                   "bundled example's own time without -f or --live)")] = None,
     duration: Annotated[str, typer.Option(help="simulated time per policy")] = "24h",
     seed: Annotated[int, typer.Option(help="the seed of the trace and of every random choice", min=0)] = 0,
     seeds: Annotated[int, typer.Option(
@@ -299,7 +310,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     from ebb_embedded.backtest import BacktestOptions, across_seeds, apply_policy, karpenter_default, run_backtests
 
     paths = filename or []
-    moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
+    live, moment = source_and_start(paths, live, kubeconfig, context, start)
     span = _duration(duration, "--duration")
     every = _duration(sample_every, "--sample-every")
     policies = [karpenter_default(), *[load_policy(p) for p in policy or []]]
@@ -308,7 +319,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         raise typer.BadParameter(f"two policies named alike ({', '.join(names)}): name the files apart",
                                  param_hint="--policy")
     try:
-        documents = _documents(paths)
+        documents = live_documents(kubeconfig, context) if live else _documents(paths)
         warnings = input_warnings(parse_documents(documents, bundled_catalog))  # of the input as given
         if empty:
             documents = [d for d in documents if d.get("kind") in EMPTY_KEEPS]

@@ -7,7 +7,6 @@ printed), 1 for an internal error.
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import json
 import sys
@@ -20,13 +19,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import Snapshot
 from ebb.core.plan import NodeFate, Plan, fates, make_plan, only_nodes, plan_json, unknown_nodes
 from ebb.core.quantity import TIME_EXAMPLE, parse_time
-from ebb.core.snapshot import SnapshotError, input_warnings
+from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 from ebb.core.yaml_documents import InputError
+from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
 
 
 class Output(StrEnum):
@@ -64,11 +65,9 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
-    live: Annotated[bool, typer.Option(
-        "--live", help="read the cluster itself (the current kubeconfig context) instead of -f files")] = False,
-    kubeconfig: Annotated[str, typer.Option(help="with --live: this kubeconfig (default: $KUBECONFIG or "
-                                                 "~/.kube/config)")] = "",
-    context: Annotated[str, typer.Option(help="with --live: this kubeconfig context (default: the current one)")] = "",
+    live: LiveOption = False,
+    kubeconfig: KubeconfigOption = "",
+    context: ContextOption = "",
     node: Annotated[list[str] | None, typer.Option(
         "--node", help="show only what the plan does to this node (repeatable): its command or why it stays, "
                        "its NodePool's budgets; with --until-stable, the step that disrupts it")] = None,
@@ -76,11 +75,11 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     """What would ebb disrupt now, and why not the rest? A dry run on a cluster snapshot."""
     try:
         moment = _parse_now(now)
-        live = live or bool(kubeconfig or context)
-        if live == bool(filename):
-            raise InputError("give either -f FILE (a kubectl dump) or --live (read the cluster), not both"
-                             if live else "give -f FILE (a kubectl dump; - for stdin) or --live (read the cluster)")
-        snapshot = _read_live(kubeconfig, context) if live else load_snapshot(filename or [])
+        live = wants_live(live, kubeconfig, context, filename or [])
+        if not live and not filename:
+            raise InputError("give -f FILE (a kubectl dump; - for stdin) or --live (read the cluster)")
+        snapshot = (parse_documents(live_documents(kubeconfig, context), bundled_catalog=bundled_catalog) if live
+                    else load_snapshot(filename or []))
         _check_nodes(snapshot, node or [])
     except (InputError, SnapshotError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -105,22 +104,6 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         if node:
             render_fates(asked, result, console)
         render_table(result, console, focused=bool(node))
-
-
-def _read_live(kubeconfig: str, context: str) -> Snapshot:
-    """The snapshot of the live cluster, its read summarized on stderr; a cluster that cannot be read is an input
-    error (the kubeconfig, the context or the access the user gave)."""
-    from ebb.adapters.catalog import bundled_catalog
-    from ebb.adapters.kube.read import ClusterReadError, read_cluster_from
-    from ebb.core.snapshot import parse_documents
-
-    typer.echo("reading the cluster ...", err=True)
-    try:
-        read = asyncio.run(read_cluster_from(kubeconfig, context))
-    except ClusterReadError as exc:
-        raise InputError(f"--live: {exc}") from exc
-    typer.echo(read.summary(), err=True)
-    return parse_documents(read.documents, bundled_catalog=bundled_catalog)
 
 
 def _check_nodes(snapshot: Snapshot, names: list[str]) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
+from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
 
 if TYPE_CHECKING:
     from ebb_embedded.runner import Status, Summary
@@ -65,6 +66,22 @@ def _duration(value: str, option: str, *, zero: bool = False) -> timedelta:
         raise typer.BadParameter(f"{value!r}: must be a {'non-negative' if zero else 'positive'} duration",
                                  param_hint=option)
     return timedelta(seconds=seconds)
+
+
+def source_and_start(paths: list[str], live: bool, kubeconfig: str, context: str,
+                     start: str | None) -> tuple[bool, datetime]:
+    """Whether the cluster is read live (exit 2 with ``-f`` as well), and the simulated start: ``--start``, else
+    now for a dump or the live cluster, else the bundled example's own time."""
+    from ebb.core.yaml_documents import InputError
+
+    try:
+        live = wants_live(live, kubeconfig, context, paths)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if start:
+        return live, _time(start, "--start")
+    return live, datetime.now(UTC) if paths or live else _time(EXAMPLE_NOW, "--start")
 
 
 def _documents(paths: list[str]) -> list[Any]:
@@ -187,8 +204,12 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     filename: Annotated[list[str] | None, typer.Option(
         "-f", "--filename", help="snapshot YAML (as for `ebb plan`); '-' for stdin; repeatable. "
                                  "Default: the example cluster ebb ships (50 nodes).")] = None,
+    live: LiveOption = False,
+    kubeconfig: KubeconfigOption = "",
+    context: ContextOption = "",
     start: Annotated[str | None, typer.Option(
-        help="the simulated start time, RFC 3339 (default: now; the bundled example's own time without -f)")] = None,
+        help="the simulated start time, RFC 3339 (default: now; the bundled example's own time without -f or "
+             "--live)")] = None,
     speed: Annotated[float | None, typer.Option(
         help="for watching: at most this many simulated seconds per real second (default: as fast as it "
              "computes; x60 with --api-port); it never changes the result", min=0.1, max=3600)] = None,
@@ -237,7 +258,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         if problem:
             raise typer.BadParameter(f"{database}: {problem}", param_hint="--database")
     paths = filename or []
-    moment = _time(start, "--start") if start else _time(EXAMPLE_NOW, "--start") if not paths else datetime.now(UTC)
+    live, moment = source_and_start(paths, live, kubeconfig, context, start)
     token = api_token or (secrets.token_urlsafe(24) if api_port else "")
     pace = speed if speed is not None else API_SPEED if api_port else None
     options = EmbeddedOptions(start=moment, speed=pace, duration=_duration(duration, "--duration"),
@@ -249,7 +270,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 
     try:
-        documents = _documents(paths)
+        documents = live_documents(kubeconfig, context) if live else _documents(paths)
         # checked up front with the parser every service uses, so bad input is a message, not a crashed task
         snapshot = parse_documents(documents, bundled_catalog)
     except (InputError, SnapshotError) as exc:

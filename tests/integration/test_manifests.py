@@ -483,6 +483,9 @@ ALLOWED: dict[str, list[Access]] = {
     "ebb-interruption-ingester": [],
     "ebb-decisions-api": [],
     "ebb-db-upgrade": [],
+    # plan-reader.yaml: `ebb plan --live` (ebb.adapters.kube.read lists every kind ebb reads)
+    "ebb-plan": [Access("list", resource, group) for group, resource in
+                 [*WATCHED, ("ebb.sh", "instancetypecatalogs")]],
 }
 
 DENIED: dict[str, list[Access]] = {
@@ -521,6 +524,10 @@ DENIED: dict[str, list[Access]] = {
     "ebb-decisions-api": [Access("create", "pods", subresource="eviction", namespace="default"),
                           Access("list", "nodes"), Access("get", "secrets", namespace=OWN)],
     "ebb-db-upgrade": [Access("list", "nodes"), Access("get", "secrets", namespace=OWN)],
+    "ebb-plan": [Access("watch", "pods"), Access("patch", "nodes"), Access("delete", "nodes"),
+                 Access("create", "pods", subresource="eviction", namespace="default"),
+                 Access("delete", "nodeclaims", "karpenter.sh"), Access("list", "secrets"),
+                 Access("create", "events", namespace="default"), Access("list", "nodepools", "ebb.sh")],
 }
 
 

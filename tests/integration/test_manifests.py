@@ -485,7 +485,7 @@ ALLOWED: dict[str, list[Access]] = {
     "ebb-db-upgrade": [],
     # plan-reader.yaml: `ebb plan --live` (ebb.adapters.kube.read lists every kind ebb reads)
     "ebb-plan": [Access("list", resource, group) for group, resource in
-                 [*WATCHED, ("ebb.sh", "instancetypecatalogs")]],
+                 [*WATCHED, ("ebb.sh", "instancetypecatalogs"), ("ebb.sh", "holds")]],
 }
 
 DENIED: dict[str, list[Access]] = {

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -35,6 +36,7 @@ from tests.integration.system import (
 )
 
 EBB = str(Path(sys.executable).parent / "ebb")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _pod(name: str, node: str, run: str, cpu: str) -> client.V1Pod:
@@ -117,6 +119,38 @@ async def test_plan_live_reads_the_cluster(kube_api: Any, kubernetes_cluster: Ku
         live_plan, file_plan = json.loads(again.stdout), json.loads(from_file.stdout)
         assert live_plan.pop("cost")["before"] >= file_plan.pop("cost")["before"] > 0
         assert live_plan == file_plan
+
+        # ebb's Hold documents are read too (the services keep theirs in the store): a hold on the idle node
+        hold_crd = yaml.safe_load((REPO / "deploy/kubernetes/crds/ebb.sh_holds.yaml").read_text(encoding="utf-8"))
+        extensions = client.ApiextensionsV1Api(kube_api)
+        try:
+            await extensions.create_custom_resource_definition(hold_crd)
+            crds.append(hold_crd["metadata"]["name"])
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        custom = client.CustomObjectsApi(kube_api)
+
+        async def held() -> bool:
+            try:
+                await custom.create_cluster_custom_object("ebb.sh", "v1", "holds", {
+                    "apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": f"live-{run}"},
+                    "spec": {"scope": "node", "node": idle, "reason": "looking into it"}})
+            except ApiException as error:
+                if error.status == 404:  # the CRD is not served yet
+                    return False
+                raise
+            return True
+
+        await eventually("the Hold created", held)
+        try:
+            paused = await _ebb_plan("--live", "--kubeconfig", str(kubernetes_cluster.kubeconfig), "--node", idle,
+                                     "-o", "json")
+        finally:
+            await custom.delete_cluster_custom_object("ebb.sh", "v1", "holds", f"live-{run}")
+        assert paused.returncode == 0, paused.stderr
+        (blocked,) = json.loads(paused.stdout)["blocked"]
+        assert f"hold live-{run} (node {idle})" in blocked["reason"] and "looking into it" in blocked["reason"]
 
         # the embedded mode starts from the same read: the cluster's nodes, and the idle one emptied
         ran = await asyncio.to_thread(subprocess.run, [

@@ -309,12 +309,12 @@ def test_accounts_without_api_access_get_no_token() -> None:
 
 def test_the_plan_reader_may_list_what_ebb_plan_live_reads_and_nothing_else() -> None:
     """ebb-plan-reader (plan-reader.yaml) grants `list` on exactly the kinds ebb.adapters.kube.read lists."""
-    from ebb.adapters.kube.kinds import KINDS
+    from ebb.adapters.kube.kinds import PLAN_KINDS
 
     (role,) = [r for r in of_kind("ClusterRole") if r["metadata"]["name"] == "ebb-plan-reader"]
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
                for resource in rule["resources"] for verb in rule["verbs"]}
-    assert granted == {(spec.group, spec.plural, "list") for spec in KINDS.values()}
+    assert granted == {(spec.group, spec.plural, "list") for spec in PLAN_KINDS}
 
 
 def test_no_rule_grants_wildcards_or_secrets() -> None:

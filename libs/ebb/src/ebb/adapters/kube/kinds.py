@@ -66,6 +66,11 @@ INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "
 #: every kind ebb reads, by kind name
 KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM,
                                                          DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG)}
+#: ebb's Hold as a document: read by ``ebb plan`` (from a dump, or listed by ``--live``), not watched by the
+#: services, which keep holds in their store (POST /v1/holds)
+HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
+#: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds
+PLAN_KINDS: Final[tuple[KindSpec, ...]] = (*KINDS.values(), HOLD)
 
 
 def kinds_named(names: Iterable[str]) -> tuple[KindSpec, ...]:

@@ -1,6 +1,7 @@
 """Reading a live cluster's objects once, for ``ebb plan --live``.
 
-Every kind ebb reads (`ebb.adapters.kube.kinds.KINDS`) is listed page by page through kubernetes-asyncio, as
+Every kind a dump for ``ebb plan`` holds (`ebb.adapters.kube.kinds.PLAN_KINDS`: what the services read, and ebb's
+Hold documents) is listed page by page through kubernetes-asyncio, as
 raw JSON (a list of thousands of pods decoded into the client's models would take longer than the plan), and
 trimmed as the cluster-watcher trims what it publishes, so the plan reads what the planner would. A custom kind
 the cluster does not serve (its CRD is not installed: no Karpenter, or none of ebb's CRDs) is left out and
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ebb.adapters.kube.client import kube_client
-from ebb.adapters.kube.kinds import KINDS, KindSpec
+from ebb.adapters.kube.kinds import PLAN_KINDS, KindSpec
 from ebb.adapters.kube.trim import trim
 from ebb.adapters.kube.watch import decode_json
 
@@ -50,7 +51,7 @@ class ClusterRead:
         return f"read {self.server}: {counts}{missing}"
 
 
-async def read_cluster(api: Any, kinds: Iterable[KindSpec] = tuple(KINDS.values()), *,
+async def read_cluster(api: Any, kinds: Iterable[KindSpec] = PLAN_KINDS, *,
                        page_size: int = PAGE_SIZE) -> ClusterRead:
     """Every object of ``kinds`` on the cluster of ``api`` (a kubernetes-asyncio ApiClient), trimmed."""
     read = ClusterRead(server=str(api.configuration.host))

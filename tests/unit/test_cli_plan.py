@@ -258,7 +258,7 @@ def test_node_table_says_what_this_pass_and_the_steps_do_to_it(runner: CliRunner
     gone, waiting = sorted(("e1", "e2"), key=lambda n: "disrupted this pass" not in lines[n])
     assert lines[gone] == f"{gone} (NodePool default): disrupted this pass by emptiness (delete)"
     assert lines[waiting].startswith(f"{waiting} (NodePool default): stays this pass: empty, but the Empty budget")
-    assert lines[waiting].endswith("; until stable: disrupted at step 2 of 3 by emptiness (delete)")
+    assert lines[waiting].endswith("; until stable: disrupted at step 2 of 3 (15s on) by emptiness (delete)")
     assert lines["busy"].startswith("busy (NodePool default): stays this pass: ")
     assert lines["busy"].endswith("; until stable: never disrupted (3 steps)")
     assert "Commands that disrupt these nodes" in result.stdout and "Until stable:" not in result.stdout

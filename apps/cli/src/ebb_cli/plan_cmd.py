@@ -24,7 +24,7 @@ from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import Snapshot
 from ebb.core.plan import NodeFate, Plan, fates, make_plan, only_nodes, plan_json, unknown_nodes
-from ebb.core.quantity import TIME_EXAMPLE, parse_time
+from ebb.core.quantity import TIME_EXAMPLE, format_duration, parse_time
 from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 from ebb.core.yaml_documents import InputError
 from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
@@ -136,7 +136,8 @@ def render_fates(asked: tuple[NodeFate, ...], result: Plan, console: Console) ->
         line = f"[bold]{fate.node}[/bold]{pool}: {escape(now)}"
         if result.steps is not None and fate.command is None:
             if fate.step is not None and fate.step_command is not None:
-                line += f"; until stable: disrupted at step {fate.step + 1} of {len(result.steps)} by " \
+                after = format_duration((result.steps[fate.step].now - result.first.now).total_seconds())
+                line += f"; until stable: disrupted at step {fate.step + 1} of {len(result.steps)} ({after} on) by " \
                         f"{escape(_command_words(fate.step_command))}"
             else:
                 line += f"; until stable: never disrupted ({len(result.steps)} steps)"

@@ -42,7 +42,7 @@ from ebb.contracts import (
     DisruptionEvent,
     from_kafka,
 )
-from ebb.core.plan import make_plan, plan_json
+from ebb.core.plan import make_plan, only_nodes, plan_json
 from ebb_decisions_api import app as app_module
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.events import EventHub
@@ -472,6 +472,18 @@ async def test_plan_on_the_live_state_equals_the_cli(
     envelope = await client.post("/v1/plan", json={"now": NOW, "untilStable": True}, headers=AUTH)
     assert envelope.status_code == 200, envelope.text
     assert envelope.json() == stable
+    # ?node= cuts the plan as `ebb plan --node` does, on the live state and on an upload; an unknown node is a 422
+    for name in (n.name for n in snapshot.nodes):
+        want = json.loads(json.dumps(plan_json(only_nodes(make_plan(snapshot, now), snapshot, [name]))))
+        cut = await client.post("/v1/plan", params={"now": NOW, "node": name}, headers=AUTH)
+        assert cut.status_code == 200, cut.text
+        assert cut.json() == want and {b["node"] for b in want["blocked"]} <= {name}
+    uploaded_cut = await client.post("/v1/plan", params={"now": NOW, "node": "nope"},
+                                     content=(SCENARIOS / "empty-node.yaml").read_bytes(),
+                                     headers={**AUTH, "Content-Type": "application/yaml"})
+    assert uploaded_cut.status_code == 422, uploaded_cut.text
+    (detail,) = uploaded_cut.json()["detail"]
+    assert detail["loc"] == ["query", "node"] and "no Node nope in the snapshot" in detail["msg"], detail
     # an uploaded snapshot is still planned as uploaded
     uploaded = await client.post("/v1/plan", params={"now": NOW}, json={"documents": []}, headers=AUTH)
     assert uploaded.status_code == 200 and uploaded.json()["commands"] == []

@@ -11,6 +11,7 @@ threads, at most ``max_concurrent_passes`` at once, so the event loop keeps answ
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -290,6 +291,9 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         spot_to_spot: Annotated[bool | None, Query(
             alias="spotToSpot",
             description="allow spot→spot replacement (default: false; on the live state: SPOT_TO_SPOT)")] = None,
+        node: Annotated[list[str] | None, Query(
+            description="repeatable: only what the plan does to these nodes (`ebb plan --node`): the commands that "
+                        "disrupt them, their own blocked entries, their NodePools' budgets")] = None,
     ) -> JSONResponse:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > settings.max_plan_bytes:
@@ -310,10 +314,12 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
                 spot = settings.spot_to_spot if body.live else False
             if body.live:
                 view = await live_view(moment)
-                result = await anyio.to_thread.run_sync(plan_snapshot, view.snapshot, moment, stable, spot,
-                                                        engine_options.require_nodeclaim, limiter=limiter)
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(plan_snapshot, view.snapshot, moment, stable, spot,
+                                      engine_options.require_nodeclaim, nodes=node or ()), limiter=limiter)
             else:
-                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, limiter=limiter)
+                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, node or (),
+                                                        limiter=limiter)
         except PlanInputError as exc:
             return _unprocessable(exc.loc, str(exc), exc.kind)
         except SnapshotError as exc:

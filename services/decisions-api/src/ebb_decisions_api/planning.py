@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from ebb.adapters.catalog import bundled_catalog
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
-from ebb.core.plan import make_plan, plan_json
+from ebb.core.plan import make_plan, only_nodes, plan_json, unknown_nodes
 from ebb.core.quantity import TIME_EXAMPLE, parse_time
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb.core.yaml_documents import InputError, iter_documents
@@ -136,21 +136,27 @@ def _documents(request: PlanRequest) -> Iterator[Any]:
         yield from iter_documents(io.StringIO(request.yaml_text), "body")
 
 
-def run_plan(request: PlanRequest, now: datetime, until_stable: bool, spot_to_spot: bool) -> dict[str, Any]:
+def run_plan(request: PlanRequest, now: datetime, until_stable: bool, spot_to_spot: bool,
+             nodes: Sequence[str] = ()) -> dict[str, Any]:
     """Parse and plan (blocking; call it in a worker thread). Raises SnapshotError / InputError /
     PlanInputError for bad input."""
     documents: Iterable[Any] = _documents(request)
     snapshot = parse_documents(documents, bundled_catalog=bundled_catalog)
-    return plan_snapshot(snapshot, now, until_stable, spot_to_spot)
+    return plan_snapshot(snapshot, now, until_stable, spot_to_spot, nodes=nodes)
 
 
 def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, spot_to_spot: bool,
-                  require_nodeclaim: bool = False) -> dict[str, Any]:
+                  require_nodeclaim: bool = False, *, nodes: Sequence[str] = ()) -> dict[str, Any]:
     """The `ebb plan -o json` document of a parsed snapshot (blocking; call it in a worker thread);
-    ``require_nodeclaim`` as the planner's provider sets it (`EngineOptions.require_nodeclaim`)."""
+    ``require_nodeclaim`` as the planner's provider sets it (`EngineOptions.require_nodeclaim`); ``nodes`` cut it to
+    what it does to those nodes, as ``ebb plan --node`` (a PlanInputError on ``node`` names one that is no Node)."""
+    missing = unknown_nodes(snapshot, nodes)
+    if missing:
+        raise PlanInputError(("query", "node"), f"no Node {', '.join(missing)} in the snapshot "
+                                                f"({len(snapshot.nodes)} nodes)")
     plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable,
                      options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim))
-    return plan_json(plan)
+    return plan_json(only_nodes(plan, snapshot, nodes) if nodes else plan)
 
 
 __all__ = ["InputError", "PlanInputError", "PlanRequest", "SnapshotError", "parse_now", "plan_snapshot", "read_body",

@@ -79,11 +79,14 @@ async def test_plan_live_reads_the_cluster(kube_api: Any, kubernetes_cluster: Ku
         await eventually("the pod Running on its KWOK node", running)
         # page by page: one object a request reads what one request of 500 does; a kind not served is named
         widget = KindSpec("Widget", "widgets.example.com", "v1", "widgets", namespaced=False, custom=True)
-        paged = await read_cluster(kube_api, [KINDS["Node"], widget], page_size=1)
+        told: list[tuple[str, int]] = []
+        paged = await read_cluster(kube_api, [KINDS["Node"], widget], page_size=1,
+                                   progress=lambda kind, count: told.append((kind, count)))
         whole = await read_cluster(kube_api, [KINDS["Node"]])
         names = [d["metadata"]["name"] for d in paged.documents]
         assert {idle, busy} <= set(names) and names == [d["metadata"]["name"] for d in whole.documents]
         assert paged.not_served == ["Widget"] and paged.counts == whole.counts == {"Node": len(names)}
+        assert told == [("Node", n) for n in range(1, len(names) + 1)]  # one page at a time
         done = await _ebb_plan("--live", "--kubeconfig", str(kubernetes_cluster.kubeconfig),
                                "--node", idle, "--node", busy, "-o", "json")
         assert done.returncode == 0, done.stderr

@@ -3,7 +3,7 @@
 ``ebb plan``, ``ebb run`` and ``ebb backtest`` share the ``--live``, ``--kubeconfig`` and ``--context`` options
 and their rules: ``--kubeconfig`` or ``--context`` imply ``--live``; ``--live`` and ``-f`` together are an input
 error; a cluster that cannot be read is an input error that says why (`ebb.adapters.kube.read`). What was read is
-summed up on stderr.
+summed up on stderr, and on a terminal counted while it is read.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from ebb.core.yaml_documents import InputError
 
@@ -35,9 +36,15 @@ def live_documents(kubeconfig: str, context: str) -> list[dict[str, Any]]:
     """The cluster's objects, as a kubectl dump would hold them (trimmed); what was read said on stderr."""
     from ebb.adapters.kube.read import ClusterReadError, read_cluster_from
 
-    typer.echo("reading the cluster ...", err=True)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        typer.echo("reading the cluster ...", err=True)
     try:
-        read = asyncio.run(read_cluster_from(kubeconfig, context))
+        # on a terminal, a line that counts what has been read so far (a large cluster's pods take a while)
+        with console.status("reading the cluster ...") as status:
+            read = asyncio.run(read_cluster_from(
+                kubeconfig, context,
+                progress=lambda kind, count: status.update(f"reading the cluster: {count:,} {kind} ...")))
     except ClusterReadError as exc:
         raise InputError(f"--live: {exc}") from exc
     typer.echo(read.summary(), err=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,13 @@ class ClusterRead:
         return f"read {self.server}: {counts}{missing}"
 
 
-async def read_cluster(api: Any, kinds: Iterable[KindSpec] = PLAN_KINDS, *,
-                       page_size: int = PAGE_SIZE) -> ClusterRead:
-    """Every object of ``kinds`` on the cluster of ``api`` (a kubernetes-asyncio ApiClient), trimmed."""
+async def read_cluster(api: Any, kinds: Iterable[KindSpec] = PLAN_KINDS, *, page_size: int = PAGE_SIZE,
+                       progress: Callable[[str, int], None] | None = None) -> ClusterRead:
+    """Every object of ``kinds`` on the cluster of ``api`` (a kubernetes-asyncio ApiClient), trimmed; ``progress``
+    is told (kind, objects of it so far) after each page."""
     read = ClusterRead(server=str(api.configuration.host))
     for spec in kinds:
-        items = await _list(api, spec, page_size)
+        items = await _list(api, spec, page_size, progress)
         if items is None:
             read.not_served.append(spec.kind)
             continue
@@ -66,7 +67,8 @@ async def read_cluster(api: Any, kinds: Iterable[KindSpec] = PLAN_KINDS, *,
     return read
 
 
-async def read_cluster_from(kubeconfig: str = "", context: str = "") -> ClusterRead:
+async def read_cluster_from(kubeconfig: str = "", context: str = "", *,
+                            progress: Callable[[str, int], None] | None = None) -> ClusterRead:
     """`read_cluster` on the cluster of ``kubeconfig`` (default: $KUBECONFIG or ~/.kube/config, or in-cluster in a
     pod) and ``context`` (default: its current one)."""
     from kubernetes_asyncio.config import ConfigException
@@ -75,13 +77,14 @@ async def read_cluster_from(kubeconfig: str = "", context: str = "") -> ClusterR
         raise ClusterReadError(f"cannot use {kubeconfig}: no such file")
     try:
         async with kube_client(kubeconfig, context, component="ebb-plan") as api:
-            return await read_cluster(api)
+            return await read_cluster(api, progress=progress)
     except (ConfigException, OSError) as exc:  # no kubeconfig, no such context, a file it names is missing
         where = kubeconfig or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
         raise ClusterReadError(f"cannot use {where}: {exc}") from exc
 
 
-async def _list(api: Any, spec: KindSpec, page_size: int) -> list[dict[str, Any]] | None:
+async def _list(api: Any, spec: KindSpec, page_size: int,
+                progress: Callable[[str, int], None] | None) -> list[dict[str, Any]] | None:
     """The objects of one kind, page by page; None when the cluster does not serve that custom kind."""
     import aiohttp
 
@@ -108,6 +111,8 @@ async def _list(api: Any, spec: KindSpec, page_size: int) -> list[dict[str, Any]
                                    f"{_message(body)}")
         page = _decode(body)
         items.extend(page.get("items") or [])
+        if progress is not None:
+            progress(spec.kind, len(items))
         token = (page.get("metadata") or {}).get("continue") or None
         if not token:
             return items

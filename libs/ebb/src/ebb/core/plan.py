@@ -159,13 +159,14 @@ def only_nodes(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> Plan:
     wanted = set(names)
     pools = {n.nodepool for n in snapshot.nodes if n.name in wanted}
 
-    def keep(result: PassResult, *, blocked: bool) -> PassResult:
-        return replace(result, commands=tuple(c for c in result.commands if wanted.intersection(c.nodes)),
-                       blocked=tuple(b for b in result.blocked if b.node in wanted) if blocked else result.blocked,
-                       budgets=tuple(b for b in result.budgets if b.nodepool in pools) if blocked else result.budgets)
+    def commands_of(result: PassResult) -> tuple[Command, ...]:
+        return tuple(c for c in result.commands if wanted.intersection(c.nodes))
 
-    steps = None if plan.steps is None else tuple(keep(s, blocked=False) for s in plan.steps)
-    return Plan(keep(plan.first, blocked=True), steps)
+    first = replace(plan.first, commands=commands_of(plan.first),
+                    blocked=tuple(b for b in plan.first.blocked if b.node in wanted),
+                    budgets=tuple(b for b in plan.first.budgets if b.nodepool in pools))
+    steps = None if plan.steps is None else tuple(replace(s, commands=commands_of(s)) for s in plan.steps)
+    return Plan(first, steps)
 
 
 # -- the JSON contract (docs/plan.md) ----------------------------------------------------------------------

@@ -12,8 +12,6 @@ kind and what the apiserver or the client said.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.kinds import PLAN_KINDS, KindSpec
 from ebb.adapters.kube.trim import trim
-from ebb.adapters.kube.watch import decode_json
+from ebb.adapters.kube.watch import decode_json, status_message
 
 #: objects per list request (the apiserver's continue tokens page the rest)
 PAGE_SIZE = 500
@@ -108,7 +106,7 @@ async def _list(api: Any, spec: KindSpec, page_size: int,
             return None
         if not 200 <= response.status <= 299:
             raise ClusterReadError(f"cannot list {spec.plural}: the apiserver answered {response.status}: "
-                                   f"{_message(body)}")
+                                   f"{status_message(body.decode('utf-8', 'replace'))}")
         page = _decode(body)
         items.extend(page.get("items") or [])
         if progress is not None:
@@ -126,13 +124,6 @@ def _decode(body: bytes) -> dict[str, Any]:
     if not isinstance(page, dict):
         raise ClusterReadError(f"the apiserver's answer is not a list: {body[:200]!r}")
     return page
-
-
-def _message(body: bytes) -> str:
-    text = body.decode("utf-8", "replace")
-    with contextlib.suppress(ValueError, AttributeError):
-        return str(json.loads(text).get("message") or text)
-    return text
 
 
 __all__ = ["ClusterRead", "ClusterReadError", "read_cluster", "read_cluster_from"]

@@ -70,10 +70,15 @@ class KindMissing(WatchError):
 WATCH_BACKOFF = Backoff(initial=0.5, maximum=10.0)
 
 
-def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
-    message = body
+def status_message(body: str) -> str:
+    """The ``message`` of an apiserver's error body (a Status), or the body itself when it has none."""
     with contextlib.suppress(ValueError, AttributeError):
-        message = str(json.loads(body).get("message") or body)
+        return str(json.loads(body).get("message") or body)
+    return body
+
+
+def _status_error(status: int, body: str, spec: KindSpec) -> WatchError:
+    message = status_message(body)
     if status == 410:
         return Gone(status, message)
     if status == 404 and spec.custom:

@@ -76,3 +76,43 @@ async def test_start_at_commits_the_start_for_the_group() -> None:
     # a start behind the group's commits changes nothing
     await bus.consume([OBJECTS], "fresh", handler, stop=stop, start_at={OBJECTS: {0: 1}})
     assert bus.committed("fresh", OBJECTS, 0) == 2
+
+
+async def _read_all(bus: InMemoryBus, group: str, topic: str, deliveries: int) -> list[Delivery]:
+    """The first ``deliveries`` records of ``topic`` delivered to ``group`` (the consumer stops after the last)."""
+    seen: list[Delivery] = []
+    stop = asyncio.Event()
+
+    async def handler(delivery: Delivery) -> None:
+        seen.append(delivery)
+        if len(seen) == deliveries:
+            stop.set()
+
+    await asyncio.wait_for(bus.consume([topic], group, handler, stop=stop), 5)
+    return seen
+
+
+async def test_the_groups_of_a_process_share_one_decoding_of_a_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record is decoded once for every group that reads it while it is among the last ``DECODED_KEPT``: the
+    planner's and the ingester's consumers of ebb.cluster.objects get the same message object, equal to its own
+    decoding; past that, each group decodes it again, to an equal message. A record that does not decode is
+    dead-lettered for each group."""
+    import ebb.adapters.bus.memory as memory
+
+    bus = InMemoryBus(partitions=1)
+    bus.append(OBJECTS, b"Node//broken", b"{}", [("ce_type", b"nonsense")])
+    for name in ("a", "b", "c"):
+        await bus.publish(OBJECTS, node(name, "1"))
+    planner, ingester = await _read_all(bus, "planner", OBJECTS, 3), await _read_all(bus, "ingester", OBJECTS, 3)
+    assert [d.key for d in planner] == [d.key for d in ingester] == ["Node//a", "Node//b", "Node//c"]
+    assert all(p.message is i.message for p, i in zip(planner, ingester, strict=True))
+    assert len(bus.records(f"{OBJECTS}.dlq")) == 2  # the broken record, once per group
+
+    monkeypatch.setattr(memory, "DECODED_KEPT", 1)
+    again = InMemoryBus(partitions=1)
+    for name in ("a", "b"):
+        await again.publish(OBJECTS, node(name, "1"))
+    first, second = await _read_all(again, "planner", OBJECTS, 2), await _read_all(again, "ingester", OBJECTS, 2)
+    # the planner read both before the ingester began: only b's decoding was kept, and the ingester's a pushed it out
+    assert [f.message is s.message for f, s in zip(first, second, strict=True)] == [False, False]
+    assert [f.message for f in first] == [s.message for s in second]

@@ -7,12 +7,24 @@ deleted exactly when the simulator lets `p` move onto `dst`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
-from tests.unit.builders import ZONES, blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
+from ebb.core.snapshot import governed
+from tests.unit.builders import (
+    ZONES,
+    blocked_of,
+    disrupted,
+    disruption_policy,
+    node,
+    nodepool,
+    plan_dict,
+    pod,
+    snapshot,
+)
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -206,6 +218,44 @@ def test_a_pools_offerings_for_a_pod_are_made_once_and_shared_read_only() -> Non
     assert ok["zoned"][0] is not None
     assert {zones[i] for i in ok["zoned"][0].nonzero()[0]} == {"us-east-1b"}
     assert ok["any"][0].sum() > ok["zoned"][0].sum()
+
+
+def test_a_scheduler_takes_the_pools_of_the_very_same_objects_without_comparing_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Scheduler._cached_pools`: a snapshot holding the NodePool, DaemonSet and InstanceType objects the pools were
+    built from takes them without a repr; one with equal NodePools that are other objects takes them by value (and
+    the entry then keeps those objects); a NodePool that differs builds its own."""
+    snap = snapshot(nodepool(weight=5), node("a"), pod("p", "a"))
+    first = Scheduler(snap)
+    reprs: list[object] = []
+    real_repr = repr
+
+    def counted_repr(obj: object) -> str:
+        reprs.append(obj)
+        return real_repr(obj)
+
+    monkeypatch.setattr("builtins.repr", counted_repr)
+    assert Scheduler(replace(snap, pods=())).pools is first.pools  # another pass's snapshot of the same objects
+    assert reprs == []
+    equal = replace(snap, nodepools=tuple(replace(p) for p in snap.nodepools))  # a planner's policies merged again
+    assert equal.nodepools[0] is not snap.nodepools[0]
+    assert Scheduler(equal).pools is first.pools and reprs  # compared by value
+    reprs.clear()
+    assert Scheduler(replace(equal, pods=())).pools is first.pools and reprs == []  # now known by identity
+    heavier = replace(snap, nodepools=tuple(replace(p, weight=9) for p in snap.nodepools))
+    assert Scheduler(heavier).pools is not first.pools
+    assert Scheduler(heavier).pools[0].pool.weight == 9
+
+
+def test_a_nodepool_governed_by_a_policy_is_the_same_object_for_the_same_two_objects() -> None:
+    """`governed` gives the same NodePool again for the same NodePool and DisruptionPolicy objects (a planner's
+    snapshots, so the simulator knows it by identity), and its own for another policy."""
+    snap = snapshot(nodepool(), disruption_policy(consolidateAfter="5m"))
+    other = snapshot(nodepool(), disruption_policy(consolidateAfter="10m"))
+    pool, policy = snap.nodepools[0], snap.disruption_policies[0]
+    assert governed(pool, policy) is governed(pool, policy)
+    assert governed(pool, other.disruption_policies[0]) is not governed(pool, policy)
+    assert governed(pool, other.disruption_policies[0]).consolidate_after != governed(pool, policy).consolidate_after
 
 
 @pytest.mark.parametrize("max_new", [1, 2])

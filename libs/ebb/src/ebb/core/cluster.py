@@ -51,6 +51,20 @@ from ebb.core.quantity import fmt_time, format_duration, positive_duration
 _DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 
 
+def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> tuple[float, bool]:
+    """What a node of type ``it`` in ``zone`` and ``capacity_type`` costs an hour, and whether its offering was found:
+    the offering of its zone and capacity type, else the cheapest of its capacity type, else the cheapest of all
+    (kept on the type, `InstanceType.node_prices`)."""
+    place = (zone, capacity_type)
+    known = it.node_prices.get(place)
+    if known is None:
+        exact = [o.price for o in it.offerings if o.zone == zone and o.capacity_type == capacity_type]
+        same_ct = [o.price for o in it.offerings if o.capacity_type == capacity_type]
+        known = it.node_prices[place] = ((exact[0] if exact else min(same_ct) if same_ct
+                                          else min(o.price for o in it.offerings)), True)
+    return known
+
+
 @dataclass(frozen=True, slots=True)
 class PdbStatus:
     pdb: PodDisruptionBudget
@@ -186,13 +200,7 @@ class ClusterView:
         it = self.types.get(node.instance_type or "")
         if it is None:
             return 0.0, False
-        exact = [o.price for o in it.offerings if o.zone == node.zone and o.capacity_type == node.capacity_type]
-        if exact:
-            return exact[0], True
-        same_ct = [o.price for o in it.offerings if o.capacity_type == node.capacity_type]
-        if same_ct:
-            return min(same_ct), True
-        return min(o.price for o in it.offerings), True
+        return node_price(it, node.zone, node.capacity_type)
 
     def offered(self, node: Node) -> bool:
         """Whether the node's instance type still has an offering in its zone and capacity type, available now or

@@ -418,6 +418,10 @@ class InstanceType:
     overhead: Mapping[str, int]
     offerings: tuple[Offering, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: a node's price by (zone, capacity type), as `ebb.core.cluster.node_price` found it: a catalog's types live
+    #: through many passes, each pricing every node
+    node_prices: dict[tuple[str | None, str | None], tuple[float, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

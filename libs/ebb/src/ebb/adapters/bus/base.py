@@ -29,7 +29,7 @@ from tenacity import RetryCallState, retry_if_exception
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Stopped, clock_of
-from ebb.contracts import ContractError, DeadLetter, Message, decode, is_dlq_topic
+from ebb.contracts import ContractError, DeadLetter, Decoded, Message, decode, is_dlq_topic
 
 log = logging.getLogger("ebb.bus")
 
@@ -169,9 +169,12 @@ async def process(
     stop: asyncio.Event,
     dead_letter: Callable[[DeadLetter], Awaitable[None]],
     clock: Clock | Callable[[], datetime] = utcnow,
+    decoder: Callable[[RawRecord], Decoded] | None = None,
 ) -> Outcome:
     """Deliver one record with the semantics described above; the caller commits unless STOPPED. ``clock``
-    dates a dead letter and times the retries (``RetryPolicy.retrying``: its waits end early on ``stop``)."""
+    dates a dead letter and times the retries (``RetryPolicy.retrying``: its waits end early on ``stop``).
+    ``decoder`` decodes the record (`decode` of its parts when None; the in-memory bus shares one decoding of a
+    record between its consumer groups)."""
     clock = clock_of(clock)
 
     async def give_up(cause: str, error: str) -> Outcome:
@@ -198,7 +201,8 @@ async def process(
         return Outcome.DEAD_LETTERED
 
     try:
-        decoded = decode(record.topic, record.key, record.value, record.headers)
+        decoded = decoder(record) if decoder is not None else decode(record.topic, record.key, record.value,
+                                                                     record.headers)
     except ContractError as e:
         return await give_up("malformed", str(e))
     where = f"{record.topic} at {record.partition}/{record.offset}"

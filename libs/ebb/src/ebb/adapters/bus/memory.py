@@ -7,22 +7,39 @@ in order, committing after the handler returns, dead-lettering to ``<topic>.dlq`
 Kafka bus does (``ebb.adapters.bus.base``). The compacted topic keeps only the latest record per key
 (superseded records are dropped at once; their offsets stay). Within one process a group's partition
 has at most one consumer. ``start_at`` offsets are committed for the group when its consume begins (the
-records before them are never read).
+records before them are never read). A record is decoded once for all the groups that read it (the last
+``DECODED_KEPT`` decodings are kept): the groups of one process then share its message, which a handler never
+edits (a ``ClusterObject``'s object is held as it is, ``SnapshotStore.put``), and on Kafka each group decodes
+its own copy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ebb.adapters.bus.base import Handler, Offsets, Outcome, RawRecord, RetryPolicy, latest_per_key, process, utcnow
 from ebb.adapters.clock import until_any
-from ebb.contracts import DEFAULT_SOURCE, DeadLetter, Message, check_topic, dlq_topic, to_kafka, topic_spec
+from ebb.contracts import (
+    DEFAULT_SOURCE,
+    DeadLetter,
+    Decoded,
+    Message,
+    check_topic,
+    decode,
+    dlq_topic,
+    to_kafka,
+    topic_spec,
+)
 
 DEFAULT_PARTITIONS = 3
+#: how many decoded records the bus keeps for the other groups that read them (`InMemoryBus._decode`): the
+#: groups of a process read a topic's new records at about the same time
+DECODED_KEPT = 4096
 
 
 class BusError(RuntimeError):
@@ -62,6 +79,7 @@ class InMemoryBus:
         self._topics: dict[str, list[_Partition]] = {}
         self._committed: dict[tuple[str, str, int], int] = {}
         self._owners: set[tuple[str, str, int]] = set()
+        self._decoded: OrderedDict[tuple[str, int, int], Decoded] = OrderedDict()
 
     # -- producing ----------------------------------------------------------------------------------------
 
@@ -187,10 +205,22 @@ class InMemoryBus:
                     stop=stop,
                     dead_letter=self._dead_letter,
                     clock=self.clock or utcnow,
+                    decoder=self._decode,
                 )
                 if outcome is Outcome.STOPPED:
                     return
             self._committed[position] = offset + 1
+
+    def _decode(self, record: RawRecord) -> Decoded:
+        """The record decoded, once for every group that reads it while it is among the last ``DECODED_KEPT``
+        (a record that does not decode raises ``ContractError`` each time)."""
+        position = (record.topic, record.partition, record.offset)
+        decoded = self._decoded.get(position)
+        if decoded is None:
+            decoded = self._decoded[position] = decode(record.topic, record.key, record.value, record.headers)
+            if len(self._decoded) > DECODED_KEPT:
+                self._decoded.popitem(last=False)
+        return decoded
 
     async def _dead_letter(self, letter: DeadLetter) -> None:
         await self.publish(dlq_topic(letter.topic), letter)

@@ -37,6 +37,7 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
+    DaemonSet,
     InstanceType,
     Interned,
     Node,
@@ -67,15 +68,26 @@ _REQUESTS_KEY = attrgetter("requests_key")
 
 def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
     names: set[str] = set()
-    pods = (*snapshot.pods, *extra_pods)
-    distinct = dict(zip(map(_REQUESTS_KEY, pods), pods, strict=True))  # replicas share their requests
-    for pod in distinct.values():
-        names.update(pod.spec.requests)
+    for key in {*map(_REQUESTS_KEY, snapshot.pods), *map(_REQUESTS_KEY, extra_pods)}:  # replicas share theirs
+        names.update(name for name, _ in key.value)
     for node in snapshot.nodes:
         names.update(node.allocatable)
-    for it in snapshot.instance_types:
-        names.update(it.capacity)
+    names.update(_type_resources(snapshot.instance_types))
     return FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
+
+
+def _type_resources(types: tuple[InstanceType, ...]) -> frozenset[str]:
+    """The resources the instance types have, kept for the last catalog (its types live through many passes)."""
+    kept_types, kept = _TYPE_RESOURCES[0]  # one tuple: read whole though another thread may replace it
+    if len(kept_types) == len(types) and all(a is b for a, b in zip(kept_types, types, strict=True)):
+        return kept
+    names = frozenset(name for it in types for name in it.capacity)
+    _TYPE_RESOURCES[0] = (types, names)
+    return names
+
+
+#: the last catalog's instance types and their resources (`_type_resources`)
+_TYPE_RESOURCES: list[tuple[tuple[InstanceType, ...], frozenset[str]]] = [((), frozenset())]
 
 
 def format_requests(requests: Mapping[str, int]) -> str:
@@ -250,9 +262,30 @@ def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
     return out
 
 
+@dataclass(frozen=True)
+class _PoolsEntry:
+    """Built pools with what they were built from, kept (so the ids stay theirs): a Scheduler whose snapshot holds
+    these very objects takes the pools without comparing NodePools and DaemonSets by value."""
+
+    resources: tuple[str, ...]
+    nodepools: tuple[NodePool, ...]
+    daemonsets: tuple[DaemonSet, ...]
+    instance_types: tuple[InstanceType, ...]
+    pools: list[_Pool]
+
+    def holds(self, resources: Sequence[str], snapshot: Snapshot) -> bool:
+        """Built from exactly the objects of ``snapshot`` (by identity) and ``resources``."""
+        return (tuple(resources) == self.resources and _same(self.nodepools, snapshot.nodepools)
+                and _same(self.daemonsets, snapshot.daemonsets) and _same(self.instance_types, snapshot.instance_types))
+
+
+def _same(kept: Sequence[object], given: Sequence[object]) -> bool:
+    return len(kept) == len(given) and all(a is b for a, b in zip(kept, given, strict=True))
+
+
 #: built pools by (resource names, the NodePools and DaemonSets, the ids of the InstanceTypes), with those kept (so
 #: the ids stay theirs); a few entries: a planner alternates between very few catalogs and pool sets
-_POOLS_CACHE: dict[tuple[Any, ...], tuple[tuple[InstanceType, ...], list[_Pool]]] = {}
+_POOLS_CACHE: dict[tuple[Any, ...], _PoolsEntry] = {}
 _POOLS_CACHE_SIZE = 4
 _POOLS_LOCK = threading.Lock()
 
@@ -388,17 +421,25 @@ class Scheduler:
         NodePools and DaemonSets are compared by value (their repr), InstanceTypes by identity."""
         # NodePools and DaemonSets by value (a planner builds them again for every snapshot: DisruptionPolicies are
         # merged into the NodePools), the catalog's many InstanceTypes by identity (parsed once, kept)
+        with _POOLS_LOCK:  # a planner's pass and a validation may build Schedulers in two threads
+            entries = list(_POOLS_CACHE.values())
+        for entry in entries:  # the same objects: no repr (a planner's snapshots share them while nothing changed)
+            if entry.holds(self.resources, snapshot):
+                return entry.pools
         key = (tuple(self.resources), repr(snapshot.nodepools), repr(snapshot.daemonsets),
                tuple(map(id, snapshot.instance_types)))
-        with _POOLS_LOCK:  # a planner's pass and a validation may build Schedulers in two threads
-            hit = _POOLS_CACHE.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], snapshot.instance_types, strict=True)):
-            return hit[1]
-        pools = self._build_pools(snapshot)
         with _POOLS_LOCK:
+            hit = _POOLS_CACHE.get(key)
+        if hit is not None and _same(hit.instance_types, snapshot.instance_types):
+            pools = hit.pools
+        else:
+            pools = self._build_pools(snapshot)
+        with _POOLS_LOCK:  # kept with these objects, so the next snapshot holding them takes the first way
+            _POOLS_CACHE.pop(key, None)
             while len(_POOLS_CACHE) >= _POOLS_CACHE_SIZE:
                 _POOLS_CACHE.pop(next(iter(_POOLS_CACHE)))
-            _POOLS_CACHE[key] = (tuple(snapshot.instance_types), pools)
+            _POOLS_CACHE[key] = _PoolsEntry(tuple(self.resources), tuple(snapshot.nodepools),
+                                            tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools)
         return pools
 
     def _build_pools(self, snapshot: Snapshot) -> list[_Pool]:

@@ -3,7 +3,7 @@ and a pod bound to it appear on ebb.cluster.objects (CloudEvents, binary mode), 
 from the topic holds them with the right fields; deleting the pod publishes a tombstone and the pod
 leaves the rebuilt snapshot. A custom kind whose CRD is missing at start is picked up once the CRD
 is installed, without disturbing the other kinds. ebb's own DisruptionPolicy, with its real CRD, reaches the
-rebuilt snapshot and governs its NodePool."""
+rebuilt snapshot and governs its NodePool; ebb's Hold pauses the node it names there, beside the store's holds."""
 
 from __future__ import annotations
 
@@ -20,11 +20,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.bus import Delivery, InMemoryBus, KafkaBus
 from ebb.adapters.kube import KINDS, Backoff, KindSpec, KubeWatcher
+from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.adapters.store.models import Hold as HoldRow
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.core.plan import make_plan
 from ebb_cluster_watcher import app
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
+from tests.unit import builders
 
 from .conftest import KafkaServer, KubernetesCluster
 from .system import as_body, create_namespace, eventually
@@ -355,3 +359,79 @@ async def test_console_entry_point_publishes_and_stops_on_sigterm(
             await process.wait()
         with contextlib.suppress(ApiException):
             await core.delete_node(node_name)
+
+
+async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) -> None:
+    """ebb.sh/v1 Hold with deploy/kubernetes's CRD: a Hold object created after the watcher started reaches the
+    planner's rebuilt snapshot and pauses its node, beside a hold of the store (`live_snapshot`, as the planner
+    merges them); the node no hold names is emptied; once the Hold object is deleted its node is emptied too."""
+    crd = yaml.safe_load(CRDS.joinpath("ebb.sh_holds.yaml").read_text())
+    extensions = client.ApiextensionsV1Api(kube_api)
+    custom = client.CustomObjectsApi(kube_api)
+    installed = False
+    try:
+        await extensions.read_custom_resource_definition(crd["metadata"]["name"])
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, crd))
+        installed = True
+    run = uuid.uuid4().hex[:8]
+    pool, hold_name = f"pool-{run}", f"maintenance-{run}"
+    by_object, by_store, free = (f"{pool}-{n}" for n in ("a", "b", "c"))
+    bus = InMemoryBus()
+    store = SnapshotStore()
+    # the NodePool and three idle nodes as the watcher would have published them
+    for doc in (builders.nodepool(pool), *(builders.node(n, pool=pool) for n in (by_object, by_store, free))):
+        store.apply(ClusterObject(kind=doc["kind"], namespace="", name=doc["metadata"]["name"], resource_version="1",
+                                  object=doc))
+    store_hold = HoldRow(id=f"hold-{run}", cluster="test", scope_kind="node", scope=by_store, kind="manual",
+                         reason="asked over REST", created_at=builders.NOW, expires_at=None)
+    watcher = KubeWatcher(kube_api, [KINDS["Hold"]], Publisher(bus), missing_kind_retry=0.5,
+                          watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer_stop = asyncio.Event()
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
+
+    def planned() -> tuple[set[str], dict[str, str]]:
+        """The nodes the planner's pass would disrupt, and why each other one of this test's nodes stays."""
+        snapshot = live_snapshot(store.snapshot(), holds=[store_hold])
+        result = make_plan(snapshot, builders.NOW).first
+        commanded = {n for c in result.commands for n in c.nodes}
+        return commanded, {b.node: b.reason for b in result.blocked if b.node.startswith(pool)}
+
+    try:
+        await eventually("the Hold kind watched", watcher.synced["Hold"].is_set)
+        assert planned()[0] == {by_object, free}
+
+        async def create() -> bool:
+            try:
+                await custom.create_cluster_custom_object("ebb.sh", "v1", "holds", {
+                    "apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": hold_name},
+                    "spec": {"scope": "node", "node": by_object, "reason": "kernel upgrade"}})
+            except ApiException as error:
+                if error.status == 404:  # a CRD installed a moment ago is not served yet
+                    return False
+                raise
+            return True
+
+        await eventually("the Hold created", create)
+        await eventually("the Hold published", lambda: store.get("Hold", "", hold_name))
+        commanded, why = planned()
+        assert commanded == {free}
+        assert f"hold {hold_name} (node {by_object})" in why[by_object] and "kernel upgrade" in why[by_object]
+        assert f"hold hold-{run} (node {by_store})" in why[by_store] and "asked over REST" in why[by_store]
+        await custom.delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
+        await eventually("the Hold's tombstone", lambda: store.get("Hold", "", hold_name) is None)
+        assert planned()[0] == {by_object, free}
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        with contextlib.suppress(ApiException):
+            await custom.delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
+        if installed:
+            with contextlib.suppress(ApiException):
+                await extensions.delete_custom_resource_definition(crd["metadata"]["name"])

@@ -123,7 +123,7 @@ async def test_plan_live_reads_the_cluster(kube_api: Any, kubernetes_cluster: Ku
         assert live_plan.pop("cost")["before"] >= file_plan.pop("cost")["before"] > 0
         assert live_plan == file_plan
 
-        # ebb's Hold documents are read too (the services keep theirs in the store): a hold on the idle node
+        # ebb's Hold objects are read too (as the cluster-watcher watches them): a hold on the idle node
         hold_crd = yaml.safe_load((REPO / "deploy/kubernetes/crds/ebb.sh_holds.yaml").read_text(encoding="utf-8"))
         extensions = client.ApiextensionsV1Api(kube_api)
         try:

@@ -63,14 +63,16 @@ DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disrupt
 INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "instancetypecatalogs",
                                         namespaced=False, custom=True)
 
+#: ebb's Hold: pauses Empty and Underutilized disruptions in its scope (docs/decisions.md); watched by the
+#: cluster-watcher like every kind here, so the planner honours a Hold object as ``ebb plan`` does, beside the holds
+#: the services keep in their store (POST /v1/holds)
+HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
 #: every kind ebb reads, by kind name
 KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM,
-                                                         DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG)}
-#: ebb's Hold as a document: read by ``ebb plan`` (from a dump, or listed by ``--live``), not watched by the
-#: services, which keep holds in their store (POST /v1/holds)
-HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
-#: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds
-PLAN_KINDS: Final[tuple[KindSpec, ...]] = (*KINDS.values(), HOLD)
+                                                         DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG, HOLD)}
+#: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds, every kind the
+#: services read
+PLAN_KINDS: Final[tuple[KindSpec, ...]] = tuple(KINDS.values())
 
 
 def kinds_named(names: Iterable[str]) -> tuple[KindSpec, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -233,11 +234,14 @@ async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
             await extensions.delete_custom_resource_definition(crd_name)
 
 
-async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) -> None:
-    """ebb.sh/v1 DisruptionPolicy with deploy/kubernetes's CRD: a policy created after the watcher started is
-    published with the CRD's defaults filled in and governs the NodePool of its name in the rebuilt snapshot
-    (the planner's and the decisions-api's view); deleting it gives the NodePool its own block back."""
-    crd = yaml.safe_load(CRDS.joinpath("ebb.sh_disruptionpolicies.yaml").read_text())
+@contextlib.asynccontextmanager
+async def watching_ebb_kind(kube_api: Any, kind: str, crd_file: str, store: SnapshotStore,
+                            plural: str) -> AsyncIterator[Callable[[dict[str, Any]], Awaitable[None]]]:
+    """ebb's CRD of ``kind`` installed from deploy/kubernetes (removed after when this installed it), a watcher of
+    that kind publishing to an in-memory bus and ``store`` reading it, the kind synced. Yields ``create``, which
+    creates a cluster-scoped object of the kind (retrying while a CRD installed a moment ago is not served yet);
+    the objects it created are deleted after."""
+    crd = yaml.safe_load(CRDS.joinpath(crd_file).read_text())
     extensions = client.ApiextensionsV1Api(kube_api)
     custom = client.CustomObjectsApi(kube_api)
     installed = False
@@ -249,39 +253,63 @@ async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) 
         await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, crd))
         installed = True
     bus = InMemoryBus()
-    store = SnapshotStore(bundled_catalog=[])
-    name = f"pool-{uuid.uuid4().hex[:8]}"
-    # Karpenter's NodePool as the watcher would have published it, with Karpenter's own disruption off
-    store.apply(ClusterObject(kind="NodePool", namespace="", name=name, resource_version="1", object={
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}))
-    watcher = KubeWatcher(kube_api, [KINDS["DisruptionPolicy"]], Publisher(bus), missing_kind_retry=0.5,
+    watcher = KubeWatcher(kube_api, [KINDS[kind]], Publisher(bus), missing_kind_retry=0.5,
                           watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     consumer_stop = asyncio.Event()
     consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
+    created: list[str] = []
 
-    def pool() -> Any:
-        (only,) = store.snapshot().nodepools
-        return only
-
-    try:
-        await eventually("the DisruptionPolicy kind watched", watcher.synced["DisruptionPolicy"].is_set)
-        assert pool().policy_source == f"NodePool {name}"
-
-        async def create() -> bool:
+    async def create(body: dict[str, Any]) -> None:
+        async def created_now() -> bool:
             try:
-                await custom.create_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", {
-                    "apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name},
-                    "spec": {"consolidateAfter": "5m", "stabilizationWindow": "10m"}})
+                await custom.create_cluster_custom_object("ebb.sh", "v1", plural, body)
             except ApiException as error:
                 if error.status == 404:  # a CRD installed a moment ago is not served yet
                     return False
                 raise
             return True
 
-        await eventually("the DisruptionPolicy created", create)
+        await eventually(f"the {kind} created", created_now)
+        created.append(body["metadata"]["name"])
+
+    try:
+        await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
+        yield create
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        for name in created:
+            with contextlib.suppress(ApiException):
+                await custom.delete_cluster_custom_object("ebb.sh", "v1", plural, name)
+        if installed:
+            with contextlib.suppress(ApiException):
+                await extensions.delete_custom_resource_definition(crd["metadata"]["name"])
+
+
+async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) -> None:
+    """ebb.sh/v1 DisruptionPolicy with deploy/kubernetes's CRD: a policy created after the watcher started is
+    published with the CRD's defaults filled in and governs the NodePool of its name in the rebuilt snapshot
+    (the planner's and the decisions-api's view); deleting it gives the NodePool its own block back."""
+    store = SnapshotStore(bundled_catalog=[])
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    # Karpenter's NodePool as the watcher would have published it, with Karpenter's own disruption off
+    store.apply(ClusterObject(kind="NodePool", namespace="", name=name, resource_version="1", object={
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}))
+
+    def pool() -> Any:
+        (only,) = store.snapshot().nodepools
+        return only
+
+    async with watching_ebb_kind(kube_api, "DisruptionPolicy", "ebb.sh_disruptionpolicies.yaml", store,
+                                 "disruptionpolicies") as create:
+        assert pool().policy_source == f"NodePool {name}"
+        await create({"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": name},
+                      "spec": {"consolidateAfter": "5m", "stabilizationWindow": "10m"}})
         held = await eventually("the policy published", lambda: store.get("DisruptionPolicy", "", name))
         assert held["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
                                 "stabilizationWindow": "10m", "budgets": [{"nodes": "10%"}]}
@@ -289,18 +317,9 @@ async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) 
                                     == "DisruptionPolicy" else None)
         assert (governed.consolidate_after, governed.stabilization_window, governed.budgets[0].nodes) == (
             300.0, 600.0, "10%")
-        await custom.delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", name)
+        await client.CustomObjectsApi(kube_api).delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies",
+                                                                             name)
         await eventually("the NodePool's own block again", lambda: pool().policy_source == f"NodePool {name}")
-    finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
-        with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", name)
-        if installed:
-            with contextlib.suppress(ApiException):
-                await extensions.delete_custom_resource_definition(crd["metadata"]["name"])
 
 
 async def test_console_entry_point_publishes_and_stops_on_sigterm(
@@ -365,21 +384,9 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
     """ebb.sh/v1 Hold with deploy/kubernetes's CRD: a Hold object created after the watcher started reaches the
     planner's rebuilt snapshot and pauses its node, beside a hold of the store (`live_snapshot`, as the planner
     merges them); the node no hold names is emptied; once the Hold object is deleted its node is emptied too."""
-    crd = yaml.safe_load(CRDS.joinpath("ebb.sh_holds.yaml").read_text())
-    extensions = client.ApiextensionsV1Api(kube_api)
-    custom = client.CustomObjectsApi(kube_api)
-    installed = False
-    try:
-        await extensions.read_custom_resource_definition(crd["metadata"]["name"])
-    except ApiException as error:
-        if error.status != 404:
-            raise
-        await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, crd))
-        installed = True
     run = uuid.uuid4().hex[:8]
     pool, hold_name = f"pool-{run}", f"maintenance-{run}"
     by_object, by_store, free = (f"{pool}-{n}" for n in ("a", "b", "c"))
-    bus = InMemoryBus()
     store = SnapshotStore()
     # the NodePool and three idle nodes as the watcher would have published them
     for doc in (builders.nodepool(pool), *(builders.node(n, pool=pool) for n in (by_object, by_store, free))):
@@ -387,12 +394,6 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
                                   object=doc))
     store_hold = HoldRow(id=f"hold-{run}", cluster="test", scope_kind="node", scope=by_store, kind="manual",
                          reason="asked over REST", created_at=builders.NOW, expires_at=None)
-    watcher = KubeWatcher(kube_api, [KINDS["Hold"]], Publisher(bus), missing_kind_retry=0.5,
-                          watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
-    stop = asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer_stop = asyncio.Event()
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
 
     def planned() -> tuple[set[str], dict[str, str]]:
         """The nodes the planner's pass would disrupt, and why each other one of this test's nodes stays."""
@@ -401,37 +402,15 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
         commanded = {n for c in result.commands for n in c.nodes}
         return commanded, {b.node: b.reason for b in result.blocked if b.node.startswith(pool)}
 
-    try:
-        await eventually("the Hold kind watched", watcher.synced["Hold"].is_set)
+    async with watching_ebb_kind(kube_api, "Hold", "ebb.sh_holds.yaml", store, "holds") as create:
         assert planned()[0] == {by_object, free}
-
-        async def create() -> bool:
-            try:
-                await custom.create_cluster_custom_object("ebb.sh", "v1", "holds", {
-                    "apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": hold_name},
-                    "spec": {"scope": "node", "node": by_object, "reason": "kernel upgrade"}})
-            except ApiException as error:
-                if error.status == 404:  # a CRD installed a moment ago is not served yet
-                    return False
-                raise
-            return True
-
-        await eventually("the Hold created", create)
+        await create({"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": hold_name},
+                      "spec": {"scope": "node", "node": by_object, "reason": "kernel upgrade"}})
         await eventually("the Hold published", lambda: store.get("Hold", "", hold_name))
         commanded, why = planned()
         assert commanded == {free}
         assert f"hold {hold_name} (node {by_object})" in why[by_object] and "kernel upgrade" in why[by_object]
         assert f"hold hold-{run} (node {by_store})" in why[by_store] and "asked over REST" in why[by_store]
-        await custom.delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
+        await client.CustomObjectsApi(kube_api).delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
         await eventually("the Hold's tombstone", lambda: store.get("Hold", "", hold_name) is None)
         assert planned()[0] == {by_object, free}
-    finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
-        with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
-        if installed:
-            with contextlib.suppress(ApiException):
-                await extensions.delete_custom_resource_definition(crd["metadata"]["name"])

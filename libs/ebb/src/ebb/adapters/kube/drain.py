@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, Protocol
@@ -54,6 +54,7 @@ from tenacity import RetryCallState, retry_if_exception_type
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Waitable
+from ebb.adapters.kube.paging import list_items, page_options
 from ebb.core.cluster import do_not_disrupt_protection
 
 log = logging.getLogger("ebb.kube.drain")
@@ -682,36 +683,26 @@ class KubeNodeApi:
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         """Every Node (not part of ``NodeApi``: the executor's finalizer loop looks for deleting ones)."""
-        nodes: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            options: dict[str, Any] = {"limit": 500}
-            if token:
-                options["_continue"] = token
-            status, body = await self._body(await self.core.list_node(_preload_content=False, **options))
-            if status >= 300:
-                raise KubeError(status, self._message(body))
-            nodes.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                return nodes
+        async def page(token: str | None) -> Mapping[str, Any]:
+            return await self._page(self.core.list_node(_preload_content=False, **page_options(token)))
+
+        return await list_items(page)
 
     async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        pods: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            options: dict[str, Any] = {"field_selector": f"spec.nodeName={node}", "limit": 500}
-            if token:
-                options["_continue"] = token
-            status, body = await self._body(
-                await self.core.list_pod_for_all_namespaces(_preload_content=False, **options)
-            )
-            if status >= 300:
-                raise KubeError(status, self._message(body))
-            pods.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                return pods
+        async def page(token: str | None) -> Mapping[str, Any]:
+            return await self._page(self.core.list_pod_for_all_namespaces(
+                _preload_content=False, **page_options(token, field_selector=f"spec.nodeName={node}")))
+
+        return await list_items(page)
+
+    async def _page(self, request: Awaitable[Any]) -> Mapping[str, Any]:
+        """One page of a list: its decoded body (KubeError when the apiserver refuses it)."""
+        status, body = await self._body(await request)
+        if status >= 300:
+            raise KubeError(status, self._message(body))
+        if not isinstance(body, Mapping):
+            raise KubeError(status, f"the apiserver's answer is not a list: {str(body)[:200]!r}")
+        return body
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         response = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)

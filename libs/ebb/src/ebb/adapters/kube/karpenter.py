@@ -39,6 +39,7 @@ from typing import Any, Final, Protocol
 
 from ebb.adapters.kube.drain import NodeApi
 from ebb.adapters.kube.launch import is_ready
+from ebb.adapters.kube.paging import list_items, page_options
 from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError, allocatable_of, nodeclaim_object
@@ -246,17 +247,12 @@ class KubeNodeClaimApi:
         return await self._get("nodeclaims", name)
 
     async def list_nodeclaims(self) -> list[dict[str, Any]]:
-        claims: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            options: dict[str, Any] = {"limit": 500}
-            if token:
-                options["_continue"] = token
-            body = await self.custom.list_cluster_custom_object(GROUP, VERSION, "nodeclaims", **options)
-            claims.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                return claims
+        async def page(token: str | None) -> Mapping[str, Any]:
+            body: Mapping[str, Any] = await self.custom.list_cluster_custom_object(GROUP, VERSION, "nodeclaims",
+                                                                                   **page_options(token))
+            return body
+
+        return await list_items(page)
 
     async def create_nodeclaim(self, body: dict[str, Any]) -> bool:
         from kubernetes_asyncio.client.exceptions import ApiException

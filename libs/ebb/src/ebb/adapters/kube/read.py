@@ -12,18 +12,17 @@ kind and what the apiserver or the client said.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ebb.adapters.kube.client import kube_client
 from ebb.adapters.kube.kinds import PLAN_KINDS, KindSpec
+from ebb.adapters.kube.paging import PAGE_SIZE, page_options, pages
 from ebb.adapters.kube.trim import trim
 from ebb.adapters.kube.watch import decode_json, status_message
 
-#: objects per list request (the apiserver's continue tokens page the rest)
-PAGE_SIZE = 500
 #: (connect, read) seconds of one list request
 LIST_TIMEOUT = (10.0, 120.0)
 
@@ -87,14 +86,11 @@ async def _list(api: Any, spec: KindSpec, page_size: int,
     import aiohttp
 
     call = spec.list_function(api)
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        options: dict[str, Any] = {"limit": page_size, "_request_timeout": LIST_TIMEOUT}
-        if token:
-            options["_continue"] = token
+
+    async def fetch(token: str | None) -> Mapping[str, Any]:
         try:
-            response = await call(_preload_content=False, **options)
+            response = await call(_preload_content=False, **page_options(token, limit=page_size,
+                                                                         _request_timeout=LIST_TIMEOUT))
             try:
                 body = await response.read()
             finally:
@@ -103,17 +99,25 @@ async def _list(api: Any, spec: KindSpec, page_size: int,
             raise ClusterReadError(f"cannot list {spec.plural} at {api.configuration.host}: "
                                    f"{exc or type(exc).__name__}") from exc
         if response.status == 404 and spec.custom:
-            return None
+            raise _NotServed
         if not 200 <= response.status <= 299:
             raise ClusterReadError(f"cannot list {spec.plural}: the apiserver answered {response.status}: "
                                    f"{status_message(body.decode('utf-8', 'replace'))}")
-        page = _decode(body)
-        items.extend(page.get("items") or [])
-        if progress is not None:
-            progress(spec.kind, len(items))
-        token = (page.get("metadata") or {}).get("continue") or None
-        if not token:
-            return items
+        return _decode(body)
+
+    items: list[dict[str, Any]] = []
+    try:
+        async for page in pages(fetch):
+            items.extend(page.get("items") or [])
+            if progress is not None:
+                progress(spec.kind, len(items))
+    except _NotServed:
+        return None
+    return items
+
+
+class _NotServed(Exception):
+    """A custom kind's list answered 404: the cluster does not serve it (no CRD)."""
 
 
 def _decode(body: bytes) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from tenacity import RetryCallState, retry_if_not_exception_type
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.clock import Clock, Stopped, unless_stopped
 from ebb.adapters.kube.kinds import KindSpec
+from ebb.adapters.kube.paging import PAGE_SIZE, page_options, pages
 from ebb.adapters.kube.reflector import Change, KindState
 
 log = logging.getLogger("ebb.kube")
@@ -115,7 +116,7 @@ class KubeWatcher:
         watch_timeout: int = 300,
         missing_kind_retry: float = 30.0,
         backoff: Backoff | None = None,
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         batch_size: int = LIST_BATCH,
         lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
         clock: Clock | None = None,
@@ -228,23 +229,20 @@ class KubeWatcher:
 
     async def _list(self, spec: KindSpec, state: KindState, stop: asyncio.Event) -> None:
         items: list[Mapping[str, Any]] = []
-        token: str | None = None
         version: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_request_timeout": (10, 60)}
-            if token:
-                kwargs["_continue"] = token
-            response = await self._request(spec, stop, **kwargs)
+
+        async def fetch(token: str | None) -> Mapping[str, Any]:
+            response = await self._request(spec, stop, **page_options(token, limit=self.page_size,
+                                                                      _request_timeout=(10, 60)))
             try:
-                page = decode_json(await unless_stopped(response.read(), stop))
+                page: Mapping[str, Any] = decode_json(await unless_stopped(response.read(), stop))
             finally:
                 response.release()
-            metadata = page.get("metadata") or {}
-            version = version or str(metadata.get("resourceVersion") or "")
+            return page
+
+        async for page in pages(fetch):
+            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             items.extend(page.get("items") or [])
-            token = metadata.get("continue") or None
-            if not token:
-                break
         changes = state.relist(items)
         for start in range(0, len(changes), self.batch_size):
             batch = changes[start:start + self.batch_size]

@@ -404,6 +404,46 @@ async def test_explain_sees_holds_and_live_decisions_from_the_store(
         ("Expired", "Drifted", "Empty", "Underutilized"), 1)
 
 
+async def test_hold_objects_of_the_cluster_are_shown_beside_the_stores(
+        live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
+    """An ebb.sh/v1 Hold object on ebb.cluster.objects (the cluster-watcher watches them) pauses its node in the
+    explanations and is listed with the store's holds as kind ``object``, created when the apiserver says; an
+    expired one only with includeExpired; deleting one over the API is a 409 that says to use kubectl."""
+    _, client, bus = live_app
+    stored = (await client.post("/v1/holds", json={"scope": "node", "target": "busy", "reason": "over REST"},
+                                headers=AUTH)).json()
+    await publish(bus, [
+        {"apiVersion": "ebb.sh/v1", "kind": "Hold",
+         "metadata": {"name": "kernel-upgrade", "creationTimestamp": "2026-11-23T18:00:00Z"},
+         "spec": {"scope": "node", "node": "idle", "reason": "kernel upgrade", "expiresAt": "2099-01-01T00:00:00Z"}},
+        {"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": "long-gone"},
+         "spec": {"scope": "cluster", "reason": "last year", "expiresAt": "2020-01-01T00:00:00Z"}}])
+
+    async def listed() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = (await client.get("/v1/holds", headers=AUTH)).json()["items"]
+        return items if len(items) == 2 else None
+
+    items = await eventually("the Hold object listed", listed)
+    assert [(h["id"], h["kind"]) for h in items] == [(stored["id"], "manual"), ("kernel-upgrade", "object")]
+    assert items[1] == {"id": "kernel-upgrade", "scope": "node", "target": "idle", "reason": "kernel upgrade",
+                        "kind": "object", "createdBy": None, "createdAt": "2026-11-23T18:00:00Z",
+                        "expiresAt": "2099-01-01T00:00:00Z", "active": True}
+    every = (await client.get("/v1/holds", params={"includeExpired": "true"}, headers=AUTH)).json()["items"]
+    gone = next(h for h in every if h["id"] == "long-gone")
+    assert (gone["active"], gone["createdAt"], gone["scope"], gone["target"]) == (False, None, "cluster", None)
+
+    held = (await client.get("/v1/nodes/idle/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert "hold kernel-upgrade" in held["blocked"]["reason"] and "kernel upgrade" in held["blocked"]["reason"]
+    assert [h["id"] for h in held["holds"]] == ["kernel-upgrade"]
+    busy = (await client.get("/v1/nodes/busy/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert [h["id"] for h in busy["holds"]] == [stored["id"]]
+
+    refused = await client.delete("/v1/holds/kernel-upgrade", headers=AUTH)
+    assert refused.status_code == 409 and "kubectl delete hold kernel-upgrade" in refused.json()["detail"]
+    assert (await client.delete("/v1/holds/no-such-hold", headers=AUTH)).status_code == 404
+    assert (await client.delete(f"/v1/holds/{stored['id']}", headers=AUTH)).status_code == 204
+
+
 async def test_nodepool_budgets_with_schedule_windows(
         live_app: tuple[FastAPI, httpx.AsyncClient, InMemoryBus]) -> None:
     _, client, bus = live_app

@@ -40,7 +40,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_decisions_api.consumers import Consumers
 from ebb_decisions_api.events import EventHub, keep_alive
 from ebb_decisions_api.explain import budgets_report, explain_pass, node_explanation
-from ebb_decisions_api.live import InvalidSnapshot, LiveState, LiveView, NotSeeded
+from ebb_decisions_api.live import InvalidSnapshot, LiveState, LiveView, NotSeeded, object_holds
 from ebb_decisions_api.metrics import ApiMetrics, MetricsMiddleware
 from ebb_decisions_api.planning import (
     InputError,
@@ -356,18 +356,31 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         )
         return HoldOut.of(row, now)
 
-    @v1.get("/holds", tags=["holds"], summary="Holds in force (and, on request, expired ones)")
+    async def cluster_holds() -> list[Hold]:
+        """The cluster's Hold objects (kind ``object``), none while the cluster state is loading or invalid."""
+        with suppress(NotSeeded, InvalidSnapshot):
+            return object_holds(await live.snapshot(), live.objects)
+        return []
+
+    @v1.get("/holds", tags=["holds"], summary="Holds in force (and, on request, expired ones): the store's, then "
+                                              "the cluster's Hold objects")
     async def list_holds(
         include_expired: Annotated[bool, Query(alias="includeExpired")] = False,
     ) -> HoldList:
         now = clock()
         rows = await store.list_holds(now, include_expired=include_expired)
-        return HoldList(items=[HoldOut.of(r, now) for r in rows])
+        objects = [h for h in await cluster_holds() if include_expired or h.in_force(now)]
+        return HoldList(items=[HoldOut.of(r, now) for r in [*rows, *objects]])
 
     @v1.delete("/holds/{hold_id}", tags=["holds"], status_code=status.HTTP_204_NO_CONTENT,
-               summary="Remove a hold", responses={404: {"description": "no such hold"}})
+               summary="Remove a hold",
+               responses={404: {"description": "no such hold"},
+                          409: {"description": "a Hold object of the cluster: deleted with kubectl, not here"}})
     async def delete_hold(hold_id: str) -> Response:
         if not await store.delete_hold(hold_id):
+            if any(h.id == hold_id for h in await cluster_holds()):
+                raise HTTPException(status.HTTP_409_CONFLICT, f"hold {hold_id!r} is a Hold object of the cluster: "
+                                                              f"delete it with kubectl delete hold {hold_id}")
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no hold {hold_id!r}")
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -434,7 +447,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
                               f"{current.reason}, {current.action}")
         out["liveDecision"] = _dump(current) if current is not None else None
         out["decisions"] = [_dump(d) for d in decisions]
-        out["holds"] = [_dump(HoldOut.of(h, moment)) for h in _holds_for(view.holds, pool=out["nodePool"], node=name)]
+        out["holds"] = [_dump(HoldOut.of(h, moment))
+                        for h in _holds_for(view.every_hold(), pool=out["nodePool"], node=name)]
         return JSONResponse(out)
 
     @v1.get("/nodepools/{name}/budgets", tags=["live"], summary="A NodePool's disruption budgets now",
@@ -451,7 +465,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
             known = sorted(p.name for p in view.snapshot.nodepools)
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no NodePool {name!r} in the live cluster state "
                                                            f"(known: {', '.join(known) or 'none'})")
-        report["holds"] = [_dump(HoldOut.of(h, moment)) for h in _holds_for(view.holds, pool=name)]
+        report["holds"] = [_dump(HoldOut.of(h, moment)) for h in _holds_for(view.every_hold(), pool=name)]
         return JSONResponse(report)
 
     # -- events ------------------------------------------------------------------------------------------

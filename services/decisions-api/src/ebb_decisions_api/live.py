@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import anyio.to_thread
 
-from ebb.adapters.live import live_snapshot
+from ebb.adapters.live import HOLD_SCOPES, live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Hold
@@ -49,6 +49,12 @@ class LiveView:
     holds: Sequence[Hold]
     #: node -> the live decision holding it
     busy: dict[str, str]
+    #: the cluster's ebb.sh/v1 Hold objects in force, shown as the store's holds are (`object_holds`)
+    object_holds: Sequence[Hold] = ()
+
+    def every_hold(self) -> list[Hold]:
+        """The store's holds in force, then the Hold objects in force: every hold the planner honours."""
+        return [*self.holds, *self.object_holds]
 
 
 class LiveState:
@@ -93,8 +99,34 @@ class LiveState:
         holds = await self.store.list_holds(now)
         busy = await self.live_nodes()
         launched = await self.store.live_replacements()
-        return LiveView(live_snapshot(snapshot, holds=holds, busy=busy, launched=launched), holds, busy)
+        return LiveView(live_snapshot(snapshot, holds=holds, busy=busy, launched=launched), holds, busy,
+                        [h for h in object_holds(snapshot, self.objects) if h.in_force(now)])
 
     async def live_nodes(self) -> dict[str, str]:
         """node -> id of the live decision (``ebb.core.decision.LIVE``) that holds it."""
         return await self.store.live_nodes()
+
+
+#: the ``kind`` of a hold that is an ebb.sh/v1 Hold object of the cluster (the store's are manual or automatic)
+OBJECT_HOLD = "object"
+#: the core's hold scopes -> the store's
+_STORE_SCOPES = {core: store for store, core in HOLD_SCOPES.items()}
+
+
+def object_holds(snapshot: Snapshot, objects: SnapshotStore) -> list[Hold]:
+    """The Hold objects of ``snapshot`` (the objects' own, before the store's holds are merged in) as rows shaped
+    like the store's, never stored: id the object's name, kind ``OBJECT_HOLD``, created when the apiserver says
+    (None when the object does not say). They are made and deleted with kubectl, not over this API."""
+    rows = []
+    for hold in snapshot.holds:
+        stamp = ((objects.get("Hold", "", hold.name) or {}).get("metadata") or {}).get("creationTimestamp")
+        try:
+            created = datetime.fromisoformat(str(stamp)) if stamp else None
+        except ValueError:
+            created = None
+        rows.append(Hold(id=hold.name, cluster="", scope_kind=_STORE_SCOPES[hold.scope], scope=hold.target or "",
+                         kind=OBJECT_HOLD, reason=hold.reason, created_by=None,
+                         created_at=created.astimezone(UTC) if created and created.tzinfo else created,
+                         expires_at=hold.expires))
+    return rows
+

@@ -92,9 +92,12 @@ class HoldOut(Wire):
     scope: str
     target: str | None
     reason: str
+    #: manual (made over this API), automatic (left by a failed decision) or object (an ebb.sh/v1 Hold object of
+    #: the cluster, made and deleted with kubectl)
     kind: str
     created_by: str | None
-    created_at: datetime
+    #: None for a Hold object whose metadata has no creationTimestamp
+    created_at: datetime | None
     expires_at: datetime | None
     active: bool
 

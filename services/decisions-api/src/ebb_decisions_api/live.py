@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import anyio.to_thread
 
@@ -25,6 +25,7 @@ from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Hold
 from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
+from ebb.core.quantity import parse_time
 from ebb.core.snapshot import SnapshotError
 
 
@@ -121,12 +122,11 @@ def object_holds(snapshot: Snapshot, objects: SnapshotStore) -> list[Hold]:
     for hold in snapshot.holds:
         stamp = ((objects.get("Hold", "", hold.name) or {}).get("metadata") or {}).get("creationTimestamp")
         try:
-            created = datetime.fromisoformat(str(stamp)) if stamp else None
+            created = parse_time(str(stamp)) if stamp else None
         except ValueError:
             created = None
         rows.append(Hold(id=hold.name, cluster="", scope_kind=_STORE_SCOPES[hold.scope], scope=hold.target or "",
-                         kind=OBJECT_HOLD, reason=hold.reason, created_by=None,
-                         created_at=created.astimezone(UTC) if created and created.tzinfo else created,
+                         kind=OBJECT_HOLD, reason=hold.reason, created_by=None, created_at=created,
                          expires_at=hold.expires))
     return rows
 

@@ -59,9 +59,12 @@ def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) ->
     known = it.node_prices.get(place)
     if known is None:
         exact = [o.price for o in it.offerings if o.zone == zone and o.capacity_type == capacity_type]
-        same_ct = [o.price for o in it.offerings if o.capacity_type == capacity_type]
-        known = it.node_prices[place] = ((exact[0] if exact else min(same_ct) if same_ct
-                                          else min(o.price for o in it.offerings)), True)
+        if exact:
+            price = exact[0]
+        else:
+            same_ct = [o.price for o in it.offerings if o.capacity_type == capacity_type]
+            price = min(same_ct) if same_ct else min(o.price for o in it.offerings)
+        known = it.node_prices[place] = (price, True)
     return known
 
 

@@ -79,7 +79,7 @@ def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[
 def _type_resources(types: tuple[InstanceType, ...]) -> frozenset[str]:
     """The resources the instance types have, kept for the last catalog (its types live through many passes)."""
     kept_types, kept = _TYPE_RESOURCES[0]  # one tuple: read whole though another thread may replace it
-    if len(kept_types) == len(types) and all(a is b for a, b in zip(kept_types, types, strict=True)):
+    if _same(kept_types, types):
         return kept
     names = frozenset(name for it in types for name in it.capacity)
     _TYPE_RESOURCES[0] = (types, names)

@@ -319,8 +319,18 @@ async def test_not_ready_until_the_snapshot_is_loaded(sqlite_store: DecisionStor
         assert "database" not in before.json()
         explain = await client.get("/v1/nodes/idle/explain", headers=AUTH)
         assert explain.status_code == 503 and "loading" in explain.json()["detail"]
+        # the store's holds are listed, and the list says the cluster's Hold objects are not known yet
+        stored = (await client.post("/v1/holds", json={"scope": "cluster", "reason": "early"}, headers=AUTH)).json()
+        early = (await client.get("/v1/holds", headers=AUTH)).json()
+        assert [h["id"] for h in early["items"]] == [stored["id"]] and early["clusterHolds"] == "loading"
+        # a hold the store does not have may be a Hold object of the cluster: no 404 until the state says
+        unknown = await client.delete("/v1/holds/kernel-upgrade", headers=AUTH)
+        assert unknown.status_code == 503 and unknown.headers["retry-after"] == "5"
+        assert "cluster state is loading" in unknown.json()["detail"]
         async with app.router.lifespan_context(app):
             await eventually("ready", lambda: _ready(client))
+            assert (await client.get("/v1/holds", headers=AUTH)).json()["clusterHolds"] == "listed"
+            assert (await client.delete("/v1/holds/kernel-upgrade", headers=AUTH)).status_code == 404
             metrics = (await client.get("/metrics")).text
             assert "ebb_api_snapshot_ready 1.0" in metrics
         # after shutdown the consumers are gone; nothing hangs
@@ -424,6 +434,7 @@ async def test_hold_objects_of_the_cluster_are_shown_beside_the_stores(
         return items if len(items) == 2 else None
 
     items = await eventually("the Hold object listed", listed)
+    assert (await client.get("/v1/holds", headers=AUTH)).json()["clusterHolds"] == "listed"
     assert [(h["id"], h["kind"]) for h in items] == [(stored["id"], "manual"), ("kernel-upgrade", "object")]
     assert items[1] == {"id": "kernel-upgrade", "scope": "node", "target": "idle", "reason": "kernel upgrade",
                         "kind": "object", "createdBy": None, "createdAt": "2026-11-23T18:00:00Z",
@@ -594,7 +605,9 @@ async def test_an_invalid_object_makes_the_live_endpoints_say_so(
     assert detail.startswith("the live cluster snapshot is invalid: Node idle") and "cpu" in detail
     assert (await client.post("/v1/plan", headers=AUTH)).status_code == 503
     # the store paths still answer, and fixing the object fixes the live ones
-    assert (await client.get("/v1/holds", headers=AUTH)).status_code == 200
+    holds = await client.get("/v1/holds", headers=AUTH)
+    assert holds.status_code == 200 and holds.json() == {"items": [], "clusterHolds": "invalid"}
+    assert (await client.delete("/v1/holds/kernel-upgrade", headers=AUTH)).status_code == 503
     await publish(bus, [node])
 
     async def explained() -> bool:
@@ -721,7 +734,7 @@ async def test_the_server_command_stops_on_sigterm(tmp_path: Path) -> None:
             await eventually("the server up", up, within=30)
             ready = await client.get("/readyz")
             assert ready.status_code == 503 and ready.json()["snapshot"] == "loading"
-            assert (await client.get("/v1/holds", headers=AUTH)).json() == {"items": []}
+            assert (await client.get("/v1/holds", headers=AUTH)).json() == {"items": [], "clusterHolds": "loading"}
             # an open event stream does not keep the server from stopping: it ends
             async with client.stream("GET", "/v1/events", headers=AUTH) as response:
                 assert response.status_code == 200

@@ -53,6 +53,7 @@ from ebb_decisions_api.planning import (
 from ebb_decisions_api.schemas import (
     NAME_MAX,
     SCOPE_TO_STORE,
+    ClusterHolds,
     DateTime,
     DecisionDetail,
     DecisionList,
@@ -356,11 +357,15 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         )
         return HoldOut.of(row, now)
 
-    async def cluster_holds() -> list[Hold]:
-        """The cluster's Hold objects (kind ``object``), none while the cluster state is loading or invalid."""
-        with suppress(NotSeeded, InvalidSnapshot):
-            return object_holds(await live.snapshot(), live.objects)
-        return []
+    async def cluster_holds() -> tuple[list[Hold], ClusterHolds]:
+        """The cluster's Hold objects (kind ``object``) and whether they could be read: none while the cluster
+        state is loading or invalid."""
+        try:
+            return object_holds(await live.snapshot(), live.objects), "listed"
+        except NotSeeded:
+            return [], "loading"
+        except InvalidSnapshot:
+            return [], "invalid"
 
     @v1.get("/holds", tags=["holds"], summary="Holds in force (and, on request, expired ones): the store's, then "
                                               "the cluster's Hold objects")
@@ -369,18 +374,26 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     ) -> HoldList:
         now = clock()
         rows = await store.list_holds(now, include_expired=include_expired)
-        objects = [h for h in await cluster_holds() if include_expired or h.in_force(now)]
-        return HoldList(items=[HoldOut.of(r, now) for r in [*rows, *objects]])
+        objects, known = await cluster_holds()
+        objects = [h for h in objects if include_expired or h.in_force(now)]
+        return HoldList(items=[HoldOut.of(r, now) for r in [*rows, *objects]], cluster_holds=known)
 
     @v1.delete("/holds/{hold_id}", tags=["holds"], status_code=status.HTTP_204_NO_CONTENT,
                summary="Remove a hold",
                responses={404: {"description": "no such hold"},
-                          409: {"description": "a Hold object of the cluster: deleted with kubectl, not here"}})
+                          409: {"description": "a Hold object of the cluster: deleted with kubectl, not here"},
+                          503: {"description": "not a hold of the store, and the cluster state that would say "
+                                              "whether it is a Hold object is not loaded yet, or invalid"}})
     async def delete_hold(hold_id: str) -> Response:
         if not await store.delete_hold(hold_id):
-            if any(h.id == hold_id for h in await cluster_holds()):
+            objects, known = await cluster_holds()
+            if any(h.id == hold_id for h in objects):
                 raise HTTPException(status.HTTP_409_CONFLICT, f"hold {hold_id!r} is a Hold object of the cluster: "
                                                               f"delete it with kubectl delete hold {hold_id}")
+            if known != "listed":
+                raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                                    f"no hold {hold_id!r} in the store, and the cluster state is {known}: whether it "
+                                    "is a Hold object of the cluster cannot be told yet", headers={"Retry-After": "5"})
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no hold {hold_id!r}")
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 

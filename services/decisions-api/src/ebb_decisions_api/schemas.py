@@ -116,8 +116,14 @@ class HoldOut(Wire):
         )
 
 
+#: whether a list of holds has the cluster's Hold objects: ``listed``; ``loading`` while the API has not read the
+#: cluster state to its end yet, ``invalid`` while that state is not a valid snapshot (then the store's holds only)
+ClusterHolds = Literal["listed", "loading", "invalid"]
+
+
 class HoldList(Wire):
     items: list[HoldOut]
+    cluster_holds: ClusterHolds = "listed"
 
 
 class DecisionOut(Wire):

@@ -181,15 +181,15 @@ class WorkloadCluster(SimulatedCluster):
     # -- the workload's controllers -------------------------------------------------------------------------
 
     def _owned(self, workload: Workload) -> list[str]:
+        """The keys of the workload's pods (in no particular order: every caller sorts them), looked for among the
+        pods of its namespace only (a pod without a namespace is in ``default``)."""
         keys = []
-        for key in self._kinds.get("Pod", ()):
-            obj = self.objects[key]
-            meta = obj.get("metadata") or {}
-            if (meta.get("namespace") or "default") != workload.namespace:
-                continue
-            if any(r.get("kind") == workload.kind and r.get("name") == workload.name
-                   for r in meta.get("ownerReferences") or []):
-                keys.append(key)
+        spaces = (workload.namespace, "") if workload.namespace == "default" else (workload.namespace,)
+        for space in spaces:
+            for key in self._pods_in.get(space, ()):
+                refs = (self.objects[key].get("metadata") or {}).get("ownerReferences") or []
+                if any(r.get("kind") == workload.kind and r.get("name") == workload.name for r in refs):
+                    keys.append(key)
         return keys
 
     def _new_pod(self, workload: Workload, template: PodTemplate | None, like: Mapping[str, Any] | None,

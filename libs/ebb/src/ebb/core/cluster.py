@@ -169,6 +169,9 @@ class ClusterView:
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
+    #: the drifted nodes and why (`ebb.core.methods.drift.drifted_nodes`), found once per view: the drift method
+    #: and the findings both read them
+    drifted: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:

@@ -7,6 +7,7 @@ what Karpenter's `consolidateAfter`, `expireAfter` and budget `duration` fields 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import UTC, datetime
@@ -134,6 +135,7 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
+@functools.lru_cache(maxsize=4096)
 def fmt_time(moment: datetime) -> str:
     """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z).
     An aware moment in another zone is converted (00:15+01:00 is 23:15Z the day before); a naive one is UTC."""

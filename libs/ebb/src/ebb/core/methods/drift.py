@@ -55,7 +55,10 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
 
 
 def drifted_nodes(view: ClusterView) -> dict[str, str]:
-    """Every drifted node of ``view`` with why (the rules need the view only, not a pass's simulation)."""
+    """Every drifted node of ``view`` with why (the rules need the view only, not a pass's simulation), found once
+    per view (read-only: callers copy what they change)."""
+    if view.drifted is not None:
+        return view.drifted
     out: dict[str, str] = {}
     for node in view.snapshot.nodes:
         pool = view.pools.get(node.nodepool or "")
@@ -64,6 +67,7 @@ def drifted_nodes(view: ClusterView) -> dict[str, str]:
         why = drift_reason(view, node, pool)
         if why:
             out[node.name] = why
+    view.drifted = out
     return out
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
 from ebb.adapters.bus import Bus, BusError, Delivery, InMemoryBus, RawRecord, RetryPolicy
-from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, node
+from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event, node
 
 
 class TestInMemoryBus(BusConformance):
@@ -116,3 +116,41 @@ async def test_the_groups_of_a_process_share_one_decoding_of_a_record(monkeypatc
     # the planner read both before the ingester began: only b's decoding was kept, and the ingester's a pushed it out
     assert [f.message is s.message for f, s in zip(first, second, strict=True)] == [False, False]
     assert [f.message for f in first] == [s.message for s in second]
+
+
+async def test_a_clocked_bus_delivers_a_cluster_object_as_its_record_decodes_without_decoding_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a bus with a clock (the embedded mode's) a published ClusterObject, upsert or tombstone, is delivered as
+    the message published, never decoded: what its record decodes to is equal in every field the handler sees
+    (message, type, source, time). Another message is decoded as before; a bus without a clock decodes all."""
+    import ebb.adapters.bus.memory as memory
+    from ebb.contracts import decode
+
+    decoded: list[str] = []
+
+    def counting(topic: str, *args: object) -> object:
+        decoded.append(topic)
+        return decode(topic, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory, "decode", counting)
+    moment = datetime(2026, 11, 23, 18, 30, 5, 250000, tzinfo=UTC)
+    bus = InMemoryBus(partitions=1, clock=lambda: moment, source="/ebb/embedded")
+    published = [node("a", "1"), node("b", "2"), node("c", "3", deleted=True)]
+    for message in published:
+        await bus.publish(OBJECTS, message)
+    deliveries = await _read_all(bus, "planner", OBJECTS, 3)
+    assert [d.message for d in deliveries] == published and deliveries[0].message is published[0]
+    assert decoded == []
+    for delivery, record in zip(deliveries, sorted(bus.records(OBJECTS), key=lambda r: r.offset), strict=True):
+        from_record = decode(OBJECTS, record.key, record.value, record.headers)
+        assert (delivery.message, delivery.type, delivery.source, delivery.time) == (
+            from_record.message, from_record.type, from_record.source, from_record.time)
+        assert delivery.message.model_dump() == from_record.message.model_dump()
+
+    await bus.publish(EVENTS, event("node-a", 1))
+    await _read_all(bus, "planner-events", EVENTS, 1)
+    assert decoded == [EVENTS]
+    plain = InMemoryBus(partitions=1)
+    await plain.publish(OBJECTS, node("a", "1"))
+    await _read_all(plain, "planner", OBJECTS, 1)
+    assert decoded == [EVENTS, OBJECTS]

@@ -10,7 +10,11 @@ has at most one consumer. ``start_at`` offsets are committed for the group when 
 records before them are never read). A record is decoded once for all the groups that read it (the last
 ``DECODED_KEPT`` decodings are kept): the groups of one process then share its message, which a handler never
 edits (a ``ClusterObject``'s object is held as it is, ``SnapshotStore.put``), and on Kafka each group decodes
-its own copy.
+its own copy. A ``ClusterObject`` published on a bus with a clock (the embedded mode's) is not even decoded once:
+what decoding its record gives back is known when it is published (an equal message, as its object is plain JSON
+for the encoder, with its type, source and time), so the bus keeps that; the record is encoded all the same, for
+whoever reads it raw (``records``, ``read_compacted``, a group that falls more than ``DECODED_KEPT`` records
+behind). Decoding them was about a twentieth of a back-test's time.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ebb.adapters.bus.base import Handler, Offsets, Outcome, RawRecord, RetryPol
 from ebb.adapters.clock import until_any
 from ebb.contracts import (
     DEFAULT_SOURCE,
+    ClusterObject,
     DeadLetter,
     Decoded,
     Message,
@@ -85,8 +90,13 @@ class InMemoryBus:
 
     async def publish(self, topic: str, message: Message) -> None:
         check_topic(topic, message)
-        key, value, headers = to_kafka(message, source=self.source, time=self.clock() if self.clock else None)
-        self.append(topic, key, value, headers)
+        time = self.clock() if self.clock else None
+        key, value, headers = to_kafka(message, source=self.source, time=time)
+        position = self.append(topic, key, value, headers)
+        if time is not None and type(message) is ClusterObject:
+            # what decoding the record gives back, known without decoding it: a ClusterObject equal to this one
+            # (its object is plain JSON, `to_kafka`), of its type, from this source, at this time
+            self._keep_decoded((topic, *position), Decoded(message, message.ce_type(), self.source, time))
 
     async def publish_many(self, topic: str, messages: Sequence[Message]) -> None:
         for message in messages:
@@ -217,10 +227,14 @@ class InMemoryBus:
         position = (record.topic, record.partition, record.offset)
         decoded = self._decoded.get(position)
         if decoded is None:
-            decoded = self._decoded[position] = decode(record.topic, record.key, record.value, record.headers)
-            if len(self._decoded) > DECODED_KEPT:
-                self._decoded.popitem(last=False)
+            decoded = decode(record.topic, record.key, record.value, record.headers)
+            self._keep_decoded(position, decoded)
         return decoded
+
+    def _keep_decoded(self, position: tuple[str, int, int], decoded: Decoded) -> None:
+        self._decoded[position] = decoded
+        if len(self._decoded) > DECODED_KEPT:
+            self._decoded.popitem(last=False)
 
     async def _dead_letter(self, letter: DeadLetter) -> None:
         await self.publish(dlq_topic(letter.topic), letter)

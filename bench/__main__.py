@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|load|watcher|backtest|peer|chaos|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|engine|memory|load|watcher|backtest|work|peer|chaos|all] [--write docs/benchmarks.md]
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -17,6 +17,9 @@
 - backtest: issue 12's speed target, a simulated day of ``batch-bursts`` on the 300-node example with two
   policies through ``ebb backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it); about a
   minute.
+- work: the instructions one simulated hour of that back-test executes, counted by valgrind (``bench.work``):
+  the same on every run of the same code, so two commits can be compared on this vm, whose speed moves by half
+  within an hour (``EBB_BENCH_WORK_BASE=REV`` counts that commit beside the checkout); not part of ``all``.
 - peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
   cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
@@ -256,6 +259,10 @@ def run(which: str) -> str:
         from bench.backtest import render as render_backtest
 
         lines += render_backtest(_child(["backtest"], progress=True))
+    if which == "work":  # not part of `all`: valgrind, about 10 minutes
+        from bench.work import render as render_work
+
+        lines += render_work(_child(["work"], progress=True))
     if which == "chaos":  # not part of `all`: about 20 minutes
         from bench.chaos import render as render_chaos
 
@@ -294,6 +301,10 @@ def main(argv: list[str]) -> int:
             from bench.backtest import case_backtest
 
             result = case_backtest()
+        elif kind == "work":
+            from bench.work import case_work
+
+            result = case_work()
         elif kind == "chaos":
             from bench.chaos import case_chaos
 

@@ -259,7 +259,7 @@ def run(which: str) -> str:
         from bench.backtest import render as render_backtest
 
         lines += render_backtest(_child(["backtest"], progress=True))
-    if which == "work":  # not part of `all`: valgrind, about 10 minutes
+    if which == "work":  # not part of `all`: valgrind, about 6 minutes
         from bench.work import render as render_work
 
         lines += render_work(_child(["work"], progress=True))

@@ -3,10 +3,11 @@
 The 2-core vm this project is measured on changes speed by half within an hour of one boot (docs/benchmarks.md:
 the same day of back-test took 62.6 s and 106.4 s), so wall times cannot tell a change of a few percent from the
 vm's mood. The count of machine instructions a run executes can: valgrind's cachegrind (``--cache-sim=no``, so it
-only counts) runs the program on a synthetic CPU, and the count is the same on every run of the same code and
-input, whatever else the machine does. It is a measure of work, not of time (cache misses and branch predictions
-are not in it), and valgrind runs the program about 35 times slower, so the run is short: by default one simulated
-hour of ``batch-bursts`` on the 300-node example under ``karpenter-default`` (its heaviest hour; about 9 minutes).
+only counts) runs the program on a synthetic CPU, and the count of the same code and input varies by a few
+hundredths of a percent between runs (random message ids, set iteration), whatever else the machine does. It is
+a measure of work, not of time (cache misses and branch predictions are not in it), and valgrind runs the program
+about 35 times slower, so the run is short: by default one simulated hour of ``batch-bursts`` on the 300-node
+example under ``karpenter-default`` (its heaviest hour; about 6 minutes for two commits side by side).
 
 ``EBB_BENCH_WORK_BASE=REV`` counts that commit too, side by side (a git worktree of it, its sources first on
 ``PYTHONPATH``, the same virtualenv: a commit that needs other dependencies cannot be counted this way), and
@@ -98,8 +99,9 @@ def case_work() -> dict[str, Any]:
 def render(r: dict[str, Any]) -> list[str]:
     lines = [f"### Work: instructions of a {r['duration']} back-test (`batch-bursts`, the 300-node example, "
              "karpenter-default)", "",
-             f"Counted by valgrind's cachegrind in {r['wall_seconds']:.0f} s wall; the same on every run of the same "
-             "code, whatever the machine's speed.", "", "| code | instructions |", "|---|---:|"]
+             f"Counted by valgrind's cachegrind in {r['wall_seconds']:.0f} s wall; within a few hundredths of a "
+             "percent on every run of the same code, whatever the machine's speed.", "",
+             "| code | instructions |", "|---|---:|"]
     runs = r["runs"]
     lines += [f"| {run['code']} | {run['instructions']:,} |" for run in runs]
     if len(runs) == 2:

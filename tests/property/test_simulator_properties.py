@@ -661,6 +661,32 @@ def test_placing_the_first_pods_then_the_rest_is_placing_them_all(case: Case) ->
         assert state.launch_floor(b) <= launched.price + 1e-12
 
 
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases())
+def test_a_node_removed_in_placement_order_is_the_node_removed_then_sorted(case: Case) -> None:
+    """`SimState.remove_node_ordered` (multi-node consolidation's steps: the node's own pods sorted once per
+    Scheduler) gives `placement_order` of what `remove_node` gives, and leaves the same state, also for a node
+    the simulation had moved pods onto (the pending pods are placed first) and a node removed twice."""
+    sched = Scheduler(case.snapshot, node_order=case.node_order, extra_pods=case.pending)
+    states = sched.new_state(), sched.new_state()
+    for state in states:
+        state.place_all(case.pending, 0, explain=False)
+    moved_onto = sum(1 for name in case.remove if states[0].moved_onto.get(sched.node_index[name]))
+    event(f"pods moved onto a removed node: {'yes' if moved_onto else 'no'}")
+    for name in [*case.remove, *case.remove[:1]]:
+        ordered = states[0].remove_node_ordered(name)
+        assert [p.key for p in ordered] == [p.key for p in placement_order(states[1].remove_node(name))]
+    one, other = states
+    assert [entry[0] for entry in one.journal] == [entry[0] for entry in other.journal]
+    assert np.array_equal(one.free, other.free) and np.array_equal(one.open, other.open)
+    assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(one.pool_used, other.pool_used, strict=True))
+    assert {b: [p.key for p in pods] for b, pods in one.moved_onto.items()} == \
+        {b: [p.key for p in pods] for b, pods in other.moved_onto.items()}
+    assert one.placed == other.placed
+
+
 # --------------------------------------------------------------------------------------------------
 # Simulator bugs found and fixed: minimal reproducers. Each asserts what kube-scheduler / Karpenter would do.
 # A bug found and not yet fixed gets a strict xfail here, and the generators are kept away from it until fixed.

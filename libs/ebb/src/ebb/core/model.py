@@ -218,6 +218,8 @@ class Pod:
     eviction_cost: float = field(default=1.0, init=False, compare=False, repr=False)
     #: the pod has a do-not-disrupt or do-not-evict annotation (``ClusterView`` decides whether it protects now)
     protection_annotated: bool = field(default=False, init=False, compare=False, repr=False)
+    #: when the pod came to its node, as a node's last pod event counts it: its start, else its creation
+    arrived: datetime | None = field(default=None, init=False, compare=False, repr=False)
     #: what decides the topology groups the pod's spread and (anti-)affinity terms count in, None without any
     #: (the simulator registers each distinct one once per snapshot)
     groups_key: tuple[Any, ...] | None = field(default=None, init=False, compare=False, repr=False)
@@ -249,6 +251,7 @@ class Pod:
         object.__setattr__(self, "eviction_cost", max(-10.0, min(10.0, cost)))
         object.__setattr__(self, "protection_annotated", ANNOTATION_DO_NOT_DISRUPT in self.annotations
                            or ANNOTATION_DO_NOT_EVICT in self.annotations)
+        object.__setattr__(self, "arrived", self.start_time or self.creation_time)
         if s.spread or s.pod_affinity or s.pod_anti_affinity or s.preferred_pod_affinity \
                 or s.preferred_pod_anti_affinity:
             object.__setattr__(self, "groups_key", (self.namespace, s.spread, s.pod_affinity, s.pod_anti_affinity,

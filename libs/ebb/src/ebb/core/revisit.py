@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from operator import attrgetter
 
 from croniter import croniter
 
@@ -49,6 +50,8 @@ from ebb.core.quantity import parse_duration, positive_duration
 COST_TIE = 1e-9
 #: a crossing of two disruption costs is revisited this much before the computed moment (rounding)
 COST_MARGIN = timedelta(seconds=1)
+#: read of every pod of a pass, in C
+_PROTECTION_ANNOTATED = attrgetter("protection_annotated")
 
 
 def revisit_at(view: ClusterView) -> datetime | None:
@@ -74,8 +77,8 @@ def revisit_at(view: ClusterView) -> datetime | None:
             if launched is not None:
                 after(launched)  # the lifetime left is counted from here
                 after(launched + timedelta(seconds=pool.expire_after))
-    for pod in view.snapshot.pods:
-        if pod.start_time is None or not pod.protection_annotated:
+    for pod in filter(_PROTECTION_ANNOTATED, view.snapshot.pods):  # a few pods of thousands (in C)
+        if pod.start_time is None:
             continue
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):
             value = pod.annotations.get(annotation)

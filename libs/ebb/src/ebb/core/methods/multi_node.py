@@ -53,7 +53,7 @@ from ebb.core.methods.consolidation import (
 )
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
-from ebb.core.simulator.scheduler import has_pod_affinity, placement_order
+from ebb.core.simulator.scheduler import has_pod_affinity
 
 NAME = "multi-node-consolidation"
 
@@ -78,7 +78,7 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             continue  # the delete-only run's step carried on with a replacement and found it refused (`_carry_on`)
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
-        leaving = placement_order(state.remove_node(name))  # sorted once, placed (and read by `_carry_on`) so
+        leaving = state.remove_node_ordered(name)  # in `placement_order`, placed (and read by `_carry_on`) so
         max_new = (1 - len(state.claims)) if allow_replace else 0
         # the replacement is given up once it is too dear whatever else joins it; a step alone, whose verdict is
         # single-node consolidation's (`_remember`), only when single-node would give up there too (no

@@ -363,6 +363,7 @@ class Scheduler:
         self._pool_usage: list[IntArray] | None = None
         self._pool_charges: list[tuple[int, IntArray] | None] | None = None
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
+        self._leaving: dict[int, list[Pod]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         #: the node filters of topology spreads that honour the pod's node affinity (`_spread_key`), by id
@@ -713,6 +714,14 @@ class Scheduler:
     def new_state(self) -> SimState:
         return SimState(self)
 
+    def leaving_order(self, b: int) -> list[Pod]:
+        """Node ``b``'s own pods that need a new home when it goes (`Pod.needs_rescheduling`: a terminating
+        StatefulSet pod's replacement needs its room too), in `placement_order` (sorted once per node; read-only)."""
+        hit = self._leaving.get(b)
+        if hit is None:
+            hit = self._leaving[b] = placement_order([p for p in self.pods_on[b] if p.needs_rescheduling])
+        return hit
+
     def counted_on(self, b: int) -> list[Pod]:
         """Node ``b``'s own pods, not being deleted, that raise a topology group's count (`memberships`), as of the
         groups registered now: most pods raise none, and a removal only needs these (made once per node, and again
@@ -982,8 +991,32 @@ class SimState:
         """Take a node out: it accepts no pods and its pods leave the topology counts. Returns the pods
         that need a new home (its reschedulable pods, and pods this simulation had moved onto it)."""
         b = self.s.node_index[name]
-        if b in self._removed:
+        moved = self._take_out(b)
+        if moved is None:
             return []
+        placed = self.placed
+        leaving = [p for p in self.s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
+        leaving += [p for p in moved if p.needs_rescheduling]
+        return leaving
+
+    def remove_node_ordered(self, name: str) -> list[Pod]:
+        """``placement_order(remove_node(name))``, without sorting the node's own pods again: they are sorted once
+        per Scheduler (`Scheduler.leaving_order`), and only pods this simulation moved onto the node make a sort
+        (multi-node consolidation removes each candidate a few times a pass)."""
+        b = self.s.node_index[name]
+        moved = self._take_out(b)
+        if moved is None:
+            return []
+        placed = self.placed
+        leaving = [p for p in self.s.leaving_order(b) if p.key not in placed]
+        also = [p for p in moved if p.needs_rescheduling]
+        return placement_order(leaving + also) if also else leaving
+
+    def _take_out(self, b: int) -> list[Pod] | None:
+        """`remove_node`'s changes to the state, for bin ``b``: the pods this simulation had moved onto it (None
+        when it was removed already)."""
+        if b in self._removed:
+            return None
         self._removed.add(b)
         self.journal.append(("removed", b))
         self._set(self.open, b, False)
@@ -996,9 +1029,6 @@ class SimState:
                 code = self.bin_codes[s.groups[gid].key][b]
                 if code >= 0:
                     self._set(self.counts[gid], code, self.counts[gid][code] - 1)
-        # a terminating StatefulSet pod's replacement needs its room too (`Pod.needs_rescheduling`)
-        leaving = [p for p in s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
-        leaving += [p for p in moved if p.needs_rescheduling]
         if b in self.moved_onto:
             self.journal.append(("moved_clear", b, self.moved_onto[b]))
             self.moved_onto[b] = []
@@ -1011,7 +1041,7 @@ class SimState:
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
             self.pool_used[p_index] = old - charge
-        return leaving
+        return moved
 
     def place_all(self, pods: Sequence[Pod], max_new: int, *, first_failure: bool = False,
                   on_claim: Callable[[int], None] | None = None,

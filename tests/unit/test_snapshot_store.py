@@ -231,3 +231,31 @@ def test_a_nameless_invalid_object_is_numbered_by_its_place_among_the_keys_it_wa
     for _ in range(2):  # parsed once, where it is among the keys: the second of two
         with pytest.raises(SnapshotError, match=r"Pod \(document 2\): metadata.name"):
             store.snapshot_of(["Node//a", "Pod/default/x"])
+
+
+def test_the_keys_stay_sorted_as_objects_come_and_go_after_a_snapshot() -> None:
+    """The sorted keys are made once and then kept sorted as keys come and go (an insertion or a deletion, not a
+    sort): after every change they are the held keys sorted, and the snapshot holds the same pods in that order."""
+    import random
+
+    rng = random.Random(7)
+    store = SnapshotStore(bundled_catalog=[])
+    held: set[str] = set()
+    store.put("Node//a", node("a", "m5.large"))
+    held.add("Node//a")
+    for step in range(400):
+        name, namespace = f"p{rng.randrange(60)}", rng.choice(["default", "batch", "web"])
+        key = f"Pod/{namespace}/{name}"
+        if key in held and rng.random() < 0.5:
+            assert store.remove(key)
+            held.discard(key)
+        else:
+            doc = pod(name, "a", cpu=str(1 + step % 3))
+            doc["metadata"]["namespace"] = namespace
+            store.put(key, doc)
+            held.add(key)
+        if step % 7 == 0:
+            assert store.keys() == sorted(held)
+            assert [f"Pod/{p.namespace}/{p.name}" for p in store.snapshot().pods] == \
+                [k for k in sorted(held) if k.startswith("Pod/")]
+    assert store.keys() == sorted(held)

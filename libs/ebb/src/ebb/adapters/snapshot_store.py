@@ -14,6 +14,7 @@ pod then costs microseconds plus the assembly). Pure apart from holding state: n
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
@@ -47,7 +48,7 @@ class SnapshotStore:
         self._fallback: tuple[ParsedObject, ...] | None = None
         self._snapshot: tuple[int, Snapshot] | None = None
         self._objects: dict[str, dict[str, Any]] = {}
-        #: the keys held, sorted (made again only when a key comes or goes)
+        #: the keys held, sorted (sorted once, then kept sorted as keys come and go)
         self._sorted: list[str] | None = None
         #: incremented by every change; lets a consumer cache a snapshot until the next change
         self.version = 0
@@ -67,7 +68,8 @@ class SnapshotStore:
         a new dict for every change (the simulated cluster's objects, which it never edits in place)."""
         old, parsed = self._objects.get(key), self._parsed.pop(key, None)
         if old is None:
-            self._sorted = None
+            if self._sorted is not None:
+                bisect.insort(self._sorted, key)  # kept sorted: an insertion, not a sort of thousands of keys
             controller = _controller(obj)
             if controller is not None:
                 first = self._first_of.get(controller)
@@ -89,7 +91,8 @@ class SnapshotStore:
         controller = _controller(obj)
         if controller is not None and self._first_of.get(controller) == key:
             del self._first_of[controller]
-        self._sorted = None
+        if self._sorted is not None:
+            del self._sorted[bisect.bisect_left(self._sorted, key)]
         self._parsed.pop(key, None)
         self._unparsed.pop(key, None)
         self._previous.pop(key, None)
@@ -113,7 +116,7 @@ class SnapshotStore:
         return list(self._sorted_keys())
 
     def _sorted_keys(self) -> list[str]:
-        """The keys held, sorted once per key that comes or goes (read-only: callers copy)."""
+        """The keys held, sorted (read-only: callers copy; a snapshot's list changes as keys come and go)."""
         if self._sorted is None:
             self._sorted = sorted(self._objects)
         return self._sorted

@@ -181,6 +181,23 @@ class SchedulingSpec:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     spread: tuple[TopologySpread, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    #: `keys`, once made
+    _keys: tuple[Interned, Interned] | None = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def keys(self) -> tuple[Interned, Interned]:
+        """What a pod's ``class_key`` takes of its spec, and the pod's ``requests_key``: made once per spec, which
+        every version of a pod whose spec changed only in ``nodeName`` shares (``ebb.core.snapshot``), so a pod
+        bound or whose status changed does not hash its terms and tolerations again."""
+        keys = self._keys
+        if keys is None:
+            keys = (interned((tuple(sorted(self.node_selector.items())), self.required_node_terms,
+                              self.preferred_node_terms, self.tolerations, self.pod_affinity, self.pod_anti_affinity,
+                              self.preferred_pod_affinity, self.preferred_pod_anti_affinity, self.spread,
+                              self.host_ports)),
+                    interned(tuple(sorted(self.requests.items()))))
+            object.__setattr__(self, "_keys", keys)
+        return keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,12 +246,9 @@ class Pod:
         # (replicas share it), so the simulator can cache per class.
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         s = self.spec
-        object.__setattr__(self, "class_key", interned((
-            self.namespace, tuple(sorted(self.labels.items())), tuple(sorted(s.node_selector.items())),
-            s.required_node_terms, s.preferred_node_terms, s.tolerations, s.pod_affinity,
-            s.pod_anti_affinity, s.preferred_pod_affinity, s.preferred_pod_anti_affinity, s.spread,
-            s.host_ports)))
-        object.__setattr__(self, "requests_key", interned(tuple(sorted(s.requests.items()))))
+        spec_key, requests_key = s.keys
+        object.__setattr__(self, "class_key", interned((self.namespace, tuple(sorted(self.labels.items())), spec_key)))
+        object.__setattr__(self, "requests_key", requests_key)
         object.__setattr__(self, "placement_key", (-s.requests.get("cpu", 0), -s.requests.get("memory", 0), self.key))
         # read in every loop over pods: fields, set once, not properties
         terminal = self.phase in ("Succeeded", "Failed")

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -83,6 +83,17 @@ class SnapshotError(ValueError):
         return SnapshotError, (self.document, self.field, self.message)
 
 
+#: a path `_Doc.get` reads -> its parts: the parser reads the same few dozen paths of every object (a dict of
+#: literals: written by one thread or another with the same value, never removed)
+_PATHS: dict[str, tuple[str, ...]] = {}
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, with a dict (what YAML, JSON and the simulated cluster give) told in C
+    first: the ABC's check runs Python code, and a parse asks dozens of times per pod."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 @dataclass
 class _Doc:
     ref: str
@@ -93,8 +104,11 @@ class _Doc:
 
     def get(self, path: str, default: Any = None) -> Any:
         node: Any = self.body
-        for part in path.split("."):
-            if not isinstance(node, Mapping):
+        parts = _PATHS.get(path)
+        if parts is None:
+            parts = _PATHS[path] = tuple(path.split("."))
+        for part in parts:
+            if type(node) is not dict and not isinstance(node, Mapping):  # a dict, nearly always: no ABC check
                 return default
             node = node.get(part)
             if node is None:
@@ -108,7 +122,7 @@ class _Doc:
         """`value` (read from `path`) checked to be a mapping; None is an empty one."""
         if value is None:
             return {}
-        if not isinstance(value, Mapping):
+        if not _is_mapping(value):
             raise self.fail(path, f"must be a mapping, got {type(value).__name__}")
         return value
 
@@ -183,7 +197,7 @@ def _number(doc: _Doc, value: Any, field: str, kind: type[int] | type[float] = i
 def _ref(doc: Mapping[str, Any], index: int) -> str:
     kind = doc.get("kind", "?")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
+    assert _is_mapping(meta)
     name = meta.get("name")
     ns = meta.get("namespace")
     if name is None:
@@ -197,7 +211,7 @@ def flatten(documents: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
     for index, doc in enumerate(documents):
         if doc is None:
             continue
-        if not isinstance(doc, Mapping):
+        if not _is_mapping(doc):
             raise SnapshotError(f"document {index + 1}", "(root)", "is not a mapping")
         kind = doc.get("kind")
         if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
@@ -210,7 +224,7 @@ def flatten(documents: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
 
 
 def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
-    if not isinstance(raw, Mapping):
+    if not _is_mapping(raw):
         raise doc.fail(path, "must be a mapping with key, operator and values")
     key, op = raw.get("key"), raw.get("operator")
     if not key:
@@ -245,10 +259,10 @@ def _requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
 def _selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
     if raw is None:
         return LabelSelector()
-    if not isinstance(raw, Mapping):
+    if not _is_mapping(raw):
         raise doc.fail(path, "must be a label selector")
     labels = raw.get("matchLabels") or {}
-    if not isinstance(labels, Mapping):
+    if not _is_mapping(labels):
         raise doc.fail(f"{path}.matchLabels", "must be a mapping")
     return LabelSelector(
         tuple(sorted((str(k), str(v)) for k, v in labels.items())),
@@ -259,14 +273,14 @@ def _selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
 def _taints(doc: _Doc, path: str) -> tuple[Taint, ...]:
     out = []
     for i, t in enumerate(doc.seq(path)):
-        if not isinstance(t, Mapping) or not t.get("key") or not t.get("effect"):
+        if not _is_mapping(t) or not t.get("key") or not t.get("effect"):
             raise doc.fail(f"{path}[{i}]", "a taint needs key and effect")
         out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
     return tuple(out)
 
 
 def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
-    if not isinstance(raw, Mapping) or not raw.get("topologyKey"):
+    if not _is_mapping(raw) or not raw.get("topologyKey"):
         raise doc.fail(path, "a pod affinity term needs topologyKey and labelSelector")
     namespaces = doc.as_list(raw.get("namespaces"), f"{path}.namespaces")
     ns_selector = raw.get("namespaceSelector")
@@ -274,7 +288,7 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
         _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
         str(raw["topologyKey"]),
         frozenset(str(n) for n in namespaces) if namespaces else None,
-        all_namespaces=isinstance(ns_selector, Mapping) and not ns_selector,
+        all_namespaces=_is_mapping(ns_selector) and not ns_selector,
     )
 
 
@@ -330,7 +344,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     spreads = []
     for i, raw in enumerate(doc.seq(p + "topologySpreadConstraints")):
         path = f"{p}topologySpreadConstraints[{i}]"
-        if not isinstance(raw, Mapping) or not raw.get("topologyKey"):
+        if not _is_mapping(raw) or not raw.get("topologyKey"):
             raise doc.fail(path, "needs topologyKey, maxSkew and whenUnsatisfiable")
         try:
             skew = int(raw.get("maxSkew", 1))
@@ -347,7 +361,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     ports = []
     for i, c in enumerate(containers):
         for j, port in enumerate(doc.as_list((c or {}).get("ports"), f"{p}containers[{i}].ports")):
-            if isinstance(port, Mapping) and port.get("hostPort"):
+            if _is_mapping(port) and port.get("hostPort"):
                 try:
                     ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
                                           str(port.get("hostIP") or "0.0.0.0")))
@@ -357,7 +371,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     tolerations = tuple(
         Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
                    str(t.get("effect") or ""))
-        for t in doc.seq(p + "tolerations") if isinstance(t, Mapping))
+        for t in doc.seq(p + "tolerations") if _is_mapping(t))
     return SchedulingSpec(
         requests=requests,
         node_selector=doc.str_map(p + "nodeSelector"),
@@ -375,10 +389,10 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
 
 def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
     container = doc.seq(path)[index]
-    if not isinstance(container, Mapping):
+    if not _is_mapping(container):
         raise doc.fail(f"{path}[{index}]", "must be a mapping")
     resources = container.get("resources") or {}
-    if not isinstance(resources, Mapping):
+    if not _is_mapping(resources):
         raise doc.fail(f"{path}[{index}].resources", "must be a mapping")
     requests = dict(doc.as_mapping(resources.get("requests"), f"{path}[{index}].resources.requests"))
     for name, value in doc.as_mapping(resources.get("limits"), f"{path}[{index}].resources.limits").items():
@@ -394,7 +408,7 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
 
 def _owner(doc: _Doc) -> tuple[str | None, str | None]:
     owners = doc.seq("metadata.ownerReferences")
-    chosen = next((o for o in owners if isinstance(o, Mapping) and o.get("controller")), None)
+    chosen = next((o for o in owners if _is_mapping(o) and o.get("controller")), None)
     if chosen is None and owners and isinstance(owners[0], Mapping):
         chosen = owners[0]
     if chosen is None:
@@ -412,7 +426,7 @@ def _unchanged_spec(raw: Mapping[str, Any],
     if not isinstance(old.value, Pod):
         return None
     spec, old_spec = raw.get("spec"), old_raw.get("spec")
-    if not isinstance(spec, Mapping) or not isinstance(old_spec, Mapping):
+    if not _is_mapping(spec) or not _is_mapping(old_spec):
         return None
     if len(spec) - ("nodeName" in spec) != len(old_spec) - ("nodeName" in old_spec):
         return None
@@ -431,7 +445,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
     except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail("spec.priority", "must be an integer") from exc
     conditions = {str(c.get("type")): str(c.get("status")) for c in doc.seq("status.conditions")
-                  if isinstance(c, Mapping)}
+                  if _is_mapping(c)}
     phase = str(doc.get("status.phase", "Pending"))
     if ANNOTATION_POD_DELETION_COST in annotations:
         try:
@@ -460,7 +474,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
 
 def _node(doc: _Doc) -> Node:
     conditions = {str(c.get("type")): str(c.get("status")) for c in doc.seq("status.conditions")
-                  if isinstance(c, Mapping)}
+                  if _is_mapping(c)}
     capacity = doc.resources("status.capacity")
     allocatable = doc.resources("status.allocatable") or dict(capacity)
     return Node(
@@ -487,7 +501,7 @@ def _budgets(doc: _Doc, path: str) -> tuple[Budget, ...]:
         raise doc.fail(path, "must be a list")
     out = []
     for i, b in enumerate(raw):
-        if not isinstance(b, Mapping):
+        if not _is_mapping(b):
             raise doc.fail(f"{path}[{i}]", "must be a mapping")
         reasons = b.get("reasons")
         out.append(Budget(
@@ -613,7 +627,7 @@ _GOVERNED_LOCK = threading.Lock()
 def _nodeclaim(doc: _Doc) -> NodeClaim:
     conditions: dict[str, tuple[str, datetime | None]] = {}
     for i, c in enumerate(doc.seq("status.conditions")):
-        if isinstance(c, Mapping) and c.get("type"):
+        if _is_mapping(c) and c.get("type"):
             conditions[str(c["type"])] = (
                 str(c.get("status")),
                 doc.parse_time(c.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"))
@@ -677,7 +691,7 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
     out = []
     for i, raw in enumerate(doc.seq("spec.instanceTypes")):
         path = f"spec.instanceTypes[{i}]"
-        if not isinstance(raw, Mapping) or not raw.get("name"):
+        if not _is_mapping(raw) or not raw.get("name"):
             raise doc.fail(path, "an instance type needs a name")
         sub = _Doc(doc.ref, raw)
         try:
@@ -692,7 +706,7 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
         offerings = []
         for j, o in enumerate(sub.seq("offerings")):
             opath = f"{path}.offerings[{j}]"
-            if not isinstance(o, Mapping) or not o.get("zone"):
+            if not _is_mapping(o) or not o.get("zone"):
                 raise doc.fail(opath, "an offering needs zone, capacityType and price")
             try:
                 price = float(o.get("price"))  # type: ignore[arg-type]

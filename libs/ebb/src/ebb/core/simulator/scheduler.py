@@ -784,6 +784,24 @@ def _any(values: np.ndarray[Any, Any]) -> bool:
 
 
 _count_nonzero = np.count_nonzero
+#: numpy's reductions called as ufuncs, in C: an array's ``.all()``, ``.max()`` and ``.min()`` and ``np.ones`` run a
+#: Python wrapper first, which the simulator's inner loops paid on every placement
+_minimum = np.minimum.reduce
+_maximum = np.maximum.reduce
+_all_along = np.logical_and.reduce
+
+
+def _all_of_rows(values: BoolArray) -> BoolArray:
+    """``values.all(axis=1)``: per row of a 2-D mask, whether every entry is set."""
+    rows: BoolArray = _all_along(values, axis=1)
+    return rows
+
+
+def _trues(n: int) -> BoolArray:
+    """``np.ones(n, dtype=bool)``: a new mask of ``n`` set entries."""
+    mask: BoolArray = np.empty(n, dtype=bool)
+    mask.fill(True)
+    return mask
 
 
 def placement_order(pods: Iterable[Pod]) -> list[Pod]:
@@ -1129,7 +1147,7 @@ class SimState:
         kept = np.zeros(len(pool.types), dtype=bool)
         kept[pool.combo_type[claim.mask]] = True  # types that hold its pods: its offerings are narrowed to them
         floors = pool.type_floor(without)[kept]
-        floor = float(floors.min()) if floors.size else float("inf")
+        floor = float(_minimum(floors)) if floors.size else float("inf")
         claim.floor = (claim.mask, without, floor)
         return floor
 
@@ -1198,7 +1216,7 @@ class SimState:
         return mask if _any(mask) else None
 
     def _topology_ok(self, cls: _Class, nb: int) -> BoolArray:
-        ok = np.ones(nb, dtype=bool)
+        ok = _trues(nb)
         if not cls.constraints:
             return ok
         is_claim = np.zeros(nb, dtype=bool)
@@ -1277,7 +1295,7 @@ class SimState:
     @staticmethod
     def _fits(pool: _Pool, total: IntArray) -> BoolArray:
         """Per instance type of the pool: has it room for `total`?"""
-        return np.asarray((pool.type_alloc >= total).all(axis=1), dtype=bool)
+        return _all_of_rows(pool.type_alloc >= total)
 
     def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
         used = self.ports.get(b)
@@ -1318,7 +1336,7 @@ class SimState:
                 # choose the least-populated remaining domain (lowest code on ties), as Karpenter does
                 codes_left = combo_codes[mask]
                 load = counts[codes_left] * (len(counts) + 1) + codes_left
-                mask &= combo_codes == codes_left[np.argmin(load)]
+                mask &= combo_codes == codes_left[load.argmin()]
         for gid in (*cls.matched, *cls.owned):
             key = self.s.groups[gid].key.split(FILTERED)[0]  # pinned to a domain of the topology key itself
             if key == LABEL_HOSTNAME:
@@ -1326,7 +1344,7 @@ class SimState:
             combo_codes = self.s._domain_codes[key][2][p_index]
             values = combo_codes[mask]
             if values.size and _any(values != values[0]):  # pin the domain so the pod is counted where it runs
-                cheapest = int(mask.nonzero()[0][np.argmin(pool.combo_price[mask])])
+                cheapest = int(mask.nonzero()[0][pool.combo_price[mask].argmin()])
                 mask &= combo_codes == combo_codes[cheapest]
         return mask if _any(mask) else None
 
@@ -1347,7 +1365,7 @@ class SimState:
             if mask is None:
                 continue
             b = self.n_bins
-            claim = _Claim(p_index, f"new-{pool.pool.name}-{b - s.N + 1}", np.ones(0, dtype=bool),
+            claim = _Claim(p_index, f"new-{pool.pool.name}-{b - s.N + 1}", _trues(0),
                            np.zeros(len(s.resources), dtype=np.int64))
             claim.mask = limit_ok
             self.claims[b] = claim
@@ -1355,7 +1373,7 @@ class SimState:
             self.n_bins = b + 1
             self.open[b] = True
             self.bin_pool[b] = p_index
-            cheapest = int(mask.nonzero()[0][np.argmin(pool.combo_price[mask])])
+            cheapest = int(mask.nonzero()[0][pool.combo_price[mask].argmin()])
             claim.charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
@@ -1369,13 +1387,13 @@ class SimState:
         claim being grown is already charged (it is replaced, not added)."""
         pool = self.s.pools[p_index]
         limits = pool.pool.limits
-        mask = np.ones(len(pool.combo_type), dtype=bool)
+        mask = _trues(len(pool.combo_type))
         if not limits:
             return mask
         used = self.pool_used[p_index] if release is None else self.pool_used[p_index] - release
         if "nodes" in limits and used[-1] + 1 > limits["nodes"]:
             return None
-        type_ok = np.ones(len(pool.types), dtype=bool)
+        type_ok = _trues(len(pool.types))
         for name, limit in limits.items():
             idx = self.s.r_index.get(name)
             if idx is not None:
@@ -1435,7 +1453,7 @@ class SimState:
         pool = self.s.pools[claim.pool]
         if pool.pool.limits:
             fitting = claim.mask.nonzero()[0]  # narrowed to the types that hold the new total
-            cheapest = int(fitting[np.argmin(pool.combo_price[fitting])])
+            cheapest = int(fitting[pool.combo_price[fitting].argmin()])
             charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
             old = self.pool_used[claim.pool]
             self.journal.append(("pool", claim.pool, old))
@@ -1443,7 +1461,7 @@ class SimState:
             claim.charged = charged
         types_left = np.zeros(len(pool.types), dtype=bool)
         types_left[pool.combo_type[claim.mask]] = True
-        best = pool.type_alloc[types_left].max(axis=0) - claim.total
+        best = _maximum(pool.type_alloc[types_left], axis=0) - claim.total
         self._set(self.free, b, best)
         for key, codes in self.bin_codes.items():
             if key != LABEL_HOSTNAME:
@@ -1456,13 +1474,12 @@ class SimState:
         n = s.N
         open_nodes = self.open[:n]
         static = open_nodes & cls.node_ok
-        fit = static & (self.free[:n] >= req).all(axis=1)
-        wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
-        if not open_nodes.any():
+        if not _any(open_nodes):
             where = "no other node can take pods"
-        elif not static.any():
+        elif not _any(static):
             where = "no remaining node matches its nodeSelector, node affinity or tolerations"
-        elif not fit.any():
+        elif not _any(static & _all_of_rows(self.free[:n] >= req)):
+            wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
             where = f"no remaining node has room for its requests ({wants})"
         else:
             where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
@@ -1479,7 +1496,7 @@ class SimState:
         if not self.aside:
             return ""
         bins = np.fromiter(sorted(self.aside), dtype=np.int64, count=len(self.aside))
-        fits = ~self.open[bins] & cls.node_ok[bins] & (self.free[bins] >= req).all(axis=1)
+        fits = ~self.open[bins] & cls.node_ok[bins] & _all_of_rows(self.free[bins] >= req)
         for found in fits.nonzero()[0]:
             b = int(bins[found])
             if b not in self._removed:

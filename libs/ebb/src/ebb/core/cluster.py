@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import filterfalse
 from operator import attrgetter, itemgetter
 
 from ebb.core.balanced import PoolTotals, pool_totals
@@ -55,6 +56,10 @@ _ARRIVED = attrgetter("arrived")
 _EVICTION_COST = attrgetter("eviction_cost")
 _PLACEMENT_KEY = attrgetter("placement_key")
 _FIRST = itemgetter(0)
+_PROTECTION_ANNOTATED = attrgetter("protection_annotated")
+_CLASS_KEY = attrgetter("class_key")
+_IS_TERMINAL = attrgetter("is_terminal")
+_NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
 
 
 def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> tuple[float, bool]:
@@ -193,11 +198,14 @@ class ClusterView:
                 view.claims_by_provider[c.provider_id] = c
         for node in snapshot.nodes:
             view.pods_on[node.name] = []
-        for pod in snapshot.pods:
-            if pod.node_name in view.pods_on and not pod.is_terminal:
-                view.pods_on[pod.node_name].append(pod)
+        # every pod of every pass: the finished ones left out in C, one lookup for the rest
+        on_node = view.pods_on.get
+        for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
+            on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
+            if on is not None:
+                on.append(pod)
         for name, pods in view.pods_on.items():
-            view.movable[name] = [p for p in pods if p.needs_rescheduling]
+            view.movable[name] = list(filter(_NEEDS_RESCHEDULING, pods))
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
         view._demand()
@@ -438,7 +446,10 @@ class ClusterView:
         blocks on every pod, DaemonSet and mirror pods included (``IsDisruptable``); PDBs only on the pods that
         would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
         selected = self._pdbs_of_class
-        for pod in self.pods_on[node.name]:
+        pods = self.pods_on[node.name]
+        if not any(map(_PROTECTION_ANNOTATED, pods)) and not any(map(selected.__contains__, map(_CLASS_KEY, pods))):
+            return None  # most nodes: no pod on them is annotated or selected by a PDB (asked in C)
+        for pod in pods:
             if not pod.protection_annotated and pod.class_key not in selected:
                 continue  # no do-not-disrupt annotation and no PDB selects it: it blocks nothing (most pods)
             if pod.is_terminal or pod.deleting:
@@ -580,7 +591,8 @@ class ClusterView:
         return last
 
     def _find_last_pod_event(self, node: Node) -> datetime | None:
-        times = [t for t in map(_ARRIVED, self.movable[node.name]) if t is not None]
+        latest = max(filter(None, map(_ARRIVED, self.movable[node.name])), default=None)  # the pods' (in C)
+        times = [] if latest is None else [latest]
         claim = self.claims.get(node.name)
         if claim is not None:
             if claim.last_pod_event is not None:

@@ -572,3 +572,22 @@ def test_equal_scheduling_keys_are_one_object_through_copies_pickles_and_threads
     with ThreadPoolExecutor(8) as pool:
         keys = list(pool.map(lambda i: interned(("race", i % 2)), range(400)))
     assert len({id(key) for key in keys}) == 2
+
+
+def test_an_object_twice_fails_the_assembly_given_as_a_list_or_as_a_stream() -> None:
+    """`assemble` tells a list without a ref twice in C (a store's objects, every pass) and otherwise goes object
+    by object: either way an object that comes twice fails, naming it, and a list without one assembles as the
+    same objects streamed do."""
+    from ebb.core.snapshot import assemble, parse_object
+
+    def doc(kind: str, name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": []}} if kind == "Pod" else \
+            {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, "status": {"allocatable": {"cpu": "2"}}}
+
+    objects = [parse_object(doc("Node", "a")), parse_object(doc("Pod", "p")), parse_object(doc("Pod", "q"))]
+    assert assemble(list(objects)) == assemble(iter(objects))
+    twice = [*objects, parse_object(doc("Pod", "p"))]
+    for given in (twice, iter(twice)):
+        with pytest.raises(SnapshotError, match=r"Pod default/p.*appears twice"):
+            assemble(given)

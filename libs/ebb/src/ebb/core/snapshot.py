@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, TypeGuard
 
 from ebb.core.model import (
@@ -789,6 +790,19 @@ def parse_catalog(documents: Iterable[Any]) -> tuple[ParsedObject, ...]:
                  if p.kind == "InstanceTypeCatalog")
 
 
+_REF = attrgetter("ref")
+
+
+def _once_each(parsed: Iterable[ParsedObject]) -> Iterator[ParsedObject]:
+    """``parsed`` as it comes, failing at the first object whose ref came before."""
+    seen: set[str] = set()
+    for item in parsed:
+        if item.ref in seen:
+            raise SnapshotError(item.ref, "metadata.name", "appears twice in the input")
+        seen.add(item.ref)
+        yield item
+
+
 def assemble(parsed: Iterable[ParsedObject],
              fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = ()) -> Snapshot:
     """The Snapshot of parsed objects. The ``fallback_catalog`` (or a function returning it) is used only
@@ -807,14 +821,14 @@ def assemble(parsed: Iterable[ParsedObject],
     ignored: list[str] = []
     renamed: list[str] = []
     types: dict[str, InstanceType] = {}
-    seen: set[str] = set()
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies}
-    for item in parsed:
-        if item.ref in seen:
-            raise SnapshotError(item.ref, "metadata.name", "appears twice in the input")
-        seen.add(item.ref)
+    if isinstance(parsed, list) and len(set(map(_REF, parsed))) == len(parsed):
+        items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
+    else:
+        items = _once_each(parsed)  # a stream (``parse_documents``): a ref seen twice fails where it comes again
+    for item in items:
         if item.renamed:
             renamed.append(item.ref)
         if item.kind == "InstanceTypeCatalog":

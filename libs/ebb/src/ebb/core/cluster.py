@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import filterfalse
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
+from ebb.core import node_pods
 from ebb.core.balanced import PoolTotals, pool_totals
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
@@ -47,19 +48,13 @@ from ebb.core.model import (
     Snapshot,
     Taint,
 )
+from ebb.core.node_pods import NodePods
 from ebb.core.quantity import fmt_time, format_duration, positive_duration
 
 #: Karpenter's disruption taint: a pod that tolerates it is never evicted by a disruption (``IsEvictable``)
 _DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
-#: getters of the loops over every pod of a pass, run in C (`Pod`'s fields)
-_ARRIVED = attrgetter("arrived")
-_EVICTION_COST = attrgetter("eviction_cost")
-_PLACEMENT_KEY = attrgetter("placement_key")
-_FIRST = itemgetter(0)
-_PROTECTION_ANNOTATED = attrgetter("protection_annotated")
-_CLASS_KEY = attrgetter("class_key")
+#: the loop over every pod of a pass leaves the finished ones out in C
 _IS_TERMINAL = attrgetter("is_terminal")
-_NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
 
 
 def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> tuple[float, bool]:
@@ -176,7 +171,8 @@ class ClusterView:
     _launch_rooms: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
     _unsettled: list[tuple[str, str]] | None = field(default=None, repr=False)
     _disruption_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
-    _eviction_costs: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    #: what is derived from the pods on each node (`ebb.core.node_pods`)
+    node_pods: dict[str, NodePods] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
@@ -205,7 +201,8 @@ class ClusterView:
             if on is not None:
                 on.append(pod)
         for name, pods in view.pods_on.items():
-            view.movable[name] = list(filter(_NEEDS_RESCHEDULING, pods))
+            derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
+            view.movable[name] = list(derived.movable)
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
         view._demand()
@@ -446,10 +443,7 @@ class ClusterView:
         blocks on every pod, DaemonSet and mirror pods included (``IsDisruptable``); PDBs only on the pods that
         would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
         selected = self._pdbs_of_class
-        pods = self.pods_on[node.name]
-        if not any(map(_PROTECTION_ANNOTATED, pods)) and not any(map(selected.__contains__, map(_CLASS_KEY, pods))):
-            return None  # most nodes: no pod on them is annotated or selected by a PDB (asked in C)
-        for pod in pods:
+        for pod in self.pods_on[node.name]:
             if not pod.protection_annotated and pod.class_key not in selected:
                 continue  # no do-not-disrupt annotation and no PDB selects it: it blocks nothing (most pods)
             if pod.is_terminal or pod.deleting:
@@ -591,7 +585,7 @@ class ClusterView:
         return last
 
     def _find_last_pod_event(self, node: Node) -> datetime | None:
-        latest = max(filter(None, map(_ARRIVED, self.movable[node.name])), default=None)  # the pods' (in C)
+        latest = self.node_pods[node.name].last_arrival
         times = [] if latest is None else [latest]
         claim = self.claims.get(node.name)
         if claim is not None:
@@ -663,12 +657,9 @@ class ClusterView:
         return cost
 
     def eviction_cost_of(self, name: str) -> float:
-        """The eviction costs of the node's movable pods summed (once per node and view): its disruption cost
-        before the lifetime left scales it."""
-        cost = self._eviction_costs.get(name)
-        if cost is None:
-            cost = self._eviction_costs[name] = sum(map(_EVICTION_COST, self.movable[name]))
-        return cost
+        """The eviction costs of the node's movable pods summed: its disruption cost before the lifetime left
+        scales it."""
+        return self.node_pods[name].eviction_cost
 
     def balanced_totals(self) -> dict[str, PoolTotals]:
         """Per NodePool whose consolidationPolicy is Balanced, the price and the disruption cost of all its nodes
@@ -684,11 +675,10 @@ class ClusterView:
     def utilization_order(self) -> list[str]:
         """Where simulated pods should go first: the fullest nodes (least likely to be removed): by the share of
         their cpu requested, the largest first, then by name."""
-        pods_on = self.pods_on
+        derived = self.node_pods
         ranked: list[tuple[float, str]] = []
         for node in self.snapshot.nodes:
-            # the placement key starts with -cpu requested (two maps in C: a pass ranks every node)
-            requested: int = -sum(map(_FIRST, map(_PLACEMENT_KEY, pods_on[node.name])))
+            requested = derived[node.name].cpu_requested
             ranked.append((-(requested / (node.allocatable.get("cpu", 0) or 1)), node.name))
         ranked.sort()  # names differ: no two entries tie
         return [name for _, name in ranked]

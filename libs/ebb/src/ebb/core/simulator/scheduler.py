@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ebb.core import node_pods
 from ebb.core.labels import blocking_taints, daemonset_requests, requirements_match, selector_matches
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
@@ -363,7 +364,6 @@ class Scheduler:
         self._pool_usage: list[IntArray] | None = None
         self._pool_charges: list[tuple[int, IntArray] | None] | None = None
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
-        self._leaving: dict[int, list[Pod]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         #: the node filters of topology spreads that honour the pod's node affinity (`_spread_key`), by id
@@ -714,13 +714,11 @@ class Scheduler:
     def new_state(self) -> SimState:
         return SimState(self)
 
-    def leaving_order(self, b: int) -> list[Pod]:
+    def leaving_order(self, b: int) -> tuple[Pod, ...]:
         """Node ``b``'s own pods that need a new home when it goes (`Pod.needs_rescheduling`: a terminating
-        StatefulSet pod's replacement needs its room too), in `placement_order` (sorted once per node; read-only)."""
-        hit = self._leaving.get(b)
-        if hit is None:
-            hit = self._leaving[b] = placement_order([p for p in self.pods_on[b] if p.needs_rescheduling])
-        return hit
+        StatefulSet pod's replacement needs its room too), in `placement_order`: sorted once while the node holds
+        the same pods, pass after pass (`ebb.core.node_pods`)."""
+        return node_pods.of_node(self.nodes[b].name, self.pods_on[b]).leaving_order
 
     def counted_on(self, b: int) -> list[Pod]:
         """Node ``b``'s own pods, not being deleted, that raise a topology group's count (`memberships`), as of the

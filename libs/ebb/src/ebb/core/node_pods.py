@@ -1,0 +1,69 @@
+"""What a pass derives from the pods on one node, made again only when the node's pods change.
+
+Every pass reads, per node, the pods that would need a new home, their cpu requests (the view's utilization
+order), their eviction costs (the disruption cost), their latest arrival (consolidateAfter) and, for a
+candidate, their placement order (the simulator's steps). A pass computes over snapshots that differ in a few
+pods, and ``ebb.adapters.snapshot_store`` gives an unchanged pod as the same object pass after pass, so most
+nodes hold the very objects they held the pass before. `of_node` keeps what it derived per node name with the
+pods it derived it from, and answers from that while the node holds the same pod objects, in the same order (a
+comparison of references, in C: the pods themselves are not read). Pods are frozen values, so what was derived
+from them cannot go stale; a node whose pods differ in any way is derived again. Like ``ebb.core.model``'s
+interned keys and the simulator's NodePool offerings, a cache, not state: the answers are those computed afresh.
+Safe across threads: an entry is a value, replaced whole, and a race only derives one again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from operator import attrgetter, is_, itemgetter
+
+from ebb.core.model import Pod
+
+#: past this many node names the kept entries are dropped (names of nodes long gone, or other snapshots')
+KEEP_AT_MOST = 20_000
+
+_NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
+_PLACEMENT_KEY = attrgetter("placement_key")
+_EVICTION_COST = attrgetter("eviction_cost")
+_ARRIVED = attrgetter("arrived")
+_FIRST = itemgetter(0)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePods:
+    """What a pass derives from the pods on one node (its active pods: not finished, bound to it)."""
+
+    #: the pods it was derived from, in the snapshot's order
+    pods: tuple[Pod, ...]
+    #: the pods that need a new home when the node goes (`Pod.needs_rescheduling`), in the same order
+    movable: tuple[Pod, ...]
+    #: the movable pods in the order the simulator places pods (`ebb.core.simulator.scheduler.placement_order`)
+    leaving_order: tuple[Pod, ...]
+    #: the cpu all the pods request (millicores)
+    cpu_requested: int
+    #: the movable pods' eviction costs summed, in their order (Karpenter's disruption cost before the lifetime)
+    eviction_cost: float
+    #: the latest start (else creation) of a movable pod, None when none says
+    last_arrival: datetime | None
+
+
+_kept: dict[str, NodePods] = {}
+
+
+def of_node(name: str, pods: list[Pod] | tuple[Pod, ...]) -> NodePods:
+    """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order."""
+    kept = _kept.get(name)
+    if kept is not None and len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)):
+        return kept
+    movable = tuple(filter(_NEEDS_RESCHEDULING, pods))
+    made = NodePods(
+        pods=tuple(pods), movable=movable,
+        leaving_order=tuple(sorted(movable, key=_PLACEMENT_KEY)),
+        cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
+        eviction_cost=sum(map(_EVICTION_COST, movable)),
+        last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None))
+    if len(_kept) >= KEEP_AT_MOST:
+        _kept.clear()
+    _kept[name] = made
+    return made

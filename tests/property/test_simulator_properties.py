@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 
+from ebb.core.cluster import ClusterView
 from ebb.core.model import (
     CAPACITY_ON_DEMAND,
     CAPACITY_SPOT,
@@ -71,6 +73,9 @@ from ebb.core.simulator.results import SimulationResult
 from ebb.core.simulator.scheduler import Scheduler, SimState, placement_order, simulate
 
 from ._model import Gi, Mi, make_node, make_pod, make_type, spread, term
+
+#: when the views of the tests are made
+NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
 UNLIMITED = 10**9
 ZONES = ("z-a", "z-b", "z-c")
@@ -685,6 +690,40 @@ def test_a_node_removed_in_placement_order_is_the_node_removed_then_sorted(case:
     assert {b: [p.key for p in pods] for b, pods in one.moved_onto.items()} == \
         {b: [p.key for p in pods] for b, pods in other.moved_onto.items()}
     assert one.placed == other.placed
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(), st.sampled_from(["as made", "some finished or being deleted"]))
+def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Case, residents: str) -> None:
+    """A pass's Scheduler takes the pods on each node, what they request and their classes from the view's
+    `ebb.core.node_pods` (``derived``) instead of sorting the snapshot's pods itself: the same Scheduler, the same
+    base state (room, topology counts, host ports) and the same simulation, with finished pods and pods being
+    deleted among the residents too."""
+    snapshot = case.snapshot
+    if residents != "as made":
+        pods = [replace(p, phase="Succeeded") if i % 5 == 1 else replace(p, deleting=True) if i % 3 == 2 else p
+                for i, p in enumerate(snapshot.pods)]
+        snapshot = replace(snapshot, pods=tuple(pods))
+        case = replace(case, snapshot=snapshot)
+    view = ClusterView.build(snapshot, NOW)
+    found = Scheduler(snapshot, node_order=case.node_order, extra_pods=case.pending)
+    given_ = Scheduler(snapshot, node_order=case.node_order, extra_pods=case.pending, derived=view.node_pods)
+    assert given_.derived is not None and found.derived is None
+    assert np.array_equal(found.node_free, given_.node_free) and found.max_bins == given_.max_bins
+    assert [list(p) for p in found.pods_on] == [list(p) for p in given_.pods_on]
+    assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.groups] == \
+        [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.groups]
+    one, other = found.new_state(), given_.new_state()
+    assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))
+    assert one.ports == other.ports
+    results = []
+    for state in (one, other):
+        moving = [p for name in case.remove for p in state.remove_node(name)]
+        everything = [*moving, *case.pending]
+        failures, _ = state.place_all(everything, case.max_new)
+        results.append(state.result(everything, failures))
+    assert results[0] == results[1]
 
 
 # --------------------------------------------------------------------------------------------------

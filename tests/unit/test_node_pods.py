@@ -43,6 +43,24 @@ def test_what_is_derived_is_what_the_pods_say() -> None:
         ((), (), 0, 0, None)
 
 
+def test_the_requests_summed_and_the_classes_are_those_of_every_active_pod() -> None:
+    pods = _pods()
+    pods.append(replace(pods[0], name="web-3"))  # a replica of web-1: its class
+    pods.append(replace(pods[1], name="web-4", deleting=True))  # being deleted: still uses room, counts in no class
+    derived = node_pods.of_node("test-requested", pods)
+    resources = ("cpu", "memory", "nvidia.com/gpu")
+    memory = (1 + 1 + 4 + 1 + 1) * 2**30 + 2 * 128 * 2**20  # the DaemonSet's pod and "late" ask the default 128Mi
+    assert derived.requested(resources) == (500 + 2000 + 100 + 2000 + 250 + 500 + 2000, memory, 0)
+    assert derived.requested(resources) is derived.requested(resources)  # made once
+    assert derived.requested(("memory",)) == (memory,)
+    assert [(key, first.name, count) for key, first, count in derived.classes] == [
+        (pods[0].class_key, "web-1", 2), (pods[1].class_key, "web-2", 1), (pods[2].class_key, "agent-1", 1),
+        (pods[3].class_key, "batch-1", 1), (pods[4].class_key, "late", 1)]
+    # web-4 is of web-2's class, left out as it is being deleted (it raises no topology count)
+    assert pods[0].class_key == pods[5].class_key and pods[1].class_key == pods[6].class_key
+    assert node_pods.of_node("test-requested-empty", []).requested(resources) == (0, 0, 0)
+
+
 def test_a_node_holding_the_same_pod_objects_is_answered_from_what_was_kept() -> None:
     pods = _pods()
     first = node_pods.of_node("test-kept", pods)

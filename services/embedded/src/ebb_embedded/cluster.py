@@ -542,11 +542,8 @@ class SimulatedCluster:
         scheduler = Scheduler(snapshot, extra_pods=waiting)
         state = scheduler.new_state()
         failures, _ = state.place_all(waiting, max_new=0, explain=False)
-        placed: dict[str, str] = {}
-        for b in range(scheduler.N):
-            for p in state.pods_on_bin(b):
-                if p.node_name is None and p.key not in failures:
-                    placed[p.key] = state.bin_name(b)
+        # the waiting pods are the only ones the simulation placed (no new node: every bin is a node)
+        placed = {key: state.bin_name(b) for key, b in state.placed.items() if key not in failures}
         now = _rfc3339(self.clock())
         for pod_key, node in sorted(placed.items()):
             namespace, name = pod_key.split("/", 1)

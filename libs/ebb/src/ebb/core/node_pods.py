@@ -14,11 +14,12 @@ Safe across threads: an entry is a value, replaced whole, and a race only derive
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter, is_, itemgetter, methodcaller
 
-from ebb.core.model import Pod
+from ebb.core.model import Interned, Pod
 
 #: past this many node names the kept entries are dropped (names of nodes long gone, or other snapshots')
 KEEP_AT_MOST = 20_000
@@ -28,6 +29,7 @@ _PLACEMENT_KEY = attrgetter("placement_key")
 _EVICTION_COST = attrgetter("eviction_cost")
 _ARRIVED = attrgetter("arrived")
 _FIRST = itemgetter(0)
+_REQUESTS = attrgetter("spec.requests")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +48,27 @@ class NodePods:
     eviction_cost: float
     #: the latest start (else creation) of a movable pod, None when none says
     last_arrival: datetime | None
+    #: the classes (`Pod.class_key`) of the pods not being deleted, each with its first pod and how many pods are
+    #: of it, in the order the classes first come: what the simulator's topology counts start from
+    classes: tuple[tuple[Interned, Pod, int], ...]
+    #: `requested`'s answers, by the resource names asked
+    _requested: dict[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    def requested(self, resources: tuple[str, ...]) -> tuple[int, ...]:
+        """What all the pods request of each of ``resources`` (0 where a pod asks none), summed: what the simulator
+        counts as used on the node. Made once per node and resource names (integers: the same sums in any order)."""
+        known = self._requested.get(resources)
+        if known is None:
+            requests = list(map(_REQUESTS, self.pods))
+            known = self._requested[resources] = tuple(sum(map(methodcaller("get", name, 0), requests))
+                                                       for name in resources)
+        return known
 
 
 _kept: dict[str, NodePods] = {}
 
 
-def of_node(name: str, pods: list[Pod] | tuple[Pod, ...]) -> NodePods:
+def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
     """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order."""
     kept = _kept.get(name)
     if kept is not None and len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)):
@@ -62,8 +79,24 @@ def of_node(name: str, pods: list[Pod] | tuple[Pod, ...]) -> NodePods:
         leaving_order=tuple(sorted(movable, key=_PLACEMENT_KEY)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
-        last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None))
+        last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
+        classes=_classes(pods))
     if len(_kept) >= KEEP_AT_MOST:
         _kept.clear()
     _kept[name] = made
     return made
+
+
+def _classes(pods: Sequence[Pod]) -> tuple[tuple[Interned, Pod, int], ...]:
+    """`NodePods.classes` of ``pods``."""
+    first: dict[Interned, Pod] = {}
+    count: dict[Interned, int] = {}
+    for pod in pods:
+        if not pod.deleting:
+            key = pod.class_key
+            if key in count:
+                count[key] += 1
+            else:
+                first[key] = pod
+                count[key] = 1
+    return tuple((key, pod, count[key]) for key, pod in first.items())

@@ -129,7 +129,8 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     replacement on its way up is where they are headed); the pods a disruption moves may not, so
     uninitialized nodes are then set aside (Karpenter: "would schedule against uninitialized")."""
     pending = pending_pods(view)
-    scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending)
+    scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending,
+                          derived=view.node_pods)
     state = scheduler.new_state()
     evicted = view.evicted_soon()
     state.lift(evicted)

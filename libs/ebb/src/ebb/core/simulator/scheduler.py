@@ -23,8 +23,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +66,8 @@ _COMBO_OK_CACHE_SIZE = 4096
 
 
 _REQUESTS_KEY = attrgetter("requests_key")
+_NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
+_GROUPS_KEY = attrgetter("groups_key")
 
 
 def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
@@ -300,7 +303,10 @@ class Scheduler:
     """Static, per-snapshot data for simulations; `new_state()` makes a mutable working copy."""
 
     def __init__(self, snapshot: Snapshot, *, node_order: Sequence[str] | None = None,
-                 extra_pods: Sequence[Pod] = (), closed_nodes: Iterable[str] = ()) -> None:
+                 extra_pods: Sequence[Pod] = (), closed_nodes: Iterable[str] = (),
+                 derived: Mapping[str, node_pods.NodePods] | None = None) -> None:
+        """``derived``: what `ebb.core.node_pods` derived from each node's active pods of ``snapshot`` (a view's
+        ``node_pods``): the pods on each node and what they request are then taken from it, not found again."""
         self.snapshot = snapshot
         self.resources = resource_names(snapshot, extra_pods)
         self.r_index = {name: i for i, name in enumerate(self.resources)}
@@ -322,37 +328,21 @@ class Scheduler:
                 by_taints.setdefault(n.taints, []).append(i)
         self.taint_sets = {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
         self.node_alloc = self.rows([n.allocatable for n in self.nodes])
-        # Pods bound to nodes, by node index.
-        self.pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
         self._pod_vecs: dict[Interned, IntArray] = {}
         self._pod_needs: dict[Interned, tuple[tuple[int, int], ...]] = {}
-        # what the bound pods use, summed per node from one row per distinct requests (replicas share theirs)
-        kind_of: dict[Interned, int] = {}
-        kinds: list[IntArray] = []
-        at_node: list[int] = []
-        of_kind: list[int] = []
-        rescheduled = 0
-        # the loop over every pod of every pass: its lookups bound to locals
-        node_at, pods_on, kind_at = self.node_index.get, self.pods_on, kind_of.get
-        add_node, add_kind = at_node.append, of_kind.append
-        for pod in snapshot.pods:
-            rescheduled += pod.needs_rescheduling
-            at = node_at(pod.node_name or "")
-            if at is not None and not pod.is_terminal:
-                pods_on[at].append(pod)
-                kind = kind_at(pod.requests_key)
-                if kind is None:
-                    kind = kind_of[pod.requests_key] = len(kinds)
-                    kinds.append(self.pod_vec(pod))
-                add_node(at)
-                add_kind(kind)
-        used = np.zeros_like(self.node_alloc)
-        if kinds:
-            # how many pods of each kind per node, times each kind's requests (integers: exact)
-            k = len(kinds)
-            per_node = np.bincount(np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64),
-                                   minlength=self.N * k).reshape(self.N, k)
-            used = per_node @ np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
+        if derived is not None:
+            # a pass's view derived them, most nodes' as the pass before: the pods on each node and their requests
+            # summed (the same integers the loop below sums)
+            of_nodes = [derived[n.name] for n in self.nodes]
+            self.derived: list[node_pods.NodePods] | None = of_nodes
+            #: the active pods bound to each node, by node index
+            self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
+            resources = tuple(self.resources)
+            used = np.array([d.requested(resources) for d in of_nodes], dtype=np.int64).reshape(self.node_alloc.shape)
+            rescheduled: int = sum(map(_NEEDS_RESCHEDULING, snapshot.pods))
+        else:
+            self.derived = None
+            used, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
@@ -375,6 +365,40 @@ class Scheduler:
         self._domain_codes: dict[str, tuple[dict[str, int], IntArray, list[IntArray]]] = {}
         self._build_domains(LABEL_HOSTNAME)
         self._register_groups([*snapshot.pods, *extra_pods])
+
+    def _bind(self, snapshot: Snapshot) -> tuple[IntArray, int]:
+        """Sort the snapshot's active pods onto their nodes (``pods_on``); what they use per node, and how many pods
+        of the snapshot need a home when moved (`Pod.needs_rescheduling`)."""
+        pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
+        self.pods_on = cast(list[Sequence[Pod]], pods_on)
+        # what the bound pods use, summed per node from one row per distinct requests (replicas share theirs)
+        kind_of: dict[Interned, int] = {}
+        kinds: list[IntArray] = []
+        at_node: list[int] = []
+        of_kind: list[int] = []
+        rescheduled = 0
+        # the loop over every pod of the snapshot: its lookups bound to locals
+        node_at, kind_at = self.node_index.get, kind_of.get
+        add_node, add_kind = at_node.append, of_kind.append
+        for pod in snapshot.pods:
+            rescheduled += pod.needs_rescheduling
+            at = node_at(pod.node_name or "")
+            if at is not None and not pod.is_terminal:
+                pods_on[at].append(pod)
+                kind = kind_at(pod.requests_key)
+                if kind is None:
+                    kind = kind_of[pod.requests_key] = len(kinds)
+                    kinds.append(self.pod_vec(pod))
+                add_node(at)
+                add_kind(kind)
+        used = np.zeros_like(self.node_alloc)
+        if kinds:
+            # how many pods of each kind per node, times each kind's requests (integers: exact)
+            k = len(kinds)
+            per_node = np.bincount(np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64),
+                                   minlength=self.N * k).reshape(self.N, k)
+            used = per_node @ np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
+        return used, rescheduled
 
     # -- helpers -------------------------------------------------------------------------------------
     def vec(self, mapping: Mapping[str, int]) -> IntArray:
@@ -506,13 +530,14 @@ class Scheduler:
             return None
         return term.namespaces if term.namespaces is not None else frozenset((own_ns,))
 
-    def _register_groups(self, pods: Iterable[Pod]) -> None:
-        seen: set[tuple[Any, ...]] = set()
-        for pod in pods:
-            k = pod.groups_key
-            if k is None or k in seen:
-                continue
-            seen.add(k)
+    def _register_groups(self, pods: Sequence[Pod]) -> None:
+        # the first pod of each distinct groups key, in the order the keys first come, found in C (every pod of
+        # every pass; most have none): the keys in that order, each then given its first pod (an update keeps a
+        # key's place, and the pods go in backwards, so the first one is the value left)
+        first: dict[tuple[Any, ...] | None, Pod | None] = dict.fromkeys(map(_GROUPS_KEY, pods))
+        first.update(zip(map(_GROUPS_KEY, reversed(pods)), reversed(pods), strict=True))
+        first.pop(None, None)
+        for pod in cast(Iterable[Pod], first.values()):
             s = pod.spec
             for sp in s.spread:
                 self._group("match", self._spread_key(sp, s), sp.selector, frozenset((pod.namespace,)))
@@ -867,14 +892,23 @@ class SimState:
         s = self.s
         nodes_of: dict[Interned, list[int]] = {}
         first: dict[Interned, Pod] = {}
-        for i, pods in enumerate(s.pods_on):
-            for pod in pods:
-                if not pod.deleting:
-                    at = nodes_of.get(pod.class_key)
+        if s.derived is not None:  # each node's classes and how many of its pods are of each, as a view found them
+            for i, derived in enumerate(s.derived):
+                for class_key, pod, count in derived.classes:
+                    at = nodes_of.get(class_key)
                     if at is None:
-                        nodes_of[pod.class_key] = at = []
-                        first[pod.class_key] = pod
-                    at.append(i)
+                        nodes_of[class_key] = at = []
+                        first[class_key] = pod
+                    at.extend(repeat(i, count))
+        else:
+            for i, pods in enumerate(s.pods_on):
+                for pod in pods:
+                    if not pod.deleting:
+                        at = nodes_of.get(pod.class_key)
+                        if at is None:
+                            nodes_of[pod.class_key] = at = []
+                            first[pod.class_key] = pod
+                        at.append(i)
         bound = [(s.memberships(first[key]), at) for key, at in nodes_of.items()]
         for key in s.topology_keys:
             self._ensure_key(key, s._domain_codes[key][1])

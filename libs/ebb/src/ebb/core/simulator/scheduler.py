@@ -959,28 +959,29 @@ class SimState:
         while len(j) > mark:
             entry = j.pop()
             op = entry[0]
+            # the three entries every placed pod makes first
             if op == "arr":
                 _, arr, idx, old = entry
                 arr[idx] = old
-            elif op == "claim_new":
-                _, b = entry
-                del self.claims[b]
-                self.n_bins = b
-                self.open[b] = False
-                self.free[b] = 0
-            elif op == "claim_set":
-                _, claim, mask, total, n_pods, charged, kept = entry
-                claim.mask, claim.total, claim.charged, claim.kept = mask, total, charged, kept
-                del claim.pods[n_pods:]
+            elif op == "moved":
+                _, b, n = entry
+                del self.moved_onto[b][n:]
             elif op == "placed":
                 _, key, old = entry
                 if old is None:
                     self.placed.pop(key, None)
                 else:
                     self.placed[key] = old
-            elif op == "moved":
-                _, b, n = entry
-                del self.moved_onto[b][n:]
+            elif op == "claim_set":
+                _, claim, mask, total, n_pods, charged, kept = entry
+                claim.mask, claim.total, claim.charged, claim.kept = mask, total, charged, kept
+                del claim.pods[n_pods:]
+            elif op == "claim_new":
+                _, b = entry
+                del self.claims[b]
+                self.n_bins = b
+                self.open[b] = False
+                self.free[b] = 0
             elif op == "moved_clear":
                 _, b, old_list = entry
                 self.moved_onto[b] = old_list

@@ -714,6 +714,7 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
     assert [list(p) for p in found.pods_on] == [list(p) for p in given_.pods_on]
     assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.groups] == \
         [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.groups]
+    assert [found.leaving_order(b) for b in range(found.N)] == [given_.leaving_order(b) for b in range(given_.N)]
     one, other = found.new_state(), given_.new_state()
     assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))
     assert one.ports == other.ports

@@ -227,9 +227,28 @@ class _Claim:
     floor: tuple[BoolArray, str | None, float] | None = None
 
 
-def relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
+#: `relaxations` by the id of the spec, with the spec (a pass's Scheduler makes each class's again, of the specs the
+#: pods held the pass before: the parser shares a spec among the versions of a pod and its replicas)
+_RELAXED: dict[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...]]] = {}
+_RELAXED_SIZE = 20_000
+
+
+def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
     """Strictest first: every preference as a requirement; then drop one preference at a time (the
-    ScheduleAnyway spreads first, then the lightest preferred term), ending at the pod's requirements."""
+    ScheduleAnyway spreads first, then the lightest preferred term), ending at the pod's requirements. Made once
+    per spec object (a value: shared by every Scheduler and thread; a race only makes it twice)."""
+    kept = _RELAXED.get(id(spec))
+    if kept is not None and kept[0] is spec:
+        return kept[1]
+    made = tuple(_relaxations(spec))
+    if len(_RELAXED) >= _RELAXED_SIZE:
+        _RELAXED.clear()
+    _RELAXED[id(spec)] = (spec, made)
+    return made
+
+
+def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
+    """`relaxations`, made."""
     prefs: list[tuple[int, int, str, Any]] = []
     for i, s in enumerate(spec.spread):
         if s.when_unsatisfiable != "DoNotSchedule":
@@ -294,6 +313,27 @@ _POOLS_CACHE_SIZE = 4
 _POOLS_LOCK = threading.Lock()
 
 
+#: `Scheduler.pod_vec` and `.pod_needs` by resource names, then by requests (`Pod.requests_key`): the same for every
+#: Scheduler with those names, and a planner's Schedulers share their names and most requests pass after pass
+_REQUESTS_KEPT: dict[tuple[str, ...], tuple[dict[Interned, IntArray], dict[Interned, tuple[tuple[int, int], ...]]]] = {}
+#: past this many requests kept for some resource names, they are dropped and made again as asked
+_REQUESTS_KEPT_SIZE = 20_000
+_REQUESTS_KEPT_LOCK = threading.Lock()
+
+
+def _requests_kept(resources: tuple[str, ...]) -> tuple[dict[Interned, IntArray],
+                                                          dict[Interned, tuple[tuple[int, int], ...]]]:
+    """The vectors and needs kept for ``resources`` (new, empty ones for new names or past the size limit). A
+    Scheduler adds to them as it goes: entries are values (read-only arrays), so a race only makes one twice."""
+    with _REQUESTS_KEPT_LOCK:
+        kept = _REQUESTS_KEPT.get(resources)
+        if kept is None or len(kept[0]) > _REQUESTS_KEPT_SIZE:
+            if kept is None and len(_REQUESTS_KEPT) >= 8:
+                _REQUESTS_KEPT.clear()
+            kept = _REQUESTS_KEPT[resources] = ({}, {})
+        return kept
+
+
 #: what separates a topology key from its node filter's id in a filtered group's key (`Scheduler._spread_key`);
 #: no label key holds it
 FILTERED = "|"
@@ -328,8 +368,7 @@ class Scheduler:
                 by_taints.setdefault(n.taints, []).append(i)
         self.taint_sets = {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
         self.node_alloc = self.rows([n.allocatable for n in self.nodes])
-        self._pod_vecs: dict[Interned, IntArray] = {}
-        self._pod_needs: dict[Interned, tuple[tuple[int, int], ...]] = {}
+        self._pod_vecs, self._pod_needs = _requests_kept(self.resources)
         if derived is not None:
             # a pass's view derived them, most nodes' as the pass before: the pods on each node and their requests
             # summed (the same integers the loop below sums)
@@ -743,6 +782,8 @@ class Scheduler:
         """Node ``b``'s own pods that need a new home when it goes (`Pod.needs_rescheduling`: a terminating
         StatefulSet pod's replacement needs its room too), in `placement_order`: sorted once while the node holds
         the same pods, pass after pass (`ebb.core.node_pods`)."""
+        if self.derived is not None:  # derived from the very pods of ``pods_on[b]``
+            return self.derived[b].leaving_order
         return node_pods.of_node(self.nodes[b].name, self.pods_on[b]).leaving_order
 
     def counted_on(self, b: int) -> list[Pod]:

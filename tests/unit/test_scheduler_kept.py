@@ -1,0 +1,71 @@
+"""What the simulator keeps from one Scheduler to the next: a pod's requests as vectors per resource names
+(`Scheduler.pod_vec`, `.pod_needs`) and a spec's relaxations (`relaxations`). Values made once and shared, equal
+to what a fresh computation gives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ebb.core.model import Pod, Snapshot
+from ebb.core.simulator import scheduler as scheduler_module
+from ebb.core.simulator.scheduler import Scheduler, relaxations
+from tests.unit.builders import node, pod, snapshot
+
+
+def _snapshot() -> Snapshot:
+    return snapshot([node("n1"), node("n2")],
+                    [pod("a", "n1", cpu="500m", memory="1Gi"), pod("b", "n2", cpu="2", memory="3Gi"),
+                     pod("c", None, cpu="500m", memory="1Gi")])
+
+
+def test_schedulers_with_the_same_resource_names_share_the_requests_vectors() -> None:
+    snap = _snapshot()
+    first, second = Scheduler(snap), Scheduler(snap)
+    assert first.resources == second.resources
+    for p in snap.pods:
+        vec = first.pod_vec(p)
+        assert second.pod_vec(p) is vec  # made once, shared
+        assert not vec.flags.writeable
+        assert vec.tolist() == [p.spec.requests.get(name, 0) for name in first.resources]
+        assert second.pod_needs(p) is first.pod_needs(p)
+        assert first.pod_needs(p) == tuple((i, v) for i, v in enumerate(vec.tolist()) if v)
+    a, c = snap.pods[0], snap.pods[2]
+    assert a.requests_key is c.requests_key and first.pod_vec(c) is first.pod_vec(a)  # equal requests: one vector
+
+
+def test_other_resource_names_get_vectors_of_their_own() -> None:
+    snap = _snapshot()
+    plain = Scheduler(snap)
+    gpu = replace(snap.pods[1], spec=replace(snap.pods[1].spec, requests={**snap.pods[1].spec.requests,
+                                                                         "nvidia.com/gpu": 1}))
+    wider = Scheduler(snap, extra_pods=[gpu])
+    assert "nvidia.com/gpu" in wider.resources and "nvidia.com/gpu" not in plain.resources
+    assert len(wider.pod_vec(snap.pods[0])) == len(plain.pod_vec(snap.pods[0])) + 1
+    assert wider.pod_vec(gpu).tolist()[wider.resources.index("nvidia.com/gpu")] == 1
+
+
+def test_kept_requests_are_dropped_past_their_limit_and_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler_module, "_REQUESTS_KEPT", {})
+    monkeypatch.setattr(scheduler_module, "_REQUESTS_KEPT_SIZE", 1)
+    snap = _snapshot()
+    first = Scheduler(snap)
+    old = first.pod_vec(snap.pods[0])
+    first.pod_vec(snap.pods[1])  # two kept: past the limit of 1
+    again = Scheduler(snap).pod_vec(snap.pods[0])
+    assert again is not old and np.array_equal(again, old)
+
+
+def test_a_specs_relaxations_are_made_once_and_equal_to_those_of_an_equal_spec() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "a"}}}]
+    snap = snapshot([node("n1")], [pod("a", "n1", labels={"app": "a"}, spread=spread)])
+    p: Pod = snap.pods[0]
+    made = relaxations(p.spec)
+    assert relaxations(p.spec) is made
+    assert len(made) == 2  # the spread as a requirement, then without it
+    assert made[0].spread[0].when_unsatisfiable == "DoNotSchedule" and made[1].spread == ()
+    equal = replace(p.spec)
+    assert equal is not p.spec and relaxations(equal) == made and relaxations(equal) is not made

@@ -8,7 +8,7 @@ from typing import Any
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import ClusterObject
 from ebb.core.cluster import ClusterView
-from ebb.core.snapshot import parse_object
+from ebb.core.snapshot import parse_documents, parse_object
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
@@ -258,4 +258,37 @@ def test_the_keys_stay_sorted_as_objects_come_and_go_after_a_snapshot() -> None:
             assert store.keys() == sorted(held)
             assert [f"Pod/{p.namespace}/{p.name}" for p in store.snapshot().pods] == \
                 [k for k in sorted(held) if k.startswith("Pod/")]
+            # the parsed objects kept in the keys' order, filled in where keys came or changed: a fresh parse
+            assert store.snapshot() == parse_documents(store.objects(), [])
     assert store.keys() == sorted(held)
+    assert store.snapshot() == parse_documents(store.objects(), [])
+
+
+def test_an_object_under_a_second_key_with_the_name_of_another_fails_the_snapshot_until_one_goes() -> None:
+    """A snapshot of every key held is told free of an object named twice by the store's count of names, not by
+    looking (`assemble`'s ``refs_unique``): two keys holding objects of one name fail it as a fresh parse does, a
+    name changed away or an object removed makes it whole again, and a snapshot of some keys still looks."""
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError
+
+    store = SnapshotStore(bundled_catalog=[])
+    store.put("Node//a", node("a", "m5.large"))
+    store.put("Pod/default/p", pod("p", "a"))
+    assert len(store.snapshot().pods) == 1
+    store.put("Pod/default/q", pod("p", "a"))  # under another key, named p too
+    for _ in range(2):
+        with pytest.raises(SnapshotError, match="appears twice"):
+            store.snapshot()
+    with pytest.raises(SnapshotError, match="appears twice"):
+        store.snapshot_of(["Pod/default/p", "Pod/default/q"])
+    with pytest.raises(SnapshotError, match="appears twice"):
+        parse_documents(store.objects(), [])
+    store.put("Pod/default/q", pod("q", "a"))  # renamed: whole again
+    assert [p.name for p in store.snapshot().pods] == ["p", "q"]
+    store.put("Pod/default/q", pod("p", "a"))
+    with pytest.raises(SnapshotError, match="appears twice"):
+        store.snapshot()
+    assert store.remove("Pod/default/p")
+    assert [p.name for p in store.snapshot().pods] == ["p"]
+    assert store.snapshot() == parse_documents(store.objects(), [])

@@ -8,7 +8,10 @@ after it changed (a Pod whose ``spec`` changed only in ``nodeName`` keeps its pa
 and status changes are most of a cluster's changes; a new Pod takes them from a pod of the same controller whose
 ``spec`` is the same but for ``nodeName``: a replica, or a pod made again after an eviction), and the snapshot
 itself is reused until the next change (a 2,000-node, 20,000-pod cluster is parsed whole in seconds; one changed
-pod then costs microseconds plus the assembly). Pure apart from holding state: no I/O; wire it to a bus with
+pod then costs microseconds plus the assembly). The parsed objects are also kept in the keys' sorted order, so a
+snapshot after a few changes fills in their places instead of looking every key up again, and the objects' names
+are counted as they come and go, so a snapshot of every key is known free of a name held twice without checking
+thousands of them (``assemble``'s ``refs_unique``). Pure apart from holding state: no I/O; wire it to a bus with
 ``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
 """
 
@@ -22,7 +25,7 @@ from ebb.adapters.bus.base import Delivery
 from ebb.adapters.catalog import bundled_catalog as default_catalog
 from ebb.contracts import ClusterObject
 from ebb.core.model import Snapshot
-from ebb.core.snapshot import ParsedObject, SnapshotError, assemble, parse_catalog, parse_object
+from ebb.core.snapshot import ParsedObject, SnapshotError, assemble, object_ref, parse_catalog, parse_object
 
 
 class SnapshotStore:
@@ -50,6 +53,15 @@ class SnapshotStore:
         self._objects: dict[str, dict[str, Any]] = {}
         #: the keys held, sorted (sorted once, then kept sorted as keys come and go)
         self._sorted: list[str] | None = None
+        #: the parsed object of each key of ``_sorted``, in its place (None: changed since), kept in step with it: a
+        #: snapshot then takes the list as it is, not thousands of lookups (`_parsed_in_order`); None until asked
+        self._in_order: list[ParsedObject | None] | None = None
+        #: the keys put since ``_in_order`` was last filled in
+        self._to_fill: set[str] = set()
+        #: how many held objects have each ref (`object_ref`: what ``assemble`` tells objects apart by), and how many
+        #: refs more than one has: none, and a snapshot of every key is known free of a ref twice without a look
+        self._refs: dict[str, int] = {}
+        self._refs_twice = 0
         #: incremented by every change; lets a consumer cache a snapshot until the next change
         self.version = 0
 
@@ -67,9 +79,17 @@ class SnapshotStore:
         """Hold ``obj`` under ``key`` (``kind/namespace/name``) as it is, unchanged from now on: the caller gives
         a new dict for every change (the simulated cluster's objects, which it never edits in place)."""
         old, parsed = self._objects.get(key), self._parsed.pop(key, None)
+        self._count_ref(obj, 1)
+        if old is not None:
+            self._count_ref(old, -1)
+        if self._in_order is not None:
+            self._to_fill.add(key)
         if old is None:
             if self._sorted is not None:
-                bisect.insort(self._sorted, key)  # kept sorted: an insertion, not a sort of thousands of keys
+                at = bisect.bisect_left(self._sorted, key)  # kept sorted: an insertion, not a sort of thousands
+                self._sorted.insert(at, key)
+                if self._in_order is not None:
+                    self._in_order.insert(at, None)
             controller = _controller(obj)
             if controller is not None:
                 first = self._first_of.get(controller)
@@ -91,14 +111,29 @@ class SnapshotStore:
         controller = _controller(obj)
         if controller is not None and self._first_of.get(controller) == key:
             del self._first_of[controller]
+        self._count_ref(obj, -1)
         if self._sorted is not None:
-            del self._sorted[bisect.bisect_left(self._sorted, key)]
+            at = bisect.bisect_left(self._sorted, key)
+            del self._sorted[at]
+            if self._in_order is not None:
+                del self._in_order[at]
+                self._to_fill.discard(key)
         self._parsed.pop(key, None)
         self._unparsed.pop(key, None)
         self._previous.pop(key, None)
         self._like.pop(key, None)
         self.version += 1
         return True
+
+    def _count_ref(self, obj: Mapping[str, Any], change: int) -> None:
+        ref = object_ref(obj)
+        had = self._refs.get(ref, 0)
+        now = had + change
+        if now:
+            self._refs[ref] = now
+        else:
+            del self._refs[ref]
+        self._refs_twice += (now > 1) - (had > 1)
 
     def apply_all(self, messages: Iterable[ClusterObject]) -> None:
         for message in messages:
@@ -119,6 +154,7 @@ class SnapshotStore:
         """The keys held, sorted (read-only: callers copy; a snapshot's list changes as keys come and go)."""
         if self._sorted is None:
             self._sorted = sorted(self._objects)
+            self._in_order = None
         return self._sorted
 
     def objects(self) -> list[dict[str, Any]]:
@@ -141,7 +177,10 @@ class SnapshotStore:
 
     def snapshot_of(self, keys: Iterable[str]) -> Snapshot:
         """The snapshot of the held objects under ``keys``, in that order (not cached; the parsed objects are)."""
-        return assemble(self._parsed_in_order(keys if isinstance(keys, list) else list(keys)), self.fallback_catalog)
+        keys = keys if isinstance(keys, list) else list(keys)
+        every = keys is self._sorted  # every key held: its refs are counted
+        return assemble(self._parsed_in_order(keys), self.fallback_catalog,
+                        refs_unique=every and self._refs_twice == 0)
 
     def _parsed_in_order(self, keys: list[str]) -> list[ParsedObject]:
         """`parsed` of each of ``keys``: the objects that changed since they were last parsed are parsed first, and
@@ -159,9 +198,24 @@ class SnapshotStore:
                     break
             elif type(item) is not ParsedObject:  # invalid, and parsed already
                 break
-        else:
-            return cast(list[ParsedObject], list(map(parsed.__getitem__, keys)))  # every one valid: checked above
+        else:  # every one valid: checked above
+            if keys is not self._sorted:
+                return cast(list[ParsedObject], list(map(parsed.__getitem__, keys)))
+            return self._every_parsed()
         return [self.parsed(key, index) for index, key in enumerate(keys)]
+
+    def _every_parsed(self) -> list[ParsedObject]:
+        """The parsed objects of every key held, in ``_sorted``'s order (each parsed and valid, the caller checked):
+        ``_in_order`` with the places of the keys put since filled in (made whole the first time)."""
+        keys, in_order = self._sorted, self._in_order
+        assert keys is not None
+        if in_order is None:
+            self._in_order = in_order = cast(list[ParsedObject | None], list(map(self._parsed.__getitem__, keys)))
+        else:
+            for key in self._to_fill:
+                in_order[bisect.bisect_left(keys, key)] = cast(ParsedObject, self._parsed[key])
+        self._to_fill.clear()
+        return list(cast(list[ParsedObject], in_order))
 
     def parsed(self, key: str, index: int = 0) -> ParsedObject:
         """The held object under ``key`` parsed, once per change (``SnapshotError`` when it is invalid;

@@ -195,6 +195,12 @@ def _number(doc: _Doc, value: Any, field: str, kind: type[int] | type[float] = i
     return number
 
 
+def object_ref(doc: Mapping[str, Any]) -> str:
+    """How an object is named in messages and told apart from the others (`ParsedObject.ref`): its kind, namespace
+    and name; a nameless one is numbered as the first document."""
+    return _ref(doc, 0)
+
+
 def _ref(doc: Mapping[str, Any], index: int) -> str:
     kind = doc.get("kind", "?")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
@@ -804,12 +810,15 @@ def _once_each(parsed: Iterable[ParsedObject]) -> Iterator[ParsedObject]:
 
 
 def assemble(parsed: Iterable[ParsedObject],
-             fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = ()) -> Snapshot:
+             fallback_catalog: Iterable[ParsedObject] | Callable[[], Iterable[ParsedObject]] = (), *,
+             refs_unique: bool = False) -> Snapshot:
     """The Snapshot of parsed objects. The ``fallback_catalog`` (or a function returning it) is used only
     when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so; a
     NodeClaim being deleted (or whose instance is terminating) marks its node deleting, as Karpenter's state
     does (a deleting NodeClaim is a deleting node: no candidate, no destination, counted against the budget);
-    a NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`)."""
+    a NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`).
+    ``refs_unique``: the caller knows that no ref comes twice in the list ``parsed`` (a store that counts them), so it
+    is not checked again."""
     nodes: list[Node] = []
     pods: list[Pod] = []
     pools: list[NodePool] = []
@@ -824,7 +833,7 @@ def assemble(parsed: Iterable[ParsedObject],
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies}
-    if isinstance(parsed, list) and len(set(map(_REF, parsed))) == len(parsed):
+    if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
         items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
         items = _once_each(parsed)  # a stream (``parse_documents``): a ref seen twice fails where it comes again

@@ -53,3 +53,24 @@ def test_a_command_planned_before_a_pod_went_pending_is_rejected_by_validation()
     why = validate(command, after, NOW)
     assert why is not None
     assert why.kind is Stale.POD_NO_LONGER_FITS
+
+
+def test_the_pending_pods_are_found_among_the_active_pods_on_no_node() -> None:
+    """A view gathers the active pods on no node of the snapshot as it sorts the others onto their nodes
+    (`ClusterView.unbound`, in the snapshot's order), and the pending pods are read from those: the same as a
+    look at every pod of the snapshot."""
+    from ebb.core.methods.base import pending_pods
+
+    docs = [*base(), waiting("queued", "1200m"), pod("done", None, cpu="1", phase="Succeeded"),
+            pod("lost", "gone-node", cpu="1"), waiting("deleting", "1"), waiting("agent-x", "1",
+                                                                                owner=("DaemonSet", "agent")),
+            pod("failed", "a", cpu="1", phase="Failed"), waiting("another", "100m")]
+    docs[8]["metadata"]["deletionTimestamp"] = NOW.isoformat()
+    snap = snapshot(docs)
+    view = ClusterView.build(snap, NOW)
+    assert [p.name for p in view.unbound] == sorted(["queued", "lost", "deleting", "agent-x", "another"],
+                                                    key=[p.name for p in snap.pods].index)
+    every = [p for p in snap.pods
+             if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling and not p.deleting]
+    assert pending_pods(view) == every
+    assert sorted(p.name for p in every) == ["another", "queued"]

@@ -144,6 +144,8 @@ class ClusterView:
     pools: dict[str, NodePool] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     pods_on: dict[str, list[Pod]] = field(default_factory=dict)
+    #: the active pods (not finished) on no node of the snapshot, in its order: the pending ones among them
+    unbound: list[Pod] = field(default_factory=list, repr=False, compare=False)
     movable: dict[str, list[Pod]] = field(default_factory=dict)  # pods that need a new home
     price: dict[str, float] = field(default_factory=dict)
     price_known: dict[str, bool] = field(default_factory=dict)
@@ -194,19 +196,38 @@ class ClusterView:
                 view.claims_by_provider[c.provider_id] = c
         for node in snapshot.nodes:
             view.pods_on[node.name] = []
-        # every pod of every pass: the finished ones left out in C, one lookup for the rest
-        on_node = view.pods_on.get
-        for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
-            on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
-            if on is not None:
-                on.append(pod)
+        # every pod of every pass: the finished ones left out in C, one lookup for the rest; with PDBs, the pods
+        # of each class gathered in the same pass over them (`_pdbs`: they are thousands of objects spread through
+        # memory, and reading them is most of a loop's cost)
+        on_node, unbound = view.pods_on.get, view.unbound
+        of_class: dict[Interned, list[Pod]] = {}
+        if snapshot.pdbs:
+            class_at = of_class.get
+            for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
+                on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
+                if on is not None:
+                    on.append(pod)
+                else:
+                    unbound.append(pod)
+                same = class_at(pod.class_key)
+                if same is None:
+                    of_class[pod.class_key] = [pod]
+                else:
+                    same.append(pod)
+        else:
+            for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
+                on = on_node(pod.node_name or "")
+                if on is not None:
+                    on.append(pod)
+                else:
+                    unbound.append(pod)
         for name, pods in view.pods_on.items():
             derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
             view.movable[name] = list(derived.movable)
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
         view._demand()
-        view._pdbs()
+        view._pdbs(of_class)
         view._candidates()
         view._budgets()
         view._pauses()
@@ -311,19 +332,13 @@ class ClusterView:
                 for pool, peak in self.demand_peak.items()}
 
     # -- PDBs --------------------------------------------------------------------------------------------
-    def _pdbs(self) -> None:
+    def _pdbs(self, of_class: dict[Interned, list[Pod]]) -> None:
+        """What each PDB allows now, kept per class of the pods it selects. ``of_class``: the active pods (not
+        finished) of each class, in the snapshot's order (`build` gathers them). Replicas share their labels: each
+        class of pods (same namespace and labels, and more: its interned ``class_key``) is matched once, not every
+        pod."""
         if not self.snapshot.pdbs:
             return
-        # Replicas share their labels: match each class of pods (same namespace and labels, and more: its
-        # interned ``class_key``) once, not every pod.
-        of_class: dict[Interned, list[Pod]] = {}
-        for pod in self.snapshot.pods:
-            if not pod.is_terminal:
-                same = of_class.get(pod.class_key)
-                if same is None:
-                    of_class[pod.class_key] = [pod]
-                else:
-                    same.append(pod)
         namespaces = {pdb.namespace for pdb in self.snapshot.pdbs}
         by_class: dict[str, dict[Interned, list[Pod]]] = {}
         for key, pods in of_class.items():  # a class is of one namespace (it is in the key)

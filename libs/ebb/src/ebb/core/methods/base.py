@@ -115,7 +115,7 @@ class PassContext:
 
 def pending_pods(view: ClusterView) -> list[Pod]:
     """Pods waiting for a node: not bound, Pending, not being deleted, not DaemonSet or mirror pods."""
-    return [p for p in view.snapshot.pods
+    return [p for p in view.unbound  # the active pods on no node: a few of the snapshot's thousands
             if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling and not p.deleting]
 
 

@@ -67,10 +67,11 @@ from ebb.core.model import (
     Taint,
     Toleration,
     TopologySpread,
+    placement_order,
 )
 from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
-from ebb.core.simulator.scheduler import Scheduler, SimState, placement_order, simulate
+from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
 
 from ._model import Gi, Mi, make_node, make_pod, make_type, spread, term
 

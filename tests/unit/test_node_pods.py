@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ebb.core import node_pods
-from ebb.core.model import Pod
-from ebb.core.simulator.scheduler import placement_order
+from ebb.core.model import Pod, placement_order
 from ebb.core.snapshot import parse_object
 from tests.unit.builders import ds_pod, pod
 

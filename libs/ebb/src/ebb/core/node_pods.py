@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_, itemgetter, methodcaller
 
-from ebb.core.model import Interned, Pod
+from ebb.core.model import Interned, Pod, placement_order
 
 #: past this many node names the kept entries are dropped (names of nodes long gone, or other snapshots')
 KEEP_AT_MOST = 20_000
@@ -40,7 +40,7 @@ class NodePods:
     pods: tuple[Pod, ...]
     #: the pods that need a new home when the node goes (`Pod.needs_rescheduling`), in the same order
     movable: tuple[Pod, ...]
-    #: the movable pods in the order the simulator places pods (`ebb.core.simulator.scheduler.placement_order`)
+    #: the movable pods in the order the simulator places pods (`ebb.core.model.placement_order`)
     leaving_order: tuple[Pod, ...]
     #: the cpu all the pods request (millicores)
     cpu_requested: int
@@ -76,7 +76,7 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
     movable = tuple(filter(_NEEDS_RESCHEDULING, pods))
     made = NodePods(
         pods=tuple(pods), movable=movable,
-        leaving_order=tuple(sorted(movable, key=_PLACEMENT_KEY)),
+        leaving_order=tuple(placement_order(movable)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),

@@ -35,7 +35,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.simulator.scheduler import placement_order
+from ebb.core.model import placement_order
 
 NAME = "single-node-consolidation"
 

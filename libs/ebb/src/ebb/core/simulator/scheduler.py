@@ -51,6 +51,7 @@ from ebb.core.model import (
     Snapshot,
     Toleration,
     TopologySpread,
+    placement_order,
 )
 from ebb.core.simulator.labeltable import BoolArray, IntArray, LabelTable
 from ebb.core.simulator.results import NewNode, SimulationResult
@@ -825,7 +826,6 @@ class Scheduler:
         return self._pool_usage
 
 
-_PLACEMENT_KEY = attrgetter("placement_key")
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
 UNEXPLAINED = "not explained"
 
@@ -866,12 +866,6 @@ def _trues(n: int) -> BoolArray:
     mask: BoolArray = np.empty(n, dtype=bool)
     mask.fill(True)
     return mask
-
-
-def placement_order(pods: Iterable[Pod]) -> list[Pod]:
-    """The order `SimState.place_all` places pods in: largest cpu, then memory first, as Karpenter does; the key
-    breaks ties."""
-    return sorted(pods, key=_PLACEMENT_KEY)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -201,26 +201,19 @@ class ClusterView:
         # memory, and reading them is most of a loop's cost)
         on_node, unbound = view.pods_on.get, view.unbound
         of_class: dict[Interned, list[Pod]] = {}
-        if snapshot.pdbs:
-            class_at = of_class.get
-            for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
-                on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
-                if on is not None:
-                    on.append(pod)
-                else:
-                    unbound.append(pod)
+        class_at, by_class = of_class.get, bool(snapshot.pdbs)
+        for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
+            on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
+            if on is not None:
+                on.append(pod)
+            else:
+                unbound.append(pod)
+            if by_class:
                 same = class_at(pod.class_key)
                 if same is None:
                     of_class[pod.class_key] = [pod]
                 else:
                     same.append(pod)
-        else:
-            for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
-                on = on_node(pod.node_name or "")
-                if on is not None:
-                    on.append(pod)
-                else:
-                    unbound.append(pod)
         for name, pods in view.pods_on.items():
             derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
             view.movable[name] = list(derived.movable)

@@ -80,15 +80,16 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
-        classes=_classes(pods))
+        classes=classes_of(pods))
     if len(_kept) >= KEEP_AT_MOST:
         _kept.clear()
     _kept[name] = made
     return made
 
 
-def _classes(pods: Sequence[Pod]) -> tuple[tuple[Interned, Pod, int], ...]:
-    """`NodePods.classes` of ``pods``."""
+def classes_of(pods: Sequence[Pod]) -> tuple[tuple[Interned, Pod, int], ...]:
+    """`NodePods.classes` of ``pods``: the classes of those not being deleted, each with its first pod and how many
+    pods are of it, in the order the classes first come."""
     first: dict[Interned, Pod] = {}
     count: dict[Interned, int] = {}
     for pod in pods:

@@ -377,12 +377,12 @@ class Scheduler:
             self.derived: list[node_pods.NodePods] | None = of_nodes
             #: the active pods bound to each node, by node index
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
-            resources = tuple(self.resources)
-            used = np.array([d.requested(resources) for d in of_nodes], dtype=np.int64).reshape(self.node_alloc.shape)
+            used = np.array([d.requested(self.resources) for d in of_nodes],
+                            dtype=np.int64).reshape(self.node_alloc.shape)
             rescheduled: int = sum(map(_NEEDS_RESCHEDULING, snapshot.pods))
         else:
             self.derived = None
-            used, rescheduled = self._bind(snapshot)
+            self.pods_on, used, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = self._cached_pools(snapshot)
@@ -406,11 +406,10 @@ class Scheduler:
         self._build_domains(LABEL_HOSTNAME)
         self._register_groups([*snapshot.pods, *extra_pods])
 
-    def _bind(self, snapshot: Snapshot) -> tuple[IntArray, int]:
-        """Sort the snapshot's active pods onto their nodes (``pods_on``); what they use per node, and how many pods
-        of the snapshot need a home when moved (`Pod.needs_rescheduling`)."""
+    def _bind(self, snapshot: Snapshot) -> tuple[list[Sequence[Pod]], IntArray, int]:
+        """The snapshot's active pods sorted onto their nodes (``pods_on``), what they use per node, and how many
+        pods of the snapshot need a home when moved (`Pod.needs_rescheduling`)."""
         pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
-        self.pods_on = cast(list[Sequence[Pod]], pods_on)
         # what the bound pods use, summed per node from one row per distinct requests (replicas share theirs)
         kind_of: dict[Interned, int] = {}
         kinds: list[IntArray] = []
@@ -438,7 +437,7 @@ class Scheduler:
             per_node = np.bincount(np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64),
                                    minlength=self.N * k).reshape(self.N, k)
             used = per_node @ np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
-        return used, rescheduled
+        return cast(list[Sequence[Pod]], pods_on), used, rescheduled
 
     # -- helpers -------------------------------------------------------------------------------------
     def vec(self, mapping: Mapping[str, int]) -> IntArray:
@@ -927,23 +926,16 @@ class SimState:
         s = self.s
         nodes_of: dict[Interned, list[int]] = {}
         first: dict[Interned, Pod] = {}
-        if s.derived is not None:  # each node's classes and how many of its pods are of each, as a view found them
-            for i, derived in enumerate(s.derived):
-                for class_key, pod, count in derived.classes:
-                    at = nodes_of.get(class_key)
-                    if at is None:
-                        nodes_of[class_key] = at = []
-                        first[class_key] = pod
-                    at.extend(repeat(i, count))
-        else:
-            for i, pods in enumerate(s.pods_on):
-                for pod in pods:
-                    if not pod.deleting:
-                        at = nodes_of.get(pod.class_key)
-                        if at is None:
-                            nodes_of[pod.class_key] = at = []
-                            first[pod.class_key] = pod
-                        at.append(i)
+        # each node's classes and how many of its pods are of each: as a pass's view found them, else found now
+        per_node = ([d.classes for d in s.derived] if s.derived is not None
+                    else [node_pods.classes_of(pods) for pods in s.pods_on])
+        for i, classes in enumerate(per_node):
+            for class_key, pod, count in classes:
+                at = nodes_of.get(class_key)
+                if at is None:
+                    nodes_of[class_key] = at = []
+                    first[class_key] = pod
+                at.extend(repeat(i, count))
         bound = [(s.memberships(first[key]), at) for key, at in nodes_of.items()]
         for key in s.topology_keys:
             self._ensure_key(key, s._domain_codes[key][1])

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ebb.core import node_pods
+from ebb.core.memo import Memo
 from ebb.core.model import Pod, placement_order
 from ebb.core.snapshot import parse_object
 from tests.unit.builders import ds_pod, pod
@@ -90,8 +91,7 @@ def test_a_node_whose_pods_changed_in_any_way_is_derived_again() -> None:
 
 
 def test_the_kept_entries_are_dropped_past_their_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(node_pods, "KEEP_AT_MOST", 3)
-    monkeypatch.setattr(node_pods, "_kept", {})
+    monkeypatch.setattr(node_pods, "_kept", Memo(3))
     pods = _pods()
     kept = [node_pods.of_node(f"n{i}", pods) for i in range(3)]
     assert node_pods.of_node("n0", pods) is kept[0]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter, is_, itemgetter, methodcaller
 
+from ebb.core.memo import Memo
 from ebb.core.model import Interned, Pod, placement_order
 
 #: past this many node names the kept entries are dropped (names of nodes long gone, or other snapshots')
@@ -65,7 +66,8 @@ class NodePods:
         return known
 
 
-_kept: dict[str, NodePods] = {}
+#: what was derived, by node name; past `KEEP_AT_MOST` names (of nodes long gone, or other snapshots') all dropped
+_kept: Memo[str, NodePods] = Memo(KEEP_AT_MOST)
 
 
 def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
@@ -81,10 +83,7 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
         classes=classes_of(pods))
-    if len(_kept) >= KEEP_AT_MOST:
-        _kept.clear()
-    _kept[name] = made
-    return made
+    return _kept.keep(name, made)
 
 
 def classes_of(pods: Sequence[Pod]) -> tuple[tuple[Interned, Pod, int], ...]:

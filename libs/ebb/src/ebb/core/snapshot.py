@@ -16,13 +16,13 @@ warning.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, TypeGuard
 
+from ebb.core.memo import Memo
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
     ANNOTATION_DO_NOT_DISRUPT,
@@ -612,23 +612,17 @@ def governed(pool: NodePool, policy: DisruptionPolicy) -> NodePool:
     """``pool`` with the disruption settings of ``policy`` (its DisruptionPolicy) instead of its own: the same
     object again for the same two objects, as a planner's snapshots hold them while they are unchanged (the
     simulator then knows the NodePool by identity, `Scheduler._cached_pools`)."""
-    with _GOVERNED_LOCK:  # snapshots are assembled on two threads (a pass and a validation)
-        hit = _GOVERNED.get((id(pool), id(policy)))
+    hit = _GOVERNED.get((id(pool), id(policy)))  # snapshots are assembled on two threads (a pass and a validation)
     if hit is not None and hit[0] is pool and hit[1] is policy:
         return hit[2]
     made = replace(pool, policy_kind=POLICY_FROM_DISRUPTION_POLICY,
                    **{name: getattr(policy, name) for name in DISRUPTION_FIELDS})
-    with _GOVERNED_LOCK:
-        while len(_GOVERNED) >= _GOVERNED_SIZE:
-            _GOVERNED.pop(next(iter(_GOVERNED)))
-        _GOVERNED[(id(pool), id(policy))] = (pool, policy, made)
+    _GOVERNED.keep((id(pool), id(policy)), (pool, policy, made))
     return made
 
 
 #: `governed`'s last NodePools by the ids of the NodePool and the policy, kept with both (so the ids stay theirs)
-_GOVERNED: dict[tuple[int, int], tuple[NodePool, DisruptionPolicy, NodePool]] = {}
-_GOVERNED_SIZE = 64
-_GOVERNED_LOCK = threading.Lock()
+_GOVERNED: Memo[tuple[int, int], tuple[NodePool, DisruptionPolicy, NodePool]] = Memo(64, forget="oldest")
 
 
 def _nodeclaim(doc: _Doc) -> NodeClaim:

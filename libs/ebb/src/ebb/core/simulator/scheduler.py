@@ -20,7 +20,6 @@ state and roll each back in time proportional to what it changed.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import repeat
@@ -32,6 +31,7 @@ import numpy.typing as npt
 
 from ebb.core import node_pods
 from ebb.core.labels import blocking_taints, daemonset_requests, requirements_match, selector_matches
+from ebb.core.memo import Memo
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -131,7 +131,8 @@ class _Pool:
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
     #: (`_cached_pools`)
-    _combo_ok: dict[tuple[Any, ...], tuple[BoolArray | None]] = field(default_factory=dict)
+    _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
+        default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -157,9 +158,7 @@ class _Pool:
                 ok.flags.writeable = False
             else:
                 ok = None
-        if len(self._combo_ok) >= _COMBO_OK_CACHE_SIZE:
-            self._combo_ok.clear()  # a long-lived planner's pods may keep bringing needs never seen again
-        self._combo_ok[key] = (ok,)
+        self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
         return ok
 
     def type_floor(self, without: str | None) -> FloatArray:
@@ -230,8 +229,7 @@ class _Claim:
 
 #: `relaxations` by the id of the spec, with the spec (a pass's Scheduler makes each class's again, of the specs the
 #: pods held the pass before: the parser shares a spec among the versions of a pod and its replicas)
-_RELAXED: dict[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...]]] = {}
-_RELAXED_SIZE = 20_000
+_RELAXED: Memo[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...]]] = Memo(20_000)
 
 
 def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
@@ -242,9 +240,7 @@ def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
     if kept is not None and kept[0] is spec:
         return kept[1]
     made = tuple(_relaxations(spec))
-    if len(_RELAXED) >= _RELAXED_SIZE:
-        _RELAXED.clear()
-    _RELAXED[id(spec)] = (spec, made)
+    _RELAXED.keep(id(spec), (spec, made))
     return made
 
 
@@ -309,30 +305,25 @@ def _same(kept: Sequence[object], given: Sequence[object]) -> bool:
 
 #: built pools by (resource names, the NodePools and DaemonSets, the ids of the InstanceTypes), with those kept (so
 #: the ids stay theirs); a few entries: a planner alternates between very few catalogs and pool sets
-_POOLS_CACHE: dict[tuple[Any, ...], _PoolsEntry] = {}
-_POOLS_CACHE_SIZE = 4
-_POOLS_LOCK = threading.Lock()
+_POOLS_CACHE: Memo[tuple[Any, ...], _PoolsEntry] = Memo(4, forget="oldest")
 
 
 #: `Scheduler.pod_vec` and `.pod_needs` by resource names, then by requests (`Pod.requests_key`): the same for every
 #: Scheduler with those names, and a planner's Schedulers share their names and most requests pass after pass
-_REQUESTS_KEPT: dict[tuple[str, ...], tuple[dict[Interned, IntArray], dict[Interned, tuple[tuple[int, int], ...]]]] = {}
+_REQUESTS_KEPT: Memo[tuple[str, ...], tuple[dict[Interned, IntArray], dict[Interned, tuple[tuple[int, int], ...]]]] = \
+    Memo(8)
 #: past this many requests kept for some resource names, they are dropped and made again as asked
 _REQUESTS_KEPT_SIZE = 20_000
-_REQUESTS_KEPT_LOCK = threading.Lock()
 
 
 def _requests_kept(resources: tuple[str, ...]) -> tuple[dict[Interned, IntArray],
                                                           dict[Interned, tuple[tuple[int, int], ...]]]:
     """The vectors and needs kept for ``resources`` (new, empty ones for new names or past the size limit). A
     Scheduler adds to them as it goes: entries are values (read-only arrays), so a race only makes one twice."""
-    with _REQUESTS_KEPT_LOCK:
-        kept = _REQUESTS_KEPT.get(resources)
-        if kept is None or len(kept[0]) > _REQUESTS_KEPT_SIZE:
-            if kept is None and len(_REQUESTS_KEPT) >= 8:
-                _REQUESTS_KEPT.clear()
-            kept = _REQUESTS_KEPT[resources] = ({}, {})
-        return kept
+    kept = _REQUESTS_KEPT.get(resources)
+    if kept is None or len(kept[0]) > _REQUESTS_KEPT_SIZE:
+        kept = _REQUESTS_KEPT.keep(resources, ({}, {}))
+    return kept
 
 
 #: what separates a topology key from its node filter's id in a filtered group's key (`Scheduler._spread_key`);
@@ -485,25 +476,20 @@ class Scheduler:
         NodePools and DaemonSets are compared by value (their repr), InstanceTypes by identity."""
         # NodePools and DaemonSets by value (a planner builds them again for every snapshot: DisruptionPolicies are
         # merged into the NodePools), the catalog's many InstanceTypes by identity (parsed once, kept)
-        with _POOLS_LOCK:  # a planner's pass and a validation may build Schedulers in two threads
-            entries = list(_POOLS_CACHE.values())
+        entries = list(_POOLS_CACHE.values())  # a planner's pass and a validation may build Schedulers in two threads
         for entry in entries:  # the same objects: no repr (a planner's snapshots share them while nothing changed)
             if entry.holds(self.resources, snapshot):
                 return entry.pools
         key = (tuple(self.resources), repr(snapshot.nodepools), repr(snapshot.daemonsets),
                tuple(map(id, snapshot.instance_types)))
-        with _POOLS_LOCK:
-            hit = _POOLS_CACHE.get(key)
+        hit = _POOLS_CACHE.get(key)
         if hit is not None and _same(hit.instance_types, snapshot.instance_types):
             pools = hit.pools
         else:
             pools = self._build_pools(snapshot)
-        with _POOLS_LOCK:  # kept with these objects, so the next snapshot holding them takes the first way
-            _POOLS_CACHE.pop(key, None)
-            while len(_POOLS_CACHE) >= _POOLS_CACHE_SIZE:
-                _POOLS_CACHE.pop(next(iter(_POOLS_CACHE)))
-            _POOLS_CACHE[key] = _PoolsEntry(tuple(self.resources), tuple(snapshot.nodepools),
-                                            tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools)
+        # kept with these objects (the newest entry), so the next snapshot holding them takes the first way
+        _POOLS_CACHE.keep(key, _PoolsEntry(tuple(self.resources), tuple(snapshot.nodepools),
+                                           tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools))
         return pools
 
     def _build_pools(self, snapshot: Snapshot) -> list[_Pool]:

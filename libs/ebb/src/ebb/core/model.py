@@ -239,8 +239,9 @@ class Pod:
     #: when the pod came to its node, as a node's last pod event counts it: its start, else its creation
     arrived: datetime | None = field(default=None, init=False, compare=False, repr=False)
     #: what decides the topology groups the pod's spread and (anti-)affinity terms count in, None without any
-    #: (the simulator registers each distinct one once per snapshot)
-    groups_key: tuple[Any, ...] | None = field(default=None, init=False, compare=False, repr=False)
+    #: (the simulator registers each distinct one once per snapshot: interned, so that finding them among every
+    #: pod of every pass hashes no nested terms)
+    groups_key: Interned | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Derived once: the pod's name key, and what makes pods interchangeable for scheduling
@@ -269,8 +270,9 @@ class Pod:
         object.__setattr__(self, "arrived", self.start_time or self.creation_time)
         if s.spread or s.pod_affinity or s.pod_anti_affinity or s.preferred_pod_affinity \
                 or s.preferred_pod_anti_affinity:
-            object.__setattr__(self, "groups_key", (self.namespace, s.spread, s.pod_affinity, s.pod_anti_affinity,
-                                                    s.preferred_pod_affinity, s.preferred_pod_anti_affinity))
+            object.__setattr__(self, "groups_key", interned((
+                self.namespace, s.spread, s.pod_affinity, s.pod_anti_affinity, s.preferred_pod_affinity,
+                s.preferred_pod_anti_affinity)))
 
     @property
     def is_daemonset(self) -> bool:

@@ -559,7 +559,7 @@ class Scheduler:
         # the first pod of each distinct groups key, in the order the keys first come, found in C (every pod of
         # every pass; most have none): the keys in that order, each then given its first pod (an update keeps a
         # key's place, and the pods go in backwards, so the first one is the value left)
-        first: dict[tuple[Any, ...] | None, Pod | None] = dict.fromkeys(map(_GROUPS_KEY, pods))
+        first: dict[Interned | None, Pod | None] = dict.fromkeys(map(_GROUPS_KEY, pods))
         first.update(zip(map(_GROUPS_KEY, reversed(pods)), reversed(pods), strict=True))
         first.pop(None, None)
         for pod in cast(Iterable[Pod], first.values()):

@@ -719,6 +719,16 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
     one, other = found.new_state(), given_.new_state()
     assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))
     assert one.ports == other.ports
+    # a removal's pods counted in topology groups, and a step's pods (multi-node consolidation's `remove_node_ordered`)
+    assert [[p.key for p in found.counted_on(b)] for b in range(found.N)] == \
+        [[p.key for p in given_.counted_on(b)] for b in range(given_.N)]
+    steps = found.new_state(), given_.new_state()
+    for state in steps:
+        state.place_all(case.pending, 0, explain=False)
+    for name in case.remove:
+        assert [p.key for p in steps[0].remove_node_ordered(name)] == \
+            [p.key for p in steps[1].remove_node_ordered(name)]
+    assert all(np.array_equal(a, b) for a, b in zip(steps[0].counts, steps[1].counts, strict=True))
     results = []
     for state in (one, other):
         moving = [p for name in case.remove for p in state.remove_node(name)]

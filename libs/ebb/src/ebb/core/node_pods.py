@@ -30,6 +30,7 @@ _PLACEMENT_KEY = attrgetter("placement_key")
 _EVICTION_COST = attrgetter("eviction_cost")
 _ARRIVED = attrgetter("arrived")
 _FIRST = itemgetter(0)
+_KEY = attrgetter("key")
 _REQUESTS = attrgetter("spec.requests")
 
 
@@ -43,6 +44,8 @@ class NodePods:
     movable: tuple[Pod, ...]
     #: the movable pods in the order the simulator places pods (`ebb.core.model.placement_order`)
     leaving_order: tuple[Pod, ...]
+    #: the movable pods' keys (`Pod.key`)
+    leaving_keys: frozenset[str]
     #: the cpu all the pods request (millicores)
     cpu_requested: int
     #: the movable pods' eviction costs summed, in their order (Karpenter's disruption cost before the lifetime)
@@ -79,6 +82,7 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
     made = NodePods(
         pods=tuple(pods), movable=movable,
         leaving_order=tuple(placement_order(movable)),
+        leaving_keys=frozenset(map(_KEY, movable)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),

@@ -779,7 +779,11 @@ class Scheduler:
         hit = self._counted.get(b)
         if hit is not None and hit[0] == len(self.groups):
             return hit[1]
-        pods = [p for p in self.pods_on[b] if not p.deleting and self.memberships(p)[0]]
+        if self.derived is not None and not any(self.memberships(first)[0]
+                                                for _, first, _ in self.derived[b].classes):
+            pods = []  # a pod's memberships are its class's: none of the node's classes (its pods not deleting) has any
+        else:
+            pods = [p for p in self.pods_on[b] if not p.deleting and self.memberships(p)[0]]
         self._counted[b] = (len(self.groups), pods)
         return pods
 
@@ -1071,8 +1075,11 @@ class SimState:
         moved = self._take_out(b)
         if moved is None:
             return []
-        placed = self.placed
-        leaving = [p for p in self.s.leaving_order(b) if p.key not in placed]
+        placed, derived = self.placed, self.s.derived
+        if derived is not None and placed.keys().isdisjoint(derived[b].leaving_keys):
+            leaving = list(derived[b].leaving_order)  # none placed elsewhere (a look in C): the usual case
+        else:
+            leaving = [p for p in self.s.leaving_order(b) if p.key not in placed]
         also = [p for p in moved if p.needs_rescheduling]
         return placement_order(leaving + also) if also else leaving
 

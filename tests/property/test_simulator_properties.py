@@ -709,8 +709,10 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
         case = replace(case, snapshot=snapshot)
     view = ClusterView.build(snapshot, NOW)
     found = Scheduler(snapshot, node_order=case.node_order, extra_pods=case.pending)
-    given_ = Scheduler(snapshot, node_order=case.node_order, extra_pods=case.pending, derived=view.node_pods)
+    given_ = Scheduler(snapshot, node_order=case.node_order, extra_pods=case.pending, derived=view.node_pods,
+                       unbound=view.unbound)
     assert given_.derived is not None and found.derived is None
+    assert found.resources == given_.resources
     assert np.array_equal(found.node_free, given_.node_free) and found.max_bins == given_.max_bins
     assert [list(p) for p in found.pods_on] == [list(p) for p in given_.pods_on]
     assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.groups] == \

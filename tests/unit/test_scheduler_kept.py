@@ -5,15 +5,19 @@ to what a fresh computation gives."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
+from ebb.core.cluster import ClusterView
 from ebb.core.memo import Memo
 from ebb.core.model import Pod, Snapshot
 from ebb.core.simulator import scheduler as scheduler_module
 from ebb.core.simulator.scheduler import Scheduler, relaxations
 from tests.unit.builders import node, pod, snapshot
+
+NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
 
 def _snapshot() -> Snapshot:
@@ -70,3 +74,30 @@ def test_a_specs_relaxations_are_made_once_and_equal_to_those_of_an_equal_spec()
     assert made[0].spread[0].when_unsatisfiable == "DoNotSchedule" and made[1].spread == ()
     equal = replace(p.spec)
     assert equal is not p.spec and relaxations(equal) == made and relaxations(equal) is not made
+
+
+def _with_gpu(p: Pod, name: str, phase: str) -> Pod:
+    return replace(p, name=name, phase=phase, spec=replace(p.spec, requests={**p.spec.requests, "nvidia.com/gpu": 1}))
+
+
+@pytest.mark.parametrize(("phase", "counted"), [("Running", True), ("Succeeded", False), ("Failed", False)])
+def test_a_finished_pods_requests_are_no_resource_of_the_simulation(phase: str, counted: bool) -> None:
+    """A pod that finished needs no room: a resource only it requests is not one the simulation counts, whether the
+    Scheduler reads every pod or takes them from a view (`ebb.core.node_pods`)."""
+    snap = _snapshot()
+    snap = replace(snap, pods=(*snap.pods, _with_gpu(snap.pods[0], name="done", phase=phase)))
+    view = ClusterView.build(snap, NOW)
+    found = Scheduler(snap)
+    given = Scheduler(snap, derived=view.node_pods, unbound=view.unbound)
+    assert found.resources == given.resources
+    assert ("nvidia.com/gpu" in found.resources) is counted
+    assert found.max_bins == given.max_bins
+
+
+def test_a_scheduler_given_the_pods_per_node_needs_the_pods_on_no_node() -> None:
+    snap = _snapshot()
+    view = ClusterView.build(snap, NOW)
+    with pytest.raises(ValueError, match="pods on no node"):
+        Scheduler(snap, derived=view.node_pods)
+    given = Scheduler(snap, derived=view.node_pods, unbound=view.unbound)
+    assert given.max_bins == Scheduler(snap).max_bins  # the pending pod "c" counted: it would need a home

@@ -31,6 +31,7 @@ _EVICTION_COST = attrgetter("eviction_cost")
 _ARRIVED = attrgetter("arrived")
 _FIRST = itemgetter(0)
 _KEY = attrgetter("key")
+_REQUESTS_KEY = attrgetter("requests_key")
 _REQUESTS = attrgetter("spec.requests")
 
 
@@ -46,6 +47,8 @@ class NodePods:
     leaving_order: tuple[Pod, ...]
     #: the movable pods' keys (`Pod.key`)
     leaving_keys: frozenset[str]
+    #: the distinct requests of all the pods (`Pod.requests_key`): what the simulator's resource names come from
+    requests_keys: frozenset[Interned]
     #: the cpu all the pods request (millicores)
     cpu_requested: int
     #: the movable pods' eviction costs summed, in their order (Karpenter's disruption cost before the lifetime)
@@ -83,6 +86,7 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
         pods=tuple(pods), movable=movable,
         leaving_order=tuple(placement_order(movable)),
         leaving_keys=frozenset(map(_KEY, movable)),
+        requests_keys=frozenset(map(_REQUESTS_KEY, pods)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),

@@ -130,7 +130,7 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     uninitialized nodes are then set aside (Karpenter: "would schedule against uninitialized")."""
     pending = pending_pods(view)
     scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending,
-                          derived=view.node_pods)
+                          derived=view.node_pods, unbound=view.unbound)
     state = scheduler.new_state()
     evicted = view.evicted_soon()
     state.lift(evicted)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import repeat
+from itertools import filterfalse, repeat
 from operator import attrgetter
 from typing import Any, cast
 
@@ -67,13 +67,26 @@ _COMBO_OK_CACHE_SIZE = 4096
 
 
 _REQUESTS_KEY = attrgetter("requests_key")
+_REQUESTS_KEYS = attrgetter("requests_keys")
+_IS_TERMINAL = attrgetter("is_terminal")
+_MOVABLE = attrgetter("movable")
 _NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
 _GROUPS_KEY = attrgetter("groups_key")
 
 
-def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = ()) -> tuple[str, ...]:
+def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = (), *,
+                   derived: Iterable[node_pods.NodePods] | None = None, unbound: Iterable[Pod] = ()) -> tuple[str, ...]:
+    """The resources a simulation counts: those the snapshot's active pods (a finished pod needs no room) and
+    ``extra_pods`` request, the nodes have and the instance types offer, the fixed ones first. ``derived``: what
+    was derived from every node's active pods (`ebb.core.node_pods`), with ``unbound`` the active pods on no node:
+    the same pods, their distinct requests kept per node rather than read pod by pod."""
+    if derived is None:
+        keys = {*map(_REQUESTS_KEY, filterfalse(_IS_TERMINAL, snapshot.pods))}  # replicas share theirs
+    else:
+        keys = set().union(*map(_REQUESTS_KEYS, derived), map(_REQUESTS_KEY, unbound))
+    keys.update(map(_REQUESTS_KEY, extra_pods))
     names: set[str] = set()
-    for key in {*map(_REQUESTS_KEY, snapshot.pods), *map(_REQUESTS_KEY, extra_pods)}:  # replicas share theirs
+    for key in keys:
         names.update(name for name, _ in key.value)
     for node in snapshot.nodes:
         names.update(node.allocatable)
@@ -336,12 +349,13 @@ class Scheduler:
 
     def __init__(self, snapshot: Snapshot, *, node_order: Sequence[str] | None = None,
                  extra_pods: Sequence[Pod] = (), closed_nodes: Iterable[str] = (),
-                 derived: Mapping[str, node_pods.NodePods] | None = None) -> None:
+                 derived: Mapping[str, node_pods.NodePods] | None = None,
+                 unbound: Sequence[Pod] | None = None) -> None:
         """``derived``: what `ebb.core.node_pods` derived from each node's active pods of ``snapshot`` (a view's
-        ``node_pods``): the pods on each node and what they request are then taken from it, not found again."""
+        ``node_pods``), given with ``unbound``, the snapshot's active pods on no node of it (the view's): the pods on
+        each node, what they request and how many would need a home are then taken from them, not found again
+        among every pod."""
         self.snapshot = snapshot
-        self.resources = resource_names(snapshot, extra_pods)
-        self.r_index = {name: i for i, name in enumerate(self.resources)}
         by_name = {n.name: n for n in snapshot.nodes}
         order = list(node_order) if node_order is not None else [n.name for n in snapshot.nodes]
         ordered = set(order)
@@ -349,6 +363,16 @@ class Scheduler:
         self.nodes: list[Node] = [by_name[name] for name in order if name in by_name]
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.N = len(self.nodes)
+        if derived is not None:
+            if unbound is None:
+                raise ValueError("a Scheduler given the pods derived per node needs the pods on no node too")
+            # a pass's view derived them, most nodes' as the pass before
+            of_nodes: list[node_pods.NodePods] | None = [derived[n.name] for n in self.nodes]
+            self.resources = resource_names(snapshot, extra_pods, derived=of_nodes, unbound=unbound)
+        else:
+            of_nodes = None
+            self.resources = resource_names(snapshot, extra_pods)
+        self.r_index = {name: i for i, name in enumerate(self.resources)}
         closed = set(closed_nodes)
         self.node_open = np.array([
             not (n.unschedulable or n.deleting or not n.ready or n.name in closed
@@ -361,18 +385,16 @@ class Scheduler:
         self.taint_sets = {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
         self.node_alloc = self.rows([n.allocatable for n in self.nodes])
         self._pod_vecs, self._pod_needs = _requests_kept(self.resources)
-        if derived is not None:
-            # a pass's view derived them, most nodes' as the pass before: the pods on each node and their requests
-            # summed (the same integers the loop below sums)
-            of_nodes = [derived[n.name] for n in self.nodes]
-            self.derived: list[node_pods.NodePods] | None = of_nodes
+        self.derived: list[node_pods.NodePods] | None = of_nodes
+        if of_nodes is not None and unbound is not None:
+            # the pods on each node, their requests summed (the same integers `_bind` sums) and the pods that would
+            # need a home: a node's movable ones, and those of the pods on no node (a finished pod needs none)
             #: the active pods bound to each node, by node index
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
             used = np.array([d.requested(self.resources) for d in of_nodes],
                             dtype=np.int64).reshape(self.node_alloc.shape)
-            rescheduled: int = sum(map(_NEEDS_RESCHEDULING, snapshot.pods))
+            rescheduled: int = sum(map(len, map(_MOVABLE, of_nodes))) + sum(map(_NEEDS_RESCHEDULING, unbound))
         else:
-            self.derived = None
             self.pods_on, used, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1

@@ -32,6 +32,12 @@ CASES: list[tuple[str, list[Any], datetime | None]] = [
      datetime(2026, 11, 20, tzinfo=UTC) + timedelta(hours=720)),
     ("a do-not-disrupt duration", [nodepool(), node("n1"), pod("a", "n1", started=ago(minutes=10), annotations={
         "karpenter.sh/do-not-disrupt": "30m"})], NOW + timedelta(minutes=20)),
+    ("a finished pod's do-not-disrupt protects nothing", [nodepool(), node("n1"), pod(
+        "a", "n1", phase="Succeeded", started=ago(minutes=10), annotations={"karpenter.sh/do-not-disrupt": "30m"})],
+     None),
+    ("a pod on no node of the snapshot keeps its duration", [nodepool(), node("n1"), pod(
+        "a", "gone", started=ago(minutes=10), annotations={"karpenter.sh/do-not-disrupt": "30m"})],
+     NOW + timedelta(minutes=20)),
     ("do-not-disrupt true never ends", [nodepool(), node("n1"), pod("a", "n1", annotations={
         "karpenter.sh/do-not-disrupt": "true"})], None),
     ("a hold's expiry", [nodepool(), node("n1"), pod("a", "n1"), hold("h", expires_at=later(hours=1))],

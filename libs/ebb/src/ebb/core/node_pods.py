@@ -32,6 +32,7 @@ _ARRIVED = attrgetter("arrived")
 _FIRST = itemgetter(0)
 _KEY = attrgetter("key")
 _REQUESTS_KEY = attrgetter("requests_key")
+_PROTECTION_ANNOTATED = attrgetter("protection_annotated")
 _REQUESTS = attrgetter("spec.requests")
 
 
@@ -49,6 +50,8 @@ class NodePods:
     leaving_keys: frozenset[str]
     #: the distinct requests of all the pods (`Pod.requests_key`): what the simulator's resource names come from
     requests_keys: frozenset[Interned]
+    #: the pods with a do-not-disrupt (or do-not-evict) annotation (`Pod.protection_annotated`), in the same order
+    protected: tuple[Pod, ...]
     #: the cpu all the pods request (millicores)
     cpu_requested: int
     #: the movable pods' eviction costs summed, in their order (Karpenter's disruption cost before the lifetime)
@@ -87,6 +90,7 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
         leaving_order=tuple(placement_order(movable)),
         leaving_keys=frozenset(map(_KEY, movable)),
         requests_keys=frozenset(map(_REQUESTS_KEY, pods)),
+        protected=tuple(filter(_PROTECTION_ANNOTATED, pods)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),

@@ -11,8 +11,9 @@ then, ``ebb_consolidation_planner.planner``). The moments, each as the rule that
   destination);
 - **expireAfter**: a node's launch (`ClusterView.launched`) plus its NodePool's expireAfter (expiration, the
   Expired finding);
-- **do-not-disrupt durations**: a pod's start plus its ``karpenter.sh/do-not-disrupt`` (or do-not-evict)
-  duration (`ClusterView._do_not_disrupt`: the node stops being blocked, the pod becomes evictable soon);
+- **do-not-disrupt durations**: an active pod's start plus its ``karpenter.sh/do-not-disrupt`` (or do-not-evict)
+  duration (`ClusterView._do_not_disrupt`: the node stops being blocked, the pod becomes evictable soon; a finished
+  pod blocks nothing);
 - **pauses**: a hold's expiry and a stabilization window's end (the ``resume`` its `BlockCause` names); a pause
   of a kind this module does not know makes the answer ``view.now`` (nothing is reused);
 - **demand windows**: a demand sample leaving its NodePool's ``demandWindow`` (`ClusterView.demand_peak` may
@@ -34,7 +35,7 @@ words of the pass it came from. None means nothing changes with time alone. Pure
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
+from itertools import chain, pairwise
 from operator import attrgetter
 
 from croniter import croniter
@@ -50,8 +51,8 @@ from ebb.core.quantity import parse_duration, positive_duration
 COST_TIE = 1e-9
 #: a crossing of two disruption costs is revisited this much before the computed moment (rounding)
 COST_MARGIN = timedelta(seconds=1)
-#: read of every pod of a pass, in C
 _PROTECTION_ANNOTATED = attrgetter("protection_annotated")
+_PROTECTED = attrgetter("protected")
 
 
 def revisit_at(view: ClusterView) -> datetime | None:
@@ -77,7 +78,10 @@ def revisit_at(view: ClusterView) -> datetime | None:
             if launched is not None:
                 after(launched)  # the lifetime left is counted from here
                 after(launched + timedelta(seconds=pool.expire_after))
-    for pod in filter(_PROTECTION_ANNOTATED, view.snapshot.pods):  # a few pods of thousands (in C)
+    # the active pods with such an annotation (a finished pod protects nothing): kept per node (`ebb.core.node_pods`),
+    # and among the few on no node
+    for pod in chain(chain.from_iterable(map(_PROTECTED, view.node_pods.values())),
+                     filter(_PROTECTION_ANNOTATED, view.unbound)):
         if pod.start_time is None:
             continue
         for annotation in (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT):

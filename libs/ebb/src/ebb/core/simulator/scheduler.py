@@ -141,6 +141,10 @@ class _Pool:
     combo_zone_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
+    #: T x (R + 1): what a claim of each type counts against the NodePool's limits, its capacity then 1 (for
+    #: ``nodes``); read-only rows, shared by the claims charged them
+    type_charge: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
     #: (`_cached_pools`)
@@ -153,6 +157,10 @@ class _Pool:
         self.combo_zone_code = np.array([zone_code[z] for z in self.combo_zone], dtype=np.int64)
         ct_code = {c: i for i, c in enumerate(sorted(set(self.combo_ct)))}
         self.combo_ct_code = np.array([ct_code[c] for c in self.combo_ct], dtype=np.int64)
+        charge = np.ones((self.type_capacity.shape[0], self.type_capacity.shape[1] + 1), dtype=np.int64)
+        charge[:, :-1] = self.type_capacity
+        charge.flags.writeable = False
+        self.type_charge = charge
 
     def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
         """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
@@ -1449,7 +1457,7 @@ class SimState:
             self.open[b] = True
             self.bin_pool[b] = p_index
             cheapest = int(mask.nonzero()[0][pool.combo_price[mask].argmin()])
-            claim.charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+            claim.charged = pool.type_charge[pool.combo_type[cheapest]]
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
             self.pool_used[p_index] = old + claim.charged
@@ -1529,7 +1537,7 @@ class SimState:
         if pool.pool.limits:
             fitting = claim.mask.nonzero()[0]  # narrowed to the types that hold the new total
             cheapest = int(fitting[pool.combo_price[fitting].argmin()])
-            charged = np.append(pool.type_capacity[pool.combo_type[cheapest]], 1)
+            charged = pool.type_charge[pool.combo_type[cheapest]]
             old = self.pool_used[claim.pool]
             self.journal.append(("pool", claim.pool, old))
             self.pool_used[claim.pool] = old - claim.charged + charged

@@ -415,6 +415,8 @@ class Scheduler:
         self._pool_usage: list[IntArray] | None = None
         self._pool_charges: list[tuple[int, IntArray] | None] | None = None
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
+        #: `SimState._narrowed`'s facts of a claim's offerings, by (pool, the offerings' mask as bytes)
+        self._offering_facts: dict[tuple[int, bytes], tuple[IntArray, dict[str, int]]] = {}
         self.groups: list[_Group] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         #: the node filters of topology spreads that honour the pod's node affinity (`_spread_key`), by id
@@ -1542,13 +1544,22 @@ class SimState:
             self.journal.append(("pool", claim.pool, old))
             self.pool_used[claim.pool] = old - claim.charged + charged
             claim.charged = charged
-        types_left = np.zeros(len(pool.types), dtype=bool)
-        types_left[pool.combo_type[claim.mask]] = True
-        best = _maximum(pool.type_alloc[types_left], axis=0) - claim.total
-        self._set(self.free, b, best)
+        # what follows from the offerings alone, once per Scheduler for each set of them (claims are narrowed the same
+        # way again and again: every candidate's replacement starts from the same pods): the room of the largest
+        # type left, and the domain of each topology key it is pinned to (-1: none)
+        mask_key = (claim.pool, claim.mask.tobytes())
+        facts = self.s._offering_facts.get(mask_key)
+        if facts is None:
+            types_left = np.zeros(len(pool.types), dtype=bool)
+            types_left[pool.combo_type[claim.mask]] = True
+            facts = self.s._offering_facts[mask_key] = (_maximum(pool.type_alloc[types_left], axis=0), {})
+        room, code_of = facts
+        self._set(self.free, b, room - claim.total)
         for key, codes in self.bin_codes.items():
             if key != LABEL_HOSTNAME:
-                code = self._claim_code(claim, key)
+                code = code_of.get(key)
+                if code is None:
+                    code = code_of[key] = self._claim_code(claim, key)
                 if codes[b] != code:
                     self._set(codes, b, code)
 

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.drift import drifted_nodes
+from ebb.core.snapshot import parse_documents
 from ebb.core.traces import TraceEvent
 from ebb_embedded.cluster import SimulatedCluster, template_hash_input
 from ebb_embedded.workload import WorkloadCluster
@@ -57,6 +59,17 @@ async def test_every_object_is_published_and_consumers_rebuild_the_same_cluster(
     assert store.keys() == ["Node//a", "Node//b", "NodePool//default", "Pod/default/p1",
                             "PodDisruptionBudget/default/pdb"]
     assert {n.name for n in store.snapshot().nodes} == {"a", "b"}
+
+
+async def test_the_clusters_snapshot_is_its_documents_parsed_and_follows_its_changes() -> None:
+    """`SimulatedCluster.snapshot` (the embedded run's prices, kube-scheduler's view) is ``parse_documents`` of its
+    documents, in their order, before and after a change (the objects parsed once per change)."""
+    sim = SimulatedCluster([nodepool(), node("a"), node("b"), pod("p1", "a"), pod("p2", None)], InMemoryBus(),
+                           clock, bundled_catalog=bundled_catalog)
+    assert sim.snapshot() == parse_documents(sim.documents(), bundled_catalog)
+    await sim.delete_pod("default", "p1", 0)  # gone, and made again by its controller: a new name
+    assert sim.snapshot() == parse_documents(sim.documents(), bundled_catalog)
+    assert "p1" not in [p.name for p in sim.snapshot().pods] and len(sim.snapshot().pods) == 2
 
 
 async def test_a_stale_patch_is_a_conflict_and_a_missing_node_is_404() -> None:

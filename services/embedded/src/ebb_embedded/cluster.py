@@ -64,6 +64,7 @@ from ebb.core.model import (
     Interned,
     Pod,
     PodDisruptionBudget,
+    Snapshot,
 )
 from ebb.core.simulator import Scheduler
 
@@ -281,6 +282,11 @@ class SimulatedCluster:
 
     def documents(self) -> list[dict[str, Any]]:
         return list(self.objects.values())
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot of the objects held, in their order: ``parse_documents`` of `documents`, from the objects
+        parsed once per change (kube-scheduler's next look parses none of them again)."""
+        return self._parse_cache.snapshot_of(self.objects)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         """The objects of ``kind``, in the order of ``objects``."""

@@ -52,7 +52,7 @@ from ebb.adapters.store.models import Decision
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import LIVE
-from ebb.core.snapshot import parse_documents
+from ebb.core.model import Snapshot
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leadership import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
@@ -152,10 +152,9 @@ async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str,
         return {(str(state), str(method)): int(n) for state, method, n in rows}
 
 
-def _prices(documents: Iterable[Mapping[str, Any]], now: datetime) -> dict[str, float]:
+def _prices(snapshot: Snapshot, now: datetime) -> dict[str, float]:
     """node -> hourly price, from the snapshot the run starts with (the simulated cluster launches nothing)."""
-    view = ClusterView.build(parse_documents(documents, bundled_catalog), now)
-    return dict(view.price)
+    return dict(ClusterView.build(snapshot, now).price)
 
 
 class _QuietServer:
@@ -220,7 +219,7 @@ async def run_embedded(
     bus = InMemoryBus(clock=clock, source="/ebb/embedded")
     seeds = random.Random(options.seed)
     cluster = cluster_factory(documents, bus, clock, bundled_catalog=bundled_catalog, seed=seeds.getrandbits(64))
-    prices = _prices(cluster.documents(), options.start)
+    prices = _prices(cluster.snapshot(), options.start)
     if cluster_ready is not None:
         cluster_ready(cluster)
 

@@ -541,7 +541,7 @@ class SimulatedCluster:
         pending = self.pending_pods()
         if not pending:
             return 0
-        snapshot = self._parse_cache.snapshot_of(self.objects)  # in the objects' order, as kube-scheduler lists
+        snapshot = self.snapshot()  # in the objects' order, as kube-scheduler lists
         waiting = [p for p in snapshot.pods if p.node_name is None and p.phase == "Pending"]
         if not waiting:
             return 0

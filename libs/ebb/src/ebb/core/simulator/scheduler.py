@@ -371,14 +371,16 @@ class Scheduler:
         self.nodes: list[Node] = [by_name[name] for name in order if name in by_name]
         self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
         self.N = len(self.nodes)
+        of_nodes: list[node_pods.NodePods] | None = None
         if derived is not None:
             if unbound is None:
                 raise ValueError("a Scheduler given the pods derived per node needs the pods on no node too")
-            # a pass's view derived them, most nodes' as the pass before
-            of_nodes: list[node_pods.NodePods] | None = [derived[n.name] for n in self.nodes]
-            self.resources = resource_names(snapshot, extra_pods, derived=of_nodes, unbound=unbound)
+            # a pass's view derived them, most nodes' as the pass before; the pods that would need a home: each node's
+            # movable ones and those of the pods on no node (a finished pod needs none)
+            of_nodes = in_order = [derived[n.name] for n in self.nodes]
+            self.resources = resource_names(snapshot, extra_pods, derived=in_order, unbound=unbound)
+            rescheduled: int = sum(map(len, map(_MOVABLE, in_order))) + sum(map(_NEEDS_RESCHEDULING, unbound))
         else:
-            of_nodes = None
             self.resources = resource_names(snapshot, extra_pods)
         self.r_index = {name: i for i, name in enumerate(self.resources)}
         closed = set(closed_nodes)
@@ -394,14 +396,12 @@ class Scheduler:
         self.node_alloc = self.rows([n.allocatable for n in self.nodes])
         self._pod_vecs, self._pod_needs = _requests_kept(self.resources)
         self.derived: list[node_pods.NodePods] | None = of_nodes
-        if of_nodes is not None and unbound is not None:
-            # the pods on each node, their requests summed (the same integers `_bind` sums) and the pods that would
-            # need a home: a node's movable ones, and those of the pods on no node (a finished pod needs none)
+        if of_nodes is not None:
+            # the pods on each node and their requests summed (the same integers `_bind` sums)
             #: the active pods bound to each node, by node index
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
             used = np.array([d.requested(self.resources) for d in of_nodes],
                             dtype=np.int64).reshape(self.node_alloc.shape)
-            rescheduled: int = sum(map(len, map(_MOVABLE, of_nodes))) + sum(map(_NEEDS_RESCHEDULING, unbound))
         else:
             self.pods_on, used, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used

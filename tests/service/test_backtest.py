@@ -509,6 +509,37 @@ def test_runs_spread_over_processes_give_what_they_give_one_after_the_other() ->
         assert elapsed == sorted(elapsed) and elapsed[0] == 0 and elapsed[-1] >= 1200
 
 
+PRELOAD_CHECK = """
+import importlib, json, sys
+from datetime import timedelta
+from ebb.core.traces import Trace
+import ebb_embedded.backtest as backtest
+from tests.service.test_backtest import bursts, cluster
+from tests.unit.builders import NOW
+light = set(sys.modules)
+from ebb_embedded import BACKTEST_WORKER_MODULES
+for name in BACKTEST_WORKER_MODULES:
+    importlib.import_module(name)
+preloaded = set(sys.modules)
+backtest.run_policy(cluster(), Trace.model_validate(bursts()), backtest.karpenter_default(),
+                    backtest.BacktestOptions(start=NOW, duration=timedelta(minutes=2)))
+ours = ("ebb", "ebb_", "alembic", "sqlalchemy", "aiosqlite")
+print(json.dumps({"runner_in_parent": "ebb_embedded.runner" in light, "alembic_in_parent": "alembic" in light,
+                  "imported_by_the_run": sorted(m for m in set(sys.modules) - preloaded if m.startswith(ours))}))
+"""
+
+
+def test_the_parent_is_ready_without_the_embedded_mode_and_the_workers_preload_all_a_run_imports() -> None:
+    """The process that hands out the runs imports ``ebb_embedded.backtest`` without the embedded mode (its runner,
+    SQLAlchemy, Alembic: about a second), and ``BACKTEST_WORKER_MODULES``, which the server the workers are forked
+    from imports once, hold everything a run imports: a run after them imports no module of ebb's or its store's."""
+    out = subprocess.run([sys.executable, "-c", PRELOAD_CHECK], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).parents[2], check=False)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found == {"runner_in_parent": False, "alembic_in_parent": False, "imported_by_the_run": []}
+
+
 def test_a_run_that_fails_in_a_worker_is_raised_here() -> None:
     broken = Policy("broken", "(test)", ({**CHURN_CONTROL, "spec": {"consolidateAfter": "whenever"}},))
     runs = [(Trace.model_validate(bursts()), BacktestOptions(start=NOW, duration=timedelta(minutes=20)))]

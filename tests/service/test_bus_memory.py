@@ -154,3 +154,38 @@ async def test_a_clocked_bus_delivers_a_cluster_object_as_its_record_decodes_wit
     await plain.publish(OBJECTS, node("a", "1"))
     await _read_all(plain, "planner", OBJECTS, 1)
     assert decoded == [EVENTS, OBJECTS]
+
+
+async def test_read_compacted_takes_the_decodings_kept_and_keeps_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded planner's first read of the cluster's objects (``read_compacted``, right after the simulated
+    cluster published them) decodes none of them: it gets the messages published, the same as decoding every
+    record gives. A record whose decoding is no longer kept is decoded, to an equal message, and the read keeps
+    no decoding of its own (it would push out those the groups are about to read)."""
+    import ebb.adapters.bus.memory as memory
+    from ebb.adapters.bus.base import latest_per_key
+    from ebb.contracts import decode
+
+    decoded: list[str] = []
+
+    def counting(topic: str, *args: object) -> object:
+        decoded.append(topic)
+        return decode(topic, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory, "decode", counting)
+    moment = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+    bus = InMemoryBus(partitions=2, clock=lambda: moment, source="/ebb/embedded")
+    published = [node("a", "1"), node("b", "2"), node("a", "3"), node("c", "4", deleted=True)]
+    for message in published:
+        await bus.publish(OBJECTS, message)
+    latest = await bus.read_compacted(OBJECTS)
+    assert decoded == []
+    assert latest == latest_per_key(OBJECTS, bus.records(OBJECTS))  # what decoding every record gives
+    assert latest["Node//a"] is published[2] and latest["Node//b"] is published[1]
+
+    monkeypatch.setattr(memory, "DECODED_KEPT", 1)
+    again = InMemoryBus(partitions=1, clock=lambda: moment, source="/ebb/embedded")
+    for message in published[:2]:
+        await again.publish(OBJECTS, message)
+    assert await again.read_compacted(OBJECTS) == {"Node//a": published[0], "Node//b": published[1]}
+    assert decoded == [OBJECTS]  # a's decoding was pushed out by b's
+    assert len(again._decoded) == 1

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ebb_cli.main import app
 from ebb_cli.run_cmd import SQLITE_HEADER, _change_line, _database_problem, _port_problem
-from ebb_embedded.runner import Status
+from ebb_embedded.status import Status
 from tests.unit.builders import NOW
 
 

@@ -31,7 +31,8 @@ from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse
 from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
 
 if TYPE_CHECKING:
-    from ebb_embedded.runner import Status, Summary
+    from ebb_embedded.runner import Summary
+    from ebb_embedded.status import Status
 
 EXAMPLE_CLUSTER = "example-cluster.yaml"
 #: without a terminal, a progress line on stderr this often (real seconds)

@@ -37,17 +37,20 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ebb.adapters.clock import Clock, SimClock, until_any
 from ebb.core.decision import State
 from ebb.core.traces import Trace
-from ebb_embedded.cluster import SimulatedCluster
-from ebb_embedded.provisioner import run_provisioner
-from ebb_embedded.runner import EmbeddedOptions, MoreTasks, Status, run_embedded, simulation_runner
-from ebb_embedded.workload import WorkloadCluster
+from ebb_embedded import BACKTEST_WORKER_MODULES
+from ebb_embedded.status import Status
+
+if TYPE_CHECKING:  # imported where a run starts (`run_policy`, `workload_tasks`): see `BACKTEST_WORKER_MODULES`
+    from ebb_embedded.cluster import SimulatedCluster
+    from ebb_embedded.runner import MoreTasks
+    from ebb_embedded.workload import WorkloadCluster
 
 log = structlog.get_logger("ebb_embedded.backtest")
 
@@ -215,6 +218,9 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
     """The tasks that run next to the services on a ``WorkloadCluster`` (``run_embedded``'s ``more_tasks``):
     the trace (events it could not apply go to ``errors``), the provisioner and, given ``series``, the
     sampler; ``made`` receives the cluster."""
+    from ebb_embedded.provisioner import run_provisioner
+    from ebb_embedded.workload import WorkloadCluster
+
     def more_tasks(cluster: SimulatedCluster, clock: SimClock, stop: asyncio.Event, prices: Mapping[str, float],
                    seed: int) -> Iterable[tuple[str, Coroutine[Any, Any, None]]]:
         if not isinstance(cluster, WorkloadCluster):
@@ -236,6 +242,9 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
 def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions,
                *, report: Callable[[Status], None] | None = None) -> dict[str, Any]:
     """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
+    from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
+    from ebb_embedded.workload import WorkloadCluster
+
     embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
                                spot_to_spot=options.spot_to_spot, report_every=0.2,
                                cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
@@ -387,7 +396,7 @@ def run_backtests(documents: Sequence[Mapping[str, Any]], runs: Sequence[tuple[T
         return [run_backtest(documents, trace, policies, options, report=_of_seed(report, i))
                 for i, (trace, options) in enumerate(runs)]
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload(BACKTEST_WORKER_MODULES)
     progress = context.Queue()
     done: dict[int, dict[str, Any]] = {}
     pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,

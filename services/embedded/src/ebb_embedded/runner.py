@@ -33,7 +33,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,12 @@ from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
-from ebb.core.decision import LIVE
 from ebb.core.model import Snapshot
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leadership import AlwaysLeader
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
+from ebb_embedded.status import Status
 from ebb_embedded.store import WriteCount, sqlite_engine
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
@@ -103,36 +103,6 @@ class EmbeddedOptions:
     api_port: int | None = None
     #: the bearer token the API expects
     api_token: str = ""
-
-
-@dataclass
-class Status:
-    """Where a run stands; what the CLI shows."""
-
-    now: datetime
-    elapsed: timedelta
-    nodes: int
-    pods: int
-    pending_pods: int
-    cost_per_hour: float
-    #: (state, method) -> decisions
-    decisions: dict[tuple[str, str], int] = field(default_factory=dict)
-    evictions: int = 0
-    evictions_refused: int = 0
-    nodes_deleted: int = 0
-    #: the planner's passes, and of those the ones answered from the pass before (``EmbeddedOptions.reuse_passes``)
-    passes: int = 0
-    passes_reused: int = 0
-
-    def by_state(self) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for (state, _method), n in self.decisions.items():
-            totals[state] = totals.get(state, 0) + n
-        return totals
-
-    @property
-    def live(self) -> int:
-        return sum(n for (state, _m), n in self.decisions.items() if state in LIVE)
 
 
 @dataclass

@@ -146,13 +146,19 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def latest_per_key(topic: str, records: Iterable[RawRecord]) -> dict[str, Message]:
+def _decoded(record: RawRecord) -> Decoded:
+    return decode(record.topic, record.key, record.value, record.headers)
+
+
+def latest_per_key(topic: str, records: Iterable[RawRecord],
+                   decoder: Callable[[RawRecord], Decoded] = _decoded) -> dict[str, Message]:
     """The latest decodable message per key of ``records`` of ``topic`` (``read_compacted`` of both buses);
-    a record that does not decode is logged and skipped."""
+    a record that does not decode is logged and skipped. ``decoder`` decodes a record (the in-memory bus's
+    gives back the decodings it keeps)."""
     latest: dict[str, Message] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         try:
-            message = decode(topic, record.key, record.value, record.headers).message
+            message = decoder(record).message
         except ContractError as e:
             log.warning("skipping a record of %s at %d/%d: %s", topic, record.partition, record.offset, e)
             continue

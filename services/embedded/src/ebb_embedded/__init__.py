@@ -7,4 +7,5 @@
 #: is imported
 BACKTEST_WORKER_MODULES = ["ebb_embedded.backtest", "ebb_embedded.runner", "ebb_embedded.workload",
                            "ebb_embedded.provisioner",
-                           "sqlalchemy.dialects.sqlite.aiosqlite"]  # imported by SQLAlchemy as the store's engine is made
+                           # imported by SQLAlchemy when the store's engine is made
+                           "sqlalchemy.dialects.sqlite.aiosqlite"]

@@ -124,15 +124,16 @@ async def test_a_clocked_bus_delivers_a_cluster_object_as_its_record_decodes_wit
     the message published, never decoded: what its record decodes to is equal in every field the handler sees
     (message, type, source, time). Another message is decoded as before; a bus without a clock decodes all."""
     import ebb.adapters.bus.memory as memory
-    from ebb.contracts import decode
+    from ebb.adapters.bus.base import decode_record
+    from ebb.contracts import Decoded, decode
 
     decoded: list[str] = []
 
-    def counting(topic: str, *args: object) -> object:
-        decoded.append(topic)
-        return decode(topic, *args)  # type: ignore[arg-type]
+    def counting(record: RawRecord) -> Decoded:
+        decoded.append(record.topic)
+        return decode_record(record)
 
-    monkeypatch.setattr(memory, "decode", counting)
+    monkeypatch.setattr(memory, "decode_record", counting)
     moment = datetime(2026, 11, 23, 18, 30, 5, 250000, tzinfo=UTC)
     bus = InMemoryBus(partitions=1, clock=lambda: moment, source="/ebb/embedded")
     published = [node("a", "1"), node("b", "2"), node("c", "3", deleted=True)]
@@ -162,16 +163,16 @@ async def test_read_compacted_takes_the_decodings_kept_and_keeps_none(monkeypatc
     record gives. A record whose decoding is no longer kept is decoded, to an equal message, and the read keeps
     no decoding of its own (it would push out those the groups are about to read)."""
     import ebb.adapters.bus.memory as memory
-    from ebb.adapters.bus.base import latest_per_key
-    from ebb.contracts import decode
+    from ebb.adapters.bus.base import decode_record, latest_per_key
+    from ebb.contracts import Decoded
 
     decoded: list[str] = []
 
-    def counting(topic: str, *args: object) -> object:
-        decoded.append(topic)
-        return decode(topic, *args)  # type: ignore[arg-type]
+    def counting(record: RawRecord) -> Decoded:
+        decoded.append(record.topic)
+        return decode_record(record)
 
-    monkeypatch.setattr(memory, "decode", counting)
+    monkeypatch.setattr(memory, "decode_record", counting)
     moment = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
     bus = InMemoryBus(partitions=2, clock=lambda: moment, source="/ebb/embedded")
     published = [node("a", "1"), node("b", "2"), node("a", "3"), node("c", "4", deleted=True)]

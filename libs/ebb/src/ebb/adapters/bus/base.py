@@ -146,12 +146,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _decoded(record: RawRecord) -> Decoded:
+def decode_record(record: RawRecord) -> Decoded:
+    """``decode`` of a raw record's parts (``ContractError`` when it does not decode)."""
     return decode(record.topic, record.key, record.value, record.headers)
 
 
 def latest_per_key(topic: str, records: Iterable[RawRecord],
-                   decoder: Callable[[RawRecord], Decoded] = _decoded) -> dict[str, Message]:
+                   decoder: Callable[[RawRecord], Decoded] = decode_record) -> dict[str, Message]:
     """The latest decodable message per key of ``records`` of ``topic`` (``read_compacted`` of both buses);
     a record that does not decode is logged and skipped. ``decoder`` decodes a record (the in-memory bus's
     gives back the decodings it keeps)."""
@@ -179,7 +180,7 @@ async def process(
 ) -> Outcome:
     """Deliver one record with the semantics described above; the caller commits unless STOPPED. ``clock``
     dates a dead letter and times the retries (``RetryPolicy.retrying``: its waits end early on ``stop``).
-    ``decoder`` decodes the record (`decode` of its parts when None; the in-memory bus shares one decoding of a
+    ``decoder`` decodes the record (`decode_record` when None; the in-memory bus shares one decoding of a
     record between its consumer groups)."""
     clock = clock_of(clock)
 
@@ -207,8 +208,7 @@ async def process(
         return Outcome.DEAD_LETTERED
 
     try:
-        decoded = decoder(record) if decoder is not None else decode(record.topic, record.key, record.value,
-                                                                     record.headers)
+        decoded = (decoder or decode_record)(record)
     except ContractError as e:
         return await give_up("malformed", str(e))
     where = f"{record.topic} at {record.partition}/{record.offset}"

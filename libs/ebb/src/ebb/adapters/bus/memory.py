@@ -27,7 +27,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ebb.adapters.bus.base import Handler, Offsets, Outcome, RawRecord, RetryPolicy, latest_per_key, process, utcnow
+from ebb.adapters.bus.base import (
+    Handler,
+    Offsets,
+    Outcome,
+    RawRecord,
+    RetryPolicy,
+    decode_record,
+    latest_per_key,
+    process,
+    utcnow,
+)
 from ebb.adapters.clock import until_any
 from ebb.contracts import (
     DEFAULT_SOURCE,
@@ -36,7 +46,6 @@ from ebb.contracts import (
     Decoded,
     Message,
     check_topic,
-    decode,
     dlq_topic,
     to_kafka,
     topic_spec,
@@ -228,7 +237,7 @@ class InMemoryBus:
         position = (record.topic, record.partition, record.offset)
         decoded = self._decoded.get(position)
         if decoded is None:
-            decoded = decode(record.topic, record.key, record.value, record.headers)
+            decoded = decode_record(record)
             self._keep_decoded(position, decoded)
         return decoded
 
@@ -237,7 +246,7 @@ class InMemoryBus:
         after the simulated cluster published it, the embedded mode's start), else decoded now and not kept (a
         read of a whole topic would push out of `_decoded` the records its groups are about to read)."""
         decoded = self._decoded.get((record.topic, record.partition, record.offset))
-        return decoded if decoded is not None else decode(record.topic, record.key, record.value, record.headers)
+        return decoded if decoded is not None else decode_record(record)
 
     def _keep_decoded(self, position: tuple[str, int, int], decoded: Decoded) -> None:
         self._decoded[position] = decoded

@@ -248,3 +248,26 @@ def test_the_hash_input_leaves_out_what_karpenter_does_not_hash() -> None:
     for changed in (nodepool(labels={"a": "b"}), nodepool(template_annotations={"a": "b"}),
                     nodepool(expire_after="24h"), nodepool(taints=[{"key": "k", "effect": "NoSchedule"}])):
         assert template_hash_input(changed) != template_hash_input(base)
+
+
+async def test_a_consumer_takes_the_clusters_parse_of_the_version_it_holds_and_parses_any_other() -> None:
+    """``parsed_as_held`` (the embedded planner's ``SnapshotStore.parsed_elsewhere``): a consumer of the topic
+    rebuilds the same snapshot as one that parses everything itself, from the cluster's parsed objects where it holds
+    the version the cluster holds; an older version, or an object the cluster no longer holds, is parsed by the
+    consumer."""
+    sim, bus = cluster(nodepool(), node("a"), node("b"), pod("p1", "a"), pod("p2", "b"))
+    await sim.publish_all()
+    alone = await published(bus)
+    sharing = SnapshotStore(bundled_catalog=[], parsed_elsewhere=sim.parsed_as_held)
+    for key, obj in zip(alone.keys(), alone.objects(), strict=True):
+        sharing.put(key, dict(obj))
+    assert sharing.snapshot() == alone.snapshot() == parse_documents(sim.documents(), [])
+    assert sharing.parsed("Pod/default/p1") is sim._parse_cache.parsed("Pod/default/p1")
+    old = dict(sharing.get("Pod", "default", "p2") or {})
+    await sim.delete_pod("default", "p2", 0)  # gone from the cluster: the consumer's version is its own to parse
+    assert sim.parsed_as_held("Pod/default/p2", old) is None
+    await sim.patch_node("a", [{"op": "add", "path": "/metadata/labels/team", "value": "x"}])
+    stale = sharing.get("Node", "", "a")
+    assert stale is not None and sim.parsed_as_held("Node//a", stale) is None  # the cluster holds a newer one
+    current = sim.objects["Node//a"]
+    assert sim.parsed_as_held("Node//a", current) is sim._parse_cache.parsed("Node//a")

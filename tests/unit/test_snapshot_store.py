@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import ClusterObject
 from ebb.core.cluster import ClusterView
-from ebb.core.snapshot import parse_documents, parse_object
+from ebb.core.snapshot import ParsedObject, parse_documents, parse_object
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 
@@ -292,3 +293,26 @@ def test_an_object_under_a_second_key_with_the_name_of_another_fails_the_snapsho
     assert store.remove("Pod/default/p")
     assert [p.name for p in store.snapshot().pods] == ["p"]
     assert store.snapshot() == parse_documents(store.objects(), [])
+
+
+def test_a_parse_found_elsewhere_is_taken_and_an_object_without_one_is_parsed_here() -> None:
+    """``parsed_elsewhere`` is asked with the key and the object held before any parse: what it gives is the
+    parsed object (the same one, not parsed again); None leaves the parse to the store, as without it."""
+    asked: list[tuple[str, str]] = []
+    elsewhere = parse_object(node("a", "m5.xlarge"))  # told apart from this store's own parse by its type
+
+    def parsed_elsewhere(key: str, obj: Mapping[str, Any]) -> ParsedObject | None:
+        asked.append((key, obj["metadata"]["labels"]["node.kubernetes.io/instance-type"]))
+        return elsewhere if key == "Node//a" else None
+
+    store = SnapshotStore(bundled_catalog=[], parsed_elsewhere=parsed_elsewhere)
+    store.put("Node//a", node("a", "m5.large"))
+    store.put("Node//b", node("b", "m5.large"))
+    assert store.parsed("Node//a") is elsewhere
+    assert store.parsed("Node//b").value.instance_type == "m5.large"
+    assert sorted(asked) == [("Node//a", "m5.large"), ("Node//b", "m5.large")]
+    assert [n.instance_type for n in store.snapshot().nodes] == ["m5.xlarge", "m5.large"]
+    assert len(asked) == 2  # parsed once per change: the snapshot asks nothing again
+    store.put("Node//b", node("b", "m5.2xlarge"))
+    assert [n.instance_type for n in store.snapshot().nodes] == ["m5.xlarge", "m5.2xlarge"]
+    assert asked[-1] == ("Node//b", "m5.2xlarge")

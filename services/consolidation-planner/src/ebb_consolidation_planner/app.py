@@ -56,6 +56,7 @@ async def run(
     decision_ids: Callable[[], str] | None = None,
     store_revision: Callable[[], int] | None = None,
     live_pods: LivePods | None = None,
+    objects: SnapshotStore | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
@@ -64,9 +65,10 @@ async def run(
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
     (default: random UUIDs). ``store_revision`` counts the writes to ``store`` when this process makes them all
-    (the embedded mode): with ``settings.reuse_passes`` a pass then knows the store unchanged without reading it."""
+    (the embedded mode): with ``settings.reuse_passes`` a pass then knows the store unchanged without reading it.
+    ``objects`` is the empty store the planner fills from ebb.cluster.objects (default: a new ``SnapshotStore``)."""
     clock = clock_of(clock)
-    objects = SnapshotStore()
+    objects = objects if objects is not None else SnapshotStore()
     identity = settings.holder_identity()
     metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:

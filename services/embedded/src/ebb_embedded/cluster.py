@@ -67,6 +67,7 @@ from ebb.core.model import (
     Snapshot,
 )
 from ebb.core.simulator import Scheduler
+from ebb.core.snapshot import ParsedObject, SnapshotError
 
 
 def _copied(obj: Any) -> Any:
@@ -306,6 +307,20 @@ class SimulatedCluster:
 
     def pending_count(self) -> int:
         return len(self._pending_keys)
+
+    def parsed_as_held(self, key: str, obj: Mapping[str, Any]) -> ParsedObject | None:
+        """This cluster's parse of the object under ``key`` when it holds the version ``obj`` is (the same
+        ``resourceVersion``: one counter numbers every change of every object here), else None; None too when that
+        version is invalid (the asker parses it and says why). ``obj`` may be trimmed (``ebb.cluster.objects``): the
+        parser reads nothing trimming removes. For the planner's store (``SnapshotStore.parsed_elsewhere``), so an
+        object is parsed once for both."""
+        held = self.objects.get(key)
+        if held is None or _meta(held).get("resourceVersion") != _meta(obj).get("resourceVersion"):
+            return None
+        try:
+            return self._parse_cache.parsed(key)
+        except SnapshotError:
+            return None
 
     def census(self) -> tuple[set[str], int, int]:
         """The names of the nodes, the number of pods and of Pending pods."""

@@ -46,6 +46,7 @@ from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import SimClock, until_any
 from ebb.adapters.kube.node_provider import NodeProvider
+from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
@@ -233,7 +234,9 @@ async def run_embedded(
             asyncio.create_task(planner_app.run(planner_settings, services_stop, bus=bus, store=store,
                                                 leader=AlwaysLeader(), clock=clock, annotator=cluster,
                                                 planner_ready=planners.append, store_revision=writes,
-                                                decision_ids=lambda: f"dec-{seeds.getrandbits(128):032x}"),
+                                                decision_ids=lambda: f"dec-{seeds.getrandbits(128):032x}",
+                                                # the simulated cluster parses the same objects for kube-scheduler
+                                                objects=SnapshotStore(parsed_elsewhere=cluster.parsed_as_held)),
                                name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
                                                  store=store, clock=clock,

@@ -32,11 +32,16 @@ class SnapshotStore:
     """The latest trimmed object per key, and the snapshot they make."""
 
     def __init__(
-        self, bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = default_catalog
+        self, bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = default_catalog, *,
+        parsed_elsewhere: Callable[[str, Mapping[str, Any]], ParsedObject | None] | None = None,
     ) -> None:
         #: passed to ``parse_documents``: the instance-type catalog used when no InstanceTypeCatalog
         #: object is held (default: ebb's bundled catalog, as ``ebb plan`` uses; ``[]``: none)
         self.bundled_catalog = bundled_catalog
+        #: asked before an object is parsed: another holder's parse of that very version of it (key, object held
+        #: here), or None. The embedded mode's planner takes the simulated cluster's, which parses the same objects
+        #: (untrimmed) for kube-scheduler: each version is then parsed once in the process, not once per store
+        self.parsed_elsewhere = parsed_elsewhere
         #: key -> the parsed object (or why it cannot be parsed), for objects unchanged since
         self._parsed: dict[str, ParsedObject | SnapshotError] = {}
         #: the keys held that are not parsed (or invalid) since they last changed, in the order they changed
@@ -233,10 +238,16 @@ class SnapshotStore:
         """Parse the held object under ``key`` (from its own last parse, else from that of the pod under ``like``: one
         of its controller whose parsed scheduling needs it may take) and mark it parsed; its error when invalid."""
         previous = self._previous.pop(key, None)
+        obj = self._objects[key]
+        if self.parsed_elsewhere is not None:
+            found = self.parsed_elsewhere(key, obj)
+            if found is not None:
+                self._unparsed.pop(key, None)
+                return found
         if previous is None and like is not None:
             previous = self._parsed_pod(like)
         try:
-            item = parse_object(self._objects[key], index, previous=previous)
+            item = parse_object(obj, index, previous=previous)
         except SnapshotError as e:
             return e
         self._unparsed.pop(key, None)

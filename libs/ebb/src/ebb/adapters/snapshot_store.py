@@ -235,21 +235,19 @@ class SnapshotStore:
         return item
 
     def _parse(self, key: str, index: int, *, like: str | None = None) -> ParsedObject | SnapshotError:
-        """Parse the held object under ``key`` (from its own last parse, else from that of the pod under ``like``: one
-        of its controller whose parsed scheduling needs it may take) and mark it parsed; its error when invalid."""
+        """Parse the held object under ``key`` (``parsed_elsewhere``'s parse of it if there is one, else from its own
+        last parse, else from that of the pod under ``like``: one of its controller whose parsed scheduling needs it
+        may take) and mark it parsed; its error when invalid."""
         previous = self._previous.pop(key, None)
         obj = self._objects[key]
-        if self.parsed_elsewhere is not None:
-            found = self.parsed_elsewhere(key, obj)
-            if found is not None:
-                self._unparsed.pop(key, None)
-                return found
-        if previous is None and like is not None:
-            previous = self._parsed_pod(like)
-        try:
-            item = parse_object(obj, index, previous=previous)
-        except SnapshotError as e:
-            return e
+        item = self.parsed_elsewhere(key, obj) if self.parsed_elsewhere is not None else None
+        if item is None:
+            if previous is None and like is not None:
+                previous = self._parsed_pod(like)
+            try:
+                item = parse_object(obj, index, previous=previous)
+            except SnapshotError as e:
+                return e
         self._unparsed.pop(key, None)
         return item
 

@@ -620,6 +620,8 @@ class Side:
     ebb: bool
     #: the ebb side's DisruptionPolicy stabilizationWindow: consolidation pauses while a node is younger
     stabilization_window: str | None = None
+    #: the ebb side's DisruptionPolicy minimumPriceImprovementPercent: a replacement must be that much cheaper
+    minimum_price_improvement_percent: int | None = None
 
     @property
     def budget_nodes(self) -> str:
@@ -632,6 +634,8 @@ SIDES: dict[str, Side] = {s.key: s for s in (
     Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m", "0s", ebb=True,
          stabilization_window="2m"),
     Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow", "0s", ebb=True),
+    Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10",
+         "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
 )}
 #: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise
 DEFAULT_SIDES = ("karpenter-0s", "karpenter-30s", "ebb")
@@ -1061,13 +1065,16 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
 def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
     """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types, and the
     DisruptionPolicy ebb acts on (Karpenter's NodePool has budgets ``nodes: "0"``): the NodePool's own
-    consolidation settings, with budgets of 100% as the Karpenter sides have, and the side's stabilizationWindow."""
+    consolidation settings, with budgets of 100% as the Karpenter sides have, and the side's stabilizationWindow and
+    minimumPriceImprovementPercent."""
     from ebb.adapters.catalog import catalog_from_kwok_instance_types
 
     spec: Doc = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": side.consolidate_after,
                  "expireAfter": "Never", "budgets": [{"nodes": "100%"}]}
     if side.stabilization_window:
         spec["stabilizationWindow"] = side.stabilization_window
+    if side.minimum_price_improvement_percent is not None:
+        spec["minimumPriceImprovementPercent"] = side.minimum_price_improvement_percent
     policy = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": NODEPOOL}, "spec": spec}
     return [catalog_from_kwok_instance_types(types), policy]
 

@@ -121,6 +121,19 @@ def test_nodepool(consolidate_after: str, budget: str) -> None:
     assert reqs["kubernetes.io/arch"] == ["amd64"]
 
 
+@pytest.mark.parametrize(("side", "extra"), [
+    ("ebb", {"stabilizationWindow": "2m"}),
+    ("ebb-nowindow", {}),
+    ("ebb-min10", {"stabilizationWindow": "2m", "minimumPriceImprovementPercent": 10}),
+])
+def test_the_ebb_sides_disruption_policy_carries_the_sides_churn_settings(side: str, extra: dict[str, Any]) -> None:
+    catalog, policy = peer.ebb_objects(peer.SIDES[side], [])
+    assert catalog["kind"] == "InstanceTypeCatalog"
+    assert policy["kind"] == "DisruptionPolicy" and policy["metadata"]["name"] == peer.NODEPOOL
+    assert policy["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                              "expireAfter": "Never", "budgets": [{"nodes": "100%"}], **extra}
+
+
 def test_price_table_reads_every_offering() -> None:
     types = [{"name": "c-1x-amd64-linux", "offerings": [
         {"Price": 0.02, "Requirements": [{"key": "karpenter.sh/capacity-type", "values": ["spot"]},

@@ -3,7 +3,10 @@
 SHELL := /bin/bash
 
 export UV_PYTHON_DOWNLOADS := never
-export UV_PYTHON := python3.11
+# The virtualenv's interpreter: Debian's python3.11 where there is one. It has libpython linked into the executable;
+# a python3.11 built with --enable-shared (pyenv's, on this project's machines) calls into libpython.so through the
+# PLT and executes 9% more instructions for the same back-test (docs/benchmarks.md, "The interpreter").
+export UV_PYTHON := $(shell test -x /usr/bin/python3.11 && echo /usr/bin/python3.11 || echo python3.11)
 export GOTOOLCHAIN := local
 
 # uv from PATH, else as a module of the system Python (where `pip install uv` puts it on a fresh machine)

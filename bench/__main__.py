@@ -209,7 +209,8 @@ def _child(args: list[str], *, progress: bool = False) -> dict[str, Any]:
 
 def run(which: str) -> str:
     lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores, Python "
-             f"{platform.python_version()}, {platform.platform()}; run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
+             f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
+             f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
     if which in ("simulator", "all"):
         lines += ["### Scheduling simulator: Karpenter's scheduling benchmark", "",
                   "| pods | seconds | pods/s | nodes launched | unplaced | price $/h | LP bound $/h | "

@@ -207,8 +207,22 @@ def _child(args: list[str], *, progress: bool = False) -> dict[str, Any]:
     return value
 
 
+def cpu_model() -> str:
+    """The processor's name as /proc/cpuinfo gives it (``platform.processor()`` is empty on Linux): two runs of
+    the same code on two vms of one name can differ by half, and the model is often why."""
+    try:
+        with Path("/proc/cpuinfo").open(encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "an unknown processor"
+
+
 def run(which: str) -> str:
-    lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores, Python "
+    lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
              f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
              f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
     if which in ("simulator", "all"):

@@ -15,8 +15,8 @@
   last acknowledgement (``bench.load.case_watcher``): events/s and CPU microseconds per event, 3 runs; not part of
   ``all``. ``python -m bench.watcher_path`` measures the same path without servers (CPU only).
 - backtest: issue 12's speed target, a simulated day of ``batch-bursts`` on the 300-node example with two
-  policies through ``ebb backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it); about a
-  minute.
+  policies through ``ebb backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it); about
+  half a minute on the vm of 2026-11-29, a minute on slower ones.
 - work: the instructions one simulated hour of that back-test executes, counted by valgrind (``bench.work``):
   the same on every run of the same code, so two commits can be compared on this vm, whose speed moves by half
   within an hour (``EBB_BENCH_WORK_BASE=REV`` counts that commit beside the checkout); not part of ``all``.

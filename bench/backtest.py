@@ -3,7 +3,7 @@ with two policies (``karpenter-default`` and examples/backtest/churn-control.yam
 backtest`` command. Reports the wall time (the two policies run in two worker processes, ``ebb backtest``'s
 default on this 2-core machine; their CPU time is not the command's to report), the simulated seconds per wall
 second, the planner's passes and each policy's summary. ``EBB_BENCH_BACKTEST_DURATION`` (default ``24h``)
-shortens the simulated time; ``all`` runs the whole day (about a minute)."""
+shortens the simulated time; ``all`` runs the whole day (half a minute to a minute, with the vm)."""
 
 from __future__ import annotations
 

@@ -207,11 +207,12 @@ def _child(args: list[str], *, progress: bool = False) -> dict[str, Any]:
     return value
 
 
-def cpu_model() -> str:
+def cpu_model(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str:
     """The processor's name as /proc/cpuinfo gives it (``platform.processor()`` is empty on Linux): two runs of
-    the same code on two vms of one name can differ by half, and the model is often why."""
+    the same code on two vms of one name can differ by half, and the model is often why. Where the file has no
+    ``model name`` (not Linux, some ARM kernels), what ``platform`` knows."""
     try:
-        with Path("/proc/cpuinfo").open(encoding="utf-8") as cpuinfo:
+        with cpuinfo_path.open(encoding="utf-8") as cpuinfo:
             for line in cpuinfo:
                 key, _, value = line.partition(":")
                 if key.strip() == "model name" and value.strip():

@@ -14,19 +14,22 @@
 - watcher: the cluster-watcher alone, the load benchmark's synthetic watch events into a real Kafka until the
   last acknowledgement (``bench.load.case_watcher``): events/s and CPU microseconds per event, 3 runs; not part of
   ``all``. ``python -m bench.watcher_path`` measures the same path without servers (CPU only).
-- backtest: issue 12's speed target, a simulated day of ``batch-bursts`` on the 300-node example with two
-  policies through ``ebb backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it); about
-  half a minute on the vm of 2026-11-29, a minute on slower ones.
+- backtest: a simulated day of ``batch-bursts`` on the 300-node example with two policies through ``ebb
+  backtest`` (``bench.backtest``; ``EBB_BENCH_BACKTEST_DURATION`` shortens it), against the target of a day
+  with two policies in 60 s.
 - work: the instructions one simulated hour of that back-test executes, counted by valgrind (``bench.work``):
-  the same on every run of the same code, so two commits can be compared on this vm, whose speed moves by half
-  within an hour (``EBB_BENCH_WORK_BASE=REV`` counts that commit beside the checkout); not part of ``all``.
+  the same on every run of the same code, so two commits can be compared on a machine whose speed varies
+  (``EBB_BENCH_WORK_BASE=REV`` counts that commit beside the checkout); not part of ``all``.
 - peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
-  cost, time to settle, churn, evictions, pending time per side. About 15-20 minutes a side, so ``all`` leaves it
+  cost, time to settle, churn, evictions, pending time per side. About 25 minutes a side, so ``all`` leaves it
   out: run ``python -m bench peer`` on its own.
-- chaos: issue 13's chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
+- chaos: the chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
   PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
-Timings are wall-clock on this machine; they are measurements, never test assertions.
+
+``--write PAGE`` writes the run's sections into the page's results block (``write_results``): the only part of
+docs/benchmarks.md that names a machine and a date. Timings are wall-clock on the machine named there; they are
+measurements, never test assertions.
 """
 
 from __future__ import annotations
@@ -343,12 +346,30 @@ def main(argv: list[str]) -> int:
     print(text)
     if "--write" in argv:
         target = Path(argv[argv.index("--write") + 1])
-        marker = "<!-- bench:results -->"
-        doc = target.read_text() if target.exists() else marker
-        head, _, old = doc.partition(marker)
-        results = text if which == "all" else merge_results(old, text)
-        target.write_text(head + marker + "\n\n" + results.strip("\n") + "\n")
+        target.write_text(write_results(target.read_text() if target.exists() else "", text))
     return 0
+
+
+RESULTS_START = "<!-- bench:results -->"
+RESULTS_END = "<!-- /bench:results -->"
+
+
+def write_results(doc: str, new: str) -> str:
+    """``doc`` with the results of a run written between its two markers and nothing else changed.
+
+    The block between ``RESULTS_START`` and ``RESULTS_END`` (docs/benchmarks.md's "Results" section) is the one
+    place of the page that names a machine and a date: every section in it is replaced by the section of the same
+    title the run made, with the run's machine line under its heading, and the sections this run did not make
+    (``peer``, ``chaos``, ``watcher``, ``work`` are not part of ``all``) are kept. A page without the markers gets a
+    "Results" section at its end; a page with a start marker and no end marker (an older page) has its block run
+    to the end of the page."""
+    head, start, rest = doc.partition(RESULTS_START)
+    if not start:
+        head = (doc.rstrip("\n") + "\n\n" if doc.strip() else "") + "## Results\n\n"
+        rest = ""
+    old, _, tail = rest.partition(RESULTS_END)
+    block = merge_results(old, new).strip("\n")
+    return head + RESULTS_START + "\n\n" + block + "\n\n" + RESULTS_END + (tail if tail.strip() else "\n")
 
 
 def _title(heading: str) -> str:
@@ -357,9 +378,10 @@ def _title(heading: str) -> str:
 
 
 def merge_results(old: str, new: str) -> str:
-    """The results of a partial run (``python -m bench load --write ...``) merged into those written before:
-    sections (``### ...``) of the same title are replaced, new ones appended, the others kept as they were.
-    The new run's machine line goes under each of its sections, since the page's first line dates the others."""
+    """The results of a run merged into those written before: sections (``### ...``) of the same title are
+    replaced, new ones appended, the others kept as they were. The run's machine line (its first lines, before any
+    section) goes under the heading of each of its sections, so every section names the machine and the time it
+    was measured on; the text before the first section of ``old`` stays as it was."""
     def split(text: str) -> tuple[list[str], list[tuple[str, list[str]]]]:
         preface: list[str] = []
         sections: list[tuple[str, list[str]]] = []

@@ -1,4 +1,4 @@
-"""`python -m bench backtest`: issue 12's speed target, a simulated day of ``batch-bursts`` on the 300-node example
+"""`python -m bench backtest`: the back-test's speed target, a simulated day of ``batch-bursts`` on the 300-node example
 with two policies (``karpenter-default`` and examples/backtest/churn-control.yaml), through the real ``ebb
 backtest`` command. Reports the wall time (the two policies run in two worker processes, ``ebb backtest``'s
 default on this 2-core machine; their CPU time is not the command's to report), the simulated seconds per wall
@@ -44,7 +44,7 @@ def render(r: dict[str, Any]) -> list[str]:
     lines = [f"### Back-test: `batch-bursts` on the 300-node example, {r['duration']} simulated per policy", "",
              f"{len(r['policies'])} policies, {r['wall_seconds']:.1f} s wall ({r['jobs']} jobs), "
              f"{simulated / r['wall_seconds']:.0f} simulated seconds per wall second; load average "
-             f"{r['load_average']:.2f}. Issue 12's target: a simulated day with two policies in 60 s.", "",
+             f"{r['load_average']:.2f}. The target: a simulated day with two policies in 60 s.", "",
              "| policy | node-hours $ | launches | disruptions | evictions | planner passes |",
              "|---|---:|---:|---:|---:|---:|"]
     for p in r["policies"]:

@@ -1186,7 +1186,7 @@ def case_watcher(runs: int = 3) -> Doc:
 
 
 def render_watcher(r: Doc) -> list[str]:
-    lines = [f"The watcher alone into Kafka ({r['runs'][0]['events']:,} watch events, {r['servers']}; code "
+    lines = [f"The watcher alone into Kafka ({r['runs'][0]['events']:,} watch events, {r['servers']}; measured code: "
              f"{r['code']}):", "", "| run | wall s | events/s | CPU s | CPU us/event | load average before/after |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {i + 1} | {x['seconds']:.1f} | {x['events_per_second']:,.0f} | {x['cpu_seconds']:.1f} | "
@@ -1196,15 +1196,12 @@ def render_watcher(r: Doc) -> list[str]:
 
 
 def _code_version() -> str:
-    """The commit measured, and whether the watcher's, planner's or library's files differed from it."""
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-        return out.stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "services/cluster-watcher", "services/consolidation-planner",
-                "libs/ebb/src")
-    return f"{commit} (with uncommitted changes to the measured code)" if dirty else commit
+    """Whether the watcher's, planner's or library's files differed from the checkout's commit when measured. The
+    commit itself is the results page's own (its git history), so the page does not name it."""
+    out = subprocess.run(["git", "status", "--porcelain", "--", "services/cluster-watcher",
+                          "services/consolidation-planner", "libs/ebb/src"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=False)
+    return "the checkout, with uncommitted changes to the measured code" if out.stdout.strip() else "the checkout"
 
 
 def render(r: Doc) -> list[str]:
@@ -1215,7 +1212,7 @@ def render(r: Doc) -> list[str]:
         return f"| {name} | {s['n']} | {s['p50']:.2f} | {s['p99']:.2f} | {s['max']:.2f} |"
 
     return [f"### Load: watcher → Kafka → planner ({r['nodes']:,} nodes, {r['pods']:,} pods)", "",
-             f"Servers: {r['servers']}; code {r.get('code', '?')}; load average (1 min) "
+             f"Servers: {r['servers']}; measured code: {r.get('code', '?')}; load average (1 min) "
              f"{r['load_average_before']:.1f} before the run and {r.get('load_average_after', float('nan')):.1f} "
              f"after; whole run {r['seconds']:.0f} s.", "",
              "| figure | value |", "|---|---|",

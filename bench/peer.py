@@ -964,10 +964,10 @@ def _git(*args: str) -> str:
 
 
 def _code_version() -> str:
-    """The commit of the harness (bench/peer.py and the ebb modules it records with)."""
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    """Whether the harness (bench/peer.py) differed from the checkout's commit. The commit itself is the results
+    page's own (its git history) and the side's log's, so the page does not name it."""
     dirty = _git("status", "--porcelain", "--", "bench/peer.py")
-    return f"{commit} (bench/peer.py with uncommitted changes)" if dirty else commit
+    return "the checkout, bench/peer.py with uncommitted changes" if dirty else "the checkout"
 
 
 def committed_code(into: Path) -> tuple[str, str]:
@@ -1218,8 +1218,8 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
               f"{t['jobs']} jobs ({t['job_pods']} pods of 3.5 or 7.5 vCPU). The scale up lasts until every pod "
               f"runs (at least {t['up_least']:.0f} s, at most {t['up_cap']:.0f} s); from its end: "
               f"{phases}, ending {t['tail']:.0f} s after the last job. Settled: nothing launched, deleted, evicted "
-              f"or pending for {QUIET:.0f} s to the end of the phase. Harness (bench/peer.py) at {first['code']}"
-              + "".join(f"; {r['title']}: ebb's library and services as committed in {r['ebb_code']}"
+              f"or pending for {QUIET:.0f} s to the end of the phase. Harness (bench/peer.py): {first['code']}"
+              + "".join(f"; {r['title']}: ebb's library and services as committed at the checkout's HEAD"
                         for r in results if r.get("ebb_code")) + ".", ""]
     lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(results)]
 

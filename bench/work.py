@@ -1,12 +1,11 @@
 """`python -m bench work`: the instructions a back-test executes, counted by valgrind, to compare two commits.
 
-The 2-core vm this project is measured on changes speed by half within an hour of one boot (docs/benchmarks.md:
-the same day of back-test took 62.6 s and 106.4 s), so wall times cannot tell a change of a few percent from the
-vm's mood. The count of machine instructions a run executes can: valgrind's cachegrind (``--cache-sim=no``, so it
-only counts) runs the program on a synthetic CPU, and the count of the same code and input varies by a few
-hundredths of a percent between runs (random message ids, set iteration), whatever else the machine does. It is
-a measure of work, not of time (cache misses and branch predictions are not in it), and valgrind runs the program
-about 35 times slower, so the run is short: by default one simulated hour of ``batch-bursts`` on the 300-node
+A shared virtual machine can change speed by half within an hour, so wall times cannot tell a change of a few percent
+from the machine's variation. The count of machine instructions a run executes can: valgrind's cachegrind
+(``--cache-sim=no``, so it only counts) runs the program on a synthetic CPU, and the count of the same code and input
+varies by a few hundredths of a percent between runs (random message ids, set iteration), whatever else the machine
+does. It is a measure of work, not of time (cache misses and branch predictions are not in it), and valgrind runs the
+program about 35 times slower, so the run is short: by default one simulated hour of ``batch-bursts`` on the 300-node
 example under ``karpenter-default`` (its heaviest hour; about 6 minutes for two commits side by side).
 
 ``EBB_BENCH_WORK_BASE=REV`` counts that commit too, side by side (a git worktree of it, its sources first on
@@ -41,8 +40,8 @@ def _sources(root: Path) -> str:
 
 def _compile(root: Path) -> None:
     """Compile the sources of the checkout at ``root``. With PYTHONDONTWRITEBYTECODE set (this machine) a module
-    without up-to-date bytecode is compiled again by every run, and counted: a fresh worktree's modules cost about
-    0.9 billion instructions, and the checkout's few edited modules enough to turn a saving into a 0.7% loss."""
+    without up-to-date bytecode is compiled again by every run, and counted: about 0.9 billion instructions for a
+    fresh worktree's modules, enough to hide a change of a few percent."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", *_sources(root).split(os.pathsep)],
                    capture_output=True, check=True)
 
@@ -79,7 +78,8 @@ def case_work() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ebb-bench-work-") as tmp:
         folder = Path(tmp)
         started = time.perf_counter()
-        label = f"{head}{' (and uncommitted changes)' if dirty else ''}"
+        label = f"the checkout{' (with uncommitted changes)' if dirty else ''}"
+        print(f"work: the checkout is {head}{' with uncommitted changes' if dirty else ''}", file=sys.stderr)
         # the checkout's sources on PYTHONPATH too, so that both runs have the same shape of sys.path; compiled
         # first, as the base's are below: a module edited since `make install` would be compiled again by the run
         _compile(REPO)

@@ -19,7 +19,7 @@ help:
 	@echo "make install        uv sync (the workspace venv in .venv, compiled to bytecode)"
 	@echo "make test           all tests; integration tests start (and stop) the servers they need"
 	@echo "make lint           ruff check, mypy --strict, lint-imports"
-	@echo "make bench          benchmarks (python -m bench)"
+	@echo "make bench          benchmarks (python -m bench), written to docs/benchmarks.md#results"
 	@echo "make run            ebb run (the embedded mode) on examples/cluster.yaml, in virtual time (deterministic)"
 	@echo "make plan           ebb plan --until-stable on examples/cluster.yaml (the dry run)"
 	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok, Karpenter into ~/.cache/ebb"
@@ -44,7 +44,7 @@ lint: install
 	$(UV) run lint-imports
 
 bench: install
-	$(UV) run python -m bench
+	$(UV) run python -m bench all --write docs/benchmarks.md
 
 run: install
 	$(UV) run ebb run -f examples/cluster.yaml --start 2026-11-23T18:30:00Z --duration 4h --until-stable --stable-for 1h

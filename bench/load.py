@@ -1255,7 +1255,20 @@ def render(r: Doc) -> list[str]:
              row("command read back", r["latency_all"]["total"]),
              row("(Proposed → command)", r["latency_all"]["proposed_to_command"]), "",
              *(f"**No command within {WAIT:.0f} s** ({t['step']}, {len(t['missing'])} nodes): {t['diagnosis']}."
-               for t in r.get("timeouts", [])), *([""] if r.get("timeouts") else [])]
+               for t in r.get("timeouts", [])), *([""] if r.get("timeouts") else []), *render_restarts(r)]
+
+
+def render_restarts(r: Doc) -> list[str]:
+    """The planner's restarts (a node emptied while it was down): seconds from the new process's start."""
+    restarts = [x for x in (r.get("restart"), r.get("restart_kill")) if x]
+    if not restarts:
+        return []
+    lines = [f"The planner's restart, {restarts[0]['objects']:,} objects on the topic, seconds after the new process "
+             "started:", "", "| restart after | snapshot seeded | first pass | the node's Proposed | its command |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {x['how']} | {x['to_seeded']:.1f} | {x['to_first_pass']:.1f} | {x['to_proposed']:.1f} | "
+              f"{x['to_command']:.1f} |" for x in restarts]
+    return [*lines, ""]
 
 
 # -- where a steady-state pass spends its time (in-process, cProfile) ---------------------------------------------

@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,7 +160,8 @@ def slug(heading: str) -> str:
     that is no letter, mark, number, connector (``_``), ``-`` or space dropped and spaces made ``-``."""
     text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
     text = text.replace("`", "").lower()
-    kept = "".join(c for c in text if c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc")
+    kept = "".join(c for c in text
+                   if c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc")
     return kept.replace(" ", "-")
 
 
@@ -418,7 +420,7 @@ def section(page: str, title: str) -> str:
     """The text under the heading whose text (backticks dropped) is ``title``, to the next heading of its level
     or above; empty when there is none."""
     lines = (REPO / page).read_text(encoding="utf-8").splitlines()
-    masked = outside_fences("\n".join(lines)).splitlines()
+    masked = outside_fences("\n".join(lines)).split("\n")
     for i, line in enumerate(masked):
         heading = HEADING.match(line)
         if heading and heading.group(2).replace("`", "") == title:
@@ -431,29 +433,28 @@ def section(page: str, title: str) -> str:
 
 def cli_commands() -> list[tuple[str, list[str]]]:
     """(``ebb plan``, its visible options and arguments) for the ``ebb`` group and every command under it."""
-    import click
     import typer.main
 
     from ebb_cli.main import app
 
     out: list[tuple[str, list[str]]] = []
 
-    def walk(command: click.Command, path: str) -> None:
+    def walk(command: Any, path: str) -> None:
         names: list[str] = []
         for param in command.params:
             if getattr(param, "hidden", False):
                 continue
-            if isinstance(param, click.Option):
+            if param.param_type_name == "option":
                 longs = [o for o in param.opts if o.startswith("--")]
                 if longs and longs[0] != "--help":
                     names.append(longs[0])
             else:
                 names.append((param.name or "").upper())
         out.append((path, names))
-        if isinstance(command, click.Group):
-            for name, sub in sorted(command.commands.items()):
-                if not sub.hidden:
-                    walk(sub, f"{path} {name}")
+        subcommands: dict[str, Any] = getattr(command, "commands", {})
+        for name, sub in sorted(subcommands.items()):
+            if not sub.hidden:
+                walk(sub, f"{path} {name}")
 
     walk(typer.main.get_command(app), "ebb")
     return out
@@ -520,11 +521,13 @@ def test_the_metrics_reference_names_every_metric_and_event_reason() -> None:
 
 def api_routes() -> list[str]:
     """``METHOD /path`` of every route in the decisions-api's OpenAPI document."""
+    from pydantic import SecretStr
+
     from ebb.adapters.bus import InMemoryBus
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings
 
-    app = create_app(Settings(token="docs", database_url="sqlite+aiosqlite:///:memory:"), bus=InMemoryBus())
+    app = create_app(Settings(token=SecretStr("docs"), database_url="sqlite+aiosqlite:///:memory:"), bus=InMemoryBus())
     return sorted(f"{method.upper()} {path}" for path, operations in app.openapi()["paths"].items()
                   for method in operations)
 

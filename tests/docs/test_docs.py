@@ -207,9 +207,9 @@ def broken_links(page: Path) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("page", pages(), ids=rel)
-def test_every_relative_link_resolves(page: Path) -> None:
-    problems = broken_links(page)
+@pytest.mark.parametrize("doc", pages(), ids=rel)  # not "page": pytest-playwright's fixture
+def test_every_relative_link_resolves(doc: Path) -> None:
+    problems = broken_links(doc)
     assert not problems, "\n".join(problems)
 
 
@@ -284,9 +284,9 @@ def page_history(page: Path, hashes: frozenset[str]) -> list[str]:
     return [f"{rel(page)}:{hit}" for hit in found if int(hit.split(":")[0]) not in skipped]
 
 
-@pytest.mark.parametrize("page", [p for p in pages() if p.name != "CHANGELOG.md"], ids=rel)
-def test_no_dates_or_commit_hashes_in_the_pages(page: Path) -> None:
-    hits = page_history(page, needs_git())
+@pytest.mark.parametrize("doc", [p for p in pages() if p.name != "CHANGELOG.md"], ids=rel)
+def test_no_dates_or_commit_hashes_in_the_pages(doc: Path) -> None:
+    hits = page_history(doc, needs_git())
     assert not hits, "history belongs in CHANGELOG.md and git:\n" + "\n".join(hits)
 
 

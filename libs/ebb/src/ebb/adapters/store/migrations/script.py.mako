@@ -2,7 +2,6 @@
 
 Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
-Create Date: ${create_date}
 """
 
 from collections.abc import Sequence

@@ -2,7 +2,6 @@
 
 Revision ID: 0002
 Revises: 0001
-Create Date: 2026-11-27
 """
 
 from collections.abc import Sequence

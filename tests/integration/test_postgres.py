@@ -29,7 +29,7 @@ from ebb.adapters.store.models import (
     metadata,
 )
 
-from .conftest import PostgresServer
+from tests.kit.servers import PostgresServer
 
 pytestmark = pytest.mark.integration
 

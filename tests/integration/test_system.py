@@ -44,30 +44,9 @@ from ebb.contracts import (
     ClusterObject,
 )
 
-from .conftest import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
-from .system import (
-    DISRUPTED_TAINT,
-    PodTracker,
-    Sandbox,
-    SseReader,
-    TopicReader,
-    create_nodepool,
-    daemonset,
-    deployment,
-    eventually,
-    has_taint,
-    instance_id,
-    jv,
-    kwok_node,
-    malformed_records,
-    nodepool,
-    nodes_ready,
-    pods_of,
-    query,
-    running,
-    sandbox,
-    send_raw,
-)
+from tests.kit.servers import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.system import DISRUPTED_TAINT, PodTracker, Sandbox, SseReader, TopicReader, create_nodepool, daemonset, deployment, has_taint, instance_id, jv, kwok_node, malformed_records, nodepool, nodes_ready, pods_of, query, running, sandbox, send_raw
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from ebb.core.plan import make_plan
 from ebb.core.snapshot import SnapshotError, parse_documents
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.unit.builders import (
+from tests.kit.builders import (
     catalog,
     daemonset,
     disruption_policy,

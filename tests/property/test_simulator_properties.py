@@ -73,7 +73,7 @@ from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
 from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
 
-from ._model import Gi, Mi, make_node, make_pod, make_type, spread, term
+from tests.kit.simulator_model import Gi, Mi, make_node, make_pod, make_type, spread, term
 
 #: when the views of the tests are made
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)

@@ -34,7 +34,7 @@ from ebb_embedded.backtest import (
     run_backtest,
     run_backtests,
 )
-from tests.unit.builders import NOW, catalog, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
 
 CHURN_CONTROL = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
                  "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30m",
@@ -515,7 +515,7 @@ from datetime import timedelta
 from ebb.core.traces import Trace
 import ebb_embedded.backtest as backtest
 from tests.service.test_backtest import bursts, cluster
-from tests.unit.builders import NOW
+from tests.kit.builders import NOW
 light = set(sys.modules)
 from ebb_embedded import BACKTEST_WORKER_MODULES
 for name in BACKTEST_WORKER_MODULES:

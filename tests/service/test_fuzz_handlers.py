@@ -64,7 +64,7 @@ from tests.service.test_api_service import running
 from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
 from tests.service.test_planner import Running, eventually, interruption, obj
 from tests.service.test_planner import cluster as planner_cluster
-from tests.unit.builders import node
+from tests.kit.builders import node
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_PLANNER_EXAMPLES", "15"))
 TRIED: Counter[str] = Counter()

@@ -18,7 +18,7 @@ from ebb.core.traces import Trace
 from ebb_cli.main import app
 from ebb_embedded.backtest import BacktestOptions, karpenter_default, policy_of, run_backtest
 from tests.service.test_backtest import CHURN_CONTROL, bursts, cluster
-from tests.unit.builders import NOW, ago, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, ago, node, nodepool, pdb, pod
 
 
 def timed_cluster() -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership, Never
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LivePods, Planner, command_id
 from ebb_consolidation_planner.settings import Settings
-from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
+from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
 from tests.unit.test_balanced import marginal_cluster
 
 T = TypeVar("T")

@@ -22,8 +22,8 @@ from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
 from ebb_consolidation_planner.settings import Settings
 from tests.service.test_planner import Running, cluster, eventually, publish
-from tests.unit import builders
-from tests.unit.builders import disruption_policy, nodeclaim, nodepool
+from tests.kit import builders
+from tests.kit.builders import disruption_policy, nodeclaim, nodepool
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from ebb.core.balanced import K, PoolTotals, Score, score
 from ebb.core.snapshot import SnapshotError
-from tests.unit.builders import (
+from tests.kit.builders import (
     blocked_of,
     catalog,
     disrupted,

@@ -36,7 +36,7 @@ from ebb.core.model import (
 from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 from ebb.core.validation import validate
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     ago,
     blocked_of,

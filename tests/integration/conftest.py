@@ -45,9 +45,8 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 

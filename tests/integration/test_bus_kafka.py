@@ -17,7 +17,6 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from ebb.adapters.bus import Bus, Delivery, KafkaBus, RawRecord, RetryPolicy
 from tests.kit.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
-
 from tests.kit.servers import KafkaServer
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,6 @@ from ebb_cluster_watcher import app
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
 from tests.kit import builders
-
 from tests.kit.servers import KafkaServer, KubernetesCluster
 from tests.kit.system import as_body, create_namespace
 from tests.kit.waiting import eventually

@@ -15,7 +15,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
-
 from tests.kit.system import KWOK, kwok_node
 from tests.kit.waiting import eventually
 

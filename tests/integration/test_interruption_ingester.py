@@ -23,7 +23,6 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObj
 from ebb_interruption_ingester import app
 from ebb_interruption_ingester.ingester import Metrics
 from ebb_interruption_ingester.settings import Settings
-
 from tests.kit.servers import AwsEndpoint, KafkaServer
 
 pytestmark = pytest.mark.integration

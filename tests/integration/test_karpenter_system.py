@@ -63,10 +63,9 @@ from ebb.adapters.bus import KafkaBus
 from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb.core.launch import replacement_name
-
-from tests.kit.servers import REPO, KafkaServer, PostgresServer
 from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit, Metrics
 from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog, NodeHistory, ebb_violations
+from tests.kit.servers import REPO, KafkaServer, PostgresServer
 from tests.kit.system import Servers, System, SystemSettings, as_body, create_database, drop_database, jv, query
 from tests.kit.waiting import eventually
 

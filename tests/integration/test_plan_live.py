@@ -21,7 +21,18 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ebb.adapters.kube.kinds import KINDS, KindSpec
 from ebb.adapters.kube.read import read_cluster
 from tests.kit.servers import KubernetesCluster
-from tests.kit.system import KWOK, RUN_LABEL, create_namespace, create_nodepool, delete_nodepool, delete_nodes, install_karpenter_crds, kwok_node, nodepool, remove_crds
+from tests.kit.system import (
+    KWOK,
+    RUN_LABEL,
+    create_namespace,
+    create_nodepool,
+    delete_nodepool,
+    delete_nodes,
+    install_karpenter_crds,
+    kwok_node,
+    nodepool,
+    remove_crds,
+)
 from tests.kit.waiting import eventually
 
 EBB = str(Path(sys.executable).parent / "ebb")

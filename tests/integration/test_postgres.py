@@ -28,7 +28,6 @@ from ebb.adapters.store.models import (
     ProcessedMessage,
     metadata,
 )
-
 from tests.kit.servers import PostgresServer
 
 pytestmark = pytest.mark.integration

@@ -43,9 +43,29 @@ from ebb.contracts import (
     TOPIC_INTERRUPTIONS,
     ClusterObject,
 )
-
 from tests.kit.servers import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
-from tests.kit.system import DISRUPTED_TAINT, PodTracker, Sandbox, SseReader, TopicReader, create_nodepool, daemonset, deployment, has_taint, instance_id, jv, kwok_node, malformed_records, nodepool, nodes_ready, pods_of, query, running, sandbox, send_raw
+from tests.kit.system import (
+    DISRUPTED_TAINT,
+    PodTracker,
+    Sandbox,
+    SseReader,
+    TopicReader,
+    create_nodepool,
+    daemonset,
+    deployment,
+    has_taint,
+    instance_id,
+    jv,
+    kwok_node,
+    malformed_records,
+    nodepool,
+    nodes_ready,
+    pods_of,
+    query,
+    running,
+    sandbox,
+    send_raw,
+)
 from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration

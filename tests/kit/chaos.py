@@ -52,7 +52,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.store.migrate import upgrade_async
-
 from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog
 from tests.kit.restartable import PrivateKafka, PrivatePostgres, restart_apiserver
 from tests.kit.system import (

@@ -24,7 +24,6 @@ from ebb.core.model import (
 from ebb.core.simulator.checker import check
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.scheduler import simulate
-
 from tests.kit.simulator_model import Gi, Mi, make_node, make_pod, make_type, spread, term
 
 SMALL = make_type("small", 2000, 4 * Gi, 8, [("z-a", "on-demand", 0.10), ("z-b", "on-demand", 0.11)])

@@ -72,7 +72,6 @@ from ebb.core.model import (
 from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
 from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
-
 from tests.kit.simulator_model import Gi, Mi, make_node, make_pod, make_type, spread, term
 
 #: when the views of the tests are made

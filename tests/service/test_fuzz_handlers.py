@@ -57,14 +57,15 @@ from ebb.contracts.messages import InterruptionKind
 from ebb.core.decision import State
 from ebb_decisions_api.settings import Settings as ApiSettings
 from ebb_termination_executor.executor import Executor
-from tests.property.test_hostile_input import _cluster, hostile_clusters
-from tests.service.test_api_service import AUTH as API_AUTH
-from tests.service.test_api_service import TOKEN as API_TOKEN
-from tests.service.test_api_service import running
-from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
-from tests.service.test_planner import Running, eventually, interruption, obj
-from tests.service.test_planner import cluster as planner_cluster
 from tests.kit.builders import node
+from tests.kit.decisions_api import AUTH as API_AUTH
+from tests.kit.decisions_api import TOKEN as API_TOKEN
+from tests.kit.decisions_api import running
+from tests.kit.executor import NOW, FakeApi, command, drainer, pod
+from tests.kit.planner import Running, interruption, obj
+from tests.kit.planner import cluster as planner_cluster
+from tests.kit.waiting import eventually
+from tests.property.test_hostile_input import _cluster, hostile_clusters
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_PLANNER_EXAMPLES", "15"))
 TRIED: Counter[str] = Counter()

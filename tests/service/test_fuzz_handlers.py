@@ -62,10 +62,10 @@ from tests.kit.decisions_api import AUTH as API_AUTH
 from tests.kit.decisions_api import TOKEN as API_TOKEN
 from tests.kit.decisions_api import running
 from tests.kit.executor import NOW, FakeApi, command, drainer, pod
+from tests.kit.hostile import hostile_clusters, valid_cluster
 from tests.kit.planner import Running, interruption, obj
 from tests.kit.planner import cluster as planner_cluster
 from tests.kit.waiting import eventually
-from tests.property.test_hostile_input import _cluster, hostile_clusters
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_PLANNER_EXAMPLES", "15"))
 TRIED: Counter[str] = Counter()
@@ -101,7 +101,7 @@ async def _plan(url: str, documents: list[dict[str, Any]]) -> None:
         planner = await eventually("the planner", lambda: running.planner)
         await eventually("the sentinel applied", lambda: planner.objects.get("Node", "", "sentinel"))
         assert running.task is not None and not running.task.done(), "the planner stopped"
-        for doc in _cluster():
+        for doc in valid_cluster():
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
         await eventually("the valid cluster applied", lambda: planner.objects.get("Node", "", "d") == node(
             "d", pool="other") or None)
@@ -306,7 +306,7 @@ async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
             plan = await client.post("/v1/plan", params={"now": "2026-11-23T18:30:00Z"}, headers=API_AUTH)
             assert plan.status_code in {200, 422, 503}, plan.text
             # the consumer goes on: the valid cluster, published again, is served
-            for doc in _cluster():
+            for doc in valid_cluster():
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
             await eventually("the valid cluster served", lambda: _probe(client, "/v1/nodes/a/explain", {200}))
     finally:

@@ -33,10 +33,10 @@ from ebb.contracts import (
 )
 from ebb_consolidation_planner.leadership import NeverLeader
 from ebb_consolidation_planner.planner import Planner, command_id
+from tests.kit.balanced_clusters import marginal_cluster
 from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
 from tests.kit.planner import FakeAnnotator, Running, cluster, interruption, publish
 from tests.kit.waiting import eventually
-from tests.unit.test_balanced import marginal_cluster
 
 
 def messages(bus: InMemoryBus, topic: str) -> list[Message]:

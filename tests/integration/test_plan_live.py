@@ -1,7 +1,7 @@
 """``ebb plan --live`` against the real kube-apiserver: the objects it lists (Karpenter's NodePool CRD installed,
 KWOK nodes, a pod KWOK runs) give the plan a dump of them would, for the nodes asked about with ``--node``, and
 ``ebb run --live`` starts its simulated cluster from them. (A cluster that cannot be read:
-tests/unit/test_cli_plan.py.)"""
+tests/cli/test_cli_plan.py.)"""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ class BusConformance:
     # -- helpers ------------------------------------------------------------------------------------------
 
     async def until(self, what: str, condition: Callable[[], bool]) -> None:
-        await eventually(what, condition, within=self.patience, interval=0.02)
+        await eventually(what, condition, within=self.patience, interval=0.01)
 
     async def committed_total(self, bus: Bus, group: str, topic: str) -> int:
         return sum((await self.committed(bus, group, topic)).values())

@@ -3,10 +3,11 @@ service tests on the in-memory bus, the integration tests on real servers, the b
 
 A probe is polled until its value is truthy, and that value is returned, so a wait can hand over what it waited
 for (``[decision] = await eventually("the approval", lambda: store.approved())``). A probe says "not yet" with
-None, False or an empty value; a probe whose answer may legitimately be empty says so with a boolean. The first
-polls come quickly (an in-memory service answers in milliseconds) and the pause doubles up to ``interval`` (a
-real server is not asked more than a few times a second); the default limit is generous, because the test
-machine is small and shared, and it only matters to a test that fails."""
+None, False or an empty value; a probe whose answer may legitimately be empty says so with a boolean. For its first
+two seconds a wait polls every 20 ms, as an in-memory service answers in milliseconds and a test may look at once
+at what follows (a planner's next pass can propose again 300 ms after a rejection); then the pause doubles up to
+``interval``, so that a real server is not asked more than a few times a second. The default limit is generous,
+because the test machine is small and shared, and it only matters to a test that fails."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
-#: the first pause between two polls; it doubles up to the caller's ``interval``
-FIRST_PAUSE = 0.01
+#: the pause between two polls during a wait's first seconds, and how long those last
+QUICK_PAUSE = 0.02
+QUICK_SECONDS = 2.0
 
 
 @overload
@@ -37,8 +39,9 @@ async def eventually(what: str, probe: Callable[[], Any], within: float = 60, *,
     AssertionError naming ``what`` (and ``on_timeout()``'s text, e.g. a service's log) after ``within`` seconds.
     The overloads give the caller the probe's type."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    pause = min(FIRST_PAUSE, interval)
+    start = loop.time()
+    deadline = start + within
+    pause = min(QUICK_PAUSE, interval)
     while True:
         value = probe()
         if inspect.isawaitable(value):
@@ -49,4 +52,5 @@ async def eventually(what: str, probe: Callable[[], Any], within: float = 60, *,
             extra = f"\n{on_timeout()}" if on_timeout else ""
             raise AssertionError(f"timed out after {within:.0f}s waiting for {what}{extra}")
         await asyncio.sleep(pause)
-        pause = min(pause * 2, interval)
+        if loop.time() - start > QUICK_SECONDS:
+            pause = min(pause * 2, interval)

@@ -3,10 +3,10 @@ to the consolidation-planner and the decisions-api, commands to the termination-
 the planner.
 
 Records that decode still carry whatever a broken watcher or a hostile producer put in the object: the
-hostile clusters of tests/property/test_hostile_input.py (one to three fields of a valid cluster replaced by
+hostile clusters of tests/kit/hostile.py (one to three fields of a valid cluster replaced by
 None, bools, huge or negative numbers, NaN, odd strings, lists, mappings) are published on
-ebb.cluster.objects to a running planner (``app.run`` on the InMemoryBus and SQLite, as in
-tests/service/test_planner.py). The planner must neither crash nor stop consuming: a sentinel object
+ebb.cluster.objects to a running planner (``app.run`` on the InMemoryBus and SQLite,
+tests/kit/planner.py's ``Running``). The planner must neither crash nor stop consuming: a sentinel object
 published after them is applied, the planner task is still running, and with the valid cluster published
 again it applies it and runs its passes. Objects the contract refuses at the producer (a NaN is no JSON)
 are counted and skipped.

@@ -1,5 +1,5 @@
 """The termination-executor with the ``karpenter`` provider, on the InMemoryBus, SQLite, the fake API server
-of test_executor.py and a fake Karpenter (tests/kit/karpenter_fakes.py): a replacement is a NodeClaim launched and
+of test_executor.py and a fake Karpenter (tests/karpenter_fakes.py): a replacement is a NodeClaim launched and
 Initialized before anything is drained; a node is retired by deleting its NodeClaim and waiting until Karpenter
 removed it and its Node; ebb's own ``ebb.sh/disrupted`` taint. Every write to a Node is audited: in this mode
 none adds or removes a ``karpenter.sh/`` taint or finalizer, and no Node is deleted by ebb."""

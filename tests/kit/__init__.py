@@ -9,7 +9,7 @@ Pure (values only; the unit tests may use them):
 - ``karpenter_suite``: the NodeClaim conditions and claimed nodes of the translated Karpenter suites.
 - ``balanced_clusters``: clusters shaped like the Balanced consolidation RFC's examples.
 - ``decisions``: a replace decision for the lifecycle's tests and its rows'.
-- ``messages``: one valid message of each wire contract.
+- ``messages``: one valid message of each wire contract, and the ``ebb.cluster.objects`` message of a document.
 - ``simulator_model``, ``simulator_cases``: model objects, and the random clusters the simulator's and the
   engine's properties draw.
 - ``hostile``: a valid cluster touching every parser, and the strategy that makes its fields hostile.

@@ -16,9 +16,10 @@ from fastapi import FastAPI
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.decision_store import DecisionStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
+from tests.kit.messages import cluster_object
 
 #: the API token of these tests, and the header that carries it
 TOKEN = "service-test-token"
@@ -31,12 +32,6 @@ SCENARIOS = Path("/work/shared/scenarios")
 
 def documents(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((SCENARIOS / name).read_text()) if d]
-
-
-def cluster_object(doc: dict[str, Any]) -> ClusterObject:
-    meta = doc["metadata"]
-    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
-                         resource_version="1", object=doc)
 
 
 async def publish(bus: InMemoryBus, docs: list[dict[str, Any]]) -> None:

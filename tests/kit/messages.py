@@ -1,10 +1,12 @@
 """One valid message of each wire contract (ebb.contracts.messages), keyed by a short name with its topic, and the
-time they carry. Shared by the contract tests (round trips, AsyncAPI coverage) and the fuzzing of records, which
-mutates them. Pure."""
+time they carry, shared by the contract tests (round trips, AsyncAPI coverage) and the fuzzing of records, which
+mutates them; and ``cluster_object``, the ``ebb.cluster.objects`` message of a document, as the cluster-watcher
+publishes it, for every test that feeds a service a cluster. Pure."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from ebb.contracts import (
     ClusterObject,
@@ -85,3 +87,10 @@ MESSAGES: dict[str, tuple[str, Message]] = {
         ),
     ),
 }
+
+
+def cluster_object(doc: dict[str, Any]) -> ClusterObject:
+    """The ``ebb.cluster.objects`` message of the kubectl-shaped ``doc`` (resourceVersion 1)."""
+    meta = doc["metadata"]
+    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
+                         resource_version="1", object=doc)

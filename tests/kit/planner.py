@@ -1,6 +1,6 @@
 """The consolidation-planner's test runner on the in-memory bus: ``Running`` (``app.run`` on an InMemoryBus and a
 SQLite store, with a fake leader, a fixed clock and short delays), a fake node annotator, the cluster objects it is
-fed (``obj``, ``publish``), an interruption, and the two-node cluster most planner tests start from. Shared by
+fed (``publish``), an interruption, and the two-node cluster most planner tests start from. Shared by
 the planner's service tests, the provider tests and the fuzzing of its handlers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.store.decision_store import DecisionFilter, DecisionStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Interruption
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, Interruption
 from ebb.contracts.messages import InterruptionKind
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership
@@ -20,6 +20,7 @@ from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LivePods, Planner
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod
+from tests.kit.messages import cluster_object
 
 #: the validation delay, in seconds, between proposing a decision and approving it
 DELAY = 0.2
@@ -33,15 +34,9 @@ class Clock:
         return self.now
 
 
-def obj(doc: dict[str, Any]) -> ClusterObject:
-    meta = doc["metadata"]
-    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta.get("name"),
-                         resource_version="1", object=doc)
-
-
 async def publish(bus: InMemoryBus, *docs: dict[str, Any]) -> None:
     for doc in docs:
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
 
 
 class FakeAnnotator:

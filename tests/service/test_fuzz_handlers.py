@@ -63,7 +63,8 @@ from tests.kit.decisions_api import TOKEN as API_TOKEN
 from tests.kit.decisions_api import running
 from tests.kit.executor import NOW, FakeApi, command, drainer, pod
 from tests.kit.hostile import hostile_clusters, valid_cluster
-from tests.kit.planner import Running, interruption, obj
+from tests.kit.messages import cluster_object
+from tests.kit.planner import Running, interruption
 from tests.kit.planner import cluster as planner_cluster
 from tests.kit.waiting import eventually
 
@@ -91,18 +92,18 @@ async def _plan(url: str, documents: list[dict[str, Any]]) -> None:
     async with Running(bus, url) as running:
         for doc in documents:
             try:
-                message = obj(doc)
+                message = cluster_object(doc)
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
             except (ContractError, ValidationError, KeyError, TypeError, AttributeError):
                 TRIED["objects refused by the contract"] += 1
             else:
                 TRIED["objects published"] += 1
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(node("sentinel")))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(node("sentinel")))
         planner = await eventually("the planner", lambda: running.planner)
         await eventually("the sentinel applied", lambda: planner.objects.get("Node", "", "sentinel"))
         assert running.task is not None and not running.task.done(), "the planner stopped"
         for doc in valid_cluster():
-            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
         await eventually("the valid cluster applied", lambda: planner.objects.get("Node", "", "d") == node(
             "d", pool="other") or None)
         passes = "ebb_voluntary_disruption_decision_evaluation_duration_seconds_count"
@@ -253,7 +254,7 @@ async def _interrupt(template: str, stream: list[Interruption]) -> None:
     url = f"sqlite:///{copy}"
     bus = InMemoryBus()
     for doc in [*planner_cluster(), node("foreign", pool=None, cpu="1")]:
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
     cluster_name = f"fuzz-{uuid.uuid4().hex[:8]}"
     async with Running(bus, url, delay=3600, cluster=cluster_name,
                        group=f"planner-{cluster_name}") as running:
@@ -292,7 +293,7 @@ async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
     bus = InMemoryBus()
     for doc in documents:
         try:
-            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
         except (ContractError, ValidationError, KeyError, TypeError, AttributeError):
             TRIED["api objects refused by the contract"] += 1
     store = DecisionStore.from_url(url, "fuzz-api")
@@ -307,7 +308,7 @@ async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
             assert plan.status_code in {200, 422, 503}, plan.text
             # the consumer goes on: the valid cluster, published again, is served
             for doc in valid_cluster():
-                await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
             await eventually("the valid cluster served", lambda: _probe(client, "/v1/nodes/a/explain", {200}))
     finally:
         await store.close()

@@ -1,6 +1,6 @@
 """`python -m bench chaos`: the chaos run at length (10 minutes of chaos on 40 KWOK nodes by default;
 ``EBB_CHAOS_MINUTES``, ``EBB_CHAOS_NODES``, ``EBB_CHAOS_SEED``). It is the same run as the short one in ``make test``
-(tests/integration/test_chaos.py, whose harness tests/integration/chaos.py has the invariants), run through pytest so
+(tests/integration/test_chaos.py, whose harness tests/kit/chaos.py has the invariants), run through pytest so
 that it gets the same servers from the same fixtures; its report (a JSON file) becomes the "Chaos run" table of
 docs/benchmarks.md's Results. Not part of ``all``: with the servers' start and the settling it takes about 20
 minutes."""

@@ -18,7 +18,7 @@ time: the same pods, the same resource demand, replaced by their ReplicaSet when
 by the Job controller).
 
 What is measured, and how (the pure half, ``Timeline`` and the functions under it, is unit-tested in
-tests/unit/test_bench_peer.py):
+tests/benchmarks/test_bench_peer.py):
 
 - every NodeClaim's life from its watch events: launched (first seen), deleting (deletionTimestamp), gone,
   priced at its instance type's on-demand price in Karpenter's own instance types (the same file ebb's

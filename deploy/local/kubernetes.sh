@@ -285,7 +285,7 @@ start() {
     --node-monitor-grace-period=180s --node-startup-grace-period=180s
 
   # --v=2: the log says when a pod was found no room and when it was bound (a failed wait's diagnosis in
-  # tests/integration/karpenter_kit.py quotes those lines).
+  # tests/kit/karpenter_cluster.py quotes those lines).
   # --pod-max-in-unschedulable-pods-duration=30s (default 5m): a pod whose requeue event the scheduler's
   # queueing hints passed over is tried again within 30 s, not 5 minutes (tests wait about 60 s for a pod to
   # run). A CI run failed on a pod not Running 60 s after its Karpenter node was Ready, cause not recorded;

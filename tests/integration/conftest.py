@@ -26,7 +26,7 @@ Karpenter fixtures, for tests of Karpenter itself and of ebb next to it:
   on; point ebb's services at it), ``.metrics_url``, ``.health_url``, ``.audit_log`` (the API server's
   audit log of writes to Nodes and NodeClaims and of evictions, deploy/local/kubernetes.sh).
 - ``karpenter_api`` (session): a kubernetes_asyncio ``ApiClient`` for that cluster.
-- ``karpenter`` (per test): a ``KarpenterKit`` (tests/integration/karpenter_kit.py) with the test's own
+- ``karpenter`` (per test): a ``KarpenterKit`` (tests/kit/karpenter_cluster.py) with the test's own
   namespace and run id: ``create_nodepool(suffix, budgets=..., consolidation_policy=...,
   consolidate_after=..., instance_types=...)``, ``create_pods(pool, n, cpu=...)``,
   ``wait_for_pods_running``, ``wait_for_nodeclaims(pool, n)``, ``delete_nodeclaim``, ``wait_until_gone``,
@@ -45,16 +45,16 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-if TYPE_CHECKING:  # imported by the fixtures that use them (karpenter_kit pulls in the system-test harness)
-    from .karpenter_kit import KarpenterCluster, KarpenterKit
+from tests.kit.servers import REPO, AwsEndpoint, Infra, KafkaServer, KubernetesCluster, PostgresServer
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:  # imported by the fixtures that use them (karpenter_cluster pulls in the system-test harness)
+    from tests.kit.karpenter_cluster import KarpenterCluster, KarpenterKit
+
 DEPLOY = REPO / "deploy" / "local"
 SHARED_INFRA_DIR = Path(os.environ.get("EBB_INFRA_DIR", REPO / ".infra"))
 
@@ -76,43 +76,6 @@ PROCESSES = {
 #: the deploy/local scripts a session runs for a component, started in this order and stopped in reverse:
 #: the session's Karpenter gets a control plane of its own
 SCRIPTS = {"karpenter": ("kubernetes", "karpenter")}
-
-
-# ------------------------------------------------------------------------------ settings
-
-
-@dataclass(frozen=True)
-class KafkaServer:
-    bootstrap: str
-
-
-@dataclass(frozen=True)
-class PostgresServer:
-    #: postgresql+asyncpg://...
-    url: str
-
-
-@dataclass(frozen=True)
-class KubernetesCluster:
-    kubeconfig: Path
-
-
-@dataclass(frozen=True)
-class AwsEndpoint:
-    endpoint_url: str
-    region: str = "us-east-1"
-    access_key_id: str = "testing"
-    secret_access_key: str = "testing"
-
-
-class Infra(Protocol):
-    kind: str
-
-    def prepare(self, components: Iterable[str]) -> None: ...
-
-    def settings(self, component: str) -> dict[str, str]: ...
-
-    def close(self, *, keep_state: bool) -> None: ...
 
 
 # ------------------------------------------------------------------------------ local processes
@@ -498,7 +461,7 @@ def karpenter_cluster(infra: Infra) -> KarpenterCluster:
             "Karpenter's KWOK provider has no published image, so it runs only on the local-process "
             "infrastructure: EBB_TEST_INFRA=local (deploy/local/karpenter.sh builds it with Go)"
         )
-    from .karpenter_kit import KarpenterCluster
+    from tests.kit.karpenter_cluster import KarpenterCluster
 
     settings = infra.settings("karpenter")
     return KarpenterCluster(
@@ -524,7 +487,7 @@ async def karpenter_api(karpenter_cluster: KarpenterCluster) -> AsyncIterator[An
 async def karpenter(karpenter_cluster: KarpenterCluster, karpenter_api: Any) -> AsyncIterator[KarpenterKit]:
     """One test's ``KarpenterKit``: its namespace made, and everything it made removed at teardown (Nodes
     waited out), so tests do not see each other's NodePools, NodeClaims, Nodes or pods."""
-    from .karpenter_kit import KarpenterKit
+    from tests.kit.karpenter_cluster import KarpenterKit
 
     kit = KarpenterKit(karpenter_cluster, karpenter_api)
     await kit.setup()

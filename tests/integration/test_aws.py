@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiobotocore.session import get_session
 
-from .conftest import AwsEndpoint
+from tests.kit.servers import AwsEndpoint
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from ebb.adapters.bus import Bus, Delivery, KafkaBus, RawRecord, RetryPolicy
-from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
-
-from .conftest import KafkaServer
+from tests.kit.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event
+from tests.kit.servers import KafkaServer
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from .chaos import Chaos, ChaosPlan
-from .conftest import AwsEndpoint, Infra, KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.chaos import Chaos, ChaosPlan
+from tests.kit.servers import AwsEndpoint, Infra, KafkaServer, KubernetesCluster, PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ from ebb.core.plan import make_plan
 from ebb_cluster_watcher import app
 from ebb_cluster_watcher.publisher import Publisher
 from ebb_cluster_watcher.settings import Settings
-from tests.unit import builders
-
-from .conftest import KafkaServer, KubernetesCluster
-from .system import as_body, create_namespace, eventually
+from tests.kit import builders
+from tests.kit.servers import KafkaServer, KubernetesCluster
+from tests.kit.system import as_body, create_namespace
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

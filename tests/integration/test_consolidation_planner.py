@@ -24,10 +24,10 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_COMMANDS, Clus
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
-from tests.unit.builders import proposed
-
-from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .system import as_body, eventually, run_until_logged
+from tests.kit.builders import proposed
+from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.system import as_body, run_until_logged
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -44,9 +44,8 @@ from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import make_plan, plan_json
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-
-from .conftest import KafkaServer, PostgresServer
-from .system import eventually
+from tests.kit.servers import KafkaServer, PostgresServer
+from tests.kit.waiting import eventually
 
 T = TypeVar("T")
 

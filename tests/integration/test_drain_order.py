@@ -15,8 +15,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
-
-from .system import KWOK, eventually, kwok_node
+from tests.kit.system import KWOK, kwok_node
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

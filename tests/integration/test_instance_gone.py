@@ -17,8 +17,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.kube.drain import KubeNodeApi
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
-
-from .system import KARPENTER, eventually, install_karpenter_crds, remove_crds
+from tests.kit.system import KARPENTER, install_karpenter_crds, remove_crds
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

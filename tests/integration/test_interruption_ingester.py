@@ -23,8 +23,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObj
 from ebb_interruption_ingester import app
 from ebb_interruption_ingester.ingester import Metrics
 from ebb_interruption_ingester.settings import Settings
-
-from .conftest import AwsEndpoint, KafkaServer
+from tests.kit.servers import AwsEndpoint, KafkaServer
 
 pytestmark = pytest.mark.integration
 

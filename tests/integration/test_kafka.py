@@ -13,7 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from cloudevents.core.bindings.kafka import KafkaMessage, from_binary_event, to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from .conftest import KafkaServer
+from tests.kit.servers import KafkaServer
 
 pytestmark = pytest.mark.integration
 

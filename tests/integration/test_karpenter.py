@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .karpenter_kit import NODEPOOL_LABEL, KarpenterKit
+from tests.kit.karpenter_cluster import NODEPOOL_LABEL, KarpenterKit
 
 pytestmark = pytest.mark.integration
 

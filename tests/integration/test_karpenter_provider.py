@@ -29,9 +29,8 @@ from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from ebb.core.launch import replacement_name
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.settings import Settings
-from tests.karpenter_fakes import AuditedNodeApi
-
-from .karpenter_kit import KarpenterKit, is_ready
+from tests.kit.karpenter_cluster import KarpenterKit, is_ready
+from tests.kit.karpenter_fakes import AuditedNodeApi
 
 pytestmark = pytest.mark.integration
 

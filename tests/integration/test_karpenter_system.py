@@ -31,7 +31,7 @@ Tests 4 and 5 hold the replacement in WaitingReadiness with a startup taint on t
 Karpenter calls a NodeClaim Initialized only once its Node has lost the startup taints, and nothing removes
 them on KWOK but the test.
 
-Every test checks, from the API server's audit log (tests/integration/kube_audit.py: what was sent, not only
+Every test checks, from the API server's audit log (tests/kit/kube_audit.py: what was sent, not only
 the end state), that no request of ebb's touched a ``karpenter.sh/`` taint or finalizer, deleted or created a
 Node, or changed a NodeClaim; that the drain was ebb's (Karpenter evicted nothing); and that Karpenter's
 ``karpenter_voluntary_disruption_decisions_total`` did not move. The module's whole time is checked once more
@@ -63,21 +63,11 @@ from ebb.adapters.bus import KafkaBus
 from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb.core.launch import replacement_name
-
-from .conftest import REPO, KafkaServer, PostgresServer
-from .karpenter_kit import RUN_LABEL, KarpenterCluster, KarpenterKit, Metrics
-from .kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog, NodeHistory, ebb_violations
-from .system import (
-    Servers,
-    System,
-    SystemSettings,
-    as_body,
-    create_database,
-    drop_database,
-    eventually,
-    jv,
-    query,
-)
+from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit, Metrics
+from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog, NodeHistory, ebb_violations
+from tests.kit.servers import REPO, KafkaServer, PostgresServer
+from tests.kit.system import Servers, System, SystemSettings, as_body, create_database, drop_database, jv, query
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

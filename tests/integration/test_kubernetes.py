@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .system import eventually
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -14,15 +14,8 @@ from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.kube.launch import KwokLauncher, catalog_types
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError
-
-from .system import (
-    create_nodepool,
-    delete_nodepool,
-    eventually,
-    install_karpenter_crds,
-    nodepool,
-    remove_crds,
-)
+from tests.kit.system import create_nodepool, delete_nodepool, install_karpenter_crds, nodepool, remove_crds
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

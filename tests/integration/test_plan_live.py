@@ -1,7 +1,7 @@
 """``ebb plan --live`` against the real kube-apiserver: the objects it lists (Karpenter's NodePool CRD installed,
 KWOK nodes, a pod KWOK runs) give the plan a dump of them would, for the nodes asked about with ``--node``, and
 ``ebb run --live`` starts its simulated cluster from them. (A cluster that cannot be read:
-tests/unit/test_cli_plan.py.)"""
+tests/cli/test_cli_plan.py.)"""
 
 from __future__ import annotations
 
@@ -20,20 +20,20 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.kube.kinds import KINDS, KindSpec
 from ebb.adapters.kube.read import read_cluster
-from tests.integration.conftest import KubernetesCluster
-from tests.integration.system import (
+from tests.kit.servers import KubernetesCluster
+from tests.kit.system import (
     KWOK,
     RUN_LABEL,
     create_namespace,
     create_nodepool,
     delete_nodepool,
     delete_nodes,
-    eventually,
     install_karpenter_crds,
     kwok_node,
     nodepool,
     remove_crds,
 )
+from tests.kit.waiting import eventually
 
 EBB = str(Path(sys.executable).parent / "ebb")
 REPO = Path(__file__).resolve().parents[2]

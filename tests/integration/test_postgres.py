@@ -28,8 +28,7 @@ from ebb.adapters.store.models import (
     ProcessedMessage,
     metadata,
 )
-
-from .conftest import PostgresServer
+from tests.kit.servers import PostgresServer
 
 pytestmark = pytest.mark.integration
 

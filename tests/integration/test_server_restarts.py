@@ -37,21 +37,20 @@ from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.service.test_api_service import AUTH, TOKEN, documents, publish
-
-from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .restartable import PrivateKafka, PrivatePostgres
-from .system import (
+from tests.kit.decisions_api import AUTH, TOKEN, documents, publish
+from tests.kit.restartable import PrivateKafka, PrivatePostgres
+from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.system import (
     Servers,
     ServiceProcess,
     SystemSettings,
     TopicReader,
     delete_nodes,
-    eventually,
     free_port,
     kwok_node,
     service_env,
 )
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -43,9 +43,8 @@ from ebb.contracts import (
     TOPIC_INTERRUPTIONS,
     ClusterObject,
 )
-
-from .conftest import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
-from .system import (
+from tests.kit.servers import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.system import (
     DISRUPTED_TAINT,
     PodTracker,
     Sandbox,
@@ -54,7 +53,6 @@ from .system import (
     create_nodepool,
     daemonset,
     deployment,
-    eventually,
     has_taint,
     instance_id,
     jv,
@@ -68,6 +66,7 @@ from .system import (
     sandbox,
     send_raw,
 )
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

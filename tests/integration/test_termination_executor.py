@@ -28,9 +28,9 @@ from ebb.adapters.store.models import ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
 from ebb_termination_executor import app
 from ebb_termination_executor.settings import Settings
-
-from .conftest import KafkaServer, KubernetesCluster, PostgresServer
-from .system import eventually, run_until_logged
+from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
+from tests.kit.system import run_until_logged
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

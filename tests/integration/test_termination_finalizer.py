@@ -24,17 +24,16 @@ from ebb.adapters.kube.launch import EBB_TERMINATION_FINALIZER, KwokLauncher, ca
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.contracts import Replacement
 from ebb_termination_executor.finalizer import Finalizer
-
-from .system import (
+from tests.kit.system import (
     create_nodepool,
     delete_nodepool,
     deployment,
-    eventually,
     install_karpenter_crds,
     kwok_node,
     nodepool,
     remove_crds,
 )
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

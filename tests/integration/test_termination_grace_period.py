@@ -18,8 +18,7 @@ from kubernetes_asyncio import client
 from ebb.adapters.clock import Clock
 from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff, KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
-
-from .system import eventually
+from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

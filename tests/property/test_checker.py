@@ -24,8 +24,7 @@ from ebb.core.model import (
 from ebb.core.simulator.checker import check
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.scheduler import simulate
-
-from ._model import Gi, Mi, make_node, make_pod, make_type, spread, term
+from tests.kit.simulator_model import Gi, Mi, make_node, make_pod, make_type, spread, term
 
 SMALL = make_type("small", 2000, 4 * Gi, 8, [("z-a", "on-demand", 0.10), ("z-b", "on-demand", 0.11)])
 BIG = make_type("big", 8000, 16 * Gi, 8, [("z-a", "on-demand", 0.40), ("z-b", "on-demand", 0.41)])

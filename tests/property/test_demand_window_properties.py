@@ -17,7 +17,7 @@ from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.methods.consolidation import command_capacity_lost
 from ebb.core.model import DemandSample, Snapshot
-from tests.unit.builders import NOW, daemonset, ds_pod, node, nodepool, pod, snapshot
+from tests.kit.builders import NOW, daemonset, ds_pod, node, nodepool, pod, snapshot
 
 TYPES = ("m5.large", "c5.large", "m5.xlarge", "t3.medium", "m5.2xlarge")
 OPTIONS = EngineOptions(explain=False)

@@ -21,7 +21,7 @@ from ebb.core.methods.base import EngineOptions, PassContext
 from ebb.core.model import LABEL_INITIALIZED, POLICY_BALANCED, Budget, NodePool, Pod
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
-from tests.property.test_simulator_properties import Case, cases
+from tests.kit.simulator_cases import Case, cases
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

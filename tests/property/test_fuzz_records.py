@@ -36,9 +36,10 @@ from ebb.contracts import TOPICS, ContractError, DeadLetter, decode, dlq_topic, 
 from ebb.contracts.messages import Message
 from ebb_interruption_ingester.ingester import Ingester
 from ebb_interruption_ingester.nodes import MappingLookup
-from tests.service.test_ingester_parse import HEALTH, SPOT, event
-from tests.service.test_ingester_service import FAST, I1, FakeSqs, interruptions, spot, until
-from tests.unit.test_contracts import MESSAGES, T0
+from tests.kit.eventbridge import HEALTH, SPOT, event
+from tests.kit.ingester import FAST, I1, FakeSqs, interruptions, spot
+from tests.kit.messages import MESSAGES, T0
+from tests.kit.waiting import eventually
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -258,7 +259,7 @@ async def _ingest(bodies: list[str]) -> None:
     ingester = Ingester(SqsQueue(sqs, "q", wait_time_seconds=0), bus, MappingLookup({I1: "node-a"}), backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(ingester.run(stop))
-    await until(lambda: not sqs.messages or task.done())
+    await eventually("the queue emptied", lambda: not sqs.messages or task.done(), 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
     assert not sqs.messages and good in sqs.deleted

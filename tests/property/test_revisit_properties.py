@@ -22,7 +22,7 @@ from ebb.core.findings import findings
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import DemandSample, Snapshot
 from ebb.core.plan import command_json
-from tests.unit.builders import NOW, ago, hold, later, node, nodepool, pod, snapshot
+from tests.kit.builders import NOW, ago, hold, later, node, nodepool, pod, snapshot
 
 TYPES = ("m5.large", "c5.large", "m5.xlarge", "t3.medium")
 OPTIONS = EngineOptions(explain=False)

@@ -42,7 +42,8 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb.core.decision import State
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.service.test_api_service import cluster_object, documents
+from tests.kit.decisions_api import documents
+from tests.kit.messages import cluster_object
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -22,7 +22,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import make_plan, plan_json
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.unit.builders import catalog, disruption_policy, node, nodeclaim, nodepool, pod, snapshot
+from tests.kit.builders import catalog, disruption_policy, node, nodeclaim, nodepool, pod, snapshot
 
 TOKEN = "policy-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

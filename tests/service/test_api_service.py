@@ -17,15 +17,14 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
-import yaml
 from fastapi import FastAPI
 from pydantic import SecretStr
 from sse_starlette.sse import AppStatus
@@ -37,7 +36,6 @@ from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
     TOPIC_DISRUPTION_EVENTS,
-    ClusterObject,
     DeadLetter,
     DisruptionEvent,
     from_kafka,
@@ -47,13 +45,11 @@ from ebb_decisions_api import app as app_module
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.settings import Settings
+from tests.kit.decisions_api import AUTH, SCENARIOS, TOKEN, documents, publish, running
+from tests.kit.waiting import eventually
 
-T = TypeVar("T")
-TOKEN = "service-test-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 #: nothing listens on port 1: every query fails at once
 UNREACHABLE = "postgresql+asyncpg://ebb@127.0.0.1:1/ebb"
-SCENARIOS = Path("/work/shared/scenarios")
 NOW = "2026-11-23T18:30:00Z"
 
 
@@ -187,34 +183,8 @@ async def test_holds_and_decisions_on_sqlite(sqlite_store: DecisionStore) -> Non
 # -- the live state on the InMemoryBus ------------------------------------------------------------------------
 
 
-async def eventually(what: str, probe: Callable[[], Awaitable[T | bool | None]], within: float = 10) -> T:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = await probe()
-        if value is not None and value is not False:
-            return value  # type: ignore[return-value]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def _ready(client: httpx.AsyncClient) -> bool:
     return (await client.get("/readyz")).status_code == 200
-
-
-def documents(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((SCENARIOS / name).read_text()) if d]
-
-
-def cluster_object(doc: dict[str, Any]) -> ClusterObject:
-    meta = doc["metadata"]
-    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
-                         resource_version="1", object=doc)
-
-
-async def publish(bus: InMemoryBus, docs: list[dict[str, Any]]) -> None:
-    for doc in docs:
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
 
 
 def event(node: str, phase: str = "Tainted", decision: str = "dec-1", message: str = "tainted") -> DisruptionEvent:
@@ -225,16 +195,6 @@ def event(node: str, phase: str = "Tainted", decision: str = "dec-1", message: s
 def frame(e: DisruptionEvent) -> str:
     """The wire contract of one event on GET /v1/events."""
     return f"id: {e.id}\nevent: {e.phase}\ndata: {e.model_dump_json()}\n\n"
-
-
-@contextlib.asynccontextmanager
-async def running(settings: Settings, store: DecisionStore,
-                  bus: InMemoryBus) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The app with its lifespan (consumers running), and an in-process client."""
-    app = create_app(settings, store, bus=bus)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
-        yield app, client
 
 
 @contextlib.asynccontextmanager

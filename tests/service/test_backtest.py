@@ -34,30 +34,8 @@ from ebb_embedded.backtest import (
     run_backtest,
     run_backtests,
 )
-from tests.unit.builders import NOW, catalog, node, nodepool, pdb, pod
-
-CHURN_CONTROL = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
-                 "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30m",
-                          "stabilizationWindow": "30m", "budgets": [{"nodes": "100%"}]}}
-
-
-def cluster() -> list[dict[str, Any]]:
-    """Two t3.medium nodes (the cheapest type, 2 CPU) busy with a web ReplicaSet: nothing to consolidate, no
-    room for anything big."""
-    docs: list[dict[str, Any]] = [nodepool(), catalog(), node("n0", itype="t3.medium"), node("n1", itype="t3.medium")]
-    docs += [pod(f"web-{i}", f"n{i % 2}", cpu="900m", owner=("ReplicaSet", "web-1")) for i in range(4)]
-    return docs
-
-
-def bursts() -> dict[str, Any]:
-    """Two bursts of eight 1.5-CPU Job pods, 15 minutes apart, each over after 5 minutes."""
-    events: list[dict[str, Any]] = []
-    for name, at in (("a", 60), ("b", 960)):
-        job = {"kind": "Job", "name": name, "namespace": "batch"}
-        events.append({"at": at, "scale": {"workload": job, "replicas": 8,
-                                           "template": {"cpu": "1500m", "memory": "1Gi"}}})
-        events.append({"at": at + 300, "delete": {"workload": job}})
-    return {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": "two-bursts", "events": events}
+from tests.kit.backtest import CHURN_CONTROL, bursts, cluster
+from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
 
 
 def test_the_provisioner_launches_for_bursts_and_the_policies_differ_as_they_should() -> None:
@@ -514,8 +492,8 @@ import importlib, json, sys
 from datetime import timedelta
 from ebb.core.traces import Trace
 import ebb_embedded.backtest as backtest
-from tests.service.test_backtest import bursts, cluster
-from tests.unit.builders import NOW
+from tests.kit.backtest import bursts, cluster
+from tests.kit.builders import NOW
 light = set(sys.modules)
 from ebb_embedded import BACKTEST_WORKER_MODULES
 for name in BACKTEST_WORKER_MODULES:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ebb.adapters.bus import Bus, BusError, Delivery, InMemoryBus, RawRecord, RetryPolicy
-from tests.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event, node
+from tests.kit.bus_conformance import EVENTS, OBJECTS, BusConformance, Raw, event, node
 
 
 class TestInMemoryBus(BusConformance):

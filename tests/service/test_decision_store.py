@@ -18,7 +18,7 @@ from ebb.contracts import DisruptionCommand
 from ebb.core.decision import Decision, State
 from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
-from tests.unit.builders import proposed
+from tests.kit.builders import proposed
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 

@@ -26,7 +26,7 @@ from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb_termination_executor.executor import Executor
-from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
+from tests.kit.executor import NOW, FakeApi, command, drainer, pod
 
 START = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ from ebb.core.snapshot import parse_documents
 from ebb.core.traces import TraceEvent
 from ebb_embedded.cluster import SimulatedCluster, template_hash_input
 from ebb_embedded.workload import WorkloadCluster
-from tests.unit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
 
 
 def clock() -> Any:

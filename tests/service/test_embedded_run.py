@@ -24,7 +24,7 @@ from ebb_cli.run_cmd import _documents
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import RUN_GC_THRESHOLD, EmbeddedOptions, run_embedded, simulate, simulation_runner
 from ebb_embedded.status import Status
-from tests.unit.builders import NOW, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, node, nodepool, pdb, pod
 
 LIVE = ("proposed", "approved", "executing")
 

@@ -16,7 +16,7 @@ from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import head_revision, upgrade_async
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb_embedded.store import sqlite_engine
-from tests.unit.builders import NOW
+from tests.kit.builders import NOW
 
 
 def test_statements_run_on_the_loops_thread_and_take_no_virtual_time(tmp_path: Path) -> None:

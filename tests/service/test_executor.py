@@ -8,9 +8,6 @@ idempotent taints, the decision's state and processed_messages, and the events o
 from __future__ import annotations
 
 import asyncio
-import copy
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,14 +16,10 @@ from sqlalchemy import func, select
 from ebb.adapters.bus import HandlerFailed, InMemoryBus, RetryPolicy
 from ebb.adapters.clock import ManualClock, Stopped
 from ebb.adapters.kube.drain import (
-    Conflict,
     Drainer,
     DrainFailed,
     EvictionBackoff,
-    EvictionResult,
-    KubeError,
     eviction_groups,
-    pod_ref,
     reschedulable_pod_keys,
     skip_reason,
     taint_patch,
@@ -37,150 +30,11 @@ from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
-from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
+from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor import app
 from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
-
-NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-
-
-# -- a fake API server -------------------------------------------------------------------------------------
-
-
-def pod(
-    name: str,
-    node: str = "n1",
-    *,
-    namespace: str = "default",
-    priority: int | None = None,
-    priority_class: str | None = None,
-    owner: str | None = "ReplicaSet",
-    annotations: dict[str, str] | None = None,
-    tolerations: list[dict[str, Any]] | None = None,
-    phase: str = "Running",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeName": node, "tolerations": tolerations or []}
-    if priority is not None:
-        spec["priority"] = priority
-    if priority_class is not None:
-        spec["priorityClassName"] = priority_class
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uuid.uuid4().hex,
-            "annotations": annotations or {},
-            "ownerReferences": [{"kind": owner, "name": "x"}] if owner else [],
-        },
-        "spec": spec,
-        "status": {"phase": phase},
-    }
-
-
-class FakeApi:
-    """Nodes and pods in memory. ``refusals[pod]`` answers that many 429s before the eviction is
-    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes."""
-
-    def __init__(self) -> None:
-        self.nodes: dict[str, dict[str, Any]] = {}
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.refusals: dict[str, int] = {}
-        self.linger: dict[str, int] = {}
-        self.calls: list[tuple[str, str]] = []
-        #: pods deleted (not evicted) and the grace they were given
-        self.deleted: list[tuple[str, int]] = []
-        self.conflicts = 0
-        self.version = 0
-
-    def add_node(self, name: str, taints: list[dict[str, Any]] | None = None) -> None:
-        self.version += 1
-        self.nodes[name] = {"metadata": {"name": name, "resourceVersion": str(self.version),
-                                         "finalizers": ["karpenter.sh/termination"]},
-                            "spec": {"taints": taints or []}}
-
-    def add_pods(self, *pods: dict[str, Any]) -> None:
-        for p in pods:
-            self.pods[pod_ref(p)] = p
-
-    async def read_node(self, name: str) -> dict[str, Any] | None:
-        node = self.nodes.get(name)
-        return copy.deepcopy(node) if node is not None else None
-
-    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
-        self.calls.append(("patch", name))
-        node = self.nodes.get(name)
-        if node is None:
-            raise KubeError(404, "not found")
-        if self.conflicts:
-            self.conflicts -= 1
-            self.version += 1
-            node["metadata"]["resourceVersion"] = str(self.version)
-            raise Conflict(409, "the object has been modified")
-        for op in patch:
-            section, field = op["path"].strip("/").split("/")
-            if op["op"] == "test":
-                if node[section].get(field) != op["value"]:
-                    raise Conflict(422, "test failed")
-            else:
-                assert op["op"] == "add", op
-                node[section][field] = copy.deepcopy(op["value"])
-        self.version += 1
-        node["metadata"]["resourceVersion"] = str(self.version)
-
-    async def delete_node(self, name: str) -> bool:
-        self.calls.append(("delete", name))
-        node = self.nodes.get(name)
-        if node is None:
-            return False
-        node["metadata"]["deletionTimestamp"] = "now"
-        return True
-
-    async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(p) for p in self.pods.values() if p["spec"]["nodeName"] == node]
-
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        ref = f"{namespace}/{name}"
-        p = self.pods.get(ref)
-        if p is None:
-            return None
-        if p["metadata"].get("deletionTimestamp"):
-            left = self.linger.get(ref, 0)
-            if left <= 0:
-                del self.pods[ref]
-                return None
-            self.linger[ref] = left - 1
-        return copy.deepcopy(p)
-
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
-        ref = f"{namespace}/{name}"
-        self.calls.append(("evict", ref))
-        if ref not in self.pods:
-            return "gone", "not found"
-        left = self.refusals.get(ref, 0)
-        if left != 0:
-            self.refusals[ref] = left - 1
-            return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
-        return "evicted", ""
-
-    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
-        ref = f"{namespace}/{name}"
-        self.calls.append(("delete_pod", ref))
-        if ref not in self.pods:
-            return False
-        self.deleted.append((ref, grace_seconds))
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
-        return True
-
-    def evictions(self) -> list[str]:
-        return [target for kind, target in self.calls if kind == "evict"]
-
-
-def drainer(api: FakeApi, clock: ManualClock, *, deadline: float = 60.0) -> Drainer:
-    return Drainer(api, disruption_taint=DISRUPTED_TAINT, eviction_deadline=deadline,
-                   backoff=EvictionBackoff(initial=0.5, maximum=4.0), poll_interval=0.25, clock=clock)
-
+from tests.kit.executor import NOW, FakeApi, command, drainer, events_of, pod
 
 # -- pure parts ------------------------------------------------------------------------------------------
 
@@ -349,30 +203,6 @@ async def test_the_drainers_waits_end_when_the_service_stops() -> None:
 
 
 # -- the service ------------------------------------------------------------------------------------------
-
-
-def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: bool = False) -> DisruptionCommand:
-    return DisruptionCommand.model_validate({
-        "decision_id": decision_id,
-        "node_pool": "default",
-        "method": "emptiness",
-        "reason": "Empty",
-        "action": "replace" if replacements else "delete",
-        "nodes": nodes,
-        "replacements": [{"node_pool": "default", "instance_types": ["m5.large"], "capacity_type": "on-demand",
-                          "zones": ["eu-west-1a"], "price": 0.1}] if replacements else [],
-        "savings_per_hour": 0.2,
-        "explanation": "empty for 10m",
-        "approved_at": NOW,
-    })
-
-
-def events_of(bus: InMemoryBus) -> list[tuple[str, str, str]]:
-    out = []
-    for r in bus.records(TOPIC_DISRUPTION_EVENTS):
-        m = from_kafka(TOPIC_DISRUPTION_EVENTS, r.key, r.value, r.headers)
-        out.append((m.node, m.phase, m.message))  # type: ignore[attr-defined]
-    return out
 
 
 async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:

@@ -24,8 +24,8 @@ from ebb.core.launch import allocatable_of, replacement_name
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.executor import Executor
 from ebb_termination_executor.settings import Settings
-from tests.karpenter_fakes import AuditedNodeApi, FakeKarpenter
-from tests.service.test_executor import NOW, FakeApi, events_of, pod
+from tests.kit.executor import NOW, FakeApi, events_of, pod
+from tests.kit.karpenter_fakes import AuditedNodeApi, FakeKarpenter
 
 CATALOG = catalog_types(bundled_catalog())
 EBB_TAINT = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}

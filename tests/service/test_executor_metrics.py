@@ -22,7 +22,7 @@ from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.metrics import Metrics, snake_case
 from ebb_termination_executor.settings import Settings
-from tests.unit.builders import NOW, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, node, nodepool, pdb, pod
 
 
 @pytest.mark.parametrize(("result", "message", "code"), [

@@ -17,7 +17,7 @@ from ebb.core.launch import replacement_name
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.settings import Settings
-from tests.unit.builders import NOW, catalog, node, nodepool, pod
+from tests.kit.builders import NOW, catalog, node, nodepool, pod
 
 
 class Clock:

@@ -3,10 +3,10 @@ to the consolidation-planner and the decisions-api, commands to the termination-
 the planner.
 
 Records that decode still carry whatever a broken watcher or a hostile producer put in the object: the
-hostile clusters of tests/property/test_hostile_input.py (one to three fields of a valid cluster replaced by
+hostile clusters of tests/kit/hostile.py (one to three fields of a valid cluster replaced by
 None, bools, huge or negative numbers, NaN, odd strings, lists, mappings) are published on
-ebb.cluster.objects to a running planner (``app.run`` on the InMemoryBus and SQLite, as in
-tests/service/test_planner.py). The planner must neither crash nor stop consuming: a sentinel object
+ebb.cluster.objects to a running planner (``app.run`` on the InMemoryBus and SQLite,
+tests/kit/planner.py's ``Running``). The planner must neither crash nor stop consuming: a sentinel object
 published after them is applied, the planner task is still running, and with the valid cluster published
 again it applies it and runs its passes. Objects the contract refuses at the producer (a NaN is no JSON)
 are counted and skipped.
@@ -57,14 +57,16 @@ from ebb.contracts.messages import InterruptionKind
 from ebb.core.decision import State
 from ebb_decisions_api.settings import Settings as ApiSettings
 from ebb_termination_executor.executor import Executor
-from tests.property.test_hostile_input import _cluster, hostile_clusters
-from tests.service.test_api_service import AUTH as API_AUTH
-from tests.service.test_api_service import TOKEN as API_TOKEN
-from tests.service.test_api_service import running
-from tests.service.test_executor import NOW, FakeApi, command, drainer, pod
-from tests.service.test_planner import Running, eventually, interruption, obj
-from tests.service.test_planner import cluster as planner_cluster
-from tests.unit.builders import node
+from tests.kit.builders import node
+from tests.kit.decisions_api import AUTH as API_AUTH
+from tests.kit.decisions_api import TOKEN as API_TOKEN
+from tests.kit.decisions_api import running
+from tests.kit.executor import NOW, FakeApi, command, drainer, pod
+from tests.kit.hostile import hostile_clusters, valid_cluster
+from tests.kit.messages import cluster_object
+from tests.kit.planner import Running, interruption
+from tests.kit.planner import cluster as planner_cluster
+from tests.kit.waiting import eventually
 
 EXAMPLES = int(os.environ.get("EBB_FUZZ_PLANNER_EXAMPLES", "15"))
 TRIED: Counter[str] = Counter()
@@ -90,18 +92,18 @@ async def _plan(url: str, documents: list[dict[str, Any]]) -> None:
     async with Running(bus, url) as running:
         for doc in documents:
             try:
-                message = obj(doc)
+                message = cluster_object(doc)
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
             except (ContractError, ValidationError, KeyError, TypeError, AttributeError):
                 TRIED["objects refused by the contract"] += 1
             else:
                 TRIED["objects published"] += 1
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(node("sentinel")))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(node("sentinel")))
         planner = await eventually("the planner", lambda: running.planner)
         await eventually("the sentinel applied", lambda: planner.objects.get("Node", "", "sentinel"))
         assert running.task is not None and not running.task.done(), "the planner stopped"
-        for doc in _cluster():
-            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+        for doc in valid_cluster():
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
         await eventually("the valid cluster applied", lambda: planner.objects.get("Node", "", "d") == node(
             "d", pool="other") or None)
         passes = "ebb_voluntary_disruption_decision_evaluation_duration_seconds_count"
@@ -252,7 +254,7 @@ async def _interrupt(template: str, stream: list[Interruption]) -> None:
     url = f"sqlite:///{copy}"
     bus = InMemoryBus()
     for doc in [*planner_cluster(), node("foreign", pool=None, cpu="1")]:
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
     cluster_name = f"fuzz-{uuid.uuid4().hex[:8]}"
     async with Running(bus, url, delay=3600, cluster=cluster_name,
                        group=f"planner-{cluster_name}") as running:
@@ -291,7 +293,7 @@ async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
     bus = InMemoryBus()
     for doc in documents:
         try:
-            await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
         except (ContractError, ValidationError, KeyError, TypeError, AttributeError):
             TRIED["api objects refused by the contract"] += 1
     store = DecisionStore.from_url(url, "fuzz-api")
@@ -305,8 +307,8 @@ async def _serve(url: str, documents: list[dict[str, Any]]) -> None:
             plan = await client.post("/v1/plan", params={"now": "2026-11-23T18:30:00Z"}, headers=API_AUTH)
             assert plan.status_code in {200, 422, 503}, plan.text
             # the consumer goes on: the valid cluster, published again, is served
-            for doc in _cluster():
-                await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            for doc in valid_cluster():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
             await eventually("the valid cluster served", lambda: _probe(client, "/v1/nodes/a/explain", {200}))
     finally:
         await store.close()

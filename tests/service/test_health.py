@@ -25,8 +25,9 @@ from ebb.adapters.health import HealthSettings, Readiness, serve_health
 from ebb_cluster_watcher import app as watcher_app
 from ebb_interruption_ingester import app as ingester_app
 from ebb_interruption_ingester.ingester import Metrics as IngesterMetrics
-from tests.service.test_ingester_service import FakeSqs, until
-from tests.service.test_ingester_service import settings as ingester_settings
+from tests.kit.ingester import FakeSqs
+from tests.kit.ingester import settings as ingester_settings
+from tests.kit.waiting import eventually
 
 
 def free_port() -> int:
@@ -157,7 +158,7 @@ async def test_the_probe_loop_runs_until_stopped_and_logs_only_changes() -> None
     readiness.probe("kafka", kafka.ping)
     stop = asyncio.Event()
     task = asyncio.create_task(readiness.run(stop))
-    await until(lambda: kafka.calls >= 3)
+    await eventually("three calls to Kafka", lambda: kafka.calls >= 3, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 1)
     assert readiness.report()[0]
@@ -287,7 +288,7 @@ async def test_an_ingester_stopped_while_looking_up_its_queue_ends() -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(ingester_app.run(settings, stop, bus=InMemoryBus(), sqs=sqs,
                                                 metrics=IngesterMetrics()))
-    await until(lambda: len(sqs.url_failures) == 9)
+    await eventually("a GetQueueUrl failure consumed", lambda: len(sqs.url_failures) == 9, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 2)  # cut short in its wait, no error
 

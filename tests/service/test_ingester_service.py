@@ -7,38 +7,24 @@ ids; SQS errors back off and recover; stop cancels a long poll; settings."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from ebb.adapters.aws.eventbridge import Ignored, Notice
 from ebb.adapters.aws.sqs import SqsQueue
-from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import InMemoryBus
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObject, Interruption, Message, from_kafka
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, ClusterObject, Message
 from ebb_interruption_ingester import app
 from ebb_interruption_ingester.ingester import Ingester, Metrics, message_type
 from ebb_interruption_ingester.nodes import MappingLookup, StoreLookup, index_objects
 from ebb_interruption_ingester.settings import Settings
+from tests.kit.ingester import FAST, I1, I2, I3, UNKNOWN, FakeSqs, ec2_event, interruptions, node, settings, spot
+from tests.kit.waiting import eventually
 
-FAST = Backoff(initial=0.01, maximum=0.02)
 T = datetime(2026, 11, 21, 13, 0, tzinfo=UTC)
-I1, I2, I3, UNKNOWN = "i-00000000000000001", "i-00000000000000002", "i-00000000000000003", "i-0000000000000dead"
-
-
-def ec2_event(event_id: str, detail_type: str, detail: dict[str, Any]) -> str:
-    return json.dumps({"id": event_id, "source": "aws.ec2", "detail-type": detail_type,
-                       "time": "2026-11-21T13:00:00Z", "detail": detail})
-
-
-def spot(instance: str, event_id: str = "ev-spot") -> str:
-    return ec2_event(event_id, "EC2 Spot Instance Interruption Warning",
-                     {"instance-id": instance, "instance-action": "terminate"})
 
 
 def state(instance: str, value: str) -> str:
@@ -58,61 +44,6 @@ def health(*instances: str) -> str:
                                   "affectedEntities": [{"entityValue": i} for i in instances]}})
 
 
-class FakeSqs:
-    """An SQS queue in memory: receive hands out messages not in flight (a message received and not
-    deleted becomes visible again on the next receive, like an expired visibility timeout); an empty
-    receive waits (long poll) until a message is sent. ``failures`` are raised by the next calls."""
-
-    def __init__(self) -> None:
-        self.messages: dict[str, str] = {}
-        self.receives: list[dict[str, Any]] = []
-        self.deleted: list[str] = []
-        self.receive_failures: list[Exception] = []
-        self.delete_failures: list[Exception] = []
-        #: raised by the next GetQueueUrl calls
-        self.url_failures: list[Exception] = []
-        #: GetQueueAttributes (the readiness probe) fails while set
-        self.down = False
-        self.arrived = asyncio.Event()
-        self._next = 0
-
-    def send(self, body: str) -> str:
-        self._next += 1
-        message_id = f"m-{self._next}"
-        self.messages[message_id] = body
-        self.arrived.set()
-        return message_id
-
-    async def get_queue_url(self, **kwargs: Any) -> dict[str, Any]:
-        if self.url_failures:
-            raise self.url_failures.pop(0)
-        return {"QueueUrl": f"https://sqs.us-east-1.amazonaws.com/123456789012/{kwargs['QueueName']}"}
-
-    async def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]:
-        if self.down:
-            raise ConnectionError("SQS is away")
-        return {"Attributes": {"QueueArn": "arn:aws:sqs:us-east-1:123456789012:q"}}
-
-    async def receive_message(self, **kwargs: Any) -> dict[str, Any]:
-        self.receives.append(kwargs)
-        if self.receive_failures:
-            raise self.receive_failures.pop(0)
-        if not self.messages:
-            self.arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.arrived.wait(), kwargs["WaitTimeSeconds"] or 0.001)
-        batch = list(self.messages.items())[: kwargs["MaxNumberOfMessages"]]
-        return {"Messages": [{"MessageId": i, "ReceiptHandle": f"rh-{i}", "Body": b} for i, b in batch]}
-
-    async def delete_message(self, **kwargs: Any) -> dict[str, Any]:
-        if self.delete_failures:
-            raise self.delete_failures.pop(0)
-        message_id = kwargs["ReceiptHandle"].removeprefix("rh-")
-        self.messages.pop(message_id)
-        self.deleted.append(message_id)
-        return {}
-
-
 class FlakyBus(InMemoryBus):
     def __init__(self, failures: int) -> None:
         super().__init__()
@@ -123,36 +54,6 @@ class FlakyBus(InMemoryBus):
             self.failures -= 1
             raise ConnectionError("broker down")
         await super().publish(topic, message)
-
-
-def node(name: str, instance: str | None, zone: str = "us-east-1a") -> ClusterObject:
-    spec = {"providerID": f"aws:///{zone}/{instance}"} if instance else {}
-    return ClusterObject(kind="Node", namespace="", name=name, resource_version="1",
-                         object={"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec})
-
-
-def interruptions(bus: InMemoryBus) -> list[Interruption]:
-    out = []
-    for r in sorted(bus.records(TOPIC_INTERRUPTIONS), key=lambda r: (r.partition, r.offset)):
-        message = from_kafka(r.topic, r.key, r.value, r.headers)
-        assert isinstance(message, Interruption)
-        assert r.key == message.node.encode()
-        out.append(message)
-    return out
-
-
-async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met")
-
-
-def settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {"queue_url": "https://sqs.example/q", "wait_time_seconds": 1, "metrics_port": 0,
-                              "backoff_initial_seconds": 0.01, "backoff_max_seconds": 0.02, **overrides}
-    return Settings(**values)
 
 
 async def test_app_publishes_then_deletes_and_counts_everything() -> None:
@@ -174,7 +75,7 @@ async def test_app_publishes_then_deletes_and_counts_everything() -> None:
     stop, started = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(app.run(settings(), stop, bus=bus, sqs=sqs, metrics=metrics, started=started))
     await asyncio.wait_for(started.wait(), 5)
-    await until(lambda: not sqs.messages)
+    await eventually("the queue emptied", lambda: not sqs.messages, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
 
@@ -217,7 +118,7 @@ async def test_publish_before_delete_and_redelivery_keeps_ids() -> None:
     ingester = Ingester(queue, bus, MappingLookup({I1: "node-a", I2: "node-b"}), metrics=metrics, backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(ingester.run(stop))
-    await until(lambda: message_id in sqs.deleted)
+    await eventually("the message deleted", lambda: message_id in sqs.deleted, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
     assert metrics.count("failed") == 1 and metrics.count("published") == 1
@@ -233,7 +134,7 @@ async def test_publish_before_delete_and_redelivery_keeps_ids() -> None:
     stop2 = asyncio.Event()
     task2 = asyncio.create_task(Ingester(SqsQueue(sqs, "q", wait_time_seconds=0), again,
                                          MappingLookup({I1: "node-a", I2: "node-b"}), backoff=FAST).run(stop2))
-    await until(lambda: not sqs.messages)
+    await eventually("the queue emptied", lambda: not sqs.messages, 5, interval=0.01)
     stop2.set()
     await asyncio.wait_for(task2, 3)
     assert {m.id for m in interruptions(again)} == {m.id for m in published}
@@ -248,7 +149,7 @@ async def test_message_is_not_deleted_while_publishing_fails() -> None:
                         metrics=metrics, backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(ingester.run(stop))
-    await until(lambda: metrics.count("failed") >= 3)
+    await eventually("three failed publishes", lambda: metrics.count("failed") >= 3, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
     assert sqs.deleted == [] and message_id in sqs.messages
@@ -266,7 +167,7 @@ async def test_sqs_errors_back_off_and_recover() -> None:
                         metrics=metrics, backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(ingester.run(stop))
-    await until(lambda: not sqs.messages)
+    await eventually("the queue emptied", lambda: not sqs.messages, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
     assert metrics.registry.get_sample_value("ebb_interruption_sqs_errors_total") == 3
@@ -280,7 +181,7 @@ async def test_stop_cancels_a_long_poll() -> None:
     ingester = Ingester(SqsQueue(sqs, "q", wait_time_seconds=20), InMemoryBus(), MappingLookup({}), backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(ingester.run(stop))
-    await until(lambda: len(sqs.receives) == 1)
+    await eventually("a long poll", lambda: len(sqs.receives) == 1, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 1)
     assert sqs.receives[0]["WaitTimeSeconds"] == 20
@@ -297,7 +198,7 @@ async def test_nodes_arriving_after_start_are_found_and_queue_name_is_resolved()
     await bus.publish(TOPIC_CLUSTER_OBJECTS, node("late-node", I3, zone="us-east-1c"))
     await asyncio.sleep(0.05)
     sqs.send(rebalance(I3))
-    await until(lambda: metrics.count("published") == 1)
+    await eventually("one interruption published", lambda: metrics.count("published") == 1, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 3)
     assert [m.node for m in interruptions(bus)] == ["late-node"]

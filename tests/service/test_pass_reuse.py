@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from ebb.core.traces import Trace
 from ebb_cli.main import app
 from ebb_embedded.backtest import BacktestOptions, karpenter_default, policy_of, run_backtest
-from tests.service.test_backtest import CHURN_CONTROL, bursts, cluster
-from tests.unit.builders import NOW, ago, node, nodepool, pdb, pod
+from tests.kit.backtest import CHURN_CONTROL, bursts, cluster
+from tests.kit.builders import NOW, ago, node, nodepool, pdb, pod
 
 
 def timed_cluster() -> list[dict[str, Any]]:

@@ -8,17 +8,17 @@ pass go into its decisions' explanations and the leader keeps the ebb.sh/drifted
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any
 
 import pytest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import ManualClock
 from ebb.adapters.kube.events import EventRecorder
-from ebb.adapters.store.decision_store import DecisionFilter, DecisionStore
+from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import (
     TOPIC_CLUSTER_OBJECTS,
@@ -28,40 +28,15 @@ from ebb.contracts import (
     ClusterObject,
     DisruptionCommand,
     DisruptionEvent,
-    Interruption,
     Message,
     from_kafka,
 )
-from ebb.contracts.messages import InterruptionKind
-from ebb_consolidation_planner import app
-from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership, NeverLeader
-from ebb_consolidation_planner.metrics import Metrics
-from ebb_consolidation_planner.planner import LivePods, Planner, command_id
-from ebb_consolidation_planner.settings import Settings
-from tests.unit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
-from tests.unit.test_balanced import marginal_cluster
-
-T = TypeVar("T")
-DELAY = 0.2
-
-
-class Clock:
-    def __init__(self, now: datetime = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def obj(doc: dict[str, Any]) -> ClusterObject:
-    meta = doc["metadata"]
-    return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta.get("name"),
-                         resource_version="1", object=doc)
-
-
-async def publish(bus: InMemoryBus, *docs: dict[str, Any]) -> None:
-    for doc in docs:
-        await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+from ebb_consolidation_planner.leadership import NeverLeader
+from ebb_consolidation_planner.planner import Planner, command_id
+from tests.kit.balanced_clusters import marginal_cluster
+from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
+from tests.kit.planner import FakeAnnotator, Running, cluster, interruption, publish
+from tests.kit.waiting import eventually
 
 
 def messages(bus: InMemoryBus, topic: str) -> list[Message]:
@@ -78,102 +53,11 @@ def events(bus: InMemoryBus) -> list[tuple[str, str, str]]:
             if isinstance(m, DisruptionEvent)]
 
 
-@overload
-async def eventually(what: str, probe: Callable[[], Awaitable[T | None]], within: float = 5) -> T: ...
-
-
-@overload
-async def eventually(what: str, probe: Callable[[], T | None], within: float = 5) -> T: ...
-
-
-async def eventually(what: str, probe: Callable[[], Any], within: float = 5) -> Any:
-    """Call ``probe`` (awaiting it if it returns a coroutine) until its value is truthy, and return that value;
-    AssertionError naming ``what`` after ``within`` seconds. The overloads give the caller the probe's type."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[str]:
     url = f"sqlite:///{tmp_path / 'ebb.db'}"
     await upgrade_async(url)
     yield url
-
-
-class FakeAnnotator:
-    """A NodeAnnotator that records what it was asked to write; ``failing`` makes it raise instead."""
-
-    def __init__(self, *, failing: bool = False) -> None:
-        self.failing = failing
-        self.calls: list[tuple[str, str | None]] = []
-        self.values: dict[str, str | None] = {}
-
-    async def set_drifted(self, node: str, reason: str | None) -> None:
-        if self.failing:
-            raise RuntimeError("the API server is away")
-        self.calls.append((node, reason))
-        self.values[node] = reason
-
-
-class Running:
-    """app.run on an InMemoryBus and a SQLite store with a fake leader and a fixed clock."""
-
-    def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
-                 recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
-                 live_pods: LivePods | None = None, **settings: Any) -> None:
-        self.bus = bus
-        self.store = DecisionStore.from_url(url, "unit")
-        self.leader = leader or AlwaysLeader()
-        self.metrics = Metrics()
-        self.settings = Settings(**{"debounce_seconds": 0.0, "pass_interval_seconds": 0.3,
-                                    "validation_delay_seconds": delay, "group": "planner-test", "cluster": "unit",
-                                    **settings})
-        self.recorder = recorder
-        self.annotator = annotator
-        self.live_pods = live_pods
-        self.clock = Clock()
-        self.stop = asyncio.Event()
-        self.started = asyncio.Event()
-        self.planner: Planner | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    def _ready(self, planner: Planner) -> None:
-        self.planner = planner
-
-    async def __aenter__(self) -> Running:
-        self.task = asyncio.create_task(app.run(self.settings, self.stop, bus=self.bus, store=self.store,
-                                                leader=self.leader, metrics=self.metrics, clock=self.clock,
-                                                started=self.started, planner_ready=self._ready,
-                                                recorder=self.recorder, annotator=self.annotator,
-                                                live_pods=self.live_pods))
-        await asyncio.wait_for(self.started.wait(), 5)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        assert self.task is not None
-        await asyncio.wait_for(self.task, 5)
-        await self.store.close()
-
-    async def decisions(self, state: str | None = None) -> list[Any]:
-        return list((await self.store.list_decisions(DecisionFilter(state=state))).items)
-
-    def metric(self, name: str, **labels: str) -> float:
-        return self.metrics.registry.get_sample_value(name, labels) or 0.0
-
-
-def cluster(pool: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """n1 empty; n2, the cheapest type, running a pod that fits nowhere else once n1 goes; both in NodePool
-    default."""
-    return [catalog(), pool or nodepool(), node("n1"), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m")]
 
 
 async def test_empty_node_is_proposed_then_approved_and_commanded(db: str) -> None:
@@ -552,12 +436,6 @@ class Switch:
 
     async def run(self, stop: asyncio.Event) -> None:
         await stop.wait()
-
-
-def interruption(node_name: str, kind: InterruptionKind = "spot-interruption",
-                 detail: str = "instance-action=terminate", **extra: Any) -> Interruption:
-    return Interruption(node=node_name, kind=kind, instance_id=f"i-{node_name}", deadline=NOW, detail=detail,
-                        **extra)
 
 
 async def processed(db: str, consumer: str) -> list[str]:

@@ -21,9 +21,10 @@ from ebb.core.decision import State
 from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
 from ebb_consolidation_planner.settings import Settings
-from tests.service.test_planner import Running, cluster, eventually, publish
-from tests.unit import builders
-from tests.unit.builders import disruption_policy, nodeclaim, nodepool
+from tests.kit import builders
+from tests.kit.builders import disruption_policy, nodeclaim, nodepool
+from tests.kit.planner import Running, cluster, publish
+from tests.kit.waiting import eventually
 
 
 @pytest.fixture

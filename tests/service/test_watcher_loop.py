@@ -19,6 +19,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Message, from_ka
 from ebb_cluster_watcher.metrics import Metrics
 from ebb_cluster_watcher.publisher import Publisher, to_message
 from ebb_cluster_watcher.settings import Settings
+from tests.kit.waiting import eventually
 
 FAST = Backoff(initial=0.01, maximum=0.02)
 
@@ -90,14 +91,6 @@ class FakeApi:
         return call
 
 
-async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met")
-
-
 async def run_watcher(api: FakeApi, kinds: list[KindSpec], condition: Callable[[InMemoryBus, SnapshotStore], bool],
                       **options: Any) -> tuple[InMemoryBus, SnapshotStore, KubeWatcher]:
     bus = InMemoryBus()
@@ -108,11 +101,12 @@ async def run_watcher(api: FakeApi, kinds: list[KindSpec], condition: Callable[[
     task = asyncio.create_task(watcher.run(stop))
     consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
     try:
-        await until(lambda: condition(bus, store))
+        await eventually("the condition of the run", lambda: condition(bus, store), 5, interval=0.01)
     finally:
         stop.set()
         await asyncio.wait_for(task, 2)  # graceful: even a watch blocked on a read ends
-        await until(lambda: bus.lag("store", TOPIC_CLUSTER_OBJECTS) == 0)
+        await eventually("the store caught up", lambda: bus.lag("store", TOPIC_CLUSTER_OBJECTS) == 0, 5,
+                         interval=0.01)
         consumer_stop.set()
         await asyncio.wait_for(consumer, 2)
     return bus, store, watcher
@@ -214,8 +208,8 @@ async def test_the_metrics_count_what_is_published_and_which_kinds_fail() -> Non
                           on_failing=on_failing)
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
-    await until(lambda: value(metrics, "ebb_cluster_watcher_changes_published_total", kind="Node",
-                              change="delete") == 1)
+    await eventually("the delete published", lambda: value(metrics, "ebb_cluster_watcher_changes_published_total",
+                                                         kind="Node", change="delete") == 1, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 2)
     assert value(metrics, "ebb_cluster_watcher_changes_published_total", kind="Node", change="upsert") == 2
@@ -300,7 +294,7 @@ async def test_stop_ends_a_watch_blocked_on_a_list_call() -> None:
     watcher = KubeWatcher(None, [KINDS["Pod"]], Publisher(bus), lister=api.lister, backoff=FAST)
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
-    await until(lambda: len(api.calls["Pod"]) == 1)
+    await eventually("one list of pods", lambda: len(api.calls["Pod"]) == 1, 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 1)
     assert bus.records(TOPIC_CLUSTER_OBJECTS) == []
@@ -429,7 +423,7 @@ async def test_a_chunk_is_one_batch_in_order_with_a_change_and_its_undoing_both_
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     state = watcher.states["Pod"]
-    await until(lambda: state.resource_version == "7")
+    await eventually("resourceVersion 7", lambda: state.resource_version == "7", 5, interval=0.01)
     stop.set()
     await asyncio.wait_for(task, 2)
     (batch,) = bus.batches  # the empty list published nothing; the chunk is one batch
@@ -457,7 +451,7 @@ async def test_nothing_is_recorded_as_published_before_the_bus_acknowledged_the_
         # in flight: neither the digests nor the resourceVersion moved, nor the publisher's count
         assert (state.published, state.resource_version, publisher.published) == ({}, "1", 0)
         bus.gate.set()
-        await until(lambda: state.resource_version == "3")
+        await eventually("resourceVersion 3", lambda: state.resource_version == "3", 5, interval=0.01)
         assert set(state.published) == {("default", "a"), ("default", "b")} and publisher.published == 2
     finally:
         stop.set()
@@ -475,7 +469,7 @@ async def test_a_batch_that_fails_midway_is_watched_and_published_again_from_bef
     task = asyncio.create_task(watcher.run(stop))
     state = watcher.states["Pod"]
     try:
-        await until(lambda: state.resource_version == "4")
+        await eventually("resourceVersion 4", lambda: state.resource_version == "4", 5, interval=0.01)
     finally:
         stop.set()
         await asyncio.wait_for(task, 2)

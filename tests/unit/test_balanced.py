@@ -12,17 +12,15 @@ import pytest
 
 from ebb.core.balanced import K, PoolTotals, Score, score
 from ebb.core.snapshot import SnapshotError
-from tests.unit.builders import (
+from tests.kit.balanced_clusters import CATALOG, full_node, marginal_cluster, rfc_cluster, sized_node
+from tests.kit.builders import (
     blocked_of,
-    catalog,
     disrupted,
     disruption_policy,
-    instance_type,
     node,
     nodepool,
     plan,
     plan_dict,
-    pod,
     snapshot,
 )
 
@@ -63,44 +61,11 @@ def test_the_threshold_is_one_over_k() -> None:
 
 # -- the engine --------------------------------------------------------------------------------------------------
 
-SIZES = {"b.large": ("2", "8Gi", 29, 0.125), "b.xlarge": ("4", "16Gi", 58, 0.25), "b.2xlarge": ("8", "32Gi", 58, 0.5)}
-CATALOG = catalog([instance_type(name, cpu, memory, pods, price) for name, (cpu, memory, pods, price) in SIZES.items()])
 MAX_DELETION_COST = {"controller.kubernetes.io/pod-deletion-cost": "2147483647"}  # eviction cost 1 + 16 -> 10
-
-
-def _node(name: str, itype: str, pods: list[tuple[str, dict[str, str] | None]], pool: str = "default",
-          kept: bool = False, own_pool: bool = False) -> list[Any]:
-    """Node ``name`` of type ``itype`` and its pods, each (cpu, annotations); ``kept``: annotated do-not-disrupt (no
-    candidate, still one of its NodePool's nodes and a destination); ``own_pool``: the pods select their NodePool."""
-    cpu, memory, slots, _ = SIZES[itype]
-    annotations = {"karpenter.sh/do-not-disrupt": "true"} if kept else None
-    selector = {"karpenter.sh/nodepool": pool} if own_pool else None
-    return [node(name, pool=pool, itype=itype, cpu=cpu, memory=memory, pods=slots, annotations=annotations),
-            *(pod(f"{name}-p{i}", name, cpu=request, annotations=pod_annotations, node_selector=selector)
-              for i, (request, pod_annotations) in enumerate(pods))]
-
-
-def _full(name: str, itype: str = "b.xlarge", pool: str = "default") -> list[Any]:
-    """A node that is no candidate and has no room left: 8 pods of cost 1 using all its cpu."""
-    return _node(name, itype, [("500m" if itype == "b.xlarge" else "1000m", None)] * 8, pool, kept=True)
 
 
 def _plan(policy: str, *docs: Any) -> dict[str, Any]:
     return plan_dict(nodepool(policy=policy), CATALOG, *docs)
-
-
-def _rfc_cluster(subject: list[Any], full_xlarge: int, full_2xlarge: int) -> list[list[Any]]:
-    """The node a case is about (with its pods) and the full nodes around it, each a list of documents."""
-    return [subject, *(_full(f"x{i}") for i in range(full_xlarge)),
-            *(_full(f"big{i}", "b.2xlarge") for i in range(full_2xlarge))]
-
-
-def marginal_cluster(policy: str) -> list[Any]:
-    """The RFC's marginal move (below): NodePool default of ``policy``, the catalog, seven full xlarge and two full
-    2xlarge, and xlarge ``subject`` whose 8 pods (1.8 cpu) fit a large. Balanced refuses the replace (score
-    0.42)."""
-    nested = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
-    return [nodepool(policy=policy), CATALOG, *(doc for docs in nested for doc in docs)]
 
 
 @pytest.mark.parametrize("policy", ["Balanced", "WhenEmptyOrUnderutilized"])
@@ -108,7 +73,7 @@ def test_an_oversized_node_is_replaced(policy: str) -> None:
     """balanced_integration_test.go, Context("Single-Node"), It("should approve replacing an oversized node"): a
     2xlarge running 3 pods (1.5 cpu) becomes a large. Savings 0.375 of 3.0 (12.5%), disruption 4 of 85 (4.7%):
     score 2.66."""
-    out = _plan(policy, *_rfc_cluster(_node("subject", "b.2xlarge", [("500m", None)] * 3), 8, 1))
+    out = _plan(policy, *rfc_cluster(sized_node("subject", "b.2xlarge", [("500m", None)] * 3), 8, 1))
     [command] = out["commands"]
     assert (command["method"], command["action"], command["nodes"]) == (
         "single-node-consolidation", "replace", ["subject"])
@@ -134,7 +99,7 @@ def test_a_marginal_replace_is_not_worth_it_under_balanced() -> None:
 def test_a_replace_in_a_uniform_pool_is_at_the_threshold() -> None:
     """The RFC's uniform pool: ten xlarge; halving one node's price saves 5% for 10% of the disruption: score 0.50,
     approved."""
-    out = _plan("Balanced", *_rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 9, 0))
+    out = _plan("Balanced", *rfc_cluster(sized_node("subject", "b.xlarge", [("225m", None)] * 8), 9, 0))
     assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("replace", ["subject"])]
 
 
@@ -142,8 +107,8 @@ def test_a_delete_that_cannot_pass_is_not_tried() -> None:
     """The RFC's heterogeneous disruption: node b's 4 pods fit on node spare, but 3 of them carry the highest
     pod-deletion-cost (eviction cost 10 each). Deleting b saves 10% of the pool's cost for 29% of its disruption
     (32 of 109): score 0.34, so not even the delete is tried (Karpenter's CanPassThreshold)."""
-    subject = _node("b", "b.xlarge", [("100m", None), *[("100m", MAX_DELETION_COST)] * 3])
-    cluster = [*_rfc_cluster(subject, 8, 0), _node("spare", "b.xlarge", [("500m", None)] * 4, kept=True)]
+    subject = sized_node("b", "b.xlarge", [("100m", None), *[("100m", MAX_DELETION_COST)] * 3])
+    cluster = [*rfc_cluster(subject, 8, 0), sized_node("spare", "b.xlarge", [("500m", None)] * 4, kept=True)]
     assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"b"}
     out = _plan("Balanced", *cluster)
     assert out["commands"] == []
@@ -156,8 +121,8 @@ def test_underutilized_nodes_are_merged() -> None:
     """balanced_integration_test.go, Context("Multi-Node"), It("should approve consolidating multiple underutilized
     nodes"): three xlarge with 2 small pods each become one large. Savings 0.625 of 2.5 (25%), disruption 9 of 72
     (12.5%): score 2.0."""
-    light = [_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
-    out = _plan("Balanced", *light, *(_full(f"x{i}") for i in range(7)))
+    light = [sized_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
+    out = _plan("Balanced", *light, *(full_node(f"x{i}") for i in range(7)))
     [command] = out["commands"]
     assert (command["method"], command["action"], command["nodes"]) == (
         "multi-node-consolidation", "replace", ["a", "b", "c"])
@@ -170,8 +135,8 @@ def test_a_merge_whose_pods_are_dear_to_disrupt_is_not_made() -> None:
     """Three such nodes, 4 pods each, every pod with the highest pod-deletion-cost: making them one large would save
     25% of the pool's cost for 66% of its disruption (123 of 186), score 0.38; deleting two, 20% for 44% (82 of
     186), score 0.45; deleting one, the same. Nothing is done, where WhenEmptyOrUnderutilized merges all three."""
-    dear = [_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
-    cluster = [*dear, *(_full(f"x{i}") for i in range(7))]
+    dear = [sized_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
+    cluster = [*dear, *(full_node(f"x{i}") for i in range(7))]
     assert disrupted(_plan("WhenEmptyOrUnderutilized", *cluster)) == {"a", "b", "c"}
     out = _plan("Balanced", *cluster)
     assert out["commands"] == []
@@ -184,9 +149,9 @@ def test_only_the_balanced_pool_is_scored() -> None:
     and in a WhenEmptyOrUnderutilized one; only the latter is replaced."""
     docs: list[Any] = [nodepool("scored", policy="Balanced"), nodepool("plain"), CATALOG]
     for pool in ("scored", "plain"):
-        docs += [_node(f"{pool}-subject", "b.xlarge", [("225m", None)] * 8, pool, own_pool=True),
-                 *(_full(f"{pool}-x{i}", pool=pool) for i in range(7)),
-                 *(_full(f"{pool}-big{i}", "b.2xlarge", pool) for i in range(2))]
+        docs += [sized_node(f"{pool}-subject", "b.xlarge", [("225m", None)] * 8, pool, own_pool=True),
+                 *(full_node(f"{pool}-x{i}", pool=pool) for i in range(7)),
+                 *(full_node(f"{pool}-big{i}", "b.2xlarge", pool) for i in range(2))]
     out = plan_dict(*docs)
     assert disrupted(out) == {"plain-subject"}
     assert "Balanced" in blocked_of(out, "scored-subject")["reason"]
@@ -195,7 +160,7 @@ def test_only_the_balanced_pool_is_scored() -> None:
 def test_a_disruption_policy_may_say_balanced() -> None:
     """An ebb.sh/v1 DisruptionPolicy's consolidationPolicy: Balanced governs its NodePool as the NodePool's own
     would, and the sentence names the policy."""
-    cluster = _rfc_cluster(_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
+    cluster = rfc_cluster(sized_node("subject", "b.xlarge", [("225m", None)] * 8), 7, 2)
     out = plan_dict(nodepool(), disruption_policy(consolidationPolicy="Balanced", consolidateAfter="0s",
                                                   budgets=[{"nodes": "100%"}]), CATALOG, *cluster)
     assert out["commands"] == []
@@ -206,7 +171,7 @@ def test_a_disruption_policy_may_say_balanced() -> None:
 def test_an_empty_node_is_deleted_whatever_it_would_score() -> None:
     """Emptiness is not scored (an empty node's delete always passes in Karpenter)."""
     out = _plan("Balanced", node("empty", itype="b.xlarge", cpu="4", memory="16Gi", pods=58),
-                *(_full(f"x{i}") for i in range(9)))
+                *(full_node(f"x{i}") for i in range(9)))
     assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("emptiness", ["empty"])]
 
 
@@ -228,12 +193,12 @@ def test_a_pass_counts_its_consolidation_moves(policy: str, approved: bool, expe
 
 
 def test_multi_node_counts_the_set_it_made_or_the_last_one_refused() -> None:
-    light = [_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
-    [made] = plan(nodepool(policy="Balanced"), CATALOG, *light, *(_full(f"x{i}") for i in range(7))).first.moves
+    light = [sized_node(name, "b.xlarge", [("200m", None)] * 2) for name in ("a", "b", "c")]
+    [made] = plan(nodepool(policy="Balanced"), CATALOG, *light, *(full_node(f"x{i}") for i in range(7))).first.moves
     assert (made.pool, made.policy, made.approved) == ("default", "Balanced", True)
     assert made.score == pytest.approx(2.0)
-    dear = [_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
-    [refused] = plan(nodepool(policy="Balanced"), CATALOG, *dear, *(_full(f"x{i}") for i in range(7))).first.moves
+    dear = [sized_node(name, "b.xlarge", [("100m", MAX_DELETION_COST)] * 4) for name in ("a", "b", "c")]
+    [refused] = plan(nodepool(policy="Balanced"), CATALOG, *dear, *(full_node(f"x{i}") for i in range(7))).first.moves
     # the last set the search refused: two of the three, deleted (20% of the cost for 82 of 186)
     assert not refused.approved
     assert refused.score == pytest.approx(0.2 / (82 / 186))

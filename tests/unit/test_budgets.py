@@ -10,7 +10,7 @@ import pytest
 
 from ebb.core.budgets import allowed_disruptions
 from ebb.core.model import REASONS, NodePool
-from tests.unit.builders import NOW, blocked_of, budget_of, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, blocked_of, budget_of, node, nodepool, plan_dict, pod, snapshot
 
 
 def _pool(budgets: Any) -> NodePool:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import (
+from tests.kit.builders import (
     ago,
     blocked_of,
     disrupted,

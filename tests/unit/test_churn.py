@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import (
+from tests.kit.builders import (
     ago,
     blocked_of,
     disrupted,
@@ -175,7 +175,7 @@ def test_holds_do_not_pause_expiration_or_drift(pool_kwargs: dict[str, Any], met
 
 
 # -- minimumPriceImprovementPercent -------------------------------------------------------------------------
-# The catalog's on-demand prices (tests/unit/builders.py): t3.medium $0.0416, m5.large $0.096, m5.xlarge $0.192,
+# The catalog's on-demand prices (tests/kit/builders.py): t3.medium $0.0416, m5.large $0.096, m5.xlarge $0.192,
 # m5.2xlarge $0.384. A replacement of an m5.2xlarge by a t3.medium is 89.2% cheaper.
 
 

@@ -13,7 +13,7 @@ from ebb.core.causes import Cause
 from ebb.core.engine import run_pass
 from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import EngineOptions
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     TYPES,
     ZONES,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,6 @@ from ebb.contracts import (
     DeadLetter,
     DisruptionCommand,
     DisruptionEvent,
-    Interruption,
-    Message,
     RawBytes,
     Replacement,
     check_topic,
@@ -34,75 +32,10 @@ from ebb.contracts import (
 from ebb.contracts.asyncapi import document, render
 from ebb.core.methods.base import Command
 from ebb.core.methods.base import Replacement as CoreReplacement
+from tests.kit.messages import MESSAGES, T0, disruption_command
 
 REPO = Path(__file__).resolve().parents[2]
 ASYNCAPI = REPO / "deploy" / "asyncapi.yaml"
-T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
-
-
-def _command() -> DisruptionCommand:
-    return DisruptionCommand(
-        decision_id="d-42",
-        node_pool="general",
-        method="single-node-consolidation",
-        reason="Underutilized",
-        action="replace",
-        nodes=("node-a",),
-        replacements=(
-            Replacement(
-                node_pool="general",
-                instance_types=("m5.large", "m5a.large"),
-                capacity_type="on-demand",
-                zones=("us-east-1a",),
-                price=0.096,
-            ),
-        ),
-        savings_per_hour=0.096,
-        explanation="its pods fit on a cheaper node",
-        approved_at=T0,
-    )
-
-
-MESSAGES: dict[str, tuple[str, Message]] = {
-    "object upserted": (
-        "ebb.cluster.objects",
-        ClusterObject(
-            kind="Pod",
-            namespace="default",
-            name="web-1",
-            resource_version="1234",
-            object={"metadata": {"name": "web-1", "labels": {"app": "web"}}, "spec": {"nodeName": "node-a"}},
-        ),
-    ),
-    "object deleted (tombstone)": (
-        "ebb.cluster.objects",
-        ClusterObject(kind="Node", namespace="", name="node-a", resource_version="99", object=None),
-    ),
-    "interruption": (
-        "ebb.interruptions",
-        Interruption(node="node-a", kind="spot-interruption", instance_id="i-0abc", deadline=T0, detail=""),
-    ),
-    "command": ("ebb.disruption.commands", _command()),
-    "event": (
-        "ebb.disruption.events",
-        DisruptionEvent(decision_id="d-42", node="node-a", phase="WaitingReadiness", message="1 of 1 ready", at=T0),
-    ),
-    "dead letter": (
-        "ebb.interruptions.dlq",
-        DeadLetter.of_record(
-            topic="ebb.interruptions",
-            partition=2,
-            offset=17,
-            key=b"node-a",
-            value=b"\xff\xfe not json",
-            headers=[("ce_type", b"sh.ebb.interruption.received.v1"), ("x", None)],
-            cause="malformed",
-            error="value is not valid JSON",
-            group="planner",
-            failed_at=T0,
-        ),
-    ),
-}
 
 
 def test_every_topic_and_type_is_covered() -> None:
@@ -139,7 +72,7 @@ def test_round_trip(name: str) -> None:
 
 
 def test_wire_names_are_camel_case_like_ebb_plan() -> None:
-    _, value, _ = to_kafka(_command())
+    _, value, _ = to_kafka(disruption_command())
     assert value is not None
     data = json.loads(value)
     assert set(data) == {
@@ -173,9 +106,9 @@ def test_from_engine_command() -> None:
 
 def test_model_constraints() -> None:
     with pytest.raises(ValueError, match="nodes must be distinct"):
-        DisruptionCommand.model_validate({**_command().model_dump(), "nodes": ("node-a", "node-a")})
+        DisruptionCommand.model_validate({**disruption_command().model_dump(), "nodes": ("node-a", "node-a")})
     with pytest.raises(ValueError, match="needs replacements"):
-        DisruptionCommand.model_validate({**_command().model_dump(), "replacements": []})
+        DisruptionCommand.model_validate({**disruption_command().model_dump(), "replacements": []})
     with pytest.raises(ValueError, match="timezone"):
         DisruptionEvent(decision_id="d-1", node="node-a", phase="Evicted", message="", at=datetime(2026, 1, 1))  # noqa: DTZ001
     with pytest.raises(ValueError, match="extra"):

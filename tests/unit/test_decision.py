@@ -1,32 +1,22 @@
 """The decision lifecycle (``ebb.core.decision``): every allowed move, a sample of illegal ones, the timestamps
-a move sets, and the one mapping of a decision to its row and its command."""
+a move sets, and the one mapping of a decision to its command (its row: tests/adapters/test_decision_rows.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
-from ebb.adapters.store import decisions
-from ebb.adapters.store.models import DECISION_STATES
 from ebb.contracts import DisruptionCommand
 from ebb.contracts.messages import DisruptionEvent, event_id
 from ebb.core.decision import (
     FINISHED,
     LIVE,
-    STATES,
     TRANSITIONS,
-    Decision,
-    DecisionNode,
     IllegalTransition,
     State,
     allowed,
     transition,
 )
-from ebb.core.methods.base import Replacement
-
-T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-T1 = T0 + timedelta(seconds=15)
+from tests.kit.decisions import T0, T1, decision
 
 P, A, E, S, F, R, X = (State.PROPOSED, State.APPROVED, State.EXECUTING, State.SUCCEEDED, State.FAILED,
                        State.ROLLED_BACK, State.REJECTED)
@@ -36,23 +26,11 @@ ILLEGAL = [(P, E), (P, S), (P, F), (P, R), (P, P), (A, X), (A, S), (A, F), (A, P
            (S, F), (S, R), (F, R), (R, F), (X, A), (X, P), (S, E), (R, E)]
 
 
-def decision(state: State = P, **changes: object) -> Decision:
-    base = Decision(
-        id="d-1", method="single-node-consolidation", reason="Underutilized", action="replace",
-        nodes=(DecisionNode("n1", "general", "m5.xlarge"),),
-        replacements=(Replacement("general", ("m5.large", "m5a.large"), "on-demand", ("us-east-1a",), 0.096),),
-        savings=0.096, state=state, created_at=T0, updated_at=T0, explanation={"text": "cheaper"})
-    return Decision(**{**{f: getattr(base, f) for f in base.__slots__}, **changes})  # type: ignore[arg-type]
-
-
 def test_the_table_is_the_whole_lifecycle() -> None:
     assert set(TRANSITIONS) == set(State)
     assert {(s, t) for s, targets in TRANSITIONS.items() for t in targets} == set(ALLOWED)
     assert {P, A, E} == LIVE and {S, F, R, X} == FINISHED and not LIVE & FINISHED
     assert all(not TRANSITIONS[s] for s in FINISHED)
-    # the store's check constraint lists exactly the enum's values
-    assert DECISION_STATES == STATES == ("proposed", "approved", "executing", "succeeded", "failed",
-                                         "rolled_back", "rejected")
 
 
 @pytest.mark.parametrize(("source", "target"), ALLOWED)
@@ -77,32 +55,6 @@ def test_a_move_keeps_earlier_times_and_adds_to_the_explanation() -> None:
     assert executing.approved_at == T0 and executing.started_at == T1
     rejected = transition(decision(), X, T1, rejected="stale")
     assert rejected.explanation == {"text": "cheaper", "rejected": "stale"}
-
-
-def test_a_decision_makes_one_row_and_back() -> None:
-    approved = transition(decision(), A, T1)
-    row = decisions.row_of(approved, "c1")
-    assert row.nodes == [{"name": "n1", "nodePool": "general", "instanceType": "m5.xlarge"}]
-    assert row.replacements == [{"nodePool": "general", "instanceTypes": ["m5.large", "m5a.large"],
-                                 "capacityType": "on-demand", "zones": ["us-east-1a"], "price": 0.096}]
-    assert row.state == "approved" and row.cluster == "c1" and row.approved_at == T1
-    assert decisions.decision_of(row) == approved
-
-
-def test_rows_of_the_older_shapes_are_read() -> None:
-    row = decisions.row_of(decision(), "c1")
-    row.nodes = ["n1", {"name": "n2", "nodePool": "general"}]
-    assert decisions.decision_of(row).nodes == (DecisionNode("n1", ""), DecisionNode("n2", "general"))
-    assert decisions.node_names(row.nodes) == ["n1", "n2"]
-
-
-def test_a_row_moves_only_as_the_lifecycle_allows() -> None:
-    row = decisions.row_of(decision(), "c1")
-    decisions.move(row, A, T1)
-    assert row.state == "approved" and row.approved_at == T1
-    with pytest.raises(IllegalTransition):
-        decisions.move(row, S, T1)
-    assert row.state == "approved" and row.finished_at is None
 
 
 def test_a_decision_makes_its_command_and_a_command_its_decision() -> None:

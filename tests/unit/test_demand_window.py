@@ -18,7 +18,7 @@ from ebb.core.model import DemandSample, Snapshot
 from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import SnapshotError
 from ebb.core.validation import validate
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     blocked_of,
     daemonset,

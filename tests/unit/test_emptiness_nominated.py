@@ -8,7 +8,7 @@ from __future__ import annotations
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.validation import validate
-from tests.unit.builders import NOW, blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, blocked_of, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 DISRUPTED = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
 

@@ -11,7 +11,7 @@ import pytest
 from ebb.core import events as ev
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
-from tests.unit.builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
+from tests.kit.builders import NOW, ago, hold, node, nodeclaim, nodepool, pdb, pod, snapshot
 
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 

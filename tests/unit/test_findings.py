@@ -13,7 +13,7 @@ from ebb.core import findings as found_in
 from ebb.core.cluster import ClusterView
 from ebb.core.findings import Change, Finding, Findings, diff, drifted_annotation, with_since
 from ebb.core.model import Snapshot
-from tests.unit.builders import NOW, OLD, ago, node, nodepool, pod, snapshot
+from tests.kit.builders import NOW, OLD, ago, node, nodepool, pod, snapshot
 
 REQ_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
 REQ_SPOT = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]

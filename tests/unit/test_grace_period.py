@@ -16,7 +16,7 @@ import pytest
 from ebb.core.cluster import ClusterView
 from ebb.core.snapshot import SnapshotError
 from ebb.core.validation import validate
-from tests.unit.builders import NOW, ago, node, nodeclaim, nodepool, pdb, plan, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, ago, node, nodeclaim, nodepool, pdb, plan, plan_dict, pod, snapshot
 
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 

@@ -3,7 +3,7 @@
 Every test (or table row) is named after a Karpenter case: ``test_<describe>_<it>`` or a row id with the
 case's title, and the docstring or comment says where it is (paths under
 ``sigs.k8s.io/karpenter@v1.14.1/pkg``). The cases are rebuilt here as kubectl-shaped documents and planned by
-ebb (`tests.unit.builders`); each table has a row where the rule does not apply, so a table cannot pass
+ebb (`tests.kit.builders`); each table has a row where the rule does not apply, so a table cannot pass
 by ebb doing nothing. Where ebb deliberately differs from Karpenter, docs/decisions.md ("Differences from
 Karpenter v1.14") says so and why; those differences are not tested here as Karpenter's.
 """
@@ -21,7 +21,7 @@ from ebb.core.methods.base import simulation
 from ebb.core.model import REASONS
 from ebb.core.snapshot import input_warnings
 from ebb.core.validation import validate
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     OLD,
     TYPES,

@@ -8,7 +8,7 @@ import pytest
 
 from ebb.core.launch import LaunchError, launch_spec, node_object, nodeclaim_object, replacement_name
 from ebb.core.snapshot import parse_catalog, parse_object
-from tests.unit.builders import NOW, catalog, instance_type, nodepool
+from tests.kit.builders import NOW, catalog, instance_type, nodepool
 
 
 def types(*docs: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ebb.core.plan import make_plan, plan_json
-from tests.unit.builders import NOW, blocked_of, disrupted, node, nodeclaim, nodepool, pod, snapshot
+from tests.kit.builders import NOW, blocked_of, disrupted, node, nodeclaim, nodepool, pod, snapshot
 
 EBB_DISRUPTED = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}
 

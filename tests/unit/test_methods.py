@@ -11,7 +11,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.methods import CONSOLIDATION_REASONS, METHOD_ORDER, METHODS
 from ebb.core.methods.base import EngineOptions, Method, MethodOutcome, PassContext, simulation
 from ebb.core.model import REASONS
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     TYPES,
     ago,

@@ -11,7 +11,7 @@ from ebb.core import node_pods
 from ebb.core.memo import Memo
 from ebb.core.model import Pod, placement_order
 from ebb.core.snapshot import parse_object
-from tests.unit.builders import ds_pod, pod
+from tests.kit.builders import ds_pod, pod
 
 
 def _pods() -> list[Pod]:

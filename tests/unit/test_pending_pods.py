@@ -11,7 +11,7 @@ from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import run_pass
 from ebb.core.validation import validate
-from tests.unit.builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, daemonset, disrupted, node, nodepool, plan_dict, pod, snapshot
 
 
 def base() -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import pytest
 
 from ebb.core.methods import method_names
 from ebb.core.plan import apply_commands, fates, make_plan, only_nodes, step_interval, unknown_nodes
-from tests.unit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
 
 OD = {t: v[3] for t, v in TYPES.items()}
 METHODS = {"expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation"}

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ebb.core.provisioning import batch_wait, launches
-from tests.unit.builders import node, nodepool, pod, snapshot
+from tests.kit.builders import node, nodepool, pod, snapshot
 
 
 def waiting(name: str, cpu: str, memory: str = "128Mi", **kw: Any) -> dict[str, Any]:

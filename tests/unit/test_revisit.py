@@ -12,7 +12,7 @@ from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import command_json
 from ebb.core.revisit import COST_MARGIN, revisit_at
-from tests.unit.builders import NOW, OLD, ago, hold, later, node, nodepool, pod, snapshot
+from tests.kit.builders import NOW, OLD, ago, hold, later, node, nodepool, pod, snapshot
 
 E = 100 * 3600  # an expireAfter of 100 h, in seconds
 

@@ -15,7 +15,7 @@ from ebb.core.memo import Memo
 from ebb.core.model import Pod, Snapshot
 from ebb.core.simulator import scheduler as scheduler_module
 from ebb.core.simulator.scheduler import Scheduler, relaxations
-from tests.unit.builders import node, pod, snapshot
+from tests.kit.builders import node, pod, snapshot
 
 NOW = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
 

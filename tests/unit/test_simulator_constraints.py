@@ -14,7 +14,7 @@ import pytest
 
 from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
 from ebb.core.snapshot import governed
-from tests.unit.builders import (
+from tests.kit.builders import (
     ZONES,
     blocked_of,
     disrupted,

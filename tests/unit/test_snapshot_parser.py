@@ -9,7 +9,7 @@ import pytest
 
 from ebb.core.model import Budget
 from ebb.core.snapshot import SnapshotError, flatten, input_warnings, parse_documents
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     ago,
     blocked_of,

@@ -17,7 +17,7 @@ from ebb.core.traces import (
     replica_sets,
     trace_schema,
 )
-from tests.unit.builders import NOW, node, nodepool, pod
+from tests.kit.builders import NOW, node, nodepool, pod
 
 CLUSTER: list[dict[str, Any]] = [
     nodepool("general"), nodepool("spot"),

@@ -13,7 +13,7 @@ import pytest
 from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.validation import validate, view_behind
-from tests.unit.builders import NOW, node, nodepool, plan, pod, snapshot
+from tests.kit.builders import NOW, node, nodepool, plan, pod, snapshot
 
 LATER = NOW + timedelta(seconds=15)
 

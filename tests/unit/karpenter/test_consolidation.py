@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     blocked_of,
     budget_of,
@@ -34,7 +34,7 @@ from tests.unit.builders import (
     pod,
     ts,
 )
-from tests.unit.karpenter.kit import ZONES, claimed
+from tests.kit.karpenter_suite import ZONES, claimed
 
 MOST_EXPENSIVE = "m5.2xlarge"
 LEAST_EXPENSIVE = "t3.medium"

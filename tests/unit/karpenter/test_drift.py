@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     ago,
     budget_of,
@@ -31,7 +31,7 @@ from tests.unit.builders import (
     pod,
     ts,
 )
-from tests.unit.karpenter.kit import DRIFTED, NOT_DRIFTED, claimed, claimed_nodes
+from tests.kit.karpenter_suite import DRIFTED, NOT_DRIFTED, claimed, claimed_nodes
 
 MOST_EXPENSIVE = "m5.2xlarge"
 RECENT = ago(minutes=30)  # inside the suite's consolidateAfter of 1h: not consolidatable

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import (
+from tests.kit.builders import (
     blocked_of,
     budget_of,
     daemonset,
@@ -26,7 +26,7 @@ from tests.unit.builders import (
     plan_dict,
     pod,
 )
-from tests.unit.karpenter.kit import DRIFTED, NOT_CONSOLIDATABLE, claimed, claimed_nodes
+from tests.kit.karpenter_suite import DRIFTED, NOT_CONSOLIDATABLE, claimed, claimed_nodes
 
 CHEAPEST = "t3.medium"
 

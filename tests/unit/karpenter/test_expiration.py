@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.builders import ago, blocked_of, node, nodeclaim, nodepool, plan_dict
+from tests.kit.builders import ago, blocked_of, node, nodeclaim, nodepool, plan_dict
 
 CLAIM_CREATED = ago(seconds=60)  # the suite steps the clock 60 s past the NodeClaim's creation
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from ebb.core.cluster import ClusterView
-from tests.unit.builders import NOW, ago, blocked_of, disrupted, node, nodeclaim, nodepool, plan_dict, snapshot, ts
-from tests.unit.karpenter.kit import CONSOLIDATABLE
+from tests.kit.builders import NOW, ago, blocked_of, disrupted, node, nodeclaim, nodepool, plan_dict, snapshot, ts
+from tests.kit.karpenter_suite import CONSOLIDATABLE
 
 CREATED = ago(minutes=30)
 

@@ -8,7 +8,7 @@ test_nodeclaim_drift.py, and Consolidatable, see test_nodeclaim_consolidation.py
 
 from __future__ import annotations
 
-from tests.unit.builders import OLD, blocked_of, node, nodeclaim, nodepool, plan_dict
+from tests.kit.builders import OLD, blocked_of, node, nodeclaim, nodepool, plan_dict
 
 
 def test_should_not_set_consolidatable_condition_for_static_nodepool() -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.drift import drifted_nodes
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     catalog,
     instance_type,
@@ -33,7 +33,7 @@ from tests.unit.builders import (
     pod,
     snapshot,
 )
-from tests.unit.karpenter.kit import DRIFTED
+from tests.kit.karpenter_suite import DRIFTED
 
 OS = "kubernetes.io/os"
 CT = "karpenter.sh/capacity-type"

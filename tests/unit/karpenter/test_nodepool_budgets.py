@@ -18,7 +18,7 @@ import pytest
 
 from ebb.core.budgets import BudgetVerdict, active_window, allowed_disruptions, budget_error
 from ebb.core.model import Budget, NodePool
-from tests.unit.builders import nodepool, snapshot
+from tests.kit.builders import nodepool, snapshot
 
 CLOCK = datetime(2000, 6, 15, 12, 30, 30, tzinfo=UTC)  # "the middle of the year of 2000, the best year ever"
 KARPENTER_REASONS = ("Empty", "Underutilized", "Drifted")

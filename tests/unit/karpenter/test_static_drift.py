@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.builders import blocked_of, nodepool, plan_dict, pod
-from tests.unit.karpenter.kit import DRIFTED, NOT_DRIFTED, ZONES, claimed
+from tests.kit.builders import blocked_of, nodepool, plan_dict, pod
+from tests.kit.karpenter_suite import DRIFTED, NOT_DRIFTED, ZONES, claimed
 
 MOST_EXPENSIVE = "m5.2xlarge"
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ebb.core.cluster import ClusterView
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     ago,
     disrupted,

@@ -1,6 +1,6 @@
 """The message bus: one interface, ``Bus`` (publish, consume from the committed or given offsets, end offsets,
 compacted reads); ``KafkaBus`` in the distributed mode, ``InMemoryBus`` in the embedded mode, with the same
-delivery semantics (``base``), checked by one shared test suite (tests/bus_conformance.py)."""
+delivery semantics (``base``), checked by one shared test suite (tests/kit/bus_conformance.py)."""
 
 from typing import TYPE_CHECKING
 

@@ -2,7 +2,7 @@
 
 ``Bus`` is everything a service asks of the bus: publish, consume (optionally from given start offsets),
 the end offsets of a topic, and the latest message per key of a compacted topic. ``KafkaBus`` and
-``InMemoryBus`` implement all of it, so no caller needs to know which one it has; tests/bus_conformance.py
+``InMemoryBus`` implement all of it, so no caller needs to know which one it has; tests/kit/bus_conformance.py
 runs one suite against both.
 
 A consumer's handler is called once per record, in order per partition (so per key). A record is

@@ -1,4 +1,4 @@
-"""The rules tests/integration/kube_audit.py checks ebb's requests against next to a real Karpenter (the check of
+"""The rules tests/kit/kube_audit.py checks ebb's requests against next to a real Karpenter (the check of
 tests/integration/test_karpenter_system.py): each audited request of ebb's, on a Node at a known version, is
 accepted or named as a violation. A table of what ebb does send (accepted) and of what would break Karpenter
 (caught), so the integration test's empty list of violations means something."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kube_audit import AuditEvent, AuditLog, ebb_violations
+from tests.kit.kube_audit import AuditEvent, AuditLog, ebb_violations
 
 RUN_TAINT = {"key": "ebb.sh/karpenter-test", "value": "r1", "effect": "NoSchedule"}
 EBB_TAINT = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.builders import OLD, node, nodeclaim
+from tests.kit.builders import OLD, node, nodeclaim
 
 CONSOLIDATABLE = {"type": "Consolidatable", "status": "True", "lastTransitionTime": OLD}
 NOT_CONSOLIDATABLE = {"type": "Consolidatable", "status": "False", "lastTransitionTime": OLD}

@@ -113,7 +113,7 @@ def karpenter_claim(name: str, node: str) -> dict[str, Any]:
 
 class FakeKarpenter:
     """NodeClaims and NodePools, and Karpenter's part in them, over ``api``'s ``nodes`` and ``pods`` dicts (the
-    fake API server of tests/service/test_executor.py)."""
+    fake API server of tests/kit/executor.py)."""
 
     def __init__(self, api: Any, *, boot_reads: int = 2, terminate_reads: int = 2) -> None:
         self.api = api

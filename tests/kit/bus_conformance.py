@@ -33,6 +33,7 @@ from ebb.contracts import (
     from_kafka,
     to_kafka,
 )
+from tests.kit.waiting import eventually
 
 EVENTS = TOPIC_DISRUPTION_EVENTS
 OBJECTS = TOPIC_CLUSTER_OBJECTS
@@ -104,11 +105,7 @@ class BusConformance:
     # -- helpers ------------------------------------------------------------------------------------------
 
     async def until(self, what: str, condition: Callable[[], bool]) -> None:
-        deadline = asyncio.get_running_loop().time() + self.patience
-        while not condition():
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"{what}: not in {self.patience} s")
-            await asyncio.sleep(0.01)
+        await eventually(what, condition, within=self.patience, interval=0.01)
 
     async def committed_total(self, bus: Bus, group: str, topic: str) -> int:
         return sum((await self.committed(bus, group, topic)).values())

@@ -18,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .system import free_port
+from tests.kit.system import free_port
 
 USER = "ebb"
 DATABASE = "ebb"

@@ -27,7 +27,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from .system import as_body, eventually
+from tests.kit.system import as_body
+from tests.kit.waiting import eventually
 
 KARPENTER = "karpenter.sh"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"

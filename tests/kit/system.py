@@ -1,6 +1,6 @@
 """A small harness for the system tests (tests/integration/test_system.py): the five services as separate
-``python -m`` processes with their logs in files, an aiokafka reader of raw topic records, an "eventually"
-poller, a freshly created and migrated PostgreSQL database, the Karpenter CRDs, NodePools and KWOK nodes.
+``python -m`` processes with their logs in files, an aiokafka reader of raw topic records, a freshly created and
+migrated PostgreSQL database, the Karpenter CRDs, NodePools and KWOK nodes (waiting is tests/kit/waiting.py's).
 
 Everything here is built for isolation: each test makes its own topic prefix, database, cluster name, Lease,
 NodePool and node names (from one random ``run`` id) and removes what it created.
@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -32,36 +32,13 @@ from sqlalchemy.engine import make_url
 from ebb.adapters.bus import KafkaBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import ContractError, DeadLetter, DisruptionEvent, decode, from_kafka
+from tests.kit.waiting import eventually
 
 KWOK = "kwok.x-k8s.io/node"
 #: every object a system test creates carries this label with the test's run id
 RUN_LABEL = "ebb.sh/system-test"
 KARPENTER = "karpenter.sh"
 DISRUPTED_TAINT = "karpenter.sh/disrupted"
-
-
-# ------------------------------------------------------------------------------------------- eventually
-
-
-async def eventually(
-    what: str, probe: Callable[[], Any], within: float = 60, interval: float = 0.25,
-    on_timeout: Callable[[], str] | None = None,
-) -> Any:
-    """Call ``probe`` until it returns something other than None/False and return that; AssertionError
-    naming ``what`` (and ``on_timeout()``'s text) after ``within`` seconds. Limits are generous: the test
-    machine is small and shared."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        value = probe()
-        if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-            value = await value
-        if value is not None and value is not False:
-            return value
-        if loop.time() > deadline:
-            extra = f"\n{on_timeout()}" if on_timeout else ""
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}{extra}")
-        await asyncio.sleep(interval)
 
 
 async def run_until_logged(module: str, env: Mapping[str, str], event: str, *, within: float = 30,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ebb_cli.main import app
 from ebb_cli.run_cmd import SQLITE_HEADER, _change_line, _database_problem, _port_problem
 from ebb_embedded.status import Status
-from tests.unit.builders import NOW
+from tests.kit.builders import NOW
 
 
 def status(nodes: int, cost: float) -> Status:

@@ -52,10 +52,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.store.migrate import upgrade_async
-
-from .kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog
-from .restartable import PrivateKafka, PrivatePostgres, restart_apiserver
-from .system import (
+from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog
+from tests.kit.restartable import PrivateKafka, PrivatePostgres, restart_apiserver
+from tests.kit.system import (
     RUN_LABEL,
     SERVICES,
     Servers,

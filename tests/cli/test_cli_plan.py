@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.unit.builders import catalog, node, nodepool, pod
+from tests.kit.builders import catalog, node, nodepool, pod
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 

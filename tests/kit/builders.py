@@ -1,4 +1,5 @@
-"""Small builders for kubectl-shaped objects (plain dicts), for the unit tests of the pure core.
+"""Small builders for kubectl-shaped objects (plain dicts), for the unit tests of the pure core and every other
+test that needs a cluster.
 
 Every builder returns exactly what `kubectl get -o yaml` would print for the object (trimmed to the
 fields ebb reads), so the tests go through the real parser: `snapshot(*docs)` calls

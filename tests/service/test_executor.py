@@ -1,7 +1,7 @@
 """The termination-executor on the InMemoryBus, a SQLite store and a fake Kubernetes API (ordering and
 backoff only; the real API server is in tests/integration/test_termination_executor.py): the eviction
 order (non-critical, non-critical DaemonSet, critical, critical DaemonSet pods, as Karpenter's suite "should
-evict pods in order"; mirror/static and tolerating pods left alone),
+evict pods in order"; mirror/static pods left alone: the rules themselves are tests/unit/test_drain_rules.py's),
 429 → capped exponential backoff, 404 → gone, the eviction deadline failing the drain with a rollback,
 idempotent taints, the decision's state and processed_messages, and the events on ebb.disruption.events."""
 
@@ -10,30 +10,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from ebb.adapters.bus import HandlerFailed, InMemoryBus, RetryPolicy
-from ebb.adapters.clock import ManualClock, Stopped
-from ebb.adapters.kube.drain import (
-    Conflict,
-    Drainer,
-    DrainFailed,
-    EvictionBackoff,
-    EvictionResult,
-    KubeError,
-    eviction_groups,
-    pod_ref,
-    reschedulable_pod_keys,
-    skip_reason,
-    taint_patch,
-    tolerates,
-    untaint_patch,
-)
+from ebb.adapters.clock import Clock, ManualClock, Stopped
+from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff, rfc3339, taint_patch, untaint_patch
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.node_api import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
@@ -80,9 +67,11 @@ def pod(
 
 class FakeApi:
     """Nodes and pods in memory. ``refusals[pod]`` answers that many 429s before the eviction is
-    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes."""
+    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes. An evicted or
+    deleted pod's ``deletionTimestamp`` is ``clock``'s now plus its grace, as the apiserver sets it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or ManualClock()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.refusals: dict[str, int] = {}
@@ -101,7 +90,14 @@ class FakeApi:
 
     def add_pods(self, *pods: dict[str, Any]) -> None:
         for p in pods:
-            self.pods[pod_ref(p)] = p
+            self.pods[f"{p['metadata']['namespace']}/{p['metadata']['name']}"] = p
+
+    def _terminate(self, ref: str, grace_seconds: int | None = None) -> None:
+        """Start the pod's deletion: its grace (``grace_seconds``, else its own, else the default 30 s) ends at
+        its deletionTimestamp."""
+        p = self.pods[ref]
+        grace = grace_seconds if grace_seconds is not None else p["spec"].get("terminationGracePeriodSeconds", 30)
+        p["metadata"]["deletionTimestamp"] = rfc3339(self.clock.now() + timedelta(seconds=grace))
 
     async def read_node(self, name: str) -> dict[str, Any] | None:
         node = self.nodes.get(name)
@@ -161,7 +157,7 @@ class FakeApi:
         if left != 0:
             self.refusals[ref] = left - 1
             return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        self._terminate(ref)
         return "evicted", ""
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
@@ -170,7 +166,7 @@ class FakeApi:
         if ref not in self.pods:
             return False
         self.deleted.append((ref, grace_seconds))
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        self._terminate(ref, grace_seconds)
         return True
 
     def evictions(self) -> list[str]:
@@ -183,63 +179,6 @@ def drainer(api: FakeApi, clock: ManualClock, *, deadline: float = 60.0) -> Drai
 
 
 # -- pure parts ------------------------------------------------------------------------------------------
-
-
-def test_eviction_order_and_skipped_pods() -> None:
-    pods = [
-        pod("ds-critical", owner="DaemonSet", priority_class="system-node-critical"),
-        pod("ds", owner="DaemonSet"),
-        pod("critical-priority", priority=2_000_000_000),
-        pod("critical-class", priority_class="system-cluster-critical"),
-        pod("web"),
-        pod("bare", owner=None),
-        pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None),
-        pod("static", owner="Node"),
-        pod("tolerates", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
-        pod("tolerates-all", tolerations=[{"operator": "Exists"}]),
-        pod("done", phase="Succeeded"),
-        pod("other-taint", tolerations=[{"key": "other", "operator": "Exists"}]),
-    ]
-    groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods, DISRUPTED_TAINT)]
-    assert groups == [["web", "bare", "other-taint"], ["ds"], ["critical-priority", "critical-class"],
-                      ["ds-critical"]]
-    assert skip_reason(pods[6], DISRUPTED_TAINT) == "mirror/static pod"
-    assert skip_reason(pods[7], DISRUPTED_TAINT) == "mirror/static pod"
-    assert skip_reason(pods[8], DISRUPTED_TAINT) == "tolerates karpenter.sh/disrupted"
-    assert skip_reason(pods[10], DISRUPTED_TAINT) == "finished"
-    # under ebb's own taint (the karpenter provider) a pod tolerating only Karpenter's is evicted
-    ebb_taint = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}
-    assert skip_reason(pods[8], ebb_taint) is None
-    assert skip_reason(pods[9], ebb_taint) == "tolerates ebb.sh/disrupted"
-    assert [p["metadata"]["name"] for p in eviction_groups(pods, ebb_taint)[0]] == [
-        "web", "bare", "tolerates", "other-taint"]
-
-
-
-def test_the_pods_a_planner_compares_with_its_view() -> None:
-    """What the planner asks the apiserver for before approving a command: the pods a disruption has to move
-    (DaemonSet, mirror, static, finished and terminating pods left out, but for a StatefulSet's; tolerating the
-    taint does not matter)."""
-    pods = [pod("web"), pod("bare", owner=None), pod("ds", owner="DaemonSet"),
-            pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), pod("static", owner="Node"),
-            pod("done", phase="Succeeded"), pod("failed", phase="Failed"),
-            pod("tolerates", tolerations=[{"operator": "Exists"}]), pod("other", namespace="team")]
-    leaving, stateful = pod("leaving"), pod("db-0", owner="StatefulSet")
-    for terminating in (leaving, stateful):
-        terminating["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
-    # a StatefulSet's terminating pod still needs its room (its replacement comes with the same name once it is
-    # gone), as Pod.needs_rescheduling has it in the core
-    assert reschedulable_pod_keys([*pods, leaving, stateful]) == {"default/web", "default/bare", "default/tolerates",
-                                                                   "team/other", "default/db-0"}
-
-
-def test_toleration_matching() -> None:
-    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}, DISRUPTED_TAINT)
-    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Equal", "value": ""}, DISRUPTED_TAINT)
-    assert tolerates({"key": "karpenter.sh/disrupted"}, DISRUPTED_TAINT)
-    assert not tolerates({"key": "karpenter.sh/disrupted", "effect": "NoExecute"}, DISRUPTED_TAINT)
-    assert not tolerates({"key": "karpenter.sh/disrupted", "value": "x"}, DISRUPTED_TAINT)
-    assert not tolerates({"operator": "Equal"}, DISRUPTED_TAINT)
 
 
 def test_taint_patches_are_idempotent() -> None:
@@ -272,7 +211,8 @@ def test_backoff_is_exponential_and_capped() -> None:
 
 
 async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_pods(
         pod("ds", owner="DaemonSet"),
@@ -313,7 +253,8 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
 
 
 async def test_drain_fails_at_the_deadline_without_force() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_pods(pod("guarded"))
     api.refusals["default/guarded"] = -1  # the PDB never allows it
@@ -323,7 +264,8 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
     assert "default/guarded" in api.pods  # never deleted
     assert clock.monotonic() <= 10.0
     # an evicted pod that never goes fails as well
-    api2, clock2 = FakeApi(), ManualClock()
+    clock2 = ManualClock()
+    api2 = FakeApi(clock2)
     api2.add_node("n1")
     api2.add_pods(pod("stuck"))
     api2.linger["default/stuck"] = 10_000
@@ -332,7 +274,8 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
 
 
 async def test_taint_retries_a_conflict() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])
     api.conflicts = 2
     assert await drainer(api, clock).taint("n1") is True
@@ -388,7 +331,8 @@ async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:
 
 
 async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     for name in ("n1", "n2"):
         api.add_node(name)
     api.add_pods(pod("a", "n1"), pod("b", "n2"), pod("ds", "n2", owner="DaemonSet"))
@@ -429,7 +373,8 @@ async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> 
 
 
 async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_node("n2")
     api.add_pods(pod("ok", "n1"), pod("guarded", "n2"))
@@ -449,7 +394,8 @@ async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
 
 
 async def test_replacements_fail_and_finished_decisions_are_left(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
@@ -463,7 +409,8 @@ async def test_replacements_fail_and_finished_decisions_are_left(store: Decision
 
 
 async def test_missing_node_is_terminated_at_once(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     assert await executor.execute(command(("gone",), decision_id="d-4")) == "succeeded"

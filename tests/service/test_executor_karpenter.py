@@ -57,7 +57,7 @@ class Cluster:
     """A fake API server with Karpenter, and an executor with the karpenter provider on it."""
 
     def __init__(self, *, boot_reads: int = 2, terminate_reads: int = 2) -> None:
-        self.api = FakeApi()
+        self.api = FakeApi(ManualClock(NOW))
         self.karpenter = FakeKarpenter(self.api, boot_reads=boot_reads, terminate_reads=terminate_reads)
         self.karpenter.nodepools["default"] = POOL
         self.nodes = AuditedNodeApi(self.api)

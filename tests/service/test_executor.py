@@ -273,6 +273,30 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
         await drainer(api2, clock2, deadline=3.0).drain("n1")
 
 
+async def test_a_pod_the_parser_refuses_is_still_evicted_in_its_place() -> None:
+    """ebb's parser is stricter than a drain needs (a request that is no quantity): the drain reads such a pod from
+    the fields it uses and evicts it in its group, rather than leaving it on a node that is going away."""
+    clock = ManualClock()
+    api = FakeApi(clock)
+    odd = pod("odd", owner="DaemonSet")
+    odd["spec"]["containers"] = [{"name": "main", "resources": {"requests": {"cpu": "lots"}}}]
+    api.add_pods(odd, pod("web"), pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner=None))
+    report = await drainer(api, clock).drain("n1")
+    assert api.evictions() == ["default/web", "default/odd"]  # a DaemonSet's pod, after the rest of its tier
+    assert report.skipped == {"default/mirror": "mirror/static pod"}
+
+
+async def test_a_pod_that_is_no_pod_fails_the_drain_before_any_eviction() -> None:
+    clock = ManualClock()
+    api = FakeApi(clock)
+    broken = pod("broken")
+    broken["metadata"]["deletionTimestamp"] = "soon"
+    api.add_pods(pod("web"), broken)
+    with pytest.raises(DrainFailed, match=r"a pod on node n1 cannot be read: .*deletionTimestamp"):
+        await drainer(api, clock).drain("n1")
+    assert api.evictions() == []
+
+
 async def test_taint_retries_a_conflict() -> None:
     clock = ManualClock()
     api = FakeApi(clock)

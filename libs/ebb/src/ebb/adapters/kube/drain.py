@@ -66,7 +66,8 @@ TERMINATION_TIMESTAMP_ANNOTATION: Final = "ebb.sh/termination-timestamp"
 
 
 class DrainFailed(RuntimeError):
-    """The node could not be drained (a pod that would not go within the deadline)."""
+    """The node could not be drained: a pod that would not go within the deadline, or one the apiserver gave that
+    is not a pod's (``ebb.core.drain.api_pod`` cannot read it)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The chaos run, short (issue 13; tests/integration/chaos.py has the invariants): ebb's six services SIGKILLed at
+"""The chaos run, short (tests/kit/chaos.py has the invariants): ebb's six services SIGKILLed at
 random while a workload scales up and down on KWOK nodes, PostgreSQL, Kafka and the kube-apiserver restarted once
 each, spot interruptions sent to SQS; then every invariant holds, no service crashed on its own, and the run did
 real work (kills, decisions, evictions). ``EBB_CHAOS_MINUTES`` (default 2.5) and ``EBB_CHAOS_NODES`` (default 20)

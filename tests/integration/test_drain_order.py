@@ -13,7 +13,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi
+from ebb.adapters.kube.drain import Drainer, EvictionBackoff
+from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from tests.kit.system import KWOK, kwok_node
 from tests.kit.waiting import eventually
@@ -85,8 +86,7 @@ async def test_pods_are_evicted_tier_by_tier_and_taint_tolerating_pods_are_left(
                           backoff=EvictionBackoff(initial=0.2, maximum=1.0), poll_interval=0.2)
         assert await drainer.taint(node) is True
         order: list[str] = []
-        report = await drainer.drain(node, on_evicted=lambda pod: order.append(
-            f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"))
+        report = await drainer.drain(node, on_evicted=lambda pod: order.append(pod.key))
 
         tiers = [{f"{namespace}/app", f"{namespace}/unschedulable-only"}, {f"{namespace}/ds-pod"},
                  {f"{SYSTEM}/{system_pods[0]}"}, {f"{SYSTEM}/{system_pods[1]}"}]

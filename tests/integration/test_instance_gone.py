@@ -15,8 +15,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ebb.adapters.kube.drain import KubeNodeApi
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
+from ebb.adapters.kube.node_api import KubeNodeApi
 from tests.kit.system import KARPENTER, install_karpenter_crds, remove_crds
 from tests.kit.waiting import eventually
 

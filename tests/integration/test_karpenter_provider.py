@@ -21,8 +21,8 @@ import pytest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import Clock
-from ebb.adapters.kube.drain import KubeNodeApi
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
+from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka

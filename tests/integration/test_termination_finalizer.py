@@ -18,9 +18,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock
-from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi
+from ebb.adapters.kube.drain import Drainer, EvictionBackoff
 from ebb.adapters.kube.karpenter import KubeNodeClaimApi
 from ebb.adapters.kube.launch import EBB_TERMINATION_FINALIZER, KwokLauncher, catalog_types
+from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.contracts import Replacement
 from ebb_termination_executor.finalizer import Finalizer

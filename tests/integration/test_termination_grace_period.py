@@ -16,7 +16,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from ebb.adapters.clock import Clock
-from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff, KubeNodeApi
+from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff
+from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from tests.kit.waiting import eventually
 

@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import copy
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
-from ebb.adapters.clock import ManualClock
-from ebb.adapters.kube.drain import (
-    Conflict,
-    Drainer,
-    EvictionBackoff,
-    EvictionResult,
-    KubeError,
-    pod_ref,
-)
+from ebb.adapters.clock import Clock, ManualClock
+from ebb.adapters.kube.drain import Drainer, EvictionBackoff, rfc3339
+from ebb.adapters.kube.node_api import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 
 #: the executor's clock in these tests
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+# -- a fake API server -------------------------------------------------------------------------------------
 
 
 def pod(
@@ -58,9 +55,11 @@ def pod(
 
 class FakeApi:
     """Nodes and pods in memory. ``refusals[pod]`` answers that many 429s before the eviction is
-    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes."""
+    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes. An evicted or
+    deleted pod's ``deletionTimestamp`` is ``clock``'s now plus its grace, as the apiserver sets it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or ManualClock()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.refusals: dict[str, int] = {}
@@ -79,7 +78,14 @@ class FakeApi:
 
     def add_pods(self, *pods: dict[str, Any]) -> None:
         for p in pods:
-            self.pods[pod_ref(p)] = p
+            self.pods[f"{p['metadata']['namespace']}/{p['metadata']['name']}"] = p
+
+    def _terminate(self, ref: str, grace_seconds: int | None = None) -> None:
+        """Start the pod's deletion: its grace (``grace_seconds``, else its own, else the default 30 s) ends at
+        its deletionTimestamp."""
+        p = self.pods[ref]
+        grace = grace_seconds if grace_seconds is not None else p["spec"].get("terminationGracePeriodSeconds", 30)
+        p["metadata"]["deletionTimestamp"] = rfc3339(self.clock.now() + timedelta(seconds=grace))
 
     async def read_node(self, name: str) -> dict[str, Any] | None:
         node = self.nodes.get(name)
@@ -139,7 +145,7 @@ class FakeApi:
         if left != 0:
             self.refusals[ref] = left - 1
             return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        self._terminate(ref)
         return "evicted", ""
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
@@ -148,7 +154,7 @@ class FakeApi:
         if ref not in self.pods:
             return False
         self.deleted.append((ref, grace_seconds))
-        self.pods[ref]["metadata"]["deletionTimestamp"] = "now"
+        self._terminate(ref, grace_seconds)
         return True
 
     def evictions(self) -> list[str]:

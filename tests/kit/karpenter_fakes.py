@@ -15,7 +15,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from ebb.adapters.kube.drain import EvictionResult, NodeApi
+from ebb.adapters.kube.node_api import EvictionResult, NodeApi
 
 KARPENTER_PREFIX = "karpenter.sh/"
 

@@ -1,7 +1,8 @@
 """The drain's terminationGracePeriod deadline and stuck-terminating pods, as Karpenter's terminator
 (``pkg/controllers/node/termination/terminator/terminator.go``, ``DeleteExpiringPods``, ``IsStuckTerminating``;
 the cases of ``termination/suite_test.go`` "TerminationGracePeriod" a fake API can express), on the fake API
-of tests/service/test_executor.py and a manual clock. The real API server is in
+of tests/kit/executor.py and a manual clock. The rules themselves (``delete_time``, ``granted_grace``,
+stuck terminating, do-not-disrupt) are tests/unit/test_drain_rules.py's; the real API server is in
 tests/integration/test_termination_grace_period.py."""
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ import pytest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import ManualClock
-from ebb.adapters.kube.drain import (
-    TERMINATION_TIMESTAMP_ANNOTATION,
-    DrainFailed,
-    delete_time,
-    do_not_disrupt_active,
-    granted_grace,
-    is_stuck_terminating,
-    skip_reason,
-)
+from ebb.adapters.kube.drain import TERMINATION_TIMESTAMP_ANNOTATION, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
-from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
+from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb_termination_executor.executor import Executor
 from tests.kit.executor import NOW, FakeApi, command, drainer, pod
@@ -46,42 +39,10 @@ def terminating(p: dict[str, Any], ends: datetime) -> dict[str, Any]:
     return p
 
 
-DEADLINE = START + timedelta(minutes=10)
-
-
-@pytest.mark.parametrize(("case", "made", "expected"), [
-    ("a pod's grace ending before the deadline: deleted at deadline - grace",
-     graced("a", 30), DEADLINE - timedelta(seconds=30)),
-    ("a grace longer than what is left: deleted at once (a time in the past)",
-     graced("a", 3600), DEADLINE - timedelta(seconds=3600)),
-    ("no terminationGracePeriodSeconds: never deleted", pod("a"), None),
-    ("terminating, its grace ending by the deadline: left to terminate",
-     terminating(graced("a", 30), DEADLINE - timedelta(seconds=1)), None),
-    ("terminating past the deadline: deleted again (IsPodEligibleForForcedEviction)",
-     terminating(graced("a", 3600), DEADLINE + timedelta(minutes=50)), DEADLINE - timedelta(seconds=3600)),
-])
-def test_delete_time(case: str, made: dict[str, Any], expected: datetime | None) -> None:
-    assert delete_time(made, DEADLINE) == expected, case
-
-
-@pytest.mark.parametrize(("left", "granted"), [(600.0, 600), (29.9, 29), (0.5, 1), (0.0, 1), (-30.0, 1)])
-def test_granted_grace_is_what_is_left_and_at_least_one_second(left: float, granted: int) -> None:
-    """Karpenter: max(int64(terminationTime - now), 1): never 0, which would force-delete from etcd."""
-    assert granted_grace(DEADLINE, DEADLINE - timedelta(seconds=left)) == granted
-
-
-@pytest.mark.parametrize(("ends_ago", "stuck"), [(61, True), (60, False), (10, False), (-30, False)])
-def test_stuck_terminating_is_a_minute_past_the_deletion_timestamp(ends_ago: int, stuck: bool) -> None:
-    p = terminating(pod("a"), START - timedelta(seconds=ends_ago))
-    assert is_stuck_terminating(p, START) is stuck
-    assert (skip_reason(p, DISRUPTED_TAINT, START) == "stuck terminating") is stuck
-    assert not is_stuck_terminating(pod("b"), START)
-
-
 async def test_stuck_terminating_pods_are_neither_evicted_nor_waited_for() -> None:
     """Karpenter's IsDrainable: a pod terminating past its grace (plus a minute) does not hold the drain."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     stuck = terminating(pod("stuck"), START - timedelta(minutes=5))
     api.add_pods(stuck, pod("web"))
     api.linger["default/stuck"] = 10**6  # never goes
@@ -94,28 +55,19 @@ async def test_stuck_terminating_pods_are_neither_evicted_nor_waited_for() -> No
 async def test_a_pod_evicted_and_stuck_terminating_stops_being_waited_for() -> None:
     """A pod that is evicted but never goes counts as gone once it is a minute past its deletionTimestamp,
     instead of failing the drain at the eviction deadline."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(pod("web"))
     api.linger["default/web"] = 10**6
     drain = drainer(api, clock, deadline=600.0)
-
-    original = api.evict
-
-    async def evict_with_grace(namespace: str, name: str) -> Any:
-        result = await original(namespace, name)
-        api.pods[f"{namespace}/{name}"]["metadata"]["deletionTimestamp"] = stamp(clock.now() + timedelta(seconds=30))
-        return result
-
-    api.evict = evict_with_grace  # type: ignore[method-assign]
-    report = await drain.drain("n1")
+    report = await drain.drain("n1")  # the fake API stamps its deletion with the default 30 s grace
     assert report.evicted == ["default/web"]
     assert 90 <= clock.monotonic() <= 92  # 30 s grace + the stuck minute, in 0.25 s polls
 
 
 async def test_without_a_grace_period_a_pdb_blocks_until_the_eviction_deadline() -> None:
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("web", 30))
     api.refusals["default/web"] = -1
     with pytest.raises(DrainFailed, match="could not be evicted within 60s"):
@@ -127,14 +79,14 @@ async def test_a_pdb_blocked_pod_is_deleted_at_deadline_minus_its_grace() -> Non
     """Karpenter: "should preemptively delete pods to satisfy their terminationGracePeriodSeconds": a pod whose
     PDB never allows its eviction is deleted (PDB bypassed) at deadline - grace, with what is left of the
     deadline as its grace, and the drain ends: the eviction deadline does not fail it."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("web", 300), graced("quick", 30))
     api.refusals["default/web"] = -1
     deleted: list[tuple[str, int]] = []
     deadline = START + timedelta(seconds=900)
     report = await drainer(api, clock).drain(
-        "n1", deadline=deadline, on_deleted=lambda p, grace: deleted.append((p["metadata"]["name"], grace)))
+        "n1", deadline=deadline, on_deleted=lambda p, grace: deleted.append((p.name, grace)))
     assert [ref for ref, _ in api.deleted] == ["default/web"]
     assert report.deleted == ["default/web"]
     assert "default/quick" in report.evicted and "default/web" not in report.evicted
@@ -149,8 +101,8 @@ async def test_pods_whose_grace_outlasts_the_deadline_are_deleted_at_once_with_o
     """Karpenter: "should only delete pods when their terminationGracePeriodSeconds is less than the NodeClaim's
     remaining terminationGracePeriod": a deadline already past deletes every pod at once with 1 s grace, even
     one in a later group (a critical DaemonSet pod) while the first group is still blocked."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("web", 30), graced("agent", 30, owner="DaemonSet", priority_class="system-node-critical"))
     api.refusals["default/web"] = -1
     report = await drainer(api, clock).drain("n1", deadline=START - timedelta(seconds=5))
@@ -163,28 +115,12 @@ def started(p: dict[str, Any], at: datetime) -> dict[str, Any]:
     return p
 
 
-@pytest.mark.parametrize(("case", "made", "active"), [
-    ("true", pod("a", annotations={"karpenter.sh/do-not-disrupt": "true"}), True),
-    ("the older do-not-evict", pod("a", annotations={"karpenter.sh/do-not-evict": "true"}), True),
-    ("false", pod("a", annotations={"karpenter.sh/do-not-disrupt": "false"}), False),
-    ("a duration not run out", started(pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}),
-                                       START - timedelta(minutes=30)), True),
-    ("a duration run out", started(pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}),
-                                   START - timedelta(minutes=61)), False),
-    ("a duration, no start time (fail safe)", pod("a", annotations={"karpenter.sh/do-not-disrupt": "1h"}), True),
-    ("not a duration", pod("a", annotations={"karpenter.sh/do-not-disrupt": "soon"}), False),
-    ("none", pod("a"), False),
-])
-def test_do_not_disrupt_active(case: str, made: dict[str, Any], active: bool) -> None:
-    assert do_not_disrupt_active(made, START) is active, case
-
-
 async def test_a_do_not_disrupt_pod_is_not_evicted_but_deleted_at_the_deadline() -> None:
     """Karpenter's terminator evicts no pod whose do-not-disrupt holds (``IsEvictable``) and waits for it
     (``IsWaitingEviction``) until the terminationGracePeriod deadline deletes it. ebb's drift and expiration take
     such a node only when it has a grace period, so the drain has a deadline."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("batch", 60, annotations={"karpenter.sh/do-not-disrupt": "true"}), graced("web", 30))
     deadline = START + timedelta(seconds=600)
     report = await drainer(api, clock).drain("n1", deadline=deadline)
@@ -198,8 +134,8 @@ async def test_a_do_not_disrupt_pod_is_not_evicted_but_deleted_at_the_deadline()
 async def test_a_do_not_disrupt_pod_that_goes_by_itself_is_not_deleted() -> None:
     """The drain waits for the protected pod; a pod that ends before its deletion time (a job finishing) ends the
     drain without a deletion."""
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("batch", 60, annotations={"karpenter.sh/do-not-disrupt": "true"}))
     drain = drainer(api, clock)
     original = api.read_pod
@@ -218,8 +154,8 @@ async def test_a_do_not_disrupt_pod_that_goes_by_itself_is_not_deleted() -> None
 
 
 async def test_pods_that_fit_in_the_deadline_are_evicted_not_deleted() -> None:
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(graced("web", 30), graced("db", 60))
     report = await drainer(api, clock).drain("n1", deadline=START + timedelta(hours=1))
     assert api.deleted == []
@@ -227,8 +163,8 @@ async def test_pods_that_fit_in_the_deadline_are_evicted_not_deleted() -> None:
 
 
 async def test_a_terminating_pod_past_the_deadline_is_deleted_again_with_the_shorter_grace() -> None:
-    api = FakeApi()
     clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_pods(terminating(graced("slow", 3600), START + timedelta(minutes=59)))
     api.linger["default/slow"] = 1
     deadline = START + timedelta(seconds=120)
@@ -273,7 +209,8 @@ async def test_the_executor_deletes_a_pdb_blocked_pod_at_the_nodepools_grace_per
     """A NodePool with terminationGracePeriod: 5m: the node's deadline is recorded on it and announced with
     TerminationGracePeriodExpiring; the pod its PDB never lets go is deleted with Karpenter's Disrupted event
     and the node is terminated, where without a grace period the drain fails (next test)."""
-    api, clock = FakeApi(), ManualClock(START)
+    clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_node("n1")
     api.nodes["n1"]["metadata"]["labels"] = {"karpenter.sh/nodepool": "default"}
     api.add_pods(graced("web", 30))
@@ -297,7 +234,8 @@ async def test_the_executor_deletes_a_pdb_blocked_pod_at_the_nodepools_grace_per
 
 async def test_without_a_grace_period_the_pdb_fails_the_drain_and_rollback_clears_the_deadline(
         store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock(START)
+    clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_node("n1")
     api.nodes["n1"]["metadata"]["labels"] = {"karpenter.sh/nodepool": "default"}
     api.nodes["n1"]["metadata"]["annotations"] = {TERMINATION_TIMESTAMP_ANNOTATION: stamp(START)}  # a stale one
@@ -310,7 +248,8 @@ async def test_without_a_grace_period_the_pdb_fails_the_drain_and_rollback_clear
 
 
 async def test_a_resumed_drain_keeps_the_recorded_deadline() -> None:
-    api, clock = FakeApi(), ManualClock(START)
+    clock = ManualClock(START)
+    api = FakeApi(clock)
     api.add_node("n1")
     drain = drainer(api, clock)
     first = await drain.termination_deadline("n1", 300)

@@ -10,7 +10,8 @@ import pytest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
-from ebb.adapters.kube.drain import Conflict, Drainer, EvictionBackoff, KubeError
+from ebb.adapters.kube.drain import Drainer, EvictionBackoff
+from ebb.adapters.kube.node_api import Conflict, KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject

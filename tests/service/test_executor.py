@@ -1,7 +1,7 @@
 """The termination-executor on the InMemoryBus, a SQLite store and a fake Kubernetes API (ordering and
 backoff only; the real API server is in tests/integration/test_termination_executor.py): the eviction
 order (non-critical, non-critical DaemonSet, critical, critical DaemonSet pods, as Karpenter's suite "should
-evict pods in order"; mirror/static and tolerating pods left alone),
+evict pods in order"; mirror/static pods left alone: the rules themselves are tests/unit/test_drain_rules.py's),
 429 → capped exponential backoff, 404 → gone, the eviction deadline failing the drain with a rollback,
 idempotent taints, the decision's state and processed_messages, and the events on ebb.disruption.events."""
 
@@ -15,17 +15,7 @@ from sqlalchemy import func, select
 
 from ebb.adapters.bus import HandlerFailed, InMemoryBus, RetryPolicy
 from ebb.adapters.clock import ManualClock, Stopped
-from ebb.adapters.kube.drain import (
-    Drainer,
-    DrainFailed,
-    EvictionBackoff,
-    eviction_groups,
-    reschedulable_pod_keys,
-    skip_reason,
-    taint_patch,
-    tolerates,
-    untaint_patch,
-)
+from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff, taint_patch, untaint_patch
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
@@ -37,63 +27,6 @@ from ebb_termination_executor.settings import Settings
 from tests.kit.executor import NOW, FakeApi, command, drainer, events_of, pod
 
 # -- pure parts ------------------------------------------------------------------------------------------
-
-
-def test_eviction_order_and_skipped_pods() -> None:
-    pods = [
-        pod("ds-critical", owner="DaemonSet", priority_class="system-node-critical"),
-        pod("ds", owner="DaemonSet"),
-        pod("critical-priority", priority=2_000_000_000),
-        pod("critical-class", priority_class="system-cluster-critical"),
-        pod("web"),
-        pod("bare", owner=None),
-        pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None),
-        pod("static", owner="Node"),
-        pod("tolerates", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
-        pod("tolerates-all", tolerations=[{"operator": "Exists"}]),
-        pod("done", phase="Succeeded"),
-        pod("other-taint", tolerations=[{"key": "other", "operator": "Exists"}]),
-    ]
-    groups = [[p["metadata"]["name"] for p in group] for group in eviction_groups(pods, DISRUPTED_TAINT)]
-    assert groups == [["web", "bare", "other-taint"], ["ds"], ["critical-priority", "critical-class"],
-                      ["ds-critical"]]
-    assert skip_reason(pods[6], DISRUPTED_TAINT) == "mirror/static pod"
-    assert skip_reason(pods[7], DISRUPTED_TAINT) == "mirror/static pod"
-    assert skip_reason(pods[8], DISRUPTED_TAINT) == "tolerates karpenter.sh/disrupted"
-    assert skip_reason(pods[10], DISRUPTED_TAINT) == "finished"
-    # under ebb's own taint (the karpenter provider) a pod tolerating only Karpenter's is evicted
-    ebb_taint = {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}
-    assert skip_reason(pods[8], ebb_taint) is None
-    assert skip_reason(pods[9], ebb_taint) == "tolerates ebb.sh/disrupted"
-    assert [p["metadata"]["name"] for p in eviction_groups(pods, ebb_taint)[0]] == [
-        "web", "bare", "tolerates", "other-taint"]
-
-
-
-def test_the_pods_a_planner_compares_with_its_view() -> None:
-    """What the planner asks the apiserver for before approving a command: the pods a disruption has to move
-    (DaemonSet, mirror, static, finished and terminating pods left out, but for a StatefulSet's; tolerating the
-    taint does not matter)."""
-    pods = [pod("web"), pod("bare", owner=None), pod("ds", owner="DaemonSet"),
-            pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"}, owner=None), pod("static", owner="Node"),
-            pod("done", phase="Succeeded"), pod("failed", phase="Failed"),
-            pod("tolerates", tolerations=[{"operator": "Exists"}]), pod("other", namespace="team")]
-    leaving, stateful = pod("leaving"), pod("db-0", owner="StatefulSet")
-    for terminating in (leaving, stateful):
-        terminating["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
-    # a StatefulSet's terminating pod still needs its room (its replacement comes with the same name once it is
-    # gone), as Pod.needs_rescheduling has it in the core
-    assert reschedulable_pod_keys([*pods, leaving, stateful]) == {"default/web", "default/bare", "default/tolerates",
-                                                                   "team/other", "default/db-0"}
-
-
-def test_toleration_matching() -> None:
-    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}, DISRUPTED_TAINT)
-    assert tolerates({"key": "karpenter.sh/disrupted", "operator": "Equal", "value": ""}, DISRUPTED_TAINT)
-    assert tolerates({"key": "karpenter.sh/disrupted"}, DISRUPTED_TAINT)
-    assert not tolerates({"key": "karpenter.sh/disrupted", "effect": "NoExecute"}, DISRUPTED_TAINT)
-    assert not tolerates({"key": "karpenter.sh/disrupted", "value": "x"}, DISRUPTED_TAINT)
-    assert not tolerates({"operator": "Equal"}, DISRUPTED_TAINT)
 
 
 def test_taint_patches_are_idempotent() -> None:
@@ -126,7 +59,8 @@ def test_backoff_is_exponential_and_capped() -> None:
 
 
 async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_pods(
         pod("ds", owner="DaemonSet"),
@@ -167,7 +101,8 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
 
 
 async def test_drain_fails_at_the_deadline_without_force() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_pods(pod("guarded"))
     api.refusals["default/guarded"] = -1  # the PDB never allows it
@@ -177,7 +112,8 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
     assert "default/guarded" in api.pods  # never deleted
     assert clock.monotonic() <= 10.0
     # an evicted pod that never goes fails as well
-    api2, clock2 = FakeApi(), ManualClock()
+    clock2 = ManualClock()
+    api2 = FakeApi(clock2)
     api2.add_node("n1")
     api2.add_pods(pod("stuck"))
     api2.linger["default/stuck"] = 10_000
@@ -185,8 +121,33 @@ async def test_drain_fails_at_the_deadline_without_force() -> None:
         await drainer(api2, clock2, deadline=3.0).drain("n1")
 
 
+async def test_a_pod_the_parser_refuses_is_still_evicted_in_its_place() -> None:
+    """ebb's parser is stricter than a drain needs (a request that is no quantity): the drain reads such a pod from
+    the fields it uses and evicts it in its group, rather than leaving it on a node that is going away."""
+    clock = ManualClock()
+    api = FakeApi(clock)
+    odd = pod("odd", owner="DaemonSet")
+    odd["spec"]["containers"] = [{"name": "main", "resources": {"requests": {"cpu": "lots"}}}]
+    api.add_pods(odd, pod("web"), pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner=None))
+    report = await drainer(api, clock).drain("n1")
+    assert api.evictions() == ["default/web", "default/odd"]  # a DaemonSet's pod, after the rest of its tier
+    assert report.skipped == {"default/mirror": "mirror/static pod"}
+
+
+async def test_a_pod_that_is_no_pod_fails_the_drain_before_any_eviction() -> None:
+    clock = ManualClock()
+    api = FakeApi(clock)
+    broken = pod("broken")
+    broken["metadata"]["deletionTimestamp"] = "soon"
+    api.add_pods(pod("web"), broken)
+    with pytest.raises(DrainFailed, match=r"a pod on node n1 cannot be read: .*deletionTimestamp"):
+        await drainer(api, clock).drain("n1")
+    assert api.evictions() == []
+
+
 async def test_taint_retries_a_conflict() -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])
     api.conflicts = 2
     assert await drainer(api, clock).taint("n1") is True
@@ -218,13 +179,22 @@ async def run_once(bus: InMemoryBus, executor: Executor, until: int) -> None:
 
 
 async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     for name in ("n1", "n2"):
         api.add_node(name)
     api.add_pods(pod("a", "n1"), pod("b", "n2"), pod("ds", "n2", owner="DaemonSet"))
     api.refusals["default/a"] = 2
-    await store.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete",
-                             nodes=["n1", "n2"], replacements=[], created_at=NOW, state="approved")
+    await store.add_decision(
+        decision_id="d-1",
+        method="emptiness",
+        reason="Empty",
+        action="delete",
+        nodes=["n1", "n2"],
+        replacements=[],
+        created_at=NOW,
+        state="approved",
+    )
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     cmd = command(("n1", "n2"))
@@ -259,7 +229,8 @@ async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> 
 
 
 async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     api.add_node("n2")
     api.add_pods(pod("ok", "n1"), pod("guarded", "n2"))
@@ -279,7 +250,8 @@ async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
 
 
 async def test_replacements_fail_and_finished_decisions_are_left(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     api.add_node("n1")
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
@@ -293,7 +265,8 @@ async def test_replacements_fail_and_finished_decisions_are_left(store: Decision
 
 
 async def test_missing_node_is_terminated_at_once(store: DecisionStore) -> None:
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     assert await executor.execute(command(("gone",), decision_id="d-4")) == "succeeded"
@@ -308,8 +281,12 @@ async def test_app_run_stops_gracefully(store: DecisionStore) -> None:
     bus = InMemoryBus()
     stop = asyncio.Event()
     started = asyncio.Event()
-    settings = Settings(eviction_deadline_seconds=60, eviction_backoff_initial_seconds=0.05,
-                        eviction_backoff_max_seconds=0.05, group="executor")
+    settings = Settings(
+        eviction_deadline_seconds=60,
+        eviction_backoff_initial_seconds=0.05,
+        eviction_backoff_max_seconds=0.05,
+        group="executor",
+    )
     task = asyncio.create_task(app.run(settings, stop, bus=bus, node_api=api, store=store, started=started))
     await started.wait()
     await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-5"))
@@ -337,14 +314,24 @@ async def test_app_run_ends_when_its_handler_gives_up_so_the_process_restarts(st
     with HandlerFailed: the whole run ends with it, its event writer too, so that the process exits and is
     restarted with the command redelivered. Before, the writer (and in the kwok mode the finalizer loop) kept the
     process alive with its consumer dead, and the decision stayed executing for ever (found by the chaos run)."""
+
     async def sink(namespace: str, event: dict[str, Any]) -> None:
         return None
 
     recorder = EventRecorder(sink, component="ebb-termination-executor")
     bus = InMemoryBus(retry=RetryPolicy(initial=0.01, maximum=0.01, max_attempts=3))
     stop, started = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(app.run(Settings(group="executor"), stop, bus=bus, node_api=UnreachableApi(),
-                                       store=store, started=started, recorder=recorder))
+    task = asyncio.create_task(
+        app.run(
+            Settings(group="executor"),
+            stop,
+            bus=bus,
+            node_api=UnreachableApi(),
+            store=store,
+            started=started,
+            recorder=recorder,
+        )
+    )
     await started.wait()
     await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-6"))
     with pytest.raises(HandlerFailed):
@@ -374,8 +361,9 @@ async def test_with_unlimited_retries_a_command_outlasts_an_apiserver_restart(st
     api = RestartingApi(down=15)
     bus = InMemoryBus(retry=RetryPolicy(initial=0.001, maximum=0.001, max_attempts=None))
     stop, started = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(app.run(Settings(group="executor"), stop, bus=bus, node_api=api, store=store,
-                                       started=started))
+    task = asyncio.create_task(
+        app.run(Settings(group="executor"), stop, bus=bus, node_api=api, store=store, started=started)
+    )
     await started.wait()
     await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("gone",), decision_id="d-7"))
     for _ in range(500):

@@ -1,5 +1,5 @@
 """The termination-executor with the ``karpenter`` provider, on the InMemoryBus, SQLite, the fake API server
-of test_executor.py and a fake Karpenter (tests/karpenter_fakes.py): a replacement is a NodeClaim launched and
+of tests/kit/executor.py and a fake Karpenter (tests/kit/karpenter_fakes.py): a replacement is a NodeClaim launched and
 Initialized before anything is drained; a node is retired by deleting its NodeClaim and waiting until Karpenter
 removed it and its Node; ebb's own ``ebb.sh/disrupted`` taint. Every write to a Node is audited: in this mode
 none adds or removes a ``karpenter.sh/`` taint or finalizer, and no Node is deleted by ebb."""
@@ -57,7 +57,7 @@ class Cluster:
     """A fake API server with Karpenter, and an executor with the karpenter provider on it."""
 
     def __init__(self, *, boot_reads: int = 2, terminate_reads: int = 2) -> None:
-        self.api = FakeApi()
+        self.api = FakeApi(ManualClock(NOW))
         self.karpenter = FakeKarpenter(self.api, boot_reads=boot_reads, terminate_reads=terminate_reads)
         self.karpenter.nodepools["default"] = POOL
         self.nodes = AuditedNodeApi(self.api)

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import InMemoryBus
-from ebb.adapters.kube.drain import eviction_code
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.node_api import eviction_code
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb.contracts.messages import Method, Reason

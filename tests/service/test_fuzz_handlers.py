@@ -157,7 +157,8 @@ async def _execute(url: str, states: dict[str, str], commands: list[DisruptionCo
                 await store.add_decision(decision_id=decision_id, method="emptiness", reason="Empty",
                                          action="delete", nodes=["n1"], replacements=[], created_at=NOW,
                                          state=state)
-        api, clock = FakeApi(), ManualClock()
+        clock = ManualClock()
+        api = FakeApi(clock)
         for name in ("n1", "n2"):
             api.add_node(name)
         api.add_pods(pod("a", "n1"), pod("b", "n2"))
@@ -199,7 +200,8 @@ async def test_a_command_for_a_decision_never_approved_is_dead_lettered(store: D
                              nodes=["n1"], replacements=[], created_at=NOW, state="proposed")
     await store.add_decision(decision_id="d-approved", method="emptiness", reason="Empty", action="delete",
                              nodes=["n2"], replacements=[], created_at=NOW, state="approved")
-    api, clock = FakeApi(), ManualClock()
+    clock = ManualClock()
+    api = FakeApi(clock)
     for name in ("n1", "n2"):
         api.add_node(name)
     bus = InMemoryBus(partitions=1)

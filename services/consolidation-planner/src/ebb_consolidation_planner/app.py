@@ -24,11 +24,12 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
-from ebb.adapters.kube.drain import KubeNodeApi, reschedulable_pod_keys
 from ebb.adapters.kube.events import EventRecorder, kube_sink
+from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
+from ebb.core.drain import api_pod, reschedulable_keys
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
@@ -160,7 +161,7 @@ async def run(
 def _live_pods(nodes: KubeNodeApi) -> LivePods:
     """The pods a disruption of a node would have to move, as the apiserver lists them."""
     async def live_pods(node: str) -> frozenset[str]:
-        return reschedulable_pod_keys(await nodes.list_pods(node))
+        return reschedulable_keys(map(api_pod, await nodes.list_pods(node)))
 
     return live_pods
 

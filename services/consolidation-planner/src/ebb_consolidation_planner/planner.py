@@ -84,7 +84,7 @@ from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
-#: (``ebb.adapters.kube.drain.reschedulable_pod_keys``)
+#: (``ebb.core.drain.reschedulable_keys``)
 LivePods = Callable[[str], Awaitable[frozenset[str]]]
 
 log = structlog.get_logger("ebb_consolidation_planner")

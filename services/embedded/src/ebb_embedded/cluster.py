@@ -48,8 +48,8 @@ import jsonpatch
 
 from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock, clock_of, until_any
-from ebb.adapters.kube.drain import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.launch import catalog_types, is_ready, replacement_node
+from ebb.adapters.kube.node_api import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.trim import trim
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Replacement

@@ -34,8 +34,8 @@ from typing import Any
 
 from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock
-from ebb.adapters.kube.drain import EvictionResult
 from ebb.adapters.kube.launch import is_ready
+from ebb.adapters.kube.node_api import EvictionResult
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption, Replacement
 from ebb.core.launch import LaunchSpec
 from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, Snapshot

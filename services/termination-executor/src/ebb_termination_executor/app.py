@@ -18,10 +18,11 @@ from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
-from ebb.adapters.kube.drain import Drainer, EvictionBackoff, KubeNodeApi, NodeApi
+from ebb.adapters.kube.drain import Drainer, EvictionBackoff
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
 from ebb.adapters.kube.launch import KwokLauncher, catalog_types
+from ebb.adapters.kube.node_api import KubeNodeApi, NodeApi
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import DecisionStore

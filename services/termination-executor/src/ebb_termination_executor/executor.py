@@ -53,7 +53,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
@@ -69,7 +68,7 @@ from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
 from ebb.core.decision import IllegalTransition, State
 from ebb.core.launch import LaunchError, replacement_name
-from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE
+from ebb.core.model import LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_ZONE, Pod
 from ebb_termination_executor.metrics import Metrics, snake_case
 
 __all__ = ["REPLACEMENTS_UNSUPPORTED", "Executor", "event_id"]
@@ -281,13 +280,11 @@ class Executor:
             return why
         return None
 
-    def _evicted(self, command: DisruptionCommand, pod: Mapping[str, Any]) -> None:
+    def _evicted(self, command: DisruptionCommand, pod: Pod) -> None:
         """A pod of the command's drain was evicted: Karpenter's ``Evicted`` Pod event and
         ``ebb_pods_drained_total``, with the decision's reason (Karpenter: the NodeClaim's disruption reason)."""
         self.metrics.pods_drained.labels(reason=command.reason).inc()
-        meta = pod.get("metadata") or {}
-        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
-        self._kube([kube_events.evicted(ref, command.reason)])
+        self._kube([kube_events.evicted(kube_events.pod_ref(pod.namespace, pod.name, pod.uid), command.reason)])
 
     async def _termination_deadline(self, node: str) -> datetime | None:
         """The node's terminationGracePeriod deadline (None: it has no grace period), announced with
@@ -299,12 +296,10 @@ class Executor:
         self._kube(kube_events.termination_grace_period_expiring(node, None, deadline))
         return deadline
 
-    def _deleted(self, pod: Mapping[str, Any], grace: int, *, deadline: datetime) -> None:
+    def _deleted(self, pod: Pod, grace: int, *, deadline: datetime) -> None:
         """A pod deleted at its node's terminationGracePeriod deadline: Karpenter's ``Disrupted`` Pod event."""
-        meta = pod.get("metadata") or {}
-        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
-        pod_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        self._kube([kube_events.disrupted_pod(ref, grace, int(pod_grace or 0), deadline)])
+        ref = kube_events.pod_ref(pod.namespace, pod.name, pod.uid)
+        self._kube([kube_events.disrupted_pod(ref, grace, pod.termination_grace_seconds or 0, deadline)])
 
     async def _labels(self, node: str) -> Mapping[str, str]:
         """The Node's labels (nodepool, zone, capacity type of the metrics); empty when it is gone."""

@@ -25,13 +25,14 @@ from typing import Any
 import structlog
 
 from ebb.adapters.clock import Stopped
-from ebb.adapters.kube.drain import Drainer, DrainFailed, patch_until_done
+from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.launch import EBB_TERMINATION_FINALIZER
+from ebb.adapters.kube.node_api import patch_until_done
 from ebb.adapters.kube.node_provider import finalizer_patch
 from ebb.adapters.provider import Provider
 from ebb.core import events as kube_events
-from ebb.core.model import LABEL_NODEPOOL, LABEL_ZONE
+from ebb.core.model import LABEL_NODEPOOL, LABEL_ZONE, Pod
 from ebb_termination_executor.metrics import Metrics
 
 log = structlog.get_logger("ebb_termination_executor.finalizer")
@@ -127,17 +128,13 @@ class Finalizer:
     def _label(node: Mapping[str, Any], key: str) -> str:
         return str(((node.get("metadata") or {}).get("labels") or {}).get(key, ""))
 
-    def _evicted(self, pod: Mapping[str, Any]) -> None:
+    def _evicted(self, pod: Pod) -> None:
         self.metrics.pods_drained.labels(reason=REASON_DELETED).inc()
-        meta = pod.get("metadata") or {}
-        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
-        self._kube([kube_events.evicted(ref, REASON_DELETED)])
+        self._kube([kube_events.evicted(kube_events.pod_ref(pod.namespace, pod.name, pod.uid), REASON_DELETED)])
 
-    def _deleted(self, pod: Mapping[str, Any], grace: int, *, deadline: Any) -> None:
-        meta = pod.get("metadata") or {}
-        ref = kube_events.pod_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid") or ""))
-        pod_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        self._kube([kube_events.disrupted_pod(ref, grace, int(pod_grace or 0), deadline)])
+    def _deleted(self, pod: Pod, grace: int, *, deadline: Any) -> None:
+        ref = kube_events.pod_ref(pod.namespace, pod.name, pod.uid)
+        self._kube([kube_events.disrupted_pod(ref, grace, pod.termination_grace_seconds or 0, deadline)])
 
     def _kube(self, events: list[kube_events.KubeEvent]) -> None:
         if self.recorder is not None:

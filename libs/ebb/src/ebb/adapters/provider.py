@@ -1,8 +1,8 @@
 """Where ebb meets machines: the termination-executor's ``Provider`` (docs/architecture.md#decision-semantics).
 
 The executor drives the steps of every disruption itself, in one order: taint → pre-spin (launch the
-replacements, wait until they are ready) → drain (ebb's own Eviction API rules, ``ebb.adapters.kube.drain``)
-→ retire. What those steps mean on a given cluster is the provider's:
+replacements, wait until they are ready) → drain (ebb's own Eviction API rules: ``ebb.core.drain``, carried
+out by ``ebb.adapters.kube.drain``) → retire. What those steps mean on a given cluster is the provider's:
 
 - ``disruption_taint``: the taint ebb puts on a node it disrupts (the drain leaves pods that tolerate it);
 - ``launch``, ``ready``, ``delete_replacement``: a replacement, named from the decision so that a command

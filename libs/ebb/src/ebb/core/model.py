@@ -219,6 +219,12 @@ class Pod:
     start_time: datetime | None = None
     creation_time: datetime | None = None
     uid: str = ""
+    #: spec.priorityClassName ("" when none)
+    priority_class: str = ""
+    #: spec.terminationGracePeriodSeconds (None when absent: the apiserver defaults it to 30)
+    termination_grace_seconds: int | None = None
+    #: metadata.deletionTimestamp: when a terminating pod's grace ends (its deletion plus its grace)
+    deletion_time: datetime | None = None
     key: str = field(default="", compare=False)
     class_key: Interned = field(default=interned(()), compare=False, repr=False)
     requests_key: Interned = field(default=interned(()), compare=False, repr=False)

@@ -476,7 +476,16 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         start_time=doc.time("status.startTime"),
         creation_time=doc.time("metadata.creationTimestamp"),
         uid=str(doc.get("metadata.uid", "")),
+        priority_class=str(doc.get("spec.priorityClassName", "")),
+        termination_grace_seconds=_whole_seconds(doc.get("spec.terminationGracePeriodSeconds")),
+        deletion_time=doc.time("metadata.deletionTimestamp"),
     )
+
+
+def _whole_seconds(value: Any) -> int | None:
+    """An integer field of seconds that only the drain reads (a pod's terminationGracePeriodSeconds), None when
+    absent or not an integer (the apiserver's pods always have one)."""
+    return value if type(value) is int else None
 
 
 def _node(doc: _Doc) -> Node:

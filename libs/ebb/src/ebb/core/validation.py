@@ -82,7 +82,7 @@ def view_behind(snapshot: Snapshot, live: Mapping[str, Iterable[str]]) -> StaleC
     """None when the snapshot places on each node of ``live`` every pod the apiserver lists bound to it;
     otherwise the first node (by name) where it does not. ``live`` maps a node to the ``namespace/name`` of each
     pod bound to it that matters to a disruption: not finished, not being deleted, neither a mirror pod nor a
-    DaemonSet's (``ebb.adapters.kube.reschedulable_pod_keys`` reads them). A pod the view has and the
+    DaemonSet's (``ebb.core.drain.reschedulable_keys`` reads them). A pod the view has and the
     apiserver does not is no danger (it left since) and is not compared."""
     placed: dict[str, set[str]] = {name: set() for name in live}
     for pod in snapshot.pods:

@@ -1,123 +1,73 @@
 """Draining a node through the Eviction API, as the termination-executor does it (termination in
-docs/architecture.md#decision-semantics).
+docs/architecture.md#decision-semantics): the async adapter that carries out ``ebb.core.drain``'s rules through a
+``NodeApi`` (``ebb.adapters.kube.node_api``).
 
 ``Drainer.taint`` adds the drainer's disruption taint (the provider's, ``ebb.adapters.provider``:
 ``karpenter.sh/disrupted:NoSchedule`` where ebb deletes Nodes itself, ``ebb.sh/disrupted:NoSchedule`` next to a
 real Karpenter) with an idempotent JSON patch (nothing when the taint is there; a ``test`` of the
-resourceVersion read guards against a concurrent writer, and a lost race is read again and retried);
-``patch_until_done`` is that loop for any node patch.
-``Drainer.drain`` evicts the node's pods with ``policy/v1`` Evictions (``pods/{name}/eviction``) in
-groups, each group gone before the next one starts:
+resourceVersion read guards against a concurrent writer, and a lost race is read again and retried).
+``Drainer.drain`` lists the node's pods, parses them into the core's model (``ebb.core.drain.api_pod``) and asks
+the core which to leave alone and in which groups to evict the others (``skip_reason``, ``eviction_groups``:
+non-critical, non-critical DaemonSet, critical, critical DaemonSet pods); it evicts them with ``policy/v1``
+Evictions, group by group, each group gone (``is_gone``) before the next one starts.
 
-1. non-critical pods, 2. non-critical DaemonSet pods, 3. critical pods (priority ≥ 2000000000 or a
-``system-*-critical`` priority class), 4. critical DaemonSet pods
-
-(Karpenter's ``groupPodsByPriority`` and its suite's "should evict pods in order": DaemonSet pods after the
-rest of their tier, so a DaemonSet's non-critical pod goes before a critical Deployment's).
-
-Mirror/static pods, finished pods and pods that tolerate the disruption taint are left alone. HTTP 429
-(a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
-backoff (``EvictionBackoff``, an ``ebb.adapters.backoff.Backoff``; every wait on the drainer's clock, cut
-short by its ``stop`` with ``Stopped``); 404 means the pod is already gone. A pod is gone when the API
-server no longer has it (or has a new pod of the same name: a new UID or another node); with
-``terminating_is_gone`` a pod whose deletion has started counts as gone too. A pod that is not gone
-``eviction_deadline`` seconds after its first eviction attempt (by the drainer's clock) fails the drain
-(``DrainFailed``). Pods stuck terminating (still there a minute after their ``deletionTimestamp``, Karpenter's
-``IsStuckTerminating``) are neither evicted nor waited for: they count as gone.
+HTTP 429 (a PodDisruptionBudget forbids the eviction now) and other refusals are retried with capped exponential
+backoff (``EvictionBackoff``, an ``ebb.adapters.backoff.Backoff``; every wait on the drainer's clock, cut short by
+its ``stop`` with ``Stopped``); 404 means the pod is already gone. With ``terminating_is_gone`` a pod whose
+deletion has started counts as gone too. A pod that is not gone ``eviction_deadline`` seconds after its first
+eviction attempt (by the drainer's clock) fails the drain (``DrainFailed``).
 
 With a terminationGracePeriod deadline (``drain(deadline=...)``: the start of the node's termination plus its
-NodeClaim's/NodePool's ``terminationGracePeriod``, as Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``),
-each pod whose own ``terminationGracePeriodSeconds`` would not end before the deadline is *deleted* (not
-evicted: its PDB is bypassed, only then) at ``deadline - its grace``, granted ``max(int(deadline - now), 1)``
-seconds (Karpenter's ``DeleteExpiringPods``: never 0, which would force-delete it from etcd); a pod already
-terminating with a ``deletionTimestamp`` after the deadline is deleted again with the shorter grace. Its
-evictions are retried until then instead of ``eviction_deadline``, so without a deadline a drain still fails
-where a PDB never allows the eviction, and with one the drain ends by the deadline (plus the stuck minute).
+NodeClaim's/NodePool's ``terminationGracePeriod``, as Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``,
+recorded on the Node by ``termination_deadline``), each pod whose own ``terminationGracePeriodSeconds`` would not
+end before the deadline is *deleted* (not evicted: its PDB is bypassed, only then) at the core's ``delete_time``,
+granted the core's ``granted_grace`` (Karpenter's ``DeleteExpiringPods``); a pod already terminating with a
+``deletionTimestamp`` after the deadline is deleted again with the shorter grace. Its evictions are retried until
+then instead of ``eviction_deadline``, so without a deadline a drain still fails where a PDB never allows the
+eviction, and with one the drain ends by the deadline (plus the stuck minute). A pod whose do-not-disrupt holds
+is not evicted then, only waited for until its deletion.
 ``Drainer.untaint`` removes the taint again (rollback). Removing the node afterwards is the provider's
 (``retire``). The drainer itself names no taint and touches no finalizer.
-
-The API is behind the small ``NodeApi`` protocol: ``KubeNodeApi`` on kubernetes-asyncio, fakes in tests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final
 
 from tenacity import RetryCallState, retry_if_exception_type
 
 from ebb.adapters.backoff import Backoff, attempt_then_retry
 from ebb.adapters.clock import Clock, Waitable
-from ebb.adapters.kube.paging import list_items, page_options
-from ebb.core.cluster import do_not_disrupt_protection
+from ebb.adapters.kube.node_api import EvictionResult, NodeApi, eviction_code, guard, patch_until_done
+from ebb.core.drain import (
+    STUCK_TERMINATING_AFTER,
+    api_pod,
+    delete_time,
+    do_not_disrupt_active,
+    eviction_groups,
+    granted_grace,
+    is_gone,
+    skip_reason,
+)
+from ebb.core.model import Pod, Taint
+from ebb.core.snapshot import SnapshotError
 
 log = logging.getLogger("ebb.kube.drain")
 
-MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
-CRITICAL_PRIORITY: Final = 2_000_000_000
-#: Karpenter's ``IsStuckTerminating``: a pod still there this long after its ``deletionTimestamp`` (its deletion
-#: plus its grace) is not waited for
-STUCK_TERMINATING_AFTER: Final = 60.0
 #: the terminationGracePeriod deadline of a node being drained, RFC 3339, set once at the first drain (ebb's
 #: copy of Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``, on the Node: kwok and simulated nodes
 #: have no NodeClaim), so a command resumed after a restart keeps the deadline; removed by a rollback
 TERMINATION_TIMESTAMP_ANNOTATION: Final = "ebb.sh/termination-timestamp"
 
-EvictionResult = Literal["evicted", "blocked", "gone", "refused"]
-
-
-class KubeError(RuntimeError):
-    """The API server answered with an unexpected status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-
-
-class Conflict(KubeError):
-    """A patch's ``test`` failed or the object changed meanwhile (409/422): read again and retry."""
-
 
 class DrainFailed(RuntimeError):
-    """The node could not be drained (a pod that would not go within the deadline)."""
-
-
-class NodeApi(Protocol):
-    """The few API calls a drain needs; objects are kubectl-shaped dicts (camelCase)."""
-
-    async def read_node(self, name: str) -> dict[str, Any] | None:
-        """The Node, or None when it does not exist."""
-        ...
-
-    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
-        """Apply a JSON patch (RFC 6902); Conflict when a ``test`` fails, KubeError(404) when missing."""
-        ...
-
-    async def delete_node(self, name: str) -> bool:
-        """Delete the Node; False when it did not exist."""
-        ...
-
-    async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        """The pods bound to ``node`` (all namespaces)."""
-        ...
-
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        ...
-
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
-        """Create a policy/v1 Eviction: evicted (2xx), blocked (429: a PDB), gone (404), refused (other);
-        with the API server's message."""
-        ...
-
-    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
-        """Delete the pod with ``gracePeriodSeconds`` (no PDB is consulted); False when it did not exist."""
-        ...
+    """The node could not be drained: a pod that would not go within the deadline, or one the apiserver gave that
+    is not a pod's (``ebb.core.drain.api_pod`` cannot read it)."""
 
 
 @dataclass(frozen=True)
@@ -139,195 +89,21 @@ class _Refused(Exception):
         self.message = message
 
 
-def eviction_code(result: EvictionResult, message: str) -> str:
-    """The HTTP status code of an eviction request, as a metric label: 200, 429, 404, or the code of a
-    refusal (``KubeNodeApi`` words it "HTTP nnn: ..."); "error" when it is not known."""
-    if result == "evicted":
-        return "200"
-    if result == "blocked":
-        return "429"
-    if result == "gone":
-        return "404"
-    head = message.split(":", 1)[0]
-    if head.startswith("HTTP ") and head[5:].isdigit():
-        return head[5:]
-    return "error"
+# -- the node's taint and deadline (JSON patches, pure) ---------------------------------------------------------
 
 
-# -- pod classification (pure) --------------------------------------------------------------------------------
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("metadata")
+def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = obj.get(name)
     return value if isinstance(value, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    value = obj.get("spec")
-    return value if isinstance(value, Mapping) else {}
-
-
-def pod_ref(pod: Mapping[str, Any]) -> str:
-    meta = _meta(pod)
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def is_mirror_or_static(pod: Mapping[str, Any]) -> bool:
-    meta = _meta(pod)
-    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
-        return True
-    return any(ref.get("kind") == "Node" for ref in meta.get("ownerReferences") or [])
-
-
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
-    return any(ref.get("kind") == "DaemonSet" for ref in _meta(pod).get("ownerReferences") or [])
-
-
-def is_critical(pod: Mapping[str, Any]) -> bool:
-    spec = _spec(pod)
-    priority = spec.get("priority")
-    if isinstance(priority, int) and priority >= CRITICAL_PRIORITY:
-        return True
-    name = spec.get("priorityClassName") or ""
-    return isinstance(name, str) and name.startswith("system-") and name.endswith("-critical")
-
-
-def is_finished(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status")
-    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
-
-
-def reschedulable_pod_keys(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """``namespace/name`` of the pods (as the apiserver lists them) that a disruption has to move, as the core's
-    ``Pod.needs_rescheduling`` reads them: not finished, neither mirror/static pods nor a DaemonSet's, and not
-    being deleted unless a StatefulSet's (its replacement takes the same name once it is gone). The planner
-    compares them with its view before approving a command (``ebb.core.validation.view_behind``)."""
-    def leaving(pod: Mapping[str, Any]) -> bool:
-        owners = _meta(pod).get("ownerReferences") or []
-        return deletion_timestamp(pod) is not None and not any(o.get("kind") == "StatefulSet" for o in owners)
-
-    return frozenset(pod_ref(pod) for pod in pods
-                     if not (is_finished(pod) or is_mirror_or_static(pod) or is_daemonset_pod(pod) or leaving(pod)))
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
-    """Kubernetes' toleration matching (an empty key with Exists tolerates every taint)."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if not key:
-        return operator == "Exists"
-    if key != taint.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    return bool((toleration.get("value") or "") == (taint.get("value") or ""))
-
-
-def tolerates_disruption(pod: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
-    return any(tolerates(t, taint) for t in _spec(pod).get("tolerations") or [])
-
-
-def _timestamp(value: object) -> datetime | None:
-    """An RFC 3339 timestamp of the API (``2026-11-23T18:30:00Z``), or None when absent or not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def deletion_timestamp(pod: Mapping[str, Any]) -> datetime | None:
-    """When a terminating pod's grace ends (``metadata.deletionTimestamp``: its deletion plus its grace)."""
-    return _timestamp(_meta(pod).get("deletionTimestamp"))
-
-
-def is_stuck_terminating(pod: Mapping[str, Any], now: datetime) -> bool:
-    """Karpenter's ``IsStuckTerminating``: still there more than a minute after its ``deletionTimestamp``."""
-    at = deletion_timestamp(pod)
-    return at is not None and (now - at).total_seconds() > STUCK_TERMINATING_AFTER
-
-
-def do_not_disrupt_active(pod: Mapping[str, Any], now: datetime) -> bool:
-    """Whether the pod's ``karpenter.sh/do-not-disrupt`` (or the older ``do-not-evict``) protects it at ``now``, by
-    the planner's rule (`ebb.core.cluster.do_not_disrupt_protection`; Karpenter's ``IsDoNotDisruptActive``)."""
-    annotations = _meta(pod).get("annotations") or {}
-    started = _timestamp((pod.get("status") or {}).get("startTime"))
-    return do_not_disrupt_protection(annotations, started, now) is not None
-
-
-def pod_grace_seconds(pod: Mapping[str, Any]) -> int | None:
-    """The pod's ``terminationGracePeriodSeconds`` (the API server defaults it to 30), None when absent."""
-    value = _spec(pod).get("terminationGracePeriodSeconds")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def delete_time(pod: Mapping[str, Any], deadline: datetime) -> datetime | None:
-    """When a pod is deleted so that its whole grace ends by the node's terminationGracePeriod ``deadline``
-    (Karpenter's ``podDeleteTimeWithGracePeriod``), or None when it is never deleted: it has no grace, or it
-    is terminating already and its grace ends by the deadline (Karpenter's ``IsPodEligibleForForcedEviction``)."""
-    grace = pod_grace_seconds(pod)
-    if grace is None:
-        return None
-    if _meta(pod).get("deletionTimestamp") is not None:
-        ends = deletion_timestamp(pod)
-        if ends is None or ends <= deadline:
-            return None
-    return deadline - timedelta(seconds=grace)
-
-
-def granted_grace(deadline: datetime, now: datetime) -> int:
-    """The grace a pod deleted at ``now`` gets: what is left until the deadline, whole seconds, at least 1
-    (0 would force-delete it from etcd, breaking at-most-one-pod)."""
-    return max(int((deadline - now).total_seconds()), 1)
-
-
-def skip_reason(pod: Mapping[str, Any], taint: Mapping[str, str], now: datetime | None = None) -> str | None:
-    """Why a pod is left alone by a drain under the disruption ``taint``, or None when it must be evicted
-    (a pod that tolerates the taint would be scheduled right back; one stuck terminating at ``now`` is not
-    waited for)."""
-    if is_mirror_or_static(pod):
-        return "mirror/static pod"
-    if is_finished(pod):
-        return "finished"
-    if tolerates_disruption(pod, taint):
-        return f"tolerates {taint['key']}"
-    if now is not None and is_stuck_terminating(pod, now):
-        return "stuck terminating"
-    return None
-
-
-def eviction_groups(pods: Sequence[Mapping[str, Any]], taint: Mapping[str, str],
-                    now: datetime | None = None) -> list[list[Mapping[str, Any]]]:
-    """The pods to evict, in the order they go (empty groups dropped): non-critical, non-critical DaemonSet
-    pods, critical, critical DaemonSet pods (Karpenter's order)."""
-    groups: list[list[Mapping[str, Any]]] = [[], [], [], []]
-    for pod in pods:
-        if skip_reason(pod, taint, now) is None:
-            groups[2 * is_critical(pod) + is_daemonset_pod(pod)].append(pod)
-    return [g for g in groups if g]
-
-
-# -- taints (JSON patches, pure) ----------------------------------------------------------------------------
 
 
 def _same_taint(taint: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
     return taint.get("key") == wanted["key"] and taint.get("effect") == wanted["effect"]
 
 
-def guard(node: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A ``test`` of the resourceVersion read: the patch fails (Conflict) if the node changed meanwhile."""
-    version = _meta(node).get("resourceVersion")
-    return [] if version is None else [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
-
-
 def taint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
     """The JSON patch that adds ``taint``, or None when the node has it already."""
-    taints = list(_spec(node).get("taints") or [])
+    taints = list(_section(node, "spec").get("taints") or [])
     if any(_same_taint(t, taint) for t in taints):
         return None
     return [*guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(taint)]}]
@@ -335,7 +111,7 @@ def taint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[
 
 def untaint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
     """The JSON patch that removes ``taint`` (every copy of it), or None when there is none."""
-    taints = list(_spec(node).get("taints") or [])
+    taints = list(_section(node, "spec").get("taints") or [])
     kept = [t for t in taints if not _same_taint(t, taint)]
     if len(kept) == len(taints):
         return None
@@ -347,13 +123,20 @@ def rfc3339(at: datetime) -> str:
 
 
 def _annotations(node: Mapping[str, Any]) -> dict[str, Any]:
-    value = _meta(node).get("annotations")
-    return dict(value) if isinstance(value, Mapping) else {}
+    return dict(_section(_section(node, "metadata"), "annotations"))
 
 
 def termination_deadline(node: Mapping[str, Any]) -> datetime | None:
-    """The node's terminationGracePeriod deadline (``TERMINATION_TIMESTAMP_ANNOTATION``), None when unset."""
-    return _timestamp(_annotations(node).get(TERMINATION_TIMESTAMP_ANNOTATION))
+    """The node's terminationGracePeriod deadline (``TERMINATION_TIMESTAMP_ANNOTATION``), None when unset or not an
+    RFC 3339 time."""
+    value = _annotations(node).get(TERMINATION_TIMESTAMP_ANNOTATION)
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def deadline_patch(node: Mapping[str, Any], deadline: datetime) -> list[dict[str, Any]] | None:
@@ -374,35 +157,12 @@ def undeadline_patch(node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return [*guard(node), {"op": "add", "path": "/metadata/annotations", "value": annotations}]
 
 
-async def patch_until_done(api: NodeApi, name: str,
-                           make: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None]) -> bool | None:
-    """Read the node and apply ``make``'s patch until it applies cleanly (a lost race is read again); True
-    when patched, False when there was nothing to do, None when the node does not exist."""
-    for _ in range(10):
-        node = await api.read_node(name)
-        if node is None:
-            return None
-        patch = make(node)
-        if patch is None:
-            return False
-        try:
-            await api.patch_node(name, patch)
-        except Conflict:
-            continue
-        except KubeError as e:
-            if e.status == 404:
-                return None
-            raise
-        return True
-    raise KubeError(409, f"node {name} kept changing while being patched")
-
-
 # -- the drainer ----------------------------------------------------------------------------------------------
 
 
 @dataclass
 class DrainReport:
-    """What a drain did on one node."""
+    """What a drain did on one node (pods by ``namespace/name``)."""
 
     node: str
     evicted: list[str] = field(default_factory=list)
@@ -411,6 +171,15 @@ class DrainReport:
     skipped: dict[str, str] = field(default_factory=dict)
     #: 429s (and other refusals) answered while evicting
     blocked: int = 0
+
+
+@dataclass(frozen=True)
+class _Drained:
+    """A pod of the drain: as the apiserver listed it (the ``previous`` a read of it again is parsed against) and
+    parsed."""
+
+    raw: Mapping[str, Any]
+    pod: Pod
 
 
 class Drainer:
@@ -432,6 +201,9 @@ class Drainer:
         self.api = api
         #: the taint (``key``, ``effect``) put on a node being disrupted: the provider's
         self.disruption_taint: Mapping[str, str] = dict(disruption_taint)
+        #: the same taint in the core's model, which pods that tolerate it are left alone by
+        self._taint = Taint(key=self.disruption_taint["key"], value=self.disruption_taint.get("value", ""),
+                            effect=self.disruption_taint["effect"])
         #: called with the HTTP status code of every eviction request ("200", "429", "404", ...; "error"
         #: when the API gave none): the executor's ebb_pods_eviction_requests_total{code}
         self.on_eviction = on_eviction
@@ -470,9 +242,17 @@ class Drainer:
         found = await self.api.read_node(node)
         return (termination_deadline(found) if found is not None else None) or wanted
 
-    async def drain(self, node: str, *, on_evicted: Callable[[Mapping[str, Any]], None] | None = None,
+    @staticmethod
+    def _parsed(node: str, raw: Mapping[str, Any], previous: _Drained | None = None) -> Pod:
+        """``raw``, a pod the apiserver gave, in the core's model; DrainFailed when it is not a pod's."""
+        try:
+            return api_pod(raw, None if previous is None else (previous.raw, previous.pod))
+        except SnapshotError as e:
+            raise DrainFailed(f"a pod on node {node} cannot be read: {e}") from None
+
+    async def drain(self, node: str, *, on_evicted: Callable[[Pod], None] | None = None,
                     deadline: datetime | None = None,
-                    on_deleted: Callable[[Mapping[str, Any], int], None] | None = None) -> DrainReport:
+                    on_deleted: Callable[[Pod, int], None] | None = None) -> DrainReport:
         """Evict the node's pods group by group; DrainFailed when a pod does not go in time. ``on_evicted`` is
         called with each pod the Eviction API evicted (200; not the pods already gone or terminating): the
         executor's ``Evicted`` event and ``ebb_pods_drained_total``. With a terminationGracePeriod
@@ -480,25 +260,27 @@ class Drainer:
         its group, and ``on_deleted`` is called with it and the grace it was granted (Karpenter's
         ``Disrupted`` event)."""
         report = DrainReport(node)
-        pods = await self.api.list_pods(node)
+        listed = [_Drained(raw, self._parsed(node, raw)) for raw in await self.api.list_pods(node)]
+        by_key = {drained.pod.key: drained for drained in listed}
+        pods = [drained.pod for drained in listed]
         now = self.clock.now()
         for pod in pods:
-            reason = skip_reason(pod, self.disruption_taint, now)
+            reason = skip_reason(pod, self._taint, now)
             if reason is not None:
-                report.skipped[pod_ref(pod)] = reason
-        groups = eviction_groups(pods, self.disruption_taint, now)
+                report.skipped[pod.key] = reason
+        groups = [[by_key[pod.key] for pod in group] for group in eviction_groups(pods, self._taint, now)]
         expiring: dict[str, datetime] = {}
         if deadline is not None:
-            for grouped in (p for group in groups for p in group):
-                at = delete_time(grouped, deadline)
+            for grouped in (drained for group in groups for drained in group):
+                at = delete_time(grouped.pod, deadline)
                 if at is not None:
-                    expiring[pod_ref(grouped)] = at
+                    expiring[grouped.pod.key] = at
         main = asyncio.ensure_future(self._drain_groups(node, groups, report, on_evicted=on_evicted,
                                                        deadline=deadline, expiring=expiring))
         deletions = [] if deadline is None else [
-            asyncio.ensure_future(self._delete_at(node, pod, report, at=expiring[pod_ref(pod)], deadline=deadline,
-                                                  on_deleted=on_deleted))
-            for group in groups for pod in group if pod_ref(pod) in expiring]
+            asyncio.ensure_future(self._delete_at(node, drained, report, at=expiring[drained.pod.key],
+                                                  deadline=deadline, on_deleted=on_deleted))
+            for group in groups for drained in group if drained.pod.key in expiring]
         try:
             pending: set[asyncio.Future[None]] = {main, *deletions}
             while not main.done():
@@ -514,60 +296,57 @@ class Drainer:
             await asyncio.gather(main, *deletions, return_exceptions=True)
         return report
 
-    async def _drain_groups(self, node: str, groups: list[list[Mapping[str, Any]]], report: DrainReport, *,
-                            on_evicted: Callable[[Mapping[str, Any]], None] | None, deadline: datetime | None,
+    async def _drain_groups(self, node: str, groups: list[list[_Drained]], report: DrainReport, *,
+                            on_evicted: Callable[[Pod], None] | None, deadline: datetime | None,
                             expiring: Mapping[str, datetime]) -> None:
         for group in groups:
-            await asyncio.gather(*(self._evict_until_gone(node, pod, report, on_evicted=on_evicted, deadline=deadline,
-                                                          delete_at=expiring.get(pod_ref(pod))) for pod in group))
+            await asyncio.gather(*(self._evict_until_gone(node, drained, report, on_evicted=on_evicted,
+                                                          deadline=deadline, delete_at=expiring.get(drained.pod.key))
+                                   for drained in group))
 
     def _monotonic_at(self, at: datetime) -> float:
         """The drainer's monotonic time of the wall-clock time ``at``."""
         return self.clock.monotonic() + (at - self.clock.now()).total_seconds()
 
-    async def _delete_at(self, node: str, pod: Mapping[str, Any], report: DrainReport, *, at: datetime,
-                         deadline: datetime, on_deleted: Callable[[Mapping[str, Any], int], None] | None) -> None:
-        """Delete ``pod`` at ``at`` (deadline - its grace) unless it is gone or terminating within the deadline
+    async def _current(self, node: str, drained: _Drained) -> Pod | None:
+        """The pod of ``drained``'s name as the apiserver has it now, None when it has none."""
+        raw = await self.api.read_pod(drained.pod.namespace, drained.pod.name)
+        return None if raw is None else self._parsed(node, raw, drained)
+
+    async def _delete_at(self, node: str, drained: _Drained, report: DrainReport, *, at: datetime,
+                         deadline: datetime, on_deleted: Callable[[Pod, int], None] | None) -> None:
+        """Delete the pod at ``at`` (deadline - its grace) unless it is gone or terminating within the deadline
         by then (Karpenter's ``DeleteExpiringPods``: its PDB and do-not-disrupt bypassed)."""
         # in poll-interval steps, on the drainer's clock (Karpenter re-checks each reconcile, about every second)
         while (wait := (at - self.clock.now()).total_seconds()) > 0:
             await self.sleep(min(wait, self.poll_interval))
-        meta = _meta(pod)
-        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        current = await self.api.read_pod(namespace, name)
-        if current is None or _meta(current).get("uid") != meta.get("uid"):
+        pod = drained.pod
+        current = await self._current(node, drained)
+        if current is None or current.uid != pod.uid:
             return
         if delete_time(current, deadline) is None:
             return  # terminating already, its grace ending by the deadline
         grace = granted_grace(deadline, self.clock.now())
         log.info("deleting %s on %s at its terminationGracePeriod deadline %s with %ds grace",
-                 pod_ref(pod), node, deadline.isoformat(), grace)
-        if await self.api.delete_pod(namespace, name, grace):
-            report.deleted.append(pod_ref(pod))
+                 pod.key, node, deadline.isoformat(), grace)
+        if await self.api.delete_pod(pod.namespace, pod.name, grace):
+            report.deleted.append(pod.key)
             if on_deleted is not None:
                 on_deleted(pod, grace)
 
-    async def _gone(self, node: str, pod: Mapping[str, Any]) -> bool:
-        meta = _meta(pod)
-        current = await self.api.read_pod(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        if current is None:
-            return True
-        current_meta = _meta(current)
-        if current_meta.get("uid") != meta.get("uid") or _spec(current).get("nodeName") not in (None, node):
-            return True  # a new pod of the same name
-        if is_stuck_terminating(current, self.clock.now()):
-            return True  # Karpenter does not wait for it
-        return self.terminating_is_gone and current_meta.get("deletionTimestamp") is not None
+    async def _gone(self, node: str, drained: _Drained) -> bool:
+        return is_gone(drained.pod, await self._current(node, drained), node, self.clock.now(),
+                       terminating_is_gone=self.terminating_is_gone)
 
-    async def _evict_until_gone(self, node: str, pod: Mapping[str, Any], report: DrainReport, *,
-                                on_evicted: Callable[[Mapping[str, Any]], None] | None = None,
+    async def _evict_until_gone(self, node: str, drained: _Drained, report: DrainReport, *,
+                                on_evicted: Callable[[Pod], None] | None = None,
                                 deadline: datetime | None = None, delete_at: datetime | None = None) -> None:
-        """Evict ``pod`` until the Eviction API takes it, then wait until it is gone. Without a
+        """Evict the pod until the Eviction API takes it, then wait until it is gone. Without a
         terminationGracePeriod ``deadline`` both end at ``eviction_deadline`` (DrainFailed); with one, the
         evictions of a pod deleted at ``delete_at`` end then (the deletion takes over) and the wait ends a
         minute after the deadline, when the pod counts as stuck terminating."""
-        meta = _meta(pod)
-        namespace, name, ref = str(meta.get("namespace", "")), str(meta.get("name", "")), pod_ref(pod)
+        pod = drained.pod
+        ref = pod.key
         deadline_mono = self.clock.monotonic() + self.eviction_deadline
         evict_until = deadline_mono if delete_at is None else self._monotonic_at(delete_at)
         wait_until = deadline_mono if deadline is None else max(
@@ -579,7 +358,7 @@ class Drainer:
             # deletes it at the deadline; drift and expiration take such a node only with a terminationGracePeriod
             log.info("not evicting %s on %s: its do-not-disrupt holds; waiting for it until %s", ref, node,
                      delete_at.isoformat())
-        elif meta.get("deletionTimestamp") is None:
+        elif not pod.deleting:
 
             def refused(attempt: RetryCallState) -> None:
                 error = attempt.outcome.exception() if attempt.outcome else None
@@ -591,7 +370,7 @@ class Drainer:
             async def evict(number: int) -> None:
                 nonlocal tried
                 tried = number
-                result, message = await self.api.evict(namespace, name)
+                result, message = await self.api.evict(pod.namespace, pod.name)
                 if self.on_eviction is not None:
                     self.on_eviction(eviction_code(result, message))
                 if result not in ("evicted", "gone"):
@@ -616,122 +395,10 @@ class Drainer:
                 report.evicted.append(ref)
         else:
             report.evicted.append(ref)
-        while not await self._gone(node, pod):
+        while not await self._gone(node, drained):
             if self.clock.monotonic() + self.poll_interval > wait_until:
                 raise DrainFailed(
                     f"pod {ref} on node {node} was evicted but still there after "
                     f"{wait_until - deadline_mono + self.eviction_deadline:g}s"
                 )
             await self.sleep(self.poll_interval)
-
-
-# -- kubernetes-asyncio ------------------------------------------------------------------------------------------
-
-
-class KubeNodeApi:
-    """``NodeApi`` on a kubernetes-asyncio ``ApiClient`` (raw JSON, so objects stay kubectl-shaped)."""
-
-    def __init__(self, api_client: Any) -> None:
-        from kubernetes_asyncio import client
-
-        self._client = client
-        self.core: Any = client.CoreV1Api(api_client)
-
-    @staticmethod
-    async def _body(response: Any) -> tuple[int, Any]:
-        try:
-            raw = await response.read()
-        finally:
-            with contextlib.suppress(Exception):
-                response.release()
-        try:
-            return int(response.status), json.loads(raw) if raw else None
-        except ValueError:
-            return int(response.status), raw.decode("utf-8", "replace")
-
-    @staticmethod
-    def _message(body: Any) -> str:
-        if isinstance(body, dict):
-            return str(body.get("message") or body.get("reason") or body)
-        return str(body)
-
-    async def read_node(self, name: str) -> dict[str, Any] | None:
-        status, body = await self._body(await self.core.read_node(name, _preload_content=False))
-        if status == 404:
-            return None
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-        return dict(body)
-
-    async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
-        response = await self.core.patch_node(
-            name, patch, _content_type="application/json-patch+json", _preload_content=False
-        )
-        status, body = await self._body(response)
-        if status in (409, 422):
-            raise Conflict(status, self._message(body))
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-
-    async def delete_node(self, name: str) -> bool:
-        status, body = await self._body(await self.core.delete_node(name, _preload_content=False))
-        if status == 404:
-            return False
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-        return True
-
-    async def list_nodes(self) -> list[dict[str, Any]]:
-        """Every Node (not part of ``NodeApi``: the executor's finalizer loop looks for deleting ones)."""
-        async def page(token: str | None) -> Mapping[str, Any]:
-            return await self._page(self.core.list_node(_preload_content=False, **page_options(token)))
-
-        return await list_items(page)
-
-    async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        async def page(token: str | None) -> Mapping[str, Any]:
-            return await self._page(self.core.list_pod_for_all_namespaces(
-                _preload_content=False, **page_options(token, field_selector=f"spec.nodeName={node}")))
-
-        return await list_items(page)
-
-    async def _page(self, request: Awaitable[Any]) -> Mapping[str, Any]:
-        """One page of a list: its decoded body (KubeError when the apiserver refuses it)."""
-        status, body = await self._body(await request)
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-        if not isinstance(body, Mapping):
-            raise KubeError(status, f"the apiserver's answer is not a list: {str(body)[:200]!r}")
-        return body
-
-    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        response = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
-        status, body = await self._body(response)
-        if status == 404:
-            return None
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-        return dict(body)
-
-    async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
-        response = await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds,
-                                                         _preload_content=False)
-        status, body = await self._body(response)
-        if status == 404:
-            return False
-        if status >= 300:
-            raise KubeError(status, self._message(body))
-        return True
-
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
-        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        response = await self.core.create_namespaced_pod_eviction(name, namespace, eviction, _preload_content=False)
-        status, body = await self._body(response)
-        message = self._message(body)
-        if 200 <= status < 300:
-            return "evicted", message
-        if status == 429:
-            return "blocked", message
-        if status == 404:
-            return "gone", message
-        return "refused", f"HTTP {status}: {message}"

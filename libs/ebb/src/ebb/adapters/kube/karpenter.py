@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from ebb.adapters.kube.drain import NodeApi
 from ebb.adapters.kube.launch import is_ready
+from ebb.adapters.kube.node_api import NodeApi
 from ebb.adapters.kube.paging import list_items, page_options
 from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement

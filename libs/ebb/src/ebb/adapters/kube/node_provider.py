@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from ebb.adapters.kube.drain import NodeApi, guard, patch_until_done
 from ebb.adapters.kube.launch import EBB_TERMINATION_FINALIZER, Launcher
+from ebb.adapters.kube.node_api import NodeApi, guard, patch_until_done
 from ebb.adapters.provider import Launched, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
+from ebb.core.launch import nodeclaim_object
 from ebb.core.methods.drift import drifted_nodes
 from ebb.core.model import Requirement
 from ebb.core.simulator.labeltable import LabelTable
@@ -265,3 +266,15 @@ def test_ebb_plan_reads_gte_and_lte(tmp_path: Path, requirement: dict[str, Any],
         assert result.stdout == ""
         assert "NodePool default" in result.stderr
         assert "spec.template.spec.requirements[1].values" in result.stderr
+
+
+def test_a_replacement_nodeclaim_keeps_the_nodepools_gte_and_lte_requirements() -> None:
+    """In ``karpenter`` mode the replacement is a NodeClaim written as Karpenter's provisioner writes one: the
+    template's requirements on other keys than the pinned instance type, capacity type and zone are kept, so
+    Karpenter launches within the same bounds the simulation chose the options by."""
+    bounds = [_req(CPU, "Gte", "4"), _req(CPU, "Lte", "8")]
+    pool = nodepool(requirements=[ON_DEMAND, *bounds])
+    claim = nodeclaim_object("default-abc", nodepool=pool, instance_types=("c5.xlarge", "m5.2xlarge"),
+                             capacity_type="on-demand", zones=("us-east-1a",), decision_id="dec-1")
+    kept = [r for r in claim["spec"]["requirements"] if r["key"] == CPU]
+    assert kept == bounds

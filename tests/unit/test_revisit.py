@@ -24,25 +24,29 @@ def aged(fraction: float) -> str:
 
 # (case, documents, the expected revisit_at)
 CASES: list[tuple[str, list[Any], datetime | None]] = [
-    ("nothing moves with time", [nodepool(), node("n1"), pod("a", "n1")], None),
+    ("nothing moves with time", [nodepool(expire_after="Never"), node("n1"), pod("a", "n1")], None),
     ("consolidateAfter ripens", [nodepool(consolidate_after="10m"), node("n1"), pod("a", "n1", started=ago(minutes=4))],
      NOW + timedelta(minutes=6)),
-    ("consolidateAfter ripened long ago", [nodepool(consolidate_after="10m"), node("n1"), pod("a", "n1")], None),
+    ("consolidateAfter ripened long ago", [nodepool(consolidate_after="10m", expire_after="Never"), node("n1"),
+                                           pod("a", "n1")], None),
     ("expireAfter", [nodepool(expire_after="720h"), node("n1", created=OLD), pod("a", "n1")],
+     datetime(2026, 11, 20, tzinfo=UTC) + timedelta(hours=720)),
+    ("no expireAfter: Karpenter's CRD default", [nodepool(), node("n1", created=OLD), pod("a", "n1")],
      datetime(2026, 11, 20, tzinfo=UTC) + timedelta(hours=720)),
     ("a do-not-disrupt duration", [nodepool(), node("n1"), pod("a", "n1", started=ago(minutes=10), annotations={
         "karpenter.sh/do-not-disrupt": "30m"})], NOW + timedelta(minutes=20)),
-    ("a finished pod's do-not-disrupt protects nothing", [nodepool(), node("n1"), pod(
+    ("a finished pod's do-not-disrupt protects nothing", [nodepool(expire_after="Never"), node("n1"), pod(
         "a", "n1", phase="Succeeded", started=ago(minutes=10), annotations={"karpenter.sh/do-not-disrupt": "30m"})],
      None),
     ("a pod on no node of the snapshot keeps its duration", [nodepool(), node("n1"), pod(
         "a", "gone", started=ago(minutes=10), annotations={"karpenter.sh/do-not-disrupt": "30m"})],
      NOW + timedelta(minutes=20)),
-    ("do-not-disrupt true never ends", [nodepool(), node("n1"), pod("a", "n1", annotations={
+    ("do-not-disrupt true never ends", [nodepool(expire_after="Never"), node("n1"), pod("a", "n1", annotations={
         "karpenter.sh/do-not-disrupt": "true"})], None),
     ("a hold's expiry", [nodepool(), node("n1"), pod("a", "n1"), hold("h", expires_at=later(hours=1))],
      NOW + timedelta(hours=1)),
-    ("an expired hold", [nodepool(), node("n1"), pod("a", "n1"), hold("h", expires_at=ago(hours=1))], None),
+    ("an expired hold", [nodepool(expire_after="Never"), node("n1"), pod("a", "n1"),
+                         hold("h", expires_at=ago(hours=1))], None),
     ("a stabilization window's end", [nodepool(stabilization_window="20m"), node("n1", created=ago(minutes=5)),
                                       pod("a", "n1")], NOW + timedelta(minutes=15)),
     # NOW is Monday 18:30 UTC: the window opened at 17:00 and closes at 20:00
@@ -52,7 +56,8 @@ CASES: list[tuple[str, list[Any], datetime | None]] = [
     ("a budget window opens", [nodepool(budgets=[{"nodes": "0", "schedule": "0 19 * * *", "duration": "1h"}]),
                                node("n1"), pod("a", "n1")], NOW + timedelta(minutes=30)),
     ("an invalid budget never changes", [nodepool(budgets=[{"nodes": "0", "schedule": "not a cron",
-                                                            "duration": "1h"}]), node("n1"), pod("a", "n1")], None),
+                                                            "duration": "1h"}], expire_after="Never"),
+                                         node("n1"), pod("a", "n1")], None),
     # b: 1 pod at half its life, cost 0.5 falling 1/E per s; a: 2 pods at 0.6 of its life, cost 0.8 falling 2/E:
     # a overtakes b after 0.3 E (expiries at 0.4 E and 0.5 E come later)
     ("two disruption costs cross", [

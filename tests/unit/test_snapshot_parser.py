@@ -451,15 +451,17 @@ def test_node_allocatable_defaults_to_capacity() -> None:
 # -- NodePools: current and older fields ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kwargs", "expire_after"), [
-    ({"expire_after": "720h"}, 720 * 3600.0),
-    ({"disruption": {"expireAfter": "24h"}}, 24 * 3600.0),  # the older v1beta1 place
-    ({"expire_after": "48h", "disruption": {"expireAfter": "24h"}}, 48 * 3600.0),  # v1 wins
-    ({"expire_after": "Never"}, None),
-    ({}, None),
+@pytest.mark.parametrize(("kwargs", "expire_after", "defaulted"), [
+    ({"expire_after": "720h"}, 720 * 3600.0, False),
+    ({"disruption": {"expireAfter": "24h"}}, 24 * 3600.0, False),  # the older v1beta1 place
+    ({"expire_after": "48h", "disruption": {"expireAfter": "24h"}}, 48 * 3600.0, False),  # v1 wins
+    ({"expire_after": "Never"}, None, False),
+    ({"disruption": {"expireAfter": "Never"}}, None, False),
+    ({}, 720 * 3600.0, True),  # Karpenter's CRD default
 ])
-def test_expire_after(kwargs: dict[str, Any], expire_after: float | None) -> None:
-    assert snapshot(nodepool(**kwargs)).nodepools[0].expire_after == expire_after
+def test_expire_after(kwargs: dict[str, Any], expire_after: float | None, defaulted: bool) -> None:
+    pool = snapshot(nodepool(**kwargs)).nodepools[0]
+    assert (pool.expire_after, pool.expire_after_default) == (expire_after, defaulted)
 
 
 @pytest.mark.parametrize(("kwargs", "consolidate_after"), [

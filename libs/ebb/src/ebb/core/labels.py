@@ -1,18 +1,38 @@
 """Label matching: node selector requirements, label selectors, and taint tolerations; and from them, which
 DaemonSets a NodePool's new node would run.
 
-These are the Kubernetes rules, written once and used by the simulator, the checker and the engine.
+These are the Kubernetes rules, written once and used by the simulator, the checker and the engine, with
+Karpenter's two operators added: ``Gte`` and ``Lte`` compare a label's value as an integer with one bound,
+inclusively (Karpenter turns ``Gt N`` into ``Gte N+1`` and ``Lt N`` into ``Lte N-1``, the same sets), and a
+label that is missing or not an integer (Go's ``strconv.Atoi``) satisfies none of the four.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 
 from ebb.core.model import LABEL_NODEPOOL, DaemonSet, LabelSelector, NodePool, Requirement, Taint, Toleration
+from ebb.core.quantity import parse_go_int
+
+#: how each integer operator (`ebb.core.model.INTEGER_OPERATORS`) compares a label's value with its bound
+INTEGER_COMPARISONS: Mapping[str, Callable[[int, int], bool]] = {
+    "Gt": operator.gt, "Lt": operator.lt, "Gte": operator.ge, "Lte": operator.le}
+
+
+def integer_bound(req: Requirement) -> tuple[Callable[[int, int], bool], int] | None:
+    """An integer requirement's comparison and bound, or None when ``req`` is not one or its value is not a
+    single integer (then it matches nothing; the parser refuses such input)."""
+    compare = INTEGER_COMPARISONS.get(req.operator)
+    if compare is None or len(req.values) != 1:
+        return None
+    bound = parse_go_int(req.values[0])
+    return None if bound is None else (compare, bound)
 
 
 def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
-    """Whether concrete labels satisfy one requirement (Kubernetes NodeSelectorRequirement semantics)."""
+    """Whether concrete labels satisfy one requirement (Kubernetes NodeSelectorRequirement semantics, and
+    Karpenter's ``Gte``/``Lte``)."""
     value = labels.get(req.key)
     op = req.operator
     if op == "In":
@@ -23,14 +43,13 @@ def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
         return value is not None
     if op == "DoesNotExist":
         return value is None
-    if op in ("Gt", "Lt"):
-        if value is None or not req.values:
+    if op in INTEGER_COMPARISONS:
+        bounded = integer_bound(req)
+        have = parse_go_int(value) if value is not None else None
+        if bounded is None or have is None:
             return False
-        try:
-            have, bound = int(value), int(req.values[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
+        compare, bound = bounded
+        return compare(have, bound)
     return False
 
 

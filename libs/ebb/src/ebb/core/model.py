@@ -59,9 +59,18 @@ CAPACITY_ON_DEMAND = "on-demand"
 REASONS = ("Expired", "Drifted", "Empty", "Underutilized")
 
 
+#: the operators that compare a label's value as an integer with the requirement's one value: Kubernetes' Gt and
+#: Lt (strict) and Karpenter's Gte and Lte (inclusive; ``karpenter.sh/v1`` NodePool and NodeClaim requirements
+#: since Karpenter v1.10). A label that is missing or not an integer satisfies none of them.
+INTEGER_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
+#: every operator a requirement may have: Kubernetes' node selector operators and Karpenter's Gte and Lte
+REQUIREMENT_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", *INTEGER_OPERATORS)
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
-    """A node selector requirement or label selector expression (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+    """A node selector requirement or label selector expression (`REQUIREMENT_OPERATORS`: In, NotIn, Exists,
+    DoesNotExist, Gt, Lt, Gte, Lte)."""
 
     key: str
     operator: str
@@ -350,9 +359,13 @@ class Budget:
 #: where a NodePool's disruption settings come from: its own spec.disruption block, or a DisruptionPolicy
 POLICY_FROM_NODEPOOL = "NodePool"
 POLICY_FROM_DISRUPTION_POLICY = "DisruptionPolicy"
-#: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy`
-DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "budgets", "stabilization_window",
-                     "minimum_price_improvement_percent", "demand_window")
+#: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy` (with
+#: ``expire_after_default``, which says where ``expire_after`` came from)
+DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "expire_after_default", "budgets",
+                     "stabilization_window", "minimum_price_improvement_percent", "demand_window")
+#: Karpenter's CRD default of a NodePool's ``spec.template.spec.expireAfter`` (and of v1beta1's
+#: ``spec.disruption.expireAfter``), seconds: the API server writes 720h into a NodePool that sets none
+DEFAULT_EXPIRE_AFTER = 720 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +385,8 @@ class NodePool:
     replicas: int | None = None
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: float | None = 0.0
+    #: seconds; None: no expiry (``Never``). The parser gives a NodePool that sets none Karpenter's CRD default,
+    #: `DEFAULT_EXPIRE_AFTER`
     expire_after: float | None = None
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
     stabilization_window: float | None = None
@@ -387,6 +402,8 @@ class NodePool:
     #: the kind of the object the disruption settings above come from: `POLICY_FROM_NODEPOOL` (its own
     #: spec.disruption) or `POLICY_FROM_DISRUPTION_POLICY` (the ebb.sh/v1 DisruptionPolicy named like it)
     policy_kind: str = POLICY_FROM_NODEPOOL
+    #: ``expire_after`` is Karpenter's CRD default, not a value the object states (explanations say so)
+    expire_after_default: bool = False
 
     @property
     def policy_source(self) -> str:
@@ -399,8 +416,9 @@ class NodePool:
 class DisruptionPolicy:
     """An ebb.sh/v1 DisruptionPolicy: ebb's disruption settings for the NodePool of the same name, read
     instead of that NodePool's spec.disruption (next to Karpenter, whose own disruption the NodePool turns
-    off). An absent field has the parser's default for a NodePool without a disruption block; no
-    expireAfter is no expiry (the CRD does not default it to Karpenter's 720h)."""
+    off). An absent field has the parser's default for a NodePool without a disruption block, except
+    expireAfter: none is no expiry (ebb's CRD gives it no default; Karpenter's NodePool CRD defaults it to 720h,
+    and next to Karpenter the NodePool itself says Never)."""
 
     name: str
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
@@ -410,6 +428,8 @@ class DisruptionPolicy:
     stabilization_window: float | None = None
     minimum_price_improvement_percent: int = 0
     demand_window: float | None = None
+    #: always False: a DisruptionPolicy's expireAfter has no default (the field is here for `DISRUPTION_FIELDS`)
+    expire_after_default: bool = False
 
 
 @dataclass(frozen=True, slots=True)

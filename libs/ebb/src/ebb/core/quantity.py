@@ -1,8 +1,11 @@
-"""Kubernetes quantities and Go-style durations, parsed exactly; durations and times written as ebb writes them.
+"""Kubernetes quantities, Go-style durations and integers, parsed exactly; durations and times written as ebb
+writes them.
 
 CPU is kept in millicores and every other resource in its base unit (bytes, counts), as integers, so
 sums and comparisons in the simulator are exact. Durations follow Go's `time.ParseDuration`, which is
 what Karpenter's `consolidateAfter`, `expireAfter` and budget `duration` fields use; `Never` is None.
+Integers in label values and in the values of the `Gt`, `Lt`, `Gte` and `Lte` operators follow Go's
+`strconv.Atoi` (`parse_go_int`), which is how kube-scheduler and Karpenter read them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+#: the range of Go's int on 64-bit platforms (what strconv.Atoi accepts)
+GO_INT_MIN, GO_INT_MAX = -(2**63), 2**63 - 1
 
 
 class QuantityError(ValueError):
@@ -76,6 +82,17 @@ def parse_quantity(value: object) -> int:
 def parse_resource(name: str, value: object) -> int:
     """A resource amount in ebb's integer unit for that resource (millicores for cpu)."""
     return parse_cpu_millis(value) if name == "cpu" else parse_quantity(value)
+
+
+def parse_go_int(text: str) -> int | None:
+    """The integer Go's ``strconv.Atoi`` reads from ``text``, or None where it fails: an optional sign and ASCII
+    digits only (no spaces, underscores or other digits, which Python's ``int`` would take), within int64.
+    Karpenter compares a label with a ``Gt``/``Lt``/``Gte``/``Lte`` bound this way (``withinBounds`` in
+    ``pkg/scheduling/requirement.go``), and kube-scheduler reads ``Gt``/``Lt`` labels with ``ParseInt`` alike."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if GO_INT_MIN <= value <= GO_INT_MAX else None
 
 
 def parse_duration(value: object) -> float | None:

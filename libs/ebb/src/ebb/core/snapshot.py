@@ -11,6 +11,10 @@ A NodePool's disruption settings come from one place: `assemble` replaces them b
 its NodePool applies to nothing and gets a warning. ``ebb.sh/v1`` NodePool and NodeClaim documents (kinds
 ebb defined until their plurals were found to clash with Karpenter's) are read as Karpenter's, with a
 warning.
+
+Defaults are the CRDs': a NodePool that sets no expireAfter has Karpenter's 720h (what the API server would
+have written; `NodePool.expire_after_default` marks it so that explanations say so), while ebb's
+DisruptionPolicy CRD has no default for it (none: no expiry).
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH_VERSION,
     ANNOTATION_POD_DELETION_COST,
     CONSOLIDATION_POLICIES,
+    DEFAULT_EXPIRE_AFTER,
     DISRUPTION_FIELDS,
+    INTEGER_OPERATORS,
     LABEL_INITIALIZED,
     POLICY_FROM_DISRUPTION_POLICY,
+    REQUIREMENT_OPERATORS,
     Budget,
     DaemonSet,
     DisruptionPolicy,
@@ -59,6 +66,7 @@ from ebb.core.quantity import (
     MAX_DURATION_SECONDS,
     QuantityError,
     parse_duration,
+    parse_go_int,
     parse_resource,
     positive_duration,
 )
@@ -67,7 +75,6 @@ from ebb.core.quantity import (
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
 #: the group of the NodePool and NodeClaim kinds ebb no longer defines (their plurals clash with Karpenter's)
 RENAMED_GROUP = "ebb.sh"
-_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}
 
 
 class SnapshotError(ValueError):
@@ -236,15 +243,21 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
     key, op = raw.get("key"), raw.get("operator")
     if not key:
         raise doc.fail(f"{path}.key", "is required")
-    if not isinstance(op, str) or op not in _OPERATORS:
-        raise doc.fail(f"{path}.operator", f"{op!r} is not one of {sorted(_OPERATORS)}")
+    if not isinstance(op, str) or op not in REQUIREMENT_OPERATORS:
+        raise doc.fail(f"{path}.operator", f"{op!r} is not one of {sorted(REQUIREMENT_OPERATORS)}")
     values = raw.get("values") or []
     if not isinstance(values, list):
         raise doc.fail(f"{path}.values", "must be a list")
     if op in ("In", "NotIn") and not values:
         raise doc.fail(f"{path}.values", f"must not be empty with operator {op}")
-    if op in ("Gt", "Lt") and (len(values) != 1 or not str(values[0]).lstrip("-").isdigit()):
-        raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
+    if op in INTEGER_OPERATORS:
+        # one integer as Go reads it (Kubernetes' validation of Gt and Lt); Gte and Lte exist only in Karpenter's
+        # CRDs, whose rule is "a single positive integer value" (one value, int(value) >= 0)
+        bound = parse_go_int(str(values[0])) if len(values) == 1 else None
+        if bound is None:
+            raise doc.fail(f"{path}.values", f"operator {op} takes exactly one integer")
+        if op in ("Gte", "Lte") and bound < 0:
+            raise doc.fail(f"{path}.values", f"operator {op} takes an integer of 0 or more, not {bound}")
     min_values = raw.get("minValues")
     if min_values is not None:
         # Karpenter's CRD: an integer from 1 to 50, and no more than the values an In requirement lists
@@ -549,8 +562,11 @@ def _nodepool(doc: _Doc) -> NodePool:
         consolidate_after = _number(doc, ttl_empty, field, float) if ttl_empty is not None else 0.0
         if consolidate_after > MAX_DURATION_SECONDS:
             raise doc.fail(field, f"{ttl_empty!r} is longer than 100 years")
+    # Karpenter's CRD defaults expireAfter to 720h (v1's template field, as v1beta1's disruption field); Never is None
+    stated = any(doc.get(path) is not None
+                 for path in ("spec.template.spec.expireAfter", "spec.disruption.expireAfter"))
     expire = doc.duration("spec.template.spec.expireAfter",
-                          doc.duration("spec.disruption.expireAfter", None))
+                          doc.duration("spec.disruption.expireAfter", DEFAULT_EXPIRE_AFTER))
     limits = doc.resources("spec.limits")
     if "nodes" in doc.mapping("spec.limits"):
         limits["nodes"] = _number(doc, doc.mapping("spec.limits")["nodes"], "spec.limits.nodes")
@@ -576,6 +592,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,
+        expire_after_default=not stated,
         budgets=_budgets(doc, "spec.disruption.budgets"),
         stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
         minimum_price_improvement_percent=_percent(doc, "spec.disruption.minimumPriceImprovementPercent"),

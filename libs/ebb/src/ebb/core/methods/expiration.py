@@ -1,7 +1,8 @@
 """Expiration: nodes older than their NodePool's expireAfter are replaced (respecting the Expired budget).
 
-`spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`, or the NodePool's
-DisruptionPolicy's `spec.expireAfter`; `Never` disables it.
+`spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`, else Karpenter's CRD default
+720h (the explanation then says it is the default), or the NodePool's DisruptionPolicy's `spec.expireAfter` (no
+default); `Never` disables it.
 Replacements are launched first when the pods need them; several nodes per pass, simulated together.
 A command goes stale when its node is no longer expired (its NodePool's expireAfter grew, or became Never).
 """
@@ -28,8 +29,9 @@ def expiry_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     age = (view.now - launched).total_seconds()
     if age < pool.expire_after:
         return None
+    default = " (Karpenter's CRD default: it sets none)" if pool.expire_after_default else ""
     return (f"expired: launched {fmt_time(launched)}, {format_duration(age)} ago, "
-            f"past {pool.policy_source}'s expireAfter {format_duration(pool.expire_after)}")
+            f"past {pool.policy_source}'s expireAfter {format_duration(pool.expire_after)}{default}")
 
 
 def expired_nodes(view: ClusterView) -> dict[str, str]:

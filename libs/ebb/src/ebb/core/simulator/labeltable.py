@@ -2,7 +2,8 @@
 
 The simulator asks "which of these 2,000 nodes (or 2,000 instance-type offerings) satisfy this pod's
 nodeSelector and node affinity?" once per pod class. Each label key becomes an array of value codes, so
-a requirement is one numpy comparison instead of a Python loop over nodes.
+a requirement is one numpy comparison instead of a Python loop over nodes. The operators mean what
+`ebb.core.labels` says (an integer operator, Gt, Lt, Gte or Lte, is decided once per distinct value).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ebb.core.labels import integer_bound
 from ebb.core.model import Requirement
+from ebb.core.quantity import parse_go_int
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -69,11 +72,11 @@ class LabelTable:
             return codes >= 0
         if op == "DoesNotExist":
             return codes < 0
-        if op in ("Gt", "Lt") and req.values:
-            bound = int(req.values[0])
-            numeric = np.array([_as_int(v) for v in values] + [None], dtype=object)
-            per_code = np.array([n is not None and (n > bound if op == "Gt" else n < bound)
-                                 for n in numeric], dtype=bool)
+        bounded = integer_bound(req)  # Gt, Lt, Gte, Lte: once per distinct value, then per object by its code
+        if bounded is not None:
+            compare, bound = bounded
+            numbers = [parse_go_int(v) for v in values]
+            per_code = np.array([n is not None and compare(n, bound) for n in numbers] + [False], dtype=bool)
             return np.asarray(per_code[codes], dtype=bool)  # code -1 picks the trailing False
         return np.zeros(self._size, dtype=bool)
 
@@ -94,10 +97,3 @@ class LabelTable:
 
     def selector(self, selector: Mapping[str, str]) -> BoolArray:
         return self.requirements([Requirement(k, "In", (v,)) for k, v in selector.items()])
-
-
-def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None

@@ -16,7 +16,7 @@ import pytest
 
 from ebb.core.cluster import ClusterView
 from ebb.core.findings import findings
-from tests.unit.builders import NOW, ago, disrupted, disruption_policy, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, ago, disrupted, disruption_policy, node, nodepool, plan_dict, pod, snapshot
 
 DEFAULT_WORDS = "(Karpenter's CRD default: it sets none)"
 

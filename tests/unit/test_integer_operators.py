@@ -27,7 +27,7 @@ from ebb.core.simulator.labeltable import LabelTable
 from ebb.core.simulator.scheduler import Scheduler
 from ebb.core.snapshot import SnapshotError
 from ebb_cli.main import app
-from tests.unit.builders import (
+from tests.kit.builders import (
     NOW,
     TYPES,
     ago,

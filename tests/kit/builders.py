@@ -330,3 +330,13 @@ def proposed(decision_id: str, *nodes: str | tuple[str, str], now: datetime, met
         nodes=tuple(DecisionNode(n, pool) if isinstance(n, str) else DecisionNode(*n) for n in nodes),
         replacements=(), savings=savings, state=State.PROPOSED, created_at=now, updated_at=now,
         explanation={"text": text})
+
+
+def labelled_catalog() -> dict[str, Any]:
+    """The builders' catalog, each type labelled with its cpu count as the AWS catalog does."""
+    types = []
+    for name, (cpu, memory, pods, on_demand, spot) in TYPES.items():
+        it = instance_type(name, cpu, memory, pods, on_demand, spot)
+        it["labels"] = {"karpenter.k8s.aws/instance-cpu": cpu}
+        types.append(it)
+    return catalog(types)

@@ -77,7 +77,8 @@ async def planner_running(bus: InMemoryBus, store: DecisionStore, recorder: Even
                           now: datetime = NOW) -> AsyncIterator[Planner]:
     settings = PlannerSettings(debounce_seconds=0.0, pass_interval_seconds=0.3, validation_delay_seconds=30.0,
                                group="passes-test", cluster=store.cluster, engine_options="")
-    stop, started, ready = asyncio.Event(), asyncio.Event(), []
+    stop, started = asyncio.Event(), asyncio.Event()
+    ready: list[Planner] = []
     task = asyncio.create_task(planner_app.run(settings, stop, bus=bus, store=store, leader=AlwaysLeader(),
                                                clock=lambda: now, started=started, planner_ready=ready.append,
                                                recorder=recorder))

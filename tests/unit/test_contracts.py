@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from ebb.contracts import (
     DisruptionEvent,
     Interruption,
     Message,
+    PlannerPass,
     RawBytes,
     Replacement,
     check_topic,
@@ -32,8 +34,12 @@ from ebb.contracts import (
     to_kafka,
 )
 from ebb.contracts.asyncapi import document, render
-from ebb.core.methods.base import Command
+from ebb.core.engine import PassResult, run_pass
+from ebb.core.findings import findings
+from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.methods.base import Replacement as CoreReplacement
+from ebb.core.model import DemandSample
+from tests.unit.builders import node, nodepool, pod, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 ASYNCAPI = REPO / "deploy" / "asyncapi.yaml"
@@ -63,6 +69,21 @@ def _command() -> DisruptionCommand:
     )
 
 
+PEAK = DemandSample("default", T0 - timedelta(minutes=30), 3000, 0)
+
+
+def _pass() -> tuple[PlannerPass, PassResult]:
+    """A real pass: ``idle`` (empty) kept by its pool's demand window, ``spare`` (empty, another pool) deleted."""
+    cluster = replace(snapshot(nodepool(disruption={"demandWindow": "1h"}), nodepool("other"), node("idle"),
+                               node("busy"), node("spare", pool="other"), pod("web", "busy", cpu="1500m")),
+                      demand=(PEAK,))
+    options = EngineOptions()
+    view = options.view_of(cluster, T0)
+    result = run_pass(view, options)
+    return PlannerPass.of_pass(cluster="prod-eu", view=view, result=result, found=findings(view), revision=7,
+                               demand=cluster.demand), result
+
+
 MESSAGES: dict[str, tuple[str, Message]] = {
     "object upserted": (
         "ebb.cluster.objects",
@@ -87,6 +108,7 @@ MESSAGES: dict[str, tuple[str, Message]] = {
         "ebb.disruption.events",
         DisruptionEvent(decision_id="d-42", node="node-a", phase="WaitingReadiness", message="1 of 1 ready", at=T0),
     ),
+    "planner pass": ("ebb.planner.passes", _pass()[0]),
     "dead letter": (
         "ebb.interruptions.dlq",
         DeadLetter.of_record(
@@ -412,3 +434,22 @@ def test_a_cluster_object_with_an_invalid_source_is_refused() -> None:
     message = ClusterObject(kind="Node", namespace="", name="n", resource_version="1", object={})
     with pytest.raises(ContractError):
         to_kafka(message, source="")
+
+
+def test_a_pass_names_every_node_once_with_the_engines_cause_and_sentence() -> None:
+    message, result = _pass()
+    assert message.key() == "prod-eu" and message.at == result.now == T0 and message.revision == 7
+    disrupted = [n for c in message.commands for n in c.nodes]
+    assert sorted(disrupted + [b.node for b in message.blocked]) == ["busy", "idle", "spare"]
+    assert [(b.node, b.method, b.cause, b.reason) for b in message.blocked] == [
+        (b.node, b.method, str(b.cause.kind), b.reason) for b in result.blocked]
+    [idle] = [b for b in message.blocked if b.node == "idle"]
+    assert "demandWindow (1h)" in idle.reason and idle.node_pool == "default"
+    assert [(c.method, c.nodes, c.node_pool, c.action) for c in message.commands] == [
+        (c.method, c.nodes, "other", c.action) for c in result.commands]
+    assert disrupted == ["spare"]
+    assert sorted(p.policy for p in message.pools) == ["NodePool default", "NodePool other"]
+    assert message.demand_record() == (PEAK,)
+    wire = message.model_dump(mode="json")
+    assert {"revisitAt", "blocked", "findings", "budgets", "demand"} <= wire.keys()
+    assert {"nodePool", "cause", "reason", "paused"} <= wire["blocked"][0].keys()

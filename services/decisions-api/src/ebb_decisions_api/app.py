@@ -48,6 +48,7 @@ from ebb_decisions_api.planning import (
     InputError,
     PlanInputError,
     SnapshotError,
+    plan_options,
     plan_snapshot,
     read_body,
     run_plan,
@@ -315,17 +316,15 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
             body = read_body(b"".join(chunks), request.headers.get("content-type", ""))
             moment = body.now or _utc(now) or clock()
             stable = until_stable if body.until_stable is None else body.until_stable
-            spot = spot_to_spot if body.spot_to_spot is None else body.spot_to_spot
-            if spot is None:
-                spot = engine_options.spot_to_spot if body.live else False
+            options = plan_options(body, spot_to_spot, engine_options)
             if body.live:
                 view = await live_view(moment)
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(plan_snapshot, with_leader_demand(view.snapshot, passes), moment, stable, spot,
-                                      engine_options.require_nodeclaim, nodes=node or ()), limiter=limiter)
+                    functools.partial(plan_snapshot, with_leader_demand(view.snapshot, passes), moment, stable,
+                                      options, nodes=node or ()), limiter=limiter)
             else:
-                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, node or (),
-                                                        limiter=limiter)
+                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, options.spot_to_spot,
+                                                        node or (), limiter=limiter)
         except PlanInputError as exc:
             return _unprocessable(exc.loc, str(exc), exc.kind)
         except SnapshotError as exc:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 import yaml
 from pydantic import SecretStr
+from typer.testing import CliRunner
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.engine_options import read_engine_options
@@ -19,6 +20,7 @@ from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb.core.methods.base import EngineOptions
 from ebb.core.options import EngineOptionsError
+from ebb_cli.main import app as cli
 from ebb_consolidation_planner.app import engine_options as planner_engine_options
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
@@ -115,3 +117,13 @@ async def test_the_apis_live_plan_takes_the_object(tmp_path: Path, store: Decisi
     assert plan["commands"] == []
     assert [b["reason"] for b in plan["blocked"]] == [
         "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim"]
+
+
+def test_ebb_run_refuses_a_bad_options_object_before_the_run(tmp_path: Path) -> None:
+    bad = tmp_path / "options.yaml"
+    bad.write_text("kind: ConfigMap\ndata:\n  spotToSpot: maybe\n")
+    for path, said in ((bad, "spotToSpot: 'maybe' is not true or false"),
+                       (tmp_path / "absent.yaml", "no such file or directory")):
+        result = CliRunner().invoke(cli, ["run", "--duration", "1m", "--engine-options", str(path)])
+        assert result.exit_code == 2, result.output
+        assert "--engine-options" in result.output and said in " ".join(result.output.replace("│", " ").split())

@@ -21,13 +21,13 @@ from pydantic import SecretStr
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.store.decision_store import DecisionStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_PLANNER_PASSES, ClusterObject, PlannerPass, from_kafka
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_PLANNER_PASSES, ClusterObject, Message, PlannerPass, from_kafka
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import DemandSample
 from ebb.core.plan import make_plan
 from ebb_consolidation_planner import app as planner_app
-from ebb_consolidation_planner.leadership import AlwaysLeader
+from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership, NeverLeader
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
@@ -73,13 +73,16 @@ class Events:
 
 
 @asynccontextmanager
-async def planner_running(bus: InMemoryBus, store: DecisionStore, recorder: EventRecorder,
-                          now: datetime = NOW) -> AsyncIterator[Planner]:
-    settings = PlannerSettings(debounce_seconds=0.0, pass_interval_seconds=0.3, validation_delay_seconds=30.0,
-                               group="passes-test", cluster=store.cluster, engine_options="")
+async def planner_running(bus: InMemoryBus, store: DecisionStore, recorder: EventRecorder | None = None,
+                          now: datetime = NOW, leader: Leadership | None = None,
+                          **settings: Any) -> AsyncIterator[Planner]:
+    configured = PlannerSettings(**{"debounce_seconds": 0.0, "pass_interval_seconds": 0.3,
+                                    "validation_delay_seconds": 30.0, "group": "passes-test",
+                                    "cluster": store.cluster, "engine_options": "", **settings})
     stop, started = asyncio.Event(), asyncio.Event()
     ready: list[Planner] = []
-    task = asyncio.create_task(planner_app.run(settings, stop, bus=bus, store=store, leader=AlwaysLeader(),
+    task = asyncio.create_task(planner_app.run(configured, stop, bus=bus, store=store,
+                                               leader=leader or AlwaysLeader(),
                                                clock=lambda: now, started=started, planner_ready=ready.append,
                                                recorder=recorder))
     try:
@@ -167,7 +170,9 @@ async def test_an_on_demand_explanation_takes_the_leaders_demand_record(store: D
         on_demand = (await client.get("/v1/nodes/idle/explain", params={"now": ts(NOW)}, headers=AUTH)).json()
         live_plan = (await client.post("/v1/plan", headers=AUTH)).json()
     assert on_demand["source"] == "on-demand" and on_demand["pass"] is None
-    assert on_demand["blocked"] == leader["blocked"] and on_demand["cause"] == leader["cause"]
+    # at the pass's moment on the same objects, every field of the two answers but where they come from is the same
+    same = {k: v for k, v in leader.items() if k not in ("source", "pass")}
+    assert {k: v for k, v in on_demand.items() if k not in ("source", "pass")} == same
     assert [c for c in live_plan["commands"] if "idle" in c["nodes"]] == []
     assert [b["reason"] for b in live_plan["blocked"] if b["node"] == "idle"] == [leader["blocked"]["reason"]]
 
@@ -192,3 +197,76 @@ async def test_a_node_the_leaders_pass_does_not_name_is_not_found_with_the_pass_
 async def _flushed(recorder: EventRecorder, probe: Callable[[], Any]) -> Any:
     await recorder.flush()
     return probe()
+
+
+async def published(bus: InMemoryBus, docs: list[dict[str, Any]]) -> InMemoryBus:
+    for doc in docs:
+        meta = doc["metadata"]
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""),
+                                                               name=meta["name"], resource_version="1", object=doc))
+    return bus
+
+
+def passes_on(bus: InMemoryBus) -> list[PlannerPass]:
+    records = sorted(bus.records(TOPIC_PLANNER_PASSES), key=lambda r: (r.partition, r.offset))
+    return [m for m in (from_kafka(TOPIC_PLANNER_PASSES, r.key, r.value, r.headers) for r in records)
+            if isinstance(m, PlannerPass)]
+
+
+async def test_only_the_leader_publishes_and_only_when_told(store: DecisionStore) -> None:
+    follower_bus = await published(InMemoryBus(), cluster())
+    async with planner_running(follower_bus, store, leader=NeverLeader()):
+        await asyncio.sleep(1.0)  # three pass intervals
+    assert passes_on(follower_bus) == []
+    quiet_bus = await published(InMemoryBus(), cluster())
+    async with planner_running(quiet_bus, store, publish_passes=False) as planner:
+        await eventually("two passes", lambda: _value(planner.passes >= 2))
+    assert passes_on(quiet_bus) == []
+    leader_bus = await published(InMemoryBus(), cluster())
+    async with planner_running(leader_bus, store) as planner:
+        await eventually("two passes", lambda: _value(planner.passes >= 2))
+    # compacted: the topic keeps the latest pass of the cluster
+    [latest] = passes_on(leader_bus)
+    assert planner.pass_publisher is not None and planner.pass_publisher.published >= 2
+    assert latest.at == planner.pass_publisher.last_at == NOW
+
+
+class PassesRefused(InMemoryBus):
+    """A bus that refuses every pass (a broker that rejects the record): everything else goes through."""
+
+    async def publish(self, topic: str, message: Message) -> None:
+        if topic == TOPIC_PLANNER_PASSES:
+            raise RuntimeError("the broker refused the record")
+        await super().publish(topic, message)
+
+
+async def test_a_pass_that_cannot_be_published_never_stops_planning(store: DecisionStore) -> None:
+    """``spare`` (another pool's empty node) is proposed although no pass reaches the topic."""
+    bus = await published(PassesRefused(), [*cluster(), nodepool("other"), node("spare", pool="other")])
+    async with planner_running(bus, store) as planner:
+        await eventually("spare proposed", lambda: _value(planner.proposed >= 1))
+        assert planner.pass_publisher is not None and planner.pass_publisher.published == 0
+    assert passes_on(bus) == []
+
+
+async def test_a_node_the_pass_disrupts_is_explained_with_its_command_and_live_decision(
+        store: DecisionStore) -> None:
+    bus = await published(InMemoryBus(), [*cluster(), nodepool("other"), node("spare", pool="other")])
+    async with planner_running(bus, store), api_running(bus, store) as client:
+        async def being_disrupted() -> dict[str, Any] | None:
+            response = await client.get("/v1/nodes/spare/explain", headers=AUTH)
+            body = response.json() if response.status_code == 200 else None
+            return body if body is not None and body["liveDecision"] is not None else None
+
+        spare = await eventually("spare's explanation with its decision", being_disrupted)
+    [command] = [c for c in passes_on(bus)[-1].commands if "spare" in c.nodes]
+    assert spare["source"] == "planner-pass" and spare["disrupted"] is True and spare["nodePool"] == "other"
+    assert spare["command"]["method"] == command.method == "emptiness"
+    assert spare["command"]["nodes"] == list(command.nodes) and "spare" in command.nodes
+    assert spare["state"] == "being-disrupted" and "spare" in [n["name"] for n in spare["liveDecision"]["nodes"]]
+    assert spare["blocked"] is None and spare["policy"] == "NodePool other"
+    assert [b["reason"] for b in spare["budgets"]] == ["Expired", "Drifted", "Empty", "Underutilized"]
+
+
+async def _value(value: bool) -> bool:
+    return value

@@ -445,11 +445,13 @@ def test_a_pass_names_every_node_once_with_the_engines_cause_and_sentence() -> N
         (b.node, b.method, str(b.cause.kind), b.reason) for b in result.blocked]
     [idle] = [b for b in message.blocked if b.node == "idle"]
     assert "demandWindow (1h)" in idle.reason and idle.node_pool == "default"
-    assert [(c.method, c.nodes, c.node_pool, c.action) for c in message.commands] == [
-        (c.method, c.nodes, "other", c.action) for c in result.commands]
+    assert [(c.method, c.nodes, c.node_pools, c.action) for c in message.commands] == [
+        (c.method, c.nodes, ("other",), c.action) for c in result.commands]
     assert disrupted == ["spare"]
     assert sorted(p.policy for p in message.pools) == ["NodePool default", "NodePool other"]
     assert message.demand_record() == (PEAK,)
     wire = message.model_dump(mode="json")
     assert {"revisitAt", "blocked", "findings", "budgets", "demand"} <= wire.keys()
     assert {"nodePool", "cause", "reason", "paused"} <= wire["blocked"][0].keys()
+    with pytest.raises(ValueError, match="nodePools must name the NodePool of each node"):
+        PlannerPass.model_validate({**wire, "commands": [{**wire["commands"][0], "nodePools": []}]})

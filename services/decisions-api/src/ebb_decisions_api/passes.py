@@ -24,9 +24,10 @@ import anyio
 import anyio.to_thread
 
 from ebb.contracts import PlannerPass
+from ebb.contracts.messages import PassBudget
 from ebb.core.findings import findings
 from ebb.core.methods.base import EngineOptions
-from ebb.core.model import Snapshot
+from ebb.core.model import REASONS, Snapshot
 from ebb.core.quantity import fmt_time
 from ebb_decisions_api.explain import NodeVerdict, explain_pass, node_explanation
 
@@ -89,9 +90,12 @@ def pass_explanation(message: PlannerPass, name: str) -> dict[str, Any] | None:
     blocked = next((b for b in message.blocked if b.node == name), None)
     if command is None and blocked is None:
         return None
-    pool = command.node_pool if command is not None else blocked.node_pool if blocked is not None else None
+    if command is not None:
+        pool = command.node_pools[command.nodes.index(name)]
+    else:
+        pool = blocked.node_pool if blocked is not None else None
     policies = {p.node_pool: p.policy for p in message.pools}
-    command_out = command.model_dump(mode="json", by_alias=True, exclude={"node_pool"}) if command else None
+    command_out = command.model_dump(mode="json", by_alias=True, exclude={"node_pools"}) if command else None
     return {
         "node": name,
         "nodePool": pool,
@@ -109,10 +113,15 @@ def pass_explanation(message: PlannerPass, name: str) -> dict[str, Any] | None:
         "paused": blocked.paused if blocked is not None else None,
         "policy": policies.get(pool) if pool is not None else None,
         "budgets": [{"reason": b.reason, "allowed": b.allowed, "detail": b.detail, "invalid": b.invalid}
-                    for b in message.budgets if b.node_pool == pool],
+                    for b in sorted(message.budgets, key=_reason_order) if b.node_pool == pool],
         "findings": [{"finding": f.kind, "reason": f.reason, "since": fmt_time(f.since) if f.since else None}
                      for f in message.findings if f.node == name],
     }
+
+
+def _reason_order(budget: PassBudget) -> int:
+    """Budgets in ``REASONS`` order, as ``node_explanation`` lists them."""
+    return REASONS.index(budget.reason) if budget.reason in REASONS else len(REASONS)
 
 
 def on_demand_explanation(verdict: NodeVerdict) -> dict[str, Any]:

@@ -377,11 +377,17 @@ def _text(value: str) -> str:
 class PassCommand(WireModel):
     """A command of the pass: what it would disrupt now (the planner proposes it unless its nodes are busy)."""
 
-    node_pool: str | None = Field(description="The NodePool of the command's nodes.")
+    @model_validator(mode="after")
+    def _aligned(self) -> Self:
+        if len(self.node_pools) != len(self.nodes):
+            raise ValueError("nodePools must name the NodePool of each node")
+        return self
+
     method: Method
     reason: Reason
     action: Action
     nodes: tuple[ObjectName, ...] = Field(min_length=1)
+    node_pools: tuple[str | None, ...] = Field(description="The NodePool of each node, in the order of nodes.")
     replacements: tuple[Replacement, ...]
     savings_per_hour: Money
     explanation: Text
@@ -477,8 +483,8 @@ class PlannerPass(Message):
             "revision": revision,
             "revisit_at": result.revisit_at,
             "commands": [
-                {"node_pool": pools.get(c.nodes[0]), "method": c.method, "reason": c.reason, "action": c.action,
-                 "nodes": c.nodes,
+                {"method": c.method, "reason": c.reason, "action": c.action, "nodes": c.nodes,
+                 "node_pools": [pools.get(n) for n in c.nodes],
                  "replacements": [Replacement.of(r) for r in c.replacements],
                  "savings_per_hour": round(c.savings, 6), "explanation": _text(c.explanation)}
                 for c in result.commands],

@@ -699,6 +699,8 @@ def topic_spec(topic: str) -> TopicSpec:
             "operators",
             f"Records of {base} that failed to parse or to apply, with the error.",
             {TYPE_MESSAGE_DEADLETTERED: DeadLetter},
+            # a dead letter holds the whole record
+            max_message_bytes=TOPICS[base].max_message_bytes,
         )
     raise ContractError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)} and their {DLQ_SUFFIX} topics)")
 

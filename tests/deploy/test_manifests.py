@@ -26,6 +26,8 @@ import yaml
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
+from ebb.core.options import CONFIGMAP_NAME, parse_engine_options
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "deploy" / "kubernetes"
 IMAGE_PREFIX = "ghcr.io/ebb-sh/ebb:"
@@ -295,7 +297,8 @@ def test_pods_are_locked_down(ref: str) -> None:
                            "capabilities": {"drop": ["ALL"]}}
         assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
         assert container["resources"]["limits"]["memory"]
-        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+        # /tmp is the one place a pod writes; anything else mounted (the engine options) is read only
+        assert {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")} == {"/tmp"}
 
 
 def test_accounts_without_api_access_get_no_token() -> None:
@@ -426,7 +429,24 @@ def test_the_disruption_policy_crd_and_the_parser_agree() -> None:
 
 def test_the_planner_and_the_api_plan_for_the_executors_provider() -> None:
     """A planner told another provider than the executor's proposes nodes the executor cannot retire (no
-    NodeClaim) or leaves alone nodes it could; the API's explanations follow the planner."""
+    NodeClaim) or leaves alone nodes it could; the API's live plans follow the planner. Both read the provider from
+    the one ConfigMap ebb-engine-options, which says the executor's."""
     provider = named("ConfigMap", "ebb-termination-executor")["data"]["EBB_TERMINATION_EXECUTOR_PROVIDER"]
-    assert named("ConfigMap", "ebb-consolidation-planner")["data"]["EBB_CONSOLIDATION_PLANNER_PROVIDER"] == provider
-    assert named("ConfigMap", "ebb-decisions-api")["data"]["EBB_DECISIONS_API_PROVIDER"] == provider
+    options = named("ConfigMap", "ebb-engine-options", "ebb-system")["data"]
+    assert options["provider"] == provider
+    assert parse_engine_options(options).require_nodeclaim is (provider == "karpenter")
+    for service in ("consolidation-planner", "decisions-api"):
+        assert not any(key.endswith(("_PROVIDER", "_SPOT_TO_SPOT")) for key in named(
+            "ConfigMap", f"ebb-{service}")["data"]), f"{service} sets an engine option of its own"
+
+
+@pytest.mark.parametrize("service", ["consolidation-planner", "decisions-api"])
+def test_the_services_that_run_the_engine_mount_the_engine_options_where_they_read_them(service: str) -> None:
+    prefix = f"EBB_{service.upper().replace('-', '_')}_"
+    path = named("ConfigMap", f"ebb-{service}")["data"][prefix + "ENGINE_OPTIONS"]
+    pod = named("Deployment", f"ebb-{service}")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [container] = pod["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == path]
+    assert mount.get("readOnly") is True
+    assert volumes[mount["name"]]["configMap"]["name"] == CONFIGMAP_NAME

@@ -484,7 +484,7 @@ async def test_explain_on_objects_published_to_kafka(kafka_api: KafkaApi) -> Non
         pool = late["nodePool"]
         budgets = await client.get(f"/v1/nodepools/{pool}/budgets", params={"now": NOW})
         assert budgets.status_code == 200 and budgets.json()["nodes"]["total"] == len(nodes) + 1
-        assert (await client.get("/v1/nodes/nowhere/explain")).status_code == 404
+        assert (await client.get("/v1/nodes/nowhere/explain", params={"now": NOW})).status_code == 404
 
 
 async def test_events_from_kafka_reach_subscribers(kafka_api: KafkaApi) -> None:
@@ -517,5 +517,5 @@ async def test_malformed_records_go_to_the_dlq_and_the_api_keeps_serving(kafka_a
             after = disruption_event("big", decision="dec-after")
             await kafka_api.bus.publish(TOPIC_DISRUPTION_EVENTS, after)
             assert await Stream(response).event_frame() == frame(after)
-        explained = await client.get(f"{kafka_api.base}/v1/nodes/big/explain", headers=AUTH)
+        explained = await client.get(f"{kafka_api.base}/v1/nodes/big/explain", params={"now": NOW}, headers=AUTH)
         assert explained.status_code == 200

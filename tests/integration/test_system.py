@@ -563,6 +563,7 @@ async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube
         await eventually("the node's events on GET /v1/events", streamed, within=30)
         explained = await http.get(f"/v1/nodes/{fake}/explain")
         assert explained.status_code == 200, explained.text
+        assert explained.json()["source"] == "planner-pass", "the answer is the leader planner's last pass"
 
         # malformed REST bodies: 422 naming the problem; a valid body afterwards still works
         bad_holds: list[dict[str, Any]] = [

@@ -1,11 +1,13 @@
 """One valid message of each wire contract (ebb.contracts.messages), keyed by a short name with its topic, and the
 time they carry, shared by the contract tests (round trips, AsyncAPI coverage) and the fuzzing of records, which
 mutates them; and ``cluster_object``, the ``ebb.cluster.objects`` message of a document, as the cluster-watcher
-publishes it, for every test that feeds a service a cluster. Pure."""
+publishes it, for every test that feeds a service a cluster; ``planner_pass``, a real pass of the engine as the
+planner publishes it. Pure."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ebb.contracts import (
@@ -15,8 +17,14 @@ from ebb.contracts import (
     DisruptionEvent,
     Interruption,
     Message,
+    PlannerPass,
     Replacement,
 )
+from ebb.core.engine import PassResult, run_pass
+from ebb.core.findings import findings
+from ebb.core.methods.base import EngineOptions
+from ebb.core.model import DemandSample
+from tests.kit.builders import node, nodepool, pod, snapshot
 
 #: the time every message here carries
 T0 = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
@@ -46,6 +54,22 @@ def disruption_command() -> DisruptionCommand:
     )
 
 
+#: the demand peak that keeps ``idle`` in ``planner_pass``'s cluster
+PEAK = DemandSample("default", T0 - timedelta(minutes=30), 3000, 0)
+
+
+def planner_pass() -> tuple[PlannerPass, PassResult]:
+    """A real pass: ``idle`` (empty) kept by its pool's demand window, ``spare`` (empty, another pool) deleted."""
+    cluster = replace(snapshot(nodepool(disruption={"demandWindow": "1h"}), nodepool("other"), node("idle"),
+                               node("busy"), node("spare", pool="other"), pod("web", "busy", cpu="1500m")),
+                      demand=(PEAK,))
+    options = EngineOptions()
+    view = options.view_of(cluster, T0)
+    result = run_pass(view, options)
+    return PlannerPass.of_pass(cluster="prod-eu", view=view, result=result, found=findings(view), revision=7,
+                               demand=cluster.demand), result
+
+
 #: one message of each type: name → (topic, message)
 MESSAGES: dict[str, tuple[str, Message]] = {
     "object upserted": (
@@ -71,6 +95,7 @@ MESSAGES: dict[str, tuple[str, Message]] = {
         "ebb.disruption.events",
         DisruptionEvent(decision_id="d-42", node="node-a", phase="WaitingReadiness", message="1 of 1 ready", at=T0),
     ),
+    "planner pass": ("ebb.planner.passes", planner_pass()[0]),
     "dead letter": (
         "ebb.interruptions.dlq",
         DeadLetter.of_record(

@@ -4,7 +4,8 @@ The app runs in process (schemathesis' ASGI transport, the FastAPI lifespan on: 
 stores the service tests use: SQLite for the store (the embedded mode's database) and the InMemoryBus. Before
 it serves, the lifespan seeds it with data, so the generated requests reach decisions, timelines,
 explanations and budgets rather than only 404s: the ``empty-node`` cluster (NodePool ``default``, nodes
-``idle`` and ``busy``) on ``ebb.cluster.objects``, decisions in every state with timelines, and a hold.
+``idle`` and ``busy``) on ``ebb.cluster.objects``, a leader planner's pass over it on ``ebb.planner.passes``
+(what node explanations are answered from), decisions in every state with timelines, and a hold.
 Path parameters are drawn now and then from the seeded names (a ``flatmap_path_parameters`` hook), the rest
 of the time schemathesis' own.
 
@@ -36,10 +37,15 @@ from pydantic import SecretStr
 from schemathesis.python.asgi import shutdown_lifespans
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_PLANNER_PASSES, PlannerPass
 from ebb.core.decision import State
+from ebb.core.engine import run_pass
+from ebb.core.findings import findings
+from ebb.core.methods.base import EngineOptions
+from ebb.core.snapshot import parse_documents
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
 from tests.kit.decisions_api import documents
@@ -78,6 +84,15 @@ async def _seed_store(store: DecisionStore) -> None:
                             now=SEEDED_AT, created_by="fuzz")
 
 
+def _leader_pass() -> PlannerPass:
+    """The pass a leader planner would have published over the seeded cluster."""
+    snapshot = parse_documents(documents("empty-node.yaml"), bundled_catalog=bundled_catalog)
+    options = EngineOptions()
+    view = options.view_of(snapshot, SEEDED_AT)
+    return PlannerPass.of_pass(cluster="fuzz", view=view, result=run_pass(view, options), found=findings(view),
+                               revision=1, demand=())
+
+
 class SeededApi:
     """The ASGI app schemathesis calls: each lifespan (schemathesis ends it after every test) starts a new
     decisions-api on a new InMemoryBus with the cluster published, over the one seeded SQLite database, as a
@@ -104,13 +119,14 @@ class SeededApi:
         self.starts += 1
         for doc in documents("empty-node.yaml"):
             await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
+        await bus.publish(TOPIC_PLANNER_PASSES, _leader_pass())
         self.app = app = self._build(bus, store)
         serve = app.router.lifespan_context
 
         @asynccontextmanager
         async def ready(application: FastAPI) -> AsyncIterator[Any]:
             async with serve(application) as state:
-                await asyncio.wait_for(asyncio.gather(app.state.live.seeded.wait(),
+                await asyncio.wait_for(asyncio.gather(app.state.live.seeded.wait(), app.state.passes.seeded.wait(),
                                                       app.state.consumers.events_ready.wait()), 30)
                 yield state
             await store.close()
@@ -189,7 +205,9 @@ def test_the_seeded_data_is_reachable() -> None:
     body = budgets.call(headers=AUTH).json()
     assert body["nodes"]["total"] == 2 and "seeded" in [h["reason"] for h in body["holds"]]
     explain = schema["/v1/nodes/{name}/explain"]["GET"].Case(path_parameters={"name": "busy"})
-    assert explain.call(headers=AUTH).json()["liveDecision"]["id"] in KNOWN["decision_id"]
+    answer = explain.call(headers=AUTH).json()
+    assert answer["liveDecision"]["id"] in KNOWN["decision_id"]
+    assert answer["source"] == "planner-pass" and answer["pass"]["at"] == "2026-11-23T18:00:00Z"
 
 
 #: the operations the stateful run chained, each as "previous -> next" (printed at the end)

@@ -316,9 +316,16 @@ async def test_explain_a_disrupted_a_blocked_and_an_unknown_node(
     assert "do not fit on the other nodes" in busy["blocked"]["reason"]
     assert busy["summary"] == f"not disrupted now: {busy['blocked']['reason']}"
 
-    missing = await client.get("/v1/nodes/nope/explain", headers=AUTH)
+    assert (body["source"], body["pass"], body["cause"]) == ("on-demand", None, None)
+    assert busy["source"] == "on-demand" and busy["cause"] == "no-replacement"
+
+    missing = await client.get("/v1/nodes/nope/explain", params={"now": NOW}, headers=AUTH)
     assert missing.status_code == 404
     assert missing.json()["detail"] == "no node 'nope' in the live cluster state (2 nodes known)"
+    # without a moment the answer is the leader planner's last pass, and no planner has published one here
+    no_pass = await client.get("/v1/nodes/idle/explain", headers=AUTH)
+    assert no_pass.status_code == 503 and no_pass.headers["Retry-After"] == "5"
+    assert "no pass has been published yet" in no_pass.json()["detail"] and "?now=" in no_pass.json()["detail"]
     assert (await client.get("/v1/nodes/idle/explain")).status_code == 401
     bad = await client.get("/v1/nodes/idle/explain", params={"now": "soon"}, headers=AUTH)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "now"]

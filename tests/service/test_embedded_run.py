@@ -185,6 +185,8 @@ async def test_the_decisions_api_serves_the_running_simulation(tmp_path: Path) -
             explain = await client.get(f"/v1/nodes/{some_node}/explain", headers=headers)
             assert explain.status_code == 200, explain.text
             assert explain.json()["node"] == some_node
+            # the embedded planner publishes its passes while the API is served: the answer is the planner's pass
+            assert explain.json()["source"] == "planner-pass" and explain.json()["pass"]["at"].startswith("2026-11-23")
             # "now" is the simulated time, not the wall clock
             assert plan["now"].startswith("2026-11-23")
             assert (await client.get("/v1/nodes/no-such-node/explain", headers=headers)).status_code == 404

@@ -21,6 +21,7 @@ from ebb.contracts import (
     DeadLetter,
     DisruptionCommand,
     DisruptionEvent,
+    PlannerPass,
     RawBytes,
     Replacement,
     check_topic,
@@ -32,7 +33,7 @@ from ebb.contracts import (
 from ebb.contracts.asyncapi import document, render
 from ebb.core.methods.base import Command
 from ebb.core.methods.base import Replacement as CoreReplacement
-from tests.kit.messages import MESSAGES, T0, disruption_command
+from tests.kit.messages import MESSAGES, PEAK, T0, disruption_command, planner_pass
 
 REPO = Path(__file__).resolve().parents[2]
 ASYNCAPI = REPO / "deploy" / "asyncapi.yaml"
@@ -345,3 +346,24 @@ def test_a_cluster_object_with_an_invalid_source_is_refused() -> None:
     message = ClusterObject(kind="Node", namespace="", name="n", resource_version="1", object={})
     with pytest.raises(ContractError):
         to_kafka(message, source="")
+
+
+def test_a_pass_names_every_node_once_with_the_engines_cause_and_sentence() -> None:
+    message, result = planner_pass()
+    assert message.key() == "prod-eu" and message.at == result.now == T0 and message.revision == 7
+    disrupted = [n for c in message.commands for n in c.nodes]
+    assert sorted(disrupted + [b.node for b in message.blocked]) == ["busy", "idle", "spare"]
+    assert [(b.node, b.method, b.cause, b.reason) for b in message.blocked] == [
+        (b.node, b.method, str(b.cause.kind), b.reason) for b in result.blocked]
+    [idle] = [b for b in message.blocked if b.node == "idle"]
+    assert "demandWindow (1h)" in idle.reason and idle.node_pool == "default"
+    assert [(c.method, c.nodes, c.node_pools, c.action) for c in message.commands] == [
+        (c.method, c.nodes, ("other",), c.action) for c in result.commands]
+    assert disrupted == ["spare"]
+    assert sorted(p.policy for p in message.pools) == ["NodePool default", "NodePool other"]
+    assert message.demand_record() == (PEAK,)
+    wire = message.model_dump(mode="json")
+    assert {"revisitAt", "blocked", "findings", "budgets", "demand"} <= wire.keys()
+    assert {"nodePool", "cause", "reason", "paused"} <= wire["blocked"][0].keys()
+    with pytest.raises(ValueError, match="nodePools must name the NodePool of each node"):
+        PlannerPass.model_validate({**wire, "commands": [{**wire["commands"][0], "nodePools": []}]})

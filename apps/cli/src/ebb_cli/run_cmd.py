@@ -221,6 +221,9 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     database: Annotated[Path | None, typer.Option(
         help="keep the decisions in this SQLite file (default: a temporary one)")] = None,
     spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
+    engine_options: Annotated[Path | None, typer.Option(
+        help="the engine options the planner and the API read: the ConfigMap ebb-engine-options as YAML (what it "
+             "sets replaces --spot-to-spot)")] = None,
     output: Annotated[Output, typer.Option("-o", "--output",
                                            help="the summary: table (default) or json")] = Output.table,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "warning",
@@ -258,6 +261,16 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         problem = _database_problem(database)
         if problem:
             raise typer.BadParameter(f"{database}: {problem}", param_hint="--database")
+    if engine_options is not None:  # checked up front: a bad object is a message, not a crashed service
+        from ebb.adapters.engine_options import read_data
+        from ebb.core.options import EngineOptionsError, parse_engine_options
+
+        try:
+            if read_data(engine_options) is None:
+                raise EngineOptionsError([f"{engine_options}: no such file or directory"])
+            parse_engine_options(read_data(engine_options) or {})
+        except (EngineOptionsError, OSError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--engine-options") from exc
     paths = filename or []
     live, moment = source_and_start(paths, live, kubeconfig, context, start)
     token = api_token or (secrets.token_urlsafe(24) if api_port else "")
@@ -266,7 +279,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
                               until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
                               database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token,
                               seed=seed, pass_cost=_duration(pass_cost, "--pass-cost", zero=True),
-                              reuse_passes=reuse_passes)
+                              reuse_passes=reuse_passes, engine_options=engine_options)
     from ebb.adapters.catalog import bundled_catalog
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 

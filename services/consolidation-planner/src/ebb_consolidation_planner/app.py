@@ -22,6 +22,7 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
+from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
@@ -35,6 +36,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.settings import Settings
 
@@ -106,14 +108,14 @@ async def run(
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
-                          options=EngineOptions(spot_to_spot=settings.spot_to_spot, explain=settings.explain,
-                                                require_nodeclaim=settings.provider == "karpenter"),
+                          options=engine_options(settings),
                           clock=clock, recorder=recorder,
                           republish_after=settings.republish_after_seconds,
                           republish_interval=settings.republish_interval_seconds,
                           interruption_consumer=interruptions, annotator=annotator,
                           decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
-                          store_revision=store_revision, live_pods=live_pods)
+                          store_revision=store_revision, live_pods=live_pods,
+                          pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None)
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is
@@ -156,6 +158,14 @@ async def run(
                  republished=planner.republished,
                  kube_events_written=recorder.written if recorder is not None else 0,
                  drift_annotations_written=planner.annotations.patched if planner.annotations is not None else 0)
+
+
+def engine_options(settings: Settings) -> EngineOptions:
+    """The engine options of the planner's passes: the cluster-wide object's (``settings.engine_options``) over the
+    planner's own settings."""
+    return read_engine_options(settings.engine_options, EngineOptions(
+        spot_to_spot=settings.spot_to_spot, explain=settings.explain,
+        require_nodeclaim=settings.provider == "karpenter"))
 
 
 def _live_pods(nodes: KubeNodeApi) -> LivePods:

@@ -21,7 +21,8 @@ and writes them at a bounded rate; a failure there never stops planning.
 After each pass the findings of its view (``ebb.core.findings``: Expired, Drifted, Empty, Consolidatable,
 with since when) are kept, their changes logged, the findings of a decision's nodes put into its explanation
 (``explanation["findings"]``), and the ``ebb.sh/drifted`` annotation of every Node brought in line with its
-Drifted finding (``annotator.DriftAnnotations``). ``handle_interruption``
+Drifted finding (``annotator.DriftAnnotations``); with ``pass_publisher`` the pass is published on ebb.planner.passes
+(``passes.PassPublisher``), where the decisions-api reads why each node is left alone. ``handle_interruption``
 (ebb.interruptions, consumed by the leader only) acts at once, outside the pass and its budgets: a decision
 ``interruption``/``Interrupted``/``delete`` written approved with the message id in processed_messages in
 one transaction (``DecisionStore.interrupt``), then its command and Proposed/Approved events; a rebalance
@@ -82,6 +83,7 @@ from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+from ebb_consolidation_planner.passes import PassPublisher
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
 #: (``ebb.core.drain.reschedulable_keys``)
@@ -178,6 +180,7 @@ class Planner:
         reuse_passes: bool = False,
         store_revision: Callable[[], int] | None = None,
         live_pods: LivePods | None = None,
+        pass_publisher: PassPublisher | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -201,6 +204,8 @@ class Planner:
         #: the pods the apiserver lists on a node, asked before approving (None: the view is the cluster's
         #: own, as in the embedded mode, and is not checked)
         self.live_pods = live_pods
+        #: publishes each computed pass on ebb.planner.passes for the decisions-api (None: not published)
+        self.pass_publisher = pass_publisher
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: decision id -> its validation task
@@ -465,6 +470,8 @@ class Planner:
         self._claims = {n: c.name for n, c in view.claims.items()}
         self._keep_findings(found, now)
         self._kube_pass(view, result)
+        if self.pass_publisher is not None:
+            await self.pass_publisher.publish(view, result, self.findings, revision=inputs[0], demand=self._demand)
         live = await self.store.live_nodes() if result.commands else {}
         for command in result.commands:
             busy = [n for n in command.nodes if n in live or n in self._pending_nodes]

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from ebb.adapters.engine_options import DEFAULT_PATH as DEFAULT_ENGINE_OPTIONS
 from ebb.adapters.health import HealthSettings
 
 
@@ -48,12 +49,19 @@ class Settings(HealthSettings):
     lease_renew_seconds: float = Field(default=2.0, ge=1)
     #: a budget_ledger row whose holder never released it is reclaimable after this
     ledger_ttl_seconds: float = Field(default=3600.0, gt=0)
-    #: spot nodes may be replaced by spot nodes
+    #: the cluster-wide engine options (the ConfigMap ebb-engine-options mounted as a directory, or a YAML file;
+    #: ``ebb.core.options``): what it sets replaces spot_to_spot, provider and explain below, which stand where it
+    #: sets nothing or does not exist (empty: not read)
+    engine_options: str = DEFAULT_ENGINE_OPTIONS
+    #: spot nodes may be replaced by spot nodes (``spotToSpot`` of the engine options replaces it)
     spot_to_spot: bool = False
     #: the termination-executor's provider (set it as EBB_TERMINATION_EXECUTOR_PROVIDER): with karpenter a node
     #: without a NodeClaim is not a candidate (ebb retires nodes by deleting their NodeClaim); none and kwok
-    #: plan alike
+    #: plan alike (``provider`` of the engine options replaces it)
     provider: Literal["none", "kwok", "karpenter"] = "none"
+    #: publish each computed pass of the leader on ebb.planner.passes, where the decisions-api answers "why not
+    #: this node?" (the embedded mode publishes only when it serves the API)
+    publish_passes: bool = True
     #: an approved command not picked up by the executor is published again after this long
     republish_after_seconds: float = Field(default=10.0, gt=0)
     #: how often the leader looks for such commands
@@ -62,6 +70,7 @@ class Settings(HealthSettings):
     annotate_nodes: bool = True
     #: explain in every pass why each node is left alone (its Events and metrics); the commands are the same
     #: without (``EngineOptions.explain``): the embedded back-test turns it off, nothing there reads them
+    #: (``explain`` of the engine options replaces it)
     explain: bool = True
     #: answer a pass from the last one while the snapshot and the store's state are unchanged and no moment at
     #: which a pass could decide differently (``PassResult.revisit_at``) has come; the commands are the same either

@@ -34,18 +34,21 @@ from starlette.routing import Match
 
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import clock_of
+from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.store.decision_store import MAX_PAGE, CursorError, DecisionFilter, DecisionStore
 from ebb.adapters.store.models import Hold
 from ebb.core.methods.base import EngineOptions
 from ebb_decisions_api.consumers import Consumers
 from ebb_decisions_api.events import EventHub, keep_alive
-from ebb_decisions_api.explain import budgets_report, explain_pass, node_explanation
+from ebb_decisions_api.explain import budgets_report
 from ebb_decisions_api.live import InvalidSnapshot, LiveState, LiveView, NotSeeded, object_holds
 from ebb_decisions_api.metrics import ApiMetrics, MetricsMiddleware
+from ebb_decisions_api.passes import LeaderPasses, NoPass, UnknownNode, explanation, with_leader_demand
 from ebb_decisions_api.planning import (
     InputError,
     PlanInputError,
     SnapshotError,
+    plan_options,
     plan_snapshot,
     read_body,
     run_plan,
@@ -147,9 +150,10 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     (and closed at shutdown); a given store is the caller's to close. Without a ``bus`` a
     ``KafkaBus`` is built from the settings (it connects when the consumers first use it, and is closed at
     shutdown); a given bus (an ``InMemoryBus`` in tests and the embedded mode, or a ``KafkaBus``) is the caller's.
-    ``options`` are the engine options of explanations (default: the engine's, with the settings'
-    ``spot_to_spot`` and ``provider``, as the planner is configured). ``clock`` is "now" when a request gives
-    none (the embedded mode's simulated time)."""
+    ``options`` are the engine options of live plans and explanations at a given time (default: the cluster-wide
+    object at ``settings.engine_options`` over the settings' ``spot_to_spot`` and ``provider``, as the planner
+    reads them); an explanation without a time is the leader planner's (ebb.planner.passes). ``clock`` is "now"
+    when a request gives none (the embedded mode's simulated time)."""
     if settings.token is None or not settings.token.get_secret_value():
         raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
     token = settings.token.get_secret_value().encode()
@@ -161,14 +165,15 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-decisions-api")
         bus = owned_bus
-    engine_options = options or EngineOptions(spot_to_spot=settings.spot_to_spot,
-                                              require_nodeclaim=settings.provider == "karpenter")
+    engine_options = options or read_engine_options(settings.engine_options, EngineOptions(
+        spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter"))
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
     live = LiveState(store, limiter)
     hub = EventHub(settings.sse_queue_size, metrics)
+    passes = LeaderPasses(settings.cluster)
     consumers = Consumers(bus, live, hub, metrics, group=settings.group,
-                          retry_max_seconds=settings.kafka_retry_max_seconds, clock=clock_of(clock))
+                          retry_max_seconds=settings.kafka_retry_max_seconds, clock=clock_of(clock), passes=passes)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -197,6 +202,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     app.state.live = live
     app.state.events = hub
     app.state.consumers = consumers
+    app.state.passes = passes
     app.state.bus = bus
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
@@ -310,17 +316,15 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
             body = read_body(b"".join(chunks), request.headers.get("content-type", ""))
             moment = body.now or _utc(now) or clock()
             stable = until_stable if body.until_stable is None else body.until_stable
-            spot = spot_to_spot if body.spot_to_spot is None else body.spot_to_spot
-            if spot is None:
-                spot = settings.spot_to_spot if body.live else False
+            options = plan_options(body, spot_to_spot, engine_options)
             if body.live:
                 view = await live_view(moment)
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(plan_snapshot, view.snapshot, moment, stable, spot,
-                                      engine_options.require_nodeclaim, nodes=node or ()), limiter=limiter)
+                    functools.partial(plan_snapshot, with_leader_demand(view.snapshot, passes), moment, stable,
+                                      options, nodes=node or ()), limiter=limiter)
             else:
-                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, spot, node or (),
-                                                        limiter=limiter)
+                result = await anyio.to_thread.run_sync(run_plan, body, moment, stable, options.spot_to_spot,
+                                                        node or (), limiter=limiter)
         except PlanInputError as exc:
             return _unprocessable(exc.loc, str(exc), exc.kind)
         except SnapshotError as exc:
@@ -432,21 +436,24 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
 
     # -- live state: explanations and budgets --------------------------------------------------------------
 
-    @v1.get("/nodes/{name}/explain", tags=["live"], summary="Why this node is or is not being disrupted now",
-            responses={404: {"description": "no such node in the live cluster state"},
-                       503: {"description": "the cluster state is not loaded yet, or invalid"}})
+    @v1.get("/nodes/{name}/explain", tags=["live"],
+            summary="Why this node is or is not being disrupted: the leader planner's last pass, with its time",
+            responses={404: {"description": "no such node in the leader's last pass (or, with now, the live state)"},
+                       503: {"description": "no pass of the leader planner yet, or the cluster state is not loaded "
+                                            "yet, or invalid"}})
     async def explain_node(
         name: Annotated[str, Path(max_length=NAME_MAX)],
-        now: Annotated[DateTime | None, Query(description="evaluate at this RFC 3339 time (default: now)")] = None,
+        now: Annotated[DateTime | None, Query(description="evaluate a pass at this RFC 3339 time on the live state "
+                                                          "(default: the leader planner's last pass)")] = None,
     ) -> JSONResponse:
         moment = _utc(now) or clock()
         view = await live_view(moment)
-        verdict = await anyio.to_thread.run_sync(explain_pass, view.snapshot, name, moment, engine_options,
-                                                 limiter=limiter)
-        if verdict is None:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no node {name!r} in the live cluster state "
-                                                           f"({len(view.snapshot.nodes)} nodes known)")
-        out = node_explanation(verdict)
+        try:
+            out = await explanation(passes, view.snapshot, name, _utc(now), options=engine_options, limiter=limiter)
+        except NoPass as exc:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), headers={"Retry-After": "5"}) from exc
+        except UnknownNode as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
         recent = await store.list_decisions(DecisionFilter(node=name), limit=EXPLAIN_DECISIONS)
         decisions = [DecisionOut.of(d) for d in recent.items]
         live_id = view.busy.get(name)

@@ -1,10 +1,13 @@
-"""The API's Kafka consumers, run inside the FastAPI lifespan: the cluster objects and the disruption events.
+"""The API's Kafka consumers, run inside the FastAPI lifespan: the cluster objects, the disruption events and
+the leader planner's passes.
 
 - ``ebb.cluster.objects``: read to its end into the ``LiveState`` (``seed_snapshot``, as the planner does),
   then followed with a consumer group of this process's own (every replica needs the whole cluster). The
   group starts at the ends the partitions had just before the seed read (so nothing is missed and the
   topic is not replayed from its beginning; records between those ends and the seed's are applied again,
   which converges to the same state).
+- ``ebb.planner.passes``: read to its end into ``LeaderPasses`` (the latest pass of the cluster, which the
+  explanations of nodes come from: ``ebb_decisions_api.passes``), then followed as the objects are.
 - ``ebb.disruption.events``: followed from the latest offset (subscribers want what happens from now on,
   not the topic's history) with a group of this process's own, and fanned out to the ``EventHub``.
 
@@ -28,10 +31,18 @@ import structlog
 from ebb.adapters.bus import Bus, Delivery, Offsets
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_EVENTS, ClusterObject, DisruptionEvent
+from ebb.contracts import (
+    TOPIC_CLUSTER_OBJECTS,
+    TOPIC_DISRUPTION_EVENTS,
+    TOPIC_PLANNER_PASSES,
+    ClusterObject,
+    DisruptionEvent,
+    PlannerPass,
+)
 from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.live import LiveState
 from ebb_decisions_api.metrics import ApiMetrics
+from ebb_decisions_api.passes import LeaderPasses
 
 log = structlog.get_logger("ebb_decisions_api")
 
@@ -40,10 +51,11 @@ HEALTHY_RUN_SECONDS = 60.0
 
 
 class Consumers:
-    """The two consumers of one API process; ``start()`` in the lifespan, ``stop()`` at its end."""
+    """The consumers of one API process; ``start()`` in the lifespan, ``stop()`` at its end."""
 
     def __init__(self, bus: Bus, live: LiveState, hub: EventHub, metrics: ApiMetrics, *, group: str,
-                 retry_max_seconds: float = 30.0, clock: Clock | None = None) -> None:
+                 retry_max_seconds: float = 30.0, clock: Clock | None = None,
+                 passes: LeaderPasses | None = None) -> None:
         self.bus = bus
         #: measures the restart backoff and what counts as a healthy run
         self.clock = clock_of(clock)
@@ -53,6 +65,10 @@ class Consumers:
         suffix = uuid.uuid4().hex[:12]
         self.objects_group = f"{group}-objects-{suffix}"
         self.events_group = f"{group}-events-{suffix}"
+        self.passes_group = f"{group}-passes-{suffix}"
+        #: the leader planner's latest pass (None: not consumed)
+        self.passes = passes
+        self._passes_start: dict[str, Offsets] | None = None
         self.retry_max_seconds = retry_max_seconds
         #: set once the events consumer is positioned at the topic's end: from then on every published
         #: event reaches the subscribers
@@ -70,6 +86,9 @@ class Consumers:
             asyncio.create_task(self._supervise("cluster-objects", self._objects), name="api-cluster-objects"),
             asyncio.create_task(self._supervise("disruption-events", self._events), name="api-disruption-events"),
         ]
+        if self.passes is not None:
+            self._tasks.append(asyncio.create_task(self._supervise("planner-passes", self._passes),
+                                                   name="api-planner-passes"))
 
     async def stop(self, grace: float = 10.0) -> None:
         """Ask the consumers to finish (a running handler completes and is committed), then wait."""
@@ -122,6 +141,28 @@ class Consumers:
             await self.live.apply(delivery.message)
             self.metrics.consumed.labels(delivery.topic).inc()
             self.metrics.snapshot_objects.set(len(self.live.objects))
+
+    # -- ebb.planner.passes ---------------------------------------------------------------------------------
+
+    async def _passes(self) -> None:
+        passes = self.passes
+        assert passes is not None
+        if self._passes_start is None:
+            ends = await self.bus.end_offsets(TOPIC_PLANNER_PASSES)
+            for message in (await self.bus.read_compacted(TOPIC_PLANNER_PASSES)).values():
+                if isinstance(message, PlannerPass):
+                    passes.apply(message)
+            self._passes_start = {TOPIC_PLANNER_PASSES: ends}
+            passes.seeded.set()
+            log.info("leader passes loaded", at=passes.latest.at.isoformat() if passes.latest else None,
+                     group=self.passes_group)
+        await self.bus.consume([TOPIC_PLANNER_PASSES], self.passes_group, self._apply_pass, stop=self._stop,
+                               start_at=self._passes_start)
+
+    async def _apply_pass(self, delivery: Delivery) -> None:
+        if isinstance(delivery.message, PlannerPass) and self.passes is not None:
+            self.passes.apply(delivery.message)
+            self.metrics.consumed.labels(delivery.topic).inc()
 
     # -- ebb.disruption.events ----------------------------------------------------------------------------
 

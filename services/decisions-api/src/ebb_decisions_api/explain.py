@@ -1,4 +1,7 @@
-"""GET /v1/nodes/{name}/explain and GET /v1/nodepools/{name}/budgets: answers built from one engine pass.
+"""GET /v1/nodes/{name}/explain?now= and GET /v1/nodepools/{name}/budgets: answers built from one engine pass.
+
+Without ``now`` a node's explanation is the leader planner's last pass (``ebb_decisions_api.passes``); with it,
+the API evaluates a pass on its live state at that moment, here.
 
 The explanation of a node is the engine's own (docs/architecture.md#decision-semantics: every node that is not
 disrupted gets a reason from ``run_pass``, and a command says why its nodes are disrupted); this module only

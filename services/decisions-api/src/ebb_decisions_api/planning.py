@@ -5,7 +5,10 @@ text/plain), or JSON: one kubectl document, a `kind: List`, an array of document
 ``{"documents": [...] | "snapshot": "<yaml>", "now": ..., "untilStable": ..., "spotToSpot": ...}``.
 A body that carries no snapshot (empty, or an envelope without documents and snapshot) asks for a plan
 on the live state: the request says ``live`` and the caller supplies the live snapshot.
-Parsing and planning are CPU-bound and run in a worker thread, so the event loop keeps answering.
+A plan on the live state runs with the cluster-wide engine options the planner reads (``ebb.core.options``) and the
+leader planner's demand record (``ebb_decisions_api.passes.with_leader_demand``); one on an uploaded snapshot with
+``ebb plan``'s defaults. Parsing and planning are CPU-bound and run in a worker thread, so the event loop keeps
+answering.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -136,28 +139,36 @@ def _documents(request: PlanRequest) -> Iterator[Any]:
         yield from iter_documents(io.StringIO(request.yaml_text), "body")
 
 
+def plan_options(request: PlanRequest, spot_to_spot: bool | None, cluster: EngineOptions) -> EngineOptions:
+    """The engine options of a plan: on the live state the cluster-wide ones (``cluster``, ``ebb.core.options``: the
+    planner's), on an uploaded snapshot ``ebb plan``'s defaults; spot-to-spot as the body says, else as the query
+    (``spot_to_spot``) says, else as those options say."""
+    spot = request.spot_to_spot if request.spot_to_spot is not None else spot_to_spot
+    options = cluster if request.live else EngineOptions()
+    return options if spot is None else replace(options, spot_to_spot=spot)
+
+
 def run_plan(request: PlanRequest, now: datetime, until_stable: bool, spot_to_spot: bool,
              nodes: Sequence[str] = ()) -> dict[str, Any]:
-    """Parse and plan (blocking; call it in a worker thread). Raises SnapshotError / InputError /
-    PlanInputError for bad input."""
+    """Parse and plan an uploaded snapshot with ``ebb plan``'s options (blocking; call it in a worker thread).
+    Raises SnapshotError / InputError / PlanInputError for bad input."""
     documents: Iterable[Any] = _documents(request)
     snapshot = parse_documents(documents, bundled_catalog=bundled_catalog)
-    return plan_snapshot(snapshot, now, until_stable, spot_to_spot, nodes=nodes)
+    return plan_snapshot(snapshot, now, until_stable, EngineOptions(spot_to_spot=spot_to_spot), nodes=nodes)
 
 
-def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, spot_to_spot: bool,
-                  require_nodeclaim: bool = False, *, nodes: Sequence[str] = ()) -> dict[str, Any]:
-    """The `ebb plan -o json` document of a parsed snapshot (blocking; call it in a worker thread);
-    ``require_nodeclaim`` as the planner's provider sets it (`EngineOptions.require_nodeclaim`); ``nodes`` cut it to
-    what it does to those nodes, as ``ebb plan --node`` (a PlanInputError on ``node`` names one that is no Node)."""
+def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, options: EngineOptions, *,
+                  nodes: Sequence[str] = ()) -> dict[str, Any]:
+    """The `ebb plan -o json` document of a parsed snapshot with ``options`` (blocking; call it in a worker
+    thread); ``nodes`` cut it to what it does to those nodes, as ``ebb plan --node`` (a PlanInputError on ``node``
+    names one that is no Node)."""
     missing = unknown_nodes(snapshot, nodes)
     if missing:
         raise PlanInputError(("query", "node"), f"no Node {', '.join(missing)} in the snapshot "
                                                 f"({len(snapshot.nodes)} nodes)")
-    plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable,
-                     options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim))
+    plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable, options=options)
     return plan_json(only_nodes(plan, snapshot, nodes) if nodes else plan)
 
 
-__all__ = ["InputError", "PlanInputError", "PlanRequest", "SnapshotError", "parse_now", "plan_snapshot", "read_body",
-           "run_plan"]
+__all__ = ["InputError", "PlanInputError", "PlanRequest", "SnapshotError", "parse_now", "plan_options", "plan_snapshot",
+           "read_body", "run_plan"]

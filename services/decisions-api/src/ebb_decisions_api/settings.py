@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ebb.adapters.engine_options import DEFAULT_PATH as DEFAULT_ENGINE_OPTIONS
+
 
 class Settings(BaseSettings):
     """Where the decisions-api service listens, which store and Kafka it reads and the token it expects."""
@@ -38,11 +40,14 @@ class Settings(BaseSettings):
     max_plan_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     #: how long /readyz waits for the database
     ready_timeout_seconds: float = Field(default=2.0, gt=0)
-    #: spot nodes may be replaced by spot nodes: set it as the planner's, so explanations and live plans
-    #: say what the planner does
+    #: the cluster-wide engine options the planner reads too (the ConfigMap ebb-engine-options mounted as a
+    #: directory, or a YAML file; ``ebb.core.options``): what it sets replaces spot_to_spot and provider below, which
+    #: stand where it sets nothing or does not exist (empty: not read)
+    engine_options: str = DEFAULT_ENGINE_OPTIONS
+    #: spot nodes may be replaced by spot nodes, in live plans (``spotToSpot`` of the engine options replaces it)
     spot_to_spot: bool = False
-    #: the termination-executor's provider, set as the planner's (EBB_CONSOLIDATION_PLANNER_PROVIDER): with
-    #: karpenter a node without a NodeClaim is not a candidate, and explanations and live plans say so
+    #: the termination-executor's provider: with karpenter a node without a NodeClaim is not a candidate, and live
+    #: plans say so (``provider`` of the engine options replaces it)
     provider: Literal["none", "kwok", "karpenter"] = "none"
     #: engine passes (plan, explain, budgets) running at once in worker threads; more wait their turn
     max_concurrent_passes: int = Field(default=2, ge=1)

@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import SimClock, until_any
+from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
@@ -52,6 +53,7 @@ from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
+from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leadership import AlwaysLeader
@@ -104,6 +106,9 @@ class EmbeddedOptions:
     api_port: int | None = None
     #: the bearer token the API expects
     api_token: str = ""
+    #: the cluster-wide engine options (a ConfigMap ebb-engine-options as YAML, ``ebb.core.options``), which the
+    #: planner and the API both read over ``spot_to_spot`` and ``explain`` (None: those alone)
+    engine_options: Path | None = None
 
 
 @dataclass
@@ -143,20 +148,25 @@ class _QuietServer:
         return Server(config)
 
 
+def engine_options(options: EmbeddedOptions) -> EngineOptions:
+    """The engine options of the run's planner and API: the options object over the run's flags."""
+    return read_engine_options(options.engine_options,
+                               EngineOptions(spot_to_spot=options.spot_to_spot, explain=options.explain))
+
+
 async def _serve_api(options: EmbeddedOptions, store: DecisionStore, bus: InMemoryBus, clock: SimClock,
                      stop: asyncio.Event) -> None:
     """The decisions-api on the embedded store and bus, until ``stop``."""
     import uvicorn
     from pydantic import SecretStr
 
-    from ebb.core.methods.base import EngineOptions
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings as ApiSettings
 
     settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
                            port=options.api_port or 0)
     app = create_app(settings, store, bus=bus,
-                     options=EngineOptions(spot_to_spot=options.spot_to_spot), clock=clock)
+                     options=engine_options(options), clock=clock)
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
                                                log_level="warning", timeout_graceful_shutdown=2))
     serving = asyncio.create_task(server.serve())
@@ -225,7 +235,9 @@ async def run_embedded(
         planner_settings = PlannerSettings(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
             validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain,
-            reuse_passes=options.reuse_passes)
+            reuse_passes=options.reuse_passes, engine_options=str(options.engine_options or ""),
+            # the passes are for the API's explanations: published only when it is served
+            publish_passes=options.api_port is not None)
         executor_settings = ExecutorSettings(
             cluster=options.cluster, eviction_deadline_seconds=600.0,
             eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,

@@ -107,6 +107,8 @@ def document() -> dict[str, Any]:
             messages[title] = _message(ce_type, model, spec.key)
             refs[title] = {"$ref": f"#/components/messages/{title}"}
         config: dict[str, Any] = {"cleanup.policy": ["compact" if spec.compacted else "delete"]}
+        if spec.max_message_bytes is not None:
+            config["max.message.bytes"] = spec.max_message_bytes
         channels[name] = {
             "address": spec.name,
             "title": spec.name,

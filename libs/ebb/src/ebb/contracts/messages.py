@@ -9,7 +9,9 @@ and ``ebb.contracts.asyncapi`` publishes them as deploy/asyncapi.yaml.
 
 A decision (``ebb.core.decision.Decision``) maps to its command and its events here, and nowhere else:
 ``DisruptionCommand.of_decision`` / ``DisruptionCommand.decision``, and a step of it to its
-``DisruptionEvent`` (``DisruptionEvent.step``, with the id its timeline row shares: ``event_id``).
+``DisruptionEvent`` (``DisruptionEvent.step``, with the id its timeline row shares: ``event_id``). The leader
+planner's pass maps to its ``PlannerPass`` here too (``PlannerPass.of_pass``): the one answer to "why not this
+node?" that the decisions-api serves.
 
 Pure: pydantic and the core's values only, no I/O.
 """
@@ -35,10 +37,14 @@ from pydantic.alias_generators import to_camel
 
 from ebb.core.decision import Decision, DecisionNode, State
 from ebb.core.methods.base import Replacement as CoreReplacement
+from ebb.core.model import DemandSample
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ebb.core.cluster import ClusterView
+    from ebb.core.engine import PassResult
+    from ebb.core.findings import Findings
     from ebb.core.methods.base import Command
 
 
@@ -52,6 +58,7 @@ TOPIC_CLUSTER_OBJECTS: Final = "ebb.cluster.objects"
 TOPIC_INTERRUPTIONS: Final = "ebb.interruptions"
 TOPIC_DISRUPTION_COMMANDS: Final = "ebb.disruption.commands"
 TOPIC_DISRUPTION_EVENTS: Final = "ebb.disruption.events"
+TOPIC_PLANNER_PASSES: Final = "ebb.planner.passes"
 DLQ_SUFFIX: Final = ".dlq"
 
 TYPE_OBJECT_UPSERTED: Final = "sh.ebb.object.upserted.v1"
@@ -60,6 +67,10 @@ TYPE_INTERRUPTION_RECEIVED: Final = "sh.ebb.interruption.received.v1"
 TYPE_COMMAND_APPROVED: Final = "sh.ebb.command.approved.v1"
 TYPE_DISRUPTION_PROGRESSED: Final = "sh.ebb.disruption.progressed.v1"
 TYPE_MESSAGE_DEADLETTERED: Final = "sh.ebb.message.deadlettered.v1"
+TYPE_PASS_COMPLETED: Final = "sh.ebb.pass.completed.v1"
+#: the largest ebb.planner.passes record: a pass names every node with its cause (about 300 bytes a node), so a
+#: 10,000-node cluster's pass is about 3 MiB; Kafka's default record limit is 1 MiB
+PASS_MAX_BYTES: Final = 64 * 1024 * 1024
 
 
 def dlq_topic(topic: str) -> str:
@@ -356,6 +367,149 @@ class DisruptionEvent(Message):
                    message=message[:4096], at=at)
 
 
+# -- ebb.planner.passes -------------------------------------------------------------------------------------
+
+
+def _text(value: str) -> str:
+    return value[:4096]
+
+
+class PassCommand(WireModel):
+    """A command of the pass: what it would disrupt now (the planner proposes it unless its nodes are busy)."""
+
+    @model_validator(mode="after")
+    def _aligned(self) -> Self:
+        if len(self.node_pools) != len(self.nodes):
+            raise ValueError("nodePools must name the NodePool of each node")
+        return self
+
+    method: Method
+    reason: Reason
+    action: Action
+    nodes: tuple[ObjectName, ...] = Field(min_length=1)
+    node_pools: tuple[str | None, ...] = Field(description="The NodePool of each node, in the order of nodes.")
+    replacements: tuple[Replacement, ...]
+    savings_per_hour: Money
+    explanation: Text
+
+
+class PassBlocked(WireModel):
+    """A node the pass leaves alone: which method said why (or ``all``), the cause's kind and its sentence."""
+
+    node: ObjectName
+    node_pool: str | None = Field(description="The node's NodePool; null when no NodePool owns it.")
+    method: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    cause: Annotated[str, StringConstraints(min_length=1, max_length=63)] = Field(
+        description="The cause's kind (``ebb.core.causes.Cause``), e.g. demand-window.")
+    reason: Text = Field(description="The cause's sentence: ``blocked[].reason`` of ``ebb plan``.")
+    paused: Text | None = Field(description="Why Empty and Underutilized disruption of the node is paused (a hold, "
+                                            "a stabilization window); null when it is not.")
+
+
+class PassFinding(WireModel):
+    """A finding of the pass (``ebb.core.findings``): Expired, Drifted, Empty or Consolidatable, since when."""
+
+    node: ObjectName
+    kind: Literal["Expired", "Drifted", "Empty", "Consolidatable"]
+    reason: Text
+    since: AwareDatetime | None
+
+
+class PassBudget(WireModel):
+    """A NodePool's budget for one reason at the pass: the disruptions it allows now."""
+
+    node_pool: str
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    allowed: int
+    detail: Text
+    invalid: bool
+
+
+class PassPool(WireModel):
+    """A NodePool as the pass saw it: where its disruption settings come from."""
+
+    node_pool: str
+    policy: Annotated[str, StringConstraints(max_length=512)] = Field(
+        description="The object the settings come from: ``NodePool X`` or ``DisruptionPolicy X``.")
+
+
+class PassDemand(WireModel):
+    """A sample of the leader's demand record (``ebb.core.demand.recorded``): what a NodePool's pods requested."""
+
+    node_pool: str
+    at: AwareDatetime
+    cpu: int = Field(ge=0, description="Millicores.")
+    memory: int = Field(ge=0, description="Bytes.")
+
+
+class PlannerPass(Message):
+    """The leader planner's last computed pass: what it disrupts, why it leaves every other node alone, its
+    findings, budgets and demand record, at the pass's time. The decisions-api answers "why not this node?" from
+    it."""
+
+    TOPIC = TOPIC_PLANNER_PASSES
+    TYPE = TYPE_PASS_COMPLETED
+    KEY_RULE = "cluster name (compacted: the latest pass per cluster)"
+
+    cluster: Token
+    at: AwareDatetime = Field(description="The pass's now: the moment the engine decided at.")
+    revision: int = Field(ge=0, description="The leader's count of cluster-object changes applied when it built the "
+                                            "pass's snapshot: passes of one leader with the same revision saw the "
+                                            "same objects.")
+    revisit_at: AwareDatetime | None = Field(description="When a pass over the same snapshot could first decide "
+                                                         "differently; null when nothing changes with time alone.")
+    commands: tuple[PassCommand, ...]
+    blocked: tuple[PassBlocked, ...]
+    findings: tuple[PassFinding, ...]
+    budgets: tuple[PassBudget, ...]
+    pools: tuple[PassPool, ...]
+    demand: tuple[PassDemand, ...] = Field(description="The demand record the pass planned with (after its own "
+                                                       "sample), which on-demand plans of the live state take.")
+
+    def key(self) -> str:
+        return self.cluster
+
+    @classmethod
+    def of_pass(cls, *, cluster: str, view: ClusterView, result: PassResult, found: Findings, revision: int,
+                demand: tuple[DemandSample, ...]) -> PlannerPass:
+        """The message of one computed pass: its ``result`` over ``view``, the planner's held findings ``found``
+        (first-seen times filled in), the objects ``revision`` it planned on and the demand record it keeps."""
+        nodes = view.snapshot.nodes
+        pools = {n.name: n.nodepool for n in nodes}
+        by_name = {n.name: n for n in nodes}
+        return cls.model_validate({
+            "cluster": cluster,
+            "at": result.now,
+            "revision": revision,
+            "revisit_at": result.revisit_at,
+            "commands": [
+                {"method": c.method, "reason": c.reason, "action": c.action, "nodes": c.nodes,
+                 "node_pools": [pools.get(n) for n in c.nodes],
+                 "replacements": [Replacement.of(r) for r in c.replacements],
+                 "savings_per_hour": round(c.savings, 6), "explanation": _text(c.explanation)}
+                for c in result.commands],
+            "blocked": [
+                {"node": b.node, "node_pool": pools.get(b.node), "method": b.method, "cause": str(b.cause.kind),
+                 "reason": _text(b.reason), "paused": _paused(view, by_name.get(b.node))}
+                for b in result.blocked],
+            "findings": [{"node": f.node, "kind": f.kind, "reason": _text(f.reason), "since": f.since}
+                         for name in sorted(found) for f in found[name]],
+            "budgets": [{"node_pool": b.nodepool, "reason": b.reason, "allowed": b.allowed, "detail": _text(b.detail),
+                         "invalid": b.invalid} for b in result.budgets],
+            "pools": [{"node_pool": p.name, "policy": p.policy_source} for p in view.pools.values()],
+            "demand": [{"node_pool": s.pool, "at": s.at, "cpu": s.cpu, "memory": s.memory} for s in demand],
+        })
+
+    def demand_record(self) -> tuple[DemandSample, ...]:
+        """The demand record as the core keeps it (``Snapshot.demand``)."""
+        return tuple(DemandSample(s.node_pool, s.at, s.cpu, s.memory) for s in self.demand)
+
+
+def _paused(view: ClusterView, node: Any) -> str | None:
+    cause = view.paused(node) if node is not None else None
+    return _text(cause.text) if cause is not None else None
+
+
 # -- <topic>.dlq --------------------------------------------------------------------------------------------
 
 
@@ -467,6 +621,8 @@ class TopicSpec:
     #: CloudEvent type → payload model
     types: Mapping[str, type[Message]] = field(default_factory=dict)
     compacted: bool = False
+    #: the largest record the topic takes, when above Kafka's default of 1 MiB (a pass names every node)
+    max_message_bytes: int | None = None
 
 
 TOPICS: Final[Mapping[str, TopicSpec]] = {
@@ -508,6 +664,18 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
             "Evicted, Terminated, RolledBack, Failed.",
             {TYPE_DISRUPTION_PROGRESSED: DisruptionEvent},
         ),
+        TopicSpec(
+            TOPIC_PLANNER_PASSES,
+            PlannerPass.KEY_RULE,
+            "consolidation-planner (the leader)",
+            "decisions-api",
+            "Compacted: the leader planner's last pass per cluster (its commands, why every other node is left "
+            "alone, findings, budgets, demand record, time and revision); the decisions-api answers why-not "
+            "questions from it.",
+            {TYPE_PASS_COMPLETED: PlannerPass},
+            compacted=True,
+            max_message_bytes=PASS_MAX_BYTES,
+        ),
     )
 }
 
@@ -531,6 +699,8 @@ def topic_spec(topic: str) -> TopicSpec:
             "operators",
             f"Records of {base} that failed to parse or to apply, with the error.",
             {TYPE_MESSAGE_DEADLETTERED: DeadLetter},
+            # a dead letter holds the whole record
+            max_message_bytes=TOPICS[base].max_message_bytes,
         )
     raise ContractError(f"unknown topic {topic!r} (known: {', '.join(TOPICS)} and their {DLQ_SUFFIX} topics)")
 

@@ -60,6 +60,7 @@ from ebb.adapters.bus.base import (
 from ebb.adapters.clock import clock_of
 from ebb.contracts import (
     DEFAULT_SOURCE,
+    TOPICS,
     DeadLetter,
     Message,
     check_topic,
@@ -77,6 +78,8 @@ log = logging.getLogger("ebb.bus.kafka")
 DEFAULT_PARTITIONS = 3
 #: the producer's batch size per partition, in bytes (under the broker's default message.max.bytes, 1 MiB)
 PRODUCER_MAX_BATCH = 512 * 1024
+#: the largest record the producer sends: the largest any topic takes (``TopicSpec.max_message_bytes``)
+PRODUCER_MAX_REQUEST = max([1024 * 1024, *(s.max_message_bytes or 0 for s in TOPICS.values())])
 #: the waits between attempts to reach Kafka when it cannot be reached (``KafkaBus._started``)
 #: the ``client_options`` a bare ``AIOKafkaClient`` (the readiness probe's) takes: how to connect, not how to produce
 _CLIENT_OPTIONS = frozenset({"security_protocol", "ssl_context", "sasl_mechanism", "sasl_plain_username",
@@ -85,6 +88,11 @@ _CLIENT_OPTIONS = frozenset({"security_protocol", "ssl_context", "sasl_mechanism
                              "metadata_max_age_ms", "api_version"})
 CONNECT_BACKOFF = Backoff(initial=0.5, maximum=10.0, jitter=0.2)
 Client = TypeVar("Client", AIOKafkaProducer, AIOKafkaConsumer, AIOKafkaAdminClient)
+
+
+def _size_config(max_message_bytes: int | None) -> dict[str, str]:
+    """The topic config of a topic whose records may be larger than Kafka's default."""
+    return {} if max_message_bytes is None else {"max.message.bytes": str(max_message_bytes)}
 
 
 class KafkaBus:
@@ -137,7 +145,8 @@ class KafkaBus:
                     client_id=self.client_id,
                     acks="all",
                     enable_idempotence=True,
-                    **{"max_batch_size": PRODUCER_MAX_BATCH, **self.client_options},
+                    **{"max_batch_size": PRODUCER_MAX_BATCH, "max_request_size": PRODUCER_MAX_REQUEST,
+                       **self.client_options},
                 ),
                 "producer",
             )
@@ -198,7 +207,8 @@ class KafkaBus:
                     self.physical(t),
                     num_partitions=self.partitions,
                     replication_factor=self.replication_factor,
-                    topic_configs={"cleanup.policy": "compact" if topic_spec(t).compacted else "delete"},
+                    topic_configs={"cleanup.policy": "compact" if topic_spec(t).compacted else "delete",
+                                   **_size_config(topic_spec(t).max_message_bytes)},
                 )
                 for t in missing
                 if self.physical(t) not in existing

@@ -39,8 +39,13 @@ Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a p
 a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
 uses Kafka and PostgreSQL as ``bench.load`` finds or starts them.
 
-Environment: ``EBB_BENCH_PEER=smoke`` runs a short, small trace (a check that the machinery works; its figures
-mean nothing); ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides.
+``python -m bench peer --smoke`` (or ``EBB_BENCH_PEER=smoke``, which the flag sets for the sides' processes) runs
+a tiny, short trace on one Karpenter side and one ebb side at once, each on its control plane (``SMOKE``,
+``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
+tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
+
+Environment: ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
+every side's result there as JSON (what the smoke's test reads).
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,8 +225,10 @@ class TraceSize:
 
 
 FULL = TraceSize()
-SMOKE = TraceSize(scale=0.1, up_seconds=60, up_cap=180, step_seconds=60, steps=(0.5,), bursts=2, burst_period=45,
-                  jobs_per_burst=(1, 2), job_seconds=(15, 20), tail=60)
+#: the smoke's: a tenth of the pods (about 50), one step down to 30% long enough for Karpenter's and ebb's 10 s
+#: pass and 15 s validation to start disrupting, one burst of two short jobs, a short tail
+SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=90, step_seconds=40, steps=(0.3,), bursts=1, burst_period=30,
+                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=40)
 
 
 def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
@@ -639,19 +647,48 @@ SIDES: dict[str, Side] = {s.key: s for s in (
 )}
 #: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise
 DEFAULT_SIDES = ("karpenter-0s", "karpenter-30s", "ebb")
+#: and ``--smoke``: a side of each kind, the ebb side without the stabilizationWindow (2 minutes would hold back
+#: every disruption of the smoke's short trace, and the smoke checks that disruptions happen)
+SMOKE_SIDES = ("karpenter-0s", "ebb-nowindow")
+
+
+def is_smoke() -> bool:
+    """Whether this is a smoke run (``--smoke``, which sets ``EBB_BENCH_PEER=smoke`` for the sides' processes)."""
+    return os.environ.get("EBB_BENCH_PEER", "") == "smoke"
 
 
 def size_from_env() -> TraceSize:
-    return SMOKE if os.environ.get("EBB_BENCH_PEER", "") == "smoke" else FULL
+    return SMOKE if is_smoke() else FULL
 
 
 def sides_from_env() -> list[str]:
-    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(DEFAULT_SIDES)).split(",")
+    default = SMOKE_SIDES if is_smoke() else DEFAULT_SIDES
+    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(default)).split(",")
               if s.strip()]
     unknown = [s for s in chosen if s not in SIDES]
     if unknown:
         raise SystemExit(f"EBB_BENCH_PEER_SIDES: unknown side(s) {unknown} (known: {', '.join(SIDES)})")
     return chosen
+
+
+def run_sides(child: Callable[[list[str]], Doc]) -> list[Doc]:
+    """Every chosen side, each in a process of its own (``child`` runs ``python -m bench _case peer SIDE`` and
+    returns its result) on a control plane of its own. A real run's sides run one after another: sides sharing the
+    two cores would measure each other's load. A smoke's run at once: its figures mean nothing, and it must be
+    quick. ``EBB_BENCH_PEER_RESULTS=FILE``: the results are also written there, as JSON."""
+    sides = sides_from_env()
+    if is_smoke():
+        _log(f"smoke: the sides {', '.join(sides)} at once")
+        with ThreadPoolExecutor(len(sides)) as pool:
+            results = list(pool.map(lambda side: child(["peer", side]), sides))
+    else:
+        results = []
+        for side in sides:
+            _log(f"side {side}")
+            results.append(child(["peer", side]))
+    if out := os.environ.get("EBB_BENCH_PEER_RESULTS", ""):
+        Path(out).write_text(json.dumps(results, indent=1))
+    return results
 
 
 def _read_env(infra_dir: Path) -> dict[str, str]:
@@ -973,16 +1010,69 @@ def _code_version() -> str:
 def committed_code(into: Path) -> tuple[str, str]:
     """(commit, PYTHONPATH): ebb's library, services and CRDs as committed at HEAD, unpacked into ``into`` with
     ``git archive``, so the ebb side measures one commit whatever is being edited in the working tree meanwhile."""
-    import io
-    import tarfile
-
     commit = _git("rev-parse", "--short", "HEAD")
     archive = subprocess.run(["git", "archive", commit, "libs/ebb/src", "services", "deploy/kubernetes/crds"],
                              cwd=REPO_ROOT, capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+    extract_archive(archive, into)
     paths = [into / "libs" / "ebb" / "src", *sorted(into.glob("services/*/src"))]
     return commit, os.pathsep.join(map(str, paths))
+
+
+class UnsafeArchive(ValueError):
+    """A member of an archive that would land outside the directory it is unpacked into, or is no plain file,
+    directory or link inside it."""
+
+
+def extract_archive(archive: bytes, into: Path, *, with_data_filter: bool | None = None) -> None:
+    """Unpack a tar ``archive`` into ``into`` as tarfile's ``data`` filter would. The filter (``extractall(filter=
+    "data")``) came in Python 3.11.4, and the project's virtualenv may be built on an older 3.11 (Debian 12's is
+    3.11.2), whose ``extractall`` takes no ``filter`` at all: there every member goes through ``checked_member``
+    first. ``with_data_filter``: whether to use tarfile's filter (default: where it exists)."""
+    import io
+    import tarfile
+
+    if with_data_filter is None:
+        with_data_filter = hasattr(tarfile, "data_filter")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        if with_data_filter:
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into, members=[checked_member(m, into) for m in tar.getmembers()])
+
+
+def checked_member(member: Any, into: Path) -> Any:
+    """``member`` (a ``tarfile.TarInfo``) as the ``data`` filter lets it through, or ``UnsafeArchive``: no absolute
+    name, nothing outside ``into`` (``..``), no link to outside ``into`` or absolute, no device or FIFO; the copy
+    returned is owned by whoever unpacks it (no chown to the archive's owner) and has no set-id bits or write
+    permission for others (files readable and writable by their owner)."""
+    import copy
+    import stat
+
+    dest = os.path.realpath(into)
+    name = member.name
+    if os.path.isabs(name):
+        raise UnsafeArchive(f"{name!r}: an absolute path")
+    target = os.path.realpath(os.path.join(dest, name))
+    if os.path.commonpath([dest, target]) != dest:
+        raise UnsafeArchive(f"{name!r}: outside {into}")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise UnsafeArchive(f"{name!r}: a device, FIFO or other special file")
+    if member.issym() or member.islnk():
+        link = member.linkname
+        if os.path.isabs(link):
+            raise UnsafeArchive(f"{name!r}: a link to the absolute path {link!r}")
+        # a symlink's target is relative to its own directory, a hard link's to the archive's root
+        base = os.path.dirname(target) if member.issym() else dest
+        if os.path.commonpath([dest, os.path.realpath(os.path.join(base, link))]) != dest:
+            raise UnsafeArchive(f"{name!r}: a link to {link!r}, outside {into}")
+    checked = copy.copy(member)
+    checked.uid, checked.gid, checked.uname, checked.gname = os.getuid(), os.getgid(), "", ""
+    mode = member.mode & 0o755  # no set-id, sticky or write for group and others
+    if member.isreg():
+        mode |= stat.S_IRUSR | stat.S_IWUSR
+        mode = mode if mode & stat.S_IXUSR else mode & ~(stat.S_IXGRP | stat.S_IXOTH)
+    checked.mode = mode
+    return checked
 
 
 # -- the ebb side ---------------------------------------------------------------------------------------------------
@@ -1209,7 +1299,7 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     titles = [r["title"] for r in results]
     lines = [f"### Side by side with Karpenter (seed {t['seed']})", ""]
     if any(r.get("smoke") for r in results):
-        lines += ["**A smoke run (`EBB_BENCH_PEER=smoke`): a tiny trace, its figures mean nothing.**", ""]
+        lines += ["**A smoke run (`--smoke`): a tiny trace, its figures mean nothing.**", ""]
     up_end = t["phases"][0][2]
     phases = ", ".join(f"{name} at +{start - up_end:.0f} s" for name, start, _ in t["phases"][1:])
     lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "

@@ -334,8 +334,10 @@ def nodepool(consolidate_after: str, budget_nodes: str) -> Doc:
 
 
 def kwok_instance_types_path() -> Path:
-    """Karpenter's KWOK provider's default instance types, in the Go module cache."""
-    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
+    """Karpenter's KWOK provider's default instance types, in the Go module cache (Go where deploy/local/lib.sh
+    finds it: on the PATH, else /usr/local/go/bin)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    gomodcache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
                                 env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
     return Path(gomodcache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
 

@@ -66,7 +66,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -227,8 +227,8 @@ class TraceSize:
 FULL = TraceSize()
 #: the smoke's: a tenth of the pods (about 50), one step down to 30% long enough for Karpenter's and ebb's 10 s
 #: pass and 15 s validation to start disrupting, one burst of two short jobs, a short tail
-SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=90, step_seconds=40, steps=(0.3,), bursts=1, burst_period=30,
-                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=40)
+SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=40, steps=(0.3,), bursts=1, burst_period=30,
+                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=30)
 
 
 def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
@@ -979,11 +979,25 @@ def exclusive(path: str) -> Iterator[None]:
 
 def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], float],
               types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    with control_plane(out_dir / "infra.log") as env:
-        metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+    """The side on its control plane; the ebb side's Kafka and PostgreSQL (as ``bench.load`` finds or starts them)
+    start meanwhile, in a thread: a minute less of each ebb side. Both are stopped after, the servers last."""
+    with contextlib.ExitStack() as for_servers:
+        starting: Future[tuple[str, str, str]] | None = None
         if side.ebb:
-            return run_ebb_side(side, trace, env, metrics, prices, types, out_dir)
-        return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+            from bench.load import servers
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="servers")
+            starting = pool.submit(for_servers.enter_context, servers())
+            pool.shutdown(wait=False)
+        try:
+            with control_plane(out_dir / "infra.log") as env:
+                metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+                if starting is not None:
+                    return run_ebb_side(side, trace, env, starting.result(), metrics, prices, types, out_dir)
+                return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+        finally:
+            if starting is not None:
+                wait([starting])  # what it started is entered in for_servers, and stopped on leaving it
 
 
 def describe(trace: Trace) -> Doc:
@@ -1171,12 +1185,12 @@ def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
     return [catalog_from_kwok_instance_types(types), policy]
 
 
-def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
+def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], servers: tuple[str, str, str],
                  metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
                  types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    """The ebb side: Kafka and PostgreSQL (as ``bench.load`` finds or starts them), ebb's CRDs and objects, the
-    three services, then the trace."""
-    from bench.load import _clean, servers
+    """The ebb side on Kafka and PostgreSQL (``servers``: their bootstrap, URL, and where they come from): ebb's
+    CRDs and objects, the three services, then the trace."""
+    from bench.load import _clean
 
     kubeconfig = env["KUBECONFIG"]
     run = uuid.uuid4().hex[:8]
@@ -1184,48 +1198,48 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
     code = out_dir / "code"
     commit, pythonpath = committed_code(code)
     crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
-    with servers() as (bootstrap, database_url, origin):
-        _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
-        envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
-        for values in envs.values():
-            values["PYTHONPATH"] = pythonpath
-        services = EbbServices(envs, out_dir)
+    bootstrap, database_url, origin = servers
+    _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
+    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
+    for values in envs.values():
+        values["PYTHONPATH"] = pythonpath
+    services = EbbServices(envs, out_dir)
 
-        async def before_trace(api: Any) -> None:
-            migrating = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
-                "asyncio.run(upgrade_async(sys.argv[1]))", database_url, env={**os.environ, "PYTHONPATH": pythonpath},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            output, _ = await migrating.communicate()
-            if migrating.returncode != 0:
-                raise SystemExit(f"migrating the store failed: {output.decode(errors='replace')[-2000:]}")
-            applying = await asyncio.create_subprocess_exec(
-                sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
-                *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            output, _ = await applying.communicate()
-            if applying.returncode != 0:
-                raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
-            for obj in ebb_objects(side, types):
-                await create_object(api, obj)
-            await services.start()
+    async def before_trace(api: Any) -> None:
+        migrating = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
+            "asyncio.run(upgrade_async(sys.argv[1]))", database_url, env={**os.environ, "PYTHONPATH": pythonpath},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        output, _ = await migrating.communicate()
+        if migrating.returncode != 0:
+            raise SystemExit(f"migrating the store failed: {output.decode(errors='replace')[-2000:]}")
+        applying = await asyncio.create_subprocess_exec(
+            sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
+            *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        output, _ = await applying.communicate()
+        if applying.returncode != 0:
+            raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
+        for obj in ebb_objects(side, types):
+            await create_object(api, obj)
+        await services.start()
 
-        async def main() -> Doc:
-            from aiokafka.admin import AIOKafkaAdminClient
+    async def main() -> Doc:
+        from aiokafka.admin import AIOKafkaAdminClient
 
-            all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
-                                         for name, port in ports.items()}}
-            try:
-                result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
-                services.check()
-            finally:
-                codes = await services.stop()
-                await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
-            result["ebb_exit_codes"] = codes
-            result["servers"] = origin
-            result["ebb_code"] = commit
-            return result
+        all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
+                                     for name, port in ports.items()}}
+        try:
+            result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
+            services.check()
+        finally:
+            codes = await services.stop()
+            await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
+        result["ebb_exit_codes"] = codes
+        result["servers"] = origin
+        result["ebb_code"] = commit
+        return result
 
-        return asyncio.run(main())
+    return asyncio.run(main())
 
 
 # -- the report ------------------------------------------------------------------------------------------------------

@@ -566,3 +566,54 @@ def test_the_committed_code_unpacks_without_the_data_filter(monkeypatch: pytest.
     assert (tmp_path / "libs" / "ebb" / "src" / "ebb" / "__init__.py").is_file()
     assert any(p.endswith(os.path.join("services", "consolidation-planner", "src")) for p in paths)
     assert list((tmp_path / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
+
+
+@pytest.mark.parametrize("control_plane_fails", [False, True])
+def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after_it(
+        control_plane_fails: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import contextlib
+    import threading
+    from collections.abc import Iterator
+
+    import bench.load
+
+    both_starting = threading.Barrier(2, timeout=5)  # each start waits for the other: they overlap, or it times out
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def servers() -> Iterator[tuple[str, str, str]]:
+        both_starting.wait()
+        events.append("servers up")
+        try:
+            yield "127.0.0.1:9092", "postgresql+asyncpg://db", "fake"
+        finally:
+            events.append("servers stopped")
+
+    @contextlib.contextmanager
+    def control_plane(log_to: Path) -> Iterator[dict[str, str]]:
+        both_starting.wait()
+        if control_plane_fails:
+            raise SystemExit("kubernetes.sh start failed")
+        events.append("control plane up")
+        try:
+            yield {"KUBECONFIG": "kubeconfig", "KARPENTER_METRICS_URL": "http://karpenter/metrics"}
+        finally:
+            events.append("control plane stopped")
+
+    def run_ebb_side(side: peer.Side, trace: peer.Trace, env: dict[str, str], found: tuple[str, str, str],
+                     *rest: Any) -> dict[str, Any]:
+        events.append(f"ran on {found[0]} and {env['KUBECONFIG']}")
+        return {"side": side.key}
+
+    monkeypatch.setattr(bench.load, "servers", servers)
+    monkeypatch.setattr(peer, "control_plane", control_plane)
+    monkeypatch.setattr(peer, "run_ebb_side", run_ebb_side)
+    side, trace = peer.SIDES["ebb"], peer.make_trace(size=peer.SMOKE)
+    if control_plane_fails:
+        with pytest.raises(SystemExit, match=r"kubernetes\.sh start failed"):
+            peer._run_side(side, trace, {}, [], tmp_path)
+        assert events == ["servers up", "servers stopped"]
+        return
+    assert peer._run_side(side, trace, {}, [], tmp_path) == {"side": "ebb"}
+    assert sorted(events[:2]) == ["control plane up", "servers up"]
+    assert events[2:] == ["ran on 127.0.0.1:9092 and kubeconfig", "control plane stopped", "servers stopped"]

@@ -227,7 +227,7 @@ class TraceSize:
 FULL = TraceSize()
 #: the smoke's: a tenth of the pods (about 50), one step down to 30% long enough for Karpenter's and ebb's 10 s
 #: pass and 15 s validation to start disrupting, one burst of two short jobs, a short tail
-SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=40, steps=(0.3,), bursts=1, burst_period=30,
+SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=30, steps=(0.3,), bursts=1, burst_period=30,
                   jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=30)
 
 
@@ -979,15 +979,13 @@ def exclusive(path: str) -> Iterator[None]:
 
 def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], float],
               types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    """The side on its control plane; the ebb side's Kafka and PostgreSQL (as ``bench.load`` finds or starts them)
-    start meanwhile, in a thread: a minute less of each ebb side. Both are stopped after, the servers last."""
+    """The side on its control plane; the ebb side's servers and store (``ebb_backend``) are made ready meanwhile, in
+    a thread: a minute less of each ebb side. Both are stopped after, the servers last."""
     with contextlib.ExitStack() as for_servers:
-        starting: Future[tuple[str, str, str]] | None = None
+        starting: Future[EbbBackend] | None = None
         if side.ebb:
-            from bench.load import servers
-
-            pool = ThreadPoolExecutor(1, thread_name_prefix="servers")
-            starting = pool.submit(for_servers.enter_context, servers())
+            pool = ThreadPoolExecutor(1, thread_name_prefix="ebb-backend")
+            starting = pool.submit(ebb_backend, for_servers, out_dir)
             pool.shutdown(wait=False)
         try:
             with control_plane(out_dir / "infra.log") as env:
@@ -1185,20 +1183,50 @@ def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
     return [catalog_from_kwok_instance_types(types), policy]
 
 
-def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], servers: tuple[str, str, str],
+@dataclass(frozen=True)
+class EbbBackend:
+    """What the ebb side runs on besides its control plane: Kafka, PostgreSQL (its store migrated) and ebb's code."""
+
+    bootstrap: str
+    database_url: str
+    #: where the servers come from
+    origin: str
+    #: ebb's code: the commit, where it is unpacked, and the PYTHONPATH of its library and services
+    commit: str
+    code: Path
+    pythonpath: str
+
+
+def ebb_backend(stack: contextlib.ExitStack[Any], out_dir: Path) -> EbbBackend:
+    """Ebb's code as committed at HEAD unpacked into ``out_dir/code`` (``committed_code``), Kafka and PostgreSQL as
+    ``bench.load`` finds or starts them (entered in ``stack``, which stops them), the store migrated: all that needs
+    no control plane, so it is made ready while the control plane starts."""
+    from bench.load import servers
+
+    code = out_dir / "code"
+    commit, pythonpath = committed_code(code)
+    bootstrap, database_url, origin = stack.enter_context(servers())
+    migrating = subprocess.run(
+        [sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
+         "asyncio.run(upgrade_async(sys.argv[1]))", database_url], env={**os.environ, "PYTHONPATH": pythonpath},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    if migrating.returncode != 0:
+        raise SystemExit(f"migrating the store failed: {migrating.stdout.decode(errors='replace')[-2000:]}")
+    return EbbBackend(bootstrap, database_url, origin, commit, code, pythonpath)
+
+
+def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbBackend,
                  metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
                  types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    """The ebb side on Kafka and PostgreSQL (``servers``: their bootstrap, URL, and where they come from): ebb's
-    CRDs and objects, the three services, then the trace."""
+    """The ebb side on its ``backend``: ebb's CRDs and objects, the three services, then the trace."""
     from bench.load import _clean
 
     kubeconfig = env["KUBECONFIG"]
     run = uuid.uuid4().hex[:8]
     ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
-    code = out_dir / "code"
-    commit, pythonpath = committed_code(code)
+    bootstrap, database_url, origin = backend.bootstrap, backend.database_url, backend.origin
+    commit, code, pythonpath = backend.commit, backend.code, backend.pythonpath
     crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
-    bootstrap, database_url, origin = servers
     _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
     envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
     for values in envs.values():
@@ -1206,13 +1234,6 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], servers: tupl
     services = EbbServices(envs, out_dir)
 
     async def before_trace(api: Any) -> None:
-        migrating = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
-            "asyncio.run(upgrade_async(sys.argv[1]))", database_url, env={**os.environ, "PYTHONPATH": pythonpath},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        output, _ = await migrating.communicate()
-        if migrating.returncode != 0:
-            raise SystemExit(f"migrating the store failed: {output.decode(errors='replace')[-2000:]}")
         applying = await asyncio.create_subprocess_exec(
             sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
             *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)

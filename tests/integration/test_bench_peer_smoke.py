@@ -57,7 +57,9 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict[str,
     run = subprocess.run([sys.executable, "-m", "bench", "peer", "--smoke"], cwd=REPO, env=env,
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     seconds = time.monotonic() - started
-    print(f"python -m bench peer --smoke: {seconds:.0f} s")
+    log = results_file.with_name("bench-peer-smoke.log")
+    log.write_text(run.stderr)
+    print(f"python -m bench peer --smoke: {seconds:.0f} s; its progress in {log}")
     assert run.returncode == 0, f"exit {run.returncode}:\n{run.stderr[-6000:]}"
     return run.stdout, json.loads(results_file.read_text()), seconds
 

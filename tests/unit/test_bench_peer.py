@@ -575,8 +575,6 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
     import threading
     from collections.abc import Iterator
 
-    import bench.load
-
     both_starting = threading.Barrier(2, timeout=5)  # each start waits for the other: they overlap, or it times out
     events: list[str] = []
 
@@ -600,12 +598,16 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
         finally:
             events.append("control plane stopped")
 
-    def run_ebb_side(side: peer.Side, trace: peer.Trace, env: dict[str, str], found: tuple[str, str, str],
+    def ebb_backend(stack: contextlib.ExitStack[Any], out_dir: Path) -> peer.EbbBackend:
+        bootstrap, url, origin = stack.enter_context(servers())
+        return peer.EbbBackend(bootstrap, url, origin, "abc1234", out_dir / "code", "")
+
+    def run_ebb_side(side: peer.Side, trace: peer.Trace, env: dict[str, str], backend: peer.EbbBackend,
                      *rest: Any) -> dict[str, Any]:
-        events.append(f"ran on {found[0]} and {env['KUBECONFIG']}")
+        events.append(f"ran on {backend.bootstrap} and {env['KUBECONFIG']}")
         return {"side": side.key}
 
-    monkeypatch.setattr(bench.load, "servers", servers)
+    monkeypatch.setattr(peer, "ebb_backend", ebb_backend)
     monkeypatch.setattr(peer, "control_plane", control_plane)
     monkeypatch.setattr(peer, "run_ebb_side", run_ebb_side)
     side, trace = peer.SIDES["ebb"], peer.make_trace(size=peer.SMOKE)

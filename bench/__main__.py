@@ -1,6 +1,7 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
     python -m bench [simulator|engine|memory|load|watcher|backtest|work|peer|chaos|all] [--write docs/benchmarks.md]
+    python -m bench peer --smoke
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
@@ -23,7 +24,8 @@
 - peer: the side by side with the real Karpenter (``bench.peer``): one seeded workload trace on the local control
   plane, Karpenter alone (consolidateAfter 0s, then 30s) and Karpenter with its disruption off plus ebb's services;
   cost, time to settle, churn, evictions, pending time per side. About 25 minutes a side, so ``all`` leaves it
-  out: run ``python -m bench peer`` on its own.
+  out: run ``python -m bench peer`` on its own. ``--smoke``: a tiny trace on a Karpenter and an ebb side in a few
+  minutes, a check that the harness works (never written to a page).
 - chaos: the chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
   PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
 
@@ -289,11 +291,7 @@ def run(which: str) -> str:
     if which == "peer":  # not part of `all`: about an hour for the three sides
         from bench import peer
 
-        results = []
-        for side in peer.sides_from_env():
-            print(f"peer: {side}", file=sys.stderr)
-            results.append(_child(["peer", side], progress=True))
-        lines += peer.render(results)
+        lines += peer.render(peer.run_sides(lambda args: _child(args, progress=True)))
     return "\n".join(lines)
 
 
@@ -342,6 +340,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result))
         return 0
     which = argv[0] if argv and not argv[0].startswith("-") else "all"
+    if which == "peer" and "--smoke" in argv:
+        if "--write" in argv:
+            raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
+        os.environ["EBB_BENCH_PEER"] = "smoke"  # read by the sides' processes
     text = run(which)
     print(text)
     if "--write" in argv:

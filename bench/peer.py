@@ -39,8 +39,13 @@ Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a p
 a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
 uses Kafka and PostgreSQL as ``bench.load`` finds or starts them.
 
-Environment: ``EBB_BENCH_PEER=smoke`` runs a short, small trace (a check that the machinery works; its figures
-mean nothing); ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides.
+``python -m bench peer --smoke`` (or ``EBB_BENCH_PEER=smoke``, which the flag sets for the sides' processes) runs
+a tiny, short trace on one Karpenter side and one ebb side at once, each on its control plane (``SMOKE``,
+``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
+tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
+
+Environment: ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
+every side's result there as JSON (what the smoke's test reads).
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,8 +225,10 @@ class TraceSize:
 
 
 FULL = TraceSize()
-SMOKE = TraceSize(scale=0.1, up_seconds=60, up_cap=180, step_seconds=60, steps=(0.5,), bursts=2, burst_period=45,
-                  jobs_per_burst=(1, 2), job_seconds=(15, 20), tail=60)
+#: the smoke's: a tenth of the pods (about 50), one step down to 30% long enough for Karpenter's and ebb's 10 s
+#: pass and 15 s validation to start disrupting, one burst of two short jobs, a short tail
+SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=30, steps=(0.3,), bursts=1, burst_period=30,
+                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=30)
 
 
 def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
@@ -326,8 +334,10 @@ def nodepool(consolidate_after: str, budget_nodes: str) -> Doc:
 
 
 def kwok_instance_types_path() -> Path:
-    """Karpenter's KWOK provider's default instance types, in the Go module cache."""
-    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
+    """Karpenter's KWOK provider's default instance types, in the Go module cache (Go where deploy/local/lib.sh
+    finds it: on the PATH, else /usr/local/go/bin)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    gomodcache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
                                 env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
     return Path(gomodcache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
 
@@ -639,19 +649,48 @@ SIDES: dict[str, Side] = {s.key: s for s in (
 )}
 #: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise
 DEFAULT_SIDES = ("karpenter-0s", "karpenter-30s", "ebb")
+#: and ``--smoke``: a side of each kind, the ebb side without the stabilizationWindow (2 minutes would hold back
+#: every disruption of the smoke's short trace, and the smoke checks that disruptions happen)
+SMOKE_SIDES = ("karpenter-0s", "ebb-nowindow")
+
+
+def is_smoke() -> bool:
+    """Whether this is a smoke run (``--smoke``, which sets ``EBB_BENCH_PEER=smoke`` for the sides' processes)."""
+    return os.environ.get("EBB_BENCH_PEER", "") == "smoke"
 
 
 def size_from_env() -> TraceSize:
-    return SMOKE if os.environ.get("EBB_BENCH_PEER", "") == "smoke" else FULL
+    return SMOKE if is_smoke() else FULL
 
 
 def sides_from_env() -> list[str]:
-    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(DEFAULT_SIDES)).split(",")
+    default = SMOKE_SIDES if is_smoke() else DEFAULT_SIDES
+    chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(default)).split(",")
               if s.strip()]
     unknown = [s for s in chosen if s not in SIDES]
     if unknown:
         raise SystemExit(f"EBB_BENCH_PEER_SIDES: unknown side(s) {unknown} (known: {', '.join(SIDES)})")
     return chosen
+
+
+def run_sides(child: Callable[[list[str]], Doc]) -> list[Doc]:
+    """Every chosen side, each in a process of its own (``child`` runs ``python -m bench _case peer SIDE`` and
+    returns its result) on a control plane of its own. A real run's sides run one after another: sides sharing the
+    two cores would measure each other's load. A smoke's run at once: its figures mean nothing, and it must be
+    quick. ``EBB_BENCH_PEER_RESULTS=FILE``: the results are also written there, as JSON."""
+    sides = sides_from_env()
+    if is_smoke():
+        _log(f"smoke: the sides {', '.join(sides)} at once")
+        with ThreadPoolExecutor(len(sides)) as pool:
+            results = list(pool.map(lambda side: child(["peer", side]), sides))
+    else:
+        results = []
+        for side in sides:
+            _log(f"side {side}")
+            results.append(child(["peer", side]))
+    if out := os.environ.get("EBB_BENCH_PEER_RESULTS", ""):
+        Path(out).write_text(json.dumps(results, indent=1))
+    return results
 
 
 def _read_env(infra_dir: Path) -> dict[str, str]:
@@ -940,11 +979,23 @@ def exclusive(path: str) -> Iterator[None]:
 
 def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], float],
               types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    with control_plane(out_dir / "infra.log") as env:
-        metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+    """The side on its control plane; the ebb side's servers and store (``ebb_backend``) are made ready meanwhile, in
+    a thread: a minute less of each ebb side. Both are stopped after, the servers last."""
+    with contextlib.ExitStack() as for_servers:
+        starting: Future[EbbBackend] | None = None
         if side.ebb:
-            return run_ebb_side(side, trace, env, metrics, prices, types, out_dir)
-        return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+            pool = ThreadPoolExecutor(1, thread_name_prefix="ebb-backend")
+            starting = pool.submit(ebb_backend, for_servers, out_dir)
+            pool.shutdown(wait=False)
+        try:
+            with control_plane(out_dir / "infra.log") as env:
+                metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+                if starting is not None:
+                    return run_ebb_side(side, trace, env, starting.result(), metrics, prices, types, out_dir)
+                return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+        finally:
+            if starting is not None:
+                wait([starting])  # what it started is entered in for_servers, and stopped on leaving it
 
 
 def describe(trace: Trace) -> Doc:
@@ -973,16 +1024,69 @@ def _code_version() -> str:
 def committed_code(into: Path) -> tuple[str, str]:
     """(commit, PYTHONPATH): ebb's library, services and CRDs as committed at HEAD, unpacked into ``into`` with
     ``git archive``, so the ebb side measures one commit whatever is being edited in the working tree meanwhile."""
-    import io
-    import tarfile
-
     commit = _git("rev-parse", "--short", "HEAD")
     archive = subprocess.run(["git", "archive", commit, "libs/ebb/src", "services", "deploy/kubernetes/crds"],
                              cwd=REPO_ROOT, capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+    extract_archive(archive, into)
     paths = [into / "libs" / "ebb" / "src", *sorted(into.glob("services/*/src"))]
     return commit, os.pathsep.join(map(str, paths))
+
+
+class UnsafeArchive(ValueError):
+    """A member of an archive that would land outside the directory it is unpacked into, or is no plain file,
+    directory or link inside it."""
+
+
+def extract_archive(archive: bytes, into: Path, *, with_data_filter: bool | None = None) -> None:
+    """Unpack a tar ``archive`` into ``into`` as tarfile's ``data`` filter would. The filter (``extractall(filter=
+    "data")``) came in Python 3.11.4, and the project's virtualenv may be built on an older 3.11 (Debian 12's is
+    3.11.2), whose ``extractall`` takes no ``filter`` at all: there every member goes through ``checked_member``
+    first. ``with_data_filter``: whether to use tarfile's filter (default: where it exists)."""
+    import io
+    import tarfile
+
+    if with_data_filter is None:
+        with_data_filter = hasattr(tarfile, "data_filter")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        if with_data_filter:
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into, members=[checked_member(m, into) for m in tar.getmembers()])
+
+
+def checked_member(member: Any, into: Path) -> Any:
+    """``member`` (a ``tarfile.TarInfo``) as the ``data`` filter lets it through, or ``UnsafeArchive``: no absolute
+    name, nothing outside ``into`` (``..``), no link to outside ``into`` or absolute, no device or FIFO; the copy
+    returned is owned by whoever unpacks it (no chown to the archive's owner) and has no set-id bits or write
+    permission for others (files readable and writable by their owner)."""
+    import copy
+    import stat
+
+    dest = os.path.realpath(into)
+    name = member.name
+    if os.path.isabs(name):
+        raise UnsafeArchive(f"{name!r}: an absolute path")
+    target = os.path.realpath(os.path.join(dest, name))
+    if os.path.commonpath([dest, target]) != dest:
+        raise UnsafeArchive(f"{name!r}: outside {into}")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise UnsafeArchive(f"{name!r}: a device, FIFO or other special file")
+    if member.issym() or member.islnk():
+        link = member.linkname
+        if os.path.isabs(link):
+            raise UnsafeArchive(f"{name!r}: a link to the absolute path {link!r}")
+        # a symlink's target is relative to its own directory, a hard link's to the archive's root
+        base = os.path.dirname(target) if member.issym() else dest
+        if os.path.commonpath([dest, os.path.realpath(os.path.join(base, link))]) != dest:
+            raise UnsafeArchive(f"{name!r}: a link to {link!r}, outside {into}")
+    checked = copy.copy(member)
+    checked.uid, checked.gid, checked.uname, checked.gname = os.getuid(), os.getgid(), "", ""
+    mode = member.mode & 0o755  # no set-id, sticky or write for group and others
+    if member.isreg():
+        mode |= stat.S_IRUSR | stat.S_IWUSR
+        mode = mode if mode & stat.S_IXUSR else mode & ~(stat.S_IXGRP | stat.S_IXOTH)
+    checked.mode = mode
+    return checked
 
 
 # -- the ebb side ---------------------------------------------------------------------------------------------------
@@ -1079,61 +1183,84 @@ def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
     return [catalog_from_kwok_instance_types(types), policy]
 
 
-def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str],
+@dataclass(frozen=True)
+class EbbBackend:
+    """What the ebb side runs on besides its control plane: Kafka, PostgreSQL (its store migrated) and ebb's code."""
+
+    bootstrap: str
+    database_url: str
+    #: where the servers come from
+    origin: str
+    #: ebb's code: the commit, where it is unpacked, and the PYTHONPATH of its library and services
+    commit: str
+    code: Path
+    pythonpath: str
+
+
+def ebb_backend(stack: contextlib.ExitStack[Any], out_dir: Path) -> EbbBackend:
+    """Ebb's code as committed at HEAD unpacked into ``out_dir/code`` (``committed_code``), Kafka and PostgreSQL as
+    ``bench.load`` finds or starts them (entered in ``stack``, which stops them), the store migrated: all that needs
+    no control plane, so it is made ready while the control plane starts."""
+    from bench.load import servers
+
+    code = out_dir / "code"
+    commit, pythonpath = committed_code(code)
+    bootstrap, database_url, origin = stack.enter_context(servers())
+    migrating = subprocess.run(
+        [sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
+         "asyncio.run(upgrade_async(sys.argv[1]))", database_url], env={**os.environ, "PYTHONPATH": pythonpath},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    if migrating.returncode != 0:
+        raise SystemExit(f"migrating the store failed: {migrating.stdout.decode(errors='replace')[-2000:]}")
+    return EbbBackend(bootstrap, database_url, origin, commit, code, pythonpath)
+
+
+def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbBackend,
                  metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
                  types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    """The ebb side: Kafka and PostgreSQL (as ``bench.load`` finds or starts them), ebb's CRDs and objects, the
-    three services, then the trace."""
-    from bench.load import _clean, servers
+    """The ebb side on its ``backend``: ebb's CRDs and objects, the three services, then the trace."""
+    from bench.load import _clean
 
     kubeconfig = env["KUBECONFIG"]
     run = uuid.uuid4().hex[:8]
     ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
-    code = out_dir / "code"
-    commit, pythonpath = committed_code(code)
+    bootstrap, database_url, origin = backend.bootstrap, backend.database_url, backend.origin
+    commit, code, pythonpath = backend.commit, backend.code, backend.pythonpath
     crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
-    with servers() as (bootstrap, database_url, origin):
-        _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
-        envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
-        for values in envs.values():
-            values["PYTHONPATH"] = pythonpath
-        services = EbbServices(envs, out_dir)
+    _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
+    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
+    for values in envs.values():
+        values["PYTHONPATH"] = pythonpath
+    services = EbbServices(envs, out_dir)
 
-        async def before_trace(api: Any) -> None:
-            migrating = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", "import asyncio, sys; from ebb.adapters.store.migrate import upgrade_async; "
-                "asyncio.run(upgrade_async(sys.argv[1]))", database_url, env={**os.environ, "PYTHONPATH": pythonpath},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            output, _ = await migrating.communicate()
-            if migrating.returncode != 0:
-                raise SystemExit(f"migrating the store failed: {output.decode(errors='replace')[-2000:]}")
-            applying = await asyncio.create_subprocess_exec(
-                sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
-                *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            output, _ = await applying.communicate()
-            if applying.returncode != 0:
-                raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
-            for obj in ebb_objects(side, types):
-                await create_object(api, obj)
-            await services.start()
+    async def before_trace(api: Any) -> None:
+        applying = await asyncio.create_subprocess_exec(
+            sys.executable, str(REPO_ROOT / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", kubeconfig,
+            *map(str, crds), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        output, _ = await applying.communicate()
+        if applying.returncode != 0:
+            raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
+        for obj in ebb_objects(side, types):
+            await create_object(api, obj)
+        await services.start()
 
-        async def main() -> Doc:
-            from aiokafka.admin import AIOKafkaAdminClient
+    async def main() -> Doc:
+        from aiokafka.admin import AIOKafkaAdminClient
 
-            all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
-                                         for name, port in ports.items()}}
-            try:
-                result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
-                services.check()
-            finally:
-                codes = await services.stop()
-                await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
-            result["ebb_exit_codes"] = codes
-            result["servers"] = origin
-            result["ebb_code"] = commit
-            return result
+        all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
+                                     for name, port in ports.items()}}
+        try:
+            result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
+            services.check()
+        finally:
+            codes = await services.stop()
+            await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
+        result["ebb_exit_codes"] = codes
+        result["servers"] = origin
+        result["ebb_code"] = commit
+        return result
 
-        return asyncio.run(main())
+    return asyncio.run(main())
 
 
 # -- the report ------------------------------------------------------------------------------------------------------
@@ -1209,7 +1336,7 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     titles = [r["title"] for r in results]
     lines = [f"### Side by side with Karpenter (seed {t['seed']})", ""]
     if any(r.get("smoke") for r in results):
-        lines += ["**A smoke run (`EBB_BENCH_PEER=smoke`): a tiny trace, its figures mean nothing.**", ""]
+        lines += ["**A smoke run (`--smoke`): a tiny trace, its figures mean nothing.**", ""]
     up_end = t["phases"][0][2]
     phases = ", ".join(f"{name} at +{start - up_end:.0f} s" for name, start, _ in t["phases"][1:])
     lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "

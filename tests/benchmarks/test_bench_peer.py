@@ -4,6 +4,7 @@ metrics' counters, the goal check). The run itself needs the real servers and is
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -406,3 +407,215 @@ def test_render_has_a_column_per_side_and_a_goal_table_per_karpenter_side() -> N
     assert len(table) > 15 and all(line.count("|") == 5 for line in table)
     assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met |") == 2
     assert any("smoke run" in line for line in lines)
+
+
+# -- the smoke ---------------------------------------------------------------------------------------------------
+
+
+def test_the_smoke_trace_is_one_step_down_and_one_burst_of_a_tenth_of_the_pods() -> None:
+    full, smoke = peer.make_trace(), peer.make_trace(size=peer.SMOKE)
+    assert [p.kind for p in smoke.phases] == ["up", "down", "bursty"]
+    assert len(smoke.jobs) >= 1 and all(j.replicas >= 1 for j in smoke.jobs)
+    assert smoke.peak_requests()[0] <= full.peak_requests()[0] / 5
+    # the step down is long enough for a 10 s pass and a 15 s validation before the bursts begin
+    assert smoke.phases[1].end - smoke.phases[1].start >= 25
+    assert smoke.bursty.end <= full.phases[1].start  # the trace, scale up at its least included, is short
+
+
+def test_smoke_runs_a_karpenter_and_an_ebb_side_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EBB_BENCH_PEER_SIDES", raising=False)
+    monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
+    assert peer.size_from_env() is peer.SMOKE
+    sides = [peer.SIDES[s] for s in peer.sides_from_env()]
+    assert {s.ebb for s in sides} == {True, False}
+    monkeypatch.setenv("EBB_BENCH_PEER_SIDES", "ebb")
+    assert peer.sides_from_env() == ["ebb"]
+    monkeypatch.delenv("EBB_BENCH_PEER")
+    monkeypatch.delenv("EBB_BENCH_PEER_SIDES")
+    assert peer.size_from_env() is peer.FULL and peer.sides_from_env() == list(peer.DEFAULT_SIDES)
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_run_sides_runs_every_side_in_its_process_and_writes_the_results(
+        smoke: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A real run's sides one after another; a smoke's at once (each child sees the other started)."""
+    import threading
+
+    monkeypatch.setenv("EBB_BENCH_PEER_SIDES", "karpenter-0s,ebb-nowindow")
+    monkeypatch.setenv("EBB_BENCH_PEER_RESULTS", str(tmp_path / "results.json"))
+    if smoke:
+        monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
+    else:
+        monkeypatch.delenv("EBB_BENCH_PEER", raising=False)
+    both_started = threading.Barrier(2, timeout=5)
+    calls: list[list[str]] = []
+
+    def child(args: list[str]) -> dict[str, Any]:
+        calls.append(args)
+        together = True
+        try:
+            both_started.wait()
+        except threading.BrokenBarrierError:
+            together = False
+        return {"side": args[1], "together": together}
+
+    results = peer.run_sides(child)
+    assert sorted(calls) == [["peer", "ebb-nowindow"], ["peer", "karpenter-0s"]]
+    assert [r["side"] for r in results] == ["karpenter-0s", "ebb-nowindow"]
+    assert all(r["together"] is smoke for r in results)
+    import json
+
+    assert json.loads((tmp_path / "results.json").read_text()) == results
+
+
+def test_bench_peer_smoke_sets_the_sides_environment_and_is_never_written_to_a_page(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.__main__ as bench_main
+
+    monkeypatch.delenv("EBB_BENCH_PEER", raising=False)
+    with pytest.raises(SystemExit, match="smoke"):
+        bench_main.main(["peer", "--smoke", "--write", "docs/benchmarks.md"])
+    seen: list[str] = []
+
+    def run(which: str) -> str:
+        seen.append(which)
+        return "report"
+
+    monkeypatch.setattr(bench_main, "run", run)
+    monkeypatch.setenv("EBB_BENCH_PEER", "")
+    assert bench_main.main(["peer", "--smoke"]) == 0
+    assert seen == ["peer"] and peer.is_smoke()
+
+
+# -- the committed code, unpacked on any Python 3.11 -------------------------------------------------------------
+
+
+def _tar(*members: tuple[str, str, str]) -> bytes:
+    """A tar archive of (kind, name, content or link target) members; kind: file, dir, symlink, hardlink, fifo,
+    chardev."""
+    import io
+    import tarfile
+
+    kinds = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE,
+             "hardlink": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE, "chardev": tarfile.CHRTYPE}
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for kind, name, value in members:
+            info = tarfile.TarInfo(name)
+            info.type = kinds[kind]
+            info.mode = 0o6777 if kind == "file" else 0o755
+            data = value.encode() if kind == "file" else b""
+            if kind in ("symlink", "hardlink"):
+                info.linkname = value
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+SAFE = _tar(("dir", "pkg", ""), ("file", "pkg/mod.py", "X = 1\n"), ("symlink", "pkg/alias.py", "mod.py"),
+            ("hardlink", "pkg/copy.py", "pkg/mod.py"), ("file", "pkg/sub/deep.py", "Y = 2\n"))
+
+
+@pytest.mark.parametrize("with_data_filter", [False, True])
+def test_an_archive_of_plain_files_and_inner_links_unpacks_with_or_without_tarfiles_data_filter(
+        with_data_filter: bool, tmp_path: Path) -> None:
+    import stat
+    import tarfile
+
+    if with_data_filter and not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python's tarfile has no data filter (3.11.4 and later have)")
+    peer.extract_archive(SAFE, tmp_path, with_data_filter=with_data_filter)
+    assert (tmp_path / "pkg" / "mod.py").read_text() == "X = 1\n"
+    assert (tmp_path / "pkg" / "alias.py").read_text() == "X = 1\n"
+    assert (tmp_path / "pkg" / "copy.py").read_text() == "X = 1\n"
+    assert (tmp_path / "pkg" / "sub" / "deep.py").read_text() == "Y = 2\n"
+    mode = stat.S_IMODE((tmp_path / "pkg" / "mod.py").stat().st_mode)
+    assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_IWGRP | stat.S_IWOTH)
+
+
+@pytest.mark.parametrize(("member", "why"), [
+    (("file", "/etc/evil", "x"), "absolute"),
+    (("file", "../evil", "x"), "outside"),
+    (("file", "pkg/../../evil", "x"), "outside"),
+    (("symlink", "pkg/up", "../../evil"), "outside"),
+    (("symlink", "pkg/abs", "/etc/passwd"), "absolute"),
+    (("hardlink", "pkg/hard", "../evil"), "outside"),
+    (("fifo", "pkg/pipe", ""), "FIFO"),
+    (("chardev", "pkg/tty", ""), "device"),
+])
+def test_without_the_data_filter_a_member_that_would_escape_or_is_special_is_refused_before_anything_is_written(
+        member: tuple[str, str, str], why: str, tmp_path: Path) -> None:
+    into = tmp_path / "into"
+    into.mkdir()
+    with pytest.raises(peer.UnsafeArchive, match=why):
+        peer.extract_archive(_tar(("file", "pkg/first.py", "ok"), member), into, with_data_filter=False)
+    assert not any(into.iterdir())  # checked before the first member is written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["into"]
+
+
+def test_the_committed_code_unpacks_without_the_data_filter(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    """As on Debian 12's Python 3.11.2: ebb's library, services and CRDs from ``git archive`` of HEAD."""
+    import tarfile
+
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    commit, pythonpath = peer.committed_code(tmp_path)
+    assert commit
+    paths = pythonpath.split(os.pathsep)
+    assert paths[0] == str(tmp_path / "libs" / "ebb" / "src")
+    assert (tmp_path / "libs" / "ebb" / "src" / "ebb" / "__init__.py").is_file()
+    assert any(p.endswith(os.path.join("services", "consolidation-planner", "src")) for p in paths)
+    assert list((tmp_path / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
+
+
+@pytest.mark.parametrize("control_plane_fails", [False, True])
+def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after_it(
+        control_plane_fails: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import contextlib
+    import threading
+    from collections.abc import Iterator
+
+    both_starting = threading.Barrier(2, timeout=5)  # each start waits for the other: they overlap, or it times out
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def servers() -> Iterator[tuple[str, str, str]]:
+        both_starting.wait()
+        events.append("servers up")
+        try:
+            yield "127.0.0.1:9092", "postgresql+asyncpg://db", "fake"
+        finally:
+            events.append("servers stopped")
+
+    @contextlib.contextmanager
+    def control_plane(log_to: Path) -> Iterator[dict[str, str]]:
+        both_starting.wait()
+        if control_plane_fails:
+            raise SystemExit("kubernetes.sh start failed")
+        events.append("control plane up")
+        try:
+            yield {"KUBECONFIG": "kubeconfig", "KARPENTER_METRICS_URL": "http://karpenter/metrics"}
+        finally:
+            events.append("control plane stopped")
+
+    def ebb_backend(stack: contextlib.ExitStack[Any], out_dir: Path) -> peer.EbbBackend:
+        bootstrap, url, origin = stack.enter_context(servers())
+        return peer.EbbBackend(bootstrap, url, origin, "abc1234", out_dir / "code", "")
+
+    def run_ebb_side(side: peer.Side, trace: peer.Trace, env: dict[str, str], backend: peer.EbbBackend,
+                     *rest: Any) -> dict[str, Any]:
+        events.append(f"ran on {backend.bootstrap} and {env['KUBECONFIG']}")
+        return {"side": side.key}
+
+    monkeypatch.setattr(peer, "ebb_backend", ebb_backend)
+    monkeypatch.setattr(peer, "control_plane", control_plane)
+    monkeypatch.setattr(peer, "run_ebb_side", run_ebb_side)
+    side, trace = peer.SIDES["ebb"], peer.make_trace(size=peer.SMOKE)
+    if control_plane_fails:
+        with pytest.raises(SystemExit, match=r"kubernetes\.sh start failed"):
+            peer._run_side(side, trace, {}, [], tmp_path)
+        assert events == ["servers up", "servers stopped"]
+        return
+    assert peer._run_side(side, trace, {}, [], tmp_path) == {"side": "ebb"}
+    assert sorted(events[:2]) == ["control plane up", "servers up"]
+    assert events[2:] == ["ran on 127.0.0.1:9092 and kubeconfig", "control plane stopped", "servers stopped"]

@@ -27,7 +27,7 @@ from ebb.core.plan import NodeFate, Plan, fates, make_plan, only_nodes, plan_jso
 from ebb.core.quantity import TIME_EXAMPLE, format_duration, parse_time
 from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 from ebb.core.yaml_documents import InputError
-from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
+from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
 
 
 class Output(StrEnum):

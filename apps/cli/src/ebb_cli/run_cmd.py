@@ -11,7 +11,6 @@ command imports only when it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import secrets
@@ -229,6 +228,8 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         events = load_traces(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
         workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=skipped)}
     configure(log_level)
+
+    import asyncio
 
     from rich.console import Console
     from rich.live import Live

@@ -102,7 +102,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         lifespan=lifespan,
     )
     app.state.context = context
-    # the parts by name, for callers that drive the app (tests, the embedded mode)
+    # the parts by name, for the tests that drive the app (the routes read the context)
     app.state.store = store
     app.state.metrics = metrics
     app.state.live = live

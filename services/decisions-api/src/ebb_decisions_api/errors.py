@@ -74,5 +74,5 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
 
 def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
-    app.add_exception_handler(RequestValidationError, invalid_request)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    app.exception_handler(RequestValidationError)(invalid_request)
+    app.exception_handler(StarletteHTTPException)(http_error)

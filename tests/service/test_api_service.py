@@ -41,9 +41,9 @@ from ebb.contracts import (
     from_kafka,
 )
 from ebb.core.plan import make_plan, only_nodes, plan_json
-from ebb_decisions_api import app as app_module
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.events import EventHub
+from ebb_decisions_api.routes import plan as plan_route
 from ebb_decisions_api.settings import Settings
 from tests.kit.decisions_api import AUTH, SCENARIOS, TOKEN, documents, publish, running
 from tests.kit.waiting import eventually
@@ -97,6 +97,30 @@ async def test_not_ready_while_the_database_is_down() -> None:
         await store.close()
 
 
+async def test_requests_are_counted_by_their_route_template() -> None:
+    """The request metrics name the matched route's full template (``/v1/...``, ids left out), whichever router
+    the route is in; a path no route serves is ``unmatched``."""
+    store = DecisionStore.from_url(UNREACHABLE)
+    try:
+        async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), store) as client:
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get("/v1/decisions/dec-1")).status_code == 401
+            assert (await client.get("/v1/nodepools/default/budgets")).status_code == 401
+            assert (await client.request("OPTIONS", "/v1/holds", headers=AUTH)).status_code == 405
+            assert (await client.get("/v2/nothing")).status_code == 404
+            metrics = (await client.get("/metrics")).text
+    finally:
+        await store.close()
+    counted = {line.rsplit(" ", 1)[0] for line in metrics.splitlines() if line.startswith("ebb_api_requests_total{")}
+    assert counted == {
+        'ebb_api_requests_total{method="GET",route="/healthz",status="200"}',
+        'ebb_api_requests_total{method="GET",route="/v1/decisions/{decision_id}",status="401"}',
+        'ebb_api_requests_total{method="GET",route="/v1/nodepools/{name}/budgets",status="401"}',
+        'ebb_api_requests_total{method="OPTIONS",route="/v1/holds",status="405"}',
+        'ebb_api_requests_total{method="GET",route="unmatched",status="404"}',
+    }
+
+
 async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     started, release = threading.Event(), threading.Event()
 
@@ -105,7 +129,7 @@ async def test_plan_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> 
         assert release.wait(10)
         return {"now": "x", "commands": [], "blocked": [], "budgets": [], "cost": {"before": 0.0, "after": 0.0}}
 
-    monkeypatch.setattr(app_module, "run_plan", slow_plan)
+    monkeypatch.setattr(plan_route, "run_plan", slow_plan)
     store = DecisionStore.from_url(UNREACHABLE)
     try:
         async with _client(Settings(token=SecretStr(TOKEN), database_url=UNREACHABLE), store) as client:

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from ebb_cli.common import snapshot_documents
 from ebb_cli.main import app
-from ebb_cli.run_cmd import _documents
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import RUN_GC_THRESHOLD, EmbeddedOptions, run_embedded, simulate, simulation_runner
 from ebb_embedded.status import Status
@@ -58,7 +58,7 @@ def test_the_bundled_example_is_consolidated_safely(tmp_path: Path) -> None:
             stop.set()
 
     options = EmbeddedOptions(start=NOW, duration=timedelta(hours=6), database=database, report_every=0.05)
-    summary = simulate(_documents([]), options, stop, report=report, cluster_ready=clusters.append)
+    summary = simulate(snapshot_documents([]), options, stop, report=report, cluster_ready=clusters.append)
     sim = clusters[0]
     assert summary.stopped_because == "stopped", "three decisions should succeed well within six simulated hours"
     assert summary.start.nodes == 50 and summary.end.nodes < 50
@@ -163,7 +163,7 @@ async def test_the_decisions_api_serves_the_running_simulation(tmp_path: Path) -
     summaries: list[Any] = []
     options = EmbeddedOptions(start=NOW, speed=60, duration=timedelta(hours=6), api_port=port, api_token="secret")
     run = threading.Thread(target=lambda: summaries.append(simulate(
-        _documents([]), options, stop, cluster_ready=lambda _c: loops.append(asyncio.get_running_loop()))))
+        snapshot_documents([]), options, stop, cluster_ready=lambda _c: loops.append(asyncio.get_running_loop()))))
     run.start()
     headers = {"Authorization": "Bearer secret"}
     try:

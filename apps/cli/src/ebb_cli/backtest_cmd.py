@@ -21,79 +21,33 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents
-from ebb_cli.run_cmd import (
+from ebb_cli.common import (
     PROGRESS_EVERY,
+    ContextOption,
+    KubeconfigOption,
+    LiveOption,
     Output,
-    _documents,
-    _duration,
+    live_documents,
+    load_traces,
     not_applied,
+    parse_duration_option,
+    snapshot_documents,
     source_and_start,
+    trace_warnings,
 )
 
 if TYPE_CHECKING:
-    from ebb.core.model import Snapshot
-    from ebb.core.traces import Trace
     from ebb_embedded.backtest import Policy
 
 #: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing
 EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy", "Hold", "PodDisruptionBudget")
-
-
-def load_trace(spec: str, documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
-    """A built-in trace by name (``NAME@PERIOD``: with that period, `ebb.core.traces.PERIODIC`), or a trace file
-    (YAML or JSON); typer.BadParameter names what is wrong."""
-    from pydantic import ValidationError
-
-    from ebb.core.quantity import parse_duration
-    from ebb.core.traces import BUILTIN, Trace, builtin_trace
-    from ebb.core.yaml_documents import InputError, parse_yaml
-
-    name, _, period = spec.partition("@")
-    if name in BUILTIN:  # NAME or NAME@PERIOD
-        try:
-            every = parse_duration(period) if period else None
-            if period and every is None:  # "Never"
-                raise ValueError(period)
-        except ValueError as exc:  # QuantityError too
-            raise typer.BadParameter(f"{spec!r}: {period!r} is not a duration like 90s, 15m or 2h",
-                                     param_hint="--trace") from exc
-        try:
-            trace = builtin_trace(name, documents, start=start, duration=duration, seed=seed, every=every)
-        except ValueError as exc:
-            raise typer.BadParameter(f"{spec!r}: {exc}", param_hint="--trace") from exc
-        return trace.model_copy(update={"name": spec})  # the period in its name, as given
-    path = Path(spec)
-    if not path.is_file():
-        raise typer.BadParameter(f"{spec!r} is neither a built-in trace ({', '.join(sorted(BUILTIN))}) nor a file",
-                                 param_hint="--trace")
-    try:
-        docs = parse_yaml(path.read_text(encoding="utf-8"), spec)
-    except (InputError, OSError, UnicodeDecodeError) as exc:
-        raise typer.BadParameter(f"{spec}: {exc}", param_hint="--trace") from exc
-    if len(docs) != 1:
-        raise typer.BadParameter(f"{spec}: a trace file holds one ebb.sh/v1 Trace document, not {len(docs)}",
-                                 param_hint="--trace")
-    try:
-        return Trace.model_validate(docs[0])
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(document)'}: {e['msg']}"
-                             for e in exc.errors())
-        raise typer.BadParameter(f"{spec}: not a valid trace: {problems}", param_hint="--trace") from exc
-
-
-def load_traces(specs: list[str], documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
-    """`load_trace` of each of ``specs``, run together as one trace (``ebb.core.traces.combined``)."""
-    from ebb.core.traces import combined
-
-    return combined([load_trace(spec, documents, start=start, duration=duration, seed=seed) for spec in specs])
 
 
 def load_policy(path: Path) -> Policy:
@@ -220,15 +174,6 @@ def _seeds_table(summed: dict[str, Any]) -> Any:
     return table
 
 
-def trace_warnings(snapshot: Snapshot) -> list[str]:
-    """What a user should hear before a trace runs on ``snapshot``: a cluster without a NodePool gives the
-    simulated provisioner nowhere to launch, so the pods a trace adds that fit on no node stay Pending."""
-    if snapshot.nodepools:
-        return []
-    return ["the input holds no NodePool: the simulated provisioner has nowhere to launch, so the pods the trace "
-            "adds that fit on no node stay Pending (kubectl get nodepools -o yaml adds them to a dump)"]
-
-
 def skipped_events(results: list[dict[str, Any]]) -> list[str]:
     """A line per policy run whose trace had events the cluster could not apply (``trace_errors``): how many, and
     the first few, so a table's reader hears of them too."""
@@ -313,15 +258,15 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
 
     paths = filename or []
     live, moment = source_and_start(paths, live, kubeconfig, context, start)
-    span = _duration(duration, "--duration")
-    every = _duration(sample_every, "--sample-every")
+    span = parse_duration_option(duration, "--duration")
+    every = parse_duration_option(sample_every, "--sample-every")
     policies = [karpenter_default(), *[load_policy(p) for p in policy or []]]
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
         raise typer.BadParameter(f"two policies named alike ({', '.join(names)}): name the files apart",
                                  param_hint="--policy")
     try:
-        documents = live_documents(kubeconfig, context) if live else _documents(paths)
+        documents = live_documents(kubeconfig, context) if live else snapshot_documents(paths)
         warnings = input_warnings(parse_documents(documents, bundled_catalog))  # of the input as given
         if empty:
             documents = [d for d in documents if d.get("kind") in EMPTY_KEEPS]

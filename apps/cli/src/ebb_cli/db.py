@@ -7,7 +7,6 @@ operator needs the cause, not the stack.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Annotated
@@ -59,6 +58,8 @@ def upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
     """Migrate the database to the newest schema (or to REVISION)."""
+    import asyncio
+
     from ebb.adapters.store.migrate import current_revision
     from ebb.adapters.store.migrate import upgrade as run_upgrade
 
@@ -70,6 +71,8 @@ def upgrade(
 @db_app.command()
 def current(database_url: DatabaseUrl) -> None:
     """Print the database's current schema revision and the newest one this ebb ships."""
+    import asyncio
+
     from ebb.adapters.store.migrate import current_revision, head_revision
 
     with _database_errors(database_url):

@@ -12,27 +12,19 @@ import json
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from ebb.adapters.catalog import bundled_catalog
-from ebb.adapters.snapshot_files import load_snapshot
-from ebb.core.methods.base import Command, EngineOptions
-from ebb.core.model import Snapshot
-from ebb.core.plan import NodeFate, Plan, fates, make_plan, only_nodes, plan_json, unknown_nodes
 from ebb.core.quantity import TIME_EXAMPLE, format_duration, parse_time
-from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
-from ebb.core.yaml_documents import InputError
-from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
+from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption, Output, live_documents, wants_live
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-class Output(StrEnum):
-    table = "table"
-    json = "json"
+    from ebb.core.methods.base import Command
+    from ebb.core.model import Snapshot
+    from ebb.core.plan import NodeFate, Plan
 
 
 class Provider(StrEnum):
@@ -45,6 +37,8 @@ class Provider(StrEnum):
 
 
 def _parse_now(value: str | None) -> datetime:
+    from ebb.core.yaml_documents import InputError
+
     if value is None:
         return datetime.now(UTC)
     try:
@@ -73,6 +67,16 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
                        "its NodePool's budgets; with --until-stable, the step that disrupts it")] = None,
 ) -> None:
     """What would ebb disrupt now, and why not the rest? A dry run on a cluster snapshot."""
+    # the library and rich are imported when a plan is made, not for `ebb --help` (ebb_cli.common)
+    from rich.console import Console
+
+    from ebb.adapters.catalog import bundled_catalog
+    from ebb.adapters.snapshot_files import load_snapshot
+    from ebb.core.methods.base import EngineOptions
+    from ebb.core.plan import fates, make_plan, only_nodes, plan_json
+    from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
+    from ebb.core.yaml_documents import InputError
+
     try:
         moment = _parse_now(now)
         live = wants_live(live, kubeconfig, context, filename or [])
@@ -108,6 +112,9 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
 
 def _check_nodes(snapshot: Snapshot, names: list[str]) -> None:
     """Every ``--node`` names a Node of the input, or the input error says which does not and what is close."""
+    from ebb.core.plan import unknown_nodes
+    from ebb.core.yaml_documents import InputError
+
     missing = unknown_nodes(snapshot, names)
     if not missing:
         return
@@ -125,6 +132,8 @@ def _command_words(command: Command) -> str:
 
 def render_fates(asked: tuple[NodeFate, ...], result: Plan, console: Console) -> None:
     """One line per ``--node``: what this pass does to it, and with --until-stable the step that disrupts it."""
+    from rich.markup import escape
+
     for fate in asked:
         pool = f" (NodePool {fate.nodepool})" if fate.nodepool else " (no NodePool)"
         if fate.command is not None:
@@ -152,6 +161,10 @@ def _replacement_text(r: dict[str, Any]) -> str:
 
 def render_table(result: Plan, console: Console, *, focused: bool = False) -> None:
     """The plan as tables; ``focused`` when it was cut to the ``--node`` nodes (`only_nodes`)."""
+    from rich.table import Table
+
+    from ebb.core.plan import plan_json
+
     first = result.first
     data = plan_json(result)
     console.print(f"[bold]ebb plan[/bold] at {data['now']}")

@@ -11,7 +11,6 @@ command imports only when it runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import secrets
@@ -19,91 +18,34 @@ import signal
 import socket
 import sys
 import time
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from importlib import resources
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
-from ebb_cli.inputs import ContextOption, KubeconfigOption, LiveOption, live_documents, wants_live
+from ebb_cli.common import (
+    PROGRESS_EVERY,
+    ContextOption,
+    KubeconfigOption,
+    LiveOption,
+    Output,
+    live_documents,
+    load_traces,
+    not_applied,
+    parse_duration_option,
+    snapshot_documents,
+    source_and_start,
+    trace_warnings,
+)
 
 if TYPE_CHECKING:
     from ebb_embedded.runner import Summary
     from ebb_embedded.status import Status
 
-EXAMPLE_CLUSTER = "example-cluster.yaml"
-#: without a terminal, a progress line on stderr this often (real seconds)
-PROGRESS_EVERY = 10.0
-#: the trace events not applied that a warning names, per run (the rest are counted; JSON lists them all)
-SKIPPED_SHOWN = 3
-#: the simulated time the bundled example was generated for (examples/generate.py)
-EXAMPLE_NOW = "2026-11-23T18:30:00Z"
 #: the pace of a run that serves the decisions-api and was given no --speed (as fast as it computes, the run
 #: would be over before anyone could ask)
 API_SPEED = 60.0
-
-
-class Output(StrEnum):
-    table = "table"
-    json = "json"
-
-
-def _time(value: str, option: str) -> datetime:
-    try:
-        return parse_time(value)
-    except ValueError as exc:
-        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}", param_hint=option) from exc
-
-
-def _duration(value: str, option: str, *, zero: bool = False) -> timedelta:
-    try:
-        seconds = parse_duration(value)
-    except (QuantityError, ValueError) as exc:
-        raise typer.BadParameter(f"{value!r} is not a duration like 90s, 15m or 2h", param_hint=option) from exc
-    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
-        raise typer.BadParameter(f"{value!r}: must be a {'non-negative' if zero else 'positive'} duration",
-                                 param_hint=option)
-    return timedelta(seconds=seconds)
-
-
-def source_and_start(paths: list[str], live: bool, kubeconfig: str, context: str,
-                     start: str | None) -> tuple[bool, datetime]:
-    """Whether the cluster is read live (exit 2 with ``-f`` as well), and the simulated start: ``--start``, else
-    now for a dump or the live cluster, else the bundled example's own time."""
-    from ebb.core.yaml_documents import InputError
-
-    try:
-        live = wants_live(live, kubeconfig, context, paths)
-    except InputError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    if start:
-        return live, _time(start, "--start")
-    return live, datetime.now(UTC) if paths or live else _time(EXAMPLE_NOW, "--start")
-
-
-def _documents(paths: list[str]) -> list[Any]:
-    """The objects of the snapshot files (``kind: List`` documents flattened), or of the bundled example."""
-    from ebb.adapters.snapshot_files import read_documents
-    from ebb.core.yaml_documents import parse_yaml
-
-    if paths:
-        raw: list[Any] = [doc for path in paths for doc in read_documents(path)]
-    else:
-        raw = parse_yaml(resources.files("ebb.data").joinpath(EXAMPLE_CLUSTER).read_text(encoding="utf-8"),
-                         EXAMPLE_CLUSTER)
-    documents: list[Any] = []
-    for doc in raw:
-        if not isinstance(doc, dict):
-            continue
-        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
-            documents.extend(d for d in doc["items"] if isinstance(d, dict))
-        else:
-            documents.append(doc)
-    return documents
 
 
 def _status_table(status: Status, title: str) -> Any:
@@ -164,12 +106,6 @@ def _change_line(start: Status, end: Status) -> str:
     count = abs(removed)
     nodes = f"{count} node{'' if count == 1 else 's'} {'removed' if removed >= 0 else 'added'}"
     return f"{cost} ({nodes})"
-
-
-def not_applied(errors: list[str]) -> str:
-    """The trace's events the cluster could not apply, in a line: how many, the first `SKIPPED_SHOWN` named."""
-    more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
-    return f"{len(errors)} trace event(s) not applied: {'; '.join(errors[:SKIPPED_SHOWN])}{more}"
 
 
 def _port_problem(port: int) -> str | None:
@@ -275,16 +211,17 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     live, moment = source_and_start(paths, live, kubeconfig, context, start)
     token = api_token or (secrets.token_urlsafe(24) if api_port else "")
     pace = speed if speed is not None else API_SPEED if api_port else None
-    options = EmbeddedOptions(start=moment, speed=pace, duration=_duration(duration, "--duration"),
-                              until_stable=until_stable, stable_for=_duration(stable_for, "--stable-for"),
+    options = EmbeddedOptions(start=moment, speed=pace, duration=parse_duration_option(duration, "--duration"),
+                              until_stable=until_stable,
+                              stable_for=parse_duration_option(stable_for, "--stable-for"),
                               database=database, spot_to_spot=spot_to_spot, api_port=api_port, api_token=token,
-                              seed=seed, pass_cost=_duration(pass_cost, "--pass-cost", zero=True),
+                              seed=seed, pass_cost=parse_duration_option(pass_cost, "--pass-cost", zero=True),
                               reuse_passes=reuse_passes, engine_options=engine_options)
     from ebb.adapters.catalog import bundled_catalog
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
 
     try:
-        documents = live_documents(kubeconfig, context) if live else _documents(paths)
+        documents = live_documents(kubeconfig, context) if live else snapshot_documents(paths)
         # checked up front with the parser every service uses, so bad input is a message, not a crashed task
         snapshot = parse_documents(documents, bundled_catalog)
     except (InputError, SnapshotError) as exc:
@@ -295,7 +232,6 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
     workload: dict[str, Any] = {}
     skipped: list[str] = []  # the trace's events the cluster could not apply
     if trace:  # the cluster's workload changes, and a provisioner launches for it
-        from ebb_cli.backtest_cmd import load_traces, trace_warnings
         from ebb_embedded.backtest import workload_tasks
         from ebb_embedded.workload import WorkloadCluster
 
@@ -305,6 +241,8 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         events = load_traces(trace, documents, start=moment, duration=options.duration.total_seconds(), seed=seed)
         workload = {"cluster_factory": WorkloadCluster, "more_tasks": workload_tasks(events, errors=skipped)}
     configure(log_level)
+
+    import asyncio
 
     from rich.console import Console
     from rich.live import Live

@@ -1,0 +1,227 @@
+"""What the commands share: where a command's cluster comes from, its option values, traces and output format.
+
+``ebb plan``, ``ebb run`` and ``ebb backtest`` each live in a module of their own (``plan_cmd``, ``run_cmd``,
+``backtest_cmd``) and do not import each other: what two of them use is here (an import-linter contract,
+``cli-layers``, keeps it so).
+
+- **Input**: ``-f`` files (a kubectl dump; ``snapshot_documents``, the bundled example cluster without any) or,
+  with ``--live``, the cluster itself (``live_documents``). The ``--live``, ``--kubeconfig`` and ``--context``
+  options share their rules: ``--kubeconfig`` or ``--context`` imply ``--live``; ``--live`` and ``-f`` together are
+  an input error (``wants_live``); a cluster that cannot be read is an input error that says why
+  (`ebb.adapters.kube.read`). What was read is summed up on stderr, and on a terminal counted while it is read.
+  ``source_and_start`` adds the simulated start of ``ebb run`` and ``ebb backtest``.
+- **Option values**: ``parse_time_option`` and ``parse_duration_option`` turn an option's text into a value or a
+  ``typer.BadParameter`` that names the option.
+- **Traces**: ``load_trace`` / ``load_traces`` (a built-in trace or a trace file, several run together) and
+  ``trace_warnings``, for ``ebb run --trace`` and ``ebb backtest``.
+- **Output**: the ``-o`` formats (``Output``), the progress line interval without a terminal (``PROGRESS_EVERY``),
+  and the line that names a trace's events the cluster could not apply (``not_applied``).
+
+``ebb --help`` imports this module with every command, so it imports only typer and ``ebb.core.quantity`` at the
+top: the rest of the library, rich and pydantic are imported by the functions that use them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
+
+if TYPE_CHECKING:
+    from ebb.core.model import Snapshot
+    from ebb.core.traces import Trace
+
+#: the example cluster ebb ships (in ``ebb.data``), the input of ``ebb run`` and ``ebb backtest`` without ``-f``
+EXAMPLE_CLUSTER = "example-cluster.yaml"
+#: the simulated time the bundled example was generated for (examples/generate.py)
+EXAMPLE_NOW = "2026-11-23T18:30:00Z"
+#: without a terminal, a progress line on stderr this often (real seconds)
+PROGRESS_EVERY = 10.0
+#: the trace events not applied that a warning names, per run (the rest are counted; JSON lists them all)
+SKIPPED_SHOWN = 3
+
+LiveOption = Annotated[bool, typer.Option(
+    "--live", help="read the cluster itself (the current kubeconfig context) instead of -f files")]
+KubeconfigOption = Annotated[str, typer.Option(
+    help="with --live: this kubeconfig (default: $KUBECONFIG or ~/.kube/config); implies --live")]
+ContextOption = Annotated[str, typer.Option(
+    help="with --live: this kubeconfig context (default: the current one); implies --live")]
+
+
+class Output(StrEnum):
+    """What a command prints on stdout: a table for people, or JSON for programs."""
+
+    table = "table"
+    json = "json"
+
+
+# -- input ------------------------------------------------------------------------------------------------------
+
+
+def wants_live(live: bool, kubeconfig: str, context: str, paths: list[str]) -> bool:
+    """Whether the cluster is read live; an InputError when ``-f`` files are given too."""
+    from ebb.core.yaml_documents import InputError
+
+    live = live or bool(kubeconfig or context)
+    if live and paths:
+        raise InputError("give either -f FILE (a kubectl dump) or --live (read the cluster), not both")
+    return live
+
+
+def live_documents(kubeconfig: str, context: str) -> list[dict[str, Any]]:
+    """The cluster's objects, as a kubectl dump would hold them (trimmed); what was read said on stderr."""
+    import asyncio
+
+    from rich.console import Console
+
+    from ebb.adapters.kube.read import ClusterReadError, read_cluster_from
+    from ebb.core.yaml_documents import InputError
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        typer.echo("reading the cluster ...", err=True)
+    try:
+        # on a terminal, a line that counts what has been read so far (a large cluster's pods take a while)
+        with console.status("reading the cluster ...") as status:
+            read = asyncio.run(read_cluster_from(
+                kubeconfig, context,
+                progress=lambda kind, count: status.update(f"reading the cluster: {count:,} {kind} ...")))
+    except ClusterReadError as exc:
+        raise InputError(f"--live: {exc}") from exc
+    typer.echo(read.summary(), err=True)
+    return read.documents
+
+
+def snapshot_documents(paths: list[str]) -> list[Any]:
+    """The objects of the snapshot files (``kind: List`` documents flattened), or of the bundled example."""
+    from ebb.adapters.snapshot_files import read_documents
+    from ebb.core.yaml_documents import parse_yaml
+
+    if paths:
+        raw: list[Any] = [doc for path in paths for doc in read_documents(path)]
+    else:
+        raw = parse_yaml(resources.files("ebb.data").joinpath(EXAMPLE_CLUSTER).read_text(encoding="utf-8"),
+                         EXAMPLE_CLUSTER)
+    documents: list[Any] = []
+    for doc in raw:
+        if not isinstance(doc, dict):
+            continue
+        if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            documents.extend(d for d in doc["items"] if isinstance(d, dict))
+        else:
+            documents.append(doc)
+    return documents
+
+
+def source_and_start(paths: list[str], live: bool, kubeconfig: str, context: str,
+                     start: str | None) -> tuple[bool, datetime]:
+    """Whether the cluster is read live (exit 2 with ``-f`` as well), and the simulated start: ``--start``, else
+    now for a dump or the live cluster, else the bundled example's own time."""
+    from ebb.core.yaml_documents import InputError
+
+    try:
+        live = wants_live(live, kubeconfig, context, paths)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if start:
+        return live, parse_time_option(start, "--start")
+    return live, datetime.now(UTC) if paths or live else parse_time_option(EXAMPLE_NOW, "--start")
+
+
+# -- option values ----------------------------------------------------------------------------------------------
+
+
+def parse_time_option(value: str, option: str) -> datetime:
+    """An RFC 3339 time given to ``option``; typer.BadParameter when it is none."""
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}", param_hint=option) from exc
+
+
+def parse_duration_option(value: str, option: str, *, zero: bool = False) -> timedelta:
+    """A positive duration (``zero``: or zero) given to ``option``; typer.BadParameter when it is none."""
+    try:
+        seconds = parse_duration(value)
+    except (QuantityError, ValueError) as exc:
+        raise typer.BadParameter(f"{value!r} is not a duration like 90s, 15m or 2h", param_hint=option) from exc
+    if seconds is None or seconds < 0 or (seconds == 0 and not zero):
+        raise typer.BadParameter(f"{value!r}: must be a {'non-negative' if zero else 'positive'} duration",
+                                 param_hint=option)
+    return timedelta(seconds=seconds)
+
+
+# -- traces -----------------------------------------------------------------------------------------------------
+
+
+def load_trace(spec: str, documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
+    """A built-in trace by name (``NAME@PERIOD``: with that period, `ebb.core.traces.PERIODIC`), or a trace file
+    (YAML or JSON); typer.BadParameter names what is wrong."""
+    from pydantic import ValidationError
+
+    from ebb.core.traces import BUILTIN, Trace, builtin_trace
+    from ebb.core.yaml_documents import InputError, parse_yaml
+
+    name, _, period = spec.partition("@")
+    if name in BUILTIN:  # NAME or NAME@PERIOD
+        try:
+            every = parse_duration(period) if period else None
+            if period and every is None:  # "Never"
+                raise ValueError(period)
+        except ValueError as exc:  # QuantityError too
+            raise typer.BadParameter(f"{spec!r}: {period!r} is not a duration like 90s, 15m or 2h",
+                                     param_hint="--trace") from exc
+        try:
+            trace = builtin_trace(name, documents, start=start, duration=duration, seed=seed, every=every)
+        except ValueError as exc:
+            raise typer.BadParameter(f"{spec!r}: {exc}", param_hint="--trace") from exc
+        return trace.model_copy(update={"name": spec})  # the period in its name, as given
+    path = Path(spec)
+    if not path.is_file():
+        raise typer.BadParameter(f"{spec!r} is neither a built-in trace ({', '.join(sorted(BUILTIN))}) nor a file",
+                                 param_hint="--trace")
+    try:
+        docs = parse_yaml(path.read_text(encoding="utf-8"), spec)
+    except (InputError, OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"{spec}: {exc}", param_hint="--trace") from exc
+    if len(docs) != 1:
+        raise typer.BadParameter(f"{spec}: a trace file holds one ebb.sh/v1 Trace document, not {len(docs)}",
+                                 param_hint="--trace")
+    try:
+        return Trace.model_validate(docs[0])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(document)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise typer.BadParameter(f"{spec}: not a valid trace: {problems}", param_hint="--trace") from exc
+
+
+def load_traces(specs: list[str], documents: list[Any], *, start: datetime, duration: float, seed: int) -> Trace:
+    """`load_trace` of each of ``specs``, run together as one trace (``ebb.core.traces.combined``)."""
+    from ebb.core.traces import combined
+
+    return combined([load_trace(spec, documents, start=start, duration=duration, seed=seed) for spec in specs])
+
+
+def trace_warnings(snapshot: Snapshot) -> list[str]:
+    """What a user should hear before a trace runs on ``snapshot``: a cluster without a NodePool gives the
+    simulated provisioner nowhere to launch, so the pods a trace adds that fit on no node stay Pending."""
+    if snapshot.nodepools:
+        return []
+    return ["the input holds no NodePool: the simulated provisioner has nowhere to launch, so the pods the trace "
+            "adds that fit on no node stay Pending (kubectl get nodepools -o yaml adds them to a dump)"]
+
+
+# -- output -----------------------------------------------------------------------------------------------------
+
+
+def not_applied(errors: list[str]) -> str:
+    """The trace's events the cluster could not apply, in a line: how many, the first `SKIPPED_SHOWN` named."""
+    more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
+    return f"{len(errors)} trace event(s) not applied: {'; '.join(errors[:SKIPPED_SHOWN])}{more}"

@@ -1,0 +1,115 @@
+"""What the routes share: the ``ApiContext`` ``create_app`` builds, and the dependencies that hand it out.
+
+The composition root (``ebb_decisions_api.app.create_app``) builds the adapters once and puts them in one
+``ApiContext`` on ``app.state.context``; a route asks for it with the ``Context`` dependency (FastAPI's
+dependency injection), so the route modules (``ebb_decisions_api.routes``) hold no state and import nothing
+from the composition root. ``require_token`` is the bearer check every /v1 route runs. The dependencies are
+coroutines so that FastAPI calls them on the event loop (a plain function would be sent to a worker thread).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, cast
+
+import anyio
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.models import Hold
+from ebb.core.methods.base import EngineOptions
+from ebb_decisions_api.consumers import Consumers
+from ebb_decisions_api.events import EventHub
+from ebb_decisions_api.live import InvalidSnapshot, LiveState, LiveView, NotSeeded
+from ebb_decisions_api.metrics import ApiMetrics
+from ebb_decisions_api.passes import LeaderPasses
+from ebb_decisions_api.settings import Settings
+
+#: the prefix of the API's versioned routes, each router's own (a route's path is then its full path, which is
+#: what the request metrics are labelled with)
+V1 = "/v1"
+#: the bearer scheme of /v1 (OpenAPI's security scheme says where the token comes from)
+bearer = HTTPBearer(auto_error=False, description="EBB_DECISIONS_API_TOKEN")
+#: what every /v1 route may answer besides its own responses
+UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"description": "missing or wrong bearer token"}}
+
+
+@dataclass(frozen=True, slots=True)
+class ApiContext:
+    """Everything a route reads or writes, built once by ``create_app``."""
+
+    settings: Settings
+    #: the bearer token every /v1 request must carry
+    token: bytes
+    store: DecisionStore
+    #: the live cluster state rebuilt from ebb.cluster.objects
+    live: LiveState
+    #: the disruption-event fan-out of /v1/events
+    hub: EventHub
+    consumers: Consumers
+    metrics: ApiMetrics
+    #: bounds the engine passes and parses running at once in worker threads
+    limiter: anyio.CapacityLimiter
+    #: the engine options of explanations and live plans (the planner's)
+    engine_options: EngineOptions
+    #: "now" when a request gives none (the embedded mode's simulated time)
+    clock: Callable[[], datetime]
+    #: the leader planner's last pass (ebb.planner.passes): what "why not this node?" answers from
+    passes: LeaderPasses
+
+    def moment(self, now: datetime | None) -> datetime:
+        """The time a request asks about: its ``now`` (naive read as UTC), or the clock's."""
+        return utc(now) or self.clock()
+
+    async def live_view(self, moment: datetime) -> LiveView:
+        """The live snapshot at ``moment``; 503 while it is loading or when it is invalid."""
+        try:
+            return await self.live.view(moment)
+        except (NotSeeded, InvalidSnapshot) as exc:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), headers={"Retry-After": "5"}) from exc
+
+
+async def context(request: Request) -> ApiContext:
+    """The app's ``ApiContext`` (a dependency)."""
+    return cast(ApiContext, request.app.state.context)
+
+
+#: a route parameter that receives the app's ``ApiContext``
+Context = Annotated[ApiContext, Depends(context)]
+
+
+async def require_token(
+    ctx: Context,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    """401 unless the request carries the bearer token (compared in constant time)."""
+    if credentials is None or not secrets.compare_digest(credentials.credentials.encode(), ctx.token):
+        raise HTTPException(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            detail="a valid bearer token is required (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """``value`` with UTC as its zone when it has none."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def holds_for(holds: Sequence[Hold], *, pool: str | None, node: str | None = None) -> list[Hold]:
+    """The holds that apply to a node of ``pool`` (or, without ``node``, to the pool): cluster-wide ones,
+    the pool's, and the node's."""
+    return [h for h in holds if h.scope_kind == "cluster"
+            or (h.scope_kind == "nodepool" and pool is not None and h.scope == pool)
+            or (h.scope_kind == "node" and node is not None and h.scope == node)]
+
+
+def dump(model: Any) -> Any:
+    """A response model as the JSON it is sent as (aliases, RFC 3339 times)."""
+    return model.model_dump(mode="json", by_alias=True)

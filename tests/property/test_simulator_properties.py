@@ -87,7 +87,7 @@ TOLERATE_ALL = Toleration(operator="Exists")
 # Every pod of an app with a spread shares the app's node selection (`AppProfile.nodes`): the checker judges each
 # pod's spread on the final state, and a later pod of the app with another node selection may legitimately leave
 # an earlier one's looking broken (the module docstring). Those selections make filtered spread groups
-# (`Scheduler._spread_key`), which property (a) checks. False lets each pod draw its own, to watch that case.
+# (`Topology.spread_key`), which property (a) checks. False lets each pod draw its own, to watch that case.
 APP_WIDE_NODE_CHOICE = True
 
 
@@ -400,7 +400,7 @@ def test_simulation_results_pass_the_checker(case: Case) -> None:
     violations = check(case.snapshot, result, case.remove, [*moving, *case.pending])
     assert violations == []
     assert len(result.new_nodes) <= case.max_new
-    for claim in state.claims.values():  # a claim keeps only offerings that hold its pods (`_Claim.mask`)
+    for claim in state.claims.values():  # a claim keeps only offerings that hold its pods (`Claim.mask`)
         pool = state.s.pools[claim.pool]
         assert (pool.type_alloc[pool.combo_type[claim.mask]] >= claim.total).all()
     for new in result.new_nodes:
@@ -579,7 +579,7 @@ def test_same_input_same_result(case: Case) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(cases())
 def test_a_claims_launch_floor_kept_between_pods_is_the_one_computed_again(case: Case) -> None:
-    """`SimState.launch_floor` keeps its last answer per claim for the mask it was computed on (`_Claim.floor`): at
+    """`SimState.launch_floor` keeps its last answer per claim for the mask it was computed on (`Claim.floor`): at
     every pod that joins a new node, with or without spot, and after the last pods were rolled back and placed
     again, the kept answer is the one computed afresh."""
     sched = Scheduler(case.snapshot, node_order=case.node_order, extra_pods=case.pending)

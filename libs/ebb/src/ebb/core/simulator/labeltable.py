@@ -10,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from ebb.core.model import Requirement
-
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
+from ebb.core.simulator.arrays import BoolArray, IntArray
 
 
 class LabelTable:

@@ -715,8 +715,8 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
     assert found.resources == given_.resources
     assert np.array_equal(found.node_free, given_.node_free) and found.max_bins == given_.max_bins
     assert [list(p) for p in found.pods_on] == [list(p) for p in given_.pods_on]
-    assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.groups] == \
-        [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.groups]
+    assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.topology.groups] == \
+        [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.topology.groups]
     assert [found.leaving_order(b) for b in range(found.N)] == [given_.leaving_order(b) for b in range(given_.N)]
     one, other = found.new_state(), given_.new_state()
     assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))

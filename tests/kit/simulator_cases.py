@@ -47,7 +47,7 @@ TOLERATE_ALL = Toleration(operator="Exists")
 # Every pod of an app with a spread shares the app's node selection (`AppProfile.nodes`): the checker judges each
 # pod's spread on the final state, and a later pod of the app with another node selection may legitimately leave
 # an earlier one's looking broken (the module docstring). Those selections make filtered spread groups
-# (`Scheduler._spread_key`), which property (a) checks. False lets each pod draw its own, to watch that case.
+# (`Topology.spread_key`), which property (a) checks. False lets each pod draw its own, to watch that case.
 APP_WIDE_NODE_CHOICE = True
 
 

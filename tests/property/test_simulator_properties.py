@@ -137,7 +137,7 @@ def test_simulation_results_pass_the_checker(case: Case) -> None:
     violations = check(case.snapshot, result, case.remove, [*moving, *case.pending])
     assert violations == []
     assert len(result.new_nodes) <= case.max_new
-    for claim in state.claims.values():  # a claim keeps only offerings that hold its pods (`_Claim.mask`)
+    for claim in state.claims.values():  # a claim keeps only offerings that hold its pods (`Claim.mask`)
         pool = state.s.pools[claim.pool]
         assert (pool.type_alloc[pool.combo_type[claim.mask]] >= claim.total).all()
     for new in result.new_nodes:
@@ -316,7 +316,7 @@ def test_same_input_same_result(case: Case) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(cases())
 def test_a_claims_launch_floor_kept_between_pods_is_the_one_computed_again(case: Case) -> None:
-    """`SimState.launch_floor` keeps its last answer per claim for the mask it was computed on (`_Claim.floor`): at
+    """`SimState.launch_floor` keeps its last answer per claim for the mask it was computed on (`Claim.floor`): at
     every pod that joins a new node, with or without spot, and after the last pods were rolled back and placed
     again, the kept answer is the one computed afresh."""
     sched = Scheduler(case.snapshot, node_order=case.node_order, extra_pods=case.pending)
@@ -452,8 +452,8 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
     assert found.resources == given_.resources
     assert np.array_equal(found.node_free, given_.node_free) and found.max_bins == given_.max_bins
     assert [list(p) for p in found.pods_on] == [list(p) for p in given_.pods_on]
-    assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.groups] == \
-        [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.groups]
+    assert [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in found.topology.groups] == \
+        [(g.kind, g.key, g.selector, g.namespaces, g.term) for g in given_.topology.groups]
     assert [found.leaving_order(b) for b in range(found.N)] == [given_.leaving_order(b) for b in range(given_.N)]
     one, other = found.new_state(), given_.new_state()
     assert all(np.array_equal(a, b) for a, b in zip(one.counts, other.counts, strict=True))

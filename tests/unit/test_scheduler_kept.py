@@ -13,7 +13,7 @@ import pytest
 from ebb.core.cluster import ClusterView
 from ebb.core.memo import Memo
 from ebb.core.model import Pod, Snapshot
-from ebb.core.simulator import scheduler as scheduler_module
+from ebb.core.simulator import constraints
 from ebb.core.simulator.scheduler import Scheduler, relaxations
 from tests.kit.builders import node, pod, snapshot
 
@@ -53,8 +53,8 @@ def test_other_resource_names_get_vectors_of_their_own() -> None:
 
 
 def test_kept_requests_are_dropped_past_their_limit_and_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler_module, "_REQUESTS_KEPT", Memo(8))
-    monkeypatch.setattr(scheduler_module, "_REQUESTS_KEPT_SIZE", 1)
+    monkeypatch.setattr(constraints, "_REQUESTS_KEPT", Memo(8))
+    monkeypatch.setattr(constraints, "_REQUESTS_KEPT_SIZE", 1)
     snap = _snapshot()
     first = Scheduler(snap)
     old = first.pod_vec(snap.pods[0])

@@ -177,7 +177,7 @@ def test_counting_the_bound_pods_makes_no_class_and_finds_what_the_classes_say()
         cls = sched.classes(p)[-1]
         assert found[p.name] == ((*cls.matched, *cls.owned), cls.host_ports), p.name
     assert found["web-1"][0] and found["solo"][0] and not found["plain"][0]
-    spread_group = next(gid for gid, g in enumerate(sched.groups) if g.kind == "match" and g.key == ZONE)
+    spread_group = next(gid for gid, g in enumerate(sched.topology.groups) if g.kind == "match" and g.key == ZONE)
     assert state.counts[spread_group].sum() == 2  # both web pods, one per zone
 
 
@@ -201,7 +201,7 @@ def test_a_placement_asked_not_to_explain_fails_the_same_pods_without_the_senten
 
 
 def test_a_pools_offerings_for_a_pod_are_made_once_and_shared_read_only() -> None:
-    """`_Pool.combo_ok` is kept for the pool's life (pools outlive a pass: `Scheduler._cached_pools`): a second
+    """`Pool.combo_ok` is kept for the pool's life (pools outlive a pass: `constraints.cached_pools`): a second
     pass's Scheduler gets the same read-only array for the same needs, and needs that differ get their own answer."""
     docs = [nodepool(), node("a", zone="us-east-1a"),
             pod("any", "a"), pod("zoned", "a", node_selector={ZONE: "us-east-1b"}),
@@ -222,7 +222,7 @@ def test_a_pools_offerings_for_a_pod_are_made_once_and_shared_read_only() -> Non
 
 def test_a_scheduler_takes_the_pools_of_the_very_same_objects_without_comparing_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """`Scheduler._cached_pools`: a snapshot holding the NodePool, DaemonSet and InstanceType objects the pools were
+    """`constraints.cached_pools`: a snapshot holding the NodePool, DaemonSet and InstanceType objects the pools were
     built from takes them without a repr; one with equal NodePools that are other objects takes them by value (and
     the entry then keeps those objects); a NodePool that differs builds its own."""
     snap = snapshot(nodepool(weight=5), node("a"), pod("p", "a"))
@@ -284,9 +284,9 @@ def test_replicas_following_each_other_onto_a_new_node_go_where_the_search_puts_
 def test_a_pool_keeps_its_offerings_for_a_bounded_number_of_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long-lived planner's pods may keep bringing needs never seen again (a nodeSelector on a node's name): the
     pool's `combo_ok` starts again once it holds `_COMBO_OK_CACHE_SIZE` of them, and answers the same after."""
-    from ebb.core.simulator import scheduler
+    from ebb.core.simulator import constraints
 
-    monkeypatch.setattr(scheduler, "_COMBO_OK_CACHE_SIZE", 2)
+    monkeypatch.setattr(constraints, "_COMBO_OK_CACHE_SIZE", 2)
     snap = snapshot(nodepool(), node("a"), *(pod(f"p{z}", "a", node_selector={ZONE: z}) for z in ZONES))
     pool = Scheduler(snap).pools[0]
     first = [pool.combo_ok(p.spec) for p in snap.pods]

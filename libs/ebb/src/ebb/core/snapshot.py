@@ -637,7 +637,7 @@ def _percent(doc: _Doc, path: str) -> int:
 def governed(pool: NodePool, policy: DisruptionPolicy) -> NodePool:
     """``pool`` with the disruption settings of ``policy`` (its DisruptionPolicy) instead of its own: the same
     object again for the same two objects, as a planner's snapshots hold them while they are unchanged (the
-    simulator then knows the NodePool by identity, `Scheduler._cached_pools`)."""
+    simulator then knows the NodePool by identity, `ebb.core.simulator.constraints.cached_pools`)."""
     hit = _GOVERNED.get((id(pool), id(policy)))  # snapshots are assembled on two threads (a pass and a validation)
     if hit is not None and hit[0] is pool and hit[1] is policy:
         return hit[2]

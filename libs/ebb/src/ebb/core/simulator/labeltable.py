@@ -11,14 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from ebb.core.labels import integer_bound
 from ebb.core.model import Requirement
 from ebb.core.quantity import parse_go_int
-
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
+from ebb.core.simulator.arrays import BoolArray, IntArray
 
 
 class LabelTable:

@@ -1,0 +1,442 @@
+"""Compiling constraints: what pods need and what NodePools offer, as the arrays the scheduler's hot path reads.
+
+A simulation compares numbers, not specs. Here the specs become those numbers, once per snapshot (or for as long as
+the same objects come back) rather than once per placement:
+
+- resources: the names a simulation counts (`resource_names`) and each distinct requests as a vector over them
+  (`requests_kept`: made once per requests, shared by every Scheduler with the same names);
+- NodePools: every (instance type, offering) a NodePool may launch, with its price, zone, capacity type and labels,
+  the room of each type less its overhead and DaemonSets (`Pool`, built by `cached_pools`), and per pod needs the
+  offerings it may use (`Pool.combo_ok`);
+- pods: a pod's forms, strictest first (`relaxations`: preferences made requirements, then dropped one at a time),
+  each compiled to a `PodClass` (per existing node and per offering: may it go there; its topology `Constraint`s;
+  its host ports). The Scheduler makes the classes (`ebb.core.simulator.scheduler`), since a class also names the
+  topology groups it counts in (`ebb.core.simulator.topology`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import filterfalse
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from ebb.core import node_pods
+from ebb.core.labels import blocking_taints, daemonset_requests, requirements_match
+from ebb.core.memo import Memo
+from ebb.core.model import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_OS,
+    LABEL_ZONE,
+    DaemonSet,
+    InstanceType,
+    Interned,
+    Node,
+    NodePool,
+    Pod,
+    Requirement,
+    SchedulingSpec,
+    Snapshot,
+    Toleration,
+)
+from ebb.core.simulator.arrays import BoolArray, FloatArray, IntArray
+from ebb.core.simulator.labeltable import LabelTable
+
+FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+# Keys an instance type or offering decides; a NodePool requirement on any other key becomes a label.
+TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
+
+
+#: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
+_COMBO_OK_CACHE_SIZE = 4096
+
+
+_REQUESTS_KEY = attrgetter("requests_key")
+_REQUESTS_KEYS = attrgetter("requests_keys")
+_IS_TERMINAL = attrgetter("is_terminal")
+
+
+def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = (), *,
+                   derived: Iterable[node_pods.NodePods] | None = None, unbound: Iterable[Pod] = ()) -> tuple[str, ...]:
+    """The resources a simulation counts: those the snapshot's active pods (a finished pod needs no room) and
+    ``extra_pods`` request, the nodes have and the instance types offer, the fixed ones first. ``derived``: what
+    was derived from every node's active pods (`ebb.core.node_pods`), with ``unbound`` the active pods on no node:
+    the same pods, their distinct requests kept per node rather than read pod by pod."""
+    if derived is None:
+        keys = {*map(_REQUESTS_KEY, filterfalse(_IS_TERMINAL, snapshot.pods))}  # replicas share theirs
+    else:
+        keys = set().union(*map(_REQUESTS_KEYS, derived), map(_REQUESTS_KEY, unbound))
+    keys.update(map(_REQUESTS_KEY, extra_pods))
+    names: set[str] = set()
+    for key in keys:
+        names.update(name for name, _ in key.value)
+    for node in snapshot.nodes:
+        names.update(node.allocatable)
+    names.update(_type_resources(snapshot.instance_types))
+    return FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
+
+
+def _type_resources(types: tuple[InstanceType, ...]) -> frozenset[str]:
+    """The resources the instance types have, kept for the last catalog (its types live through many passes)."""
+    kept_types, kept = _TYPE_RESOURCES[0]  # one tuple: read whole though another thread may replace it
+    if same_objects(kept_types, types):
+        return kept
+    names = frozenset(name for it in types for name in it.capacity)
+    _TYPE_RESOURCES[0] = (types, names)
+    return names
+
+
+#: the last catalog's instance types and their resources (`_type_resources`)
+_TYPE_RESOURCES: list[tuple[tuple[InstanceType, ...], frozenset[str]]] = [((), frozenset())]
+
+
+def format_requests(requests: Mapping[str, int]) -> str:
+    """Requests as a reader sees them (cpu in millicores, memory and storage in GiB), for a pod that finds no room."""
+    parts = []
+    for name, value in requests.items():
+        if name == "pods" or not value:
+            continue
+        if name == "cpu":
+            parts.append(f"cpu {value}m")
+        elif name in ("memory", "ephemeral-storage"):
+            parts.append(f"{name} {value / 2**30:.2f}Gi")
+        else:
+            parts.append(f"{name} {value}")
+    return ", ".join(parts) or "no requests"
+
+
+def rows(resources: Sequence[str], mappings: Sequence[Mapping[str, int]]) -> IntArray:
+    """The amounts of each mapping in the order of ``resources`` (0 where it has none; others ignored), one row
+    each (built as lists, then one array)."""
+    return np.array([[m.get(name, 0) for name in resources] for m in mappings],
+                    dtype=np.int64).reshape(len(mappings), len(resources))
+
+
+#: `Scheduler.pod_vec` and `.pod_needs` by resource names, then by requests (`Pod.requests_key`): the same for every
+#: Scheduler with those names, and a planner's Schedulers share their names and most requests pass after pass
+_REQUESTS_KEPT: Memo[tuple[str, ...], tuple[dict[Interned, IntArray], dict[Interned, tuple[tuple[int, int], ...]]]] = \
+    Memo(8)
+#: past this many requests kept for some resource names, they are dropped and made again as asked
+_REQUESTS_KEPT_SIZE = 20_000
+
+
+def requests_kept(resources: tuple[str, ...]) -> tuple[dict[Interned, IntArray],
+                                                         dict[Interned, tuple[tuple[int, int], ...]]]:
+    """The vectors and needs kept for ``resources`` (new, empty ones for new names or past the size limit). A
+    Scheduler adds to them as it goes: entries are values (read-only arrays), so a race only makes one twice."""
+    kept = _REQUESTS_KEPT.get(resources)
+    if kept is None or len(kept[0]) > _REQUESTS_KEPT_SIZE:
+        kept = _REQUESTS_KEPT.keep(resources, ({}, {}))
+    return kept
+
+
+# --------------------------------------------------------------------------------------------------
+# NodePools: their offerings as arrays
+
+
+@dataclass
+class Pool:
+    """A NodePool compiled: every (instance type, offering) it may launch is a *combo*, an index into the ``combo_``
+    arrays; ``types`` are the instance types with at least one, ``type_alloc`` their room for pods."""
+
+    pool: NodePool
+    types: list[InstanceType]
+    type_alloc: IntArray  # T x R: capacity - overhead - DaemonSet overhead
+    type_capacity: IntArray  # T x R
+    combo_type: IntArray  # C
+    combo_price: FloatArray  # C
+    combo_zone: list[str]
+    combo_ct: list[str]
+    combo_labels: LabelTable
+    zone_names: list[str] = field(default_factory=list)  # combo_zone_code -> zone
+    combo_zone_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    #: T x (R + 1): what a claim of each type counts against the NodePool's limits, its capacity then 1 (for
+    #: ``nodes``); read-only rows, shared by the claims charged them
+    type_charge: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
+    _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
+    #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
+    #: (`cached_pools`)
+    _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
+        default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
+
+    def __post_init__(self) -> None:
+        self.zone_names = sorted(set(self.combo_zone))
+        zone_code = {z: i for i, z in enumerate(self.zone_names)}
+        self.combo_zone_code = np.array([zone_code[z] for z in self.combo_zone], dtype=np.int64)
+        ct_code = {c: i for i, c in enumerate(sorted(set(self.combo_ct)))}
+        self.combo_ct_code = np.array([ct_code[c] for c in self.combo_ct], dtype=np.int64)
+        charge = np.ones((self.type_capacity.shape[0], self.type_capacity.shape[1] + 1), dtype=np.int64)
+        charge[:, :-1] = self.type_capacity
+        charge.flags.writeable = False
+        self.type_charge = charge
+
+    def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
+        """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
+        and nodeSelector met), or None when there is none. Made once per distinct needs for the pool's life, and
+        read-only: every pass's Scheduler asks again for the same pods."""
+        key = (tuple(spec.node_selector.items()), spec.required_node_terms, spec.tolerations)
+        hit = self._combo_ok.get(key)  # one lookup: a pass and a validation may share the pool from two threads
+        if hit is not None:
+            return hit[0]
+        ok: BoolArray | None = None
+        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
+            ok = self.combo_labels.terms(spec.required_node_terms)
+            if spec.node_selector:
+                ok &= self.combo_labels.selector(spec.node_selector)
+            if ok.any():
+                ok.flags.writeable = False
+            else:
+                ok = None
+        self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
+        return ok
+
+    def type_floor(self, without: str | None) -> FloatArray:
+        """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of
+        capacity type ``without`` (None: every offering counts)."""
+        floor = self._type_floor.get(without)
+        if floor is None:
+            floor = np.full(len(self.types), np.inf)
+            keep = np.array([ct != without for ct in self.combo_ct], dtype=bool)
+            np.minimum.at(floor, self.combo_type[keep], self.combo_price[keep])
+            self._type_floor[without] = floor
+        return floor
+
+
+@dataclass(frozen=True)
+class PoolsEntry:
+    """Built pools with what they were built from, kept (so the ids stay theirs): a Scheduler whose snapshot holds
+    these very objects takes the pools without comparing NodePools and DaemonSets by value."""
+
+    resources: tuple[str, ...]
+    nodepools: tuple[NodePool, ...]
+    daemonsets: tuple[DaemonSet, ...]
+    instance_types: tuple[InstanceType, ...]
+    pools: list[Pool]
+
+    def holds(self, resources: Sequence[str], snapshot: Snapshot) -> bool:
+        """Built from exactly the objects of ``snapshot`` (by identity) and ``resources``."""
+        return (tuple(resources) == self.resources and same_objects(self.nodepools, snapshot.nodepools)
+                and same_objects(self.daemonsets, snapshot.daemonsets)
+                and same_objects(self.instance_types, snapshot.instance_types))
+
+
+def same_objects(kept: Sequence[object], given: Sequence[object]) -> bool:
+    """The same objects (by identity), in the same order."""
+    return len(kept) == len(given) and all(a is b for a, b in zip(kept, given, strict=True))
+
+
+#: built pools by (resource names, the NodePools and DaemonSets, the ids of the InstanceTypes), with those kept (so
+#: the ids stay theirs); a few entries: a planner alternates between very few catalogs and pool sets
+_POOLS_CACHE: Memo[tuple[Any, ...], PoolsEntry] = Memo(4, forget="oldest")
+
+
+def cached_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
+    """`build_pools`, reused while the same NodePool, InstanceType and DaemonSet objects come back with the
+    same resource names: a planner's passes and validations build a Scheduler each, from snapshots that share
+    those, and building the offerings was a sixth of a back-test's time. The pools are read-only once built.
+    NodePools and DaemonSets are compared by value (their repr), InstanceTypes by identity."""
+    # NodePools and DaemonSets by value (a planner builds them again for every snapshot: DisruptionPolicies are
+    # merged into the NodePools), the catalog's many InstanceTypes by identity (parsed once, kept)
+    entries = list(_POOLS_CACHE.values())  # a planner's pass and a validation may build Schedulers in two threads
+    for entry in entries:  # the same objects: no repr (a planner's snapshots share them while nothing changed)
+        if entry.holds(resources, snapshot):
+            return entry.pools
+    key = (tuple(resources), repr(snapshot.nodepools), repr(snapshot.daemonsets),
+           tuple(map(id, snapshot.instance_types)))
+    hit = _POOLS_CACHE.get(key)
+    if hit is not None and same_objects(hit.instance_types, snapshot.instance_types):
+        pools = hit.pools
+    else:
+        pools = build_pools(resources, snapshot)
+    # kept with these objects (the newest entry), so the next snapshot holding them takes the first way
+    _POOLS_CACHE.keep(key, PoolsEntry(tuple(resources), tuple(snapshot.nodepools),
+                                      tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools))
+    return pools
+
+def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
+    """Each NodePool of ``snapshot`` compiled (`Pool`): its offerings that its requirements admit, over
+    ``resources``."""
+    pools = []
+    for pool in snapshot.nodepools:
+        types: list[InstanceType] = []
+        combo_type: list[int] = []
+        combo_price: list[float] = []
+        combo_zone: list[str] = []
+        combo_ct: list[str] = []
+        combo_labels: list[Mapping[str, str]] = []
+        extra_labels = dict(pool.labels)
+        for req in pool.requirements:
+            if (req.key not in TYPE_KEYS and req.operator == "In" and req.values
+                    and not any(req.key in it.labels for it in snapshot.instance_types)):
+                extra_labels.setdefault(req.key, req.values[0])
+        for it in snapshot.instance_types:
+            base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", LABEL_OS: "linux",
+                    **it.labels, **extra_labels, LABEL_NODEPOOL: pool.name}
+            t_index = len(types)
+            added = False
+            for off in it.offerings:
+                if not off.available:
+                    continue
+                labels = {**base, LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
+                if not requirements_match(pool.requirements, labels):
+                    continue
+                combo_type.append(t_index)
+                combo_price.append(off.price)
+                combo_zone.append(off.zone)
+                combo_ct.append(off.capacity_type)
+                combo_labels.append(labels)
+                added = True
+            if added:
+                types.append(it)
+        ds_overhead = rows(resources, [daemonset_requests(snapshot.daemonsets, pool)])[0]
+        type_capacity = rows(resources, [it.capacity for it in types])
+        type_alloc = type_capacity - rows(resources, [it.overhead for it in types]) - ds_overhead
+        pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
+                          np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,
+                          LabelTable(combo_labels)))
+    return pools
+
+
+# --------------------------------------------------------------------------------------------------
+# Pods: their forms and what each may use
+
+
+@dataclass
+class Constraint:
+    """One topology rule of a pod's form, over the counts of one topology group (`ebb.core.simulator.topology`):
+    a spread's skew, a required pod affinity (some matching pod in the domain) or anti-affinity (none)."""
+
+    kind: str  # spread | affinity | anti
+    group: int
+    key: str
+    max_skew: int = 1
+    self_match: int = 0
+    min_domains: int | None = None
+    eligible: IntArray | None = None  # spread: codes of eligible domains (hostname: node indices)
+    new_domain: bool = False  # hostname spread: a new node is a domain with zero pods
+
+
+@dataclass
+class PodClass:
+    """One form of the pods that share a class (`Pod.class_key`), compiled: where it may go among the existing
+    nodes and each NodePool's offerings, its topology constraints and counts, its host ports."""
+
+    spec: SchedulingSpec
+    namespace: str
+    node_ok: BoolArray  # over existing nodes
+    pool_combo_ok: list[BoolArray | None]  # per pool; None when the pool's taints repel the pod
+    constraints: list[Constraint]
+    matched: list[int]  # groups whose count this pod raises
+    owned: list[int]  # anti-affinity "owner" groups this pod raises
+    host_ports: tuple[tuple[str, int, str], ...]
+    can_launch: bool
+    pool_ok: BoolArray  # per pool: pool_combo_ok is not None
+
+
+
+#: `relaxations` by the id of the spec, with the spec (a pass's Scheduler makes each class's again, of the specs the
+#: pods held the pass before: the parser shares a spec among the versions of a pod and its replicas)
+_RELAXED: Memo[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...]]] = Memo(20_000)
+
+
+def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
+    """Strictest first: every preference as a requirement; then drop one preference at a time (the
+    ScheduleAnyway spreads first, then the lightest preferred term), ending at the pod's requirements. Made once
+    per spec object (a value: shared by every Scheduler and thread; a race only makes it twice)."""
+    kept = _RELAXED.get(id(spec))
+    if kept is not None and kept[0] is spec:
+        return kept[1]
+    made = tuple(_relaxations(spec))
+    _RELAXED.keep(id(spec), (spec, made))
+    return made
+
+
+def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
+    """`relaxations`, made."""
+    prefs: list[tuple[int, int, str, Any]] = []
+    for i, s in enumerate(spec.spread):
+        if s.when_unsatisfiable != "DoNotSchedule":
+            prefs.append((-1, i, "spread", s))
+    for i, (w, t) in enumerate(spec.preferred_pod_anti_affinity):
+        prefs.append((w, i, "anti", t))
+    for i, (w, t) in enumerate(spec.preferred_pod_affinity):
+        prefs.append((w, i, "affinity", t))
+    for i, (w, terms) in enumerate(spec.preferred_node_terms):
+        prefs.append((w, i, "node", terms))
+    base = replace(spec, spread=tuple(s for s in spec.spread if s.when_unsatisfiable == "DoNotSchedule"),
+                   preferred_node_terms=(), preferred_pod_affinity=(), preferred_pod_anti_affinity=())
+    if not prefs:
+        return [base]
+    prefs.sort(key=lambda p: (p[0], p[1]))
+    out = []
+    for drop in range(len(prefs) + 1):
+        kept = prefs[drop:]
+        spec_i = base
+        node_extra: list[Requirement] = []
+        for _, _, kind, item in kept:
+            if kind == "spread":
+                spec_i = replace(spec_i, spread=(*spec_i.spread, replace(item, when_unsatisfiable="DoNotSchedule")))
+            elif kind == "anti":
+                spec_i = replace(spec_i, pod_anti_affinity=(*spec_i.pod_anti_affinity, item))
+            elif kind == "affinity":
+                spec_i = replace(spec_i, pod_affinity=(*spec_i.pod_affinity, item))
+            else:
+                node_extra.extend(item)
+        if node_extra:
+            required = spec_i.required_node_terms or ((),)
+            spec_i = replace(spec_i, required_node_terms=tuple((*t, *node_extra) for t in required))
+        out.append(spec_i)
+    return out
+
+
+def host_ports(spec: SchedulingSpec) -> tuple[tuple[str, int, str], ...]:
+    """The host ports a pod of ``spec`` takes on its node, as (protocol, port, host IP): `PodClass.host_ports`."""
+    return tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
+
+
+def has_pod_affinity(classes: Sequence[PodClass]) -> bool:
+    """Whether some form of the pod requires pod affinity: a pod placed later may let it in (`place_all` retries
+    it)."""
+    return any(c.kind == "affinity" for cls in classes for c in cls.constraints)
+
+
+# --------------------------------------------------------------------------------------------------
+# Existing nodes: their labels and taints
+
+
+def node_labels(node: Node) -> Mapping[str, str]:
+    """The node's labels, with its hostname label its name when it has none."""
+    if LABEL_HOSTNAME in node.labels:
+        return node.labels
+    labels = dict(node.labels)
+    labels[LABEL_HOSTNAME] = node.name
+    return labels
+
+
+def taint_sets(nodes: Sequence[Node]) -> dict[tuple[Any, ...], IntArray]:
+    """The indices of the tainted nodes, by their taints (nodes of one NodePool share theirs)."""
+    by_taints: dict[tuple[Any, ...], list[int]] = {}
+    for i, n in enumerate(nodes):
+        if n.taints:
+            by_taints.setdefault(n.taints, []).append(i)
+    return {t: np.array(m, dtype=np.int64) for t, m in by_taints.items()}
+
+
+def tolerated(taints_of: Mapping[tuple[Any, ...], IntArray], n_nodes: int,
+              tolerations: tuple[Toleration, ...]) -> BoolArray:
+    """Per existing node (``taints_of``: `taint_sets` of the ``n_nodes``): are its NoSchedule and NoExecute taints
+    all tolerated?"""
+    ok = np.ones(n_nodes, dtype=bool)
+    for taints, members in taints_of.items():
+        if blocking_taints(tolerations, taints):
+            ok[members] = False
+    return ok

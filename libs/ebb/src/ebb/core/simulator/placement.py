@@ -1,0 +1,298 @@
+"""The placement state of one simulation: what room each bin has left, which pods went where, and the journal that
+undoes it.
+
+Bins 0..N-1 are the existing nodes (in the Scheduler's order), bins N.. the NodeClaims the simulation opens
+(`Claim`). A bin has its free room (one row of ``free``: cpu millicores, memory bytes, pods, ...), whether it takes
+pods (``open``), its host ports, and for a claim the offerings of its NodePool it may still launch. Every change is
+journalled (`Placement.mark`, `Placement.rollback`): the decision engine tries thousands of "what if" simulations on
+one state and rolls each back in time proportional to what it changed. What a simulation produced (its new nodes,
+where each pod went) and why a pod found no bin are read from here too.
+
+Where a pod goes is the Scheduler's search (`ebb.core.simulator.scheduler.SimState`, built on this state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ebb.core.model import InstanceType, Node, Pod
+from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_min, trues
+from ebb.core.simulator.constraints import PodClass, Pool, format_requests
+from ebb.core.simulator.results import NewNode, SimulationResult
+
+
+class Bins(Protocol):
+    """What a placement starts from (a Scheduler): the existing nodes in bin order, their room and whether they take
+    pods, the pods bound to each, the compiled NodePools and what their nodes count against their limits."""
+
+    N: int
+    nodes: list[Node]
+    node_index: dict[str, int]
+    resources: tuple[str, ...]
+    r_index: dict[str, int]
+    node_free: IntArray
+    node_open: BoolArray
+    max_bins: int
+    pools: list[Pool]
+    pods_on: list[Sequence[Pod]]
+
+    def pool_usage(self) -> list[IntArray]:
+        """Per NodePool: what its nodes count against its limits when a simulation starts."""
+        ...
+
+
+@dataclass
+class Claim:
+    """A NodeClaim the simulation opened: its NodePool (an index), the offerings it may still launch and its pods."""
+
+    pool: int
+    hostname: str
+    mask: BoolArray  # over the pool's combos; once a pod is on it, only offerings whose type holds `total` (`_narrow`)
+    total: IntArray
+    pods: list[str] = field(default_factory=list)
+    charged: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # toward NodePool limits
+    #: how many offerings `mask` keeps (-1 before its first pod): the mask only narrows, so an unchanged count is an
+    #: unchanged mask
+    kept: int = -1
+    #: `SimState.launch_floor`'s last answer: (the mask it was for, ``without``, the floor). A mask is never changed
+    #: in place (a narrowed one is a new array; an unchanged one stays), so the same mask object gives the same floor
+    floor: tuple[BoolArray, str | None, float] | None = None
+
+
+class Placement:
+    """The bins of one simulation and what is placed on them; every mutation journalled (`mark`, `rollback`)."""
+
+    def __init__(self, bins: Bins) -> None:
+        self.s = bins
+        b = bins.max_bins
+        r = len(bins.resources)
+        self.free = np.zeros((b, r), dtype=np.int64, order="F")  # columns contiguous: per-resource scans
+        self.free[: bins.N] = bins.node_free
+        self.open = np.zeros(b, dtype=bool)
+        self.open[: bins.N] = bins.node_open
+        self.n_bins = bins.N
+        self.claims: dict[int, Claim] = {}
+        self.bin_pool = np.full(b, -1, dtype=np.int64)
+        self._removed: set[int] = set()
+        self.pod_by_key: dict[str, Pod] = {}
+        self._pending_mask: BoolArray = np.ones(0, dtype=bool)
+        self.journal: list[tuple[Any, ...]] = []
+        self.placed: dict[str, int] = {}  # pod key -> bin, for pods this simulation moved or placed
+        self.moved_onto: dict[int, list[Pod]] = {}
+        self.ports: dict[int, set[tuple[str, int, str]]] = {}
+        self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
+        self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
+        self.pool_used = [usage.copy() for usage in bins.pool_usage()]
+
+    # -- journal ---------------------------------------------------------------------------------------
+    def mark(self) -> int:
+        """Where the journal is now: `rollback` to it undoes every change made since."""
+        return len(self.journal)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every change since ``mark``, the last first."""
+        j = self.journal
+        while len(j) > mark:
+            entry = j.pop()
+            op = entry[0]
+            # the three entries every placed pod makes first
+            if op == "arr":
+                _, arr, idx, old = entry
+                arr[idx] = old
+            elif op == "moved":
+                _, b, n = entry
+                del self.moved_onto[b][n:]
+            elif op == "placed":
+                _, key, old = entry
+                if old is None:
+                    self.placed.pop(key, None)
+                else:
+                    self.placed[key] = old
+            elif op == "claim_set":
+                _, claim, mask, total, n_pods, charged, kept = entry
+                claim.mask, claim.total, claim.charged, claim.kept = mask, total, charged, kept
+                del claim.pods[n_pods:]
+            elif op == "claim_new":
+                _, b = entry
+                del self.claims[b]
+                self.n_bins = b
+                self.open[b] = False
+                self.free[b] = 0
+            elif op == "moved_clear":
+                _, b, old_list = entry
+                self.moved_onto[b] = old_list
+            elif op == "port":
+                _, b, port = entry
+                self.ports[b].discard(port)
+            elif op == "port_clear":
+                _, b, old_ports = entry
+                self.ports[b] = old_ports
+            elif op == "removed":
+                self._removed.discard(entry[1])
+            elif op == "pool":
+                _, p, old = entry
+                self.pool_used[p] = old
+
+    def _set(self, arr: Any, idx: Any, value: Any) -> None:
+        """``arr[idx] = value``, its old value journalled."""
+        self.journal.append(("arr", arr, idx, arr[idx].copy() if isinstance(arr[idx], np.ndarray) else arr[idx]))
+        arr[idx] = value
+
+    # -- queries ---------------------------------------------------------------------------------------
+    def bin_name(self, b: int) -> str:
+        """The node's name, or the claim's hostname."""
+        if b < self.s.N:
+            return self.s.nodes[b].name
+        return self.claims[b].hostname
+
+    def pods_on_bin(self, b: int) -> list[Pod]:
+        """Pods currently on a bin: the node's own (not moved away) plus pods moved onto it."""
+        own = [p for p in self.s.pods_on[b] if p.key not in self.placed] if b < self.s.N else []
+        return own + list(self.moved_onto.get(b, ()))
+
+    # -- mutations -------------------------------------------------------------------------------------
+    def close_bin(self, b: int) -> None:
+        """No further pods go to this bin (a replacement already promised to one command)."""
+        self._set(self.open, b, False)
+
+    def set_aside(self, name: str, why: str) -> None:
+        """No pod placed from now on goes to this existing node (the pods already placed there stay), and a pod
+        that finds no home says the node was set aside and ``why``. A rollback past it opens the node again."""
+        b = self.s.node_index[name]
+        if self.open[b]:
+            self._set(self.open, b, False)
+            self.aside[b] = why
+
+    def launch_floor(self, b: int, without: str | None = None) -> float:
+        """The least any instance type claim ``b`` could still launch costs, whatever pods join it (its offerings
+        only narrow and its pods only grow): the cheapest offering, anywhere in its pool, of a type it keeps that
+        holds its pods; offerings of capacity type ``without`` do not count (inf when nothing is left)."""
+        claim = self.claims[b]
+        known = claim.floor
+        if known is not None and known[0] is claim.mask and known[1] == without:
+            return known[2]
+        pool = self.s.pools[claim.pool]
+        kept = np.zeros(len(pool.types), dtype=bool)
+        kept[pool.combo_type[claim.mask]] = True  # types that hold its pods: its offerings are narrowed to them
+        floors = pool.type_floor(without)[kept]
+        floor = float(reduce_min(floors)) if floors.size else float("inf")
+        claim.floor = (claim.mask, without, floor)
+        return floor
+
+    @staticmethod
+    def _fits(pool: Pool, total: IntArray) -> BoolArray:
+        """Per instance type of the pool: has it room for `total`?"""
+        return all_of_rows(pool.type_alloc >= total)
+
+    def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
+        """Whether one of ``ports`` is taken on bin ``b`` already (same protocol and port, and host IP or any)."""
+        used = self.ports.get(b)
+        if not used:
+            return False
+        for proto, port, ip in ports:
+            for uproto, uport, uip in used:
+                if proto == uproto and port == uport and (ip == uip or "0.0.0.0" in (ip, uip)):
+                    return True
+        return False
+
+    def _limit_mask(self, p_index: int, release: IntArray | None = None) -> BoolArray | None:
+        """Offerings whose instance type keeps the NodePool within its limits; `release` is what a
+        claim being grown is already charged (it is replaced, not added)."""
+        pool = self.s.pools[p_index]
+        limits = pool.pool.limits
+        mask = trues(len(pool.combo_type))
+        if not limits:
+            return mask
+        used = self.pool_used[p_index] if release is None else self.pool_used[p_index] - release
+        if "nodes" in limits and used[-1] + 1 > limits["nodes"]:
+            return None
+        type_ok = trues(len(pool.types))
+        for name, limit in limits.items():
+            idx = self.s.r_index.get(name)
+            if idx is not None:
+                type_ok &= pool.type_capacity[:, idx] + used[idx] <= limit
+        mask &= type_ok[pool.combo_type]
+        return mask if any_set(mask) else None
+
+    def _explain(self, cls: PodClass, req: IntArray, max_new: int) -> str:
+        """Why a pod of ``cls`` requesting ``req`` found no bin, in a sentence."""
+        s = self.s
+        n = s.N
+        open_nodes = self.open[:n]
+        static = open_nodes & cls.node_ok
+        if not any_set(open_nodes):
+            where = "no other node can take pods"
+        elif not any_set(static):
+            where = "no remaining node matches its nodeSelector, node affinity or tolerations"
+        elif not any_set(static & all_of_rows(self.free[:n] >= req)):
+            wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
+            where = f"no remaining node has room for its requests ({wants})"
+        else:
+            where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
+        if max_new <= 0:
+            pass
+        elif not cls.can_launch:
+            where += ", and no NodePool can launch a node it tolerates and matches"
+        else:
+            where += ", and no NodePool offers an instance type that fits it within its limits"
+        return where + self._set_aside_note(cls, req)
+
+    def _set_aside_note(self, cls: PodClass, req: IntArray) -> str:
+        """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside."""
+        if not self.aside:
+            return ""
+        bins = np.fromiter(sorted(self.aside), dtype=np.int64, count=len(self.aside))
+        fits = ~self.open[bins] & cls.node_ok[bins] & all_of_rows(self.free[bins] >= req)
+        for found in fits.nonzero()[0]:
+            b = int(bins[found])
+            if b not in self._removed:
+                return f" (node {self.s.nodes[b].name} has room, but {self.aside[b]})"
+        return ""
+
+    # -- results ---------------------------------------------------------------------------------------
+    def new_nodes(self) -> list[NewNode]:
+        """The claims that hold pods, as the nodes they would launch: every instance type left, cheapest first."""
+        out = []
+        for b in sorted(self.claims):
+            claim = self.claims[b]
+            if not claim.pods:
+                continue
+            pool = self.s.pools[claim.pool]
+            idx = claim.mask.nonzero()[0]  # narrowed to the types that hold its pods
+            prices = pool.combo_price[idx]
+            order = idx[np.argsort(prices, kind="stable")]
+            cheapest = int(order[0])
+            ct = pool.combo_ct[cheapest]
+            # each instance type once, at the position of its cheapest offering
+            sorted_types = pool.combo_type[order]
+            _, first = np.unique(sorted_types, return_index=True)
+            type_names = [pool.types[int(t)].name for t in sorted_types[np.sort(first)]]
+            same_ct = idx[pool.combo_ct_code[idx] == pool.combo_ct_code[cheapest]]
+            zones = [pool.zone_names[int(z)] for z in np.unique(pool.combo_zone_code[same_ct])]
+            out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names), ct, tuple(zones),
+                               float(pool.combo_price[cheapest]), tuple(claim.pods)))
+        return out
+
+    def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:
+        """Where each of ``pods`` went, the new nodes, and ``failures`` (pod key -> why it found no bin)."""
+        placements = {p.key: self.bin_name(self.placed[p.key]) for p in pods if p.key in self.placed}
+        return SimulationResult(placements, tuple(self.new_nodes()), dict(failures))
+
+    def claim_offering(self, hostname: str) -> tuple[InstanceType, str, str, float] | None:
+        """The instance type, zone and capacity type the claim would launch (its cheapest option)."""
+        for claim in self.claims.values():
+            if claim.hostname == hostname:
+                pool = self.s.pools[claim.pool]
+                idx = claim.mask.nonzero()[0]  # narrowed to the types that hold its pods
+                if not idx.size:
+                    return None
+                c = int(idx[np.argmin(pool.combo_price[idx])])
+                return (pool.types[int(pool.combo_type[c])], pool.combo_zone[c], pool.combo_ct[c],
+                        float(pool.combo_price[c]))
+        return None
+
+

@@ -239,7 +239,7 @@ async def run_embedded(
                                                 objects=SnapshotStore(parsed_elsewhere=cluster.parsed_as_held)),
                                name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
-                                                 store=store, clock=clock,
+                                                 store=store, clock=clock, store_private=True,
                                                  provider=NodeProvider("simulated", cluster, cluster,
                                                                          nodepools=cluster.read_nodepool)),
                                 name="termination-executor"),

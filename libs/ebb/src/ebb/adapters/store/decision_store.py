@@ -55,9 +55,12 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, literal_column, or_, select, text, update
+from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decisions import utc
@@ -399,9 +402,7 @@ class DecisionStore:
 
     def _send(self, session: AsyncSession, topic: str, message: Message, origin: str, now: datetime) -> None:
         """Add ``message`` to the outbox in ``session``'s transaction, for ``origin``'s relay to publish."""
-        session.add(OutboxMessage(cluster=self.cluster, origin=origin, topic=topic, message_id=str(message.id),
-                                  decision_id=getattr(message, "decision_id", None),
-                                  payload=message.model_dump(mode="json"), created_at=now))
+        session.add(OutboxMessage(**_outbox_row(self.cluster, topic, message, origin, now)))
 
     def _step(self, session: AsyncSession, decision_id: str, nodes: Iterable[str], phase: Phase, at: datetime, *,
               message: str, detail: dict[str, Any], origin: str) -> None:
@@ -454,8 +455,9 @@ class DecisionStore:
         async with self._relay_lock(origin) as mine:
             if not mine:
                 return 0
-            async with self._sessions() as session:
-                rows = (await session.execute(
+            # plain connections, not ORM sessions: a relay runs after every write of its origin
+            async with self.engine.connect() as connection:
+                rows = (await connection.execute(
                     select(OutboxMessage.id, OutboxMessage.topic, OutboxMessage.payload).where(
                         OutboxMessage.cluster == self.cluster, OutboxMessage.origin == origin,
                         OutboxMessage.sent_at.is_(None)).order_by(OutboxMessage.id).limit(limit))).all()
@@ -471,8 +473,8 @@ class DecisionStore:
                     break
                 sent += [r.id for r in batch]
             if sent:
-                async with self._sessions() as session, session.begin():
-                    await session.execute(update(OutboxMessage).where(OutboxMessage.id.in_(sent)).values(
+                async with self.engine.begin() as connection:
+                    await connection.execute(update(OutboxMessage).where(OutboxMessage.id.in_(sent)).values(
                         sent_at=now()))
         if failure is not None:
             raise failure
@@ -718,28 +720,27 @@ class DecisionStore:
             decisions.move(decision, State.EXECUTING, now)  # IllegalTransition from proposed: not approved
             return Start.EXECUTE, State.EXECUTING
 
-    async def _new_steps(self, session: AsyncSession, events: Sequence[DisruptionEvent]) -> None:
+    async def _new_steps(self, connection: AsyncSession | AsyncConnection, events: Sequence[DisruptionEvent]) -> None:
         """The executor's ``events`` (steps of a decision it executes) added to the timeline and the outbox, each
         once: a step recorded already (a resumed command reports its steps again, under the same ids) is left
-        out of both."""
+        out of both (``INSERT ... ON CONFLICT DO NOTHING`` on the timeline's unique event id)."""
         if not events:
             return
-        ids = [str(e.id) for e in events]
-        known = set((await session.scalars(
-            select(DecisionEvent.event_id).where(DecisionEvent.event_id.in_(ids)))).all())
-        for event in events:
-            if str(event.id) in known:
-                continue
-            known.add(str(event.id))
-            session.add(DecisionEvent(decision_id=event.decision_id, event_id=str(event.id), type=event.phase,
-                                      node=event.node, at=event.at, detail={"message": event.message}))
-            self._send(session, TOPIC_DISRUPTION_EVENTS, event, EXECUTOR, event.at)
+        insert = pg_insert if self._postgres else sqlite_insert
+        added = set((await connection.execute(insert(DecisionEvent).values([
+            {"decision_id": e.decision_id, "event_id": str(e.id), "type": e.phase, "node": e.node, "at": e.at,
+             "detail": {"message": e.message}} for e in events]).on_conflict_do_nothing(
+            index_elements=[DecisionEvent.event_id]).returning(DecisionEvent.event_id))).scalars().all())
+        new = [e for e in events if str(e.id) in added]
+        if new:
+            await connection.execute(sa_insert(OutboxMessage).values([
+                _outbox_row(self.cluster, TOPIC_DISRUPTION_EVENTS, e, EXECUTOR, e.at) for e in new]))
 
     async def record_steps(self, events: Sequence[DisruptionEvent]) -> None:
         """Record the executor's ``events`` (the steps of a decision it executes): each, once, in the decision's
         timeline and in the outbox, in one transaction."""
-        async with self._sessions() as session, session.begin():
-            await self._new_steps(session, events)
+        async with self.engine.begin() as connection:
+            await self._new_steps(connection, events)
         self._written(EXECUTOR)
 
     async def finish(self, command: DisruptionCommand, state: State, now: datetime, *,
@@ -772,6 +773,13 @@ class DecisionStore:
             return False
         self._written(EXECUTOR)
         return True
+
+
+def _outbox_row(cluster: str, topic: str, message: Message, origin: str, now: datetime) -> dict[str, Any]:
+    """The ``outbox`` row of ``message``, to be published on ``topic`` by ``origin``'s relay."""
+    return {"cluster": cluster, "origin": origin, "topic": topic, "message_id": str(message.id),
+            "decision_id": getattr(message, "decision_id", None), "payload": message.model_dump(mode="json"),
+            "created_at": now}
 
 
 def command_id(decision_id: str) -> uuid.UUID:

@@ -205,8 +205,10 @@ async def run_embedded(
         writes = WriteCount(engine)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)
-        # one store for the planner, the executor and the API, on the one SQLite engine
-        store = DecisionStore(engine, options.cluster)
+        # one store for the planner, the executor and the API, on the one SQLite engine; private: the process is its
+        # only user and the in-memory bus dies with it, so what a decision's transaction sends goes to the relays in
+        # memory once it committed (no outbox rows)
+        store = DecisionStore(engine, options.cluster, private=True)
 
         def status() -> Status:
             names, pods, pending = cluster.census()

@@ -17,8 +17,7 @@ seconds, which block the loop meanwhile.
 
 Everything else is as in the distributed mode: the same Alembic revisions, WAL, foreign keys.
 
-``WriteCount`` counts the statements that may change what the planner reads (every write but the outbox relay's
-marks of what it sent). Every writer of the embedded mode (planner,
+``WriteCount`` counts the statements that may change the database. Every writer of the embedded mode (planner,
 executor, decisions-api) goes through the one engine, so an unchanged count means an unchanged database: the
 planner reuses a pass's answer on that (``ebb_consolidation_planner.planner``) without reading the store.
 """
@@ -72,9 +71,6 @@ class InlineConnection(aiosqlite.Connection):
 #: statements that only read: every other one counts as a write (conservatively: a write that changes nothing
 #: counts too)
 READ_ONLY = ("SELECT", "PRAGMA")
-#: the outbox relay's marks and clean-ups: they change only the outbox, which no pass reads (the messages go into
-#: it in the transaction of a decision's change, which counts)
-OUTBOX_ONLY = ("UPDATE OUTBOX ", "DELETE FROM OUTBOX ")
 
 
 class WriteCount:
@@ -85,8 +81,7 @@ class WriteCount:
         event.listen(engine.sync_engine, "before_cursor_execute", self._executed)
 
     def _executed(self, _connection: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        head = statement.lstrip()[:20].upper()
-        if not head.startswith(READ_ONLY) and not head.startswith(OUTBOX_ONLY):
+        if not statement.lstrip()[:6].upper().startswith(READ_ONLY):
             self.writes += 1
 
     def __call__(self) -> int:

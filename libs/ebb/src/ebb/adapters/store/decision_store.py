@@ -55,12 +55,14 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, literal_column, or_, select, text, update
+from sqlalchemy import event as sa_event
 from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decisions import utc
@@ -190,14 +192,19 @@ class DecisionStore:
     """The store of one cluster, as the planner, the executor and the decisions-api read and write it."""
 
     def __init__(self, engine: AsyncEngine, cluster: str = "default", *, consumer: str = EXECUTOR_CONSUMER,
-                 ledger_ttl: float = 3600.0) -> None:
+                 ledger_ttl: float = 3600.0, private: bool = False) -> None:
         self.engine = engine
         self.cluster = cluster
         #: the ``processed_messages`` consumer :meth:`start` and :meth:`finish` record commands under
         self.consumer = consumer
         #: seconds a budget_ledger row taken by :meth:`approve` is leased for (reclaimable after)
         self.ledger_ttl = ledger_ttl
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False, sync_session_class=_OutboxSession)
+        #: this process is the store's only user and its bus dies with it (the embedded mode): the messages a
+        #: transaction sends are handed to the relay in memory once it committed, and no outbox rows are written
+        self.private = private
+        #: origin -> the messages committed and not yet relayed (``private``)
+        self._committed: dict[str, list[tuple[str, Message]]] = {}
         #: origin -> the event its relay waits on (``outbox_signal``)
         self._signals: dict[str, asyncio.Event] = {}
 
@@ -401,8 +408,19 @@ class DecisionStore:
     # -- the outbox ----------------------------------------------------------------------------------------
 
     def _send(self, session: AsyncSession, topic: str, message: Message, origin: str, now: datetime) -> None:
-        """Add ``message`` to the outbox in ``session``'s transaction, for ``origin``'s relay to publish."""
+        """Add ``message`` to the outbox in ``session``'s transaction, for ``origin``'s relay to publish (``private``:
+        handed to the relay when the transaction commits)."""
+        if self.private:
+            staged = session.info.setdefault(_STAGED, [])
+            staged.append((origin, topic, message))
+            session.info[_DELIVER] = self._deliver
+            return
         session.add(OutboxMessage(**_outbox_row(self.cluster, topic, message, origin, now)))
+
+    def _deliver(self, staged: Iterable[tuple[str, str, Message]]) -> None:
+        """A private store's committed messages, for their relays."""
+        for origin, topic, message in staged:
+            self._committed.setdefault(origin, []).append((topic, message))
 
     def _step(self, session: AsyncSession, decision_id: str, nodes: Iterable[str], phase: Phase, at: datetime, *,
               message: str, detail: dict[str, Any], origin: str) -> None:
@@ -452,6 +470,8 @@ class DecisionStore:
         ``origin`` is at work). A failed publish marks the runs before it sent and raises: the rest go out at the
         next call. A relay that dies after a publish and before its mark sends those messages again (at least
         once, under the same ids)."""
+        if self.private:
+            return await self._relay_committed(origin, publish)
         async with self._relay_lock(origin) as mine:
             if not mine:
                 return 0
@@ -479,6 +499,23 @@ class DecisionStore:
         if failure is not None:
             raise failure
         return len(sent)
+
+    async def _relay_committed(self, origin: str, publish: Publish) -> int:
+        """``relay`` of a private store: what its transactions committed, from memory, in order."""
+        queue = self._committed.get(origin)
+        if not queue:
+            return 0
+        self._committed[origin] = []
+        sent = 0
+        for topic, run in itertools.groupby(queue, key=lambda item: item[0]):
+            batch = [message for _, message in run]
+            try:
+                await publish(topic, batch)
+            except Exception:
+                self._committed[origin] = queue[sent:] + self._committed[origin]
+                raise
+            sent += len(batch)
+        return sent
 
     async def outbox(self, *, unsent: bool = False) -> list[OutboxMessage]:
         """This cluster's outbox, in the order it was written (only what is not sent yet with ``unsent``)."""
@@ -720,27 +757,31 @@ class DecisionStore:
             decisions.move(decision, State.EXECUTING, now)  # IllegalTransition from proposed: not approved
             return Start.EXECUTE, State.EXECUTING
 
-    async def _new_steps(self, connection: AsyncSession | AsyncConnection, events: Sequence[DisruptionEvent]) -> None:
+    async def _new_steps(self, connection: AsyncSession | AsyncConnection,
+                         events: Sequence[DisruptionEvent]) -> list[DisruptionEvent]:
         """The executor's ``events`` (steps of a decision it executes) added to the timeline and the outbox, each
         once: a step recorded already (a resumed command reports its steps again, under the same ids) is left
         out of both (``INSERT ... ON CONFLICT DO NOTHING`` on the timeline's unique event id)."""
         if not events:
-            return
+            return []
         insert = pg_insert if self._postgres else sqlite_insert
         added = set((await connection.execute(insert(DecisionEvent).values([
             {"decision_id": e.decision_id, "event_id": str(e.id), "type": e.phase, "node": e.node, "at": e.at,
              "detail": {"message": e.message}} for e in events]).on_conflict_do_nothing(
             index_elements=[DecisionEvent.event_id]).returning(DecisionEvent.event_id))).scalars().all())
         new = [e for e in events if str(e.id) in added]
-        if new:
+        if new and not self.private:
             await connection.execute(sa_insert(OutboxMessage).values([
                 _outbox_row(self.cluster, TOPIC_DISRUPTION_EVENTS, e, EXECUTOR, e.at) for e in new]))
+        return new
 
     async def record_steps(self, events: Sequence[DisruptionEvent]) -> None:
         """Record the executor's ``events`` (the steps of a decision it executes): each, once, in the decision's
         timeline and in the outbox, in one transaction."""
         async with self.engine.begin() as connection:
-            await self._new_steps(connection, events)
+            new = await self._new_steps(connection, events)
+        if self.private:
+            self._deliver((EXECUTOR, TOPIC_DISRUPTION_EVENTS, e) for e in new)
         self._written(EXECUTOR)
 
     async def finish(self, command: DisruptionCommand, state: State, now: datetime, *,
@@ -762,7 +803,9 @@ class DecisionStore:
                 if decision is not None and decisions.state_of(decision) not in FINISHED:
                     decisions.move(decision, state, now)
                 if decision is not None:
-                    await self._new_steps(session, events)
+                    for step in await self._new_steps(session, events):
+                        if self.private:  # (otherwise in the outbox already)
+                            self._send(session, TOPIC_DISRUPTION_EVENTS, step, EXECUTOR, step.at)
                 await session.execute(delete(BudgetLedgerEntry).where(
                     BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.decision_id == command.decision_id))
                 if state is not State.SUCCEEDED and hold_for > 0:
@@ -773,6 +816,28 @@ class DecisionStore:
             return False
         self._written(EXECUTOR)
         return True
+
+
+#: ``Session.info`` keys of a private store's messages of the transaction, and where they go once it committed
+_STAGED: Final = "ebb.outbox.staged"
+_DELIVER: Final = "ebb.outbox.deliver"
+
+
+class _OutboxSession(Session):
+    """The store's ORM session: a private store's messages go to its relays once their transaction committed."""
+
+
+@sa_event.listens_for(_OutboxSession, "after_commit")
+def _committed(session: Session) -> None:
+    staged = session.info.pop(_STAGED, None)
+    deliver = session.info.pop(_DELIVER, None)
+    if staged and deliver is not None:
+        deliver(staged)
+
+
+@sa_event.listens_for(_OutboxSession, "after_rollback")
+def _rolled_back(session: Session) -> None:
+    session.info.pop(_STAGED, None)
 
 
 def _outbox_row(cluster: str, topic: str, message: Message, origin: str, now: datetime) -> dict[str, Any]:

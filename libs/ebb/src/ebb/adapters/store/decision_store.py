@@ -765,14 +765,16 @@ class DecisionStore:
         if not events:
             return []
         insert = pg_insert if self._postgres else sqlite_insert
-        added = set((await connection.execute(insert(DecisionEvent).values([
-            {"decision_id": e.decision_id, "event_id": str(e.id), "type": e.phase, "node": e.node, "at": e.at,
-             "detail": {"message": e.message}} for e in events]).on_conflict_do_nothing(
-            index_elements=[DecisionEvent.event_id]).returning(DecisionEvent.event_id))).scalars().all())
+        # one statement for any number of steps (executemany: compiled once and cached)
+        added = set((await connection.execute(
+            insert(DecisionEvent).on_conflict_do_nothing(index_elements=[DecisionEvent.event_id]).returning(
+                DecisionEvent.event_id),
+            [{"decision_id": e.decision_id, "event_id": str(e.id), "type": e.phase, "node": e.node, "at": e.at,
+              "detail": {"message": e.message}} for e in events])).scalars().all())
         new = [e for e in events if str(e.id) in added]
         if new and not self.private:
-            await connection.execute(sa_insert(OutboxMessage).values([
-                _outbox_row(self.cluster, TOPIC_DISRUPTION_EVENTS, e, EXECUTOR, e.at) for e in new]))
+            await connection.execute(sa_insert(OutboxMessage), [
+                _outbox_row(self.cluster, TOPIC_DISRUPTION_EVENTS, e, EXECUTOR, e.at) for e in new])
         return new
 
     async def record_steps(self, events: Sequence[DisruptionEvent]) -> None:

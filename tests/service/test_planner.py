@@ -541,7 +541,8 @@ async def test_the_leader_keeps_the_drifted_annotation_in_line_with_the_drift(db
         assert annotator.values == {"n1": reason, "n2": None}
         [drifted] = [f for f in planner.findings["n1"] if f.kind == "Drifted"]
         # a hash drift has no time of its own: first seen at the first pass
-        assert drifted.reason == reason and NOW <= drifted.since < NOW + timedelta(seconds=5)
+        assert drifted.reason == reason and drifted.since is not None
+        assert NOW <= drifted.since < NOW + timedelta(seconds=5)
         # later passes: nothing written again, and the first-seen time is kept
         calls = len(annotator.calls)
         svc.clock.now = NOW + timedelta(minutes=5)

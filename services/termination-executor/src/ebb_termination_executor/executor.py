@@ -39,6 +39,11 @@ tainted node, ``DisruptionLaunching``/``DisruptionWaitingReadiness`` on each rep
 when the node is kept, and Karpenter's ``Evicted`` on each pod the drain evicted. Metrics: Karpenter's
 termination metrics with ``ebb_`` for ``karpenter_`` (``ebb_termination_executor.metrics``).
 
+Every step is recorded through the store (``DecisionStore.record_steps``): its timeline entry and its event in the
+outbox in one transaction, which the service's outbox relay (``ebb.adapters.store.outbox``) publishes; the last
+steps of a command are written with the decision's end (``DecisionStore.finish``). A step recorded before (a
+resumed command reports it again, under the same id) is neither recorded nor sent again.
+
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
 (``DecisionStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
 server, the database) propagate, so the bus retries the handler; every step is idempotent, so a retry

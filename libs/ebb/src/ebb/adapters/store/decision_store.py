@@ -6,11 +6,24 @@ instance on its SQLite database).
 One store serves one cluster: every row it writes carries that cluster's name and every query it runs is
 limited to it, so several clusters (or several test runs) can share one database. Rows come back as
 detached ORM objects (``expire_on_commit=False``) with their times in UTC (SQLite hands back naive ones):
-read their attributes freely, but no session tracks them. Every state change goes through
-``ebb.adapters.store.decisions.move``, i.e. the lifecycle's ``ebb.core.decision.transition``.
+read their attributes freely, but no session tracks them. Every decision row is made by
+``ebb.adapters.store.decisions.create`` (born proposed, moved through the lifecycle to the state it is written in)
+and every state change goes through ``ebb.adapters.store.decisions.move``, i.e. the lifecycle's
+``ebb.core.decision.transition``.
+
+**A decision's state where the next actor sees it.** A change of a decision, its timeline rows (``decision_events``)
+and the messages it sends (its command on ebb.disruption.commands, its steps on ebb.disruption.events, each under
+the id its timeline row has) are written in one transaction: the messages into the ``outbox`` table under the
+writer's origin (``PLANNER``, ``EXECUTOR``), which that service's relay (``ebb.adapters.store.outbox``, through
+``relay``) publishes in order and marks sent. A proposal carries the moment it is due for validation
+(``approve_at``); ``due`` and ``next_due`` are how whichever planner leads finds it. A ``private`` store (the
+embedded mode: one process, whose in-memory bus dies with it) writes no outbox rows: what a transaction sends is
+handed to the relay in memory once it committed.
 
 What each writer relies on:
 
+- **propose** (planner) writes a proposal with its ``approve_at`` and its Proposed steps; **reject** and
+  **approve** decide it (with their Rejected / Approved steps, and the command).
 - **approve** (planner) is the one place budget is taken. In one transaction it locks the command's
   NodePools (a PostgreSQL transaction-scoped advisory lock per ``(cluster, nodepool)``, taken in name order
   so two planners never deadlock; on SQLite, whose writers are serialised anyway, a process-wide lock),
@@ -23,10 +36,11 @@ What each writer relies on:
   the same transaction that the message was not applied before (``processed_messages``, recorded in that
   transaction) and that no other live decision holds the node: a *proposed* one is rejected to make room,
   an approved or executing one already takes the node away and the interruption adds nothing.
-- **start** (executor) moves the decision to ``executing`` (inserting it from the command when the planner
-  has not written it); **finish** moves it to ``succeeded``, ``rolled_back`` or ``failed``, records the
-  command id in ``processed_messages`` under the store's ``consumer`` and deletes the decision's
-  ``budget_ledger`` rows, in one transaction: a command that was applied is never applied again, one whose
+- **start** (executor) moves the decision to ``executing`` (writing it from the command when the planner
+  has not written it); **record_steps** adds steps to the timeline and the outbox, each once; **finish** moves it
+  to ``succeeded``, ``rolled_back`` or ``failed`` with its last steps, records the command id in
+  ``processed_messages`` under the store's ``consumer`` and deletes the decision's ``budget_ledger`` rows, in one
+  transaction: a command that was applied is never applied again, one whose
   execution was interrupted (crash, stop) is resumed when it is delivered again, and the nodes it disrupted
   stop consuming their NodePool's budget the moment the decision ends (the planner would otherwise free them
   only lazily, at its next approval in the pool, or when their lease runs out).

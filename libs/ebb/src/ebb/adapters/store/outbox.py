@@ -13,8 +13,9 @@ again, under the same ids, which consumers apply once (the executor records comm
 
 The relay wakes when this process's store committed a write that may have sent something
 (``DecisionStore.outbox_signal``), and, unless ``poll`` is None, every ``poll`` seconds for what other processes
-left (a writer that died before its relay ran). The embedded mode has one process and no poll: a relay there
-costs a query per write. A failed publish is retried with backoff (0.2 s doubling to 5 s); ``before_publish`` is
+left (a writer that died before its relay ran). The embedded mode's store is ``private`` (one process, an
+in-memory bus that dies with it): there the relay publishes what the committed transactions handed it in memory,
+with no query and no poll. A failed publish is retried with backoff (0.2 s doubling to 5 s); ``before_publish`` is
 called before each run of messages goes out (tests make the process exit there).
 """
 

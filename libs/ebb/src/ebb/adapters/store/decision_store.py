@@ -583,8 +583,13 @@ class DecisionStore:
     async def reject(self, decision_id: str, reason: str, now: datetime) -> bool:
         """proposed -> rejected with ``reason`` and its Rejected step per node (False when the decision was no longer
         proposed)."""
-        async with self._sessions() as session, session.begin():
-            done = await self._reject(session, decision_id, reason, now)
+        if self._postgres:  # the row lock (FOR UPDATE) orders it with an approval of the same decision
+            async with self._sessions() as session, session.begin():
+                done = await self._reject(session, decision_id, reason, now)
+        else:  # no row locks: the approvals' lock of the process
+            lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock, self._sessions() as session, session.begin():
+                done = await self._reject(session, decision_id, reason, now)
         self._written(PLANNER)
         return done
 

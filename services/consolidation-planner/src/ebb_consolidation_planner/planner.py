@@ -77,6 +77,8 @@ LivePods = Callable[[str], Awaitable[frozenset[str]]]
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
+#: seconds after which the leader tries again to decide a proposal due that it could not decide (the database failed)
+RETRY_DUE = 1.0
 #: how often (seconds of the planner's clock) a follower looks whether it leads now, and a leader whether it
 #: still does (the Lease is renewed in the background; ``Leadership.is_leader`` is only read)
 LEADERSHIP_POLL = 0.2
@@ -271,8 +273,9 @@ class Planner:
             if self._due():
                 try:
                     await self.approve_due()
-                except Exception as e:  # the database is away, ...: try again on the next tick
+                except Exception as e:  # the database is away, ...: try again in a while
                     log.warning("validating the proposals due failed", error=repr(e))
+                    self._next_due = self.clock() + timedelta(seconds=RETRY_DUE)
             since = self.clock.monotonic() - last
             if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
                 if self.changed.is_set():
@@ -520,7 +523,9 @@ class Planner:
                 with contextlib.suppress(Exception):
                     await self._rejected(decision, f"validation failed: {e!r}"[:1000], self.clock(), bound)
             decided.append(decision.id)
-        self._next_due = await self.store.next_due()
+        due, now = await self.store.next_due(), self.clock()
+        # one still due was not decided (the database failed it): again in a while, not at once
+        self._next_due = due if due is None or due > now else now + timedelta(seconds=RETRY_DUE)
         return decided
 
     async def _decide(self, decision: Decision, bound: Any) -> None:

@@ -55,7 +55,7 @@ FINISHED: Final[frozenset[State]] = frozenset(State) - LIVE
 
 #: state -> the states a decision may move to from it (the finished states have none)
 TRANSITIONS: Final[Mapping[State, frozenset[State]]] = {
-    # the planner validates and budgets it, or finds it stale / over budget / orphaned / interrupted
+    # a leading planner validates and budgets it when it is due, or finds it stale / over budget / interrupted
     State.PROPOSED: frozenset({State.APPROVED, State.REJECTED}),
     # the executor picks the command up
     State.APPROVED: frozenset({State.EXECUTING}),

@@ -41,3 +41,8 @@ def test_a_row_moves_only_as_the_lifecycle_allows() -> None:
     with pytest.raises(IllegalTransition):
         decisions.move(row, S, T1)
     assert row.state == "approved" and row.finished_at is None
+
+
+def test_a_rows_due_time_is_the_decisions() -> None:
+    due = decision(approve_at=T1)
+    assert decisions.decision_of(decisions.row_of(due, "c1")).approve_at == T1

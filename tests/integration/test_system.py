@@ -7,8 +7,9 @@ PostgreSQL, kube-apiserver + KWOK (with kube-controller-manager and kube-schedul
    ``succeeded``; Proposed, Approved, Tainted, Evicted, Terminated in order on ebb.disruption.events (read
    by a plain aiokafka consumer) and on ``GET /v1/events``.
 2. Crash safety: the termination-executor SIGKILLed in the middle of a drain, and the consolidation-planner
-   SIGKILLed between a proposal and its approval, then restarted: each decision completes once, the budget
-   is never overrun, no pod is evicted twice, no node is left tainted without a live decision.
+   SIGKILLed between a proposal and its approval, then restarted: the new leader resumes the proposal from its
+   row, each decision completes once, the budget is never overrun, no pod is evicted twice, no node is left
+   tainted without a live decision.
 3. Bad input: malformed records on every consumed topic go to ``<topic>.dlq`` and the consumers keep
    working; malformed REST bodies get 422.
 
@@ -286,7 +287,7 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
     are spares, annotated do-not-disrupt. The executor is SIGKILLed while it retries A's DaemonSet pod (the web
     pods already evicted), restarted, and the PDB relaxed: A is deleted once, no pod evicted twice. Then B is
     released; the planner is SIGKILLed between B's proposal and its approval and restarted: the new Lease
-    holder rejects the orphan and carries out one fresh decision for B."""
+    holder resumes that proposal (its state and approve_at are its row) and carries it out, once."""
     core, apps, policy = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api), client.PolicyV1Api(kube_api)
     coordination = client.CoordinationV1Api(kube_api)
     run, ns = box.run, box.namespace
@@ -389,39 +390,32 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
                     and [n["name"] for n in jv(d["nodes"])] == [b]]
             return rows[0] if rows else None
 
-        orphan = await eventually("a decision proposed for B", proposed_for_b, within=90, interval=0.1,
-                                  on_timeout=system.tails)
+        left = await eventually("a decision proposed for B", proposed_for_b, within=90, interval=0.1,
+                                on_timeout=system.tails)
         await planner.kill()
         states = {d["id"]: d["state"] for d in await box.decisions()}
-        assert states[orphan["id"]] == "proposed", "killed before the validation delay ran out"
+        assert states[left["id"]] == "proposed", "killed before the validation delay ran out"
         assert not has_taint(await core.read_node(b), DISRUPTED_TAINT)
 
         await system.start("consolidation-planner")
 
-        async def fresh_success() -> Any:
-            system.check_running()
-            rows = [d for d in await box.decisions() if d["id"] not in (first["id"], orphan["id"])]
-            done = [d for d in rows if d["state"] == "succeeded"]
-            return done[0] if done else None
-
-        second = await eventually("a fresh decision for B succeeded", fresh_success, within=150,
-                                  on_timeout=system.tails)
-        assert [n["name"] for n in jv(second["nodes"])] == [b]
+        await eventually("B's proposal resumed and succeeded", lambda: state_of(left["id"], "succeeded"), within=150)
+        assert [d["id"] for d in await box.decisions()] == [first["id"], left["id"]], "nothing proposed again"
         assert await node_gone(core, b)
         lease_after = await coordination.read_namespaced_lease(box.settings.lease, "default")
         assert lease_after.spec.holder_identity != lease_before.spec.holder_identity
         assert (lease_after.spec.lease_transitions or 0) > (lease_before.spec.lease_transitions or 0)
-        rejected = next(d for d in await box.decisions() if d["id"] == orphan["id"])
-        assert rejected["state"] == "rejected"
-        assert "stopped before validating" in json.dumps(jv(rejected["explanation"])), dict(rejected)
-        assert "Approved" not in [e.phase for e in reader.events() if e.decision_id == orphan["id"]]
+        mine = [e for e in reader.events() if e.decision_id == left["id"]]
+        # the SIGKILL may fall between the relay's publish of Proposed and its mark: at least once, under one id
+        assert len({e.id for e in mine if e.phase == "Proposed"}) == 1, mine
+        assert [e.phase for e in mine].count("Approved") == 1, mine
 
         # -- exactly once, within budget, nothing left behind ------------------------------------------------
         await asyncio.sleep(3)  # C is protected: nothing else happens
         decisions = await box.decisions()
         succeeded = sorted(n["name"] for d in decisions if d["state"] == "succeeded" for n in jv(d["nodes"]))
         assert succeeded == sorted([a, b]), [dict(d) for d in decisions]
-        assert {d["state"] for d in decisions} == {"succeeded", "rejected"}
+        assert {d["state"] for d in decisions} == {"succeeded"}
         assert budget.samples > 10 and budget.max_live <= 1 and budget.max_ledger <= 1, vars(budget)
         assert not has_taint(await core.read_node(c), DISRUPTED_TAINT)
         assert await node_gone(core, a) and await node_gone(core, b)
@@ -437,7 +431,7 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
         # nothing was proposed about a node that was already gone (a restarted planner that replays the
         # compacted topic over its seeded snapshot sees deleted nodes again for a while)
         stale = [(d["id"], d["method"], [n["name"] for n in jv(d["nodes"])], jv(d["explanation"]))
-                 for d in decisions if d["state"] == "rejected" and d["id"] != orphan["id"]]
+                 for d in decisions if d["state"] == "rejected"]
         assert not stale, f"decisions proposed on stale state after the planner's restart: {stale}"
 
 

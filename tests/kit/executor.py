@@ -14,6 +14,8 @@ from ebb.adapters.clock import Clock, ManualClock
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff, rfc3339
 from ebb.adapters.kube.node_api import Conflict, EvictionResult, KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
+from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
+from ebb.adapters.store.outbox import OutboxRelay
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 
 #: the executor's clock in these tests
@@ -180,6 +182,13 @@ def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: b
         "explanation": "empty for 10m",
         "approved_at": NOW,
     })
+
+
+async def sent(store: DecisionStore, bus: InMemoryBus) -> list[tuple[str, str, str]]:
+    """What the executor sent, as (node, phase, message): its outbox relayed to ``bus`` (the service's relay does
+    that in a task of its own), then every event on the bus."""
+    await OutboxRelay(store, bus, EXECUTOR, clock=ManualClock(NOW), poll=None).relay_once()
+    return events_of(bus)
 
 
 def events_of(bus: InMemoryBus) -> list[tuple[str, str, str]]:

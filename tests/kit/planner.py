@@ -6,7 +6,8 @@ the planner's service tests, the provider tests and the fuzzing of its handlers.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
@@ -27,11 +28,18 @@ DELAY = 0.2
 
 
 class Clock:
+    """"now": ``now`` (NOW at first) plus the event loop's time since the first reading, so that a proposal comes
+    due ``validation_delay`` seconds after it was made; setting ``now`` moves it on."""
+
     def __init__(self, now: datetime = NOW) -> None:
         self.now = now
+        self._origin: float | None = None
 
     def __call__(self) -> datetime:
-        return self.now
+        loop_time = asyncio.get_running_loop().time()
+        if self._origin is None:
+            self._origin = loop_time
+        return self.now + timedelta(seconds=loop_time - self._origin)
 
 
 async def publish(bus: InMemoryBus, *docs: dict[str, Any]) -> None:
@@ -59,6 +67,7 @@ class Running:
 
     def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
                  recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
+                 store_revision: Callable[[], int] | None = None,
                  live_pods: LivePods | None = None, **settings: Any) -> None:
         self.bus = bus
         self.store = DecisionStore.from_url(url, "unit")
@@ -70,6 +79,7 @@ class Running:
         self.recorder = recorder
         self.annotator = annotator
         self.live_pods = live_pods
+        self.store_revision = store_revision
         self.clock = Clock()
         self.stop = asyncio.Event()
         self.started = asyncio.Event()
@@ -84,7 +94,7 @@ class Running:
                                                 leader=self.leader, metrics=self.metrics, clock=self.clock,
                                                 started=self.started, planner_ready=self._ready,
                                                 recorder=self.recorder, annotator=self.annotator,
-                                                live_pods=self.live_pods))
+                                                live_pods=self.live_pods, store_revision=self.store_revision))
         await asyncio.wait_for(self.started.wait(), 5)
         return self
 

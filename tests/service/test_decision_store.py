@@ -9,13 +9,21 @@ before (a redelivery) changes nothing. ``state`` has one meaning for every calle
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
-from ebb.adapters.store.decision_store import DecisionStore, Start
-from ebb.contracts import DisruptionCommand
-from ebb.core.decision import Decision, State
+from ebb.adapters.store.decision_store import EXECUTOR, PLANNER, DecisionStore, Start, command_id
+from ebb.contracts import (
+    TOPIC_DISRUPTION_COMMANDS,
+    TOPIC_DISRUPTION_EVENTS,
+    DisruptionCommand,
+    DisruptionEvent,
+    Message,
+)
+from ebb.core.decision import Decision, IllegalTransition, State
 from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
 from tests.kit.builders import proposed
@@ -167,3 +175,87 @@ async def test_the_demand_record_is_replaced_whole_and_kept_per_cluster(store: D
     assert await other.load_demand() == ()
     await other.save_demand(first[:1])
     assert (await store.load_demand(), await other.load_demand()) == (second, first[:1])
+
+
+class Published:
+    """A ``Publish`` that keeps what it was given, or fails while ``failing``."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, list[str]]] = []
+        self.failing = False
+
+    async def __call__(self, topic: str, messages: Sequence[Message]) -> None:
+        if self.failing:
+            raise ConnectionError("the bus is away")
+        self.runs.append((topic, [str(m.id) for m in messages]))
+
+
+async def test_a_decisions_messages_are_written_with_it_and_relayed_in_order_once(store: DecisionStore) -> None:
+    """A proposal and its approval put their steps and the command in the outbox in their transactions; a relay
+    publishes them in order (a run per topic), marks them sent and publishes nothing again; a failed publish
+    leaves them for the next round."""
+    command = await approved(store, "d1", "n1")
+    rows = await store.outbox(unsent=True)
+    assert [(r.topic, r.origin) for r in rows] == [
+        (TOPIC_DISRUPTION_EVENTS, PLANNER), (TOPIC_DISRUPTION_COMMANDS, PLANNER), (TOPIC_DISRUPTION_EVENTS, PLANNER)]
+    assert rows[1].message_id == str(command_id("d1")) and rows[1].payload["decisionId"] == "d1"
+    publish = Published()
+    publish.failing = True
+    with pytest.raises(ConnectionError):
+        await store.relay(PLANNER, publish, lambda: NOW)
+    assert len(await store.outbox(unsent=True)) == 3
+    publish.failing = False
+    assert await store.relay(EXECUTOR, publish, lambda: NOW) == 0  # another origin's relay: nothing of its own
+    assert await store.relay(PLANNER, publish, lambda: NOW) == 3
+    assert [topic for topic, _ in publish.runs] == [TOPIC_DISRUPTION_EVENTS, TOPIC_DISRUPTION_COMMANDS,
+                                                    TOPIC_DISRUPTION_EVENTS]
+    assert publish.runs[1][1] == [str(command_id("d1"))]
+    assert await store.outbox(unsent=True) == [] and await store.relay(PLANNER, publish, lambda: NOW) == 0
+    # the executor's steps: each once, with the decision's end in one transaction
+    step = DisruptionEvent.step("d1", "n1", "Tainted", "tainted", NOW)
+    await store.start(command, NOW)
+    await store.record_steps([step])
+    await store.record_steps([step])  # a resumed command reports it again: recorded and sent once
+    await store.finish(command, State.SUCCEEDED, NOW, events=[DisruptionEvent.step("d1", "n1", "Terminated", "x", NOW)])
+    assert await store.relay(EXECUTOR, publish, lambda: NOW) == 2
+    found = await store.get_decision("d1")
+    assert found is not None and [e.type for e in found[1]] == ["Proposed", "Approved", "Tainted", "Terminated"]
+    assert await store.purge_outbox(NOW + timedelta(seconds=1)) == 5 and await store.outbox() == []
+
+
+async def test_a_private_store_hands_committed_messages_to_the_relay_in_memory(store: DecisionStore) -> None:
+    """The embedded mode's store (``private``): no outbox rows; what a transaction sends reaches the relay once it
+    committed, and a transaction that rolls back sends nothing."""
+    private = DecisionStore(store.engine, store.cluster, private=True)
+    await approved(private, "d1", "n1")
+    assert await private.outbox() == []
+    publish = Published()
+    assert await private.relay(PLANNER, publish, lambda: NOW) == 3
+    assert [topic for topic, _ in publish.runs] == [TOPIC_DISRUPTION_EVENTS, TOPIC_DISRUPTION_COMMANDS,
+                                                    TOPIC_DISRUPTION_EVENTS]
+    with pytest.raises(IntegrityError):  # the same id again: the transaction rolls back
+        await private.propose(proposed("d1", "n2", now=NOW))
+    assert await private.relay(PLANNER, publish, lambda: NOW) == 0
+    publish.failing = True
+    await private.propose(proposed("d2", "n2", now=NOW))
+    with pytest.raises(ConnectionError):
+        await private.relay(PLANNER, publish, lambda: NOW)
+    publish.failing = False
+    assert await private.relay(PLANNER, publish, lambda: NOW) == 1  # kept for the next round
+
+
+async def test_every_decision_row_is_born_proposed_and_moved_through_the_lifecycle(store: DecisionStore) -> None:
+    """``add_decision`` (fixtures, imports), the executor's row of a command it has no decision for, and the
+    planner's writes all go through ``decisions.create``: the times of the moves are set as the lifecycle sets
+    them, and a decision handed over in another state than proposed is refused."""
+    row = await store.add_decision(decision_id="d-x", method="emptiness", reason="Empty", action="delete",
+                                   nodes=["n1"], replacements=[], created_at=NOW, state="succeeded")
+    assert (row.state, row.approved_at, row.started_at, row.finished_at) == ("succeeded", NOW, NOW, NOW)
+    assert row.nodes == ["n1"]  # kept in the JSON given
+    start, state = await store.start(command_of("d-new", "n5"), NOW + timedelta(seconds=5))
+    assert (start, state) == (Start.EXECUTE, State.EXECUTING)
+    found = await store.get_decision("d-new")
+    assert found is not None and found[0].approved_at == NOW and found[0].started_at == NOW + timedelta(seconds=5)
+    approved_already = dataclasses.replace(proposed("d-y", "n6", now=NOW), state=State.APPROVED)
+    with pytest.raises(IllegalTransition):
+        await store.propose(approved_already)

@@ -24,7 +24,7 @@ from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor import app
 from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
-from tests.kit.executor import NOW, FakeApi, command, drainer, events_of, pod
+from tests.kit.executor import NOW, FakeApi, command, drainer, events_of, pod, sent
 
 # -- pure parts ------------------------------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> 
 
     assert executor.succeeded == 1
     assert await store.state("d-1") == "succeeded"
-    phases = [(node, phase) for node, phase, _ in events_of(bus)]
+    phases = [(node, phase) for node, phase, _ in await sent(store, bus)]
     for node in ("n1", "n2"):
         assert [p for n, p in phases if n == node] == ["Tainted", "Evicted", "Terminated"]
     messages = {(n, p): m for n, p, m in events_of(bus)}
@@ -221,7 +221,7 @@ async def test_service_deletes_nodes_and_is_idempotent(store: DecisionStore) -> 
     await bus.publish(TOPIC_DISRUPTION_COMMANDS, cmd)
     await run_once(bus, executor, 2)
     assert executor.duplicates == 1 and len(api.calls) == calls
-    assert len(events_of(bus)) == 6
+    assert len(await sent(store, bus)) == 6
     async with store.engine.connect() as connection:
         processed = await connection.scalar(select(func.count()).select_from(ProcessedMessage))
         rows = await connection.scalar(select(func.count()).select_from(DecisionEvent))
@@ -241,7 +241,7 @@ async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
     assert outcome == "failed"
     assert await store.state("d-2") == "failed"
     # the events keep their order per node (the key)
-    phases = [(n, p) for n, p, _ in events_of(bus)]
+    phases = [(n, p) for n, p, _ in await sent(store, bus)]
     assert [p for n, p in phases if n == "n1"] == ["Tainted", "Evicted", "RolledBack"]
     assert [p for n, p in phases if n == "n2"] == ["Tainted", "Failed", "RolledBack"]
     assert all(api.nodes[n]["spec"]["taints"] == [] for n in ("n1", "n2"))
@@ -256,7 +256,7 @@ async def test_replacements_fail_and_finished_decisions_are_left(store: Decision
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     assert await executor.execute(command(("n1",), decision_id="d-3", replacements=True)) == "failed"
-    assert events_of(bus) == [("n1", "Failed", REPLACEMENTS_UNSUPPORTED)]
+    assert await sent(store, bus) == [("n1", "Failed", REPLACEMENTS_UNSUPPORTED)]
     assert api.calls == []  # nothing tainted
     assert await store.state("d-3") == "failed"
     # another command of a finished decision does nothing
@@ -270,7 +270,7 @@ async def test_missing_node_is_terminated_at_once(store: DecisionStore) -> None:
     bus = InMemoryBus()
     executor = Executor(bus, store, drainer(api, clock), clock=lambda: NOW)
     assert await executor.execute(command(("gone",), decision_id="d-4")) == "succeeded"
-    assert events_of(bus) == [("gone", "Terminated", "node already gone")]
+    assert await sent(store, bus) == [("gone", "Terminated", "node already gone")]
 
 
 async def test_app_run_stops_gracefully(store: DecisionStore) -> None:

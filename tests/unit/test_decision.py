@@ -14,6 +14,8 @@ from ebb.core.decision import (
     IllegalTransition,
     State,
     allowed,
+    arrive,
+    path,
     transition,
 )
 from tests.kit.decisions import T0, T1, decision
@@ -73,3 +75,29 @@ def test_a_step_has_one_id_in_the_timeline_and_on_the_bus() -> None:
     event = DisruptionEvent.step("d-1", "n1", "Proposed", "x" * 5000, T0)
     assert event.id == event_id("d-1", "n1", "Proposed") and len(event.message) == 4096
     assert event_id("d-1", "n1", "Approved") != event.id != event_id("d-1", "n2", "Proposed")
+
+
+@pytest.mark.parametrize("target", list(State))
+def test_every_state_is_reached_from_proposed_by_allowed_moves(target: State) -> None:
+    route = path(P, target)
+    assert (route[-1] if route else P) is target
+    assert all(allowed(a, b) for a, b in zip((P, *route), route, strict=False))
+    born = arrive(decision(), target, T1, approved_at=T0)
+    assert born.state is target and born.updated_at == (T0 if target in (P, A) else T1)
+    assert born.approved_at == (T0 if target in (A, E, S, F, R) else None)
+    assert born.finished_at == (T1 if target in FINISHED else None)
+
+
+def test_a_decision_is_born_proposed() -> None:
+    with pytest.raises(ValueError, match="starts proposed"):
+        arrive(decision(A), E, T1)
+    with pytest.raises(IllegalTransition):
+        path(S, P)
+
+
+def test_a_decision_carries_its_due_time_and_its_command() -> None:
+    due = decision(approve_at=T1)
+    assert due.approve_at == T1 and transition(due, A, T1).approve_at == T1
+    command = due.command
+    assert (command.method, command.reason, command.action, command.nodes, command.replacements) == (
+        due.method, due.reason, due.action, due.node_names, due.replacements)

@@ -1,5 +1,6 @@
 """The composition root: the bus, the snapshot store, the decisions store, the Lease, the Kubernetes event
-recorder, the Node annotator (ebb.sh/drifted) and the planner, and the consumers that feed it.
+recorder, the Node annotator (ebb.sh/drifted) and the planner, the consumers that feed it and the outbox relay that
+publishes what its decisions send (``ebb.adapters.store.outbox``).
 
 Every replica consumes ebb.cluster.objects with a consumer group of its own (each needs the whole cluster, a
 follower too, to take over warm). ebb.interruptions is consumed by the leader only, in
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Literal
 
 import structlog
 
@@ -28,8 +31,9 @@ from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import DecisionStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS
+from ebb.adapters.store.decision_store import PLANNER, DecisionStore
+from ebb.adapters.store.outbox import BeforePublish, OutboxRelay
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, DisruptionCommand, DisruptionEvent, Message
 from ebb.core.drain import api_pod, reschedulable_keys
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
@@ -110,12 +114,17 @@ async def run(
                           validation_delay=settings.validation_delay_seconds,
                           options=engine_options(settings),
                           clock=clock, recorder=recorder,
-                          republish_after=settings.republish_after_seconds,
-                          republish_interval=settings.republish_interval_seconds,
                           interruption_consumer=interruptions, annotator=annotator,
                           decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
                           store_revision=store_revision, live_pods=live_pods,
                           pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None)
+        # every message of a decision goes out through the outbox: what this process wrote at once, what a planner
+        # that stopped left within relay_poll_seconds (the embedded mode's planner and store live and die together:
+        # no poll, and the sent rows are kept with the decisions)
+        embedded = store_revision is not None
+        relay = OutboxRelay(store, bus, PLANNER, clock=clock, poll=None if embedded else settings.relay_poll_seconds,
+                            keep_sent=None if embedded else settings.outbox_keep_seconds,
+                            before_publish=exit_before(settings.exit_at))
         if planner_ready is not None:
             planner_ready(planner)
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is
@@ -132,6 +141,7 @@ async def run(
                                             start_at={TOPIC_CLUSTER_OBJECTS: ends}), name="cluster-objects"),
             asyncio.create_task(leader.run(stop), name="leader"),
             asyncio.create_task(planner.run(stop), name="planner"),
+            asyncio.create_task(relay.run(stop), name="outbox"),
             asyncio.create_task(consume_while_leading(bus, interruptions, planner, leader, stop),
                                 name="interruptions"),
         ]
@@ -155,7 +165,7 @@ async def run(
             await asyncio.gather(*tasks, return_exceptions=True)
         log.info("consolidation-planner stopped", passes=planner.passes, proposed=planner.proposed,
                  approved=planner.approved, rejected=planner.rejected, interrupted=planner.interrupted,
-                 republished=planner.republished,
+                 relayed=relay.sent,
                  kube_events_written=recorder.written if recorder is not None else 0,
                  drift_annotations_written=planner.annotations.patched if planner.annotations is not None else 0)
 
@@ -166,6 +176,29 @@ def engine_options(settings: Settings) -> EngineOptions:
     return read_engine_options(settings.engine_options, EngineOptions(
         spot_to_spot=settings.spot_to_spot, explain=settings.explain,
         require_nodeclaim=settings.provider == "karpenter"))
+
+
+#: the exit status of a process stopped by ``exit_at`` (EX_SOFTWARE)
+EXIT_AT_STATUS = 70
+
+
+def exit_before(point: Literal["proposed", "approved"] | None) -> BeforePublish | None:
+    """Fault injection (``Settings.exit_at``, for tests): a hook of the outbox relay that ends the process at once,
+    without any clean-up, as a crash would, before it publishes the first Proposed event (``proposed``: the
+    proposal is committed, nothing of it published or approved) or the first command (``approved``: the approval
+    is committed, its command not published)."""
+    if point is None:
+        return None
+
+    def hook(_topic: str, messages: Sequence[Message]) -> None:
+        for message in messages:
+            if (point == "proposed" and isinstance(message, DisruptionEvent) and message.phase == "Proposed") or (
+                    point == "approved" and isinstance(message, DisruptionCommand)):
+                log.warning("exiting before publishing, as EXIT_AT asks", exit_at=point,
+                            decision_id=getattr(message, "decision_id", None))
+                os._exit(EXIT_AT_STATUS)
+
+    return hook
 
 
 def _live_pods(nodes: KubeNodeApi) -> LivePods:

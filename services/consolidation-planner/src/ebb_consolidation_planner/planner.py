@@ -5,14 +5,21 @@
 a change and at least every ``interval`` seconds, but only while this replica is the leader. Active holds
 from the store are merged into the snapshot, so holds made over REST take effect.
 
-Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements and
-savings) and a Proposed event per node. After ``validation_delay`` seconds the command is re-validated
+Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements, savings
+and ``approve_at``, the moment it is due for validation, ``validation_delay`` seconds on) and a Proposed step per
+node. Whichever replica leads when a proposal is due validates it (``approve_due``): a new leader resumes the
+proposals the last one left, nothing about them lives in one process's memory. The command is re-validated
 (``ebb.core.validation.validate``) against the then-current snapshot and, with ``live_pods``, against the
 pods the apiserver lists on its nodes (``view_behind``: the view may lag the cluster): a stale command is
-rejected with the reason; a valid one takes its budget in the ledger (``DecisionStore.approve``), is
-approved, published on ebb.disruption.commands (keyed by NodePool) and announced by an Approved event per
-node. A node that already has a live decision (proposed, approved, executing) is never proposed or approved
+rejected with the reason; a valid one takes its budget in the ledger (``DecisionStore.approve``) and is
+approved. A node that already has a live decision (proposed, approved, executing) is never proposed or approved
 again.
+
+Nothing is published here: every write of a decision puts the messages it sends (its command on
+ebb.disruption.commands, keyed by NodePool; its Proposed, Approved, Rejected events) in the store's outbox in the
+same transaction, and the service's outbox relay (``ebb.adapters.store.outbox``) publishes them in order. A
+command's id is derived from its decision id (``command_id``), so a message sent again by a relay that died
+before marking it sent is applied once by the executor.
 
 Kubernetes Events (``ebb.core.events``: Unconsolidatable, DisruptionBlocked, ConsolidationCandidate /
 Approved / Rejected, the interruption reasons) are handed to an ``EventRecorder``, which de-duplicates them
@@ -24,16 +31,9 @@ with since when) are kept, their changes logged, the findings of a decision's no
 Drifted finding (``annotator.DriftAnnotations``); with ``pass_publisher`` the pass is published on ebb.planner.passes
 (``passes.PassPublisher``), where the decisions-api reads why each node is left alone. ``handle_interruption``
 (ebb.interruptions, consumed by the leader only) acts at once, outside the pass and its budgets: a decision
-``interruption``/``Interrupted``/``delete`` written approved with the message id in processed_messages in
-one transaction (``DecisionStore.interrupt``), then its command and Proposed/Approved events; a rebalance
+``interruption``/``Interrupted``/``delete`` written approved, with its Proposed and Approved steps, its command
+and the message id in processed_messages, in one transaction (``DecisionStore.interrupt``); a rebalance
 recommendation only gives an event and a log line.
-
-A command's id is derived from its decision id (``command_id``), so publishing it again is harmless: the
-executor applies a command id once. ``republish`` sends the command of every decision still ``approved``
-(not yet picked up by the executor) whose last publish by this replica, or whose approval when this
-replica never published it, is ``republish_after`` seconds old: on becoming the leader and every
-``republish_interval`` seconds; the wait doubles with every republish of the same command (up to 5 min), so
-an executor that is down for long is not flooded.
 """
 
 from __future__ import annotations
@@ -44,35 +44,23 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from tenacity import RetryCallState
 
-from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import core_holds, live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store import decisions
-from ebb.adapters.store.decision_store import DecisionStore
-from ebb.adapters.store.models import Decision as DecisionRow
+from ebb.adapters.store.decision_store import DecisionStore, command_id
 from ebb.adapters.store.models import Hold
-from ebb.contracts import (
-    TOPIC_DISRUPTION_COMMANDS,
-    TOPIC_DISRUPTION_EVENTS,
-    ClusterObject,
-    DisruptionCommand,
-    DisruptionEvent,
-    Interruption,
-)
-from ebb.contracts.messages import Phase
+from ebb.contracts import ClusterObject, Interruption
 from ebb.core import events as kube_events
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.decision import Decision, DecisionNode, State, transition
+from ebb.core.decision import Decision, DecisionNode, State
 from ebb.core.demand import recorded
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.findings import Findings, diff, findings, with_since
@@ -91,16 +79,13 @@ LivePods = Callable[[str], Awaitable[frozenset[str]]]
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
-ORPHANED = "the planner that proposed it stopped before validating it"
-#: the longest wait between two republishes of one command (the wait doubles from ``republish_after``)
-REPUBLISH_MAX_WAIT = 300.0
+#: seconds after which the leader tries again to decide a proposal due that it could not decide (the database failed)
+RETRY_DUE = 1.0
 #: how often (seconds of the planner's clock) a follower looks whether it leads now, and a leader whether it
 #: still does (the Lease is renewed in the background; ``Leadership.is_leader`` is only read)
 LEADERSHIP_POLL = 0.2
-#: the waits between the attempts to publish an approved command (0.2 s doubling to 5 s, no jitter)
-PUBLISH_BACKOFF = Backoff(initial=0.2, maximum=5.0, jitter=0.0)
-#: the namespace of command ids: uuid5(COMMANDS, decision id)
-COMMANDS = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
+__all__ = ["Planner", "command_id", "new_decision_id", "utcnow"]
+
 #: the namespace of interruption decision ids: uuid5(INTERRUPTIONS, message id)
 INTERRUPTIONS = uuid.UUID("0b8e7d6c-5a4f-5e3d-9c2b-1a0f9e8d7c6b")
 
@@ -112,11 +97,6 @@ def utcnow() -> datetime:
 def new_decision_id() -> str:
     """A new decision's id: ``dec-`` and a random UUID."""
     return f"dec-{uuid.uuid4().hex}"
-
-
-def command_id(decision_id: str) -> uuid.UUID:
-    """The command id of a decision: the same on every (re)publish, so the executor applies it once."""
-    return uuid.uuid5(COMMANDS, decision_id)
 
 
 @dataclass
@@ -136,20 +116,6 @@ class _LastPass:
 
 class NotLeading(RuntimeError):
     """An interruption reached a replica that is not (any more) the leader: left uncommitted for the next."""
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def command_of(row: DecisionRow) -> DisruptionCommand:
-    """The wire command of an approved decision row (for republishing); ValueError when the row does not
-    make one."""
-    try:
-        decision = decisions.decision_of(row)
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"decision {row.id}: its row does not hold a decision: {e!r}") from e
-    return DisruptionCommand.of_decision(decision, id=command_id(decision.id))
 
 
 def facts(decision_id: str, command: Command) -> kube_events.DecisionFacts:
@@ -172,8 +138,6 @@ class Planner:
         options: EngineOptions | None = None,
         clock: Clock | Callable[[], datetime] = utcnow,
         recorder: EventRecorder | None = None,
-        republish_after: float = 10.0,
-        republish_interval: float = 5.0,
         interruption_consumer: str = "ebb-consolidation-planner-interruptions",
         annotator: NodeAnnotator | None = None,
         decision_ids: Callable[[], str] = new_decision_id,
@@ -194,8 +158,6 @@ class Planner:
         #: "now" (decisions, events, the engine) and every interval of the loop (``ebb.adapters.clock``)
         self.clock = clock_of(clock)
         self.recorder = recorder
-        self.republish_after = republish_after
-        self.republish_interval = republish_interval
         #: the consumer name of ebb.interruptions in processed_messages
         self.interruption_consumer = interruption_consumer
         #: makes the id of each proposed decision (the embedded mode's come from its seed: decisions approved at
@@ -208,21 +170,15 @@ class Planner:
         self.pass_publisher = pass_publisher
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
-        #: decision id -> its validation task
-        self._pending: dict[str, asyncio.Task[None]] = {}
-        self._pending_nodes: dict[str, str] = {}
+        #: when the earliest proposal in the store is due for validation, as last read or written by this replica
+        #: (None: none is known); the proposals themselves are rows (``approve_due``)
+        self._next_due: datetime | None = None
         #: node -> its findings as of the last pass (since filled in with the first-seen time where unknown)
         self.findings: Findings = {}
         #: the ebb.sh/drifted annotations (None: not annotating)
         self.annotations = DriftAnnotations(annotator) if annotator is not None else None
         #: node -> its NodeClaim, as of the last pass
         self._claims: dict[str, str] = {}
-        #: decision id -> monotonic time this replica last published (or first saw) its command
-        self._published: dict[str, float] = {}
-        #: the approved decisions as last read, at that store revision (`store_revision`): read again after a write
-        self._approved: tuple[int, list[Any]] | None = None
-        #: decision id -> how many times this replica republished its command (the wait doubles each time)
-        self._republishes: dict[str, int] = {}
         #: answer a pass from the last one while its inputs are unchanged and ``now`` is before its ``revisit_at``
         self.reuse_passes = reuse_passes
         #: a count of the store's writes, when this process makes them all (the embedded mode): the inputs a pass
@@ -244,7 +200,6 @@ class Planner:
         self.approved = 0
         self.rejected = 0
         self.interrupted = 0
-        self.republished = 0
 
     # -- input --------------------------------------------------------------------------------------------
 
@@ -286,76 +241,78 @@ class Planner:
     # -- the loop -----------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Plan on changes (debounced) and every ``interval`` seconds while leader, until ``stop``. Every wait is
-        on the planner's clock: the debounce, the interval, the republish interval, the validation delay and
-        the tick (0.2 s, or the interval when shorter) at which the loop looks at the leadership. A fixed leadership
-        (``Leadership.fixed``: the embedded mode's single replica) is not looked at again: the loop then sleeps until
-        a change, the next pass or the next republish."""
+        """Plan on changes (debounced) and every ``interval`` seconds while leader, and validate each proposal when
+        it is due, until ``stop``. Every wait is on the planner's clock: the debounce, the interval, the proposals'
+        due times and the tick (0.2 s, or the interval when shorter) at which the loop looks at the leadership. A
+        fixed leadership (``Leadership.fixed``: the embedded mode's single replica) is not looked at again: the loop
+        then sleeps until a change, the next pass or the next proposal due."""
         self._stop = stop
         last = -float("inf")
-        last_republish = -float("inf")
         leading = False
         tick = min(LEADERSHIP_POLL, self.interval)
-        try:
-            while not stop.is_set():
-                await self.clock.wait(self.changed, stop, within=self._next_look(tick, last, last_republish))
-                if stop.is_set():
-                    break
-                if not self.leader.is_leader:
-                    if leading:
-                        log.info("not the leader any more: planning stopped")
-                    leading = False
-                    # changes are of no use to a follower (a new leader plans from scratch): wait a tick,
-                    # not on the set event, which would wake this loop at once again and again
-                    self.changed.clear()
+        while not stop.is_set():
+            await self.clock.wait(self.changed, stop, within=self._next_look(tick, last))
+            if stop.is_set():
+                break
+            if not self.leader.is_leader:
+                if leading:
+                    log.info("not the leader any more: planning stopped")
+                leading = False
+                # changes are of no use to a follower (a new leader plans from scratch): wait a tick,
+                # not on the set event, which would wake this loop at once again and again
+                self.changed.clear()
+                await self.clock.sleep(tick, stop)
+                continue
+            fresh = not leading
+            if fresh:
+                try:
+                    self._next_due = await self.store.next_due()
+                except Exception as e:  # the database is away: try again on the next tick
+                    log.warning("reading the proposals failed", error=repr(e))
                     await self.clock.sleep(tick, stop)
                     continue
-                fresh = not leading
-                if fresh:
-                    try:
-                        orphans = await self.store.reject_orphans(ORPHANED, self.clock(), keep=self._pending)
-                    except Exception as e:  # the database is away: try again on the next tick
-                        log.warning("rejecting orphaned proposals failed", error=repr(e))
-                        continue
-                    leading = True
-                    if orphans:
-                        log.info("orphaned proposals rejected", decisions=orphans)
-                    await self._load_demand()
-                    last_republish = -float("inf")
-                if self.clock.monotonic() - last_republish >= self.republish_interval:
-                    last_republish = self.clock.monotonic()
-                    try:
-                        await self.republish()
-                    except Exception as e:
-                        log.warning("republishing approved commands failed", error=repr(e))
-                since = self.clock.monotonic() - last
-                if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
-                    if self.changed.is_set():
-                        # a change waits out the debounce: sleep until it ends (the set event would
-                        # otherwise wake this loop at once, thousands of times a second)
-                        await self.clock.sleep(min(self.debounce, self.interval) - since, stop)
-                    continue
-                self.changed.clear()
-                last = self.clock.monotonic()
+                leading = True
+                if self._next_due is not None:
+                    log.info("leading: resuming the proposals in the store", next_due=self._next_due.isoformat())
+                await self._load_demand()
+            if self._due():
                 try:
-                    await self.plan_once()
-                except Exception as e:  # the database is away, ...: try again on the next pass
-                    log.warning("planning pass failed", error=repr(e))
-        finally:
-            tasks = list(self._pending.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+                    await self.approve_due()
+                except Exception as e:  # the database is away, ...: try again in a while
+                    log.warning("validating the proposals due failed", error=repr(e))
+                    self._next_due = self.clock() + timedelta(seconds=RETRY_DUE)
+            since = self.clock.monotonic() - last
+            if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
+                if self.changed.is_set():
+                    # a change waits out the debounce: sleep until it ends or a proposal is due (the set event
+                    # would otherwise wake this loop at once, thousands of times a second)
+                    await self.clock.sleep(min(min(self.debounce, self.interval) - since, self._until_due()), stop)
+                continue
+            self.changed.clear()
+            last = self.clock.monotonic()
+            try:
+                await self.plan_once()
+            except Exception as e:  # the database is away, ...: try again on the next pass
+                log.warning("planning pass failed", error=repr(e))
 
-    def _next_look(self, tick: float, last: float, last_republish: float) -> float:
+    def _until_due(self) -> float:
+        """Seconds until the earliest known proposal is due (0 when it is; infinity when none is known)."""
+        if self._next_due is None:
+            return float("inf")
+        return max(0.0, (self._next_due - self.clock()).total_seconds())
+
+    def _due(self) -> bool:
+        return self._next_due is not None and self.clock() >= self._next_due
+
+    def _next_look(self, tick: float, last: float) -> float:
         """How long the loop may wait for a change before it looks again: a tick while the leadership can change;
-        with a fixed one, until the next pass or republish is due (a single replica wakes only for work)."""
+        with a fixed one, until the next pass or the next proposal is due (a single replica wakes only for work)."""
         if not self.leader.fixed:
             return tick
         now = self.clock.monotonic()
         # the same differences the loop compares (``since < interval``), so that in floating point a wait is never
         # 0 while the loop still finds the interval unfinished (it would spin at one instant of virtual time)
-        return max(0.0, min(self.interval - (now - last), self.republish_interval - (now - last_republish)))
+        return max(0.0, min(self.interval - (now - last), self._until_due()))
 
     async def current_snapshot(self, now: datetime, *, validating: str | None = None) -> Snapshot:
         """The cluster objects' snapshot with the store's active holds merged in, the nodes of other live
@@ -377,8 +334,7 @@ class Planner:
         they are taken; without a read, a computed pass sees the objects at the same moment as a pass answered
         from the last one, and both give the same run."""
         if validating is None:
-            live, launched, holds = await self._pass_store_reads(now)
-            busy = live | set(self._pending_nodes)
+            busy, launched, holds = await self._pass_store_reads(now)
         else:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
@@ -430,8 +386,7 @@ class Planner:
         reused: _LastPass | None = None
         if self.store_revision is not None:
             # every write to the store is this process's: its count stands for what the pass reads from it
-            inputs: tuple[object, ...] = (self.objects.version, self.store_revision(),
-                                          frozenset(self._pending_nodes))
+            inputs: tuple[object, ...] = (self.objects.version, self.store_revision())
             reused = self._reusable(inputs, now)
         snapshot: Snapshot | None = None
         if reused is None:
@@ -474,12 +429,15 @@ class Planner:
             await self.pass_publisher.publish(view, result, self.findings, revision=inputs[0], demand=self._demand)
         live = await self.store.live_nodes() if result.commands else {}
         for command in result.commands:
-            busy = [n for n in command.nodes if n in live or n in self._pending_nodes]
+            busy = [n for n in command.nodes if n in live]
             if busy:
                 log.info("command skipped: its nodes have live decisions", method=command.method, nodes=command.nodes,
                          busy=busy)
                 continue
             await self._propose(command, view, now)
+        if self.store_revision is None:
+            # another replica that believed it led may have proposed too (the embedded mode's planner is the only one)
+            self._next_due = await self.store.next_due()
         await self._annotate(view)
         if self.reuse_passes:
             self._last = _LastPass(inputs, view, result, found,
@@ -542,59 +500,57 @@ class Planner:
         found = self._findings_of(command.nodes)
         if found:
             explanation["findings"] = found
+        approve_at = now + timedelta(seconds=self.validation_delay)
         decision = Decision.of_command(
-            decision_id, command, now=now, explanation=explanation,
+            decision_id, command, now=now, explanation=explanation, approve_at=approve_at,
             nodes=tuple(DecisionNode(n, pools[n], view.nodes[n].instance_type) for n in command.nodes))
         await self.store.propose(decision)
         self.proposed += 1
         bound.info("decision proposed", method=command.method, reason=command.reason, action=command.action,
                    nodes=list(command.nodes), savings_per_hour=round(command.savings, 6),
-                   explanation=command.explanation)
-        await self._events(decision_id, command.nodes, phase="Proposed", message=command.explanation or "proposed",
-                           now=now, bound=bound)
+                   explanation=command.explanation, approve_at=approve_at.isoformat())
         self._kube(kube_events.proposed(facts(decision_id, command), self._claims))
-        for n in command.nodes:
-            self._pending_nodes[n] = decision_id
-        task = asyncio.create_task(self._validate_later(decision_id, command, pools), name=decision_id)
-        self._pending[decision_id] = task
-        task.add_done_callback(lambda _t: self._forget(decision_id, command.nodes))
+        if self._next_due is None or approve_at < self._next_due:
+            self._next_due = approve_at
         return decision_id
 
-    def _forget(self, decision_id: str, nodes: tuple[str, ...]) -> None:
-        self._pending.pop(decision_id, None)
-        for n in nodes:
-            if self._pending_nodes.get(n) == decision_id:
-                del self._pending_nodes[n]
+    async def approve_due(self) -> list[str]:
+        """Validate every proposal in the store that is due (``DecisionStore.due``: its ``approve_at`` has come,
+        the earliest first, then by id), whichever replica proposed it: approve or reject it. Returns the ids
+        decided. Stops early when this replica stops leading (the next leader takes the rest up)."""
+        decided: list[str] = []
+        for decision in await self.store.due(self.clock()):
+            if not self.leader.is_leader or self._stop.is_set():
+                break
+            bound = log.bind(decision_id=decision.id)
+            try:
+                await self._decide(decision, bound)
+            except Exception as e:
+                bound.error("validating the decision failed", error=repr(e))
+                with contextlib.suppress(Exception):
+                    await self._rejected(decision, f"validation failed: {e!r}"[:1000], self.clock(), bound)
+            decided.append(decision.id)
+        due, now = await self.store.next_due(), self.clock()
+        # one still due was not decided (the database failed it): again in a while, not at once
+        self._next_due = due if due is None or due > now else now + timedelta(seconds=RETRY_DUE)
+        return decided
 
-    async def _validate_later(self, decision_id: str, command: Command, pools: dict[str, str]) -> None:
-        bound = log.bind(decision_id=decision_id)
-        if await self.clock.sleep(self.validation_delay, self._stop):
-            return  # left proposed: the next leader rejects it as orphaned
-        try:
-            await self._decide(decision_id, command, pools, bound)
-        except Exception as e:
-            bound.error("validating the decision failed", error=repr(e))
-            with contextlib.suppress(Exception):
-                await self._rejected(decision_id, command, f"validation failed: {e!r}"[:1000], self.clock(), bound)
-
-    async def _decide(self, decision_id: str, command: Command, pools: dict[str, str], bound: Any) -> None:
+    async def _decide(self, decision: Decision, bound: Any) -> None:
         now = self.clock()
-        if not self.leader.is_leader:
-            await self._rejected(decision_id, command, "the planner lost its leadership before validating", now,
-                                 bound)
-            return
-        snapshot = await self.current_snapshot(now, validating=decision_id)
+        command = decision.command
+        pools = {n.name: n.nodepool for n in decision.nodes}
+        snapshot = await self.current_snapshot(now, validating=decision.id)
         view, why = await asyncio.to_thread(self._validate, command, snapshot, now)
         if why is None and self.live_pods is not None:
             why = await self._view_behind(command, snapshot, bound)
         if why is not None:
-            if await self._rejected(decision_id, command, why.text, now, bound):
+            if await self._rejected(decision, why.text, now, bound):
                 self.metrics.failed_validation(command.method, len(command.nodes))
             return
         allowed = {p: view.budgets[(p, command.reason)].allowed for p in set(pools.values())
                    if (p, command.reason) in view.budgets}
         counted = {n.name for n in snapshot.nodes if n.deleting or n.being_disrupted}
-        approval = await self.store.approve(decision_id, node_pools=pools, reason=command.reason, allowed=allowed,
+        approval = await self.store.approve(decision.id, node_pools=pools, reason=command.reason, allowed=allowed,
                                             counted=counted, now=now)
         if not approval.approved and not approval.rejected:
             bound.info("decision left alone: it is no longer proposed", why=approval.reason)
@@ -603,19 +559,13 @@ class Planner:
             self.rejected += 1
             self.metrics.failed_validation(command.method, len(command.nodes))
             bound.info("decision rejected", reason=approval.reason)
-            await self._events(decision_id, command.nodes, phase="Rejected", message=approval.reason,
-                               now=now, bound=bound)
-            self._kube(kube_events.rejected(facts(decision_id, command), self._claims, approval.reason))
+            self._kube(kube_events.rejected(facts(decision.id, command), self._claims, approval.reason))
             return
         self.approved += 1
         self.metrics.decided(command.action, command.reason, command.method, pools.values())
-        assert approval.decision is not None
-        wire = DisruptionCommand.of_decision(approval.decision, id=command_id(decision_id))
-        bound.info("decision approved", method=command.method, nodes=list(command.nodes), command_id=str(wire.id))
-        await self._publish_command(wire, bound)
-        await self._events(decision_id, command.nodes, phase="Approved", message="validated and approved",
-                           now=now, bound=bound)
-        self._kube(kube_events.approved(facts(decision_id, command), self._claims))
+        bound.info("decision approved", method=command.method, nodes=list(command.nodes),
+                   command_id=str(command_id(decision.id)))
+        self._kube(kube_events.approved(facts(decision.id, command), self._claims))
 
     def _validate(self, command: Command, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, StaleCause | None]:
         """`validate`, with the view it ran on: the approval reads the budgets from it."""
@@ -634,89 +584,14 @@ class Planner:
             return StaleCause(Stale.VIEW_UNCHECKED, {"error": repr(e)[:300]})
         return view_behind(snapshot, live)
 
-    async def _rejected(self, decision_id: str, command: Command, why: str, now: datetime, bound: Any) -> bool:
+    async def _rejected(self, decision: Decision, why: str, now: datetime, bound: Any) -> bool:
         """Reject the proposed decision; False when it was no longer proposed."""
-        if not await self.store.reject(decision_id, why, now):
+        if not await self.store.reject(decision.id, why, now):
             return False
         self.rejected += 1
         bound.info("decision rejected", reason=why)
-        await self._events(decision_id, command.nodes, phase="Rejected", message=why,
-                           now=now, bound=bound)
-        self._kube(kube_events.rejected(facts(decision_id, command), self._claims, why))
+        self._kube(kube_events.rejected(facts(decision.id, decision.command), self._claims, why))
         return True
-
-    async def _publish_command(self, wire: DisruptionCommand, bound: Any, *, attempts: int = 3) -> bool:
-        """Publish an approved command, retrying a little; False when it failed (``republish`` sends it later:
-        the decision stays approved)."""
-        self._published[wire.decision_id] = self.clock.monotonic()
-
-        def retrying_in(attempt: RetryCallState) -> None:
-            error = attempt.outcome.exception() if attempt.outcome else None
-            bound.warning("publishing the command failed", attempt=attempt.attempt_number, error=repr(error))
-
-        try:
-            async for attempt in replace(PUBLISH_BACKOFF, max_attempts=attempts).retrying(self.clock,
-                                                                                          before_sleep=retrying_in):
-                with attempt:
-                    await self.bus.publish(TOPIC_DISRUPTION_COMMANDS, wire)
-        except Exception as e:
-            bound.warning("publishing the command failed", attempt=attempts, error=repr(e))
-        else:
-            self._published[wire.decision_id] = self.clock.monotonic()
-            return True
-        self._published[wire.decision_id] = self.clock.monotonic()
-        bound.error("the approved command could not be published; it will be republished",
-                    command_id=str(wire.id), republish_after_seconds=self.republish_after)
-        return False
-
-    async def republish(self) -> list[str]:
-        """Publish again the command of every approved decision (not yet executing) whose last publish by
-        this replica is ``republish_after`` seconds old (doubled per earlier republish, up to
-        ``REPUBLISH_MAX_WAIT``) or, when this replica never published it, whose approval is (by the clock) or
-        which this replica first saw that long ago. Returns the decision ids republished."""
-        if not self.leader.is_leader:
-            return []
-        mono, now = self.clock.monotonic(), self.clock()
-        waiting = await self._approved_decisions()
-        ids = {d.id for d in waiting}
-        for gone in [d for d in self._published if d not in ids]:
-            del self._published[gone]
-            self._republishes.pop(gone, None)
-        sent: list[str] = []
-        for decision in waiting:
-            last = self._published.get(decision.id)
-            if last is None:
-                approved_at = _aware(decision.approved_at or decision.updated_at)
-                if (now - approved_at).total_seconds() < self.republish_after:
-                    self._published[decision.id] = mono  # first seen now: another replica may be publishing it
-                    continue
-            elif mono - last < min(self.republish_after * 2 ** self._republishes.get(decision.id, 0),
-                                   max(self.republish_after, REPUBLISH_MAX_WAIT)):
-                continue
-            bound = log.bind(decision_id=decision.id)
-            try:
-                wire = command_of(decision)
-            except ValueError as e:
-                self._published[decision.id] = mono
-                bound.error("the approved decision cannot be made a command", error=str(e))
-                continue
-            self._republishes[decision.id] = self._republishes.get(decision.id, 0) + 1
-            bound.info("republishing the approved command", command_id=str(wire.id),
-                       republishes=self._republishes[decision.id])
-            if await self._publish_command(wire, bound, attempts=1):
-                self.republished += 1
-                sent.append(decision.id)
-        return sent
-
-    async def _approved_decisions(self) -> list[Any]:
-        """The store's approved decisions; with ``store_revision`` (every write is this process's), the last read
-        again while no write came since."""
-        if self.store_revision is None:
-            return await self.store.approved()
-        revision = self.store_revision()
-        if self._approved is None or self._approved[0] != revision:
-            self._approved = (revision, await self.store.approved())
-        return self._approved[1]
 
     # -- interruptions --------------------------------------------------------------------------------------
 
@@ -761,11 +636,11 @@ class Planner:
         if found:
             explanation["findings"] = found
         itype = labels.get("node.kubernetes.io/instance-type")
-        # proposed and approved at once: interruption ignores budgets and is not validated
-        decision = transition(Decision(
+        # proposed and approved at once (the store writes it approved): interruption ignores budgets, is not validated
+        decision = Decision(
             id=decision_id, method="interruption", reason="Interrupted", action="delete",
             nodes=(DecisionNode(message.node, pool, itype),), replacements=(), savings=0.0, state=State.PROPOSED,
-            created_at=now, updated_at=now, explanation=explanation), State.APPROVED, now)
+            created_at=now, updated_at=now, explanation=explanation)
         outcome = await self.store.interrupt(message_id=str(message.id), consumer=self.interruption_consumer,
                                              decision=decision, now=now)
         if outcome.outcome == "duplicate":
@@ -774,32 +649,12 @@ class Planner:
         if outcome.outcome == "busy":
             bound.info("interruption noted: the node is already being disrupted", holder=outcome.holder)
             return
-        for rejected_id, nodes in outcome.rejected:
+        for rejected_id, _nodes in outcome.rejected:
             why = f"node {message.node} is being interrupted ({message.kind})"
-            other = log.bind(decision_id=rejected_id)
-            other.info("decision rejected", reason=why, interruption_decision=decision_id)
+            log.bind(decision_id=rejected_id).info("decision rejected", reason=why, interruption_decision=decision_id)
             self.rejected += 1
-            await self._events(rejected_id, tuple(n for n in nodes if n), phase="Rejected", message=why, now=now,
-                               bound=other)
         self.interrupted += 1
-        wire = DisruptionCommand.of_decision(decision, id=command_id(decision_id))
         bound.info("decision approved", method="interruption", reason="Interrupted", action="delete",
-                   nodes=[message.node], deadline=deadline, command_id=str(wire.id), explanation=text)
-        await self._events(decision_id, (message.node,), phase="Proposed", message=text, now=now, bound=bound)
-        await self._publish_command(wire, bound)
-        await self._events(decision_id, (message.node,), phase="Approved", message="interruption: approved at once",
-                           now=now, bound=bound)
+                   nodes=[message.node], deadline=deadline, command_id=str(command_id(decision_id)), explanation=text)
         self._kube(kube_events.approved(kube_events.DecisionFacts(
             decision_id, "interruption", "Interrupted", "delete", (message.node,), 0.0), self._claims))
-
-    async def _events(self, decision_id: str, nodes: tuple[str, ...], *, phase: Phase, message: str, now: datetime,
-                      bound: Any) -> None:
-        """Publish the step's event per node, under the ids of the store's timeline entries of the step
-        (``ebb.contracts.messages.event_id``)."""
-        for node in nodes:
-            try:
-                await self.bus.publish(TOPIC_DISRUPTION_EVENTS, DisruptionEvent.step(decision_id, node, phase, message,
-                                                                                     now))
-            except Exception as e:  # events are for subscribers; the store has the timeline
-                bound.warning("publishing an event failed", phase=phase, node=node, error=repr(e))
-

@@ -62,10 +62,15 @@ class Settings(HealthSettings):
     #: publish each computed pass of the leader on ebb.planner.passes, where the decisions-api answers "why not
     #: this node?" (the embedded mode publishes only when it serves the API)
     publish_passes: bool = True
-    #: an approved command not picked up by the executor is published again after this long
-    republish_after_seconds: float = Field(default=10.0, gt=0)
-    #: how often the leader looks for such commands
-    republish_interval_seconds: float = Field(default=5.0, gt=0)
+    #: how often the outbox relay looks for messages a planner that stopped left unpublished (what this process
+    #: writes is relayed at once)
+    relay_poll_seconds: float = Field(default=1.0, gt=0)
+    #: sent outbox messages are removed after this long
+    outbox_keep_seconds: float = Field(default=3600.0, gt=0)
+    #: fault injection, for tests only: the process exits (code 70) when its outbox relay is about to publish a
+    #: Proposed event (``proposed``: a proposal is committed, nothing of it published or approved) or a command
+    #: (``approved``: an approval is committed, its command not published)
+    exit_at: Literal["proposed", "approved"] | None = None
     #: write ebb.sh/drifted (the drift reason) on drifted Nodes and remove it when the drift is gone
     annotate_nodes: bool = True
     #: explain in every pass why each node is left alone (its Events and metrics); the commands are the same

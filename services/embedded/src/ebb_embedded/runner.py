@@ -215,8 +215,10 @@ async def run_embedded(
         writes = WriteCount(engine)
         stack.push_async_callback(engine.dispose)
         await upgrade_async(engine)
-        # one store for the planner, the executor and the API, on the one SQLite engine
-        store = DecisionStore(engine, options.cluster)
+        # one store for the planner, the executor and the API, on the one SQLite engine; private: the process is its
+        # only user and the in-memory bus dies with it, so what a decision's transaction sends goes to the relays in
+        # memory once it committed (no outbox rows)
+        store = DecisionStore(engine, options.cluster, private=True)
 
         def status() -> Status:
             names, pods, pending = cluster.census()
@@ -251,7 +253,7 @@ async def run_embedded(
                                                 objects=SnapshotStore(parsed_elsewhere=cluster.parsed_as_held)),
                                name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
-                                                 store=store, clock=clock,
+                                                 store=store, clock=clock, store_private=True,
                                                  provider=NodeProvider("simulated", cluster, cluster,
                                                                          nodepools=cluster.read_nodepool)),
                                 name="termination-executor"),

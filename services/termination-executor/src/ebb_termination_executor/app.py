@@ -1,6 +1,7 @@
 """The composition root: the Kubernetes client, the bus, the store, the provider (``PROVIDER``: none, kwok or
-karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, the executor, and with the kwok
-provider the loop that drains deleted Nodes carrying ebb's finalizer (``ebb_termination_executor.finalizer``)."""
+karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, the executor, the outbox relay that
+publishes its steps (``ebb.adapters.store.outbox``), and with the kwok provider the loop that drains deleted Nodes
+carrying ebb's finalizer (``ebb_termination_executor.finalizer``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from ebb.adapters.kube.launch import KwokLauncher, catalog_types
 from ebb.adapters.kube.node_api import KubeNodeApi, NodeApi
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.provider import Provider
-from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
+from ebb.adapters.store.outbox import OutboxRelay
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, utcnow
 from ebb_termination_executor.finalizer import Finalizer
@@ -94,10 +96,12 @@ async def run(
     metrics: Metrics | None = None,
     provider: Provider | None = None,
     recorder: EventRecorder | None = None,
+    store_private: bool = False,
 ) -> Executor:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
     ``store`` and ``provider`` replace the ones built from ``settings``; ``started`` is set when consuming
-    starts. ``clock`` (default: the system clock) gives "now" and times every wait."""
+    starts. ``clock`` (default: the system clock) gives "now" and times every wait. ``store_private``: no other
+    process writes to ``store`` (the embedded mode), so the outbox relay never polls it and keeps what it sent."""
     the_clock = clock_of(clock)
     metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:
@@ -140,6 +144,12 @@ async def run(
         if started is not None:
             started.set()
         writer = asyncio.create_task(recorder.run(stop)) if recorder is not None else None
+        # the steps of every command go out through the outbox (at once what this process wrote, within
+        # relay_poll_seconds what an executor that stopped left); the embedded mode's store is this process's alone
+        relay = OutboxRelay(store, bus, EXECUTOR, clock=the_clock,
+                            poll=None if store_private else settings.relay_poll_seconds,
+                            keep_sent=None if store_private else settings.outbox_keep_seconds)
+        relaying = asyncio.create_task(relay.run(stop))
         finalizing = None
         if provider.name == "kwok" and isinstance(node_api, KubeNodeApi):
             # the nodes ebb launches carry ebb.sh/termination: `kubectl delete node` waits for ebb's drain
@@ -157,6 +167,7 @@ async def run(
                 await asyncio.gather(finalizing, return_exceptions=True)
             if writer is not None:
                 await asyncio.gather(writer, return_exceptions=True)
+            await asyncio.gather(relaying, return_exceptions=True)
         log.info("termination-executor stopped", succeeded=executor.succeeded, failed=executor.failed,
                  duplicates=executor.duplicates)
         return executor

@@ -39,6 +39,11 @@ tainted node, ``DisruptionLaunching``/``DisruptionWaitingReadiness`` on each rep
 when the node is kept, and Karpenter's ``Evicted`` on each pod the drain evicted. Metrics: Karpenter's
 termination metrics with ``ebb_`` for ``karpenter_`` (``ebb_termination_executor.metrics``).
 
+Every step is recorded through the store (``DecisionStore.record_steps``): its timeline entry and its event in the
+outbox in one transaction, which the service's outbox relay (``ebb.adapters.store.outbox``) publishes; the last
+steps of a command are written with the decision's end (``DecisionStore.finish``). A step recorded before (a
+resumed command reports it again, under the same id) is neither recorded nor sent again.
+
 Idempotency: the command id goes into ``processed_messages`` in the transaction that ends the decision
 (``DecisionStore.finish``); a redelivered command that was applied does nothing. Other errors (the API
 server, the database) propagate, so the bus retries the handler; every step is idempotent, so a retry
@@ -63,7 +68,7 @@ from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.provider import Provider, RetireError
 from ebb.adapters.store.decision_store import DecisionStore, Start
-from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, DisruptionEvent
+from ebb.contracts import DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
 from ebb.core.decision import IllegalTransition, State
@@ -129,12 +134,18 @@ class Executor:
             raise PoisonMessage(f"not a DisruptionCommand: {type(command).__name__}")
         await self.execute(command)
 
+    def step(self, command: DisruptionCommand, node: str, phase: Phase, message: str,
+             key: str | None = None) -> DisruptionEvent:
+        """The event of a step of ``command`` on ``node`` (recorded by ``emit``, or with the decision's end by
+        ``_finish``)."""
+        log.info("disruption event", decision_id=command.decision_id, node=node, phase=phase, message=message)
+        return DisruptionEvent.step(command.decision_id, node, phase, message, self.clock(), key=key)
+
     async def emit(self, command: DisruptionCommand, node: str, phase: Phase, message: str,
                    key: str | None = None) -> None:
-        event = DisruptionEvent.step(command.decision_id, node, phase, message, self.clock(), key=key)
-        await self.store.record_event(event)
-        await self.bus.publish(TOPIC_DISRUPTION_EVENTS, event)
-        log.info("disruption event", decision_id=command.decision_id, node=node, phase=phase, message=message)
+        """Record a step: its timeline entry and its event in the outbox, in one transaction (the relay publishes
+        it)."""
+        await self.store.record_steps([self.step(command, node, phase, message, key)])
 
     async def execute(self, command: DisruptionCommand) -> str:
         """Apply ``command``; returns the outcome: succeeded, rolled_back, failed, duplicate or finished."""
@@ -156,14 +167,12 @@ class Executor:
         bound.info("executing", method=command.method, reason=command.reason, action=command.action)
 
         if command.replacements and not self.provider.launches:
-            for node in command.nodes:
-                await self.emit(command, node, "Failed", REPLACEMENTS_UNSUPPORTED)
-            return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED)
+            return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED, [
+                self.step(command, node, "Failed", REPLACEMENTS_UNSUPPORTED) for node in command.nodes])
         for node in command.nodes:
             why_not = await self.provider.cannot_retire(node)
             if why_not is not None:  # nothing done yet: the decision could not be run
-                await self.emit(command, node, "Failed", why_not)
-                return await self._finish(command, State.FAILED, why_not)
+                return await self._finish(command, State.FAILED, why_not, [self.step(command, node, "Failed", why_not)])
 
         started = self.drainer.clock.monotonic()
         tainted: list[str] = []
@@ -178,10 +187,11 @@ class Executor:
             await self.emit(command, node, "Tainted",
                             f"tainted {self.drainer.taint_words}" if added else "already tainted")
         if command.replacements:
-            why = await self._pre_spin(command)
-            if why is not None:  # nothing was evicted: untainted and the replacements deleted, all is undone
-                await self._roll_back(command, tainted)
-                return await self._finish(command, State.ROLLED_BACK, why)
+            failed = await self._pre_spin(command)
+            if failed is not None:  # nothing was evicted: untainted and the replacements deleted, all is undone
+                why, failure = failed
+                return await self._finish(command, State.ROLLED_BACK, why,
+                                          [failure, *await self._roll_back(command, tainted)])
         for node in tainted:
             try:
                 deadline = await self._termination_deadline(node)
@@ -189,10 +199,10 @@ class Executor:
                     node, on_evicted=lambda pod: self._evicted(command, pod), deadline=deadline,
                     on_deleted=None if deadline is None else functools.partial(self._deleted, deadline=deadline))
             except DrainFailed as e:
-                await self.emit(command, node, "Failed", f"drain failed: {e}")
+                failure = self.step(command, node, "Failed", f"drain failed: {e}")
                 self._kube(kube_events.failed_draining(node, None, str(e)))
-                await self._roll_back(command, tainted)
-                return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}")
+                return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}",
+                                          [failure, *await self._roll_back(command, tainted)])
             self.metrics.nodes_drained.labels(nodepool=command.node_pool).inc()
             skipped = ", ".join(f"{pod} ({why})" for pod, why in sorted(report.skipped.items()))
             deleted = ", ".join(sorted(report.deleted))
@@ -215,8 +225,7 @@ class Executor:
             try:
                 asked[node] = await self.provider.retire(node)
             except RetireError as e:
-                await self.emit(command, node, "Failed", str(e))
-                return await self._finish(command, State.FAILED, str(e))
+                return await self._finish(command, State.FAILED, str(e), [self.step(command, node, "Failed", str(e))])
             if asked[node] is not None:
                 self.metrics.nodeclaims_disrupted.labels(
                     reason=snake_case(command.reason), nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
@@ -225,6 +234,7 @@ class Executor:
         waiting = list(command.nodes)
         while True:
             still: list[str] = []
+            gone: list[DisruptionEvent] = []
             for node in waiting:
                 if not await self.provider.retired(node):
                     still.append(node)
@@ -235,20 +245,21 @@ class Executor:
                     self.metrics.nodes_terminated.labels(
                         nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
                         zone=labels[node].get(LABEL_ZONE, "")).inc()
-                await self.emit(command, node, "Terminated", asked[node] or "node already gone")
+                gone.append(self.step(command, node, "Terminated", asked[node] or "node already gone"))
             waiting = still
-            if not waiting:
-                return await self._finish(command, State.SUCCEEDED)
+            if not waiting:  # the last ones gone: their steps and the decision's end in one transaction
+                return await self._finish(command, State.SUCCEEDED, events=gone)
+            if gone:
+                await self.store.record_steps(gone)
             if self.drainer.clock.monotonic() + self.drainer.poll_interval > deadline:
                 why = f"not gone {self.retire_timeout:g}s after its removal was asked for ({self.provider.name})"
-                for node in waiting:
-                    await self.emit(command, node, "Failed", why)
-                return await self._finish(command, State.FAILED, f"{', '.join(waiting)} {why}")
+                return await self._finish(command, State.FAILED, f"{', '.join(waiting)} {why}",
+                                          [self.step(command, node, "Failed", why) for node in waiting])
             await self.drainer.sleep(self.drainer.poll_interval)
 
-    async def _pre_spin(self, command: DisruptionCommand) -> str | None:
-        """Launch the command's replacements and wait until all are ready; None when they are, else why not
-        (the launched replacements are deleted again)."""
+    async def _pre_spin(self, command: DisruptionCommand) -> tuple[str, DisruptionEvent] | None:
+        """Launch the command's replacements and wait until all are ready; None when they are, else why not and
+        the step that says so (the launched replacements are deleted again)."""
         first = command.nodes[0]
         launched: list[str] = []
         try:
@@ -272,12 +283,12 @@ class Executor:
                 await self.drainer.sleep(self.drainer.poll_interval)
         except LaunchError as e:
             why = f"replacement launch failed: {e}"
-            await self.emit(command, first, "Failed", why)
+            failure = self.step(command, first, "Failed", why)
             for node in command.nodes:
                 self._kube(kube_events.failed_draining(node, None, why))
             for name in launched:
                 await self.provider.delete_replacement(name)
-            return why
+            return why, failure
         return None
 
     def _evicted(self, command: DisruptionCommand, pod: Pod) -> None:
@@ -311,15 +322,21 @@ class Executor:
         if self.recorder is not None:
             self.recorder.record(events)
 
-    async def _roll_back(self, command: DisruptionCommand, tainted: list[str]) -> None:
+    async def _roll_back(self, command: DisruptionCommand, tainted: list[str]) -> list[DisruptionEvent]:
+        """Untaint ``tainted``; the RolledBack steps (recorded with the decision's end)."""
+        steps = []
         for node in tainted:
             removed = await self.drainer.untaint(node)
             if removed is None:
                 continue
-            await self.emit(command, node, "RolledBack", f"untainted {self.drainer.taint_words}")
+            steps.append(self.step(command, node, "RolledBack", f"untainted {self.drainer.taint_words}"))
+        return steps
 
-    async def _finish(self, command: DisruptionCommand, state: State, why: str = "") -> str:
-        recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold, why=why)
+    async def _finish(self, command: DisruptionCommand, state: State, why: str = "",
+                      events: list[DisruptionEvent] | None = None) -> str:
+        """End the decision with its last steps (``events``), in one transaction (``DecisionStore.finish``)."""
+        recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold, why=why,
+                                           events=events or ())
         self.metrics.commands.labels(method=command.method, outcome=state.value).inc()
         if state is State.SUCCEEDED:
             self.succeeded += 1

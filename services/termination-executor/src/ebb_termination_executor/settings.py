@@ -39,6 +39,11 @@ class Settings(HealthSettings):
     #: a failed decision leaves an automatic hold on its nodes for this long, so the planner does not propose
     #: the same failing disruption at its next pass (0: no hold)
     failure_hold_seconds: float = Field(default=900.0, ge=0)
+    #: how often the outbox relay looks for steps an executor that stopped left unpublished (what this process
+    #: writes is relayed at once)
+    relay_poll_seconds: float = Field(default=1.0, gt=0)
+    #: sent outbox messages are removed after this long
+    outbox_keep_seconds: float = Field(default=3600.0, gt=0)
     #: count a pod whose deletion has started (deletionTimestamp set) as gone
     terminating_is_gone: bool = False
     #: where ebb meets machines (``ebb.adapters.provider``): karpenter (next to a real Karpenter: replacements

@@ -12,7 +12,15 @@ new move in one place only.
        │                          ├───────► rolled_back   (the command was undone: untainted, replacements deleted)
        └──► rejected              └───────► failed        (it could not be undone: pods were evicted, or nothing ran)
 
-Pure: values and a function, no I/O and no clock (times are arguments).
+A decision is only ever made proposed (``Decision.of_command``, or a ``Decision`` built in the proposed state) and
+reaches any other state by moves: ``transition`` for one move, ``arrive`` for the moves from proposed to a
+state (an interruption is proposed and approved at once; an executor that finds no row of a command writes it
+proposed, approved and executing). The store creates every row through ``arrive``.
+
+A proposed decision carries the moment it is due for validation (``approve_at``): the state of a proposal is
+in its row, so whichever planner leads when it is due validates it.
+
+Pure: values and functions, no I/O and no clock (times are arguments).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ FINISHED: Final[frozenset[State]] = frozenset(State) - LIVE
 
 #: state -> the states a decision may move to from it (the finished states have none)
 TRANSITIONS: Final[Mapping[State, frozenset[State]]] = {
-    # the planner validates and budgets it, or finds it stale / over budget / orphaned / interrupted
+    # a leading planner validates and budgets it when it is due, or finds it stale / over budget / interrupted
     State.PROPOSED: frozenset({State.APPROVED, State.REJECTED}),
     # the executor picks the command up
     State.APPROVED: frozenset({State.EXECUTING}),
@@ -105,6 +113,9 @@ class Decision:
     approved_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: when a proposal is due to be validated and approved or rejected (None: not a validated proposal, e.g. an
+    #: interruption's, approved at once)
+    approve_at: datetime | None = None
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -123,6 +134,13 @@ class Decision:
     def live(self) -> bool:
         return self.state in LIVE
 
+    @property
+    def command(self) -> Command:
+        """The engine command the decision carries out (what validation re-checks; the pass's placements are not
+        kept)."""
+        return Command(method=self.method, reason=self.reason, action=self.action, nodes=self.node_names,
+                       replacements=self.replacements, savings=self.savings, explanation=self.text)
+
     @classmethod
     def of_command(
         cls,
@@ -132,14 +150,17 @@ class Decision:
         nodes: tuple[DecisionNode, ...],
         now: datetime,
         explanation: Mapping[str, Any] | None = None,
+        approve_at: datetime | None = None,
     ) -> Decision:
-        """A proposed decision of an engine command (``nodes``: the command's nodes with their pools)."""
+        """A proposed decision of an engine command (``nodes``: the command's nodes with their pools), due for
+        validation at ``approve_at``."""
         if tuple(n.name for n in nodes) != command.nodes:
             raise ValueError("the decision's nodes must be the command's, in its order")
         return cls(
             id=decision_id, method=command.method, reason=command.reason, action=command.action, nodes=nodes,
             replacements=command.replacements, savings=command.savings, state=State.PROPOSED, created_at=now,
             updated_at=now, explanation=dict(explanation) if explanation is not None else {"text": command.explanation},
+            approve_at=approve_at,
         )
 
 
@@ -157,3 +178,32 @@ def transition(decision: Decision, to: State, at: datetime, **explanation: Any) 
         finished_at=at if to in FINISHED else decision.finished_at,
         explanation={**decision.explanation, **explanation} if explanation else decision.explanation,
     )
+
+
+def path(source: State, target: State) -> tuple[State, ...]:
+    """The states a decision passes through from ``source`` to ``target`` (``target`` last; empty when they are the
+    same), by the fewest moves; IllegalTransition when no moves lead there."""
+    routes: dict[State, tuple[State, ...]] = {source: ()}
+    frontier = [source]
+    while frontier and target not in routes:
+        step: list[State] = []
+        for state in frontier:
+            for nxt in sorted(TRANSITIONS[state]):
+                if nxt not in routes:
+                    routes[nxt] = (*routes[state], nxt)
+                    step.append(nxt)
+        frontier = step
+    if target not in routes:
+        raise IllegalTransition("?", source, target)
+    return routes[target]
+
+
+def arrive(decision: Decision, to: State, at: datetime, *, approved_at: datetime | None = None) -> Decision:
+    """A *proposed* ``decision`` moved through the lifecycle to ``to`` at ``at`` (every move checked by
+    ``transition``; ``approved_at``: when it was approved, if before ``at``). ValueError for a decision that is not
+    proposed: a decision is born proposed."""
+    if decision.state is not State.PROPOSED:
+        raise ValueError(f"decision {decision.id} is {decision.state}: a decision starts proposed")
+    for state in path(State.PROPOSED, to):
+        decision = transition(decision, state, approved_at if state is State.APPROVED and approved_at else at)
+    return decision

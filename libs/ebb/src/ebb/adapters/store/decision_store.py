@@ -6,11 +6,24 @@ instance on its SQLite database).
 One store serves one cluster: every row it writes carries that cluster's name and every query it runs is
 limited to it, so several clusters (or several test runs) can share one database. Rows come back as
 detached ORM objects (``expire_on_commit=False``) with their times in UTC (SQLite hands back naive ones):
-read their attributes freely, but no session tracks them. Every state change goes through
-``ebb.adapters.store.decisions.move``, i.e. the lifecycle's ``ebb.core.decision.transition``.
+read their attributes freely, but no session tracks them. Every decision row is made by
+``ebb.adapters.store.decisions.create`` (born proposed, moved through the lifecycle to the state it is written in)
+and every state change goes through ``ebb.adapters.store.decisions.move``, i.e. the lifecycle's
+``ebb.core.decision.transition``.
+
+**A decision's state where the next actor sees it.** A change of a decision, its timeline rows (``decision_events``)
+and the messages it sends (its command on ebb.disruption.commands, its steps on ebb.disruption.events, each under
+the id its timeline row has) are written in one transaction: the messages into the ``outbox`` table under the
+writer's origin (``PLANNER``, ``EXECUTOR``), which that service's relay (``ebb.adapters.store.outbox``, through
+``relay``) publishes in order and marks sent. A proposal carries the moment it is due for validation
+(``approve_at``); ``due`` and ``next_due`` are how whichever planner leads finds it. A ``private`` store (the
+embedded mode: one process, whose in-memory bus dies with it) writes no outbox rows: what a transaction sends is
+handed to the relay in memory once it committed.
 
 What each writer relies on:
 
+- **propose** (planner) writes a proposal with its ``approve_at`` and its Proposed steps; **reject** and
+  **approve** decide it (with their Rejected / Approved steps, and the command).
 - **approve** (planner) is the one place budget is taken. In one transaction it locks the command's
   NodePools (a PostgreSQL transaction-scoped advisory lock per ``(cluster, nodepool)``, taken in name order
   so two planners never deadlock; on SQLite, whose writers are serialised anyway, a process-wide lock),
@@ -23,10 +36,11 @@ What each writer relies on:
   the same transaction that the message was not applied before (``processed_messages``, recorded in that
   transaction) and that no other live decision holds the node: a *proposed* one is rejected to make room,
   an approved or executing one already takes the node away and the interruption adds nothing.
-- **start** (executor) moves the decision to ``executing`` (inserting it from the command when the planner
-  has not written it); **finish** moves it to ``succeeded``, ``rolled_back`` or ``failed``, records the
-  command id in ``processed_messages`` under the store's ``consumer`` and deletes the decision's
-  ``budget_ledger`` rows, in one transaction: a command that was applied is never applied again, one whose
+- **start** (executor) moves the decision to ``executing`` (writing it from the command when the planner
+  has not written it); **record_steps** adds steps to the timeline and the outbox, each once; **finish** moves it
+  to ``succeeded``, ``rolled_back`` or ``failed`` with its last steps, records the command id in
+  ``processed_messages`` under the store's ``consumer`` and deletes the decision's ``budget_ledger`` rows, in one
+  transaction: a command that was applied is never applied again, one whose
   execution was interrupted (crash, stop) is resumed when it is delivered again, and the nodes it disrupted
   stop consuming their NodePool's budget the moment the decision ends (the planner would otherwise free them
   only lazily, at its next approval in the pool, or when their lease runs out).
@@ -42,29 +56,43 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import dataclasses
 import enum
+import itertools
 import json
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final, Literal
 
-from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, literal_column, or_, select, text
+from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, literal_column, or_, select, text, update
+from sqlalchemy import event as sa_event
+from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decisions import utc
 from ebb.adapters.store.migrate import async_url
-from ebb.adapters.store.models import BudgetLedgerEntry, DecisionEvent, Hold, ProcessedMessage
+from ebb.adapters.store.models import BudgetLedgerEntry, DecisionEvent, Hold, OutboxMessage, ProcessedMessage
 from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.adapters.store.models import DemandSample as DemandRow
-from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_INTERRUPTIONS, DisruptionCommand, DisruptionEvent
-from ebb.contracts.messages import Phase, event_id
+from ebb.contracts import (
+    TOPIC_DISRUPTION_COMMANDS,
+    TOPIC_DISRUPTION_EVENTS,
+    TOPIC_INTERRUPTIONS,
+    DisruptionCommand,
+    DisruptionEvent,
+    Message,
+)
+from ebb.contracts.messages import Phase
 from ebb.core import decision as lifecycle
 from ebb.core.decision import FINISHED, LIVE, State
 from ebb.core.model import DemandSample
@@ -76,9 +104,25 @@ ENDS: Final = frozenset({State.SUCCEEDED, State.ROLLED_BACK, State.FAILED})
 #: the ``processed_messages`` consumer the executor's commands are recorded under, unless told otherwise
 EXECUTOR_CONSUMER: Final = "ebb-termination-executor"
 
+#: the ``outbox.origin`` of the messages the consolidation-planner's writes send (commands, Proposed, Approved,
+#: Rejected), published by its relay
+PLANNER: Final = "consolidation-planner"
+#: the ``outbox.origin`` of the termination-executor's steps (Tainted, ..., Terminated), published by its relay
+EXECUTOR: Final = "termination-executor"
+#: the namespace of command ids: uuid5(COMMANDS, decision id)
+COMMANDS: Final = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
+#: the message model of each topic the outbox sends on
+_MESSAGE_OF_TOPIC: Final[Mapping[str, type[Message]]] = {TOPIC_DISRUPTION_COMMANDS: DisruptionCommand,
+                                                         TOPIC_DISRUPTION_EVENTS: DisruptionEvent}
+
+#: publish a run of messages on a topic, in order (``Bus.publish_many``)
+Publish = Callable[[str, Sequence[Message]], Awaitable[None]]
+
 #: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
 #: lock per event loop: an asyncio lock belongs to the loop it first waited on)
 _SQLITE_APPROVALS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: one relay per (loop, cluster, origin) at a time on SQLite
+_SQLITE_RELAYS: dict[tuple[asyncio.AbstractEventLoop, str, str], asyncio.Lock] = {}
 
 
 class CursorError(ValueError):
@@ -128,6 +172,8 @@ class Interrupted:
     holder: str = ""
     #: proposals rejected to make room: (decision id, its nodes)
     rejected: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the decision as written (created)
+    decision: lifecycle.Decision | None = None
 
 
 class Start(enum.Enum):
@@ -160,14 +206,21 @@ class DecisionStore:
     """The store of one cluster, as the planner, the executor and the decisions-api read and write it."""
 
     def __init__(self, engine: AsyncEngine, cluster: str = "default", *, consumer: str = EXECUTOR_CONSUMER,
-                 ledger_ttl: float = 3600.0) -> None:
+                 ledger_ttl: float = 3600.0, private: bool = False) -> None:
         self.engine = engine
         self.cluster = cluster
         #: the ``processed_messages`` consumer :meth:`start` and :meth:`finish` record commands under
         self.consumer = consumer
         #: seconds a budget_ledger row taken by :meth:`approve` is leased for (reclaimable after)
         self.ledger_ttl = ledger_ttl
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False, sync_session_class=_OutboxSession)
+        #: this process is the store's only user and its bus dies with it (the embedded mode): the messages a
+        #: transaction sends are handed to the relay in memory once it committed, and no outbox rows are written
+        self.private = private
+        #: origin -> the messages committed and not yet relayed (``private``)
+        self._committed: dict[str, list[tuple[str, Message]]] = {}
+        #: origin -> the event its relay waits on (``outbox_signal``)
+        self._signals: dict[str, asyncio.Event] = {}
 
     @classmethod
     def from_url(cls, url: str, cluster: str = "default", *, consumer: str = EXECUTOR_CONSUMER,
@@ -337,19 +390,26 @@ class DecisionStore:
             event.at = utc(event.at) or event.at
         return decision, events
 
-    # -- writing rows as given (fixtures, imports: no lifecycle check) -------------------------------------
+    # -- writing rows as given (fixtures, imports) ---------------------------------------------------------
 
     async def add_decision(self, *, decision_id: str, method: str, reason: str, action: str, nodes: list[Any],
                            replacements: list[Any], created_at: datetime, state: State | str = State.PROPOSED,
                            savings: Decimal | float | None = None,
                            explanation: dict[str, Any] | None = None) -> DecisionRow:
-        decision = DecisionRow(
-            id=decision_id, cluster=self.cluster, method=method, reason=reason, action=action, nodes=nodes,
-            replacements=replacements, savings=None if savings is None else Decimal(str(savings)),
-            state=State(state).value, explanation=explanation or {}, created_at=created_at, updated_at=created_at)
+        """A decision written as given (fixtures, imports): born proposed and moved to ``state`` through the lifecycle
+        at ``created_at`` (``decisions.create``), with ``nodes`` and ``replacements`` kept in the JSON given (an
+        import may hold the older shapes)."""
+        proposal = lifecycle.Decision(
+            id=decision_id, method=method, reason=reason, action=action,
+            nodes=tuple(decisions.decision_node(n) for n in nodes), replacements=(),
+            savings=float(savings or 0), state=State.PROPOSED, created_at=created_at, updated_at=created_at,
+            explanation=explanation or {})
         async with self._sessions() as session, session.begin():
-            session.add(decision)
-        return decision
+            row, _ = decisions.create(session, self.cluster, proposal, State(state))
+            row.nodes, row.replacements = nodes, replacements
+            row.savings = None if savings is None else Decimal(str(savings))
+        _normalise(row)
+        return row
 
     async def add_decision_event(self, *, decision_id: str, event_id: str, type: str, at: datetime,
                                  node: str | None = None, detail: dict[str, Any] | None = None) -> DecisionEvent:
@@ -359,22 +419,179 @@ class DecisionStore:
             session.add(event)
         return event
 
+    # -- the outbox ----------------------------------------------------------------------------------------
+
+    def _send(self, session: AsyncSession, topic: str, message: Message, origin: str, now: datetime) -> None:
+        """Add ``message`` to the outbox in ``session``'s transaction, for ``origin``'s relay to publish (``private``:
+        handed to the relay when the transaction commits)."""
+        if self.private:
+            staged = session.info.setdefault(_STAGED, [])
+            staged.append((origin, topic, message))
+            session.info[_DELIVER] = self._deliver
+            return
+        session.add(OutboxMessage(**_outbox_row(self.cluster, topic, message, origin, now)))
+
+    def _deliver(self, staged: Iterable[tuple[str, str, Message]]) -> None:
+        """A private store's committed messages, for their relays."""
+        for origin, topic, message in staged:
+            self._committed.setdefault(origin, []).append((topic, message))
+
+    def _step(self, session: AsyncSession, decision_id: str, nodes: Iterable[str], phase: Phase, at: datetime, *,
+              message: str, detail: dict[str, Any], origin: str) -> None:
+        """One step of a decision per node: its timeline entry and its ``DisruptionEvent`` in the outbox, under
+        one id (``ebb.contracts.messages.event_id``)."""
+        for node in nodes:
+            event = DisruptionEvent.step(decision_id, node, phase, message, at)
+            session.add(DecisionEvent(decision_id=decision_id, event_id=str(event.id), type=phase, node=node, at=at,
+                                      detail=detail))
+            self._send(session, TOPIC_DISRUPTION_EVENTS, event, origin, at)
+
+    def outbox_signal(self, origin: str) -> asyncio.Event:
+        """An event set after every commit that put a message of ``origin`` in the outbox (by this instance): its
+        relay waits on it instead of polling for what this process wrote."""
+        return self._signals.setdefault(origin, asyncio.Event())
+
+    def _written(self, origin: str) -> None:
+        """Wake the relay of ``origin``: a transaction that may have put messages of it in the outbox committed."""
+        signal = self._signals.get(origin)
+        if signal is not None:
+            signal.set()
+
+    @contextlib.asynccontextmanager
+    async def _relay_lock(self, origin: str) -> AsyncIterator[bool]:
+        """One relay of ``origin`` at a time per cluster, so that messages go out in their order: a PostgreSQL
+        session-level advisory lock (released when the connection closes: a relay that dies frees it), or on SQLite
+        a lock of the process (its only writer). Yields False when another relay holds it."""
+        if not self._postgres:
+            lock = _SQLITE_RELAYS.setdefault((asyncio.get_running_loop(), self.cluster, origin), asyncio.Lock())
+            async with lock:
+                yield True
+            return
+        key = f"ebb.outbox/{self.cluster}/{origin}"
+        async with self.engine.connect() as connection:
+            got = bool(await connection.scalar(text("SELECT pg_try_advisory_lock(hashtext(:key))"), {"key": key}))
+            await connection.commit()
+            try:
+                yield got
+            finally:
+                if got:
+                    await connection.execute(text("SELECT pg_advisory_unlock(hashtext(:key))"), {"key": key})
+                    await connection.commit()
+
+    async def relay(self, origin: str, publish: Publish, now: Callable[[], datetime], *, limit: int = 500) -> int:
+        """Publish up to ``limit`` unsent messages of ``origin`` in the order they were written (``publish`` a run of
+        one topic at a time) and mark them sent; returns how many were sent (0 also when another relay of
+        ``origin`` is at work). A failed publish marks the runs before it sent and raises: the rest go out at the
+        next call. A relay that dies after a publish and before its mark sends those messages again (at least
+        once, under the same ids)."""
+        if self.private:
+            return await self._relay_committed(origin, publish)
+        async with self._relay_lock(origin) as mine:
+            if not mine:
+                return 0
+            # plain connections, not ORM sessions: a relay runs after every write of its origin
+            async with self.engine.connect() as connection:
+                rows = (await connection.execute(
+                    select(OutboxMessage.id, OutboxMessage.topic, OutboxMessage.payload).where(
+                        OutboxMessage.cluster == self.cluster, OutboxMessage.origin == origin,
+                        OutboxMessage.sent_at.is_(None)).order_by(OutboxMessage.id).limit(limit))).all()
+            sent: list[int] = []
+            failure: Exception | None = None
+            for topic, run in itertools.groupby(rows, key=lambda r: str(r.topic)):
+                batch = list(run)
+                model = _MESSAGE_OF_TOPIC[topic]
+                try:
+                    await publish(topic, [model.model_validate(r.payload) for r in batch])
+                except Exception as e:
+                    failure = e
+                    break
+                sent += [r.id for r in batch]
+            if sent:
+                async with self.engine.begin() as connection:
+                    await connection.execute(update(OutboxMessage).where(OutboxMessage.id.in_(sent)).values(
+                        sent_at=now()))
+        if failure is not None:
+            raise failure
+        return len(sent)
+
+    async def _relay_committed(self, origin: str, publish: Publish) -> int:
+        """``relay`` of a private store: what its transactions committed, from memory, in order."""
+        queue = self._committed.get(origin)
+        if not queue:
+            return 0
+        self._committed[origin] = []
+        sent = 0
+        for topic, run in itertools.groupby(queue, key=lambda item: item[0]):
+            batch = [message for _, message in run]
+            try:
+                await publish(topic, batch)
+            except Exception:
+                self._committed[origin] = queue[sent:] + self._committed[origin]
+                raise
+            sent += len(batch)
+        return sent
+
+    async def outbox(self, *, unsent: bool = False) -> list[OutboxMessage]:
+        """This cluster's outbox, in the order it was written (only what is not sent yet with ``unsent``)."""
+        query = select(OutboxMessage).where(OutboxMessage.cluster == self.cluster)
+        if unsent:
+            query = query.where(OutboxMessage.sent_at.is_(None))
+        async with self._sessions() as session:
+            return list((await session.scalars(query.order_by(OutboxMessage.id))).all())
+
+    async def purge_outbox(self, sent_before: datetime) -> int:
+        """Remove the messages sent before ``sent_before``; returns how many."""
+        async with self._sessions() as session, session.begin():
+            result = await session.execute(delete(OutboxMessage).where(
+                OutboxMessage.cluster == self.cluster, OutboxMessage.sent_at < sent_before))
+        return int(getattr(result, "rowcount", 0) or 0)
+
     # -- the planner's writes ------------------------------------------------------------------------------
 
     async def propose(self, decision: lifecycle.Decision) -> None:
-        """Insert the (proposed) decision with a Proposed entry per node in its timeline."""
+        """Insert the (proposed) decision, due for validation at its ``approve_at``, with its Proposed step per node
+        (timeline and event)."""
         if decision.state is not State.PROPOSED:
             raise lifecycle.IllegalTransition(decision.id, decision.state, State.PROPOSED)
         async with self._sessions() as session, session.begin():
-            session.add(decisions.row_of(decision, self.cluster))
+            decisions.create(session, self.cluster, decision)
             await session.flush()
-            session.add_all(_events(decision.id, decision.node_names, "Proposed", decision.created_at,
-                                    {"explanation": decision.text}))
+            self._step(session, decision.id, decision.node_names, "Proposed", decision.created_at,
+                       message=decision.text or "proposed", detail={"explanation": decision.text}, origin=PLANNER)
+        self._written(PLANNER)
+
+    async def due(self, now: datetime) -> list[lifecycle.Decision]:
+        """The proposals of this cluster due for validation at ``now`` (``approve_at`` not after it; a proposal
+        without one is due at once), the earliest first, then by id."""
+        async with self._sessions() as session:
+            rows = list((await session.scalars(select(DecisionRow).where(
+                DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED,
+                or_(DecisionRow.approve_at.is_(None), DecisionRow.approve_at <= now)).order_by(
+                DecisionRow.approve_at, DecisionRow.id))).all())
+        return [decisions.decision_of(r) for r in rows]
+
+    async def next_due(self) -> datetime | None:
+        """When the earliest proposal of this cluster is due for validation (None: there is none)."""
+        async with self._sessions() as session:
+            rows = (await session.execute(select(DecisionRow.approve_at).where(
+                DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED).order_by(
+                DecisionRow.approve_at).limit(1))).all()
+        if not rows:
+            return None
+        return utc(rows[0][0]) or datetime.min.replace(tzinfo=UTC)
 
     async def reject(self, decision_id: str, reason: str, now: datetime) -> bool:
-        """proposed -> rejected with ``reason`` (False when the decision was no longer proposed)."""
-        async with self._sessions() as session, session.begin():
-            return await self._reject(session, decision_id, reason, now)
+        """proposed -> rejected with ``reason`` and its Rejected step per node (False when the decision was no longer
+        proposed)."""
+        if self._postgres:  # the row lock (FOR UPDATE) orders it with an approval of the same decision
+            async with self._sessions() as session, session.begin():
+                done = await self._reject(session, decision_id, reason, now)
+        else:  # no row locks: the approvals' lock of the process
+            lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock, self._sessions() as session, session.begin():
+                done = await self._reject(session, decision_id, reason, now)
+        self._written(PLANNER)
+        return done
 
     async def _reject(self, session: AsyncSession, decision_id: str, reason: str, now: datetime) -> bool:
         decision = await session.scalar(select(DecisionRow).where(
@@ -382,20 +599,9 @@ class DecisionStore:
         if decision is None or not lifecycle.allowed(decisions.state_of(decision), State.REJECTED):
             return False
         decisions.move(decision, State.REJECTED, now, rejected=reason)
-        session.add_all(_events(decision_id, decisions.node_names(decision.nodes), "Rejected", now,
-                                {"reason": reason}))
+        self._step(session, decision_id, decisions.node_names(decision.nodes), "Rejected", now, message=reason,
+                   detail={"reason": reason}, origin=PLANNER)
         return True
-
-    async def reject_orphans(self, reason: str, now: datetime, keep: Iterable[str] = ()) -> list[str]:
-        """Reject the proposed decisions of this cluster other than ``keep`` (a new leader's clean-up of
-        proposals whose planner stopped before validating them)."""
-        kept = set(keep)
-        async with self._sessions() as session, session.begin():
-            ids = [i for i in (await session.scalars(select(DecisionRow.id).where(
-                DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED))).all() if i not in kept]
-            for decision_id in ids:
-                await self._reject(session, decision_id, reason, now)
-        return ids
 
     async def _lock(self, session: AsyncSession, pools: Iterable[str]) -> None:
         for pool in sorted(set(pools)):
@@ -404,19 +610,23 @@ class DecisionStore:
 
     async def approve(self, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
                       allowed: Mapping[str, int], counted: Iterable[str], now: datetime) -> Approval:
-        """Take budget for the decision's nodes and mark it approved, or reject it.
+        """Take budget for the decision's nodes and mark it approved, with its command and its Approved step per
+        node in the outbox; or reject it (its Rejected step per node).
 
         ``node_pools``: node -> NodePool of the command; ``allowed``: NodePool -> disruptions the fresh
         snapshot's budget allows for ``reason``; ``counted``: nodes the snapshot already counts as being
         disrupted (tainted or deleting), whose ledger rows the budget has subtracted already.
         """
         if self._postgres:
-            return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
-                                       counted=set(counted), now=now)
-        lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-        async with lock:
-            return await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
-                                       counted=set(counted), now=now)
+            approval = await self._approve(decision_id, node_pools=node_pools, reason=reason, allowed=allowed,
+                                           counted=set(counted), now=now)
+        else:
+            lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock:
+                approval = await self._approve(decision_id, node_pools=node_pools, reason=reason,
+                                               allowed=allowed, counted=set(counted), now=now)
+        self._written(PLANNER)
+        return approval
 
     async def _approve(self, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
                        allowed: Mapping[str, int], counted: set[str], now: datetime) -> Approval:
@@ -438,7 +648,10 @@ class DecisionStore:
                                               reason=reason, acquired_at=now,
                                               expires_at=now + timedelta(seconds=self.ledger_ttl)))
             approved = decisions.move(decision, State.APPROVED, now)
-            session.add_all(_events(decision_id, approved.node_names, "Approved", now, {}))
+            self._send(session, TOPIC_DISRUPTION_COMMANDS,
+                       DisruptionCommand.of_decision(approved, id=command_id(decision_id)), PLANNER, now)
+            self._step(session, decision_id, approved.node_names, "Approved", now, message="validated and approved",
+                       detail={}, origin=PLANNER)
         return Approval(True, decision=approved)
 
     async def _refusal(self, session: AsyncSession, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
@@ -471,16 +684,20 @@ class DecisionStore:
 
     async def interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
                         now: datetime) -> Interrupted:
-        """Apply an interruption message once: the node's ``decision`` (method interruption, reason
-        Interrupted, action delete, one node; approved at once) written, with the message id in
-        ``processed_messages`` under ``consumer`` (the planner's interruption consumer), in one transaction."""
-        if decision.state is not State.APPROVED or len(decision.nodes) != 1:
-            raise ValueError(f"an interruption's decision is approved and has one node: {decision}")
+        """Apply an interruption message once: the node's ``decision`` (method interruption, reason Interrupted,
+        action delete, one node; handed over proposed, written approved at once) with its Proposed and Approved
+        steps, its command in the outbox and the message id in ``processed_messages`` under ``consumer`` (the
+        planner's interruption consumer), in one transaction; a proposal that held the node is rejected in it."""
+        if decision.state is not State.PROPOSED or len(decision.nodes) != 1:
+            raise ValueError(f"an interruption's decision is handed over proposed and has one node: {decision}")
         if self._postgres:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
-        lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-        async with lock:
-            return await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
+            outcome = await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
+        else:
+            lock = _SQLITE_APPROVALS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock:
+                outcome = await self._interrupt(message_id=message_id, consumer=consumer, decision=decision, now=now)
+        self._written(PLANNER)
+        return outcome
 
     async def _interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
                          now: datetime) -> Interrupted:
@@ -510,15 +727,19 @@ class DecisionStore:
                         await self._reject(session, holder, f"node {node} is being interrupted: "
                                            f"{explanation.get('text', '')}"[:1000], now)
                         rejected.append((holder, names))
-                session.add(decisions.row_of(decision, self.cluster))
+                _, approved = decisions.create(session, self.cluster, decision, State.APPROVED, now)
                 await session.flush()
-                session.add_all(_events(decision_id, (node,), "Proposed", now,
-                                        {"explanation": explanation.get("text", "")}))
-                session.add_all(_events(decision_id, (node,), "Approved", now, {"interruption": True}))
+                text_ = str(explanation.get("text", ""))
+                self._step(session, decision_id, (node,), "Proposed", now, message=text_ or "proposed",
+                           detail={"explanation": text_}, origin=PLANNER)
+                self._send(session, TOPIC_DISRUPTION_COMMANDS,
+                           DisruptionCommand.of_decision(approved, id=command_id(decision_id)), PLANNER, now)
+                self._step(session, decision_id, (node,), "Approved", now, message="interruption: approved at once",
+                           detail={"interruption": True}, origin=PLANNER)
                 session.add(mark)
         except IntegrityError:  # another replica applied the same message meanwhile
             return Interrupted("duplicate")
-        return Interrupted("created", rejected=tuple(rejected))
+        return Interrupted("created", rejected=tuple(rejected), decision=approved)
 
     # -- the executor's writes -----------------------------------------------------------------------------
 
@@ -532,15 +753,17 @@ class DecisionStore:
 
     async def start(self, command: DisruptionCommand, now: datetime) -> tuple[Start, State | None]:
         """Begin executing ``command``; returns what to do and the decision's state (None when the command
-        was applied before)."""
+        was applied before). A decision the store has no row of (its planner's store is another) is written from
+        the command, proposed, approved when the command says and executing now (``decisions.create``)."""
         async with self._sessions() as session, session.begin():
             if (await session.scalar(self._processed(command))) is not None:
                 return Start.DUPLICATE, None
             decision = await session.scalar(select(DecisionRow).where(
                 DecisionRow.cluster == self.cluster, DecisionRow.id == command.decision_id).with_for_update())
             if decision is None:
-                executing = lifecycle.transition(command.decision(now), State.EXECUTING, now)
-                session.add(decisions.row_of(executing, self.cluster))
+                proposal = dataclasses.replace(command.decision(now), state=State.PROPOSED, approved_at=None)
+                decisions.create(session, self.cluster, proposal, State.EXECUTING, now,
+                                 approved_at=command.approved_at)
                 return Start.EXECUTE, State.EXECUTING
             state = decisions.state_of(decision)
             if state in FINISHED:
@@ -553,13 +776,42 @@ class DecisionStore:
             decisions.move(decision, State.EXECUTING, now)  # IllegalTransition from proposed: not approved
             return Start.EXECUTE, State.EXECUTING
 
+    async def _new_steps(self, connection: AsyncSession | AsyncConnection,
+                         events: Sequence[DisruptionEvent]) -> list[DisruptionEvent]:
+        """The executor's ``events`` (steps of a decision it executes) added to the timeline and the outbox, each
+        once: a step recorded already (a resumed command reports its steps again, under the same ids) is left
+        out of both (``INSERT ... ON CONFLICT DO NOTHING`` on the timeline's unique event id)."""
+        if not events:
+            return []
+        insert = pg_insert if self._postgres else sqlite_insert
+        # one statement for any number of steps (executemany: compiled once and cached)
+        added = set((await connection.execute(
+            insert(DecisionEvent).on_conflict_do_nothing(index_elements=[DecisionEvent.event_id]).returning(
+                DecisionEvent.event_id),
+            [{"decision_id": e.decision_id, "event_id": str(e.id), "type": e.phase, "node": e.node, "at": e.at,
+              "detail": {"message": e.message}} for e in events])).scalars().all())
+        new = [e for e in events if str(e.id) in added]
+        if new and not self.private:
+            await connection.execute(sa_insert(OutboxMessage), [
+                _outbox_row(self.cluster, TOPIC_DISRUPTION_EVENTS, e, EXECUTOR, e.at) for e in new])
+        return new
+
+    async def record_steps(self, events: Sequence[DisruptionEvent]) -> None:
+        """Record the executor's ``events`` (the steps of a decision it executes): each, once, in the decision's
+        timeline and in the outbox, in one transaction."""
+        async with self.engine.begin() as connection:
+            new = await self._new_steps(connection, events)
+        if self.private:
+            self._deliver((EXECUTOR, TOPIC_DISRUPTION_EVENTS, e) for e in new)
+        self._written(EXECUTOR)
+
     async def finish(self, command: DisruptionCommand, state: State, now: datetime, *,
-                     hold_for: float = 0.0, why: str = "") -> bool:
-        """End the decision in ``state`` (succeeded, rolled_back or failed), release its budget_ledger rows and
-        record the command as applied, in one transaction; False when the command had been recorded meanwhile
-        (nothing changed). A rolled back or failed decision with ``hold_for`` > 0 also puts an automatic hold
-        on each of its nodes for that many seconds, saying ``why``: the planner leaves them alone instead of
-        proposing the same failing disruption again at its next pass."""
+                     hold_for: float = 0.0, why: str = "", events: Sequence[DisruptionEvent] = ()) -> bool:
+        """End the decision in ``state`` (succeeded, rolled_back or failed) with its last steps (``events``: timeline
+        and outbox), release its budget_ledger rows and record the command as applied, in one transaction; False
+        when the command had been recorded meanwhile (nothing changed). A rolled back or failed decision with
+        ``hold_for`` > 0 also puts an automatic hold on each of its nodes for that many seconds, saying ``why``:
+        the planner leaves them alone instead of proposing the same failing disruption again at its next pass."""
         state = State(state)
         if state not in ENDS:
             raise ValueError(f"an executed command ends succeeded, rolled_back or failed, not {state}")
@@ -571,6 +823,10 @@ class DecisionStore:
                     DecisionRow.cluster == self.cluster, DecisionRow.id == command.decision_id).with_for_update())
                 if decision is not None and decisions.state_of(decision) not in FINISHED:
                     decisions.move(decision, state, now)
+                if decision is not None:
+                    for step in await self._new_steps(session, events):
+                        if self.private:  # (otherwise in the outbox already)
+                            self._send(session, TOPIC_DISRUPTION_EVENTS, step, EXECUTOR, step.at)
                 await session.execute(delete(BudgetLedgerEntry).where(
                     BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.decision_id == command.decision_id))
                 if state is not State.SUCCEEDED and hold_for > 0:
@@ -579,14 +835,42 @@ class DecisionStore:
                                                    seconds=hold_for, ended=state))
         except IntegrityError:
             return False
+        self._written(EXECUTOR)
         return True
 
-    async def record_event(self, event: DisruptionEvent) -> None:
-        """Add ``event`` to its decision's timeline (once per event id; an event recorded already, or one of a
-        decision that is gone, is left out: the timeline is best effort)."""
-        with contextlib.suppress(IntegrityError):
-            await self.add_decision_event(decision_id=event.decision_id, event_id=str(event.id), type=event.phase,
-                                          node=event.node, at=event.at, detail={"message": event.message})
+
+#: ``Session.info`` keys of a private store's messages of the transaction, and where they go once it committed
+_STAGED: Final = "ebb.outbox.staged"
+_DELIVER: Final = "ebb.outbox.deliver"
+
+
+class _OutboxSession(Session):
+    """The store's ORM session: a private store's messages go to its relays once their transaction committed."""
+
+
+@sa_event.listens_for(_OutboxSession, "after_commit")
+def _committed(session: Session) -> None:
+    staged = session.info.pop(_STAGED, None)
+    deliver = session.info.pop(_DELIVER, None)
+    if staged and deliver is not None:
+        deliver(staged)
+
+
+@sa_event.listens_for(_OutboxSession, "after_rollback")
+def _rolled_back(session: Session) -> None:
+    session.info.pop(_STAGED, None)
+
+
+def _outbox_row(cluster: str, topic: str, message: Message, origin: str, now: datetime) -> dict[str, Any]:
+    """The ``outbox`` row of ``message``, to be published on ``topic`` by ``origin``'s relay."""
+    return {"cluster": cluster, "origin": origin, "topic": topic, "message_id": str(message.id),
+            "decision_id": getattr(message, "decision_id", None), "payload": message.model_dump(mode="json"),
+            "created_at": now}
+
+
+def command_id(decision_id: str) -> uuid.UUID:
+    """The command id of a decision: the same on every publish, so the executor applies it once."""
+    return uuid.uuid5(COMMANDS, decision_id)
 
 
 def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: datetime, seconds: float,
@@ -607,15 +891,7 @@ def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: 
     )
 
 
-def _events(decision_id: str, nodes: Iterable[str], phase: Phase, at: datetime,
-            detail: dict[str, Any]) -> list[DecisionEvent]:
-    """The timeline entries of one step: one per node, each under the id of the ``DisruptionEvent`` the planner
-    publishes for it (``ebb.contracts.messages.event_id``)."""
-    return [DecisionEvent(decision_id=decision_id, event_id=str(event_id(decision_id, node, phase)), type=phase,
-                          node=node, at=at, detail=detail) for node in nodes]
-
-
 def _normalise(row: DecisionRow) -> None:
     """The row's times in UTC (SQLite hands them back naive)."""
-    for name in ("created_at", "updated_at", "approved_at", "started_at", "finished_at"):
+    for name in ("created_at", "updated_at", "approved_at", "started_at", "finished_at", "approve_at"):
         setattr(row, name, utc(getattr(row, name)))

@@ -9,8 +9,11 @@ Rows hold nodes and replacements in one JSON shape, camelCase as on the wire and
   "price": ...}]``
 
 ``decision_of`` also reads rows written before the shape was one (a node as a bare name, a node without
-``instanceType``). State changes go through ``move``, which applies ``ebb.core.decision.transition`` to
-the row, so no writer can make a move the lifecycle does not allow.
+``instanceType``). A replacement's price is kept as computed (validation compares prices to a billionth).
+
+Rows are created in one place, ``create``: a decision is handed over proposed and moved to the state it is
+written in through the lifecycle (``ebb.core.decision.arrive``). State changes go through ``move``, which
+applies ``ebb.core.decision.transition`` to the row, so no writer can make a move the lifecycle does not allow.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ebb.adapters.store.models import Decision as DecisionRow
-from ebb.core.decision import LIVE, Decision, DecisionNode, State, transition
+from ebb.core.decision import LIVE, Decision, DecisionNode, State, arrive, transition
 from ebb.core.launch import replacement_name
 from ebb.core.methods.base import Replacement
 
@@ -35,10 +38,11 @@ def nodes_json(nodes: Iterable[DecisionNode]) -> list[dict[str, Any]]:
 
 def replacements_json(replacements: Iterable[Replacement]) -> list[dict[str, Any]]:
     return [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "capacityType": r.capacity_type,
-             "zones": list(r.zones), "price": round(r.price, 6)} for r in replacements]
+             "zones": list(r.zones), "price": r.price} for r in replacements]
 
 
-def _node(entry: Any) -> DecisionNode:
+def decision_node(entry: Any) -> DecisionNode:
+    """A node of a row's ``nodes`` (either shape)."""
     if isinstance(entry, dict):
         return DecisionNode(str(entry.get("name", "")), str(entry.get("nodePool") or ""), entry.get("instanceType"))
     return DecisionNode(str(entry), "")
@@ -51,7 +55,7 @@ def _replacement(entry: dict[str, Any]) -> Replacement:
 
 def node_names(nodes: Any) -> list[str]:
     """The names in a row's ``nodes`` (either shape)."""
-    return [n.name for n in map(_node, nodes or []) if n.name]
+    return [n.name for n in map(decision_node, nodes or []) if n.name]
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -67,11 +71,12 @@ def decision_of(row: DecisionRow) -> Decision:
     assert created is not None
     return Decision(
         id=row.id, method=row.method, reason=row.reason, action=row.action,
-        nodes=tuple(_node(n) for n in row.nodes or []),
+        nodes=tuple(decision_node(n) for n in row.nodes or []),
         replacements=tuple(_replacement(r) for r in row.replacements or []),
         savings=float(row.savings or 0), state=State(row.state), created_at=created,
         updated_at=utc(row.updated_at) or created, explanation=dict(row.explanation or {}),
         approved_at=utc(row.approved_at), started_at=utc(row.started_at), finished_at=utc(row.finished_at),
+        approve_at=utc(row.approve_at),
     )
 
 
@@ -85,8 +90,20 @@ def row_of(decision: Decision, cluster: str) -> DecisionRow:
     row.replacements = replacements_json(decision.replacements)
     row.savings = Decimal(str(round(decision.savings, 6)))
     row.created_at = decision.created_at
+    row.approve_at = decision.approve_at
     _write(row, decision)
     return row
+
+
+def create(session: AsyncSession, cluster: str, proposal: Decision, to: State = State.PROPOSED,
+           at: datetime | None = None, *, approved_at: datetime | None = None) -> tuple[DecisionRow, Decision]:
+    """Add the row of ``proposal`` (a proposed decision) to ``session``, moved through the lifecycle to ``to`` at
+    ``at`` (default: when it was created; ``approved_at`` when it was approved before ``at``): the one place a
+    decision row is made."""
+    decision = arrive(proposal, to, at or proposal.created_at, approved_at=approved_at)
+    row = row_of(decision, cluster)
+    session.add(row)
+    return row, decision
 
 
 def _write(row: DecisionRow, decision: Decision) -> None:

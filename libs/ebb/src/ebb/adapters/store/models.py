@@ -90,6 +90,8 @@ class Decision(Base):
     approved_at: Mapped[datetime | None] = mapped_column(Timestamp)
     started_at: Mapped[datetime | None] = mapped_column(Timestamp)
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: a proposal: when it is due to be validated (whichever planner leads then approves or rejects it)
+    approve_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class DecisionEvent(Base):
@@ -181,6 +183,30 @@ class ProcessedMessage(Base):
     message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     topic: Mapped[str | None] = mapped_column(String(249))
     processed_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class OutboxMessage(Base):
+    """A message to publish, written in the transaction of the change it reports (a transactional outbox): a
+    decision's command on ebb.disruption.commands, its steps on ebb.disruption.events. The relay of the writer's
+    ``origin`` (``ebb.adapters.store.outbox``) publishes the unsent ones in ``id`` order and then sets
+    ``sent_at``."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index(None, "cluster", "origin", "sent_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    #: which relay publishes it: the writer's service (consolidation-planner, termination-executor)
+    origin: Mapped[str] = mapped_column(String(64))
+    topic: Mapped[str] = mapped_column(String(249))
+    #: the message's id (the CloudEvent id consumers apply once)
+    message_id: Mapped[str] = mapped_column(String(128))
+    decision_id: Mapped[str | None] = mapped_column(String(64))
+    #: the message's payload (its JSON form, id included)
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    #: null until the relay published it
+    sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 metadata = Base.metadata

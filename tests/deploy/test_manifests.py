@@ -445,7 +445,7 @@ def test_the_planner_and_the_api_plan_for_the_executors_provider() -> None:
             "ConfigMap", f"ebb-{service}")["data"]), f"{service} sets an engine option of its own"
 
 
-@pytest.mark.parametrize("service", ["consolidation-planner", "decisions-api"])
+@pytest.mark.parametrize("service", ["consolidation-planner", "decisions-api", "termination-executor"])
 def test_the_services_that_run_the_engine_mount_the_engine_options_where_they_read_them(service: str) -> None:
     prefix = f"EBB_{service.upper().replace('-', '_')}_"
     path = named("ConfigMap", f"ebb-{service}")["data"][prefix + "ENGINE_OPTIONS"]

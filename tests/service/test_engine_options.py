@@ -27,6 +27,8 @@ from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings as ApiSettings
 from ebb_embedded.runner import EmbeddedOptions
 from ebb_embedded.runner import engine_options as embedded_engine_options
+from ebb_termination_executor.app import with_configured_provider
+from ebb_termination_executor.settings import Settings as ExecutorSettings
 from tests.kit.builders import NOW, catalog, node, nodepool, ts
 
 TOKEN = "options-test-token"
@@ -127,3 +129,17 @@ def test_ebb_run_refuses_a_bad_options_object_before_the_run(tmp_path: Path) -> 
         result = CliRunner().invoke(cli, ["run", "--duration", "1m", "--engine-options", str(path)])
         assert result.exit_code == 2, result.output
         assert "--engine-options" in result.output and said in " ".join(result.output.replace("│", " ").split())
+
+
+def test_the_executor_takes_its_provider_from_the_object(tmp_path: Path) -> None:
+    """The termination-executor retires nodes by the provider the planner planned for: the object's, over its own
+    PROVIDER; without the object, or where it names none, its own setting stands."""
+    own = ExecutorSettings(provider="none", engine_options=str(mounted(tmp_path / "a", {"provider": "karpenter"})))
+    assert with_configured_provider(own).provider == "karpenter"
+    unnamed = ExecutorSettings(provider="kwok", engine_options=str(mounted(tmp_path / "b", {"explain": "true"})))
+    assert with_configured_provider(unnamed).provider == "kwok"
+    missing = ExecutorSettings(provider="kwok", engine_options=str(tmp_path / "nothing-here"))
+    assert with_configured_provider(missing) is missing
+    bad = ExecutorSettings(engine_options=str(mounted(tmp_path / "c", {"provider": "aws"})))
+    with pytest.raises(EngineOptionsError, match="provider"):
+        with_configured_provider(bad)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ebb.core.methods.base import EngineOptions
-from ebb.core.options import EngineOptionsError, data_of, options_data, parse_engine_options
+from ebb.core.options import EngineOptionsError, configured_provider, data_of, options_data, parse_engine_options
 
 
 def test_an_empty_object_keeps_the_defaults() -> None:
@@ -61,3 +61,22 @@ def test_a_configmap_document_gives_its_data() -> None:
                                      EngineOptions(explain=False)])
 def test_the_data_of_options_parses_back_to_them(options: EngineOptions) -> None:
     assert parse_engine_options(options_data(options)) == options
+
+
+@pytest.mark.parametrize(("data", "default", "expected"), [
+    ({}, "none", "none"),  # no key: the executor's own setting
+    ({"spotToSpot": "true"}, "kwok", "kwok"),
+    ({"provider": "karpenter"}, "none", "karpenter"),  # the object's replaces it
+    ({"provider": " Kwok "}, "karpenter", "kwok"),
+])
+def test_the_executors_provider_is_the_objects_where_it_names_one(data: dict[str, object], default: str,
+                                                                   expected: str) -> None:
+    assert configured_provider(data, default) == expected
+    if "provider" in data:  # the planner's options from the same object need NodeClaims exactly for karpenter
+        assert parse_engine_options(data).require_nodeclaim is (expected == "karpenter")
+
+
+@pytest.mark.parametrize("data", [{"provider": "aws"}, {"spotToSpot": "maybe", "provider": "karpenter"}, {"x": "1"}])
+def test_the_executor_refuses_the_object_the_planner_refuses(data: dict[str, object]) -> None:
+    with pytest.raises(EngineOptionsError):
+        configured_provider(data, "none")

@@ -17,6 +17,7 @@ import structlog
 from ebb.adapters.bus import Bus, KafkaBus, RetryPolicy
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock, clock_of
+from ebb.adapters.engine_options import read_provider
 from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff
@@ -72,6 +73,15 @@ def build_executor(
                     retire_timeout=settings.retire_timeout_seconds, recorder=recorder)
 
 
+def with_configured_provider(settings: Settings) -> Settings:
+    """``settings`` with the provider the cluster-wide engine options name (``settings.engine_options``: the
+    ConfigMap ebb-engine-options the planner reads too), where they name one."""
+    provider = read_provider(settings.engine_options, settings.provider)
+    if provider == settings.provider:
+        return settings
+    return settings.model_copy(update={"provider": provider})
+
+
 def provider_of(settings: Settings, node_api: NodeApi, api_client: Any, clock: Clock) -> Provider:
     """The provider ``settings.provider`` names, on ``node_api`` (and the ApiClient for kwok and karpenter)."""
     if settings.provider == "karpenter":
@@ -104,6 +114,7 @@ async def run(
     process writes to ``store`` (the embedded mode), so the outbox relay never polls it and keeps what it sent."""
     the_clock = clock_of(clock)
     metrics = metrics or Metrics()
+    settings = with_configured_provider(settings)
     async with contextlib.AsyncExitStack() as stack:
         readiness = serve_health(stack, settings, metrics.registry)
         readiness.condition("consuming", "starting")

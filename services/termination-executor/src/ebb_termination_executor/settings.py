@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from ebb.adapters.engine_options import DEFAULT_PATH as DEFAULT_ENGINE_OPTIONS
 from ebb.adapters.health import HealthSettings
 
 
@@ -51,6 +52,9 @@ class Settings(HealthSettings):
     #: (KWOK nodes: the local and test clusters' cloud; ebb deletes Nodes itself) or none (ebb deletes Nodes
     #: itself; a command with replacements fails)
     provider: Literal["none", "kwok", "karpenter"] = "none"
+    #: the cluster-wide engine options (the ConfigMap ebb-engine-options, mounted as a directory, or a YAML file):
+    #: its ``provider``, when it sets one, replaces ``provider``, so the executor and the planner agree
+    engine_options: str = DEFAULT_ENGINE_OPTIONS
     #: deprecated spelling of ``provider`` (none or kwok), taken when ``provider`` is not set
     launcher: Literal["none", "kwok"] | None = None
     #: launched replacements not Ready this long fail the command (it is rolled back)

@@ -7,7 +7,8 @@ and this module turns its ``data`` into the core's ``EngineOptions``:
 
 - ``spotToSpot`` (``true`` / ``false``): ``spot_to_spot``, a spot node may be replaced by a spot node;
 - ``provider`` (``none`` / ``kwok`` / ``karpenter``): ``require_nodeclaim`` for ``karpenter``, a node without a
-  NodeClaim is not a candidate (set it as the termination-executor's provider);
+  NodeClaim is not a candidate; the termination-executor reads the same key as its provider
+  (`configured_provider`), so the planner never proposes what the executor cannot retire;
 - ``explain`` (``true`` / ``false``): ``explain``, every node that is left alone gets its cause.
 
 A key the object does not set keeps the value of ``defaults`` (a service's own settings, which keep an
@@ -90,6 +91,15 @@ def parse_engine_options(data: Mapping[str, object], defaults: EngineOptions | N
     if problems:
         raise EngineOptionsError(problems)
     return options
+
+
+def configured_provider(data: Mapping[str, object], default: str) -> str:
+    """The provider ``data`` (see `data_of`) names, else ``default`` (the termination-executor's own setting); the
+    object is checked whole first, so an executor refuses the same bad object the planner refuses."""
+    parse_engine_options(data)
+    if "provider" not in data:
+        return default
+    return str(data["provider"]).strip().lower()
 
 
 def options_data(options: EngineOptions, provider: str | None = None) -> dict[str, str]:

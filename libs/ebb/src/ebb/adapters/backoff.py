@@ -14,9 +14,10 @@ makes the tenacity ``AsyncRetrying`` that carries it out:
 The users and their settings: the bus's handler retries (``bus.base.RetryPolicy``: 0.1 s doubling to 10 s, 10
 attempts, then ``HandlerFailed``), the drainer's eviction retries (``kube.drain.EvictionBackoff``: 0.5 s
 doubling to 10 s until the eviction deadline), the Kubernetes watch loop (``kube.watch.WATCH_BACKOFF``) and
-the SQS poll (retried forever, with jitter, from a fresh ``retrying`` after every success) and the planner's
-command publish. tenacity has no multiplicative jitter (its ``wait_random_exponential`` is full jitter, its
-``wait_exponential_jitter`` adds up to a fixed amount), so the wait is ``Backoff.delay`` itself.
+the SQS poll (retried forever, with jitter, from a fresh ``retrying`` after every success) and the outbox
+relay's publish (``ebb.adapters.store.outbox``). tenacity has no multiplicative jitter (its
+``wait_random_exponential`` is full jitter, its ``wait_exponential_jitter`` adds up to a fixed amount), so the
+wait is ``Backoff.delay`` itself.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ A service is given a ``Clock`` and takes both from it:
 - **"now"** (``clock.now()``, or ``clock()``): an aware UTC ``datetime``, for what is written down (decision
   times, event times, hold expiry, the engine's "now");
 - **intervals** (``clock.monotonic()``, ``clock.sleep``, ``clock.wait``): every interval, deadline, debounce
-  and timeout with a meaning (the pass interval and debounce, the validation delay, the republish interval,
-  the eviction backoff and deadline, the replacement ready timeout, the Lease renewal, the retry backoffs).
+  and timeout with a meaning (the pass interval and debounce, the validation delay, the outbox relay's
+  poll and backoff, the eviction backoff and deadline, the replacement ready timeout, the Lease renewal, the
+  retry backoffs).
 
 Intervals are measured on the running event loop's clock (``loop.time()``), never with ``time.monotonic()``.
 So a virtual-time event loop (one whose ``time()`` jumps forward whenever every task waits, as the

@@ -37,10 +37,11 @@ CREATED = "2026-01-01T00:00:00Z"
 
 
 def nodepool(name: str) -> dict[str, Any]:
-    """A trimmed karpenter.sh/v1 NodePool as the cluster-watcher publishes it."""
+    """A trimmed karpenter.sh/v1 NodePool as the cluster-watcher publishes it; its nodes never expire (they are
+    made long ago, ``CREATED``, past Karpenter's default expireAfter of 720h)."""
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-        "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {
+        "spec": {"template": {"spec": {"requirements": [], "expireAfter": "Never", "nodeClassRef": {
                      "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
                  "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
                                 "budgets": [{"nodes": "100%"}]}},

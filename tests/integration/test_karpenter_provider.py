@@ -23,8 +23,9 @@ from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.clock import Clock
 from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
 from ebb.adapters.kube.node_api import KubeNodeApi
-from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
+from ebb.adapters.store.outbox import OutboxRelay
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from ebb.core.launch import replacement_name
 from ebb_termination_executor.app import build_executor
@@ -74,6 +75,8 @@ async def test_a_replace_next_to_karpenter_goes_through_nodeclaims_and_touches_n
         "savings_per_hour": 0.1, "explanation": "replaced by a smaller node", "approved_at": Clock().now()})
     try:
         outcome = await asyncio.wait_for(executor.execute(command), 240)
+        # what the executor sent: its outbox, relayed to the bus (the service's relay does it in a task of its own)
+        await OutboxRelay(store, bus, EXECUTOR, clock=Clock(), poll=None).relay_once()
     finally:
         await store.close()
     phases = [from_kafka(TOPIC_DISRUPTION_EVENTS, r.key, r.value, r.headers)

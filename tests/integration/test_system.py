@@ -369,6 +369,9 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
             return bool(rows) and rows[0]["state"] == wanted
 
         await eventually("the first decision succeeded", lambda: state_of(first["id"], "succeeded"), within=60)
+        # its last step is committed with the decision's end and relayed from the executor's outbox after it
+        await eventually("the Terminated event", lambda: any(
+            e.decision_id == first["id"] and e.phase == "Terminated" for e in reader.events()), within=30)
         phases = [e.phase for e in reader.events() if e.decision_id == first["id"]]
         assert phases.count("Evicted") == 1 and phases.count("Terminated") == 1, phases
         assert phases[:2] == ["Proposed", "Approved"] and phases[-2:] == ["Evicted", "Terminated"], phases

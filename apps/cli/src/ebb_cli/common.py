@@ -47,7 +47,8 @@ PROGRESS_EVERY = 10.0
 SKIPPED_SHOWN = 3
 
 LiveOption = Annotated[bool, typer.Option(
-    "--live", help="read the cluster itself (the current kubeconfig context) instead of -f files")]
+    "--live/--no-live", metavar="",
+    help="read the cluster itself (the current kubeconfig context) instead of -f files")]
 KubeconfigOption = Annotated[str, typer.Option(
     help="with --live: this kubeconfig (default: $KUBECONFIG or ~/.kube/config); implies --live")]
 ContextOption = Annotated[str, typer.Option(

@@ -6,6 +6,7 @@ import typer
 
 from ebb_cli.backtest_cmd import backtest
 from ebb_cli.db import db_app
+from ebb_cli.explain_cmd import explain
 from ebb_cli.plan_cmd import plan
 from ebb_cli.run_cmd import run
 
@@ -24,7 +25,7 @@ def _print_version(asked: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[bool, typer.Option("--version", help="Print ebb's version and exit.", is_eager=True,
+    version: Annotated[bool, typer.Option("--version", metavar="", help="Print ebb's version and exit.", is_eager=True,
                                           callback=_print_version)] = False,
 ) -> None:
     """ebb removes Kubernetes nodes that are no longer worth keeping, safely."""
@@ -37,5 +38,6 @@ def version() -> None:
 
 
 app.command(name="plan")(plan)
+app.command(name="explain")(explain)
 app.command(name="run")(run)
 app.command(name="backtest")(backtest)

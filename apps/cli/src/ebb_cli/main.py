@@ -1,4 +1,6 @@
-"""The `ebb` command: the user's entry point to every mode of ebb."""
+"""The `ebb` command: the user's entry point to every mode of ebb. Installed twice: as ``ebb``, and as
+``kubectl-ebb``, the kubectl plugin (``kubectl ebb plan ...``; kubectl finds a ``kubectl-*`` program on the PATH),
+whose help names itself as kubectl shows it."""
 
 from typing import Annotated
 
@@ -41,3 +43,8 @@ app.command(name="plan")(plan)
 app.command(name="explain")(explain)
 app.command(name="run")(run)
 app.command(name="backtest")(backtest)
+
+
+def kubectl_plugin() -> None:
+    """The ``kubectl-ebb`` program: ``ebb``, its usage lines written as ``kubectl ebb``."""
+    app(prog_name="kubectl ebb")

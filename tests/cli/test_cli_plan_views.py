@@ -157,14 +157,15 @@ def test_unknown_nodepool_exits_2_with_a_hint() -> None:
     assert "did you mean memory" in result.output
 
 
-@pytest.mark.parametrize("command", ["plan", "explain", "run", "backtest"])
-def test_boolean_options_are_flags_in_the_help(command: str) -> None:
-    out = _run(command, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
-    flags = [line for line in out.splitlines() if "--no-" in line]
-    assert flags
-    for line in flags:
-        assert "<bool>" not in line
-    assert "--live" in out and "--no-live" in out
+@pytest.mark.parametrize("command", [[], ["plan"], ["explain"], ["run"], ["backtest"], ["db"], ["db", "upgrade"]],
+                         ids=lambda c: " ".join(["ebb", *c]))
+def test_boolean_options_are_flags_in_the_help(command: list[str]) -> None:
+    out = _run(*command, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert "--help" in out
+    assert "<bool>" not in out
+    if command and command[0] in {"plan", "explain", "run", "backtest"}:
+        live = next(line for line in out.splitlines() if "--live" in line and "--kubeconfig" not in line)
+        assert "--no-live" in live
 
 
 def test_a_flag_can_be_turned_off() -> None:

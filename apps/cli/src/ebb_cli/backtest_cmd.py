@@ -225,7 +225,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     live: LiveOption = False,
     kubeconfig: KubeconfigOption = "",
     context: ContextOption = "",
-    empty: Annotated[bool, typer.Option("--empty/--no-empty", metavar="",
+    empty: Annotated[bool, typer.Option("--empty/--no-empty",
                                         help="start from an empty cluster: only the input's "
                                              "NodePools, DaemonSets, PDBs and catalog")] = False,
     start: Annotated[str | None, typer.Option(help="the simulated start time, RFC 3339 (default: now; the "
@@ -238,14 +238,14 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     sample_every: Annotated[str, typer.Option(help="the series' sampling interval (simulated)")] = "5m",
     output: Annotated[Output, typer.Option("-o", "--output", help="table (default) or json")] = Output.table,
     report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot", metavar="",
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
                                                help="allow spot-to-spot consolidation")] = False,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "error",
     jobs: Annotated[int, typer.Option(
         "-j", "--jobs", help="run this many (seed, policy) runs at once, each in a process of its own; 0: one per "
                              "CPU this process may use. The result does not depend on it", min=0)] = 0,
     reuse_passes: Annotated[bool, typer.Option(
-        "--reuse-passes/--no-reuse-passes", metavar="", hidden=True,
+        "--reuse-passes/--no-reuse-passes", hidden=True,
         help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
              "off: every pass computed, to check that)")] = True,
 ) -> None:

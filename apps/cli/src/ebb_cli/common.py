@@ -14,6 +14,8 @@
   ``typer.BadParameter`` that names the option.
 - **Traces**: ``load_trace`` / ``load_traces`` (a built-in trace or a trace file, several run together) and
   ``trace_warnings``, for ``ebb run --trace`` and ``ebb backtest``.
+- **Help**: ``FlagCommand`` and ``FlagGroup``, the classes of every command and group, show a boolean flag as a
+  flag (``--until-stable``, ``--no-until-stable``) where typer would show it as taking a ``<bool>``.
 - **Output**: the ``-o`` formats (``Output``), the progress line interval without a terminal (``PROGRESS_EVERY``),
   and the line that names a trace's events the cluster could not apply (``not_applied``).
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
 
@@ -47,12 +50,35 @@ PROGRESS_EVERY = 10.0
 SKIPPED_SHOWN = 3
 
 LiveOption = Annotated[bool, typer.Option(
-    "--live/--no-live", metavar="",
+    "--live/--no-live",
     help="read the cluster itself (the current kubeconfig context) instead of -f files")]
 KubeconfigOption = Annotated[str, typer.Option(
     help="with --live: this kubeconfig (default: $KUBECONFIG or ~/.kube/config); implies --live")]
 ContextOption = Annotated[str, typer.Option(
     help="with --live: this kubeconfig context (default: the current one); implies --live")]
+
+
+def _flags_as_flags(params: list[Any]) -> list[Any]:
+    """``params``, each boolean flag given an empty metavar: typer's help shows the metavar in place of the type,
+    so a flag shows no ``<bool>`` (``--help`` and the completion options included)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class FlagCommand(TyperCommand):
+    """A command whose help shows its boolean options as flags (`_flags_as_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # typer's own click types (typer._click), not importable
+        return _flags_as_flags(super().get_params(ctx))
+
+
+class FlagGroup(TyperGroup):
+    """A group whose help shows its boolean options as flags (`_flags_as_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # typer's own click types (typer._click), not importable
+        return _flags_as_flags(super().get_params(ctx))
 
 
 class Output(StrEnum):

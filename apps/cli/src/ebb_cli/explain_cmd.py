@@ -29,10 +29,10 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
     output: Annotated[PlanOutput, typer.Option(
         "-o", "--output", help="table (words; default), wide (the same, uncut), json or yaml (the document of "
                                "ebb plan --node NODE)")] = PlanOutput.table,
-    until_stable: Annotated[bool, typer.Option("--until-stable/--no-until-stable", metavar="",
+    until_stable: Annotated[bool, typer.Option("--until-stable/--no-until-stable",
                                                help="apply passes until nothing changes: the step that disrupts "
                                                     "the node, if any")] = False,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot", metavar="",
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
                                                help="allow replacing spot nodes with spot nodes")] = False,
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "

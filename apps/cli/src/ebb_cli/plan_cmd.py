@@ -25,9 +25,9 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     now: Annotated[str | None, typer.Option(help="evaluate at this RFC 3339 time (default: now)")] = None,
     output: Annotated[PlanOutput, typer.Option(
         "-o", "--output", help="table (default), wide (uncut, more columns), json or yaml")] = PlanOutput.table,
-    until_stable: Annotated[bool, typer.Option("--until-stable/--no-until-stable", metavar="",
+    until_stable: Annotated[bool, typer.Option("--until-stable/--no-until-stable",
                                                help="apply passes until nothing changes; adds steps")] = False,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot", metavar="",
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
                                                help="allow replacing spot nodes with spot nodes")] = False,
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
@@ -41,7 +41,7 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     nodepool: Annotated[list[str] | None, typer.Option(
         "--nodepool", help="show only what the plan does to this NodePool's nodes (repeatable): the commands that "
                            "disrupt them, why the others stay, its budgets")] = None,
-    summary: Annotated[bool, typer.Option("--summary/--no-summary", metavar="",
+    summary: Annotated[bool, typer.Option("--summary/--no-summary",
                                           help="a table view that fits a screen: the commands, the nodes left "
                                                "alone counted per cause and per NodePool, the budgets, the "
                                                "cost")] = False,

@@ -152,12 +152,12 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
              "computes; x60 with --api-port); it never changes the result", min=0.1, max=3600)] = None,
     duration: Annotated[str, typer.Option(help="stop after this much simulated time")] = "2h",
     until_stable: Annotated[bool, typer.Option(
-        "--until-stable/--no-until-stable", metavar="",
+        "--until-stable/--no-until-stable",
         help="stop once nothing has happened for --stable-for (simulated)")] = False,
     stable_for: Annotated[str, typer.Option(help="see --until-stable")] = "10m",
     database: Annotated[Path | None, typer.Option(
         help="keep the decisions in this SQLite file (default: a temporary one)")] = None,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot", metavar="",
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
                                                help="allow spot-to-spot consolidation")] = False,
     engine_options: Annotated[Path | None, typer.Option(
         help="the engine options the planner and the API read: the ConfigMap ebb-engine-options as YAML (what it "
@@ -178,7 +178,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
              "drift, spot-interruptions; NAME@PERIOD for another period) or a trace file; repeatable: the traces "
              "run together. A provisioner then launches nodes for Pending pods")] = None,
     reuse_passes: Annotated[bool, typer.Option(
-        "--reuse-passes/--no-reuse-passes", metavar="", hidden=True,
+        "--reuse-passes/--no-reuse-passes", hidden=True,
         help="answer a planner pass from the last one while nothing it reads changed (the result is the same; "
              "off: every pass computed, to check that)")] = True,
 ) -> None:

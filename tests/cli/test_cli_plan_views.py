@@ -126,6 +126,11 @@ def test_summary_fits_a_screen_and_counts_what_the_table_lists(cluster_json: dic
     assert f"${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass" in out
     for command in cluster_json["commands"]:
         assert command["method"] in out
+        assert command["explanation"] not in out
+    wide = _run("plan", "-f", CLUSTER, *NOW, "--summary", "-o", "wide")  # wide: the commands as -o wide shows them
+    assert len(wide.splitlines()) <= SCREEN_LINES
+    for command in cluster_json["commands"]:
+        assert command["explanation"] in wide
 
 
 def test_summary_is_a_table_view() -> None:

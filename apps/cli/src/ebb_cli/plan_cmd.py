@@ -63,6 +63,6 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     console = console_for(output)
     render_fates(planned.asked, planned.plan, console)
     if summary:
-        render_summary(planned, console)
+        render_summary(planned, console, wide=output is PlanOutput.wide)
     else:
         render_table(planned, console, wide=output is PlanOutput.wide)

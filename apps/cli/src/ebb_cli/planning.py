@@ -333,9 +333,9 @@ def cause_label(cause: Any) -> str:
     return f"{cause.kind}: {cause.inner.kind}" if cause.inner is not None else str(cause.kind)
 
 
-def render_summary(planned: Planned, console: Console) -> None:
-    """The plan in a screen (``--summary``): the commands, the nodes left alone counted per cause and per NodePool
-    (each cause with one of its sentences), the budgets and the cost."""
+def render_summary(planned: Planned, console: Console, *, wide: bool = False) -> None:
+    """The plan in a screen (``--summary``): the commands (``wide``: as ``-o wide`` shows them), the nodes left alone
+    counted per cause and per NodePool (each cause with one of its sentences), the budgets and the cost."""
     from rich.table import Table
 
     from ebb.core.plan import plan_json
@@ -343,7 +343,7 @@ def render_summary(planned: Planned, console: Console) -> None:
     result = planned.plan
     data = plan_json(result)
     _header(data, console)
-    _commands_table(data, console, focused=planned.focused, wide=False)
+    _commands_table(data, console, focused=planned.focused, wide=wide)
     blocked = result.first.blocked
     per_cause = Counter(cause_label(b.cause) for b in blocked)
     example: dict[str, str] = {}

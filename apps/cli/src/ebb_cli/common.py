@@ -1,8 +1,9 @@
 """What the commands share: where a command's cluster comes from, its option values, traces and output format.
 
-``ebb plan``, ``ebb run`` and ``ebb backtest`` each live in a module of their own (``plan_cmd``, ``run_cmd``,
-``backtest_cmd``) and do not import each other: what two of them use is here (an import-linter contract,
-``cli-layers``, keeps it so).
+``ebb plan``, ``ebb explain``, ``ebb run``, ``ebb backtest`` and ``ebb db`` each live in a module of their own
+(``plan_cmd``, ``explain_cmd``, ``run_cmd``, ``backtest_cmd``, ``db``) and do not import each other: what two of
+them use is here, or, for making and printing a plan (``ebb plan`` and ``ebb explain``), in ``ebb_cli.planning``
+(an import-linter contract, ``cli-layers``, keeps it so).
 
 - **Input**: ``-f`` files (a kubectl dump; ``snapshot_documents``, the bundled example cluster without any) or,
   with ``--live``, the cluster itself (``live_documents``). The ``--live``, ``--kubeconfig`` and ``--context``

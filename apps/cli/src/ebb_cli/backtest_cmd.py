@@ -225,8 +225,9 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     live: LiveOption = False,
     kubeconfig: KubeconfigOption = "",
     context: ContextOption = "",
-    empty: Annotated[bool, typer.Option("--empty", help="start from an empty cluster: only the input's "
-                                                        "NodePools, DaemonSets, PDBs and catalog")] = False,
+    empty: Annotated[bool, typer.Option("--empty/--no-empty",
+                                        help="start from an empty cluster: only the input's "
+                                             "NodePools, DaemonSets, PDBs and catalog")] = False,
     start: Annotated[str | None, typer.Option(help="the simulated start time, RFC 3339 (default: now; the "
                                                    "bundled example's own time without -f or --live)")] = None,
     duration: Annotated[str, typer.Option(help="simulated time per policy")] = "24h",
@@ -237,7 +238,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     sample_every: Annotated[str, typer.Option(help="the series' sampling interval (simulated)")] = "5m",
     output: Annotated[Output, typer.Option("-o", "--output", help="table (default) or json")] = Output.table,
     report: Annotated[Path | None, typer.Option(help="write an HTML report here")] = None,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
+                                               help="allow spot-to-spot consolidation")] = False,
     log_level: Annotated[str, typer.Option(help="the services' JSON logs on stderr at this level")] = "error",
     jobs: Annotated[int, typer.Option(
         "-j", "--jobs", help="run this many (seed, policy) runs at once, each in a process of its own; 0: one per "

@@ -1,8 +1,9 @@
 """What the commands share: where a command's cluster comes from, its option values, traces and output format.
 
-``ebb plan``, ``ebb run`` and ``ebb backtest`` each live in a module of their own (``plan_cmd``, ``run_cmd``,
-``backtest_cmd``) and do not import each other: what two of them use is here (an import-linter contract,
-``cli-layers``, keeps it so).
+``ebb plan``, ``ebb explain``, ``ebb run``, ``ebb backtest`` and ``ebb db`` each live in a module of their own
+(``plan_cmd``, ``explain_cmd``, ``run_cmd``, ``backtest_cmd``, ``db``) and do not import each other: what two of
+them use is here, or, for making and printing a plan (``ebb plan`` and ``ebb explain``), in ``ebb_cli.planning``
+(an import-linter contract, ``cli-layers``, keeps it so).
 
 - **Input**: ``-f`` files (a kubectl dump; ``snapshot_documents``, the bundled example cluster without any) or,
   with ``--live``, the cluster itself (``live_documents``). The ``--live``, ``--kubeconfig`` and ``--context``
@@ -14,6 +15,8 @@
   ``typer.BadParameter`` that names the option.
 - **Traces**: ``load_trace`` / ``load_traces`` (a built-in trace or a trace file, several run together) and
   ``trace_warnings``, for ``ebb run --trace`` and ``ebb backtest``.
+- **Help**: ``FlagCommand`` and ``FlagGroup``, the classes of every command and group, show a boolean flag as a
+  flag (``--until-stable``, ``--no-until-stable``) where typer would show it as taking a ``<bool>``.
 - **Output**: the ``-o`` formats (``Output``), the progress line interval without a terminal (``PROGRESS_EVERY``),
   and the line that names a trace's events the cluster could not apply (``not_applied``).
 
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from ebb.core.quantity import TIME_EXAMPLE, QuantityError, parse_duration, parse_time
 
@@ -47,11 +51,35 @@ PROGRESS_EVERY = 10.0
 SKIPPED_SHOWN = 3
 
 LiveOption = Annotated[bool, typer.Option(
-    "--live", help="read the cluster itself (the current kubeconfig context) instead of -f files")]
+    "--live/--no-live",
+    help="read the cluster itself (the current kubeconfig context) instead of -f files")]
 KubeconfigOption = Annotated[str, typer.Option(
     help="with --live: this kubeconfig (default: $KUBECONFIG or ~/.kube/config); implies --live")]
 ContextOption = Annotated[str, typer.Option(
     help="with --live: this kubeconfig context (default: the current one); implies --live")]
+
+
+def _flags_as_flags(params: list[Any]) -> list[Any]:
+    """``params``, each boolean flag given an empty metavar: typer's help shows the metavar in place of the type,
+    so a flag shows no ``<bool>`` (``--help`` and the completion options included)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class FlagCommand(TyperCommand):
+    """A command whose help shows its boolean options as flags (`_flags_as_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # typer's own click types (typer._click), not importable
+        return _flags_as_flags(super().get_params(ctx))
+
+
+class FlagGroup(TyperGroup):
+    """A group whose help shows its boolean options as flags (`_flags_as_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # typer's own click types (typer._click), not importable
+        return _flags_as_flags(super().get_params(ctx))
 
 
 class Output(StrEnum):

@@ -13,7 +13,10 @@ from typing import Annotated
 
 import typer
 
-db_app = typer.Typer(help="Manage ebb's database schema (Alembic migrations).", no_args_is_help=True)
+from ebb_cli.common import FlagCommand, FlagGroup
+
+db_app = typer.Typer(help="Manage ebb's database schema (Alembic migrations).", no_args_is_help=True,
+                     cls=FlagGroup)
 
 DatabaseUrl = Annotated[
     str,
@@ -52,7 +55,7 @@ def _database_errors(url: str) -> Iterator[None]:
         raise typer.Exit(1) from exc
 
 
-@db_app.command()
+@db_app.command(cls=FlagCommand)
 def upgrade(
     database_url: DatabaseUrl,
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
@@ -68,7 +71,7 @@ def upgrade(
         typer.echo(f"database at revision {asyncio.run(current_revision(database_url))}")
 
 
-@db_app.command()
+@db_app.command(cls=FlagCommand)
 def current(database_url: DatabaseUrl) -> None:
     """Print the database's current schema revision and the newest one this ebb ships."""
     import asyncio

@@ -1,16 +1,20 @@
-"""The `ebb` command: the user's entry point to every mode of ebb."""
+"""The `ebb` command: the user's entry point to every mode of ebb. Installed twice: as ``ebb``, and as
+``kubectl-ebb``, the kubectl plugin (``kubectl ebb plan ...``; kubectl finds a ``kubectl-*`` program on the PATH),
+whose help names itself as kubectl shows it."""
 
 from typing import Annotated
 
 import typer
 
 from ebb_cli.backtest_cmd import backtest
+from ebb_cli.common import FlagCommand, FlagGroup
 from ebb_cli.db import db_app
+from ebb_cli.explain_cmd import explain
 from ebb_cli.plan_cmd import plan
 from ebb_cli.run_cmd import run
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, cls=FlagGroup)
 app.add_typer(db_app, name="db")
 
 
@@ -30,12 +34,18 @@ def main(
     """ebb removes Kubernetes nodes that are no longer worth keeping, safely."""
 
 
-@app.command()
+@app.command(cls=FlagCommand)
 def version() -> None:
     """Print ebb's version."""
     _print_version(True)
 
 
-app.command(name="plan")(plan)
-app.command(name="run")(run)
-app.command(name="backtest")(backtest)
+app.command(name="plan", cls=FlagCommand)(plan)
+app.command(name="explain", cls=FlagCommand)(explain)
+app.command(name="run", cls=FlagCommand)(run)
+app.command(name="backtest", cls=FlagCommand)(backtest)
+
+
+def kubectl_plugin() -> None:
+    """The ``kubectl-ebb`` program: ``ebb``, its usage lines written as ``kubectl ebb``."""
+    app(prog_name="kubectl ebb")

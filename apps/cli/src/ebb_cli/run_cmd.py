@@ -152,11 +152,13 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
              "computes; x60 with --api-port); it never changes the result", min=0.1, max=3600)] = None,
     duration: Annotated[str, typer.Option(help="stop after this much simulated time")] = "2h",
     until_stable: Annotated[bool, typer.Option(
-        "--until-stable", help="stop once nothing has happened for --stable-for (simulated)")] = False,
+        "--until-stable/--no-until-stable",
+        help="stop once nothing has happened for --stable-for (simulated)")] = False,
     stable_for: Annotated[str, typer.Option(help="see --until-stable")] = "10m",
     database: Annotated[Path | None, typer.Option(
         help="keep the decisions in this SQLite file (default: a temporary one)")] = None,
-    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot", help="allow spot-to-spot consolidation")] = False,
+    spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
+                                               help="allow spot-to-spot consolidation")] = False,
     engine_options: Annotated[Path | None, typer.Option(
         help="the engine options the planner and the API read: the ConfigMap ebb-engine-options as YAML (what it "
              "sets replaces --spot-to-spot)")] = None,

@@ -30,8 +30,31 @@ log() { printf '[%s %s] %s\n' "$(date +%H:%M:%S)" "${EBB_COMPONENT:-infra}" "$*"
 die() { log "ERROR: $*"; exit 1; }
 
 # A free TCP port on 127.0.0.1 (bind port 0 and let the kernel pick).
+# free_port: a port nothing listens on, chosen below the kernel's ephemeral range (ip_local_port_range), where
+# no outgoing connection is given one: a port the kernel hands out for port 0 is an ephemeral one, and between
+# choosing it and the server's bind (the control plane's certificates take seconds) a client socket of another
+# server starting meanwhile could take it ("bind: address already in use").
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+  python3 -c '
+import random, socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+for _ in range(200):
+    port = random.randrange(10000, max(low, 10001))
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        break
+else:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        print(s.getsockname()[1])
+'
 }
 
 pid_file() { printf '%s/%s.pid' "${EBB_PID_DIR}" "$1"; }

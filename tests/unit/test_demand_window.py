@@ -223,3 +223,13 @@ def test_two_passes_at_one_moment_leave_one_sample_the_larger_of_each() -> None:
     view = ClusterView.build(snapshot(*docs), NOW)
     earlier = DemandSample("default", NOW, 2000, GI // 2)  # a pass at this same moment saw more cpu, less memory
     assert recorded((earlier,), view) == (DemandSample("default", NOW, 2000, GI),)
+
+
+def test_a_record_out_of_order_loses_no_peak() -> None:
+    """A record read back out of time order (a store's rows, a trace): a sample is made useless only by a later
+    one, never by an earlier one that happens to come after it."""
+    docs = [WINDOWED, node("busy"), pod("web", "busy", cpu="1500m", memory="1Gi")]
+    view = ClusterView.build(snapshot(*docs), NOW)
+    later = sample("1000m", 10, 8 * GI)  # the peak of memory from 10 minutes ago until the window ends for it
+    earlier = sample("16000m", 50, 16 * GI)  # larger in both, but older: it leaves the window first
+    assert recorded((later, earlier), view) == (earlier, later, DemandSample("default", NOW, 1500, GI))

@@ -29,6 +29,7 @@ def recorded(history: tuple[DemandSample, ...], view: ClusterView) -> tuple[Dema
             samples.remove(same)
             sample = DemandSample(pool, now, max(sample.cpu, same.cpu), max(sample.memory, same.memory))
         samples.append(sample)
+    samples.sort(key=lambda s: s.at)  # a later sample makes an earlier one useless, never the other way round
     kept: list[DemandSample] = []
     highest: dict[str, list[tuple[int, int]]] = {}  # pool -> the later samples' (cpu, memory) seen so far
     for sample in reversed(samples):

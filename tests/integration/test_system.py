@@ -408,7 +408,11 @@ async def test_crash_safety_executor_and_planner_killed_mid_decision(kube_api: A
         lease_after = await coordination.read_namespaced_lease(box.settings.lease, "default")
         assert lease_after.spec.holder_identity != lease_before.spec.holder_identity
         assert (lease_after.spec.lease_transitions or 0) > (lease_before.spec.lease_transitions or 0)
-        mine = [e for e in reader.events() if e.decision_id == left["id"]]
+        def left_events() -> list[Any] | None:
+            events = [e for e in reader.events() if e.decision_id == left["id"]]
+            return events if any(e.phase == "Approved" for e in events) else None
+
+        mine = await eventually("B's Approved event", left_events, within=30)
         # the SIGKILL may fall between the relay's publish of Proposed and its mark: at least once, under one id
         assert len({e.id for e in mine if e.phase == "Proposed"}) == 1, mine
         assert [e.phase for e in mine].count("Approved") == 1, mine
@@ -548,7 +552,9 @@ async def test_bad_input_goes_to_dead_letters_and_the_services_keep_working(kube
         assert explanation["interruption"]["instanceId"] == instance_id(fake)
         assert {f["node"] for f in explanation.get("findings", [])} == {fake}, explanation
         assert [r for r in reader.on(TOPIC_INTERRUPTIONS) if r.key == fake.encode() and reader.decodes(r)]
-        terminated = [e for e in reader.events() if e.decision_id == decision["id"] and e.phase == "Terminated"]
+        # the last step is committed with the decision's end and relayed from the executor's outbox after it
+        terminated = await eventually("the Terminated event", lambda: [
+            e for e in reader.events() if e.decision_id == decision["id"] and e.phase == "Terminated"], within=30)
         assert [e.message for e in terminated] == ["node already gone"]
 
         # the decisions-api: its events consumer streamed the node's events; its live state has the node

@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
 from tests.kit.chaos import Chaos, ChaosPlan
@@ -37,6 +36,7 @@ from tests.kit.system import (
     create_nodepool,
     jv,
     kwok_node,
+    node_gone,
     nodepool,
     nodes_ready,
     query,
@@ -108,15 +108,6 @@ async def box(kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server
         yield made
 
 
-async def _gone(core: client.CoreV1Api, name: str) -> bool:
-    try:
-        await core.read_node(name)
-    except ApiException as e:
-        if e.status == 404:
-            return True
-        raise
-    return False
-
 
 @pytest.mark.parametrize("point", ["proposed", "approved"])
 async def test_a_planner_killed_between_a_commit_and_its_publish_loses_nothing_and_does_nothing_twice(
@@ -172,7 +163,7 @@ async def test_a_planner_killed_between_a_commit_and_its_publish_loses_nothing_a
             return bool(rows) and rows[0]["state"] == "succeeded"
 
         await eventually("the decision resumed and succeeded", succeeded, within=150, on_timeout=system.tails)
-        assert await eventually("the node gone", lambda: _gone(core, name), within=60)
+        assert await eventually("the node gone", lambda: node_gone(core, name), within=60)
         await eventually("the Terminated event", lambda: any(
             e.phase == "Terminated" for e in reader.events() if e.decision_id == decision["id"]), within=30)
         await asyncio.sleep(3)  # anything sent twice would have arrived by now

@@ -34,7 +34,6 @@ import httpx
 import pytest
 from aiobotocore.session import get_session
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.bus import KafkaBus
 from ebb.contracts import (
@@ -59,6 +58,7 @@ from tests.kit.system import (
     jv,
     kwok_node,
     malformed_records,
+    node_gone,
     nodepool,
     nodes_ready,
     pods_of,
@@ -82,15 +82,6 @@ async def box(kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server
                        aws_endpoint.endpoint_url, aws_endpoint.region, tmp_path / "logs") as made:
         yield made
 
-
-async def node_gone(core: client.CoreV1Api, name: str) -> bool:
-    try:
-        await core.read_node(name)
-    except ApiException as e:
-        if e.status == 404:
-            return True
-        raise
-    return False
 
 
 async def test_end_to_end_consolidation(kube_api: Any, box: Sandbox) -> None:

@@ -978,3 +978,14 @@ def malformed_records(ce_type: str, key: str) -> list[tuple[bytes | None, bytes 
         (key.encode(), b'{"id": "not even closed', headers(str(uuid.uuid4()))),
         (key.encode(), json.dumps({"id": wrong_schema, "unexpected": [1, 2, 3]}).encode(), headers(wrong_schema)),
     ]
+
+
+async def node_gone(core: Any, name: str) -> bool:
+    """The Node ``name`` is gone from the apiserver (a 404)."""
+    try:
+        await core.read_node(name)
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False

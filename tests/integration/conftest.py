@@ -54,6 +54,7 @@ from tests.kit.servers import REPO, AwsEndpoint, Infra, KafkaServer, KubernetesC
 
 if TYPE_CHECKING:  # imported by the fixtures that use them (karpenter_cluster pulls in the system-test harness)
     from tests.kit.karpenter_cluster import KarpenterCluster, KarpenterKit
+    from tests.kit.system import Sandbox
 
 DEPLOY = REPO / "deploy" / "local"
 SHARED_INFRA_DIR = Path(os.environ.get("EBB_INFRA_DIR", REPO / ".infra"))
@@ -451,6 +452,17 @@ async def kube_api(kubernetes_cluster: KubernetesCluster) -> AsyncIterator[Any]:
     await config.load_kube_config(config_file=str(kubernetes_cluster.kubeconfig), client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         yield api
+
+
+@pytest.fixture
+async def box(kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer,
+              postgres_server: PostgresServer, aws_endpoint: AwsEndpoint, tmp_path: Path) -> AsyncIterator[Sandbox]:
+    """ebb's five services as processes on the shared servers (tests.kit.system.sandbox), stopped after the test."""
+    from tests.kit.system import sandbox
+
+    async with sandbox(kube_api, kafka_server.bootstrap, postgres_server.url, str(kubernetes_cluster.kubeconfig),
+                       aws_endpoint.endpoint_url, aws_endpoint.region, tmp_path / "logs") as made:
+        yield made
 
 
 @pytest.fixture(scope="session")

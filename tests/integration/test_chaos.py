@@ -19,7 +19,6 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,6 @@ from tests.kit.system import (
     nodepool,
     nodes_ready,
     query,
-    sandbox,
 )
 from tests.kit.waiting import eventually
 
@@ -99,13 +97,6 @@ async def test_chaos_run_keeps_every_invariant(kube_api: Any, kubernetes_cluster
 EXIT_AT = "EBB_CONSOLIDATION_PLANNER_EXIT_AT"
 EXIT_AT_STATUS = 70
 
-
-@pytest.fixture
-async def box(kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer,
-              postgres_server: PostgresServer, aws_endpoint: AwsEndpoint, tmp_path: Path) -> AsyncIterator[Sandbox]:
-    async with sandbox(kube_api, kafka_server.bootstrap, postgres_server.url, str(kubernetes_cluster.kubeconfig),
-                       aws_endpoint.endpoint_url, aws_endpoint.region, tmp_path / "logs") as made:
-        yield made
 
 
 

@@ -26,8 +26,6 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,7 +41,6 @@ from ebb.contracts import (
     TOPIC_INTERRUPTIONS,
     ClusterObject,
 )
-from tests.kit.servers import AwsEndpoint, KafkaServer, KubernetesCluster, PostgresServer
 from tests.kit.system import (
     DISRUPTED_TAINT,
     PodTracker,
@@ -64,7 +61,6 @@ from tests.kit.system import (
     pods_of,
     query,
     running,
-    sandbox,
     send_raw,
 )
 from tests.kit.waiting import eventually
@@ -74,13 +70,6 @@ pytestmark = pytest.mark.integration
 LIFECYCLE = ["Proposed", "Approved", "Tainted", "Evicted", "Terminated"]
 CONSOLIDATION = ("single-node-consolidation", "multi-node-consolidation")
 
-
-@pytest.fixture
-async def box(kube_api: Any, kubernetes_cluster: KubernetesCluster, kafka_server: KafkaServer,
-              postgres_server: PostgresServer, aws_endpoint: AwsEndpoint, tmp_path: Path) -> AsyncIterator[Sandbox]:
-    async with sandbox(kube_api, kafka_server.bootstrap, postgres_server.url, str(kubernetes_cluster.kubeconfig),
-                       aws_endpoint.endpoint_url, aws_endpoint.region, tmp_path / "logs") as made:
-        yield made
 
 
 

@@ -35,7 +35,7 @@ IMAGE_PREFIX = "ghcr.io/ebb-sh/ebb:"
 NOT_SETTINGS = {"PYTHONDONTWRITEBYTECODE"}
 #: what the Secret template's placeholders stand for when the settings parse the manifests' values
 SECRET_SAMPLES = {"database-url": "postgresql+asyncpg://ebb:secret@postgres.example:5432/ebb",
-                  "api-token": "0123456789abcdef"}
+                  "api-token": "0123456789abcdef", "api-read-token": "fedcba9876543210"}
 FIELD_SAMPLES = {"metadata.name": "ebb-consolidation-planner-7d9f-abcde", "metadata.namespace": "ebb-system"}
 
 
@@ -183,7 +183,7 @@ def test_secret_template_has_only_placeholders_and_every_key_used() -> None:
     used = {var["valueFrom"]["secretKeyRef"]["key"]
             for _, pod in workloads() for c in pod["containers"] for var in c.get("env") or []
             if "secretKeyRef" in (var.get("valueFrom") or {})}
-    assert used == set(secret["stringData"]) == {"database-url", "api-token"}
+    assert used == set(secret["stringData"]) == {"database-url", "api-token", "api-read-token"}
     assert all("CHANGE-ME" in v for v in secret["stringData"].values())
 
 

@@ -746,3 +746,49 @@ async def test_the_server_command_stops_on_sigterm(tmp_path: Path) -> None:
     assert process.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert {"decisions-api started", "decisions-api stopped"} <= {line.get("event") for line in lines}, stderr
+
+
+READ_TOKEN = "read-only-token"
+READER = {"Authorization": f"Bearer {READ_TOKEN}"}
+
+
+@pytest.mark.parametrize(("read_token", "problem"), [
+    ("", "EBB_DECISIONS_API_READ_TOKEN must be unset or a token of its own"),
+    (TOKEN, "EBB_DECISIONS_API_READ_TOKEN must be unset or a token of its own"),
+])
+def test_a_read_token_must_be_a_token_of_its_own(read_token: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        create_app(Settings(token=SecretStr(TOKEN), read_token=SecretStr(read_token), database_url=UNREACHABLE))
+
+
+@pytest.mark.parametrize(("headers", "method", "path", "expected"), [
+    # the read token reads: every GET, and the dry run
+    (READER, "GET", "/v1/decisions", {200}),
+    (READER, "GET", "/v1/holds", {200}),
+    (READER, "POST", "/v1/plan", {200}),
+    # ... and may not write: 403, the write token's routes named in the answer
+    (READER, "POST", "/v1/holds", {403}),
+    (READER, "DELETE", "/v1/holds/hold-1", {403}),
+    # the write token does both
+    (AUTH, "GET", "/v1/decisions", {200}),
+    (AUTH, "POST", "/v1/holds", {201}),
+    (AUTH, "DELETE", "/v1/holds/hold-1", {404}),
+    # an unknown token is neither
+    ({"Authorization": "Bearer nope"}, "GET", "/v1/decisions", {401}),
+    ({"Authorization": "Bearer nope"}, "POST", "/v1/holds", {401}),
+])
+async def test_the_read_token_reads_and_only_the_write_token_writes(
+        sqlite_store: DecisionStore, headers: dict[str, str], method: str, path: str, expected: set[int]) -> None:
+    settings = Settings(token=SecretStr(TOKEN), read_token=SecretStr(READ_TOKEN), database_url="sqlite://",
+                        cluster=sqlite_store.cluster)
+    body: dict[str, Any] = {}
+    if path == "/v1/plan":
+        body = {"content": "kind: List\nitems: []\n", "params": {"now": "2026-11-23T18:30:00Z"}}
+        headers = {**headers, "Content-Type": "application/yaml"}
+    elif (method, path) == ("POST", "/v1/holds"):
+        body = {"json": {"scope": "cluster", "reason": "freeze", "expiresAt": "2099-01-01T00:00:00Z"}}
+    async with running(settings, sqlite_store, InMemoryBus()) as (_, client):
+        response = await client.request(method, path, headers=headers, **body)
+    assert response.status_code in expected, response.text
+    if response.status_code == 403:
+        assert "needs the write token" in response.json()["detail"]

@@ -5,7 +5,7 @@ loggers go through the same renderer). uvicorn handles SIGTERM and SIGINT: it st
 open event streams, waits for requests in flight (at most 10 s), then the lifespan stops the Kafka consumers
 and closes the bus and the store. uvicorn raises the signal again once it is done; SIGTERM then exits 0
 (a stop asked for is not a failure), as it does when it arrives before uvicorn took over the signals.
-Exit 2 without a token.
+Exit 2 without a token, or with a read token that is empty or the write token's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import uvicorn
 
 from ebb.adapters import logs
 from ebb.adapters.service import load_settings
-from ebb_decisions_api.app import create_app
+from ebb_decisions_api.app import create_app, token_problem
 from ebb_decisions_api.settings import Settings
 
 log = structlog.get_logger("ebb_decisions_api")
@@ -39,8 +39,8 @@ def _terminated(signum: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     settings = load_settings(Settings)
-    if settings.token is None or not settings.token.get_secret_value():
-        print("error: EBB_DECISIONS_API_TOKEN is required", file=sys.stderr)
+    if (problem := token_problem(settings)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
     signal.signal(signal.SIGTERM, _terminated)

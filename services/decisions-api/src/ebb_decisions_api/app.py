@@ -42,6 +42,17 @@ log = structlog.get_logger("ebb_decisions_api")
 V1_ROUTERS = (plan.router, holds.router, decisions.router, explain.router, budgets.router, events.router)
 
 
+def token_problem(settings: Settings) -> str | None:
+    """What is wrong with the settings' tokens (the service does not start then), or None."""
+    if settings.token is None or not settings.token.get_secret_value():
+        return "EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token"
+    if settings.read_token is not None and settings.read_token.get_secret_value() in (
+            "", settings.token.get_secret_value()):
+        return ("EBB_DECISIONS_API_READ_TOKEN must be unset or a token of its own: empty, or the same as "
+                "EBB_DECISIONS_API_TOKEN, it would not say which role a request has")
+    return None
+
+
 def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: Bus | None = None,
                options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
     """The API for ``settings``. Without a ``store`` one is built from ``settings.database_url``
@@ -52,8 +63,9 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     object at ``settings.engine_options`` over the settings' ``spot_to_spot`` and ``provider``, as the planner
     reads them); an explanation without a time is the leader planner's (ebb.planner.passes). ``clock`` is "now"
     when a request gives none (the embedded mode's simulated time)."""
-    if settings.token is None or not settings.token.get_secret_value():
-        raise ValueError("EBB_DECISIONS_API_TOKEN is required: every /v1 request must carry it as a bearer token")
+    if (problem := token_problem(settings)) is not None or settings.token is None:
+        raise ValueError(problem)
+    read_token = settings.read_token.get_secret_value() if settings.read_token is not None else None
     owned_store = store is None
     if store is None:
         store = DecisionStore.from_url(settings.database_url, settings.cluster)
@@ -72,6 +84,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     context = ApiContext(
         settings=settings,
         token=settings.token.get_secret_value().encode(),
+        read_token=read_token.encode() if read_token is not None else None,
         store=store,
         live=live,
         hub=hub,

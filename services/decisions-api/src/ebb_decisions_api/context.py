@@ -3,8 +3,10 @@
 The composition root (``ebb_decisions_api.app.create_app``) builds the adapters once and puts them in one
 ``ApiContext`` on ``app.state.context``; a route asks for it with the ``Context`` dependency (FastAPI's
 dependency injection), so the route modules (``ebb_decisions_api.routes``) hold no state and import nothing
-from the composition root. ``require_token`` is the bearer check every /v1 route runs. The dependencies are
-coroutines so that FastAPI calls them on the event loop (a plain function would be sent to a worker thread).
+from the composition root. ``require_token`` is the bearer check every /v1 route runs: the write token may do
+everything, the read token (when one is set) only what changes nothing (``READS``); anything else is a write, so a
+new route is closed to the read token until it is named there. The dependencies are coroutines so that FastAPI
+calls them on the event loop (a plain function would be sent to a worker thread).
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ V1 = "/v1"
 #: the bearer scheme of /v1 (OpenAPI's security scheme says where the token comes from)
 bearer = HTTPBearer(auto_error=False, description="EBB_DECISIONS_API_TOKEN")
 #: what every /v1 route may answer besides its own responses
-UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"description": "missing or wrong bearer token"}}
+UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or wrong bearer token"},
+    403: {"description": "the read-only token on a route that writes (it needs the write token)"},
+}
+#: the requests the read token may make: every safe method, and the POSTs that change nothing (route path)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_ONLY_POSTS = frozenset({f"{V1}/plan"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +51,7 @@ class ApiContext:
     """Everything a route reads or writes, built once by ``create_app``."""
 
     settings: Settings
-    #: the bearer token every /v1 request must carry
+    #: the bearer token every /v1 request must carry: the write token
     token: bytes
     store: DecisionStore
     #: the live cluster state rebuilt from ebb.cluster.objects
@@ -60,6 +68,8 @@ class ApiContext:
     clock: Callable[[], datetime]
     #: the leader planner's last pass (ebb.planner.passes): what "why not this node?" answers from
     passes: LeaderPasses
+    #: the read-only token (None: none is accepted)
+    read_token: bytes | None = None
 
     def moment(self, now: datetime | None) -> datetime:
         """The time a request asks about: its ``now`` (naive read as UTC), or the clock's."""
@@ -83,16 +93,36 @@ Context = Annotated[ApiContext, Depends(context)]
 
 
 async def require_token(
+    request: Request,
     ctx: Context,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
-    """401 unless the request carries the bearer token (compared in constant time)."""
-    if credentials is None or not secrets.compare_digest(credentials.credentials.encode(), ctx.token):
+    """401 unless the request carries a bearer token the API knows (compared in constant time); 403 when it is
+    the read token and the request is not a read (``reads``)."""
+    given = credentials.credentials.encode() if credentials is not None else b""
+    if credentials is not None and secrets.compare_digest(given, ctx.token):
+        return
+    if credentials is not None and ctx.read_token is not None and secrets.compare_digest(given, ctx.read_token):
+        if reads(request):
+            return
         raise HTTPException(
-            status_code=status.HTTP_401_UNAUTHORIZED,
-            detail="a valid bearer token is required (Authorization: Bearer <token>)",
-            headers={"WWW-Authenticate": "Bearer"},
+            status_code=status.HTTP_403_FORBIDDEN,
+            detail=f"the read-only token may not {request.method} {request.url.path}: it changes what ebb does, "
+                   "so it needs the write token (EBB_DECISIONS_API_TOKEN)",
         )
+    raise HTTPException(
+        status_code=status.HTTP_401_UNAUTHORIZED,
+        detail="a valid bearer token is required (Authorization: Bearer <token>)",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def reads(request: Request) -> bool:
+    """The request changes nothing: a safe method, or a POST named in ``READ_ONLY_POSTS`` (by its route's path)."""
+    if request.method in SAFE_METHODS:
+        return True
+    route = request.scope.get("route")
+    return request.method == "POST" and getattr(route, "path", None) in READ_ONLY_POSTS
 
 
 def utc(value: datetime | None) -> datetime | None:

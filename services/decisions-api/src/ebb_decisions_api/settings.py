@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     cluster: str = "default"
     #: the bearer token every /v1 request must carry (EBB_DECISIONS_API_TOKEN); required to start
     token: SecretStr | None = None
+    #: a second bearer token that may only read (EBB_DECISIONS_API_READ_TOKEN): every GET, and POST /v1/plan (a dry
+    #: run); a write (POST or DELETE /v1/holds) with it is refused with 403. Unset: only the token above is accepted
+    read_token: SecretStr | None = None
     #: a service listens on all interfaces of its pod
     host: str = "0.0.0.0"
     port: int = Field(default=8080, ge=1, le=65535)

@@ -11,7 +11,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, Route
 
-from ebb_cli.report import CHARTS
+from ebb_cli.report import CHARTS, UNITS, X_AXIS
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("karpenter-default", "churn-control")
@@ -47,13 +47,14 @@ def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path
 
     page.route("**/*", offline)
     page.set_viewport_size({"width": 1280, "height": 900})
+    page.set_default_timeout(120_000)  # a 4 MB page with plotly inlined, on a loaded 2-core machine
     page.goto(report.as_uri())
     page.wait_for_selector(".chart .main-svg")
     page.wait_for_function(f"document.querySelectorAll('.chart .scatterlayer .trace').length >= {len(CHARTS) * 2}")
 
     charts = page.locator(".chart")
     assert charts.count() == len(CHARTS)
-    for index, (label, _field) in enumerate(CHARTS):
+    for index, (label, field) in enumerate(CHARTS):
         chart = charts.nth(index)
         assert chart.locator("svg.main-svg").count() >= 1, label
         assert chart.locator(".gtitle").text_content() == label  # SVG text: no inner_text
@@ -63,7 +64,15 @@ def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path
             assert len(lines.nth(line).get_attribute("d") or "") > 10, label  # a drawn line, not an empty path
         legend = chart.locator(".legend .legendtext").all_text_contents()
         assert legend == list(POLICIES), label
+        assert chart.locator(".ytitle").text_content() == UNITS[field], label  # every axis says its unit
+        assert chart.locator(".xtitle").text_content() == X_AXIS, label
 
+    (found,) = page.locator("div.verdict p").all_inner_texts()  # what the run found comes first, in one line
+    assert found.startswith("churn-control: ") and "cost " in found and "churn " in found, found
+    assert found.endswith("against karpenter-default (ebb's simulation of Karpenter's defaults)."), found
+    against = page.locator("table.summary tr.against")
+    assert [against.nth(i).locator("th").inner_text() for i in range(against.count())] == [
+        "Cost against the baseline", "Churn against the baseline"]
     header = page.locator("table.summary tr").first.locator("th").all_inner_texts()
     assert header == ["Metric", *POLICIES]
     assert page.locator("table.summary tr").count() > 9  # the nine summary rows and the disruptions per method

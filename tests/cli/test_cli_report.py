@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from ebb_cli.report import CHARTS, render_report
+from ebb_cli.report import CHARTS, UNITS, X_AXIS, BacktestResult, render_report, verdict
 
 
 def _result(policy_count: int) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def test_report_holds_data_table_escaped_sources_and_no_external_url(policy_coun
 
 def _row(page: str, label: str) -> list[str]:
     """The cells of the summary row headed ``label``."""
-    found = re.search(rf"<tr><th>{re.escape(label)}</th>(.*?)</tr>", page)
+    found = re.search(rf"<tr[^>]*><th>{re.escape(label)}</th>(.*?)</tr>", page)
     assert found is not None, label
     return re.findall(r"<td[^>]*>([^<]*)</td>", found.group(1))
 
@@ -102,3 +103,47 @@ def test_malformed_result_is_a_validation_error() -> None:
     del result["policies"][0]["summary"]["peak_nodes"]
     with pytest.raises(pydantic.ValidationError, match="peak_nodes"):
         render_report(result)
+
+
+def test_a_report_of_the_baseline_alone_says_it_compares_nothing() -> None:
+    result = _result(1)
+    result["policies"][0]["name"] = "karpenter-default"
+    page = render_report(result)
+    banner = re.search(r'<div class="banner"><p>(.*?)</p></div>', page)
+    assert banner is not None
+    assert banner.group(1) == ("Only the baseline, karpenter-default (ebb&#x27;s simulation of Karpenter&#x27;s "
+                               "defaults), ran: this report compares nothing. Add a policy (ebb backtest --policy "
+                               "FILE) to see what it changes.")
+    assert 'class="verdict"' not in page and "against the baseline" not in page
+
+
+@pytest.mark.parametrize(("cost", "launches", "word", "cost_change", "churn_change"), [
+    # the baseline (policy-0): $10.50, 3 launches + 1 disruption = churn 4
+    (9.45, 1, "better on both", "-10.0%", "-50.0%"),
+    (9.45, 5, "cheaper, with more churn", "-10.0%", "+50.0%"),
+    (11.55, 1, "less churn, at a higher cost", "+10.0%", "-50.0%"),
+    (11.55, 5, "worse on both", "+10.0%", "+50.0%"),
+    (10.5, 3, "better on both", "±0%", "±0%"),
+])
+def test_the_verdict_sets_each_policy_against_the_baseline(cost: float, launches: int, word: str, cost_change: str,
+                                                           churn_change: str) -> None:
+    result = _result(2)
+    other = result["policies"][1]
+    other["summary"] |= {"node_hours_cost": cost, "launches": launches, "disruptions": {"drift": 1},
+                         "evictions": 9}
+    parsed = BacktestResult.model_validate(result)
+    churn_ = launches + 1
+    assert verdict(parsed) == [
+        f"policy-1<b>: {word}: cost {cost_change} (${cost:,.2f} against $10.50), churn {churn_change} ({churn_} "
+        f"launches + disruptions against 4), evictions 9 against 4, against policy-0<b>."]
+    page = render_report(result)
+    assert _row(page, "Cost against the baseline") == ["(baseline)", cost_change]
+    assert _row(page, "Churn against the baseline") == ["(baseline)", churn_change]
+    assert '<div class="verdict"><p>policy-1&lt;b&gt;: ' in page
+
+
+def test_every_chart_has_its_units() -> None:
+    page = render_report(_result(2))
+    for _label, field in CHARTS:
+        assert json.dumps({"text": UNITS[field]}, separators=(",", ":")) in page, field
+    assert page.count(json.dumps({"text": X_AXIS}, separators=(",", ":"))) == len(CHARTS)

@@ -1,9 +1,12 @@
 """The single-file HTML report of a backtest (``ebb backtest --report out.html``).
 
 Owns the presentation of a backtest result: it validates the result (a pydantic model, so a malformed
-result fails with a clear error instead of a broken page), draws the time series per policy with plotly
-(its JavaScript inlined once, so the file works offline), puts the summaries side by side with the best
-value per row marked, and shows each policy's source. Everything from the input is HTML-escaped.
+result fails with a clear error instead of a broken page), says first what the run found (``verdict``: each
+policy's cost and churn against the baseline, the first policy, in one line each, with evictions; or a banner
+when only the baseline ran, so a report that compares nothing says so), draws the time series per policy with
+plotly (its JavaScript inlined once, so the file works offline; every axis with its unit), puts the summaries
+side by side with the best value per row marked, and shows each policy's source. Everything from the input is
+HTML-escaped.
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ CHARTS: tuple[tuple[str, str], ...] = (
     ("Disruptions", "disruptions"),
     ("Launches", "launches"),
 )
+#: series field → its y axis' title (the unit); the x axis is the simulated time
+UNITS: dict[str, str] = {
+    "cost_per_hour": "$ per hour",
+    "nodes": "nodes",
+    "pending_pods": "pods",
+    "disruptions": "nodes disrupted per sample",
+    "launches": "nodes launched per sample",
+}
+X_AXIS = "simulated time (UTC)"
+#: the built-in baseline: ebb's simulation of Karpenter at its defaults, named so wherever it is quoted
+KARPENTER_DEFAULT = "karpenter-default"
 
 # (label, summary field); every row here is "lower is better".
 SUMMARY_ROWS: tuple[tuple[str, str], ...] = (
@@ -97,7 +111,8 @@ def _chart_html(result: BacktestResult, label: str, field: str, *, first: bool) 
                 line_shape="hv",
             )
         )
-    figure.update_layout(title_text=label, height=320, margin={"l": 50, "r": 20, "t": 40, "b": 40})
+    figure.update_layout(title_text=label, height=320, margin={"l": 70, "r": 20, "t": 40, "b": 50},
+                         xaxis_title_text=X_AXIS, yaxis_title_text=UNITS[field])
     chart: str = pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
     return chart
 
@@ -131,7 +146,60 @@ def _summary_table(result: BacktestResult) -> str:
             for value in values
         )
         rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+    base = result.policies[0].summary
+    if len(result.policies) > 1:  # the headline rows the terminal shows too: each policy against the baseline
+        for label, of in (("Churn against the baseline", lambda p: (churn(p), churn(base))),
+                          ("Cost against the baseline", lambda p: (p.node_hours_cost, base.node_hours_cost))):
+            cells = "".join("<td>(baseline)</td>" if index == 0 else f"<td>{_change(*of(policy.summary))}</td>"
+                            for index, policy in enumerate(result.policies))
+            rows.insert(1, f'<tr class="against"><th>{label}</th>{cells}</tr>')
     return '<table class="summary">' + "".join(rows) + "</table>"
+
+
+def churn(summary: PolicySummary) -> int:
+    """Launches + disruption decisions: how much the nodes changed under the policy."""
+    return summary.launches + sum(summary.disruptions.values())
+
+
+def _change(value: float, base: float) -> str:
+    if base == 0:
+        return "±0%" if value == 0 else "from none"
+    percent = 100.0 * (value - base) / base
+    return f"{percent:+.1f}%" if round(percent, 1) != 0 else "±0%"
+
+
+def baseline_name(name: str) -> str:
+    """The baseline as the report names it: the built-in one is ebb's simulation of Karpenter, not Karpenter."""
+    return f"{name} (ebb's simulation of Karpenter's defaults)" if name == KARPENTER_DEFAULT else name
+
+
+def verdict(result: BacktestResult) -> list[str]:
+    """What the run found, one line per policy after the first (the baseline): its cost and churn against the
+    baseline's and its evictions; with only the baseline, one line saying the report compares nothing."""
+    base, *others = result.policies
+    if not others:
+        return [f"Only the baseline, {baseline_name(base.name)}, ran: this report compares nothing. Add a policy "
+                "(ebb backtest --policy FILE) to see what it changes."]
+    lines = []
+    for policy in others:
+        cost = _change(policy.summary.node_hours_cost, base.summary.node_hours_cost)
+        moved = _change(churn(policy.summary), churn(base.summary))
+        cheaper = policy.summary.node_hours_cost <= base.summary.node_hours_cost
+        calmer = churn(policy.summary) <= churn(base.summary)
+        word = ("better on both" if cheaper and calmer else "cheaper, with more churn" if cheaper
+                else "less churn, at a higher cost" if calmer else "worse on both")
+        lines.append(
+            f"{policy.name}: {word}: cost {cost} (${policy.summary.node_hours_cost:,.2f} against "
+            f"${base.summary.node_hours_cost:,.2f}), churn {moved} ({churn(policy.summary)} launches + disruptions "
+            f"against {churn(base.summary)}), evictions {policy.summary.evictions} against "
+            f"{base.summary.evictions}, against {baseline_name(base.name)}.")
+    return lines
+
+
+def _verdict_html(result: BacktestResult) -> str:
+    lines = verdict(result)
+    kind = "banner" if len(result.policies) == 1 else "verdict"
+    return f'<div class="{kind}">' + "".join(f"<p>{html.escape(line)}</p>" for line in lines) + "</div>"
 
 
 def render_report(result: dict[str, Any]) -> str:
@@ -155,9 +223,12 @@ def render_report(result: dict[str, Any]) -> str:
         f"<title>{title}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table.summary{border-collapse:collapse}"
         "table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-        "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}</style>"
+        "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}"
+        "div.verdict{border-left:6px solid #2a7;padding:.2em 1em;background:#eefaf2}"
+        "div.banner{border-left:6px solid #c80;padding:.2em 1em;background:#fff5e0}</style>"
         f"</head><body><h1>{title}</h1>"
         f"<p>start {html.escape(parsed.start.isoformat())}, {parsed.duration_seconds:g} s, seed {parsed.seed}</p>"
+        f"<h2>What it found</h2>{_verdict_html(parsed)}"
         f"<h2>Summary (★ = best, lower is better)</h2>{_summary_table(parsed)}"
         f"<h2>Over time</h2>{charts}<h2>Policies</h2>{sources}"
         + (f"<h2>Trace events not applied</h2>{skipped}" if skipped else "")

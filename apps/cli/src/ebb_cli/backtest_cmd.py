@@ -38,6 +38,7 @@ from ebb_cli.common import (
     load_traces,
     not_applied,
     parse_duration_option,
+    require_extra,
     snapshot_documents,
     source_and_start,
     trace_warnings,
@@ -250,6 +251,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
              "off: every pass computed, to check that)")] = True,
 ) -> None:
     """Run a workload trace under each policy and compare cost, churn and pending time."""
+    require_extra("embedded", "ebb backtest", "ebb_embedded")
     if min(jobs or default_jobs(), (1 + len(policy or [])) * seeds) > 1:
         _start_worker_server()
     from ebb.adapters.catalog import bundled_catalog

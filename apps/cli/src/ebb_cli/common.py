@@ -17,6 +17,9 @@ them use is here, or, for making and printing a plan (``ebb plan`` and ``ebb exp
   ``trace_warnings``, for ``ebb run --trace`` and ``ebb backtest``.
 - **Help**: ``FlagCommand`` and ``FlagGroup``, the classes of every command and group, show a boolean flag as a
   flag (``--until-stable``, ``--no-until-stable``) where typer would show it as taking a ``<bool>``.
+- **Extras**: ``require_extra`` stops a command whose use needs an extra of ``ebb-cli`` that is not installed
+  (``live``, ``embedded``, ``api``, ``db``; apps/cli/pyproject.toml) with a message that names it, before anything
+  runs.
 - **Output**: the ``-o`` formats (``Output``), the progress line interval without a terminal (``PROGRESS_EVERY``),
   and the line that names a trace's events the cluster could not apply (``not_applied``).
 
@@ -89,6 +92,21 @@ class Output(StrEnum):
     json = "json"
 
 
+# -- extras -----------------------------------------------------------------------------------------------------
+
+
+def require_extra(extra: str, use: str, *modules: str) -> None:
+    """Exit 2 with the install line when one of ``modules`` (top-level names) is missing: ``use`` needs
+    ``ebb-cli[extra]``. A module is looked up, not imported, so the check costs nothing when it passes."""
+    from importlib.util import find_spec
+
+    missing = [m for m in modules if find_spec(m) is None]
+    if missing:
+        typer.echo(f"error: {use} needs ebb-cli's {extra!r} extra ({', '.join(missing)} is not installed): "
+                   f"pip install 'ebb-cli[{extra}]'", err=True)
+        raise typer.Exit(2)
+
+
 # -- input ------------------------------------------------------------------------------------------------------
 
 
@@ -104,6 +122,7 @@ def wants_live(live: bool, kubeconfig: str, context: str, paths: list[str]) -> b
 
 def live_documents(kubeconfig: str, context: str) -> list[dict[str, Any]]:
     """The cluster's objects, as a kubectl dump would hold them (trimmed); what was read said on stderr."""
+    require_extra("live", "--live", "kubernetes_asyncio")
     import asyncio
 
     from rich.console import Console

@@ -13,10 +13,13 @@ from typing import Annotated
 
 import typer
 
-from ebb_cli.common import FlagCommand, FlagGroup
+from ebb_cli.common import FlagCommand, FlagGroup, require_extra
 
 db_app = typer.Typer(help="Manage ebb's database schema (Alembic migrations).", no_args_is_help=True,
                      cls=FlagGroup)
+
+#: what the migrations import: SQLAlchemy and Alembic, and the drivers of PostgreSQL and SQLite (the ``db`` extra)
+DB_MODULES = ("sqlalchemy", "alembic", "asyncpg", "aiosqlite")
 
 DatabaseUrl = Annotated[
     str,
@@ -61,6 +64,7 @@ def upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
     """Migrate the database to the newest schema (or to REVISION)."""
+    require_extra("db", "ebb db", *DB_MODULES)
     import asyncio
 
     from ebb.adapters.store.migrate import current_revision
@@ -74,6 +78,7 @@ def upgrade(
 @db_app.command(cls=FlagCommand)
 def current(database_url: DatabaseUrl) -> None:
     """Print the database's current schema revision and the newest one this ebb ships."""
+    require_extra("db", "ebb db", *DB_MODULES)
     import asyncio
 
     from ebb.adapters.store.migrate import current_revision, head_revision

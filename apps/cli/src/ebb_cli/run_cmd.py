@@ -34,6 +34,7 @@ from ebb_cli.common import (
     load_traces,
     not_applied,
     parse_duration_option,
+    require_extra,
     snapshot_documents,
     source_and_start,
     trace_warnings,
@@ -183,13 +184,12 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
              "off: every pass computed, to check that)")] = True,
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
-    try:
-        from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
-    except ImportError as exc:  # pragma: no cover - the workspace always installs it
-        typer.echo(f"error: the embedded mode needs the ebb-embedded package ({exc})", err=True)
-        raise typer.Exit(2) from exc
+    require_extra("embedded", "ebb run", "ebb_embedded")
+    if api_port is not None:
+        require_extra("api", "ebb run --api-port", "ebb_decisions_api")
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError
+    from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
 
     if api_port is not None:
         problem = _port_problem(api_port)

@@ -22,7 +22,7 @@ from typing import Literal
 
 import structlog
 
-from ebb.adapters.bus import Bus, KafkaBus
+from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.engine_options import read_engine_options
@@ -82,6 +82,8 @@ async def run(
         readiness = serve_health(stack, settings, metrics.registry)
         readiness.condition("snapshot", "reading ebb.cluster.objects")
         if bus is None:
+            from ebb.adapters.bus import KafkaBus  # aiokafka: the distributed mode only
+
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-consolidation-planner")
             readiness.probe("kafka", kafka.ping)

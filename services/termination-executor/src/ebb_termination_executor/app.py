@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from ebb.adapters.bus import Bus, KafkaBus, RetryPolicy
+from ebb.adapters.bus import Bus, RetryPolicy
 from ebb.adapters.catalog import bundled_catalog
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.engine_options import read_provider
@@ -136,6 +136,8 @@ async def run(
             # resumes where it stopped, and what fails it for long is an apiserver or database outage, which giving
             # up (HandlerFailed: the process exits and is restarted) would only turn into a crash loop; a command
             # that can never run is a PoisonMessage (dead-lettered) at once
+            from ebb.adapters.bus import KafkaBus  # aiokafka: the distributed mode only
+
             kafka = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-termination-executor", retry=RetryPolicy(max_attempts=None))
             readiness.probe("kafka", kafka.ping)

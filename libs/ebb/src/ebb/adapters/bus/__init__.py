@@ -1,8 +1,11 @@
 """The message bus: one interface, ``Bus`` (publish, consume from the committed or given offsets, end offsets,
 compacted reads); ``KafkaBus`` in the distributed mode, ``InMemoryBus`` in the embedded mode, with the same
-delivery semantics (``base``), checked by one shared test suite (tests/kit/bus_conformance.py)."""
+delivery semantics (``base``), checked by one shared test suite (tests/kit/bus_conformance.py).
 
-from typing import TYPE_CHECKING
+``KafkaBus`` is imported when first named (``__getattr__``): aiokafka is in the ``kafka`` extra of the ``ebb-core``
+distribution, and the embedded mode, which runs on the in-memory bus, is installed without it."""
+
+from typing import TYPE_CHECKING, Any
 
 from ebb.adapters.bus.base import (
     Bus,
@@ -15,7 +18,6 @@ from ebb.adapters.bus.base import (
     RawRecord,
     RetryPolicy,
 )
-from ebb.adapters.bus.kafka import KafkaBus
 from ebb.adapters.bus.memory import BusError, InMemoryBus
 
 __all__ = [
@@ -34,5 +36,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # both implementations satisfy the protocol (checked by mypy)
+    from ebb.adapters.bus.kafka import KafkaBus
+
     _memory: Bus = InMemoryBus()
     _kafka: Bus = KafkaBus("localhost:9092")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KafkaBus":
+        from ebb.adapters.bus.kafka import KafkaBus
+
+        return KafkaBus
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

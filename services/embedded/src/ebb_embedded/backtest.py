@@ -130,6 +130,9 @@ class BacktestOptions:
     spot_to_spot: bool = False
     #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
     reuse_passes: bool = True
+    #: simulated seconds from a launch to Ready, (least, most): drawn per node between the two (a cloud's 30-90 s
+    #: spread); (60, 60) every node the same
+    boot_seconds: tuple[float, float] = (60.0, 60.0)
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -184,12 +187,12 @@ async def _sample(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, e
 def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration: float) -> dict[str, Any]:
     m = cluster.measures
     node_seconds = cost = churn = 0.0
-    for life in m.nodes.values():
+    for name, life in m.nodes.items():
         lived = ((life.end or finished) - life.start).total_seconds()
         node_seconds += lived
         cost += life.price * lived / 3600
         if life.launched:
-            churn += life.price * min(lived, cluster.boot_seconds) / 3600
+            churn += life.price * min(lived, cluster.boot_time(name)) / 3600
     pending = [*m.pending_seconds, *((finished - since).total_seconds() for since in m.pending_since.values())]
     disruptions: dict[str, int] = {}
     for (state, method), n in sorted(end.decisions.items()):
@@ -214,10 +217,11 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
 
 
 def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluster] | None = None,
-                   series: list[dict[str, Any]] | None = None, sample_every: float = 300.0) -> MoreTasks:
+                   series: list[dict[str, Any]] | None = None, sample_every: float = 300.0,
+                   boot_seconds: tuple[float, float] | None = None) -> MoreTasks:
     """The tasks that run next to the services on a ``WorkloadCluster`` (``run_embedded``'s ``more_tasks``):
     the trace (events it could not apply go to ``errors``), the provisioner and, given ``series``, the
-    sampler; ``made`` receives the cluster."""
+    sampler; ``made`` receives the cluster; ``boot_seconds`` (least, most) sets its nodes' boot times."""
     from ebb_embedded.provisioner import run_provisioner
     from ebb_embedded.workload import WorkloadCluster
 
@@ -227,6 +231,8 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
             raise TypeError("a trace runs on a WorkloadCluster (run_embedded's cluster_factory)")
         if made is not None:
             made.append(cluster)
+        if boot_seconds is not None:
+            cluster.boot_seconds, cluster.boot_seconds_max = boot_seconds
         cluster.start_measuring(prices)
         tasks = [("trace", _drive(cluster, clock, stop, trace, errors)),
                  ("provisioner", run_provisioner(cluster, clock, stop, seed=seed))]
@@ -252,7 +258,8 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     series: list[dict[str, Any]] = []
     errors: list[str] = []
     made: list[WorkloadCluster] = []
-    more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
+    more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every,
+                                boot_seconds=options.boot_seconds)
 
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),

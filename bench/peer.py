@@ -1240,9 +1240,9 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
             if start_disruption is not None:
                 await start_disruption(api)
             else:
-                await custom.patch_cluster_custom_object(
+                await custom.patch_cluster_custom_object(  # a JSON patch: the client sends a list as one
                     "karpenter.sh", "v1", "nodepools", NODEPOOL,
-                    {"spec": {"disruption": {"budgets": [{"nodes": side.budget_nodes}]}}})
+                    [{"op": "replace", "path": "/spec/disruption/budgets", "value": [{"nodes": side.budget_nodes}]}])
             _log(f"{side.key} t={recorder.now():6.1f}s: scaled up ({peak_pods} pods running), NodeClaims "
                  f"{alive_at(timeline.nodeclaims.values(), recorder.now())}; disruption on, the trace goes on")
             trace = trace.shifted(up_end)

@@ -536,7 +536,8 @@ def test_the_default_sides_are_karpenters_defaults_and_balanced_and_ebbs_default
     assert all(s.budget_nodes == "0" for s in sides if s.ebb)  # Karpenter's own disruption off next to ebb
 
 
-KWOK_TYPES: list[dict[str, Any]] = [{"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
+KWOK_TYPES: list[dict[str, Any]] = [
+    {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
                "resources": {"cpu": str(cpu), "memory": f"{cpu * gib}Gi", "pods": "110"},
                "offerings": [{"Price": cpu * gib * 0.01 * share, "Available": True, "Requirements": [
                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},

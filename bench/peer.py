@@ -938,7 +938,22 @@ def size_from_env() -> TraceSize:
 
 
 def cloud_from_env() -> Cloud:
-    return SMOKE_CLOUD if is_smoke() else CLOUD
+    """``CLOUD`` (a smoke: ``SMOKE_CLOUD``), its start-up time replaced by EBB_BENCH_PEER_NODE_READY (``MIN-MAX``
+    seconds; ``0-0``: at once, as KWOK alone)."""
+    from dataclasses import replace
+
+    cloud = SMOKE_CLOUD if is_smoke() else CLOUD
+    raw = os.environ.get("EBB_BENCH_PEER_NODE_READY", "")
+    if not raw:
+        return cloud
+    low, _, high = raw.partition("-")
+    try:
+        bounds = (int(low), int(high or low))
+    except ValueError as exc:
+        raise SystemExit(f"EBB_BENCH_PEER_NODE_READY={raw!r}: want MIN-MAX seconds, e.g. 30-90") from exc
+    if bounds[0] < 0 or bounds[1] < bounds[0]:
+        raise SystemExit(f"EBB_BENCH_PEER_NODE_READY={raw!r}: want 0 <= MIN <= MAX")
+    return replace(cloud, node_ready=bounds)
 
 
 #: the seeds of a real run (each side runs once per seed), unless EBB_BENCH_PEER_SEEDS says otherwise

@@ -452,8 +452,19 @@ def test_seeds_and_how_many_at_once_come_from_the_environment(monkeypatch: pytes
         with pytest.raises(SystemExit, match="EBB_BENCH_PEER_SEEDS"):
             peer.seeds_from_env()
     monkeypatch.delenv("EBB_BENCH_PEER_SEEDS")
+    monkeypatch.delenv("EBB_BENCH_PEER_NODE_READY", raising=False)
+    assert peer.cloud_from_env() is peer.CLOUD
     monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
     assert peer.seeds_from_env() == [peer.SEED] and peer.cloud_from_env() is peer.SMOKE_CLOUD
+    monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", "30-90")
+    assert peer.cloud_from_env().node_ready == (30, 90)
+    assert peer.cloud_from_env().capacity_types == peer.SMOKE_CLOUD.capacity_types
+    monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", "0")
+    assert peer.cloud_from_env().env()["EBB_KWOK_NODE_READY_SECONDS"] == ""  # at once: KWOK's own stages
+    for bad in ("fast", "9-3"):
+        monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", bad)
+        with pytest.raises(SystemExit, match="EBB_BENCH_PEER_NODE_READY"):
+            peer.cloud_from_env()
 
 
 def test_spread_is_the_mean_the_least_and_the_most() -> None:

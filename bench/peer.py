@@ -1,13 +1,23 @@
 """Side by side with the real Karpenter (``python -m bench peer``): one seeded workload trace on the local
-control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provider launching the nodes, run
-once per side on a fresh control plane:
+control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provider launching the nodes, every side
+once per seed, each run on a fresh control plane:
 
-- ``karpenter-0s`` and ``karpenter-30s``: Karpenter alone, its own consolidation (``WhenEmptyOrUnderutilized``,
-  ``consolidateAfter`` 0s, then 30s);
-- ``ebb``: Karpenter with its voluntary disruption off (the NodePool's budgets ``nodes: "0"``; it still
-  provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's services as processes
-  on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the termination-executor with
-  its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and its NodeClaim deleted).
+- ``karpenter-default`` and ``karpenter-balanced``: Karpenter alone, its own consolidation at its defaults
+  (``WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0s, budget 10%), then with ``consolidationPolicy: Balanced``;
+- ``ebb-default`` and ``ebb-recommended``: Karpenter with its voluntary disruption off (the NodePool's budgets
+  ``nodes: "0"``; it still provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's
+  services as processes on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the
+  termination-executor with its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and
+  its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends.
+
+The cloud (``Cloud``): nodes Ready 30-90 s after they appear (KWOK's node Stage delayed by deploy/local/
+kubernetes.sh), spot and on-demand offerings, spot-to-spot consolidation on (Karpenter's feature gate, ebb's
+planner's setting). Every run of a seed starts its disruption phase from the same cluster: the NodeClaims of
+``starting_cluster`` created and Ready before the services scale up, nobody's voluntary disruption on until every
+pod runs; then the side's disruption starts (``run_trace``).
+
+The runs go in rounds, one per seed (``schedule``), the runs of a round at once on separate control planes
+(``run_sides`` says why), and the report (``render``) gives every headline figure as mean [min-max] over the seeds.
 
 The trace (``make_trace``, the same seed on every side): Deployments of mixed requests, some with hostname
 anti-affinity, some spread over zones, two PodDisruptionBudgets; scaled up to the peak, then down in steps;
@@ -21,10 +31,10 @@ What is measured, and how (the pure half, ``Timeline`` and the functions under i
 tests/benchmarks/test_bench_peer.py):
 
 - every NodeClaim's life from its watch events: launched (first seen), deleting (deletionTimestamp), gone,
-  priced at its instance type's on-demand price in Karpenter's own instance types (the same file ebb's
-  catalog is converted from). Cost = Σ price * time alive (node-hours), the cost rate at a moment = Σ prices
-  of the NodeClaims alive then;
-- churn: NodeClaims launched and deleted (counted when their deletion starts);
+  priced at its instance type's price for its capacity type and zone in Karpenter's own instance types (the
+  same file ebb's catalog is converted from); when its Ready condition came (the cloud's start-up time).
+  Cost = Σ price * time alive (node-hours), the cost rate at a moment = Σ prices of the NodeClaims alive then;
+- churn: NodeClaims launched (the starting cluster's apart) and deleted (counted when their deletion starts);
 - pods: pending (no node) from first seen to bound or deleted; evicted when the API server marks them
   ``DisruptionTarget`` / ``EvictionByEvictionAPI`` (the Eviction API, which both Karpenter and ebb use), so one
   measure serves both sides. "Evicted more than once": an evicted pod's replacement (the next pod its
@@ -33,10 +43,12 @@ tests/benchmarks/test_bench_peer.py):
   time to settle after a step is from the step to the last such activity before that quiet stretch;
 - Karpenter's own counters from its /metrics (``karpenter_voluntary_disruption_decisions_total``,
   ``karpenter_nodeclaims_created_total``, ...), scraped at every phase boundary, and on the ebb side ebb's
-  (``ebb_voluntary_disruption_decisions_total``, ``ebb_pods_eviction_requests_total``, ...).
+  (``ebb_voluntary_disruption_decisions_total``, ``ebb_pods_eviction_requests_total``, ...);
+- running cost (``RunningCost``): CPU-seconds and RSS of Karpenter's process, and on ebb's sides of ebb's
+  services, Kafka and PostgreSQL (process trees, from /proc), sampled every 10 s while the trace plays.
 
-Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
-a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
+Servers: each run gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
+a fresh etcd, so nothing of the previous run remains) and Karpenter (deploy/local/karpenter.sh); an ebb run
 uses Kafka and PostgreSQL as ``bench.load`` finds or starts them.
 
 ``python -m bench peer --smoke`` (or ``EBB_BENCH_PEER=smoke``, which the flag sets for the sides' processes) runs
@@ -44,8 +56,10 @@ a tiny, short trace on one Karpenter side and one ebb side at once, each on its 
 ``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
 tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
 
-Environment: ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
-every side's result there as JSON (what the smoke's test reads).
+Environment: ``EBB_BENCH_PEER_SIDES=karpenter-default,ebb-default`` chooses the sides, ``EBB_BENCH_PEER_SEEDS=1,2,3``
+the seeds, ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time, ``EBB_BENCH_PEER_NODE_READY=30-90`` the
+nodes' start-up time; ``EBB_BENCH_PEER_RESULTS=FILE`` writes every run's result there as JSON (what the smoke's
+test reads).
 """
 
 from __future__ import annotations
@@ -670,7 +684,7 @@ def nodeclaim_figures(timeline: Timeline, starting: Iterable[str] = ()) -> Doc:
         group[kind] = group.get(kind, 0) + 1
     return {"ready_seconds": {"min": waits[0] if waits else None, "median": waits[len(waits) // 2] if waits else None,
                               "max": waits[-1] if waits else None, "count": len(waits)},
-            "capacity_types": by_capacity}
+            "launched_by_capacity_type": by_capacity}
 
 
 def evictions_in(timeline: Timeline, start: float, end: float) -> int:
@@ -1896,7 +1910,7 @@ def conditions(results: Sequence[Mapping[str, Any]]) -> list[str]:
             f"median {sorted(w['median'] for w in waits)[len(waits) // 2]:.0f} s" if waits else "none seen Ready")
     launched: dict[str, int] = {}
     for r in results:
-        for kind, n in r["cloud"]["capacity_types"]["after"].items():
+        for kind, n in r["cloud"]["launched_by_capacity_type"]["after"].items():
             launched[kind] = launched.get(kind, 0) + n
     starts = sorted({(r["start"]["nodeclaims"], round(r["start"]["cost_rate"], 2), r.get("seed", SEED))
                      for r in results if "start" in r}, key=lambda v: v[2])
@@ -1959,7 +1973,8 @@ def render_seed(results: Sequence[Mapping[str, Any]]) -> list[str]:
         lambda r: "-" if not r.get("cloud") or not r["cloud"]["ready_seconds"]["count"] else
         "{min:.0f} / {median:.0f} / {max:.0f}".format(**r["cloud"]["ready_seconds"]))
     row("NodeClaims launched after the starting cluster, by capacity type",
-        lambda r: ", ".join(f"{k} {n}" for k, n in sorted(r["cloud"]["capacity_types"]["after"].items())) or "none"
+        lambda r: ", ".join(f"{k} {n}" for k, n in sorted(r["cloud"]["launched_by_capacity_type"]["after"].items()))
+        or "none"
         if r.get("cloud") else "-")
     row("pod evictions (Eviction API): whole trace (scale-down steps, bursty part)",
         lambda r: f"{r['evictions']} ({sum(p['evictions'] for p in r['phases'] if p['kind'] == 'down')}, "

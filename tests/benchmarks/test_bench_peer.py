@@ -418,6 +418,8 @@ def test_render_has_a_column_per_side_the_goal_per_karpenter_side_and_each_seed_
     assert churn.endswith("| 12 [8-16] | 6 [4-8] | 3 [2-4] |")
     assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met on |") == 2
     assert sum(1 for line in lines if line.startswith("#### Seed ")) == 2
+    cloud = next(line for line in lines if line.startswith("Cloud: "))
+    assert "Ready 5-15 s after they appear" in cloud and "offers spot and on-demand" in cloud
     assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met |") == 4  # per seed, per Karpenter side
     assert any("smoke run" in line for line in lines)
 
@@ -599,7 +601,7 @@ def test_the_timeline_keeps_each_nodeclaims_capacity_type_and_when_it_became_rea
     assert (life.capacity_type, life.price, life.ready) == ("spot", 0.14, 55.0)
     figures = peer.nodeclaim_figures(timeline, ["start-0"])
     assert figures["ready_seconds"] == {"min": 45.0, "median": 45.0, "max": 45.0, "count": 1}
-    assert figures["capacity_types"] == {"start": {"on-demand": 1}, "after": {"spot": 1}}
+    assert figures["launched_by_capacity_type"] == {"start": {"on-demand": 1}, "after": {"spot": 1}}
 
 
 # -- running cost: /proc ---------------------------------------------------------------------------------------------

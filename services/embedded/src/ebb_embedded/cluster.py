@@ -446,7 +446,8 @@ class SimulatedCluster:
         if is_ready(node):
             return True
         launched_at = self.launched.get(name, (self.clock(), 0.0))[0]
-        if (self.clock() - launched_at).total_seconds() < self.boot_time(name):
+        # a microsecond's tolerance: the clock's datetimes have no finer resolution than that
+        if (self.clock() - launched_at).total_seconds() < self.boot_time(name) - 1e-6:
             return False
         booted = _copied(node)
         now = _rfc3339(self.clock())
@@ -467,7 +468,7 @@ class SimulatedCluster:
         if self.boot_seconds_max is None or self.boot_seconds_max <= self.boot_seconds:
             return self.boot_seconds
         draw = random.Random(f"{self._seed}/{name}").random()
-        return self.boot_seconds + draw * (self.boot_seconds_max - self.boot_seconds)
+        return round(self.boot_seconds + draw * (self.boot_seconds_max - self.boot_seconds), 3)  # whole milliseconds
 
     async def _start_daemonsets(self, node: Mapping[str, Any]) -> None:
         """The DaemonSet controller: one pod of every DaemonSet whose nodeSelector the node matches."""

@@ -1355,8 +1355,9 @@ def case_peer(run: str) -> Doc:
 
 @contextlib.contextmanager
 def exclusive(path: str) -> Iterator[None]:
-    """Hold an flock on ``path`` (none when empty): EBB_BENCH_LOCK=/tmp/ebb-integration.lock keeps each side from
-    running while the integration tests do (they would share the two cores), without holding it between sides."""
+    """Hold a shared flock on ``path`` (none when empty): EBB_BENCH_LOCK=/tmp/ebb-integration.lock keeps each run
+    from running while the integration tests do (they hold it exclusively, ``flock FILE pytest ...``; they would
+    share the two cores), without holding it between runs; a round's runs hold it together."""
     if not path:
         yield
         return
@@ -1364,7 +1365,7 @@ def exclusive(path: str) -> Iterator[None]:
 
     with open(path, "a") as lock:
         _log(f"waiting for {path}")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH)
         try:
             yield
         finally:

@@ -322,8 +322,8 @@ def service_objects(service: Service, replicas: int) -> list[Doc]:
     return objects
 
 
-def nodepool(consolidate_after: str, budget_nodes: str, capacity_types: Sequence[str] = ("on-demand",),
-             consolidation_policy: str = "WhenEmptyOrUnderutilized") -> Doc:
+def nodepool(consolidate_after: str, budget_nodes: str, consolidation_policy: str = "WhenEmptyOrUnderutilized",
+             capacity_types: Sequence[str] = ("on-demand",)) -> Doc:
     """The one NodePool: amd64, linux, ``capacity_types`` (the cloud's: ``Cloud.capacity_types``), sizes ``SIZES``
     of every family, ``consolidation_policy``, ``consolidateAfter`` and budgets ``budget_nodes``."""
     return {
@@ -899,10 +899,10 @@ class Side:
     stabilization_window: str | None = None
     #: the ebb side's DisruptionPolicy minimumPriceImprovementPercent: a replacement must be that much cheaper
     minimum_price_improvement_percent: int | None = None
+    #: the disruption budget (``nodes``) of Karpenter's NodePool, or of the ebb side's DisruptionPolicy
+    budget: str = "100%"
     #: consolidationPolicy (Karpenter's NodePool, or the ebb side's DisruptionPolicy)
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
-    #: the disruption budget (``nodes``) of Karpenter's NodePool, or of the ebb side's DisruptionPolicy
-    budget: str = "10%"
     #: the ebb side's DisruptionPolicy demandWindow
     demand_window: str | None = None
 
@@ -914,25 +914,23 @@ class Side:
 
 SIDES: dict[str, Side] = {s.key: s for s in (
     Side("karpenter-default", "Karpenter at its defaults (WhenEmptyOrUnderutilized, consolidateAfter 0s, budget 10%)",
-         "0s", ebb=False),
+         "0s", ebb=False, budget="10%"),
     Side("karpenter-balanced", "Karpenter, consolidationPolicy Balanced (consolidateAfter 0s, budget 10%)", "0s",
-         ebb=False, consolidation_policy="Balanced"),
+         ebb=False, budget="10%", consolidation_policy="Balanced"),
     Side("ebb-default", "Karpenter (disruption off) + ebb at its defaults (WhenEmptyOrUnderutilized, "
-         "consolidateAfter 0s, budget 10%)", "0s", ebb=True),
+         "consolidateAfter 0s, budget 10%)", "0s", ebb=True, budget="10%"),
     # docs/karpenter.md's DisruptionPolicy (docs/policies.md's), without its weekday-hours and expiry budgets
     Side("ebb-recommended", "Karpenter (disruption off) + ebb, the recommended policy (consolidateAfter 5m, "
          "stabilizationWindow 10m, minimumPriceImprovementPercent 30, demandWindow 35m, budget 20%)", "5m",
          ebb=True, stabilization_window="10m", minimum_price_improvement_percent=30, demand_window="35m",
          budget="20%"),
-    Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s, budget 100%", "0s", ebb=False, budget="100%"),
-    Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s, budget 100%", "30s", ebb=False, budget="100%"),
+    Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s, budget 100%", "0s", ebb=False),
+    Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s, budget 100%", "30s", ebb=False),
     Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, budget 100%", "0s", ebb=True,
-         stabilization_window="2m", budget="100%"),
-    Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow, budget 100%", "0s", ebb=True,
-         budget="100%"),
+         stabilization_window="2m"),
+    Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow, budget 100%", "0s", ebb=True),
     Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10, "
-         "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10,
-         budget="100%"),
+         "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
 )}
 #: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise: Karpenter at its defaults and
 #: Balanced, ebb at its defaults and with the recommended policy
@@ -1220,8 +1218,8 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
     await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         custom: Any = client.CustomObjectsApi(api)
-        await create_object(api, nodepool(side.consolidate_after, "0", cloud.capacity_types,
-                                          side.consolidation_policy))
+        await create_object(api, nodepool(side.consolidate_after, "0", side.consolidation_policy,
+                                          cloud.capacity_types))
         pool = await custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", NODEPOOL)
         start = starting_cluster(trace, types, pool)
         driver = Driver(api, trace)

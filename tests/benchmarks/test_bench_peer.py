@@ -526,8 +526,8 @@ def test_the_cloud_sets_the_control_planes_start_up_time_and_karpenters_feature_
 
 def test_the_nodepool_offers_the_clouds_capacity_types_with_the_sides_policy() -> None:
     side = peer.SIDES["karpenter-balanced"]
-    pool = peer.nodepool(side.consolidate_after, side.budget_nodes, peer.CLOUD.capacity_types,
-                         side.consolidation_policy)
+    pool = peer.nodepool(side.consolidate_after, side.budget_nodes, side.consolidation_policy,
+                         peer.CLOUD.capacity_types)
     reqs = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
     assert reqs["karpenter.sh/capacity-type"] == ["spot", "on-demand"]
     assert pool["spec"]["disruption"] == {"consolidationPolicy": "Balanced", "consolidateAfter": "0s",
@@ -561,7 +561,7 @@ KWOK_TYPES: list[dict[str, Any]] = [
 
 def test_the_starting_cluster_holds_the_peak_the_same_on_every_call_spot_first() -> None:
     trace = peer.make_trace(1, peer.SMOKE)
-    pool = peer.nodepool("0s", "0", peer.CLOUD.capacity_types)
+    pool = peer.nodepool("0s", "0", capacity_types=peer.CLOUD.capacity_types)
     nodes = peer.starting_cluster(trace, KWOK_TYPES, pool)
     assert nodes == peer.starting_cluster(trace, KWOK_TYPES, pool)
     assert nodes and len({n.name for n in nodes}) == len(nodes)
@@ -572,13 +572,13 @@ def test_the_starting_cluster_holds_the_peak_the_same_on_every_call_spot_first()
     assert sum(cpu[n.instance_type] for n in nodes) >= peak_cpu
     hostname_peak = max(s.peak for s in trace.services if s.spread == "hostname")
     assert len(nodes) >= hostname_peak  # one replica per node
-    on_demand = peer.nodepool("0s", "0", ("on-demand",))
+    on_demand = peer.nodepool("0s", "0", capacity_types=("on-demand",))
     assert {n.capacity_type for n in peer.starting_cluster(trace, KWOK_TYPES, on_demand)} == {"on-demand"}
 
 
 def test_a_starting_nodeclaim_pins_its_type_capacity_and_zone_and_requests_the_types_allocatable() -> None:
     node = peer.StartNode("start-000", "c-4x-amd64-linux", "spot", "test-zone-b")
-    pool = peer.nodepool("0s", "0", peer.CLOUD.capacity_types)
+    pool = peer.nodepool("0s", "0", capacity_types=peer.CLOUD.capacity_types)
     claim = peer.start_nodeclaim(node, pool, KWOK_TYPES)
     reqs = {r["key"]: r["values"] for r in claim["spec"]["requirements"]}
     assert reqs["node.kubernetes.io/instance-type"] == ["c-4x-amd64-linux"]

@@ -595,7 +595,7 @@ def test_the_nodes_boot_time_is_the_clouds_a_fixed_time_or_a_spread() -> None:
     waits = {}
     for boot in ((30.0, 30.0), (90.0, 90.0), (30.0, 90.0)):
         options = BacktestOptions(start=NOW, duration=timedelta(minutes=12), seed=1, sample_every=60,
-                                  boot_seconds=boot)
+                                  boot_seconds=boot[0], boot_seconds_max=boot[1])
         (run,) = run_backtest(cluster(), trace, [karpenter_default()], options)["policies"]
         assert run["summary"]["launches_by"].get("provisioner", 0) >= 1
         waits[boot] = run["summary"]["pending_seconds_p95"]

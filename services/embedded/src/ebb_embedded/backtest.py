@@ -130,9 +130,10 @@ class BacktestOptions:
     spot_to_spot: bool = False
     #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
     reuse_passes: bool = True
-    #: simulated seconds from a launch to Ready, (least, most): drawn per node between the two (a cloud's 30-90 s
-    #: spread); (60, 60) every node the same
-    boot_seconds: tuple[float, float] = (60.0, 60.0)
+    #: seconds from a launch to the node being Ready (``SimulatedCluster.boot_seconds``): a cloud's start-up time
+    boot_seconds: float = 60.0
+    #: with it, a time drawn per node between ``boot_seconds`` and this (a cloud's spread, e.g. 30-90 s)
+    boot_seconds_max: float | None = None
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -217,11 +218,10 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
 
 
 def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluster] | None = None,
-                   series: list[dict[str, Any]] | None = None, sample_every: float = 300.0,
-                   boot_seconds: tuple[float, float] | None = None) -> MoreTasks:
+                   series: list[dict[str, Any]] | None = None, sample_every: float = 300.0) -> MoreTasks:
     """The tasks that run next to the services on a ``WorkloadCluster`` (``run_embedded``'s ``more_tasks``):
     the trace (events it could not apply go to ``errors``), the provisioner and, given ``series``, the
-    sampler; ``made`` receives the cluster; ``boot_seconds`` (least, most) sets its nodes' boot times."""
+    sampler; ``made`` receives the cluster."""
     from ebb_embedded.provisioner import run_provisioner
     from ebb_embedded.workload import WorkloadCluster
 
@@ -231,8 +231,6 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
             raise TypeError("a trace runs on a WorkloadCluster (run_embedded's cluster_factory)")
         if made is not None:
             made.append(cluster)
-        if boot_seconds is not None:
-            cluster.boot_seconds, cluster.boot_seconds_max = boot_seconds
         cluster.start_measuring(prices)
         tasks = [("trace", _drive(cluster, clock, stop, trace, errors)),
                  ("provisioner", run_provisioner(cluster, clock, stop, seed=seed))]
@@ -258,12 +256,15 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     series: list[dict[str, Any]] = []
     errors: list[str] = []
     made: list[WorkloadCluster] = []
-    more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every,
-                                boot_seconds=options.boot_seconds)
+    more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
+
+    def cluster_factory(*args: Any, **kwargs: Any) -> WorkloadCluster:
+        return WorkloadCluster(*args, boot_seconds=options.boot_seconds, boot_seconds_max=options.boot_seconds_max,
+                               **kwargs)
 
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),
-                                          report=report, cluster_factory=WorkloadCluster, more_tasks=more_tasks))
+                                          report=report, cluster_factory=cluster_factory, more_tasks=more_tasks))
     cluster = made[0]
     result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
     return {"name": policy.name, "source": policy.source, "summary": result, "series": series,

@@ -1,13 +1,23 @@
 """Side by side with the real Karpenter (``python -m bench peer``): one seeded workload trace on the local
-control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provider launching the nodes, run
-once per side on a fresh control plane:
+control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provider launching the nodes, every side
+once per seed, each run on a fresh control plane:
 
-- ``karpenter-0s`` and ``karpenter-30s``: Karpenter alone, its own consolidation (``WhenEmptyOrUnderutilized``,
-  ``consolidateAfter`` 0s, then 30s);
-- ``ebb``: Karpenter with its voluntary disruption off (the NodePool's budgets ``nodes: "0"``; it still
-  provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's services as processes
-  on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the termination-executor with
-  its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and its NodeClaim deleted).
+- ``karpenter-default`` and ``karpenter-balanced``: Karpenter alone, its own consolidation at its defaults
+  (``WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0s, budget 10%), then with ``consolidationPolicy: Balanced``;
+- ``ebb-default`` and ``ebb-recommended``: Karpenter with its voluntary disruption off (the NodePool's budgets
+  ``nodes: "0"``; it still provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's
+  services as processes on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the
+  termination-executor with its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and
+  its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends.
+
+The cloud (``Cloud``): nodes Ready 30-90 s after they appear (KWOK's node Stage delayed by deploy/local/
+kubernetes.sh), spot and on-demand offerings, spot-to-spot consolidation on (Karpenter's feature gate, ebb's
+planner's setting). Every run of a seed starts its disruption phase from the same cluster: the NodeClaims of
+``starting_cluster`` created and Ready before the services scale up, nobody's voluntary disruption on until every
+pod runs; then the side's disruption starts (``run_trace``).
+
+The runs go in rounds, one per seed (``schedule``), the runs of a round at once on separate control planes
+(``run_sides`` says why), and the report (``render``) gives every headline figure as mean [min-max] over the seeds.
 
 The trace (``make_trace``, the same seed on every side): Deployments of mixed requests, some with hostname
 anti-affinity, some spread over zones, two PodDisruptionBudgets; scaled up to the peak, then down in steps;
@@ -21,10 +31,10 @@ What is measured, and how (the pure half, ``Timeline`` and the functions under i
 tests/benchmarks/test_bench_peer.py):
 
 - every NodeClaim's life from its watch events: launched (first seen), deleting (deletionTimestamp), gone,
-  priced at its instance type's on-demand price in Karpenter's own instance types (the same file ebb's
-  catalog is converted from). Cost = Σ price * time alive (node-hours), the cost rate at a moment = Σ prices
-  of the NodeClaims alive then;
-- churn: NodeClaims launched and deleted (counted when their deletion starts);
+  priced at its instance type's price for its capacity type and zone in Karpenter's own instance types (the
+  same file ebb's catalog is converted from); when its Ready condition came (the cloud's start-up time).
+  Cost = Σ price * time alive (node-hours), the cost rate at a moment = Σ prices of the NodeClaims alive then;
+- churn: NodeClaims launched (the starting cluster's apart) and deleted (counted when their deletion starts);
 - pods: pending (no node) from first seen to bound or deleted; evicted when the API server marks them
   ``DisruptionTarget`` / ``EvictionByEvictionAPI`` (the Eviction API, which both Karpenter and ebb use), so one
   measure serves both sides. "Evicted more than once": an evicted pod's replacement (the next pod its
@@ -33,10 +43,12 @@ tests/benchmarks/test_bench_peer.py):
   time to settle after a step is from the step to the last such activity before that quiet stretch;
 - Karpenter's own counters from its /metrics (``karpenter_voluntary_disruption_decisions_total``,
   ``karpenter_nodeclaims_created_total``, ...), scraped at every phase boundary, and on the ebb side ebb's
-  (``ebb_voluntary_disruption_decisions_total``, ``ebb_pods_eviction_requests_total``, ...).
+  (``ebb_voluntary_disruption_decisions_total``, ``ebb_pods_eviction_requests_total``, ...);
+- running cost (``RunningCost``): CPU-seconds and RSS of Karpenter's process, and on ebb's sides of ebb's
+  services, Kafka and PostgreSQL (process trees, from /proc), sampled every 10 s while the trace plays.
 
-Servers: each side gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
-a fresh etcd, so nothing of the previous side remains) and Karpenter (deploy/local/karpenter.sh); the ebb side
+Servers: each run gets its own control plane (deploy/local/kubernetes.sh in a private ``EBB_INFRA_DIR``:
+a fresh etcd, so nothing of the previous run remains) and Karpenter (deploy/local/karpenter.sh); an ebb run
 uses Kafka and PostgreSQL as ``bench.load`` finds or starts them.
 
 ``python -m bench peer --smoke`` (or ``EBB_BENCH_PEER=smoke``, which the flag sets for the sides' processes) runs
@@ -44,8 +56,10 @@ a tiny, short trace on one Karpenter side and one ebb side at once, each on its 
 ``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
 tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
 
-Environment: ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
-every side's result there as JSON (what the smoke's test reads).
+Environment: ``EBB_BENCH_PEER_SIDES=karpenter-default,ebb-default`` chooses the sides, ``EBB_BENCH_PEER_SEEDS=1,2,3``
+the seeds, ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time, ``EBB_BENCH_PEER_NODE_READY=30-90`` the
+nodes' start-up time; ``EBB_BENCH_PEER_RESULTS=FILE`` writes every run's result there as JSON (what the smoke's
+test reads).
 """
 
 from __future__ import annotations
@@ -308,8 +322,10 @@ def service_objects(service: Service, replicas: int) -> list[Doc]:
     return objects
 
 
-def nodepool(consolidate_after: str, budget_nodes: str) -> Doc:
-    """The one NodePool: amd64, linux, on-demand, sizes ``SIZES`` of every family, budgets ``budget_nodes``."""
+def nodepool(consolidate_after: str, budget_nodes: str, consolidation_policy: str = "WhenEmptyOrUnderutilized",
+             capacity_types: Sequence[str] = ("on-demand",)) -> Doc:
+    """The one NodePool: amd64, linux, ``capacity_types`` (the cloud's: ``Cloud.capacity_types``), sizes ``SIZES``
+    of every family, ``consolidation_policy``, ``consolidateAfter`` and budgets ``budget_nodes``."""
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NODEPOOL},
         "spec": {
@@ -317,14 +333,14 @@ def nodepool(consolidate_after: str, budget_nodes: str) -> Doc:
                 "requirements": [
                     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                    {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                    {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
                     {"key": "karpenter.kwok.sh/instance-cpu", "operator": "In", "values": list(SIZES)},
                 ],
                 "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
                 "expireAfter": "Never",
             }},
             "limits": {"cpu": 100000},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": consolidate_after,
+            "disruption": {"consolidationPolicy": consolidation_policy, "consolidateAfter": consolidate_after,
                            "budgets": [{"nodes": budget_nodes}]},
         },
     }
@@ -354,6 +370,107 @@ def price_table(instance_types: Iterable[Mapping[str, Any]]) -> dict[tuple[str, 
     return table
 
 
+# -- the cloud: start-up time, capacity types (what the control plane and Karpenter are started with) ----------------
+
+
+@dataclass(frozen=True)
+class Cloud:
+    """What the local cloud is like. KWOK's nodes are Ready about a second after they appear, which makes churn
+    look free; a cloud's take 30-90 s (``node_ready``: KWOK's node Stage delayed, deploy/local/kubernetes.sh's
+    EBB_KWOK_NODE_READY_SECONDS). A cloud sells spot next to on-demand (Karpenter's KWOK instance types have both
+    at every zone, spot at 70% of the price; the NodePool allows ``capacity_types``), and spot nodes may replace
+    spot nodes (``spot_to_spot``: Karpenter's feature gate SpotToSpotConsolidation, ebb's planner's
+    SPOT_TO_SPOT)."""
+
+    #: seconds from a Node's appearance to Ready, drawn uniformly in [low, high] per node (0, 0: at once)
+    node_ready: tuple[int, int]
+    capacity_types: tuple[str, ...]
+    spot_to_spot: bool
+
+    def env(self) -> dict[str, str]:
+        """The control plane's and Karpenter's settings for this cloud (deploy/local/kubernetes.sh, karpenter.sh)."""
+        low, high = self.node_ready
+        out = {"EBB_KWOK_NODE_READY_SECONDS": f"{low}-{high}" if high > 0 else ""}
+        out["KARPENTER_FEATURE_GATES"] = f"SpotToSpotConsolidation={str(self.spot_to_spot).lower()}"
+        return out
+
+
+#: a real run's cloud: 30-90 s to Ready, spot and on-demand, spot-to-spot consolidation on
+CLOUD = Cloud(node_ready=(30, 90), capacity_types=("spot", "on-demand"), spot_to_spot=True)
+#: the smoke's: the same machinery with a short start-up (its trace is a few minutes long)
+SMOKE_CLOUD = Cloud(node_ready=(5, 15), capacity_types=("spot", "on-demand"), spot_to_spot=True)
+
+
+# -- the starting cluster: the same NodeClaims on every side before the disruption phase (pure) ---------------------
+
+
+@dataclass(frozen=True)
+class StartNode:
+    """A NodeClaim of the starting cluster, pinned to one instance type, capacity type and zone."""
+
+    name: str
+    instance_type: str
+    capacity_type: str
+    zone: str
+
+
+def peak_pods(trace: Trace) -> list[Doc]:
+    """The services' pods at their peak, as kubectl-shaped Pending pods of their Deployments' templates."""
+    pods: list[Doc] = []
+    for service in trace.services:
+        template = deployment(service.name, service.peak, service.cpu_m, service.mem_mib, "service",
+                              service.spread)["spec"]["template"]
+        for i in range(service.peak):
+            name = f"{service.name}-{i}"
+            pods.append({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": name, "namespace": NAMESPACE, "uid": name,
+                                      "labels": dict(template["metadata"]["labels"]),
+                                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                           "name": service.name, "uid": service.name,
+                                                           "controller": True}]},
+                         "spec": template["spec"], "status": {"phase": "Pending"}})
+    return pods
+
+
+def starting_cluster(trace: Trace, types: Sequence[Mapping[str, Any]], pool: Mapping[str, Any]) -> list[StartNode]:
+    """The NodeClaims every side starts from: what a provisioner that plans like Karpenter's launches for the
+    services' pods at their peak, all at once (ebb's simulation of Karpenter's provisioning,
+    ``ebb.core.provisioning.launches``, on Karpenter's own KWOK instance types and the side's NodePool ``pool``),
+    each pinned to its cheapest instance type; a node the simulation allows in several zones goes to them in turn.
+    Deterministic for a trace, so every side and every repeat of a seed starts from the same NodeClaims; no side's
+    provisioning luck is in its disruption phase's figures."""
+    from ebb.adapters.catalog import catalog_from_kwok_instance_types
+    from ebb.core.provisioning import launches
+    from ebb.core.snapshot import parse_documents
+
+    snapshot = parse_documents([catalog_from_kwok_instance_types(types), dict(pool), *peak_pods(trace)])
+    plan = launches(snapshot, list(snapshot.pods))
+    if plan.unschedulable:
+        some = sorted(plan.unschedulable.items())[:3]
+        raise ValueError(f"{len(plan.unschedulable)} of the peak's pods fit no node of the NodePool: {some}")
+    nodes: list[StartNode] = []
+    for n, new in enumerate(plan.launches):
+        zones = sorted(new.zones)
+        nodes.append(StartNode(f"start-{n:03d}", new.instance_types[0], new.capacity_type, zones[n % len(zones)]))
+    return nodes
+
+
+def start_nodeclaim(node: StartNode, pool: Mapping[str, Any], types: Sequence[Mapping[str, Any]]) -> Doc:
+    """The NodeClaim of a starting node as ebb's executor writes a replacement (Karpenter launches it): the
+    NodePool's template with the instance type, capacity type and zone pinned, and the type's allocatable as its
+    resource requests (Karpenter's KWOK provider gives the Node the NodeClaim's requests as capacity)."""
+    from ebb.adapters.catalog import catalog_from_kwok_instance_types
+    from ebb.core.launch import allocatable_of, nodeclaim_object
+    from ebb.core.snapshot import parse_documents
+
+    snapshot = parse_documents([catalog_from_kwok_instance_types(
+        [t for t in types if t.get("name") == node.instance_type])])
+    instance_type = next(it for it in snapshot.instance_types if it.name == node.instance_type)
+    return nodeclaim_object(node.name, nodepool=pool, instance_types=[node.instance_type],
+                            capacity_type=node.capacity_type, zones=[node.zone], decision_id="bench-peer-start",
+                            requests=allocatable_of(instance_type))
+
+
 # -- the timeline: what happened when (pure; fed by the watch) ------------------------------------------------------
 
 
@@ -363,6 +480,9 @@ class NodeClaimLife:
     launched: float
     price: float = 0.0
     instance_type: str = ""
+    capacity_type: str = ""
+    #: when its Ready condition was first seen True (the cloud's start-up time after ``launched``)
+    ready: float | None = None
     deleting: float | None = None
     gone: float | None = None
 
@@ -429,8 +549,11 @@ class Timeline:
         it = labels.get(LABEL_INSTANCE_TYPE)
         if it and not life.price:
             life.instance_type = str(it)
-            life.price = self.prices.get(
-                (str(it), str(labels.get(LABEL_CAPACITY_TYPE, "on-demand")), str(labels.get(LABEL_ZONE, ""))), 0.0)
+            life.capacity_type = str(labels.get(LABEL_CAPACITY_TYPE, "on-demand"))
+            life.price = self.prices.get((str(it), life.capacity_type, str(labels.get(LABEL_ZONE, ""))), 0.0)
+        if life.ready is None and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                      for c in (obj.get("status") or {}).get("conditions") or []):
+            life.ready = t
         if (obj.get("metadata") or {}).get("deletionTimestamp") and life.deleting is None:
             life.deleting = t
 
@@ -549,6 +672,21 @@ def pending_seconds(pods: Iterable[PodLife], start: float, end: float) -> tuple[
     return total, longest
 
 
+def nodeclaim_figures(timeline: Timeline, starting: Iterable[str] = ()) -> Doc:
+    """The cloud as the side saw it: seconds from a NodeClaim's launch to its Ready (min, median, max, count), and
+    the NodeClaims launched by capacity type, the starting cluster's (``starting``) apart from the rest."""
+    waits = sorted(life.ready - life.launched for life in timeline.nodeclaims.values() if life.ready is not None)
+    first = set(starting)
+    by_capacity: dict[str, dict[str, int]] = {"start": {}, "after": {}}
+    for name, life in timeline.nodeclaims.items():
+        group = by_capacity["start" if name in first else "after"]
+        kind = life.capacity_type or "unknown"
+        group[kind] = group.get(kind, 0) + 1
+    return {"ready_seconds": {"min": waits[0] if waits else None, "median": waits[len(waits) // 2] if waits else None,
+                              "max": waits[-1] if waits else None, "count": len(waits)},
+            "launched_by_capacity_type": by_capacity}
+
+
 def evictions_in(timeline: Timeline, start: float, end: float) -> int:
     return sum(1 for t, _, _ in timeline.evictions if start <= t < end)
 
@@ -617,12 +755,141 @@ def counter_sum(values: Mapping[str, float], name: str, **labels: str) -> float:
     return total
 
 
+# -- running cost: CPU-seconds and RSS of a side's processes, from /proc ---------------------------------------------
+
+
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc/PID/stat line after the command name (which may hold spaces and parentheses): the
+    first is the state (field 3 of proc(5))."""
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def cpu_seconds(stat: str, ticks: int) -> float:
+    """CPU-seconds of a process from its /proc/PID/stat: user and system time, its own and its waited-for
+    children's (utime, stime, cutime, cstime; proc(5) fields 14-17), in ``ticks`` per second."""
+    fields = stat_fields(stat)
+    return sum(int(v) for v in fields[11:15]) / ticks
+
+
+def parent_pid(stat: str) -> int:
+    """The parent's PID from /proc/PID/stat (field 4)."""
+    return int(stat_fields(stat)[1])
+
+
+def rss_bytes(status: str) -> int:
+    """Resident memory from /proc/PID/status (``VmRSS``, kB); 0 for a process without one (a zombie)."""
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def tree(roots: Iterable[int], parents: Mapping[int, int]) -> set[int]:
+    """``roots`` and every process descending from them, from a PID → parent PID table."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found: set[int] = set()
+    todo = [r for r in roots if r in parents]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def listening_inodes(table: str, port: int) -> set[str]:
+    """The socket inodes listening (state 0A) on ``port`` in a /proc/net/tcp or tcp6 table."""
+    inodes: set[str] = set()
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(fields[9])
+    return inodes
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def parents_now() -> dict[int, int]:
+    """PID → parent PID of every process (/proc)."""
+    out: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _read(f"/proc/{entry}/stat")):
+            with contextlib.suppress(ValueError, IndexError):
+                out[int(entry)] = parent_pid(stat)
+    return out
+
+
+def pid_listening(port: int) -> int | None:
+    """The process that listens on TCP ``port`` (its socket's inode among its open files), or None."""
+    inodes = listening_inodes(_read("/proc/net/tcp"), port) | listening_inodes(_read("/proc/net/tcp6"), port)
+    if not inodes:
+        return None
+    wanted = {f"socket:[{i}]" for i in inodes}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}") in wanted:
+                        return int(entry)
+    return None
+
+
+@dataclass
+class RunningCost:
+    """CPU-seconds and RSS of groups of processes (each a set of root PIDs and their descendants), sampled: the
+    CPU used between the first sample and the last, the RSS summed over a group at each sample (its peak and
+    mean). What a user pays to run a side's disrupter and what it needs (ebb's services, Kafka, PostgreSQL;
+    Karpenter)."""
+
+    roots: dict[str, list[int]]
+    ticks: int = field(default_factory=lambda: os.sysconf("SC_CLK_TCK"))
+    first: dict[str, float] = field(default_factory=dict)
+    #: per group: the CPU-seconds of each process last seen (a process that ends keeps its last value)
+    cpu: dict[str, dict[int, float]] = field(default_factory=dict)
+    rss: dict[str, list[int]] = field(default_factory=dict)
+
+    def sample(self) -> None:
+        parents = parents_now()
+        for group, roots in self.roots.items():
+            seen = self.cpu.setdefault(group, {})
+            total_rss = 0
+            for pid in tree(roots, parents):
+                stat = _read(f"/proc/{pid}/stat")
+                if stat:
+                    with contextlib.suppress(ValueError, IndexError):
+                        seen[pid] = cpu_seconds(stat, self.ticks)
+                total_rss += rss_bytes(_read(f"/proc/{pid}/status"))
+            self.first.setdefault(group, sum(seen.values()))
+            self.rss.setdefault(group, []).append(total_rss)
+
+    def figures(self) -> dict[str, Doc]:
+        """Per group: CPU-seconds used since the first sample, peak and mean RSS in MiB, samples."""
+        out: dict[str, Doc] = {}
+        for group in self.roots:
+            rss = self.rss.get(group) or [0]
+            out[group] = {"cpu_seconds": sum(self.cpu.get(group, {}).values()) - self.first.get(group, 0.0),
+                          "rss_peak_mib": max(rss) / 2**20, "rss_mean_mib": sum(rss) / len(rss) / 2**20,
+                          "samples": len(self.rss.get(group) or []), "pids": sorted(self.roots[group])}
+        return out
+
+
 # -- the run (I/O) ---------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Side:
-    """One side of the comparison: the NodePool's ``consolidateAfter`` and budget, and whether ebb runs."""
+    """One side of the comparison: the disruption settings (Karpenter's NodePool's, or on an ebb side its
+    DisruptionPolicy's) and whether ebb runs."""
 
     key: str
     title: str
@@ -632,23 +899,42 @@ class Side:
     stabilization_window: str | None = None
     #: the ebb side's DisruptionPolicy minimumPriceImprovementPercent: a replacement must be that much cheaper
     minimum_price_improvement_percent: int | None = None
+    #: the disruption budget (``nodes``) of Karpenter's NodePool, or of the ebb side's DisruptionPolicy
+    budget: str = "100%"
+    #: consolidationPolicy (Karpenter's NodePool, or the ebb side's DisruptionPolicy)
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    #: the ebb side's DisruptionPolicy demandWindow
+    demand_window: str | None = None
 
     @property
     def budget_nodes(self) -> str:
-        return "0" if self.ebb else "100%"
+        """The NodePool's budget in the disruption phase: ebb's sides keep Karpenter's voluntary disruption off."""
+        return "0" if self.ebb else self.budget
 
 
 SIDES: dict[str, Side] = {s.key: s for s in (
-    Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s", "0s", ebb=False),
-    Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s", "30s", ebb=False),
-    Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m", "0s", ebb=True,
+    Side("karpenter-default", "Karpenter at its defaults (WhenEmptyOrUnderutilized, consolidateAfter 0s, budget 10%)",
+         "0s", ebb=False, budget="10%"),
+    Side("karpenter-balanced", "Karpenter, consolidationPolicy Balanced (consolidateAfter 0s, budget 10%)", "0s",
+         ebb=False, budget="10%", consolidation_policy="Balanced"),
+    Side("ebb-default", "Karpenter (disruption off) + ebb at its defaults (WhenEmptyOrUnderutilized, "
+         "consolidateAfter 0s, budget 10%)", "0s", ebb=True, budget="10%"),
+    # docs/karpenter.md's DisruptionPolicy (docs/policies.md's), without its weekday-hours and expiry budgets
+    Side("ebb-recommended", "Karpenter (disruption off) + ebb, the recommended policy (consolidateAfter 5m, "
+         "stabilizationWindow 10m, minimumPriceImprovementPercent 30, demandWindow 35m, budget 20%)", "5m",
+         ebb=True, stabilization_window="10m", minimum_price_improvement_percent=30, demand_window="35m",
+         budget="20%"),
+    Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s, budget 100%", "0s", ebb=False),
+    Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s, budget 100%", "30s", ebb=False),
+    Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, budget 100%", "0s", ebb=True,
          stabilization_window="2m"),
-    Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow", "0s", ebb=True),
-    Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10",
-         "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
+    Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow, budget 100%", "0s", ebb=True),
+    Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10, "
+         "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
 )}
-#: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise
-DEFAULT_SIDES = ("karpenter-0s", "karpenter-30s", "ebb")
+#: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise: Karpenter at its defaults and
+#: Balanced, ebb at its defaults and with the recommended policy
+DEFAULT_SIDES = ("karpenter-default", "karpenter-balanced", "ebb-default", "ebb-recommended")
 #: and ``--smoke``: a side of each kind, the ebb side without the stabilizationWindow (2 minutes would hold back
 #: every disruption of the smoke's short trace, and the smoke checks that disruptions happen)
 SMOKE_SIDES = ("karpenter-0s", "ebb-nowindow")
@@ -663,6 +949,65 @@ def size_from_env() -> TraceSize:
     return SMOKE if is_smoke() else FULL
 
 
+def cloud_from_env() -> Cloud:
+    """``CLOUD`` (a smoke: ``SMOKE_CLOUD``), its start-up time replaced by EBB_BENCH_PEER_NODE_READY (``MIN-MAX``
+    seconds; ``0-0``: at once, as KWOK alone)."""
+    from dataclasses import replace
+
+    cloud = SMOKE_CLOUD if is_smoke() else CLOUD
+    raw = os.environ.get("EBB_BENCH_PEER_NODE_READY", "")
+    if not raw:
+        return cloud
+    low, _, high = raw.partition("-")
+    try:
+        bounds = (int(low), int(high or low))
+    except ValueError as exc:
+        raise SystemExit(f"EBB_BENCH_PEER_NODE_READY={raw!r}: want MIN-MAX seconds, e.g. 30-90") from exc
+    if bounds[0] < 0 or bounds[1] < bounds[0]:
+        raise SystemExit(f"EBB_BENCH_PEER_NODE_READY={raw!r}: want 0 <= MIN <= MAX")
+    return replace(cloud, node_ready=bounds)
+
+
+#: the seeds of a real run (each side runs once per seed), unless EBB_BENCH_PEER_SEEDS says otherwise
+DEFAULT_SEEDS = (1, 2, 3)
+
+
+def seeds_from_env() -> list[int]:
+    """EBB_BENCH_PEER_SEEDS (``1,2,3``); a smoke: one seed."""
+    default = (SEED,) if is_smoke() else DEFAULT_SEEDS
+    raw = os.environ.get("EBB_BENCH_PEER_SEEDS", ",".join(map(str, default)))
+    try:
+        seeds = [int(v) for v in raw.split(",") if v.strip()]
+    except ValueError as exc:
+        raise SystemExit(f"EBB_BENCH_PEER_SEEDS={raw!r}: want seeds, e.g. 1,2,3") from exc
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise SystemExit(f"EBB_BENCH_PEER_SEEDS={raw!r}: want distinct seeds, e.g. 1,2,3")
+    return seeds
+
+
+def schedule(sides: Sequence[str], seeds: Sequence[int]) -> list[list[tuple[int, str]]]:
+    """The run's rounds: one per seed, each side once in it, the order of the sides turned by one each round
+    (A B C, B C A, C A B, ...): run one at a time, every side runs once in every stretch of the run, and none is
+    always first or last (the machine's load drifts over the run; the first run of a round also pays for
+    the caches a later one finds warm)."""
+    rounds: list[list[tuple[int, str]]] = []
+    for n, seed in enumerate(seeds):
+        turn = n % len(sides) if sides else 0
+        rounds.append([(seed, side) for side in [*sides[turn:], *sides[:turn]]])
+    return rounds
+
+
+def at_once_from_env(sides: int) -> int:
+    """How many runs of a round run at once (EBB_BENCH_PEER_AT_ONCE): by default all of them, each on its own
+    control plane (see ``run_sides``)."""
+    raw = os.environ.get("EBB_BENCH_PEER_AT_ONCE", "")
+    try:
+        value = int(raw) if raw else sides
+    except ValueError as exc:
+        raise SystemExit(f"EBB_BENCH_PEER_AT_ONCE={raw!r}: want a number") from exc
+    return max(1, min(value, sides))
+
+
 def sides_from_env() -> list[str]:
     default = SMOKE_SIDES if is_smoke() else DEFAULT_SIDES
     chosen = [s.strip() for s in os.environ.get("EBB_BENCH_PEER_SIDES", ",".join(default)).split(",")
@@ -674,22 +1019,24 @@ def sides_from_env() -> list[str]:
 
 
 def run_sides(child: Callable[[list[str]], Doc]) -> list[Doc]:
-    """Every chosen side, each in a process of its own (``child`` runs ``python -m bench _case peer SIDE`` and
-    returns its result) on a control plane of its own. A real run's sides run one after another: sides sharing the
-    two cores would measure each other's load. A smoke's run at once: its figures mean nothing, and it must be
-    quick. ``EBB_BENCH_PEER_RESULTS=FILE``: the results are also written there, as JSON."""
+    """Every chosen side once per seed (``schedule``: a round per seed), each run in a process of its own (``child``
+    runs ``python -m bench _case peer SIDE@SEED`` and returns its result) on a control plane of its own. The runs of
+    a round run at once (EBB_BENCH_PEER_AT_ONCE, default: all): every side of a seed then sees the same machine at
+    the same moment (what else runs on it, which drifts over an hour), and four sides by three seeds fit the
+    two-hour budget with a trace long enough to mean something; one at a time (EBB_BENCH_PEER_AT_ONCE=1) the rounds
+    interleave the sides, A B C D, B C D A, .... A smoke is one round of two sides at once.
+    ``EBB_BENCH_PEER_RESULTS=FILE``: the results are also written there, as JSON (after every round)."""
     sides = sides_from_env()
-    if is_smoke():
-        _log(f"smoke: the sides {', '.join(sides)} at once")
-        with ThreadPoolExecutor(len(sides)) as pool:
-            results = list(pool.map(lambda side: child(["peer", side]), sides))
-    else:
-        results = []
-        for side in sides:
-            _log(f"side {side}")
-            results.append(child(["peer", side]))
-    if out := os.environ.get("EBB_BENCH_PEER_RESULTS", ""):
-        Path(out).write_text(json.dumps(results, indent=1))
+    rounds = schedule(sides, seeds_from_env())
+    at_once = at_once_from_env(len(sides))
+    results: list[Doc] = []
+    for n, runs in enumerate(rounds, 1):
+        _log(f"round {n} of {len(rounds)}: " + ", ".join(f"{side} (seed {seed})" for seed, side in runs)
+             + (" at once" if at_once > 1 else " one after another"))
+        with ThreadPoolExecutor(at_once) as pool:
+            results += pool.map(lambda run: child(["peer", f"{run[1]}@{run[0]}"]), runs)
+        if out := os.environ.get("EBB_BENCH_PEER_RESULTS", ""):
+            Path(out).write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -701,11 +1048,12 @@ def _read_env(infra_dir: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def control_plane(log_to: Path) -> Iterator[dict[str, str]]:
+def control_plane(log_to: Path, cloud: Cloud) -> Iterator[dict[str, str]]:
     """A fresh local control plane with Karpenter (deploy/local/kubernetes.sh and karpenter.sh in a private
-    EBB_INFRA_DIR: an empty etcd); its settings (KUBECONFIG, KARPENTER_METRICS_URL, ...). Stopped after, by PID."""
+    EBB_INFRA_DIR: an empty etcd), KWOK's nodes and Karpenter's feature gates as ``cloud`` says; its settings
+    (KUBECONFIG, KARPENTER_METRICS_URL, KARPENTER_PID, ...). Stopped after, by PID."""
     own = Path(tempfile.mkdtemp(prefix="ebb-bench-peer-infra-"))
-    env = {**os.environ, "EBB_INFRA_DIR": str(own)}
+    env = {**os.environ, "EBB_INFRA_DIR": str(own), **cloud.env()}
     scripts = [REPO_ROOT / "deploy" / "local" / f"{c}.sh" for c in ("kubernetes", "karpenter")]
     try:
         with log_to.open("ab") as log:
@@ -839,12 +1187,28 @@ async def create_object(api: Any, obj: Doc) -> None:
     await client.CustomObjectsApi(api).create_cluster_custom_object(group, version, plural, obj)
 
 
-async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[str, tuple[str, tuple[str, ...]]],
-                    prices: Mapping[tuple[str, str, str], float], out_dir: Path,
-                    before_trace: Any = None) -> Doc:
-    """Apply the NodePool and the trace, record, wait for the cluster to settle after the last job; the raw
-    timeline (``out_dir/timeline.json``) and the figures. ``metrics``: name → (URL, counter names) scraped at
-    every phase boundary. ``before_trace``: an async callable run once the NodePool exists (ebb's services)."""
+async def started(timeline: Timeline, recorder: Recorder, names: Iterable[str], most: float) -> float:
+    """When every NodeClaim of ``names`` is Ready (``most`` seconds in at the latest)."""
+    wanted = set(names)
+    while (now := recorder.now()) < most:
+        lives = [timeline.nodeclaims.get(name) for name in wanted]
+        if all(life is not None and life.ready is not None for life in lives):
+            return now
+        await asyncio.sleep(1)
+    return most
+
+
+async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
+                    metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
+                    types: Sequence[Mapping[str, Any]], out_dir: Path, before_trace: Any = None,
+                    start_disruption: Any = None, running: RunningCost | None = None) -> Doc:
+    """Apply the NodePool (its voluntary disruption off: budgets ``nodes: "0"``), create the starting cluster's
+    NodeClaims (``starting_cluster``) and wait until they are Ready, scale the services up to the peak, then start
+    the side's disruption (``start_disruption``, an async callable: ebb's DisruptionPolicy; by default the
+    NodePool's budgets set to the side's) and play the rest of the trace, record, wait for the cluster to settle
+    after the last job; the raw timeline (``out_dir/timeline.json``) and the figures. ``metrics``: name → (URL,
+    counter names) scraped at every phase boundary. ``before_trace``: an async callable run once the NodePool
+    exists (ebb's services). ``running``: the processes whose CPU and memory are sampled while the trace plays."""
     from kubernetes_asyncio import client, config
 
     from ebb.adapters.kube.kinds import NODECLAIM, POD
@@ -853,7 +1217,11 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
     configuration = client.Configuration()
     await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
-        await create_object(api, nodepool(side.consolidate_after, side.budget_nodes))
+        custom: Any = client.CustomObjectsApi(api)
+        await create_object(api, nodepool(side.consolidate_after, "0", side.consolidation_policy,
+                                          cloud.capacity_types))
+        pool = await custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", NODEPOOL)
+        start = starting_cluster(trace, types, pool)
         driver = Driver(api, trace)
         await driver.namespace()
         if before_trace is not None:
@@ -879,16 +1247,31 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
         async def sample_load() -> None:
             while not stop.is_set():
                 load.append((recorder.now(), os.getloadavg()[0]))
+                if running is not None:
+                    await asyncio.to_thread(running.sample)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 10)
 
         sampling = asyncio.create_task(sample_load())
         try:
+            for node in start:
+                await custom.create_cluster_custom_object("karpenter.sh", "v1", "nodeclaims",
+                                                          start_nodeclaim(node, pool, types))
+            ready_at = await started(timeline, recorder, [n.name for n in start], cloud.node_ready[1] + 180.0)
+            _log(f"{side.key} t={recorder.now():6.1f}s: the starting cluster's {len(start)} NodeClaims are Ready; "
+                 "the services scale up")
             await asyncio.gather(*(driver.apply(a) for a in trace.actions() if a.verb == "create-service"))
             peak_pods, _, _ = trace.peak_requests()
-            up_end = await scaled_up(timeline, recorder, peak_pods, trace.phases[0].end, trace.up_cap)
+            up_end = await scaled_up(timeline, recorder, peak_pods, max(trace.phases[0].end, ready_at),
+                                     ready_at + trace.up_cap)
+            if start_disruption is not None:
+                await start_disruption(api)
+            else:
+                await custom.patch_cluster_custom_object(  # a JSON patch: the client sends a list as one
+                    "karpenter.sh", "v1", "nodepools", NODEPOOL,
+                    [{"op": "replace", "path": "/spec/disruption/budgets", "value": [{"nodes": side.budget_nodes}]}])
             _log(f"{side.key} t={recorder.now():6.1f}s: scaled up ({peak_pods} pods running), NodeClaims "
-                 f"{alive_at(timeline.nodeclaims.values(), recorder.now())}; the trace goes on from here")
+                 f"{alive_at(timeline.nodeclaims.values(), recorder.now())}; disruption on, the trace goes on")
             trace = trace.shifted(up_end)
             boundaries = sorted({p.start for p in trace.phases})
             actions = [a for a in trace.actions() if a.verb != "create-service"]
@@ -930,27 +1313,36 @@ async def run_trace(side: Side, trace: Trace, kubeconfig: str, metrics: Mapping[
         "nodeclaims": [asdict(n) for n in timeline.nodeclaims.values()],
         "pods": [asdict(p) for p in timeline.pods.values()], "evictions": timeline.evictions,
         "scrapes": scrapes, "load": load, "errors": driver.errors}, indent=1))
-    return {"side": side.key, "title": side.title, "phases": figures, "whole": whole, "after_up": after_up,
-            "end": end, "trace": describe(trace), "up_capped": trace.phases[0].end >= trace.up_cap,
+    return {"side": side.key, "title": side.title, "seed": trace.seed, "phases": figures, "whole": whole,
+            "after_up": after_up, "end": end, "trace": describe(trace),
+            "up_capped": trace.phases[0].end >= ready_at + trace.up_cap,
+            "start": {"nodeclaims": len(start), "ready_after": ready_at,
+                      "cost_rate": sum(prices.get((n.instance_type, n.capacity_type, n.zone), 0.0) for n in start)},
+            "cloud": {**asdict(cloud), **nodeclaim_figures(timeline, {n.name for n in start})},
+            "launches_after_start": sum(1 for name in timeline.nodeclaims if name not in {n.name for n in start}),
+            "running_cost": running.figures() if running is not None else {},
             "evicted_more_than_once": evicted_more_than_once(timeline), "evictions": len(timeline.evictions),
             "pods_seen": len(timeline.pods), "watch_changes": recorder.changes, "api_errors": driver.errors,
             "load_average": {"max": max((v for _, v in load), default=0.0),
                              "mean": sum(v for _, v in load) / len(load) if load else 0.0}}
 
 
-def case_peer(side_key: str) -> Doc:
-    """``python -m bench _case peer SIDE``: one side on a fresh control plane with Karpenter."""
+def case_peer(run: str) -> Doc:
+    """``python -m bench _case peer SIDE[@SEED]``: one side on the trace of a seed (``SEED`` unless given), on a
+    fresh control plane with Karpenter."""
+    side_key, _, seed = run.partition("@")
     side = SIDES[side_key]
     size = size_from_env()
-    trace = make_trace(SEED, size)
-    out_dir = Path(tempfile.mkdtemp(prefix=f"ebb-bench-peer-{side.key}-"))
+    cloud = cloud_from_env()
+    trace = make_trace(int(seed) if seed else SEED, size)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"ebb-bench-peer-{side.key}-{trace.seed}-"))
     types = json.loads(kwok_instance_types_path().read_text())
     prices = price_table(types)
     with exclusive(os.environ.get("EBB_BENCH_LOCK", "")):
         load_before = os.getloadavg()[0]
         started = time.monotonic()
         _log(f"{side.key}: logs and the raw timeline in {out_dir}")
-        result = _run_side(side, trace, prices, types, out_dir)
+        result = _run_side(side, trace, cloud, prices, types, out_dir)
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
                    "smoke": size is SMOKE})
@@ -961,8 +1353,9 @@ def case_peer(side_key: str) -> Doc:
 
 @contextlib.contextmanager
 def exclusive(path: str) -> Iterator[None]:
-    """Hold an flock on ``path`` (none when empty): EBB_BENCH_LOCK=/tmp/ebb-integration.lock keeps each side from
-    running while the integration tests do (they would share the two cores), without holding it between sides."""
+    """Hold a shared flock on ``path`` (none when empty): EBB_BENCH_LOCK=/tmp/ebb-integration.lock keeps each run
+    from running while the integration tests do (they hold it exclusively, ``flock FILE pytest ...``; they would
+    share the two cores), without holding it between runs; a round's runs hold it together."""
     if not path:
         yield
         return
@@ -970,14 +1363,14 @@ def exclusive(path: str) -> Iterator[None]:
 
     with open(path, "a") as lock:
         _log(f"waiting for {path}")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], float],
+def _run_side(side: Side, trace: Trace, cloud: Cloud, prices: Mapping[tuple[str, str, str], float],
               types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
     """The side on its control plane; the ebb side's servers and store (``ebb_backend``) are made ready meanwhile, in
     a thread: a minute less of each ebb side. Both are stopped after, the servers last."""
@@ -988,11 +1381,14 @@ def _run_side(side: Side, trace: Trace, prices: Mapping[tuple[str, str, str], fl
             starting = pool.submit(ebb_backend, for_servers, out_dir)
             pool.shutdown(wait=False)
         try:
-            with control_plane(out_dir / "infra.log") as env:
+            with control_plane(out_dir / "infra.log", cloud) as env:
                 metrics = {"karpenter": (env["KARPENTER_METRICS_URL"], KARPENTER_METRICS)}
+                running = RunningCost({"Karpenter": [int(env["KARPENTER_PID"])] if env.get("KARPENTER_PID") else []})
                 if starting is not None:
-                    return run_ebb_side(side, trace, env, starting.result(), metrics, prices, types, out_dir)
-                return asyncio.run(run_trace(side, trace, env["KUBECONFIG"], metrics, prices, out_dir))
+                    return run_ebb_side(side, trace, cloud, env, starting.result(), metrics, prices, types, out_dir,
+                                        running)
+                return asyncio.run(run_trace(side, trace, cloud, env["KUBECONFIG"], metrics, prices, types, out_dir,
+                                             running=running))
         finally:
             if starting is not None:
                 wait([starting])  # what it started is entered in for_servers, and stopped on leaving it
@@ -1146,11 +1542,20 @@ class EbbServices:
         return codes
 
 
-def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports: Mapping[str, int]) -> dict[
-        str, dict[str, str]]:
+def _port(address: str) -> int:
+    """The TCP port of ``host:port`` or of a URL (``postgresql://user@host:port/db``)."""
+    from urllib.parse import urlsplit
+
+    if "://" in address:
+        return urlsplit(address).port or 0
+    return int(address.split(",", maxsplit=1)[0].rsplit(":", 1)[1])
+
+
+def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports: Mapping[str, int], *,
+            spot_to_spot: bool = False) -> dict[str, dict[str, str]]:
     """Each service's EBB_<SERVICE>_* settings: the defaults a user would run with (pass interval 10 s,
     debounce 1 s, validation delay 15 s as Karpenter's), the ``karpenter`` provider, this run's topics and
-    cluster name, metrics on ``ports``."""
+    cluster name, metrics on ``ports``; ``spot_to_spot``: the planner may replace spot nodes by spot nodes."""
     common = {"KAFKA_BOOTSTRAP": bootstrap, "TOPIC_PREFIX": f"peer{run}.", "KUBECONFIG": kubeconfig,
               "LOG_LEVEL": "info"}
     db = {"DATABASE_URL": database_url, "CLUSTER": f"peer-{run}"}
@@ -1158,6 +1563,7 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
         "cluster-watcher": {**common},
         "consolidation-planner": {**common, **db, "GROUP": f"peer-{run}-planner", "LEASE_NAME": f"ebb-peer-{run}",
                                   "LEASE_NAMESPACE": "default", "PROVIDER": "karpenter",
+                                  "SPOT_TO_SPOT": str(spot_to_spot).lower(),
                                   "METRICS_PORT": str(ports["consolidation-planner"]), "METRICS_ADDRESS": "127.0.0.1"},
         "termination-executor": {**common, **db, "GROUP": f"peer-{run}-executor", "PROVIDER": "karpenter",
                                  "METRICS_PORT": str(ports["termination-executor"]), "METRICS_ADDRESS": "127.0.0.1"},
@@ -1167,20 +1573,26 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
 
 
 def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
-    """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types, and the
-    DisruptionPolicy ebb acts on (Karpenter's NodePool has budgets ``nodes: "0"``): the NodePool's own
-    consolidation settings, with budgets of 100% as the Karpenter sides have, and the side's stabilizationWindow and
-    minimumPriceImprovementPercent."""
+    """What ebb reads next to the NodePool: the InstanceTypeCatalog of Karpenter's own instance types (every
+    offering, spot and on-demand) and the DisruptionPolicy ebb acts on (Karpenter's NodePool has budgets
+    ``nodes: "0"``; ``disruption_policy``). A run creates the policy only when the disruption phase starts."""
     from ebb.adapters.catalog import catalog_from_kwok_instance_types
 
-    spec: Doc = {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": side.consolidate_after,
-                 "expireAfter": "Never", "budgets": [{"nodes": "100%"}]}
+    return [catalog_from_kwok_instance_types(types), disruption_policy(side)]
+
+
+def disruption_policy(side: Side) -> Doc:
+    """The ebb side's DisruptionPolicy: the side's consolidationPolicy, consolidateAfter, budget,
+    stabilizationWindow, minimumPriceImprovementPercent and demandWindow; no expiry."""
+    spec: Doc = {"consolidationPolicy": side.consolidation_policy, "consolidateAfter": side.consolidate_after,
+                 "expireAfter": "Never", "budgets": [{"nodes": side.budget}]}
     if side.stabilization_window:
         spec["stabilizationWindow"] = side.stabilization_window
     if side.minimum_price_improvement_percent is not None:
         spec["minimumPriceImprovementPercent"] = side.minimum_price_improvement_percent
-    policy = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": NODEPOOL}, "spec": spec}
-    return [catalog_from_kwok_instance_types(types), policy]
+    if side.demand_window:
+        spec["demandWindow"] = side.demand_window
+    return {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": NODEPOOL}, "spec": spec}
 
 
 @dataclass(frozen=True)
@@ -1215,10 +1627,11 @@ def ebb_backend(stack: contextlib.ExitStack[Any], out_dir: Path) -> EbbBackend:
     return EbbBackend(bootstrap, database_url, origin, commit, code, pythonpath)
 
 
-def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbBackend,
+def run_ebb_side(side: Side, trace: Trace, cloud: Cloud, env: Mapping[str, str], backend: EbbBackend,
                  metrics: Mapping[str, tuple[str, tuple[str, ...]]], prices: Mapping[tuple[str, str, str], float],
-                 types: Sequence[Mapping[str, Any]], out_dir: Path) -> Doc:
-    """The ebb side on its ``backend``: ebb's CRDs and objects, the three services, then the trace."""
+                 types: Sequence[Mapping[str, Any]], out_dir: Path, running: RunningCost | None = None) -> Doc:
+    """The ebb side on its ``backend``: ebb's CRDs and catalog, the three services, then the trace; its
+    DisruptionPolicy when the disruption phase starts. ``running`` gets ebb's services, Kafka and PostgreSQL."""
     from bench.load import _clean
 
     kubeconfig = env["KUBECONFIG"]
@@ -1228,7 +1641,7 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbB
     commit, code, pythonpath = backend.commit, backend.code, backend.pythonpath
     crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
     _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
-    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports)
+    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports, spot_to_spot=cloud.spot_to_spot)
     for values in envs.values():
         values["PYTHONPATH"] = pythonpath
     services = EbbServices(envs, out_dir)
@@ -1240,9 +1653,16 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbB
         output, _ = await applying.communicate()
         if applying.returncode != 0:
             raise SystemExit(f"applying ebb's CRDs failed: {output.decode(errors='replace')[-2000:]}")
-        for obj in ebb_objects(side, types):
-            await create_object(api, obj)
+        catalog, _ = ebb_objects(side, types)
+        await create_object(api, catalog)
         await services.start()
+        if running is not None:
+            running.roots["ebb's services"] = [p.pid for p in services.processes.values()]
+            running.roots["Kafka"] = [pid for pid in [pid_listening(_port(bootstrap))] if pid is not None]
+            running.roots["PostgreSQL"] = [pid for pid in [pid_listening(_port(database_url))] if pid is not None]
+
+    async def start_disruption(api: Any) -> None:
+        await create_object(api, disruption_policy(side))
 
     async def main() -> Doc:
         from aiokafka.admin import AIOKafkaAdminClient
@@ -1250,7 +1670,8 @@ def run_ebb_side(side: Side, trace: Trace, env: Mapping[str, str], backend: EbbB
         all_metrics = {**metrics, **{name: (f"http://127.0.0.1:{port}/metrics", EBB_METRICS)
                                      for name, port in ports.items()}}
         try:
-            result = await run_trace(side, trace, kubeconfig, all_metrics, prices, out_dir, before_trace)
+            result = await run_trace(side, trace, cloud, kubeconfig, all_metrics, prices, types, out_dir,
+                                     before_trace, start_disruption, running)
             services.check()
         finally:
             codes = await services.stop()
@@ -1329,14 +1750,185 @@ def goal(ebb: Mapping[str, Any], peer: Mapping[str, Any]) -> list[tuple[str, str
     return rows
 
 
+def unsettled_seconds(result: Mapping[str, Any]) -> float:
+    """Time to settle, over the disruption phase: the seconds from each scale-down step, and from the last job's
+    end, to the cluster settled, summed; a phase that did not settle counts its whole window."""
+    total = 0.0
+    for phase in result["phases"]:
+        if phase["kind"] == "down":
+            window = phase["end"] - phase["start"]
+        elif phase["kind"] == "bursty":
+            window = result["trace"]["tail"]
+        else:
+            continue
+        total += window if phase["settled_after"] is None else phase["settled_after"]
+    return total
+
+
+def headline(result: Mapping[str, Any]) -> dict[str, float]:
+    """A run's headline figures (``HEADLINE``'s keys): all of them lower is better."""
+    running = result.get("running_cost") or {}
+    launches = result.get("launches_after_start", result["whole"]["launched"])
+    return {
+        "cost": result["after_up"]["cost"],
+        "cost_whole": result["whole"]["cost"],
+        "churn": launches + result["whole"]["deleted"],
+        "evictions": result["evictions"],
+        "evicted_twice": result["evicted_more_than_once"],
+        "pending": result["whole"]["pending_pod_seconds"],
+        "pending_after_up": sum(p["pending_pod_seconds"] for p in result["phases"] if p["kind"] != "up"),
+        "unsettled": unsettled_seconds(result),
+        "cpu_seconds": sum(g["cpu_seconds"] for g in running.values()),
+        "rss_peak_mib": sum(g["rss_peak_mib"] for g in running.values()),
+    }
+
+
+#: the headline figures: key, what it is, how a value is written
+HEADLINE: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("cost", "**node-hour cost, the disruption phase** (from the first scale-down step to the end; the same length "
+     "and the same starting cluster on every side)", lambda v: f"${v:,.2f}"),
+    ("cost_whole", "node-hour cost, whole run (with the scale up)", lambda v: f"${v:,.2f}"),
+    ("churn", "**launches + disruptions, whole trace** (NodeClaims launched, the starting cluster's not counted, "
+     "+ NodeClaims deleted)", lambda v: f"{v:,.0f}"),
+    ("evictions", "**pod evictions** (Eviction API)", lambda v: f"{v:,.0f}"),
+    ("evicted_twice", "**pods evicted more than once**", lambda v: f"{v:,.0f}"),
+    ("pending", "**pending pod-seconds, whole trace**", lambda v: f"{v:,.0f}"),
+    ("pending_after_up", "pending pod-seconds, the disruption phase", lambda v: f"{v:,.0f}"),
+    ("unsettled", "**time to settle**: seconds from each scale-down step and from the last job to settled, summed "
+     "(a phase that did not settle counts whole)", lambda v: f"{v:,.0f} s"),
+    ("cpu_seconds", "**running cost: CPU-seconds** of the disrupter and what it needs while the trace plays "
+     "(Karpenter; on ebb's sides also ebb's services, Kafka, PostgreSQL)", lambda v: f"{v:,.0f}"),
+    ("rss_peak_mib", "**running cost: peak RSS** of the same, MiB (each group's peak, summed)", lambda v: f"{v:,.0f}"),
+)
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, min, max) of the repeats of one figure."""
+    if not values:
+        raise ValueError("no values")
+    return sum(values) / len(values), min(values), max(values)
+
+
+def mean_range(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+    """``mean [min-max]`` (one value: just it)."""
+    mean, lo, hi = spread(values)
+    return fmt(mean) if len(values) == 1 else f"{fmt(mean)} [{fmt(lo)}-{fmt(hi)}]"
+
+
+def by_side(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The runs of each side, in the order the sides first appear, each side's by seed."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in results:
+        out.setdefault(r["side"], []).append(r)
+    return {side: sorted(runs, key=lambda r: r.get("seed", SEED)) for side, runs in out.items()}
+
+
+def summary(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Side → headline figure → (mean, min, max) over its runs."""
+    return {side: {key: spread([headline(r)[key] for r in runs]) for key, _, _ in HEADLINE}
+            for side, runs in by_side(results).items()}
+
+
+#: the issue's goal for ebb against a Karpenter setting, on every seed: (key, what, met(ebb, karpenter))
+GOAL: tuple[tuple[str, str, Callable[[float, float], bool]], ...] = (
+    ("cost", "node-hour cost no higher (within 2%)", lambda mine, theirs: mine <= theirs * 1.02 + 1e-9),
+    ("churn", "at most half the launches + disruptions", lambda mine, theirs: 2 * mine <= theirs),
+    ("evictions", "no more evictions", lambda mine, theirs: mine <= theirs),
+    ("pending", "no more pending pod-seconds", lambda mine, theirs: mine <= theirs + 1e-9),
+)
+
+
+def headline_goal(ebb: Sequence[Mapping[str, Any]], peer: Sequence[Mapping[str, Any]]) -> list[
+        tuple[str, str, str, int, int]]:
+    """The goal against one Karpenter side, seed by seed (the runs of the seeds both sides ran): (what, ebb's mean
+    [range], Karpenter's, the seeds where it is met, the seeds compared)."""
+    theirs_by_seed = {r.get("seed", SEED): headline(r) for r in peer}
+    pairs = [(headline(r), theirs_by_seed[r.get("seed", SEED)]) for r in ebb if r.get("seed", SEED) in theirs_by_seed]
+    rows: list[tuple[str, str, str, int, int]] = []
+    fmt = {key: f for key, _, f in HEADLINE}
+    for key, what, met in GOAL:
+        if not pairs:
+            break
+        rows.append((what, mean_range([m[key] for m, _ in pairs], fmt[key]),
+                     mean_range([t[key] for _, t in pairs], fmt[key]),
+                     sum(1 for m, t in pairs if met(m[key], t[key])), len(pairs)))
+    return rows
+
+
 def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The "Side by side with Karpenter" section of docs/benchmarks.md, from one run of every side."""
+    """The "Side by side with Karpenter" section of docs/benchmarks.md: every side's headline figures as mean
+    [min-max] over its seeds, the goal against each Karpenter side seed by seed, then each seed's runs in detail."""
+    sides = by_side(results)
+    seeds = sorted({r.get("seed", SEED) for r in results})
+    lines = [f"### Side by side with Karpenter (seeds {', '.join(map(str, seeds))}: mean [min-max])", ""]
+    if any(r.get("smoke") for r in results):
+        lines += ["**A smoke run (`--smoke`): a tiny trace, its figures mean nothing.**", ""]
+    lines += conditions(results)
+    titles = [runs[0]["title"] for runs in sides.values()]
+    lines += ["| figure | " + " | ".join(titles) + " |", "|---|" + "---|" * len(sides)]
+    for key, label, fmt in HEADLINE:
+        lines.append(f"| {label} | " + " | ".join(mean_range([headline(r)[key] for r in runs], fmt)
+                                                   for runs in sides.values()) + " |")
+    groups = sorted({g for r in results for g in r.get("running_cost") or {}})
+    for group in groups:
+        lines.append(f"| running cost: {group}, CPU-seconds; peak RSS MiB | " + " | ".join(
+            "-" if not all(group in (r.get("running_cost") or {}) for r in runs) else
+            mean_range([r["running_cost"][group]["cpu_seconds"] for r in runs], lambda v: f"{v:,.0f}") + "; "
+            + mean_range([r["running_cost"][group]["rss_peak_mib"] for r in runs], lambda v: f"{v:,.0f}")
+            for runs in sides.values()) + " |")
+    lines.append("| wall time of a run; load average (1 min), mean of the runs' means | " + " | ".join(
+        f"{mean_range([r['seconds'] for r in runs], lambda v: f'{v:,.0f} s')}; "
+        f"{sum(r['load_average']['mean'] for r in runs) / len(runs):.1f}" for runs in sides.values()) + " |")
+    lines.append("")
+    ebb_sides = [runs for runs in sides.values() if runs[0]["side"] in SIDES and SIDES[runs[0]["side"]].ebb]
+    peer_sides = [runs for runs in sides.values() if runs not in ebb_sides]
+    for mine in ebb_sides:
+        for theirs in peer_sides:
+            rows = headline_goal(mine, theirs)
+            if not rows:
+                continue
+            lines += [f"The goal, {mine[0]['title']} against {theirs[0]['title']}, seed by seed:", "",
+                      "| goal | ebb | Karpenter | met on |", "|---|---|---|---|"]
+            lines += [f"| {what} | {m} | {k} | {'' if n == total else '**'}{n} of {total} seeds"
+                      f"{'' if n == total else '**'} |" for what, m, k, n, total in rows]
+            lines.append("")
+    for seed in seeds:
+        lines += render_seed([r for r in results if r.get("seed", SEED) == seed])
+    return lines
+
+
+def conditions(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the runs had in common: the cloud (start-up time asked and seen, capacity types launched), the
+    starting cluster, how the runs were scheduled."""
+    cloud = results[0].get("cloud")
+    if not cloud:
+        return []
+    low, high = cloud["node_ready"]
+    waits = [r["cloud"]["ready_seconds"] for r in results if r["cloud"]["ready_seconds"]["count"]]
+    seen = (f"seen {min(w['min'] for w in waits):.0f}-{max(w['max'] for w in waits):.0f} s from launch to Ready, "
+            f"median {sorted(w['median'] for w in waits)[len(waits) // 2]:.0f} s" if waits else "none seen Ready")
+    launched: dict[str, int] = {}
+    for r in results:
+        for kind, n in r["cloud"]["launched_by_capacity_type"]["after"].items():
+            launched[kind] = launched.get(kind, 0) + n
+    starts = sorted({(r["start"]["nodeclaims"], round(r["start"]["cost_rate"], 2), r.get("seed", SEED))
+                     for r in results if "start" in r}, key=lambda v: v[2])
+    return [f"Cloud: KWOK nodes Ready {low}-{high} s after they appear ({seen}); the NodePool offers "
+            f"{' and '.join(cloud['capacity_types'])} (Karpenter's KWOK prices: spot 70% of on-demand), "
+            f"spot-to-spot consolidation {'on' if cloud['spot_to_spot'] else 'off'} on both sides; NodeClaims "
+            "launched after the starting cluster, by capacity type, all runs: "
+            + (", ".join(f"{kind} {n}" for kind, n in sorted(launched.items())) or "none") + ". Starting cluster "
+            "(the same NodeClaims on every side of a seed, Ready before the services scale up, voluntary disruption "
+            "off until every pod runs): " + "; ".join(f"seed {seed}: {n} NodeClaims, ${rate:,.2f}/h"
+                                                       for n, rate, seed in starts) + ".", ""]
+
+
+def render_seed(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One seed's runs in detail, a column per side."""
     first = results[0]
     t = first["trace"]
     titles = [r["title"] for r in results]
-    lines = [f"### Side by side with Karpenter (seed {t['seed']})", ""]
-    if any(r.get("smoke") for r in results):
-        lines += ["**A smoke run (`--smoke`): a tiny trace, its figures mean nothing.**", ""]
+    lines = [f"#### Seed {t['seed']}", ""]
     up_end = t["phases"][0][2]
     phases = ", ".join(f"{name} at +{start - up_end:.0f} s" for name, start, _ in t["phases"][1:])
     lines += [f"Trace: {t['services']} Deployments ({t['spreads']['hostname']} with hostname anti-affinity, "
@@ -1361,7 +1953,8 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
         lambda r: f"**{_money(r['after_up']['cost'])}**")
     row("node-hours cost, whole run (with the scale up, whose length varies)", lambda r: _money(r["whole"]["cost"]))
     row("peak NodeClaims", lambda r: r["whole"]["peak_nodeclaims"])
-    row("scale up (Karpenter provisioning on every side): every pod running after, NodeClaims and cost then",
+    row("scale up (the starting cluster, then Karpenter's provisioning for any pod it left pending): every pod "
+        "running after, NodeClaims and cost then",
         lambda r: f"{phase(r, 'up')['end']:.0f} s{' (the cap)' if r.get('up_capped') else ''}, "
                   f"{phase(r, 'up')['nodeclaims_end']}, {_money(phase(r, 'up')['rate_end'], True)}")
     downs = [p for p in first["phases"] if p["kind"] == "down"]
@@ -1373,8 +1966,15 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
     row("**bursty part: churn, NodeClaims launched + deleted**",
         lambda r: f"**{phase(r, 'bursty')['launched'] + phase(r, 'bursty')['deleted']}** "
                   f"({phase(r, 'bursty')['launched']} + {phase(r, 'bursty')['deleted']})")
-    row("NodeClaims launched / deleted, whole trace",
+    row("NodeClaims launched / deleted, whole trace (launched: with the starting cluster's)",
         lambda r: f"{r['whole']['launched']} / {r['whole']['deleted']}")
+    row("NodeClaims from launch to Ready: min / median / max seconds",
+        lambda r: "-" if not r.get("cloud") or not r["cloud"]["ready_seconds"]["count"] else
+        "{min:.0f} / {median:.0f} / {max:.0f}".format(**r["cloud"]["ready_seconds"]))
+    row("NodeClaims launched after the starting cluster, by capacity type",
+        lambda r: ", ".join(f"{k} {n}" for k, n in sorted(r["cloud"]["launched_by_capacity_type"]["after"].items()))
+        or "none"
+        if r.get("cloud") else "-")
     row("pod evictions (Eviction API): whole trace (scale-down steps, bursty part)",
         lambda r: f"{r['evictions']} ({sum(p['evictions'] for p in r['phases'] if p['kind'] == 'down')}, "
                   f"{phase(r, 'bursty')['evictions']})")
@@ -1407,13 +2007,12 @@ def render(results: Sequence[Mapping[str, Any]]) -> list[str]:
         lambda r: f"{r['seconds']:.0f} s; {r['load_average']['mean']:.1f} / {r['load_average']['max']:.1f}")
     row("API calls of the trace that failed", lambda r: len(r["api_errors"]))
     lines.append("")
-    ebb = next((r for r in results if r["side"] == "ebb"), None)
-    for peer in (r for r in results if r["side"] != "ebb"):
-        if ebb is None:
-            break
-        lines += [f"Against the goal, ebb and {peer['title']}:", "",
-                  "| goal | ebb | Karpenter | met |", "|---|---|---|---|"]
-        lines += [f"| {what} | {mine} | {theirs} | {'yes' if met else '**no**'} |"
-                  for what, mine, theirs, met in goal(ebb, peer)]
-        lines.append("")
+    ebbs = [r for r in results if r["side"] in SIDES and SIDES[r["side"]].ebb]
+    for ebb in ebbs:
+        for peer in (r for r in results if r not in ebbs):
+            lines += [f"Step by step, {ebb['title']} and {peer['title']}:", "",
+                      "| goal | ebb | Karpenter | met |", "|---|---|---|---|"]
+            lines += [f"| {what} | {mine} | {theirs} | {'yes' if met else '**no**'} |"
+                      for what, mine, theirs, met in goal(ebb, peer)]
+            lines.append("")
     return lines

@@ -9,6 +9,9 @@
 #                          `default`, starts Karpenter, waits for /readyz, writes env
 #   karpenter.sh stop      stop it by pid
 #   karpenter.sh status
+#
+# KARPENTER_FEATURE_GATES: Karpenter's FEATURE_GATES (e.g. SpotToSpotConsolidation=true); unset: its
+# defaults (SpotToSpotConsolidation=false). KARPENTER_LOG_LEVEL: its LOG_LEVEL (info).
 set -euo pipefail
 EBB_COMPONENT=karpenter
 # shellcheck source=deploy/local/lib.sh
@@ -109,12 +112,14 @@ EOF
   # bind-address option). Leader election off: it would want a lease namespace and slow the start.
   spawn karpenter env KUBECONFIG="${kubeconfig}" DISABLE_LEADER_ELECTION=true \
     METRICS_PORT="${metrics_port}" HEALTH_PROBE_PORT="${health_port}" LOG_LEVEL="${KARPENTER_LOG_LEVEL:-info}" \
+    ${KARPENTER_FEATURE_GATES:+FEATURE_GATES="${KARPENTER_FEATURE_GATES}"} \
     "${KARPENTER_BIN}"
   wait_until karpenter "${KARPENTER_START_TIMEOUT:-60}" http_ok "http://127.0.0.1:${health_port}/readyz"
   log "Karpenter ready in $((SECONDS - started))s on ${api}"
   write_component_env karpenter "KARPENTER_METRICS_URL=http://127.0.0.1:${metrics_port}/metrics" \
     "KARPENTER_HEALTH_URL=http://127.0.0.1:${health_port}/readyz" \
-    "KARPENTER_KUBECONFIG=${kubeconfig}" "KARPENTER_KUBE_API_SERVER=${api}"
+    "KARPENTER_KUBECONFIG=${kubeconfig}" "KARPENTER_KUBE_API_SERVER=${api}" \
+    "KARPENTER_FEATURE_GATES=${KARPENTER_FEATURE_GATES:-}" "KARPENTER_PID=$(cat "$(pid_file karpenter)")"
 }
 
 stop() {

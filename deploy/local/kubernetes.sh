@@ -6,6 +6,10 @@
 #   kubernetes.sh start     certs, kubeconfig, start all five, wait until ready, write env
 #   kubernetes.sh stop      stop them by pid
 #   kubernetes.sh status
+#
+# EBB_KWOK_NODE_READY_SECONDS=MIN-MAX (e.g. 30-90): a cloud's start-up time. A Node KWOK manages becomes
+# Ready a uniformly random MIN to MAX seconds after KWOK first sees it (its node-initialize Stage with a
+# delay), instead of at once. Unset (the default, what the tests use): at once.
 set -euo pipefail
 EBB_COMPONENT=kubernetes
 # shellcheck source=deploy/local/lib.sh
@@ -224,6 +228,142 @@ rules:
 EOF
 }
 
+# kwok_node_stages MIN-MAX: KWOK's two default node Stages (kustomize/stage/node/fast's node-initialize
+# and node/heartbeat's node-heartbeat, as KWOK v0.7.0 ships them; with a lease duration set KWOK uses the
+# heartbeat without lease) with node-initialize delayed by MIN to MAX seconds (KWOK draws uniformly between
+# durationMilliseconds and jitterDurationMilliseconds). Stages in the config replace KWOK's default node
+# stages, so both are given; the pod stages stay KWOK's defaults.
+kwok_node_stages() {
+  local spec="$1" low high
+  [[ "${spec}" =~ ^([0-9]+)(-([0-9]+))?$ ]] || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: want MIN-MAX seconds (e.g. 30-90) or one number"
+  low="${BASH_REMATCH[1]}"
+  high="${BASH_REMATCH[3]:-${low}}"
+  ((high >= low)) || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: MAX below MIN"
+  cat <<EOF
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  delay:
+    durationMilliseconds: $((low * 1000))
+    jitterDurationMilliseconds: $((high * 1000))
+EOF
+  cat <<'EOF'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type  | Quote}}
+      {{ end }}
+
+      addresses:
+      {{ with .status.addresses }}
+      {{ YAML . 1 }}
+      {{ else }}
+      {{ with NodeIP }}
+      - address: {{ . | Quote }}
+        type: InternalIP
+      {{ end }}
+      {{ with NodeName }}
+      - address: {{ . | Quote }}
+        type: Hostname
+      {{ end }}
+      {{ end }}
+
+      {{ with NodePort }}
+      daemonEndpoints:
+        kubeletEndpoint:
+          Port: {{ . }}
+      {{ end }}
+
+      allocatable:
+      {{ with .status.allocatable }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+      capacity:
+      {{ with .status.capacity }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+
+      {{ $nodeInfo := .status.nodeInfo }}
+      {{ $kwokVersion := printf "kwok-%s" Version }}
+      nodeInfo:
+        architecture: {{ or $nodeInfo.architecture "amd64" }}
+        bootID: {{ or $nodeInfo.bootID `""` }}
+        containerRuntimeVersion: {{ or $nodeInfo.containerRuntimeVersion $kwokVersion }}
+        kernelVersion: {{ or $nodeInfo.kernelVersion $kwokVersion }}
+        kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}
+        kubeletVersion: {{ or $nodeInfo.kubeletVersion $kwokVersion }}
+        machineID: {{ or $nodeInfo.machineID `""` }}
+        operatingSystem: {{ or $nodeInfo.operatingSystem "linux" }}
+        osImage: {{ or $nodeInfo.osImage `""` }}
+        systemUUID: {{ or $nodeInfo.systemUUID `""` }}
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-heartbeat
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'True'
+  delay:
+    durationMilliseconds: 20000
+    jitterDurationMilliseconds: 25000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+  immediateNextStage: true
+EOF
+}
+
 # ---------------------------------------------------------------- start / stop
 start() {
   install
@@ -297,12 +437,18 @@ start() {
     --leader-elect=false --profiling=false --v=2 --pod-max-in-unschedulable-pods-duration=30s
 
   # KWOK: fakes the kubelet for nodes annotated kwok.x-k8s.io/node=fake, with its default
-  # "fast" node and pod stages (node ready + lease heartbeat; pod running, complete, delete).
+  # "fast" node and pod stages (node ready + lease heartbeat; pod running, complete, delete), or with
+  # EBB_KWOK_NODE_READY_SECONDS its node stages delayed (kwok_node_stages).
   cat >"${STATE}/kwok.yaml" <<'EOF'
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options: {}
 EOF
+  local node_ready="${EBB_KWOK_NODE_READY_SECONDS:-}"
+  if [[ -n "${node_ready}" ]]; then
+    kwok_node_stages "${node_ready}" >>"${STATE}/kwok.yaml"
+    log "KWOK nodes become Ready ${node_ready} s after they appear (EBB_KWOK_NODE_READY_SECONDS)"
+  fi
   spawn kwok "${KWOK_DIR}/bin/kwok" --config="${STATE}/kwok.yaml" \
     --kubeconfig="${KUBECONFIG_PATH}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
@@ -316,7 +462,8 @@ EOF
   wait_until kube-controller-manager 60 http_ok "${api}/api/v1/namespaces/default/serviceaccounts/default"
   log "control plane ready in $((SECONDS - started))s: ${api}"
   write_component_env kubernetes "KUBECONFIG=${KUBECONFIG_PATH}" "EBB_KUBECONFIG=${KUBECONFIG_PATH}" \
-    "KUBE_API_SERVER=${api}" "ETCD_ENDPOINT=http://127.0.0.1:${etcd_port}" "KUBE_AUDIT_LOG=${STATE}/audit.log"
+    "KUBE_API_SERVER=${api}" "ETCD_ENDPOINT=http://127.0.0.1:${etcd_port}" "KUBE_AUDIT_LOG=${STATE}/audit.log" \
+    "KWOK_NODE_READY_SECONDS=${node_ready:-0}"
 }
 
 stop_processes() {

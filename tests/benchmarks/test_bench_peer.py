@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -383,30 +384,280 @@ def test_goal_rows(ebb: dict[str, Any], karpenter: dict[str, Any], met: list[boo
     assert [r[3] for r in rows] == met
 
 
-def _result(key: str, title: str, churn: int) -> dict[str, Any]:
+def _result(key: str, title: str, churn: int, seed: int = 1) -> dict[str, Any]:
     timeline = Timeline(PRICES)
     for n in range(churn):
         timeline.nodeclaim(10.0 * n, f"nc-{n}", nodeclaim("c-4x-amd64-linux"))
         timeline.nodeclaim(10.0 * n + 5, f"nc-{n}", None)
-    trace = peer.make_trace(size=peer.SMOKE)
+    trace = peer.make_trace(seed, size=peer.SMOKE)
     phases = [{"name": p.name, "kind": p.kind, **peer.phase_figures(timeline, p.start, p.end), "counters": {}}
               for p in trace.phases]
     whole = {**peer.phase_figures(timeline, 0, trace.bursty.end), "counters": {}}
     after_up = peer.phase_figures(timeline, trace.phases[1].start, trace.bursty.end)
     return {"side": key, "title": title, "phases": phases, "whole": whole, "after_up": after_up, "evictions": 0,
             "evicted_more_than_once": 0, "api_errors": [], "seconds": 1.0, "code": "abc1234",
-            "load_average": {"mean": 1.0, "max": 2.0}, "trace": peer.describe(trace), "smoke": True,
-            **({"ebb_code": "abc1234"} if key == "ebb" else {})}
+            "load_average": {"mean": 1.0, "max": 2.0}, "trace": peer.describe(trace), "smoke": True, "seed": seed,
+            "cloud": {**asdict(peer.SMOKE_CLOUD), **peer.nodeclaim_figures(timeline)},
+            "start": {"nodeclaims": 0, "ready_after": 1.0, "cost_rate": 0.0},
+            "running_cost": {"Karpenter": {"cpu_seconds": 10.0 * seed, "rss_peak_mib": 100.0, "rss_mean_mib": 90.0,
+                                           "samples": 3, "pids": [1]}},
+            **({"ebb_code": "abc1234"} if key.startswith("ebb") else {})}
 
 
-def test_render_has_a_column_per_side_and_a_goal_table_per_karpenter_side() -> None:
-    lines = peer.render([_result("karpenter-0s", "Karpenter 0s", 4), _result("karpenter-30s", "Karpenter 30s", 2),
-                         _result("ebb", "ebb", 1)])
+def test_render_has_a_column_per_side_the_goal_per_karpenter_side_and_each_seed_in_detail() -> None:
+    results = [_result(side, title, churn * seed, seed) for seed in (1, 2)
+               for side, title, churn in (("karpenter-0s", "Karpenter 0s", 4), ("karpenter-30s", "Karpenter 30s", 2),
+                                          ("ebb", "ebb", 1))]
+    lines = peer.render(results)
+    assert lines[0] == "### Side by side with Karpenter (seeds 1, 2: mean [min-max])"
     start = lines.index("| figure | Karpenter 0s | Karpenter 30s | ebb |")
     table = lines[start:lines.index("", start)]
-    assert len(table) > 15 and all(line.count("|") == 5 for line in table)
-    assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met |") == 2
+    assert len(table) >= len(peer.HEADLINE) + 2 and all(line.count("|") == 5 for line in table)
+    churn = next(line for line in table if line.startswith("| **launches + disruptions"))
+    # Karpenter 0s: 4 launched + 4 deleted on seed 1, 8 + 8 on seed 2: mean 12 [8-16]; ebb: 2 and 4
+    assert churn.endswith("| 12 [8-16] | 6 [4-8] | 3 [2-4] |")
+    assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met on |") == 2
+    assert sum(1 for line in lines if line.startswith("#### Seed ")) == 2
+    cloud = next(line for line in lines if line.startswith("Cloud: "))
+    assert "Ready 5-15 s after they appear" in cloud and "offers spot and on-demand" in cloud
+    assert sum(1 for line in lines if line == "| goal | ebb | Karpenter | met |") == 4  # per seed, per Karpenter side
     assert any("smoke run" in line for line in lines)
+
+
+# -- repeats: seeds, rounds, mean and range, the goal on every seed ---------------------------------------------------
+
+
+def test_each_round_is_one_seed_with_every_side_once_the_order_turned_by_one() -> None:
+    rounds = peer.schedule(["A", "B", "C"], [1, 2, 3, 4])
+    assert rounds == [[(1, "A"), (1, "B"), (1, "C")], [(2, "B"), (2, "C"), (2, "A")],
+                      [(3, "C"), (3, "A"), (3, "B")], [(4, "A"), (4, "B"), (4, "C")]]
+    # run one after another, every side comes first, and last, once in three rounds
+    flat = [side for r in rounds[:3] for _, side in r]
+    assert flat == ["A", "B", "C", "B", "C", "A", "C", "A", "B"]
+    assert peer.schedule([], [1]) == [[]]
+
+
+def test_seeds_and_how_many_at_once_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EBB_BENCH_PEER", raising=False)
+    monkeypatch.delenv("EBB_BENCH_PEER_SEEDS", raising=False)
+    monkeypatch.delenv("EBB_BENCH_PEER_AT_ONCE", raising=False)
+    assert peer.seeds_from_env() == list(peer.DEFAULT_SEEDS) and len(peer.DEFAULT_SEEDS) >= 3
+    assert peer.at_once_from_env(4) == 4
+    monkeypatch.setenv("EBB_BENCH_PEER_AT_ONCE", "1")
+    assert peer.at_once_from_env(4) == 1
+    monkeypatch.setenv("EBB_BENCH_PEER_AT_ONCE", "9")
+    assert peer.at_once_from_env(4) == 4
+    monkeypatch.setenv("EBB_BENCH_PEER_SEEDS", "5, 7")
+    assert peer.seeds_from_env() == [5, 7]
+    for bad in ("x", "1,1", ""):
+        monkeypatch.setenv("EBB_BENCH_PEER_SEEDS", bad)
+        with pytest.raises(SystemExit, match="EBB_BENCH_PEER_SEEDS"):
+            peer.seeds_from_env()
+    monkeypatch.delenv("EBB_BENCH_PEER_SEEDS")
+    monkeypatch.delenv("EBB_BENCH_PEER_NODE_READY", raising=False)
+    assert peer.cloud_from_env() is peer.CLOUD
+    monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
+    assert peer.seeds_from_env() == [peer.SEED] and peer.cloud_from_env() is peer.SMOKE_CLOUD
+    monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", "30-90")
+    assert peer.cloud_from_env().node_ready == (30, 90)
+    assert peer.cloud_from_env().capacity_types == peer.SMOKE_CLOUD.capacity_types
+    monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", "0")
+    assert peer.cloud_from_env().env()["EBB_KWOK_NODE_READY_SECONDS"] == ""  # at once: KWOK's own stages
+    for bad in ("fast", "9-3"):
+        monkeypatch.setenv("EBB_BENCH_PEER_NODE_READY", bad)
+        with pytest.raises(SystemExit, match="EBB_BENCH_PEER_NODE_READY"):
+            peer.cloud_from_env()
+
+
+def test_spread_is_the_mean_the_least_and_the_most() -> None:
+    assert peer.spread([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+    assert peer.spread([5.0]) == (5.0, 5.0, 5.0)
+    with pytest.raises(ValueError):
+        peer.spread([])
+    assert peer.mean_range([1.0, 2.0, 6.0], lambda v: f"{v:.0f}") == "3 [1-6]"
+    assert peer.mean_range([4.0], lambda v: f"{v:.1f}") == "4.0"
+
+
+def _headline_run(seed: int, cost: float, churn: int, evictions: int, pending: float) -> dict[str, Any]:
+    phases = [{"kind": "up", "pending_pod_seconds": 0.0, "settled_after": None},
+              {"kind": "down", "start": 0.0, "end": 100.0, "settled_after": 40.0, "pending_pod_seconds": pending},
+              {"kind": "bursty", "start": 100.0, "end": 300.0, "settled_after": None, "pending_pod_seconds": 0.0}]
+    return {"seed": seed, "after_up": {"cost": cost}, "whole": {"cost": cost + 1, "launched": churn + 10,
+                                                                "deleted": 0, "pending_pod_seconds": pending},
+            "launches_after_start": churn, "evictions": evictions, "evicted_more_than_once": 0, "phases": phases,
+            "trace": {"tail": 60.0}, "running_cost": {"a": {"cpu_seconds": 2.0, "rss_peak_mib": 10.0},
+                                                      "b": {"cpu_seconds": 3.0, "rss_peak_mib": 5.0}}}
+
+
+def test_headline_figures_of_a_run() -> None:
+    figures = peer.headline(_headline_run(1, 3.0, 7, 5, 12.0))
+    assert figures["cost"] == 3.0 and figures["cost_whole"] == 4.0
+    assert figures["churn"] == 7  # the starting cluster's launches are not churn
+    assert figures["evictions"] == 5 and figures["pending"] == 12.0 and figures["pending_after_up"] == 12.0
+    assert figures["unsettled"] == 40.0 + 60.0  # the bursts did not settle: the whole tail counts
+    assert figures["cpu_seconds"] == 5.0 and figures["rss_peak_mib"] == 15.0
+    assert set(figures) == {key for key, _, _ in peer.HEADLINE}
+
+
+def test_the_goal_is_judged_seed_by_seed() -> None:
+    karpenter = [_headline_run(1, 10.0, 20, 10, 100.0), _headline_run(2, 10.0, 20, 10, 100.0)]
+    # seed 1: within 2% dearer, half the churn, as many evictions, less pending; seed 2: too dear, too much churn
+    ebb = [_headline_run(1, 10.1, 10, 10, 90.0), _headline_run(2, 10.5, 11, 12, 90.0)]
+    rows = peer.headline_goal(ebb, karpenter)
+    assert [(what.split(" ")[0], met, total) for what, _, _, met, total in rows] == [
+        ("node-hour", 1, 2), ("at", 1, 2), ("no", 1, 2), ("no", 2, 2)]
+    assert rows[1][1] == "10 [10-11]" and rows[1][2] == "20 [20-20]"
+    # a seed only one side ran is not compared
+    assert [r[4] for r in peer.headline_goal(ebb, karpenter[:1])] == [1, 1, 1, 1]
+
+
+# -- the cloud and the starting cluster ------------------------------------------------------------------------------
+
+
+def test_the_cloud_sets_the_control_planes_start_up_time_and_karpenters_feature_gate() -> None:
+    assert peer.CLOUD.env() == {"EBB_KWOK_NODE_READY_SECONDS": "30-90",
+                                "KARPENTER_FEATURE_GATES": "SpotToSpotConsolidation=true"}
+    fast = peer.Cloud((0, 0), ("on-demand",), False)
+    assert fast.env() == {"EBB_KWOK_NODE_READY_SECONDS": "", "KARPENTER_FEATURE_GATES":
+                          "SpotToSpotConsolidation=false"}
+    assert set(peer.CLOUD.capacity_types) == {"spot", "on-demand"}
+    assert 30 <= peer.CLOUD.node_ready[0] < peer.CLOUD.node_ready[1] <= 90
+
+
+def test_the_nodepool_offers_the_clouds_capacity_types_with_the_sides_policy() -> None:
+    side = peer.SIDES["karpenter-balanced"]
+    pool = peer.nodepool(side.consolidate_after, side.budget_nodes, side.consolidation_policy,
+                         peer.CLOUD.capacity_types)
+    reqs = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["karpenter.sh/capacity-type"] == ["spot", "on-demand"]
+    assert pool["spec"]["disruption"] == {"consolidationPolicy": "Balanced", "consolidateAfter": "0s",
+                                          "budgets": [{"nodes": "10%"}]}
+
+
+def test_the_default_sides_are_karpenters_defaults_and_balanced_and_ebbs_defaults_and_recommended() -> None:
+    sides = [peer.SIDES[k] for k in peer.DEFAULT_SIDES]
+    karpenter = [s for s in sides if not s.ebb]
+    assert [(s.consolidation_policy, s.consolidate_after, s.budget_nodes) for s in karpenter] == [
+        ("WhenEmptyOrUnderutilized", "0s", "10%"), ("Balanced", "0s", "10%")]
+    default, recommended = (peer.disruption_policy(s) for s in sides if s.ebb)
+    assert default["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                               "expireAfter": "Never", "budgets": [{"nodes": "10%"}]}
+    assert recommended["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
+                                   "expireAfter": "Never", "budgets": [{"nodes": "20%"}],
+                                   "stabilizationWindow": "10m", "minimumPriceImprovementPercent": 30,
+                                   "demandWindow": "35m"}
+    assert all(s.budget_nodes == "0" for s in sides if s.ebb)  # Karpenter's own disruption off next to ebb
+
+
+KWOK_TYPES: list[dict[str, Any]] = [
+    {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
+               "resources": {"cpu": str(cpu), "memory": f"{cpu * gib}Gi", "pods": "110"},
+               "offerings": [{"Price": cpu * gib * 0.01 * share, "Available": True, "Requirements": [
+                   {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
+                   {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}
+                   for capacity, share in (("spot", 0.7), ("on-demand", 1.0)) for zone in peer.ZONES]}
+              for family, gib in (("c", 2), ("m", 8)) for cpu in (2, 4, 8)]
+
+
+def test_the_starting_cluster_holds_the_peak_the_same_on_every_call_spot_first() -> None:
+    trace = peer.make_trace(1, peer.SMOKE)
+    pool = peer.nodepool("0s", "0", capacity_types=peer.CLOUD.capacity_types)
+    nodes = peer.starting_cluster(trace, KWOK_TYPES, pool)
+    assert nodes == peer.starting_cluster(trace, KWOK_TYPES, pool)
+    assert nodes and len({n.name for n in nodes}) == len(nodes)
+    assert {n.capacity_type for n in nodes} == {"spot"}  # the cheaper offering, as Karpenter picks
+    assert all(n.zone in peer.ZONES for n in nodes)
+    cpu = {str(t["name"]): int(str(t["resources"]["cpu"])) * 1000 - 100 for t in KWOK_TYPES}
+    _, peak_cpu, _ = trace.peak_requests()
+    assert sum(cpu[n.instance_type] for n in nodes) >= peak_cpu
+    hostname_peak = max(s.peak for s in trace.services if s.spread == "hostname")
+    assert len(nodes) >= hostname_peak  # one replica per node
+    on_demand = peer.nodepool("0s", "0", capacity_types=("on-demand",))
+    assert {n.capacity_type for n in peer.starting_cluster(trace, KWOK_TYPES, on_demand)} == {"on-demand"}
+
+
+def test_a_starting_nodeclaim_pins_its_type_capacity_and_zone_and_requests_the_types_allocatable() -> None:
+    node = peer.StartNode("start-000", "c-4x-amd64-linux", "spot", "test-zone-b")
+    pool = peer.nodepool("0s", "0", capacity_types=peer.CLOUD.capacity_types)
+    claim = peer.start_nodeclaim(node, pool, KWOK_TYPES)
+    reqs = {r["key"]: r["values"] for r in claim["spec"]["requirements"]}
+    assert reqs["node.kubernetes.io/instance-type"] == ["c-4x-amd64-linux"]
+    assert reqs["karpenter.sh/capacity-type"] == ["spot"] and reqs["topology.kubernetes.io/zone"] == ["test-zone-b"]
+    assert claim["metadata"]["name"] == "start-000"
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == peer.NODEPOOL
+    assert claim["spec"]["resources"]["requests"]["cpu"] == "3900m"  # 4 vCPU less KWOK's 100m overhead
+
+
+def test_the_timeline_keeps_each_nodeclaims_capacity_type_and_when_it_became_ready() -> None:
+    timeline = Timeline({("c-4x-amd64-linux", "spot", "test-zone-a"): 0.14})
+    spot = nodeclaim("c-4x-amd64-linux")
+    spot["metadata"]["labels"]["karpenter.sh/capacity-type"] = "spot"
+    timeline.nodeclaim(10.0, "a", spot)
+    timeline.nodeclaim(30.0, "a", {**spot, "status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    timeline.nodeclaim(55.0, "a", {**spot, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    timeline.nodeclaim(70.0, "a", {**spot, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    timeline.nodeclaim(12.0, "start-0", nodeclaim("c-4x-amd64-linux"))
+    life = timeline.nodeclaims["a"]
+    assert (life.capacity_type, life.price, life.ready) == ("spot", 0.14, 55.0)
+    figures = peer.nodeclaim_figures(timeline, ["start-0"])
+    assert figures["ready_seconds"] == {"min": 45.0, "median": 45.0, "max": 45.0, "count": 1}
+    assert figures["launched_by_capacity_type"] == {"start": {"on-demand": 1}, "after": {"spot": 1}}
+
+
+# -- running cost: /proc ---------------------------------------------------------------------------------------------
+
+
+STAT = ("4242 (java (kafka) x) S 1 4242 4242 0 -1 4194560 3000 0 0 0 250 50 7 3 20 0 60 0 1000 5000000 "
+        "120000 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0")
+
+
+def test_cpu_seconds_and_parent_from_proc_stat_even_with_parentheses_in_the_name() -> None:
+    assert peer.stat_fields(STAT)[0] == "S"
+    assert peer.parent_pid(STAT) == 1
+    assert peer.cpu_seconds(STAT, 100) == (250 + 50 + 7 + 3) / 100
+
+
+def test_rss_from_proc_status() -> None:
+    assert peer.rss_bytes("Name:\tpostgres\nVmPeak:\t 9000 kB\nVmRSS:\t   20480 kB\nThreads: 1\n") == 20480 * 1024
+    assert peer.rss_bytes("Name:\tzombie\nState:\tZ\n") == 0
+
+
+def test_a_process_tree_is_its_roots_and_their_descendants() -> None:
+    parents = {1: 0, 10: 1, 11: 10, 12: 11, 20: 1, 21: 20}
+    assert peer.tree([10], parents) == {10, 11, 12}
+    assert peer.tree([10, 20], parents) == {10, 11, 12, 20, 21}
+    assert peer.tree([99], parents) == set()  # gone
+
+
+TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0
+   1: 0100007F:1F90 0100007F:A000 01 00000000:00000000 00:00000000 00000000     0        0 222 1 0 100 0 0 10 0
+   2: 00000000:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 333 1 0 100 0 0 10 0
+"""
+
+
+def test_the_socket_listening_on_a_port_from_proc_net_tcp() -> None:
+    assert peer.listening_inodes(TCP, 8080) == {"111"}  # the established connection on 8080 is not it
+    assert peer.listening_inodes(TCP, 5432) == {"333"}
+    assert peer.listening_inodes(TCP, 9092) == set()
+
+
+def test_the_port_of_a_bootstrap_address_or_a_database_url() -> None:
+    assert peer._port("127.0.0.1:19092") == 19092
+    assert peer._port("127.0.0.1:19092,127.0.0.1:19093") == 19092
+    assert peer._port("postgresql+asyncpg://ebb@127.0.0.1:15432/ebb") == 15432
+
+
+def test_running_cost_samples_this_process_cpu_and_memory() -> None:
+    running = peer.RunningCost({"me": [os.getpid()], "gone": []})
+    running.sample()
+    sum(i * i for i in range(300_000))  # some CPU between the samples
+    running.sample()
+    figures = running.figures()
+    assert figures["me"]["samples"] == 2 and figures["me"]["rss_peak_mib"] > 1
+    assert figures["me"]["cpu_seconds"] >= 0
+    assert figures["gone"] == {"cpu_seconds": 0.0, "rss_peak_mib": 0.0, "rss_mean_mib": 0.0, "samples": 2,
+                               "pids": []}
 
 
 # -- the smoke ---------------------------------------------------------------------------------------------------
@@ -435,19 +686,22 @@ def test_smoke_runs_a_karpenter_and_an_ebb_side_unless_told_otherwise(monkeypatc
     assert peer.size_from_env() is peer.FULL and peer.sides_from_env() == list(peer.DEFAULT_SIDES)
 
 
-@pytest.mark.parametrize("smoke", [False, True])
+@pytest.mark.parametrize("at_once", [False, True])
 def test_run_sides_runs_every_side_in_its_process_and_writes_the_results(
-        smoke: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A real run's sides one after another; a smoke's at once (each child sees the other started)."""
+        at_once: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A smoke's round: its sides at once (each child sees the other started), or with EBB_BENCH_PEER_AT_ONCE=1
+    one after the other."""
     import threading
 
     monkeypatch.setenv("EBB_BENCH_PEER_SIDES", "karpenter-0s,ebb-nowindow")
     monkeypatch.setenv("EBB_BENCH_PEER_RESULTS", str(tmp_path / "results.json"))
-    if smoke:
-        monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
+    monkeypatch.setenv("EBB_BENCH_PEER", "smoke")
+    monkeypatch.delenv("EBB_BENCH_PEER_SEEDS", raising=False)
+    if at_once:
+        monkeypatch.delenv("EBB_BENCH_PEER_AT_ONCE", raising=False)
     else:
-        monkeypatch.delenv("EBB_BENCH_PEER", raising=False)
-    both_started = threading.Barrier(2, timeout=5)
+        monkeypatch.setenv("EBB_BENCH_PEER_AT_ONCE", "1")
+    both_started = threading.Barrier(2, timeout=1 if not at_once else 5)
     calls: list[list[str]] = []
 
     def child(args: list[str]) -> dict[str, Any]:
@@ -460,9 +714,9 @@ def test_run_sides_runs_every_side_in_its_process_and_writes_the_results(
         return {"side": args[1], "together": together}
 
     results = peer.run_sides(child)
-    assert sorted(calls) == [["peer", "ebb-nowindow"], ["peer", "karpenter-0s"]]
-    assert [r["side"] for r in results] == ["karpenter-0s", "ebb-nowindow"]
-    assert all(r["together"] is smoke for r in results)
+    assert sorted(calls) == [["peer", "ebb-nowindow@1"], ["peer", "karpenter-0s@1"]]
+    assert [r["side"] for r in results] == ["karpenter-0s@1", "ebb-nowindow@1"]
+    assert all(r["together"] is at_once for r in results)
     import json
 
     assert json.loads((tmp_path / "results.json").read_text()) == results
@@ -588,7 +842,7 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
             events.append("servers stopped")
 
     @contextlib.contextmanager
-    def control_plane(log_to: Path) -> Iterator[dict[str, str]]:
+    def control_plane(log_to: Path, cloud: peer.Cloud) -> Iterator[dict[str, str]]:
         both_starting.wait()
         if control_plane_fails:
             raise SystemExit("kubernetes.sh start failed")
@@ -602,8 +856,8 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
         bootstrap, url, origin = stack.enter_context(servers())
         return peer.EbbBackend(bootstrap, url, origin, "abc1234", out_dir / "code", "")
 
-    def run_ebb_side(side: peer.Side, trace: peer.Trace, env: dict[str, str], backend: peer.EbbBackend,
-                     *rest: Any) -> dict[str, Any]:
+    def run_ebb_side(side: peer.Side, trace: peer.Trace, cloud: peer.Cloud, env: dict[str, str],
+                     backend: peer.EbbBackend, *rest: Any) -> dict[str, Any]:
         events.append(f"ran on {backend.bootstrap} and {env['KUBECONFIG']}")
         return {"side": side.key}
 
@@ -613,9 +867,9 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
     side, trace = peer.SIDES["ebb"], peer.make_trace(size=peer.SMOKE)
     if control_plane_fails:
         with pytest.raises(SystemExit, match=r"kubernetes\.sh start failed"):
-            peer._run_side(side, trace, {}, [], tmp_path)
+            peer._run_side(side, trace, peer.SMOKE_CLOUD, {}, [], tmp_path)
         assert events == ["servers up", "servers stopped"]
         return
-    assert peer._run_side(side, trace, {}, [], tmp_path) == {"side": "ebb"}
+    assert peer._run_side(side, trace, peer.SMOKE_CLOUD, {}, [], tmp_path) == {"side": "ebb"}
     assert sorted(events[:2]) == ["control plane up", "servers up"]
     assert events[2:] == ["ran on 127.0.0.1:9092 and kubeconfig", "control plane stopped", "servers stopped"]

@@ -6,7 +6,8 @@ ebb's three services as processes (ebb's code as committed at HEAD).
 Asserted on what it reports, never on timings (its figures mean nothing): every side produced its figures, the
 trace was played (every Deployment and job of the trace had pods, no API call of the driver failed), NodeClaims
 were launched and disrupted, by Karpenter on its side and by ebb on ebb's (where Karpenter's own disruption stays
-off), and ebb's services stopped cleanly.
+off), every side started from the same cluster of spot nodes that took the cloud's start-up time to be Ready, and
+ebb's services stopped cleanly.
 
 It needs the servers' binaries in ~/.cache/ebb (``deploy/local/infra.sh install``) and starts its own (the
 harness's way: deploy/local/ scripts in private directories), not the session's. Without Karpenter's KWOK provider
@@ -102,10 +103,24 @@ def test_nodeclaims_were_launched_and_disrupted_on_every_side_by_its_disrupter(
         side, counters = result["side"], result["whole"]["counters"]
         assert result["whole"]["launched"] > 0, side
         assert result["whole"]["deleted"] > 0, side
-        assert peer.counter_sum(counters["karpenter"], "karpenter_nodeclaims_created_total") > 0, side
         if peer.SIDES[side].ebb:
             assert peer.counter_sum(counters["karpenter"], decisions) == 0, side  # its budget is nodes: "0"
             assert peer.counter_sum(counters["consolidation-planner"], "ebb_voluntary_disruption_decisions_total") > 0
             assert result["ebb_exit_codes"] == dict.fromkeys(peer.EBB_SERVICES, 0)
         else:
             assert peer.counter_sum(counters["karpenter"], decisions) > 0, side
+            assert peer.counter_sum(counters["karpenter"], "karpenter_nodeclaims_created_total") > 0, side
+
+
+def test_every_side_started_from_the_same_cluster_of_slow_spot_nodes(
+        smoke: tuple[str, list[dict[str, Any]], float]) -> None:
+    """The cloud of the smoke (``SMOKE_CLOUD``): the starting cluster's NodeClaims, the same on every side, took
+    the control plane's start-up delay to become Ready, and Karpenter launched the spot the NodePool offers."""
+    _, results, _ = smoke
+    low, _ = peer.SMOKE_CLOUD.node_ready
+    assert len({r["start"]["nodeclaims"] for r in results}) == 1 and results[0]["start"]["nodeclaims"] > 0
+    for result in results:
+        ready = result["cloud"]["ready_seconds"]
+        assert ready["count"] >= result["start"]["nodeclaims"], result["side"]
+        assert ready["min"] >= low, result["side"]  # not KWOK's instant nodes
+        assert result["cloud"]["launched_by_capacity_type"]["start"].get("spot", 0) > 0, result["side"]

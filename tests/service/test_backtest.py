@@ -586,3 +586,18 @@ def test_a_stopped_backtest_leaves_no_worker_running(tmp_path: Path, signum: int
     else:
         os.killpg(process.pid, signal.SIGKILL)
         pytest.fail("worker processes were left running")
+
+
+def test_the_nodes_boot_time_is_the_clouds_a_fixed_time_or_a_spread() -> None:
+    """BacktestOptions.boot_seconds: the burst's pods wait for their new nodes as long as those take to boot (plus
+    the provisioner's batch window), a fixed time or one drawn per node between the two bounds."""
+    trace = Trace.model_validate(bursts())
+    waits = {}
+    for boot in ((30.0, 30.0), (90.0, 90.0), (30.0, 90.0)):
+        options = BacktestOptions(start=NOW, duration=timedelta(minutes=12), seed=1, sample_every=60,
+                                  boot_seconds=boot[0], boot_seconds_max=boot[1])
+        (run,) = run_backtest(cluster(), trace, [karpenter_default()], options)["policies"]
+        assert run["summary"]["launches_by"].get("provisioner", 0) >= 1
+        waits[boot] = run["summary"]["pending_seconds_p95"]
+    assert 30 <= waits[(30.0, 30.0)] < 60 <= 90 <= waits[(90.0, 90.0)] < 120
+    assert waits[(30.0, 30.0)] <= waits[(30.0, 90.0)] <= waits[(90.0, 90.0)]

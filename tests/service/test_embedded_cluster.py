@@ -4,6 +4,7 @@ Karpenter's NodePool hash."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -272,3 +273,31 @@ async def test_a_consumer_takes_the_clusters_parse_of_the_version_it_holds_and_p
     assert stale is not None and sim.parsed_as_held("Node//a", stale) is None  # the cluster holds a newer one
     current = sim.objects["Node//a"]
     assert sim.parsed_as_held("Node//a", current) is sim._parse_cache.parsed("Node//a")
+
+
+def test_a_launched_node_boots_in_boot_seconds_or_a_time_drawn_per_node_in_the_clouds_spread() -> None:
+    fixed = SimulatedCluster([], InMemoryBus(), clock, seed=3, boot_seconds=60.0)
+    assert {fixed.boot_time(f"n{i}") for i in range(20)} == {60.0}
+    spread = SimulatedCluster([], InMemoryBus(), clock, seed=3, boot_seconds=30.0, boot_seconds_max=90.0)
+    times = [spread.boot_time(f"n{i}") for i in range(200)]
+    assert all(30.0 <= t <= 90.0 for t in times)
+    assert min(times) < 40.0 and max(times) > 80.0  # spread over the range, not one value
+    # the same node of the same seed boots in the same time in every run; another seed draws anew
+    again = SimulatedCluster([], InMemoryBus(), clock, seed=3, boot_seconds=30.0, boot_seconds_max=90.0)
+    assert [again.boot_time(f"n{i}") for i in range(200)] == times
+    other = SimulatedCluster([], InMemoryBus(), clock, seed=4, boot_seconds=30.0, boot_seconds_max=90.0)
+    assert [other.boot_time(f"n{i}") for i in range(200)] != times
+
+
+async def test_a_launched_node_is_ready_only_after_its_own_boot_time() -> None:
+    now = [NOW]
+    sim = SimulatedCluster([nodepool(), node("a")], InMemoryBus(), lambda: now[0], seed=5, boot_seconds=30.0,
+                           boot_seconds_max=90.0)
+    sim.launched["a"] = (NOW, 0.1)
+    sim.objects["Node//a"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    boot = sim.boot_time("a")
+    now[0] = NOW + timedelta(seconds=boot - 1)
+    assert not await sim.ready("a")
+    # at its boot time to the microsecond the clock can tell (a drawn time is not a whole number of seconds)
+    now[0] = NOW + timedelta(seconds=boot)
+    assert boot != int(boot) and await sim.ready("a")

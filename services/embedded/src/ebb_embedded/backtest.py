@@ -130,6 +130,10 @@ class BacktestOptions:
     spot_to_spot: bool = False
     #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
     reuse_passes: bool = True
+    #: seconds from a launch to the node being Ready (``SimulatedCluster.boot_seconds``): a cloud's start-up time
+    boot_seconds: float = 60.0
+    #: with it, a time drawn per node between ``boot_seconds`` and this (a cloud's spread, e.g. 30-90 s)
+    boot_seconds_max: float | None = None
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -184,12 +188,12 @@ async def _sample(cluster: WorkloadCluster, clock: Clock, stop: asyncio.Event, e
 def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration: float) -> dict[str, Any]:
     m = cluster.measures
     node_seconds = cost = churn = 0.0
-    for life in m.nodes.values():
+    for name, life in m.nodes.items():
         lived = ((life.end or finished) - life.start).total_seconds()
         node_seconds += lived
         cost += life.price * lived / 3600
         if life.launched:
-            churn += life.price * min(lived, cluster.boot_seconds) / 3600
+            churn += life.price * min(lived, cluster.boot_time(name)) / 3600
     pending = [*m.pending_seconds, *((finished - since).total_seconds() for since in m.pending_since.values())]
     disruptions: dict[str, int] = {}
     for (state, method), n in sorted(end.decisions.items()):
@@ -254,9 +258,13 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     made: list[WorkloadCluster] = []
     more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
 
+    def cluster_factory(*args: Any, **kwargs: Any) -> WorkloadCluster:
+        return WorkloadCluster(*args, boot_seconds=options.boot_seconds, boot_seconds_max=options.boot_seconds_max,
+                               **kwargs)
+
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),
-                                          report=report, cluster_factory=WorkloadCluster, more_tasks=more_tasks))
+                                          report=report, cluster_factory=cluster_factory, more_tasks=more_tasks))
     cluster = made[0]
     result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
     return {"name": policy.name, "source": policy.source, "summary": result, "series": series,

@@ -14,8 +14,9 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
 - **the cloud**: the executor's ``Launcher``, behind the ``simulated`` provider
   (``ebb.adapters.kube.node_provider.NodeProvider``). A replacement becomes a Node built like a launched one
-  (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_seconds`` of simulated
-  time after its launch, when the DaemonSets' pods start on it;
+  (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_time(name)`` of simulated
+  time after its launch (``boot_seconds``, or with ``boot_seconds_max`` a cloud's spread: a time drawn per
+  node between the two, from the run's seed and the node's name), when the DaemonSets' pods start on it;
 - **Karpenter's NodePool hash controller**: a NodePool whose ``spec.template`` changes after the start (a
   trace's ``patch`` or ``create``) gets a new ``karpenter.sh/nodepool-hash`` (`template_hash_input`: the
   fields Karpenter hashes), so the nodes launched before it drift as under Karpenter. A template seen before
@@ -141,11 +142,13 @@ class SimulatedCluster:
         bundled_catalog: Callable[[], Iterable[Any]] | None = None,
         seed: int = 0,
         boot_seconds: float = 60.0,
+        boot_seconds_max: float | None = None,
     ) -> None:
         self.bus = bus
         self.clock = clock_of(clock)
         self.bundled_catalog = bundled_catalog
         self._random = random.Random(seed)
+        self._seed = seed
         self._resource_version = 1
         #: kind/namespace/name -> the object
         self.objects: dict[str, dict[str, Any]] = {}
@@ -163,8 +166,10 @@ class SimulatedCluster:
         self.pods_recreated = 0
         self.pods_bound = 0
         self.nodes_deleted = 0
-        #: simulated seconds from a launch to the node being Ready
+        #: simulated seconds from a launch to the node being Ready: ``boot_seconds``, or drawn per node between it
+        #: and ``boot_seconds_max`` (`boot_time`)
         self.boot_seconds = boot_seconds
+        self.boot_seconds_max = boot_seconds_max
         #: launched node -> (launch time, hourly price)
         self.launched: dict[str, tuple[datetime, float]] = {}
         self._catalog: dict[str, InstanceType] | None = None
@@ -441,7 +446,8 @@ class SimulatedCluster:
         if is_ready(node):
             return True
         launched_at = self.launched.get(name, (self.clock(), 0.0))[0]
-        if (self.clock() - launched_at).total_seconds() < self.boot_seconds:
+        # a microsecond's tolerance: the clock's datetimes have no finer resolution than that
+        if (self.clock() - launched_at).total_seconds() < self.boot_time(name) - 1e-6:
             return False
         booted = _copied(node)
         now = _rfc3339(self.clock())
@@ -453,6 +459,16 @@ class SimulatedCluster:
 
     async def delete(self, name: str) -> None:
         await self.delete_node(name)
+
+    def boot_time(self, name: str) -> float:
+        """Simulated seconds from the launch of node ``name`` to Ready: ``boot_seconds``, or with
+        ``boot_seconds_max`` a time drawn uniformly between the two, the same for a seed and a name in every run
+        (a cloud's start-up time varies by node; the draw does not consume the cluster's own random stream, so a
+        run with a spread differs from one without only by the boot times)."""
+        if self.boot_seconds_max is None or self.boot_seconds_max <= self.boot_seconds:
+            return self.boot_seconds
+        draw = random.Random(f"{self._seed}/{name}").random()
+        return round(self.boot_seconds + draw * (self.boot_seconds_max - self.boot_seconds), 3)  # whole milliseconds
 
     async def _start_daemonsets(self, node: Mapping[str, Any]) -> None:
         """The DaemonSet controller: one pod of every DaemonSet whose nodeSelector the node matches."""

@@ -5,7 +5,8 @@ as Karpenter does (until no new Pending pod came for 1 s, at most 10 s: ``ebb.co
 then asks the pure core which nodes to launch (``ebb.core.provisioning.launches``: the simulator, with the
 nodes still booting counted as capacity) and launches each as the executor launches a replacement (the
 same ``ebb.core.launch`` Node, priced from the catalog, counted as a launch). A launched node becomes Ready
-``boot_seconds`` later, when kube-scheduler is woken to bind the pods waiting for it.
+its boot time later (``SimulatedCluster.boot_time``: ``boot_seconds``, or a cloud's 30-90 s drawn per node with
+``boot_seconds_max``), when kube-scheduler is woken to bind the pods waiting for it.
 
 Names come from the run's seed; every wait is on the injected clock (simulated time).
 """
@@ -67,6 +68,6 @@ async def run_provisioner(cluster: WorkloadCluster, clock: Clock, stop: asyncio.
 
 
 async def _boot(cluster: WorkloadCluster, clock: Clock, name: str, stop: asyncio.Event) -> bool:
-    if await clock.sleep(cluster.boot_seconds, stop):
+    if await clock.sleep(cluster.boot_time(name), stop):
         return False
     return await cluster.boot(name)

@@ -156,6 +156,15 @@ NODE_CASES: list[tuple[str, list[dict[str, Any]], list[tuple[float, Any]], list[
      [(21, event("DisruptionTerminating", "NodeClaim", "c1", "Disrupting NodeClaim: Drifted/Replace",
                  "karpenter")), (40, deleted(BUSY))],
      [(40, "n1", "removed", "karpenter", "Drifted")]),
+    ("a candidate's condition (Consolidatable) is no reason; Karpenter's DisruptionReason seen after the Node's "
+     "deletion still names it", [BUSY, claim("c1", "n1", "Consolidatable", "Consolidatable")],
+     [(20, node("n1", taints=("karpenter.sh/disrupted",))), (30, node("n1", deleting=True)),
+      (31, claim("c1", "n1", "DisruptionReason", "Empty")), (32, deleted(BUSY))],
+     [(30, "n1", "removed", "karpenter", "Empty")]),
+    ("a drifted NodeClaim that Karpenter removes without saying why: Drifted",
+     [BUSY, claim("c1", "n1", "Drifted", "Drifted")],
+     [(20, node("n1", taints=("karpenter.sh/disrupted",))), (32, deleted(BUSY))],
+     [(32, "n1", "removed", "karpenter", "Drifted")]),
     ("a node deleted without a disruption: by someone unknown", [BUSY],
      [(40, deleted(BUSY))], [(40, "n1", "removed", "unknown", "deleted")]),
 ]

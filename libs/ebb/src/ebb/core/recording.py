@@ -76,8 +76,10 @@ RECREATING_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "Job", "Repli
 #: label keys whose values are the cluster's vocabulary, not the user's: never hashed
 WELL_KNOWN_LABEL_MARKERS: Final = ("kubernetes.io/", "k8s.io/", "karpenter.sh/", "karpenter.k8s.aws/",
                                    "karpenter.kwok.sh/", "ebb.sh/", "kwok.x-k8s.io/")
-#: Karpenter's NodeClaim conditions that say why it is disrupted, in the order they are believed
-DISRUPTION_CONDITIONS: Final = ("DisruptionReason", "Disrupted", "Drifted", "Expired", "Empty", "Consolidatable")
+#: Karpenter's NodeClaim condition that names the reason of the disruption it is executing (its ``reason``)
+CONDITION_DISRUPTION_REASON: Final = "DisruptionReason"
+#: NodeClaim conditions that make a node a candidate for a reason (the reason when nothing else names one)
+CANDIDATE_CONDITIONS: Final = ("Drifted", "Expired")
 #: Event reasons that say a node is being disrupted or launched for a disruption (Karpenter's and ebb's)
 DISRUPTION_EVENT_REASONS: Final = frozenset({"DisruptionTerminating", "DisruptionLaunching", "Disrupted",
                                              "TerminatingOnInterruption", "SpotInterrupted",
@@ -297,11 +299,20 @@ def _finished(pod: Mapping[str, Any]) -> bool:
 
 @dataclass
 class _Why:
-    """What was seen about one node's disruption: by whom, why, and the words that said it."""
+    """What was seen about one node's disruption: by whom, the reasons each source named, and the words."""
 
     by: str = ""
-    reason: str = ""
+    #: the NodeClaim's DisruptionReason (Karpenter's own record of the command it executes)
+    stated: str = ""
+    #: a disruption Event's reason (Karpenter's or ebb's message)
+    told: str = ""
+    #: a NodeClaim condition that made it a candidate (Drifted, Expired)
+    candidate: str = ""
     detail: str = ""
+
+    @property
+    def reason(self) -> str:
+        return self.stated or self.told or self.candidate
 
 
 def _reason_of_message(message: str) -> str:
@@ -352,6 +363,9 @@ class Recorder:
     _claim_node: dict[str, str] = field(default_factory=dict)
     #: nodes whose removal is recorded
     _removed: set[str] = field(default_factory=set)
+    #: the removals, (seconds, node, its last object): who and why are told in `trace`, from all that was seen
+    #: by then (a NodeClaim's condition or an Event can arrive after the Node's deletion)
+    _removals: list[tuple[float, str, Mapping[str, Any]]] = field(default_factory=list)
     _last: float = 0.0
 
     def __post_init__(self) -> None:
@@ -412,14 +426,14 @@ class Recorder:
         message = str(event.get("message") or event.get("note") or "")
         why = self._why.setdefault(node, _Why())
         why.by = "ebb" if component.startswith(EBB_COMPONENT_PREFIX) else "karpenter" if component else why.by
-        why.reason = _reason_of_message(message) or why.reason
+        why.told = _reason_of_message(message) or why.told
         why.detail = f"{reason}: {message}"[:300]
 
     def note_ebb_step(self, node: str, phase: str, message: str) -> None:
         """A step of one of ebb's decisions on ``node`` (``ebb.disruption.events``)."""
         why = self._why.setdefault(node, _Why())
         why.by = "ebb"
-        why.reason = _reason_of_message(message) or why.reason
+        why.told = _reason_of_message(message) or why.told
         why.detail = f"{phase}: {message}"[:300]
 
     # -- pods ---------------------------------------------------------------------------------------------------
@@ -485,16 +499,14 @@ class Recorder:
         if not node:
             return
         self._claim_node[name] = node
-        for condition_type in DISRUPTION_CONDITIONS:
-            condition = next((c for c in status.get("conditions") or [] if isinstance(c, Mapping)
-                              and c.get("type") == condition_type and c.get("status") == "True"), None)
-            if condition is not None:
-                why = self._why.setdefault(node, _Why())
-                reason = str(condition.get("reason") or "")
-                why.reason = why.reason or (reason if condition_type in ("DisruptionReason", "Disrupted")
-                                            else condition_type)
-                why.detail = why.detail or f"NodeClaim {name}: {condition_type} {reason}".strip()
-                break
+        true = {str(c.get("type")): str(c.get("reason") or "") for c in status.get("conditions") or []
+                if isinstance(c, Mapping) and c.get("status") == "True"}
+        why = self._why.setdefault(node, _Why())
+        if true.get(CONDITION_DISRUPTION_REASON):
+            why.stated = true[CONDITION_DISRUPTION_REASON]
+            why.by = why.by or "karpenter"
+            why.detail = why.detail or f"NodeClaim {name}: {CONDITION_DISRUPTION_REASON} {why.stated}"
+        why.candidate = next((c for c in CANDIDATE_CONDITIONS if c in true), why.candidate)
 
     def _note_node(self, name: str, node: Mapping[str, Any]) -> None:
         taints = _taints(node)
@@ -502,14 +514,14 @@ class Recorder:
             why = self._why.setdefault(name, _Why())
             why.by = why.by or ("ebb" if TAINT_EBB_DISRUPTED in taints else "karpenter")
 
-    def _node_change(self, t: float, name: str, node: Mapping[str, Any], change: NodeChangeKind, *, by: str,
-                     reason: str, detail: str) -> None:
+    def _change(self, t: float, name: str, node: Mapping[str, Any], change: NodeChangeKind, *, by: str,
+                reason: str, detail: str) -> NodeChange:
         labels = _meta(node).get("labels") or {}
-        self._observed.append(NodeChange(
+        return NodeChange(
             at=t, node=self._node_name(name), change=change, by=by, reason=reason, detail=detail,
             nodepool=str(labels.get(LABEL_NODEPOOL) or ""),
             instanceType=str(labels.get("node.kubernetes.io/instance-type") or ""),
-            capacityType=str(labels.get(LABEL_CAPACITY_TYPE) or "")))
+            capacityType=str(labels.get(LABEL_CAPACITY_TYPE) or ""))
 
     def _node(self, t: float, name: str, before: Mapping[str, Any] | None, node: Mapping[str, Any] | None) -> None:
         if node is not None:
@@ -521,7 +533,7 @@ class Recorder:
                 "karpenter" if labels.get(LABEL_NODEPOOL) else "unknown"
             reason = "replacement" if annotations.get(ANNOTATION_DECISION_ID) else \
                 "provisioning" if labels.get(LABEL_NODEPOOL) else "added"
-            self._node_change(t, name, node, "launched", by=by, reason=reason, detail="")
+            self._observed.append(self._change(t, name, node, "launched", by=by, reason=reason, detail=""))
             self.counts.launches += 1
             self._removed.discard(name)
             return
@@ -532,9 +544,7 @@ class Recorder:
         if last is None:
             return
         self._removed.add(name)
-        why = self._why.get(name, _Why())
-        self._node_change(t, name, last, "removed", by=why.by or "unknown", reason=why.reason or "deleted",
-                          detail=why.detail)
+        self._removals.append((t, name, last))
         self.counts.removals += 1
 
     # -- output -------------------------------------------------------------------------------------------------
@@ -561,8 +571,14 @@ class Recorder:
             events.extend(TraceEvent(at=at, depart=Depart(namespace=self._name(namespace), name=self._name(pod)))
                           for pod, at in waiting)
         events.sort(key=lambda e: e.at)
+        observed = list(self._observed)
+        for t, node, last in self._removals:
+            why = self._why.get(node, _Why())
+            reason = why.reason or ("disrupted" if why.by else "deleted")
+            observed.append(self._change(t, node, last, "removed", by=why.by or "unknown", reason=reason,
+                                         detail=why.detail))
         return Trace(name=name, description=description, events=events, start=self.start, duration=duration,
-                     cluster=self.starting_cluster(), observed=sorted(self._observed, key=lambda c: c.at))
+                     cluster=self.starting_cluster(), observed=sorted(observed, key=lambda c: c.at))
 
 
 def recorded_kinds(documents: Iterable[Mapping[str, Any]]) -> dict[str, int]:

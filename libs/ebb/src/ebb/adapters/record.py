@@ -11,7 +11,10 @@ Two sources, one `Recorder`:
 - **the cluster-watcher's topic** (`record_from_bus`, ``--from-kafka``): the compacted ``ebb.cluster.objects``
   read to its end is the starting state; then its new records, at their CloudEvent time (when the watcher saw the
   change), and ebb's own decisions' steps on ``ebb.disruption.events``, in a consumer group of the recording's
-  own (nothing the services commit moves). Nothing needs the laptop that started it: the same command runs as a
+  own (nothing the services commit moves), handed over in time order (`Reordered`: the partitions keep only each
+  object's order). The recorder must keep up with the topic: a record compacted away before it was read (Kafka
+  compacts old segments of ``ebb.cluster.objects``) is a change it does not see.
+  Nothing needs the laptop that started it: the same command runs as a
   Job or a pod in the cluster for a week. The topic carries no Kubernetes Events; the reasons come from the
   NodeClaims' conditions, the disruption taints and ebb's own steps.
 
@@ -23,10 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ebb.adapters.bus import Bus, Delivery
@@ -171,18 +175,54 @@ async def read_start_from_bus(bus: Bus, clock: Clock, source: str) -> tuple[Star
     return Started(at=at, documents=documents, source=source), offsets
 
 
-async def record_from_bus(bus: Bus, offsets: Mapping[str, Mapping[int, int]], observer: Observer,
-                          stop: asyncio.Event, *, clock: Clock, group: str) -> None:
-    """Hand every record of ``ebb.cluster.objects`` (at the time the watcher saw it) and every step of ebb's
-    decisions on ``ebb.disruption.events`` from ``offsets`` to ``observer``, until ``stop`` is set."""
+class Reordered:
+    """Deliveries handed to an observer in the order of their times: the topics' partitions keep each object's
+    order but not the order between objects (a node's disruption taint and its pods' deletions are on different
+    partitions), and whether a pod left a node being disrupted depends on it. A delivery is held until one
+    ``window`` seconds newer has arrived (or `flush`)."""
 
-    async def handle(delivery: Delivery) -> None:
+    def __init__(self, observer: Observer, window: float) -> None:
+        self.observer = observer
+        self.window = timedelta(seconds=window)
+        self._held: list[tuple[datetime, int, Delivery]] = []
+        self._count = 0
+
+    def add(self, at: datetime, delivery: Delivery) -> None:
+        self._count += 1
+        heapq.heappush(self._held, (at, self._count, delivery))
+        newest = max(at, self._held[0][0])
+        while self._held and self._held[0][0] <= newest - self.window:
+            self._hand(*heapq.heappop(self._held))
+
+    def flush(self) -> None:
+        while self._held:
+            self._hand(*heapq.heappop(self._held))
+
+    def _hand(self, at: datetime, _: int, delivery: Delivery) -> None:
         message = delivery.message
         if isinstance(message, ClusterObject):
-            observer.observe(delivery.time or clock.now(), message.kind, message.namespace, message.name,
-                             message.object)
+            self.observer.observe(at, message.kind, message.namespace, message.name, message.object)
         elif isinstance(message, DisruptionEvent):
-            observer.note_ebb_step(message.node, message.phase, message.message)
+            self.observer.note_ebb_step(message.node, message.phase, message.message)
 
-    await bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_EVENTS], group, handle, stop=stop,
-                      start_at=offsets)
+
+#: seconds a delivery from the topics is held to be handed over in time order (`Reordered`)
+REORDER_WINDOW = 2.0
+
+
+async def record_from_bus(bus: Bus, offsets: Mapping[str, Mapping[int, int]], observer: Observer,
+                          stop: asyncio.Event, *, clock: Clock, group: str, window: float = REORDER_WINDOW) -> None:
+    """Hand every record of ``ebb.cluster.objects`` (at the time the watcher saw it) and every step of ebb's
+    decisions on ``ebb.disruption.events`` from ``offsets`` to ``observer``, in time order (`Reordered`), until
+    ``stop`` is set; then what is held."""
+    reordered = Reordered(observer, window)
+
+    async def handle(delivery: Delivery) -> None:
+        at = delivery.message.at if isinstance(delivery.message, DisruptionEvent) else delivery.time
+        reordered.add(at or clock.now(), delivery)
+
+    try:
+        await bus.consume([TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_EVENTS], group, handle, stop=stop,
+                          start_at=offsets)
+    finally:
+        reordered.flush()

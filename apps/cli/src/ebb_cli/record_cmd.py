@@ -18,7 +18,6 @@ cannot be written.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -35,6 +34,8 @@ import typer
 from ebb_cli.common import PROGRESS_EVERY, ContextOption, KubeconfigOption, parse_duration_option
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ebb.core.recording import Recorder
     from ebb.core.traces import Trace
 
@@ -118,6 +119,8 @@ def record(  # noqa: PLR0917 - one parameter per command-line option, as typer w
     if problem:
         raise typer.BadParameter(f"{output}: {problem}", param_hint="--output")
     key = (anonymize_key.encode("utf-8") or secrets.token_bytes(32)) if anonymize else None
+    import asyncio  # here, not at the top: `ebb --help` stays light
+
     code = asyncio.run(_record(output, span, save, kubeconfig=kubeconfig, context=context, kafka=from_kafka,
                                prefix=topic_prefix, name=name, key=key, events=events))
     if code:
@@ -126,6 +129,8 @@ def record(  # noqa: PLR0917 - one parameter per command-line option, as typer w
 
 async def _record(output: Path, span: float, save: float, *, kubeconfig: str, context: str, kafka: str,
                   prefix: str, name: str, key: bytes | None, events: bool) -> int:
+    import asyncio
+
     from rich.console import Console
 
     from ebb.adapters.clock import Clock
@@ -216,6 +221,8 @@ class _InputError(Exception):
 async def _open(stack: contextlib.AsyncExitStack, clock: Any, stop: asyncio.Event, *, kubeconfig: str,
                 context: str, kafka: str, prefix: str, events: bool, console: Any) -> tuple[Any, Any]:
     """The recording's start and the coroutine function that follows its source into a recorder."""
+    import asyncio
+
     if kafka:
         from ebb.adapters.bus import KafkaBus
         from ebb.adapters.record import read_start_from_bus, record_from_bus

@@ -180,6 +180,15 @@ def test_node_launches_and_removals_are_observed(start: list[dict[str, Any]], ch
     assert not [e for e in trace.events if e.create or e.depart]  # node changes are no workload events
 
 
+def test_writing_the_trace_so_far_moves_no_later_change() -> None:
+    recorder = Recorder(start=T0, documents=[BUSY])
+    recorder.observe(T0 + timedelta(seconds=5), "Pod", "shop", "a", pod("a"))
+    assert recorder.trace(T0 + timedelta(seconds=60), name="saved").duration == 60.0
+    recorder.observe(T0 + timedelta(seconds=58), "Pod", "shop", "b", pod("b"))  # held back, handed over late
+    assert actions(recorder.trace(T0 + timedelta(seconds=61), name="saved")) == [(5, "arrive", "a"),
+                                                                                  (58, "arrive", "b")]
+
+
 def test_the_trace_holds_its_start_duration_and_starting_cluster() -> None:
     trace = play([BUSY, pod("a", node="n1")], [(10, pod("b"))], end=125.5)
     assert (trace.start, trace.duration) == (T0, 125.5)

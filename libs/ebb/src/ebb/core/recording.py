@@ -565,7 +565,7 @@ class Recorder:
     def trace(self, end: datetime, *, name: str, description: str = "") -> Trace:
         """What was recorded from the start to ``end``: the events by time; evicted replicas never made again
         depart at their eviction."""
-        duration = max(self.seconds(end), 0.0)
+        duration = max(round((end - self.start).total_seconds(), 3), self._last, 0.0)  # moves no later change
         events = list(self._events)
         for (namespace, _, _), waiting in sorted(self._evicted.items()):
             events.extend(TraceEvent(at=at, depart=Depart(namespace=self._name(namespace), name=self._name(pod)))

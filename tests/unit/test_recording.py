@@ -126,6 +126,9 @@ CASES: list[tuple[str, list[dict[str, Any]], list[tuple[float, Any]], list[tuple
      [(51, "depart", "b")]),
     ("a pod seen only on its way out neither arrives nor departs",
      [BUSY], [(5, pod("c", node="n1", phase="Succeeded")), (6, deleted(pod("c")))], []),
+    ("a DaemonSet's pods follow the nodes: neither arrivals nor departures",
+     [BUSY], [(5, pod("ds-x", owner=("DaemonSet", "agent"))), (9, deleted(pod("ds-x", owner=("DaemonSet", "agent"))))],
+     []),
     ("times never go backwards (a late watch event)",
      [BUSY], [(20, pod("a")), (10, pod("b"))], [(20, "arrive", "a"), (20, "arrive", "b")]),
 ]

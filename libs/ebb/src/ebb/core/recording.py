@@ -8,7 +8,8 @@ into a trace a back-test replays with each policy's disruptions instead of the r
 - **the demand is the recording's**: a pod that appears is an arrival (a ``create`` event at the moment it was
   seen, the pod as its controller made it: Pending, no node); a pod that is deleted, is being deleted, or
   finished (Succeeded or Failed) is a departure (``depart``) at that moment. Its owner, requests, constraints
-  and the annotations decisions read go with it; its run time is the time between the two.
+  and the annotations decisions read go with it; its run time is the time between the two. DaemonSet pods and
+  static pods' mirrors follow the nodes, not the workload: the back-test's cluster makes its own.
 - **the disruptions are not**: a pod that leaves a node being disrupted (a disruption taint, Karpenter's or
   ebb's, or a node being deleted or already gone) was moved by the recorded cluster's disrupter, not by its
   workload; a controller's next pod for the same owner is that replica again. Neither is a trace event (under
@@ -71,6 +72,9 @@ CLUSTER_KINDS: Final = frozenset({"Node", "Pod", "NodePool", "NodeClaim", "PodDi
                                   "DisruptionPolicy", "InstanceTypeCatalog", "Hold"})
 #: kinds whose names are the cluster's configuration, kept by `Anonymizer` (a policy names its NodePool)
 CONFIGURATION_KINDS: Final = frozenset({"NodePool", "DisruptionPolicy", "InstanceTypeCatalog", "Hold"})
+#: owners whose pods follow the nodes, not the workload (a DaemonSet's; a static pod's mirror, owned by its Node):
+#: the back-test's cluster makes them for its own nodes, so they are neither arrivals nor departures
+NODE_BOUND_OWNERS: Final = frozenset({"DaemonSet", "Node"})
 #: controllers that make an evicted pod again
 RECREATING_OWNERS: Final = frozenset({"ReplicaSet", "StatefulSet", "Job", "ReplicationController"})
 #: label keys whose values are the cluster's vocabulary, not the user's: never hashed
@@ -445,6 +449,9 @@ class Recorder:
         return bool(_meta(obj).get("deletionTimestamp")) or any(t in DISRUPTION_TAINTS for t in _taints(obj))
 
     def _pod(self, t: float, key: str, before: Mapping[str, Any] | None, pod: Mapping[str, Any] | None) -> None:
+        owner = controller_of(pod if pod is not None else before or {})
+        if owner is not None and owner[0] in NODE_BOUND_OWNERS:
+            return
         if pod is not None and key not in self._replica:
             self._arrive(t, key, pod)
             return

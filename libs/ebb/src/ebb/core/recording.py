@@ -371,6 +371,7 @@ class Recorder:
     #: by then (a NodeClaim's condition or an Event can arrive after the Node's deletion)
     _removals: list[tuple[float, str, Mapping[str, Any]]] = field(default_factory=list)
     _last: float = 0.0
+    _cluster: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         for doc in self.documents:
@@ -566,8 +567,11 @@ class Recorder:
         return self.anonymizer.object(obj) if self.anonymizer is not None else dict(obj)
 
     def starting_cluster(self) -> list[dict[str, Any]]:
-        """The cluster at the start, redacted (and anonymized), of the kinds a back-test starts from."""
-        return [self._private(redacted(doc)) for doc in self.documents if doc.get("kind") in CLUSTER_KINDS]
+        """The cluster at the start, redacted (and anonymized), of the kinds a back-test starts from (made once:
+        a long recording writes its trace so far many times)."""
+        if self._cluster is None:
+            self._cluster = [self._private(redacted(doc)) for doc in self.documents if doc.get("kind") in CLUSTER_KINDS]
+        return self._cluster
 
     def trace(self, end: datetime, *, name: str, description: str = "") -> Trace:
         """What was recorded from the start to ``end``: the events by time; evicted replicas never made again

@@ -143,6 +143,10 @@ def test_pod_arrivals_and_departures(start: list[dict[str, Any]], changes: list[
 NODE_CASES: list[tuple[str, list[dict[str, Any]], list[tuple[float, Any]], list[tuple[float, str, str, str, str]]]] = [
     ("a node that appears is the provisioner's launch", [],
      [(10, node("n2"))], [(10, "n2", "launched", "karpenter", "provisioning")]),
+    ("a node whose NodeClaim Karpenter launched for a disruption is its replacement, the Event seen first",
+     [], [(8, event("DisruptionLaunching", "NodeClaim", "c9", "Launching NodeClaim: Underutilized", "karpenter")),
+          (10, node("n9")), (11, claim("c9", "n9", "Ready", ""))],
+     [(10, "n9", "launched", "karpenter", "replacement")]),
     ("a node with ebb's decision is ebb's replacement", [],
      [(10, node("n3", decision="d-1"))], [(10, "n3", "launched", "ebb", "replacement")]),
     ("Karpenter's removal: its taint and the NodeClaim's reason", [BUSY],

@@ -16,8 +16,9 @@ into a trace a back-test replays with each policy's disruptions instead of the r
   each policy the replay's own disruptions move pods), and the replica's later departure names the pod the
   trace created first (``depart`` follows the replica). An evicted replica its controller never made again
   (the workload shrank meanwhile) departs at its eviction.
-- **the node changes are observed, not replayed** (``Trace.observed``): every Node that appears is a launch and
-  every Node deleted a removal, with who made it and why, from what the recorder saw: the node's disruption
+- **the node changes are observed, not replayed** (``Trace.observed``): every Node that appears is a launch (a
+  disruption's replacement when a ``DisruptionLaunching`` Event names it or its NodeClaim, or it carries ebb's
+  decision) and every Node deleted a removal, with who made it and why, from what the recorder saw: the node's disruption
   taint (``karpenter.sh/disrupted``: Karpenter; ``ebb.sh/disrupted``: ebb), its NodeClaim's conditions
   (Karpenter's ``DisruptionReason``, ``Drifted``, ``Expired``, ...), ebb's ``ebb.sh/decision-id`` annotation on a
   replacement, and the Kubernetes Events about the node or its NodeClaim (Karpenter's and ebb's
@@ -88,6 +89,8 @@ CANDIDATE_CONDITIONS: Final = ("Drifted", "Expired")
 DISRUPTION_EVENT_REASONS: Final = frozenset({"DisruptionTerminating", "DisruptionLaunching", "Disrupted",
                                              "TerminatingOnInterruption", "SpotInterrupted",
                                              "ConsolidationApproved", "Expired", "Drifted"})
+#: the Event on a replacement a disruption launches (Karpenter's, on its NodeClaim; ebb's, on the Node)
+EVENT_LAUNCHING: Final = "DisruptionLaunching"
 #: ebb's own components' names in Events' ``source.component`` / ``reportingComponent`` start with it
 EBB_COMPONENT_PREFIX: Final = "ebb"
 
@@ -370,6 +373,10 @@ class Recorder:
     #: the removals, (seconds, node, its last object): who and why are told in `trace`, from all that was seen
     #: by then (a NodeClaim's condition or an Event can arrive after the Node's deletion)
     _removals: list[tuple[float, str, Mapping[str, Any]]] = field(default_factory=list)
+    #: NodeClaim or Node name -> (by, detail) of a DisruptionLaunching Event: a disruption's replacement
+    _replacing: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: a launch's node as written (hashed with --anonymize) -> its name
+    _raw_node: dict[str, str] = field(default_factory=dict)
     _last: float = 0.0
     _cluster: list[dict[str, Any]] | None = None
 
@@ -422,13 +429,17 @@ class Recorder:
             return
         involved = event.get("involvedObject") or event.get("regarding") or {}
         kind, name = str(involved.get("kind") or ""), str(involved.get("name") or "")
-        node = self._claim_node.get(name, name) if kind == "NodeClaim" else name if kind == "Node" else ""
-        if not node:
-            return
         source = event.get("source") or {}
         component = str(event.get("reportingComponent") or event.get("reportingController")
                         or (source.get("component") if isinstance(source, Mapping) else "") or "")
         message = str(event.get("message") or event.get("note") or "")
+        if reason == EVENT_LAUNCHING:  # on the replacement (its NodeClaim, or ebb's Node), maybe before its Node
+            by = "ebb" if component.startswith(EBB_COMPONENT_PREFIX) else "karpenter"
+            self._replacing[name] = (by, f"{reason}: {message}"[:300])
+            return
+        node = self._claim_node.get(name, name) if kind == "NodeClaim" else name if kind == "Node" else ""
+        if not node:
+            return
         why = self._why.setdefault(node, _Why())
         why.by = "ebb" if component.startswith(EBB_COMPONENT_PREFIX) else "karpenter" if component else why.by
         why.told = _reason_of_message(message) or why.told
@@ -541,7 +552,9 @@ class Recorder:
                 "karpenter" if labels.get(LABEL_NODEPOOL) else "unknown"
             reason = "replacement" if annotations.get(ANNOTATION_DECISION_ID) else \
                 "provisioning" if labels.get(LABEL_NODEPOOL) else "added"
-            self._observed.append(self._change(t, name, node, "launched", by=by, reason=reason, detail=""))
+            launched = self._change(t, name, node, "launched", by=by, reason=reason, detail="")
+            self._raw_node[launched.node] = name
+            self._observed.append(launched)
             self.counts.launches += 1
             self._removed.discard(name)
             return
@@ -582,7 +595,16 @@ class Recorder:
             events.extend(TraceEvent(at=at, depart=Depart(namespace=self._name(namespace), name=self._name(pod)))
                           for pod, at in waiting)
         events.sort(key=lambda e: e.at)
-        observed = list(self._observed)
+        claims_of: dict[str, list[str]] = {}
+        for claim, node in self._claim_node.items():
+            claims_of.setdefault(node, []).append(claim)
+        observed = []
+        for launch in self._observed:  # a launch a DisruptionLaunching Event names is a disruption's replacement
+            raw = self._raw_node.get(launch.node, launch.node)
+            told = next((self._replacing[n] for n in [raw, *claims_of.get(raw, [])] if n in self._replacing), None)
+            replaced = told is not None and launch.reason == "provisioning"
+            observed.append(launch.model_copy(update={"by": told[0], "reason": "replacement", "detail": told[1]})
+                            if told is not None and replaced else launch)
         for t, node, last in self._removals:
             why = self._why.get(node, _Why())
             reason = why.reason or ("disrupted" if why.by else "deleted")

@@ -18,8 +18,8 @@ into a trace a back-test replays with each policy's disruptions instead of the r
   (the workload shrank meanwhile) departs at its eviction.
 - **the node changes are observed, not replayed** (``Trace.observed``): every Node that appears is a launch (a
   disruption's replacement when a ``DisruptionLaunching`` Event names it or its NodeClaim, or it carries ebb's
-  decision) and every Node deleted a removal, with who made it and why, from what the recorder saw: the node's disruption
-  taint (``karpenter.sh/disrupted``: Karpenter; ``ebb.sh/disrupted``: ebb), its NodeClaim's conditions
+  decision) and every Node deleted a removal, with who made it and why, from what the recorder saw: the node's
+  disruption taint (``karpenter.sh/disrupted``: Karpenter; ``ebb.sh/disrupted``: ebb), its NodeClaim's conditions
   (Karpenter's ``DisruptionReason``, ``Drifted``, ``Expired``, ...), ebb's ``ebb.sh/decision-id`` annotation on a
   replacement, and the Kubernetes Events about the node or its NodeClaim (Karpenter's and ebb's
   ``DisruptionTerminating`` / ``DisruptionLaunching``, whose messages name the reason).

@@ -25,7 +25,8 @@ print(json.dumps({"exit": result.exit_code, "output": result.output,
 
 
 @pytest.mark.parametrize("args", [["--help"], ["plan", "--help"], ["explain", "--help"], ["run", "--help"],
-                                  ["backtest", "--help"], ["db", "--help"], ["db", "upgrade", "--help"]],
+                                  ["backtest", "--help"], ["record", "--help"], ["db", "--help"],
+                                  ["db", "upgrade", "--help"]],
                          ids=" ".join)
 def test_help_imports_nothing_heavy(args: list[str]) -> None:
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)], capture_output=True,

@@ -2,7 +2,8 @@
 
 The trace is a built-in one (``batch-bursts``, ``diurnal``, ``rollout``, ``drift``, ``spot-interruptions``:
 ``ebb.core.traces``) or an ``ebb.sh/v1 Trace`` file, or several of them run together (``--trace`` repeated); the
-cluster is a snapshot (``-f``, as for ``ebb plan``), the bundled example, or with
+cluster is a snapshot (``-f``, as for ``ebb plan``), a recorded trace's own (``ebb record``: its starting
+cluster, start and duration), the bundled example, or with
 ``--empty`` their NodePools, DaemonSets and catalog without nodes or pods. Each ``--policy`` is a file of
 ``ebb.sh/v1`` DisruptionPolicy and Hold documents; the built-in ``karpenter-default`` always runs first as the
 baseline. Every run is the embedded mode in virtual time (``ebb_embedded.backtest``), so the output is
@@ -21,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -35,6 +36,7 @@ from ebb_cli.common import (
     LiveOption,
     Output,
     live_documents,
+    load_trace,
     load_traces,
     not_applied,
     parse_duration_option,
@@ -45,6 +47,7 @@ from ebb_cli.common import (
 )
 
 if TYPE_CHECKING:
+    from ebb.core.traces import Trace
     from ebb_embedded.backtest import Policy
 
 #: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing
@@ -91,6 +94,21 @@ def _start_worker_server() -> None:
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(BACKTEST_WORKER_MODULES)
     forkserver.ensure_running()
+
+
+def recorded_trace(specs: list[str]) -> Trace | None:
+    """The first of the ``--trace`` files that is a recording (``ebb record``: it holds its starting cluster): the
+    back-test starts from its cluster, at its start, for its duration, unless ``-f``/``--live``, ``--start`` or
+    ``--duration`` say otherwise."""
+    from ebb.core.traces import BUILTIN
+
+    for spec in specs:
+        if spec.partition("@")[0] in BUILTIN:
+            continue
+        loaded = load_trace(spec, [], start=datetime.now(UTC), duration=0.0, seed=0)
+        if loaded.cluster is not None:
+            return loaded
+    return None
 
 
 def default_jobs() -> int:
@@ -231,7 +249,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                                              "NodePools, DaemonSets, PDBs and catalog")] = False,
     start: Annotated[str | None, typer.Option(help="the simulated start time, RFC 3339 (default: now; the "
                                                    "bundled example's own time without -f or --live)")] = None,
-    duration: Annotated[str, typer.Option(help="simulated time per policy")] = "24h",
+    duration: Annotated[str, typer.Option(help="simulated time per policy (default: a recorded trace's own "
+                                                "duration, else 24h)")] = "",
     seed: Annotated[int, typer.Option(help="the seed of the trace and of every random choice", min=0)] = 0,
     seeds: Annotated[int, typer.Option(
         help="run the comparison under this many seeds (--seed, --seed + 1, ...) and sum it up: each figure's "
@@ -262,7 +281,11 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
 
     paths = filename or []
     live, moment = source_and_start(paths, live, kubeconfig, context, start)
-    span = parse_duration_option(duration, "--duration")
+    recorded = recorded_trace(trace)
+    if recorded is not None and recorded.start is not None and not start:
+        moment = recorded.start
+    span = parse_duration_option(duration or (f"{recorded.duration}s" if recorded is not None and recorded.duration
+                                              else "24h"), "--duration")
     every = parse_duration_option(sample_every, "--sample-every")
     policies = [karpenter_default(), *[load_policy(p) for p in policy or []]]
     names = [p.name for p in policies]
@@ -270,7 +293,12 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         raise typer.BadParameter(f"two policies named alike ({', '.join(names)}): name the files apart",
                                  param_hint="--policy")
     try:
-        documents = live_documents(kubeconfig, context) if live else snapshot_documents(paths)
+        if live:
+            documents = live_documents(kubeconfig, context)
+        elif not paths and recorded is not None and recorded.cluster is not None:  # where the recording began
+            documents = [dict(d) for d in recorded.cluster]
+        else:
+            documents = snapshot_documents(paths)
         warnings = input_warnings(parse_documents(documents, bundled_catalog))  # of the input as given
         if empty:
             documents = [d for d in documents if d.get("kind") in EMPTY_KEEPS]

@@ -11,6 +11,7 @@ from ebb_cli.common import FlagCommand, FlagGroup
 from ebb_cli.db import db_app
 from ebb_cli.explain_cmd import explain
 from ebb_cli.plan_cmd import plan
+from ebb_cli.record_cmd import record
 from ebb_cli.run_cmd import run
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
@@ -44,6 +45,7 @@ app.command(name="plan", cls=FlagCommand)(plan)
 app.command(name="explain", cls=FlagCommand)(explain)
 app.command(name="run", cls=FlagCommand)(run)
 app.command(name="backtest", cls=FlagCommand)(backtest)
+app.command(name="record", cls=FlagCommand)(record)
 
 
 def kubectl_plugin() -> None:

@@ -7,7 +7,9 @@
   of one of its pods, or deletes them (Pending ones first, then the newest, as the ReplicaSet controller
   does); ``create`` puts objects (replacing one of the same kind, namespace and name); ``patch`` merges a
   JSON merge patch into one object; ``delete`` removes one object or every pod of a workload (a Node goes as
-  one the cloud lost: its pods with it, made again by their controllers, Pending);
+  one the cloud lost: its pods with it, made again by their controllers, Pending); ``depart`` removes a
+  recorded pod, or the pod its controller made in its place after the run's disruptions moved it (a pod made
+  again is the same replica: ``replica_of``);
 - **the cloud's interruptions** (``interrupt``): the nodes picked hear of it at once on ``ebb.interruptions``,
   as the interruption-ingester would tell the planner, and ``run_cloud`` takes each away at its deadline if it
   is still there, as a node lost;
@@ -82,6 +84,9 @@ class WorkloadCluster(SimulatedCluster):
         self._node_count = 0
         self._last_pod: str | None = None
         self._launching_for = "executor"
+        #: pod key -> the key of the first pod of its replica, for pods a controller made again; and back
+        self._first_of: dict[str, str] = {}
+        self._now_of: dict[str, str] = {}
         super().__init__(documents, bus, clock, **kwargs)
         #: set when kube-scheduler left a pod Pending (the provisioner has something to look at)
         self.unschedulable = asyncio.Event()
@@ -172,6 +177,20 @@ class WorkloadCluster(SimulatedCluster):
                 self.measures.lineage[self._last_pod] = lineage  # the controller's new pod: the same replica
         return result
 
+    async def _recreate(self, pod: Mapping[str, Any]) -> None:
+        key = self._key(pod)
+        self._last_pod = None
+        await super()._recreate(pod)
+        if self._last_pod is not None and self._last_pod != key:  # the controller's new pod: the same replica
+            first = self._first_of.pop(key, key)
+            self._first_of[self._last_pod] = first
+            self._now_of[first] = self._last_pod
+
+    def replica_of(self, namespace: str, name: str) -> str:
+        """The key of the pod that is now the replica first made as ``namespace/name``."""
+        first = self.key_of("Pod", namespace, name)
+        return self._now_of.get(first, first)
+
     async def schedule_pending(self) -> int:
         bound = await super().schedule_pending()
         if self.pending_count():
@@ -245,6 +264,11 @@ class WorkloadCluster(SimulatedCluster):
                 await self.lose_node(str(d.name))
             else:
                 await self._remove(key)
+        elif event.depart is not None:
+            key = self.replica_of(event.depart.namespace, event.depart.name)
+            if key not in self.objects:
+                raise ValueError(f"depart: no Pod {event.depart.namespace}/{event.depart.name}")
+            await self._remove(key)
         elif event.interrupt is not None:
             await self._interrupt(event.interrupt)
 

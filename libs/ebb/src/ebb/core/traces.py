@@ -4,8 +4,15 @@ A trace is a list of timestamped events (seconds after the run's start): ``scale
 StatefulSet or Job: its pods are created from a template or deleted, Pending ones first, then the newest),
 ``create`` objects (pods, NodePools, PDBs, ...: created, or replaced when they exist), ``patch`` one object
 (a JSON merge patch, e.g. a NodePool change), ``delete`` one object or every pod of a workload (a finished
-Job) and ``interrupt`` nodes (the cloud's notice, then the node's end). ``Trace`` is the file format
+Job), ``depart`` one recorded pod (or the pod its controller made in its place after a disruption of the
+replay) and ``interrupt`` nodes (the cloud's notice, then the node's end). ``Trace`` is the file format
 (``ebb.sh/v1 Trace``, YAML or JSON; ``trace_schema()`` is its JSON schema, in docs/backtest.md).
+
+A trace recorded from a live cluster (``ebb record``, ``ebb.core.recording``) also carries where it started:
+its ``start`` time, its ``duration``, the ``cluster`` at the start (the back-test's starting state when no
+other is given), and what the recorded cluster's own provisioner and disrupter did (``observed``: node
+launches and removals, who made them and why), which a replay does not apply: under each policy the
+disruptions are the policy's, and ``observed`` is what to compare them with.
 
 The built-in traces (``builtin_trace``) are generated from the cluster the run starts with, a duration and a
 seed, so they are deterministic: ``batch-bursts`` (short Jobs arriving in bursts, the churn Karpenter users
@@ -119,12 +126,22 @@ class Interrupt(_Model):
         return _seconds(value)
 
 
+class Depart(_Model):
+    """A recorded pod departs (its workload deleted it, or it finished): the pod of this name, or, when the
+    replay's disruptions evicted it and its controller made it again under another name, the pod made in its
+    place (the same replica)."""
+
+    namespace: str = "default"
+    name: str = Field(min_length=1)
+
+
 class TraceEvent(_Model):
     at: float = Field(ge=0, description="Seconds after the start, or a duration like 90s, 15m, 2h.")
     scale: Scale | None = None
     create: Create | None = None
     patch: Patch | None = None
     delete: Delete | None = None
+    depart: Depart | None = None
     interrupt: Interrupt | None = None
 
     @field_validator("at", mode="before")
@@ -134,9 +151,30 @@ class TraceEvent(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> TraceEvent:
-        if sum(x is not None for x in (self.scale, self.create, self.patch, self.delete, self.interrupt)) != 1:
-            raise ValueError("an event has exactly one of scale, create, patch, delete, interrupt")
+        actions = (self.scale, self.create, self.patch, self.delete, self.depart, self.interrupt)
+        if sum(x is not None for x in actions) != 1:
+            raise ValueError("an event has exactly one of scale, create, patch, delete, depart, interrupt")
         return self
+
+
+NodeChangeKind = Literal["launched", "removed"]
+
+
+class NodeChange(_Model):
+    """A node launched or removed in a recorded cluster, by its own provisioner or disrupter (not replayed)."""
+
+    at: float = Field(ge=0, description="Seconds after the recording's start.")
+    node: str = Field(min_length=1)
+    change: NodeChangeKind
+    by: str = Field(default="unknown", description="Who made the change: karpenter, ebb, or unknown (a person, "
+                    "the cloud, another controller).")
+    reason: str = Field(default="", description="Why: for a launch, provisioning (pending pods) or a "
+                        "disruption's replacement; for a removal, the disruption's reason (Underutilized, Empty, "
+                        "Drifted, Expired, Interrupted, ...) or deleted.")
+    detail: str = Field(default="", description="What the NodeClaim's conditions or the Events said.")
+    nodepool: str = ""
+    instance_type: str = Field(default="", alias="instanceType")
+    capacity_type: str = Field(default="", alias="capacityType")
 
 
 class Trace(_Model):
@@ -147,6 +185,14 @@ class Trace(_Model):
     name: str = Field(min_length=1)
     description: str = ""
     events: list[TraceEvent] = Field(default_factory=list)
+    start: datetime | None = Field(default=None, description="A recorded trace: when the recording began.")
+    duration: float | None = Field(default=None, ge=0, description="A recorded trace: seconds recorded.")
+    cluster: list[dict[str, Any]] | None = Field(
+        default=None, description="A recorded trace: the cluster's objects at the start (kubectl-shaped), the "
+        "back-test's starting state when no other is given.")
+    observed: list[NodeChange] = Field(
+        default_factory=list, description="A recorded trace: the node launches and removals the recorded cluster's "
+        "provisioner and disrupter made. Not replayed: under each policy the disruptions are the policy's.")
 
     def ordered(self) -> list[TraceEvent]:
         """The events by time (those at the same time in file order)."""

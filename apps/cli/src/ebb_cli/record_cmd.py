@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.common import PROGRESS_EVERY, ContextOption, KubeconfigOption, parse_duration_option
+from ebb_cli.common import PROGRESS_EVERY, ContextOption, KubeconfigOption, parse_duration_option, require_extra
 
 if TYPE_CHECKING:
     import asyncio
@@ -119,6 +119,7 @@ def record(  # noqa: PLR0917 - one parameter per command-line option, as typer w
     if problem:
         raise typer.BadParameter(f"{output}: {problem}", param_hint="--output")
     key = (anonymize_key.encode("utf-8") or secrets.token_bytes(32)) if anonymize else None
+    require_extra("record", "ebb record", "kubernetes_asyncio", "structlog", *(["aiokafka"] if from_kafka else []))
     import asyncio  # here, not at the top: `ebb --help` stays light
 
     code = asyncio.run(_record(output, span, save, kubeconfig=kubeconfig, context=context, kafka=from_kafka,

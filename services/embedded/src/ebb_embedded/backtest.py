@@ -4,7 +4,9 @@ A **policy** is a set of ``ebb.sh/v1`` documents: ``DisruptionPolicy`` (the disr
 it is named after: consolidationPolicy, consolidateAfter, budgets, expireAfter, stabilizationWindow,
 demandWindow; named ``"*"``, it applies to every NodePool of the cluster) and ``Hold``. Running a policy replaces
 the cluster's own DisruptionPolicies and Holds with the policy's. ``karpenter-default`` (``WhenEmptyOrUnderutilized``,
-``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline.
+``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline, and so
+is ``karpenter-balanced`` (the same under ``consolidationPolicy: Balanced``): ebb's simulations of the real
+Karpenter's settings, checked against it by ``python -m bench calibrate`` (docs/backtest.md).
 
 ``run_backtest`` runs the embedded mode (``ebb_embedded.runner``) once per policy on a ``WorkloadCluster``
 (``ebb_embedded.workload``) from the same documents, start, duration and seed, with three more tasks: the
@@ -59,6 +61,7 @@ POLICY_KINDS = ("DisruptionPolicy", "Hold")
 #: a DisruptionPolicy of this name applies to every NodePool
 EVERY_NODEPOOL = "*"
 KARPENTER_DEFAULT = "karpenter-default"
+KARPENTER_BALANCED = "karpenter-balanced"
 #: decisions in these states disrupted (or are disrupting) their nodes
 DISRUPTING = (State.EXECUTING.value, State.SUCCEEDED.value)
 
@@ -75,12 +78,27 @@ class Policy:
     documents: tuple[Mapping[str, Any], ...]
 
 
+def _karpenter(name: str, consolidation_policy: str) -> Policy:
+    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
+           "spec": {"consolidationPolicy": consolidation_policy, "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "10%"}]}}
+    return Policy(name, "built in", (doc,))
+
+
 def karpenter_default() -> Policy:
     """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window."""
-    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
-           "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-                    "budgets": [{"nodes": "10%"}]}}
-    return Policy(KARPENTER_DEFAULT, "built in", (doc,))
+    return _karpenter(KARPENTER_DEFAULT, "WhenEmptyOrUnderutilized")
+
+
+def karpenter_balanced() -> Policy:
+    """Karpenter's defaults under ``consolidationPolicy: Balanced`` (``ebb.core.balanced``): a consolidation only
+    when the share of its NodePool's cost it saves is at least half the share of the disruption cost it causes."""
+    return _karpenter(KARPENTER_BALANCED, "Balanced")
+
+
+#: the built-in policies by name
+BUILTIN_POLICIES: dict[str, Callable[[], Policy]] = {KARPENTER_DEFAULT: karpenter_default,
+                                                     KARPENTER_BALANCED: karpenter_balanced}
 
 
 def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
@@ -130,6 +148,9 @@ class BacktestOptions:
     spot_to_spot: bool = False
     #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
     reuse_passes: bool = True
+    #: seconds from a launch to the node being Ready (``SimulatedCluster.boot_seconds``): a cloud's start-up
+    #: time; the calibration sets it from the real run it is compared with
+    boot_seconds: float = 60.0
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -206,6 +227,7 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
         "pending_seconds_p50": round(_percentile(pending, 0.5), 3),
         "pending_seconds_p95": round(_percentile(pending, 0.95), 3),
         "pending_pods_at_end": len(m.pending_since),
+        "pending_pod_seconds": round(sum(pending), 3),
         "churn_cost": round(churn, 4),
         "decisions": {f"{method}/{state}": n for (state, method), n in sorted(end.decisions.items())},
         "planner_passes": end.passes,
@@ -254,9 +276,12 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
     made: list[WorkloadCluster] = []
     more_tasks = workload_tasks(trace, errors=errors, made=made, series=series, sample_every=options.sample_every)
 
+    def cluster_factory(*args: Any, **kwargs: Any) -> WorkloadCluster:
+        return WorkloadCluster(*args, boot_seconds=options.boot_seconds, **kwargs)
+
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),
-                                          report=report, cluster_factory=WorkloadCluster, more_tasks=more_tasks))
+                                          report=report, cluster_factory=cluster_factory, more_tasks=more_tasks))
     cluster = made[0]
     result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
     return {"name": policy.name, "source": policy.source, "summary": result, "series": series,

@@ -207,8 +207,8 @@ def test_the_real_spread_is_the_largest_range_over_the_mean_of_a_repeated_seed()
 
 def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run() -> None:
     rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(evictions=20), {})
-    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0, "boot": 2.0,
-            "machine": "2 cores", "describe": "218 pods at the peak"}
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [12.5, 17.0], "machine": "2 cores", "describe": "218 pods at the peak"}
     lines = calibrate.render(rows, {}, meta)
     table = "\n".join(lines)
     assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** |" in table
@@ -219,3 +219,14 @@ def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run
     again = calibrate.write_section(once + "\n## After\n", ["new"])
     assert again.count(calibrate.SECTION_START) == 1 and "new" in again and "figures close" not in again
     assert again.endswith("## After\n")
+
+
+def test_the_measured_boot_is_the_median_wait_from_the_first_launch_after_a_pod_came_to_its_binding() -> None:
+    timeline = {"nodeclaims": [{"launched": 10.0}, {"launched": 30.0}],
+                "pods": [{"seen": 0.0, "bound": 22.0}, {"seen": 1.0, "bound": 25.0}, {"seen": 2.0, "bound": 23.0},
+                         {"seen": 20.0, "bound": 44.0},  # waited for the second launch: 14 s
+                         {"seen": 40.0, "bound": 40.5},  # bound at once: no launch after it came
+                         {"seen": 5.0, "bound": None}]}
+    # waits 12, 15, 13, 14: the median (the upper middle of an even count) is 14
+    assert calibrate.measured_boot(timeline) == 14.0
+    assert calibrate.measured_boot({"nodeclaims": [], "pods": [{"seen": 0.0, "bound": 1.0}]}) is None

@@ -76,13 +76,16 @@ class Policy:
     #: the policy's YAML text, or "built in"
     source: str
     documents: tuple[Mapping[str, Any], ...]
+    #: engine options the run's planner takes (``ebb.core.options`` keys): the simulations of Karpenter consolidate
+    #: at its pace (``karpenterPace``)
+    engine_options: Mapping[str, str] | None = None
 
 
 def _karpenter(name: str, consolidation_policy: str) -> Policy:
     doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
            "spec": {"consolidationPolicy": consolidation_policy, "consolidateAfter": "0s",
                     "budgets": [{"nodes": "10%"}]}}
-    return Policy(name, "built in", (doc,))
+    return Policy(name, "built in", (doc,), {"karpenterPace": "true"})
 
 
 def karpenter_default() -> Policy:
@@ -264,13 +267,31 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
 def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions,
                *, report: Callable[[Status], None] | None = None) -> dict[str, Any]:
     """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
-    from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from ebb_embedded.runner import EmbeddedOptions
+
+    with tempfile.TemporaryDirectory(prefix="ebb-backtest-") as scratch:
+        engine_options = None
+        if policy.engine_options:  # the planner reads its options from a file (a mapping of keys: YAML)
+            engine_options = Path(scratch) / "engine-options.yaml"
+            engine_options.write_text(json.dumps(dict(policy.engine_options)))
+        embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
+                                   spot_to_spot=options.spot_to_spot, report_every=0.2,
+                                   cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
+                                   explain=False,  # nothing in a back-test reads why nodes are left alone
+                                   engine_options=engine_options)
+        return _run_policy(documents, trace, policy, options, embedded=embedded, report=report)
+
+
+def _run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions, *,
+                embedded: Any, report: Callable[[Status], None] | None) -> dict[str, Any]:
+    """``run_policy`` with the run's embedded options made."""
+    from ebb_embedded.runner import run_embedded, simulation_runner
     from ebb_embedded.workload import WorkloadCluster
 
-    embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
-                               spot_to_spot=options.spot_to_spot, report_every=0.2,
-                               cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
-                               explain=False)  # nothing in a back-test reads why nodes are left alone
     series: list[dict[str, Any]] = []
     errors: list[str] = []
     made: list[WorkloadCluster] = []

@@ -283,9 +283,10 @@ def _cell(key: str, value: float) -> str:
     return f"{value:,.0f}"
 
 
-def render(rows: Sequence[Row], spread: Mapping[str, float], meta: Mapping[str, Any]) -> list[str]:
+def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any]) -> list[str]:
     """The section of docs/backtest.md: how it was run, a table per (trace, side) with the seeds side by side
-    (real / back-test / ratio and a mark where it is off), the real spread and the count of figures close."""
+    (real / back-test / ratio and a mark where it is off), the real spread of the trace (``spread``: trace → figure
+    → spread) and the count of figures close."""
     lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
              f"`{meta['size']}` ({meta['describe']}), seeds {', '.join(map(str, meta['seeds']))}, "
              f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice for the real spread. "
@@ -309,7 +310,7 @@ def render(rows: Sequence[Row], spread: Mapping[str, float], meta: Mapping[str, 
                 ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
                 cell = f"{_cell(key, row.real)} / {_cell(key, row.backtest)} ({ratio})"
                 cells.append(f"**{cell}**" if row.verdict == "off" else cell)
-            lines.append(f"| {names[key]} | " + " | ".join(cells) + f" | {spread.get(key, 0.0):.0%} |")
+            lines.append(f"| {names[key]} | " + " | ".join(cells) + f" | {spread.get(trace, {}).get(key, 0.0):.0%} |")
         close = sum(1 for r in group if r.verdict != "off")
         lines += ["", f"{close} of {len(group)} figures close.", ""]
     return lines
@@ -386,19 +387,24 @@ def run() -> list[str]:
     jobs = [(side, kind, seed, n) for kind in kinds for seed in seeds for side in sides
             for n in range(2 if seed == repeat else 1)]
     reuse = os.environ.get("EBB_BENCH_CALIBRATE_REUSE", "")
-    if reuse:
-        real = {tuple(r["job"]): r["result"] for r in json.loads(Path(reuse).read_text())["real"]}
+    if reuse:  # one or more earlier JSONs (comma-separated); the jobs none of them ran are left out
+        real = {tuple(r["job"]): r["result"] for path in reuse.split(",") if path.strip()
+                for r in json.loads(Path(path.strip()).read_text())["real"]}
+        jobs = [job for job in jobs if job in real]
+        minutes = sum(float(json.loads(Path(path.strip()).read_text()).get("meta", {}).get("minutes", 0.0))
+                      for path in reuse.split(",") if path.strip())
     else:
         with ThreadPoolExecutor(max(1, parallel)) as pool:
             results = list(pool.map(lambda job: run_real(job[0], job[1], job[2], size), jobs))
         real = dict(zip(jobs, results, strict=True))
         out.parent.mkdir(parents=True, exist_ok=True)  # kept before the back-tests: EBB_BENCH_CALIBRATE_REUSE
-        out.write_text(json.dumps({"real": [{"job": list(j), "result": r} for j, r in real.items()]}, indent=1))
-    minutes = (time.monotonic() - started) / 60
+        minutes = (time.monotonic() - started) / 60
+        out.write_text(json.dumps({"meta": {"minutes": minutes},
+                                   "real": [{"job": list(j), "result": r} for j, r in real.items()]}, indent=1))
     types = json.loads(peer.kwok_instance_types_path().read_text())
     figures = {job: real_figures(result) for job, result in real.items()}
-    repeats = [[figures[j] for j in figures if j[:3] == (side, kind, repeat)] for side in sides for kind in kinds]
-    spread = spreads(repeats)
+    spread = {kind: spreads([[figures[j] for j in figures if j[:3] == (side, kind, seed)] for side in sides
+                             for seed in seeds]) for kind in kinds}
     rows: list[Row] = []
     simulated: list[Doc] = []
     for side_key, kind, seed, n in jobs:
@@ -407,7 +413,8 @@ def run() -> list[str]:
         result = real[(side_key, kind, seed, n)]
         summary = run_simulated(result, peer.SIDES[side_key], types)
         simulated.append({"job": [side_key, kind, seed], "summary": summary})
-        rows += compare(kind, seed, side_key, figures[(side_key, kind, seed, n)], backtest_figures(summary), spread)
+        rows += compare(kind, seed, side_key, figures[(side_key, kind, seed, n)], backtest_figures(summary),
+                        spread[kind])
     first = next(iter(real.values()))
     meta = {"size": size, "seeds": seeds, "parallel": parallel, "repeat": repeat, "runs": len(real),
             "minutes": minutes, "boots": sorted(real_boot(r) for r in real.values()),

@@ -209,9 +209,9 @@ def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run
     rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(evictions=20), {})
     meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
             "boots": [12.5, 17.0], "machine": "2 cores", "describe": "218 pods at the peak"}
-    lines = calibrate.render(rows, {}, meta)
+    lines = calibrate.render(rows, {"bursty": {"evictions": 0.5}}, meta)
     table = "\n".join(lines)
-    assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** |" in table
+    assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** | 50% |" in table
     assert f"{len(rows) - 1} of {len(rows)} figures close." in table
     page = "# Back-testing\n\nText.\n"
     once = calibrate.write_section(page, lines)

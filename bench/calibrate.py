@@ -34,6 +34,7 @@ and only run the back-tests again: what a change to the simulation needs).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -88,14 +89,45 @@ def _template(deployment: Mapping[str, Any]) -> Doc:
     return {"labels": dict(template["metadata"]["labels"]), "spec": template["spec"]}
 
 
-def ebb_trace(trace: peer.Trace) -> Doc:
+#: how many pods a second kube-controller-manager's ReplicaSet controller creates (its client's default
+#: ``--kube-api-qps``): 200 pods take it 10 s, which keeps Karpenter's first batch open to its 10 s maximum
+CREATION_RATE = 20.0
+
+
+def ebb_trace(trace: peer.Trace, creation_rate: float | None = CREATION_RATE) -> Doc:
     """The ``ebb.sh/v1 Trace`` of what the peer driver applies for ``trace`` (as the real run shifted it): each
     Deployment's ReplicaSet scaled with the Deployment's pod template at the times the driver creates or scales it,
     the PodDisruptionBudgets created with their services, each job's ReplicaSet scaled up at its start and deleted
-    at its end. Events at the same moment keep the driver's order (``peer.Trace.actions``)."""
+    at its end. Events at the same moment keep the driver's order (``peer.Trace.actions``).
+
+    ``creation_rate``: the pods the calls of one moment add appear at that many a second, in that order, as the
+    ReplicaSet controller creates them (a scale up in steps of a second); None: all at once, the driver's calls
+    as they are."""
     services = {s.name: s for s in trace.services}
     jobs = {j.name: j for j in trace.jobs}
     events: list[Doc] = []
+    have: dict[str, int] = {}
+    #: the moment of the calls being converted, and how many pods they added so far (``creation_rate``)
+    moment, added = -1.0, 0
+
+    def grow(at: float, name: str, replicas: int, template: Doc | None) -> None:
+        nonlocal moment, added
+        if at != moment:
+            moment, added = at, 0
+        start = have.get(name, 0)
+        have[name] = replicas
+        if creation_rate is None or replicas <= start:
+            events.append({"at": at, "scale": {"workload": _workload(name), "replicas": replicas,
+                                               **({"template": template} if template else {})}})
+            return
+        for count in range(start + 1, replicas + 1):
+            second = math.floor(added / creation_rate)
+            added += 1
+            last = count == replicas or math.floor(added / creation_rate) != second
+            if last:
+                events.append({"at": round(at + second, 3), "scale": {
+                    "workload": _workload(name), "replicas": count, **({"template": template} if template else {})}})
+
     for action in trace.actions():
         if action.verb == "create-service":
             objects = peer.service_objects(services[action.name], action.replicas)
@@ -103,18 +135,17 @@ def ebb_trace(trace: peer.Trace) -> Doc:
             pdbs = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
             if pdbs:
                 events.append({"at": action.at, "create": {"objects": pdbs}})
-            events.append({"at": action.at, "scale": {"workload": _workload(action.name),
-                                                      "replicas": action.replicas, "template": _template(deployment)}})
+            grow(action.at, action.name, action.replicas, _template(deployment))
         elif action.verb == "scale":
-            events.append({"at": action.at, "scale": {"workload": _workload(action.name),
-                                                      "replicas": action.replicas}})
+            grow(action.at, action.name, action.replicas, None)
         elif action.verb == "create-job":
             job = jobs[action.name]
             deployment = peer.deployment(job.name, job.replicas, job.cpu_m, job.mem_mib, "job")
-            events.append({"at": action.at, "scale": {"workload": _workload(action.name), "replicas": job.replicas,
-                                                      "template": _template(deployment)}})
+            grow(action.at, action.name, job.replicas, _template(deployment))
         else:
+            have.pop(action.name, None)
             events.append({"at": action.at, "delete": {"workload": _workload(action.name)}})
+    events.sort(key=lambda e: e["at"])  # stable: the calls of one moment keep their order
     return {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": f"peer-{trace.kind}-seed{trace.seed}",
             "description": "bench.peer's trace, converted by bench.calibrate", "events": events}
 

@@ -96,7 +96,7 @@ def test_karpenters_sides_at_its_defaults_and_balanced(side: str, budget: str, p
 @pytest.mark.parametrize("kind", peer.TRACE_KINDS)
 def test_the_converted_trace_replays_every_call_of_the_driver_with_the_same_pods(kind: str) -> None:
     trace = peer.make_trace(1, peer.SHORT, kind).shifted(97.0)
-    doc = calibrate.ebb_trace(trace)
+    doc = calibrate.ebb_trace(trace, creation_rate=None)
     parsed = Trace.model_validate(doc)  # a valid ebb.sh/v1 Trace
     actions = trace.actions()
     pdbs = [s for s in trace.services if s.pdb is not None]
@@ -230,3 +230,26 @@ def test_the_measured_boot_is_the_median_wait_from_the_first_launch_after_a_pod_
     # waits 12, 15, 13, 14: the median (the upper middle of an even count) is 14
     assert calibrate.measured_boot(timeline) == 14.0
     assert calibrate.measured_boot({"nodeclaims": [], "pods": [{"seen": 0.0, "bound": 1.0}]}) is None
+
+
+def test_the_pods_a_moment_adds_appear_at_the_replicaset_controllers_rate_in_the_drivers_order() -> None:
+    trace = peer.make_trace(1, peer.SHORT, "diurnal").shifted(80.0)
+    rate = 20.0
+    parsed = Trace.model_validate(calibrate.ebb_trace(trace, creation_rate=rate))
+    added: dict[float, int] = {}
+    last: dict[str, int] = {}
+    for event in parsed.events:
+        if event.scale is None:
+            continue
+        name = event.scale.workload.name
+        grew = event.scale.replicas - last.get(name, 0)
+        last[name] = event.scale.replicas
+        if grew > 0:
+            added[event.at] = added.get(event.at, 0) + grew
+    assert max(added.values()) <= rate  # never more than a second's worth at once
+    # the scale up: every service at its peak, the last pods of the peak a second apart per 20
+    pods = sum(s.peak for s in trace.services)
+    assert max(at for at in added if at < trace.phases[1].start) == math.ceil(pods / rate) - 1
+    # and in the end every workload has the replicas the driver asked for last
+    final = {a.name: a.replicas for a in trace.actions() if a.verb in ("create-service", "scale")}
+    assert {k: v for k, v in last.items() if k in final} == final

@@ -3,7 +3,9 @@ control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provi
 once per side on a fresh control plane:
 
 - ``karpenter-0s`` and ``karpenter-30s``: Karpenter alone, its own consolidation (``WhenEmptyOrUnderutilized``,
-  ``consolidateAfter`` 0s, then 30s);
+  ``consolidateAfter`` 0s, then 30s, budget 100%); ``karpenter-default`` (its defaults: budget ``nodes: 10%``)
+  and ``karpenter-balanced`` (the same under ``consolidationPolicy: Balanced``), the sides ``python -m bench
+  calibrate`` (bench/calibrate.py) compares with the back-test's built-in policies of the same names;
 - ``ebb``: Karpenter with its voluntary disruption off (the NodePool's budgets ``nodes: "0"``; it still
   provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's services as processes
   on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the termination-executor with
@@ -44,7 +46,13 @@ a tiny, short trace on one Karpenter side and one ebb side at once, each on its 
 ``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
 tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
 
-Environment: ``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
+A second trace, ``diurnal`` (``make_trace(kind="diurnal")``): the same services scaled smoothly down to a night and
+back up over a compressed day, a few jobs at the night's low. ``SHORT`` is a shortened size (about ten minutes a
+side) for runs that must fit many sides and seeds.
+
+Environment: ``EBB_BENCH_PEER_TRACE`` (``bursty``, the default, or ``diurnal``), ``EBB_BENCH_PEER_SEED`` (default
+``SEED``) and ``EBB_BENCH_PEER_SIZE`` (``full``, the default, ``short`` or ``smoke``) choose the trace;
+``EBB_BENCH_PEER_SIDES=karpenter-0s,ebb`` chooses the sides; ``EBB_BENCH_PEER_RESULTS=FILE`` writes
 every side's result there as JSON (what the smoke's test reads).
 """
 

@@ -391,9 +391,11 @@ def run_real(side: str, kind: str, seed: int, size: str) -> Doc:
 def run_simulated(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]]) -> Doc:
     """The back-test of a real run: its trace converted, from its starting cluster, with the side's built-in
     policy, as long as the real run lasted; the policy's summary."""
+    from ebb.adapters.logs import configure
     from ebb.core.traces import Trace
     from ebb_embedded.backtest import BUILTIN_POLICIES, BacktestOptions, run_policy
 
+    configure("error")  # the services' logs: errors only, on stderr (as `ebb backtest` by default)
     trace = Trace.model_validate(ebb_trace(real_trace(result)))
     policy = BUILTIN_POLICIES[side.backtest_policy or "karpenter-default"]()
     options = BacktestOptions(start=START, duration=timedelta(seconds=float(result["end"])),

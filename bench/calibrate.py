@@ -320,7 +320,8 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
     → spread) and the count of figures close."""
     lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
              f"`{meta['size']}` ({meta['describe']}), seeds {', '.join(map(str, meta['seeds']))}, "
-             f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice for the real spread. "
+             f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice on each trace for the real "
+             f"spread (its two runs' range over their mean, per figure and trace, which the table's sides share). "
              f"Back-test: `ebb backtest`'s built-in policy of the same name, a node Ready after the launch-to-binding "
              f"time measured in the real run it replays ({min(meta['boots']):.0f}-{max(meta['boots']):.0f} s). "
              f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}.", "",

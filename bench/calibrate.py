@@ -182,8 +182,8 @@ def boot_seconds(result: Mapping[str, Any]) -> float:
 def measured_boot(timeline: Mapping[str, Any]) -> float | None:
     """How long the real run's new nodes took to take pods (its ``timeline.json``): for each pod that waited for
     a node, from the first NodeClaim launched after the pod appeared to the pod's binding; the median. It is the
-    launch, the node's start-up and kube-scheduler's binding, on the machine as loaded as it was (about 12 s on
-    the 2-core machine with other work, KWOK's own 1-2 s idle). None when no pod waited for a launch."""
+    launch, the node's start-up and kube-scheduler's binding, on the machine as loaded as it was (tens of seconds
+    on a busy 2-core machine, KWOK's own 1-2 s idle). None when no pod waited for a launch."""
     launches = sorted(float(n["launched"]) for n in timeline.get("nodeclaims") or [])
     waits: list[float] = []
     for pod in timeline.get("pods") or []:

@@ -1,6 +1,7 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
     python -m bench [simulator|engine|memory|load|watcher|backtest|work|peer|chaos|all] [--write docs/benchmarks.md]
+    python -m bench calibrate [--write docs/backtest.md]
     python -m bench peer --smoke
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
@@ -26,6 +27,9 @@
   cost, time to settle, churn, evictions, pending time per side. About 25 minutes a side, so ``all`` leaves it
   out: run ``python -m bench peer`` on its own. ``--smoke``: a tiny trace on a Karpenter and an ebb side in a few
   minutes, a check that the harness works (never written to a page).
+- calibrate: the back-test against the real Karpenter (``bench.calibrate``): the peer's trace (bursty and
+  diurnal, seeds 1-3, the short size) on the real Karpenter and in ``ebb backtest`` with the matching built-in
+  policy, figure by figure; ``--write docs/backtest.md`` writes its section. Not part of ``all``.
 - chaos: the chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
   PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
 
@@ -340,6 +344,15 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result))
         return 0
     which = argv[0] if argv and not argv[0].startswith("-") else "all"
+    if which == "calibrate":  # not part of `all`: real runs, about an hour at the short size
+        from bench import calibrate
+
+        section = calibrate.run()
+        print("\n".join(section))
+        if "--write" in argv:
+            target = Path(argv[argv.index("--write") + 1])
+            target.write_text(calibrate.write_section(target.read_text() if target.exists() else "", section))
+        return 0
     if which == "peer" and "--smoke" in argv:
         if "--write" in argv:
             raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")

@@ -3,12 +3,15 @@ control plane (kube-apiserver, kube-scheduler, KWOK) with Karpenter's KWOK provi
 once per seed, each run on a fresh control plane:
 
 - ``karpenter-default`` and ``karpenter-balanced``: Karpenter alone, its own consolidation at its defaults
-  (``WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0s, budget 10%), then with ``consolidationPolicy: Balanced``;
+  (``WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0s, budget 10%), then with ``consolidationPolicy: Balanced``:
+  the sides ``python -m bench calibrate`` (bench/calibrate.py) compares with the back-test's built-in policies of the
+  same names;
 - ``ebb-default`` and ``ebb-recommended``: Karpenter with its voluntary disruption off (the NodePool's budgets
   ``nodes: "0"``; it still provisions for pending pods and terminates the NodeClaims someone deletes) and ebb's
   services as processes on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the
   termination-executor with its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and
-  its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends.
+  its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends;
+- ``karpenter-0s``, ``karpenter-30s`` and ``ebb``: budget 100%, for comparisons at other settings.
 
 The cloud (``Cloud``): nodes Ready 30-90 s after they appear (KWOK's node Stage delayed by deploy/local/
 kubernetes.sh), spot and on-demand offerings, spot-to-spot consolidation on (Karpenter's feature gate, ebb's
@@ -56,10 +59,16 @@ a tiny, short trace on one Karpenter side and one ebb side at once, each on its 
 ``SMOKE_SIDES``): a check that the machinery works, in a few minutes; its figures mean nothing.
 tests/integration/test_bench_peer_smoke.py runs it, so the harness cannot rot unnoticed.
 
+A second trace, ``diurnal`` (``make_trace(kind="diurnal")``): the same services scaled smoothly down to a night and
+back up over a compressed day, a few jobs at the night's low. ``SHORT`` is a shortened size (about ten minutes a
+side) for runs that must fit many sides and seeds.
+
 Environment: ``EBB_BENCH_PEER_SIDES=karpenter-default,ebb-default`` chooses the sides, ``EBB_BENCH_PEER_SEEDS=1,2,3``
-the seeds, ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time, ``EBB_BENCH_PEER_NODE_READY=30-90`` the
-nodes' start-up time; ``EBB_BENCH_PEER_RESULTS=FILE`` writes every run's result there as JSON (what the smoke's
-test reads).
+the seeds, ``EBB_BENCH_PEER_TRACE`` (``bursty``, the default, or ``diurnal``) and ``EBB_BENCH_PEER_SIZE``
+(``full``, the default, ``short`` or ``smoke``) the trace (``EBB_BENCH_PEER_SEED``: the seed of a single run, as
+``bench calibrate`` starts them), ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time,
+``EBB_BENCH_PEER_NODE_READY=30-90`` the nodes' start-up time; ``EBB_BENCH_PEER_RESULTS=FILE`` writes every run's
+result there as JSON (what the smoke's test reads).
 """
 
 from __future__ import annotations
@@ -175,6 +184,8 @@ class Trace:
     up_cap: float = 600.0
     #: and at least this long
     up_least: float = 150.0
+    #: which trace (`TRACE_KINDS`): ``bursty`` (down in steps, then bursts of jobs) or ``diurnal``
+    kind: str = "bursty"
 
     def replicas(self, service: Service, share: float) -> int:
         return max(1, math.ceil(service.peak * share))
@@ -236,19 +247,51 @@ class TraceSize:
     jobs_per_burst: tuple[int, int] = (4, 7)
     job_seconds: tuple[float, float] = (25.0, 45.0)
     tail: float = 240.0
+    #: the diurnal trace: the compressed day's steps (the services' share of their peak follows a day's load,
+    #: ``diurnal_shares``), each ``diurnal_step_seconds`` long, and its lowest share (the night)
+    diurnal_steps: int = 12
+    diurnal_step_seconds: float = 90.0
+    diurnal_low: float = 0.35
 
 
 FULL = TraceSize()
 #: the smoke's: a tenth of the pods (about 50), one step down to 30% long enough for Karpenter's and ebb's 10 s
 #: pass and 15 s validation to start disrupting, one burst of two short jobs, a short tail
 SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=30, steps=(0.3,), bursts=1, burst_period=30,
-                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=30)
+                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=30, diurnal_steps=3, diurnal_step_seconds=30)
+#: the calibration's (``python -m bench calibrate``) and a repeated side by side's: about 40% of the pods, two
+#: steps down of two minutes (long enough for several of Karpenter's 10 s passes and 15 s validations after
+#: each), three bursts; a diurnal day of eight 50 s steps. About 10 minutes a side instead of 25-30, so that
+#: 3 seeds x 2 traces and a repeat fit in an hour with two control planes at once
+SHORT = TraceSize(scale=0.4, up_seconds=60, up_cap=300, step_seconds=120, steps=(0.5, 0.25), bursts=3,
+                  burst_period=60, jobs_per_burst=(3, 5), job_seconds=(20, 40), tail=120, diurnal_steps=8,
+                  diurnal_step_seconds=50, diurnal_low=0.35)
+SIZES_BY_NAME = {"full": FULL, "short": SHORT, "smoke": SMOKE}
+#: the traces ``make_trace`` makes
+TRACE_KINDS = ("bursty", "diurnal")
 
 
-def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
+def diurnal_shares(steps: int, low: float) -> tuple[float, ...]:
+    """A compressed day's load, one share of the peak per step: from the peak (the afternoon) down to ``low``
+    (the night) and back up, a cosine, the last step one before the peak again (so the day ends still rising,
+    as the next day's morning)."""
+    return tuple(round(low + (1 - low) * (1 + math.cos(2 * math.pi * (n + 1) / (steps + 1))) / 2, 3)
+                 for n in range(steps))
+
+
+def make_trace(seed: int = SEED, size: TraceSize = FULL, kind: str = "bursty") -> Trace:
     """The workload trace: 16 services (4 with hostname anti-affinity, 4 spread over zones, 8 without either;
-    PDBs on two), scaled to the peak, down in ``size.steps``, then ``size.bursts`` bursts of jobs whose pods need
-    half or nearly all of a 4- or 8-vCPU node. Deterministic for a seed and size."""
+    PDBs on two), scaled to the peak, then
+
+    - ``bursty``: down in ``size.steps``, then ``size.bursts`` bursts of jobs whose pods need half or nearly all
+      of a 4- or 8-vCPU node;
+    - ``diurnal``: a compressed day, the services scaled smoothly down to the night's ``size.diurnal_low`` of
+      their peak and back up (``diurnal_shares``, a step every ``size.diurnal_step_seconds``), and one small
+      burst of jobs at the night's low.
+
+    The services are the same for a seed whatever the kind. Deterministic for a seed, size and kind."""
+    if kind not in TRACE_KINDS:
+        raise ValueError(f"unknown trace kind {kind!r} (known: {', '.join(TRACE_KINDS)})")
     rng = random.Random(seed)
     services: list[Service] = []
     for i in range(16):
@@ -269,6 +312,8 @@ def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
             pdb = {"minAvailable": "80%"}
         services.append(Service(f"svc-{i:02d}-{spread}", max(1, round(peak * size.scale)), cpu, mem, spread, pdb))
     phases = [Phase("scale up", "up", 0.0, size.up_seconds, 1.0)]  # extended at run time: Trace.shifted
+    if kind == "diurnal":
+        return _diurnal(seed, tuple(services), phases, size, rng)
     at = size.up_seconds
     for n, share in enumerate(size.steps, 1):
         phases.append(Phase(f"scale down {n} (to {share:.0%})", "down", at, at + size.step_seconds, share))
@@ -285,6 +330,24 @@ def make_trace(seed: int = SEED, size: TraceSize = FULL) -> Trace:
     phases.append(Phase(f"bursts of jobs ({size.bursts})", "bursty", bursty_start, last_end + size.tail,
                         size.steps[-1] if size.steps else 1.0))
     return Trace(seed, tuple(services), tuple(jobs), tuple(phases), size.tail, size.up_cap, size.up_seconds)
+
+
+def _diurnal(seed: int, services: tuple[Service, ...], phases: list[Phase], size: TraceSize,
+             rng: random.Random) -> Trace:
+    """The diurnal trace after its scale up: a step per share of ``diurnal_shares`` (a phase of kind ``down``
+    whether the share falls or rises: the services are scaled at its start), then one burst of two or three
+    jobs at the night's low, and the tail."""
+    shares = diurnal_shares(size.diurnal_steps, size.diurnal_low)
+    at = size.up_seconds
+    for n, share in enumerate(shares, 1):
+        phases.append(Phase(f"day step {n} (to {share:.0%})", "down", at, at + size.diurnal_step_seconds, share))
+        at += size.diurnal_step_seconds
+    night = size.up_seconds + shares.index(min(shares)) * size.diurnal_step_seconds
+    jobs = [Job(f"job-0-{j}", rng.randint(1, 2), rng.choice((3500, 7500)), rng.choice((1024, 2048, 4096)), night,
+                round(rng.uniform(*size.job_seconds), 1)) for j in range(rng.randint(2, 3))]
+    last_end = max(at, *(j.start + j.seconds for j in jobs))
+    phases.append(Phase("end of the day", "bursty", at, last_end + size.tail, shares[-1]))
+    return Trace(seed, services, tuple(jobs), tuple(phases), size.tail, size.up_cap, size.up_seconds, "diurnal")
 
 
 # -- the objects the driver applies --------------------------------------------------------------------------------
@@ -905,6 +968,8 @@ class Side:
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     #: the ebb side's DisruptionPolicy demandWindow
     demand_window: str | None = None
+    #: the back-test's built-in policy that simulates this side (``python -m bench calibrate``), if any
+    backtest_policy: str | None = None
 
     @property
     def budget_nodes(self) -> str:
@@ -914,9 +979,9 @@ class Side:
 
 SIDES: dict[str, Side] = {s.key: s for s in (
     Side("karpenter-default", "Karpenter at its defaults (WhenEmptyOrUnderutilized, consolidateAfter 0s, budget 10%)",
-         "0s", ebb=False, budget="10%"),
+         "0s", ebb=False, budget="10%", backtest_policy="karpenter-default"),
     Side("karpenter-balanced", "Karpenter, consolidationPolicy Balanced (consolidateAfter 0s, budget 10%)", "0s",
-         ebb=False, budget="10%", consolidation_policy="Balanced"),
+         ebb=False, budget="10%", consolidation_policy="Balanced", backtest_policy="karpenter-balanced"),
     Side("ebb-default", "Karpenter (disruption off) + ebb at its defaults (WhenEmptyOrUnderutilized, "
          "consolidateAfter 0s, budget 10%)", "0s", ebb=True, budget="10%"),
     # docs/karpenter.md's DisruptionPolicy (docs/policies.md's), without its weekday-hours and expiry budgets
@@ -946,7 +1011,24 @@ def is_smoke() -> bool:
 
 
 def size_from_env() -> TraceSize:
-    return SMOKE if is_smoke() else FULL
+    """The smoke's size, else ``EBB_BENCH_PEER_SIZE`` (``full``, the default, ``short`` or ``smoke``)."""
+    if is_smoke():
+        return SMOKE
+    name = os.environ.get("EBB_BENCH_PEER_SIZE", "full")
+    if name not in SIZES_BY_NAME:
+        raise SystemExit(f"EBB_BENCH_PEER_SIZE: unknown size {name!r} (known: {', '.join(SIZES_BY_NAME)})")
+    return SIZES_BY_NAME[name]
+
+
+def trace_from_env(seed: int | None = None) -> Trace:
+    """The trace a side plays: of ``seed``, else ``EBB_BENCH_PEER_SEED`` (default ``SEED``), ``EBB_BENCH_PEER_TRACE``
+    (a kind of ``TRACE_KINDS``, default ``bursty``) at ``size_from_env``'s size."""
+    kind = os.environ.get("EBB_BENCH_PEER_TRACE", "bursty")
+    if kind not in TRACE_KINDS:
+        raise SystemExit(f"EBB_BENCH_PEER_TRACE: unknown trace {kind!r} (known: {', '.join(TRACE_KINDS)})")
+    if seed is None:
+        seed = int(os.environ.get("EBB_BENCH_PEER_SEED", str(SEED)))
+    return make_trace(seed, size_from_env(), kind)
 
 
 def cloud_from_env() -> Cloud:
@@ -1334,7 +1416,7 @@ def case_peer(run: str) -> Doc:
     side = SIDES[side_key]
     size = size_from_env()
     cloud = cloud_from_env()
-    trace = make_trace(int(seed) if seed else SEED, size)
+    trace = trace_from_env(int(seed) if seed else None)
     out_dir = Path(tempfile.mkdtemp(prefix=f"ebb-bench-peer-{side.key}-{trace.seed}-"))
     types = json.loads(kwok_instance_types_path().read_text())
     prices = price_table(types)
@@ -1345,7 +1427,8 @@ def case_peer(run: str) -> Doc:
         result = _run_side(side, trace, cloud, prices, types, out_dir)
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
-                   "smoke": size is SMOKE})
+                   "smoke": size is SMOKE,
+                   "size": next((name for name, known in SIZES_BY_NAME.items() if known is size), "full")})
     result.setdefault("trace", describe(trace))
     (out_dir / "result.json").write_text(json.dumps(result, indent=1))  # kept, should a later side fail
     return result
@@ -1402,7 +1485,7 @@ def describe(trace: Trace) -> Doc:
             "peak_cpu": cpu_m / 1000, "peak_memory_gib": mem_mib / 1024, "jobs": len(trace.jobs),
             "job_pods": sum(j.replicas for j in trace.jobs),
             "phases": [(p.name, p.start, p.end) for p in trace.phases], "tail": trace.tail,
-            "up_least": trace.up_least, "up_cap": trace.up_cap}
+            "up_least": trace.up_least, "up_cap": trace.up_cap, "kind": trace.kind}
 
 
 def _git(*args: str) -> str:

@@ -40,7 +40,7 @@ def test_every_bad_key_is_named_at_once() -> None:
     with pytest.raises(EngineOptionsError) as error:
         parse_engine_options({"spotToSpot": "maybe", "provider": "gke", "spot_to_spot": "true"})
     assert error.value.problems == (
-        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain)",
+        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain, karpenterPace)",
         "spotToSpot: 'maybe' is not true or false",
         "provider: 'gke' is not one of none, kwok, karpenter",
     )
@@ -58,7 +58,7 @@ def test_a_configmap_document_gives_its_data() -> None:
 
 
 @pytest.mark.parametrize("options", [EngineOptions(), EngineOptions(spot_to_spot=True, require_nodeclaim=True),
-                                     EngineOptions(explain=False)])
+                                     EngineOptions(explain=False), EngineOptions(karpenter_pace=True)])
 def test_the_data_of_options_parses_back_to_them(options: EngineOptions) -> None:
     assert parse_engine_options(options_data(options)) == options
 

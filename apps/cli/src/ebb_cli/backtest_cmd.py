@@ -55,9 +55,13 @@ EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy
 
 
 def load_policy(path: Path) -> Policy:
+    """The policy file at ``path``, or the built-in policy of that name (``karpenter-balanced``) when no such
+    file exists."""
     from ebb.core.yaml_documents import InputError, parse_yaml
-    from ebb_embedded.backtest import PolicyError, policy_of
+    from ebb_embedded.backtest import BUILTIN_POLICIES, PolicyError, policy_of
 
+    if str(path) in BUILTIN_POLICIES and not path.exists():
+        return BUILTIN_POLICIES[str(path)]()
     try:
         text = path.read_text(encoding="utf-8")
         docs = parse_yaml(text, str(path))
@@ -236,8 +240,10 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
              "period of the first two and the last, e.g. spot-interruptions@30m) or a trace file (YAML or JSON, "
              "docs/backtest.md); repeatable: the traces run together")],
     policy: Annotated[list[Path] | None, typer.Option(
-        help="a policy file (ebb.sh/v1 DisruptionPolicy and Hold documents); repeatable. karpenter-default "
-             "always runs first")] = None,
+        help="a policy file (ebb.sh/v1 DisruptionPolicy and Hold documents), or the built-in karpenter-balanced; "
+             "repeatable. karpenter-default always runs first")] = None,
+    boot_time: Annotated[str, typer.Option(
+        "--boot-time", help="how long a launched node takes to be Ready (a cloud's start-up time)")] = "60s",
     filename: Annotated[list[str] | None, typer.Option(
         "-f", "--filename", help="snapshot YAML to start from (as for `ebb plan`); default: the bundled "
                                  "example (50 nodes)")] = None,
@@ -287,6 +293,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     span = parse_duration_option(duration or (f"{recorded.duration}s" if recorded is not None and recorded.duration
                                               else "24h"), "--duration")
     every = parse_duration_option(sample_every, "--sample-every")
+    boot = parse_duration_option(boot_time, "--boot-time")
     policies = [karpenter_default(), *[load_policy(p) for p in policy or []]]
     names = [p.name for p in policies]
     if len(set(names)) != len(names):
@@ -335,7 +342,8 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     console = Console(stderr=True)
     last_line: dict[tuple[int, str], float] = {}
     runs = [(workload, BacktestOptions(start=moment, duration=span, seed=seed + i, sample_every=every.total_seconds(),
-                                       spot_to_spot=spot_to_spot, reuse_passes=reuse_passes))
+                                       spot_to_spot=spot_to_spot, reuse_passes=reuse_passes,
+                                       boot_seconds=boot.total_seconds()))
             for i, workload in enumerate(workloads)]
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[state]}"),
                   TimeElapsedColumn(), console=console, disable=not console.is_terminal) as progress:

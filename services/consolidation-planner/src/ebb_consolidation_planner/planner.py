@@ -281,6 +281,10 @@ class Planner:
                 except Exception as e:  # the database is away, ...: try again in a while
                     log.warning("validating the proposals due failed", error=repr(e))
                     self._next_due = self.clock() + timedelta(seconds=RETRY_DUE)
+            if self.options.karpenter_pace and self._next_due is not None:
+                # Karpenter's disruption loop waits out its command's validation before it looks again
+                await self.clock.sleep(self._until_due(), stop)
+                continue
             since = self.clock.monotonic() - last
             if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
                 if self.changed.is_set():

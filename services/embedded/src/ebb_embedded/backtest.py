@@ -4,7 +4,9 @@ A **policy** is a set of ``ebb.sh/v1`` documents: ``DisruptionPolicy`` (the disr
 it is named after: consolidationPolicy, consolidateAfter, budgets, expireAfter, stabilizationWindow,
 demandWindow; named ``"*"``, it applies to every NodePool of the cluster) and ``Hold``. Running a policy replaces
 the cluster's own DisruptionPolicies and Holds with the policy's. ``karpenter-default`` (``WhenEmptyOrUnderutilized``,
-``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline.
+``consolidateAfter: 0s``, no stabilization window, Karpenter's default budget) is built in, the baseline, and so
+is ``karpenter-balanced`` (the same under ``consolidationPolicy: Balanced``): ebb's simulations of the real
+Karpenter's settings, checked against it by ``python -m bench calibrate`` (docs/backtest.md).
 
 ``run_backtest`` runs the embedded mode (``ebb_embedded.runner``) once per policy on a ``WorkloadCluster``
 (``ebb_embedded.workload``) from the same documents, start, duration and seed, with three more tasks: the
@@ -59,6 +61,7 @@ POLICY_KINDS = ("DisruptionPolicy", "Hold")
 #: a DisruptionPolicy of this name applies to every NodePool
 EVERY_NODEPOOL = "*"
 KARPENTER_DEFAULT = "karpenter-default"
+KARPENTER_BALANCED = "karpenter-balanced"
 #: decisions in these states disrupted (or are disrupting) their nodes
 DISRUPTING = (State.EXECUTING.value, State.SUCCEEDED.value)
 
@@ -73,14 +76,32 @@ class Policy:
     #: the policy's YAML text, or "built in"
     source: str
     documents: tuple[Mapping[str, Any], ...]
+    #: engine options the run's planner takes (``ebb.core.options`` keys): the simulations of Karpenter consolidate
+    #: at its pace (``karpenterPace``)
+    engine_options: Mapping[str, str] | None = None
+
+
+def _karpenter(name: str, consolidation_policy: str) -> Policy:
+    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
+           "spec": {"consolidationPolicy": consolidation_policy, "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "10%"}]}}
+    return Policy(name, "built in", (doc,), {"karpenterPace": "true"})
 
 
 def karpenter_default() -> Policy:
     """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window."""
-    doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
-           "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-                    "budgets": [{"nodes": "10%"}]}}
-    return Policy(KARPENTER_DEFAULT, "built in", (doc,))
+    return _karpenter(KARPENTER_DEFAULT, "WhenEmptyOrUnderutilized")
+
+
+def karpenter_balanced() -> Policy:
+    """Karpenter's defaults under ``consolidationPolicy: Balanced`` (``ebb.core.balanced``): a consolidation only
+    when the share of its NodePool's cost it saves is at least half the share of the disruption cost it causes."""
+    return _karpenter(KARPENTER_BALANCED, "Balanced")
+
+
+#: the built-in policies by name
+BUILTIN_POLICIES: dict[str, Callable[[], Policy]] = {KARPENTER_DEFAULT: karpenter_default,
+                                                     KARPENTER_BALANCED: karpenter_balanced}
 
 
 def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
@@ -130,7 +151,8 @@ class BacktestOptions:
     spot_to_spot: bool = False
     #: ``EmbeddedOptions.reuse_passes`` (the result is the same either way)
     reuse_passes: bool = True
-    #: seconds from a launch to the node being Ready (``SimulatedCluster.boot_seconds``): a cloud's start-up time
+    #: seconds from a launch to the node being Ready (``SimulatedCluster.boot_seconds``): a cloud's start-up
+    #: time; the calibration sets it from the real run it is compared with
     boot_seconds: float = 60.0
     #: with it, a time drawn per node between ``boot_seconds`` and this (a cloud's spread, e.g. 30-90 s)
     boot_seconds_max: float | None = None
@@ -210,6 +232,7 @@ def _summary(cluster: WorkloadCluster, end: Status, finished: datetime, duration
         "pending_seconds_p50": round(_percentile(pending, 0.5), 3),
         "pending_seconds_p95": round(_percentile(pending, 0.95), 3),
         "pending_pods_at_end": len(m.pending_since),
+        "pending_pod_seconds": round(sum(pending), 3),
         "churn_cost": round(churn, 4),
         "decisions": {f"{method}/{state}": n for (state, method), n in sorted(end.decisions.items())},
         "planner_passes": end.passes,
@@ -246,13 +269,31 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
 def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions,
                *, report: Callable[[Status], None] | None = None) -> dict[str, Any]:
     """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
-    from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from ebb_embedded.runner import EmbeddedOptions
+
+    with tempfile.TemporaryDirectory(prefix="ebb-backtest-") as scratch:
+        engine_options = None
+        if policy.engine_options:  # the planner reads its options from a file (a mapping of keys: YAML)
+            engine_options = Path(scratch) / "engine-options.yaml"
+            engine_options.write_text(json.dumps(dict(policy.engine_options)))
+        embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
+                                   spot_to_spot=options.spot_to_spot, report_every=0.2,
+                                   cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
+                                   explain=False,  # nothing in a back-test reads why nodes are left alone
+                                   engine_options=engine_options)
+        return _run_policy(documents, trace, policy, options, embedded=embedded, report=report)
+
+
+def _run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions, *,
+                embedded: Any, report: Callable[[Status], None] | None) -> dict[str, Any]:
+    """``run_policy`` with the run's embedded options made."""
+    from ebb_embedded.runner import run_embedded, simulation_runner
     from ebb_embedded.workload import WorkloadCluster
 
-    embedded = EmbeddedOptions(start=options.start, duration=options.duration, seed=options.seed,
-                               spot_to_spot=options.spot_to_spot, report_every=0.2,
-                               cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
-                               explain=False)  # nothing in a back-test reads why nodes are left alone
     series: list[dict[str, Any]] = []
     errors: list[str] = []
     made: list[WorkloadCluster] = []

@@ -4,12 +4,12 @@
 
 - **the workload's controllers** for a trace's events (``apply``, ``ebb.core.traces``): a ``scale`` creates a
   workload's pods (Pending, named and identified from the run's seed) from the event's template or a copy
-  of one of its pods, or deletes them (Pending ones first, then the newest, as the ReplicaSet controller
-  does); ``create`` puts objects (replacing one of the same kind, namespace and name); ``patch`` merges a
-  JSON merge patch into one object; ``delete`` removes one object or every pod of a workload (a Node goes as
-  one the cloud lost: its pods with it, made again by their controllers, Pending); ``depart`` removes a
-  recorded pod, or the pod its controller made in its place after the run's disruptions moved it (a pod made
-  again is the same replica: ``replica_of``);
+  of one of its pods, or deletes them (Pending ones first, then those on the nodes with the most of the
+  workload's pods, then the newest, as the ReplicaSet controller does); ``create`` puts objects (replacing
+  one of the same kind, namespace and name); ``patch`` merges a JSON merge patch into one object; ``delete``
+  removes one object or every pod of a workload (a Node goes as one the cloud lost: its pods with it, made
+  again by their controllers, Pending); ``depart`` removes a recorded pod, or the pod its controller made in its
+  place after the run's disruptions moved it (a pod made again is the same replica: ``replica_of``);
 - **the cloud's interruptions** (``interrupt``): the nodes picked hear of it at once on ``ebb.interruptions``,
   as the interruption-ingester would tell the planner, and ``run_cloud`` takes each away at its deadline if it
   is still there, as a node lost;
@@ -361,8 +361,18 @@ class WorkloadCluster(SimulatedCluster):
                 return (not _pending(obj), str((obj.get("metadata") or {}).get("creationTimestamp")), key)
 
             doomed = sorted(owned, key=order)
-            # Pending first, then the newest (the latest creationTimestamp, then the name)
+            # Pending first; then, as the ReplicaSet controller ranks them (getPodsToDelete), the pods on the nodes
+            # with the most of the workload's pods ("doubled up"), and among those the newest (the latest
+            # creationTimestamp, then the name)
             pending = [k for k in doomed if _pending(self.objects[k])]
-            running = sorted((k for k in doomed if not _pending(self.objects[k])), key=order, reverse=True)
+            on_node: dict[str, int] = {}
+            for key in doomed:
+                node = str((self.objects[key].get("spec") or {}).get("nodeName") or "")
+                on_node[node] = on_node.get(node, 0) + 1
+
+            def ranked(key: str) -> tuple[int, bool, str, str]:
+                return (on_node[str((self.objects[key].get("spec") or {}).get("nodeName") or "")], *order(key))
+
+            running = sorted((k for k in doomed if not _pending(self.objects[k])), key=ranked, reverse=True)
             for key in [*pending, *running][:len(owned) - replicas]:
                 await self._remove(key)

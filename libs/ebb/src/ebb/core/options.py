@@ -9,7 +9,9 @@ and this module turns its ``data`` into the core's ``EngineOptions``:
 - ``provider`` (``none`` / ``kwok`` / ``karpenter``): ``require_nodeclaim`` for ``karpenter``, a node without a
   NodeClaim is not a candidate; the termination-executor reads the same key as its provider
   (`configured_provider`), so the planner never proposes what the executor cannot retire;
-- ``explain`` (``true`` / ``false``): ``explain``, every node that is left alone gets its cause.
+- ``explain`` (``true`` / ``false``): ``explain``, every node that is left alone gets its cause;
+- ``karpenterPace`` (``true`` / ``false``): ``karpenter_pace``, single-node consolidation makes one command a pass
+  as Karpenter does (the back-test's simulations of Karpenter set it).
 
 A key the object does not set keeps the value of ``defaults`` (a service's own settings, which keep an
 installation without the object working as before). An unknown key or a value that is not one of the above is an
@@ -30,7 +32,7 @@ CONFIGMAP_NAME: Final = "ebb-engine-options"
 #: the providers ``provider`` may name (the termination-executor's), and the one that needs NodeClaims
 PROVIDERS: Final = ("none", "kwok", "karpenter")
 NODECLAIM_PROVIDER: Final = "karpenter"
-KEYS: Final = ("spotToSpot", "provider", "explain")
+KEYS: Final = ("spotToSpot", "provider", "explain", "karpenterPace")
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
@@ -82,6 +84,10 @@ def parse_engine_options(data: Mapping[str, object], defaults: EngineOptions | N
         explain = _flag("explain", data["explain"], problems)
         if explain is not None:
             options = replace(options, explain=explain)
+    if "karpenterPace" in data:
+        pace = _flag("karpenterPace", data["karpenterPace"], problems)
+        if pace is not None:
+            options = replace(options, karpenter_pace=pace)
     if "provider" in data:
         provider = str(data["provider"]).strip().lower()
         if provider in PROVIDERS:
@@ -107,5 +113,8 @@ def options_data(options: EngineOptions, provider: str | None = None) -> dict[st
     NodeClaims and it is not simply karpenter): the inverse of `parse_engine_options`."""
     if provider is None:
         provider = NODECLAIM_PROVIDER if options.require_nodeclaim else "none"
-    return {"spotToSpot": str(options.spot_to_spot).lower(), "provider": provider,
+    data = {"spotToSpot": str(options.spot_to_spot).lower(), "provider": provider,
             "explain": str(options.explain).lower()}
+    if options.karpenter_pace:
+        data["karpenterPace"] = "true"
+    return data

@@ -68,6 +68,10 @@ class EngineOptions:
     #: executor retires a node by deleting its NodeClaim. The ClusterView is built with the same value
     #: (`view_of`)
     require_nodeclaim: bool = False
+    #: Karpenter's pace: single-node consolidation makes at most one command a pass, as Karpenter's disruption
+    #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows). The
+    #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
+    karpenter_pace: bool = False
 
     def view_of(self, snapshot: Snapshot, now: datetime) -> ClusterView:
         """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""

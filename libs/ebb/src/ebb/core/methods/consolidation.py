@@ -132,7 +132,8 @@ def set_aside_unsettled(view: ClusterView, state: SimState) -> int:
 
 
 def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
-    """Underutilized candidates in disruption-cost order; excluded ones get their cause in `out`."""
+    """Underutilized candidates in disruption-cost order (with ``EngineOptions.karpenter_pace``, Karpenter v1.14's:
+    price per unit of disruption, the highest first); excluded ones get their cause in `out`."""
     view = ctx.view
     names: list[str] = []
     for node in view.snapshot.nodes:
@@ -153,6 +154,8 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             out.blocked[name] = why
             continue
         names.append(name)
+    if ctx.options.karpenter_pace:  # Karpenter v1.14's order: the most savings per disruption first (SavingsRatio)
+        return sorted(names, key=lambda n: (-view.price[n] / (1.0 + max(0.0, view.eviction_cost_of(n))), n))
     return view.order(names)
 
 

@@ -14,6 +14,9 @@ pods join it), and a step that keeps the set all spot with a spot replacement, w
 refused outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot,
 only at the end. The run then goes on to the nodes after it and can still find a set it can keep.
 
+With ``EngineOptions.karpenter_pace`` (the back-test's simulations of Karpenter) the search is Karpenter's own
+instead (`_karpenter_prefix`): the largest prefix of the candidates its budgets allow that consolidates.
+
 The set the greedy run found is then simulated as validation will simulate it (``_jointly``): every node
 removed at once, all their pods placed together. Placing node by node and placing all at once pack
 differently, and a command validation would reject on the very snapshot it came from would be proposed,
@@ -247,6 +250,35 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         state.rollback(mark)
 
 
+#: Karpenter's multi-node consolidation looks at most this many candidates (``maxParallel``)
+KARPENTER_MAX_CANDIDATES = 100
+
+
+def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
+    """Karpenter's own search (``EngineOptions.karpenter_pace``; multinodeconsolidation.go): the candidates the
+    budgets allow, in disruption-cost order, at most ``KARPENTER_MAX_CANDIDATES``; the largest prefix of at least
+    two of them that consolidates (deleted, or replaced by one cheaper node), by binary search over its length."""
+    left: dict[str, int] = {}
+    allowed: list[str] = []
+    for name in names:
+        pool = ctx.view.nodes[name].nodepool or ""
+        left.setdefault(pool, ctx.budget_left(pool, REASON))
+        if left[pool] <= 0:
+            continue
+        left[pool] -= 1
+        allowed.append(name)
+    allowed = allowed[:KARPENTER_MAX_CANDIDATES]
+    low, high, best = 2, len(allowed), None
+    while low <= high:
+        middle = (low + high) // 2
+        found = _jointly(ctx, allowed[:middle], True)
+        if found is not None:
+            best, low = found, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     names = candidates(ctx, out)
@@ -255,10 +287,13 @@ def run(ctx: PassContext) -> MethodOutcome:
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
     refused_alone: set[str] = set()
-    for allow_replace in (False, True):
-        command = _greedy(ctx, names, allow_replace, refused_alone)
-        if command is not None and (best is None or command.savings > best.savings + EPSILON):
-            best = command
+    if ctx.options.karpenter_pace:
+        best = _karpenter_prefix(ctx, names)
+    else:
+        for allow_replace in (False, True):
+            command = _greedy(ctx, names, allow_replace, refused_alone)
+            if command is not None and (best is None or command.savings > best.savings + EPSILON):
+                best = command
     ctx.state.rollback(start)
     if best is not None:
         for name in best.nodes:

@@ -2,8 +2,9 @@
 
 Candidates are tried in disruption-cost order (least disruption first). A delete beats a replace. Karpenter
 acts on one node per pass; ebb takes every candidate that consolidates on its own in the same pass, up to the
-Underutilized budget (and its NodePool's ``demandWindow``), each as its own command. They are simulated in
-sequence on one state, so a later command never counts on capacity an earlier one uses, and a replacement
+Underutilized budget (and its NodePool's ``demandWindow``), each as its own command (with
+``EngineOptions.karpenter_pace``, one, as Karpenter: the back-test's simulations of Karpenter set it). They are
+simulated in sequence on one state, so a later command never counts on capacity an earlier one uses, and a replacement
 node, once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes into a
 handful. With explanations on, every remaining candidate gets its own reason. In a NodePool whose
 consolidationPolicy is Balanced, a candidate whose delete would not be worth its disruption is not simulated, and
@@ -149,6 +150,8 @@ def run(ctx: PassContext) -> MethodOutcome:
         else:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)
+            if ctx.options.karpenter_pace:  # Karpenter's loop: one node per pass
+                break
     ctx.state.rollback(start)
     return out
 

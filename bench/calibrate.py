@@ -1,0 +1,462 @@
+"""How close the back-test is to the real Karpenter (``python -m bench calibrate``).
+
+``ebb backtest``'s built-in ``karpenter-default`` and ``karpenter-balanced`` are ebb's own engine playing
+Karpenter's rules on a simulated cluster with a simulated provisioner. This module checks them against the real
+Karpenter: the same seeded workload trace that ``bench.peer`` plays on a real kube-apiserver + KWOK with
+Karpenter's KWOK provider is converted (``ebb_trace``, ``starting_documents``) into an ``ebb.sh/v1 Trace`` and
+the cluster to start from (the peer's NodePool, Karpenter's KWOK instance types and prices as ebb's catalog),
+replayed by the back-test with the matching built-in policy, and the figures compared (``compare``): node-hour
+cost, launches, disruption decisions by reason, nodes deleted, evictions, pods evicted more than once, pending
+pod-seconds. One seed is run twice on the real side, so the comparison knows how much the real Karpenter varies
+on its own (``spreads``): a figure is close when within ``TOLERANCE`` of the real run's, or within what repeating
+a real run moved it.
+
+What is converted, and why it is the same workload: a peer service is a Deployment, whose pods a ReplicaSet makes
+and remakes after an eviction; the back-test's ReplicaSet does the same (``scale`` events with the Deployment's
+pod template: requests, hostname anti-affinity, zone spread); its PodDisruptionBudgets are created at the start;
+a peer job is a Deployment created at its start and deleted at its end, here a ReplicaSet scaled up then deleted.
+The scale up's length is the real run's (it lasts until every pod runs), so the conversion takes the trace as the
+real run shifted it (``peer.Trace.shifted``) and the back-test runs as long as the real run did.
+
+The pure parts (the conversion, the figures, the comparison, the table) are unit-tested in
+tests/benchmarks/test_calibrate.py; ``run`` does the I/O: the real runs (each a ``python -m bench _case peer
+SIDE`` process on a control plane of its own, ``PARALLEL`` at once), the back-tests, the JSON and the section of
+docs/backtest.md between ``SECTION_START`` and ``SECTION_END``.
+
+Environment: ``EBB_BENCH_CALIBRATE_SEEDS`` (default ``1,2,3``), ``EBB_BENCH_CALIBRATE_TRACES`` (``bursty,diurnal``),
+``EBB_BENCH_CALIBRATE_SIDES`` (``karpenter-default``; ``karpenter-balanced`` too for Balanced),
+``EBB_BENCH_PEER_SIZE`` (``short`` unless given), ``EBB_BENCH_CALIBRATE_PARALLEL`` (2),
+``EBB_BENCH_CALIBRATE_REPEAT`` (the seed run twice, default the first), ``EBB_BENCH_CALIBRATE_OUT`` (the JSON,
+default .artifacts/calibrate.json), ``EBB_BENCH_CALIBRATE_REUSE=FILE`` (take the real runs from an earlier JSON
+and only run the back-tests again: what a change to the simulation needs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import peer
+from bench.generators import REPO_ROOT
+
+Doc = dict[str, Any]
+
+#: a back-test figure within this share of the real run's is close
+TOLERANCE = 0.10
+#: how many real runs go at once, each on a control plane of its own
+PARALLEL = 2
+#: when the back-test starts (any moment: the trace is relative to it)
+START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+#: how long a KWOK node takes from its NodeClaim to Ready on the local control plane when the peer run gives no
+#: start-up delay of its own (docs: about 0.15 s to launch, Ready 1.4 s later)
+KWOK_READY_SECONDS = 2.0
+SECTION_START = "<!-- bench:calibration -->"
+SECTION_END = "<!-- /bench:calibration -->"
+#: the figures compared, in the table's order: (key, what it is)
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("cost", "node-hours cost ($)"),
+    ("launches", "NodeClaims launched"),
+    ("deleted", "NodeClaims deleted"),
+    ("decisions", "disruption decisions"),
+    ("emptiness", "- emptiness"),
+    ("single", "- single-node consolidation"),
+    ("multi", "- multi-node consolidation"),
+    ("evictions", "evictions"),
+    ("evicted_twice", "pods evicted more than once"),
+    ("pending", "pending pod-seconds"),
+)
+
+
+# -- the conversion (pure) -------------------------------------------------------------------------------------------
+
+
+def _workload(name: str) -> Doc:
+    return {"kind": "ReplicaSet", "name": name, "namespace": peer.NAMESPACE}
+
+
+def _template(deployment: Mapping[str, Any]) -> Doc:
+    template = deployment["spec"]["template"]
+    return {"labels": dict(template["metadata"]["labels"]), "spec": template["spec"]}
+
+
+#: how many pods a second kube-controller-manager's ReplicaSet controller creates (its client's default
+#: ``--kube-api-qps``): 200 pods take it 10 s, which keeps Karpenter's first batch open to its 10 s maximum
+CREATION_RATE = 20.0
+
+
+def ebb_trace(trace: peer.Trace, creation_rate: float | None = CREATION_RATE) -> Doc:
+    """The ``ebb.sh/v1 Trace`` of what the peer driver applies for ``trace`` (as the real run shifted it): each
+    Deployment's ReplicaSet scaled with the Deployment's pod template at the times the driver creates or scales it,
+    the PodDisruptionBudgets created with their services, each job's ReplicaSet scaled up at its start and deleted
+    at its end. Events at the same moment keep the driver's order (``peer.Trace.actions``).
+
+    ``creation_rate``: the pods the calls of one moment add appear at that many a second, in that order, as the
+    ReplicaSet controller creates them (a scale up in steps of a second); None: all at once, the driver's calls
+    as they are."""
+    services = {s.name: s for s in trace.services}
+    jobs = {j.name: j for j in trace.jobs}
+    events: list[Doc] = []
+    have: dict[str, int] = {}
+    #: the moment of the calls being converted, and how many pods they added so far (``creation_rate``)
+    moment, added = -1.0, 0
+
+    def grow(at: float, name: str, replicas: int, template: Doc | None) -> None:
+        nonlocal moment, added
+        if at != moment:
+            moment, added = at, 0
+        start = have.get(name, 0)
+        have[name] = replicas
+        if creation_rate is None or replicas <= start:
+            events.append({"at": at, "scale": {"workload": _workload(name), "replicas": replicas,
+                                               **({"template": template} if template else {})}})
+            return
+        for count in range(start + 1, replicas + 1):
+            second = math.floor(added / creation_rate)
+            added += 1
+            last = count == replicas or math.floor(added / creation_rate) != second
+            if last:
+                events.append({"at": round(at + second, 3), "scale": {
+                    "workload": _workload(name), "replicas": count, **({"template": template} if template else {})}})
+
+    for action in trace.actions():
+        if action.verb == "create-service":
+            objects = peer.service_objects(services[action.name], action.replicas)
+            deployment = next(o for o in objects if o["kind"] == "Deployment")
+            pdbs = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+            if pdbs:
+                events.append({"at": action.at, "create": {"objects": pdbs}})
+            grow(action.at, action.name, action.replicas, _template(deployment))
+        elif action.verb == "scale":
+            grow(action.at, action.name, action.replicas, None)
+        elif action.verb == "create-job":
+            job = jobs[action.name]
+            deployment = peer.deployment(job.name, job.replicas, job.cpu_m, job.mem_mib, "job")
+            grow(action.at, action.name, job.replicas, _template(deployment))
+        else:
+            have.pop(action.name, None)
+            events.append({"at": action.at, "delete": {"workload": _workload(action.name)}})
+    events.sort(key=lambda e: e["at"])  # stable: the calls of one moment keep their order
+    return {"apiVersion": "ebb.sh/v1", "kind": "Trace", "name": f"peer-{trace.kind}-seed{trace.seed}",
+            "description": "bench.peer's trace, converted by bench.calibrate", "events": events}
+
+
+def starting_documents(side: peer.Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
+    """The cluster the back-test starts from, the peer run's at its start: no node, the side's NodePool (as the
+    peer run creates it) and Karpenter's KWOK instance types as ebb's catalog (``ebb_objects`` does the same for
+    ebb's side of the peer run)."""
+    from ebb.adapters.catalog import catalog_from_kwok_instance_types
+
+    pool = peer.nodepool(side.consolidate_after, side.budget_nodes, side.consolidation_policy)
+    return [pool, catalog_from_kwok_instance_types(types)]
+
+
+def real_trace(result: Mapping[str, Any]) -> peer.Trace:
+    """The trace a real run played: its seed, kind and size, shifted to where its scale up ended."""
+    t = result["trace"]
+    size = peer.SIZES_BY_NAME[result.get("size", "full")]
+    up_end = float(t["phases"][0][2])
+    return peer.make_trace(int(t["seed"]), size, str(t.get("kind", "bursty"))).shifted(up_end)
+
+
+def boot_seconds(result: Mapping[str, Any]) -> float:
+    """The back-test's boot time for a real run: the start-up delay the run gave its KWOK nodes (the mean of its
+    range, ``node_startup_seconds`` in its result) plus KWOK's own, or KWOK's own alone."""
+    startup = result.get("node_startup_seconds")
+    if isinstance(startup, Sequence) and not isinstance(startup, str) and startup:
+        return KWOK_READY_SECONDS + sum(float(v) for v in startup) / len(startup)
+    if isinstance(startup, int | float):
+        return KWOK_READY_SECONDS + float(startup)
+    return KWOK_READY_SECONDS
+
+
+def measured_boot(timeline: Mapping[str, Any]) -> float | None:
+    """How long the real run's new nodes took to take pods (its ``timeline.json``): for each pod that waited for
+    a node, from the first NodeClaim launched after the pod appeared to the pod's binding; the median. It is the
+    launch, the node's start-up and kube-scheduler's binding, on the machine as loaded as it was (tens of seconds
+    on a busy 2-core machine, KWOK's own 1-2 s idle). None when no pod waited for a launch."""
+    launches = sorted(float(n["launched"]) for n in timeline.get("nodeclaims") or [])
+    waits: list[float] = []
+    for pod in timeline.get("pods") or []:
+        bound = pod.get("bound")
+        if bound is None:
+            continue
+        after = next((t for t in launches if t >= float(pod["seen"])), None)
+        if after is not None and after < float(bound):
+            waits.append(float(bound) - after)
+    if not waits:
+        return None
+    waits.sort()
+    return round(waits[len(waits) // 2], 1)
+
+
+# -- the figures (pure) ----------------------------------------------------------------------------------------------
+
+
+def _by_method(method: str) -> str:
+    """A disruption decision's kind: ``emptiness``, ``single`` or ``multi`` (consolidation), or its own name."""
+    if "empt" in method:
+        return "emptiness"
+    if "single" in method:
+        return "single"
+    if "multi" in method:
+        return "multi"
+    return method
+
+
+def real_figures(result: Mapping[str, Any]) -> Doc:
+    """A real Karpenter run's figures over the whole trace (``bench.peer``'s result): its decisions by kind from
+    ``karpenter_voluntary_disruption_decisions_total`` (reason ``empty``: emptiness; ``underutilized``: by its
+    ``consolidation_type``)."""
+    whole = result["whole"]
+    decisions: dict[str, float] = {}
+    for key, value in (whole.get("counters") or {}).get("karpenter", {}).items():
+        metric, _, rest = key.partition("{")
+        if metric != "karpenter_voluntary_disruption_decisions_total":
+            continue
+        labels = dict(part.split("=", 1) for part in rest.rstrip("}").split(",") if "=" in part)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        reason, kind = labels.get("reason", ""), labels.get("consolidation_type", "")
+        name = "emptiness" if reason == "empty" else kind if kind in ("single", "multi") else reason or "other"
+        decisions[name] = decisions.get(name, 0) + value
+    return _figures(whole["cost"], whole["launched"], whole["deleted"], decisions, result["evictions"],
+                    result["evicted_more_than_once"], whole["pending_pod_seconds"])
+
+
+def backtest_figures(summary: Mapping[str, Any]) -> Doc:
+    """A back-test run's figures (its ``summary``)."""
+    decisions: dict[str, float] = {}
+    for method, n in summary["disruptions"].items():
+        decisions[_by_method(method)] = decisions.get(_by_method(method), 0) + n
+    return _figures(summary["node_hours_cost"], summary["launches"], summary["nodes_disrupted"], decisions,
+                    summary["evictions"], summary["pods_evicted_more_than_once"], summary["pending_pod_seconds"])
+
+
+def _figures(cost: float, launches: float, deleted: float, decisions: Mapping[str, float], evictions: float,
+             evicted_twice: float, pending: float) -> Doc:
+    return {"cost": round(float(cost), 4), "launches": launches, "deleted": deleted,
+            "decisions": sum(decisions.values()), "emptiness": decisions.get("emptiness", 0),
+            "single": decisions.get("single", 0), "multi": decisions.get("multi", 0),
+            "other_decisions": {k: v for k, v in decisions.items() if k not in ("emptiness", "single", "multi")},
+            "evictions": evictions, "evicted_twice": evicted_twice, "pending": round(float(pending), 1)}
+
+
+def relative(value: float, reference: float) -> float | None:
+    """``value`` against ``reference`` as a ratio (None when the reference is 0 and the value is not; 1 when both
+    are)."""
+    if reference == 0:
+        return 1.0 if value == 0 else None
+    return value / reference
+
+
+def spreads(repeats: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, float]:
+    """Per figure, how much the real runs of one seed moved: the largest (max - min) / mean over each group of
+    repeated runs' figures (0 when a group's mean is 0)."""
+    out: dict[str, float] = {}
+    for group in repeats:
+        if len(group) < 2:
+            continue
+        for key, _ in FIGURES:
+            values = [float(f[key]) for f in group]
+            mean = sum(values) / len(values)
+            spread = (max(values) - min(values)) / mean if mean else 0.0
+            out[key] = max(out.get(key, 0.0), spread)
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure of one (trace, seed, side): the real run's and the back-test's, their ratio, and the verdict."""
+
+    trace: str
+    seed: int
+    side: str
+    figure: str
+    real: float
+    backtest: float
+    ratio: float | None
+    #: ``within 10%``, ``within the real spread (N%)`` or ``off``
+    verdict: str
+
+
+def compare(trace: str, seed: int, side: str, real: Mapping[str, Any], backtest: Mapping[str, Any],
+            spread: Mapping[str, float], tolerance: float = TOLERANCE) -> list[Row]:
+    """Each of ``FIGURES``: close when the back-test's is within ``tolerance`` of the real run's, or within the
+    real runs' own spread for that figure (``spreads``); off otherwise. Two zeros are close; a zero against a
+    non-zero is off unless the spread allows it."""
+    rows: list[Row] = []
+    for key, _ in FIGURES:
+        r, b = float(real[key]), float(backtest[key])
+        ratio = relative(b, r)
+        off_by = abs(ratio - 1) if ratio is not None else float("inf")
+        if off_by <= tolerance + 1e-9:
+            verdict = f"within {tolerance:.0%}"
+        elif off_by <= spread.get(key, 0.0) + 1e-9:
+            verdict = f"within the real spread ({spread[key]:.0%})"
+        else:
+            verdict = "off"
+        rows.append(Row(trace, seed, side, key, r, b, ratio, verdict))
+    return rows
+
+
+def _cell(key: str, value: float) -> str:
+    if key == "cost":
+        return f"${value:,.3f}"
+    return f"{value:,.0f}"
+
+
+def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any]) -> list[str]:
+    """The section of docs/backtest.md: how it was run, a table per (trace, side) with the seeds side by side
+    (real / back-test / ratio and a mark where it is off), the real spread of the trace (``spread``: trace → figure
+    → spread) and the count of figures close."""
+    lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
+             f"`{meta['size']}` ({meta['describe']}), seeds {', '.join(map(str, meta['seeds']))}, "
+             f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice on each trace for the real "
+             f"spread (its two runs' range over their mean, per figure and trace, which the table's sides share). "
+             f"Back-test: `ebb backtest`'s built-in policy of the same name, a node Ready after the launch-to-binding "
+             f"time measured in the real run it replays ({min(meta['boots']):.0f}-{max(meta['boots']):.0f} s). "
+             f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}.", "",
+             "Each cell: real / back-test (back-test ÷ real); **bold** where the back-test is off by more than "
+             f"{TOLERANCE:.0%} and more than the real runs' own spread.", ""]
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.trace, row.side), []).append(row)
+    names = dict(FIGURES)
+    for (trace, side), group in groups.items():
+        seeds = sorted({r.seed for r in group})
+        lines += [f"**{trace}, {side}**", "", "| figure | " + " | ".join(f"seed {s}" for s in seeds)
+                  + " | real spread |", "|---|" + "---|" * (len(seeds) + 1)]
+        for key, _ in FIGURES:
+            cells = []
+            for seed in seeds:
+                row = next(r for r in group if r.seed == seed and r.figure == key)
+                ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
+                cell = f"{_cell(key, row.real)} / {_cell(key, row.backtest)} ({ratio})"
+                cells.append(f"**{cell}**" if row.verdict == "off" else cell)
+            lines.append(f"| {names[key]} | " + " | ".join(cells) + f" | {spread.get(trace, {}).get(key, 0.0):.0%} |")
+        close = sum(1 for r in group if r.verdict != "off")
+        lines += ["", f"{close} of {len(group)} figures close.", ""]
+    return lines
+
+
+def write_section(doc: str, lines: Sequence[str]) -> str:
+    """``doc`` with ``lines`` between ``SECTION_START`` and ``SECTION_END`` and nothing else changed; a page without
+    the markers gets them, and a "How close the back-test is to Karpenter" section, at its end."""
+    block = SECTION_START + "\n\n" + "\n".join(lines).strip("\n") + "\n\n" + SECTION_END
+    head, start, rest = doc.partition(SECTION_START)
+    if not start:
+        return doc.rstrip("\n") + "\n\n## How close the back-test is to Karpenter\n\n" + block + "\n"
+    _, end, tail = rest.partition(SECTION_END)
+    return head + block + (tail if end else "\n")
+
+
+# -- the runs (I/O) --------------------------------------------------------------------------------------------------
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
+def real_boot(result: Mapping[str, Any]) -> float:
+    """The back-test's boot time for a real run: as measured in its timeline (``measured_boot``), else from its
+    configuration (``boot_seconds``)."""
+    try:
+        measured = measured_boot(json.loads((Path(result["out_dir"]) / "timeline.json").read_text()))
+    except (KeyError, OSError, ValueError):
+        measured = None
+    return measured if measured is not None else boot_seconds(result)
+
+
+def run_real(side: str, kind: str, seed: int, size: str) -> Doc:
+    """One real run: ``python -m bench _case peer SIDE`` with the trace's seed, kind and size in its environment."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "EBB_BENCH_PEER_SEED": str(seed), "EBB_BENCH_PEER_TRACE": kind,
+           "EBB_BENCH_PEER_SIZE": size}
+    env.pop("EBB_BENCH_PEER", None)
+    out = subprocess.run([sys.executable, "-m", "bench", "_case", "peer", side], stdout=subprocess.PIPE, text=True,
+                         check=False, env=env, cwd=REPO_ROOT)
+    if out.returncode != 0:
+        raise SystemExit(f"the real run {side} {kind} seed {seed} failed (exit {out.returncode})")
+    value: Doc = json.loads(out.stdout.strip().splitlines()[-1])
+    return value
+
+
+def run_simulated(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]]) -> Doc:
+    """The back-test of a real run: its trace converted, from its starting cluster, with the side's built-in
+    policy, as long as the real run lasted; the policy's summary."""
+    from ebb.adapters.logs import configure
+    from ebb.core.traces import Trace
+    from ebb_embedded.backtest import BUILTIN_POLICIES, BacktestOptions, run_policy
+
+    configure("error")  # the services' logs: errors only, on stderr (as `ebb backtest` by default)
+    trace = Trace.model_validate(ebb_trace(real_trace(result)))
+    policy = BUILTIN_POLICIES[side.backtest_policy or "karpenter-default"]()
+    options = BacktestOptions(start=START, duration=timedelta(seconds=float(result["end"])),
+                              seed=int(result["trace"]["seed"]), boot_seconds=real_boot(result))
+    summary: Doc = run_policy(starting_documents(side, types), trace, policy, options)["summary"]
+    return summary
+
+
+def run() -> list[str]:
+    """The calibration: the real runs (``PARALLEL`` at once), their back-tests, the comparison; the section's
+    lines. The JSON goes to ``EBB_BENCH_CALIBRATE_OUT``."""
+    import platform
+
+    seeds = [int(s) for s in _env_list("EBB_BENCH_CALIBRATE_SEEDS", "1,2,3")]
+    kinds = _env_list("EBB_BENCH_CALIBRATE_TRACES", ",".join(peer.TRACE_KINDS))
+    sides = _env_list("EBB_BENCH_CALIBRATE_SIDES", "karpenter-default")
+    size = os.environ.get("EBB_BENCH_PEER_SIZE", "short")
+    parallel = int(os.environ.get("EBB_BENCH_CALIBRATE_PARALLEL", str(PARALLEL)))
+    repeat = int(os.environ.get("EBB_BENCH_CALIBRATE_REPEAT", str(seeds[0])))
+    out = Path(os.environ.get("EBB_BENCH_CALIBRATE_OUT", str(REPO_ROOT / ".artifacts" / "calibrate.json")))
+    started = time.monotonic()
+    jobs = [(side, kind, seed, n) for kind in kinds for seed in seeds for side in sides
+            for n in range(2 if seed == repeat else 1)]
+    reuse = os.environ.get("EBB_BENCH_CALIBRATE_REUSE", "")
+    if reuse:  # one or more earlier JSONs (comma-separated); the jobs none of them ran are left out
+        real = {tuple(r["job"]): r["result"] for path in reuse.split(",") if path.strip()
+                for r in json.loads(Path(path.strip()).read_text())["real"]}
+        jobs = [job for job in jobs if job in real]
+        minutes = sum(float(json.loads(Path(path.strip()).read_text()).get("meta", {}).get("minutes", 0.0))
+                      for path in reuse.split(",") if path.strip())
+    else:
+        with ThreadPoolExecutor(max(1, parallel)) as pool:
+            results = list(pool.map(lambda job: run_real(job[0], job[1], job[2], size), jobs))
+        real = dict(zip(jobs, results, strict=True))
+        out.parent.mkdir(parents=True, exist_ok=True)  # kept before the back-tests: EBB_BENCH_CALIBRATE_REUSE
+        minutes = (time.monotonic() - started) / 60
+        out.write_text(json.dumps({"meta": {"minutes": minutes},
+                                   "real": [{"job": list(j), "result": r} for j, r in real.items()]}, indent=1))
+    types = json.loads(peer.kwok_instance_types_path().read_text())
+    figures = {job: real_figures(result) for job, result in real.items()}
+    spread = {kind: spreads([[figures[j] for j in figures if j[:3] == (side, kind, seed)] for side in sides
+                             for seed in seeds]) for kind in kinds}
+    rows: list[Row] = []
+    simulated: list[Doc] = []
+    for side_key, kind, seed, n in jobs:
+        if n:
+            continue
+        result = real[(side_key, kind, seed, n)]
+        summary = run_simulated(result, peer.SIDES[side_key], types)
+        simulated.append({"job": [side_key, kind, seed], "summary": summary})
+        rows += compare(kind, seed, side_key, figures[(side_key, kind, seed, n)], backtest_figures(summary),
+                        spread[kind])
+    first = next(iter(real.values()))
+    meta = {"size": size, "seeds": seeds, "parallel": parallel, "repeat": repeat, "runs": len(real),
+            "minutes": minutes, "boots": sorted(real_boot(r) for r in real.values()),
+            "machine": f"{os.cpu_count()} cores ({platform.machine()})",
+            "describe": f"{first['trace']['peak_pods']} pods at the peak"}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "spread": spread,
+                               "real": [{"job": list(j), "result": r} for j, r in real.items()],
+                               "simulated": simulated, "rows": [r.__dict__ for r in rows]}, indent=1))
+    print(f"calibrate: {len(real)} real runs in {minutes:.0f} min; JSON in {out}", file=sys.stderr)
+    return render(rows, spread, meta)

@@ -1,0 +1,255 @@
+"""The pure half of the calibration against the real Karpenter (bench/calibrate.py): the peer's trace converted
+into an ``ebb.sh/v1 Trace`` that replays exactly what the peer driver applies, the starting cluster, the figures
+of a real run and of a back-test, their comparison and the section of docs/backtest.md; and the peer harness's
+diurnal trace and short size. The real runs are a benchmark (``python -m bench calibrate``), never a test."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench import calibrate, peer  # noqa: E402
+
+from ebb.core.traces import Trace  # noqa: E402
+
+
+def kwok_type(cpu: int, gib_per_cpu: int, price: float) -> dict[str, Any]:
+    """One instance type as Karpenter's KWOK provider's instance_types.json has it."""
+    family = {2: "c", 4: "s", 8: "m"}[gib_per_cpu]
+    return {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
+            "resources": {"cpu": str(cpu), "memory": f"{cpu * gib_per_cpu}Gi", "pods": "110"},
+            "offerings": [{"Price": price, "Available": True, "Requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}
+                for zone in peer.ZONES]}
+
+
+TYPES = [kwok_type(cpu, gib, round(0.025 * cpu * (1 + gib / 8), 4)) for cpu in (2, 4, 8) for gib in (2, 4, 8)]
+
+
+# -- the peer harness's traces ------------------------------------------------------------------------------------
+
+
+def test_a_day_goes_from_near_the_peak_down_to_the_night_and_back_up() -> None:
+    shares = peer.diurnal_shares(8, 0.35)
+    assert len(shares) == 8
+    assert min(shares) == pytest.approx(0.35, abs=0.03) and max(shares) < 1.0
+    low = shares.index(min(shares))
+    assert all(a > b for a, b in itertools.pairwise(shares[:low + 1]))  # down to the night
+    assert shares == pytest.approx(tuple(reversed(shares)), abs=0.002)  # and back up as it came down
+
+
+def test_the_diurnal_trace_has_the_bursty_traces_services_a_step_per_share_and_a_few_jobs_at_night() -> None:
+    bursty, diurnal = (peer.make_trace(2, peer.SHORT, kind) for kind in peer.TRACE_KINDS)
+    assert diurnal.kind == "diurnal" and bursty.kind == "bursty"
+    assert diurnal.services == bursty.services
+    steps = [p for p in diurnal.phases if p.kind == "down"]
+    assert tuple(p.share for p in steps) == peer.diurnal_shares(peer.SHORT.diurnal_steps, peer.SHORT.diurnal_low)
+    assert all(p.end - p.start == peer.SHORT.diurnal_step_seconds for p in steps)
+    night = min(steps, key=lambda p: p.share)
+    assert 2 <= len(diurnal.jobs) <= 3 and {j.start for j in diurnal.jobs} == {night.start}
+    assert diurnal.bursty.end == max(steps[-1].end, diurnal.last_job_end) + diurnal.tail
+    with pytest.raises(ValueError, match="unknown trace kind"):
+        peer.make_trace(1, peer.SHORT, "weekly")
+
+
+def test_the_short_size_is_shorter_than_the_full_one_and_still_gives_karpenter_several_passes_a_step() -> None:
+    full, short = peer.make_trace(1), peer.make_trace(1, peer.SHORT)
+    assert short.bursty.end < full.bursty.end / 2
+    assert short.peak_requests()[0] < full.peak_requests()[0]
+    # each step leaves room for several of Karpenter's 10 s passes after its 15 s validation
+    assert all(p.end - p.start >= 15 + 4 * 10 for p in short.phases if p.kind == "down")
+
+
+def test_the_trace_and_size_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EBB_BENCH_PEER", raising=False)
+    monkeypatch.setenv("EBB_BENCH_PEER_SIZE", "short")
+    monkeypatch.setenv("EBB_BENCH_PEER_TRACE", "diurnal")
+    monkeypatch.setenv("EBB_BENCH_PEER_SEED", "3")
+    assert peer.trace_from_env() == peer.make_trace(3, peer.SHORT, "diurnal")
+    monkeypatch.setenv("EBB_BENCH_PEER_TRACE", "weekly")
+    with pytest.raises(SystemExit, match="EBB_BENCH_PEER_TRACE"):
+        peer.trace_from_env()
+
+
+@pytest.mark.parametrize(("side", "budget", "policy"), [("karpenter-default", "10%", "WhenEmptyOrUnderutilized"),
+                                                        ("karpenter-balanced", "10%", "Balanced")])
+def test_karpenters_sides_at_its_defaults_and_balanced(side: str, budget: str, policy: str) -> None:
+    s = peer.SIDES[side]
+    disruption = peer.nodepool(s.consolidate_after, s.budget_nodes, s.consolidation_policy)["spec"]["disruption"]
+    assert disruption == {"consolidationPolicy": policy, "consolidateAfter": "0s", "budgets": [{"nodes": budget}]}
+    assert s.backtest_policy == side
+
+
+# -- the conversion -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", peer.TRACE_KINDS)
+def test_the_converted_trace_replays_every_call_of_the_driver_with_the_same_pods(kind: str) -> None:
+    trace = peer.make_trace(1, peer.SHORT, kind).shifted(97.0)
+    doc = calibrate.ebb_trace(trace, creation_rate=None)
+    parsed = Trace.model_validate(doc)  # a valid ebb.sh/v1 Trace
+    actions = trace.actions()
+    pdbs = [s for s in trace.services if s.pdb is not None]
+    assert len(parsed.events) == len(actions) + len(pdbs)
+    assert [e.at for e in parsed.events] == sorted(e.at for e in parsed.events)
+    scales = [e for e in parsed.events if e.scale is not None]
+    services = {s.name: s for s in trace.services}
+    for event in scales:
+        assert event.scale is not None and event.scale.workload.namespace == peer.NAMESPACE
+        assert event.scale.workload.kind == "ReplicaSet"
+    # every service created at 0 with its Deployment's pod template, scaled at each step's start
+    for name, service in services.items():
+        mine = [e.scale for e in scales if e.scale is not None and e.scale.workload.name == name]
+        deployment = peer.service_objects(service, service.peak)[0]
+        assert mine[0] is not None and mine[0].template is not None
+        assert mine[0].template.spec == deployment["spec"]["template"]["spec"]
+        assert mine[0].template.labels == deployment["spec"]["template"]["metadata"]["labels"]
+        steps = [p for p in trace.phases if p.kind == "down"]
+        assert [m.replicas for m in mine if m is not None] == [service.peak] + [trace.replicas(service, p.share)
+                                                                               for p in steps]
+    created = [o for e in parsed.events if e.create is not None for o in e.create.objects]
+    assert sorted(o["metadata"]["name"] for o in created) == sorted(s.name for s in pdbs)
+    assert all(e.at == 0 for e in parsed.events if e.create is not None)
+    # each job's ReplicaSet is scaled up at its start and deleted at its end
+    for job in trace.jobs:
+        up = [e for e in scales if e.scale is not None and e.scale.workload.name == job.name]
+        down = [e for e in parsed.events if e.delete is not None and e.delete.workload is not None
+                and e.delete.workload.name == job.name]
+        assert [(e.at, e.scale.replicas) for e in up if e.scale is not None] == [(job.start, job.replicas)]
+        assert [e.at for e in down] == [job.start + job.seconds]
+
+
+def test_the_starting_cluster_is_the_sides_nodepool_and_karpenters_instance_types_as_a_catalog() -> None:
+    docs = calibrate.starting_documents(peer.SIDES["karpenter-balanced"], TYPES)
+    assert [d["kind"] for d in docs] == ["NodePool", "InstanceTypeCatalog"]
+    assert docs[0]["spec"]["disruption"]["consolidationPolicy"] == "Balanced"
+    names = {t["name"] for t in docs[1]["spec"]["instanceTypes"]}
+    assert names == {t["name"] for t in TYPES}
+
+
+def test_a_real_run_is_replayed_from_where_its_scale_up_ended() -> None:
+    trace = peer.make_trace(2, peer.SHORT, "diurnal").shifted(123.0)
+    result = {"trace": peer.describe(trace), "size": "short"}
+    assert calibrate.real_trace(result) == trace
+
+
+@pytest.mark.parametrize(("startup", "boot"), [(None, calibrate.KWOK_READY_SECONDS),
+                                               ([30, 90], calibrate.KWOK_READY_SECONDS + 60),
+                                               (45, calibrate.KWOK_READY_SECONDS + 45)])
+def test_the_back_tests_boot_time_is_the_real_runs_start_up_delay_plus_kwoks_own(startup: Any, boot: float) -> None:
+    result = {} if startup is None else {"node_startup_seconds": startup}
+    assert calibrate.boot_seconds(result) == boot
+
+
+# -- the figures and the comparison -------------------------------------------------------------------------------
+
+
+def test_a_real_runs_decisions_are_read_by_reason_and_consolidation_type() -> None:
+    name = "karpenter_voluntary_disruption_decisions_total"
+    counters = {f'{name}{{consolidation_type="empty",decision="delete",reason="empty"}}': 4.0,
+                f'{name}{{consolidation_type="single",decision="delete",reason="underutilized"}}': 3.0,
+                f'{name}{{consolidation_type="single",decision="replace",reason="underutilized"}}': 2.0,
+                f'{name}{{consolidation_type="multi",decision="delete",reason="underutilized"}}': 1.0,
+                'karpenter_nodeclaims_created_total{reason="provisioning"}': 30.0}
+    result = {"whole": {"cost": 1.2345678, "launched": 30, "deleted": 12, "pending_pod_seconds": 99.94,
+                        "counters": {"karpenter": counters}}, "evictions": 40, "evicted_more_than_once": 3}
+    f = calibrate.real_figures(result)
+    assert (f["emptiness"], f["single"], f["multi"], f["decisions"]) == (4, 5, 1, 10)
+    assert (f["cost"], f["launches"], f["deleted"], f["evictions"], f["evicted_twice"], f["pending"]) == (
+        1.2346, 30, 12, 40, 3, 99.9)
+
+
+def test_a_back_tests_decisions_are_read_by_method() -> None:
+    summary = {"node_hours_cost": 0.5, "launches": 20, "nodes_disrupted": 9, "evictions": 11,
+               "pods_evicted_more_than_once": 1, "pending_pod_seconds": 12.0,
+               "disruptions": {"emptiness": 3, "single-node-consolidation": 4, "multi-node-consolidation": 1,
+                               "drift": 1}}
+    f = calibrate.backtest_figures(summary)
+    assert (f["emptiness"], f["single"], f["multi"], f["decisions"], f["other_decisions"]) == (3, 4, 1, 9,
+                                                                                                {"drift": 1})
+
+
+def figures(**values: float) -> dict[str, float]:
+    base = {key: 10.0 for key, _ in calibrate.FIGURES}
+    return {**base, **values}
+
+
+def test_close_within_ten_percent_or_within_the_real_spread_and_off_otherwise() -> None:
+    real = figures(cost=1.0, launches=20, evictions=100, multi=0, single=0)
+    backtest = figures(cost=1.09, launches=26, evictions=140, multi=0, single=2)
+    rows = {r.figure: r for r in calibrate.compare("bursty", 1, "karpenter-default", real, backtest,
+                                                  {"launches": 0.35})}
+    assert rows["cost"].verdict == "within 10%" and rows["cost"].ratio == pytest.approx(1.09)
+    assert rows["launches"].verdict == "within the real spread (35%)"
+    assert rows["evictions"].verdict == "off"
+    assert rows["multi"].verdict == "within 10%" and rows["multi"].ratio == 1.0  # two zeros agree
+    assert rows["single"].verdict == "off" and rows["single"].ratio is None  # nothing against something
+
+
+def test_the_real_spread_is_the_largest_range_over_the_mean_of_a_repeated_seed() -> None:
+    a, b = figures(launches=20, cost=1.0), figures(launches=30, cost=1.0)
+    c, d = figures(launches=10), figures(launches=11)
+    spread = calibrate.spreads([[a, b], [c, d], [a]])
+    assert spread["launches"] == pytest.approx(10 / 25)
+    assert spread["cost"] == 0.0
+    assert math.isclose(spread["evictions"], 0.0)
+
+
+def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run() -> None:
+    rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(evictions=20), {})
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [12.5, 17.0], "machine": "2 cores", "describe": "218 pods at the peak"}
+    lines = calibrate.render(rows, {"bursty": {"evictions": 0.5}}, meta)
+    table = "\n".join(lines)
+    assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** | 50% |" in table
+    assert f"{len(rows) - 1} of {len(rows)} figures close." in table
+    page = "# Back-testing\n\nText.\n"
+    once = calibrate.write_section(page, lines)
+    assert once.startswith(page.rstrip("\n")) and "## How close the back-test is to Karpenter" in once
+    again = calibrate.write_section(once + "\n## After\n", ["new"])
+    assert again.count(calibrate.SECTION_START) == 1 and "new" in again and "figures close" not in again
+    assert again.endswith("## After\n")
+
+
+def test_the_measured_boot_is_the_median_wait_from_the_first_launch_after_a_pod_came_to_its_binding() -> None:
+    timeline = {"nodeclaims": [{"launched": 10.0}, {"launched": 30.0}],
+                "pods": [{"seen": 0.0, "bound": 22.0}, {"seen": 1.0, "bound": 25.0}, {"seen": 2.0, "bound": 23.0},
+                         {"seen": 20.0, "bound": 44.0},  # waited for the second launch: 14 s
+                         {"seen": 40.0, "bound": 40.5},  # bound at once: no launch after it came
+                         {"seen": 5.0, "bound": None}]}
+    # waits 12, 15, 13, 14: the median (the upper middle of an even count) is 14
+    assert calibrate.measured_boot(timeline) == 14.0
+    assert calibrate.measured_boot({"nodeclaims": [], "pods": [{"seen": 0.0, "bound": 1.0}]}) is None
+
+
+def test_the_pods_a_moment_adds_appear_at_the_replicaset_controllers_rate_in_the_drivers_order() -> None:
+    trace = peer.make_trace(1, peer.SHORT, "diurnal").shifted(80.0)
+    rate = 20.0
+    parsed = Trace.model_validate(calibrate.ebb_trace(trace, creation_rate=rate))
+    added: dict[float, int] = {}
+    last: dict[str, int] = {}
+    for event in parsed.events:
+        if event.scale is None:
+            continue
+        name = event.scale.workload.name
+        grew = event.scale.replicas - last.get(name, 0)
+        last[name] = event.scale.replicas
+        if grew > 0:
+            added[event.at] = added.get(event.at, 0) + grew
+    assert max(added.values()) <= rate  # never more than a second's worth at once
+    # the scale up: every service at its peak, the last pods of the peak a second apart per 20
+    pods = sum(s.peak for s in trace.services)
+    assert max(at for at in added if at < trace.phases[1].start) == math.ceil(pods / rate) - 1
+    # and in the end every workload has the replicas the driver asked for last
+    final = {a.name: a.replicas for a in trace.actions() if a.verb in ("create-service", "scale")}
+    assert {k: v for k, v in last.items() if k in final} == final

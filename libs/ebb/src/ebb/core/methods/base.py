@@ -68,10 +68,15 @@ class EngineOptions:
     #: executor retires a node by deleting its NodeClaim. The ClusterView is built with the same value
     #: (`view_of`)
     require_nodeclaim: bool = False
+    #: the nodes of a NodePool that conflicts with Karpenter are not candidates (`Cause.KARPENTER_CONFLICT`,
+    #: ``ebb.core.conflicts.refused``): the services and ``ebb plan`` turn it on (their mode is ``enforce``); off
+    #: for the engine as a library (unit tests, back-tests of traces)
+    refuse_conflicts: bool = False
 
     def view_of(self, snapshot: Snapshot, now: datetime) -> ClusterView:
         """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""
-        return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim)
+        return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim,
+                                 refuse_conflicts=self.refuse_conflicts)
 
 
 @dataclass

@@ -418,12 +418,12 @@ class ClusterView:
             if decision is not None:
                 self.not_candidate[node.name] = BlockCause(Cause.LAUNCHED_FOR, {"decision": decision})
                 continue
+            if self.require_nodeclaim and not self.has_nodeclaim(node):
+                self.not_candidate[node.name] = BlockCause(Cause.NO_NODECLAIM)
+                continue
             conflict = self.refused.get(pool_name)
             if conflict is not None:
                 self.not_candidate[node.name] = conflict
-                continue
-            if self.require_nodeclaim and not self.has_nodeclaim(node):
-                self.not_candidate[node.name] = BlockCause(Cause.NO_NODECLAIM)
                 continue
             if not self.initialized(node):
                 self.not_candidate[node.name] = BlockCause(Cause.NOT_INITIALIZED)

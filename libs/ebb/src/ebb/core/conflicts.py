@@ -170,7 +170,8 @@ def conflicts(snapshot: Snapshot, settings: ConflictSettings) -> tuple[Conflict,
             out.append(Conflict(
                 ConflictKind.NODECLAIMS_WITHOUT_KARPENTER_PROVIDER, f"NodeClaim {_named(c.name for c in claims)}",
                 pool_name if pool_name in pools else None, (
-                    f"{len(claims)} NodeClaim(s) of {whose} exist but ebb's provider is {settings.provider}, not "
+                    f"{len(claims)} NodeClaim(s) of {whose} exist ({_named(c.name for c in claims)}) but ebb's "
+                    f"provider is {settings.provider}, not "
                     f"karpenter: ebb would retire their nodes itself and take Karpenter's karpenter.sh/termination "
                     f"finalizer off, so Karpenter would not terminate their instances; set the provider to karpenter "
                     f"(provider of the ConfigMap ebb-engine-options, EBB_TERMINATION_EXECUTOR_PROVIDER, "

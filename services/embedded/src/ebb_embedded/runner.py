@@ -238,6 +238,8 @@ async def run_embedded(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
             validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain,
             reuse_passes=options.reuse_passes, engine_options=str(options.engine_options or ""),
+            # the cluster is simulated: there is no Karpenter in it to conflict with (its NodeClaims are simulated)
+            check_conflicts=False,
             # the passes are for the API's explanations: published only when it is served
             publish_passes=options.api_port is not None)
         executor_settings = ExecutorSettings(

@@ -163,8 +163,9 @@ async def _serve_api(options: EmbeddedOptions, store: DecisionStore, bus: InMemo
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings as ApiSettings
 
+    # the cluster is simulated: no Karpenter to conflict with
     settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
-                           port=options.api_port or 0)
+                           port=options.api_port or 0, check_conflicts=False)
     app = create_app(settings, store, bus=bus,
                      options=engine_options(options), clock=clock)
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,

@@ -194,7 +194,7 @@ def _cluster(pool: dict[str, Any]) -> list[Any]:
 
 def test_a_conflicting_pool_is_not_disrupted_and_each_node_says_why() -> None:
     snap = snapshot(*_cluster(nodepool(budgets=[{"nodes": "100%"}], expire_after="Never")))
-    options = EngineOptions(require_nodeclaim=True, refuse_conflicts=True)
+    options = EngineOptions(require_nodeclaim=True, refuse_conflicts=KARPENTER)
     result = run_pass(options.view_of(snap, NOW), options)
     assert {n for c in result.commands for n in c.nodes} == set()  # quiet's budget is 0 for ebb too
     blocked = {b.node: b for b in result.blocked}
@@ -208,7 +208,7 @@ def test_a_conflicting_pool_is_not_disrupted_and_each_node_says_why() -> None:
 def test_the_same_pool_is_disrupted_once_fixed_or_without_refusing() -> None:
     conflicting = snapshot(*_cluster(nodepool(budgets=[{"nodes": "100%"}], expire_after="Never")))
     fixed = snapshot(*_cluster(nodepool(**SWITCHED_OFF)), disruption_policy(budgets=[{"nodes": "100%"}]))
-    refusing = EngineOptions(require_nodeclaim=True, refuse_conflicts=True)
+    refusing = EngineOptions(require_nodeclaim=True, refuse_conflicts=KARPENTER)
     library = EngineOptions(require_nodeclaim=True)
     assert [c.nodes for c in run_pass(refusing.view_of(fixed, NOW), refusing).commands] == [("idle",)]
     assert [c.nodes for c in run_pass(library.view_of(conflicting, NOW), library).commands] == [("idle",)]
@@ -216,7 +216,7 @@ def test_the_same_pool_is_disrupted_once_fixed_or_without_refusing() -> None:
 
 def test_plan_json_carries_the_warnings() -> None:
     snap = snapshot(nodepool(budgets=None), node("idle"), disruption_policy("gone"))
-    plan = make_plan(snap, NOW, options=EngineOptions(require_nodeclaim=True, refuse_conflicts=True),
+    plan = make_plan(snap, NOW, options=EngineOptions(require_nodeclaim=True, refuse_conflicts=KARPENTER),
                      conflict_settings=KARPENTER)
     out = plan_json(plan)
     assert [(w["kind"], w["nodePool"]) for w in out["warnings"]] == [

@@ -134,11 +134,12 @@ def make(request: PlanRequest) -> Planned:
                    f"request now (docs/decisions.md#churn-control)", err=True)
     # the plan of ebb as deployed: its mode is not shadow (conflicting NodePools are refused) and its
     # interruption-ingester runs (docs/karpenter.md#the-conflict-check)
+    conflict_settings = ConflictSettings(str(request.provider), interruption_ingester=True)
     result = make_plan(snapshot, moment, until_stable=request.until_stable,
                        options=EngineOptions(spot_to_spot=request.spot_to_spot,
                                              require_nodeclaim=request.provider is Provider.karpenter,
-                                             refuse_conflicts=True),
-                       conflict_settings=ConflictSettings(str(request.provider), interruption_ingester=True))
+                                             refuse_conflicts=conflict_settings),
+                       conflict_settings=conflict_settings)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)
     asked: tuple[NodeFate, ...] = ()

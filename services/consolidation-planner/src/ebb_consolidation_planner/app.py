@@ -180,7 +180,8 @@ def engine_options(settings: Settings) -> EngineOptions:
         spot_to_spot=settings.spot_to_spot, explain=settings.explain,
         require_nodeclaim=settings.provider == "karpenter"))
     # a NodePool that conflicts with Karpenter is refused in the enforce mode (ebb.core.conflicts)
-    return replace(options, refuse_conflicts=settings.check_conflicts and settings.mode == "enforce")
+    return replace(options, refuse_conflicts=conflict_settings(settings, options) if settings.mode == "enforce"
+                   else None)
 
 
 def conflict_settings(settings: Settings, options: EngineOptions) -> ConflictSettings | None:

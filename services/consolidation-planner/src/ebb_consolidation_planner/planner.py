@@ -250,13 +250,13 @@ class Planner:
         self.conflicts = found
         if before is None:
             log.info("conflict check", conflicts=len(found), provider=self.conflict_settings.provider,
-                     enforce=self.options.refuse_conflicts)
+                     enforce=self.options.refuse_conflicts is not None)
         seen = {_conflict_key(c) for c in before or ()}
         kept = {_conflict_key(c) for c in found}
         for conflict in found:
             if _conflict_key(conflict) not in seen:
                 log.warning("conflict with Karpenter", kind=str(conflict.kind), object=conflict.object,
-                            nodepool=conflict.nodepool, refused=self.options.refuse_conflicts
+                            nodepool=conflict.nodepool, refused=self.options.refuse_conflicts is not None
                             and conflict.nodepool is not None, message=conflict.message)
         for conflict in before or ():
             if _conflict_key(conflict) not in kept:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 
 import anyio
@@ -65,10 +66,12 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         bus = owned_bus
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
-    # as the planner's: a NodePool that conflicts with Karpenter is refused (ebb.core.conflicts)
     engine_options = options or read_engine_options(settings.engine_options, EngineOptions(
-        spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter",
-        refuse_conflicts=settings.check_conflicts))
+        spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter"))
+    conflict_settings = ConflictSettings("karpenter" if engine_options.require_nodeclaim else settings.provider,
+                                         settings.interruption_ingester) if settings.check_conflicts else None
+    if options is None:  # as the planner's: a NodePool that conflicts with Karpenter is refused (ebb.core.conflicts)
+        engine_options = replace(engine_options, refuse_conflicts=conflict_settings)
     live = LiveState(store, limiter)
     hub = EventHub(settings.sse_queue_size, metrics)
     passes = LeaderPasses(settings.cluster)
@@ -84,8 +87,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         metrics=metrics,
         limiter=limiter,
         engine_options=engine_options,
-        conflict_settings=ConflictSettings("karpenter" if engine_options.require_nodeclaim else settings.provider,
-                                           settings.interruption_ingester) if settings.check_conflicts else None,
+        conflict_settings=conflict_settings,
         clock=clock,
         passes=passes,
     )

@@ -12,8 +12,8 @@ old node (a PodDisruptionBudget may hold that for long), the replacement waits e
 otherwise look empty itself; it stays a destination and does not count against the budget. A budget's base is
 the pool's initialized nodes, as in Karpenter's ``BuildDisruptionBudgetMapping``. With ``require_nodeclaim``
 (ebb next to Karpenter, which retires a node when its NodeClaim is deleted) a node without a NodeClaim is not
-a candidate either. With ``refuse_conflicts`` no node of a NodePool that conflicts with Karpenter is a candidate
-(`ebb.core.conflicts.refused`, from the snapshot and the provider ``require_nodeclaim`` stands for).
+a candidate either. With ``refuse_conflicts`` (the conflict check's settings) no node of a NodePool that conflicts
+with Karpenter is a candidate (`ebb.core.conflicts.refused`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ebb.core import node_pods
 from ebb.core.balanced import PoolTotals, pool_totals
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
-from ebb.core.conflicts import KARPENTER_PROVIDER, ConflictSettings, conflicts, refused
+from ebb.core.conflicts import ConflictSettings, conflicts, refused
 from ebb.core.labels import daemonset_requests, selector_matches, tolerates
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -188,12 +188,11 @@ class ClusterView:
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False,
-              refuse_conflicts: bool = False) -> ClusterView:
+              refuse_conflicts: ConflictSettings | None = None) -> ClusterView:
         view = cls(snapshot, now, require_nodeclaim=require_nodeclaim)
-        if refuse_conflicts:
-            provider = KARPENTER_PROVIDER if require_nodeclaim else "none"
+        if refuse_conflicts is not None:
             view.refused = {pool: BlockCause(Cause.KARPENTER_CONFLICT, {"pool": pool, "conflict": c.message})
-                            for pool, c in refused(conflicts(snapshot, ConflictSettings(provider))).items()}
+                            for pool, c in refused(conflicts(snapshot, refuse_conflicts)).items()}
         view.pools = {p.name: p for p in snapshot.nodepools}
         view.nodes = {n.name: n for n in snapshot.nodes}
         view.types = {t.name: t for t in snapshot.instance_types}

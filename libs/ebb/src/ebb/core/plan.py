@@ -8,7 +8,8 @@ settle as they would in a live cluster; new nodes are launched at that time, mar
 (``ebb.sh/decision-id``) as live ones are, so they do not restart a stabilization window, exactly as live.
 
 A plan carries the conflicts of its input (``warnings``, `ebb.core.conflicts`) when it is made with
-``conflict_settings``; whether they refuse a NodePool's nodes is the options' ``refuse_conflicts``.
+``conflict_settings``; whether they refuse a NodePool's nodes is the options' ``refuse_conflicts``
+(the same settings, as ``ebb plan`` gives them).
 """
 
 from __future__ import annotations

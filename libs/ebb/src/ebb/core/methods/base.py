@@ -15,6 +15,7 @@ from datetime import datetime
 from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.model import (
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -68,10 +69,10 @@ class EngineOptions:
     #: executor retires a node by deleting its NodeClaim. The ClusterView is built with the same value
     #: (`view_of`)
     require_nodeclaim: bool = False
-    #: the nodes of a NodePool that conflicts with Karpenter are not candidates (`Cause.KARPENTER_CONFLICT`,
-    #: ``ebb.core.conflicts.refused``): the services and ``ebb plan`` turn it on (their mode is ``enforce``); off
-    #: for the engine as a library (unit tests, back-tests of traces)
-    refuse_conflicts: bool = False
+    #: the nodes of a NodePool that conflicts with Karpenter under these settings are not candidates
+    #: (`Cause.KARPENTER_CONFLICT`, ``ebb.core.conflicts.refused``): the services and ``ebb plan`` set them (their
+    #: mode is ``enforce``); None, refusing nothing, for the engine as a library (unit tests, back-tests of traces)
+    refuse_conflicts: ConflictSettings | None = None
 
     def view_of(self, snapshot: Snapshot, now: datetime) -> ClusterView:
         """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""

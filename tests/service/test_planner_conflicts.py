@@ -16,7 +16,7 @@ from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.core.conflicts import ConflictKind
 from tests.kit.builders import disruption_policy, nodeclaim, nodepool
-from tests.kit.planner import Running, cluster, publish
+from tests.kit.planner import FakePolicyStatus, Running, cluster, publish
 from tests.kit.waiting import eventually
 
 #: Karpenter's voluntary disruption switched off on the NodePool (docs/karpenter.md)
@@ -109,3 +109,28 @@ async def test_without_the_check_nothing_is_refused(database: str) -> None:
         [decision] = await eventually("n1 proposed", svc.decisions)
         assert [n["name"] for n in decision.nodes] == ["n1"]
         assert svc.planner is not None and svc.planner.conflicts is None
+
+
+async def test_each_disruption_policy_gets_its_conflict_free_condition(database: str) -> None:
+    """A DisruptionPolicy whose NodePool conflicts is ConflictFree False with the conflict's kind and sentence, one
+    without a NodePool False as PolicyWithoutNodePool; once the NodePool is switched over its policy turns True, and
+    an unchanged condition is not written again."""
+    bus = InMemoryBus()
+    status = FakePolicyStatus()
+    await publish(bus, *cluster(nodepool(budgets=[{"nodes": "100%"}], expire_after="Never")), *_claims(),
+                  disruption_policy(budgets=[{"nodes": "100%"}]), disruption_policy("gone"))
+    async with Running(bus, database, provider="karpenter", policy_status=status) as svc:
+        await eventually("both conditions", lambda: set(status.conditions) == {"default", "gone"})
+        default, gone = status.conditions["default"], status.conditions["gone"]
+        assert (default["type"], default["status"], default["reason"]) == ("ConflictFree", "False",
+                                                                            "KarpenterBudgets")
+        assert default["message"].startswith("NodePool default still lets Karpenter disrupt its nodes")
+        assert (gone["status"], gone["reason"]) == ("False", "PolicyWithoutNodePool")
+        await _passes(svc)
+        assert len(status.calls) == 2  # written on change only
+        await publish(bus, nodepool(**SWITCHED_OFF))
+        await eventually("default conflict-free", lambda: status.conditions["default"]["status"] == "True")
+        assert status.conditions["default"]["reason"] == "NoConflict"
+        [decision] = await eventually("n1 proposed", svc.decisions)
+        assert [n["name"] for n in decision.nodes] == ["n1"]
+    assert [policy for policy, _ in status.calls] == ["default", "gone", "default"]

@@ -44,6 +44,7 @@ from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
+from ebb_consolidation_planner.policy_status import KubePolicyStatus, PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
 
 log = structlog.get_logger("ebb_consolidation_planner")
@@ -66,10 +67,12 @@ async def run(
     store_revision: Callable[[], int] | None = None,
     live_pods: LivePods | None = None,
     objects: SnapshotStore | None = None,
+    policy_status: PolicyStatusWriter | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
-    to ``recorder``, the ebb.sh/drifted annotations to ``annotator``, or nowhere, and a command is checked
+    to ``recorder``, the ebb.sh/drifted annotations to ``annotator``, the DisruptionPolicies' ConflictFree
+    condition to ``policy_status``, or nowhere, and a command is checked
     against the pods ``live_pods`` lists, or not at all); ``started`` is set once
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
@@ -108,6 +111,8 @@ async def run(
                                          qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
             if annotator is None and settings.annotate_nodes:
                 annotator = KubeNodeAnnotator(api)
+            if policy_status is None and settings.check_conflicts and settings.write_policy_status:
+                policy_status = KubePolicyStatus(api)
             if live_pods is None:
                 live_pods = _live_pods(KubeNodeApi(api))
         interruptions = f"{settings.group}-interruptions"
@@ -116,6 +121,7 @@ async def run(
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
                           options=options, conflict_settings=conflict_settings(settings, options),
+                          policy_status=policy_status,
                           clock=clock, recorder=recorder,
                           interruption_consumer=interruptions, annotator=annotator,
                           decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,

@@ -73,6 +73,7 @@ from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.passes import PassPublisher
+from ebb_consolidation_planner.policy_status import PolicyConditions, PolicyStatusWriter
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
 #: (``ebb.core.drain.reschedulable_keys``)
@@ -153,6 +154,7 @@ class Planner:
         live_pods: LivePods | None = None,
         pass_publisher: PassPublisher | None = None,
         conflict_settings: ConflictSettings | None = None,
+        policy_status: PolicyStatusWriter | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -180,6 +182,8 @@ class Planner:
         self.conflict_settings = conflict_settings
         #: the conflicts the last computed pass found (None: no pass has looked yet)
         self.conflicts: tuple[Conflict, ...] | None = None
+        #: the ConflictFree condition of the DisruptionPolicies (None: not written)
+        self.policy_conditions = PolicyConditions(policy_status) if policy_status is not None else None
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -460,6 +464,8 @@ class Planner:
         self._claims = {n: c.name for n, c in view.claims.items()}
         self._keep_findings(found, now)
         self._keep_conflicts(snapshot)
+        if self.policy_conditions is not None and self.conflicts is not None:
+            await self.policy_conditions.sync(snapshot.disruption_policies, self.conflicts, now)
         self._kube_pass(view, result)
         if self.pass_publisher is not None:
             await self.pass_publisher.publish(view, result, self.findings, revision=inputs[0], demand=self._demand)

@@ -66,6 +66,9 @@ class Settings(HealthSettings):
     #: check for conflicts with Karpenter at every pass (a log line, ``ebb_conflicts``, a condition on the
     #: DisruptionPolicies); the embedded mode turns it off: its cluster is simulated, there is no Karpenter in it
     check_conflicts: bool = True
+    #: write the condition ConflictFree on every DisruptionPolicy's status (with a kube client; RBAC: patch on
+    #: disruptionpolicies/status)
+    write_policy_status: bool = True
     #: ebb's interruption-ingester runs beside the planner (the manifests deploy it): the conflict check then warns
     #: when Karpenter's own interruption queue is set too
     interruption_ingester: bool = True

@@ -27,7 +27,10 @@ disrupted by ebb at all until the conflict is gone; each of its nodes says so (`
 ``Cause.KARPENTER_CONFLICT``). A conflict that names no NodePool (a DisruptionPolicy without one, the
 interruption queue) only warns: there is nothing of ebb's to hold back (an interruption is the cloud's, handled
 at once whoever else handles it). ``shadow`` (ebb plans beside a Karpenter that still disrupts, and executes
-nothing) refuses nothing; it is the mode shadow mode will set. Pure: a snapshot and settings in, values out.
+nothing) refuses nothing; it is the mode shadow mode will set.
+
+Every DisruptionPolicy gets the status condition ``ConflictFree`` (`policy_condition`): False with the conflicts
+of its NodePool (or of itself), True when there are none. Pure: a snapshot and settings in, values out.
 """
 
 from __future__ import annotations
@@ -202,6 +205,30 @@ def refused(found: Iterable[Conflict], mode: Mode = DEFAULT_MODE) -> Mapping[str
         if conflict.nodepool is not None:
             out.setdefault(conflict.nodepool, conflict)
     return out
+
+
+#: the condition the planner keeps on every DisruptionPolicy's status (``kubectl get edp`` shows it)
+CONDITION_CONFLICT_FREE: Final = "ConflictFree"
+#: its reason when True
+NO_CONFLICT: Final = "NoConflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A status condition as the planner writes it (without its time: the writer stamps a change)."""
+
+    status: Literal["True", "False"]
+    reason: str
+    message: str
+
+
+def policy_condition(policy: str, found: Iterable[Conflict]) -> Condition:
+    """The ``ConflictFree`` condition of DisruptionPolicy ``policy``: False, with the first conflict's kind as the
+    reason and every sentence, when a conflict concerns its NodePool or the policy itself; else True."""
+    own = [c for c in found if c.nodepool == policy or c.object == f"DisruptionPolicy {policy}"]
+    if not own:
+        return Condition("True", NO_CONFLICT, "no conflict with Karpenter: ebb disrupts this NodePool")
+    return Condition("False", str(own[0].kind), " ".join(f"{c.message}." for c in own))
 
 
 def conflict_json(conflict: Conflict) -> dict[str, str | None]:

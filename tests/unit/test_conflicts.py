@@ -10,6 +10,8 @@ import pytest
 
 from ebb.core.causes import Cause
 from ebb.core.conflicts import (
+    NO_CONFLICT,
+    Condition,
     Conflict,
     ConflictKind,
     ConflictSettings,
@@ -17,6 +19,7 @@ from ebb.core.conflicts import (
     conflicts,
     karpenter_seen,
     karpenter_stopped_by,
+    policy_condition,
     refused,
 )
 from ebb.core.engine import ALL_METHODS, run_pass
@@ -224,3 +227,17 @@ def test_plan_json_carries_the_warnings() -> None:
     assert out["warnings"][0] == conflict_json(plan.warnings[0])
     # without conflict settings the plan says nothing of conflicts
     assert plan_json(make_plan(snap, NOW))["warnings"] == []
+
+
+def test_the_conflict_free_condition_of_each_policy() -> None:
+    found = conflicts(snapshot(nodepool(budgets=None), nodepool("quiet", **SWITCHED_OFF), disruption_policy("default"),
+                               disruption_policy("quiet"), disruption_policy("gone")), KARPENTER)
+    default = policy_condition("default", found)
+    assert (default.status, default.reason) == ("False", "KarpenterBudgets")
+    # every conflict of the pool, each a sentence
+    assert default.message.count("NodePool default") >= 2 and "spec.template.spec.expireAfter" in default.message
+    assert policy_condition("quiet", found) == Condition("True", NO_CONFLICT,
+                                                         "no conflict with Karpenter: ebb disrupts this NodePool")
+    gone = policy_condition("gone", found)
+    assert (gone.status, gone.reason) == ("False", "PolicyWithoutNodePool")
+    assert gone.message.startswith("DisruptionPolicy gone names no NodePool")

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.kit.builders import catalog, node, nodepool, pod
+from tests.kit.builders import catalog, node, nodeclaim, nodepool, pod
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 
@@ -308,3 +308,26 @@ def test_run_and_backtest_read_the_cluster_with_live_too(runner: CliRunner, tmp_
     refused = runner.invoke(app, [*command, "--kubeconfig", _kubeconfig(tmp_path, "https://127.0.0.1:1")])
     assert refused.exit_code == 2 and refused.stdout == ""
     assert "error: --live: cannot list nodes at https://127.0.0.1:1: " in refused.stderr, refused.stderr
+
+
+def test_conflicts_with_karpenter_are_warnings_and_refuse_the_nodepool(runner: CliRunner, tmp_path: Path) -> None:
+    """With the karpenter provider, a NodePool whose own budgets and expiry still let Karpenter disrupt is a conflict:
+    a line above the tables, warnings[] in JSON, and none of its nodes disrupted (each says why)."""
+    path = _write(tmp_path, nodepool(budgets=None), node("idle"), nodeclaim("claim-idle", "idle", expire_after="Never"))
+    as_json = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json", "--provider", "karpenter"])
+    assert as_json.exit_code == 0, as_json.output
+    out = json.loads(as_json.stdout)
+    assert [(w["kind"], w["nodePool"]) for w in out["warnings"]] == [("KarpenterBudgets", "default"),
+                                                                      ("KarpenterExpiry", "default")]
+    assert out["commands"] == []
+    [idle] = out["blocked"]
+    assert idle["reason"] == "ebb disrupts no node of NodePool default until this conflict is fixed: " \
+        + out["warnings"][0]["message"]
+    table = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "--provider", "karpenter"])
+    assert table.exit_code == 0, table.output
+    lines = [line for line in table.stdout.splitlines() if line.startswith("conflict (")]
+    assert [line.split(")", 1)[0] for line in lines] == ["conflict (KarpenterBudgets", "conflict (KarpenterExpiry"]
+    # without Karpenter (no provider karpenter, no NodeClaim) the same NodePool is ebb's alone
+    plain = runner.invoke(app, ["plan", "-f", _write(tmp_path, nodepool(budgets=None), node("idle"), name="b.yaml"),
+                                "--now", NOW_ARG, "-o", "json"])
+    assert json.loads(plain.stdout)["warnings"] == [] and json.loads(plain.stdout)["commands"]

@@ -467,6 +467,9 @@ ALLOWED: dict[str, list[Access]] = {
         Access("patch", "nodes"), Access("patch", "nodes", name="ip-10-0-1-17.ec2.internal"),
         # the pods on a command's nodes, compared with the view before approving (app._live_pods)
         Access("list", "pods"),
+        # the ConflictFree condition of the DisruptionPolicies (policy_status.KubePolicyStatus)
+        Access("patch", "disruptionpolicies", "ebb.sh", subresource="status"),
+        Access("patch", "disruptionpolicies", "ebb.sh", subresource="status", name="general"),
     ],
     "ebb-termination-executor": [
         Access("get", "nodes"), Access("patch", "nodes"),
@@ -508,6 +511,9 @@ DENIED: dict[str, list[Access]] = {
         Access("patch", "pods", namespace="default"), Access("patch", "nodeclaims", "karpenter.sh"),
         Access("create", "pods", subresource="eviction", namespace="default"),
         Access("watch", "pods"), Access("get", "pods", namespace="default"),
+        # the condition only: never a policy's spec
+        Access("patch", "disruptionpolicies", "ebb.sh"), Access("update", "disruptionpolicies", "ebb.sh"),
+        Access("update", "disruptionpolicies", "ebb.sh", subresource="status"),
     ],
     "ebb-termination-executor": [
         Access("delete", "pods", namespace="default"),  # never a force-delete: evictions only

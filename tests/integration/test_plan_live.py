@@ -171,3 +171,36 @@ async def test_plan_live_reads_the_cluster(kube_api: Any, kubernetes_cluster: Ku
             await core.delete_namespace(namespace)
         await delete_nodepool(kube_api, pool)
         await remove_crds(kube_api, crds)
+
+
+async def test_plan_live_sees_karpenters_interruption_queue(kube_api: Any,
+                                                            kubernetes_cluster: KubernetesCluster) -> None:
+    """A Deployment labelled as Karpenter's chart labels it, with an interruption queue in its environment: ``ebb plan
+    --live`` lists it and warns that Karpenter's queue is set while ebb's interruption-ingester runs."""
+    run = uuid.uuid4().hex[:8]
+    namespace = f"karpenter-{run}"
+    apps = client.AppsV1Api(kube_api)
+    await create_namespace(kube_api, namespace)
+    labels = {"app.kubernetes.io/name": "karpenter", "run": run}
+    deployment = client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="karpenter", labels=labels),
+        spec=client.V1DeploymentSpec(
+            replicas=0, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[client.V1Container(
+                    name="controller", image="registry.k8s.io/pause:3.10",
+                    env=[client.V1EnvVar(name="INTERRUPTION_QUEUE", value=f"queue-{run}")])]))))
+    try:
+        await apps.create_namespaced_deployment(namespace, deployment)
+        done = await _ebb_plan("--live", "--kubeconfig", str(kubernetes_cluster.kubeconfig), "-o", "json")
+        assert done.returncode == 0, done.stderr
+        warnings = json.loads(done.stdout)["warnings"]
+        queue = [w for w in warnings if w["kind"] == "InterruptionQueue"
+                 and w["object"] == f"Deployment {namespace}/karpenter"]
+        assert len(queue) == 1, warnings
+        assert f"queue-{run}" in queue[0]["message"] and queue[0]["nodePool"] is None
+        assert "Karpenter's Deployment not read" not in done.stderr
+    finally:
+        with contextlib.suppress(ApiException):
+            await client.CoreV1Api(kube_api).delete_namespace(namespace)

@@ -256,19 +256,22 @@ def disruption_policy(name: str = "default", **spec: Any) -> Doc:
 
 def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True,
               deleting: bool = False, created: str | None = None,
-              conditions: Sequence[Mapping[str, Any]] = ()) -> Doc:
+              conditions: Sequence[Mapping[str, Any]] = (), expire_after: str | None = None) -> Doc:
     """A karpenter.sh/v1 NodeClaim of `node_name`; `deleting` sets its deletionTimestamp, `conditions` are
-    added to Initialized."""
+    added to Initialized, `expire_after` is its spec.expireAfter (unset: none)."""
     meta: Doc = {"name": name, "labels": {"karpenter.sh/nodepool": pool}}
     if created is not None:
         meta["creationTimestamp"] = created
     if deleting:
         meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
         meta["finalizers"] = ["karpenter.sh/termination"]
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
+    claim: Doc = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
             "status": {"nodeName": node_name, "providerID": f"aws:///us-east-1a/i-{node_name}",
                        "conditions": [{"type": "Initialized", "status": "True" if initialized else "False",
                                        "lastTransitionTime": OLD}, *conditions]}}
+    if expire_after is not None:
+        claim["spec"] = {"expireAfter": expire_after}
+    return claim
 
 
 def _flat(docs: Iterable[Any]) -> list[Any]:

@@ -19,6 +19,7 @@ from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.planner import LivePods, Planner
+from ebb_consolidation_planner.policy_status import PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod
 from tests.kit.messages import cluster_object
@@ -47,6 +48,18 @@ async def publish(bus: InMemoryBus, *docs: dict[str, Any]) -> None:
         await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
 
 
+class FakePolicyStatus:
+    """A PolicyStatusWriter that keeps the condition it was asked to write per DisruptionPolicy."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.conditions: dict[str, dict[str, str]] = {}
+
+    async def set_condition(self, policy: str, condition: dict[str, str]) -> None:
+        self.calls.append((policy, condition))
+        self.conditions[policy] = condition
+
+
 class FakeAnnotator:
     """A NodeAnnotator that records what it was asked to write; ``failing`` makes it raise instead."""
 
@@ -68,7 +81,8 @@ class Running:
     def __init__(self, bus: InMemoryBus, url: str, *, leader: Leadership | None = None, delay: float = DELAY,
                  recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
                  store_revision: Callable[[], int] | None = None,
-                 live_pods: LivePods | None = None, **settings: Any) -> None:
+                 live_pods: LivePods | None = None, policy_status: PolicyStatusWriter | None = None,
+                 **settings: Any) -> None:
         self.bus = bus
         self.store = DecisionStore.from_url(url, "unit")
         self.leader = leader or AlwaysLeader()
@@ -79,6 +93,7 @@ class Running:
         self.recorder = recorder
         self.annotator = annotator
         self.live_pods = live_pods
+        self.policy_status = policy_status
         self.store_revision = store_revision
         self.clock = Clock()
         self.stop = asyncio.Event()
@@ -94,7 +109,8 @@ class Running:
                                                 leader=self.leader, metrics=self.metrics, clock=self.clock,
                                                 started=self.started, planner_ready=self._ready,
                                                 recorder=self.recorder, annotator=self.annotator,
-                                                live_pods=self.live_pods, store_revision=self.store_revision))
+                                                live_pods=self.live_pods, store_revision=self.store_revision,
+                                                policy_status=self.policy_status))
         await asyncio.wait_for(self.started.wait(), 5)
         return self
 

@@ -1,6 +1,8 @@
 """decisions-api next to Karpenter, on the InMemoryBus: a DisruptionPolicy among the cluster objects is the
 policy explanations, budgets and live plans use and name, and with ``provider=karpenter`` (set as the planner's)
-a node without a NodeClaim is explained as such, as ``ebb plan --provider karpenter`` would."""
+a node without a NodeClaim is explained as such, as ``ebb plan --provider karpenter`` would. With another provider
+the NodeClaims are a conflict with Karpenter (``ebb.core.conflicts``): /readyz lists it and every node of the
+NodePool is explained as refused, as the planner refuses it; the provider's own rule is checked with the check off."""
 
 from __future__ import annotations
 
@@ -46,12 +48,13 @@ def _object(doc: dict[str, Any]) -> ClusterObject:
 
 
 @contextlib.asynccontextmanager
-async def _api(store: DecisionStore,
-               provider: Literal["none", "kwok", "karpenter"]) -> AsyncIterator[httpx.AsyncClient]:
+async def _api(store: DecisionStore, provider: Literal["none", "kwok", "karpenter"], *,
+               check_conflicts: bool = True) -> AsyncIterator[httpx.AsyncClient]:
     bus = InMemoryBus()
     for doc in _cluster():
         await bus.publish(TOPIC_CLUSTER_OBJECTS, _object(doc))
-    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=store.cluster, provider=provider)
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=store.cluster, provider=provider,
+                        check_conflicts=check_conflicts)
     app = create_app(settings, store, bus=bus)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
@@ -83,7 +86,8 @@ PROVIDERS: list[tuple[Literal["none", "kwok", "karpenter"], str | None]] = [
 @pytest.mark.parametrize(("provider", "unclaimed"), PROVIDERS)
 async def test_explanations_follow_the_policy_and_the_provider(
         store: DecisionStore, provider: Literal["none", "kwok", "karpenter"], unclaimed: str | None) -> None:
-    async with _api(store, provider) as client:
+    # with none or kwok the NodeClaims would be a conflict that refuses the pool (the next test): off here
+    async with _api(store, provider, check_conflicts=provider == "karpenter") as client:
         claimed = (await client.get("/v1/nodes/claimed/explain", params={"now": NOW}, headers=AUTH)).json()
         assert claimed["disrupted"] is True, claimed
         assert claimed["policy"] == "DisruptionPolicy default"
@@ -107,6 +111,28 @@ async def test_explanations_follow_the_policy_and_the_provider(
         expected = plan_json(make_plan(snapshot(*in_key_order), datetime.fromisoformat(NOW),
                                        options=EngineOptions(require_nodeclaim=provider == "karpenter")))
         assert live == json.loads(json.dumps(expected))
+
+
+@pytest.mark.parametrize("provider", ["none", "kwok"])
+async def test_nodeclaims_without_the_karpenter_provider_are_a_conflict(
+        store: DecisionStore, provider: Literal["none", "kwok"]) -> None:
+    async with _api(store, provider) as client:
+        ready = (await client.get("/readyz")).json()
+        claimed = (await client.get("/v1/nodes/claimed/explain", params={"now": NOW}, headers=AUTH)).json()
+    assert ready["status"] == "ready"
+    [conflict] = ready["conflicts"]
+    assert (conflict["kind"], conflict["nodePool"], conflict["object"]) == (
+        "NodeClaimsWithoutKarpenterProvider", "default", "NodeClaim claim-busy, claim-claimed")
+    assert f"ebb's provider is {provider}, not karpenter" in conflict["message"]
+    assert claimed["disrupted"] is False
+    assert claimed["blocked"]["reason"] == ("ebb disrupts no node of NodePool default until this conflict is fixed: "
+                                            + conflict["message"])
+
+
+async def test_readyz_lists_no_conflict_when_there_is_none(store: DecisionStore) -> None:
+    async with _api(store, "karpenter") as client:
+        ready = (await client.get("/readyz")).json()
+    assert ready == {"status": "ready", "conflicts": []}
 
 
 async def test_the_budgets_report_names_the_policy(store: DecisionStore) -> None:

@@ -18,6 +18,7 @@ from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.base import EngineOptions
 from ebb.core.options import EngineOptionsError
 from ebb_cli.main import app as cli
@@ -84,14 +85,17 @@ def test_a_bad_object_is_an_error_naming_the_key(tmp_path: Path) -> None:
 def test_the_planner_and_the_embedded_mode_read_the_object_over_their_settings(tmp_path: Path) -> None:
     path = mounted(tmp_path, {"provider": "karpenter"})
     settings = PlannerSettings(engine_options=str(path), spot_to_spot=True, explain=False)
+    # the planner refuses a NodePool that conflicts with Karpenter (its mode is enforce)
     assert planner_engine_options(settings) == EngineOptions(spot_to_spot=True, explain=False,
-                                                             require_nodeclaim=True)
+                                                             require_nodeclaim=True,
+                                                             refuse_conflicts=ConflictSettings("karpenter", True))
     # without the object: the settings, as before it existed
     assert planner_engine_options(PlannerSettings(engine_options=str(tmp_path / "absent"), provider="karpenter")) == \
-        EngineOptions(require_nodeclaim=True)
+        EngineOptions(require_nodeclaim=True, refuse_conflicts=ConflictSettings("karpenter", True))
+    # the embedded mode's planner checks no conflicts (its cluster is simulated), as its API's options
     embedded = EmbeddedOptions(start=NOW, spot_to_spot=True, engine_options=path)
     assert embedded_engine_options(embedded) == planner_engine_options(PlannerSettings(
-        engine_options=str(path), spot_to_spot=True))
+        engine_options=str(path), spot_to_spot=True, check_conflicts=False))
 
 
 async def test_the_apis_live_plan_takes_the_object(tmp_path: Path, store: DecisionStore) -> None:

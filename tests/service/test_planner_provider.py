@@ -61,11 +61,18 @@ CASES: list[tuple[str, bool, bool]] = [
 ]
 
 
+#: NodePool default switched over to ebb (docs/karpenter.md): Karpenter disrupts nothing, ebb's policy allows all;
+#: with the karpenter provider anything else is a conflict that refuses the pool (test_planner_conflicts.py)
+SWITCHED_OVER = [nodepool(budgets=[{"nodes": "0"}], expire_after="Never"),
+                 disruption_policy(budgets=[{"nodes": "100%"}])]
+
+
 @pytest.mark.parametrize(("provider", "claimed", "proposed"), CASES)
 async def test_with_the_karpenter_provider_only_nodes_with_a_nodeclaim_are_proposed(
         database: str, provider: str, claimed: bool, proposed: bool) -> None:
     bus = InMemoryBus()
-    await publish(bus, *cluster(), *([nodeclaim("claim-n1", "n1")] if claimed else []))
+    claims = [nodeclaim("claim-n1", "n1")] if claimed else []
+    await publish(bus, *cluster(SWITCHED_OVER[0]), SWITCHED_OVER[1], *claims)
     async with Running(bus, database, provider=provider) as svc:
         decisions = await _decided(svc)
     assert [d.nodes[0]["name"] for d in decisions] == (["n1"] if proposed else [])
@@ -113,7 +120,7 @@ async def test_a_replacement_waiting_for_its_decisions_pods_is_not_proposed(data
     bus = InMemoryBus()
     draining = [builders.node("old", taints=[{"key": "ebb.sh/disrupted", "effect": "NoSchedule"}]),
                 builders.pod("web", "old"), nodeclaim("claim-old", "old")]
-    await publish(bus, builders.catalog(), nodepool(), builders.node("new"), nodeclaim(claim, "new"),
+    await publish(bus, builders.catalog(), *SWITCHED_OVER, builders.node("new"), nodeclaim(claim, "new"),
                   *(draining if state != "succeeded" else []))
     async with Running(bus, database, provider="karpenter") as svc:
         decisions = await _decided(svc)

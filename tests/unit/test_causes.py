@@ -41,6 +41,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "it was launched as a replacement for decision dec-1, which is still being carried out", None),
     (BlockCause(Cause.NO_NODECLAIM),
      "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim", None),
+    (BlockCause(Cause.KARPENTER_CONFLICT, {"pool": "default", "conflict": "NodePool default still lets Karpenter "
+                                                                          "disrupt its nodes"}),
+     "ebb disrupts no node of NodePool default until this conflict is fixed: NodePool default still lets Karpenter "
+     "disrupt its nodes", B),
     (BlockCause(Cause.NOT_INITIALIZED), "it is not initialized yet (karpenter.sh/initialized is not true)", B),
     (BlockCause(Cause.NODE_DO_NOT_DISRUPT), "the node is annotated karpenter.sh/do-not-disrupt=true", B),
     (BlockCause(Cause.POD_DO_NOT_DISRUPT, {"pod": "default/p", "annotation": "karpenter.sh/do-not-disrupt",

@@ -47,7 +47,9 @@ def test_method_order() -> None:
 def test_field_names() -> None:
     out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"), pod("web", "big", cpu="500m"),
                     node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m"))
-    assert set(out) == {"now", "commands", "blocked", "budgets", "cost"}  # no steps without --until-stable
+    # no steps without --until-stable; warnings[]: the conflicts with Karpenter (none here)
+    assert set(out) == {"now", "commands", "blocked", "budgets", "cost", "warnings"}
+    assert out["warnings"] == []
     assert out["now"] == "2026-11-23T18:30:00Z"
     [command] = out["commands"]
     assert {"method", "reason", "action", "nodes", "replacements", "savingsPerHour"} <= set(command)

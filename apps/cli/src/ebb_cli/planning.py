@@ -106,6 +106,7 @@ def make(request: PlanRequest) -> Planned:
     bad input exits 2 with the message on stderr."""
     from ebb.adapters.catalog import bundled_catalog
     from ebb.adapters.snapshot_files import load_snapshot
+    from ebb.core.conflicts import ConflictSettings
     from ebb.core.methods.base import EngineOptions
     from ebb.core.plan import fates, make_plan, only_nodes
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
@@ -131,9 +132,14 @@ def make(request: PlanRequest) -> Planned:
         typer.echo(f"note: the demandWindow of NodePool(s) {', '.join(windowed)} keeps the peak of the demand a "
                    f"running planner records; a snapshot has no such record, so this plan keeps only what the pods "
                    f"request now (docs/decisions.md#churn-control)", err=True)
+    # the plan of ebb as deployed: its mode is not shadow (conflicting NodePools are refused) and its
+    # interruption-ingester runs (docs/karpenter.md#the-conflict-check)
+    conflict_settings = ConflictSettings(str(request.provider), interruption_ingester=True)
     result = make_plan(snapshot, moment, until_stable=request.until_stable,
                        options=EngineOptions(spot_to_spot=request.spot_to_spot,
-                                             require_nodeclaim=request.provider is Provider.karpenter))
+                                             require_nodeclaim=request.provider is Provider.karpenter,
+                                             refuse_conflicts=conflict_settings),
+                       conflict_settings=conflict_settings)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)
     asked: tuple[NodeFate, ...] = ()
@@ -288,6 +294,14 @@ def _budgets_table(result: Plan, console: Console) -> None:
         console.print(f"[red]invalid budget:[/red] {detail}", highlight=False)
 
 
+def _warning_lines(result: Plan, console: Console) -> None:
+    """A line per conflict with Karpenter (``warnings[]`` of the JSON), before everything else."""
+    from rich.markup import escape
+
+    for conflict in result.warnings:
+        console.print(f"[yellow]conflict ({conflict.kind}):[/yellow] {escape(conflict.message)}", highlight=False)
+
+
 def _cost_lines(data: dict[str, Any], result: Plan, console: Console, *, focused: bool) -> None:
     first = result.first
     cost = data["cost"]
@@ -308,6 +322,7 @@ def render_table(planned: Planned, console: Console, *, wide: bool = False) -> N
     result = planned.plan
     data = plan_json(result)
     _header(data, console)
+    _warning_lines(result, console)
     _commands_table(data, console, focused=planned.focused, wide=wide)
     pools = {n.name: n.nodepool for n in planned.snapshot.nodes}
     blocked = Table(title="Not disrupted, and why", title_justify="left")
@@ -343,6 +358,7 @@ def render_summary(planned: Planned, console: Console, *, wide: bool = False) ->
     result = planned.plan
     data = plan_json(result)
     _header(data, console)
+    _warning_lines(result, console)
     _commands_table(data, console, focused=planned.focused, wide=wide)
     blocked = result.first.blocked
     per_cause = Counter(cause_label(b.cause) for b in blocked)

@@ -17,6 +17,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
@@ -34,6 +35,7 @@ from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import PLANNER, DecisionStore
 from ebb.adapters.store.outbox import BeforePublish, OutboxRelay
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, DisruptionCommand, DisruptionEvent, Message
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.drain import api_pod, reschedulable_keys
 from ebb.core.events import InvolvedObject
 from ebb.core.methods.base import EngineOptions
@@ -42,6 +44,7 @@ from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
+from ebb_consolidation_planner.policy_status import KubePolicyStatus, PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
 
 log = structlog.get_logger("ebb_consolidation_planner")
@@ -64,10 +67,12 @@ async def run(
     store_revision: Callable[[], int] | None = None,
     live_pods: LivePods | None = None,
     objects: SnapshotStore | None = None,
+    policy_status: PolicyStatusWriter | None = None,
 ) -> None:
     """Plan until ``stop`` is set. ``bus`` (e.g. an ``InMemoryBus``), ``store`` and ``leader`` replace the
     ones built from ``settings`` (no Kubernetes client is made when a leader is given: then Kubernetes events go
-    to ``recorder``, the ebb.sh/drifted annotations to ``annotator``, or nowhere, and a command is checked
+    to ``recorder``, the ebb.sh/drifted annotations to ``annotator``, the DisruptionPolicies' ConflictFree
+    condition to ``policy_status``, or nowhere, and a command is checked
     against the pods ``live_pods`` lists, or not at all); ``started`` is set once
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
@@ -108,13 +113,17 @@ async def run(
                                          qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
             if annotator is None and settings.annotate_nodes:
                 annotator = KubeNodeAnnotator(api)
+            if policy_status is None and settings.check_conflicts and settings.write_policy_status:
+                policy_status = KubePolicyStatus(api)
             if live_pods is None:
                 live_pods = _live_pods(KubeNodeApi(api))
         interruptions = f"{settings.group}-interruptions"
+        options = engine_options(settings)
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
-                          options=engine_options(settings),
+                          options=options, conflict_settings=conflict_settings(settings, options),
+                          policy_status=policy_status,
                           clock=clock, recorder=recorder,
                           interruption_consumer=interruptions, annotator=annotator,
                           decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
@@ -175,9 +184,21 @@ async def run(
 def engine_options(settings: Settings) -> EngineOptions:
     """The engine options of the planner's passes: the cluster-wide object's (``settings.engine_options``) over the
     planner's own settings."""
-    return read_engine_options(settings.engine_options, EngineOptions(
+    options = read_engine_options(settings.engine_options, EngineOptions(
         spot_to_spot=settings.spot_to_spot, explain=settings.explain,
         require_nodeclaim=settings.provider == "karpenter"))
+    # a NodePool that conflicts with Karpenter is refused in the enforce mode (ebb.core.conflicts)
+    return replace(options, refuse_conflicts=conflict_settings(settings, options) if settings.mode == "enforce"
+                   else None)
+
+
+def conflict_settings(settings: Settings, options: EngineOptions) -> ConflictSettings | None:
+    """What the planner's conflict check needs (None: no check): the provider the engine options name (karpenter
+    when they need NodeClaims) and whether ebb's interruption-ingester runs."""
+    if not settings.check_conflicts:
+        return None
+    provider = "karpenter" if options.require_nodeclaim else settings.provider
+    return ConflictSettings(provider, interruption_ingester=settings.interruption_ingester)
 
 
 #: the exit status of a process stopped by ``exit_at`` (EX_SOFTWARE)

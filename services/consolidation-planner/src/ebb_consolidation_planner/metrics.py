@@ -27,6 +27,9 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
   a Balanced NodePool refused (``rejected``), per NodePool of its nodes and with that NodePool's policy; the
   histogram, with Karpenter's buckets, has the Balanced NodePools' scores (a move passes at 0.5). A single-node
   move is counted per candidate scored, a multi-node one once per pass (its command, or the last set refused).
+- ``ebb_conflicts{kind,nodepool}`` (ebb's own): the conflicts with Karpenter the last computed pass found
+  (``ebb.core.conflicts``), per kind and NodePool (``""`` for a conflict that names none); a series goes away when
+  its conflicts are fixed.
 - ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
@@ -39,6 +42,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ebb.core.balanced import Move
+from ebb.core.conflicts import Conflict
 
 #: Karpenter's consolidation_type label per method ("" for the methods that are not consolidation)
 CONSOLIDATION_TYPES = {
@@ -113,6 +117,13 @@ class Metrics:
             "Number of consolidation moves a pass made or, under consolidationPolicy Balanced, refused. Labeled by "
             "decision (approved, rejected), NodePool, and policy.",
             ["decision", "nodepool", "policy"], registry=self.registry)
+        self.conflicts = Gauge(
+            "ebb_conflicts",
+            "Conflicts with Karpenter found by the last pass (a NodePool Karpenter still disrupts, NodeClaims that "
+            "keep an expiry, NodeClaims without the karpenter provider, a DisruptionPolicy without its NodePool, "
+            "Karpenter's interruption queue). Labeled by kind and NodePool (empty: none).",
+            ["kind", "nodepool"], registry=self.registry)
+        self._conflict_labels: set[tuple[str, str]] = set()
         self.consolidation_score = Histogram(
             "ebb_consolidation_score",
             "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
@@ -143,6 +154,18 @@ class Metrics:
         for gauge, (millicores, memory) in ((self.demand_peak, peak), (self.demand_capacity, capacity)):
             gauge.labels(nodepool=pool, resource_type="cpu").set(millicores / 1000)
             gauge.labels(nodepool=pool, resource_type="memory").set(memory)
+
+    def found_conflicts(self, found: Iterable[Conflict]) -> None:
+        """The conflicts of a pass: each (kind, NodePool) counted, the series of those gone removed."""
+        counts: dict[tuple[str, str], int] = {}
+        for conflict in found:
+            key = (str(conflict.kind), conflict.nodepool or "")
+            counts[key] = counts.get(key, 0) + 1
+        for kind, pool in self._conflict_labels - set(counts):
+            self.conflicts.remove(kind, pool)
+        for (kind, pool), count in counts.items():
+            self.conflicts.labels(kind=kind, nodepool=pool).set(count)
+        self._conflict_labels = set(counts)
 
     def evaluated(self, seconds: float) -> None:
         self.evaluation_duration.labels(reason="", consolidation_type="").observe(seconds)

@@ -60,6 +60,7 @@ from ebb.contracts import ClusterObject, Interruption
 from ebb.core import events as kube_events
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
+from ebb.core.conflicts import Conflict, ConflictSettings, conflicts
 from ebb.core.decision import Decision, DecisionNode, State
 from ebb.core.demand import recorded
 from ebb.core.engine import PassResult, run_pass
@@ -72,6 +73,7 @@ from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.passes import PassPublisher
+from ebb_consolidation_planner.policy_status import PolicyConditions, PolicyStatusWriter
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
 #: (``ebb.core.drain.reschedulable_keys``)
@@ -114,6 +116,12 @@ class _LastPass:
         return self.view, self.result, self.found
 
 
+def _conflict_key(conflict: Conflict) -> tuple[str, str]:
+    """What a conflict is, for its log lines: its kind and NodePool (or, naming none, its object); a sentence that
+    changes while it holds (more NodeClaims) does not raise it again."""
+    return str(conflict.kind), conflict.nodepool or conflict.object
+
+
 class NotLeading(RuntimeError):
     """An interruption reached a replica that is not (any more) the leader: left uncommitted for the next."""
 
@@ -145,6 +153,8 @@ class Planner:
         store_revision: Callable[[], int] | None = None,
         live_pods: LivePods | None = None,
         pass_publisher: PassPublisher | None = None,
+        conflict_settings: ConflictSettings | None = None,
+        policy_status: PolicyStatusWriter | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -168,6 +178,12 @@ class Planner:
         self.live_pods = live_pods
         #: publishes each computed pass on ebb.planner.passes for the decisions-api (None: not published)
         self.pass_publisher = pass_publisher
+        #: what the conflict check with Karpenter needs (``ebb.core.conflicts``; None: no check)
+        self.conflict_settings = conflict_settings
+        #: the conflicts the last computed pass found (None: no pass has looked yet)
+        self.conflicts: tuple[Conflict, ...] | None = None
+        #: the ConflictFree condition of the DisruptionPolicies (None: not written)
+        self.policy_conditions = PolicyConditions(policy_status) if policy_status is not None else None
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -226,6 +242,29 @@ class Planner:
                 log.info("finding raised", node=f.node, finding=f.kind, reason=f.reason,
                          since=f.since.isoformat() if f.since is not None else None)
         self.findings = current
+
+    def _keep_conflicts(self, snapshot: Snapshot) -> None:
+        """The conflicts with Karpenter of the pass's snapshot: all of them logged at the first pass (or that there are
+        none), then each one that appears or goes; the ``ebb_conflicts`` gauge follows them."""
+        if self.conflict_settings is None:
+            return
+        found = conflicts(snapshot, self.conflict_settings)
+        before = self.conflicts
+        self.metrics.found_conflicts(found)
+        self.conflicts = found
+        if before is None:
+            log.info("conflict check", conflicts=len(found), provider=self.conflict_settings.provider,
+                     enforce=self.options.refuse_conflicts is not None)
+        seen = {_conflict_key(c) for c in before or ()}
+        kept = {_conflict_key(c) for c in found}
+        for conflict in found:
+            if _conflict_key(conflict) not in seen:
+                log.warning("conflict with Karpenter", kind=str(conflict.kind), object=conflict.object,
+                            nodepool=conflict.nodepool, refused=self.options.refuse_conflicts is not None
+                            and conflict.nodepool is not None, message=conflict.message)
+        for conflict in before or ():
+            if _conflict_key(conflict) not in kept:
+                log.info("conflict fixed", kind=str(conflict.kind), object=conflict.object, nodepool=conflict.nodepool)
 
     async def _annotate(self, view: ClusterView) -> None:
         if self.annotations is not None:
@@ -428,6 +467,9 @@ class Planner:
         self.passes += 1
         self._claims = {n: c.name for n, c in view.claims.items()}
         self._keep_findings(found, now)
+        self._keep_conflicts(snapshot)
+        if self.policy_conditions is not None and self.conflicts is not None:
+            await self.policy_conditions.sync(snapshot.disruption_policies, self.conflicts, now)
         self._kube_pass(view, result)
         if self.pass_publisher is not None:
             await self.pass_publisher.publish(view, result, self.findings, revision=inputs[0], demand=self._demand)

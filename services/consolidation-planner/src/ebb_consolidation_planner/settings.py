@@ -59,6 +59,19 @@ class Settings(HealthSettings):
     #: without a NodeClaim is not a candidate (ebb retires nodes by deleting their NodeClaim); none and kwok
     #: plan alike (``provider`` of the engine options replaces it)
     provider: Literal["none", "kwok", "karpenter"] = "none"
+    #: what a conflict with Karpenter does (``ebb.core.conflicts``, docs/karpenter.md#the-conflict-check): ``enforce``
+    #: refuses to disrupt the nodes of a NodePool that conflicts until it is fixed. The one mode there is; shadow
+    #: mode (ebb plans beside a Karpenter that still disrupts, and writes nothing) will add ``shadow``
+    mode: Literal["enforce"] = "enforce"
+    #: check for conflicts with Karpenter at every pass (a log line, ``ebb_conflicts``, a condition on the
+    #: DisruptionPolicies); the embedded mode turns it off: its cluster is simulated, there is no Karpenter in it
+    check_conflicts: bool = True
+    #: write the condition ConflictFree on every DisruptionPolicy's status (with a kube client; RBAC: patch on
+    #: disruptionpolicies/status)
+    write_policy_status: bool = True
+    #: ebb's interruption-ingester runs beside the planner (the manifests deploy it): the conflict check then warns
+    #: when Karpenter's own interruption queue is set too
+    interruption_ingester: bool = True
     #: publish each computed pass of the leader on ebb.planner.passes, where the decisions-api answers "why not
     #: this node?" (the embedded mode publishes only when it serves the API)
     publish_passes: bool = True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 
 import anyio
@@ -24,6 +25,7 @@ from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import clock_of
 from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.store.decision_store import DecisionStore
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.base import EngineOptions
 from ebb_decisions_api import errors
 from ebb_decisions_api.consumers import Consumers
@@ -76,6 +78,12 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         bus = owned_bus
     metrics = ApiMetrics()
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
+    engine_options = options or read_engine_options(settings.engine_options, EngineOptions(
+        spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter"))
+    conflict_settings = ConflictSettings("karpenter" if engine_options.require_nodeclaim else settings.provider,
+                                         settings.interruption_ingester) if settings.check_conflicts else None
+    if options is None:  # as the planner's: a NodePool that conflicts with Karpenter is refused (ebb.core.conflicts)
+        engine_options = replace(engine_options, refuse_conflicts=conflict_settings)
     live = LiveState(store, limiter)
     hub = EventHub(settings.sse_queue_size, metrics)
     passes = LeaderPasses(settings.cluster)
@@ -91,8 +99,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         consumers=consumers,
         metrics=metrics,
         limiter=limiter,
-        engine_options=options or read_engine_options(settings.engine_options, EngineOptions(
-            spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter")),
+        engine_options=engine_options,
+        conflict_settings=conflict_settings,
         clock=clock,
         passes=passes,
     )

@@ -23,6 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Hold
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.base import EngineOptions
 from ebb_decisions_api.consumers import Consumers
 from ebb_decisions_api.events import EventHub
@@ -70,6 +71,8 @@ class ApiContext:
     passes: LeaderPasses
     #: the read-only token (None: none is accepted)
     read_token: bytes | None = None
+    #: what /readyz's conflict check needs (``ebb.core.conflicts``; None: no check)
+    conflict_settings: ConflictSettings | None = None
 
     def moment(self, now: datetime | None) -> datetime:
         """The time a request asks about: its ``now`` (naive read as UTC), or the clock's."""

@@ -166,7 +166,9 @@ def plan_snapshot(snapshot: Snapshot, now: datetime, until_stable: bool, options
     if missing:
         raise PlanInputError(("query", "node"), f"no Node {', '.join(missing)} in the snapshot "
                                                 f"({len(snapshot.nodes)} nodes)")
-    plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable, options=options)
+    # the conflicts the options refuse are the plan's warnings[] (ebb.core.conflicts), as ``ebb plan``'s
+    plan = make_plan(snapshot, _as_utc(now), until_stable=until_stable, options=options,
+                     conflict_settings=options.refuse_conflicts)
     return plan_json(only_nodes(plan, snapshot, nodes) if nodes else plan)
 
 

@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     #: the termination-executor's provider: with karpenter a node without a NodeClaim is not a candidate, and live
     #: plans say so (``provider`` of the engine options replaces it)
     provider: Literal["none", "kwok", "karpenter"] = "none"
+    #: check for conflicts with Karpenter (``ebb.core.conflicts``): /readyz lists them (``conflicts``) and live
+    #: explanations refuse a conflicting NodePool as the planner does; the embedded mode turns it off (no Karpenter)
+    check_conflicts: bool = True
+    #: ebb's interruption-ingester runs (the manifests deploy it): the check warns when Karpenter's queue is set too
+    interruption_ingester: bool = True
     #: engine passes (plan, explain, budgets) running at once in worker threads; more wait their turn
     max_concurrent_passes: int = Field(default=2, ge=1)
     #: events a /v1/events subscriber may have waiting; one more and it is closed (it fell too far behind)

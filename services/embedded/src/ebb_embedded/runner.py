@@ -163,8 +163,9 @@ async def _serve_api(options: EmbeddedOptions, store: DecisionStore, bus: InMemo
     from ebb_decisions_api.app import create_app
     from ebb_decisions_api.settings import Settings as ApiSettings
 
+    # the cluster is simulated: no Karpenter to conflict with
     settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
-                           port=options.api_port or 0)
+                           port=options.api_port or 0, check_conflicts=False)
     app = create_app(settings, store, bus=bus,
                      options=engine_options(options), clock=clock)
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
@@ -238,6 +239,8 @@ async def run_embedded(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
             validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain,
             reuse_passes=options.reuse_passes, engine_options=str(options.engine_options or ""),
+            # the cluster is simulated: there is no Karpenter in it to conflict with (its NodeClaims are simulated)
+            check_conflicts=False,
             # the passes are for the API's explanations: published only when it is served
             publish_passes=options.api_port is not None)
         executor_settings = ExecutorSettings(

@@ -43,6 +43,7 @@ class Cause(StrEnum):
     BEING_DISRUPTED = "being-disrupted"
     LAUNCHED_FOR = "launched-for"  # a replacement of a decision still being carried out
     NO_NODECLAIM = "no-nodeclaim"  # only with require_nodeclaim (ebb next to Karpenter)
+    KARPENTER_CONFLICT = "karpenter-conflict"  # its NodePool conflicts with Karpenter (ebb.core.conflicts)
     NOT_INITIALIZED = "not-initialized"
     # no method may disrupt it
     NODE_DO_NOT_DISRUPT = "node-do-not-disrupt"
@@ -121,6 +122,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.LAUNCHED_FOR: "it was launched as a replacement for decision {decision}, which is still being carried out",
     Cause.NO_NODECLAIM: ("it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their "
                          "NodeClaim"),
+    Cause.KARPENTER_CONFLICT: ("ebb disrupts no node of NodePool {pool} until this conflict is fixed: "
+                               "{conflict}"),
     Cause.NOT_INITIALIZED: "it is not initialized yet (karpenter.sh/initialized is not true)",
     Cause.NODE_DO_NOT_DISRUPT: "the node is annotated karpenter.sh/do-not-disrupt=true",
     Cause.POD_DO_NOT_DISRUPT: "pod {pod} has {annotation}={value}",

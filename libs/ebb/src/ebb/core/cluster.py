@@ -12,7 +12,8 @@ old node (a PodDisruptionBudget may hold that for long), the replacement waits e
 otherwise look empty itself; it stays a destination and does not count against the budget. A budget's base is
 the pool's initialized nodes, as in Karpenter's ``BuildDisruptionBudgetMapping``. With ``require_nodeclaim``
 (ebb next to Karpenter, which retires a node when its NodeClaim is deleted) a node without a NodeClaim is not
-a candidate either.
+a candidate either. With ``refuse_conflicts`` (the conflict check's settings) no node of a NodePool that conflicts
+with Karpenter is a candidate (`ebb.core.conflicts.refused`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ebb.core import node_pods
 from ebb.core.balanced import PoolTotals, pool_totals
 from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
+from ebb.core.conflicts import ConflictSettings, conflicts, refused
 from ebb.core.labels import daemonset_requests, selector_matches, tolerates
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -159,6 +161,8 @@ class ClusterView:
     pause: dict[tuple[str, str], BlockCause] = field(default_factory=dict)  # (pool, node|"") -> hold or window
     #: a node without a NodeClaim is not a candidate (`EngineOptions.require_nodeclaim`)
     require_nodeclaim: bool = False
+    #: NodePool -> why ebb disrupts none of its nodes: it conflicts with Karpenter (`EngineOptions.refuse_conflicts`)
+    refused: dict[str, BlockCause] = field(default_factory=dict)
     claims_by_provider: dict[str, NodeClaim] = field(default_factory=dict)
     #: replacement name (a Node's or a NodeClaim's) -> the live decision that launched it
     launched_for: dict[str, str] = field(default_factory=dict)
@@ -183,8 +187,12 @@ class ClusterView:
     drifted: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False) -> ClusterView:
+    def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False,
+              refuse_conflicts: ConflictSettings | None = None) -> ClusterView:
         view = cls(snapshot, now, require_nodeclaim=require_nodeclaim)
+        if refuse_conflicts is not None:
+            view.refused = {pool: BlockCause(Cause.KARPENTER_CONFLICT, {"pool": pool, "conflict": c.message})
+                            for pool, c in refused(conflicts(snapshot, refuse_conflicts)).items()}
         view.pools = {p.name: p for p in snapshot.nodepools}
         view.nodes = {n.name: n for n in snapshot.nodes}
         view.types = {t.name: t for t in snapshot.instance_types}
@@ -411,6 +419,10 @@ class ClusterView:
                 continue
             if self.require_nodeclaim and not self.has_nodeclaim(node):
                 self.not_candidate[node.name] = BlockCause(Cause.NO_NODECLAIM)
+                continue
+            conflict = self.refused.get(pool_name)
+            if conflict is not None:
+                self.not_candidate[node.name] = conflict
                 continue
             if not self.initialized(node):
                 self.not_candidate[node.name] = BlockCause(Cause.NOT_INITIALIZED)

@@ -158,7 +158,8 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     Cause.LAUNCHED_FOR: None,
     # ebb cannot retire it with the karpenter provider (no NodeClaim to delete): not ebb's node to report on
     Cause.NO_NODECLAIM: None,
-    # no method may disrupt it now
+    # no method may disrupt it now (a NodePool that conflicts with Karpenter: until the conflict is fixed)
+    Cause.KARPENTER_CONFLICT: DISRUPTION_BLOCKED,
     Cause.NOT_INITIALIZED: DISRUPTION_BLOCKED,
     Cause.NODE_DO_NOT_DISRUPT: DISRUPTION_BLOCKED,
     Cause.POD_DO_NOT_DISRUPT: DISRUPTION_BLOCKED,

@@ -404,6 +404,25 @@ class NodePool:
     policy_kind: str = POLICY_FROM_NODEPOOL
     #: ``expire_after`` is Karpenter's CRD default, not a value the object states (explanations say so)
     expire_after_default: bool = False
+    #: under a DisruptionPolicy, the NodePool's own ``spec.disruption.budgets``, ``expireAfter`` (seconds, None:
+    #: Never) and whether that is Karpenter's default, which Karpenter still reads (None: no policy governs, the
+    #: settings above are the NodePool's own)
+    own_disruption: tuple[tuple[Budget, ...], float | None, bool] | None = None
+
+    @property
+    def karpenter_budgets(self) -> tuple[Budget, ...]:
+        """The budgets Karpenter reads on this NodePool: its own, whatever a DisruptionPolicy gives ebb."""
+        return self.own_disruption[0] if self.own_disruption is not None else self.budgets
+
+    @property
+    def karpenter_expire_after(self) -> float | None:
+        """The expireAfter Karpenter reads on this NodePool (seconds; None: Never): its own."""
+        return self.own_disruption[1] if self.own_disruption is not None else self.expire_after
+
+    @property
+    def karpenter_expire_after_default(self) -> bool:
+        """`karpenter_expire_after` is Karpenter's CRD default, not a value the NodePool states."""
+        return self.own_disruption[2] if self.own_disruption is not None else self.expire_after_default
 
     @property
     def policy_source(self) -> str:
@@ -452,11 +471,26 @@ class NodeClaim:
     decision_id: str = ""
     #: spec.terminationGracePeriod, seconds (copied from its NodePool at launch; None: unset or Never)
     termination_grace_period: float | None = None
+    #: spec.expireAfter, seconds (copied from its NodePool at launch, kept when the NodePool changes): Karpenter
+    #: expires the NodeClaim at its creation plus this. None: Never, or not stated (Karpenter's CRD writes 720h into
+    #: every NodeClaim it makes, so only a hand-written one lacks it)
+    expire_after: float | None = None
 
     @property
     def instance_terminating(self) -> bool:
         """``InstanceTerminating=True``: the node is drained and the cloud instance is being deleted."""
         return self.conditions.get(CONDITION_INSTANCE_TERMINATING, ("False", None))[0] == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class KarpenterController:
+    """Karpenter's controller as its Deployment (``apps/v1``) shows it: only what ebb checks against
+    (`ebb.core.conflicts`), its interruption queue (the ``INTERRUPTION_QUEUE`` environment variable or the
+    ``--interruption-queue`` argument of one of its containers; "" when unset)."""
+
+    #: ``namespace/name`` of the Deployment
+    name: str
+    interruption_queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,3 +579,5 @@ class Snapshot:
     launched_for: tuple[tuple[str, str], ...] = ()
     #: what pods requested per NodePool in the recent past (a running planner's record), for ``demandWindow``
     demand: tuple[DemandSample, ...] = ()
+    #: Karpenter's controller Deployments of the input (``ebb.core.conflicts`` reads their interruption queue)
+    karpenter: tuple[KarpenterController, ...] = ()

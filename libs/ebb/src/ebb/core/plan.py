@@ -6,6 +6,10 @@ the next pass, until a pass has no commands. Simulated time advances between pas
 finite consolidateAfter of the NodePools (at least the 15 s validation delay), so moved pods must
 settle as they would in a live cluster; new nodes are launched at that time, marked as replacements
 (``ebb.sh/decision-id``) as live ones are, so they do not restart a stabilization window, exactly as live.
+
+A plan carries the conflicts of its input (``warnings``, `ebb.core.conflicts`) when it is made with
+``conflict_settings``; whether they refuse a NodePool's nodes is the options' ``refuse_conflicts``
+(the same settings, as ``ebb plan`` gives them).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ebb.core.conflicts import Conflict, ConflictSettings, conflict_json, conflicts
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.labels import daemonset_runs_in_pool
 from ebb.core.methods.base import Command, EngineOptions
@@ -42,6 +47,8 @@ MAX_STEPS = 1000
 class Plan:
     first: PassResult
     steps: tuple[PassResult, ...] | None  # with --until-stable
+    #: the input's conflicts with Karpenter (``warnings[]`` of the JSON)
+    warnings: tuple[Conflict, ...] = ()
 
 
 def step_interval(snapshot: Snapshot) -> float:
@@ -98,11 +105,14 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
 
 
 def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
-              options: EngineOptions | None = None) -> Plan:
+              options: EngineOptions | None = None, conflict_settings: ConflictSettings | None = None) -> Plan:
+    """One pass over ``snapshot`` at ``now`` (or, ``until_stable``, passes until nothing changes), with the conflicts
+    of ``snapshot`` under ``conflict_settings`` when given."""
     options = options or EngineOptions()
+    warnings = conflicts(snapshot, conflict_settings) if conflict_settings is not None else ()
     first = run_pass(options.view_of(snapshot, now), options)
     if not until_stable:
-        return Plan(first, None)
+        return Plan(first, None, warnings)
     steps: list[PassResult] = []
     interval = timedelta(seconds=step_interval(snapshot))
     result, current, moment = first, snapshot, now
@@ -113,7 +123,7 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
         current = apply_commands(current, result.commands, moment, len(steps))
         result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
-    return Plan(first, tuple(steps))
+    return Plan(first, tuple(steps), warnings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +176,7 @@ def only_nodes(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> Plan:
                     blocked=tuple(b for b in plan.first.blocked if b.node in wanted),
                     budgets=tuple(b for b in plan.first.budgets if b.nodepool in pools))
     steps = None if plan.steps is None else tuple(replace(s, commands=commands_of(s)) for s in plan.steps)
-    return Plan(first, steps)
+    return Plan(first, steps, tuple(w for w in plan.warnings if w.nodepool is None or w.nodepool in pools))
 
 
 # -- the JSON contract (docs/plan.md) ----------------------------------------------------------------------
@@ -203,6 +213,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "budgets": [{"nodePool": b.nodepool, "reason": b.reason, "allowed": b.allowed, "detail": b.detail}
                     for b in first.budgets],
         "cost": cost_json(first),
+        "warnings": [conflict_json(w) for w in plan.warnings],
     }
     if plan.steps is not None:
         out["steps"] = [{"now": fmt_time(s.now), "commands": [command_json(c) for c in s.commands],

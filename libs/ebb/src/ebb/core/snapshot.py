@@ -47,6 +47,7 @@ from ebb.core.model import (
     Hold,
     HostPort,
     InstanceType,
+    KarpenterController,
     LabelSelector,
     Node,
     NodeClaim,
@@ -641,7 +642,8 @@ def governed(pool: NodePool, policy: DisruptionPolicy) -> NodePool:
     hit = _GOVERNED.get((id(pool), id(policy)))  # snapshots are assembled on two threads (a pass and a validation)
     if hit is not None and hit[0] is pool and hit[1] is policy:
         return hit[2]
-    made = replace(pool, policy_kind=POLICY_FROM_DISRUPTION_POLICY,
+    made = replace(pool, policy_kind=POLICY_FROM_DISRUPTION_POLICY, own_disruption=(pool.budgets, pool.expire_after,
+                                                                                    pool.expire_after_default),
                    **{name: getattr(policy, name) for name in DISRUPTION_FIELDS})
     _GOVERNED.keep((id(pool), id(policy)), (pool, policy, made))
     return made
@@ -672,7 +674,48 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         last_pod_event=doc.time("status.lastPodEventTime"),
         decision_id=doc.str_map("metadata.annotations").get(ANNOTATION_DECISION_ID, ""),
         termination_grace_period=doc.duration("spec.terminationGracePeriod", None),
+        expire_after=doc.duration("spec.expireAfter", None),
     )
+
+
+#: the label Karpenter's Helm chart puts on its Deployment
+KARPENTER_NAME_LABEL = "app.kubernetes.io/name"
+#: Karpenter's setting of its interruption queue: the environment variable and the flag (both spellings of one
+#: setting, ``settings.interruptionQueue`` in its chart)
+INTERRUPTION_QUEUE_ENV = "INTERRUPTION_QUEUE"
+INTERRUPTION_QUEUE_FLAG = "--interruption-queue"
+
+
+def _is_karpenter(doc: _Doc) -> bool:
+    """Whether an apps/v1 Deployment is Karpenter's controller: its chart's label ``app.kubernetes.io/name:
+    karpenter``, or a container whose image is Karpenter's (``.../karpenter/controller...``)."""
+    if doc.str_map("metadata.labels").get(KARPENTER_NAME_LABEL) == "karpenter":
+        return True
+    return any(_is_mapping(c) and "karpenter/controller" in str(c.get("image", ""))
+               for c in doc.seq("spec.template.spec.containers"))
+
+
+def _karpenter_controller(doc: _Doc) -> KarpenterController:
+    """Karpenter's Deployment, as far as ebb checks it: the interruption queue one of its containers is given
+    (``INTERRUPTION_QUEUE``, from a value or from a ConfigMap or Secret, or ``--interruption-queue``)."""
+    queue = ""
+    for container in doc.seq("spec.template.spec.containers"):
+        if not _is_mapping(container):
+            continue
+        for env in container.get("env") or ():
+            if _is_mapping(env) and env.get("name") == INTERRUPTION_QUEUE_ENV:
+                if env.get("value"):
+                    queue = str(env["value"])
+                elif env.get("valueFrom"):
+                    queue = "(set from valueFrom)"
+        args = [str(a) for a in (container.get("args") or ()) if a is not None]
+        for i, arg in enumerate(args):
+            if arg.startswith(INTERRUPTION_QUEUE_FLAG + "="):
+                queue = arg.split("=", 1)[1] or queue
+            elif arg == INTERRUPTION_QUEUE_FLAG and i + 1 < len(args):
+                queue = args[i + 1]
+    namespace = str(doc.get("metadata.namespace", "default"))
+    return KarpenterController(f"{namespace}/{doc.get('metadata.name')}", queue)
 
 
 #: policy/v1 PodDisruptionBudget spec.unhealthyPodEvictionPolicy values
@@ -807,6 +850,8 @@ def parse_object(raw: Mapping[str, Any], index: int = 0, *,
         return ParsedObject("Hold", ref, _hold(doc))
     if kind == "DisruptionPolicy" and group == "ebb.sh":
         return ParsedObject("DisruptionPolicy", ref, _disruption_policy(doc))
+    if kind == "Deployment" and group == "apps" and _is_karpenter(doc):
+        return ParsedObject("KarpenterController", ref, _karpenter_controller(doc))
     return ParsedObject("", ref)
 
 
@@ -847,12 +892,13 @@ def assemble(parsed: Iterable[ParsedObject],
     daemonsets: list[DaemonSet] = []
     holds: list[Hold] = []
     policies: list[DisruptionPolicy] = []
+    controllers: list[KarpenterController] = []
     ignored: list[str] = []
     renamed: list[str] = []
     types: dict[str, InstanceType] = {}
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
-                                     "DisruptionPolicy": policies}
+                                     "DisruptionPolicy": policies, "KarpenterController": controllers}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
         items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
@@ -892,7 +938,7 @@ def assemble(parsed: Iterable[ParsedObject],
         nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=effective,
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
         daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source, ignored=tuple(ignored),
-        disruption_policies=tuple(policies), renamed=tuple(renamed),
+        disruption_policies=tuple(policies), renamed=tuple(renamed), karpenter=tuple(controllers),
     )
 
 

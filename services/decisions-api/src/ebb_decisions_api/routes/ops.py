@@ -1,7 +1,9 @@
 """/healthz, /readyz and /metrics: what Kubernetes' probes and Prometheus ask, without a token.
 
 ``/readyz`` is ready when the store answers, the live cluster state is loaded and the event consumer is reading:
-a replica that cannot yet explain a node or stream events takes no traffic.
+a replica that cannot yet explain a node or stream events takes no traffic. Its detail also lists the conflicts with
+Karpenter the live cluster shows (``conflicts``, ``ebb.core.conflicts``, as ``ebb plan``'s ``warnings[]``): they
+do not make the API unready (it explains why the planner refuses those NodePools), they are there to be seen.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ebb.core.conflicts import conflict_json, conflicts
 from ebb_decisions_api.context import Context
 
 router = APIRouter(tags=["ops"])
@@ -37,7 +40,15 @@ async def readyz(ctx: Context) -> JSONResponse:
     if problems:
         return JSONResponse(status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
                             content={"status": "unavailable", **problems})
-    return JSONResponse({"status": "ready"})
+    ready: dict[str, object] = {"status": "ready"}
+    if ctx.conflict_settings is not None:
+        try:
+            snapshot = await ctx.live.snapshot()
+        except Exception as exc:  # an invalid snapshot: the explanations say so; readiness is not about it
+            ready["conflicts_unknown"] = str(exc)
+        else:
+            ready["conflicts"] = [conflict_json(c) for c in conflicts(snapshot, ctx.conflict_settings)]
+    return JSONResponse(ready)
 
 
 @router.get("/metrics", summary="Prometheus exposition", response_class=Response)

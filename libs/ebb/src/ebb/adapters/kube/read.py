@@ -7,6 +7,11 @@ trimmed as the cluster-watcher trims what it publishes, so the plan reads what t
 the cluster does not serve (its CRD is not installed: no Karpenter, or none of ebb's CRDs) is left out and
 named; any other failure (no kubeconfig, no answer, no permission) is a `ClusterReadError` that says which
 kind and what the apiserver or the client said.
+
+`read_cluster_from` also looks for Karpenter's Deployment (`read_karpenter`: the Deployments labelled
+``app.kubernetes.io/name=karpenter``, in any namespace), whose interruption queue the conflict check reads
+(docs/karpenter.md#the-conflict-check). It is a best effort: a user who may not list Deployments, or a Karpenter
+installed without the chart's label, gets a plan without that check, and the summary says so.
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ class ClusterRead:
     documents: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     not_served: list[str] = field(default_factory=list)
+    #: why Karpenter's Deployment could not be looked for ("": it was, found or not)
+    karpenter_unread: str = ""
 
     def summary(self) -> str:
         """One line for stderr: ``read https://...: 3 Node, 12 Pod, ...; not served: NodeClaim (no CRD)``."""
         counts = ", ".join(f"{n:,} {kind}" for kind, n in self.counts.items())
         missing = f"; not served (no CRD): {', '.join(self.not_served)}" if self.not_served else ""
-        return f"read {self.server}: {counts}{missing}"
+        unread = f"; Karpenter's Deployment not read ({self.karpenter_unread})" if self.karpenter_unread else ""
+        return f"read {self.server}: {counts}{missing}{unread}"
 
 
 async def read_cluster(api: Any, kinds: Iterable[KindSpec] = PLAN_KINDS, *, page_size: int = PAGE_SIZE,
@@ -74,7 +82,9 @@ async def read_cluster_from(kubeconfig: str = "", context: str = "", *,
         raise ClusterReadError(f"cannot use {kubeconfig}: no such file")
     try:
         async with kube_client(kubeconfig, context, component="ebb-plan") as api:
-            return await read_cluster(api, progress=progress)
+            read = await read_cluster(api, progress=progress)
+            await read_karpenter(api, read)
+            return read
     except (ConfigException, OSError) as exc:  # no kubeconfig, no such context, a file it names is missing
         where = kubeconfig or "the default kubeconfig ($KUBECONFIG or ~/.kube/config)"
         raise ClusterReadError(f"cannot use {where}: {exc}") from exc
@@ -116,6 +126,40 @@ async def _list(api: Any, spec: KindSpec, page_size: int,
     return items
 
 
+#: the label Karpenter's chart puts on its Deployment
+KARPENTER_SELECTOR = "app.kubernetes.io/name=karpenter"
+
+
+async def read_karpenter(api: Any, read: ClusterRead) -> None:
+    """Add Karpenter's Deployments (``KARPENTER_SELECTOR``, every namespace) to ``read``, or say in
+    ``read.karpenter_unread`` why they could not be listed (no permission, no answer): never an error."""
+    import aiohttp
+    from kubernetes_asyncio import client
+
+    apps: Any = client.AppsV1Api(api)  # with _preload_content=False: the raw response, not the model
+    try:
+        response = await apps.list_deployment_for_all_namespaces(
+            label_selector=KARPENTER_SELECTOR, _preload_content=False, _request_timeout=LIST_TIMEOUT)
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        read.karpenter_unread = f"{exc or type(exc).__name__}"
+        return
+    if not 200 <= response.status <= 299:
+        read.karpenter_unread = f"the apiserver answered {response.status}"
+        return
+    try:
+        items = _decode(body).get("items") or []
+    except ClusterReadError as exc:
+        read.karpenter_unread = str(exc)
+        return
+    read.documents.extend(trim(item, kind="Deployment", api_version="apps/v1", copy=False) for item in items)
+    if items:
+        read.counts["Deployment"] = len(items)
+
+
 class _NotServed(Exception):
     """A custom kind's list answered 404: the cluster does not serve it (no CRD)."""
 
@@ -130,4 +174,4 @@ def _decode(body: bytes) -> dict[str, Any]:
     return page
 
 
-__all__ = ["ClusterRead", "ClusterReadError", "read_cluster", "read_cluster_from"]
+__all__ = ["ClusterRead", "ClusterReadError", "read_cluster", "read_cluster_from", "read_karpenter"]

@@ -15,6 +15,7 @@ from datetime import datetime
 from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
+from ebb.core.conflicts import ConflictSettings
 from ebb.core.model import (
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -72,10 +73,15 @@ class EngineOptions:
     #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows). The
     #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
     karpenter_pace: bool = False
+    #: the nodes of a NodePool that conflicts with Karpenter under these settings are not candidates
+    #: (`Cause.KARPENTER_CONFLICT`, ``ebb.core.conflicts.refused``): the services and ``ebb plan`` set them (their
+    #: mode is ``enforce``); None, refusing nothing, for the engine as a library (unit tests, back-tests of traces)
+    refuse_conflicts: ConflictSettings | None = None
 
     def view_of(self, snapshot: Snapshot, now: datetime) -> ClusterView:
         """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""
-        return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim)
+        return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim,
+                                 refuse_conflicts=self.refuse_conflicts)
 
 
 @dataclass

@@ -46,7 +46,7 @@ def _pool(**extra: Any) -> dict[str, Any]:
     return doc
 
 
-def _web(name: str, on: str, **how: Any) -> dict[str, Any]:
+def _web(name: str, on: str | None, **how: Any) -> dict[str, Any]:
     return pod(name, on, labels=WEB, **how)
 
 

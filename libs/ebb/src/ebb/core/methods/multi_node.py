@@ -21,6 +21,13 @@ rejected and proposed again on every pass. When the whole set does not fit joint
 does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's. A set with
 nodes of a NodePool whose consolidationPolicy is Balanced must also pass that NodePool's score
 (`ebb.core.balanced`); when it does not, the same search looks for the largest prefix that does.
+
+The greedy runs grow a set only from a node that saves something on its own, so they miss merges of nodes none of
+which does (two $1.00 nodes whose pods fit together on one $1.50 node). The merge search (`_merge`) is Karpenter's:
+the first `MAX_MERGE` candidates the budgets allow, the largest set first, then a binary search over the sizes of
+their prefixes, each set simulated jointly with at most one replacement. What it finds is taken when it saves more
+than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
+it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
 """
 
 from __future__ import annotations

@@ -332,14 +332,17 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
 def _alone(ctx: PassContext, names: tuple[str, ...]) -> float:
     """What consolidating each of ``names`` on its own would save, summed: the node alone, simulated as a set of one
     (`_jointly`: its pods on the other nodes and at most one replacement, as single-node consolidation simulates
-    it), none for a node whose verdict alone the greedy runs already found (`PassContext.alone`)."""
+    it), none for a node whose verdict alone the greedy runs already found (`PassContext.alone`). A Balanced
+    NodePool's refusal of one node alone is not the search's (`PassContext.balanced_refused` is kept)."""
     total = 0.0
+    refused = ctx.balanced_refused
     for name in names:
         if name in ctx.alone:
             continue
         found = _jointly(ctx, [name], True)
         if isinstance(found, Command):
             total += found.savings
+    ctx.balanced_refused = refused
     return total
 
 

@@ -106,7 +106,7 @@ def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], Bl
     return scores, balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
 
 
-def with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
+def _with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
     """``verdict`` on the node alone, and why multi-node consolidation's merge search refused the smallest set it
     tried that holds the node (`Cause.NO_MERGE`), when it tried one."""
     merge = ctx.merges.get(name)
@@ -133,7 +133,7 @@ def run(ctx: PassContext) -> MethodOutcome:
         # while the state is still the one multi-node consolidation looked at: its verdict on the node alone
         known = None if out.commands else ctx.alone.get(name)
         if known is not None:
-            out.blocked[name] = with_merge(ctx, name, known)
+            out.blocked[name] = _with_merge(ctx, name, known)
             continue
         mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
@@ -142,7 +142,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))
             if rejected is not None:
                 ctx.state.rollback(mark)
-                out.blocked[name] = with_merge(ctx, name, rejected)
+                out.blocked[name] = _with_merge(ctx, name, rejected)
                 continue
             if scores:
                 verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores))
@@ -154,7 +154,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             else:
                 take_capacity(ctx, lost)
         if isinstance(verdict, BlockCause):
-            out.blocked[name] = with_merge(ctx, name, verdict)
+            out.blocked[name] = _with_merge(ctx, name, verdict)
         else:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)

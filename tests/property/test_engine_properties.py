@@ -158,6 +158,10 @@ def test_single_node_takes_multi_nodes_verdicts_on_nodes_alone_as_it_would_find_
     shared.remaining = dict(budgets)  # as when multi-node proposed nothing (else single-node does not run)
     event(f"verdicts taken from multi-node: {min(len(shared.alone), 3)}")
     taken = single_node.run(shared)
+    # multi-node's merge search adds to a verdict the merge it tried with the node (`Cause.NO_MERGE`): the verdict
+    # on the node alone is its inner cause
+    taken.blocked = {name: cause.inner if cause.kind == Cause.NO_MERGE and cause.inner is not None else cause
+                     for name, cause in taken.blocked.items()}
     alone = single_node.run(_context(options.view_of(snapshot, NOW), options))
     assert taken.commands == alone.commands
     assert [c.placements for c in taken.commands] == [c.placements for c in alone.commands]

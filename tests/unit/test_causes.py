@@ -169,6 +169,15 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      f"{PODS_FIT_NOWHERE.text} (and {BUDGET_USED_UP.text})", B),
     (NOTHING_TO_DO, "nothing to do: it is not expired, drifted or empty, and no consolidation makes the cluster "
                     "cheaper", U),
+    # a merge refused, after single-node's verdict: the Event is the verdict's
+    (BlockCause(Cause.NO_MERGE, {"size": 2, "merge": NO_CHEAPER}, PODS_FIT_NOWHERE),
+     f"{PODS_FIT_NOWHERE.text}; a merge of the first 2 candidates, it included, into at most one new node was "
+     f"considered too and refused: {NO_CHEAPER.text}", U),
+    (BlockCause(Cause.ALONE_SAVES_MORE, {"alone": 0.0416, "savings": 0.0116}),
+     "consolidated one at a time, its nodes would save $0.0416/h, no less than its $0.0116/h", U),
+    (BlockCause(Cause.NO_MERGE, {"size": 3, "merge": PODS_FIT_NOWHERE}, DEMAND),
+     f"{DEMAND.text}; a merge of the first 3 candidates, it included, into at most one new node was considered too "
+     f"and refused: {PODS_FIT_NOWHERE.text}", B),
 ]
 
 
@@ -181,7 +190,8 @@ def test_a_cause_renders_to_its_sentence_and_classifies_by_its_kind(cause: Block
 
 def test_every_kind_of_cause_has_a_sentence_an_event_and_a_case() -> None:
     assert {cause.kind for cause, _, _ in CAUSES} == set(Cause)
-    assert set(ev.EVENT_OF_CAUSE) == set(Cause) - {Cause.EMPTY_BUT}  # empty, but ...: its inner cause's
+    # empty, but ...; a merge refused after a verdict: its inner cause's
+    assert set(ev.EVENT_OF_CAUSE) == set(Cause) - {Cause.EMPTY_BUT, Cause.NO_MERGE}
 
 
 MISLEADING: list[tuple[BlockCause, str, str]] = [

@@ -614,8 +614,10 @@ def test_topology_wont_delete_node_if_it_would_violate_pod_anti_affinity() -> No
 def test_preferences_should_consolidate_a_node_through_deletion_when_ignoring_preferences() -> None:
     """consolidation_test.go, Describe("Consolidation"), Context("Preferences"), It("should consolidate a node through
     deletion when ignoring preferences"): two 5-cpu nodes of the cheapest type, pods preferring (weight 1) not to
-    share a host; the preference does not keep n1's pod from moving to n0 (Karpenter: with PreferencePolicy
-    Ignore; ebb places pods on existing nodes by their required terms only)."""
+    share a host. Karpenter deletes n1 with PreferencePolicy Ignore, an option ebb does not have; under the default,
+    Respect, which ebb follows, the preference is relaxed only when no node, new ones included, would take the pod:
+    n1's pod would go to a new node, which costs as much as n1, so nothing is consolidated and n1's explanation says
+    why (tests/unit/test_preference_relaxation.py has the rule's table)."""
     foo = {"app": "foo"}
     anti = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 1, "podAffinityTerm": {"labelSelector": {"matchLabels": foo},
@@ -624,7 +626,9 @@ def test_preferences_should_consolidate_a_node_through_deletion_when_ignoring_pr
                     claimed("n1", itype=LEAST_EXPENSIVE, cpu="5", pods=100, zone="us-east-1b"),
                     *[pod(f"p{i}", node_name, labels=foo, affinity=anti)
                       for i, node_name in enumerate(("n0", "n0", "n1"))])
-    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("delete", ["n1"])]
+    assert out["commands"] == []
+    assert "its preferred pod anti-affinity over kubernetes.io/hostname, and a new node would" in \
+        blocked_of(out, "n1")["reason"]
 
 
 # "should consolidate a node through replacement when ignoring preferences" needs Karpenter's PreferencePolicy

@@ -86,6 +86,9 @@ class Cause(StrEnum):
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
     MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
+    # inner: single-node consolidation's verdict; `merge`: why multi-node's merge search refused a set holding it
+    NO_MERGE = "no-merge"
+    ALONE_SAVES_MORE = "alone-saves-more"  # a merge saves no more than its nodes would one at a time
     # its NodePool's consolidationPolicy is Balanced and the move's score is below the threshold (ebb.core.balanced)
     BALANCED_SCORE = "balanced-score"
     # the engine's own
@@ -180,6 +183,10 @@ SENTENCES: Mapping[Cause, str] = {
                                        "choose from; only {found} qualify"),
     Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "
                                "instance types offer only {found}"),
+    Cause.NO_MERGE: ("{inner}; a merge of the first {size} candidates, it included, into at most one new node "
+                     "was considered too and refused: {merge}"),
+    Cause.ALONE_SAVES_MORE: ("consolidated one at a time, its nodes would save ${alone:.4f}/h, no less than its "
+                             "${savings:.4f}/h"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
                            "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "

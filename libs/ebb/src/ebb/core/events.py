@@ -147,7 +147,7 @@ def nodepool_blocked(pool: str, reason: str) -> KubeEvent:
 
 #: the Event of a node the pass leaves alone, by the kind of its cause (None: not reported); every kind but
 #: `EMPTY_BUT`, which gets its inner cause's (do-not-consolidate on an empty node is Unconsolidatable, a
-#: budget DisruptionBlocked)
+#: budget DisruptionBlocked), and `NO_MERGE`, which gets that of single-node consolidation's verdict it adds to
 EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     # not ebb's node, or one already on its way out (its decision, or whoever deletes it, reports it)
     Cause.NOT_OWNED: None,
@@ -182,6 +182,7 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     Cause.SPOT_TO_SPOT_DISABLED: UNCONSOLIDATABLE,
     Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: UNCONSOLIDATABLE,
     Cause.MIN_VALUES_NOT_MET: UNCONSOLIDATABLE,
+    Cause.ALONE_SAVES_MORE: UNCONSOLIDATABLE,
     Cause.NOTHING_TO_DO: UNCONSOLIDATABLE,
     # a hold, a stabilization window or a budget stops it for now
     Cause.PAUSED: DISRUPTION_BLOCKED,
@@ -210,7 +211,7 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
 def classify(cause: BlockCause) -> str | None:
     """The event reason for a node the pass did not disrupt (``Unconsolidatable``, ``DisruptionBlocked``),
     or None when nothing is worth reporting about it."""
-    if cause.kind is Cause.EMPTY_BUT and cause.inner is not None:
+    if cause.kind in (Cause.EMPTY_BUT, Cause.NO_MERGE) and cause.inner is not None:
         return classify(cause.inner)
     return EVENT_OF_CAUSE[cause.kind]
 

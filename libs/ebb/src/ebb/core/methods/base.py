@@ -100,6 +100,9 @@ class PassContext:
     #: greedy run with a replacement (before it took a node): single-node consolidation's verdict on it, which
     #: `single_node.run` takes instead of evaluating the node again while it has kept no command
     alone: dict[str, BlockCause] = field(default_factory=dict)
+    #: why multi-node consolidation's merge search refused the smallest set it tried that holds the node, and that
+    #: set's size (the first that many candidates of the search): what single-node consolidation's verdict adds
+    merges: dict[str, tuple[int, BlockCause]] = field(default_factory=dict)
     #: per NodePool with a demandWindow, the cpu and memory its nodes may still lose this pass
     #: (`ClusterView.headrooms`, less what this pass's earlier commands take)
     capacity_left: dict[str, tuple[int, int]] = field(default_factory=dict)

@@ -24,9 +24,18 @@ rejected and proposed again on every pass. When the whole set does not fit joint
 does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's. A set with
 nodes of a NodePool whose consolidationPolicy is Balanced must also pass that NodePool's score
 (`ebb.core.balanced`); when it does not, the same search looks for the largest prefix that does.
+
+The greedy runs grow a set only from a node that saves something on its own, so they miss merges of nodes none of
+which does (two $1.00 nodes whose pods fit together on one $1.50 node). The merge search (`_merge`) is Karpenter's:
+the first `MAX_MERGE` candidates the budgets allow, the largest set first, then a binary search over the sizes of
+their prefixes, each set simulated jointly with at most one replacement. What it finds is taken when it saves more
+than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
+it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ebb.core import balanced
 from ebb.core.causes import BlockCause, Cause
@@ -59,6 +68,8 @@ from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
 
 NAME = "multi-node-consolidation"
+#: the most candidates one set of the merge search holds (Karpenter's ``maxParallel``)
+MAX_MERGE = 100
 
 
 def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alone: set[str]) -> Command | None:
@@ -134,14 +145,14 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
     if len(taken) < 2:
         return None
     command = _jointly(ctx, taken, allow_replace)
-    if command is not None:
+    if isinstance(command, Command):
         return command
     # the whole set does not fit when placed at once: the largest prefix that does (at least two nodes)
     low, high, best = 2, len(taken) - 1, None
     while low <= high:
         middle = (low + high) // 2
         found = _jointly(ctx, taken[:middle], allow_replace)
-        if found is not None:
+        if isinstance(found, Command):
             best, low = found, middle + 1
         else:
             high = middle - 1
@@ -212,40 +223,50 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
         ctx.alone[name] = BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
 
 
-def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command | None:
+def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: str = "",
+             explain: bool = False) -> Command | BlockCause:
     """The command that removes ``taken``, simulated as validation simulates it: every node removed at once and
-    all their pods placed together, on the remaining nodes and at most one replacement; None when a pod does
-    not fit, the replacement is filtered out, or nothing is saved."""
+    all their pods placed together, on the remaining nodes and at most one replacement; else why not: a pod does
+    not fit (`Cause.PODS_FIT_NOWHERE`, why it found no room said only with ``explain``), the replacement is filtered
+    out (`filter_replacement`'s cause), nothing is saved, a Balanced NodePool's score or a ``demandWindow`` refuses
+    it. ``how`` ends the command's explanation (how the set was found)."""
     state, view = ctx.state, ctx.view
     mark = state.mark()
     try:
         leaving = [pod for name in taken for pod in state.remove_node(name)]
-        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True, explain=False)
+        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True,
+                                      explain=explain)
         if failures:
-            return None
+            pod, why = next(iter(failures.items()))
+            return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": pod, "why": why})
         removed_price = sum(view.price[name] for name in taken)
         replacements: tuple[Replacement, ...] = ()
         new_nodes = state.new_nodes()
         if new_nodes:
             replacement = filter_replacement(new_nodes[0], taken, ctx)
             if not isinstance(replacement, Replacement):
-                return None
+                return replacement
             replacements = (replacement,)
         savings = removed_price - sum(r.price for r in replacements)
         if savings <= EPSILON:
-            return None
+            return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": removed_price - savings,
+                                                             "price": removed_price})
         scores = balanced.judge(view, taken, savings)
-        if balanced.rejection(scores) is not None:
+        rejected = balanced.rejection(scores)
+        if rejected is not None:
             ctx.balanced_refused = (tuple(taken), scores)
-            return None  # a Balanced NodePool finds it not worth its disruption: a smaller prefix may be
+            # a Balanced NodePool finds it not worth its disruption: a smaller prefix may be
+            return balanced.cause(rejected, view.pools[rejected.pool], "this merge")
         action = "replace" if replacements else "delete"
-        if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
-                view, taken, [(r.nodepool, r.instance_types[0]) for r in replacements]), action) is not None:
-            return None
+        if view.demand_peak:
+            short = demand_block(view, ctx.capacity_left, capacity_lost(
+                view, taken, [(r.nodepool, r.instance_types[0]) for r in replacements]), action)
+            if short is not None:
+                return short
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes") + balanced.approval(scores))
+                          else "deleted; their pods fit on the other nodes") + how + balanced.approval(scores))
     finally:
         state.rollback(mark)
 
@@ -272,11 +293,89 @@ def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
     while low <= high:
         middle = (low + high) // 2
         found = _jointly(ctx, allowed[:middle], True)
-        if found is not None:
+        if isinstance(found, Command):
             best, low = found, middle + 1
         else:
             high = middle - 1
     return best
+
+
+def _merge(ctx: PassContext, names: list[str]) -> Command | None:
+    """Karpenter's multi-node search, whatever single nodes could do on their own: the candidates in disruption-cost
+    order, those the budgets allow, the first `MAX_MERGE` of them; the largest set first (all of them), then a
+    binary search over the sizes of their prefixes for the largest that consolidates together with at most one
+    replacement (`_jointly`). Karpenter bounds its search with a timeout; this one is bounded by its probes (one, then
+    at most seven for a hundred candidates). Each candidate of the search that no set taken includes keeps why the
+    smallest set tried that holds it was refused (`PassContext.merges`): single-node consolidation's verdict on the
+    node says it."""
+    view = ctx.view
+    used: dict[str, int] = {}
+    considered: list[str] = []
+    for name in names:
+        pool = view.nodes[name].nodepool or ""
+        if ctx.budget_left(pool, REASON) - used.get(pool, 0) <= 0:
+            continue
+        used[pool] = used.get(pool, 0) + 1
+        considered.append(name)
+        if len(considered) == MAX_MERGE:
+            break
+    if len(considered) < 2:
+        return None
+    explain = ctx.options.explain
+    refused: dict[int, BlockCause] = {}  # the size of a set tried -> why it was refused
+
+    def tried(size: int) -> Command | None:
+        how = (f" (a merge of the first {size} of the {len(considered)} candidates the search considered, the "
+               "largest set of them that consolidates together)")
+        found = _jointly(ctx, considered[:size], True, how=how, explain=explain)
+        if isinstance(found, BlockCause):
+            refused[size] = found
+            return None
+        return found
+
+    best = tried(len(considered))  # the largest set first
+    if best is None:
+        low, high = 2, len(considered) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            found = tried(middle)
+            if found is not None:
+                best, low = found, middle + 1
+            else:
+                high = middle - 1
+    if best is not None:
+        alone = _alone(ctx, best.nodes)
+        if alone >= best.savings - EPSILON:
+            # one at a time its nodes save as much or more: single-node consolidation's moves, not this merge
+            refused[len(best.nodes)] = BlockCause(Cause.ALONE_SAVES_MORE, {"alone": alone, "savings": best.savings})
+            best = None
+        else:
+            best = replace(best, explanation=best.explanation + (
+                f"; one at a time its nodes would save ${alone:.4f}/h" if alone > EPSILON else
+                "; none of its nodes consolidates on its own"))
+    sizes = sorted(refused)
+    for at, name in enumerate(considered):
+        size = next((k for k in sizes if k > at), None)
+        if size is not None and (best is None or name not in best.nodes):
+            ctx.merges[name] = (size, refused[size])
+    return best
+
+
+def _alone(ctx: PassContext, names: tuple[str, ...]) -> float:
+    """What consolidating each of ``names`` on its own would save, summed: the node alone, simulated as a set of one
+    (`_jointly`: its pods on the other nodes and at most one replacement, as single-node consolidation simulates
+    it), none for a node whose verdict alone the greedy runs already found (`PassContext.alone`). A Balanced
+    NodePool's refusal of one node alone is not the search's (`PassContext.balanced_refused` is kept)."""
+    total = 0.0
+    refused = ctx.balanced_refused
+    for name in names:
+        if name in ctx.alone:
+            continue
+        found = _jointly(ctx, [name], True)
+        if isinstance(found, Command):
+            total += found.savings
+    ctx.balanced_refused = refused
+    return total
 
 
 def run(ctx: PassContext) -> MethodOutcome:
@@ -287,13 +386,16 @@ def run(ctx: PassContext) -> MethodOutcome:
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
     refused_alone: set[str] = set()
-    if ctx.options.karpenter_pace:
+    if ctx.options.karpenter_pace:  # the back-test's simulation of Karpenter: its own search, as it is
         best = _karpenter_prefix(ctx, names)
     else:
         for allow_replace in (False, True):
             command = _greedy(ctx, names, allow_replace, refused_alone)
             if command is not None and (best is None or command.savings > best.savings + EPSILON):
                 best = command
+        merged = _merge(ctx, names)
+        if merged is not None and (best is None or merged.savings > best.savings + EPSILON):
+            best = merged
     ctx.state.rollback(start)
     if best is not None:
         for name in best.nodes:

@@ -107,6 +107,15 @@ def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], Bl
     return scores, balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
 
 
+def _with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
+    """``verdict`` on the node alone, and why multi-node consolidation's merge search refused the smallest set it
+    tried that holds the node (`Cause.NO_MERGE`), when it tried one."""
+    merge = ctx.merges.get(name)
+    if merge is None:
+        return verdict
+    return BlockCause(Cause.NO_MERGE, {"size": merge[0], "merge": merge[1]}, verdict)
+
+
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
@@ -125,7 +134,7 @@ def run(ctx: PassContext) -> MethodOutcome:
         # while the state is still the one multi-node consolidation looked at: its verdict on the node alone
         known = None if out.commands else ctx.alone.get(name)
         if known is not None:
-            out.blocked[name] = known
+            out.blocked[name] = _with_merge(ctx, name, known)
             continue
         mark = ctx.state.mark()
         verdict = evaluate(ctx, name, keep=True)
@@ -134,7 +143,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))
             if rejected is not None:
                 ctx.state.rollback(mark)
-                out.blocked[name] = rejected
+                out.blocked[name] = _with_merge(ctx, name, rejected)
                 continue
             if scores:
                 verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores))
@@ -146,7 +155,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             else:
                 take_capacity(ctx, lost)
         if isinstance(verdict, BlockCause):
-            out.blocked[name] = verdict
+            out.blocked[name] = _with_merge(ctx, name, verdict)
         else:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)

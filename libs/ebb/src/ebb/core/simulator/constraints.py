@@ -360,8 +360,8 @@ def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
     return made
 
 
-def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
-    """`relaxations`, made."""
+def _preferences(spec: SchedulingSpec) -> list[tuple[int, int, str, Any]]:
+    """The spec's preferences in the order `relaxations` drops them: (weight, index, kind, the term)."""
     prefs: list[tuple[int, int, str, Any]] = []
     for i, s in enumerate(spec.spread):
         if s.when_unsatisfiable != "DoNotSchedule":
@@ -372,11 +372,29 @@ def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
         prefs.append((w, i, "affinity", t))
     for i, (w, terms) in enumerate(spec.preferred_node_terms):
         prefs.append((w, i, "node", terms))
+    prefs.sort(key=lambda p: (p[0], p[1]))
+    return prefs
+
+
+_PREFERENCE_WORDS = {"spread": "its ScheduleAnyway topology spread over {}", "anti": "its preferred pod "
+                     "anti-affinity over {}", "affinity": "its preferred pod affinity over {}",
+                     "node": "its preferred node affinity"}
+
+
+def preferences_kept(spec: SchedulingSpec, form: int) -> str:
+    """The preferences the pod's form ``form`` (an index of `relaxations`) still holds as requirements, in words."""
+    words = [_PREFERENCE_WORDS[kind].format(getattr(item, "topology_key", ""))
+             for _, _, kind, item in _preferences(spec)[form:]]
+    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1] if words else "no preference"
+
+
+def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
+    """`relaxations`, made."""
+    prefs = _preferences(spec)
     base = replace(spec, spread=tuple(s for s in spec.spread if s.when_unsatisfiable == "DoNotSchedule"),
                    preferred_node_terms=(), preferred_pod_affinity=(), preferred_pod_anti_affinity=())
     if not prefs:
         return [base]
-    prefs.sort(key=lambda p: (p[0], p[1]))
     out = []
     for drop in range(len(prefs) + 1):
         kept = prefs[drop:]

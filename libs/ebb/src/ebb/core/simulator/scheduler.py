@@ -12,7 +12,9 @@ compatibility (nodeSelector, required node affinity, taints; computed once per d
 topology (spread with DoNotSchedule, required pod affinity and anti-affinity, and existing pods'
 anti-affinity against it) from per-group domain counters. The first bin that passes wins; existing
 nodes come first, then open claims, then a new claim from the heaviest compatible NodePool. Preferred
-terms are treated as required and relaxed one at a time when the pod would not schedule at all.
+terms are treated as required and relaxed one at a time when the pod would not schedule at all, new claims
+included (Karpenter's ``trySchedule``): where a simulation may open no more claims (a delete, a replacement already
+open), a pod that a new claim would take as it is fails rather than lose a preference onto an existing node.
 
 Every mutation is journalled so the decision engine can try thousands of "what if" simulations on one
 state and roll each back in time proportional to what it changed.
@@ -53,6 +55,7 @@ from ebb.core.simulator.constraints import (
     has_pod_affinity,
     host_ports,
     node_labels,
+    preferences_kept,
     relaxations,
     requests_kept,
     resource_names,
@@ -609,13 +612,24 @@ class SimState(Placement):
                 self._commit_found(pod, classes, cls, req, b)
                 return None
         else:
-            for cls in classes:
+            relaxed = len(classes) - 1  # the pod's own requirements: the forms before it hold preferences too
+            for form, cls in enumerate(classes):
                 b = self._find_bin(cls, req, needs, max_new)
                 if b is not None:
                     self._commit_found(pod, classes, cls, req, b)
                     return None
+                if form < relaxed and max_new <= 0 and self._launch_in(cls, req) is not None:
+                    # a new node would take it as it is: Karpenter relaxes a preference only when no node, new
+                    # ones included, would take the pod, so the pod needs a new node this simulation may not open
+                    return self._explain_kept(pod, form) if explain else UNEXPLAINED
         self._no_room = (classes, req, last)
         return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
+
+    def _explain_kept(self, pod: Pod, form: int) -> str:
+        """Why a pod whose form ``form`` (preferences kept) found no open bin but a new node would take is not placed
+        by relaxing them."""
+        return (f"no remaining node takes it with {preferences_kept(pod.spec, form)}, and a new node would: a "
+                "preference is relaxed only when no node, new ones included, would take the pod")
 
     def _commit_found(self, pod: Pod, classes: list[PodClass], cls: PodClass, req: IntArray, b: int) -> None:
         """`_commit` the pod onto bin ``b``, found for it in its form ``cls``, and remember it for `_follow` when a pod
@@ -690,39 +704,53 @@ class SimState(Placement):
                                                    removed=self._removed)
         return mask
 
-    def _open_claim(self, cls: PodClass, req: IntArray) -> int | None:
+    def _launch_in(self, cls: PodClass, req: IntArray) -> tuple[int, BoolArray, BoolArray] | None:
+        """Where a new claim for a pod of ``cls`` requesting ``req`` would open, changing nothing: the heaviest
+        NodePool that can launch a node for it, its offerings within its limits, and those the pod narrows them to;
+        None when no NodePool can."""
+        if not cls.can_launch:
+            return None
         s = self.s
         for c in cls.constraints:
             if c.key == LABEL_HOSTNAME and c.kind == "affinity" and not (c.self_match
                                                                         and not any_set(self.counts[c.group])):
                 return None  # a new node holds none of the pods this pod must share a host with
         for p_index in s.pool_order:
-            pool = s.pools[p_index]
             if cls.pool_combo_ok[p_index] is None:
                 continue
             limit_ok = self._limit_mask(p_index)
             if limit_ok is None:
                 continue
             mask = self._narrow(p_index, limit_ok, cls, req)
-            if mask is None:
-                continue
-            b = self.n_bins
-            claim = Claim(p_index, f"new-{pool.pool.name}-{b - s.N + 1}", trues(0),
-                          np.zeros(len(s.resources), dtype=np.int64))
-            claim.mask = limit_ok
-            self.claims[b] = claim
-            self.journal.append(("claim_new", b))
-            self.n_bins = b + 1
-            self.open[b] = True
-            self.bin_pool[b] = p_index
-            cheapest = int(mask.nonzero()[0][pool.combo_price[mask].argmin()])
-            claim.charged = pool.type_charge[pool.combo_type[cheapest]]
-            old = self.pool_used[p_index]
-            self.journal.append(("pool", p_index, old))
-            self.pool_used[p_index] = old + claim.charged
-            self._pending_mask = mask
-            return b
+            if mask is not None:
+                return p_index, limit_ok, mask
         return None
+
+    def _open_claim(self, cls: PodClass, req: IntArray) -> int | None:
+        """Open a new claim for a pod of ``cls`` requesting ``req`` where `_launch_in` finds one (the pod is committed
+        to it by the caller); its bin, or None."""
+        found = self._launch_in(cls, req)
+        if found is None:
+            return None
+        p_index, limit_ok, mask = found
+        s = self.s
+        pool = s.pools[p_index]
+        b = self.n_bins
+        claim = Claim(p_index, f"new-{pool.pool.name}-{b - s.N + 1}", trues(0),
+                      np.zeros(len(s.resources), dtype=np.int64))
+        claim.mask = limit_ok
+        self.claims[b] = claim
+        self.journal.append(("claim_new", b))
+        self.n_bins = b + 1
+        self.open[b] = True
+        self.bin_pool[b] = p_index
+        cheapest = int(mask.nonzero()[0][pool.combo_price[mask].argmin()])
+        claim.charged = pool.type_charge[pool.combo_type[cheapest]]
+        old = self.pool_used[p_index]
+        self.journal.append(("pool", p_index, old))
+        self.pool_used[p_index] = old + claim.charged
+        self._pending_mask = mask
+        return b
 
     def _commit(self, pod: Pod, cls: PodClass, req: IntArray, b: int) -> None:
         """Put ``pod`` (of form ``cls``, requesting ``req``) on bin ``b``, found for it: the claim's offerings

@@ -1,0 +1,131 @@
+"""Multi-node consolidation tries the merge: sets of candidates with at most one replacement, whatever the single
+nodes could do on their own.
+
+Karpenter's multi-node consolidation (v1.14.1, ``firstNConsolidationOption``) takes the candidates in disruption-cost
+order, those the budgets allow, at most 100, and searches the sizes of their prefixes for the largest set that
+consolidates together into at most one new node. ebb's greedy search grows a set only while each step saves more,
+so two $1.00 nodes whose pods fit together on one $1.50 node, neither of which consolidates on its own, were left
+alone, and their explanations never said a merge was considered. The merge search (`multi_node._merge`) tries the
+largest set first; a set found is verified as validation verifies it, counts against the budgets, and is taken
+when it saves more than the greedy set and than its nodes one at a time (ebb's difference, docs/decisions.md). A
+node left alone says which merge was tried with it and why it was refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ebb.core.methods.base import Command
+from ebb.core.validation import validate
+from tests.kit.builders import (
+    NOW,
+    blocked_of,
+    catalog,
+    instance_type,
+    node,
+    nodepool,
+    plan,
+    plan_dict,
+    pod,
+    snapshot,
+)
+
+#: two instance types: "one" (2 cpu) at $1.00/h, "two" (4 cpu) at $1.50/h
+PAIR = catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)])
+#: the same with "two" at $2.00/h: a merge saves nothing
+DEAR = catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 2.0)])
+TRIED = "into at most one new node was considered too and refused: "
+
+
+def _ones(cat: dict[str, Any], cpus: list[str], **pool: Any) -> list[Any]:
+    """A NodePool and one node of type "one" per cpu request, each running one pod that requests it."""
+    docs: list[Any] = [cat, nodepool(**pool)]
+    for i, cpu in enumerate(cpus):
+        name = "abcdefgh"[i]
+        docs += [node(name, itype="one"), pod(f"p-{name}", name, cpu=cpu)]
+    return docs
+
+
+# (id, documents, the commands as (method, action, nodes, the replacement's type), words of the commands'
+#  explanations, the words each node left alone says)
+CASES: list[tuple[str, list[Any], list[tuple[str, str, list[str], str]], list[str], dict[str, str]]] = [
+    ("two $1.00 nodes whose pods fit together on one $1.50 node are merged", _ones(PAIR, ["1500m", "1500m"]),
+     [("multi-node-consolidation", "replace", ["a", "b"], "two")],
+     ["a merge of the first 2 of the 2 candidates the search considered", "none of its nodes consolidates on its own"],
+     {}),
+    ("the merged node costs as much: both kept, each says the merge was refused", _ones(DEAR, ["1500m", "1500m"]),
+     [], [],
+     {"a": TRIED + "can't replace with a cheaper node: its pods need a node costing $2.0000/h or more, and it costs "
+           "$2.0000/h",
+      "b": "a merge of the first 2 candidates, it included, " + TRIED}),
+    ("their pods need a host each (one host port): both kept", [
+        PAIR, nodepool(), node("a", itype="one"), pod("p-a", "a", cpu="1500m", host_port=8080),
+        node("b", itype="one"), pod("p-b", "b", cpu="1500m", host_port=8080)], [], [],
+     {"b": "a merge of the first 2 candidates, it included, " + TRIED + "its pods do not fit on the other nodes "
+           "(pod default/p-"}),
+    ("three pods too big for one node: the first two merged", _ones(PAIR, ["2000m", "2000m", "2000m"]),
+     [("multi-node-consolidation", "replace", ["a", "b"], "two")], ["a merge of the first 2 of the 3 candidates"],
+     {"c": "a merge of the first 3 candidates, it included, " + TRIED + "its pods do not fit on the other nodes "
+           "(pod default/p-"}),
+    ("the largest set first: three nodes onto one", _ones(PAIR, ["1300m", "1300m", "1300m"]),
+     [("multi-node-consolidation", "replace", ["a", "b", "c"], "two")],
+     ["a merge of the first 3 of the 3 candidates"], {}),
+    ("the largest set does not fit, the largest prefix that does is taken", _ones(PAIR, ["1300m"] * 4),
+     [("multi-node-consolidation", "replace", ["a", "b", "c"], "two")],
+     ["a merge of the first 3 of the 4 candidates"],
+     {"d": "a merge of the first 4 candidates, it included, " + TRIED + "its pods do not fit"}),
+    ("a budget of one node: no set to try", _ones(PAIR, ["1500m", "1500m"], budgets=[{"nodes": "1"}]), [], [],
+     {"a": "can't replace with a cheaper node: its pods need a node costing $1.0000/h or more, and it costs "
+           "$1.0000/h"}),
+]
+
+
+@pytest.mark.parametrize(("docs", "commands", "words", "kept"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_multi_node_consolidation_tries_the_merge(docs: list[Any], commands: list[tuple[str, str, list[str], str]],
+                                                  words: list[str], kept: dict[str, str]) -> None:
+    out = plan_dict(*docs)
+    assert [(c["method"], c["action"], c["nodes"], c["replacements"][0]["instanceTypes"][0])
+            for c in out["commands"]] == commands
+    for word in words:
+        assert all(word in c["explanation"] for c in out["commands"]), (word, out["commands"])
+    for name, says in kept.items():
+        assert says in blocked_of(out, name)["reason"]
+
+
+def test_a_budget_of_one_node_tries_no_merge() -> None:
+    out = plan_dict(*_ones(PAIR, ["1500m", "1500m"], budgets=[{"nodes": "1"}]))
+    assert all("a merge" not in b["reason"] for b in out["blocked"])
+
+
+def test_a_merge_is_verified_as_validation_verifies_it() -> None:
+    """The command the search found is the one validation accepts on the snapshot it came from, and a pod that
+    arrives on the other nodes' room makes it stale."""
+    docs = _ones(PAIR, ["1300m", "1300m", "1300m"])
+    found = plan(*docs).first.commands
+    assert [c.nodes for c in found] == [("a", "b", "c")]
+    command: Command = found[0]
+    assert validate(command, snapshot(*docs), NOW) is None
+    # a fourth pod on the nodes the merge empties no longer fits on the one replacement
+    crowded = snapshot(*docs, pod("late", "a", cpu="200m"))
+    assert validate(command, crowded, NOW) is not None
+
+
+def test_a_merge_that_saves_less_than_its_nodes_one_at_a_time_is_left_to_single_node_consolidation() -> None:
+    """``src``'s pod fits on ``dst``: deleting ``src`` saves $0.0416/h. Merging both into one r5.large saves
+    $0.0116/h: Karpenter's search would take it (its multi-node consolidation runs first); ebb deletes ``src``, and
+    ``dst`` says why the merge was refused."""
+    out = plan_dict(nodepool(), node("src", itype="t3.medium"), node("dst", zone="us-east-1b"),
+                    pod("filler", "dst", cpu="100m", memory="5Gi"), pod("p", "src", cpu="300m", memory="256Mi"))
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [
+        ("single-node-consolidation", "delete", ["src"])]
+    assert ("consolidated one at a time, its nodes would save $0.0416/h, no less than its $0.0116/h"
+            in blocked_of(out, "dst")["reason"])
+
+
+def test_the_merge_search_considers_the_candidates_the_budget_allows() -> None:
+    """Five candidates, a budget of three: the search considers the first three, of which the first two merge."""
+    out = plan_dict(*_ones(PAIR, ["1500m"] * 5, budgets=[{"nodes": "3"}]))
+    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("replace", ["a", "b"])]
+    assert "a merge of the first 2 of the 3 candidates" in out["commands"][0]["explanation"]

@@ -151,6 +151,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                        "threshold": 0.5, "k": 2}),
      "NodePool general's consolidationPolicy is Balanced and this replace is not worth its disruption: it would save "
      "4.2% of NodePool general's cost for 10.0% of its disruption cost (score 0.42, below 0.50, k=2)", U),
+    (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this replace", "evictions": "40 pods", "pods": 40,
+                                            "weighted": "", "savings": 0.05, "per_pod": 0.00125,
+                                            "source": ("DisruptionPolicy general",), "price": 0.01, "asked": 0.4}),
+     "this replace would evict 40 pods to save $0.0500/h ($0.0013/h per evicted pod); DisruptionPolicy general's "
+     "minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.4000/h for these", U),
     (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
                                            "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
                                                     "is 3"}),

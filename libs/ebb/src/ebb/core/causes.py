@@ -87,6 +87,8 @@ class Cause(StrEnum):
     MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
     # its NodePool's consolidationPolicy is Balanced and the move's score is below the threshold (ebb.core.balanced)
     BALANCED_SCORE = "balanced-score"
+    # it saves less than its NodePool's minimumSavingPerEvictedPod times the pods it evicts (ebb.core.worth)
+    EVICTIONS_NOT_WORTH = "evictions-not-worth"
     # the engine's own
     ANOTHER_METHOD_ACTED = "another-method-acted"
     BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
@@ -181,6 +183,9 @@ SENTENCES: Mapping[Cause, str] = {
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
                            "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "
                            "{threshold:.2f}, k={k})"),
+    Cause.EVICTIONS_NOT_WORTH: ("{action} would evict {evictions}{weighted} to save ${savings:.4f}/h "
+                                "(${per_pod:.4f}/h per evicted pod); {source:and}'s minimumSavingPerEvictedPod asks "
+                                "at least ${price:.4f}/h per evicted pod, ${asked:.4f}/h for these"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
                                  "one method acts per pass; it is considered again next pass"),
     Cause.BUDGET_WAIT: "{inner}; on its own it could be consolidated ({action}, saving ${savings:.4f}/h)",

@@ -21,11 +21,15 @@ rejected and proposed again on every pass. When the whole set does not fit joint
 does is found by binary search (Karpenter's search over prefixes), and the command is that prefix's. A set with
 nodes of a NodePool whose consolidationPolicy is Balanced must also pass that NodePool's score
 (`ebb.core.balanced`); when it does not, the same search looks for the largest prefix that does.
+
+Where a NodePool prices evictions (``minimumSavingPerEvictedPod``, `ebb.core.worth`), a node joins the set only
+when what it adds to the saving pays for the pods it evicts, the set found must save what its evictions ask, and
+the two runs' sets compare by their saving less that.
 """
 
 from __future__ import annotations
 
-from ebb.core import balanced
+from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     EPSILON,
@@ -117,6 +121,9 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             if alone:
                 _remember(ctx, name, allow_replace, failures, BlockCause(
                     Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": view.price[name]}))
+            continue
+        if candidate_savings - savings <= worth.asked(view, [name]) - EPSILON:
+            state.rollback(mark)  # what the node adds to the saving does not pay for the pods it evicts
             continue
         if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
                 view, [*taken, name], [(n.nodepool, n.instance_types[0]) for n in new_nodes]), "") is not None:
@@ -229,7 +236,7 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
                 return None
             replacements = (replacement,)
         savings = removed_price - sum(r.price for r in replacements)
-        if savings <= EPSILON:
+        if savings <= EPSILON or worth.refusal(view, taken, savings, "") is not None:
             return None
         scores = balanced.judge(view, taken, savings)
         if balanced.rejection(scores) is not None:
@@ -242,7 +249,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes") + balanced.approval(scores))
+                          else "deleted; their pods fit on the other nodes") + balanced.approval(scores)
+                       + worth.words(view, taken, savings))
     finally:
         state.rollback(mark)
 
@@ -257,7 +265,8 @@ def run(ctx: PassContext) -> MethodOutcome:
     refused_alone: set[str] = set()
     for allow_replace in (False, True):
         command = _greedy(ctx, names, allow_replace, refused_alone)
-        if command is not None and (best is None or command.savings > best.savings + EPSILON):
+        if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
+                                    > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
             best = command
     ctx.state.rollback(start)
     if best is not None:

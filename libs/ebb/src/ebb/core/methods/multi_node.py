@@ -249,8 +249,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool) -> Command
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes") + balanced.approval(scores)
-                       + worth.words(view, taken, savings))
+                          else "deleted; their pods fit on the other nodes") + worth.words(view, taken, savings)
+                       + balanced.approval(scores))
     finally:
         state.rollback(mark)
 

@@ -138,8 +138,8 @@ def run(ctx: PassContext) -> MethodOutcome:
                 ctx.state.rollback(mark)
                 out.blocked[name] = rejected
                 continue
-            verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores)
-                              + worth.words(ctx.view, verdict.nodes, verdict.savings))
+            verdict = replace(verdict, explanation=verdict.explanation
+                              + worth.words(ctx.view, verdict.nodes, verdict.savings) + balanced.approval(scores))
             lost = command_capacity_lost(ctx.view, verdict)
             short = demand_block(ctx.view, ctx.capacity_left, lost, f"this {verdict.action}") if lost else None
             if short is not None:

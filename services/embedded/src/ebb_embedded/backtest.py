@@ -76,10 +76,11 @@ class Policy:
 
 
 def karpenter_default() -> Policy:
-    """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window."""
+    """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window, any saving
+    worth any evictions."""
     doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
            "spec": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-                    "budgets": [{"nodes": "10%"}]}}
+                    "minimumSavingPerEvictedPod": 0, "budgets": [{"nodes": "10%"}]}}
     return Policy(KARPENTER_DEFAULT, "built in", (doc,))
 
 

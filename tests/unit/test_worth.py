@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from ebb.core import worth
+from ebb.core.causes import Cause, Stale
 from ebb.core.cluster import ClusterView
 from ebb.core.model import DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD
-from tests.kit.builders import NOW, blocked_of, disruption_policy, node, nodepool, plan_dict, pod, snapshot
+from ebb.core.validation import validate
+from tests.kit.builders import NOW, blocked_of, disruption_policy, node, nodepool, plan, plan_dict, pod, snapshot
 
 M5_2XLARGE, M5_LARGE, T3_MEDIUM = 0.384, 0.096, 0.0416
 #: a replace of an m5.2xlarge by a t3.medium saves this much
@@ -161,3 +163,18 @@ def test_a_move_across_nodepools_asks_each_ones_price_for_its_own_pods() -> None
     assert found.pods == 3
     assert found.asked == pytest.approx(2 * DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD + 0.02)
     assert priced_a == ([DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD] if DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD else [])
+
+
+@pytest.mark.parametrize(("more_pods", "stale"), [(0, False), (5, True)])
+def test_validation_rejects_a_command_whose_nodes_no_longer_pay_for_their_pods(more_pods: int, stale: bool) -> None:
+    """Decided at $0.03/h a pod for 10 pods ($0.30/h asked, $0.3424/h saved); 5 more pods ask $0.45/h."""
+    docs = [nodepool(), _policy(0.03), *_big(10)]
+    (command,) = plan(*docs).first.commands
+    later = snapshot(*docs, *[pod(f"late-{i}", "big") for i in range(more_pods)])
+    found = validate(command, later, NOW)
+    if not stale:
+        assert found is None
+        return
+    assert found is not None and found.kind is Stale.EVICTIONS_NOW_NOT_WORTH
+    assert found.inner is not None and found.inner.kind is Cause.EVICTIONS_NOT_WORTH
+    assert found.text.startswith("its nodes have more pods now: this replace would evict 15 pods to save $0.3424/h")

@@ -109,6 +109,7 @@ class Stale(StrEnum):
     NO_LONGER_EMPTY = "no-longer-empty"
     BUDGET_SHRANK = "budget-shrank"
     BELOW_DEMAND_PEAK = "below-demand-peak"  # inner: DEMAND_WINDOW
+    EVICTIONS_NOW_NOT_WORTH = "evictions-now-not-worth"  # inner: EVICTIONS_NOT_WORTH (pods arrived since)
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
     VIEW_BEHIND = "view-behind"
@@ -206,6 +207,7 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.BUDGET_SHRANK: ("the {reason} budget of {source} now allows {allowed} disruptions, the command "
                           "needs {needed}"),
     Stale.BELOW_DEMAND_PEAK: "{inner}",
+    Stale.EVICTIONS_NOW_NOT_WORTH: "its nodes have more pods now: {inner}",
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),

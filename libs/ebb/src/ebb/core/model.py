@@ -369,7 +369,7 @@ DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after"
 DEFAULT_EXPIRE_AFTER = 720 * 3600.0
 #: a DisruptionPolicy's ``minimumSavingPerEvictedPod`` when it states none, dollars per hour (`ebb.core.worth`;
 #: docs/policies.md says how it was chosen). A NodePool's own spec.disruption defaults to 0, Karpenter's rule
-DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD = 0.01
+DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD = 0.005
 
 
 @dataclass(frozen=True, slots=True)

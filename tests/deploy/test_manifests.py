@@ -415,15 +415,18 @@ def test_the_disruption_policy_crd_and_the_parser_agree() -> None:
     """The CRD's spec fields are those the parser reads, and an object with only the CRD's defaults parses to
     the parser's defaults (no expiry: the CRD gives expireAfter no default)."""
     from ebb.core.model import DisruptionPolicy
-    from ebb.core.snapshot import parse_object
+    from ebb.core.snapshot import MAX_SAVING_PER_EVICTED_POD, parse_object
 
     crd = named("CustomResourceDefinition", "disruptionpolicies.ebb.sh")
     assert crd["spec"]["names"]["plural"] == "disruptionpolicies" and crd["spec"]["scope"] == "Cluster"
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert set(spec["properties"]) == {"consolidationPolicy", "consolidateAfter", "expireAfter", "stabilizationWindow",
-                                       "minimumPriceImprovementPercent", "demandWindow", "budgets"}
+                                       "minimumPriceImprovementPercent", "minimumSavingPerEvictedPod", "demandWindow",
+                                       "budgets"}
     assert (spec["properties"]["minimumPriceImprovementPercent"]["minimum"],
             spec["properties"]["minimumPriceImprovementPercent"]["maximum"]) == (0, 100)  # as the parser's range
+    assert (spec["properties"]["minimumSavingPerEvictedPod"]["minimum"],
+            spec["properties"]["minimumSavingPerEvictedPod"]["maximum"]) == (0, MAX_SAVING_PER_EVICTED_POD)
     assert "default" not in spec["properties"]["expireAfter"]
     assert spec["properties"]["budgets"]["items"]["properties"]["reasons"]["items"]["enum"] == [
         "Underutilized", "Empty", "Drifted", "Expired"]

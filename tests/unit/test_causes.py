@@ -155,6 +155,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                        "threshold": 0.5, "k": 2}),
      "NodePool general's consolidationPolicy is Balanced and this replace is not worth its disruption: it would save "
      "4.2% of NodePool general's cost for 10.0% of its disruption cost (score 0.42, below 0.50, k=2)", U),
+    (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this replace", "evictions": "40 pods", "pods": 40,
+                                            "weighted": "", "savings": 0.05, "per_pod": 0.00125,
+                                            "source": ("DisruptionPolicy general",), "price": 0.01, "asked": 0.4}),
+     "this replace would evict 40 pods to save $0.0500/h ($0.0013/h per evicted pod); DisruptionPolicy general's "
+     "minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.4000/h for these", U),
     (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
                                            "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
                                                     "is 3"}),
@@ -249,6 +254,12 @@ STALE: list[tuple[StaleCause, str]] = [
     (StaleCause(Stale.BELOW_DEMAND_PEAK, {}, DEMAND),
      "DisruptionPolicy default's demandWindow (1h) keeps capacity for what its pods requested at their peak within it "
      "(cpu 3000m, memory 4.00Gi); deleting it would leave its nodes cpu 2000m, memory 8.00Gi"),
+    (StaleCause(Stale.EVICTIONS_NOW_NOT_WORTH, {}, BlockCause(Cause.EVICTIONS_NOT_WORTH, {
+        "action": "this delete", "evictions": "12 pods", "pods": 12, "weighted": "", "savings": 0.096,
+        "per_pod": 0.008, "source": ("DisruptionPolicy default",), "price": 0.01, "asked": 0.12})),
+     "its nodes have more pods now: this delete would evict 12 pods to save $0.0960/h ($0.0080/h per evicted pod); "
+     "DisruptionPolicy default's minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.1200/h for "
+     "these"),
     (StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": "default/web", "why": "no room"}),
      "pod default/web would no longer fit: no room"),
     (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),

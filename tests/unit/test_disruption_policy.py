@@ -65,6 +65,12 @@ PARSED: list[tuple[str, dict[str, Any], DisruptionPolicy]] = [
     ("Never", {"consolidateAfter": "Never", "expireAfter": "Never"},
      DisruptionPolicy("default", consolidate_after=None, expire_after=None)),
     ("no budgets: one of 10%", {"budgets": None}, DisruptionPolicy("default", budgets=(Budget("10%"),))),
+    ("minimumSavingPerEvictedPod, dollars per hour", {"minimumSavingPerEvictedPod": 0.01},
+     DisruptionPolicy("default", minimum_saving_per_evicted_pod=0.01)),
+    ("minimumSavingPerEvictedPod quoted, as a decimal may be", {"minimumSavingPerEvictedPod": "0.025"},
+     DisruptionPolicy("default", minimum_saving_per_evicted_pod=0.025)),
+    ("minimumSavingPerEvictedPod 0: any saving, Karpenter's rule", {"minimumSavingPerEvictedPod": 0},
+     DisruptionPolicy("default", minimum_saving_per_evicted_pod=0.0)),
     ("a bad budget is kept as written (it fails closed when judged)", {"budgets": [{"nodes": "lots"}]},
      DisruptionPolicy("default", budgets=(Budget("lots"),))),
 ]
@@ -89,6 +95,13 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"minimumPriceImprovementPercent": "20%"}, "spec.minimumPriceImprovementPercent", "'20%'"),
     ({"minimumPriceImprovementPercent": 12.5}, "spec.minimumPriceImprovementPercent", "12.5"),
     ({"minimumPriceImprovementPercent": True}, "spec.minimumPriceImprovementPercent", "True"),
+    ({"minimumSavingPerEvictedPod": -0.01}, "spec.minimumSavingPerEvictedPod", "dollars per hour from 0"),
+    ({"minimumSavingPerEvictedPod": "cheap"}, "spec.minimumSavingPerEvictedPod", "'cheap'"),
+    ({"minimumSavingPerEvictedPod": True}, "spec.minimumSavingPerEvictedPod", "True"),
+    ({"minimumSavingPerEvictedPod": 1001}, "spec.minimumSavingPerEvictedPod", "1001"),
+    ({"minimumSavingPerEvictedPod": float("inf")}, "spec.minimumSavingPerEvictedPod", "inf"),
+    ({"minimumSavingPerEvictedPod": "nan"}, "spec.minimumSavingPerEvictedPod", "'nan'"),
+    ({"minimumSavingPerEvictedPod": [0.01]}, "spec.minimumSavingPerEvictedPod", "[0.01]"),
 ]
 
 

@@ -84,12 +84,13 @@ class Policy:
 def _karpenter(name: str, consolidation_policy: str) -> Policy:
     doc = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": EVERY_NODEPOOL},
            "spec": {"consolidationPolicy": consolidation_policy, "consolidateAfter": "0s",
-                    "budgets": [{"nodes": "10%"}]}}
+                    "minimumSavingPerEvictedPod": 0, "budgets": [{"nodes": "10%"}]}}
     return Policy(name, "built in", (doc,), {"karpenterPace": "true"})
 
 
 def karpenter_default() -> Policy:
-    """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window."""
+    """Karpenter's defaults: consolidate empty and underutilized nodes at once, no stabilization window, any saving
+    worth any evictions."""
     return _karpenter(KARPENTER_DEFAULT, "WhenEmptyOrUnderutilized")
 
 

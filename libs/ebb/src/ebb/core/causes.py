@@ -91,6 +91,8 @@ class Cause(StrEnum):
     ALONE_SAVES_MORE = "alone-saves-more"  # a merge saves no more than its nodes would one at a time
     # its NodePool's consolidationPolicy is Balanced and the move's score is below the threshold (ebb.core.balanced)
     BALANCED_SCORE = "balanced-score"
+    # it saves less than its NodePool's minimumSavingPerEvictedPod times the pods it evicts (ebb.core.worth)
+    EVICTIONS_NOT_WORTH = "evictions-not-worth"
     # the engine's own
     ANOTHER_METHOD_ACTED = "another-method-acted"
     BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
@@ -111,6 +113,7 @@ class Stale(StrEnum):
     NO_LONGER_EMPTY = "no-longer-empty"
     BUDGET_SHRANK = "budget-shrank"
     BELOW_DEMAND_PEAK = "below-demand-peak"  # inner: DEMAND_WINDOW
+    EVICTIONS_NOW_NOT_WORTH = "evictions-now-not-worth"  # inner: EVICTIONS_NOT_WORTH (pods arrived since)
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
     VIEW_BEHIND = "view-behind"
@@ -191,6 +194,9 @@ SENTENCES: Mapping[Cause, str] = {
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
                            "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "
                            "{threshold:.2f}, k={k})"),
+    Cause.EVICTIONS_NOT_WORTH: ("{action} would evict {evictions}{weighted} to save ${savings:.4f}/h "
+                                "(${per_pod:.4f}/h per evicted pod); {source:and}'s minimumSavingPerEvictedPod asks "
+                                "at least ${price:.4f}/h per evicted pod, ${asked:.4f}/h for these"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
                                  "one method acts per pass; it is considered again next pass"),
     Cause.BUDGET_WAIT: "{inner}; on its own it could be consolidated ({action}, saving ${savings:.4f}/h)",
@@ -211,6 +217,7 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.BUDGET_SHRANK: ("the {reason} budget of {source} now allows {allowed} disruptions, the command "
                           "needs {needed}"),
     Stale.BELOW_DEMAND_PEAK: "{inner}",
+    Stale.EVICTIONS_NOW_NOT_WORTH: "its nodes have more pods now: {inner}",
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),

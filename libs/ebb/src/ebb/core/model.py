@@ -362,10 +362,14 @@ POLICY_FROM_DISRUPTION_POLICY = "DisruptionPolicy"
 #: the disruption settings, fields of the same name on `NodePool` and `DisruptionPolicy` (with
 #: ``expire_after_default``, which says where ``expire_after`` came from)
 DISRUPTION_FIELDS = ("consolidation_policy", "consolidate_after", "expire_after", "expire_after_default", "budgets",
-                     "stabilization_window", "minimum_price_improvement_percent", "demand_window")
+                     "stabilization_window", "minimum_price_improvement_percent", "demand_window",
+                     "minimum_saving_per_evicted_pod")
 #: Karpenter's CRD default of a NodePool's ``spec.template.spec.expireAfter`` (and of v1beta1's
 #: ``spec.disruption.expireAfter``), seconds: the API server writes 720h into a NodePool that sets none
 DEFAULT_EXPIRE_AFTER = 720 * 3600.0
+#: a DisruptionPolicy's ``minimumSavingPerEvictedPod`` when it states none, dollars per hour (`ebb.core.worth`;
+#: docs/policies.md says how it was chosen). A NodePool's own spec.disruption defaults to 0, Karpenter's rule
+DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +400,9 @@ class NodePool:
     #: Empty and Underutilized disruptions keep the pool's capacity (cpu and memory of its nodes) at least at what
     #: its pods requested at their peak within this window, seconds (None: no such floor; docs/architecture.md)
     demand_window: float | None = None
+    #: a consolidation of this pool's nodes must save at least this many dollars per hour per pod it evicts (each
+    #: pod weighted by its eviction cost; 0: any saving, as Karpenter; `ebb.core.worth`)
+    minimum_saving_per_evicted_pod: float = 0.0
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
@@ -447,6 +454,7 @@ class DisruptionPolicy:
     stabilization_window: float | None = None
     minimum_price_improvement_percent: int = 0
     demand_window: float | None = None
+    minimum_saving_per_evicted_pod: float = DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD
     #: always False: a DisruptionPolicy's expireAfter has no default (the field is here for `DISRUPTION_FIELDS`)
     expire_after_default: bool = False
 

@@ -19,6 +19,7 @@ DisruptionPolicy CRD has no default for it (none: no expiry).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ from ebb.core.model import (
     ANNOTATION_POD_DELETION_COST,
     CONSOLIDATION_POLICIES,
     DEFAULT_EXPIRE_AFTER,
+    DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD,
     DISRUPTION_FIELDS,
     INTEGER_OPERATORS,
     LABEL_INITIALIZED,
@@ -598,6 +600,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
         minimum_price_improvement_percent=_percent(doc, "spec.disruption.minimumPriceImprovementPercent"),
         demand_window=_window(doc, "spec.disruption.demandWindow"),
+        minimum_saving_per_evicted_pod=_dollars_per_hour(doc, "spec.disruption.minimumSavingPerEvictedPod", 0.0),
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
@@ -616,6 +619,8 @@ def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
         stabilization_window=doc.duration("spec.stabilizationWindow", None),
         minimum_price_improvement_percent=_percent(doc, "spec.minimumPriceImprovementPercent"),
         demand_window=_window(doc, "spec.demandWindow"),
+        minimum_saving_per_evicted_pod=_dollars_per_hour(doc, "spec.minimumSavingPerEvictedPod",
+                                                         DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD),
     )
 
 
@@ -623,6 +628,28 @@ def _window(doc: _Doc, path: str) -> float | None:
     """A positive duration, or None when absent (``0s`` too: no window)."""
     value = doc.duration(path, None)
     return value if value else None
+
+
+#: the largest ``minimumSavingPerEvictedPod`` taken, dollars per hour: above the price of any instance type, so
+#: it already stops every consolidation that evicts a pod
+MAX_SAVING_PER_EVICTED_POD = 1000.0
+
+
+def _dollars_per_hour(doc: _Doc, path: str, default: float) -> float:
+    """A price in dollars per hour, from 0 to `MAX_SAVING_PER_EVICTED_POD`: a number, or a string holding one
+    (``"0.01"``, as a Kubernetes object may quote a decimal); absent: ``default``."""
+    value = doc.get(path)
+    if value is None:
+        return default
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(value.strip().removeprefix("$"))
+    if number is None or not math.isfinite(number) or not 0 <= number <= MAX_SAVING_PER_EVICTED_POD:
+        raise doc.fail(path, f"{value!r} is not a price in dollars per hour from 0 to {MAX_SAVING_PER_EVICTED_POD:g}")
+    return number
 
 
 def _percent(doc: _Doc, path: str) -> int:

@@ -4,7 +4,8 @@ The planner waits (15 s by default) between deciding a consolidation and executi
 does, then re-checks against fresh state: every node still exists and is a candidate for the method
 (the method's own re-check, `Method.validate`, included: still expired, still drifted, still empty, still
 consolidatable), the budgets still allow it, a consolidation still leaves every NodePool with a
-``demandWindow`` the capacity its peak demand asks for, and a new simulation still places every pod with no more (and
+``demandWindow`` the capacity its peak demand asks for and still saves what the pods it now evicts ask
+(``minimumSavingPerEvictedPod``, `ebb.core.worth`), and a new simulation still places every pod with no more (and
 no dearer) replacements. A stale command is rejected with why, a `StaleCause` whose sentence the planner
 records; it is never run.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from ebb.core import worth
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
@@ -63,6 +65,10 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
         short = demand_block(view, view.headrooms(), command_capacity_lost(view, command), f"this {command.action}")
         if short is not None:
             return StaleCause(Stale.BELOW_DEMAND_PEAK, {}, short)
+    if method.consolidation:
+        refused = worth.refusal(view, command.nodes, command.savings, f"this {command.action}")
+        if refused is not None:
+            return StaleCause(Stale.EVICTIONS_NOW_NOT_WORTH, {}, refused)
     _scheduler, state = simulation(view)
     if method.consolidation:
         set_aside_unsettled(view, state)

@@ -31,13 +31,17 @@ the first `MAX_MERGE` candidates the budgets allow, the largest set first, then 
 their prefixes, each set simulated jointly with at most one replacement. What it finds is taken when it saves more
 than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
 it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
+
+Where a NodePool prices evictions (``minimumSavingPerEvictedPod``, `ebb.core.worth`), a node joins the set only
+when what it adds to the saving pays for the pods it evicts, the set found must save what its evictions ask, and
+the two runs' sets compare by their saving less that.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ebb.core import balanced
+from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     EPSILON,
@@ -131,6 +135,9 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             if alone:
                 _remember(ctx, name, allow_replace, failures, BlockCause(
                     Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": view.price[name]}))
+            continue
+        if candidate_savings - savings <= worth.asked(view, [name]) - EPSILON:
+            state.rollback(mark)  # what the node adds to the saving does not pay for the pods it evicts
             continue
         if view.demand_peak and demand_block(view, ctx.capacity_left, capacity_lost(
                 view, [*taken, name], [(n.nodepool, n.instance_types[0]) for n in new_nodes]), "") is not None:
@@ -251,6 +258,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: st
         if savings <= EPSILON:
             return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": removed_price - savings,
                                                              "price": removed_price})
+        if (not_worth := worth.refusal(view, taken, savings, "this consolidation")) is not None:
+            return not_worth
         scores = balanced.judge(view, taken, savings)
         rejected = balanced.rejection(scores)
         if rejected is not None:
@@ -266,7 +275,8 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: st
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
                        f"{len(taken)} nodes costing ${removed_price:.4f}/h "
                        + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes") + how + balanced.approval(scores))
+                          else "deleted; their pods fit on the other nodes") + how
+                       + worth.words(view, taken, savings) + balanced.approval(scores))
     finally:
         state.rollback(mark)
 
@@ -391,10 +401,12 @@ def run(ctx: PassContext) -> MethodOutcome:
     else:
         for allow_replace in (False, True):
             command = _greedy(ctx, names, allow_replace, refused_alone)
-            if command is not None and (best is None or command.savings > best.savings + EPSILON):
+            if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
+                                        > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
                 best = command
         merged = _merge(ctx, names)
-        if merged is not None and (best is None or merged.savings > best.savings + EPSILON):
+        if merged is not None and (best is None or worth.net(ctx.view, merged.nodes, merged.savings)
+                                   > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
             best = merged
     ctx.state.rollback(start)
     if best is not None:

@@ -8,14 +8,16 @@ simulated in sequence on one state, so a later command never counts on capacity 
 node, once chosen, takes no other command's pods. On a 2,000-node cluster this turns hundreds of passes into a
 handful. With explanations on, every remaining candidate gets its own reason. In a NodePool whose
 consolidationPolicy is Balanced, a candidate whose delete would not be worth its disruption is not simulated, and
-a command found is made only when its score passes (`ebb.core.balanced`).
+a command found is made only when its score passes (`ebb.core.balanced`). A command that saves less than its
+NodePool's ``minimumSavingPerEvictedPod`` asks for the pods it evicts is not made (`ebb.core.worth`), and every
+command's explanation says what it evicts against what it saves.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ebb.core import balanced
+from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
     Command,
@@ -99,11 +101,12 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
 
 def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], BlockCause | None]:
     """The Balanced NodePools' scores of ``command`` (none when none of its NodePools is Balanced), and why one of
-    them would not make it (its score is below the threshold), or None."""
+    them would not make it (its score is below the threshold), or why it is not worth the pods it evicts
+    (`ebb.core.worth`), or None."""
     scores = balanced.judge(ctx.view, command.nodes, command.savings)
     rejected = balanced.rejection(scores)
     if rejected is None:
-        return scores, None
+        return scores, worth.refusal(ctx.view, command.nodes, command.savings, f"this {command.action}")
     return scores, balanced.cause(rejected, ctx.view.pools[rejected.pool], f"this {command.action}")
 
 
@@ -145,8 +148,8 @@ def run(ctx: PassContext) -> MethodOutcome:
                 ctx.state.rollback(mark)
                 out.blocked[name] = _with_merge(ctx, name, rejected)
                 continue
-            if scores:
-                verdict = replace(verdict, explanation=verdict.explanation + balanced.approval(scores))
+            verdict = replace(verdict, explanation=verdict.explanation
+                              + worth.words(ctx.view, verdict.nodes, verdict.savings) + balanced.approval(scores))
             lost = command_capacity_lost(ctx.view, verdict)
             short = demand_block(ctx.view, ctx.capacity_left, lost, f"this {verdict.action}") if lost else None
             if short is not None:

@@ -103,7 +103,8 @@ def test_multi_node_consolidation_takes_a_node_only_when_it_pays_for_its_pods(pr
         assert ("minimumSavingPerEvictedPod" in command["explanation"]) == (price > 0)
     else:
         for name in ("n1", "n2", "n3"):
-            assert blocked_of(out, name)["reason"] == (
+            # the node's own verdict first (a merge the search tried and refused may follow it)
+            assert blocked_of(out, name)["reason"].startswith(
                 f"this delete would evict 1 pod to save ${M5_LARGE:.4f}/h (${M5_LARGE:.4f}/h per evicted pod); "
                 "DisruptionPolicy default's minimumSavingPerEvictedPod asks at least $0.1000/h per evicted pod, "
                 "$0.1000/h for these")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import stat
 import subprocess
@@ -126,11 +127,16 @@ def run_karpenter(binary: Path, n: int) -> dict[str, Any]:
     """One run of ``BenchmarkScheduling<n>`` at ``-benchtime=1x`` in a fresh process."""
     if n not in BENCH_SIZES:
         raise ValueError(f"Karpenter has no BenchmarkScheduling{n} (sizes {sorted(BENCH_SIZES)})")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([str(binary), "-test.run=XXX", f"-test.bench=^BenchmarkScheduling{n}$",
                           "-test.benchtime=1x"], cwd=binary.parent, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"Karpenter's BenchmarkScheduling{n} failed:\n{(out.stdout + out.stderr)[-3000:]}")
-    return parse_benchmark(out.stdout, n)
+    result = parse_benchmark(out.stdout, n)
+    # the whole process's CPU (every thread; its setup and pod generation too, untimed by the benchmark)
+    result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
 
 
 def _env_ints(name: str, default: Sequence[int]) -> tuple[int, ...]:
@@ -163,7 +169,8 @@ def run_rounds(ebb_case: Callable[[int], dict[str, Any]], sizes: Sequence[int] |
                 karpenter = run_karpenter(binary, n)
                 log(f"simpeer round {round_no}, {n} pods: ebb {ebb['seconds']:.3f}s {ebb['nodes']} nodes, "
                     f"Karpenter {karpenter['seconds']:.3f}s {karpenter['nodes']} nodes, "
-                    f"{karpenter['seconds'] / ebb['seconds']:.1f}x")
+                    f"{karpenter['seconds'] / ebb['seconds']:.1f}x; CPU ebb {ebb.get('cpu_seconds', 0):.3f}s, "
+                    f"Karpenter {karpenter['cpu_seconds']:.3f}s")
                 runs.append({"round": round_no, "pods": n, "ebb": ebb, "karpenter": karpenter})
     return {"karpenter_version": KARPENTER_VERSION, "sizes": list(sizes), "rounds": rounds, "runs": runs,
             "build_seconds": built, "load_before": list(load_before), "load_after": list(os.getloadavg())}
@@ -172,6 +179,16 @@ def run_rounds(ebb_case: Callable[[int], dict[str, Any]], sizes: Sequence[int] |
 def _span(values: Sequence[float], fmt: str) -> str:
     low, high = min(values), max(values)
     return format(low, fmt) if format(low, fmt) == format(high, fmt) else f"{low:{fmt}} to {high:{fmt}}"
+
+
+def _cpu(side: dict[str, Any]) -> str:
+    return f"{side['cpu_seconds']:.3f}" if "cpu_seconds" in side else "-"
+
+
+def _cpu_ratio(runs: Sequence[dict[str, Any]]) -> str:
+    ratios = [r["karpenter"]["cpu_seconds"] / r["ebb"]["cpu_seconds"] for r in runs
+              if r["ebb"].get("cpu_seconds") and "cpu_seconds" in r["karpenter"]]
+    return _span(ratios, ".1f") if ratios else "-"
 
 
 def render(result: dict[str, Any]) -> list[str]:
@@ -184,8 +201,11 @@ def render(result: dict[str, Any]) -> list[str]:
              "and ebb's simulator on the same generated workload, ebb then Karpenter for every size and round. "
              f"Load average (1, 5, 15 min) before {', '.join(f'{x:.1f}' for x in result['load_before'])}, after "
              f"{', '.join(f'{x:.1f}' for x in result['load_after'])}.", "",
+             "CPU s: ebb's process time over the timed part; Karpenter's, its whole process's (every thread, its "
+             "setup too), so the CPU ratio favours Karpenter a little and moves less with the load than the times.",
+             "",
              "| pods | ebb s | Karpenter s | Karpenter s / ebb s | ebb pods/s | Karpenter pods/s | nodes ebb | "
-             "nodes Karpenter |", "|---|---|---|---|---|---|---|---|"]
+             "nodes Karpenter | CPU s ebb | CPU s Karpenter | CPU ratio |", "|" + "---|" * 11]
     for n in result["sizes"]:
         runs = [r for r in result["runs"] if r["pods"] == n]
         ebb_s = [r["ebb"]["seconds"] for r in runs]
@@ -194,6 +214,8 @@ def render(result: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {n:,} | {', '.join(f'{s:.3f}' for s in ebb_s)} | {', '.join(f'{s:.3f}' for s in go_s)} | "
             f"{_span(ratios, '.1f')} | {_span([n / s for s in ebb_s], ',.0f')} | "
-            f"{_span([n / s for s in go_s], ',.0f')} | {_span([r['ebb']['nodes'] for r in runs], 'd')} | "
-            f"{_span([r['karpenter']['nodes'] for r in runs], 'd')} |")
+            f"{_span([n / s for s in go_s], ',.0f')} | {_span([r['ebb']['nodes'] for r in runs], ',d')} | "
+            f"{_span([r['karpenter']['nodes'] for r in runs], ',d')} | "
+            f"{', '.join(_cpu(r['ebb']) for r in runs)} | {', '.join(_cpu(r['karpenter']) for r in runs)} | "
+            f"{_cpu_ratio(runs)} |")
     return [*lines, ""]

@@ -42,8 +42,8 @@ def test_parse_benchmark_reads_the_line_of_the_size_asked() -> None:
 
 
 def _run(n: int, round_no: int, ebb_s: float, go_s: float, nodes: int) -> dict[str, Any]:
-    return {"round": round_no, "pods": n, "ebb": {"seconds": ebb_s, "nodes": nodes},
-            "karpenter": {"seconds": go_s, "nodes": nodes + 1}}
+    return {"round": round_no, "pods": n, "ebb": {"seconds": ebb_s, "cpu_seconds": ebb_s / 2, "nodes": nodes},
+            "karpenter": {"seconds": go_s, "cpu_seconds": go_s, "nodes": nodes + 1}}
 
 
 def test_render_gives_each_sides_times_the_ratio_range_and_nodes() -> None:
@@ -55,7 +55,7 @@ def test_render_gives_each_sides_times_the_ratio_range_and_nodes() -> None:
     (row,) = (line for line in lines if line.startswith("| 1,000 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells == ["1,000", "0.100, 0.200", "3.000, 4.000", "20.0 to 30.0", "5,000 to 10,000", "250 to 333",
-                     "200", "201"]
+                     "200", "201", "0.050, 0.100", "3.000, 4.000", "40.0 to 60.0"]
     assert "before 1.0, 2.0, 3.0" in "\n".join(lines)
 
 
@@ -100,4 +100,5 @@ def test_smoke_both_sides_schedule_100_pods() -> None:
     # 20 anti-affinity pods need a node each, on both sides
     assert run["ebb"]["nodes"] >= 20 and run["karpenter"]["nodes"] >= 20
     assert run["ebb"]["seconds"] > 0 and run["karpenter"]["seconds"] > 0
+    assert run["ebb"]["cpu_seconds"] > 0 and run["karpenter"]["cpu_seconds"] > 0
     assert any(line.startswith("| 100 |") for line in simpeer.render(result))

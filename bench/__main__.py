@@ -1,12 +1,16 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|engine|memory|load|watcher|backtest|work|peer|chaos|all] [--write docs/benchmarks.md]
+    python -m bench [simulator|simpeer|engine|memory|load|watcher|backtest|work|peer|chaos|all]
+                    [--write docs/benchmarks.md]
     python -m bench calibrate [--write docs/backtest.md]
     python -m bench peer --smoke
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
   n = 100, 1,000, 5,000, 20,000 pods: pods/s, nodes launched, peak RSS, and the launched price against
   the LP-relaxation lower bound over instance types.
+- simpeer: the simulator beside Karpenter v1.14.1's own ``BenchmarkScheduling`` (``bench.simpeer``), the same
+  workload and sizes, interleaved rounds (ebb, Karpenter, ebb, Karpenter): each side's time and nodes launched, and
+  the ratio per size; skipped, saying why, without Go or Karpenter's module in the Go module cache.
 - engine: a generated 2,000-node / 20,000-pod cluster: one full pass (with explanations) and
   `--until-stable`, and the final cost against a lower bound.
 - memory: a 10,000-node snapshot read from YAML and planned once: peak RSS.
@@ -136,14 +140,14 @@ def case_simulator(n: int) -> dict[str, Any]:
 
     snapshot = parse_documents(karpenter_scheduling_workload(n))
     pods = list(snapshot.pods)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     state = Scheduler(snapshot, extra_pods=()).new_state()
     failures, _ = state.place_all(pods, max_new=10**9)
     new_nodes = state.new_nodes()
-    took = time.perf_counter() - start
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     price = sum(n.price for n in new_nodes)
     lp, simple = _catalog_bound(snapshot, pods)
-    return {"pods": n, "seconds": took, "pods_per_second": n / took, "nodes": len(new_nodes),
+    return {"pods": n, "seconds": took, "cpu_seconds": cpu, "pods_per_second": n / took, "nodes": len(new_nodes),
             "unplaced": len(failures), "price": price, "lp_bound": lp, "simple_bound": simple,
             "peak_rss_mib": _peak_rss_mib()}
 
@@ -246,6 +250,11 @@ def run(which: str) -> str:
                          f"{r['unplaced']} | {r['price']:,.1f} | {r['lp_bound']:,.1f} | "
                          f"{r['price'] / r['lp_bound']:.3f} | {r['peak_rss_mib']:.0f} |")
         lines.append("")
+    if which in ("simpeer", "all"):
+        from bench import simpeer
+
+        lines += simpeer.render(simpeer.run_rounds(lambda n: _child(["simulator", str(n)]),
+                                                   log=lambda text: print(text, file=sys.stderr)))
     if which in ("engine", "all"):
         r = _child(["engine"])
         print(f"engine: pass {r['pass_seconds']:.2f}s until-stable {r['until_stable_seconds']:.1f}s", file=sys.stderr)

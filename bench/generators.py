@@ -207,14 +207,31 @@ _BENCH_CPU = ("100m", "250m", "500m", "1000m", "1500m")
 _BENCH_MEMORY = ("100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi")
 _BENCH_LABEL_VALUES = ("a", "b", "c", "d", "e", "f", "g")
 BENCH_GROUPS = ("generic", "zonal-spread", "hostname-spread", "zonal-affinity", "hostname-anti-affinity")
+#: the label of the generic and spread pods (``randomLabels()``) and the one the spreads select on
+BENCH_LABEL = "my-label"
+#: the zonal self-affinity pods' label and selector key (``randomAffinityLabels()``), spelled as Karpenter spells it
+BENCH_AFFINITY_LABEL = "my-affininity"
+#: ``fake.PriceFromResources``: 0.1 per vCPU plus 0.1 per 1e9 bytes of memory (not per GiB)
+BENCH_PRICE_PER_CPU = 0.1
+BENCH_PRICE_PER_1E9_BYTES = 0.1
+
+
+def fake_instance_type_price(vcpus: int, memory_gib: int) -> float:
+    """``fake.PriceFromResources`` of an instance type of ``vcpus`` and ``memory_gib`` GiB: memory is priced per
+    1e9 bytes, so a GiB costs 0.1 * 2**30 / 1e9 (about 0.107)."""
+    return BENCH_PRICE_PER_CPU * vcpus + BENCH_PRICE_PER_1E9_BYTES * memory_gib * 2**30 / 1e9
 
 
 def fake_instance_type_catalog(count: int = 400) -> Doc:
-    """Karpenter's ``fake.InstanceTypes(count)``: ``fake-it-{i}`` with i+1 vCPU, 2(i+1) GiB, 10(i+1) pods."""
+    """Karpenter's ``fake.InstanceTypes(count)``: ``fake-it-{i}`` with i+1 vCPU, 2(i+1) GiB, 10(i+1) pods,
+    kube-reserved 100m CPU and 10Mi memory, every offering available at ``fake_instance_type_price``.
+
+    Karpenter's types also carry requirements no benchmark pod selects on (``kubernetes.io/os`` In linux, windows,
+    darwin; ``size``, ``special``, ``integer``); only the labels a pod of the benchmark could see are written."""
     types: list[Doc] = []
     for i in range(count):
         n = i + 1
-        price = round(0.1 * n + 0.1 * 2 * n, 6)  # 0.1 per vCPU + 0.1 per GiB
+        price = round(fake_instance_type_price(n, 2 * n), 9)
         offerings = [
             {"zone": zone, "capacityType": ct, "price": price, "available": True}
             for ct, zones in (
@@ -243,12 +260,25 @@ def fake_instance_type_catalog(count: int = 400) -> Doc:
 def karpenter_scheduling_workload(
     n_pods: int, seed: int = 42, now: str = "2026-11-23T18:30:00Z"
 ) -> list[Doc]:
-    """Karpenter's scheduling benchmark: one NodePool, 400 fake instance types, ``n_pods`` pending pods.
+    """Karpenter's ``BenchmarkScheduling``: one NodePool, 400 fake instance types, ``n_pods`` pending pods, no nodes.
 
-    The pods come in five equal groups, in this order (``n_pods % 5`` extra generic pods at the end,
-    as Karpenter's ``makeDiversePods`` does): generic; zonal topology spread; hostname topology
-    spread; zonal self pod-affinity; hostname anti-affinity (every pod labelled ``app: nginx``).
-    There are no nodes.
+    As Karpenter's ``makeDiversePods`` (scheduling_benchmark_test.go) makes them: ``n_pods // 5`` pods of each group
+    in this order, then the ``n_pods % 5`` left over as generic pods at the end:
+
+    - generic: label ``my-label`` = a random value of a..g;
+    - zonal spread and hostname spread: label ``my-label`` = a random value, and a topology spread (maxSkew 1,
+      DoNotSchedule) whose selector ``my-label`` = another random value, drawn on its own (a pod need not match
+      its own spread; it is counted in the spreads of the other pods its label matches, generic ones included);
+    - zonal self-affinity: label ``my-affininity`` = a random value, a required pod affinity on that label over
+      zones;
+    - hostname anti-affinity: every pod labelled ``app: nginx``, a required anti-affinity on it over hostnames.
+
+    Every pod requests a random CPU of {100, 250, 500, 1000, 1500}m and memory of {100, 256, 512, 1024, 2048,
+    4096}Mi, drawn after its labels, as Karpenter draws them; each pod's draws come from one seeded stream (Python's,
+    not Go's ``math/rand``: the same distributions, not the same pods). Like ``test.Pod``'s, the pods have no
+    owner, no tolerations and no priority. The NodePool is ``test.NodePool``'s: no requirements (every offering may
+    launch); the benchmark's limits (10,000,000 CPU, 10,000,000Gi memory) are never reached and are left out (ebb's
+    quantities stop at 2**50 bytes), which launches the same.
     """
     if n_pods < 0:
         raise ValueError("n_pods must be >= 0")
@@ -267,9 +297,7 @@ def karpenter_scheduling_workload(
         "spec": {
             "template": {
                 "spec": {
-                    "requirements": [
-                        {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}
-                    ],
+                    "requirements": [],
                     "nodeClassRef": _node_class_ref(),
                     "expireAfter": "720h",
                 }
@@ -282,20 +310,11 @@ def karpenter_scheduling_workload(
         },
     }
     per_group = n_pods // 5
-    sizes = [per_group] * 5
-    sizes[0] += n_pods - 5 * per_group
+    plan = [(group, 0, per_group) for group in BENCH_GROUPS]
+    plan.append(("generic", per_group, n_pods - 5 * per_group))  # the remainder, generic, at the end
     pods: list[Doc] = []
-    for group, size in zip(BENCH_GROUPS, sizes, strict=True):
-        rs_name = f"{group}-{_suffix(rng, 10)}"
-        owner = {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": rs_name,
-            "uid": _uid(rng),
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-        for i in range(size):
+    for group, first, size in plan:
+        for i in range(first, first + size):
             labels, extra = _bench_constraints(group, rng)
             pod: Doc = {
                 "apiVersion": "v1",
@@ -307,7 +326,6 @@ def karpenter_scheduling_workload(
                     "labels": labels,
                     "annotations": {},
                     "creationTimestamp": created,
-                    "ownerReferences": [dict(owner)],
                 },
                 "spec": {
                     "containers": [
@@ -325,8 +343,6 @@ def karpenter_scheduling_workload(
                     "restartPolicy": "Always",
                     "schedulerName": "default-scheduler",
                     "terminationGracePeriodSeconds": 30,
-                    "tolerations": _default_tolerations(),
-                    "priority": 0,
                     **extra,
                 },
                 "status": {
@@ -348,21 +364,23 @@ def karpenter_scheduling_workload(
 
 
 def _bench_constraints(group: str, rng: random.Random) -> tuple[dict[str, str], Doc]:
-    """(labels, extra pod spec) of one pod of a benchmark group."""
+    """(labels, extra pod spec) of one pod of a benchmark group, the random draws in Karpenter's order (the pod's
+    labels, then its spread's selector)."""
     if group == "generic":
-        return {"my-label": rng.choice(_BENCH_LABEL_VALUES)}, {}
+        return {BENCH_LABEL: rng.choice(_BENCH_LABEL_VALUES)}, {}
     if group in ("zonal-spread", "hostname-spread"):
-        labels = {"my-label": rng.choice(_BENCH_LABEL_VALUES)}
+        labels = {BENCH_LABEL: rng.choice(_BENCH_LABEL_VALUES)}
+        selector = {BENCH_LABEL: rng.choice(_BENCH_LABEL_VALUES)}
         key = LABEL_ZONE if group == "zonal-spread" else LABEL_HOSTNAME
         spread = {
             "maxSkew": 1,
             "topologyKey": key,
             "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": dict(labels)},
+            "labelSelector": {"matchLabels": selector},
         }
         return labels, {"topologySpreadConstraints": [spread]}
     if group == "zonal-affinity":
-        labels = {"my-label": rng.choice(_BENCH_LABEL_VALUES)}
+        labels = {BENCH_AFFINITY_LABEL: rng.choice(_BENCH_LABEL_VALUES)}
         term = {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": LABEL_ZONE}
         return labels, {
             "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import Counter, defaultdict
 from datetime import timedelta
@@ -109,83 +108,7 @@ def test_gpu_types_carry_gpus(catalog_doc: dict[str, Any]) -> None:
     assert by_name["g5.12xlarge"]["capacity"]["nvidia.com/gpu"] == "4"
 
 
-# ------------------------------------------------------------------------------------------------
-# Karpenter's scheduling benchmark
-
-
-def test_scheduling_workload_shape() -> None:
-    docs = g.karpenter_scheduling_workload(500)
-    kinds = Counter(d["kind"] for d in docs)
-    assert kinds == {"NodePool": 1, "InstanceTypeCatalog": 1, "Pod": 500}
-    pool = next(d for d in docs if d["kind"] == "NodePool")
-    assert pool["metadata"]["name"] == "default"
-    assert "limits" not in pool["spec"]
-    assert pool["spec"]["template"]["spec"]["requirements"] == [
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
-    ]
-    catalog = next(d for d in docs if d["kind"] == "InstanceTypeCatalog")
-    types = catalog["spec"]["instanceTypes"]
-    assert len(types) == 400
-    for i, it in enumerate(types):
-        n = i + 1
-        assert it["name"] == f"fake-it-{i}"
-        assert it["capacity"] == {"cpu": str(n), "memory": f"{2 * n}Gi", "pods": str(10 * n)}
-        assert it["overhead"] == {"cpu": "100m", "memory": "10Mi"}
-        offered = sorted((o["capacityType"], o["zone"]) for o in it["offerings"])
-        assert offered == [
-            ("on-demand", "test-zone-1"),
-            ("on-demand", "test-zone-2"),
-            ("on-demand", "test-zone-3"),
-            ("spot", "test-zone-1"),
-            ("spot", "test-zone-2"),
-        ]
-        assert all(math.isclose(o["price"], 0.1 * n + 0.1 * 2 * n) for o in it["offerings"])
-
-
-def test_scheduling_workload_groups_and_constraints() -> None:
-    pods = [d for d in g.karpenter_scheduling_workload(500) if d["kind"] == "Pod"]
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for pod in pods:
-        groups[pod["metadata"]["name"].rsplit("-", 1)[0]].append(pod)
-        assert "nodeName" not in pod["spec"]
-        assert pod["status"]["phase"] == "Pending"
-        requests = pod["spec"]["containers"][0]["resources"]["requests"]
-        assert requests["cpu"] in ("100m", "250m", "500m", "1000m", "1500m")
-        assert requests["memory"] in ("100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi")
-    assert {k: len(v) for k, v in groups.items()} == dict.fromkeys(g.BENCH_GROUPS, 100)
-
-    for pod in groups["generic"]:
-        assert "affinity" not in pod["spec"]
-        assert "topologySpreadConstraints" not in pod["spec"]
-    for group, key in (
-        ("zonal-spread", "topology.kubernetes.io/zone"),
-        ("hostname-spread", "kubernetes.io/hostname"),
-    ):
-        for pod in groups[group]:
-            (tsc,) = pod["spec"]["topologySpreadConstraints"]
-            assert tsc["maxSkew"] == 1
-            assert tsc["topologyKey"] == key
-            assert tsc["whenUnsatisfiable"] == "DoNotSchedule"
-            assert tsc["labelSelector"]["matchLabels"] == pod["metadata"]["labels"]
-            assert pod["metadata"]["labels"]["my-label"] in "abcdefg"
-    for pod in groups["zonal-affinity"]:
-        (term,) = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        assert term["topologyKey"] == "topology.kubernetes.io/zone"
-        assert term["labelSelector"]["matchLabels"] == pod["metadata"]["labels"]
-    for pod in groups["hostname-anti-affinity"]:
-        assert pod["metadata"]["labels"] == {"app": "nginx"}
-        (term,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        assert term == {
-            "labelSelector": {"matchLabels": {"app": "nginx"}},
-            "topologyKey": "kubernetes.io/hostname",
-        }
-
-
-def test_scheduling_workload_remainder_is_generic_and_deterministic() -> None:
-    pods = [d for d in g.karpenter_scheduling_workload(503) if d["kind"] == "Pod"]
-    assert sum(1 for p in pods if p["metadata"]["name"].startswith("generic-")) == 103
-    assert g.karpenter_scheduling_workload(50, seed=1) == g.karpenter_scheduling_workload(50, seed=1)
-    assert g.karpenter_scheduling_workload(50, seed=1) != g.karpenter_scheduling_workload(50, seed=2)
+# Karpenter's scheduling benchmark: tests/benchmarks/test_karpenter_workload.py
 
 
 # ------------------------------------------------------------------------------------------------

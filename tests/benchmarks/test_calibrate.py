@@ -20,21 +20,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench import calibrate, peer  # noqa: E402
 
 from ebb.core.traces import Trace  # noqa: E402
-
-
-def kwok_type(cpu: int, gib_per_cpu: int, price: float) -> dict[str, Any]:
-    """One instance type as Karpenter's KWOK provider's instance_types.json has it."""
-    family = {2: "c", 4: "s", 8: "m"}[gib_per_cpu]
-    return {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
-            "resources": {"cpu": str(cpu), "memory": f"{cpu * gib_per_cpu}Gi", "pods": "110"},
-            "offerings": [{"Price": price, "Available": True, "Requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}
-                for zone in peer.ZONES]}
-
-
-TYPES = [kwok_type(cpu, gib, round(0.025 * cpu * (1 + gib / 8), 4)) for cpu in (2, 4, 8) for gib in (2, 4, 8)]
-
+from tests.kit.kwok_types import TYPES  # noqa: E402
 
 # -- the peer harness's traces ------------------------------------------------------------------------------------
 

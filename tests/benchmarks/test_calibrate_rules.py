@@ -31,7 +31,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench import calibrate, peer  # noqa: E402
 
 from ebb.core.traces import Trace  # noqa: E402
-from tests.benchmarks.test_calibrate import TYPES  # noqa: E402
+from tests.kit.kwok_types import TYPES  # noqa: E402
 
 #: Karpenter's constants (pkg/controllers/disruption: controller.go ``pollingPeriod``, consolidation.go
 #: ``commandValidationDelay``) and the NodePool's budget

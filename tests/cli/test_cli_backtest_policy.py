@@ -16,7 +16,8 @@ def test_the_built_in_karpenter_balanced_is_karpenter_default_under_balanced(tmp
     assert policy.name == "karpenter-balanced" and policy.source == "built in"
     (doc,) = policy.documents
     assert doc["metadata"]["name"] == "*"
-    assert doc["spec"] == {"consolidationPolicy": "Balanced", "consolidateAfter": "0s", "budgets": [{"nodes": "10%"}]}
+    assert doc["spec"] == {"consolidationPolicy": "Balanced", "consolidateAfter": "0s",
+                           "minimumSavingPerEvictedPod": 0, "budgets": [{"nodes": "10%"}]}  # any saving: Karpenter's
     assert policy.engine_options == {"karpenterPace": "true"}  # Karpenter's pace, as karpenter-default's
 
 

@@ -312,7 +312,8 @@ async def test_disruption_policies_are_watched_with_ebbs_own_crd(kube_api: Any) 
                       "spec": {"consolidateAfter": "5m", "stabilizationWindow": "10m"}})
         held = await eventually("the policy published", lambda: store.get("DisruptionPolicy", "", name))
         assert held["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m",
-                                "stabilizationWindow": "10m", "budgets": [{"nodes": "10%"}]}
+                                "stabilizationWindow": "10m", "minimumSavingPerEvictedPod": 0.005,
+                                "budgets": [{"nodes": "10%"}]}
         governed = await eventually("the NodePool governed", lambda: pool() if pool().policy_kind
                                     == "DisruptionPolicy" else None)
         assert (governed.consolidate_after, governed.stabilization_window, governed.budgets[0].nodes) == (

@@ -97,7 +97,7 @@ async def test_auth_probes_metrics_docs(client: httpx.AsyncClient) -> None:
 
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
-    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "conflicts": []}
 
     assert (await client.get("/v1/holds", headers=AUTH)).status_code == 200
     metrics = await client.get("/metrics")

@@ -316,7 +316,7 @@ async def test_a_disruption_policy_is_stored_with_its_defaults_and_parses_to_the
         status, stored = await call(kube_api, "GET", f"/apis/ebb.sh/v1/disruptionpolicies/{name}")
         assert status == 200
         assert stored["spec"] == {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-                                  "budgets": [{"nodes": "10%"}]}
+                                  "minimumSavingPerEvictedPod": 0.005, "budgets": [{"nodes": "10%"}]}
         assert parse_object(stored).value == DisruptionPolicy(name)
     finally:
         await delete(kube_api, "ebb.sh/v1", "DisruptionPolicy", name)
@@ -333,7 +333,8 @@ async def test_disruption_policies_are_served_as_edp_in_category_ebb(kube_api: A
 async def test_a_disruption_policy_with_every_field(kube_api: Any, installed: Installed) -> None:
     doc = disruption_policy(
         f"ebb-full-{installed.suffix}", consolidationPolicy="WhenEmpty", consolidateAfter="5m", expireAfter="720h",
-        stabilizationWindow="10m", minimumPriceImprovementPercent=30, demandWindow="35m", budgets=[
+        stabilizationWindow="10m", minimumPriceImprovementPercent=30, demandWindow="35m",
+        minimumSavingPerEvictedPod=0.01, budgets=[
             {"nodes": "20%", "reasons": ["Empty", "Drifted", "Expired"]},
             {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h", "reasons": ["Underutilized"]},
             {"nodes": "3", "schedule": "@daily", "duration": "1h30m"},

@@ -5,16 +5,19 @@ the pool's empty node is proposed. The embedded mode's setting (``check_conflict
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.core.conflicts import ConflictKind
+from ebb_consolidation_planner import planner as planner_module
 from tests.kit.builders import disruption_policy, nodeclaim, nodepool
 from tests.kit.planner import FakePolicyStatus, Running, cluster, publish
 from tests.kit.waiting import eventually
@@ -34,6 +37,15 @@ def _claims() -> list[dict[str, Any]]:
     return [nodeclaim("claim-n1", "n1", expire_after="Never"), nodeclaim("claim-n2", "n2", expire_after="Never")]
 
 
+@contextlib.contextmanager
+def planner_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MutableMapping[str, Any]]]:
+    """The planner's log lines. Its module logger is replaced by a fresh one: ``ebb.adapters.logs.configure`` caches
+    a logger on first use, so one another test of the session already used would never reach ``capture_logs``."""
+    with capture_logs() as logged:
+        monkeypatch.setattr(planner_module, "log", structlog.get_logger("ebb_consolidation_planner"))
+        yield logged
+
+
 async def _passes(svc: Running, count: int = 3) -> None:
     await eventually("the planner", lambda: svc.planner is not None)
     assert svc.planner is not None
@@ -41,10 +53,11 @@ async def _passes(svc: Running, count: int = 3) -> None:
     await eventually(f"{count} passes", lambda: svc.planner is not None and svc.planner.passes >= start + count)
 
 
-async def test_a_conflicting_nodepool_is_refused_until_it_is_switched_over(database: str) -> None:
+async def test_a_conflicting_nodepool_is_refused_until_it_is_switched_over(database: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster(nodepool(budgets=[{"nodes": "100%"}], expire_after="Never")), *_claims())
-    with capture_logs() as logged:
+    with planner_logs(monkeypatch) as logged:
         async with Running(bus, database, provider="karpenter") as svc:
             await _passes(svc)
             assert await svc.decisions() == []  # n1 is empty, but Karpenter would disrupt NodePool default too
@@ -69,11 +82,12 @@ async def test_a_conflicting_nodepool_is_refused_until_it_is_switched_over(datab
     assert fixed["kind"] == "KarpenterBudgets" and fixed["nodepool"] == "default"
 
 
-async def test_a_clean_start_says_there_is_no_conflict_and_plans(database: str) -> None:
+async def test_a_clean_start_says_there_is_no_conflict_and_plans(database: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster(nodepool(**SWITCHED_OFF)), disruption_policy(budgets=[{"nodes": "100%"}]),
                   *_claims())
-    with capture_logs() as logged:
+    with planner_logs(monkeypatch) as logged:
         async with Running(bus, database, provider="karpenter") as svc:
             [decision] = await eventually("n1 proposed", svc.decisions)
             assert [n["name"] for n in decision.nodes] == ["n1"]

@@ -7,6 +7,7 @@ none adds or removes a ``karpenter.sh/`` taint or finalizer, and no Node is dele
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -314,10 +315,11 @@ async def test_a_command_resumed_while_waiting_for_its_replacement_records_each_
     old_node(cluster)
     first = asyncio.create_task(
         cluster.executor(store, replacement_ready_timeout_seconds=3600).execute(command("old", replace=True)))
-    for _ in range(1000):
-        if any(phase == "WaitingReadiness" for _, phase, _ in (await cluster.events())):
-            break
-        await asyncio.sleep(0)
+    # the store's writes run in a worker thread (aiosqlite): wait in real time, however loaded the machine
+    deadline = time.monotonic() + 60
+    while not any(phase == "WaitingReadiness" for _, phase, _ in (await cluster.events())):
+        assert time.monotonic() < deadline, "the executor never reached WaitingReadiness"
+        await asyncio.sleep(0.01)
     cluster.stop.set()  # the process stops while it waits for the replacement
     with pytest.raises(Stopped):
         await first

@@ -18,6 +18,16 @@ a peer job is a Deployment created at its start and deleted at its end, here a R
 The scale up's length is the real run's (it lasts until every pod runs), so the conversion takes the trace as the
 real run shifted it (``peer.Trace.shifted``) and the back-test runs as long as the real run did.
 
+What is the same cluster and cloud: the real run starts from the NodeClaims ``peer.starting_cluster`` plans for the
+peak, creates the services once they are Ready and keeps its NodePool's budget at "0" until every pod runs; the
+back-test starts from those NodeClaims as Ready Nodes of the NodePool (``starting_nodes``, ``start_node``: planned
+again, the same instance types, capacity types and zones), creates the services when the real run did
+(``services_created``) and holds its policy's disruption until the real run's began (``held_until``). Its NodePool
+offers the cloud's capacity types (spot and on-demand), spot-to-spot is as the real run had it, and a node boots in
+a time drawn per node in the range of launch-to-Ready times the real run recorded (``real_boot``). Both sides'
+figures cover the whole run, from the starting NodeClaims' creation to the end: the starting cluster's cost is in
+both, its NodeClaims are no launch on either (``real_figures``' ``launches_after_start``).
+
 The pure parts (the conversion, the figures, the comparison, the table) are unit-tested in
 tests/benchmarks/test_calibrate.py; ``run`` does the I/O: the real runs (each a ``python -m bench _case peer
 SIDE`` process on a control plane of its own, ``PARALLEL`` at once), the back-tests, the JSON and the section of

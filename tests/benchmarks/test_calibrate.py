@@ -417,3 +417,33 @@ def test_a_real_runs_launches_leave_its_starting_nodeclaims_out_as_the_back_test
     assert calibrate.real_figures(result)["cost"] == 2.0  # the starting cluster's cost is in (the whole run's)
     older = {k: v for k, v in result.items() if k != "launches_after_start"}
     assert calibrate.real_figures(older)["launches"] == 40
+
+
+def test_the_back_test_of_a_real_run_starts_from_its_cluster_and_disrupts_nothing_until_the_real_run_did() -> None:
+    """A back-test run (a few simulated minutes of the smoke's trace): the starting Nodes empty until the services
+    come when the real run created them, no launch for the peak they were planned for, and no disruption before the
+    real run's began, though empty nodes wait from the start; the policy not held deletes some of them at once."""
+    import dataclasses
+
+    from ebb_embedded.backtest import karpenter_default, run_policy
+
+    up_end, ready_after = 150.0, 60.0
+    trace = peer.make_trace(1, peer.SMOKE, "bursty").shifted(up_end)
+    side = peer.SIDES["karpenter-default"]
+    pool = peer.nodepool(side.consolidate_after, "0", side.consolidation_policy, peer.CLOUD.capacity_types)
+    start = peer.starting_cluster(trace, CLOUD_TYPES, pool)
+    result = {"trace": peer.describe(trace), "size": "smoke", "end": trace.bursty.end,
+              "start": {"nodeclaims": len(start), "ready_after": ready_after},
+              "cloud": {"node_ready": [5, 15], "capacity_types": ["spot", "on-demand"], "spot_to_spot": True}}
+    documents, converted, policy, options = calibrate.simulation_of(result, side, CLOUD_TYPES)
+    options = dataclasses.replace(options, sample_every=1.0)
+    run = run_policy(documents, Trace.model_validate(converted), policy, options)
+    series = run["series"]
+    assert series[0]["nodes"] == len(start) > 1
+    assert all(s["pending_pods"] == 0 for s in series[:int(ready_after)])  # no pod before the services
+    assert any(s["pending_pods"] for s in series[int(ready_after):int(up_end)])  # then the peak's pods
+    assert not any(s["launches"] for s in series[:int(up_end)])  # the starting cluster holds them
+    moments = [i for i, s in enumerate(series) if s["disruptions"]]
+    assert moments and min(moments) > up_end
+    free = run_policy(documents, Trace.model_validate(converted), karpenter_default(), options)
+    assert any(s["disruptions"] for s in free["series"][:int(ready_after)])

@@ -6,6 +6,7 @@ diurnal trace and short size. The real runs are a benchmark (``python -m bench c
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -447,3 +448,27 @@ def test_the_back_test_of_a_real_run_starts_from_its_cluster_and_disrupts_nothin
     assert moments and min(moments) > up_end
     free = run_policy(documents, Trace.model_validate(converted), karpenter_default(), options)
     assert any(s["disruptions"] for s in free["series"][:int(ready_after)])
+
+
+def test_the_boot_time_can_be_the_real_runs_launch_to_binding_time_instead(tmp_path: Path) -> None:
+    """On the harness's cloud kube-scheduler binds pods to a KWOK Node before its delayed Ready: ``binding`` takes
+    how long the pods waited for a new node, ``ready`` (the default) the recorded launch-to-Ready range."""
+    timeline = {"nodeclaims": [{"launched": 10.0, "ready": 70.0}, {"launched": 30.0, "ready": 80.0}],
+                "pods": [{"seen": 9.0, "bound": 15.0}, {"seen": 9.5, "bound": 16.0}, {"seen": 29.0, "bound": 36.0}]}
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    result = {**real_result(), "out_dir": str(tmp_path)}
+    assert calibrate.measured_binding(timeline) == 6.0  # waits 5, 6, 6 from the launch after each pod came
+    assert calibrate.measured_boot(timeline) == 60.0  # 60 and 50: the upper middle
+    assert calibrate.real_boot(result, "binding") == (6.0, None)
+    assert calibrate.real_boot(result) == calibrate.real_boot(result, "ready") == (33.4, 95.3)
+    no_record = {**result, "cloud": {k: v for k, v in result["cloud"].items() if k != "ready_seconds"}}
+    assert calibrate.real_boot(no_record) == (60.0, None)  # the timeline's Ready times before the configured range
+    with pytest.raises(SystemExit, match="EBB_BENCH_CALIBRATE_BOOT"):
+        calibrate.real_boot(result, "kwok")
+    _, _, _, options = calibrate.simulation_of(result, peer.SIDES["karpenter-default"], CLOUD_TYPES, "binding")
+    assert (options.boot_seconds, options.boot_seconds_max) == (6.0, None)
+    rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(), {})
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [[6.0, None]], "boot": "binding", "machine": "2 cores", "describe": "218 pods at the peak"}
+    assert "launch-to-binding time measured in the real run it replays (6-6 s)" in "\n".join(
+        calibrate.render(rows, {}, meta))

@@ -182,7 +182,7 @@ def starting_nodes(result: Mapping[str, Any], side: peer.Side,
                    types: Sequence[Mapping[str, Any]]) -> list[peer.StartNode]:
     """The NodeClaims a real run started from (``peer.starting_cluster``: deterministic for a trace and a NodePool,
     so planned again here exactly as the harness planned them, on the NodePool it created: the side's, with the
-    cloud's capacity types). None for a run without a starting cluster (no ``start`` in its result: the harness
+    cloud's capacity types). No node for a run without a starting cluster (no ``start`` in its result: the harness
     before it had one). ValueError when the plan does not have as many NodeClaims as the run recorded: the back-test
     would not start from the same cluster."""
     start = result.get("start")

@@ -6,6 +6,7 @@ diurnal trace and short size. The real runs are a benchmark (``python -m bench c
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -132,9 +133,19 @@ def test_a_real_run_is_replayed_from_where_its_scale_up_ended() -> None:
 @pytest.mark.parametrize(("startup", "boot"), [(None, calibrate.KWOK_READY_SECONDS),
                                                ([30, 90], calibrate.KWOK_READY_SECONDS + 60),
                                                (45, calibrate.KWOK_READY_SECONDS + 45)])
-def test_the_back_tests_boot_time_is_the_real_runs_start_up_delay_plus_kwoks_own(startup: Any, boot: float) -> None:
+def test_an_older_runs_boot_time_is_its_start_up_delay_plus_kwoks_own(startup: Any, boot: float) -> None:
     result = {} if startup is None else {"node_startup_seconds": startup}
-    assert calibrate.boot_seconds(result) == boot
+    assert calibrate.boot_seconds(result) == (boot, None)
+
+
+@pytest.mark.parametrize(("node_ready", "expected"), [((30, 90), (30.0, 90.0)), ((45, 45), (45.0, None)),
+                                                      ((0, 0), (0.0, None))])
+def test_the_back_tests_boot_time_is_drawn_in_the_clouds_start_up_range_plus_kwoks_own(
+        node_ready: tuple[int, int], expected: tuple[float, float | None]) -> None:
+    result = {"cloud": {"node_ready": list(node_ready), "capacity_types": ["spot", "on-demand"], "spot_to_spot": True}}
+    low, high = calibrate.boot_seconds(result)
+    assert low == expected[0] + calibrate.KWOK_READY_SECONDS
+    assert high == (None if expected[1] is None else expected[1] + calibrate.KWOK_READY_SECONDS)
 
 
 # -- the figures and the comparison -------------------------------------------------------------------------------
@@ -194,11 +205,12 @@ def test_the_real_spread_is_the_largest_range_over_the_mean_of_a_repeated_seed()
 def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run() -> None:
     rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(evictions=20), {})
     meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
-            "boots": [12.5, 17.0], "machine": "2 cores", "describe": "218 pods at the peak"}
+            "boots": [[31.5, 93.0], [30.2, None]], "machine": "2 cores", "describe": "218 pods at the peak"}
     lines = calibrate.render(rows, {"bursty": {"evictions": 0.5}}, meta)
     table = "\n".join(lines)
     assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** | 50% |" in table
     assert f"{len(rows) - 1} of {len(rows)} figures close." in table
+    assert "(30-93 s)" in table  # the boot times of every run: the lowest low to the highest high
     page = "# Back-testing\n\nText.\n"
     once = calibrate.write_section(page, lines)
     assert once.startswith(page.rstrip("\n")) and "## How close the back-test is to Karpenter" in once
@@ -239,3 +251,210 @@ def test_the_pods_a_moment_adds_appear_at_the_replicaset_controllers_rate_in_the
     # and in the end every workload has the replicas the driver asked for last
     final = {a.name: a.replicas for a in trace.actions() if a.verb in ("create-service", "scale")}
     assert {k: v for k, v in last.items() if k in final} == final
+
+
+# -- the starting cluster and the cloud of a real run -------------------------------------------------------------
+
+
+def cloud_type(cpu: int, gib_per_cpu: int, price: float) -> dict[str, Any]:
+    """An instance type with a spot offering next to each on-demand one, at 70% of its price (as Karpenter's KWOK
+    instance types have them)."""
+    it = kwok_type(cpu, gib_per_cpu, price)
+    spot = [{"Price": round(o["Price"] * 0.7, 4), "Available": True, "Requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}, o["Requirements"][1]]}
+        for o in it["offerings"]]
+    return {**it, "offerings": [*it["offerings"], *spot]}
+
+
+CLOUD_TYPES = [cloud_type(cpu, gib, round(0.025 * cpu * (1 + gib / 8), 4)) for cpu in (2, 4, 8) for gib in (2, 4, 8)]
+
+
+def real_result(side: str = "karpenter-default", *, up_end: float = 260.0, ready_after: float = 95.0,
+                kind: str = "bursty") -> dict[str, Any]:
+    """A real run's result as the harness writes it (the fields the calibration reads), on the peer's cloud, with
+    the starting cluster ``peer.starting_cluster`` plans for its trace on its NodePool."""
+    trace = peer.make_trace(1, peer.SHORT, kind).shifted(up_end)
+    s = peer.SIDES[side]
+    pool = peer.nodepool(s.consolidate_after, "0", s.consolidation_policy, peer.CLOUD.capacity_types)
+    start = peer.starting_cluster(trace, CLOUD_TYPES, pool)
+    return {"side": side, "trace": peer.describe(trace), "size": "short", "end": trace.bursty.end,
+            "start": {"nodeclaims": len(start), "ready_after": ready_after, "cost_rate": 1.0},
+            "cloud": {"node_ready": [30, 90], "capacity_types": ["spot", "on-demand"], "spot_to_spot": True,
+                      "ready_seconds": {"min": 33.4, "median": 61.0, "max": 95.26, "count": len(start) + 5},
+                      "launched_by_capacity_type": {"start": {"spot": len(start)}, "after": {"spot": 5}}}}
+
+
+def test_the_back_test_starts_from_the_real_runs_starting_nodeclaims_as_ready_nodes_of_the_nodepool() -> None:
+    from ebb.core.cluster import ClusterView
+    from ebb.core.snapshot import parse_documents
+
+    result = real_result()
+    side = peer.SIDES["karpenter-default"]
+    pool = peer.nodepool(side.consolidate_after, "0", side.consolidation_policy, peer.CLOUD.capacity_types)
+    planned = peer.starting_cluster(calibrate.real_trace(result), CLOUD_TYPES, pool)
+    nodes = calibrate.starting_nodes(result, side, CLOUD_TYPES)
+    assert nodes == planned and len(nodes) == result["start"]["nodeclaims"] > 0
+    docs = calibrate.starting_documents(side, CLOUD_TYPES, nodes, ("spot", "on-demand"))
+    assert [d["kind"] for d in docs] == ["NodePool", "InstanceTypeCatalog"] + ["Node"] * len(nodes)
+    requirements = {r["key"]: r["values"] for r in docs[0]["spec"]["template"]["spec"]["requirements"]}
+    assert requirements[peer.LABEL_CAPACITY_TYPE] == ["spot", "on-demand"]
+    for node, doc in zip(nodes, docs[2:], strict=True):
+        labels = doc["metadata"]["labels"]
+        assert doc["metadata"]["name"] == node.name
+        assert (labels[peer.LABEL_INSTANCE_TYPE], labels[peer.LABEL_CAPACITY_TYPE], labels[peer.LABEL_ZONE]) == (
+            node.instance_type, node.capacity_type, node.zone)
+        assert labels["karpenter.sh/nodepool"] == peer.NODEPOOL
+        assert doc["status"]["conditions"] == [{"type": "Ready", "status": "True",
+                                                "lastTransitionTime": "2026-01-05T12:00:00Z"}]
+    # as the back-test reads them: every starting node in the pool, Ready, priced at its offering's price
+    snapshot = parse_documents(docs)
+    price = ClusterView.build(snapshot, calibrate.START).price
+    offerings = peer.price_table(CLOUD_TYPES)
+    assert sorted(n.name for n in snapshot.nodes) == sorted(n.name for n in nodes)
+    for parsed in snapshot.nodes:
+        node = next(n for n in nodes if n.name == parsed.name)
+        assert parsed.nodepool == peer.NODEPOOL and parsed.ready
+        assert price[node.name] == offerings[(node.instance_type, node.capacity_type, node.zone)]
+    assert any(n.capacity_type == "spot" for n in nodes)  # the cloud's cheaper offering is taken
+
+
+def test_a_starting_cluster_planned_otherwise_than_the_real_one_is_refused_and_an_older_run_has_none() -> None:
+    result = real_result()
+    side = peer.SIDES["karpenter-default"]
+    wrong = {**result, "start": {**result["start"], "nodeclaims": result["start"]["nodeclaims"] + 1}}
+    with pytest.raises(ValueError, match="starting cluster"):
+        calibrate.starting_nodes(wrong, side, CLOUD_TYPES)
+    older = {k: v for k, v in result.items() if k not in ("start", "cloud")}
+    assert calibrate.starting_nodes(older, side, CLOUD_TYPES) == []
+    assert calibrate.real_cloud(older) == peer.Cloud((0, 0), ("on-demand",), False)
+    assert calibrate.services_created(older) == 0.0
+
+
+def test_the_services_are_created_when_the_starting_cluster_was_ready_and_the_rest_keeps_its_times() -> None:
+    result = real_result(up_end=300.0, ready_after=80.0)
+    trace = calibrate.real_trace(result)
+    at_zero = Trace.model_validate(calibrate.ebb_trace(trace, creation_rate=None))
+    later = Trace.model_validate(calibrate.ebb_trace(trace, creation_rate=None,
+                                                     services_at=calibrate.services_created(result)))
+    assert len(later.events) == len(at_zero.events)
+    up_end = trace.phases[0].end
+    assert up_end == 300.0 and calibrate.disruption_start(result) == 300.0
+    for a, b in zip(at_zero.events, later.events, strict=True):
+        if a.at < up_end:  # the services' creations and their PodDisruptionBudgets
+            assert a.at == 0 and b.at == 80.0 and (a.scale is not None or a.create is not None)
+        else:
+            assert a == b
+
+
+def test_the_back_tests_disruption_is_held_until_the_real_runs_began() -> None:
+    from datetime import timedelta
+
+    from ebb.core.budgets import active_window
+    from ebb.core.model import Budget
+    from ebb_embedded.backtest import karpenter_default
+
+    policy = karpenter_default()
+    held = calibrate.held_until(policy, 259.2)
+    assert held.name == policy.name and held.engine_options == policy.engine_options
+    budgets = held.documents[0]["spec"]["budgets"]
+    assert budgets[:-1] == policy.documents[0]["spec"]["budgets"]
+    hold = Budget(**budgets[-1])
+    assert hold.nodes == "0"
+    start = calibrate.START
+    assert active_window(hold, start) is not None
+    assert active_window(hold, start + timedelta(seconds=259)) is not None
+    assert active_window(hold, start + timedelta(seconds=260)) is None  # from there the policy's own budget
+
+
+def test_the_boot_time_is_the_range_the_real_run_recorded_from_launch_to_ready() -> None:
+    result = real_result()
+    assert calibrate.recorded_boot(result) == (33.4, 95.3)
+    assert calibrate.real_boot(result) == (33.4, 95.3)
+    none_seen = {**result, "cloud": {**result["cloud"], "ready_seconds": {"min": None, "median": None,
+                                                                          "max": None, "count": 0}}}
+    assert calibrate.recorded_boot(none_seen) is None
+    # nothing recorded and no timeline: the range the cloud was set up with
+    assert calibrate.real_boot(none_seen) == calibrate.boot_seconds(none_seen) == (
+        30 + calibrate.KWOK_READY_SECONDS, 90 + calibrate.KWOK_READY_SECONDS)
+
+
+def test_the_measured_boot_prefers_the_nodeclaims_recorded_ready_times() -> None:
+    timeline = {"nodeclaims": [{"launched": 0.0, "ready": 40.0}, {"launched": 10.0, "ready": 95.0},
+                               {"launched": 20.0, "ready": 51.0}, {"launched": 30.0, "ready": None}],
+                "pods": [{"seen": 0.0, "bound": 300.0}]}  # a binding much later: not what is read
+    assert calibrate.measured_boot(timeline) == 40.0  # 40, 85, 31: the median
+
+
+def test_the_back_test_of_a_real_run_is_set_up_as_the_real_run_was() -> None:
+    result = real_result("karpenter-balanced", up_end=280.0, ready_after=90.0)
+    side = peer.SIDES["karpenter-balanced"]
+    documents, trace, policy, options = calibrate.simulation_of(result, side, CLOUD_TYPES)
+    assert sum(1 for d in documents if d["kind"] == "Node") == result["start"]["nodeclaims"]
+    assert documents[0]["spec"]["disruption"]["consolidationPolicy"] == "Balanced"
+    assert policy.name == "karpenter-balanced" and policy.documents[0]["spec"]["budgets"][-1]["duration"] == "280s"
+    assert min(e["at"] for e in trace["events"]) == 90.0
+    assert (options.boot_seconds, options.boot_seconds_max, options.spot_to_spot) == (33.4, 95.3, True)
+    assert options.duration.total_seconds() == result["end"] and options.seed == 1
+
+
+def test_a_real_runs_launches_leave_its_starting_nodeclaims_out_as_the_back_tests_do() -> None:
+    whole = {"cost": 2.0, "launched": 40, "deleted": 30, "pending_pod_seconds": 10.0, "counters": {}}
+    result = {"whole": whole, "evictions": 5, "evicted_more_than_once": 0, "launches_after_start": 7}
+    assert calibrate.real_figures(result)["launches"] == 7
+    assert calibrate.real_figures(result)["cost"] == 2.0  # the starting cluster's cost is in (the whole run's)
+    older = {k: v for k, v in result.items() if k != "launches_after_start"}
+    assert calibrate.real_figures(older)["launches"] == 40
+
+
+def test_the_back_test_of_a_real_run_starts_from_its_cluster_and_disrupts_nothing_until_the_real_run_did() -> None:
+    """A back-test run (a few simulated minutes of the smoke's trace): the starting Nodes empty until the services
+    come when the real run created them, no launch for the peak they were planned for, and no disruption before the
+    real run's began, though empty nodes wait from the start; the policy not held deletes some of them at once."""
+    import dataclasses
+
+    from ebb_embedded.backtest import karpenter_default, run_policy
+
+    up_end, ready_after = 150.0, 60.0
+    trace = peer.make_trace(1, peer.SMOKE, "bursty").shifted(up_end)
+    side = peer.SIDES["karpenter-default"]
+    pool = peer.nodepool(side.consolidate_after, "0", side.consolidation_policy, peer.CLOUD.capacity_types)
+    start = peer.starting_cluster(trace, CLOUD_TYPES, pool)
+    result = {"trace": peer.describe(trace), "size": "smoke", "end": trace.bursty.end,
+              "start": {"nodeclaims": len(start), "ready_after": ready_after},
+              "cloud": {"node_ready": [5, 15], "capacity_types": ["spot", "on-demand"], "spot_to_spot": True}}
+    documents, converted, policy, options = calibrate.simulation_of(result, side, CLOUD_TYPES)
+    options = dataclasses.replace(options, sample_every=1.0)
+    run = run_policy(documents, Trace.model_validate(converted), policy, options)
+    series = run["series"]
+    assert series[0]["nodes"] == len(start) > 1
+    assert all(s["pending_pods"] == 0 for s in series[:int(ready_after)])  # no pod before the services
+    assert any(s["pending_pods"] for s in series[int(ready_after):int(up_end)])  # then the peak's pods
+    assert not any(s["launches"] for s in series[:int(up_end)])  # the starting cluster holds them
+    moments = [i for i, s in enumerate(series) if s["disruptions"]]
+    assert moments and min(moments) > up_end
+    free = run_policy(documents, Trace.model_validate(converted), karpenter_default(), options)
+    assert any(s["disruptions"] for s in free["series"][:int(ready_after)])
+
+
+def test_the_boot_time_can_be_the_real_runs_launch_to_binding_time_instead(tmp_path: Path) -> None:
+    """On the harness's cloud kube-scheduler binds pods to a KWOK Node before its delayed Ready: ``binding`` takes
+    how long the pods waited for a new node, ``ready`` (the default) the recorded launch-to-Ready range."""
+    timeline = {"nodeclaims": [{"launched": 10.0, "ready": 70.0}, {"launched": 30.0, "ready": 80.0}],
+                "pods": [{"seen": 9.0, "bound": 15.0}, {"seen": 9.5, "bound": 16.0}, {"seen": 29.0, "bound": 36.0}]}
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    result = {**real_result(), "out_dir": str(tmp_path)}
+    assert calibrate.measured_binding(timeline) == 6.0  # waits 5, 6, 6 from the launch after each pod came
+    assert calibrate.measured_boot(timeline) == 60.0  # 60 and 50: the upper middle
+    assert calibrate.real_boot(result, "binding") == (6.0, None)
+    assert calibrate.real_boot(result) == calibrate.real_boot(result, "ready") == (33.4, 95.3)
+    no_record = {**result, "cloud": {k: v for k, v in result["cloud"].items() if k != "ready_seconds"}}
+    assert calibrate.real_boot(no_record) == (60.0, None)  # the timeline's Ready times before the configured range
+    with pytest.raises(SystemExit, match="EBB_BENCH_CALIBRATE_BOOT"):
+        calibrate.real_boot(result, "kwok")
+    _, _, _, options = calibrate.simulation_of(result, peer.SIDES["karpenter-default"], CLOUD_TYPES, "binding")
+    assert (options.boot_seconds, options.boot_seconds_max) == (6.0, None)
+    rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(), {})
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [[6.0, None]], "boot": "binding", "machine": "2 cores", "describe": "218 pods at the peak"}
+    assert "launch-to-binding time measured in the real run it replays (6-6 s)" in "\n".join(
+        calibrate.render(rows, {}, meta))

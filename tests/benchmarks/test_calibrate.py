@@ -21,7 +21,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench import calibrate, peer  # noqa: E402
 
 from ebb.core.traces import Trace  # noqa: E402
-from tests.kit.kwok_types import TYPES  # noqa: E402
+from tests.kit.kwok_types import TYPES, kwok_type  # noqa: E402
 
 # -- the peer harness's traces ------------------------------------------------------------------------------------
 

@@ -33,28 +33,47 @@ die() { log "ERROR: $*"; exit 1; }
 # free_port: a port nothing listens on, chosen below the kernel's ephemeral range (ip_local_port_range), where
 # no outgoing connection is given one: a port the kernel hands out for port 0 is an ephemeral one, and between
 # choosing it and the server's bind (the control plane's certificates take seconds) a client socket of another
-# server starting meanwhile could take it ("bind: address already in use").
+# server starting meanwhile could take it ("bind: address already in use"). Servers start at once (the components
+# of one test session, the control planes of a peer run), each choosing before any binds, so a port handed out is
+# noted in a machine-wide register (EBB_PORT_REGISTER, under a lock) and not handed out again for ten minutes.
 free_port() {
-  python3 -c '
-import random, socket
+  python3 - "${EBB_PORT_REGISTER:-${TMPDIR:-/tmp}/ebb-ports}" <<'PY'
+import fcntl, random, socket, sys, time
+register, hold = sys.argv[1], 600.0
 try:
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 except (OSError, ValueError, IndexError):
     low = 32768
-for _ in range(200):
-    port = random.randrange(10000, max(low, 10001))
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
+with open(register, "a+") as book:
+    fcntl.flock(book, fcntl.LOCK_EX)
+    book.seek(0)
+    now, taken = time.time(), {}
+    for line in book.read().split("\n"):
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit() and now - float(fields[1]) < hold:
+            taken[int(fields[0])] = float(fields[1])
+    chosen = None
+    for _ in range(500):
+        port = random.randrange(10000, max(low, 10001))
+        if port in taken:
             continue
-        print(port)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        chosen = port
         break
-else:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        print(s.getsockname()[1])
-'
+    if chosen is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            chosen = s.getsockname()[1]
+    taken[chosen] = now
+    book.seek(0)
+    book.truncate()
+    book.write("".join(f"{p} {t}\n" for p, t in taken.items()))
+print(chosen)
+PY
 }
 
 pid_file() { printf '%s/%s.pid' "${EBB_PID_DIR}" "$1"; }

@@ -155,10 +155,16 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
     if isinstance(command, Command):
         return command
     # the whole set does not fit when placed at once: the largest prefix that does (at least two nodes)
-    low, high, best = 2, len(taken) - 1, None
+    return _largest_prefix(ctx, taken, allow_replace, len(taken) - 1)
+
+
+def _largest_prefix(ctx: PassContext, names: list[str], allow_replace: bool, longest: int) -> Command | None:
+    """The command of the longest prefix of ``names``, of two to ``longest`` nodes, that consolidates together
+    (`_jointly`), found by binary search over the prefix's length; None when none does."""
+    low, high, best = 2, longest, None
     while low <= high:
         middle = (low + high) // 2
-        found = _jointly(ctx, taken[:middle], allow_replace)
+        found = _jointly(ctx, names[:middle], allow_replace)
         if isinstance(found, Command):
             best, low = found, middle + 1
         else:
@@ -299,15 +305,7 @@ def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
         left[pool] -= 1
         allowed.append(name)
     allowed = allowed[:KARPENTER_MAX_CANDIDATES]
-    low, high, best = 2, len(allowed), None
-    while low <= high:
-        middle = (low + high) // 2
-        found = _jointly(ctx, allowed[:middle], True)
-        if isinstance(found, Command):
-            best, low = found, middle + 1
-        else:
-            high = middle - 1
-    return best
+    return _largest_prefix(ctx, allowed, True, len(allowed))
 
 
 def _merge(ctx: PassContext, names: list[str]) -> Command | None:

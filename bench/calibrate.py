@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -541,6 +541,31 @@ def run_real(side: str, kind: str, seed: int, size: str) -> Doc:
     return value
 
 
+def run_real_jobs(jobs: Sequence[tuple[str, str, int, int]], size: str, parallel: int,
+                  out: Path) -> dict[tuple[str, str, int, int], Doc]:
+    """The real runs, ``parallel`` at once; each result is written to ``out`` as soon as it is in (the JSON
+    ``EBB_BENCH_CALIBRATE_REUSE`` reads, so a calibration stopped half-way keeps what it measured), and a run that
+    fails is reported and left out rather than ending the others."""
+    started = time.monotonic()
+    real: dict[tuple[str, str, int, int], Doc] = {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max(1, parallel)) as pool:
+        futures = {pool.submit(run_real, job[0], job[1], job[2], size): job for job in jobs}
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                real[job] = future.result()
+            except (SystemExit, Exception) as e:  # one failed run must not lose the others
+                print(f"calibrate: {' '.join(map(str, job))}: {e}", file=sys.stderr)
+                continue
+            minutes = (time.monotonic() - started) / 60
+            print(f"calibrate: real run {' '.join(map(str, job))} done ({len(real)} of {len(jobs)}, "
+                  f"{minutes:.0f} min)", file=sys.stderr)
+            out.write_text(json.dumps({"meta": {"minutes": minutes},
+                                       "real": [{"job": list(j), "result": r} for j, r in real.items()]}, indent=1))
+    return real
+
+
 def simulation_of(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]],
                   boot: str = "ready") -> tuple[list[Doc], Doc, Policy, BacktestOptions]:
     """What the back-test of a real run runs (pure): the starting documents (the side's NodePool with the cloud's
@@ -601,13 +626,11 @@ def run() -> list[str]:
         minutes = sum(float(json.loads(Path(path.strip()).read_text()).get("meta", {}).get("minutes", 0.0))
                       for path in reuse.split(",") if path.strip())
     else:
-        with ThreadPoolExecutor(max(1, parallel)) as pool:
-            results = list(pool.map(lambda job: run_real(job[0], job[1], job[2], size), jobs))
-        real = dict(zip(jobs, results, strict=True))
-        out.parent.mkdir(parents=True, exist_ok=True)  # kept before the back-tests: EBB_BENCH_CALIBRATE_REUSE
+        real = run_real_jobs(jobs, size, parallel, out)
+        jobs = [job for job in jobs if job in real]
+        if not real:
+            raise SystemExit("calibrate: no real run finished")
         minutes = (time.monotonic() - started) / 60
-        out.write_text(json.dumps({"meta": {"minutes": minutes},
-                                   "real": [{"job": list(j), "result": r} for j, r in real.items()]}, indent=1))
     types = json.loads(peer.kwok_instance_types_path().read_text())
     figures = {job: real_figures(result) for job, result in real.items()}
     spread = {kind: spreads([[figures[j] for j in figures if j[:3] == (side, kind, seed)] for side in sides

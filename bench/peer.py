@@ -111,6 +111,8 @@ KARPENTER_VERSION = "v1.14.1"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
+#: the taint a kubelet registers its Node with, and the node lifecycle controller removes once it is Ready
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 
 
 def _log(message: str) -> None:
@@ -548,6 +550,8 @@ class NodeClaimLife:
     ready: float | None = None
     deleting: float | None = None
     gone: float | None = None
+    #: its Node's name (``status.nodeName``), once registered
+    node: str = ""
 
     def alive_at(self, t: float) -> bool:
         return self.launched <= t and (self.gone is None or t < self.gone)
@@ -563,6 +567,10 @@ class PodLife:
     deleting: float | None = None
     gone: float | None = None
     evicted: float | None = None
+    #: the Node it was bound to (``spec.nodeName``)
+    node: str = ""
+    #: when the API server bound it (its PodScheduled condition's transition; whole seconds), on ``t``'s scale
+    scheduled: float | None = None
 
     @property
     def pending_until(self) -> float | None:
@@ -598,6 +606,30 @@ class Timeline:
     moves: dict[str, int] = field(default_factory=dict)
     #: ReplicaSet → lineages of its evicted pods not yet replaced (oldest first)
     _debts: dict[str, deque[str]] = field(default_factory=dict)
+    #: Node → when it turned Ready (its Ready condition's transition, when first seen Ready without the taint
+    #: node.kubernetes.io/not-ready; whole seconds), on ``t``'s scale
+    node_ready: dict[str, float] = field(default_factory=dict)
+    #: the wall-clock time (epoch seconds) of ``t`` = 0: the objects' own timestamps are put on ``t``'s scale
+    wall_start: float = 0.0
+
+    def _at(self, stamp: Any) -> float | None:
+        """An object's RFC 3339 timestamp on ``t``'s scale; None when there is none."""
+        if not isinstance(stamp, str) or not self.wall_start:
+            return None
+        try:
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - self.wall_start
+        except ValueError:
+            return None
+
+    def node(self, t: float, name: str, obj: Mapping[str, Any] | None) -> None:
+        if obj is None or name in self.node_ready:
+            return
+        ready = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Ready" and c.get("status") == "True"), None)
+        tainted = any(taint.get("key") == TAINT_NOT_READY for taint in (obj.get("spec") or {}).get("taints") or [])
+        if ready is not None and not tainted:
+            at = self._at(ready.get("lastTransitionTime"))
+            self.node_ready[name] = t if at is None else min(t, at)
 
     def nodeclaim(self, t: float, name: str, obj: Mapping[str, Any] | None) -> None:
         life = self.nodeclaims.get(name)
@@ -617,6 +649,8 @@ class Timeline:
         if life.ready is None and any(c.get("type") == "Ready" and c.get("status") == "True"
                                       for c in (obj.get("status") or {}).get("conditions") or []):
             life.ready = t
+        if not life.node:
+            life.node = str((obj.get("status") or {}).get("nodeName") or "")
         if (obj.get("metadata") or {}).get("deletionTimestamp") and life.deleting is None:
             life.deleting = t
 
@@ -633,6 +667,11 @@ class Timeline:
             life = self.pods[key] = PodLife(key, owner, lineage, t)
         if (obj.get("spec") or {}).get("nodeName") and life.bound is None:
             life.bound = t
+            life.node = str(obj["spec"]["nodeName"])
+            scheduled = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                              if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+            at = self._at(scheduled.get("lastTransitionTime")) if scheduled is not None else None
+            life.scheduled = t if at is None else min(t, at)
         if (obj.get("metadata") or {}).get("deletionTimestamp") and life.deleting is None:
             life.deleting = t
         if life.evicted is None and _evicted(obj):
@@ -735,6 +774,24 @@ def pending_seconds(pods: Iterable[PodLife], start: float, end: float) -> tuple[
     return total, longest
 
 
+#: how much earlier than its Node's Ready a pod may be bound to it and still count as bound once it was Ready: both
+#: times are the objects' own, in whole seconds
+BINDING_SLACK = 1.0
+
+
+def bindings_before_ready(timeline: Timeline, slack: float = BINDING_SLACK) -> Doc:
+    """Whether pods waited for their node's start-up, as on a cloud: of the pods bound to a Node whose Ready the
+    run saw (Ready and without the not-ready taint), how many the API server bound more than ``slack`` seconds
+    before it (``early``; 0 when the taint kept them off every booting node), and the earliest binding relative to
+    the Ready (seconds; negative: before). The objects' own timestamps, not when the run's watches saw them: the
+    Node and pod streams may lag each other by seconds on a loaded machine."""
+    ready = timeline.node_ready
+    leads = [pod.scheduled - ready[pod.node] for pod in timeline.pods.values()
+             if pod.scheduled is not None and pod.node in ready]
+    return {"pods": len(leads), "early": sum(1 for d in leads if d < -slack),
+            "earliest": round(min(leads), 1) if leads else None}
+
+
 def nodeclaim_figures(timeline: Timeline, starting: Iterable[str] = ()) -> Doc:
     """The cloud as the side saw it: seconds from a NodeClaim's launch to its Ready (min, median, max, count), and
     the NodeClaims launched by capacity type, the starting cluster's (``starting``) apart from the rest."""
@@ -747,7 +804,7 @@ def nodeclaim_figures(timeline: Timeline, starting: Iterable[str] = ()) -> Doc:
         group[kind] = group.get(kind, 0) + 1
     return {"ready_seconds": {"min": waits[0] if waits else None, "median": waits[len(waits) // 2] if waits else None,
                               "max": waits[-1] if waits else None, "count": len(waits)},
-            "launched_by_capacity_type": by_capacity}
+            "launched_by_capacity_type": by_capacity, "bound_after_ready": bindings_before_ready(timeline)}
 
 
 def evictions_in(timeline: Timeline, start: float, end: float) -> int:
@@ -1156,13 +1213,14 @@ def control_plane(log_to: Path, cloud: Cloud) -> Iterator[dict[str, str]]:
 
 
 class Recorder:
-    """Feeds the Timeline from a list+watch of NodeClaims and pods (ebb's own KubeWatcher: relists on 410 and
+    """Feeds the Timeline from a list+watch of NodeClaims, Nodes and pods (ebb's own KubeWatcher: relists on 410 and
     reports what vanished meanwhile)."""
 
     def __init__(self, timeline: Timeline, loop: asyncio.AbstractEventLoop) -> None:
         self.timeline = timeline
         self.loop = loop
         self.t0 = loop.time()
+        timeline.wall_start = time.time()
         self.changes = 0
 
     def now(self) -> float:
@@ -1175,6 +1233,8 @@ class Recorder:
             self.changes += 1
             if change.kind == "NodeClaim":
                 self.timeline.nodeclaim(t, change.name, change.object)
+            elif change.kind == "Node":
+                self.timeline.node(t, change.name, change.object)
             elif change.kind == "Pod" and change.namespace == NAMESPACE:
                 self.timeline.pod(t, f"{change.namespace}/{change.name}", change.object)
 
@@ -1293,7 +1353,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
     exists (ebb's services). ``running``: the processes whose CPU and memory are sampled while the trace plays."""
     from kubernetes_asyncio import client, config
 
-    from ebb.adapters.kube.kinds import NODECLAIM, POD
+    from ebb.adapters.kube.kinds import NODE, NODECLAIM, POD
     from ebb.adapters.kube.watch import KubeWatcher
 
     configuration = client.Configuration()
@@ -1312,7 +1372,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
         timeline = Timeline(prices)
         stop = asyncio.Event()
         recorder = Recorder(timeline, loop)
-        watcher = KubeWatcher(api, (NODECLAIM, POD), recorder.sink, watch_timeout=120)
+        watcher = KubeWatcher(api, (NODECLAIM, NODE, POD), recorder.sink, watch_timeout=120)
         watching = asyncio.create_task(watcher.run(stop))
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in watcher.synced.values())), 60)
         scrapes: list[tuple[str, float, dict[str, dict[str, float]]]] = []
@@ -1394,6 +1454,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
     (out_dir / "timeline.json").write_text(json.dumps({
         "nodeclaims": [asdict(n) for n in timeline.nodeclaims.values()],
         "pods": [asdict(p) for p in timeline.pods.values()], "evictions": timeline.evictions,
+        "node_ready": timeline.node_ready,
         "scrapes": scrapes, "load": load, "errors": driver.errors}, indent=1))
     return {"side": side.key, "title": side.title, "seed": trace.seed, "phases": figures, "whole": whole,
             "after_up": after_up, "end": end, "trace": describe(trace),

@@ -7,9 +7,11 @@
 #   kubernetes.sh stop      stop them by pid
 #   kubernetes.sh status
 #
-# EBB_KWOK_NODE_READY_SECONDS=MIN-MAX (e.g. 30-90): a cloud's start-up time. A Node KWOK manages becomes
-# Ready a uniformly random MIN to MAX seconds after KWOK first sees it (its node-initialize Stage with a
-# delay), instead of at once. Unset (the default, what the tests use): at once.
+# EBB_KWOK_NODE_READY_SECONDS=MIN-MAX (e.g. 30-90): a cloud's start-up time. A Node KWOK manages is
+# NotReady and tainted node.kubernetes.io/not-ready:NoSchedule at once (as a kubelet registers it: no pod
+# is bound to it) and Ready a uniformly random MIN to MAX seconds later (its node-initialize Stage with a
+# delay; the controller-manager then removes the taint). Unset (the default, what the tests use): Ready at
+# once.
 set -euo pipefail
 EBB_COMPONENT=kubernetes
 # shellcheck source=deploy/local/lib.sh
@@ -231,14 +233,76 @@ EOF
 # kwok_node_stages MIN-MAX: KWOK's two default node Stages (kustomize/stage/node/fast's node-initialize
 # and node/heartbeat's node-heartbeat, as KWOK v0.7.0 ships them; with a lease duration set KWOK uses the
 # heartbeat without lease) with node-initialize delayed by MIN to MAX seconds (KWOK draws uniformly between
-# durationMilliseconds and jitterDurationMilliseconds). Stages in the config replace KWOK's default node
-# stages, so both are given; the pod stages stay KWOK's defaults.
+# durationMilliseconds and jitterDurationMilliseconds, and draws again at every change of the Node while it
+# waits), and before it a node-not-ready Stage with no delay. The conditions' lastTransitionTime is when the
+# Node turned Ready (KWOK's own templates give its creation), which the heartbeat keeps (bench/peer.py checks
+# from it that no pod was bound before). Stages in the config replace KWOK's default node stages, so all are
+# given; the pod stages stay KWOK's defaults.
+#
+# Why node-not-ready: kube-scheduler does not look at a Node's Ready condition, only at its taints. A
+# kubelet registers its Node NotReady with the taint node.kubernetes.io/not-ready:NoSchedule; Karpenter's
+# KWOK provider creates the Node itself, with no condition and only the taint karpenter.sh/unregistered,
+# which Karpenter's registration removes within a second or so. Without this Stage pods were bound to a new
+# Node seconds after its launch, long before its delayed Ready. node-not-ready appends the not-ready taint
+# (a JSON patch: a concurrent change is not lost; Karpenter's registration patch is optimistically locked
+# and retries on a conflict) and sets Ready=False. From then on the controller-manager's node lifecycle
+# controller keeps the taint while Ready is False and removes it when node-initialize sets Ready=True (it
+# would remove it from a Node with no Ready condition: hence the taint and the condition in one Stage).
+# Should the Node be registered before KWOK sees it (its taints already empty), the append is skipped and
+# the lifecycle controller adds the taint from the Ready=False condition. Karpenter counts the not-ready
+# taint as ephemeral: its simulation still counts on the booting Node (it does not launch more for the pods
+# waiting on it), and its NodeClaim is Initialized once the taint is gone.
 kwok_node_stages() {
   local spec="$1" low high
   [[ "${spec}" =~ ^([0-9]+)(-([0-9]+))?$ ]] || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: want MIN-MAX seconds (e.g. 30-90) or one number"
   low="${BASH_REMATCH[1]}"
   high="${BASH_REMATCH[3]:-${low}}"
   ((high >= low)) || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: MAX below MIN"
+  cat <<'EOF'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-not-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+      - 'False'
+  next:
+    patches:
+    - type: json
+      root: spec
+      template: |
+        {{ $tainted := false }}
+        {{ range .spec.taints }}{{ if eq .key "node.kubernetes.io/not-ready" }}{{ $tainted = true }}{{ end }}{{ end }}
+        {{ if and .spec.taints (not $tainted) }}
+        - op: add
+          path: /taints/-
+          value:
+            key: node.kubernetes.io/not-ready
+            effect: NoSchedule
+        {{ else }}
+        []
+        {{ end }}
+    - subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        conditions:
+        - lastHeartbeatTime: {{ $now | Quote }}
+          lastTransitionTime: {{ $now | Quote }}
+          message: "the node is starting"
+          reason: KubeletNotReady
+          status: "False"
+          type: Ready
+EOF
   cat <<EOF
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -252,9 +316,9 @@ spec:
   selector:
     matchExpressions:
     - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'NotIn'
+      operator: 'In'
       values:
-      - 'True'
+      - 'False'
   delay:
     durationMilliseconds: $((low * 1000))
     jitterDurationMilliseconds: $((high * 1000))
@@ -263,7 +327,7 @@ EOF
   next:
     statusTemplate: |
       {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      {{ $lastTransitionTime := $now }}
       conditions:
       {{ range NodeConditions }}
       - lastHeartbeatTime: {{ $now | Quote }}
@@ -351,6 +415,7 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      {{ range .status.conditions }}{{ if eq .type "Ready" }}{{ $lastTransitionTime = .lastTransitionTime }}{{ end }}{{ end }}
       conditions:
       {{ range NodeConditions }}
       - lastHeartbeatTime: {{ $now | Quote }}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +254,44 @@ def test_pod_pending_until_bound_and_lineage_through_evictions() -> None:
     assert timeline.pods["ns/p3"].lineage == "ns/p1"
     assert peer.evicted_more_than_once(timeline) == 1
     assert peer.evictions_in(timeline, 0, 20) == 1
+
+
+def _stamp(seconds: float) -> str:
+    """An API timestamp (whole seconds, as the API server keeps them) ``seconds`` after 2026-01-05 12:00 UTC."""
+    return (datetime(2026, 1, 5, 12, tzinfo=UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _kwok_node(ready_at: float | None, tainted: bool) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": "False" if ready_at is None else "True",
+                   "lastTransitionTime": _stamp(0.0 if ready_at is None else ready_at)}]
+    taints = [{"key": peer.TAINT_NOT_READY, "effect": "NoSchedule"}] if tainted else []
+    return {"spec": {"taints": taints}, "status": {"conditions": conditions}}
+
+
+def _bound(node: str, at: float) -> dict[str, Any]:
+    bound = pod(node=node)
+    bound["status"] = {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(at)}]}
+    return bound
+
+
+def test_bindings_before_ready_are_told_from_the_objects_own_times_not_the_watch() -> None:
+    """A Node is Ready from its Ready condition's transition once the not-ready taint is gone, a pod bound from its
+    PodScheduled transition: the watch may see either late. A pod bound to a booting node is early."""
+    timeline = Timeline(PRICES, wall_start=datetime(2026, 1, 5, 12, tzinfo=UTC).timestamp())
+    timeline.node(5.0, "n1", _kwok_node(None, tainted=True))
+    timeline.node(40.0, "n1", _kwok_node(30.0, tainted=True))  # Ready, the taint not removed yet: not yet
+    assert "n1" not in timeline.node_ready
+    timeline.node(44.0, "n1", _kwok_node(30.0, tainted=False))  # seen 14 s late: Ready since 30 s
+    assert timeline.node_ready == {"n1": 30.0}
+    timeline.pod(2.0, "ns/waited", pod())
+    timeline.pod(33.0, "ns/waited", _bound("n1", 30.0))  # bound the second the node was Ready
+    timeline.pod(3.0, "ns/early", pod())
+    timeline.pod(12.0, "ns/early", _bound("n1", 11.0))  # bound to the booting node
+    timeline.pod(4.0, "ns/elsewhere", pod())
+    timeline.pod(6.0, "ns/elsewhere", _bound("n2", 6.0))  # a node whose Ready the run never saw: not counted
+    assert peer.bindings_before_ready(timeline) == {"pods": 2, "early": 1, "earliest": -19.0}
+    del timeline.pods["ns/early"]
+    assert peer.bindings_before_ready(timeline) == {"pods": 1, "early": 0, "earliest": 0.0}
 
 
 def test_a_deleted_pending_pod_stops_waiting() -> None:

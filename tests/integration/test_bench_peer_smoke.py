@@ -6,8 +6,8 @@ ebb's three services as processes (ebb's code as committed at HEAD).
 Asserted on what it reports, never on timings (its figures mean nothing): every side produced its figures, the
 trace was played (every Deployment and job of the trace had pods, no API call of the driver failed), NodeClaims
 were launched and disrupted, by Karpenter on its side and by ebb on ebb's (where Karpenter's own disruption stays
-off), every side started from the same cluster of spot nodes that took the cloud's start-up time to be Ready, and
-ebb's services stopped cleanly.
+off), every side started from the same cluster of spot nodes that took the cloud's start-up time to be Ready, no pod
+was bound to a node before it was Ready, and ebb's services stopped cleanly.
 
 It needs the servers' binaries in ~/.cache/ebb (``deploy/local/infra.sh install``) and starts its own (the
 harness's way: deploy/local/ scripts in private directories), not the session's. Without Karpenter's KWOK provider
@@ -109,7 +109,9 @@ def test_nodeclaims_were_launched_and_disrupted_on_every_side_by_its_disrupter(
             assert result["ebb_exit_codes"] == dict.fromkeys(peer.EBB_SERVICES, 0)
         else:
             assert peer.counter_sum(counters["karpenter"], decisions) > 0, side
-            assert peer.counter_sum(counters["karpenter"], "karpenter_nodeclaims_created_total") > 0, side
+            # every NodeClaim after the starting cluster is Karpenter's (it may need none on the smoke's trace)
+            created = peer.counter_sum(counters["karpenter"], "karpenter_nodeclaims_created_total")
+            assert created == result["launches_after_start"], side
 
 
 def test_every_side_started_from_the_same_cluster_of_slow_spot_nodes(
@@ -123,4 +125,7 @@ def test_every_side_started_from_the_same_cluster_of_slow_spot_nodes(
         ready = result["cloud"]["ready_seconds"]
         assert ready["count"] >= result["start"]["nodeclaims"], result["side"]
         assert ready["min"] >= low, result["side"]  # not KWOK's instant nodes
+        # and no pod was bound to a node before it was Ready (its not-ready taint kept them off, as on a cloud)
+        bound = result["cloud"]["bound_after_ready"]
+        assert bound["pods"] > 0 and bound["early"] == 0, (result["side"], bound)
         assert result["cloud"]["launched_by_capacity_type"]["start"].get("spot", 0) > 0, result["side"]

@@ -14,6 +14,12 @@ def waiting(name: str, cpu: str, memory: str = "128Mi", **kw: Any) -> dict[str, 
     return pod(name, None, cpu=cpu, memory=memory, phase="Pending", **kw)
 
 
+def startup_tainted(pool: dict[str, Any], *taints: dict[str, str]) -> dict[str, Any]:
+    """The NodePool with startup taints in its template."""
+    pool["spec"]["template"]["spec"]["startupTaints"] = list(taints)
+    return pool
+
+
 def summary(docs: list[Any], in_flight: tuple[str, ...] = ()) -> list[tuple[str, str, int]]:
     snap = snapshot(*docs)
     plan = launches(snap, [p for p in snap.pods if p.node_name is None], in_flight=in_flight)
@@ -35,6 +41,18 @@ def summary(docs: list[Any], in_flight: tuple[str, ...] = ()) -> list[tuple[str,
     ([nodepool(), waiting("w", "500m", memory="12Gi")], (), [("default", "r5.large", 1)]),
     # a node still launching counts as capacity: the pod waits for it, nothing more launches
     ([nodepool(), node("booting", ready=False, initialized=False), waiting("w", "1")], ("booting",), []),
+    # ... tainted not-ready as a kubelet registers it (Karpenter ignores its ephemeral taints while it boots)
+    ([nodepool(), node("booting", ready=False, initialized=False,
+                       taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+      waiting("w", "1")], ("booting",), []),
+    # ... and its NodePool's startup taints, which someone removes once it runs
+    ([startup_tainted(nodepool(), {"key": "example.com/agent", "effect": "NoSchedule"}),
+      node("booting", ready=False, initialized=False, taints=[{"key": "example.com/agent", "effect": "NoSchedule"}]),
+      waiting("w", "1")], ("booting",), []),
+    # but not a taint that stays: the pod cannot go there, a node launches
+    ([nodepool(), node("booting", ready=False, initialized=False,
+                       taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+      waiting("w", "1")], ("booting",), [("default", "t3.medium", 1)]),
     # ... unless it is not counted as in flight (a NotReady node is no capacity for kube-scheduler)
     ([nodepool(), node("booting", ready=False, initialized=False), waiting("w", "1")], (),
      [("default", "t3.medium", 1)]),

@@ -18,9 +18,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ebb.core.model import Pod, Snapshot
+from ebb.core.model import Node, Pod, Snapshot, Taint
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import simulate
+
+#: the taints Karpenter expects to go away by themselves (its ``KnownEphemeralTaints``): a booting node carries some
+#: (a kubelet registers its Node tainted not-ready until it is Ready), and its simulation ignores them on a node that
+#: is not initialized yet, as it ignores the NodePool's startup taints there
+EPHEMERAL_TAINTS: frozenset[Taint] = frozenset({
+    Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),
+    Taint("node.kubernetes.io/not-ready", "", "NoExecute"),
+    Taint("node.kubernetes.io/unreachable", "", "NoSchedule"),
+    Taint("node.cloudprovider.kubernetes.io/uninitialized", "true", "NoSchedule"),
+    Taint("karpenter.sh/unregistered", "", "NoExecute"),
+})
 
 #: Karpenter's batching: the batch closes once no new pod came for this long ...
 BATCH_IDLE_SECONDS = 1.0
@@ -47,12 +58,22 @@ def batch_wait(opened: float, last_arrival: float, now: float, *, idle: float = 
     return max(0.0, min(last_arrival + idle, opened + maximum) - now)
 
 
+def _as_booted(node: Node, startup: frozenset[Taint]) -> Node:
+    """A node still launching as Karpenter's simulation counts on it: Ready, without the taints it only has while
+    booting (``EPHEMERAL_TAINTS``, its NodePool's startup taints)."""
+    taints = tuple(t for t in node.taints if t not in EPHEMERAL_TAINTS and t not in startup)
+    return replace(node, ready=True, taints=taints)
+
+
 def launches(snapshot: Snapshot, pending: Sequence[Pod], *, in_flight: Iterable[str] = ()) -> ProvisioningPlan:
     """The nodes to launch so that ``pending`` can run: the simulator places them on the existing nodes, on
-    the nodes of ``in_flight`` (launched, not Ready yet: counted as if they were) and then on new nodes."""
+    the nodes of ``in_flight`` (launched, not Ready yet: counted as if they were, without their booting taints:
+    `_as_booted`) and then on new nodes."""
     booting = set(in_flight)
     if booting:
-        nodes = tuple(replace(n, ready=True) if n.name in booting and not n.deleting else n for n in snapshot.nodes)
+        startup = {pool.name: frozenset(pool.startup_taints) for pool in snapshot.nodepools}
+        nodes = tuple(_as_booted(n, startup.get(n.nodepool or "", frozenset()))
+                      if n.name in booting and not n.deleting else n for n in snapshot.nodes)
         snapshot = replace(snapshot, nodes=nodes)
     waiting = [p for p in pending if p.node_name is None and p.needs_rescheduling]
     if not waiting:

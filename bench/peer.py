@@ -113,6 +113,8 @@ LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 #: the taint a kubelet registers its Node with, and the node lifecycle controller removes once it is Ready
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+#: how the starting cluster's NodeClaims are named (then a number)
+START_PREFIX = "start-"
 
 
 def _log(message: str) -> None:
@@ -516,7 +518,8 @@ def starting_cluster(trace: Trace, types: Sequence[Mapping[str, Any]], pool: Map
     nodes: list[StartNode] = []
     for n, new in enumerate(plan.launches):
         zones = sorted(new.zones)
-        nodes.append(StartNode(f"start-{n:03d}", new.instance_types[0], new.capacity_type, zones[n % len(zones)]))
+        nodes.append(StartNode(f"{START_PREFIX}{n:03d}", new.instance_types[0], new.capacity_type,
+                               zones[n % len(zones)]))
     return nodes
 
 

@@ -232,9 +232,12 @@ EOF
 
 # kwok_node_stages MIN-MAX: KWOK's two default node Stages (kustomize/stage/node/fast's node-initialize
 # and node/heartbeat's node-heartbeat, as KWOK v0.7.0 ships them; with a lease duration set KWOK uses the
-# heartbeat without lease) with node-initialize delayed by MIN to MAX seconds (KWOK draws uniformly between
-# durationMilliseconds and jitterDurationMilliseconds, and draws again at every change of the Node while it
-# waits), and before it a node-not-ready Stage with no delay. The conditions' lastTransitionTime is when the
+# heartbeat without lease) with node-initialize delayed, and before it a node-not-ready Stage with no delay
+# that draws when the Node will be Ready: MIN to MAX seconds from then, uniformly (sprig's randInt, in ms),
+# kept in the Node's annotation kwok.ebb.local/ready-at, which node-initialize's delay counts down to. KWOK
+# computes a delay again at every change of the Node (a jittered delay would be drawn again each time: the
+# node lifecycle controller's rate-limited NoExecute taint and Karpenter's updates made a 30-90 s start-up
+# take up to three minutes); a moment in time stays put. The conditions' lastTransitionTime is when the
 # Node turned Ready (KWOK's own templates give its creation), which the heartbeat keeps (bench/peer.py checks
 # from it that no pod was bound before). Stages in the config replace KWOK's default node stages, so all are
 # given; the pod stages stay KWOK's defaults.
@@ -258,7 +261,8 @@ kwok_node_stages() {
   low="${BASH_REMATCH[1]}"
   high="${BASH_REMATCH[3]:-${low}}"
   ((high >= low)) || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: MAX below MIN"
-  cat <<'EOF'
+  # @LOW_MS@ and @HIGH_MS@ (the template's own $ must stay as they are, so no shell expansion)
+  sed -e "s/@LOW_MS@/$((low * 1000))/" -e "s/@HIGH_MS@/$((high * 1000 + 1))/" <<'EOF'
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -277,6 +281,21 @@ spec:
       - 'False'
   next:
     patches:
+    - root: metadata
+      template: |
+        annotations:
+          kwok.ebb.local/ready-at: {{ now | dateModify (printf "+%dms" (randInt @LOW_MS@ @HIGH_MS@)) | date "2006-01-02T15:04:05.000Z07:00" | Quote }}
+    - subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        conditions:
+        - lastHeartbeatTime: {{ $now | Quote }}
+          lastTransitionTime: {{ $now | Quote }}
+          message: "the node is starting"
+          reason: KubeletNotReady
+          status: "False"
+          type: Ready
     - type: json
       root: spec
       template: |
@@ -291,17 +310,6 @@ spec:
         {{ else }}
         []
         {{ end }}
-    - subresource: status
-      root: status
-      template: |
-        {{ $now := Now }}
-        conditions:
-        - lastHeartbeatTime: {{ $now | Quote }}
-          lastTransitionTime: {{ $now | Quote }}
-          message: "the node is starting"
-          reason: KubeletNotReady
-          status: "False"
-          type: Ready
 EOF
   cat <<EOF
 ---
@@ -321,7 +329,8 @@ spec:
       - 'False'
   delay:
     durationMilliseconds: $((low * 1000))
-    jitterDurationMilliseconds: $((high * 1000))
+    durationFrom:
+      expressionFrom: '.metadata.annotations["kwok.ebb.local/ready-at"]'
 EOF
   cat <<'EOF'
   next:

@@ -436,6 +436,24 @@ def test_the_back_test_of_a_real_run_starts_from_its_cluster_and_disrupts_nothin
     assert any(s["disruptions"] for s in free["series"][:int(ready_after)])
 
 
+def test_the_boot_time_is_the_range_of_the_nodeclaims_launched_during_the_trace(tmp_path: Path) -> None:
+    """The starting cluster's NodeClaims are left out of the range (the back-test starts them Ready; launched all at
+    once, they took longer on the local control plane); with too few launched after them, the recorded range."""
+    launched = [{"name": f"default-{i}", "launched": 300.0 + i, "ready": 300.0 + i + wait}
+                for i, wait in enumerate((52.0, 88.5, 61.0))]
+    starting = [{"name": f"{peer.START_PREFIX}{i:03d}", "launched": 0.0, "ready": wait}
+                for i, wait in enumerate((40.0, 175.0))]
+    timeline = {"nodeclaims": starting + launched, "pods": []}
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    result = {**real_result(), "out_dir": str(tmp_path)}
+    assert calibrate.launched_boot(timeline) == (52.0, 88.5)
+    assert calibrate.real_boot(result) == (52.0, 88.5)
+    timeline["nodeclaims"] = starting + launched[:2]
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    assert calibrate.launched_boot(timeline) is None
+    assert calibrate.real_boot(result) == (33.4, 95.3)  # the recorded range
+
+
 def test_the_boot_time_can_be_the_real_runs_launch_to_binding_time_instead(tmp_path: Path) -> None:
     """On the harness's cloud kube-scheduler binds pods to a KWOK Node before its delayed Ready: ``binding`` takes
     how long the pods waited for a new node, ``ready`` (the default) the recorded launch-to-Ready range."""

@@ -390,22 +390,26 @@ def service_objects(service: Service, replicas: int) -> list[Doc]:
 
 
 def nodepool(consolidate_after: str, budget_nodes: str, consolidation_policy: str = "WhenEmptyOrUnderutilized",
-             capacity_types: Sequence[str] = ("on-demand",)) -> Doc:
+             capacity_types: Sequence[str] = ("on-demand",), startup_taints: Sequence[Doc] = ()) -> Doc:
     """The one NodePool: amd64, linux, ``capacity_types`` (the cloud's: ``Cloud.capacity_types``), sizes ``SIZES``
-    of every family, ``consolidation_policy``, ``consolidateAfter`` and budgets ``budget_nodes``."""
+    of every family, ``consolidation_policy``, ``consolidateAfter``, budgets ``budget_nodes`` and, when given, the
+    template's ``startup_taints`` (``Cloud.startup_taints``)."""
+    template: Doc = {
+        "requirements": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
+            {"key": "karpenter.kwok.sh/instance-cpu", "operator": "In", "values": list(SIZES)},
+        ],
+        "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+        "expireAfter": "Never",
+    }
+    if startup_taints:
+        template["startupTaints"] = [dict(t) for t in startup_taints]
     return {
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": NODEPOOL},
         "spec": {
-            "template": {"spec": {
-                "requirements": [
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                    {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
-                    {"key": "karpenter.kwok.sh/instance-cpu", "operator": "In", "values": list(SIZES)},
-                ],
-                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
-                "expireAfter": "Never",
-            }},
+            "template": {"spec": template},
             "limits": {"cpu": 100000},
             "disruption": {"consolidationPolicy": consolidation_policy, "consolidateAfter": consolidate_after,
                            "budgets": [{"nodes": budget_nodes}]},
@@ -453,6 +457,18 @@ class Cloud:
     node_ready: tuple[int, int]
     capacity_types: tuple[str, ...]
     spot_to_spot: bool
+
+    @property
+    def startup_taints(self) -> tuple[Doc, ...]:
+        """The NodePool's startup taints on a cloud whose nodes take time to be Ready: the not-ready taint a kubelet
+        registers its Node with. Karpenter's KWOK provider creates the Node itself, tainted only
+        karpenter.sh/unregistered; its registration removes that one and adds the startup taints in the same patch,
+        so a new Node is never untainted before it is Ready (KWOK's node-not-ready Stage sets Ready=False; the node
+        lifecycle controller keeps the taint while Ready is False and removes it once KWOK's node-initialize sets
+        Ready=True, deploy/local/kubernetes.sh). Without it, kube-scheduler bound pods in the moment between the
+        registration and the lifecycle controller's taint on a loaded machine. Karpenter's simulations ignore
+        startup taints on a node that is not initialized, as they ignore the not-ready taint."""
+        return ({"key": TAINT_NOT_READY, "effect": "NoSchedule"},) if self.node_ready[1] > 0 else ()
 
     def env(self) -> dict[str, str]:
         """The control plane's and Karpenter's settings for this cloud (deploy/local/kubernetes.sh, karpenter.sh)."""
@@ -1364,7 +1380,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
     async with client.ApiClient(configuration) as api:
         custom: Any = client.CustomObjectsApi(api)
         await create_object(api, nodepool(side.consolidate_after, "0", side.consolidation_policy,
-                                          cloud.capacity_types))
+                                          cloud.capacity_types, cloud.startup_taints))
         pool = await custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", NODEPOOL)
         start = starting_cluster(trace, types, pool)
         driver = Driver(api, trace)

@@ -124,6 +124,15 @@ def test_nodepool(consolidate_after: str, budget: str) -> None:
     assert reqs["kubernetes.io/arch"] == ["amd64"]
 
 
+def test_a_slow_clouds_nodepool_registers_its_nodes_not_ready_and_an_instant_ones_does_not() -> None:
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    assert peer.CLOUD.startup_taints == peer.SMOKE_CLOUD.startup_taints == (not_ready,)
+    assert peer.Cloud(node_ready=(0, 0), capacity_types=("on-demand",), spot_to_spot=False).startup_taints == ()
+    pool = peer.nodepool("0s", "10%", startup_taints=peer.CLOUD.startup_taints)
+    assert pool["spec"]["template"]["spec"]["startupTaints"] == [not_ready]
+    assert "startupTaints" not in peer.nodepool("0s", "10%")["spec"]["template"]["spec"]
+
+
 @pytest.mark.parametrize(("side", "extra"), [
     ("ebb", {"stabilizationWindow": "2m"}),
     ("ebb-nowindow", {}),

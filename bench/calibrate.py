@@ -322,8 +322,9 @@ def measured_binding(timeline: Mapping[str, Any]) -> float | None:
     a node, from the first NodeClaim launched after the pod appeared to the pod's binding; the median. It is the
     launch, the node's start-up and kube-scheduler's binding, on the machine as loaded as it was (tens of seconds
     on a busy 2-core machine, KWOK's own 1-2 s idle). None when no pod waited for a launch. On the harness's cloud
-    it can be far shorter than the launch-to-Ready time: kube-scheduler binds pods to a KWOK Node before its
-    delayed Ready (``EBB_BENCH_CALIBRATE_BOOT=binding`` takes this one)."""
+    it was far shorter than the launch-to-Ready time while kube-scheduler could bind pods to a KWOK Node before its
+    delayed Ready, which the not-ready taint now prevents (deploy/local/kubernetes.sh); for runs of that harness
+    ``EBB_BENCH_CALIBRATE_BOOT=binding`` takes this one."""
     launches = sorted(float(n["launched"]) for n in timeline.get("nodeclaims") or [])
     waits: list[float] = []
     for pod in timeline.get("pods") or []:
@@ -458,6 +459,18 @@ def _cell(key: str, value: float) -> str:
     return f"{value:,.0f}"
 
 
+def _early_lines(early: Sequence[Sequence[Any]]) -> list[str]:
+    """The sentence on the real runs in which kube-scheduler bound pods to a node before it was Ready (``early``:
+    [side, trace, seed, run, pods bound early, pods bound to a node whose Ready was seen]); none when there were
+    none."""
+    bad = [e for e in early if e[4]]
+    if not bad:
+        return []
+    each = "; ".join(f"{e[1]} seed {e[2]} {e[0]}{' (again)' if e[3] else ''}: {e[4]} of {e[5]}" for e in bad)
+    return ["", f"Pods bound to a node before it was Ready (the not-ready taint missed them) in {len(bad)} of the "
+            f"{len(early)} real runs: {each}."]
+
+
 def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any]) -> list[str]:
     """The section of docs/backtest.md: how it was run, a table per (trace, side) with the seeds side by side
     (real / back-test / ratio and a mark where it is off), the real spread of the trace (``spread``: trace → figure
@@ -474,7 +487,9 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
              f"its disruption held until the real run's began, spot and on-demand with spot-to-spot as the real "
              f"cloud, {booting} in the real run it replays ({low:.0f}-{high:.0f} s). Both sides' figures cover "
              f"the whole run, the starting cluster's cost included, its NodeClaims not counted as launches. "
-             f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}.", "",
+             f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}"
+             + (f", load average {meta['load']:.0f} on average over the runs" if meta.get("load") else "") + ".",
+             *_early_lines(meta.get("early") or []), "",
              "Each cell: real / back-test (back-test ÷ real); **bold** where the back-test is off by more than "
              f"{TOLERANCE:.0%} and more than the real runs' own spread.", ""]
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -671,6 +686,10 @@ def run() -> list[str]:
     meta = {"size": size, "seeds": seeds, "parallel": parallel, "repeat": repeat, "runs": len(real),
             "minutes": minutes, "boots": sorted(real_boot(r, boot) for r in real.values()), "boot": boot,
             "machine": f"{os.cpu_count()} cores ({platform.machine()})",
+            "load": sum(float((r.get("load_average") or {}).get("mean") or 0.0) for r in real.values()) / len(real),
+            "early": [[*job, int(bound.get("early") or 0), int(bound.get("pods") or 0)]
+                      for job, r in real.items()
+                      if isinstance(bound := (r.get("cloud") or {}).get("bound_after_ready"), Mapping)],
             "describe": f"{first['trace']['peak_pods']} pods at the peak"}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "spread": spread,

@@ -219,6 +219,18 @@ def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run
     assert again.endswith("## After\n")
 
 
+def test_the_section_names_the_real_runs_whose_pods_were_bound_before_their_node_was_ready() -> None:
+    rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(), {})
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [[31.5, 93.0]], "machine": "2 cores", "describe": "218 pods at the peak", "load": 14.2,
+            "early": [["karpenter-default", "bursty", 1, 0, 15, 301], ["karpenter-default", "bursty", 1, 1, 0, 319]]}
+    table = "\n".join(calibrate.render(rows, {}, meta))
+    assert "load average 14 on average over the runs" in table
+    assert "in 1 of the 2 real runs: bursty seed 1 karpenter-default: 15 of 301." in table
+    meta["early"] = [["karpenter-default", "bursty", 1, 0, 0, 301]]
+    assert "before it was Ready" not in "\n".join(calibrate.render(rows, {}, meta))
+
+
 def test_the_measured_boot_is_the_median_wait_from_the_first_launch_after_a_pod_came_to_its_binding() -> None:
     timeline = {"nodeclaims": [{"launched": 10.0}, {"launched": 30.0}],
                 "pods": [{"seen": 0.0, "bound": 22.0}, {"seen": 1.0, "bound": 25.0}, {"seen": 2.0, "bound": 23.0},

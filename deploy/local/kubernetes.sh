@@ -8,10 +8,10 @@
 #   kubernetes.sh status
 #
 # EBB_KWOK_NODE_READY_SECONDS=MIN-MAX (e.g. 30-90): a cloud's start-up time. A Node KWOK manages is
-# NotReady and tainted node.kubernetes.io/not-ready:NoSchedule at once (as a kubelet registers it: no pod
-# is bound to it) and Ready a uniformly random MIN to MAX seconds later (its node-initialize Stage with a
-# delay; the controller-manager then removes the taint). Unset (the default, what the tests use): Ready at
-# once.
+# NotReady at once (as a kubelet registers it) and Ready a uniformly random MIN to MAX seconds later (its
+# node-initialize Stage with a delay); a taint node.cloudprovider.kubernetes.io/uninitialized on it is removed
+# once it is Ready (node-uninitialized), so a Node registered with it takes no pod before. Unset (the
+# default, what the tests use): Ready at once.
 set -euo pipefail
 EBB_COMPONENT=kubernetes
 # shellcheck source=deploy/local/lib.sh
@@ -242,19 +242,22 @@ EOF
 # from it that no pod was bound before). Stages in the config replace KWOK's default node stages, so all are
 # given; the pod stages stay KWOK's defaults.
 #
-# Why node-not-ready: kube-scheduler does not look at a Node's Ready condition, only at its taints. A
-# kubelet registers its Node NotReady with the taint node.kubernetes.io/not-ready:NoSchedule; Karpenter's
-# KWOK provider creates the Node itself, with no condition and only the taint karpenter.sh/unregistered,
-# which Karpenter's registration removes within a second or so. Without this Stage pods were bound to a new
-# Node seconds after its launch, long before its delayed Ready. node-not-ready appends the not-ready taint
-# (a JSON patch: a concurrent change is not lost; Karpenter's registration patch is optimistically locked
-# and retries on a conflict) and sets Ready=False. From then on the controller-manager's node lifecycle
-# controller keeps the taint while Ready is False and removes it when node-initialize sets Ready=True (it
-# would remove it from a Node with no Ready condition: hence the taint and the condition in one Stage).
-# Should the Node be registered before KWOK sees it (its taints already empty), the append is skipped and
-# the lifecycle controller adds the taint from the Ready=False condition. Karpenter counts the not-ready
-# taint as ephemeral: its simulation still counts on the booting Node (it does not launch more for the pods
-# waiting on it), and its NodeClaim is Initialized once the taint is gone.
+# Why: kube-scheduler does not look at a Node's Ready condition, only at its taints. A kubelet registers
+# its Node NotReady, tainted node.kubernetes.io/not-ready:NoSchedule (and, under an external cloud provider,
+# node.cloudprovider.kubernetes.io/uninitialized, which the cloud's controller removes). Karpenter's KWOK
+# provider creates the Node itself, with no condition and only the taint karpenter.sh/unregistered, which
+# Karpenter's registration removes within a second or two; pods were then bound to a new Node seconds after
+# its launch, long before its delayed Ready. node-not-ready sets Ready=False (and appends the not-ready taint
+# with a JSON patch when the Node still has karpenter.sh/unregistered, so a concurrent change is not lost);
+# the controller-manager's node lifecycle controller keeps the not-ready taint while Ready is False and
+# removes it at Ready=True. That alone leaks on a loaded machine: KWOK marks the Node NotReady seconds after
+# Karpenter registered it, and the lifecycle controller takes the not-ready taint off a Node with no Ready
+# condition. So bench/peer.py's NodePool has the uninitialized taint as a startup taint, which Karpenter's
+# registration adds in the very patch that removes karpenter.sh/unregistered, and only node-uninitialized
+# removes it, once the Node is Ready: a JSON patch that tests the taint's index first, so a Stage played on
+# an older copy of the Node fails (and is played again at its next change) instead of removing another
+# taint. Karpenter counts both taints as ephemeral: its simulation still counts on the booting Node (it does
+# not launch more for the pods waiting on it), and its NodeClaim is Initialized once they are gone.
 kwok_node_stages() {
   local spec="$1" low high
   [[ "${spec}" =~ ^([0-9]+)(-([0-9]+))?$ ]] || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: want MIN-MAX seconds (e.g. 30-90) or one number"
@@ -310,6 +313,39 @@ spec:
         {{ else }}
         []
         {{ end }}
+EOF
+  cat <<'EOF'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-uninitialized
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'True'
+    - key: '.spec.taints.[] | select( .key == "node.cloudprovider.kubernetes.io/uninitialized" ) | .effect'
+      operator: 'In'
+      values:
+      - 'NoSchedule'
+  next:
+    patches:
+    - type: json
+      root: spec
+      template: |
+        {{ range $i, $t := .spec.taints }}{{ if eq $t.key "node.cloudprovider.kubernetes.io/uninitialized" }}
+        - op: test
+          path: /taints/{{ $i }}/key
+          value: node.cloudprovider.kubernetes.io/uninitialized
+        - op: remove
+          path: /taints/{{ $i }}
+        {{ end }}{{ end }}
 EOF
   cat <<EOF
 ---

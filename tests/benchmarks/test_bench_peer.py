@@ -125,7 +125,7 @@ def test_nodepool(consolidate_after: str, budget: str) -> None:
 
 
 def test_a_slow_clouds_nodepool_registers_its_nodes_not_ready_and_an_instant_ones_does_not() -> None:
-    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    not_ready = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
     assert peer.CLOUD.startup_taints == peer.SMOKE_CLOUD.startup_taints == (not_ready,)
     assert peer.Cloud(node_ready=(0, 0), capacity_types=("on-demand",), spot_to_spot=False).startup_taints == ()
     pool = peer.nodepool("0s", "10%", startup_taints=peer.CLOUD.startup_taints)
@@ -298,9 +298,9 @@ def test_bindings_before_ready_are_told_from_the_objects_own_times_not_the_watch
     timeline.pod(12.0, "ns/early", _bound("n1", 11.0))  # bound to the booting node
     timeline.pod(4.0, "ns/elsewhere", pod())
     timeline.pod(6.0, "ns/elsewhere", _bound("n2", 6.0))  # a node whose Ready the run never saw: not counted
-    assert peer.bindings_before_ready(timeline) == {"pods": 2, "early": 1, "earliest": -19.0}
+    assert peer.bindings_before_ready(timeline) == {"pods": 2, "booting": 2, "early": 1, "earliest": -19.0}
     del timeline.pods["ns/early"]
-    assert peer.bindings_before_ready(timeline) == {"pods": 1, "early": 0, "earliest": 0.0}
+    assert peer.bindings_before_ready(timeline) == {"pods": 1, "booting": 1, "early": 0, "earliest": 0.0}
 
 
 def test_a_deleted_pending_pod_stops_waiting() -> None:

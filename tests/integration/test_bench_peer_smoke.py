@@ -126,9 +126,9 @@ def test_every_side_started_from_the_same_cluster_of_slow_spot_nodes(
         assert ready["count"] >= result["start"]["nodeclaims"], result["side"]
         assert ready["min"] >= low, result["side"]  # not KWOK's instant nodes
         # and pods waited for their node to be Ready (its not-ready taint kept them off, as on a cloud): without the
-        # taint every pod that waited for a launch was bound seconds after it; with it, on a loaded machine, a few
-        # still are, in the moment the node lifecycle controller takes the taint off a Node KWOK has not yet marked
-        # NotReady (docs/backtest.md), hence a twentieth at most rather than none
+        # taint nearly every pod that came while its node booted was bound seconds after the launch; with it, on a
+        # loaded machine, a few still are, in the moment the node lifecycle controller takes the taint off a Node
+        # KWOK has not yet marked NotReady (docs/backtest.md), hence a quarter of those at most rather than none
         bound = result["cloud"]["bound_after_ready"]
-        assert bound["pods"] > 0 and bound["early"] <= bound["pods"] // 20, (result["side"], bound)
+        assert bound["pods"] > 0 and 4 * bound["early"] <= bound["booting"], (result["side"], bound)
         assert result["cloud"]["launched_by_capacity_type"]["start"].get("spot", 0) > 0, result["side"]

@@ -799,9 +799,10 @@ def pending_seconds(pods: Iterable[PodLife], start: float, end: float) -> tuple[
     return total, longest
 
 
-#: how much earlier than its Node's Ready a pod may be bound to it and still count as bound once it was Ready: both
-#: times are the objects' own, in whole seconds
-BINDING_SLACK = 1.0
+#: how much earlier than its Node's Ready a pod may be bound to it and still count as bound once it was Ready: the
+#: times are the objects' own, in whole seconds, or when the run's watch saw them where an object gave none, and the
+#: Node and pod streams may lag each other by seconds on a loaded machine
+BINDING_SLACK = 5.0
 
 
 def bindings_before_ready(timeline: Timeline, slack: float = BINDING_SLACK) -> Doc:

@@ -437,7 +437,9 @@ class Planner:
                 snapshot, read = await self._snapshot_and_inputs(now)
             except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
                 log.warning("cannot build the snapshot; no pass", error=str(e))
+                self.metrics.synced.set(0)
                 return None
+            self.metrics.synced.set(1)
             if self.store_revision is None:
                 inputs = read
                 reused = self._reusable(inputs, now)
@@ -524,6 +526,7 @@ class Planner:
         return view, run_pass(view, self.options), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
+        self.metrics.observed(view.snapshot, len(view.snapshot.nodes))
         for reason in REASONS:
             consolidation = reason in CONSOLIDATION_REASONS
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)

@@ -12,19 +12,15 @@ port).
   matchers only on labels those metrics have; Karpenter's dashboards are allowed exactly the one Karpenter metric ebb
   has no fact for and the metrics of other exporters (controller-runtime's, node-exporter's).
 - The embedded mode's ``/metrics`` has each service's metrics and the process's (build info, consumer lag).
-- With a real Prometheus (Debian's ``prometheus``, when installed) scraping the run, every panel and rule query
-  answers, except where the run exported no series of a metric it reads (the distributed mode's only).
+- With a real Prometheus (Debian's ``prometheus``; ``.ci/run`` installs it) scraping the run, every panel query
+  answers with series and every rule evaluates, except where the run exported no series of a metric it reads (the
+  distributed mode's only, or another exporter's).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +35,7 @@ import ebb
 from ebb.adapters.health import Readiness
 from ebb_cluster_watcher.metrics import Metrics as WatcherMetrics
 from ebb_interruption_ingester.ingester import Metrics as IngesterMetrics
-from tests.kit.embedded_run import EmbeddedRun, embedded_run, families_of, free_port, has_samples
+from tests.kit.embedded_run import EmbeddedRun, embedded_run, families_of, has_samples, prometheus_scraping, query
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -269,47 +265,12 @@ def test_the_embedded_metrics_have_every_services_metrics(embedded: dict[str, Me
 
 # ------------------------------------------------------------------------------------------ a real Prometheus
 
-PROMETHEUS = shutil.which("prometheus")
-
-
-def _query(base: str, expression: str) -> list[Any]:
-    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        answer = json.loads(response.read())
-    assert answer["status"] == "success", answer
-    result: list[Any] = answer["data"]["result"]
-    return result
-
-
-@pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus on PATH (Debian's package `prometheus`)")
 def test_a_real_prometheus_answers_every_panel_and_rule(run: EmbeddedRun, embedded: dict[str, Metric],
-                                                        served: dict[str, set[str]], tmp_path: Path) -> None:
+                                                        tmp_path: Path) -> None:
     """Prometheus scrapes the run every second; then each panel's query that reads only metrics the run has series
     of answers with series (a value may be NaN: a summary's quantile or a rate's ratio with nothing observed in the
     window, which Grafana shows as no value at that moment), and each rule's expression evaluates."""
-    assert PROMETHEUS is not None
-    port = free_port()
-    target = run.url.removeprefix("http://")
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "ebb", "static_configs": [{"targets": [target]}]}]}))
-    prometheus = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-                                   f"--storage.tsdb.path={tmp_path / 'data'}",
-                                   f"--web.listen-address=127.0.0.1:{port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # scraped for a while: rates have two samples and more
-            try:
-                up = _query(base, 'count_over_time(up{job="ebb"}[1m])')
-                if up and float(up[0]["value"][1]) >= 15:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "prometheus did not scrape the run"
-            time.sleep(1)
-        present = {name for name, labels in served.items() if labels}  # the run (or a registry) has series of it
+    with prometheus_scraping(run, tmp_path) as base:
         with_series = {s.name for family in embedded.values() for s in family.samples}
         silent: list[str] = []
         answered: list[str] = []
@@ -320,15 +281,10 @@ def test_a_real_prometheus_answers_every_panel_and_rule(run: EmbeddedRun, embedd
                 if not names <= with_series:
                     continue  # reads a metric the embedded run has no series of (distributed only, or not ebb's)
                 if path == RULES:
-                    # an alert's condition is false in a healthy run: its expression without the comparison answers
-                    _query(base, expression)
+                    query(base, expression)  # evaluates (an alert's condition is false in a healthy run: no series)
                     continue
-                (answered if _query(base, expression) else silent).append(f"{path.name}: {expression}")
-        assert present
+                (answered if query(base, expression) else silent).append(f"{path.name}: {expression}")
         assert silent == []
         # every panel of ebb's dashboard whose metrics the embedded mode has, and Karpenter's that ebb serves
         print(f"{len(answered)} panel queries answered", *answered, sep="\n")
         assert len(answered) >= 30
-    finally:
-        prometheus.terminate()
-        prometheus.wait(timeout=30)

@@ -30,6 +30,7 @@ def _panel(dashboard: str, title: str) -> str:
 #: (dashboard, panel title, screenshot name): panels of both of Karpenter's dashboards
 PANELS = [
     ("karpenter-performance.json", "Node Termination Latency", "termination-latency"),
+    ("karpenter-performance.json", "Pod Startup Latency", "pod-startup-latency"),
     ("karpenter-capacity.json", "Nodes Terminated by nodepool", "nodes-terminated"),
     ("karpenter-capacity.json", 'Pod Distribution by "$distribution_filter"', "pod-distribution"),
     ("karpenter-capacity.json", 'Nodes Eligible for Disruptions by "reason"', "eligible-nodes"),

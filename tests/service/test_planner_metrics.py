@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
 from ebb_consolidation_planner.leadership import NeverLeader
-from ebb_consolidation_planner.metrics import ClusterStateCollector
+from ebb_consolidation_planner.metrics import ClusterStateCollector, Metrics
 from tests.kit.builders import daemonset, ds_pod, node, nodepool, pod, snapshot
 from tests.kit.planner import Running, cluster, publish
 from tests.kit.waiting import eventually
@@ -106,3 +106,35 @@ async def test_a_follower_says_it_does_not_lead(db: str) -> None:
         registry = svc.metrics.registry
         await eventually("the snapshot read", lambda: registry.get_sample_value("ebb_cluster_state_synced") == 1)
         assert registry.get_sample_value("ebb_planner_leader") == 0
+
+
+def _pod(phase: str, *, ready_at: str | None = None) -> dict[str, object]:
+    conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}] if ready_at else []
+    return {"metadata": {"name": "p", "namespace": "ns", "creationTimestamp": "2026-03-01T10:00:00Z"},
+            "status": {"phase": phase, "conditions": conditions}}
+
+
+def test_a_pod_seen_pending_then_ready_is_a_startup_observed() -> None:
+    metrics = Metrics()
+    r = metrics.registry
+    metrics.pod_changed("ns", "p", _pod("Running", ready_at="2026-03-01T10:00:30Z"))  # never seen Pending
+    assert r.get_sample_value("ebb_pods_startup_duration_seconds_count") is None
+    metrics.pod_changed("ns", "p", _pod("Pending"))
+    metrics.pod_changed("ns", "p", _pod("Running"))  # running, not Ready yet
+    assert r.get_sample_value("ebb_pods_startup_duration_seconds_count") is None
+    metrics.pod_changed("ns", "p", _pod("Running", ready_at="2026-03-01T10:01:15Z"))
+    assert r.get_sample_value("ebb_pods_startup_duration_seconds_count") == 1
+    assert r.get_sample_value("ebb_pods_startup_duration_seconds", {"quantile": "0.5"}) == 75.0
+    metrics.pod_changed("ns", "p", _pod("Running", ready_at="2026-03-01T10:01:15Z"))  # once per start
+    assert r.get_sample_value("ebb_pods_startup_duration_seconds_count") == 1
+
+
+def test_a_pod_that_ends_or_goes_before_it_is_ready_is_no_startup() -> None:
+    metrics = Metrics()
+    metrics.pod_changed("ns", "p", _pod("Pending"))
+    metrics.pod_changed("ns", "p", _pod("Failed"))
+    metrics.pod_changed("ns", "p", _pod("Running", ready_at="2026-03-01T10:01:15Z"))
+    metrics.pod_changed("ns", "q", _pod("Pending"))
+    metrics.pod_changed("ns", "q", None)
+    metrics.pod_changed("ns", "q", _pod("Running", ready_at="2026-03-01T10:01:15Z"))
+    assert metrics.registry.get_sample_value("ebb_pods_startup_duration_seconds_count") is None

@@ -49,18 +49,24 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
   ``resource_type``; ``ebb_pods_state`` (1 per pod, with Karpenter's labels: ``name``, ``namespace``, ``owner``,
   ``node``, ``nodepool``, ``zone``, ``arch``, ``capacity_type``, ``instance_type``, ``phase``, ``scheduled``,
   ``ready``, ``managed``). Built at the scrape, they cost a pass nothing.
+- ``ebb_pods_startup_duration_seconds`` (Karpenter's Summary, quantiles 0, 0.5, 0.9, 0.99, 1 over 10 minutes): for
+  each pod this planner saw Pending on ``ebb.cluster.objects`` and then Ready, the time from its creation to its
+  Ready condition's transition (``pod_changed``); a pod that ends without being Ready is not counted.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ebb.adapters.metrics import register_build_info
+from ebb.adapters.clock import Clock
+from ebb.adapters.metrics import WindowedSummary, register_build_info, scrape_monotonic
 from ebb.core.balanced import Move
 from ebb.core.conflicts import Conflict
 from ebb.core.model import (
@@ -293,6 +299,43 @@ class Metrics:
                             "approves), else 0.", registry=self.registry)
         self.cluster_state = ClusterStateCollector()
         self.registry.register(self.cluster_state)
+        self.clock: Clock = Clock()
+        self.pod_startup = WindowedSummary(
+            "ebb_pods_startup_duration_seconds", "The time from pod creation until the pod is running (its Ready "
+            "condition), for pods seen Pending.", [], clock=self._monotonic, registry=self.registry)
+        self._pending_pods: set[tuple[str, str]] = set()
+
+    def timed_by(self, clock: Clock) -> None:
+        """Time the summaries' windows with the planner's clock."""
+        self.clock = clock
+
+    def _monotonic(self) -> float:
+        return scrape_monotonic(self.clock)()
+
+    def pod_changed(self, namespace: str, name: str, pod: Mapping[str, Any] | None) -> None:
+        """A Pod as ``ebb.cluster.objects`` has it now (None: deleted): one seen Pending and now Ready is observed in
+        ``ebb_pods_startup_duration_seconds``, as Karpenter's pod metrics controller does."""
+        key = (namespace, name)
+        if pod is None:
+            self._pending_pods.discard(key)
+            return
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase == "Pending":
+            self._pending_pods.add(key)
+            return
+        if key not in self._pending_pods:
+            return
+        ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"
+                      and c.get("status") == "True"), None)
+        if ready is not None:
+            self._pending_pods.discard(key)
+            became, created = _time(ready.get("lastTransitionTime")), _time((pod.get("metadata") or {})
+                                                                             .get("creationTimestamp"))
+            if became is not None and created is not None:
+                self.pod_startup.observe({}, (became - created).total_seconds())
+        elif phase in ("Succeeded", "Failed"):
+            self._pending_pods.discard(key)
 
     def leading(self, is_leader: Callable[[], bool]) -> None:
         """Read ``ebb_planner_leader`` from ``is_leader`` at each scrape."""
@@ -343,6 +386,16 @@ class Metrics:
 
     def evaluated(self, seconds: float) -> None:
         self.evaluation_duration.labels(reason="", consolidation_type="").observe(seconds)
+
+
+def _time(value: object) -> datetime | None:
+    """An RFC 3339 time of a Kubernetes object (None: absent or unreadable)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _pod_labels(pod: Pod, node: Node | None) -> list[str]:

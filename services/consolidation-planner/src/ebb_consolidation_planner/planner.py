@@ -167,6 +167,7 @@ class Planner:
         self.options = options or EngineOptions()
         #: "now" (decisions, events, the engine) and every interval of the loop (``ebb.adapters.clock``)
         self.clock = clock_of(clock)
+        self.metrics.timed_by(self.clock)
         self.recorder = recorder
         #: the consumer name of ebb.interruptions in processed_messages
         self.interruption_consumer = interruption_consumer
@@ -222,7 +223,11 @@ class Planner:
     async def handle(self, delivery: Delivery) -> None:
         """A bus handler for ebb.cluster.objects: apply the object and wake the loop when state changed."""
         message = delivery.message
-        if isinstance(message, ClusterObject) and self.objects.apply(message):
+        if not isinstance(message, ClusterObject):
+            return
+        if message.kind == "Pod":
+            self.metrics.pod_changed(message.namespace, message.name, message.object)
+        if self.objects.apply(message):
             self.changed.set()
 
     def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str | None]]:

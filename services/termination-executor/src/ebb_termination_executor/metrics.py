@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ebb.adapters.clock import Clock
-from ebb.adapters.metrics import WindowedSummary, register_build_info
+from ebb.adapters.metrics import WindowedSummary, register_build_info, scrape_monotonic
 
 #: Karpenter's buckets of karpenter_nodeclaims_termination_duration_seconds: 1 s to 2048 s, doubling
 TERMINATION_BUCKETS = tuple(float(2 ** n) for n in range(12))
@@ -109,12 +108,7 @@ class Metrics:
         self.clock = clock
 
     def _monotonic(self) -> float:
-        """The clock's seconds; scraped off the event loop (the health server's thread), the system's monotonic
-        time, which is the system clock's loop time (a simulated clock is scraped on its loop: the embedded API)."""
-        try:
-            return self.clock.monotonic()
-        except RuntimeError:  # no running loop in this thread
-            return time.monotonic()
+        return scrape_monotonic(self.clock)()
 
     def terminated(self, nodepool: str, seconds: float) -> None:
         """A node of a command was removed ``seconds`` after the command began."""

@@ -12,6 +12,7 @@
   ``karpenter_nodes_termination_duration_seconds`` and its dashboards read ``{quantile="0.5"}`` and the like):
   Python's client has Summaries without quantiles only. The window is ``max_age`` seconds of the given clock
   (client_golang's default: 10 minutes); a quantile with no observation in the window is NaN, as in Go.
+  ``scrape_monotonic`` times it with a service's clock from the thread that serves ``/metrics`` too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 import platform
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
@@ -93,6 +95,24 @@ def _register_once(registry: CollectorRegistry, collector: Collector) -> None:
     except ValueError as e:  # prometheus_client's "Duplicated timeseries": there is one
         if "Duplicated" not in str(e):
             raise
+
+
+class MonotonicClock(Protocol):
+    def monotonic(self) -> float: ...
+
+
+def scrape_monotonic(clock: MonotonicClock) -> Callable[[], float]:
+    """``clock.monotonic`` (the event loop's time), and off the loop (the health server's thread scraping) the
+    system's monotonic time, which is what the system clock's loop time is; a simulated clock is scraped on its loop
+    (the embedded mode's API)."""
+
+    def monotonic() -> float:
+        try:
+            return clock.monotonic()
+        except RuntimeError:  # no running event loop in this thread
+            return time.monotonic()
+
+    return monotonic
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:

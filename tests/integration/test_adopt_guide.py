@@ -34,8 +34,9 @@ catalog the guide asks for on a cloud other than AWS; the CRDs stand for step 3'
   that succeeds, the NodeClaim deleted by ebb's executor and the Node by Karpenter, the policy's ``ConflictFree``
   condition True, Karpenter's own voluntary disruption decisions unchanged.
 - Going back: the planner stopped, nothing left approved or executing (what the two ``curl`` lines ask the
-  decisions-api, read from its store), the NodePool's settings restored and the DisruptionPolicy deleted; then
-  ``web`` loses another replica and Karpenter itself removes the emptied node.
+  decisions-api, read from its store), the NodePool's settings restored and the DisruptionPolicy deleted; ``ebb
+  plan`` sees Karpenter's budgets again; ``web`` loses another replica and Karpenter itself removes the emptied
+  node, and replaces the NodeClaims launched with ``expireAfter: Never``, which it now finds drifted.
 
 Run it alone: ``flock /tmp/ebb-integration.lock .venv/bin/pytest tests/integration/test_adopt_guide.py``.
 """
@@ -348,6 +349,16 @@ def conflicts(output: str) -> list[str]:
             if line.startswith("conflict (")]
 
 
+async def recording(process: asyncio.subprocess.Process) -> None:
+    """Wait until ``ebb record`` says it records (``ebb record: from ...``, once the cluster is read)."""
+    assert process.stderr is not None
+    said: list[str] = []
+    while not said or not said[-1].startswith("ebb record: from"):
+        line = (await asyncio.wait_for(process.stderr.readline(), timeout=120)).decode()
+        assert line, f"ebb record ended before recording: {''.join(said)}"
+        said.append(line)
+
+
 def timed(walk: Walk, step: str) -> Callable[[], None]:
     began = time.monotonic()
 
@@ -401,7 +412,8 @@ async def test_step_2_record_the_cluster_and_back_test_it(walk: Walk) -> None:
         "bash", "-o", "pipefail", "-c", walk.here(command, **{"2h": RECORD_FOR}), cwd=walk.workdir, env=walk.reader,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE) for command in (record, record_anonymized)]
     try:
-        await asyncio.sleep(8)  # both have read the cluster and watch it
+        for recorder in recorders:  # each has read the cluster and watches it
+            await recording(recorder)
         # the driver: two more pods (Karpenter launches a node for each), then back to three
         first_pods = set(await walk.kit.running_pods("web"))
         before = {c["metadata"]["name"] for c in await walk.claims()}
@@ -417,7 +429,7 @@ async def test_step_2_record_the_cluster_and_back_test_it(walk: Walk) -> None:
             return pods_at_five - set(running) if len(running) == 3 else None
 
         gone = await eventually("web back at three pods", scaled_down, within=60)
-        outputs = [await asyncio.wait_for(r.communicate(), timeout=180) for r in recorders]
+        outputs = [await asyncio.wait_for(r.communicate(), timeout=180) for r in recorders]  # their ends
     finally:
         for recorder in recorders:
             if recorder.returncode is None:
@@ -559,5 +571,14 @@ async def test_going_back_restores_karpenter(walk: Walk) -> None:
     await walk.kit.scale_deployment("web", 1)
     await walk.settled(1, within=120)
     assert (await walk.kit.metrics()).value(DECISIONS) > before.value(DECISIONS)
+
+    # the NodeClaims launched with Never are drifted now that the NodePool says 720h: Karpenter replaces them
+    async def replaced() -> bool:
+        claims = await walk.claims()
+        return bool(claims) and {c["spec"].get("expireAfter") for c in claims} == {"720h"}
+
+    assert await eventually("Karpenter replacing the NodeClaims launched with Never", replaced, within=120,
+                            interval=1)
+    await walk.settled(1, within=60)
     assert len(await walk.decisions()) == decisions_before  # none of ebb's
     done()

@@ -38,6 +38,9 @@ catalog the guide asks for on a cloud other than AWS; the CRDs stand for step 3'
   plan`` sees Karpenter's budgets again; ``web`` loses another replica and Karpenter itself removes the emptied
   node, and replaces the NodeClaims launched with ``expireAfter: Never``, which it now finds drifted.
 
+The marks themselves are checked without a cluster: the guide marks exactly the blocks the steps run, and each is
+also ``<!-- norun -->`` for tests/docs/test_docs.py, which runs the pages' ``ebb`` commands without a cluster.
+
 Run it alone: ``flock /tmp/ebb-integration.lock .venv/bin/pytest tests/integration/test_adopt_guide.py``.
 """
 
@@ -370,6 +373,20 @@ def timed(walk: Walk, step: str) -> Callable[[], None]:
 
 
 # ----------------------------------------------------------------------------------------- the steps
+
+#: every block the guide marks for this test, each run by one of the steps below
+RUN_HERE = {"step-1", "step-2", "file my-policies.yaml", "step-2-backtest", "step-4", "step-4-nodeclaims",
+            "step-4-planner", "back"}
+
+
+def test_the_guide_marks_exactly_the_blocks_this_module_runs() -> None:
+    """A block marked in the guide that no step runs would be untested without failing: the marks are these, and
+    each marked block is also ``<!-- norun -->`` for tests/docs (it needs a cluster)."""
+    assert set(BLOCKS) == RUN_HERE
+    text = GUIDE.read_text(encoding="utf-8").splitlines()
+    for marked in BLOCKS.values():
+        before = next(line.strip() for line in reversed(text[:marked.line - 1]) if line.strip())
+        assert before == "<!-- norun -->", f"docs/adopt.md:{marked.line}: {marked.name} is not <!-- norun -->"
 
 
 async def test_step_1_what_ebb_would_do_and_why_not_this_node(walk: Walk) -> None:

@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -60,21 +59,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.measure import peak_rss_mib
+
 NOW = "2026-11-23T18:30:00Z"
 SIM_SIZES = (100, 1_000, 5_000, 20_000)
 
 
 PEAK_RSS = ("import re;peak=lambda:int(re.search(r'VmHWM:\\s+(\\d+)',open('/proc/self/status').read())[1])/1024")
-
-
-def _peak_rss_mib() -> float:
-    """This process's peak RSS. Not getrusage's ru_maxrss: Linux keeps that across execve, so a child
-    would report the high-water mark of the parent that generated its input."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def lp_lower_bound(types: list[tuple[float, list[float]]], demand: list[float]) -> float:
@@ -151,7 +142,7 @@ def case_simulator(n: int) -> dict[str, Any]:
     lp, simple = _catalog_bound(snapshot, pods)
     return {"pods": n, "seconds": took, "cpu_seconds": cpu, "pods_per_second": n / took, "nodes": len(new_nodes),
             "unplaced": len(failures), "price": price, "lp_bound": lp, "simple_bound": simple,
-            "peak_rss_mib": _peak_rss_mib()}
+            "peak_rss_mib": peak_rss_mib()}
 
 
 def case_engine() -> dict[str, Any]:
@@ -182,7 +173,7 @@ def case_engine() -> dict[str, Any]:
             "first_commands": [(c.method, len(c.nodes)) for c in first.commands],
             "blocked": len(first.blocked), "until_stable_seconds": until, "steps": len(steps),
             "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp,
-            "nodes_disrupted_by_method": methods, "peak_rss_mib": _peak_rss_mib()}
+            "nodes_disrupted_by_method": methods, "peak_rss_mib": peak_rss_mib()}
 
 
 def case_memory(nodes: int, pods: int) -> dict[str, Any]:

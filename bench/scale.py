@@ -29,8 +29,8 @@ PICTURE = Path("docs/img/scale.png")
 def case_scale(nodes: int, now: str) -> dict[str, Any]:
     """One size: a full pass (the better of two, the first also warming the process) and ``--until-stable``,
     with the peak RSS of the process."""
-    from bench.__main__ import _peak_rss_mib
     from bench.generators import disruption_cluster
+    from bench.measure import peak_rss_mib
     from ebb.adapters.catalog import bundled_catalog
     from ebb.core.engine import run_pass
     from ebb.core.methods.base import EngineOptions
@@ -54,7 +54,7 @@ def case_scale(nodes: int, now: str) -> dict[str, Any]:
     return {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods), "build_seconds": built,
             "pass_seconds": min(passes), "commands": len(first.commands),
             "until_stable_seconds": until, "steps": len(steps), "cost_before": first.cost_before,
-            "cost_final": steps[-1].cost_after if steps else first.cost_before, "peak_rss_mib": _peak_rss_mib()}
+            "cost_final": steps[-1].cost_after if steps else first.cost_before, "peak_rss_mib": peak_rss_mib()}
 
 
 def run_sizes(child: Any, sizes: tuple[int, ...] = SIZES, *, log: Any = print) -> list[dict[str, Any]]:

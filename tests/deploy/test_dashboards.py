@@ -259,8 +259,8 @@ def test_the_embedded_metrics_have_every_services_metrics(embedded: dict[str, Me
     quantiles = {s.labels["quantile"] for s in summary.samples if "quantile" in s.labels}
     assert quantiles == {"0", "0.5", "0.9", "0.99", "1"}
     # pods evicted by the decisions come back Pending and start on other nodes
-    assert [s.value for s in embedded["ebb_pods_startup_duration_seconds"].samples
-            if s.name == "ebb_pods_startup_duration_seconds_count"][0] > 0
+    assert next(s.value for s in embedded["ebb_pods_startup_duration_seconds"].samples
+                if s.name == "ebb_pods_startup_duration_seconds_count") > 0
 
 
 # ------------------------------------------------------------------------------------------ a real Prometheus

@@ -419,6 +419,7 @@ class KafkaBus:
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=int(self.poll_timeout * 1000))
                 for partition, records in batch.items():
+                    self._lag(group, partition, consumer.highwater(partition), records[0].offset if records else None)
                     if not await self._handle(consumer, partition, records, group=group, handler=handler, stop=stop,
                                               start=starts.get(partition, 0)):
                         return
@@ -468,9 +469,7 @@ class KafkaBus:
                     if outcome is Outcome.STOPPED:
                         return False
                 done = record.offset + 1
-                highwater = consumer.highwater(partition)
-                if highwater is not None:
-                    self._lags[(group, self.logical(partition.topic), partition.partition)] = max(highwater - done, 0)
+                self._lag(group, partition, consumer.highwater(partition), done)
                 if time.monotonic() - committed_at >= COMMIT_EVERY:
                     if not await self._commit(consumer, partition, done):
                         done = None
@@ -480,6 +479,11 @@ class KafkaBus:
         finally:
             if done is not None:
                 await self._commit(consumer, partition, done)
+
+    def _lag(self, group: str, partition: TopicPartition, highwater: int | None, position: int | None) -> None:
+        """Note the records of ``partition`` from ``position`` (the next to handle) to its end (``highwater``)."""
+        if highwater is not None and position is not None:
+            self._lags[(group, self.logical(partition.topic), partition.partition)] = max(highwater - position, 0)
 
     def consumer_lags(self) -> dict[tuple[str, str], int]:
         """(group, topic) -> records after the last handled, as of each partition's last fetch, for each group

@@ -208,6 +208,21 @@ def test_the_goal_is_checked_against_every_karpenter_setting_on_either_frontier(
     assert math.isclose(by["calm"].axes["evictions"][1], 70 / 60 - 1)
 
 
+def test_figures_relative_to_karpenters_defaults_on_the_same_trace_and_seed() -> None:
+    points = [{"side": "karpenter", "setting": tradeoff.BASELINE, "trace": "bursty", "seed": 1,
+               "figures": figs(2.0, 40, 0, 100)},
+              {"side": "ebb", "setting": "e", "trace": "bursty", "seed": 1, "figures": figs(1.0, 10, 5, 50)},
+              {"side": "ebb", "setting": "e", "trace": "bursty", "seed": 2, "figures": figs(1.0, 10, 5, 50)}]
+    rel = tradeoff.relative(points)
+    assert rel[0]["figures"] == figs(1.0, 1.0, 0.0, 1.0)
+    assert rel[1]["figures"] == figs(0.5, 0.25, 5.0, 0.5)  # no eviction in the baseline: divided by 1
+    assert rel[2]["figures"] == points[2]["figures"]  # no baseline on seed 2: as it was
+    # the goal's ratios per seed do not change
+    k = tradeoff.aggregate(rel, [tradeoff.Setting("karpenter", tradeoff.BASELINE, {})], "bursty")[0]
+    e = tradeoff.aggregate(rel, [tradeoff.Setting("ebb", "e", {})], "bursty")[0]
+    assert tradeoff.shortfall(e, k)["cost"][0] == 0.5
+
+
 # -- the section -----------------------------------------------------------------------------------------------------
 
 
@@ -230,10 +245,9 @@ def test_the_section_has_the_picture_the_frontiers_and_a_goal_row_per_karpenter_
     assert "](img/tradeoff.png)" in text
     rows = [line for line in lines if line.startswith(("| bursty |", "| diurnal |"))]
     karpenter = [s for s in settings if s.side == "karpenter"]
-    ebb = [s for s in settings if s.side == "ebb"]
-    expected = sum(len(tradeoff.goal_check(tradeoff.aggregate(points, karpenter, t),
-                                           tradeoff.aggregate(points, ebb, t))) for t in ("bursty", "diurnal"))
-    assert len(rows) == expected > 0
+    expected = sum(len(tradeoff.frontier_settings(points, karpenter, t)) for t in ("bursty", "diurnal"))
+    assert len(rows) == expected == sum(len(tradeoff.goal_matches(points, settings, t)) for t in ("bursty",
+                                                                                                   "diurnal")) > 0
 
 
 def test_the_section_is_written_into_the_results_block_and_replaced_by_the_next_run() -> None:

@@ -126,6 +126,8 @@ KARPENTER_GRID: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = (
 #: ("" is the setting left out: no window)
 EBB_GRID: tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[float, ...]] = (
     ("", "1m", "3m"), (0, 20), ("", "5m"), (0.0, 0.005, 0.02))
+#: ebb's defaults with a consolidateAfter (the knob Karpenter's middle of the frontier is made of)
+EBB_CONSOLIDATE_AFTER = ("1m", "2m")
 #: the policy docs/policies.md and docs/karpenter.md recommend (the peer's ``ebb-recommended`` side)
 RECOMMENDED = peer.SIDES["ebb-recommended"]
 
@@ -150,9 +152,11 @@ def karpenter_settings() -> list[Setting]:
 
 
 def ebb_settings() -> list[Setting]:
-    """``EBB_GRID`` at ebb's other defaults (consolidateAfter 0s, budget 10%, WhenEmptyOrUnderutilized), then the
-    recommended policy."""
+    """``EBB_GRID`` at ebb's other defaults (consolidateAfter 0s, budget 10%, WhenEmptyOrUnderutilized), ebb's
+    defaults with Karpenter's own knob (``EBB_CONSOLIDATE_AFTER``), then the recommended policy."""
     grid = [ebb_setting(*values) for values in itertools.product(*EBB_GRID)]
+    grid += [ebb_setting("", 0, "", 0.005, consolidate_after=after, name=f"consolidateAfter {after}")
+             for after in EBB_CONSOLIDATE_AFTER]
     side = RECOMMENDED
     recommended = ebb_setting(side.stabilization_window or "", side.minimum_price_improvement_percent or 0,
                               side.demand_window or "", 0.005, consolidate_after=side.consolidate_after,
@@ -455,15 +459,18 @@ def render(points: Sequence[Mapping[str, Any]], settings: Sequence[Setting], met
     lines = [f"### Trade-off: cost against churn and evictions ({len(karpenter)} Karpenter and {len(ebb)} ebb "
              f"settings, seeds {seeds}, {' and '.join(meta['traces'])}, size `{meta['size']}`)", "",
              f"{meta['points']} back-tests ({meta['cached']} from the cache), {meta['jobs']} worker processes, "
-             f"{meta['minutes']:.1f} minutes ({meta['run_minutes']:.1f} minutes of back-tests run now); "
-             f"{meta['cpu_minutes']:.1f} CPU-minutes for the whole sweep run afresh.", "",
+             f"{meta['minutes']:.1f} minutes ({meta['run_minutes']:.1f} minutes of back-tests run now). Run afresh, "
+             f"the back-tests take {meta['cpu_minutes']:.1f} CPU-minutes and took "
+             f"{meta['worker_minutes'] / max(1, meta['jobs']):.0f} minutes of wall time in {meta['jobs']} processes "
+             f"when they ran (the machine shared with other work then: the CPU-minutes are the figure to compare).",
+             "",
              f"![Node-hour cost against churn and against evictions, each relative to Karpenter's defaults on the "
              f"same seed: one marker per setting (the mean of seeds {seeds}, bars the range), each side's Pareto "
              f"frontier a line]({image})", ""]
     all_matches: list[Match] = []
     rel = relative(points)
     for trace in meta["traces"]:
-        lines += [f"**{trace}: the frontiers** (each figure's mean [min-max] over the seeds, and in brackets the "
+        lines += [f"**{trace}: the frontiers** (each figure's mean [min-max] over the seeds, and in parentheses the "
                   f"mean ÷ Karpenter's defaults on the same seed; a setting on either frontier)", "",
                   "| side | setting | cost | churn | evictions | pending pod-s | on the frontier of |",
                   "|---|---|---|---|---|---|---|"]
@@ -716,6 +723,7 @@ def run_sweep(sweep: Sweep, out: Path, jobs: int = JOBS, fresh: bool = False,
             "points": len(wanted), "cached": cached, "minutes": (time.monotonic() - started) / 60,
             "run_minutes": (time.monotonic() - run_started) / 60 if todo else 0.0,
             "cpu_minutes": sum(float(r["cpu_seconds"]) for r in results.values()) / 60,
+            "worker_minutes": sum(float(r["seconds"]) for r in results.values()) / 60,
             "up_end": {f"{k}/{s}": su.up_end for (k, s), su in setups.items()}}
     return points, meta
 

@@ -233,7 +233,8 @@ def points_for(settings: list[tradeoff.Setting]) -> list[dict[str, Any]]:
 
 
 META = {"seeds": [1, 2], "traces": ["bursty", "diurnal"], "size": "short", "jobs": 2, "points": 20, "cached": 4,
-        "minutes": 1.5, "run_minutes": 1.2, "cpu_minutes": 2.0}
+        "minutes": 1.5, "run_minutes": 1.2, "cpu_minutes": 2.0,
+        "worker_minutes": 3.0}
 
 
 def test_the_section_has_the_picture_the_frontiers_and_a_goal_row_per_karpenter_frontier_setting() -> None:

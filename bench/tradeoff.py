@@ -502,8 +502,8 @@ def render(points: Sequence[Mapping[str, Any]], settings: Sequence[Setting], met
     return lines
 
 
-#: where the picture puts a named setting's label (points): Balanced's and the defaults' are close, so one below
-LABEL_OFFSETS: Mapping[str, tuple[int, int]] = {"Bal 0s 10%": (8, -16)}
+#: where the picture puts a named setting's label (points): Balanced's and the defaults' are close, so one left below
+LABEL_OFFSETS: Mapping[str, tuple[int, int]] = {"Bal 0s 10%": (-118, -16)}
 #: colours and markers of the sides in the picture
 STYLE: Mapping[str, Mapping[str, str]] = {"karpenter": {"color": "#d95f02", "marker": "o", "label": "Karpenter"},
                                           "ebb": {"color": "#1b6ca8", "marker": "^", "label": "ebb"}}
@@ -547,6 +547,7 @@ def draw(points: Sequence[Mapping[str, Any]], settings: Sequence[Setting], meta:
                         ax.annotate(NAMED[a.setting.name], (a.mean(axis), a.mean("cost")),
                                     xytext=LABEL_OFFSETS.get(a.setting.name, (8, 6)),
                                     textcoords="offset points", fontsize=8.5, zorder=6,
+                                    arrowprops={"arrowstyle": "-", "color": style["color"], "lw": 0.8},
                                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": style["color"],
                                           "alpha": 0.85})
             bottom, top = ax.get_ylim()

@@ -3,6 +3,7 @@
     python -m bench [simulator|simpeer|engine|scale|memory|load|watcher|backtest|work|peer|chaos|all]
                     [--write docs/benchmarks.md]
     python -m bench calibrate [--write docs/backtest.md]
+    python -m bench tradeoff [--smoke] [--write docs/benchmarks.md]
     python -m bench peer --smoke
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
@@ -36,6 +37,11 @@
 - calibrate: the back-test against the real Karpenter (``bench.calibrate``): the peer's trace (bursty and
   diurnal, seeds 1-3, the short size) on the real Karpenter and in ``ebb backtest`` with the matching built-in
   policy, figure by figure; ``--write docs/backtest.md`` writes its section. Not part of ``all``.
+- tradeoff: the trade-off picture (``bench.tradeoff``): node-hour cost against churn and against evictions for
+  many settings of Karpenter (ebb's simulation of it) and of ebb in the calibrated back-test, on the peer's traces,
+  each side's Pareto frontier, and the goal checked against every Karpenter setting on its frontier; the picture
+  goes to docs/img/ with ``--write``. Not part of ``all``. ``--smoke``: two settings a side on one short trace
+  (never written to a page).
 - chaos: the chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
   PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
 
@@ -228,11 +234,16 @@ def cpu_model(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine() or "an unknown processor"
 
 
+def machine_line() -> str:
+    """The line every results section is written under: the machine, the interpreter and the time of the run."""
+    return (f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
+            f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
+            f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.")
+
+
 def run(which: str, *, pictures: bool = False) -> str:
     """The sections of the benchmarks ``which`` names; ``pictures``: draw their pictures into docs/img too."""
-    lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
-             f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
-             f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
+    lines = [machine_line(), ""]
     if which in ("simulator", "all"):
         lines += ["### Scheduling simulator: Karpenter's scheduling benchmark", "",
                   "| pods | seconds | pods/s | nodes launched | unplaced | price $/h | LP bound $/h | "
@@ -365,6 +376,8 @@ def main(argv: list[str]) -> int:
             target = Path(argv[argv.index("--write") + 1])
             target.write_text(calibrate.write_section(target.read_text() if target.exists() else "", section))
         return 0
+    if which == "tradeoff":  # not part of `all`: hundreds of back-tests
+        return _tradeoff(argv)
     if which == "peer" and "--smoke" in argv:
         if "--write" in argv:
             raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
@@ -373,6 +386,23 @@ def main(argv: list[str]) -> int:
     print(text)
     if "--write" in argv:
         target = Path(argv[argv.index("--write") + 1])
+        target.write_text(write_results(target.read_text() if target.exists() else "", text))
+    return 0
+
+
+def _tradeoff(argv: list[str]) -> int:
+    """``python -m bench tradeoff [--smoke] [--write PAGE]``: the sweep, its picture (next to PAGE in img/, else in
+    the sweep's output directory) and its results section."""
+    from bench import tradeoff
+
+    smoke = "--smoke" in argv
+    target = Path(argv[argv.index("--write") + 1]) if "--write" in argv else None
+    if smoke and target is not None:
+        raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
+    image = target.parent / "img" / tradeoff.IMAGE if target is not None else tradeoff.out_dir() / tradeoff.IMAGE
+    text = "\n".join([machine_line(), "", *tradeoff.run(image, smoke=smoke)])
+    print(text)
+    if target is not None:
         target.write_text(write_results(target.read_text() if target.exists() else "", text))
     return 0
 

@@ -23,7 +23,7 @@ from ebb.contracts import TOPIC_DISRUPTION_COMMANDS, TOPIC_DISRUPTION_EVENTS, Cl
 from ebb.core.decision import State
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.settings import Settings as ExecutorSettings
-from tests.kit.builders import NOW, catalog, disruption_policy, node, nodepool, pod
+from tests.kit.builders import NOW, disruption_policy, node, nodepool, pod
 from tests.kit.messages import disruption_command
 from tests.kit.planner import FakeAnnotator, FakePolicyStatus, Running, cluster, interruption, publish
 from tests.kit.waiting import eventually

@@ -1,0 +1,122 @@
+"""`ebb shadow report`: shadow mode's report (docs/shadow.md), asked of the running system's decisions-api
+(``GET /v1/shadow/report``) like ``ebb explain --api``: over the period, what Karpenter removed that ebb would have
+left alone (with ebb's reason at the time), what ebb would have disrupted that Karpenter kept (with the saving),
+what both did, and the counts. The comparison is ``ebb.core.shadow``'s, made by the API; this module only asks and
+prints (``-o json``: the API's document as it is).
+
+Exit codes: 0 with a report, 2 for bad input (a period that is none, no ``--api``, a token the API refuses), 1 for
+an API that does not answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ebb_cli.common import FlagCommand, FlagGroup, Output
+
+shadow_app = typer.Typer(help="Shadow mode: what ebb would have done beside the Karpenter that disrupts.",
+                         no_args_is_help=True, cls=FlagGroup)
+
+
+@shadow_app.command(name="report", cls=FlagCommand)
+def report(
+    since: Annotated[str, typer.Option(help="the period before --until: 7d, 12h, 90m, 30s, 1w")] = "7d",
+    until: Annotated[str | None, typer.Option(help="the end of the period, RFC 3339 (default: now)")] = None,
+    api: Annotated[str, typer.Option(envvar="EBB_API_URL", show_envvar=True,
+                                     help="the decisions-api at this URL (http://HOST:PORT)")] = "",
+    token: Annotated[str, typer.Option(envvar="EBB_API_TOKEN", show_envvar=True,
+                                       help="the API's bearer token")] = "",
+    output: Annotated[Output, typer.Option("-o", "--output", help="table (words; default) or json")] = Output.table,
+) -> None:
+    """What ebb in shadow mode would have disrupted, beside what Karpenter did, over a period."""
+    from ebb.core.shadow import parse_period
+
+    try:
+        parse_period(since)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--since") from exc
+    if not api:
+        typer.echo("error: ebb shadow report asks the decisions-api: give --api URL (or EBB_API_URL)", err=True)
+        raise typer.Exit(2)
+    query = {"since": since, **({"until": until} if until else {})}
+    answer = _get(api, token, "/v1/shadow/report", query)
+    if output is Output.json:
+        import json
+
+        typer.echo(json.dumps(answer, indent=2))
+        return
+    for line in render(answer):
+        typer.echo(line)
+
+
+def _get(api: str, token: str, path: str, query: dict[str, str]) -> dict[str, Any]:
+    """The API's JSON answer; exit 2 when it refuses the request (token, period), 1 when it cannot answer."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    url = f"{api.rstrip('/')}{path}?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail", exc.reason)
+        except ValueError:
+            detail = exc.reason
+        typer.echo(f"error: {url} answered {exc.code}: {detail}", err=True)
+        raise typer.Exit(2 if exc.code in {401, 403, 404, 422} else 1) from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        typer.echo(f"error: cannot ask {url}: {getattr(exc, 'reason', exc)}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _money(value: Any) -> str:
+    return f"{float(value or 0):.4f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell, two spaces apart (kubectl's look)."""
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]]
+
+
+def render(answer: dict[str, Any]) -> list[str]:
+    """The report in words and tables, for people."""
+    c = answer["counts"]
+    lines = [f"Shadow report from {answer['since']} to {answer['until']}",
+             f"  Karpenter removed {c['karpenterRemovals']} node(s): ebb would have disrupted {c['both']} of them "
+             f"too, {c['karpenterOnly']} not.",
+             f"  ebb would have disrupted {c['ebbOnly']} decision(s)' nodes Karpenter kept, saving "
+             f"{_money(c['ebbOnlySavingsPerHour'])}/h, {_money(c['ebbOnlySaved'])} over the period.",
+             f"  ebb's shadow decisions: {c['shadowDecisions']} ({c['approved']} approved, {c['proposed']} still "
+             f"proposed, {c['rejected']} rejected at validation); other removals (not Karpenter's): "
+             f"{c['otherRemovals']}."]
+    by_category = c.get("karpenterOnlyByCategory") or {}
+    if by_category:
+        lines.append("  why ebb would have left Karpenter's removals alone: "
+                     + ", ".join(f"{k} {v}" for k, v in by_category.items()))
+    if answer["karpenterOnly"]:
+        lines += ["", "Karpenter only (removed by Karpenter; ebb's reason then):"]
+        lines += _table(["NODE", "NODEPOOL", "REMOVED AT", "KARPENTER'S REASON", "EBB", "EBB'S REASON"],
+                        [[e["node"], e["nodePool"], e["removedAt"], e["reason"], e["ebb"]["category"],
+                          (e["ebb"]["reason"] or "no pass of ebb's saw the node")[:100]]
+                         for e in answer["karpenterOnly"]])
+    if answer["ebbOnly"]:
+        lines += ["", "ebb only (approved by ebb; Karpenter kept the nodes):"]
+        lines += _table(["DECISION", "NODES", "METHOD", "REASON", "APPROVED AT", "SAVING/H", "SAVED"],
+                        [[e["id"], ",".join(e["kept"]) + (" (partly)" if e["partial"] else ""), e["method"],
+                          e["reason"], e["approvedAt"] or "", _money(e["savingsPerHour"]), _money(e["saved"])]
+                         for e in answer["ebbOnly"]])
+    if answer["both"]:
+        lines += ["", "Both (Karpenter removed a node ebb had decided to disrupt):"]
+        lines += _table(["NODE", "KARPENTER AT", "KARPENTER'S REASON", "EBB'S DECISION", "EBB AHEAD"],
+                        [[b["node"], b["removedAt"], b["reason"], f"{b['decision']['id']} ({b['decision']['state']})",
+                          f"{b['ebbAheadSeconds']:.0f}s"] for b in answer["both"]])
+    return lines

@@ -123,7 +123,8 @@ async def run(
     async with contextlib.AsyncExitStack() as stack:
         readiness = serve_health(stack, settings, metrics.registry)
         if settings.mode == "shadow":
-            log.info("termination-executor in shadow mode: no command is consumed, nothing is written")
+            log.info("termination-executor starting", mode="shadow", cluster=settings.cluster,
+                     detail="shadow mode: no command is consumed, nothing is written to the cluster")
             readiness.condition("consuming", "shadow mode: consuming nothing")
             readiness.mark("consuming", detail="shadow mode: consuming nothing")
             if started is not None:

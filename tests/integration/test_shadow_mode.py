@@ -1,7 +1,8 @@
 """Shadow mode next to the real Karpenter, which disrupts (docs/shadow.md): ebb's cluster-watcher,
 consolidation-planner, termination-executor and decisions-api as ``python -m`` processes, the planner and the
 executor in shadow mode (``EBB_CONSOLIDATION_PLANNER_MODE=shadow``, ``EBB_TERMINATION_EXECUTOR_MODE=shadow``), on real
-Kafka and PostgreSQL and the session's Karpenter cluster (the real Karpenter's KWOK provider, tests/integration/conftest.py).
+Kafka and PostgreSQL and the session's Karpenter cluster (the real Karpenter's KWOK provider,
+tests/integration/conftest.py).
 
 Two NodePools, each with one node for four 1-CPU pods, scaled down to one pod:
 

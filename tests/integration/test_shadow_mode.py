@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +126,7 @@ async def test_shadow_mode_next_to_a_consolidating_karpenter(
                 for suffix, pool in pools.items():
                     claims = await kit.wait_for_nodeclaims(pool, 1, within=90)
                     first[suffix] = claims[0]["status"]["nodeName"]
-                    await eventually(f"4 pods of web-{suffix} running",
-                                     lambda s=suffix: _count(kit.running_pods(f"web-{s}"), 4), within=90)
+                    await eventually(f"4 pods of web-{suffix} running", _running(kit, f"web-{suffix}", 4), within=90)
                 for suffix in pools:
                     await kit.scale_deployment(f"web-{suffix}", 1)
 
@@ -206,8 +205,11 @@ async def test_shadow_mode_next_to_a_consolidating_karpenter(
         await drop_database(postgres_server.url, database)
 
 
-async def _count(pods: Any, count: int) -> bool:
-    return len(await pods) == count
+def _running(kit: KarpenterKit, app: str, count: int) -> Callable[[], Awaitable[bool]]:
+    async def running() -> bool:
+        return len(await kit.running_pods(app)) == count
+
+    return running
 
 
 async def _gone(kit: KarpenterKit, node: str) -> bool:

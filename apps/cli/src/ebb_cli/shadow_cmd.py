@@ -76,6 +76,12 @@ def _get(api: str, token: str, path: str, query: dict[str, str]) -> dict[str, An
         raise typer.Exit(1) from exc
 
 
+def _when(value: Any) -> str:
+    """An RFC 3339 time of the API's to the second, as the tables show it (``2026-11-23 18:30:00Z``)."""
+    text = str(value or "")
+    return text[:19].replace("T", " ") + "Z" if len(text) >= 19 else text
+
+
 def _money(value: Any) -> str:
     return f"{float(value or 0):.4f}"
 
@@ -90,7 +96,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render(answer: dict[str, Any]) -> list[str]:
     """The report in words and tables, for people."""
     c = answer["counts"]
-    lines = [f"Shadow report from {answer['since']} to {answer['until']}",
+    lines = [f"Shadow report from {_when(answer['since'])} to {_when(answer['until'])}",
              f"  Karpenter removed {c['karpenterRemovals']} node(s): ebb would have disrupted {c['both']} of them "
              f"too, {c['karpenterOnly']} not.",
              f"  ebb would have disrupted {c['ebbOnly']} decision(s)' nodes Karpenter kept, saving "
@@ -105,18 +111,19 @@ def render(answer: dict[str, Any]) -> list[str]:
     if answer["karpenterOnly"]:
         lines += ["", "Karpenter only (removed by Karpenter; ebb's reason then):"]
         lines += _table(["NODE", "NODEPOOL", "REMOVED AT", "KARPENTER'S REASON", "EBB", "EBB'S REASON"],
-                        [[e["node"], e["nodePool"], e["removedAt"], e["reason"], e["ebb"]["category"],
-                          (e["ebb"]["reason"] or "no pass of ebb's saw the node")[:100]]
+                        [[e["node"], e["nodePool"], _when(e["removedAt"]), e["reason"], e["ebb"]["category"],
+                          e["ebb"]["reason"] or "no pass of ebb's saw the node"]
                          for e in answer["karpenterOnly"]])
     if answer["ebbOnly"]:
         lines += ["", "ebb only (approved by ebb; Karpenter kept the nodes):"]
         lines += _table(["DECISION", "NODES", "METHOD", "REASON", "APPROVED AT", "SAVING/H", "SAVED"],
                         [[e["id"], ",".join(e["kept"]) + (" (partly)" if e["partial"] else ""), e["method"],
-                          e["reason"], e["approvedAt"] or "", _money(e["savingsPerHour"]), _money(e["saved"])]
+                          e["reason"], _when(e["approvedAt"]), _money(e["savingsPerHour"]), _money(e["saved"])]
                          for e in answer["ebbOnly"]])
     if answer["both"]:
         lines += ["", "Both (Karpenter removed a node ebb had decided to disrupt):"]
         lines += _table(["NODE", "KARPENTER AT", "KARPENTER'S REASON", "EBB'S DECISION", "EBB AHEAD"],
-                        [[b["node"], b["removedAt"], b["reason"], f"{b['decision']['id']} ({b['decision']['state']})",
-                          f"{b['ebbAheadSeconds']:.0f}s"] for b in answer["both"]])
+                        [[b["node"], _when(b["removedAt"]), b["reason"],
+                          f"{b['decision']['id']} ({b['decision']['state']})", f"{b['ebbAheadSeconds']:.0f}s"]
+                         for b in answer["both"]])
     return lines

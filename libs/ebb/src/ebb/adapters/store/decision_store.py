@@ -133,6 +133,9 @@ _MESSAGE_OF_TOPIC: Final[Mapping[str, type[Message]]] = {TOPIC_DISRUPTION_COMMAN
 #: publish a run of messages on a topic, in order (``Bus.publish_many``)
 Publish = Callable[[str, Sequence[Message]], Awaitable[None]]
 
+#: two removals of one node this close are one removal seen twice (``DecisionStore.record_removal``)
+SAME_REMOVAL: Final = timedelta(hours=1)
+
 #: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
 #: lock per event loop: an asyncio lock belongs to the loop it first waited on)
 _SQLITE_APPROVALS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -775,12 +778,17 @@ class DecisionStore:
     # -- shadow mode -----------------------------------------------------------------------------------------
 
     async def record_removal(self, removal: ShadowRemoval) -> bool:
-        """Keep a removal a planner in shadow mode saw (once: False when that node's removal at that moment is kept
-        already)."""
+        """Keep a removal a planner in shadow mode saw, once: False when a removal of the same node within
+        ``SAME_REMOVAL`` of it is kept already (each replica sees the removal at its own moment, and a new leader
+        tells again what the last one wrote; a node's name is not reused that soon)."""
         removal.cluster = self.cluster
+        at = removal.removed_at
         try:
             async with self._sessions() as session, session.begin():
-                if await session.get(ShadowRemoval, (self.cluster, removal.node, removal.removed_at)) is not None:
+                if (await session.scalar(select(ShadowRemoval.node).where(
+                        ShadowRemoval.cluster == self.cluster, ShadowRemoval.node == removal.node,
+                        ShadowRemoval.removed_at >= at - SAME_REMOVAL,
+                        ShadowRemoval.removed_at <= at + SAME_REMOVAL).limit(1))) is not None:
                     return False
                 session.add(removal)
         except IntegrityError:  # another replica kept it meanwhile

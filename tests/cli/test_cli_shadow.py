@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +24,12 @@ from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import ShadowRemoval
+from ebb.core.recording import Recorder
 from ebb_cli.main import app
+from ebb_cli.record_cmd import trace_text
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings
-from tests.kit.builders import proposed
+from tests.kit.builders import NOW, catalog, disruption_policy, node, nodepool, pod, proposed
 
 TOKEN = "shadow-test-token"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -118,3 +121,48 @@ def test_a_refused_token_exits_2_and_an_api_that_does_not_answer_exits_1(api: st
 
 def test_help_names_the_verb() -> None:
     assert "report" in CliRunner().invoke(app, ["shadow", "--help"]).stdout
+
+
+def _recording(tmp_path: Path) -> Path:
+    """An hour's recording of a cluster with ebb's DisruptionPolicy: two half-empty nodes, a Job's pods arriving
+    and finishing."""
+    start = [nodepool(), catalog(), node("n0"), node("n1"), pod("web-a", "n0", cpu="500m"),
+             pod("web-b", "n1", cpu="500m"),
+             disruption_policy("default", consolidationPolicy="WhenEmptyOrUnderutilized", consolidateAfter="0s",
+                               budgets=[{"nodes": "100%"}])]
+    recorder = Recorder(start=NOW, documents=start)
+    for i in range(2):
+        recorder.observe(NOW + timedelta(seconds=60), "Pod", "default", f"job-{i}",
+                         pod(f"job-{i}", None, phase="Pending", owner=("Job", "batch"), cpu="1"))
+        recorder.observe(NOW + timedelta(seconds=900), "Pod", "default", f"job-{i}",
+                         pod(f"job-{i}", "n0", phase="Succeeded", owner=("Job", "batch"), cpu="1"))
+    path = tmp_path / "recorded.yaml"
+    trace = recorder.trace(NOW + timedelta(hours=1), name="recorded")
+    path.write_text(trace_text(trace, path))
+    return path
+
+
+def test_the_back_test_of_the_recorded_period(api: str, tmp_path: Path) -> None:
+    path = _recording(tmp_path)
+    result = _invoke("--api", api, "--token", TOKEN, "--since", "1d", "--trace", str(path), "-o", "json")
+    assert result.exit_code == 0, result.output
+    tested = json.loads(result.stdout)["backtest"]
+    assert tested["durationSeconds"] == 3600.0 and tested["start"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    baseline, ours = tested["policies"]
+    assert (baseline["name"], ours["name"]) == ("karpenter-default", "recorded policies")
+    # the same run as ebb backtest's, under the recording's own policy file
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(json.dumps(disruption_policy("default", consolidationPolicy="WhenEmptyOrUnderutilized",
+                                                   consolidateAfter="0s", budgets=[{"nodes": "100%"}])))
+    direct = CliRunner().invoke(app, ["backtest", "--trace", str(path), "--policy", str(policy), "-o", "json",
+                                      "-j", "1"])
+    assert direct.exit_code == 0, direct.output
+    runs = {run["name"]: run["summary"] for run in json.loads(direct.stdout)["policies"]}
+    assert baseline["cost"] == runs["karpenter-default"]["node_hours_cost"]
+    assert ours["cost"] == runs["policy"]["node_hours_cost"] and ours["evictions"] == runs["policy"]["evictions"]
+    words = _invoke("--api", api, "--token", TOKEN, "--since", "1d", "--trace", str(path))
+    assert words.exit_code == 0 and "Back-test of the recorded period" in words.stdout
+    # a trace that is no recording, and a policy without a trace
+    builtin = _invoke("--api", api, "--token", TOKEN, "--trace", "diurnal")
+    assert builtin.exit_code == 2
+    assert _invoke("--api", api, "--token", TOKEN, "--policy", str(policy)).exit_code == 2

@@ -23,13 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import shutil
-import subprocess
-import sys
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +37,7 @@ from typer.testing import CliRunner
 from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb_cli.main import app as cli
 from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit
+from tests.kit.karpenter_setup import EBB_CRDS, apply_manifests, kwok_instance_types, missing_crds
 from tests.kit.kube_audit import AuditLog, NodeHistory
 from tests.kit.servers import REPO, KafkaServer, PostgresServer
 from tests.kit.system import Servers, System, SystemSettings, create_database, drop_database, jv, query
@@ -50,29 +46,9 @@ from tests.kit.waiting import eventually
 pytestmark = pytest.mark.integration
 
 EBB = "ebb.sh"
-EBB_CRDS = ("ebb.sh_disruptionpolicies.yaml", "ebb.sh_instancetypecatalogs.yaml")
 SERVICES = ("cluster-watcher", "consolidation-planner", "termination-executor", "decisions-api")
-KARPENTER_VERSION = "v1.14.1"
 DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-
-
-def kwok_instance_types() -> list[dict[str, Any]]:
-    """Karpenter's KWOK provider's built-in instance types (the binary embeds this file of its module)."""
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
-                           env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
-    path = Path(cache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
-    types: list[dict[str, Any]] = json.loads(path.read_text())
-    return types
-
-
-async def apply_manifests(kubeconfig: Path, paths: Sequence[Path]) -> None:
-    applying = await asyncio.create_subprocess_exec(
-        sys.executable, str(REPO / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", str(kubeconfig),
-        *map(str, paths), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    output, _ = await applying.communicate()
-    assert applying.returncode == 0, output.decode(errors="replace")
 
 
 def audits_every_write(audit_log: Path) -> bool:
@@ -91,6 +67,8 @@ async def test_shadow_mode_next_to_a_consolidating_karpenter(
     kit = karpenter
     run = uuid.uuid4().hex[:8]
     custom = client.CustomObjectsApi(karpenter_api)
+    made_crds = await missing_crds(karpenter_api, [f"{n.removeprefix('ebb.sh_').removesuffix('.yaml')}.{EBB}"
+                                                   for n in EBB_CRDS])
     await apply_manifests(karpenter_cluster.kubeconfig, [REPO / "deploy" / "kubernetes" / "crds" / n for n in EBB_CRDS])
     catalog = catalog_from_kwok_instance_types(kwok_instance_types(), name=f"karpenter-kwok-{run}")
     await custom.create_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog)
@@ -202,6 +180,10 @@ async def test_shadow_mode_next_to_a_consolidating_karpenter(
             await client.CoordinationV1Api(karpenter_api).delete_namespaced_lease(settings.lease, "default")
         with contextlib.suppress(ApiException):
             await custom.delete_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog["metadata"]["name"])
+        extensions = client.ApiextensionsV1Api(karpenter_api)
+        for name in made_crds:  # only those this test made: the cluster is left as it was
+            with contextlib.suppress(ApiException):
+                await extensions.delete_custom_resource_definition(name)
         await drop_database(postgres_server.url, database)
 
 

@@ -72,7 +72,6 @@ KARPENTER_GROUP = "karpenter.sh"
 DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 SERVICES = ("cluster-watcher", "consolidation-planner", "termination-executor")
 EBB_CRDS = ("ebb.sh_disruptionpolicies.yaml", "ebb.sh_instancetypecatalogs.yaml")
-#: Karpenter's version (deploy/local/lib.sh): its KWOK instance types are read from its module source
 #: the startup taint that holds a node un-initialized until the test removes it (tests 4 and 5)
 STARTUP_TAINT = {"key": f"{RUN_LABEL}-startup", "effect": "NoSchedule"}
 EBB_TAINT = "ebb.sh/disrupted"

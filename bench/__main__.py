@@ -1,6 +1,6 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|simpeer|engine|memory|load|watcher|backtest|work|peer|chaos|all]
+    python -m bench [simulator|simpeer|engine|scale|memory|load|watcher|backtest|work|peer|chaos|all]
                     [--write docs/benchmarks.md]
     python -m bench calibrate [--write docs/backtest.md]
     python -m bench peer --smoke
@@ -13,6 +13,8 @@
   the ratio per size; skipped, saying why, without Go or Karpenter's module in the Go module cache.
 - engine: a generated 2,000-node / 20,000-pod cluster: one full pass (with explanations) and
   `--until-stable`, and the final cost against a lower bound.
+- scale: the engine from 500 to 10,000 nodes (ten pods a node, ``bench.scale``): a full pass, a settled pass and
+  ``--until-stable`` per size, peak RSS, and the time per pass as a log-scale picture (docs/img/scale.png).
 - memory: a 10,000-node snapshot read from YAML and planned once: peak RSS.
 - load: synthetic watch events for 2,000 nodes and 20,000 pods through the cluster-watcher → a real Kafka →
   the real consolidation-planner on PostgreSQL (``bench.load``): ingest events/s, and the latency from a node
@@ -235,7 +237,8 @@ def cpu_model(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine() or "an unknown processor"
 
 
-def run(which: str) -> str:
+def run(which: str, *, pictures: bool = False) -> str:
+    """The sections of the benchmarks ``which`` names; ``pictures``: draw their pictures into docs/img too."""
     lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
              f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
              f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
@@ -270,6 +273,11 @@ def run(which: str) -> str:
                   f"${r['lp_bound']:,.2f}/h |",
                   f"| final cost / LP bound | {r['cost_final'] / r['lp_bound']:.3f} |",
                   f"| peak RSS | {r['peak_rss_mib']:.0f} MiB |", ""]
+    if which in ("scale", "all"):
+        from bench import scale
+
+        picture = scale.PICTURE if pictures else None
+        lines += scale.render(scale.run_sizes(_child, log=lambda text: print(text, file=sys.stderr)), picture=picture)
     if which in ("memory", "all"):
         r = _child(["memory", "10000", "50000"])
         print(f"memory: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
@@ -315,6 +323,10 @@ def main(argv: list[str]) -> int:
             result = case_simulator(int(argv[2]))
         elif kind == "engine":
             result = case_engine()
+        elif kind == "scale":
+            from bench.scale import case_scale
+
+            result = case_scale(int(argv[2]), NOW)
         elif kind == "load":
             from bench.load import case_load
 
@@ -366,7 +378,7 @@ def main(argv: list[str]) -> int:
         if "--write" in argv:
             raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
         os.environ["EBB_BENCH_PEER"] = "smoke"  # read by the sides' processes
-    text = run(which)
+    text = run(which, pictures="--write" in argv)
     print(text)
     if "--write" in argv:
         target = Path(argv[argv.index("--write") + 1])

@@ -33,14 +33,14 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import structlog
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
@@ -49,10 +49,12 @@ from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.decisions import decision_of
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
+from ebb.core.decision import DISRUPTING
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb_consolidation_planner import app as planner_app
@@ -109,6 +111,9 @@ class EmbeddedOptions:
     #: the cluster-wide engine options (a ConfigMap ebb-engine-options as YAML, ``ebb.core.options``), which the
     #: planner and the API both read over ``spot_to_spot`` and ``explain`` (None: those alone)
     engine_options: Path | None = None
+    #: at the end, read back this many of the run's disrupting decisions that saved the most (``Summary.top_decisions``:
+    #: what a back-test report shows with their explanations)
+    top_decisions: int = 0
 
 
 @dataclass
@@ -118,6 +123,8 @@ class Summary:
     #: why the run stopped: duration, stable or stopped
     stopped_because: str
     database: Path | None
+    #: the run's ``EmbeddedOptions.top_decisions`` disrupting decisions that saved the most, with their explanations
+    top_decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str, str], int]:
@@ -126,6 +133,24 @@ async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str,
             select(Decision.state, Decision.method, func.count()).where(Decision.cluster == cluster)
             .group_by(Decision.state, Decision.method))
         return {(str(state), str(method)): int(n) for state, method, n in rows}
+
+
+async def _top_decisions(engine: AsyncEngine, cluster: str, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` disrupting decisions of ``cluster`` that save the most per hour (ties: the earlier first), as
+    plain values: what was done to which nodes, what it saved and the planner's explanation."""
+    if limit <= 0:
+        return []
+    async with AsyncSession(engine) as session:
+        rows = await session.scalars(
+            select(Decision).where(Decision.cluster == cluster, Decision.state.in_(DISRUPTING))
+            .order_by(Decision.savings.desc(), Decision.created_at, Decision.id).limit(limit))
+        made = [decision_of(row) for row in rows]
+    return [{"id": d.id, "at": d.created_at.isoformat(), "method": d.method, "reason": d.reason, "action": d.action,
+             "nodes": [n.name for n in d.nodes],
+             "replacements": [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "price": r.price}
+                              for r in d.replacements],
+             "savings_per_hour": round(d.savings, 6), "explanation": str(d.explanation.get("text", ""))}
+            for d in made]
 
 
 def _prices(snapshot: Snapshot, now: datetime) -> dict[str, float]:
@@ -319,7 +344,8 @@ async def run_embedded(
         end.passes_reused = planners[0].passes_reused if planners else 0
         if report is not None:
             report(end)
-        return Summary(start=first, end=end, stopped_because=reason, database=options.database)
+        top = await _top_decisions(engine, options.cluster, options.top_decisions)
+        return Summary(start=first, end=end, stopped_because=reason, database=options.database, top_decisions=top)
 
 
 def virtual_loop(options: EmbeddedOptions) -> VirtualTimeLoop:

@@ -142,6 +142,8 @@ class Release:
     api: Any
     kubeconfig: Path
     directory: Path
+    #: what `helm install` printed (its NOTES)
+    installed: str
 
 
 async def run_helm(*args: str, kubeconfig: Path) -> str:
@@ -180,10 +182,10 @@ async def release(kube_api: Any, kubernetes_cluster: KubernetesCluster,
         await ok(kube_api, "POST", f"/api/v1/namespaces/{NAMESPACE}/secrets", body={
             "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ebb"}, "stringData": {
                 "database-url": "postgresql+asyncpg://ebb:secret@postgres.example:5432/ebb", "api-token": "t" * 32}})
-        await run_helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values",
+        installed = await run_helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--values",
                        str(values_file(BASE_VALUES, directory, "install.yaml")), "--wait", "--wait-for-jobs",
                        "--timeout", "5m", kubeconfig=kubernetes_cluster.kubeconfig)
-        yield Release(kube_api, kubernetes_cluster.kubeconfig, directory)
+        yield Release(kube_api, kubernetes_cluster.kubeconfig, directory, installed)
     finally:
         await asyncio.to_thread(helm, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "2m",
                                 kubeconfig=kubernetes_cluster.kubeconfig, check=False)
@@ -242,6 +244,7 @@ async def test_install_runs_every_pod_off_the_nodepools_nodes(release: Release) 
             assert {p["spec"]["priority"] for p in pods} == {2000000000}
     jobs = await items(api, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", "Job", "batch/v1")
     assert [(j["metadata"]["name"], j["status"].get("succeeded")) for j in jobs] == [(name("db-upgrade-0-1-0"), 1)]
+    assert f"installed as {RELEASE} in {NAMESPACE}: mode enforce, provider karpenter" in release.installed
 
 
 async def test_every_deployment_has_a_disruption_budget_in_force(release: Release) -> None:

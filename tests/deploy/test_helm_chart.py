@@ -12,6 +12,7 @@
   the services; the RBAC follows the provider and the mode (shadow: no write verb but the planner's Lease).
 - ebb's own pods are protected: a PodDisruptionBudget per Deployment, karpenter.sh/do-not-disrupt, a required
   node affinity away from the nodes of NodePools, system-cluster-critical for the executor.
+- docs/deploy.md names every value.
 """
 
 from __future__ import annotations
@@ -289,3 +290,20 @@ def test_ebbs_own_pods_are_protected(which: str, request: pytest.FixtureRequest)
             assert constraint["labelSelector"]["matchLabels"].items() <= labels.items()
         if name.endswith("termination-executor"):
             assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+
+
+# ------------------------------------------------------------------------------------------- the docs
+
+
+def test_docs_deploy_names_every_value() -> None:
+    """docs/deploy.md's values table names every value of values.yaml (top-level, and the keys of the maps that are
+    the chart's own: settings, kafka, database, image, podDisruptionBudget, serviceMonitor, the services)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    page = (REPO / "docs" / "deploy.md").read_text()
+    named = set(re.findall(r"`([A-Za-z<>.]+)", page))
+    documented = {part for name in named for part in name.split(".")}
+    own_maps = {"settings", "kafka", "database", "image", "podDisruptionBudget", "serviceMonitor", "clusterWatcher",
+                "consolidationPlanner", "terminationExecutor", "decisionsApi", "interruptionIngester", "planReader"}
+    missing = [key for key in values if key not in documented]
+    missing += [f"{key}.{sub}" for key in own_maps & set(values) for sub in values[key] if sub not in documented]
+    assert not missing, f"docs/deploy.md does not name: {missing}"

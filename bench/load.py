@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.generators import REPO_ROOT, ZONES, CatalogType, load_catalog
+from bench.measure import peak_rss_mib
 
 Doc = dict[str, Any]
 
@@ -83,14 +84,6 @@ HASH = "9121467853621373434"
 
 def _log(message: str) -> None:
     print(f"[load {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
-
-
-def peak_rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 # -- the synthetic cluster, as the API server sends it ----------------------------------------------------------

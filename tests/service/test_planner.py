@@ -291,6 +291,12 @@ async def test_metrics_are_served_on_the_port(db: str) -> None:
                 'le="0.005",reason=""}') in body
         assert 'ebb_voluntary_disruption_eligible_nodes{reason="drifted"}' in body
         assert "ebb_decisions_total" not in body and "ebb_eligible_nodes" not in body  # no old names kept
+        # scraped from the health server's thread: the process's build, the synced and leader gauges, the lag of its
+        # consumer groups and Karpenter's node gauges of the last pass
+        assert 'ebb_build_info{implementation="' in body and "ebb_cluster_state_synced 1.0" in body
+        assert "ebb_planner_leader 1.0" in body and 'ebb_consumer_lag{group="' in body
+        assert 'ebb_nodes_allocatable{arch="amd64"' in body
+        assert "# TYPE ebb_pods_startup_duration_seconds summary" in body
     with pytest.raises(httpx.HTTPError):
         async with httpx.AsyncClient() as http:
             await http.get(f"http://127.0.0.1:{port}/metrics", timeout=1)

@@ -31,6 +31,7 @@ from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.node_api import KubeNodeApi
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import PLANNER, DecisionStore
 from ebb.adapters.store.outbox import BeforePublish, OutboxRelay
@@ -118,6 +119,8 @@ async def run(
                 policy_status = KubePolicyStatus(api)
             if live_pods is None:
                 live_pods = _live_pods(KubeNodeApi(api))
+        metrics.leading(lambda: leader.is_leader)
+        register_consumer_lag(metrics.registry, bus)
         interruptions = f"{settings.group}-interruptions"
         options = engine_options(settings)
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
@@ -144,6 +147,7 @@ async def run(
         ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
         count = await seed_snapshot(objects, bus)
         readiness.mark("snapshot", detail=f"{count} objects")
+        metrics.synced.set(1)
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
         log.info("consolidation-planner starting", objects=count, group=group)

@@ -170,6 +170,7 @@ class Planner:
         self.options = options or EngineOptions()
         #: "now" (decisions, events, the engine) and every interval of the loop (``ebb.adapters.clock``)
         self.clock = clock_of(clock)
+        self.metrics.timed_by(self.clock)
         self.recorder = recorder
         #: the consumer name of ebb.interruptions in processed_messages
         self.interruption_consumer = interruption_consumer
@@ -219,7 +220,11 @@ class Planner:
     async def handle(self, delivery: Delivery) -> None:
         """A bus handler for ebb.cluster.objects: apply the object and wake the loop when state changed."""
         message = delivery.message
-        if isinstance(message, ClusterObject) and self.objects.apply(message):
+        if not isinstance(message, ClusterObject):
+            return
+        if message.kind == "Pod":
+            self.metrics.pod_changed(message.namespace, message.name, message.object)
+        if self.objects.apply(message):
             self.changed.set()
 
     def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str | None]]:
@@ -401,7 +406,9 @@ class Planner:
                 snapshot = self._snapshot(read.busy, read.launched, read.holds)
             except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
                 log.warning("cannot build the snapshot; no pass", error=str(e))
+                self.metrics.synced.set(0)
                 return None
+            self.metrics.synced.set(1)
             # something changed that the snapshot does not read (a status field it does not parse): the same
             # snapshot gives the same pass, until its revisit_at
             reused = self.inputs.reusable(read, now, snapshot)
@@ -481,6 +488,7 @@ class Planner:
         return view, run_pass(view, self.options), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
+        self.metrics.observed(view.snapshot, len(view.snapshot.nodes))
         for reason in REASONS:
             consolidation = reason in CONSOLIDATION_REASONS
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)

@@ -26,6 +26,7 @@ from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
 from ebb.adapters.kube.launch import KwokLauncher, catalog_types
 from ebb.adapters.kube.node_api import KubeNodeApi, NodeApi
 from ebb.adapters.kube.node_provider import NodeProvider
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
 from ebb.adapters.store.outbox import OutboxRelay
@@ -146,6 +147,7 @@ async def run(
             store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
             readiness.probe("postgresql", store.ping)
+        register_consumer_lag(metrics.registry, bus)
         executor = build_executor(settings, node_api, bus, store, stop, clock=the_clock, metrics=metrics,
                                   provider=provider, recorder=recorder)
         if settings.launcher is not None:

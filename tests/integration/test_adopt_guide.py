@@ -67,8 +67,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.core.traces import Trace
-from tests.integration.test_karpenter_system import apply_manifests, kwok_instance_types, missing_crds
 from tests.kit.karpenter_cluster import KarpenterCluster, KarpenterKit, Metrics
+from tests.kit.karpenter_setup import apply_manifests, kwok_instance_types, missing_crds
 from tests.kit.kube_audit import AuditLog
 from tests.kit.servers import REPO, KafkaServer, PostgresServer
 from tests.kit.system import Servers, System, SystemSettings, create_database, drop_database, jv, query

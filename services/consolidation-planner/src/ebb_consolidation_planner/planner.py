@@ -36,6 +36,11 @@ Drifted finding (``annotator.DriftAnnotations``); with ``pass_publisher`` the pa
 ``interruption``/``Interrupted``/``delete`` written approved, with its Proposed and Approved steps, its command
 and the message id in processed_messages, in one transaction (``DecisionStore.interrupt``); a rebalance
 recommendation only gives an event and a log line.
+
+**Shadow mode** (``shadow``, docs/shadow.md): the same passes, proposals, validations and approvals on a shadow
+store (``DecisionStore(shadow=True)``), which marks every decision shadow and sends nothing, so no command reaches
+the executor; the composition root gives such a planner no Kubernetes writer (events, annotations, policy status).
+``ShadowWatch`` keeps the removals other disrupters make with ebb's verdict on each node.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ from ebb_consolidation_planner.metrics import Metrics
 from ebb_consolidation_planner.pass_inputs import PassInputs, PassRead
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.policy_status import PolicyConditions, PolicyStatusWriter
+from ebb_consolidation_planner.shadow import ShadowWatch, budgets_of
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
 #: (``ebb.core.drain.reschedulable_keys``)
@@ -158,6 +164,7 @@ class Planner:
         pass_publisher: PassPublisher | None = None,
         conflict_settings: ConflictSettings | None = None,
         policy_status: PolicyStatusWriter | None = None,
+        shadow: ShadowWatch | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -188,6 +195,11 @@ class Planner:
         self.conflicts: tuple[Conflict, ...] | None = None
         #: the ConflictFree condition of the DisruptionPolicies (None: not written)
         self.policy_conditions = PolicyConditions(policy_status) if policy_status is not None else None
+        #: shadow mode (docs/shadow.md): the removals other disrupters make and ebb's verdicts, kept for the shadow
+        #: report (None: not in shadow mode); the decisions are shadow ones because ``store`` is a shadow store
+        self.shadow = shadow
+        if (shadow is not None) != store.shadow:
+            raise ValueError("a planner in shadow mode needs a shadow store, and only it may have one")
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -224,6 +236,8 @@ class Planner:
             return
         if message.kind == "Pod":
             self.metrics.pod_changed(message.namespace, message.name, message.object)
+        if self.shadow is not None:
+            self.shadow.observe(message, self.objects, self.clock())
         if self.objects.apply(message):
             self.changed.set()
 
@@ -437,6 +451,12 @@ class Planner:
         if self.policy_conditions is not None and self.conflicts is not None:
             await self.policy_conditions.sync(snapshot.disruption_policies, self.conflicts, now)
         self._kube_pass(view, result)
+        if self.shadow is not None:
+            self.shadow.keep_verdicts(view, result)
+            try:
+                await self.shadow.write_removals(now)
+            except Exception as e:  # the report misses it; planning goes on
+                log.warning("shadow: writing the removals failed", error=repr(e))
         published = self.pass_publisher is None or await self.pass_publisher.publish(
             view, result, self.findings, revision=read.version, demand=self._demand)
         live = await self.store.live_nodes() if result.commands else {}
@@ -507,7 +527,8 @@ class Planner:
         decision_id = self.decision_ids()
         pools = {n: view.nodes[n].nodepool or "" for n in command.nodes}
         bound = log.bind(decision_id=decision_id)
-        explanation: dict[str, Any] = {"text": command.explanation}
+        explanation: dict[str, Any] = {"text": command.explanation,
+                                       "budgets": budgets_of(view, pools.values(), command.reason)}
         found = self._findings_of(command.nodes)
         if found:
             explanation["findings"] = found

@@ -35,14 +35,15 @@ from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.live import LiveState
 from ebb_decisions_api.metrics import ApiMetrics, MetricsMiddleware
 from ebb_decisions_api.passes import LeaderPasses
-from ebb_decisions_api.routes import budgets, decisions, events, explain, holds, ops, plan
+from ebb_decisions_api.routes import budgets, decisions, events, explain, holds, ops, plan, shadow
 from ebb_decisions_api.schemas import utc_now
 from ebb_decisions_api.settings import Settings
 
 log = structlog.get_logger("ebb_decisions_api")
 
 #: the routers under /v1 (behind the bearer token), in the order of the OpenAPI document's paths
-V1_ROUTERS = (plan.router, holds.router, decisions.router, explain.router, budgets.router, events.router)
+V1_ROUTERS = (plan.router, holds.router, decisions.router, explain.router, budgets.router, events.router,
+              shadow.router)
 
 
 def token_problem(settings: Settings) -> str | None:

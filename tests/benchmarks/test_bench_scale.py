@@ -1,6 +1,6 @@
 """``python -m bench scale`` (bench/scale.py) on a small cluster: each size's figures are measured, consistent with
-one another, and rendered into a row; the picture, where matplotlib is installed, is a real PNG. The sizes the
-benchmark runs (500 to 10,000 nodes) belong in ``make bench``."""
+one another (the planner's settled pass answered from the last one), and rendered into a row; the picture, where
+matplotlib is installed, is a real PNG. The sizes the benchmark runs (500 to 10,000 nodes) belong in ``make bench``."""
 
 from __future__ import annotations
 
@@ -24,14 +24,18 @@ def test_a_small_cluster_is_measured_and_rendered(tmp_path: Path) -> None:
     assert result["steps"] >= 2  # the generated cluster has work in it: at least one step and the quiet last pass
     assert result["cost_final"] < result["cost_before"]  # consolidation made it cheaper
     assert result["peak_rss_mib"] > 0
+    # the planner's settled pass is answered from the last one (PassInputs), after a change it is computed again
+    assert result["settled_reused"] is True
+    assert 0 < result["settled_seconds"] < result["changed_seconds"]
     (row,) = [line for line in render([result]) if line.startswith("| 60 / 600 |")]
     assert f"{result['steps']} passes" in row and f"${result['cost_before']:,.2f}/h" in row
 
 
 def test_the_picture_is_a_png_with_both_lines_when_matplotlib_is_there(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="the picture needs the bench group's matplotlib")
-    results = [{"nodes": n, "pods": 10 * n, "pass_seconds": n / 1000, "settled_seconds": 0.001,
-                "until_stable_seconds": 1.0, "steps": 3, "cost_before": 2.0, "cost_final": 1.0, "peak_rss_mib": 9.0}
+    pytest.importorskip("matplotlib", reason="the picture needs the dev group's matplotlib")
+    results = [{"nodes": n, "pods": 10 * n, "pass_seconds": n / 1000, "changed_seconds": n / 900,
+                "settled_seconds": 0.001, "until_stable_seconds": 1.0, "steps": 3, "cost_before": 2.0,
+                "cost_final": 1.0, "peak_rss_mib": 9.0}
                for n in (500, 1000, 2000)]
     path = tmp_path / "img" / "scale.png"
     assert draw(results, path)

@@ -48,6 +48,7 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.policy_status import KubePolicyStatus, PolicyStatusWriter
@@ -84,7 +85,7 @@ async def run(
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
     (default: random UUIDs). ``store_revision`` counts the writes to ``store`` when this process makes them all
-    (the embedded mode): with ``settings.reuse_passes`` a pass then knows the store unchanged without reading it.
+    (the embedded mode): a pass then knows the store unchanged without reading it (``PassInputs``).
     ``objects`` is the empty store the planner fills from ebb.cluster.objects (default: a new ``SnapshotStore``)."""
     clock = clock_of(clock)
     objects = objects if objects is not None else SnapshotStore()
@@ -140,8 +141,8 @@ async def run(
                           policy_status=policy_status,
                           clock=clock, recorder=recorder,
                           interruption_consumer=interruptions, annotator=annotator,
-                          decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
-                          store_revision=store_revision, live_pods=live_pods,
+                          decision_ids=decision_ids or new_decision_id, live_pods=live_pods,
+                          inputs=PassInputs(objects, store, reuse=settings.reuse_passes, writes=store_revision),
                           pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None,
                           shadow=ShadowWatch(store) if shadow else None)
         # every message of a decision goes out through the outbox: what this process wrote at once, what a planner

@@ -94,9 +94,9 @@ class Settings(HealthSettings):
     explain: bool = True
     #: answer a pass from the last one while the snapshot and the store's state are unchanged and no moment at
     #: which a pass could decide differently (``PassResult.revisit_at``) has come; the commands are the same either
-    #: way. Off by default: a reused pass also repeats the last one's Kubernetes events and metrics word for word
-    #: (an explanation that says how long ago something happened stays as it was); the embedded mode turns it on
-    reuse_passes: bool = False
+    #: way (``ebb_consolidation_planner.pass_inputs``). A reused pass repeats the last one's Kubernetes events and
+    #: metrics word for word (an explanation that says how long ago something happened stays as it was)
+    reuse_passes: bool = True
     #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
     events_enabled: bool = True
     #: the namespace of events about cluster-scoped objects (client-go's choice: default)

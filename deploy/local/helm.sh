@@ -7,7 +7,11 @@
 #   helm.sh path      install, then print the binary's path (what the tests and the Makefile call)
 #   helm.sh manifests [DIR]
 #                     render charts/ebb into DIR (default deploy/kubernetes): one file per template, as the
-#                     chart lays them out, with charts/ebb/ci/manifests-values.yaml (`make manifests`)
+#                     chart lays them out, with charts/ebb/ci/manifests-values.yaml (`make manifests`); without
+#                     DIR it first refreshes the chart's copies of deploy/grafana (chart-files)
+#   helm.sh chart-files
+#                     copy deploy/grafana/* into charts/ebb/files/grafana/ (Helm's .Files reads only inside the
+#                     chart: the dashboards and the PrometheusRule it ships are these copies)
 #
 # The version is HELM_VERSION in lib.sh (EBB_HELM_VERSION overrides it).
 set -euo pipefail
@@ -41,6 +45,17 @@ install() {
   fi
   exec {lock}>&-
   [[ -x "${HELM_BIN}" ]] || die "install finished but ${HELM_BIN} is missing"
+}
+
+# deploy/grafana is the one source of the dashboards and the rules; the chart ships copies of its files (the
+# dashboards.enabled ConfigMaps, the prometheusRule.enabled PrometheusRule), refreshed here and nowhere else.
+# tests/deploy/test_helm_chart.py fails when a copy differs from its source by a byte.
+chart_files() {
+  local source="${EBB_REPO_ROOT}/deploy/grafana" target="${EBB_REPO_ROOT}/charts/ebb/files/grafana"
+  mkdir -p "${target}"
+  find "${target}" -maxdepth 1 -type f -delete
+  cp -p "${source}"/* "${target}/"
+  log "copied deploy/grafana into charts/ebb/files/grafana"
 }
 
 # The plain manifests of deploy/kubernetes are the chart rendered (release `ebb`, namespace `ebb-system`), split
@@ -100,6 +115,7 @@ PY
 case "${1:-}" in
   install) install ;;
   path) install >&2 && echo "${HELM_BIN}" ;;
-  manifests) manifests "${2:-}" ;;
-  *) echo "usage: $0 install|path|manifests [DIR]" >&2; exit 2 ;;
+  manifests) [[ -n "${2:-}" ]] || chart_files; manifests "${2:-}" ;;
+  chart-files) chart_files ;;
+  *) echo "usage: $0 install|path|manifests [DIR]|chart-files" >&2; exit 2 ;;
 esac

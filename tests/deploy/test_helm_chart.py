@@ -12,6 +12,10 @@
   the services; the RBAC follows the provider and the mode (shadow: no write verb but the planner's Lease).
 - ebb's own pods are protected: a PodDisruptionBudget per Deployment, karpenter.sh/do-not-disrupt, a required
   node affinity away from the nodes of NodePools, system-cluster-critical for the executor.
+- The dashboards and the PrometheusRule the chart ships (dashboards.enabled, prometheusRule.enabled) are
+  deploy/grafana's files: the chart's copies in charts/ebb/files/grafana/ equal them byte for byte
+  (`deploy/local/helm.sh chart-files`, run by `make manifests`), and the rendered ConfigMaps and PrometheusRule hold
+  what those files hold; the default values render neither.
 - docs/deploy.md names every value.
 """
 
@@ -34,6 +38,9 @@ from tests.kit.helm import CHART, HELM_SH, REPO, helm, of_kind, render, values_f
 
 CI_VALUES = CHART / "ci" / "nondefault-values.yaml"
 MANIFEST_VALUES = CHART / "ci" / "manifests-values.yaml"
+MONITORING_VALUES = CHART / "ci" / "monitoring-values.yaml"
+GRAFANA = REPO / "deploy" / "grafana"
+CHART_GRAFANA = CHART / "files" / "grafana"
 #: fields of a pod's env that are no ebb setting
 NOT_SETTINGS = {"PYTHONDONTWRITEBYTECODE"}
 SAMPLES = {"database-url": "postgresql+asyncpg://ebb:secret@postgres.example:5432/ebb", "url":
@@ -55,7 +62,8 @@ def nondefault_docs() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------- lint, schema
 
 
-@pytest.mark.parametrize("values", [None, MANIFEST_VALUES, CI_VALUES], ids=["default", "manifests", "nondefault"])
+@pytest.mark.parametrize("values", [None, MANIFEST_VALUES, CI_VALUES, MONITORING_VALUES],
+                         ids=["default", "manifests", "nondefault", "monitoring"])
 def test_helm_lint_strict(values: Path | None) -> None:
     args = ["lint", "--strict", str(CHART)] + (["--values", str(values)] if values else [])
     done = helm(*args)
@@ -65,6 +73,9 @@ def test_helm_lint_strict(values: Path | None) -> None:
 @pytest.mark.parametrize(("assignment", "message"), [
     ("mode=on", "/mode"), ("provider=aws", "/provider"), ("clusterWatcher.replicas=2", "replicas"),
     ("settings.clusterNmae=x", "clusterNmae"), ("image.digest=latest", "/image/digest"),
+    ("dashboards.enabled=yes", "/dashboards/enabled"), ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
+    ("dashboards.labelValue=1", "/dashboards/labelValue"), ("dashboards.folder=ebb", "folder"),
+    ("prometheusRule.additionalLabels=kps", "/prometheusRule/additionalLabels"),
 ])
 def test_the_schema_refuses_values_the_services_would_not_run_with(assignment: str, message: str) -> None:
     done = helm("template", "ebb", str(CHART), "--set", assignment, check=False)
@@ -229,6 +240,80 @@ def test_the_servicemonitors_follow_the_values(tmp_path: Path) -> None:
         assert [e["interval"] for e in monitor["spec"]["endpoints"]] == ["15s"]
 
 
+# ------------------------------------------------------------------------------------------- dashboards and alerts
+
+
+def test_the_chart_ships_deploy_grafana_byte_for_byte() -> None:
+    """Helm's .Files reads only inside the chart: charts/ebb/files/grafana/ holds copies of deploy/grafana/, the one
+    source, and `deploy/local/helm.sh chart-files` (run by `make manifests`) refreshes them."""
+    sources = sorted(p.name for p in GRAFANA.iterdir() if p.is_file())
+    copies = sorted(p.name for p in CHART_GRAFANA.iterdir() if p.is_file())
+    assert sources == copies, "charts/ebb/files/grafana is not deploy/grafana; run deploy/local/helm.sh chart-files"
+    assert {"ebb-dashboard.json", "karpenter-capacity.json", "karpenter-performance.json", "ebb-rules.yaml"} <= set(
+        sources)
+    stale = [name for name in sources if (GRAFANA / name).read_bytes() != (CHART_GRAFANA / name).read_bytes()]
+    assert not stale, f"charts/ebb/files/grafana differs from deploy/grafana: {stale}; run deploy/local/helm.sh " \
+                      "chart-files"
+
+
+@pytest.fixture(scope="module")
+def monitoring_docs() -> list[dict[str, Any]]:
+    return render(value_files=[MONITORING_VALUES])
+
+
+def test_the_dashboards_are_deploy_grafanas_in_configmaps_for_grafanas_sidecar(
+        monitoring_docs: list[dict[str, Any]]) -> None:
+    values = yaml.safe_load(MONITORING_VALUES.read_text())["dashboards"]
+    dashboards = {name: cm for name, cm in of_kind(monitoring_docs, "ConfigMap").items()
+                  if values["label"] in cm["metadata"]["labels"]}
+    files = sorted(GRAFANA.glob("*.json"))
+    assert sorted(dashboards) == sorted(
+        "ebb-dashboard-" + p.stem.removesuffix("-dashboard") for p in files)
+    by_key: dict[str, str] = {}
+    for configmap in dashboards.values():
+        metadata = configmap["metadata"]
+        assert metadata["labels"][values["label"]] == values["labelValue"]
+        assert metadata["labels"]["release"] == "kps"
+        assert metadata["annotations"]["grafana_folder"] == "ebb"
+        assert metadata["namespace"] == values["namespace"]
+        ((key, text),) = configmap["data"].items()  # one dashboard each: the sidecar writes each key to a file
+        by_key[key] = text
+    for path in files:
+        assert json.loads(by_key[path.name]) == json.loads(path.read_text()), path.name
+        assert by_key[path.name] == path.read_text(), f"{path.name}: not byte for byte"
+
+
+def test_the_prometheusrule_is_deploy_grafanas_rules(monitoring_docs: list[dict[str, Any]]) -> None:
+    rules = of_kind(monitoring_docs, "PrometheusRule")
+    assert list(rules) == ["ebb-alerts"]
+    (rule,) = rules.values()
+    source = yaml.safe_load((GRAFANA / "ebb-rules.yaml").read_text())
+    assert rule["apiVersion"] == source["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"]["groups"] == source["spec"]["groups"]
+    assert rule["spec"] == source["spec"]
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert rule["metadata"]["namespace"] == "ebb-system"
+    # the rules' own templates reach Prometheus unrendered
+    assert any("{{ $labels." in text for group in rule["spec"]["groups"] for r in group["rules"]
+               for text in (r.get("annotations") or {}).values())
+
+
+def test_the_dashboards_follow_the_sidecars_default_label() -> None:
+    docs = render(sets=["dashboards.enabled=true"])
+    dashboards = [cm for cm in of_kind(docs, "ConfigMap").values() if "grafana_dashboard" in cm["metadata"]["labels"]]
+    assert len(dashboards) == len(list(GRAFANA.glob("*.json")))
+    assert {cm["metadata"]["labels"]["grafana_dashboard"] for cm in dashboards} == {"1"}
+    assert {cm["metadata"]["namespace"] for cm in dashboards} == {"ebb-system"}
+    assert not of_kind(docs, "PrometheusRule")
+
+
+def test_the_defaults_render_no_dashboard_and_no_rule(default_docs: list[dict[str, Any]]) -> None:
+    assert not of_kind(default_docs, "PrometheusRule")
+    assert not [cm for cm in of_kind(default_docs, "ConfigMap").values()
+                if any(key.endswith(".json") for key in cm.get("data") or {})
+                or "grafana_dashboard" in cm["metadata"]["labels"]]
+
+
 # ------------------------------------------------------------------------------------------- RBAC
 
 
@@ -303,7 +388,8 @@ def test_docs_deploy_names_every_value() -> None:
     named = set(re.findall(r"`([A-Za-z<>.]+)", page))
     documented = {part for name in named for part in name.split(".")}
     own_maps = {"settings", "kafka", "database", "image", "podDisruptionBudget", "serviceMonitor", "clusterWatcher",
-                "consolidationPlanner", "terminationExecutor", "decisionsApi", "interruptionIngester", "planReader"}
+                "consolidationPlanner", "terminationExecutor", "decisionsApi", "interruptionIngester", "planReader",
+                "dashboards", "prometheusRule"}
     missing = [key for key in values if key not in documented]
     missing += [f"{key}.{sub}" for key in own_maps & set(values) for sub in values[key] if sub not in documented]
     assert not missing, f"docs/deploy.md does not name: {missing}"

@@ -13,7 +13,7 @@ export GOTOOLCHAIN := local
 UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3.11 -m uv)
 INFRA := deploy/local/infra.sh
 
-.PHONY: help install test lint bench run plan infra-install infra-up infra-down infra-status up down
+.PHONY: help install test lint bench run plan infra-install infra-up infra-down infra-status helm manifests up down
 
 help:
 	@echo "make install        uv sync (the workspace venv in .venv, compiled to bytecode)"
@@ -25,6 +25,8 @@ help:
 	@echo "make infra-install  fetch/build Kafka, Kubernetes, etcd, kwok, Karpenter into ~/.cache/ebb"
 	@echo "make infra-up       start the local servers; settings in .infra/env.sh and .infra/env.json"
 	@echo "make infra-down     stop them"
+	@echo "make helm           build Helm (the Go module proxy) into ~/.cache/ebb/helm-<version>; print its path"
+	@echo "make manifests      render charts/ebb into deploy/kubernetes (after a change to the chart)"
 	@echo "make up / down      docker compose up -d / down (needs a Docker engine)"
 
 # Compiled to bytecode at install: with PYTHONDONTWRITEBYTECODE set (as on the project's machines) Python never
@@ -63,6 +65,12 @@ infra-down:
 
 infra-status:
 	$(INFRA) status
+
+helm:
+	deploy/local/helm.sh path
+
+manifests:
+	deploy/local/helm.sh manifests
 
 up:
 	docker compose up -d

@@ -1,8 +1,9 @@
 """`make bench`: ebb's benchmarks, each case in its own process so peak memory is its own.
 
-    python -m bench [simulator|simpeer|engine|memory|load|watcher|backtest|work|peer|chaos|all]
+    python -m bench [simulator|simpeer|engine|scale|memory|load|watcher|backtest|work|peer|chaos|all]
                     [--write docs/benchmarks.md]
     python -m bench calibrate [--write docs/backtest.md]
+    python -m bench tradeoff [--smoke] [--write docs/benchmarks.md]
     python -m bench peer --smoke
 
 - simulator: Karpenter's scheduling benchmark reproduced (400 fake instance types, five pod groups),
@@ -13,6 +14,8 @@
   the ratio per size; skipped, saying why, without Go or Karpenter's module in the Go module cache.
 - engine: a generated 2,000-node / 20,000-pod cluster: one full pass (with explanations) and
   `--until-stable`, and the final cost against a lower bound.
+- scale: the engine from 500 to 10,000 nodes (ten pods a node, ``bench.scale``): a full pass, a settled pass and
+  ``--until-stable`` per size, peak RSS, and the time per pass as a log-scale picture (docs/img/scale.png).
 - memory: a 10,000-node snapshot read from YAML and planned once: peak RSS.
 - load: synthetic watch events for 2,000 nodes and 20,000 pods through the cluster-watcher → a real Kafka →
   the real consolidation-planner on PostgreSQL (``bench.load``): ingest events/s, and the latency from a node
@@ -34,6 +37,11 @@
 - calibrate: the back-test against the real Karpenter (``bench.calibrate``): the peer's trace (bursty and
   diurnal, seeds 1-3, the short size) on the real Karpenter and in ``ebb backtest`` with the matching built-in
   policy, figure by figure; ``--write docs/backtest.md`` writes its section. Not part of ``all``.
+- tradeoff: the trade-off picture (``bench.tradeoff``): node-hour cost against churn and against evictions for
+  many settings of Karpenter (ebb's simulation of it) and of ebb in the calibrated back-test, on the peer's traces,
+  each side's Pareto frontier, and the goal checked against every Karpenter setting on its frontier; the picture
+  goes to docs/img/ with ``--write``. Not part of ``all``. ``--smoke``: two settings a side on one short trace
+  (never written to a page).
 - chaos: the chaos run, 10 minutes on 40 KWOK nodes (``bench.chaos``: services SIGKILLed at random, Kafka,
   PostgreSQL and the apiserver restarted, every invariant checked); not part of ``all`` (about 20 minutes).
 
@@ -47,7 +55,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -58,21 +65,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.measure import peak_rss_mib
+
 NOW = "2026-11-23T18:30:00Z"
 SIM_SIZES = (100, 1_000, 5_000, 20_000)
 
 
 PEAK_RSS = ("import re;peak=lambda:int(re.search(r'VmHWM:\\s+(\\d+)',open('/proc/self/status').read())[1])/1024")
-
-
-def _peak_rss_mib() -> float:
-    """This process's peak RSS. Not getrusage's ru_maxrss: Linux keeps that across execve, so a child
-    would report the high-water mark of the parent that generated its input."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def lp_lower_bound(types: list[tuple[float, list[float]]], demand: list[float]) -> float:
@@ -149,7 +148,7 @@ def case_simulator(n: int) -> dict[str, Any]:
     lp, simple = _catalog_bound(snapshot, pods)
     return {"pods": n, "seconds": took, "cpu_seconds": cpu, "pods_per_second": n / took, "nodes": len(new_nodes),
             "unplaced": len(failures), "price": price, "lp_bound": lp, "simple_bound": simple,
-            "peak_rss_mib": _peak_rss_mib()}
+            "peak_rss_mib": peak_rss_mib()}
 
 
 def case_engine() -> dict[str, Any]:
@@ -180,7 +179,7 @@ def case_engine() -> dict[str, Any]:
             "first_commands": [(c.method, len(c.nodes)) for c in first.commands],
             "blocked": len(first.blocked), "until_stable_seconds": until, "steps": len(steps),
             "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp,
-            "nodes_disrupted_by_method": methods, "peak_rss_mib": _peak_rss_mib()}
+            "nodes_disrupted_by_method": methods, "peak_rss_mib": peak_rss_mib()}
 
 
 def case_memory(nodes: int, pods: int) -> dict[str, Any]:
@@ -235,10 +234,16 @@ def cpu_model(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str:
     return platform.processor() or platform.machine() or "an unknown processor"
 
 
-def run(which: str) -> str:
-    lines = [f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
-             f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
-             f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", ""]
+def machine_line() -> str:
+    """The line every results section is written under: the machine, the interpreter and the time of the run."""
+    return (f"Machine: {platform.node() or 'this machine'}, {os.cpu_count()} cores ({cpu_model()}), Python "
+            f"{platform.python_version()} ({os.path.realpath(sys.executable)}), {platform.platform()}; "
+            f"run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.")
+
+
+def run(which: str, *, pictures: bool = False) -> str:
+    """The sections of the benchmarks ``which`` names; ``pictures``: draw their pictures into docs/img too."""
+    lines = [machine_line(), ""]
     if which in ("simulator", "all"):
         lines += ["### Scheduling simulator: Karpenter's scheduling benchmark", "",
                   "| pods | seconds | pods/s | nodes launched | unplaced | price $/h | LP bound $/h | "
@@ -270,6 +275,11 @@ def run(which: str) -> str:
                   f"${r['lp_bound']:,.2f}/h |",
                   f"| final cost / LP bound | {r['cost_final'] / r['lp_bound']:.3f} |",
                   f"| peak RSS | {r['peak_rss_mib']:.0f} MiB |", ""]
+    if which in ("scale", "all"):
+        from bench import scale
+
+        picture = scale.PICTURE if pictures else None
+        lines += scale.render(scale.run_sizes(_child, log=lambda text: print(text, file=sys.stderr)), picture=picture)
     if which in ("memory", "all"):
         r = _child(["memory", "10000", "50000"])
         print(f"memory: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
@@ -315,6 +325,10 @@ def main(argv: list[str]) -> int:
             result = case_simulator(int(argv[2]))
         elif kind == "engine":
             result = case_engine()
+        elif kind == "scale":
+            from bench.scale import case_scale
+
+            result = case_scale(int(argv[2]), NOW)
         elif kind == "load":
             from bench.load import case_load
 
@@ -362,14 +376,33 @@ def main(argv: list[str]) -> int:
             target = Path(argv[argv.index("--write") + 1])
             target.write_text(calibrate.write_section(target.read_text() if target.exists() else "", section))
         return 0
+    if which == "tradeoff":  # not part of `all`: hundreds of back-tests
+        return _tradeoff(argv)
     if which == "peer" and "--smoke" in argv:
         if "--write" in argv:
             raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
         os.environ["EBB_BENCH_PEER"] = "smoke"  # read by the sides' processes
-    text = run(which)
+    text = run(which, pictures="--write" in argv)
     print(text)
     if "--write" in argv:
         target = Path(argv[argv.index("--write") + 1])
+        target.write_text(write_results(target.read_text() if target.exists() else "", text))
+    return 0
+
+
+def _tradeoff(argv: list[str]) -> int:
+    """``python -m bench tradeoff [--smoke] [--write PAGE]``: the sweep, its picture (next to PAGE in img/, else in
+    the sweep's output directory) and its results section."""
+    from bench import tradeoff
+
+    smoke = "--smoke" in argv
+    target = Path(argv[argv.index("--write") + 1]) if "--write" in argv else None
+    if smoke and target is not None:
+        raise SystemExit("a smoke run's figures mean nothing: --smoke is never written to a page")
+    image = target.parent / "img" / tradeoff.IMAGE if target is not None else tradeoff.out_dir() / tradeoff.IMAGE
+    text = "\n".join([machine_line(), "", *tradeoff.run(image, smoke=smoke)])
+    print(text)
+    if target is not None:
         target.write_text(write_results(target.read_text() if target.exists() else "", text))
     return 0
 

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.generators import REPO_ROOT, ZONES, CatalogType, load_catalog
+from bench.measure import peak_rss_mib
 
 Doc = dict[str, Any]
 
@@ -68,6 +69,7 @@ DEBOUNCE = 1.0  # the planner's default
 SEQUENTIAL = 3  # nodes emptied one at a time (the next once the previous one's command arrived)
 WAVES = 3  # then waves of WAVE_SIZE nodes emptied at once
 WAVE_SIZE = 16
+SETTLED = 3  # passes on the settled cluster (the pass interval's, nothing changing) before any node is emptied
 CHUNK = 100  # watch events per chunk of the synthetic stream during the ingest
 WAIT = 120.0  # seconds to wait for any one step before giving up
 
@@ -82,14 +84,6 @@ HASH = "9121467853621373434"
 
 def _log(message: str) -> None:
     print(f"[load {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
-
-
-def peak_rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 # -- the synthetic cluster, as the API server sends it ----------------------------------------------------------
@@ -546,11 +540,11 @@ def planner_process(config: Mapping[str, Any]) -> None:
 
         async def timed_plan_once() -> Any:
             before = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
-            version, start = planner.objects.version, time.time()
+            version, start, reused = planner.objects.version, time.time(), planner.passes_reused
             result = await plan_once()
             after = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
             emit(event="pass", start=start, end=time.time(), version=version, evaluation=after - before,
-                 asked=leader.asked,
+                 asked=leader.asked, reused=planner.passes_reused - reused,
                  commands=[[c.method, list(c.nodes)] for c in result.commands] if result else None,
                  proposed=planner.proposed)
             return result
@@ -838,6 +832,18 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                                           "a steady-state pass", within=WAIT)
             result["steady_commands"] = steady["commands"]
             _log(f"steady state: pass {steady['end'] - steady['start']:.2f}s, commands {steady['commands']}")
+
+            # settled: the next passes (the pass interval's), nothing changing in the cluster or the store
+            def settled_passes() -> list[Doc]:
+                return [e for e in child.events if e["event"] == "pass" and e["start"] > steady["end"]][:SETTLED]
+
+            await child.wait_for(lambda _e: len(settled_passes()) >= SETTLED, "the settled passes",
+                                 within=WAIT + SETTLED * 10)
+            settled = settled_passes()
+            result["settled"] = {"passes": _summary([e["end"] - e["start"] for e in settled]),
+                                 "reused": sum(e.get("reused", 0) for e in settled)}
+            _log(f"settled: {SETTLED} passes, p50 {result['settled']['passes']['p50']:.3f}s, "
+                 f"{result['settled']['reused']} answered from the last one")
 
             # (b) nodes made empty
             sequential, waves, wave_size = size.sequential, size.waves, size.wave_size
@@ -1231,6 +1237,10 @@ def render(r: Doc) -> list[str]:
              "| of which snapshot + engine (`ebb_voluntary_disruption_decision_evaluation_duration_seconds`, "
              "p50 / max) | "
              f"{passes['steady_evaluation']['p50']:.2f} s / {passes['steady_evaluation']['max']:.2f} s |",
+             *([f"| planner pass on the settled cluster (the pass interval's, nothing changed since the pass before), "
+                f"`plan_once` wall (p50 / max; answered from the last pass) | {r['settled']['passes']['p50']:.3f} s / "
+                f"{r['settled']['passes']['max']:.3f} s ({r['settled']['reused']} of {r['settled']['passes']['n']}) |"]
+               if "settled" in r else []),
              f"| approved commands / nodes per command (mean, max) | {r['commands']} / "
              f"{r['nodes_per_command']['mean']:.1f}, {r['nodes_per_command']['max']:.0f} |",
              f"| planner: passes, proposed, approved, rejected | {planner['passes']}, {planner['proposed']}, "

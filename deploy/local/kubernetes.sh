@@ -204,9 +204,11 @@ EOF
 # update, patch and delete of a Node (not its status) or a karpenter.sh NodeClaim at level Request (who,
 # with which User-Agent, and the body sent), and every eviction at level Metadata (who, which pod, the
 # answer: 201, or 429 when a PodDisruptionBudget refused it) and every delete of a Pod at level Metadata
-# (the chaos run checks that ebb never deletes a pod past its PodDisruptionBudget). ebb's services name themselves in their
+# (the chaos run checks that ebb never deletes a pod past its PodDisruptionBudget), and every other write at level
+# Metadata (who wrote what: shadow mode is checked to write nothing but its Lease, tests/integration/test_shadow_mode.py)
+# but the status of Nodes and Pods, which every node's heartbeat writes. ebb's services name themselves in their
 # User-Agent, so the tests next to the real Karpenter check from it what ebb wrote and evicted
-# (tests/integration/test_karpenter_system.py). Nothing else is logged: the file stays small.
+# (tests/integration/test_karpenter_system.py). Nothing else is logged: no reads, no bodies but those above.
 write_audit_policy() {
   cat >"${STATE}/audit-policy.yaml" <<'EOF'
 apiVersion: audit.k8s.io/v1
@@ -226,6 +228,11 @@ rules:
     verbs: [delete]
     resources:
       - {group: "", resources: [pods]}
+  - level: None
+    resources:
+      - {group: "", resources: [nodes/status, pods/status]}
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
   - level: None
 EOF
 }

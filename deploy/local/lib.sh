@@ -23,6 +23,8 @@ ETCD_VERSION="${EBB_ETCD_VERSION:-v3.6.4}"
 KWOK_VERSION="${EBB_KWOK_VERSION:-v0.7.0}"
 # the newest Karpenter release that builds with Go 1.26.8 (v1.14.3 and v1.15 need a newer Go)
 KARPENTER_VERSION="${EBB_KARPENTER_VERSION:-v1.14.1}"
+# the Helm client that installs charts/ebb (deploy/local/helm.sh; built with Go 1.26)
+HELM_VERSION="${EBB_HELM_VERSION:-v3.22.0}"
 
 mkdir -p "${EBB_CACHE}" "${EBB_LOG_DIR}" "${EBB_PID_DIR}"
 

@@ -779,8 +779,9 @@ def test_bench_peer_smoke_sets_the_sides_environment_and_is_never_written_to_a_p
         bench_main.main(["peer", "--smoke", "--write", "docs/benchmarks.md"])
     seen: list[str] = []
 
-    def run(which: str) -> str:
+    def run(which: str, *, pictures: bool = False) -> str:
         seen.append(which)
+        assert not pictures  # a smoke run draws nothing either
         return "report"
 
     monkeypatch.setattr(bench_main, "run", run)

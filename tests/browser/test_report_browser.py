@@ -1,5 +1,6 @@
 """The backtest's HTML report (``ebb backtest --report``) as a person sees it: a real short backtest writes it,
-Debian's Chromium renders it offline, and every chart, the summary and the policies are on the page."""
+Debian's Chromium renders it offline, and every chart, the summary, the decisions that saved the most with their
+explanations, and the policies are on the page."""
 
 from __future__ import annotations
 
@@ -76,7 +77,15 @@ def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path
     header = page.locator("table.summary tr").first.locator("th").all_inner_texts()
     assert header == ["Metric", *POLICIES]
     assert page.locator("table.summary tr").count() > 9  # the nine summary rows and the disruptions per method
-    assert page.locator("h3").all_inner_texts() == list(POLICIES)  # the policies themselves
+    assert page.locator("h3").all_inner_texts() == [*POLICIES, *POLICIES]  # their top decisions, then their sources
+    decisions = page.locator("table.decisions")
+    assert decisions.count() == len(POLICIES)  # both policies disrupted nodes in these ten minutes
+    for index in range(decisions.count()):
+        rows = decisions.nth(index).locator("tr")
+        assert rows.first.locator("th").all_inner_texts() == ["At", "Method", "Action", "Nodes", "Saves", "Why"]
+        assert 2 <= rows.count() <= 6  # a header and at most the five that saved the most
+        why = rows.nth(1).locator("td.why").inner_text()
+        assert why and ("evicts" in why or "drifted" in why), why  # the planner's explanation, not a blank cell
     assert "kind: DisruptionPolicy" in page.locator("pre").nth(1).inner_text()
 
     shot = page.screenshot(full_page=True)

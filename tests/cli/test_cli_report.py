@@ -147,3 +147,20 @@ def test_every_chart_has_its_units() -> None:
     for _label, field in CHARTS:
         assert json.dumps({"text": UNITS[field]}, separators=(",", ":")) in page, field
     assert page.count(json.dumps({"text": X_AXIS}, separators=(",", ":"))) == len(CHARTS)
+
+
+def test_each_policys_top_decisions_are_listed_with_their_explanations_escaped() -> None:
+    result = _result(2)
+    result["policies"][0]["decisions"] = [
+        {"id": "dec-1", "at": "2026-11-23T18:30:30+00:00", "method": "multi-node-consolidation",
+         "reason": "Underutilized", "action": "delete", "nodes": ["n-1", "n-2<x>"], "replacements": [],
+         "savings_per_hour": 1.2972,
+         "explanation": "2 nodes costing $1.2972/h deleted; it evicts 10 pods to save $1.2972/h <b>"}]
+    page = render_report(result)
+    table = re.search(r'<table class="decisions">(.*?)</table>', page)
+    assert table is not None
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", table.group(1))
+    assert cells == ["2026-11-23 18:30:30", "multi-node-consolidation", "delete", "n-1, n-2&lt;x&gt;", "$1.2972/h",
+                     "2 nodes costing $1.2972/h deleted; it evicts 10 pods to save $1.2972/h &lt;b&gt;"]
+    assert page.count('<table class="decisions">') == 1  # the second policy disrupted nothing, and says so
+    assert "<h3>policy-1&lt;b&gt;</h3><p>No node was disrupted.</p>" in page

@@ -44,15 +44,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +59,7 @@ from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb.core.launch import replacement_name
 from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit, Metrics
+from tests.kit.karpenter_setup import apply_manifests, kwok_instance_types, missing_crds
 from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog, NodeHistory, ebb_violations
 from tests.kit.servers import REPO, KafkaServer, PostgresServer
 from tests.kit.system import Servers, System, SystemSettings, as_body, create_database, drop_database, jv, query
@@ -76,23 +72,11 @@ KARPENTER_GROUP = "karpenter.sh"
 DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 SERVICES = ("cluster-watcher", "consolidation-planner", "termination-executor")
 EBB_CRDS = ("ebb.sh_disruptionpolicies.yaml", "ebb.sh_instancetypecatalogs.yaml")
-#: Karpenter's version (deploy/local/lib.sh): its KWOK instance types are read from its module source
-KARPENTER_VERSION = "v1.14.1"
 #: the startup taint that holds a node un-initialized until the test removes it (tests 4 and 5)
 STARTUP_TAINT = {"key": f"{RUN_LABEL}-startup", "effect": "NoSchedule"}
 EBB_TAINT = "ebb.sh/disrupted"
 FINISHED = ("succeeded", "failed", "rolled_back")
 REPLACE_STEPS = ["Proposed", "Approved", "Tainted", "Launching", "WaitingReadiness", "Evicted", "Terminated"]
-
-
-def kwok_instance_types() -> list[dict[str, Any]]:
-    """Karpenter's KWOK provider's built-in instance types (the binary embeds this file of its module)."""
-    go = shutil.which("go") or "/usr/local/go/bin/go"  # where deploy/local/lib.sh finds it
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
-                           env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
-    path = Path(cache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
-    types: list[dict[str, Any]] = json.loads(path.read_text())
-    return types
 
 
 # ------------------------------------------------------------------------------------------- the module's ebb
@@ -132,28 +116,6 @@ class Ebb:
     def violations(self, since: int) -> list[str]:
         self.nodes.check()
         return ebb_violations(self.audit.events(since), self.nodes)
-
-
-async def apply_manifests(kubeconfig: Path, paths: Sequence[Path]) -> None:
-    """deploy/local/kube_apply.py (server-side apply; CRDs waited for until Established)."""
-    applying = await asyncio.create_subprocess_exec(
-        sys.executable, str(REPO / "deploy" / "local" / "kube_apply.py"), "--kubeconfig", str(kubeconfig),
-        *map(str, paths), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    output, _ = await applying.communicate()
-    assert applying.returncode == 0, output.decode(errors="replace")
-
-
-async def missing_crds(api: Any, names: Sequence[str]) -> list[str]:
-    extensions = client.ApiextensionsV1Api(api)
-    missing = []
-    for name in names:
-        try:
-            await extensions.read_custom_resource_definition(name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            missing.append(name)
-    return missing
 
 
 @pytest.fixture(scope="module")

@@ -477,6 +477,8 @@ ALLOWED: dict[str, list[Access]] = {
         Access("list", "pods"), Access("get", "pods", namespace="default"),
         Access("create", "pods", subresource="eviction", namespace="default"),
         Access("create", "pods", subresource="eviction", namespace="kube-system"),
+        # a node's terminationGracePeriod: its pods deleted, with grace, at the deadline (ebb.adapters.kube.drain)
+        Access("delete", "pods", namespace="default"),
         # the karpenter provider (ebb.adapters.kube.karpenter.KubeNodeClaimApi)
         *[Access(verb, "nodeclaims", "karpenter.sh") for verb in ("get", "list", "create", "delete")],
         Access("get", "nodepools", "karpenter.sh"),
@@ -517,7 +519,6 @@ DENIED: dict[str, list[Access]] = {
         Access("update", "disruptionpolicies", "ebb.sh", subresource="status"),
     ],
     "ebb-termination-executor": [
-        Access("delete", "pods", namespace="default"),  # never a force-delete: evictions only
         Access("update", "nodes"), Access("create", "nodes"), Access("list", "nodes"),
         Access("delete", "nodes"),  # Karpenter deletes them (the karpenter provider deletes the NodeClaim)
         Access("get", "secrets", namespace="default"),

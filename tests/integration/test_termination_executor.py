@@ -235,6 +235,7 @@ async def test_executor_drains_and_deletes_a_node(
 
             stop.set()
             executor = await asyncio.wait_for(executor_task, 15)
+            assert executor is not None  # enforce mode: app.run returns its executor
             assert (executor.succeeded, executor.failed, executor.duplicates) == (2, 0, 1)
             reader_stop.set()
             await reader

@@ -154,6 +154,31 @@ class BusConformance:
                 assert len(partitions[name]) == 1  # the records of one key share a partition
             assert await self.committed_total(bus, "planner", EVENTS) == 120
 
+    async def test_a_consumer_group_reports_what_it_has_not_handled(self) -> None:
+        """``consumer_lags()`` (``ebb_consumer_lag``): the records a consuming group has not handled yet, per topic;
+        none for a group that stopped."""
+        async with self.open_bus(partitions=2) as bus:
+            handled: list[int] = []
+            release = asyncio.Event()
+
+            async def handler(delivery: Delivery) -> None:
+                handled.append(delivery.offset)
+                if len(handled) > 2:
+                    await release.wait()
+
+            await bus.publish_many(EVENTS, [event("node-a", minute) for minute in range(2)])
+            consumer = self.consumer(bus, [EVENTS], "lagging", handler)
+            lags = getattr(bus, "consumer_lags")  # noqa: B009  (not part of the Bus protocol)
+            await self.until("the first two handled",
+                             lambda: len(handled) == 2 and lags().get(("lagging", EVENTS)) == 0)
+            await bus.publish_many(EVENTS, [event("node-a", minute) for minute in range(2, 6)])
+            await self.until("the third waiting", lambda: len(handled) == 3)
+            await self.until("four behind", lambda: lags().get(("lagging", EVENTS)) == 4)
+            release.set()
+            await self.until("all handled", lambda: lags().get(("lagging", EVENTS)) == 0 and len(handled) == 6)
+            await consumer.close()
+            assert ("lagging", EVENTS) not in lags()
+
     async def test_a_batch_keeps_each_keys_order_and_a_wrong_topic_sends_nothing(self) -> None:
         async with self.open_bus(partitions=4) as bus:
             nodes = [f"node-{i}" for i in range(6)]

@@ -129,6 +129,14 @@ class NodeHistory:
     def seen(self, name: str) -> bool:
         return name in self._versions
 
+    def names(self) -> list[str]:
+        """Every Node seen, by name."""
+        return sorted(self._versions)
+
+    def versions(self, name: str) -> list[dict[str, Any]]:
+        """Every version of Node ``name`` seen."""
+        return list(self._versions.get(name, {}).values())
+
     def _record(self, node: Mapping[str, Any]) -> str:
         meta = node.get("metadata") or {}
         version = str(meta.get("resourceVersion"))

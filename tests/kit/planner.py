@@ -84,7 +84,7 @@ class Running:
                  live_pods: LivePods | None = None, policy_status: PolicyStatusWriter | None = None,
                  **settings: Any) -> None:
         self.bus = bus
-        self.store = DecisionStore.from_url(url, "unit")
+        self.store = DecisionStore.from_url(url, "unit", shadow=settings.get("mode") == "shadow")
         self.leader = leader or AlwaysLeader()
         self.metrics = Metrics()
         self.settings = Settings(**{"debounce_seconds": 0.0, "pass_interval_seconds": 0.3,

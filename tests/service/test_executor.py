@@ -296,6 +296,7 @@ async def test_app_run_stops_gracefully(store: DecisionStore) -> None:
         await asyncio.sleep(0.01)
     stop.set()
     executor = await asyncio.wait_for(task, 5)
+    assert executor is not None  # enforce mode: app.run returns its executor (shadow mode has none)
     assert executor.succeeded == executor.failed == 0
     # interrupted mid-drain: not committed, the decision still executing, resumed after a restart
     assert bus.lag("executor", TOPIC_DISRUPTION_COMMANDS) == 1

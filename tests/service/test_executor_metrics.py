@@ -1,20 +1,26 @@
 """The termination-executor's metrics, Karpenter's names with ebb_ for karpenter_
 (ebb_pods_eviction_requests_total{code}, ebb_pods_drained_total{reason}, ebb_nodes_drained_total{nodepool},
 ebb_nodes_terminated_total{nodepool,zone}, ebb_nodeclaims_disrupted_total{reason,nodepool,capacity_type},
-ebb_nodes_termination_duration_seconds) and ebb's ebb_disruption_commands_total, and the Evicted Pod events,
-on the embedded mode's simulated API server (real PDB semantics) with the InMemoryBus and SQLite."""
+ebb_nodes_termination_duration_seconds as a Summary with Karpenter's quantiles and
+ebb_nodeclaims_termination_duration_seconds as a histogram, ebb_nodes_created_total{nodepool,zone}) and ebb's
+ebb_disruption_commands_total, ebb_disruption_commands_executing and ebb_disruption_command_longest_running_seconds,
+and the Evicted Pod events, on the embedded mode's simulated API server (real PDB semantics) with the InMemoryBus and
+SQLite."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from ebb.adapters.bus import InMemoryBus
+from ebb.adapters.clock import ManualClock
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_api import eviction_code
+from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import DisruptionCommand
 from ebb.contracts.messages import Method, Reason
@@ -22,7 +28,7 @@ from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
 from ebb_termination_executor.metrics import Metrics, snake_case
 from ebb_termination_executor.settings import Settings
-from tests.kit.builders import NOW, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
 
 
 @pytest.mark.parametrize(("result", "message", "code"), [
@@ -90,7 +96,14 @@ async def test_a_drain_counts_its_evictions_and_the_termination(store: DecisionS
     assert sample(r, "ebb_pods_eviction_requests_total", code="200") == 2
     assert sample(r, "ebb_pods_eviction_requests_total", code="429") == 0
     assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 1
+    assert sample(r, "ebb_nodeclaims_termination_duration_seconds_count", nodepool="default") == 1
+    took = sample(r, "ebb_nodes_termination_duration_seconds_sum", nodepool="default")
+    for quantile in ("0", "0.5", "0.9", "0.99", "1"):  # one node: every quantile is its duration
+        assert sample(r, "ebb_nodes_termination_duration_seconds", nodepool="default", quantile=quantile) == took
+    assert sample(r, "ebb_nodeclaims_termination_duration_seconds_bucket", nodepool="default", le="+Inf") == 1
     assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="succeeded") == 1
+    assert sample(r, "ebb_disruption_commands_executing") == 0
+    assert sample(r, "ebb_nodes_created_total", nodepool="default", zone="us-east-1a") == 0
     assert sample(r, "ebb_pods_drained_total", reason="Empty") == 2
     assert sample(r, "ebb_nodes_drained_total", nodepool="default") == 1
     assert sample(r, "ebb_nodes_terminated_total", nodepool="default", zone="us-east-1a") == 1
@@ -166,3 +179,73 @@ async def test_the_service_serves_its_metrics(store: DecisionStore) -> None:
     assert "ebb_pods_eviction_requests_total" in text and "ebb_nodes_termination_duration_seconds" in text
     stop.set()
     await asyncio.wait_for(task, 10)
+
+
+def test_the_commands_in_progress_and_how_long_the_oldest_has_run() -> None:
+    metrics = Metrics()
+    clock = ManualClock(NOW)
+    metrics.timed_by(clock)
+    r = metrics.registry
+    assert sample(r, "ebb_disruption_commands_executing") == 0
+    assert sample(r, "ebb_disruption_command_longest_running_seconds") == 0
+    metrics.started("d1", clock.now())
+    clock.advance(60)
+    metrics.started("d2", clock.now())
+    clock.advance(30)
+    assert sample(r, "ebb_disruption_commands_executing") == 2
+    assert sample(r, "ebb_disruption_command_longest_running_seconds") == 90
+    metrics.ended("d1")
+    assert sample(r, "ebb_disruption_command_longest_running_seconds") == 30
+    metrics.ended("d2")
+    assert sample(r, "ebb_disruption_commands_executing") == 0
+    assert sample(r, "ebb_disruption_command_longest_running_seconds") == 0
+
+
+async def test_a_command_is_counted_as_executing_while_its_drain_runs(store: DecisionStore) -> None:
+    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
+    bus = InMemoryBus()
+    sim = SimulatedCluster(docs, bus, lambda: NOW)
+    metrics = Metrics()
+    settings = Settings(eviction_deadline_seconds=0.5, eviction_backoff_initial_seconds=0.01,
+                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=0)
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    running = asyncio.create_task(executor.execute(command("a")))
+    for _ in range(100):
+        if sample(metrics.registry, "ebb_pods_eviction_requests_total", code="429"):
+            break
+        await asyncio.sleep(0.01)
+    assert sample(metrics.registry, "ebb_disruption_commands_executing") == 1  # refused by the PDB, still trying
+    assert await running == "failed"
+    assert sample(metrics.registry, "ebb_disruption_commands_executing") == 0
+
+
+async def test_a_launched_replacement_is_a_node_created(store: DecisionStore) -> None:
+    now = [NOW]
+    bus = InMemoryBus()
+    sim = SimulatedCluster([catalog(), nodepool(), node("big", itype="m5.2xlarge"), pod("web-0", "big", cpu="500m")],
+                           bus, lambda: now[0], boot_seconds=60)
+    metrics = Metrics()
+    settings = Settings(poll_interval_seconds=0.01, eviction_backoff_initial_seconds=0.01,
+                        eviction_backoff_max_seconds=0.02)
+
+    async def boot() -> None:  # simulated time passes while the executor waits for the replacement
+        for _ in range(400):
+            await asyncio.sleep(0.01)
+            now[0] += timedelta(seconds=1)
+            await sim.schedule_pending()
+
+    booting = asyncio.create_task(boot())
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: now[0], metrics=metrics,
+                              provider=NodeProvider("simulated", sim, sim))
+    replace = DisruptionCommand.model_validate({
+        "decision_id": "dec-r1", "node_pool": "default", "method": "single-node-consolidation",
+        "reason": "Underutilized", "action": "replace", "nodes": ["big"],
+        "replacements": [{"node_pool": "default", "instance_types": ["t3.medium"], "capacity_type": "on-demand",
+                          "zones": ["us-east-1b"], "price": 0.0416}],
+        "savings_per_hour": 0.34, "explanation": "replaced by a t3.medium", "approved_at": NOW})
+    try:
+        assert await executor.execute(replace) == "succeeded"
+    finally:
+        booting.cancel()
+    assert sample(metrics.registry, "ebb_nodes_created_total", nodepool="default", zone="us-east-1b") == 1

@@ -33,6 +33,7 @@ from ebb.contracts import (
     from_kafka,
 )
 from ebb_consolidation_planner.leadership import NeverLeader
+from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.planner import Planner, command_id
 from tests.kit.balanced_clusters import marginal_cluster
 from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
@@ -290,6 +291,12 @@ async def test_metrics_are_served_on_the_port(db: str) -> None:
                 'le="0.005",reason=""}') in body
         assert 'ebb_voluntary_disruption_eligible_nodes{reason="drifted"}' in body
         assert "ebb_decisions_total" not in body and "ebb_eligible_nodes" not in body  # no old names kept
+        # scraped from the health server's thread: the process's build, the synced and leader gauges, the lag of its
+        # consumer groups and Karpenter's node gauges of the last pass
+        assert 'ebb_build_info{implementation="' in body and "ebb_cluster_state_synced 1.0" in body
+        assert "ebb_planner_leader 1.0" in body and 'ebb_consumer_lag{group="' in body
+        assert 'ebb_nodes_allocatable{arch="amd64"' in body
+        assert "# TYPE ebb_pods_startup_duration_seconds summary" in body
     with pytest.raises(httpx.HTTPError):
         async with httpx.AsyncClient() as http:
             await http.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
@@ -761,7 +768,7 @@ async def test_a_change_the_snapshot_does_not_read_reuses_the_last_pass(db: str)
         assert await svc.decisions() == []
 
 
-async def test_with_a_store_revision_a_pass_reads_the_store_again_only_after_a_write(db: str) -> None:
+async def test_with_a_write_count_a_pass_reads_the_store_again_only_after_a_write(db: str) -> None:
     """The embedded mode's passes read the live decisions and the holds once per write (a read yields to the event
     loop, so a computed pass could otherwise see objects that a pass answered from the last one does not); a hold
     that expires meanwhile is left out by the time, not by a read."""
@@ -783,14 +790,20 @@ async def test_with_a_store_revision_a_pass_reads_the_store_again_only_after_a_w
             return await read(*args, **kwargs)
 
         planner.store.live_nodes = counted  # type: ignore[method-assign]
-        planner.store_revision = lambda: revision[0]
-        _, _, holds = await planner._pass_store_reads(until - timedelta(seconds=1))
-        assert [h.scope for h in holds] == ["n2"] and reads[0] == 1
-        _, _, holds = await planner._pass_store_reads(until)
-        assert holds == [] and reads[0] == 1  # expired: left out without a read
+        inputs: PassInputs[object] = PassInputs(planner.objects, planner.store, writes=lambda: revision[0])
+        first = await inputs.read(until - timedelta(seconds=1), planner.options)
+        assert [h.scope for h in first.holds] == ["n2"] and reads[0] == 1
+        again = await inputs.read(until, planner.options)
+        assert again.holds == [] and reads[0] == 1  # expired: left out without a read
+        assert again.key == first.key  # the expiry is the pass's revisit_at, not a change of the store
         revision[0] += 1  # a write
-        await planner._pass_store_reads(until)
+        await inputs.read(until, planner.options)
         assert reads[0] == 2
+        # with other writers (no count) the store is read at every pass
+        shared: PassInputs[object] = PassInputs(planner.objects, planner.store)
+        await shared.read(until, planner.options)
+        await shared.read(until, planner.options)
+        assert reads[0] == 4
 
 
 async def test_with_a_store_revision_the_relay_reads_the_outbox_only_after_a_write(db: str) -> None:

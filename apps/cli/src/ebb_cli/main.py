@@ -13,10 +13,12 @@ from ebb_cli.explain_cmd import explain
 from ebb_cli.plan_cmd import plan
 from ebb_cli.record_cmd import record
 from ebb_cli.run_cmd import run
+from ebb_cli.shadow_cmd import shadow_app
 
 app = typer.Typer(help="ebb removes Kubernetes nodes that are no longer worth keeping, safely.",
                   no_args_is_help=True, cls=FlagGroup)
 app.add_typer(db_app, name="db")
+app.add_typer(shadow_app, name="shadow")
 
 
 def _print_version(asked: bool) -> None:

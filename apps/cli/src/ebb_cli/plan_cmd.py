@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption
-from ebb_cli.planning import PlanOutput, PlanRequest, Provider
+from ebb_cli.planning import PlanMode, PlanOutput, PlanRequest, Provider
 
 
 def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
@@ -32,6 +32,10 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
+    mode: Annotated[PlanMode, typer.Option(
+        help="enforce (ebb as deployed): a NodePool that Karpenter may still disrupt is not disrupted, each of its "
+             "nodes says why; shadow: such conflicts are only reported, and the plan is what ebb would do with "
+             "the NodePools handed over (before the switch: in Karpenter's place)")] = PlanMode.enforce,
     live: LiveOption = False,
     kubeconfig: KubeconfigOption = "",
     context: ContextOption = "",
@@ -56,7 +60,7 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         raise typer.Exit(2)
     planned = make(PlanRequest(filename=filename or [], live=live, kubeconfig=kubeconfig, context=context, now=now,
                                until_stable=until_stable, spot_to_spot=spot_to_spot, provider=provider,
-                               nodes=node or [], nodepools=nodepool or []))
+                               nodes=node or [], nodepools=nodepool or [], mode=mode))
     if output in {PlanOutput.json, PlanOutput.yaml}:
         write_document(plan_json(planned.plan), output)
         return

@@ -64,6 +64,16 @@ class Provider(StrEnum):
     karpenter = "karpenter"
 
 
+class PlanMode(StrEnum):
+    """What a conflict with Karpenter does to the plan (``ebb.core.conflicts.Mode``): ``enforce``, as ebb deployed
+    decides, refuses every node of a NodePool that Karpenter may still disrupt; ``shadow`` only reports the
+    conflict and plans those nodes as if the NodePool were handed over, which answers "what would ebb do in
+    Karpenter's place?" before anything is switched (docs/adopt.md)."""
+
+    enforce = "enforce"
+    shadow = "shadow"
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What a command asks of the plan: its input, the time, the engine's options, and what to keep."""
@@ -78,6 +88,7 @@ class PlanRequest:
     provider: Provider
     nodes: list[str]
     nodepools: list[str]
+    mode: PlanMode = PlanMode.enforce
 
 
 @dataclass(frozen=True)
@@ -132,13 +143,14 @@ def make(request: PlanRequest) -> Planned:
         typer.echo(f"note: the demandWindow of NodePool(s) {', '.join(windowed)} keeps the peak of the demand a "
                    f"running planner records; a snapshot has no such record, so this plan keeps only what the pods "
                    f"request now (docs/decisions.md#churn-control)", err=True)
-    # the plan of ebb as deployed: its mode is not shadow (conflicting NodePools are refused) and its
-    # interruption-ingester runs (docs/karpenter.md#the-conflict-check)
+    # the plan of ebb as deployed: its interruption-ingester runs, and in enforce mode (the default) conflicting
+    # NodePools are refused; shadow reports the conflicts and refuses nothing (docs/karpenter.md#the-conflict-check)
     conflict_settings = ConflictSettings(str(request.provider), interruption_ingester=True)
+    refuse = conflict_settings if request.mode is PlanMode.enforce else None
     result = make_plan(snapshot, moment, until_stable=request.until_stable,
                        options=EngineOptions(spot_to_spot=request.spot_to_spot,
                                              require_nodeclaim=request.provider is Provider.karpenter,
-                                             refuse_conflicts=conflict_settings),
+                                             refuse_conflicts=refuse),
                        conflict_settings=conflict_settings)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)

@@ -5,8 +5,9 @@ result fails with a clear error instead of a broken page), says first what the r
 policy's cost and churn against the baseline, the first policy, in one line each, with evictions; or a banner
 when only the baseline ran, so a report that compares nothing says so), draws the time series per policy with
 plotly (its JavaScript inlined once, so the file works offline; every axis with its unit), puts the summaries
-side by side with the best value per row marked, and shows each policy's source. Everything from the input is
-HTML-escaped.
+side by side with the best value per row marked, lists per policy the decisions that saved the most with the
+planner's explanations (what each saves against the evictions it costs), and shows each policy's source.
+Everything from the input is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ class PolicySummary(_Open):
     pods_lost: int = 0
 
 
+class TopDecision(_Open):
+    at: AwareDatetime
+    method: str
+    action: str
+    nodes: list[str]
+    savings_per_hour: float
+    explanation: str
+
+
 class PolicyResult(_Open):
     name: str
     source: str
@@ -55,6 +65,8 @@ class PolicyResult(_Open):
     series: list[SeriesPoint]
     #: the trace's events the cluster could not apply
     trace_errors: list[str] = []
+    #: the disrupting decisions that saved the most, with the planner's explanations (none in older results)
+    decisions: list[TopDecision] = []
 
 
 class BacktestResult(_Open):
@@ -196,6 +208,24 @@ def verdict(result: BacktestResult) -> list[str]:
     return lines
 
 
+def _decisions_html(result: BacktestResult) -> str:
+    """Per policy, the decisions that saved the most, each with what it did, when, and the planner's explanation
+    (what it saves against the evictions it costs): why the policy's figures are what they are."""
+    parts = []
+    for policy in result.policies:
+        if not policy.decisions:
+            parts.append(f"<h3>{html.escape(policy.name)}</h3><p>No node was disrupted.</p>")
+            continue
+        rows = "".join(
+            f"<tr><td>{html.escape(d.at.strftime('%Y-%m-%d %H:%M:%S'))}</td><td>{html.escape(d.method)}</td>"
+            f"<td>{html.escape(d.action)}</td><td>{html.escape(', '.join(d.nodes))}</td>"
+            f"<td>${d.savings_per_hour:,.4f}/h</td><td class=\"why\">{html.escape(d.explanation)}</td></tr>"
+            for d in policy.decisions)
+        parts.append(f"<h3>{html.escape(policy.name)}</h3><table class=\"decisions\"><tr><th>At</th><th>Method</th>"
+                     f"<th>Action</th><th>Nodes</th><th>Saves</th><th>Why</th></tr>{rows}</table>")
+    return "".join(parts)
+
+
 def _verdict_html(result: BacktestResult) -> str:
     lines = verdict(result)
     kind = "banner" if len(result.policies) == 1 else "verdict"
@@ -225,12 +255,16 @@ def render_report(result: dict[str, Any]) -> str:
         "table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
         "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}"
         "div.verdict{border-left:6px solid #2a7;padding:.2em 1em;background:#eefaf2}"
-        "div.banner{border-left:6px solid #c80;padding:.2em 1em;background:#fff5e0}</style>"
+        "div.banner{border-left:6px solid #c80;padding:.2em 1em;background:#fff5e0}"
+        "table.decisions{border-collapse:collapse}table.decisions td,table.decisions th{border:1px solid #ccc;"
+        "padding:4px 8px;text-align:left;vertical-align:top}td.why{max-width:60em}</style>"
         f"</head><body><h1>{title}</h1>"
         f"<p>start {html.escape(parsed.start.isoformat())}, {parsed.duration_seconds:g} s, seed {parsed.seed}</p>"
         f"<h2>What it found</h2>{_verdict_html(parsed)}"
         f"<h2>Summary (★ = best, lower is better)</h2>{_summary_table(parsed)}"
-        f"<h2>Over time</h2>{charts}<h2>Policies</h2>{sources}"
+        f"<h2>Over time</h2>{charts}"
+        f"<h2>The decisions that saved the most, and why</h2>{_decisions_html(parsed)}"
+        f"<h2>Policies</h2>{sources}"
         + (f"<h2>Trace events not applied</h2>{skipped}" if skipped else "")
         + "</body></html>\n"
     )

@@ -18,12 +18,15 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from ebb.adapters.metrics import register_build_info
+
 
 class Metrics:
     """The watcher's metrics on a registry of their own (served with the readiness gauges)."""
 
     def __init__(self, kinds: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        register_build_info(self.registry)
         self.published = Counter("ebb_cluster_watcher_changes_published", "Changes published on "
                                  "ebb.cluster.objects and acknowledged, by kind and change (upsert, delete)",
                                  ["kind", "change"], registry=self.registry)

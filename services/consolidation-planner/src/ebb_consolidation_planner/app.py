@@ -8,6 +8,11 @@ one consumer group shared by all replicas (``<group>-interruptions``, also the c
 processed_messages): a replica starts consuming when it becomes the leader and stops when it loses the
 leadership, so the next leader continues from the last committed offset and no interruption is lost or
 applied by a follower; a message applied but not committed is recognised by its id.
+
+In shadow mode (``Settings.mode``, docs/shadow.md) the store is a shadow store (it sends no message: no command
+reaches the executor) and the planner is given no Kubernetes writer: no event recorder, no node annotator, no
+DisruptionPolicy status writer, whatever the settings or the arguments say. Its one write to the cluster is its
+Lease.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ebb.adapters.health import serve_health
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.node_api import KubeNodeApi
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import PLANNER, DecisionStore
 from ebb.adapters.store.outbox import BeforePublish, OutboxRelay
@@ -42,10 +48,12 @@ from ebb.core.methods.base import EngineOptions
 from ebb_consolidation_planner.annotator import KubeNodeAnnotator, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.planner import LEADERSHIP_POLL, LivePods, Planner, new_decision_id, utcnow
 from ebb_consolidation_planner.policy_status import KubePolicyStatus, PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
+from ebb_consolidation_planner.shadow import ShadowWatch
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
@@ -77,10 +85,15 @@ async def run(
     the topic was read and the loops run. ``clock`` (``ebb.adapters.clock``) gives "now" and times every wait:
     the planner's, the Lease's and the event recorder's. ``decision_ids`` makes the ids of new decisions
     (default: random UUIDs). ``store_revision`` counts the writes to ``store`` when this process makes them all
-    (the embedded mode): with ``settings.reuse_passes`` a pass then knows the store unchanged without reading it.
+    (the embedded mode): a pass then knows the store unchanged without reading it (``PassInputs``).
     ``objects`` is the empty store the planner fills from ebb.cluster.objects (default: a new ``SnapshotStore``)."""
     clock = clock_of(clock)
     objects = objects if objects is not None else SnapshotStore()
+    shadow = settings.mode == "shadow"
+    if shadow:  # the gate: a shadow planner has no writer to the cluster
+        recorder, annotator, policy_status = None, None, None
+        if store is not None and not store.shadow:
+            raise ValueError("shadow mode needs a shadow store (DecisionStore(..., shadow=True))")
     identity = settings.holder_identity()
     metrics = metrics or Metrics()
     async with contextlib.AsyncExitStack() as stack:
@@ -95,7 +108,7 @@ async def run(
             bus = await stack.enter_async_context(kafka)
         if store is None:
             store = DecisionStore.from_url(settings.database_url, settings.cluster,
-                                           ledger_ttl=settings.ledger_ttl_seconds)
+                                           ledger_ttl=settings.ledger_ttl_seconds, shadow=shadow)
             stack.push_async_callback(store.close)
             readiness.probe("postgresql", store.ping)
         if leader is None:
@@ -107,16 +120,18 @@ async def run(
             leader = LeaseElector(api, name=settings.lease_name, namespace=settings.lease_namespace,
                                   identity=identity, duration=settings.lease_duration_seconds,
                                   renew=settings.lease_renew_seconds, clock=clock)
-            if recorder is None and settings.events_enabled:
+            if recorder is None and settings.events_enabled and not shadow:
                 recorder = EventRecorder(kube_sink(api), component=settings.events_component, instance=identity,
                                          namespace=settings.events_namespace, uid_of=_uid_of(objects),
                                          qps=settings.events_qps, max_queue=settings.events_queue, clock=clock)
-            if annotator is None and settings.annotate_nodes:
+            if annotator is None and settings.annotate_nodes and not shadow:
                 annotator = KubeNodeAnnotator(api)
-            if policy_status is None and settings.check_conflicts and settings.write_policy_status:
+            if policy_status is None and settings.check_conflicts and settings.write_policy_status and not shadow:
                 policy_status = KubePolicyStatus(api)
             if live_pods is None:
                 live_pods = _live_pods(KubeNodeApi(api))
+        metrics.leading(lambda: leader.is_leader)
+        register_consumer_lag(metrics.registry, bus)
         interruptions = f"{settings.group}-interruptions"
         options = engine_options(settings)
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
@@ -126,9 +141,10 @@ async def run(
                           policy_status=policy_status,
                           clock=clock, recorder=recorder,
                           interruption_consumer=interruptions, annotator=annotator,
-                          decision_ids=decision_ids or new_decision_id, reuse_passes=settings.reuse_passes,
-                          store_revision=store_revision, live_pods=live_pods,
-                          pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None)
+                          decision_ids=decision_ids or new_decision_id, live_pods=live_pods,
+                          inputs=PassInputs(objects, store, reuse=settings.reuse_passes, writes=store_revision),
+                          pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None,
+                          shadow=ShadowWatch(store) if shadow else None)
         # every message of a decision goes out through the outbox: what this process wrote at once, what a planner
         # that stopped left within relay_poll_seconds (the embedded mode's planner and store live and die together:
         # no poll, and the sent rows are kept with the decisions)
@@ -143,9 +159,10 @@ async def run(
         ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
         count = await seed_snapshot(objects, bus)
         readiness.mark("snapshot", detail=f"{count} objects")
+        metrics.synced.set(1)
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
-        log.info("consolidation-planner starting", objects=count, group=group)
+        log.info("consolidation-planner starting", objects=count, group=group, mode=settings.mode)
         consumer_stop = asyncio.Event()
         tasks = [
             asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, planner.handle, stop=consumer_stop,

@@ -33,16 +33,53 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
 - ``ebb_voluntary_disruption_decision_evaluation_duration_seconds{reason,consolidation_type}`` with Karpenter's
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
+- ``ebb_cluster_state_synced`` (Karpenter's ``karpenter_cluster_state_synced``): 1 once the planner read
+  ``ebb.cluster.objects`` to its end (its cluster view is the watcher's whole cluster) and while the snapshot it
+  builds from it is valid, else 0 (Karpenter disrupts nothing while its cluster state is not synced; ebb's planner
+  computes no pass then). ``ebb_cluster_state_node_count``: the nodes of the last computed pass.
+- ``ebb_planner_leader``: 1 while this replica holds the Lease (it plans and approves), else 0; the sum over the
+  replicas is 1 in a healthy cluster.
+- Karpenter's cluster-state gauges, from the last computed pass's snapshot, built when scraped
+  (``ClusterStateCollector``): ``ebb_nodes_allocatable``, ``ebb_nodes_total_pod_requests`` (DaemonSet pods
+  included, as Karpenter's) and ``ebb_nodes_total_daemon_requests`` per node and ``resource_type`` (cpu in cores,
+  memory and ephemeral_storage in bytes, pods), with Karpenter's node labels (``node_name``, ``nodepool``,
+  ``zone``, ``region``, ``instance_type``, ``arch``, ``os``, ``capacity_type``, ``windows_build``, ``phase``,
+  ``managed``); ``ebb_nodepools_usage`` (the capacity of a NodePool's nodes, and ``nodes``: their count, as
+  Karpenter's ``status.resources``) and ``ebb_nodepools_limit`` (its ``spec.limits``) per ``nodepool`` and
+  ``resource_type``; ``ebb_pods_state`` (1 per pod, with Karpenter's labels: ``name``, ``namespace``, ``owner``,
+  ``node``, ``nodepool``, ``zone``, ``arch``, ``capacity_type``, ``instance_type``, ``phase``, ``scheduled``,
+  ``ready``, ``managed``). Built at the scrape, they cost a pass nothing.
+- ``ebb_pods_startup_duration_seconds`` (Karpenter's Summary, quantiles 0, 0.5, 0.9, 0.99, 1 over 10 minutes): for
+  each pod this planner saw Pending on ``ebb.cluster.objects`` and then Ready, the time from its creation to its
+  Ready condition's transition (``pod_changed``); a pod that ends without being Ready is not counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from ebb.adapters.clock import Clock
+from ebb.adapters.metrics import WindowedSummary, register_build_info, scrape_monotonic
 from ebb.core.balanced import Move
 from ebb.core.conflicts import Conflict
+from ebb.core.model import (
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_OS,
+    LABEL_ZONE,
+    Node,
+    Pod,
+    Snapshot,
+)
 
 #: Karpenter's consolidation_type label per method ("" for the methods that are not consolidation)
 CONSOLIDATION_TYPES = {
@@ -65,9 +102,132 @@ def consolidation_type(method: str) -> str:
     return CONSOLIDATION_TYPES.get(method, "")
 
 
+#: Karpenter's well-known node labels (sigs.k8s.io/karpenter pkg/apis/v1 WellKnownLabels) and their metric labels
+NODE_LABELS = {
+    LABEL_NODEPOOL: "nodepool",
+    LABEL_ZONE: "zone",
+    "topology.kubernetes.io/region": "region",
+    LABEL_INSTANCE_TYPE: "instance_type",
+    LABEL_ARCH: "arch",
+    LABEL_OS: "os",
+    LABEL_CAPACITY_TYPE: "capacity_type",
+    "node.kubernetes.io/windows-build": "windows_build",
+}
+NODE_METRIC_LABELS = ["node_name", *NODE_LABELS.values(), "phase", "managed", "resource_type"]
+POD_METRIC_LABELS = ["name", "namespace", "owner", "node", "nodepool", "zone", "arch", "capacity_type",
+                     "instance_type", "phase", "scheduled", "ready", "managed"]
+#: the API group of a pod's owner kind, for Karpenter's ``owner`` label (a self link)
+OWNER_API_VERSIONS = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
+                      "Deployment": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
+
+
+def resource_type(name: str) -> str:
+    """Karpenter's ``resource_type`` label of a resource name: ``ephemeral-storage`` → ``ephemeral_storage``."""
+    return name.lower().replace("-", "_")
+
+
+def resource_value(name: str, amount: int) -> float:
+    """An amount in Karpenter's metric unit: cpu in cores (ebb keeps millicores), the rest as they are."""
+    return amount / 1000 if name == "cpu" else float(amount)
+
+
+def _node_labels(node: Node) -> dict[str, str]:
+    labels = {metric: node.labels.get(key, "") for key, metric in NODE_LABELS.items()}
+    labels["node_name"] = node.name
+    labels["phase"] = ""  # Node.status.phase: long deprecated, empty on every current kubelet's Node
+    labels["managed"] = "true" if node.nodepool else "false"
+    return labels
+
+
+def _add(totals: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for name, amount in amounts.items():
+        totals[name] = totals.get(name, 0) + amount
+
+
+class ClusterStateCollector(Collector):
+    """Karpenter's node, NodePool and pod gauges (``ebb_nodes_allocatable``, ``ebb_nodes_total_pod_requests``,
+    ``ebb_nodes_total_daemon_requests``, ``ebb_nodepools_usage``, ``ebb_nodepools_limit``, ``ebb_pods_state``),
+    built at each scrape from the snapshot of the last computed pass (none before the first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+
+    def observe(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._snapshot = snapshot
+
+    def _families(self) -> dict[str, GaugeMetricFamily]:
+        def gauge(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, documentation, labels=labels)
+
+        return {
+            "allocatable": gauge("ebb_nodes_allocatable", "Node allocatable are the resources allocatable by nodes, "
+                                 "as of the last pass.", NODE_METRIC_LABELS),
+            "pod_requests": gauge("ebb_nodes_total_pod_requests", "Node total pod requests are the resources "
+                                  "requested by pods bound to nodes, including the DaemonSet pods, as of the last "
+                                  "pass.", NODE_METRIC_LABELS),
+            "daemon_requests": gauge("ebb_nodes_total_daemon_requests", "Node total daemon requests are the resource "
+                                     "requested by DaemonSet pods bound to nodes, as of the last pass.",
+                                     NODE_METRIC_LABELS),
+            "usage": gauge("ebb_nodepools_usage", "The amount of resources that have been provisioned for a "
+                           "nodepool, as of the last pass. Labeled by nodepool name and resource type.",
+                           ["resource_type", "nodepool"]),
+            "limit": gauge("ebb_nodepools_limit", "Limits specified on the nodepool that restrict the quantity of "
+                           "resources provisioned. Labeled by nodepool name and resource type.",
+                           ["resource_type", "nodepool"]),
+            "pods": gauge("ebb_pods_state", "Pod state is the current state of pods, as of the last pass, labeled "
+                          "by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity "
+                          "type, instance type, pod phase, and pod readiness.", POD_METRIC_LABELS),
+        }
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families().values())
+
+    def collect(self) -> Iterable[Metric]:
+        families = self._families()
+        with self._lock:
+            snapshot = self._snapshot
+        if snapshot is not None:
+            self._fill(snapshot, families)
+        return list(families.values())
+
+    def _fill(self, snapshot: Snapshot, families: dict[str, GaugeMetricFamily]) -> None:
+        nodes = {node.name: node for node in snapshot.nodes}
+        requests: dict[str, dict[str, int]] = {name: {} for name in nodes}
+        daemon: dict[str, dict[str, int]] = {name: {} for name in nodes}
+        for pod in snapshot.pods:
+            node = nodes.get(pod.node_name or "")
+            families["pods"].add_metric(_pod_labels(pod, node), 1.0)
+            if node is None or pod.is_terminal:
+                continue
+            _add(requests[node.name], pod.spec.requests)
+            if pod.is_daemonset:
+                _add(daemon[node.name], pod.spec.requests)
+        usage: dict[str, dict[str, int]] = {}
+        for node in snapshot.nodes:
+            labels = _node_labels(node)
+            for family, amounts in (("allocatable", node.allocatable), ("pod_requests", requests[node.name]),
+                                    ("daemon_requests", daemon[node.name])):
+                for name, amount in sorted(amounts.items()):
+                    families[family].add_metric([labels[k] for k in NODE_METRIC_LABELS[:-1]] + [resource_type(name)],
+                                                resource_value(name, amount))
+            if node.nodepool:
+                pool = usage.setdefault(node.nodepool, {"nodes": 0})
+                _add(pool, node.capacity)
+                pool["nodes"] += 1
+        for nodepool in snapshot.nodepools:
+            for name, amount in sorted(usage.get(nodepool.name, {"nodes": 0}).items()):
+                families["usage"].add_metric([resource_type(name), nodepool.name], resource_value(name, amount))
+            for name, amount in sorted(nodepool.limits.items()):
+                families["limit"].add_metric([resource_type(name), nodepool.name], resource_value(name, amount))
+
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        register_build_info(self.registry)
         self.decisions = Counter(
             "ebb_voluntary_disruption_decisions_total",
             "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation "
@@ -129,6 +289,63 @@ class Metrics:
             "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
             ["decision", "nodepool", "policy"], registry=self.registry, buckets=SCORE_BUCKETS)
 
+        self.synced = Gauge(
+            "ebb_cluster_state_synced",
+            "Returns 1 if cluster state is synced and 0 otherwise: ebb.cluster.objects was read to its end and the "
+            "snapshot built from it is valid.", registry=self.registry)
+        self.node_count = Gauge("ebb_cluster_state_node_count", "Current count of nodes in cluster state, as of the "
+                                "last pass.", registry=self.registry)
+        self.leader = Gauge("ebb_planner_leader", "1 while this planner replica holds the Lease (it plans and "
+                            "approves), else 0.", registry=self.registry)
+        self.cluster_state = ClusterStateCollector()
+        self.registry.register(self.cluster_state)
+        self.clock: Clock = Clock()
+        self.pod_startup = WindowedSummary(
+            "ebb_pods_startup_duration_seconds", "The time from pod creation until the pod is running (its Ready "
+            "condition), for pods seen Pending.", [], clock=self._monotonic, registry=self.registry)
+        self._pending_pods: set[tuple[str, str]] = set()
+
+    def timed_by(self, clock: Clock) -> None:
+        """Time the summaries' windows with the planner's clock."""
+        self.clock = clock
+
+    def _monotonic(self) -> float:
+        return scrape_monotonic(self.clock)()
+
+    def pod_changed(self, namespace: str, name: str, pod: Mapping[str, Any] | None) -> None:
+        """A Pod as ``ebb.cluster.objects`` has it now (None: deleted): one seen Pending and now Ready is observed in
+        ``ebb_pods_startup_duration_seconds``, as Karpenter's pod metrics controller does."""
+        key = (namespace, name)
+        if pod is None:
+            self._pending_pods.discard(key)
+            return
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase == "Pending":
+            self._pending_pods.add(key)
+            return
+        if key not in self._pending_pods:
+            return
+        ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"
+                      and c.get("status") == "True"), None)
+        if ready is not None:
+            self._pending_pods.discard(key)
+            became, created = _time(ready.get("lastTransitionTime")), _time((pod.get("metadata") or {})
+                                                                             .get("creationTimestamp"))
+            if became is not None and created is not None:
+                self.pod_startup.observe({}, (became - created).total_seconds())
+        elif phase in ("Succeeded", "Failed"):
+            self._pending_pods.discard(key)
+
+    def leading(self, is_leader: Callable[[], bool]) -> None:
+        """Read ``ebb_planner_leader`` from ``is_leader`` at each scrape."""
+        self.leader.set_function(lambda: 1.0 if is_leader() else 0.0)
+
+    def observed(self, snapshot: Snapshot, nodes: int) -> None:
+        """A computed pass's snapshot: the cluster-state gauges are built from it when scraped."""
+        self.node_count.set(nodes)
+        self.cluster_state.observe(snapshot)
+
     def moved(self, moves: Iterable[Move]) -> None:
         """A computed pass's consolidation moves: each counted, and its Balanced score observed."""
         for move in moves:
@@ -169,3 +386,26 @@ class Metrics:
 
     def evaluated(self, seconds: float) -> None:
         self.evaluation_duration.labels(reason="", consolidation_type="").observe(seconds)
+
+
+def _time(value: object) -> datetime | None:
+    """An RFC 3339 time of a Kubernetes object (None: absent or unreadable)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _pod_labels(pod: Pod, node: Node | None) -> list[str]:
+    """Karpenter's ``karpenter_pods_state`` labels of ``pod`` on ``node`` (in ``POD_METRIC_LABELS`` order)."""
+    owner = ""
+    if pod.owner_kind and pod.owner_name:
+        owner = (f"/apis/{OWNER_API_VERSIONS.get(pod.owner_kind, 'v1')}/namespaces/{pod.namespace}/"
+                 f"{pod.owner_kind.lower()}s/{pod.owner_name}")
+    on = node.labels if node is not None else {}
+    return [pod.name, pod.namespace, owner, pod.node_name or "", on.get(LABEL_NODEPOOL, ""), on.get(LABEL_ZONE, ""),
+            on.get(LABEL_ARCH, ""), on.get(LABEL_CAPACITY_TYPE, ""), on.get(LABEL_INSTANCE_TYPE, ""), pod.phase,
+            "true" if pod.node_name else "false", "true" if pod.ready else "false",
+            "true" if on.get(LABEL_NODEPOOL) else "false"]

@@ -6,10 +6,11 @@ leader publishes what it decided: ``PlannerPass.of_pass`` (``ebb.contracts.messa
 from the pass's view and result, the planner's held findings, the revision of the objects it planned on and its
 demand record. The topic is compacted and keyed by cluster: the latest pass is what a reader finds.
 
-Only computed passes are published (a pass answered from the last one, ``reuse_passes``, has the same answer and
-the last one's time). A publish that fails is logged and dropped: the next pass publishes again, and planning
-never waits on it. The message is built on the event loop, not in a worker thread: in the embedded mode a worker
-thread's job costs simulated time (``--pass-cost``), and publishing must not change a run.
+Only computed passes are published (a pass answered from the last one, ``PassInputs``, has the same answer and
+the last one's time). A publish that fails is logged and dropped: the next pass publishes again (a reused one
+publishes the pass it answers from), and planning never waits on it. The message is built on the event loop,
+not in a worker thread: in the embedded mode a worker thread's job costs simulated time (``--pass-cost``), and
+publishing must not change a run.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 ``Planner.handle`` applies ebb.cluster.objects records to a ``SnapshotStore`` and wakes the loop;
 ``Planner.run`` runs an engine pass (``ebb.core.engine.run_pass``) at most every ``debounce`` seconds after
 a change and at least every ``interval`` seconds, but only while this replica is the leader. Active holds
-from the store are merged into the snapshot, so holds made over REST take effect.
+from the store are merged into the snapshot, so holds made over REST take effect. A pass that reads what the last
+one read, before that one's ``revisit_at`` and after a pass without commands, is answered from it
+(``pass_inputs.PassInputs``, in every mode): a settled cluster costs the store's reads, not a pass.
 
 Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements, savings
 and ``approve_at``, the moment it is due for validation, ``validation_delay`` seconds on) and a Proposed step per
@@ -34,6 +36,11 @@ Drifted finding (``annotator.DriftAnnotations``); with ``pass_publisher`` the pa
 ``interruption``/``Interrupted``/``delete`` written approved, with its Proposed and Approved steps, its command
 and the message id in processed_messages, in one transaction (``DecisionStore.interrupt``); a rebalance
 recommendation only gives an event and a log line.
+
+**Shadow mode** (``shadow``, docs/shadow.md): the same passes, proposals, validations and approvals on a shadow
+store (``DecisionStore(shadow=True)``), which marks every decision shadow and sends nothing, so no command reaches
+the executor; the composition root gives such a planner no Kubernetes writer (events, annotations, policy status).
+``ShadowWatch`` keeps the removals other disrupters make with ebb's verdict on each node.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ import structlog
 from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
-from ebb.adapters.live import core_holds, live_snapshot
+from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore, command_id
 from ebb.adapters.store.models import Hold
@@ -72,8 +79,10 @@ from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
 from ebb_consolidation_planner.metrics import Metrics
+from ebb_consolidation_planner.pass_inputs import PassInputs, PassRead
 from ebb_consolidation_planner.passes import PassPublisher
 from ebb_consolidation_planner.policy_status import PolicyConditions, PolicyStatusWriter
+from ebb_consolidation_planner.shadow import ShadowWatch, budgets_of
 
 #: the ``namespace/name`` of the pods the apiserver lists on a node that a disruption would have to move
 #: (``ebb.core.drain.reschedulable_keys``)
@@ -103,14 +112,15 @@ def new_decision_id() -> str:
 
 @dataclass
 class _LastPass:
-    """The last computed pass: what it was computed from (`Planner.plan_once`'s inputs) and its answer."""
+    """The last computed pass's answer (kept by `PassInputs` for the passes that reuse it)."""
 
-    inputs: tuple[object, ...]
     view: ClusterView
     result: PassResult
     found: Findings
-    #: the annotator's failed patches after the pass (a reused pass retries a patch that failed since)
-    annotation_failures: int
+    #: every ebb.sh/drifted patch of the pass went through (a reused pass tries again the ones that failed)
+    annotated: bool = True
+    #: the pass reached ebb.planner.passes, or was not to be published (a reused pass publishes it when it did not)
+    published: bool = True
 
     def answer(self) -> tuple[ClusterView, PassResult, Findings]:
         return self.view, self.result, self.found
@@ -149,12 +159,12 @@ class Planner:
         interruption_consumer: str = "ebb-consolidation-planner-interruptions",
         annotator: NodeAnnotator | None = None,
         decision_ids: Callable[[], str] = new_decision_id,
-        reuse_passes: bool = False,
-        store_revision: Callable[[], int] | None = None,
+        inputs: PassInputs[_LastPass] | None = None,
         live_pods: LivePods | None = None,
         pass_publisher: PassPublisher | None = None,
         conflict_settings: ConflictSettings | None = None,
         policy_status: PolicyStatusWriter | None = None,
+        shadow: ShadowWatch | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -167,6 +177,7 @@ class Planner:
         self.options = options or EngineOptions()
         #: "now" (decisions, events, the engine) and every interval of the loop (``ebb.adapters.clock``)
         self.clock = clock_of(clock)
+        self.metrics.timed_by(self.clock)
         self.recorder = recorder
         #: the consumer name of ebb.interruptions in processed_messages
         self.interruption_consumer = interruption_consumer
@@ -184,6 +195,11 @@ class Planner:
         self.conflicts: tuple[Conflict, ...] | None = None
         #: the ConflictFree condition of the DisruptionPolicies (None: not written)
         self.policy_conditions = PolicyConditions(policy_status) if policy_status is not None else None
+        #: shadow mode (docs/shadow.md): the removals other disrupters make and ebb's verdicts, kept for the shadow
+        #: report (None: not in shadow mode); the decisions are shadow ones because ``store`` is a shadow store
+        self.shadow = shadow
+        if (shadow is not None) != store.shadow:
+            raise ValueError("a planner in shadow mode needs a shadow store, and only it may have one")
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -195,19 +211,13 @@ class Planner:
         self.annotations = DriftAnnotations(annotator) if annotator is not None else None
         #: node -> its NodeClaim, as of the last pass
         self._claims: dict[str, str] = {}
-        #: answer a pass from the last one while its inputs are unchanged and ``now`` is before its ``revisit_at``
-        self.reuse_passes = reuse_passes
-        #: a count of the store's writes, when this process makes them all (the embedded mode): the inputs a pass
-        #: reads from the store are then known unchanged without reading them
-        self.store_revision = store_revision
-        #: what a pass read from the store (live nodes, launched replacements, holds with the expired ones), at that
-        #: store revision (`store_revision`): read again after a write
-        self._store_reads: tuple[int, set[str], dict[str, str], list[Hold]] | None = None
-        self._last: _LastPass | None = None
+        #: what a pass reads and whether it changed since the last computed pass, whose answer it keeps
+        #: (``ebb_consolidation_planner.pass_inputs``; default: the store read every pass, the last answer reused)
+        self.inputs: PassInputs[_LastPass] = inputs if inputs is not None else PassInputs(objects, store)
         #: what the pods of each NodePool with a demandWindow requested at the passes computed lately
         #: (`ebb.core.demand.recorded`), handed to every pass and validation in ``Snapshot.demand``; saved in the
         #: store after each change and read back when this replica becomes the leader, except in the embedded mode
-        #: (``store_revision``), whose planner and store live and die together (docs/architecture.md)
+        #: (``PassInputs.sole_writer``), whose planner and store live and die together (docs/architecture.md)
         self._demand: tuple[DemandSample, ...] = ()
         #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
@@ -222,7 +232,13 @@ class Planner:
     async def handle(self, delivery: Delivery) -> None:
         """A bus handler for ebb.cluster.objects: apply the object and wake the loop when state changed."""
         message = delivery.message
-        if isinstance(message, ClusterObject) and self.objects.apply(message):
+        if not isinstance(message, ClusterObject):
+            return
+        if message.kind == "Pod":
+            self.metrics.pod_changed(message.namespace, message.name, message.object)
+        if self.shadow is not None:
+            self.shadow.observe(message, self.objects, self.clock())
+        if self.objects.apply(message):
             self.changed.set()
 
     def _findings_of(self, nodes: Iterable[str]) -> list[dict[str, str | None]]:
@@ -266,9 +282,13 @@ class Planner:
             if _conflict_key(conflict) not in kept:
                 log.info("conflict fixed", kind=str(conflict.kind), object=conflict.object, nodepool=conflict.nodepool)
 
-    async def _annotate(self, view: ClusterView) -> None:
-        if self.annotations is not None:
-            await self.annotations.sync(view.snapshot.nodes, self.findings)
+    async def _annotate(self, view: ClusterView) -> bool:
+        """Bring ebb.sh/drifted in line with the findings; False when a patch failed (tried again after a pass)."""
+        if self.annotations is None:
+            return True
+        failed = self.annotations.failed
+        await self.annotations.sync(view.snapshot.nodes, self.findings)
+        return self.annotations.failed == failed
 
     def _kube(self, events: Iterable[kube_events.KubeEvent]) -> None:
         if self.recorder is not None:
@@ -311,6 +331,7 @@ class Planner:
                     await self.clock.sleep(tick, stop)
                     continue
                 leading = True
+                self.inputs.forget()  # a new leader plans from scratch: another one may have led meanwhile
                 if self._next_due is not None:
                     log.info("leading: resuming the proposals in the store", next_due=self._next_due.isoformat())
                 await self._load_demand()
@@ -365,97 +386,56 @@ class Planner:
         drains the old node, and looked empty itself). For the pass, every live decision counts; when
         ``validating`` a decision, only the approved and executing ones (a proposal does not take budget until
         it is approved: the ledger settles that)."""
-        snapshot, _inputs = await self._snapshot_and_inputs(now, validating=validating)
-        return snapshot
-
-    async def _snapshot_and_inputs(self, now: datetime, *,
-                                   validating: str | None = None) -> tuple[Snapshot, tuple[object, ...]]:
-        """`current_snapshot`, and what it was made of (the objects' version, the busy nodes, the launched
-        replacements, the holds): equal inputs make an equal snapshot. A pass's reads of the store are kept until
-        the next write with ``store_revision`` (the embedded mode): reading yields to the event loop (SQLAlchemy
-        closes a session in a task of its own), so other tasks run meanwhile and the objects can change before
-        they are taken; without a read, a computed pass sees the objects at the same moment as a pass answered
-        from the last one, and both give the same run."""
         if validating is None:
-            busy, launched, holds = await self._pass_store_reads(now)
+            read = await self.inputs.read(now, self.options)
+            busy, launched, holds = set(read.busy), read.launched, read.holds
         else:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
             holds = await self.store.list_holds(now)
-        objects, version = self.objects.snapshot(), self.objects.version
-        inputs = (version, frozenset(busy), tuple(sorted(launched.items())), core_holds(holds))
-        snapshot = live_snapshot(objects, holds=holds, busy=busy, launched=launched)
+        return self._snapshot(busy, launched, holds)
+
+    def _snapshot(self, busy: Iterable[str], launched: dict[str, str], holds: list[Hold]) -> Snapshot:
+        """The cluster objects' snapshot as it is now, with what the store holds merged in (`current_snapshot`)."""
+        snapshot = live_snapshot(self.objects.snapshot(), holds=holds, busy=busy, launched=launched)
         if self._demand:
             # not an input of its own: a pass records the demand it saw, so the record adds nothing a pass on the
             # same objects does not see already, and what leaves a window is the pass's revisit_at
             snapshot = replace(snapshot, demand=self._demand)
-        return snapshot, inputs
-
-    async def _pass_store_reads(self, now: datetime) -> tuple[set[str], dict[str, str], list[Hold]]:
-        """The nodes of live decisions, the replacements they launched and the holds in force at ``now``, read
-        again only after a write to the store when ``store_revision`` counts them."""
-        if self.store_revision is None:
-            live = set(await self.store.live_nodes())
-            return live, await self.store.live_replacements(), await self.store.list_holds(now)
-        revision = self.store_revision()
-        reads = self._store_reads
-        if reads is None or reads[0] != revision:
-            reads = self._store_reads = (revision, set(await self.store.live_nodes()),
-                                         await self.store.live_replacements(),
-                                         await self.store.list_holds(now, include_expired=True))
-        _, live, launched, every_hold = reads
-        return set(live), dict(launched), [h for h in every_hold if h.in_force(now)]
-
-    def _reusable(self, inputs: tuple[object, ...], now: datetime) -> _LastPass | None:
-        """The last pass, when a pass on ``inputs`` at ``now`` would answer as it did: the same inputs, no
-        commands (a command changes the inputs once proposed), and ``now`` not before it nor past its
-        ``revisit_at``."""
-        last = self._last
-        if not self.reuse_passes or last is None or last.inputs != inputs or last.result.commands:
-            return None
-        revisit = last.result.revisit_at
-        if now < last.result.now or (revisit is not None and now >= revisit):
-            return None
-        return last
+        return snapshot
 
     async def plan_once(self) -> PassResult | None:
-        """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid. With
-        ``reuse_passes`` a pass whose inputs are those of the last one, before that one's ``revisit_at``, is
-        answered from it (its commands: none; its findings and view) without computing it again; so is a pass whose
-        inputs changed in what the snapshot does not read (an equal snapshot)."""
+        """One pass: propose the pass's commands whose nodes are free; None when the snapshot is invalid. A pass
+        that reads what the last one read (``PassInputs``: the objects' version, the store's state, the options; or
+        an equal snapshot), before that one's ``revisit_at``, after a pass without commands, is answered from it
+        (its commands: none; its findings and view) without computing it again."""
         started = time.perf_counter()
         now = self.clock()
-        reused: _LastPass | None = None
-        if self.store_revision is not None:
-            # every write to the store is this process's: its count stands for what the pass reads from it
-            inputs: tuple[object, ...] = (self.objects.version, self.store_revision())
-            reused = self._reusable(inputs, now)
+        read: PassRead = await self.inputs.read(now, self.options)
+        reused = self.inputs.reusable(read, now)
         snapshot: Snapshot | None = None
         if reused is None:
             try:
-                snapshot, read = await self._snapshot_and_inputs(now)
+                snapshot = self._snapshot(read.busy, read.launched, read.holds)
             except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
                 log.warning("cannot build the snapshot; no pass", error=str(e))
+                self.metrics.synced.set(0)
                 return None
-            if self.store_revision is None:
-                inputs = read
-                reused = self._reusable(inputs, now)
-            last = self._last
-            if reused is None and last is not None and last.view.snapshot == snapshot:
-                # something changed that the snapshot does not read (a status field it does not parse): the
-                # same snapshot gives the same pass, until its revisit_at
-                reused = self._reusable(last.inputs, now)
-                if reused is not None:
-                    reused.inputs = inputs
+            self.metrics.synced.set(1)
+            # something changed that the snapshot does not read (a status field it does not parse): the same
+            # snapshot gives the same pass, until its revisit_at
+            reused = self.inputs.reusable(read, now, snapshot)
         if reused is not None:
             # as a computed pass would (a thread's cost included, as the embedded mode's pass_cost counts it)
             view, result, found = await asyncio.to_thread(reused.answer)
             self.passes += 1
             self.passes_reused += 1
-            if self.annotations is not None and self.annotations.failed != reused.annotation_failures:
-                await self._annotate(view)  # a patch that failed is tried again after every pass
-                reused.annotation_failures = self.annotations.failed
+            if not reused.published and self.pass_publisher is not None:
+                reused.published = await self.pass_publisher.publish(view, result, self.findings,
+                                                                     revision=read.version, demand=self._demand)
+            if not reused.annotated:
+                reused.annotated = await self._annotate(view)  # a patch that failed is tried again after every pass
             self._kube_pass(view, result)
             return result
         assert snapshot is not None
@@ -471,8 +451,14 @@ class Planner:
         if self.policy_conditions is not None and self.conflicts is not None:
             await self.policy_conditions.sync(snapshot.disruption_policies, self.conflicts, now)
         self._kube_pass(view, result)
-        if self.pass_publisher is not None:
-            await self.pass_publisher.publish(view, result, self.findings, revision=inputs[0], demand=self._demand)
+        if self.shadow is not None:
+            self.shadow.keep_verdicts(view, result)
+            try:
+                await self.shadow.write_removals(now)
+            except Exception as e:  # the report misses it; planning goes on
+                log.warning("shadow: writing the removals failed", error=repr(e))
+        published = self.pass_publisher is None or await self.pass_publisher.publish(
+            view, result, self.findings, revision=read.version, demand=self._demand)
         live = await self.store.live_nodes() if result.commands else {}
         for command in result.commands:
             busy = [n for n in command.nodes if n in live]
@@ -481,19 +467,17 @@ class Planner:
                          busy=busy)
                 continue
             await self._propose(command, view, now)
-        if self.store_revision is None:
+        if not self.inputs.sole_writer:
             # another replica that believed it led may have proposed too (the embedded mode's planner is the only one)
             self._next_due = await self.store.next_due()
-        await self._annotate(view)
-        if self.reuse_passes:
-            self._last = _LastPass(inputs, view, result, found,
-                                   self.annotations.failed if self.annotations is not None else 0)
+        self.inputs.computed(read, snapshot, result, _LastPass(view, result, found, await self._annotate(view),
+                                                               published))
         return result
 
     async def _load_demand(self) -> None:
         """Take the demand record the last leader saved (the distributed mode): a restarted or new leader then keeps
         what the demand windows' peaks ask for. A store that does not answer leaves the record as it is."""
-        if self.store_revision is not None:
+        if self.inputs.sole_writer:
             return
         try:
             self._demand = await self.store.load_demand()
@@ -508,7 +492,7 @@ class Planner:
         """Keep ``record`` and, in the distributed mode, save it when it changed (a failed save is logged: the
         record in memory still serves this leader)."""
         changed, self._demand = record != self._demand, record
-        if not changed or self.store_revision is not None:
+        if not changed or self.inputs.sole_writer:
             return
         try:
             await self.store.save_demand(record)
@@ -524,6 +508,7 @@ class Planner:
         return view, run_pass(view, self.options), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
+        self.metrics.observed(view.snapshot, len(view.snapshot.nodes))
         for reason in REASONS:
             consolidation = reason in CONSOLIDATION_REASONS
             eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)
@@ -542,7 +527,8 @@ class Planner:
         decision_id = self.decision_ids()
         pools = {n: view.nodes[n].nodepool or "" for n in command.nodes}
         bound = log.bind(decision_id=decision_id)
-        explanation: dict[str, Any] = {"text": command.explanation}
+        explanation: dict[str, Any] = {"text": command.explanation,
+                                       "budgets": budgets_of(view, pools.values(), command.reason)}
         found = self._findings_of(command.nodes)
         if found:
             explanation["findings"] = found

@@ -59,10 +59,12 @@ class Settings(HealthSettings):
     #: without a NodeClaim is not a candidate (ebb retires nodes by deleting their NodeClaim); none and kwok
     #: plan alike (``provider`` of the engine options replaces it)
     provider: Literal["none", "kwok", "karpenter"] = "none"
-    #: what a conflict with Karpenter does (``ebb.core.conflicts``, docs/karpenter.md#the-conflict-check): ``enforce``
-    #: refuses to disrupt the nodes of a NodePool that conflicts until it is fixed. The one mode there is; shadow
-    #: mode (ebb plans beside a Karpenter that still disrupts, and writes nothing) will add ``shadow``
-    mode: Literal["enforce"] = "enforce"
+    #: ``enforce``: ebb disrupts, and refuses to disrupt the nodes of a NodePool that conflicts with Karpenter until it
+    #: is fixed (``ebb.core.conflicts``, docs/karpenter.md#the-conflict-check). ``shadow`` (docs/shadow.md): ebb plans
+    #: beside a Karpenter that still disrupts, records every decision as a shadow one (which sends no command) and
+    #: the removals Karpenter makes, and writes nothing to the cluster but its Lease (no Event, no annotation, no
+    #: DisruptionPolicy status, whatever the settings below say)
+    mode: Literal["enforce", "shadow"] = "enforce"
     #: check for conflicts with Karpenter at every pass (a log line, ``ebb_conflicts``, a condition on the
     #: DisruptionPolicies); the embedded mode turns it off: its cluster is simulated, there is no Karpenter in it
     check_conflicts: bool = True
@@ -92,9 +94,9 @@ class Settings(HealthSettings):
     explain: bool = True
     #: answer a pass from the last one while the snapshot and the store's state are unchanged and no moment at
     #: which a pass could decide differently (``PassResult.revisit_at``) has come; the commands are the same either
-    #: way. Off by default: a reused pass also repeats the last one's Kubernetes events and metrics word for word
-    #: (an explanation that says how long ago something happened stays as it was); the embedded mode turns it on
-    reuse_passes: bool = False
+    #: way (``ebb_consolidation_planner.pass_inputs``). A reused pass repeats the last one's Kubernetes events and
+    #: metrics word for word (an explanation that says how long ago something happened stays as it was)
+    reuse_passes: bool = True
     #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
     events_enabled: bool = True
     #: the namespace of events about cluster-scoped objects (client-go's choice: default)

@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI
 from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import clock_of
 from ebb.adapters.engine_options import read_engine_options
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.base import EngineOptions
@@ -34,14 +35,15 @@ from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.live import LiveState
 from ebb_decisions_api.metrics import ApiMetrics, MetricsMiddleware
 from ebb_decisions_api.passes import LeaderPasses
-from ebb_decisions_api.routes import budgets, decisions, events, explain, holds, ops, plan
+from ebb_decisions_api.routes import budgets, decisions, events, explain, holds, ops, plan, shadow
 from ebb_decisions_api.schemas import utc_now
 from ebb_decisions_api.settings import Settings
 
 log = structlog.get_logger("ebb_decisions_api")
 
 #: the routers under /v1 (behind the bearer token), in the order of the OpenAPI document's paths
-V1_ROUTERS = (plan.router, holds.router, decisions.router, explain.router, budgets.router, events.router)
+V1_ROUTERS = (plan.router, holds.router, decisions.router, explain.router, budgets.router, events.router,
+              shadow.router)
 
 
 def token_problem(settings: Settings) -> str | None:
@@ -56,7 +58,8 @@ def token_problem(settings: Settings) -> str | None:
 
 
 def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: Bus | None = None,
-               options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
+               options: EngineOptions | None = None, clock: Callable[[], datetime] = utc_now,
+               metrics: ApiMetrics | None = None) -> FastAPI:
     """The API for ``settings``. Without a ``store`` one is built from ``settings.database_url``
     (and closed at shutdown); a given store is the caller's to close. Without a ``bus`` a
     ``KafkaBus`` is built from the settings (it connects when the consumers first use it, and is closed at
@@ -64,7 +67,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     ``options`` are the engine options of live plans and explanations at a given time (default: the cluster-wide
     object at ``settings.engine_options`` over the settings' ``spot_to_spot`` and ``provider``, as the planner
     reads them); an explanation without a time is the leader planner's (ebb.planner.passes). ``clock`` is "now"
-    when a request gives none (the embedded mode's simulated time)."""
+    when a request gives none (the embedded mode's simulated time). ``metrics`` holds the API's collectors (default:
+    a registry of their own; the embedded mode passes the one its services share)."""
     if (problem := token_problem(settings)) is not None or settings.token is None:
         raise ValueError(problem)
     read_token = settings.read_token.get_secret_value() if settings.read_token is not None else None
@@ -76,7 +80,8 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
         owned_bus = KafkaBus(settings.kafka_bootstrap, prefix=settings.topic_prefix, source=settings.source,
                              client_id="ebb-decisions-api")
         bus = owned_bus
-    metrics = ApiMetrics()
+    metrics = metrics or ApiMetrics()
+    register_consumer_lag(metrics.registry, bus)
     limiter = anyio.CapacityLimiter(settings.max_concurrent_passes)
     engine_options = options or read_engine_options(settings.engine_options, EngineOptions(
         spot_to_spot=settings.spot_to_spot, require_nodeclaim=settings.provider == "karpenter"))

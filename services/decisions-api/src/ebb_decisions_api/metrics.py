@@ -1,6 +1,8 @@
 """Prometheus metrics of the API: request count and latency by method, route template and status; the live
 state's consumers (messages applied, objects held, whether the snapshot is loaded) and the event stream
-(subscribers, events sent, subscribers dropped for falling behind). All names start with ``ebb_api_``."""
+(subscribers, events sent, subscribers dropped for falling behind). All names start with ``ebb_api_``; the
+registry also has ``ebb_build_info`` and, given the bus, ``ebb_consumer_lag`` (``ebb.adapters.metrics``). In the
+embedded mode the registry is the one every service of the process shares, so ``/metrics`` serves them all."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ebb.adapters.metrics import register_build_info
+
 
 class ApiMetrics:
     """The API's collectors, in a registry of their own (one per app, so tests can build several)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        register_build_info(self.registry)
         self.requests = Counter(
             "ebb_api_requests_total",
             "HTTP requests answered by the decisions-api.",

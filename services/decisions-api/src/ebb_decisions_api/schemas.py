@@ -144,6 +144,8 @@ class DecisionOut(Wire):
     approved_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    #: a shadow decision (docs/shadow.md): what ebb in shadow mode would have done; never executed
+    shadow: bool = False
 
     @classmethod
     def fields_of(cls, d: Decision) -> dict[str, Any]:
@@ -163,6 +165,7 @@ class DecisionOut(Wire):
             "approved_at": d.approved_at,
             "started_at": d.started_at,
             "finished_at": d.finished_at,
+            "shadow": bool(d.shadow),
         }
 
     @classmethod

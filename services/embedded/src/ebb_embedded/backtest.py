@@ -14,8 +14,8 @@ trace's events applied at their times, the provisioner (``ebb_embedded.provision
 is in virtual time, so the result is deterministic (the same input gives the same JSON), and the policies
 differ only by what the policies do. The result is a JSON-able dict (the shape ``ebb_cli.report`` renders):
 per policy a summary (node-hours cost, peak and mean nodes, launches, disruption decisions by method,
-evictions, pods evicted more than once, pending time p50/p95, the cost of churn) and a series sampled every
-``sample_every`` simulated seconds.
+evictions, pods evicted more than once, pending time p50/p95, the cost of churn), a series sampled every
+``sample_every`` simulated seconds, and the decisions that saved the most with the planner's explanations.
 
 ``run_backtests`` runs several seeds' comparisons, each (seed, policy) run in a worker process of its own when
 ``jobs`` > 1: the runs share nothing, so spreading them over the machine's cores changes how long a back-test
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ebb.adapters.clock import Clock, SimClock, until_any
-from ebb.core.decision import State
+from ebb.core.decision import DISRUPTING
 from ebb.core.traces import Trace
 from ebb_embedded import BACKTEST_WORKER_MODULES
 from ebb_embedded.status import Status
@@ -62,8 +62,6 @@ POLICY_KINDS = ("DisruptionPolicy", "Hold")
 EVERY_NODEPOOL = "*"
 KARPENTER_DEFAULT = "karpenter-default"
 KARPENTER_BALANCED = "karpenter-balanced"
-#: decisions in these states disrupted (or are disrupting) their nodes
-DISRUPTING = (State.EXECUTING.value, State.SUCCEEDED.value)
 
 
 class PolicyError(ValueError):
@@ -157,6 +155,9 @@ class BacktestOptions:
     boot_seconds: float = 60.0
     #: with it, a time drawn per node between ``boot_seconds`` and this (a cloud's spread, e.g. 30-90 s)
     boot_seconds_max: float | None = None
+    #: each policy's entry keeps this many of its disrupting decisions that saved the most, with their
+    #: explanations (``decisions``: what the report shows)
+    top_decisions: int = 5
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -269,7 +270,8 @@ def workload_tasks(trace: Trace, *, errors: list[str], made: list[WorkloadCluste
 
 def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Policy, options: BacktestOptions,
                *, report: Callable[[Status], None] | None = None) -> dict[str, Any]:
-    """One policy's run of the trace: its entry of the result (name, source, summary, series)."""
+    """One policy's run of the trace: its entry of the result (name, source, summary, series, and the
+    ``top_decisions`` that saved the most with their explanations)."""
     import json
     import tempfile
     from pathlib import Path
@@ -285,7 +287,7 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
                                    spot_to_spot=options.spot_to_spot, report_every=0.2,
                                    cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
                                    explain=False,  # nothing in a back-test reads why nodes are left alone
-                                   engine_options=engine_options)
+                                   engine_options=engine_options, top_decisions=options.top_decisions)
         return _run_policy(documents, trace, policy, options, embedded=embedded, report=report)
 
 
@@ -310,7 +312,7 @@ def _run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Po
     cluster = made[0]
     result = _summary(cluster, summary.end, summary.end.now, options.duration.total_seconds())
     return {"name": policy.name, "source": policy.source, "summary": result, "series": series,
-            "trace_errors": errors}
+            "trace_errors": errors, "decisions": summary.top_decisions}
 
 
 #: the figures ``across_seeds`` sums up: a summary's own, and churn (launches + disruption decisions)

@@ -11,6 +11,10 @@ The interruption-ingester has no cloud to listen to here. With ``api_port`` the 
 store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
 simulated time).
 
+The services share one Prometheus registry, so the API's ``/metrics`` serves every service's metrics (the
+planner's, the executor's and its own, ``ebb_build_info`` and the bus's ``ebb_consumer_lag`` once), under the
+names the distributed mode's services serve them: a dashboard made for one reads the other.
+
 Time is virtual: the run happens on a ``VirtualTimeLoop`` (``ebb.adapters.virtual_time``; ``simulate`` and
 ``virtual_loop`` make one), whose clock moves only when every task waits and is the simulated time (the
 ``SimClock`` runs at speed 1 on it, from ``start``). So every service keeps its settings in its own units (a
@@ -33,14 +37,15 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
@@ -49,19 +54,23 @@ from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.decisions import decision_of
 from ebb.adapters.store.migrate import upgrade_async
 from ebb.adapters.store.models import Decision
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
+from ebb.core.decision import DISRUPTING
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Snapshot
 from ebb_consolidation_planner import app as planner_app
 from ebb_consolidation_planner.leadership import AlwaysLeader
+from ebb_consolidation_planner.metrics import Metrics as PlannerMetrics
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.status import Status
 from ebb_embedded.store import WriteCount, sqlite_engine
 from ebb_termination_executor import app as executor_app
+from ebb_termination_executor.metrics import Metrics as ExecutorMetrics
 from ebb_termination_executor.settings import Settings as ExecutorSettings
 
 log = structlog.get_logger("ebb_embedded")
@@ -109,6 +118,9 @@ class EmbeddedOptions:
     #: the cluster-wide engine options (a ConfigMap ebb-engine-options as YAML, ``ebb.core.options``), which the
     #: planner and the API both read over ``spot_to_spot`` and ``explain`` (None: those alone)
     engine_options: Path | None = None
+    #: at the end, read back this many of the run's disrupting decisions that saved the most (``Summary.top_decisions``:
+    #: what a back-test report shows with their explanations)
+    top_decisions: int = 0
 
 
 @dataclass
@@ -118,6 +130,8 @@ class Summary:
     #: why the run stopped: duration, stable or stopped
     stopped_because: str
     database: Path | None
+    #: the run's ``EmbeddedOptions.top_decisions`` disrupting decisions that saved the most, with their explanations
+    top_decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str, str], int]:
@@ -126,6 +140,24 @@ async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str,
             select(Decision.state, Decision.method, func.count()).where(Decision.cluster == cluster)
             .group_by(Decision.state, Decision.method))
         return {(str(state), str(method)): int(n) for state, method, n in rows}
+
+
+async def _top_decisions(engine: AsyncEngine, cluster: str, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` disrupting decisions of ``cluster`` that save the most per hour (ties: the earlier first), as
+    plain values: what was done to which nodes, what it saved and the planner's explanation."""
+    if limit <= 0:
+        return []
+    async with AsyncSession(engine) as session:
+        rows = await session.scalars(
+            select(Decision).where(Decision.cluster == cluster, Decision.state.in_(DISRUPTING))
+            .order_by(Decision.savings.desc(), Decision.created_at, Decision.id).limit(limit))
+        made = [decision_of(row) for row in rows]
+    return [{"id": d.id, "at": d.created_at.isoformat(), "method": d.method, "reason": d.reason, "action": d.action,
+             "nodes": [n.name for n in d.nodes],
+             "replacements": [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "price": r.price}
+                              for r in d.replacements],
+             "savings_per_hour": round(d.savings, 6), "explanation": str(d.explanation.get("text", ""))}
+            for d in made]
 
 
 def _prices(snapshot: Snapshot, now: datetime) -> dict[str, float]:
@@ -155,19 +187,21 @@ def engine_options(options: EmbeddedOptions) -> EngineOptions:
 
 
 async def _serve_api(options: EmbeddedOptions, store: DecisionStore, bus: InMemoryBus, clock: SimClock,
-                     stop: asyncio.Event) -> None:
-    """The decisions-api on the embedded store and bus, until ``stop``."""
+                     stop: asyncio.Event, *, registry: CollectorRegistry) -> None:
+    """The decisions-api on the embedded store and bus, until ``stop``; its ``/metrics`` serves ``registry``, the
+    services' registry."""
     import uvicorn
     from pydantic import SecretStr
 
     from ebb_decisions_api.app import create_app
+    from ebb_decisions_api.metrics import ApiMetrics
     from ebb_decisions_api.settings import Settings as ApiSettings
 
     # the cluster is simulated: no Karpenter to conflict with
     settings = ApiSettings(token=SecretStr(options.api_token), cluster=options.cluster, host="127.0.0.1",
                            port=options.api_port or 0, check_conflicts=False)
-    app = create_app(settings, store, bus=bus,
-                     options=engine_options(options), clock=clock)
+    app = create_app(settings, store, bus=bus, options=engine_options(options), clock=clock,
+                     metrics=ApiMetrics(registry))
     server = _QuietServer.build(uvicorn.Config(app, host="127.0.0.1", port=options.api_port or 0, log_config=None,
                                                log_level="warning", timeout_graceful_shutdown=2))
     serving = asyncio.create_task(server.serve())
@@ -235,6 +269,7 @@ async def run_embedded(
         await cluster.publish_all()
         services_stop = asyncio.Event()
         planners: list[Any] = []
+        registry = CollectorRegistry()  # every service's metrics, served by the API's /metrics
         planner_settings = PlannerSettings(
             cluster=options.cluster, debounce_seconds=1.0, pass_interval_seconds=10.0,
             validation_delay_seconds=15.0, spot_to_spot=options.spot_to_spot, explain=options.explain,
@@ -253,12 +288,14 @@ async def run_embedded(
                                                 planner_ready=planners.append, store_revision=writes,
                                                 decision_ids=lambda: f"dec-{seeds.getrandbits(128):032x}",
                                                 # the simulated cluster parses the same objects for kube-scheduler
-                                                objects=SnapshotStore(parsed_elsewhere=cluster.parsed_as_held)),
+                                                objects=SnapshotStore(parsed_elsewhere=cluster.parsed_as_held),
+                                                metrics=PlannerMetrics(registry)),
                                name="consolidation-planner"),
             asyncio.create_task(executor_app.run(executor_settings, services_stop, bus=bus, node_api=cluster,
                                                  store=store, clock=clock, store_private=True,
                                                  provider=NodeProvider("simulated", cluster, cluster,
-                                                                         nodepools=cluster.read_nodepool)),
+                                                                         nodepools=cluster.read_nodepool),
+                                                 metrics=ExecutorMetrics(registry)),
                                 name="termination-executor"),
             asyncio.create_task(cluster.run_scheduler(services_stop, delay=1.0),
                                 name="kube-scheduler"),
@@ -268,7 +305,7 @@ async def run_embedded(
                       more_tasks(cluster, clock, services_stop, prices, seeds.getrandbits(64))]
         await cluster.schedule_pending()  # pods Pending in the snapshot
         if options.api_port is not None:
-            tasks.append(asyncio.create_task(_serve_api(options, store, bus, clock, services_stop),
+            tasks.append(asyncio.create_task(_serve_api(options, store, bus, clock, services_stop, registry=registry),
                                              name="decisions-api"))
         reason = "stopped"
         last_change = clock()
@@ -319,7 +356,8 @@ async def run_embedded(
         end.passes_reused = planners[0].passes_reused if planners else 0
         if report is not None:
             report(end)
-        return Summary(start=first, end=end, stopped_because=reason, database=options.database)
+        top = await _top_decisions(engine, options.cluster, options.top_decisions)
+        return Summary(start=first, end=end, stopped_because=reason, database=options.database, top_decisions=top)
 
 
 def virtual_loop(options: EmbeddedOptions) -> VirtualTimeLoop:

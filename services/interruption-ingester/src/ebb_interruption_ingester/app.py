@@ -16,6 +16,7 @@ from ebb.adapters.bus import Bus, KafkaBus
 from ebb.adapters.clock import Clock, Stopped
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.health import serve_health
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS
 from ebb_interruption_ingester.ingester import Ingester, Metrics
@@ -66,6 +67,7 @@ async def run(
                              client_id="ebb-interruption-ingester")
             readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
+        register_consumer_lag(metrics.registry, bus)
         client: SqsClient = sqs if sqs is not None else await stack.enter_async_context(
             sqs_client(settings.region, endpoint_url=settings.endpoint_url,
                        read_timeout=settings.wait_time_seconds + 40)

@@ -42,6 +42,7 @@ from ebb.adapters.aws.sqs import SqsMessage, SqsQueue
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock, Stopped, unless_stopped
+from ebb.adapters.metrics import register_build_info
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb_interruption_ingester.nodes import NodeLookup
 
@@ -82,6 +83,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        register_build_info(self.registry)
         self.messages = Counter("ebb_interruption_messages", "SQS messages handled, by result.", ["result"],
                                 registry=self.registry)
         for result in RESULTS:

@@ -1,7 +1,11 @@
 """The composition root: the Kubernetes client, the bus, the store, the provider (``PROVIDER``: none, kwok or
 karpenter; ``ebb.adapters.provider``), the drainer under the provider's taint, the executor, the outbox relay that
 publishes its steps (``ebb.adapters.store.outbox``), and with the kwok provider the loop that drains deleted Nodes
-carrying ebb's finalizer (``ebb_termination_executor.finalizer``)."""
+carrying ebb's finalizer (``ebb_termination_executor.finalizer``).
+
+In shadow mode (``Settings.mode``, docs/shadow.md) none of it is made: the process serves its health endpoints
+and waits for ``stop``, with no Kubernetes client and no consumer of ebb.disruption.commands, so it can write
+nothing to the cluster whatever reaches the topic."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from ebb.adapters.kube.karpenter import KarpenterProvider, KubeNodeClaimApi
 from ebb.adapters.kube.launch import KwokLauncher, catalog_types
 from ebb.adapters.kube.node_api import KubeNodeApi, NodeApi
 from ebb.adapters.kube.node_provider import NodeProvider
+from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.provider import Provider
 from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
 from ebb.adapters.store.outbox import OutboxRelay
@@ -107,16 +112,26 @@ async def run(
     provider: Provider | None = None,
     recorder: EventRecorder | None = None,
     store_private: bool = False,
-) -> Executor:
+) -> Executor | None:
     """Consume ``ebb.disruption.commands`` and execute them until ``stop`` is set. ``bus``, ``node_api``,
     ``store`` and ``provider`` replace the ones built from ``settings``; ``started`` is set when consuming
     starts. ``clock`` (default: the system clock) gives "now" and times every wait. ``store_private``: no other
-    process writes to ``store`` (the embedded mode), so the outbox relay never polls it and keeps what it sent."""
+    process writes to ``store`` (the embedded mode), so the outbox relay never polls it and keeps what it sent.
+    In shadow mode nothing is consumed or written and None is returned at ``stop``."""
     the_clock = clock_of(clock)
     metrics = metrics or Metrics()
     settings = with_configured_provider(settings)
     async with contextlib.AsyncExitStack() as stack:
         readiness = serve_health(stack, settings, metrics.registry)
+        if settings.mode == "shadow":
+            log.info("termination-executor starting", mode="shadow", cluster=settings.cluster,
+                     detail="shadow mode: no command is consumed, nothing is written to the cluster")
+            readiness.condition("consuming", "shadow mode: consuming nothing")
+            readiness.mark("consuming", detail="shadow mode: consuming nothing")
+            if started is not None:
+                started.set()
+            await stop.wait()
+            return None
         readiness.condition("consuming", "starting")
         api: Any = None
         if node_api is None or (provider is None and settings.provider != "none"):
@@ -146,6 +161,7 @@ async def run(
             store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
             readiness.probe("postgresql", store.ping)
+        register_consumer_lag(metrics.registry, bus)
         executor = build_executor(settings, node_api, bus, store, stop, clock=the_clock, metrics=metrics,
                                   provider=provider, recorder=recorder)
         if settings.launcher is not None:

@@ -123,6 +123,7 @@ class Executor:
         self.drainer = drainer
         #: "now" of the events and the decision; the drainer's clock times the waits
         self.clock = clock_of(clock)
+        self.metrics.timed_by(self.clock)
         self.succeeded = 0
         self.rolled_back = 0
         self.failed = 0
@@ -165,7 +166,14 @@ class Executor:
             bound.info("decision already finished: nothing to do", state=state)
             return "finished"
         bound.info("executing", method=command.method, reason=command.reason, action=command.action)
+        self.metrics.started(command.decision_id, self.clock())
+        try:
+            return await self._execute(command)
+        finally:
+            self.metrics.ended(command.decision_id)
 
+    async def _execute(self, command: DisruptionCommand) -> str:
+        """Carry out a started command: check, taint, pre-spin, drain, retire."""
         if command.replacements and not self.provider.launches:
             return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED, [
                 self.step(command, node, "Failed", REPLACEMENTS_UNSUPPORTED) for node in command.nodes])
@@ -240,8 +248,7 @@ class Executor:
                     still.append(node)
                     continue
                 if asked[node] is not None:
-                    self.metrics.termination_duration.labels(nodepool=command.node_pool).observe(
-                        self.drainer.clock.monotonic() - started)
+                    self.metrics.terminated(command.node_pool, self.drainer.clock.monotonic() - started)
                     self.metrics.nodes_terminated.labels(
                         nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
                         zone=labels[node].get(LABEL_ZONE, "")).inc()
@@ -267,6 +274,9 @@ class Executor:
                 name = replacement_name(command.decision_id, index, replacement.node_pool)
                 done = await self.provider.launch(name, replacement, decision_id=command.decision_id)
                 launched.append(name)
+                self.metrics.nodes_created.labels(
+                    nodepool=replacement.node_pool,
+                    zone=replacement.zones[0] if len(replacement.zones) == 1 else "").inc()
                 self._kube(kube_events.launching(name, command.reason))
                 await self.emit(command, first, "Launching", f"launching {name}: {done.summary}", key=name)
             await self.emit(command, first, "WaitingReadiness", f"waiting for {', '.join(launched)} to be Ready")

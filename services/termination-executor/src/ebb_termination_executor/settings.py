@@ -72,6 +72,10 @@ class Settings(HealthSettings):
     events_component: str = "ebb-termination-executor"
     #: at most this many Event writes a second
     events_qps: float = Field(default=5.0, gt=0)
+    #: ``enforce``: execute the planner's commands. ``shadow`` (docs/shadow.md, with the planner in shadow mode, which
+    #: sends no command): consume nothing, make no Kubernetes client, write nothing to the cluster; only the health
+    #: endpoints answer, so the manifests can stay as they are
+    mode: Literal["enforce", "shadow"] = "enforce"
     #: CloudEvent source of the published events
     source: str = "/ebb/termination-executor"
     log_level: str = "info"

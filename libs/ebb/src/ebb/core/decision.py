@@ -50,6 +50,8 @@ class State(enum.StrEnum):
 STATES: Final[tuple[str, ...]] = tuple(s.value for s in State)
 #: a decision in one of these states still holds its nodes: no other decision may take them
 LIVE: Final[frozenset[State]] = frozenset({State.PROPOSED, State.APPROVED, State.EXECUTING})
+#: a decision in one of these states disrupted (or is disrupting) its nodes: what a back-test counts
+DISRUPTING: Final[tuple[str, ...]] = (State.EXECUTING.value, State.SUCCEEDED.value)
 #: a decision in one of these states has ended: it is never executed (again) and has no move left
 FINISHED: Final[frozenset[State]] = frozenset(State) - LIVE
 

@@ -3,8 +3,8 @@
 A pass is a function of its snapshot, its options and ``now``. Between two changes of the snapshot only ``now``
 moves, and the pass reads it at a few places only. `revisit_at` is the earliest moment after ``view.now`` at
 which one of them could give another answer; before it, a pass over the same snapshot makes the same commands,
-the same findings and the same budgets (the planner of the embedded mode reuses the last pass's answer until
-then, ``ebb_consolidation_planner.planner``). The moments, each as the rule that reads ``now`` has it:
+the same findings and the same budgets (the planner reuses the last pass's answer until then,
+``ebb_consolidation_planner.pass_inputs``). The moments, each as the rule that reads ``now`` has it:
 
 - **consolidateAfter ripening**: a node's pods last changed (`ClusterView.last_pod_event`) plus its NodePool's
   consolidateAfter (`ClusterView.stable_for`: the node becomes consolidatable, and stops being unsettled as a

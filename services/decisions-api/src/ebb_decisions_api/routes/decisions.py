@@ -37,12 +37,14 @@ async def list_decisions(
     nodepool: str | None = None,
     node: str | None = None,
     since: Annotated[DateTime | None, Query(description="created at or after (RFC 3339)")] = None,
+    shadow: Annotated[bool | None, Query(description="true: only shadow decisions (docs/shadow.md); false: only "
+                                                     "real ones; absent: both")] = None,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="nextCursor of the previous page "
                                                                      "(absent or empty: the first page)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> Any:
     filters = DecisionFilter(state=state, method=method, reason=reason, nodepool=nodepool, node=node,
-                             since=utc(since))
+                             since=utc(since), shadow=shadow)
     try:
         page = await ctx.store.list_decisions(filters, cursor=cursor or None, limit=limit)
     except CursorError as exc:

@@ -131,6 +131,8 @@ class KafkaBus:
         self._start_lock = asyncio.Lock()
         self._ensured: set[str] = set()
         self._ensure_lock = asyncio.Lock()
+        #: (group, topic, partition) -> records after the last one handled, as of its fetch (``consumer_lags``)
+        self._lags: dict[tuple[str, str, int], int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
@@ -417,10 +419,13 @@ class KafkaBus:
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=int(self.poll_timeout * 1000))
                 for partition, records in batch.items():
+                    self._lag(group, partition, consumer.highwater(partition), records[0].offset if records else None)
                     if not await self._handle(consumer, partition, records, group=group, handler=handler, stop=stop,
                                               start=starts.get(partition, 0)):
                         return
         finally:
+            for key in [k for k in self._lags if k[0] == group]:
+                del self._lags[key]
             await consumer.stop()
 
     async def _handle(
@@ -464,6 +469,7 @@ class KafkaBus:
                     if outcome is Outcome.STOPPED:
                         return False
                 done = record.offset + 1
+                self._lag(group, partition, consumer.highwater(partition), done)
                 if time.monotonic() - committed_at >= COMMIT_EVERY:
                     if not await self._commit(consumer, partition, done):
                         done = None
@@ -473,6 +479,19 @@ class KafkaBus:
         finally:
             if done is not None:
                 await self._commit(consumer, partition, done)
+
+    def _lag(self, group: str, partition: TopicPartition, highwater: int | None, position: int | None) -> None:
+        """Note the records of ``partition`` from ``position`` (the next to handle) to its end (``highwater``)."""
+        if highwater is not None and position is not None:
+            self._lags[(group, self.logical(partition.topic), partition.partition)] = max(highwater - position, 0)
+
+    def consumer_lags(self) -> dict[tuple[str, str], int]:
+        """(group, topic) -> records after the last handled, as of each partition's last fetch, for each group
+        consuming now (``ebb_consumer_lag``)."""
+        lags: dict[tuple[str, str], int] = {}
+        for (group, topic, _partition), lag in list(self._lags.items()):
+            lags[(group, topic)] = lags.get((group, topic), 0) + lag
+        return lags
 
     async def _commit(self, consumer: AIOKafkaConsumer, partition: TopicPartition, offset: int) -> bool:
         """Commit ``offset`` (the next to read); False when the partition moved to another member."""

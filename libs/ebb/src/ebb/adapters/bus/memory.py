@@ -157,6 +157,14 @@ class InMemoryBus:
             for number, part in enumerate(self._topics.get(topic, []))
         )
 
+    def consumer_lags(self) -> dict[tuple[str, str], int]:
+        """(group, topic) -> records not committed yet, for each group consuming now (``ebb_consumer_lag``)."""
+        lags: dict[tuple[str, str], int] = {}
+        for group, topic, number in sorted(self._owners):
+            key = (group, topic)
+            lags[key] = lags.get(key, 0) + len(self._topics[topic][number].log) - self.committed(group, topic, number)
+        return lags
+
     # -- consuming ----------------------------------------------------------------------------------------
 
     async def consume(

@@ -48,6 +48,13 @@ What each writer relies on:
   what the planner plans with and the API shows.
 - **list_decisions** (API) lists newest first with keyset pagination: the cursor is an opaque, URL-safe
   encoding of the last row's ``(created_at, id)``, so pages stay stable while new decisions are inserted.
+
+**Shadow mode** (docs/shadow.md). A store made with ``shadow=True`` (the planner's in shadow mode) writes its
+decisions marked ``shadow`` and reads only those back into the lifecycle (``due``, ``next_due``, ``live_nodes``,
+``approved``): it proposes, validates and approves exactly as a real one, but **sends nothing** (``_send`` puts no
+message in the outbox, so no command ever reaches the executor) and takes no budget in the ledger. A real store
+never sees a shadow decision as live. ``record_removal`` and ``shadow_facts`` keep and read what the shadow report
+compares with: the removals another disrupter made, with ebb's verdict on each node.
 """
 
 from __future__ import annotations
@@ -81,7 +88,14 @@ from sqlalchemy.orm import Session
 from ebb.adapters.store import decisions
 from ebb.adapters.store.decisions import utc
 from ebb.adapters.store.migrate import async_url
-from ebb.adapters.store.models import BudgetLedgerEntry, DecisionEvent, Hold, OutboxMessage, ProcessedMessage
+from ebb.adapters.store.models import (
+    BudgetLedgerEntry,
+    DecisionEvent,
+    Hold,
+    OutboxMessage,
+    ProcessedMessage,
+    ShadowRemoval,
+)
 from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.adapters.store.models import DemandSample as DemandRow
 from ebb.contracts import (
@@ -96,6 +110,7 @@ from ebb.contracts.messages import Phase
 from ebb.core import decision as lifecycle
 from ebb.core.decision import FINISHED, LIVE, State
 from ebb.core.model import DemandSample
+from ebb.core.shadow import Removal, ShadowReport, compare
 
 #: the most decisions one page of :meth:`DecisionStore.list_decisions` holds
 MAX_PAGE: Final = 500
@@ -117,6 +132,9 @@ _MESSAGE_OF_TOPIC: Final[Mapping[str, type[Message]]] = {TOPIC_DISRUPTION_COMMAN
 
 #: publish a run of messages on a topic, in order (``Bus.publish_many``)
 Publish = Callable[[str, Sequence[Message]], Awaitable[None]]
+
+#: two removals of one node this close are one removal seen twice (``DecisionStore.record_removal``)
+SAME_REMOVAL: Final = timedelta(hours=1)
 
 #: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
 #: lock per event loop: an asyncio lock belongs to the loop it first waited on)
@@ -143,6 +161,8 @@ class DecisionFilter:
     node: str | None = None
     #: created at or after
     since: datetime | None = None
+    #: shadow decisions only (True), real ones only (False)
+    shadow: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +226,12 @@ class DecisionStore:
     """The store of one cluster, as the planner, the executor and the decisions-api read and write it."""
 
     def __init__(self, engine: AsyncEngine, cluster: str = "default", *, consumer: str = EXECUTOR_CONSUMER,
-                 ledger_ttl: float = 3600.0, private: bool = False) -> None:
+                 ledger_ttl: float = 3600.0, private: bool = False, shadow: bool = False) -> None:
         self.engine = engine
         self.cluster = cluster
+        #: a shadow store (docs/shadow.md): its decisions are marked shadow, the lifecycle reads only those, and it
+        #: sends no message and takes no ledger row
+        self.shadow = shadow
         #: the ``processed_messages`` consumer :meth:`start` and :meth:`finish` record commands under
         self.consumer = consumer
         #: seconds a budget_ledger row taken by :meth:`approve` is leased for (reclaimable after)
@@ -224,11 +247,11 @@ class DecisionStore:
 
     @classmethod
     def from_url(cls, url: str, cluster: str = "default", *, consumer: str = EXECUTOR_CONSUMER,
-                 ledger_ttl: float = 3600.0, **engine_options: Any) -> DecisionStore:
+                 ledger_ttl: float = 3600.0, shadow: bool = False, **engine_options: Any) -> DecisionStore:
         """A store on a new engine (``postgresql://`` gets asyncpg, ``sqlite://`` aiosqlite). Nothing
         connects until the first query."""
         return cls(create_async_engine(async_url(url), pool_pre_ping=True, **engine_options), cluster,
-                   consumer=consumer, ledger_ttl=ledger_ttl)
+                   consumer=consumer, ledger_ttl=ledger_ttl, shadow=shadow)
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -303,20 +326,23 @@ class DecisionStore:
     async def live_nodes(self, exclude: str | None = None, states: Iterable[State] = LIVE) -> dict[str, str]:
         """node -> id of the live decision (``ebb.core.decision.LIVE``, or those ``states``) that holds it."""
         async with self._sessions() as session:
-            return await decisions.live_nodes(session, self.cluster, exclude=exclude, states=states)
+            return await decisions.live_nodes(session, self.cluster, exclude=exclude, states=states,
+                                              shadow=self.shadow)
 
     async def live_replacements(self, exclude: str | None = None,
                                 states: Iterable[State] = LIVE) -> dict[str, str]:
         """replacement name -> id of the live decision (or one in ``states``) that launches it."""
         async with self._sessions() as session:
-            return await decisions.live_replacements(session, self.cluster, exclude=exclude, states=states)
+            return await decisions.live_replacements(session, self.cluster, exclude=exclude, states=states,
+                                                     shadow=self.shadow)
 
     async def approved(self) -> list[DecisionRow]:
         """The decisions of this cluster that are approved and not yet picked up by the executor, oldest
         approval first."""
         async with self._sessions() as session:
             rows = list((await session.scalars(select(DecisionRow).where(
-                DecisionRow.cluster == self.cluster, DecisionRow.state == State.APPROVED).order_by(
+                DecisionRow.cluster == self.cluster, DecisionRow.state == State.APPROVED,
+                DecisionRow.shadow.is_(self.shadow)).order_by(
                 DecisionRow.approved_at, DecisionRow.id))).all())
         for row in rows:
             _normalise(row)
@@ -358,6 +384,8 @@ class DecisionStore:
             query = query.where(DecisionRow.reason == filters.reason)
         if filters.since is not None:
             query = query.where(DecisionRow.created_at >= filters.since)
+        if filters.shadow is not None:
+            query = query.where(DecisionRow.shadow.is_(filters.shadow))
         if filters.nodepool is not None:
             query = query.where(self._node_condition("nodePool", filters.nodepool, bare_strings=False))
         if filters.node is not None:
@@ -423,7 +451,10 @@ class DecisionStore:
 
     def _send(self, session: AsyncSession, topic: str, message: Message, origin: str, now: datetime) -> None:
         """Add ``message`` to the outbox in ``session``'s transaction, for ``origin``'s relay to publish (``private``:
-        handed to the relay when the transaction commits)."""
+        handed to the relay when the transaction commits). A shadow store sends nothing: its decisions are never
+        published, so no command of one can reach the executor."""
+        if self.shadow:
+            return
         if self.private:
             staged = session.info.setdefault(_STAGED, [])
             staged.append((origin, topic, message))
@@ -554,7 +585,7 @@ class DecisionStore:
         if decision.state is not State.PROPOSED:
             raise lifecycle.IllegalTransition(decision.id, decision.state, State.PROPOSED)
         async with self._sessions() as session, session.begin():
-            decisions.create(session, self.cluster, decision)
+            decisions.create(session, self.cluster, decision, shadow=self.shadow)
             await session.flush()
             self._step(session, decision.id, decision.node_names, "Proposed", decision.created_at,
                        message=decision.text or "proposed", detail={"explanation": decision.text}, origin=PLANNER)
@@ -566,6 +597,7 @@ class DecisionStore:
         async with self._sessions() as session:
             rows = list((await session.scalars(select(DecisionRow).where(
                 DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED,
+                DecisionRow.shadow.is_(self.shadow),
                 or_(DecisionRow.approve_at.is_(None), DecisionRow.approve_at <= now)).order_by(
                 DecisionRow.approve_at, DecisionRow.id))).all())
         return [decisions.decision_of(r) for r in rows]
@@ -574,7 +606,8 @@ class DecisionStore:
         """When the earliest proposal of this cluster is due for validation (None: there is none)."""
         async with self._sessions() as session:
             rows = (await session.execute(select(DecisionRow.approve_at).where(
-                DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED).order_by(
+                DecisionRow.cluster == self.cluster, DecisionRow.state == State.PROPOSED,
+                DecisionRow.shadow.is_(self.shadow)).order_by(
                 DecisionRow.approve_at).limit(1))).all()
         if not rows:
             return None
@@ -643,7 +676,7 @@ class DecisionStore:
             if why is not None:
                 await self._reject(session, decision_id, why, now)
                 return Approval(False, why, rejected=True)
-            for node, pool in sorted(node_pools.items()):
+            for node, pool in sorted(node_pools.items()) if not self.shadow else ():
                 session.add(BudgetLedgerEntry(cluster=self.cluster, nodepool=pool, node=node, decision_id=decision_id,
                                               reason=reason, acquired_at=now,
                                               expires_at=now + timedelta(seconds=self.ledger_ttl)))
@@ -657,7 +690,7 @@ class DecisionStore:
     async def _refusal(self, session: AsyncSession, decision_id: str, *, node_pools: Mapping[str, str], reason: str,
                        allowed: Mapping[str, int], counted: set[str], now: datetime) -> str | None:
         pools = sorted(set(node_pools.values()))
-        live = await decisions.live_nodes(session, self.cluster, exclude=decision_id)
+        live = await decisions.live_nodes(session, self.cluster, exclude=decision_id, shadow=self.shadow)
         for node in sorted(node_pools):
             if node in live:
                 return f"node {node} already has a live decision {live[node]}"
@@ -715,7 +748,7 @@ class DecisionStore:
                     session.add(mark)
                     return Interrupted("duplicate")
                 rejected: list[tuple[str, tuple[str, ...]]] = []
-                holder = (await decisions.live_nodes(session, self.cluster)).get(node)
+                holder = (await decisions.live_nodes(session, self.cluster, shadow=self.shadow)).get(node)
                 if holder is not None:
                     held = await session.scalar(select(DecisionRow).where(
                         DecisionRow.cluster == self.cluster, DecisionRow.id == holder).with_for_update())
@@ -727,7 +760,8 @@ class DecisionStore:
                         await self._reject(session, holder, f"node {node} is being interrupted: "
                                            f"{explanation.get('text', '')}"[:1000], now)
                         rejected.append((holder, names))
-                _, approved = decisions.create(session, self.cluster, decision, State.APPROVED, now)
+                _, approved = decisions.create(session, self.cluster, decision, State.APPROVED, now,
+                                               shadow=self.shadow)
                 await session.flush()
                 text_ = str(explanation.get("text", ""))
                 self._step(session, decision_id, (node,), "Proposed", now, message=text_ or "proposed",
@@ -740,6 +774,47 @@ class DecisionStore:
         except IntegrityError:  # another replica applied the same message meanwhile
             return Interrupted("duplicate")
         return Interrupted("created", rejected=tuple(rejected), decision=approved)
+
+    # -- shadow mode -----------------------------------------------------------------------------------------
+
+    async def record_removal(self, removal: ShadowRemoval) -> bool:
+        """Keep a removal a planner in shadow mode saw, once: False when a removal of the same node within
+        ``SAME_REMOVAL`` of it is kept already (each replica sees the removal at its own moment, and a new leader
+        tells again what the last one wrote; a node's name is not reused that soon)."""
+        removal.cluster = self.cluster
+        at = removal.removed_at
+        try:
+            async with self._sessions() as session, session.begin():
+                if (await session.scalar(select(ShadowRemoval.node).where(
+                        ShadowRemoval.cluster == self.cluster, ShadowRemoval.node == removal.node,
+                        ShadowRemoval.removed_at >= at - SAME_REMOVAL,
+                        ShadowRemoval.removed_at <= at + SAME_REMOVAL).limit(1))) is not None:
+                    return False
+                session.add(removal)
+        except IntegrityError:  # another replica kept it meanwhile
+            return False
+        return True
+
+    async def shadow_facts(self, since: datetime, until: datetime) -> tuple[list[lifecycle.Decision],
+                                                                           list[ShadowRemoval]]:
+        """What the shadow report compares (``ebb.core.shadow``): the shadow decisions created from ``since`` to
+        ``until``, and the removals kept in that time, oldest first."""
+        async with self._sessions() as session:
+            rows = list((await session.scalars(select(DecisionRow).where(
+                DecisionRow.cluster == self.cluster, DecisionRow.shadow.is_(True), DecisionRow.created_at >= since,
+                DecisionRow.created_at <= until).order_by(DecisionRow.created_at, DecisionRow.id))).all())
+            removals = list((await session.scalars(select(ShadowRemoval).where(
+                ShadowRemoval.cluster == self.cluster, ShadowRemoval.removed_at >= since,
+                ShadowRemoval.removed_at <= until).order_by(ShadowRemoval.removed_at, ShadowRemoval.node))).all())
+        for removal in removals:
+            removal.removed_at = utc(removal.removed_at) or removal.removed_at
+            removal.verdict_at = utc(removal.verdict_at)
+        return [decisions.decision_of(r) for r in rows], removals
+
+    async def shadow_report(self, since: datetime, until: datetime) -> ShadowReport:
+        """The shadow report of the period (``ebb.core.shadow.compare`` over `shadow_facts`)."""
+        decided, removals = await self.shadow_facts(since, until)
+        return compare(decided, [removal_of(r) for r in removals], since=since, until=until)
 
     # -- the executor's writes -----------------------------------------------------------------------------
 
@@ -866,6 +941,14 @@ def _outbox_row(cluster: str, topic: str, message: Message, origin: str, now: da
     return {"cluster": cluster, "origin": origin, "topic": topic, "message_id": str(message.id),
             "decision_id": getattr(message, "decision_id", None), "payload": message.model_dump(mode="json"),
             "created_at": now}
+
+
+def removal_of(row: ShadowRemoval) -> Removal:
+    """The core's `Removal` of a ``shadow_removals`` row."""
+    return Removal(node=row.node, at=utc(row.removed_at) or row.removed_at, by=row.removed_by, reason=row.reason,
+                   detail=row.detail, nodepool=row.nodepool, instance_type=row.instance_type, verdict=row.verdict,
+                   verdict_inner=row.verdict_inner, verdict_text=row.verdict_text, verdict_at=utc(row.verdict_at),
+                   price=None if row.price is None else float(row.price))
 
 
 def command_id(decision_id: str) -> uuid.UUID:

@@ -80,9 +80,9 @@ def decision_of(row: DecisionRow) -> Decision:
     )
 
 
-def row_of(decision: Decision, cluster: str) -> DecisionRow:
-    """A new row for ``decision`` in ``cluster``."""
-    row = DecisionRow(id=decision.id, cluster=cluster)
+def row_of(decision: Decision, cluster: str, *, shadow: bool = False) -> DecisionRow:
+    """A new row for ``decision`` in ``cluster`` (``shadow``: a shadow decision, docs/shadow.md)."""
+    row = DecisionRow(id=decision.id, cluster=cluster, shadow=shadow)
     row.method = decision.method
     row.reason = decision.reason
     row.action = decision.action
@@ -96,12 +96,13 @@ def row_of(decision: Decision, cluster: str) -> DecisionRow:
 
 
 def create(session: AsyncSession, cluster: str, proposal: Decision, to: State = State.PROPOSED,
-           at: datetime | None = None, *, approved_at: datetime | None = None) -> tuple[DecisionRow, Decision]:
+           at: datetime | None = None, *, approved_at: datetime | None = None,
+           shadow: bool = False) -> tuple[DecisionRow, Decision]:
     """Add the row of ``proposal`` (a proposed decision) to ``session``, moved through the lifecycle to ``to`` at
     ``at`` (default: when it was created; ``approved_at`` when it was approved before ``at``): the one place a
-    decision row is made."""
+    decision row is made (``shadow``: marked a shadow decision)."""
     decision = arrive(proposal, to, at or proposal.created_at, approved_at=approved_at)
-    row = row_of(decision, cluster)
+    row = row_of(decision, cluster, shadow=shadow)
     session.add(row)
     return row, decision
 
@@ -129,11 +130,13 @@ def state_of(row: DecisionRow) -> State:
 
 
 async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None = None,
-                     states: Iterable[State] = LIVE) -> dict[str, str]:
+                     states: Iterable[State] = LIVE, shadow: bool = False) -> dict[str, str]:
     """node -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones) holding it;
-    the newest decision wins when two hold one node."""
+    the newest decision wins when two hold one node. Shadow decisions and real ones never hold each other's nodes:
+    ``shadow`` says which are read."""
     query = select(DecisionRow.id, DecisionRow.nodes).where(
-        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states])
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states]),
+        DecisionRow.shadow.is_(shadow)
     ).order_by(DecisionRow.created_at, DecisionRow.id)
     held: dict[str, str] = {}
     for decision_id, nodes in await session.execute(query):
@@ -145,12 +148,13 @@ async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None
 
 
 async def live_replacements(session: AsyncSession, cluster: str, *, exclude: str | None = None,
-                            states: Iterable[State] = LIVE) -> dict[str, str]:
+                            states: Iterable[State] = LIVE, shadow: bool = False) -> dict[str, str]:
     """replacement name -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones)
     that launches it: ``replacement_name`` of each of its replacements, the executor's name of the Node (or,
     next to Karpenter, the NodeClaim) it launches."""
     query = select(DecisionRow.id, DecisionRow.replacements).where(
-        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states])
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states]),
+        DecisionRow.shadow.is_(shadow)
     ).order_by(DecisionRow.created_at, DecisionRow.id)
     launched: dict[str, str] = {}
     for decision_id, replacements in await session.execute(query):

@@ -13,6 +13,7 @@ from typing import Any, Final
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Numeric,
     String,
     Text,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -92,6 +94,9 @@ class Decision(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
     #: a proposal: when it is due to be validated (whichever planner leads then approves or rejects it)
     approve_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: a decision of a planner in shadow mode (docs/shadow.md): what ebb would have done; it sends no message, takes
+    #: no budget in the ledger and is never executed
+    shadow: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class DecisionEvent(Base):
@@ -207,6 +212,35 @@ class OutboxMessage(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     #: null until the relay published it
     sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class ShadowRemoval(Base):
+    """A node removal a planner in shadow mode saw another disrupter make (Karpenter, a person, the cloud), with ebb's
+    own verdict on the node at its last pass before the removal began (docs/shadow.md): what the shadow report
+    sets beside ebb's shadow decisions."""
+
+    __tablename__ = "shadow_removals"
+    __table_args__ = (Index(None, "cluster", "removed_at"),)
+
+    cluster: Mapped[str] = mapped_column(String(253), primary_key=True)
+    node: Mapped[str] = mapped_column(String(253), primary_key=True)
+    removed_at: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
+    nodepool: Mapped[str] = mapped_column(String(253), default="")
+    instance_type: Mapped[str] = mapped_column(String(253), default="")
+    #: who removed it (``ebb.core.recording``): karpenter, ebb, unknown
+    removed_by: Mapped[str] = mapped_column(String(32))
+    #: why (Underutilized, Empty, Drifted, Expired, Interrupted, ..., deleted)
+    reason: Mapped[str] = mapped_column(String(64), default="")
+    detail: Mapped[str] = mapped_column(Text, default="")
+    #: ebb's verdict on the node at its last pass before the removal: ``disrupt`` (a command of the pass) or the
+    #: kind of the cause that left it alone (``ebb.core.causes.Cause``), with the cause it qualifies; empty when no
+    #: pass saw the node
+    verdict: Mapped[str] = mapped_column(String(64), default="")
+    verdict_inner: Mapped[str] = mapped_column(String(64), default="")
+    verdict_text: Mapped[str] = mapped_column(Text, default="")
+    verdict_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    #: the node's price per hour at that pass (what ebb would have saved by removing it without a replacement)
+    price: Mapped[Decimal | None] = mapped_column(Numeric(14, 6))
 
 
 metadata = Base.metadata

@@ -4,8 +4,9 @@ Karpenter cluster (tests/integration/conftest.py), once for the module: the guid
 this test cannot drift apart. Where the local cluster differs from the reader's, the command is changed in plain
 sight (``SUBSTITUTIONS`` and the per-step ``swap`` calls): the NodePool ``general`` is this module's, the example
 node and NodeClaim names are real ones, a two-hour recording lasts a minute, ``consolidateAfter: 5m`` is 0s so the
-test does not wait five minutes, and the two ``kubectl scale`` commands of ebb's planner Deployment start and stop
-the planner's process (``PLANNER_SCALED``), as there is no Deployment here.
+test does not wait five minutes, and the guide's ``helm upgrade`` to enforce mode and ``kubectl scale`` of the
+planner's Deployment to zero start and stop the planner's process (``PLANNER_SCALED``), as there is no Deployment
+here.
 
 Who runs what: ``kubectl`` runs as the cluster's admin; ``ebb`` runs as the person step 1 gives read access to,
 a ServiceAccount's token whose user name is ``$ME``, bound only by the guide's own ``kubectl create
@@ -29,8 +30,8 @@ catalog the guide asks for on a cloud other than AWS; the CRDs stand for step 3'
 - Step 4, for the one NodePool: the two NodePool settings patched, the DisruptionPolicy applied; the conflict
   check (``ebb plan`` in enforce mode) then names only ``NodeClaimExpiry``, the NodeClaims launched with 720h; each
   replaced with ``kubectl delete nodeclaim`` as the guide says, one at a time; the check is clean; the planner is
-  scaled up (the cluster-watcher and the termination-executor, in karpenter mode, run from the start of the step,
-  as step 3 leaves them); ``web`` loses a replica, and ebb deletes the emptied node: an ``emptiness`` decision
+  started in enforce mode (the cluster-watcher and the termination-executor, in karpenter mode, run from the start
+  of the step); ``web`` loses a replica, and ebb deletes the emptied node: an ``emptiness`` decision
   that succeeds, the NodeClaim deleted by ebb's executor and the Node by Karpenter, the policy's ``ConflictFree``
   condition True, Karpenter's own voluntary disruption decisions unchanged.
 - Going back: the planner stopped, nothing left approved or executing (what the two ``curl`` lines ask the
@@ -86,9 +87,10 @@ DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 INSTANCE_TYPE, POD_CPU = "c-2x-amd64-linux", "1200m"
 #: how long the recording lasts instead of the guide's two hours
 RECORD_FOR = "60s"
-#: the guide's ``kubectl scale`` of the planner's Deployment: this module starts or stops the planner's process
+#: the guide's switch of the planner to enforce mode and its scale to zero: this module starts or stops the planner's
+#: process
 PLANNER_SCALED = {
-    "kubectl -n ebb-system scale deployment ebb-consolidation-planner --replicas 2": "start",
+    "helm upgrade ebb charts/ebb -n ebb-system --reuse-values --set mode=enforce": "start",
     "kubectl -n ebb-system scale deployment ebb-consolidation-planner --replicas 0": "stop",
 }
 FINISHED = ("succeeded", "failed", "rolled_back")

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -17,13 +17,18 @@ from ebb_decisions_api.schemas import DateTime
 
 router = APIRouter(prefix=V1, tags=["shadow"])
 
+#: what ``parse_period`` takes, as the schema says it: a positive number (a leading digit other than 0), and a unit
+PERIOD = r"^0*[1-9][0-9]*(\.[0-9]+)?[smhdwSMHDW]?$"
+
+
 
 @router.get("/shadow/report", summary="Shadow mode's report: ebb's decisions beside Karpenter's removals",
             responses={422: {"description": "not a period"}})
 async def shadow_report(
     ctx: Context,
-    since: Annotated[str, Query(max_length=32, description="the period before the end: 7d, 12h, 90m, 30s, 1w "
-                                                           "(a bare number: seconds)")] = "7d",
+    since: Annotated[str, Query(max_length=32, pattern=PERIOD,
+                                description="the period before the end: 7d, 12h, 90m, 30s, 1w, 1.5h "
+                                            "(a bare number: seconds)")] = "7d",
     until: Annotated[DateTime | None, Query(description="the end of the period (RFC 3339; default: now)")] = None,
 ) -> Any:
     try:
@@ -31,5 +36,9 @@ async def shadow_report(
     except ValueError as exc:
         return unprocessable(("query", "since"), str(exc), "value_error")
     end = ctx.moment(until)
-    report = await ctx.store.shadow_report(end - timedelta(seconds=seconds), end)
+    try:
+        start = end - timedelta(seconds=seconds)
+    except OverflowError:  # a period longer than the calendar before ``end``: all of it
+        start = datetime.min.replace(tzinfo=UTC)
+    report = await ctx.store.shadow_report(start, end)
     return JSONResponse(as_json(report))

@@ -4,11 +4,12 @@ state is synced, whether it leads and how many nodes its pass saw."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.migrate import upgrade_async
@@ -138,3 +139,31 @@ def test_a_pod_that_ends_or_goes_before_it_is_ready_is_no_startup() -> None:
     metrics.pod_changed("ns", "q", None)
     metrics.pod_changed("ns", "q", _pod("Running", ready_at="2026-03-01T10:01:15Z"))
     assert metrics.registry.get_sample_value("ebb_pods_startup_duration_seconds_count") is None
+
+
+class LoopBoundLeader:
+    """A leadership that reads its event loop's clock, as the Lease's does (``LeaseElector.is_leader``): asked from
+    another thread, it raises."""
+
+    fixed = False
+
+    @property
+    def is_leader(self) -> bool:
+        asyncio.get_running_loop()
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+
+
+async def test_a_scrape_from_another_thread_reads_the_leadership_the_loop_saw(db: str) -> None:
+    # /metrics is served by a thread of its own; the Lease's clock needs the event loop (a scrape that asked the
+    # Lease failed whole, and every counter of the planner with it)
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, leader=LoopBoundLeader()) as svc:
+        registry = svc.metrics.registry
+        await eventually("a pass", lambda: registry.get_sample_value("ebb_cluster_state_node_count") == 2)
+        scraped = (await asyncio.to_thread(generate_latest, registry)).decode()
+        assert "ebb_planner_leader 1.0" in scraped
+        assert "ebb_cluster_state_synced 1.0" in scraped

@@ -130,7 +130,6 @@ async def run(
                 policy_status = KubePolicyStatus(api)
             if live_pods is None:
                 live_pods = _live_pods(KubeNodeApi(api))
-        metrics.leading(lambda: leader.is_leader)
         register_consumer_lag(metrics.registry, bus)
         interruptions = f"{settings.group}-interruptions"
         options = engine_options(settings)

@@ -57,7 +57,7 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -336,10 +336,6 @@ class Metrics:
                 self.pod_startup.observe({}, (became - created).total_seconds())
         elif phase in ("Succeeded", "Failed"):
             self._pending_pods.discard(key)
-
-    def leading(self, is_leader: Callable[[], bool]) -> None:
-        """Read ``ebb_planner_leader`` from ``is_leader`` at each scrape."""
-        self.leader.set_function(lambda: 1.0 if is_leader() else 0.0)
 
     def observed(self, snapshot: Snapshot, nodes: int) -> None:
         """A computed pass's snapshot: the cluster-state gauges are built from it when scraped."""

@@ -313,7 +313,10 @@ class Planner:
             await self.clock.wait(self.changed, stop, within=self._next_look(tick, last))
             if stop.is_set():
                 break
-            if not self.leader.is_leader:
+            is_leader = self.leader.is_leader
+            # set here, on the event loop: a scrape (another thread) must not read the Lease's clock itself
+            self.metrics.leader.set(1.0 if is_leader else 0.0)
+            if not is_leader:
                 if leading:
                     log.info("not the leader any more: planning stopped")
                 leading = False

@@ -169,7 +169,13 @@ def draw(results: list[dict[str, Any]], path: Path) -> bool:
     nodes = [r["nodes"] for r in results]
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
     axes.plot(nodes, [r["changed_seconds"] for r in results], "o-", label="after a change (one pod left)")
-    axes.plot(nodes, [r["settled_seconds"] for r in results], "s-", label="settled (nothing changed: reused)")
+    reused = [(r["nodes"], r["settled_seconds"]) for r in results if r.get("settled_reused")]
+    computed = [(r["nodes"], r["settled_seconds"]) for r in results if not r.get("settled_reused")]
+    if reused:
+        axes.plot([n for n, _ in reused], [t for _, t in reused], "s-", label="settled (nothing changed: reused)")
+    if computed:  # the planner's passes were still proposing when the settled pass was asked: it computed
+        axes.plot([n for n, _ in computed], [t for _, t in computed], "s", fillstyle="none",
+                  label="settled, but its last pass still proposed: computed")
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("nodes in the cluster (ten pods a node), log scale")

@@ -272,3 +272,28 @@ def not_applied(errors: list[str]) -> str:
     """The trace's events the cluster could not apply, in a line: how many, the first `SKIPPED_SHOWN` named."""
     more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
     return f"{len(errors)} trace event(s) not applied: {'; '.join(errors[:SKIPPED_SHOWN])}{more}"
+
+
+def get_api_json(url: str, token: str, *, timeout: float, what: str = "") -> dict[str, Any]:
+    """GET ``url`` of the decisions-api with the bearer ``token``: its JSON answer. Exit 2 when the API refuses the
+    request (401, 403, 404, 422), 1 when it cannot answer; the message on stderr, after ``what`` (e.g. ``--api: ``),
+    names the URL and the API's ``detail``."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail", exc.reason)
+        except ValueError:
+            detail = exc.reason
+        typer.echo(f"error: {what}{url} answered {exc.code}: {detail}", err=True)
+        raise typer.Exit(2 if exc.code in {401, 403, 404, 422} else 1) from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        typer.echo(f"error: {what}cannot ask {url}: {getattr(exc, 'reason', exc)}", err=True)
+        raise typer.Exit(1) from exc

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption
+from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption, get_api_json
 from ebb_cli.planning import PlanOutput, PlanRequest, Provider
 
 
@@ -80,28 +80,11 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
 def _ask_api(api: str, token: str, name: str, now: str | None) -> dict[str, Any]:
     """The decisions-api's explanation of ``name``; exit 2 when it does not know the node or refuses the token, 1
     when it cannot answer (the message on stderr says which)."""
-    import json
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
     query = f"?{urllib.parse.urlencode({'now': now})}" if now else ""
     url = f"{api.rstrip('/')}/v1/nodes/{urllib.parse.quote(name, safe='')}/explain{query}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = json.loads(exc.read()).get("detail", exc.reason)
-        except ValueError:
-            detail = exc.reason
-        typer.echo(f"error: --api: {url} answered {exc.code}: {detail}", err=True)
-        raise typer.Exit(2 if exc.code in {401, 403, 404, 422} else 1) from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        typer.echo(f"error: --api: cannot ask {url}: {getattr(exc, 'reason', exc)}", err=True)
-        raise typer.Exit(1) from exc
+    return get_api_json(url, token, timeout=30, what="--api: ")
 
 
 def _render_api_answer(answer: dict[str, Any], console: Any) -> None:

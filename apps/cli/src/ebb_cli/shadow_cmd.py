@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ebb_cli.common import FlagCommand, FlagGroup, Output, load_trace, require_extra
+from ebb_cli.common import FlagCommand, FlagGroup, Output, get_api_json, load_trace, require_extra
 
 shadow_app = typer.Typer(help="Shadow mode: what ebb would have done beside the Karpenter that disrupts.",
                          no_args_is_help=True, cls=FlagGroup)
@@ -121,27 +121,9 @@ def _figures(run: dict[str, Any]) -> dict[str, Any]:
 
 def _get(api: str, token: str, path: str, query: dict[str, str]) -> dict[str, Any]:
     """The API's JSON answer; exit 2 when it refuses the request (token, period), 1 when it cannot answer."""
-    import json
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
-    url = f"{api.rstrip('/')}{path}?{urllib.parse.urlencode(query)}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = json.loads(exc.read()).get("detail", exc.reason)
-        except ValueError:
-            detail = exc.reason
-        typer.echo(f"error: {url} answered {exc.code}: {detail}", err=True)
-        raise typer.Exit(2 if exc.code in {401, 403, 404, 422} else 1) from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        typer.echo(f"error: cannot ask {url}: {getattr(exc, 'reason', exc)}", err=True)
-        raise typer.Exit(1) from exc
+    return get_api_json(f"{api.rstrip('/')}{path}?{urllib.parse.urlencode(query)}", token, timeout=60)
 
 
 def _when(value: Any) -> str:

@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from tests.kit.helm import CHART, helm, of_kind, render, values_file
+from tests.kit.kube_raw import call
 from tests.kit.servers import KubernetesCluster
 from tests.kit.waiting import eventually
 
@@ -61,20 +62,6 @@ def name(part: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the API, raw
-
-
-async def call(api: Any, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
-               content_type: str = "application/json") -> tuple[int, Any]:
-    """One request: (status, decoded body); never raises on an HTTP status."""
-    response = await api.call_api(
-        path, method, query_params=query or [], header_params={"Accept": "application/json",
-                                                              "Content-Type": content_type},
-        body=body, auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
-    try:
-        raw = await response.read()
-    finally:
-        response.release()
-    return int(response.status), json.loads(raw) if raw else None
 
 
 async def ok(api: Any, method: str, path: str, **kwargs: Any) -> Any:

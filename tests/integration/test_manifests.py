@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import yaml
 
 from ebb.core.model import DisruptionPolicy
 from ebb.core.snapshot import parse_object
+from tests.kit.kube_raw import call
 
 pytestmark = pytest.mark.integration
 
@@ -64,23 +64,6 @@ def manifest_documents() -> list[tuple[str, dict[str, Any]]]:
 def ref(doc: dict[str, Any]) -> str:
     meta = doc.get("metadata") or {}
     return f"{doc['kind']} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
-
-
-async def call(api: Any, method: str, path: str, *, body: Any = None, query: list[tuple[str, str]] | None = None,
-               content_type: str = "application/json") -> tuple[int, Any]:
-    """One raw request: (status, decoded JSON body); never raises on an HTTP status."""
-    response = await api.call_api(
-        path, method, query_params=query or [], header_params={"Accept": "application/json",
-                                                              "Content-Type": content_type},
-        body=body, auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
-    try:
-        raw = await response.read()
-    finally:
-        response.release()
-    try:
-        return int(response.status), json.loads(raw) if raw else None
-    except ValueError:
-        return int(response.status), raw.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

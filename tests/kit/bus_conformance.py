@@ -61,10 +61,11 @@ class Consumer:
     """A consume loop running as a task; ``close()`` sets its stop event and waits for it."""
 
     def __init__(self, bus: Bus, topics: Sequence[str], group: str, handler: Callable[[Delivery], Awaitable[None]],
-                 *, start_at: Mapping[str, Offsets] | None = None, grace: float = 10) -> None:
+                 *, start_at: Mapping[str, Offsets] | None = None, grace: float = 10, concurrency: int = 1) -> None:
         self.stop = asyncio.Event()
         self.grace = grace
-        self.task = asyncio.create_task(bus.consume(topics, group, handler, stop=self.stop, start_at=start_at))
+        self.task = asyncio.create_task(bus.consume(topics, group, handler, stop=self.stop, start_at=start_at,
+                                                    concurrency=concurrency))
 
     async def close(self) -> None:
         self.stop.set()
@@ -111,8 +112,8 @@ class BusConformance:
         return sum((await self.committed(bus, group, topic)).values())
 
     def consumer(self, bus: Bus, topics: Sequence[str], group: str, handler: Callable[[Delivery], Awaitable[None]],
-                 *, start_at: Mapping[str, Offsets] | None = None) -> Consumer:
-        return Consumer(bus, topics, group, handler, start_at=start_at, grace=self.patience)
+                 *, start_at: Mapping[str, Offsets] | None = None, concurrency: int = 1) -> Consumer:
+        return Consumer(bus, topics, group, handler, start_at=start_at, grace=self.patience, concurrency=concurrency)
 
     async def dead_letters(self, bus: Bus, topic: str, count: int) -> list[DeadLetter]:
         """The first ``count`` letters of ``topic``'s DLQ, read with a consumer like any other topic."""
@@ -305,6 +306,74 @@ class BusConformance:
             await consumer.close()
             assert [d.message for d in rest] == messages[3:]
             assert await self.committed(bus, "batch", EVENTS) == {0: 5}
+
+    async def test_concurrent_handlers_start_in_order_and_commit_up_to_the_first_not_handled(self) -> None:
+        """``concurrency``: at most that many records of a partition in flight, started in the partition's order;
+        one that takes long holds the commit, not the records after it."""
+        async with self.open_bus(partitions=1) as bus:
+            messages = [event("node-c", minute) for minute in range(6)]  # one key: one partition
+            for message in messages:
+                await bus.publish(EVENTS, message)
+            started: list[int] = []
+            done: list[int] = []
+            running = most = 0
+            release = asyncio.Event()
+
+            async def handler(delivery: Delivery) -> None:
+                nonlocal running, most
+                started.append(delivery.offset)
+                running += 1
+                most = max(most, running)
+                if delivery.offset == 0:
+                    await release.wait()
+                else:
+                    await asyncio.sleep(0.01)
+                running -= 1
+                done.append(delivery.offset)
+
+            consumer = self.consumer(bus, [EVENTS], "executor", handler, concurrency=3)
+            await self.until("all but the first handled", lambda: sorted(done) == [1, 2, 3, 4, 5])
+            assert started == [0, 1, 2, 3, 4, 5] and most == 3
+            assert await self.committed_total(bus, "executor", EVENTS) == 0  # the first is not handled yet
+            release.set()
+            await self.until("the first handled", lambda: 0 in done)
+            await consumer.close()
+            assert await self.committed(bus, "executor", EVENTS) == {0: 6}
+
+    async def test_a_concurrent_consumer_that_dies_gets_every_record_in_flight_again(self) -> None:
+        async with self.open_bus(partitions=1) as bus:
+            messages = [event("node-c", minute) for minute in range(4)]
+            for message in messages:
+                await bus.publish(EVENTS, message)
+            handled: list[int] = []
+            stuck = asyncio.Event()
+
+            async def handler(delivery: Delivery) -> None:
+                if delivery.offset == 1:
+                    stuck.set()
+                    await asyncio.Event().wait()  # never finishes: the consumer dies here
+                handled.append(delivery.offset)
+
+            consumer = self.consumer(bus, [EVENTS], "executor", handler, concurrency=2)
+            await asyncio.wait_for(stuck.wait(), self.patience)
+            await self.until("the others handled", lambda: sorted(handled) == [0, 2, 3])
+            for _ in range(int(self.patience / 0.05)):  # the first is committed, and nothing past the one in flight
+                if await self.committed(bus, "executor", EVENTS) == {0: 1}:
+                    break
+                await asyncio.sleep(0.05)
+            await consumer.kill()
+            assert await self.committed(bus, "executor", EVENTS) == {0: 1}
+
+            again: list[int] = []
+
+            async def fixed(delivery: Delivery) -> None:
+                again.append(delivery.offset)
+
+            consumer = self.consumer(bus, [EVENTS], "executor", fixed, concurrency=2)
+            await self.until("delivered again from the one in flight", lambda: len(again) == 3)
+            await consumer.close()
+            assert sorted(again) == [1, 2, 3]
+            assert await self.committed(bus, "executor", EVENTS) == {0: 4}
 
     async def test_stop_lets_the_running_handler_finish_and_commit(self) -> None:
         async with self.open_bus(partitions=1) as bus:

@@ -57,7 +57,9 @@ def pod(
 
 class FakeApi:
     """Nodes and pods in memory. ``refusals[pod]`` answers that many 429s before the eviction is
-    accepted (-1: always); ``linger[pod]`` keeps an evicted pod that many reads before it goes. An evicted or
+    accepted (-1: always), as a PDB does once the drain's first evictions used its allowance; a dry-run Eviction
+    (the executor's check before it taints) is refused for the pods in ``blocked_now``; ``linger[pod]`` keeps an
+    evicted pod that many reads before it goes. An evicted or
     deleted pod's ``deletionTimestamp`` is ``clock``'s now plus its grace, as the apiserver sets it."""
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -65,6 +67,8 @@ class FakeApi:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.refusals: dict[str, int] = {}
+        #: pods whose PodDisruptionBudget allows no eviction before the drain starts (a dry-run Eviction's answer)
+        self.blocked_now: set[str] = set()
         self.linger: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
         #: pods deleted (not evicted) and the grace they were given
@@ -138,11 +142,14 @@ class FakeApi:
             self.linger[ref] = left - 1
         return copy.deepcopy(p)
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
         ref = f"{namespace}/{name}"
-        self.calls.append(("evict", ref))
+        self.calls.append(("dry-run" if dry_run else "evict", ref))
         if ref not in self.pods:
             return "gone", "not found"
+        if dry_run:  # the answer of now, before the drain: ``blocked_now``; ``refusals`` come while it evicts
+            return ("blocked", "Cannot evict pod as it would violate the pod's disruption budget.") \
+                if ref in self.blocked_now else ("evicted", "")
         left = self.refusals.get(ref, 0)
         if left != 0:
             self.refusals[ref] = left - 1

@@ -87,8 +87,8 @@ class AuditedNodeApi:
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.inner.read_pod(namespace, name)
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
-        return await self.inner.evict(namespace, name)
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+        return await self.inner.evict(namespace, name, dry_run=dry_run)
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
         return await self.inner.delete_pod(namespace, name, grace_seconds)

@@ -73,7 +73,7 @@ async def test_a_redelivered_command_changes_nothing(store: DecisionStore) -> No
 START_CASES = [
     ("approved", (Start.EXECUTE, State.EXECUTING), State.EXECUTING),
     ("absent", (Start.EXECUTE, State.EXECUTING), State.EXECUTING),  # inserted from the command
-    ("executing", (Start.EXECUTE, State.EXECUTING), State.EXECUTING),  # resumed after a crash
+    ("executing", (Start.RESUME, State.EXECUTING), State.EXECUTING),  # resumed after a crash
     ("rejected", (Start.FINISHED, State.REJECTED), State.REJECTED),
 ]
 

@@ -382,3 +382,26 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EBB_TERMINATION_EXECUTOR_CLUSTER", "prod")
     settings = Settings()
     assert settings.eviction_deadline_seconds == 30 and settings.cluster == "prod"
+
+
+async def test_a_resumed_command_is_not_checked_again_before_its_drain(store: DecisionStore) -> None:
+    """A pod its PDB blocks now fails a new command before the taint (the dry-run Eviction is asked); the same
+    command resumed after a crash is not asked again (its own evictions may be what the PDB waits for now) and
+    drains through the refusals."""
+    clock = ManualClock()
+    api = FakeApi(clock)
+    api.add_node("n1")
+    api.add_pods(pod("a", "n1"))
+    api.blocked_now.add("default/a")
+    await store.add_decision(decision_id="d-1", method="emptiness", reason="Empty", action="delete", nodes=["n1"],
+                             replacements=[], created_at=NOW, state="approved")
+    executor = Executor(InMemoryBus(), store, drainer(api, clock), clock=lambda: NOW)
+    assert await executor.execute(command(("n1",))) == "failed"
+    assert ("dry-run", "default/a") in api.calls and api.evictions() == [] and ("patch", "n1") not in api.calls
+
+    await store.add_decision(decision_id="d-2", method="emptiness", reason="Empty", action="delete", nodes=["n1"],
+                             replacements=[], created_at=NOW, state="executing")
+    api.calls.clear()
+    api.refusals["default/a"] = 1
+    assert await executor.execute(command(("n1",), decision_id="d-2")) == "succeeded"
+    assert ("dry-run", "default/a") not in api.calls and api.evictions() == ["default/a", "default/a"]

@@ -138,21 +138,52 @@ async def test_each_evicted_pod_gets_karpenters_evicted_event(store: DecisionSto
 
 async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_command(
         store: DecisionStore) -> None:
+    """An interruption is drained whatever the PDBs allow when it starts (the instance goes anyway): the refusals
+    are counted until the eviction deadline fails it."""
     docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
             pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
-    outcome, metrics = await run(docs, store, "a")
+    outcome, metrics = await run(docs, store, "a", method="interruption", reason="Interrupted")
     assert outcome == "failed"
     r = metrics.registry
     assert sample(r, "ebb_pods_eviction_requests_total", code="429") >= 2
     assert sample(r, "ebb_pods_eviction_requests_total", code="200") == 0
     assert sample(r, "ebb_nodes_termination_duration_seconds_count", nodepool="default") == 0
-    assert sample(r, "ebb_disruption_commands_total", method="emptiness", outcome="failed") == 1
+    assert sample(r, "ebb_disruption_commands_total", method="interruption", outcome="failed") == 1
     # nothing drained, nothing removed
-    assert sample(r, "ebb_pods_drained_total", reason="Empty") == 0
+    assert sample(r, "ebb_pods_drained_total", reason="Interrupted") == 0
     assert sample(r, "ebb_nodes_drained_total", nodepool="default") == 0
     assert sample(r, "ebb_nodes_terminated_total", nodepool="default", zone="us-east-1a") == 0
-    assert sample(r, "ebb_nodeclaims_disrupted_total", reason="empty", nodepool="default",
+    assert sample(r, "ebb_nodeclaims_disrupted_total", reason="interrupted", nodepool="default",
                   capacity_type="on-demand") == 0
+
+
+@pytest.mark.parametrize(("method", "reason"), [
+    ("emptiness", "Empty"), ("single-node-consolidation", "Underutilized"), ("drift", "Drifted"),
+    ("expiration", "Expired"),
+])
+async def test_a_command_whose_drain_would_start_blocked_fails_before_anything_is_done(
+        store: DecisionStore, method: Method, reason: Reason) -> None:
+    """A PDB that allows no eviction when the command starts (the node has no terminationGracePeriod): the command
+    fails at once, asked with a dry-run Eviction, with nothing tainted, nothing evicted and no hold left."""
+    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
+    bus = InMemoryBus()
+    sim = SimulatedCluster(docs, bus, lambda: NOW)
+    metrics = Metrics()
+    settings = Settings(eviction_deadline_seconds=0.3, eviction_backoff_initial_seconds=0.01,
+                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=900)
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    assert await executor.execute(command("a", method=method, reason=reason)) == "failed"
+    r = metrics.registry
+    assert sample(r, "ebb_pods_eviction_requests_total", code="429") == 0
+    assert sample(r, "ebb_disruption_commands_total", method=method, outcome="failed") == 1
+    assert not ((await sim.read_node("a")) or {}).get("spec", {}).get("taints")
+    assert await sim.read_pod("default", "web-0") is not None
+    assert await store.list_holds(NOW) == []
+    found = await store.get_decision("d1")
+    assert found is not None
+    (failed,) = [e for e in found[1] if e.type == "Failed"]
+    assert "not started" in failed.detail["message"] and "disruption budget" in failed.detail["message"]
 
 
 async def test_the_service_serves_its_metrics(store: DecisionStore) -> None:
@@ -210,7 +241,7 @@ async def test_a_command_is_counted_as_executing_while_its_drain_runs(store: Dec
     settings = Settings(eviction_deadline_seconds=0.5, eviction_backoff_initial_seconds=0.01,
                         eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=0)
     executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
-    running = asyncio.create_task(executor.execute(command("a")))
+    running = asyncio.create_task(executor.execute(command("a", method="interruption", reason="Interrupted")))
     for _ in range(100):
         if sample(metrics.registry, "ebb_pods_eviction_requests_total", code="429"):
             break

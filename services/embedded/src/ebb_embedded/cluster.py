@@ -384,7 +384,7 @@ class SimulatedCluster:
         pod = self.objects.get(self.key_of("Pod", namespace, name))
         return _copied(pod) if pod is not None else None
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
         key = self.key_of("Pod", namespace, name)
         pod = self.objects.get(key)
         if pod is None:
@@ -392,12 +392,16 @@ class SimulatedCluster:
         parsed: Pod = self._parse_cache.parsed(key).value
         pdbs = self._pdbs_of(parsed)
         if len(pdbs) > 1:
-            self.evictions_refused += 1
+            if not dry_run:
+                self.evictions_refused += 1
             return "refused", "This pod has more than one PodDisruptionBudget, which the eviction subresource " \
                               "does not support."
         if pdbs and parsed.ready and parsed.phase == "Running" and self._disruptions_allowed(pdbs[0]) <= 0:
-            self.evictions_refused += 1
+            if not dry_run:
+                self.evictions_refused += 1
             return "blocked", "Cannot evict pod as it would violate the pod's disruption budget."
+        if dry_run:
+            return "evicted", "dry run"
         self.evictions += 1
         await self._remove(key)
         await self._recreate(pod)

@@ -166,7 +166,9 @@ class WorkloadCluster(SimulatedCluster):
         return sorted(n for n in self.launched if (node := self.objects.get(self.key_of("Node", "", n)))
                       is not None and not is_ready(node))
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+        if dry_run:
+            return await super().evict(namespace, name, dry_run=True)
         key = self.key_of("Pod", namespace, name)
         self._last_pod = None
         result = await super().evict(namespace, name)

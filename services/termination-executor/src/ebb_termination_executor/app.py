@@ -186,7 +186,8 @@ async def run(
                                   interval=settings.finalizer_interval_seconds, metrics=metrics, recorder=recorder)
             finalizing = asyncio.create_task(finalizer.run())
         try:
-            await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop)
+            await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop,
+                              concurrency=settings.concurrency)
         finally:
             # the consumer ended: stopping, or its handler failed (HandlerFailed) and the process must exit to be
             # restarted with the command redelivered; the finalizer and the event writer end with it (before, they

@@ -5,7 +5,12 @@ removed.
 
 Before anything is done: a command with replacements fails at once (``Failed``, decision ``failed``) when the
 provider launches none, and so does a command with a node the provider cannot retire (``karpenter``: a node
-without a NodeClaim), with nothing tainted.
+without a NodeClaim), with nothing tainted. So does a command whose drain would start blocked: a pod whose
+PodDisruptionBudget allows no eviction now, asked with dry-run Evictions (``Drainer.refusal``; emptiness,
+consolidation, and drift or expiration without a terminationGracePeriod; never an interruption, never a resumed
+command). Karpenter validates its candidates just before it acts for the same reason: a drain that starts blocked
+keeps its nodes tainted and its budget held until the eviction deadline. Such a decision leaves no hold (nothing
+was done), so the planner's next pass decides again on what it sees.
 
 For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``: a KWOK
 node, a simulated node, or a NodeClaim Karpenter launches) and waited for until ready (``WaitingReadiness``);
@@ -55,8 +60,10 @@ poll and ready timeout, the retire wait, the termination duration metric) is mea
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 
 import structlog
@@ -124,6 +131,9 @@ class Executor:
         #: "now" of the events and the decision; the drainer's clock times the waits
         self.clock = clock_of(clock)
         self.metrics.timed_by(self.clock)
+        #: node -> the lock of the command that runs on it (``execute``), and how many hold or wait for it
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, int] = {}
         self.succeeded = 0
         self.rolled_back = 0
         self.failed = 0
@@ -149,7 +159,29 @@ class Executor:
         await self.store.record_steps([self.step(command, node, phase, message, key)])
 
     async def execute(self, command: DisruptionCommand) -> str:
-        """Apply ``command``; returns the outcome: succeeded, rolled_back, failed, duplicate or finished."""
+        """Apply ``command``; returns the outcome: succeeded, rolled_back, failed, duplicate or finished. Commands run
+        at once (the bus's ``concurrency``) keep apart on their nodes: one waits for the commands before it that
+        share a node (a node's locks taken in name order, each lock first come first served)."""
+        async with contextlib.AsyncExitStack() as held:
+            for node in sorted(set(command.nodes)):
+                await held.enter_async_context(self._node_lock(node))
+            return await self._execute_alone(command)
+
+    @contextlib.asynccontextmanager
+    async def _node_lock(self, node: str) -> AsyncIterator[None]:
+        """The node's lock, dropped when no command holds or waits for it."""
+        lock = self._locks.setdefault(node, asyncio.Lock())
+        self._waiting[node] = self._waiting.get(node, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._waiting[node] -= 1
+            if not self._waiting[node]:
+                del self._waiting[node], self._locks[node]
+
+    async def _execute_alone(self, command: DisruptionCommand) -> str:
+        """``execute`` with the command's nodes locked."""
         bound = log.bind(command=str(command.id), decision_id=command.decision_id, nodes=list(command.nodes))
         try:
             start, state = await self.store.start(command, self.clock())
@@ -168,12 +200,13 @@ class Executor:
         bound.info("executing", method=command.method, reason=command.reason, action=command.action)
         self.metrics.started(command.decision_id, self.clock())
         try:
-            return await self._execute(command)
+            return await self._execute(command, resumed=start is Start.RESUME)
         finally:
             self.metrics.ended(command.decision_id)
 
-    async def _execute(self, command: DisruptionCommand) -> str:
-        """Carry out a started command: check, taint, pre-spin, drain, retire."""
+    async def _execute(self, command: DisruptionCommand, *, resumed: bool = False) -> str:
+        """Carry out a started command (``resumed``: one that was executing already): check, taint, pre-spin, drain,
+        retire."""
         if command.replacements and not self.provider.launches:
             return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED, [
                 self.step(command, node, "Failed", REPLACEMENTS_UNSUPPORTED) for node in command.nodes])
@@ -181,6 +214,13 @@ class Executor:
             why_not = await self.provider.cannot_retire(node)
             if why_not is not None:  # nothing done yet: the decision could not be run
                 return await self._finish(command, State.FAILED, why_not, [self.step(command, node, "Failed", why_not)])
+        if not resumed:  # (a resumed command's own evictions may be what its PDBs wait for now)
+            for node in command.nodes:
+                refused = await self._refusal(command, node)
+                if refused is not None:  # nothing done: not held, the planner's next pass decides on what it sees
+                    why = f"not started: {refused}"
+                    return await self._finish(command, State.FAILED, why, [self.step(command, node, "Failed", why)],
+                                              hold=False)
 
         started = self.drainer.clock.monotonic()
         tainted: list[str] = []
@@ -221,6 +261,18 @@ class Executor:
                 + (f"; left alone: {skipped}" if skipped else ""),
             )
         return await self._retire(command, started)
+
+    async def _refusal(self, command: DisruptionCommand, node: str) -> str | None:
+        """Why the drain of ``node`` would start blocked (``Drainer.refusal``: a PodDisruptionBudget allows no
+        eviction now), for the methods the planner keeps off such a node: emptiness, consolidation, and drift or
+        expiration of a node without a terminationGracePeriod (``ebb.core.cluster``'s rule, checked again
+        when the command starts, as Karpenter validates its candidates just before it acts). An interruption is
+        never held back: the instance goes whatever ebb does."""
+        if command.method == "interruption" or await self.provider.instance_gone(node):
+            return None
+        if command.method in ("drift", "expiration") and await self.provider.termination_grace_period(node) is not None:
+            return None
+        return await self.drainer.refusal(node)
 
     async def _retire(self, command: DisruptionCommand, started: float) -> str:
         """Ask the provider to remove every (drained) node, then wait until each is gone → ``Terminated``;
@@ -343,10 +395,11 @@ class Executor:
         return steps
 
     async def _finish(self, command: DisruptionCommand, state: State, why: str = "",
-                      events: list[DisruptionEvent] | None = None) -> str:
-        """End the decision with its last steps (``events``), in one transaction (``DecisionStore.finish``)."""
-        recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold, why=why,
-                                           events=events or ())
+                      events: list[DisruptionEvent] | None = None, *, hold: bool = True) -> str:
+        """End the decision with its last steps (``events``), in one transaction (``DecisionStore.finish``); a
+        failed or rolled back one holds its nodes for ``failure_hold`` unless not ``hold``."""
+        recorded = await self.store.finish(command, state, self.clock(), hold_for=self.failure_hold if hold else 0.0,
+                                           why=why, events=events or ())
         self.metrics.commands.labels(method=command.method, outcome=state.value).inc()
         if state is State.SUCCEEDED:
             self.succeeded += 1

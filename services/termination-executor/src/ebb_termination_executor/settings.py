@@ -37,6 +37,10 @@ class Settings(HealthSettings):
     eviction_backoff_max_seconds: float = Field(default=10.0, gt=0)
     #: how often an evicted pod is checked for being gone
     poll_interval_seconds: float = Field(default=0.5, gt=0)
+    #: commands executed at once (each on nodes no other running command has; 1: one after the other). Karpenter's
+    #: disruption queue runs its commands concurrently too: one waiting for a replacement to boot or for a PDB
+    #: does not hold back the others, whose nodes count against the budget until they are done
+    concurrency: int = Field(default=10, ge=1, le=100)
     #: a failed decision leaves an automatic hold on its nodes for this long, so the planner does not propose
     #: the same failing disruption at its next pass (0: no hold)
     failure_hold_seconds: float = Field(default=900.0, ge=0)

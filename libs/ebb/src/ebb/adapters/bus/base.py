@@ -98,9 +98,15 @@ class Bus(Protocol):
         *,
         stop: asyncio.Event,
         start_at: Mapping[str, Offsets] | None = None,
+        concurrency: int = 1,
     ) -> None:
         """Call ``handler`` for every record of ``topics`` not yet committed by ``group`` until ``stop``
         is set; raises HandlerFailed when a transient error outlasts the retries.
+
+        ``concurrency``: up to that many records of a partition are handled at once, each started in the
+        partition's order (1: one after the other). A partition's offset is committed up to its first record not
+        handled yet, so after a crash every record that was in flight is delivered again (handlers apply an id
+        once); a handler that must keep two records apart (the executor: two commands on one node) does it itself.
 
         A group without committed offsets starts at the beginning of each partition. ``start_at`` gives,
         per topic and partition, the first offset this consumer delivers: the records before it are not
@@ -165,6 +171,73 @@ def latest_per_key(topic: str, records: Iterable[RawRecord],
             continue
         latest[message.key()] = message
     return latest
+
+
+class InFlight:
+    """The records of one partition handled at once (``Bus.consume``'s ``concurrency``): each started in the
+    partition's order while fewer than ``limit`` run, and ``committed``, the offset to commit, is the first one not
+    handled yet, so a crash delivers again every record that was in flight (and none before)."""
+
+    def __init__(self, limit: int, committed: int) -> None:
+        if limit < 1:
+            raise ValueError(f"concurrency must be at least 1, not {limit}")
+        self.limit = limit
+        #: the first offset not handled yet (what a commit stores)
+        self.committed = committed
+        self.tasks: dict[int, asyncio.Task[Outcome]] = {}
+        self._handled: set[int] = set()
+
+    def has_room(self) -> bool:
+        return len(self.tasks) < self.limit
+
+    def start(self, offset: int, handling: Awaitable[Outcome] | None) -> None:
+        """Start handling the record at ``offset`` (None: nothing to do for it, e.g. a record before ``start_at``)."""
+        if handling is None:
+            self._handled.add(offset)
+            self._advance()
+        else:
+            self.tasks[offset] = asyncio.ensure_future(handling)
+
+    def harvest(self) -> bool:
+        """Take the finished handlers: False when one stopped (``stop`` was set: its record stays uncommitted);
+        the first handler's error (HandlerFailed) is raised."""
+        stopped = False
+        for offset, task in [(o, t) for o, t in self.tasks.items() if t.done()]:
+            del self.tasks[offset]
+            if task.result() is Outcome.STOPPED:
+                stopped = True
+            else:
+                self._handled.add(offset)
+        self._advance()
+        return not stopped
+
+    def _advance(self) -> None:
+        while self.committed in self._handled:
+            self._handled.discard(self.committed)
+            self.committed += 1
+
+    async def wait(self, *events: asyncio.Event) -> None:
+        """Until a handler finishes or one of ``events`` is set."""
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait([*self.tasks.values(), *waiters], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def settle(self) -> None:
+        """Wait for the handlers still running (at a stop they end, or stop themselves) and take them."""
+        if self.tasks:
+            await asyncio.wait(self.tasks.values())
+        self.harvest()
+
+    async def cancel(self) -> None:
+        """Cancel the handlers still running (their records stay uncommitted: delivered again)."""
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()
 
 
 async def process(

@@ -6,7 +6,8 @@ default, 16 KiB, is five or six cluster objects, so the cluster-watcher's batche
 batches; 512 KiB took it from 3,400-4,600 to 4,900-7,200 events/s into a local Kafka, docs/benchmarks.md), and no
 linger (the watcher hands a whole batch over at once). Consumer: ``enable_auto_commit=False``; offsets are
 committed only for records whose handler returned or that were dead-lettered (``ebb.adapters.bus.base``), once
-per fetched batch and at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in order.
+per fetched batch and at least every ``COMMIT_EVERY`` seconds; records of a partition are handled in order (with
+``concurrency`` above 1, started in order, up to that many at once, and committed up to the first not handled).
 Topics (each with its ``.dlq``; ``ebb.cluster.objects`` compacted) are created when missing, before the first
 publish or consume on them, and waited for until the broker's metadata has every partition of them led (a
 consumer subscribed earlier would not be assigned them for minutes).
@@ -28,7 +29,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -49,6 +51,7 @@ from tenacity import RetryCallState, retry_if_exception_type
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus.base import (
     Handler,
+    InFlight,
     Offsets,
     Outcome,
     RawRecord,
@@ -394,9 +397,12 @@ class KafkaBus:
         *,
         stop: asyncio.Event,
         start_at: Mapping[str, Offsets] | None = None,
+        concurrency: int = 1,
     ) -> None:
         if not topics:
             raise ValueError("consume needs at least one topic")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         await self.ensure_topics(topics)
         starts = {
             TopicPartition(self.physical(topic), number): offset
@@ -415,6 +421,10 @@ class KafkaBus:
             f"consumer of group {group}",
         )
         try:
+            if concurrency > 1:
+                await self._consume_concurrently(consumer, [self.physical(t) for t in topics], starts, group=group,
+                                                 handler=handler, stop=stop, limit=concurrency)
+                return
             consumer.subscribe([self.physical(t) for t in topics], listener=_SeekToStart(consumer, starts))
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=int(self.poll_timeout * 1000))
@@ -480,6 +490,73 @@ class KafkaBus:
             if done is not None:
                 await self._commit(consumer, partition, done)
 
+    async def _consume_concurrently(
+        self,
+        consumer: AIOKafkaConsumer,
+        physical: list[str],
+        starts: Mapping[TopicPartition, int],
+        *,
+        group: str,
+        handler: Handler,
+        stop: asyncio.Event,
+        limit: int,
+    ) -> None:
+        """``consume`` with up to ``limit`` records of each partition in flight (``InFlight``): fetched records wait
+        in the partition's queue (its fetching paused while they do), each partition's offset is committed up to
+        its first record not handled as handlers finish, and a partition revoked by a rebalance has its handlers
+        cancelled (their records, uncommitted, go to its new owner)."""
+        flights: dict[TopicPartition, tuple[InFlight, deque[ConsumerRecord[bytes, bytes]]]] = {}
+        sent: dict[TopicPartition, int] = {}  # the offset last committed, per partition
+
+        async def revoked(partitions: Iterable[TopicPartition]) -> None:
+            for partition in partitions:
+                sent.pop(partition, None)
+                gone = flights.pop(partition, None)
+                if gone is not None:
+                    await gone[0].cancel()
+
+        async def commit(partition: TopicPartition, flight: InFlight) -> None:
+            if flight.committed > sent.get(partition, -1):
+                if await self._commit(consumer, partition, flight.committed):
+                    sent[partition] = flight.committed
+                else:
+                    await revoked([partition])
+
+        consumer.subscribe(physical, listener=_SeekToStart(consumer, starts, on_revoked=revoked))
+        stopped = False
+        try:
+            while not stop.is_set() and not stopped:
+                batch = await consumer.getmany(timeout_ms=int(self.poll_timeout * 1000))
+                for partition, records in batch.items():
+                    if partition not in consumer.assignment():
+                        continue  # revoked meanwhile: its new owner reads them from the last commit
+                    if partition not in flights:
+                        flights[partition] = (InFlight(limit, records[0].offset), deque())
+                        sent[partition] = records[0].offset
+                    flights[partition][1].extend(records)
+                for partition, (flight, waiting) in list(flights.items()):
+                    if not flight.harvest():
+                        stopped = True  # a handler stopped: its service is stopping
+                        break
+                    start = starts.get(partition, 0)
+                    while waiting and flight.has_room():
+                        record = waiting.popleft()
+                        flight.start(record.offset, None if record.offset < start else process(
+                            self._raw(record), group=group, handler=handler, retry=self.retry, stop=stop,
+                            dead_letter=self._dead_letter, clock=self.clock or utcnow))
+                    if waiting:
+                        consumer.pause(partition)
+                    elif partition in consumer.paused():
+                        consumer.resume(partition)
+                    self._lag(group, partition, consumer.highwater(partition), flight.committed)
+                    await commit(partition, flight)
+            for partition, (flight, _) in list(flights.items()):  # a stop lets the running handlers end
+                await flight.settle()
+                await commit(partition, flight)
+        finally:
+            for flight, _ in flights.values():
+                await flight.cancel()
+
     def _lag(self, group: str, partition: TopicPartition, highwater: int | None, position: int | None) -> None:
         """Note the records of ``partition`` from ``position`` (the next to handle) to its end (``highwater``)."""
         if highwater is not None and position is not None:
@@ -517,12 +594,15 @@ class _SeekToStart(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka
     records before it are not fetched at all). A failure here is logged by aiokafka and costs only reading
     those records: the consume loop skips them anyway."""
 
-    def __init__(self, consumer: AIOKafkaConsumer, starts: Mapping[TopicPartition, int]) -> None:
+    def __init__(self, consumer: AIOKafkaConsumer, starts: Mapping[TopicPartition, int], *,
+                 on_revoked: Callable[[Iterable[TopicPartition]], Awaitable[None]] | None = None) -> None:
         self._consumer = consumer
         self._starts = starts
+        self._on_revoked = on_revoked
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        return None
+        if self._on_revoked is not None:
+            await self._on_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         for partition in assigned:

@@ -29,6 +29,7 @@ from datetime import datetime
 
 from ebb.adapters.bus.base import (
     Handler,
+    InFlight,
     Offsets,
     Outcome,
     RawRecord,
@@ -175,9 +176,12 @@ class InMemoryBus:
         *,
         stop: asyncio.Event,
         start_at: Mapping[str, Offsets] | None = None,
+        concurrency: int = 1,
     ) -> None:
         if not topics:
             raise ValueError("consume needs at least one topic")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         for topic in topics:
             topic_spec(topic)  # unknown topics fail here, not on the first record
         owned = [(group, topic, n) for topic in topics for n in range(self.partitions)]
@@ -189,7 +193,8 @@ class InMemoryBus:
             start = (start_at or {}).get(topic, {}).get(number)
             if start is not None and start > self.committed(group, topic, number):
                 self._committed[(group, topic, number)] = start
-        tasks = [asyncio.create_task(self._run(topic, n, group, handler, stop)) for _, topic, n in owned]
+        tasks = [asyncio.create_task(self._run(topic, n, group, handler, stop, concurrency=concurrency))
+                 for _, topic, n in owned]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -202,13 +207,17 @@ class InMemoryBus:
             await asyncio.gather(*tasks, return_exceptions=True)
             self._owners.difference_update(owned)
 
-    async def _run(self, topic: str, number: int, group: str, handler: Handler, stop: asyncio.Event) -> None:
+    async def _run(self, topic: str, number: int, group: str, handler: Handler, stop: asyncio.Event, *,
+                   concurrency: int) -> None:
         part = self._partitions(topic)[number]
         position = (group, topic, number)
         wake = asyncio.Event()
         part.listeners[wake] = None
         try:
-            await self._loop(part, position, wake, handler, stop)
+            if concurrency == 1:
+                await self._loop(part, position, wake, handler, stop)
+            else:
+                await self._loop_concurrently(part, position, wake, handler, stop, limit=concurrency)
         finally:
             part.listeners.pop(wake, None)
 
@@ -238,6 +247,32 @@ class InMemoryBus:
                 if outcome is Outcome.STOPPED:
                     return
             self._committed[position] = offset + 1
+
+    async def _loop_concurrently(
+        self, part: _Partition, position: tuple[str, str, int], wake: asyncio.Event, handler: Handler,
+        stop: asyncio.Event, *, limit: int,
+    ) -> None:
+        """``_loop`` with up to ``limit`` records in flight (``InFlight``), committed up to the first not handled."""
+        group = position[0]
+        flight = InFlight(limit, self._committed.get(position, 0))
+        following = flight.committed
+        try:
+            while not stop.is_set():
+                wake.clear()
+                if not flight.harvest():
+                    break
+                while flight.has_room() and following < len(part.log):
+                    record = part.log[following]
+                    flight.start(following, None if record is None else process(
+                        record, group=group, handler=handler, retry=self.retry, stop=stop,
+                        dead_letter=self._dead_letter, clock=self.clock or utcnow, decoder=self._decode))
+                    following += 1
+                self._committed[position] = flight.committed
+                await flight.wait(wake, stop)
+            await flight.settle()  # a stop lets the running handlers end, and commits what they handled
+            self._committed[position] = flight.committed
+        finally:
+            await flight.cancel()
 
     def _decode(self, record: RawRecord) -> Decoded:
         """The record decoded, once for every group that reads it while it is among the last ``DECODED_KEPT``

@@ -26,6 +26,7 @@ granted the core's ``granted_grace`` (Karpenter's ``DeleteExpiringPods``); a pod
 then instead of ``eviction_deadline``, so without a deadline a drain still fails where a PDB never allows the
 eviction, and with one the drain ends by the deadline (plus the stuck minute). A pod whose do-not-disrupt holds
 is not evicted then, only waited for until its deletion.
+``Drainer.refusal`` asks the Eviction API, with dry-run Evictions, whether it would take the pods now.
 ``Drainer.untaint`` removes the taint again (rollback). Removing the node afterwards is the provider's
 (``retire``). The drainer itself names no taint and touches no finalizer.
 """
@@ -249,6 +250,24 @@ class Drainer:
             return api_pod(raw, None if previous is None else (previous.raw, previous.pod))
         except SnapshotError as e:
             raise DrainFailed(f"a pod on node {node} cannot be read: {e}") from None
+
+    async def refusal(self, node: str) -> str | None:
+        """Why the Eviction API would refuse now a pod the drain of ``node`` evicts (a PodDisruptionBudget that
+        allows no disruption, a pod under more than one), asked with dry-run Evictions (nothing is evicted); None
+        when it would take each. The executor asks before it taints, as Karpenter validates a command's candidates
+        just before it acts (a node whose pods a PDB blocks is no candidate): a drain that starts blocked waits
+        out its whole eviction deadline with the node tainted and the budget held. DaemonSet pods, pods already
+        terminating and pods whose do-not-disrupt the drain waits out are not asked."""
+        now = self.clock.now()
+        pods = [self._parsed(node, raw) for raw in await self.api.list_pods(node)]
+        for group in eviction_groups(pods, self._taint, now):
+            for pod in group:
+                if pod.is_daemonset or pod.deleting or do_not_disrupt_active(pod, now):
+                    continue
+                result, message = await self.api.evict(pod.namespace, pod.name, dry_run=True)
+                if result in ("blocked", "refused"):
+                    return f"the eviction of {pod.key} would be refused now: {message or result}"
+        return None
 
     async def drain(self, node: str, *, on_evicted: Callable[[Pod], None] | None = None,
                     deadline: datetime | None = None,

@@ -55,9 +55,10 @@ class NodeApi(Protocol):
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         ...
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
         """Create a policy/v1 Eviction: evicted (2xx), blocked (429: a PDB), gone (404), refused (other);
-        with the API server's message."""
+        with the API server's message. ``dry_run``: only ask (``dryRun=All``): the answer the eviction would get
+        now, and nothing is evicted."""
         ...
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
@@ -204,9 +205,10 @@ class KubeNodeApi:
             raise KubeError(status, self._message(body))
         return True
 
-    async def evict(self, namespace: str, name: str) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        response = await self.core.create_namespaced_pod_eviction(name, namespace, eviction, _preload_content=False)
+        response = await self.core.create_namespaced_pod_eviction(
+            name, namespace, eviction, _preload_content=False, **({"dry_run": "All"} if dry_run else {}))
         status, body = await self._body(response)
         message = self._message(body)
         if 200 <= status < 300:

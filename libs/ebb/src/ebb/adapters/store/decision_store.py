@@ -201,8 +201,11 @@ class Start(enum.Enum):
     DUPLICATE = "duplicate"
     #: the decision is finished already (another command of it ran, or it was rejected): recorded, nothing done
     FINISHED = "finished"
-    #: the decision is executing: go ahead
+    #: the decision is executing now: go ahead
     EXECUTE = "execute"
+    #: the decision was executing already (a crash, a retry or a redelivery cut its command short): go on from where
+    #: it stopped
+    RESUME = "resume"
 
 
 def encode_cursor(created_at: datetime, decision_id: str) -> str:
@@ -845,7 +848,7 @@ class DecisionStore:
                 session.add(self._mark(command, now))
                 return Start.FINISHED, state
             if state is State.EXECUTING:  # resumed after a crash or a retry
-                return Start.EXECUTE, state
+                return Start.RESUME, state
             if decision.approved_at is None:
                 decision.approved_at = command.approved_at
             decisions.move(decision, State.EXECUTING, now)  # IllegalTransition from proposed: not approved

@@ -24,11 +24,12 @@ from ebb.core.engine import run_pass
 from ebb.core.findings import findings
 from ebb.core.methods.base import EngineOptions
 from ebb.core.snapshot import parse_documents
+from ebb_decisions_api.app import create_app
 from ebb_decisions_api.console import COOKIE, event_rows
 from ebb_decisions_api.events import EventHub
 from ebb_decisions_api.settings import Settings
 from tests.kit.builders import proposed
-from tests.kit.decisions_api import TOKEN, documents, publish, running
+from tests.kit.decisions_api import AUTH, TOKEN, documents, publish, running
 from tests.kit.waiting import eventually
 
 READ_TOKEN = "console-read-token"
@@ -246,7 +247,7 @@ async def test_the_event_stream_sends_each_event_as_an_html_row() -> None:
     assert [f.event for f in frames] == ["disruption", None]
     row = str(frames[0].data)
     assert frames[0].id == str(sent.id)
-    assert row.startswith('<tr class="event Evicted"><td>2026-11-23 18:30:00Z</td><td>Evicted</td>')
+    assert row.startswith('<tr class="event Evicted"><td class="at">2026-11-23 18:30:00Z</td><td>Evicted</td>')
     assert "pod &lt;web&gt; evicted" in row and 'href="/ui/decisions/dec-1"' in row and "\n" not in row
     assert frames[1].comment is not None and "shutting down" in frames[1].comment
 
@@ -265,3 +266,26 @@ async def test_assets_come_from_the_package_and_the_pages_are_not_api(
         text = (await client.get(path)).text
         assert "http://" not in text and "https://" not in text, path  # nothing is fetched from elsewhere
     assert not [p for p in app.openapi()["paths"] if p.startswith("/ui")]
+
+
+async def test_a_hold_expires_after_the_apis_now_even_a_simulated_one(
+        stores: tuple[DecisionStore, DecisionStore]) -> None:
+    """The embedded mode's API runs on simulated time: a hold "for 2h" made from the console ends two simulated hours
+    after the simulated now, which may be long before the real one; one that ends before the API's now is refused,
+    located at the field, as FastAPI words it."""
+    api, _ = stores
+    simulated = datetime(2020, 1, 1, tzinfo=UTC)
+    app = create_app(Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=api.cluster), api,
+                     bus=InMemoryBus(), clock=lambda: simulated)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
+        await sign_in(client)
+        made = await client.post("/ui/holds", data={"scope": "cluster", "reason": "simulated", "for": "2h"},
+                                 headers=HTMX)
+        assert made.status_code == 200 and 'role="alert"' not in made.text, made.text
+        [hold] = await api.list_holds(simulated)
+        assert hold.expires_at is not None and hold.expires_at.replace(tzinfo=UTC) == simulated + timedelta(hours=2)
+        late = await client.post("/v1/holds", headers=AUTH, json={
+            "scope": "cluster", "reason": "r", "expiresAt": (simulated - timedelta(seconds=1)).isoformat()})
+        assert late.status_code == 422
+        assert late.json()["detail"] == [{"loc": ["body", "expiresAt"], "msg": "Value error, must be in the future",
+                                          "type": "value_error"}]

@@ -65,6 +65,11 @@ def when(value: datetime | str | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def short(identifier: str) -> str:
+    """A decision id as a list shows it: its first 12 characters (the page's link and title carry it whole)."""
+    return identifier if len(identifier) <= 16 else f"{identifier[:12]}…"
+
+
 def pretty(value: Any) -> str:
     """A JSON value indented, for the explanation and the details the console shows as they are."""
     return json.dumps(value, indent=2, sort_keys=True, default=str)
@@ -72,6 +77,7 @@ def pretty(value: Any) -> str:
 
 templates.env.filters["when"] = when
 templates.env.filters["pretty"] = pretty
+templates.env.filters["short"] = short
 
 
 def from_htmx(request: Request) -> bool:

@@ -172,6 +172,13 @@ def test_the_budgets_of_every_nodepool(console: Page, run: EmbeddedRun, artifact
     for index in range(pools.count()):
         assert pools.nth(index).locator("table.budgets tbody tr").count() >= 1
         assert pools.nth(index).locator("table.reasons tbody tr").count() == 4  # Expired, Drifted, Empty, Underutilized
+    # a scheduled budget (the example's memory pool has one) says its window now, or not now, and its next one
+    scheduled = [row for row in page.locator("table.budgets tbody tr").all()
+                 if row.locator("td").nth(2).inner_text() != "always"]
+    assert scheduled
+    for row in scheduled:
+        cells = row.locator("td").all_inner_texts()
+        assert re.fullmatch(r"\S+ to \S+|not now", cells[5]) and re.fullmatch(r"\S+ to \S+", cells[6]), cells
     page.screenshot(path=str(artifacts / "console-budgets.png"), full_page=True)
 
 

@@ -4,8 +4,9 @@ The pages are Jinja2 templates (``templates/``) rendered here; htmx (vendored in
 works offline) swaps the fragments a page asks for, and ``static/console.js`` follows ``/ui/events`` (server-sent
 events rendered as HTML rows) with the browser's own ``EventSource``. Every page reads through the /v1 route
 functions themselves (``ebb_decisions_api.routes``), called as functions with the app's ``ApiContext``, so a page
-shows what the API answers and the console holds no logic of its own but layout: a decision with its timeline, a
-node's "why not" from the leader planner's last pass, a NodePool's budgets with their windows, the holds.
+shows what the API answers, refusals included, and the console decides nothing but layout and the nodes' search: a
+decision with its timeline, a node's "why not" from the leader planner's last pass, a NodePool's budgets with their
+windows, the holds.
 
 A person signs in with the API's own tokens (``context.role_of``): the token is kept in an HttpOnly, SameSite=Strict
 cookie scoped to /ui, and its role is the API's: the read token sees everything and changes nothing, the write token

@@ -171,7 +171,27 @@ async def test_nodes_are_searched_and_say_why_not(console: tuple[FastAPI, httpx.
     assert "<dt>Live decision</dt><dd><a href=\"/ui/decisions/dec-real\">dec-real</a> (approved)" in idle
     assert '"method": "emptiness"' in idle.replace("&#34;", '"')  # the pass's command
     missing = await client.get("/ui/nodes/nope")
-    assert missing.status_code == 404 and "no node &#39;nope&#39; in the leader planner&#39;s last pass" in missing.text
+    assert missing.status_code == 404 and "no node &#39;nope&#39; in the live cluster state" in missing.text
+
+
+async def test_without_a_leader_pass_a_node_is_explained_now(stores: tuple[DecisionStore, DecisionStore]) -> None:
+    """No planner has published a pass (or the pass is older than the node): the list says so, and a node's page is
+    a pass the API evaluates now on the live state, which it says."""
+    api, _ = stores
+    bus = InMemoryBus()
+    await publish(bus, documents("empty-node.yaml"))
+    settings = Settings(token=SecretStr(TOKEN), database_url="sqlite://", cluster=api.cluster)
+    async with running(settings, api, bus) as (_, client):
+        await eventually("ready", lambda: _is_ready(client))
+        await sign_in(client)
+        rows = (await client.get("/ui/fragments/nodes", headers=HTMX)).text
+        assert "The leader planner has not published a pass yet" in rows
+        busy = await client.get("/ui/nodes/busy")
+        assert busy.status_code == 200 and "evaluated now" in busy.text and "not disrupted now" in busy.text
+
+
+async def _is_ready(client: httpx.AsyncClient) -> bool:
+    return (await client.get("/readyz")).status_code == 200
 
 
 async def test_budgets_of_every_nodepool(console: tuple[FastAPI, httpx.AsyncClient]) -> None:

@@ -262,10 +262,15 @@ async def node_rows(request: Request, ctx: Context, _role: Viewer, q: str = "") 
 
 @router.get("/nodes/{name}")
 async def node_page(request: Request, name: str, ctx: Context, role: Viewer) -> HTMLResponse:
+    """The node's explanation: the leader planner's last pass, or, when that pass does not have the node (one
+    launched since) or there is no pass yet, a pass the API evaluates now on the live state (``?now=``)."""
     try:
         why = body_of(await explain.explain_node(name, ctx))
-    except HTTPException as exc:
-        return page(request, "missing.html", role, exc.status_code, what=str(exc.detail))
+    except HTTPException:
+        try:
+            why = body_of(await explain.explain_node(name, ctx, now=ctx.clock()))
+        except HTTPException as exc:
+            return page(request, "missing.html", role, exc.status_code, what=str(exc.detail))
     return page(request, "node.html", role, why=why)
 
 

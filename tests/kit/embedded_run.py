@@ -71,11 +71,14 @@ def has_samples(families: dict[str, Metric], name: str, *, real: bool = False) -
 
 
 @contextlib.contextmanager
-def embedded_run(*, speed: float = 120.0, duration: str = "2h") -> Iterator[EmbeddedRun]:
-    """``ebb run`` on the bundled example with the decisions-api on a free port, stopped on exit."""
+def embedded_run(*, speed: float = 120.0, duration: str = "2h", token: str = "metrics-test-token",
+                 database: Path | None = None) -> Iterator[EmbeddedRun]:
+    """``ebb run`` on the bundled example with the decisions-api on a free port (``token`` its bearer token;
+    ``database``: the run's SQLite file), stopped on exit."""
     port = free_port()
+    kept = ["--database", str(database)] if database is not None else []
     process = subprocess.Popen([EBB, "run", "--speed", str(speed), "--duration", duration, "--api-port", str(port),
-                                "--api-token", "metrics-test-token"], stdout=subprocess.DEVNULL,
+                                "--api-token", token, *kept], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
         yield EmbeddedRun(f"http://127.0.0.1:{port}", process)

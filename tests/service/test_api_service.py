@@ -472,6 +472,8 @@ async def test_nodepool_budgets_with_schedule_windows(
     assert always["windowEnd"] is None and always["nextWindowStart"] is None
     assert evening["active"] is True and evening["reasons"] == ["Empty"]
     assert (evening["windowStart"], evening["windowEnd"]) == ("2026-11-23T18:00:00Z", "2026-11-23T20:00:00Z")
+    # open now, and the next one tomorrow
+    assert (evening["nextWindowStart"], evening["nextWindowEnd"]) == ("2026-11-24T18:00:00Z", "2026-11-24T20:00:00Z")
     assert night["active"] is False and night["allowed"] == 1
     assert (night["nextWindowStart"], night["nextWindowEnd"]) == ("2026-11-24T02:00:00Z", "2026-11-24T03:00:00Z")
     assert body["paused"] is None and body["holds"] == []

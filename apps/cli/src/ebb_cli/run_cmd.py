@@ -251,7 +251,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
 
     console = Console(stderr=True)
     if api_port:
-        console.print(f"decisions-api on http://127.0.0.1:{api_port} (docs at /docs), token: {token}")
+        console.print(f"decisions-api on http://127.0.0.1:{api_port} (console at /ui, docs at /docs), token: {token}")
 
     async def main() -> Summary:
         stop = asyncio.Event()

@@ -1,4 +1,4 @@
-"""The decisions-api application: /v1 (bearer token), /healthz, /readyz, /metrics and /docs.
+"""The decisions-api application: /v1 (bearer token), /healthz, /readyz, /metrics, /docs and the console, /ui.
 
 ``create_app`` is the composition root: the store (``ebb.adapters.store.decision_store.DecisionStore``, the
 one the planner and the executor use too), the bus (Kafka from the settings, or an injected one such as
@@ -6,8 +6,9 @@ one the planner and the executor use too), the bus (Kafka from the settings, or 
 disruption-event fan-out (``EventHub``) and the consumers that feed both, which run inside the FastAPI
 lifespan and stop with it. It puts them in one ``ApiContext`` (``ebb_decisions_api.context``) that the routes
 receive through FastAPI's dependency injection, and includes the routes, one ``APIRouter`` per resource
-(``ebb_decisions_api.routes``). CPU-bound work (parsing, engine passes) runs in worker threads, at most
-``max_concurrent_passes`` at once, so the event loop keeps answering probes and streams.
+(``ebb_decisions_api.routes``), and the console's pages over them (``ebb_decisions_api.console``). CPU-bound
+work (parsing, engine passes) runs in worker threads, at most ``max_concurrent_passes`` at once, so the event
+loop keeps answering probes and streams.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.base import EngineOptions
-from ebb_decisions_api import errors
+from ebb_decisions_api import console, errors
 from ebb_decisions_api.consumers import Consumers
 from ebb_decisions_api.context import UNAUTHORIZED, ApiContext, require_token
 from ebb_decisions_api.events import EventHub
@@ -147,4 +148,5 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
     app.include_router(ops.router)
     for router in V1_ROUTERS:
         app.include_router(router, dependencies=[Depends(require_token)], responses=UNAUTHORIZED)
+    app.include_router(console.router)
     return app

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 import anyio
 from fastapi import Depends, HTTPException, Request, status
@@ -45,6 +45,8 @@ UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
 #: the requests the read token may make: every safe method, and the POSTs that change nothing (route path)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 READ_ONLY_POSTS = frozenset({f"{V1}/plan"})
+#: what a token may do: everything (the write token) or only what changes nothing (the read token)
+Role = Literal["write", "read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +104,10 @@ async def require_token(
 ) -> None:
     """401 unless the request carries a bearer token the API knows (compared in constant time); 403 when it is
     the read token and the request is not a read (``reads``)."""
-    given = credentials.credentials.encode() if credentials is not None else b""
-    if credentials is not None and secrets.compare_digest(given, ctx.token):
+    role = role_of(ctx, credentials.credentials if credentials is not None else None)
+    if role == "write":
         return
-    if credentials is not None and ctx.read_token is not None and secrets.compare_digest(given, ctx.read_token):
+    if role == "read":
         if reads(request):
             return
         raise HTTPException(
@@ -118,6 +120,20 @@ async def require_token(
         detail="a valid bearer token is required (Authorization: Bearer <token>)",
         headers={"WWW-Authenticate": "Bearer"},
     )
+
+
+def role_of(ctx: ApiContext, token: str | None) -> Role | None:
+    """What ``token`` may do: ``write`` (the write token: everything), ``read`` (the read token, when one is set:
+    only what changes nothing), or None (no token, or one the API does not know); compared in constant time. The
+    bearer check of /v1 and the console's session (``ebb_decisions_api.console``) both ask here."""
+    if token is None:
+        return None
+    given = token.encode()
+    if secrets.compare_digest(given, ctx.token):
+        return "write"
+    if ctx.read_token is not None and secrets.compare_digest(given, ctx.read_token):
+        return "read"
+    return None
 
 
 def reads(request: Request) -> bool:

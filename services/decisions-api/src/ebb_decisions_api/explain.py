@@ -7,9 +7,9 @@ The explanation of a node is the engine's own (docs/architecture.md#decision-sem
 disrupted gets a reason from ``run_pass``, and a command says why its nodes are disrupted); this module only
 picks the node's entries out of a ``PassResult`` and adds what the store knows. A pool's budgets are
 ``ClusterView.budgets`` (the core's ``allowed_disruptions``) per reason, plus each budget as written with its
-schedule window: ``ebb.core.budgets.active_window`` says whether and until when a budget is active; when it is
-not, the next start is the cron schedule's next firing after now. Functions here are blocking (CPU) and run in
-a worker thread; they take values and return JSON-ready dicts."""
+schedule window: ``ebb.core.budgets.active_window`` says whether and until when a budget is active, and the next
+window starts at the cron schedule's next firing after now (open now or not). Functions here are blocking (CPU)
+and run in a worker thread; they take values and return JSON-ready dicts."""
 
 from __future__ import annotations
 
@@ -136,15 +136,16 @@ def _budget(pool: NodePool, index: int, now: datetime, *, total: int, disrupting
     limit = math.ceil(total * int(text[:-1]) / 100) if text.endswith("%") else int(text)
     out["limit"] = limit
     out["allowed"] = max(0, limit - disrupting - not_ready)
-    window = active_window(budget, now)
     if budget.schedule is None:
         out["active"] = True
-    elif window is not None:
+        return out
+    window = active_window(budget, now)
+    if window is not None:
         out["active"] = True
         out["windowStart"], out["windowEnd"] = fmt_time(window[0]), fmt_time(window[1])
-    else:
-        seconds = parse_duration(budget.duration or "0s") or 0.0
-        start: datetime = croniter(budget.schedule, now).get_next(datetime)
-        out["nextWindowStart"] = fmt_time(start)
-        out["nextWindowEnd"] = fmt_time(start + timedelta(seconds=seconds))
+    # the next window, whether or not one is open now: the schedule's next firing after now
+    seconds = parse_duration(budget.duration or "0s") or 0.0
+    start: datetime = croniter(budget.schedule, now).get_next(datetime)
+    out["nextWindowStart"] = fmt_time(start)
+    out["nextWindowEnd"] = fmt_time(start + timedelta(seconds=seconds))
     return out

@@ -29,6 +29,8 @@ router = APIRouter(prefix=V1, tags=["holds"])
                         422: {"description": "an invalid body, or a NodePool the live cluster state does not have"}})
 async def create_hold(hold: Annotated[HoldCreate, Body()], ctx: Context) -> HoldOut | JSONResponse:
     now = ctx.clock()
+    if hold.expires_at is not None and hold.expires_at <= now:  # the API's now: simulated in the embedded mode
+        return unprocessable(("body", "expiresAt"), "Value error, must be in the future", "value_error")
     if hold.scope == "nodePool" and hold.target:
         # a hold on a NodePool that does not exist would pause nothing and say so nowhere; while the
         # cluster state is still loading (or invalid) the pool cannot be checked and the hold is kept

@@ -15,7 +15,10 @@ command's explanation says what it evicts against what it saves.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
@@ -38,14 +41,17 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.model import placement_order
+from ebb.core.model import Interned, Node, Pod, placement_order
+from ebb.core.simulator.arrays import BoolArray, IntArray
+from ebb.core.simulator.scheduler import SimState
 
 NAME = "single-node-consolidation"
 
 
-def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | BlockCause:
+def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int] | None = None) -> Command | BlockCause:
     """The command that would consolidate this one node, or why none would. With `keep`, a found
-    command stays applied to the simulation state (its replacement closed to further pods).
+    command stays applied to the simulation state (its replacement closed to further pods). Given ``bins``, a delete
+    adds to it the bins its pods went to (`AloneVerdicts`).
 
     The delete is tried first: its pods on the other nodes, as they are. When one finds no room, the replace
     starts from there, with one new node allowed: the pods before it go where they went (`SimState.place_first`).
@@ -68,6 +74,8 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
             failures, _ = state.place_ordered(order[stop:], max_new=0, first_failure=True)
     if stop is None or not failures:
         placements = placements_of(state, leaving)
+        if bins is not None:
+            bins.extend(state.placed[pod.key] for pod in leaving)
         if not keep:
             state.rollback(mark)
         return Command(NAME, REASON, "delete", (name,), (), price, placements,
@@ -97,6 +105,127 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
                    f"{name}: replaced by a {replacement.instance_types[0]} at ${replacement.price:.4f}/h "
                    f"instead of ${price:.4f}/h")
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """What a delete of one node reads of the state it starts from, for pods of one form with no topology constraint
+    and no host port: per existing node in bin order, the node, its free room and whether it takes pods."""
+
+    resources: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    free: IntArray
+    open: BoolArray
+
+    @classmethod
+    def of(cls, state: SimState) -> _Start:
+        s = state.s
+        return cls(s.resources, tuple(s.nodes), state.free[:s.N].copy(), state.open[:s.N].copy())
+
+    def same_up_to(self, other: _Start) -> int:
+        """How many bins from the first are the same in ``other`` (the same node, room and openness)."""
+        if self.resources != other.resources:
+            return 0
+        same = min(len(self.nodes), len(other.nodes))
+        for at, (mine, theirs) in enumerate(zip(self.nodes, other.nodes)):
+            if mine is not theirs and mine != theirs:
+                same = at
+                break
+        differ = np.flatnonzero((self.free[:same] != other.free[:same]).any(axis=1)
+                                | (self.open[:same] != other.open[:same]))
+        return int(differ[0]) if len(differ) else same
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A delete found for a node alone: the pods that left it, its price, the last bin (in the
+    start state's order) a pod went to, and the command."""
+
+    leaving: tuple[Pod, ...]
+    price: float
+    reach: int
+    command: Command
+
+
+class AloneVerdicts:
+    """What consolidating each node alone would do on a pass's start state, kept from pass to pass: the engine's
+    explanation of a node that waits for its budget (`Cause.BUDGET_WAIT`) evaluates every such node alone, most of a
+    pass where budgets are held, and a pass after a change of one node finds most of them as the pass before did.
+
+    Only deletes whose pods each have one form (no preference), no topology constraint (spread, pod affinity or
+    anti-affinity, their own or another pod's against them) and no host port are kept. Placing such a pod reads no
+    topology count and no NodePool: it goes to the first bin, in the start state's order, that is open, has room and
+    admits it by its labels and taints, and what each bin answers depends on that bin alone (its node, its room,
+    whether it takes pods) and on the pod. The delete is therefore the same on any start state whose bins up to the
+    last one its pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price.
+    Each pass compares its start state with the last one's (`_Start.same_up_to`: the nodes by reference or value, the
+    room and openness as arrays) and keeps the deletes whose reach lies inside the part that is the same; the others
+    are evaluated again. A kept delete is still checked against the pods' classes of this pass (a new pod's
+    anti-affinity may have given one a constraint). A cache, not state: its answers are those evaluated afresh
+    (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for
+    the passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
+
+    __slots__ = ("_last", "hits")
+
+    def __init__(self) -> None:
+        #: the last pass's start state and the deletes kept on it, by node name
+        self._last: tuple[_Start, dict[str, _Kept]] | None = None
+        #: evaluations answered from a kept delete (for tests and benchmarks)
+        self.hits = 0
+
+    def on(self, state: SimState) -> AloneSession:
+        """A pass's evaluations on ``state`` (its start state: it is back to it after each evaluation)."""
+        start = _Start.of(state)
+        last = self._last
+        kept: dict[str, _Kept] = {}
+        if last is not None:
+            same, index = last[0].same_up_to(start), state.s.node_index
+            kept = {name: found for name, found in last[1].items() if found.reach < same and name in index}
+        return AloneSession(self, start, kept)
+
+
+class AloneSession:
+    """One pass's evaluations of nodes alone (`AloneVerdicts.on`); `close` keeps them for the next pass."""
+
+    def __init__(self, owner: AloneVerdicts, start: _Start, kept: dict[str, _Kept]) -> None:
+        self._owner, self._start, self._kept = owner, start, kept
+        self._simple: dict[Interned, bool] = {}
+
+    def _all_simple(self, state: SimState, pods: Sequence[Pod]) -> bool:
+        """Every pod has one form, no topology constraint and no host port (its class as this pass compiles it)."""
+        simple = self._simple
+        for pod in pods:
+            known = simple.get(pod.class_key)
+            if known is None:
+                forms = state.s.classes(pod)
+                known = simple[pod.class_key] = len(forms) == 1 and not forms[0].constraints \
+                    and not forms[0].host_ports
+            if not known:
+                return False
+        return True
+
+    def evaluate(self, ctx: PassContext, name: str) -> Command | BlockCause:
+        """`evaluate` of node ``name`` on the start state, from the delete kept for it when that still holds."""
+        state = ctx.state
+        leaving = state.leaving_of(name)
+        price = ctx.view.price[name]
+        found = self._kept.get(name)
+        if found is not None and found.price == price and len(found.leaving) == len(leaving) \
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving)) and self._all_simple(state, leaving):
+            self._owner.hits += 1
+            return found.command
+        bins: list[int] = []
+        verdict = evaluate(ctx, name, bins=bins)
+        if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
+                and self._all_simple(state, leaving):
+            self._kept[name] = _Kept(tuple(leaving), price, max(bins, default=-1), verdict)
+        else:
+            self._kept.pop(name, None)
+        return verdict
+
+    def close(self) -> None:
+        """Keep this pass's start state and deletes for the next pass."""
+        self._owner._last = (self._start, self._kept)
 
 
 def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], BlockCause | None]:

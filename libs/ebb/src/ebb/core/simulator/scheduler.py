@@ -458,8 +458,13 @@ class SimState(Placement):
         b = self.s.node_index[name]
         if b in self._removed:
             return []
-        placed = self.placed
-        leaving = [p for p in self.s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
+        placed, derived = self.placed, self.s.derived
+        if derived is not None:  # its pods that need a home, found once per node (`ebb.core.node_pods`)
+            own = derived[b]
+            leaving = list(own.movable) if placed.keys().isdisjoint(own.leaving_keys) else \
+                [p for p in own.movable if p.key not in placed]
+        else:
+            leaving = [p for p in self.s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
         leaving += [p for p in self.moved_onto.get(b, ()) if p.needs_rescheduling]
         return leaving
 

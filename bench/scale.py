@@ -153,8 +153,8 @@ def render(results: list[dict[str, Any]], *, picture: Path | None = None) -> lis
     """The Results section: one row per size, and the picture when ``picture`` is given and matplotlib is there."""
     lines = ["### The engine as clusters grow: 500 to 10,000 nodes", "",
              "| nodes / pods | engine: one full pass, with explanations | planner: first pass | planner: after one "
-             f"pod left (median of {CHANGES}; CPU; slowest) | planner: settled (reused) | `--until-stable` | cost before "
-             "→ after | peak RSS |",
+             f"pod left (median of {CHANGES}; CPU; slowest) | planner: settled (reused) | `--until-stable` | cost "
+             "before → after | peak RSS |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         reused = "" if r["settled_reused"] else " (computed: not reused)"

@@ -6,12 +6,13 @@ the NodePool's budget changed, decisions written and ended in the store, holds c
 few minutes, to just before the last pass's ``revisit_at``, to it exactly, or far past it). One reuses
 (``PassInputs``, as the distributed planner does by default: the store read at every pass; or counting the store's
 writes, as the embedded mode does; a pass it computes takes the alone verdicts kept from the last,
-``PassInputs.alone``), the other computes every pass whole (``reuse=False``). After every step both plan once and must give the same commands (their
-explanations included), the same nodes left alone for the same causes, the same budgets and the same findings (with
-their first-seen times); their own proposals then make their stores alike again.
+``PassInputs.alone``), the other computes every pass whole (``reuse=False``). After every step both plan once and
+must give the same commands (their explanations included), the same nodes left alone for the same causes, the same
+budgets and the same findings (with their first-seen times); their own proposals then make their stores alike again.
 
 What is compared of a node left alone is its cause, not its sentence: a reused answer keeps the words of the pass
-it came from (a stabilization window's "launched 3m ago"; ``ebb.core.revisit``). The test can fail: planners whose
+it came from (a stabilization window's "launched 3m ago"; ``ebb.core.revisit``). The alone verdicts' every value is
+compared by ``test_alone_verdicts_properties.py``, pass by pass. The test can fail: planners whose
 collaborator misses a change of the store, or ignores ``revisit_at``, are caught by the same comparison
 (``test_a_stale_input_is_caught``)."""
 

@@ -127,7 +127,7 @@ class _Start:
         if self.resources != other.resources:
             return 0
         same = min(len(self.nodes), len(other.nodes))
-        for at, (mine, theirs) in enumerate(zip(self.nodes, other.nodes)):
+        for at, (mine, theirs) in enumerate(zip(self.nodes[:same], other.nodes[:same], strict=True)):
             if mine is not theirs and mine != theirs:
                 same = at
                 break
@@ -211,7 +211,8 @@ class AloneSession:
         price = ctx.view.price[name]
         found = self._kept.get(name)
         if found is not None and found.price == price and len(found.leaving) == len(leaving) \
-                and all(a is b or a == b for a, b in zip(found.leaving, leaving)) and self._all_simple(state, leaving):
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
+                and self._all_simple(state, leaving):
             self._owner.hits += 1
             return found.command
         bins: list[int] = []

@@ -139,9 +139,10 @@ class _Start:
 @dataclass(frozen=True, slots=True)
 class _Kept:
     """A delete found for a node alone: the pods that left it, its price, the last bin (in the
-    start state's order) a pod went to, and the command."""
+    start state's order) a pod went to, and the command; ``kinds``: a pod of each class among them."""
 
     leaving: tuple[Pod, ...]
+    kinds: tuple[Pod, ...]
     price: float
     reach: int
     command: Command
@@ -212,14 +213,15 @@ class AloneSession:
         found = self._kept.get(name)
         if found is not None and found.price == price and len(found.leaving) == len(leaving) \
                 and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
-                and self._all_simple(state, leaving):
+                and self._all_simple(state, found.kinds):
             self._owner.hits += 1
             return found.command
         bins: list[int] = []
         verdict = evaluate(ctx, name, bins=bins)
         if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
                 and self._all_simple(state, leaving):
-            self._kept[name] = _Kept(tuple(leaving), price, max(bins, default=-1), verdict)
+            kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+            self._kept[name] = _Kept(tuple(leaving), kinds, price, max(bins, default=-1), verdict)
         else:
             self._kept.pop(name, None)
         return verdict

@@ -135,6 +135,29 @@ class _Start:
                                 | (self.open[:same] != other.open[:same]))
         return int(differ[0]) if len(differ) else same
 
+    def changed_in(self, other: _Start) -> list[int] | None:
+        """The bins of ``other`` (its indexes, in order) that are not in this start state with the same node, room and
+        openness, when the bins that are keep their order; None when they do not (or the resources differ)."""
+        if self.resources != other.resources:
+            return None
+        old_at = {node.name: at for at, node in enumerate(self.nodes)}
+        changed: list[int] = []
+        pairs: list[tuple[int, int]] = []  # (other's index, this one's) of the same node
+        for at, node in enumerate(other.nodes):
+            was = old_at.get(node.name)
+            if was is None or (self.nodes[was] is not node and self.nodes[was] != node):
+                changed.append(at)
+            else:
+                pairs.append((at, was))
+        if pairs:
+            new, old = np.array(pairs, dtype=np.int64).T
+            differ = (other.free[new] != self.free[old]).any(axis=1) | (other.open[new] != self.open[old])
+            changed += new[differ].tolist()
+            kept = old[~differ]
+            if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+                return None  # the unchanged bins are in another order
+        return sorted(changed)
+
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
@@ -156,15 +179,20 @@ class AloneVerdicts:
     Only deletes whose pods each have one form (no preference), no topology constraint (spread, pod affinity or
     anti-affinity, their own or another pod's against them) and no host port are kept. Placing such a pod reads no
     topology count and no NodePool: it goes to the first bin, in the start state's order, that is open, has room and
-    admits it by its labels and taints, and what each bin answers depends on that bin alone (its node, its room,
-    whether it takes pods) and on the pod. The delete is therefore the same on any start state whose bins up to the
-    last one its pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price.
-    Each pass compares its start state with the last one's (`_Start.same_up_to`: the nodes by reference or value, the
-    room and openness as arrays) and keeps the deletes whose reach lies inside the part that is the same; the others
-    are evaluated again. A kept delete is still checked against the pods' classes of this pass (a new pod's
-    anti-affinity may have given one a constraint). A cache, not state: its answers are those evaluated afresh
-    (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for
-    the passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
+    admits it by its labels and taints, and what each bin answers depends on that bin alone (its node, its room, whether
+    it takes pods) and on the pod. The delete is therefore the same on any start state whose bins up to the last one its
+    pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price. Each pass compares
+    its start state with the last one's (`_Start.same_up_to`: the nodes by reference or value, the room and openness as
+    arrays) and keeps the deletes whose reach lies inside the part that is the same. A delete that reaches further is
+    checked against the bins that changed (`_Start.changed_in`), when the unchanged bins kept their order: it holds when
+    the bin each of its pods went to is unchanged and no changed bin before that one in the new order takes the pod
+    (`AloneSession._holds`). Then, pod by pod, the bins before the one it went to are the same unchanged bins as before,
+    holding the same pods placed before it, which did not take it, and changed bins, which do not; so it goes there
+    again. The others are evaluated again: after a change of one node, the deletes that put a pod on it or whose pods it
+    now takes. A kept delete is still checked against the pods' classes of this pass (a new pod's anti-affinity may have
+    given one a constraint). A cache, not state: its answers are those evaluated afresh
+    (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for the
+    passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
 
     __slots__ = ("_last", "hits")
 
@@ -179,18 +207,38 @@ class AloneVerdicts:
         start = _Start.of(state)
         last = self._last
         kept: dict[str, _Kept] = {}
+        checked: dict[str, _Kept] = {}
+        changed: list[int] | None = None
         if last is not None:
             same, index = last[0].same_up_to(start), state.s.node_index
-            kept = {name: found for name, found in last[1].items() if found.reach < same and name in index}
-        return AloneSession(self, start, kept)
+            for name, found in last[1].items():
+                if name in index:
+                    (kept if found.reach < same else checked)[name] = found
+            if checked:
+                changed = last[0].changed_in(start)
+                if changed is None or len(changed) > MAX_CHANGED:
+                    checked, changed = {}, None
+        return AloneSession(self, start, kept, checked, changed or [])
+
+
+#: past this many bins changed since the last pass, a kept delete is taken only when every bin up to its reach is
+#: the same (`_Start.same_up_to`), not checked against each changed bin
+MAX_CHANGED = 64
 
 
 class AloneSession:
     """One pass's evaluations of nodes alone (`AloneVerdicts.on`); `close` keeps them for the next pass."""
 
-    def __init__(self, owner: AloneVerdicts, start: _Start, kept: dict[str, _Kept]) -> None:
+    def __init__(self, owner: AloneVerdicts, start: _Start, kept: dict[str, _Kept], checked: dict[str, _Kept],
+                 changed: list[int]) -> None:
         self._owner, self._start, self._kept = owner, start, kept
+        #: the kept deletes whose reach is past the first changed bin: taken when `_holds`
+        self._checked = checked
+        #: the bins (indexes) of this start state that changed since the last one's; the others kept their order
+        self._changed = changed
+        self._changed_set = frozenset(changed)
         self._simple: dict[Interned, bool] = {}
+        self._takes: dict[tuple[int, Interned, Interned], bool] = {}
 
     def _all_simple(self, state: SimState, pods: Sequence[Pod]) -> bool:
         """Every pod has one form, no topology constraint and no host port (its class as this pass compiles it)."""
@@ -205,17 +253,51 @@ class AloneSession:
                 return False
         return True
 
+    def _holds(self, state: SimState, name: str, found: _Kept) -> _Kept | None:
+        """``found`` with its reach in this start state's order, when each of its pods goes where it went on the last
+        one: its bin is unchanged, and no changed bin before it in this order (other than the node's own, which the
+        delete closes) takes it; else None. The unchanged bins are in the same order (`_Start.changed_in`), so the
+        first bin that takes each pod is the same, as the class docstring argues."""
+        index, changed, start = state.s.node_index, self._changed, self._start
+        own = index[name]
+        reach = -1
+        for pod in found.leaving:
+            at = index.get(found.command.placements[pod.key])
+            if at is None or at in self._changed_set:
+                return None
+            reach = max(reach, at)
+            for bin_at in changed:
+                if bin_at >= at:
+                    break
+                if bin_at == own:
+                    continue
+                key = (bin_at, pod.class_key, pod.requests_key)
+                takes = self._takes.get(key)
+                if takes is None:
+                    takes = self._takes[key] = bool(start.open[bin_at]) \
+                        and all(start.free[bin_at, r] >= amount for r, amount in state.s.pod_needs(pod)) \
+                        and bool(state.s.classes(pod)[0].node_ok[bin_at])
+                if takes:
+                    return None
+        return replace(found, reach=reach)
+
     def evaluate(self, ctx: PassContext, name: str) -> Command | BlockCause:
         """`evaluate` of node ``name`` on the start state, from the delete kept for it when that still holds."""
         state = ctx.state
         leaving = state.leaving_of(name)
         price = ctx.view.price[name]
         found = self._kept.get(name)
+        checked = found is None
+        if checked:
+            found = self._checked.pop(name, None)
         if found is not None and found.price == price and len(found.leaving) == len(leaving) \
                 and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
                 and self._all_simple(state, found.kinds):
-            self._owner.hits += 1
-            return found.command
+            held = self._holds(state, name, found) if checked else found
+            if held is not None:
+                self._kept[name] = held
+                self._owner.hits += 1
+                return held.command
         bins: list[int] = []
         verdict = evaluate(ctx, name, bins=bins)
         if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
@@ -227,7 +309,8 @@ class AloneSession:
         return verdict
 
     def close(self) -> None:
-        """Keep this pass's start state and deletes for the next pass."""
+        """Keep this pass's start state and the deletes that hold on it for the next pass (those not asked for this
+        pass and not known to hold are left out)."""
         self._owner._last = (self._start, self._kept)
 
 

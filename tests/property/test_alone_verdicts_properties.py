@@ -1,13 +1,13 @@
 """A pass that takes the deletes kept from the last pass (``single_node.AloneVerdicts``) answers as one computed whole.
 
-One cluster goes through a random sequence of changes: pods added (plain ones, and pods with a hostname
-anti-affinity, a zone spread, a host port, a preferred node affinity or a zone selector) and removed, pending pods,
-nodes added, removed, cordoned and moved to another zone, an instance type's price changed, the NodePool's budget
-changed, and the clock moved (past consolidateAfter, which sets unsettled nodes aside). The objects go through a
-``SnapshotStore``, as the planner's do, so an unchanged object is the same object pass after pass. After every step
-one pass runs with the kept verdicts and one without, on views built apart, and the two results must be equal:
-commands with their placements, every blocked node's cause with every value (the alone verdict of a node waiting for
-its budget included), budgets, costs and ``revisit_at``.
+One cluster goes through a random sequence of changes: pods added (plain ones, DaemonSet pods, and pods with a
+hostname anti-affinity, a zone spread, a host port, a preferred node affinity or a zone selector) and removed,
+pending pods, nodes added, removed, cordoned, deleting (their pods placed first) and moved to another zone, an
+instance type's price changed, the NodePool's budget changed, and the clock moved (past consolidateAfter, which sets
+unsettled nodes aside). The objects go through a ``SnapshotStore``, as the planner's do, so an unchanged object is
+the same object pass after pass. After every step one pass runs with the kept verdicts and one without, on views
+built apart, and the two results must be equal: commands with their placements, every blocked node's cause with every
+value (the alone verdict of a node waiting for its budget included), budgets, costs and ``revisit_at``.
 
 The budgets are small (a node or two), so most passes have nodes waiting for their budget, whose explanation is
 what the verdicts keep. The comparison can fail: a cache blind to the state its deletes read, or to the bins that
@@ -39,7 +39,7 @@ from tests.kit.messages import cluster_object
 
 TYPES = ("m5.large", "c5.large", "m5.xlarge", "t3.medium")
 CPUS = ("100m", "250m", "600m", "1200m")
-KINDS = ("plain", "plain", "plain", "plain", "plain", "anti", "spread", "port", "prefers", "zonal")
+KINDS = ("plain", "plain", "plain", "plain", "plain", "anti", "spread", "port", "prefers", "zonal", "daemon")
 
 Step = tuple[Any, ...]
 
@@ -61,6 +61,9 @@ def shaped(name: str, on: str | None, cpu: str, kind: str, started: str) -> dict
         return pod(name, on, cpu=cpu, labels=app, started=started, affinity={"nodeAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ZONES[0]]}]}}]}})
+    if kind == "daemon":
+        return pod(name, on, cpu=cpu, ns="kube-system", labels={"app": "agent"}, owner=("DaemonSet", "agent"),
+                   started=started)
     if kind == "zonal":
         return pod(name, on, cpu=cpu, labels=app, started=started, node_selector={
             "topology.kubernetes.io/zone": ZONES[0]})
@@ -87,6 +90,7 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("add node"), st.sampled_from(TYPES), st.sampled_from(ZONES)),
     st.tuples(st.just("remove node"), st.integers(0, 9)),
     st.tuples(st.just("cordon"), st.integers(0, 9)),
+    st.tuples(st.just("deleting"), st.integers(0, 9)),
     st.tuples(st.just("zone"), st.integers(0, 9), st.sampled_from(ZONES)),
     st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 0.9, 1.5])),
     st.tuples(st.just("budget"), st.sampled_from(["0", "1", "2", "100%"])),
@@ -140,6 +144,11 @@ class World:
         elif kind == "cordon" and picked is not None:
             doc = self.edited(picked)
             doc["spec"]["unschedulable"] = not doc["spec"].get("unschedulable", False)
+            self.put(doc)
+        elif kind == "deleting" and picked is not None:  # its pods are placed first, on the others
+            doc = self.edited(picked)
+            doc["metadata"]["deletionTimestamp"] = self.now.isoformat()
+            doc["metadata"]["finalizers"] = ["karpenter.sh/termination"]
             self.put(doc)
         elif kind == "zone" and picked is not None:
             doc = self.edited(picked)

@@ -11,6 +11,11 @@ consolidationPolicy is Balanced, a candidate whose delete would not be worth its
 a command found is made only when its score passes (`ebb.core.balanced`). A command that saves less than its
 NodePool's ``minimumSavingPerEvictedPod`` asks for the pods it evicts is not made (`ebb.core.worth`), and every
 command's explanation says what it evicts against what it saves.
+
+What consolidating one node alone would do is also what the engine tells of every node that waits for its budget;
+a caller that makes pass after pass keeps those verdicts (`AloneVerdicts`), and a pass takes each one that still
+holds on its own start state instead of simulating the node again: a pass after a change of one node simulates
+again only the nodes whose pods that change could send elsewhere.
 """
 
 from __future__ import annotations
@@ -107,7 +112,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
                    f"instead of ${price:.4f}/h")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _Start:
     """What a delete of one node reads of the state it starts from, for pods of one form with no topology constraint
     and no host port: per existing node in bin order, the node, its free room and whether it takes pods."""
@@ -262,7 +267,7 @@ class AloneSession:
         own = index[name]
         reach = -1
         for pod in found.leaving:
-            at = index.get(found.command.placements[pod.key])
+            at = index.get(found.command.placements.get(pod.key, ""))
             if at is None or at in self._changed_set:
                 return None
             reach = max(reach, at)

@@ -1,22 +1,25 @@
 """A planner that answers passes from the last one (``PassInputs``) decides as one that computes every pass.
 
 Two planners watch the same cluster objects, each with its own decision store, and go through the same random
-sequence of changes: pods added and removed, nodes added and removed (with their pods), decisions written and ended
-in the store, holds created there, and the clock moved (a few minutes, to just before the last pass's
-``revisit_at``, to it exactly, or far past it). One reuses (``PassInputs``, as the distributed planner does by
-default: the store read at every pass; or counting the store's writes, as the embedded mode does), the other
-computes every pass (``reuse=False``). After every step both plan once and must give the same commands (their
-explanations included), the same nodes left alone for the same causes, the same budgets and the same findings (with
-their first-seen times); their own proposals then make their stores alike again.
+sequence of changes: pods added and removed, nodes added and removed (with their pods), an instance type's price and
+the NodePool's budget changed, decisions written and ended in the store, holds created there, and the clock moved (a
+few minutes, to just before the last pass's ``revisit_at``, to it exactly, or far past it). One reuses
+(``PassInputs``, as the distributed planner does by default: the store read at every pass; or counting the store's
+writes, as the embedded mode does; a pass it computes takes the alone verdicts kept from the last,
+``PassInputs.alone``), the other computes every pass whole (``reuse=False``). After every step both plan once and
+must give the same commands (their explanations included), the same nodes left alone for the same causes, the same
+budgets and the same findings (with their first-seen times); their own proposals then make their stores alike again.
 
 What is compared of a node left alone is its cause, not its sentence: a reused answer keeps the words of the pass
-it came from (a stabilization window's "launched 3m ago"; ``ebb.core.revisit``). The test can fail: planners whose
+it came from (a stabilization window's "launched 3m ago"; ``ebb.core.revisit``). The alone verdicts' every value is
+compared by ``test_alone_verdicts_properties.py``, pass by pass. The test can fail: planners whose
 collaborator misses a change of the store, or ignores ``revisit_at``, are caught by the same comparison
 (``test_a_stale_input_is_caught``)."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import tempfile
 from collections.abc import Callable
@@ -54,12 +57,13 @@ Inputs = Callable[[SnapshotStore, DecisionStore, WriteCount], PassInputs[Any]]
 
 @st.composite
 def starts(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """A NodePool whose answers move with time (consolidateAfter, expireAfter, a stabilization window) and 2-5 nodes
-    with 0-3 pods each."""
+    """A NodePool whose answers move with time (consolidateAfter, expireAfter, a stabilization window), with a budget
+    of one node (the others wait for it) or of all, and 2-5 nodes with 0-3 pods each."""
     docs: list[dict[str, Any]] = [catalog(), nodepool(
         consolidate_after=draw(st.sampled_from(["0s", "2m", "10m"])),
         expire_after=draw(st.sampled_from([None, "3h", "100h"])),
-        stabilization_window=draw(st.sampled_from([None, "5m"])))]
+        stabilization_window=draw(st.sampled_from([None, "5m"])),
+        budgets=[{"nodes": draw(st.sampled_from(["1", "100%"]))}])]
     for i in range(draw(st.integers(2, 5))):
         docs.append(node(f"n{i}", itype=draw(st.sampled_from(TYPES)), created=ago(minutes=draw(st.integers(0, 300)))))
         docs.extend(pod(f"p{i}-{j}", f"n{i}", cpu=draw(st.sampled_from(CPUS)),
@@ -75,6 +79,8 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("write decision"), st.integers(0, 7)),
     st.tuples(st.just("end decision"), st.integers(0, 7)),
     st.tuples(st.just("hold"), st.integers(0, 7), st.integers(1, 90)),
+    st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 1.5])),
+    st.tuples(st.just("budget"), st.sampled_from(["0", "1", "100%"])),
     st.tuples(st.just("clock"), st.sampled_from(["minutes", "before revisit", "at revisit", "far"]),
               st.integers(1, 20)),
     st.tuples(st.just("nothing")),
@@ -142,6 +148,17 @@ async def change(world: World, stores: list[DecisionStore], step: Step, last: Pa
             if world.docs[key]["spec"].get("nodeName") == name:
                 world.remove(key)
         world.remove(f"Node/{name}")
+    elif kind == "price":
+        doc = copy.deepcopy(world.docs["InstanceTypeCatalog/test"])
+        for itype in doc["spec"]["instanceTypes"]:
+            if itype["name"] == step[1]:
+                for offering in itype["offerings"]:
+                    offering["price"] = round(offering["price"] * step[2], 6)
+        world.put(doc)
+    elif kind == "budget":
+        doc = copy.deepcopy(world.docs["NodePool/default"])
+        doc["spec"]["disruption"]["budgets"] = [{"nodes": step[1]}]
+        world.put(doc)
     elif kind == "write decision" and nodes:
         name = nodes[step[1] % len(nodes)].split("/")[1]
         for store in stores:
@@ -201,6 +218,9 @@ async def compare(start: list[dict[str, Any]], sequence: list[Step], reusing: In
                 assert answer(fast, got) == answer(full, want), "\n".join(trail)
                 last = want
             assert full.passes_reused == 0
+            kept = fast.inputs.alone
+            if kept is not None and kept.hits:
+                event("alone verdicts taken from the last pass")
             return fast.passes_reused
         finally:
             await mine.close()

@@ -25,6 +25,11 @@ The store's state comes in one of two ways, and that is the only difference betw
 
 ``reuse`` off makes every pass computed (``reusable`` answers None). An answer reused keeps the wording of the pass
 it came from: a blocked node's explanation that counts an age ("launched 3m ago") says what it said then.
+
+A pass that is computed takes what it can from the last one computed: ``alone``
+(``ebb.core.methods.single_node.AloneVerdicts``), what consolidating each node alone did on that pass's start state,
+which the explanations of the nodes waiting for their budget take where the part of the state it read is unchanged
+(the answer is the one computed whole). With ``reuse`` off, none is kept.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import Hold
 from ebb.core.engine import PassResult
 from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.single_node import AloneVerdicts
 from ebb.core.model import Snapshot
 
 #: what the planner keeps of a pass to answer the next one with (its view, findings, ...)
@@ -90,6 +96,9 @@ class PassInputs(Generic[Answer]):
         #: the reads at a write count (``writes``): every hold, expired ones too, filtered by the moment of a pass
         self._kept: tuple[int, frozenset[str], dict[str, str], list[Hold]] | None = None
         self._last: _Last[Answer] | None = None
+        #: what consolidating each node alone did on the last computed pass, for the next one (``run_pass``'s
+        #: ``alone``); None with ``reuse`` off
+        self.alone: AloneVerdicts | None = AloneVerdicts() if reuse else None
 
     @property
     def sole_writer(self) -> bool:

@@ -508,7 +508,7 @@ class Planner:
 
     def _pass(self, snapshot: Snapshot, now: datetime) -> tuple[ClusterView, PassResult, Findings]:
         view = self.options.view_of(snapshot, now)
-        return view, run_pass(view, self.options), findings(view)
+        return view, run_pass(view, self.options, alone=self.inputs.alone), findings(view)
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
         self.metrics.observed(view.snapshot, len(view.snapshot.nodes))

@@ -95,7 +95,9 @@ class Settings(HealthSettings):
     #: answer a pass from the last one while the snapshot and the store's state are unchanged and no moment at
     #: which a pass could decide differently (``PassResult.revisit_at``) has come; the commands are the same either
     #: way (``ebb_consolidation_planner.pass_inputs``). A reused pass repeats the last one's Kubernetes events and
-    #: metrics word for word (an explanation that says how long ago something happened stays as it was)
+    #: metrics word for word (an explanation that says how long ago something happened stays as it was). A pass that
+    #: is computed takes what consolidating each node alone did on the last one where it still holds
+    #: (``PassInputs.alone``); off, every pass is computed whole
     reuse_passes: bool = True
     #: Kubernetes Events (Unconsolidatable, DisruptionBlocked, Consolidation*, interruptions) on nodes
     events_enabled: bool = True

@@ -82,9 +82,11 @@ def _context(view: ClusterView, options: EngineOptions) -> PassContext:
     return PassContext(view, options, sched, state, remaining)
 
 
-def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -> PassResult:
+def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *,
+             alone: single_node.AloneVerdicts | None = None) -> PassResult:
     """One pass of the engine over a prepared ClusterView (`EngineOptions.view_of`, or `ClusterView.build` with
-    the same ``require_nodeclaim``)."""
+    the same ``require_nodeclaim``). ``alone``: what consolidating each node alone did on the caller's last pass,
+    for the explanations of the nodes that wait for their budget (the answer is the same without it)."""
     options = options or EngineOptions()
     view = snapshot_view
     if view.require_nodeclaim != options.require_nodeclaim:
@@ -134,7 +136,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None) -
                         causes.setdefault(name, (method.name, BlockCause(Cause.ANOTHER_METHOD_ACTED, {
                             "method": method.name, "action": command.action, "acted": acted})))
     if options.explain:
-        _explain_budget_waits(view, options, ctx, disrupted=disrupted, causes=causes)
+        _explain_budget_waits(view, options, ctx, disrupted=disrupted, causes=causes, alone=alone)
     blocked = []
     for node in snapshot_view.snapshot.nodes:
         if node.name in disrupted:
@@ -178,23 +180,29 @@ def _to_waiting_commands(view: ClusterView, cause: BlockCause,
 
 
 def _explain_budget_waits(view: ClusterView, options: EngineOptions, ctx: PassContext, *, disrupted: set[str],
-                          causes: dict[str, tuple[str, BlockCause]]) -> None:
-    """A node skipped only because the budget ran out: say also what consolidating it alone would do."""
+                          causes: dict[str, tuple[str, BlockCause]],
+                          alone: single_node.AloneVerdicts | None = None) -> None:
+    """A node skipped only because the budget ran out: say also what consolidating it alone would do (from
+    ``alone``'s deletes kept from the last pass where they still hold)."""
     solo = PassContext(view, options, ctx.scheduler, ctx.state, {k: v.allowed for k, v in view.budgets.items()},
                        frozenset(disrupted))
     waiting = sorted(node for node, (_method, cause) in causes.items()
                      if cause.waits_for_budget and node not in disrupted)
     start = set_aside_unsettled(view, ctx.state)
+    session = alone.on(ctx.state) if alone is not None and waiting else None
     for node in waiting:
         method_name, budget = causes[node]
-        alone = single_node.evaluate(solo, node)
-        if isinstance(alone, Command):
-            alone = single_node.judged(solo, alone)[1] or alone
-        if isinstance(alone, BlockCause):
-            causes[node] = (single_node.NAME, BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": alone}, budget))
+        verdict = session.evaluate(solo, node) if session is not None else single_node.evaluate(solo, node)
+        if isinstance(verdict, Command):
+            verdict = single_node.judged(solo, verdict)[1] or verdict
+        if isinstance(verdict, BlockCause):
+            causes[node] = (single_node.NAME, BlockCause(Cause.BUDGET_WAIT_UNCONSOLIDATABLE, {"alone": verdict},
+                                                         budget))
         else:
-            causes[node] = (method_name, BlockCause(Cause.BUDGET_WAIT, {"action": alone.action,
-                                                                        "savings": alone.savings}, budget))
+            causes[node] = (method_name, BlockCause(Cause.BUDGET_WAIT, {"action": verdict.action,
+                                                                        "savings": verdict.savings}, budget))
+    if session is not None:
+        session.close()
     ctx.state.rollback(start)
 
 

@@ -11,11 +11,19 @@ consolidationPolicy is Balanced, a candidate whose delete would not be worth its
 a command found is made only when its score passes (`ebb.core.balanced`). A command that saves less than its
 NodePool's ``minimumSavingPerEvictedPod`` asks for the pods it evicts is not made (`ebb.core.worth`), and every
 command's explanation says what it evicts against what it saves.
+
+What consolidating one node alone would do is also what the engine tells of every node that waits for its budget;
+a caller that makes pass after pass keeps those verdicts (`AloneVerdicts`), and a pass takes each one that still
+holds on its own start state instead of simulating the node again: a pass after a change of one node simulates
+again only the nodes whose pods that change could send elsewhere.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
@@ -38,14 +46,17 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.model import placement_order
+from ebb.core.model import Interned, Node, Pod, placement_order
+from ebb.core.simulator.arrays import BoolArray, IntArray
+from ebb.core.simulator.scheduler import SimState
 
 NAME = "single-node-consolidation"
 
 
-def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | BlockCause:
+def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int] | None = None) -> Command | BlockCause:
     """The command that would consolidate this one node, or why none would. With `keep`, a found
-    command stays applied to the simulation state (its replacement closed to further pods).
+    command stays applied to the simulation state (its replacement closed to further pods). Given ``bins``, a delete
+    adds to it the bins its pods went to (`AloneVerdicts`).
 
     The delete is tried first: its pods on the other nodes, as they are. When one finds no room, the replace
     starts from there, with one new node allowed: the pods before it go where they went (`SimState.place_first`).
@@ -68,6 +79,8 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
             failures, _ = state.place_ordered(order[stop:], max_new=0, first_failure=True)
     if stop is None or not failures:
         placements = placements_of(state, leaving)
+        if bins is not None:
+            bins.extend(state.placed[pod.key] for pod in leaving)
         if not keep:
             state.rollback(mark)
         return Command(NAME, REASON, "delete", (name,), (), price, placements,
@@ -97,6 +110,213 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False) -> Command | Block
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
                    f"{name}: replaced by a {replacement.instance_types[0]} at ${replacement.price:.4f}/h "
                    f"instead of ${price:.4f}/h")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Start:
+    """What a delete of one node reads of the state it starts from, for pods of one form with no topology constraint
+    and no host port: per existing node in bin order, the node, its free room and whether it takes pods."""
+
+    resources: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    free: IntArray
+    open: BoolArray
+
+    @classmethod
+    def of(cls, state: SimState) -> _Start:
+        s = state.s
+        return cls(s.resources, tuple(s.nodes), state.free[:s.N].copy(), state.open[:s.N].copy())
+
+    def same_up_to(self, other: _Start) -> int:
+        """How many bins from the first are the same in ``other`` (the same node, room and openness)."""
+        if self.resources != other.resources:
+            return 0
+        same = min(len(self.nodes), len(other.nodes))
+        for at, (mine, theirs) in enumerate(zip(self.nodes[:same], other.nodes[:same], strict=True)):
+            if mine is not theirs and mine != theirs:
+                same = at
+                break
+        differ = np.flatnonzero((self.free[:same] != other.free[:same]).any(axis=1)
+                                | (self.open[:same] != other.open[:same]))
+        return int(differ[0]) if len(differ) else same
+
+    def changed_in(self, other: _Start) -> list[int] | None:
+        """The bins of ``other`` (its indexes, in order) that are not in this start state with the same node, room and
+        openness, when the bins that are keep their order; None when they do not (or the resources differ)."""
+        if self.resources != other.resources:
+            return None
+        old_at = {node.name: at for at, node in enumerate(self.nodes)}
+        changed: list[int] = []
+        pairs: list[tuple[int, int]] = []  # (other's index, this one's) of the same node
+        for at, node in enumerate(other.nodes):
+            was = old_at.get(node.name)
+            if was is None or (self.nodes[was] is not node and self.nodes[was] != node):
+                changed.append(at)
+            else:
+                pairs.append((at, was))
+        if pairs:
+            new, old = np.array(pairs, dtype=np.int64).T
+            differ = (other.free[new] != self.free[old]).any(axis=1) | (other.open[new] != self.open[old])
+            changed += new[differ].tolist()
+            kept = old[~differ]
+            if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+                return None  # the unchanged bins are in another order
+        return sorted(changed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A delete found for a node alone: the pods that left it, its price, the last bin (in the
+    start state's order) a pod went to, and the command; ``kinds``: a pod of each class among them."""
+
+    leaving: tuple[Pod, ...]
+    kinds: tuple[Pod, ...]
+    price: float
+    reach: int
+    command: Command
+
+
+class AloneVerdicts:
+    """What consolidating each node alone would do on a pass's start state, kept from pass to pass: the engine's
+    explanation of a node that waits for its budget (`Cause.BUDGET_WAIT`) evaluates every such node alone, most of a
+    pass where budgets are held, and a pass after a change of one node finds most of them as the pass before did.
+
+    Only deletes whose pods each have one form (no preference), no topology constraint (spread, pod affinity or
+    anti-affinity, their own or another pod's against them) and no host port are kept. Placing such a pod reads no
+    topology count and no NodePool: it goes to the first bin, in the start state's order, that is open, has room and
+    admits it by its labels and taints, and what each bin answers depends on that bin alone (its node, its room, whether
+    it takes pods) and on the pod. The delete is therefore the same on any start state whose bins up to the last one its
+    pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price. Each pass compares
+    its start state with the last one's (`_Start.same_up_to`: the nodes by reference or value, the room and openness as
+    arrays) and keeps the deletes whose reach lies inside the part that is the same. A delete that reaches further is
+    checked against the bins that changed (`_Start.changed_in`), when the unchanged bins kept their order: it holds when
+    the bin each of its pods went to is unchanged and no changed bin before that one in the new order takes the pod
+    (`AloneSession._holds`). Then, pod by pod, the bins before the one it went to are the same unchanged bins as before,
+    holding the same pods placed before it, which did not take it, and changed bins, which do not; so it goes there
+    again. The others are evaluated again: after a change of one node, the deletes that put a pod on it or whose pods it
+    now takes. A kept delete is still checked against the pods' classes of this pass (a new pod's anti-affinity may have
+    given one a constraint). A cache, not state: its answers are those evaluated afresh
+    (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for the
+    passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
+
+    __slots__ = ("_last", "hits")
+
+    def __init__(self) -> None:
+        #: the last pass's start state and the deletes kept on it, by node name
+        self._last: tuple[_Start, dict[str, _Kept]] | None = None
+        #: evaluations answered from a kept delete (for tests and benchmarks)
+        self.hits = 0
+
+    def on(self, state: SimState) -> AloneSession:
+        """A pass's evaluations on ``state`` (its start state: it is back to it after each evaluation)."""
+        start = _Start.of(state)
+        last = self._last
+        kept: dict[str, _Kept] = {}
+        checked: dict[str, _Kept] = {}
+        changed: list[int] | None = None
+        if last is not None:
+            same, index = last[0].same_up_to(start), state.s.node_index
+            for name, found in last[1].items():
+                if name in index:
+                    (kept if found.reach < same else checked)[name] = found
+            if checked:
+                changed = last[0].changed_in(start)
+                if changed is None or len(changed) > MAX_CHANGED:
+                    checked, changed = {}, None
+        return AloneSession(self, start, kept, checked, changed or [])
+
+
+#: past this many bins changed since the last pass, a kept delete is taken only when every bin up to its reach is
+#: the same (`_Start.same_up_to`), not checked against each changed bin
+MAX_CHANGED = 64
+
+
+class AloneSession:
+    """One pass's evaluations of nodes alone (`AloneVerdicts.on`); `close` keeps them for the next pass."""
+
+    def __init__(self, owner: AloneVerdicts, start: _Start, kept: dict[str, _Kept], checked: dict[str, _Kept],
+                 changed: list[int]) -> None:
+        self._owner, self._start, self._kept = owner, start, kept
+        #: the kept deletes whose reach is past the first changed bin: taken when `_holds`
+        self._checked = checked
+        #: the bins (indexes) of this start state that changed since the last one's; the others kept their order
+        self._changed = changed
+        self._changed_set = frozenset(changed)
+        self._simple: dict[Interned, bool] = {}
+        self._takes: dict[tuple[int, Interned, Interned], bool] = {}
+
+    def _all_simple(self, state: SimState, pods: Sequence[Pod]) -> bool:
+        """Every pod has one form, no topology constraint and no host port (its class as this pass compiles it)."""
+        simple = self._simple
+        for pod in pods:
+            known = simple.get(pod.class_key)
+            if known is None:
+                forms = state.s.classes(pod)
+                known = simple[pod.class_key] = len(forms) == 1 and not forms[0].constraints \
+                    and not forms[0].host_ports
+            if not known:
+                return False
+        return True
+
+    def _holds(self, state: SimState, name: str, found: _Kept) -> _Kept | None:
+        """``found`` with its reach in this start state's order, when each of its pods goes where it went on the last
+        one: its bin is unchanged, and no changed bin before it in this order (other than the node's own, which the
+        delete closes) takes it; else None. The unchanged bins are in the same order (`_Start.changed_in`), so the
+        first bin that takes each pod is the same, as the class docstring argues."""
+        index, changed, start = state.s.node_index, self._changed, self._start
+        own = index[name]
+        reach = -1
+        for pod in found.leaving:
+            at = index.get(found.command.placements.get(pod.key, ""))
+            if at is None or at in self._changed_set:
+                return None
+            reach = max(reach, at)
+            for bin_at in changed:
+                if bin_at >= at:
+                    break
+                if bin_at == own:
+                    continue
+                key = (bin_at, pod.class_key, pod.requests_key)
+                takes = self._takes.get(key)
+                if takes is None:
+                    takes = self._takes[key] = bool(start.open[bin_at]) \
+                        and all(start.free[bin_at, r] >= amount for r, amount in state.s.pod_needs(pod)) \
+                        and bool(state.s.classes(pod)[0].node_ok[bin_at])
+                if takes:
+                    return None
+        return replace(found, reach=reach)
+
+    def evaluate(self, ctx: PassContext, name: str) -> Command | BlockCause:
+        """`evaluate` of node ``name`` on the start state, from the delete kept for it when that still holds."""
+        state = ctx.state
+        leaving = state.leaving_of(name)
+        price = ctx.view.price[name]
+        found = self._kept.get(name)
+        checked = found is None
+        if checked:
+            found = self._checked.pop(name, None)
+        if found is not None and found.price == price and len(found.leaving) == len(leaving) \
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
+                and self._all_simple(state, found.kinds):
+            held = self._holds(state, name, found) if checked else found
+            if held is not None:
+                self._kept[name] = held
+                self._owner.hits += 1
+                return held.command
+        bins: list[int] = []
+        verdict = evaluate(ctx, name, bins=bins)
+        if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
+                and self._all_simple(state, leaving):
+            kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+            self._kept[name] = _Kept(tuple(leaving), kinds, price, max(bins, default=-1), verdict)
+        else:
+            self._kept.pop(name, None)
+        return verdict
+
+    def close(self) -> None:
+        """Keep this pass's start state and the deletes that hold on it for the next pass (those not asked for this
+        pass and not known to hold are left out)."""
+        self._owner._last = (self._start, self._kept)
 
 
 def judged(ctx: PassContext, command: Command) -> tuple[list[balanced.Score], BlockCause | None]:

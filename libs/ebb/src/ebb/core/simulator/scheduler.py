@@ -448,13 +448,24 @@ class SimState(Placement):
     def remove_node(self, name: str) -> list[Pod]:
         """Take a node out: it accepts no pods and its pods leave the topology counts. Returns the pods
         that need a new home (its reschedulable pods, and pods this simulation had moved onto it)."""
+        leaving = self.leaving_of(name)
+        self._take_out(self.s.node_index[name])
+        return leaving
+
+    def leaving_of(self, name: str) -> list[Pod]:
+        """The pods `remove_node` would return for ``name`` now, changing nothing: its reschedulable pods not moved
+        away already, then those this simulation had moved onto it (none once it is removed)."""
         b = self.s.node_index[name]
-        moved = self._take_out(b)
-        if moved is None:
+        if b in self._removed:
             return []
-        placed = self.placed
-        leaving = [p for p in self.s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
-        leaving += [p for p in moved if p.needs_rescheduling]
+        placed, derived = self.placed, self.s.derived
+        if derived is not None:  # its pods that need a home, found once per node (`ebb.core.node_pods`)
+            own = derived[b]
+            leaving = list(own.movable) if placed.keys().isdisjoint(own.leaving_keys) else \
+                [p for p in own.movable if p.key not in placed]
+        else:
+            leaving = [p for p in self.s.pods_on[b] if p.needs_rescheduling and p.key not in placed]
+        leaving += [p for p in self.moved_onto.get(b, ()) if p.needs_rescheduling]
         return leaving
 
     def remove_node_ordered(self, name: str) -> list[Pod]:

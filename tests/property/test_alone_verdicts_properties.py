@@ -1,0 +1,257 @@
+"""A pass that takes the deletes kept from the last pass (``single_node.AloneVerdicts``) answers as one computed whole.
+
+One cluster goes through a random sequence of changes: pods added (plain ones, DaemonSet pods, and pods with a
+hostname anti-affinity, a zone spread, a host port, a preferred node affinity or a zone selector) and removed,
+pending pods, nodes added, removed, cordoned, deleting (their pods placed first) and moved to another zone, an
+instance type's price changed, the NodePool's budget changed, and the clock moved (past consolidateAfter, which sets
+unsettled nodes aside). The objects go through a ``SnapshotStore``, as the planner's do, so an unchanged object is
+the same object pass after pass. After every step one pass runs with the kept verdicts and one without, on views
+built apart, and the two results must be equal: commands with their placements, every blocked node's cause with every
+value (the alone verdict of a node waiting for its budget included), budgets, costs and ``revisit_at``.
+
+The budgets are small (a node or two), so most passes have nodes waiting for their budget, whose explanation is
+what the verdicts keep. The comparison can fail: a cache blind to the state its deletes read, or to the bins that
+changed, is caught (``test_a_blind_cache_is_caught``), and verdicts are answered from the kept ones (``hits``) on the
+way."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.core.engine import PassResult, run_pass
+from ebb.core.methods import single_node
+from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.single_node import AloneSession, AloneVerdicts
+from tests.kit.builders import NOW, ZONES, ago, catalog, node, nodepool, pod
+from tests.kit.messages import cluster_object
+
+TYPES = ("m5.large", "c5.large", "m5.xlarge", "t3.medium")
+CPUS = ("100m", "250m", "600m", "1200m")
+KINDS = ("plain", "plain", "plain", "plain", "plain", "anti", "spread", "port", "prefers", "zonal", "daemon")
+
+Step = tuple[Any, ...]
+
+
+def shaped(name: str, on: str | None, cpu: str, kind: str, started: str) -> dict[str, Any]:
+    """A pod of ``kind``: plain, or one whose placement reads more than the bins' room (topology, ports, forms)."""
+    app = {"app": f"app-{kind}"}
+    if kind == "anti":
+        return pod(name, on, cpu=cpu, labels=app, started=started, affinity={"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": app}, "topologyKey": "kubernetes.io/hostname"}]}})
+    if kind == "spread":
+        return pod(name, on, cpu=cpu, labels=app, started=started, spread=[{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": app}}])
+    if kind == "port":
+        return pod(name, on, cpu=cpu, labels=app, started=started, host_port=8080)
+    if kind == "prefers":
+        return pod(name, on, cpu=cpu, labels=app, started=started, affinity={"nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ZONES[0]]}]}}]}})
+    if kind == "daemon":
+        return pod(name, on, cpu=cpu, ns="kube-system", labels={"app": "agent"}, owner=("DaemonSet", "agent"),
+                   started=started)
+    if kind == "zonal":
+        return pod(name, on, cpu=cpu, labels=app, started=started, node_selector={
+            "topology.kubernetes.io/zone": ZONES[0]})
+    return pod(name, on, cpu=cpu, started=started)
+
+
+@st.composite
+def starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A NodePool with a budget of one or two nodes and 3-10 nodes of 0-4 pods each, most of them plain."""
+    docs: list[dict[str, Any]] = [catalog(), nodepool(
+        consolidate_after=draw(st.sampled_from(["0s", "5m"])),
+        budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])]
+    for i in range(draw(st.integers(3, 10))):
+        docs.append(node(f"n{i}", itype=draw(st.sampled_from(TYPES)), zone=draw(st.sampled_from(ZONES[:2]))))
+        for j in range(draw(st.integers(0, 4))):
+            docs.append(shaped(f"p{i}-{j}", f"n{i}", draw(st.sampled_from(CPUS)), draw(st.sampled_from(KINDS)),
+                               ago(minutes=draw(st.integers(0, 20)))))
+    return docs
+
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
+    st.tuples(st.just("remove pod"), st.integers(0, 60)),
+    st.tuples(st.just("add node"), st.sampled_from(TYPES), st.sampled_from(ZONES)),
+    st.tuples(st.just("remove node"), st.integers(0, 9)),
+    st.tuples(st.just("cordon"), st.integers(0, 9)),
+    st.tuples(st.just("deleting"), st.integers(0, 9)),
+    st.tuples(st.just("zone"), st.integers(0, 9), st.sampled_from(ZONES)),
+    st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 0.9, 1.5])),
+    st.tuples(st.just("budget"), st.sampled_from(["0", "1", "2", "100%"])),
+    st.tuples(st.just("clock"), st.integers(1, 12)),
+    st.tuples(st.just("nothing")),
+), min_size=1, max_size=10)
+
+
+@dataclass
+class World:
+    """The cluster's objects (through a SnapshotStore), its clock and the documents applied so far."""
+
+    objects: SnapshotStore = field(default_factory=SnapshotStore)
+    now: datetime = NOW
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    added: itertools.count[int] = field(default_factory=itertools.count)
+
+    def put(self, doc: dict[str, Any]) -> None:
+        self.docs[f"{doc['kind']}/{doc['metadata']['name']}"] = doc
+        self.objects.apply(cluster_object(doc))
+
+    def remove(self, key: str) -> None:
+        doc = self.docs.pop(key)
+        self.objects.apply(cluster_object(doc).model_copy(update={"object": None}))
+
+    def of(self, kind: str) -> list[str]:
+        return sorted(k for k in self.docs if k.startswith(f"{kind}/"))
+
+    def edited(self, key: str) -> dict[str, Any]:
+        """A copy of the document at ``key`` to change and `put` again (the store sees a new object)."""
+        return copy.deepcopy(self.docs[key])
+
+    def change(self, step: Step) -> None:
+        kind, nodes = step[0], self.of("Node")
+        picked = nodes[step[1] % len(nodes)] if nodes and len(step) > 1 and isinstance(step[1], int) else None
+        if kind == "add pod":
+            on = picked.split("/")[1] if picked is not None and step[1] < 8 else None  # 8, 9: pending
+            self.put(shaped(f"q{next(self.added)}", on, step[2], step[3], self.now.isoformat()))
+        elif kind == "remove pod":
+            pods = self.of("Pod")
+            if pods:
+                self.remove(pods[step[1] % len(pods)])
+        elif kind == "add node":
+            self.put(node(f"m{next(self.added)}", itype=step[1], zone=step[2], created=self.now.isoformat()))
+        elif kind == "remove node" and picked is not None:
+            name = picked.split("/")[1]
+            for key in self.of("Pod"):
+                if self.docs[key]["spec"].get("nodeName") == name:
+                    self.remove(key)
+            self.remove(picked)
+        elif kind == "cordon" and picked is not None:
+            doc = self.edited(picked)
+            doc["spec"]["unschedulable"] = not doc["spec"].get("unschedulable", False)
+            self.put(doc)
+        elif kind == "deleting" and picked is not None:  # its pods are placed first, on the others
+            doc = self.edited(picked)
+            doc["metadata"]["deletionTimestamp"] = self.now.isoformat()
+            doc["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+            self.put(doc)
+        elif kind == "zone" and picked is not None:
+            doc = self.edited(picked)
+            doc["metadata"]["labels"]["topology.kubernetes.io/zone"] = step[2]
+            self.put(doc)
+        elif kind == "price":
+            doc = self.edited("InstanceTypeCatalog/test")
+            for itype in doc["spec"]["instanceTypes"]:
+                if itype["name"] == step[1]:
+                    for offering in itype["offerings"]:
+                        offering["price"] = round(offering["price"] * step[2], 6)
+            self.put(doc)
+        elif kind == "budget":
+            doc = self.edited("NodePool/default")
+            doc["spec"]["disruption"]["budgets"] = [{"nodes": step[1]}]
+            self.put(doc)
+        elif kind == "clock":
+            self.now += timedelta(minutes=step[1])
+
+
+def answer(result: PassResult) -> Any:
+    """Everything a pass decides, placements included (a command's equality leaves them out)."""
+    return result, [c.placements for c in result.commands]
+
+
+def compare(start: list[dict[str, Any]], sequence: list[Step]) -> tuple[int, int, int]:
+    """Run ``sequence``; after each step a pass with kept verdicts and one without must be equal. Returns how many
+    verdicts were answered from kept ones, how many of them in passes after a step that changed something, and how
+    many kept deletes that reached past the first changed bin held against the changed bins."""
+    held = 0
+    holds = AloneSession._holds
+
+    def counted(self: AloneSession, state: Any, name: str, found: Any) -> Any:
+        nonlocal held
+        result = holds(self, state, name, found)
+        held += result is not None
+        return result
+
+    with patch.object(AloneSession, "_holds", counted):
+        hits, after_change = _compare(start, sequence)
+    return hits, after_change, held
+
+
+def _compare(start: list[dict[str, Any]], sequence: list[Step]) -> tuple[int, int]:
+    world = World()
+    for doc in start:
+        world.put(doc)
+    options = EngineOptions()
+    kept = AloneVerdicts()
+    trail: list[str] = []
+    after_change = 0
+    for number, step in enumerate([("nothing",), *sequence]):
+        world.change(step)
+        snapshot = world.objects.snapshot()
+        before = kept.hits
+        got = run_pass(options.view_of(snapshot, world.now), options, alone=kept)
+        want = run_pass(options.view_of(snapshot, world.now), options)
+        if step[0] != "nothing":
+            after_change += kept.hits - before
+        trail.append(f"step {number} {step}: kept answered {kept.hits}, commands {[c.nodes for c in want.commands]}")
+        assert answer(got) == answer(want), "\n".join(trail)
+    return kept.hits, after_change
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(starts(), steps)
+def test_kept_verdicts_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step]) -> None:
+    hits, after_change, held = compare(start, sequence)
+    event("verdicts answered from kept ones after a change" if after_change else
+          "verdicts answered from kept ones" if hits else "none answered from kept ones")
+    if held:
+        event("a kept delete held against the bins that changed")
+
+
+@contextmanager
+def blind_to_the_start() -> Iterator[None]:
+    """Kept deletes taken whatever changed in the state they read."""
+    with patch.object(single_node._Start, "same_up_to", lambda self, other: 10**9):
+        yield
+
+
+@contextmanager
+def blind_to_changed_bins() -> Iterator[None]:
+    """Kept deletes that reach past the first changed bin taken without looking at the changed bins."""
+    with patch.object(single_node.AloneSession, "_holds", lambda self, state, name, found: found):
+        yield
+
+
+def _filling() -> list[dict[str, Any]]:
+    """A budget of one node: x, the cheapest to disrupt (one pod), is deleted, its pod onto "big" (the fullest node,
+    first in the order); c waits for the budget, and alone its two pods would go to big too (a delete)."""
+    return [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("big", itype="m5.xlarge"), node("c"), node("x"),
+            pod("big-0", "big", cpu="1500m"), pod("big-1", "big", cpu="1500m"), pod("c-0", "c", cpu="200m"),
+            pod("c-1", "c", cpu="200m"), pod("x-0", "x", cpu="100m")]
+
+
+@pytest.mark.parametrize("blind", [blind_to_the_start, blind_to_changed_bins])
+def test_a_blind_cache_is_caught(blind: Any) -> None:
+    """Once big is filled (x's pod still fits there), c's pods no longer do: alone, c would be replaced, not deleted.
+    A cache that keeps c's delete whatever changed says the old verdict, and the comparison fails; the real one
+    evaluates c again."""
+    sequence: list[Step] = [("nothing",), ("add pod", 0, "900m", "plain")]
+    assert compare(_filling(), sequence[:1])[0] >= 1  # the unchanged pass answers c from the kept delete
+    assert compare(_filling(), sequence)[0] >= 1
+    with blind(), pytest.raises(AssertionError, match=r"step 2 \('add pod'"):
+        compare(_filling(), sequence)

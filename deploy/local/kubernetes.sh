@@ -237,6 +237,26 @@ rules:
 EOF
 }
 
+# kwok_node_stage NAME KEY OPERATOR VALUES [KEY OPERATOR VALUES ...] <REST: a KWOK Stage of Nodes named NAME,
+# selected by each KEY (a KWOK jq expression) OPERATOR (In, NotIn) VALUES (comma-separated), then the rest of its
+# spec (delay, next, ...) as stdin has it, indented under spec.
+kwok_node_stage() {
+  local name="$1" value values
+  shift
+  printf -- '---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: %s\nspec:\n' "${name}"
+  printf -- '  resourceRef:\n    apiGroup: v1\n    kind: Node\n  selector:\n    matchExpressions:\n'
+  while (($# >= 3)); do
+    printf -- "    - key: '%s'\n      operator: '%s'\n      values:\n" "$1" "$2"
+    IFS=, read -ra values <<<"$3"
+    for value in "${values[@]}"; do
+      printf -- "      - '%s'\n" "${value}"
+    done
+    shift 3
+  done
+  (($# == 0)) || die "kwok_node_stage ${name}: a selector wants KEY OPERATOR VALUES"
+  cat
+}
+
 # kwok_node_stages MIN-MAX: KWOK's two default node Stages (kustomize/stage/node/fast's node-initialize
 # and node/heartbeat's node-heartbeat, as KWOK v0.7.0 ships them; with a lease duration set KWOK uses the
 # heartbeat without lease) with node-initialize delayed, and before it a node-not-ready Stage with no delay
@@ -271,24 +291,10 @@ kwok_node_stages() {
   low="${BASH_REMATCH[1]}"
   high="${BASH_REMATCH[3]:-${low}}"
   ((high >= low)) || die "EBB_KWOK_NODE_READY_SECONDS=${spec}: MAX below MIN"
-  # @LOW_MS@ and @HIGH_MS@ (the template's own $ must stay as they are, so no shell expansion)
-  sed -e "s/@LOW_MS@/$((low * 1000))/" -e "s/@HIGH_MS@/$((high * 1000 + 1))/" <<'EOF'
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-not-ready
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'NotIn'
-      values:
-      - 'True'
-      - 'False'
+  local ready='.status.conditions.[] | select( .type == "Ready" ) | .status'
+  # @LOW_MS@ and @HIGH_MS@ filled in at the end (the templates' own $ must stay as they are: no shell expansion)
+  {
+    kwok_node_stage node-not-ready "${ready}" NotIn True,False <<'EOF'
   next:
     patches:
     - root: metadata
@@ -321,26 +327,8 @@ spec:
         []
         {{ end }}
 EOF
-  cat <<'EOF'
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-uninitialized
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'In'
-      values:
-      - 'True'
-    - key: '.spec.taints.[] | select( .key == "node.cloudprovider.kubernetes.io/uninitialized" ) | .effect'
-      operator: 'In'
-      values:
-      - 'NoSchedule'
+    kwok_node_stage node-uninitialized "${ready}" In True \
+      '.spec.taints.[] | select( .key == "node.cloudprovider.kubernetes.io/uninitialized" ) | .effect' In NoSchedule <<'EOF'
   next:
     patches:
     - type: json
@@ -354,28 +342,11 @@ spec:
           path: /taints/{{ $i }}
         {{ end }}{{ end }}
 EOF
-  cat <<EOF
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-initialize
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'In'
-      values:
-      - 'False'
+    kwok_node_stage node-initialize "${ready}" In False <<'EOF'
   delay:
-    durationMilliseconds: $((low * 1000))
+    durationMilliseconds: @LOW_MS@
     durationFrom:
       expressionFrom: '.metadata.annotations["kwok.ebb.local/ready-at"]'
-EOF
-  cat <<'EOF'
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -441,25 +412,8 @@ EOF
         osImage: {{ or $nodeInfo.osImage `""` }}
         systemUUID: {{ or $nodeInfo.systemUUID `""` }}
       phase: Running
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-heartbeat
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.phase'
-      operator: 'In'
-      values:
-      - 'Running'
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'In'
-      values:
-      - 'True'
+EOF
+    kwok_node_stage node-heartbeat '.status.phase' In Running "${ready}" In True <<'EOF'
   delay:
     durationMilliseconds: 20000
     jitterDurationMilliseconds: 25000
@@ -479,6 +433,7 @@ spec:
       {{ end }}
   immediateNextStage: true
 EOF
+  } | sed -e "s/@LOW_MS@/$((low * 1000))/" -e "s/@HIGH_MS@/$((high * 1000 + 1))/"
 }
 
 # ---------------------------------------------------------------- start / stop

@@ -1,35 +1,25 @@
 """`ebb shadow report` (docs/cli.md, docs/shadow.md): the report asked of a real decisions-api (uvicorn in a thread,
-on a SQLite store holding what a shadow planner kept), in words and as the API's JSON; a period that is none, no
-``--api`` and a refused token exit 2, an API that does not answer exits 1."""
+on a SQLite store holding what a shadow planner kept; tests/kit/shadow_api.py), in words and as the API's JSON; a
+period that is none, no ``--api``, a refused token and a ``--report`` file that cannot be written exit 2, an API
+that does not answer exits 1. The HTML page's content is tests/browser/test_shadow_report_browser.py's."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.models import ShadowRemoval
-from ebb.core.recording import Recorder
 from ebb_cli.main import app
-from ebb_cli.record_cmd import trace_text
-from ebb_decisions_api.app import create_app
-from ebb_decisions_api.settings import Settings
-from tests.kit.builders import NOW, catalog, disruption_policy, node, nodepool, pod, proposed
+from tests.kit.builders import NOW, disruption_policy, proposed
+from tests.kit.shadow_api import recording, removal, served
 
 TOKEN = "shadow-test-token"
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
@@ -44,11 +34,8 @@ async def _fill(url: str) -> None:
         await store.propose(proposed("s1", "n1", now=T0 + timedelta(hours=1), savings=0.5))
         await store.approve("s1", node_pools={"n1": "default"}, reason="Empty", allowed={"default": 1}, counted=(),
                             now=T0 + timedelta(hours=2))
-        await store.record_removal(ShadowRemoval(
-            node="n3", removed_at=T0 + timedelta(hours=5), nodepool="default", instance_type="m5.large",
-            removed_by="karpenter", reason="Underutilized", detail="", verdict="pdb-blocks", verdict_inner="",
-            verdict_text="n3: PodDisruptionBudget default/web allows no disruption", verdict_at=T0 + timedelta(hours=4),
-            price=Decimal("0.096")))
+        await store.record_removal(removal("n3", T0 + timedelta(hours=5), verdict="pdb-blocks",
+                                           verdict_text="n3: PodDisruptionBudget default/web allows no disruption"))
     finally:
         await store.close()
 
@@ -57,24 +44,8 @@ async def _fill(url: str) -> None:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{tmp_path_factory.mktemp('shadow') / 'ebb.db'}"
     asyncio.run(_fill(url))
-    settings = Settings(token=SecretStr(TOKEN), database_url=url, cluster="c")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, bus=InMemoryBus(), clock=lambda: END),
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with served(url, token=TOKEN, now=END) as api:
+        yield api
 
 
 def _invoke(*args: str) -> Any:
@@ -123,27 +94,8 @@ def test_help_names_the_verb() -> None:
     assert "report" in CliRunner().invoke(app, ["shadow", "--help"]).stdout
 
 
-def _recording(tmp_path: Path) -> Path:
-    """An hour's recording of a cluster with ebb's DisruptionPolicy: two half-empty nodes, a Job's pods arriving
-    and finishing."""
-    start = [nodepool(), catalog(), node("n0"), node("n1"), pod("web-a", "n0", cpu="500m"),
-             pod("web-b", "n1", cpu="500m"),
-             disruption_policy("default", consolidationPolicy="WhenEmptyOrUnderutilized", consolidateAfter="0s",
-                               budgets=[{"nodes": "100%"}])]
-    recorder = Recorder(start=NOW, documents=start)
-    for i in range(2):
-        recorder.observe(NOW + timedelta(seconds=60), "Pod", "default", f"job-{i}",
-                         pod(f"job-{i}", None, phase="Pending", owner=("Job", "batch"), cpu="1"))
-        recorder.observe(NOW + timedelta(seconds=900), "Pod", "default", f"job-{i}",
-                         pod(f"job-{i}", "n0", phase="Succeeded", owner=("Job", "batch"), cpu="1"))
-    path = tmp_path / "recorded.yaml"
-    trace = recorder.trace(NOW + timedelta(hours=1), name="recorded")
-    path.write_text(trace_text(trace, path))
-    return path
-
-
 def test_the_back_test_of_the_recorded_period(api: str, tmp_path: Path) -> None:
-    path = _recording(tmp_path)
+    path = recording(tmp_path / "recorded.yaml")
     result = _invoke("--api", api, "--token", TOKEN, "--since", "1d", "--trace", str(path), "-o", "json")
     assert result.exit_code == 0, result.output
     tested = json.loads(result.stdout)["backtest"]
@@ -166,3 +118,15 @@ def test_the_back_test_of_the_recorded_period(api: str, tmp_path: Path) -> None:
     builtin = _invoke("--api", api, "--token", TOKEN, "--trace", "diurnal")
     assert builtin.exit_code == 2
     assert _invoke("--api", api, "--token", TOKEN, "--policy", str(policy)).exit_code == 2
+
+
+def test_the_page_is_written_after_the_words_and_an_unwritable_one_is_refused_first(api: str, tmp_path: Path) -> None:
+    page = tmp_path / "shadow.html"
+    result = _invoke("--api", api, "--token", TOKEN, "--since", "1d", "--report", str(page))
+    assert result.exit_code == 0, result.output
+    assert "Shadow report from" in result.stdout and f"report: {page}" in result.stderr
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "PodDisruptionBudget default/web" in text and ">s1<" in text
+    # the file is checked before the API is asked (which does not answer here: that would exit 1)
+    nowhere = _invoke("--api", "http://127.0.0.1:1", "--token", TOKEN, "--report", str(tmp_path / "no" / "x.html"))
+    assert nowhere.exit_code == 2 and "does not exist" in nowhere.output, nowhere.output

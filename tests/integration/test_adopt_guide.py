@@ -3,10 +3,13 @@ Karpenter cluster (tests/integration/conftest.py), once for the module: the guid
 ``<!-- adopt-test: NAME -->`` are read from the page itself and their commands run as written, so the guide and
 this test cannot drift apart. Where the local cluster differs from the reader's, the command is changed in plain
 sight (``SUBSTITUTIONS`` and the per-step ``swap`` calls): the NodePool ``general`` is this module's, the example
-node and NodeClaim names are real ones, a two-hour recording lasts a minute, ``consolidateAfter: 5m`` is 0s so the
-test does not wait five minutes, and the guide's ``helm upgrade`` to enforce mode and ``kubectl scale`` of the
-planner's Deployment to zero start and stop the planner's process (``PLANNER_SCALED``), as there is no Deployment
-here.
+node and NodeClaim names are real ones, the decisions-api's address is the local one, a two-hour recording lasts a
+minute, a week of shadow mode is the minute or two of step 3 (the report's ``--since 7d`` stays: the module's
+database holds only that), ``consolidateAfter: 5m`` is 0s so the test does not wait five minutes; and as there is no
+Deployment here, the services are processes: the guide's ``kubectl set env`` of a Deployment sets that variable in
+its service's environment (``deployment_env``), its ``helm upgrade`` to enforce mode restarts the planner and the
+executor in enforce mode, and its ``kubectl scale`` of the planner's Deployment to zero stops the planner's process
+(``SWITCHED``).
 
 Who runs what: ``kubectl`` runs as the cluster's admin; ``ebb`` runs as the person step 1 gives read access to,
 a ServiceAccount's token whose user name is ``$ME``, bound only by the guide's own ``kubectl create
@@ -27,13 +30,21 @@ catalog the guide asks for on a cloud other than AWS; the CRDs stand for step 3'
   pods' names. Then the guide's ``my-policies.yaml`` and ``ebb backtest --trace recorded.yaml --policy
   my-policies.yaml --report backtest.html`` (with ``-o json -j 1`` added, to read the figures on one core): both
   policies replay the recording without errors and cost more than nothing, and the HTML report is written.
+- Step 3: the cluster-watcher, the planner, the executor (in karpenter mode) and the decisions-api started, the
+  planner and the executor in shadow mode by the guide's two ``set env`` lines, and the guide's policies applied;
+  a driver scales ``web`` to four and back to three, and Karpenter removes the emptied node. The guide's ``curl``
+  lists exactly the shadow decisions the store holds, ``ebb explain --api`` answers for a node, and ``ebb shadow
+  report --since 7d ... --report shadow.html`` prints the report and writes the page, whose figures are checked
+  against the facts: the node Karpenter removed listed as Karpenter's (alone or with ebb's decision), and no other
+  of the pool's; the shadow decisions counted by state as the store holds them; every *ebb only* entry an approved
+  shadow decision whose nodes still run. From the audit log: no write of ebb's but the planner's Lease; from the
+  store: no decision but shadow ones, no outbox message, no ledger row. The services keep running into step 4.
 - Step 4, for the one NodePool: the two NodePool settings patched, the DisruptionPolicy applied; the conflict
   check (``ebb plan`` in enforce mode) then names only ``NodeClaimExpiry``, the NodeClaims launched with 720h; each
-  replaced with ``kubectl delete nodeclaim`` as the guide says, one at a time; the check is clean; the planner is
-  started in enforce mode (the cluster-watcher and the termination-executor, in karpenter mode, run from the start
-  of the step); ``web`` loses a replica, and ebb deletes the emptied node: an ``emptiness`` decision
-  that succeeds, the NodeClaim deleted by ebb's executor and the Node by Karpenter, the policy's ``ConflictFree``
-  condition True, Karpenter's own voluntary disruption decisions unchanged.
+  replaced with ``kubectl delete nodeclaim`` as the guide says, one at a time; the check is clean; the planner and
+  the executor restarted in enforce mode; ``web`` loses a replica, and ebb deletes the emptied node: an
+  ``emptiness`` decision that succeeds, the NodeClaim deleted by ebb's executor and the Node by Karpenter, the
+  policy's ``ConflictFree`` condition True, Karpenter's own voluntary disruption decisions unchanged.
 - Going back: the planner stopped, nothing left approved or executing (what the two ``curl`` lines ask the
   decisions-api, read from its store), the NodePool's settings restored and the DisruptionPolicy deleted; ``ebb
   plan`` sees Karpenter's budgets again; ``web`` loses another replica and Karpenter itself removes the emptied
@@ -66,13 +77,12 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.core.traces import Trace
 from tests.kit.karpenter_cluster import KarpenterCluster, KarpenterKit, Metrics
-from tests.kit.karpenter_setup import apply_manifests, kwok_instance_types, missing_crds
+from tests.kit.karpenter_setup import ebb_beside_karpenter
 from tests.kit.kube_audit import AuditLog
 from tests.kit.servers import REPO, KafkaServer, PostgresServer
-from tests.kit.system import Servers, System, SystemSettings, create_database, drop_database, jv, query
+from tests.kit.system import Servers, System, SystemSettings, jv, query
 from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -82,17 +92,26 @@ MARK = re.compile(r"^\s*<!--\s*adopt-test:\s*(.+?)\s*-->\s*$")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*(\S*)")
 EBB_BIN = Path(sys.executable).parent
 EBB_CRDS = ("ebb.sh_disruptionpolicies.yaml", "ebb.sh_instancetypecatalogs.yaml", "ebb.sh_holds.yaml")
+#: ebb's services, as processes: step 3 starts them
+SERVICES = ("cluster-watcher", "consolidation-planner", "termination-executor", "decisions-api")
 DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 #: the one instance type of the module's NodePool (2 CPU) and the request of each of web's pods
 INSTANCE_TYPE, POD_CPU = "c-2x-amd64-linux", "1200m"
 #: how long the recording lasts instead of the guide's two hours
 RECORD_FOR = "60s"
-#: the guide's switch of the planner to enforce mode and its scale to zero: this module starts or stops the planner's
-#: process
-PLANNER_SCALED = {
-    "helm upgrade ebb charts/ebb -n ebb-system --reuse-values --set mode=enforce": "start",
+#: the guide's switch of the planner and the executor to enforce mode, and its scale of the planner to zero: this
+#: module restarts the two processes in enforce mode, or stops the planner's
+SWITCHED = {
+    "helm upgrade ebb charts/ebb -n ebb-system --reuse-values --set mode=enforce": "enforce",
     "kubectl -n ebb-system scale deployment ebb-consolidation-planner --replicas 0": "stop",
 }
+#: the guide's ``kubectl set env`` of one of ebb's Deployments
+SET_ENV = re.compile(r"^kubectl -n ebb-system set env deploy/ebb-(?P<service>[a-z-]+) (?P<variable>EBB_\w+)="
+                     r"(?P<value>\S+)$")
+#: the decisions-api's address in the guide
+GUIDE_API = "http://ebb-decisions-api:8080"
+#: every write a request can make (the audit log's verbs)
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FINISHED = ("succeeded", "failed", "rolled_back")
 
 
@@ -183,6 +202,8 @@ class Walk:
     system: System
     database_url: str
     cluster_name: str
+    #: the planner's Lease, ebb's one write to the cluster in shadow mode
+    lease: str
     #: the guide's names → this cluster's (the NodePool; the others are added by the steps that find them)
     names: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -223,10 +244,12 @@ class Walk:
                                                         done, within=within, interval=1)
         return claims
 
-    async def decisions(self) -> list[Any]:
-        rows = await query(self.database_url, "SELECT * FROM decisions WHERE cluster = $1 ORDER BY created_at, id",
-                           self.cluster_name)
-        return [d for d in rows if any(n.get("nodePool") == self.pool for n in jv(d["nodes"]))]
+    async def decisions(self, *, shadow: bool = False, anywhere: bool = False) -> list[Any]:
+        """ebb's decisions about the pool's nodes (``anywhere``: about any node), oldest first: the real ones, or
+        (``shadow``) step 3's."""
+        rows = await query(self.database_url, "SELECT * FROM decisions WHERE cluster = $1 AND shadow = $2 "
+                                              "ORDER BY created_at, id", self.cluster_name, shadow)
+        return [d for d in rows if anywhere or any(n.get("nodePool") == self.pool for n in jv(d["nodes"]))]
 
 
 async def reader_kubeconfig(kit: KarpenterKit, workdir: Path) -> tuple[Path, str]:
@@ -255,68 +278,52 @@ async def walk(karpenter_cluster: KarpenterCluster, karpenter_api: Any, kafka_se
     (workdir / "deploy").symlink_to(REPO / "deploy")
     kit = KarpenterKit(karpenter_cluster, karpenter_api, run=run)
     custom = client.CustomObjectsApi(karpenter_api)
-    crds = [f"{n.removeprefix('ebb.sh_').removesuffix('.yaml')}.ebb.sh" for n in EBB_CRDS]
-    made_crds = await missing_crds(karpenter_api, crds)
     namespace_existed = not await missing_namespaces(karpenter_api, ["ebb-system"])
-    catalog = catalog_from_kwok_instance_types(kwok_instance_types(), name=f"adopt-kwok-{run}")
-    database = f"ebb_adopt_{run}"
-    database_url = await create_database(postgres_server.url, database)
     settings = SystemSettings(run=f"a{run}", queue_url="", validation_delay=2.0)
-    servers = Servers(kafka_bootstrap=kafka_server.bootstrap, database_url=database_url,
-                      kubeconfig=str(karpenter_cluster.kubeconfig), aws_endpoint="")
-    system = System(servers, settings, workdir / "logs",
-                    only=("cluster-watcher", "consolidation-planner", "termination-executor"))
-    system["consolidation-planner"].env["EBB_CONSOLIDATION_PLANNER_PROVIDER"] = "karpenter"
-    system["termination-executor"].env["EBB_TERMINATION_EXECUTOR_PROVIDER"] = "karpenter"
-    bindings: list[str] = []
-    try:
-        await kit.setup()
-        await apply_manifests(karpenter_cluster.kubeconfig,
-                              [REPO / "deploy" / "kubernetes" / "crds" / n for n in EBB_CRDS])
-        await custom.create_cluster_custom_object("ebb.sh", "v1", "instancetypecatalogs", catalog)
-        pool = await kit.create_nodepool("general", budgets=[{"nodes": "10%"}], expire_after="720h",
-                                         instance_types=[INSTANCE_TYPE])
-        await kit.create_deployment("web", pool, 3, cpu=POD_CPU)
-        reader_path, me = await reader_kubeconfig(kit, workdir)
-        base = {**os.environ, "PATH": f"{EBB_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1",
-                "COLUMNS": "200", "ME": me}
-        made = Walk(kit, pool, workdir, admin={**base, "KUBECONFIG": str(karpenter_cluster.kubeconfig)},
-                    reader={**base, "KUBECONFIG": str(reader_path)}, audit=AuditLog(karpenter_cluster.audit_log),
-                    system=system, database_url=database_url, cluster_name=settings.cluster,
-                    names={"general": pool})
-        bindings += [f"ebb-plan-{me}", f"ebb-record-{me}"]
-        await made.settled(3)
-        yield made
-        print("\nadoption guide, seconds per step: "
-              + ", ".join(f"{step} {seconds:.0f}" for step, seconds in made.timings.items()))
-    finally:
-        await system.stop()
-        rbac = client.RbacAuthorizationV1Api(karpenter_api)
-        for binding in bindings:
+    async with ebb_beside_karpenter(karpenter_cluster.kubeconfig, karpenter_api, postgres_server.url, settings,
+                                    catalog=f"adopt-kwok-{run}", crds=EBB_CRDS) as installed:
+        servers = Servers(kafka_bootstrap=kafka_server.bootstrap, database_url=installed.database_url,
+                          kubeconfig=str(karpenter_cluster.kubeconfig), aws_endpoint="")
+        system = System(servers, settings, workdir / "logs", only=SERVICES)
+        system["consolidation-planner"].env["EBB_CONSOLIDATION_PLANNER_PROVIDER"] = "karpenter"
+        system["termination-executor"].env["EBB_TERMINATION_EXECUTOR_PROVIDER"] = "karpenter"
+        bindings: list[str] = []
+        try:
+            await kit.setup()
+            pool = await kit.create_nodepool("general", budgets=[{"nodes": "10%"}], expire_after="720h",
+                                             instance_types=[INSTANCE_TYPE])
+            await kit.create_deployment("web", pool, 3, cpu=POD_CPU)
+            reader_path, me = await reader_kubeconfig(kit, workdir)
+            base = {**os.environ, "PATH": f"{EBB_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1",
+                    "COLUMNS": "200", "ME": me, "TOKEN": settings.token}
+            made = Walk(kit, pool, workdir, admin={**base, "KUBECONFIG": str(karpenter_cluster.kubeconfig)},
+                        reader={**base, "KUBECONFIG": str(reader_path)}, audit=AuditLog(karpenter_cluster.audit_log),
+                        system=system, database_url=installed.database_url, cluster_name=settings.cluster,
+                        lease=settings.lease, names={"general": pool})
+            bindings += [f"ebb-plan-{me}", f"ebb-record-{me}"]
+            await made.settled(3)
+            yield made
+            print("\nadoption guide, seconds per step: "
+                  + ", ".join(f"{step} {seconds:.0f}" for step, seconds in made.timings.items()))
+        finally:
+            await system.stop()
+            rbac = client.RbacAuthorizationV1Api(karpenter_api)
+            for binding in bindings:
+                with contextlib.suppress(ApiException):
+                    await rbac.delete_cluster_role_binding(binding)
+            for role in ("ebb-record-reader", "ebb-plan-reader"):
+                with contextlib.suppress(ApiException):
+                    await rbac.delete_cluster_role(role)
             with contextlib.suppress(ApiException):
-                await rbac.delete_cluster_role_binding(binding)
-        for role in ("ebb-record-reader", "ebb-plan-reader"):
+                await rbac.delete_cluster_role_binding("ebb-plan")
+            if not namespace_existed:
+                with contextlib.suppress(ApiException):
+                    await client.CoreV1Api(karpenter_api).delete_namespace("ebb-system")
             with contextlib.suppress(ApiException):
-                await rbac.delete_cluster_role(role)
-        with contextlib.suppress(ApiException):
-            await rbac.delete_cluster_role_binding("ebb-plan")
-        if not namespace_existed:
+                await custom.delete_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", f"general-{run}")
             with contextlib.suppress(ApiException):
-                await client.CoreV1Api(karpenter_api).delete_namespace("ebb-system")
-        for plural, name in (("disruptionpolicies", f"general-{run}"),
-                             ("instancetypecatalogs", catalog["metadata"]["name"])):
-            with contextlib.suppress(ApiException):
-                await custom.delete_cluster_custom_object("ebb.sh", "v1", plural, name)
-        with contextlib.suppress(ApiException):
-            await client.CoordinationV1Api(karpenter_api).delete_namespaced_lease(settings.lease, "default")
-        with contextlib.suppress(ApiException):
-            await client.AppsV1Api(karpenter_api).delete_namespaced_deployment("web", kit.namespace)
-        await kit.cleanup(within=120)
-        extensions = client.ApiextensionsV1Api(karpenter_api)
-        for name in made_crds:
-            with contextlib.suppress(ApiException):
-                await extensions.delete_custom_resource_definition(name)
-        await drop_database(postgres_server.url, database)
+                await client.AppsV1Api(karpenter_api).delete_namespaced_deployment("web", kit.namespace)
+            await kit.cleanup(within=120)
 
 
 async def missing_namespaces(api: Any, names: list[str]) -> list[str]:
@@ -365,6 +372,28 @@ async def recording(process: asyncio.subprocess.Process) -> None:
         said.append(line)
 
 
+def deployment_env(command: str) -> tuple[str, str, str]:
+    """The service, variable and value of the guide's ``kubectl -n ebb-system set env deploy/ebb-SERVICE VAR=VALUE``
+    (the variable one of that service's own)."""
+    match = SET_ENV.match(command)
+    assert match, f"not a `kubectl set env` of one of ebb's Deployments: {command}"
+    service, variable = match["service"], match["variable"]
+    assert service in SERVICES and variable.startswith(f"EBB_{service.upper().replace('-', '_')}_"), command
+    return service, variable, match["value"]
+
+
+def mode_variable(service: str) -> str:
+    return f"EBB_{service.upper().replace('-', '_')}_MODE"
+
+
+def planner_mode(system: System) -> str:
+    """The mode the planner's current process says it started in."""
+    started = [line for line in system["consolidation-planner"].lines()
+               if line.get("event") == "consolidation-planner starting"]
+    assert started, system["consolidation-planner"].tail()
+    return str(started[-1]["mode"])
+
+
 def timed(walk: Walk, step: str) -> Callable[[], None]:
     began = time.monotonic()
 
@@ -377,8 +406,8 @@ def timed(walk: Walk, step: str) -> Callable[[], None]:
 # ----------------------------------------------------------------------------------------- the steps
 
 #: every block the guide marks for this test, each run by one of the steps below
-RUN_HERE = {"step-1", "step-2", "file my-policies.yaml", "step-2-backtest", "step-4", "step-4-nodeclaims",
-            "step-4-planner", "back"}
+RUN_HERE = {"step-1", "step-2", "file my-policies.yaml", "step-2-backtest", "step-3", "step-3-watch",
+            "step-3-report", "step-4", "step-4-nodeclaims", "step-4-planner", "back"}
 
 
 def test_the_guide_marks_exactly_the_blocks_this_module_runs() -> None:
@@ -499,10 +528,87 @@ async def test_step_2_record_the_cluster_and_back_test_it(walk: Walk) -> None:
     done()
 
 
+async def test_step_3_shadow_mode_and_its_report(walk: Walk) -> None:
+    done = timed(walk, "step 3")
+    *modes, apply = block("step-3").commands()
+    # the Deployments' environment is the processes': each `set env` line is its service's, which then starts
+    assert {deployment_env(command)[0] for command in modes} == {"consolidation-planner", "termination-executor"}
+    for command in modes:
+        service, variable, value = deployment_env(command)
+        assert (variable, value) == (mode_variable(service), "shadow"), command
+        walk.system[service].env[variable] = value
+    since = walk.audit.mark()
+    await walk.system.start(*SERVICES)
+    assert planner_mode(walk.system) == "shadow"
+    await walk.arun(walk.here(apply))
+
+    # the week, in short: one replica more (Karpenter launches a node for it) and back to three; Karpenter removes
+    # the emptied node, and ebb, watching, keeps the removal with its verdict on the node
+    await walk.kit.scale_deployment("web", 4)
+    at_four = {c["status"]["nodeName"] for c in await walk.settled(4, within=90)}
+    await walk.kit.scale_deployment("web", 3)
+    left = {c["status"]["nodeName"] for c in await walk.settled(3, within=120)}
+    removed = at_four - left
+    assert len(removed) == 1 and left < at_four, (at_four, left)
+
+    async def kept() -> list[Any] | None:
+        walk.system.check_running()
+        rows = await query(walk.database_url, "SELECT * FROM shadow_removals WHERE cluster = $1 AND node = ANY($2)",
+                           walk.cluster_name, list(removed))
+        return rows or None
+
+    [removal] = await eventually("the shadow planner kept Karpenter's removal", kept, within=60,
+                                 on_timeout=walk.system.tails)
+    assert removal["removed_by"] == "karpenter", dict(removal)
+
+    # while it runs: the shadow decisions as the API lists them, and why a node is left alone
+    walk.names[GUIDE_API] = walk.system.api
+    walk.names["ip-10-0-1-7.ec2.internal"] = sorted(left)[0]
+    listing, explain = block("step-3-watch").commands()
+    shadow = await walk.decisions(shadow=True, anywhere=True)  # the report's and the API's: the whole cluster's
+    assert len(shadow) < 20, shadow  # so the guide's first page lists them all
+    listed = json.loads((await walk.arun(walk.here(listing))).stdout)["items"]
+    assert all(d["shadow"] for d in listed), listed
+    assert {d["id"] for d in listed} == {d["id"] for d in shadow}, (listed, shadow)
+    explained = await walk.arun(walk.here(explain))
+    assert sorted(left)[0] in explained.stdout, explained.stdout
+
+    # the report, on the terminal and as a page, against the facts
+    [report] = block("step-3-report").commands()
+    assert "--since 7d" in report and "--report shadow.html" in report, report
+    words = (await walk.arun(walk.here(report))).stdout
+    answer = json.loads((await walk.arun(walk.here(report) + " -o json")).stdout)
+    ours = [e for e in answer["karpenterOnly"] + answer["both"] if e["nodePool"] == walk.pool]
+    assert {e["node"] for e in ours} == removed and all(e["removedBy"] == "karpenter" for e in ours), answer
+    shadow = await walk.decisions(shadow=True, anywhere=True)
+    states = [d["state"] for d in shadow]
+    counts = answer["counts"]
+    assert (counts["shadowDecisions"], counts["approved"], counts["proposed"], counts["rejected"]) == (
+        len(shadow), states.count("approved"), states.count("proposed"), states.count("rejected")), (counts, states)
+    approved = {d["id"]: d for d in shadow if d["state"] == "approved"}
+    for entry in answer["ebbOnly"]:  # what ebb would have added: approved, its nodes still there
+        assert entry["id"] in approved and set(entry["kept"]) <= left, (entry, approved)
+        assert entry["savingsPerHour"] == pytest.approx(float(approved[entry["id"]]["savings"]))
+    assert f"Karpenter removed {counts['karpenterRemovals']} node(s)" in words and removal["node"] in words, words
+    page = (walk.workdir / "shadow.html").read_text(encoding="utf-8")
+    assert 'id="karpenter-only"' in page and removal["node"] in page
+    print(f"\n$ {walk.here(report)}\n{words}")
+
+    # watching only: no write of ebb's to the cluster but the planner's Lease; nothing queued, no budget taken
+    events = walk.audit.events(since)
+    writes = [str(e) for e in events
+              if e.by_ebb and e.verb in WRITES and (e.resource, e.name) != ("leases", walk.lease)]
+    assert writes == [] and not any(e.by_ebb and e.subresource == "eviction" for e in events), writes
+    assert await walk.decisions() == []
+    for table in ("outbox", "budget_ledger"):
+        assert await query(walk.database_url, f"SELECT 1 FROM {table} WHERE cluster = $1", walk.cluster_name) == []
+    walk.system.check_running()
+    done()
+
+
 async def test_step_4_hand_one_nodepool_over(walk: Walk) -> None:
     done = timed(walk, "step 4")
-    # step 3 as this module stands for it: the cluster-watcher and the executor run, the planner does not
-    await walk.system.start("cluster-watcher", "termination-executor")
+    walk.system.check_running()  # step 3's services, in shadow mode still
     show, patch, apply, check = block("step-4").commands()
     shown = await walk.arun(walk.here(show))
     assert shown.stdout.split() == ['[{"nodes":"10%"}]', "720h"], shown.stdout
@@ -527,11 +633,16 @@ async def test_step_4_hand_one_nodepool_over(walk: Walk) -> None:
     clean = await walk.arun(walk.here(check))
     assert conflicts(clean.stdout, walk.pool) == [], clean.stdout
 
-    [scale_up] = block("step-4-planner").commands()
-    assert PLANNER_SCALED[scale_up] == "start"
+    [switch] = block("step-4-planner").commands()
+    assert SWITCHED[switch] == "enforce"
     before = await walk.kit.metrics()
     since = walk.audit.mark()
-    await walk.system.start("consolidation-planner")
+    # mode=enforce, each service restarted with it as its Deployment's rollout would
+    for service in ("consolidation-planner", "termination-executor"):
+        await walk.system[service].stop()
+        walk.system[service].env[mode_variable(service)] = "enforce"
+    await walk.system.start("consolidation-planner", "termination-executor")
+    assert planner_mode(walk.system) == "enforce"
 
     async def conflict_free() -> dict[str, Any] | None:
         policy = await walk.kit.custom.get_cluster_custom_object("ebb.sh", "v1", "disruptionpolicies", walk.pool)
@@ -569,7 +680,7 @@ async def test_step_4_hand_one_nodepool_over(walk: Walk) -> None:
 async def test_going_back_restores_karpenter(walk: Walk) -> None:
     done = timed(walk, "going back")
     stop, approved, executing, restore, delete = block("back").commands()
-    assert PLANNER_SCALED[stop] == "stop"
+    assert SWITCHED[stop] == "stop"
     assert "state=approved" in approved and "state=executing" in executing
     await walk.system["consolidation-planner"].stop()
 

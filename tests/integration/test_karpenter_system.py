@@ -55,14 +55,13 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.bus import KafkaBus
-from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
 from ebb.core.launch import replacement_name
 from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit, Metrics
-from tests.kit.karpenter_setup import apply_manifests, kwok_instance_types, missing_crds
+from tests.kit.karpenter_setup import ebb_beside_karpenter
 from tests.kit.kube_audit import ANNOTATION_DECISION_ID, AuditEvent, AuditLog, NodeHistory, ebb_violations
-from tests.kit.servers import REPO, KafkaServer, PostgresServer
-from tests.kit.system import Servers, System, SystemSettings, as_body, create_database, drop_database, jv, query
+from tests.kit.servers import KafkaServer, PostgresServer
+from tests.kit.system import Servers, System, SystemSettings, as_body, jv, query
 from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -71,7 +70,6 @@ EBB = "ebb.sh"
 KARPENTER_GROUP = "karpenter.sh"
 DECISIONS = "karpenter_voluntary_disruption_decisions_total"
 SERVICES = ("cluster-watcher", "consolidation-planner", "termination-executor")
-EBB_CRDS = ("ebb.sh_disruptionpolicies.yaml", "ebb.sh_instancetypecatalogs.yaml")
 #: the startup taint that holds a node un-initialized until the test removes it (tests 4 and 5)
 STARTUP_TAINT = {"key": f"{RUN_LABEL}-startup", "effect": "NoSchedule"}
 EBB_TAINT = "ebb.sh/disrupted"
@@ -127,44 +125,27 @@ async def ebb(karpenter_cluster: KarpenterCluster, karpenter_api: Any, kafka_ser
         pytest.fail("the Karpenter cluster's API server writes no audit log: it was started before "
                     "deploy/local/kubernetes.sh had one; restart it (deploy/local/infra.sh down; up karpenter)")
     run = uuid.uuid4().hex[:8]
-    custom = client.CustomObjectsApi(karpenter_api)
-    crds = [f"{n.removeprefix('ebb.sh_').removesuffix('.yaml')}.{EBB}" for n in EBB_CRDS]
-    made_crds = await missing_crds(karpenter_api, crds)
-    await apply_manifests(karpenter_cluster.kubeconfig, [REPO / "deploy" / "kubernetes" / "crds" / n for n in EBB_CRDS])
-    catalog = catalog_from_kwok_instance_types(kwok_instance_types(), name=f"karpenter-kwok-{run}")
-    await custom.create_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog)
-    database = f"ebb_karpenter_{run}"
-    database_url = await create_database(postgres_server.url, database)
     settings = SystemSettings(run=f"k{run}", queue_url="", validation_delay=2.0)
-    servers = Servers(kafka_bootstrap=kafka_server.bootstrap, database_url=database_url,
-                      kubeconfig=str(karpenter_cluster.kubeconfig), aws_endpoint="")
-    system = System(servers, settings, tmp_path_factory.mktemp("ebb-karpenter") / "logs", only=SERVICES)
-    system["consolidation-planner"].env.update({"EBB_CONSOLIDATION_PLANNER_PROVIDER": "karpenter"})
-    system["termination-executor"].env.update({
-        "EBB_TERMINATION_EXECUTOR_PROVIDER": "karpenter",
-        # tests 4 and 5 hold a replacement un-initialized for a while on purpose
-        "EBB_TERMINATION_EXECUTOR_REPLACEMENT_READY_TIMEOUT_SECONDS": "300",
-        "EBB_TERMINATION_EXECUTOR_RETIRE_TIMEOUT_SECONDS": "120",
-    })
-    audit = AuditLog(karpenter_cluster.audit_log)
-    try:
+    async with ebb_beside_karpenter(karpenter_cluster.kubeconfig, karpenter_api, postgres_server.url, settings,
+                                    catalog=f"karpenter-kwok-{run}") as installed:
+        servers = Servers(kafka_bootstrap=kafka_server.bootstrap, database_url=installed.database_url,
+                          kubeconfig=str(karpenter_cluster.kubeconfig), aws_endpoint="")
+        system = System(servers, settings, tmp_path_factory.mktemp("ebb-karpenter") / "logs", only=SERVICES)
+        system["consolidation-planner"].env.update({"EBB_CONSOLIDATION_PLANNER_PROVIDER": "karpenter"})
+        system["termination-executor"].env.update({
+            "EBB_TERMINATION_EXECUTOR_PROVIDER": "karpenter",
+            # tests 4 and 5 hold a replacement un-initialized for a while on purpose
+            "EBB_TERMINATION_EXECUTOR_REPLACEMENT_READY_TIMEOUT_SECONDS": "300",
+            "EBB_TERMINATION_EXECUTOR_RETIRE_TIMEOUT_SECONDS": "120",
+        })
+        audit = AuditLog(karpenter_cluster.audit_log)
         async with NodeHistory(karpenter_api) as nodes:
             started_at = audit.mark()
             async with system:
-                yield Ebb(system, settings, database_url, kafka_server.bootstrap, audit, nodes, started_at)
+                yield Ebb(system, settings, installed.database_url, kafka_server.bootstrap, audit, nodes, started_at)
                 system.check_running()
             # every request ebb sent while the module ran, the tests' clean-ups included
             assert ebb_violations(audit.events(started_at), nodes) == []
-    finally:
-        with contextlib.suppress(ApiException):
-            await client.CoordinationV1Api(karpenter_api).delete_namespaced_lease(settings.lease, "default")
-        with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog["metadata"]["name"])
-        extensions = client.ApiextensionsV1Api(karpenter_api)
-        for name in made_crds:  # only those this module made: the cluster is left as it was
-            with contextlib.suppress(ApiException):
-                await extensions.delete_custom_resource_definition(name)
-        await drop_database(postgres_server.url, database)
 
 
 # ------------------------------------------------------------------------------------------- one test's case

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,12 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from typer.testing import CliRunner
 
-from ebb.adapters.catalog import catalog_from_kwok_instance_types
 from ebb_cli.main import app as cli
 from tests.kit.karpenter_cluster import RUN_LABEL, KarpenterCluster, KarpenterKit
-from tests.kit.karpenter_setup import EBB_CRDS, apply_manifests, kwok_instance_types, missing_crds
+from tests.kit.karpenter_setup import EbbInstalled, ebb_beside_karpenter
 from tests.kit.kube_audit import AuditLog, NodeHistory
-from tests.kit.servers import REPO, KafkaServer, PostgresServer
-from tests.kit.system import Servers, System, SystemSettings, create_database, drop_database, jv, query
+from tests.kit.servers import KafkaServer, PostgresServer
+from tests.kit.system import Servers, System, SystemSettings, jv, query
 from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -58,23 +57,28 @@ def audits_every_write(audit_log: Path) -> bool:
         policy.read_text()
 
 
-async def test_shadow_mode_next_to_a_consolidating_karpenter(
-        karpenter_cluster: KarpenterCluster, karpenter_api: Any, karpenter: KarpenterKit, kafka_server: KafkaServer,
-        postgres_server: PostgresServer, tmp_path: Path) -> None:
+@pytest.fixture
+async def ebb(karpenter_cluster: KarpenterCluster, karpenter_api: Any,
+              postgres_server: PostgresServer) -> AsyncIterator[tuple[SystemSettings, EbbInstalled]]:
+    """ebb's CRDs, the catalog of Karpenter's instance types and a database, removed again after the test."""
     if karpenter_cluster.audit_log is None or not audits_every_write(karpenter_cluster.audit_log):
         pytest.fail("the Karpenter cluster's API server does not audit every write: it was started before "
                     "deploy/local/kubernetes.sh's policy did; restart it (deploy/local/infra.sh down; up karpenter)")
-    kit = karpenter
     run = uuid.uuid4().hex[:8]
-    custom = client.CustomObjectsApi(karpenter_api)
-    made_crds = await missing_crds(karpenter_api, [f"{n.removeprefix('ebb.sh_').removesuffix('.yaml')}.{EBB}"
-                                                   for n in EBB_CRDS])
-    await apply_manifests(karpenter_cluster.kubeconfig, [REPO / "deploy" / "kubernetes" / "crds" / n for n in EBB_CRDS])
-    catalog = catalog_from_kwok_instance_types(kwok_instance_types(), name=f"karpenter-kwok-{run}")
-    await custom.create_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog)
-    database = f"ebb_shadow_{run}"
-    database_url = await create_database(postgres_server.url, database)
     settings = SystemSettings(run=f"s{run}", queue_url="", validation_delay=2.0)
+    async with ebb_beside_karpenter(karpenter_cluster.kubeconfig, karpenter_api, postgres_server.url, settings,
+                                    catalog=f"karpenter-kwok-{run}") as installed:
+        yield settings, installed
+
+
+async def test_shadow_mode_next_to_a_consolidating_karpenter(
+        karpenter_cluster: KarpenterCluster, karpenter_api: Any, karpenter: KarpenterKit, kafka_server: KafkaServer,
+        ebb: tuple[SystemSettings, EbbInstalled], tmp_path: Path) -> None:
+    assert karpenter_cluster.audit_log is not None
+    kit = karpenter
+    custom = client.CustomObjectsApi(karpenter_api)
+    settings, installed = ebb
+    database_url = installed.database_url
     servers = Servers(kafka_bootstrap=kafka_server.bootstrap, database_url=database_url,
                       kubeconfig=str(karpenter_cluster.kubeconfig), aws_endpoint="")
     system = System(servers, settings, tmp_path / "logs", only=SERVICES)
@@ -176,15 +180,6 @@ async def test_shadow_mode_next_to_a_consolidating_karpenter(
         for name in policies:
             with contextlib.suppress(ApiException):
                 await custom.delete_cluster_custom_object(EBB, "v1", "disruptionpolicies", name)
-        with contextlib.suppress(ApiException):
-            await client.CoordinationV1Api(karpenter_api).delete_namespaced_lease(settings.lease, "default")
-        with contextlib.suppress(ApiException):
-            await custom.delete_cluster_custom_object(EBB, "v1", "instancetypecatalogs", catalog["metadata"]["name"])
-        extensions = client.ApiextensionsV1Api(karpenter_api)
-        for name in made_crds:  # only those this test made: the cluster is left as it was
-            with contextlib.suppress(ApiException):
-                await extensions.delete_custom_resource_definition(name)
-        await drop_database(postgres_server.url, database)
 
 
 def _running(kit: KarpenterKit, app: str, count: int) -> Callable[[], Awaitable[bool]]:

@@ -186,7 +186,7 @@ def test_a_report_that_fails_at_the_end_keeps_the_results(tmp_path: Path, monkey
     def full_disk(path: Path, text: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(backtest_cmd, "_write_whole", full_disk)
+    monkeypatch.setattr(backtest_cmd, "write_whole", full_disk)
     out = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["backtest", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
                                                                                        "items": cluster()})),

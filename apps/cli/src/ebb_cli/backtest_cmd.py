@@ -44,6 +44,8 @@ from ebb_cli.common import (
     snapshot_documents,
     source_and_start,
     trace_warnings,
+    unwritable,
+    write_whole,
 )
 
 if TYPE_CHECKING:
@@ -209,31 +211,6 @@ def skipped_events(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _unwritable(path: Path) -> str | None:
-    """Why a file cannot be written at ``path``, checked before a run that may take hours; None when it can."""
-    if path.is_dir():
-        return "is a directory"
-    parent = path.parent
-    if not parent.is_dir():
-        return f"its directory {parent} does not exist"
-    if not os.access(parent, os.W_OK):
-        return f"its directory {parent} is not writable"
-    if path.exists() and not os.access(path, os.W_OK):
-        return "the file is not writable"
-    return None
-
-
-def _write_whole(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: to a file beside it, then renamed over it (a crash or a full
-    disk leaves the earlier file, or none, never half a report)."""
-    partial_file = path.with_name(f".{path.name}.partial")
-    try:
-        partial_file.write_text(text, encoding="utf-8")
-        partial_file.replace(path)
-    finally:
-        partial_file.unlink(missing_ok=True)
-
-
 def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
     trace: Annotated[list[str], typer.Option(
         help="a built-in trace (batch-bursts, diurnal, rollout, drift, spot-interruptions; NAME@PERIOD sets the "
@@ -322,7 +299,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         typer.echo("error: --report draws one run: give it one seed (without --seeds)", err=True)
         raise typer.Exit(2)
     if report is not None:
-        problem = _unwritable(report)
+        problem = unwritable(report)
         if problem:
             raise typer.BadParameter(f"{report}: {problem}", param_hint="--report")
     workloads = [load_traces(trace, documents, start=moment, duration=span.total_seconds(), seed=s)
@@ -395,7 +372,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
         Console().print(_table(result))
     if report is not None:
         try:
-            _write_whole(report, render_report(result))
+            write_whole(report, render_report(result))
         except OSError as exc:
             typer.echo(f"error: cannot write the report to {report}: {exc.strerror or exc}", err=True)
             raise typer.Exit(1) from exc

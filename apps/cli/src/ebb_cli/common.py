@@ -21,7 +21,9 @@ them use is here, or, for making and printing a plan (``ebb plan`` and ``ebb exp
   (``live``, ``embedded``, ``api``, ``db``; apps/cli/pyproject.toml) with a message that names it, before anything
   runs.
 - **Output**: the ``-o`` formats (``Output``), the progress line interval without a terminal (``PROGRESS_EVERY``),
-  and the line that names a trace's events the cluster could not apply (``not_applied``).
+  the line that names a trace's events the cluster could not apply (``not_applied``), and the files a command
+  writes (a report, a recording): checked before a run that may take hours (``unwritable``), and written whole or
+  not at all (``write_whole``).
 
 ``ebb --help`` imports this module with every command, so it imports only typer and ``ebb.core.quantity`` at the
 top: the rest of the library, rich and pydantic are imported by the functions that use them.
@@ -29,6 +31,7 @@ top: the rest of the library, rich and pydantic are imported by the functions th
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from importlib import resources
@@ -272,6 +275,31 @@ def not_applied(errors: list[str]) -> str:
     """The trace's events the cluster could not apply, in a line: how many, the first `SKIPPED_SHOWN` named."""
     more = f" (and {len(errors) - SKIPPED_SHOWN} more)" if len(errors) > SKIPPED_SHOWN else ""
     return f"{len(errors)} trace event(s) not applied: {'; '.join(errors[:SKIPPED_SHOWN])}{more}"
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a file cannot be written at ``path``, checked before a run that may take hours; None when it can."""
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"its directory {parent} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"its directory {parent} is not writable"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    return None
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: to a file beside it, then renamed over it (a crash or a full
+    disk leaves the earlier file, or none, never half of it)."""
+    partial_file = path.with_name(f".{path.name}.partial")
+    try:
+        partial_file.write_text(text, encoding="utf-8")
+        partial_file.replace(path)
+    finally:
+        partial_file.unlink(missing_ok=True)
 
 
 def get_api_json(url: str, token: str, *, timeout: float, what: str = "") -> dict[str, Any]:

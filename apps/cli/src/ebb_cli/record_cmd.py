@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets
 import signal
 import time
@@ -31,24 +30,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ebb_cli.common import PROGRESS_EVERY, ContextOption, KubeconfigOption, parse_duration_option, require_extra
+from ebb_cli.common import (
+    PROGRESS_EVERY,
+    ContextOption,
+    KubeconfigOption,
+    parse_duration_option,
+    require_extra,
+    unwritable,
+    write_whole,
+)
 
 if TYPE_CHECKING:
     import asyncio
 
     from ebb.core.recording import Recorder
     from ebb.core.traces import Trace
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why the trace cannot be written at ``path`` (checked before recording for hours), None when it can."""
-    if path.is_dir():
-        return "is a directory"
-    if not path.parent.is_dir():
-        return f"its directory {path.parent} does not exist"
-    if not os.access(path.parent, os.W_OK):
-        return f"its directory {path.parent} is not writable"
-    return None
 
 
 def trace_text(trace: Trace, path: Path) -> str:
@@ -63,12 +59,7 @@ def trace_text(trace: Trace, path: Path) -> str:
 
 def write_trace(trace: Trace, path: Path) -> None:
     """Write the trace whole or not at all (a file beside it, renamed over it)."""
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        partial.write_text(trace_text(trace, path), encoding="utf-8")
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
+    write_whole(path, trace_text(trace, path))
 
 
 def _status(recorder: Recorder, elapsed: float, total: float) -> str:
@@ -115,7 +106,7 @@ def record(  # noqa: PLR0917 - one parameter per command-line option, as typer w
         raise typer.BadParameter("is only used with --anonymize", param_hint="--anonymize-key")
     if kubeconfig and not Path(kubeconfig).is_file():
         raise typer.BadParameter(f"{kubeconfig}: no such file", param_hint="--kubeconfig")
-    problem = _unwritable(output)
+    problem = unwritable(output)
     if problem:
         raise typer.BadParameter(f"{output}: {problem}", param_hint="--output")
     key = (anonymize_key.encode("utf-8") or secrets.token_bytes(32)) if anonymize else None

@@ -1,4 +1,5 @@
-"""The single-file HTML report of a backtest (``ebb backtest --report out.html``).
+"""The single-file HTML report of a backtest (``ebb backtest --report out.html``), and the page and back-test sections
+the shadow report's (``ebb_cli.shadow_report``) shares with it.
 
 Owns the presentation of a backtest result: it validates the result (a pydantic model, so a malformed
 result fails with a clear error instead of a broken page), says first what the run found (``verdict``: each
@@ -125,8 +126,7 @@ def _chart_html(result: BacktestResult, label: str, field: str, *, first: bool) 
         )
     figure.update_layout(title_text=label, height=320, margin={"l": 70, "r": 20, "t": 40, "b": 50},
                          xaxis_title_text=X_AXIS, yaxis_title_text=UNITS[field])
-    chart: str = pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
-    return chart
+    return figure_html(figure, first=first)
 
 
 def _summary_table(result: BacktestResult) -> str:
@@ -232,13 +232,50 @@ def _verdict_html(result: BacktestResult) -> str:
     return f'<div class="{kind}">' + "".join(f"<p>{html.escape(line)}</p>" for line in lines) + "</div>"
 
 
+#: the reports' style sheet (this one and the shadow report's, ``ebb_cli.shadow_report``)
+STYLE = (
+    "body{font-family:sans-serif;margin:2em}table.summary{border-collapse:collapse}"
+    "table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+    "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}"
+    "div.verdict{border-left:6px solid #2a7;padding:.2em 1em;background:#eefaf2}"
+    "div.banner{border-left:6px solid #c80;padding:.2em 1em;background:#fff5e0}"
+    "table.decisions{border-collapse:collapse}table.decisions td,table.decisions th{border:1px solid #ccc;"
+    "padding:4px 8px;text-align:left;vertical-align:top}td.why{max-width:60em}"
+)
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained HTML document: ``title`` (plain text, escaped here) over ``body`` (HTML)."""
+    escaped = html.escape(title)
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{escaped}</title><style>{STYLE}</style>"
+            f"</head><body><h1>{escaped}</h1>{body}</body></html>\n")
+
+
+def figure_html(figure: go.Figure, *, first: bool) -> str:
+    """One plotly chart as a ``<div>``; ``first``: with plotly's JavaScript inlined (once a page, so it works
+    offline)."""
+    chart: str = pio.to_html(figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+    return chart
+
+
+def backtest_sections(result: dict[str, Any], *, first: bool = True, level: int = 2) -> str:
+    """What a back-test found, its summary table and its charts over time, as HTML sections (each a heading of
+    ``level`` and what follows); ``first``: the page has no chart before these (the first carries plotly's
+    JavaScript). Raises pydantic.ValidationError on a malformed result."""
+    parsed = BacktestResult.model_validate(result)
+    charts = "".join(
+        f'<div class="chart">{_chart_html(parsed, label, field, first=first and index == 0)}</div>'
+        for index, (label, field) in enumerate(CHARTS)
+    )
+    h = f"h{level}"
+    return (f"<{h}>What it found</{h}>{_verdict_html(parsed)}"
+            f"<{h}>Summary (★ = best, lower is better)</{h}>{_summary_table(parsed)}"
+            f"<{h}>Over time</{h}>{charts}")
+
+
 def render_report(result: dict[str, Any]) -> str:
     """The report as one self-contained HTML document; raises pydantic.ValidationError on a malformed result."""
     parsed = BacktestResult.model_validate(result)
-    charts = "".join(
-        f'<div class="chart">{_chart_html(parsed, label, field, first=index == 0)}</div>'
-        for index, (label, field) in enumerate(CHARTS)
-    )
     sources = "".join(
         f"<h3>{html.escape(policy.name)}</h3><pre>{html.escape(policy.source)}</pre>" for policy in parsed.policies
     )
@@ -247,24 +284,11 @@ def render_report(result: dict[str, Any]) -> str:
         + "".join(f"<li>{html.escape(error)}</li>" for error in policy.trace_errors) + "</ul>"
         for policy in parsed.policies if policy.trace_errors
     )
-    title = html.escape(f"ebb backtest: {parsed.trace}")
-    return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>{title}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table.summary{border-collapse:collapse}"
-        "table.summary td,table.summary th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-        "td.best{background:#d8f5d8;font-weight:bold}pre{background:#f4f4f4;padding:1em}"
-        "div.verdict{border-left:6px solid #2a7;padding:.2em 1em;background:#eefaf2}"
-        "div.banner{border-left:6px solid #c80;padding:.2em 1em;background:#fff5e0}"
-        "table.decisions{border-collapse:collapse}table.decisions td,table.decisions th{border:1px solid #ccc;"
-        "padding:4px 8px;text-align:left;vertical-align:top}td.why{max-width:60em}</style>"
-        f"</head><body><h1>{title}</h1>"
+    return page(
+        f"ebb backtest: {parsed.trace}",
         f"<p>start {html.escape(parsed.start.isoformat())}, {parsed.duration_seconds:g} s, seed {parsed.seed}</p>"
-        f"<h2>What it found</h2>{_verdict_html(parsed)}"
-        f"<h2>Summary (★ = best, lower is better)</h2>{_summary_table(parsed)}"
-        f"<h2>Over time</h2>{charts}"
-        f"<h2>The decisions that saved the most, and why</h2>{_decisions_html(parsed)}"
+        + backtest_sections(result)
+        + f"<h2>The decisions that saved the most, and why</h2>{_decisions_html(parsed)}"
         f"<h2>Policies</h2>{sources}"
-        + (f"<h2>Trace events not applied</h2>{skipped}" if skipped else "")
-        + "</body></html>\n"
+        + (f"<h2>Trace events not applied</h2>{skipped}" if skipped else ""),
     )

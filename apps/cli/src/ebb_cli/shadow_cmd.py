@@ -2,15 +2,18 @@
 (``GET /v1/shadow/report``) like ``ebb explain --api``: over the period, what Karpenter removed that ebb would have
 left alone (with ebb's reason at the time), what ebb would have disrupted that Karpenter kept (with the saving),
 what both did, and the counts. The comparison is ``ebb.core.shadow``'s, made by the API; this module only asks and
-prints (``-o json``: the API's document as it is).
+prints (``-o json``: the API's document as it is; the words and the HTML page, ``--report FILE.html``, are
+``ebb_cli.shadow_report``'s).
 
 With ``--trace``, a recording of the period (``ebb record --from-kafka`` beside the shadow run), the report adds the
 back-test of the recorded period (``ebb_embedded.backtest``, as ``ebb backtest --trace`` runs it): Karpenter's
 defaults as ebb simulates them against ebb's policy (``--policy``, or the DisruptionPolicies and Holds the recording
-holds), each policy's cost, churn, evictions and pending pods (``-o json``: under ``backtest``).
+holds), each policy's cost, churn, evictions and pending pods (``-o json``: under ``backtest``; the page draws its
+charts as ``ebb backtest --report`` does).
 
-Exit codes: 0 with a report, 2 for bad input (a period that is none, no ``--api``, a token the API refuses), 1 for
-an API that does not answer.
+Exit codes: 0 with a report, 2 for bad input (a period that is none, no ``--api``, a token the API refuses, a
+``--report`` file that cannot be written), 1 for an API that does not answer or a page that could not be written
+after all.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ebb_cli.common import FlagCommand, FlagGroup, Output, get_api_json, load_trace, require_extra
+from ebb_cli.common import (
+    FlagCommand,
+    FlagGroup,
+    Output,
+    get_api_json,
+    load_trace,
+    require_extra,
+    unwritable,
+    write_whole,
+)
+from ebb_cli.shadow_report import render, render_page
 
 shadow_app = typer.Typer(help="Shadow mode: what ebb would have done beside the Karpenter that disrupts.",
                          no_args_is_help=True, cls=FlagGroup)
@@ -43,6 +56,9 @@ def report(  # noqa: PLR0917 - one parameter per command-line option, as typer w
         help="with --trace: ebb's policy, a file of DisruptionPolicy and Hold documents (default: those the "
              "recording holds)", show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="with --trace: the back-test's seed")] = 0,
+    report_file: Annotated[Path | None, typer.Option(
+        "--report", help="also write the report as one HTML file (charts included; it works offline)",
+        show_default=False)] = None,
 ) -> None:
     """What ebb in shadow mode would have disrupted, beside what Karpenter did, over a period."""
     from ebb.core.shadow import parse_period
@@ -56,21 +72,35 @@ def report(  # noqa: PLR0917 - one parameter per command-line option, as typer w
         raise typer.Exit(2)
     if policy is not None and trace is None:
         raise typer.BadParameter("only with --trace", param_hint="--policy")
+    if report_file is not None:
+        require_extra("embedded", "ebb shadow report --report", "plotly")
+        problem = unwritable(report_file)
+        if problem:
+            raise typer.BadParameter(f"{report_file}: {problem}", param_hint="--report")
     query = {"since": since, **({"until": until} if until else {})}
     answer = _get(api, token, "/v1/shadow/report", query)
+    result = None
     if trace is not None:
-        answer["backtest"] = backtest(trace, policy, seed)
+        answer["backtest"], result = backtest(trace, policy, seed)
     if output is Output.json:
         import json
 
         typer.echo(json.dumps(answer, indent=2))
-        return
-    for line in render(answer):
-        typer.echo(line)
+    else:
+        for line in render(answer):
+            typer.echo(line)
+    if report_file is not None:  # after the report is out: a page that cannot be written loses only itself
+        try:
+            write_whole(report_file, render_page(answer, result))
+        except OSError as exc:
+            typer.echo(f"error: cannot write the report to {report_file}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"report: {report_file}", err=True)
 
 
-def backtest(path: Path, policy_file: Path | None, seed: int) -> dict[str, Any]:
-    """The back-test of the recording at ``path``: Karpenter's defaults and ebb's policy, each policy's figures."""
+def backtest(path: Path, policy_file: Path | None, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The back-test of the recording at ``path``, Karpenter's defaults and ebb's policy: each policy's figures, and
+    the whole result (``run_backtest``'s, which the page draws)."""
     require_extra("embedded", "ebb shadow report --trace", "ebb_embedded", "sqlalchemy", "aiosqlite")
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError, parse_yaml
@@ -101,8 +131,9 @@ def backtest(path: Path, policy_file: Path | None, seed: int) -> dict[str, Any]:
     configure("error")  # the embedded services' logs: errors only, on stderr (stdout is the report's)
     options = BacktestOptions(start=recorded.start, duration=timedelta(seconds=recorded.duration), seed=seed)
     result = run_backtest(documents, recorded, [karpenter_default(), ours], options)
-    return {"trace": str(path), "start": result["start"], "durationSeconds": result["duration_seconds"],
-            "seed": seed, "policies": [_figures(run) for run in result["policies"]]}
+    figures = {"trace": str(path), "start": result["start"], "durationSeconds": result["duration_seconds"],
+               "seed": seed, "policies": [_figures(run) for run in result["policies"]]}
+    return figures, result
 
 
 def _epoch() -> datetime:
@@ -124,65 +155,3 @@ def _get(api: str, token: str, path: str, query: dict[str, str]) -> dict[str, An
     import urllib.parse
 
     return get_api_json(f"{api.rstrip('/')}{path}?{urllib.parse.urlencode(query)}", token, timeout=60)
-
-
-def _when(value: Any) -> str:
-    """An RFC 3339 time of the API's to the second, as the tables show it (``2026-11-23 18:30:00Z``)."""
-    text = str(value or "")
-    return text[:19].replace("T", " ") + "Z" if len(text) >= 19 else text
-
-
-def _money(value: Any) -> str:
-    return f"{float(value or 0):.4f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell, two spaces apart (kubectl's look)."""
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in [header, *rows]]
-
-
-def render(answer: dict[str, Any]) -> list[str]:
-    """The report in words and tables, for people."""
-    c = answer["counts"]
-    lines = [f"Shadow report from {_when(answer['since'])} to {_when(answer['until'])}",
-             f"  Karpenter removed {c['karpenterRemovals']} node(s): ebb would have disrupted {c['both']} of them "
-             f"too, {c['karpenterOnly']} not.",
-             f"  ebb would have disrupted {c['ebbOnly']} decision(s)' nodes Karpenter kept, saving "
-             f"{_money(c['ebbOnlySavingsPerHour'])}/h, {_money(c['ebbOnlySaved'])} over the period.",
-             f"  ebb's shadow decisions: {c['shadowDecisions']} ({c['approved']} approved, {c['proposed']} still "
-             f"proposed, {c['rejected']} rejected at validation); other removals (not Karpenter's): "
-             f"{c['otherRemovals']}."]
-    by_category = c.get("karpenterOnlyByCategory") or {}
-    if by_category:
-        lines.append("  why ebb would have left Karpenter's removals alone: "
-                     + ", ".join(f"{k} {v}" for k, v in by_category.items()))
-    if answer["karpenterOnly"]:
-        lines += ["", "Karpenter only (removed by Karpenter; ebb's reason then):"]
-        lines += _table(["NODE", "NODEPOOL", "REMOVED AT", "KARPENTER'S REASON", "EBB", "EBB'S REASON"],
-                        [[e["node"], e["nodePool"], _when(e["removedAt"]), e["reason"], e["ebb"]["category"],
-                          e["ebb"]["reason"] or "no pass of ebb's saw the node"]
-                         for e in answer["karpenterOnly"]])
-    if answer["ebbOnly"]:
-        lines += ["", "ebb only (approved by ebb; Karpenter kept the nodes):"]
-        lines += _table(["DECISION", "NODES", "METHOD", "REASON", "APPROVED AT", "SAVING/H", "SAVED"],
-                        [[e["id"], ",".join(e["kept"]) + (" (partly)" if e["partial"] else ""), e["method"],
-                          e["reason"], _when(e["approvedAt"]), _money(e["savingsPerHour"]), _money(e["saved"])]
-                         for e in answer["ebbOnly"]])
-    if answer["both"]:
-        lines += ["", "Both (Karpenter removed a node ebb had decided to disrupt):"]
-        lines += _table(["NODE", "KARPENTER AT", "KARPENTER'S REASON", "EBB'S DECISION", "EBB AHEAD"],
-                        [[b["node"], _when(b["removedAt"]), b["reason"],
-                          f"{b['decision']['id']} ({b['decision']['state']})", f"{b['ebbAheadSeconds']:.0f}s"]
-                         for b in answer["both"]])
-    tested = answer.get("backtest")
-    if tested:
-        hours = tested["durationSeconds"] / 3600
-        lines += ["", f"Back-test of the recorded period ({tested['trace']}, {hours:.1f} h from "
-                      f"{_when(tested['start'])}, seed {tested['seed']}; the first row is ebb's simulation of "
-                      "Karpenter's defaults):"]
-        lines += _table(["POLICY", "COST", "CHURN", "EVICTIONS", "PENDING POD-SECONDS", "PENDING AT END"],
-                        [[p["name"], _money(p["cost"]), str(p["churn"]), str(p["evictions"]),
-                          f"{p['pendingPodSeconds']:.0f}", str(p["pendingPodsAtEnd"])] for p in tested["policies"]])
-    return lines

@@ -96,6 +96,10 @@ class PassInputs(Generic[Answer]):
         #: the reads at a write count (``writes``): every hold, expired ones too, filtered by the moment of a pass
         self._kept: tuple[int, frozenset[str], dict[str, str], list[Hold]] | None = None
         self._last: _Last[Answer] | None = None
+        #: the last computed pass's ``revisit_at``: the first moment a pass over what it read could decide otherwise (a
+        #: budget window opening, a node's expiry, a consolidateAfter running out); None before a pass, or when
+        #: nothing of that kind is ahead. The embedded mode's ``--until-stable`` does not stop before it
+        self.revisit_at: datetime | None = None
         #: what consolidating each node alone did on the last computed pass, for the next one (``run_pass``'s
         #: ``alone``); None with ``reuse`` off
         self.alone: AloneVerdicts | None = AloneVerdicts() if reuse else None
@@ -146,5 +150,6 @@ class PassInputs(Generic[Answer]):
 
     def computed(self, read: PassRead, snapshot: Snapshot, result: PassResult, answer: Answer) -> None:
         """Keep the pass computed on ``read`` (its ``snapshot``, ``result`` and the caller's ``answer``) for later."""
+        self.revisit_at = result.revisit_at
         if self.reuse:
             self._last = _Last(read.key, snapshot, result, answer)

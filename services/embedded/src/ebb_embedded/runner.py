@@ -25,7 +25,9 @@ The seed drives every random choice of the run: the simulated cluster's pod name
 decision ids.
 
 It stops after ``duration`` of simulated time (exactly), or with ``until_stable`` once nothing has happened for
-``stable_for`` simulated seconds: no live decision, no Pending pod that could be bound, no new decision.
+``stable_for`` simulated seconds (no live decision, no Pending pod that could be bound, no new decision) and the
+planner's last pass knows of no change to come before the run's end (its ``revisit_at``: a budget window that
+opens, a node that expires, a ``consolidateAfter`` that runs out).
 """
 
 from __future__ import annotations
@@ -340,7 +342,11 @@ async def run_embedded(
                 if elapsed >= options.duration:
                     reason = "duration"
                     break
-                if options.until_stable and passes > 0 and now - last_change >= options.stable_for:
+                # not stable while the planner knows of a change to come within the run (a budget window opening, a
+                # node expiring): a quiet stretch inside a closed budget window is a wait, not the end
+                ahead = planners[0].inputs.revisit_at if planners else None
+                waiting = ahead is not None and ahead - now <= options.duration - elapsed
+                if options.until_stable and passes > 0 and now - last_change >= options.stable_for and not waiting:
                     reason = "stable"
                     break
                 await clock.sleep(min(options.look_every, (options.duration - elapsed).total_seconds()), stop)

@@ -38,8 +38,10 @@ Environment: ``EBB_BENCH_CALIBRATE_SEEDS`` (default ``1,2,3``), ``EBB_BENCH_CALI
 ``EBB_BENCH_PEER_SIZE`` (``short`` unless given), ``EBB_BENCH_CALIBRATE_PARALLEL`` (2),
 ``EBB_BENCH_CALIBRATE_REPEAT`` (the seed run twice, default the first), ``EBB_BENCH_CALIBRATE_OUT`` (the JSON,
 default .artifacts/calibrate.json), ``EBB_BENCH_CALIBRATE_BOOT`` (``ready``, the default, or ``binding``: what the
-back-test's boot time is taken from, ``BOOT_BASES``), ``EBB_BENCH_CALIBRATE_REUSE=FILE`` (take the real runs from
-an earlier JSON and only run the back-tests again: what a change to the simulation needs).
+back-test's boot time is taken from, ``BOOT_BASES``), ``EBB_BENCH_CALIBRATE_BINDING`` (``scored``, the default, or
+``first-fit``: how the back-test's simulated kube-scheduler picks a node, ``ebb_embedded.cluster.BINDINGS``),
+``EBB_BENCH_CALIBRATE_REUSE=FILE`` (take the real runs from an earlier JSON and only run the back-tests again: what a
+change to the simulation needs).
 """
 
 from __future__ import annotations
@@ -479,14 +481,17 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
     high = max(float(b[1] if b[1] is not None else b[0]) for b in meta["boots"])
     booting = ("each node taking pods after the launch-to-binding time measured" if meta.get("boot") == "binding"
                else "each node Ready after a time drawn in the launch-to-Ready range recorded")
+    binding = ("its pods bound to the first node that takes them" if meta.get("binding") == "first-fit"
+               else "its pods bound where kube-scheduler's default scoring puts them")
     lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
              f"`{meta['size']}` ({meta['describe']}), seeds {', '.join(map(str, meta['seeds']))}, "
              f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice on each trace for the real "
              f"spread (its two runs' range over their mean, per figure and trace, which the table's sides share). "
              f"Back-test: `ebb backtest`'s built-in policy of the same name from the real run's starting cluster, "
              f"its disruption held until the real run's began, spot and on-demand with spot-to-spot as the real "
-             f"cloud, {booting} in the real run it replays ({low:.0f}-{high:.0f} s). Both sides' figures cover "
-             f"the whole run, the starting cluster's cost included, its NodeClaims not counted as launches. "
+             f"cloud, {booting} in the real run it replays ({low:.0f}-{high:.0f} s), {binding}. Both sides' "
+             "figures cover the whole run, the starting cluster's cost included, its NodeClaims not counted as "
+             "launches. "
              f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}"
              + (f", load average {meta['load']:.0f} on average over the runs" if meta.get("load") else "") + ".",
              *_early_lines(meta.get("early") or []), "",
@@ -604,12 +609,13 @@ def run_real_jobs(jobs: Sequence[tuple[str, str, int, int]], size: str, parallel
 
 
 def simulation_of(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]],
-                  boot: str = "ready") -> tuple[list[Doc], Doc, Policy, BacktestOptions]:
+                  boot: str = "ready", binding: str = "scored") -> tuple[list[Doc], Doc, Policy, BacktestOptions]:
     """What the back-test of a real run runs (pure): the starting documents (the side's NodePool with the cloud's
     capacity types, the catalog, the starting cluster's Nodes), the trace converted (the services created when the
     real run created them, the rest shifted to where its scale up ended), the side's built-in policy held until
     then (``held_until``, the real run's budget "0"), and the options: as long as the real run lasted, its seed,
-    its cloud's boot times (``real_boot`` on ``boot``) and spot-to-spot."""
+    its cloud's boot times (``real_boot`` on ``boot``) and spot-to-spot; ``binding``, how its simulated
+    kube-scheduler picks a node (kube-scheduler's default scoring unless told)."""
     from ebb_embedded.backtest import BUILTIN_POLICIES, BacktestOptions
 
     cloud = real_cloud(result)
@@ -622,19 +628,19 @@ def simulation_of(result: Mapping[str, Any], side: peer.Side, types: Sequence[Ma
     low, high = real_boot(result, boot)
     options = BacktestOptions(start=START, duration=timedelta(seconds=float(result["end"])),
                               seed=int(result["trace"]["seed"]), boot_seconds=low, boot_seconds_max=high,
-                              spot_to_spot=cloud.spot_to_spot)
+                              spot_to_spot=cloud.spot_to_spot, binding=binding)
     return documents, trace, policy, options
 
 
 def run_simulated(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]],
-                  boot: str = "ready") -> Doc:
+                  boot: str = "ready", binding: str = "scored") -> Doc:
     """The back-test of a real run (``simulation_of``); the policy's summary."""
     from ebb.adapters.logs import configure
     from ebb.core.traces import Trace
     from ebb_embedded.backtest import run_policy
 
     configure("error")  # the services' logs: errors only, on stderr (as `ebb backtest` by default)
-    documents, trace, policy, options = simulation_of(result, side, types, boot)
+    documents, trace, policy, options = simulation_of(result, side, types, boot, binding)
     summary: Doc = run_policy(documents, Trace.model_validate(trace), policy, options)["summary"]
     return summary
 
@@ -651,6 +657,7 @@ def run() -> list[str]:
     parallel = int(os.environ.get("EBB_BENCH_CALIBRATE_PARALLEL", str(PARALLEL)))
     repeat = int(os.environ.get("EBB_BENCH_CALIBRATE_REPEAT", str(seeds[0])))
     boot = os.environ.get("EBB_BENCH_CALIBRATE_BOOT", "ready")
+    binding = os.environ.get("EBB_BENCH_CALIBRATE_BINDING", "scored")
     out = Path(os.environ.get("EBB_BENCH_CALIBRATE_OUT", str(REPO_ROOT / ".artifacts" / "calibrate.json")))
     started = time.monotonic()
     jobs = [(side, kind, seed, n) for kind in kinds for seed in seeds for side in sides
@@ -678,13 +685,14 @@ def run() -> list[str]:
         if n:
             continue
         result = real[(side_key, kind, seed, n)]
-        summary = run_simulated(result, peer.SIDES[side_key], types, boot)
+        summary = run_simulated(result, peer.SIDES[side_key], types, boot, binding)
         simulated.append({"job": [side_key, kind, seed], "summary": summary})
         rows += compare(kind, seed, side_key, figures[(side_key, kind, seed, n)], backtest_figures(summary),
                         spread[kind])
     first = next(iter(real.values()))
     meta = {"size": size, "seeds": seeds, "parallel": parallel, "repeat": repeat, "runs": len(real),
             "minutes": minutes, "boots": sorted(real_boot(r, boot) for r in real.values()), "boot": boot,
+            "binding": binding,
             "machine": f"{os.cpu_count()} cores ({platform.machine()})",
             "load": sum(float((r.get("load_average") or {}).get("mean") or 0.0) for r in real.values()) / len(real),
             "early": [[*job, int(bound.get("early") or 0), int(bound.get("pods") or 0)]

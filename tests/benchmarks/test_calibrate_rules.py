@@ -8,7 +8,9 @@ what the rules give, not against an earlier run:
 - the validation: a command is executed ``commandValidationDelay`` (15 s) after it was computed, and the
   disruption loop waits for it, so two commands are at least 15 s apart; after a command it looks again at once;
 - the poll: with nothing to do the loop looks again every 10 s, so the first command after the workload shrinks
-  comes 15-26 s later (the 10 s poll, the validation, a second of batching).
+  comes 15-26 s later (the 10 s poll, the validation, a second of batching);
+- where the pods land: the simulated kube-scheduler scores nodes as kube-scheduler's default profile does, so a
+  service's replicas spread over equal nodes and leave none empty, where packing them would.
 
 The calibration against the real Karpenter (``python -m bench calibrate``, docs/backtest.md) measured the same
 cadence there: emptiness commands about 15.5 s apart, one at a time."""
@@ -96,3 +98,25 @@ def test_commands_are_a_validation_apart_and_the_loop_looks_again_at_once_after_
     moments = [t for t, _, _ in commands(run)]
     gaps = [b - a for a, b in itertools.pairwise(moments)]
     assert gaps and all(VALIDATION <= gap <= VALIDATION + 2 for gap in gaps), gaps
+
+
+@pytest.mark.parametrize(("binding", "left_empty"), [("scored", False), ("first-fit", True)])
+def test_kube_scheduler_spreads_a_services_pods_over_the_starting_nodes(binding: str, left_empty: bool) -> None:
+    """kube-scheduler's default scoring (LeastAllocated, the default spreading over hosts and zones) spreads a
+    service's replicas over the starting cluster's equal nodes, so none is left empty for Karpenter's emptiness;
+    packing them onto the first nodes that fit (the engine's own simulation, ``first-fit``) leaves some empty. The
+    disruption is held until every pod is bound, as the calibration holds it until the real run's began."""
+    from ebb_embedded.backtest import BacktestOptions, karpenter_default, run_policy
+
+    service = peer.Service("svc-08-none", 8, 500, 512, "none")
+    phases = (peer.Phase("scale up", "up", 0.0, 30.0, 1.0), peer.Phase("tail", "bursty", 30.0, 120.0, 1.0))
+    trace = Trace.model_validate(calibrate.ebb_trace(peer.Trace(1, (service,), (), phases, 90.0)))
+    nodes = [peer.StartNode(f"{peer.START_PREFIX}{i:03d}", "c-4x-amd64-linux", "on-demand", peer.ZONES[i % 2])
+             for i in range(4)]
+    documents = calibrate.starting_documents(peer.SIDES["karpenter-default"], TYPES, nodes)
+    options = BacktestOptions(start=calibrate.START, duration=timedelta(seconds=120), seed=1,
+                              boot_seconds=calibrate.KWOK_READY_SECONDS, binding=binding)
+    result = run_policy(documents, trace, calibrate.held_until(karpenter_default(), 30.0), options)
+    summary = result["summary"]
+    assert summary["pending_pods_at_end"] == 0 and not summary["launches_by"].get("provisioner")
+    assert (summary["disruptions"].get("emptiness", 0) > 0) is left_empty

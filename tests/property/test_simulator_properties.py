@@ -26,7 +26,9 @@ Properties:
       nodes -- see the two `test_no_greedy_miss_*` docstrings for exactly what they claim (300 each);
   (c) determinism -- the same input gives the same result: a fresh Scheduler, a second state of the
       same Scheduler, the same state after rolling the whole simulation back, `simulate()`, and the
-      pending pods given in reverse order all agree (200 examples).
+      pending pods given in reverse order all agree (200 examples);
+  (d) kube-scheduler's binding (the simulated cluster's, scored as its default profile): valid for the checker,
+      onto open nodes only, nothing left Pending that fits, the same for a seed (300 examples).
 
 All are derandomized, so CI sees the same examples every run. `pytest --hypothesis-show-statistics`
 shows what the examples exercised (new nodes launched, placed pods with spread / affinity / ports...).
@@ -35,6 +37,7 @@ shows what the examples exercised (new nodes launched, placed pods with spread /
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -55,6 +58,7 @@ from ebb.core.model import (
     Snapshot,
     placement_order,
 )
+from ebb.core.simulator.binding import bind
 from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
 from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
@@ -310,6 +314,39 @@ def test_same_input_same_result(case: Case) -> None:
         assert simulate(case.snapshot, case.pending, remove=case.remove, max_new=case.max_new) == first
     # The order the pending pods are given in does not matter (place_all sorts them).
     assert run(replace(case, pending=tuple(reversed(case.pending)))) [0] == first
+
+
+# --------------------------------------------------------------------------------------------------
+# (d) kube-scheduler's binding (the simulated cluster's, ebb.core.simulator.binding)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(), st.integers(0, 3))
+def test_kube_schedulers_bindings_pass_the_checker_and_follow_the_seed(case: Case, seed: int) -> None:
+    """The pending pods bound as kube-scheduler's default profile would (scored, not the first node that fits): only
+    onto open existing nodes, every binding valid for the independent checker, a pod left Pending only when it fits
+    on no node as the others left them (for a pod whose fit later bindings cannot help: no spread, no required pod
+    affinity), and the same bindings for the same seed."""
+    bound, start = bind(case.snapshot, case.pending, random.Random(seed))
+    note(f"bound={bound}")
+    closed = {n.name for n in case.snapshot.nodes if n.unschedulable or n.deleting or not n.ready
+              or n.being_disrupted}
+    assert set(bound.values()) <= {n.name for n in case.snapshot.nodes} - closed
+    left = {p.key: "left Pending" for p in case.pending if p.key not in bound}
+    event(f"bound {len(bound)} of {len(case.pending)}")
+    assert check(case.snapshot, SimulationResult(dict(bound), (), left), (), case.pending) == []
+    final = replace(case.snapshot, pods=tuple(
+        replace(p, node_name=bound[p.key]) if p.key in bound else p for p in case.snapshot.pods)
+        + tuple(replace(p, node_name=bound[p.key]) for p in case.pending if p.key in bound))
+    already = set(check(final, SimulationResult({}, (), {}), (), []))  # what the final state breaks on its own
+    for pod in case.pending:
+        if pod.key in bound or pod.spec.spread or pod.spec.pod_affinity:
+            continue
+        for name in _open_nodes(case):
+            alone = SimulationResult({pod.key: name}, (), {})
+            assert set(check(final, alone, (), [pod])) - already, f"{pod.key} was left Pending but fits on {name}"
+    assert bind(case.snapshot, case.pending, random.Random(seed)) == (bound, start)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,

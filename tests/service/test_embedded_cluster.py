@@ -301,3 +301,28 @@ async def test_a_launched_node_is_ready_only_after_its_own_boot_time() -> None:
     # at its boot time to the microsecond the clock can tell (a drawn time is not a whole number of seconds)
     now[0] = NOW + timedelta(seconds=boot)
     assert boot != int(boot) and await sim.ready("a")
+
+
+@pytest.mark.parametrize(("binding", "nodes_used"), [("scored", 3), ("first-fit", 1)])
+async def test_kube_scheduler_spreads_a_replicasets_pods_as_its_default_scoring_does(binding: str,
+                                                                                   nodes_used: int) -> None:
+    """The simulated kube-scheduler scores as kube-scheduler's default profile (`ebb.core.simulator.binding`): three
+    replicas of one ReplicaSet on three equal empty nodes go one to a node (LeastAllocated, the default spreading
+    over hosts), where the first node that fits takes them all; the same seed binds them alike."""
+    replicas = [pod(f"web-{i}", None, labels={"app": "web"}, owner=("ReplicaSet", "web"), phase="Pending")
+                for i in range(3)]
+    docs = [nodepool(), *(node(n) for n in ("a", "b", "c")), *replicas]
+
+    async def bound(seed: int) -> dict[str, str]:
+        sim = SimulatedCluster(docs, InMemoryBus(), clock, seed=seed, binding=binding)
+        assert await sim.schedule_pending() == 3
+        return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in sim.objects.values() if p["kind"] == "Pod"}
+
+    first = await bound(4)
+    assert len(set(first.values())) == nodes_used
+    assert await bound(4) == first
+
+
+def test_an_unknown_binding_is_refused() -> None:
+    with pytest.raises(ValueError, match="binding"):
+        SimulatedCluster([], InMemoryBus(), clock, binding="random")

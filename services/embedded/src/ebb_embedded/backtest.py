@@ -158,6 +158,9 @@ class BacktestOptions:
     #: each policy's entry keeps this many of its disrupting decisions that saved the most, with their
     #: explanations (``decisions``: what the report shows)
     top_decisions: int = 5
+    #: how the simulated kube-scheduler picks a node (``ebb_embedded.cluster.BINDINGS``): ``scored``, as
+    #: kube-scheduler's default profile, or ``first-fit``
+    binding: str = "scored"
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -304,7 +307,7 @@ def _run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Po
 
     def cluster_factory(*args: Any, **kwargs: Any) -> WorkloadCluster:
         return WorkloadCluster(*args, boot_seconds=options.boot_seconds, boot_seconds_max=options.boot_seconds_max,
-                               **kwargs)
+                               binding=options.binding, **kwargs)
 
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),

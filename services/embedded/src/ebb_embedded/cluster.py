@@ -68,6 +68,7 @@ from ebb.core.model import (
     Snapshot,
 )
 from ebb.core.simulator import Scheduler
+from ebb.core.simulator.binding import bind
 from ebb.core.snapshot import ParsedObject, SnapshotError
 
 
@@ -83,6 +84,10 @@ KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeCla
          "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: how the simulated kube-scheduler picks a node for a Pending pod: ``scored``, as kube-scheduler's default profile
+#: (`ebb.core.simulator.binding`); ``first-fit``, the first node in the snapshot's order that takes it, pods largest
+#: first (Karpenter's simulation's order and choice)
+BINDINGS = ("scored", "first-fit")
 
 
 #: fields of a NodePool's ``spec.template.spec`` that Karpenter leaves out of its hash (``hash:"ignore"``):
@@ -143,12 +148,20 @@ class SimulatedCluster:
         seed: int = 0,
         boot_seconds: float = 60.0,
         boot_seconds_max: float | None = None,
+        binding: str = "scored",
     ) -> None:
+        if binding not in BINDINGS:
+            raise ValueError(f"binding {binding!r}: want one of {', '.join(BINDINGS)}")
         self.bus = bus
         self.clock = clock_of(clock)
         self.bundled_catalog = bundled_catalog
         self._random = random.Random(seed)
         self._seed = seed
+        #: how kube-scheduler picks a node (`BINDINGS`), its own random source for ties (the run's others draw the
+        #: same whatever it draws) and where its last node search stopped
+        self.binding = binding
+        self._binding_random = random.Random(f"{seed}/kube-scheduler")
+        self._binding_start = 0
         self._resource_version = 1
         #: kind/namespace/name -> the object
         self.objects: dict[str, dict[str, Any]] = {}
@@ -580,11 +593,14 @@ class SimulatedCluster:
         waiting = [p for p in snapshot.pods if p.node_name is None and p.phase == "Pending"]
         if not waiting:
             return 0
-        scheduler = Scheduler(snapshot, extra_pods=waiting)
-        state = scheduler.new_state()
-        failures, _ = state.place_all(waiting, max_new=0, explain=False)
-        # the waiting pods are the only ones the simulation placed (no new node: every bin is a node)
-        placed = {key: state.bin_name(b) for key, b in state.placed.items() if key not in failures}
+        if self.binding == "scored":
+            placed, self._binding_start = bind(snapshot, waiting, self._binding_random, self._binding_start)
+        else:
+            scheduler = Scheduler(snapshot, extra_pods=waiting)
+            state = scheduler.new_state()
+            failures, _ = state.place_all(waiting, max_new=0, explain=False)
+            # the waiting pods are the only ones the simulation placed (no new node: every bin is a node)
+            placed = {key: state.bin_name(b) for key, b in state.placed.items() if key not in failures}
         now = _rfc3339(self.clock())
         for pod_key, node in sorted(placed.items()):
             namespace, name = pod_key.split("/", 1)

@@ -571,6 +571,31 @@ class SimState(Placement):
                 return index, why
         return None, None
 
+    def feasible_nodes(self, pod: Pod) -> tuple[PodClass, BoolArray]:
+        """kube-scheduler's filter for ``pod``: its form without preferences (kube-scheduler scores those, it does not
+        filter on them) and, per existing node, whether that form fits there now: open, room for its requests, its
+        node selector, required node affinity and tolerations, its required topology rules and host ports. The
+        choice among them is the caller's (`ebb.core.simulator.binding`); `bind` puts the pod there."""
+        s = self.s
+        cls = s.classes(pod)[-1]
+        self._sync_groups()
+        n = s.N
+        cand = self.open[:n] & cls.node_ok
+        free = self.free
+        for r, amount in s.pod_needs(pod):
+            cand &= free[:n, r] >= amount
+        if cls.constraints and any_set(cand):
+            cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, n, self._removed)
+        if cls.host_ports:
+            for found in cand.nonzero()[0]:
+                if self._port_conflict(int(found), cls.host_ports):
+                    cand[found] = False
+        return cls, cand
+
+    def bind(self, pod: Pod, cls: PodClass, b: int) -> None:
+        """Put ``pod`` of form ``cls`` on existing node ``b``, which `feasible_nodes` found for it."""
+        self._commit(pod, cls, self.s.pod_vec(pod), b)
+
     def open_claim_for(self, pod: Pod) -> int | None:
         """Open a new claim and place ``pod`` on it, as `place` does once no open bin takes the pod; the bin, or
         None when no NodePool can launch a node for it. For a pod of one form and no topology constraint, the

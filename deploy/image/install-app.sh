@@ -13,6 +13,8 @@ cache="$("${uv}" cache dir)"
 mkdir -p "${root}/tmp/ebb/uv-cache" "${cache}"
 cp "${uv}" "${root}/tmp/ebb/uv"
 cp -r "${work}/wheels" "${work}/requirements.txt" "${root}/tmp/ebb/"
+# uv notes a local wheel's time in its dist-info (uv_cache.json, and RECORD): the epoch's, not the build's
+touch --no-dereference --date="@${SOURCE_DATE_EPOCH}" "${root}"/tmp/ebb/wheels/*.whl
 
 # the environment of every command in the chroot: nothing of the host's but the epoch (bytecode with hashes, not
 # times, when SOURCE_DATE_EPOCH is set)

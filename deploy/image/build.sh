@@ -134,6 +134,8 @@ build() {
     cp "${work}/packages" "${out}/packages"
     mv "${out}/digest.partial" "${out}/digest"
     log "built in $((SECONDS - started))s: $(du -h "${out}/ebb.oci.tar" | cut -f1), $(cat "${out}/digest")"
+    # the archives of older inputs: the newest few stay (another checkout may be building or testing one)
+    ls -1dt "${EBB_CACHE}/image"/*/ | tail -n +5 | xargs -r rm -rf
   fi
   exec {lock}>&-
   printf '%s\n%s\n' "${out}/ebb.oci.tar" "$(cat "${out}/digest")"

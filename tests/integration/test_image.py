@@ -103,16 +103,25 @@ def image() -> Image:
     built = _run([str(BUILD), "build"], timeout=1800)
     assert built.returncode == 0, f"deploy/image/build.sh failed:\n{built.stderr[-4000:]}"
     archive, digest = built.stdout.split()
-    loaded = _run(["podman", "load", "--quiet", "--input", archive], timeout=600)
-    assert loaded.returncode == 0, loaded.stderr
+    if _run(["podman", "image", "exists", f"{_repository()}@{digest}"]).returncode != 0:  # loaded by an earlier run
+        # the image of earlier sources goes (unless a container still uses it): one at a time in podman's store
+        _run(["podman", "rmi", _manifests_image()])
+        loaded = _run(["podman", "load", "--quiet", "--input", archive], timeout=600)
+        assert loaded.returncode == 0, loaded.stderr
+    # the archive names the image as the manifests pull it
+    assert _run(["podman", "image", "exists", _manifests_image()]).returncode == 0, _manifests_image()
     return Image(Path(archive), digest, *_how_podman_runs(f"{_repository()}@{digest}"))
 
 
-def _repository() -> str:
-    """The repository the manifests pull (deploy/kubernetes), without the tag."""
+def _manifests_image() -> str:
+    """The image the manifests run (deploy/kubernetes), ``repository:tag``."""
     text = (REPO / "deploy/kubernetes/services/cluster-watcher.yaml").read_text()
     (line,) = {line.strip() for line in text.splitlines() if line.strip().startswith("image: ")}
-    return line.removeprefix("image: ").rsplit(":", 1)[0]
+    return line.removeprefix("image: ")
+
+
+def _repository() -> str:
+    return _manifests_image().rsplit(":", 1)[0]
 
 
 class Containers:

@@ -5,7 +5,7 @@
 # pinned nor reproducible (the base image's and apt's versions of the day).
 # Build: docker build -t ghcr.io/ebb-sh/ebb:0.1.0 .
 FROM debian:bookworm-slim AS build
-RUN apt-get update && apt-get install -y --no-install-recommends python3.11 ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends python3.11 ca-certificates libstdc++6 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /usr/local/bin/uv
 ENV UV_PYTHON_DOWNLOADS=never \
@@ -22,7 +22,7 @@ COPY libs libs
 RUN uv sync --frozen --no-dev --no-editable
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends python3.11 ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends python3.11 ca-certificates libstdc++6 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /app/.venv /app/.venv
 ENV PATH=/app/.venv/bin:$PATH \

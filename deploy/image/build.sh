@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # ebb's container image, built without a Docker engine and without pulling a base image: Debian's packages
-# (mmdebstrap, --variant=essential plus Python 3.11 and the CA certificates, at the versions of packages.lock) and
-# the project's wheels (uv build; third parties at uv.lock's versions and hashes) in one layer, written as an OCI
-# archive by oci.py. The same inputs give the same bytes, so the same digest (SOURCE_DATE_EPOCH: the time of the
-# last commit that changed them). The layout is the Dockerfile's: /app/.venv, `ebb` and `python -m ebb_<service>`
-# on the PATH, uid/gid 65532, working directory /app, command `ebb --help`.
+# (mmdebstrap, --variant=essential plus Python 3.11, the C++ runtime and the CA certificates, at the versions of
+# packages.lock) and the project's wheels (uv build; third parties at uv.lock's versions and hashes) in one layer,
+# written as an OCI archive by oci.py. The same inputs give the same bytes, so the same digest (SOURCE_DATE_EPOCH:
+# the time of the last commit that changed them). The layout is the Dockerfile's: /app/.venv, `ebb` and
+# `python -m ebb_<service>` on the PATH, uid/gid 65532, working directory /app, command `ebb --help`.
 #
 #   build.sh build    build the image (or find it in the cache) and print its archive's path, then its digest
 #   build.sh path     the archive's path alone (built first if needed)
@@ -26,8 +26,9 @@ NAME="${EBB_IMAGE_NAME:-ghcr.io/ebb-sh/ebb:0.1.0}"
 SUITE=bookworm
 MIRROR="${EBB_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SECURITY_MIRROR="${EBB_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
-# what the image adds to Debian's essential set; their dependencies come with them (all locked in packages.lock)
-PACKAGES=(python3.11 ca-certificates)
+# what the image adds to Debian's essential set; their dependencies come with them (all locked in packages.lock).
+# libstdc++6: compiled extensions of the wheels link it (greenlet, which SQLAlchemy's asyncio needs, among them)
+PACKAGES=(python3.11 ca-certificates libstdc++6)
 # the image's config: the Dockerfile's user, environment, working directory and command
 CONFIG='{"User":"65532:65532","WorkingDir":"/app","Cmd":["ebb","--help"],
   "Env":["PATH=/app/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8",
@@ -84,7 +85,8 @@ rootfs() {
     # every package at its locked version (apt prefers a pinned version to a newer one)
     awk '{ printf "Package: %s\nPin: version %s\nPin-Priority: 1001\n\n", $1, $2 }' "${HERE}/packages.lock" \
       >"${work}/preferences"
-    pins=(--setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\" && cp ${q_work}/preferences \"\$1/etc/apt/preferences.d/ebb\"")
+    pins=(--setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\""
+          --setup-hook="cp ${q_work}/preferences \"\$1/etc/apt/preferences.d/ebb\"")
   fi
   mmdebstrap --quiet --variant=essential --mode=root --format=tar --architectures=amd64 \
     --include="$(IFS=,; echo "${PACKAGES[*]}")" \
@@ -92,14 +94,16 @@ rootfs() {
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     "${pins[@]}" \
-    --customize-hook="dpkg-query --admindir=\"\$1/var/lib/dpkg\" -W -f='\${Package} \${Version}\n' | sort >${q_work}/packages" \
+    --customize-hook="dpkg-query --admindir=\"\$1/var/lib/dpkg\" -W -f='\${Package} \${Version}\n' \
+      | sort >${q_work}/packages" \
     --customize-hook="SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH} ${q_here}/install-app.sh \"\$1\" ${q_work} ${q_uv}" \
     --customize-hook='rm -f "$1/etc/apt/preferences.d/ebb" "$1/etc/resolv.conf" "$1/etc/hostname"' \
     --customize-hook='mkdir -p "$1/tmp" && chmod 1777 "$1/tmp"' \
     "${SUITE}" "${work}/rootfs.tar" \
     "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" "deb ${SECURITY_MIRROR} ${SUITE}-security main"
   if [[ "${relock}" == 0 ]] && ! diff -u "${HERE}/packages.lock" "${work}/packages" >&2; then
-    die "the mirror no longer has every version of packages.lock (above: - locked, + installed); '$0 lock' locks the new ones"
+    die "the mirror no longer has every version of packages.lock (above: - locked, + installed);" \
+      "'$0 lock' locks the new ones"
   fi
 }
 

@@ -240,6 +240,15 @@ def test_the_image_has_the_dockerfiles_layout(image: Image, containers: Containe
     assert "db" in done.stdout and "plan" in done.stdout
 
 
+def test_every_compiled_extension_of_the_image_finds_its_libraries(image: Image, containers: Containers) -> None:
+    """The wheels' shared objects (greenlet's, numpy's, asyncpg's, ...) and Python's own link only libraries the
+    image has: one missing fails at the first import of its module, perhaps far into a service's life."""
+    done = containers.run("sh", "-c", 'find /app/.venv /usr/lib/python3.11 -name "*.so*" -type f | while read -r f; do '
+                          'ldd "$f" | grep "not found" | sed "s|^|$f: |"; done; echo checked', env={})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "checked", done.stdout
+
+
 async def test_each_service_of_the_image_starts_and_answers_its_probes(
         image: Image, containers: Containers, kube_api: Any, kafka_server: KafkaServer,
         postgres_server: PostgresServer, kubernetes_cluster: KubernetesCluster, aws_endpoint: AwsEndpoint,

@@ -11,6 +11,7 @@
 #   build.sh digest   the digest alone (built first if needed)
 #   build.sh lock     rebuild with Debian's current versions and write them to packages.lock (after a Debian point
 #                     release or a security update removed a locked version from the mirror)
+#   build.sh docs     write the digest into docs/deploy.md ("The image"), after a change to an input
 #
 # The archive is cached in ${EBB_CACHE:-~/.cache/ebb}/image/<key>/ (ebb.oci.tar, digest, packages), the key a hash
 # of every input: the wheels, the locked requirements, packages.lock, these scripts, uv's version and the epoch.
@@ -42,10 +43,11 @@ if [[ -n "${UV}" ]] && command -v pyenv >/dev/null && [[ "$(head -c2 "${UV}")" =
 fi
 [[ -n "${UV}" && -x "${UV}" ]] || die "uv is needed (make install installs it)"
 
-# the time of the last commit that changed an input; files' times in the image are clamped to it
+# the time of the last commit that changed an input (its author's: a rebase or a cherry-pick keeps it); files' times
+# in the image are clamped to it
 epoch() {
   local at
-  at="$(git -C "${EBB_REPO_ROOT}" log -1 --format=%ct -- libs services apps uv.lock pyproject.toml deploy/image \
+  at="$(git -C "${EBB_REPO_ROOT}" log -1 --format=%at -- libs services apps uv.lock pyproject.toml deploy/image \
     2>/dev/null || true)"
   printf '%s' "${SOURCE_DATE_EPOCH:-${at:-0}}"
 }
@@ -150,5 +152,12 @@ case "${1:-build}" in
   path) build 0 | sed -n 1p ;;
   digest) build 0 | sed -n 2p ;;
   lock) build 1 ;;
-  *) die "usage: $0 build|path|digest|lock" ;;
+  docs)
+    digest="$(build 0 | sed -n 2p)"
+    sed -i -E "s/^\`sha256:[0-9A-Za-z_]+\`/\`${digest}\`/" "${EBB_REPO_ROOT}/docs/deploy.md"
+    grep -q "^\`${digest}\`" "${EBB_REPO_ROOT}/docs/deploy.md" \
+      || die "docs/deploy.md has no line that starts with \`sha256:...\`"
+    log "docs/deploy.md names ${digest}"
+    ;;
+  *) die "usage: $0 build|path|digest|lock|docs" ;;
 esac

@@ -13,8 +13,6 @@ cache="$("${uv}" cache dir)"
 mkdir -p "${root}/tmp/ebb/uv-cache" "${cache}"
 cp "${uv}" "${root}/tmp/ebb/uv"
 cp -r "${work}/wheels" "${work}/requirements.txt" "${root}/tmp/ebb/"
-# uv notes a local wheel's time in its dist-info (uv_cache.json, and RECORD): the epoch's, not the build's
-touch --no-dereference --date="@${SOURCE_DATE_EPOCH}" "${root}"/tmp/ebb/wheels/*.whl
 
 # the environment of every command in the chroot: nothing of the host's but the epoch (bytecode with hashes, not
 # times, when SOURCE_DATE_EPOCH is set)
@@ -37,4 +35,12 @@ unshare --mount --propagation private bash -euo pipefail -c '
   install_offline_else_online "${@:2}"
 ' install "${cache}" $(cd "${work}" && printf '/tmp/ebb/%s ' wheels/*.whl)
 
+# uv notes a time of each local wheel in the dist-info it installs (uv_cache.json, listed in RECORD; not the file's
+# mtime: a wheel touched to the epoch still gets the time of the build): the only bytes two builds of the same inputs
+# differed by. It tells uv whether to reinstall the wheel; nothing in the image runs uv.
+for noted in "${root}"/app/.venv/lib/python3.11/site-packages/*.dist-info/uv_cache.json; do
+  [[ -e "${noted}" ]] || continue
+  rm "${noted}"
+  sed -i '/\.dist-info\/uv_cache\.json,/d' "$(dirname "${noted}")/RECORD"
+done
 rm -rf "${root}/tmp/ebb" "${root}/app/.venv/.lock"

@@ -36,11 +36,15 @@ CONFIG='{"User":"65532:65532","WorkingDir":"/app","Cmd":["ebb","--help"],
          "PYTHONUNBUFFERED=1","PYTHONDONTWRITEBYTECODE=1"],
   "Labels":{"org.opencontainers.image.source":"https://github.com/ebb-sh/ebb","org.opencontainers.image.title":"ebb"}}'
 
-UV="$(command -v uv || true)"
-# pyenv's shim is a script; the chroot needs the binary itself
-if [[ -n "${UV}" ]] && command -v pyenv >/dev/null && [[ "$(head -c2 "${UV}")" == "#!" ]]; then
-  UV="$(pyenv which uv)"
+# uv's binary: the one running us (`uv run` sets UV), else the PATH's, else pip's (`pip install uv`); a script (pyenv's
+# shim) will not run in the chroot
+uv_of_pip() { python3.11 -c 'import uv; print(uv.find_uv_bin())' 2>/dev/null || true; }
+UV="${UV:-}"
+[[ -x "${UV}" ]] || UV="$(command -v uv || true)"
+if [[ -n "${UV}" && "$(head -c2 "${UV}")" == "#!" ]]; then
+  UV="$(pyenv which uv 2>/dev/null || uv_of_pip)"
 fi
+[[ -x "${UV}" ]] || UV="$(uv_of_pip)"
 [[ -n "${UV}" && -x "${UV}" ]] || die "uv is needed (make install installs it)"
 
 # the time of the last commit that changed an input (its author's: a rebase or a cherry-pick keeps it); files' times

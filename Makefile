@@ -13,7 +13,8 @@ export GOTOOLCHAIN := local
 UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3.11 -m uv)
 INFRA := deploy/local/infra.sh
 
-.PHONY: help install test lint bench run plan infra-install infra-up infra-down infra-status helm manifests up down
+.PHONY: help install test lint bench run plan infra-install infra-up infra-down infra-status helm manifests image \
+	up down
 
 help:
 	@echo "make install        uv sync (the workspace venv in .venv, compiled to bytecode)"
@@ -27,6 +28,7 @@ help:
 	@echo "make infra-down     stop them"
 	@echo "make helm           build Helm (the Go module proxy) into ~/.cache/ebb/helm-<version>; print its path"
 	@echo "make manifests      render charts/ebb into deploy/kubernetes (after a change to the chart)"
+	@echo "make image          build the container image (an OCI archive) without a Docker engine; print it, its digest"
 	@echo "make up / down      docker compose up -d / down (needs a Docker engine)"
 
 # Compiled to bytecode at install: with PYTHONDONTWRITEBYTECODE set (as on the project's machines) Python never
@@ -71,6 +73,10 @@ helm:
 
 manifests:
 	deploy/local/helm.sh manifests
+
+# Debian's mmdebstrap and the workspace's wheels, no base image, no daemon (deploy/image/build.sh; needs root)
+image:
+	deploy/image/build.sh build
 
 up:
 	docker compose up -d

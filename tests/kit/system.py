@@ -487,12 +487,12 @@ async def send_raw(bootstrap: str, physical_topic: str, records: Iterable[tuple[
 # ------------------------------------------------------------------------------------------- PostgreSQL
 
 
-async def create_database(server_url: str, name: str) -> str:
+async def create_database(server_url: str, name: str, *, migrate: bool = True) -> str:
     """Create the database ``name`` (owned by the URL's user) on the server of ``server_url`` (a SQLAlchemy
-    URL), migrate it with the store's Alembic migrations and return its URL. The URL's user may lack
-    CREATEDB (the local servers' ``ebb`` role): then the ``postgres`` superuser (trust authentication on
-    the local servers) creates it. Where neither can, the server's own database is migrated and used (the
-    tests keep their rows apart by cluster name, as the other integration tests do)."""
+    URL), migrate it with the store's Alembic migrations (unless not ``migrate``) and return its URL. The URL's
+    user may lack CREATEDB (the local servers' ``ebb`` role): then the ``postgres`` superuser (trust
+    authentication on the local servers) creates it. Where neither can, the server's own database is migrated
+    and used (the tests keep their rows apart by cluster name, as the other integration tests do)."""
     url = make_url(server_url)
     owner = url.username or "postgres"
     created = False
@@ -510,7 +510,8 @@ async def create_database(server_url: str, name: str) -> str:
         finally:
             await connection.close()
     database_url = url.set(database=name).render_as_string(hide_password=False) if created else server_url
-    await upgrade_async(database_url)
+    if migrate:
+        await upgrade_async(database_url)
     return database_url
 
 

@@ -128,10 +128,10 @@ def test_the_timeline_fills_live_with_shadow_decisions_beside_the_real_ones(
 
 def test_a_decision_with_its_explanation_and_events(console: Page, run: EmbeddedRun, artifacts: Path) -> None:
     page = console
-    link = page.locator("#real tr.decision td:nth-child(2) a").first
-    decision_id = link.get_attribute("title")
+    decision_id = page.locator("#real tr.decision td:nth-child(2) a").first.get_attribute("title")
     assert decision_id is not None
-    link.click()
+    # by its id: the list is rendered again at every event, so "the first row" may be a newer decision by now
+    page.locator(f'#real tr.decision td:nth-child(2) a[title="{decision_id}"]').click()
     expect(page).to_have_url(f"{run.url}/ui/decisions/{decision_id}")
     stored = _api(run, f"/v1/decisions/{decision_id}")
     expect(page.locator("h1")).to_contain_text(decision_id)

@@ -155,10 +155,12 @@ def run() -> Iterator[EmbeddedRun]:
 
 
 def _decided_and_terminated(families: dict[str, Metric]) -> bool:
-    """The run has approved decisions and terminated nodes recently (the summary's quantiles are numbers), and the
-    API has answered a request (its own metric has a series)."""
+    """The run has approved decisions, terminated nodes recently (the summary's quantiles are numbers) and finished a
+    command (its nodes are terminated a moment before it ends; the executor runs several at once), and the API has
+    answered a request (its own metric has a series)."""
     return (has_samples(families, "ebb_voluntary_disruption_decisions") and has_samples(families, "ebb_api_requests")
-            and has_samples(families, "ebb_nodes_termination_duration_seconds", real=True))
+            and has_samples(families, "ebb_nodes_termination_duration_seconds", real=True)
+            and has_samples(families, "ebb_disruption_commands"))
 
 
 @pytest.fixture(scope="module")

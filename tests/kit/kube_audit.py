@@ -97,8 +97,8 @@ class AuditLog:
         return self.path.stat().st_size if self.path.exists() else 0
 
     def events(self, since: int = 0) -> list[AuditEvent]:
-        """The completed requests (stage ResponseComplete) logged after ``since`` (a half-written last line is
-        left for the next read)."""
+        """The completed requests (stage ResponseComplete) logged after ``since``, dry runs left out (a half-written
+        last line is left for the next read)."""
         if not self.path.exists():
             return []
         with self.path.open("rb") as f:
@@ -107,7 +107,9 @@ class AuditLog:
         out: list[AuditEvent] = []
         for raw in data.split(b"\n")[:-1]:
             line = json.loads(raw)
-            if line.get("stage") == "ResponseComplete":
+            # a dry run (the executor's dry-run Evictions before it taints) is answered as the request would be
+            # and changes nothing: not a request of what was done
+            if line.get("stage") == "ResponseComplete" and "dryRun=" not in str(line.get("requestURI", "")):
                 out.append(AuditEvent.parse(line))
         return out
 

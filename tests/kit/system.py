@@ -581,7 +581,12 @@ async def install_karpenter_crds(kube_api: Any) -> list[str]:
             except ApiException as e:
                 if e.status != 409:
                     raise
-            existing = await extensions.read_custom_resource_definition(n)
+            try:
+                existing = await extensions.read_custom_resource_definition(n)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                return False  # its deletion ended between the create and the read: make it again
             return existing.metadata.deletion_timestamp is None  # else: wait until it is gone, make it again
 
         await eventually(f"the {name} CRD", present, within=120, interval=0.5)

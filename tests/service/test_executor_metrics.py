@@ -26,6 +26,7 @@ from ebb.contracts import DisruptionCommand
 from ebb.contracts.messages import Method, Reason
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_termination_executor.app import build_executor
+from ebb_termination_executor.executor import Executor
 from ebb_termination_executor.metrics import Metrics, snake_case
 from ebb_termination_executor.settings import Settings
 from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
@@ -61,6 +62,25 @@ class Sink:
         assert namespace == body["metadata"]["namespace"]
         self.bodies.append(body)
         return body
+
+
+def pdb_at_zero() -> list[dict[str, Any]]:
+    """Two nodes with a pod of ``web`` each, under a PDB that allows no eviction (``minAvailable: 2``)."""
+    return [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
+            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
+
+
+def fast_executor(docs: list[dict[str, Any]], store: DecisionStore, *, eviction_deadline: float,
+                  failure_hold: float) -> tuple[Executor, SimulatedCluster, Metrics]:
+    """An executor on a simulated cluster of ``docs``, its waits short."""
+    bus = InMemoryBus()
+    sim = SimulatedCluster(docs, bus, lambda: NOW)
+    metrics = Metrics()
+    settings = Settings(eviction_deadline_seconds=eviction_deadline, eviction_backoff_initial_seconds=0.01,
+                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01,
+                        failure_hold_seconds=failure_hold)
+    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    return executor, sim, metrics
 
 
 async def run(docs: list[dict[str, Any]], store: DecisionStore, *nodes: str, sink: Sink | None = None,
@@ -140,8 +160,7 @@ async def test_a_budget_that_never_allows_the_eviction_is_counted_and_fails_the_
         store: DecisionStore) -> None:
     """An interruption is drained whatever the PDBs allow when it starts (the instance goes anyway): the refusals
     are counted until the eviction deadline fails it."""
-    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
-            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
+    docs = pdb_at_zero()
     outcome, metrics = await run(docs, store, "a", method="interruption", reason="Interrupted")
     assert outcome == "failed"
     r = metrics.registry
@@ -165,14 +184,7 @@ async def test_a_command_whose_drain_would_start_blocked_fails_before_anything_i
         store: DecisionStore, method: Method, reason: Reason) -> None:
     """A PDB that allows no eviction when the command starts (the node has no terminationGracePeriod): the command
     fails at once, asked with a dry-run Eviction, with nothing tainted, nothing evicted and no hold left."""
-    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
-            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
-    bus = InMemoryBus()
-    sim = SimulatedCluster(docs, bus, lambda: NOW)
-    metrics = Metrics()
-    settings = Settings(eviction_deadline_seconds=0.3, eviction_backoff_initial_seconds=0.01,
-                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=900)
-    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    executor, sim, metrics = fast_executor(pdb_at_zero(), store, eviction_deadline=0.3, failure_hold=900)
     assert await executor.execute(command("a", method=method, reason=reason)) == "failed"
     r = metrics.registry
     assert sample(r, "ebb_pods_eviction_requests_total", code="429") == 0
@@ -233,14 +245,7 @@ def test_the_commands_in_progress_and_how_long_the_oldest_has_run() -> None:
 
 
 async def test_a_command_is_counted_as_executing_while_its_drain_runs(store: DecisionStore) -> None:
-    docs = [nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
-            pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=2)]
-    bus = InMemoryBus()
-    sim = SimulatedCluster(docs, bus, lambda: NOW)
-    metrics = Metrics()
-    settings = Settings(eviction_deadline_seconds=0.5, eviction_backoff_initial_seconds=0.01,
-                        eviction_backoff_max_seconds=0.02, poll_interval_seconds=0.01, failure_hold_seconds=0)
-    executor = build_executor(settings, sim, bus, store, asyncio.Event(), clock=lambda: NOW, metrics=metrics)
+    executor, _, metrics = fast_executor(pdb_at_zero(), store, eviction_deadline=0.5, failure_hold=0)
     running = asyncio.create_task(executor.execute(command("a", method="interruption", reason="Interrupted")))
     for _ in range(100):
         if sample(metrics.registry, "ebb_pods_eviction_requests_total", code="429"):

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 from PIL import Image
-from playwright.sync_api import Page, Route
+from playwright.sync_api import Page
 
 from ebb_cli.report import CHARTS, UNITS, X_AXIS
+from tests.kit.offline_page import open_offline
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("karpenter-default", "churn-control")
@@ -34,22 +35,7 @@ def _backtest_report(tmp_path: Path) -> Path:
 
 def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path: Path, artifacts: Path) -> None:
     report = _backtest_report(tmp_path)
-    errors: list[str] = []
-    outside: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-
-    def offline(route: Route) -> None:
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:  # the report must work offline: nothing may be fetched
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", offline)
-    page.set_viewport_size({"width": 1280, "height": 900})
-    page.set_default_timeout(120_000)  # a 4 MB page with plotly inlined, on a loaded 2-core machine
-    page.goto(report.as_uri())
+    seen = open_offline(page, report)
     page.wait_for_selector(".chart .main-svg")
     page.wait_for_function(f"document.querySelectorAll('.chart .scatterlayer .trace').length >= {len(CHARTS) * 2}")
 
@@ -96,7 +82,7 @@ def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path
     colours = image.getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 50, "the page looks blank"
     assert image.height > 5 * 320  # five charts of 320 px, the table and the policies
-    assert errors == []
-    assert outside == []
+    assert seen.errors == []
+    assert seen.outside == []
 
 

@@ -29,13 +29,14 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from playwright.sync_api import Locator, Page, Route
+from playwright.sync_api import Locator, Page
 
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb_cli.report import CHARTS
 from ebb_cli.shadow_report import SECTIONS, TIMELINE
 from tests.kit.builders import proposed
+from tests.kit.offline_page import open_offline
 from tests.kit.shadow_api import recording, removal, served
 
 TOKEN = "shadow-page-token"
@@ -118,22 +119,7 @@ def _rows(section: Locator) -> list[list[str]]:
 
 def test_the_shadow_report_page_shows_each_list_with_the_facts_values(page: Page, written: Written,
                                                                       artifacts: Path) -> None:
-    errors: list[str] = []
-    outside: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-
-    def offline(route: Route) -> None:
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:  # the page must work offline: nothing may be fetched
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", offline)
-    page.set_viewport_size({"width": 1280, "height": 900})
-    page.set_default_timeout(120_000)  # plotly inlined, on a loaded 2-core machine
-    page.goto(written.page.as_uri())
+    seen = open_offline(page, written.page)
     charts = 2 + len(CHARTS)  # ebb's reasons, the timeline, the back-test's
     page.wait_for_function(f"document.querySelectorAll('.chart .main-svg').length >= {charts}")
     assert page.locator(".chart").count() == charts
@@ -197,5 +183,5 @@ def test_the_shadow_report_page_shows_each_list_with_the_facts_values(page: Page
     image = Image.open(io.BytesIO(shot)).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 50, "the page looks blank"
-    assert errors == []
-    assert outside == []
+    assert seen.errors == []
+    assert seen.outside == []

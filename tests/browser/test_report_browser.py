@@ -4,16 +4,14 @@ explanations, and the policies are on the page."""
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 from pathlib import Path
 
-from PIL import Image
 from playwright.sync_api import Page
 
 from ebb_cli.report import CHARTS, UNITS, X_AXIS
-from tests.kit.offline_page import open_offline
+from tests.kit.offline_page import open_offline, screenshot
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("karpenter-default", "churn-control")
@@ -74,13 +72,7 @@ def test_the_report_renders_every_chart_offline_in_chromium(page: Page, tmp_path
         assert why and ("evicts" in why or "drifted" in why), why  # the planner's explanation, not a blank cell
     assert "kind: DisruptionPolicy" in page.locator("pre").nth(1).inner_text()
 
-    shot = page.screenshot(full_page=True)
-    path = artifacts / "backtest-report.png"
-    path.write_bytes(shot)
-    print(f"screenshot: {path}")
-    image = Image.open(io.BytesIO(shot)).convert("RGB")
-    colours = image.getcolors(maxcolors=1 << 20)
-    assert colours is not None and len(colours) > 50, "the page looks blank"
+    image = screenshot(page, artifacts / "backtest-report.png")
     assert image.height > 5 * 320  # five charts of 320 px, the table and the policies
     assert seen.errors == []
     assert seen.outside == []

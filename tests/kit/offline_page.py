@@ -1,11 +1,14 @@
 """A report opened in Chromium as its reader would open it, offline: every request that leaves the file is refused and
-noted, and every console error and page error is noted, so a test can assert there were none."""
+noted, and every console error and page error is noted, so a test can assert there were none; and its full-page
+screenshot, kept as an artefact and checked not to be blank."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from PIL import Image
 from playwright.sync_api import Page, Route
 
 
@@ -36,3 +39,15 @@ def open_offline(page: Page, path: Path) -> OfflinePage:
     page.set_default_timeout(120_000)
     page.goto(path.as_uri())
     return seen
+
+
+def screenshot(page: Page, path: Path) -> Image.Image:
+    """The page's full-page screenshot, written to ``path`` (an artefact) and asserted not blank (more than 50
+    colours)."""
+    shot = page.screenshot(full_page=True)
+    path.write_bytes(shot)
+    print(f"screenshot: {path}")
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50, "the page looks blank"
+    return image

@@ -214,9 +214,10 @@ class Executor:
             why_not = await self.provider.cannot_retire(node)
             if why_not is not None:  # nothing done yet: the decision could not be run
                 return await self._finish(command, State.FAILED, why_not, [self.step(command, node, "Failed", why_not)])
+        gone = {node for node in command.nodes if await self.provider.instance_gone(node)}  # reported Terminated below
         if not resumed:  # (a resumed command's own evictions may be what its PDBs wait for now)
             for node in command.nodes:
-                refused = await self._refusal(command, node)
+                refused = None if node in gone else await self._refusal(command, node)
                 if refused is not None:  # nothing done: not held, the planner's next pass decides on what it sees
                     why = f"not started: {refused}"
                     return await self._finish(command, State.FAILED, why, [self.step(command, node, "Failed", why)],
@@ -225,7 +226,7 @@ class Executor:
         started = self.drainer.clock.monotonic()
         tainted: list[str] = []
         for node in command.nodes:
-            if await self.provider.instance_gone(node):
+            if node in gone:
                 continue  # reported Terminated below
             added = await self.drainer.taint(node)
             if added is None:
@@ -268,7 +269,7 @@ class Executor:
         expiration of a node without a terminationGracePeriod (``ebb.core.cluster``'s rule, checked again
         when the command starts, as Karpenter validates its candidates just before it acts). An interruption is
         never held back: the instance goes whatever ebb does."""
-        if command.method == "interruption" or await self.provider.instance_gone(node):
+        if command.method == "interruption":
             return None
         if command.method in ("drift", "expiration") and await self.provider.termination_grace_period(node) is not None:
             return None

@@ -273,7 +273,11 @@ SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=30, steps=(0
 SHORT = TraceSize(scale=0.4, up_seconds=60, up_cap=300, step_seconds=120, steps=(0.5, 0.25), bursts=3,
                   burst_period=60, jobs_per_burst=(3, 5), job_seconds=(20, 40), tail=120, diurnal_steps=8,
                   diurnal_step_seconds=50, diurnal_low=0.35)
-SIZES_BY_NAME = {"full": FULL, "short": SHORT, "smoke": SMOKE}
+#: a shadow trial's (``EBB_BENCH_PEER_SIDES=shadow``): over an hour of real time at 60% of the full size's pods:
+#: three steps down of nine minutes, then twelve bursts of two and a half minutes, a five-minute tail
+HOUR = TraceSize(scale=0.6, up_seconds=120, up_cap=600, step_seconds=540, steps=(0.6, 0.35, 0.2), bursts=12,
+                 burst_period=150, tail=300)
+SIZES_BY_NAME = {"full": FULL, "short": SHORT, "smoke": SMOKE, "hour": HOUR}
 #: the traces ``make_trace`` makes
 TRACE_KINDS = ("bursty", "diurnal")
 
@@ -1055,10 +1059,23 @@ class Side:
     demand_window: str | None = None
     #: the back-test's built-in policy that simulates this side (``python -m bench calibrate``), if any
     backtest_policy: str | None = None
+    #: a shadow side: Karpenter keeps disrupting with the NodePool of the side named ``karpenter``, and ebb runs
+    #: beside it in shadow mode with this side's DisruptionPolicy (and the decisions-api, ``ebb record`` and, at the
+    #: end, ``ebb shadow report``: ``shadow_report``)
+    shadow: bool = False
+    karpenter: str | None = None
+
+    @property
+    def nodepool_side(self) -> Side:
+        """The side whose settings Karpenter's NodePool has: a shadow side's ``karpenter`` side, else itself."""
+        return SIDES[self.karpenter] if self.shadow and self.karpenter else self
 
     @property
     def budget_nodes(self) -> str:
-        """The NodePool's budget in the disruption phase: ebb's sides keep Karpenter's voluntary disruption off."""
+        """The NodePool's budget in the disruption phase: ebb's sides keep Karpenter's voluntary disruption off,
+        a shadow side keeps its Karpenter side's."""
+        if self.shadow:
+            return self.nodepool_side.budget
         return "0" if self.ebb else self.budget
 
 
@@ -1081,6 +1098,12 @@ SIDES: dict[str, Side] = {s.key: s for s in (
     Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow, budget 100%", "0s", ebb=True),
     Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10, "
          "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
+    # step 3 of docs/adopt.md: Karpenter at its defaults still disrupting, ebb beside it watching only, with the
+    # recommended policy a team would trial
+    Side("shadow", "Karpenter at its defaults (disrupting) + ebb in shadow mode beside it, the recommended policy "
+         "(consolidateAfter 5m, stabilizationWindow 10m, minimumPriceImprovementPercent 30, demandWindow 35m, "
+         "budget 20%)", "5m", ebb=True, stabilization_window="10m", minimum_price_improvement_percent=30,
+         demand_window="35m", budget="20%", shadow=True, karpenter="karpenter-default"),
 )}
 #: what ``python -m bench peer`` runs unless EBB_BENCH_PEER_SIDES says otherwise: Karpenter at its defaults and
 #: Balanced, ebb at its defaults and with the recommended policy
@@ -1388,7 +1411,8 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
     await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         custom: Any = client.CustomObjectsApi(api)
-        await create_object(api, nodepool(side.consolidate_after, "0", side.consolidation_policy,
+        karpenter = side.nodepool_side
+        await create_object(api, nodepool(karpenter.consolidate_after, "0", karpenter.consolidation_policy,
                                           cloud.capacity_types, cloud.startup_taints))
         pool = await custom.get_cluster_custom_object("karpenter.sh", "v1", "nodepools", NODEPOOL)
         start = starting_cluster(trace, types, pool)
@@ -1436,7 +1460,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
                                      ready_at + trace.up_cap)
             if start_disruption is not None:
                 await start_disruption(api)
-            else:
+            if start_disruption is None or side.shadow:  # Karpenter's own disruption, as the side has it
                 await custom.patch_cluster_custom_object(  # a JSON patch: the client sends a list as one
                     "karpenter.sh", "v1", "nodepools", NODEPOOL,
                     [{"op": "replace", "path": "/spec/disruption/budgets", "value": [{"nodes": side.budget_nodes}]}])
@@ -1662,7 +1686,9 @@ def checked_member(member: Any, into: Path) -> Any:
 
 #: service → python module, and what it logs once it runs
 EBB_SERVICES = {"cluster-watcher": "ebb_cluster_watcher", "consolidation-planner": "ebb_consolidation_planner",
-                "termination-executor": "ebb_termination_executor"}
+                "termination-executor": "ebb_termination_executor", "decisions-api": "ebb_decisions_api"}
+#: the log line that says a service has started, where it is not "<service> starting"
+STARTED = {"decisions-api": "decisions-api started"}
 
 
 def _free_port() -> int:
@@ -1682,14 +1708,17 @@ class EbbServices:
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
 
     async def start(self) -> None:
-        for name, module in EBB_SERVICES.items():
+        """The services ``env`` has settings for (``EBB_SERVICES``' order), each until its log says it started."""
+        names = [name for name in EBB_SERVICES if name in self.env]
+        for name in names:
             with (self.log_dir / f"{name}.log").open("wb") as log:
                 self.processes[name] = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", module, env={**os.environ, **self.env[name]},
+                    sys.executable, "-m", EBB_SERVICES[name], env={**os.environ, **self.env[name]},
                     stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT)
         deadline = time.monotonic() + 120
-        for name in EBB_SERVICES:
-            while f"{name} starting" not in (self.log_dir / f"{name}.log").read_text(errors="replace"):
+        for name in names:
+            started_line = STARTED.get(name, f"{name} starting")
+            while started_line not in (self.log_dir / f"{name}.log").read_text(errors="replace"):
                 self.check()
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{name} did not start in 120 s; see {self.log_dir}/{name}.log")
@@ -1714,6 +1743,76 @@ class EbbServices:
         return codes
 
 
+def _ebb_command() -> str:
+    """The ``ebb`` command of the interpreter running the bench (the project's .venv)."""
+    return str(Path(sys.executable).with_name("ebb"))
+
+
+@dataclass
+class ShadowTrial:
+    """A shadow side's adoption trial, as docs/adopt.md has a team run it: ``ebb record --live`` from the start of
+    the disruption phase (the cluster at its peak, every pod running: ``record``), then ``ebb shadow report`` over
+    the run (from ebb's services' start) with the recording and ebb's policy (``report``): its words in
+    ``out_dir/shadow-report.txt``, its JSON in ``shadow-report.json``, its page in ``shadow.html``, the recording
+    in ``recorded.yaml``."""
+
+    out_dir: Path
+    kubeconfig: str
+    api: str
+    token: str
+    pythonpath: str
+    policy: Doc
+    recorder: asyncio.subprocess.Process | None = None
+    #: when ebb's services started (epoch seconds): the report's period starts a minute before
+    started: float = field(default_factory=time.time)
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": self.pythonpath, "KUBECONFIG": self.kubeconfig}
+
+    async def record(self) -> None:
+        with (self.out_dir / "record.log").open("wb") as log:
+            self.recorder = await asyncio.create_subprocess_exec(
+                _ebb_command(), "record", "--live", "--kubeconfig", self.kubeconfig,
+                "--duration", "24h", "--save-every", "1m", "-o", str(self.out_dir / "recorded.yaml"),
+                env=self._env(), stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT)
+
+    async def stop(self) -> int | None:
+        """Stop the recording (SIGTERM: it writes what it recorded and exits)."""
+        if self.recorder is None or self.recorder.returncode is not None:
+            return None if self.recorder is None else self.recorder.returncode
+        self.recorder.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(self.recorder.wait(), 120)
+        except TimeoutError:
+            self.recorder.kill()
+            return await self.recorder.wait()
+
+    async def report(self, seconds: float) -> Doc:
+        """``ebb shadow report`` over the run (from when ebb's services started), the recording and ebb's policy
+        given: the JSON (``-o json``), and the words and the page written beside."""
+        code = await self.stop()
+        policy = self.out_dir / "ebb-policy.json"
+        policy.write_text(json.dumps(self.policy, indent=1))
+        since = f"{math.ceil(time.time() - self.started) + 60}s"  # the whole run, and the minute before it
+        common = ["shadow", "report", "--since", since, "--api", self.api, "--token", self.token]
+        with_trace = ["--trace", str(self.out_dir / "recorded.yaml"), "--policy", str(policy)]
+        outputs: Doc = {"record_exit": code, "since": since, "trace_seconds": seconds}
+        for name, args in (("shadow-report.txt", [*common, *with_trace, "--report", str(self.out_dir / "shadow.html")]),
+                           ("shadow-report.json", [*common, *with_trace, "-o", "json"])):
+            done = await asyncio.create_subprocess_exec(_ebb_command(), *args, env=self._env(),
+                                                        stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.PIPE)
+            out, err = await done.communicate()
+            (self.out_dir / name).write_bytes(out)
+            if done.returncode != 0:
+                _log(f"ebb shadow report exited {done.returncode}: {err.decode(errors='replace')[-2000:]}")
+                outputs[name] = {"exit": done.returncode, "stderr": err.decode(errors="replace")[-4000:]}
+            elif name.endswith(".json"):
+                outputs["report"] = json.loads(out)
+        _log(f"the shadow report: {self.out_dir / 'shadow-report.txt'}, {self.out_dir / 'shadow.html'}")
+        return outputs
+
+
 def _port(address: str) -> int:
     """The TCP port of ``host:port`` or of a URL (``postgresql://user@host:port/db``)."""
     from urllib.parse import urlsplit
@@ -1724,10 +1823,12 @@ def _port(address: str) -> int:
 
 
 def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports: Mapping[str, int], *,
-            spot_to_spot: bool = False) -> dict[str, dict[str, str]]:
+            spot_to_spot: bool = False, mode: str = "enforce", token: str = "") -> dict[str, dict[str, str]]:
     """Each service's EBB_<SERVICE>_* settings: the defaults a user would run with (pass interval 10 s,
     debounce 1 s, validation delay 15 s as Karpenter's), the ``karpenter`` provider, this run's topics and
-    cluster name, metrics on ``ports``; ``spot_to_spot``: the planner may replace spot nodes by spot nodes."""
+    cluster name, metrics on ``ports``; ``spot_to_spot``: the planner may replace spot nodes by spot nodes;
+    ``mode``: the planner's and the executor's (``shadow`` on a shadow side). With a ``decisions-api`` port in
+    ``ports`` the decisions-api too, on that port with bearer ``token``."""
     common = {"KAFKA_BOOTSTRAP": bootstrap, "TOPIC_PREFIX": f"peer{run}.", "KUBECONFIG": kubeconfig,
               "LOG_LEVEL": "info"}
     db = {"DATABASE_URL": database_url, "CLUSTER": f"peer-{run}"}
@@ -1740,6 +1841,13 @@ def ebb_env(kubeconfig: str, bootstrap: str, database_url: str, run: str, ports:
         "termination-executor": {**common, **db, "GROUP": f"peer-{run}-executor", "PROVIDER": "karpenter",
                                  "METRICS_PORT": str(ports["termination-executor"]), "METRICS_ADDRESS": "127.0.0.1"},
     }
+    if mode != "enforce":
+        per["consolidation-planner"]["MODE"] = per["termination-executor"]["MODE"] = mode
+    if "decisions-api" in ports:
+        per["decisions-api"] = {**common, **db, "GROUP": f"peer-{run}-api", "PROVIDER": "karpenter",
+                                "HOST": "127.0.0.1", "PORT": str(ports["decisions-api"]), "TOKEN": token,
+                                "SPOT_TO_SPOT": str(spot_to_spot).lower()}
+        per["decisions-api"].pop("KUBECONFIG")
     return {name: {"EBB_" + name.upper().replace("-", "_") + "_" + k: v for k, v in values.items()}
             for name, values in per.items()}
 
@@ -1809,14 +1917,20 @@ def run_ebb_side(side: Side, trace: Trace, cloud: Cloud, env: Mapping[str, str],
     kubeconfig = env["KUBECONFIG"]
     run = uuid.uuid4().hex[:8]
     ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
+    token = uuid.uuid4().hex
+    if side.shadow:
+        ports["decisions-api"] = _free_port()
     bootstrap, database_url, origin = backend.bootstrap, backend.database_url, backend.origin
     commit, code, pythonpath = backend.commit, backend.code, backend.pythonpath
     crds = sorted((code / "deploy" / "kubernetes" / "crds").glob("ebb.sh_*.yaml"))
     _log(f"ebb: servers {origin}; topics peer{run}.*, cluster peer-{run}; ebb's code of {commit} in {code}")
-    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports, spot_to_spot=cloud.spot_to_spot)
+    envs = ebb_env(kubeconfig, bootstrap, database_url, run, ports, spot_to_spot=cloud.spot_to_spot,
+                   mode="shadow" if side.shadow else "enforce", token=token)
     for values in envs.values():
         values["PYTHONPATH"] = pythonpath
     services = EbbServices(envs, out_dir)
+    shadow = ShadowTrial(out_dir, kubeconfig, f"http://127.0.0.1:{ports['decisions-api']}", token, pythonpath,
+                         disruption_policy(side)) if side.shadow else None
 
     async def before_trace(api: Any) -> None:
         applying = await asyncio.create_subprocess_exec(
@@ -1835,6 +1949,8 @@ def run_ebb_side(side: Side, trace: Trace, cloud: Cloud, env: Mapping[str, str],
 
     async def start_disruption(api: Any) -> None:
         await create_object(api, disruption_policy(side))
+        if shadow is not None:  # the recording starts from the cluster at its peak, every pod running
+            await shadow.record()
 
     async def main() -> Doc:
         from aiokafka.admin import AIOKafkaAdminClient
@@ -1845,7 +1961,11 @@ def run_ebb_side(side: Side, trace: Trace, cloud: Cloud, env: Mapping[str, str],
             result = await run_trace(side, trace, cloud, kubeconfig, all_metrics, prices, types, out_dir,
                                      before_trace, start_disruption, running)
             services.check()
+            if shadow is not None:
+                result["shadow_report"] = await shadow.report(result["end"])
         finally:
+            if shadow is not None:
+                await shadow.stop()
             codes = await services.stop()
             await _clean(bootstrap, f"peer{run}.", database_url, f"peer-{run}", AIOKafkaAdminClient)
         result["ebb_exit_codes"] = codes

@@ -597,6 +597,27 @@ def test_the_default_sides_are_karpenters_defaults_and_balanced_and_ebbs_default
     assert all(s.budget_nodes == "0" for s in sides if s.ebb)  # Karpenter's own disruption off next to ebb
 
 
+
+def test_the_shadow_side_keeps_karpenter_disrupting_at_its_defaults_and_runs_ebb_in_shadow_with_its_api() -> None:
+    shadow, karpenter = peer.SIDES["shadow"], peer.SIDES["karpenter-default"]
+    assert shadow.ebb and shadow.shadow and shadow.nodepool_side is karpenter
+    assert shadow.budget_nodes == "10%"  # Karpenter's own budget stays open: it still disrupts
+    assert peer.SIDES["ebb-recommended"].nodepool_side is peer.SIDES["ebb-recommended"]
+    assert peer.disruption_policy(shadow)["spec"] == peer.disruption_policy(peer.SIDES["ebb-recommended"])["spec"]
+    ports = {"consolidation-planner": 1, "termination-executor": 2, "decisions-api": 3}
+    env = peer.ebb_env("k", "b:9092", "postgresql://x", "r1", ports, mode="shadow", token="t0")
+    assert env["consolidation-planner"]["EBB_CONSOLIDATION_PLANNER_MODE"] == "shadow"
+    assert env["termination-executor"]["EBB_TERMINATION_EXECUTOR_MODE"] == "shadow"
+    api = env["decisions-api"]
+    assert (api["EBB_DECISIONS_API_PORT"], api["EBB_DECISIONS_API_TOKEN"], api["EBB_DECISIONS_API_CLUSTER"],
+            api["EBB_DECISIONS_API_TOPIC_PREFIX"]) == ("3", "t0", "peer-r1", "peerr1.")
+    enforcing = peer.ebb_env("k", "b:9092", "postgresql://x", "r1", {"consolidation-planner": 1,
+                                                                      "termination-executor": 2})
+    assert set(enforcing) == {"cluster-watcher", "consolidation-planner", "termination-executor"}
+    assert "EBB_CONSOLIDATION_PLANNER_MODE" not in enforcing["consolidation-planner"]
+    hour = peer.SIZES_BY_NAME["hour"]  # a trial of an hour or more
+    assert hour.up_seconds + hour.step_seconds * len(hour.steps) + hour.burst_period * hour.bursts + hour.tail >= 3600
+
 KWOK_TYPES: list[dict[str, Any]] = [
     {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],
                "resources": {"cpu": str(cpu), "memory": f"{cpu * gib}Gi", "pods": "110"},

@@ -123,9 +123,10 @@ def karpenter_setting(consolidation_policy: str, consolidate_after: str, budget:
 KARPENTER_GRID: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = (
     ("WhenEmptyOrUnderutilized", "Balanced"), ("0s", "30s", "1m", "2m", "5m"), ("10%", "100%"))
 #: ebb's knobs: stabilizationWindow x minimumPriceImprovementPercent x demandWindow x minimumSavingPerEvictedPod
-#: ("" is the setting left out: no window)
+#: ("" is the setting left out: no window). The eviction price's values are ebb's default and ten times it (a replace
+#: that moves 10 pods must then save $0.50/h): smaller ones changed no decision on these traces
 EBB_GRID: tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...], tuple[float, ...]] = (
-    ("", "1m", "3m"), (0, 20), ("", "5m"), (0.0, 0.005, 0.02))
+    ("", "1m", "2m", "3m"), (0, 30), ("", "2m", "5m"), (0.005, 0.05))
 #: ebb's defaults with a consolidateAfter (the knob Karpenter's middle of the frontier is made of)
 EBB_CONSOLIDATE_AFTER = ("1m", "2m")
 #: the policy docs/policies.md and docs/karpenter.md recommend (the peer's ``ebb-recommended`` side)

@@ -11,7 +11,11 @@ once per seed, each run on a fresh control plane:
   services as processes on Kafka and PostgreSQL: the cluster-watcher, the consolidation-planner and the
   termination-executor with its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and
   its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends;
-- ``karpenter-0s``, ``karpenter-30s`` and ``ebb``: budget 100%, for comparisons at other settings.
+- ``karpenter-0s``, ``karpenter-30s`` and ``ebb``: budget 100%, for comparisons at other settings;
+- ``shadow``: no side of the comparison but an adoption trial (docs/adopt.md's step 3): Karpenter at its defaults
+  still disrupting, ebb beside it in shadow mode with the recommended policy and its decisions-api, ``ebb record``
+  from the start of the disruption phase and ``ebb shadow report`` at the end (``ShadowTrial``); the ``hour`` size
+  makes it a trial of an hour and more.
 
 The cloud (``Cloud``): nodes Ready 30-90 s after they appear (KWOK's node Stage delayed by deploy/local/
 kubernetes.sh), spot and on-demand offerings, spot-to-spot consolidation on (Karpenter's feature gate, ebb's
@@ -65,8 +69,8 @@ side) for runs that must fit many sides and seeds.
 
 Environment: ``EBB_BENCH_PEER_SIDES=karpenter-default,ebb-default`` chooses the sides, ``EBB_BENCH_PEER_SEEDS=1,2,3``
 the seeds, ``EBB_BENCH_PEER_TRACE`` (``bursty``, the default, or ``diurnal``) and ``EBB_BENCH_PEER_SIZE``
-(``full``, the default, ``short`` or ``smoke``) the trace (``EBB_BENCH_PEER_SEED``: the seed of a single run, as
-``bench calibrate`` starts them), ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time,
+(``full``, the default, ``short``, ``smoke`` or ``hour``) the trace (``EBB_BENCH_PEER_SEED``: the seed of a single
+run, as ``bench calibrate`` starts them), ``EBB_BENCH_PEER_AT_ONCE=1`` runs a round's runs one at a time,
 ``EBB_BENCH_PEER_NODE_READY=30-90`` the nodes' start-up time; ``EBB_BENCH_PEER_RESULTS=FILE`` writes every run's
 result there as JSON (what the smoke's test reads).
 """
@@ -1119,7 +1123,7 @@ def is_smoke() -> bool:
 
 
 def size_from_env() -> TraceSize:
-    """The smoke's size, else ``EBB_BENCH_PEER_SIZE`` (``full``, the default, ``short`` or ``smoke``)."""
+    """The smoke's size, else ``EBB_BENCH_PEER_SIZE`` (``full``, the default, ``short``, ``smoke`` or ``hour``)."""
     if is_smoke():
         return SMOKE
     name = os.environ.get("EBB_BENCH_PEER_SIZE", "full")

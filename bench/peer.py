@@ -1061,6 +1061,8 @@ class Side:
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     #: the ebb side's DisruptionPolicy demandWindow
     demand_window: str | None = None
+    #: the ebb side's DisruptionPolicy minimumSavingPerEvictedPod ($/h an evicted pod; ebb's default when None)
+    minimum_saving_per_evicted_pod: float | None = None
     #: the back-test's built-in policy that simulates this side (``python -m bench calibrate``), if any
     backtest_policy: str | None = None
     #: a shadow side: Karpenter keeps disrupting with the NodePool of the side named ``karpenter``, and ebb runs
@@ -1100,6 +1102,10 @@ SIDES: dict[str, Side] = {s.key: s for s in (
     Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, budget 100%", "0s", ebb=True,
          stabilization_window="2m"),
     Side("ebb-nowindow", "Karpenter (disruption off) + ebb, no stabilizationWindow, budget 100%", "0s", ebb=True),
+    # the middle of ebb's frontier in the trade-off sweep: Karpenter's cost, fewer evictions (bench/tradeoff.py)
+    Side("ebb-evictions", "Karpenter (disruption off) + ebb at its defaults with an eviction price of $0.05/h "
+         "(minimumSavingPerEvictedPod 0.05; consolidateAfter 0s, budget 10%)", "0s", ebb=True, budget="10%",
+         minimum_saving_per_evicted_pod=0.05),
     Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10, "
          "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
     # step 3 of docs/adopt.md: Karpenter at its defaults still disrupting, ebb beside it watching only, with the
@@ -1867,7 +1873,7 @@ def ebb_objects(side: Side, types: Sequence[Mapping[str, Any]]) -> list[Doc]:
 
 def disruption_policy(side: Side) -> Doc:
     """The ebb side's DisruptionPolicy: the side's consolidationPolicy, consolidateAfter, budget,
-    stabilizationWindow, minimumPriceImprovementPercent and demandWindow; no expiry."""
+    stabilizationWindow, minimumPriceImprovementPercent, demandWindow and minimumSavingPerEvictedPod; no expiry."""
     spec: Doc = {"consolidationPolicy": side.consolidation_policy, "consolidateAfter": side.consolidate_after,
                  "expireAfter": "Never", "budgets": [{"nodes": side.budget}]}
     if side.stabilization_window:
@@ -1876,6 +1882,8 @@ def disruption_policy(side: Side) -> Doc:
         spec["minimumPriceImprovementPercent"] = side.minimum_price_improvement_percent
     if side.demand_window:
         spec["demandWindow"] = side.demand_window
+    if side.minimum_saving_per_evicted_pod is not None:
+        spec["minimumSavingPerEvictedPod"] = side.minimum_saving_per_evicted_pod
     return {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": NODEPOOL}, "spec": spec}
 
 

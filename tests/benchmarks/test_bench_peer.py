@@ -615,6 +615,8 @@ def test_the_shadow_side_keeps_karpenter_disrupting_at_its_defaults_and_runs_ebb
                                                                       "termination-executor": 2})
     assert set(enforcing) == {"cluster-watcher", "consolidation-planner", "termination-executor"}
     assert "EBB_CONSOLIDATION_PLANNER_MODE" not in enforcing["consolidation-planner"]
+    evictions = peer.disruption_policy(peer.SIDES["ebb-evictions"])["spec"]
+    assert (evictions["minimumSavingPerEvictedPod"], evictions["budgets"]) == (0.05, [{"nodes": "10%"}])
     hour = peer.SIZES_BY_NAME["hour"]  # a trial of an hour or more
     assert hour.up_seconds + hour.step_seconds * len(hour.steps) + hour.burst_period * hour.bursts + hour.tail >= 3600
 

@@ -13,9 +13,8 @@ The store is SQLite (migrated with the same Alembic revisions, its statements ru
 otherwise the store in memory (``ebb.adapters.store.memory``: no SQLAlchemy, nothing written to disk), which a
 back-test runs on; ``EmbeddedOptions.store`` chooses. A run is the same on either, to the last figure.
 
-With ``api_port`` the decisions-api serves the same
-store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
-simulated time).
+With ``api_port`` the decisions-api serves the same store and bus on 127.0.0.1 (explanations, budgets, plans,
+holds, decisions and the event stream, all in simulated time).
 
 The services share one Prometheus registry, so the API's ``/metrics`` serves every service's metrics (the
 planner's, the executor's and its own, ``ebb_build_info`` and the bus's ``ebb_consumer_lag`` once), under the
@@ -248,12 +247,13 @@ async def run_embedded(
         # one store for the planner, the executor and the API; private: the process is its only user and the in-memory
         # bus dies with it, so what a decision's transaction sends goes to the relays in memory once it committed
         store: Store
+        served: DecisionStore | None = None  # the store the decisions-api serves (SQL)
         if kind == "sqlite":
-            sql = await _sqlite_store(options, stack)
-            store, writes, served = sql[0], sql[1], sql[0]
+            served, writes = await _sqlite_store(options, stack)
+            store = served
         else:
             memory = MemoryStore(options.cluster)
-            store, writes, served = memory, memory.revision, None
+            store, writes = memory, memory.revision
 
         def status() -> Status:
             names, pods, pending = cluster.census()

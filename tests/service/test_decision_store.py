@@ -435,3 +435,19 @@ async def test_the_write_count_moves_with_every_call_that_may_write(either: AnyS
                      "finish again", "hold", "unhold", "unhold again", "demand", "interrupt"]
     assert await either.decision_counts() == {("succeeded", "emptiness"): 1, ("rejected", "emptiness"): 1,
                                               ("approved", "interruption"): 1}
+
+
+async def test_a_removal_is_kept_once_per_node_and_hour(either: AnyStore) -> None:
+    """``record_removal`` (a shadow planner's): each replica and each new leader tells a removal again; a removal of
+    the same node within ``SAME_REMOVAL`` of one kept is the same one."""
+    from ebb.adapters.store.models import ShadowRemoval
+
+    def removal(node: str, minutes: float) -> ShadowRemoval:
+        return ShadowRemoval(node=node, removed_at=NOW + timedelta(minutes=minutes), removed_by="karpenter",
+                             reason="Empty", detail="", nodepool="default", instance_type="m5.large", verdict="",
+                             verdict_inner="", verdict_text="")
+
+    assert await either.record_removal(removal("n1", 0))
+    assert not await either.record_removal(removal("n1", 30))
+    assert await either.record_removal(removal("n2", 30))
+    assert await either.record_removal(removal("n1", 90))

@@ -6,7 +6,7 @@ It is ``ebb.adapters.store.decision_store.DecisionStore`` as a private store of 
 (``ebb.core.decision.arrive`` and ``transition``) and read back as a row gives them (``shapes.stored``); the budget
 ledger, holds, applied message ids and timelines are kept and answered in the orders the SQL store's queries give;
 what a write sends goes to the relays in memory once it is done (a private store's outbox); a shadow store sends
-nothing and takes no budget. tests/adapters/test_store_conformance.py runs the same tests on both.
+nothing and takes no budget. tests/service/test_decision_store.py runs the same tests on both.
 
 A run on it is the run on SQLite, to the last figure, so it also keeps what the embedded mode's course depends on
 besides the answers:

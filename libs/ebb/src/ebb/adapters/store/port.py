@@ -2,12 +2,12 @@
 consolidation-planner, the termination-executor, their outbox relays and the embedded mode call, with the values
 its writes answer with and the names and ids every store shares.
 
-Two stores are one: ``ebb.adapters.store.decision_store.DecisionStore`` (SQLAlchemy, on PostgreSQL or SQLite: the
-distributed mode, ``ebb run --database``, the decisions-api) and ``ebb.adapters.store.memory.MemoryStore`` (the
-embedded mode's runs that keep nothing: a back-test throws its database away). The services import this module and
-only their composition roots the SQL store, so the embedded mode imports no SQLAlchemy when it runs on memory. The
-two are held to one behaviour by the same tests (tests/adapters/test_store_conformance.py) and a back-test's result
-is the same on either.
+Two classes are a ``Store``: ``ebb.adapters.store.decision_store.DecisionStore`` (SQLAlchemy, on PostgreSQL or
+SQLite: the distributed mode, ``ebb run --database``, the decisions-api) and ``ebb.adapters.store.memory.MemoryStore``
+(the embedded mode's runs that keep nothing: a back-test throws its decisions away). The services import this module
+and only their composition roots the SQL store, so the embedded mode imports no SQLAlchemy when it runs on memory.
+The two are held to one behaviour by the same tests (tests/service/test_decision_store.py), and a back-test's result
+is the same on either (tests/service/test_backtest_stores.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ the way a user installs them, bring a small set of distributions, and the instal
 ``pip install ebb-cli`` is the dry run (``ebb plan``, ``ebb explain``): the library without its runtime extras
 (``ebb-core``), typer and rich, and nothing of Kafka, PostgreSQL, SQLAlchemy, FastAPI, Kubernetes or AWS.
 ``pip install 'ebb-cli[embedded]'`` adds the embedded mode for ``ebb backtest`` and ``ebb run`` (the planner and the
-executor on the in-memory bus and SQLite), still without Kafka, PostgreSQL, FastAPI, Kubernetes or AWS. A use whose
-extra is missing exits 2 naming the line that installs it.
+executor on the in-memory bus and the store in memory), without Kafka, PostgreSQL, SQLAlchemy, FastAPI, Kubernetes
+or AWS; ``pip install 'ebb-cli[embedded,sqlite]'`` adds SQLite (SQLAlchemy, aiosqlite,
+Alembic) for ``ebb run --database``. A use whose extra is missing exits 2 naming the line that installs it.
 
 The wheels are built with ``uv build`` (one per distribution); third-party distributions come at the versions of
 uv.lock (``uv export`` as constraints), from uv's cache when it holds them (``--offline``), else from the index.
@@ -34,13 +35,21 @@ MEMBERS = {"ebb-core": "libs/ebb", "ebb-cli": "apps/cli", "ebb-embedded": "servi
 
 #: at most this many distributions in ``pip install ebb-cli`` (ebb-cli and ebb-core included)
 MAX_CLI_DISTRIBUTIONS = 25
+#: at most this many in ``pip install 'ebb-cli[embedded]'``: the CLI's (20 today) and 16 more, all imported by a
+#: back-test but plotly's two (its ``--report``): ebb-embedded and the two services, ebb-core's ``service`` extra
+#: (structlog, prometheus-client, pydantic-settings and python-dotenv, tenacity, cloudevents with deprecation and
+#: packaging, orjson), jsonpatch with jsonpointer (the simulated cluster's patches), plotly with narwhals
+MAX_EMBEDDED_DISTRIBUTIONS = 36
 
 #: the runtime: never in the CLI's own install
 RUNTIME = {"aiokafka", "sqlalchemy", "fastapi", "starlette", "uvicorn", "asyncpg", "aiosqlite", "alembic",
            "kubernetes-asyncio", "aiobotocore", "botocore", "plotly"}
-#: what the embedded mode runs without: the servers of the distributed mode and the decisions-api's web stack
+#: what the embedded mode runs without: the servers of the distributed mode, the decisions-api's web stack and
+#: the SQL store (its decisions are in memory)
 NOT_EMBEDDED = {"aiokafka", "fastapi", "starlette", "uvicorn", "asyncpg", "kubernetes-asyncio", "aiobotocore",
-                "botocore", "ebb-decisions-api"}
+                "botocore", "ebb-decisions-api", "sqlalchemy", "aiosqlite", "alembic", "greenlet"}
+#: what the ``sqlite`` extra adds for ``ebb run --database``
+SQLITE = {"sqlalchemy", "aiosqlite", "alembic"}
 
 NOW = "2026-11-23T18:30:00Z"
 
@@ -190,11 +199,12 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, wheels: Path, constraints
     return venv
 
 
-def test_the_embedded_extra_backtests_without_the_distributed_runtime(embedded: CleanInstall,
-                                                                      tmp_path: Path) -> None:
+def test_the_embedded_extra_backtests_without_the_distributed_runtime_or_sqlalchemy(embedded: CleanInstall,
+                                                                                     tmp_path: Path) -> None:
     installed = embedded.distributions()
-    assert {"ebb-embedded", "sqlalchemy", "aiosqlite", "plotly"} <= installed
+    assert {"ebb-embedded", "ebb-consolidation-planner", "ebb-termination-executor", "plotly"} <= installed
     assert installed & NOT_EMBEDDED == set()
+    assert len(installed) <= MAX_EMBEDDED_DISTRIBUTIONS, sorted(installed)
 
     report = tmp_path / "report.html"
     done = embedded.ebb("backtest", "-f", str(ROOT / "examples" / "karpenter.yaml"), "--trace", "batch-bursts",
@@ -205,3 +215,33 @@ def test_the_embedded_extra_backtests_without_the_distributed_runtime(embedded: 
     assert [p["name"] for p in result["policies"]] == ["karpenter-default", "churn-control"]
     assert result["policies"][0]["summary"]["launches"] > 0
     assert "plotly" in report.read_text(encoding="utf-8")
+
+
+def test_the_embedded_extra_runs_ebb_with_its_decisions_in_memory(embedded: CleanInstall) -> None:
+    done = embedded.ebb("run", "--start", NOW, "--duration", "10m", "-o", "json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["database"] is None and summary["stoppedBecause"] == "duration"
+
+
+def test_a_database_file_needs_the_sqlite_extra(embedded: CleanInstall, tmp_path: Path) -> None:
+    done = embedded.ebb("run", "--database", str(tmp_path / "ebb.db"), "--duration", "1m")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'ebb-cli[sqlite]'" in done.stderr
+    assert not (tmp_path / "ebb.db").exists()
+
+
+def test_the_sqlite_extra_keeps_the_decisions_in_a_file(tmp_path_factory: pytest.TempPathFactory, wheels: Path,
+                                                        constraints: Path, tmp_path: Path) -> None:
+    venv = CleanInstall(tmp_path_factory.mktemp("sqlite") / "venv", wheels, constraints)
+    venv.install("ebb-cli", "embedded,sqlite", members=("ebb-core", "ebb-embedded", "ebb-consolidation-planner",
+                                                        "ebb-termination-executor"))
+    installed = venv.distributions()
+    assert installed >= SQLITE
+    assert installed & (NOT_EMBEDDED - SQLITE - {"greenlet"}) == set()
+    database = tmp_path / "ebb.db"
+    done = venv.ebb("run", "-f", str(ROOT / "examples" / "cluster.yaml"), "--start", NOW, "--duration", "10m",
+                    "--database", str(database), "-o", "json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["database"] == str(database)
+    assert database.read_bytes().startswith(b"SQLite format 3\x00")

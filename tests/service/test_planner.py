@@ -783,8 +783,8 @@ async def test_with_a_write_count_a_pass_reads_the_store_again_only_after_a_writ
         assert planner is not None
         await eventually("the first pass", lambda: planner.passes >= 1)  # then none for 10 minutes
         until = datetime(2031, 1, 1, tzinfo=UTC)
-        await planner.store.create_hold(scope_kind="node", scope="n2", reason="test", expires_at=until,
-                                        now=until - timedelta(days=1))
+        await svc.store.create_hold(scope_kind="node", scope="n2", reason="test", expires_at=until,
+                                    now=until - timedelta(days=1))
         revision = [0]
         reads = [0]
         read = planner.store.live_nodes

@@ -6,5 +6,5 @@ The import-linter contracts in pyproject.toml keep it so (see docs/architecture.
 
 Installed alone (``pip install ebb-cli``) it is the dry run, ``ebb plan`` and ``ebb explain``, on the library's
 base (``ebb-core``): the commands import the rest when they run, and a use whose extra (``live``, ``embedded``,
-``api``, ``db``: apps/cli/pyproject.toml) is missing says which (``ebb_cli.common.require_extra``).
+``sqlite``, ``api``, ``db``: apps/cli/pyproject.toml) is missing says which (``ebb_cli.common.require_extra``).
 """

@@ -157,7 +157,7 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
         help="stop once nothing has happened for --stable-for (simulated)")] = False,
     stable_for: Annotated[str, typer.Option(help="see --until-stable")] = "10m",
     database: Annotated[Path | None, typer.Option(
-        help="keep the decisions in this SQLite file (default: a temporary one)")] = None,
+        help="keep the decisions in this SQLite file (default: in memory, for the run alone)")] = None,
     spot_to_spot: Annotated[bool, typer.Option("--spot-to-spot/--no-spot-to-spot",
                                                help="allow spot-to-spot consolidation")] = False,
     engine_options: Annotated[Path | None, typer.Option(
@@ -185,8 +185,10 @@ def run(  # noqa: PLR0917 - one parameter per command-line option, as typer want
 ) -> None:
     """Run ebb's services in one process on a simulated cluster (the embedded mode)."""
     require_extra("embedded", "ebb run", "ebb_embedded")
+    if database is not None:
+        require_extra("sqlite", "ebb run --database", "sqlalchemy", "aiosqlite", "alembic")
     if api_port is not None:
-        require_extra("api", "ebb run --api-port", "ebb_decisions_api")
+        require_extra("api", "ebb run --api-port", "ebb_decisions_api", "sqlalchemy", "aiosqlite", "alembic")
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError
     from ebb_embedded.runner import EmbeddedOptions, run_embedded, simulation_runner

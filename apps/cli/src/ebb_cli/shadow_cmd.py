@@ -101,7 +101,7 @@ def report(  # noqa: PLR0917 - one parameter per command-line option, as typer w
 def backtest(path: Path, policy_file: Path | None, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The back-test of the recording at ``path``, Karpenter's defaults and ebb's policy: each policy's figures, and
     the whole result (``run_backtest``'s, which the page draws)."""
-    require_extra("embedded", "ebb shadow report --trace", "ebb_embedded", "sqlalchemy", "aiosqlite")
+    require_extra("embedded", "ebb shadow report --trace", "ebb_embedded")
     from ebb.adapters.logs import configure
     from ebb.core.yaml_documents import InputError, parse_yaml
     from ebb_embedded.backtest import (

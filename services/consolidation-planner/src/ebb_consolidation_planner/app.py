@@ -38,8 +38,8 @@ from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.node_api import KubeNodeApi
 from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import PLANNER, DecisionStore
 from ebb.adapters.store.outbox import BeforePublish, OutboxRelay
+from ebb.adapters.store.port import PLANNER, Store
 from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_INTERRUPTIONS, DisruptionCommand, DisruptionEvent, Message
 from ebb.core.conflicts import ConflictSettings
 from ebb.core.drain import api_pod, reschedulable_keys
@@ -63,7 +63,7 @@ async def run(
     stop: asyncio.Event,
     *,
     bus: Bus | None = None,
-    store: DecisionStore | None = None,
+    store: Store | None = None,
     leader: Leadership | None = None,
     metrics: Metrics | None = None,
     clock: Clock | Callable[[], datetime] = utcnow,
@@ -107,6 +107,8 @@ async def run(
             readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         if store is None:
+            from ebb.adapters.store.decision_store import DecisionStore  # SQLAlchemy: only for a database
+
             store = DecisionStore.from_url(settings.database_url, settings.cluster,
                                            ledger_ttl=settings.ledger_ttl_seconds, shadow=shadow)
             stack.push_async_callback(store.close)

@@ -34,15 +34,14 @@ which the explanations of the nodes waiting for their budget take where the part
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
 from ebb.adapters.live import core_holds
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import DecisionStore
-from ebb.adapters.store.models import Hold
+from ebb.adapters.store.port import HoldRow, Store
 from ebb.core.engine import PassResult
 from ebb.core.methods.base import EngineOptions
 from ebb.core.methods.single_node import AloneVerdicts
@@ -67,7 +66,7 @@ class PassRead:
     #: replacement name -> the live decision that launches it
     launched: dict[str, str]
     #: the holds in force at the moment of the read
-    holds: list[Hold]
+    holds: list[HoldRow]
 
     @property
     def key(self) -> Hashable:
@@ -85,7 +84,7 @@ class _Last(Generic[Answer]):
 class PassInputs(Generic[Answer]):
     """Tells the planner what its pass reads and whether that changed since the last pass it computed."""
 
-    def __init__(self, objects: SnapshotStore, store: DecisionStore, *, reuse: bool = True,
+    def __init__(self, objects: SnapshotStore, store: Store, *, reuse: bool = True,
                  writes: Callable[[], int] | None = None) -> None:
         self.objects = objects
         self.store = store
@@ -94,7 +93,7 @@ class PassInputs(Generic[Answer]):
         #: the number of writes to ``store``, when this process makes them all (None: other processes write too)
         self.writes = writes
         #: the reads at a write count (``writes``): every hold, expired ones too, filtered by the moment of a pass
-        self._kept: tuple[int, frozenset[str], dict[str, str], list[Hold]] | None = None
+        self._kept: tuple[int, frozenset[str], dict[str, str], Sequence[HoldRow]] | None = None
         self._last: _Last[Answer] | None = None
         #: the last computed pass's ``revisit_at``: the first moment a pass over what it read could decide otherwise (a
         #: budget window opening, a node's expiry, a consolidateAfter running out); None before a pass, or when
@@ -115,7 +114,7 @@ class PassInputs(Generic[Answer]):
         if self.writes is None:
             busy = frozenset(await self.store.live_nodes())
             launched = await self.store.live_replacements()
-            holds = await self.store.list_holds(now)
+            holds = list(await self.store.list_holds(now))
             state: Hashable = (busy, tuple(sorted(launched.items())), core_holds(holds))
         else:
             revision = self.writes()

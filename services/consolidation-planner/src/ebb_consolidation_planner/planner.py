@@ -49,7 +49,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,8 +61,7 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import DecisionStore, command_id
-from ebb.adapters.store.models import Hold
+from ebb.adapters.store.port import HoldRow, Store, command_id
 from ebb.contracts import ClusterObject, Interruption
 from ebb.core import events as kube_events
 from ebb.core.causes import Stale, StaleCause
@@ -146,7 +145,7 @@ class Planner:
         self,
         bus: Bus,
         objects: SnapshotStore,
-        store: DecisionStore,
+        store: Store,
         leader: Leadership,
         *,
         metrics: Metrics | None = None,
@@ -396,10 +395,10 @@ class Planner:
             states = (State.APPROVED, State.EXECUTING)
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
-            holds = await self.store.list_holds(now)
+            holds = list(await self.store.list_holds(now))
         return self._snapshot(busy, launched, holds)
 
-    def _snapshot(self, busy: Iterable[str], launched: dict[str, str], holds: list[Hold]) -> Snapshot:
+    def _snapshot(self, busy: Iterable[str], launched: dict[str, str], holds: Sequence[HoldRow]) -> Snapshot:
         """The cluster objects' snapshot as it is now, with what the store holds merged in (`current_snapshot`)."""
         snapshot = live_snapshot(self.objects.snapshot(), holds=holds, busy=busy, launched=launched)
         if self._demand:

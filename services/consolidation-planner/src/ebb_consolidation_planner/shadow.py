@@ -21,8 +21,7 @@ from typing import Any
 import structlog
 
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import DecisionStore
-from ebb.adapters.store.models import ShadowRemoval
+from ebb.adapters.store.port import Store
 from ebb.contracts import ClusterObject
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult
@@ -49,7 +48,7 @@ class Verdict:
 class ShadowWatch:
     """The removals and verdicts of a planner in shadow mode (see the module)."""
 
-    def __init__(self, store: DecisionStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.recorder: Recorder | None = None
         #: node -> ebb's verdict at the last pass that saw it not being disrupted
@@ -94,6 +93,7 @@ class ShadowWatch:
         many were written."""
         if self.recorder is None:
             return 0
+        from ebb.adapters.store.models import ShadowRemoval  # its row: imported where a shadow planner writes one
         trace = self.recorder.trace(now, name="shadow")
         written = 0
         for change in trace.observed:

@@ -6,6 +6,4 @@
 #: backtest``'s) is ready without it; this list is here so that the server can be started before even that module
 #: is imported
 BACKTEST_WORKER_MODULES = ["ebb_embedded.backtest", "ebb_embedded.runner", "ebb_embedded.workload",
-                           "ebb_embedded.provisioner",
-                           # imported by SQLAlchemy when the store's engine is made
-                           "sqlalchemy.dialects.sqlite.aiosqlite"]
+                           "ebb_embedded.provisioner"]

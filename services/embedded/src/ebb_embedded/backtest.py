@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -161,6 +161,9 @@ class BacktestOptions:
     #: how the simulated kube-scheduler picks a node (``ebb_embedded.cluster.BINDINGS``): ``scored``, as
     #: kube-scheduler's default profile, or ``first-fit``
     binding: str = "scored"
+    #: the store of each run (``EmbeddedOptions.store``): in memory, or a temporary SQLite database; the result is
+    #: the same either way
+    store: Literal["memory", "sqlite"] = "memory"
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -290,7 +293,8 @@ def run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Pol
                                    spot_to_spot=options.spot_to_spot, report_every=0.2,
                                    cluster=f"backtest-{policy.name}"[:63], reuse_passes=options.reuse_passes,
                                    explain=False,  # nothing in a back-test reads why nodes are left alone
-                                   engine_options=engine_options, top_decisions=options.top_decisions)
+                                   engine_options=engine_options, top_decisions=options.top_decisions,
+                                   store=options.store)
         return _run_policy(documents, trace, policy, options, embedded=embedded, report=report)
 
 

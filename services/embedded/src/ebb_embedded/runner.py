@@ -2,14 +2,19 @@
 (docs/architecture.md#modes).
 
 ``run_embedded`` composes what each service's composition root would build, replacing only the edges:
-the ``InMemoryBus`` for Kafka, SQLite (migrated with the same Alembic revisions, its statements run on the
-loop's thread: ``ebb_embedded.store``) for PostgreSQL, the ``SimulatedCluster`` for kube-apiserver,
+the ``InMemoryBus`` for Kafka, a store of the process for PostgreSQL, the ``SimulatedCluster`` for kube-apiserver,
 kube-scheduler, the controllers and the cluster-watcher, an always-leader for the Lease, and a ``SimClock``
 (``ebb.adapters.clock``) for the clock. The consolidation-planner (which also writes the ebb.sh/drifted
 annotation, on the simulated Nodes) and the termination-executor then run their own ``app.run`` unchanged.
-The interruption-ingester has no cloud to listen to here. With ``api_port`` the decisions-api serves the same
-store and bus on 127.0.0.1 (explanations, budgets, plans, holds, decisions and the event stream, all in
-simulated time).
+The interruption-ingester has no cloud to listen to here.
+
+The store is SQLite (migrated with the same Alembic revisions, its statements run on the loop's thread:
+``ebb_embedded.store``) where the decisions outlive the run or are served (``database``, ``api_port``), and
+otherwise the store in memory (``ebb.adapters.store.memory``: no SQLAlchemy, nothing written to disk), which a
+back-test runs on; ``EmbeddedOptions.store`` chooses. A run is the same on either, to the last figure.
+
+With ``api_port`` the decisions-api serves the same store and bus on 127.0.0.1 (explanations, budgets, plans,
+holds, decisions and the event stream, all in simulated time).
 
 The services share one Prometheus registry, so the API's ``/metrics`` serves every service's metrics (the
 planner's, the executor's and its own, ``ebb_build_info`` and the bus's ``ebb_consumer_lag`` once), under the
@@ -42,12 +47,10 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from prometheus_client import CollectorRegistry
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.catalog import bundled_catalog
@@ -55,10 +58,8 @@ from ebb.adapters.clock import SimClock, until_any
 from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.snapshot_store import SnapshotStore
-from ebb.adapters.store.decision_store import DecisionStore
-from ebb.adapters.store.decisions import decision_of
-from ebb.adapters.store.migrate import upgrade_async
-from ebb.adapters.store.models import Decision
+from ebb.adapters.store.memory import MemoryStore
+from ebb.adapters.store.port import Store
 from ebb.adapters.virtual_time import VirtualTimeLoop
 from ebb.core.cluster import ClusterView
 from ebb.core.decision import DISRUPTING
@@ -70,10 +71,12 @@ from ebb_consolidation_planner.metrics import Metrics as PlannerMetrics
 from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.status import Status
-from ebb_embedded.store import WriteCount, sqlite_engine
 from ebb_termination_executor import app as executor_app
 from ebb_termination_executor.metrics import Metrics as ExecutorMetrics
 from ebb_termination_executor.settings import Settings as ExecutorSettings
+
+if TYPE_CHECKING:
+    from ebb.adapters.store.decision_store import DecisionStore
 
 log = structlog.get_logger("ebb_embedded")
 
@@ -94,8 +97,11 @@ class EmbeddedOptions:
     #: stop once nothing happened for ``stable_for`` (simulated)
     until_stable: bool = False
     stable_for: timedelta = timedelta(minutes=10)
-    #: a SQLite file to keep the decisions in (default: a temporary one, removed at the end)
+    #: a SQLite file to keep the decisions in
     database: Path | None = None
+    #: the store: ``sqlite`` (the ``database`` file, or a temporary one removed at the end) or ``memory``; None: SQLite
+    #: with a ``database`` or an ``api_port``, else memory
+    store: Literal["memory", "sqlite"] | None = None
     #: how often (real seconds) ``report`` is called
     report_every: float = 1.0
     #: every random choice of the run comes from this seed
@@ -136,24 +142,17 @@ class Summary:
     top_decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def _decision_counts(engine: AsyncEngine, cluster: str) -> dict[tuple[str, str], int]:
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            select(Decision.state, Decision.method, func.count()).where(Decision.cluster == cluster)
-            .group_by(Decision.state, Decision.method))
-        return {(str(state), str(method)): int(n) for state, method, n in rows}
+def store_kind(options: EmbeddedOptions) -> Literal["memory", "sqlite"]:
+    """The store a run of ``options`` keeps its decisions in."""
+    if options.store is not None:
+        return options.store
+    return "sqlite" if options.database is not None or options.api_port is not None else "memory"
 
 
-async def _top_decisions(engine: AsyncEngine, cluster: str, limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` disrupting decisions of ``cluster`` that save the most per hour (ties: the earlier first), as
+async def _top_decisions(store: Store, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` disrupting decisions of the store that save the most per hour (ties: the earlier first), as
     plain values: what was done to which nodes, what it saved and the planner's explanation."""
-    if limit <= 0:
-        return []
-    async with AsyncSession(engine) as session:
-        rows = await session.scalars(
-            select(Decision).where(Decision.cluster == cluster, Decision.state.in_(DISRUPTING))
-            .order_by(Decision.savings.desc(), Decision.created_at, Decision.id).limit(limit))
-        made = [decision_of(row) for row in rows]
+    made = await store.top_savings(limit, DISRUPTING)
     return [{"id": d.id, "at": d.created_at.isoformat(), "method": d.method, "reason": d.reason, "action": d.action,
              "nodes": [n.name for n in d.nodes],
              "replacements": [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "price": r.price}
@@ -241,21 +240,20 @@ async def run_embedded(
     if cluster_ready is not None:
         cluster_ready(cluster)
 
+    kind = store_kind(options)
+    if kind == "memory" and (options.database is not None or options.api_port is not None):
+        raise ValueError("a database file and the decisions-api need the SQLite store (store='sqlite')")
     async with contextlib.AsyncExitStack() as stack:
-        if options.database is None:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ebb-embedded-"))
-            db_path = Path(tmp) / "ebb.sqlite"
+        # one store for the planner, the executor and the API; private: the process is its only user and the in-memory
+        # bus dies with it, so what a decision's transaction sends goes to the relays in memory once it committed
+        store: Store
+        served: DecisionStore | None = None  # the store the decisions-api serves (SQL)
+        if kind == "sqlite":
+            served, writes = await _sqlite_store(options, stack)
+            store = served
         else:
-            db_path = options.database
-            db_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = sqlite_engine(db_path, durable=options.database is not None)
-        writes = WriteCount(engine)
-        stack.push_async_callback(engine.dispose)
-        await upgrade_async(engine)
-        # one store for the planner, the executor and the API, on the one SQLite engine; private: the process is its
-        # only user and the in-memory bus dies with it, so what a decision's transaction sends goes to the relays in
-        # memory once it committed (no outbox rows)
-        store = DecisionStore(engine, options.cluster, private=True)
+            memory = MemoryStore(options.cluster)
+            store, writes = memory, memory.revision
 
         def status() -> Status:
             names, pods, pending = cluster.census()
@@ -306,8 +304,8 @@ async def run_embedded(
             tasks += [asyncio.create_task(coro, name=name) for name, coro in
                       more_tasks(cluster, clock, services_stop, prices, seeds.getrandbits(64))]
         await cluster.schedule_pending()  # pods Pending in the snapshot
-        if options.api_port is not None:
-            tasks.append(asyncio.create_task(_serve_api(options, store, bus, clock, services_stop, registry=registry),
+        if options.api_port is not None and served is not None:
+            tasks.append(asyncio.create_task(_serve_api(options, served, bus, clock, services_stop, registry=registry),
                                              name="decisions-api"))
         reason = "stopped"
         last_change = clock()
@@ -325,7 +323,7 @@ async def run_embedded(
                 current = status() if options.until_stable or reporting else None
                 now, elapsed = clock(), clock.elapsed()
                 if counted[0] != writes():  # the store's counts change only with a write
-                    counted = (writes(), await _decision_counts(engine, options.cluster))
+                    counted = (writes(), await store.decision_counts())
                 passes = planners[0].passes if planners else 0
                 if current is not None:
                     current.decisions = dict(counted[1])
@@ -357,13 +355,34 @@ async def run_embedded(
                 if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                     log.error("service failed", service=task.get_name(), error=repr(result))
         end = status()
-        end.decisions = await _decision_counts(engine, options.cluster)
+        end.decisions = await store.decision_counts()
         end.passes = planners[0].passes if planners else 0
         end.passes_reused = planners[0].passes_reused if planners else 0
         if report is not None:
             report(end)
-        top = await _top_decisions(engine, options.cluster, options.top_decisions)
+        top = await _top_decisions(store, options.top_decisions)
         return Summary(start=first, end=end, stopped_because=reason, database=options.database, top_decisions=top)
+
+
+async def _sqlite_store(options: EmbeddedOptions,
+                        stack: contextlib.AsyncExitStack) -> tuple[DecisionStore, Callable[[], int]]:
+    """The run's SQLite store (on ``options.database``, or a temporary file removed when ``stack`` closes), migrated,
+    and its write count."""
+    from ebb.adapters.store.decision_store import DecisionStore
+    from ebb.adapters.store.migrate import upgrade_async
+    from ebb_embedded.store import WriteCount, sqlite_engine
+
+    if options.database is None:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="ebb-embedded-"))
+        db_path = Path(tmp) / "ebb.sqlite"
+    else:
+        db_path = options.database
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    engine = sqlite_engine(db_path, durable=options.database is not None)
+    writes = WriteCount(engine)
+    stack.push_async_callback(engine.dispose)
+    await upgrade_async(engine)
+    return DecisionStore(engine, options.cluster, private=True), writes
 
 
 def virtual_loop(options: EmbeddedOptions) -> VirtualTimeLoop:

@@ -1,4 +1,6 @@
-"""The embedded mode's database: SQLite through aiosqlite, with every statement run on the event loop's thread.
+"""The embedded mode's database when its decisions are kept or served (``ebb run --database``, ``--api-port``; its
+other runs keep them in memory, ``ebb.adapters.store.memory``): SQLite through aiosqlite, with every statement run
+on the event loop's thread.
 
 aiosqlite runs each statement on a thread of its own and hands the result back with
 ``call_soon_threadsafe``. On the embedded mode's virtual-time loop (``ebb.adapters.virtual_time``) such a

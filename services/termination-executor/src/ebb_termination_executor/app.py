@@ -32,8 +32,8 @@ from ebb.adapters.kube.node_api import KubeNodeApi, NodeApi
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.metrics import register_consumer_lag
 from ebb.adapters.provider import Provider
-from ebb.adapters.store.decision_store import EXECUTOR, DecisionStore
 from ebb.adapters.store.outbox import OutboxRelay
+from ebb.adapters.store.port import EXECUTOR, Store
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
 from ebb_termination_executor.executor import Executor, utcnow
 from ebb_termination_executor.finalizer import Finalizer
@@ -47,7 +47,7 @@ def build_executor(
     settings: Settings,
     node_api: NodeApi,
     bus: Bus,
-    store: DecisionStore,
+    store: Store,
     stop: asyncio.Event,
     *,
     clock: Clock | Callable[[], datetime] = utcnow,
@@ -105,7 +105,7 @@ async def run(
     *,
     bus: Bus | None = None,
     node_api: NodeApi | None = None,
-    store: DecisionStore | None = None,
+    store: Store | None = None,
     clock: Clock | Callable[[], datetime] | None = None,
     started: asyncio.Event | None = None,
     metrics: Metrics | None = None,
@@ -158,6 +158,8 @@ async def run(
             readiness.probe("kafka", kafka.ping)
             bus = await stack.enter_async_context(kafka)
         if store is None:
+            from ebb.adapters.store.decision_store import DecisionStore  # SQLAlchemy: only for a database
+
             store = DecisionStore.from_url(settings.database_url, settings.cluster, consumer=settings.group)
             stack.push_async_callback(store.close)
             readiness.probe("postgresql", store.ping)

@@ -74,7 +74,7 @@ from ebb.adapters.kube.drain import Drainer, DrainFailed
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import NodeProvider
 from ebb.adapters.provider import Provider, RetireError
-from ebb.adapters.store.decision_store import DecisionStore, Start
+from ebb.adapters.store.port import Start, Store
 from ebb.contracts import DisruptionCommand, DisruptionEvent
 from ebb.contracts.messages import Phase, event_id
 from ebb.core import events as kube_events
@@ -100,7 +100,7 @@ class Executor:
     def __init__(
         self,
         bus: Bus,
-        store: DecisionStore,
+        store: Store,
         drainer: Drainer,
         *,
         clock: Clock | Callable[[], datetime] = utcnow,

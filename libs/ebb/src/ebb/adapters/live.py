@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from ebb.adapters.store.models import Hold as HoldRow
+from ebb.adapters.store.port import HoldRow
 from ebb.core.model import TAINT_DISRUPTED, Hold, Snapshot, Taint
 
 #: the store's hold scopes -> the core's

@@ -64,16 +64,15 @@ import base64
 import binascii
 import contextlib
 import dataclasses
-import enum
 import itertools
 import json
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, literal_column, or_, select, text, update
 from sqlalchemy import event as sa_event
@@ -98,6 +97,20 @@ from ebb.adapters.store.models import (
 )
 from ebb.adapters.store.models import Decision as DecisionRow
 from ebb.adapters.store.models import DemandSample as DemandRow
+from ebb.adapters.store.port import (
+    ENDS,
+    EXECUTOR,
+    EXECUTOR_CONSUMER,
+    PLANNER,
+    SAME_REMOVAL,
+    Approval,
+    Interrupted,
+    Publish,
+    Start,
+    automatic_hold_id,
+    automatic_hold_reason,
+    command_id,
+)
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -114,27 +127,13 @@ from ebb.core.shadow import Removal, ShadowReport, compare
 
 #: the most decisions one page of :meth:`DecisionStore.list_decisions` holds
 MAX_PAGE: Final = 500
-#: how an executed command can end (``ebb.core.decision``; docs/services/termination-executor.md)
-ENDS: Final = frozenset({State.SUCCEEDED, State.ROLLED_BACK, State.FAILED})
-#: the ``processed_messages`` consumer the executor's commands are recorded under, unless told otherwise
-EXECUTOR_CONSUMER: Final = "ebb-termination-executor"
+__all__ = ["ENDS", "EXECUTOR", "EXECUTOR_CONSUMER", "MAX_PAGE", "PLANNER", "Approval", "CursorError", "DecisionFilter",
+           "DecisionPage", "DecisionStore", "Interrupted", "Publish", "Start", "automatic_hold", "command_id",
+           "decode_cursor", "encode_cursor", "removal_of"]
 
-#: the ``outbox.origin`` of the messages the consolidation-planner's writes send (commands, Proposed, Approved,
-#: Rejected), published by its relay
-PLANNER: Final = "consolidation-planner"
-#: the ``outbox.origin`` of the termination-executor's steps (Tainted, ..., Terminated), published by its relay
-EXECUTOR: Final = "termination-executor"
-#: the namespace of command ids: uuid5(COMMANDS, decision id)
-COMMANDS: Final = uuid.UUID("6f1c2e4a-9b1d-5c3e-8a7f-0e6b5d4c3b2a")
 #: the message model of each topic the outbox sends on
 _MESSAGE_OF_TOPIC: Final[Mapping[str, type[Message]]] = {TOPIC_DISRUPTION_COMMANDS: DisruptionCommand,
                                                          TOPIC_DISRUPTION_EVENTS: DisruptionEvent}
-
-#: publish a run of messages on a topic, in order (``Bus.publish_many``)
-Publish = Callable[[str, Sequence[Message]], Awaitable[None]]
-
-#: two removals of one node this close are one removal seen twice (``DecisionStore.record_removal``)
-SAME_REMOVAL: Final = timedelta(hours=1)
 
 #: SQLite has no advisory locks; its writers are serialised, and these serialise approvals in the process (one
 #: lock per event loop: an asyncio lock belongs to the loop it first waited on)
@@ -170,42 +169,6 @@ class DecisionPage:
     items: Sequence[DecisionRow]
     #: the cursor of the next page; None on the last page
     next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    approved: bool
-    #: why not (when not approved)
-    reason: str = ""
-    #: the decision was rejected by this call (False when it had left the proposed state before)
-    rejected: bool = False
-    #: the approved decision (when approved)
-    decision: lifecycle.Decision | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupted:
-    #: created: the decision was written approved; duplicate: the message was applied before; busy: an
-    #: approved or executing decision already takes the node away
-    outcome: Literal["created", "duplicate", "busy"]
-    #: the live decision holding the node (busy)
-    holder: str = ""
-    #: proposals rejected to make room: (decision id, its nodes)
-    rejected: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    #: the decision as written (created)
-    decision: lifecycle.Decision | None = None
-
-
-class Start(enum.Enum):
-    #: the command was applied before: do nothing
-    DUPLICATE = "duplicate"
-    #: the decision is finished already (another command of it ran, or it was rejected): recorded, nothing done
-    FINISHED = "finished"
-    #: the decision is executing now: go ahead
-    EXECUTE = "execute"
-    #: the decision was executing already (a crash, a retry or a redelivery cut its command short): go on from where
-    #: it stopped
-    RESUME = "resume"
 
 
 def encode_cursor(created_at: datetime, decision_id: str) -> str:
@@ -318,6 +281,25 @@ class DecisionStore:
             return result.first() is not None
 
     # -- reading decisions ---------------------------------------------------------------------------------
+
+    async def decision_counts(self) -> dict[tuple[str, str], int]:
+        """(state, method) -> how many decisions of this cluster are in that state and of that method."""
+        async with self.engine.connect() as connection:
+            rows = await connection.execute(
+                select(DecisionRow.state, DecisionRow.method, func.count()).where(DecisionRow.cluster == self.cluster)
+                .group_by(DecisionRow.state, DecisionRow.method))
+            return {(str(state), str(method)): int(n) for state, method, n in rows}
+
+    async def top_savings(self, limit: int, states: Iterable[str]) -> list[lifecycle.Decision]:
+        """The ``limit`` decisions of this cluster in ``states`` that save the most per hour (ties: the earlier
+        first, then by id)."""
+        if limit <= 0:
+            return []
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(DecisionRow).where(DecisionRow.cluster == self.cluster, DecisionRow.state.in_(list(states)))
+                .order_by(DecisionRow.savings.desc(), DecisionRow.created_at, DecisionRow.id).limit(limit))
+            return [decisions.decision_of(row) for row in rows]
 
     async def state(self, decision_id: str) -> State | None:
         """Where the decision stands; None when this cluster has no such decision."""
@@ -954,23 +936,17 @@ def removal_of(row: ShadowRemoval) -> Removal:
                    price=None if row.price is None else float(row.price))
 
 
-def command_id(decision_id: str) -> uuid.UUID:
-    """The command id of a decision: the same on every publish, so the executor applies it once."""
-    return uuid.uuid5(COMMANDS, decision_id)
-
-
 def automatic_hold(cluster: str, decision_id: str, node: str, *, why: str, now: datetime, seconds: float,
                    ended: State = State.FAILED) -> Hold:
     """The automatic node hold a failed or rolled back decision leaves behind (its id is derived from decision
     and node)."""
-    words = "rolled back" if ended is State.ROLLED_BACK else "failed"
     return Hold(
-        id=f"auto-{uuid.uuid5(uuid.NAMESPACE_URL, f'ebb:{decision_id}:{node}').hex}",
+        id=automatic_hold_id(decision_id, node),
         cluster=cluster,
         scope_kind="node",
         scope=node,
         kind="automatic",
-        reason=f"decision {decision_id} {words}: {why}"[:2000] if why else f"decision {decision_id} {words}",
+        reason=automatic_hold_reason(decision_id, why, ended),
         created_by="ebb-termination-executor",
         created_at=now,
         expires_at=now + timedelta(seconds=seconds),

@@ -2,14 +2,8 @@
 checked move and live-nodes query ``ebb.adapters.store.decision_store.DecisionStore`` (the store the planner,
 the executor and the decisions-api use) builds its transactions from.
 
-Rows hold nodes and replacements in one JSON shape, camelCase as on the wire and in ``ebb plan``:
-
-- ``nodes``: ``[{"name": ..., "nodePool": ..., "instanceType": ... | null}]``
-- ``replacements``: ``[{"nodePool": ..., "instanceTypes": [...], "capacityType": ..., "zones": [...],
-  "price": ...}]``
-
-``decision_of`` also reads rows written before the shape was one (a node as a bare name, a node without
-``instanceType``). A replacement's price is kept as computed (validation compares prices to a billionth).
+The JSON shapes of a row's nodes and replacements, and what a decision keeps of itself once written, are
+``ebb.adapters.store.shapes`` (which the memory store uses too); this module re-exports them.
 
 Rows are created in one place, ``create``: a decision is handed over proposed and moved to the state it is
 written in through the lifecycle (``ebb.core.decision.arrive``). State changes go through ``move``, which
@@ -19,50 +13,27 @@ applies ``ebb.core.decision.transition`` to the row, so no writer can make a mov
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ebb.adapters.store.models import Decision as DecisionRow
-from ebb.core.decision import LIVE, Decision, DecisionNode, State, arrive, transition
+from ebb.adapters.store.shapes import (
+    decision_node,
+    node_names,
+    nodes_json,
+    replacement_of,
+    replacements_json,
+    stored_savings,
+    utc,
+)
+from ebb.core.decision import LIVE, Decision, State, arrive, transition
 from ebb.core.launch import replacement_name
-from ebb.core.methods.base import Replacement
 
-
-def nodes_json(nodes: Iterable[DecisionNode]) -> list[dict[str, Any]]:
-    return [{"name": n.name, "nodePool": n.nodepool, "instanceType": n.instance_type} for n in nodes]
-
-
-def replacements_json(replacements: Iterable[Replacement]) -> list[dict[str, Any]]:
-    return [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "capacityType": r.capacity_type,
-             "zones": list(r.zones), "price": r.price} for r in replacements]
-
-
-def decision_node(entry: Any) -> DecisionNode:
-    """A node of a row's ``nodes`` (either shape)."""
-    if isinstance(entry, dict):
-        return DecisionNode(str(entry.get("name", "")), str(entry.get("nodePool") or ""), entry.get("instanceType"))
-    return DecisionNode(str(entry), "")
-
-
-def _replacement(entry: dict[str, Any]) -> Replacement:
-    return Replacement(nodepool=entry["nodePool"], instance_types=tuple(entry["instanceTypes"]),
-                       capacity_type=entry["capacityType"], zones=tuple(entry["zones"]), price=float(entry["price"]))
-
-
-def node_names(nodes: Any) -> list[str]:
-    """The names in a row's ``nodes`` (either shape)."""
-    return [n.name for n in map(decision_node, nodes or []) if n.name]
-
-
-def utc(value: datetime | None) -> datetime | None:
-    """``value`` as an aware UTC time: SQLite hands back naive datetimes, and the store's times are all UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
+__all__ = ["create", "decision_node", "decision_of", "live_nodes", "live_replacements", "move", "node_names",
+           "nodes_json", "replacements_json", "row_of", "state_of", "utc"]
 
 
 def decision_of(row: DecisionRow) -> Decision:
@@ -72,7 +43,7 @@ def decision_of(row: DecisionRow) -> Decision:
     return Decision(
         id=row.id, method=row.method, reason=row.reason, action=row.action,
         nodes=tuple(decision_node(n) for n in row.nodes or []),
-        replacements=tuple(_replacement(r) for r in row.replacements or []),
+        replacements=tuple(replacement_of(r) for r in row.replacements or []),
         savings=float(row.savings or 0), state=State(row.state), created_at=created,
         updated_at=utc(row.updated_at) or created, explanation=dict(row.explanation or {}),
         approved_at=utc(row.approved_at), started_at=utc(row.started_at), finished_at=utc(row.finished_at),
@@ -88,7 +59,7 @@ def row_of(decision: Decision, cluster: str, *, shadow: bool = False) -> Decisio
     row.action = decision.action
     row.nodes = nodes_json(decision.nodes)
     row.replacements = replacements_json(decision.replacements)
-    row.savings = Decimal(str(round(decision.savings, 6)))
+    row.savings = stored_savings(decision.savings)
     row.created_at = decision.created_at
     row.approve_at = decision.approve_at
     _write(row, decision)

@@ -12,7 +12,7 @@ again, under the same ids, which consumers apply once (the executor records comm
 ``processed_messages``; a step's id is derived from its decision, node and phase).
 
 The relay wakes when this process's store committed a write that may have sent something
-(``DecisionStore.outbox_signal``), and, unless ``poll`` is None, every ``poll`` seconds for what other processes
+(``Store.outbox_signal``), and, unless ``poll`` is None, every ``poll`` seconds for what other processes
 left (a writer that died before its relay ran). The embedded mode's store is ``private`` (one process, an
 in-memory bus that dies with it): there the relay publishes what the committed transactions handed it in memory,
 with no query and no poll. A failed publish is retried with backoff (0.2 s doubling to 5 s); ``before_publish`` is
@@ -30,7 +30,7 @@ import structlog
 from ebb.adapters.backoff import Backoff
 from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock
-from ebb.adapters.store.decision_store import DecisionStore
+from ebb.adapters.store.port import Store
 from ebb.contracts import Message
 
 log = structlog.get_logger("ebb.outbox")
@@ -45,7 +45,7 @@ BeforePublish = Callable[[str, Sequence[Message]], None]
 class OutboxRelay:
     """Publishes the unsent outbox messages of one ``origin`` of one store's cluster, in order, until stopped."""
 
-    def __init__(self, store: DecisionStore, bus: Bus, origin: str, *, clock: Clock, poll: float | None = 1.0,
+    def __init__(self, store: Store, bus: Bus, origin: str, *, clock: Clock, poll: float | None = 1.0,
                  batch: int = 500, keep_sent: float | None = 3600.0,
                  before_publish: BeforePublish | None = None) -> None:
         self.store = store

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.decision import Decision, DecisionNode, State
-from ebb.core.shadow import Removal, as_json, category, compare, parse_period
+from ebb.core.shadow import Removal, as_json, category, compare, deciding_inner, parse_period
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 SINCE, UNTIL = T0, T0 + timedelta(hours=10)
@@ -142,3 +143,19 @@ def test_parse_period(text: str, seconds: float) -> None:
 def test_parse_period_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         parse_period(text)
+
+
+@pytest.mark.parametrize(("cause", "inner", "expected"), [
+    # an empty node in a NodePool whose stabilization window is in effect: two qualifiers, then the window
+    (BlockCause(Cause.EMPTY_BUT, inner=BlockCause(Cause.PAUSED, inner=BlockCause(Cause.STABILIZATION_WINDOW))),
+     "stabilization-window", "window"),
+    (BlockCause(Cause.EMPTY_BUT, inner=BlockCause(Cause.PDB_BLOCKS)), "pdb-blocks", "pdb"),
+    (BlockCause(Cause.PAUSED, inner=BlockCause(Cause.HOLD)), "hold", "hold"),
+    (BlockCause(Cause.BUDGET_ZERO), "", "budget"),
+    # a qualifier with nothing inside is its own inner
+    (BlockCause(Cause.EMPTY_BUT, inner=BlockCause(Cause.PAUSED)), "paused", "other"),
+])
+def test_a_verdicts_category_is_read_through_every_qualifying_cause(cause: BlockCause, inner: str,
+                                                                     expected: str) -> None:
+    assert deciding_inner(cause) == inner
+    assert category(str(cause.kind), deciding_inner(cause)) == expected

@@ -26,7 +26,7 @@ from ebb.contracts import ClusterObject
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult
 from ebb.core.recording import Recorder
-from ebb.core.shadow import DISRUPT
+from ebb.core.shadow import DISRUPT, deciding_inner
 
 log = structlog.get_logger("ebb_consolidation_planner")
 
@@ -83,9 +83,7 @@ class ShadowWatch:
                 self.verdicts[node.name] = Verdict(result.now, DISRUPT, "", commanded[node.name][:1000], price)
             elif node.name in blocked:
                 b = blocked[node.name]
-                inner = b.cause.inner
-                self.verdicts[node.name] = Verdict(result.now, str(b.cause.kind),
-                                                   str(inner.kind) if inner is not None else "",
+                self.verdicts[node.name] = Verdict(result.now, str(b.cause.kind), deciding_inner(b.cause),
                                                    str(b.reason)[:1000], price)
 
     async def write_removals(self, now: datetime) -> int:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from ebb.core.causes import Cause
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.decision import Decision as ShadowDecision
 from ebb.core.decision import State
 
@@ -66,6 +66,16 @@ QUALIFYING: Final = frozenset({str(Cause.PAUSED), str(Cause.EMPTY_BUT), str(Caus
 #: the categories in the order the report lists their counts
 CATEGORIES: Final = ("window", "pdb", "price", "budget", "do-not-disrupt", "hold", "policy", "pods", "not-candidate",
                      DISRUPT, "other", "unseen")
+
+
+def deciding_inner(cause: BlockCause) -> str:
+    """The inner cause a verdict's category is read from (``Removal.verdict_inner``): through every cause that only
+    qualifies another ("empty, but consolidation is paused by a stabilization window": empty-but, paused, then the
+    window), the first that is not one; empty when ``cause`` qualifies nothing."""
+    inner = cause.inner
+    while inner is not None and str(inner.kind) in QUALIFYING and inner.inner is not None:
+        inner = inner.inner
+    return str(inner.kind) if inner is not None else ""
 
 
 def category(kind: str, inner: str = "") -> str:

@@ -12,7 +12,7 @@ once per seed, each run on a fresh control plane:
   termination-executor with its ``karpenter`` provider (replacements are NodeClaims, a retired node is drained and
   its NodeClaim deleted), with a DisruptionPolicy at ebb's defaults, then the one docs/karpenter.md recommends;
 - ``karpenter-0s``, ``karpenter-30s`` and ``ebb``: budget 100%, for comparisons at other settings;
-- ``shadow``: no side of the comparison but an adoption trial (docs/adopt.md's step 3): Karpenter at its defaults
+- ``shadow``: no side of the comparison but an adoption trial (docs/adopting.md's step 3): Karpenter at its defaults
   still disrupting, ebb beside it in shadow mode with the recommended policy and its decisions-api, ``ebb record``
   from the start of the disruption phase and ``ebb shadow report`` at the end (``ShadowTrial``); the ``hour`` size
   makes it a trial of an hour and more.
@@ -1108,7 +1108,7 @@ SIDES: dict[str, Side] = {s.key: s for s in (
          minimum_saving_per_evicted_pod=0.05),
     Side("ebb-min10", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, minimumPriceImprovementPercent 10, "
          "budget 100%", "0s", ebb=True, stabilization_window="2m", minimum_price_improvement_percent=10),
-    # step 3 of docs/adopt.md: Karpenter at its defaults still disrupting, ebb beside it watching only, with the
+    # step 3 of docs/adopting.md: Karpenter at its defaults still disrupting, ebb beside it watching only, with the
     # recommended policy a team would trial
     Side("shadow", "Karpenter at its defaults (disrupting) + ebb in shadow mode beside it, the recommended policy "
          "(consolidateAfter 5m, stabilizationWindow 10m, minimumPriceImprovementPercent 30, demandWindow 35m, "
@@ -1760,7 +1760,7 @@ def _ebb_command() -> str:
 
 @dataclass
 class ShadowTrial:
-    """A shadow side's adoption trial, as docs/adopt.md has a team run it: ``ebb record --live`` from the start of
+    """A shadow side's adoption trial, as docs/adopting.md has a team run it: ``ebb record --live`` from the start of
     the disruption phase (the cluster at its peak, every pod running: ``record``), then ``ebb shadow report`` over
     the run (from ebb's services' start) with the recording and ebb's policy (``report``): its words in
     ``out_dir/shadow-report.txt``, its JSON in ``shadow-report.json``, its page in ``shadow.html``, the recording

@@ -1,6 +1,6 @@
 """`ebb plan --mode` (docs/cli.md): ``enforce`` refuses a NodePool that Karpenter may still disrupt, as ebb deployed
 does; ``shadow`` reports the same conflicts and plans the NodePool as if it were handed over, the answer to
-"what would ebb do in Karpenter's place?" that the adoption guide's first step asks (docs/adopt.md)."""
+"what would ebb do in Karpenter's place?" that the adoption guide's first step asks (docs/adopting.md)."""
 
 from __future__ import annotations
 

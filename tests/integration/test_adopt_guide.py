@@ -1,4 +1,4 @@
-"""docs/adopt.md, walked as a reader would, against the real Karpenter (its KWOK provider) on the session's
+"""docs/adopting.md, walked as a reader would, against the real Karpenter (its KWOK provider) on the session's
 Karpenter cluster (tests/integration/conftest.py), once for the module: the guide's code blocks marked
 ``<!-- adopt-test: NAME -->`` are read from the page itself and their commands run as written, so the guide and
 this test cannot drift apart. Where the local cluster differs from the reader's, the command is changed in plain
@@ -87,7 +87,7 @@ from tests.kit.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
-GUIDE = REPO / "docs" / "adopt.md"
+GUIDE = REPO / "docs" / "adopting.md"
 MARK = re.compile(r"^\s*<!--\s*adopt-test:\s*(.+?)\s*-->\s*$")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*(\S*)")
 EBB_BIN = Path(sys.executable).parent
@@ -164,7 +164,7 @@ def guide_blocks(text: str) -> dict[str, Block]:
             mark = MARK.match(lines[j])
             if mark:
                 name = mark.group(1)
-                assert name not in found, f"docs/adopt.md: two blocks marked {name}"
+                assert name not in found, f"docs/adopting.md: two blocks marked {name}"
                 found[name] = Block(name, opened.group(2), i + 1, tuple(lines[i + 1:end]))
             j -= 1
         i = end + 1
@@ -175,7 +175,7 @@ BLOCKS = guide_blocks(GUIDE.read_text(encoding="utf-8"))
 
 
 def block(name: str) -> Block:
-    assert name in BLOCKS, f"docs/adopt.md has no block marked <!-- adopt-test: {name} --> (it has {sorted(BLOCKS)})"
+    assert name in BLOCKS, f"docs/adopting.md has no block marked <!-- adopt-test: {name} --> (it has {sorted(BLOCKS)})"
     return BLOCKS[name]
 
 
@@ -417,7 +417,7 @@ def test_the_guide_marks_exactly_the_blocks_this_module_runs() -> None:
     text = GUIDE.read_text(encoding="utf-8").splitlines()
     for marked in BLOCKS.values():
         before = next(line.strip() for line in reversed(text[:marked.line - 1]) if line.strip())
-        assert before == "<!-- norun -->", f"docs/adopt.md:{marked.line}: {marked.name} is not <!-- norun -->"
+        assert before == "<!-- norun -->", f"docs/adopting.md:{marked.line}: {marked.name} is not <!-- norun -->"
 
 
 async def test_step_1_what_ebb_would_do_and_why_not_this_node(walk: Walk) -> None:

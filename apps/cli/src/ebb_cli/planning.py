@@ -68,7 +68,7 @@ class PlanMode(StrEnum):
     """What a conflict with Karpenter does to the plan (``ebb.core.conflicts.Mode``): ``enforce``, as ebb deployed
     decides, refuses every node of a NodePool that Karpenter may still disrupt; ``shadow`` only reports the
     conflict and plans those nodes as if the NodePool were handed over, which answers "what would ebb do in
-    Karpenter's place?" before anything is switched (docs/adopt.md)."""
+    Karpenter's place?" before anything is switched (docs/adopting.md)."""
 
     enforce = "enforce"
     shadow = "shadow"

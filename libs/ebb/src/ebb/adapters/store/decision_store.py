@@ -110,6 +110,7 @@ from ebb.adapters.store.port import (
     automatic_hold_id,
     automatic_hold_reason,
     command_id,
+    relay_committed,
 )
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
@@ -501,7 +502,7 @@ class DecisionStore:
         next call. A relay that dies after a publish and before its mark sends those messages again (at least
         once, under the same ids)."""
         if self.private:
-            return await self._relay_committed(origin, publish)
+            return await relay_committed(self._committed, origin, publish)
         async with self._relay_lock(origin) as mine:
             if not mine:
                 return 0
@@ -529,23 +530,6 @@ class DecisionStore:
         if failure is not None:
             raise failure
         return len(sent)
-
-    async def _relay_committed(self, origin: str, publish: Publish) -> int:
-        """``relay`` of a private store: what its transactions committed, from memory, in order."""
-        queue = self._committed.get(origin)
-        if not queue:
-            return 0
-        self._committed[origin] = []
-        sent = 0
-        for topic, run in itertools.groupby(queue, key=lambda item: item[0]):
-            batch = [message for _, message in run]
-            try:
-                await publish(topic, batch)
-            except Exception:
-                self._committed[origin] = queue[sent:] + self._committed[origin]
-                raise
-            sent += len(batch)
-        return sent
 
     async def outbox(self, *, unsent: bool = False) -> list[OutboxMessage]:
         """This cluster's outbox, in the order it was written (only what is not sent yet with ``unsent``)."""

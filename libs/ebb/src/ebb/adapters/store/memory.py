@@ -46,6 +46,7 @@ from ebb.adapters.store.port import (
     automatic_hold_id,
     automatic_hold_reason,
     command_id,
+    relay_committed,
 )
 from ebb.adapters.store.shapes import stored, stored_explanation
 from ebb.contracts import (
@@ -299,20 +300,7 @@ class MemoryStore:
 
     async def relay(self, origin: str, publish: Publish, now: Callable[[], datetime], *, limit: int = 500) -> int:
         """What the writes of ``origin`` sent, in order (a run per topic); a failed publish keeps the rest."""
-        queue = self._committed.get(origin)
-        if not queue:
-            return 0
-        self._committed[origin] = []
-        sent = 0
-        for topic, run in itertools.groupby(queue, key=lambda item: item[0]):
-            batch = [message for _, message in run]
-            try:
-                await publish(topic, batch)
-            except Exception:
-                self._committed[origin] = queue[sent:] + self._committed[origin]
-                raise
-            sent += len(batch)
-        return sent
+        return await relay_committed(self._committed, origin, publish)
 
     async def purge_outbox(self, sent_before: datetime) -> int:
         self.writes += 1

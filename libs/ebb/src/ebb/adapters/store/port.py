@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,26 @@ SAME_REMOVAL: Final = timedelta(hours=1)
 
 #: publish a run of messages on a topic, in order (``Bus.publish_many``)
 Publish = Callable[[str, Sequence[Message]], Awaitable[None]]
+
+
+async def relay_committed(committed: dict[str, list[tuple[str, Message]]], origin: str, publish: Publish) -> int:
+    """``relay`` of a store that keeps its committed messages in memory (the memory store, a private SQL store):
+    what the writes of ``origin`` sent, in order, a run per topic; a failed publish keeps the rest, in order,
+    ahead of what was committed meanwhile."""
+    queue = committed.get(origin)
+    if not queue:
+        return 0
+    committed[origin] = []
+    sent = 0
+    for topic, run in itertools.groupby(queue, key=lambda item: item[0]):
+        batch = [message for _, message in run]
+        try:
+            await publish(topic, batch)
+        except Exception:
+            committed[origin] = queue[sent:] + committed[origin]
+            raise
+        sent += len(batch)
+    return sent
 
 
 def command_id(decision_id: str) -> uuid.UUID:

@@ -1699,6 +1699,13 @@ EBB_SERVICES = {"cluster-watcher": "ebb_cluster_watcher", "consolidation-planner
                 "termination-executor": "ebb_termination_executor", "decisions-api": "ebb_decisions_api"}
 #: the log line that says a service has started, where it is not "<service> starting"
 STARTED = {"decisions-api": "decisions-api started"}
+#: the services only a shadow side runs (its report reads the decisions-api)
+SHADOW_ONLY = frozenset({"decisions-api"})
+
+
+def services_run(side: Side) -> list[str]:
+    """The ebb services a side runs, in ``EBB_SERVICES``' order."""
+    return [name for name in EBB_SERVICES if side.shadow or name not in SHADOW_ONLY]
 
 
 def _free_port() -> int:
@@ -1930,7 +1937,7 @@ def run_ebb_side(side: Side, trace: Trace, cloud: Cloud, env: Mapping[str, str],
     run = uuid.uuid4().hex[:8]
     ports = {"consolidation-planner": _free_port(), "termination-executor": _free_port()}
     token = uuid.uuid4().hex
-    if side.shadow:
+    if "decisions-api" in services_run(side):
         ports["decisions-api"] = _free_port()
     bootstrap, database_url, origin = backend.bootstrap, backend.database_url, backend.origin
     commit, code, pythonpath = backend.commit, backend.code, backend.pythonpath

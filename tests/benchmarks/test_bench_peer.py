@@ -614,6 +614,8 @@ def test_the_shadow_side_keeps_karpenter_disrupting_at_its_defaults_and_runs_ebb
     enforcing = peer.ebb_env("k", "b:9092", "postgresql://x", "r1", {"consolidation-planner": 1,
                                                                       "termination-executor": 2})
     assert set(enforcing) == {"cluster-watcher", "consolidation-planner", "termination-executor"}
+    assert peer.services_run(shadow) == [*enforcing, "decisions-api"]
+    assert peer.services_run(peer.SIDES["ebb-default"]) == list(enforcing)
     assert "EBB_CONSOLIDATION_PLANNER_MODE" not in enforcing["consolidation-planner"]
     evictions = peer.disruption_policy(peer.SIDES["ebb-evictions"])["spec"]
     assert (evictions["minimumSavingPerEvictedPod"], evictions["budgets"]) == (0.05, [{"nodes": "10%"}])

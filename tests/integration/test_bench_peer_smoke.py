@@ -106,7 +106,7 @@ def test_nodeclaims_were_launched_and_disrupted_on_every_side_by_its_disrupter(
         if peer.SIDES[side].ebb:
             assert peer.counter_sum(counters["karpenter"], decisions) == 0, side  # its budget is nodes: "0"
             assert peer.counter_sum(counters["consolidation-planner"], "ebb_voluntary_disruption_decisions_total") > 0
-            assert result["ebb_exit_codes"] == dict.fromkeys(peer.EBB_SERVICES, 0)
+            assert result["ebb_exit_codes"] == dict.fromkeys(peer.services_run(peer.SIDES[side]), 0)
         else:
             assert peer.counter_sum(counters["karpenter"], decisions) > 0, side
             # every NodeClaim after the starting cluster is Karpenter's (it may need none on the smoke's trace)

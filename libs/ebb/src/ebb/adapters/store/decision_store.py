@@ -110,6 +110,7 @@ from ebb.adapters.store.port import (
     automatic_hold_id,
     automatic_hold_reason,
     command_id,
+    ledger_refusal,
     relay_committed,
 )
 from ebb.contracts import (
@@ -673,16 +674,8 @@ class DecisionStore:
         rows = list((await session.scalars(select(BudgetLedgerEntry).where(
             BudgetLedgerEntry.cluster == self.cluster, BudgetLedgerEntry.nodepool.in_(pools)
         ).with_for_update())).all())
-        for row in rows:
-            if row.node in node_pools and row.decision_id != decision_id:
-                return f"node {row.node} is already in the budget ledger for decision {row.decision_id}"
-        for pool in pools:
-            used = sum(1 for r in rows if r.nodepool == pool and r.node not in counted)
-            need = sum(1 for p in node_pools.values() if p == pool)
-            if used + need > allowed.get(pool, 0):
-                return (f"the {reason} budget of NodePool {pool} allows {allowed.get(pool, 0)} disruptions; "
-                        f"{used} are reserved in the budget ledger and the command needs {need}")
-        return None
+        return ledger_refusal(rows, decision_id=decision_id, node_pools=node_pools, pools=pools, counted=counted,
+                              reason=reason, allowed=allowed)
 
     async def interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
                         now: datetime) -> Interrupted:

@@ -46,6 +46,7 @@ from ebb.adapters.store.port import (
     automatic_hold_id,
     automatic_hold_reason,
     command_id,
+    ledger_refusal,
     relay_committed,
 )
 from ebb.adapters.store.shapes import stored, stored_explanation
@@ -183,12 +184,7 @@ class MemoryStore:
         return None if row is None else row.decision.state
 
     async def live_nodes(self, exclude: str | None = None, states: Iterable[State] = LIVE) -> dict[str, str]:
-        held: dict[str, str] = {}
-        for row in sorted(self._rows(states, shadow=self.shadow), key=lambda r: r.order):
-            if row.decision.id != exclude:
-                for name in row.decision.node_names:
-                    if name:
-                        held[name] = row.decision.id
+        held = self._live_nodes(exclude, states)
         await _session_ends()
         return held
 
@@ -410,9 +406,11 @@ class MemoryStore:
                    detail={}, origin=PLANNER)
         return Approval(True, decision=approved)
 
-    def _live_nodes(self, exclude: str | None = None) -> dict[str, str]:
+    def _live_nodes(self, exclude: str | None = None, states: Iterable[State] = LIVE) -> dict[str, str]:
+        """Node -> the id of the decision of ``states`` (of this store's kind, shadow or not) that holds it, the
+        latest written last; ``exclude``'s nodes left out."""
         held: dict[str, str] = {}
-        for row in sorted(self._rows(LIVE, shadow=self.shadow), key=lambda r: r.order):
+        for row in sorted(self._rows(states, shadow=self.shadow), key=lambda r: r.order):
             if row.decision.id != exclude:
                 for name in row.decision.node_names:
                     if name:
@@ -433,16 +431,8 @@ class MemoryStore:
             if entry.nodepool in pools and (ended or (entry.expires_at is not None and entry.expires_at <= now)):
                 del self._ledger[key]
         rows = sorted((e for e in self._ledger.values() if e.nodepool in pools), key=lambda e: (e.nodepool, e.node))
-        for entry in rows:
-            if entry.node in node_pools and entry.decision_id != decision_id:
-                return f"node {entry.node} is already in the budget ledger for decision {entry.decision_id}"
-        for pool in pools:
-            used = sum(1 for e in rows if e.nodepool == pool and e.node not in counted)
-            need = sum(1 for p in node_pools.values() if p == pool)
-            if used + need > allowed.get(pool, 0):
-                return (f"the {reason} budget of NodePool {pool} allows {allowed.get(pool, 0)} disruptions; "
-                        f"{used} are reserved in the budget ledger and the command needs {need}")
-        return None
+        return ledger_refusal(rows, decision_id=decision_id, node_pools=node_pools, pools=pools, counted=counted,
+                              reason=reason, allowed=allowed)
 
     async def interrupt(self, *, message_id: str, consumer: str, decision: lifecycle.Decision,
                         now: datetime) -> Interrupted:

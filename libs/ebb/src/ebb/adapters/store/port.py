@@ -143,6 +143,36 @@ class HoldRow(Protocol):
     def in_force(self, now: datetime) -> bool: ...
 
 
+class LedgerRow(Protocol):
+    """A budget ledger entry as a store reads it (``models.BudgetLedgerEntry``, or the memory store's)."""
+
+    @property
+    def nodepool(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def decision_id(self) -> str | None: ...
+
+
+def ledger_refusal(rows: Iterable[LedgerRow], *, decision_id: str, node_pools: Mapping[str, str],
+                   pools: Iterable[str], counted: set[str], reason: str, allowed: Mapping[str, int]) -> str | None:
+    """Why the budget ledger's ``rows`` (the live entries of ``pools``, expired and finished ones removed) refuse
+    ``decision_id`` its nodes (``node_pools``: node -> NodePool), or None: a node already held for another decision,
+    or a NodePool whose ``reason`` budget (``allowed``) the reserved entries (those of nodes not ``counted`` in it
+    already) and the command's nodes would exceed. The first refusal in ``rows``' order, then ``pools``'."""
+    rows = list(rows)
+    for row in rows:
+        if row.node in node_pools and row.decision_id != decision_id:
+            return f"node {row.node} is already in the budget ledger for decision {row.decision_id}"
+    for pool in pools:
+        used = sum(1 for r in rows if r.nodepool == pool and r.node not in counted)
+        need = sum(1 for p in node_pools.values() if p == pool)
+        if used + need > allowed.get(pool, 0):
+            return (f"the {reason} budget of NodePool {pool} allows {allowed.get(pool, 0)} disruptions; "
+                    f"{used} are reserved in the budget ledger and the command needs {need}")
+    return None
+
+
 class Store(Protocol):
     """The decision store of one cluster as the planner, the executor, their relays and the embedded mode use it
     (``DecisionStore`` documents each method)."""

@@ -128,6 +128,8 @@ class FakeKarpenter:
         self.calls: list[tuple[str, str]] = []
         #: called after every create (a test's crash)
         self.after_create: Any = None
+        #: called after a read of a NodeClaim not launched yet (a test's crash while a replacement boots)
+        self.while_booting: Any = None
 
     def add_claim(self, name: str, node: str, *, taints: list[dict[str, Any]] | None = None) -> None:
         """A NodeClaim Karpenter launched earlier, with its Node."""
@@ -166,6 +168,8 @@ class FakeKarpenter:
     async def read_nodeclaim(self, name: str) -> dict[str, Any] | None:
         self._advance(name)
         claim = self.claims.get(name)
+        if claim is not None and not (claim.get("status") or {}).get("nodeName") and self.while_booting is not None:
+            self.while_booting()
         return copy.deepcopy(claim) if claim is not None else None
 
     async def list_nodeclaims(self) -> list[dict[str, Any]]:

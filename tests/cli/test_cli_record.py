@@ -6,7 +6,6 @@ tests/integration/test_record_live.py.)"""
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,7 @@ from ebb.core.traces import TraceEvent
 from ebb_cli.main import app
 from ebb_cli.record_cmd import trace_text
 from tests.kit.builders import NOW, catalog, node, nodepool, pod
-
-
-def said(output: str) -> str:
-    """The words of a command's output, without rich's box and line breaks."""
-    return re.sub(r"[\s│╭╮╰╯─]+", " ", output)
+from tests.kit.cli import said
 
 
 @pytest.mark.parametrize(("args", "words"), [

@@ -19,6 +19,7 @@ from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.migrate import upgrade_async
 from ebb_cli.main import app
 from tests.kit.builders import NOW, disruption_policy, proposed
+from tests.kit.cli import said
 from tests.kit.shadow_api import recording, removal, served
 
 TOKEN = "shadow-test-token"
@@ -85,7 +86,7 @@ def test_bad_input_exits_2(args: list[str], code: int, monkeypatch: pytest.Monke
 
 def test_a_refused_token_exits_2_and_an_api_that_does_not_answer_exits_1(api: str) -> None:
     refused = _invoke("--api", api, "--token", "wrong")
-    assert refused.exit_code == 2 and "answered 401" in refused.output
+    assert refused.exit_code == 2 and "answered 401" in said(refused.output)
     away = _invoke("--api", "http://127.0.0.1:1", "--token", TOKEN)
     assert away.exit_code == 1 and "cannot ask" in away.output
 
@@ -129,4 +130,4 @@ def test_the_page_is_written_after_the_words_and_an_unwritable_one_is_refused_fi
     assert text.startswith("<!DOCTYPE html>") and "PodDisruptionBudget default/web" in text and ">s1<" in text
     # the file is checked before the API is asked (which does not answer here: that would exit 1)
     nowhere = _invoke("--api", "http://127.0.0.1:1", "--token", TOKEN, "--report", str(tmp_path / "no" / "x.html"))
-    assert nowhere.exit_code == 2 and "does not exist" in nowhere.output, nowhere.output
+    assert nowhere.exit_code == 2 and "does not exist" in said(nowhere.output), nowhere.output

@@ -15,6 +15,7 @@ Pure (values only; the unit tests may use them):
 - ``hostile``: a valid cluster touching every parser, and the strategy that makes its fields hostile.
 - ``backtest``: the back-test's smallest cluster, trace and policy.
 - ``eventbridge``: EventBridge events as the interruption-ingester's parser reads them.
+- ``cli``: ``said``, a command's words without typer's error box (which wraps them at the terminal's width).
 
 With I/O, for the service and integration tests:
 

@@ -36,6 +36,7 @@ from ebb_embedded.backtest import (
 )
 from tests.kit.backtest import CHURN_CONTROL, bursts, cluster
 from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
+from tests.kit.cli import said
 
 
 def test_the_provisioner_launches_for_bursts_and_the_policies_differ_as_they_should() -> None:
@@ -100,11 +101,6 @@ def test_backtest_in_two_processes_prints_the_same_json(tmp_path: Path) -> None:
     assert result["policies"][0]["summary"]["launches"] > 0
 
 
-def said(result: Any) -> str:
-    """The output as one line (typer's error box wraps and frames long messages)."""
-    return " ".join(result.output.replace("│", " ").split())
-
-
 @pytest.mark.parametrize(("spec", "words"), [
     ("spot-interruptions@soon", "'soon' is not a duration like 90s"),
     ("rollout@5m", "rollout takes no period"),
@@ -112,7 +108,7 @@ def said(result: Any) -> str:
 ])
 def test_a_built_in_trace_with_a_bad_period_is_refused(spec: str, words: str) -> None:
     result = CliRunner().invoke(app, ["backtest", "--trace", spec, "--duration", "1m"])
-    assert result.exit_code == 2 and words in " ".join(result.output.replace("│", " ").split()), result.output
+    assert result.exit_code == 2 and words in said(result.output), result.output
 
 
 def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
@@ -120,17 +116,18 @@ def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
     base = ["backtest", "--duration", "1m", "-f", str(write(tmp_path / "c.yaml", {"kind": "List",
                                                                                   "items": cluster()}))]
     unknown = runner.invoke(app, [*base, "--trace", "tsunami"])
-    assert unknown.exit_code == 2 and "neither a built-in trace" in said(unknown)
+    assert unknown.exit_code == 2 and "neither a built-in trace" in said(unknown.output)
     bad_event = write(tmp_path / "t.yaml", {"name": "t", "events": [{"at": "later", "delete": {"kind": "Pod",
                                                                                                 "name": "x"}}]})
     invalid = runner.invoke(app, [*base, "--trace", str(bad_event)])
-    assert invalid.exit_code == 2 and "events.0.at" in said(invalid) and "not a duration" in said(invalid)
+    assert invalid.exit_code == 2 and "events.0.at" in said(invalid.output) and "not a duration" in said(invalid.output)
     node_policy = write(tmp_path / "p.yaml", nodepool())
     wrong_kind = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(node_policy)])
-    assert wrong_kind.exit_code == 2 and "a policy holds only ebb.sh/v1 DisruptionPolicy and Hold" in said(wrong_kind)
+    assert wrong_kind.exit_code == 2
+    assert "a policy holds only ebb.sh/v1 DisruptionPolicy and Hold" in said(wrong_kind.output)
     broken = write(tmp_path / "b.yaml", {**CHURN_CONTROL, "spec": {"consolidateAfter": "whenever"}})
     unparsable = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(broken)])
-    assert unparsable.exit_code == 2 and "consolidateAfter" in said(unparsable)
+    assert unparsable.exit_code == 2 and "consolidateAfter" in said(unparsable.output)
 
 
 @pytest.mark.parametrize("command", ["backtest", "run"])
@@ -173,7 +170,7 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Pat
     result = CliRunner().invoke(app, ["backtest", "-f", str(cluster_file), "--trace", "batch-bursts",
                                       "--duration", "1m", "--report", str(tmp_path / where)])
     assert result.exit_code == 2, result.output
-    assert "Invalid value for --report:" in said(result) and words in said(result)
+    assert "Invalid value for --report:" in said(result.output) and words in said(result.output)
     assert "node-hours" not in result.output  # nothing ran
 
 
@@ -463,9 +460,10 @@ def test_backtest_over_several_seeds(tmp_path: Path) -> None:
     assert summed["across_seeds"]["policies"]["calm"]["launches"] == {
         "mean": round(sum(launches) / 2, 4), "min": min(launches), "max": max(launches)}
     table = runner.invoke(app, base)
-    assert table.exit_code == 0 and "churn against the baseline" in said(table) and "seeds 3-4" in said(table)
+    assert table.exit_code == 0
+    assert "churn against the baseline" in said(table.output) and "seeds 3-4" in said(table.output)
     refused = runner.invoke(app, [*base, "--report", str(tmp_path / "r.html")])
-    assert refused.exit_code == 2 and "--report draws one run" in said(refused)
+    assert refused.exit_code == 2 and "--report draws one run" in said(refused.output)
 
 
 def test_runs_spread_over_processes_give_what_they_give_one_after_the_other() -> None:

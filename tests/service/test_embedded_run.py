@@ -25,6 +25,7 @@ from ebb_embedded.cluster import SimulatedCluster
 from ebb_embedded.runner import RUN_GC_THRESHOLD, EmbeddedOptions, run_embedded, simulate, simulation_runner
 from ebb_embedded.status import Status
 from tests.kit.builders import NOW, node, nodepool, pdb, pod
+from tests.kit.cli import said
 
 LIVE = ("proposed", "approved", "executing")
 
@@ -131,24 +132,24 @@ def test_cli_runs_and_prints_a_json_summary(tmp_path: Path) -> None:
 def test_cli_rejects_bad_input(tmp_path: Path) -> None:
     runner = CliRunner()
     bad_duration = runner.invoke(app, ["run", "--duration", "soon"])
-    assert bad_duration.exit_code == 2 and "--duration" in bad_duration.output
+    assert bad_duration.exit_code == 2 and "--duration" in said(bad_duration.output)
     bad_cost = runner.invoke(app, ["run", "--pass-cost", "-1s"])
-    assert bad_cost.exit_code == 2 and "--pass-cost" in bad_cost.output
+    assert bad_cost.exit_code == 2 and "--pass-cost" in said(bad_cost.output)
     bad_speed = runner.invoke(app, ["run", "--speed", "0"])
-    assert bad_speed.exit_code == 2 and "--speed" in bad_speed.output
+    assert bad_speed.exit_code == 2 and "--speed" in said(bad_speed.output)
     missing = runner.invoke(app, ["run", "-f", str(tmp_path / "missing.yaml")])
-    assert missing.exit_code == 2 and "cannot read" in missing.output
+    assert missing.exit_code == 2 and "cannot read" in said(missing.output)
     broken = tmp_path / "broken.yaml"
     broken.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: lots}}\n")
     invalid = runner.invoke(app, ["run", "-f", str(broken)])
-    assert invalid.exit_code == 2 and "error:" in invalid.output
+    assert invalid.exit_code == 2 and "error:" in said(invalid.output)
     # checked before any service starts: a request the simulator cannot hold is a message, not a crashed task
     huge = tmp_path / "huge.yaml"
     huge.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: d}\n"
                     "spec: {containers: [{name: c, resources: {requests: {cpu: '1e30'}}}]}\n")
     too_large = runner.invoke(app, ["run", "-f", str(huge)])
-    assert too_large.exit_code == 2 and "Pod d/p: spec.containers[0].resources.requests.cpu" in too_large.output
-    assert "too large" in too_large.output and "Traceback" not in too_large.output
+    assert too_large.exit_code == 2 and "Pod d/p: spec.containers[0].resources.requests.cpu" in said(too_large.output)
+    assert "too large" in said(too_large.output) and "Traceback" not in too_large.output
 
 
 async def test_the_decisions_api_serves_the_running_simulation(tmp_path: Path) -> None:

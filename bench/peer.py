@@ -1098,6 +1098,9 @@ SIDES: dict[str, Side] = {s.key: s for s in (
          ebb=True, stabilization_window="10m", minimum_price_improvement_percent=30, demand_window="35m",
          budget="20%"),
     Side("karpenter-0s", "Karpenter alone, consolidateAfter 0s, budget 100%", "0s", ebb=False),
+    # the far end of Karpenter's frontiers in the trade-off sweep: its own way to fewer evictions (bench/tradeoff.py)
+    Side("karpenter-5m", "Karpenter, consolidateAfter 5m (WhenEmptyOrUnderutilized, budget 10%)", "5m", ebb=False,
+         budget="10%"),
     Side("karpenter-30s", "Karpenter alone, consolidateAfter 30s, budget 100%", "30s", ebb=False),
     Side("ebb", "Karpenter (disruption off) + ebb, stabilizationWindow 2m, budget 100%", "0s", ebb=True,
          stabilization_window="2m"),

@@ -1809,26 +1809,29 @@ class ShadowTrial:
 
     async def report(self, seconds: float) -> Doc:
         """``ebb shadow report`` over the run (from when ebb's services started), the recording and ebb's policy
-        given: the JSON (``-o json``), and the words and the page written beside."""
+        given, run once (its back-test of the recording is the long part): the JSON (``-o json``) and the page
+        (``--report``), and its words rendered from that JSON as the command renders them."""
+        from ebb_cli.shadow_report import render
+
         code = await self.stop()
         policy = self.out_dir / "ebb-policy.json"
         policy.write_text(json.dumps(self.policy, indent=1))
         since = f"{math.ceil(time.time() - self.started) + 60}s"  # the whole run, and the minute before it
-        common = ["shadow", "report", "--since", since, "--api", self.api, "--token", self.token]
-        with_trace = ["--trace", str(self.out_dir / "recorded.yaml"), "--policy", str(policy)]
+        args = ["shadow", "report", "--since", since, "--api", self.api, "--token", self.token,
+                "--trace", str(self.out_dir / "recorded.yaml"), "--policy", str(policy),
+                "--report", str(self.out_dir / "shadow.html"), "-o", "json"]
         outputs: Doc = {"record_exit": code, "since": since, "trace_seconds": seconds}
-        for name, args in (("shadow-report.txt", [*common, *with_trace, "--report", str(self.out_dir / "shadow.html")]),
-                           ("shadow-report.json", [*common, *with_trace, "-o", "json"])):
-            done = await asyncio.create_subprocess_exec(_ebb_command(), *args, env=self._env(),
-                                                        stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.PIPE)
-            out, err = await done.communicate()
-            (self.out_dir / name).write_bytes(out)
-            if done.returncode != 0:
-                _log(f"ebb shadow report exited {done.returncode}: {err.decode(errors='replace')[-2000:]}")
-                outputs[name] = {"exit": done.returncode, "stderr": err.decode(errors="replace")[-4000:]}
-            elif name.endswith(".json"):
-                outputs["report"] = json.loads(out)
+        done = await asyncio.create_subprocess_exec(_ebb_command(), *args, env=self._env(),
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await done.communicate()
+        (self.out_dir / "shadow-report.json").write_bytes(out)
+        if done.returncode != 0:
+            _log(f"ebb shadow report exited {done.returncode}: {err.decode(errors='replace')[-2000:]}")
+            outputs["shadow-report.json"] = {"exit": done.returncode, "stderr": err.decode(errors="replace")[-4000:]}
+            return outputs
+        outputs["report"] = json.loads(out)
+        (self.out_dir / "shadow-report.txt").write_text("".join(f"{line}\n" for line in render(outputs["report"])),
+                                                        encoding="utf-8")
         _log(f"the shadow report: {self.out_dir / 'shadow-report.txt'}, {self.out_dir / 'shadow.html'}")
         return outputs
 

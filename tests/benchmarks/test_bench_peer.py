@@ -4,6 +4,8 @@ metrics' counters, the goal check). The run itself needs the real servers and is
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import sys
 from dataclasses import asdict
@@ -621,6 +623,31 @@ def test_the_shadow_side_keeps_karpenter_disrupting_at_its_defaults_and_runs_ebb
     assert (evictions["minimumSavingPerEvictedPod"], evictions["budgets"]) == (0.05, [{"nodes": "10%"}])
     hour = peer.SIZES_BY_NAME["hour"]  # a trial of an hour or more
     assert hour.up_seconds + hour.step_seconds * len(hour.steps) + hour.burst_period * hour.bursts + hour.tail >= 3600
+
+
+def test_the_shadow_trial_reports_once_its_json_page_and_words(tmp_path: Path) -> None:
+    """``ShadowTrial.report`` runs ``ebb shadow report`` once (its back-test of the recording is the long part) and
+    keeps the JSON, the page and the words, rendered from the same answer as the command renders them."""
+    from ebb.adapters.store.migrate import upgrade_async
+    from ebb_cli.shadow_report import render
+    from tests.kit.builders import NOW
+    from tests.kit.shadow_api import recording, served
+
+    url = f"sqlite:///{tmp_path / 'ebb.db'}"
+    asyncio.run(upgrade_async(url))
+    recording(tmp_path / "recorded.yaml")
+    policy = peer.disruption_policy(peer.SIDES["shadow"])
+    with served(url, token="t0", now=NOW + timedelta(hours=1)) as api:
+        trial = peer.ShadowTrial(out_dir=tmp_path, kubeconfig="", api=api, token="t0",
+                                 pythonpath=os.environ.get("PYTHONPATH", ""), policy=policy)
+        outputs = asyncio.run(trial.report(3600.0))
+    report = outputs["report"]
+    assert [p["name"] for p in report["backtest"]["policies"]] == ["karpenter-default", "ebb-policy.json"]
+    words = (tmp_path / "shadow-report.txt").read_text(encoding="utf-8")
+    assert words.splitlines() == render(report) and "Back-test of the recorded period" in words
+    assert (tmp_path / "shadow.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert json.loads((tmp_path / "shadow-report.json").read_text(encoding="utf-8")) == report
+    assert json.loads((tmp_path / "ebb-policy.json").read_text(encoding="utf-8")) == policy
 
 KWOK_TYPES: list[dict[str, Any]] = [
     {"name": f"{family}-{cpu}x-amd64-linux", "architecture": "amd64", "operatingSystems": ["linux"],

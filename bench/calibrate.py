@@ -24,7 +24,8 @@ back-test starts from those NodeClaims as Ready Nodes of the NodePool (``startin
 again, the same instance types, capacity types and zones), creates the services when the real run did
 (``services_created``) and holds its policy's disruption until the real run's began (``held_until``). Its NodePool
 offers the cloud's capacity types (spot and on-demand), spot-to-spot is as the real run had it, and a node boots in
-a time drawn per node in the range of launch-to-Ready times the real run recorded (``real_boot``). Both sides'
+a time drawn per node from the launch-to-Ready times the real run recorded (``real_boot_samples``, else the range
+``real_boot`` gives). Both sides'
 figures cover the whole run, from the starting NodeClaims' creation to the end: the starting cluster's cost is in
 both, its NodeClaims are no launch on either (``real_figures``' ``launches_after_start``).
 
@@ -294,17 +295,22 @@ def recorded_boot(result: Mapping[str, Any]) -> tuple[float, float | None] | Non
 LAUNCHED_BOOT_LEAST = 3
 
 
+def launched_boots(timeline: Mapping[str, Any]) -> tuple[float, ...]:
+    """The launch-to-Ready times of the NodeClaims the real run launched during its trace (its timeline), sorted,
+    to the tenth of a second. The starting cluster's are left out: the back-test starts those Ready, and they were all
+    launched at once, which stretched their start-up on the local control plane (the node lifecycle controller
+    taints a NotReady node at a rate per zone, and KWOK computes a delay again at every change of the Node)."""
+    return tuple(sorted(round(float(n["ready"]) - float(n["launched"]), 1) for n in timeline.get("nodeclaims") or []
+                        if n.get("ready") is not None and not str(n.get("name", "")).startswith(peer.START_PREFIX)))
+
+
 def launched_boot(timeline: Mapping[str, Any]) -> tuple[float, float | None] | None:
-    """The range of launch-to-Ready times of the NodeClaims the real run launched during its trace (its timeline),
-    as ``(boot_seconds, boot_seconds_max)``; None when fewer than ``LAUNCHED_BOOT_LEAST`` recorded a Ready. The
-    starting cluster's are left out: the back-test starts those Ready, and they were all launched at once, which
-    stretched their start-up on the local control plane (the node lifecycle controller taints a NotReady node at
-    a rate per zone, and KWOK computes a delay again at every change of the Node)."""
-    waits = sorted(float(n["ready"]) - float(n["launched"]) for n in timeline.get("nodeclaims") or []
-                   if n.get("ready") is not None and not str(n.get("name", "")).startswith(peer.START_PREFIX))
+    """The range of ``launched_boots`` as ``(boot_seconds, boot_seconds_max)``; None when fewer than
+    ``LAUNCHED_BOOT_LEAST`` NodeClaims launched during the trace recorded a Ready."""
+    waits = launched_boots(timeline)
     if len(waits) < LAUNCHED_BOOT_LEAST:
         return None
-    low, high = round(waits[0], 1), round(waits[-1], 1)
+    low, high = waits[0], waits[-1]
     return low, (high if high > low else None)
 
 
@@ -480,7 +486,7 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
     low = min(float(b[0]) for b in meta["boots"])
     high = max(float(b[1] if b[1] is not None else b[0]) for b in meta["boots"])
     booting = ("each node taking pods after the launch-to-binding time measured" if meta.get("boot") == "binding"
-               else "each node Ready after a time drawn in the launch-to-Ready range recorded")
+               else "each node Ready after a time drawn from the launch-to-Ready times recorded")
     binding = ("its pods bound to the first node that takes them" if meta.get("binding") == "first-fit"
                else "its pods bound where kube-scheduler's default scoring puts them")
     lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
@@ -570,6 +576,18 @@ def real_boot(result: Mapping[str, Any], basis: str = "ready") -> tuple[float, f
     return (measured, None) if measured is not None else boot_seconds(result)
 
 
+def real_boot_samples(result: Mapping[str, Any], basis: str = "ready") -> tuple[float, ...]:
+    """The start-up times the back-test of a real run draws its nodes' from: on ``basis`` ``ready``, the launch-to-Ready
+    times of the NodeClaims the real run launched during its trace (``launched_boots``), when at least
+    ``LAUNCHED_BOOT_LEAST`` recorded one; else none, and ``real_boot``'s range is drawn from uniformly. The measured
+    times, not their range: on the loaded machine a run's start-ups are mostly 35-95 s with one or two of 120-180 s,
+    and a uniform draw over the range made the slow ones as likely as the rest (a mean start-up half as long again
+    as the real run's, and pending pod-seconds up to twice its)."""
+    timeline = _timeline(result) if basis == "ready" else None
+    waits = launched_boots(timeline) if timeline is not None else ()
+    return waits if len(waits) >= LAUNCHED_BOOT_LEAST else ()
+
+
 def run_real(side: str, kind: str, seed: int, size: str) -> Doc:
     """One real run: ``python -m bench _case peer SIDE`` with the trace's seed, kind and size in its environment."""
     env = {**os.environ, "PYTHONHASHSEED": "0", "EBB_BENCH_PEER_SEED": str(seed), "EBB_BENCH_PEER_TRACE": kind,
@@ -628,7 +646,8 @@ def simulation_of(result: Mapping[str, Any], side: peer.Side, types: Sequence[Ma
     low, high = real_boot(result, boot)
     options = BacktestOptions(start=START, duration=timedelta(seconds=float(result["end"])),
                               seed=int(result["trace"]["seed"]), boot_seconds=low, boot_seconds_max=high,
-                              spot_to_spot=cloud.spot_to_spot, binding=binding)
+                              boot_samples=real_boot_samples(result, boot), spot_to_spot=cloud.spot_to_spot,
+                              binding=binding)
     return documents, trace, policy, options
 
 

@@ -466,6 +466,24 @@ def test_the_boot_time_is_the_range_of_the_nodeclaims_launched_during_the_trace(
     assert calibrate.real_boot(result) == (33.4, 95.3)  # the recorded range
 
 
+def test_the_back_test_draws_each_nodes_boot_from_the_real_runs_launch_to_ready_times(tmp_path: Path) -> None:
+    """The measured times, not their range: one slow start-up among many quick ones stays one in many. Too few
+    recorded, or the binding basis, and there are none (``real_boot``'s range is drawn from)."""
+    launched = [{"name": f"default-{i}", "launched": 300.0 + i, "ready": 300.0 + i + wait}
+                for i, wait in enumerate((40.0, 45.0, 50.0, 161.5))]
+    starting = [{"name": f"{peer.START_PREFIX}000", "launched": 0.0, "ready": 175.0}]
+    (tmp_path / "timeline.json").write_text(json.dumps({"nodeclaims": starting + launched, "pods": []}))
+    result = {**real_result(), "out_dir": str(tmp_path)}
+    assert calibrate.real_boot_samples(result) == (40.0, 45.0, 50.0, 161.5)
+    assert calibrate.real_boot_samples(result, "binding") == ()
+    options = calibrate.simulation_of(result, peer.SIDES["karpenter-default"], CLOUD_TYPES)[3]
+    assert options.boot_samples == (40.0, 45.0, 50.0, 161.5) and (options.boot_seconds, options.boot_seconds_max) == (
+        40.0, 161.5)
+    (tmp_path / "timeline.json").write_text(json.dumps({"nodeclaims": starting + launched[:2], "pods": []}))
+    assert calibrate.real_boot_samples(result) == ()
+    assert calibrate.simulation_of(result, peer.SIDES["karpenter-default"], CLOUD_TYPES)[3].boot_samples == ()
+
+
 def test_the_boot_time_can_be_the_real_runs_launch_to_binding_time_instead(tmp_path: Path) -> None:
     """On the harness's cloud kube-scheduler binds pods to a KWOK Node before its delayed Ready: ``binding`` takes
     how long the pods waited for a new node, ``ready`` (the default) the recorded launch-to-Ready range."""

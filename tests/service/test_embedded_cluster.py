@@ -289,6 +289,17 @@ def test_a_launched_node_boots_in_boot_seconds_or_a_time_drawn_per_node_in_the_c
     assert [other.boot_time(f"n{i}") for i in range(200)] != times
 
 
+def test_with_measured_boot_times_each_node_boots_in_one_of_them_each_as_likely() -> None:
+    samples = (40.0, 45.0, 50.0, 161.5)
+    sim = SimulatedCluster([], InMemoryBus(), clock, seed=3, boot_seconds=40.0, boot_seconds_max=161.5,
+                           boot_samples=samples)
+    times = [sim.boot_time(f"n{i}") for i in range(400)]
+    assert set(times) == set(samples)
+    assert all(70 <= times.count(t) <= 130 for t in samples)  # about a quarter each, not a uniform draw's mean
+    again = SimulatedCluster([], InMemoryBus(), clock, seed=3, boot_samples=samples)
+    assert [again.boot_time(f"n{i}") for i in range(400)] == times
+
+
 async def test_a_launched_node_is_ready_only_after_its_own_boot_time() -> None:
     now = [NOW]
     sim = SimulatedCluster([nodepool(), node("a")], InMemoryBus(), lambda: now[0], seed=5, boot_seconds=30.0,

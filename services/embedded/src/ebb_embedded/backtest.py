@@ -155,6 +155,9 @@ class BacktestOptions:
     boot_seconds: float = 60.0
     #: with it, a time drawn per node between ``boot_seconds`` and this (a cloud's spread, e.g. 30-90 s)
     boot_seconds_max: float | None = None
+    #: with them, each node's time is one of these, drawn per node: the start-up times a cloud was measured to take
+    #: (the calibration gives the real run's, whose few slow outliers a uniform range would make as likely as the rest)
+    boot_samples: tuple[float, ...] = ()
     #: each policy's entry keeps this many of its disrupting decisions that saved the most, with their
     #: explanations (``decisions``: what the report shows)
     top_decisions: int = 5
@@ -311,7 +314,7 @@ def _run_policy(documents: Sequence[Mapping[str, Any]], trace: Trace, policy: Po
 
     def cluster_factory(*args: Any, **kwargs: Any) -> WorkloadCluster:
         return WorkloadCluster(*args, boot_seconds=options.boot_seconds, boot_seconds_max=options.boot_seconds_max,
-                               binding=options.binding, **kwargs)
+                               boot_samples=options.boot_samples, binding=options.binding, **kwargs)
 
     with simulation_runner(embedded) as runner:
         summary = runner.run(run_embedded(apply_policy(documents, policy), embedded, asyncio.Event(),

@@ -15,8 +15,9 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
 - **the cloud**: the executor's ``Launcher``, behind the ``simulated`` provider
   (``ebb.adapters.kube.node_provider.NodeProvider``). A replacement becomes a Node built like a launched one
   (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_time(name)`` of simulated
-  time after its launch (``boot_seconds``, or with ``boot_seconds_max`` a cloud's spread: a time drawn per
-  node between the two, from the run's seed and the node's name), when the DaemonSets' pods start on it;
+  time after its launch (``boot_seconds``; with ``boot_seconds_max`` a cloud's spread, a time drawn per
+  node between the two; with ``boot_samples`` one of a cloud's measured start-up times; drawn from the run's
+  seed and the node's name), when the DaemonSets' pods start on it;
 - **Karpenter's NodePool hash controller**: a NodePool whose ``spec.template`` changes after the start (a
   trace's ``patch`` or ``create``) gets a new ``karpenter.sh/nodepool-hash`` (`template_hash_input`: the
   fields Karpenter hashes), so the nodes launched before it drift as under Karpenter. A template seen before
@@ -41,7 +42,7 @@ import hashlib
 import json
 import pickle
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -148,6 +149,7 @@ class SimulatedCluster:
         seed: int = 0,
         boot_seconds: float = 60.0,
         boot_seconds_max: float | None = None,
+        boot_samples: Sequence[float] = (),
         binding: str = "scored",
     ) -> None:
         if binding not in BINDINGS:
@@ -183,6 +185,8 @@ class SimulatedCluster:
         #: and ``boot_seconds_max`` (`boot_time`)
         self.boot_seconds = boot_seconds
         self.boot_seconds_max = boot_seconds_max
+        #: when given, the start-up times a cloud was measured to take: each node's is one of them, drawn (`boot_time`)
+        self.boot_samples = tuple(sorted(boot_samples))
         #: launched node -> (launch time, hourly price)
         self.launched: dict[str, tuple[datetime, float]] = {}
         self._catalog: dict[str, InstanceType] | None = None
@@ -478,13 +482,16 @@ class SimulatedCluster:
         await self.delete_node(name)
 
     def boot_time(self, name: str) -> float:
-        """Simulated seconds from the launch of node ``name`` to Ready: ``boot_seconds``, or with
-        ``boot_seconds_max`` a time drawn uniformly between the two, the same for a seed and a name in every run
-        (a cloud's start-up time varies by node; the draw does not consume the cluster's own random stream, so a
-        run with a spread differs from one without only by the boot times)."""
+        """Simulated seconds from the launch of node ``name`` to Ready: ``boot_seconds``; with ``boot_seconds_max`` a
+        time drawn uniformly between the two; with ``boot_samples`` one of those measured times, each as likely. The
+        draw is the same for a seed and a name in every run (a cloud's start-up time varies by node; the draw does
+        not consume the cluster's own random stream, so a run with a spread differs from one without only by the
+        boot times)."""
+        draw = random.Random(f"{self._seed}/{name}").random()
+        if self.boot_samples:
+            return self.boot_samples[min(int(draw * len(self.boot_samples)), len(self.boot_samples) - 1)]
         if self.boot_seconds_max is None or self.boot_seconds_max <= self.boot_seconds:
             return self.boot_seconds
-        draw = random.Random(f"{self._seed}/{name}").random()
         return round(self.boot_seconds + draw * (self.boot_seconds_max - self.boot_seconds), 3)  # whole milliseconds
 
     async def _start_daemonsets(self, node: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+ObjectArray = npt.NDArray[np.object_]
 
 
 def any_set(values: np.ndarray[Any, Any]) -> bool:

@@ -45,7 +45,7 @@ from ebb.core.model import (
     Snapshot,
     Toleration,
 )
-from ebb.core.simulator.arrays import BoolArray, FloatArray, IntArray
+from ebb.core.simulator.arrays import BoolArray, FloatArray, IntArray, ObjectArray
 from ebb.core.simulator.labeltable import LabelTable
 
 FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
@@ -161,6 +161,11 @@ class Pool:
     #: T x (R + 1): what a claim of each type counts against the NodePool's limits, its capacity then 1 (for
     #: ``nodes``); read-only rows, shared by the claims charged them
     type_charge: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    #: T: the instance types' names, as an object array (a claim's type names taken by index, without a loop)
+    type_names: ObjectArray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    #: C: the offerings, cheapest first (ties in offering order): a claim's offerings in price order are this
+    #: filtered by its mask, without sorting them again
+    price_order: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
@@ -178,6 +183,12 @@ class Pool:
         charge[:, :-1] = self.type_capacity
         charge.flags.writeable = False
         self.type_charge = charge
+        names = np.array([t.name for t in self.types], dtype=object)
+        names.flags.writeable = False
+        self.type_names = names
+        order = np.argsort(self.combo_price, kind="stable").astype(np.int64)
+        order.flags.writeable = False
+        self.price_order = order
 
     def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
         """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity

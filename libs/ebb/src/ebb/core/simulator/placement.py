@@ -262,18 +262,18 @@ class Placement:
             if not claim.pods:
                 continue
             pool = self.s.pools[claim.pool]
-            idx = claim.mask.nonzero()[0]  # narrowed to the types that hold its pods
-            prices = pool.combo_price[idx]
-            order = idx[np.argsort(prices, kind="stable")]
+            order = pool.price_order[claim.mask[pool.price_order]]  # its offerings (narrowed), cheapest first
             cheapest = int(order[0])
             ct = pool.combo_ct[cheapest]
-            # each instance type once, at the position of its cheapest offering
-            sorted_types = pool.combo_type[order]
-            _, first = np.unique(sorted_types, return_index=True)
-            type_names = [pool.types[int(t)].name for t in sorted_types[np.sort(first)]]
-            same_ct = idx[pool.combo_ct_code[idx] == pool.combo_ct_code[cheapest]]
-            zones = [pool.zone_names[int(z)] for z in np.unique(pool.combo_zone_code[same_ct])]
-            out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names), ct, tuple(zones),
+            # each instance type once, at the position of its cheapest offering: the first position of each type,
+            # the types present in that order
+            first = np.full(len(pool.types), order.size, dtype=np.int64)
+            np.minimum.at(first, pool.combo_type[order], np.arange(order.size, dtype=np.int64))
+            present = np.flatnonzero(first < order.size)
+            type_names = pool.type_names[present[np.argsort(first[present], kind="stable")]]
+            same_ct = order[pool.combo_ct_code[order] == pool.combo_ct_code[cheapest]]
+            zones = [pool.zone_names[z] for z in np.flatnonzero(np.bincount(pool.combo_zone_code[same_ct]))]
+            out.append(NewNode(claim.hostname, pool.pool.name, tuple(type_names.tolist()), ct, tuple(zones),
                                float(pool.combo_price[cheapest]), tuple(claim.pods)))
         return out
 

@@ -163,6 +163,10 @@ class Pool:
     type_charge: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     #: T: the instance types' names, as an object array (a claim's type names taken by index, without a loop)
     type_names: ObjectArray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    #: R: ``type_alloc``'s columns, each contiguous (a claim's fit is a comparison per resource, `Placement._fits`),
+    #: and whether each is nowhere negative (a total of 0 then fits every type, and is not compared)
+    alloc_columns: tuple[IntArray, ...] = ()
+    alloc_nonnegative: tuple[bool, ...] = ()
     #: C: the offerings, cheapest first (ties in offering order): a claim's offerings in price order are this
     #: filtered by its mask, without sorting them again
     price_order: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -186,6 +190,11 @@ class Pool:
         names = np.array([t.name for t in self.types], dtype=object)
         names.flags.writeable = False
         self.type_names = names
+        columns = tuple(np.ascontiguousarray(self.type_alloc[:, r]) for r in range(self.type_alloc.shape[1]))
+        for column in columns:
+            column.flags.writeable = False
+        self.alloc_columns = columns
+        self.alloc_nonnegative = tuple(bool((column >= 0).all()) for column in columns)
         order = np.argsort(self.combo_price, kind="stable").astype(np.int64)
         order.flags.writeable = False
         self.price_order = order

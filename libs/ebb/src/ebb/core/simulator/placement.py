@@ -185,8 +185,17 @@ class Placement:
 
     @staticmethod
     def _fits(pool: Pool, total: IntArray) -> BoolArray:
-        """Per instance type of the pool: has it room for `total`?"""
-        return all_of_rows(pool.type_alloc >= total)
+        """Per instance type of the pool: has it room for `total`? One comparison per resource asked (a resource of
+        which `total` asks none is left out where no type has less than none of it)."""
+        fits: BoolArray | None = None
+        for column, nonnegative, amount in zip(pool.alloc_columns, pool.alloc_nonnegative, total.tolist(), strict=True):
+            if amount == 0 and nonnegative:
+                continue
+            if fits is None:
+                fits = column >= amount
+            else:
+                fits &= column >= amount
+        return fits if fits is not None else trues(len(pool.types))
 
     def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
         """Whether one of ``ports`` is taken on bin ``b`` already (same protocol and port, and host IP or any)."""

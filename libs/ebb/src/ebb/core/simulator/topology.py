@@ -288,6 +288,17 @@ class Topology:
             return np.asarray(val > 0)
         return np.asarray(val == 0)
 
+    def admitted(self, c: Constraint, counts: IntArray, n_bins: int, removed: set[int]) -> BoolArray:
+        """Per domain of constraint ``c``'s key (``counts``: its group's counts), does ``c`` admit a pod there, and one
+        entry more, last, for a bin or an offering without a domain of the key: an anti-affinity admits it, the others
+        do not. Indexed by domain codes, -1 (no domain) reads that last entry: the condition is computed once per
+        domain, not once per bin or offering."""
+        n = counts.shape[0]
+        out: BoolArray = np.empty(n + 1, dtype=bool)
+        out[:n] = self.condition(c, counts, counts, n_bins, removed)
+        out[n] = c.kind == "anti"
+        return out
+
     def allowed_bins(self, constraints: Sequence[Constraint], bin_codes: Mapping[str, IntArray],
                      counts: Sequence[IntArray], n_bins: int, removed: set[int]) -> BoolArray:
         """Per bin of the ``n_bins`` open so far (``bin_codes``: each bin's domain per key; ``counts``: per group): do
@@ -296,18 +307,13 @@ class Topology:
         ok = trues(n_bins)
         if not constraints:
             return ok
-        is_claim = np.zeros(n_bins, dtype=bool)
-        is_claim[self.n_nodes:n_bins] = True
         for c in constraints:
             codes = bin_codes[c.key][:n_bins]
-            of_group = counts[c.group]
-            present = codes >= 0
-            val = np.where(present, of_group[np.maximum(codes, 0)], 0)
-            cond = self.condition(c, val, of_group, n_bins, removed)
-            if c.kind == "anti":
-                ok &= (~present) | cond | (is_claim & ~present)
-            else:
-                ok &= (present & cond) | (is_claim & ~present)
+            allowed = self.admitted(c, counts[c.group], n_bins, removed)[codes]
+            if c.kind != "anti":  # a claim without a domain of the key yet
+                unpinned = codes[self.n_nodes:] < 0
+                allowed[self.n_nodes:] |= unpinned
+            ok &= allowed
         return ok
 
     def narrow_to_domains(self, p_index: int, mask: BoolArray, cls: PodClass, counts: Sequence[IntArray], *,
@@ -323,11 +329,7 @@ class Topology:
                 continue
             combo_codes = domain_codes[c.key][2][p_index]
             of_group = counts[c.group]
-            present = combo_codes >= 0
-            val = np.where(present, of_group[np.maximum(combo_codes, 0)], 0)
-            cond = self.condition(c, val, of_group, n_bins, removed)
-            allowed = (~present | cond) if c.kind == "anti" else (present & cond)
-            mask &= allowed
+            mask &= self.admitted(c, of_group, n_bins, removed)[combo_codes]
             if not any_set(mask):
                 return None
             if c.kind == "spread":

@@ -696,9 +696,13 @@ class SimState(Placement):
         free = self.free
         for r, amount in needs:
             cand &= free[:nb, r] >= amount
-        cand[: s.N] &= cls.node_ok
+        if s.N:
+            cand[: s.N] &= cls.node_ok
         if nb > s.N:
-            cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
+            if len(s.pools) > 1:
+                cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
+            elif not cls.pool_ok[0]:  # one NodePool: every claim is of it
+                cand[s.N:] = False
         if cls.constraints and any_set(cand):
             cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, nb, self._removed)
         for found in cand.nonzero()[0]:

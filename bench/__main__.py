@@ -103,6 +103,22 @@ def _catalog_bound(snapshot: Any, pods: Any, allowed_capacity: set[str] | None =
     return lp_lower_bound(types, demand), simple
 
 
+def _from_scratch(snapshot: Any) -> dict[str, Any]:
+    """Every pod of ``snapshot`` placed again on new nodes only, as the simulator provisions (each pod's constraints
+    and NodePools' requirements kept, any NodePool its needs admit; nothing pins a node: do-not-disrupt pods, PDBs,
+    budgets and windows are ignored): the cost of those nodes per NodePool, and the pods left unplaced. Not a bound
+    (the provisioning is greedy), but a cost reachable by placement alone, which the per-NodePool bound, keeping each
+    pod in its NodePool, need not be under."""
+    from ebb.core.simulator.scheduler import simulate
+
+    result = simulate(snapshot, [], remove=[n.name for n in snapshot.nodes], max_new=10**9)
+    per_pool: dict[str, float] = {}
+    for node in result.new_nodes:
+        per_pool[node.nodepool] = per_pool.get(node.nodepool, 0.0) + node.price
+    return {"cost": sum(per_pool.values()), "nodes": len(result.new_nodes), "per_pool": per_pool,
+            "unplaced": len(result.unplaceable)}
+
+
 def _pool_bound(snapshot: Any) -> float:
     """Sum over NodePools of the LP bound for the pods now on that pool's nodes, on the instance types and
     offerings that pool may launch (its requirements; allocatable net of overhead and DaemonSets).
@@ -171,6 +187,13 @@ def case_engine() -> dict[str, Any]:
     steps = plan.steps or ()
     final = steps[-1].cost_after if steps else first.cost_before
     lp = _pool_bound(snapshot)
+    scratch = _from_scratch(plan.final or snapshot)
+    end = plan.final or snapshot
+    end_view = ClusterView.build(end, now)
+    final_per_pool: dict[str, float] = {}
+    for node in end.nodes:
+        pool = node.nodepool or ""
+        final_per_pool[pool] = final_per_pool.get(pool, 0.0) + end_view.price.get(node.name, 0.0)
     methods: dict[str, int] = {}
     for step in steps:
         for command in step.commands:
@@ -178,7 +201,8 @@ def case_engine() -> dict[str, Any]:
     return {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods), "pass_seconds": one_pass,
             "first_commands": [(c.method, len(c.nodes)) for c in first.commands],
             "blocked": len(first.blocked), "until_stable_seconds": until, "steps": len(steps),
-            "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp,
+            "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp, "from_scratch": scratch,
+            "final_per_pool": final_per_pool,
             "nodes_disrupted_by_method": methods, "peak_rss_mib": peak_rss_mib()}
 
 
@@ -271,9 +295,17 @@ def run(which: str, *, pictures: bool = False) -> str:
                   f"| `--until-stable` | {r['until_stable_seconds']:.1f} s, {r['steps']} passes |",
                   f"| nodes disrupted by method | {r['nodes_disrupted_by_method']} |",
                   f"| cost before / after | ${r['cost_before']:,.2f}/h / ${r['cost_final']:,.2f}/h |",
+                  f"| final cost per NodePool | "
+                  f"{', '.join(f'{p} ${c:,.2f}' for p, c in sorted(r['final_per_pool'].items()))} |",
                   f"| LP lower bound (per NodePool: its pods' requests on the types it may launch) | "
                   f"${r['lp_bound']:,.2f}/h |",
                   f"| final cost / LP bound | {r['cost_final'] / r['lp_bound']:.3f} |",
+                  "| the final cluster's pods placed again on new nodes only (constraints kept, any NodePool they "
+                  "admit; do-not-disrupt, PDBs and budgets ignored) | "
+                  f"${r['from_scratch']['cost']:,.2f}/h on {r['from_scratch']['nodes']:,} nodes "
+                  f"({', '.join(f'{p} ${c:,.2f}' for p, c in sorted(r['from_scratch']['per_pool'].items()))}; "
+                  f"{r['from_scratch']['unplaced']} unplaced): "
+                  f"{r['from_scratch']['cost'] / r['cost_final']:.2f} of the final cost |",
                   f"| peak RSS | {r['peak_rss_mib']:.0f} MiB |", ""]
     if which in ("scale", "all"):
         from bench import scale

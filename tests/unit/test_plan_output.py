@@ -151,6 +151,9 @@ def test_until_stable_ends_in_a_state_with_nothing_to_do(make: Callable[[], list
         assert step.commands
         moment += interval
         current = apply_commands(current, step.commands, moment, index)
+    assert result.final is not None  # the plan's end: the cluster the replay reached
+    assert sorted(n.name for n in result.final.nodes) == sorted(n.name for n in current.nodes)
+    assert make_plan(start, NOW).final is None  # one pass ends nowhere
     last = make_plan(current, moment).first
     assert last.commands == ()
     assert last.cost_before == pytest.approx(result.steps[-1].cost_after)

@@ -49,6 +49,8 @@ class Plan:
     steps: tuple[PassResult, ...] | None  # with --until-stable
     #: the input's conflicts with Karpenter (``warnings[]`` of the JSON)
     warnings: tuple[Conflict, ...] = ()
+    #: with --until-stable, the cluster after the last step's commands ran (what the plan ends at)
+    final: Snapshot | None = None
 
 
 def step_interval(snapshot: Snapshot) -> float:
@@ -123,7 +125,7 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
         current = apply_commands(current, result.commands, moment, len(steps))
         result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
-    return Plan(first, tuple(steps), warnings)
+    return Plan(first, tuple(steps), warnings, current)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,7 @@ def only_nodes(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> Plan:
                     blocked=tuple(b for b in plan.first.blocked if b.node in wanted),
                     budgets=tuple(b for b in plan.first.budgets if b.nodepool in pools))
     steps = None if plan.steps is None else tuple(replace(s, commands=commands_of(s)) for s in plan.steps)
-    return Plan(first, steps, tuple(w for w in plan.warnings if w.nodepool is None or w.nodepool in pools))
+    return Plan(first, steps, tuple(w for w in plan.warnings if w.nodepool is None or w.nodepool in pools), plan.final)
 
 
 # -- the JSON contract (docs/plan.md) ----------------------------------------------------------------------

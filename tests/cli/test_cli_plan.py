@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.kit.builders import catalog, node, nodeclaim, nodepool, pod
+from tests.kit.builders import catalog, instance_type, node, nodeclaim, nodepool, pod
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 
@@ -331,3 +331,27 @@ def test_conflicts_with_karpenter_are_warnings_and_refuse_the_nodepool(runner: C
     plain = runner.invoke(app, ["plan", "-f", _write(tmp_path, nodepool(budgets=None), node("idle"), name="b.yaml"),
                                 "--now", NOW_ARG, "-o", "json"])
     assert json.loads(plain.stdout)["warnings"] == [] and json.loads(plain.stdout)["commands"]
+
+
+def test_max_replacements_lets_a_merge_launch_several_nodes(runner: CliRunner, tmp_path: Path) -> None:
+    """Six $1.00 nodes of 2 cpu with a 1300m pod each, where the largest type (4 cpu, $1.50/h) holds three of the
+    pods: with Karpenter's one replacement a command merges three nodes; with --max-replacements 2 one command takes
+    all six onto two nodes."""
+    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
+                       nodepool()]
+    for i in range(6):
+        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+
+    def first_command(*extra: str) -> dict[str, Any]:
+        result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json", *extra])
+        assert result.exit_code == 0, result.output
+        command: dict[str, Any] = json.loads(result.stdout)["commands"][0]
+        return command
+
+    one, several = first_command(), first_command("--max-replacements", "2")
+    assert (len(one["nodes"]), len(one["replacements"])) == (3, 1)
+    assert (len(several["nodes"]), len(several["replacements"])) == (6, 2)
+    refused = runner.invoke(app, ["plan", "-f", str(path), "--max-replacements", "0"])
+    assert refused.exit_code == 2

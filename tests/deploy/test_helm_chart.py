@@ -76,6 +76,7 @@ def test_helm_lint_strict(values: Path | None) -> None:
     ("dashboards.enabled=yes", "/dashboards/enabled"), ("prometheusRule.enabled=1", "/prometheusRule/enabled"),
     ("dashboards.labelValue=1", "/dashboards/labelValue"), ("dashboards.folder=ebb", "folder"),
     ("prometheusRule.additionalLabels=kps", "/prometheusRule/additionalLabels"),
+    ("settings.maxReplacements=0", "/settings/maxReplacements"),
 ])
 def test_the_schema_refuses_values_the_services_would_not_run_with(assignment: str, message: str) -> None:
     done = helm("template", "ebb", str(CHART), "--set", assignment, check=False)
@@ -205,7 +206,8 @@ def test_nondefault_values_reach_the_services(nondefault_docs: list[dict[str, An
     assert planner["EBB_CONSOLIDATION_PLANNER_LOG_LEVEL"] == "debug"
     assert config["prod-ebbx-termination-executor"]["EBB_TERMINATION_EXECUTOR_MODE"] == "shadow"
     assert config["prod-ebbx-termination-executor"]["EBB_TERMINATION_EXECUTOR_PROVIDER"] == "kwok"
-    assert config["prod-ebbx-engine-options"] == {"spotToSpot": "true", "provider": "kwok", "explain": "false"}
+    assert config["prod-ebbx-engine-options"] == {"spotToSpot": "true", "provider": "kwok", "explain": "false",
+                                                  "maxReplacements": "3"}
     assert config["prod-ebbx-interruption-ingester"]["EBB_INTERRUPTION_INGESTER_QUEUE_NAME"] == "karpenter-prod-eu"
     assert all(value == "prod-eu." for data in config.values() for key, value in data.items()
                if key.endswith("_TOPIC_PREFIX"))

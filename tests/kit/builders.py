@@ -293,16 +293,17 @@ def snapshot(*docs: Any) -> Snapshot:
 
 
 def plan(*docs: Any, now: datetime = NOW, until_stable: bool = False, spot_to_spot: bool = False,
-         require_nodeclaim: bool = False) -> Plan:
+         require_nodeclaim: bool = False, max_replacements: int = 1) -> Plan:
     return make_plan(snapshot(*docs), now, until_stable=until_stable,
-                     options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim))
+                     options=EngineOptions(spot_to_spot=spot_to_spot, require_nodeclaim=require_nodeclaim,
+                                           max_replacements=max_replacements))
 
 
 def plan_dict(*docs: Any, now: datetime = NOW, until_stable: bool = False,
-              spot_to_spot: bool = False, require_nodeclaim: bool = False) -> dict[str, Any]:
+              spot_to_spot: bool = False, require_nodeclaim: bool = False, max_replacements: int = 1) -> dict[str, Any]:
     """`plan_json` of one pass (or of passes until stable) over the documents."""
     return plan_json(plan(*docs, now=now, until_stable=until_stable, spot_to_spot=spot_to_spot,
-                          require_nodeclaim=require_nodeclaim))
+                          require_nodeclaim=require_nodeclaim, max_replacements=max_replacements))
 
 
 # -- reading a plan ------------------------------------------------------------------------------------

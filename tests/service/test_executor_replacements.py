@@ -179,3 +179,43 @@ async def test_a_failed_launch_is_a_failed_draining_warning(store: DecisionStore
     warnings = [(e["involvedObject"]["name"], e["reason"]) for e in written if e["type"] == "Warning"]
     assert warnings == [("big", "FailedDraining")]
     assert "NodePool default does not exist" in next(e["message"] for e in written if e["type"] == "Warning")
+
+
+async def test_a_command_with_several_replacements_launches_them_all_before_draining(store: DecisionStore) -> None:
+    """A repack (`EngineOptions.max_replacements` above 1): one node onto two smaller ones. Both are launched and
+    Ready before anything is evicted, and the node's two pods, too big to share one, land one on each."""
+    clock = Clock()
+    bus = InMemoryBus()
+    sim = SimulatedCluster([catalog(), nodepool(node_hash="h1"), node("big", itype="m5.2xlarge"),
+                            pod("web-0", "big", cpu="1500m"), pod("web-1", "big", cpu="1500m")],
+                           bus, clock, boot_seconds=60)
+    one = {"node_pool": "default", "instance_types": ["t3.medium"], "capacity_type": "on-demand",
+           "zones": ["us-east-1b"], "price": 0.0416}
+    repack = DisruptionCommand.model_validate({
+        "decision_id": "dec-r1", "node_pool": "default", "method": "multi-node-consolidation",
+        "reason": "Underutilized", "action": "replace", "nodes": ["big"], "replacements": [one, one],
+        "savings_per_hour": 0.30, "explanation": "replaced by 2 nodes", "approved_at": NOW})
+
+    async def boot() -> None:
+        for _ in range(400):
+            await asyncio.sleep(0.01)
+            clock.now += timedelta(seconds=1)
+            await sim.schedule_pending()
+
+    booting = asyncio.create_task(boot())
+    executor = build_executor(Settings(poll_interval_seconds=0.01, eviction_backoff_initial_seconds=0.01,
+                                       eviction_backoff_max_seconds=0.02), sim, bus, store, asyncio.Event(),
+                              clock=clock, provider=NodeProvider("simulated", sim, sim))
+    try:
+        assert await executor.execute(repack) == "succeeded"
+    finally:
+        booting.cancel()
+    names = [replacement_name("dec-r1", i, "default") for i in (0, 1)]
+    for name in names:
+        new = await sim.read_node(name)
+        assert new is not None and new["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "t3.medium"
+    assert await sim.read_node("big") is None
+    timeline = await phases(store)
+    assert timeline.index("Evicted") > timeline.index("WaitingReadiness")
+    await sim.schedule_pending()
+    assert sorted(o["spec"].get("nodeName") for o in sim.objects.values() if o["kind"] == "Pod") == sorted(names)

@@ -73,7 +73,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "consolidation is paused by hold freeze (nodePool default) until 2026-11-23T19:00:00Z: incident", B),
     (BlockCause(Cause.HOLD, {"hold": Hold("h", "cluster", None, None)}), "hold h (cluster)", B),
     (BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {"source": "DisruptionPolicy batch", "percent": 30,
-                                                    "best": 0.17, "price": 0.192, "improvement": 11.458}),
+                                                    "launched": "cheapest replacement costs", "best": 0.17,
+                                                    "price": 0.192, "improvement": 11.458}),
      "DisruptionPolicy batch's minimumPriceImprovementPercent (30%) is not met: the cheapest replacement costs "
      "$0.1700/h against $0.1920/h, 11.5% less", U),
     (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "NodePool default", "window": 3600,
@@ -175,13 +176,13 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (NOTHING_TO_DO, "nothing to do: it is not expired, drifted or empty, and no consolidation makes the cluster "
                     "cheaper", U),
     # a merge refused, after single-node's verdict: the Event is the verdict's
-    (BlockCause(Cause.NO_MERGE, {"size": 2, "merge": NO_CHEAPER}, PODS_FIT_NOWHERE),
+    (BlockCause(Cause.NO_MERGE, {"size": 2, "into": "at most one new node", "merge": NO_CHEAPER}, PODS_FIT_NOWHERE),
      f"{PODS_FIT_NOWHERE.text}; a merge of the first 2 candidates, it included, into at most one new node was "
      f"considered too and refused: {NO_CHEAPER.text}", U),
     (BlockCause(Cause.ALONE_SAVES_MORE, {"alone": 0.0416, "savings": 0.0116}),
      "consolidated one at a time, its nodes would save $0.0416/h, no less than its $0.0116/h", U),
-    (BlockCause(Cause.NO_MERGE, {"size": 3, "merge": PODS_FIT_NOWHERE}, DEMAND),
-     f"{DEMAND.text}; a merge of the first 3 candidates, it included, into at most one new node was considered too "
+    (BlockCause(Cause.NO_MERGE, {"size": 3, "into": "at most 2 new nodes", "merge": PODS_FIT_NOWHERE}, DEMAND),
+     f"{DEMAND.text}; a merge of the first 3 candidates, it included, into at most 2 new nodes was considered too "
      f"and refused: {PODS_FIT_NOWHERE.text}", B),
 ]
 

@@ -23,6 +23,8 @@ def test_an_empty_object_keeps_the_defaults() -> None:
     ({"provider": "kwok"}, EngineOptions()),
     ({"provider": " none "}, EngineOptions()),
     ({"explain": "off"}, EngineOptions(explain=False)),
+    ({"maxReplacements": "3"}, EngineOptions(max_replacements=3)),
+    ({"maxReplacements": 1}, EngineOptions()),
     ({"spotToSpot": "yes", "provider": "karpenter", "explain": "false"},
      EngineOptions(spot_to_spot=True, require_nodeclaim=True, explain=False)),
 ])
@@ -38,12 +40,16 @@ def test_a_key_the_object_sets_replaces_the_services_own_setting() -> None:
 
 def test_every_bad_key_is_named_at_once() -> None:
     with pytest.raises(EngineOptionsError) as error:
-        parse_engine_options({"spotToSpot": "maybe", "provider": "gke", "spot_to_spot": "true"})
+        parse_engine_options({"spotToSpot": "maybe", "provider": "gke", "spot_to_spot": "true",
+                              "maxReplacements": "0"})
     assert error.value.problems == (
-        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain, karpenterPace)",
+        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain, karpenterPace, maxReplacements)",
         "spotToSpot: 'maybe' is not true or false",
+        "maxReplacements: '0' is not a whole number of 1 or more",
         "provider: 'gke' is not one of none, kwok, karpenter",
     )
+    with pytest.raises(EngineOptionsError, match=r"maxReplacements: '2\.5' is not a whole number"):
+        parse_engine_options({"maxReplacements": "2.5"})
     assert str(error.value).startswith("ebb-engine-options: unknown key(s) spot_to_spot")
 
 
@@ -58,7 +64,8 @@ def test_a_configmap_document_gives_its_data() -> None:
 
 
 @pytest.mark.parametrize("options", [EngineOptions(), EngineOptions(spot_to_spot=True, require_nodeclaim=True),
-                                     EngineOptions(explain=False), EngineOptions(karpenter_pace=True)])
+                                     EngineOptions(explain=False), EngineOptions(karpenter_pace=True),
+                                     EngineOptions(max_replacements=4)])
 def test_the_data_of_options_parses_back_to_them(options: EngineOptions) -> None:
     assert parse_engine_options(options_data(options)) == options
 

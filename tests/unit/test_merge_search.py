@@ -129,3 +129,34 @@ def test_the_merge_search_considers_the_candidates_the_budget_allows() -> None:
     out = plan_dict(*_ones(PAIR, ["1500m"] * 5, budgets=[{"nodes": "3"}]))
     assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("replace", ["a", "b"])]
     assert "a merge of the first 2 of the 3 candidates" in out["commands"][0]["explanation"]
+
+
+# -- several replacements (EngineOptions.max_replacements) ----------------------------------------------------------
+
+
+def test_with_several_replacements_a_set_is_repacked_onto_as_many_cheaper_nodes() -> None:
+    """Six $1.00 nodes with a 1300m pod each: a "two" ($1.50/h) holds three of the pods. With Karpenter's one
+    replacement the largest set that merges is three nodes; with two, all six go at once onto two "two" nodes, which
+    validation accepts as it is, launching both."""
+    docs = _ones(PAIR, ["1300m"] * 6)
+    one = plan_dict(*docs)
+    assert [(c["nodes"], [r["instanceTypes"][0] for r in c["replacements"]]) for c in one["commands"]] == [
+        (["a", "b", "c"], ["two"])]
+    assert "replaced by one two" in one["commands"][0]["explanation"]
+    two = plan(*docs, max_replacements=2).first.commands
+    assert [(c.nodes, [r.instance_types[0] for r in c.replacements]) for c in two] == [
+        (("a", "b", "c", "d", "e", "f"), ["two", "two"])]
+    assert two[0].savings == pytest.approx(6.0 - 3.0)
+    assert "replaced by 2 nodes: two ($1.5000/h), two ($1.5000/h)" in two[0].explanation
+    assert validate(two[0], snapshot(*docs), NOW) is None
+
+
+def test_several_replacements_are_held_together_to_the_price_improvement_asked() -> None:
+    """Each replacement alone costs far less than the six nodes; together they save 50%. A NodePool that asks 60%
+    keeps the set, and the nodes say what was asked of the replacements together."""
+    asked = _ones(PAIR, ["1300m"] * 6, disruption={"minimumPriceImprovementPercent": 60})
+    out = plan_dict(*asked, max_replacements=2)
+    assert all(len(c["replacements"]) <= 1 for c in out["commands"])
+    reasons = " ".join(b["reason"] for b in out["blocked"])
+    assert "into at most 2 new nodes was considered too and refused" in reasons
+    assert "the replacements together cost $3.0000/h against $6.0000/h, 50.0% less" in reasons

@@ -221,6 +221,10 @@ spotToSpot: {{ .Values.settings.featureGates.spotToSpotConsolidation | toString 
 provider: {{ .Values.provider }}
 # every node left alone gets its cause (the planner's Events, the API's explanations)
 explain: {{ .Values.settings.explain | toString | quote }}
+{{- if ne (int .Values.settings.maxReplacements) 1 }}
+# how many nodes one multi-node consolidation may launch (1, Karpenter's, when left out)
+maxReplacements: {{ .Values.settings.maxReplacements | toString | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* The engine-options volume of the services that run the engine. */}}

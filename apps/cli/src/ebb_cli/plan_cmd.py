@@ -45,6 +45,10 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     nodepool: Annotated[list[str] | None, typer.Option(
         "--nodepool", help="show only what the plan does to this NodePool's nodes (repeatable): the commands that "
                            "disrupt them, why the others stay, its budgets")] = None,
+    max_replacements: Annotated[int, typer.Option(
+        "--max-replacements", min=1,
+        help="how many nodes one multi-node consolidation may launch: 1 as Karpenter (the default); more repacks a "
+             "set of nodes onto several cheaper ones")] = 1,
     summary: Annotated[bool, typer.Option("--summary/--no-summary",
                                           help="a table view that fits a screen: the commands, the nodes left "
                                                "alone counted per cause and per NodePool, the budgets, the "
@@ -60,7 +64,8 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         raise typer.Exit(2)
     planned = make(PlanRequest(filename=filename or [], live=live, kubeconfig=kubeconfig, context=context, now=now,
                                until_stable=until_stable, spot_to_spot=spot_to_spot, provider=provider,
-                               nodes=node or [], nodepools=nodepool or [], mode=mode))
+                               nodes=node or [], nodepools=nodepool or [], mode=mode,
+                               max_replacements=max_replacements))
     if output in {PlanOutput.json, PlanOutput.yaml}:
         write_document(plan_json(planned.plan), output)
         return

@@ -89,6 +89,8 @@ class PlanRequest:
     nodes: list[str]
     nodepools: list[str]
     mode: PlanMode = PlanMode.enforce
+    #: how many nodes one multi-node consolidation may launch (``EngineOptions.max_replacements``)
+    max_replacements: int = 1
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def make(request: PlanRequest) -> Planned:
     result = make_plan(snapshot, moment, until_stable=request.until_stable,
                        options=EngineOptions(spot_to_spot=request.spot_to_spot,
                                              require_nodeclaim=request.provider is Provider.karpenter,
-                                             refuse_conflicts=refuse),
+                                             refuse_conflicts=refuse, max_replacements=request.max_replacements),
                        conflict_settings=conflict_settings)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)

@@ -177,7 +177,7 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
                                    "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
-                                        "cheapest replacement costs ${best:.4f}/h against ${price:.4f}/h, "
+                                        "{launched} ${best:.4f}/h against ${price:.4f}/h, "
                                         "{improvement:.1f}% less"),
     Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot "
                                   "when enabled (--spot-to-spot or NodePool annotation "
@@ -186,8 +186,8 @@ SENTENCES: Mapping[Cause, str] = {
                                        "choose from; only {found} qualify"),
     Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "
                                "instance types offer only {found}"),
-    Cause.NO_MERGE: ("{inner}; a merge of the first {size} candidates, it included, into at most one new node "
-                     "was considered too and refused: {merge}"),
+    Cause.NO_MERGE: ("{inner}; a merge of the first {size} candidates, it included, into {into} was considered "
+                     "too and refused: {merge}"),
     Cause.ALONE_SAVES_MORE: ("consolidated one at a time, its nodes would save ${alone:.4f}/h, no less than its "
                              "${savings:.4f}/h"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "

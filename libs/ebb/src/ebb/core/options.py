@@ -12,6 +12,8 @@ and this module turns its ``data`` into the core's ``EngineOptions``:
 - ``explain`` (``true`` / ``false``): ``explain``, every node that is left alone gets its cause;
 - ``karpenterPace`` (``true`` / ``false``): ``karpenter_pace``, single-node consolidation makes one command a pass
   as Karpenter does (the back-test's simulations of Karpenter set it).
+- ``maxReplacements`` (a whole number, 1 or more): ``max_replacements``, how many nodes one multi-node consolidation
+  may launch (1, Karpenter's, unless set; more repacks a set of nodes onto several cheaper ones).
 
 A key the object does not set keeps the value of ``defaults`` (a service's own settings, which keep an
 installation without the object working as before). An unknown key or a value that is not one of the above is an
@@ -32,7 +34,7 @@ CONFIGMAP_NAME: Final = "ebb-engine-options"
 #: the providers ``provider`` may name (the termination-executor's), and the one that needs NodeClaims
 PROVIDERS: Final = ("none", "kwok", "karpenter")
 NODECLAIM_PROVIDER: Final = "karpenter"
-KEYS: Final = ("spotToSpot", "provider", "explain", "karpenterPace")
+KEYS: Final = ("spotToSpot", "provider", "explain", "karpenterPace", "maxReplacements")
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
@@ -88,6 +90,12 @@ def parse_engine_options(data: Mapping[str, object], defaults: EngineOptions | N
         pace = _flag("karpenterPace", data["karpenterPace"], problems)
         if pace is not None:
             options = replace(options, karpenter_pace=pace)
+    if "maxReplacements" in data:
+        text = str(data["maxReplacements"]).strip()
+        if text.isdigit() and int(text) >= 1:
+            options = replace(options, max_replacements=int(text))
+        else:
+            problems.append(f"maxReplacements: {data['maxReplacements']!r} is not a whole number of 1 or more")
     if "provider" in data:
         provider = str(data["provider"]).strip().lower()
         if provider in PROVIDERS:
@@ -117,4 +125,6 @@ def options_data(options: EngineOptions, provider: str | None = None) -> dict[st
             "explain": str(options.explain).lower()}
     if options.karpenter_pace:
         data["karpenterPace"] = "true"
+    if options.max_replacements != 1:
+        data["maxReplacements"] = str(options.max_replacements)
     return data

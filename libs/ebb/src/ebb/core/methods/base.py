@@ -73,6 +73,9 @@ class EngineOptions:
     #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows). The
     #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
     karpenter_pace: bool = False
+    #: how many replacements one multi-node consolidation may launch: Karpenter's one by default. More lets a set
+    #: of nodes be repacked onto several cheaper ones (`multi_node`), a move Karpenter never makes
+    max_replacements: int = 1
     #: the nodes of a NodePool that conflicts with Karpenter under these settings are not candidates
     #: (`Cause.KARPENTER_CONFLICT`, ``ebb.core.conflicts.refused``): the services and ``ebb plan`` set them (their
     #: mode is ``enforce``); None, refusing nothing, for the engine as a library (unit tests, back-tests of traces)
@@ -218,7 +221,8 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         options = [t for t in options if prices[t] <= removed_price * (1 - percent / 100) + EPSILON]
         if not options:
             return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
-                "source": strictest.policy_source, "percent": percent, "best": best, "price": removed_price,
+                "source": strictest.policy_source, "percent": percent, "launched": "cheapest replacement costs",
+                "best": best, "price": removed_price,
                 "improvement": 100 * (1 - best / removed_price) if removed_price else 0.0})
     options.sort(key=lambda t: (prices[t], t))
     needed = len(options)

@@ -1,4 +1,7 @@
-"""Multi-node consolidation: remove several nodes at once, launching at most one cheaper replacement.
+"""Multi-node consolidation: remove several nodes at once, launching at most one cheaper replacement (Karpenter's
+rule), or with ``EngineOptions.max_replacements`` up to that many, so that a set of nodes is repacked onto several
+cheaper ones (`_jointly`: each replacement filtered alone, their price together held to the removed nodes'
+``minimumPriceImprovementPercent``).
 
 Karpenter binary-searches prefixes of its candidate list and gives up after a timeout. ebb grows the set
 greedily instead, in disruption-cost order, on one incremental simulation: a candidate joins when its pods
@@ -43,6 +46,7 @@ from dataclasses import replace
 
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
+from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import (
     EPSILON,
     Command,
@@ -239,31 +243,35 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
 def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: str = "",
              explain: bool = False) -> Command | BlockCause:
     """The command that removes ``taken``, simulated as validation simulates it: every node removed at once and
-    all their pods placed together, on the remaining nodes and at most one replacement; else why not: a pod does
-    not fit (`Cause.PODS_FIT_NOWHERE`, why it found no room said only with ``explain``), the replacement is filtered
-    out (`filter_replacement`'s cause), nothing is saved, a Balanced NodePool's score or a ``demandWindow`` refuses
-    it. ``how`` ends the command's explanation (how the set was found)."""
+    all their pods placed together, on the remaining nodes and at most ``max_replacements`` new ones (one unless the
+    engine options say more); else why not: a pod does not fit (`Cause.PODS_FIT_NOWHERE`, why it found no room said
+    only with ``explain``), a replacement is filtered out (`filter_replacement`'s cause), nothing is saved, several
+    replacements together miss the price improvement asked, a Balanced NodePool's score or a ``demandWindow``
+    refuses it. ``how`` ends the command's explanation (how the set was found)."""
     state, view = ctx.state, ctx.view
     mark = state.mark()
     try:
         leaving = [pod for name in taken for pod in state.remove_node(name)]
-        failures, _ = state.place_all(leaving, max_new=1 if allow_replace else 0, first_failure=True,
-                                      explain=explain)
+        failures, _ = state.place_all(leaving, max_new=ctx.options.max_replacements if allow_replace else 0,
+                                      first_failure=True, explain=explain)
         if failures:
             pod, why = next(iter(failures.items()))
             return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": pod, "why": why})
         removed_price = sum(view.price[name] for name in taken)
-        replacements: tuple[Replacement, ...] = ()
-        new_nodes = state.new_nodes()
-        if new_nodes:
-            replacement = filter_replacement(new_nodes[0], taken, ctx)
+        found: list[Replacement] = []
+        for new in state.new_nodes():
+            replacement = filter_replacement(new, taken, ctx)
             if not isinstance(replacement, Replacement):
                 return replacement
-            replacements = (replacement,)
+            found.append(replacement)
+        replacements = tuple(found)
         savings = removed_price - sum(r.price for r in replacements)
         if savings <= EPSILON:
             return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": removed_price - savings,
                                                              "price": removed_price})
+        if len(replacements) > 1 and (too_small := _improvement_refusal(view, taken, removed_price,
+                                                                         removed_price - savings)) is not None:
+            return too_small
         if (not_worth := worth.refusal(view, taken, savings, "this consolidation")) is not None:
             return not_worth
         scores = balanced.judge(view, taken, savings)
@@ -279,12 +287,38 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: st
             if short is not None:
                 return short
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
-                       f"{len(taken)} nodes costing ${removed_price:.4f}/h "
-                       + (f"replaced by one {replacements[0].instance_types[0]}" if replacements
-                          else "deleted; their pods fit on the other nodes") + how
+                       f"{len(taken)} nodes costing ${removed_price:.4f}/h " + _replaced_by(replacements) + how
                        + worth.words(view, taken, savings) + balanced.approval(scores))
     finally:
         state.rollback(mark)
+
+
+def _replaced_by(replacements: tuple[Replacement, ...]) -> str:
+    """How a merge's command ends its explanation's first words: what takes the removed nodes' place."""
+    if not replacements:
+        return "deleted; their pods fit on the other nodes"
+    if len(replacements) == 1:
+        return f"replaced by one {replacements[0].instance_types[0]}"
+    launched = ", ".join(f"{r.instance_types[0]} (${r.price:.4f}/h)" for r in replacements)
+    return f"replaced by {len(replacements)} nodes: {launched}"
+
+
+def _improvement_refusal(view: ClusterView, taken: list[str], removed_price: float,
+                         launched_price: float) -> BlockCause | None:
+    """A merge with several replacements against the strictest ``minimumPriceImprovementPercent`` of the removed
+    nodes' NodePools, on the replacements' price together (each one alone is held to the removed price by
+    `filter_replacement`, which a repack's parts always pass)."""
+    strictest = max((view.pools[p] for p in {view.nodes[n].nodepool or "" for n in taken} if p in view.pools),
+                    key=lambda p: (p.minimum_price_improvement_percent, p.name), default=None)
+    if strictest is None or not strictest.minimum_price_improvement_percent:
+        return None
+    percent = strictest.minimum_price_improvement_percent
+    if launched_price <= removed_price * (1 - percent / 100) + EPSILON:
+        return None
+    return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
+        "source": strictest.policy_source, "percent": percent, "launched": "replacements together cost",
+        "best": launched_price, "price": removed_price,
+        "improvement": 100 * (1 - launched_price / removed_price) if removed_price else 0.0})
 
 
 #: Karpenter's multi-node consolidation looks at most this many candidates (``maxParallel``)

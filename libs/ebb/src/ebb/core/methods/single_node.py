@@ -336,7 +336,9 @@ def _with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
     merge = ctx.merges.get(name)
     if merge is None:
         return verdict
-    return BlockCause(Cause.NO_MERGE, {"size": merge[0], "merge": merge[1]}, verdict)
+    most = ctx.options.max_replacements
+    into = "at most one new node" if most == 1 else f"at most {most} new nodes"
+    return BlockCause(Cause.NO_MERGE, {"size": merge[0], "into": into, "merge": merge[1]}, verdict)
 
 
 def run(ctx: PassContext) -> MethodOutcome:

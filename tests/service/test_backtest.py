@@ -74,6 +74,11 @@ def test_the_provisioner_launches_for_bursts_and_the_policies_differ_as_they_sho
     assert len(series["churn-control"]) == 26 and series["churn-control"][0]["t"] == "2026-11-23T18:30:00Z"
 
 
+#: the ConfigMap of the engine options, as a policy file may hold it
+ENGINE_OPTIONS: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ebb-engine-options"},
+                                  "data": {"maxReplacements": "2"}}
+
+
 def write(path: Path, doc: Any) -> Path:
     path.write_text(json.dumps(doc))  # JSON is YAML
     return path
@@ -124,7 +129,13 @@ def test_backtest_rejects_bad_trace_and_policy_files(tmp_path: Path) -> None:
     node_policy = write(tmp_path / "p.yaml", nodepool())
     wrong_kind = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(node_policy)])
     assert wrong_kind.exit_code == 2
-    assert "a policy holds only ebb.sh/v1 DisruptionPolicy and Hold" in said(wrong_kind.output)
+    assert ("a policy holds only ebb.sh/v1 DisruptionPolicy and Hold documents, and the v1 ConfigMap "
+            "ebb-engine-options") in said(wrong_kind.output)
+    bad_options = tmp_path / "o.yaml"
+    bad_options.write_text(json.dumps(CHURN_CONTROL) + "\n---\n"
+                           + json.dumps(ENGINE_OPTIONS | {"data": {"maxReplacements": "0"}}))
+    refused = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(bad_options)])
+    assert refused.exit_code == 2 and "maxReplacements: '0' is not a whole number" in said(refused.output)
     broken = write(tmp_path / "b.yaml", {**CHURN_CONTROL, "spec": {"consolidateAfter": "whenever"}})
     unparsable = runner.invoke(app, [*base, "--trace", "batch-bursts", "--policy", str(broken)])
     assert unparsable.exit_code == 2 and "consolidateAfter" in said(unparsable.output)
@@ -389,6 +400,39 @@ def test_the_example_policies_load_and_govern_every_nodepool(name: str) -> None:
         assert pool.policy_kind == "DisruptionPolicy"
         assert pool.minimum_price_improvement_percent == spec.get("minimumPriceImprovementPercent", 0)
         assert pool.demand_window == {None: None, "35m": 2100.0}[spec.get("demandWindow")]
+
+
+def test_a_policy_file_may_hold_the_engine_options_its_planner_takes() -> None:
+    """The ConfigMap ebb-engine-options beside the DisruptionPolicies: the run's planner takes its keys (here, merges
+    that may launch two nodes), as the deployed planner takes that object; a file without it takes none."""
+    policy = policy_of("repack", "text", [CHURN_CONTROL, ENGINE_OPTIONS])
+    assert policy.engine_options == {"maxReplacements": "2"}
+    assert [d["kind"] for d in policy.documents] == ["DisruptionPolicy"]
+    assert policy_of("plain", "text", [CHURN_CONTROL]).engine_options is None
+
+
+def test_a_policy_with_several_replacements_back_tests_with_them() -> None:
+    """Six $1.00 nodes of 2 cpu with a 1300m pod each, where a "two" ($1.50/h, 4 cpu) holds three of the pods: with one
+    replacement the run merges three nodes at a time; the policy whose engine options allow two repacks all six in one
+    command onto two nodes. Both end at $3.00/h."""
+    from tests.kit.builders import instance_type
+
+    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
+                       nodepool()]
+    for i in range(6):
+        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    at_once = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
+               "spec": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}
+    options = BacktestOptions(start=NOW, duration=timedelta(minutes=5), sample_every=30.0)
+    trace = Trace.model_validate({"name": "still", "events": []})
+    result = run_backtest(docs, trace, [policy_of("one", "text", [at_once]),
+                                        policy_of("two", "text", [at_once, ENGINE_OPTIONS])], options)
+    runs = {p["name"]: p for p in result["policies"]}
+    assert runs["one"]["series"][-1]["cost_per_hour"] == pytest.approx(3.0)
+    assert runs["two"]["series"][-1]["cost_per_hour"] == pytest.approx(3.0)
+    commands = {name: [d for d in run["decisions"] if d["action"] == "replace"] for name, run in runs.items()}
+    assert [len(d["nodes"]) for d in commands["one"]] == [3, 3]
+    assert [len(d["nodes"]) for d in commands["two"]] == [6]
 
 
 def test_apply_policy_gives_every_nodepool_the_star_policy_unless_one_is_named_after_it() -> None:

@@ -104,21 +104,35 @@ BUILTIN_POLICIES: dict[str, Callable[[], Policy]] = {KARPENTER_DEFAULT: karpente
 
 
 def policy_of(name: str, text: str, documents: Iterable[Any]) -> Policy:
-    """A policy from the documents of a file (``text`` is kept to show it); PolicyError names what is wrong."""
+    """A policy from the documents of a file (``text`` is kept to show it); PolicyError names what is wrong. Besides
+    its DisruptionPolicies and Holds, a file may hold the ConfigMap ``ebb-engine-options`` (``ebb.core.options``):
+    the engine options the run's planner takes, as the deployed planner takes that object (``maxReplacements``,
+    ``spotToSpot``)."""
+    from ebb.core.options import CONFIGMAP_NAME, EngineOptionsError, data_of, parse_engine_options
+
     docs: list[Mapping[str, Any]] = []
+    engine_options: dict[str, str] | None = None
     for i, doc in enumerate(documents, 1):
         if not isinstance(doc, Mapping):
             raise PolicyError(f"policy {name}: document {i} is not an object")
         kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
+        if kind == "ConfigMap" and api == "v1" and (doc.get("metadata") or {}).get("name") == CONFIGMAP_NAME:
+            try:
+                parse_engine_options(data := data_of(doc))
+            except EngineOptionsError as e:
+                raise PolicyError(f"policy {name}: document {i}: {e}") from e
+            engine_options = {str(k): str(v) for k, v in data.items()}
+            continue
         if kind not in POLICY_KINDS or not api.startswith("ebb.sh/"):
             raise PolicyError(f"policy {name}: document {i} is a {api or '?'} {kind or '?'}; a policy holds only "
-                              f"ebb.sh/v1 {' and '.join(POLICY_KINDS)} documents")
+                              f"ebb.sh/v1 {' and '.join(POLICY_KINDS)} documents, and the v1 ConfigMap "
+                              f"{CONFIGMAP_NAME}")
         if not (doc.get("metadata") or {}).get("name"):
             raise PolicyError(f"policy {name}: document {i} ({kind}) has no metadata.name")
         docs.append(doc)
     if not docs:
         raise PolicyError(f"policy {name}: no DisruptionPolicy or Hold in it")
-    return Policy(name, text, tuple(docs))
+    return Policy(name, text, tuple(docs), engine_options)
 
 
 def apply_policy(documents: Sequence[Mapping[str, Any]], policy: Policy) -> list[dict[str, Any]]:

@@ -411,6 +411,16 @@ def test_a_policy_file_may_hold_the_engine_options_its_planner_takes() -> None:
     assert policy_of("plain", "text", [CHURN_CONTROL]).engine_options is None
 
 
+def test_every_example_policy_file_is_a_policy() -> None:
+    import yaml
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "backtest"
+    files = sorted(p for p in examples.glob("*.yaml") if p.name != "trace.yaml")
+    policies = {p.stem: policy_of(p.stem, p.read_text(), yaml.safe_load_all(p.read_text())) for p in files}
+    assert "repack" in policies and policies["repack"].engine_options == {"maxReplacements": "2"}
+    assert all(p.documents for p in policies.values())
+
+
 def test_a_policy_with_several_replacements_back_tests_with_them() -> None:
     """Six $1.00 nodes of 2 cpu with a 1300m pod each, where a "two" ($1.50/h, 4 cpu) holds three of the pods: with one
     replacement the run merges three nodes at a time; the policy whose engine options allow two repacks all six in one

@@ -22,6 +22,7 @@ from ebb.core.model import (
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
     Node,
+    NodePool,
     Pod,
     Requirement,
     Snapshot,
@@ -184,6 +185,23 @@ def budget_block(ctx: PassContext, pool: str, reason: str) -> BlockCause:
                                              "source": ctx.view.pools[pool].policy_source, "detail": verdict.detail})
 
 
+def strictest_improvement(view: ClusterView, removed: Sequence[str]) -> NodePool | None:
+    """ebb's churn control: of the removed nodes' NodePools, the one whose ``minimumPriceImprovementPercent`` asks the
+    most of what replaces them (it decides); None when none asks any."""
+    strictest = max((view.pools[p] for p in {view.nodes[n].nodepool or "" for n in removed} if p in view.pools),
+                    key=lambda p: (p.minimum_price_improvement_percent, p.name), default=None)
+    return strictest if strictest is not None and strictest.minimum_price_improvement_percent else None
+
+
+def improvement_refused(strictest: NodePool, launched: str, best: float, removed_price: float) -> BlockCause:
+    """Why what would replace nodes costing ``removed_price`` is refused: at ``best`` (``launched`` says what costs
+    that) it saves less than ``strictest``'s ``minimumPriceImprovementPercent``."""
+    return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
+        "source": strictest.policy_source, "percent": strictest.minimum_price_improvement_percent,
+        "launched": launched, "best": best, "price": removed_price,
+        "improvement": 100 * (1 - best / removed_price) if removed_price else 0.0})
+
+
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
     a removed node that cost at least as much; keep the NodePool's ``minValues`` (the options left must still
@@ -212,18 +230,13 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
-    # ebb's churn control: the pool that asks the most of a replacement decides (the removed nodes' pools)
-    strictest = max((view.pools[p] for p in {view.nodes[n].nodepool or "" for n in removed} if p in view.pools),
-                    key=lambda p: (p.minimum_price_improvement_percent, p.name), default=None)
-    if strictest is not None and strictest.minimum_price_improvement_percent:
+    strictest = strictest_improvement(view, removed)
+    if strictest is not None:
         percent = strictest.minimum_price_improvement_percent
         best = min(prices[t] for t in options)
         options = [t for t in options if prices[t] <= removed_price * (1 - percent / 100) + EPSILON]
         if not options:
-            return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
-                "source": strictest.policy_source, "percent": percent, "launched": "cheapest replacement costs",
-                "best": best, "price": removed_price,
-                "improvement": 100 * (1 - best / removed_price) if removed_price else 0.0})
+            return improvement_refused(strictest, "cheapest replacement costs", best, removed_price)
     options.sort(key=lambda t: (prices[t], t))
     needed = len(options)
     if floors:

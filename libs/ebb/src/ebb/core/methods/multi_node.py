@@ -55,7 +55,9 @@ from ebb.core.methods.base import (
     PassContext,
     Replacement,
     filter_replacement,
+    improvement_refused,
     placements_of,
+    strictest_improvement,
 )
 from ebb.core.methods.consolidation import (
     REASON,
@@ -308,17 +310,12 @@ def _improvement_refusal(view: ClusterView, taken: list[str], removed_price: flo
     """A merge with several replacements against the strictest ``minimumPriceImprovementPercent`` of the removed
     nodes' NodePools, on the replacements' price together (each one alone is held to the removed price by
     `filter_replacement`, which a repack's parts always pass)."""
-    strictest = max((view.pools[p] for p in {view.nodes[n].nodepool or "" for n in taken} if p in view.pools),
-                    key=lambda p: (p.minimum_price_improvement_percent, p.name), default=None)
-    if strictest is None or not strictest.minimum_price_improvement_percent:
+    strictest = strictest_improvement(view, taken)
+    if strictest is None:
         return None
-    percent = strictest.minimum_price_improvement_percent
-    if launched_price <= removed_price * (1 - percent / 100) + EPSILON:
+    if launched_price <= removed_price * (1 - strictest.minimum_price_improvement_percent / 100) + EPSILON:
         return None
-    return BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {
-        "source": strictest.policy_source, "percent": percent, "launched": "replacements together cost",
-        "best": launched_price, "price": removed_price,
-        "improvement": 100 * (1 - launched_price / removed_price) if removed_price else 0.0})
+    return improvement_refused(strictest, "replacements together cost", launched_price, removed_price)
 
 
 #: Karpenter's multi-node consolidation looks at most this many candidates (``maxParallel``)

@@ -83,3 +83,22 @@ def test_explain_needs_an_input() -> None:
     result = CliRunner().invoke(app, ["explain", "some-node"])
     assert result.exit_code == 2
     assert "--live" in result.output
+
+
+def test_explain_takes_the_plans_max_replacements(tmp_path: Path) -> None:
+    """Six $1.00 nodes a "two" ($1.50/h) holds three of the pods of: the node a merge of three leaves out says so with
+    one replacement, and with two it is in the merge."""
+    from tests.kit.builders import catalog, instance_type, node, nodepool, pod
+
+    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
+                       nodepool()]
+    for i in range(6):
+        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+    planned = json.loads(_run("plan", "-f", str(path), *NOW, "-o", "json"))
+    left = sorted({f"n{i}" for i in range(6)} - set(planned["commands"][0]["nodes"]))[0]
+    alone = _run("explain", left, "-f", str(path), *NOW)
+    assert "stays this pass" in alone.splitlines()[0]
+    repacked = _run("explain", left, "-f", str(path), *NOW, "--max-replacements", "2")
+    assert "stays this pass" not in repacked.splitlines()[0] and "replaced by 2 nodes" in repacked

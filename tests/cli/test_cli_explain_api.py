@@ -103,3 +103,5 @@ def test_explain_api_errors(api: str) -> None:
     mixed = _invoke("explain", "a-node", "--api", api, "--until-stable")
     assert mixed.exit_code == 2
     assert "--until-stable" in mixed.output
+    repack = _invoke("explain", "a-node", "--api", api, "--max-replacements", "2")
+    assert repack.exit_code == 2 and "--max-replacements" in repack.output

@@ -42,6 +42,9 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
     provider: Annotated[Provider, typer.Option(
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
+    max_replacements: Annotated[int, typer.Option(
+        "--max-replacements", min=1,
+        help="how many nodes one multi-node consolidation may launch, as for ebb plan")] = 1,
     api: Annotated[str, typer.Option(
         help="ask the running system instead: the decisions-api at this URL (http://HOST:PORT)")] = "",
     token: Annotated[str, typer.Option(envvar="EBB_API_TOKEN", show_envvar=True,
@@ -55,7 +58,8 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
     if api:
         planning_only = [name for name, given in (("-f", filename), ("--live", live or kubeconfig or context),
                                                   ("--until-stable", until_stable), ("--spot-to-spot", spot_to_spot),
-                                                  ("--provider", provider is not Provider.none)) if given]
+                                                  ("--provider", provider is not Provider.none),
+                                                  ("--max-replacements", max_replacements != 1)) if given]
         if planning_only:
             typer.echo(f"error: --api asks the running system, which plans with its own input and options: "
                        f"not with {', '.join(planning_only)}", err=True)
@@ -70,7 +74,7 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
         return
     planned = make(PlanRequest(filename=filename or [], live=live, kubeconfig=kubeconfig, context=context, now=now,
                                until_stable=until_stable, spot_to_spot=spot_to_spot, provider=provider,
-                               nodes=node, nodepools=[]))
+                               nodes=node, nodepools=[], max_replacements=max_replacements))
     if output in {PlanOutput.json, PlanOutput.yaml}:
         write_document(plan_json(planned.plan), output)
         return

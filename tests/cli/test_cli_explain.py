@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
+from tests.kit.builders import repack_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = str(REPO / "examples" / "cluster.yaml")
@@ -88,12 +89,7 @@ def test_explain_needs_an_input() -> None:
 def test_explain_takes_the_plans_max_replacements(tmp_path: Path) -> None:
     """Six $1.00 nodes a "two" ($1.50/h) holds three of the pods of: the node a merge of three leaves out says so with
     one replacement, and with two it is in the merge."""
-    from tests.kit.builders import catalog, instance_type, node, nodepool, pod
-
-    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
-                       nodepool()]
-    for i in range(6):
-        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    docs = repack_cluster()
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
     planned = json.loads(_run("plan", "-f", str(path), *NOW, "-o", "json"))

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.kit.builders import catalog, instance_type, node, nodeclaim, nodepool, pod
+from tests.kit.builders import catalog, node, nodeclaim, nodepool, pod, repack_cluster
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 
@@ -337,10 +337,7 @@ def test_max_replacements_lets_a_merge_launch_several_nodes(runner: CliRunner, t
     """Six $1.00 nodes of 2 cpu with a 1300m pod each, where the largest type (4 cpu, $1.50/h) holds three of the
     pods: with Karpenter's one replacement a command merges three nodes; with --max-replacements 2 one command takes
     all six onto two nodes."""
-    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
-                       nodepool()]
-    for i in range(6):
-        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    docs = repack_cluster()
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
 

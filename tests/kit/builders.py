@@ -306,6 +306,17 @@ def plan_dict(*docs: Any, now: datetime = NOW, until_stable: bool = False,
                           require_nodeclaim=require_nodeclaim, max_replacements=max_replacements))
 
 
+def repack_cluster() -> list[Doc]:
+    """Six $1.00 nodes of type "one" (2 cpu) with a 1300m pod each, where the only larger type, "two" (4 cpu,
+    $1.50/h), holds three of the pods: a merge with one replacement takes three nodes, one that may launch two takes
+    all six (``EngineOptions.max_replacements``)."""
+    docs: list[Doc] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
+                       nodepool()]
+    for i in range(6):
+        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    return docs
+
+
 # -- reading a plan ------------------------------------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from ebb_embedded.backtest import (
     run_backtests,
 )
 from tests.kit.backtest import CHURN_CONTROL, bursts, cluster
-from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, catalog, node, nodepool, pdb, pod, repack_cluster
 from tests.kit.cli import said
 
 
@@ -425,12 +425,7 @@ def test_a_policy_with_several_replacements_back_tests_with_them() -> None:
     """Six $1.00 nodes of 2 cpu with a 1300m pod each, where a "two" ($1.50/h, 4 cpu) holds three of the pods: with one
     replacement the run merges three nodes at a time; the policy whose engine options allow two repacks all six in one
     command onto two nodes. Both end at $3.00/h."""
-    from tests.kit.builders import instance_type
-
-    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 29, 1.0), instance_type("two", "4", "16Gi", 58, 1.5)]),
-                       nodepool()]
-    for i in range(6):
-        docs += [node(f"n{i}", itype="one"), pod(f"p{i}", f"n{i}", cpu="1300m")]
+    docs = repack_cluster()
     at_once = {"apiVersion": "ebb.sh/v1", "kind": "DisruptionPolicy", "metadata": {"name": "*"},
                "spec": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}}
     options = BacktestOptions(start=NOW, duration=timedelta(minutes=5), sample_every=30.0)

@@ -37,12 +37,14 @@ docs/backtest.md between ``SECTION_START`` and ``SECTION_END``.
 Environment: ``EBB_BENCH_CALIBRATE_SEEDS`` (default ``1,2,3``), ``EBB_BENCH_CALIBRATE_TRACES`` (``bursty,diurnal``),
 ``EBB_BENCH_CALIBRATE_SIDES`` (``karpenter-default``; ``karpenter-balanced`` too for Balanced),
 ``EBB_BENCH_PEER_SIZE`` (``short`` unless given), ``EBB_BENCH_CALIBRATE_PARALLEL`` (2),
-``EBB_BENCH_CALIBRATE_REPEAT`` (the seed run twice, default the first), ``EBB_BENCH_CALIBRATE_OUT`` (the JSON,
-default .artifacts/calibrate.json), ``EBB_BENCH_CALIBRATE_BOOT`` (``ready``, the default, or ``binding``: what the
-back-test's boot time is taken from, ``BOOT_BASES``), ``EBB_BENCH_CALIBRATE_BINDING`` (``scored``, the default, or
-``first-fit``: how the back-test's simulated kube-scheduler picks a node, ``ebb_embedded.cluster.BINDINGS``),
-``EBB_BENCH_CALIBRATE_REUSE=FILE`` (take the real runs from an earlier JSON and only run the back-tests again: what a
-change to the simulation needs).
+``EBB_BENCH_CALIBRATE_REPEAT`` (the seeds run twice, comma-separated, default the first),
+``EBB_BENCH_CALIBRATE_OUT`` (the JSON, default .artifacts/calibrate.json),
+``EBB_BENCH_CALIBRATE_BOOT`` (``ready``, the default, or ``binding``: what the back-test's boot time is taken from,
+``BOOT_BASES``), ``EBB_BENCH_CALIBRATE_BINDING`` (``scored``, the default, or ``first-fit``: how the back-test's
+simulated kube-scheduler picks a node, ``ebb_embedded.cluster.BINDINGS``), ``EBB_BENCH_CALIBRATE_REUSE=FILE`` (take
+the real runs from an earlier JSON and only run the back-tests again: what a change to the simulation needs), with
+``EBB_BENCH_CALIBRATE_MORE=1`` (run the real runs the earlier JSONs lack, such as another seed's repeat, and keep
+them all).
 """
 
 from __future__ import annotations
@@ -479,6 +481,14 @@ def _early_lines(early: Sequence[Sequence[Any]]) -> list[str]:
             f"{len(early)} real runs: {each}."]
 
 
+def _repeated(repeat: int | Sequence[int]) -> str:
+    """The seeds run twice, as the method's words say them (an older JSON names one seed)."""
+    seeds = [repeat] if isinstance(repeat, int) else list(repeat)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return "seeds " + ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]} each"
+
+
 def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any]) -> list[str]:
     """The section of docs/backtest.md: how it was run, a table per (trace, side) with the seeds side by side
     (real / back-test / ratio and a mark where it is off), the real spread of the trace (``spread``: trace → figure
@@ -491,8 +501,9 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
                else "its pods bound where kube-scheduler's default scoring puts them")
     lines = [f"Real runs: Karpenter {peer.KARPENTER_VERSION}'s KWOK provider on the local control plane, trace size "
              f"`{meta['size']}` ({meta['describe']}), seeds {', '.join(map(str, meta['seeds']))}, "
-             f"{meta['parallel']} control planes at once; seed {meta['repeat']} run twice on each trace for the real "
-             f"spread (its two runs' range over their mean, per figure and trace, which the table's sides share). "
+             f"{meta['parallel']} control planes at once; {_repeated(meta['repeat'])} run twice on each trace for the "
+             "real spread (the largest of their two runs' ranges over their mean, per figure and trace, which the "
+             "table's sides share; the cells compare the first run). "
              f"Back-test: `ebb backtest`'s built-in policy of the same name from the real run's starting cluster, "
              f"its disruption held until the real run's began, spot and on-demand with spot-to-spot as the real "
              f"cloud, {booting} in the real run it replays ({low:.0f}-{high:.0f} s), {binding}. Both sides' "
@@ -674,20 +685,24 @@ def run() -> list[str]:
     sides = _env_list("EBB_BENCH_CALIBRATE_SIDES", "karpenter-default")
     size = os.environ.get("EBB_BENCH_PEER_SIZE", "short")
     parallel = int(os.environ.get("EBB_BENCH_CALIBRATE_PARALLEL", str(PARALLEL)))
-    repeat = int(os.environ.get("EBB_BENCH_CALIBRATE_REPEAT", str(seeds[0])))
+    repeat = [int(s) for s in _env_list("EBB_BENCH_CALIBRATE_REPEAT", str(seeds[0]))]
     boot = os.environ.get("EBB_BENCH_CALIBRATE_BOOT", "ready")
     binding = os.environ.get("EBB_BENCH_CALIBRATE_BINDING", "scored")
     out = Path(os.environ.get("EBB_BENCH_CALIBRATE_OUT", str(REPO_ROOT / ".artifacts" / "calibrate.json")))
     started = time.monotonic()
     jobs = [(side, kind, seed, n) for kind in kinds for seed in seeds for side in sides
-            for n in range(2 if seed == repeat else 1)]
+            for n in range(2 if seed in repeat else 1)]
     reuse = os.environ.get("EBB_BENCH_CALIBRATE_REUSE", "")
     if reuse:  # one or more earlier JSONs (comma-separated); the jobs none of them ran are left out
         real = {tuple(r["job"]): r["result"] for path in reuse.split(",") if path.strip()
                 for r in json.loads(Path(path.strip()).read_text())["real"]}
-        jobs = [job for job in jobs if job in real]
         minutes = sum(float(json.loads(Path(path.strip()).read_text()).get("meta", {}).get("minutes", 0.0))
                       for path in reuse.split(",") if path.strip())
+        missing = [job for job in jobs if job not in real]
+        if missing and os.environ.get("EBB_BENCH_CALIBRATE_MORE") == "1":
+            real |= run_real_jobs(missing, size, parallel, out)
+            minutes += (time.monotonic() - started) / 60
+        jobs = [job for job in jobs if job in real]
     else:
         real = run_real_jobs(jobs, size, parallel, out)
         jobs = [job for job in jobs if job in real]

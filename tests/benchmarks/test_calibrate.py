@@ -211,6 +211,8 @@ def test_the_section_is_written_between_its_markers_and_replaced_on_the_next_run
     assert "**bursty, karpenter-default**" in table and "| evictions | **10 / 20 (2.00)** | 50% |" in table
     assert f"{len(rows) - 1} of {len(rows)} figures close." in table
     assert "(30-93 s)" in table  # the boot times of every run: the lowest low to the highest high
+    assert "; seed 1 run twice on each trace" in table
+    assert "; seeds 1, 2 and 3 each run twice" in "\n".join(calibrate.render(rows, {}, meta | {"repeat": [1, 2, 3]}))
     page = "# Back-testing\n\nText.\n"
     once = calibrate.write_section(page, lines)
     assert once.startswith(page.rstrip("\n")) and "## How close the back-test is to Karpenter" in once

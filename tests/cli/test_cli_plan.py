@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.kit.builders import catalog, node, nodeclaim, nodepool, pod, repack_cluster
+from tests.kit.builders import budget_bound_cluster, catalog, node, nodeclaim, nodepool, pod, repack_cluster
 
 NOW_ARG = "2026-11-23T18:30:00Z"
 
@@ -351,4 +351,24 @@ def test_max_replacements_lets_a_merge_launch_several_nodes(runner: CliRunner, t
     assert (len(one["nodes"]), len(one["replacements"])) == (3, 1)
     assert (len(several["nodes"]), len(several["replacements"])) == (6, 2)
     refused = runner.invoke(app, ["plan", "-f", str(path), "--max-replacements", "0"])
+    assert refused.exit_code == 2
+
+
+def test_search_optimizer_chooses_the_set_that_saves_most_within_the_budget(runner: CliRunner, tmp_path: Path) -> None:
+    """A budget of two nodes: the greedy search takes the first two candidates that fit (two $1.00 nodes), the
+    optimizer the two that save most ($4.00 each); a search it does not know is refused."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(budget_bound_cluster(), sort_keys=False), encoding="utf-8")
+
+    def first_command(*extra: str) -> dict[str, Any]:
+        result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json", *extra])
+        assert result.exit_code == 0, result.output
+        command: dict[str, Any] = json.loads(result.stdout)["commands"][0]
+        return command
+
+    greedy, optimizer = first_command(), first_command("--search", "optimizer")
+    assert (greedy["nodes"], greedy["savingsPerHour"]) == (["a1", "a2"], 2.0)
+    assert (sorted(optimizer["nodes"]), optimizer["savingsPerHour"]) == (["b1", "b2"], 8.0)
+    assert "the optimizer's choice among 5 candidates" in optimizer["explanation"]
+    refused = runner.invoke(app, ["plan", "-f", str(path), "--search", "best"])
     assert refused.exit_code == 2

@@ -77,6 +77,7 @@ def test_helm_lint_strict(values: Path | None) -> None:
     ("dashboards.labelValue=1", "/dashboards/labelValue"), ("dashboards.folder=ebb", "folder"),
     ("prometheusRule.additionalLabels=kps", "/prometheusRule/additionalLabels"),
     ("settings.maxReplacements=0", "/settings/maxReplacements"),
+    ("settings.consolidationSearch=best", "/settings/consolidationSearch"),
 ])
 def test_the_schema_refuses_values_the_services_would_not_run_with(assignment: str, message: str) -> None:
     done = helm("template", "ebb", str(CHART), "--set", assignment, check=False)
@@ -207,7 +208,7 @@ def test_nondefault_values_reach_the_services(nondefault_docs: list[dict[str, An
     assert config["prod-ebbx-termination-executor"]["EBB_TERMINATION_EXECUTOR_MODE"] == "shadow"
     assert config["prod-ebbx-termination-executor"]["EBB_TERMINATION_EXECUTOR_PROVIDER"] == "kwok"
     assert config["prod-ebbx-engine-options"] == {"spotToSpot": "true", "provider": "kwok", "explain": "false",
-                                                  "maxReplacements": "3"}
+                                                  "maxReplacements": "3", "consolidationSearch": "optimizer"}
     assert config["prod-ebbx-interruption-ingester"]["EBB_INTERRUPTION_INGESTER_QUEUE_NAME"] == "karpenter-prod-eu"
     assert all(value == "prod-eu." for data in config.values() for key, value in data.items()
                if key.endswith("_TOPIC_PREFIX"))

@@ -317,6 +317,21 @@ def repack_cluster() -> list[Doc]:
     return docs
 
 
+def budget_bound_cluster() -> list[Doc]:
+    """A NodePool whose budget allows two nodes: "r" (8 cpu, $4.00/h) with three 1-cpu pods, two $1.00 nodes of type
+    "one" ("a1", "a2") with a 500m pod each, first in disruption-cost order, and two $4.00 nodes ("b1", "b2") with two
+    500m pods each. Every pod fits elsewhere: the greedy search takes the first two candidates ($2.00/h), the optimizer
+    search two of the $4.00 nodes ($8.00/h)."""
+    types = [instance_type("one", "2", "8Gi", 29, 1.0), instance_type("eight", "8", "32Gi", 110, 4.0)]
+    docs: list[Doc] = [catalog(types), nodepool(budgets=[{"nodes": "2"}]), node("r", itype="eight")]
+    docs += [pod(f"r{i}", "r", cpu="1") for i in range(3)]
+    for name in ("a1", "a2"):
+        docs += [node(name, itype="one"), pod(f"p-{name}", name, cpu="500m")]
+    for name in ("b1", "b2"):
+        docs += [node(name, itype="eight"), pod(f"p-{name}-1", name, cpu="500m"), pod(f"p-{name}-2", name, cpu="500m")]
+    return docs
+
+
 # -- reading a plan ------------------------------------------------------------------------------------
 
 

@@ -25,6 +25,8 @@ def test_an_empty_object_keeps_the_defaults() -> None:
     ({"explain": "off"}, EngineOptions(explain=False)),
     ({"maxReplacements": "3"}, EngineOptions(max_replacements=3)),
     ({"maxReplacements": 1}, EngineOptions()),
+    ({"consolidationSearch": " Optimizer "}, EngineOptions(search="optimizer")),
+    ({"consolidationSearch": "greedy"}, EngineOptions()),
     ({"spotToSpot": "yes", "provider": "karpenter", "explain": "false"},
      EngineOptions(spot_to_spot=True, require_nodeclaim=True, explain=False)),
 ])
@@ -41,11 +43,13 @@ def test_a_key_the_object_sets_replaces_the_services_own_setting() -> None:
 def test_every_bad_key_is_named_at_once() -> None:
     with pytest.raises(EngineOptionsError) as error:
         parse_engine_options({"spotToSpot": "maybe", "provider": "gke", "spot_to_spot": "true",
-                              "maxReplacements": "0"})
+                              "maxReplacements": "0", "consolidationSearch": "best"})
     assert error.value.problems == (
-        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain, karpenterPace, maxReplacements)",
+        "unknown key(s) spot_to_spot (known: spotToSpot, provider, explain, karpenterPace, maxReplacements, "
+        "consolidationSearch)",
         "spotToSpot: 'maybe' is not true or false",
         "maxReplacements: '0' is not a whole number of 1 or more",
+        "consolidationSearch: 'best' is not one of greedy, optimizer",
         "provider: 'gke' is not one of none, kwok, karpenter",
     )
     with pytest.raises(EngineOptionsError, match=r"maxReplacements: '2\.5' is not a whole number"):
@@ -65,7 +69,7 @@ def test_a_configmap_document_gives_its_data() -> None:
 
 @pytest.mark.parametrize("options", [EngineOptions(), EngineOptions(spot_to_spot=True, require_nodeclaim=True),
                                      EngineOptions(explain=False), EngineOptions(karpenter_pace=True),
-                                     EngineOptions(max_replacements=4)])
+                                     EngineOptions(max_replacements=4), EngineOptions(search="optimizer")])
 def test_the_data_of_options_parses_back_to_them(options: EngineOptions) -> None:
     assert parse_engine_options(options_data(options)) == options
 

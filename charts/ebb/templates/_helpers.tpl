@@ -225,6 +225,10 @@ explain: {{ .Values.settings.explain | toString | quote }}
 # how many nodes one multi-node consolidation may launch (1, Karpenter's, when left out)
 maxReplacements: {{ .Values.settings.maxReplacements | toString | quote }}
 {{- end }}
+{{- if ne .Values.settings.consolidationSearch "greedy" }}
+# how multi-node consolidation finds its set (greedy, in candidate order, when left out)
+consolidationSearch: {{ .Values.settings.consolidationSearch | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* The engine-options volume of the services that run the engine. */}}

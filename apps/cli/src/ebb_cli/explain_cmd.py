@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption, get_api_json
-from ebb_cli.planning import PlanOutput, PlanRequest, Provider
+from ebb_cli.planning import PlanOutput, PlanRequest, Provider, Search
 
 
 def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
@@ -45,6 +45,8 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
     max_replacements: Annotated[int, typer.Option(
         "--max-replacements", min=1,
         help="how many nodes one multi-node consolidation may launch, as for ebb plan")] = 1,
+    search: Annotated[Search, typer.Option(
+        help="how multi-node consolidation finds its set, as for ebb plan")] = Search.greedy,
     api: Annotated[str, typer.Option(
         help="ask the running system instead: the decisions-api at this URL (http://HOST:PORT)")] = "",
     token: Annotated[str, typer.Option(envvar="EBB_API_TOKEN", show_envvar=True,
@@ -59,7 +61,8 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
         planning_only = [name for name, given in (("-f", filename), ("--live", live or kubeconfig or context),
                                                   ("--until-stable", until_stable), ("--spot-to-spot", spot_to_spot),
                                                   ("--provider", provider is not Provider.none),
-                                                  ("--max-replacements", max_replacements != 1)) if given]
+                                                  ("--max-replacements", max_replacements != 1),
+                                                  ("--search", search is not Search.greedy)) if given]
         if planning_only:
             typer.echo(f"error: --api asks the running system, which plans with its own input and options: "
                        f"not with {', '.join(planning_only)}", err=True)
@@ -74,7 +77,7 @@ def explain(  # noqa: PLR0917 - one parameter per command-line option, as typer 
         return
     planned = make(PlanRequest(filename=filename or [], live=live, kubeconfig=kubeconfig, context=context, now=now,
                                until_stable=until_stable, spot_to_spot=spot_to_spot, provider=provider,
-                               nodes=node, nodepools=[], max_replacements=max_replacements))
+                               nodes=node, nodepools=[], max_replacements=max_replacements, search=search))
     if output in {PlanOutput.json, PlanOutput.yaml}:
         write_document(plan_json(planned.plan), output)
         return

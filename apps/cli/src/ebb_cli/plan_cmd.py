@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from ebb_cli.common import ContextOption, KubeconfigOption, LiveOption
-from ebb_cli.planning import PlanMode, PlanOutput, PlanRequest, Provider
+from ebb_cli.planning import PlanMode, PlanOutput, PlanRequest, Provider, Search
 
 
 def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wants
@@ -49,6 +49,9 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         "--max-replacements", min=1,
         help="how many nodes one multi-node consolidation may launch: 1 as Karpenter (the default); more repacks a "
              "set of nodes onto several cheaper ones")] = 1,
+    search: Annotated[Search, typer.Option(
+        help="how multi-node consolidation finds its set: greedy (grown in candidate order, the default) or "
+             "optimizer (a linear program over every candidate, each proposal simulated)")] = Search.greedy,
     summary: Annotated[bool, typer.Option("--summary/--no-summary",
                                           help="a table view that fits a screen: the commands, the nodes left "
                                                "alone counted per cause and per NodePool, the budgets, the "
@@ -65,7 +68,7 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
     planned = make(PlanRequest(filename=filename or [], live=live, kubeconfig=kubeconfig, context=context, now=now,
                                until_stable=until_stable, spot_to_spot=spot_to_spot, provider=provider,
                                nodes=node or [], nodepools=nodepool or [], mode=mode,
-                               max_replacements=max_replacements))
+                               max_replacements=max_replacements, search=search))
     if output in {PlanOutput.json, PlanOutput.yaml}:
         write_document(plan_json(planned.plan), output)
         return

@@ -64,6 +64,14 @@ class Provider(StrEnum):
     karpenter = "karpenter"
 
 
+class Search(StrEnum):
+    """How multi-node consolidation searches for its set (``EngineOptions.search``): ``greedy``, grown in candidate
+    order (the default), or ``optimizer``, a linear program over every candidate (`ebb.core.methods.optimizer`)."""
+
+    greedy = "greedy"
+    optimizer = "optimizer"
+
+
 class PlanMode(StrEnum):
     """What a conflict with Karpenter does to the plan (``ebb.core.conflicts.Mode``): ``enforce``, as ebb deployed
     decides, refuses every node of a NodePool that Karpenter may still disrupt; ``shadow`` only reports the
@@ -91,6 +99,8 @@ class PlanRequest:
     mode: PlanMode = PlanMode.enforce
     #: how many nodes one multi-node consolidation may launch (``EngineOptions.max_replacements``)
     max_replacements: int = 1
+    #: how multi-node consolidation searches (``EngineOptions.search``)
+    search: Search = Search.greedy
 
 
 @dataclass(frozen=True)
@@ -152,7 +162,8 @@ def make(request: PlanRequest) -> Planned:
     result = make_plan(snapshot, moment, until_stable=request.until_stable,
                        options=EngineOptions(spot_to_spot=request.spot_to_spot,
                                              require_nodeclaim=request.provider is Provider.karpenter,
-                                             refuse_conflicts=refuse, max_replacements=request.max_replacements),
+                                             refuse_conflicts=refuse, max_replacements=request.max_replacements,
+                                             search=str(request.search)),
                        conflict_settings=conflict_settings)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)

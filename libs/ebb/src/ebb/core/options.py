@@ -13,7 +13,9 @@ and this module turns its ``data`` into the core's ``EngineOptions``:
 - ``karpenterPace`` (``true`` / ``false``): ``karpenter_pace``, single-node consolidation makes one command a pass
   as Karpenter does (the back-test's simulations of Karpenter set it).
 - ``maxReplacements`` (a whole number, 1 or more): ``max_replacements``, how many nodes one multi-node consolidation
-  may launch (1, Karpenter's, unless set; more repacks a set of nodes onto several cheaper ones).
+  may launch (1, Karpenter's, unless set; more repacks a set of nodes onto several cheaper ones);
+- ``consolidationSearch`` (``greedy`` / ``optimizer``): ``search``, how multi-node consolidation finds its set
+  (greedily in candidate order unless set; ``optimizer``, a linear program over every candidate).
 
 A key the object does not set keeps the value of ``defaults`` (a service's own settings, which keep an
 installation without the object working as before). An unknown key or a value that is not one of the above is an
@@ -27,14 +29,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
-from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.base import SEARCH_GREEDY, SEARCHES, EngineOptions
 
 #: the name of the ConfigMap that holds the options, in ebb's namespace
 CONFIGMAP_NAME: Final = "ebb-engine-options"
 #: the providers ``provider`` may name (the termination-executor's), and the one that needs NodeClaims
 PROVIDERS: Final = ("none", "kwok", "karpenter")
 NODECLAIM_PROVIDER: Final = "karpenter"
-KEYS: Final = ("spotToSpot", "provider", "explain", "karpenterPace", "maxReplacements")
+KEYS: Final = ("spotToSpot", "provider", "explain", "karpenterPace", "maxReplacements", "consolidationSearch")
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
@@ -96,6 +98,12 @@ def parse_engine_options(data: Mapping[str, object], defaults: EngineOptions | N
             options = replace(options, max_replacements=int(text))
         else:
             problems.append(f"maxReplacements: {data['maxReplacements']!r} is not a whole number of 1 or more")
+    if "consolidationSearch" in data:
+        search = str(data["consolidationSearch"]).strip().lower()
+        if search in SEARCHES:
+            options = replace(options, search=search)
+        else:
+            problems.append(f"consolidationSearch: {data['consolidationSearch']!r} is not one of {', '.join(SEARCHES)}")
     if "provider" in data:
         provider = str(data["provider"]).strip().lower()
         if provider in PROVIDERS:
@@ -127,4 +135,6 @@ def options_data(options: EngineOptions, provider: str | None = None) -> dict[st
         data["karpenterPace"] = "true"
     if options.max_replacements != 1:
         data["maxReplacements"] = str(options.max_replacements)
+    if options.search != SEARCH_GREEDY:
+        data["consolidationSearch"] = options.search
     return data

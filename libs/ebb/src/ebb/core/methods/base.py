@@ -77,6 +77,10 @@ class EngineOptions:
     #: how many replacements one multi-node consolidation may launch: Karpenter's one by default. More lets a set
     #: of nodes be repacked onto several cheaper ones (`multi_node`), a move Karpenter never makes
     max_replacements: int = 1
+    #: how multi-node consolidation searches for its set: ``greedy`` (grown in candidate order, `multi_node`) or
+    #: ``optimizer`` (a linear program over every candidate, `ebb.core.methods.optimizer`); the merge search runs
+    #: beside either. Karpenter's pace keeps Karpenter's own search whatever this says
+    search: str = "greedy"
     #: the nodes of a NodePool that conflicts with Karpenter under these settings are not candidates
     #: (`Cause.KARPENTER_CONFLICT`, ``ebb.core.conflicts.refused``): the services and ``ebb plan`` set them (their
     #: mode is ``enforce``); None, refusing nothing, for the engine as a library (unit tests, back-tests of traces)
@@ -86,6 +90,11 @@ class EngineOptions:
         """The ClusterView of ``snapshot`` at ``now`` that these options' passes and validations run on."""
         return ClusterView.build(snapshot, now, require_nodeclaim=self.require_nodeclaim,
                                  refuse_conflicts=self.refuse_conflicts)
+
+
+#: `EngineOptions.search`'s values: multi-node consolidation's greedy runs (the default) or its optimizer search
+SEARCH_GREEDY, SEARCH_OPTIMIZER = "greedy", "optimizer"
+SEARCHES = (SEARCH_GREEDY, SEARCH_OPTIMIZER)
 
 
 @dataclass

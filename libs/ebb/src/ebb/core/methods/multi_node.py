@@ -35,6 +35,11 @@ their prefixes, each set simulated jointly with at most one replacement. What it
 than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
 it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
 
+With ``EngineOptions.search == "optimizer"`` the greedy runs give way to a linear program over every candidate at
+once (`ebb.core.methods.optimizer`, `_optimized`): which nodes to remove and how many of each instance type to launch
+(at most ``max_replacements``) to save most, room summed per NodePool; its proposal is simulated as validation would
+(`_jointly`, then its largest prefix that consolidates), and it competes with the merge search as the greedy set does.
+
 Where a NodePool prices evictions (``minimumSavingPerEvictedPod``, `ebb.core.worth`), a node joins the set only
 when what it adds to the saving pays for the pods it evicts, the set found must save what its evictions ask, and
 the two runs' sets compare by their saving less that.
@@ -44,11 +49,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.cluster import ClusterView
+from ebb.core.methods import optimizer
 from ebb.core.methods.base import (
     EPSILON,
+    SEARCH_OPTIMIZER,
     Command,
     Method,
     MethodOutcome,
@@ -164,13 +173,15 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
     return _largest_prefix(ctx, taken, allow_replace, len(taken) - 1)
 
 
-def _largest_prefix(ctx: PassContext, names: list[str], allow_replace: bool, longest: int) -> Command | None:
+def _largest_prefix(ctx: PassContext, names: list[str], allow_replace: bool, longest: int,
+                    how: str = "") -> Command | None:
     """The command of the longest prefix of ``names``, of two to ``longest`` nodes, that consolidates together
-    (`_jointly`), found by binary search over the prefix's length; None when none does."""
+    (`_jointly`, ``how`` ending its explanation), found by binary search over the prefix's length; None when none
+    does."""
     low, high, best = 2, longest, None
     while low <= high:
         middle = (low + high) // 2
-        found = _jointly(ctx, names[:middle], allow_replace)
+        found = _jointly(ctx, names[:middle], allow_replace, how=how)
         if isinstance(found, Command):
             best, low = found, middle + 1
         else:
@@ -400,6 +411,54 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
     return best
 
 
+def _optimized(ctx: PassContext, names: list[str]) -> Command | None:
+    """The optimizer search's command (`ebb.core.methods.optimizer`): the candidates the budgets allow, the program's
+    choice among them simulated as validation simulates it (`_jointly`), else the largest prefix of that choice that
+    consolidates (`_largest_prefix`); None when the program removes fewer than two nodes or no prefix consolidates."""
+    view, state = ctx.view, ctx.state
+    s = state.s
+    allowed = [name for name in names if ctx.budget_left(view.nodes[name].nodepool or "", REASON) > 0]
+    if len(allowed) < 2:
+        return None
+    n_nodes = s.N
+    pool_of_node = [node.nodepool or "" for node in s.nodes]
+    receiving = state.open[:n_nodes].copy()
+    for b in state.aside:
+        receiving[b] = False  # a node set aside takes no pod: its room is not room
+    free = np.maximum(state.free[:n_nodes], 0)
+    at = np.array([s.node_index[name] for name in allowed], dtype=np.int64)
+    # what removing each takes out of its NodePool: its pods' requests, and its own room where that counted
+    taken = (s.node_alloc[at] - state.free[at]) + free[at] * receiving[at][:, None]
+    values = np.array([view.price[name] - (worth.asked(view, [name]) if worth.price_of(
+        view.pools.get(view.nodes[name].nodepool or "")) > 0 else 0.0)
+        - optimizer.PER_POD_TIE_BREAK * len(view.movable.get(name, ())) for name in allowed])
+    compiled = {pool.pool.name: pool for pool in s.pools}
+    groups: list[optimizer.Group] = []
+    for pool_name in dict.fromkeys(view.nodes[name].nodepool or "" for name in allowed):
+        members = np.array([i for i, name in enumerate(allowed) if (view.nodes[name].nodepool or "") == pool_name],
+                           dtype=np.int64)
+        in_pool = np.array([p == pool_name for p in pool_of_node], dtype=bool) & receiving
+        pool = compiled.get(pool_name)
+        if pool is not None and len(pool.types):
+            cheapest = np.full(len(pool.types), np.inf)
+            np.minimum.at(cheapest, pool.combo_type, pool.combo_price)
+            type_alloc = pool.type_alloc
+        else:
+            cheapest, type_alloc = np.zeros(0), np.zeros((0, len(s.resources)), dtype=np.int64)
+        groups.append(optimizer.Group(members, free[in_pool].sum(axis=0), ctx.budget_left(pool_name, REASON),
+                                      type_alloc, cheapest))
+    chosen = [allowed[i] for i in optimizer.choose(values, taken, groups, ctx.options.max_replacements)]
+    if len(chosen) < 2:
+        return None
+    how = (f" (the optimizer's choice among {len(allowed)} candidates: the set a linear program over all of them "
+           "found to save most within the budgets, simulated")
+    found = _jointly(ctx, chosen, True, how=how + ")", explain=False)
+    if isinstance(found, Command):
+        return found
+    return _largest_prefix(ctx, chosen, True, len(chosen) - 1,
+                           how=how + f"; the largest part of its {len(chosen)} nodes that consolidates)")
+
+
 def _alone(ctx: PassContext, names: tuple[str, ...]) -> float:
     """What consolidating each of ``names`` on its own would save, summed: the node alone, simulated as a set of one
     (`_jointly`: its pods on the other nodes and at most one replacement, as single-node consolidation simulates
@@ -428,11 +487,14 @@ def run(ctx: PassContext) -> MethodOutcome:
     if ctx.options.karpenter_pace:  # the back-test's simulation of Karpenter: its own search, as it is
         best = _karpenter_prefix(ctx, names)
     else:
-        for allow_replace in (False, True):
-            command = _greedy(ctx, names, allow_replace, refused_alone)
-            if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
-                                        > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
-                best = command
+        if ctx.options.search == SEARCH_OPTIMIZER:
+            best = _optimized(ctx, names)
+        else:
+            for allow_replace in (False, True):
+                command = _greedy(ctx, names, allow_replace, refused_alone)
+                if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
+                                            > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
+                    best = command
         merged = _merge(ctx, names)
         if merged is not None and (best is None or worth.net(ctx.view, merged.nodes, merged.savings)
                                    > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):

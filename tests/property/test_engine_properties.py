@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
 from ebb.core.methods import multi_node, single_node
-from ebb.core.methods.base import EngineOptions, PassContext
+from ebb.core.methods.base import SEARCHES, EngineOptions, PassContext
 from ebb.core.model import LABEL_INITIALIZED, POLICY_BALANCED, Budget, NodePool, Pod
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
@@ -35,8 +35,8 @@ def _pools(case: Case, balanced: bool) -> tuple[NodePool, ...]:
 
 @settings(max_examples=1500, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans())
-def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case, balanced: bool) -> None:
+@given(cases(max_nodes=12, max_pods=40, max_remove=0), st.booleans(), st.sampled_from(SEARCHES))
+def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case, balanced: bool, search: str) -> None:
     # budgets that never stop a method, so multi-node consolidation runs on these small clusters; the NodePools
     # consolidate WhenEmptyOrUnderutilized or, half the time, Balanced (its score only ever takes commands away)
     pools = _pools(case, balanced)
@@ -45,7 +45,8 @@ def test_every_command_of_a_pass_validates_on_its_own_snapshot(case: Case, balan
     # command must not take an empty node they have nowhere else to go than (it did, before emptiness simulated)
     nodes = tuple(replace(n, labels={**n.labels, LABEL_INITIALIZED: "true"}) for n in case.snapshot.nodes)
     snapshot = replace(case.snapshot, nodes=nodes, nodepools=pools)
-    options = EngineOptions()
+    # multi-node's greedy runs or its optimizer search (a linear program's proposal, simulated before it is kept)
+    options = EngineOptions(search=search)
     result = run_pass(options.view_of(snapshot, NOW), options)
     for command in result.commands:
         note(f"{command.method} {command.action} {command.nodes}")

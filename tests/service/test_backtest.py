@@ -418,6 +418,7 @@ def test_every_example_policy_file_is_a_policy() -> None:
     files = sorted(p for p in examples.glob("*.yaml") if p.name != "trace.yaml")
     policies = {p.stem: policy_of(p.stem, p.read_text(), yaml.safe_load_all(p.read_text())) for p in files}
     assert "repack" in policies and policies["repack"].engine_options == {"maxReplacements": "2"}
+    assert policies["optimizer"].engine_options == {"consolidationSearch": "optimizer"}
     assert all(p.documents for p in policies.values())
 
 

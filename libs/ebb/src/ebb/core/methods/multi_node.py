@@ -35,10 +35,11 @@ their prefixes, each set simulated jointly with at most one replacement. What it
 than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
 it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
 
-With ``EngineOptions.search == "optimizer"`` the greedy runs give way to a linear program over every candidate at
-once (`ebb.core.methods.optimizer`, `_optimized`): which nodes to remove and how many of each instance type to launch
-(at most ``max_replacements``) to save most, room summed per NodePool; its proposal is simulated as validation would
-(`_jointly`, then its largest prefix that consolidates), and it competes with the merge search as the greedy set does.
+With ``EngineOptions.search == "optimizer"`` a linear program over every candidate at once comes first
+(`ebb.core.methods.optimizer`, `_optimized`): which nodes to remove and how many of each instance type to launch (at
+most ``max_replacements``) to save most, room summed per NodePool; its proposal is simulated as validation would
+(`_jointly`, then its largest prefix that consolidates), and the greedy runs are left out when it gives a set (they
+run when it gives none); it competes with the merge search as the greedy set does.
 
 Where a NodePool prices evictions (``minimumSavingPerEvictedPod``, `ebb.core.worth`), a node joins the set only
 when what it adds to the saving pays for the pods it evicts, the set found must save what its evictions ask, and
@@ -489,7 +490,7 @@ def run(ctx: PassContext) -> MethodOutcome:
     else:
         if ctx.options.search == SEARCH_OPTIMIZER:
             best = _optimized(ctx, names)
-        else:
+        if best is None:  # the greedy runs, and the optimizer search's fallback when its program finds no set
             for allow_replace in (False, True):
                 command = _greedy(ctx, names, allow_replace, refused_alone)
                 if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)

@@ -52,6 +52,7 @@ measurements, never test assertions.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -210,25 +211,26 @@ def case_engine() -> dict[str, Any]:
     start = time.perf_counter()
     plan = make_plan(snapshot, now, until_stable=True)
     until = time.perf_counter() - start
-    start = time.perf_counter()
-    repacked = make_plan(snapshot, now, until_stable=True, options=EngineOptions(max_replacements=REPACK))
-    until_repacked = time.perf_counter() - start
     priced_docs = disruption_cluster()
     for doc in priced_docs:
         if doc.get("kind") == "NodePool":
             doc["spec"].setdefault("disruption", {})["minimumSavingPerEvictedPod"] = REPACK_EVICTION_PRICE
-    start = time.perf_counter()
-    priced = make_plan(parse_documents(priced_docs, bundled_catalog=bundled_catalog), now, until_stable=True,
-                       options=EngineOptions(max_replacements=REPACK))
-    until_priced = time.perf_counter() - start
-    # the optimizer search: alone, then with the repack and the eviction price
-    start = time.perf_counter()
-    optimized = make_plan(snapshot, now, until_stable=True, options=EngineOptions(search="optimizer"))
-    until_optimized = time.perf_counter() - start
-    start = time.perf_counter()
-    optimized_priced = make_plan(parse_documents(priced_docs, bundled_catalog=bundled_catalog), now, until_stable=True,
-                                 options=EngineOptions(max_replacements=REPACK, search="optimizer"))
-    until_optimized_priced = time.perf_counter() - start
+    priced_snapshot = parse_documents(priced_docs, bundled_catalog=bundled_catalog)
+
+    def variant(of: Any, options: EngineOptions) -> dict[str, Any]:
+        """An `--until-stable` variant's figures, its plan dropped and collected before the next is timed (plans
+        kept alive would make each later variant's collections slower)."""
+        gc.collect()
+        started = time.perf_counter()
+        made = make_plan(of, now, until_stable=True, options=options)
+        return _until_stable_figures(made, time.perf_counter() - started)
+
+    variants = {"repacked": variant(snapshot, EngineOptions(max_replacements=REPACK)),
+                "priced": variant(priced_snapshot, EngineOptions(max_replacements=REPACK)),
+                # the optimizer search: alone, then with the repack and the eviction price
+                "optimized": variant(snapshot, EngineOptions(search="optimizer")),
+                "optimized_priced": variant(priced_snapshot, EngineOptions(max_replacements=REPACK,
+                                                                          search="optimizer"))}
     steps = plan.steps or ()
     final = steps[-1].cost_after if steps else first.cost_before
     lp = _pool_bound(snapshot)
@@ -248,10 +250,7 @@ def case_engine() -> dict[str, Any]:
             "blocked": len(first.blocked), "until_stable_seconds": until, "steps": len(steps),
             "cost_before": first.cost_before, "cost_final": final, "lp_bound": lp, "from_scratch": scratch,
             "final_per_pool": final_per_pool, "moved": _moved(plan),
-            "repacked": _until_stable_figures(repacked, until_repacked),
-            "priced": _until_stable_figures(priced, until_priced),
-            "optimized": _until_stable_figures(optimized, until_optimized),
-            "optimized_priced": _until_stable_figures(optimized_priced, until_optimized_priced),
+            **variants,
             "nodes_disrupted_by_method": methods, "peak_rss_mib": peak_rss_mib()}
 
 

@@ -78,9 +78,9 @@ class EngineOptions:
     #: of nodes be repacked onto several cheaper ones (`multi_node`), a move Karpenter never makes
     max_replacements: int = 1
     #: how multi-node consolidation searches for its set: ``greedy`` (grown in candidate order, `multi_node`) or
-    #: ``optimizer`` (a linear program over every candidate, `ebb.core.methods.optimizer`, the greedy runs when it
-    #: finds no set); the merge search runs beside either. Karpenter's pace keeps Karpenter's own search whatever
-    #: this says
+    #: ``optimizer`` (a linear program over every candidate, `ebb.core.methods.optimizer`, the delete-only greedy run
+    #: when it finds no set); the merge search runs beside either. Karpenter's pace keeps Karpenter's own search
+    #: whatever this says
     search: str = "greedy"
     #: the nodes of a NodePool that conflicts with Karpenter under these settings are not candidates
     #: (`Cause.KARPENTER_CONFLICT`, ``ebb.core.conflicts.refused``): the services and ``ebb plan`` set them (their

@@ -38,8 +38,9 @@ it tried and left keep why (`PassContext.merges`), which single-node consolidati
 With ``EngineOptions.search == "optimizer"`` a linear program over every candidate at once comes first
 (`ebb.core.methods.optimizer`, `_optimized`): which nodes to remove and how many of each instance type to launch (at
 most ``max_replacements``) to save most, room summed per NodePool; its proposal is simulated as validation would
-(`_jointly`, then its largest prefix that consolidates), and the greedy runs are left out when it gives a set (they
-run when it gives none); it competes with the merge search as the greedy set does.
+(`_jointly`, then its largest prefix that consolidates); the greedy runs are left out when it gives a set, and
+when it gives none the delete-only run looks (the program weighed the launches already); it competes with the merge
+search as the greedy set does.
 
 Where a NodePool prices evictions (``minimumSavingPerEvictedPod``, `ebb.core.worth`), a node joins the set only
 when what it adds to the saving pays for the pods it evicts, the set found must save what its evictions ask, and
@@ -490,8 +491,11 @@ def run(ctx: PassContext) -> MethodOutcome:
     else:
         if ctx.options.search == SEARCH_OPTIMIZER:
             best = _optimized(ctx, names)
-        if best is None:  # the greedy runs, and the optimizer search's fallback when its program finds no set
-            for allow_replace in (False, True):
+        if best is None:
+            # the greedy runs; when the optimizer's program finds no set, the delete-only one (the program weighed
+            # the launches already)
+            runs = (False,) if ctx.options.search == SEARCH_OPTIMIZER else (False, True)
+            for allow_replace in runs:
                 command = _greedy(ctx, names, allow_replace, refused_alone)
                 if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
                                             > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):

@@ -333,21 +333,21 @@ def test_conflicts_with_karpenter_are_warnings_and_refuse_the_nodepool(runner: C
     assert json.loads(plain.stdout)["warnings"] == [] and json.loads(plain.stdout)["commands"]
 
 
+def _first_command(runner: CliRunner, path: Path, *extra: str) -> dict[str, Any]:
+    """The first command of ``ebb plan -f PATH -o json`` with ``extra`` flags."""
+    result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json", *extra])
+    assert result.exit_code == 0, result.output
+    command: dict[str, Any] = json.loads(result.stdout)["commands"][0]
+    return command
+
+
 def test_max_replacements_lets_a_merge_launch_several_nodes(runner: CliRunner, tmp_path: Path) -> None:
     """Six $1.00 nodes of 2 cpu with a 1300m pod each, where the largest type (4 cpu, $1.50/h) holds three of the
     pods: with Karpenter's one replacement a command merges three nodes; with --max-replacements 2 one command takes
     all six onto two nodes."""
-    docs = repack_cluster()
     path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
-
-    def first_command(*extra: str) -> dict[str, Any]:
-        result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json", *extra])
-        assert result.exit_code == 0, result.output
-        command: dict[str, Any] = json.loads(result.stdout)["commands"][0]
-        return command
-
-    one, several = first_command(), first_command("--max-replacements", "2")
+    path.write_text(yaml.safe_dump_all(repack_cluster(), sort_keys=False), encoding="utf-8")
+    one, several = _first_command(runner, path), _first_command(runner, path, "--max-replacements", "2")
     assert (len(one["nodes"]), len(one["replacements"])) == (3, 1)
     assert (len(several["nodes"]), len(several["replacements"])) == (6, 2)
     refused = runner.invoke(app, ["plan", "-f", str(path), "--max-replacements", "0"])
@@ -359,14 +359,7 @@ def test_search_optimizer_chooses_the_set_that_saves_most_within_the_budget(runn
     optimizer the two that save most ($4.00 each); a search it does not know is refused."""
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(budget_bound_cluster(), sort_keys=False), encoding="utf-8")
-
-    def first_command(*extra: str) -> dict[str, Any]:
-        result = runner.invoke(app, ["plan", "-f", str(path), "--now", NOW_ARG, "-o", "json", *extra])
-        assert result.exit_code == 0, result.output
-        command: dict[str, Any] = json.loads(result.stdout)["commands"][0]
-        return command
-
-    greedy, optimizer = first_command(), first_command("--search", "optimizer")
+    greedy, optimizer = _first_command(runner, path), _first_command(runner, path, "--search", "optimizer")
     assert (greedy["nodes"], greedy["savingsPerHour"]) == (["a1", "a2"], 2.0)
     assert (sorted(optimizer["nodes"]), optimizer["savingsPerHour"]) == (["b1", "b2"], 8.0)
     assert "the optimizer's choice among 5 candidates" in optimizer["explanation"]

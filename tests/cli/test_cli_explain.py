@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from ebb_cli.main import app
-from tests.kit.builders import repack_cluster
+from tests.kit.builders import budget_bound_cluster, repack_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = str(REPO / "examples" / "cluster.yaml")
@@ -98,3 +98,13 @@ def test_explain_takes_the_plans_max_replacements(tmp_path: Path) -> None:
     assert "stays this pass" in alone.splitlines()[0]
     repacked = _run("explain", left, "-f", str(path), *NOW, "--max-replacements", "2")
     assert "stays this pass" not in repacked.splitlines()[0] and "replaced by 2 nodes" in repacked
+
+
+def test_explain_takes_the_plans_search(tmp_path: Path) -> None:
+    """A budget of two nodes: the greedy search merges the two $1.00 nodes and leaves a $4.00 one; with --search
+    optimizer that node is in the merge and says it was the optimizer's choice."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(budget_bound_cluster(), sort_keys=False), encoding="utf-8")
+    assert "stays this pass" in _run("explain", "b1", "-f", str(path), *NOW).splitlines()[0]
+    optimized = _run("explain", "b1", "-f", str(path), *NOW, "--search", "optimizer")
+    assert "stays this pass" not in optimized.splitlines()[0] and "the optimizer's choice" in optimized

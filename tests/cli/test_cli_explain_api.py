@@ -105,3 +105,5 @@ def test_explain_api_errors(api: str) -> None:
     assert "--until-stable" in mixed.output
     repack = _invoke("explain", "a-node", "--api", api, "--max-replacements", "2")
     assert repack.exit_code == 2 and "--max-replacements" in repack.output
+    searched = _invoke("explain", "a-node", "--api", api, "--search", "optimizer")
+    assert searched.exit_code == 2 and "--search" in searched.output

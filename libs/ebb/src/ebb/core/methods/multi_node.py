@@ -423,7 +423,7 @@ def _optimized(ctx: PassContext, names: list[str]) -> Command | None:
     if len(allowed) < 2:
         return None
     n_nodes = s.N
-    pool_of_node = [node.nodepool or "" for node in s.nodes]
+    node_pool = np.array([node.nodepool or "" for node in s.nodes], dtype=object)
     receiving = state.open[:n_nodes].copy()
     for b in state.aside:
         receiving[b] = False  # a node set aside takes no pod: its room is not room
@@ -431,24 +431,19 @@ def _optimized(ctx: PassContext, names: list[str]) -> Command | None:
     at = np.array([s.node_index[name] for name in allowed], dtype=np.int64)
     # what removing each takes out of its NodePool: its pods' requests, and its own room where that counted
     taken = (s.node_alloc[at] - state.free[at]) + free[at] * receiving[at][:, None]
-    values = np.array([view.price[name] - (worth.asked(view, [name]) if worth.price_of(
-        view.pools.get(view.nodes[name].nodepool or "")) > 0 else 0.0)
-        - optimizer.PER_POD_TIE_BREAK * len(view.movable.get(name, ())) for name in allowed])
+    values = np.array([view.price[name] - worth.asked(view, [name])
+                       - optimizer.PER_POD_TIE_BREAK * len(view.movable.get(name, ())) for name in allowed])
     compiled = {pool.pool.name: pool for pool in s.pools}
     groups: list[optimizer.Group] = []
-    for pool_name in dict.fromkeys(view.nodes[name].nodepool or "" for name in allowed):
-        members = np.array([i for i, name in enumerate(allowed) if (view.nodes[name].nodepool or "") == pool_name],
-                           dtype=np.int64)
-        in_pool = np.array([p == pool_name for p in pool_of_node], dtype=bool) & receiving
+    for pool_name in dict.fromkeys(node_pool[at].tolist()):
         pool = compiled.get(pool_name)
         if pool is not None and len(pool.types):
-            cheapest = np.full(len(pool.types), np.inf)
-            np.minimum.at(cheapest, pool.combo_type, pool.combo_price)
-            type_alloc = pool.type_alloc
+            type_alloc, cheapest = pool.type_alloc, pool.type_floor(None)  # per type, its cheapest offering
         else:
-            cheapest, type_alloc = np.zeros(0), np.zeros((0, len(s.resources)), dtype=np.int64)
-        groups.append(optimizer.Group(members, free[in_pool].sum(axis=0), ctx.budget_left(pool_name, REASON),
-                                      type_alloc, cheapest))
+            type_alloc, cheapest = np.zeros((0, len(s.resources)), dtype=np.int64), np.zeros(0)
+        groups.append(optimizer.Group(np.flatnonzero(node_pool[at] == pool_name),
+                                      free[(node_pool == pool_name) & receiving].sum(axis=0),
+                                      ctx.budget_left(pool_name, REASON), type_alloc, cheapest))
     chosen = [allowed[i] for i in optimizer.choose(values, taken, groups, ctx.options.max_replacements)]
     if len(chosen) < 2:
         return None

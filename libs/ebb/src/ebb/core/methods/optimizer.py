@@ -66,14 +66,13 @@ def choose(values: FloatArray, taken: IntArray, groups: Sequence[Group], max_new
     n = len(values)
     if n == 0:
         return []
-    # columns: the candidates, then each group's instance types
-    type_cols: list[tuple[int, int]] = []  # (group, type) per launch column
-    for g, group in enumerate(groups):
-        type_cols += [(g, t) for t in range(len(group.type_price)) if np.isfinite(group.type_price[t])]
-    cols = n + len(type_cols)
+    # columns: the candidates, then each group's instance types that have an offering (a contiguous run a group)
+    offered = [np.flatnonzero(np.isfinite(group.type_price)) for group in groups]
+    first_launch = n + np.concatenate([[0], np.cumsum([len(types) for types in offered])]).astype(np.int64)
+    cols = int(first_launch[-1])
     cost = np.concatenate([-np.asarray(values, dtype=np.float64),
-                           np.array([groups[g].type_price[t] for g, t in type_cols], dtype=np.float64)])
-    upper = np.concatenate([np.ones(n), np.full(len(type_cols), float(max_new))])
+                           *[group.type_price[types] for group, types in zip(groups, offered, strict=True)]])
+    upper = np.concatenate([np.ones(n), np.full(cols - n, float(max_new))])
     # rows, as compressed rows: per group and resource the room, per group the budget, then the launches in all
     lower_bounds: list[float] = []
     upper_bounds: list[float] = []
@@ -88,26 +87,22 @@ def choose(values: FloatArray, taken: IntArray, groups: Sequence[Group], max_new
         indices.extend(columns.tolist())
         entries.extend(coefficients.tolist())
 
-    launch_of_group: dict[int, list[int]] = {}
-    for col, (g, _) in enumerate(type_cols):
-        launch_of_group.setdefault(g, []).append(n + col)
-    for g, group in enumerate(groups):
+    for g, (group, types) in enumerate(zip(groups, offered, strict=True)):
         if not len(group.members):
             continue
-        launches = np.array(launch_of_group.get(g, []), dtype=np.int64)
-        launch_types = np.array([t for gg, t in type_cols if gg == g], dtype=np.int64)
+        launches = np.arange(first_launch[g], first_launch[g + 1], dtype=np.int64)
         for r in range(taken.shape[1]):
             removed = taken[group.members, r].astype(np.float64)
             if not removed.any():
                 continue
-            brought = group.type_alloc[launch_types, r].astype(np.float64) if len(launch_types) else np.zeros(0)
+            brought = group.type_alloc[types, r].astype(np.float64)
             # each resource's row scaled to its largest amount: bytes and millicores side by side stay well posed
             scale = max(float(removed.max()), float(brought.max()) if len(brought) else 0.0, 1.0)
             row(float(max(group.room[r], 0)) / scale, np.concatenate([group.members, launches]),
                 np.concatenate([removed, -brought]) / scale)
         row(float(group.budget), group.members, np.ones(len(group.members)))
-    if type_cols:
-        row(float(max_new), np.arange(n, cols, dtype=np.int64), np.ones(len(type_cols)))
+    if cols > n:
+        row(float(max_new), np.arange(n, cols, dtype=np.int64), np.ones(cols - n))
     highs = _Highs()
     highs.setOptionValue("output_flag", False)
     highs.addVars(cols, np.zeros(cols), upper)

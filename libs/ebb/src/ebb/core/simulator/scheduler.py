@@ -718,7 +718,7 @@ class SimState(Placement):
                 if within is None:
                     continue
                 base = base & within
-            mask = self._narrow(claim.pool, base, cls, claim.total + req)
+            mask = self._narrow(claim.pool, base, cls, claim.total + req, b)
             if mask is not None:
                 self._pending_mask = mask
                 return b
@@ -726,9 +726,10 @@ class SimState(Placement):
             return self._open_claim(cls, req)
         return None
 
-    def _narrow(self, p_index: int, mask: BoolArray, cls: PodClass, total: IntArray) -> BoolArray | None:
+    def _narrow(self, p_index: int, mask: BoolArray, cls: PodClass, total: IntArray, b: int = -1) -> BoolArray | None:
         """The claim's remaining offerings after adding a pod of `cls` with the claim's new total, or
-        None when none is left. Narrows undetermined topology domains (e.g. the zone) as Karpenter does."""
+        None when none is left. Narrows undetermined topology domains (e.g. the zone) as Karpenter does. ``b``: the
+        claim's bin (-1: a claim not opened yet)."""
         pool = self.s.pools[p_index]
         ok = cls.pool_combo_ok[p_index]
         if ok is None:
@@ -741,7 +742,8 @@ class SimState(Placement):
             return None
         if cls.constraints or cls.matched or cls.owned:
             return self.topology.narrow_to_domains(p_index, mask, cls, self.counts, n_bins=self.n_bins,
-                                                   removed=self._removed)
+                                                   removed=self._removed, pinned=self.bin_codes if b >= 0 else None,
+                                                   b=b)
         return mask
 
     def _launch_in(self, cls: PodClass, req: IntArray) -> tuple[int, BoolArray, BoolArray] | None:

@@ -70,6 +70,8 @@ class Topology:
         self.taints_of = taints_of
         self.pools = pools
         self.groups: list[Group] = []
+        #: per group, the topology key its domains are of (its key without a spread's node filter)
+        self.group_labels: list[str] = []
         self._group_ids: dict[tuple[Any, ...], int] = {}
         #: the node filters of topology spreads that honour the pod's node affinity (`spread_key`), by id
         #: (nodeSelector, required node terms, tolerations: None unless the spread honours taints)
@@ -91,6 +93,7 @@ class Topology:
         if gid is None:
             gid = self._group_ids[gkey] = len(self.groups)
             self.groups.append(Group(kind, key, selector, namespaces, term))
+            self.group_labels.append(key.split(FILTERED, maxsplit=1)[0])
             self.topology_keys.setdefault(key, len(self.topology_keys))
             if key not in self.domain_codes:
                 self.build_domains(key)
@@ -317,12 +320,15 @@ class Topology:
         return ok
 
     def narrow_to_domains(self, p_index: int, mask: BoolArray, cls: PodClass, counts: Sequence[IntArray], *,
-                          n_bins: int, removed: set[int]) -> BoolArray | None:
+                          n_bins: int, removed: set[int], pinned: Mapping[str, IntArray] | None = None,
+                          b: int = -1) -> BoolArray | None:
         """A claim's offerings ``mask`` of NodePool ``p_index`` (none empty) narrowed for a pod of ``cls`` to the
         domains its constraints admit, or None when none is left: a spread picks the least-loaded domain left (the
         lowest code on ties), as Karpenter does, and every group the pod counts in pins the claim to one domain of its
         key (the cheapest offering's), so the pod is counted where it runs. ``counts``: per group; ``n_bins`` and
-        ``removed`` as for `global_min`."""
+        ``removed`` as for `global_min`. ``pinned`` and ``b``: the offerings are those of the claim in bin ``b`` (or
+        fewer), and ``pinned`` each bin's domain per key (`SimState.bin_codes`): a key the claim is already pinned to
+        one domain of needs no pin."""
         domain_codes = self.domain_codes
         for c in cls.constraints:
             if c.key == LABEL_HOSTNAME:
@@ -337,11 +343,15 @@ class Topology:
                 codes_left = combo_codes[mask]
                 load = of_group[codes_left] * (len(of_group) + 1) + codes_left
                 mask &= combo_codes == codes_left[load.argmin()]
-        groups = self.groups
+        labels = self.group_labels
         for gid in (*cls.matched, *cls.owned):
-            key = groups[gid].key.split(FILTERED)[0]  # pinned to a domain of the topology key itself
+            key = labels[gid]  # pinned to a domain of the topology key itself
             if key == LABEL_HOSTNAME:
                 continue
+            if pinned is not None:
+                codes = pinned.get(key)
+                if codes is not None and codes[b] >= 0:
+                    continue  # every offering the claim keeps is in that one domain, and so are these
             combo_codes = domain_codes[key][2][p_index]
             values = combo_codes[mask]
             if values.size and any_set(values != values[0]):  # pin the domain so the pod is counted where it runs

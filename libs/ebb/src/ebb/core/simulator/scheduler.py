@@ -703,8 +703,11 @@ class SimState(Placement):
                 cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
             elif not cls.pool_ok[0]:  # one NodePool: every claim is of it
                 cand[s.N:] = False
+        admitted: list[BoolArray] | None = None  # each constraint's domains, found once for the bins and the claims
         if cls.constraints and any_set(cand):
-            cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, nb, self._removed)
+            admitted = []
+            cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, nb, self._removed,
+                                               admitted=admitted)
         for found in cand.nonzero()[0]:
             b = int(found)
             if cls.host_ports and self._port_conflict(b, cls.host_ports):
@@ -718,18 +721,20 @@ class SimState(Placement):
                 if within is None:
                     continue
                 base = base & within
-            mask = self._narrow(claim.pool, base, cls, claim.total + req, b)
+            mask = self._narrow(claim.pool, base, cls, claim.total + req, b=b, admitted=admitted)
             if mask is not None:
                 self._pending_mask = mask
                 return b
         if max_new > 0 and cls.can_launch:
-            return self._open_claim(cls, req)
+            return self._open_claim(cls, req, admitted)
         return None
 
-    def _narrow(self, p_index: int, mask: BoolArray, cls: PodClass, total: IntArray, b: int = -1) -> BoolArray | None:
+    def _narrow(self, p_index: int, mask: BoolArray, cls: PodClass, total: IntArray, *, b: int = -1,
+                admitted: Sequence[BoolArray] | None = None) -> BoolArray | None:
         """The claim's remaining offerings after adding a pod of `cls` with the claim's new total, or
         None when none is left. Narrows undetermined topology domains (e.g. the zone) as Karpenter does. ``b``: the
-        claim's bin (-1: a claim not opened yet)."""
+        claim's bin (-1: a claim not opened yet); ``admitted``: the domains each constraint of ``cls`` admits now, when
+        the caller found them (`Topology.allowed_bins`)."""
         pool = self.s.pools[p_index]
         ok = cls.pool_combo_ok[p_index]
         if ok is None:
@@ -743,13 +748,14 @@ class SimState(Placement):
         if cls.constraints or cls.matched or cls.owned:
             return self.topology.narrow_to_domains(p_index, mask, cls, self.counts, n_bins=self.n_bins,
                                                    removed=self._removed, pinned=self.bin_codes if b >= 0 else None,
-                                                   b=b)
+                                                   b=b, admitted=admitted)
         return mask
 
-    def _launch_in(self, cls: PodClass, req: IntArray) -> tuple[int, BoolArray, BoolArray] | None:
+    def _launch_in(self, cls: PodClass, req: IntArray, admitted: Sequence[BoolArray] | None = None
+                   ) -> tuple[int, BoolArray, BoolArray] | None:
         """Where a new claim for a pod of ``cls`` requesting ``req`` would open, changing nothing: the heaviest
         NodePool that can launch a node for it, its offerings within its limits, and those the pod narrows them to;
-        None when no NodePool can."""
+        None when no NodePool can. ``admitted`` as for `_narrow`."""
         if not cls.can_launch:
             return None
         s = self.s
@@ -763,15 +769,15 @@ class SimState(Placement):
             limit_ok = self._limit_mask(p_index)
             if limit_ok is None:
                 continue
-            mask = self._narrow(p_index, limit_ok, cls, req)
+            mask = self._narrow(p_index, limit_ok, cls, req, admitted=admitted)
             if mask is not None:
                 return p_index, limit_ok, mask
         return None
 
-    def _open_claim(self, cls: PodClass, req: IntArray) -> int | None:
+    def _open_claim(self, cls: PodClass, req: IntArray, admitted: Sequence[BoolArray] | None = None) -> int | None:
         """Open a new claim for a pod of ``cls`` requesting ``req`` where `_launch_in` finds one (the pod is committed
-        to it by the caller); its bin, or None."""
-        found = self._launch_in(cls, req)
+        to it by the caller); its bin, or None. ``admitted`` as for `_narrow`."""
+        found = self._launch_in(cls, req, admitted)
         if found is None:
             return None
         p_index, limit_ok, mask = found

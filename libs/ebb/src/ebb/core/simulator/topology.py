@@ -303,16 +303,21 @@ class Topology:
         return out
 
     def allowed_bins(self, constraints: Sequence[Constraint], bin_codes: Mapping[str, IntArray],
-                     counts: Sequence[IntArray], n_bins: int, removed: set[int]) -> BoolArray:
+                     counts: Sequence[IntArray], n_bins: int, removed: set[int], *,
+                     admitted: list[BoolArray] | None = None) -> BoolArray:
         """Per bin of the ``n_bins`` open so far (``bin_codes``: each bin's domain per key; ``counts``: per group): do
         all the ``constraints`` admit a pod there? A claim with no domain of a key yet is admitted (`narrow_to_domains`
-        then picks one)."""
+        then picks one). ``admitted``: given, each constraint's `admitted` domains are appended to it, in order, for a
+        `narrow_to_domains` of the same constraints while nothing changed."""
         ok = trues(n_bins)
         if not constraints:
             return ok
         for c in constraints:
             codes = bin_codes[c.key][:n_bins]
-            allowed = self.admitted(c, counts[c.group], n_bins, removed)[codes]
+            domains = self.admitted(c, counts[c.group], n_bins, removed)
+            if admitted is not None:
+                admitted.append(domains)
+            allowed = domains[codes]
             if c.kind != "anti":  # a claim without a domain of the key yet
                 unpinned = codes[self.n_nodes:] < 0
                 allowed[self.n_nodes:] |= unpinned
@@ -321,21 +326,23 @@ class Topology:
 
     def narrow_to_domains(self, p_index: int, mask: BoolArray, cls: PodClass, counts: Sequence[IntArray], *,
                           n_bins: int, removed: set[int], pinned: Mapping[str, IntArray] | None = None,
-                          b: int = -1) -> BoolArray | None:
+                          b: int = -1, admitted: Sequence[BoolArray] | None = None) -> BoolArray | None:
         """A claim's offerings ``mask`` of NodePool ``p_index`` (none empty) narrowed for a pod of ``cls`` to the
         domains its constraints admit, or None when none is left: a spread picks the least-loaded domain left (the
         lowest code on ties), as Karpenter does, and every group the pod counts in pins the claim to one domain of its
         key (the cheapest offering's), so the pod is counted where it runs. ``counts``: per group; ``n_bins`` and
         ``removed`` as for `global_min`. ``pinned`` and ``b``: the offerings are those of the claim in bin ``b`` (or
         fewer), and ``pinned`` each bin's domain per key (`SimState.bin_codes`): a key the claim is already pinned to
-        one domain of needs no pin."""
+        one domain of needs no pin. ``admitted``: what `allowed_bins` found of the class's constraints on the same
+        counts (None: found here)."""
         domain_codes = self.domain_codes
-        for c in cls.constraints:
+        for i, c in enumerate(cls.constraints):
             if c.key == LABEL_HOSTNAME:
                 continue
             combo_codes = domain_codes[c.key][2][p_index]
             of_group = counts[c.group]
-            mask &= self.admitted(c, of_group, n_bins, removed)[combo_codes]
+            domains = admitted[i] if admitted is not None else self.admitted(c, of_group, n_bins, removed)
+            mask &= domains[combo_codes]
             if not any_set(mask):
                 return None
             if c.kind == "spread":

@@ -24,7 +24,17 @@ def any_set(values: np.ndarray[Any, Any]) -> bool:
     return bool(_count_nonzero(values))
 
 
-_count_nonzero = np.count_nonzero
+def _c_count_nonzero() -> Any:
+    """``np.count_nonzero``'s C function, without its dispatcher and Python wrapper (two frames a call); numpy's
+    public one where a numpy keeps it elsewhere."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # pragma: no cover - numpy before 2.0
+        return np.count_nonzero
+    return getattr(multiarray, "count_nonzero", np.count_nonzero)
+
+
+_count_nonzero = _c_count_nonzero()
 #: ``values.min()`` and ``values.max()`` (with ``axis=``), as the ufuncs' reductions
 reduce_min = np.minimum.reduce
 reduce_max = np.maximum.reduce

@@ -71,7 +71,8 @@ class EngineOptions:
     #: (`view_of`)
     require_nodeclaim: bool = False
     #: Karpenter's pace: single-node consolidation makes at most one command a pass, as Karpenter's disruption
-    #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows). The
+    #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows); multi-node
+    #: consolidation is Karpenter's prefix search and its replacement Karpenter's (`filter_replacement`). The
     #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
     karpenter_pace: bool = False
     #: how many replacements one multi-node consolidation may launch: Karpenter's one by default. More lets a set
@@ -218,8 +219,10 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     offer that many distinct values of each such label, or there is no replacement: Karpenter's
     ``RemoveInstanceTypeOptionsByPriceAndMinValues``, which consolidation never relaxes); enforce the spot-to-spot
     rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single node 15
-    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more).
-    Returns the replacement, or why there is none."""
+    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more). With
+    ``EngineOptions.karpenter_pace`` a replacement of several nodes loses every option as dear as a removed node
+    whose type it could be (Karpenter's ``filterOutSameInstanceType``, `_same_type_ceiling`). Returns the
+    replacement, or why there is none."""
     view = ctx.view
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
@@ -238,6 +241,10 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
     options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
+    if ctx.options.karpenter_pace and len(removed) > 1:
+        ceiling = _same_type_ceiling(view, removed, [t for t in new.instance_types
+                                                     if prices.get(t, float("inf")) < removed_price - EPSILON], prices)
+        options = [t for t in options if prices[t] < ceiling - EPSILON]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
     strictest = strictest_improvement(view, removed)
@@ -271,6 +278,20 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname)
+
+
+def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequence[str],
+                       prices: Mapping[str, float]) -> float:
+    """Karpenter's rule for a multi-node replacement (``filterOutSameInstanceType``, multinodeconsolidation.go): when
+    an instance type it could launch for less than the removed nodes cost (``priced``) is the type of a removed node,
+    keeping that node and deleting the others would do as well with fewer pods moved, so no option may cost as much
+    as the cheapest such node, whatever its type. That price (infinity when no such type is offered)."""
+    cheapest: dict[str, float] = {}  # a removed node's type -> the cheapest removed node of it
+    for name in removed:
+        itype = view.nodes[name].instance_type
+        if itype is not None:
+            cheapest[itype] = min(view.price[name], cheapest.get(itype, float("inf")))
+    return min((cheapest[t] for t in priced if t in cheapest and t in prices), default=float("inf"))
 
 
 def _label_values(key: str, labels: Mapping[str, str], name: str, zone: str, capacity_type: str) -> tuple[str, ...]:

@@ -72,8 +72,9 @@ class EngineOptions:
     require_nodeclaim: bool = False
     #: Karpenter's pace: single-node consolidation makes at most one command a pass, as Karpenter's disruption
     #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows); multi-node
-    #: consolidation is Karpenter's prefix search and its replacement Karpenter's (`filter_replacement`). The
-    #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
+    #: consolidation is Karpenter's prefix search and its replacement Karpenter's (`filter_replacement`); the
+    #: planner passes as that loop looks, at once after a command's validation, else every pass interval, not on a
+    #: change. The back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
     karpenter_pace: bool = False
     #: how many replacements one multi-node consolidation may launch: Karpenter's one by default. More lets a set
     #: of nodes be repacked onto several cheaper ones (`multi_node`), a move Karpenter never makes

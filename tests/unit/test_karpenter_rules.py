@@ -634,3 +634,37 @@ def test_multi_node_consolidation_filter_out_same_instance_type(itype: str, cpu:
     out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=pace)))
     assert [(c["method"], c["action"], sorted(c["nodes"]), [t for r in c["replacements"] for t in r["instanceTypes"]])
             for c in out["commands"]] == [command]
+
+
+# -- a pod an uninitialized node has room for is no replacement's ----------------------------------------------------
+# controllers/provisioning/scheduling/scheduler.go, sortExistingNodes: the scheduler tries the initialized nodes, then
+# the uninitialized ones, and only then a new NodeClaim; controllers/disruption/helpers.go, SimulateScheduling: a
+# consolidation's pod on an uninitialized node is an UninitializedNodeError, so the consolidation is refused, replace
+# or delete. ebb's own engine sets such a node aside and may launch a replacement for the pod instead; Karpenter's rule
+# holds under EngineOptions.karpenter_pace.
+
+# (the case, node u: initialized, and the cpu of the pod already on it; Karpenter's pace; the command taken on b)
+UNINITIALIZED_ROOM = [
+    ("a pod of b fits only on u, not initialized: no replacement for it, b stays", False, "200m", True, None),
+    ("the same with ebb's own engine: b is replaced by a cheaper node", False, "200m", False,
+     ("single-node-consolidation", "replace")),
+    ("u has no room for it: b is replaced by a cheaper node", False, "1800m", True,
+     ("single-node-consolidation", "replace")),
+    ("u is initialized: b's pod moves there and b is deleted", True, "200m", True,
+     ("single-node-consolidation", "delete")),
+]
+
+
+@pytest.mark.parametrize(("initialized", "used", "pace", "taken"), [c[1:] for c in UNINITIALIZED_ROOM],
+                         ids=[c[0] for c in UNINITIALIZED_ROOM])
+def test_consolidation_replace_wont_launch_for_a_pod_an_uninitialized_node_has_room_for(
+        initialized: bool, used: str, pace: bool, taken: tuple[str, str] | None) -> None:
+    """Node b (m5.large, $0.096/h) runs a 1-cpu pod; node full (c5.large, no NodePool's) has no room for it; node u
+    (t3.medium, 2 cpu) runs a pod of ``used`` cpu. A t3.medium ($0.0416/h) would take b's pod for less."""
+    docs = [nodepool(), node("b", itype="m5.large"), pod("b-0", "b", cpu="1", memory="256Mi"),
+            node("full", pool=None, itype="c5.large", zone="us-east-1b"),
+            pod("full-0", "full", cpu="1900m", memory="256Mi"),
+            node("u", itype="t3.medium", zone="us-east-1c", initialized=initialized),
+            nodeclaim("c-u", "u", initialized=initialized), pod("u-0", "u", cpu=used, memory="256Mi")]
+    out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=pace)))
+    assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == ([taken] if taken else [])

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
@@ -222,9 +224,16 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single node 15
     cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more). With
     ``EngineOptions.karpenter_pace`` a replacement of several nodes loses every option as dear as a removed node
-    whose type it could be (Karpenter's ``filterOutSameInstanceType``, `_same_type_ceiling`). Returns the
-    replacement, or why there is none."""
+    whose type it could be (Karpenter's ``filterOutSameInstanceType``, `_same_type_ceiling`), and there is none for
+    a pod a node not initialized yet has room for (`uninitialized_room`). Returns the replacement, or why there is
+    none."""
     view = ctx.view
+    if ctx.options.karpenter_pace:
+        waiting = uninitialized_room(ctx.state, new, view.uninitialized_owned())
+        if waiting is not None:
+            return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": waiting[0], "why": (
+                f"node {waiting[1]} has room for it but is not initialized yet, where Karpenter's scheduler puts it "
+                "before it opens a new node, and then does not consolidate")})
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
     floors = [r for r in pool.pool.requirements if r.min_values is not None]
@@ -279,6 +288,27 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname)
+
+
+def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:
+    """A pod the simulation put on the new node ``new`` that one of the ``uninitialized`` nodes (Karpenter's, not
+    initialized yet: `simulation` sets them aside) has room for (resources, selectors and tolerations), and that
+    node; None when there is none.
+    Karpenter's scheduler tries the initialized nodes, then the uninitialized ones, then new NodeClaims
+    (``sortExistingNodes``), and a consolidation whose pod lands on an uninitialized node is refused
+    (``UninitializedNodeError``, ``SimulateScheduling``): there is no replacement for such a pod."""
+    if not uninitialized:
+        return None
+    claim = next((b for b, c in state.claims.items() if c.hostname == new.hostname), None)
+    if claim is None:
+        return None
+    bins = np.array([state.s.node_index[name] for name in uninitialized], dtype=np.int64)
+    for pod in state.pods_on_bin(claim):
+        cls = state.s.classes(pod)[-1]
+        fits = cls.node_ok[bins] & np.all(state.free[bins] >= state.s.pod_vec(pod), axis=1)
+        if fits.any():
+            return pod.key, state.s.nodes[int(bins[int(fits.nonzero()[0][0])])].name
+    return None
 
 
 def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequence[str],

@@ -871,13 +871,128 @@ def phase_figures(timeline: Timeline, start: float, end: float, quiet: float = Q
     }
 
 
+# -- Karpenter's own account of its disruption (pure) ----------------------------------------------------------------
+
+
+#: the reasons of the Events Karpenter publishes on what its disruption considered and left (sigs.k8s.io/karpenter
+#: ``pkg/events/reason.go``): a node kept out of the candidates and why (``DisruptionBlocked``: nominated for a
+#: pending pod, a PDB, not initialized, ...), a command its validation refused (``ConsolidationRejected``: budget,
+#: scheduling or churn), a node its consolidation could not move (``Unconsolidatable``), and the provisioner's
+#: nomination of a node for a pending pod or one leaving a deleting node (``Nominated``, on the pod)
+KARPENTER_EVENT_REASONS = ("DisruptionBlocked", "ConsolidationRejected", "Unconsolidatable", "Nominated")
+
+
+def _wall(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def karpenter_events(items: Iterable[Mapping[str, Any]], wall_start: float) -> list[Doc]:
+    """The Events (the API's JSON) of ``KARPENTER_EVENT_REASONS``, each as the run's record: when (seconds from
+    ``wall_start``, the run's start on the wall clock; the last time for an Event counted more than once, whole
+    seconds as the API keeps them), the reason, the object (kind and name), how many times and the message; in time
+    order."""
+    out: list[Doc] = []
+    for event in items:
+        if event.get("reason") not in KARPENTER_EVENT_REASONS:
+            continue
+        at = (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+              or (event.get("metadata") or {}).get("creationTimestamp"))
+        if not at:
+            continue
+        involved = event.get("involvedObject") or {}
+        out.append({"t": round(_wall(str(at)) - wall_start, 3), "reason": event["reason"],
+                    "kind": involved.get("kind", ""), "name": involved.get("name", ""),
+                    "count": int(event.get("count") or 1), "message": str(event.get("message") or "")})
+    return sorted(out, key=lambda e: (e["t"], e["reason"], e["name"]))
+
+
+#: Karpenter's consolidation types (its metrics' ``consolidation_type`` label) by the reason a command names
+_COMMAND_TYPES = {"Empty": "empty", "Underutilized": "consolidation"}
+
+
+def karpenter_commands(lines: Iterable[str], wall_start: float) -> list[Doc]:
+    """The commands Karpenter's disruption started, from its JSON log (``disrupting node(s)``, logged at info): when
+    (seconds from ``wall_start``), the reason (``Empty``, ``Underutilized``, ``Drifted``, ...), the consolidation
+    type as its metrics label it (``empty``; ``multi`` for an Underutilized command of two nodes or more, the
+    smallest multi-node consolidation makes, ``single`` for one; "" for another reason), the NodeClaims, how many
+    replacements and how many pods it moves."""
+    out: list[Doc] = []
+    for line in lines:
+        if '"disrupting node(s)"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("message") != "disrupting node(s)" or "time" not in entry:
+            continue
+        reason = str(entry.get("command", "")).split("/", 1)[0]
+        nodes = [str((n.get("NodeClaim") or {}).get("name", "")) for n in entry.get("disrupted-nodes") or []]
+        kind = _COMMAND_TYPES.get(reason, "")
+        if kind == "consolidation":
+            kind = "multi" if len(nodes) > 1 else "single"
+        out.append({"t": round(_wall(entry["time"]) - wall_start, 3), "reason": reason, "type": kind,
+                    "nodeclaims": nodes, "replacements": int(entry.get("replacement-node-count") or 0),
+                    "pods": int(entry.get("pod-count") or 0)})
+    return out
+
+
+def karpenter_probes(commands: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]],
+                     after: float = 0.0) -> Doc:
+    """What Karpenter's disruption did and refused from ``after`` (seconds of the run) on: the commands it started
+    by consolidation type, with the nodes of each multi-node one; the commands its validation refused by type and
+    reason, one per refusal (a multi-node refusal is an Event on each of its nodes, at one moment, naming how many
+    nodes: "(part of N-node consolidation)"), with the multi-node ones' sizes; and why nodes were kept out of the
+    candidates (``DisruptionBlocked``, by the message's first words, each Event once however often it was
+    counted: Karpenter publishes it at most once a minute a node)."""
+    import re
+
+    started: dict[str, int] = {}
+    sizes: list[int] = []
+    for command in commands:
+        if command["t"] >= after:
+            started[command["type"] or command["reason"]] = started.get(command["type"] or command["reason"], 0) + 1
+            if command["type"] == "multi":
+                sizes.append(len(command["nodeclaims"]))
+    refused: dict[str, int] = {}
+    refused_sizes: list[int] = []
+    last: dict[tuple[int, str], float] = {}  # (size, reason) -> when a multi-node refusal's Events were last seen
+    blocked: dict[str, int] = {}
+    for event in events:
+        if event["t"] < after or event["kind"] != "Node":
+            continue
+        if event["reason"] == "ConsolidationRejected":
+            found = re.search(r"\(part of (\d+)-node consolidation\), reason: (\w+)", event["message"])
+            why = found.group(2) if found else event["message"].rsplit("reason: ", 1)[-1].split(" ", 1)[0]
+            size = int(found.group(1)) if found else 1
+            if size > 1:  # one refusal's Events come together (whole seconds: within two of the first)
+                before, last[(size, why)] = last.get((size, why)), event["t"]
+                if before is not None and event["t"] - before <= 2.0:
+                    continue
+            kind = "multi" if size > 1 else "single"
+            refused[f"{kind}/{why}"] = refused.get(f"{kind}/{why}", 0) + 1
+            if size > 1:
+                refused_sizes.append(size)
+        elif event["reason"] == "DisruptionBlocked":
+            words = " ".join(event["message"].split()[:3])
+            blocked[words] = blocked.get(words, 0) + 1
+    return {"started": dict(sorted(started.items())), "multi_sizes": sizes, "refused": dict(sorted(refused.items())),
+            "refused_multi_sizes": refused_sizes, "blocked": dict(sorted(blocked.items()))}
+
+
 # -- metrics ---------------------------------------------------------------------------------------------------------
 
 
-#: Karpenter's counters read for its side, and ebb's for the ebb side
+#: Karpenter's counters read for its side, and ebb's for the ebb side. Of Karpenter's, how often each method looked
+#: (its evaluations, by consolidation type), the failed validations (each failure counting the command's candidates;
+#: a refusal by the scheduling simulation is not counted) and the multi-node search's timeouts say how often a look
+#: found no command or a command it computed was not run
 KARPENTER_METRICS = ("karpenter_voluntary_disruption_decisions_total", "karpenter_nodeclaims_created_total",
                      "karpenter_nodeclaims_terminated_total", "karpenter_nodeclaims_disrupted_total",
-                     "karpenter_pods_eviction_requests_total")
+                     "karpenter_pods_eviction_requests_total",
+                     "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count",
+                     "karpenter_voluntary_disruption_failed_validations_total",
+                     "karpenter_voluntary_disruption_consolidation_timeouts_total")
 EBB_METRICS = ("ebb_voluntary_disruption_decisions_total", "ebb_disruption_commands_total",
                "ebb_pods_eviction_requests_total", "ebb_nodeclaims_disrupted_total")
 
@@ -1380,6 +1495,21 @@ async def scrape(url: str, names: Iterable[str]) -> dict[str, float]:
     return counters(response.text, names)
 
 
+async def list_events(api: Any) -> list[Doc]:
+    """Every Event of the cluster as the API's JSON (what was published over the run: an Event lives an hour); none
+    when the list fails, which must not fail the run."""
+    from kubernetes_asyncio import client
+
+    try:
+        core: Any = client.CoreV1Api(api)
+        response = await core.list_event_for_all_namespaces(_preload_content=False)  # the JSON as it came
+        items = json.loads(await response.read()).get("items") or []
+    except Exception as e:  # the figures do not need them
+        _log(f"listing the Events failed: {e!r}")
+        return []
+    return [item for item in items if isinstance(item, dict)]
+
+
 PLURALS = {"NodePool": "nodepools", "InstanceTypeCatalog": "instancetypecatalogs",
            "DisruptionPolicy": "disruptionpolicies"}
 
@@ -1448,6 +1578,7 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
 
         await scrape_all("start")
         recorder.t0 = loop.time()
+        wall_start = time.time()
 
         load: list[tuple[float, float]] = []
 
@@ -1499,6 +1630,8 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
             if watching.done():
                 watching.result()  # what ended the watch early
             await scrape_all("end")
+            events = await list_events(api)
+            (out_dir / "events.json").write_text(json.dumps(events))
         finally:
             stop.set()
             await asyncio.gather(watching, sampling, return_exceptions=True)
@@ -1522,7 +1655,8 @@ async def run_trace(side: Side, trace: Trace, cloud: Cloud, kubeconfig: str,
         "node_ready": timeline.node_ready,
         "scrapes": scrapes, "load": load, "errors": driver.errors}, indent=1))
     return {"side": side.key, "title": side.title, "seed": trace.seed, "phases": figures, "whole": whole,
-            "after_up": after_up, "end": end, "trace": describe(trace),
+            "after_up": after_up, "end": end, "trace": describe(trace), "wall_start": wall_start,
+            "karpenter_events": karpenter_events(events, wall_start),
             "up_capped": trace.phases[0].end >= ready_at + trace.up_cap,
             "start": {"nodeclaims": len(start), "ready_after": ready_at,
                       "cost_rate": sum(prices.get((n.instance_type, n.capacity_type, n.zone), 0.0) for n in start)},
@@ -1551,6 +1685,13 @@ def case_peer(run: str) -> Doc:
         started = time.monotonic()
         _log(f"{side.key}: logs and the raw timeline in {out_dir}")
         result = _run_side(side, trace, cloud, prices, types, out_dir)
+    log = out_dir / "infra-logs" / "karpenter.log"  # copied there once the control plane stopped
+    if log.is_file() and "wall_start" in result:
+        result["karpenter_commands"] = karpenter_commands(log.read_text(errors="replace").splitlines(),
+                                                          float(result["wall_start"]))
+        phases = result.get("phases") or []
+        result["karpenter_probes"] = karpenter_probes(result["karpenter_commands"], result.get("karpenter_events", []),
+                                                      float(phases[1]["start"]) if len(phases) > 1 else 0.0)
     result.update({"seconds": time.monotonic() - started, "load_average_before": load_before,
                    "load_average_after": os.getloadavg()[0], "out_dir": str(out_dir), "code": _code_version(),
                    "smoke": size is SMOKE,

@@ -410,6 +410,75 @@ def test_counter_delta_counts_new_series_from_zero_and_leaves_out_unchanged_ones
     assert peer.counter_delta({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 5.0, "c": 4.0}) == {"b": 3.0, "c": 4.0}
 
 
+#: 2026-12-02T17:48:00Z on the wall clock: the run's start in the records below
+WALL_START = datetime(2026, 12, 2, 17, 48, tzinfo=UTC).timestamp()
+
+
+def _disrupting(at: str, command: str, nodeclaims: list[str], replacements: int = 0, pods: int = 4) -> str:
+    """A ``disrupting node(s)`` line of Karpenter's JSON log (the fields the harness reads, as v1.14.1 logs them)."""
+    return json.dumps({"level": "INFO", "time": at, "logger": "controller", "message": "disrupting node(s)",
+                       "controller": "disruption", "command": f"{command}/3779cd41: delete: nodepools=[default]",
+                       "decision": "delete", "disrupted-node-count": len(nodeclaims),
+                       "replacement-node-count": replacements, "pod-count": pods,
+                       "disrupted-nodes": [{"Node": {"name": f"kwok-{n}"}, "NodeClaim": {"name": n}}
+                                           for n in nodeclaims],
+                       "replacement-nodes": []})
+
+
+def test_karpenter_commands_reads_each_started_command_with_its_consolidation_type() -> None:
+    lines = [_disrupting("2026-12-02T17:48:32.010Z", "Underutilized", ["default-xd2gb", "default-gjr6t"]),
+             '{"level":"INFO","time":"2026-12-02T17:48:40.000Z","message":"tainted node"}', "not json at all",
+             _disrupting("2026-12-02T17:49:21.916Z", "Underutilized", ["start-040"], pods=1),
+             _disrupting("2026-12-02T17:51:13.000Z", "Empty", ["start-010"], pods=0),
+             _disrupting("2026-12-02T17:52:00.000Z", "Drifted", ["start-011"], replacements=1)]
+    commands = peer.karpenter_commands(lines, WALL_START)
+    assert [(c["t"], c["reason"], c["type"], c["nodeclaims"], c["replacements"], c["pods"]) for c in commands] == [
+        (32.01, "Underutilized", "multi", ["default-xd2gb", "default-gjr6t"], 0, 4),
+        (81.916, "Underutilized", "single", ["start-040"], 0, 1), (193.0, "Empty", "empty", ["start-010"], 0, 0),
+        (240.0, "Drifted", "", ["start-011"], 1, 4)]
+
+
+def _event(reason: str, name: str, message: str, at: str, kind: str = "Node", count: int = 1) -> dict[str, Any]:
+    return {"reason": reason, "involvedObject": {"kind": kind, "name": name}, "message": message, "count": count,
+            "lastTimestamp": at, "metadata": {"creationTimestamp": at}}
+
+
+def test_karpenter_events_keeps_what_disruption_published_in_time_order() -> None:
+    items = [_event("DisruptionBlocked", "n2", "Node is nominated for a pending pod", "2026-12-02T17:48:20Z", count=2),
+             _event("Scheduled", "p1", "Successfully assigned", "2026-12-02T17:48:01Z", kind="Pod"),
+             _event("Nominated", "p2", "Pod should schedule on: nodeclaim/c1", "2026-12-02T17:48:10Z", kind="Pod"),
+             {"reason": "ConsolidationRejected", "involvedObject": {"kind": "Node", "name": "n3"}, "message": "m",
+              "eventTime": "2026-12-02T17:48:30.500000Z"},
+             {"reason": "Unconsolidatable", "involvedObject": {"kind": "Node", "name": "n4"}, "message": "no time"}]
+    events = peer.karpenter_events(items, WALL_START)
+    assert [(e["t"], e["reason"], e["kind"], e["name"], e["count"]) for e in events] == [
+        (10.0, "Nominated", "Pod", "p2", 1), (20.0, "DisruptionBlocked", "Node", "n2", 2),
+        (30.5, "ConsolidationRejected", "Node", "n3", 1)]
+
+
+def test_karpenter_probes_counts_commands_refusals_and_why_nodes_were_not_candidates() -> None:
+    lines = [_disrupting("2026-12-02T17:48:05Z", "Underutilized", ["a", "b"]),
+             _disrupting("2026-12-02T17:49:00Z", "Underutilized", ["c", "d", "e"]),
+             _disrupting("2026-12-02T17:49:30Z", "Underutilized", ["f"]),
+             _disrupting("2026-12-02T17:47:59Z", "Empty", ["g"])]  # before ``after``: left out
+    rejected = "Consolidation rejected: delete: [{}] (part of 3-node consolidation), reason: budget (savings: $0.30)"
+    items = [_event("ConsolidationRejected", n, rejected.format(n), at)
+             for n, at in (("h", "2026-12-02T17:48:40Z"), ("i", "2026-12-02T17:48:40Z"), ("j", "2026-12-02T17:48:41Z"))]
+    items += [_event("ConsolidationRejected", "k", "Consolidation rejected: delete: [k], reason: scheduling",
+                     "2026-12-02T17:48:50Z"),
+              _event("ConsolidationRejected", "k", "Consolidation rejected: delete: [k], reason: scheduling",
+                     "2026-12-02T17:48:50Z", kind="NodeClaim"),
+              _event("DisruptionBlocked", "l", "Node is nominated for a pending pod", "2026-12-02T17:48:50Z", count=3),
+              _event("DisruptionBlocked", "m", "Node is nominated for a pending pod", "2026-12-02T17:48:51Z"),
+              _event("DisruptionBlocked", "n", "Pdb prevents pod evictions (PodDisruptionBudget=[peer/x])",
+                     "2026-12-02T17:48:52Z")]
+    probes = peer.karpenter_probes(peer.karpenter_commands(lines, WALL_START),
+                                   peer.karpenter_events(items, WALL_START), after=1.0)
+    assert probes == {"started": {"multi": 2, "single": 1}, "multi_sizes": [2, 3],
+                      "refused": {"multi/budget": 1, "single/scheduling": 1}, "refused_multi_sizes": [3],
+                      "blocked": {"Node is nominated": 2, "Pdb prevents pod": 1}}
+
+
 def _side(settle: list[float | None], rates: list[float | None], churn: tuple[int, int],
           converged: float = 100.0) -> dict[str, Any]:
     phases = [{"name": "down", "kind": "down", "settled_after": settle[0], "rate_settled": rates[0], "rate_end": 9.0,

@@ -17,8 +17,9 @@ import pytest
 
 from ebb.core.causes import Stale
 from ebb.core.cluster import ClusterView
-from ebb.core.methods.base import simulation
+from ebb.core.methods.base import EngineOptions, simulation
 from ebb.core.model import REASONS
+from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import input_warnings
 from ebb.core.validation import validate
 from tests.kit.builders import (
@@ -595,3 +596,75 @@ def test_expiration(node_created: str, claim_created: str | None, expires: bool)
     assert ([c["method"] for c in out["commands"]] == ["expiration"]) is expires, out["commands"]
     if expires:
         assert f"launched {claim_created or node_created}" in out["commands"][0]["explanation"]
+
+
+# -- a multi-node replacement of a removed node's type, or dearer, is no replacement ----------------------------------
+# controllers/disruption/multinodeconsolidation.go, filterOutSameInstanceType: when the replacement could be of the
+# type of a node the command removes, every option costing as much as that node goes, whatever its type ("we should
+# just keep that one and do a deletion only to reduce cluster disruption"); ebb's own engine drops only that type.
+# Karpenter's rule holds under EngineOptions.karpenter_pace (the back-test's karpenter-* policies).
+
+#: small (2 cpu) $0.12, medium (4 cpu) $0.20, wide (4 cpu) $0.22: two mediums cost $0.40
+SAME_TYPE_TYPES = catalog([instance_type("small", "2", "8Gi", 29, 0.12), instance_type("medium", "4", "16Gi", 29, 0.20),
+                           instance_type("wide", "4", "16Gi", 29, 0.22)])
+
+# (the case, the type of nodes a and b, the cpu of the pod on each, Karpenter's pace, the command: method, action,
+# nodes, the replacement's instance types)
+SAME_TYPE = [
+    ("[medium, medium] -> 1 of medium, wide: not a merge; the loop deletes one node instead", "medium", "1500m", True,
+     ("single-node-consolidation", "delete", ["a"], [])),
+    ("the same with ebb's own engine, whose merge search takes a merge only when it saves more than its nodes one at a "
+     "time", "medium", "1500m", False, ("single-node-consolidation", "delete", ["a"], [])),
+    ("[medium, medium] -> 1 of small: the cheaper option stays, wide goes", "medium", "750m", True,
+     ("multi-node-consolidation", "replace", ["a", "b"], ["small"])),
+    ("no removed node's type among the options: [small, small] -> 1 of medium, wide", "small", "1500m", True,
+     ("multi-node-consolidation", "replace", ["a", "b"], ["medium", "wide"])),
+]
+
+
+@pytest.mark.parametrize(("itype", "cpu", "pace", "command"), [c[1:] for c in SAME_TYPE], ids=[c[0] for c in SAME_TYPE])
+def test_multi_node_consolidation_filter_out_same_instance_type(itype: str, cpu: str, pace: bool,
+                                                               command: tuple[str, str, list[str], list[str]]) -> None:
+    """Two on-demand nodes a and b of ``itype`` with a pod of ``cpu`` each; neither pod fits beside the other on a
+    small node, so a merge needs a replacement of 4 cpu, where a medium, the nodes' own type, is an option."""
+    docs = [SAME_TYPE_TYPES, nodepool()]
+    for name in "ab":
+        docs += [node(name, itype=itype, cpu="2" if itype == "small" else "4", memory="8Gi"),
+                 pod(f"web-{name}", name, cpu=cpu)]
+    out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=pace)))
+    assert [(c["method"], c["action"], sorted(c["nodes"]), [t for r in c["replacements"] for t in r["instanceTypes"]])
+            for c in out["commands"]] == [command]
+
+
+# -- a pod an uninitialized node has room for is no replacement's ----------------------------------------------------
+# controllers/provisioning/scheduling/scheduler.go, sortExistingNodes: the scheduler tries the initialized nodes, then
+# the uninitialized ones, and only then a new NodeClaim; controllers/disruption/helpers.go, SimulateScheduling: a
+# consolidation's pod on an uninitialized node is an UninitializedNodeError, so the consolidation is refused, replace
+# or delete. ebb's own engine sets such a node aside and may launch a replacement for the pod instead; Karpenter's rule
+# holds under EngineOptions.karpenter_pace.
+
+# (the case, node u: initialized, and the cpu of the pod already on it; Karpenter's pace; the command taken on b)
+UNINITIALIZED_ROOM = [
+    ("a pod of b fits only on u, not initialized: no replacement for it, b stays", False, "200m", True, None),
+    ("the same with ebb's own engine: b is replaced by a cheaper node", False, "200m", False,
+     ("single-node-consolidation", "replace")),
+    ("u has no room for it: b is replaced by a cheaper node", False, "1800m", True,
+     ("single-node-consolidation", "replace")),
+    ("u is initialized: b's pod moves there and b is deleted", True, "200m", True,
+     ("single-node-consolidation", "delete")),
+]
+
+
+@pytest.mark.parametrize(("initialized", "used", "pace", "taken"), [c[1:] for c in UNINITIALIZED_ROOM],
+                         ids=[c[0] for c in UNINITIALIZED_ROOM])
+def test_consolidation_replace_wont_launch_for_a_pod_an_uninitialized_node_has_room_for(
+        initialized: bool, used: str, pace: bool, taken: tuple[str, str] | None) -> None:
+    """Node b (m5.large, $0.096/h) runs a 1-cpu pod; node full (c5.large, no NodePool's) has no room for it; node u
+    (t3.medium, 2 cpu) runs a pod of ``used`` cpu. A t3.medium ($0.0416/h) would take b's pod for less."""
+    docs = [nodepool(), node("b", itype="m5.large"), pod("b-0", "b", cpu="1", memory="256Mi"),
+            node("full", pool=None, itype="c5.large", zone="us-east-1b"),
+            pod("full-0", "full", cpu="1900m", memory="256Mi"),
+            node("u", itype="t3.medium", zone="us-east-1c", initialized=initialized),
+            nodeclaim("c-u", "u", initialized=initialized), pod("u-0", "u", cpu=used, memory="256Mi")]
+    out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=pace)))
+    assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == ([taken] if taken else [])

@@ -2,10 +2,12 @@
 
 ``Planner.handle`` applies ebb.cluster.objects records to a ``SnapshotStore`` and wakes the loop;
 ``Planner.run`` runs an engine pass (``ebb.core.engine.run_pass``) at most every ``debounce`` seconds after
-a change and at least every ``interval`` seconds, but only while this replica is the leader. Active holds
-from the store are merged into the snapshot, so holds made over REST take effect. A pass that reads what the last
-one read, before that one's ``revisit_at`` and after a pass without commands, is answered from it
-(``pass_inputs.PassInputs``, in every mode): a settled cluster costs the store's reads, not a pass.
+a change and at least every ``interval`` seconds, but only while this replica is the leader (with
+``EngineOptions.karpenter_pace`` as Karpenter's disruption loop looks: at once after a proposal was validated, else
+every ``interval`` seconds, never on a change). Active holds from the store are merged into the snapshot, so holds
+made over REST take effect. A pass that reads what the last one read, before that one's ``revisit_at`` and after a
+pass without commands, is answered from it (``pass_inputs.PassInputs``, in every mode): a settled cluster costs the
+store's reads, not a pass.
 
 Each command of a pass becomes a decision row (state proposed, with explanation, nodes, replacements, savings
 and ``approve_at``, the moment it is due for validation, ``validation_delay`` seconds on) and a Proposed step per
@@ -348,6 +350,11 @@ class Planner:
                 await self.clock.sleep(self._until_due(), stop)
                 continue
             since = self.clock.monotonic() - last
+            if self.options.karpenter_pace and not fresh and since < self.interval:
+                # nor does it look again on a change: at once after a command (its validation took longer than the
+                # interval), else on its next poll; the wait above ends with the interval
+                self.changed.clear()
+                continue
             if not fresh and not (self.changed.is_set() and since >= self.debounce) and since < self.interval:
                 if self.changed.is_set():
                     # a change waits out the debounce: sleep until it ends or a proposal is due (the set event

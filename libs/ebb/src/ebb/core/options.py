@@ -10,8 +10,10 @@ and this module turns its ``data`` into the core's ``EngineOptions``:
   NodeClaim is not a candidate; the termination-executor reads the same key as its provider
   (`configured_provider`), so the planner never proposes what the executor cannot retire;
 - ``explain`` (``true`` / ``false``): ``explain``, every node that is left alone gets its cause;
-- ``karpenterPace`` (``true`` / ``false``): ``karpenter_pace``, single-node consolidation makes one command a pass
-  as Karpenter does (the back-test's simulations of Karpenter set it).
+- ``karpenterPace`` (``true`` / ``false``): ``karpenter_pace``, Karpenter's pace and search: single-node
+  consolidation makes one command a pass, multi-node consolidation is Karpenter's prefix search with its
+  replacement rules, and the planner looks again as Karpenter's disruption loop does (the back-test's simulations
+  of Karpenter set it).
 - ``maxReplacements`` (a whole number, 1 or more): ``max_replacements``, how many nodes one multi-node consolidation
   may launch (1, Karpenter's, unless set; more repacks a set of nodes onto several cheaper ones);
 - ``consolidationSearch`` (``greedy`` / ``optimizer``): ``search``, how multi-node consolidation finds its set

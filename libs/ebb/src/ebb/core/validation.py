@@ -25,7 +25,7 @@ from ebb.core import worth
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
-from ebb.core.methods.base import EPSILON, Command, EngineOptions, leaving, simulation
+from ebb.core.methods.base import EPSILON, Command, EngineOptions, leaving, simulation, uninitialized_room
 from ebb.core.methods.consolidation import command_capacity_lost, demand_block, set_aside_unsettled
 from ebb.core.model import Snapshot
 
@@ -77,6 +77,12 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     if failures:
         pod, why = next(iter(failures.items()))
         return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})
+    if method.consolidation and options is not None and options.karpenter_pace:
+        for new in state.new_nodes():
+            waiting = uninitialized_room(state, new, view.uninitialized_owned())
+            if waiting is not None:
+                return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": waiting[0], "why": (
+                    f"node {waiting[1]} has room for it but is not initialized yet")})
     new_price = sum(n.price for n in state.new_nodes())
     old_price = sum(r.price for r in command.replacements)
     if new_price > old_price + EPSILON:

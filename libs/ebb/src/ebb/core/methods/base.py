@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
@@ -71,8 +73,10 @@ class EngineOptions:
     #: (`view_of`)
     require_nodeclaim: bool = False
     #: Karpenter's pace: single-node consolidation makes at most one command a pass, as Karpenter's disruption
-    #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows). The
-    #: back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
+    #: loop acts on one node per iteration (ebb's own default takes every candidate the budget allows); multi-node
+    #: consolidation is Karpenter's prefix search and its replacement Karpenter's (`filter_replacement`); the
+    #: planner passes as that loop looks, at once after a command's validation, else every pass interval, not on a
+    #: change. The back-test's simulations of Karpenter (``karpenter-default``, ``karpenter-balanced``) set it
     karpenter_pace: bool = False
     #: how many replacements one multi-node consolidation may launch: Karpenter's one by default. More lets a set
     #: of nodes be repacked onto several cheaper ones (`multi_node`), a move Karpenter never makes
@@ -218,9 +222,18 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     offer that many distinct values of each such label, or there is no replacement: Karpenter's
     ``RemoveInstanceTypeOptionsByPriceAndMinValues``, which consolidation never relaxes); enforce the spot-to-spot
     rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single node 15
-    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more).
-    Returns the replacement, or why there is none."""
+    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more). With
+    ``EngineOptions.karpenter_pace`` a replacement of several nodes loses every option as dear as a removed node
+    whose type it could be (Karpenter's ``filterOutSameInstanceType``, `_same_type_ceiling`), and there is none for
+    a pod a node not initialized yet has room for (`uninitialized_room`). Returns the replacement, or why there is
+    none."""
     view = ctx.view
+    if ctx.options.karpenter_pace:
+        waiting = uninitialized_room(ctx.state, new, view.uninitialized_owned())
+        if waiting is not None:
+            return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": waiting[0], "why": (
+                f"node {waiting[1]} has room for it but is not initialized yet, where Karpenter's scheduler puts it "
+                "before it opens a new node, and then does not consolidate")})
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
     floors = [r for r in pool.pool.requirements if r.min_values is not None]
@@ -238,6 +251,10 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
     options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
                and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
+    if ctx.options.karpenter_pace and len(removed) > 1:
+        ceiling = _same_type_ceiling(view, removed, [t for t in new.instance_types
+                                                     if prices.get(t, float("inf")) < removed_price - EPSILON], prices)
+        options = [t for t in options if prices[t] < ceiling - EPSILON]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
     strictest = strictest_improvement(view, removed)
@@ -271,6 +288,41 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname)
+
+
+def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:
+    """A pod the simulation put on the new node ``new`` that one of the ``uninitialized`` nodes (Karpenter's, not
+    initialized yet: `simulation` sets them aside) has room for (resources, selectors and tolerations), and that
+    node; None when there is none.
+    Karpenter's scheduler tries the initialized nodes, then the uninitialized ones, then new NodeClaims
+    (``sortExistingNodes``), and a consolidation whose pod lands on an uninitialized node is refused
+    (``UninitializedNodeError``, ``SimulateScheduling``): there is no replacement for such a pod."""
+    if not uninitialized:
+        return None
+    claim = next((b for b, c in state.claims.items() if c.hostname == new.hostname), None)
+    if claim is None:
+        return None
+    bins = np.array([state.s.node_index[name] for name in uninitialized], dtype=np.int64)
+    for pod in state.pods_on_bin(claim):
+        cls = state.s.classes(pod)[-1]
+        fits = cls.node_ok[bins] & np.all(state.free[bins] >= state.s.pod_vec(pod), axis=1)
+        if fits.any():
+            return pod.key, state.s.nodes[int(bins[int(fits.nonzero()[0][0])])].name
+    return None
+
+
+def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequence[str],
+                       prices: Mapping[str, float]) -> float:
+    """Karpenter's rule for a multi-node replacement (``filterOutSameInstanceType``, multinodeconsolidation.go): when
+    an instance type it could launch for less than the removed nodes cost (``priced``) is the type of a removed node,
+    keeping that node and deleting the others would do as well with fewer pods moved, so no option may cost as much
+    as the cheapest such node, whatever its type. That price (infinity when no such type is offered)."""
+    cheapest: dict[str, float] = {}  # a removed node's type -> the cheapest removed node of it
+    for name in removed:
+        itype = view.nodes[name].instance_type
+        if itype is not None:
+            cheapest[itype] = min(view.price[name], cheapest.get(itype, float("inf")))
+    return min((cheapest[t] for t in priced if t in cheapest and t in prices), default=float("inf"))
 
 
 def _label_values(key: str, labels: Mapping[str, str], name: str, zone: str, capacity_type: str) -> tuple[str, ...]:

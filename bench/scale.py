@@ -76,6 +76,7 @@ async def _planner_passes(documents: list[dict[str, Any]], moment: datetime) -> 
     median wall and CPU seconds and the slowest), with the distributed planner's ``PassInputs`` (the store read every
     pass); ``settled_reused``: the settled pass was answered from the last one."""
     from ebb.adapters.bus import InMemoryBus
+    from ebb.adapters.heap import LongLivedHeap
     from ebb.adapters.snapshot_store import SnapshotStore
     from ebb.adapters.store.decision_store import DecisionStore
     from ebb.adapters.store.models import metadata
@@ -104,9 +105,11 @@ async def _planner_passes(documents: list[dict[str, Any]], moment: datetime) -> 
         async with store.engine.begin() as connection:
             await connection.run_sync(metadata.create_all)
         # the same options as the planner's: the first pass's commands are not proposed (nothing asks for them here),
-        # so the store stays as it is and the next passes see only what this function changes
+        # so the store stays as it is and the next passes see only what this function changes; the heap frozen after
+        # each computed pass, as the service's (`FREEZE_HEAP`)
         planner = Planner(InMemoryBus(), objects, store, AlwaysLeader(), metrics=Metrics(), clock=lambda: moment,
-                          options=EngineOptions(explain=True), inputs=PassInputs(objects, store))
+                          options=EngineOptions(explain=True), inputs=PassInputs(objects, store),
+                          heap=LongLivedHeap())
 
         cpu: list[float] = []
 

@@ -9,6 +9,7 @@ the planner's: the same cause and sentence, the same findings, the pass's time."
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -273,3 +274,24 @@ async def test_a_node_the_pass_disrupts_is_explained_with_its_command_and_live_d
 
 async def _value(value: bool) -> bool:
     return value
+
+
+async def test_the_service_freezes_its_heap_after_each_computed_pass_and_gives_it_back_when_it_stops(
+        store: DecisionStore) -> None:
+    """``FREEZE_HEAP`` (on by default): the passes answered from the last one settle nothing; a stopped planner
+    leaves nothing frozen. Off, the collector is left alone."""
+    bus = await published(InMemoryBus(), cluster())
+    async with planner_running(bus, store) as planner:
+        await eventually("a pass answered from the last one", lambda: _value(planner.passes_reused >= 1))
+        assert planner.heap is not None
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    # the first settle collected everything; the computed passes after it only froze (a pass stopped between its
+    # count and its settle is counted and not settled)
+    computed = planner.passes - planner.passes_reused
+    assert planner.heap.full_collections == 1
+    assert planner.heap.since_full is not None and computed - 2 <= planner.heap.since_full <= computed - 1
+    async with planner_running(await published(InMemoryBus(), cluster()), store, freeze_heap=False) as planner:
+        await eventually("two passes", lambda: _value(planner.passes >= 2))
+        assert planner.heap is None
+        assert gc.get_freeze_count() == 0

@@ -33,6 +33,7 @@ from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.compacted import seed_snapshot
 from ebb.adapters.engine_options import read_engine_options
 from ebb.adapters.health import serve_health
+from ebb.adapters.heap import LongLivedHeap
 from ebb.adapters.kube.client import kube_client, ping_apiserver
 from ebb.adapters.kube.events import EventRecorder, kube_sink
 from ebb.adapters.kube.node_api import KubeNodeApi
@@ -135,6 +136,9 @@ async def run(
         register_consumer_lag(metrics.registry, bus)
         interruptions = f"{settings.group}-interruptions"
         options = engine_options(settings)
+        heap = LongLivedHeap() if settings.freeze_heap else None
+        if heap is not None:
+            stack.callback(heap.release)
         planner = Planner(bus, objects, store, leader, metrics=metrics, debounce=settings.debounce_seconds,
                           interval=settings.pass_interval_seconds,
                           validation_delay=settings.validation_delay_seconds,
@@ -145,7 +149,8 @@ async def run(
                           decision_ids=decision_ids or new_decision_id, live_pods=live_pods,
                           inputs=PassInputs(objects, store, reuse=settings.reuse_passes, writes=store_revision),
                           pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None,
-                          shadow=ShadowWatch(store) if shadow else None)
+                          shadow=ShadowWatch(store) if shadow else None,
+                          heap=heap)
         # every message of a decision goes out through the outbox: what this process wrote at once, what a planner
         # that stopped left within relay_poll_seconds (the embedded mode's planner and store live and die together:
         # no poll, and the sent rows are kept with the decisions)

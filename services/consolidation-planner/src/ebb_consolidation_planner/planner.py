@@ -60,6 +60,7 @@ import structlog
 
 from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, clock_of
+from ebb.adapters.heap import LongLivedHeap
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
@@ -166,6 +167,7 @@ class Planner:
         conflict_settings: ConflictSettings | None = None,
         policy_status: PolicyStatusWriter | None = None,
         shadow: ShadowWatch | None = None,
+        heap: LongLivedHeap | None = None,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -199,6 +201,8 @@ class Planner:
         #: shadow mode (docs/shadow.md): the removals other disrupters make and ebb's verdicts, kept for the shadow
         #: report (None: not in shadow mode); the decisions are shadow ones because ``store`` is a shadow store
         self.shadow = shadow
+        #: the process's objects frozen after each computed pass (the service's; None in the embedded mode)
+        self.heap = heap
         if (shadow is not None) != store.shadow:
             raise ValueError("a planner in shadow mode needs a shadow store, and only it may have one")
         self.changed = asyncio.Event()
@@ -481,6 +485,8 @@ class Planner:
             self._next_due = await self.store.next_due()
         self.inputs.computed(read, snapshot, result, _LastPass(view, result, found, await self._annotate(view),
                                                                published))
+        if self.heap is not None:
+            self.heap.settle()  # what this pass keeps frozen out of the collector's traversals (`ebb.adapters.heap`)
         return result
 
     async def _load_demand(self) -> None:

@@ -277,7 +277,9 @@ async def run_embedded(
             # the cluster is simulated: there is no Karpenter in it to conflict with (its NodeClaims are simulated)
             check_conflicts=False,
             # the passes are for the API's explanations: published only when it is served
-            publish_passes=options.api_port is not None)
+            publish_passes=options.api_port is not None,
+            # the simulated cluster, the store and the caller share the process: its heap is not the planner's own
+            freeze_heap=False)
         executor_settings = ExecutorSettings(
             cluster=options.cluster, eviction_deadline_seconds=600.0,
             eviction_backoff_initial_seconds=0.5, eviction_backoff_max_seconds=10.0,

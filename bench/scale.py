@@ -6,11 +6,11 @@ What it measures, per size, on the decision-engine benchmark's generated cluster
 - **a full pass**, with explanations: what the planner computes whenever something it reads has changed (a pod
   arrived, a node left), the engine's whole work;
 - **the planner's passes** (``ebb_consolidation_planner.planner.Planner`` on the objects as the watcher's topic
-  gives them, a SQLite decision store, ``PassInputs`` as the distributed planner has it: the store read every
-  pass): its first pass (every object parsed), a pass on the **settled** cluster (nothing changed since: answered
-  from the last pass), and `CHANGES` passes each after one node's pods changed (one pod deleted, the pods taken
-  spread through the cluster): computed, with what the last computed pass kept (``PassInputs.alone``), their
-  median wall and CPU seconds and the slowest;
+  gives them, a SQLite decision store, ``PassInputs`` and the frozen heap as the distributed planner has them:
+  the store read every pass, ``FREEZE_HEAP``): its first pass (every object parsed), a pass on the **settled**
+  cluster (nothing changed since: answered from the last pass), and `CHANGES` passes each after one node's pods
+  changed (one pod deleted, the pods taken spread through the cluster): computed, with what the last computed pass
+  kept (``PassInputs.alone``), their median wall and CPU seconds and the slowest;
 - **``--until-stable``**: passes until nothing changes (``ebb.core.plan.make_plan``), their number, the cost
   before and after, and the process's peak RSS.
 

@@ -12,8 +12,8 @@ out of the collector's generations without looking at them): the collector no lo
 collections that start on their own see only what was allocated since the last pass. A frozen object is still freed
 when its last reference goes; only garbage held in reference cycles and frozen with the rest waits, for the full
 collection `settle` makes every ``every`` computed passes (unfreeze, collect everything, freeze again), after a
-pass. The first `settle` is such a full collection. Process-wide: one per process, for its planner, which
-`release`s the frozen objects to the collector when it stops.
+pass. Every other `settle` costs nothing to speak of (a freeze moves the generations' lists, it does not walk them).
+Process-wide: one per process, for its planner, which `release`s the frozen objects to the collector when it stops.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ class LongLivedHeap:
         if every < 1:
             raise ValueError(f"every must be at least 1 (computed passes between full collections), not {every}")
         self.every = every
-        #: computed passes settled since the last full collection; None before the first `settle`
-        self.since_full: int | None = None
-        #: how many full collections `settle` made (the first included)
+        #: computed passes settled since the last full collection (or since the first `settle`)
+        self.since_full = 0
+        #: how many full collections `settle` made
         self.full_collections = 0
 
     def settle(self) -> None:
-        """After a computed pass: freeze what there is; every ``every`` passes (and the first time) a full collection
-        first, which also frees the cycles frozen since the last one."""
-        if self.since_full is None or self.since_full + 1 >= self.every:
+        """After a computed pass: freeze what there is; every ``every`` passes a full collection first, which also frees
+        the cycles frozen since the last one."""
+        if self.since_full + 1 >= self.every:
             gc.unfreeze()
             gc.collect()
             self.since_full = 0

@@ -77,13 +77,14 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     if failures:
         pod, why = next(iter(failures.items()))
         return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})
+    new_nodes = state.new_nodes()
     if method.consolidation and options is not None and options.karpenter_pace:
-        for new in state.new_nodes():
+        for new in new_nodes:
             waiting = uninitialized_room(state, new, view.uninitialized_owned())
             if waiting is not None:
                 return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": waiting[0], "why": (
                     f"node {waiting[1]} has room for it but is not initialized yet")})
-    new_price = sum(n.price for n in state.new_nodes())
+    new_price = sum(n.price for n in new_nodes)
     old_price = sum(r.price for r in command.replacements)
     if new_price > old_price + EPSILON:
         return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})

@@ -29,6 +29,7 @@ from ebb.core.model import (
     Requirement,
     Snapshot,
 )
+from ebb.core.simulator.arrays import all_of_rows
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -249,11 +250,10 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                 values.setdefault(name, {}).setdefault(req.key, set()).update(
                     _label_values(req.key, itype.labels, name, pool.combo_zone[combo], pool.combo_ct[combo]))
     same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
-    options = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON
-               and not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
+    priced = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON]
+    options = [t for t in priced if not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
     if ctx.options.karpenter_pace and len(removed) > 1:
-        ceiling = _same_type_ceiling(view, removed, [t for t in new.instance_types
-                                                     if prices.get(t, float("inf")) < removed_price - EPSILON], prices)
+        ceiling = _same_type_ceiling(view, removed, priced, prices)
         options = [t for t in options if prices[t] < ceiling - EPSILON]
     if not options:
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
@@ -305,7 +305,7 @@ def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[st
     bins = np.array([state.s.node_index[name] for name in uninitialized], dtype=np.int64)
     for pod in state.pods_on_bin(claim):
         cls = state.s.classes(pod)[-1]
-        fits = cls.node_ok[bins] & np.all(state.free[bins] >= state.s.pod_vec(pod), axis=1)
+        fits = cls.node_ok[bins] & all_of_rows(state.free[bins] >= state.s.pod_vec(pod))
         if fits.any():
             return pod.key, state.s.nodes[int(bins[int(fits.nonzero()[0][0])])].name
     return None

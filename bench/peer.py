@@ -84,6 +84,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -945,8 +946,6 @@ def karpenter_probes(commands: Sequence[Mapping[str, Any]], events: Sequence[Map
     nodes: "(part of N-node consolidation)"), with the multi-node ones' sizes; and why nodes were kept out of the
     candidates (``DisruptionBlocked``, by the message's first words, each Event once however often it was
     counted: Karpenter publishes it at most once a minute a node)."""
-    import re
-
     started: dict[str, int] = {}
     sizes: list[int] = []
     for command in commands:

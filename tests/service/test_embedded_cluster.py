@@ -120,6 +120,20 @@ async def test_a_budget_counts_the_pods_of_its_namespace_as_they_come_and_go() -
     assert (await sim.evict("default", "web-1"))[0] == "evicted"
 
 
+async def test_dry_runs_answer_as_the_eviction_would_and_an_eviction_changes_the_next_answer() -> None:
+    # what a budget allows is found once per change of the objects: dry runs between changes share it, and the
+    # eviction (a change) is seen by the next dry run
+    web = [pod(f"web-{i}", "a", labels={"app": "web"}) for i in range(3)]
+    sim, _ = cluster(nodepool(), node("a"), pdb("web", {"app": "web"}, max_unavailable=1), *web)
+    assert [(await sim.evict("default", f"web-{i}", dry_run=True))[0] for i in range(3)] == ["evicted"] * 3
+    assert sim.objects.get("Pod/default/web-0") is not None  # a dry run evicts nothing
+    assert (await sim.evict("default", "web-0"))[0] == "evicted"
+    assert [(await sim.evict("default", f"web-{i}", dry_run=True))[0] for i in (1, 2)] == ["blocked"] * 2
+    assert sim.evictions_refused == 0  # dry runs are not refusals
+    assert await sim.schedule_pending() == 1  # web-0 made again, bound and Running: healthy again
+    assert (await sim.evict("default", "web-1", dry_run=True))[0] == "evicted"
+
+
 async def test_two_budgets_on_one_pod_refuse_the_eviction_and_a_gone_pod_is_gone() -> None:
     sim, _ = cluster(node("a"), pod("web-0", "a", labels={"app": "web"}),
                      pdb("one", {"app": "web"}, min_available=0), pdb("two", {"app": "web"}, min_available=0))

@@ -101,3 +101,27 @@ def test_a_scheduler_given_the_pods_per_node_needs_the_pods_on_no_node() -> None
         Scheduler(snap, derived=view.node_pods)
     given = Scheduler(snap, derived=view.node_pods, unbound=view.unbound)
     assert given.max_bins == Scheduler(snap).max_bins  # the pending pod "c" counted: it would need a home
+
+
+def test_a_nodes_row_is_kept_for_that_very_mapping_and_made_again_for_another() -> None:
+    names = ("cpu", "memory", "pods")
+    first = {"cpu": 4000, "memory": 8 * 2**30}
+    rows = constraints.kept_rows(names, [first, {"pods": 110}])
+    assert rows.tolist() == constraints.rows(names, [first, {"pods": 110}]).tolist()
+    assert constraints.kept_rows(names, [first]).tolist() == [[4000, 8 * 2**30, 0]]
+    first["cpu"] = 1  # never done to a snapshot's objects: shows the row is kept, not made again
+    assert constraints.kept_rows(names, [first]).tolist() == [[4000, 8 * 2**30, 0]]
+    equal = {"cpu": 1, "memory": 8 * 2**30}  # another object: its own row, whatever was kept for the first
+    assert constraints.kept_rows(names, [equal]).tolist() == [[1, 8 * 2**30, 0]]
+    assert constraints.kept_rows(("memory",), [first, equal]).tolist() == [[8 * 2**30], [8 * 2**30]]
+    assert constraints.kept_rows(names, []).shape == (0, 3)
+
+
+def test_kept_rows_are_dropped_past_their_limit_and_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constraints, "_ROWS_KEPT", Memo(8))
+    monkeypatch.setattr(constraints, "KEEP_ROWS_AT_MOST", 2)
+    names = ("cpu",)
+    mappings = [{"cpu": n} for n in range(4)]
+    assert constraints.kept_rows(names, mappings).tolist() == [[0], [1], [2], [3]]
+    assert constraints.kept_rows(names, mappings[:1]).tolist() == [[0]]
+    assert len(constraints._ROWS_KEPT[names]) == 1  # past the limit: started afresh

@@ -194,6 +194,10 @@ class SimulatedCluster:
         self.pods_waiting = asyncio.Event()
         #: the objects parsed, each once per change (the same objects as ``objects``)
         self._parse_cache = SnapshotStore(bundled_catalog)
+        #: how many times an object was stored or removed: what a PDB allows is found once per change (a drain
+        #: asks it for every pod of its node, dry runs first, with nothing changed between)
+        self._changes = 0
+        self._allowed: tuple[int, dict[str, int]] = (-1, {})
         #: Karpenter's NodePool hash of each template seen (`template_hash_input` -> karpenter.sh/nodepool-hash)
         self._template_hashes: dict[str, str] = {}
         for doc in documents:
@@ -214,6 +218,7 @@ class SimulatedCluster:
         return self.key_of(str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
     def _store(self, obj: dict[str, Any]) -> str:
+        self._changes += 1
         meta = obj.setdefault("metadata", {})
         self._resource_version += 1
         meta["resourceVersion"] = str(self._resource_version)
@@ -287,6 +292,7 @@ class SimulatedCluster:
         obj = self.objects.pop(key, None)
         if obj is None:
             return
+        self._changes += 1
         self._kinds.get(str(obj.get("kind")), {}).pop(key, None)
         self._parse_cache.remove(key)
         if obj.get("kind") == "Pod":
@@ -547,7 +553,18 @@ class SimulatedCluster:
 
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
-        over the pods the PDB selects)."""
+        over the pods the PDB selects), found once per change of the objects."""
+        changes, known = self._allowed
+        if changes != self._changes:
+            known = {}
+            self._allowed = (self._changes, known)
+        key = f"{pdb.namespace}/{pdb.name}"
+        allowed = known.get(key)
+        if allowed is None:
+            allowed = known[key] = self._count_allowed(pdb)
+        return allowed
+
+    def _count_allowed(self, pdb: PodDisruptionBudget) -> int:
         pods = (self._parse_cache.parsed(k).value for k in self._pods_in.get(pdb.namespace, ()))  # no other parsed
         matches: dict[Interned, bool] = {}  # the selector matched once per class of pods (their labels)
         selected = []

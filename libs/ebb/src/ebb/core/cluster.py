@@ -185,6 +185,7 @@ class ClusterView:
     #: the drifted nodes and why (`ebb.core.methods.drift.drifted_nodes`), found once per view: the drift method
     #: and the findings both read them
     drifted: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    _uninitialized: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False,
@@ -527,12 +528,16 @@ class ClusterView:
         return (self._do_not_disrupt(pod) is None and len(statuses) <= 1
                 and not (statuses and statuses[0].fully_blocking and not statuses[0].lets_go(pod)))
 
-    def uninitialized_owned(self) -> list[str]:
+    def uninitialized_owned(self) -> tuple[str, ...]:
         """Nodes Karpenter manages that are not initialized yet: a disruption simulation counts on them only for
         pods that are leaving a deleting node (Karpenter's ``SimulateScheduling``: "would schedule against
-        uninitialized" otherwise). A node no NodePool or NodeClaim owns is initialized as far as Karpenter cares."""
-        return [n.name for n in self.snapshot.nodes
-                if (n.nodepool is not None or self.has_nodeclaim(n)) and not self.initialized(n)]
+        uninitialized" otherwise). A node no NodePool or NodeClaim owns is initialized as far as Karpenter cares.
+        Found once per view: every simulation of a pass asks."""
+        if self._uninitialized is None:
+            self._uninitialized = tuple(
+                n.name for n in self.snapshot.nodes
+                if (n.nodepool is not None or self.has_nodeclaim(n)) and not self.initialized(n))
+        return self._uninitialized
 
     def blocked_reason(self, node: str, consolidation: bool) -> BlockCause | None:
         """Why no method (or, with ``consolidation``, no consolidation method) may take the node, or None."""

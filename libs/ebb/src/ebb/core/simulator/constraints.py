@@ -118,6 +118,29 @@ def rows(resources: Sequence[str], mappings: Sequence[Mapping[str, int]]) -> Int
                     dtype=np.int64).reshape(len(mappings), len(resources))
 
 
+def kept_rows(resources: tuple[str, ...], mappings: Sequence[Mapping[str, int]]) -> IntArray:
+    """`rows` of mappings that live through many passes (the nodes' allocatable and capacity: a node unchanged is
+    the same object pass after pass, and so is its mapping): each mapping's row is made once per resource names and
+    kept with the mapping it was made from, so a row is only reused for that very object."""
+    kept = _ROWS_KEPT.get(resources)
+    if kept is None or len(kept) > KEEP_ROWS_AT_MOST:
+        kept = _ROWS_KEPT.keep(resources, {})
+    out: list[list[int]] = []
+    for m in mappings:
+        hit = kept.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = kept[id(m)] = (m, [m.get(name, 0) for name in resources])
+        out.append(hit[1])
+    return np.array(out, dtype=np.int64).reshape(len(mappings), len(resources))
+
+
+#: `kept_rows`'s rows by resource names, then by the mapping's id (with the mapping, so that an id reused by another
+#: object makes its row again)
+_ROWS_KEPT: Memo[tuple[str, ...], dict[int, tuple[Mapping[str, int], list[int]]]] = Memo(8)
+#: past this many mappings kept for some resource names (nodes long gone), they are dropped and made again
+KEEP_ROWS_AT_MOST = 50_000
+
+
 #: `Scheduler.pod_vec` and `.pod_needs` by resource names, then by requests (`Pod.requests_key`): the same for every
 #: Scheduler with those names, and a planner's Schedulers share their names and most requests pass after pass
 _REQUESTS_KEPT: Memo[tuple[str, ...], tuple[dict[Interned, IntArray], dict[Interned, tuple[tuple[int, int], ...]]]] = \

@@ -54,6 +54,7 @@ from ebb.core.simulator.constraints import (
     format_requests,
     has_pod_affinity,
     host_ports,
+    kept_rows,
     node_labels,
     preferences_kept,
     relaxations,
@@ -82,6 +83,8 @@ __all__ = [
 ]
 
 _MOVABLE = attrgetter("movable")
+#: a class `SimState._init_counts` has not met yet
+_UNSEEN: Any = object()
 _NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
 
 
@@ -126,7 +129,7 @@ class Scheduler:
                  or n.being_disrupted) for n in self.nodes], dtype=bool)
         self.node_labels = LabelTable([node_labels(n) for n in self.nodes])
         self.taint_sets = taint_sets(self.nodes)
-        self.node_alloc = self.rows([n.allocatable for n in self.nodes])
+        self.node_alloc = kept_rows(self.resources, [n.allocatable for n in self.nodes])
         self._pod_vecs, self._pod_needs = requests_kept(self.resources)
         self.derived: list[node_pods.NodePods] | None = of_nodes
         if of_nodes is not None:
@@ -310,28 +313,31 @@ class Scheduler:
         """What node ``b`` counts against its NodePool's limits, its capacity then 1 (for ``nodes``), with the pool's
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
         if self._pool_charges is None:
-            index = {p.pool.name: i for i, p in enumerate(self.pools)}
-            charged = [(at, index[n.nodepool]) for at, n in enumerate(self.nodes)
-                       if not n.deleting and n.nodepool is not None and n.nodepool in index]
-            capacity = np.ones((len(charged), len(self.resources) + 1), dtype=np.int64)
-            capacity[:, :-1] = self.rows([self.nodes[at].capacity for at, _ in charged])
-            charges: list[tuple[int, IntArray] | None] = [None] * self.N
-            for row, (at, i) in enumerate(charged):
-                charges[at] = (i, capacity[row])  # read-only rows
-            self._pool_charges = charges
-        return self._pool_charges[b]
+            self._charge_nodes()
+        return cast(list[tuple[int, IntArray] | None], self._pool_charges)[b]
 
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: the capacity of its nodes that are not being deleted, then their count: what its limits
         are measured against when a simulation starts (made once; every state starts from a copy)."""
         if self._pool_usage is None:
-            usage = [np.zeros(len(self.resources) + 1, dtype=np.int64) for _ in self.pools]
-            for b in range(self.N):
-                charged = self.pool_charge(b)
-                if charged is not None:
-                    usage[charged[0]] += charged[1]
-            self._pool_usage = usage
-        return self._pool_usage
+            self._charge_nodes()
+        return cast(list[IntArray], self._pool_usage)
+
+    def _charge_nodes(self) -> None:
+        """`pool_charge` of every node and `pool_usage`, their sums per NodePool (integers: exact in any order)."""
+        index = {p.pool.name: i for i, p in enumerate(self.pools)}
+        charged = [(at, index[n.nodepool]) for at, n in enumerate(self.nodes)
+                   if not n.deleting and n.nodepool is not None and n.nodepool in index]
+        capacity = np.ones((len(charged), len(self.resources) + 1), dtype=np.int64)
+        capacity[:, :-1] = kept_rows(self.resources, [self.nodes[at].capacity for at, _ in charged])
+        charges: list[tuple[int, IntArray] | None] = [None] * self.N
+        for row, (at, i) in enumerate(charged):
+            charges[at] = (i, capacity[row])  # read-only rows
+        usage = np.zeros((len(self.pools), len(self.resources) + 1), dtype=np.int64)
+        if charged:
+            np.add.at(usage, np.array([i for _, i in charged], dtype=np.int64), capacity)
+        self._pool_charges = charges
+        self._pool_usage = list(usage)
 
 
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
@@ -378,19 +384,25 @@ class SimState(Placement):
         replicas share their class, so the per-pod work is one dict lookup. Only the classes' `memberships` are
         needed, not the classes themselves."""
         s, topology = self.s, self.topology
-        nodes_of: dict[Interned, list[int]] = {}
-        first: dict[Interned, Pod] = {}
+        # the nodes of each class that raises a count or holds a host port (most classes do neither: their pods are
+        # skipped), its memberships found when the class first comes (`memberships` registers no group)
+        nodes_of: dict[Interned, list[int] | None] = {}  # None: a class whose pods raise nothing
+        roles: dict[Interned, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]] = {}
+        known, memberships = nodes_of.get, s.memberships
         # each node's classes and how many of its pods are of each: as a pass's view found them, else found now
         per_node = ([d.classes for d in s.derived] if s.derived is not None
                     else [node_pods.classes_of(pods) for pods in s.pods_on])
         for i, classes in enumerate(per_node):
             for class_key, pod, count in classes:
-                at = nodes_of.get(class_key)
-                if at is None:
-                    nodes_of[class_key] = at = []
-                    first[class_key] = pod
-                at.extend(repeat(i, count))
-        bound = [(s.memberships(first[key]), at) for key, at in nodes_of.items()]
+                at = known(class_key, _UNSEEN)
+                if at is _UNSEEN:
+                    gids, ports = memberships(pod)
+                    at = nodes_of[class_key] = [] if gids or ports else None
+                    if at is not None:
+                        roles[class_key] = (gids, ports)
+                if at is not None:
+                    at.extend(repeat(i, count))
+        bound = [(found, cast(list[int], nodes_of[key])) for key, found in roles.items()]
         for key in topology.topology_keys:
             self._ensure_key(key, topology.domain_codes[key][1])
         self.counts = [np.zeros(topology.domain_count(g.key), dtype=np.int64) for g in topology.groups]

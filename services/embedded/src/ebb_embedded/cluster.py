@@ -194,9 +194,8 @@ class SimulatedCluster:
         self.pods_waiting = asyncio.Event()
         #: the objects parsed, each once per change (the same objects as ``objects``)
         self._parse_cache = SnapshotStore(bundled_catalog)
-        #: how many times an object was stored or removed: what a PDB allows is found once per change (a drain
-        #: asks it for every pod of its node, dry runs first, with nothing changed between)
-        self._changes = 0
+        #: what each PDB allows, as of the resourceVersion it was found at (every store and removal moves it): found
+        #: once per change (a drain asks it for every pod of its node, dry runs first, with nothing changed between)
         self._allowed: tuple[int, dict[str, int]] = (-1, {})
         #: Karpenter's NodePool hash of each template seen (`template_hash_input` -> karpenter.sh/nodepool-hash)
         self._template_hashes: dict[str, str] = {}
@@ -218,7 +217,6 @@ class SimulatedCluster:
         return self.key_of(str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
     def _store(self, obj: dict[str, Any]) -> str:
-        self._changes += 1
         meta = obj.setdefault("metadata", {})
         self._resource_version += 1
         meta["resourceVersion"] = str(self._resource_version)
@@ -292,7 +290,6 @@ class SimulatedCluster:
         obj = self.objects.pop(key, None)
         if obj is None:
             return
-        self._changes += 1
         self._kinds.get(str(obj.get("kind")), {}).pop(key, None)
         self._parse_cache.remove(key)
         if obj.get("kind") == "Pod":
@@ -554,10 +551,10 @@ class SimulatedCluster:
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
         over the pods the PDB selects), found once per change of the objects."""
-        changes, known = self._allowed
-        if changes != self._changes:
+        version, known = self._allowed
+        if version != self._resource_version:
             known = {}
-            self._allowed = (self._changes, known)
+            self._allowed = (self._resource_version, known)
         key = f"{pdb.namespace}/{pdb.name}"
         allowed = known.get(key)
         if allowed is None:

@@ -387,7 +387,7 @@ class SimState(Placement):
         # the nodes of each class that raises a count or holds a host port (most classes do neither: their pods are
         # skipped), its memberships found when the class first comes (`memberships` registers no group)
         nodes_of: dict[Interned, list[int] | None] = {}  # None: a class whose pods raise nothing
-        roles: dict[Interned, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]] = {}
+        bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]] = []
         known, memberships = nodes_of.get, s.memberships
         # each node's classes and how many of its pods are of each: as a pass's view found them, else found now
         per_node = ([d.classes for d in s.derived] if s.derived is not None
@@ -399,10 +399,9 @@ class SimState(Placement):
                     gids, ports = memberships(pod)
                     at = nodes_of[class_key] = [] if gids or ports else None
                     if at is not None:
-                        roles[class_key] = (gids, ports)
+                        bound.append(((gids, ports), at))
                 if at is not None:
                     at.extend(repeat(i, count))
-        bound = [(found, cast(list[int], nodes_of[key])) for key, found in roles.items()]
         for key in topology.topology_keys:
             self._ensure_key(key, topology.domain_codes[key][1])
         self.counts = [np.zeros(topology.domain_count(g.key), dtype=np.int64) for g in topology.groups]

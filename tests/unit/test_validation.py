@@ -174,3 +174,26 @@ def test_view_behind_the_apiserver(live: dict[str, set[str]], words: str | None)
     else:
         assert stale is not None and stale.kind is Stale.VIEW_BEHIND
         assert words in stale.text
+
+
+def test_replacement_the_pods_no_longer_need_is_rejected() -> None:
+    """Karpenter's rule ("scheduling simulation produced new results"): a replace whose pods now fit on the nodes
+    that stay launches a node for nothing; the command is stale and the next pass proposes the delete."""
+    docs = [nodepool(), node("big", itype="m5.2xlarge"), pod("web", "big", cpu="500m")]
+    [cmd] = plan(*docs).first.commands
+    assert (cmd.action, len(cmd.replacements)) == ("replace", 1)
+    assert validate(cmd, snapshot(*docs), LATER) is None
+    # a node with room for the pod came meanwhile: the pod needs no new node now
+    roomy = [*docs, node("roomy", itype="t3.medium")]
+    stale = validate(cmd, snapshot(*roomy), LATER)
+    assert stale is not None
+    assert (stale.kind, stale.text) == (Stale.REPLACEMENT_NOT_NEEDED, (
+        "its pods now need no new node, fewer than the 1 new node the command would launch: a cheaper command is "
+        "likely now"))
+    # the pod left the node meanwhile (a scale-down): nothing to move, nothing to launch
+    emptied = snapshot(nodepool(), node("big", itype="m5.2xlarge"))
+    stale = validate(cmd, emptied, LATER)
+    assert stale is not None and stale.kind is Stale.REPLACEMENT_NOT_NEEDED
+    # and the pass on that cluster deletes the node instead
+    [delete] = plan(nodepool(), node("big", itype="m5.2xlarge")).first.commands
+    assert (delete.action, delete.nodes) == ("delete", ("big",))

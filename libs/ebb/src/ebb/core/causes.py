@@ -116,6 +116,7 @@ class Stale(StrEnum):
     EVICTIONS_NOW_NOT_WORTH = "evictions-now-not-worth"  # inner: EVICTIONS_NOT_WORTH (pods arrived since)
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
+    REPLACEMENT_NOT_NEEDED = "replacement-not-needed"
     VIEW_BEHIND = "view-behind"
     VIEW_UNCHECKED = "view-unchecked"
 
@@ -221,6 +222,8 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),
+    Stale.REPLACEMENT_NOT_NEEDED: ("its pods now need {needed}, fewer than the {approved} the command would launch: a "
+                                   "cheaper command is likely now"),
     Stale.VIEW_BEHIND: ("the planner's view is behind the apiserver: {count} pods run on node {node} that it has "
                         "not seen there yet ({pods:and})"),
     Stale.VIEW_UNCHECKED: "the apiserver could not be asked for the pods on the command's nodes: {error}",

@@ -5,9 +5,11 @@ does, then re-checks against fresh state: every node still exists and is a candi
 (the method's own re-check, `Method.validate`, included: still expired, still drifted, still empty, still
 consolidatable), the budgets still allow it, a consolidation still leaves every NodePool with a
 ``demandWindow`` the capacity its peak demand asks for and still saves what the pods it now evicts ask
-(``minimumSavingPerEvictedPod``, `ebb.core.worth`), and a new simulation still places every pod with no more (and
-no dearer) replacements. A stale command is rejected with why, a `StaleCause` whose sentence the planner
-records; it is never run.
+(``minimumSavingPerEvictedPod``, `ebb.core.worth`), and a new simulation still places every pod with as many
+replacements as the command launches: no more, no dearer, and for a consolidation no fewer (Karpenter's rule too: a
+replace whose pods now fit with fewer new nodes launches for nothing, and a cheaper command is likely, as when a node
+a scale-down left half empty was proposed for a replace and is empty by the time its command is validated). A stale
+command is rejected with why, a `StaleCause` whose sentence the planner records; it is never run.
 
 "Fresh state" is the planner's view, rebuilt from ``ebb.cluster.objects``, and it can lag the cluster: a
 watch in backoff after an apiserver restart, a consumer behind. Karpenter does not disrupt while its
@@ -78,6 +80,11 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
         pod, why = next(iter(failures.items()))
         return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})
     new_nodes = state.new_nodes()
+    if method.consolidation and len(new_nodes) < len(command.replacements):
+        # Karpenter's validation too ("scheduling simulation produced new results"): a replacement the pods no
+        # longer need is a launch for nothing; the next pass finds the command the cluster asks for now (a delete)
+        return StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": _new_nodes(len(new_nodes)),
+                                                         "approved": _new_nodes(len(command.replacements))})
     if method.consolidation and options is not None and options.karpenter_pace:
         for new in new_nodes:
             waiting = uninitialized_room(state, new, view.uninitialized_owned())
@@ -89,6 +96,10 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     if new_price > old_price + EPSILON:
         return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})
     return None
+
+
+def _new_nodes(count: int) -> str:
+    return "no new node" if count == 0 else "1 new node" if count == 1 else f"{count} new nodes"
 
 
 def view_behind(snapshot: Snapshot, live: Mapping[str, Iterable[str]]) -> StaleCause | None:

@@ -1,7 +1,8 @@
 """The consolidation-planner service on the InMemoryBus and a migrated SQLite store, always (or never) the
 leader: an empty node is proposed, validated after the delay and approved (decision row, ledger row,
 command on ebb.disruption.commands keyed by NodePool, Proposed/Approved events); a do-not-disrupt pod that
-arrives during the delay rejects it with the reason; the budget ledger keeps two planners within a budget;
+arrives during the delay rejects it with the reason, and so does a replace whose pods left meanwhile (the empty node
+is deleted instead); the budget ledger keeps two planners within a budget;
 holds from the store pause planning; a replica without the leadership plans nothing; the findings of each
 pass go into its decisions' explanations and the leader keeps the ebb.sh/drifted annotation in line."""
 
@@ -128,6 +129,27 @@ async def test_do_not_disrupt_pod_during_the_delay_rejects_the_decision(db: str)
         assert svc.metric("ebb_voluntary_disruption_failed_validations_total", consolidation_type="empty") == 1
         assert svc.metric("ebb_voluntary_disruption_decisions_total", decision="delete", reason="empty",
                           consolidation_type="empty") == 0
+
+
+async def test_a_replace_whose_pods_left_during_the_delay_is_rejected_and_the_node_deleted(db: str) -> None:
+    """A pass that catches a scale-down half done proposes to replace a node that still has pods; when they are gone
+    by the validation, the replacement would launch for nothing: the command is rejected (Karpenter's "scheduling
+    simulation produced new results") and the next pass deletes the empty node instead."""
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("big", itype="m5.2xlarge"), pod("web", "big", cpu="500m"))
+    async with Running(bus, db, delay=0.5) as svc:
+        [replace_] = await eventually("a proposed replace", svc.decisions)
+        assert (replace_.method, replace_.action) == ("single-node-consolidation", "replace")
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, ClusterObject(kind="Pod", namespace="default", name="web",
+                                                               resource_version="2", object=None))
+        [rejected] = await eventually("the rejection", lambda: svc.decisions("rejected"))
+        assert rejected.id == replace_.id
+        assert rejected.explanation["rejected"] == (
+            "its pods now need no new node, fewer than the 1 new node the command would launch: a cheaper command "
+            "is likely now")
+        [command] = await eventually("the command that deletes the node", lambda: commands(bus))
+        assert (command.method, command.action, command.nodes) == ("emptiness", "delete", ("big",))
+        assert command.decision_id != replace_.id
 
 
 class ApiserverPods:

@@ -106,7 +106,8 @@ rootfs() {
     --customize-hook='rm -f "$1/etc/apt/preferences.d/ebb" "$1/etc/resolv.conf" "$1/etc/hostname"' \
     --customize-hook='mkdir -p "$1/tmp" && chmod 1777 "$1/tmp"' \
     "${SUITE}" "${work}/rootfs.tar" \
-    "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" "deb ${SECURITY_MIRROR} ${SUITE}-security main"
+    "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" "deb ${SECURITY_MIRROR} ${SUITE}-security main" \
+    || die "mmdebstrap failed (above): no image"
   if [[ "${relock}" == 0 ]] && ! diff -u "${HERE}/packages.lock" "${work}/packages" >&2; then
     die "the mirror no longer has every version of packages.lock (above: - locked, + installed);" \
       "'$0 lock' locks the new ones"
@@ -138,7 +139,11 @@ build() {
     log "cached: ${out}"
   else
     log "building ${NAME} (epoch ${SOURCE_DATE_EPOCH}) in ${work}"
-    [[ -f "${work}/rootfs.tar" ]] || rootfs "${work}" 0
+    # not `[[ ... ]] || rootfs`: a function called in a || list runs without errexit, and a failed hook left a tar
+    # of nothing that was archived and cached as the image
+    if [[ ! -f "${work}/rootfs.tar" ]]; then
+      rootfs "${work}" 0
+    fi
     python3 "${HERE}/oci.py" "${work}/rootfs.tar" "${out}/ebb.oci.tar" --name "${NAME}" \
       --epoch "${SOURCE_DATE_EPOCH}" --config "${CONFIG}" >"${out}/digest.partial"
     cp "${work}/packages" "${out}/packages"

@@ -13,20 +13,27 @@ cache="$("${uv}" cache dir)"
 mkdir -p "${root}/tmp/ebb/uv-cache" "${cache}"
 cp "${uv}" "${root}/tmp/ebb/uv"
 cp -r "${work}/wheels" "${work}/requirements.txt" "${root}/tmp/ebb/"
+# the host's CA bundle when it names one (SSL_CERT_FILE): behind a proxy that re-signs TLS, uv reaches the index only
+# with the proxy's authority, which the image's own bundle does not have; it goes with /tmp/ebb (the image is the same)
+certs=""
+if [[ -n "${SSL_CERT_FILE:-}" && -r "${SSL_CERT_FILE}" ]]; then
+  cp "${SSL_CERT_FILE}" "${root}/tmp/ebb/ca-certificates.crt"
+  certs=/tmp/ebb/ca-certificates.crt
+fi
 
 # the environment of every command in the chroot: nothing of the host's but the epoch (bytecode with hashes, not
-# times, when SOURCE_DATE_EPOCH is set)
+# times, when SOURCE_DATE_EPOCH is set) and the CA bundle above
 run() {
   chroot "${root}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
     UV_CACHE_DIR=/tmp/ebb/uv-cache UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 \
-    UV_NO_PROGRESS=1 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" PYTHONHASHSEED=0 /tmp/ebb/uv "$@"
+    UV_NO_PROGRESS=1 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" PYTHONHASHSEED=0 ${certs:+SSL_CERT_FILE="${certs}"} /tmp/ebb/uv "$@"
 }
 install_offline_else_online() {
   run pip install --quiet --python /app/.venv/bin/python --no-deps "$@" --offline 2>/dev/null \
     || run pip install --quiet --python /app/.venv/bin/python --no-deps "$@"
 }
 export -f run install_offline_else_online
-export root SOURCE_DATE_EPOCH
+export root SOURCE_DATE_EPOCH certs
 
 unshare --mount --propagation private bash -euo pipefail -c '
   mount --bind "$1" "${root}/tmp/ebb/uv-cache"

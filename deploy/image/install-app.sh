@@ -13,11 +13,12 @@ cache="$("${uv}" cache dir)"
 mkdir -p "${root}/tmp/ebb/uv-cache" "${cache}"
 cp "${uv}" "${root}/tmp/ebb/uv"
 cp -r "${work}/wheels" "${work}/requirements.txt" "${root}/tmp/ebb/"
-# the host's CA bundle when it names one (SSL_CERT_FILE): behind a proxy that re-signs TLS, uv reaches the index only
-# with the proxy's authority, which the image's own bundle does not have; it goes with /tmp/ebb (the image is the same)
-certs=""
-if [[ -n "${SSL_CERT_FILE:-}" && -r "${SSL_CERT_FILE}" ]]; then
-  cp "${SSL_CERT_FILE}" "${root}/tmp/ebb/ca-certificates.crt"
+# the host's CA bundle (the one SSL_CERT_FILE names, else Debian's): behind a proxy that re-signs TLS, uv reaches the
+# index only with the proxy's authority, which the image's own bundle does not have; it goes with /tmp/ebb (the image
+# is the same)
+certs="" host_certs="${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+if [[ -r "${host_certs}" ]]; then
+  cp "${host_certs}" "${root}/tmp/ebb/ca-certificates.crt"
   certs=/tmp/ebb/ca-certificates.crt
 fi
 

@@ -265,7 +265,7 @@ STALE: list[tuple[StaleCause, str]] = [
      "pod default/web would no longer fit: no room"),
     (StaleCause(Stale.REPLACEMENT_DEARER, {"price": 0.096, "approved": 0.0416}),
      "the replacement now costs $0.0960/h, more than the $0.0416/h the command was approved for"),
-    (StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": "1 new node", "approved": "2 new nodes"}),
+    (StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": 1, "approved": 2}),
      "its pods now need 1 new node, fewer than the 2 new nodes the command would launch: a cheaper command is likely "
      "now"),
     (StaleCause(Stale.VIEW_BEHIND, {"node": "n1", "count": 2, "pods": ("default/a", "team/b")}),

@@ -10,8 +10,9 @@ table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wan
 ``blocked[].reason``, an Event's message, a rejected decision's reason. Nothing reads a sentence back.
 
 Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
-``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and ") and ``{x:hold}`` (a Hold, as
-``hold NAME (SCOPE TARGET) until TIME: REASON``). Pure: values in, text out.
+``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and "), ``{x:new_nodes}`` (a count: ``no new
+node``, ``1 new node``, ``2 new nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME:
+REASON``). Pure: values in, text out.
 
 A sentence that quotes a disruption setting (consolidationPolicy, consolidateAfter, stabilizationWindow,
 a budget, expireAfter) names the object it comes from, ``{source}``: ``NodePool X`` for the NodePool's own
@@ -222,8 +223,8 @@ STALE_SENTENCES: Mapping[Stale, str] = {
     Stale.POD_NO_LONGER_FITS: "pod {pod} would no longer fit: {why}",
     Stale.REPLACEMENT_DEARER: ("the replacement now costs ${price:.4f}/h, more than the ${approved:.4f}/h the "
                                "command was approved for"),
-    Stale.REPLACEMENT_NOT_NEEDED: ("its pods now need {needed}, fewer than the {approved} the command would launch: a "
-                                   "cheaper command is likely now"),
+    Stale.REPLACEMENT_NOT_NEEDED: ("its pods now need {needed:new_nodes}, fewer than the {approved:new_nodes} the "
+                                   "command would launch: a cheaper command is likely now"),
     Stale.VIEW_BEHIND: ("the planner's view is behind the apiserver: {count} pods run on node {node} that it has "
                         "not seen there yet ({pods:and})"),
     Stale.VIEW_UNCHECKED: "the apiserver could not be asked for the pods on the command's nodes: {error}",
@@ -298,13 +299,18 @@ def _joined(value: object) -> str:
     return " and ".join(str(v) for v in value)
 
 
+def _new_nodes(value: object) -> str:
+    assert isinstance(value, int)
+    return "no new node" if value == 0 else "1 new node" if value == 1 else f"{value} new nodes"
+
+
 def _hold(value: object) -> str:
     assert isinstance(value, Hold)
     return describe_hold(value)
 
 
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
-    "time": _time, "duration": _duration, "and": _joined, "hold": _hold}
+    "time": _time, "duration": _duration, "and": _joined, "new_nodes": _new_nodes, "hold": _hold}
 
 
 @dataclass(frozen=True, slots=True)

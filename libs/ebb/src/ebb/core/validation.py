@@ -83,8 +83,8 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     if method.consolidation and len(new_nodes) < len(command.replacements):
         # Karpenter's validation too ("scheduling simulation produced new results"): a replacement the pods no
         # longer need is a launch for nothing; the next pass finds the command the cluster asks for now (a delete)
-        return StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": _new_nodes(len(new_nodes)),
-                                                         "approved": _new_nodes(len(command.replacements))})
+        return StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": len(new_nodes),
+                                                         "approved": len(command.replacements)})
     if method.consolidation and options is not None and options.karpenter_pace:
         for new in new_nodes:
             waiting = uninitialized_room(state, new, view.uninitialized_owned())
@@ -96,10 +96,6 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     if new_price > old_price + EPSILON:
         return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})
     return None
-
-
-def _new_nodes(count: int) -> str:
-    return "no new node" if count == 0 else "1 new node" if count == 1 else f"{count} new nodes"
 
 
 def view_behind(snapshot: Snapshot, live: Mapping[str, Iterable[str]]) -> StaleCause | None:

@@ -106,8 +106,7 @@ rootfs() {
     --customize-hook='rm -f "$1/etc/apt/preferences.d/ebb" "$1/etc/resolv.conf" "$1/etc/hostname"' \
     --customize-hook='mkdir -p "$1/tmp" && chmod 1777 "$1/tmp"' \
     "${SUITE}" "${work}/rootfs.tar" \
-    "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" "deb ${SECURITY_MIRROR} ${SUITE}-security main" \
-    || die "mmdebstrap failed (above): no image"
+    "deb ${MIRROR} ${SUITE} main" "deb ${MIRROR} ${SUITE}-updates main" "deb ${SECURITY_MIRROR} ${SUITE}-security main"
   if [[ "${relock}" == 0 ]] && ! diff -u "${HERE}/packages.lock" "${work}/packages" >&2; then
     die "the mirror no longer has every version of packages.lock (above: - locked, + installed);" \
       "'$0 lock' locks the new ones"

@@ -27,7 +27,8 @@ fi
 run() {
   chroot "${root}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
     UV_CACHE_DIR=/tmp/ebb/uv-cache UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=copy UV_COMPILE_BYTECODE=1 \
-    UV_NO_PROGRESS=1 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" PYTHONHASHSEED=0 ${certs:+SSL_CERT_FILE="${certs}"} /tmp/ebb/uv "$@"
+    UV_NO_PROGRESS=1 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" PYTHONHASHSEED=0 ${certs:+SSL_CERT_FILE="${certs}"} \
+    /tmp/ebb/uv "$@"
 }
 install_offline_else_online() {
   run pip install --quiet --python /app/.venv/bin/python --no-deps "$@" --offline 2>/dev/null \

@@ -175,7 +175,10 @@ def drainer(api: FakeApi, clock: ManualClock, *, deadline: float = 60.0) -> Drai
                    backoff=EvictionBackoff(initial=0.5, maximum=4.0), poll_interval=0.25, clock=clock)
 
 
-def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: bool = False) -> DisruptionCommand:
+def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: bool = False,
+            approved_at: datetime = NOW) -> DisruptionCommand:
+    """A command approved at ``approved_at`` (an executor on the wall clock, as ``app.run`` makes it, refuses one
+    approved longer ago than its ``max_command_age_seconds``: give it ``datetime.now(UTC)``)."""
     return DisruptionCommand.model_validate({
         "decision_id": decision_id,
         "node_pool": "default",
@@ -187,7 +190,7 @@ def command(nodes: tuple[str, ...], *, decision_id: str = "d-1", replacements: b
                           "zones": ["eu-west-1a"], "price": 0.1}] if replacements else [],
         "savings_per_hour": 0.2,
         "explanation": "empty for 10m",
-        "approved_at": NOW,
+        "approved_at": approved_at,
     })
 
 

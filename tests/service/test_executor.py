@@ -8,6 +8,7 @@ idempotent taints, the decision's state and processed_messages, and the events o
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -289,7 +290,7 @@ async def test_app_run_stops_gracefully(store: DecisionStore) -> None:
     )
     task = asyncio.create_task(app.run(settings, stop, bus=bus, node_api=api, store=store, started=started))
     await started.wait()
-    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-5"))
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-5", approved_at=datetime.now(UTC)))
     for _ in range(200):
         if api.evictions():
             break
@@ -334,7 +335,7 @@ async def test_app_run_ends_when_its_handler_gives_up_so_the_process_restarts(st
         )
     )
     await started.wait()
-    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-6"))
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-6", approved_at=datetime.now(UTC)))
     with pytest.raises(HandlerFailed):
         await asyncio.wait_for(task, 10)
     assert stop.is_set()
@@ -366,7 +367,7 @@ async def test_with_unlimited_retries_a_command_outlasts_an_apiserver_restart(st
         app.run(Settings(group="executor"), stop, bus=bus, node_api=api, store=store, started=started)
     )
     await started.wait()
-    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("gone",), decision_id="d-7"))
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("gone",), decision_id="d-7", approved_at=datetime.now(UTC)))
     for _ in range(500):
         if await store.state("d-7") == "succeeded":
             break
@@ -405,3 +406,35 @@ async def test_a_resumed_command_is_not_checked_again_before_its_drain(store: De
     api.refusals["default/a"] = 1
     assert await executor.execute(command(("n1",), decision_id="d-2")) == "succeeded"
     assert ("dry-run", "default/a") not in api.calls and api.evictions() == ["default/a", "default/a"]
+
+
+@pytest.mark.parametrize(("waited", "method", "state", "outcome"), [
+    (301.0, "emptiness", "approved", "failed"),  # the executor was down or behind: the cluster may have changed
+    (300.0, "emptiness", "approved", "succeeded"),  # at the limit: carried out
+    (3600.0, "interruption", "approved", "succeeded"),  # the instance goes whatever ebb does: drained all the same
+    (3600.0, "emptiness", "executing", "succeeded"),  # resumed after a crash: its taint and evictions are under way
+])
+async def test_a_command_started_too_long_after_its_approval_is_not_carried_out(
+        store: DecisionStore, waited: float, method: str, state: str, outcome: str) -> None:
+    """A command that starts more than ``max_age`` seconds after its approval fails before anything is done (no
+    taint, no eviction) and leaves no hold, so the planner's next pass decides on the cluster of now."""
+    clock = ManualClock()
+    api = FakeApi(clock)
+    api.add_node("n1")
+    api.add_pods(pod("a", "n1"))
+    await store.add_decision(decision_id="d-1", method=method, reason="Empty", action="delete", nodes=["n1"],
+                             replacements=[], created_at=NOW, state=state)
+    bus = InMemoryBus()
+    started = NOW + timedelta(seconds=waited)
+    executor = Executor(bus, store, drainer(api, clock), clock=lambda: started, max_age=300.0, failure_hold=900.0)
+    cmd = command(("n1",)).model_copy(update={"method": method})
+    assert await executor.execute(cmd) == outcome
+    assert await store.state("d-1") == outcome
+    if outcome == "failed":
+        assert api.calls == [] and not api.nodes["n1"]["metadata"].get("deletionTimestamp")
+        assert await sent(store, bus) == [(
+            "n1", "Failed", "not started: approved 301 s ago, more than the 300 s a command may wait "
+            "(max_command_age_seconds); the cluster may have changed since its validation")]
+        assert list(await store.list_holds(started)) == []
+    else:
+        assert api.evictions() == ["default/a"] and api.nodes["n1"]["metadata"].get("deletionTimestamp")

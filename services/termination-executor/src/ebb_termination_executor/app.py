@@ -75,7 +75,8 @@ def build_executor(
     )
     return Executor(bus, store, drainer, clock=clock, failure_hold=settings.failure_hold_seconds, metrics=metrics,
                     provider=provider, ready_timeout=settings.replacement_ready_timeout_seconds,
-                    retire_timeout=settings.retire_timeout_seconds, recorder=recorder)
+                    retire_timeout=settings.retire_timeout_seconds, max_age=settings.max_command_age_seconds,
+                    recorder=recorder)
 
 
 def with_configured_provider(settings: Settings) -> Settings:

@@ -9,8 +9,11 @@ without a NodeClaim), with nothing tainted. So does a command whose drain would 
 PodDisruptionBudget allows no eviction now, asked with dry-run Evictions (``Drainer.refusal``; emptiness,
 consolidation, and drift or expiration without a terminationGracePeriod; never an interruption, never a resumed
 command). Karpenter validates its candidates just before it acts for the same reason: a drain that starts blocked
-keeps its nodes tainted and its budget held until the eviction deadline. Such a decision leaves no hold (nothing
-was done), so the planner's next pass decides again on what it sees.
+keeps its nodes tainted and its budget held until the eviction deadline. So does a command that starts more than
+``max_age`` seconds after its approval (the executor was down or behind): the planner validated it against the
+cluster of then, and nothing kept pods off its nodes since (they are tainted only now), where Karpenter taints a
+command's nodes right after its validation; an interruption is exempt (the instance goes whatever ebb does). Such a
+decision leaves no hold (nothing was done), so the planner's next pass decides again on what it sees.
 
 For a replace (pre-spin): the nodes are tainted, then each replacement is launched (``Launching``: a KWOK
 node, a simulated node, or a NodeClaim Karpenter launches) and waited for until ready (``WaitingReadiness``);
@@ -109,6 +112,7 @@ class Executor:
         provider: Provider | None = None,
         ready_timeout: float = 600.0,
         retire_timeout: float = 600.0,
+        max_age: float | None = None,
         recorder: EventRecorder | None = None,
     ) -> None:
         self.bus = bus
@@ -123,6 +127,8 @@ class Executor:
         self.ready_timeout = ready_timeout
         #: nodes not gone this long after their removal was asked for fail the command
         self.retire_timeout = retire_timeout
+        #: a command approved longer ago than this when it starts fails without being carried out (None: no limit)
+        self.max_age = max_age
         self.metrics = metrics or Metrics()
         #: seconds a failed decision's nodes are held (an automatic hold; 0: none)
         self.failure_hold = failure_hold
@@ -207,6 +213,10 @@ class Executor:
     async def _execute(self, command: DisruptionCommand, *, resumed: bool = False) -> str:
         """Carry out a started command (``resumed``: one that was executing already): check, taint, pre-spin, drain,
         retire."""
+        late = None if resumed else self._late(command)
+        if late is not None:  # nothing done: not held, the planner's next pass decides on what it sees
+            return await self._finish(command, State.FAILED, late,
+                                      [self.step(command, node, "Failed", late) for node in command.nodes], hold=False)
         if command.replacements and not self.provider.launches:
             return await self._finish(command, State.FAILED, REPLACEMENTS_UNSUPPORTED, [
                 self.step(command, node, "Failed", REPLACEMENTS_UNSUPPORTED) for node in command.nodes])
@@ -262,6 +272,16 @@ class Executor:
                 + (f"; left alone: {skipped}" if skipped else ""),
             )
         return await self._retire(command, started)
+
+    def _late(self, command: DisruptionCommand) -> str | None:
+        """Why ``command`` is too old to start (``max_age`` seconds after its approval), or None."""
+        if self.max_age is None or command.method == "interruption":
+            return None
+        age = (self.clock() - command.approved_at).total_seconds()
+        if age <= self.max_age:
+            return None
+        return (f"not started: approved {age:.0f} s ago, more than the {self.max_age:g} s a command may wait "
+                f"(max_command_age_seconds); the cluster may have changed since its validation")
 
     async def _refusal(self, command: DisruptionCommand, node: str) -> str | None:
         """Why the drain of ``node`` would start blocked (``Drainer.refusal``: a PodDisruptionBudget allows no

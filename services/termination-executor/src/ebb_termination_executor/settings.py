@@ -63,6 +63,11 @@ class Settings(HealthSettings):
     launcher: Literal["none", "kwok"] | None = None
     #: launched replacements not Ready this long fail the command (it is rolled back)
     replacement_ready_timeout_seconds: float = Field(default=600.0, gt=0)
+    #: a command that starts more than this many seconds after the planner approved it (the executor was down or
+    #: behind) fails without being carried out and without a hold, so the planner decides again on the cluster of
+    #: now; interruptions are exempt. A command normally starts within a second of its approval, or when one of the
+    #: ``concurrency`` running ones ends
+    max_command_age_seconds: float = Field(default=300.0, gt=0)
     #: retired nodes not gone this long after their removal was asked for fail the command (karpenter: the
     #: NodeClaim or its Node still there)
     retire_timeout_seconds: float = Field(default=600.0, gt=0)

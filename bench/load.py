@@ -25,6 +25,12 @@ Measured:
   event and its command. Then the same after that process is killed (SIGKILL: its group membership and
   connections left behind, as a crash leaves them).
 
+No executor runs: the benchmark stands in for it. Each approved command's decision is ended at once as rolled back,
+with a hold on its nodes for the rest of the run, as an executor whose replacement never came would leave it. The
+nodes stay where they are, held, and no pod is left "leaving" them: an approved command that no executor ever
+carried out would keep its pods' room on other nodes for as long as the run (the nodes emptied next would be kept
+for them), which no cluster with an executor sees.
+
 Servers: those of ``.infra/env.json`` (``make infra-up``) when they answer, else Kafka and PostgreSQL started
 by ``deploy/local/{kafka,postgres}.sh`` in a private ``EBB_INFRA_DIR`` and stopped afterwards. The run uses its
 own topic prefix and cluster name, and removes its topics and store rows at the end.
@@ -541,9 +547,11 @@ def planner_process(config: Mapping[str, Any]) -> None:
         async def timed_plan_once() -> Any:
             before = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
             version, start, reused = planner.objects.version, time.time(), planner.passes_reused
+            cpu = time.process_time()
             result = await plan_once()
             after = planner.metrics.registry.get_sample_value(evaluation, whole_pass) or 0.0
             emit(event="pass", start=start, end=time.time(), version=version, evaluation=after - before,
+                 cpu=time.process_time() - cpu,
                  asked=leader.asked, reused=planner.passes_reused - reused,
                  commands=[[c.method, list(c.nodes)] for c in result.commands] if result else None,
                  proposed=planner.proposed)
@@ -696,6 +704,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
     from aiokafka.admin import AIOKafkaAdminClient
 
     from ebb.adapters.bus import KafkaBus
+    from ebb.adapters.store.decision_store import DecisionStore
     from ebb.adapters.store.migrate import upgrade_async
     from ebb.contracts import (
         TOPIC_CLUSTER_OBJECTS,
@@ -705,6 +714,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
         DisruptionEvent,
         from_kafka,
     )
+    from ebb.core.decision import State
     from ebb_cluster_watcher.app import build_watcher, seed_from_topic
     from ebb_cluster_watcher.settings import Settings
 
@@ -726,12 +736,15 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
     _log(f"{total:,} watch events, {event_bytes / 2**20:.0f} MiB of JSON, in {time.monotonic() - began:.1f}s")
 
     await upgrade_async(database_url)
+    # the executor's part (the module's docstring), its applied commands recorded under the run's cluster name
+    stand_in = DecisionStore.from_url(database_url, cluster, consumer=cluster)
     child = PlannerChild()
     children: list[PlannerChild] = []  # planner processes started after ``child`` (the restart)
     commands: dict[str, tuple[float, float]] = {}  # node -> (received, Kafka timestamp)
     proposed: dict[str, float] = {}
     command_list: list[tuple[float, list[str]]] = []
     decisions: set[str] = set()
+    ended: list[bool] = []  # per command, whether the stand-in executor ended its decision
     consumer_stop = asyncio.Event()
     stop = asyncio.Event()
     tasks: list[asyncio.Task[Any]] = []
@@ -764,6 +777,10 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                                 command_list.append((received, list(message.nodes)))
                                 for node in message.nodes:
                                     commands.setdefault(node, (received, record.timestamp / 1000))
+                                at = datetime.now(UTC)
+                                await stand_in.start(message, at)
+                                ended.append(await stand_in.finish(message, State.ROLLED_BACK, at, hold_for=3600.0,
+                                                                   why="the load benchmark has no executor"))
                             elif isinstance(message, DisruptionEvent) and message.phase == "Proposed":
                                 proposed.setdefault(message.node, received)
 
@@ -913,6 +930,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
                 "ingest": _summary([e["end"] - e["start"] for e in ingest_passes]),
                 "steady": _summary([e["end"] - e["start"] for e in steady_passes]),
                 "steady_evaluation": _summary([e["evaluation"] for e in steady_passes]),
+                "steady_cpu": _summary([e.get("cpu", float("nan")) for e in steady_passes]),
             }
             result["watcher_peak_rss_mib"] = peak_rss_mib()
             final = await child.stop()
@@ -961,6 +979,8 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             result["watcher"] = {"published": publisher.published, "tombstones": publisher.tombstones}
             consumer_stop.set()
             await reader
+            # every command read, the restarted planners' included, and each ended by the reader before the next
+            result["stand_in"] = {"commands": len(decisions), "ended": sum(ended)}
             _log("Kafka round trips: a bare producer awaiting each send, a consumer committing each record")
             result["kafka"] = await kafka_round_trips(bootstrap, f"{prefix}probe")
         finally:
@@ -974,6 +994,7 @@ async def _run(bootstrap: str, database_url: str, size: Size) -> Doc:
             await asyncio.gather(*tasks, return_exceptions=True)
             if consumer is not None:
                 await consumer.stop()  # before the topics go, or its metadata requests create them again
+            await stand_in.close()
             await _clean(bootstrap, prefix, database_url, cluster, AIOKafkaAdminClient)
     result["seconds"] = time.monotonic() - began
     return result
@@ -1058,7 +1079,8 @@ def _victims(cluster: SyntheticCluster, count: int, steady: list[Any]) -> list[s
 
 
 async def _clean(bootstrap: str, prefix: str, database_url: str, cluster: str, admin_class: Any) -> None:
-    """Remove this run's topics and store rows."""
+    """Remove this run's topics and store rows (the stand-in executor's applied commands are under the consumer name
+    ``cluster``)."""
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -1082,6 +1104,9 @@ async def _clean(bootstrap: str, prefix: str, database_url: str, cluster: str, a
                                          {"c": cluster})
                 await connection.execute(text("DELETE FROM budget_ledger WHERE cluster = :c"), {"c": cluster})
                 await connection.execute(text("DELETE FROM decisions WHERE cluster = :c"), {"c": cluster})
+                await connection.execute(text("DELETE FROM holds WHERE cluster = :c"), {"c": cluster})
+                await connection.execute(text("DELETE FROM outbox WHERE cluster = :c"), {"c": cluster})
+                await connection.execute(text("DELETE FROM processed_messages WHERE consumer = :c"), {"c": cluster})
         finally:
             await engine.dispose()
 
@@ -1237,6 +1262,9 @@ def render(r: Doc) -> list[str]:
              "| of which snapshot + engine (`ebb_voluntary_disruption_decision_evaluation_duration_seconds`, "
              "p50 / max) | "
              f"{passes['steady_evaluation']['p50']:.2f} s / {passes['steady_evaluation']['max']:.2f} s |",
+             *([f"| the planner process's CPU time during the pass (p50 / max; with whatever else its event loop ran "
+                f"meanwhile: applying the objects that arrived) | {passes['steady_cpu']['p50']:.2f} s / "
+                f"{passes['steady_cpu']['max']:.2f} s |"] if "steady_cpu" in passes else []),
              *([f"| planner pass on the settled cluster (the pass interval's, nothing changed since the pass before), "
                 f"`plan_once` wall (p50 / max; answered from the last pass) | {r['settled']['passes']['p50']:.3f} s / "
                 f"{r['settled']['passes']['max']:.3f} s ({r['settled']['reused']} of {r['settled']['passes']['n']}) |"]

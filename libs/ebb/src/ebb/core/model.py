@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
+from types import MappingProxyType
 from typing import Any, final
 
 # Well-known names (Karpenter's, so manifests and habits carry over).
@@ -31,6 +32,17 @@ LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ARCH = "kubernetes.io/arch"
 LABEL_OS = "kubernetes.io/os"
+#: Karpenter's ``NormalizedLabels`` (``pkg/apis/v1/labels.go``): the older names of well-known labels, each read as
+#: its current name wherever Karpenter builds a scheduling requirement (a pod's node selector and node affinity, a
+#: NodePool's requirements, a node's labels), so a pod that still selects ``beta.kubernetes.io/arch`` gets a new node
+#: of that architecture. The parser does the same (`ebb.core.snapshot`)
+NORMALIZED_LABELS: Mapping[str, str] = MappingProxyType({
+    "failure-domain.beta.kubernetes.io/zone": LABEL_ZONE,
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+    "beta.kubernetes.io/arch": LABEL_ARCH,
+    "beta.kubernetes.io/os": LABEL_OS,
+    "beta.kubernetes.io/instance-type": LABEL_INSTANCE_TYPE,
+})
 ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ANNOTATION_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 ANNOTATION_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"

@@ -41,6 +41,7 @@ from ebb.core.model import (
     DISRUPTION_FIELDS,
     INTEGER_OPERATORS,
     LABEL_INITIALIZED,
+    NORMALIZED_LABELS,
     POLICY_FROM_DISRUPTION_POLICY,
     REQUIREMENT_OPERATORS,
     Budget,
@@ -279,6 +280,39 @@ def _requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
     return tuple(_requirement(doc, f"{path}[{i}]", r) for i, r in enumerate(raw))
 
 
+def _node_requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
+    """`_requirements` of a node selector (a pod's node affinity, a NodePool's requirements), each key under its
+    current name (`NORMALIZED_LABELS`, as Karpenter's ``NewRequirement`` reads it). A label selector over pods'
+    labels is not one: its keys are the pods' own."""
+    return tuple(replace(r, key=NORMALIZED_LABELS[r.key]) if r.key in NORMALIZED_LABELS else r
+                 for r in _requirements(doc, path, raw))
+
+
+def _normalized_selector(selector: dict[str, str]) -> dict[str, str]:
+    """A pod's nodeSelector with each older label name under its current one (`NORMALIZED_LABELS`); an older name
+    whose current one the selector names with another value stays as it is, so no node has both (Karpenter finds
+    the two requirements on one key disjoint)."""
+    if not any(key in NORMALIZED_LABELS for key in selector):
+        return selector
+    out = {key: value for key, value in selector.items() if key not in NORMALIZED_LABELS}
+    for key, value in selector.items():
+        current = NORMALIZED_LABELS.get(key)
+        if current is None:
+            continue
+        if out.setdefault(current, value) != value:
+            out[key] = value
+    return out
+
+
+def _normalized_labels(labels: dict[str, str]) -> dict[str, str]:
+    """A node's labels with the current name of each older one it has without it (`NORMALIZED_LABELS`: Karpenter
+    reads a node's labels as requirements under the current names). The older labels stay."""
+    for old, current in NORMALIZED_LABELS.items():
+        if old in labels and current not in labels:
+            labels = {**labels, current: labels[old]}
+    return labels
+
+
 def _selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
     if raw is None:
         return LabelSelector()
@@ -339,7 +373,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     if req_raw:
         selector_terms = doc.as_list(req_raw.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
         required_terms = tuple(
-            _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
+            _node_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
                           doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
             for i, t in enumerate(selector_terms))
     pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
@@ -347,7 +381,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
                      enumerate(doc.as_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path))]
     preferred = tuple(
         (_number(doc, t.get("weight", 1), f"{p}affinity.nodeAffinity.preferred[{i}].weight"),
-         _requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
+         _node_requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
                        doc.as_mapping(t.get("preference"), f"{pref_path}[{i}].preference").get("matchExpressions")))
         for i, t in enumerate(preferred_raw))
 
@@ -397,7 +431,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         for t in doc.seq(p + "tolerations") if _is_mapping(t))
     return SchedulingSpec(
         requests=requests,
-        node_selector=doc.str_map(p + "nodeSelector"),
+        node_selector=_normalized_selector(doc.str_map(p + "nodeSelector")),
         required_node_terms=required_terms,
         preferred_node_terms=preferred,
         tolerations=tolerations,
@@ -511,7 +545,7 @@ def _node(doc: _Doc) -> Node:
     allocatable = doc.resources("status.allocatable") or dict(capacity)
     return Node(
         name=str(doc.get("metadata.name")),
-        labels=doc.str_map("metadata.labels"),
+        labels=_normalized_labels(doc.str_map("metadata.labels")),
         annotations=doc.str_map("metadata.annotations"),
         taints=_taints(doc, "spec.taints"),
         allocatable=allocatable,
@@ -583,8 +617,8 @@ def _nodepool(doc: _Doc) -> NodePool:
         raise doc.fail("spec.replicas", f"{raw_replicas!r} is not a count of nodes (a whole number, 0 or more)")
     return NodePool(
         name=str(doc.get("metadata.name")),
-        requirements=_requirements(doc, "spec.template.spec.requirements",
-                                   doc.get("spec.template.spec.requirements")),
+        requirements=_node_requirements(doc, "spec.template.spec.requirements",
+                                        doc.get("spec.template.spec.requirements")),
         labels=doc.str_map("spec.template.metadata.labels"),
         annotations=doc.str_map("spec.template.metadata.annotations"),
         taints=_taints(doc, "spec.template.spec.taints"),

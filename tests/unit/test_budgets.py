@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ebb.core.budgets import allowed_disruptions
-from ebb.core.model import REASONS, NodePool
+from ebb.core.budgets import allowed_disruptions, budget_error
+from ebb.core.model import REASONS, Budget, NodePool
 from tests.kit.builders import NOW, blocked_of, budget_of, node, nodepool, plan_dict, pod, snapshot
 
 
@@ -110,8 +110,16 @@ def test_reasons_filter(reason: str, allowed: int) -> None:
     {"nodes": "1", "schedule": "0 0 * * tue-mon", "duration": "1h"},  # croniter wraps it around; robfig/cron rejects
     {"nodes": "1", "schedule": "0 22-2 * * *", "duration": "1h"},
     {"nodes": "1", "schedule": "0 0 1 dec-jan/2 *", "duration": "1h"},
+    # croniter reads these (a sixth field of seconds, Sunday as 7, L, #, W); robfig/cron's standard parser does not
+    {"nodes": "1", "schedule": "0 0 9 * * 1-5", "duration": "8h"},
+    {"nodes": "1", "schedule": "0 9 * * 7", "duration": "1h"},
+    {"nodes": "1", "schedule": "0 9 L * *", "duration": "1h"},
+    {"nodes": "1", "schedule": "0 9 * * 1#2", "duration": "1h"},
+    {"nodes": "1", "schedule": "0 9 15W * *", "duration": "1h"},
+    {"nodes": "1", "schedule": "*/0 * * * *", "duration": "1h"},
 ], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
-        "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months"])
+        "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months",
+        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step"])
 def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
     pool = _pool([{"nodes": "100%"}, budget])
     for reason in REASONS:
@@ -119,6 +127,23 @@ def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
         assert verdict.allowed == 0
         assert verdict.invalid
         assert "invalid" in verdict.detail
+
+
+@pytest.mark.parametrize("schedule", [
+    "0 9 * * MON-FRI", "*/15 9-17 ? * *", "0 0 1 jan,jul *", "30 2 */2 * sun", "5/15 * * * *", "0 0 * * 0-6",
+    "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly",
+])
+def test_a_schedule_robfig_cron_reads_is_valid(schedule: str) -> None:
+    assert budget_error(Budget(nodes="1", schedule=schedule, duration="1h")) is None
+
+
+def test_a_six_field_schedule_fails_closed_and_says_why() -> None:
+    """croniter would read ``0 0 9 * * 1-5`` as midnight on the 9th (its first field the seconds): a budget of 0
+    meant for working hours would never be active. Karpenter's parser refuses it, and the pool allows nothing."""
+    pool = _pool([{"nodes": "100%"}, {"nodes": "0", "schedule": "0 0 9 * * 1-5", "duration": "8h"}])
+    verdict = allowed_disruptions(pool, "Empty", NOW, total=10, deleting=0, not_ready=0)
+    assert (verdict.allowed, verdict.invalid) == (0, True)
+    assert "expected exactly 5 fields, found 6" in verdict.detail
 
 
 def test_a_schedule_is_read_in_utc_whatever_the_zone_of_now() -> None:

@@ -72,6 +72,9 @@ BLOCKED = [
     ("daemonset-pod-under-zero-pdb", node("a"),
      [pod("agent-a", "a", ns="kube-system", owner=("DaemonSet", "agent"), labels={"app": "agent"})],
      [pdb("agent", {"app": "agent"}, min_available="100%", ns="kube-system")], "0 disruptions allowed"),
+    # policy/v1: an empty selector ({}) selects every pod of its namespace (a null one, none: below)
+    ("pdb-empty-selector", node("a"), [pod("web", "a", labels={"app": "web"})],
+     [pdb("everything", {}, max_unavailable=0)], "pdb default/everything"),
 ]
 
 
@@ -99,6 +102,10 @@ NOT_BLOCKED = [
      [pdb("web", {"app": "web"}, max_unavailable="50%")]),
     ("pdb-other-namespace", [pod("web", "a", labels={"app": "web"})],
      [pdb("web", {"app": "web"}, min_available=1, ns="other")]),
+    ("pdb-empty-selector-other-namespace", [pod("web", "a", labels={"app": "web"})],
+     [pdb("everything", {}, max_unavailable=0, ns="other")]),
+    ("pdb-null-selector", [pod("web", "a", labels={"app": "web"})],  # policy/v1: a null selector selects no pod
+     [{**pdb("nothing", {}, max_unavailable=0), "spec": {"maxUnavailable": 0}}]),
     ("finished-pod-do-not-disrupt",
      [pod("web", "a"), pod("job", "a", owner=("Job", "j"), phase="Succeeded",
                            annotations={"karpenter.sh/do-not-disrupt": "true"})], []),

@@ -542,11 +542,11 @@ class SimulatedCluster:
     # -- controllers and scheduler --------------------------------------------------------------------------
 
     def _pdbs_of(self, pod: Pod) -> list[PodDisruptionBudget]:
-        """The PDBs that select ``pod`` (an empty selector selects nothing, as for the Eviction API)."""
+        """The PDBs that select ``pod`` (policy/v1, as for the Eviction API: a null selector selects no pod, an empty
+        one every pod of the namespace)."""
         pdbs = [self._parse_cache.parsed(k).value for k in self._kinds.get("PodDisruptionBudget", ())]
         return [pdb for pdb in pdbs if pdb.namespace == pod.namespace
-                and (pdb.selector.match_labels or pdb.selector.match_expressions)
-                and selector_matches(pdb.selector, pod.labels)]
+                and pdb.selector is not None and selector_matches(pdb.selector, pod.labels)]
 
     def _disruptions_allowed(self, pdb: PodDisruptionBudget) -> int:
         """What the disruption controller would write into the PDB's status now (the engine's ``pdb_allowed``
@@ -562,13 +562,16 @@ class SimulatedCluster:
         return allowed
 
     def _count_allowed(self, pdb: PodDisruptionBudget) -> int:
+        selector = pdb.selector
+        if selector is None:  # selects no pod
+            return pdb_allowed(pdb, []).allowed
         pods = (self._parse_cache.parsed(k).value for k in self._pods_in.get(pdb.namespace, ()))  # no other parsed
         matches: dict[Interned, bool] = {}  # the selector matched once per class of pods (their labels)
         selected = []
         for p in pods:
             hit = matches.get(p.class_key)
             if hit is None:
-                hit = matches[p.class_key] = selector_matches(pdb.selector, p.labels)
+                hit = matches[p.class_key] = selector_matches(selector, p.labels)
             if hit:
                 selected.append(p)
         return pdb_allowed(pdb, [p for p in selected if not p.is_terminal]).allowed

@@ -29,6 +29,11 @@ _FIELD_NAMES: tuple[dict[str, int], ...] = (
                                      "dec"))},
     {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))},
 )
+#: each field's smallest and largest value (minute, hour, day of month, month, day of week: robfig/cron's)
+_FIELD_BOUNDS: tuple[tuple[int, int], ...] = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+#: the @-macros a schedule may be (robfig/cron's descriptors that Karpenter's NodePool schema admits)
+_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+_GO_INT = re.compile(r"^[+-]?[0-9]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,30 +65,73 @@ def budget_error(budget: Budget) -> str | None:
     if budget.schedule is not None:
         if not croniter.is_valid(budget.schedule):
             return f"schedule {budget.schedule!r} is not a cron expression or @-macro"
-        reversed_range = _reversed_range(budget.schedule)
-        if reversed_range is not None:
-            return f"schedule {budget.schedule!r}: {reversed_range}"
+        refused = _standard_error(budget.schedule)
+        if refused is not None:
+            return f"schedule {budget.schedule!r}: {refused}"
     for reason in budget.reasons or ():
         if reason not in REASONS:
             return f"reason {reason!r} is not one of {', '.join(REASONS)}"
     return None
 
 
-def _reversed_range(schedule: str) -> str | None:
-    """Why a five-field schedule has a range whose beginning is beyond its end (``tue-mon``), in robfig/cron's
-    words, or None. croniter wraps such a range around; Karpenter's parser rejects it, so the budget is invalid."""
+def _standard_error(schedule: str) -> str | None:
+    """Why robfig/cron's standard parser, which Karpenter reads a schedule with (``cron.ParseStandard``), refuses
+    ``schedule``, in its words; None when it reads it. croniter reads more, with other meanings: a sixth field (its
+    seconds), ``L``, ``W`` and ``#``, 7 for Sunday, a range whose beginning is beyond its end (wrapped around).
+    Karpenter refuses those, so the budget is invalid and fails closed."""
+    if schedule.startswith("@"):
+        return None if schedule in _DESCRIPTORS else f"unrecognized descriptor: {schedule}"
     fields = schedule.split()
-    if len(fields) != len(_FIELD_NAMES):
-        return None
-    for field, names in zip(fields, _FIELD_NAMES, strict=True):
-        for part in field.split(","):
-            bounds = part.split("/", 1)[0].split("-")
-            if len(bounds) != 2:
-                continue
-            low, high = (names.get(b.lower(), int(b) if b.isdigit() else -1) for b in bounds)
-            if low > high >= 0:
-                return f"beginning of range ({low}) beyond end of range ({high}): {part}"
+    if len(fields) != len(_FIELD_BOUNDS):
+        return f"expected exactly {len(_FIELD_BOUNDS)} fields, found {len(fields)}: {fields}"
+    for field, names, (minimum, maximum) in zip(fields, _FIELD_NAMES, _FIELD_BOUNDS, strict=True):
+        for expr in field.split(","):
+            refused = _range_error(expr, names, minimum, maximum)
+            if refused is not None:
+                return refused
     return None
+
+
+def _range_error(expr: str, names: dict[str, int], minimum: int, maximum: int) -> str | None:
+    """Why one comma-separated part of a cron field (``*``, ``?``, a value, ``a-b``, each with an optional ``/step``)
+    is refused (robfig/cron's ``getRange``), or None."""
+    range_and_step = expr.split("/")
+    low_and_high = range_and_step[0].split("-")
+    if low_and_high[0] in ("*", "?"):
+        start, end = minimum, maximum
+    else:
+        if len(low_and_high) > 2:
+            return f"too many hyphens: {expr}"
+        bounds = [names.get(b.lower(), _go_uint(b)) for b in low_and_high]
+        for bound, text in zip(bounds, low_and_high, strict=True):
+            if isinstance(bound, str):
+                return f"{bound} in {text!r}"
+        start, end = int(bounds[0]), int(bounds[-1])
+    if len(range_and_step) > 2:
+        return f"too many slashes: {expr}"
+    if len(range_and_step) == 2:
+        step = _go_uint(range_and_step[1])
+        if isinstance(step, str):
+            return f"{step} in {range_and_step[1]!r}"
+        if len(low_and_high) == 1:  # "N/step" is "N-max/step"
+            end = maximum
+        if step == 0:
+            return f"step of range should be a positive number: {expr}"
+    if start < minimum:
+        return f"beginning of range ({start}) below minimum ({minimum}): {expr}"
+    if end > maximum:
+        return f"end of range ({end}) above maximum ({maximum}): {expr}"
+    if start > end:
+        return f"beginning of range ({start}) beyond end of range ({end}): {expr}"
+    return None
+
+
+def _go_uint(text: str) -> int | str:
+    """``text`` as Go's ``strconv.Atoi`` reads it, when it is 0 or more; else why not."""
+    if not _GO_INT.match(text):
+        return "not an integer"
+    value = int(text)
+    return value if value >= 0 else f"negative number ({value}) not allowed"
 
 
 def active_window(budget: Budget, now: datetime) -> tuple[datetime, datetime] | None:

@@ -347,10 +347,11 @@ class ClusterView:
             if pods[0].namespace in namespaces:
                 by_class.setdefault(pods[0].namespace, {})[key] = pods
         for pdb in self.snapshot.pdbs:
-            if not pdb.selector.match_labels and not pdb.selector.match_expressions:
-                continue  # an empty selector matches nothing in policy/v1 for eviction purposes
+            selector = pdb.selector
+            if selector is None:
+                continue  # policy/v1: a null selector selects no pod (an empty one, every pod of the namespace)
             selected = [key for key, pods in by_class.get(pdb.namespace, {}).items()
-                        if selector_matches(pdb.selector, pods[0].labels)]
+                        if selector_matches(selector, pods[0].labels)]
             status = pdb_allowed(pdb, [p for key in selected for p in by_class[pdb.namespace][key]])
             for key in selected:
                 self._pdbs_of_class.setdefault(key, []).append(status)

@@ -538,7 +538,8 @@ class InstanceType:
 class PodDisruptionBudget:
     name: str
     namespace: str
-    selector: LabelSelector
+    #: policy/v1: a null selector (None) selects no pod, an empty one every pod of the namespace
+    selector: LabelSelector | None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
     #: ``spec.unhealthyPodEvictionPolicy: AlwaysAllow``: a pod that is not Ready may be evicted whatever the budget

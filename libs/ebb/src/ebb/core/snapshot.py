@@ -802,7 +802,7 @@ def _pdb(doc: _Doc) -> PodDisruptionBudget:
     return PodDisruptionBudget(
         name=str(doc.get("metadata.name")),
         namespace=str(doc.get("metadata.namespace", "default")),
-        selector=_selector(doc, "spec.selector", doc.get("spec.selector")),
+        selector=None if (raw := doc.get("spec.selector")) is None else _selector(doc, "spec.selector", raw),
         min_available=int_or_percent("spec.minAvailable"),
         max_unavailable=int_or_percent("spec.maxUnavailable"),
         always_allow_unhealthy=policy == "AlwaysAllow",

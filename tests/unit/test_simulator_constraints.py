@@ -336,3 +336,15 @@ def test_replicas_following_each_other_onto_a_node_go_where_the_search_puts_them
             placed.append(state.bin_name(state.placed[p.key]))
         outcomes.append(placed)
     assert outcomes[0] == outcomes[1] == ["b", "b", "b", "c"]
+
+
+def test_nodepools_are_tried_heavier_first_and_of_one_weight_the_later_name_first() -> None:
+    """Karpenter's ``OrderByWeight`` (pkg/utils/nodepool): by weight, heaviest first; of one weight, by name, the
+    name later in the alphabet first. A new node comes from the first NodePool that can launch it."""
+    snap = snapshot(nodepool("alpha", weight=5), nodepool("zeta", weight=5), nodepool("mid", weight=5),
+                    nodepool("heavy", weight=9), nodepool("light"))
+    scheduler = Scheduler(snap)
+    assert [scheduler.pools[i].pool.name for i in scheduler.pool_order] == ["heavy", "zeta", "mid", "alpha", "light"]
+    (placed,) = plan_dict(nodepool("alpha"), nodepool("zeta"), node("a", itype="m5.xlarge", pool="alpha"),
+                          pod("web", "a", cpu="500m"))["commands"]
+    assert placed["replacements"][0]["nodePool"] == "zeta"

@@ -386,6 +386,10 @@ def test_hold_without_its_target_is_an_error() -> None:
 # -- pod requests ------------------------------------------------------------------------------------------
 
 
+def _sidecar(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    return {**container(name, cpu, memory), "restartPolicy": "Always"}
+
+
 @pytest.mark.parametrize(("kwargs", "cpu", "memory"), [
     ({"cpu": "250m", "memory": "512Mi"}, 250, 512 * MI),
     # two app containers are summed
@@ -402,8 +406,16 @@ def test_hold_without_its_target_is_an_error() -> None:
     ({"cpu": None, "memory": None, "limits": {"cpu": "500m", "memory": "1Gi"}}, 500, GI),
     # ...but an explicit request is kept
     ({"cpu": "100m", "memory": None, "limits": {"cpu": "2", "memory": "1Gi"}}, 100, GI),
+    # a sidecar (init container with restartPolicy Always, KEP-753) runs beside the app containers: added to them
+    ({"cpu": "600m", "memory": "256Mi", "init_containers": [_sidecar("proxy", "1", "128Mi")]}, 1600, 384 * MI),
+    # ...and to every init container started after it, which may then need more than the app containers
+    ({"cpu": "600m", "memory": "256Mi",
+      "init_containers": [_sidecar("proxy", "200m", "128Mi"), container("migrate", "1", "64Mi")]}, 1200, 384 * MI),
+    # an init container before the sidecar runs without it
+    ({"cpu": "600m", "memory": "256Mi",
+      "init_containers": [container("migrate", "1", "64Mi"), _sidecar("proxy", "200m", "128Mi")]}, 1000, 384 * MI),
 ], ids=["plain", "sum-app", "max-init", "init-memory", "overhead", "init-and-overhead", "limits-only",
-        "request-below-limit"])
+        "request-below-limit", "sidecar", "init-after-sidecar", "init-before-sidecar"])
 def test_pod_requests(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
     requests = _pod_requests(pod("web", "a", **kwargs))
     assert requests["cpu"] == cpu

@@ -357,10 +357,24 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         creq = _container_requests(doc, f"{p}containers", i)
         for name, value in creq.items():
             requests[name] = requests.get(name, 0) + value
-    for i, _ in enumerate(doc.seq(p + "initContainers")):
+    # Kubernetes' ``resource.PodRequests`` (KEP-753): a sidecar (an init container with ``restartPolicy: Always``)
+    # runs beside the app containers, so its requests add to theirs and to every init container started after it;
+    # the pod needs the larger of that sum and each init container's own need
+    sidecars: dict[str, int] = {}
+    init_need: dict[str, int] = {}
+    for i, container in enumerate(doc.seq(p + "initContainers")):
         ireq = _container_requests(doc, f"{p}initContainers", i)
-        for name, value in ireq.items():
-            requests[name] = max(requests.get(name, 0), value)
+        if _is_mapping(container) and container.get("restartPolicy") == "Always":
+            for name, value in ireq.items():
+                requests[name] = requests.get(name, 0) + value
+                sidecars[name] = sidecars.get(name, 0) + value
+            need = sidecars
+        else:
+            need = {name: ireq.get(name, 0) + sidecars.get(name, 0) for name in ireq.keys() | sidecars.keys()}
+        for name, value in need.items():
+            init_need[name] = max(init_need.get(name, 0), value)
+    for name, value in init_need.items():
+        requests[name] = max(requests.get(name, 0), value)
     for name, value in doc.resources(p + "overhead").items():
         requests[name] = requests.get(name, 0) + value
     requests["pods"] = 1

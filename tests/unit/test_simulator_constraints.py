@@ -19,8 +19,10 @@ from ebb.core.snapshot import governed
 from tests.kit.builders import (
     ZONES,
     blocked_of,
+    daemonset,
     disrupted,
     disruption_policy,
+    ds_pod,
     node,
     nodepool,
     plan_dict,
@@ -348,3 +350,19 @@ def test_nodepools_are_tried_heavier_first_and_of_one_weight_the_later_name_firs
     (placed,) = plan_dict(nodepool("alpha"), nodepool("zeta"), node("a", itype="m5.xlarge", pool="alpha"),
                           pod("web", "a", cpu="500m"))["commands"]
     assert placed["replacements"][0]["nodePool"] == "zeta"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["daemonset-declared", "no-daemonset"])
+def test_an_existing_node_keeps_room_for_the_daemonset_pods_not_there_yet(declared: bool) -> None:
+    """Karpenter's ``ExistingNode``: an existing node's room is its allocatable less its pods' requests, less what the
+    pods of the DaemonSets that would run there and are not there yet request. ``na`` has 1.5 cpu free but its 1-cpu
+    agent has not started there, so ``nb``'s 800m pod does not fit; without the DaemonSet it does, and ``nb`` goes."""
+    only_m5 = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},  # no cheaper
+               {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    docs = [nodepool(requirements=only_m5), node("na"), pod("big", "na", cpu="500m"),
+            node("nb"), pod("web", "nb", cpu="800m"), ds_pod("agent-nb", "nb", cpu="1")]
+    if declared:
+        docs.append(daemonset("agent", cpu="1"))
+    out = plan_dict(*docs)
+    # with the DaemonSet, no new m5.large takes both nodes' pods either: its agent would need 1 cpu of it too
+    assert any("nb" in c["nodes"] for c in out["commands"]) is not declared, out["commands"]

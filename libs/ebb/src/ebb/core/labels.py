@@ -103,6 +103,18 @@ def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
     return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
 
 
+def daemonset_runs_on_node(ds: DaemonSet, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
+    """Whether a DaemonSet's pod would run on an existing node with these labels and taints: it tolerates the node's
+    NoSchedule and NoExecute taints and its nodeSelector and required node affinity admit the labels (Karpenter's
+    ``getCompatibleDaemonPods`` for an existing node)."""
+    spec = ds.spec
+    if blocking_taints(spec.tolerations, taints):
+        return False
+    if any(labels.get(k) != v for k, v in spec.node_selector.items()):
+        return False
+    return terms_match(spec.required_node_terms, labels)
+
+
 def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool) -> dict[str, int]:
     """What the DaemonSets that would run on a new node of NodePool ``pool`` request, summed per resource: the
     room a launch loses to them before any other pod arrives."""

@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import selector_matches
+from ebb.core.labels import daemonset_runs_on_node, selector_matches
 from ebb.core.model import (
     LABEL_HOSTNAME,
     Interned,
@@ -141,6 +141,8 @@ class Scheduler:
         else:
             self.pods_on, used, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used
+        if snapshot.daemonsets:
+            self.node_free -= self._daemon_room()
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = cached_pools(self.resources, snapshot)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
@@ -201,6 +203,27 @@ class Scheduler:
     def rows(self, mappings: Sequence[Mapping[str, int]]) -> IntArray:
         """`vec` of each mapping, one row each (built as lists, then one array)."""
         return rows(self.resources, mappings)
+
+    def _daemon_room(self) -> IntArray:
+        """The room kept on each existing node for the pods of the DaemonSets that would run there and are not there
+        yet (Karpenter's ``ExistingNode``): what those DaemonSets' pods request (`daemonset_runs_on_node`), less what
+        the node's DaemonSet pods request, never below 0 per resource. A node whose DaemonSet pods all run keeps none;
+        a node just launched keeps what its DaemonSets' pods will take when they come."""
+        daemonsets = self.snapshot.daemonsets
+        wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
+        room = np.zeros_like(self.node_alloc)
+        for i, node in enumerate(self.nodes):
+            want = None
+            for ds, vec in zip(daemonsets, wanted, strict=True):
+                if daemonset_runs_on_node(ds, node.labels, node.taints):
+                    want = vec.copy() if want is None else want + vec
+            if want is None:
+                continue
+            for pod in self.pods_on[i]:
+                if pod.owner_kind == "DaemonSet":
+                    want -= self.pod_vec(pod)
+            np.maximum(want, 0, out=room[i])
+        return room
 
     def pod_vec(self, pod: Pod) -> IntArray:
         """``vec`` of the pod's requests, made once per distinct requests (read-only: shared)."""

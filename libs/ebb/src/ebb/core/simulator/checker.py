@@ -67,7 +67,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ebb.core.labels import blocking_taints, requirements_match, selector_matches, terms_match
+from ebb.core.labels import (
+    blocking_taints,
+    daemonset_runs_on_node,
+    requirements_match,
+    selector_matches,
+    terms_match,
+)
 from ebb.core.model import (
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
@@ -76,7 +82,6 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
-    DaemonSet,
     InstanceType,
     NodePool,
     Offering,
@@ -234,15 +239,6 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering) -> dic
     return labels
 
 
-def daemonset_runs_on(ds: DaemonSet, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
-    spec = ds.spec
-    if blocking_taints(spec.tolerations, taints):
-        return False
-    if any(labels.get(k) != v for k, v in spec.node_selector.items()):
-        return False
-    return terms_match(spec.required_node_terms, labels)
-
-
 def launch_offering(snapshot: Snapshot, new: NewNode) -> tuple[InstanceType, Offering] | None:
     """What a new node launches as: its cheapest option `instance_types[0]`, and that type's available
     offering of `capacity_type` in `zones` priced `price` (else the cheapest such offering)."""
@@ -287,7 +283,7 @@ def _materialise(snapshot: Snapshot, new: NewNode, pools: Mapping[str, NodePool]
     labels[LABEL_HOSTNAME] = new.hostname
     allocatable = {name: value - it.overhead.get(name, 0) for name, value in it.capacity.items()}
     for ds in snapshot.daemonsets:
-        if daemonset_runs_on(ds, labels, pool.taints):
+        if daemonset_runs_on_node(ds, labels, pool.taints):
             for name, value in _requests(ds.spec).items():
                 allocatable[name] = allocatable.get(name, 0) - value
     return _FinalNode(new.hostname, labels, pool.taints, allocatable, it.capacity, pool.name, True, None)

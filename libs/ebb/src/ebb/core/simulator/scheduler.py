@@ -146,8 +146,8 @@ class Scheduler:
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = cached_pools(self.resources, snapshot)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
-        by_name = sorted(range(len(self.pools)), key=lambda i: self.pools[i].pool.name, reverse=True)
-        self.pool_order = sorted(by_name, key=lambda i: -self.pools[i].pool.weight)
+        later_name_first = sorted(range(len(self.pools)), key=lambda i: self.pools[i].pool.name, reverse=True)
+        self.pool_order = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
         self._classes: dict[Interned, list[PodClass]] = {}
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}

@@ -388,15 +388,16 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         selector_terms = doc.as_list(req_raw.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
         required_terms = tuple(
             _node_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
-                          doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
+                               doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
             for i, t in enumerate(selector_terms))
     pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred_raw = [doc.as_mapping(t, f"{pref_path}[{i}]") for i, t in
                      enumerate(doc.as_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path))]
     preferred = tuple(
         (_number(doc, t.get("weight", 1), f"{p}affinity.nodeAffinity.preferred[{i}].weight"),
-         _node_requirements(doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
-                       doc.as_mapping(t.get("preference"), f"{pref_path}[{i}].preference").get("matchExpressions")))
+         _node_requirements(
+             doc, f"{p}affinity.nodeAffinity.preferred[{i}].preference.matchExpressions",
+             doc.as_mapping(t.get("preference"), f"{pref_path}[{i}].preference").get("matchExpressions")))
         for i, t in enumerate(preferred_raw))
 
     def terms(kind: str, required: bool) -> tuple[Any, ...]:

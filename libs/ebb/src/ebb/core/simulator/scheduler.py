@@ -37,8 +37,10 @@ import numpy as np
 
 from ebb.core import node_pods
 from ebb.core.labels import daemonset_runs_on_node, selector_matches
+from ebb.core.memo import Memo
 from ebb.core.model import (
     LABEL_HOSTNAME,
+    DaemonSet,
     Interned,
     Node,
     Pod,
@@ -48,6 +50,7 @@ from ebb.core.model import (
 )
 from ebb.core.simulator.arrays import BoolArray, IntArray, any_set, reduce_max, trues
 from ebb.core.simulator.constraints import (
+    KEEP_ROWS_AT_MOST,
     Constraint,
     PodClass,
     cached_pools,
@@ -208,21 +211,33 @@ class Scheduler:
         """The room kept on each existing node for the pods of the DaemonSets that would run there and are not there
         yet (Karpenter's ``ExistingNode``): what those DaemonSets' pods request (`daemonset_runs_on_node`), less what
         the node's DaemonSet pods request, never below 0 per resource. A node whose DaemonSet pods all run keeps none;
-        a node just launched keeps what its DaemonSets' pods will take when they come."""
+        a node just launched keeps what its DaemonSets' pods will take when they come. Each node's row is made once
+        for the node, its pods and the DaemonSets, which are the same objects pass after pass while unchanged
+        (`_DAEMON_ROOM_KEPT`)."""
         daemonsets = self.snapshot.daemonsets
-        wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
-        room = np.zeros_like(self.node_alloc)
+        kept = _DAEMON_ROOM_KEPT.get(self.resources)
+        if kept is None or len(kept) > KEEP_ROWS_AT_MOST:
+            kept = _DAEMON_ROOM_KEPT.keep(self.resources, {})
+        wanted: list[IntArray] | None = None
+        room = np.empty_like(self.node_alloc)
         for i, node in enumerate(self.nodes):
-            want = None
-            for ds, vec in zip(daemonsets, wanted, strict=True):
-                if daemonset_runs_on_node(ds, node.labels, node.taints):
-                    want = vec.copy() if want is None else want + vec
-            if want is None:
-                continue
-            for pod in self.pods_on[i]:
-                if pod.owner_kind == "DaemonSet":
-                    want -= self.pod_vec(pod)
-            np.maximum(want, 0, out=room[i])
+            pods = self.pods_on[i]
+            hit = kept.get(id(node))
+            if hit is None or hit[0] is not node or hit[1] is not pods or hit[2] != daemonsets:
+                if wanted is None:
+                    wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
+                want = np.zeros(len(self.resources), dtype=np.int64)
+                for ds, vec in zip(daemonsets, wanted, strict=True):
+                    if daemonset_runs_on_node(ds, node.labels, node.taints):
+                        want += vec
+                if want.any():
+                    for pod in pods:
+                        if pod.owner_kind == "DaemonSet":
+                            want -= self.pod_vec(pod)
+                    np.maximum(want, 0, out=want)
+                want.flags.writeable = False  # shared by the Schedulers of later passes
+                hit = kept[id(node)] = (node, pods, daemonsets, want)
+            room[i] = hit[3]
         return room
 
     def pod_vec(self, pod: Pod) -> IntArray:
@@ -365,6 +380,11 @@ class Scheduler:
 
 
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
+#: `Scheduler._daemon_room`'s row of each node by resource names, then by the node's id, with the node, its pods and
+#: the DaemonSets it was made from (a node's id reused by another object, or other pods, make it again)
+_DAEMON_ROOM_KEPT: Memo[tuple[str, ...], dict[int, tuple[Node, Sequence[Pod], tuple[DaemonSet, ...], IntArray]]] = \
+    Memo(8)
+
 UNEXPLAINED = "not explained"
 
 

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.core.engine import PassResult, run_pass
+from ebb.core.methods import kept as kept_module
 from ebb.core.methods import single_node
 from ebb.core.methods.base import EngineOptions
 from ebb.core.methods.single_node import AloneSession, AloneVerdicts
@@ -81,6 +82,21 @@ def starts(draw: st.DrawFn) -> list[dict[str, Any]]:
         for j in range(draw(st.integers(0, 4))):
             docs.append(shaped(f"p{i}-{j}", f"n{i}", draw(st.sampled_from(CPUS)), draw(st.sampled_from(KINDS)),
                                ago(minutes=draw(st.integers(0, 20)))))
+    return docs
+
+
+@st.composite
+def packed_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Nodes nearly full, most of them of the cheapest type: few consolidate alone either way, so multi-node
+    consolidation's greedy runs refuse most steps alone, which the kept refusals answer on the next pass."""
+    docs: list[dict[str, Any]] = [catalog(), nodepool(consolidate_after="0s",
+                                                      budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])]
+    for i in range(draw(st.integers(3, 10))):
+        docs.append(node(f"n{i}", itype=draw(st.sampled_from(("t3.medium", "t3.medium", "t3.medium", "c5.large"))),
+                         zone=draw(st.sampled_from(ZONES[:2]))))
+        for j in range(draw(st.integers(2, 4))):
+            docs.append(shaped(f"p{i}-{j}", f"n{i}", draw(st.sampled_from(("400m", "500m", "700m", "900m"))),
+                               draw(st.sampled_from((*("plain",) * 8, *KINDS))), ago(minutes=30)))
     return docs
 
 
@@ -174,10 +190,11 @@ def answer(result: PassResult) -> Any:
     return result, [c.placements for c in result.commands]
 
 
-def compare(start: list[dict[str, Any]], sequence: list[Step]) -> tuple[int, int, int]:
+def compare(start: list[dict[str, Any]], sequence: list[Step], *, explain: bool = True) -> tuple[int, int, int, int]:
     """Run ``sequence``; after each step a pass with kept verdicts and one without must be equal. Returns how many
-    verdicts were answered from kept ones, how many of them in passes after a step that changed something, and how
-    many kept deletes that reached past the first changed bin held against the changed bins."""
+    verdicts were answered from kept ones, how many of them in passes after a step that changed something, how
+    many kept deletes that reached past the first changed bin held against the changed bins, and how many of
+    multi-node consolidation's steps alone were answered from kept refusals after a step that changed something."""
     held = 0
     holds = AloneSession._holds
 
@@ -188,45 +205,60 @@ def compare(start: list[dict[str, Any]], sequence: list[Step]) -> tuple[int, int
         return result
 
     with patch.object(AloneSession, "_holds", counted):
-        hits, after_change = _compare(start, sequence)
-    return hits, after_change, held
+        hits, after_change, refused = _compare(start, sequence, explain)
+    return hits, after_change, held, refused
 
 
-def _compare(start: list[dict[str, Any]], sequence: list[Step]) -> tuple[int, int]:
+def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool) -> tuple[int, int, int]:
     world = World()
     for doc in start:
         world.put(doc)
-    options = EngineOptions()
+    options = EngineOptions(explain=explain)
     kept = AloneVerdicts()
     trail: list[str] = []
-    after_change = 0
+    after_change = refused = 0
     for number, step in enumerate([("nothing",), *sequence]):
         world.change(step)
         snapshot = world.objects.snapshot()
-        before = kept.hits
+        before, refused_before = kept.hits, kept.refusals.hits
         got = run_pass(options.view_of(snapshot, world.now), options, alone=kept)
         want = run_pass(options.view_of(snapshot, world.now), options)
         if step[0] != "nothing":
             after_change += kept.hits - before
-        trail.append(f"step {number} {step}: kept answered {kept.hits}, commands {[c.nodes for c in want.commands]}")
+            refused += kept.refusals.hits - refused_before
+        trail.append(f"step {number} {step}: kept answered {kept.hits}, refusals {kept.refusals.hits}, "
+                     f"commands {[c.nodes for c in want.commands]}")
         assert answer(got) == answer(want), "\n".join(trail)
-    return kept.hits, after_change
+    return kept.hits, after_change, refused
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(starts(), steps)
 def test_kept_verdicts_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step]) -> None:
-    hits, after_change, held = compare(start, sequence)
+    hits, after_change, held, refused = compare(start, sequence)
     event("verdicts answered from kept ones after a change" if after_change else
           "verdicts answered from kept ones" if hits else "none answered from kept ones")
     if held:
         event("a kept delete held against the bins that changed")
+    if refused:
+        event("a multi-node step alone answered from a kept refusal after a change")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(packed_starts(), steps, st.booleans())
+def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step],
+                                                       explain: bool) -> None:
+    """The same comparison on packed clusters, where most of what is kept is multi-node's refusals of nodes alone,
+    with explanations on and off (off, a replacement is given up as soon as it is known too dear)."""
+    refused = compare(start, sequence, explain=explain)[3]
+    event("a multi-node step alone answered from a kept refusal after a change" if refused else
+          "no refusal answered after a change")
 
 
 @contextmanager
 def blind_to_the_start() -> Iterator[None]:
     """Kept deletes taken whatever changed in the state they read."""
-    with patch.object(single_node._Start, "same_up_to", lambda self, other: 10**9):
+    with patch.object(kept_module.Start, "same_up_to", lambda self, other: 10**9):
         yield
 
 
@@ -243,6 +275,26 @@ def _filling() -> list[dict[str, Any]]:
     return [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("big", itype="m5.xlarge"), node("c"), node("x"),
             pod("big-0", "big", cpu="1500m"), pod("big-1", "big", cpu="1500m"), pod("c-0", "c", cpu="200m"),
             pod("c-1", "c", cpu="200m"), pod("x-0", "x", cpu="100m")]
+
+
+@contextmanager
+def blind_to_what_changed_bins_take() -> Iterator[None]:
+    """Kept refusals taken though a changed bin now takes a pod that no node took."""
+    with patch.object(kept_module.ChangedBins, "take", lambda self, pod, own: False):
+        yield
+
+
+def test_a_refusal_blind_to_changed_bins_is_caught() -> None:
+    """Two full t3.medium nodes: alone, neither's pods fit on the other and no cheaper node takes them (multi-node's
+    greedy run refuses each step alone, and the next pass takes those refusals). Once a-0 leaves, b's first pod
+    fits on a and b's verdict names its second pod; a cache that keeps b's refusal though a changed says the old one."""
+    start = [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
+             pod("a-0", "a", cpu="1500m"), pod("a-1", "a", cpu="300m"), pod("b-0", "b", cpu="1400m"),
+             pod("b-1", "b", cpu="400m")]
+    sequence: list[Step] = [("clock", 1), ("remove pod", 0)]
+    assert compare(start, sequence[:1])[3] == 2  # both steps answered from kept refusals
+    with blind_to_what_changed_bins_take(), pytest.raises(AssertionError, match=r"step 2 \('remove pod'"):
+        compare(start, sequence)
 
 
 @pytest.mark.parametrize("blind", [blind_to_the_start, blind_to_changed_bins])

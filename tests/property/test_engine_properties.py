@@ -18,6 +18,7 @@ from ebb.core.causes import BlockCause, Cause
 from ebb.core.engine import _context, run_pass
 from ebb.core.methods import multi_node, single_node
 from ebb.core.methods.base import SEARCHES, EngineOptions, PassContext
+from ebb.core.methods.kept import RefusalSession
 from ebb.core.model import LABEL_INITIALIZED, POLICY_BALANCED, Budget, NodePool, Pod
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.validation import validate
@@ -195,14 +196,14 @@ def test_carrying_on_with_a_replacement_from_the_delete_only_run_changes_nothing
     carried: list[bool] = []
     carry_on = multi_node._carry_on
 
-    def recording(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bool:
-        carried.append(carry_on(ctx, name, leaving, first))
+    def recording(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept: RefusalSession | None) -> bool:
+        carried.append(carry_on(ctx, name, leaving, first, kept))
         return carried[-1]
 
     with patch.object(multi_node, "_carry_on", recording):
         quick = run_pass(options.view_of(snapshot, NOW), options)
     event(f"steps carried on and skipped: {min(sum(carried), 3)}")
-    with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first: False):
+    with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first, kept: False):
         full = run_pass(options.view_of(snapshot, NOW), options)
     for command in full.commands:
         event(f"{command.method} {command.action}")

@@ -146,9 +146,9 @@ def test_the_delete_only_runs_steps_carry_on_with_a_replacement_and_leave_single
     carried: list[str] = []
     carry_on = multi_node._carry_on
 
-    def recording(ctx: Any, name: str, leaving: Any, first: str) -> bool:
+    def recording(ctx: Any, name: str, leaving: Any, first: str, kept: Any) -> bool:
         carried.append(name)
-        return carry_on(ctx, name, leaving, first)
+        return carry_on(ctx, name, leaving, first, kept)
 
     with _evaluations() as evaluated:
         with patch.object(multi_node, "_carry_on", recording):
@@ -180,7 +180,7 @@ def test_carrying_on_counts_a_pod_the_simulation_moved_onto_the_node() -> None:
     for explain in (False, True):
         options = EngineOptions(explain=explain)
         carried = run_pass(options.view_of(cluster, NOW), options)
-        with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first: False):
+        with patch.object(multi_node, "_carry_on", lambda ctx, name, leaving, first, kept: False):
             computed = run_pass(options.view_of(cluster, NOW), options)
         assert carried.commands == computed.commands
         assert carried.blocked == computed.blocked

@@ -26,6 +26,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHOD_ORDER, single_node
 from ebb.core.methods.base import Command, EngineOptions, PassContext, simulation
 from ebb.core.methods.consolidation import set_aside_unsettled
+from ebb.core.methods.kept import KeptRefusals
 from ebb.core.revisit import revisit_at
 
 #: ``Blocked.method`` of a node no method got to say anything about (not a candidate, blocked for every
@@ -76,10 +77,10 @@ class PassResult:
     moves: tuple[Move, ...] = ()
 
 
-def _context(view: ClusterView, options: EngineOptions) -> PassContext:
+def _context(view: ClusterView, options: EngineOptions, refusals: KeptRefusals | None = None) -> PassContext:
     sched, state = simulation(view)
     remaining = {k: v.allowed for k, v in view.budgets.items()}
-    return PassContext(view, options, sched, state, remaining)
+    return PassContext(view, options, sched, state, remaining, refusals=refusals)
 
 
 def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *,
@@ -92,7 +93,7 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *
     if view.require_nodeclaim != options.require_nodeclaim:
         raise ValueError(f"the view was built with require_nodeclaim={view.require_nodeclaim}, the options say "
                          f"{options.require_nodeclaim}")
-    ctx = _context(view, options)
+    ctx = _context(view, options, alone.refusals if alone is not None else None)
     commands: list[Command] = []
     causes: dict[str, tuple[str, BlockCause]] = {}  # node -> (the method that said it, why)
     acted: str | None = None

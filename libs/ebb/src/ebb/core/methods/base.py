@@ -18,6 +18,7 @@ from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.conflicts import ConflictSettings
+from ebb.core.methods.kept import KeptRefusals
 from ebb.core.model import (
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -129,6 +130,9 @@ class PassContext:
     moves: list[Move] = field(default_factory=list)
     #: multi-node consolidation's last set a Balanced NodePool refused: its nodes and the scores
     balanced_refused: tuple[tuple[str, ...], list[Score]] | None = None
+    #: what the caller's last pass found of nodes alone that consolidate neither way, for multi-node consolidation's
+    #: greedy runs (`ebb.core.methods.kept.KeptRefusals`; none: every step simulated)
+    refusals: KeptRefusals | None = None
 
     def __post_init__(self) -> None:
         if not self.capacity_left:

@@ -17,6 +17,11 @@ pods join it), and a step that keeps the set all spot with a spot replacement, w
 refused outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot,
 only at the end. The run then goes on to the nodes after it and can still find a set it can keep.
 
+Before it takes a node, the delete-only run steps each candidate alone and, where the delete fails, carries on with
+a replacement (`_carry_on`); on a cluster where nothing consolidates that is the whole pass. A caller that makes pass
+after pass (``PassContext.refusals``) keeps each such step refused both ways, and the next pass's run takes it where it
+still holds on its start state instead of stepping the node again (`ebb.core.methods.kept`).
+
 With ``EngineOptions.karpenter_pace`` (the back-test's simulations of Karpenter) the search is Karpenter's own
 instead (`_karpenter_prefix`): the largest prefix of the candidates its budgets allow that consolidates.
 
@@ -84,6 +89,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
+from ebb.core.methods.kept import Refusal, RefusalSession
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
@@ -93,10 +99,12 @@ NAME = "multi-node-consolidation"
 MAX_MERGE = 100
 
 
-def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alone: set[str]) -> Command | None:
+def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alone: set[str],
+            kept: RefusalSession | None = None) -> Command | None:
     """One greedy run, delete-only or with one replacement. The delete-only run adds to ``refused_alone`` the
     nodes whose step on its own it carried on with a replacement and found refused; the run with a replacement
-    skips their steps on their own."""
+    skips their steps on their own. ``kept``: the refusals of nodes alone the caller's last pass found, which the
+    delete-only run takes where they hold instead of stepping the node, and keeps those it finds."""
     state, view = ctx.state, ctx.view
     start = state.mark()
     taken: list[str] = []
@@ -111,6 +119,13 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         alone = not taken and not state.claims  # this step is the node's consolidation on its own
         if alone and name in refused_alone:
             continue  # the delete-only run's step carried on with a replacement and found it refused (`_carry_on`)
+        held = kept.held(name, view.price[name]) if alone and kept is not None else None
+        if held is not None:  # the last pass's refusal of this step, which holds on this start state
+            refusal, why = held
+            ctx.no_room[name] = (refusal.first.key, why)
+            _remember(ctx, name, True, {refusal.first.key: why} if refusal.fits_nowhere else {}, refusal.replacement)
+            refused_alone.add(name)
+            continue
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
         leaving = state.remove_node_ordered(name)  # in `placement_order`, placed (and read by `_carry_on`) so
@@ -132,7 +147,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         if failures:
             if alone:
                 _remember(ctx, name, allow_replace, failures, None)
-                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, next(iter(failures))):
+                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, next(iter(failures)),
+                                                                          kept):
                     refused_alone.add(name)
             state.rollback(mark)
             continue
@@ -191,14 +207,15 @@ def _largest_prefix(ctx: PassContext, names: list[str], allow_replace: bool, lon
     return best
 
 
-def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bool:
+def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept: RefusalSession | None) -> bool:
     """The delete-only run's step of ``name`` on its own just found its first pod without room on the other nodes
     (``first``), the pods before it placed there (``leaving`` is in `placement_order`). Carry on from that pod with
     one new node allowed: that is the step of the run with a replacement on its own (a new node is opened only for a
     pod that finds no room, so the pods before stay where they went), without placing those pods again. True when
-    that step would not be taken, its verdict kept for single-node consolidation (`_remember`): a pod that fits
-    nowhere, a replacement too dear as pods join it (without explanations, `give_up_on_replacing`), a spot
-    replacement of a spot node where spot-to-spot is off, or one that saves nothing. The caller rolls back."""
+    that step would not be taken, its verdict kept for single-node consolidation (`_remember`) and, given ``kept``,
+    the refusal for the next pass (`_keep`): a pod that fits nowhere, a replacement too dear as pods join it (without
+    explanations, `give_up_on_replacing`), a spot replacement of a spot node where spot-to-spot is off, or one that
+    saves nothing. The caller rolls back."""
     state, view = ctx.state, ctx.view
     # the pods from the one without room on: those before it went onto the other nodes, those after were not tried
     # (a pod the simulation had moved onto this node is still marked placed there, so the order decides)
@@ -211,9 +228,11 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
                                           on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
         _remember(ctx, name, True, {}, e.cause)
+        _keep(ctx, kept, name, leaving, at, fits_nowhere=False, replacement=e.cause)
         return True
     if failures:
         _remember(ctx, name, True, failures, None)
+        _keep(ctx, kept, name, leaving, at, fits_nowhere=True, replacement=None)
         return True
     new = state.new_nodes()[0]
     price = view.price[name]
@@ -222,9 +241,46 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str) -> bo
         _remember(ctx, name, True, {}, refused if isinstance(refused, BlockCause) else None)
         return True
     if price - new.price <= EPSILON:
-        _remember(ctx, name, True, {}, BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": price}))
+        cause = BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": price})
+        _remember(ctx, name, True, {}, cause)
+        _keep(ctx, kept, name, leaving, at, fits_nowhere=False, replacement=cause)
         return True
     return False
+
+
+def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: list[Pod], at: int, *,
+          fits_nowhere: bool, replacement: BlockCause | None) -> None:
+    """Keep the refusal `_carry_on` just found (the state as its placements left it) for the next pass: where each pod
+    went, when every pod reads only the bins' room, openness and labels (`ebb.core.methods.kept`) and the sentence of
+    the first without room is the one the next pass would make again from the bins (`RefusalSession.why`)."""
+    if kept is None:
+        return
+    state = ctx.state
+    s = state.s
+    own = s.node_index[name]
+    went: list[tuple[Pod, str]] = []
+    nowhere: list[Pod] = []
+    for i, pod in enumerate(leaving):
+        b = state.placed.get(pod.key)
+        if b is None or b == own:  # not placed: the pod that fit nowhere, or (after a give-up) one not tried
+            if i < at or (i == at and not fits_nowhere):
+                return
+            if fits_nowhere:
+                nowhere.append(pod)
+            break
+        if b < s.N:  # onto an existing node: the pods before the first without room, and pods after it
+            if i == at:
+                return
+            went.append((pod, s.nodes[b].name))
+        elif i < at:
+            return
+        else:  # onto the new node
+            nowhere.append(pod)
+    kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+    if not kept.reads_bins_only(kinds) or kept.why(leaving[at], own) != ctx.no_room[name][1]:
+        return
+    kept.keep(name, Refusal(tuple(leaving), kinds, ctx.view.price[name], tuple(went), tuple(nowhere), leaving[at],
+                            fits_nowhere, replacement))
 
 
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
@@ -481,6 +537,10 @@ def run(ctx: PassContext) -> MethodOutcome:
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
     refused_alone: set[str] = set()
+    kept = None
+    if ctx.refusals is not None and not ctx.options.karpenter_pace:
+        kept = ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
+            (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))))
     if ctx.options.karpenter_pace:  # the back-test's simulation of Karpenter: its own search, as it is
         best = _karpenter_prefix(ctx, names)
     else:
@@ -491,7 +551,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             # the launches already)
             runs = (False,) if ctx.options.search == SEARCH_OPTIMIZER else (False, True)
             for allow_replace in runs:
-                command = _greedy(ctx, names, allow_replace, refused_alone)
+                command = _greedy(ctx, names, allow_replace, refused_alone, None if allow_replace else kept)
                 if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
                                             > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
                     best = command
@@ -500,6 +560,8 @@ def run(ctx: PassContext) -> MethodOutcome:
                                    > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
             best = merged
     ctx.state.rollback(start)
+    if kept is not None:
+        kept.close()
     if best is not None:
         for name in best.nodes:
             ctx.consume(ctx.view.nodes[name].nodepool or "", REASON)

@@ -20,10 +20,7 @@ again only the nodes whose pods that change could send elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-import numpy as np
 
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
@@ -46,8 +43,8 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.model import Interned, Node, Pod, placement_order
-from ebb.core.simulator.arrays import BoolArray, IntArray
+from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, Start, simple
+from ebb.core.model import Interned, Pod, placement_order
 from ebb.core.simulator.scheduler import SimState
 
 NAME = "single-node-consolidation"
@@ -112,58 +109,6 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
                    f"instead of ${price:.4f}/h")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Start:
-    """What a delete of one node reads of the state it starts from, for pods of one form with no topology constraint
-    and no host port: per existing node in bin order, the node, its free room and whether it takes pods."""
-
-    resources: tuple[str, ...]
-    nodes: tuple[Node, ...]
-    free: IntArray
-    open: BoolArray
-
-    @classmethod
-    def of(cls, state: SimState) -> _Start:
-        s = state.s
-        return cls(s.resources, tuple(s.nodes), state.free[:s.N].copy(), state.open[:s.N].copy())
-
-    def same_up_to(self, other: _Start) -> int:
-        """How many bins from the first are the same in ``other`` (the same node, room and openness)."""
-        if self.resources != other.resources:
-            return 0
-        same = min(len(self.nodes), len(other.nodes))
-        for at, (mine, theirs) in enumerate(zip(self.nodes[:same], other.nodes[:same], strict=True)):
-            if mine is not theirs and mine != theirs:
-                same = at
-                break
-        differ = np.flatnonzero((self.free[:same] != other.free[:same]).any(axis=1)
-                                | (self.open[:same] != other.open[:same]))
-        return int(differ[0]) if len(differ) else same
-
-    def changed_in(self, other: _Start) -> list[int] | None:
-        """The bins of ``other`` (its indexes, in order) that are not in this start state with the same node, room and
-        openness, when the bins that are keep their order; None when they do not (or the resources differ)."""
-        if self.resources != other.resources:
-            return None
-        old_at = {node.name: at for at, node in enumerate(self.nodes)}
-        changed: list[int] = []
-        pairs: list[tuple[int, int]] = []  # (other's index, this one's) of the same node
-        for at, node in enumerate(other.nodes):
-            was = old_at.get(node.name)
-            if was is None or (self.nodes[was] is not node and self.nodes[was] != node):
-                changed.append(at)
-            else:
-                pairs.append((at, was))
-        if pairs:
-            new, old = np.array(pairs, dtype=np.int64).T
-            differ = (other.free[new] != self.free[old]).any(axis=1) | (other.open[new] != self.open[old])
-            changed += new[differ].tolist()
-            kept = old[~differ]
-            if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
-                return None  # the unchanged bins are in another order
-        return sorted(changed)
-
-
 @dataclass(frozen=True, slots=True)
 class _Kept:
     """A delete found for a node alone: the pods that left it, its price, the last bin (in the
@@ -187,9 +132,9 @@ class AloneVerdicts:
     admits it by its labels and taints, and what each bin answers depends on that bin alone (its node, its room, whether
     it takes pods) and on the pod. The delete is therefore the same on any start state whose bins up to the last one its
     pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price. Each pass compares
-    its start state with the last one's (`_Start.same_up_to`: the nodes by reference or value, the room and openness as
+    its start state with the last one's (`Start.same_up_to`: the nodes by reference or value, the room and openness as
     arrays) and keeps the deletes whose reach lies inside the part that is the same. A delete that reaches further is
-    checked against the bins that changed (`_Start.changed_in`), when the unchanged bins kept their order: it holds when
+    checked against the bins that changed (`Start.changed_in`), when the unchanged bins kept their order: it holds when
     the bin each of its pods went to is unchanged and no changed bin before that one in the new order takes the pod
     (`AloneSession._holds`). Then, pod by pod, the bins before the one it went to are the same unchanged bins as before,
     holding the same pods placed before it, which did not take it, and changed bins, which do not; so it goes there
@@ -199,17 +144,20 @@ class AloneVerdicts:
     (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for the
     passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
 
-    __slots__ = ("_last", "hits")
+    __slots__ = ("_last", "hits", "refusals")
 
     def __init__(self) -> None:
         #: the last pass's start state and the deletes kept on it, by node name
-        self._last: tuple[_Start, dict[str, _Kept]] | None = None
+        self._last: tuple[Start, dict[str, _Kept]] | None = None
         #: evaluations answered from a kept delete (for tests and benchmarks)
         self.hits = 0
+        #: what multi-node consolidation's greedy runs found of nodes alone that consolidate neither way, for the next
+        #: pass's runs (`ebb.core.methods.kept.KeptRefusals`)
+        self.refusals = KeptRefusals()
 
     def on(self, state: SimState) -> AloneSession:
         """A pass's evaluations on ``state`` (its start state: it is back to it after each evaluation)."""
-        start = _Start.of(state)
+        start = Start.of(state)
         last = self._last
         kept: dict[str, _Kept] = {}
         checked: dict[str, _Kept] = {}
@@ -223,67 +171,34 @@ class AloneVerdicts:
                 changed = last[0].changed_in(start)
                 if changed is None or len(changed) > MAX_CHANGED:
                     checked, changed = {}, None
-        return AloneSession(self, start, kept, checked, changed or [])
-
-
-#: past this many bins changed since the last pass, a kept delete is taken only when every bin up to its reach is
-#: the same (`_Start.same_up_to`), not checked against each changed bin
-MAX_CHANGED = 64
+        return AloneSession(self, start, kept, checked, ChangedBins(state, start, changed or []))
 
 
 class AloneSession:
     """One pass's evaluations of nodes alone (`AloneVerdicts.on`); `close` keeps them for the next pass."""
 
-    def __init__(self, owner: AloneVerdicts, start: _Start, kept: dict[str, _Kept], checked: dict[str, _Kept],
-                 changed: list[int]) -> None:
+    def __init__(self, owner: AloneVerdicts, start: Start, kept: dict[str, _Kept], checked: dict[str, _Kept],
+                 changed: ChangedBins) -> None:
         self._owner, self._start, self._kept = owner, start, kept
         #: the kept deletes whose reach is past the first changed bin: taken when `_holds`
         self._checked = checked
-        #: the bins (indexes) of this start state that changed since the last one's; the others kept their order
+        #: the bins of this start state that changed since the last one's; the others kept their order
         self._changed = changed
-        self._changed_set = frozenset(changed)
         self._simple: dict[Interned, bool] = {}
-        self._takes: dict[tuple[int, Interned, Interned], bool] = {}
-
-    def _all_simple(self, state: SimState, pods: Sequence[Pod]) -> bool:
-        """Every pod has one form, no topology constraint and no host port (its class as this pass compiles it)."""
-        simple = self._simple
-        for pod in pods:
-            known = simple.get(pod.class_key)
-            if known is None:
-                forms = state.s.classes(pod)
-                known = simple[pod.class_key] = len(forms) == 1 and not forms[0].constraints \
-                    and not forms[0].host_ports
-            if not known:
-                return False
-        return True
 
     def _holds(self, state: SimState, name: str, found: _Kept) -> _Kept | None:
         """``found`` with its reach in this start state's order, when each of its pods goes where it went on the last
         one: its bin is unchanged, and no changed bin before it in this order (other than the node's own, which the
-        delete closes) takes it; else None. The unchanged bins are in the same order (`_Start.changed_in`), so the
+        delete closes) takes it; else None. The unchanged bins are in the same order (`Start.changed_in`), so the
         first bin that takes each pod is the same, as the class docstring argues."""
-        index, changed, start = state.s.node_index, self._changed, self._start
+        index, changed = state.s.node_index, self._changed
         own = index[name]
         reach = -1
         for pod in found.leaving:
             at = index.get(found.command.placements.get(pod.key, ""))
-            if at is None or at in self._changed_set:
+            if at is None or at in changed.at or changed.take_before(pod, at, own):
                 return None
             reach = max(reach, at)
-            for bin_at in changed:
-                if bin_at >= at:
-                    break
-                if bin_at == own:
-                    continue
-                key = (bin_at, pod.class_key, pod.requests_key)
-                takes = self._takes.get(key)
-                if takes is None:
-                    takes = self._takes[key] = bool(start.open[bin_at]) \
-                        and all(start.free[bin_at, r] >= amount for r, amount in state.s.pod_needs(pod)) \
-                        and bool(state.s.classes(pod)[0].node_ok[bin_at])
-                if takes:
-                    return None
         return replace(found, reach=reach)
 
     def evaluate(self, ctx: PassContext, name: str) -> Command | BlockCause:
@@ -297,7 +212,7 @@ class AloneSession:
             found = self._checked.pop(name, None)
         if found is not None and found.price == price and len(found.leaving) == len(leaving) \
                 and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
-                and self._all_simple(state, found.kinds):
+                and simple(state, found.kinds, self._simple):
             held = self._holds(state, name, found) if checked else found
             if held is not None:
                 self._kept[name] = held
@@ -306,7 +221,7 @@ class AloneSession:
         bins: list[int] = []
         verdict = evaluate(ctx, name, bins=bins)
         if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
-                and self._all_simple(state, leaving):
+                and simple(state, tuple(leaving), self._simple):
             kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
             self._kept[name] = _Kept(tuple(leaving), kinds, price, max(bins, default=-1), verdict)
         else:

@@ -227,17 +227,22 @@ class Placement:
         mask &= type_ok[pool.combo_type]
         return mask if any_set(mask) else None
 
-    def _explain(self, cls: PodClass, req: IntArray, max_new: int) -> str:
-        """Why a pod of ``cls`` requesting ``req`` found no bin, in a sentence."""
+    def _explain(self, cls: PodClass, req: IntArray, max_new: int, *, closed: int = -1, no_room: bool = False) -> str:
+        """Why a pod of ``cls`` requesting ``req`` found no bin, in a sentence. ``closed``: a bin to count as taken out
+        too; ``no_room``: the caller knows no open bin has room for it (its prefix's pods took room this state does
+        not show), so the sentence says so when some open bin matches it."""
         s = self.s
         n = s.N
         open_nodes = self.open[:n]
+        if 0 <= closed < n and open_nodes[closed]:
+            open_nodes = open_nodes.copy()
+            open_nodes[closed] = False
         static = open_nodes & cls.node_ok
         if not any_set(open_nodes):
             where = "no other node can take pods"
         elif not any_set(static):
             where = "no remaining node matches its nodeSelector, node affinity or tolerations"
-        elif not any_set(static & all_of_rows(self.free[:n] >= req)):
+        elif no_room or not any_set(static & all_of_rows(self.free[:n] >= req)):
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
             where = f"no remaining node has room for its requests ({wants})"
         else:
@@ -248,17 +253,18 @@ class Placement:
             where += ", and no NodePool can launch a node it tolerates and matches"
         else:
             where += ", and no NodePool offers an instance type that fits it within its limits"
-        return where + self._set_aside_note(cls, req)
+        return where + self._set_aside_note(cls, req, closed)
 
-    def _set_aside_note(self, cls: PodClass, req: IntArray) -> str:
-        """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside."""
+    def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
+        """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin
+        ``closed``, counted as taken out)."""
         if not self.aside:
             return ""
         bins = np.fromiter(sorted(self.aside), dtype=np.int64, count=len(self.aside))
         fits = ~self.open[bins] & cls.node_ok[bins] & all_of_rows(self.free[bins] >= req)
         for found in fits.nonzero()[0]:
             b = int(bins[found])
-            if b not in self._removed:
+            if b not in self._removed and b != closed:
                 return f" (node {self.s.nodes[b].name} has room, but {self.aside[b]})"
         return ""
 

@@ -527,16 +527,21 @@ class SimState(Placement):
         """``placement_order(remove_node(name))``, without sorting the node's own pods again: they are sorted once
         per Scheduler (`Scheduler.leaving_order`), and only pods this simulation moved onto the node make a sort
         (multi-node consolidation removes each candidate a few times a pass)."""
+        leaving = self.leaving_ordered_of(name)
+        self._take_out(self.s.node_index[name])
+        return leaving
+
+    def leaving_ordered_of(self, name: str) -> list[Pod]:
+        """The pods `remove_node_ordered` would return for ``name`` now, changing nothing."""
         b = self.s.node_index[name]
-        moved = self._take_out(b)
-        if moved is None:
+        if b in self._removed:
             return []
         placed, derived = self.placed, self.s.derived
         if derived is not None and placed.keys().isdisjoint(derived[b].leaving_keys):
             leaving = list(derived[b].leaving_order)  # none placed elsewhere (a look in C): the usual case
         else:
             leaving = [p for p in self.s.leaving_order(b) if p.key not in placed]
-        also = [p for p in moved if p.needs_rescheduling]
+        also = [p for p in self.moved_onto.get(b, ()) if p.needs_rescheduling]
         return placement_order(leaving + also) if also else leaving
 
     def _take_out(self, b: int) -> list[Pod] | None:
@@ -650,6 +655,13 @@ class SimState(Placement):
     def bind(self, pod: Pod, cls: PodClass, b: int) -> None:
         """Put ``pod`` of form ``cls`` on existing node ``b``, which `feasible_nodes` found for it."""
         self._commit(pod, cls, self.s.pod_vec(pod), b)
+
+    def why_no_room(self, pod: Pod, closed: int) -> str:
+        """What `place` says of ``pod``, of one form with no topology constraint and no host port, that found no room
+        on the open bins with no claim allowed, bin ``closed`` taken out as well: the sentence read from the bins'
+        openness and labels alone (and the nodes set aside), so the same on this state as on one where pods before it
+        took the room it would have had."""
+        return self._explain(self.s.classes(pod)[-1], self.s.pod_vec(pod), 0, closed=closed, no_room=True)
 
     def open_claim_for(self, pod: Pod) -> int | None:
         """Open a new claim and place ``pod`` on it, as `place` does once no open bin takes the pod; the bin, or

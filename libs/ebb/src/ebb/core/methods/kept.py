@@ -1,0 +1,251 @@
+"""What one pass keeps for the next over the same cluster, and how the next one knows it still holds.
+
+Most of a consolidation pass simulates one node at a time: single-node consolidation's verdicts (and the
+explanation of every node that waits for its budget), and multi-node consolidation's greedy runs, which step every
+candidate alone before they take one. A planner makes pass after pass over a cluster that changed a little in
+between, so it keeps what those simulations found (`single_node.AloneVerdicts`: the deletes; `KeptRefusals`: the
+greedy runs' refusals of a node alone) with the start state they were found on (`Start`), and the next pass takes each
+one that still holds on its own start state instead of simulating the node again.
+
+What holds is decided for pods whose placement reads only the bins' room, openness and labels: one form (no
+preference), no topology constraint (their own, or another pod's against them) and no host port. Such a pod goes to the
+first open bin, in the start state's order, with room for it that admits it by its labels and taints, and what each
+bin answers depends on that bin alone. So when the bins that did not change kept their order (`Start.changed_in`), a
+pod that went to an unchanged bin goes there again when no changed bin before it takes it, and a pod that no existing
+bin took is still taken by none when no changed bin takes it (`ChangedBins`). Whatever else a kept answer read (the
+NodePools, their limits, the options) is compared whole, and any difference drops every kept answer. A cache, not
+state: its answers are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ebb.core.causes import BlockCause
+from ebb.core.model import Interned, Node, Pod
+from ebb.core.simulator.arrays import BoolArray, IntArray
+from ebb.core.simulator.scheduler import SimState
+
+#: past this many bins changed since the last pass, a kept answer is taken only when nothing it read changed (a
+#: kept delete: every bin up to its reach is the same, `Start.same_up_to`), not checked against each changed bin
+MAX_CHANGED = 64
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Start:
+    """What a simulation of one node reads of the state it starts from, for pods of one form with no topology
+    constraint and no host port: per existing node in bin order, the node, its free room and whether it takes pods."""
+
+    resources: tuple[str, ...]
+    nodes: tuple[Node, ...]
+    free: IntArray
+    open: BoolArray
+
+    @classmethod
+    def of(cls, state: SimState) -> Start:
+        s = state.s
+        return cls(s.resources, tuple(s.nodes), state.free[:s.N].copy(), state.open[:s.N].copy())
+
+    def same_up_to(self, other: Start) -> int:
+        """How many bins from the first are the same in ``other`` (the same node, room and openness)."""
+        if self.resources != other.resources:
+            return 0
+        same = min(len(self.nodes), len(other.nodes))
+        for at, (mine, theirs) in enumerate(zip(self.nodes[:same], other.nodes[:same], strict=True)):
+            if mine is not theirs and mine != theirs:
+                same = at
+                break
+        differ = np.flatnonzero((self.free[:same] != other.free[:same]).any(axis=1)
+                                | (self.open[:same] != other.open[:same]))
+        return int(differ[0]) if len(differ) else same
+
+    def changed_in(self, other: Start) -> list[int] | None:
+        """The bins of ``other`` (its indexes, in order) that are not in this start state with the same node, room and
+        openness, when the bins that are keep their order; None when they do not (or the resources differ)."""
+        if self.resources != other.resources:
+            return None
+        old_at = {node.name: at for at, node in enumerate(self.nodes)}
+        changed: list[int] = []
+        pairs: list[tuple[int, int]] = []  # (other's index, this one's) of the same node
+        for at, node in enumerate(other.nodes):
+            was = old_at.get(node.name)
+            if was is None or (self.nodes[was] is not node and self.nodes[was] != node):
+                changed.append(at)
+            else:
+                pairs.append((at, was))
+        if pairs:
+            new, old = np.array(pairs, dtype=np.int64).T
+            differ = (other.free[new] != self.free[old]).any(axis=1) | (other.open[new] != self.open[old])
+            changed += new[differ].tolist()
+            kept = old[~differ]
+            if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+                return None  # the unchanged bins are in another order
+        return sorted(changed)
+
+
+class ChangedBins:
+    """The bins of a pass's start state that changed since the last pass's (`Start.changed_in`), the others in the same
+    order, and which of them take a pod: open, with room for it at the start, admitting it by its labels and taints
+    (found once per kind of pod)."""
+
+    __slots__ = ("_taking", "at", "start", "state")
+
+    def __init__(self, state: SimState, start: Start, at: list[int]) -> None:
+        self.state, self.start, self.at = state, start, frozenset(at)
+        self._taking: dict[tuple[Interned, Interned], tuple[int, ...]] = {}
+
+    def _takers(self, pod: Pod) -> tuple[int, ...]:
+        key = (pod.class_key, pod.requests_key)
+        takers = self._taking.get(key)
+        if takers is None:
+            s, start = self.state.s, self.start
+            node_ok, needs = s.classes(pod)[0].node_ok, s.pod_needs(pod)
+            takers = self._taking[key] = tuple(
+                b for b in sorted(self.at) if start.open[b] and node_ok[b]
+                and all(start.free[b, r] >= amount for r, amount in needs))
+        return takers
+
+    def take_before(self, pod: Pod, before: int, own: int) -> bool:
+        """A changed bin before bin ``before``, other than ``own`` (the node the pod leaves, taken out), takes it."""
+        return any(b < before and b != own for b in self._takers(pod))
+
+    def take(self, pod: Pod, own: int) -> bool:
+        """A changed bin other than ``own`` takes it."""
+        return any(b != own for b in self._takers(pod))
+
+
+def simple(state: SimState, pods: tuple[Pod, ...], known: dict[Interned, bool], *, counted: bool = False) -> bool:
+    """Every pod (a pod of each class) has one form, no topology constraint and no host port, as this pass compiles
+    it; with ``counted``, nor does another pod's topology constraint count it (a new node's zone then reads the
+    counts). ``known``: the answer per class, kept by the caller for its pass."""
+    for pod in pods:
+        answer = known.get(pod.class_key)
+        if answer is None:
+            forms = state.s.classes(pod)
+            form = forms[0]
+            answer = known[pod.class_key] = len(forms) == 1 and not form.constraints and not form.host_ports \
+                and not (counted and (form.matched or form.owned))
+        if not answer:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A greedy run's step of a node alone that found it consolidates neither way (`multi_node._greedy`): deleted, its
+    pod ``first`` found no room on the other nodes (the pods before it went to ``went``'s nodes); replaced, the pods
+    from that one on were placed with one new node allowed and the step was refused: one of them fit nowhere
+    (``fits_nowhere``) or the replacement was (``replacement``: why). ``nowhere``: the pods no existing node took (that
+    first one, those on the new node, the one that fit nowhere); ``leaving``: the node's pods in placement order."""
+
+    leaving: tuple[Pod, ...]
+    kinds: tuple[Pod, ...]
+    price: float
+    went: tuple[tuple[Pod, str], ...]
+    nowhere: tuple[Pod, ...]
+    first: Pod
+    fits_nowhere: bool
+    replacement: BlockCause | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Launches:
+    """What a refusal's new node read besides the bins: the compiled NodePools (the same object while nothing in them
+    changed), what their nodes count against their limits, and the options and spot-to-spot settings that decide
+    when a replacement is given up."""
+
+    pools: object
+    usage: tuple[bytes, ...]
+    settings: object
+
+    def same(self, other: _Launches) -> bool:
+        return self.pools is other.pools and self.usage == other.usage and self.settings == other.settings
+
+
+@dataclass
+class KeptRefusals:
+    """The refusals of nodes alone the last pass's greedy runs found, with its start state (`Start`) and launch facts;
+    a pass takes one when its node's pods, price and node are the same, each pod that went to a node goes there again
+    and each pod no node took finds none again (`ChangedBins`). One pass at a time per instance."""
+
+    _last: tuple[Start, _Launches, dict[str, Refusal]] | None = None
+    #: steps answered from a kept refusal (for tests and benchmarks)
+    hits: int = 0
+
+    def on(self, state: SimState, settings: object) -> RefusalSession:
+        """A pass's greedy runs on ``state`` (their start state: it is back to it after each step alone);
+        ``settings``: what else decides a refusal (the engine options, the NodePools' spot-to-spot)."""
+        start = Start.of(state)
+        launches = _Launches(state.s.pools, tuple(row.tobytes() for row in state.pool_used), settings)
+        kept: dict[str, Refusal] = {}
+        changed: list[int] | None = None
+        last = self._last
+        if last is not None and last[1].same(launches):
+            changed = last[0].changed_in(start)
+            if changed is not None and len(changed) <= MAX_CHANGED:
+                kept = last[2]
+        return RefusalSession(self, start, launches, kept, ChangedBins(state, start, changed or []))
+
+
+@dataclass
+class RefusalSession:
+    """One pass's steps of nodes alone (`KeptRefusals.on`); `close` keeps the refusals found or held for the next."""
+
+    owner: KeptRefusals
+    start: Start
+    launches: _Launches
+    last: dict[str, Refusal]
+    changed: ChangedBins
+    found: dict[str, Refusal] = field(default_factory=dict)
+    _simple: dict[Interned, bool] = field(default_factory=dict)
+    _why: dict[tuple[Interned, Interned, bool, bool, int], str] = field(default_factory=dict)
+
+    def held(self, name: str, price: float) -> tuple[Refusal, str] | None:
+        """The refusal kept for node ``name`` (now of ``price``) and why its first pod found no room, when it holds on
+        this start state."""
+        found = self.last.get(name)
+        if found is None:
+            return None
+        state, changed = self.changed.state, self.changed
+        index = state.s.node_index
+        own = index[name]
+        if own in changed.at or found.price != price or not simple(state, found.kinds, self._simple,
+                                                                              counted=True):
+            return None
+        leaving = state.leaving_ordered_of(name)
+        if len(leaving) != len(found.leaving) or not all(a is b or a == b for a, b in zip(found.leaving, leaving,
+                                                                                          strict=True)):
+            return None
+        for pod, node in found.went:
+            at = index.get(node)
+            if at is None or at in changed.at or changed.take_before(pod, at, own):
+                return None
+        if any(changed.take(pod, own) for pod in found.nowhere):
+            return None
+        self.found[name] = found
+        self.owner.hits += 1
+        return found, self.why(found.first, own)
+
+    def why(self, pod: Pod, own: int) -> str:
+        """`SimState.why_no_room` of ``pod`` with node ``own`` taken out, once per kind of pod and what that node
+        changes of the sentence (whether it takes pods and matches the pod, and which node set aside it is)."""
+        state, start = self.changed.state, self.start
+        key = (pod.class_key, pod.requests_key, bool(start.open[own]),
+               bool(state.s.classes(pod)[-1].node_ok[own]), own if own in state.aside else -1)
+        known = self._why.get(key)
+        if known is None:
+            known = self._why[key] = state.why_no_room(pod, own)
+        return known
+
+    def reads_bins_only(self, pods: tuple[Pod, ...]) -> bool:
+        """`simple`, with ``counted``, for this pass."""
+        return simple(self.changed.state, pods, self._simple, counted=True)
+
+    def keep(self, name: str, refusal: Refusal) -> None:
+        self.found[name] = refusal
+
+    def close(self) -> None:
+        """Keep this pass's start state and the refusals found or held on it for the next pass."""
+        self.owner._last = (self.start, self.launches, self.found)

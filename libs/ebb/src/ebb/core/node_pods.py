@@ -61,17 +61,20 @@ class NodePods:
     #: the classes (`Pod.class_key`) of the pods not being deleted, each with its first pod and how many pods are
     #: of it, in the order the classes first come: what the simulator's topology counts start from
     classes: tuple[tuple[Interned, Pod, int], ...]
-    #: `requested`'s answers, by the resource names asked
-    _requested: dict[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
+    #: `requested`'s answers, by the resource names asked, then whether of the DaemonSet pods only
+    _requested: dict[tuple[tuple[str, ...], bool], tuple[int, ...]] = field(default_factory=dict, compare=False,
+                                                                            repr=False)
 
-    def requested(self, resources: tuple[str, ...]) -> tuple[int, ...]:
-        """What all the pods request of each of ``resources`` (0 where a pod asks none), summed: what the simulator
-        counts as used on the node. Made once per node and resource names (integers: the same sums in any order)."""
-        known = self._requested.get(resources)
+    def requested(self, resources: tuple[str, ...], *, daemons: bool = False) -> tuple[int, ...]:
+        """What all the pods (with ``daemons``, the DaemonSet pods) request of each of ``resources`` (0 where a pod asks
+        none), summed: what the simulator counts as used on the node (and as the DaemonSets' room already taken). Made
+        once per node and resource names (integers: the same sums in any order)."""
+        known = self._requested.get((resources, daemons))
         if known is None:
-            requests = list(map(_REQUESTS, self.pods))
-            known = self._requested[resources] = tuple(sum(map(methodcaller("get", name, 0), requests))
-                                                       for name in resources)
+            pods = [pod for pod in self.pods if pod.owner_kind == "DaemonSet"] if daemons else self.pods
+            requests = list(map(_REQUESTS, pods))
+            known = self._requested[(resources, daemons)] = tuple(sum(map(methodcaller("get", name, 0), requests))
+                                                                  for name in resources)
         return known
 
 

@@ -141,11 +141,13 @@ class Scheduler:
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
             used = np.array([d.requested(self.resources) for d in of_nodes],
                             dtype=np.int64).reshape(self.node_alloc.shape)
+            daemons = np.array([d.requested(self.resources, daemons=True) for d in of_nodes],
+                               dtype=np.int64).reshape(self.node_alloc.shape) if snapshot.daemonsets else None
         else:
-            self.pods_on, used, rescheduled = self._bind(snapshot)
+            self.pods_on, used, daemons, rescheduled = self._bind(snapshot)
         self.node_free = self.node_alloc - used
-        if snapshot.daemonsets:
-            self.node_free -= self._daemon_room()
+        if daemons is not None:
+            self.node_free -= self._daemon_room(daemons)
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = cached_pools(self.resources, snapshot)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
@@ -164,9 +166,10 @@ class Scheduler:
         self.topology = Topology(self.N, self.max_bins, self.node_labels, self.taint_sets, self.pools)
         self.topology.register_groups([*snapshot.pods, *extra_pods])
 
-    def _bind(self, snapshot: Snapshot) -> tuple[list[Sequence[Pod]], IntArray, int]:
-        """The snapshot's active pods sorted onto their nodes (``pods_on``), what they use per node, and how many
-        pods of the snapshot need a home when moved (`Pod.needs_rescheduling`)."""
+    def _bind(self, snapshot: Snapshot) -> tuple[list[Sequence[Pod]], IntArray, IntArray | None, int]:
+        """The snapshot's active pods sorted onto their nodes (``pods_on``), what they use per node, what the DaemonSet
+        pods of them use per node (None when the snapshot has no DaemonSets), and how many pods of the snapshot need a
+        home when moved (`Pod.needs_rescheduling`)."""
         pods_on: list[list[Pod]] = [[] for _ in range(self.N)]
         # what the bound pods use, summed per node from one row per distinct requests (replicas share theirs)
         kind_of: dict[Interned, int] = {}
@@ -176,7 +179,8 @@ class Scheduler:
         rescheduled = 0
         # the loop over every pod of the snapshot: its lookups bound to locals
         node_at, kind_at = self.node_index.get, kind_of.get
-        add_node, add_kind = at_node.append, of_kind.append
+        of_daemon: list[bool] = []
+        add_node, add_kind, add_daemon = at_node.append, of_kind.append, of_daemon.append
         for pod in snapshot.pods:
             rescheduled += pod.needs_rescheduling
             at = node_at(pod.node_name or "")
@@ -188,14 +192,19 @@ class Scheduler:
                     kinds.append(self.pod_vec(pod))
                 add_node(at)
                 add_kind(kind)
+                add_daemon(pod.owner_kind == "DaemonSet")
         used = np.zeros_like(self.node_alloc)
+        daemons = np.zeros_like(self.node_alloc) if snapshot.daemonsets else None
         if kinds:
             # how many pods of each kind per node, times each kind's requests (integers: exact)
             k = len(kinds)
-            per_node = np.bincount(np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64),
-                                   minlength=self.N * k).reshape(self.N, k)
-            used = per_node @ np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
-        return cast(list[Sequence[Pod]], pods_on), used, rescheduled
+            cells = np.array(at_node, dtype=np.int64) * k + np.array(of_kind, dtype=np.int64)
+            by_kind = np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
+            used = np.bincount(cells, minlength=self.N * k).reshape(self.N, k) @ by_kind
+            if daemons is not None:  # the same, of the DaemonSet pods
+                daemons = np.bincount(cells[np.array(of_daemon, dtype=bool)],
+                                      minlength=self.N * k).reshape(self.N, k) @ by_kind
+        return cast(list[Sequence[Pod]], pods_on), used, daemons, rescheduled
 
     # -- helpers -------------------------------------------------------------------------------------
     def vec(self, mapping: Mapping[str, int]) -> IntArray:
@@ -207,37 +216,32 @@ class Scheduler:
         """`vec` of each mapping, one row each (built as lists, then one array)."""
         return rows(self.resources, mappings)
 
-    def _daemon_room(self) -> IntArray:
+    def _daemon_room(self, daemons: IntArray) -> IntArray:
         """The room kept on each existing node for the pods of the DaemonSets that would run there and are not there
         yet (Karpenter's ``ExistingNode``): what those DaemonSets' pods request (`daemonset_runs_on_node`), less what
-        the node's DaemonSet pods request, never below 0 per resource. A node whose DaemonSet pods all run keeps none;
-        a node just launched keeps what its DaemonSets' pods will take when they come. Each node's row is made once
-        for the node, its pods and the DaemonSets, which are the same objects pass after pass while unchanged
-        (`_DAEMON_ROOM_KEPT`)."""
+        the node's DaemonSet pods request (``daemons``, per node), never below 0 per resource. A node whose DaemonSet
+        pods all run keeps none; a node just launched keeps what its DaemonSets' pods will take when they come. Which
+        DaemonSets would run on a node is found once for the node and the DaemonSets, which are the same objects pass
+        after pass while unchanged (`_DAEMON_ROOM_KEPT`)."""
         daemonsets = self.snapshot.daemonsets
         kept = _DAEMON_ROOM_KEPT.get(self.resources)
         if kept is None or len(kept) > KEEP_ROWS_AT_MOST:
             kept = _DAEMON_ROOM_KEPT.keep(self.resources, {})
         wanted: list[IntArray] | None = None
-        room = np.empty_like(self.node_alloc)
+        want = np.empty_like(self.node_alloc)
         for i, node in enumerate(self.nodes):
-            pods = self.pods_on[i]
             hit = kept.get(id(node))
-            if hit is None or hit[0] is not node or hit[1] is not pods or hit[2] != daemonsets:
+            if hit is None or hit[0] is not node or hit[1] != daemonsets:
                 if wanted is None:
                     wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
-                want = np.zeros(len(self.resources), dtype=np.int64)
+                row = np.zeros(len(self.resources), dtype=np.int64)
                 for ds, vec in zip(daemonsets, wanted, strict=True):
                     if daemonset_runs_on_node(ds, node.labels, node.taints):
-                        want += vec
-                if want.any():
-                    for pod in pods:
-                        if pod.owner_kind == "DaemonSet":
-                            want -= self.pod_vec(pod)
-                    np.maximum(want, 0, out=want)
-                want.flags.writeable = False  # shared by the Schedulers of later passes
-                hit = kept[id(node)] = (node, pods, daemonsets, want)
-            room[i] = hit[3]
+                        row += vec
+                row.flags.writeable = False  # shared by the Schedulers of later passes
+                hit = kept[id(node)] = (node, daemonsets, row)
+            want[i] = hit[2]
+        room: IntArray = np.maximum(want - daemons, 0)
         return room
 
     def pod_vec(self, pod: Pod) -> IntArray:
@@ -380,10 +384,10 @@ class Scheduler:
 
 
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
-#: `Scheduler._daemon_room`'s row of each node by resource names, then by the node's id, with the node, its pods and
-#: the DaemonSets it was made from (a node's id reused by another object, or other pods, make it again)
-_DAEMON_ROOM_KEPT: Memo[tuple[str, ...], dict[int, tuple[Node, Sequence[Pod], tuple[DaemonSet, ...], IntArray]]] = \
-    Memo(8)
+#: `Scheduler._daemon_room`'s request of each node by resource names, then by the node's id: the node and the
+#: DaemonSets it was made from, and what those of them that would run there request (a node's id reused by another
+#: object, or other DaemonSets, make it again)
+_DAEMON_ROOM_KEPT: Memo[tuple[str, ...], dict[int, tuple[Node, tuple[DaemonSet, ...], IntArray]]] = Memo(8)
 
 UNEXPLAINED = "not explained"
 

@@ -177,6 +177,30 @@ def test_plan_budgets_count_deleting_and_not_ready_nodes(budgets: list[dict[str,
         assert budget_of(out, "default", reason) == allowed
 
 
+def _unreported(name: str) -> dict[str, Any]:
+    """A node whose status has no Ready condition at all."""
+    doc = node(name)
+    doc["status"]["conditions"] = [c for c in doc["status"]["conditions"] if c["type"] != "Ready"]
+    return doc
+
+
+DISRUPTED = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize(("others", "allowed"), [
+    ([], 3),
+    ([node("sick", ready=False)], 2),  # NotReady
+    ([_unreported("mute")], 2),  # no Ready condition: Karpenter's GetCondition gives "", not True
+    ([node("going", ready=False, taints=DISRUPTED)], 2),  # NotReady and being disrupted: counted once
+    ([node("gone", ready=False, deleting=True)], 2),  # NotReady and deleting: counted once
+])
+def test_plan_budgets_count_each_disrupting_node_once(others: list[dict[str, Any]], allowed: int) -> None:
+    """Karpenter's budget mapping subtracts a node whose Ready condition is not True (none at all included) or that
+    is marked for deletion, once whichever of them it is."""
+    out = plan_dict(nodepool(budgets=[{"nodes": "3"}]), node("a"), node("b"), *others)
+    assert budget_of(out, "default", "Underutilized") == allowed
+
+
 def test_node_tainted_disrupted_counts_as_deleting() -> None:
     out = plan_dict(nodepool(budgets=[{"nodes": "2"}]), node("a"),
                     node("b", taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]))

@@ -555,8 +555,11 @@ class ClusterView:
                 counted.setdefault(node.nodepool, []).append(node)
         for pool in self.snapshot.nodepools:
             owned = counted.get(pool.name, [])
+            # Karpenter's disrupting nodes: marked for deletion, or a Ready condition not True (none at all included),
+            # each counted once
             deleting = sum(1 for n in owned if n.deleting or n.being_disrupted)
-            not_ready = sum(1 for n in owned if not n.ready and not n.deleting)
+            not_ready = sum(1 for n in owned if not (n.ready and n.ready_reported)
+                            and not (n.deleting or n.being_disrupted))
             for reason in REASONS:
                 self.budgets[(pool.name, reason)] = allowed_disruptions(
                     pool, reason, self.now, total=len(owned), deleting=deleting, not_ready=not_ready)

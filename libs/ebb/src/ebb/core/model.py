@@ -333,6 +333,9 @@ class Node:
     deleting: bool = False
     ready: bool = True
     provider_id: str = ""
+    #: the Node reports a Ready condition at all (a Node without one is scheduled to as Ready, and counted NotReady
+    #: against disruption budgets, as Karpenter counts it)
+    ready_reported: bool = True
     # read for every node of every pass, and a node object lives through many passes: fields set once from the
     # labels and taints, not properties
     #: its NodePool's name (the karpenter.sh/nodepool label), None when no NodePool owns it

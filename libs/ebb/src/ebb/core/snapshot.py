@@ -570,6 +570,7 @@ def _node(doc: _Doc) -> Node:
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         ready=conditions.get("Ready", "True") == "True",
         provider_id=str(doc.get("spec.providerID", "")),
+        ready_reported="Ready" in conditions,
     )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any, cast
 
 import numpy as np
@@ -179,7 +179,7 @@ class Scheduler:
         rescheduled = 0
         # the loop over every pod of the snapshot: its lookups bound to locals
         node_at, kind_at = self.node_index.get, kind_of.get
-        of_daemon: list[bool] = []
+        of_daemon: list[int] = []  # the DaemonSet pods' places in at_node
         add_node, add_kind, add_daemon = at_node.append, of_kind.append, of_daemon.append
         for pod in snapshot.pods:
             rescheduled += pod.needs_rescheduling
@@ -192,7 +192,8 @@ class Scheduler:
                     kinds.append(self.pod_vec(pod))
                 add_node(at)
                 add_kind(kind)
-                add_daemon(pod.owner_kind == "DaemonSet")
+                if pod.owner_kind == "DaemonSet":
+                    add_daemon(len(at_node) - 1)
         used = np.zeros_like(self.node_alloc)
         daemons = np.zeros_like(self.node_alloc) if snapshot.daemonsets else None
         if kinds:
@@ -202,7 +203,7 @@ class Scheduler:
             by_kind = np.array(kinds, dtype=np.int64).reshape(k, len(self.resources))
             used = np.bincount(cells, minlength=self.N * k).reshape(self.N, k) @ by_kind
             if daemons is not None:  # the same, of the DaemonSet pods
-                daemons = np.bincount(cells[np.array(of_daemon, dtype=bool)],
+                daemons = np.bincount(cells[np.array(of_daemon, dtype=np.int64)],
                                       minlength=self.N * k).reshape(self.N, k) @ by_kind
         return cast(list[Sequence[Pod]], pods_on), used, daemons, rescheduled
 
@@ -222,25 +223,33 @@ class Scheduler:
         the node's DaemonSet pods request (``daemons``, per node), never below 0 per resource. A node whose DaemonSet
         pods all run keeps none; a node just launched keeps what its DaemonSets' pods will take when they come. Which
         DaemonSets would run on a node is found once for the node and the DaemonSets, which are the same objects pass
-        after pass while unchanged (`_DAEMON_ROOM_KEPT`)."""
+        after pass while unchanged (`_DAEMON_ROOM_KEPT`), and a Scheduler over the same nodes as the last one takes
+        its requests whole (`_DAEMON_WANT_LAST`)."""
         daemonsets = self.snapshot.daemonsets
-        kept = _DAEMON_ROOM_KEPT.get(self.resources)
-        if kept is None or len(kept) > KEEP_ROWS_AT_MOST:
-            kept = _DAEMON_ROOM_KEPT.keep(self.resources, {})
-        wanted: list[IntArray] | None = None
-        want = np.empty_like(self.node_alloc)
-        for i, node in enumerate(self.nodes):
-            hit = kept.get(id(node))
-            if hit is None or hit[0] is not node or hit[1] != daemonsets:
-                if wanted is None:
-                    wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
-                row = np.zeros(len(self.resources), dtype=np.int64)
-                for ds, vec in zip(daemonsets, wanted, strict=True):
-                    if daemonset_runs_on_node(ds, node.labels, node.taints):
-                        row += vec
-                row.flags.writeable = False  # shared by the Schedulers of later passes
-                hit = kept[id(node)] = (node, daemonsets, row)
-            want[i] = hit[2]
+        last = _DAEMON_WANT_LAST.get(self.resources)
+        if last is not None and last[1] == daemonsets and len(last[0]) == self.N and all(map(is_, last[0], self.nodes)):
+            want = last[2]  # the same nodes as the last Scheduler's, in order
+        else:
+            known = _DAEMON_ROOM_KEPT.get(self.resources)
+            if known is None or len(known[1]) > KEEP_ROWS_AT_MOST or known[0] != daemonsets:
+                known = _DAEMON_ROOM_KEPT.keep(self.resources, (daemonsets, {}))
+            kept = known[1]
+            wanted: list[IntArray] | None = None
+            want = np.empty_like(self.node_alloc)
+            for i, node in enumerate(self.nodes):
+                hit = kept.get(id(node))
+                if hit is None or hit[0] is not node:
+                    if wanted is None:
+                        wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
+                    row = np.zeros(len(self.resources), dtype=np.int64)
+                    for ds, vec in zip(daemonsets, wanted, strict=True):
+                        if daemonset_runs_on_node(ds, node.labels, node.taints):
+                            row += vec
+                    row.flags.writeable = False  # shared by the Schedulers of later passes
+                    hit = kept[id(node)] = (node, row)
+                want[i] = hit[1]
+            want.flags.writeable = False
+            _DAEMON_WANT_LAST.keep(self.resources, (tuple(self.nodes), daemonsets, want))
         room: IntArray = np.maximum(want - daemons, 0)
         return room
 
@@ -384,10 +393,13 @@ class Scheduler:
 
 
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it
-#: `Scheduler._daemon_room`'s request of each node by resource names, then by the node's id: the node and the
-#: DaemonSets it was made from, and what those of them that would run there request (a node's id reused by another
-#: object, or other DaemonSets, make it again)
-_DAEMON_ROOM_KEPT: Memo[tuple[str, ...], dict[int, tuple[Node, tuple[DaemonSet, ...], IntArray]]] = Memo(8)
+#: `Scheduler._daemon_room`'s request of each node by resource names: the DaemonSets they were made from, and by the
+#: node's id the node and what those of them that would run there request (a node's id reused by another object
+#: makes it again, other DaemonSets all of them)
+_DAEMON_ROOM_KEPT: Memo[tuple[str, ...], tuple[tuple[DaemonSet, ...], dict[int, tuple[Node, IntArray]]]] = Memo(8)
+#: the last Scheduler's requests per node (by resource names), with its nodes in order and the DaemonSets: the next
+#: Scheduler over the same nodes takes the matrix whole
+_DAEMON_WANT_LAST: Memo[tuple[str, ...], tuple[tuple[Node, ...], tuple[DaemonSet, ...], IntArray]] = Memo(8)
 
 UNEXPLAINED = "not explained"
 

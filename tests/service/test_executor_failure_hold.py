@@ -59,7 +59,8 @@ def empty_cluster() -> list[dict[str, object]]:
                                 "karpenter.sh/capacity-type": "on-demand",
                                 "node.kubernetes.io/instance-type": "m5.large",
                                 "topology.kubernetes.io/zone": "us-east-1a"}},
-        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}}}
+        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}}
     return [pool, node]
 
 

@@ -211,12 +211,11 @@ class RefusalSession:
         state, changed = self.changed.state, self.changed
         index = state.s.node_index
         own = index[name]
-        if own in changed.at or found.price != price or not simple(state, found.kinds, self._simple,
-                                                                              counted=True):
+        if own in changed.at or found.price != price or not self.reads_bins_only(found.kinds):
             return None
         leaving = state.leaving_ordered_of(name)
-        if len(leaving) != len(found.leaving) or not all(a is b or a == b for a, b in zip(found.leaving, leaving,
-                                                                                          strict=True)):
+        if len(leaving) != len(found.leaving) \
+                or not all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
             return None
         for pod, node in found.went:
             at = index.get(node)

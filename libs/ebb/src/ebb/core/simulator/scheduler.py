@@ -560,11 +560,11 @@ class SimState(Placement):
         also = [p for p in self.moved_onto.get(b, ()) if p.needs_rescheduling]
         return placement_order(leaving + also) if also else leaving
 
-    def _take_out(self, b: int) -> list[Pod] | None:
-        """`remove_node`'s changes to the state, for bin ``b``: the pods this simulation had moved onto it (None
-        when it was removed already)."""
+    def _take_out(self, b: int) -> None:
+        """`remove_node`'s changes to the state, for bin ``b`` (none when it was removed already; the pods that leave
+        it are `leaving_of`'s, read before)."""
         if b in self._removed:
-            return None
+            return
         self._removed.add(b)
         self.journal.append(("removed", b))
         self._set(self.open, b, False)
@@ -589,7 +589,6 @@ class SimState(Placement):
             old = self.pool_used[p_index]
             self.journal.append(("pool", p_index, old))
             self.pool_used[p_index] = old - charge
-        return moved
 
     def place_all(self, pods: Sequence[Pod], max_new: int, *, first_failure: bool = False,
                   on_claim: Callable[[int], None] | None = None,

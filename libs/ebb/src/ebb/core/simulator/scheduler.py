@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter
 from typing import Any, cast
 
 import numpy as np
@@ -223,33 +223,26 @@ class Scheduler:
         the node's DaemonSet pods request (``daemons``, per node), never below 0 per resource. A node whose DaemonSet
         pods all run keeps none; a node just launched keeps what its DaemonSets' pods will take when they come. Which
         DaemonSets would run on a node is found once for the node and the DaemonSets, which are the same objects pass
-        after pass while unchanged (`_DAEMON_ROOM_KEPT`), and a Scheduler over the same nodes as the last one takes
-        its requests whole (`_DAEMON_WANT_LAST`)."""
+        after pass while unchanged (`_DAEMON_ROOM_KEPT`)."""
         daemonsets = self.snapshot.daemonsets
-        last = _DAEMON_WANT_LAST.get(self.resources)
-        if last is not None and last[1] == daemonsets and len(last[0]) == self.N and all(map(is_, last[0], self.nodes)):
-            want = last[2]  # the same nodes as the last Scheduler's, in order
-        else:
-            known = _DAEMON_ROOM_KEPT.get(self.resources)
-            if known is None or len(known[1]) > KEEP_ROWS_AT_MOST or known[0] != daemonsets:
-                known = _DAEMON_ROOM_KEPT.keep(self.resources, (daemonsets, {}))
-            kept = known[1]
-            wanted: list[IntArray] | None = None
-            want = np.empty_like(self.node_alloc)
-            for i, node in enumerate(self.nodes):
-                hit = kept.get(id(node))
-                if hit is None or hit[0] is not node:
-                    if wanted is None:
-                        wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
-                    row = np.zeros(len(self.resources), dtype=np.int64)
-                    for ds, vec in zip(daemonsets, wanted, strict=True):
-                        if daemonset_runs_on_node(ds, node.labels, node.taints):
-                            row += vec
-                    row.flags.writeable = False  # shared by the Schedulers of later passes
-                    hit = kept[id(node)] = (node, row)
-                want[i] = hit[1]
-            want.flags.writeable = False
-            _DAEMON_WANT_LAST.keep(self.resources, (tuple(self.nodes), daemonsets, want))
+        known = _DAEMON_ROOM_KEPT.get(self.resources)
+        if known is None or len(known[1]) > KEEP_ROWS_AT_MOST or known[0] != daemonsets:
+            known = _DAEMON_ROOM_KEPT.keep(self.resources, (daemonsets, {}))
+        kept = known[1]
+        wanted: list[IntArray] | None = None
+        want = np.empty_like(self.node_alloc)
+        for i, node in enumerate(self.nodes):
+            hit = kept.get(id(node))
+            if hit is None or hit[0] is not node:
+                if wanted is None:
+                    wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
+                row = np.zeros(len(self.resources), dtype=np.int64)
+                for ds, vec in zip(daemonsets, wanted, strict=True):
+                    if daemonset_runs_on_node(ds, node.labels, node.taints):
+                        row += vec
+                row.flags.writeable = False  # shared by the Schedulers of later passes
+                hit = kept[id(node)] = (node, row)
+            want[i] = hit[1]
         room: IntArray = np.maximum(want - daemons, 0)
         return room
 
@@ -397,9 +390,6 @@ class Scheduler:
 #: node's id the node and what those of them that would run there request (a node's id reused by another object
 #: makes it again, other DaemonSets all of them)
 _DAEMON_ROOM_KEPT: Memo[tuple[str, ...], tuple[tuple[DaemonSet, ...], dict[int, tuple[Node, IntArray]]]] = Memo(8)
-#: the last Scheduler's requests per node (by resource names), with its nodes in order and the DaemonSets: the next
-#: Scheduler over the same nodes takes the matrix whole
-_DAEMON_WANT_LAST: Memo[tuple[str, ...], tuple[tuple[Node, ...], tuple[DaemonSet, ...], IntArray]] = Memo(8)
 
 UNEXPLAINED = "not explained"
 

@@ -2,8 +2,10 @@
 random while a workload scales up and down on KWOK nodes, PostgreSQL, Kafka and the kube-apiserver restarted once
 each, spot interruptions sent to SQS; then every invariant holds, no service crashed on its own, and the run did
 real work (kills, decisions, evictions). ``EBB_CHAOS_MINUTES`` (default 2.5) and ``EBB_CHAOS_NODES`` (default 20)
-make it longer and bigger; ``python -m bench chaos`` runs it for 10 minutes on 40 nodes and writes the report
-(``EBB_CHAOS_REPORT``: a JSON file) for docs/reliability.md.
+make it longer and bigger; ``EBB_CHAOS_DOWN_SECONDS`` (default 8) leaves each server down longer. ``python -m bench
+chaos`` runs it for 10 minutes on 40 nodes and writes the report (``EBB_CHAOS_REPORT``: a JSON file) for
+docs/reliability.md. A run with violations prints what the PodDisruptionBudgets said through it and keeps the
+control plane's logs beside its services' (``cluster-logs`` in the test's tmp_path).
 
 And two kills at chosen points of a decision (the planner's ``EXIT_AT`` fault injection: the process exits at once,
 as on SIGKILL, when its outbox relay is about to publish): between a proposal's commit and its approval, and
@@ -63,7 +65,8 @@ async def test_chaos_run_keeps_every_invariant(kube_api: Any, kubernetes_cluster
     # PostgreSQL's binaries, which the run's private servers are started from, when this test runs alone)
     plan = ChaosPlan(minutes=float(os.environ.get("EBB_CHAOS_MINUTES", "2.5")),
                      nodes=int(os.environ.get("EBB_CHAOS_NODES", "20")),
-                     seed=int(os.environ.get("EBB_CHAOS_SEED", "1")))
+                     seed=int(os.environ.get("EBB_CHAOS_SEED", "1")),
+                     server_down_seconds=float(os.environ.get("EBB_CHAOS_DOWN_SECONDS", "8")))
     audit = infra.settings("kubernetes").get("KUBE_AUDIT_LOG")
     work = _work_dir()
     try:
@@ -77,6 +80,11 @@ async def test_chaos_run_keeps_every_invariant(kube_api: Any, kubernetes_cluster
             shutil.copytree(work / "logs", tmp_path / "logs")
         shutil.rmtree(work, ignore_errors=True)
     print(report.markdown())
+    if report.violations and (own := getattr(infra, "own_dir", None)) is not None and (own / "logs").exists():
+        # the control plane's logs (the controller-manager's PDB and node lifecycle, KWOK's pod stages) explain
+        # most violations; the session's own copy goes when the servers stop
+        shutil.copytree(own / "logs", tmp_path / "cluster-logs", dirs_exist_ok=True)
+        print(f"[chaos] the control plane's logs are kept in {tmp_path / 'cluster-logs'}")
     if target := os.environ.get("EBB_CHAOS_REPORT"):
         _write(Path(target), json.dumps(report.as_json(), indent=2))
     assert report.violations == [], report.markdown()

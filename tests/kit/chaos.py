@@ -136,6 +136,9 @@ class ChaosReport:
     #: decisions the planners proposed once the cluster had settled (not the chaos's: the calm cluster's own)
     after_settling: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    #: what explains a violation: each PodDisruptionBudget's changes of status through the run (seconds from the
+    #: chaos's start) and, at the end, the pods it counted unhealthy, printed under the violations
+    diagnosis: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         # (dataclasses.asdict rebuilds a Counter from (key, value) pairs, which counts the pairs as keys)
@@ -171,6 +174,9 @@ class ChaosReport:
             f"| **violations** | **{len(self.violations)}** |",
         ]
         lines += [f"- {v}" for v in self.violations]
+        if self.violations and self.diagnosis:
+            lines += ["", "What the PodDisruptionBudgets said (seconds from the chaos's start):"]
+            lines += [f"- {d}" for d in self.diagnosis]
         return "\n".join(lines) + "\n"
 
 
@@ -232,6 +238,9 @@ class Chaos:
         self._later: set[asyncio.Task[None]] = set()  # the pending restarts
         self.crds: list[str] = []  # the Karpenter CRDs this run installed
         self.readyz: dict[str, str] = {}  # process -> its /readyz URL
+        self.policy = client.PolicyV1Api(kube_api)
+        self.started_at = 0.0  # the loop's time when the chaos started
+        self.pdb_status: dict[str, str] = {}  # PDB -> its status as last sampled
 
     # ------------------------------------------------------------------------------------------------ setup
 
@@ -252,14 +261,13 @@ class Chaos:
         await create_nodepool(self.api, pool)
         for _ in range(self.plan.nodes):
             await self._add_node()
-        policy = client.PolicyV1Api(self.api)
         for name, replicas, cpu, pdb, protected in WORKLOAD:
             body = deployment(name, self.run_id, replicas, cpu)
             if protected:
                 body.spec.template.metadata.annotations = {DO_NOT_DISRUPT: "true"}
             await self.apps.create_namespaced_deployment(self.namespace, body)
             if pdb is not None:
-                await policy.create_namespaced_pod_disruption_budget(
+                await self.policy.create_namespaced_pod_disruption_budget(
                     self.namespace, as_body(client.V1PodDisruptionBudget, _pdb(name, name, **pdb)))
 
     async def _add_node(self) -> str:
@@ -510,7 +518,44 @@ class Chaos:
         while not self.stopping:
             with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
                 await self._sample()
+            with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
+                await self._sample_pdbs()
             await asyncio.sleep(1.0)
+
+    async def _sample_pdbs(self) -> None:
+        """Each PDB's status when it changes, for the diagnosis: a drain refused for minutes is explained by
+        what the disruption controller counted (healthy, desired, expected) and when."""
+        at = asyncio.get_running_loop().time() - self.started_at
+        for pdb in (await self.policy.list_namespaced_pod_disruption_budget(self.namespace)).items:
+            status = pdb.status
+            said = (f"allows {status.disruptions_allowed}: healthy {status.current_healthy}, desired "
+                    f"{status.desired_healthy}, expected {status.expected_pods}, disrupted "
+                    f"{len(status.disrupted_pods or {})}, observed generation {status.observed_generation}")
+            if self.pdb_status.get(pdb.metadata.name) != said:
+                self.pdb_status[pdb.metadata.name] = said
+                self.report.diagnosis.append(f"{at:.0f} s: PDB {pdb.metadata.name} {said}")
+
+    async def _diagnose(self) -> None:
+        """At the end of a run with violations: the pods each PDB counts unhealthy (not Ready, deleting, or
+        pending), and where they are."""
+        pods = (await self.core.list_namespaced_pod(self.namespace)).items
+        nodes = {n.metadata.name for n in
+                 (await self.core.list_node(label_selector=f"{RUN_LABEL}={self.run_id}")).items}
+        for pdb in (await self.policy.list_namespaced_pod_disruption_budget(self.namespace)).items:
+            app = (pdb.spec.selector.match_labels or {}).get("app")
+            for pod in pods:
+                if (pod.metadata.labels or {}).get("app") != app:
+                    continue
+                ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+                deleting = pod.metadata.deletion_timestamp
+                if ready and deleting is None:
+                    continue
+                node = pod.spec.node_name
+                where = f"on {node}" + ("" if node in nodes else " (no such node)") if node else "not bound"
+                since = f", deleting since {deleting.isoformat()}" if deleting else ""
+                self.report.diagnosis.append(
+                    f"end: PDB {pdb.metadata.name} counts {pod.metadata.name} unhealthy: {pod.status.phase}, "
+                    f"{'Ready' if ready else 'not Ready'}{since}, {where}")
 
     async def _settled(self) -> bool:
         try:
@@ -594,6 +639,7 @@ class Chaos:
                     await process.start()
                 self.say(f"chaos {self.run_id}: {self.plan.nodes} nodes, {len(self.processes)} services; "
                          f"{self.plan.minutes:g} minutes")
+                self.started_at = loop.time()
                 tasks = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._sampler()),
                          asyncio.create_task(self._provisioner())]
                 started = loop.time()
@@ -629,6 +675,9 @@ class Chaos:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
                 await self._final_checks(audit_from)
+                if self.report.violations:
+                    with contextlib.suppress(ApiException, OSError, asyncio.TimeoutError):
+                        await self._diagnose()
             finally:
                 self.stopping = True
                 await asyncio.gather(*(p.stop(grace=10) for p in self.processes.values()))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ebb.adapters.snapshot_store import SnapshotStore
@@ -316,3 +316,60 @@ def test_a_parse_found_elsewhere_is_taken_and_an_object_without_one_is_parsed_he
     store.put("Node//b", node("b", "m5.2xlarge"))
     assert [n.instance_type for n in store.snapshot().nodes] == ["m5.xlarge", "m5.2xlarge"]
     assert asked[-1] == ("Node//b", "m5.2xlarge")
+
+
+def _tombstone(store: SnapshotStore, kind: str, name: str, namespace: str = "default") -> None:
+    store.apply(ClusterObject(kind=kind, namespace=namespace, name=name, resource_version="2", object=None))
+
+
+def _with(doc: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """``doc`` with ``metadata``/``status`` entries changed (a new dict: the store keeps what it is given)."""
+    out = {**doc, "metadata": dict(doc["metadata"]), "status": dict(doc["status"])}
+    for path, value in changes.items():
+        part, name = path.split("__")
+        out[part][name] = value
+    return out
+
+
+def test_pod_events_record_when_a_pod_left_a_node_as_karpenters_pod_events_do() -> None:
+    clock = [NOW]
+    store = SnapshotStore()
+    store.keep_pod_events(lambda: clock[0])
+    put(store, node("a", "m5.large"))
+    put(store, node("b", "m5.large"))
+    agent = pod("agent", "a")
+    agent["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent", "controller": True}]
+    for doc in (pod("web", "a"), pod("job", "a"), pod("gone", "a"), pod("moved", "b"), pod("pending", ""), agent):
+        put_pod(store, doc)
+    assert store.snapshot().pod_events == ()  # pods that came are seen in their start times, not here
+
+    def at(minutes: int) -> datetime:
+        clock[0] = NOW + timedelta(minutes=minutes)
+        return clock[0]
+
+    one = at(1)
+    put_pod(store, _with(pod("web", "a"), metadata__deletionTimestamp="2026-11-23T18:31:30Z"))  # terminating
+    assert store.snapshot().pod_events == (("a", one),)
+    at(2)
+    _tombstone(store, "Pod", "web")  # already counted when it went terminating
+    put_pod(store, _with(pod("pending", ""), status__phase="Failed"))  # on no node
+    _tombstone(store, "Pod", "agent")  # a DaemonSet's
+    assert store.snapshot().pod_events == (("a", one),)
+    three = at(3)
+    put_pod(store, _with(pod("job", "a"), status__phase="Succeeded"))  # terminal
+    put_pod(store, pod("job", "a") | {"status": {"phase": "Succeeded"}})  # still terminal: no new event
+    assert store.snapshot().pod_events == (("a", three),)
+    four = at(4)
+    _tombstone(store, "Pod", "gone")  # deleted at once, as the simulated cluster deletes
+    put_pod(store, pod("moved", "a"))  # bound again elsewhere: it left b
+    assert store.snapshot().pod_events == (("a", four), ("b", four))
+    _tombstone(store, "Node", "b", namespace="")
+    assert store.snapshot().pod_events == (("a", four),)
+    view = ClusterView.build(store.snapshot(), four + timedelta(seconds=30))
+    assert view.last_pod_event(view.nodes["a"]) == four
+
+    quiet = SnapshotStore()  # without a clock: none kept (ebb plan's and kube-scheduler's snapshots)
+    put(quiet, node("a", "m5.large"))
+    put_pod(quiet, pod("web", "a"))
+    _tombstone(quiet, "Pod", "web")
+    assert quiet.snapshot().pod_events == ()

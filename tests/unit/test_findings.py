@@ -4,6 +4,7 @@ raised/cleared changes between two sets of findings."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from ebb.core import findings as found_in
 from ebb.core.cluster import ClusterView
 from ebb.core.findings import Change, Finding, Findings, diff, drifted_annotation, with_since
 from ebb.core.model import Snapshot
-from tests.kit.builders import NOW, OLD, ago, node, nodepool, pod, snapshot
+from tests.kit.builders import NOW, OLD, ago, node, nodeclaim, nodepool, pod, snapshot
 
 REQ_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
 REQ_SPOT = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
@@ -57,6 +58,29 @@ def test_findings(label: str, docs: list[Any], expected: set[str], phrase: str) 
     assert set(found) == expected, label
     if phrase:
         assert any(phrase in f.reason for f in found.values()), [f.reason for f in found.values()]
+
+
+@pytest.mark.parametrize(("label", "left", "claim", "expected"), [
+    ("a pod left 5 minutes ago: consolidateAfter 10m not passed", ago(minutes=5), False, set()),
+    ("a pod left 15 minutes ago: passed", ago(minutes=15), False, {"Consolidatable"}),
+    ("no pod left", None, False, {"Consolidatable"}),
+    # a node with a NodeClaim: Karpenter's record is the claim's lastPodEventTime (none here), not the service's
+    ("a pod left 5 minutes ago, the node has a NodeClaim", ago(minutes=5), True, {"Consolidatable"}),
+])
+def test_a_pod_that_left_a_node_without_a_nodeclaim_restarts_consolidate_after(
+        label: str, left: str | None, claim: bool, expected: set[str]) -> None:
+    docs = [nodepool(consolidate_after="10m"), node("n1"), pod("p", "n1", started=ago(hours=1)),
+            *([nodeclaim("c1", "n1")] if claim else [])]
+    snap = snapshot(*docs)
+    if left is not None:
+        snap = replace(snap, pod_events=(("n1", datetime.fromisoformat(left)),))
+    found = kinds(snap)
+    assert set(found) == expected, label
+    view = ClusterView.build(snap, NOW)
+    if expected:
+        assert "consolidateAfter (10m) has passed" in found["Consolidatable"].reason
+    else:
+        assert view.stable_for(view.nodes["n1"], 600) is not None
 
 
 def test_since_times() -> None:

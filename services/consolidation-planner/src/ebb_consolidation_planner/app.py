@@ -90,6 +90,7 @@ async def run(
     ``objects`` is the empty store the planner fills from ebb.cluster.objects (default: a new ``SnapshotStore``)."""
     clock = clock_of(clock)
     objects = objects if objects is not None else SnapshotStore()
+    objects.keep_pod_events(clock.now)  # consolidateAfter sees the pods that left a node without a NodeClaim
     shadow = settings.mode == "shadow"
     if shadow:  # the gate: a shadow planner has no writer to the cluster
         recorder, annotator, policy_status = None, None, None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 import anyio.to_thread
 
@@ -66,6 +66,8 @@ class LiveState:
         self.limiter = limiter
         #: the objects; the bundled catalog is its default fallback
         self.objects = SnapshotStore()
+        # when pods left nodes without a NodeClaim, as the planner keeps it (its passes' consolidateAfter)
+        self.objects.keep_pod_events(lambda: datetime.now(UTC))
         #: set once the compacted topic was read to its end at startup
         self.seeded = asyncio.Event()
         #: held while a worker thread builds the snapshot; the consumer applies objects under it

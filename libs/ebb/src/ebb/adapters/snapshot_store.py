@@ -13,12 +13,24 @@ snapshot after a few changes fills in their places instead of looking every key 
 are counted as they come and go, so a snapshot of every key is known free of a name held twice without checking
 thousands of them (``assemble``'s ``refs_unique``). Pure apart from holding state: no I/O; wire it to a bus with
 ``bus.consume([TOPIC_CLUSTER_OBJECTS], group, store.handle, stop=...)``.
+
+Given a clock (``keep_pod_events``), the store also keeps, per node, when a pod last left it: when a pod bound to
+it went terminating (a ``deletionTimestamp``) or terminal (Succeeded, Failed), or was deleted without either first
+(the simulated cluster removes pods at once). That is what Karpenter's podevents controller writes into a
+NodeClaim's ``status.lastPodEventTime``, and the snapshot carries it (``Snapshot.pod_events``) for the nodes
+without one, whose consolidateAfter would otherwise not see a pod that left (a pod that came is seen in its start
+time). DaemonSet pods do not count, as in Karpenter; a node's record goes with the node. The time is the clock's
+when the change is applied: a planner that starts again reads the compacted topic, where a deleted pod is gone
+(nothing to record) or its tombstone follows it (recorded at the restart, which only delays that node's
+consolidation).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any, cast
 
 from ebb.adapters.bus.base import Delivery
@@ -69,6 +81,23 @@ class SnapshotStore:
         self._refs_twice = 0
         #: incremented by every change; lets a consumer cache a snapshot until the next change
         self.version = 0
+        #: "now" for the pod events (`keep_pod_events`); None: none kept
+        self._pod_clock: Callable[[], datetime] | None = None
+        #: node name -> when a pod last left it (`keep_pod_events`)
+        self._pod_events: dict[str, datetime] = {}
+
+    def keep_pod_events(self, clock: Callable[[], datetime]) -> None:
+        """Keep, from now on, when a pod last left each node, at ``clock``'s time (the module's docstring)."""
+        self._pod_clock = clock
+
+    def _pod_left(self, old: Mapping[str, Any], new: Mapping[str, Any] | None) -> None:
+        """Record a pod event on the node of ``old``, a Pod held, when ``new`` (None: deleted) makes it leave."""
+        node = _bound_to(old)
+        if node is None or _left(old):
+            return
+        if new is None or _left(new) or _bound_to(new) != node:
+            assert self._pod_clock is not None
+            self._pod_events[node] = self._pod_clock()
 
     def apply(self, message: ClusterObject) -> bool:
         """Apply an upsert or a tombstone; True when the held state changed."""
@@ -84,6 +113,8 @@ class SnapshotStore:
         """Hold ``obj`` under ``key`` (``kind/namespace/name``) as it is, unchanged from now on: the caller gives
         a new dict for every change (the simulated cluster's objects, which it never edits in place)."""
         old, parsed = self._objects.get(key), self._parsed.pop(key, None)
+        if old is not None and self._pod_clock is not None and key.startswith("Pod/"):
+            self._pod_left(old, obj)
         self._count_ref(obj, 1)
         if old is not None:
             self._count_ref(old, -1)
@@ -113,6 +144,11 @@ class SnapshotStore:
         obj = self._objects.pop(key, None)
         if obj is None:
             return False
+        if self._pod_clock is not None:
+            if key.startswith("Pod/"):
+                self._pod_left(obj, None)
+            elif key.startswith("Node/"):
+                self._pod_events.pop(key.split("/", 2)[2], None)
         controller = _controller(obj)
         if controller is not None and self._first_of.get(controller) == key:
             del self._first_of[controller]
@@ -184,8 +220,11 @@ class SnapshotStore:
         """The snapshot of the held objects under ``keys``, in that order (not cached; the parsed objects are)."""
         keys = keys if isinstance(keys, list) else list(keys)
         every = keys is self._sorted  # every key held: its refs are counted
-        return assemble(self._parsed_in_order(keys), self.fallback_catalog,
-                        refs_unique=every and self._refs_twice == 0)
+        snapshot = assemble(self._parsed_in_order(keys), self.fallback_catalog,
+                            refs_unique=every and self._refs_twice == 0)
+        if self._pod_events:
+            snapshot = dataclasses.replace(snapshot, pod_events=tuple(sorted(self._pod_events.items())))
+        return snapshot
 
     def _parsed_in_order(self, keys: list[str]) -> list[ParsedObject]:
         """`parsed` of each of ``keys``: the objects that changed since they were last parsed are parsed first, and
@@ -271,6 +310,26 @@ class SnapshotStore:
             raw = self.bundled_catalog() if callable(self.bundled_catalog) else self.bundled_catalog
             self._fallback = parse_catalog(raw or ())
         return self._fallback
+
+
+def _bound_to(pod: Mapping[str, Any]) -> str | None:
+    """The node a Pod is bound to, None when none or when a DaemonSet owns it (its pods' events are not counted)."""
+    spec, meta = pod.get("spec"), pod.get("metadata")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    if not node or not isinstance(node, str):
+        return None
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    if isinstance(refs, list) and any(isinstance(r, Mapping) and r.get("kind") == "DaemonSet" for r in refs):
+        return None
+    return node
+
+
+def _left(pod: Mapping[str, Any]) -> bool:
+    """Whether a Pod is terminating or terminal: it has left its node as Karpenter's pod events count."""
+    meta, status = pod.get("metadata"), pod.get("status")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return True
+    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def _controller(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:

@@ -181,6 +181,8 @@ class ClusterView:
     node_pods: dict[str, NodePods] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
+    #: ``Snapshot.pod_events`` by node, made when first asked
+    _pod_left: dict[str, datetime] | None = field(default=None, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
     #: the drifted nodes and why (`ebb.core.methods.drift.drifted_nodes`), found once per view: the drift method
     #: and the findings both read them
@@ -607,7 +609,8 @@ class ClusterView:
         """When the node's pods last changed: the latest pod arrival, the node's creation and, from its NodeClaim,
         ``status.lastPodEventTime`` (Karpenter's record of pods bound and removed: a pod that left is seen only
         there), the ``Initialized`` transition (Karpenter counts consolidateAfter from it when no pod event is
-        recorded) and the ``Consolidatable``/``Empty`` transitions. Found once per node and view."""
+        recorded) and the ``Consolidatable``/``Empty`` transitions; for a node without a NodeClaim, when a pod last
+        left it as a running service saw (``Snapshot.pod_events``). Found once per node and view."""
         if node.name in self._last_pod_events:
             return self._last_pod_events[node.name]
         last = self._last_pod_events[node.name] = self._find_last_pod_event(node)
@@ -617,6 +620,12 @@ class ClusterView:
         latest = self.node_pods[node.name].last_arrival
         times = [] if latest is None else [latest]
         claim = self.claims.get(node.name)
+        if claim is None and self.claim_of(node) is None:
+            if self._pod_left is None:
+                self._pod_left = dict(self.snapshot.pod_events)
+            left = self._pod_left.get(node.name)
+            if left is not None:
+                times.append(left)
         if claim is not None:
             if claim.last_pod_event is not None:
                 times.append(claim.last_pod_event)

@@ -605,3 +605,6 @@ class Snapshot:
     demand: tuple[DemandSample, ...] = ()
     #: Karpenter's controller Deployments of the input (``ebb.core.conflicts`` reads their interruption queue)
     karpenter: tuple[KarpenterController, ...] = ()
+    #: (node name, when a pod last left it) as a running service saw it (``SnapshotStore.keep_pod_events``): for a
+    #: node without a NodeClaim, what Karpenter keeps in a NodeClaim's ``status.lastPodEventTime``
+    pod_events: tuple[tuple[str, datetime], ...] = ()

@@ -794,3 +794,24 @@ async def test_the_read_token_reads_and_only_the_write_token_writes(
     assert response.status_code in expected, response.text
     if response.status_code == 403:
         assert "needs the write token" in response.json()["detail"]
+
+
+def test_the_live_state_records_pods_leaving_nodes_at_the_apis_clock() -> None:
+    """The explanations' consolidateAfter counts a pod that left a node without a NodeClaim, as the planner's passes
+    do, at the API's clock: the embedded mode's is simulated, not the wall clock."""
+    from typing import cast
+
+    import anyio
+
+    from ebb.contracts import ClusterObject
+    from ebb_decisions_api.live import LiveState
+    from tests.kit.builders import node, nodepool, pod
+
+    at = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
+    live = LiveState(cast(DecisionStore, None), anyio.CapacityLimiter(1), lambda: at)
+    for doc in (nodepool(), node("n1"), pod("p1", "n1")):
+        meta = doc["metadata"]
+        live.objects.apply(ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
+                                         resource_version="1", object=doc))
+    live.objects.apply(ClusterObject(kind="Pod", namespace="default", name="p1", resource_version="2", object=None))
+    assert live.objects.snapshot().pod_events == (("n1", at),)

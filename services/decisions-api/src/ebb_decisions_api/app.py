@@ -90,7 +90,7 @@ def create_app(settings: Settings, store: DecisionStore | None = None, *, bus: B
                                          settings.interruption_ingester) if settings.check_conflicts else None
     if options is None:  # as the planner's: a NodePool that conflicts with Karpenter is refused (ebb.core.conflicts)
         engine_options = replace(engine_options, refuse_conflicts=conflict_settings)
-    live = LiveState(store, limiter)
+    live = LiveState(store, limiter, clock)
     hub = EventHub(settings.sse_queue_size, metrics)
     passes = LeaderPasses(settings.cluster)
     consumers = Consumers(bus, live, hub, metrics, group=settings.group,

@@ -13,7 +13,7 @@ does, so a live plan equals the CLI's on a dump of the same cluster.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -61,13 +61,15 @@ class LiveView:
 class LiveState:
     """The cluster objects of ebb.cluster.objects and the snapshot they make."""
 
-    def __init__(self, store: DecisionStore, limiter: anyio.CapacityLimiter) -> None:
+    def __init__(self, store: DecisionStore, limiter: anyio.CapacityLimiter,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.store = store
         self.limiter = limiter
         #: the objects; the bundled catalog is its default fallback
         self.objects = SnapshotStore()
-        # when pods left nodes without a NodeClaim, as the planner keeps it (its passes' consolidateAfter)
-        self.objects.keep_pod_events(lambda: datetime.now(UTC))
+        # when pods left nodes without a NodeClaim, as the planner keeps it (its passes' consolidateAfter), at the
+        # API's clock (the embedded mode's is simulated)
+        self.objects.keep_pod_events(clock)
         #: set once the compacted topic was read to its end at startup
         self.seeded = asyncio.Event()
         #: held while a worker thread builds the snapshot; the consumer applies objects under it

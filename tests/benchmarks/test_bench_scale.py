@@ -14,7 +14,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.__main__ import NOW  # noqa: E402
-from bench.scale import PODS_PER_NODE, case_scale, draw, render  # noqa: E402
+from bench.scale import PODS_PER_NODE, SETTLED, case_scale, draw, render  # noqa: E402
 
 
 def test_a_small_cluster_is_measured_and_rendered(tmp_path: Path) -> None:
@@ -24,9 +24,10 @@ def test_a_small_cluster_is_measured_and_rendered(tmp_path: Path) -> None:
     assert result["steps"] >= 2  # the generated cluster has work in it: at least one step and the quiet last pass
     assert result["cost_final"] < result["cost_before"]  # consolidation made it cheaper
     assert result["peak_rss_mib"] > 0
-    # the planner's settled pass is answered from the last one (PassInputs), after a change it is computed again (the
-    # median of the passes after each of `CHANGES` changes, and the slowest)
-    assert result["settled_reused"] is True
+    # the planner's settled passes, the clock moving, are answered from the last one (PassInputs: the lifetime grid
+    # holds the candidates' order), after a change it is computed again (the median of the passes after each of
+    # `CHANGES` changes, and the slowest)
+    assert result["settled_reused"] == result["settled_passes"] == SETTLED
     assert 0 < result["settled_seconds"] < result["changed_seconds"] <= result["changed_max_seconds"]
     assert result["changed_cpu_seconds"] > 0
     (row,) = [line for line in render([result]) if line.startswith("| 60 / 600 |")]

@@ -9,8 +9,20 @@ from typing import Any
 import pytest
 
 from ebb.core.budgets import allowed_disruptions, budget_error
+from ebb.core.methods.base import EngineOptions
 from ebb.core.model import REASONS, Budget, NodePool
-from tests.kit.builders import NOW, blocked_of, budget_of, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import (
+    NOW,
+    blocked_of,
+    budget_of,
+    disrupted,
+    node,
+    nodeclaim,
+    nodepool,
+    plan_dict,
+    pod,
+    snapshot,
+)
 
 
 def _pool(budgets: Any) -> NodePool:
@@ -216,3 +228,21 @@ def test_plan_budgets_one_entry_per_nodepool_and_reason() -> None:
     assert budget_of(out, "a", "Empty") == 1  # default 10% of 3, rounded up
     assert budget_of(out, "b", "Empty") == 0
     assert budget_of(out, "b", "Drifted") == 1  # no budget applies to Drifted: all of the pool's 1 node
+
+
+@pytest.mark.parametrize(("require_nodeclaim", "allowed"), [
+    (True, 1),  # next to Karpenter: 20% of the 5 nodes it manages (a NodeClaim each)
+    (False, 2),  # standalone every owned node counts, the one without a NodeClaim too: 20% of 6, rounded up
+])
+def test_next_to_karpenter_only_nodes_with_a_nodeclaim_count_in_a_budget(require_nodeclaim: bool,
+                                                                         allowed: int) -> None:
+    """Karpenter's ``BuildDisruptionBudgetMapping`` skips a node that is not ``Managed`` (no NodeClaim): a Node of the
+    NodePool without one is in no budget's total next to Karpenter."""
+    docs: list[Any] = [nodepool(budgets=[{"nodes": "20%"}])]
+    for i in range(5):
+        docs += [node(f"e{i}"), nodeclaim(f"claim-{i}", f"e{i}")]
+    docs.append(node("orphan"))
+    view = EngineOptions(require_nodeclaim=require_nodeclaim).view_of(snapshot(*docs), NOW)
+    assert view.budgets[("default", "Empty")].allowed == allowed
+    out = plan_dict(*docs, require_nodeclaim=require_nodeclaim)
+    assert len(disrupted(out)) == allowed

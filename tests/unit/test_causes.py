@@ -134,6 +134,9 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                  "$0.0832/h", U),
     (BlockCause(Cause.STATIC_NODEPOOL, {"pool": "fixed", "replicas": 3}),
      "its NodePool fixed is static (spec.replicas 3): its nodes are not consolidated", U),
+    (BlockCause(Cause.NODECLAIM_NOT_INITIALIZED, {"claim": "default-abc12"}),
+     "its NodeClaim default-abc12 is not Initialized yet: it is not consolidated until it is, as Karpenter's "
+     "Consolidatable condition waits for it", U),
     (BlockCause(Cause.PRICE_UNKNOWN, {"label": "topology.kubernetes.io/zone"}),
      "it has no topology.kubernetes.io/zone label, so its price is unknown and consolidation cannot compare it", U),
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),

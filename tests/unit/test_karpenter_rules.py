@@ -668,3 +668,23 @@ def test_consolidation_replace_wont_launch_for_a_pod_an_uninitialized_node_has_r
             nodeclaim("c-u", "u", initialized=initialized), pod("u-0", "u", cpu=used, memory="256Mi")]
     out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=pace)))
     assert [(c["method"], c["action"]) for c in out["commands"] if c["nodes"] == ["b"]] == ([taken] if taken else [])
+
+
+# controllers/nodeclaim/disruption/consolidation.go (v1.14): Consolidatable is kept off while the NodeClaim is not
+# Initialized; emptiness.go and consolidation.go take only Consolidatable candidates. The initialization controller
+# labels the Node karpenter.sh/initialized before it sets Initialized=True, so a labelled Node may have a NodeClaim
+# that is not Initialized yet.
+@pytest.mark.parametrize(("claim_initialized", "deleted"), [(True, True), (False, False)])
+def test_an_empty_node_waits_for_its_nodeclaim_to_be_initialized(claim_initialized: bool, deleted: bool) -> None:
+    docs = [nodepool(), node("e0"), nodeclaim("claim-e0", "e0", initialized=claim_initialized)]
+    out = plan_dict(*docs)
+    assert ("e0" in disrupted(out)) is deleted
+    if not deleted:
+        assert "NodeClaim claim-e0 is not Initialized yet" in blocked_of(out, "e0")["reason"]
+
+
+def test_a_drifted_node_is_replaced_while_its_nodeclaim_is_not_initialized() -> None:
+    """Drift does not wait for Consolidatable: only emptiness and consolidation do."""
+    docs = [nodepool(node_hash="new"), node("d0", node_hash="old"), pod("web", "d0"),
+            nodeclaim("claim-d0", "d0", initialized=False)]
+    assert "d0" in disrupted(plan_dict(*docs))

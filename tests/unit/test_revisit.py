@@ -11,8 +11,8 @@ import pytest
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import command_json
-from ebb.core.revisit import COST_MARGIN, revisit_at
-from tests.kit.builders import NOW, OLD, ago, hold, later, node, nodepool, pod, snapshot
+from ebb.core.revisit import revisit_at
+from tests.kit.builders import NOW, OLD, ago, hold, later, node, nodepool, pod, snapshot, ts
 
 E = 100 * 3600  # an expireAfter of 100 h, in seconds
 
@@ -59,12 +59,13 @@ CASES: list[tuple[str, list[Any], datetime | None]] = [
                                                             "duration": "1h"}], expire_after="Never"),
                                          node("n1"), pod("a", "n1")], None),
     # b: 1 pod at half its life, cost 0.5 falling 1/E per s; a: 2 pods at 0.6 of its life, cost 0.8 falling 2/E:
-    # a overtakes b after 0.3 E (expiries at 0.4 E and 0.5 E come later)
+    # a overtakes b after 0.3 E (expiries at 0.4 E and 0.5 E come later), at 2026-11-25 00:30; the lifetime is
+    # measured on a grid of E / 720 = 500 s (NOW is 100 s past a point of it), so the costs swap at the next point
     ("two disruption costs cross", [
         nodepool(expire_after="100h"),
         node("a", created=aged(0.6)), pod("a1", "a"), pod("a2", "a"),
         node("b", created=aged(0.5)), pod("b1", "b")],
-     NOW + timedelta(seconds=0.3 * E) - COST_MARGIN),
+     datetime(2026, 11, 25, 0, 36, 40, tzinfo=UTC)),
 ]
 
 
@@ -86,12 +87,42 @@ def test_revisit_at(docs: list[Any], expected: datetime | None) -> None:
         assert before.budgets == result.budgets
 
 
-def test_equal_costs_on_different_lines_are_not_reused() -> None:
-    """Two candidates with the same disruption cost now but falling at different rates swap places at once: the
-    answer cannot be reused at all."""
+def test_equal_costs_on_different_lines_swap_at_the_next_point_of_the_grid() -> None:
+    """Two candidates with the same disruption cost at the grid point of NOW (100 s before it, on the grid of 500 s
+    that an expireAfter of 100 h makes) but falling at different rates swap places at the next point: the answer
+    is reused until then, and a pass just before it orders them as at NOW."""
+    at = NOW - timedelta(seconds=100)
     docs = [nodepool(expire_after="100h"),
-            node("a", created=aged(0.5)), pod("a1", "a"), pod("a2", "a"),  # 2 x 0.5 = 1.0, falling 2/E
-            node("b", created=aged(0.0)), pod("b1", "b")]  # 1 x 1.0 = 1.0, falling 1/E
+            node("a", created=ts(at - timedelta(seconds=0.5 * E))), pod("a1", "a"), pod("a2", "a"),  # 2 x 0.5
+            node("b", created=ts(at)), pod("b1", "b")]  # 1 x 1.0
     view = EngineOptions().view_of(snapshot(*docs), NOW)
-    assert view.disruption_cost(view.nodes["a"]) == view.disruption_cost(view.nodes["b"])
-    assert revisit_at(view) == NOW
+    assert view.lifetime_at == at and view.lifetime_step == 500
+    assert view.disruption_cost(view.nodes["a"]) == view.disruption_cost(view.nodes["b"]) == 1.0
+    assert revisit_at(view) == NOW + timedelta(seconds=400)
+    before = EngineOptions().view_of(view.snapshot, NOW + timedelta(seconds=399))
+    assert before.order(["a", "b"]) == view.order(["a", "b"])
+    after = EngineOptions().view_of(view.snapshot, NOW + timedelta(seconds=400))
+    assert after.order(["a", "b"]) == ["a", "b"] and view.order(["a", "b"]) == ["b", "a"]
+
+
+@pytest.mark.parametrize(("expire_after", "step"), [
+    ("720h", 3600),  # Karpenter's default: an hour
+    ("100h", 500),
+    ("10m", 1),  # never below a second
+    ("Never", None),  # no lifetime to measure
+])
+def test_the_lifetime_grid_is_the_shortest_expire_after_over_720(expire_after: str, step: int | None) -> None:
+    view = EngineOptions().view_of(snapshot(nodepool(expire_after=expire_after), node("n1"), pod("a", "n1")), NOW)
+    assert view.lifetime_step == step
+    assert view.lifetime_at == (NOW if step is None else NOW - timedelta(seconds=(NOW.timestamp() % step)))
+
+
+def test_an_expiry_bends_the_disruption_cost_at_the_next_point_of_the_grid() -> None:
+    """A node that expired 50 s ago, after the grid point of NOW (100 s ago), is still measured before its expiry;
+    its cost falls to 0 at the next point, which is when the order may change (its expiration's explanation says
+    how long ago it was launched, words a reused answer keeps)."""
+    view = EngineOptions().view_of(snapshot(nodepool(expire_after="100h"), node("a", created=ago(seconds=E + 50)),
+                                            pod("a1", "a")), NOW)
+    assert view.disruption_cost(view.nodes["a"]) > 0
+    assert revisit_at(view) == NOW + timedelta(seconds=400)
+    assert EngineOptions().view_of(view.snapshot, NOW + timedelta(seconds=400)).disruption_cost(view.nodes["a"]) == 0

@@ -9,11 +9,13 @@ consolidation's search takes that.
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from ebb.core.simulator.binding import bind
 from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
 from ebb.core.snapshot import governed
 from tests.kit.builders import (
@@ -366,3 +368,35 @@ def test_an_existing_node_keeps_room_for_the_daemonset_pods_not_there_yet(declar
     out = plan_dict(*docs)
     # with the DaemonSet, no new m5.large takes both nodes' pods either: its agent would need 1 cpu of it too
     assert any("nb" in c["nodes"] for c in out["commands"]) is not declared, out["commands"]
+
+
+@pytest.mark.parametrize("short", [True, False], ids=["agent-short-of-storage", "agent-fits"])
+def test_a_node_short_of_any_resource_takes_no_pod(short: bool) -> None:
+    """Karpenter's ``ExistingNode.CanAdd``: ``resources.Fits`` fails when any of the node's room is negative, whatever
+    the pod asks for. The agent of a new DaemonSet, not on either node yet, asks for more ephemeral-storage than
+    either has (it does not fit on the full nodes): neither node's pod, which asks only for cpu and memory, may go
+    to the other, and both stay; with an agent that fits, one node's pod moves and that node goes."""
+    only_m5 = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},  # no cheaper
+               {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    na, nb = node("na"), node("nb")
+    for each in (na, nb):
+        each["status"]["allocatable"]["ephemeral-storage"] = "10Gi"
+    agent = daemonset("agent", cpu="10m", memory="16Mi")
+    agent["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = (
+        "12Gi" if short else "1Gi")
+    out = plan_dict(nodepool(requirements=only_m5), na, pod("big", "na", cpu="500m"), nb,
+                    pod("web", "nb", cpu="800m"), agent)
+    assert bool(out["commands"]) is not short, out["commands"]
+
+
+def test_the_simulated_kube_scheduler_binds_onto_a_node_short_of_a_resource_the_pod_does_not_ask_for() -> None:
+    """kube-scheduler's resource filter checks only what the pod requests: a node short of ephemeral-storage (its
+    agent not there yet asks for more than it has) still takes a pod that asks only for cpu and memory."""
+    storage = node("na")
+    storage["status"]["allocatable"]["ephemeral-storage"] = "10Gi"
+    agent = daemonset("agent", cpu="10m", memory="16Mi")  # not on na yet
+    agent["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "12Gi"
+    waiting = pod("web", None, cpu="800m")
+    snap = snapshot(nodepool(), storage, agent, waiting)
+    bound, _ = bind(snap, [p for p in snap.pods if p.node_name is None], random.Random(0))
+    assert bound == {"default/web": "na"}

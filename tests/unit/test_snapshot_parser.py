@@ -423,6 +423,43 @@ def test_pod_requests(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
     assert requests["pods"] == 1
 
 
+@pytest.mark.parametrize(("pod_level", "extra", "cpu", "memory", "gpu"), [
+    # a pod-level request replaces the containers' sum (1 cpu, 1Gi in two containers)
+    ({"requests": {"cpu": "1500m"}}, {}, 1500, GI, 1),
+    ({"requests": {"cpu": "500m", "memory": "3Gi"}}, {}, 500, 3 * GI, 1),
+    # a pod-level limit stands for a missing request, as the API server defaults it
+    ({"limits": {"cpu": "2", "memory": "2Gi"}}, {}, 2000, 2 * GI, 1),
+    ({"requests": {"cpu": "750m"}, "limits": {"cpu": "2", "memory": "2Gi"}}, {}, 750, 2 * GI, 1),
+    # only cpu, memory and hugepages are pod-level resources: the GPU stays the containers'
+    ({"requests": {"nvidia.com/gpu": "4"}}, {}, 1000, GI, 1),
+    # overhead is added on top of the pod-level request
+    ({"requests": {"cpu": "1"}}, {"overhead": {"cpu": "250m"}}, 1250, GI, 1),
+    # empty: the containers' sum
+    ({}, {}, 1000, GI, 1),
+], ids=["cpu", "cpu-and-memory", "limits-only", "request-and-limit", "not-a-pod-level-resource", "overhead", "empty"])
+def test_pod_level_requests_replace_the_containers_sum(pod_level: dict[str, Any], extra: dict[str, Any], cpu: int,
+                                                       memory: int, gpu: int) -> None:
+    """Kubernetes' ``resource.PodRequests`` with pod-level resources (KEP-2837), as Karpenter's ``resources.Ceiling``
+    reads it: ``spec.resources`` replaces what the containers request, for cpu, memory and hugepages."""
+    doc = pod("web", "a", containers=[container("a", "400m", "512Mi"), container("b", "600m", "512Mi")], **extra)
+    doc["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    doc["spec"]["resources"] = pod_level
+    requests = _pod_requests(doc)
+    assert (requests["cpu"], requests["memory"], requests["nvidia.com/gpu"]) == (cpu, memory, gpu)
+
+
+def test_a_pod_level_request_decides_where_the_pod_fits() -> None:
+    """A pod whose containers ask for little but whose pod-level request is 1500m does not fit on a node with 1000m
+    free: its node is not consolidated onto it (Karpenter counts the pod-level request)."""
+    busy = pod("x", "a", cpu="100m", memory="128Mi")
+    busy["spec"]["resources"] = {"requests": {"cpu": "1500m"}}
+    docs = [nodepool(), node("a", itype="t3.medium"), busy,  # the cheapest type: no replacement is cheaper
+            node("b", annotations={"karpenter.sh/do-not-disrupt": "true"}), pod("y", "b", cpu="1", memory="1Gi")]
+    assert "a" not in disrupted(plan_dict(*docs))
+    busy["spec"]["resources"] = {"requests": {"cpu": "500m"}}
+    assert "a" in disrupted(plan_dict(*docs))
+
+
 @pytest.mark.parametrize(("annotations", "owner", "phase", "needs_home"), [
     ({}, ("ReplicaSet", "rs"), "Running", True),
     ({}, ("DaemonSet", "agent"), "Running", False),

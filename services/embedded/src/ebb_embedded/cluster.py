@@ -620,7 +620,7 @@ class SimulatedCluster:
         if self.binding == "scored":
             placed, self._binding_start = bind(snapshot, waiting, self._binding_random, self._binding_start)
         else:
-            scheduler = Scheduler(snapshot, extra_pods=waiting)
+            scheduler = Scheduler(snapshot, extra_pods=waiting, kube_scheduler=True)
             state = scheduler.new_state()
             failures, _ = state.place_all(waiting, max_new=0, explain=False)
             # the waiting pods are the only ones the simulation placed (no new node: every bin is a node)

@@ -56,6 +56,7 @@ class Cause(StrEnum):
     # it may not be consolidated (emptiness, multi- and single-node consolidation)
     NODE_DO_NOT_CONSOLIDATE = "node-do-not-consolidate"
     STATIC_NODEPOOL = "static-nodepool"  # its NodePool has spec.replicas
+    NODECLAIM_NOT_INITIALIZED = "nodeclaim-not-initialized"  # Karpenter's Consolidatable waits for Initialized=True
     PRICE_UNKNOWN = "price-unknown"  # no instance-type, capacity-type or zone label: no price to compare
     CONSOLIDATION_POLICY = "consolidation-policy"
     CONSOLIDATE_AFTER_NEVER = "consolidate-after-never"
@@ -142,6 +143,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
     Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
     Cause.STATIC_NODEPOOL: "its NodePool {pool} is static (spec.replicas {replicas}): its nodes are not consolidated",
+    Cause.NODECLAIM_NOT_INITIALIZED: ("its NodeClaim {claim} is not Initialized yet: it is not consolidated until it "
+                                      "is, as Karpenter's Consolidatable condition waits for it"),
     Cause.PRICE_UNKNOWN: "it has no {label} label, so its price is unknown and consolidation cannot compare it",
     Cause.CONSOLIDATION_POLICY: ("{source}'s consolidationPolicy is {policy}: only empty nodes are "
                                  "consolidated"),

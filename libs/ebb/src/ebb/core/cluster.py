@@ -19,9 +19,9 @@ with Karpenter is a candidate (`ebb.core.conflicts.refused`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import filterfalse
 from operator import attrgetter
 
@@ -57,6 +57,29 @@ from ebb.core.quantity import fmt_time, format_duration, positive_duration
 _DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 #: the loop over every pod of a pass leaves the finished ones out in C
 _IS_TERMINAL = attrgetter("is_terminal")
+#: the lifetime left that scales a candidate's disruption cost is measured on a grid of this many steps per the
+#: shortest expireAfter of the snapshot's NodePools (an hour for Karpenter's default of 720h; `lifetime_step`)
+LIFETIME_STEPS = 720
+
+
+def lifetime_step(pools: Iterable[NodePool]) -> int | None:
+    """The step, whole seconds, of the grid the lifetime left is measured on: the shortest ``expireAfter`` of
+    ``pools`` over `LIFETIME_STEPS` (at least a second); None when no pool has one (no lifetime to measure).
+
+    Measured to the instant, as Karpenter does at each poll, the lifetime left moves every candidate's disruption
+    cost at its own rate, and two of a few thousand candidates swap places in the order every few seconds: every
+    pass of a large settled cluster would be computed again (`ebb.core.revisit`). On the grid the order holds for a
+    step, and differs from the instant's only between candidates whose costs are within 1/720 of a node's eviction
+    cost."""
+    shortest = min((p.expire_after for p in pools if p.expire_after), default=None)
+    return None if shortest is None else max(1, int(shortest // LIFETIME_STEPS))
+
+
+def on_lifetime_grid(moment: datetime, step: int) -> datetime:
+    """The latest point of the grid of ``step`` seconds (counted from the Unix epoch) at or before ``moment``."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC if moment.tzinfo is not None else None)
+    micros = (moment - epoch) // timedelta(microseconds=1)
+    return moment - timedelta(microseconds=micros % (step * 1_000_000))
 
 
 def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> tuple[float, bool]:
@@ -188,6 +211,7 @@ class ClusterView:
     #: and the findings both read them
     drifted: dict[str, str] | None = field(default=None, repr=False, compare=False)
     _uninitialized: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    _lifetime_at: tuple[int | None, datetime] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, snapshot: Snapshot, now: datetime, *, require_nodeclaim: bool = False,
@@ -451,6 +475,14 @@ class ClusterView:
             elif pool.replicas is not None:  # Karpenter's emptiness and consolidation skip a static NodePool
                 self.consolidation_block[node.name] = BlockCause(Cause.STATIC_NODEPOOL, {
                     "pool": pool.name, "replicas": pool.replicas})
+            else:
+                # Karpenter's NodeClaim disruption controller keeps Consolidatable off while its NodeClaim is not
+                # Initialized, even when the Node is labelled initialized already (its initialization labels the
+                # Node first): emptiness and consolidation wait; drift and expiration do not
+                claim = self.claim_of(node)
+                if claim is not None and not claim.initialized:
+                    self.consolidation_block[node.name] = BlockCause(Cause.NODECLAIM_NOT_INITIALIZED,
+                                                                     {"claim": claim.name})
 
     def grace_period(self, node: Node) -> float | None:
         """The terminationGracePeriod that lets drift and expiration take the node past pods that block eviction,
@@ -550,10 +582,12 @@ class ClusterView:
     # -- budgets, holds, windows ---------------------------------------------------------------------------
     def _budgets(self) -> None:
         # Karpenter's count: a pool's initialized nodes (an uninitialized one, typically a replacement on its way
-        # up, would inflate a percentage), and not those whose instance is already terminating
+        # up, would inflate a percentage), and not those whose instance is already terminating; next to Karpenter
+        # (``require_nodeclaim``) only the nodes it manages, those with a NodeClaim (``StateNode.Managed``)
         counted: dict[str, list[Node]] = {}
         for node in self.snapshot.nodes:
-            if node.nodepool is not None and self.initialized(node) and not self._terminating(node):
+            if (node.nodepool is not None and self.initialized(node) and not self._terminating(node)
+                    and (not self.require_nodeclaim or self.has_nodeclaim(node))):
                 counted.setdefault(node.nodepool, []).append(node)
         for pool in self.snapshot.nodepools:
             owned = counted.get(pool.name, [])
@@ -689,10 +723,27 @@ class ClusterView:
             pool = self.pools.get(node.nodepool or "")
             launched = self.launched(node)
             if pool and pool.expire_after and launched is not None:
-                age = (self.now - launched).total_seconds()
+                age = (self.lifetime_at - launched).total_seconds()
                 cost *= min(1.0, max(0.0, 1.0 - age / pool.expire_after))
             self._disruption_costs[node.name] = cost
         return cost
+
+    @property
+    def lifetime_step(self) -> int | None:
+        """The grid the lifetime left is measured on, seconds (`lifetime_step` of the view's NodePools)."""
+        return self._lifetime()[0]
+
+    @property
+    def lifetime_at(self) -> datetime:
+        """The moment the lifetime left that scales a disruption cost is measured at: ``now`` on the grid of
+        `lifetime_step` (``now`` when no NodePool has an expireAfter)."""
+        return self._lifetime()[1]
+
+    def _lifetime(self) -> tuple[int | None, datetime]:
+        if self._lifetime_at is None:
+            step = lifetime_step(self.pools.values())
+            self._lifetime_at = (step, self.now if step is None else on_lifetime_grid(self.now, step))
+        return self._lifetime_at
 
     def eviction_cost_of(self, name: str) -> float:
         """The eviction costs of the node's movable pods summed: its disruption cost before the lifetime left

@@ -22,9 +22,12 @@ the same findings and the same budgets (the planner reuses the last pass's answe
   (`ebb.core.budgets.active_window`);
 - **disruption cost**: Karpenter's disruption cost (`ClusterView.disruption_cost`) shrinks with the lifetime
   left before expireAfter, so the order the methods try candidates in (`ClusterView.order`) can change while
-  the snapshot does not. Each candidate's cost is a straight line in time until it expires; the first moment
-  two of them swap places is the first crossing of two neighbours in today's order. Costs within
-  ``COST_TIE`` of each other that are not the same line make the answer ``view.now``.
+  the snapshot does not. The lifetime is measured on a grid (`ebb.core.cluster.lifetime_step`: an hour for the
+  default expireAfter of 720h), so the costs move only at its points: each candidate's cost follows a straight
+  line in time, sampled there, until it expires, and the moment two of them swap places is the first point of
+  the grid at or after the first crossing of two neighbours in today's order. Costs within ``COST_TIE`` of each
+  other that are not the same line make it the next point. A launch or an expiry bends a line at the next point
+  after it.
 
 terminationGracePeriod deadlines are the termination-executor's, not a pass's: the pass never reads them.
 What the moments do not cover is wording that moves with time without changing any decision: a blocked node's
@@ -34,6 +37,7 @@ words of the pass it came from. None means nothing changes with time alone. Pure
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from itertools import chain, pairwise
 from operator import attrgetter
@@ -60,6 +64,7 @@ def revisit_at(view: ClusterView) -> datetime | None:
     (``view.now`` itself when that cannot be ruled out), or None when nothing changes with time alone."""
     now = view.now
     moments: list[datetime] = []
+    lifetime_at, step = view.lifetime_at, view.lifetime_step
 
     def after(moment: datetime | None) -> None:
         if moment is not None and moment > now:
@@ -76,8 +81,13 @@ def revisit_at(view: ClusterView) -> datetime | None:
         if pool.expire_after is not None:
             launched = view.launched(node)
             if launched is not None:
+                expiry = launched + timedelta(seconds=pool.expire_after)
                 after(launched)  # the lifetime left is counted from here
-                after(launched + timedelta(seconds=pool.expire_after))
+                after(expiry)
+                if step is not None:  # the disruption cost bends at the grid points after them
+                    for bend in (launched, expiry):
+                        if bend > lifetime_at:
+                            after(grid_point_from(bend, lifetime_at, step))
     # the active pods with such an annotation (a finished pod protects nothing): kept per node (`ebb.core.node_pods`),
     # and among the few on no node
     for pod in chain(chain.from_iterable(map(_PROTECTED, view.node_pods.values())),
@@ -110,9 +120,7 @@ def revisit_at(view: ClusterView) -> datetime | None:
             moments.extend(_window_edges(budget.schedule, budget.duration or "0s", now))
     crossing = _order_changes(view)
     if crossing is not None:
-        if crossing <= now:
-            return now
-        moments.append(crossing)
+        moments.append(crossing)  # a point of the lifetime grid after now
     return min(moments, default=None)
 
 
@@ -130,8 +138,13 @@ def _window_edges(schedule: str, duration: str, now: datetime) -> list[datetime]
 
 
 def _order_changes(view: ClusterView) -> datetime | None:
-    """The first moment two candidates' disruption costs could swap their order, or None when none do."""
+    """The first moment two candidates' disruption costs could swap their order, or None when none do. The costs
+    are measured on the lifetime grid (`ClusterView.lifetime_at`) and hold between two of its points, so the moment
+    is a point of the grid after ``view.now``: the first at or after the first crossing of two neighbours in today's
+    order (`COST_MARGIN` before it, for rounding), and the next one when two costs tie within `COST_TIE` on
+    different lines."""
     lines: list[tuple[float, float, tuple[float, int, float, str]]] = []  # (cost now, per second, order key)
+    at, step = view.lifetime_at, view.lifetime_step
     for name in view.nodes:
         if name in view.not_candidate:
             continue
@@ -141,18 +154,18 @@ def _order_changes(view: ClusterView) -> datetime | None:
         pool = view.pools.get(node.nodepool or "")
         launched = view.launched(node)
         if pool is not None and pool.expire_after and launched is not None:
-            age = (view.now - launched).total_seconds()
+            age = (at - launched).total_seconds()
             if 0 <= age < pool.expire_after:
                 slope = -view.eviction_cost_of(name) / pool.expire_after
         lines.append((cost, slope, (cost, len(view.movable[name]), -view.price[name], name)))
-    if not any(slope for _cost, slope, _key in lines):
+    if step is None or not any(slope for _cost, slope, _key in lines):
         return None
     lines.sort(key=lambda line: line[2])
     first: float | None = None
     for (cost_a, slope_a, _), (cost_b, slope_b, _) in pairwise(lines):
         if slope_a == slope_b:
             if cost_a != cost_b and abs(cost_b - cost_a) <= COST_TIE * max(1.0, abs(cost_a), abs(cost_b)):
-                return view.now
+                return at + timedelta(seconds=step)  # ordered by rounding: the next point may order them otherwise
             continue
         # cost_a + slope_a * t = cost_b + slope_b * t; a is not after b now
         t = (cost_b - cost_a) / (slope_a - slope_b)
@@ -161,4 +174,11 @@ def _order_changes(view: ClusterView) -> datetime | None:
         first = t if first is None else min(first, t)
     if first is None:
         return None
-    return view.now + timedelta(seconds=first) - COST_MARGIN
+    return grid_point_from(at + timedelta(seconds=first) - COST_MARGIN, at, step)
+
+
+def grid_point_from(moment: datetime, at: datetime, step: int) -> datetime:
+    """The first point of the lifetime grid of ``step`` seconds through ``at`` that is at or after ``moment`` and
+    after ``at``: where the disruption costs are measured next once ``moment`` has come."""
+    steps = max(1, math.ceil((moment - at).total_seconds() / step))
+    return at + timedelta(seconds=steps * step)

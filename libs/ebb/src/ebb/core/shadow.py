@@ -57,7 +57,8 @@ CATEGORY_OF_CAUSE: Final[Mapping[str, str]] = {
                                   Cause.KARPENTER_CONFLICT)},
     **{str(c): "pods" for c in (Cause.POD_NOWHERE_TO_GO, Cause.PODS_FIT_NOWHERE, Cause.NOMINATED)},
     **{str(c): "not-candidate" for c in (Cause.NOT_OWNED, Cause.NODEPOOL_MISSING, Cause.NO_NODECLAIM,
-                                         Cause.NOT_INITIALIZED, Cause.LAUNCHED_FOR, Cause.DELETING,
+                                         Cause.NOT_INITIALIZED, Cause.NODECLAIM_NOT_INITIALIZED,
+                                         Cause.LAUNCHED_FOR, Cause.DELETING,
                                          Cause.BEING_DISRUPTED)},
 }
 #: causes that only qualify another (their inner cause says what stopped the node)

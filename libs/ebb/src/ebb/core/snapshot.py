@@ -375,6 +375,13 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
             init_need[name] = max(init_need.get(name, 0), value)
     for name, value in init_need.items():
         requests[name] = max(requests.get(name, 0), value)
+    # pod-level resources (KEP-2837, on by default since Kubernetes 1.34): a pod-level request of cpu, memory or
+    # hugepages replaces what the containers add up to, as ``resource.PodRequests`` has it (a pod-level limit
+    # without a request stands for it, as the API server defaults it)
+    pod_level = doc.get(p + "resources")
+    if pod_level is not None:
+        for name, value in _pod_level_requests(doc, p + "resources", pod_level).items():
+            requests[name] = value
     for name, value in doc.resources(p + "overhead").items():
         requests[name] = requests.get(name, 0) + value
     requests["pods"] = 1
@@ -457,6 +464,25 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
         spread=tuple(spreads),
         host_ports=tuple(ports),
     )
+
+
+def _pod_level_requests(doc: _Doc, path: str, resources: Any) -> dict[str, int]:
+    """The pod-level requests of cpu, memory and hugepages-* at ``path`` (``spec.resources``), a limit standing for a
+    missing request; other resources are container-level only (``IsSupportedPodLevelResource``)."""
+    if not _is_mapping(resources):
+        raise doc.fail(path, "must be a mapping")
+    requests = dict(doc.as_mapping(resources.get("requests"), f"{path}.requests"))
+    for name, value in doc.as_mapping(resources.get("limits"), f"{path}.limits").items():
+        requests.setdefault(name, value)
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        key = str(name)
+        if key in ("cpu", "memory") or key.startswith("hugepages-"):
+            try:
+                out[key] = parse_resource(key, value)
+            except QuantityError as exc:
+                raise doc.fail(f"{path}.requests.{key}", str(exc)) from exc
+    return out
 
 
 def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:

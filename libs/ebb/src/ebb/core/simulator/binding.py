@@ -297,7 +297,7 @@ def bind(snapshot: Snapshot, pods: Sequence[Pod], rng: random.Random, start: int
     """kube-scheduler's bindings of ``pods`` (Pending, on no node, in ``snapshot``): pod key -> node name for each it
     binds, in its queue order, each on the state the ones before left; and where its node search stopped (the next
     batch's ``start``). A pod no node takes is left out."""
-    scheduler = Scheduler(snapshot, extra_pods=pods)
+    scheduler = Scheduler(snapshot, extra_pods=pods, kube_scheduler=True)
     state = scheduler.new_state()
     binder = Binder(state, rng, start, pods)
     bound: dict[str, str] = {}

@@ -101,11 +101,14 @@ class Scheduler:
     def __init__(self, snapshot: Snapshot, *, node_order: Sequence[str] | None = None,
                  extra_pods: Sequence[Pod] = (), closed_nodes: Iterable[str] = (),
                  derived: Mapping[str, node_pods.NodePods] | None = None,
-                 unbound: Sequence[Pod] | None = None) -> None:
+                 unbound: Sequence[Pod] | None = None, kube_scheduler: bool = False) -> None:
         """``derived``: what `ebb.core.node_pods` derived from each node's active pods of ``snapshot`` (a view's
         ``node_pods``), given with ``unbound``, the snapshot's active pods on no node of it (the view's): the pods on
         each node, what they request and how many would need a home are then taken from them, not found again
-        among every pod."""
+        among every pod. A node short of any resource (its pods, and the DaemonSet pods not there yet, request more
+        than it has) takes no pod, as Karpenter's ``ExistingNode`` has it (``resources.Fits`` fails on any negative
+        room); with ``kube_scheduler`` (the simulated kube-scheduler's bindings) it takes those that fit in what they
+        request, as kube-scheduler's resource filter checks only those."""
         self.snapshot = snapshot
         by_name = {n.name: n for n in snapshot.nodes}
         order = list(node_order) if node_order is not None else [n.name for n in snapshot.nodes]
@@ -148,6 +151,8 @@ class Scheduler:
         self.node_free = self.node_alloc - used
         if daemons is not None:
             self.node_free -= self._daemon_room(daemons)
+        if not kube_scheduler:
+            self.node_open &= ~(self.node_free < 0).any(axis=1)
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = cached_pools(self.resources, snapshot)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)

@@ -141,6 +141,25 @@ def test_a_pod_that_ends_or_goes_before_it_is_ready_is_no_startup() -> None:
     assert metrics.registry.get_sample_value("ebb_pods_startup_duration_seconds_count") is None
 
 
+@pytest.mark.parametrize("hostile", [
+    {"status": True},
+    {"status": {"phase": "Running", "conditions": [True, ["Ready"]]}},
+    {"status": {"phase": "Running", "conditions": "Ready"}},
+    {"metadata": ["p"], "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T10:01:15Z"}]}},
+    {"metadata": {"creationTimestamp": "2026-03-01T10:00:00"}, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T10:01:15Z"}]}},  # one time naive
+])
+def test_a_pod_of_any_shape_is_no_error_and_no_startup(hostile: dict[str, object]) -> None:
+    """The topic's objects are not checked by the parser before the metrics see them: a field of another shape (a
+    status that is not a mapping, conditions that are not mappings, a time without a zone beside one with) is
+    neither an error that stops the planner's consumer nor a startup observed."""
+    metrics = Metrics()
+    metrics.pod_changed("ns", "p", _pod("Pending"))
+    metrics.pod_changed("ns", "p", hostile)
+    assert metrics.registry.get_sample_value("ebb_pods_startup_duration_seconds_count") is None
+
+
 class LoopBoundLeader:
     """A leadership that reads its event loop's clock, as the Lease's does (``LeaseElector.is_leader``): asked from
     another thread, it raises."""

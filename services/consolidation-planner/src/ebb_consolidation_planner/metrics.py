@@ -319,20 +319,24 @@ class Metrics:
         if pod is None:
             self._pending_pods.discard(key)
             return
-        status = pod.get("status") or {}
+        # an object as the topic has it, which the parser has not checked: any field may be of another shape
+        status = pod.get("status")
+        status = status if isinstance(status, Mapping) else {}
         phase = status.get("phase")
         if phase == "Pending":
             self._pending_pods.add(key)
             return
         if key not in self._pending_pods:
             return
-        ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"
-                      and c.get("status") == "True"), None)
+        conditions = status.get("conditions")
+        ready = next((c for c in (conditions if isinstance(conditions, list) else ())
+                      if isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"), None)
         if ready is not None:
             self._pending_pods.discard(key)
-            became, created = _time(ready.get("lastTransitionTime")), _time((pod.get("metadata") or {})
-                                                                             .get("creationTimestamp"))
-            if became is not None and created is not None:
+            metadata = pod.get("metadata")
+            created = _time(metadata.get("creationTimestamp")) if isinstance(metadata, Mapping) else None
+            became = _time(ready.get("lastTransitionTime"))
+            if became is not None and created is not None and (became.tzinfo is None) == (created.tzinfo is None):
                 self.pod_startup.observe({}, (became - created).total_seconds())
         elif phase in ("Succeeded", "Failed"):
             self._pending_pods.discard(key)

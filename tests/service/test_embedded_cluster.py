@@ -22,7 +22,7 @@ from ebb.core.snapshot import parse_documents
 from ebb.core.traces import TraceEvent
 from ebb_embedded.cluster import SimulatedCluster, template_hash_input
 from ebb_embedded.workload import WorkloadCluster
-from tests.kit.builders import NOW, daemonset, ds_pod, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, catalog, daemonset, ds_pod, node, nodepool, pdb, pod
 
 
 def clock() -> Any:
@@ -351,3 +351,27 @@ async def test_kube_scheduler_spreads_a_replicasets_pods_as_its_default_scoring_
 def test_an_unknown_binding_is_refused() -> None:
     with pytest.raises(ValueError, match="binding"):
         SimulatedCluster([], InMemoryBus(), clock, binding="random")
+
+
+async def test_a_replacement_launched_for_pods_of_one_team_carries_their_label_and_takes_them() -> None:
+    """A NodePool that splits workloads by ``team In [a, b]``: the plan replaces a node of team ``b`` with a smaller
+    node labelled ``team=b`` (the value its pods select), the simulated cluster launches it with that label, and
+    kube-scheduler binds the evicted pods there."""
+    from ebb.contracts import Replacement
+    from ebb.core.plan import make_plan
+
+    teams = {"key": "team", "operator": "In", "values": ["a", "b"]}
+    sim, _ = cluster(nodepool(requirements=[teams]), node("big", itype="m5.2xlarge", labels={"team": "b"}),
+                     pod("web-1", "big", cpu="500m", node_selector={"team": "b"}),
+                     pod("web-2", "big", cpu="500m", node_selector={"team": "b"}), catalog())
+    (command,) = make_plan(sim.snapshot(), NOW).first.commands
+    (replacement,) = command.replacements
+    assert command.nodes == ("big",) and dict(replacement.labels) == {"team": "b"}
+    await sim.launch("small", Replacement.of(replacement))
+    assert sim.objects["Node//small"]["metadata"]["labels"]["team"] == "b"
+    sim.objects["Node//small"]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    for name in ("web-1", "web-2"):
+        assert (await sim.evict("default", name))[0] == "evicted"
+    await sim.delete_node("big")
+    assert await sim.schedule_pending() == 2
+    assert len(pods_on(sim, "small")) == 2

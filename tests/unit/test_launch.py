@@ -152,3 +152,35 @@ def test_a_nodeclaim_keeps_the_templates_min_values_on_the_pinned_keys() -> None
     assert claim["spec"]["requirements"][0] == {"key": "node.kubernetes.io/instance-type", "operator": "In",
                                                 "values": ["c5.large", "m5.large"], "minValues": 2}
     assert all("minValues" not in r for r in claim["spec"]["requirements"][1:])
+
+
+TEAM = {"key": "team", "operator": "In", "values": ["a", "b"]}
+
+
+@pytest.mark.parametrize(("chosen", "team"), [({"team": "b"}, "b"), ({}, "a"), ({"team": "z"}, "a")],
+                         ids=["chosen", "first-value", "not-allowed"])
+def test_the_node_is_labelled_with_its_nodepools_custom_requirement(chosen: dict[str, str], team: str) -> None:
+    """A NodePool requirement ``team In [a, b]`` labels the node: with the value the replacement chose for its pods,
+    else the first (a value the requirement does not allow is not taken); the instance type's and the template's
+    labels are not overridden."""
+    pool = parse_object(nodepool("general", requirements=[TEAM, {"key": "tier", "operator": "In", "values": ["x"]}],
+                                 labels={"tier": "y"})).value
+    spec = launch_spec("general-abc", nodepool="general", instance_types=("c5.large",), capacity_type="on-demand",
+                       zones=("us-east-1a",), catalog=CATALOG)
+    node = node_object(spec, pool=pool, instance_type=CATALOG["c5.large"], now=NOW, chosen=chosen)
+    labels = node["metadata"]["labels"]
+    assert labels["team"] == team and labels["tier"] == "y"
+
+
+def test_a_nodeclaim_narrows_a_custom_requirement_to_the_chosen_value() -> None:
+    """As Karpenter's scheduler narrows ``team In [a, b]`` to the value its pods need and labels the NodeClaim with it
+    (``resolveCustomLabelsFromRequirements``)."""
+    pool = karpenter_pool(requirements=[{**TEAM, "minValues": 2}])
+    claim = nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large",), capacity_type="on-demand",
+                             zones=("us-east-1a",), decision_id="dec-1", chosen={"team": "b"})
+    assert claim["spec"]["requirements"][0] == {"key": "team", "operator": "In", "values": ["b"]}
+    assert claim["metadata"]["labels"]["team"] == "b"
+    untouched = nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large",), capacity_type="on-demand",
+                                 zones=("us-east-1a",), decision_id="dec-1")
+    assert untouched["spec"]["requirements"][0] == {**TEAM, "minValues": 2}
+    assert "team" not in untouched["metadata"]["labels"]

@@ -400,3 +400,36 @@ def test_the_simulated_kube_scheduler_binds_onto_a_node_short_of_a_resource_the_
     snap = snapshot(nodepool(), storage, agent, waiting)
     bound, _ = bind(snap, [p for p in snap.pods if p.node_name is None], random.Random(0))
     assert bound == {"default/web": "na"}
+
+
+TEAMS = {"key": "team", "operator": "In", "values": ["a", "b"]}
+
+
+@pytest.mark.parametrize(("wanted", "labels"), [
+    ({"team": "b"}, {"team": "b"}),  # the second value: Karpenter narrows the requirement to it
+    ({"team": "a"}, {"team": "a"}),
+    (None, {"team": "a"}),  # no pod asks: the first value, as before
+])
+def test_a_custom_requirement_with_several_values_is_narrowed_to_what_the_pods_need(
+        wanted: dict[str, str] | None, labels: dict[str, str]) -> None:
+    """A NodePool that splits workloads by ``team In [a, b]``: the replacement of a node whose pods select ``team: b``
+    is a ``team=b`` node (Karpenter's ``Compatible`` then ``Add`` narrow the NodeClaim's requirement, and
+    ``resolveCustomLabelsFromRequirements`` labels it). ebb gave every new node the first value, so such pods fit no
+    new node and their node was never replaced."""
+    docs = [nodepool(requirements=[TEAMS]), node("big", itype="m5.2xlarge", labels={"team": (wanted or {}).get(
+        "team", "a")}), pod("web-1", "big", cpu="500m", node_selector=wanted), pod("web-2", "big", cpu="500m",
+                                                                                   node_selector=wanted)]
+    (command,) = plan_dict(*docs)["commands"]
+    assert command["action"] == "replace" and command["nodes"] == ["big"]
+    assert command["replacements"][0]["labels"] == labels
+
+
+def test_pods_that_need_different_values_do_not_share_a_new_node() -> None:
+    """One node cannot be ``team=a`` and ``team=b``: the pods of both teams need two new nodes, which a single-node
+    consolidation does not launch, so their node stays."""
+    docs = [nodepool(requirements=[TEAMS]), node("big", itype="m5.2xlarge", labels={"team": "a"}),
+            pod("web-a", "big", cpu="500m", node_selector={"team": "a"}),
+            pod("web-b", "big", cpu="500m", node_selector={"team": "b"})]
+    out = plan_dict(*docs)
+    assert out["commands"] == []
+    assert "not on one new node" in blocked_of(out, "big")["reason"]

@@ -271,8 +271,9 @@ def render_fates(asked: tuple[NodeFate, ...], result: Plan, console: Console) ->
 def _replacement_text(r: dict[str, Any], *, wide: bool) -> str:
     more = len(r["instanceTypes"]) - 1
     if wide:
+        labels = "".join(f", {key}={value}" for key, value in sorted((r.get("labels") or {}).items()))
         return (f"{r['nodePool']}: {', '.join(r['instanceTypes'])} ({r['capacityType']}, ${r['price']:.4f}/h, "
-                f"zones {', '.join(r['zones']) or 'any'})")
+                f"zones {', '.join(r['zones']) or 'any'}{labels})")
     options = f", +{more} options" if more else ""
     return f"{r['nodePool']}: {r['instanceTypes'][0]} ({r['capacityType']}, ${r['price']:.4f}/h{options})"
 

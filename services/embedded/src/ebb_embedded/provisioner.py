@@ -52,7 +52,8 @@ async def run_provisioner(cluster: WorkloadCluster, clock: Clock, stop: asyncio.
                 name = f"{new.nodepool}-{names.getrandbits(40):010x}"
                 replacement = Replacement.model_validate({
                     "node_pool": new.nodepool, "instance_types": new.instance_types,
-                    "capacity_type": new.capacity_type, "zones": new.zones, "price": round(new.price, 6)})
+                    "capacity_type": new.capacity_type, "zones": new.zones, "price": round(new.price, 6),
+                    "labels": dict(new.labels)})
                 try:
                     await cluster.provision(name, replacement)
                 except LaunchError as exc:

@@ -214,15 +214,20 @@ class Replacement(WireModel):
     capacity_type: CapacityType
     zones: tuple[Token, ...] = Field(min_length=1)
     price: Price = Field(description="Hourly price of instanceTypes[0].")
+    labels: dict[Token, Token] = Field(
+        default_factory=dict, description="Labels to launch the node with: the values the NodePool's custom "
+                                          "requirements with several values take for the pods it is for.")
 
     @classmethod
     def of(cls, r: CoreReplacement) -> Replacement:
         return cls.model_validate({"node_pool": r.nodepool, "instance_types": r.instance_types,
-                                   "capacity_type": r.capacity_type, "zones": r.zones, "price": round(r.price, 6)})
+                                   "capacity_type": r.capacity_type, "zones": r.zones, "price": round(r.price, 6),
+                                   "labels": dict(r.labels)})
 
     def core(self) -> CoreReplacement:
         return CoreReplacement(nodepool=self.node_pool, instance_types=self.instance_types,
-                               capacity_type=self.capacity_type, zones=self.zones, price=self.price)
+                               capacity_type=self.capacity_type, zones=self.zones, price=self.price,
+                               labels=tuple(sorted(self.labels.items())))
 
 
 class DisruptionCommand(Message):

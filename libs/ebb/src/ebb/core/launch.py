@@ -94,10 +94,36 @@ def allocatable_of(instance_type: InstanceType) -> dict[str, str]:
             for r, v in sorted(instance_type.capacity.items())}
 
 
+#: labels a NodePool's requirement never gives a node by itself: the instance type and offering decide them
+_OFFERING_LABELS = frozenset({LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch",
+                              "kubernetes.io/os", LABEL_NODEPOOL, LABEL_HOSTNAME})
+
+
+def requirement_labels(pool: NodePool, instance_type: InstanceType,
+                       chosen: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The labels a node of ``pool`` takes from the NodePool's ``In`` requirements on its own keys (not the instance
+    type's or the offering's, nor the template's labels): the value ``chosen`` gives (a replacement's ``labels``:
+    what the pods it is for need), else the requirement's first, as the scheduling simulation has it and as
+    Karpenter labels a NodeClaim with a value of each such requirement."""
+    chosen = chosen or {}
+    out: dict[str, str] = {}
+    for req in pool.requirements:
+        key = req.key
+        if (req.operator != "In" or not req.values or key in _OFFERING_LABELS or key in instance_type.labels
+                or key in pool.labels or key in out):
+            continue
+        value = chosen.get(key)
+        out[key] = value if value is not None and value in req.values else req.values[0]
+    return out
+
+
 def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType, now: datetime,
-                provider_id: str = "", initialized: bool = False) -> dict[str, Any]:
-    """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so)."""
-    labels: dict[str, str] = {**instance_type.labels, **pool.labels}
+                provider_id: str = "", initialized: bool = False,
+                chosen: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so), labelled with the
+    NodePool's requirements' values (`requirement_labels`: ``chosen`` are the replacement's)."""
+    labels: dict[str, str] = {**instance_type.labels, **requirement_labels(pool, instance_type, chosen),
+                              **pool.labels}
     labels.update({
         LABEL_NODEPOOL: pool.name,
         LABEL_CAPACITY_TYPE: spec.capacity_type,
@@ -137,14 +163,17 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: Sequence[str], capacity_type: str,
                      zones: Sequence[str], decision_id: str,
-                     requests: Mapping[str, str] | None = None) -> dict[str, Any]:
+                     requests: Mapping[str, str] | None = None,
+                     chosen: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``karpenter.sh/v1`` NodeClaim of a replacement, from its NodePool object (kubectl-shaped, as the API
     server returns it), as Karpenter's provisioner writes one: the template's labels and annotations, the
     ``karpenter.sh/nodepool`` label and the NodeClass label, the NodePool's hash, the template's nodeClassRef,
     taints, startupTaints, expireAfter and terminationGracePeriod, and the template's requirements with the
     instance type, capacity type and zone replaced by ``instance_types`` (cheapest first), ``capacity_type``
     and ``zones`` (keeping their ``minValues``). ``requests`` (resource -> quantity) become
-    ``spec.resources.requests`` when given.
+    ``spec.resources.requests`` when given. ``chosen`` (a replacement's ``labels``) narrows the template's requirement
+    of each of its keys to that value and labels the claim with it, as Karpenter's scheduler narrows a requirement
+    to what the pods need.
     LaunchError when the NodePool has no nodeClassRef (Karpenter could not launch the claim)."""
     meta = _mapping(nodepool.get("metadata"))
     pool = str(meta.get("name") or "")
@@ -164,6 +193,12 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     annotations[ANNOTATION_DECISION_ID] = decision_id
     kept = [copy.deepcopy(dict(r)) for r in template_spec.get("requirements") or []
             if isinstance(r, Mapping) and r.get("key") not in PINNED_REQUIREMENTS]
+    for requirement in kept:
+        value = (chosen or {}).get(str(requirement.get("key")))
+        if value is not None and requirement.get("operator") == "In" and value in (requirement.get("values") or []):
+            requirement["values"] = [value]
+            requirement.pop("minValues", None)
+            labels[str(requirement["key"])] = value
     pinned = [{"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(instance_types)},
               {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
               {"key": LABEL_ZONE, "operator": "In", "values": list(zones)}]

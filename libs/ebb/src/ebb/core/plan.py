@@ -195,7 +195,8 @@ def command_json(command: Command) -> dict[str, Any]:
         "action": command.action,
         "nodes": list(command.nodes),
         "replacements": [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types),
-                          "capacityType": r.capacity_type, "zones": list(r.zones), "price": _money(r.price)}
+                          "capacityType": r.capacity_type, "zones": list(r.zones), "price": _money(r.price),
+                          **({"labels": dict(r.labels)} if r.labels else {})}
                          for r in command.replacements],
         "savingsPerHour": _money(command.savings),
         "explanation": command.explanation,

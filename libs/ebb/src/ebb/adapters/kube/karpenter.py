@@ -143,7 +143,8 @@ class KarpenterProvider:
             raise LaunchError(f"NodePool {replacement.node_pool} does not exist")
         body = nodeclaim_object(name, nodepool=pool, instance_types=replacement.instance_types,
                                 capacity_type=replacement.capacity_type, zones=replacement.zones,
-                                decision_id=decision_id, requests=self._requests(replacement))
+                                decision_id=decision_id, requests=self._requests(replacement),
+                                chosen=replacement.labels)
         if not await self.claims.create_nodeclaim(body):  # created before: a command resumed after a crash
             existing = await self.claims.read_nodeclaim(name)
             owner = _mapping(_mapping((existing or {}).get("metadata")).get("annotations")).get(ANNOTATION_DECISION_ID)

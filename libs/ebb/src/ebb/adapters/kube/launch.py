@@ -79,7 +79,8 @@ def replacement_node(name: str, replacement: Replacement, nodepool: Mapping[str,
     pool = parse_nodepool(nodepool)
     spec = launch_spec(name, nodepool=pool.name, instance_types=replacement.instance_types,
                        capacity_type=replacement.capacity_type, zones=replacement.zones, catalog=catalog)
-    node = node_object(spec, pool=pool, instance_type=catalog[spec.instance_type], now=now)
+    node = node_object(spec, pool=pool, instance_type=catalog[spec.instance_type], now=now,
+                       chosen=replacement.labels)
     if extra_annotations:
         node["metadata"]["annotations"].update(extra_annotations)
     if decision_id:

@@ -33,7 +33,8 @@ def nodes_json(nodes: Iterable[DecisionNode]) -> list[dict[str, Any]]:
 
 def replacements_json(replacements: Iterable[Replacement]) -> list[dict[str, Any]]:
     return [{"nodePool": r.nodepool, "instanceTypes": list(r.instance_types), "capacityType": r.capacity_type,
-             "zones": list(r.zones), "price": r.price} for r in replacements]
+             "zones": list(r.zones), "price": r.price, **({"labels": dict(r.labels)} if r.labels else {})}
+            for r in replacements]
 
 
 def decision_node(entry: Any) -> DecisionNode:
@@ -45,7 +46,8 @@ def decision_node(entry: Any) -> DecisionNode:
 
 def replacement_of(entry: dict[str, Any]) -> Replacement:
     return Replacement(nodepool=entry["nodePool"], instance_types=tuple(entry["instanceTypes"]),
-                       capacity_type=entry["capacityType"], zones=tuple(entry["zones"]), price=float(entry["price"]))
+                       capacity_type=entry["capacityType"], zones=tuple(entry["zones"]), price=float(entry["price"]),
+                       labels=tuple(sorted((entry.get("labels") or {}).items())))
 
 
 def node_names(nodes: Any) -> list[str]:

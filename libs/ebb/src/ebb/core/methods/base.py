@@ -46,6 +46,9 @@ class Replacement:
     zones: tuple[str, ...]
     price: float
     hostname: str = ""
+    #: labels the node is launched with: the values its NodePool's custom requirements with several values take for
+    #: the pods it is for (``key In [a, b]`` narrowed to ``b``), as Karpenter labels its NodeClaim
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +294,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             # again at once (Karpenter: "so we don't get into a continual consolidation situation")
             options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
-                       new.hostname)
+                       new.hostname, new.labels)
 
 
 def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:

@@ -142,7 +142,8 @@ def _one_for_one(ctx: PassContext, name: str, why: str) -> Command | BlockCause:
         state.rollback(mark)
     if needed and needed[0].nodepool == pool_name:
         n = needed[0]
-        replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname)
+        replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname,
+                                  n.labels)
     else:
         cheapest = _cheapest_of_pool(ctx, pool_name)
         if cheapest is None:

@@ -79,7 +79,7 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
             return None
         new_nodes: list[NewNode] = state.new_nodes()
         replacements = tuple(Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price,
-                                         n.hostname) for n in new_nodes)
+                                         n.hostname, n.labels) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
         explanation = "; ".join(f"{n}: {wanted[n]}" for n in taken) + held_words(held)

@@ -224,13 +224,15 @@ def check(snapshot: Snapshot, result: SimulationResult, removed_nodes: Iterable[
 # The final cluster's new nodes
 
 
-def offering_labels(pool: NodePool, it: InstanceType, offering: Offering) -> dict[str, str]:
-    """The labels a node of `pool` launched as this instance type and offering carries (no hostname)."""
+def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
+                    chosen: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The labels a node of `pool` launched as this instance type and offering carries (no hostname): a requirement
+    `In` on a key of the NodePool's own gives the value `chosen` names (a new node's `labels`), else its first."""
     labels = {LABEL_ARCH: "amd64", LABEL_OS: "linux", **it.labels}
     for req in pool.requirements:
-        if req.operator == "In" and len(req.values) == 1 and req.key not in _OFFERING_KEYS \
-                and req.key not in labels:
-            labels[req.key] = req.values[0]
+        if req.operator == "In" and req.values and req.key not in _OFFERING_KEYS and req.key not in labels:
+            value = (chosen or {}).get(req.key)
+            labels[req.key] = value if value is not None and value in req.values else req.values[0]
     labels.update(pool.labels)
     labels[LABEL_NODEPOOL] = pool.name
     labels[LABEL_INSTANCE_TYPE] = it.name
@@ -276,7 +278,7 @@ def _materialise(snapshot: Snapshot, new: NewNode, pools: Mapping[str, NodePool]
     if offering.price != new.price:
         out.append(f"{where}: price {new.price} is not the price of any matching offering of {it.name} "
                    f"(cheapest {offering.price})")
-    labels = offering_labels(pool, it, offering)
+    labels = offering_labels(pool, it, offering, dict(new.labels))
     if not requirements_match(pool.requirements, labels):
         out.append(f"{where}: {it.name} {offering.capacity_type} in {offering.zone} is outside the "
                    f"requirements of NodePool {pool.name}")

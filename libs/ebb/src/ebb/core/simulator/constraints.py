@@ -16,9 +16,10 @@ the same objects come back) rather than once per placement:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import filterfalse
+from itertools import filterfalse, product
 from operator import attrgetter
 from typing import Any
 
@@ -51,6 +52,9 @@ from ebb.core.simulator.labeltable import LabelTable
 FIXED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 # Keys an instance type or offering decides; a NodePool requirement on any other key becomes a label.
 TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.io/arch", LABEL_OS}
+#: at most this many combinations of the values a NodePool's custom requirements allow (`In` with several values) are
+#: offerings of their own; past it, each such label takes its first value, as a single-valued requirement does
+CUSTOM_VALUE_COMBINATIONS = 16
 
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
@@ -177,6 +181,10 @@ class Pool:
     combo_zone: list[str]
     combo_ct: list[str]
     combo_labels: LabelTable
+    #: C: the labels of each offering that a custom requirement of the NodePool with several values gives it (one
+    #: offering per value, as Karpenter narrows such a requirement to what the pods on the new node need and labels
+    #: the node with it); empty tuples when the NodePool has none
+    combo_custom: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
     zone_names: list[str] = field(default_factory=list)  # combo_zone_code -> zone
     combo_zone_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     combo_ct_code: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -316,11 +324,22 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
         combo_zone: list[str] = []
         combo_ct: list[str] = []
         combo_labels: list[Mapping[str, str]] = []
+        combo_custom: list[tuple[tuple[str, str], ...]] = []
         extra_labels = dict(pool.labels)
+        several: list[tuple[str, tuple[str, ...]]] = []  # custom keys whose requirement allows several values
         for req in pool.requirements:
-            if (req.key not in TYPE_KEYS and req.operator == "In" and req.values
+            if (req.key not in TYPE_KEYS and req.operator == "In" and req.values and req.key not in extra_labels
                     and not any(req.key in it.labels for it in snapshot.instance_types)):
-                extra_labels.setdefault(req.key, req.values[0])
+                if len(req.values) > 1 and all(key != req.key for key, _ in several):
+                    several.append((req.key, tuple(req.values)))
+                else:
+                    extra_labels.setdefault(req.key, req.values[0])
+        if math.prod(len(values) for _, values in several) > CUSTOM_VALUE_COMBINATIONS:
+            for key, values in several:
+                extra_labels.setdefault(key, values[0])
+            several = []
+        keys = [key for key, _ in several]
+        customs = [tuple(zip(keys, chosen, strict=True)) for chosen in product(*(values for _, values in several))]
         for it in snapshot.instance_types:
             base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", LABEL_OS: "linux",
                     **it.labels, **extra_labels, LABEL_NODEPOOL: pool.name}
@@ -329,15 +348,17 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
             for off in it.offerings:
                 if not off.available:
                     continue
-                labels = {**base, LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
-                if not requirements_match(pool.requirements, labels):
-                    continue
-                combo_type.append(t_index)
-                combo_price.append(off.price)
-                combo_zone.append(off.zone)
-                combo_ct.append(off.capacity_type)
-                combo_labels.append(labels)
-                added = True
+                for custom in customs:  # one offering per value of each custom label, in the requirement's order
+                    labels = {**base, **dict(custom), LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
+                    if not requirements_match(pool.requirements, labels):
+                        continue
+                    combo_type.append(t_index)
+                    combo_price.append(off.price)
+                    combo_zone.append(off.zone)
+                    combo_ct.append(off.capacity_type)
+                    combo_labels.append(labels)
+                    combo_custom.append(custom)
+                    added = True
             if added:
                 types.append(it)
         ds_overhead = rows(resources, [daemonset_requests(snapshot.daemonsets, pool)])[0]
@@ -345,7 +366,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
         type_alloc = type_capacity - rows(resources, [it.overhead for it in types]) - ds_overhead
         pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
                           np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,
-                          LabelTable(combo_labels)))
+                          LabelTable(combo_labels), combo_custom))
     return pools
 
 

@@ -274,7 +274,8 @@ class Placement:
         out = []
         # what a claim launches follows from its NodePool and offerings alone, and claims narrowed alike share them
         # (the 200 claims of Karpenter's 1,000-pod benchmark have 15 sets of offerings): each set worked out once
-        launches: dict[tuple[int, bytes], tuple[tuple[str, ...], str, tuple[str, ...], float]] = {}
+        launches: dict[tuple[int, bytes], tuple[tuple[str, ...], str, tuple[str, ...], float,
+                                                tuple[tuple[str, str], ...]]] = {}
         for b in sorted(self.claims):
             claim = self.claims[b]
             if not claim.pods:
@@ -284,8 +285,9 @@ class Placement:
             launch = launches.get(key)
             if launch is None:
                 launch = launches[key] = _launch(pool, claim.mask)
-            type_names, ct, zones, price = launch
-            out.append(NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods)))
+            type_names, ct, zones, price, labels = launch
+            out.append(NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods),
+                               labels))
         return out
 
     def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:
@@ -307,9 +309,11 @@ class Placement:
         return None
 
 
-def _launch(pool: Pool, mask: BoolArray) -> tuple[tuple[str, ...], str, tuple[str, ...], float]:
+def _launch(pool: Pool, mask: BoolArray) -> tuple[tuple[str, ...], str, tuple[str, ...], float,
+                                                  tuple[tuple[str, str], ...]]:
     """What a claim of ``pool`` with the offerings ``mask`` launches: every instance type left (cheapest first), the
-    capacity type and zones of its cheapest offering, and that offering's price."""
+    capacity type and zones of its cheapest offering, that offering's price, and the labels its NodePool's custom
+    requirements with several values give it there (the value its pods narrowed them to, else the first)."""
     order = pool.price_order[mask[pool.price_order]]  # its offerings (narrowed), cheapest first
     cheapest = int(order[0])
     # each instance type once, at the position of its cheapest offering: the first position of each type, the types
@@ -320,4 +324,5 @@ def _launch(pool: Pool, mask: BoolArray) -> tuple[tuple[str, ...], str, tuple[st
     type_names = pool.type_names[present[np.argsort(first[present], kind="stable")]]
     same_ct = order[pool.combo_ct_code[order] == pool.combo_ct_code[cheapest]]
     zones = tuple(pool.zone_names[z] for z in np.flatnonzero(np.bincount(pool.combo_zone_code[same_ct])))
-    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest])
+    labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
+    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels

@@ -17,6 +17,8 @@ class NewNode:
     zones: tuple[str, ...]
     price: float
     pods: tuple[str, ...]
+    #: the labels its NodePool's custom requirements with several values give it (`Pool.combo_custom`)
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

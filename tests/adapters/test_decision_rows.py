@@ -8,7 +8,9 @@ import pytest
 
 from ebb.adapters.store import decisions
 from ebb.adapters.store.models import DECISION_STATES
+from ebb.adapters.store.shapes import replacement_of, replacements_json
 from ebb.core.decision import STATES, DecisionNode, IllegalTransition, State, transition
+from ebb.core.methods.base import Replacement
 from tests.kit.decisions import T1, decision
 
 A, S = State.APPROVED, State.SUCCEEDED
@@ -46,3 +48,14 @@ def test_a_row_moves_only_as_the_lifecycle_allows() -> None:
 def test_a_rows_due_time_is_the_decisions() -> None:
     due = decision(approve_at=T1)
     assert decisions.decision_of(decisions.row_of(due, "c1")).approve_at == T1
+
+
+def test_a_replacements_labels_are_kept_in_the_decision_row() -> None:
+    """A command resumed after a crash relaunches its replacements from the decision row: the labels a replacement
+    is launched with (a custom requirement's value its pods need) are kept there; a row without any (older rows)
+    reads back as none."""
+    labelled = Replacement("general", ("c5.large",), "on-demand", ("us-east-1a",), 0.085, labels=(("team", "b"),))
+    bare = Replacement("general", ("c5.large",), "on-demand", ("us-east-1a",), 0.085)
+    row, old_row = replacements_json([labelled, bare])
+    assert row["labels"] == {"team": "b"} and replacement_of(row) == labelled
+    assert "labels" not in old_row and replacement_of(old_row) == bare

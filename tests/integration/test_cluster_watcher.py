@@ -136,7 +136,8 @@ async def test_watcher_publishes_objects_and_tombstones_to_kafka(
             assert all("lastHeartbeatTime" not in c for c in node_doc["status"]["conditions"])
             pod_doc = store.get("Pod", namespace, pod_name)
             assert pod_doc is not None
-            assert set(pod_doc["status"]) <= {"phase", "conditions", "startTime"}
+            assert set(pod_doc["status"]) <= {"phase", "conditions", "startTime", "containerStatuses",
+                                              "initContainerStatuses"}
             assert pod_doc["spec"]["nodeName"] == node_name
 
             snapshot = store.snapshot()

@@ -127,6 +127,22 @@ def test_trim_pod_and_nodeclaim_status() -> None:
     }
 
 
+def test_trim_keeps_what_a_pod_holds_during_an_in_place_resize() -> None:
+    """Of a pod's container statuses, trimming keeps those with ``resources`` (name, ``resources``,
+    ``allocatedResources``), which its requests count while a resize is in progress, and they parse as such."""
+    raw = pod()
+    held = {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}
+    raw["status"]["containerStatuses"] = [{"name": "app", "ready": True, "restartCount": 3, "resources": held,
+                                           "allocatedResources": {"cpu": "500m"}, "state": {"running": {}}}]
+    raw["status"]["initContainerStatuses"] = [{"name": "setup", "ready": False, "restartCount": 0}]
+    out = trim(raw, kind="Pod", api_version="v1")
+    assert out["status"]["containerStatuses"] == [{"name": "app", "resources": held,
+                                                   "allocatedResources": {"cpu": "500m"}}]
+    assert "initContainerStatuses" not in out["status"]
+    (parsed,) = parse_documents([out], bundled_catalog=[]).pods
+    assert parsed.spec.requests["cpu"] == 1000
+
+
 def test_trim_drops_status_of_kinds_whose_status_ebb_never_reads() -> None:
     for kind, status in (("PodDisruptionBudget", {"disruptionsAllowed": 1}), ("DaemonSet", {"numberReady": 3}),
                          ("NodePool", {"resources": {"cpu": "4"}})):

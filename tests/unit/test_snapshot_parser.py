@@ -460,6 +460,106 @@ def test_a_pod_level_request_decides_where_the_pod_fits() -> None:
     assert "a" in disrupted(plan_dict(*docs))
 
 
+def _resizing(doc: dict[str, Any], statuses: list[dict[str, Any]], *, init: list[dict[str, Any]] | None = None,
+              pending: str | None = None) -> dict[str, Any]:
+    """``doc`` with ``statuses`` as its containerStatuses (``init``: its initContainerStatuses) and, with ``pending``,
+    a PodResizePending condition of that reason."""
+    doc["status"]["containerStatuses"] = statuses
+    if init is not None:
+        doc["status"]["initContainerStatuses"] = init
+    if pending is not None:
+        doc["status"]["conditions"].append({"type": "PodResizePending", "status": "True", "reason": pending})
+    return doc
+
+
+def _held(name: str, actuated: str | None, allocated: str | None) -> dict[str, Any]:
+    """A container status: ``actuated`` cpu in ``resources.requests`` (None: no ``resources``), ``allocated`` cpu in
+    ``allocatedResources`` (None: none)."""
+    status: dict[str, Any] = {"name": name, "ready": True, "restartCount": 0}
+    if actuated is not None:
+        status["resources"] = {"requests": {"cpu": actuated, "memory": "512Mi"}}
+    if allocated is not None:
+        status["allocatedResources"] = {"cpu": allocated, "memory": "512Mi"}
+    return status
+
+
+# (case, the app container's cpu request, its status, the PodResizePending reason, the pod's cpu)
+RESIZE = [
+    ("no container status: the spec", "500m", None, None, 500),
+    ("status as the spec", "500m", _held("main", "500m", "500m"), None, 500),
+    ("resize up not yet actuated: the spec", "1", _held("main", "500m", "500m"), "Deferred", 1000),
+    ("resize up allocated, not actuated: the spec", "1", _held("main", "500m", "1"), None, 1000),
+    ("resize down not yet actuated: what the kubelet holds", "250m", _held("main", "500m", "250m"), None, 500),
+    ("resize down, still allocated", "250m", _held("main", "250m", "500m"), None, 500),
+    ("infeasible resize: the spec left out", "4", _held("main", "500m", "500m"), "Infeasible", 500),
+    ("infeasible resize down: the status", "100m", _held("main", "500m", "300m"), "Infeasible", 500),
+    ("allocatedResources without resources: the spec", "250m", _held("main", None, "500m"), None, 250),
+    ("another container's status: the spec", "250m", _held("other", "500m", "500m"), None, 250),
+]
+
+
+@pytest.mark.parametrize(("cpu", "status", "pending", "expected"), [c[1:] for c in RESIZE], ids=[c[0] for c in RESIZE])
+def test_pod_requests_during_an_in_place_resize(cpu: str, status: dict[str, Any] | None, pending: str | None,
+                                                expected: int) -> None:
+    """Karpenter's ``resources.Ceiling``: Kubernetes' ``resource.PodRequests`` with ``UseStatusResources``. A
+    container whose status has ``resources`` counts, per resource, the largest of its spec's request, its status's
+    ``resources.requests`` (actuated) and its ``allocatedResources``; while the first PodResizePending condition says
+    Infeasible, only the last two."""
+    doc = _resizing(pod("web", "a", cpu=cpu, memory="512Mi"), [status] if status else [], pending=pending)
+    assert _pod_requests(doc)["cpu"] == expected
+
+
+# (case, the init container's restartPolicy, the pod's cpu)
+RESIZE_INIT = [
+    ("a sidecar's status counts", "Always", 1500),
+    ("an init container's status does not", None, 500),
+]
+
+
+@pytest.mark.parametrize(("restart", "expected"), [c[1:] for c in RESIZE_INIT], ids=[c[0] for c in RESIZE_INIT])
+def test_init_container_requests_during_an_in_place_resize(restart: str | None, expected: int) -> None:
+    """``PodRequests`` reads the status of an init container only when it is a sidecar (``restartPolicy: Always``):
+    a 200m sidecar or init container whose status holds 1 cpu, beside a 500m app container."""
+    init = container("proxy", "200m", "64Mi")
+    if restart is not None:
+        init["restartPolicy"] = restart
+    doc = _resizing(pod("web", "a", cpu="500m", memory="512Mi", init_containers=[init]), [],
+                    init=[_held("proxy", "1", "1")])
+    assert _pod_requests(doc)["cpu"] == expected
+
+
+def test_a_pod_level_request_ignores_container_statuses() -> None:
+    """A pod-level request replaces the containers' sum as its spec has it: Karpenter does not enable the pod-level
+    in-place resize (``InPlacePodLevelResourcesVerticalScalingEnabled``), so container statuses do not raise it."""
+    doc = _resizing(pod("web", "a", cpu="500m", memory="512Mi"), [_held("main", "2", "2")])
+    doc["spec"]["resources"] = {"requests": {"cpu": "1"}}
+    assert _pod_requests(doc)["cpu"] == 1000
+
+
+def test_a_pod_shrinking_in_place_still_takes_its_old_room() -> None:
+    """A pod resized from 1500m down to 100m whose kubelet still holds 1500m does not fit on a node with 1000m free:
+    its node is not consolidated onto it, as Karpenter counts what the kubelet holds; once actuated, it is."""
+    busy = _resizing(pod("x", "a", cpu="100m", memory="128Mi"), [_held("main", "1500m", "100m")])
+    docs = [nodepool(), node("a", itype="t3.medium"), busy,  # the cheapest type: no replacement is cheaper
+            node("b", annotations={"karpenter.sh/do-not-disrupt": "true"}), pod("y", "b", cpu="1", memory="1Gi")]
+    assert "a" not in disrupted(plan_dict(*docs))
+    busy["status"]["containerStatuses"] = [_held("main", "100m", "100m")]
+    assert "a" in disrupted(plan_dict(*docs))
+
+
+def test_a_resize_in_the_status_alone_is_parsed_again() -> None:
+    """A pod whose spec is unchanged keeps its parsed needs from its previous version (`parse_object`'s
+    ``previous``) only while its resize state is unchanged too: a status that now holds more is read again."""
+    from ebb.core.snapshot import parse_object
+
+    before = pod("web", "a", cpu="250m", memory="512Mi")
+    parsed = parse_object(before)
+    after = _resizing(pod("web", "a", cpu="250m", memory="512Mi"), [_held("main", "1", "1")])
+    assert parse_object(after, previous=(before, parsed)).value.spec.requests["cpu"] == 1000
+    same = pod("web", "b", cpu="250m", memory="512Mi")
+    assert parse_object(same, previous=(before, parsed)).value.spec is parsed.value.spec
+
+
 @pytest.mark.parametrize(("annotations", "owner", "phase", "needs_home"), [
     ({}, ("ReplicaSet", "rs"), "Running", True),
     ({}, ("DaemonSet", "agent"), "Running", False),

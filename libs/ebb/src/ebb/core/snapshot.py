@@ -349,12 +349,17 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
     )
 
 
-def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
+def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) -> SchedulingSpec:
+    """The scheduling needs of the pod spec at ``spec_path``; ``status_path``, a pod's status, adds what its
+    containers hold during an in-place resize (`_resize_requests`)."""
     p = spec_path + "."
     containers = doc.seq(p + "containers")
+    held = _held_requests(doc, status_path) if status_path is not None else None
     requests: dict[str, int] = {}
-    for i, _ in enumerate(containers):
+    for i, container in enumerate(containers):
         creq = _container_requests(doc, f"{p}containers", i)
+        if held is not None:
+            creq = _resize_requests(creq, held, container)
         for name, value in creq.items():
             requests[name] = requests.get(name, 0) + value
     # Kubernetes' ``resource.PodRequests`` (KEP-753): a sidecar (an init container with ``restartPolicy: Always``)
@@ -365,6 +370,8 @@ def _scheduling_spec(doc: _Doc, spec_path: str) -> SchedulingSpec:
     for i, container in enumerate(doc.seq(p + "initContainers")):
         ireq = _container_requests(doc, f"{p}initContainers", i)
         if _is_mapping(container) and container.get("restartPolicy") == "Always":
+            if held is not None:
+                ireq = _resize_requests(ireq, held, container)
             for name, value in ireq.items():
                 requests[name] = requests.get(name, 0) + value
                 sidecars[name] = sidecars.get(name, 0) + value
@@ -485,6 +492,59 @@ def _pod_level_requests(doc: _Doc, path: str, resources: Any) -> dict[str, int]:
     return out
 
 
+#: a container's status during an in-place resize, by container name: its ``resources.requests`` (what the kubelet
+#: has actuated) and its ``allocatedResources``; and whether the resize is Infeasible
+_Held = tuple[dict[str, tuple[dict[str, int], dict[str, int]]], bool]
+
+
+def _held_requests(doc: _Doc, path: str) -> _Held:
+    """What the containers of the pod whose status is at ``path`` hold (`_Held`): each container status, of
+    ``containerStatuses`` then ``initContainerStatuses`` (the later of one name wins), that has ``resources``; and
+    whether the first ``PodResizePending`` condition's reason is Infeasible (Kubernetes' ``IsPodResizeInfeasible``)."""
+    held: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    for field in ("containerStatuses", "initContainerStatuses"):
+        for i, raw in enumerate(doc.seq(f"{path}.{field}")):
+            at = f"{path}.{field}[{i}]"
+            status = doc.as_mapping(raw, at)
+            resources = status.get("resources")
+            if resources is None:
+                continue
+            resources = doc.as_mapping(resources, f"{at}.resources")
+            held[str(status.get("name") or "")] = (
+                _resource_list(doc, f"{at}.resources.requests", resources.get("requests")),
+                _resource_list(doc, f"{at}.allocatedResources", status.get("allocatedResources")))
+    resize = next((c for c in doc.seq(f"{path}.conditions")
+                   if _is_mapping(c) and c.get("type") == "PodResizePending"), None)
+    return held, resize is not None and resize.get("reason") == "Infeasible"
+
+
+def _resize_requests(spec: dict[str, int], held: _Held, container: Any) -> dict[str, int]:
+    """A container's requests as Karpenter counts them during an in-place resize (``resources.Ceiling``: Kubernetes'
+    ``PodRequests`` with ``UseStatusResources``): with a status that has ``resources``, per resource the largest of
+    ``spec`` (its spec's requests), what its status has actuated and what is allocated to it, ``spec`` left out when
+    the resize is Infeasible; ``spec`` when its status has no ``resources``."""
+    statuses, infeasible = held
+    found = statuses.get(str(container.get("name") or "")) if _is_mapping(container) else None
+    if found is None:
+        return spec
+    out = {} if infeasible else dict(spec)
+    for quantities in found:
+        for name, value in quantities.items():
+            out[name] = max(out.get(name, value), value)
+    return out
+
+
+def _resource_list(doc: _Doc, path: str, raw: Any) -> dict[str, int]:
+    """The resource list ``raw`` read at ``path`` (None: empty)."""
+    out: dict[str, int] = {}
+    for name, value in doc.as_mapping(raw, path).items():
+        try:
+            out[str(name)] = parse_resource(str(name), value)
+        except QuantityError as exc:
+            raise doc.fail(f"{path}.{name}", str(exc)) from exc
+    return out
+
+
 def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
     container = doc.seq(path)[index]
     if not _is_mapping(container):
@@ -517,7 +577,7 @@ def _owner(doc: _Doc) -> tuple[str | None, str | None]:
 def _unchanged_spec(raw: Mapping[str, Any],
                     previous: tuple[Mapping[str, Any], ParsedObject] | None) -> SchedulingSpec | None:
     """The scheduling needs parsed from ``previous`` when ``raw`` is a Pod with the same ``spec`` but for
-    ``nodeName``; else None."""
+    ``nodeName``, and the same resize state (`_resize_state`); else None."""
     if previous is None:
         return None
     old_raw, old = previous
@@ -529,9 +589,29 @@ def _unchanged_spec(raw: Mapping[str, Any],
     if len(spec) - ("nodeName" in spec) != len(old_spec) - ("nodeName" in old_spec):
         return None
     missing = object()
-    if all(name == "nodeName" or old_spec.get(name, missing) == value for name, value in spec.items()):
-        return old.value.spec
-    return None
+    if not all(name == "nodeName" or old_spec.get(name, missing) == value for name, value in spec.items()):
+        return None
+    return old.value.spec if _resize_state(raw) == _resize_state(old_raw) else None
+
+
+def _resize_state(raw: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a Pod's status its requests read (`_held_requests`), as given: each container status's name,
+    ``resources`` and ``allocatedResources``, and the ``PodResizePending`` conditions' reasons."""
+    status = raw.get("status")
+    if not _is_mapping(status):
+        return ()
+
+    def held(statuses: Any) -> Any:
+        if not isinstance(statuses, list):
+            return statuses
+        return tuple((c.get("name"), c.get("resources"), c.get("allocatedResources")) if _is_mapping(c) else c
+                     for c in statuses)
+
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        conditions = tuple(c.get("reason") for c in conditions
+                           if _is_mapping(c) and c.get("type") == "PodResizePending")
+    return held(status.get("containerStatuses")), held(status.get("initContainerStatuses")), conditions
 
 
 def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
@@ -555,7 +635,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         namespace=str(doc.get("metadata.namespace", "default")),
         labels=doc.str_map("metadata.labels"),
         annotations=annotations,
-        spec=spec if spec is not None else _scheduling_spec(doc, "spec"),
+        spec=spec if spec is not None else _scheduling_spec(doc, "spec", "status"),
         node_name=doc.optional_str("spec.nodeName"),
         phase=phase,
         priority=priority,

@@ -6,7 +6,9 @@ deletionTimestamp, uid and resourceVersion; the whole ``spec``; and only the sta
 (``ebb.core.snapshot.parse_documents``):
 
 - Node: ``capacity``, ``allocatable``, ``conditions`` (type, status, reason, lastTransitionTime)
-- Pod: ``phase``, ``conditions`` (the same four fields), ``startTime``
+- Pod: ``phase``, ``conditions`` (the same four fields), ``startTime``; of ``containerStatuses`` and
+  ``initContainerStatuses`` the entries with ``resources``, each its ``name``, ``resources`` and
+  ``allocatedResources`` (what a container holds during an in-place resize, which its pod's requests count)
 - NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``, ``lastPodEventTime`` (when
   Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it)
 - NodePool, PodDisruptionBudget, DaemonSet: no status
@@ -46,10 +48,12 @@ METADATA_FIELDS: Final = (
 #: status fields kept, by kind (kinds not listed keep no status)
 STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
-    "Pod": ("phase", "conditions", "startTime"),
+    "Pod": ("phase", "conditions", "startTime", "containerStatuses", "initContainerStatuses"),
     "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime"),
 }
 CONDITION_FIELDS: Final = ("type", "status", "reason", "lastTransitionTime")
+#: the fields kept of a Pod's container status (only of those with ``resources``)
+CONTAINER_STATUS_FIELDS: Final = ("name", "resources", "allocatedResources")
 
 
 def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | None = None,
@@ -77,7 +81,15 @@ def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | 
             value = status.get(name)
             if value is None:
                 continue
-            kept[name] = _conditions(value, keep) if name == "conditions" else keep(value)
+            if name == "conditions":
+                value = _conditions(value, keep)
+            elif name in ("containerStatuses", "initContainerStatuses"):
+                value = _container_statuses(value, keep)
+                if not value:
+                    continue
+            else:
+                value = keep(value)
+            kept[name] = value
         if kept:
             out["status"] = kept
     return out
@@ -104,6 +116,17 @@ def _conditions(value: Any, keep: Callable[[Any], Any]) -> Any:
     return [
         {k: c[k] for k in CONDITION_FIELDS if c.get(k) is not None} if isinstance(c, Mapping) else keep(c)
         for c in value
+    ]
+
+
+def _container_statuses(value: Any, keep: Callable[[Any], Any]) -> Any:
+    """The container statuses that have ``resources``, each with `CONTAINER_STATUS_FIELDS` only: the others change
+    with every restart and probe, and ebb reads none of them."""
+    if not isinstance(value, list):
+        return keep(value)
+    return [
+        {k: keep(c[k]) for k in CONTAINER_STATUS_FIELDS if c.get(k) is not None} if isinstance(c, Mapping) else keep(c)
+        for c in value if not isinstance(c, Mapping) or c.get("resources") is not None
     ]
 
 

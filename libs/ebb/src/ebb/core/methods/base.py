@@ -24,6 +24,7 @@ from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
+    InstanceType,
     Node,
     NodePool,
     Pod,
@@ -246,16 +247,15 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
     floors = [r for r in pool.pool.requirements if r.min_values is not None]
     prices: dict[str, float] = {}
-    values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values there
+    values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values (Karpenter: the type's own)
     for combo in range(len(pool.combo_type)):
         itype = pool.types[int(pool.combo_type[combo])]
         name = itype.name
         if name in new.instance_types and pool.combo_ct[combo] == new.capacity_type \
                 and pool.combo_zone[combo] in new.zones:
             prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
-            for req in floors:
-                values.setdefault(name, {}).setdefault(req.key, set()).update(
-                    _label_values(req.key, itype.labels, name, pool.combo_zone[combo], pool.combo_ct[combo]))
+            if floors and name not in values:
+                values[name] = {req.key: _type_values(req.key, itype) for req in floors}
     same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
     priced = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON]
     options = [t for t in priced if not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
@@ -332,16 +332,18 @@ def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequen
     return min((cheapest[t] for t in priced if t in cheapest and t in prices), default=float("inf"))
 
 
-def _label_values(key: str, labels: Mapping[str, str], name: str, zone: str, capacity_type: str) -> tuple[str, ...]:
-    """The values label ``key`` takes on a node of type ``name`` launched in ``zone`` as ``capacity_type``."""
+def _type_values(key: str, itype: InstanceType) -> set[str]:
+    """The values of label ``key`` that instance type ``itype`` offers, as Karpenter's ``SatisfiesMinValues`` counts
+    them (``it.Requirements.Get(key).Values()``): its name; the zones and the capacity types of its available
+    offerings, whatever the NodePool and the pods allow of them; else its label's value."""
     if key == LABEL_INSTANCE_TYPE:
-        return (name,)
+        return {itype.name}
     if key == LABEL_ZONE:
-        return (zone,)
+        return {o.zone for o in itype.offerings if o.available}
     if key == LABEL_CAPACITY_TYPE:
-        return (capacity_type,)
-    value = labels.get(key)
-    return () if value is None else (value,)
+        return {o.capacity_type for o in itype.offerings if o.available}
+    value = itype.labels.get(key)
+    return set() if value is None else {value}
 
 
 def min_values_prefix(options: Sequence[str], values: Mapping[str, Mapping[str, set[str]]],

@@ -1,0 +1,75 @@
+"""A NodePool requirement's ``minValues`` on a consolidation's replacement: which values of the key count.
+
+Karpenter v1.14.1 (``pkg/cloudprovider/types.go``, ``InstanceTypes.SatisfiesMinValues``, called by
+``RemoveInstanceTypeOptionsByPriceAndMinValues`` in ``pkg/controllers/provisioning/scheduling/nodeclaim.go`` for
+single- and multi-node consolidation) counts, over the replacement's instance type options cheapest first, the
+values of each instance type's own requirement on the key (``it.Requirements.Get(key).Values()``), not those of the
+offerings the NodeClaim may launch: an instance type's zone requirement holds the zones of its available offerings
+of every capacity type, and its capacity type requirement their capacity types (the fake cloud provider's
+``NewInstanceTypeWithCustomRequirement``, which Karpenter's suites use; the kwok provider's ``newInstanceType``
+takes every offering, all available). So a zone counts though the replacement launches as another capacity type
+there, though the NodePool launches no such capacity type there, and though the pods narrow the NodeClaim to
+another zone; an unavailable offering's zone does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.kit.builders import blocked_of, catalog, nodepool, plan_dict, pod
+from tests.kit.karpenter_suite import claimed
+
+A, B = "us-east-1a", "us-east-1b"
+ZONE = "topology.kubernetes.io/zone"
+CT = "karpenter.sh/capacity-type"
+BOTH = {"key": CT, "operator": "In", "values": ["spot", "on-demand"]}
+ON_DEMAND = {"key": CT, "operator": "In", "values": ["on-demand"]}
+TWO_ZONES = {"key": ZONE, "operator": "Exists", "minValues": 2}
+TWO_CAPACITY_TYPES = {"key": CT, "operator": "In", "values": ["spot", "on-demand"], "minValues": 2}
+
+
+def _type(name: str, cpu: str, offerings: list[tuple[str, str, float, bool]]) -> dict[str, Any]:
+    """An instance type with the given (zone, capacity type, price, available) offerings."""
+    return {"name": name, "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+            "overhead": {"cpu": "0", "memory": "0"},
+            "offerings": [{"zone": z, "capacityType": ct, "price": p, "available": ok} for z, ct, p, ok in offerings]}
+
+
+# (case, the cheaper type's offerings, the NodePool's requirements, the pod's nodeSelector, replaced)
+CASES = [
+    pytest.param([(A, "on-demand", 0.3, True), (B, "on-demand", 0.3, True)], [TWO_ZONES, ON_DEMAND], {}, True,
+                 id="two zones of the replacement's capacity type"),
+    pytest.param([(A, "on-demand", 0.3, True), (A, "spot", 0.1, True)], [TWO_ZONES, BOTH], {}, False,
+                 id="one zone of both capacity types"),
+    pytest.param([(A, "on-demand", 0.3, True), (B, "on-demand", 0.3, False)], [TWO_ZONES, ON_DEMAND], {}, False,
+                 id="an unavailable offering's zone does not count"),
+    pytest.param([(A, "spot", 0.1, True), (B, "on-demand", 0.3, True)], [TWO_ZONES, BOTH], {}, True,
+                 id="a zone of the other capacity type counts"),
+    pytest.param([(A, "on-demand", 0.3, True), (B, "spot", 0.1, True)], [TWO_ZONES, ON_DEMAND], {}, True,
+                 id="a zone of a capacity type the NodePool does not launch counts"),
+    pytest.param([(A, "on-demand", 0.3, True), (B, "on-demand", 0.3, True)], [TWO_ZONES, ON_DEMAND], {ZONE: A}, True,
+                 id="a zone the pods do not select counts"),
+    pytest.param([(A, "on-demand", 0.3, True), (A, "spot", 0.1, True)], [TWO_CAPACITY_TYPES], {}, True,
+                 id="every capacity type of the type counts"),
+]
+
+
+@pytest.mark.parametrize(("offerings", "requirements", "selector", "replaced"), CASES)
+def test_min_values_counts_the_instance_types_values(offerings: list[tuple[str, str, float, bool]],
+                                                     requirements: list[dict[str, Any]], selector: dict[str, str],
+                                                     replaced: bool) -> None:
+    """An on-demand node of a 32-cpu type at 1.00/h in us-east-1a with one small pod; the only cheaper type, 4 cpu,
+    has ``offerings``. The node is replaced by it when its instance type offers ``minValues`` values of the key,
+    else it stays with the reason Karpenter's Unconsolidatable event gives."""
+    types = catalog([_type("big", "32", [(A, "on-demand", 1.0, True)]), _type("small", "4", offerings)])
+    pool = nodepool("default", consolidate_after="0s", budgets=[{"nodes": "100%"}], requirements=requirements)
+    out = plan_dict(types, pool, claimed("a", itype="big", cpu="32"), pod("web", "a", node_selector=selector))
+    if replaced:
+        [command] = out["commands"]
+        assert (command["action"], command["nodes"], command["replacements"][0]["instanceTypes"]) == (
+            "replace", ["a"], ["small"])
+    else:
+        assert out["commands"] == []
+        assert "minValues requirement is not met for label(s)" in blocked_of(out, "a")["reason"]

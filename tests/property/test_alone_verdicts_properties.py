@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.core.engine import PassResult, run_pass
+from ebb.core.methods import METHOD_ORDER, multi_node, single_node
 from ebb.core.methods import kept as kept_module
-from ebb.core.methods import single_node
 from ebb.core.methods.base import EngineOptions
 from ebb.core.methods.single_node import AloneSession, AloneVerdicts
 from tests.kit.builders import NOW, ZONES, ago, catalog, node, nodepool, pod
@@ -43,6 +43,9 @@ CPUS = ("100m", "250m", "600m", "1200m")
 KINDS = ("plain", "plain", "plain", "plain", "plain", "anti", "spread", "port", "prefers", "zonal", "daemon")
 
 Step = tuple[Any, ...]
+#: the methods before multi-node consolidation: when one acts, the pass explains the others on the state it leaves
+BEFORE_CONSOLIDATION = frozenset(method.name for method, _why in METHOD_ORDER[:[m for m, _ in METHOD_ORDER].index(
+    multi_node.METHOD)])
 
 
 def shaped(name: str, on: str | None, cpu: str, kind: str, started: str) -> dict[str, Any]:
@@ -89,20 +92,25 @@ def starts(draw: st.DrawFn) -> list[dict[str, Any]]:
 def packed_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Nodes nearly full, most of them of the cheapest type: few consolidate alone either way, so multi-node
     consolidation's greedy runs refuse most steps alone, which the kept refusals answer on the next pass."""
-    docs: list[dict[str, Any]] = [catalog(), nodepool(consolidate_after="0s",
-                                                      budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])]
-    for i in range(draw(st.integers(3, 10))):
+    pool = nodepool(consolidate_after="0s", budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])
+    docs: list[dict[str, Any]] = [catalog(), pool]
+    count = draw(st.integers(3, 10))
+    for i in range(count):
         docs.append(node(f"n{i}", itype=draw(st.sampled_from(("t3.medium", "t3.medium", "t3.medium", "c5.large"))),
                          zone=draw(st.sampled_from(ZONES[:2]))))
         for j in range(draw(st.integers(2, 4))):
             docs.append(shaped(f"p{i}-{j}", f"n{i}", draw(st.sampled_from(("400m", "500m", "700m", "900m"))),
                                draw(st.sampled_from((*("plain",) * 8, *KINDS))), ago(minutes=30)))
+    spare = draw(st.sampled_from((None, 0, 1, 2)))
+    if spare is not None:  # a CPU limit at or just above what the nodes have (2 CPUs each): a replacement may exceed it
+        pool["spec"]["limits"] = {"cpu": str(2 * count + spare)}
     return docs
 
 
 steps = st.lists(st.one_of(
     st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
+    st.tuples(st.just("empty"), st.integers(0, 9)),
     st.tuples(st.just("add node"), st.sampled_from(TYPES), st.sampled_from(ZONES)),
     st.tuples(st.just("remove node"), st.integers(0, 9)),
     st.tuples(st.just("cordon"), st.integers(0, 9)),
@@ -151,6 +159,11 @@ class World:
                 self.remove(pods[step[1] % len(pods)])
         elif kind == "add node":
             self.put(node(f"m{next(self.added)}", itype=step[1], zone=step[2], created=self.now.isoformat()))
+        elif kind == "empty" and picked is not None:  # the node stays, without pods: emptiness deletes it
+            name = picked.split("/")[1]
+            for key in self.of("Pod"):
+                if self.docs[key]["spec"].get("nodeName") == name:
+                    self.remove(key)
         elif kind == "remove node" and picked is not None:
             name = picked.split("/")[1]
             for key in self.of("Pod"):
@@ -190,11 +203,14 @@ def answer(result: PassResult) -> Any:
     return result, [c.placements for c in result.commands]
 
 
-def compare(start: list[dict[str, Any]], sequence: list[Step], *, explain: bool = True) -> tuple[int, int, int, int]:
+def compare(start: list[dict[str, Any]], sequence: list[Step], *,
+            explain: bool = True) -> tuple[int, int, int, int, int]:
     """Run ``sequence``; after each step a pass with kept verdicts and one without must be equal. Returns how many
     verdicts were answered from kept ones, how many of them in passes after a step that changed something, how
-    many kept deletes that reached past the first changed bin held against the changed bins, and how many of
-    multi-node consolidation's steps alone were answered from kept refusals after a step that changed something."""
+    many kept deletes that reached past the first changed bin held against the changed bins, how many of
+    multi-node consolidation's steps alone were answered from kept refusals after a step that changed something, and
+    how many of those in passes where a method before consolidation acted (the run that explains the other nodes
+    against the cluster its commands leave)."""
     held = 0
     holds = AloneSession._holds
 
@@ -205,18 +221,18 @@ def compare(start: list[dict[str, Any]], sequence: list[Step], *, explain: bool 
         return result
 
     with patch.object(AloneSession, "_holds", counted):
-        hits, after_change, refused = _compare(start, sequence, explain)
-    return hits, after_change, held, refused
+        hits, after_change, refused, after_acting = _compare(start, sequence, explain)
+    return hits, after_change, held, refused, after_acting
 
 
-def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool) -> tuple[int, int, int]:
+def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool) -> tuple[int, int, int, int]:
     world = World()
     for doc in start:
         world.put(doc)
     options = EngineOptions(explain=explain)
     kept = AloneVerdicts()
     trail: list[str] = []
-    after_change = refused = 0
+    after_change = refused = after_acting = 0
     for number, step in enumerate([("nothing",), *sequence]):
         world.change(step)
         snapshot = world.objects.snapshot()
@@ -226,16 +242,18 @@ def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool) -
         if step[0] != "nothing":
             after_change += kept.hits - before
             refused += kept.refusals.hits - refused_before
+            if any(c.method in BEFORE_CONSOLIDATION for c in want.commands):
+                after_acting += kept.refusals.hits - refused_before
         trail.append(f"step {number} {step}: kept answered {kept.hits}, refusals {kept.refusals.hits}, "
                      f"commands {[c.nodes for c in want.commands]}")
         assert answer(got) == answer(want), "\n".join(trail)
-    return kept.hits, after_change, refused
+    return kept.hits, after_change, refused, after_acting
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(starts(), steps)
 def test_kept_verdicts_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step]) -> None:
-    hits, after_change, held, refused = compare(start, sequence)
+    hits, after_change, held, refused, _ = compare(start, sequence)
     event("verdicts answered from kept ones after a change" if after_change else
           "verdicts answered from kept ones" if hits else "none answered from kept ones")
     if held:
@@ -250,9 +268,11 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
                                                        explain: bool) -> None:
     """The same comparison on packed clusters, where most of what is kept is multi-node's refusals of nodes alone,
     with explanations on and off (off, a replacement is given up as soon as it is known too dear)."""
-    refused = compare(start, sequence, explain=explain)[3]
+    _, _, _, refused, after_acting = compare(start, sequence, explain=explain)
     event("a multi-node step alone answered from a kept refusal after a change" if refused else
           "no refusal answered after a change")
+    if after_acting:
+        event("a refusal answered in the explaining run of a pass where an earlier method acted")
 
 
 @contextmanager
@@ -307,3 +327,36 @@ def test_a_blind_cache_is_caught(blind: Any) -> None:
     assert compare(_filling(), sequence)[0] >= 1
     with blind(), pytest.raises(AssertionError, match=r"step 2 \('add pod'"):
         compare(_filling(), sequence)
+
+
+def test_the_explaining_run_of_a_pass_where_emptiness_acted_answers_from_kept_refusals() -> None:
+    """Three full t3.medium nodes, a, b and e, no pod of one fitting on another: multi-node's greedy run refuses each
+    step alone. Once e's pod leaves, emptiness deletes e, and the pass explains a and b against the cluster without
+    e: their refusals, kept from the pass before (e changed, and it took none of their pods), answer those steps."""
+    start = [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
+             node("e", itype="t3.medium"), pod("a-0", "a", cpu="1500m"), pod("a-1", "a", cpu="300m"),
+             pod("b-0", "b", cpu="1400m"), pod("b-1", "b", cpu="400m"), pod("e-0", "e", cpu="1800m")]
+    assert compare(start, [("empty", 2)])[4] == 2
+
+
+@contextmanager
+def blind_to_the_pools_usage() -> Iterator[None]:
+    """Kept refusals taken though what the NodePool's nodes count against its limits changed."""
+    with patch.object(kept_module._Launches, "same",
+                      lambda self, other: self.pools is other.pools and self.settings == other.settings):
+        yield
+
+
+def test_a_refusal_blind_to_the_pools_usage_is_caught() -> None:
+    """A CPU limit of 5 with 6 CPUs of nodes: a c5.large's pods would fit on a cheaper t3.medium, but the NodePool
+    may launch nothing, so each step alone is refused and kept. Once c is gone, the replacement is within the limit:
+    a is replaced. A cache that holds a's refusal without looking at the NodePool's usage says the old verdict."""
+    pool = nodepool(budgets=[{"nodes": "1"}])
+    pool["spec"]["limits"] = {"cpu": "5"}
+    start = [catalog(), pool, node("a", itype="c5.large"), node("b", itype="c5.large"), node("c", itype="t3.medium"),
+             pod("a-0", "a", cpu="1500m"), pod("b-0", "b", cpu="1500m"), pod("c-0", "c", cpu="1500m")]
+    sequence: list[Step] = [("clock", 1), ("remove node", 2)]
+    assert compare(start, sequence[:1])[3] >= 2  # the steps alone answered from kept refusals
+    assert compare(start, sequence)[3] >= 1
+    with blind_to_the_pools_usage(), pytest.raises(AssertionError, match=r"step 2 \('remove node'"):
+        compare(start, sequence)

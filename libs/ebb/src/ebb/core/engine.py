@@ -111,7 +111,8 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *
         # Explain the rest against the cluster as it will be once this pass's commands ran.
         explain_ctx = PassContext(view, options, ctx.scheduler, ctx.state,
                                   {k: v.allowed for k, v in view.budgets.items()}, frozenset(disrupted),
-                                  merges=ctx.merges)  # the merges multi-node's search refused, if it acted
+                                  merges=ctx.merges,  # the merges multi-node's search refused, if it acted
+                                  refusals=ctx.refusals)  # a kept refusal holds on this state as on any other
         for command in commands:
             leaving = [pod for name in command.nodes for pod in ctx.state.remove_node(name)]
             ctx.state.place_all(leaving, max_new=len(command.replacements), explain=False)

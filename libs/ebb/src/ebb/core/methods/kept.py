@@ -13,8 +13,8 @@ first open bin, in the start state's order, with room for it that admits it by i
 bin answers depends on that bin alone. So when the bins that did not change kept their order (`Start.changed_in`), a
 pod that went to an unchanged bin goes there again when no changed bin before it takes it, and a pod that no existing
 bin took is still taken by none when no changed bin takes it (`ChangedBins`). Whatever else a kept answer read (the
-NodePools, their limits, the options) is compared whole, and any difference drops every kept answer. A cache, not
-state: its answers are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`).
+NodePools, the usage of those with limits, the options) is compared whole, and any difference drops every kept
+answer. A cache, not state: its answers are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`).
 """
 
 from __future__ import annotations
@@ -153,8 +153,8 @@ class Refusal:
 @dataclass(frozen=True, slots=True, eq=False)
 class _Launches:
     """What a refusal's new node read besides the bins: the compiled NodePools (the same object while nothing in them
-    changed), what their nodes count against their limits, and the options and spot-to-spot settings that decide
-    when a replacement is given up."""
+    changed), what their nodes count against their limits (of a NodePool without limits, nothing: its launches never
+    read it), and the options and spot-to-spot settings that decide when a replacement is given up."""
 
     pools: object
     usage: tuple[bytes, ...]
@@ -178,7 +178,9 @@ class KeptRefusals:
         """A pass's greedy runs on ``state`` (their start state: it is back to it after each step alone);
         ``settings``: what else decides a refusal (the engine options, the NodePools' spot-to-spot)."""
         start = Start.of(state)
-        launches = _Launches(state.s.pools, tuple(row.tobytes() for row in state.pool_used), settings)
+        pools = state.s.pools
+        launches = _Launches(pools, tuple(row.tobytes() if pools[p].pool.limits else b""
+                                          for p, row in enumerate(state.pool_used)), settings)
         kept: dict[str, Refusal] = {}
         changed: list[int] | None = None
         last = self._last

@@ -34,6 +34,7 @@ from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods import METHOD_ORDER, multi_node, single_node
 from ebb.core.methods import kept as kept_module
 from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.consolidation import kept_refusals
 from ebb.core.methods.single_node import AloneSession, AloneVerdicts
 from tests.kit.builders import NOW, ZONES, ago, catalog, node, nodepool, pod
 from tests.kit.messages import cluster_object
@@ -104,6 +105,23 @@ def packed_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     spare = draw(st.sampled_from((None, 0, 1, 2)))
     if spare is not None:  # a CPU limit at or just above what the nodes have (2 CPUs each): a replacement may exceed it
         pool["spec"]["limits"] = {"cpu": str(2 * count + spare)}
+    return docs
+
+
+@st.composite
+def replacing_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Nearly full nodes: t3.medium (the cheapest type) with two or three pods, and c5.large (dearer, of the same size)
+    with one large pod that a t3.medium takes. Single-node consolidation replaces a c5.large first (its one pod makes it
+    the cheapest to disrupt), and then asks of the t3.medium nodes refused alone on the state that leaves."""
+    pool = nodepool(consolidate_after="0s", budgets=[{"nodes": draw(st.sampled_from(["2", "100%"]))}])
+    docs: list[dict[str, Any]] = [catalog(), pool]
+    for i in range(draw(st.integers(3, 10))):
+        dear = draw(st.booleans())  # one large pod on a c5.large, else two or three on a t3.medium
+        docs.append(node(f"n{i}", itype="c5.large" if dear else "t3.medium", zone=draw(st.sampled_from(ZONES[:2]))))
+        for j in range(1 if dear else draw(st.integers(2, 3))):
+            cpu = draw(st.sampled_from(("1200m", "1500m", "1800m") if dear else ("500m", "600m", "900m")))
+            docs.append(shaped(f"p{i}-{j}", f"n{i}", cpu, draw(st.sampled_from((*("plain",) * 8, *KINDS))),
+                               ago(minutes=30)))
     return docs
 
 
@@ -275,6 +293,25 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
         event("a refusal answered in the explaining run of a pass where an earlier method acted")
 
 
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(replacing_starts(), steps, st.booleans())
+def test_refusals_taken_after_a_command_answer_as_a_pass_computed_whole(start: list[dict[str, Any]],
+                                                                       sequence: list[Step], explain: bool) -> None:
+    """The same comparison where single-node consolidation makes commands before it asks of nodes that multi-node
+    consolidation refused alone, and takes those refusals where they hold on the state the commands leave."""
+    taken = 0
+    verdict = kept_module.Refusal.verdict
+
+    def counted(self: kept_module.Refusal, why: str) -> Any:
+        nonlocal taken
+        taken += 1
+        return verdict(self, why)
+
+    with patch.object(kept_module.Refusal, "verdict", counted):
+        compare(start, sequence, explain=explain)
+    event("single-node took a refusal after a command" if taken else "no refusal taken after a command")
+
+
 @contextmanager
 def blind_to_the_start() -> Iterator[None]:
     """Kept deletes taken whatever changed in the state they read."""
@@ -360,3 +397,45 @@ def test_a_refusal_blind_to_the_pools_usage_is_caught() -> None:
     assert compare(start, sequence)[3] >= 1
     with blind_to_the_pools_usage(), pytest.raises(AssertionError, match=r"step 2 \('remove node'"):
         compare(start, sequence)
+
+
+def _replaced_first() -> list[dict[str, Any]]:
+    """x (one pod, the cheapest type, no room for its pod elsewhere) and e (its first pod goes to x, its second finds
+    no room, and a new node would cost what e costs) are refused alone both ways; c (a c5.large) is replaced by a
+    cheaper t3.medium, its small pod onto x. Single-node consolidation replaces c, and then asks of e on the state
+    that leaves."""
+    return [catalog(), nodepool(), node("x", itype="t3.medium"), node("c", itype="c5.large"),
+            node("e", itype="t3.medium"), pod("x-0", "x", cpu="1400m"), pod("c-0", "c", cpu="1700m"),
+            pod("c-1", "c", cpu="300m"), pod("e-0", "e", cpu="500m"), pod("e-1", "e", cpu="400m"),
+            pod("e-2", "e", cpu="300m")]
+
+
+@contextmanager
+def blind_to_what_a_command_changed() -> Iterator[None]:
+    """Single-node consolidation takes multi-node's refusals after a command without looking at the bins it changed."""
+    def sessions(ctx: Any) -> Any:
+        session = kept_refusals(ctx)
+        if session is not None:
+            session.changed.at = frozenset()
+        return session
+
+    with patch.object(single_node, "kept_refusals", sessions):
+        yield
+
+
+def test_after_a_command_single_node_takes_the_refusals_that_hold() -> None:
+    """Two full t3.medium nodes refused alone both ways, and c, replaced by a cheaper node: after c's command, the
+    refusals of a and b hold on the state it leaves (c is closed, its pod on a new node), and single-node
+    consolidation takes them instead of evaluating the nodes again."""
+    start = [catalog(), nodepool(), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
+             node("c", itype="c5.large"), pod("a-0", "a", cpu="1500m"), pod("a-1", "a", cpu="300m"),
+             pod("b-0", "b", cpu="1500m"), pod("b-1", "b", cpu="300m"), pod("c-0", "c", cpu="1800m")]
+    assert compare(start, [("clock", 1)])[3] == 4  # a and b: multi-node's steps and single-node's verdicts
+
+
+def test_a_refusal_blind_to_what_a_command_changed_is_caught() -> None:
+    """After c's replace put c-1 on x, e's first pod no longer fits there: e is evaluated again and its verdict names
+    e-0. A cache blind to the bins the command changed keeps e's refusal, which names e-1."""
+    assert compare(_replaced_first(), [("clock", 1)])[3] >= 2  # x's steps, at least
+    with blind_to_what_a_command_changed(), pytest.raises(AssertionError, match=r"step 0 \('nothing'"):
+        compare(_replaced_first(), [])

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block
+from ebb.core.methods.kept import RefusalSession
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
 from ebb.core.simulator.scheduler import SimState, format_requests
 
@@ -165,6 +166,17 @@ class NoCheaperLaunch(Exception):
     def __init__(self, cause: BlockCause) -> None:
         super().__init__(cause.kind.value)
         self.cause = cause
+
+
+def kept_refusals(ctx: PassContext) -> RefusalSession | None:
+    """The refusals of nodes alone kept by the caller (`PassContext.refusals`) that hold on the state now
+    (`ebb.core.methods.kept`), with what else decides a refusal: the engine options and each NodePool's spot-to-spot
+    setting; None without a keeper, and for the back-test's simulations of Karpenter (`EngineOptions.karpenter_pace`),
+    whose search steps nodes as it is."""
+    if ctx.refusals is None or ctx.options.karpenter_pace:
+        return None
+    return ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
+        (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))))
 
 
 def spot_to_spot(ctx: PassContext, pool: str) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ebb.core.causes import BlockCause
+from ebb.core.causes import BlockCause, Cause
 from ebb.core.model import Interned, Node, Pod
 from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.scheduler import SimState
@@ -149,6 +149,15 @@ class Refusal:
     fits_nowhere: bool
     replacement: BlockCause | None
 
+    def verdict(self, why: str) -> BlockCause:
+        """Single-node consolidation's verdict on the node (``why``: the first pod's sentence on the state now,
+        `RefusalSession.held`): its pods do not fit on the other nodes, and one of them fits nowhere, or the
+        replacement is refused (as `multi_node._remember` keeps the step's)."""
+        no_delete = {"pod": self.first.key, "why": why}
+        if self.fits_nowhere or self.replacement is None:
+            return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
+        return BlockCause(Cause.NO_REPLACEMENT, no_delete, self.replacement)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Launches:
@@ -203,6 +212,11 @@ class RefusalSession:
     found: dict[str, Refusal] = field(default_factory=dict)
     _simple: dict[Interned, bool] = field(default_factory=dict)
     _why: dict[tuple[Interned, Interned, bool, bool, int], str] = field(default_factory=dict)
+
+    def holds_any(self) -> bool:
+        """Whether any refusal kept may hold on this start state (none when the NodePools, their limited usage or the
+        settings changed, or too many bins did, `MAX_CHANGED`)."""
+        return bool(self.last)
 
     def held(self, name: str, price: float) -> tuple[Refusal, str] | None:
         """The refusal kept for node ``name`` (now of ``price``) and why its first pod found no room, when it holds on

@@ -84,6 +84,7 @@ from ebb.core.methods.consolidation import (
     demand_block,
     give_up_on_replacing,
     give_up_when_dear,
+    kept_refusals,
     set_aside_unsettled,
     spot_to_spot,
     still_consolidatable,
@@ -537,10 +538,7 @@ def run(ctx: PassContext) -> MethodOutcome:
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
     refused_alone: set[str] = set()
-    kept = None
-    if ctx.refusals is not None and not ctx.options.karpenter_pace:
-        kept = ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
-            (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))))
+    kept = kept_refusals(ctx)
     if ctx.options.karpenter_pace:  # the back-test's simulation of Karpenter: its own search, as it is
         best = _karpenter_prefix(ctx, names)
     else:

@@ -39,11 +39,12 @@ from ebb.core.methods.consolidation import (
     command_capacity_lost,
     demand_block,
     give_up_on_replacing,
+    kept_refusals,
     set_aside_unsettled,
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, Start, simple
+from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, simple
 from ebb.core.model import Interned, Pod, placement_order
 from ebb.core.simulator.scheduler import SimState
 
@@ -259,6 +260,9 @@ def _with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
+    # once a command changed the state: multi-node's refusals of nodes alone, taken where they hold on it
+    refusals: RefusalSession | None = None
+    refusals_hold = True  # False once none held: more commands only change more bins
     for name in candidates(ctx, out):
         pool = ctx.view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) <= 0:
@@ -271,8 +275,16 @@ def run(ctx: PassContext) -> MethodOutcome:
         if short_of is not None:
             out.blocked[name] = balanced.cause(short_of, ctx.view.pools[pool], "even deleting it")
             continue
-        # while the state is still the one multi-node consolidation looked at: its verdict on the node alone
+        # while the state is still the one multi-node consolidation looked at: its verdict on the node alone; after
+        # a command, its refusal of the node alone where that holds on the state the command left
         known = None if out.commands else ctx.alone.get(name)
+        if known is None and out.commands and refusals_hold:
+            if refusals is None:
+                refusals = kept_refusals(ctx)
+                refusals_hold = refusals is not None and refusals.holds_any()
+            held = refusals.held(name, ctx.view.price[name]) if refusals is not None and refusals_hold else None
+            if held is not None:
+                known = held[0].verdict(held[1])
         if known is not None:
             out.blocked[name] = _with_merge(ctx, name, known)
             continue
@@ -299,6 +311,7 @@ def run(ctx: PassContext) -> MethodOutcome:
         else:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)
+            refusals = None  # checked again on the state this command leaves
             if ctx.options.karpenter_pace:  # Karpenter's loop: one node per pass
                 break
     ctx.state.rollback(start)

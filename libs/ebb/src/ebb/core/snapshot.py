@@ -497,10 +497,11 @@ def _pod_level_requests(doc: _Doc, path: str, resources: Any) -> dict[str, int]:
 _Held = tuple[dict[str, tuple[dict[str, int], dict[str, int]]], bool]
 
 
-def _held_requests(doc: _Doc, path: str) -> _Held:
+def _held_requests(doc: _Doc, path: str) -> _Held | None:
     """What the containers of the pod whose status is at ``path`` hold (`_Held`): each container status, of
     ``containerStatuses`` then ``initContainerStatuses`` (the later of one name wins), that has ``resources``; and
-    whether the first ``PodResizePending`` condition's reason is Infeasible (Kubernetes' ``IsPodResizeInfeasible``)."""
+    whether the first ``PodResizePending`` condition's reason is Infeasible (Kubernetes' ``IsPodResizeInfeasible``).
+    None when no container status has ``resources``: every container's requests are then its spec's."""
     held: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
     for field in ("containerStatuses", "initContainerStatuses"):
         for i, raw in enumerate(doc.seq(f"{path}.{field}")):
@@ -513,6 +514,8 @@ def _held_requests(doc: _Doc, path: str) -> _Held:
             held[str(status.get("name") or "")] = (
                 _resource_list(doc, f"{at}.resources.requests", resources.get("requests")),
                 _resource_list(doc, f"{at}.allocatedResources", status.get("allocatedResources")))
+    if not held:
+        return None
     resize = next((c for c in doc.seq(f"{path}.conditions")
                    if _is_mapping(c) and c.get("type") == "PodResizePending"), None)
     return held, resize is not None and resize.get("reason") == "Infeasible"
@@ -600,6 +603,9 @@ def _resize_state(raw: Mapping[str, Any]) -> tuple[Any, ...]:
     status = raw.get("status")
     if not _is_mapping(status):
         return ()
+    statuses, init_statuses = status.get("containerStatuses"), status.get("initContainerStatuses")
+    if not statuses and not init_statuses:
+        return ()  # nothing held: the conditions are not read (most pods, and every pod a simulation makes)
 
     def held(statuses: Any) -> Any:
         if not isinstance(statuses, list):
@@ -611,7 +617,7 @@ def _resize_state(raw: Mapping[str, Any]) -> tuple[Any, ...]:
     if isinstance(conditions, list):
         conditions = tuple(c.get("reason") for c in conditions
                            if _is_mapping(c) and c.get("type") == "PodResizePending")
-    return held(status.get("containerStatuses")), held(status.get("initContainerStatuses")), conditions
+    return held(statuses), held(init_statuses), conditions
 
 
 def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:

@@ -502,6 +502,10 @@ def _held_requests(doc: _Doc, path: str) -> _Held | None:
     ``containerStatuses`` then ``initContainerStatuses`` (the later of one name wins), that has ``resources``; and
     whether the first ``PodResizePending`` condition's reason is Infeasible (Kubernetes' ``IsPodResizeInfeasible``).
     None when no container status has ``resources``: every container's requests are then its spec's."""
+    pod_status = doc.get(path)
+    if not _is_mapping(pod_status) or ("containerStatuses" not in pod_status
+                                       and "initContainerStatuses" not in pod_status):
+        return None  # most pods: no container status (a simulation's, a `kubectl get` without status)
     held: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
     for field in ("containerStatuses", "initContainerStatuses"):
         for i, raw in enumerate(doc.seq(f"{path}.{field}")):

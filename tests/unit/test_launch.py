@@ -154,6 +154,25 @@ def test_a_nodeclaim_keeps_the_templates_min_values_on_the_pinned_keys() -> None
     assert all("minValues" not in r for r in claim["spec"]["requirements"][1:])
 
 
+@pytest.mark.parametrize(("key", "values", "asked", "written"), [
+    ("topology.kubernetes.io/zone", ["us-east-1a", "us-east-1b"], 2, 2),
+    ("topology.kubernetes.io/zone", ["us-east-1a"], 2, 1),
+    ("karpenter.sh/capacity-type", ["on-demand"], 1, None),
+])
+def test_a_nodeclaims_min_values_is_what_its_crd_accepts(key: str, values: list[str], asked: int,
+                                                          written: int | None) -> None:
+    """The zone keeps the template's ``minValues``, no more than the zones listed (the NodeClaim CRD refuses an `In`
+    with fewer values than its ``minValues``, and the zones a replacement may launch in can be fewer than its types
+    offer); the capacity type keeps none, as Karpenter's ``NodeClaimTemplate.ToNodeClaim`` writes it."""
+    pool = karpenter_pool(requirements=[{"key": key, "operator": "Exists", "minValues": asked}])
+    zones = values if key == "topology.kubernetes.io/zone" else ["us-east-1a"]
+    claim = nodeclaim_object("general-abc", nodepool=pool, instance_types=("c5.large",), capacity_type="on-demand",
+                             zones=zones, decision_id="dec-1")
+    requirement = next(r for r in claim["spec"]["requirements"] if r["key"] == key)
+    assert requirement.get("minValues") == written
+    assert len(requirement["values"]) >= requirement.get("minValues", 0)
+
+
 TEAM = {"key": "team", "operator": "In", "values": ["a", "b"]}
 
 

@@ -170,7 +170,7 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     ``karpenter.sh/nodepool`` label and the NodeClass label, the NodePool's hash, the template's nodeClassRef,
     taints, startupTaints, expireAfter and terminationGracePeriod, and the template's requirements with the
     instance type, capacity type and zone replaced by ``instance_types`` (cheapest first), ``capacity_type``
-    and ``zones`` (keeping their ``minValues``). ``requests`` (resource -> quantity) become
+    and ``zones`` (the instance type and the zone keeping their ``minValues``, at most as many as they list). ``requests`` (resource -> quantity) become
     ``spec.resources.requests`` when given. ``chosen`` (a replacement's ``labels``) narrows the template's requirement
     of each of its keys to that value and labels the claim with it, as Karpenter's scheduler narrows a requirement
     to what the pods need.
@@ -202,13 +202,16 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     pinned = [{"key": LABEL_INSTANCE_TYPE, "operator": "In", "values": list(instance_types)},
               {"key": LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
               {"key": LABEL_ZONE, "operator": "In", "values": list(zones)}]
-    # a pinned key keeps the template's minValues (Karpenter's NodeClaims carry them; its own check of the
-    # launch needs them): the options chosen already satisfy it
+    # the instance type and the zone keep the template's minValues (Karpenter's NodeClaims carry them; its own check
+    # of the launch needs them), no more than the values listed: the NodeClaim CRD refuses an `In` with fewer values
+    # than its minValues, and the zones counted are each type's (`filter_replacement`), not the ones a replacement
+    # launches in; the capacity type none, as Karpenter writes it (`NodeClaimTemplate.ToNodeClaim`)
     floors = {str(r.get("key")): r["minValues"] for r in template_spec.get("requirements") or []
-              if isinstance(r, Mapping) and r.get("key") in PINNED_REQUIREMENTS and r.get("minValues") is not None}
+              if isinstance(r, Mapping) and r.get("key") in (LABEL_INSTANCE_TYPE, LABEL_ZONE)
+              and isinstance(r.get("minValues"), int)}
     for requirement in pinned:
         if requirement["key"] in floors:
-            requirement["minValues"] = floors[requirement["key"]]
+            requirement["minValues"] = min(floors[requirement["key"]], len(requirement["values"]))
     spec: dict[str, Any] = {"nodeClassRef": dict(ref), "requirements": [*kept, *pinned]}
     for key in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
         if template_spec.get(key) is not None:

@@ -170,10 +170,10 @@ def nodeclaim_object(name: str, *, nodepool: Mapping[str, Any], instance_types: 
     ``karpenter.sh/nodepool`` label and the NodeClass label, the NodePool's hash, the template's nodeClassRef,
     taints, startupTaints, expireAfter and terminationGracePeriod, and the template's requirements with the
     instance type, capacity type and zone replaced by ``instance_types`` (cheapest first), ``capacity_type``
-    and ``zones`` (the instance type and the zone keeping their ``minValues``, at most as many as they list). ``requests`` (resource -> quantity) become
-    ``spec.resources.requests`` when given. ``chosen`` (a replacement's ``labels``) narrows the template's requirement
-    of each of its keys to that value and labels the claim with it, as Karpenter's scheduler narrows a requirement
-    to what the pods need.
+    and ``zones`` (the instance type and the zone keeping their ``minValues``, at most as many as they list).
+    ``requests`` (resource -> quantity) become ``spec.resources.requests`` when given. ``chosen`` (a replacement's
+    ``labels``) narrows the template's requirement of each of its keys to that value and labels the claim with it, as
+    Karpenter's scheduler narrows a requirement to what the pods need.
     LaunchError when the NodePool has no nodeClassRef (Karpenter could not launch the claim)."""
     meta = _mapping(nodepool.get("metadata"))
     pool = str(meta.get("name") or "")

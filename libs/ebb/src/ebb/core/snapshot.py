@@ -174,10 +174,14 @@ class _Doc:
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
     def resources(self, path: str) -> dict[str, int]:
+        return self.as_resources(self.get(path, {}), path)
+
+    def as_resources(self, value: Any, path: str) -> dict[str, int]:
+        """`value` (read from `path`) as a resource list, each quantity parsed; None is an empty one."""
         out: dict[str, int] = {}
-        for name, value in self.mapping(path).items():
+        for name, quantity in self.as_mapping(value, path).items():
             try:
-                out[str(name)] = parse_resource(str(name), value)
+                out[str(name)] = parse_resource(str(name), quantity)
             except QuantityError as exc:
                 raise self.fail(f"{path}.{name}", str(exc)) from exc
         return out
@@ -516,8 +520,8 @@ def _held_requests(doc: _Doc, path: str) -> _Held | None:
                 continue
             resources = doc.as_mapping(resources, f"{at}.resources")
             held[str(status.get("name") or "")] = (
-                _resource_list(doc, f"{at}.resources.requests", resources.get("requests")),
-                _resource_list(doc, f"{at}.allocatedResources", status.get("allocatedResources")))
+                doc.as_resources(resources.get("requests"), f"{at}.resources.requests"),
+                doc.as_resources(status.get("allocatedResources"), f"{at}.allocatedResources"))
     if not held:
         return None
     resize = next((c for c in doc.seq(f"{path}.conditions")
@@ -538,17 +542,6 @@ def _resize_requests(spec: dict[str, int], held: _Held, container: Any) -> dict[
     for quantities in found:
         for name, value in quantities.items():
             out[name] = max(out.get(name, value), value)
-    return out
-
-
-def _resource_list(doc: _Doc, path: str, raw: Any) -> dict[str, int]:
-    """The resource list ``raw`` read at ``path`` (None: empty)."""
-    out: dict[str, int] = {}
-    for name, value in doc.as_mapping(raw, path).items():
-        try:
-            out[str(name)] = parse_resource(str(name), value)
-        except QuantityError as exc:
-            raise doc.fail(f"{path}.{name}", str(exc)) from exc
     return out
 
 

@@ -149,14 +149,21 @@ class Refusal:
     fits_nowhere: bool
     replacement: BlockCause | None
 
-    def verdict(self, why: str) -> BlockCause:
-        """Single-node consolidation's verdict on the node (``why``: the first pod's sentence on the state now,
-        `RefusalSession.held`): its pods do not fit on the other nodes, and one of them fits nowhere, or the
-        replacement is refused (as `multi_node._remember` keeps the step's)."""
-        no_delete = {"pod": self.first.key, "why": why}
-        if self.fits_nowhere or self.replacement is None:
-            return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
-        return BlockCause(Cause.NO_REPLACEMENT, no_delete, self.replacement)
+    def verdict(self, why: str) -> BlockCause | None:
+        """Single-node consolidation's verdict on the node (`alone_verdict`; ``why``: the first pod's sentence on the
+        state now, `RefusalSession.held`)."""
+        return alone_verdict(self.first.key, why, fits_nowhere=self.fits_nowhere, replacement=self.replacement)
+
+
+def alone_verdict(first: str, why: str, *, fits_nowhere: bool, replacement: BlockCause | None) -> BlockCause | None:
+    """Single-node consolidation's verdict on a node whose pod ``first`` found no room on the other nodes (``why``),
+    when a step alone with a replacement allowed refused it: one of its pods fits nowhere, not even on a new node
+    (`Cause.PODS_FIT_NOWHERE`), or the replacement was refused (``replacement``, `Cause.NO_REPLACEMENT`); None when
+    neither was found."""
+    no_delete = {"pod": first, "why": why}
+    if fits_nowhere:
+        return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
+    return None if replacement is None else BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

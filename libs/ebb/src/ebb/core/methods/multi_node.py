@@ -90,7 +90,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import Refusal, RefusalSession
+from ebb.core.methods.kept import Refusal, RefusalSession, alone_verdict
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
@@ -305,11 +305,9 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
     found = ctx.no_room.get(name)
     if found is None:  # the delete-only run took a node before this one: no verdict on the node alone
         return
-    no_delete = {"pod": found[0], "why": found[1]}
-    if failures:
-        ctx.alone[name] = BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
-    elif replacement is not None:
-        ctx.alone[name] = BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
+    verdict = alone_verdict(found[0], found[1], fits_nowhere=bool(failures), replacement=replacement)
+    if verdict is not None:
+        ctx.alone[name] = verdict
 
 
 def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: str = "",

@@ -45,8 +45,8 @@ KINDS = ("plain", "plain", "plain", "plain", "plain", "anti", "spread", "port", 
 
 Step = tuple[Any, ...]
 #: the methods before multi-node consolidation: when one acts, the pass explains the others on the state it leaves
-BEFORE_CONSOLIDATION = frozenset(method.name for method, _why in METHOD_ORDER[:[m for m, _ in METHOD_ORDER].index(
-    multi_node.METHOD)])
+BEFORE_CONSOLIDATION = frozenset(method.name for method in itertools.takewhile(
+    lambda method: method is not multi_node.METHOD, (method for method, _why in METHOD_ORDER)))
 
 
 def shaped(name: str, on: str | None, cpu: str, kind: str, started: str) -> dict[str, Any]:

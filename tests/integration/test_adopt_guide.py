@@ -228,8 +228,9 @@ class Walk:
         return await self.kit.nodeclaims(self.pool)
 
     async def settled(self, replicas: int, within: float = 120) -> list[dict[str, Any]]:
-        """Wait until ``web`` runs ``replicas`` pods, each on a Ready node of the pool's own, and the pool has no
-        other NodeClaim; return the NodeClaims."""
+        """Wait until ``web`` runs ``replicas`` pods, each on a node of the pool's own that Karpenter has initialized
+        (``karpenter.sh/initialized``, without which ebb leaves a node alone), and the pool has no other NodeClaim;
+        return the NodeClaims."""
 
         async def done() -> list[dict[str, Any]] | None:
             pods = await self.kit.running_pods("web")
@@ -237,7 +238,10 @@ class Walk:
             ready = [c for c in claims if (c.get("status") or {}).get("nodeName")
                      and not c["metadata"].get("deletionTimestamp")]
             nodes = {c["status"]["nodeName"] for c in ready}
-            right = len(pods) == replicas == len(claims) == len(ready) and set(pods.values()) == nodes
+            initialized = {n.metadata.name for n in await self.kit.nodes(self.pool)
+                           if (n.metadata.labels or {}).get("karpenter.sh/initialized") == "true"}
+            right = (len(pods) == replicas == len(claims) == len(ready) and set(pods.values()) == nodes
+                     and nodes <= initialized)
             return claims if right else None
 
         claims: list[dict[str, Any]] = await eventually(f"web at {replicas} pods, one per node of {self.pool}",

@@ -61,7 +61,7 @@ from ebb.core.model import (
 from ebb.core.simulator.binding import bind
 from ebb.core.simulator.checker import check, launch_offering
 from ebb.core.simulator.results import SimulationResult
-from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
+from ebb.core.simulator.scheduler import Anchor, Scheduler, SimState, simulate
 from tests.kit.simulator_cases import (
     DEDICATED,
     NO_PROFILES,
@@ -414,6 +414,60 @@ def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(
         searched, _, _ = run(case)
     event("followed" if followed else "no pod followed another")
     assert short == searched
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(cases(), st.data(), st.sampled_from(["the first", "each mark"]))
+def test_steps_searched_from_an_anchor_go_where_a_search_of_every_node_goes(case: Case, data: st.DataObject,
+                                                                           anchored_at: str) -> None:
+    """A sequence of steps as consolidation makes them (mark, take a node out, place its pods and the pending ones,
+    keep that or roll back to a mark drawn from those made; set a node aside; place the pending pods) places every
+    pod where a search of every node places it: the search of a pod without topology constraints asks only the nodes
+    that took it at the state its anchor was set on (`Anchor`). A state anchors where it starts, and again at a mark
+    once rolled back past its anchor; anchored at each mark, the anchors are earlier steps' states, some rolled back
+    past since (a search then sets a new one)."""
+    names = [n.name for n in case.snapshot.nodes]
+    steps = data.draw(st.lists(st.tuples(st.sampled_from(["step", "keep", "aside", "place"]), st.integers(0, len(names) - 1),
+                                         st.sampled_from([0, 1, UNLIMITED]), st.integers(0, 10)),
+                               min_size=1, max_size=8), label="steps")
+
+    def walk() -> list[object]:
+        state = Scheduler(case.snapshot, node_order=case.node_order, extra_pods=case.pending).new_state()
+        marks: list[int] = []
+        seen: list[object] = []
+        for action, node, max_new, back in steps:
+            if action == "aside":
+                state.set_aside(names[node], "drawn")
+                continue
+            if action == "place":  # no mark: from the state the last step left, maybe one rolled back to
+                failures, new = state.place_all(list(case.pending), max_new)
+                seen.append((sorted(state.placed.items()), sorted(failures), new))
+                continue
+            marks.append(state.mark())
+            leaving = state.remove_node(names[node])
+            failures, new = state.place_all([*leaving, *case.pending], max_new)
+            seen.append((sorted(state.placed.items()), sorted(failures), new))
+            if action == "step":
+                state.rollback(marks[back % len(marks)])
+                del marks[back % len(marks):]
+        return seen
+
+    real_mark = SimState.mark
+
+    def anchoring(self: SimState) -> int:
+        self._anchor = Anchor(self)
+        return real_mark(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        if anchored_at == "each mark":
+            patch.setattr(SimState, "mark", anchoring)
+        anchored = walk()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Anchor, "holds", lambda self, journal: False)  # every search from the state it is made on
+        searched = walk()
+    event(f"{sum(a == 'step' for a, *_ in steps)} rolled back of {len(steps)}")
+    assert anchored == searched
 
 
 @settings(max_examples=300, deadline=None, derandomize=True,

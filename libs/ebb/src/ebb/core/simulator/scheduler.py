@@ -399,6 +399,60 @@ _DAEMON_ROOM_KEPT: Memo[tuple[str, ...], tuple[tuple[DaemonSet, ...], dict[int, 
 UNEXPLAINED = "not explained"
 
 
+#: how many of a pod's anchored takers `SimState._first_node` asks one by one (a few array lookups each) before it asks
+#: the rest as arrays (a few array operations in all)
+_LOOKED_AT_ONE_BY_ONE = 16
+
+
+class Anchor:
+    """A state of a simulation's existing nodes to search from: their room then, and per form of pod and its requests
+    the nodes that took such a pod then (open or not, by labels, taints and room), in bin order.
+
+    An existing node's room only shrinks as a simulation goes on (a pod placed there; a node taken out or set aside
+    is closed, its room left as it was), and only a rollback gives it back. So while the journal still holds the
+    anchor's entries (nothing was rolled back past it), a node that takes a pod now took it at the anchor, and the
+    search for a pod's node asks those only. A planner's pass steps node after node from one start state, rolled back
+    to after each: an anchor there serves every step."""
+
+    __slots__ = ("_arrays", "_at", "_entry", "_free", "_lists", "_node_ok")
+
+    def __init__(self, state: SimState) -> None:
+        journal = state.journal
+        self._at = len(journal)
+        self._entry: object = journal[-1] if journal else None
+        self._free = state.free[:state.s.N].copy()
+        self._arrays: dict[tuple[int, tuple[tuple[int, int], ...]], IntArray] = {}
+        self._lists: dict[tuple[int, tuple[tuple[int, int], ...]], list[int]] = {}
+        #: the forms whose takers are kept, by id: kept alive here so an id is not reused while its entry is
+        self._node_ok: dict[int, PodClass] = {}
+
+    def holds(self, journal: list[tuple[Any, ...]]) -> bool:
+        """Whether the state now was reached from the anchor's by changes only (none rolled back past it): an entry
+        popped never comes back, so the same object at the anchor's place says it."""
+        at = self._at
+        return len(journal) >= at and (not at or journal[at - 1] is self._entry)
+
+    def arrays(self, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> IntArray:
+        """The existing nodes that took a pod of form ``cls`` needing ``needs`` at the anchor, in bin order."""
+        key = (id(cls), needs)
+        found = self._arrays.get(key)
+        if found is None:
+            ok = cls.node_ok.copy()
+            for r, amount in needs:
+                ok &= self._free[:, r] >= amount
+            found = self._arrays[key] = ok.nonzero()[0]
+            self._node_ok[id(cls)] = cls
+        return found
+
+    def takers(self, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> list[int]:
+        """`arrays`, the first `_LOOKED_AT_ONE_BY_ONE` as Python ints."""
+        key = (id(cls), needs)
+        found = self._lists.get(key)
+        if found is None:
+            found = self._lists[key] = self.arrays(cls, needs)[:_LOOKED_AT_ONE_BY_ONE].tolist()
+        return found
+
+
 class SimState(Placement):
     """A simulation in progress over one Scheduler: the search for each pod's bin, on a journalled `Placement`
     (mutations are journalled; see mark()/rollback()), with the topology counts kept as pods come and go."""
@@ -419,7 +473,17 @@ class SimState(Placement):
         #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's last
         #: entry then, None when empty); while that is still the last entry, a pod just like it finds none either
         self._no_room: tuple[list[PodClass], IntArray, tuple[Any, ...] | None] | None = None
+        #: the state `_takers` reads the existing nodes' room from (`Anchor`), reset by `mark` once rolled back past
+        self._anchor = Anchor(self)
         self._init_counts()
+
+    def mark(self) -> int:
+        """`Placement.mark`, and the anchor of the nodes' room set here when the last one was rolled back past (the
+        callers roll back to their marks: an anchor set at the outermost holds for what they try from it)."""
+        at = len(self.journal)
+        if not self._anchor.holds(self.journal):
+            self._anchor = Anchor(self)
+        return at
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
         """Each bin's domain of ``key`` (``bin_codes``), once: ``node_codes`` the existing nodes'."""
@@ -769,41 +833,84 @@ class SimState(Placement):
     def _find_bin(self, cls: PodClass, req: IntArray, needs: tuple[tuple[int, int], ...], max_new: int) -> int | None:
         s = self.s
         nb = self.n_bins
-        cand = self.open[:nb].copy()
-        free = self.free
-        for r, amount in needs:
-            cand &= free[:nb, r] >= amount
-        if s.N:
-            cand[: s.N] &= cls.node_ok
-        if nb > s.N:
-            if len(s.pools) > 1:
-                cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
-            elif not cls.pool_ok[0]:  # one NodePool: every claim is of it
-                cand[s.N:] = False
         admitted: list[BoolArray] | None = None  # each constraint's domains, found once for the bins and the claims
-        if cls.constraints and any_set(cand):
-            admitted = []
-            cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, nb, self._removed,
-                                               admitted=admitted)
-        for found in cand.nonzero()[0]:
-            b = int(found)
-            if cls.host_ports and self._port_conflict(b, cls.host_ports):
-                continue
-            if b < s.N:
+        if not cls.constraints:
+            # the existing nodes among those that took it at the anchor, then the claims (a few) one by one
+            b = self._first_node(cls, needs) if s.N else None
+            if b is not None:
                 return b
-            claim = self.claims[b]
-            base = claim.mask
-            if s.pools[claim.pool].pool.limits:
-                within = self._limit_mask(claim.pool, release=claim.charged)
-                if within is None:
+            opened, free = self.open, self.free
+            for b in range(s.N, nb):
+                if opened[b] and all(free[b, r] >= amount for r, amount in needs) \
+                        and cls.pool_ok[self.bin_pool[b] if len(s.pools) > 1 else 0] \
+                        and not (cls.host_ports and self._port_conflict(b, cls.host_ports)) \
+                        and self._claim_takes(b, cls, req, None):
+                    return b
+        else:
+            cand = self.open[:nb].copy()
+            free = self.free
+            for r, amount in needs:
+                cand &= free[:nb, r] >= amount
+            if s.N:
+                cand[: s.N] &= cls.node_ok
+            if nb > s.N:
+                if len(s.pools) > 1:
+                    cand[s.N:] &= cls.pool_ok[self.bin_pool[s.N:nb]]
+                elif not cls.pool_ok[0]:  # one NodePool: every claim is of it
+                    cand[s.N:] = False
+            if any_set(cand):
+                admitted = []
+                cand &= self.topology.allowed_bins(cls.constraints, self.bin_codes, self.counts, nb, self._removed,
+                                                   admitted=admitted)
+            for found in cand.nonzero()[0]:
+                b = int(found)
+                if cls.host_ports and self._port_conflict(b, cls.host_ports):
                     continue
-                base = base & within
-            mask = self._narrow(claim.pool, base, cls, claim.total + req, b=b, admitted=admitted)
-            if mask is not None:
-                self._pending_mask = mask
-                return b
+                if b < s.N or self._claim_takes(b, cls, req, admitted):
+                    return b
         if max_new > 0 and cls.can_launch:
             return self._open_claim(cls, req, admitted)
+        return None
+
+    def _claim_takes(self, b: int, cls: PodClass, req: IntArray, admitted: Sequence[BoolArray] | None) -> bool:
+        """Whether claim ``b``, open with room for a pod of form ``cls`` requesting ``req``, keeps an offering that
+        holds it within its NodePool's limits (the offerings it keeps then set aside for `_commit`)."""
+        claim = self.claims[b]
+        base = claim.mask
+        if self.s.pools[claim.pool].pool.limits:
+            within = self._limit_mask(claim.pool, release=claim.charged)
+            if within is None:
+                return False
+            base = base & within
+        mask = self._narrow(claim.pool, base, cls, claim.total + req, b=b, admitted=admitted)
+        if mask is None:
+            return False
+        self._pending_mask = mask
+        return True
+
+    def _first_node(self, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> int | None:
+        """The first existing node that takes a pod of form ``cls`` (no topology constraint) needing ``needs``: open,
+        with room for it, admitting it by its labels and taints and without a host port it holds; None when none does.
+        Asked of the nodes that took it at the anchor (`Anchor.takers`) only: a node's room has only shrunk since."""
+        anchor = self._anchor
+        if not anchor.holds(self.journal):
+            anchor = self._anchor = Anchor(self)
+        takers = anchor.takers(cls, needs)
+        opened, free = self.open, self.free
+        for b in takers[:_LOOKED_AT_ONE_BY_ONE]:
+            if opened[b] and all(free[b, r] >= amount for r, amount in needs) \
+                    and not (cls.host_ports and self._port_conflict(b, cls.host_ports)):
+                return b
+        rest = anchor.arrays(cls, needs)[_LOOKED_AT_ONE_BY_ONE:]
+        if not len(rest):
+            return None
+        cand = opened[rest]
+        for r, amount in needs:
+            cand &= free[rest, r] >= amount
+        for found in rest[cand]:
+            b = int(found)
+            if not (cls.host_ports and self._port_conflict(b, cls.host_ports)):
+                return b
         return None
 
     def _narrow(self, p_index: int, mask: BoolArray, cls: PodClass, total: IntArray, *, b: int = -1,

@@ -125,6 +125,24 @@ def replacing_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return docs
 
 
+@st.composite
+def moving_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """t3.medium nodes (the cheapest type), each with a large pod that fits on no other node and no cheaper one, and
+    small pods that do fit elsewhere, some nodes nearly full: a node's step alone is refused at its large pod, its
+    small pods go to the first nodes with room, and a pod removed or added changes which node that is (a kept
+    refusal then holds with its small pods on other nodes, `ChangedBins.replay`)."""
+    pool = nodepool(consolidate_after="0s", budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])
+    docs: list[dict[str, Any]] = [catalog(), pool]
+    for i in range(draw(st.integers(3, 8))):
+        docs.append(node(f"n{i}", itype="t3.medium", zone=draw(st.sampled_from(ZONES[:2]))))
+        docs.append(shaped(f"p{i}-0", f"n{i}", draw(st.sampled_from(("1300m", "1400m", "1500m"))), "plain",
+                           ago(minutes=30)))
+        for j in range(1, draw(st.integers(1, 4))):
+            docs.append(shaped(f"p{i}-{j}", f"n{i}", draw(st.sampled_from(("100m", "200m", "300m"))),
+                               draw(st.sampled_from((*("plain",) * 8, *KINDS))), ago(minutes=30)))
+    return docs
+
+
 steps = st.lists(st.one_of(
     st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
@@ -293,6 +311,26 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
         event("a refusal answered in the explaining run of a pass where an earlier method acted")
 
 
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(moving_starts(), steps, st.booleans())
+def test_refusals_whose_pods_move_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step],
+                                                                 explain: bool) -> None:
+    """The same comparison where a kept refusal's pods that went to other nodes go to others after a change: the
+    refusal is taken with where they go now when its other pods' answers are the same (`ChangedBins.replay`)."""
+    moved = 0
+    replay = kept_module.ChangedBins.replay
+
+    def counted(self: kept_module.ChangedBins, refusal: kept_module.Refusal, own: int) -> Any:
+        nonlocal moved
+        went = replay(self, refusal, own)
+        moved += went is not None and went is not refusal.went
+        return went
+
+    with patch.object(kept_module.ChangedBins, "replay", counted):
+        compare(start, sequence, explain=explain)
+    event("a refusal taken with its pods moved" if moved else "no refusal taken with its pods moved")
+
+
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(replacing_starts(), steps, st.booleans())
 def test_refusals_taken_after_a_command_answer_as_a_pass_computed_whole(start: list[dict[str, Any]],
@@ -336,8 +374,8 @@ def _filling() -> list[dict[str, Any]]:
 
 @contextmanager
 def blind_to_what_changed_bins_take() -> Iterator[None]:
-    """Kept refusals taken though a changed bin now takes a pod that no node took."""
-    with patch.object(kept_module.ChangedBins, "take", lambda self, pod, own: False):
+    """Kept refusals taken as they were, though a changed bin now takes a pod that no node took."""
+    with patch.object(kept_module.ChangedBins, "replay", lambda self, refusal, own: refusal.went):
         yield
 
 
@@ -439,3 +477,49 @@ def test_a_refusal_blind_to_what_a_command_changed_is_caught() -> None:
     assert compare(_replaced_first(), [("clock", 1)])[3] >= 2  # x's steps, at least
     with blind_to_what_a_command_changed(), pytest.raises(AssertionError, match=r"step 0 \('nothing'"):
         compare(_replaced_first(), [])
+
+
+@contextmanager
+def replays() -> Iterator[list[tuple[str, tuple[tuple[str, str], ...] | None]]]:
+    """Each `ChangedBins.replay` made: the refusal's first pod, and where its pods that went to a node go now."""
+    made: list[tuple[str, tuple[tuple[str, str], ...] | None]] = []
+    replay = kept_module.ChangedBins.replay
+
+    def recorded(self: kept_module.ChangedBins, refusal: kept_module.Refusal, own: int) -> Any:
+        went = replay(self, refusal, own)
+        made.append((refusal.first.key, None if went is None else tuple((pod.key, node) for pod, node in went)))
+        return went
+
+    with patch.object(kept_module.ChangedBins, "replay", recorded):
+        yield made
+
+
+def _moving(a_1: str) -> list[dict[str, Any]]:
+    """a and b (not disrupted) take pods; x's step alone is refused at x-0 (no room, and no cheaper node holds it with
+    x-2, which finds no room after x-1 took b's), and y's (one pod that fills it) as well. Removing a-1 (``a_1``) frees
+    room on a, the first node, for x-1."""
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    return [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("a", itype="t3.medium", annotations=keep),
+            node("b", itype="t3.medium", annotations=keep), node("x", itype="c5.xlarge"), node("y", itype="c5.xlarge"),
+            pod("a-0", "a", cpu="1500m"), pod("a-1", "a", cpu=a_1), pod("b-0", "b", cpu="1500m"),
+            pod("x-0", "x", cpu="1800m"), pod("x-1", "x", cpu="300m"), pod("x-2", "x", cpu="300m"),
+            pod("y-0", "y", cpu="3900m")]
+
+
+def test_a_refusal_holds_with_its_pod_on_the_room_freed_before_its_node() -> None:
+    """x-1 went to b; once a-1 leaves, a (before b) takes it. x-2 still finds no room on b (x-0 and x-2 on a new node
+    cost no less than x): the refusal holds, with x-1 on a."""
+    start = _moving("400m")
+    start[-2] = pod("x-2", "x", cpu="600m")  # more than b has left, even without x-1
+    with replays() as made:
+        compare(start, [("clock", 1), ("remove pod", 1)])
+    assert ("default/x-0", (("default/x-1", "a"),)) in made, made
+
+
+def test_a_pod_moved_away_leaves_room_for_a_later_one() -> None:
+    """x-1 went to b; once a-1 leaves, a takes it, and b's room it no longer takes holds x-2, which went onto the new
+    node: x-0 alone is then replaced by a t3.medium, cheaper than x. The refusal does not hold (a replay that asked b as
+    it was in the record would keep it), and the pass replaces x."""
+    with replays() as made:
+        compare(_moving("400m"), [("clock", 1), ("remove pod", 1)])
+    assert ("default/x-0", (("default/x-1", "b"),)) in made and ("default/x-0", None) in made, made

@@ -428,8 +428,9 @@ def test_steps_searched_from_an_anchor_go_where_a_search_of_every_node_goes(case
     once rolled back past its anchor; anchored at each mark, the anchors are earlier steps' states, some rolled back
     past since (a search then sets a new one)."""
     names = [n.name for n in case.snapshot.nodes]
-    steps = data.draw(st.lists(st.tuples(st.sampled_from(["step", "keep", "aside", "place"]), st.integers(0, len(names) - 1),
-                                         st.sampled_from([0, 1, UNLIMITED]), st.integers(0, 10)),
+    steps = data.draw(st.lists(st.tuples(st.sampled_from(["step", "keep", "aside", "place"]),
+                                         st.integers(0, len(names) - 1), st.sampled_from([0, 1, UNLIMITED]),
+                                         st.integers(0, 10)),
                                min_size=1, max_size=8), label="steps")
 
     def walk() -> list[object]:

@@ -12,14 +12,17 @@ preference), no topology constraint (their own, or another pod's against them) a
 first open bin, in the start state's order, with room for it that admits it by its labels and taints, and what each
 bin answers depends on that bin alone. So when the bins that did not change kept their order (`Start.changed_in`), a
 pod that went to an unchanged bin goes there again when no changed bin before it takes it, and a pod that no existing
-bin took is still taken by none when no changed bin takes it (`ChangedBins`). Whatever else a kept answer read (the
+bin took is still taken by none when no changed bin takes it (`ChangedBins`). A refusal's step is replayed that way
+pod by pod (`ChangedBins.replay`): a pod a changed bin takes now moves there, and the bin it left is asked from then
+on with the room it kept; the refusal holds while each pod still goes onto an existing node or still onto none, the
+pods on its new node being the same. Whatever else a kept answer read (the
 NodePools, the usage of those with limits, the options) is compared whole, and any difference drops every kept
 answer. A cache, not state: its answers are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -111,9 +114,63 @@ class ChangedBins:
         """A changed bin before bin ``before``, other than ``own`` (the node the pod leaves, taken out), takes it."""
         return any(b < before and b != own for b in self._takers(pod))
 
-    def take(self, pod: Pod, own: int) -> bool:
-        """A changed bin other than ``own`` takes it."""
-        return any(b != own for b in self._takers(pod))
+    def replay(self, refusal: Refusal, own: int) -> tuple[tuple[Pod, str], ...] | None:
+        """Where the pods of ``refusal``'s step of node ``own`` (found on the last start state) go on this one, when
+        each still goes onto an existing node or still onto none (the new node, or nowhere): the pods that went to an
+        existing node, with it (``refusal.went`` itself when none moved); None when one's answer changed or is not
+        known from the record.
+
+        The step places its pods in order, each on the first bin that takes it. A bin whose start room and the pods
+        the step put on it so far are the same as in the recorded step answers each pod as it did then; the others
+        (the bins changed since, and those a pod left or joined in this replay) are asked. So a pod goes to the first
+        of those that takes it, when that is before the bin it went to (a pod the record has on no existing node: any
+        of them); else where it went, unless that bin is one of those asked and no longer takes it (then the bins
+        after it would answer, and the record does not say how: None)."""
+        state, start = self.state, self.start
+        s, index = state.s, state.s.node_index
+        went_to = {pod.key: node for pod, node in refusal.went}
+        moved: set[int] = set()  # unchanged bins asked since this replay put a pod elsewhere than the record did
+        room: dict[int, IntArray] = {}  # the room now of the asked bins this replay put a pod on, and of the moved
+        spent: dict[int, IntArray] = {}  # what this replay (as the record) put on the unchanged bins not moved
+        went: list[tuple[Pod, str]] = []
+        for pod in refusal.leaving[:len(refusal.went) + len(refusal.nowhere)]:
+            node = went_to.get(pod.key)
+            was = None if node is None else index.get(node)
+            if node is not None and was is None:
+                return None  # the node it went to is gone
+            needs = s.pod_needs(pod)
+            first = next((b for b in self._takers(pod) if b != own
+                          and (b not in room or all(room[b][r] >= amount for r, amount in needs))), None)
+            if moved:
+                node_ok = s.classes(pod)[0].node_ok
+                first = min((b for b in moved if (first is None or b < first) and start.open[b] and node_ok[b]
+                             and all(room[b][r] >= amount for r, amount in needs)), default=first)
+            if was is None:
+                if first is not None:
+                    return None  # onto an existing node where it went onto none: another step
+                continue
+            asked = was in self.at or was in moved
+            if asked and (first is None or first > was):
+                return None  # the bin it went to does not take it now: the bins after it would answer, unrecorded
+            now = first if first is not None and (asked or first < was) else was
+            if now != was and not asked:  # its room is now the start's less what this replay put there before
+                moved.add(was)
+                room[was] = start.free[was] - spent.pop(was, 0)
+            if now in self.at or now in moved:
+                free = room.get(now)
+                if free is None:
+                    free = room[now] = start.free[now].copy()
+                for r, amount in needs:
+                    free[r] -= amount
+            else:
+                free = spent.get(now)
+                if free is None:
+                    free = spent[now] = np.zeros_like(start.free[now])
+                for r, amount in needs:
+                    free[r] += amount
+            went.append((pod, s.nodes[now].name))
+        same = all(mine[1] == theirs[1] for mine, theirs in zip(went, refusal.went, strict=True))
+        return refusal.went if same else tuple(went)
 
 
 def simple(state: SimState, pods: tuple[Pod, ...], known: dict[Interned, bool], *, counted: bool = False) -> bool:
@@ -183,8 +240,8 @@ class _Launches:
 @dataclass
 class KeptRefusals:
     """The refusals of nodes alone the last pass's greedy runs found, with its start state (`Start`) and launch facts;
-    a pass takes one when its node's pods, price and node are the same, each pod that went to a node goes there again
-    and each pod no node took finds none again (`ChangedBins`). One pass at a time per instance."""
+    a pass takes one when its node's pods, price and node are the same, each pod that went to a node goes to one again
+    and each pod no node took finds none again (`ChangedBins.replay`). One pass at a time per instance."""
 
     _last: tuple[Start, _Launches, dict[str, Refusal]] | None = None
     #: steps answered from a kept refusal (for tests and benchmarks)
@@ -227,7 +284,7 @@ class RefusalSession:
 
     def held(self, name: str, price: float) -> tuple[Refusal, str] | None:
         """The refusal kept for node ``name`` (now of ``price``) and why its first pod found no room, when it holds on
-        this start state."""
+        this start state (with where its pods that went to a node go on it, kept for the next pass)."""
         found = self.last.get(name)
         if found is None:
             return None
@@ -240,12 +297,11 @@ class RefusalSession:
         if len(leaving) != len(found.leaving) \
                 or not all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
             return None
-        for pod, node in found.went:
-            at = index.get(node)
-            if at is None or at in changed.at or changed.take_before(pod, at, own):
-                return None
-        if any(changed.take(pod, own) for pod in found.nowhere):
+        went = changed.replay(found, own)
+        if went is None:
             return None
+        if went is not found.went:
+            found = replace(found, went=went)
         self.found[name] = found
         self.owner.hits += 1
         return found, self.why(found.first, own)

@@ -59,6 +59,9 @@ CUSTOM_VALUE_COMBINATIONS = 16
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
 _COMBO_OK_CACHE_SIZE = 4096
+#: how many claims' totals a NodePool keeps the offerings that hold them for (`Pool.combos_holding`) before it starts
+#: again
+_HOLDING_CACHE_SIZE = 16384
 
 
 _REQUESTS_KEY = attrgetter("requests_key")
@@ -194,7 +197,7 @@ class Pool:
     type_charge: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     #: T: the instance types' names, as an object array (a claim's type names taken by index, without a loop)
     type_names: ObjectArray = field(default_factory=lambda: np.zeros(0, dtype=object))
-    #: R: ``type_alloc``'s columns, each contiguous (a claim's fit is a comparison per resource, `Placement._fits`),
+    #: R: ``type_alloc``'s columns, each contiguous (a claim's fit is a comparison per resource, `types_holding`),
     #: and whether each is nowhere negative (a total of 0 then fits every type, and is not compared)
     alloc_columns: tuple[IntArray, ...] = ()
     alloc_nonnegative: tuple[bool, ...] = ()
@@ -207,6 +210,8 @@ class Pool:
     #: (`cached_pools`)
     _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
         default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
+    #: `combos_holding` per total (its bytes): the pass after pass steps of a cluster grow claims by the same pods
+    _holding: Memo[bytes, BoolArray] = field(default_factory=lambda: Memo(_HOLDING_CACHE_SIZE))
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -249,6 +254,30 @@ class Pool:
                 ok = None
         self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
         return ok
+
+    def types_holding(self, total: IntArray) -> BoolArray:
+        """Per instance type: has it room for ``total``? One comparison per resource asked (a resource of which
+        ``total`` asks none is left out where no type has less than none of it)."""
+        fits: BoolArray | None = None
+        for column, nonnegative, amount in zip(self.alloc_columns, self.alloc_nonnegative, total.tolist(), strict=True):
+            if amount == 0 and nonnegative:
+                continue
+            if fits is None:
+                fits = column >= amount
+            else:
+                fits &= column >= amount
+        return fits if fits is not None else np.ones(len(self.types), dtype=bool)
+
+    def combos_holding(self, total: IntArray) -> BoolArray:
+        """Per offering: has its instance type room for ``total`` (`types_holding`)? Read-only, and kept per total
+        for the pool's life: a claim grows by the same pods step after step and pass after pass."""
+        key = total.tobytes()
+        hit = self._holding.get(key)  # one lookup: a pass and a validation may share the pool from two threads
+        if hit is not None:
+            return hit
+        holding = self.types_holding(total)[self.combo_type]
+        holding.flags.writeable = False
+        return self._holding.keep(key, holding)
 
     def type_floor(self, without: str | None) -> FloatArray:
         """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of

@@ -24,6 +24,9 @@ from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set,
 from ebb.core.simulator.constraints import PodClass, Pool, format_requests
 from ebb.core.simulator.results import NewNode, SimulationResult
 
+#: what a claim launches: its instance types (cheapest first), capacity type, zones, price and custom labels (`_launch`)
+Launch = tuple[tuple[str, ...], str, tuple[str, ...], float, tuple[tuple[str, str], ...]]
+
 
 class Bins(Protocol):
     """What a placement starts from (a Scheduler): the existing nodes in bin order, their room and whether they take
@@ -39,6 +42,8 @@ class Bins(Protocol):
     max_bins: int
     pools: list[Pool]
     pods_on: list[Sequence[Pod]]
+    #: what a claim launches (`new_nodes`), by its NodePool and offerings' mask as bytes
+    launches: dict[tuple[int, bytes], Launch]
 
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: what its nodes count against its limits when a simulation starts."""
@@ -183,20 +188,6 @@ class Placement:
         claim.floor = (claim.mask, without, floor)
         return floor
 
-    @staticmethod
-    def _fits(pool: Pool, total: IntArray) -> BoolArray:
-        """Per instance type of the pool: has it room for `total`? One comparison per resource asked (a resource of
-        which `total` asks none is left out where no type has less than none of it)."""
-        fits: BoolArray | None = None
-        for column, nonnegative, amount in zip(pool.alloc_columns, pool.alloc_nonnegative, total.tolist(), strict=True):
-            if amount == 0 and nonnegative:
-                continue
-            if fits is None:
-                fits = column >= amount
-            else:
-                fits &= column >= amount
-        return fits if fits is not None else trues(len(pool.types))
-
     def _port_conflict(self, b: int, ports: tuple[tuple[str, int, str], ...]) -> bool:
         """Whether one of ``ports`` is taken on bin ``b`` already (same protocol and port, and host IP or any)."""
         used = self.ports.get(b)
@@ -273,9 +264,9 @@ class Placement:
         """The claims that hold pods, as the nodes they would launch: every instance type left, cheapest first."""
         out = []
         # what a claim launches follows from its NodePool and offerings alone, and claims narrowed alike share them
-        # (the 200 claims of Karpenter's 1,000-pod benchmark have 15 sets of offerings): each set worked out once
-        launches: dict[tuple[int, bytes], tuple[tuple[str, ...], str, tuple[str, ...], float,
-                                                tuple[tuple[str, str], ...]]] = {}
+        # (the 200 claims of Karpenter's 1,000-pod benchmark have 15 sets of offerings; a pass's steps open claims
+        # narrowed alike again and again): each set worked out once per Scheduler
+        launches = self.s.launches
         for b in sorted(self.claims):
             claim = self.claims[b]
             if not claim.pods:
@@ -309,8 +300,7 @@ class Placement:
         return None
 
 
-def _launch(pool: Pool, mask: BoolArray) -> tuple[tuple[str, ...], str, tuple[str, ...], float,
-                                                  tuple[tuple[str, str], ...]]:
+def _launch(pool: Pool, mask: BoolArray) -> Launch:
     """What a claim of ``pool`` with the offerings ``mask`` launches: every instance type left (cheapest first), the
     capacity type and zones of its cheapest offering, that offering's price, and the labels its NodePool's custom
     requirements with several values give it there (the value its pods narrowed them to, else the first)."""

@@ -68,7 +68,7 @@ from ebb.core.simulator.constraints import (
     tolerated,
 )
 from ebb.core.simulator.labeltable import LabelTable
-from ebb.core.simulator.placement import Claim, Placement
+from ebb.core.simulator.placement import Claim, Launch, Placement
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.topology import Group, Topology
 
@@ -166,6 +166,8 @@ class Scheduler:
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
         #: `SimState._narrowed`'s facts of a claim's offerings, by (pool, the offerings' mask as bytes)
         self._offering_facts: dict[tuple[int, bytes], tuple[IntArray, dict[str, int]]] = {}
+        #: what a claim launches (`Placement.new_nodes`), by (pool, the offerings' mask as bytes)
+        self.launches: dict[tuple[int, bytes], Launch] = {}
         #: the topology groups and domains: registered for every spread and pod (anti-)affinity term of the pods now,
         #: and for those a pod class made later brings
         self.topology = Topology(self.N, self.max_bins, self.node_labels, self.taint_sets, self.pools)
@@ -827,7 +829,7 @@ class SimState(Placement):
         may open another claim)."""
         claim = self.claims[b]
         pool = self.s.pools[claim.pool]
-        mask = claim.mask & self._fits(pool, claim.total + req)[pool.combo_type]
+        mask = claim.mask & pool.combos_holding(claim.total + req)
         return mask if any_set(mask) else None
 
     def _find_bin(self, cls: PodClass, req: IntArray, needs: tuple[tuple[int, int], ...], max_new: int) -> int | None:
@@ -926,7 +928,7 @@ class SimState(Placement):
         mask = mask & ok
         if not any_set(mask):
             return None
-        mask &= self._fits(pool, total)[pool.combo_type]
+        mask &= pool.combos_holding(total)
         if not any_set(mask):
             return None
         if cls.constraints or cls.matched or cls.owned:

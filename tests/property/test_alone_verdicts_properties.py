@@ -143,6 +143,27 @@ def moving_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return docs
 
 
+@st.composite
+def alike_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Nodes of two or three shapes (a type and the same pods: a Deployment's replicas spread one way), nearly full,
+    most of them refused alone: a node's refusal is that of the first node of its shape (`RefusalSession.held`), unless
+    one took a pod of the other or may take one (a few nodes are drawn emptier, or with a pod fewer)."""
+    pool = nodepool(consolidate_after="0s", budgets=[{"nodes": draw(st.sampled_from(["1", "2"]))}])
+    docs: list[dict[str, Any]] = [catalog(), pool]
+    shapes = draw(st.lists(st.tuples(st.sampled_from(("t3.medium", "t3.medium", "c5.large")),
+                                     st.sampled_from((("1500m", "400m"), ("900m", "900m"), ("700m", "700m", "500m"),
+                                                      ("1200m", "300m", "300m")))), min_size=2, max_size=3))
+    for i in range(draw(st.integers(3, 9))):
+        shape = draw(st.integers(0, len(shapes) - 1))
+        itype, cpus = shapes[shape]
+        docs.append(node(f"n{i}", itype=itype, zone=draw(st.sampled_from(ZONES[:2]))))
+        for j, cpu in enumerate(cpus[:len(cpus) - draw(st.sampled_from((0, 0, 0, 1)))]):
+            kind = draw(st.sampled_from((*("replica",) * 12, *KINDS)))
+            docs.append(pod(f"p{i}-{j}", f"n{i}", cpu=cpu, labels={"app": f"shape{shape}-{j}"}, started=ago(minutes=30))
+                        if kind == "replica" else shaped(f"p{i}-{j}", f"n{i}", cpu, kind, ago(minutes=30)))
+    return docs
+
+
 steps = st.lists(st.one_of(
     st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
@@ -309,6 +330,26 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
           "no refusal answered after a change")
     if after_acting:
         event("a refusal answered in the explaining run of a pass where an earlier method acted")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(alike_starts(), steps, st.booleans())
+def test_refusals_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step],
+                                                                 explain: bool) -> None:
+    """The same comparison on clusters of a few shapes of node, where a node's step alone is answered from the refusal
+    of a node alike on the same start state, in the first pass as in the next ones."""
+    alike = 0
+    real = kept_module.RefusalSession._alike_refusal
+
+    def counted(self: kept_module.RefusalSession, own: int, price: float, leaving: list[Any]) -> Any:
+        nonlocal alike
+        refusal = real(self, own, price, leaving)
+        alike += refusal is not None
+        return refusal
+
+    with patch.object(kept_module.RefusalSession, "_alike_refusal", counted):
+        compare(start, sequence, explain=explain)
+    event("a refusal taken from a node alike" if alike else "no refusal taken from a node alike")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -523,3 +564,50 @@ def test_a_pod_moved_away_leaves_room_for_a_later_one() -> None:
     with replays() as made:
         compare(_moving("400m"), [("clock", 1), ("remove pod", 1)])
     assert ("default/x-0", (("default/x-1", "b"),)) in made and ("default/x-0", None) in made, made
+
+
+@contextmanager
+def alike_refusals() -> Iterator[list[tuple[str, bool]]]:
+    """Each node asked for the refusal of a node alike (`RefusalSession._alike_refusal`), and whether it got one."""
+    asked: list[tuple[str, bool]] = []
+    real = kept_module.RefusalSession._alike_refusal
+
+    def recorded(self: kept_module.RefusalSession, own: int, price: float, leaving: list[Any]) -> Any:
+        refusal = real(self, own, price, leaving)
+        asked.append((self.changed.state.s.nodes[own].name, refusal is not None))
+        return refusal
+
+    with patch.object(kept_module.RefusalSession, "_alike_refusal", recorded):
+        yield asked
+
+
+def _alike(names: tuple[str, ...], big: str, small: str) -> list[dict[str, Any]]:
+    """Full node f, and t3.medium nodes ``names`` alike: the replicas of two Deployments, ``big`` and ``small``."""
+    docs = [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("f", itype="t3.medium"),
+            pod("f-0", "f", cpu="1900m", labels={"app": "filler"})]
+    for name in names:
+        docs += [node(name, itype="t3.medium"), pod(f"{name}-0", name, cpu=big, labels={"app": "big"}),
+                 pod(f"{name}-1", name, cpu=small, labels={"app": "small"})]
+    return docs
+
+
+def test_nodes_alike_take_the_refusal_of_the_first() -> None:
+    """x, y and z are alike and full: alone, none's pods fit on another node, and a new node costs what each does. The
+    first pass steps x and takes its refusal for y and z, and so does every pass after (their kept refusals hold)."""
+    with alike_refusals() as asked:
+        compare(_alike(("x", "y", "z"), "1500m", "400m"), [("clock", 1)])
+    assert [name for name, taken in asked[:4] if taken] == ["y", "z"], asked  # the first pass asks of f, x, y, z
+
+
+@pytest.mark.parametrize("case", ["a pod of x went onto y", "x has room for a pod of y"])
+def test_a_node_alike_whose_step_may_differ_is_stepped(case: str) -> None:
+    """x and y are alike, and one has a DaemonSet pod that leaves it no room for a small pod. On x: x's small pod goes
+    onto y, so y's step cannot be x's (y is taken out in it). On y: x's small pod goes onto the new node, but x, open in
+    y's step, takes y's small pod: not x's step either. y is stepped, and the passes answer as ones computed whole."""
+    start = _alike(("x", "y"), "1200m", "300m")
+    fuller = "x" if case == "a pod of x went onto y" else "y"
+    start.append(pod(f"{fuller}-d", fuller, cpu="400m", ns="kube-system", labels={"app": "agent"},
+                     owner=("DaemonSet", "agent")))
+    with alike_refusals() as asked:
+        compare(start, [("clock", 1)])
+    assert ("y", False) in asked and ("y", True) not in asked, asked

@@ -17,11 +17,15 @@ pod by pod (`ChangedBins.replay`): a pod a changed bin takes now moves there, an
 on with the room it kept; the refusal holds while each pod still goes onto an existing node or still onto none, the
 pods on its new node being the same. Whatever else a kept answer read (the
 NodePools, the usage of those with limits, the options) is compared whole, and any difference drops every kept
-answer. A cache, not state: its answers are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`).
+answer. Within a pass, a node's step alone is also that of a node alike refused before it (the same NodePool, capacity
+type, price and kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's pods
+(`RefusalSession.held`). A cache, not state: its answers are those evaluated afresh
+(`tests/property/test_alone_verdicts_properties.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -276,6 +280,8 @@ class RefusalSession:
     found: dict[str, Refusal] = field(default_factory=dict)
     _simple: dict[Interned, bool] = field(default_factory=dict)
     _why: dict[tuple[Interned, Interned, bool, bool, int], str] = field(default_factory=dict)
+    #: per shape of a node alone (`_shape`), the first node of it refused on this start state, with its refusal
+    _alike: dict[tuple[object, ...], tuple[int, Refusal]] = field(default_factory=dict)
 
     def holds_any(self) -> bool:
         """Whether any refusal kept may hold on this start state (none when the NodePools, their limited usage or the
@@ -283,28 +289,65 @@ class RefusalSession:
         return bool(self.last)
 
     def held(self, name: str, price: float) -> tuple[Refusal, str] | None:
-        """The refusal kept for node ``name`` (now of ``price``) and why its first pod found no room, when it holds on
-        this start state (with where its pods that went to a node go on it, kept for the next pass)."""
-        found = self.last.get(name)
-        if found is None:
-            return None
+        """The refusal of node ``name`` (now of ``price``) alone on this start state, and why its first pod found no
+        room: the one kept for it when it holds (with where its pods that went to a node go now), else that of a node
+        alike refused on this start state when it holds for this one too (`_alike_refusal`); kept for the next pass."""
         state, changed = self.changed.state, self.changed
-        index = state.s.node_index
-        own = index[name]
-        if own in changed.at or found.price != price or not self.reads_bins_only(found.kinds):
-            return None
+        own = state.s.node_index[name]
         leaving = state.leaving_ordered_of(name)
-        if len(leaving) != len(found.leaving) \
-                or not all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
-            return None
-        went = changed.replay(found, own)
-        if went is None:
-            return None
-        if went is not found.went:
-            found = replace(found, went=went)
-        self.found[name] = found
+        found = self.last.get(name)
+        if found is not None and own not in changed.at and found.price == price \
+                and self.reads_bins_only(found.kinds) and len(leaving) == len(found.leaving) \
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
+            went = changed.replay(found, own)
+            if went is not None:
+                return self._taken(name, own, found if went is found.went else replace(found, went=went))
+        alike = self._alike_refusal(own, price, leaving)
+        return None if alike is None else self._taken(name, own, alike)
+
+    def _taken(self, name: str, own: int, refusal: Refusal) -> tuple[Refusal, str]:
+        self.keep(name, refusal)
         self.owner.hits += 1
-        return found, self.why(found.first, own)
+        return refusal, self.why(refusal.first, own)
+
+    def _shape(self, own: int, price: float, leaving: Sequence[Pod]) -> tuple[object, ...]:
+        """What a step of node ``own`` alone reads of the node besides which bin it is: its NodePool, capacity type and
+        price (a replacement's launch and the price it must beat), and its pods' kinds in placement order."""
+        node = self.changed.state.s.nodes[own]
+        return node.nodepool, node.capacity_type, price, tuple((pod.class_key, pod.requests_key) for pod in leaving)
+
+    def _alike_refusal(self, own: int, price: float, leaving: list[Pod]) -> Refusal | None:
+        """The refusal of node ``own`` alone (``leaving`` its pods in placement order) from that of a node of its shape
+        (`_shape`) refused on this start state, when it holds: its pods, of the same kinds in the same order, go where
+        that node's went, when none of them went onto this node and that node takes none of them (open now where it
+        was taken out). Every other bin answers both steps alike: the first bin that takes each pod is the same, and so
+        are the pods the new node gets, and what it launches and costs."""
+        if not leaving:
+            return None
+        source = self._alike.get(self._shape(own, price, leaving))
+        if source is None or not self.reads_bins_only(source[1].kinds):
+            return None
+        other, refusal = source
+        state, start = self.changed.state, self.start
+        s = state.s
+        mine = s.nodes[own].name
+        if any(node == mine for _, node in refusal.went):
+            return None  # a pod of the other node went onto this one
+        if start.open[other]:
+            asked: set[tuple[Interned, Interned]] = set()
+            for pod in refusal.leaving:
+                kind = (pod.class_key, pod.requests_key)
+                if kind not in asked:
+                    asked.add(kind)
+                    if s.classes(pod)[0].node_ok[other] \
+                            and all(start.free[other, r] >= amount for r, amount in s.pod_needs(pod)):
+                        return None  # the other node may take one of this node's pods
+        at = {pod.key: i for i, pod in enumerate(refusal.leaving)}
+        ours = tuple(leaving)
+        return Refusal(ours, tuple({pod.class_key: pod for pod in reversed(ours)}.values()), price,
+                       tuple((ours[at[pod.key]], node) for pod, node in refusal.went),
+                       tuple(ours[at[pod.key]] for pod in refusal.nowhere), ours[at[refusal.first.key]],
+                       refusal.fits_nowhere, refusal.replacement)
 
     def why(self, pod: Pod, own: int) -> str:
         """`SimState.why_no_room` of ``pod`` with node ``own`` taken out, once per kind of pod and what that node
@@ -322,7 +365,11 @@ class RefusalSession:
         return simple(self.changed.state, pods, self._simple, counted=True)
 
     def keep(self, name: str, refusal: Refusal) -> None:
+        """Keep ``refusal``, found on this start state for node ``name`` alone, for the next pass, and for the nodes of
+        its shape on this one (`_alike_refusal`)."""
         self.found[name] = refusal
+        own = self.changed.state.s.node_index[name]
+        self._alike.setdefault(self._shape(own, refusal.price, refusal.leaving), (own, refusal))
 
     def close(self) -> None:
         """Keep this pass's start state and the refusals found or held on it for the next pass."""

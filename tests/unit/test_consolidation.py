@@ -89,9 +89,9 @@ def _evaluations() -> Iterator[list[str]]:
     evaluated: list[str] = []
     evaluate = single_node.evaluate
 
-    def counting(ctx: Any, name: str, keep: bool = False) -> Any:
+    def counting(ctx: Any, name: str, keep: bool = False, **more: Any) -> Any:
         evaluated.append(name)
-        return evaluate(ctx, name, keep)
+        return evaluate(ctx, name, keep, **more)
 
     with patch.object(single_node, "evaluate", counting):
         yield evaluated

@@ -283,11 +283,6 @@ class RefusalSession:
     #: per shape of a node alone (`_shape`), the first node of it refused on this start state, with its refusal
     _alike: dict[tuple[object, ...], tuple[int, Refusal]] = field(default_factory=dict)
 
-    def holds_any(self) -> bool:
-        """Whether any refusal kept may hold on this start state (none when the NodePools, their limited usage or the
-        settings changed, or too many bins did, `MAX_CHANGED`)."""
-        return bool(self.last)
-
     def held(self, name: str, price: float) -> tuple[Refusal, str] | None:
         """The refusal of node ``name`` (now of ``price``) alone on this start state, and why its first pod found no
         room: the one kept for it when it holds (with where its pods that went to a node go now), else that of a node
@@ -363,6 +358,40 @@ class RefusalSession:
     def reads_bins_only(self, pods: tuple[Pod, ...]) -> bool:
         """`simple`, with ``counted``, for this pass."""
         return simple(self.changed.state, pods, self._simple, counted=True)
+
+    def record(self, name: str, leaving: Sequence[Pod], at: int, price: float, why: str, *, fits_nowhere: bool,
+               replacement: BlockCause | None) -> None:
+        """Keep the refusal of node ``name`` (of ``price``) alone just found, the state as its placements left it:
+        the pods ``leaving`` it in placement order went onto the other nodes up to ``leaving[at]``, which found no room
+        there (``why``), and from it on were placed with one new node allowed, refused (a pod that fits nowhere, or
+        ``replacement``). Kept with where each pod went when every pod reads only the bins' room, openness and labels
+        and ``why`` is the sentence the bins make again (`why`)."""
+        state = self.changed.state
+        s = state.s
+        own = s.node_index[name]
+        went: list[tuple[Pod, str]] = []
+        nowhere: list[Pod] = []
+        for i, pod in enumerate(leaving):
+            b = state.placed.get(pod.key)
+            if b is None or b == own:  # not placed: the pod that fit nowhere, or (after a give-up) one not tried
+                if i < at or (i == at and not fits_nowhere):
+                    return
+                if fits_nowhere:
+                    nowhere.append(pod)
+                break
+            if b < s.N:  # onto an existing node: the pods before the first without room, and pods after it
+                if i == at:
+                    return
+                went.append((pod, s.nodes[b].name))
+            elif i < at:
+                return
+            else:  # onto the new node
+                nowhere.append(pod)
+        kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+        if not self.reads_bins_only(kinds) or self.why(leaving[at], own) != why:
+            return
+        self.keep(name, Refusal(tuple(leaving), kinds, price, tuple(went), tuple(nowhere), leaving[at], fits_nowhere,
+                                replacement))
 
     def keep(self, name: str, refusal: Refusal) -> None:
         """Keep ``refusal``, found on this start state for node ``name`` alone, for the next pass, and for the nodes of

@@ -90,7 +90,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import Refusal, RefusalSession, alone_verdict
+from ebb.core.methods.kept import RefusalSession, alone_verdict
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
@@ -251,37 +251,11 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept:
 
 def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: list[Pod], at: int, *,
           fits_nowhere: bool, replacement: BlockCause | None) -> None:
-    """Keep the refusal `_carry_on` just found (the state as its placements left it) for the next pass: where each pod
-    went, when every pod reads only the bins' room, openness and labels (`ebb.core.methods.kept`) and the sentence of
-    the first without room is the one the next pass would make again from the bins (`RefusalSession.why`)."""
-    if kept is None:
-        return
-    state = ctx.state
-    s = state.s
-    own = s.node_index[name]
-    went: list[tuple[Pod, str]] = []
-    nowhere: list[Pod] = []
-    for i, pod in enumerate(leaving):
-        b = state.placed.get(pod.key)
-        if b is None or b == own:  # not placed: the pod that fit nowhere, or (after a give-up) one not tried
-            if i < at or (i == at and not fits_nowhere):
-                return
-            if fits_nowhere:
-                nowhere.append(pod)
-            break
-        if b < s.N:  # onto an existing node: the pods before the first without room, and pods after it
-            if i == at:
-                return
-            went.append((pod, s.nodes[b].name))
-        elif i < at:
-            return
-        else:  # onto the new node
-            nowhere.append(pod)
-    kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
-    if not kept.reads_bins_only(kinds) or kept.why(leaving[at], own) != ctx.no_room[name][1]:
-        return
-    kept.keep(name, Refusal(tuple(leaving), kinds, ctx.view.price[name], tuple(went), tuple(nowhere), leaving[at],
-                            fits_nowhere, replacement))
+    """Keep the refusal `_carry_on` just found (the state as its placements left it) for the next pass
+    (`RefusalSession.record`)."""
+    if kept is not None:
+        kept.record(name, leaving, at, ctx.view.price[name], ctx.no_room[name][1], fits_nowhere=fits_nowhere,
+                    replacement=replacement)
 
 
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.methods.base import (
+    EPSILON,
     Command,
     Method,
     MethodOutcome,
@@ -51,10 +52,13 @@ from ebb.core.simulator.scheduler import SimState
 NAME = "single-node-consolidation"
 
 
-def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int] | None = None) -> Command | BlockCause:
+def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int] | None = None,
+             refusals: RefusalSession | None = None) -> Command | BlockCause:
     """The command that would consolidate this one node, or why none would. With `keep`, a found
     command stays applied to the simulation state (its replacement closed to further pods). Given ``bins``, a delete
-    adds to it the bins its pods went to (`AloneVerdicts`).
+    adds to it the bins its pods went to (`AloneVerdicts`); given ``refusals``, a replace refused as multi-node
+    consolidation's step alone refuses one (a pod that fits nowhere, a replacement given up or no cheaper) is recorded
+    there (`RefusalSession.record`).
 
     The delete is tried first: its pods on the other nodes, as they are. When one finds no room, the replace
     starts from there, with one new node allowed: the pods before it go where they went (`SimState.place_first`).
@@ -90,14 +94,21 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
         failures, _ = state.place_ordered(order[stop:], max_new=1, first_failure=True,
                                           on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
+        if refusals is not None and why is not None:
+            refusals.record(name, order, stop, price, why, fits_nowhere=False, replacement=e.cause)
         state.rollback(mark)
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)
     if failures:
+        if refusals is not None and why is not None:
+            refusals.record(name, order, stop, price, why, fits_nowhere=True, replacement=None)
         state.rollback(mark)
         return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
     new_bins = [b for b in state.claims if b not in claims_before]
     new_node = next(n for n in state.new_nodes() if n.hostname == state.claims[new_bins[0]].hostname)
     replacement = filter_replacement(new_node, [name], ctx)
+    if refusals is not None and why is not None and isinstance(replacement, BlockCause) \
+            and price - new_node.price <= EPSILON:  # no cheaper, whatever the node's type: multi-node's refusal too
+        refusals.record(name, order, stop, price, why, fits_nowhere=False, replacement=replacement)
     placements = placements_of(state, leaving)
     if isinstance(replacement, BlockCause) or not keep:
         state.rollback(mark)
@@ -262,7 +273,7 @@ def run(ctx: PassContext) -> MethodOutcome:
     start = set_aside_unsettled(ctx.view, ctx.state)
     # once a command changed the state: multi-node's refusals of nodes alone, taken where they hold on it
     refusals: RefusalSession | None = None
-    refusals_hold = True  # False once none held: more commands only change more bins
+    refusals_hold = True  # False without a keeper of refusals
     for name in candidates(ctx, out):
         pool = ctx.view.nodes[name].nodepool or ""
         if ctx.budget_left(pool, REASON) <= 0:
@@ -281,15 +292,16 @@ def run(ctx: PassContext) -> MethodOutcome:
         if known is None and out.commands and refusals_hold:
             if refusals is None:
                 refusals = kept_refusals(ctx)
-                refusals_hold = refusals is not None and refusals.holds_any()
-            held = refusals.held(name, ctx.view.price[name]) if refusals is not None and refusals_hold else None
+                refusals_hold = refusals is not None
+            held = refusals.held(name, ctx.view.price[name]) if refusals is not None else None
             if held is not None:
                 known = held[0].verdict(held[1])
         if known is not None:
             out.blocked[name] = _with_merge(ctx, name, known)
             continue
         mark = ctx.state.mark()
-        verdict = evaluate(ctx, name, keep=True)
+        # after a command, a refusal found here answers the nodes alike after it (`RefusalSession.held`)
+        verdict = evaluate(ctx, name, keep=True, refusals=refusals if out.commands else None)
         if isinstance(verdict, Command):
             scores, rejected = judged(ctx, verdict)
             ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))

@@ -164,6 +164,38 @@ def alike_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return docs
 
 
+@contextmanager
+def replays() -> Iterator[list[tuple[str, tuple[tuple[str, str], ...] | None, bool]]]:
+    """Each `ChangedBins.replay` made: the refusal's first pod, where its pods that went to a node go now, and whether
+    one of them goes elsewhere than it went."""
+    made: list[tuple[str, tuple[tuple[str, str], ...] | None, bool]] = []
+    replay = kept_module.ChangedBins.replay
+
+    def recorded(self: kept_module.ChangedBins, refusal: kept_module.Refusal, own: int) -> Any:
+        went = replay(self, refusal, own)
+        made.append((refusal.first.key, None if went is None else tuple((pod.key, node) for pod, node in went),
+                     went is not None and went is not refusal.went))
+        return went
+
+    with patch.object(kept_module.ChangedBins, "replay", recorded):
+        yield made
+
+
+@contextmanager
+def alike_refusals() -> Iterator[list[tuple[str, bool]]]:
+    """Each node asked for the refusal of a node alike (`RefusalSession._alike_refusal`), and whether it got one."""
+    asked: list[tuple[str, bool]] = []
+    real = kept_module.RefusalSession._alike_refusal
+
+    def recorded(self: kept_module.RefusalSession, own: int, price: float, leaving: list[Any]) -> Any:
+        refusal = real(self, own, price, leaving)
+        asked.append((self.changed.state.s.nodes[own].name, refusal is not None))
+        return refusal
+
+    with patch.object(kept_module.RefusalSession, "_alike_refusal", recorded):
+        yield asked
+
+
 steps = st.lists(st.one_of(
     st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
@@ -338,18 +370,10 @@ def test_refusals_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dic
                                                                  explain: bool) -> None:
     """The same comparison on clusters of a few shapes of node, where a node's step alone is answered from the refusal
     of a node alike on the same start state, in the first pass as in the next ones."""
-    alike = 0
-    real = kept_module.RefusalSession._alike_refusal
-
-    def counted(self: kept_module.RefusalSession, own: int, price: float, leaving: list[Any]) -> Any:
-        nonlocal alike
-        refusal = real(self, own, price, leaving)
-        alike += refusal is not None
-        return refusal
-
-    with patch.object(kept_module.RefusalSession, "_alike_refusal", counted):
+    with alike_refusals() as asked:
         compare(start, sequence, explain=explain)
-    event("a refusal taken from a node alike" if alike else "no refusal taken from a node alike")
+    event("a refusal taken from a node alike" if any(taken for _, taken in asked) else
+          "no refusal taken from a node alike")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -358,18 +382,10 @@ def test_refusals_whose_pods_move_answer_as_a_pass_computed_whole(start: list[di
                                                                  explain: bool) -> None:
     """The same comparison where a kept refusal's pods that went to other nodes go to others after a change: the
     refusal is taken with where they go now when its other pods' answers are the same (`ChangedBins.replay`)."""
-    moved = 0
-    replay = kept_module.ChangedBins.replay
-
-    def counted(self: kept_module.ChangedBins, refusal: kept_module.Refusal, own: int) -> Any:
-        nonlocal moved
-        went = replay(self, refusal, own)
-        moved += went is not None and went is not refusal.went
-        return went
-
-    with patch.object(kept_module.ChangedBins, "replay", counted):
+    with replays() as made:
         compare(start, sequence, explain=explain)
-    event("a refusal taken with its pods moved" if moved else "no refusal taken with its pods moved")
+    event("a refusal taken with its pods moved" if any(moved for _, _, moved in made) else
+          "no refusal taken with its pods moved")
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -520,21 +536,6 @@ def test_a_refusal_blind_to_what_a_command_changed_is_caught() -> None:
         compare(_replaced_first(), [])
 
 
-@contextmanager
-def replays() -> Iterator[list[tuple[str, tuple[tuple[str, str], ...] | None]]]:
-    """Each `ChangedBins.replay` made: the refusal's first pod, and where its pods that went to a node go now."""
-    made: list[tuple[str, tuple[tuple[str, str], ...] | None]] = []
-    replay = kept_module.ChangedBins.replay
-
-    def recorded(self: kept_module.ChangedBins, refusal: kept_module.Refusal, own: int) -> Any:
-        went = replay(self, refusal, own)
-        made.append((refusal.first.key, None if went is None else tuple((pod.key, node) for pod, node in went)))
-        return went
-
-    with patch.object(kept_module.ChangedBins, "replay", recorded):
-        yield made
-
-
 def _moving(a_1: str) -> list[dict[str, Any]]:
     """a and b (not disrupted) take pods; x's step alone is refused at x-0 (no room, and no cheaper node holds it with
     x-2, which finds no room after x-1 took b's), and y's (one pod that fills it) as well. Removing a-1 (``a_1``) frees
@@ -554,7 +555,7 @@ def test_a_refusal_holds_with_its_pod_on_the_room_freed_before_its_node() -> Non
     start[-2] = pod("x-2", "x", cpu="600m")  # more than b has left, even without x-1
     with replays() as made:
         compare(start, [("clock", 1), ("remove pod", 1)])
-    assert ("default/x-0", (("default/x-1", "a"),)) in made, made
+    assert ("default/x-0", (("default/x-1", "a"),), True) in made, made
 
 
 def test_a_pod_moved_away_leaves_room_for_a_later_one() -> None:
@@ -563,22 +564,7 @@ def test_a_pod_moved_away_leaves_room_for_a_later_one() -> None:
     it was in the record would keep it), and the pass replaces x."""
     with replays() as made:
         compare(_moving("400m"), [("clock", 1), ("remove pod", 1)])
-    assert ("default/x-0", (("default/x-1", "b"),)) in made and ("default/x-0", None) in made, made
-
-
-@contextmanager
-def alike_refusals() -> Iterator[list[tuple[str, bool]]]:
-    """Each node asked for the refusal of a node alike (`RefusalSession._alike_refusal`), and whether it got one."""
-    asked: list[tuple[str, bool]] = []
-    real = kept_module.RefusalSession._alike_refusal
-
-    def recorded(self: kept_module.RefusalSession, own: int, price: float, leaving: list[Any]) -> Any:
-        refusal = real(self, own, price, leaving)
-        asked.append((self.changed.state.s.nodes[own].name, refusal is not None))
-        return refusal
-
-    with patch.object(kept_module.RefusalSession, "_alike_refusal", recorded):
-        yield asked
+    assert ("default/x-0", (("default/x-1", "b"),), False) in made and ("default/x-0", None, False) in made, made
 
 
 def _alike(names: tuple[str, ...], big: str, small: str) -> list[dict[str, Any]]:
@@ -611,3 +597,17 @@ def test_a_node_alike_whose_step_may_differ_is_stepped(case: str) -> None:
     with alike_refusals() as asked:
         compare(start, [("clock", 1)])
     assert ("y", False) in asked and ("y", True) not in asked, asked
+
+
+def test_refusals_are_not_taken_beside_a_replacement_left_open() -> None:
+    """Three t3.medium nodes alike and two c5.large alike, full, refused alone. Once m5.xlarge costs half as much,
+    multi-node consolidation replaces both c5.large nodes by one; the run that explains the others places the command
+    on its replacement and leaves it open. Once that run's single-node consolidation makes a command, it asks of n1
+    and n2 on a state where the open replacement has room for their pods (their verdicts are deletes). Their kept
+    refusals, replayed against the existing nodes only, would say they fit nowhere: none is taken beside an open new
+    node."""
+    start: list[dict[str, Any]] = [catalog(), nodepool(budgets=[{"nodes": "1"}])]
+    for i, (itype, shape) in enumerate((("t3.medium", 0),) * 3 + (("c5.large", 2),) * 2):
+        start += [node(f"n{i}", itype=itype), pod(f"p{i}-0", f"n{i}", cpu="1500m", labels={"app": f"shape{shape}-0"}),
+                  pod(f"p{i}-1", f"n{i}", cpu="400m", labels={"app": f"shape{shape}-1"})]
+    compare(start, [("budget", "2"), ("price", "m5.xlarge", 0.5)])

@@ -261,7 +261,10 @@ class KeptRefusals:
         kept: dict[str, Refusal] = {}
         changed: list[int] | None = None
         last = self._last
-        if last is not None and last[1].same(launches):
+        # a new node the state holds open (the explaining run places the commands' pods with their replacements, and
+        # leaves those open) may take a pod no node took: the replay does not ask it, so nothing kept is taken then
+        claims_open = bool(state.open[state.s.N:state.n_bins].any())
+        if last is not None and not claims_open and last[1].same(launches):
             changed = last[0].changed_in(start)
             if changed is not None and len(changed) <= MAX_CHANGED:
                 kept = last[2]

@@ -60,8 +60,9 @@ from ebb.core.model import (
 )
 from ebb.core.simulator.binding import bind
 from ebb.core.simulator.checker import check, launch_offering
+from ebb.core.simulator.constraints import PodClass
 from ebb.core.simulator.results import SimulationResult
-from ebb.core.simulator.scheduler import Anchor, Scheduler, SimState, simulate
+from ebb.core.simulator.scheduler import Scheduler, SimState, simulate
 from tests.kit.simulator_cases import (
     DEDICATED,
     NO_PROFILES,
@@ -418,15 +419,12 @@ def test_a_pod_following_its_like_onto_a_new_node_goes_where_the_search_puts_it(
 
 @settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(cases(), st.data(), st.sampled_from(["the first", "each mark"]))
-def test_steps_searched_from_an_anchor_go_where_a_search_of_every_node_goes(case: Case, data: st.DataObject,
-                                                                           anchored_at: str) -> None:
+@given(cases(), st.data())
+def test_steps_searched_from_the_start_go_where_a_search_of_every_node_goes(case: Case, data: st.DataObject) -> None:
     """A sequence of steps as consolidation makes them (mark, take a node out, place its pods and the pending ones,
     keep that or roll back to a mark drawn from those made; set a node aside; place the pending pods) places every
     pod where a search of every node places it: the search of a pod without topology constraints asks only the nodes
-    that took it at the state its anchor was set on (`Anchor`). A state anchors where it starts, and again at a mark
-    once rolled back past its anchor; anchored at each mark, the anchors are earlier steps' states, some rolled back
-    past since (a search then sets a new one)."""
+    that took it at the simulation's start (`Anchor`), whatever was kept or rolled back since."""
     names = [n.name for n in case.snapshot.nodes]
     steps = data.draw(st.lists(st.tuples(st.sampled_from(["step", "keep", "aside", "place"]),
                                          st.integers(0, len(names) - 1), st.sampled_from([0, 1, UNLIMITED]),
@@ -454,18 +452,18 @@ def test_steps_searched_from_an_anchor_go_where_a_search_of_every_node_goes(case
                 del marks[back % len(marks):]
         return seen
 
-    real_mark = SimState.mark
+    anchored = walk()
 
-    def anchoring(self: SimState) -> int:
-        self._anchor = Anchor(self)
-        return real_mark(self)
+    def every_node(self: SimState, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> int | None:
+        n = self.s.N
+        cand = self.open[:n] & cls.node_ok
+        for r, amount in needs:
+            cand &= self.free[:n, r] >= amount
+        return next((int(b) for b in cand.nonzero()[0]
+                     if not (cls.host_ports and self._port_conflict(int(b), cls.host_ports))), None)
 
     with pytest.MonkeyPatch.context() as patch:
-        if anchored_at == "each mark":
-            patch.setattr(SimState, "mark", anchoring)
-        anchored = walk()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Anchor, "holds", lambda self, journal: False)  # every search from the state it is made on
+        patch.setattr(SimState, "_first_node", every_node)
         searched = walk()
     event(f"{sum(a == 'step' for a, *_ in steps)} rolled back of {len(steps)}")
     assert anchored == searched

@@ -407,35 +407,24 @@ _LOOKED_AT_ONE_BY_ONE = 16
 
 
 class Anchor:
-    """A state of a simulation's existing nodes to search from: their room then, and per form of pod and its requests
-    the nodes that took such a pod then (open or not, by labels, taints and room), in bin order.
+    """A simulation's existing nodes as it started: their room then, and per form of pod and its requests the nodes
+    that took such a pod then (open or not, by labels, taints and room), in bin order.
 
     An existing node's room only shrinks as a simulation goes on (a pod placed there; a node taken out or set aside
-    is closed, its room left as it was), and only a rollback gives it back. So while the journal still holds the
-    anchor's entries (nothing was rolled back past it), a node that takes a pod now took it at the anchor, and the
-    search for a pod's node asks those only. A planner's pass steps node after node from one start state, rolled back
-    to after each: an anchor there serves every step."""
+    is closed, its room left as it was), and a rollback gives back no more than it had at the start. So a node that
+    takes a pod at any state took it at the start, and the search for a pod's node asks those only."""
 
-    __slots__ = ("_arrays", "_at", "_entry", "_free", "_lists", "_node_ok")
+    __slots__ = ("_arrays", "_free", "_lists", "_node_ok")
 
     def __init__(self, state: SimState) -> None:
-        journal = state.journal
-        self._at = len(journal)
-        self._entry: object = journal[-1] if journal else None
         self._free = state.free[:state.s.N].copy()
         self._arrays: dict[tuple[int, tuple[tuple[int, int], ...]], IntArray] = {}
         self._lists: dict[tuple[int, tuple[tuple[int, int], ...]], list[int]] = {}
         #: the forms whose takers are kept, by id: kept alive here so an id is not reused while its entry is
         self._node_ok: dict[int, PodClass] = {}
 
-    def holds(self, journal: list[tuple[Any, ...]]) -> bool:
-        """Whether the state now was reached from the anchor's by changes only (none rolled back past it): an entry
-        popped never comes back, so the same object at the anchor's place says it."""
-        at = self._at
-        return len(journal) >= at and (not at or journal[at - 1] is self._entry)
-
     def arrays(self, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> IntArray:
-        """The existing nodes that took a pod of form ``cls`` needing ``needs`` at the anchor, in bin order."""
+        """The existing nodes that took a pod of form ``cls`` needing ``needs`` at the start, in bin order."""
         key = (id(cls), needs)
         found = self._arrays.get(key)
         if found is None:
@@ -475,17 +464,9 @@ class SimState(Placement):
         #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's last
         #: entry then, None when empty); while that is still the last entry, a pod just like it finds none either
         self._no_room: tuple[list[PodClass], IntArray, tuple[Any, ...] | None] | None = None
-        #: the state `_takers` reads the existing nodes' room from (`Anchor`), reset by `mark` once rolled back past
+        #: the existing nodes' room at the start, which `_first_node` asks from (`Anchor`)
         self._anchor = Anchor(self)
         self._init_counts()
-
-    def mark(self) -> int:
-        """`Placement.mark`, and the anchor of the nodes' room set here when the last one was rolled back past (the
-        callers roll back to their marks: an anchor set at the outermost holds for what they try from it)."""
-        at = len(self.journal)
-        if not self._anchor.holds(self.journal):
-            self._anchor = Anchor(self)
-        return at
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
         """Each bin's domain of ``key`` (``bin_codes``), once: ``node_codes`` the existing nodes'."""
@@ -837,7 +818,7 @@ class SimState(Placement):
         nb = self.n_bins
         admitted: list[BoolArray] | None = None  # each constraint's domains, found once for the bins and the claims
         if not cls.constraints:
-            # the existing nodes among those that took it at the anchor, then the claims (a few) one by one
+            # the existing nodes among those that took it at the start, then the claims (a few) one by one
             b = self._first_node(cls, needs) if s.N else None
             if b is not None:
                 return b
@@ -893,10 +874,8 @@ class SimState(Placement):
     def _first_node(self, cls: PodClass, needs: tuple[tuple[int, int], ...]) -> int | None:
         """The first existing node that takes a pod of form ``cls`` (no topology constraint) needing ``needs``: open,
         with room for it, admitting it by its labels and taints and without a host port it holds; None when none does.
-        Asked of the nodes that took it at the anchor (`Anchor.takers`) only: a node's room has only shrunk since."""
+        Asked of the nodes that took it at the start (`Anchor.takers`) only: a node's room has only shrunk since."""
         anchor = self._anchor
-        if not anchor.holds(self.journal):
-            anchor = self._anchor = Anchor(self)
         takers = anchor.takers(cls, needs)
         opened, free = self.open, self.free
         for b in takers[:_LOOKED_AT_ONE_BY_ONE]:

@@ -164,6 +164,22 @@ def alike_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return docs
 
 
+@st.composite
+def taking_starts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """`alike_starts` with larger budgets, a node or two with one small pod (deleted first: the delete-only run takes
+    them, and steps the nodes alike after on the state that leaves) and an m5.xlarge partly full, where some pods of
+    the others fit: a node's step after a take is that of the node alike stepped before it (`StepsAlike`), unless one
+    took a pod of the other or may take one."""
+    docs = draw(alike_starts())
+    docs[1]["spec"]["disruption"]["budgets"] = [{"nodes": draw(st.sampled_from(["2", "3", "100%"]))}]
+    docs += [node("r", itype="m5.xlarge"), pod("r-0", "r", cpu=draw(st.sampled_from(("2500m", "3000m", "3500m"))),
+                                               labels={"app": "filler"}, started=ago(minutes=30))]
+    for i in range(draw(st.integers(1, 2))):
+        docs += [node(f"e{i}"), pod(f"e{i}-0", f"e{i}", cpu=draw(st.sampled_from(("10m", "100m", "300m"))),
+                                    labels={"app": f"e{i}"}, started=ago(minutes=30))]
+    return docs
+
+
 @contextmanager
 def replays() -> Iterator[list[tuple[str, tuple[tuple[str, str], ...] | None, bool]]]:
     """Each `ChangedBins.replay` made: the refusal's first pod, where its pods that went to a node go now, and whether
@@ -193,6 +209,22 @@ def alike_refusals() -> Iterator[list[tuple[str, bool]]]:
         return refusal
 
     with patch.object(kept_module.RefusalSession, "_alike_refusal", recorded):
+        yield asked
+
+
+@contextmanager
+def steps_alike() -> Iterator[list[tuple[str, str]]]:
+    """Each step of a greedy run asked of a node alike stepped since the run last took a node (`StepsAlike.like`): the
+    node and the answer ("stepped": none, "refused": a step refused, "alone": a step alone carried on)."""
+    asked: list[tuple[str, str]] = []
+    real = kept_module.StepsAlike.like
+
+    def recorded(self: kept_module.StepsAlike, name: str, price: float) -> Any:
+        found = real(self, name, price)
+        asked.append((name, "stepped" if found is None else "refused" if found[0] is None else "alone"))
+        return found
+
+    with patch.object(kept_module.StepsAlike, "like", recorded):
         yield asked
 
 
@@ -370,10 +402,26 @@ def test_refusals_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dic
                                                                  explain: bool) -> None:
     """The same comparison on clusters of a few shapes of node, where a node's step alone is answered from the refusal
     of a node alike on the same start state, in the first pass as in the next ones."""
-    with alike_refusals() as asked:
+    with alike_refusals() as asked, steps_alike() as stepped:
         compare(start, sequence, explain=explain)
     event("a refusal taken from a node alike" if any(taken for _, taken in asked) else
           "no refusal taken from a node alike")
+    for answer in ("refused", "alone"):
+        event(f"a step of a greedy run answered from a node alike: {answer}" if any(
+            found == answer for _, found in stepped) else f"no step of a greedy run answered {answer}")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(taking_starts(), steps, st.booleans())
+def test_steps_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dict[str, Any]], sequence: list[Step],
+                                                              explain: bool) -> None:
+    """The same comparison where greedy runs take nodes and then step nodes alike on the state that leaves: a node's
+    step is answered from that of a node alike stepped since the run last took one."""
+    with steps_alike() as asked:
+        compare(start, sequence, explain=explain)
+    for answer in ("refused", "alone"):
+        event(f"a step of a greedy run answered from a node alike: {answer}" if any(
+            found == answer for _, found in asked) else f"no step of a greedy run answered {answer}")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -611,3 +659,56 @@ def test_refusals_are_not_taken_beside_a_replacement_left_open() -> None:
         start += [node(f"n{i}", itype=itype), pod(f"p{i}-0", f"n{i}", cpu="1500m", labels={"app": f"shape{shape}-0"}),
                   pod(f"p{i}-1", f"n{i}", cpu="400m", labels={"app": f"shape{shape}-1"})]
     compare(start, [("budget", "2"), ("price", "m5.xlarge", 0.5)])
+
+
+def _after_a_take(names: tuple[str, ...], fuller: str | None = None, *, big: str = "1500m",
+                  small: str = "450m", itype: str = "t3.medium", daemon: str = "2000m") -> list[dict[str, Any]]:
+    """Node e, whose one tiny pod selects r (an m5.xlarge with 500m left), and nodes ``names`` alike: the replicas of
+    two Deployments, ``big`` and ``small``, on ``itype``; ``fuller`` one of them with a DaemonSet pod of ``daemon``.
+    Multi-node consolidation's delete-only run takes e first, and then steps the others on the state that leaves."""
+    docs = [catalog(), nodepool(budgets=[{"nodes": "100%"}]), node("r", itype="m5.xlarge"),
+            pod("r-0", "r", cpu="3500m", labels={"app": "filler"}), node("e"),
+            pod("e-0", "e", cpu="10m", labels={"app": "e"}, node_selector={"kubernetes.io/hostname": "r"})]
+    for name in names:
+        docs += [node(name, itype=itype), pod(f"{name}-0", name, cpu=big, labels={"app": "big"}),
+                 pod(f"{name}-1", name, cpu=small, labels={"app": "small"})]
+    if fuller is not None:
+        docs.append(pod(f"{fuller}-d", fuller, cpu=daemon, ns="kube-system", labels={"app": "agent"},
+                        owner=("DaemonSet", "agent")))
+    return docs
+
+
+def test_steps_of_nodes_alike_after_a_take_answer_from_the_first() -> None:
+    """x, y and z are alike and full. Once the delete-only run has taken e, x's big pod finds no room: the run goes on
+    without x, and so it does without y and z, whose steps are x's."""
+    with steps_alike() as asked:
+        compare(_after_a_take(("x", "y", "z")), [("clock", 1)])
+    assert ("y", "refused") in asked and ("z", "refused") in asked, asked
+
+
+def test_steps_alone_of_nodes_alike_answer_from_the_first() -> None:
+    """x, y and z are c5.large nodes alike, full: alone, the big pod of each finds no room, and a t3.medium, cheaper,
+    takes both its pods. The delete-only run carries x on to that replacement, and takes x's step for y and z."""
+    start = [catalog(), nodepool(budgets=[{"nodes": "1"}]), node("f", itype="t3.medium"),
+             pod("f-0", "f", cpu="1900m", labels={"app": "filler"})]
+    for name in ("x", "y", "z"):
+        start += [node(name, itype="c5.large"), pod(f"{name}-0", name, cpu="1500m", labels={"app": "big"}),
+                  pod(f"{name}-1", name, cpu="300m", labels={"app": "small"})]
+    with steps_alike() as asked:
+        compare(start, [("clock", 1)])
+    assert ("y", "alone") in asked and ("z", "alone") in asked, asked
+
+
+@pytest.mark.parametrize("case", ["a pod of a went onto b", "a has room for the pods of b"])
+def test_a_step_alike_that_may_differ_is_made(case: str) -> None:
+    """a and b are c5.xlarge nodes alike, one with a DaemonSet pod besides. Once e is taken: with a fuller, a's big pod
+    goes onto b and its small one finds no room, so b's step cannot be a's (b is taken out in it); with b fuller, a's
+    pods find no room, but a, open in b's step, takes both of b's pods (b is then taken). b is stepped, and the passes
+    answer as ones computed whole."""
+    if case == "a pod of a went onto b":
+        start = _after_a_take(("a", "b"), "a", big="1200m", small="1000m", itype="c5.xlarge", daemon="1400m")
+    else:
+        start = _after_a_take(("a", "b"), "b", big="1000m", small="500m", itype="c5.xlarge", daemon="2000m")
+    with steps_alike() as asked:
+        compare(start, [("clock", 1)])
+    assert ("b", "stepped") in asked and ("b", "refused") not in asked, asked

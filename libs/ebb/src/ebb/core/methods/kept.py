@@ -18,8 +18,9 @@ on with the room it kept; the refusal holds while each pod still goes onto an ex
 pods on its new node being the same. Whatever else a kept answer read (the
 NodePools, the usage of those with limits, the options) is compared whole, and any difference drops every kept
 answer. Within a pass, a node's step alone is also that of a node alike refused before it (the same NodePool, capacity
-type, price and kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's pods
-(`RefusalSession.held`). A cache, not state: its answers are those evaluated afresh
+type, price, capacity and kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's
+pods (`RefusalSession.held`); and within a greedy run, between two nodes it takes, any step it does not take is that of
+a node alike stepped before it (`StepsAlike`). A cache, not state: its answers are those evaluated afresh
 (`tests/property/test_alone_verdicts_properties.py`).
 """
 
@@ -177,6 +178,26 @@ class ChangedBins:
         return refusal.went if same else tuple(went)
 
 
+def _takes_any(state: SimState, free: IntArray, b: int, pods: Sequence[Pod]) -> bool:
+    """Whether bin ``b``, open with room ``free``, takes a pod of one of the kinds (class and requests) of ``pods`` by
+    its room and labels."""
+    s = state.s
+    asked: set[tuple[Interned, Interned]] = set()
+    for pod in pods:
+        kind = (pod.class_key, pod.requests_key)
+        if kind not in asked:
+            asked.add(kind)
+            if s.classes(pod)[0].node_ok[b] and all(free[r] >= amount for r, amount in s.pod_needs(pod)):
+                return True
+    return False
+
+
+def one_per_class(pods: Sequence[Pod]) -> tuple[Pod, ...]:
+    """One pod of each class among ``pods`` (the first of it), in the order of their classes' last pods: what `simple`
+    is asked of a node's pods."""
+    return tuple({pod.class_key: pod for pod in reversed(pods)}.values())
+
+
 def simple(state: SimState, pods: tuple[Pod, ...], known: dict[Interned, bool], *, counted: bool = False) -> bool:
     """Every pod (a pod of each class) has one form, no topology constraint and no host port, as this pass compiles
     it; with ``counted``, nor does another pod's topology constraint count it (a new node's zone then reads the
@@ -309,10 +330,13 @@ class RefusalSession:
         return refusal, self.why(refusal.first, own)
 
     def _shape(self, own: int, price: float, leaving: Sequence[Pod]) -> tuple[object, ...]:
-        """What a step of node ``own`` alone reads of the node besides which bin it is: its NodePool, capacity type and
-        price (a replacement's launch and the price it must beat), and its pods' kinds in placement order."""
-        node = self.changed.state.s.nodes[own]
-        return node.nodepool, node.capacity_type, price, tuple((pod.class_key, pod.requests_key) for pod in leaving)
+        """What a step of node ``own`` reads of the node besides which bin it is: its NodePool, capacity type and price
+        (a replacement's launch and the price it must beat), what it counts against its NodePool's limits (taken out,
+        it leaves that room to a launch), and its pods' kinds in placement order."""
+        s = self.changed.state.s
+        node, charge = s.nodes[own], s.pool_charge(own)
+        return (node.nodepool, node.capacity_type, price, None if charge is None else charge[1].tobytes(),
+                tuple((pod.class_key, pod.requests_key) for pod in leaving))
 
     def _alike_refusal(self, own: int, price: float, leaving: list[Pod]) -> Refusal | None:
         """The refusal of node ``own`` alone (``leaving`` its pods in placement order) from that of a node of its shape
@@ -331,18 +355,11 @@ class RefusalSession:
         mine = s.nodes[own].name
         if any(node == mine for _, node in refusal.went):
             return None  # a pod of the other node went onto this one
-        if start.open[other]:
-            asked: set[tuple[Interned, Interned]] = set()
-            for pod in refusal.leaving:
-                kind = (pod.class_key, pod.requests_key)
-                if kind not in asked:
-                    asked.add(kind)
-                    if s.classes(pod)[0].node_ok[other] \
-                            and all(start.free[other, r] >= amount for r, amount in s.pod_needs(pod)):
-                        return None  # the other node may take one of this node's pods
+        if start.open[other] and _takes_any(state, start.free[other], other, refusal.leaving):
+            return None  # the other node may take one of this node's pods
         at = {pod.key: i for i, pod in enumerate(refusal.leaving)}
         ours = tuple(leaving)
-        return Refusal(ours, tuple({pod.class_key: pod for pod in reversed(ours)}.values()), price,
+        return Refusal(ours, one_per_class(ours), price,
                        tuple((ours[at[pod.key]], node) for pod, node in refusal.went),
                        tuple(ours[at[pod.key]] for pod in refusal.nowhere), ours[at[refusal.first.key]],
                        refusal.fits_nowhere, refusal.replacement)
@@ -390,7 +407,7 @@ class RefusalSession:
                 return
             else:  # onto the new node
                 nowhere.append(pod)
-        kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+        kinds = one_per_class(leaving)
         if not self.reads_bins_only(kinds) or self.why(leaving[at], own) != why:
             return
         self.keep(name, Refusal(tuple(leaving), kinds, price, tuple(went), tuple(nowhere), leaving[at], fits_nowhere,
@@ -406,3 +423,66 @@ class RefusalSession:
     def close(self) -> None:
         """Keep this pass's start state and the refusals found or held on it for the next pass."""
         self.owner._last = (self.start, self.launches, self.found)
+
+
+@dataclass(frozen=True, slots=True)
+class Stepped:
+    """A greedy run's step of a node that was not taken (`StepsAlike`): the node's bin, the existing nodes its pods
+    went onto, and for a step alone of the delete-only run whose replacement would be taken, its first pod without
+    room (the index in the node's pods in placement order, and why)."""
+
+    node: int
+    went: frozenset[int]
+    first: tuple[int, str] | None
+
+
+@dataclass
+class StepsAlike:
+    """The steps of one greedy run (`multi_node._greedy`) between two nodes it takes, where each step starts from the
+    same state (it is rolled back): a node's step is that of a node of its shape (`RefusalSession._shape`) stepped
+    before it, when none of that node's pods went onto this one and that node, open, takes none of this one's pods,
+    and their pods read only the bins' room, openness and labels. Every other bin, and the new nodes, answer both steps
+    alike, as for a refusal of a node alike (`RefusalSession._alike_refusal`). Kept: the steps that were refused by
+    the placement or the price (a pod without room, a replacement too dear or refused as spot, no more saved), and a
+    step alone of the delete-only run that found a pod without room and a replacement that would be taken."""
+
+    session: RefusalSession
+    _steps: dict[tuple[object, ...], Stepped] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """The run took a node: the state the steps start from changed."""
+        self._steps.clear()
+
+    def like(self, name: str, price: float) -> tuple[tuple[str, str] | None] | None:
+        """The step of node ``name`` (of ``price``) from a node alike stepped on this state: for a step alone that
+        found a pod without room, that pod of this node and why, else None (in a one-tuple); None when there is no
+        such node or the step may differ."""
+        state, session = self.session.changed.state, self.session
+        own = state.s.node_index[name]
+        leaving = state.leaving_ordered_of(name)
+        if not leaving:
+            return None
+        source = self._steps.get(session._shape(own, price, leaving))
+        if source is None or own in source.went:
+            return None
+        if state.open[source.node] and _takes_any(state, state.free[source.node], source.node, leaving):
+            return None
+        if source.first is None:
+            return (None,)
+        pod = leaving[source.first[0]]
+        return ((pod.key, session.why(pod, own)),)
+
+    def note(self, name: str, price: float, leaving: Sequence[Pod], first: tuple[int, str] | None = None) -> None:
+        """Keep the step of node ``name`` (of ``price``; ``leaving``: its pods in placement order) just made, the state
+        as its placements left it; ``first``: for a step alone, its first pod without room (index, why), kept only when
+        that sentence is the one the bins make again (`RefusalSession.why`)."""
+        session = self.session
+        state = session.changed.state
+        own = state.s.node_index[name]
+        if not leaving or not session.reads_bins_only(one_per_class(leaving)):
+            return
+        if first is not None and session.why(leaving[first[0]], own) != first[1]:
+            return
+        placed, n = state.placed, state.s.N
+        went = frozenset(b for pod in leaving if (b := placed.get(pod.key)) is not None and b < n and b != own)
+        self._steps.setdefault(session._shape(own, price, leaving), Stepped(own, went, first))

@@ -20,7 +20,8 @@ only at the end. The run then goes on to the nodes after it and can still find a
 Before it takes a node, the delete-only run steps each candidate alone and, where the delete fails, carries on with
 a replacement (`_carry_on`); on a cluster where nothing consolidates that is the whole pass. A caller that makes pass
 after pass (``PassContext.refusals``) keeps each such step refused both ways, and the next pass's run takes it where it
-still holds on its start state instead of stepping the node again (`ebb.core.methods.kept`).
+still holds on its start state instead of stepping the node again (`ebb.core.methods.kept`). With such a caller, a step
+that neither run takes is also not made again for a node alike after it, until the run takes a node (`StepsAlike`).
 
 With ``EngineOptions.karpenter_pace`` (the back-test's simulations of Karpenter) the search is Karpenter's own
 instead (`_karpenter_prefix`): the largest prefix of the candidates its budgets allow that consolidates.
@@ -90,7 +91,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import RefusalSession, alone_verdict
+from ebb.core.methods.kept import RefusalSession, StepsAlike, alone_verdict
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
@@ -101,12 +102,15 @@ MAX_MERGE = 100
 
 
 def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alone: set[str],
-            kept: RefusalSession | None = None) -> Command | None:
+            session: RefusalSession | None = None) -> Command | None:
     """One greedy run, delete-only or with one replacement. The delete-only run adds to ``refused_alone`` the
     nodes whose step on its own it carried on with a replacement and found refused; the run with a replacement
-    skips their steps on their own. ``kept``: the refusals of nodes alone the caller's last pass found, which the
-    delete-only run takes where they hold instead of stepping the node, and keeps those it finds."""
+    skips their steps on their own. ``session``: the refusals of nodes alone the caller's last pass found, which the
+    delete-only run takes where they hold instead of stepping the node, and keeps those it finds; with it, a step
+    that is that of a node alike stepped since the run last took a node is not made again (`StepsAlike`)."""
     state, view = ctx.state, ctx.view
+    kept = None if allow_replace else session
+    alike = None if session is None else StepsAlike(session)
     start = state.mark()
     taken: list[str] = []
     used: dict[str, int] = {}
@@ -127,6 +131,11 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             _remember(ctx, name, True, {refusal.first.key: why} if refusal.fits_nowhere else {}, refusal.replacement)
             refused_alone.add(name)
             continue
+        known = None if alike is None or (alone and allow_replace) else alike.like(name, view.price[name])
+        if known is not None:  # the step of a node alike made on this state: refused, or alone carried on and kept
+            if known[0] is not None:
+                ctx.no_room[name] = known[0]
+            continue
         spot = all_spot and view.nodes[name].capacity_type == CAPACITY_SPOT
         mark = state.mark()
         leaving = state.remove_node_ordered(name)  # in `placement_order`, placed (and read by `_carry_on`) so
@@ -141,6 +150,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             failures, _ = state.place_ordered(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
                                               explain=alone and not allow_replace)
         except NoCheaperLaunch as e:
+            if alike is not None and not alone:
+                alike.note(name, view.price[name], leaving)
             state.rollback(mark)
             if alone:
                 _remember(ctx, name, allow_replace, {}, e.cause)
@@ -148,9 +159,15 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         if failures:
             if alone:
                 _remember(ctx, name, allow_replace, failures, None)
-                if not allow_replace and len(failures) == 1 and _carry_on(ctx, name, leaving, next(iter(failures)),
-                                                                          kept):
-                    refused_alone.add(name)
+                if not allow_replace and len(failures) == 1:
+                    first, why = next(iter(failures.items()))
+                    if _carry_on(ctx, name, leaving, first, kept):
+                        refused_alone.add(name)
+                    elif alike is not None:  # its replacement would be taken: kept for the nodes alike
+                        alike.note(name, view.price[name], leaving,
+                                   (next(i for i, pod in enumerate(leaving) if pod.key == first), why))
+            elif alike is not None:
+                alike.note(name, view.price[name], leaving)
             state.rollback(mark)
             continue
         new_nodes = state.new_nodes()
@@ -158,6 +175,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             # every node of the set would be spot and so would its replacement: `filter_replacement` refuses that
             # set, and every set grown from it that stays all spot, so the run goes on without this node
             refused = filter_replacement(new_nodes[0], [name], ctx) if alone else None
+            if alike is not None and not alone:
+                alike.note(name, view.price[name], leaving)
             state.rollback(mark)
             if isinstance(refused, BlockCause):
                 _remember(ctx, name, allow_replace, failures, refused)
@@ -165,6 +184,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         new_price = sum(n.price for n in new_nodes)
         candidate_savings = removed_price + view.price[name] - new_price
         if candidate_savings <= savings + EPSILON:
+            if alike is not None and not alone:
+                alike.note(name, view.price[name], leaving)
             state.rollback(mark)
             if alone:
                 _remember(ctx, name, allow_replace, failures, BlockCause(
@@ -178,6 +199,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             state.rollback(mark)  # the set would leave a NodePool below its demandWindow's peak: go on without it
             continue
         taken.append(name)
+        if alike is not None:
+            alike.clear()
         used[pool] = used.get(pool, 0) + 1
         removed_price += view.price[name]
         savings = candidate_savings
@@ -521,7 +544,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             # the launches already)
             runs = (False,) if ctx.options.search == SEARCH_OPTIMIZER else (False, True)
             for allow_replace in runs:
-                command = _greedy(ctx, names, allow_replace, refused_alone, None if allow_replace else kept)
+                command = _greedy(ctx, names, allow_replace, refused_alone, kept)
                 if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
                                             > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
                     best = command

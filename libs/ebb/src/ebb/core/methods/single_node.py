@@ -45,7 +45,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, simple
+from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, one_per_class, simple
 from ebb.core.model import Interned, Pod, placement_order
 from ebb.core.simulator.scheduler import SimState
 
@@ -234,7 +234,7 @@ class AloneSession:
         verdict = evaluate(ctx, name, bins=bins)
         if isinstance(verdict, Command) and verdict.action == "delete" and all(b < state.s.N for b in bins) \
                 and simple(state, tuple(leaving), self._simple):
-            kinds = tuple({pod.class_key: pod for pod in reversed(leaving)}.values())
+            kinds = one_per_class(leaving)
             self._kept[name] = _Kept(tuple(leaving), kinds, price, max(bins, default=-1), verdict)
         else:
             self._kept.pop(name, None)

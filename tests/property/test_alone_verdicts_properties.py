@@ -228,6 +228,13 @@ def steps_alike() -> Iterator[list[tuple[str, str]]]:
         yield asked
 
 
+def steps_answered(asked: list[tuple[str, str]]) -> None:
+    """Hypothesis events: whether greedy runs' steps were answered from a node alike (`steps_alike`), of each kind."""
+    for answer in ("refused", "alone"):
+        event(f"a step of a greedy run answered from a node alike: {answer}" if any(
+            found == answer for _, found in asked) else f"no step of a greedy run answered {answer}")
+
+
 steps = st.lists(st.one_of(
     st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
@@ -406,9 +413,7 @@ def test_refusals_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dic
         compare(start, sequence, explain=explain)
     event("a refusal taken from a node alike" if any(taken for _, taken in asked) else
           "no refusal taken from a node alike")
-    for answer in ("refused", "alone"):
-        event(f"a step of a greedy run answered from a node alike: {answer}" if any(
-            found == answer for _, found in stepped) else f"no step of a greedy run answered {answer}")
+    steps_answered(stepped)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -419,9 +424,7 @@ def test_steps_of_nodes_alike_answer_as_a_pass_computed_whole(start: list[dict[s
     step is answered from that of a node alike stepped since the run last took one."""
     with steps_alike() as asked:
         compare(start, sequence, explain=explain)
-    for answer in ("refused", "alone"):
-        event(f"a step of a greedy run answered from a node alike: {answer}" if any(
-            found == answer for _, found in asked) else f"no step of a greedy run answered {answer}")
+    steps_answered(asked)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -331,14 +331,14 @@ def answer(result: PassResult) -> Any:
     return result, [c.placements for c in result.commands]
 
 
-def compare(start: list[dict[str, Any]], sequence: list[Step], *,
-            explain: bool = True) -> tuple[int, int, int, int, int]:
+def compare(start: list[dict[str, Any]], sequence: list[Step], *, explain: bool = True,
+            pace: bool = False) -> tuple[int, int, int, int, int]:
     """Run ``sequence``; after each step a pass with kept verdicts and one without must be equal. Returns how many
     verdicts were answered from kept ones, how many of them in passes after a step that changed something, how
     many kept deletes that reached past the first changed bin held against the changed bins, how many of
     multi-node consolidation's steps alone were answered from kept refusals after a step that changed something, and
     how many of those in passes where a method before consolidation acted (the run that explains the other nodes
-    against the cluster its commands leave)."""
+    against the cluster its commands leave). ``pace``: the passes at Karpenter's (`EngineOptions.karpenter_pace`)."""
     held = 0
     holds = AloneSession._holds
 
@@ -349,15 +349,16 @@ def compare(start: list[dict[str, Any]], sequence: list[Step], *,
         return result
 
     with patch.object(AloneSession, "_holds", counted):
-        hits, after_change, refused, after_acting = _compare(start, sequence, explain)
+        hits, after_change, refused, after_acting = _compare(start, sequence, explain, pace)
     return hits, after_change, held, refused, after_acting
 
 
-def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool) -> tuple[int, int, int, int]:
+def _compare(start: list[dict[str, Any]], sequence: list[Step], explain: bool,
+             pace: bool) -> tuple[int, int, int, int]:
     world = World()
     for doc in start:
         world.put(doc)
-    options = EngineOptions(explain=explain)
+    options = EngineOptions(explain=explain, karpenter_pace=pace)
     kept = AloneVerdicts()
     trail: list[str] = []
     after_change = refused = after_acting = 0
@@ -401,6 +402,18 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
           "no refusal answered after a change")
     if after_acting:
         event("a refusal answered in the explaining run of a pass where an earlier method acted")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(packed_starts(), alike_starts(), moving_starts()), steps, st.booleans())
+def test_refusals_at_karpenters_pace_answer_as_a_pass_computed_whole(start: list[dict[str, Any]],
+                                                                     sequence: list[Step], explain: bool) -> None:
+    """The same comparison with the passes at Karpenter's pace (the back-test's simulations of Karpenter): its
+    multi-node search makes no step alone, and single-node consolidation, which makes one command a pass, takes the
+    refusals kept from the last pass and of nodes alike before it evaluates a node, and keeps those it finds."""
+    _, _, _, refused, _ = compare(start, sequence, explain=explain, pace=True)
+    event("a refusal taken at Karpenter's pace after a change" if refused else
+          "no refusal taken at Karpenter's pace after a change")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -171,9 +171,8 @@ class NoCheaperLaunch(Exception):
 def kept_refusals(ctx: PassContext) -> RefusalSession | None:
     """The refusals of nodes alone kept by the caller (`PassContext.refusals`) that hold on the state now
     (`ebb.core.methods.kept`), with what else decides a refusal: the engine options and each NodePool's spot-to-spot
-    setting; None without a keeper, and for the back-test's simulations of Karpenter (`EngineOptions.karpenter_pace`),
-    whose search steps nodes as it is."""
-    if ctx.refusals is None or ctx.options.karpenter_pace:
+    setting; None without a keeper."""
+    if ctx.refusals is None:
         return None
     return ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
         (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))))

@@ -533,7 +533,8 @@ def run(ctx: PassContext) -> MethodOutcome:
     best: Command | None = None
     start = set_aside_unsettled(ctx.view, ctx.state)
     refused_alone: set[str] = set()
-    kept = kept_refusals(ctx)
+    # the greedy runs' refusals of nodes alone (Karpenter's search makes no step alone: single-node keeps them then)
+    kept = None if ctx.options.karpenter_pace else kept_refusals(ctx)
     if ctx.options.karpenter_pace:  # the back-test's simulation of Karpenter: its own search, as it is
         best = _karpenter_prefix(ctx, names)
     else:

@@ -271,8 +271,13 @@ def _with_merge(ctx: PassContext, name: str, verdict: BlockCause) -> BlockCause:
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     start = set_aside_unsettled(ctx.view, ctx.state)
-    # once a command changed the state: multi-node's refusals of nodes alone, taken where they hold on it
+    # once a command changed the state: multi-node's refusals of nodes alone, taken where they hold on it. At
+    # Karpenter's pace, multi-node's search leaves no verdict on a node alone (`PassContext.alone`), and the pass makes
+    # one command: the refusals kept from the last pass are taken from the start, the evaluations record theirs, and
+    # they are kept for the next pass (`first`)
+    pace = ctx.options.karpenter_pace
     refusals: RefusalSession | None = None
+    first: RefusalSession | None = None  # at Karpenter's pace, the session on the pass's start state
     refusals_hold = True  # False without a keeper of refusals
     for name in candidates(ctx, out):
         pool = ctx.view.nodes[name].nodepool or ""
@@ -289,10 +294,12 @@ def run(ctx: PassContext) -> MethodOutcome:
         # while the state is still the one multi-node consolidation looked at: its verdict on the node alone; after
         # a command, its refusal of the node alone where that holds on the state the command left
         known = None if out.commands else ctx.alone.get(name)
-        if known is None and out.commands and refusals_hold:
+        if known is None and (out.commands or pace) and refusals_hold:
             if refusals is None:
                 refusals = kept_refusals(ctx)
                 refusals_hold = refusals is not None
+                if pace and not out.commands:
+                    first = refusals
             held = refusals.held(name, ctx.view.price[name]) if refusals is not None else None
             if held is not None:
                 known = held[0].verdict(held[1])
@@ -301,7 +308,7 @@ def run(ctx: PassContext) -> MethodOutcome:
             continue
         mark = ctx.state.mark()
         # after a command, a refusal found here answers the nodes alike after it (`RefusalSession.held`)
-        verdict = evaluate(ctx, name, keep=True, refusals=refusals if out.commands else None)
+        verdict = evaluate(ctx, name, keep=True, refusals=refusals if out.commands or pace else None)
         if isinstance(verdict, Command):
             scores, rejected = judged(ctx, verdict)
             ctx.moves.extend(balanced.moves(ctx.view, verdict.nodes, scores, approved=rejected is None))
@@ -324,9 +331,11 @@ def run(ctx: PassContext) -> MethodOutcome:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)
             refusals = None  # checked again on the state this command leaves
-            if ctx.options.karpenter_pace:  # Karpenter's loop: one node per pass
+            if pace:  # Karpenter's loop: one node per pass
                 break
     ctx.state.rollback(start)
+    if first is not None:
+        first.close()
     return out
 
 

@@ -171,11 +171,14 @@ class NoCheaperLaunch(Exception):
 def kept_refusals(ctx: PassContext) -> RefusalSession | None:
     """The refusals of nodes alone kept by the caller (`PassContext.refusals`) that hold on the state now
     (`ebb.core.methods.kept`), with what else decides a refusal: the engine options and each NodePool's spot-to-spot
-    setting; None without a keeper."""
+    setting; None without a keeper. At Karpenter's pace (`EngineOptions.karpenter_pace`) a replacement is refused
+    for a pod a node not initialized yet has room for (`uninitialized_room`): a refused replacement holds only while
+    none of them has room for its pods."""
     if ctx.refusals is None:
         return None
     return ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
-        (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))))
+        (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))),
+        ctx.view.uninitialized_owned() if ctx.options.karpenter_pace else ())
 
 
 def spot_to_spot(ctx: PassContext, pool: str) -> bool:

@@ -15,12 +15,12 @@ pod that went to an unchanged bin goes there again when no changed bin before it
 bin took is still taken by none when no changed bin takes it (`ChangedBins`). A refusal's step is replayed that way
 pod by pod (`ChangedBins.replay`): a pod a changed bin takes now moves there, and the bin it left is asked from then
 on with the room it kept; the refusal holds while each pod still goes onto an existing node or still onto none, the
-pods on its new node being the same. Whatever else a kept answer read (the
-NodePools, the usage of those with limits, the options) is compared whole, and any difference drops every kept
-answer. Within a pass, a node's step alone is also that of a node alike refused before it (the same NodePool, capacity
-type, price, capacity and kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's
-pods (`RefusalSession.held`); and within a greedy run, between two nodes it takes, any step it does not take is that of
-a node alike stepped before it (`StepsAlike`). A cache, not state: its answers are those evaluated afresh
+pods on its new node being the same. Whatever else a kept answer read (the NodePools, the usage of those whose limits
+may refuse a launch, the options) is compared whole, and any difference drops every kept answer. Within a pass, a
+node's step alone is also that of a node alike refused before it (the same NodePool, capacity type, price, capacity and
+kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's pods
+(`RefusalSession.held`); and within a greedy run, between two nodes it takes, any step it does not take is that of a
+node alike stepped before it (`StepsAlike`). A cache, not state: its answers are those evaluated afresh
 (`tests/property/test_alone_verdicts_properties.py`).
 """
 
@@ -230,6 +230,8 @@ class Refusal:
     first: Pod
     fits_nowhere: bool
     replacement: BlockCause | None
+    #: the replacement was refused by `filter_replacement` once its pods were placed (not given up on the way)
+    filtered: bool = False
 
     def verdict(self, why: str) -> BlockCause | None:
         """Single-node consolidation's verdict on the node (`alone_verdict`; ``why``: the first pod's sentence on the
@@ -251,8 +253,9 @@ def alone_verdict(first: str, why: str, *, fits_nowhere: bool, replacement: Bloc
 @dataclass(frozen=True, slots=True, eq=False)
 class _Launches:
     """What a refusal's new node read besides the bins: the compiled NodePools (the same object while nothing in them
-    changed), what their nodes count against their limits (of a NodePool without limits, nothing: its launches never
-    read it), and the options and spot-to-spot settings that decide when a replacement is given up."""
+    changed), what their nodes count against their limits (nothing of a NodePool whose limits refuse no type at that
+    usage, `Placement.limits_may_refuse`: its launches never read it), and the options and spot-to-spot settings
+    that decide when a replacement is given up."""
 
     pools: object
     usage: tuple[bytes, ...]
@@ -272,12 +275,13 @@ class KeptRefusals:
     #: steps answered from a kept refusal (for tests and benchmarks)
     hits: int = 0
 
-    def on(self, state: SimState, settings: object) -> RefusalSession:
+    def on(self, state: SimState, settings: object, watched: Sequence[str] = ()) -> RefusalSession:
         """A pass's greedy runs on ``state`` (their start state: it is back to it after each step alone);
-        ``settings``: what else decides a refusal (the engine options, the NodePools' spot-to-spot)."""
+        ``settings``: what else decides a refusal (the engine options, the NodePools' spot-to-spot); ``watched``: nodes
+        set aside that refuse a replacement when one has room for a pod of its (`RefusalSession.held`)."""
         start = Start.of(state)
         pools = state.s.pools
-        launches = _Launches(pools, tuple(row.tobytes() if pools[p].pool.limits else b""
+        launches = _Launches(pools, tuple(row.tobytes() if state.limits_may_refuse(p) else b""
                                           for p, row in enumerate(state.pool_used)), settings)
         kept: dict[str, Refusal] = {}
         changed: list[int] | None = None
@@ -289,7 +293,8 @@ class KeptRefusals:
             changed = last[0].changed_in(start)
             if changed is not None and len(changed) <= MAX_CHANGED:
                 kept = last[2]
-        return RefusalSession(self, start, launches, kept, ChangedBins(state, start, changed or []))
+        return RefusalSession(self, start, launches, kept, ChangedBins(state, start, changed or []),
+                              tuple(state.s.node_index[name] for name in watched))
 
 
 @dataclass
@@ -301,6 +306,9 @@ class RefusalSession:
     launches: _Launches
     last: dict[str, Refusal]
     changed: ChangedBins
+    #: bins of nodes set aside that refuse a replacement with a pod one of them has room for (at Karpenter's pace, the
+    #: nodes not initialized yet, `ebb.core.methods.base.uninitialized_room`)
+    watched: tuple[int, ...] = ()
     found: dict[str, Refusal] = field(default_factory=dict)
     _simple: dict[Interned, bool] = field(default_factory=dict)
     _why: dict[tuple[Interned, Interned, bool, bool, int], str] = field(default_factory=dict)
@@ -317,12 +325,24 @@ class RefusalSession:
         found = self.last.get(name)
         if found is not None and own not in changed.at and found.price == price \
                 and self.reads_bins_only(found.kinds) and len(leaving) == len(found.leaving) \
-                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
+                and not self._watched_room(found):
             went = changed.replay(found, own)
             if went is not None:
                 return self._taken(name, own, found if went is found.went else replace(found, went=went))
         alike = self._alike_refusal(own, price, leaving)
-        return None if alike is None else self._taken(name, own, alike)
+        return None if alike is None or self._watched_room(alike) else self._taken(name, own, alike)
+
+    def _watched_room(self, refusal: Refusal) -> bool:
+        """Whether a watched node (`watched`) has room for a pod that went onto no existing node in ``refusal``'s
+        step, one whose replacement `filter_replacement` refused: it may then refuse it for that pod, which the record
+        does not say."""
+        if not self.watched or not refusal.filtered:
+            return False
+        state = self.changed.state
+        s = state.s
+        return any(s.classes(pod)[-1].node_ok[b] and all(state.free[b, r] >= amount for r, amount in s.pod_needs(pod))
+                   for pod in refusal.nowhere for b in self.watched)
 
     def _taken(self, name: str, own: int, refusal: Refusal) -> tuple[Refusal, str]:
         self.keep(name, refusal)
@@ -330,13 +350,14 @@ class RefusalSession:
         return refusal, self.why(refusal.first, own)
 
     def _shape(self, own: int, price: float, leaving: Sequence[Pod]) -> tuple[object, ...]:
-        """What a step of node ``own`` reads of the node besides which bin it is: its NodePool, capacity type and price
-        (a replacement's launch and the price it must beat), what it counts against its NodePool's limits (taken out,
-        it leaves that room to a launch), and its pods' kinds in placement order."""
+        """What a step of node ``own`` reads of the node besides which bin it is: its NodePool, capacity type, instance
+        type and price (a replacement's launch, the price it must beat, the options of its own type it drops), what it
+        counts against its NodePool's limits (taken out, it leaves that room to a launch), and its pods' kinds in
+        placement order."""
         s = self.changed.state.s
         node, charge = s.nodes[own], s.pool_charge(own)
-        return (node.nodepool, node.capacity_type, price, None if charge is None else charge[1].tobytes(),
-                tuple((pod.class_key, pod.requests_key) for pod in leaving))
+        return (node.nodepool, node.capacity_type, node.instance_type, price, None if charge is None
+                else charge[1].tobytes(), tuple((pod.class_key, pod.requests_key) for pod in leaving))
 
     def _alike_refusal(self, own: int, price: float, leaving: list[Pod]) -> Refusal | None:
         """The refusal of node ``own`` alone (``leaving`` its pods in placement order) from that of a node of its shape
@@ -362,7 +383,7 @@ class RefusalSession:
         return Refusal(ours, one_per_class(ours), price,
                        tuple((ours[at[pod.key]], node) for pod, node in refusal.went),
                        tuple(ours[at[pod.key]] for pod in refusal.nowhere), ours[at[refusal.first.key]],
-                       refusal.fits_nowhere, refusal.replacement)
+                       refusal.fits_nowhere, refusal.replacement, refusal.filtered)
 
     def why(self, pod: Pod, own: int) -> str:
         """`SimState.why_no_room` of ``pod`` with node ``own`` taken out, once per kind of pod and what that node
@@ -380,12 +401,12 @@ class RefusalSession:
         return simple(self.changed.state, pods, self._simple, counted=True)
 
     def record(self, name: str, leaving: Sequence[Pod], at: int, price: float, why: str, *, fits_nowhere: bool,
-               replacement: BlockCause | None) -> None:
+               replacement: BlockCause | None, filtered: bool = False) -> None:
         """Keep the refusal of node ``name`` (of ``price``) alone just found, the state as its placements left it:
         the pods ``leaving`` it in placement order went onto the other nodes up to ``leaving[at]``, which found no room
         there (``why``), and from it on were placed with one new node allowed, refused (a pod that fits nowhere, or
-        ``replacement``). Kept with where each pod went when every pod reads only the bins' room, openness and labels
-        and ``why`` is the sentence the bins make again (`why`)."""
+        ``replacement``; ``filtered``: by `filter_replacement`). Kept with where each pod went when every pod reads
+        only the bins' room, openness and labels and ``why`` is the sentence the bins make again (`why`)."""
         state = self.changed.state
         s = state.s
         own = s.node_index[name]
@@ -411,7 +432,7 @@ class RefusalSession:
         if not self.reads_bins_only(kinds) or self.why(leaving[at], own) != why:
             return
         self.keep(name, Refusal(tuple(leaving), kinds, price, tuple(went), tuple(nowhere), leaving[at], fits_nowhere,
-                                replacement))
+                                replacement, filtered))
 
     def keep(self, name: str, refusal: Refusal) -> None:
         """Keep ``refusal``, found on this start state for node ``name`` alone, for the next pass, and for the nodes of

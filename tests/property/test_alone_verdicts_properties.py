@@ -249,6 +249,15 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("clock"), st.integers(1, 12)),
     st.tuples(st.just("nothing")),
 ), min_size=1, max_size=10)
+#: with nodes launched and not initialized yet, and initialized later (what Karpenter's pace reads of them)
+booting_steps = st.lists(st.one_of(
+    st.tuples(st.just("add booting node"), st.sampled_from(TYPES), st.sampled_from(ZONES)),
+    st.tuples(st.just("initialize"), st.integers(0, 9)),
+    st.tuples(st.just("add pod"), st.integers(0, 9), st.sampled_from(CPUS), st.sampled_from(KINDS)),
+    st.tuples(st.just("remove pod"), st.integers(0, 60)),
+    st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 0.9, 1.5])),
+    st.tuples(st.just("clock"), st.integers(1, 12)),
+), min_size=1, max_size=10)
 
 
 @dataclass
@@ -285,8 +294,13 @@ class World:
             pods = self.of("Pod")
             if pods:
                 self.remove(pods[step[1] % len(pods)])
-        elif kind == "add node":
-            self.put(node(f"m{next(self.added)}", itype=step[1], zone=step[2], created=self.now.isoformat()))
+        elif kind in ("add node", "add booting node"):
+            self.put(node(f"m{next(self.added)}", itype=step[1], zone=step[2], created=self.now.isoformat(),
+                          initialized=kind == "add node"))
+        elif kind == "initialize" and picked is not None:
+            doc = self.edited(picked)
+            doc["metadata"]["labels"]["karpenter.sh/initialized"] = "true"
+            self.put(doc)
         elif kind == "empty" and picked is not None:  # the node stays, without pods: emptiness deletes it
             name = picked.split("/")[1]
             for key in self.of("Pod"):
@@ -405,12 +419,14 @@ def test_kept_refusals_answer_as_a_pass_computed_whole(start: list[dict[str, Any
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(packed_starts(), alike_starts(), moving_starts()), steps, st.booleans())
+@given(st.one_of(packed_starts(), alike_starts(), moving_starts(), replacing_starts()),
+       st.one_of(steps, booting_steps), st.booleans())
 def test_refusals_at_karpenters_pace_answer_as_a_pass_computed_whole(start: list[dict[str, Any]],
                                                                      sequence: list[Step], explain: bool) -> None:
     """The same comparison with the passes at Karpenter's pace (the back-test's simulations of Karpenter): its
     multi-node search makes no step alone, and single-node consolidation, which makes one command a pass, takes the
-    refusals kept from the last pass and of nodes alike before it evaluates a node, and keeps those it finds."""
+    refusals kept from the last pass and of nodes alike before it evaluates a node, and keeps those it finds; nodes
+    launched and not initialized yet refuse a replacement for a pod one of them has room for."""
     _, _, _, refused, _ = compare(start, sequence, explain=explain, pace=True)
     event("a refusal taken at Karpenter's pace after a change" if refused else
           "no refusal taken at Karpenter's pace after a change")

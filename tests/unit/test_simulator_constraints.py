@@ -433,3 +433,22 @@ def test_pods_that_need_different_values_do_not_share_a_new_node() -> None:
     out = plan_dict(*docs)
     assert out["commands"] == []
     assert "not on one new node" in blocked_of(out, "big")["reason"]
+
+
+@pytest.mark.parametrize(("limits", "nodes", "may_refuse"), [
+    (None, 1, False),  # no limits: nothing to refuse
+    ({"cpu": "100"}, 1, False),  # 2 of 100 cpu used: room for one more of the largest type (8 cpu)
+    ({"cpu": "9"}, 1, True),  # 2 of 9: an m5.2xlarge (8 cpu) would pass the limit
+    ({"cpu": "10"}, 1, False),  # 2 of 10: every type fits
+    ({"memory": "39Gi"}, 1, True),  # 8Gi of 39Gi: an m5.2xlarge (32Gi) would pass the limit
+    ({"nodes": "2"}, 1, False),  # one node, room for one more
+    ({"nodes": "2"}, 2, True),  # two nodes: a new one would pass the limit
+])
+def test_limits_may_refuse_a_type_only_near_them(limits: dict[str, str] | None, nodes: int, may_refuse: bool) -> None:
+    """Whether a NodePool's limits may refuse a new node one of its types at its usage now: kept refusals read the
+    usage of such a NodePool only (`Placement.limits_may_refuse`)."""
+    pool = nodepool()
+    if limits is not None:
+        pool["spec"]["limits"] = limits
+    snap = snapshot(pool, *(node(f"n{i}") for i in range(nodes)))
+    assert Scheduler(snap).new_state().limits_may_refuse(0) is may_refuse

@@ -197,6 +197,18 @@ async def test_a_view_behind_the_apiserver_rejects_the_command(db: str) -> None:
         await eventually("the command", lambda: len(commands(bus)) == 1)
 
 
+async def test_a_rejection_is_planned_again_at_once_not_at_the_next_interval(db: str) -> None:
+    """A rejected decision frees its nodes (and the room the passes kept for its pods): the planner passes again as
+    after a change of the objects, not at its next interval (an hour here), though no object changed. Here the view
+    is behind the apiserver, so the same command is proposed again, and rejected again."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    apiserver = ApiserverPods({"n1": {"default/unseen"}})
+    async with Running(bus, db, live_pods=apiserver, pass_interval_seconds=3600.0) as svc:
+        await eventually("a second rejection", lambda: _at_least(svc.decisions("rejected"), 2))
+        assert {d.nodes[0]["name"] for d in await svc.decisions("rejected")} == {"n1"}
+
+
 async def test_an_apiserver_that_does_not_answer_rejects_the_command(db: str) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster())
@@ -240,6 +252,10 @@ async def test_budget_ledger_keeps_two_planners_within_the_budget(db: str) -> No
 
 async def _count(*queries: Awaitable[list[Any]], want: int) -> bool:
     return sum([len(await q) for q in queries]) == want
+
+
+async def _at_least(query: Awaitable[list[Any]], want: int) -> bool:
+    return len(await query) >= want
 
 
 async def test_a_hold_in_the_store_pauses_planning(db: str) -> None:

@@ -564,8 +564,11 @@ class Planner:
     async def approve_due(self) -> list[str]:
         """Validate every proposal in the store that is due (``DecisionStore.due``: its ``approve_at`` has come,
         the earliest first, then by id), whichever replica proposed it: approve or reject it. Returns the ids
-        decided. Stops early when this replica stops leading (the next leader takes the rest up)."""
+        decided. Stops early when this replica stops leading (the next leader takes the rest up). A rejection wakes
+        the loop as a change of the objects does: the pass reads the live decisions, and the nodes the rejected one
+        held (and the room its pods were given) are free again, so another command is likely now."""
         decided: list[str] = []
+        rejected = self.rejected
         for decision in await self.store.due(self.clock()):
             if not self.leader.is_leader or self._stop.is_set():
                 break
@@ -577,6 +580,8 @@ class Planner:
                 with contextlib.suppress(Exception):
                     await self._rejected(decision, f"validation failed: {e!r}"[:1000], self.clock(), bound)
             decided.append(decision.id)
+        if self.rejected != rejected:
+            self.changed.set()
         due, now = await self.store.next_due(), self.clock()
         # one still due was not decided (the database failed it): again in a while, not at once
         self._next_due = due if due is None or due > now else now + timedelta(seconds=RETRY_DUE)

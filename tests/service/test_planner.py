@@ -197,6 +197,18 @@ async def test_a_view_behind_the_apiserver_rejects_the_command(db: str) -> None:
         await eventually("the command", lambda: len(commands(bus)) == 1)
 
 
+async def test_an_approval_is_followed_by_a_pass_not_by_the_next_interval(db: str) -> None:
+    """An approved decision changes what a pass reads (its nodes' decision is approved now): the planner passes again
+    at once, as after a change of the objects, not at its next interval (an hour here)."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, pass_interval_seconds=3600.0) as svc:
+        await eventually("the approval", lambda: svc.decisions("approved"))
+        assert svc.planner is not None
+        passes = svc.planner.passes
+        await eventually("a pass after the approval", lambda: svc.planner is not None and svc.planner.passes > passes)
+
+
 async def test_a_rejection_is_planned_again_at_once_not_at_the_next_interval(db: str) -> None:
     """A rejected decision frees its nodes (and the room the passes kept for its pods): the planner passes again as
     after a change of the objects, not at its next interval (an hour here), though no object changed. Here the view

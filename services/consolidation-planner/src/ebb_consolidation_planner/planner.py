@@ -564,11 +564,10 @@ class Planner:
     async def approve_due(self) -> list[str]:
         """Validate every proposal in the store that is due (``DecisionStore.due``: its ``approve_at`` has come,
         the earliest first, then by id), whichever replica proposed it: approve or reject it. Returns the ids
-        decided. Stops early when this replica stops leading (the next leader takes the rest up). A rejection wakes
-        the loop as a change of the objects does: the pass reads the live decisions, and the nodes the rejected one
-        held (and the room its pods were given) are free again, so another command is likely now."""
+        decided. Stops early when this replica stops leading (the next leader takes the rest up). Deciding one wakes
+        the loop as a change of the objects does: a pass reads the live decisions, and a rejected one's nodes (with
+        the room the passes gave its pods) are free again."""
         decided: list[str] = []
-        rejected = self.rejected
         for decision in await self.store.due(self.clock()):
             if not self.leader.is_leader or self._stop.is_set():
                 break
@@ -580,7 +579,7 @@ class Planner:
                 with contextlib.suppress(Exception):
                     await self._rejected(decision, f"validation failed: {e!r}"[:1000], self.clock(), bound)
             decided.append(decision.id)
-        if self.rejected != rejected:
+        if decided:
             self.changed.set()
         due, now = await self.store.next_due(), self.clock()
         # one still due was not decided (the database failed it): again in a while, not at once

@@ -200,22 +200,15 @@ class Placement:
         return False
 
     def limits_may_refuse(self, p_index: int) -> bool:
-        """Whether NodePool ``p_index``'s limits may refuse a claim one of its instance types at its usage now (or
-        less: a claim's own charge is released as it grows, `_limit_mask`). False when it has none, or when its
-        usage leaves room for one more node of each of its types in everything it limits: a claim then launches as if
+        """Whether NodePool ``p_index``'s limits may refuse a claim one of its offerings at its usage now (or less: a
+        claim's own charge is released as it grows): False when it has none, or when `_limit_mask` keeps every
+        offering (room for one more node of each of its types in everything it limits); a claim then launches as if
         the NodePool had no limits, whatever its usage."""
         pool = self.s.pools[p_index]
-        limits = pool.pool.limits
-        if not limits or not len(pool.types):
+        if not pool.pool.limits or not len(pool.types):
             return False
-        used = self.pool_used[p_index]
-        if "nodes" in limits and used[-1] + 1 > limits["nodes"]:
-            return True
-        for name, limit in limits.items():
-            idx = self.s.r_index.get(name)
-            if idx is not None and bool((pool.type_capacity[:, idx] + used[idx] > limit).any()):
-                return True
-        return False
+        mask = self._limit_mask(p_index)
+        return mask is None or not bool(mask.all())
 
     def _limit_mask(self, p_index: int, release: IntArray | None = None) -> BoolArray | None:
         """Offerings whose instance type keeps the NodePool within its limits; `release` is what a

@@ -14,9 +14,10 @@ Safe across threads: an entry is a value, replaced whole, and a race only derive
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import filterfalse
 from operator import attrgetter, is_, itemgetter, methodcaller
 
 from ebb.core.memo import Memo
@@ -33,6 +34,7 @@ _FIRST = itemgetter(0)
 _KEY = attrgetter("key")
 _REQUESTS_KEY = attrgetter("requests_key")
 _PROTECTION_ANNOTATED = attrgetter("protection_annotated")
+_IS_TERMINAL = attrgetter("is_terminal")
 _REQUESTS = attrgetter("spec.requests")
 
 
@@ -82,9 +84,10 @@ class NodePods:
 _kept: Memo[str, NodePods] = Memo(KEEP_AT_MOST)
 
 
-def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
-    """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order."""
-    kept = _kept.get(name)
+def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] = _kept) -> NodePods:
+    """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order; kept in ``memo`` (the
+    passes' own, unless a caller that looks at other snapshots keeps its own)."""
+    kept = memo.get(name)
     if kept is not None and len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)):
         return kept
     movable = tuple(filter(_NEEDS_RESCHEDULING, pods))
@@ -98,7 +101,25 @@ def of_node(name: str, pods: Sequence[Pod]) -> NodePods:
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
         classes=classes_of(pods))
-    return _kept.keep(name, made)
+    return memo.keep(name, made)
+
+
+def of_snapshot(node_names: Iterable[str], pods: Iterable[Pod],
+                memo: Memo[str, NodePods]) -> tuple[dict[str, NodePods], list[Pod]]:
+    """What is derived from the active pods (not finished) on each of ``node_names``, by node name, and the active
+    pods on none of them, each in the order of ``pods`` (a snapshot's): what a Scheduler takes as ``derived`` and
+    ``unbound`` when no view made them (`ClusterView.build` makes both with what else it gathers per pod). ``memo``:
+    where each node's is kept (`of_node`), the caller's own when its snapshots are not the passes'."""
+    on: dict[str, list[Pod]] = {name: [] for name in node_names}
+    unbound: list[Pod] = []
+    on_node = on.get
+    for pod in filterfalse(_IS_TERMINAL, pods):
+        at = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
+        if at is not None:
+            at.append(pod)
+        else:
+            unbound.append(pod)
+    return {name: of_node(name, held, memo) for name, held in on.items()}, unbound
 
 
 def classes_of(pods: Sequence[Pod]) -> tuple[tuple[Interned, Pod, int], ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
+from ebb.core.memo import Memo
 from ebb.core.methods.base import (
     Command,
     Method,
@@ -26,7 +27,17 @@ from ebb.core.methods.base import (
     leaving,
 )
 from ebb.core.methods.rotation import rotate
-from ebb.core.model import ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, Node, NodePool
+from ebb.core.model import (
+    ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_NODEPOOL_HASH_VERSION,
+    InstanceType,
+    Node,
+    NodeClaim,
+    NodePool,
+    Requirement,
+)
+from ebb.core.node_pods import KEEP_AT_MOST
+from ebb.core.simulator.constraints import same_objects
 
 NAME = "drift"
 REASON = "Drifted"
@@ -54,17 +65,51 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     return None
 
 
+#: each node's last verdict (`drift_reason`) with what it was found from: the Node, its NodePool's name, hash, hash
+#: version and requirements, its NodeClaim, and the catalog's generation (`_catalog_generation`); by node name
+_VERDICTS: Memo[str, tuple[Node, str, str | None, str | None, tuple[Requirement, ...], NodeClaim | None, int,
+                           str | None]] = Memo(KEEP_AT_MOST)
+#: the last catalog seen (its instance types and where it came from) and its generation, raised when it changes
+_CATALOG: list[tuple[tuple[InstanceType, ...], str, int]] = [((), "", 0)]
+
+
+def _catalog_generation(view: ClusterView) -> int:
+    """A number that stays the same while the view's catalog is the last one's (the same InstanceType objects, from
+    the same source): an unchanged type is the same object pass after pass, so a verdict found against the last
+    catalog holds against this one."""
+    types, source = view.snapshot.instance_types, view.snapshot.catalog_source
+    kept_types, kept_source, generation = _CATALOG[0]  # one tuple: read whole though another thread may replace it
+    if kept_source == source and same_objects(kept_types, types):
+        return generation
+    generation += 1
+    _CATALOG[0] = (types, source, generation)
+    return generation
+
+
 def drifted_nodes(view: ClusterView) -> dict[str, str]:
     """Every drifted node of ``view`` with why (the rules need the view only, not a pass's simulation), found once
-    per view (read-only: callers copy what they change)."""
+    per view (read-only: callers copy what they change). A node's verdict is kept with the frozen objects it was
+    found from and taken again while they are the same objects (`_VERDICTS`): most nodes of a pass are as they were
+    the pass before."""
     if view.drifted is not None:
         return view.drifted
     out: dict[str, str] = {}
+    catalog = _catalog_generation(view)
+    claims = view.claims
     for node in view.snapshot.nodes:
         pool = view.pools.get(node.nodepool or "")
         if pool is None:
             continue
-        why = drift_reason(view, node, pool)
+        claim = claims.get(node.name)
+        kept = _VERDICTS.get(node.name)
+        if (kept is not None and kept[0] is node and kept[1] == pool.name and kept[2] == pool.hash
+                and kept[3] == pool.hash_version and kept[4] is pool.requirements and kept[5] is claim
+                and kept[6] == catalog):
+            why = kept[7]
+        else:
+            why = drift_reason(view, node, pool)
+            _VERDICTS.keep(node.name, (node, pool.name, pool.hash, pool.hash_version, pool.requirements, claim,
+                                       catalog, why))
         if why:
             out[node.name] = why
     view.drifted = out

@@ -49,6 +49,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ebb.core import node_pods
+from ebb.core.memo import Memo
 from ebb.core.model import LABEL_HOSTNAME, LABEL_ZONE, Pod, Snapshot
 from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.constraints import PodClass
@@ -293,11 +295,18 @@ class Binder:
             self.owned[owner][b] += 1
 
 
+#: what `bind` derived from each node's pods (`node_pods.of_node`), by node name
+_DERIVED: Memo[str, node_pods.NodePods] = Memo(node_pods.KEEP_AT_MOST)
+
+
 def bind(snapshot: Snapshot, pods: Sequence[Pod], rng: random.Random, start: int = 0) -> tuple[dict[str, str], int]:
     """kube-scheduler's bindings of ``pods`` (Pending, on no node, in ``snapshot``): pod key -> node name for each it
     binds, in its queue order, each on the state the ones before left; and where its node search stopped (the next
     batch's ``start``). A pod no node takes is left out."""
-    scheduler = Scheduler(snapshot, extra_pods=pods, kube_scheduler=True)
+    # each node's pods derived as a pass's view derives them (`node_pods`), kept apart from the passes' (they look at
+    # other moments of the cluster): the nodes whose pods did not change since the last binding answer from it
+    derived, unbound = node_pods.of_snapshot((n.name for n in snapshot.nodes), snapshot.pods, _DERIVED)
+    scheduler = Scheduler(snapshot, extra_pods=pods, kube_scheduler=True, derived=derived, unbound=unbound)
     state = scheduler.new_state()
     binder = Binder(state, rng, start, pods)
     bound: dict[str, str] = {}

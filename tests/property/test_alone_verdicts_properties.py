@@ -1,13 +1,14 @@
 """A pass that takes the deletes kept from the last pass (``single_node.AloneVerdicts``) answers as one computed whole.
 
-One cluster goes through a random sequence of changes: pods added (plain ones, DaemonSet pods, and pods with a
-hostname anti-affinity, a zone spread, a host port, a preferred node affinity or a zone selector) and removed,
-pending pods, nodes added, removed, cordoned, deleting (their pods placed first) and moved to another zone, an
-instance type's price changed, the NodePool's budget changed, and the clock moved (past consolidateAfter, which sets
-unsettled nodes aside). The objects go through a ``SnapshotStore``, as the planner's do, so an unchanged object is
-the same object pass after pass. After every step one pass runs with the kept verdicts and one without, on views
-built apart, and the two results must be equal: commands with their placements, every blocked node's cause with every
-value (the alone verdict of a node waiting for its budget included), budgets, costs and ``revisit_at``.
+One cluster goes through a random sequence of changes: pods added (plain ones, DaemonSet pods, and pods with a hostname
+anti-affinity, a zone spread, a host port, a preferred node affinity or a zone selector) and removed, pending pods,
+nodes added, removed, cordoned, deleting (their pods placed first) and moved to another zone, an instance type's price
+changed, the NodePool's budget changed, the clock moved (past consolidateAfter, which sets unsettled nodes aside), and a
+pending pod bound where a pass keeps its room (its node's room stays, and its place in the utilization order moves:
+`Start.changed_in` asks such bins again). The objects go through a ``SnapshotStore``, as the planner's do, so an
+unchanged object is the same object pass after pass. After every step one pass runs with the kept verdicts and one
+without, on views built apart, and the two results must be equal: commands with their placements, every blocked node's
+cause with every value (the alone verdict of a node waiting for its budget included), budgets, costs and ``revisit_at``.
 
 The budgets are small (a node or two), so most passes have nodes waiting for their budget, whose explanation is
 what the verdicts keep. The comparison can fail: a cache blind to the state its deletes read, or to the bins that
@@ -33,7 +34,7 @@ from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.methods import METHOD_ORDER, multi_node, single_node
 from ebb.core.methods import kept as kept_module
-from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.base import EngineOptions, simulation
 from ebb.core.methods.consolidation import kept_refusals
 from ebb.core.methods.single_node import AloneSession, AloneVerdicts
 from tests.kit.builders import NOW, ZONES, ago, catalog, node, nodepool, pod
@@ -247,6 +248,7 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 0.9, 1.5])),
     st.tuples(st.just("budget"), st.sampled_from(["0", "1", "2", "100%"])),
     st.tuples(st.just("clock"), st.integers(1, 12)),
+    st.tuples(st.just("bind pending"), st.integers(0, 9)),
     st.tuples(st.just("nothing")),
 ), min_size=1, max_size=10)
 #: with nodes launched and not initialized yet, and initialized later (what Karpenter's pace reads of them)
@@ -257,7 +259,33 @@ booting_steps = st.lists(st.one_of(
     st.tuples(st.just("remove pod"), st.integers(0, 60)),
     st.tuples(st.just("price"), st.sampled_from(TYPES), st.sampled_from([0.5, 0.9, 1.5])),
     st.tuples(st.just("clock"), st.integers(1, 12)),
+    st.tuples(st.just("bind pending"), st.integers(0, 9)),
 ), min_size=1, max_size=10)
+
+#: pending pods come and are bound where a pass kept their room, with pods removed and the clock moving: the bins'
+#: room stays where a pod is bound, and their order moves (`Start.changed_in` asks those bins again)
+binding_steps = st.lists(st.one_of(
+    st.tuples(st.just("add pod"), st.sampled_from((8, 9)), st.sampled_from(CPUS), st.sampled_from(KINDS)),
+    st.tuples(st.just("bind pending"), st.integers(0, 9)),
+    st.tuples(st.just("bind pending"), st.integers(0, 9)),
+    st.tuples(st.just("remove pod"), st.integers(0, 60)),
+    st.tuples(st.just("clock"), st.integers(1, 12)),
+), min_size=2, max_size=12)
+
+
+@contextmanager
+def reordered() -> Iterator[list[int]]:
+    """How many unchanged bins each `Start.changed_in` asked again because their place among the others moved."""
+    counts: list[int] = []
+    real = kept_module._longest_rising
+
+    def recorded(values: list[int]) -> frozenset[int]:
+        rising = real(values)
+        counts.append(len(values) - len(rising))
+        return rising
+
+    with patch.object(kept_module, "_longest_rising", recorded):
+        yield counts
 
 
 @dataclass
@@ -289,7 +317,10 @@ class World:
         picked = nodes[step[1] % len(nodes)] if nodes and len(step) > 1 and isinstance(step[1], int) else None
         if kind == "add pod":
             on = picked.split("/")[1] if picked is not None and step[1] < 8 else None  # 8, 9: pending
-            self.put(shaped(f"q{next(self.added)}", on, step[2], step[3], self.now.isoformat()))
+            doc = shaped(f"q{next(self.added)}", on, step[2], step[3], self.now.isoformat())
+            if on is None:
+                doc["status"] = {"phase": "Pending"}
+            self.put(doc)
         elif kind == "remove pod":
             pods = self.of("Pod")
             if pods:
@@ -338,6 +369,20 @@ class World:
             self.put(doc)
         elif kind == "clock":
             self.now += timedelta(minutes=step[1])
+        elif kind == "bind pending":  # kube-scheduler binds a pending pod where a pass keeps its room: the node's room
+            # in the next pass's start state is the same, and its place in the utilization order moves up
+            pending = [k for k in self.of("Pod") if not self.docs[k]["spec"].get("nodeName")]
+            if pending:
+                key = pending[step[1] % len(pending)]
+                _, state = simulation(EngineOptions().view_of(self.objects.snapshot(), self.now))
+                namespace = self.docs[key]["metadata"].get("namespace", "default")
+                at = state.placed.get(f"{namespace}/{key.split('/')[1]}")
+                if at is not None and at < state.s.N:
+                    doc = self.edited(key)
+                    doc["spec"]["nodeName"] = state.s.nodes[at].name
+                    doc["status"] = {"phase": "Running", "startTime": self.now.isoformat(),
+                                     "conditions": [{"type": "Ready", "status": "True"}]}
+                    self.put(doc)
 
 
 def answer(result: PassResult) -> Any:
@@ -468,6 +513,21 @@ def test_refusals_whose_pods_move_answer_as_a_pass_computed_whole(start: list[di
           "no refusal taken with its pods moved")
 
 
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(starts(), packed_starts(), moving_starts()), binding_steps, st.booleans(), st.booleans())
+def test_kept_answers_after_pending_pods_are_bound_answer_as_a_pass_computed_whole(
+        start: list[dict[str, Any]], sequence: list[Step], explain: bool, pace: bool) -> None:
+    """The same comparison where pending pods are bound where a pass kept their room: a node's room in the start state
+    is the same after, and it goes up the utilization order, so the unchanged bins are in another order; the bins that
+    moved are asked again as changed ones, and the others answer from what was kept."""
+    with reordered() as asked:
+        _, _, held, refused, _ = compare(start, sequence, explain=explain, pace=pace)
+    moved = any(asked)
+    event("unchanged bins asked again for their place" if moved else "no unchanged bin moved")
+    if moved and (held or refused):
+        event("a kept answer taken after unchanged bins moved")
+
+
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(replacing_starts(), steps, st.booleans())
 def test_refusals_taken_after_a_command_answer_as_a_pass_computed_whole(start: list[dict[str, Any]],
@@ -526,6 +586,32 @@ def test_a_refusal_blind_to_changed_bins_is_caught() -> None:
     sequence: list[Step] = [("clock", 1), ("remove pod", 0)]
     assert compare(start, sequence[:1])[3] == 2  # both steps answered from kept refusals
     with blind_to_what_changed_bins_take(), pytest.raises(AssertionError, match=r"step 2 \('remove pod'"):
+        compare(start, sequence)
+
+
+@contextmanager
+def blind_to_moved_bins() -> Iterator[None]:
+    """Unchanged bins whose place among the others moved are not asked again (the rest taken as if in order)."""
+    with patch.object(kept_module, "_longest_rising", lambda values: frozenset(range(len(values)))):
+        yield
+
+
+def test_a_cache_blind_to_bins_that_moved_up_is_caught() -> None:
+    """No budget: every node waits for it, and its delete alone is kept for the next pass. c's larger pod (placed
+    first) goes to d, the first other node that takes it, and its smaller one to x, the only node of its zone, which
+    also keeps the room of a pending pod of that zone. Once that pod is bound on x, x has the same room in the next
+    start state but comes first in the order: c's larger pod goes to x, and the smaller one no longer fits (a replace,
+    not a delete). A cache that takes c's delete while x, unchanged, is not asked again still says delete."""
+    zone_a = {"topology.kubernetes.io/zone": ZONES[0]}
+    start = [catalog(), nodepool(budgets=[{"nodes": "0"}]), node("d", zone=ZONES[1]), node("x", zone=ZONES[0]),
+             node("c", zone=ZONES[1]), pod("d-0", "d", cpu="1000m"), pod("x-0", "x", cpu="800m"),
+             pod("c-0", "c", cpu="600m"), pod("c-1", "c", cpu="500m", node_selector=zone_a),
+             pod("q", None, cpu="400m", phase="Pending", node_selector=zone_a)]
+    sequence: list[Step] = [("clock", 1), ("bind pending", 0)]
+    with reordered() as asked:
+        compare(start, sequence)
+    assert any(asked)  # x was asked again for its place
+    with blind_to_moved_bins(), pytest.raises(AssertionError, match=r"step 2 \('bind pending'"):
         compare(start, sequence)
 
 

@@ -84,9 +84,11 @@ class NodePods:
 _kept: Memo[str, NodePods] = Memo(KEEP_AT_MOST)
 
 
-def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] = _kept) -> NodePods:
-    """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order; kept in ``memo`` (the
-    passes' own, unless a caller that looks at other snapshots keeps its own)."""
+def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] | None = None) -> NodePods:
+    """What is derived from ``pods``, the active pods on node ``name`` in the snapshot's order; kept in ``memo``, the
+    passes' own (`_kept`) unless a caller that looks at other moments of the cluster keeps its own."""
+    if memo is None:
+        memo = _kept
     kept = memo.get(name)
     if kept is not None and len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)):
         return kept

@@ -7,18 +7,19 @@ between, so it keeps what those simulations found (`single_node.AloneVerdicts`: 
 greedy runs' refusals of a node alone) with the start state they were found on (`Start`), and the next pass takes each
 one that still holds on its own start state instead of simulating the node again.
 
-What holds is decided for pods whose placement reads only the bins' room, openness and labels: one form (no
-preference), no topology constraint (their own, or another pod's against them) and no host port. Such a pod goes to the
-first open bin, in the start state's order, with room for it that admits it by its labels and taints, and what each
-bin answers depends on that bin alone. So when the bins that did not change kept their order (`Start.changed_in`), a
-pod that went to an unchanged bin goes there again when no changed bin before it takes it, and a pod that no existing
-bin took is still taken by none when no changed bin takes it (`ChangedBins`). A refusal's step is replayed that way
-pod by pod (`ChangedBins.replay`): a pod a changed bin takes now moves there, and the bin it left is asked from then
-on with the room it kept; the refusal holds while each pod still goes onto an existing node or still onto none, the
-pods on its new node being the same. Whatever else a kept answer read (the NodePools, the usage of those whose limits
-may refuse a launch, the options) is compared whole, and any difference drops every kept answer. Within a pass, a
-node's step alone is also that of a node alike refused before it (the same NodePool, capacity type, price, capacity and
-kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's pods
+What holds is decided for pods whose placement reads only the bins' room, openness and labels: one form (no preference),
+no topology constraint (their own, or another pod's against them) and no host port. Such a pod goes to the first open
+bin, in the start state's order, with room for it that admits it by its labels and taints, and what each bin answers
+depends on that bin alone. So when the bins that did not change kept their order (`Start.changed_in`: an unchanged bin
+whose place among them moved, as a node's does when a pending pod it kept room for is bound there, is asked again as a
+changed one), a pod that went to an unchanged bin goes there again when no changed bin before it takes it, and a pod
+that no existing bin took is still taken by none when no changed bin takes it (`ChangedBins`). A refusal's step is
+replayed that way pod by pod (`ChangedBins.replay`): a pod a changed bin takes now moves there, and the bin it left is
+asked from then on with the room it kept; the refusal holds while each pod still goes onto an existing node or still
+onto none, the pods on its new node being the same. Whatever else a kept answer read (the NodePools, the usage of those
+whose limits may refuse a launch, the options) is compared whole, and any difference drops every kept answer. Within a
+pass, a node's step alone is also that of a node alike refused before it (the same NodePool, capacity type, price,
+capacity and kinds of pods: a Deployment's replicas on nodes of one type), when neither takes the other's pods
 (`RefusalSession.held`); and within a greedy run, between two nodes it takes, any step it does not take is that of a
 node alike stepped before it (`StepsAlike`). A cache, not state: its answers are those evaluated afresh
 (`tests/property/test_alone_verdicts_properties.py`).
@@ -26,6 +27,7 @@ node alike stepped before it (`StepsAlike`). A cache, not state: its answers are
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -70,8 +72,10 @@ class Start:
         return int(differ[0]) if len(differ) else same
 
     def changed_in(self, other: Start) -> list[int] | None:
-        """The bins of ``other`` (its indexes, in order) that are not in this start state with the same node, room and
-        openness, when the bins that are keep their order; None when they do not (or the resources differ)."""
+        """The bins of ``other`` (its indexes, in order) to ask again: those not in this start state with the same
+        node, room and openness, and the fewest of the others whose place among them moved (a node whose pending pod
+        was bound goes up the utilization order with the same room: the pod had its room already), so that the bins
+        not asked keep their order; None when the resources differ."""
         if self.resources != other.resources:
             return None
         old_at = {node.name: at for at, node in enumerate(self.nodes)}
@@ -87,10 +91,32 @@ class Start:
             new, old = np.array(pairs, dtype=np.int64).T
             differ = (other.free[new] != self.free[old]).any(axis=1) | (other.open[new] != self.open[old])
             changed += new[differ].tolist()
-            kept = old[~differ]
-            if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
-                return None  # the unchanged bins are in another order
+            same_new, same_old = new[~differ], old[~differ]
+            if len(same_old) > 1 and not bool(np.all(same_old[1:] > same_old[:-1])):
+                keep = _longest_rising(same_old.tolist())  # the unchanged bins are in another order
+                changed += [b for i, b in enumerate(same_new.tolist()) if i not in keep]
         return sorted(changed)
+
+
+def _longest_rising(values: list[int]) -> frozenset[int]:
+    """The positions in ``values`` (distinct) of a longest subsequence that rises (patience sorting, n log n)."""
+    tails: list[int] = []  # per length, the last value of the rising run of that length ending lowest so far
+    tail_at: list[int] = []  # where that value is in ``values``
+    before: list[int] = []  # per position, the position before it in the run it ends (-1 for none)
+    for i, value in enumerate(values):
+        length = bisect.bisect_left(tails, value)
+        if length == len(tails):
+            tails.append(value)
+            tail_at.append(i)
+        else:
+            tails[length], tail_at[length] = value, i
+        before.append(tail_at[length - 1] if length else -1)
+    run: set[int] = set()
+    at = tail_at[-1] if tail_at else -1
+    while at >= 0:
+        run.add(at)
+        at = before[at]
+    return frozenset(run)
 
 
 class ChangedBins:

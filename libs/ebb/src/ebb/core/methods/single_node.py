@@ -150,15 +150,15 @@ class AloneVerdicts:
     pods went to (its ``reach``) are the same, with the same pods leaving the node at the same price. Each pass compares
     its start state with the last one's (`Start.same_up_to`: the nodes by reference or value, the room and openness as
     arrays) and keeps the deletes whose reach lies inside the part that is the same. A delete that reaches further is
-    checked against the bins that changed (`Start.changed_in`), when the unchanged bins kept their order: it holds when
-    the bin each of its pods went to is unchanged and no changed bin before that one in the new order takes the pod
-    (`AloneSession._holds`). Then, pod by pod, the bins before the one it went to are the same unchanged bins as before,
-    holding the same pods placed before it, which did not take it, and changed bins, which do not; so it goes there
-    again. The others are evaluated again: after a change of one node, the deletes that put a pod on it or whose pods it
-    now takes. A kept delete is still checked against the pods' classes of this pass (a new pod's anti-affinity may have
-    given one a constraint). A cache, not state: its answers are those evaluated afresh
-    (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a caller keeps one for the
-    passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
+    checked against the bins that changed (`Start.changed_in`: those whose place among the unchanged ones moved count as
+    changed, so the others keep their order): it holds when the bin each of its pods went to is unchanged and no changed
+    bin before that one in the new order takes the pod (`AloneSession._holds`). Then, pod by pod, the bins before the
+    one it went to are the same unchanged bins as before, holding the same pods placed before it, which did not take it,
+    and changed bins, which do not; so it goes there again. The others are evaluated again: after a change of one node,
+    the deletes that put a pod on it or whose pods it now takes. A kept delete is still checked against the pods'
+    classes of this pass (a new pod's anti-affinity may have given one a constraint). A cache, not state: its answers
+    are those evaluated afresh (`tests/property/test_alone_verdicts_properties.py`). One pass at a time per instance; a
+    caller keeps one for the passes it makes over one cluster (`ebb_consolidation_planner.pass_inputs.PassInputs`)."""
 
     __slots__ = ("_last", "hits", "refusals")
 

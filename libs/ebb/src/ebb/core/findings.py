@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ebb.core.cluster import ClusterView
+from ebb.core.memo import Memo
 from ebb.core.methods.drift import drifted_nodes
 from ebb.core.methods.expiration import expired_nodes
 from ebb.core.quantity import fmt_time, format_duration
@@ -92,17 +93,41 @@ def findings(view: ClusterView) -> Findings:
             continue
         last = view.last_pod_event(node)
         if not view.movable[name]:
-            shown = f" since {fmt_time(last)}" if last is not None else ""
-            add(Finding(name, "Empty", f"empty{shown}: no pods need rescheduling", last))
+            add(_empty(name, last))
         after = pool.consolidate_after
         if after is not None and view.stable_for(node, after) is None:
-            since = last + timedelta(seconds=after) if last is not None else None
-            changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
-            add(Finding(name, "Consolidatable", f"consolidatable: {changed}{pool.policy_source}'s "
-                        f"consolidateAfter ({format_duration(after)}) has passed", since))
+            add(_consolidatable(name, last, after, pool.policy_source))
     for of_node in out.values():
-        of_node.sort(key=lambda f: KINDS.index(f.kind))
+        if len(of_node) > 1:
+            of_node.sort(key=lambda f: KINDS.index(f.kind))
     return out
+
+
+#: the Empty and Consolidatable findings last made, by node name, with what they were made from: a pass after a
+#: change finds most nodes' the same (frozen values, so the same finding is the same object)
+_MADE: Memo[tuple[str, str], tuple[tuple[object, ...], Finding]] = Memo(20_000)
+
+
+def _empty(name: str, last: datetime | None) -> Finding:
+    facts = (last, None if last is None else last.tzinfo)  # the zone too: an equal moment may be written otherwise
+    made = _MADE.get((name, "Empty"))
+    if made is not None and made[0] == facts:
+        return made[1]
+    shown = f" since {fmt_time(last)}" if last is not None else ""
+    return _MADE.keep((name, "Empty"), (facts, Finding(name, "Empty", f"empty{shown}: no pods need rescheduling",
+                                                        last)))[1]
+
+
+def _consolidatable(name: str, last: datetime | None, after: float, source: str) -> Finding:
+    facts = (last, None if last is None else last.tzinfo, after, source)
+    made = _MADE.get((name, "Consolidatable"))
+    if made is not None and made[0] == facts:
+        return made[1]
+    since = last + timedelta(seconds=after) if last is not None else None
+    changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
+    return _MADE.keep((name, "Consolidatable"), (facts, Finding(
+        name, "Consolidatable", f"consolidatable: {changed}{source}'s consolidateAfter ({format_duration(after)}) "
+        "has passed", since)))[1]
 
 
 def with_since(previous: Findings, current: Findings, now: datetime) -> Findings:

@@ -14,14 +14,19 @@ Safe across threads: an entry is a value, replaced whole, and a race only derive
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import filterfalse
 from operator import attrgetter, is_, itemgetter, methodcaller
+from typing import TypeVar, cast
 
 from ebb.core.memo import Memo
 from ebb.core.model import Interned, Pod, placement_order
+
+T = TypeVar("T")
+#: a value no derivation returns: not derived yet
+_UNSEEN = object()
 
 #: past this many node names the kept entries are dropped (names of nodes long gone, or other snapshots')
 KEEP_AT_MOST = 20_000
@@ -66,6 +71,16 @@ class NodePods:
     #: `requested`'s answers, by the resource names asked, then whether of the DaemonSet pods only
     _requested: dict[tuple[tuple[str, ...], bool], tuple[int, ...]] = field(default_factory=dict, compare=False,
                                                                             repr=False)
+    #: `derived`'s answers, by the name they were asked under
+    _derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def derived(self, name: str, make: Callable[[tuple[Pod, ...]], T]) -> T:
+        """What ``make`` derives from the pods (a module above this one: what it reads of a node's pods), made once
+        for these pods and kept under ``name``, one name per ``make``."""
+        known = self._derived.get(name, _UNSEEN)
+        if known is _UNSEEN:
+            known = self._derived[name] = make(self.pods)
+        return cast(T, known)
 
     def requested(self, resources: tuple[str, ...], *, daemons: bool = False) -> tuple[int, ...]:
         """What all the pods (with ``daemons``, the DaemonSet pods) request of each of ``resources`` (0 where a pod asks

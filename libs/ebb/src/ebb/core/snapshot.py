@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, TypeGuard
 
@@ -1048,6 +1049,9 @@ def parse_catalog(documents: Iterable[Any]) -> tuple[ParsedObject, ...]:
 
 
 _REF = attrgetter("ref")
+_KIND = attrgetter("kind")
+_VALUE = attrgetter("value")
+_RENAMED = attrgetter("renamed")
 
 
 def _once_each(parsed: Iterable[ParsedObject]) -> Iterator[ParsedObject]:
@@ -1086,19 +1090,29 @@ def assemble(parsed: Iterable[ParsedObject],
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies, "KarpenterController": controllers}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
-        items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
+        # no ref twice, told in C (a store's thousands of objects, every pass), and sorted out in C a run of one kind
+        # at a time (a store's objects come in the order of their keys, kind first: a run per kind)
+        renamed.extend(map(_REF, filter(_RENAMED, parsed)))
+        for kind, run in groupby(parsed, _KIND):
+            if kind == "InstanceTypeCatalog":
+                for item in run:
+                    for it in item.value:
+                        types[it.name] = it
+            elif kind:
+                buckets[kind].extend(map(_VALUE, run))
+            else:
+                ignored.extend(map(_REF, run))
     else:
-        items = _once_each(parsed)  # a stream (``parse_documents``): a ref seen twice fails where it comes again
-    for item in items:
-        if item.renamed:
-            renamed.append(item.ref)
-        if item.kind == "InstanceTypeCatalog":
-            for it in item.value:
-                types[it.name] = it
-        elif item.kind:
-            buckets[item.kind].append(item.value)
-        else:
-            ignored.append(item.ref)
+        for item in _once_each(parsed):  # a stream (``parse_documents``): a ref seen twice fails where it comes again
+            if item.renamed:
+                renamed.append(item.ref)
+            if item.kind == "InstanceTypeCatalog":
+                for it in item.value:
+                    types[it.name] = it
+            elif item.kind:
+                buckets[item.kind].append(item.value)
+            else:
+                ignored.append(item.ref)
     source = "input"
     if not types:
         source = "bundled"

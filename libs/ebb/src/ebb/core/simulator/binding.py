@@ -103,6 +103,24 @@ def _round(x: np.ndarray) -> IntArray:
     return np.floor(x + 0.5).astype(np.int64)
 
 
+def _counts(pods: Sequence[Pod]) -> tuple[int, int, tuple[tuple[tuple[str, str, str], int], ...]]:
+    """What a batch reads of one node's pods (not those being deleted): how many request no cpu and how many no memory
+    (LeastAllocated counts them as ``NONZERO_*``), and how many pods of each owner that spreads by default
+    (`_owner`), in the order the owners first come."""
+    no_cpu = no_memory = 0
+    owners: dict[tuple[str, str, str], int] = {}
+    for pod in pods:
+        if pod.deleting:
+            continue
+        requests = pod.spec.requests
+        no_cpu += not requests.get("cpu")
+        no_memory += not requests.get("memory")
+        owner = _owner(pod)
+        if owner is not None:
+            owners[owner] = owners.get(owner, 0) + 1
+    return no_cpu, no_memory, tuple(owners.items())
+
+
 class Binder:
     """One batch of kube-scheduler's binding on one simulation state: `choose` a node for a pod, `bind` it there."""
 
@@ -127,28 +145,18 @@ class Binder:
         self.owned: dict[tuple[str, str, str], IntArray] = {}
         wanted = {o for o in map(_owner, owners) if o is not None}
         names = {name for _, _, name in wanted}
-        #: per distinct requests (`Pod.requests_key`): (requests no cpu, requests no memory)
-        unrequested: dict[object, tuple[bool, bool]] = {}
         no_cpu, no_mem, owned = self.no_cpu, self.no_mem, self.owned
-        for b, pods in enumerate(s.pods_on):  # the one loop over every bound pod: lookups only
-            for pod in pods:
-                if pod.deleting:
-                    continue
-                flags = unrequested.get(pod.requests_key)
-                if flags is None:
-                    requests = pod.spec.requests
-                    flags = unrequested[pod.requests_key] = (not requests.get("cpu"), not requests.get("memory"))
-                if flags[0]:
-                    no_cpu[b] += 1
-                if flags[1]:
-                    no_mem[b] += 1
-                if pod.owner_name in names:
-                    owner = _owner(pod)
-                    if owner is not None and owner in wanted:
-                        counts = owned.get(owner)
-                        if counts is None:
-                            counts = owned[owner] = np.zeros(n, dtype=np.int64)
-                        counts[b] += 1
+        # each node's counts, as its pods' derivation kept them (`_counts`) or found now
+        per_node = ([d.derived("binding", _counts) for d in s.derived] if s.derived is not None
+                    else [_counts(tuple(pods)) for pods in s.pods_on])
+        for b, (without_cpu, without_memory, of_owners) in enumerate(per_node):
+            no_cpu[b], no_mem[b] = without_cpu, without_memory
+            for owner, count in of_owners:
+                if owner[2] in names and owner in wanted:
+                    counts = owned.get(owner)
+                    if counts is None:
+                        counts = owned[owner] = np.zeros(n, dtype=np.int64)
+                    counts[b] += count
         #: per class key, the nodes the pod's required node affinity and node selector admit (the spread's
         #: nodeAffinityPolicy: Honor)
         self._admitted: dict[object, BoolArray] = {}

@@ -71,6 +71,10 @@ class NodePods:
     #: `requested`'s answers, by the resource names asked, then whether of the DaemonSet pods only
     _requested: dict[tuple[tuple[str, ...], bool], tuple[int, ...]] = field(default_factory=dict, compare=False,
                                                                             repr=False)
+    #: `requested`'s last answer of each kind with the very names it was asked of (a planner's Schedulers share one
+    #: tuple of names, `constraints.resource_names`): found by reference, without hashing the names
+    _last_requested: dict[bool, tuple[tuple[str, ...], tuple[int, ...]]] = field(default_factory=dict, compare=False,
+                                                                                 repr=False)
     #: `derived`'s answers, by the name they were asked under
     _derived: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -86,12 +90,16 @@ class NodePods:
         """What all the pods (with ``daemons``, the DaemonSet pods) request of each of ``resources`` (0 where a pod asks
         none), summed: what the simulator counts as used on the node (and as the DaemonSets' room already taken). Made
         once per node and resource names (integers: the same sums in any order)."""
+        last = self._last_requested.get(daemons)
+        if last is not None and last[0] is resources:
+            return last[1]
         known = self._requested.get((resources, daemons))
         if known is None:
             pods = [pod for pod in self.pods if pod.owner_kind == "DaemonSet"] if daemons else self.pods
             requests = list(map(_REQUESTS, pods))
             known = self._requested[(resources, daemons)] = tuple(sum(map(methodcaller("get", name, 0), requests))
                                                                   for name in resources)
+        self._last_requested[daemons] = (resources, known)
         return known
 
 

@@ -87,7 +87,15 @@ def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = (), *,
         names.update(map(_FIRST, key.value))  # its (name, amount) pairs
     names.update(*map(_ALLOCATABLE, snapshot.nodes))
     names.update(_type_resources(snapshot.instance_types))
-    return FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
+    found = FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
+    # the one tuple of these names (`_NAMES`): what is kept by them (a node's requests summed, `NodePods.requested`)
+    # is then found by reference
+    kept = _NAMES.get(found)
+    return kept if kept is not None else _NAMES.keep(found, found)
+
+
+#: the tuples of resource names `resource_names` returned, each by itself (a few: a cluster's names rarely change)
+_NAMES: Memo[tuple[str, ...], tuple[str, ...]] = Memo(16)
 
 
 def _type_resources(types: tuple[InstanceType, ...]) -> frozenset[str]:

@@ -9,9 +9,6 @@ a requirement is one numpy comparison instead of a Python loop over nodes. The o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import repeat
-from operator import methodcaller
-from typing import cast
 
 import numpy as np
 
@@ -38,14 +35,18 @@ class LabelTable:
         """(codes per object, value -> code, code -> value); code -1 where the label is missing."""
         hit = self._keys.get(key)
         if hit is None:
-            # in C: each object's value (None where it has none), the distinct values in the order they first come,
-            # and each object's code
-            of_each = list(map(methodcaller("get", key), self._labels))
-            first: dict[str | None, None] = dict.fromkeys(of_each)
-            first.pop(None, None)
-            values = cast(list[str], list(first))
-            lookup = {value: code for code, value in enumerate(values)}
-            codes = np.fromiter(map(lookup.get, of_each, repeat(-1)), dtype=np.int64, count=self._size)
+            lookup: dict[str, int] = {}
+            values: list[str] = []
+            codes = np.full(self._size, -1, dtype=np.int64)
+            for i, labels in enumerate(self._labels):
+                value = labels.get(key)
+                if value is None:
+                    continue
+                code = lookup.get(value)
+                if code is None:
+                    code = lookup[value] = len(values)
+                    values.append(value)
+                codes[i] = code
             hit = self._keys[key] = (codes, lookup, values)
         return hit
 

@@ -57,6 +57,7 @@ from ebb.core.quantity import fmt_time, format_duration, positive_duration
 _DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 #: the loop over every pod of a pass leaves the finished ones out in C
 _IS_TERMINAL = attrgetter("is_terminal")
+_PDB_HEALTHY = attrgetter("pdb_healthy")
 #: the lifetime left that scales a candidate's disruption cost is measured on a grid of this many steps per the
 #: shortest expireAfter of the snapshot's NodePools (an hour for Karpenter's default of 720h; `lifetime_step`)
 LIFETIME_STEPS = 720
@@ -145,7 +146,7 @@ def do_not_disrupt_protection(annotations: Mapping[str, str], start_time: dateti
 def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
     """disruptionsAllowed as kube-controller-manager computes it from the matching pods."""
     expected = len(pods)
-    healthy = sum(1 for p in pods if p.ready and p.phase == "Running" and not p.deleting)
+    healthy = sum(map(_PDB_HEALTHY, pods))
 
     def scaled(value: int | str, round_up: bool) -> int:
         if isinstance(value, int):

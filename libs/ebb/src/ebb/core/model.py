@@ -265,6 +265,9 @@ class Pod:
     protection_annotated: bool = field(default=False, init=False, compare=False, repr=False)
     #: when the pod came to its node, as a node's last pod event counts it: its start, else its creation
     arrived: datetime | None = field(default=None, init=False, compare=False, repr=False)
+    #: the pod counts as healthy for a PodDisruptionBudget (Ready, Running and not being deleted: the
+    #: disruption controller's count, which `ebb.core.cluster.pdb_allowed` sums over a PDB's pods every pass)
+    pdb_healthy: bool = field(default=False, init=False, compare=False, repr=False)
     #: what decides the topology groups the pod's spread and (anti-)affinity terms count in, None without any
     #: (the simulator registers each distinct one once per snapshot: interned, so that finding them among every
     #: pod of every pass hashes no nested terms)
@@ -295,6 +298,7 @@ class Pod:
         object.__setattr__(self, "protection_annotated", ANNOTATION_DO_NOT_DISRUPT in self.annotations
                            or ANNOTATION_DO_NOT_EVICT in self.annotations)
         object.__setattr__(self, "arrived", self.start_time or self.creation_time)
+        object.__setattr__(self, "pdb_healthy", self.ready and self.phase == "Running" and not self.deleting)
         if s.spread or s.pod_affinity or s.pod_anti_affinity or s.preferred_pod_affinity \
                 or s.preferred_pod_anti_affinity:
             object.__setattr__(self, "groups_key", interned((

@@ -142,10 +142,11 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
         if not view.movable[name] or name in view.not_candidate or name in ctx.excluded:
             continue
         pool = view.pools[node.nodepool or ""]
-        missing = next((label for label in PRICE_LABELS if not node.labels.get(label)), None)
-        if missing is not None and not view.blocked_reason(name, True):
-            out.blocked[name] = BlockCause(Cause.PRICE_UNKNOWN, {"label": missing})
-            continue
+        if not all(map(node.labels.get, PRICE_LABELS)):  # asked in C of most nodes: they have every one
+            missing = next(label for label in PRICE_LABELS if not node.labels.get(label))
+            if not view.blocked_reason(name, True):
+                out.blocked[name] = BlockCause(Cause.PRICE_UNKNOWN, {"label": missing})
+                continue
         if pool.consolidation_policy == "WhenEmpty" and not view.blocked_reason(name, True):
             out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
                 "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})

@@ -203,10 +203,13 @@ async def test_an_approval_is_followed_by_a_pass_not_by_the_next_interval(db: st
     at once, as after a change of the objects, not at its next interval (an hour here)."""
     bus = InMemoryBus()
     await publish(bus, *cluster())
-    async with Running(bus, db, pass_interval_seconds=3600.0) as svc:
-        await eventually("the approval", lambda: svc.decisions("approved"))
+    # the passes are counted while the decision waits out its validation delay (counted once approved, the pass after
+    # the approval may have run already, under load)
+    async with Running(bus, db, delay=2.0, pass_interval_seconds=3600.0) as svc:
+        await eventually("the proposal", lambda: svc.decisions("proposed"))
         assert svc.planner is not None
         passes = svc.planner.passes
+        await eventually("the approval", lambda: svc.decisions("approved"))
         await eventually("a pass after the approval", lambda: svc.planner is not None and svc.planner.passes > passes)
 
 

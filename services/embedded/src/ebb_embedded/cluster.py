@@ -194,6 +194,8 @@ class SimulatedCluster:
         self.pods_waiting = asyncio.Event()
         #: the objects parsed, each once per change (the same objects as ``objects``)
         self._parse_cache = SnapshotStore(bundled_catalog)
+        #: each held object handed out since it was stored, pickled (`_handed`), by its key
+        self._pickled: dict[str, tuple[dict[str, Any], bytes]] = {}
         #: what each PDB allows, as of the resourceVersion it was found at (every store and removal moves it): found
         #: once per change (a drain asks it for every pod of its node, dry runs first, with nothing changed between)
         self._allowed: tuple[int, dict[str, int]] = (-1, {})
@@ -292,6 +294,7 @@ class SimulatedCluster:
             return
         self._kinds.get(str(obj.get("kind")), {}).pop(key, None)
         self._parse_cache.remove(key)
+        self._pickled.pop(key, None)
         if obj.get("kind") == "Pod":
             self._unindex(key, obj)
             self._pending_keys.discard(key)
@@ -353,9 +356,21 @@ class SimulatedCluster:
 
     # -- NodeApi (the termination-executor's drainer) -------------------------------------------------------
 
+    def _handed(self, key: str) -> dict[str, Any] | None:
+        """A copy of the object held under ``key`` as the API server hands one out (`_copied`: its own, sharing
+        nothing), None when none is: unpickled from the pickle made the first time it was handed out since it was
+        stored (a held object is never changed in place, `_store`). The drainer lists a node's pods several times."""
+        obj = self.objects.get(key)
+        if obj is None:
+            return None
+        made = self._pickled.get(key)
+        if made is None or made[0] is not obj:
+            made = self._pickled[key] = (obj, pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        handed: dict[str, Any] = pickle.loads(made[1])
+        return handed
+
     async def read_node(self, name: str) -> dict[str, Any] | None:
-        node = self.objects.get(self.key_of("Node", "", name))
-        return _copied(node) if node is not None else None
+        return self._handed(self.key_of("Node", "", name))
 
     async def patch_node(self, name: str, patch: list[dict[str, Any]]) -> None:
         key = self.key_of("Node", "", name)
@@ -398,11 +413,10 @@ class SimulatedCluster:
         self.nodes_deleted += 1
 
     async def list_pods(self, node: str) -> list[dict[str, Any]]:
-        return [_copied(self.objects[k]) for k in sorted(self._pods_on.get(node, ()))]
+        return [pod for k in sorted(self._pods_on.get(node, ())) if (pod := self._handed(k)) is not None]
 
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        pod = self.objects.get(self.key_of("Pod", namespace, name))
-        return _copied(pod) if pod is not None else None
+        return self._handed(self.key_of("Pod", namespace, name))
 
     async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
         key = self.key_of("Pod", namespace, name)

@@ -1090,29 +1090,21 @@ def assemble(parsed: Iterable[ParsedObject],
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies, "KarpenterController": controllers}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
-        # no ref twice, told in C (a store's thousands of objects, every pass), and sorted out in C a run of one kind
-        # at a time (a store's objects come in the order of their keys, kind first: a run per kind)
-        renamed.extend(map(_REF, filter(_RENAMED, parsed)))
-        for kind, run in groupby(parsed, _KIND):
-            if kind == "InstanceTypeCatalog":
-                for item in run:
-                    for it in item.value:
-                        types[it.name] = it
-            elif kind:
-                buckets[kind].extend(map(_VALUE, run))
-            else:
-                ignored.extend(map(_REF, run))
+        items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
-        for item in _once_each(parsed):  # a stream (``parse_documents``): a ref seen twice fails where it comes again
-            if item.renamed:
-                renamed.append(item.ref)
-            if item.kind == "InstanceTypeCatalog":
+        items = _once_each(parsed)  # a stream (``parse_documents``): a ref seen twice fails where it comes again
+    # a run of one kind at a time, sorted out in C (a store's objects come in the order of their keys, kind first)
+    for kind, grouped in groupby(items, _KIND):
+        run = list(grouped)
+        renamed.extend(map(_REF, filter(_RENAMED, run)))
+        if kind == "InstanceTypeCatalog":
+            for item in run:
                 for it in item.value:
                     types[it.name] = it
-            elif item.kind:
-                buckets[item.kind].append(item.value)
-            else:
-                ignored.append(item.ref)
+        elif kind:
+            buckets[kind].extend(map(_VALUE, run))
+        else:
+            ignored.extend(map(_REF, run))
     source = "input"
     if not types:
         source = "bundled"

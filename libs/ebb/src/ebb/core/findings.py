@@ -19,6 +19,7 @@ not raise them again. Pure: a view in, values out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
@@ -109,25 +110,28 @@ _MADE: Memo[tuple[str, str], tuple[tuple[object, ...], Finding]] = Memo(20_000)
 
 
 def _empty(name: str, last: datetime | None) -> Finding:
-    facts = (last, None if last is None else last.tzinfo)  # the zone too: an equal moment may be written otherwise
-    made = _MADE.get((name, "Empty"))
-    if made is not None and made[0] == facts:
-        return made[1]
-    shown = f" since {fmt_time(last)}" if last is not None else ""
-    return _MADE.keep((name, "Empty"), (facts, Finding(name, "Empty", f"empty{shown}: no pods need rescheduling",
-                                                        last)))[1]
+    def make() -> Finding:
+        shown = f" since {fmt_time(last)}" if last is not None else ""
+        return Finding(name, "Empty", f"empty{shown}: no pods need rescheduling", last)
+    return _kept(name, "Empty", (last, None if last is None else last.tzinfo), make)
 
 
 def _consolidatable(name: str, last: datetime | None, after: float, source: str) -> Finding:
-    facts = (last, None if last is None else last.tzinfo, after, source)
-    made = _MADE.get((name, "Consolidatable"))
+    def make() -> Finding:
+        since = last + timedelta(seconds=after) if last is not None else None
+        changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
+        return Finding(name, "Consolidatable", f"consolidatable: {changed}{source}'s consolidateAfter "
+                       f"({format_duration(after)}) has passed", since)
+    return _kept(name, "Consolidatable", (last, None if last is None else last.tzinfo, after, source), make)
+
+
+def _kept(name: str, kind: FindingKind, facts: tuple[object, ...], make: Callable[[], Finding]) -> Finding:
+    """The ``kind`` finding of node ``name`` last made from ``facts`` (the moment with its zone: an equal moment may be
+    written otherwise), else ``make``'s, kept for the next pass."""
+    made = _MADE.get((name, kind))
     if made is not None and made[0] == facts:
         return made[1]
-    since = last + timedelta(seconds=after) if last is not None else None
-    changed = f"its pods last changed at {fmt_time(last)}; " if last is not None else ""
-    return _MADE.keep((name, "Consolidatable"), (facts, Finding(
-        name, "Consolidatable", f"consolidatable: {changed}{source}'s consolidateAfter ({format_duration(after)}) "
-        "has passed", since)))[1]
+    return _MADE.keep((name, kind), (facts, make()))[1]
 
 
 def with_since(previous: Findings, current: Findings, now: datetime) -> Findings:

@@ -144,7 +144,6 @@ class Binder:
         #: per owner of a pod of the batch (`_owner`), how many of its pods each node holds
         self.owned: dict[tuple[str, str, str], IntArray] = {}
         wanted = {o for o in map(_owner, owners) if o is not None}
-        names = {name for _, _, name in wanted}
         no_cpu, no_mem, owned = self.no_cpu, self.no_mem, self.owned
         # each node's counts, as its pods' derivation kept them (`_counts`) or found now
         per_node = ([d.derived("binding", _counts) for d in s.derived] if s.derived is not None
@@ -152,7 +151,7 @@ class Binder:
         for b, (without_cpu, without_memory, of_owners) in enumerate(per_node):
             no_cpu[b], no_mem[b] = without_cpu, without_memory
             for owner, count in of_owners:
-                if owner[2] in names and owner in wanted:
+                if owner in wanted:
                     counts = owned.get(owner)
                     if counts is None:
                         counts = owned[owner] = np.zeros(n, dtype=np.int64)

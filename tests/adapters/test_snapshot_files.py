@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ebb.adapters.snapshot_files import load_snapshot
 from ebb.core.snapshot import SnapshotError, flatten, parse_documents
@@ -109,3 +111,32 @@ def test_invalid_yaml_names_the_file_and_where(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         load_snapshot([str(tmp_path / "nope.yaml")])
+
+
+_BLANKS = st.sampled_from(["", " ", "  ", "   ", "      "])  # one space: a line `_split_items` reads another way
+
+
+@st.composite
+def _list_documents(draw: st.DrawFn) -> str:
+    """A kubectl `kind: List` dump whose items' block scalars and gaps hold blank lines of every kind."""
+    out = ["apiVersion: v1\n", "items:\n"]
+    for i in range(draw(st.integers(1, 4))):
+        out += ["- apiVersion: v1\n", "  kind: ConfigMap\n", "  metadata:\n", f"    name: c{i}\n",
+                "    annotations:\n", "      note: |\n", "        first\n"]
+        for line in draw(st.lists(st.one_of(_BLANKS.map(lambda b: b + "\n"), st.just("        more\n")),
+                                  max_size=4)):
+            out.append(line)
+        out.append("        last\n")
+        out += [b + "\n" for b in draw(st.lists(_BLANKS, max_size=2))]  # between items, or before the wrapper
+    out += ["kind: List\n", "metadata:\n", '  resourceVersion: ""\n']
+    return "".join(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_list_documents())
+def test_list_items_split_as_text_read_as_the_whole_document(text: str) -> None:
+    """Items cut out of a List as text (`_split_items`) read as the whole document does, blank lines in block scalars
+    and between items included."""
+    streamed = list(flatten(iter_documents(io.StringIO(text), "t.yaml")))
+    whole = list(flatten(d for d in yaml.safe_load_all(text) if d))
+    assert streamed == whole

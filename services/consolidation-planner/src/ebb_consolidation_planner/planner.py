@@ -524,10 +524,12 @@ class Planner:
 
     def _observe(self, view: ClusterView, result: PassResult) -> None:
         self.metrics.observed(view.snapshot, len(view.snapshot.nodes))
+        # the nodes `ClusterView.blocked_reason` finds nothing against, counted with sets (in C): no candidate and
+        # hard blocks keep every method away, consolidation blocks the consolidating ones too
+        open_to_all = view.nodes.keys() - view.not_candidate.keys() - view.hard_block.keys()
+        eligible = {False: len(open_to_all), True: len(open_to_all - view.consolidation_block.keys())}
         for reason in REASONS:
-            consolidation = reason in CONSOLIDATION_REASONS
-            eligible = sum(1 for name in view.nodes if view.blocked_reason(name, consolidation) is None)
-            self.metrics.eligible_nodes.labels(reason=reason.lower()).set(eligible)
+            self.metrics.eligible_nodes.labels(reason=reason.lower()).set(eligible[reason in CONSOLIDATION_REASONS])
         for row in result.budgets:
             # Karpenter's: the budget's nodes, and the nodes counted against it (deleting, disrupted, NotReady)
             self.metrics.allowed_disruptions.labels(nodepool=row.nodepool, reason=row.reason).set(row.limit)

@@ -40,7 +40,7 @@ class _View(Protocol):
 
     pools: dict[str, NodePool]
     nodes: dict[str, Node]
-    movable: dict[str, list[Pod]]
+    movable: dict[str, Sequence[Pod]]
     price: dict[str, float]
 
     def balanced_totals(self) -> dict[str, PoolTotals]: ...

@@ -19,7 +19,7 @@ with Karpenter is a candidate (`ebb.core.conflicts.refused`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import filterfalse
@@ -172,7 +172,8 @@ class ClusterView:
     pods_on: dict[str, list[Pod]] = field(default_factory=dict)
     #: the active pods (not finished) on no node of the snapshot, in its order: the pending ones among them
     unbound: list[Pod] = field(default_factory=list, repr=False, compare=False)
-    movable: dict[str, list[Pod]] = field(default_factory=dict)  # pods that need a new home
+    #: per node, its pods that need a new home (`NodePods.movable`, shared: read-only)
+    movable: dict[str, Sequence[Pod]] = field(default_factory=dict)
     price: dict[str, float] = field(default_factory=dict)
     price_known: dict[str, bool] = field(default_factory=dict)
     types: dict[str, InstanceType] = field(default_factory=dict)
@@ -252,7 +253,7 @@ class ClusterView:
                     same.append(pod)
         for name, pods in view.pods_on.items():
             derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
-            view.movable[name] = list(derived.movable)
+            view.movable[name] = derived.movable
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
         view._demand()
@@ -500,6 +501,9 @@ class ClusterView:
         blocks on every pod, DaemonSet and mirror pods included (``IsDisruptable``); PDBs only on the pods that
         would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
         selected = self._pdbs_of_class
+        derived = self.node_pods[node.name]
+        if not derived.protected and selected.keys().isdisjoint(derived.class_keys):
+            return None  # no pod is annotated, and no PDB selects one not being deleted: the most nodes, in C
         for pod in self.pods_on[node.name]:
             if not pod.protection_annotated and pod.class_key not in selected:
                 continue  # no do-not-disrupt annotation and no PDB selects it: it blocks nothing (most pods)

@@ -68,6 +68,8 @@ class NodePods:
     #: the classes (`Pod.class_key`) of the pods not being deleted, each with its first pod and how many pods are
     #: of it, in the order the classes first come: what the simulator's topology counts start from
     classes: tuple[tuple[Interned, Pod, int], ...]
+    #: the keys of `classes`: whether a pod not being deleted is of one of some classes, asked in C
+    class_keys: frozenset[Interned]
     #: `requested`'s answers, by the resource names asked, then whether of the DaemonSet pods only
     _requested: dict[tuple[tuple[str, ...], bool], tuple[int, ...]] = field(default_factory=dict, compare=False,
                                                                             repr=False)
@@ -116,6 +118,7 @@ def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] | None = N
     if kept is not None and len(kept.pods) == len(pods) and all(map(is_, kept.pods, pods)):
         return kept
     movable = tuple(filter(_NEEDS_RESCHEDULING, pods))
+    classes = classes_of(pods)
     made = NodePods(
         pods=tuple(pods), movable=movable,
         leaving_order=tuple(placement_order(movable)),
@@ -125,7 +128,7 @@ def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] | None = N
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
-        classes=classes_of(pods))
+        classes=classes, class_keys=frozenset(map(_FIRST, classes)))
     return memo.keep(name, made)
 
 

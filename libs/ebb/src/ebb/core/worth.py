@@ -37,7 +37,7 @@ class _View(Protocol):
 
     pools: dict[str, NodePool]
     nodes: dict[str, Node]
-    movable: dict[str, list[Pod]]
+    movable: dict[str, Sequence[Pod]]
 
 
 def pod_weight(pod: Pod) -> float:

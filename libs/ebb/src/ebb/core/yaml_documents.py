@@ -55,12 +55,17 @@ def parse_yaml(text: str, source: str) -> list[Any]:
         raise InputError(f"{source}: not valid YAML: {exc}") from exc
 
 
+#: how the lines that may start or end a document begin (the others are read no further)
+_MARKS = ("---", "...")
+
+
 def _documents_text(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """(first line number, lines) of each document of a YAML stream, split at `---` lines."""
     current: list[str] = []
     start = 1
     for number, line in enumerate(lines, start=1):
-        if (line.startswith("---") and line[3:].strip() in ("", "|", ">")) or line.rstrip() == "...":
+        if line.startswith(_MARKS) and (line[3:].strip() in ("", "|", ">") if line[0] == "-"
+                                        else line.rstrip() == "..."):
             if any(x.strip() and not x.lstrip().startswith("#") for x in current):
                 yield start, current
             current, start = [], number + 1
@@ -70,29 +75,35 @@ def _documents_text(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         yield start, current
 
 
-def _split_items(lines: list[str]) -> tuple[list[list[str]], list[str]] | None:
-    """A kubectl `kind: List` document as (items' lines, dedented; the wrapper without items), or None
-    when the document does not have that regular shape."""
+#: the end of a kubectl `kind: List` document's items: a line that neither starts an item (``- ``), goes on with one
+#: (two spaces) nor is blank
+_ITEMS_END = re.compile(r"\n(?!- |  |[^\S\n]*(?:\n|\Z))")
+#: a blank line that is not empty and does not start with two spaces: an item's line that `_DEDENT` must read
+_ODD_BLANK = re.compile(r"\n(?: ?[^\S\n ][^\S\n]*| )(?=\n|\Z)")
+#: what an item's line loses to be read on its own: its first two characters, or all of a blank one
+_DEDENT = re.compile(r"^(?:- |  |[^\S\n]+$)", re.MULTILINE)
+
+
+def _split_items(lines: list[str]) -> tuple[list[str], str] | None:
+    """A kubectl `kind: List` document as (each item's text, dedented; the wrapper's text without its items), or
+    None when the document does not have that regular shape. The text is cut with string methods, in C: a dump's
+    items are most of its lines."""
     try:
         at = lines.index("items:\n") if "items:\n" in lines else lines.index("items:")
     except ValueError:
         return None
-    items: list[list[str]] = []
-    end = at + 1
-    while end < len(lines):
-        line = lines[end]
-        if line.startswith("- "):
-            items.append([line[2:]])
-        elif line.startswith("  ") and items:
-            items[-1].append(line[2:])
-        elif not line.strip() and items:
-            items[-1].append("\n")
-        else:
-            break
-        end += 1
-    if not items:
+    body = "".join(lines[at + 1:])
+    if not body.startswith("- "):
         return None
-    return items, lines[:at] + lines[end:]
+    found = _ITEMS_END.search(body)
+    end = len(body) if found is None else found.start() + 1
+    block, wrapper = body[:end], "".join(lines[:at]) + body[end:]
+    if _ODD_BLANK.search(block):  # rare: a line of one space or of tabs, which loses all of it
+        return [_DEDENT.sub("", item) for item in re.split(r"(?m)^(?=- )", block) if item], wrapper
+    # each item starts with "- " (the first at the block's start, the others after a line's end), its other lines
+    # with two spaces or none (blank)
+    items = block[2:].split("\n- ")
+    return [*(item.replace("\n  ", "\n") + "\n" for item in items[:-1]), items[-1].replace("\n  ", "\n")], wrapper
 
 
 def iter_documents(lines: Iterable[str], source: str) -> Iterator[Any]:
@@ -106,13 +117,13 @@ def iter_documents(lines: Iterable[str], source: str) -> Iterator[Any]:
             continue
         items, wrapper = split
         for item in items:
-            parsed = parse_yaml("".join(item), f"{source} (a List item in the document from line {start})")
+            parsed = parse_yaml(item, f"{source} (a List item in the document from line {start})")
             if len(parsed) != 1 or not isinstance(parsed[0], dict):  # not the shape we assumed
                 yield from parse_yaml("".join(text), where)
                 break
             yield parsed[0]
         else:
-            for doc in parse_yaml("".join(wrapper), where):
+            for doc in parse_yaml(wrapper, where):
                 if isinstance(doc, dict):
                     doc.pop("items", None)
                     if doc.get("kind", "").endswith("List"):

@@ -162,7 +162,8 @@ class Scheduler:
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
         self._pool_usage: list[IntArray] | None = None
-        self._pool_charges: list[tuple[int, IntArray] | None] | None = None
+        #: each node's NodePool index (-1: none) and its capacity, then 1, as one row per node (`pool_charge`)
+        self._pool_charges: tuple[list[int], IntArray] | None = None
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
         #: `SimState._narrowed`'s facts of a claim's offerings, by (pool, the offerings' mask as bytes)
         self._offering_facts: dict[tuple[int, bytes], tuple[IntArray, dict[str, int]]] = {}
@@ -366,7 +367,10 @@ class Scheduler:
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
         if self._pool_charges is None:
             self._charge_nodes()
-        return cast(list[tuple[int, IntArray] | None], self._pool_charges)[b]
+        assert self._pool_charges is not None
+        pool_of, capacity = self._pool_charges
+        i = pool_of[b]
+        return None if i < 0 else (i, capacity[b])  # a read-only row
 
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: the capacity of its nodes that are not being deleted, then their count: what its limits
@@ -378,17 +382,17 @@ class Scheduler:
     def _charge_nodes(self) -> None:
         """`pool_charge` of every node and `pool_usage`, their sums per NodePool (integers: exact in any order)."""
         index = {p.pool.name: i for i, p in enumerate(self.pools)}
-        charged = [(at, index[n.nodepool]) for at, n in enumerate(self.nodes)
-                   if not n.deleting and n.nodepool is not None and n.nodepool in index]
-        capacity = np.ones((len(charged), len(self.resources) + 1), dtype=np.int64)
-        capacity[:, :-1] = kept_rows(self.resources, [self.nodes[at].capacity for at, _ in charged])
-        charges: list[tuple[int, IntArray] | None] = [None] * self.N
-        for row, (at, i) in enumerate(charged):
-            charges[at] = (i, capacity[row])  # read-only rows
+        # each node's NodePool index, -1 for a node that counts against none (being deleted, or of no NodePool here)
+        pool_of = [-1 if n.deleting else index.get(n.nodepool or "", -1) for n in self.nodes]
+        capacity = np.ones((self.N, len(self.resources) + 1), dtype=np.int64)
+        capacity[:, :-1] = kept_rows(self.resources, [n.capacity for n in self.nodes])
+        capacity.flags.writeable = False  # `pool_charge`'s rows are views of it
         usage = np.zeros((len(self.pools), len(self.resources) + 1), dtype=np.int64)
-        if charged:
-            np.add.at(usage, np.array([i for _, i in charged], dtype=np.int64), capacity)
-        self._pool_charges = charges
+        at = np.array(pool_of, dtype=np.int64)
+        counted = at >= 0
+        if counted.any():
+            np.add.at(usage, at[counted], capacity[counted])
+        self._pool_charges = (pool_of, capacity)
         self._pool_usage = list(usage)
 
 

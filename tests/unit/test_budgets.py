@@ -7,8 +7,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from croniter import croniter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ebb.core.budgets import allowed_disruptions, budget_error
+from ebb.core.budgets import _last_fire, allowed_disruptions, budget_error
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import REASONS, Budget, NodePool
 from tests.kit.builders import (
@@ -246,3 +249,18 @@ def test_next_to_karpenter_only_nodes_with_a_nodeclaim_count_in_a_budget(require
     assert view.budgets[("default", "Empty")].allowed == allowed
     out = plan_dict(*docs, require_nodeclaim=require_nodeclaim)
     assert len(disrupted(out)) == allowed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["0 17 * * 1-5", "*/5 * * * *", "0 0 1 * *", "30 9 * * *", "@daily", "@hourly"]),
+       st.lists(st.sampled_from([timedelta(microseconds=1), timedelta(seconds=1), timedelta(seconds=15),
+                                 timedelta(minutes=5), timedelta(hours=7), timedelta(days=3)]), min_size=1,
+                max_size=30))
+def test_a_schedule_fire_kept_between_moments_is_the_one_croniter_finds(schedule: str,
+                                                                          steps: list[timedelta]) -> None:
+    """A budget's last fire time is kept until the next fire (`_last_fire`): moments that walk across fires, a
+    microsecond before one included, get what croniter finds for each of them afresh."""
+    moment = datetime(2026, 11, 23, 16, 59, 59, 999_999, tzinfo=UTC)  # a microsecond before a fire of most
+    for step in steps:
+        assert _last_fire(schedule, moment) == croniter(schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
+        moment += step

@@ -15,9 +15,11 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from croniter import croniter
 
+from ebb.core.memo import Memo
 from ebb.core.model import REASONS, Budget, NodePool
 from ebb.core.quantity import QuantityError, fmt_time, format_duration, parse_duration
 
@@ -50,7 +52,21 @@ class BudgetVerdict:
 
 
 def budget_error(budget: Budget) -> str | None:
-    """Why a budget is invalid, or None."""
+    """Why a budget is invalid, or None. Found once per budget as written (every pass asks of every budget, and
+    croniter parses a schedule again each time)."""
+    known = _ERRORS.get(budget, _UNSEEN)
+    if known is _UNSEEN:
+        known = _ERRORS.keep(budget, _budget_error(budget))
+    return cast(str | None, known)
+
+
+#: `budget_error`'s answers, by budget (a frozen value: the same budget written the same way)
+_ERRORS: Memo[Budget, object] = Memo(1024)
+#: a value `budget_error` never answers: not found yet
+_UNSEEN = object()
+
+
+def _budget_error(budget: Budget) -> str | None:
     if not _NODES.match(budget.nodes.strip()):
         return f"nodes {budget.nodes!r} is not a count or a percentage like 10%"
     if (budget.schedule is None) != (budget.duration is None):
@@ -143,9 +159,25 @@ def active_window(budget: Budget, now: datetime) -> tuple[datetime, datetime] | 
     if budget.schedule is None:
         return (now, now)
     seconds = parse_duration(budget.duration or "0s") or 0.0
-    start = croniter(budget.schedule, now + timedelta(microseconds=1)).get_prev(datetime)
+    start = _last_fire(budget.schedule, now)
     end = start + timedelta(seconds=seconds)
     return (start, end) if start <= now < end else None
+
+
+#: per schedule, a fire time and the next one after it (`_last_fire`)
+_FIRES: Memo[str, tuple[datetime, datetime]] = Memo(256)
+
+
+def _last_fire(schedule: str, now: datetime) -> datetime:
+    """The schedule's latest fire time at or before ``now`` (UTC). Kept with the fire after it: every moment until
+    then has the same one (a pass every few seconds; a schedule fires minutes or hours apart), so croniter, which
+    parses the schedule again each time, is asked once per fire."""
+    kept = _FIRES.get(schedule)
+    if kept is not None and kept[0] <= now < kept[1]:
+        return kept[0]
+    last: datetime = croniter(schedule, now + timedelta(microseconds=1)).get_prev(datetime)
+    _FIRES.keep(schedule, (last, croniter(schedule, last).get_next(datetime)))  # no fire between the two
+    return last
 
 
 def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: int, deleting: int,

@@ -179,6 +179,9 @@ class ClusterView:
     types: dict[str, InstanceType] = field(default_factory=dict)
     claims: dict[str, NodeClaim] = field(default_factory=dict)
     _pdbs_of_class: dict[Interned, list[PdbStatus]] = field(default_factory=dict, repr=False)
+    #: the classes of pods whose PDBs may keep them (two PDBs, or one that allows no disruption now): a pod of any
+    #: other class is never kept by a PDB
+    _pdb_bound: set[Interned] = field(default_factory=set, repr=False, compare=False)
     not_candidate: dict[str, BlockCause] = field(default_factory=dict)  # node -> why never a candidate
     hard_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why no method may disrupt it
     consolidation_block: dict[str, BlockCause] = field(default_factory=dict)  # node -> why not consolidated
@@ -383,6 +386,8 @@ class ClusterView:
             status = pdb_allowed(pdb, [p for key in selected for p in by_class[pdb.namespace][key]])
             for key in selected:
                 self._pdbs_of_class.setdefault(key, []).append(status)
+        self._pdb_bound = {key for key, statuses in self._pdbs_of_class.items()
+                           if len(statuses) > 1 or statuses[0].allowed <= 0}
 
     def pdbs_of(self, pod: Pod) -> list[PdbStatus]:
         """The PDBs that select an active pod (not finished), with what they allow now: the same for every pod of
@@ -502,8 +507,8 @@ class ClusterView:
         would be evicted (``IsEvictable``): not mirror pods, nor pods that tolerate the disrupted taint."""
         selected = self._pdbs_of_class
         derived = self.node_pods[node.name]
-        if not derived.protected and selected.keys().isdisjoint(derived.class_keys):
-            return None  # no pod is annotated, and no PDB selects one not being deleted: the most nodes, in C
+        if not derived.protected and self._pdb_bound.isdisjoint(derived.class_keys):
+            return None  # no pod is annotated, and no PDB may keep one not being deleted: the most nodes, in C
         for pod in self.pods_on[node.name]:
             if not pod.protection_annotated and pod.class_key not in selected:
                 continue  # no do-not-disrupt annotation and no PDB selects it: it blocks nothing (most pods)
@@ -623,6 +628,8 @@ class ClusterView:
                 node = self.nodes.get(hold.target)
                 if node is not None and node.nodepool:
                     self.pause.setdefault((node.nodepool, node.name), held)
+        if not any(pool.stabilization_window for pool in self.snapshot.nodepools):
+            return  # no window to find the newest node for
         # a replacement launched for a disruption decision is not a sign of new load: counting it would restart
         # the window on every replace ebb carries out (each replace would pause consolidation again)
         newest = max((n for n in self.snapshot.nodes if n.creation_time is not None and not self.replacement(n)),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from ebb.core.causes import BlockCause, Cause
 from ebb.core.model import Interned, Node, Pod
 from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.scheduler import SimState
+
+_CLASS_KEY = attrgetter("class_key")
+_REQUESTS_KEY = attrgetter("requests_key")
 
 #: past this many bins changed since the last pass, a kept answer is taken only when nothing it read changed (a
 #: kept delete: every bin up to its reach is the same, `Start.same_up_to`), not checked against each changed bin
@@ -382,8 +386,9 @@ class RefusalSession:
         placement order."""
         s = self.changed.state.s
         node, charge = s.nodes[own], s.pool_charge(own)
-        return (node.nodepool, node.capacity_type, node.instance_type, price, None if charge is None
-                else charge[1].tobytes(), tuple((pod.class_key, pod.requests_key) for pod in leaving))
+        kinds = tuple(zip(map(_CLASS_KEY, leaving), map(_REQUESTS_KEY, leaving), strict=True))  # in C
+        return (node.nodepool, node.capacity_type, node.instance_type, price,
+                None if charge is None else charge[1].tobytes(), kinds)
 
     def _alike_refusal(self, own: int, price: float, leaving: list[Pod]) -> Refusal | None:
         """The refusal of node ``own`` alone (``leaving`` its pods in placement order) from that of a node of its shape

@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain, filterfalse, product
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -322,7 +322,7 @@ class PoolsEntry:
 
 def same_objects(kept: Sequence[object], given: Sequence[object]) -> bool:
     """The same objects (by identity), in the same order."""
-    return len(kept) == len(given) and all(a is b for a, b in zip(kept, given, strict=True))
+    return len(kept) == len(given) and all(map(is_, kept, given))  # compared in C
 
 
 #: built pools by (resource names, the NodePools and DaemonSets, the ids of the InstanceTypes), with those kept (so

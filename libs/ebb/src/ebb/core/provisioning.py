@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ebb.core import node_pods
+from ebb.core.memo import Memo
 from ebb.core.model import Node, Pod, Snapshot, Taint
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import simulate
@@ -51,6 +53,10 @@ class ProvisioningPlan:
     unschedulable: Mapping[str, str] = field(default_factory=dict)
 
 
+#: what `launches` derived from each node's pods (`node_pods.of_node`), by node name
+_DERIVED: Memo[str, node_pods.NodePods] = Memo(node_pods.KEEP_AT_MOST)
+
+
 def batch_wait(opened: float, last_arrival: float, now: float, *, idle: float = BATCH_IDLE_SECONDS,
                maximum: float = BATCH_MAX_SECONDS) -> float:
     """Seconds the batch opened at ``opened`` (its last pod arrived at ``last_arrival``) stays open after
@@ -78,7 +84,10 @@ def launches(snapshot: Snapshot, pending: Sequence[Pod], *, in_flight: Iterable[
     waiting = [p for p in pending if p.node_name is None and p.needs_rescheduling]
     if not waiting:
         return ProvisioningPlan()
-    result = simulate(snapshot, waiting)
+    # each node's pods derived as a pass's view derives them, kept apart from the passes' (another moment of the
+    # cluster): the nodes whose pods did not change since the last batch answer from it
+    derived, unbound = node_pods.of_snapshot((n.name for n in snapshot.nodes), snapshot.pods, _DERIVED)
+    result = simulate(snapshot, waiting, derived=derived, unbound=unbound)
     new = {n.hostname for n in result.new_nodes}
     expected = {pod: at for pod, at in result.placements.items() if at not in new}
     return ProvisioningPlan(launches=result.new_nodes, expected=expected, unschedulable=dict(result.unplaceable))

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -55,6 +56,8 @@ from ebb.core.model import LABEL_HOSTNAME, LABEL_ZONE, Pod, Snapshot
 from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.constraints import PodClass
 from ebb.core.simulator.scheduler import Scheduler, SimState
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 #: kube-scheduler's highest score of one plugin (framework.MaxNodeScore)
 MAX_SCORE = 100
@@ -103,10 +106,10 @@ def _round(x: np.ndarray) -> IntArray:
     return np.floor(x + 0.5).astype(np.int64)
 
 
-def _counts(pods: Sequence[Pod]) -> tuple[int, int, tuple[tuple[tuple[str, str, str], int], ...]]:
+def _counts(pods: Sequence[Pod]) -> tuple[int, int, Mapping[tuple[str, str, str], int]]:
     """What a batch reads of one node's pods (not those being deleted): how many request no cpu and how many no memory
     (LeastAllocated counts them as ``NONZERO_*``), and how many pods of each owner that spreads by default
-    (`_owner`), in the order the owners first come."""
+    (`_owner`; read-only: kept with the node's derived pods)."""
     no_cpu = no_memory = 0
     owners: dict[tuple[str, str, str], int] = {}
     for pod in pods:
@@ -118,7 +121,7 @@ def _counts(pods: Sequence[Pod]) -> tuple[int, int, tuple[tuple[tuple[str, str, 
         owner = _owner(pod)
         if owner is not None:
             owners[owner] = owners.get(owner, 0) + 1
-    return no_cpu, no_memory, tuple(owners.items())
+    return no_cpu, no_memory, owners
 
 
 class Binder:
@@ -148,14 +151,16 @@ class Binder:
         # each node's counts, as its pods' derivation kept them (`_counts`) or found now
         per_node = ([d.derived("binding", _counts) for d in s.derived] if s.derived is not None
                     else [_counts(tuple(pods)) for pods in s.pods_on])
-        for b, (without_cpu, without_memory, of_owners) in enumerate(per_node):
-            no_cpu[b], no_mem[b] = without_cpu, without_memory
-            for owner, count in of_owners:
-                if owner in wanted:
+        if n:
+            no_cpu[:] = np.fromiter(map(_FIRST, per_node), dtype=np.int64, count=n)
+            no_mem[:] = np.fromiter(map(_SECOND, per_node), dtype=np.int64, count=n)
+        if wanted:
+            for b, (_, _, of_owners) in enumerate(per_node):
+                for owner in wanted.intersection(of_owners):  # the batch's few owners among the node's, in C
                     counts = owned.get(owner)
                     if counts is None:
                         counts = owned[owner] = np.zeros(n, dtype=np.int64)
-                    counts[b] += count
+                    counts[b] += of_owners[owner]
         #: per class key, the nodes the pod's required node affinity and node selector admit (the spread's
         #: nodeAffinityPolicy: Honor)
         self._admitted: dict[object, BoolArray] = {}

@@ -238,8 +238,8 @@ class Scheduler:
             known = _DAEMON_ROOM_KEPT.keep(self.resources, (daemonsets, {}))
         kept = known[1]
         wanted: list[IntArray] | None = None
-        want = np.empty_like(self.node_alloc)
-        for i, node in enumerate(self.nodes):
+        rows: list[IntArray] = []
+        for node in self.nodes:
             hit = kept.get(id(node))
             if hit is None or hit[0] is not node:
                 if wanted is None:
@@ -250,7 +250,8 @@ class Scheduler:
                         row += vec
                 row.flags.writeable = False  # shared by the Schedulers of later passes
                 hit = kept[id(node)] = (node, row)
-            want[i] = hit[1]
+            rows.append(hit[1])
+        want = np.array(rows, dtype=np.int64) if rows else np.empty_like(self.node_alloc)  # one copy, in C
         room: IntArray = np.maximum(want - daemons, 0)
         return room
 
@@ -1040,9 +1041,11 @@ class SimState(Placement):
                     self._set(codes, b, code)
 
 def simulate(snapshot: Snapshot, pods: Sequence[Pod], *, remove: Iterable[str] = (), max_new: int = 10**9,
-             node_order: Sequence[str] | None = None) -> SimulationResult:
-    """One-shot convenience: remove nodes, place their pods plus `pods`, report the outcome."""
-    sched = Scheduler(snapshot, node_order=node_order, extra_pods=pods)
+             node_order: Sequence[str] | None = None, derived: Mapping[str, node_pods.NodePods] | None = None,
+             unbound: Sequence[Pod] | None = None) -> SimulationResult:
+    """One-shot convenience: remove nodes, place their pods plus `pods`, report the outcome. ``derived`` and
+    ``unbound``: each node's pods derived and the pods on no node (`Scheduler`), when the caller has them."""
+    sched = Scheduler(snapshot, node_order=node_order, extra_pods=pods, derived=derived, unbound=unbound)
     state = sched.new_state()
     moving: list[Pod] = []
     for name in remove:

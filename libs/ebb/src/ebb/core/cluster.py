@@ -19,7 +19,6 @@ with Karpenter is a candidate (`ebb.core.conflicts.refused`).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -59,7 +58,6 @@ _DISRUPTED_NO_SCHEDULE = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 #: the loop over every pod of a pass leaves the finished ones out in C
 _IS_TERMINAL = attrgetter("is_terminal")
 _PDB_HEALTHY = attrgetter("pdb_healthy")
-_CLASS_KEY = attrgetter("class_key")
 #: the lifetime left that scales a candidate's disruption cost is measured on a grid of this many steps per the
 #: shortest expireAfter of the snapshot's NodePools (an hour for Karpenter's default of 720h; `lifetime_step`)
 LIFETIME_STEPS = 720
@@ -147,11 +145,9 @@ def do_not_disrupt_protection(annotations: Mapping[str, str], start_time: dateti
 
 def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
     """disruptionsAllowed as kube-controller-manager computes it from the matching pods."""
-    return pdb_status(pdb, len(pods), sum(map(_PDB_HEALTHY, pods)))
+    expected = len(pods)
+    healthy = sum(map(_PDB_HEALTHY, pods))
 
-
-def pdb_status(pdb: PodDisruptionBudget, expected: int, healthy: int) -> PdbStatus:
-    """`pdb_allowed` from how many pods the PDB matches and how many of them are healthy."""
     def scaled(value: int | str, round_up: bool) -> int:
         if isinstance(value, int):
             return value
@@ -240,22 +236,31 @@ class ClusterView:
                 view.claims_by_provider[c.provider_id] = c
         for node in snapshot.nodes:
             view.pods_on[node.name] = []
-        # every pod of every pass: the finished ones left out in C, one lookup for the rest
+        # every pod of every pass: the finished ones left out in C, one lookup for the rest; with PDBs, the pods
+        # of each class gathered in the same pass over them (`_pdbs`: they are thousands of objects spread through
+        # memory, and reading them is most of a loop's cost)
         on_node, unbound = view.pods_on.get, view.unbound
-        active = list(filterfalse(_IS_TERMINAL, snapshot.pods))
-        for pod in active:
+        of_class: dict[Interned, list[Pod]] = {}
+        class_at, by_class = of_class.get, bool(snapshot.pdbs)
+        for pod in filterfalse(_IS_TERMINAL, snapshot.pods):
             on = on_node(pod.node_name or "")  # no node is named "": an unbound pod is on none
             if on is not None:
                 on.append(pod)
             else:
                 unbound.append(pod)
+            if by_class:
+                same = class_at(pod.class_key)
+                if same is None:
+                    of_class[pod.class_key] = [pod]
+                else:
+                    same.append(pod)
         for name, pods in view.pods_on.items():
             derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
             view.movable[name] = derived.movable
         for node in snapshot.nodes:
             view.price[node.name], view.price_known[node.name] = view._node_price(node)
         view._demand()
-        view._pdbs(active)
+        view._pdbs(of_class)
         view._candidates()
         view._budgets()
         view._pauses()
@@ -360,28 +365,25 @@ class ClusterView:
                 for pool, peak in self.demand_peak.items()}
 
     # -- PDBs --------------------------------------------------------------------------------------------
-    def _pdbs(self, active: list[Pod]) -> None:
-        """What each PDB allows now, kept per class of the pods it selects. ``active``: the snapshot's active pods
-        (not finished). Replicas share their labels: each class of pods (same namespace and labels, and more: its
-        interned ``class_key``) is matched once, not every pod, and its pods and healthy pods are counted in C."""
+    def _pdbs(self, of_class: dict[Interned, list[Pod]]) -> None:
+        """What each PDB allows now, kept per class of the pods it selects. ``of_class``: the active pods (not
+        finished) of each class, in the snapshot's order (`build` gathers them). Replicas share their labels: each
+        class of pods (same namespace and labels, and more: its interned ``class_key``) is matched once, not every
+        pod."""
         if not self.snapshot.pdbs:
             return
-        expected = Counter(map(_CLASS_KEY, active))
-        healthy = Counter(map(_CLASS_KEY, filter(_PDB_HEALTHY, active)))
-        first = dict(zip(map(_CLASS_KEY, reversed(active)), reversed(active), strict=True))  # the last one put stays
         namespaces = {pdb.namespace for pdb in self.snapshot.pdbs}
-        by_class: dict[str, dict[Interned, Pod]] = {}
-        for key in expected:  # a class is of one namespace (it is in the key)
-            pod = first[key]
-            if pod.namespace in namespaces:
-                by_class.setdefault(pod.namespace, {})[key] = pod
+        by_class: dict[str, dict[Interned, list[Pod]]] = {}
+        for key, pods in of_class.items():  # a class is of one namespace (it is in the key)
+            if pods[0].namespace in namespaces:
+                by_class.setdefault(pods[0].namespace, {})[key] = pods
         for pdb in self.snapshot.pdbs:
             selector = pdb.selector
             if selector is None:
                 continue  # policy/v1: a null selector selects no pod (an empty one, every pod of the namespace)
-            selected = [key for key, pod in by_class.get(pdb.namespace, {}).items()
-                        if selector_matches(selector, pod.labels)]
-            status = pdb_status(pdb, sum(expected[key] for key in selected), sum(healthy[key] for key in selected))
+            selected = [key for key, pods in by_class.get(pdb.namespace, {}).items()
+                        if selector_matches(selector, pods[0].labels)]
+            status = pdb_allowed(pdb, [p for key in selected for p in by_class[pdb.namespace][key]])
             for key in selected:
                 self._pdbs_of_class.setdefault(key, []).append(status)
         self._pdb_bound = {key for key, statuses in self._pdbs_of_class.items()

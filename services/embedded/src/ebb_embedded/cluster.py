@@ -176,6 +176,10 @@ class SimulatedCluster:
         self._pods_in: dict[str, dict[str, None]] = {}
         #: the keys of the Pending pods (`_pending`), kept as objects change: the run's status counts them often
         self._pending_keys: set[str] = set()
+        #: each key's place in the order of ``objects`` (a number that only grows: a key put again after its removal
+        #: goes last, as in the dict)
+        self._places: dict[str, int] = {}
+        self._next_place = 0
         self.evictions = 0
         self.evictions_refused = 0
         self.pods_recreated = 0
@@ -235,6 +239,9 @@ class SimulatedCluster:
             else:
                 self._pending_keys.discard(key)
             self._pods_in.setdefault(str(meta.get("namespace") or ""), {})[key] = None
+        if old is None:  # a new key goes last in ``objects``: its place there
+            self._places[key] = self._next_place
+            self._next_place += 1
         self.objects[key] = obj
         self._kinds.setdefault(str(obj.get("kind")), {})[key] = None
         self._parse_cache.put(key, obj)
@@ -293,6 +300,7 @@ class SimulatedCluster:
         if obj is None:
             return
         self._kinds.get(str(obj.get("kind")), {}).pop(key, None)
+        self._places.pop(key, None)
         self._parse_cache.remove(key)
         self._pickled.pop(key, None)
         if obj.get("kind") == "Pod":
@@ -331,7 +339,8 @@ class SimulatedCluster:
         """The Pending pods, in the order of ``objects``."""
         if not self._pending_keys:
             return []
-        return [self.objects[k] for k in self._kinds.get("Pod", ()) if k in self._pending_keys]
+        # the few pending ones put in order by their places, not found among every pod
+        return [self.objects[k] for k in sorted(self._pending_keys, key=self._places.__getitem__)]
 
     def pending_count(self) -> int:
         return len(self._pending_keys)

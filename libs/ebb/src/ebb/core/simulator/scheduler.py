@@ -496,9 +496,11 @@ class SimState(Placement):
         nodes_of: dict[Interned, list[int] | None] = {}  # None: a class whose pods raise nothing
         bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]] = []
         known, memberships = nodes_of.get, s.memberships
-        # each node's classes and how many of its pods are of each: as a pass's view found them, else found now
-        per_node = ([d.classes for d in s.derived] if s.derived is not None
-                    else [node_pods.classes_of(pods) for pods in s.pods_on])
+        if s.derived is not None:
+            self._init_counts_derived(s.derived, nodes_of, bound)
+            per_node: list[tuple[tuple[Interned, Pod, int], ...]] = []
+        else:  # each node's classes and how many of its pods are of each, found now
+            per_node = [node_pods.classes_of(pods) for pods in s.pods_on]
         for i, classes in enumerate(per_node):
             for class_key, pod, count in classes:
                 at = known(class_key, _UNSEEN)
@@ -521,6 +523,38 @@ class SimState(Placement):
             if ports:
                 for i in at:
                     self.ports.setdefault(i, set()).update(ports)
+
+    def _init_counts_derived(self, derived: Sequence[node_pods.NodePods], nodes_of: dict[Interned, list[int] | None],
+                             bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]
+                             ) -> None:
+        """`_init_counts`' classes of the bound pods from each node's classes as a pass's view derived them (its class
+        keys a frozenset, `NodePods.class_keys`): the classes a node brings that no node before it had, and then those
+        of its classes that raise a count, are found with set operations in C, so a node whose classes raise nothing
+        (most) costs two of them, not a step per class. The same as the loop over every node's classes: each class's
+        memberships found when it first comes, its nodes listed in node order, once per pod."""
+        memberships = self.s.memberships
+        seen: set[Interned] = set()
+        raising: set[Interned] = set()
+        for d in derived:
+            new = d.class_keys - seen
+            if new:
+                seen |= new
+                for class_key, pod, _ in d.classes:  # in the order the node's classes first come
+                    if class_key in new:
+                        gids, ports = memberships(pod)
+                        if gids or ports:
+                            at: list[int] = []
+                            nodes_of[class_key] = at
+                            bound.append(((gids, ports), at))
+                            raising.add(class_key)
+        if not raising:
+            return
+        for i, d in enumerate(derived):
+            hit = raising.intersection(d.class_keys)
+            if hit:
+                for class_key, _, count in d.classes:
+                    if class_key in hit:
+                        cast(list[int], nodes_of[class_key]).extend(repeat(i, count))
 
     def _sync_groups(self) -> None:
         """Groups registered after this state was made (a new pod class) start from existing pods."""

@@ -491,26 +491,7 @@ class SimState(Placement):
         replicas share their class, so the per-pod work is one dict lookup. Only the classes' `memberships` are
         needed, not the classes themselves."""
         s, topology = self.s, self.topology
-        # the nodes of each class that raises a count or holds a host port (most classes do neither: their pods are
-        # skipped), its memberships found when the class first comes (`memberships` registers no group)
-        nodes_of: dict[Interned, list[int] | None] = {}  # None: a class whose pods raise nothing
-        bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]] = []
-        known, memberships = nodes_of.get, s.memberships
-        if s.derived is not None:
-            self._init_counts_derived(s.derived, nodes_of, bound)
-            per_node: list[tuple[tuple[Interned, Pod, int], ...]] = []
-        else:  # each node's classes and how many of its pods are of each, found now
-            per_node = [node_pods.classes_of(pods) for pods in s.pods_on]
-        for i, classes in enumerate(per_node):
-            for class_key, pod, count in classes:
-                at = known(class_key, _UNSEEN)
-                if at is _UNSEEN:
-                    gids, ports = memberships(pod)
-                    at = nodes_of[class_key] = [] if gids or ports else None
-                    if at is not None:
-                        bound.append(((gids, ports), at))
-                if at is not None:
-                    at.extend(repeat(i, count))
+        bound = self._bound_derived(s.derived) if s.derived is not None else self._bound_listed()
         for key in topology.topology_keys:
             self._ensure_key(key, topology.domain_codes[key][1])
         self.counts = [np.zeros(topology.domain_count(g.key), dtype=np.int64) for g in topology.groups]
@@ -524,17 +505,36 @@ class SimState(Placement):
                 for i in at:
                     self.ports.setdefault(i, set()).update(ports)
 
-    def _init_counts_derived(self, derived: Sequence[node_pods.NodePods], nodes_of: dict[Interned, list[int] | None],
-                             bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]
-                             ) -> None:
-        """`_init_counts`' classes of the bound pods from each node's classes as a pass's view derived them (its class
-        keys a frozenset, `NodePods.class_keys`): the classes a node brings that no node before it had, and then those
-        of its classes that raise a count, are found with set operations in C, so a node whose classes raise nothing
-        (most) costs two of them, not a step per class. The same as the loop over every node's classes: each class's
-        memberships found when it first comes, its nodes listed in node order, once per pod."""
+    def _bound_listed(self) -> list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]:
+        """The memberships of each class of the bound pods that raises a count or holds a host port (most classes do
+        neither: their pods are skipped), found when the class first comes (`memberships` registers no group), with
+        the node of each of its pods, in node order: from each node's classes found now."""
+        nodes_of: dict[Interned, list[int] | None] = {}  # None: a class whose pods raise nothing
+        bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]] = []
+        known, memberships = nodes_of.get, self.s.memberships
+        for i, pods in enumerate(self.s.pods_on):
+            for class_key, pod, count in node_pods.classes_of(pods):
+                at = known(class_key, _UNSEEN)
+                if at is _UNSEEN:
+                    gids, ports = memberships(pod)
+                    at = nodes_of[class_key] = [] if gids or ports else None
+                    if at is not None:
+                        bound.append(((gids, ports), at))
+                if at is not None:
+                    at.extend(repeat(i, count))
+        return bound
+
+    def _bound_derived(self, derived: Sequence[node_pods.NodePods]
+                       ) -> list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]:
+        """`_bound_listed` from each node's classes as a pass's view derived them (their keys a frozenset,
+        `NodePods.class_keys`): the classes a node brings that no node before it had, and then those of its classes
+        that raise a count, are found with set operations in C, so a node whose classes raise nothing (most) costs two
+        of them, not a step per class. The same answer: each class's memberships found when it first comes, its nodes
+        listed in node order, once per pod."""
         memberships = self.s.memberships
+        nodes_of: dict[Interned, list[int]] = {}  # the classes that raise a count or hold a host port
+        bound: list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]] = []
         seen: set[Interned] = set()
-        raising: set[Interned] = set()
         for d in derived:
             new = d.class_keys - seen
             if new:
@@ -543,18 +543,17 @@ class SimState(Placement):
                     if class_key in new:
                         gids, ports = memberships(pod)
                         if gids or ports:
-                            at: list[int] = []
-                            nodes_of[class_key] = at
+                            at = nodes_of[class_key] = []
                             bound.append(((gids, ports), at))
-                            raising.add(class_key)
-        if not raising:
-            return
-        for i, d in enumerate(derived):
-            hit = raising.intersection(d.class_keys)
-            if hit:
-                for class_key, _, count in d.classes:
-                    if class_key in hit:
-                        cast(list[int], nodes_of[class_key]).extend(repeat(i, count))
+        if nodes_of:
+            raising = set(nodes_of)  # a set's intersection with a frozenset is quicker than its keys view's
+            for i, d in enumerate(derived):
+                hit = raising.intersection(d.class_keys)
+                if hit:
+                    for class_key, _, count in d.classes:
+                        if class_key in hit:
+                            nodes_of[class_key].extend(repeat(i, count))
+        return bound
 
     def _sync_groups(self) -> None:
         """Groups registered after this state was made (a new pod class) start from existing pods."""

@@ -471,10 +471,23 @@ def test_refusals_at_karpenters_pace_answer_as_a_pass_computed_whole(start: list
     """The same comparison with the passes at Karpenter's pace (the back-test's simulations of Karpenter): its
     multi-node search makes no step alone, and single-node consolidation, which makes one command a pass, takes the
     refusals kept from the last pass and of nodes alike before it evaluates a node, and keeps those it finds; nodes
-    launched and not initialized yet refuse a replacement for a pod one of them has room for."""
-    _, _, _, refused, _ = compare(start, sequence, explain=explain, pace=True)
+    launched and not initialized yet refuse a replacement for a pod one of them has room for, and such a refusal is
+    taken while one of them still has room for one of its pods, naming the pod and node found then."""
+    waiting = 0
+    still_refused = kept_module.RefusalSession._still_refused
+
+    def counted(self: kept_module.RefusalSession, refusal: kept_module.Refusal) -> kept_module.Refusal | None:
+        nonlocal waiting
+        taken = still_refused(self, refusal)
+        waiting += refusal.waiting and taken is not None
+        return taken
+
+    with patch.object(kept_module.RefusalSession, "_still_refused", counted):
+        _, _, _, refused, _ = compare(start, sequence, explain=explain, pace=True)
     event("a refusal taken at Karpenter's pace after a change" if refused else
           "no refusal taken at Karpenter's pace after a change")
+    if waiting:
+        event("a refusal for a pod a node not initialized yet has room for taken")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -830,3 +843,36 @@ def test_a_step_alike_that_may_differ_is_made(case: str) -> None:
     with steps_alike() as asked:
         compare(start, [("clock", 1)])
     assert ("b", "stepped") in asked and ("b", "refused") not in asked, asked
+
+
+@contextmanager
+def waiting_refusals() -> Iterator[list[tuple[str, str | None]]]:
+    """Each refusal for a pod a node not initialized yet has room for asked whether it is refused still
+    (`RefusalSession._still_refused`): its first pod, and the sentence of the refusal taken (None: not taken)."""
+    asked: list[tuple[str, str | None]] = []
+    real = kept_module.RefusalSession._still_refused
+
+    def recorded(self: kept_module.RefusalSession, refusal: kept_module.Refusal) -> kept_module.Refusal | None:
+        taken = real(self, refusal)
+        if refusal.waiting:
+            asked.append((refusal.first.key, None if taken is None or taken.replacement is None
+                          else taken.replacement.text))
+        return taken
+
+    with patch.object(kept_module.RefusalSession, "_still_refused", recorded):
+        yield asked
+
+
+def test_a_refusal_for_a_node_not_initialized_yet_holds_while_that_node_has_room() -> None:
+    """At Karpenter's pace x (a c5.large) is not replaced by a cheaper t3.medium while m0, launched and not initialized
+    yet, has room for x-0: the refusal is taken on the next pass, naming m0 again. Once a pending pod takes m0's room,
+    it no longer holds (a cache that kept it would keep x), and the pass replaces x."""
+    start = [catalog(), nodepool(consolidate_after="0s", budgets=[{"nodes": "1"}]),
+             node("f", itype="t3.medium"), pod("f-0", "f", cpu="1900m", started=ago(minutes=30)),
+             node("x", itype="c5.large"), pod("x-0", "x", cpu="1200m", started=ago(minutes=30))]
+    sequence: list[Step] = [("add booting node", "t3.medium", ZONES[0]), ("clock", 1), ("add pod", 8, "1500m", "plain")]
+    with waiting_refusals() as asked:
+        compare(start, sequence, pace=True)
+    held = [text for pod_key, text in asked if pod_key == "default/x-0"]
+    assert held and held[0] is not None and "node m0 has room for it" in held[0], asked
+    assert held[-1] is None, asked  # m0 full: asked again, not taken

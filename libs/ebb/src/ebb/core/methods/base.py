@@ -12,13 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
-
 from ebb.core.balanced import Move, Score
 from ebb.core.causes import BlockCause, Cause, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.conflicts import ConflictSettings
-from ebb.core.methods.kept import KeptRefusals
+from ebb.core.methods.kept import KeptRefusals, waiting_for_uninitialized
 from ebb.core.model import (
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
@@ -31,7 +29,6 @@ from ebb.core.model import (
     Requirement,
     Snapshot,
 )
-from ebb.core.simulator.arrays import all_of_rows
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -240,9 +237,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     if ctx.options.karpenter_pace:
         waiting = uninitialized_room(ctx.state, new, view.uninitialized_owned())
         if waiting is not None:
-            return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": waiting[0], "why": (
-                f"node {waiting[1]} has room for it but is not initialized yet, where Karpenter's scheduler puts it "
-                "before it opens a new node, and then does not consolidate")})
+            return waiting_for_uninitialized(*waiting)
     removed_price = sum(view.price[n] for n in removed)
     pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
     floors = [r for r in pool.pool.requirements if r.min_values is not None]
@@ -309,13 +304,8 @@ def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[st
     claim = next((b for b, c in state.claims.items() if c.hostname == new.hostname), None)
     if claim is None:
         return None
-    bins = np.array([state.s.node_index[name] for name in uninitialized], dtype=np.int64)
-    for pod in state.pods_on_bin(claim):
-        cls = state.s.classes(pod)[-1]
-        fits = cls.node_ok[bins] & all_of_rows(state.free[bins] >= state.s.pod_vec(pod))
-        if fits.any():
-            return pod.key, state.s.nodes[int(bins[int(fits.nonzero()[0][0])])].name
-    return None
+    found = state.first_with_room(state.pods_on_bin(claim), [state.s.node_index[name] for name in uninitialized])
+    return None if found is None else (found[0].key, state.s.nodes[found[1]].name)
 
 
 def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequence[str],

@@ -262,11 +262,22 @@ class Refusal:
     replacement: BlockCause | None
     #: the replacement was refused by `filter_replacement` once its pods were placed (not given up on the way)
     filtered: bool = False
+    #: refused so for a pod on the new node that a node not initialized yet has room for, at Karpenter's pace
+    #: (`waiting_for_uninitialized`): which pod and node the sentence names is found again where the refusal is taken
+    waiting: bool = False
 
     def verdict(self, why: str) -> BlockCause | None:
         """Single-node consolidation's verdict on the node (`alone_verdict`; ``why``: the first pod's sentence on the
         state now, `RefusalSession.held`)."""
         return alone_verdict(self.first.key, why, fits_nowhere=self.fits_nowhere, replacement=self.replacement)
+
+
+def waiting_for_uninitialized(pod: str, node: str) -> BlockCause:
+    """Why there is no replacement at Karpenter's pace when node ``node``, not initialized yet, has room for ``pod``,
+    which the simulation put on the new node (`ebb.core.methods.base.uninitialized_room`)."""
+    return BlockCause(Cause.PODS_FIT_NOWHERE, {"pod": pod, "why": (
+        f"node {node} has room for it but is not initialized yet, where Karpenter's scheduler puts it before it opens "
+        "a new node, and then does not consolidate")})
 
 
 def alone_verdict(first: str, why: str, *, fits_nowhere: bool, replacement: BlockCause | None) -> BlockCause | None:
@@ -355,13 +366,30 @@ class RefusalSession:
         found = self.last.get(name)
         if found is not None and own not in changed.at and found.price == price \
                 and self.reads_bins_only(found.kinds) and len(leaving) == len(found.leaving) \
-                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)) \
-                and not self._watched_room(found):
+                and all(a is b or a == b for a, b in zip(found.leaving, leaving, strict=True)):
             went = changed.replay(found, own)
-            if went is not None:
-                return self._taken(name, own, found if went is found.went else replace(found, went=went))
+            refusal = None if went is None else self._still_refused(
+                found if went is found.went else replace(found, went=went))
+            if refusal is not None:
+                return self._taken(name, own, refusal)
         alike = self._alike_refusal(own, price, leaving)
-        return None if alike is None or self._watched_room(alike) else self._taken(name, own, alike)
+        refusal = None if alike is None else self._still_refused(alike)
+        return None if refusal is None else self._taken(name, own, refusal)
+
+    def _still_refused(self, refusal: Refusal) -> Refusal | None:
+        """``refusal``, its pods going where they went, as `filter_replacement` would refuse it on this state, or None
+        when it may not. A replacement refused for a pod a node not initialized yet has room for (``waiting``) is
+        refused again while one of the watched nodes has room for one of the pods the new node took: the first of them
+        and the first such node, in the orders `uninitialized_room` asks them (the new node's pods in placement order,
+        the nodes as the view lists them), are named again. Any other refusal holds unless a watched node has room for
+        such a pod (`_watched_room`), for which the replacement would then be refused that way instead."""
+        if not refusal.waiting:
+            return None if self._watched_room(refusal) else refusal
+        found = self.changed.state.first_with_room(refusal.nowhere, self.watched)
+        if found is None:
+            return None
+        replacement = waiting_for_uninitialized(found[0].key, self.changed.state.s.nodes[found[1]].name)
+        return refusal if replacement == refusal.replacement else replace(refusal, replacement=replacement)
 
     def _watched_room(self, refusal: Refusal) -> bool:
         """Whether a watched node (`watched`) has room for a pod that went onto no existing node in ``refusal``'s
@@ -414,7 +442,7 @@ class RefusalSession:
         return Refusal(ours, one_per_class(ours), price,
                        tuple((ours[at[pod.key]], node) for pod, node in refusal.went),
                        tuple(ours[at[pod.key]] for pod in refusal.nowhere), ours[at[refusal.first.key]],
-                       refusal.fits_nowhere, refusal.replacement, refusal.filtered)
+                       refusal.fits_nowhere, refusal.replacement, refusal.filtered, refusal.waiting)
 
     def why(self, pod: Pod, own: int) -> str:
         """`SimState.why_no_room` of ``pod`` with node ``own`` taken out, once per kind of pod and what that node
@@ -432,11 +460,12 @@ class RefusalSession:
         return simple(self.changed.state, pods, self._simple, counted=True)
 
     def record(self, name: str, leaving: Sequence[Pod], at: int, price: float, why: str, *, fits_nowhere: bool,
-               replacement: BlockCause | None, filtered: bool = False) -> None:
+               replacement: BlockCause | None, filtered: bool = False, waiting: bool = False) -> None:
         """Keep the refusal of node ``name`` (of ``price``) alone just found, the state as its placements left it:
         the pods ``leaving`` it in placement order went onto the other nodes up to ``leaving[at]``, which found no room
         there (``why``), and from it on were placed with one new node allowed, refused (a pod that fits nowhere, or
-        ``replacement``; ``filtered``: by `filter_replacement`). Kept with where each pod went when every pod reads
+        ``replacement``; ``filtered``: by `filter_replacement`, ``waiting``: for a pod a node not initialized yet has
+        room for). Kept with where each pod went when every pod reads
         only the bins' room, openness and labels and ``why`` is the sentence the bins make again (`why`)."""
         state = self.changed.state
         s = state.s
@@ -463,7 +492,7 @@ class RefusalSession:
         if not self.reads_bins_only(kinds) or self.why(leaving[at], own) != why:
             return
         self.keep(name, Refusal(tuple(leaving), kinds, price, tuple(went), tuple(nowhere), leaving[at], fits_nowhere,
-                                replacement, filtered))
+                                replacement, filtered, waiting))
 
     def keep(self, name: str, refusal: Refusal) -> None:
         """Keep ``refusal``, found on this start state for node ``name`` alone, for the next pass, and for the nodes of

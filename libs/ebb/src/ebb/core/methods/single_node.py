@@ -107,12 +107,14 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
     new_node = next(n for n in state.new_nodes() if n.hostname == state.claims[new_bins[0]].hostname)
     replacement = filter_replacement(new_node, [name], ctx)
     # no cheaper, whatever the node's type: multi-node's greedy runs refuse the step too; at Karpenter's pace, where
-    # there are none, any replacement refused by what it reads of the node, the NodePools, the options and the new node
-    # (not for a pod of this node a node not initialized yet has room for: the sentence names that pod)
+    # there are none, any replacement refused by what it reads of the node, the NodePools, the options and the new node,
+    # or for a pod of this node a node not initialized yet has room for (which pod and node are found again where it
+    # is taken: `RefusalSession.held`)
     if refusals is not None and why is not None and isinstance(replacement, BlockCause) \
-            and (price - new_node.price <= EPSILON
-                 or (ctx.options.karpenter_pace and replacement.kind is not Cause.PODS_FIT_NOWHERE)):
-        refusals.record(name, order, stop, price, why, fits_nowhere=False, replacement=replacement, filtered=True)
+            and (price - new_node.price <= EPSILON or ctx.options.karpenter_pace):
+        waiting = ctx.options.karpenter_pace and replacement.kind is Cause.PODS_FIT_NOWHERE
+        refusals.record(name, order, stop, price, why, fits_nowhere=False, replacement=replacement, filtered=True,
+                        waiting=waiting)
     placements = placements_of(state, leaving)
     if isinstance(replacement, BlockCause) or not keep:
         state.rollback(mark)

@@ -48,7 +48,7 @@ from ebb.core.model import (
     Snapshot,
     placement_order,
 )
-from ebb.core.simulator.arrays import BoolArray, IntArray, any_set, reduce_max, trues
+from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_max, trues
 from ebb.core.simulator.constraints import (
     KEEP_ROWS_AT_MOST,
     Constraint,
@@ -750,6 +750,19 @@ class SimState(Placement):
     def bind(self, pod: Pod, cls: PodClass, b: int) -> None:
         """Put ``pod`` of form ``cls`` on existing node ``b``, which `feasible_nodes` found for it."""
         self._commit(pod, cls, self.s.pod_vec(pod), b)
+
+    def first_with_room(self, pods: Iterable[Pod], bins: Sequence[int]) -> tuple[Pod, int] | None:
+        """The first of ``pods`` that one of the existing nodes ``bins`` (open or not) has room for, by its resources
+        (every one, as a node short of any takes no pod), selectors and tolerations, and the first such bin in the
+        order of ``bins``; None when none has."""
+        if not bins:
+            return None
+        at = np.array(bins, dtype=np.int64)
+        for pod in pods:
+            fits = self.s.classes(pod)[-1].node_ok[at] & all_of_rows(self.free[at] >= self.s.pod_vec(pod))
+            if fits.any():
+                return pod, int(at[int(fits.nonzero()[0][0])])
+        return None
 
     def why_no_room(self, pod: Pod, closed: int) -> str:
         """What `place` says of ``pod``, of one form with no topology constraint and no host port, that found no room

@@ -146,6 +146,36 @@ async def test_a_pod_that_is_no_pod_fails_the_drain_before_any_eviction() -> Non
     assert api.evictions() == []
 
 
+async def test_a_version_of_a_pod_is_parsed_once_between_the_check_and_the_drain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before the taint (`Drainer.refusal`) and the drain list the node's pods moments apart: a pod the
+    apiserver numbered (uid and resourceVersion) is parsed once per version, and a pod that changed in between is
+    parsed again."""
+    from ebb.adapters.kube import drain as drain_module
+
+    parsed: list[str] = []
+    real = drain_module.api_pod
+
+    def counted(raw: Any, previous: Any = None) -> Any:
+        parsed.append(raw["metadata"]["name"])
+        return real(raw, previous)
+
+    monkeypatch.setattr(drain_module, "api_pod", counted)
+    clock = ManualClock()
+    api = FakeApi(clock)
+    a, b = pod("a"), pod("b")
+    a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"] = "7", "8"
+    api.add_pods(a, b)
+    drains = drainer(api, clock)
+    assert await drains.refusal("n1") is None
+    assert sorted(parsed) == ["a", "b"]
+    b["metadata"]["resourceVersion"] = "9"
+    b["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"] = "-5"
+    await drains.drain("n1")
+    assert sorted(parsed) == ["a", "b", "b"]  # b changed: parsed again; a was not
+    assert sorted(api.evictions()) == ["default/a", "default/b"]
+
+
 async def test_taint_retries_a_conflict() -> None:
     clock = ManualClock()
     api = FakeApi(clock)

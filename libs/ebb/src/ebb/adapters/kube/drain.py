@@ -55,6 +55,7 @@ from ebb.core.drain import (
     is_gone,
     skip_reason,
 )
+from ebb.core.memo import Memo
 from ebb.core.model import Pod, Taint
 from ebb.core.snapshot import SnapshotError
 
@@ -174,6 +175,10 @@ class DrainReport:
     blocked: int = 0
 
 
+#: how many versions of pods a Drainer keeps parsed (`Drainer._parsed`) before it forgets them all
+READ_KEPT = 4096
+
+
 @dataclass(frozen=True)
 class _Drained:
     """A pod of the drain: as the apiserver listed it (the ``previous`` a read of it again is parsed against) and
@@ -217,6 +222,8 @@ class Drainer:
         self.stop = stop
         #: a wait on the clock that raises ``Stopped`` once ``stop`` is set (also the executor's readiness poll)
         self.sleep = self.clock.sleeper(stop)
+        #: the pods read, parsed, by their namespace, name, uid and resourceVersion (`_parsed`)
+        self._read: Memo[tuple[str, str, str, str], Pod] = Memo(READ_KEPT)
 
     @property
     def taint_words(self) -> str:
@@ -243,13 +250,25 @@ class Drainer:
         found = await self.api.read_node(node)
         return (termination_deadline(found) if found is not None else None) or wanted
 
-    @staticmethod
-    def _parsed(node: str, raw: Mapping[str, Any], previous: _Drained | None = None) -> Pod:
-        """``raw``, a pod the apiserver gave, in the core's model; DrainFailed when it is not a pod's."""
+    def _parsed(self, node: str, raw: Mapping[str, Any], previous: _Drained | None = None) -> Pod:
+        """``raw``, a pod the apiserver gave, in the core's model; DrainFailed when it is not a pod's. A version of a
+        pod the apiserver numbered (its ``uid`` and ``resourceVersion``, which every change of it moves) is parsed
+        once: a command's check before it taints (`refusal`) and its drain list the node's pods moments apart, and
+        the pods that did not change since are the same."""
+        meta = raw.get("metadata")
+        key = None
+        if isinstance(meta, Mapping) and meta.get("resourceVersion"):
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", "")),
+                   str(meta["resourceVersion"]))
+        if key is not None:
+            known = self._read.get(key)
+            if known is not None:
+                return known
         try:
-            return api_pod(raw, None if previous is None else (previous.raw, previous.pod))
+            pod = api_pod(raw, None if previous is None else (previous.raw, previous.pod))
         except SnapshotError as e:
             raise DrainFailed(f"a pod on node {node} cannot be read: {e}") from None
+        return pod if key is None else self._read.keep(key, pod)
 
     async def refusal(self, node: str) -> str | None:
         """Why the Eviction API would refuse now a pod the drain of ``node`` evicts (a PodDisruptionBudget that

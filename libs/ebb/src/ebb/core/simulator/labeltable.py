@@ -35,19 +35,13 @@ class LabelTable:
         """(codes per object, value -> code, code -> value); code -1 where the label is missing."""
         hit = self._keys.get(key)
         if hit is None:
+            # codes in the order values first come: a value's code is the size of ``lookup`` when it is first seen
             lookup: dict[str, int] = {}
-            values: list[str] = []
-            codes = np.full(self._size, -1, dtype=np.int64)
-            for i, labels in enumerate(self._labels):
-                value = labels.get(key)
-                if value is None:
-                    continue
-                code = lookup.get(value)
-                if code is None:
-                    code = lookup[value] = len(values)
-                    values.append(value)
-                codes[i] = code
-            hit = self._keys[key] = (codes, lookup, values)
+            code_of = lookup.setdefault
+            codes = np.fromiter((-1 if value is None else code_of(value, len(lookup))
+                                 for value in [labels.get(key) for labels in self._labels]),
+                                dtype=np.int64, count=self._size)
+            hit = self._keys[key] = (codes, lookup, list(lookup))
         return hit
 
     def requirement(self, req: Requirement) -> BoolArray:

@@ -22,6 +22,7 @@ from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.adapters.store.models import DecisionEvent, ProcessedMessage
 from ebb.contracts import TOPIC_DISRUPTION_COMMANDS
+from ebb.core.drain import api_pod
 from ebb_termination_executor import app
 from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
@@ -151,16 +152,13 @@ async def test_a_version_of_a_pod_is_parsed_once_between_the_check_and_the_drain
     """The check before the taint (`Drainer.refusal`) and the drain list the node's pods moments apart: a pod the
     apiserver numbered (uid and resourceVersion) is parsed once per version, and a pod that changed in between is
     parsed again."""
-    from ebb.adapters.kube import drain as drain_module
-
     parsed: list[str] = []
-    real = drain_module.api_pod
 
     def counted(raw: Any, previous: Any = None) -> Any:
         parsed.append(raw["metadata"]["name"])
-        return real(raw, previous)
+        return api_pod(raw, previous)
 
-    monkeypatch.setattr(drain_module, "api_pod", counted)
+    monkeypatch.setattr("ebb.adapters.kube.drain.api_pod", counted)
     clock = ManualClock()
     api = FakeApi(clock)
     a, b = pod("a"), pod("b")

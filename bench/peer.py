@@ -273,7 +273,7 @@ FULL = TraceSize()
 #: to 15 s) before it deletes anything, and a loaded machine stretches every step (with a 30 s tail, the real
 #: Karpenter's one replace of a run here had launched but not yet deleted when the trace ended)
 SMOKE = TraceSize(scale=0.1, up_seconds=20, up_cap=60, step_seconds=30, steps=(0.3,), bursts=1, burst_period=30,
-                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=90, diurnal_steps=3, diurnal_step_seconds=30)
+                  jobs_per_burst=(2, 2), job_seconds=(10, 15), tail=85, diurnal_steps=3, diurnal_step_seconds=30)
 #: the calibration's (``python -m bench calibrate``) and a repeated side by side's: about 40% of the pods, two
 #: steps down of two minutes (long enough for several of Karpenter's 10 s passes and 15 s validations after
 #: each), three bursts; a diurnal day of eight 50 s steps. About 10 minutes a side instead of 25-30, so that

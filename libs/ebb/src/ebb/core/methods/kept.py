@@ -378,29 +378,18 @@ class RefusalSession:
 
     def _still_refused(self, refusal: Refusal) -> Refusal | None:
         """``refusal``, its pods going where they went, as `filter_replacement` would refuse it on this state, or None
-        when it may not. A replacement refused for a pod a node not initialized yet has room for (``waiting``) is
-        refused again while one of the watched nodes has room for one of the pods the new node took: the first of them
-        and the first such node, in the orders `uninitialized_room` asks them (the new node's pods in placement order,
-        the nodes as the view lists them), are named again. Any other refusal holds unless a watched node has room for
-        such a pod (`_watched_room`), for which the replacement would then be refused that way instead."""
+        when it may not. At Karpenter's pace `filter_replacement` first refuses a replacement for a pod on the new node
+        that a watched node (not initialized yet) has room for, the first such pod and node in the orders
+        `uninitialized_room` asks them (the new node's pods in placement order, the nodes as the view lists them), the
+        same question `SimState.first_with_room` answers here. A refusal for that (``waiting``) holds while one has
+        room, naming the pod and node found now; any other refusal by `filter_replacement` holds while none has."""
+        waits = self.changed.state.first_with_room(refusal.nowhere, self.watched) if refusal.filtered else None
         if not refusal.waiting:
-            return None if self._watched_room(refusal) else refusal
-        found = self.changed.state.first_with_room(refusal.nowhere, self.watched)
-        if found is None:
+            return refusal if waits is None else None
+        if waits is None:
             return None
-        replacement = waiting_for_uninitialized(found[0].key, self.changed.state.s.nodes[found[1]].name)
+        replacement = waiting_for_uninitialized(waits[0].key, self.changed.state.s.nodes[waits[1]].name)
         return refusal if replacement == refusal.replacement else replace(refusal, replacement=replacement)
-
-    def _watched_room(self, refusal: Refusal) -> bool:
-        """Whether a watched node (`watched`) has room for a pod that went onto no existing node in ``refusal``'s
-        step, one whose replacement `filter_replacement` refused: it may then refuse it for that pod, which the record
-        does not say."""
-        if not self.watched or not refusal.filtered:
-            return False
-        state = self.changed.state
-        s = state.s
-        return any(s.classes(pod)[-1].node_ok[b] and all(state.free[b, r] >= amount for r, amount in s.pod_needs(pod))
-                   for pod in refusal.nowhere for b in self.watched)
 
     def _taken(self, name: str, own: int, refusal: Refusal) -> tuple[Refusal, str]:
         self.keep(name, refusal)
@@ -465,8 +454,8 @@ class RefusalSession:
         the pods ``leaving`` it in placement order went onto the other nodes up to ``leaving[at]``, which found no room
         there (``why``), and from it on were placed with one new node allowed, refused (a pod that fits nowhere, or
         ``replacement``; ``filtered``: by `filter_replacement`, ``waiting``: for a pod a node not initialized yet has
-        room for). Kept with where each pod went when every pod reads
-        only the bins' room, openness and labels and ``why`` is the sentence the bins make again (`why`)."""
+        room for). Kept with where each pod went when every pod reads only the bins' room, openness and labels and
+        ``why`` is the sentence the bins make again (`why`)."""
         state = self.changed.state
         s = state.s
         own = s.node_index[name]

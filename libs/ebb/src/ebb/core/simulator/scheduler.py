@@ -68,6 +68,7 @@ from ebb.core.simulator.constraints import (
     tolerated,
 )
 from ebb.core.simulator.labeltable import LabelTable
+from ebb.core.simulator.noderows import rows_of
 from ebb.core.simulator.placement import Claim, Launch, Placement
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.topology import Group, Topology
@@ -85,7 +86,6 @@ __all__ = [
     "simulate",
 ]
 
-_MOVABLE = attrgetter("movable")
 #: a class `SimState._init_counts` has not met yet
 _UNSEEN: Any = object()
 _NEEDS_RESCHEDULING = attrgetter("needs_rescheduling")
@@ -125,32 +125,38 @@ class Scheduler:
             # movable ones and those of the pods on no node (a finished pod needs none)
             of_nodes = in_order = [derived[n.name] for n in self.nodes]
             self.resources = resource_names(snapshot, extra_pods, derived=in_order, unbound=unbound)
-            rescheduled: int = sum(map(len, map(_MOVABLE, in_order))) + sum(map(_NEEDS_RESCHEDULING, unbound))
         else:
             self.resources = resource_names(snapshot, extra_pods)
         self.r_index = {name: i for i, name in enumerate(self.resources)}
         closed = set(closed_nodes)
-        self.node_open = np.array([
-            not (n.unschedulable or n.deleting or not n.ready or n.name in closed
-                 or n.being_disrupted) for n in self.nodes], dtype=bool)
-        self.node_labels = LabelTable([node_labels(n) for n in self.nodes])
-        self.taint_sets = taint_sets(self.nodes)
-        self.node_alloc = kept_rows(self.resources, [n.allocatable for n in self.nodes])
         self._pod_vecs, self._pod_needs = requests_kept(self.resources)
         self.derived: list[node_pods.NodePods] | None = of_nodes
         if of_nodes is not None:
-            # the pods on each node and their requests summed (the same integers `_bind` sums)
+            # the rows of the nodes as the last Scheduler had them, for those that did not change (`noderows`)
+            kept = rows_of(self.resources, snapshot.daemonsets, self.nodes, of_nodes)
+            self.node_open = kept.ready_open.copy()
+            self.node_labels = LabelTable(kept.labels)
+            self.node_alloc = kept.alloc
             #: the active pods bound to each node, by node index
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]
-            used = np.array([d.requested(self.resources) for d in of_nodes],
-                            dtype=np.int64).reshape(self.node_alloc.shape)
-            daemons = np.array([d.requested(self.resources, daemons=True) for d in of_nodes],
-                               dtype=np.int64).reshape(self.node_alloc.shape) if snapshot.daemonsets else None
+            # the pods on each node and their requests summed (the same integers `_bind` sums)
+            self.node_free = kept.alloc - kept.used
+            if kept.daemons_used is not None and kept.daemons_wanted is not None:
+                # the room kept for the DaemonSet pods not there yet (`_daemon_room`)
+                self.node_free -= np.maximum(kept.daemons_wanted - kept.daemons_used, 0)
+            rescheduled: int = int(kept.movable.sum()) + sum(map(_NEEDS_RESCHEDULING, unbound or ()))
         else:
+            self.node_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted)
+                                       for n in self.nodes], dtype=bool)
+            self.node_labels = LabelTable([node_labels(n) for n in self.nodes])
+            self.node_alloc = kept_rows(self.resources, [n.allocatable for n in self.nodes])
             self.pods_on, used, daemons, rescheduled = self._bind(snapshot)
-        self.node_free = self.node_alloc - used
-        if daemons is not None:
-            self.node_free -= self._daemon_room(daemons)
+            self.node_free = self.node_alloc - used
+            if daemons is not None:
+                self.node_free -= self._daemon_room(daemons)
+        if closed:
+            self.node_open &= np.array([n.name not in closed for n in self.nodes], dtype=bool)
+        self.taint_sets = taint_sets(self.nodes)
         if not kube_scheduler:
             self.node_open &= ~(self.node_free < 0).any(axis=1)
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1

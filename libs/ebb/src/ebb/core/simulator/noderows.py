@@ -1,0 +1,127 @@
+"""What a Scheduler reads per existing node, taken from the last Scheduler's rows for the nodes that did not change.
+
+A Scheduler starts from a row per existing node: its allocatable, what its pods request (all of them, and its
+DaemonSet pods), what the DaemonSets that would run there request, whether it is open to pods (ready, not cordoned,
+deleting or being disrupted), its labels and how many of its pods would need a new home. Schedulers are built
+snapshot after snapshot (a pass, its validation, the simulated kube-scheduler's binds, the provisioner) over clusters
+that differ in a node or two: ``ebb.adapters.snapshot_store`` gives an unchanged node as the same ``Node`` object,
+and ``ebb.core.node_pods`` an unchanged node's pods as the same ``NodePods``. So the rows of the last build are kept
+per resource names (`rows_of`), and a build takes those of every node that is the same object with the same derived
+pods, gathered with one index array, and makes rows only for the others. The rows are integers and flags computed
+from those very objects, so they are the rows a build from nothing makes. A cache, not state: it holds the objects
+its rows were made from, so an object's id found in it is that object; safe across threads, as an entry is a value
+replaced whole (a race only makes rows again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
+
+from ebb.core import node_pods
+from ebb.core.labels import daemonset_runs_on_node
+from ebb.core.memo import Memo
+from ebb.core.model import DaemonSet, Node
+from ebb.core.simulator.arrays import BoolArray, IntArray
+from ebb.core.simulator.constraints import kept_rows, node_labels, rows
+
+__all__ = ["NodeRows", "rows_of"]
+
+_MOVABLE = attrgetter("movable")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRows:
+    """One row per node of ``nodes`` (in that order), made from those nodes and ``derived`` (each node's pods) for
+    ``resources``; the arrays are read-only (the next build gathers from them)."""
+
+    resources: tuple[str, ...]
+    daemonsets: tuple[DaemonSet, ...]
+    nodes: Sequence[Node]
+    derived: Sequence[node_pods.NodePods]
+    #: id of each node -> its row
+    index: dict[int, int]
+    #: allocatable, per resource
+    alloc: IntArray
+    #: what the node's pods request, per resource
+    used: IntArray
+    #: what the node's DaemonSet pods request (None: the snapshot has no DaemonSets)
+    daemons_used: IntArray | None
+    #: what the DaemonSets that would run on the node request (None: the snapshot has no DaemonSets)
+    daemons_wanted: IntArray | None
+    #: ready, and neither unschedulable, deleting nor being disrupted
+    ready_open: BoolArray
+    #: the node's labels, with its hostname label (`constraints.node_labels`)
+    labels: list[Mapping[str, str]]
+    #: how many of the node's pods would need a new home (`NodePods.movable`)
+    movable: IntArray
+
+
+#: the rows of the last build, by resource names (a few: a cluster's names rarely change)
+_LAST: Memo[tuple[str, ...], NodeRows] = Memo(8)
+
+
+def _fresh(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
+           derived: Sequence[node_pods.NodePods]) -> tuple[IntArray, IntArray, IntArray | None, IntArray | None,
+                                                         BoolArray, list[Mapping[str, str]], IntArray]:
+    """The rows of ``nodes`` made from nothing: `NodeRows`'s arrays, in its order."""
+    shape = (len(nodes), len(resources))
+    alloc = kept_rows(resources, [n.allocatable for n in nodes])
+    used = np.array([d.requested(resources) for d in derived], dtype=np.int64).reshape(shape)
+    daemons_used = daemons_wanted = None
+    if daemonsets:
+        daemons_used = np.array([d.requested(resources, daemons=True) for d in derived],
+                                dtype=np.int64).reshape(shape)
+        wanted = rows(resources, [ds.spec.requests for ds in daemonsets])
+        daemons_wanted = np.zeros(shape, dtype=np.int64)
+        for i, node in enumerate(nodes):
+            runs = [daemonset_runs_on_node(ds, node.labels, node.taints) for ds in daemonsets]
+            if any(runs):
+                daemons_wanted[i] = wanted[np.array(runs, dtype=bool)].sum(axis=0)
+    ready_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted) for n in nodes],
+                          dtype=bool)
+    movable = np.fromiter(map(len, map(_MOVABLE, derived)), dtype=np.int64, count=len(derived))
+    return alloc, used, daemons_used, daemons_wanted, ready_open, [node_labels(n) for n in nodes], movable
+
+
+def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
+            derived: Sequence[node_pods.NodePods]) -> NodeRows:
+    """The rows of ``nodes``, each with its pods ``derived`` (in the same order), for ``resources``: those of the
+    nodes that are the same objects as in the last build for these resource names (with the same derived pods, and
+    the same DaemonSets) taken from it, the others made."""
+    last = _LAST.get(resources)
+    if last is None or not last.nodes or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
+        alloc, used, daemons_used, wanted, ready_open, labels, movable = _fresh(resources, daemonsets, nodes, derived)
+    else:
+        at = last.index.get
+        found = [at(id(node), -1) for node in nodes]
+        last_derived = last.derived
+        changed = [i for i, (j, d) in enumerate(zip(found, derived, strict=True))
+                   if j < 0 or last_derived[j] is not d]
+        take = np.array(found, dtype=np.int64)
+        if changed:
+            take[changed] = 0  # any row: made again below
+        alloc, used = last.alloc[take], last.used[take]
+        daemons_used = last.daemons_used[take] if last.daemons_used is not None else None
+        wanted = last.daemons_wanted[take] if last.daemons_wanted is not None else None
+        ready_open, movable = last.ready_open[take], last.movable[take]
+        labels = [last.labels[j] for j in take.tolist()]
+        if changed:
+            made = _fresh(resources, daemonsets, [nodes[i] for i in changed], [derived[i] for i in changed])
+            alloc[changed], used[changed] = made[0], made[1]
+            if daemons_used is not None and made[2] is not None:
+                daemons_used[changed] = made[2]
+            if wanted is not None and made[3] is not None:
+                wanted[changed] = made[3]
+            ready_open[changed], movable[changed] = made[4], made[6]
+            for i, row in zip(changed, made[5], strict=True):
+                labels[i] = row
+    for array in (alloc, used, daemons_used, wanted, ready_open, movable):
+        if array is not None:
+            array.flags.writeable = False
+    kept = NodeRows(resources, daemonsets, list(nodes), list(derived), {id(node): i for i, node in enumerate(nodes)},
+                    alloc, used, daemons_used, wanted, ready_open, labels, movable)
+    return _LAST.keep(resources, kept)

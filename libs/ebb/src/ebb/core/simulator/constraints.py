@@ -223,6 +223,8 @@ class Pool:
         default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
     #: `combos_holding` per total (its bytes): the pass after pass steps of a cluster grow claims by the same pods
     _holding: Memo[bytes, BoolArray] = field(default_factory=lambda: Memo(_HOLDING_CACHE_SIZE))
+    #: `admitted` per (nodeSelector items, required node terms), in a 1-tuple
+    _admitted: Memo[tuple[Any, ...], tuple[BoolArray]] = field(default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
 
     def __post_init__(self) -> None:
         self.zone_names = sorted(set(self.combo_zone))
@@ -264,6 +266,20 @@ class Pool:
             else:
                 ok = None
         self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
+        return ok
+
+    def admitted(self, selector: Mapping[str, str], terms: tuple[tuple[Requirement, ...], ...]) -> BoolArray:
+        """The offerings whose labels meet ``terms`` (OR of ANDs; none: every offering) and ``selector`` (read-only:
+        made once per filter for the pool's life, as every Scheduler's topology spreads ask again)."""
+        key = (tuple(selector.items()), terms)
+        hit = self._admitted.get(key)
+        if hit is not None:
+            return hit[0]
+        ok = self.combo_labels.terms(terms) if terms else np.ones(len(self.combo_labels), dtype=bool)
+        if selector:
+            ok = ok & self.combo_labels.selector(selector)
+        ok.flags.writeable = False
+        self._admitted.keep(key, (ok,))
         return ok
 
     def types_holding(self, total: IntArray) -> BoolArray:

@@ -44,6 +44,8 @@ class NodeRows:
     derived: Sequence[node_pods.NodePods]
     #: id of each node -> its row
     index: dict[int, int]
+    #: id of each node's derived pods -> its row
+    by_derived: dict[int, int]
     #: allocatable, per resource
     alloc: IntArray
     #: what the node's pods request, per resource
@@ -60,8 +62,12 @@ class NodeRows:
     movable: IntArray
 
 
-#: the rows of the last build, by resource names (a few: a cluster's names rarely change)
-_LAST: Memo[tuple[str, ...], NodeRows] = Memo(8)
+#: the rows of the last builds, by resource names: one per kind of build, newest last (`_LAST_KINDS`)
+_LAST: Memo[tuple[str, ...], tuple[NodeRows, ...]] = Memo(8)
+#: how many builds' rows are kept per resource names. The kinds of Scheduler (a pass's and its validation's, the
+#: simulated kube-scheduler's, the provisioner's) each derive the nodes' pods in a memo of their own, so each takes
+#: the rows of the last build of its kind: the one whose derived pods are those it is given
+_LAST_KINDS = 4
 
 
 def _fresh(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
@@ -92,8 +98,9 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     """The rows of ``nodes``, each with its pods ``derived`` (in the same order), for ``resources``: those of the
     nodes that are the same objects as in the last build for these resource names (with the same derived pods, and
     the same DaemonSets) taken from it, the others made."""
-    last = _LAST.get(resources)
-    if last is None or not last.nodes or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
+    kept = _LAST.get(resources, ())
+    last = _closest(kept, derived)
+    if last is None or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
         alloc, used, daemons_used, wanted, ready_open, labels, movable = _fresh(resources, daemonsets, nodes, derived)
     else:
         at = last.index.get
@@ -122,6 +129,24 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     for array in (alloc, used, daemons_used, wanted, ready_open, movable):
         if array is not None:
             array.flags.writeable = False
-    kept = NodeRows(resources, daemonsets, list(nodes), list(derived), {id(node): i for i, node in enumerate(nodes)},
-                    alloc, used, daemons_used, wanted, ready_open, labels, movable)
-    return _LAST.keep(resources, kept)
+    rows_now = NodeRows(resources, daemonsets, list(nodes), list(derived),
+                        {id(node): i for i, node in enumerate(nodes)}, {id(d): i for i, d in enumerate(derived)},
+                        alloc, used, daemons_used, wanted, ready_open, labels, movable)
+    # this build's rows in place of those it started from (else of the oldest kind's), newest last
+    others = tuple(entry for entry in kept if entry is not last)[-(_LAST_KINDS - 1):]
+    _LAST.keep(resources, (*others, rows_now))
+    return rows_now
+
+
+def _closest(kept: Sequence[NodeRows], derived: Sequence[node_pods.NodePods]) -> NodeRows | None:
+    """The kept rows of the build of the same kind: the one that holds most of a few of ``derived`` (the first,
+    middle and last node's), None when none holds any."""
+    if not kept or not derived:
+        return None
+    sample = [id(derived[0]), id(derived[len(derived) // 2]), id(derived[-1])]
+    best, held = None, 0
+    for entry in kept:
+        hits = sum(key in entry.by_derived for key in sample)
+        if hits > held:
+            best, held = entry, hits
+    return best

@@ -178,7 +178,7 @@ class Topology:
                 nodes_ok &= tolerated(self.taints_of, self.n_nodes, tolerations)
             self.domain_codes[key] = (lookup, np.where(nodes_ok, node_codes, -1), [
                 np.full_like(codes, -1) if tolerations is not None and blocking_taints(tolerations, pool.pool.taints)
-                else np.where(admitted(pool.combo_labels), codes, -1)
+                else np.where(pool.admitted(selector, terms), codes, -1)
                 for pool, codes in zip(self.pools, pool_codes, strict=True)])
             return
         codes_n, lookup, _ = self.node_labels.column(key)

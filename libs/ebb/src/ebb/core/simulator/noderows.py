@@ -70,62 +70,72 @@ _LAST: Memo[tuple[str, ...], tuple[NodeRows, ...]] = Memo(8)
 _LAST_KINDS = 4
 
 
-def _fresh(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
-           derived: Sequence[node_pods.NodePods]) -> tuple[IntArray, IntArray, IntArray | None, IntArray | None,
-                                                         BoolArray, list[Mapping[str, str]], IntArray]:
-    """The rows of ``nodes`` made from nothing: `NodeRows`'s arrays, in its order."""
-    shape = (len(nodes), len(resources))
+def _of_nodes(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node]
+              ) -> tuple[IntArray, IntArray | None, BoolArray, list[Mapping[str, str]]]:
+    """The rows made from the nodes alone: allocatable, what the DaemonSets that would run there request (None
+    without DaemonSets), open or not, labels."""
     alloc = kept_rows(resources, [n.allocatable for n in nodes])
-    used = np.array([d.requested(resources) for d in derived], dtype=np.int64).reshape(shape)
-    daemons_used = daemons_wanted = None
+    wanted = None
     if daemonsets:
-        daemons_used = np.array([d.requested(resources, daemons=True) for d in derived],
-                                dtype=np.int64).reshape(shape)
-        wanted = rows(resources, [ds.spec.requests for ds in daemonsets])
-        daemons_wanted = np.zeros(shape, dtype=np.int64)
+        requests = rows(resources, [ds.spec.requests for ds in daemonsets])
+        wanted = np.zeros((len(nodes), len(resources)), dtype=np.int64)
         for i, node in enumerate(nodes):
             runs = [daemonset_runs_on_node(ds, node.labels, node.taints) for ds in daemonsets]
             if any(runs):
-                daemons_wanted[i] = wanted[np.array(runs, dtype=bool)].sum(axis=0)
+                wanted[i] = requests[np.array(runs, dtype=bool)].sum(axis=0)
     ready_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted) for n in nodes],
                           dtype=bool)
+    return alloc, wanted, ready_open, [node_labels(n) for n in nodes]
+
+
+def _of_pods(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], derived: Sequence[node_pods.NodePods]
+             ) -> tuple[IntArray, IntArray | None, IntArray]:
+    """The rows made from the nodes' pods: what they request, what the DaemonSet pods of them request (None without
+    DaemonSets), how many would need a new home."""
+    shape = (len(derived), len(resources))
+    used = np.array([d.requested(resources) for d in derived], dtype=np.int64).reshape(shape)
+    daemons_used = np.array([d.requested(resources, daemons=True) for d in derived],
+                            dtype=np.int64).reshape(shape) if daemonsets else None
     movable = np.fromiter(map(len, map(_MOVABLE, derived)), dtype=np.int64, count=len(derived))
-    return alloc, used, daemons_used, daemons_wanted, ready_open, [node_labels(n) for n in nodes], movable
+    return used, daemons_used, movable
 
 
 def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
             derived: Sequence[node_pods.NodePods]) -> NodeRows:
-    """The rows of ``nodes``, each with its pods ``derived`` (in the same order), for ``resources``: those of the
-    nodes that are the same objects as in the last build for these resource names (with the same derived pods, and
-    the same DaemonSets) taken from it, the others made."""
+    """The rows of ``nodes``, each with its pods ``derived`` (in the same order), for ``resources``: taken from the
+    last build of the same kind (`_closest`) with the same DaemonSets where the node is the same object (the rows of
+    the node) and its derived pods too (the rows of its pods), the others made."""
     kept = _LAST.get(resources, ())
     last = _closest(kept, derived)
     if last is None or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
-        alloc, used, daemons_used, wanted, ready_open, labels, movable = _fresh(resources, daemonsets, nodes, derived)
+        alloc, wanted, ready_open, labels = _of_nodes(resources, daemonsets, nodes)
+        used, daemons_used, movable = _of_pods(resources, daemonsets, derived)
     else:
         at = last.index.get
         found = [at(id(node), -1) for node in nodes]
         last_derived = last.derived
-        changed = [i for i, (j, d) in enumerate(zip(found, derived, strict=True))
-                   if j < 0 or last_derived[j] is not d]
+        new_nodes = [i for i, j in enumerate(found) if j < 0]
+        new_pods = [i for i, (j, d) in enumerate(zip(found, derived, strict=True)) if j < 0 or last_derived[j] is not d]
         take = np.array(found, dtype=np.int64)
-        if changed:
-            take[changed] = 0  # any row: made again below
-        alloc, used = last.alloc[take], last.used[take]
-        daemons_used = last.daemons_used[take] if last.daemons_used is not None else None
+        if new_nodes:
+            take[new_nodes] = 0  # any row: made again below
+        alloc, ready_open = last.alloc[take], last.ready_open[take]
         wanted = last.daemons_wanted[take] if last.daemons_wanted is not None else None
-        ready_open, movable = last.ready_open[take], last.movable[take]
         labels = [last.labels[j] for j in take.tolist()]
-        if changed:
-            made = _fresh(resources, daemonsets, [nodes[i] for i in changed], [derived[i] for i in changed])
-            alloc[changed], used[changed] = made[0], made[1]
-            if daemons_used is not None and made[2] is not None:
-                daemons_used[changed] = made[2]
-            if wanted is not None and made[3] is not None:
-                wanted[changed] = made[3]
-            ready_open[changed], movable[changed] = made[4], made[6]
-            for i, row in zip(changed, made[5], strict=True):
+        used, movable = last.used[take], last.movable[take]
+        daemons_used = last.daemons_used[take] if last.daemons_used is not None else None
+        if new_nodes:
+            of_nodes = _of_nodes(resources, daemonsets, [nodes[i] for i in new_nodes])
+            alloc[new_nodes], ready_open[new_nodes] = of_nodes[0], of_nodes[2]
+            if wanted is not None and of_nodes[1] is not None:
+                wanted[new_nodes] = of_nodes[1]
+            for i, row in zip(new_nodes, of_nodes[3], strict=True):
                 labels[i] = row
+        if new_pods:
+            of_pods = _of_pods(resources, daemonsets, [derived[i] for i in new_pods])
+            used[new_pods], movable[new_pods] = of_pods[0], of_pods[2]
+            if daemons_used is not None and of_pods[1] is not None:
+                daemons_used[new_pods] = of_pods[1]
     for array in (alloc, used, daemons_used, wanted, ready_open, movable):
         if array is not None:
             array.flags.writeable = False

@@ -21,12 +21,42 @@ from ebb.core.simulator.arrays import BoolArray, IntArray
 class LabelTable:
     """Label sets of a fixed sequence of objects, with per-key value codes built on first use."""
 
-    def __init__(self, label_sets: Sequence[Mapping[str, str]]) -> None:
+    def __init__(self, label_sets: Sequence[Mapping[str, str]], *,
+                 like: tuple[LabelTable, IntArray, Sequence[int]] | None = None) -> None:
+        """``like``: (a table, the row of it each object's labels are, the objects that are none of its rows): the
+        columns that table has made are made here from its codes, not from every object's labels."""
         self._labels = label_sets
         self._size = len(label_sets)
         self._keys: dict[str, tuple[IntArray, dict[str, int], list[str]]] = {}
         #: requirement -> its result (read-only): replicas and Jobs of one workload ask the same ones
         self._matched: dict[Requirement, BoolArray] = {}
+        if like is not None:
+            table, rows, new = like
+            for key, column in list(table._keys.items()):  # a copy in C: the table's owner may add one meanwhile
+                self._keys[key] = self._taken(key, column, rows, new)
+
+    def _taken(self, key: str, column: tuple[IntArray, dict[str, int], list[str]], rows: IntArray,
+               new: Sequence[int]) -> tuple[IntArray, dict[str, int], list[str]]:
+        """`column` of ``key`` made from another table's ``column``: its codes at ``rows``, the ``new`` objects' values
+        coded after its values, then every code renumbered in the order values first come here, as `column` codes
+        them."""
+        codes, lookup, values = column
+        codes = codes[rows]
+        if len(new):
+            lookup, values = dict(lookup), list(values)
+            code_of = lookup.setdefault
+            for i in new:
+                value = self._labels[i].get(key)
+                codes[i] = -1 if value is None else code_of(value, len(values))
+                if len(values) < len(lookup):
+                    values.append(value)  # type: ignore[arg-type]
+        present = codes[codes >= 0]
+        used, first = np.unique(present, return_index=True)
+        in_order = used[np.argsort(first, kind="stable")]
+        renumber = np.full(len(values) + 1, -1, dtype=np.int64)  # the trailing -1: code -1 stays -1
+        renumber[in_order] = np.arange(len(in_order), dtype=np.int64)
+        ordered = [values[c] for c in in_order.tolist()]
+        return renumber[codes], {value: c for c, value in enumerate(ordered)}, ordered
 
     def __len__(self) -> int:
         return self._size

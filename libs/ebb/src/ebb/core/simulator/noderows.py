@@ -27,6 +27,7 @@ from ebb.core.memo import Memo
 from ebb.core.model import DaemonSet, Node
 from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.constraints import kept_rows, node_labels, rows
+from ebb.core.simulator.labeltable import LabelTable
 
 __all__ = ["NodeRows", "rows_of"]
 
@@ -58,6 +59,8 @@ class NodeRows:
     ready_open: BoolArray
     #: the node's labels, with its hostname label (`constraints.node_labels`)
     labels: list[Mapping[str, str]]
+    #: the labels as a table (the Scheduler's: the columns it makes are there for the next build to take)
+    table: LabelTable
     #: how many of the node's pods would need a new home (`NodePods.movable`)
     movable: IntArray
 
@@ -110,6 +113,7 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     if last is None or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
         alloc, wanted, ready_open, labels = _of_nodes(resources, daemonsets, nodes)
         used, daemons_used, movable = _of_pods(resources, daemonsets, derived)
+        table = LabelTable(labels)
     else:
         at = last.index.get
         found = [at(id(node), -1) for node in nodes]
@@ -136,12 +140,13 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
             used[new_pods], movable[new_pods] = of_pods[0], of_pods[2]
             if daemons_used is not None and of_pods[1] is not None:
                 daemons_used[new_pods] = of_pods[1]
+        table = LabelTable(labels, like=(last.table, take, new_nodes))
     for array in (alloc, used, daemons_used, wanted, ready_open, movable):
         if array is not None:
             array.flags.writeable = False
     rows_now = NodeRows(resources, daemonsets, list(nodes), list(derived),
                         {id(node): i for i, node in enumerate(nodes)}, {id(d): i for i, d in enumerate(derived)},
-                        alloc, used, daemons_used, wanted, ready_open, labels, movable)
+                        alloc, used, daemons_used, wanted, ready_open, labels, table, movable)
     # this build's rows in place of those it started from (else of the oldest kind's), newest last
     others = tuple(entry for entry in kept if entry is not last)[-(_LAST_KINDS - 1):]
     _LAST.keep(resources, (*others, rows_now))

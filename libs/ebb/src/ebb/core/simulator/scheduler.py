@@ -135,7 +135,7 @@ class Scheduler:
             # the rows of the nodes as the last Scheduler had them, for those that did not change (`noderows`)
             kept = rows_of(self.resources, snapshot.daemonsets, self.nodes, of_nodes)
             self.node_open = kept.ready_open.copy()
-            self.node_labels = LabelTable(kept.labels)
+            self.node_labels = kept.table
             self.node_alloc = kept.alloc
             #: the active pods bound to each node, by node index
             self.pods_on: list[Sequence[Pod]] = [d.pods for d in of_nodes]

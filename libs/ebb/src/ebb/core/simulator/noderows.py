@@ -106,11 +106,14 @@ def _of_pods(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], deri
 def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node],
             derived: Sequence[node_pods.NodePods]) -> NodeRows:
     """The rows of ``nodes``, each with its pods ``derived`` (in the same order), for ``resources``: taken from the
-    last build of the same kind (`_closest`) with the same DaemonSets where the node is the same object (the rows of
-    the node) and its derived pods too (the rows of its pods), the others made."""
+    last build of the same kind (`_closest`; else the newest kept) with the same DaemonSets where the node is the same
+    object (the rows of the node) and its derived pods too (the rows of its pods), the others made."""
     kept = _LAST.get(resources, ())
-    last = _closest(kept, derived)
-    if last is None or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
+    # the last build of this kind; else the newest of another (its nodes' rows hold for any kind: only the pods
+    # derived differ), which this build's rows then do not replace
+    same_kind = _closest(kept, derived)
+    last = same_kind if same_kind is not None else kept[-1] if kept else None
+    if last is None or not last.nodes or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
         alloc, wanted, ready_open, labels = _of_nodes(resources, daemonsets, nodes)
         used, daemons_used, movable = _of_pods(resources, daemonsets, derived)
         table = LabelTable(labels)
@@ -147,8 +150,8 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     rows_now = NodeRows(resources, daemonsets, list(nodes), list(derived),
                         {id(node): i for i, node in enumerate(nodes)}, {id(d): i for i, d in enumerate(derived)},
                         alloc, used, daemons_used, wanted, ready_open, labels, table, movable)
-    # this build's rows in place of those it started from (else of the oldest kind's), newest last
-    others = tuple(entry for entry in kept if entry is not last)[-(_LAST_KINDS - 1):]
+    # this build's rows in place of its kind's last (else of the oldest kind's), newest last
+    others = tuple(entry for entry in kept if entry is not same_kind)[-(_LAST_KINDS - 1):]
     _LAST.keep(resources, (*others, rows_now))
     return rows_now
 

@@ -30,6 +30,8 @@ class LabelTable:
         self._keys: dict[str, tuple[IntArray, dict[str, int], list[str]]] = {}
         #: requirement -> its result (read-only): replicas and Jobs of one workload ask the same ones
         self._matched: dict[Requirement, BoolArray] = {}
+        #: a selector's items -> its result (read-only)
+        self._selected: dict[tuple[tuple[str, str], ...], BoolArray] = {}
         if like is not None:
             table, rows, new = like
             for key, column in list(table._keys.items()):  # a copy in C: the table's owner may add one meanwhile
@@ -86,8 +88,13 @@ class LabelTable:
         codes, lookup, values = self.column(req.key)
         op = req.operator
         if op in ("In", "NotIn"):
-            wanted = np.array([lookup[v] for v in req.values if v in lookup], dtype=np.int64)
-            inside = np.isin(codes, wanted) if wanted.size else np.zeros(self._size, dtype=bool)
+            wanted = [lookup[v] for v in req.values if v in lookup]
+            if len(wanted) == 1:
+                inside = codes == wanted[0]  # most ask one value: one comparison, not np.isin's set-up
+            elif wanted:
+                inside = np.isin(codes, np.array(wanted, dtype=np.int64))
+            else:
+                inside = np.zeros(self._size, dtype=bool)
             return inside if op == "In" else ~inside
         if op == "Exists":
             return codes >= 0
@@ -117,4 +124,10 @@ class LabelTable:
         return out
 
     def selector(self, selector: Mapping[str, str]) -> BoolArray:
-        return self.requirements([Requirement(k, "In", (v,)) for k, v in selector.items()])
+        """Which objects have every label of ``selector`` (read-only: computed once per selector and shared)."""
+        key = tuple(selector.items())
+        hit = self._selected.get(key)
+        if hit is None:
+            hit = self._selected[key] = self.requirements([Requirement(k, "In", (v,)) for k, v in key])
+            hit.flags.writeable = False
+        return hit

@@ -52,12 +52,12 @@ class LabelTable:
                 codes[i] = -1 if value is None else code_of(value, len(values))
                 if len(values) < len(lookup):
                     values.append(value)  # type: ignore[arg-type]
-        present = codes[codes >= 0]
-        used, first = np.unique(present, return_index=True)
-        in_order = used[np.argsort(first, kind="stable")]
+        in_order = list(dict.fromkeys(codes.tolist()))  # the codes in the order they first come, found in C
+        if -1 in in_order:
+            in_order.remove(-1)
         renumber = np.full(len(values) + 1, -1, dtype=np.int64)  # the trailing -1: code -1 stays -1
         renumber[in_order] = np.arange(len(in_order), dtype=np.int64)
-        ordered = [values[c] for c in in_order.tolist()]
+        ordered = [values[c] for c in in_order]
         return renumber[codes], {value: c for c, value in enumerate(ordered)}, ordered
 
     def __len__(self) -> int:
@@ -89,6 +89,7 @@ class LabelTable:
         op = req.operator
         if op in ("In", "NotIn"):
             wanted = [lookup[v] for v in req.values if v in lookup]
+            inside: BoolArray
             if len(wanted) == 1:
                 inside = codes == wanted[0]  # most ask one value: one comparison, not np.isin's set-up
             elif wanted:

@@ -268,7 +268,8 @@ def test_the_keys_stay_sorted_as_objects_come_and_go_after_a_snapshot() -> None:
 def test_an_object_under_a_second_key_with_the_name_of_another_fails_the_snapshot_until_one_goes() -> None:
     """A snapshot of every key held is told free of an object named twice by the store's count of names, not by
     looking (`assemble`'s ``refs_unique``): two keys holding objects of one name fail it as a fresh parse does, a
-    name changed away or an object removed makes it whole again, and a snapshot of some keys still looks."""
+    name changed away or an object removed makes it whole again (also for every key in another order), and a snapshot
+    of some keys still looks."""
     import pytest
 
     from ebb.core.snapshot import SnapshotError
@@ -283,10 +284,15 @@ def test_an_object_under_a_second_key_with_the_name_of_another_fails_the_snapsho
             store.snapshot()
     with pytest.raises(SnapshotError, match="appears twice"):
         store.snapshot_of(["Pod/default/p", "Pod/default/q"])
+    # every key, in another order and told apart as a dict's keys (the simulated cluster's objects): counted too
+    in_own_order = dict.fromkeys(["Pod/default/q", "Node//a", "Pod/default/p"])
+    with pytest.raises(SnapshotError, match="appears twice"):
+        store.snapshot_of(in_own_order)
     with pytest.raises(SnapshotError, match="appears twice"):
         parse_documents(store.objects(), [])
     store.put("Pod/default/q", pod("q", "a"))  # renamed: whole again
     assert [p.name for p in store.snapshot().pods] == ["p", "q"]
+    assert [p.name for p in store.snapshot_of(in_own_order).pods] == ["q", "p"]
     store.put("Pod/default/q", pod("p", "a"))
     with pytest.raises(SnapshotError, match="appears twice"):
         store.snapshot()

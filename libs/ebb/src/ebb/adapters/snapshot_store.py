@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, KeysView, Mapping
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any, cast
 
@@ -218,8 +219,11 @@ class SnapshotStore:
 
     def snapshot_of(self, keys: Iterable[str]) -> Snapshot:
         """The snapshot of the held objects under ``keys``, in that order (not cached; the parsed objects are)."""
+        distinct = isinstance(keys, Mapping | AbstractSet | KeysView)  # no key twice: a dict's, a set's
         keys = keys if isinstance(keys, list) else list(keys)
-        every = keys is self._sorted  # every key held: its refs are counted
+        # every key held, whose refs are counted: the sorted keys, or as many distinct keys as are held (a key not held
+        # raises below), as the simulated cluster asks with its objects in their own order
+        every = keys is self._sorted or (distinct and len(keys) == len(self._objects))
         snapshot = assemble(self._parsed_in_order(keys), self.fallback_catalog,
                             refs_unique=every and self._refs_twice == 0)
         if self._pod_events:

@@ -16,17 +16,16 @@ whose domain is not decided yet (Karpenter narrows it as pods join).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ebb.core.labels import blocking_taints, selector_matches
 from ebb.core.model import (
     LABEL_HOSTNAME,
-    Interned,
     Pod,
     PodAffinityTerm,
     Requirement,
@@ -109,12 +108,12 @@ class Topology:
     def register_groups(self, pods: Sequence[Pod]) -> None:
         """The groups of every spread and pod (anti-)affinity term of ``pods``, required or preferred."""
         # the first pod of each distinct groups key, in the order the keys first come, found in C (every pod of
-        # every pass; most have none): the keys in that order, each then given its first pod (an update keeps a
-        # key's place, and the pods go in backwards, so the first one is the value left)
-        first: dict[Interned | None, Pod | None] = dict.fromkeys(map(_GROUPS_KEY, pods))
-        first.update(zip(map(_GROUPS_KEY, reversed(pods)), reversed(pods), strict=True))
+        # every pass; most have none, and a few keys are distinct): the keys in that order, then each key's first
+        # place (interned keys compare by identity, in C)
+        keys = list(map(_GROUPS_KEY, pods))
+        first = dict.fromkeys(keys)
         first.pop(None, None)
-        for pod in cast(Iterable[Pod], first.values()):
+        for pod in [pods[keys.index(key)] for key in first]:
             s = pod.spec
             for sp in s.spread:
                 self.group("match", self.spread_key(sp, s), sp.selector, frozenset((pod.namespace,)))

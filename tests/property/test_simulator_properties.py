@@ -572,11 +572,11 @@ def test_a_scheduler_given_a_views_node_pods_is_the_one_that_finds_them(case: Ca
 @given(cases(), st.data())
 def test_a_scheduler_takes_the_rows_of_the_nodes_unchanged_since_the_last_build_as_made_from_nothing(
         case: Case, data: st.DataObject) -> None:
-    """A Scheduler given a view's node pods takes each node's rows (room, DaemonSet room, open or not, labels, pods that
-    would need a home, the label columns coded) from the last build while the node and its pods are the same objects
-    (`noderows`): over a sequence of snapshots where nodes are cordoned, relabelled, retainted, taken away or brought
-    back, pods go, the DaemonSets change and the bin order is drawn anew, every build has the rows and label codes a
-    build from nothing has."""
+    """A Scheduler given a view's node pods takes each node's rows (room, capacity, DaemonSet room, open or not, labels,
+    pods that would need a home, the label columns coded) from the last build while the node and its pods are the same
+    objects (`noderows`): over a sequence of snapshots where nodes are cordoned, relabelled, retainted, taken away or
+    brought back, pods go, the DaemonSets change and the bin order is drawn anew, every build has the rows, NodePool
+    charges and label codes a build from nothing has."""
     from ebb.core.simulator import noderows  # the rows kept between builds, cleared for the build from nothing
 
     snap = case.snapshot
@@ -617,6 +617,12 @@ def test_a_scheduler_takes_the_rows_of_the_nodes_unchanged_since_the_last_build_
             assert np.array_equal(kept.node_alloc, other.node_alloc)
             assert np.array_equal(kept.node_free, other.node_free)
             assert np.array_equal(kept.node_open, other.node_open)
+            assert all(np.array_equal(a, b) for a, b in zip(kept.pool_usage(), other.pool_usage(), strict=True))
+            for b in range(kept.N):
+                charged, charged_too = kept.pool_charge(b), other.pool_charge(b)
+                assert (charged is None) == (charged_too is None)
+                assert charged is None or charged_too is None or (
+                    charged[0] == charged_too[0] and np.array_equal(charged[1], charged_too[1]))
             for key in {k for n in snap.nodes for k in n.labels} | {LABEL_HOSTNAME}:
                 codes, lookup, values = kept.node_labels.column(key)  # the next build takes it from this one
                 assert np.array_equal(codes, other.node_labels.column(key)[0])

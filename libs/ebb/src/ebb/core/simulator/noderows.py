@@ -1,16 +1,17 @@
 """What a Scheduler reads per existing node, taken from the last Scheduler's rows for the nodes that did not change.
 
-A Scheduler starts from a row per existing node: its allocatable, what its pods request (all of them, and its
-DaemonSet pods), what the DaemonSets that would run there request, whether it is open to pods (ready, not cordoned,
-deleting or being disrupted), its labels and how many of its pods would need a new home. Schedulers are built
+A Scheduler starts from a row per existing node: its allocatable and capacity, what its pods request (all of them,
+and its DaemonSet pods), what the DaemonSets that would run there request, whether it is open to pods (ready, not
+cordoned, deleting or being disrupted), its labels and how many of its pods would need a new home. Schedulers are built
 snapshot after snapshot (a pass, its validation, the simulated kube-scheduler's binds, the provisioner) over clusters
 that differ in a node or two: ``ebb.adapters.snapshot_store`` gives an unchanged node as the same ``Node`` object,
-and ``ebb.core.node_pods`` an unchanged node's pods as the same ``NodePods``. So the rows of the last build are kept
-per resource names (`rows_of`), and a build takes those of every node that is the same object with the same derived
-pods, gathered with one index array, and makes rows only for the others. The rows are integers and flags computed
-from those very objects, so they are the rows a build from nothing makes. A cache, not state: it holds the objects
-its rows were made from, so an object's id found in it is that object; safe across threads, as an entry is a value
-replaced whole (a race only makes rows again).
+and ``ebb.core.node_pods`` an unchanged node's pods as the same ``NodePods``. So the rows of the last build of each
+kind are kept per resource names (`rows_of`), and a build takes the rows of every node that is the same object (and
+those of its pods while they are the same derived pods), gathered with one index array, and makes rows only for the
+others; its label table takes the columns the last one coded. The rows are integers and flags computed from those
+very objects, so they are the rows a build from nothing makes. A cache, not state: it holds the objects its rows were
+made from, so an object's id found in it is that object; safe across threads, as an entry is a value replaced whole
+(a race only makes rows again).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class NodeRows:
     by_derived: dict[int, int]
     #: allocatable, per resource
     alloc: IntArray
+    #: capacity, per resource (what the node counts against its NodePool's limits)
+    capacity: IntArray
     #: what the node's pods request, per resource
     used: IntArray
     #: what the node's DaemonSet pods request (None: the snapshot has no DaemonSets)
@@ -74,9 +77,9 @@ _LAST_KINDS = 4
 
 
 def _of_nodes(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node]
-              ) -> tuple[IntArray, IntArray | None, BoolArray, list[Mapping[str, str]]]:
+              ) -> tuple[IntArray, IntArray | None, BoolArray, list[Mapping[str, str]], IntArray]:
     """The rows made from the nodes alone: allocatable, what the DaemonSets that would run there request (None
-    without DaemonSets), open or not, labels."""
+    without DaemonSets), open or not, labels, capacity."""
     alloc = kept_rows(resources, [n.allocatable for n in nodes])
     wanted = None
     if daemonsets:
@@ -88,7 +91,8 @@ def _of_nodes(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nod
                 wanted[i] = requests[np.array(runs, dtype=bool)].sum(axis=0)
     ready_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted) for n in nodes],
                           dtype=bool)
-    return alloc, wanted, ready_open, [node_labels(n) for n in nodes]
+    capacity = kept_rows(resources, [n.capacity for n in nodes])
+    return alloc, wanted, ready_open, [node_labels(n) for n in nodes], capacity
 
 
 def _of_pods(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], derived: Sequence[node_pods.NodePods]
@@ -114,7 +118,7 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     same_kind = _closest(kept, derived)
     last = same_kind if same_kind is not None else kept[-1] if kept else None
     if last is None or not last.nodes or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
-        alloc, wanted, ready_open, labels = _of_nodes(resources, daemonsets, nodes)
+        alloc, wanted, ready_open, labels, capacity = _of_nodes(resources, daemonsets, nodes)
         used, daemons_used, movable = _of_pods(resources, daemonsets, derived)
         table = LabelTable(labels)
     else:
@@ -126,14 +130,14 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
         take = np.array(found, dtype=np.int64)
         if new_nodes:
             take[new_nodes] = 0  # any row: made again below
-        alloc, ready_open = last.alloc[take], last.ready_open[take]
+        alloc, ready_open, capacity = last.alloc[take], last.ready_open[take], last.capacity[take]
         wanted = last.daemons_wanted[take] if last.daemons_wanted is not None else None
         labels = [last.labels[j] for j in take.tolist()]
         used, movable = last.used[take], last.movable[take]
         daemons_used = last.daemons_used[take] if last.daemons_used is not None else None
         if new_nodes:
             of_nodes = _of_nodes(resources, daemonsets, [nodes[i] for i in new_nodes])
-            alloc[new_nodes], ready_open[new_nodes] = of_nodes[0], of_nodes[2]
+            alloc[new_nodes], ready_open[new_nodes], capacity[new_nodes] = of_nodes[0], of_nodes[2], of_nodes[4]
             if wanted is not None and of_nodes[1] is not None:
                 wanted[new_nodes] = of_nodes[1]
             for i, row in zip(new_nodes, of_nodes[3], strict=True):
@@ -144,12 +148,12 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
             if daemons_used is not None and of_pods[1] is not None:
                 daemons_used[new_pods] = of_pods[1]
         table = LabelTable(labels, like=(last.table, take, new_nodes))
-    for array in (alloc, used, daemons_used, wanted, ready_open, movable):
+    for array in (alloc, capacity, used, daemons_used, wanted, ready_open, movable):
         if array is not None:
             array.flags.writeable = False
     rows_now = NodeRows(resources, daemonsets, list(nodes), list(derived),
                         {id(node): i for i, node in enumerate(nodes)}, {id(d): i for i, d in enumerate(derived)},
-                        alloc, used, daemons_used, wanted, ready_open, labels, table, movable)
+                        alloc, capacity, used, daemons_used, wanted, ready_open, labels, table, movable)
     # this build's rows in place of its kind's last (else of the oldest kind's), newest last
     others = tuple(entry for entry in kept if entry is not same_kind)[-(_LAST_KINDS - 1):]
     _LAST.keep(resources, (*others, rows_now))

@@ -68,7 +68,7 @@ from ebb.core.simulator.constraints import (
     tolerated,
 )
 from ebb.core.simulator.labeltable import LabelTable
-from ebb.core.simulator.noderows import rows_of
+from ebb.core.simulator.noderows import NodeRows, rows_of
 from ebb.core.simulator.placement import Claim, Launch, Placement
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.topology import Group, Topology
@@ -131,9 +131,11 @@ class Scheduler:
         closed = set(closed_nodes)
         self._pod_vecs, self._pod_needs = requests_kept(self.resources)
         self.derived: list[node_pods.NodePods] | None = of_nodes
+        #: the rows of the nodes, when taken from the last build of this kind (`noderows`)
+        self._rows: NodeRows | None = None
         if of_nodes is not None:
             # the rows of the nodes as the last Scheduler had them, for those that did not change (`noderows`)
-            kept = rows_of(self.resources, snapshot.daemonsets, self.nodes, of_nodes)
+            kept = self._rows = rows_of(self.resources, snapshot.daemonsets, self.nodes, of_nodes)
             self.node_open = kept.ready_open.copy()
             self.node_labels = kept.table
             self.node_alloc = kept.alloc
@@ -392,7 +394,8 @@ class Scheduler:
         # each node's NodePool index, -1 for a node that counts against none (being deleted, or of no NodePool here)
         pool_of = [-1 if n.deleting else index.get(n.nodepool or "", -1) for n in self.nodes]
         capacity = np.ones((self.N, len(self.resources) + 1), dtype=np.int64)
-        capacity[:, :-1] = kept_rows(self.resources, [n.capacity for n in self.nodes])
+        capacity[:, :-1] = self._rows.capacity if self._rows is not None else kept_rows(
+            self.resources, [n.capacity for n in self.nodes])
         capacity.flags.writeable = False  # `pool_charge`'s rows are views of it
         usage = np.zeros((len(self.pools), len(self.resources) + 1), dtype=np.int64)
         at = np.array(pool_of, dtype=np.int64)

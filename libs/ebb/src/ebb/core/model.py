@@ -349,8 +349,12 @@ class Node:
     capacity_type: str = field(default=CAPACITY_ON_DEMAND, init=False, compare=False, repr=False)
     #: the key of the node's disruption taint (one of `DISRUPTION_TAINTS`), or None
     disruption_taint: str | None = field(default=None, init=False, compare=False, repr=False)
+    #: the names of its allocatable resources, sorted, interned: nodes of one kind share the object, so the simulator
+    #: finds every node's resource names among a few distinct ones (`ebb.core.simulator.constraints.resource_names`)
+    allocatable_names: Interned = field(default=interned(()), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allocatable_names", interned(tuple(sorted(self.allocatable))))
         labels = self.labels
         object.__setattr__(self, "nodepool", labels.get(LABEL_NODEPOOL))
         object.__setattr__(self, "instance_type", labels.get(LABEL_INSTANCE_TYPE))

@@ -67,7 +67,7 @@ _HOLDING_CACHE_SIZE = 16384
 _REQUESTS_KEY = attrgetter("requests_key")
 _REQUESTS_KEYS = attrgetter("requests_keys")
 _IS_TERMINAL = attrgetter("is_terminal")
-_ALLOCATABLE = attrgetter("allocatable")
+_ALLOCATABLE_NAMES = attrgetter("allocatable_names")
 _FIRST = itemgetter(0)
 
 
@@ -85,7 +85,8 @@ def resource_names(snapshot: Snapshot, extra_pods: Iterable[Pod] = (), *,
     names: set[str] = set()
     for key in keys:
         names.update(map(_FIRST, key.value))  # its (name, amount) pairs
-    names.update(*map(_ALLOCATABLE, snapshot.nodes))
+    for allocatable in set(map(_ALLOCATABLE_NAMES, snapshot.nodes)):  # a few distinct ones, told apart by identity
+        names.update(allocatable.value)
     names.update(_type_resources(snapshot.instance_types))
     found = FIXED_RESOURCES + tuple(sorted(names - set(FIXED_RESOURCES)))
     # the one tuple of these names (`_NAMES`): what is kept by them (a node's requests summed, `NodePods.requested`)

@@ -276,9 +276,7 @@ class Pool:
         hit = self._admitted.get(key)
         if hit is not None:
             return hit[0]
-        ok = self.combo_labels.terms(terms) if terms else np.ones(len(self.combo_labels), dtype=bool)
-        if selector:
-            ok = ok & self.combo_labels.selector(selector)
+        ok = self.combo_labels.admitted(selector, terms)
         ok.flags.writeable = False
         self._admitted.keep(key, (ok,))
         return ok

@@ -124,6 +124,12 @@ class LabelTable:
             out |= self.requirements(term)
         return out
 
+    def admitted(self, selector: Mapping[str, str], terms: Sequence[Sequence[Requirement]]) -> BoolArray:
+        """Which objects meet ``terms`` (OR of ANDs; no terms: every object) and have every label of ``selector``: a
+        node filter of a topology spread (a new array: the caller may keep or change it)."""
+        ok = self.terms(terms) if terms else np.ones(self._size, dtype=bool)
+        return ok & self.selector(selector) if selector else ok
+
     def selector(self, selector: Mapping[str, str]) -> BoolArray:
         """Which objects have every label of ``selector`` (read-only: computed once per selector and shared)."""
         key = tuple(selector.items())

@@ -167,12 +167,7 @@ class Topology:
                 self.build_domains(label)
             lookup, node_codes, pool_codes = self.domain_codes[label]
             selector, terms, tolerations = self._node_filters[int(fid)]
-
-            def admitted(table: LabelTable) -> BoolArray:
-                ok = table.terms(terms) if terms else np.ones(len(table), dtype=bool)
-                return ok & table.selector(selector) if selector else ok
-
-            nodes_ok = admitted(self.node_labels)
+            nodes_ok = self.node_labels.admitted(selector, terms)
             if tolerations is not None:
                 nodes_ok &= tolerated(self.taints_of, self.n_nodes, tolerations)
             self.domain_codes[key] = (lookup, np.where(nodes_ok, node_codes, -1), [

@@ -318,6 +318,44 @@ async def test_an_interruption_is_applied_once_and_makes_room(either: AnyStore) 
     assert TOPIC_DISRUPTION_COMMANDS in [topic for topic, _ in publish.runs]
 
 
+# (how the decision holding the node ends, whether the interruption that came meanwhile gets its own decision then)
+HOLDER_ENDS = [
+    (State.SUCCEEDED, False),  # the node is gone: the interruption is carried out
+    (State.FAILED, True),  # a drain refused or blocked: the node stays, so the interruption must still remove it
+    (State.ROLLED_BACK, True),
+]
+
+
+@pytest.mark.parametrize(("ended", "carried_on"), HOLDER_ENDS)
+async def test_an_interruption_of_a_busy_node_is_kept_until_its_holder_ends(either: AnyStore, ended: State,
+                                                                            carried_on: bool) -> None:
+    """An interruption of a node an approved decision holds is only noted (busy), kept on the holder; when the
+    holder ends without the node gone, ``finish`` writes the interruption's own decision approved, with its
+    command for the executor's relay, once (a redelivered finish writes nothing)."""
+    command = await approved(either, "d1", "n1", "n2")
+    spot = dataclasses.replace(proposed("i1", ("n2", "default"), now=NOW, method="interruption",
+                                        reason="Interrupted", text="spot"), explanation={"text": "spot"})
+    busy = await either.interrupt(message_id="m1", consumer="interruptions", decision=spot, now=NOW)
+    assert (busy.outcome, busy.holder) == ("busy", "d1")
+    assert await either.state("i1") is None
+    again = await either.interrupt(message_id="m1", consumer="interruptions", decision=spot, now=NOW)
+    assert again.outcome == "duplicate"
+    assert (await either.start(command, NOW))[0] is Start.EXECUTE
+    later = NOW + timedelta(minutes=2)
+    assert await either.finish(command, ended, later, hold_for=900.0, why="drain refused")
+    assert not await either.finish(command, ended, later)  # a redelivery: nothing again
+    publish = Published()
+    await either.relay(EXECUTOR, publish, lambda: later)
+    commands = [ids for topic, ids in publish.runs if topic == TOPIC_DISRUPTION_COMMANDS]
+    if not carried_on:
+        assert await either.state("i1") is None and commands == []
+        return
+    assert await either.state("i1") is State.APPROVED
+    assert commands == [[str(command_id("i1"))]]
+    assert "i1" in {d.id for d in await either.approved()}
+    assert await either.live_nodes() == {"n2": "i1"}  # the interruption's one node, the holder's others free
+
+
 async def test_budgets_are_taken_in_the_ledger_and_a_full_one_rejects(either: AnyStore) -> None:
     """``approve`` counts the pool's ledger rows against what the budget allows, frees those of ended decisions and of
     leases run out, and rejects (with the reason) what does not fit or what another live decision holds."""

@@ -700,7 +700,9 @@ class Planner:
             bound.info("interruption already applied")
             return
         if outcome.outcome == "busy":
-            bound.info("interruption noted: the node is already being disrupted", holder=outcome.holder)
+            # kept on the holder, whose end writes the interruption's own decision if the node is not gone then
+            bound.info("interruption noted: the node is already being disrupted; its decision waits for the holder's "
+                       "end", holder=outcome.holder)
             return
         for rejected_id, _nodes in outcome.rejected:
             why = f"node {message.node} is being interrupted ({message.kind})"

@@ -113,6 +113,7 @@ from ebb.adapters.store.port import (
     ledger_refusal,
     relay_committed,
 )
+from ebb.adapters.store.shapes import noted_interruptions, with_noted
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -715,6 +716,9 @@ class DecisionStore:
                     held = await session.scalar(select(DecisionRow).where(
                         DecisionRow.cluster == self.cluster, DecisionRow.id == holder).with_for_update())
                     if held is not None and not lifecycle.allowed(decisions.state_of(held), State.REJECTED):
+                        # the holder removes the node; kept on it, the interruption gets its own decision if the
+                        # holder ends without the node gone (``finish``)
+                        held.explanation = with_noted(held.explanation or {}, decision)
                         session.add(mark)
                         return Interrupted("busy", holder=holder)
                     if held is not None:
@@ -722,20 +726,27 @@ class DecisionStore:
                         await self._reject(session, holder, f"node {node} is being interrupted: "
                                            f"{explanation.get('text', '')}"[:1000], now)
                         rejected.append((holder, names))
-                _, approved = decisions.create(session, self.cluster, decision, State.APPROVED, now,
-                                               shadow=self.shadow)
-                await session.flush()
-                text_ = str(explanation.get("text", ""))
-                self._step(session, decision_id, (node,), "Proposed", now, message=text_ or "proposed",
-                           detail={"explanation": text_}, origin=PLANNER)
-                self._send(session, TOPIC_DISRUPTION_COMMANDS,
-                           DisruptionCommand.of_decision(approved, id=command_id(decision_id)), PLANNER, now)
-                self._step(session, decision_id, (node,), "Approved", now, message="interruption: approved at once",
-                           detail={"interruption": True}, origin=PLANNER)
+                approved = await self._approve_interruption(session, decision, now, PLANNER)
                 session.add(mark)
         except IntegrityError:  # another replica applied the same message meanwhile
             return Interrupted("duplicate")
         return Interrupted("created", rejected=tuple(rejected), decision=approved)
+
+    async def _approve_interruption(self, session: AsyncSession, decision: lifecycle.Decision, now: datetime,
+                                    origin: str) -> lifecycle.Decision:
+        """Write the interruption's ``decision`` (handed over proposed) approved at ``now``, with its Proposed and
+        Approved steps and its command in ``origin``'s outbox; the decision as written."""
+        [node] = decision.node_names
+        _, approved = decisions.create(session, self.cluster, decision, State.APPROVED, now, shadow=self.shadow)
+        await session.flush()
+        text_ = str(decision.explanation.get("text", ""))
+        self._step(session, decision.id, (node,), "Proposed", now, message=text_ or "proposed",
+                   detail={"explanation": text_}, origin=origin)
+        self._send(session, TOPIC_DISRUPTION_COMMANDS,
+                   DisruptionCommand.of_decision(approved, id=command_id(decision.id)), origin, now)
+        self._step(session, decision.id, (node,), "Approved", now, message="interruption: approved at once",
+                   detail={"interruption": True}, origin=origin)
+        return approved
 
     # -- shadow mode -----------------------------------------------------------------------------------------
 
@@ -870,6 +881,12 @@ class DecisionStore:
                     for node in command.nodes:
                         session.add(automatic_hold(self.cluster, command.decision_id, node, why=why, now=now,
                                                    seconds=hold_for, ended=state))
+                if state is not State.SUCCEEDED and decision is not None:
+                    # the interruptions that came while it held their nodes: theirs to remove now
+                    for interruption in noted_interruptions(decision.explanation or {}):
+                        if (await session.scalar(select(DecisionRow.id).where(
+                                DecisionRow.id == interruption.id))) is None:
+                            await self._approve_interruption(session, interruption, now, EXECUTOR)
         except IntegrityError:
             return False
         self._written(EXECUTOR)

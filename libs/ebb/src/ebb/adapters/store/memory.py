@@ -49,7 +49,7 @@ from ebb.adapters.store.port import (
     ledger_refusal,
     relay_committed,
 )
-from ebb.adapters.store.shapes import stored, stored_explanation
+from ebb.adapters.store.shapes import noted_interruptions, stored, stored_explanation, with_noted
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -461,22 +461,33 @@ class MemoryStore:
         if holder is not None:
             held = self._decisions[holder]
             if not lifecycle.allowed(held.decision.state, State.REJECTED):
+                # kept on the holder: its own decision if the holder ends without the node gone (``finish``)
+                held.decision = dataclasses.replace(
+                    held.decision, explanation=stored_explanation(with_noted(held.decision.explanation, decision)))
                 self._processed.add(mark)
                 return Interrupted("busy", holder=holder)
             names = tuple(n for n in held.decision.node_names if n)
             self._reject(staged, holder, f"node {node} is being interrupted: {explanation.get('text', '')}"[:1000],
                          now)
             rejected.append((holder, names))
-        approved = self._create(decision, State.APPROVED, now)
-        text = str(explanation.get("text", ""))
-        self._step(staged, decision_id, (node,), "Proposed", now, message=text or "proposed",
-                   detail={"explanation": text}, origin=PLANNER)
-        self._send(staged, TOPIC_DISRUPTION_COMMANDS,
-                   DisruptionCommand.of_decision(approved, id=command_id(decision_id)), PLANNER)
-        self._step(staged, decision_id, (node,), "Approved", now, message="interruption: approved at once",
-                   detail={"interruption": True}, origin=PLANNER)
+        approved = self._approve_interruption(staged, decision, now, PLANNER)
         self._processed.add(mark)
         return Interrupted("created", rejected=tuple(rejected), decision=approved)
+
+    def _approve_interruption(self, staged: list[tuple[str, str, Message]], decision: lifecycle.Decision,
+                              now: datetime, origin: str) -> lifecycle.Decision:
+        """``DecisionStore._approve_interruption``: the interruption's decision written approved, its steps and
+        command staged."""
+        [node] = decision.node_names
+        approved = self._create(decision, State.APPROVED, now)
+        text = str(decision.explanation.get("text", ""))
+        self._step(staged, decision.id, (node,), "Proposed", now, message=text or "proposed",
+                   detail={"explanation": text}, origin=origin)
+        self._send(staged, TOPIC_DISRUPTION_COMMANDS,
+                   DisruptionCommand.of_decision(approved, id=command_id(decision.id)), origin)
+        self._step(staged, decision.id, (node,), "Approved", now, message="interruption: approved at once",
+                   detail={"interruption": True}, origin=origin)
+        return approved
 
     async def record_removal(self, removal: Any) -> bool:
         """Keep a removal a shadow planner saw, once per node within ``SAME_REMOVAL`` of it."""
@@ -563,6 +574,11 @@ class MemoryStore:
             del self._ledger[key]
         for hold in holds:
             self._holds[hold.id] = hold
+        if state is not State.SUCCEEDED and row is not None:
+            # the interruptions that came while it held their nodes: theirs to remove now
+            for interruption in noted_interruptions(row.decision.explanation):
+                if interruption.id not in self._decisions:
+                    self._approve_interruption(staged, interruption, now, EXECUTOR)
         await self._commit(staged)
         self._written(EXECUTOR)
         return True

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from ebb.core.decision import Decision, DecisionNode
+from ebb.core.decision import Decision, DecisionNode, State
 from ebb.core.methods.base import Replacement
 
 
@@ -79,3 +79,45 @@ def stored(decision: Decision) -> Decision:
         decision, nodes=tuple(decision_node(n) for n in nodes_json(decision.nodes)),
         replacements=tuple(replacement_of(r) for r in json.loads(json.dumps(replacements_json(decision.replacements)))),
         savings=float(stored_savings(decision.savings)), explanation=stored_explanation(decision.explanation))
+
+
+#: the key of a decision's explanation under which it keeps the interruptions that came while it held their nodes
+#: (approved or executing: ``DecisionStore.interrupt`` answered "busy"); if it ends without removing the nodes, its
+#: ``finish`` writes each one's own decision, so no interruption is lost to a disruption that failed
+INTERRUPTIONS_NOTED = "interruptionsNoted"
+
+
+def noted_interruption(decision: Decision) -> dict[str, Any]:
+    """The JSON entry that keeps an interruption's decision (handed over proposed, one node) on the decision that
+    held its node."""
+    [node] = decision.nodes
+    return {"decisionId": decision.id, "node": node.name, "nodePool": node.nodepool,
+            "instanceType": node.instance_type, "at": decision.created_at.isoformat(),
+            "explanation": stored_explanation(decision.explanation)}
+
+
+def noted_interruptions(explanation: Mapping[str, Any]) -> list[Decision]:
+    """The interruptions' decisions kept on a decision (``noted_interruption``), proposed as they were handed over;
+    an entry that does not read back is left out (a row edited by hand must not stop the decision's end)."""
+    found: list[Decision] = []
+    entries = explanation.get(INTERRUPTIONS_NOTED)
+    for entry in entries if isinstance(entries, list) else []:
+        try:
+            at = utc(datetime.fromisoformat(entry["at"]))
+            assert at is not None
+            found.append(Decision(
+                id=str(entry["decisionId"]), method="interruption", reason="Interrupted", action="delete",
+                nodes=(DecisionNode(str(entry["node"]), str(entry.get("nodePool") or ""), entry.get("instanceType")),),
+                replacements=(), savings=0.0, state=State.PROPOSED, created_at=at, updated_at=at,
+                explanation=dict(entry.get("explanation") or {})))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
+def with_noted(explanation: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
+    """``explanation`` with the interruption's ``decision`` kept (once per decision id)."""
+    entries = [e for e in explanation.get(INTERRUPTIONS_NOTED) or [] if isinstance(e, dict)]
+    if any(e.get("decisionId") == decision.id for e in entries):
+        return dict(explanation)
+    return {**explanation, INTERRUPTIONS_NOTED: [*entries, noted_interruption(decision)]}

@@ -278,6 +278,27 @@ async def test_failed_drain_rolls_back(store: DecisionStore) -> None:
     assert "default/guarded" in api.pods
 
 
+async def test_an_interruptions_node_is_removed_though_its_drain_cannot_finish(store: DecisionStore) -> None:
+    """The drain of an interrupted node that a PDB blocks past the eviction deadline does not keep the node (the
+    cloud takes the instance whatever ebb does): the Evicted step says which pod would not go, the node is deleted
+    and the decision succeeds; the same drain of a consolidation rolls back (``test_failed_drain_rolls_back``)."""
+    clock = ManualClock()
+    api = FakeApi(clock)
+    api.add_node("n1")
+    api.add_pods(pod("ok", "n1"), pod("guarded", "n1"))
+    api.refusals["default/guarded"] = -1
+    bus = InMemoryBus()
+    executor = Executor(bus, store, drainer(api, clock, deadline=5.0), clock=lambda: NOW)
+    spot = command(("n1",), decision_id="int-1").model_copy(update={"method": "interruption",
+                                                                     "reason": "Interrupted"})
+    assert await executor.execute(spot) == "succeeded"
+    assert await store.state("int-1") == "succeeded"
+    steps = [(p, m) for n, p, m in await sent(store, bus)]
+    assert [p for p, _ in steps] == ["Tainted", "Evicted", "Terminated"]
+    assert "guarded" in steps[1][1] and "removed all the same" in steps[1][1]
+    assert ("delete", "n1") in api.calls and api.nodes["n1"]["metadata"].get("deletionTimestamp")
+
+
 async def test_replacements_fail_and_finished_decisions_are_left(store: DecisionStore) -> None:
     clock = ManualClock()
     api = FakeApi(clock)

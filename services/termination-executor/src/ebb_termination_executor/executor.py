@@ -28,7 +28,9 @@ all are drained retired (the Node deleted, or its NodeClaim deleted and waited f
 it) → ``Terminated``; the decision ends ``succeeded``. A node that cannot be drained (a pod that would not
 go within the eviction deadline) → ``Failed`` on that node, every tainted node untainted
 (``RolledBack``), the decision ends ``failed`` (evictions cannot be undone); so does a node not gone
-``retire_timeout`` after its removal was asked for (``Failed``, nothing untainted).
+``retire_timeout`` after its removal was asked for (``Failed``, nothing untainted). An interruption's node is
+removed even so (``Evicted`` says which pod would not go): the cloud takes the instance whatever ebb does, and an
+untainted node it is about to take would only draw pods.
 
 terminationGracePeriod (Karpenter's NodePool ``spec.template.spec.terminationGracePeriod``, the
 ``Provider``'s ``termination_grace_period``: the NodeClaim's in ``karpenter`` mode, the NodePool's otherwise): when
@@ -258,8 +260,15 @@ class Executor:
                     node, on_evicted=lambda pod: self._evicted(command, pod), deadline=deadline,
                     on_deleted=None if deadline is None else functools.partial(self._deleted, deadline=deadline))
             except DrainFailed as e:
-                failure = self.step(command, node, "Failed", f"drain failed: {e}")
                 self._kube(kube_events.failed_draining(node, None, str(e)))
+                if command.method == "interruption":
+                    # the cloud takes the instance whatever ebb does: a drain it cannot finish (a PDB that allows
+                    # nothing) does not keep the node, whose pods go with it as they would with the instance
+                    await self.emit(command, node, "Evicted",
+                                    f"drain not finished: {e}; the node is removed all the same (the cloud takes an "
+                                    "interrupted instance)")
+                    continue
+                failure = self.step(command, node, "Failed", f"drain failed: {e}")
                 return await self._finish(command, State.FAILED, f"drain of {node} failed: {e}",
                                           [failure, *await self._roll_back(command, tainted)])
             self.metrics.nodes_drained.labels(nodepool=command.node_pool).inc()

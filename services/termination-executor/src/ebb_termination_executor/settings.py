@@ -29,7 +29,8 @@ class Settings(HealthSettings):
     database_url: str = "postgresql+asyncpg://ebb@127.0.0.1:5432/ebb"
     #: the cluster name of the decisions rows this executor works on
     cluster: str = "default"
-    #: a pod not gone this long after its first eviction attempt fails the drain (never force-deleted)
+    #: a pod not gone this long after its first eviction attempt fails the drain (never force-deleted; an
+    #: interruption's node is removed all the same)
     eviction_deadline_seconds: float = Field(default=600.0, gt=0)
     #: backoff between eviction attempts refused by a PodDisruptionBudget (HTTP 429): first wait ...
     eviction_backoff_initial_seconds: float = Field(default=0.5, gt=0)

@@ -277,8 +277,10 @@ class Chaos:
         return name
 
     def _services(self, servers: Servers) -> None:
+        # the eviction deadline of a spot interruption's warning (2 minutes): a drain a PDB blocks (one whose pods a
+        # restart left unready) ends within the settling, an interruption's with its node removed all the same
         settings = SystemSettings(run=self.run_id, queue_url=self.queue_url, lease_duration=6.0, lease_renew=2.0,
-                                  validation_delay=3.0, api_port=free_port())
+                                  validation_delay=3.0, api_port=free_port(), eviction_deadline=120.0)
         logs = self.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         for name, service in PROCESSES.items():

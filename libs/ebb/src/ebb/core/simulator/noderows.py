@@ -30,7 +30,7 @@ from ebb.core.simulator.arrays import BoolArray, IntArray
 from ebb.core.simulator.constraints import kept_rows, node_labels, rows
 from ebb.core.simulator.labeltable import LabelTable
 
-__all__ = ["NodeRows", "rows_of"]
+__all__ = ["NodeRows", "daemons_wanted", "ready_open", "rows_of"]
 
 _MOVABLE = attrgetter("movable")
 
@@ -76,23 +76,34 @@ _LAST: Memo[tuple[str, ...], tuple[NodeRows, ...]] = Memo(8)
 _LAST_KINDS = 4
 
 
+def daemons_wanted(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node]) -> IntArray:
+    """What the pods of the DaemonSets that would run on each node request (`daemonset_runs_on_node`), one row per
+    node (Karpenter's ``ExistingNode`` keeps that room for the DaemonSet pods not there yet)."""
+    wanted = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+    if not daemonsets:
+        return wanted
+    requests = rows(resources, [ds.spec.requests for ds in daemonsets])
+    for i, node in enumerate(nodes):
+        runs = [daemonset_runs_on_node(ds, node.labels, node.taints) for ds in daemonsets]
+        if any(runs):
+            wanted[i] = requests[np.array(runs, dtype=bool)].sum(axis=0)
+    return wanted
+
+
+def ready_open(nodes: Sequence[Node]) -> BoolArray:
+    """Whether each node takes pods: ready, and neither unschedulable, deleting nor being disrupted."""
+    return np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted) for n in nodes],
+                    dtype=bool)
+
+
 def _of_nodes(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes: Sequence[Node]
               ) -> tuple[IntArray, IntArray | None, BoolArray, list[Mapping[str, str]], IntArray]:
     """The rows made from the nodes alone: allocatable, what the DaemonSets that would run there request (None
     without DaemonSets), open or not, labels, capacity."""
     alloc = kept_rows(resources, [n.allocatable for n in nodes])
-    wanted = None
-    if daemonsets:
-        requests = rows(resources, [ds.spec.requests for ds in daemonsets])
-        wanted = np.zeros((len(nodes), len(resources)), dtype=np.int64)
-        for i, node in enumerate(nodes):
-            runs = [daemonset_runs_on_node(ds, node.labels, node.taints) for ds in daemonsets]
-            if any(runs):
-                wanted[i] = requests[np.array(runs, dtype=bool)].sum(axis=0)
-    ready_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted) for n in nodes],
-                          dtype=bool)
+    wanted = daemons_wanted(resources, daemonsets, nodes) if daemonsets else None
     capacity = kept_rows(resources, [n.capacity for n in nodes])
-    return alloc, wanted, ready_open, [node_labels(n) for n in nodes], capacity
+    return alloc, wanted, ready_open(nodes), [node_labels(n) for n in nodes], capacity
 
 
 def _of_pods(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], derived: Sequence[node_pods.NodePods]

@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import daemonset_runs_on_node, selector_matches
+from ebb.core.labels import selector_matches
 from ebb.core.memo import Memo
 from ebb.core.model import (
     LABEL_HOSTNAME,
@@ -68,7 +68,7 @@ from ebb.core.simulator.constraints import (
     tolerated,
 )
 from ebb.core.simulator.labeltable import LabelTable
-from ebb.core.simulator.noderows import NodeRows, rows_of
+from ebb.core.simulator.noderows import NodeRows, daemons_wanted, ready_open, rows_of
 from ebb.core.simulator.placement import Claim, Launch, Placement
 from ebb.core.simulator.results import NewNode, SimulationResult
 from ebb.core.simulator.topology import Group, Topology
@@ -148,8 +148,7 @@ class Scheduler:
                 self.node_free -= np.maximum(kept.daemons_wanted - kept.daemons_used, 0)
             rescheduled: int = int(kept.movable.sum()) + sum(map(_NEEDS_RESCHEDULING, unbound or ()))
         else:
-            self.node_open = np.array([not (n.unschedulable or n.deleting or not n.ready or n.being_disrupted)
-                                       for n in self.nodes], dtype=bool)
+            self.node_open = ready_open(self.nodes)
             self.node_labels = LabelTable([node_labels(n) for n in self.nodes])
             self.node_alloc = kept_rows(self.resources, [n.allocatable for n in self.nodes])
             self.pods_on, used, daemons, rescheduled = self._bind(snapshot)
@@ -245,20 +244,13 @@ class Scheduler:
         if known is None or len(known[1]) > KEEP_ROWS_AT_MOST or known[0] != daemonsets:
             known = _DAEMON_ROOM_KEPT.keep(self.resources, (daemonsets, {}))
         kept = known[1]
-        wanted: list[IntArray] | None = None
-        rows: list[IntArray] = []
-        for node in self.nodes:
-            hit = kept.get(id(node))
-            if hit is None or hit[0] is not node:
-                if wanted is None:
-                    wanted = [self.vec(ds.spec.requests) for ds in daemonsets]
-                row = np.zeros(len(self.resources), dtype=np.int64)
-                for ds, vec in zip(daemonsets, wanted, strict=True):
-                    if daemonset_runs_on_node(ds, node.labels, node.taints):
-                        row += vec
-                row.flags.writeable = False  # shared by the Schedulers of later passes
-                hit = kept[id(node)] = (node, row)
-            rows.append(hit[1])
+        missing = [node for node in self.nodes if (hit := kept.get(id(node))) is None or hit[0] is not node]
+        if missing:
+            made = daemons_wanted(self.resources, daemonsets, missing)
+            made.flags.writeable = False  # its rows are shared by the Schedulers of later passes
+            for node, row in zip(missing, made, strict=True):
+                kept[id(node)] = (node, row)
+        rows = [kept[id(node)][1] for node in self.nodes]
         want = np.array(rows, dtype=np.int64) if rows else np.empty_like(self.node_alloc)  # one copy, in C
         room: IntArray = np.maximum(want - daemons, 0)
         return room

@@ -212,6 +212,52 @@ async def test_concurrent_approvals_stay_within_the_budget_on_postgres(postgres_
             await store.close()
 
 
+async def test_an_interruption_of_a_held_node_outlives_a_holder_that_fails_on_postgres(
+        postgres_server: PostgresServer) -> None:
+    """The planner's store and the executor's (two instances, as two processes have) on PostgreSQL: an interruption
+    of a node an approved decision holds is only noted; when the executor ends that decision failed (its drain
+    refused at the start), the interruption's decision is written approved in the same transaction, with its command
+    in the executor's outbox, once."""
+    import dataclasses
+    from datetime import UTC, datetime, timedelta
+
+    from ebb.adapters.store.decision_store import EXECUTOR, command_id
+    from ebb.adapters.store.decisions import decision_of
+    from ebb.core.decision import State
+
+    run = uuid.uuid4().hex[:8]
+    cluster, pool = f"int-{run}", "default"
+    await upgrade_async(postgres_server.url)
+    planner_store = DecisionStore.from_url(postgres_server.url, cluster)
+    executor_store = DecisionStore.from_url(postgres_server.url, cluster)
+    now = datetime.now(UTC)
+    holder, node = f"d-{run}", f"n-{run}"
+    try:
+        await planner_store.propose(proposed(holder, node, f"m-{run}", pool=pool, now=now))
+        approval = await planner_store.approve(holder, node_pools={node: pool, f"m-{run}": pool}, reason="Empty",
+                                               allowed={pool: 10}, counted=(), now=now)
+        assert approval.approved
+        spot = dataclasses.replace(proposed(f"int-{run}", node, pool=pool, now=now, method="interruption",
+                                            reason="Interrupted", text="spot"), explanation={"text": "spot"})
+        busy = await planner_store.interrupt(message_id=f"msg-{run}", consumer="interruptions", decision=spot,
+                                             now=now)
+        assert (busy.outcome, busy.holder) == ("busy", holder)
+        [row] = await executor_store.approved()
+        command = DisruptionCommand.of_decision(decision_of(row), id=command_id(holder))
+        await executor_store.start(command, now)
+        later = now + timedelta(seconds=30)
+        assert await executor_store.finish(command, State.FAILED, later, why="not started: a PDB allows nothing")
+        assert not await executor_store.finish(command, State.FAILED, later)
+        assert await planner_store.state(f"int-{run}") is State.APPROVED
+        assert await planner_store.live_nodes() == {node: f"int-{run}"}
+        commands = [m for m in await executor_store.outbox(unsent=True)
+                    if m.origin == EXECUTOR and m.topic == TOPIC_DISRUPTION_COMMANDS]
+        assert [m.message_id for m in commands] == [str(command_id(f"int-{run}"))]
+    finally:
+        await planner_store.close()
+        await executor_store.close()
+
+
 async def _run_one(settings: Settings) -> tuple[asyncio.Event, asyncio.Task[None], list[Planner]]:
     stop, started = asyncio.Event(), asyncio.Event()
     planners: list[Planner] = []

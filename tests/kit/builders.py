@@ -54,7 +54,7 @@ def later(**delta: float) -> str:
 def nodepool(name: str = "default", *, requirements: Sequence[Mapping[str, Any]] | None = None,
              expire_after: str | None = None, consolidate_after: str | None = "0s",
              policy: str = "WhenEmptyOrUnderutilized", budgets: Any = _DEFAULT,
-             node_hash: str | None = None, hash_version: str = "v3",
+             node_hash: str | None = None, hash_version: str | None = "v3",
              stabilization_window: str | None = None, annotations: Mapping[str, str] | None = None,
              template_annotations: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None,
              taints: Sequence[Mapping[str, Any]] | None = None, disruption: Mapping[str, Any] | None = None,
@@ -64,7 +64,8 @@ def nodepool(name: str = "default", *, requirements: Sequence[Mapping[str, Any]]
     meta_ann = dict(annotations or {})
     if node_hash is not None:
         meta_ann["karpenter.sh/nodepool-hash"] = node_hash
-        meta_ann["karpenter.sh/nodepool-hash-version"] = hash_version
+        if hash_version is not None:
+            meta_ann["karpenter.sh/nodepool-hash-version"] = hash_version
     tspec: Doc = {
         "requirements": list(requirements) if requirements is not None else [
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
@@ -96,7 +97,7 @@ def nodepool(name: str = "default", *, requirements: Sequence[Mapping[str, Any]]
 
 def node(name: str, *, pool: str | None = "default", itype: str = "m5.large", zone: str = "us-east-1a",
          capacity_type: str = "on-demand", created: str = OLD, initialized: bool = True,
-         ready: bool = True, deleting: bool = False, node_hash: str | None = None, hash_version: str = "v3",
+         ready: bool = True, deleting: bool = False, node_hash: str | None = None, hash_version: str | None = "v3",
          labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
          taints: Sequence[Mapping[str, Any]] | None = None, cpu: str | None = None,
          memory: str | None = None, pods: int | None = None) -> Doc:
@@ -119,7 +120,8 @@ def node(name: str, *, pool: str | None = "default", itype: str = "m5.large", zo
     ann = dict(annotations or {})
     if node_hash is not None:
         ann["karpenter.sh/nodepool-hash"] = node_hash
-        ann["karpenter.sh/nodepool-hash-version"] = hash_version
+        if hash_version is not None:
+            ann["karpenter.sh/nodepool-hash-version"] = hash_version
     capacity = {"cpu": cpu or t_cpu, "memory": memory or t_mem, "pods": str(pods or t_pods)}
     meta: Doc = {"name": name, "creationTimestamp": created, "labels": all_labels, "annotations": ann}
     if deleting:

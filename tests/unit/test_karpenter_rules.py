@@ -404,6 +404,12 @@ DO_NOT_DISRUPT = [
     ("should fail safe when start time is nil", "5m", False, True),
     ("Never is not a duration either", "Never", True, False),
     ("false", "false", True, False),
+    # time.ParseDuration takes a sign and both spellings of microseconds
+    ("a plus sign is Go's too", "+15m", True, True),
+    ("a plus sign, expired", "+5m", True, False),
+    ("a minus sign and a zero", "-0s", True, False),
+    ("two signs are not a duration", "+-15m", True, False),
+    ("fractions and units mixed", "0.25h1m", True, True),
 ]
 
 

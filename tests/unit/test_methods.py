@@ -283,6 +283,10 @@ NO_DRIFT = [
     ("same-hash", {"node_hash": "h1"}, {"node_hash": "h1"}),
     ("other-hash-version", {"node_hash": "h2", "hash_version": "v4"}, {"node_hash": "h1", "hash_version": "v3"}),
     ("node-without-hash", {"node_hash": "h2"}, {}),
+    # Karpenter's areStaticFieldsDrifted says nothing unless both sides carry a hash version, and the same one
+    ("hashes-without-versions", {"node_hash": "h2", "hash_version": None}, {"node_hash": "h1", "hash_version": None}),
+    ("node-without-hash-version", {"node_hash": "h2"}, {"node_hash": "h1", "hash_version": None}),
+    ("nodepool-without-hash-version", {"node_hash": "h2", "hash_version": None}, {"node_hash": "h1"}),
     ("requirement-widened", {"requirements": [OD_REQ, ZONE_REQ_WIDE]}, {}),
     ("requirement-still-met", {"requirements": [OD_REQ, ZONE_REQ]}, {}),
     ("behavioural-fields", {"node_hash": "h1", "weight": 50, "budgets": [{"nodes": "5"}],

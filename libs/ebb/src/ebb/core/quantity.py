@@ -120,11 +120,21 @@ def parse_duration(value: object) -> float | None:
 
 
 def positive_duration(value: str) -> float | None:
-    """The seconds of a positive duration ("90s", "1h30m"), or None when ``value`` is not one: not a duration,
-    "Never", zero or negative. Karpenter reads a pod's do-not-disrupt duration this way and ignores the
-    annotation when it is None."""
+    """The seconds of a positive duration ("90s", "1h30m", "+10m"), or None when ``value`` is not one: not a
+    duration, "Never", zero or negative ("-5m"). Karpenter reads a pod's do-not-disrupt duration with Go's
+    ``time.ParseDuration``, which takes a sign before the number (and ``μs`` as well as ``µs``), and ignores the
+    annotation when it is not positive."""
+    text = str(value).strip().replace("\u03bcs", "µs")  # Go's two spellings of microseconds
+    if text[:1] == "-":
+        return None  # negative, or zero: never positive
+    if text[:1] == "+":
+        text = text[1:]
+        if text[:1] in ("+", "-"):
+            return None
+    if text == "Never":
+        return None
     try:
-        seconds = parse_duration(value)
+        seconds = parse_duration(text)
     except QuantityError:
         return None
     return seconds if seconds is not None and seconds > 0 else None

@@ -1,7 +1,7 @@
 """Drift: nodes that no longer match their NodePool are replaced (respecting the Drifted budget).
 
-A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its NodePool's at the same hash
-version (a static field of the template changed), (2) its labels no longer satisfy the NodePool's
+A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its NodePool's, both carrying the same
+karpenter.sh/nodepool-hash-version (a static field of the template changed), (2) its labels no longer satisfy the NodePool's
 requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
 longer offered in its zone and capacity type (an offering that is only unavailable now still counts, as in
 Karpenter), or (4) its NodeClaim already says Drifted. Behavioural
@@ -46,7 +46,9 @@ REASON = "Drifted"
 def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     node_hash = node.annotations.get(ANNOTATION_NODEPOOL_HASH)
     node_version = node.annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION)
-    if pool.hash and node_hash and node_version == pool.hash_version and node_hash != pool.hash:
+    # as Karpenter's areStaticFieldsDrifted: only when both carry a hash and the same hash version (a version
+    # missing on either side, or different, says nothing: Karpenter re-stamps the hash when its version changes)
+    if pool.hash and node_hash and pool.hash_version and node_version == pool.hash_version and node_hash != pool.hash:
         return (f"drifted: its nodepool-hash {node_hash} differs from NodePool {pool.name}'s {pool.hash} "
                 "(the NodePool template changed)")
     for req in pool.requirements:

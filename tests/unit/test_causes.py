@@ -148,8 +148,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "it is nominated for pod default/moving, pending or leaving a node being disrupted, which has nowhere else "
      "to go (no remaining node has room for its requests)", B),
     (BlockCause(Cause.STATIC_SCALING_DOWN, {"pool": "fixed", "count": 3, "replicas": 2}),
-     "its NodePool fixed is static and has 3 nodes, more than its spec.replicas 2: drifted nodes are replaced once "
-     "it has scaled down", B),
+     "its NodePool fixed is static and has 3 nodes, more than its spec.replicas 2: its nodes are replaced one for "
+     "one once it has scaled down", B),
     (BlockCause(Cause.STATIC_AT_LIMIT, {"pool": "fixed", "limit": 5}),
      "its NodePool fixed is static and a replacement launched before it goes would pass its limits.nodes (5)", B),
     (BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": "fixed"}),

@@ -172,7 +172,7 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NOMINATED: ("it is nominated for pod {pod}, pending or leaving a node being disrupted, which has "
                       "nowhere else to go ({why})"),
     Cause.STATIC_SCALING_DOWN: ("its NodePool {pool} is static and has {count} nodes, more than its spec.replicas "
-                                "{replicas}: drifted nodes are replaced once it has scaled down"),
+                                "{replicas}: its nodes are replaced one for one once it has scaled down"),
     Cause.STATIC_AT_LIMIT: ("its NodePool {pool} is static and a replacement launched before it goes would pass "
                             "its limits.nodes ({limit})"),
     Cause.STATIC_NOTHING_OFFERED: "its NodePool {pool} is static and no instance type it allows is offered",

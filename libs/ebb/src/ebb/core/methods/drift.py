@@ -1,8 +1,8 @@
 """Drift: nodes that no longer match their NodePool are replaced (respecting the Drifted budget).
 
-A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its NodePool's, both carrying the same
-karpenter.sh/nodepool-hash-version (a static field of the template changed), (2) its labels no longer satisfy the NodePool's
-requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
+A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its NodePool's, both carrying the
+same karpenter.sh/nodepool-hash-version (a static field of the template changed), (2) its labels no longer satisfy
+the NodePool's requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
 longer offered in its zone and capacity type (an offering that is only unavailable now still counts, as in
 Karpenter), or (4) its NodeClaim already says Drifted. Behavioural
 fields (weight, limits, disruption) never drift because they are not part of the hash. A command goes stale
@@ -12,21 +12,12 @@ command, so the pool keeps ``spec.replicas`` nodes (Karpenter's StaticDrift); th
 
 from __future__ import annotations
 
-from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
+from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
 from ebb.core.memo import Memo
-from ebb.core.methods.base import (
-    Command,
-    Method,
-    MethodOutcome,
-    PassContext,
-    Replacement,
-    budget_block,
-    held_words,
-    leaving,
-)
-from ebb.core.methods.rotation import rotate
+from ebb.core.methods.base import Method, MethodOutcome, PassContext
+from ebb.core.methods.rotation import rotate_keeping_static
 from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
@@ -120,106 +111,9 @@ def drifted_nodes(view: ClusterView) -> dict[str, str]:
 
 def run(ctx: PassContext) -> MethodOutcome:
     """Drifted nodes of static NodePools are replaced one for one first (Karpenter's StaticDrift, which its
-    method order puts before Drift), then the others are rotated with what is left of the Drifted budgets."""
-    wanted = drifted_nodes(ctx.view)
-    static = {n: why for n, why in wanted.items() if ctx.view.pools[ctx.view.nodes[n].nodepool or ""].replicas
-              is not None}
-    out = _static_drift(ctx, {n: why for n, why in static.items() if n not in ctx.excluded})
-    rotated = rotate(ctx, NAME, REASON, {n: why for n, why in wanted.items() if n not in static})
-    out.commands.extend(rotated.commands)
-    out.blocked.update(rotated.blocked)
-    return out
-
-
-def _static_drift(ctx: PassContext, wanted: dict[str, str]) -> MethodOutcome:
-    """A static NodePool (``spec.replicas``) keeps its node count: each of its drifted nodes gets a command of its
-    own that replaces it by one node of the pool, as Karpenter's StaticDrift launches one NodeClaim from the pool's
-    template per drifted node. Not while the pool has more nodes than its replicas (a scale-down is under way), and
-    no more at once than the Drifted budget and the pool's ``limits.nodes`` leave room for. The replacement is the
-    node the pods need if they fit nowhere else (so validation finds the same), else the pool's cheapest."""
-    out = MethodOutcome()
-    view = ctx.view
-    launched: dict[str, int] = {}  # pool -> replacements this pass has already reserved room for
-    for name in view.order(list(wanted)):
-        node = view.nodes[name]
-        pool = view.pools[node.nodepool or ""]
-        due = {"due": wanted[name]}
-        blocked = view.blocked_reason(name, consolidation=False)
-        if blocked:
-            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, blocked)
-            continue
-        members = [n for n in view.snapshot.nodes if n.nodepool == pool.name]
-        running = sum(1 for n in members if not n.deleting)
-        if running > (pool.replicas or 0):
-            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_SCALING_DOWN, {
-                "pool": pool.name, "count": running, "replicas": pool.replicas}))
-            continue
-        # Karpenter reserves the replacements against limits.nodes, counting deleting nodes too
-        limit = pool.limits.get("nodes")
-        if limit is not None and len(members) + launched.get(pool.name, 0) + 1 > limit:
-            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_AT_LIMIT, {
-                "pool": pool.name, "limit": limit}))
-            continue
-        if ctx.budget_left(pool.name, REASON) <= 0:
-            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, budget_block(ctx, pool.name, REASON))
-            continue
-        command = _one_for_one(ctx, name, wanted[name])
-        if isinstance(command, BlockCause):
-            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, command)
-            continue
-        ctx.consume(pool.name, REASON)
-        launched[pool.name] = launched.get(pool.name, 0) + 1
-        out.commands.append(command)
-    return out
-
-
-def _one_for_one(ctx: PassContext, name: str, why: str) -> Command | BlockCause:
-    view, state = ctx.view, ctx.state
-    pool_name = view.nodes[name].nodepool or ""
-    mark = state.mark()
-    try:
-        moved, held = leaving(view, state, (name,))
-        failures, _ = state.place_all(moved, max_new=1, first_failure=True)
-        if failures:
-            pod, reason = next(iter(failures.items()))
-            return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})
-        needed = state.new_nodes()
-        placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
-    finally:
-        state.rollback(mark)
-    if needed and needed[0].nodepool == pool_name:
-        n = needed[0]
-        replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname,
-                                  n.labels)
-    else:
-        cheapest = _cheapest_of_pool(ctx, pool_name)
-        if cheapest is None:
-            return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
-        replacement = cheapest
-    return Command(NAME, REASON, "replace", (name,), (replacement,), view.price[name] - replacement.price,
-                   placements,
-                   f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")
-
-
-def _cheapest_of_pool(ctx: PassContext, pool_name: str) -> Replacement | None:
-    """A node of the pool's cheapest offering: its type and the others of that capacity type, cheapest first."""
-    pool = next((p for p in ctx.scheduler.pools if p.pool.name == pool_name), None)
-    if pool is None or not len(pool.combo_type):
-        return None
-    best = min(range(len(pool.combo_type)), key=lambda c: (float(pool.combo_price[c]), pool.combo_zone[c],
-                                                           pool.types[int(pool.combo_type[c])].name))
-    capacity_type = pool.combo_ct[best]
-    prices: dict[str, float] = {}
-    for combo in range(len(pool.combo_type)):
-        if pool.combo_ct[combo] == capacity_type:
-            type_name = pool.types[int(pool.combo_type[combo])].name
-            prices[type_name] = min(prices.get(type_name, float("inf")), float(pool.combo_price[combo]))
-    types = tuple(sorted(prices, key=lambda t: (prices[t], t)))
-    first = pool.types[int(pool.combo_type[best])].name
-    zones = tuple(sorted({pool.combo_zone[c] for c in range(len(pool.combo_type))
-                          if pool.combo_ct[c] == capacity_type and pool.types[int(pool.combo_type[c])].name == first
-                          and float(pool.combo_price[c]) == prices[first]}))
-    return Replacement(pool_name, types, capacity_type, zones, prices[first])
+    method order puts before Drift), then the others are rotated with what is left of the Drifted budgets
+    (`rotate_keeping_static`)."""
+    return rotate_keeping_static(ctx, NAME, REASON, drifted_nodes(ctx.view))
 
 
 def validate(view: ClusterView, node: Node) -> StaleCause | None:

@@ -3,7 +3,8 @@
 `spec.template.spec.expireAfter` (v1), or the older `spec.disruption.expireAfter`, else Karpenter's CRD default
 720h (the explanation then says it is the default), or the NodePool's DisruptionPolicy's `spec.expireAfter` (no
 default); `Never` disables it.
-Replacements are launched first when the pods need them; several nodes per pass, simulated together.
+Replacements are launched first when the pods need them; several nodes per pass, simulated together. A static
+NodePool's expired nodes are each replaced by one node of the pool, so it keeps ``spec.replicas`` nodes.
 A command goes stale when its node is no longer expired (its NodePool's expireAfter grew, or became Never).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import Method, MethodOutcome, PassContext
-from ebb.core.methods.rotation import rotate
+from ebb.core.methods.rotation import rotate_keeping_static
 from ebb.core.model import Node, NodePool
 from ebb.core.quantity import fmt_time, format_duration
 
@@ -46,7 +47,8 @@ def expired_nodes(view: ClusterView) -> dict[str, str]:
 
 
 def run(ctx: PassContext) -> MethodOutcome:
-    return rotate(ctx, NAME, REASON, expired_nodes(ctx.view))
+    """Expired nodes of static NodePools replaced one for one, the others rotated together (`rotate_keeping_static`)."""
+    return rotate_keeping_static(ctx, NAME, REASON, expired_nodes(ctx.view))
 
 
 def validate(view: ClusterView, node: Node) -> StaleCause | None:

@@ -1,5 +1,8 @@
 """Replacing a set of nodes together (expiration and drift): the shared mechanics.
 
+The nodes of a static NodePool (``spec.replicas``) are not part of a set: each is replaced by one node of its own
+pool, in a command of its own (`one_for_one`), so the pool keeps its node count.
+
 Both methods may act on several nodes in one pass, up to the budget for their reason, and simulate
 the nodes jointly: each accepted node's pods are placed with the earlier ones already gone, launching
 as many replacement nodes as needed. A node whose pods cannot be placed anywhere is left, with why (a
@@ -24,6 +27,20 @@ from ebb.core.methods.base import (
     leaving,
 )
 from ebb.core.simulator.results import NewNode
+
+
+def rotate_keeping_static(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -> MethodOutcome:
+    """``wanted`` (node -> why it should go) as expiration and drift take it: the nodes of static NodePools replaced
+    one for one first (`one_for_one`), then the others rotated together (`rotate`) with what is left of the
+    budgets. A static NodePool's nodes are never rotated with others: their pods would go to any NodePool and the
+    pool would lose nodes, where Karpenter's static provisioning keeps ``spec.replicas``."""
+    static = {n: why for n, why in wanted.items() if ctx.view.pools[ctx.view.nodes[n].nodepool or ""].replicas
+              is not None}
+    out = one_for_one(ctx, method, reason, {n: why for n, why in static.items() if n not in ctx.excluded})
+    rotated = rotate(ctx, method, reason, {n: why for n, why in wanted.items() if n not in static})
+    out.commands.extend(rotated.commands)
+    out.blocked.update(rotated.blocked)
+    return out
 
 
 def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -> MethodOutcome:
@@ -87,3 +104,96 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
                        savings, placements, explanation)
     finally:
         state.rollback(mark)
+
+
+def one_for_one(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -> MethodOutcome:
+    """A static NodePool (``spec.replicas``) keeps its node count: each of its nodes in ``wanted`` (node -> why it
+    should go) gets a command of its own that replaces it by one node of the pool, as Karpenter's StaticDrift
+    launches one NodeClaim from the pool's template per drifted node (and, for an expired node, as its static
+    provisioning brings the pool back to its replicas once the node is gone). Not while the pool has more nodes
+    than its replicas (a scale-down is under way), and no more at once than the budget for ``reason`` and the pool's
+    ``limits.nodes`` leave room for. The replacement is the node the pods need if they fit nowhere else (so
+    validation finds the same), else the pool's cheapest."""
+    out = MethodOutcome()
+    view = ctx.view
+    launched: dict[str, int] = {}  # pool -> replacements this pass has already reserved room for
+    for name in view.order(list(wanted)):
+        node = view.nodes[name]
+        pool = view.pools[node.nodepool or ""]
+        due = {"due": wanted[name]}
+        blocked = view.blocked_reason(name, consolidation=False)
+        if blocked:
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, blocked)
+            continue
+        members = [n for n in view.snapshot.nodes if n.nodepool == pool.name]
+        running = sum(1 for n in members if not n.deleting)
+        if running > (pool.replicas or 0):
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_SCALING_DOWN, {
+                "pool": pool.name, "count": running, "replicas": pool.replicas}))
+            continue
+        # Karpenter reserves the replacements against limits.nodes, counting deleting nodes too
+        limit = pool.limits.get("nodes")
+        if limit is not None and len(members) + launched.get(pool.name, 0) + 1 > limit:
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_AT_LIMIT, {
+                "pool": pool.name, "limit": limit}))
+            continue
+        if ctx.budget_left(pool.name, reason) <= 0:
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, budget_block(ctx, pool.name, reason))
+            continue
+        command = _replaced_by_one(ctx, method, reason, name, wanted[name])
+        if isinstance(command, BlockCause):
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, command)
+            continue
+        ctx.consume(pool.name, reason)
+        launched[pool.name] = launched.get(pool.name, 0) + 1
+        out.commands.append(command)
+    return out
+
+
+def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why: str) -> Command | BlockCause:
+    view, state = ctx.view, ctx.state
+    pool_name = view.nodes[name].nodepool or ""
+    mark = state.mark()
+    try:
+        moved, held = leaving(view, state, (name,))
+        failures, _ = state.place_all(moved, max_new=1, first_failure=True)
+        if failures:
+            pod, reason = next(iter(failures.items()))
+            return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})
+        needed = state.new_nodes()
+        placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
+    finally:
+        state.rollback(mark)
+    if needed and needed[0].nodepool == pool_name:
+        n = needed[0]
+        replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname,
+                                  n.labels)
+    else:
+        cheapest = _cheapest_of_pool(ctx, pool_name)
+        if cheapest is None:
+            return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
+        replacement = cheapest
+    return Command(method, reason, "replace", (name,), (replacement,), view.price[name] - replacement.price,
+                   placements,
+                   f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")
+
+
+def _cheapest_of_pool(ctx: PassContext, pool_name: str) -> Replacement | None:
+    """A node of the pool's cheapest offering: its type and the others of that capacity type, cheapest first."""
+    pool = next((p for p in ctx.scheduler.pools if p.pool.name == pool_name), None)
+    if pool is None or not len(pool.combo_type):
+        return None
+    best = min(range(len(pool.combo_type)), key=lambda c: (float(pool.combo_price[c]), pool.combo_zone[c],
+                                                           pool.types[int(pool.combo_type[c])].name))
+    capacity_type = pool.combo_ct[best]
+    prices: dict[str, float] = {}
+    for combo in range(len(pool.combo_type)):
+        if pool.combo_ct[combo] == capacity_type:
+            type_name = pool.types[int(pool.combo_type[combo])].name
+            prices[type_name] = min(prices.get(type_name, float("inf")), float(pool.combo_price[combo]))
+    types = tuple(sorted(prices, key=lambda t: (prices[t], t)))
+    first = pool.types[int(pool.combo_type[best])].name
+    zones = tuple(sorted({pool.combo_zone[c] for c in range(len(pool.combo_type))
+                          if pool.combo_ct[c] == capacity_type and pool.types[int(pool.combo_type[c])].name == first
+                          and float(pool.combo_price[c]) == prices[first]}))
+    return Replacement(pool_name, types, capacity_type, zones, prices[first])

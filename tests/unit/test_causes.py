@@ -140,8 +140,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.PRICE_UNKNOWN, {"label": "topology.kubernetes.io/zone"}),
      "it has no topology.kubernetes.io/zone label, so its price is unknown and consolidation cannot compare it", U),
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
-     "spot-to-spot consolidation is disabled: a spot node is only replaced by spot when enabled (--spot-to-spot "
-     "or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
+     "spot-to-spot consolidation is disabled: spot nodes whose replacement may be spot are only deleted, replaced by "
+     "spot when enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
+    (BlockCause(Cause.NO_SPOT_OFFERING),
+     "spot nodes whose replacement may be spot are replaced by spot only, and no spot offering holds their pods", U),
     (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),
      "spot-to-spot replacement needs at least 15 cheaper instance types to choose from; only 3 qualify", U),
     (BlockCause(Cause.NOMINATED, {"pod": "default/moving", "why": "no remaining node has room for its requests"}),

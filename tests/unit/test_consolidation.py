@@ -254,6 +254,65 @@ def test_spot_to_spot(cheaper: int, spot_to_spot: bool, replaced: bool, phrase: 
         assert phrase in blocked_of(out, "s")["reason"]
 
 
+SPOT_OR_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+
+
+def _on_demand_cheaper_catalog(spot_types: int) -> dict[str, Any]:
+    """The spot node's m5.2xlarge (8 cpu, $0.14/h spot), on-demand-only types cheaper than it (4 cpu, $0.05/h) and
+    than two of it (16 cpu, $0.20/h), and ``spot_types`` spot types dearer than the first but cheaper than the node
+    (4 cpu, $0.10/h and up)."""
+    c, m, p, od, sp = TYPES["m5.2xlarge"]
+    on_demand_only = [instance_type("od.xlarge", "4", "16Gi", 58, 0.05),
+                      instance_type("od.4xlarge", "16", "64Gi", 58, 0.2)]
+    spot = [instance_type(f"s{i}.xlarge", "4", "16Gi", 58, 0.2, 0.10 + i * 0.001) for i in range(spot_types)]
+    return catalog([instance_type("m5.2xlarge", c, m, p, od, sp), *on_demand_only, *spot])
+
+
+# (case, the NodePool's capacity types, spot-to-spot, spot types cheaper than the node, the replacement expected as
+# (first type, capacity type) or None, a phrase of the node's reason when none)
+SPOT_REPLACEMENTS = [
+    ("a spot node whose replacement may be spot is only deleted without spot-to-spot, though on-demand is cheaper",
+     SPOT_OR_OD, False, 0, None, "spot-to-spot consolidation is disabled"),
+    ("with spot-to-spot, it is replaced by spot only, not by the cheaper on-demand type",
+     SPOT_OR_OD, True, 16, ("s0.xlarge", "spot"), ""),
+    ("with spot-to-spot, no spot type holds its pods for less than the node: no replacement",
+     SPOT_OR_OD, True, 0, None, "can't replace with a cheaper node"),
+    ("with spot-to-spot, fewer than 15 cheaper spot types: no replacement",
+     SPOT_OR_OD, True, 3, None, "at least 15 cheaper instance types"),
+]
+
+
+@pytest.mark.parametrize(("requirements", "spot_to_spot", "spot_types", "replacement", "phrase"),
+                         [c[1:] for c in SPOT_REPLACEMENTS], ids=[c[0] for c in SPOT_REPLACEMENTS])
+def test_spot_nodes_are_replaced_by_spot_or_not_at_all(requirements: list[dict[str, Any]], spot_to_spot: bool,
+                                                       spot_types: int, replacement: tuple[str, str] | None,
+                                                       phrase: str) -> None:
+    """Karpenter's computeConsolidation: candidates that are all spot, whose replacement's requirements have spot,
+    go down the spot-to-spot path (spot or nothing), whatever the cheapest offering; a NodePool that cannot launch
+    spot takes the normal path, where an on-demand replacement is priced as any other."""
+    out = plan_dict(nodepool(requirements=requirements), node("s", itype="m5.2xlarge", capacity_type="spot"),
+                    pod("web", "s", cpu="500m"), _on_demand_cheaper_catalog(spot_types), spot_to_spot=spot_to_spot)
+    if replacement is None:
+        assert out["commands"] == []
+        assert phrase in blocked_of(out, "s")["reason"]
+        return
+    [command] = out["commands"]
+    [rep] = command["replacements"]
+    assert (command["action"], rep["instanceTypes"][0], rep["capacityType"]) == ("replace", *replacement)
+
+
+def test_two_spot_nodes_are_not_merged_onto_on_demand_without_spot_to_spot() -> None:
+    """Multi-node consolidation follows the same path: two spot nodes whose pods fit together only on a new node
+    (16 cpu on demand, cheaper than the two), in a NodePool that may launch spot, are left alone without
+    spot-to-spot."""
+    out = plan_dict(nodepool(requirements=SPOT_OR_OD),
+                    node("s1", itype="m5.2xlarge", capacity_type="spot"), pod("w1", "s1", cpu="5"),
+                    node("s2", itype="m5.2xlarge", capacity_type="spot", zone="us-east-1b"),
+                    pod("w2", "s2", cpu="5"), _on_demand_cheaper_catalog(0))
+    assert out["commands"] == []
+    assert "spot-to-spot consolidation is disabled" in blocked_of(out, "s1")["reason"]
+
+
 def test_spot_node_with_room_elsewhere_is_deleted_without_spot_to_spot() -> None:
     out = plan_dict(nodepool(requirements=SPOT_REQ), node("s", itype="m5.2xlarge", capacity_type="spot"),
                     pod("web", "s", cpu="500m"), node("t", itype="t3.medium", capacity_type="spot"),

@@ -87,6 +87,7 @@ class Cause(StrEnum):
     PRICE_IMPROVEMENT_TOO_SMALL = "price-improvement-too-small"  # cheaper, but less than the pool's minimum
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
+    NO_SPOT_OFFERING = "no-spot-offering"  # spot-to-spot on, and no spot offering holds the pods
     MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
     # inner: single-node consolidation's verdict; `merge`: why multi-node's merge search refused a set holding it
     NO_MERGE = "no-merge"
@@ -184,9 +185,11 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
                                         "{launched} ${best:.4f}/h against ${price:.4f}/h, "
                                         "{improvement:.1f}% less"),
-    Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: a spot node is only replaced by spot "
-                                  "when enabled (--spot-to-spot or NodePool annotation "
-                                  "ebb.sh/spot-to-spot-consolidation)"),
+    Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: spot nodes whose replacement may be "
+                                  "spot are only deleted, replaced by spot when enabled (--spot-to-spot or NodePool "
+                                  "annotation ebb.sh/spot-to-spot-consolidation)"),
+    Cause.NO_SPOT_OFFERING: ("spot nodes whose replacement may be spot are replaced by spot only, and no spot "
+                             "offering holds their pods"),
     Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: ("spot-to-spot replacement needs at least {minimum} cheaper instance types to "
                                        "choose from; only {found} qualify"),
     Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "

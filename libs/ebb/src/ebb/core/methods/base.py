@@ -29,6 +29,7 @@ from ebb.core.model import (
     Requirement,
     Snapshot,
 )
+from ebb.core.simulator.constraints import Pool
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -238,8 +239,19 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         waiting = uninitialized_room(ctx.state, new, view.uninitialized_owned())
         if waiting is not None:
             return waiting_for_uninitialized(*waiting)
+    pool = compiled_pool(ctx, new.nodepool)
+    all_spot = all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed)
+    if all_spot and may_launch_spot(ctx, new.nodepool):
+        # Karpenter's spot-to-spot path (computeConsolidation): nodes that are all spot, replaced by a node that may
+        # be spot, are replaced by spot or not at all, whatever the cheapest offering is
+        if not (ctx.options.spot_to_spot or view.pools[new.nodepool].spot_to_spot):
+            return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
+        if new.capacity_type != CAPACITY_SPOT:
+            spot = ctx.state.launched_as(new.hostname, CAPACITY_SPOT)
+            if spot is None:
+                return BlockCause(Cause.NO_SPOT_OFFERING)
+            new = spot
     removed_price = sum(view.price[n] for n in removed)
-    pool = ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(new.nodepool)]
     floors = [r for r in pool.pool.requirements if r.min_values is not None]
     prices: dict[str, float] = {}
     values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values (Karpenter: the type's own)
@@ -275,21 +287,32 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                 "labels": "[" + " ".join(sorted(short)) + "]",
                 "found": ", ".join(f"{short[r.key]} value(s) of {r.key} where minValues is {r.min_values}"
                                    for r in floors if r.key in short)})
-    if new.capacity_type == CAPACITY_SPOT and all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed):
-        # spot-to-spot is Karpenter's case only when every removed node is spot; the 15 cheaper types are asked
-        # of a single node only ("For multi-node consolidation ... we exit early", consolidation.go)
-        pool_opt = view.pools[new.nodepool].spot_to_spot
-        if not (ctx.options.spot_to_spot or pool_opt):
-            return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
-        if len(removed) == 1:
-            if len(options) < SPOT_TO_SPOT_MIN_TYPES:
-                return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
-                                                                     "found": len(options)})
-            # launch from the cheapest few only, so the type the cloud picks is never itself worth replacing
-            # again at once (Karpenter: "so we don't get into a continual consolidation situation")
-            options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
+    if new.capacity_type == CAPACITY_SPOT and all_spot and len(removed) == 1:
+        # spot-to-spot is Karpenter's case only when every removed node is spot (enabled: checked above); the 15
+        # cheaper types are asked of a single node only ("For multi-node consolidation ... we exit early",
+        # consolidation.go)
+        if len(options) < SPOT_TO_SPOT_MIN_TYPES:
+            return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
+                                                                 "found": len(options)})
+        # launch from the cheapest few only, so the type the cloud picks is never itself worth replacing
+        # again at once (Karpenter: "so we don't get into a continual consolidation situation")
+        options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname, new.labels)
+
+
+def compiled_pool(ctx: PassContext, name: str) -> Pool:
+    """NodePool ``name`` as the pass's scheduler compiled it."""
+    return ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(name)]
+
+
+def may_launch_spot(ctx: PassContext, pool_name: str) -> bool:
+    """Whether a replacement in NodePool ``pool_name`` may be spot: its requirements allow spot and the catalog
+    offers some of its types so. Then Karpenter sends nodes that are all spot down its spot-to-spot path
+    (``computeConsolidation``: their replacement's requirements have spot), which replaces them by spot when
+    spot-to-spot consolidation is enabled and never otherwise, whatever the cheapest offering is; only a
+    replacement that cannot be spot is priced as any other (`filter_replacement`)."""
+    return bool(compiled_pool(ctx, pool_name).of_capacity_type(CAPACITY_SPOT).any())
 
 
 def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:

@@ -13,9 +13,10 @@ pods moved).
 
 The run with a replacement knows the replacement filter's rules that no later node can lift. A step is refused
 as soon as its replacement costs at least what the set would remove (the claim's launch floor only grows as
-pods join it), and a step that keeps the set all spot with a spot replacement, where spot-to-spot is off, is
-refused outright: `filter_replacement` would refuse that set, and every set grown from it that stays all spot,
-only at the end. The run then goes on to the nodes after it and can still find a set it can keep.
+pods join it), and a step that keeps the set all spot with a replacement that may be spot (`may_launch_spot`),
+where spot-to-spot is off, is refused outright: `filter_replacement` would refuse that set, and every set grown from
+it that stays all spot, only at the end. The run then goes on to the nodes after it and can still find a set it can
+keep.
 
 Before it takes a node, the delete-only run steps each candidate alone and, where the delete fails, carries on with
 a replacement (`_carry_on`); on a cluster where nothing consolidates that is the whole pass. A caller that makes pass
@@ -73,6 +74,7 @@ from ebb.core.methods.base import (
     Replacement,
     filter_replacement,
     improvement_refused,
+    may_launch_spot,
     placements_of,
     strictest_improvement,
 )
@@ -282,9 +284,9 @@ def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: lis
 
 
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
-    """A spot replacement where spot-to-spot is off: refused when every node it replaces is spot (the caller's
-    part of Karpenter's rule, `filter_replacement`)."""
-    return new.capacity_type == CAPACITY_SPOT and not spot_to_spot(ctx, new.nodepool)
+    """A replacement that may be spot where spot-to-spot is off: refused when every node it replaces is spot (the
+    caller's part of Karpenter's rule, `filter_replacement`)."""
+    return not spot_to_spot(ctx, new.nodepool) and may_launch_spot(ctx, new.nodepool)
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],

@@ -218,6 +218,7 @@ class Pool:
     price_order: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
+    _of_capacity_type: dict[str, BoolArray] = field(default_factory=dict)
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
     #: (`cached_pools`)
     _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
@@ -304,6 +305,16 @@ class Pool:
         holding = self.types_holding(total)[self.combo_type]
         holding.flags.writeable = False
         return self._holding.keep(key, holding)
+
+    def of_capacity_type(self, capacity_type: str) -> BoolArray:
+        """C: the offerings of ``capacity_type`` (all False when the NodePool may launch none: its requirements
+        exclude it, or the catalog offers none of its types so)."""
+        found = self._of_capacity_type.get(capacity_type)
+        if found is None:
+            found = self._of_capacity_type[capacity_type] = np.array([ct == capacity_type for ct in self.combo_ct],
+                                                                     dtype=bool)
+            found.flags.writeable = False
+        return found
 
     def type_floor(self, without: str | None) -> FloatArray:
         """Per instance type, its cheapest offering in this pool (inf when it has none), leaving out offerings of

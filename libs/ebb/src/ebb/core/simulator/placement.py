@@ -292,6 +292,21 @@ class Placement:
                                labels))
         return out
 
+    def launched_as(self, hostname: str, capacity_type: str) -> NewNode | None:
+        """The node claim ``hostname`` would launch from its offerings of ``capacity_type`` alone (Karpenter's
+        spot-to-spot consolidation keeps only the spot ones), as `new_nodes` gives it; None when it has none, or
+        holds no pod."""
+        for claim in self.claims.values():
+            if claim.hostname != hostname or not claim.pods:
+                continue
+            pool = self.s.pools[claim.pool]
+            mask = claim.mask & pool.of_capacity_type(capacity_type)
+            if not mask.any():
+                return None
+            type_names, ct, zones, price, labels = _launch(pool, mask)
+            return NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods), labels)
+        return None
+
     def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:
         """Where each of ``pods`` went, the new nodes, and ``failures`` (pod key -> why it found no bin)."""
         placements = {p.key: self.bin_name(self.placed[p.key]) for p in pods if p.key in self.placed}

@@ -149,8 +149,8 @@ def test_until_stable_ends_in_a_state_with_nothing_to_do(make: Callable[[], list
     assert final.commands == ()  # the last step is the pass that found nothing to do
     for index, step in enumerate(acting, start=1):
         assert step.commands
+        current = apply_commands(current, step.commands, moment, index)  # run when decided; the next pass later
         moment += interval
-        current = apply_commands(current, step.commands, moment, index)
     assert result.final is not None  # the plan's end: the cluster the replay reached
     assert sorted(n.name for n in result.final.nodes) == sorted(n.name for n in current.nodes)
     assert make_plan(start, NOW).final is None  # one pass ends nowhere
@@ -158,6 +158,29 @@ def test_until_stable_ends_in_a_state_with_nothing_to_do(make: Callable[[], list
     assert last.commands == ()
     assert last.cost_before == pytest.approx(result.steps[-1].cost_after)
     assert last.cost_before <= result.first.cost_before
+
+
+def test_until_stable_waits_for_moved_pods_to_settle() -> None:
+    """Four m5.xlarge with a 500m pod each, a budget of one node and a consolidateAfter of 10 minutes: each pass
+    takes one node, and the pass after a replace finds the node that just took pods settled (its pods arrived an
+    interval before), so the passes go on to one t3.medium holding all four pods, not two."""
+    docs = [nodepool(consolidate_after="10m", budgets=[{"nodes": "1"}]),
+            *[doc for i in range(4) for doc in (node(f"n{i}", itype="m5.xlarge", zone=f"us-east-1{'abc'[i % 3]}"),
+                                                pod(f"app{i}", f"n{i}", cpu="500m", memory="1Gi"))]]
+    out = plan_dict(*docs, until_stable=True)
+    assert out["steps"][-1]["cost"]["after"] == pytest.approx(OD["t3.medium"])
+
+
+def test_until_stable_labels_replacements_with_their_nodepools_requirements() -> None:
+    """A NodePool requirement on its own label (``team In [a]``): a replacement the passes launch carries it, as a
+    launcher labels it, so the next pass does not find it drifted and replace it again, pass after pass."""
+    team = {"key": "team", "operator": "In", "values": ["a"]}
+    od = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    out = plan_dict(nodepool(requirements=[od, team]), node("big", itype="m5.2xlarge", labels={"team": "a"}),
+                    pod("web", "big", cpu="500m"), until_stable=True)
+    methods = [c["method"] for s in out["steps"] for c in s["commands"]]
+    assert methods == ["single-node-consolidation"], methods
+    assert out["steps"][-1]["commands"] == []
 
 
 def test_until_stable_mixed_cluster() -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from ebb.core.conflicts import Conflict, ConflictSettings, conflict_json, conflicts
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.labels import daemonset_runs_in_pool
+from ebb.core.launch import requirement_labels
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -74,7 +75,10 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             name = f"{rep.nodepool}-{it.name.replace('.', '-')}-s{step}c{c_index}r{r_index}"
             host_to_node[rep.hostname] = name
             pool = pools[rep.nodepool]
-            labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", **it.labels, **pool.labels,
+            # labelled as a launcher labels it (`ebb.core.launch.node_object`): with a value of each of the
+            # NodePool's own requirements, the one the pods chose where they did, else its drift would replace it
+            labels = {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", **it.labels,
+                      **requirement_labels(pool, it, dict(rep.labels)), **pool.labels,
                       LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
             annotations = {ANNOTATION_NODEPOOL_HASH: pool.hash or "", ANNOTATION_NODEPOOL_HASH_VERSION:
@@ -121,8 +125,10 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
     quiet = replace(options, explain=False)
     while result.commands and len(steps) < MAX_STEPS:
         steps.append(result)
-        moment = moment + interval
+        # the commands run at the moment they were decided, and the next pass looks an interval later: the pods
+        # they moved have settled (no consolidateAfter is longer), as they would have before a live planner's pass
         current = apply_commands(current, result.commands, moment, len(steps))
+        moment = moment + interval
         result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)
     return Plan(first, tuple(steps), warnings, current)

@@ -58,10 +58,27 @@ metadata:
         "kind: Node\nmetadata: {name: c}\n",
         # items indented under their key: not kubectl's shape, parsed whole instead
         "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Node\n    metadata: {name: d}\n",
+        # a comment at the line's start between items, and inside one
+        LIST_DOC.replace("- apiVersion: v1\n  kind: Pod", "# the pod\n- apiVersion: v1\n# its kind\n  kind: Pod"),
+        # an anchor in one item and its alias in a later one (what yaml.dump writes for shared objects): the items
+        # are read whole, each once
+        LIST_DOC.replace("    labels:\n      x: \"1\"", "    labels: &shared\n      x: \"1\"").replace(
+            "    namespace: default\n", "    namespace: default\n    labels: *shared\n"),
+        # a null item, and one that is a string, after the first: each item once, the wrapper not at all
+        LIST_DOC.replace("kind: List\n", "- null\nkind: List\n"),
+        LIST_DOC.replace("kind: List\n", "- just a string\nkind: List\n"),
+        # a UTF-8 byte-order mark before the first document
+        "\ufeffapiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\n---\n" + LIST_DOC,
     ],
 )
 def test_streamed_documents_equal_whole_parse(text: str) -> None:
-    streamed = list(flatten(iter_documents(io.StringIO(text), "t.yaml")))
+    try:
+        streamed = list(flatten(iter_documents(io.StringIO(text), "t.yaml")))
+    except SnapshotError as exc:  # the whole read must refuse it too (an item that is not a mapping)
+        with pytest.raises(SnapshotError, match="is not a mapping"):
+            list(flatten(d for d in yaml.safe_load_all(text) if d))
+        assert "is not a mapping" in str(exc)
+        return
     whole = list(flatten(d for d in yaml.safe_load_all(text) if d))
     assert streamed == whole
 
@@ -104,7 +121,9 @@ def test_example_snapshot_loads() -> None:
 def test_invalid_yaml_names_the_file_and_where(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: x\n")
-    with pytest.raises(InputError, match=r"bad\.yaml \(a List item in the document from line 2\): not valid YAML"):
+    # an item that is not YAML on its own sends the reader to the whole document, which names where it fails
+    with pytest.raises(InputError, match=r"bad\.yaml \(the document from line 2; line numbers below count from "
+                                         r"there\): not valid YAML"):
         load_snapshot([str(bad)])
 
 

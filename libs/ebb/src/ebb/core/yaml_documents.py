@@ -76,8 +76,9 @@ def _documents_text(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
 
 
 #: the end of a kubectl `kind: List` document's items: a line that neither starts an item (``- ``), goes on with one
-#: (two spaces) nor is blank
-_ITEMS_END = re.compile(r"\n(?!- |  |[^\S\n]*(?:\n|\Z))")
+#: (two spaces), is a comment at the line's start (it stays with the item before it, where YAML ignores it) nor is
+#: blank
+_ITEMS_END = re.compile(r"\n(?!- |  |#|[^\S\n]*(?:\n|\Z))")
 #: a blank line that is not empty and does not start with two spaces: an item's line that `_DEDENT` must read
 _ODD_BLANK = re.compile(r"\n(?: ?[^\S\n ][^\S\n]*| )(?=\n|\Z)")
 #: what an item's line loses to be read on its own: its first two characters, or all of a blank one
@@ -106,26 +107,49 @@ def _split_items(lines: list[str]) -> tuple[list[str], str] | None:
     return [*(item.replace("\n  ", "\n") + "\n" for item in items[:-1]), items[-1].replace("\n  ", "\n")], wrapper
 
 
+def _without_first_items(docs: list[Any], done: int) -> Iterator[Any]:
+    """``docs`` (a `kind: List` document parsed whole) without the first ``done`` items of its list: those the split
+    yielded already."""
+    for doc in docs:
+        if done and isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            yield {**doc, "items": doc["items"][done:]}
+        else:
+            yield doc
+
+
 def iter_documents(lines: Iterable[str], source: str) -> Iterator[Any]:
     """The documents of a YAML stream given as lines (a text file or ``io.StringIO`` will do), one at a
-    time; a `kind: List` yields its items instead of itself. ``source`` names the stream in errors."""
+    time; a `kind: List` yields its items instead of itself. ``source`` names the stream in errors. A byte-order
+    mark at the start of the stream is dropped, as YAML readers drop it."""
+    first = True
     for start, text in _documents_text(lines):
+        if first and text and text[0].startswith("\ufeff"):
+            text[0] = text[0][1:]
+        first = False
         where = f"{source} (the document from line {start}; line numbers below count from there)"
         split = _split_items(text)
         if split is None:
             yield from parse_yaml("".join(text), where)
             continue
         items, wrapper = split
-        for item in items:
-            parsed = parse_yaml(item, f"{source} (a List item in the document from line {start})")
-            if len(parsed) != 1 or not isinstance(parsed[0], dict):  # not the shape we assumed
-                yield from parse_yaml("".join(text), where)
-                break
-            yield parsed[0]
-        else:
-            for doc in parse_yaml(wrapper, where):
-                if isinstance(doc, dict):
-                    doc.pop("items", None)
-                    if doc.get("kind", "").endswith("List"):
-                        continue  # the wrapper itself carries nothing ebb reads
-                    yield doc
+        done = 0
+        try:
+            for item in items:
+                parsed = parse_yaml(item, f"{source} (a List item in the document from line {start})")
+                if len(parsed) != 1 or not isinstance(parsed[0], dict):  # not the shape we assumed
+                    break
+                yield parsed[0]
+                done += 1
+            else:
+                wrapped = parse_yaml(wrapper, where)
+                if all(isinstance(doc, dict) for doc in wrapped):
+                    for doc in wrapped:
+                        doc.pop("items", None)
+                        if not doc.get("kind", "").endswith("List"):
+                            yield doc  # a List's wrapper carries nothing ebb reads
+                    continue
+        except InputError:
+            pass  # an item or the wrapper is not YAML on its own (an alias of another item's anchor, say)
+        # the text does not split the way kubectl writes it: the document whole, less the items yielded already
+        # (correctness never depends on the splitting)
+        yield from _without_first_items(parse_yaml("".join(text), where), done)

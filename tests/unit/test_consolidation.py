@@ -313,6 +313,24 @@ def test_two_spot_nodes_are_not_merged_onto_on_demand_without_spot_to_spot() -> 
     assert "spot-to-spot consolidation is disabled" in blocked_of(out, "s1")["reason"]
 
 
+@pytest.mark.parametrize(("storage", "replaced"), [
+    ("1Gi", True),  # fits a new node's default 17Gi
+    ("17Gi", True),
+    ("18Gi", False),  # past the default root volume less its overhead
+])
+def test_a_catalog_type_without_ephemeral_storage_takes_the_default(storage: str, replaced: bool) -> None:
+    """The test catalog gives no ephemeral storage: a new node has Karpenter's AWS default (a 20Gi root volume, 17Gi
+    allocatable), so a pod that asks for some still fits a replacement (docs/catalog.md)."""
+    asking = {"name": "c", "image": "i", "resources": {"requests": {"cpu": "500m", "memory": "1Gi",
+                                                                   "ephemeral-storage": storage}}}
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"), pod("web", "big", containers=[asking]))
+    if replaced:
+        [command] = out["commands"]
+        assert command["action"] == "replace"
+    else:
+        assert out["commands"] == []
+
+
 def test_spot_node_with_room_elsewhere_is_deleted_without_spot_to_spot() -> None:
     out = plan_dict(nodepool(requirements=SPOT_REQ), node("s", itype="m5.2xlarge", capacity_type="spot"),
                     pod("web", "s", cpu="500m"), node("t", itype="t3.medium", capacity_type="spot"),

@@ -67,8 +67,11 @@ def test_the_node_carries_the_pools_template_hash_and_the_types_capacity_less_ov
     assert "karpenter.sh/initialized" not in labels  # not before it is Ready
     assert node["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "1234"
     assert node["spec"]["taints"] == [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]
-    assert node["status"]["capacity"] == {"cpu": "2000m", "memory": str(4 * 2**30), "pods": "29"}
-    assert node["status"]["allocatable"] == {"cpu": "1920m", "memory": str(4 * 2**30 - 512 * 2**20), "pods": "29"}
+    # the catalog entry gives no ephemeral storage: the default root volume, less its default overhead
+    assert node["status"]["capacity"] == {"cpu": "2000m", "memory": str(4 * 2**30), "pods": "29",
+                                          "ephemeral-storage": str(20 * 2**30)}
+    assert node["status"]["allocatable"] == {"cpu": "1920m", "memory": str(4 * 2**30 - 512 * 2**20), "pods": "29",
+                                             "ephemeral-storage": str(17 * 2**30)}
     assert node["metadata"]["creationTimestamp"] == "2026-11-23T18:30:00Z"
     # the Node parses back into what the simulation counted on
     parsed = parse_object(node).value

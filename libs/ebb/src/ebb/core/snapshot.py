@@ -944,6 +944,12 @@ def _daemonset(doc: _Doc) -> DaemonSet:
     )
 
 
+#: an instance type's ephemeral storage when its catalog entry does not say (Karpenter's AWS default root volume,
+#: 20Gi), and its overhead then (1Gi kube-reserved and a 10% nodefs eviction threshold, as Karpenter's AWS provider)
+DEFAULT_EPHEMERAL_STORAGE = 20 * 2**30
+DEFAULT_EPHEMERAL_STORAGE_OVERHEAD = 2**30 + DEFAULT_EPHEMERAL_STORAGE // 10
+
+
 def _catalog(doc: _Doc) -> list[InstanceType]:
     out = []
     for i, raw in enumerate(doc.seq("spec.instanceTypes")):
@@ -960,6 +966,11 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
             if needed not in capacity:
                 raise doc.fail(f"{path}.capacity.{needed}", "is required")
         capacity.setdefault("pods", 110)
+        if "ephemeral-storage" not in capacity:
+            # Karpenter's AWS defaults: a 20Gi root volume, less 1Gi kube-reserved and the kubelet's 10% nodefs
+            # eviction threshold; without them every pod that asks for ephemeral storage would fit no new node
+            capacity["ephemeral-storage"] = DEFAULT_EPHEMERAL_STORAGE
+            overhead.setdefault("ephemeral-storage", DEFAULT_EPHEMERAL_STORAGE_OVERHEAD)
         offerings = []
         for j, o in enumerate(sub.seq("offerings")):
             opath = f"{path}.offerings[{j}]"

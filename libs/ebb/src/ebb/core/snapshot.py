@@ -1159,7 +1159,8 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     """What a user should hear about input that parsed but will not be planned as they may think: documents
     of kinds ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy
     whose NodePool is not in the input, a pod's do-not-disrupt (or do-not-evict) that is neither "true",
-    "false" nor a positive duration (ignored, as Karpenter ignores it), and an input with no Nodes, Pods or
+    "false" nor a positive duration (ignored, as Karpenter ignores it), nodes of instance types the catalog does not
+    list (priced 0), active pods bound to a node the input does not hold, and an input with no Nodes, Pods or
     NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is nothing to say."""
     warnings: list[str] = []
     if snapshot.ignored:
@@ -1182,6 +1183,19 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     if ignored_values:
         warnings.append(f"{len(ignored_values)} do-not-disrupt annotation(s) are neither true nor a positive duration "
                         f"like 30m and are ignored, as Karpenter ignores them: {_named(ignored_values)}")
+    known_types = {t.name for t in snapshot.instance_types}
+    unpriced = tuple(f"node {n.name} ({n.instance_type})" for n in snapshot.nodes
+                     if n.instance_type and n.instance_type not in known_types)
+    if unpriced:
+        warnings.append(f"{len(unpriced)} node(s) are of instance types the {snapshot.catalog_source} catalog does "
+                        f"not list, so they cost 0 in the plan and no replacement is cheaper (give an "
+                        f"InstanceTypeCatalog with your types and prices, docs/catalog.md): {_named(unpriced)}")
+    node_names = {n.name for n in snapshot.nodes}
+    elsewhere = tuple(f"pod {p.key} on {p.node_name}" for p in snapshot.pods
+                      if p.node_name and p.node_name not in node_names and not p.is_terminal)
+    if elsewhere and snapshot.nodes:
+        warnings.append(f"{len(elsewhere)} pod(s) are bound to nodes the input does not hold and are left out of "
+                        f"the plan (a dump of some nodes only?): {_named(elsewhere)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
                         "nodes,pods,pdb,daemonsets,nodepools,nodeclaims -A -o yaml makes a complete dump)")

@@ -1,0 +1,34 @@
+"""`input_warnings`: what `ebb plan` tells a user about input it reads but will not plan as they may think."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ebb.core.snapshot import input_warnings, parse_documents
+from tests.kit.builders import catalog, instance_type, node, nodepool, pod
+
+# (case, the documents, the start of the warning expected, or None for none)
+CASES: list[tuple[str, list[Any], str | None]] = [
+    ("a node of a type the input's catalog lists: nothing to say",
+     [nodepool(), node("a", itype="m5.large"), pod("web", "a"), catalog()], None),
+    ("a node of a type the input's catalog does not list costs 0",
+     [nodepool(), node("a", itype="Standard_D4s_v5"), pod("web", "a"),
+      catalog([instance_type("m5.large", "2", "8Gi", 29, 0.096)])],
+     "1 node(s) are of instance types the input catalog does not list, so they cost 0 in the plan and no "
+     "replacement is cheaper (give an InstanceTypeCatalog with your types and prices, docs/catalog.md): "
+     "node a (Standard_D4s_v5)"),
+    ("an active pod bound to a node the input does not hold",
+     [nodepool(), node("a"), pod("web", "a"), pod("lost", "gone"), catalog()],
+     "1 pod(s) are bound to nodes the input does not hold and are left out of the plan (a dump of some nodes "
+     "only?): pod default/lost on gone"),
+    ("a finished pod there is no matter",
+     [nodepool(), node("a"), pod("web", "a"), pod("done", "gone", phase="Succeeded"), catalog()], None),
+]
+
+
+@pytest.mark.parametrize(("docs", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_input_warnings(docs: list[Any], expected: str | None) -> None:
+    warnings = input_warnings(parse_documents(docs))
+    assert warnings == ([] if expected is None else [expected])

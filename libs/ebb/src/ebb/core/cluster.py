@@ -398,7 +398,7 @@ class ClusterView:
     def initialized(self, node: Node) -> bool:
         if node.labels.get(LABEL_INITIALIZED) == "true":
             return True
-        claim = self.claims.get(node.name)
+        claim = self.claim_of(node)
         return claim is not None and claim.initialized
 
     def has_nodeclaim(self, node: Node) -> bool:
@@ -497,7 +497,7 @@ class ClusterView:
         Karpenter's ``NewCandidate`` reads. None when it has none, and for a node without a NodeClaim: there a
         do-not-disrupt pod or a PDB always blocks (the drain of such a node still honours its NodePool's grace
         period, docs/decisions.md)."""
-        claim = self.claims.get(node.name)
+        claim = self.claim_of(node)
         return claim.termination_grace_period if claim is not None else None
 
     def _pod_block(self, node: Node) -> BlockCause | None:
@@ -665,8 +665,8 @@ class ClusterView:
     def _find_last_pod_event(self, node: Node) -> datetime | None:
         latest = self.node_pods[node.name].last_arrival
         times = [] if latest is None else [latest]
-        claim = self.claims.get(node.name)
-        if claim is None and self.claim_of(node) is None:
+        claim = self.claim_of(node)  # by status.nodeName or status.providerID
+        if claim is None:
             if self._pod_left is None:
                 self._pod_left = dict(self.snapshot.pod_events)
             left = self._pod_left.get(node.name)

@@ -226,7 +226,8 @@ def pass_events(view: ClusterView, result: PassResult) -> list[KubeEvent]:
         kind = classify(entry.cause)
         if kind is None:
             continue
-        claim = view.claims.get(entry.node)
+        node = view.nodes.get(entry.node)
+        claim = view.claim_of(node) if node is not None else None
         factory = unconsolidatable if kind == UNCONSOLIDATABLE else blocked
         events.extend(factory(entry.node, claim.name if claim else None, _sentence(entry.reason)))
     pools_with_nodes = {n.nodepool for n in view.snapshot.nodes if n.nodepool}

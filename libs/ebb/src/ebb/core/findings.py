@@ -86,7 +86,7 @@ def findings(view: ClusterView) -> Findings:
                 since = launched + timedelta(seconds=pool.expire_after)
             add(Finding(name, "Expired", expired[name], since))
         if name in drifted:
-            claim = view.claims.get(name)
+            claim = view.claim_of(node)
             condition = claim.conditions.get("Drifted") if claim is not None else None
             since = condition[1] if condition is not None and condition[0] == "True" else None
             add(Finding(name, "Drifted", drifted[name], since))

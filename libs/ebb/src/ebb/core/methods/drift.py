@@ -52,7 +52,7 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     if not view.offered(node):
         return (f"drifted: instance type {node.instance_type} is no longer offered as {node.capacity_type} "
                 f"in {node.zone}")
-    claim = view.claims.get(node.name)
+    claim = view.claim_of(node)
     if claim is not None and claim.drifted:
         return f"drifted: its NodeClaim {claim.name} has condition Drifted=True"
     return None
@@ -88,12 +88,11 @@ def drifted_nodes(view: ClusterView) -> dict[str, str]:
         return view.drifted
     out: dict[str, str] = {}
     catalog = _catalog_generation(view)
-    claims = view.claims
     for node in view.snapshot.nodes:
         pool = view.pools.get(node.nodepool or "")
         if pool is None:
             continue
-        claim = claims.get(node.name)
+        claim = view.claim_of(node)  # by status.nodeName or status.providerID
         kept = _VERDICTS.get(node.name)
         if (kept is not None and kept[0] is node and kept[1] == pool.name and kept[2] == pool.hash
                 and kept[3] == pool.hash_version and kept[4] is pool.requirements and kept[5] is claim

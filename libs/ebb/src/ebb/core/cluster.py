@@ -774,15 +774,18 @@ class ClusterView:
                                             -self.price[n], n))
 
     def utilization_order(self) -> list[str]:
-        """Where simulated pods should go first: the fullest nodes (least likely to be removed): by the share of
-        their cpu requested, the largest first, then by name."""
+        """Where simulated pods should go first: the initialized nodes before those not initialized yet (as
+        Karpenter's scheduler tries them, ``sortExistingNodes``: a pending pod is headed for a Ready node with room
+        before one still booting), then the fullest nodes (least likely to be removed): by the share of their cpu
+        requested, the largest first, then by name."""
         derived = self.node_pods
-        ranked: list[tuple[float, str]] = []
+        booting = set(self.uninitialized_owned())
+        ranked: list[tuple[bool, float, str]] = []
         for node in self.snapshot.nodes:
             requested = derived[node.name].cpu_requested
-            ranked.append((-(requested / (node.allocatable.get("cpu", 0) or 1)), node.name))
+            ranked.append((node.name in booting, -(requested / (node.allocatable.get("cpu", 0) or 1)), node.name))
         ranked.sort()  # names differ: no two entries tie
-        return [name for _, name in ranked]
+        return [name for _, _, name in ranked]
 
 
 def budget_rows(view: ClusterView) -> list[tuple[str, str, int]]:

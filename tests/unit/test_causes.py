@@ -79,11 +79,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "$0.1700/h against $0.1920/h, 11.5% less", U),
     (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "NodePool default", "window": 3600,
                                              "newest": "n9", "age": 300.0, "resume": T2}),
-     "NodePool default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and Underutilized "
+     "NodePool default's stabilizationWindow (1h), in effect since node n9 launched 5m ago; Empty and Underutilized "
      "disruptions resume at 2026-11-23T19:00:00Z", B),
     (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "DisruptionPolicy default",
                                              "window": 3600, "newest": "n9", "age": 300.0, "resume": T2}),
-     "DisruptionPolicy default's stabilizationWindow (1h) is in effect: node n9 launched 5m ago; Empty and "
+     "DisruptionPolicy default's stabilizationWindow (1h), in effect since node n9 launched 5m ago; Empty and "
      "Underutilized disruptions resume at 2026-11-23T19:00:00Z", B),
     (DEMAND, "DisruptionPolicy default's demandWindow (1h) keeps capacity for what its pods requested at their peak "
              "within it (cpu 3000m, memory 4.00Gi); deleting it would leave its nodes cpu 2000m, memory 8.00Gi", B),

@@ -259,7 +259,7 @@ def test_a_stabilization_window_from_the_policy_is_named() -> None:
                     node("a"), node("fresh", created=ago(minutes=10)))
     assert disrupted(out) == set()
     assert blocked_of(out, "a")["reason"] == (
-        "empty, but consolidation is paused by DisruptionPolicy default's stabilizationWindow (1h) is in effect: "
+        "empty, but consolidation is paused by DisruptionPolicy default's stabilizationWindow (1h), in effect since "
         "node fresh launched 10m ago; Empty and Underutilized disruptions resume at 2026-11-23T19:20:00Z")
 
 

@@ -61,7 +61,7 @@ PASS_CASES: list[tuple[str, list[Any], str, str | None, str]] = [
      "n3", ev.DISRUPTION_BLOCKED, "nominated for pod default/p1"),
     ("stabilization window", [nodepool(stabilization_window="1h"), node("n1"),
                               node("n2", itype="t3.medium", created=ago(minutes=5)), pod("p2", "n2", cpu="1500m")],
-     "n1", ev.DISRUPTION_BLOCKED, "stabilizationWindow (1h) is in effect"),
+     "n1", ev.DISRUPTION_BLOCKED, "stabilizationWindow (1h), in effect since node"),
 ]
 
 

@@ -152,7 +152,7 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.CONSOLIDATE_AFTER_NEVER: "{source}'s consolidateAfter is Never",
     Cause.PAUSED: "consolidation is paused by {inner}",
     Cause.HOLD: "{hold:hold}",
-    Cause.STABILIZATION_WINDOW: ("{source}'s stabilizationWindow ({window:duration}) is in effect: node "
+    Cause.STABILIZATION_WINDOW: ("{source}'s stabilizationWindow ({window:duration}), in effect since node "
                                  "{newest} launched {age:duration} ago; Empty and Underutilized disruptions resume "
                                  "at {resume:time}"),
     Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since the node's pods last "

@@ -127,14 +127,8 @@ def positive_duration(value: str) -> float | None:
     text = str(value).strip().replace("\u03bcs", "µs")  # Go's two spellings of microseconds
     if text[:1] == "-":
         return None  # negative, or zero: never positive
-    if text[:1] == "+":
-        text = text[1:]
-        if text[:1] in ("+", "-"):
-            return None
-    if text == "Never":
-        return None
     try:
-        seconds = parse_duration(text)
+        seconds = parse_duration(text[1:] if text[:1] == "+" else text)  # a second sign is no duration: refused
     except QuantityError:
         return None
     return seconds if seconds is not None and seconds > 0 else None

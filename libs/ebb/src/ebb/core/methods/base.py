@@ -241,10 +241,10 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             return waiting_for_uninitialized(*waiting)
     pool = compiled_pool(ctx, new.nodepool)
     all_spot = all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed)
-    if all_spot and may_launch_spot(ctx, new.nodepool):
+    if all_spot and may_launch_spot(pool):
         # Karpenter's spot-to-spot path (computeConsolidation): nodes that are all spot, replaced by a node that may
         # be spot, are replaced by spot or not at all, whatever the cheapest offering is
-        if not (ctx.options.spot_to_spot or view.pools[new.nodepool].spot_to_spot):
+        if not spot_to_spot(ctx, new.nodepool):
             return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
         if new.capacity_type != CAPACITY_SPOT:
             spot = ctx.state.launched_as(new.hostname, CAPACITY_SPOT)
@@ -306,13 +306,18 @@ def compiled_pool(ctx: PassContext, name: str) -> Pool:
     return ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(name)]
 
 
-def may_launch_spot(ctx: PassContext, pool_name: str) -> bool:
-    """Whether a replacement in NodePool ``pool_name`` may be spot: its requirements allow spot and the catalog
-    offers some of its types so. Then Karpenter sends nodes that are all spot down its spot-to-spot path
+def spot_to_spot(ctx: PassContext, pool: str) -> bool:
+    """Whether a spot replacement of spot nodes may launch in NodePool ``pool``: ebb's option or the NodePool's."""
+    return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
+
+
+def may_launch_spot(pool: Pool) -> bool:
+    """Whether a replacement in the compiled NodePool ``pool`` may be spot: its requirements allow spot and the
+    catalog offers some of its types so. Then Karpenter sends nodes that are all spot down its spot-to-spot path
     (``computeConsolidation``: their replacement's requirements have spot), which replaces them by spot when
     spot-to-spot consolidation is enabled and never otherwise, whatever the cheapest offering is; only a
     replacement that cannot be spot is priced as any other (`filter_replacement`)."""
-    return bool(compiled_pool(ctx, pool_name).of_capacity_type(CAPACITY_SPOT).any())
+    return bool(pool.of_capacity_type(CAPACITY_SPOT).any())
 
 
 def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:

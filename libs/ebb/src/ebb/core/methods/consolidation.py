@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block
+from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block, spot_to_spot
 from ebb.core.methods.kept import RefusalSession
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
 from ebb.core.simulator.scheduler import SimState, format_requests
@@ -180,11 +180,6 @@ def kept_refusals(ctx: PassContext) -> RefusalSession | None:
     return ctx.refusals.on(ctx.state, (ctx.options, tuple(sorted(
         (pool, settings.spot_to_spot) for pool, settings in ctx.view.pools.items()))),
         ctx.view.uninitialized_owned() if ctx.options.karpenter_pace else ())
-
-
-def spot_to_spot(ctx: PassContext, pool: str) -> bool:
-    """Whether a spot replacement of spot nodes may launch in NodePool ``pool``: ebb's option or the NodePool's."""
-    return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
 
 
 def give_up_when_dear(ctx: PassContext, allowed: float, spot: bool) -> Callable[[int], None]:

@@ -72,10 +72,12 @@ from ebb.core.methods.base import (
     MethodOutcome,
     PassContext,
     Replacement,
+    compiled_pool,
     filter_replacement,
     improvement_refused,
     may_launch_spot,
     placements_of,
+    spot_to_spot,
     strictest_improvement,
 )
 from ebb.core.methods.consolidation import (
@@ -89,7 +91,6 @@ from ebb.core.methods.consolidation import (
     give_up_when_dear,
     kept_refusals,
     set_aside_unsettled,
-    spot_to_spot,
     still_consolidatable,
     take_capacity,
 )
@@ -286,7 +287,7 @@ def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: lis
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
     """A replacement that may be spot where spot-to-spot is off: refused when every node it replaces is spot (the
     caller's part of Karpenter's rule, `filter_replacement`)."""
-    return not spot_to_spot(ctx, new.nodepool) and may_launch_spot(ctx, new.nodepool)
+    return not spot_to_spot(ctx, new.nodepool) and may_launch_spot(compiled_pool(ctx, new.nodepool))
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],

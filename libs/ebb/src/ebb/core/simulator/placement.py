@@ -277,20 +277,22 @@ class Placement:
         # what a claim launches follows from its NodePool and offerings alone, and claims narrowed alike share them
         # (the 200 claims of Karpenter's 1,000-pod benchmark have 15 sets of offerings; a pass's steps open claims
         # narrowed alike again and again): each set worked out once per Scheduler
-        launches = self.s.launches
         for b in sorted(self.claims):
             claim = self.claims[b]
-            if not claim.pods:
-                continue
-            pool = self.s.pools[claim.pool]
-            key = (claim.pool, claim.mask.tobytes())
-            launch = launches.get(key)
-            if launch is None:
-                launch = launches[key] = _launch(pool, claim.mask)
-            type_names, ct, zones, price, labels = launch
-            out.append(NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods),
-                               labels))
+            if claim.pods:
+                out.append(self._launched(claim, claim.mask))
         return out
+
+    def _launched(self, claim: Claim, mask: BoolArray) -> NewNode:
+        """The node ``claim`` launches from its offerings ``mask``, worked out once per Scheduler and set of
+        offerings (`new_nodes`)."""
+        pool = self.s.pools[claim.pool]
+        key = (claim.pool, mask.tobytes())
+        launch = self.s.launches.get(key)
+        if launch is None:
+            launch = self.s.launches[key] = _launch(pool, mask)
+        type_names, ct, zones, price, labels = launch
+        return NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods), labels)
 
     def launched_as(self, hostname: str, capacity_type: str) -> NewNode | None:
         """The node claim ``hostname`` would launch from its offerings of ``capacity_type`` alone (Karpenter's
@@ -299,12 +301,8 @@ class Placement:
         for claim in self.claims.values():
             if claim.hostname != hostname or not claim.pods:
                 continue
-            pool = self.s.pools[claim.pool]
-            mask = claim.mask & pool.of_capacity_type(capacity_type)
-            if not mask.any():
-                return None
-            type_names, ct, zones, price, labels = _launch(pool, mask)
-            return NewNode(claim.hostname, pool.pool.name, type_names, ct, zones, price, tuple(claim.pods), labels)
+            mask = claim.mask & self.s.pools[claim.pool].of_capacity_type(capacity_type)
+            return self._launched(claim, mask) if mask.any() else None
         return None
 
     def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:

@@ -119,6 +119,20 @@ def test_invalid_input_exits_2_naming_document_and_field(runner: CliRunner, tmp_
     assert "spec.containers[0].resources.requests.cpu" in result.stderr
 
 
+def test_an_error_in_the_second_file_names_that_file_and_numbers_documents_within_it(runner: CliRunner,
+                                                                                      tmp_path: Path) -> None:
+    first = _write(tmp_path, nodepool(), node("a"), node("b"), name="first.yaml")
+    second = tmp_path / "second.yaml"
+    second.write_text("- just\n- a list\n", encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-f", first, "-f", str(second), "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"error: {second}: document 1: (root): is not a mapping" in result.stderr, result.stderr
+    named = _write(tmp_path, pod("web", "a", cpu="two"), name="pods.yaml")
+    result = runner.invoke(app, ["plan", "-f", first, "-f", named, "--now", NOW_ARG, "-o", "json"])
+    assert result.exit_code == 2
+    assert f"error: {named}: Pod default/web: spec.containers[0].resources.requests.cpu" in result.stderr
+
+
 def test_invalid_operator_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     path = _write(tmp_path, nodepool(requirements=[{"key": "zone", "operator": "Near", "values": ["a"]}]))
     result = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG])

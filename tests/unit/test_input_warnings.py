@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ebb.core.snapshot import input_warnings, parse_documents
-from tests.kit.builders import catalog, instance_type, node, nodepool, pod
+from tests.kit.builders import catalog, hold, instance_type, node, nodepool, pod
 
 # (case, the documents, the start of the warning expected, or None for none)
 CASES: list[tuple[str, list[Any], str | None]] = [
@@ -23,6 +23,11 @@ CASES: list[tuple[str, list[Any], str | None]] = [
      [nodepool(), node("a"), pod("web", "a"), pod("lost", "gone"), catalog()],
      "1 pod(s) are bound to nodes the input does not hold and are left out of the plan (a dump of some nodes "
      "only?): pod default/lost on gone"),
+    ("Holds of a NodePool and a node the input does not hold pause nothing",
+     [nodepool(), node("a"), pod("web", "a"), hold("freeze", "nodePool", "defualt"), hold("keep", "node", "b"),
+      hold("ok", "node", "a"), hold("all"), catalog()],
+     "2 Hold(s) name a NodePool or Node the input does not hold and pause nothing: Hold freeze (nodePool defualt), "
+     "Hold keep (node b)"),
     ("a finished pod there is no matter",
      [nodepool(), node("a"), pod("web", "a"), pod("done", "gone", phase="Succeeded"), catalog()], None),
 ]

@@ -254,6 +254,10 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
+def _budget_reasons_a_string() -> list[Any]:  # `reasons: Empty` must not read as "every reason"
+    return [nodepool(budgets=[{"nodes": "0", "reasons": "Empty"}])]
+
+
 @pytest.mark.parametrize(("make", "document", "field"), [
     (_with_pod_spec(affinity={"nodeAffinity": "-4"}), "Pod default/web", "spec.affinity.nodeAffinity"),
     (_with_pod_spec(affinity={"nodeAffinity": {_REQUIRED: "-1s"}}), "Pod default/web",
@@ -352,9 +356,10 @@ def test_min_values_is_read() -> None:
     (_bad_ttl, "NodePool default", "ttlSecondsAfterEmpty"),
     (_bad_min_domains, "Pod default/web", "minDomains"),
     (_bad_preferred_weight, "Pod default/web", "weight"),
+    (_budget_reasons_a_string, "NodePool default", "spec.disruption.budgets[0].reasons"),
 ], ids=["pod-cpu", "node-memory", "pool-operator", "affinity-operator", "missing-name", "consolidateAfter",
         "expireAfter", "init-container", "limit", "pdb", "pdb-policy", "catalog-price", "ttlSecondsAfterEmpty",
-        "minDomains", "preferred-weight"])
+        "minDomains", "preferred-weight", "budget-reasons"])
 def test_bad_input_names_document_and_field(make: Callable[[], list[Any]], document: str, field: str) -> None:
     with pytest.raises(SnapshotError) as info:
         parse_documents([*make(), catalog()])

@@ -15,7 +15,7 @@ from typing import Any
 
 from ebb.adapters.catalog import bundled_catalog
 from ebb.core.model import Snapshot
-from ebb.core.snapshot import parse_documents
+from ebb.core.snapshot import parse_sources
 from ebb.core.yaml_documents import InputError, iter_documents
 
 
@@ -34,9 +34,12 @@ def read_documents(path: str) -> Iterator[Any]:
 
 
 def load_snapshot(paths: list[str]) -> Snapshot:
-    """The snapshot of every document in these files; raises InputError or SnapshotError for bad input."""
-    def documents() -> Iterator[Any]:
-        for path in paths:
-            yield from read_documents(path)
+    """The snapshot of every document in these files; raises InputError or SnapshotError (naming the file, then
+    the document and field) for bad input."""
+    return parse_sources(((_source_name(path), read_documents(path)) for path in paths),
+                         bundled_catalog=bundled_catalog)
 
-    return parse_documents(documents(), bundled_catalog=bundled_catalog)
+
+def _source_name(path: str) -> str:
+    """How a file is named in an error message: its path as given, or stdin for ``-``."""
+    return "stdin" if path == "-" else path

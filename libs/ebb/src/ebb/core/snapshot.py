@@ -696,6 +696,8 @@ def _budgets(doc: _Doc, path: str) -> tuple[Budget, ...]:
         if not _is_mapping(b):
             raise doc.fail(f"{path}[{i}]", "must be a mapping")
         reasons = b.get("reasons")
+        if reasons is not None and not isinstance(reasons, list):  # `reasons: Empty` is not "every reason"
+            raise doc.fail(f"{path}[{i}].reasons", f"{reasons!r} is not a list of reasons like [Empty, Drifted]")
         out.append(Budget(
             nodes=str(b.get("nodes", "10%")),
             schedule=str(b["schedule"]) if b.get("schedule") is not None else None,
@@ -1160,8 +1162,9 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     of kinds ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy
     whose NodePool is not in the input, a pod's do-not-disrupt (or do-not-evict) that is neither "true",
     "false" nor a positive duration (ignored, as Karpenter ignores it), nodes of instance types the catalog does not
-    list (priced 0), active pods bound to a node the input does not hold, and an input with no Nodes, Pods or
-    NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is nothing to say."""
+    list (priced 0), Holds and active pods naming a NodePool or node the input does not hold, and an input with no
+    Nodes, Pods or NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is nothing to
+    say."""
     warnings: list[str] = []
     if snapshot.ignored:
         warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: "
@@ -1191,6 +1194,12 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"not list, so they cost 0 in the plan and no replacement is cheaper (give an "
                         f"InstanceTypeCatalog with your types and prices, docs/catalog.md): {_named(unpriced)}")
     node_names = {n.name for n in snapshot.nodes}
+    aimless = tuple(f"Hold {h.name} ({h.scope} {h.target})" for h in snapshot.holds
+                    if (h.scope == "nodePool" and h.target not in pools)
+                    or (h.scope == "node" and h.target not in node_names))
+    if aimless:
+        warnings.append(f"{len(aimless)} Hold(s) name a NodePool or Node the input does not hold and pause "
+                        f"nothing: {_named(aimless)}")
     elsewhere = tuple(f"pod {p.key} on {p.node_name}" for p in snapshot.pods
                       if p.node_name and p.node_name not in node_names and not p.is_terminal)
     if elsewhere and snapshot.nodes:
@@ -1213,3 +1222,24 @@ def parse_documents(documents: Iterable[Any],
         return parse_catalog(raw or ())
 
     return assemble((parse_object(raw, index) for index, raw in enumerate(flatten(documents))), fallback)
+
+
+def parse_sources(sources: Iterable[tuple[str, Iterable[Any]]],
+                  bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None = None) -> Snapshot:
+    """`parse_documents` over several named sources (files): nameless documents are numbered within their own
+    source, and a SnapshotError names the source before the document, so a mistake in the second of two files
+    is found in that file."""
+
+    def fallback() -> tuple[ParsedObject, ...]:
+        raw = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
+        return parse_catalog(raw or ())
+
+    def parsed() -> Iterator[ParsedObject]:
+        for source, documents in sources:
+            try:
+                for index, raw in enumerate(flatten(documents)):
+                    yield parse_object(raw, index)
+            except SnapshotError as exc:
+                raise SnapshotError(f"{source}: {exc.document}", exc.field, exc.message) from exc
+
+    return assemble(parsed(), fallback)

@@ -437,6 +437,15 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         path = f"{p}topologySpreadConstraints[{i}]"
         if not _is_mapping(raw) or not raw.get("topologyKey"):
             raise doc.fail(path, "needs topologyKey, maxSkew and whenUnsatisfiable")
+        selector = _selector(doc, f"{path}.labelSelector", raw.get("labelSelector"))
+        keys = doc.as_list(raw.get("matchLabelKeys"), f"{path}.matchLabelKeys")
+        if keys:
+            # the pod's own values of these keys narrow the selector (`key In (value)`; a key the pod has no label
+            # of is left out), as kube-scheduler and Karpenter's topology read it: a Deployment's spread counts the
+            # pods of its own revision (pod-template-hash) only. Newer API servers write the same into the selector.
+            labels = doc.str_map(spec_path.removesuffix("spec") + "metadata.labels")
+            selector = replace(selector, match_expressions=(*selector.match_expressions, *(
+                Requirement(str(k), "In", (labels[str(k)],)) for k in keys if str(k) in labels)))
         try:
             skew = int(raw.get("maxSkew", 1))
         except (TypeError, ValueError, OverflowError) as exc:
@@ -445,7 +454,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
             raise doc.fail(f"{path}.maxSkew", "must be at least 1")
         spreads.append(TopologySpread(
             skew, str(raw["topologyKey"]), str(raw.get("whenUnsatisfiable", "DoNotSchedule")),
-            _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
+            selector,
             _number(doc, raw["minDomains"], f"{path}.minDomains") if raw.get("minDomains") is not None else None,
             str(raw.get("nodeAffinityPolicy") or "Honor"), str(raw.get("nodeTaintsPolicy") or "Ignore")))
 
@@ -592,7 +601,14 @@ def _unchanged_spec(raw: Mapping[str, Any],
     missing = object()
     if not all(name == "nodeName" or old_spec.get(name, missing) == value for name, value in spec.items()):
         return None
+    if "topologySpreadConstraints" in spec and _labels_of(raw) != _labels_of(old_raw):
+        return None  # a spread's matchLabelKeys read the pod's labels
     return old.value.spec if _resize_state(raw) == _resize_state(old_raw) else None
+
+
+def _labels_of(raw: Mapping[str, Any]) -> Any:
+    metadata = raw.get("metadata")
+    return metadata.get("labels") if _is_mapping(metadata) else None
 
 
 def _resize_state(raw: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -298,8 +298,8 @@ class Scheduler:
         constraints: list[Constraint] = []
         for sp in spec.spread:
             gid = topology.group("match", topology.spread_key(sp, spec), sp.selector, frozenset((pod.namespace,)))
-            constraints.append(topology.spread_constraint(pod, sp, gid, pool_combo_ok, affinity_ok=affinity_ok,
-                                                          taints_ok=taints_ok))
+            constraints.append(topology.spread_constraint(pod, spec, sp, gid, pool_combo_ok,
+                                                          affinity_ok=affinity_ok, taints_ok=taints_ok))
         for kind, terms in (("affinity", spec.pod_affinity), ("anti", spec.pod_anti_affinity)):
             for term in terms:
                 ns = topology.term_namespaces(term, pod.namespace)

@@ -219,12 +219,14 @@ class Topology:
                 inverse.append(Constraint("anti", gid, g.key))
         return matched, owned, inverse
 
-    def spread_constraint(self, pod: Pod, sp: TopologySpread, gid: int, pool_combo_ok: list[BoolArray | None], *,
-                          affinity_ok: BoolArray, taints_ok: BoolArray) -> Constraint:
-        """The spread's constraint: its eligible domains are the nodes its inclusion policies admit
-        (``nodeAffinityPolicy``: the pod's node affinity, Honor by default; ``nodeTaintsPolicy``: the node's
-        taints tolerated, Ignore by default) and, for keys other than the hostname, what the NodePools the pod
-        may launch in offer."""
+    def spread_constraint(self, pod: Pod, spec: SchedulingSpec, sp: TopologySpread, gid: int,
+                          pool_combo_ok: list[BoolArray | None], *, affinity_ok: BoolArray,
+                          taints_ok: BoolArray) -> Constraint:
+        """The spread's constraint (of the pod's form ``spec``): its eligible domains are the nodes its inclusion
+        policies admit (``nodeAffinityPolicy``: the pod's node affinity, Honor by default; ``nodeTaintsPolicy``: the
+        node's taints tolerated, Ignore by default) and, for keys other than the hostname, what the NodePools the pod
+        may launch in offer, and under ``nodeTaintsPolicy: Ignore`` what those whose taints it does not tolerate
+        offer."""
         self_match = int(selector_matches(sp.selector, pod.labels))
         honored = affinity_ok if sp.node_affinity_policy == "Honor" else np.ones(self.n_nodes, dtype=bool)
         if sp.node_taints_policy == "Honor":
@@ -237,7 +239,12 @@ class Topology:
         _, node_codes, pool_codes = self.domain_codes[sp.topology_key]
         eligible_nodes = node_codes[(node_codes >= 0) & honored]
         codes = set(eligible_nodes.tolist())
-        for ok, pc in zip(pool_combo_ok, pool_codes, strict=True):
+        for pool, ok, pc in zip(self.pools, pool_combo_ok, pool_codes, strict=True):
+            if ok is None and sp.node_taints_policy != "Honor" and blocking_taints(spec.tolerations, pool.pool.taints):
+                # under the default nodeTaintsPolicy, Ignore, the offerings of a NodePool whose taints the pod does not
+                # tolerate are domains too (of 0 pods: a zone only it offers holds the others back), as Karpenter's
+                # domain groups keep every NodePool's zones with its taints
+                ok = pool.admitted(spec.node_selector, spec.required_node_terms or ())
             if ok is not None:
                 codes.update(pc[ok & (pc >= 0)].tolist())
         return Constraint("spread", gid, self.groups[gid].key, sp.max_skew, self_match, sp.min_domains,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ebb.core.model import Requirement
-from tests.kit.builders import nodepool, node, plan_dict, pod, snapshot
+from tests.kit.builders import node, nodepool, plan_dict, pod, snapshot
 
 ZONE = "topology.kubernetes.io/zone"
 KEEP = {"karpenter.sh/do-not-disrupt": "true"}

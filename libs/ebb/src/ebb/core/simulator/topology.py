@@ -239,7 +239,8 @@ class Topology:
         _, node_codes, pool_codes = self.domain_codes[sp.topology_key]
         eligible_nodes = node_codes[(node_codes >= 0) & honored]
         codes = set(eligible_nodes.tolist())
-        for pool, ok, pc in zip(self.pools, pool_combo_ok, pool_codes, strict=True):
+        for pool, launch_ok, pc in zip(self.pools, pool_combo_ok, pool_codes, strict=True):
+            ok = launch_ok
             if ok is None and sp.node_taints_policy != "Honor" and blocking_taints(spec.tolerations, pool.pool.taints):
                 # under the default nodeTaintsPolicy, Ignore, the offerings of a NodePool whose taints the pod does not
                 # tolerate are domains too (of 0 pods: a zone only it offers holds the others back), as Karpenter's

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ebb.core.simulator.constraints import preferences_kept, relaxations
 from ebb.core.simulator.scheduler import Scheduler
 from tests.kit.builders import blocked_of, node, nodepool, plan_dict, pod, snapshot
 
@@ -33,6 +34,10 @@ PREFER_ZONE_B = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecuti
     {"weight": 10, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]}}]}}
 PREFER_NEAR_DB = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
     {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}}]}}
+PREFER_WEIGHTED = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 1, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1a"]}]}},
+    {"weight": 100, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["eu-west-9z"]}]}},
+    {"weight": 50, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]}}]}}
 SPREAD_ANYWAY = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
                   "labelSelector": {"matchLabels": WEB}}]
 #: a NodePool past its limits once the removed node is gone too: it may launch no node
@@ -96,6 +101,22 @@ CASES: list[tuple[str, list[Any], str, int, list[Any], str | None, str]] = [
         _pool(), node("a", itype="t3.medium"), node("b", itype="t3.medium"), node("d", itype="t3.medium", cpu="1"),
         pod("db", "d", cpu="950m", labels={"app": "db"}), _web("web-1", "b", affinity=PREFER_NEAR_DB)],
      "b", 0, [], "a", ""),
+    ("preferred node affinity: only the heaviest term is held, then the next (Karpenter's lighter weights)", [
+        # weight 100: a zone nothing offers, 50: zone b, 1: zone a. Held one at a time, heaviest first, the pod goes
+        # to zone b; held together (or the lightest dropped first) it would end on the first node, in zone a
+        _pool(), node("a", itype="t3.medium"), node("b", itype="t3.medium", zone="us-east-1b"),
+        node("c", itype="t3.medium", zone="us-east-1c"),
+        _web("web-1", "c", affinity=PREFER_WEIGHTED)],
+     "c", 0, [], "b", ""),
+    ("preferred node affinity is dropped before a ScheduleAnyway spread, which counts every zone", [
+        # without c: a=1, b=2, c=0. Zone b (its preference) is past the skew of the spread, whose domains the
+        # preference does not narrow; dropping the preference first, the spread needs zone c: a new node
+        _pool(), node("a", itype="t3.medium"), node("b", itype="t3.medium", zone="us-east-1b"),
+        node("c", itype="t3.medium", zone="us-east-1c"),
+        _web("web-0", "a", spread=SPREAD_ANYWAY), _web("web-2", "b", spread=SPREAD_ANYWAY),
+        _web("web-3", "b", spread=SPREAD_ANYWAY), _web("web-1", "c", spread=SPREAD_ANYWAY, affinity=PREFER_ZONE_B)],
+     "c", 0, [], None, "no remaining node takes it with its ScheduleAnyway topology spread over topology.kubernetes.io/"
+                       "zone, and a new node would"),
     ("no preference: a delete places it as before", [
         _pool(), node("a", itype="t3.medium"), node("b", itype="t3.medium"), _web("web-1", "b")],
      "b", 0, [], "a", ""),
@@ -168,3 +189,42 @@ def test_consolidation_keeps_the_nodes_karpenter_keeps_for_preferences(
     assert [(c["action"], c["nodes"]) for c in out["commands"]] == commands
     for name, words in kept.items():
         assert words in blocked_of(out, name)["reason"]
+
+
+def test_the_forms_drop_one_thing_at_a_time_in_karpenters_order() -> None:
+    """Karpenter's ``Preferences.Relax``: the first required node affinity term while more are left, then the
+    heaviest preferred pod affinity term, the heaviest preferred pod anti-affinity term, the heaviest preferred node
+    affinity term (one is held at a time), a ScheduleAnyway spread; the last form is the pod's own requirements."""
+    def anti(weight: int, key: str) -> dict[str, Any]:
+        return {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": WEB}, "topologyKey": key}}
+
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1a"]}]},
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]}]},
+            **PREFER_WEIGHTED["nodeAffinity"]},
+        "podAffinity": PREFER_NEAR_DB["podAffinity"],
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [anti(5, ZONE), anti(20, HOSTNAME)]}}
+    [web] = snapshot(_pool(), node("a"), _web("web-1", "a", affinity=affinity, spread=SPREAD_ANYWAY)).pods
+    forms = relaxations(web.spec)
+    # held by each form: (required terms, pod affinity, anti-affinity keys, preferred node zones, ScheduleAnyway)
+    held = [(len(f.required_node_terms or ()), len(f.pod_affinity), [t.topology_key for t in f.pod_anti_affinity],
+             sorted({v for term in f.required_node_terms or () for r in term for v in r.values}), len(f.spread))
+            for f in forms]
+    assert held == [
+        (1, 1, [HOSTNAME, ZONE], ["eu-west-9z", "us-east-1a"], 1),  # term 1 and the weight-100 preference
+        (1, 1, [HOSTNAME, ZONE], ["eu-west-9z", "us-east-1b"], 1),  # term 2
+        (1, 0, [HOSTNAME, ZONE], ["eu-west-9z", "us-east-1b"], 1),  # the preferred pod affinity
+        (1, 0, [ZONE], ["eu-west-9z", "us-east-1b"], 1),  # the heavier anti-affinity term (20)
+        (1, 0, [], ["eu-west-9z", "us-east-1b"], 1),
+        (1, 0, [], ["us-east-1b"], 1),  # weight 100 dropped: 50 (us-east-1b, as term 2) is held ...
+        (1, 0, [], ["us-east-1a", "us-east-1b"], 1),  # ... then 1 (us-east-1a, in one term with term 2's)
+        (1, 0, [], ["us-east-1b"], 1),  # no preferred node affinity left
+        (1, 0, [], ["us-east-1b"], 0),  # the ScheduleAnyway spread
+        (2, 0, [], ["us-east-1a", "us-east-1b"], 0),  # the pod's own requirements: its terms OR'ed
+    ]
+    assert all(s.when_unsatisfiable == "DoNotSchedule" for f in forms for s in f.spread)
+    assert preferences_kept(web.spec, 0).startswith("its required node affinity term 1 of 2 (tried in order), its "
+                                                    "preferred pod affinity over kubernetes.io/hostname")
+    assert preferences_kept(web.spec, len(forms) - 1) == "no preference"

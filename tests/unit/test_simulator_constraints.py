@@ -89,8 +89,13 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], boo
     ("gt-equal", {"labels": {"cores": "4"}}, [], {"affinity": _required([("cores", "Gt", ["4"])])}, False),
     ("lt-below", {"labels": {"cores": "2"}}, [], {"affinity": _required([("cores", "Lt", ["4"])])}, True),
     ("lt-above", {"labels": {"cores": "8"}}, [], {"affinity": _required([("cores", "Lt", ["4"])])}, False),
+    # the terms are tried in order, as Karpenter's scheduler tries them: the second only once no node, new ones
+    # included, takes the first (a new node in zone c would: p stays, the node no cheaper to replace); terms no node
+    # can meet are passed over
+    ("terms-tried-in-order", {}, [],
+     {"affinity": _required([(ZONE, "In", ["us-east-1c"])], [(ZONE, "In", ["us-east-1b"])])}, False),
     ("terms-are-ored", {}, [],
-     {"affinity": _required([(ZONE, "In", ["us-east-1c"])], [(ZONE, "In", ["us-east-1b"])])}, True),
+     {"affinity": _required([(ZONE, "In", ["eu-west-9z"])], [(ZONE, "In", ["us-east-1b"])])}, True),
     ("expressions-are-anded", {"labels": {"disk": "ssd"}}, [],
      {"affinity": _required([(ZONE, "In", ["us-east-1b"]), ("disk", "DoesNotExist", [])])}, False),
     # taints and tolerations

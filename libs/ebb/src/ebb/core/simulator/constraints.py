@@ -473,77 +473,95 @@ class PodClass:
 
 
 
-#: `relaxations` by the id of the spec, with the spec (a pass's Scheduler makes each class's again, of the specs the
-#: pods held the pass before: the parser shares a spec among the versions of a pod and its replicas)
-_RELAXED: Memo[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...]]] = Memo(20_000)
+#: `relaxations` by the id of the spec, with the spec and each form's words (a pass's Scheduler makes each class's
+#: again, of the specs the pods held the pass before: the parser shares a spec among the versions of a pod and its
+#: replicas)
+_RELAXED: Memo[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...], tuple[str, ...]]] = Memo(20_000)
 
 
 def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
-    """Strictest first: every preference as a requirement; then drop one preference at a time (the
-    ScheduleAnyway spreads first, then the lightest preferred term), ending at the pod's requirements. Made once
-    per spec object (a value: shared by every Scheduler and thread; a race only makes it twice)."""
-    kept = _RELAXED.get(id(spec))
-    if kept is not None and kept[0] is spec:
-        return kept[1]
-    made = tuple(_relaxations(spec))
-    _RELAXED.keep(id(spec), (spec, made))
-    return made
-
-
-def _preferences(spec: SchedulingSpec) -> list[tuple[int, int, str, Any]]:
-    """The spec's preferences in the order `relaxations` drops them: (weight, index, kind, the term)."""
-    prefs: list[tuple[int, int, str, Any]] = []
-    for i, s in enumerate(spec.spread):
-        if s.when_unsatisfiable != "DoNotSchedule":
-            prefs.append((-1, i, "spread", s))
-    for i, (w, t) in enumerate(spec.preferred_pod_anti_affinity):
-        prefs.append((w, i, "anti", t))
-    for i, (w, t) in enumerate(spec.preferred_pod_affinity):
-        prefs.append((w, i, "affinity", t))
-    for i, (w, terms) in enumerate(spec.preferred_node_terms):
-        prefs.append((w, i, "node", terms))
-    prefs.sort(key=lambda p: (p[0], p[1]))
-    return prefs
-
-
-_PREFERENCE_WORDS = {"spread": "its ScheduleAnyway topology spread over {}", "anti": "its preferred pod "
-                     "anti-affinity over {}", "affinity": "its preferred pod affinity over {}",
-                     "node": "its preferred node affinity"}
+    """The pod's forms, strictest first, in the order Karpenter's scheduler relaxes them (``Preferences.Relax``,
+    v1.14.1): its first required node affinity term, the heaviest preferred node affinity term, every preferred pod
+    affinity and anti-affinity term and every ScheduleAnyway spread held as requirements; then one dropped at a
+    time: the first required term while more than one is left (the terms are tried in order), the heaviest preferred
+    pod affinity term, the heaviest preferred pod anti-affinity term, the heaviest preferred node affinity term (the
+    next heaviest is then held), a ScheduleAnyway spread. The last form is the pod's own requirements (its required
+    terms OR'ed). Made once per spec object (a value: shared by every Scheduler and thread; a race only makes it
+    twice)."""
+    return _relaxed(spec)[0]
 
 
 def preferences_kept(spec: SchedulingSpec, form: int) -> str:
     """The preferences the pod's form ``form`` (an index of `relaxations`) still holds as requirements, in words."""
-    words = [_PREFERENCE_WORDS[kind].format(getattr(item, "topology_key", ""))
-             for _, _, kind, item in _preferences(spec)[form:]]
-    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1] if words else "no preference"
+    return _relaxed(spec)[1][form]
 
 
-def _relaxations(spec: SchedulingSpec) -> list[SchedulingSpec]:
-    """`relaxations`, made."""
-    prefs = _preferences(spec)
-    base = replace(spec, spread=tuple(s for s in spec.spread if s.when_unsatisfiable == "DoNotSchedule"),
-                   preferred_node_terms=(), preferred_pod_affinity=(), preferred_pod_anti_affinity=())
-    if not prefs:
-        return [base]
-    out = []
-    for drop in range(len(prefs) + 1):
-        kept = prefs[drop:]
-        spec_i = base
-        node_extra: list[Requirement] = []
-        for _, _, kind, item in kept:
-            if kind == "spread":
-                spec_i = replace(spec_i, spread=(*spec_i.spread, replace(item, when_unsatisfiable="DoNotSchedule")))
-            elif kind == "anti":
-                spec_i = replace(spec_i, pod_anti_affinity=(*spec_i.pod_anti_affinity, item))
-            elif kind == "affinity":
-                spec_i = replace(spec_i, pod_affinity=(*spec_i.pod_affinity, item))
-            else:
-                node_extra.extend(item)
-        if node_extra:
-            required = spec_i.required_node_terms or ((),)
-            spec_i = replace(spec_i, required_node_terms=tuple((*t, *node_extra) for t in required))
-        out.append(spec_i)
-    return out
+def _relaxed(spec: SchedulingSpec) -> tuple[tuple[SchedulingSpec, ...], tuple[str, ...]]:
+    kept = _RELAXED.get(id(spec))
+    if kept is not None and kept[0] is spec:
+        return kept[1], kept[2]
+    forms, words = _relaxations(spec)
+    made = (tuple(forms), tuple(words))
+    _RELAXED.keep(id(spec), (spec, *made))
+    return made
+
+
+def _by_weight(terms: tuple[tuple[int, Any], ...]) -> list[tuple[int, Any]]:
+    """Heaviest first, ties in their written order (Karpenter sorts so before it drops the first)."""
+    return sorted(terms, key=lambda t: -t[0])
+
+
+def _in_words(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1] if items else "no preference"
+
+
+def _relaxations(spec: SchedulingSpec) -> tuple[list[SchedulingSpec], list[str]]:
+    """`relaxations` made, with each form's preferences in words."""
+    terms = list(spec.required_node_terms or ())
+    affinity = _by_weight(spec.preferred_pod_affinity)
+    anti = _by_weight(spec.preferred_pod_anti_affinity)
+    node = _by_weight(spec.preferred_node_terms)
+    spreads = list(spec.spread)
+    own = replace(spec, spread=tuple(s for s in spec.spread if s.when_unsatisfiable == "DoNotSchedule"),
+                  preferred_node_terms=(), preferred_pod_affinity=(), preferred_pod_anti_affinity=())
+    if len(terms) <= 1 and not (affinity or anti or node or len(own.spread) < len(spreads)):
+        return [own], ["no preference"]
+    forms: list[SchedulingSpec] = []
+    words: list[str] = []
+    while True:
+        required = (*terms[0], *node[0][1]) if terms and node else terms[0] if terms else node[0][1] if node else None
+        forms.append(replace(
+            own, required_node_terms=(required,) if required is not None else spec.required_node_terms,
+            pod_affinity=(*spec.pod_affinity, *(t for _, t in affinity)),
+            pod_anti_affinity=(*spec.pod_anti_affinity, *(t for _, t in anti)),
+            spread=tuple(s if s.when_unsatisfiable == "DoNotSchedule"
+                         else replace(s, when_unsatisfiable="DoNotSchedule") for s in spreads)))
+        words.append(_in_words(
+            ([f"its required node affinity term {len(spec.required_node_terms or ()) - len(terms) + 1} of "
+              f"{len(spec.required_node_terms or ())} (tried in order)"] if len(terms) > 1 else [])
+            + [f"its preferred pod affinity over {t.topology_key}" for _, t in affinity]
+            + [f"its preferred pod anti-affinity over {t.topology_key}" for _, t in anti]
+            + (["its preferred node affinity"] if node else [])
+            + [f"its ScheduleAnyway topology spread over {s.topology_key}" for s in spreads
+               if s.when_unsatisfiable != "DoNotSchedule"]))
+        if len(terms) > 1:
+            terms = terms[1:]
+        elif affinity:
+            affinity = affinity[1:]
+        elif anti:
+            anti = anti[1:]
+        elif node:
+            node = node[1:]
+        else:
+            anyway = next((i for i, s in enumerate(spreads) if s.when_unsatisfiable != "DoNotSchedule"), None)
+            if anyway is None:
+                break
+            spreads[anyway] = spreads[-1]  # as Karpenter removes it: the last one takes its place
+            spreads.pop()
+    if len(spec.required_node_terms or ()) > 1:
+        forms.append(own)  # the required terms OR'ed, as the pod's own requirements read
+        words.append("no preference")
+    return forms, words
 
 
 def host_ports(spec: SchedulingSpec) -> tuple[tuple[str, int, str], ...]:

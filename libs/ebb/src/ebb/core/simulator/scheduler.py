@@ -29,6 +29,7 @@ and its results. Here the `Scheduler` composes them per snapshot (nodes, pools, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, cast
@@ -296,10 +297,20 @@ class Scheduler:
         pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[Constraint] = []
+        # a spread's domains are filtered by the pod's required node affinity only (``nodeAffinityPolicy: Honor``):
+        # a preferred term a form holds as required narrows where the pod goes, not which domains count, as
+        # Karpenter's topology reads the pod's strict requirements
+        strict, strict_affinity_ok, strict_pool_ok = spec, affinity_ok, pool_combo_ok
+        if spec.spread and spec.required_node_terms != pod.spec.required_node_terms:
+            strict = replace(spec, required_node_terms=pod.spec.required_node_terms)
+            strict_affinity_ok = self.node_labels.terms(strict.required_node_terms)
+            if strict.node_selector:
+                strict_affinity_ok &= self.node_labels.selector(strict.node_selector)
+            strict_pool_ok = [p.combo_ok(strict) for p in self.pools]
         for sp in spec.spread:
-            gid = topology.group("match", topology.spread_key(sp, spec), sp.selector, frozenset((pod.namespace,)))
-            constraints.append(topology.spread_constraint(pod, spec, sp, gid, pool_combo_ok,
-                                                          affinity_ok=affinity_ok, taints_ok=taints_ok))
+            gid = topology.group("match", topology.spread_key(sp, strict), sp.selector, frozenset((pod.namespace,)))
+            constraints.append(topology.spread_constraint(pod, strict, sp, gid, strict_pool_ok,
+                                                          affinity_ok=strict_affinity_ok, taints_ok=taints_ok))
         for kind, terms in (("affinity", spec.pod_affinity), ("anti", spec.pod_anti_affinity)):
             for term in terms:
                 ns = topology.term_namespaces(term, pod.namespace)

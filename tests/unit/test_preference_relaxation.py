@@ -40,6 +40,8 @@ PREFER_WEIGHTED = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecu
     {"weight": 50, "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]}}]}}
 SPREAD_ANYWAY = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
                   "labelSelector": {"matchLabels": WEB}}]
+PREFER_NOT = {"key": "soft", "value": "drain", "effect": "PreferNoSchedule"}
+KEEP = {"karpenter.sh/do-not-disrupt": "true"}
 #: a NodePool past its limits once the removed node is gone too: it may launch no node
 LIMITED = {"spec": {"limits": {"nodes": 1}}}
 
@@ -175,6 +177,15 @@ DECISIONS: list[tuple[str, list[Any], list[tuple[str, list[str]]], dict[str, str
         _pool(**LIMITED), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
         _web("web-0", "a", affinity=PREFER_OWN_HOST), _web("web-1", "b", affinity=PREFER_OWN_HOST)],
      [("delete", ["a"])], {}),
+    ("a node tainted PreferNoSchedule takes no pod while no NodePool has such a taint", [
+        _pool(), node("a", itype="t3.medium", taints=[PREFER_NOT], annotations=KEEP), node("b", itype="t3.medium"),
+        _web("web-1", "b")],
+     [], {"b": "its pods do not fit on the other nodes"}),
+    ("a NodePool with a PreferNoSchedule taint: tolerated as the last relaxation, once no new node would do", [
+        # the only NodePool is the tainted one, so a new node would not take the pod either: it goes onto a
+        nodepool(taints=[PREFER_NOT]), node("a", itype="t3.medium", taints=[PREFER_NOT], annotations=KEEP),
+        node("b", itype="t3.medium", taints=[PREFER_NOT]), _web("web-1", "b")],
+     [("delete", ["b"])], {}),
     ("a preference no NodePool offers is relaxed: one node deleted", [
         _pool(), node("a", itype="t3.medium"), node("b", itype="t3.medium"),
         _web("web-0", "a", affinity=PREFER_ZONE_D), _web("web-1", "b", affinity=PREFER_ZONE_D)],

@@ -107,7 +107,11 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], boo
     ("noschedule-wrong-value", {"taints": _taint()}, [],
      {"tolerations": _tol(key="dedicated", operator="Equal", value="y", effect="NoSchedule")}, False),
     ("tolerate-everything", {"taints": _taint()}, [], {"tolerations": _tol(operator="Exists")}, True),
-    ("prefernoschedule", {"taints": _taint("PreferNoSchedule")}, [], {}, True),
+    # Karpenter's scheduler reads a PreferNoSchedule taint as it reads NoSchedule, and tolerates it only as its last
+    # relaxation when some NodePool's template has one (not here): tests/unit/test_preference_relaxation.py
+    ("prefernoschedule", {"taints": _taint("PreferNoSchedule")}, [], {}, False),
+    ("prefernoschedule-tolerated", {"taints": _taint("PreferNoSchedule")}, [],
+     {"tolerations": _tol(operator="Exists", effect="PreferNoSchedule")}, True),
     ("noexecute", {"taints": _taint("NoExecute")}, [], {}, False),
     ("dst-being-disrupted", {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}, [],
      {"tolerations": _tol(key="karpenter.sh/disrupted", operator="Exists")}, False),

@@ -86,10 +86,14 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return False
 
 
-def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> list[Taint]:
-    """The taints that keep a pod off a node: NoSchedule and NoExecute ones it does not tolerate."""
+def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint], *,
+                    prefer_no_schedule: bool = False) -> list[Taint]:
+    """The taints that keep a pod off a node: NoSchedule and NoExecute ones it does not tolerate, and with
+    ``prefer_no_schedule`` PreferNoSchedule ones too (Karpenter's scheduler, `Taints.Tolerates`, checks every taint;
+    kube-scheduler only the first two)."""
     tols = tuple(tolerations)
-    return [t for t in taints if t.effect in ("NoSchedule", "NoExecute") and not tolerates(tols, t)]
+    effects = ("NoSchedule", "NoExecute", "PreferNoSchedule") if prefer_no_schedule else ("NoSchedule", "NoExecute")
+    return [t for t in taints if t.effect in effects and not tolerates(tols, t)]
 
 
 def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:

@@ -251,7 +251,8 @@ class Pool:
         self.price_order = order
 
     def combo_ok(self, spec: SchedulingSpec) -> BoolArray | None:
-        """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, its required node affinity
+        """The offerings a pod of ``spec`` may launch on (its NodePool taints tolerated, PreferNoSchedule ones too as
+        Karpenter reads them, its required node affinity
         and nodeSelector met), or None when there is none. Made once per distinct needs for the pool's life, and
         read-only: every pass's Scheduler asks again for the same pods."""
         key = (tuple(spec.node_selector.items()), spec.required_node_terms, spec.tolerations)
@@ -259,7 +260,7 @@ class Pool:
         if hit is not None:
             return hit[0]
         ok: BoolArray | None = None
-        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints):
+        if len(self.combo_labels) and not blocking_taints(spec.tolerations, self.pool.taints, prefer_no_schedule=True):
             ok = self.combo_labels.terms(spec.required_node_terms)
             if spec.node_selector:
                 ok &= self.combo_labels.selector(spec.node_selector)
@@ -476,33 +477,44 @@ class PodClass:
 #: `relaxations` by the id of the spec, with the spec and each form's words (a pass's Scheduler makes each class's
 #: again, of the specs the pods held the pass before: the parser shares a spec among the versions of a pod and its
 #: replicas)
-_RELAXED: Memo[int, tuple[SchedulingSpec, tuple[SchedulingSpec, ...], tuple[str, ...]]] = Memo(20_000)
+_RELAXED: Memo[tuple[int, bool], tuple[SchedulingSpec, tuple[SchedulingSpec, ...], tuple[str, ...]]] = Memo(20_000)
+
+#: the toleration Karpenter's last relaxation adds (``toleratePreferNoScheduleTaints``)
+TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect="PreferNoSchedule")
 
 
-def relaxations(spec: SchedulingSpec) -> tuple[SchedulingSpec, ...]:
+def relaxations(spec: SchedulingSpec, prefer_no_schedule: bool = False) -> tuple[SchedulingSpec, ...]:
     """The pod's forms, strictest first, in the order Karpenter's scheduler relaxes them (``Preferences.Relax``,
     v1.14.1): its first required node affinity term, the heaviest preferred node affinity term, every preferred pod
     affinity and anti-affinity term and every ScheduleAnyway spread held as requirements; then one dropped at a
     time: the first required term while more than one is left (the terms are tried in order), the heaviest preferred
     pod affinity term, the heaviest preferred pod anti-affinity term, the heaviest preferred node affinity term (the
     next heaviest is then held), a ScheduleAnyway spread. The last form is the pod's own requirements (its required
-    terms OR'ed). Made once per spec object (a value: shared by every Scheduler and thread; a race only makes it
-    twice)."""
-    return _relaxed(spec)[0]
+    terms OR'ed), and with ``prefer_no_schedule`` (some NodePool's template has a PreferNoSchedule taint) one more
+    after it that tolerates every PreferNoSchedule taint, as Karpenter relaxes last: until then such a taint keeps the
+    pod off a node as NoSchedule does. Made once per spec object (a value: shared by every Scheduler and thread; a
+    race only makes it twice)."""
+    return _relaxed(spec, prefer_no_schedule)[0]
 
 
-def preferences_kept(spec: SchedulingSpec, form: int) -> str:
+def preferences_kept(spec: SchedulingSpec, form: int, prefer_no_schedule: bool = False) -> str:
     """The preferences the pod's form ``form`` (an index of `relaxations`) still holds as requirements, in words."""
-    return _relaxed(spec)[1][form]
+    return _relaxed(spec, prefer_no_schedule)[1][form]
 
 
-def _relaxed(spec: SchedulingSpec) -> tuple[tuple[SchedulingSpec, ...], tuple[str, ...]]:
-    kept = _RELAXED.get(id(spec))
+def _relaxed(spec: SchedulingSpec, prefer_no_schedule: bool) -> tuple[tuple[SchedulingSpec, ...], tuple[str, ...]]:
+    key = (id(spec), prefer_no_schedule)
+    kept = _RELAXED.get(key)
     if kept is not None and kept[0] is spec:
         return kept[1], kept[2]
     forms, words = _relaxations(spec)
+    if prefer_no_schedule and TOLERATE_PREFER_NO_SCHEDULE not in spec.tolerations:
+        forms.append(replace(forms[-1], tolerations=(*spec.tolerations, TOLERATE_PREFER_NO_SCHEDULE)))
+        words = [f"{w}, not tolerating PreferNoSchedule taints" if w != "no preference"
+                 else "its PreferNoSchedule taints not tolerated" for w in words]
+        words.append("no preference")
     made = (tuple(forms), tuple(words))
-    _RELAXED.keep(id(spec), (spec, *made))
+    _RELAXED.keep(key, (spec, *made))
     return made
 
 
@@ -598,11 +610,11 @@ def taint_sets(nodes: Sequence[Node]) -> dict[tuple[Any, ...], IntArray]:
 
 
 def tolerated(taints_of: Mapping[tuple[Any, ...], IntArray], n_nodes: int,
-              tolerations: tuple[Toleration, ...]) -> BoolArray:
+              tolerations: tuple[Toleration, ...], *, prefer_no_schedule: bool = False) -> BoolArray:
     """Per existing node (``taints_of``: `taint_sets` of the ``n_nodes``): are its NoSchedule and NoExecute taints
-    all tolerated?"""
+    (with ``prefer_no_schedule``, its PreferNoSchedule ones too) all tolerated?"""
     ok = np.ones(n_nodes, dtype=bool)
     for taints, members in taints_of.items():
-        if blocking_taints(tolerations, taints):
+        if blocking_taints(tolerations, taints, prefer_no_schedule=prefer_no_schedule):
             ok[members] = False
     return ok

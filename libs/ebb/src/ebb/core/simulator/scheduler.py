@@ -163,6 +163,10 @@ class Scheduler:
             self.node_open &= ~(self.node_free < 0).any(axis=1)
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
         self.pools = cached_pools(self.resources, snapshot)
+        #: some NodePool's template has a PreferNoSchedule taint: Karpenter's scheduler then tolerates those taints as
+        #: its last relaxation (`constraints.relaxations`); until then they keep pods off nodes
+        self.tolerate_prefer_no_schedule = any(t.effect == "PreferNoSchedule"
+                                               for p in self.pools for t in p.pool.taints)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
         later_name_first = sorted(range(len(self.pools)), key=lambda i: self.pools[i].pool.name, reverse=True)
         self.pool_order = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
@@ -281,7 +285,8 @@ class Scheduler:
         key = pod.class_key
         hit = self._classes.get(key)
         if hit is None:
-            hit = self._classes[key] = [self._make_class(pod, spec) for spec in relaxations(pod.spec)]
+            hit = self._classes[key] = [self._make_class(pod, spec)
+                                        for spec in relaxations(pod.spec, self.tolerate_prefer_no_schedule)]
         return hit
 
     def _make_class(self, pod: Pod, spec: SchedulingSpec) -> PodClass:
@@ -292,8 +297,8 @@ class Scheduler:
             node_ok &= self.node_labels.selector(spec.node_selector)
         affinity_ok = node_ok.copy()
         topology = self.topology
-        taints_ok = tolerated(self.taint_sets, self.N, spec.tolerations)
-        node_ok &= taints_ok
+        taints_ok = tolerated(self.taint_sets, self.N, spec.tolerations)  # a spread's nodeTaintsPolicy reads these
+        node_ok &= tolerated(self.taint_sets, self.N, spec.tolerations, prefer_no_schedule=True)
         pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[Constraint] = []
@@ -851,7 +856,8 @@ class SimState(Placement):
     def _explain_kept(self, pod: Pod, form: int) -> str:
         """Why a pod whose form ``form`` (preferences kept) found no open bin but a new node would take is not placed
         by relaxing them."""
-        return (f"no remaining node takes it with {preferences_kept(pod.spec, form)}, and a new node would: a "
+        kept = preferences_kept(pod.spec, form, self.s.tolerate_prefer_no_schedule)
+        return (f"no remaining node takes it with {kept}, and a new node would: a "
                 "preference is relaxed only when no node, new ones included, would take the pod")
 
     def _commit_found(self, pod: Pod, classes: list[PodClass], cls: PodClass, req: IntArray, b: int) -> None:

@@ -419,3 +419,35 @@ def test_underutilized_budget_caps_single_node_commands() -> None:
                     *[pod(f"web-{i}", f"n{i}", cpu="1500m", memory="6Gi") for i in range(3)])
     assert len(out["commands"]) == 1
     assert len(disrupted(out)) == 1
+
+
+@pytest.mark.parametrize("spot_first", [True, False])
+def test_a_merge_drops_copies_of_its_cheapest_node_of_a_type_whatever_the_order(spot_first: bool) -> None:
+    """A spot and an on-demand c5.large merged: an option of type c5.large is dropped at the spot node's price or
+    more (the cheaper of the two), in whichever order the set holds them; without the rule the merge relaunched a
+    copy of the spot node, 3 pods evicted for what deleting the on-demand node alone saves."""
+    both = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large", "r5.large"]}]
+    spot_pods, od_pods = (1, 2) if spot_first else (2, 1)  # fewer pods: earlier in the disruption order
+    docs = [nodepool(requirements=both), node("s", itype="c5.large", capacity_type="spot"), node("o", itype="c5.large"),
+            *(pod(f"s-{i}", "s", cpu="500m" if spot_pods == 1 else "250m") for i in range(spot_pods)),
+            *(pod(f"o-{i}", "o", cpu="400m") for i in range(od_pods))]
+    out = plan_dict(*docs)
+    for command in out["commands"]:
+        for replacement in command["replacements"]:
+            assert "c5.large" not in replacement["instanceTypes"], command
+
+
+def test_a_refused_merge_names_the_price_of_what_its_pods_may_have() -> None:
+    """Two m5.xlarge whose pods fit together on one m5.xlarge: that option is a copy of a removed node, dropped, and
+    the next (an m5.2xlarge) costs what both do. The reason names that price, not the dropped option's."""
+    docs = [nodepool(), node("x", itype="m5.xlarge", cpu="2"), node("y", itype="m5.xlarge", cpu="2"),
+            pod("p1", "x", cpu="1500m", memory="5Gi"), pod("p2", "y", cpu="1500m", memory="5Gi"),
+            catalog([instance_type("m5.xlarge", "4", "16Gi", 58, 0.192),
+                     instance_type("m5.2xlarge", "8", "32Gi", 58, 0.384)])]
+    out = plan_dict(*docs)
+    assert out["commands"] == []
+    reason = blocked_of(out, "y")["reason"]
+    assert "a merge of the first 2 candidates" in reason
+    assert reason.endswith("can't replace with a cheaper node: its pods need a node costing $0.3840/h or more, and it "
+                           "costs $0.3840/h"), reason

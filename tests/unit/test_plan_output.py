@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -12,7 +13,19 @@ import pytest
 
 from ebb.core.methods import method_names
 from ebb.core.plan import apply_commands, fates, make_plan, only_nodes, step_interval, unknown_nodes
-from tests.kit.builders import NOW, TYPES, disrupted, hold, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import (
+    NOW,
+    TYPES,
+    catalog,
+    disrupted,
+    hold,
+    instance_type,
+    node,
+    nodepool,
+    plan_dict,
+    pod,
+    snapshot,
+)
 
 OD = {t: v[3] for t, v in TYPES.items()}
 METHODS = {"expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation"}
@@ -266,3 +279,18 @@ def test_only_nodes_keeps_their_commands_whole_their_reasons_and_their_pools_bud
         assert cut.steps is not None and len(cut.steps) == len(plan.steps)
         for whole, kept in zip(plan.steps, cut.steps, strict=True):
             assert kept.commands == tuple(c for c in whole.commands if set(names) & set(c.nodes))
+
+
+def test_the_cost_after_emptying_every_node_is_zero_not_minus_zero() -> None:
+    """The nodes' prices are summed exactly (`math.fsum`), not in a set's hash order, and a sum a hair below zero
+    prints 0.0: the same input gives the same bytes."""
+    both = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}]
+    docs = [nodepool(requirements=both), node("n0", itype="t3.medium", capacity_type="spot", zone="us-east-1b"),
+            node("n1", itype="t3.medium", zone="us-east-1c"), node("n2", itype="t3.large", zone="us-east-1b"),
+            node("n3", itype="t3.medium", zone="us-east-1b"),
+            catalog([instance_type("t3.medium", "2", "4Gi", 17, 0.0416, 0.01622),
+                     instance_type("t3.large", "2", "8Gi", 35, 0.0832, 0.03245)])]
+    out = plan_dict(*docs)
+    assert sorted(n for c in out["commands"] for n in c["nodes"]) == ["n0", "n1", "n2", "n3"]
+    assert out["cost"]["after"] == 0.0 and math.copysign(1.0, out["cost"]["after"]) == 1.0
+    assert json.dumps(out["cost"]["after"]) == "0.0"

@@ -15,6 +15,7 @@ snapshot has not changed may reuse the answer until then. Pure: no I/O, no clock
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -154,7 +155,9 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *
         else:
             blocked.append(Blocked(node.name, ALL_METHODS, NOTHING_TO_DO))
     before = view.pool_cost()
-    after = before - sum(view.price[n] for n in disrupted) + sum(r.price for c in commands for r in c.replacements)
+    # summed exactly (`math.fsum`), whatever order the set of disrupted nodes iterates in; + 0.0 makes -0.0 0.0
+    after = math.fsum((before, *(-view.price[n] for n in disrupted),
+                       *(r.price for c in commands for r in c.replacements))) + 0.0
     budgets = tuple(BudgetRow(pool, reason, v.allowed, v.detail, v.invalid, v.limit, v.disrupting)
                     for (pool, reason), v in sorted(view.budgets.items()))
     return PassResult(view.now, tuple(commands), tuple(blocked), budgets, before, after, revisit_at(view),

@@ -191,7 +191,7 @@ def only_nodes(plan: Plan, snapshot: Snapshot, names: Sequence[str]) -> Plan:
 
 
 def _money(value: float) -> float:
-    return round(value, 6)
+    return round(value, 6) + 0.0  # + 0.0: a sum that cancels to a hair below zero prints 0.0, not -0.0
 
 
 def command_json(command: Command) -> dict[str, Any]:

@@ -263,14 +263,31 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
             if floors and name not in values:
                 values[name] = {req.key: _type_values(req.key, itype) for req in floors}
-    same_type = {view.nodes[n].instance_type: view.price[n] for n in removed}
+    # a removed node's type -> the cheapest removed node of it (a spot and an on-demand node of one type: the spot's
+    # price, whatever order they come in)
+    same_type: dict[str | None, float] = {}
+    for n in removed:
+        itype_name = view.nodes[n].instance_type
+        same_type[itype_name] = min(view.price[n], same_type.get(itype_name, float("inf")))
+
+    def kept(t: str) -> bool:  # not a copy of a removed node at its price or more
+        return not (t in same_type and prices[t] >= same_type[t] - EPSILON)
+
     priced = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON]
-    options = [t for t in priced if not (t in same_type and prices[t] >= same_type[t] - EPSILON)]
+    options = [t for t in priced if kept(t)]
+    ceiling = float("inf")
     if ctx.options.karpenter_pace and len(removed) > 1:
         ceiling = _same_type_ceiling(view, removed, priced, prices)
         options = [t for t in options if prices[t] < ceiling - EPSILON]
     if not options:
-        return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": removed_price})
+        needed = new.price
+        if needed < removed_price - EPSILON:
+            # every cheaper option was left out (a copy of a removed node): what the pods need is then the cheapest of
+            # the others, no less than what the nodes cost
+            needed = max(removed_price, min((prices[t] for t in new.instance_types
+                                             if t in prices and kept(t) and prices[t] < ceiling - EPSILON),
+                                            default=removed_price))
+        return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": removed_price})
     strictest = strictest_improvement(view, removed)
     if strictest is not None:
         percent = strictest.minimum_price_improvement_percent

@@ -377,3 +377,18 @@ def test_pods_that_need_no_home_do_not_delay_emptiness(recent_pod: dict[str, Any
     out = plan_dict(nodepool(consolidate_after="10m"), node("busy", itype="t3.medium"),
                     pod("web", "busy", cpu="1800m"), node("idle"), recent_pod)
     assert _summary(out) == [("emptiness", "Empty", "delete", ["idle"])]
+
+
+def test_a_later_method_is_explained_on_the_cluster_the_acting_commands_leave() -> None:
+    """Multi-node consolidation replaces a and b by one c5.xlarge, which holds one of their 3-cpu pods; the other
+    goes to c. The explaining run sees c as it will be, its own pod and that one (6 cpu): only a node of its own
+    type holds them, so it is told why it stays, not that single-node consolidation could replace it (the
+    replacement is closed once launched as the command chose, not grown into a dearer type for c's pods)."""
+    docs = [nodepool(), *(node(n, itype="m5.2xlarge") for n in "abc"),
+            *(pod(f"p{n}", n, cpu="3", memory="1Gi") for n in "abc")]
+    out = plan_dict(*docs)
+    assert [(c["method"], c["nodes"], c["action"]) for c in out["commands"]] == [
+        ("multi-node-consolidation", ["a", "b"], "replace")]
+    reason = blocked_of(out, "c")["reason"]
+    assert "could be disrupted" not in reason
+    assert "can't replace with a cheaper node: its pods need a node costing $0.3840/h or more" in reason

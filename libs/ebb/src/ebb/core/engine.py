@@ -115,8 +115,13 @@ def run_pass(snapshot_view: ClusterView, options: EngineOptions | None = None, *
                                   merges=ctx.merges,  # the merges multi-node's search refused, if it acted
                                   refusals=ctx.refusals)  # a kept refusal holds on this state as on any other
         for command in commands:
+            claims_before = set(ctx.state.claims)
             leaving = [pod for name in command.nodes for pod in ctx.state.remove_node(name)]
             ctx.state.place_all(leaving, max_new=len(command.replacements), explain=False)
+            for b in [b for b in ctx.state.claims if b not in claims_before]:
+                # a replacement launches as what the command chose: it takes no pod of a later method's run, which
+                # would otherwise grow it into a dearer type the command never launches
+                ctx.state.close_bin(b)
         # (NodePool, reason) -> the methods whose explained (not executed) commands take that budget
         waiting_for: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
         seen = False

@@ -351,7 +351,7 @@ class ClusterView:
             itype, nodepool = self.types.get(type_name), self.pools.get(pool)
             if itype is None or nodepool is None:
                 return None
-            daemons = daemonset_requests(self.snapshot.daemonsets, nodepool)
+            daemons = daemonset_requests(self.snapshot.daemonsets, nodepool, itype)
             cpu, memory = (max(0, itype.capacity.get(r, 0) - itype.overhead.get(r, 0) - daemons.get(r, 0))
                            for r in ("cpu", "memory"))
             room = self._launch_rooms[key] = (cpu, memory)

@@ -11,8 +11,23 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice, product
 
-from ebb.core.model import LABEL_NODEPOOL, DaemonSet, LabelSelector, NodePool, Requirement, Taint, Toleration
+from ebb.core.model import (
+    LABEL_ARCH,
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_NODEPOOL,
+    LABEL_OS,
+    LABEL_ZONE,
+    DaemonSet,
+    InstanceType,
+    LabelSelector,
+    NodePool,
+    Requirement,
+    Taint,
+    Toleration,
+)
 from ebb.core.quantity import parse_go_int
 
 #: how each integer operator (`ebb.core.model.INTEGER_OPERATORS`) compares a label's value with its bound
@@ -96,15 +111,35 @@ def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint], 
     return [t for t in taints if t.effect in effects and not tolerates(tols, t)]
 
 
-def daemonset_runs_in_pool(ds: DaemonSet, pool: NodePool) -> bool:
-    """Whether a DaemonSet would run on a new node of this NodePool (taints and nodeSelector)."""
+#: the labels a new node has whatever its instance type says, unless the type says otherwise
+_NEW_NODE_DEFAULTS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
+#: at most this many combinations of the values of a NodePool's custom `In` requirements are tried per offering
+_CUSTOM_COMBINATIONS = 16
+
+
+def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -> bool:
+    """Whether a DaemonSet's pod would run on a new node of NodePool ``pool`` and instance type ``itype``, as Karpenter
+    counts a DaemonSet's overhead per instance type (``buildDaemonOverheadGroups``): it tolerates the NodePool's taints,
+    and some offering of the type the NodePool allows has labels its nodeSelector and required node affinity admit (a
+    node of the NodePool's template labels, the type's, the offering's zone and capacity type, and a value of each
+    custom requirement `In`). A selector on a label such a node would not have (a custom key the NodePool does not
+    define, another zone, another architecture) keeps it off, so it is not counted."""
     if blocking_taints(ds.spec.tolerations, pool.taints):
         return False
-    labels = {**pool.labels, LABEL_NODEPOOL: pool.name}
-    for req in pool.requirements:
-        if req.operator == "In" and len(req.values) == 1:
-            labels[req.key] = req.values[0]
-    return all(labels.get(k, v) == v for k, v in ds.spec.node_selector.items())
+    base = {**_NEW_NODE_DEFAULTS, **itype.labels, **pool.labels, LABEL_NODEPOOL: pool.name,
+            LABEL_INSTANCE_TYPE: itype.name}
+    several = [r for r in pool.requirements if r.operator == "In" and r.values and r.key not in base
+               and r.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]
+    choices = list(islice(product(*(r.values for r in several)), _CUSTOM_COMBINATIONS))
+    for offering in itype.offerings:
+        if not offering.available:
+            continue
+        for chosen in choices:
+            labels = {**base, **{r.key: v for r, v in zip(several, chosen, strict=True)}, LABEL_ZONE: offering.zone,
+                      LABEL_CAPACITY_TYPE: offering.capacity_type}
+            if requirements_match(pool.requirements, labels) and daemonset_runs_on_node(ds, labels, ()):
+                return True
+    return False
 
 
 def daemonset_runs_on_node(ds: DaemonSet, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
@@ -119,12 +154,12 @@ def daemonset_runs_on_node(ds: DaemonSet, labels: Mapping[str, str], taints: Ite
     return terms_match(spec.required_node_terms, labels)
 
 
-def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool) -> dict[str, int]:
-    """What the DaemonSets that would run on a new node of NodePool ``pool`` request, summed per resource: the
-    room a launch loses to them before any other pod arrives."""
+def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool, itype: InstanceType) -> dict[str, int]:
+    """What the DaemonSets that would run on a new node of NodePool ``pool`` and instance type ``itype`` request
+    (`daemonset_runs_on_type`), summed per resource: the room a launch loses to them before any other pod arrives."""
     total: dict[str, int] = {}
     for ds in daemonsets:
-        if daemonset_runs_in_pool(ds, pool):
+        if daemonset_runs_on_type(ds, pool, itype):
             for name, amount in ds.spec.requests.items():
                 total[name] = total.get(name, 0) + amount
     return total

@@ -94,10 +94,17 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """metav1.LabelSelector: matchLabels AND matchExpressions. An empty selector matches everything."""
+    """metav1.LabelSelector: matchLabels AND matchExpressions. An empty selector matches everything; a missing one
+    (null) of a topology spread or pod affinity term matches nothing (`SELECTS_NOTHING`)."""
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[Requirement, ...] = ()
+
+
+#: a null label selector of a topology spread or a pod affinity term: it selects no pod, as
+#: ``metav1.LabelSelectorAsSelector(nil)`` reads it (kube-scheduler and Karpenter), where an empty one selects every
+#: pod. A requirement no labels meet (the empty key, in no values) says so to every matcher.
+SELECTS_NOTHING = LabelSelector(match_expressions=(Requirement("", "In", ()),))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ebb.core.conflicts import Conflict, ConflictSettings, conflict_json, conflicts
 from ebb.core.engine import PassResult, run_pass
-from ebb.core.labels import daemonset_runs_in_pool
+from ebb.core.labels import daemonset_runs_on_node
 from ebb.core.launch import requirement_labels
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
@@ -90,7 +90,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
                         creation_time=now, provider_id=f"ebb:///{offer.zone}/{name}")
             new_nodes.append(node)
             for ds in snapshot.daemonsets:
-                if daemonset_runs_in_pool(ds, pool):
+                if daemonset_runs_on_node(ds, labels, pool.taints):
                     new_pods.append(Pod(f"{ds.name}-{name}", ds.namespace, dict(ds.labels), {}, ds.spec,
                                         node_name=name, owner_kind="DaemonSet", owner_name=ds.name,
                                         start_time=now, creation_time=now))

@@ -45,6 +45,7 @@ from ebb.core.model import (
     NORMALIZED_LABELS,
     POLICY_FROM_DISRUPTION_POLICY,
     REQUIREMENT_OPERATORS,
+    SELECTS_NOTHING,
     Budget,
     DaemonSet,
     DisruptionPolicy,
@@ -332,6 +333,11 @@ def _selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
     )
 
 
+def _term_selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
+    """The label selector of a topology spread or a pod affinity term: a missing one selects no pod."""
+    return SELECTS_NOTHING if raw is None else _selector(doc, path, raw)
+
+
 def _taints(doc: _Doc, path: str) -> tuple[Taint, ...]:
     out = []
     for i, t in enumerate(doc.seq(path)):
@@ -347,7 +353,7 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
     namespaces = doc.as_list(raw.get("namespaces"), f"{path}.namespaces")
     ns_selector = raw.get("namespaceSelector")
     return PodAffinityTerm(
-        _selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
+        _term_selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
         str(raw["topologyKey"]),
         frozenset(str(n) for n in namespaces) if namespaces else None,
         all_namespaces=_is_mapping(ns_selector) and not ns_selector,
@@ -437,7 +443,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         path = f"{p}topologySpreadConstraints[{i}]"
         if not _is_mapping(raw) or not raw.get("topologyKey"):
             raise doc.fail(path, "needs topologyKey, maxSkew and whenUnsatisfiable")
-        selector = _selector(doc, f"{path}.labelSelector", raw.get("labelSelector"))
+        selector = _term_selector(doc, f"{path}.labelSelector", raw.get("labelSelector"))
         keys = doc.as_list(raw.get("matchLabelKeys"), f"{path}.matchLabelKeys")
         if keys:
             # the pod's own values of these keys narrow the selector (`key In (value)`; a key the pod has no label

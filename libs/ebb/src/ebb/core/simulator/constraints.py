@@ -428,7 +428,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
                     added = True
             if added:
                 types.append(it)
-        ds_overhead = rows(resources, [daemonset_requests(snapshot.daemonsets, pool)])[0]
+        ds_overhead = rows(resources, [daemonset_requests(snapshot.daemonsets, pool, it) for it in types])
         type_capacity = rows(resources, [it.capacity for it in types])
         type_alloc = type_capacity - rows(resources, [it.overhead for it in types]) - ds_overhead
         pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
+from ebb.core.causes import render
+from ebb.core.engine import run_pass
 from ebb.core.methods import method_names
+from ebb.core.methods.base import EngineOptions
 from ebb.core.plan import apply_commands, fates, make_plan, only_nodes, step_interval, unknown_nodes
 from tests.kit.builders import (
     NOW,
@@ -21,6 +24,7 @@ from tests.kit.builders import (
     hold,
     instance_type,
     node,
+    nodeclaim,
     nodepool,
     plan_dict,
     pod,
@@ -294,3 +298,23 @@ def test_the_cost_after_emptying_every_node_is_zero_not_minus_zero() -> None:
     assert sorted(n for c in out["commands"] for n in c["nodes"]) == ["n0", "n1", "n2", "n3"]
     assert out["cost"]["after"] == 0.0 and math.copysign(1.0, out["cost"]["after"]) == 1.0
     assert json.dumps(out["cost"]["after"]) == "0.0"
+
+
+def test_a_replacement_launched_for_karpenters_nodes_has_a_nodeclaim_and_can_be_retired_later() -> None:
+    """With NodeClaims in the input (Karpenter's nodes), a simulated launch makes a NodeClaim too, and the removed
+    node's goes: under ``--provider karpenter`` a node without one is never disrupted, so a replacement launched in
+    one step could not be retired in the next."""
+    docs = [nodepool(), node("big", itype="m5.2xlarge"), nodeclaim("big-claim", "big"),
+            pod("p", "big", cpu="500m", memory="256Mi")]
+    snap = snapshot(*docs)
+    options = EngineOptions(require_nodeclaim=True)
+    first = make_plan(snap, NOW, options=options).first
+    assert [(c.action, c.nodes) for c in first.commands] == [("replace", ("big",))]
+    after = apply_commands(snap, first.commands, NOW, 1)
+    [launched] = [n for n in after.nodes if n.name != "big"]
+    assert [(c.name, c.node_name, c.nodepool, c.provider_id) for c in after.nodeclaims] == [
+        (launched.name, launched.name, "default", launched.provider_id)]
+    # the next pass takes it as a node of Karpenter's (its reason is not "it has no NodeClaim")
+    later = run_pass(options.view_of(after, NOW + timedelta(minutes=10)), options)
+    reasons = {b.node: render(b.cause) for b in later.blocked}
+    assert "NodeClaim" not in reasons.get(launched.name, ""), reasons

@@ -131,7 +131,7 @@ def make(request: PlanRequest) -> Planned:
     from ebb.adapters.snapshot_files import load_snapshot
     from ebb.core.conflicts import ConflictSettings
     from ebb.core.methods.base import EngineOptions
-    from ebb.core.plan import fates, make_plan, only_nodes
+    from ebb.core.plan import MAX_STEPS, fates, make_plan, only_nodes
     from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
     from ebb.core.yaml_documents import InputError
 
@@ -165,6 +165,11 @@ def make(request: PlanRequest) -> Planned:
                                              refuse_conflicts=refuse, max_replacements=request.max_replacements,
                                              search=str(request.search)),
                        conflict_settings=conflict_settings)
+    if result.steps and result.steps[-1].commands:
+        typer.echo(f"warning: --until-stable stopped after {MAX_STEPS:,} passes without settling (each pass "
+                   f"still had commands: a NodePool that replaces its nodes faster than they settle, such as an "
+                   f"expireAfter shorter than consolidateAfter?); the last step's commands were not applied",
+                   err=True)
     if request.nodepools:
         result = only_nodepools(result, snapshot, request.nodepools)
     asked: tuple[NodeFate, ...] = ()

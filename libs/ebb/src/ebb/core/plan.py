@@ -35,6 +35,7 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_ZONE,
     Node,
+    NodeClaim,
     Pod,
     Snapshot,
 )
@@ -66,6 +67,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
     pools = {p.name: p for p in snapshot.nodepools}
     new_nodes: list[Node] = []
     new_pods: list[Pod] = []
+    new_claims: list[NodeClaim] = []
     host_to_node: dict[str, str] = {}
     for c_index, command in enumerate(commands):
         for r_index, rep in enumerate(command.replacements):
@@ -89,6 +91,10 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             node = Node(name, labels, annotations, pool.taints, allocatable, dict(it.capacity),
                         creation_time=now, provider_id=f"ebb:///{offer.zone}/{name}")
             new_nodes.append(node)
+            if snapshot.nodeclaims:  # launched through Karpenter: a NodeClaim too, or it could never be retired
+                new_claims.append(NodeClaim(name, pool.name, name, node.provider_id, initialized=True,
+                                            creation_time=now, decision_id=annotations[ANNOTATION_DECISION_ID],
+                                            expire_after=pool.expire_after))
             for ds in snapshot.daemonsets:
                 if daemonset_runs_on_node(ds, labels, pool.taints):
                     new_pods.append(Pod(f"{ds.name}-{name}", ds.namespace, dict(ds.labels), {}, ds.spec,
@@ -107,7 +113,10 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
         else:
             pods.append(pod)
     nodes = tuple(n for n in snapshot.nodes if n.name not in removed) + tuple(new_nodes)
-    return replace(snapshot, nodes=nodes, pods=tuple(pods) + tuple(new_pods))
+    gone_ids = {n.provider_id for n in snapshot.nodes if n.name in removed and n.provider_id}
+    claims = tuple(c for c in snapshot.nodeclaims
+                   if c.node_name not in removed and not (c.provider_id and c.provider_id in gone_ids))
+    return replace(snapshot, nodes=nodes, pods=tuple(pods) + tuple(new_pods), nodeclaims=claims + tuple(new_claims))
 
 
 def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,

@@ -607,7 +607,9 @@ def _unchanged_spec(raw: Mapping[str, Any],
     missing = object()
     if not all(name == "nodeName" or old_spec.get(name, missing) == value for name, value in spec.items()):
         return None
-    if "topologySpreadConstraints" in spec and _labels_of(raw) != _labels_of(old_raw):
+    spreads = spec.get("topologySpreadConstraints")
+    if isinstance(spreads, list) and any(_is_mapping(c) and c.get("matchLabelKeys") for c in spreads) \
+            and _labels_of(raw) != _labels_of(old_raw):
         return None  # a spread's matchLabelKeys read the pod's labels
     return old.value.spec if _resize_state(raw) == _resize_state(old_raw) else None
 

@@ -159,6 +159,9 @@ class Scheduler:
         if closed:
             self.node_open &= np.array([n.name not in closed for n in self.nodes], dtype=bool)
         self.taint_sets = taint_sets(self.nodes)
+        #: some node has a PreferNoSchedule taint (Karpenter's scheduler reads it as NoSchedule until it relaxes)
+        self.prefer_no_schedule_nodes = any(t.effect == "PreferNoSchedule" for taints in self.taint_sets
+                                            for t in taints)
         if not kube_scheduler:
             self.node_open &= ~(self.node_free < 0).any(axis=1)
         self.max_bins = self.N + rescheduled + len(extra_pods) + 1
@@ -298,7 +301,8 @@ class Scheduler:
         affinity_ok = node_ok.copy()
         topology = self.topology
         taints_ok = tolerated(self.taint_sets, self.N, spec.tolerations)  # a spread's nodeTaintsPolicy reads these
-        node_ok &= tolerated(self.taint_sets, self.N, spec.tolerations, prefer_no_schedule=True)
+        node_ok &= tolerated(self.taint_sets, self.N, spec.tolerations, prefer_no_schedule=True) \
+            if self.prefer_no_schedule_nodes else taints_ok
         pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
         can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[Constraint] = []

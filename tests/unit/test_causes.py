@@ -142,6 +142,11 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
      "spot-to-spot consolidation is disabled: spot nodes whose replacement may be spot are only deleted, replaced by "
      "spot when enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),
+    (BlockCause(Cause.AFFINITY_TARGET_OF_A_MOVE, {"pod": "default/dep-0", "to": "a new node",
+                                                  "target": "default/part-0"}),
+     "pod default/dep-0, which a command of this pass moves to a new node, requires pod affinity to its pod "
+     "default/part-0; moving both at once could leave default/dep-0 with nowhere to go, so it is considered again "
+     "next pass", U),
     (BlockCause(Cause.NO_SPOT_OFFERING),
      "spot nodes whose replacement may be spot are replaced by spot only, and no spot offering holds their pods", U),
     (BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": 15, "found": 3}),

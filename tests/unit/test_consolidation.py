@@ -451,3 +451,23 @@ def test_a_refused_merge_names_the_price_of_what_its_pods_may_have() -> None:
     assert "a merge of the first 2 candidates" in reason
     assert reason.endswith("can't replace with a cheaper node: its pods need a node costing $0.3840/h or more, and it "
                            "costs $0.3840/h"), reason
+
+
+def test_a_node_whose_pod_a_moved_pod_requires_affinity_to_waits_for_the_next_pass() -> None:
+    """dep-0 requires zone affinity to part-0. One command replaces b and moves dep-0 to a new node beside part-0; a
+    second command of the same pass moving part-0 (its node a replaced too, in whichever zone is cheapest) could
+    leave dep-0, scheduled after part-0 left, with no zone holding a part pod: the commands run at once. a waits."""
+    zones = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b", "us-east-1c"]}]
+    near_part = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "part"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
+    docs = [nodepool(requirements=zones), node("a", itype="m5.large", zone="us-east-1c"),
+            node("b", itype="r5.large", zone="us-east-1c"),
+            pod("part-0", "a", cpu="1000m", memory="1Gi", labels={"app": "part"}),
+            pod("dep-0", "b", cpu="1500m", memory="1Gi", labels={"app": "dep"}, affinity=near_part)]
+    out = plan_dict(*docs)
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("single-node-consolidation", ["b"])]
+    assert blocked_of(out, "a")["reason"] == (
+        "pod default/dep-0, which a command of this pass moves to a new node, requires pod affinity to its pod "
+        "default/part-0; moving both at once could leave default/dep-0 with nowhere to go, so it is considered "
+        "again next pass")

@@ -96,6 +96,9 @@ class Cause(StrEnum):
     BALANCED_SCORE = "balanced-score"
     # it saves less than its NodePool's minimumSavingPerEvictedPod times the pods it evicts (ebb.core.worth)
     EVICTIONS_NOT_WORTH = "evictions-not-worth"
+    # a pod a command of this pass moves requires pod affinity to one of its pods: moved at once, the two could land
+    # apart (the commands run at the same time); considered again next pass
+    AFFINITY_TARGET_OF_A_MOVE = "affinity-target-of-a-move"
     # the engine's own
     ANOTHER_METHOD_ACTED = "another-method-acted"
     BUDGET_WAIT = "budget-wait"  # inner: the budget; on its own it could be consolidated
@@ -196,6 +199,9 @@ SENTENCES: Mapping[Cause, str] = {
                                "instance types offer only {found}"),
     Cause.NO_MERGE: ("{inner}; a merge of the first {size} candidates, it included, into {into} was considered "
                      "too and refused: {merge}"),
+    Cause.AFFINITY_TARGET_OF_A_MOVE: ("pod {pod}, which a command of this pass moves to {to}, requires pod "
+                                      "affinity to its pod {target}; moving both at once could leave {pod} with "
+                                      "nowhere to go, so it is considered again next pass"),
     Cause.ALONE_SAVES_MORE: ("consolidated one at a time, its nodes would save ${alone:.4f}/h, no less than its "
                              "${savings:.4f}/h"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "

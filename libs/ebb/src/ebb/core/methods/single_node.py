@@ -20,10 +20,12 @@ again only the nodes whose pods that change could send elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ebb.core import balanced, worth
 from ebb.core.causes import BlockCause, Cause
+from ebb.core.labels import selector_matches
 from ebb.core.methods.base import (
     EPSILON,
     Command,
@@ -46,7 +48,7 @@ from ebb.core.methods.consolidation import (
     take_capacity,
 )
 from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, one_per_class, simple
-from ebb.core.model import Interned, Pod, placement_order
+from ebb.core.model import Interned, Pod, PodAffinityTerm, placement_order
 from ebb.core.simulator.scheduler import SimState
 
 NAME = "single-node-consolidation"
@@ -285,8 +287,14 @@ def run(ctx: PassContext) -> MethodOutcome:
     refusals: RefusalSession | None = None
     first: RefusalSession | None = None  # at Karpenter's pace, the session on the pass's start state
     refusals_hold = True  # False without a keeper of refusals
+    # the required pod affinity terms of the pods this pass's commands move: (the pod, where it goes, the term)
+    relied: list[tuple[Pod, str, PodAffinityTerm]] = []
     for name in candidates(ctx, out):
         pool = ctx.view.nodes[name].nodepool or ""
+        target = _affinity_target(ctx.view.movable[name], relied) if relied else None
+        if target is not None:
+            out.blocked[name] = target
+            continue
         if ctx.budget_left(pool, REASON) <= 0:
             if ctx.options.explain:
                 out.blocked[name] = BlockCause(Cause.BUDGET_USED_BY_CONSOLIDATIONS, {
@@ -336,6 +344,11 @@ def run(ctx: PassContext) -> MethodOutcome:
         else:
             ctx.consume(pool, REASON)
             out.commands.append(verdict)
+            for pod in ctx.view.movable[name]:
+                if pod.spec.pod_affinity:
+                    to = verdict.placements.get(pod.key, "")
+                    relied.extend((pod, f"node {to}" if to in ctx.view.nodes else "a new node", term)
+                                  for term in pod.spec.pod_affinity)
             refusals = None  # checked again on the state this command leaves
             if pace:  # Karpenter's loop: one node per pass
                 break
@@ -343,6 +356,18 @@ def run(ctx: PassContext) -> MethodOutcome:
     if first is not None:
         first.close()
     return out
+
+
+def _affinity_target(pods: Sequence[Pod], relied: Sequence[tuple[Pod, str, PodAffinityTerm]]) -> BlockCause | None:
+    """Why a node whose pod a pod moved by an earlier command of this pass requires pod affinity to waits for the
+    next pass (`Cause.AFFINITY_TARGET_OF_A_MOVE`); None when none of its pods is such a target. The commands of a pass
+    run at once: the moved pod may be scheduled after its target left for another zone, and find no home."""
+    for mover, to, term in relied:
+        namespaces = None if term.all_namespaces else (term.namespaces or frozenset((mover.namespace,)))
+        for pod in pods:
+            if (namespaces is None or pod.namespace in namespaces) and selector_matches(term.selector, pod.labels):
+                return BlockCause(Cause.AFFINITY_TARGET_OF_A_MOVE, {"pod": mover.key, "to": to, "target": pod.key})
+    return None
 
 
 METHOD = Method(NAME, REASON, consolidation=True, run=run, validate=still_consolidatable)

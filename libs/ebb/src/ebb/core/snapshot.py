@@ -1240,12 +1240,8 @@ def parse_documents(documents: Iterable[Any],
     """Build a Snapshot from parsed YAML documents; raise SnapshotError naming document and field.
     `documents` may be a generator: each is turned into a model value and dropped. The bundled catalog
     (or a function returning it) is used only when the input has no InstanceTypeCatalog."""
-
-    def fallback() -> tuple[ParsedObject, ...]:
-        raw = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
-        return parse_catalog(raw or ())
-
-    return assemble((parse_object(raw, index) for index, raw in enumerate(flatten(documents))), fallback)
+    return assemble((parse_object(raw, index) for index, raw in enumerate(flatten(documents))),
+                    _catalog_fallback(bundled_catalog))
 
 
 def parse_sources(sources: Iterable[tuple[str, Iterable[Any]]],
@@ -1253,10 +1249,6 @@ def parse_sources(sources: Iterable[tuple[str, Iterable[Any]]],
     """`parse_documents` over several named sources (files): nameless documents are numbered within their own
     source, and a SnapshotError names the source before the document, so a mistake in the second of two files
     is found in that file."""
-
-    def fallback() -> tuple[ParsedObject, ...]:
-        raw = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
-        return parse_catalog(raw or ())
 
     def parsed() -> Iterator[ParsedObject]:
         for source, documents in sources:
@@ -1266,4 +1258,16 @@ def parse_sources(sources: Iterable[tuple[str, Iterable[Any]]],
             except SnapshotError as exc:
                 raise SnapshotError(f"{source}: {exc.document}", exc.field, exc.message) from exc
 
-    return assemble(parsed(), fallback)
+    return assemble(parsed(), _catalog_fallback(bundled_catalog))
+
+
+def _catalog_fallback(bundled_catalog: Iterable[Any] | Callable[[], Iterable[Any]] | None,
+                      ) -> Callable[[], tuple[ParsedObject, ...]]:
+    """The catalog `assemble` falls back on when the input has none: the bundled one (or what a function returns),
+    parsed only then."""
+
+    def fallback() -> tuple[ParsedObject, ...]:
+        raw = bundled_catalog() if callable(bundled_catalog) else bundled_catalog
+        return parse_catalog(raw or ())
+
+    return fallback

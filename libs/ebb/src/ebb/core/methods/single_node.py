@@ -50,6 +50,7 @@ from ebb.core.methods.consolidation import (
 from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, one_per_class, simple
 from ebb.core.model import Interned, Pod, PodAffinityTerm, placement_order
 from ebb.core.simulator.scheduler import SimState
+from ebb.core.simulator.topology import Topology
 
 NAME = "single-node-consolidation"
 
@@ -363,7 +364,7 @@ def _affinity_target(pods: Sequence[Pod], relied: Sequence[tuple[Pod, str, PodAf
     next pass (`Cause.AFFINITY_TARGET_OF_A_MOVE`); None when none of its pods is such a target. The commands of a pass
     run at once: the moved pod may be scheduled after its target left for another zone, and find no home."""
     for mover, to, term in relied:
-        namespaces = None if term.all_namespaces else (term.namespaces or frozenset((mover.namespace,)))
+        namespaces = Topology.term_namespaces(term, mover.namespace)
         for pod in pods:
             if (namespaces is None or pod.namespace in namespaces) and selector_matches(term.selector, pod.labels):
                 return BlockCause(Cause.AFFINITY_TARGET_OF_A_MOVE, {"pod": mover.key, "to": to, "target": pod.key})

@@ -530,6 +530,7 @@ def _in_words(items: list[str]) -> str:
 def _relaxations(spec: SchedulingSpec) -> tuple[list[SchedulingSpec], list[str]]:
     """`relaxations` made, with each form's preferences in words."""
     terms = list(spec.required_node_terms or ())
+    n_terms = len(terms)
     affinity = _by_weight(spec.preferred_pod_affinity)
     anti = _by_weight(spec.preferred_pod_anti_affinity)
     node = _by_weight(spec.preferred_node_terms)
@@ -541,16 +542,17 @@ def _relaxations(spec: SchedulingSpec) -> tuple[list[SchedulingSpec], list[str]]
     forms: list[SchedulingSpec] = []
     words: list[str] = []
     while True:
-        required = (*terms[0], *node[0][1]) if terms and node else terms[0] if terms else node[0][1] if node else None
+        # held as one term: the first required term left, and the heaviest preferred node affinity term left
+        held = (*(terms[0] if terms else ()), *(node[0][1] if node else ()))
         forms.append(replace(
-            own, required_node_terms=(required,) if required is not None else spec.required_node_terms,
+            own, required_node_terms=(held,) if terms or node else spec.required_node_terms,
             pod_affinity=(*spec.pod_affinity, *(t for _, t in affinity)),
             pod_anti_affinity=(*spec.pod_anti_affinity, *(t for _, t in anti)),
             spread=tuple(s if s.when_unsatisfiable == "DoNotSchedule"
                          else replace(s, when_unsatisfiable="DoNotSchedule") for s in spreads)))
         words.append(_in_words(
-            ([f"its required node affinity term {len(spec.required_node_terms or ()) - len(terms) + 1} of "
-              f"{len(spec.required_node_terms or ())} (tried in order)"] if len(terms) > 1 else [])
+            ([f"its required node affinity term {n_terms - len(terms) + 1} of {n_terms} (tried in order)"]
+             if len(terms) > 1 else [])
             + [f"its preferred pod affinity over {t.topology_key}" for _, t in affinity]
             + [f"its preferred pod anti-affinity over {t.topology_key}" for _, t in anti]
             + (["its preferred node affinity"] if node else [])
@@ -570,7 +572,7 @@ def _relaxations(spec: SchedulingSpec) -> tuple[list[SchedulingSpec], list[str]]
                 break
             spreads[anyway] = spreads[-1]  # as Karpenter removes it: the last one takes its place
             spreads.pop()
-    if len(spec.required_node_terms or ()) > 1:
+    if n_terms > 1:
         forms.append(own)  # the required terms OR'ed, as the pod's own requirements read
         words.append("no preference")
     return forms, words

@@ -292,12 +292,17 @@ class Scheduler:
                                         for spec in relaxations(pod.spec, self.tolerate_prefer_no_schedule)]
         return hit
 
+    def _affinity_mask(self, spec: SchedulingSpec) -> BoolArray:
+        """Per existing node: do the required node affinity and nodeSelector of ``spec`` admit it? (A new array.)"""
+        ok = self.node_labels.terms(spec.required_node_terms)
+        if spec.node_selector:
+            ok &= self.node_labels.selector(spec.node_selector)
+        return ok
+
     def _make_class(self, pod: Pod, spec: SchedulingSpec) -> PodClass:
         """The form ``spec`` of ``pod`` compiled: the nodes and offerings it may use (labels and taints), its
         topology constraints (the groups it registers), the groups it counts in and its host ports."""
-        node_ok = self.node_labels.terms(spec.required_node_terms)
-        if spec.node_selector:
-            node_ok &= self.node_labels.selector(spec.node_selector)
+        node_ok = self._affinity_mask(spec)
         affinity_ok = node_ok.copy()
         topology = self.topology
         taints_ok = tolerated(self.taint_sets, self.N, spec.tolerations)  # a spread's nodeTaintsPolicy reads these
@@ -312,9 +317,7 @@ class Scheduler:
         strict, strict_affinity_ok, strict_pool_ok = spec, affinity_ok, pool_combo_ok
         if spec.spread and spec.required_node_terms != pod.spec.required_node_terms:
             strict = replace(spec, required_node_terms=pod.spec.required_node_terms)
-            strict_affinity_ok = self.node_labels.terms(strict.required_node_terms)
-            if strict.node_selector:
-                strict_affinity_ok &= self.node_labels.selector(strict.node_selector)
+            strict_affinity_ok = self._affinity_mask(strict)
             strict_pool_ok = [p.combo_ok(strict) for p in self.pools]
         for sp in spec.spread:
             gid = topology.group("match", topology.spread_key(sp, strict), sp.selector, frozenset((pod.namespace,)))

@@ -461,3 +461,35 @@ def test_limits_may_refuse_a_type_only_near_them(limits: dict[str, str] | None, 
         pool["spec"]["limits"] = limits
     snap = snapshot(pool, *(node(f"n{i}") for i in range(nodes)))
     assert Scheduler(snap).new_state().limits_may_refuse(0) is may_refuse
+
+
+@pytest.mark.parametrize(("limits", "expected"), [
+    # merged, the two nodes count nothing; the only type that holds a 6-cpu pod (m5.2xlarge, 8 cpu) passes 6 cpu
+    ({"cpu": "6"}, "NodePool default's limits (cpu 6) against what its nodes count (cpu 0) leave no room for "
+                   "m5.2xlarge (cpu 8)"),
+    ({"nodes": "0"}, "NodePool default's limits (nodes 0) against what its nodes count (nodes 0) leave no room for "
+                     "m5.2xlarge"),
+])
+def test_a_pod_kept_off_a_new_node_by_the_limits_names_them(limits: dict[str, str], expected: str) -> None:
+    """Why a pod finds no new node names the NodePool limits that keep it off one, what the NodePool's nodes count
+    against them and the smallest type that would hold it: "within its limits" alone left a reader to guess which
+    limit, and said it also of a pod no type holds at all (the merge of the two nodes is refused so)."""
+    pool = nodepool()
+    pool["spec"]["limits"] = limits
+    out = plan_dict(pool, node("a", itype="m5.2xlarge"), node("b", itype="m5.2xlarge"),
+                    pod("big-a", "a", cpu="6", memory="1Gi"), pod("big-b", "b", cpu="6", memory="1Gi"))
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert "no NodePool offers an instance type that fits it within its limits (" + expected + ")" in reason
+
+
+def test_a_pod_no_type_holds_is_not_blamed_on_the_limits() -> None:
+    """A pod larger than every instance type finds no new node whatever the limits: the sentence does not say
+    "within its limits"."""
+    pool = nodepool()
+    pool["spec"]["limits"] = {"cpu": "1000"}
+    out = plan_dict(pool, node("a", itype="m5.2xlarge", cpu="64"), node("b", itype="m5.2xlarge", cpu="64"),
+                    pod("huge", "a", cpu="40"), pod("other", "b", cpu="40"))
+    reason = blocked_of(out, "a")["reason"]
+    assert "no NodePool offers an instance type that fits it" in reason
+    assert "within its limits" not in reason

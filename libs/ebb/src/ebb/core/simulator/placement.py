@@ -254,8 +254,43 @@ class Placement:
         elif not cls.can_launch:
             where += ", and no NodePool can launch a node it tolerates and matches"
         else:
-            where += ", and no NodePool offers an instance type that fits it within its limits"
+            where += ", and no NodePool offers an instance type that fits it" + self._limits_note(cls, req)
         return where + self._set_aside_note(cls, req, closed)
+
+    def _limits_note(self, cls: PodClass, req: IntArray) -> str:
+        """How the NodePools' limits keep a pod of ``cls`` requesting ``req`` off a new node: " within its limits",
+        naming each NodePool that has an offering the pod may launch on and whose type holds it but whose limits
+        leave no room for it (its limits, and what its nodes count against them now); "" when no NodePool's limits
+        are why (no type of any NodePool the pod may launch in holds it)."""
+        s = self.s
+        held: list[str] = []
+        for p_index, pool in enumerate(s.pools):
+            allowed = cls.pool_combo_ok[p_index]
+            if allowed is None or not pool.pool.limits or not len(pool.types):
+                continue
+            holds = all_of_rows(pool.type_alloc >= req)[pool.combo_type] & allowed
+            if not any_set(holds):
+                continue
+            mask = self._limit_mask(p_index)
+            if mask is not None and any_set(holds & mask):
+                continue
+            used = self.pool_used[p_index]
+            limited = [name for name in pool.pool.limits if name in s.r_index]
+            counted = {name: int(used[s.r_index[name]]) for name in limited}
+            if "nodes" in pool.pool.limits:
+                counted["nodes"] = int(used[-1])
+            # the type that holds the pod and asks least of the limits: what the limits would have to make room for
+            types = sorted({int(t) for t in pool.combo_type[holds]},
+                           key=lambda t: (tuple(int(pool.type_capacity[t, s.r_index[name]]) for name in limited),
+                                          pool.types[t].name))
+            smallest = types[0]
+            size = {name: int(pool.type_capacity[smallest, s.r_index[name]]) for name in limited}
+            held.append(f"NodePool {pool.pool.name}'s limits ({_limit_words(pool.pool.limits)}) against what its "
+                        f"nodes count ({_limit_words(counted)}) leave no room for {pool.types[smallest].name}"
+                        + (f" ({_limit_words(size)})" if size else ""))
+        if not held:
+            return ""
+        return " within its limits (" + "; ".join(held) + ")"
 
     def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin
@@ -340,3 +375,17 @@ def _launch(pool: Pool, mask: BoolArray) -> Launch:
     zones = tuple(pool.zone_names[z] for z in np.flatnonzero(np.bincount(pool.combo_zone_code[same_ct])))
     labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
     return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels
+
+
+def _limit_words(amounts: Mapping[str, int]) -> str:
+    """A NodePool's limits, or what its nodes count against them, as its manifest would say them: ``cpu 3,
+    memory 12Gi, nodes 10`` (cpu in cores, memory and storage in GiB)."""
+    parts = []
+    for name, value in amounts.items():
+        if name == "cpu":
+            parts.append(f"cpu {value / 1000:g}")
+        elif name in ("memory", "ephemeral-storage"):
+            parts.append(f"{name} {value / 2**30:g}Gi")
+        else:
+            parts.append(f"{name} {value}")
+    return ", ".join(parts)

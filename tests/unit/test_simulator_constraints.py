@@ -493,3 +493,23 @@ def test_a_pod_no_type_holds_is_not_blamed_on_the_limits() -> None:
     reason = blocked_of(out, "a")["reason"]
     assert "no NodePool offers an instance type that fits it" in reason
     assert "within its limits" not in reason
+
+
+@pytest.mark.parametrize("others", [0, 1])
+def test_a_node_the_limits_keep_from_a_replacement_says_why_alone(others: int) -> None:
+    """Single-node consolidation's verdict "its pods do not fit on the other nodes ..., and not on one new node
+    either" says why the new node would not take them, whether the node is the only candidate (single-node's own
+    simulation) or one of several (the multi-node search's step alone): here the limits."""
+    pool = nodepool()
+    pool["spec"]["limits"] = {"cpu": "14"}
+    docs = [pool, node("a", itype="m5.2xlarge"), pod("big-a", "a", cpu="6", memory="1Gi"),
+            node("b", itype="m5.2xlarge", annotations={} if others else {"karpenter.sh/do-not-disrupt": "true"}),
+            pod("big-b", "b", cpu="6", memory="1Gi")]
+    out = plan_dict(*docs)
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert reason.startswith(
+        "its pods do not fit on the other nodes (pod default/big-a: no remaining node has room for its requests (cpu "
+        "6000m, memory 1.00Gi)), and not on one new node either (pod default/big-a: no NodePool offers an instance "
+        "type that fits it within its limits (NodePool default's limits (cpu 14) against what its nodes count (cpu 8) "
+        "leave no room for m5.2xlarge (cpu 8)))")

@@ -181,7 +181,7 @@ SENTENCES: Mapping[Cause, str] = {
                             "its limits.nodes ({limit})"),
     Cause.STATIC_NOTHING_OFFERED: "its NodePool {pool} is static and no instance type it allows is offered",
     Cause.PODS_FIT_NOWHERE: ("its pods do not fit on the other nodes (pod {pod}: {why}), and not on one new node "
-                             "either"),
+                             "either{new:aside}"),
     Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
                                    "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
@@ -321,8 +321,13 @@ def _hold(value: object) -> str:
     return describe_hold(value)
 
 
+def _aside(value: object) -> str:
+    """An optional detail in parentheses after the words before it: nothing when the cause has none."""
+    return "" if value is None or value == "" else f" ({value})"
+
+
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
-    "time": _time, "duration": _duration, "and": _joined, "new_nodes": _new_nodes, "hold": _hold}
+    "time": _time, "duration": _duration, "and": _joined, "new_nodes": _new_nodes, "hold": _hold, "aside": _aside}
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,5 +365,5 @@ def render(cause: BlockCause | StaleCause) -> str:
     template = _TEMPLATES[cause.kind]
     values = {**cause.values, "inner": cause.inner}
     for field_name, name, named in template.derived:
-        values[field_name] = named(values[name])
+        values[field_name] = named(values.get(name))  # a named format may stand for a value a cause leaves out
     return template.text.format_map(values)

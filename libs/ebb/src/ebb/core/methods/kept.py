@@ -28,7 +28,7 @@ node alike stepped before it (`StepsAlike`). A cache, not state: its answers are
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
@@ -37,7 +37,7 @@ import numpy as np
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.model import Interned, Node, Pod
 from ebb.core.simulator.arrays import BoolArray, IntArray
-from ebb.core.simulator.scheduler import SimState
+from ebb.core.simulator.scheduler import UNEXPLAINED, SimState
 
 _CLASS_KEY = attrgetter("class_key")
 _REQUESTS_KEY = attrgetter("requests_key")
@@ -265,11 +265,14 @@ class Refusal:
     #: refused so for a pod on the new node that a node not initialized yet has room for, at Karpenter's pace
     #: (`waiting_for_uninitialized`): which pod and node the sentence names is found again where the refusal is taken
     waiting: bool = False
+    #: the pod that fit nowhere, not even on the new node, and why, as the step found it (`new_node_why`)
+    new: NewNodeWhy | None = None
 
     def verdict(self, why: str) -> BlockCause | None:
         """Single-node consolidation's verdict on the node (`alone_verdict`; ``why``: the first pod's sentence on the
         state now, `RefusalSession.held`)."""
-        return alone_verdict(self.first.key, why, fits_nowhere=self.fits_nowhere, replacement=self.replacement)
+        return alone_verdict(self.first.key, why, fits_nowhere=self.fits_nowhere, replacement=self.replacement,
+                             new=self.new)
 
 
 def waiting_for_uninitialized(pod: str, node: str) -> BlockCause:
@@ -280,15 +283,41 @@ def waiting_for_uninitialized(pod: str, node: str) -> BlockCause:
         "a new node, and then does not consolidate")})
 
 
-def alone_verdict(first: str, why: str, *, fits_nowhere: bool, replacement: BlockCause | None) -> BlockCause | None:
+#: which pod did not fit even on a new node, and why (`new_node_why`)
+NewNodeWhy = tuple[str, str]
+
+
+def new_node_why(failures: Mapping[str, str], explained: bool, first: str = "", why: str = "") -> NewNodeWhy | None:
+    """Which pod a step with one new node allowed found did not fit even so, and why, for `Cause.PODS_FIT_NOWHERE`
+    ("pod default/web: no NodePool offers an instance type that fits it within its limits (...)"): of pod ``first``,
+    whose sentence without the new node was ``why``, only what the new node adds; None when the step was not
+    explained."""
+    if not explained or not failures:
+        return None
+    pod, found = next(iter(failures.items()))
+    if found == UNEXPLAINED:
+        return None
+    if pod == first and why and found.startswith(why + ", and "):
+        found = found[len(why) + len(", and "):]
+    return pod, found
+
+
+def alone_verdict(first: str, why: str, *, fits_nowhere: bool, replacement: BlockCause | None,
+                  new: NewNodeWhy | None = None) -> BlockCause | None:
     """Single-node consolidation's verdict on a node whose pod ``first`` found no room on the other nodes (``why``),
     when a step alone with a replacement allowed refused it: one of its pods fits nowhere, not even on a new node
-    (`Cause.PODS_FIT_NOWHERE`), or the replacement was refused (``replacement``, `Cause.NO_REPLACEMENT`); None when
-    neither was found."""
-    no_delete = {"pod": first, "why": why}
+    (`Cause.PODS_FIT_NOWHERE`, ``new``: why, `new_node_why`, when known), or the replacement was refused
+    (``replacement``, `Cause.NO_REPLACEMENT`); None when neither was found."""
     if fits_nowhere:
-        return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
-    return None if replacement is None else BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
+        return fits_nowhere_cause(first, why, new)
+    return None if replacement is None else BlockCause(Cause.NO_REPLACEMENT, {"pod": first, "why": why}, replacement)
+
+
+def fits_nowhere_cause(first: str, why: str, new: NewNodeWhy | None) -> BlockCause:
+    """`Cause.PODS_FIT_NOWHERE`: pod ``first`` found no room on the other nodes (``why``), and a pod found none on a
+    new node either (``new``, when known)."""
+    return BlockCause(Cause.PODS_FIT_NOWHERE,
+                      {"pod": first, "why": why, "new": "" if new is None else f"pod {new[0]}: {new[1]}"})
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -431,7 +460,9 @@ class RefusalSession:
         return Refusal(ours, one_per_class(ours), price,
                        tuple((ours[at[pod.key]], node) for pod, node in refusal.went),
                        tuple(ours[at[pod.key]] for pod in refusal.nowhere), ours[at[refusal.first.key]],
-                       refusal.fits_nowhere, refusal.replacement, refusal.filtered, refusal.waiting)
+                       refusal.fits_nowhere, refusal.replacement, refusal.filtered, refusal.waiting,
+                       None if refusal.new is None or refusal.new[0] not in at else
+                       (ours[at[refusal.new[0]]].key, refusal.new[1]))
 
     def why(self, pod: Pod, own: int) -> str:
         """`SimState.why_no_room` of ``pod`` with node ``own`` taken out, once per kind of pod and what that node
@@ -449,13 +480,14 @@ class RefusalSession:
         return simple(self.changed.state, pods, self._simple, counted=True)
 
     def record(self, name: str, leaving: Sequence[Pod], at: int, price: float, why: str, *, fits_nowhere: bool,
-               replacement: BlockCause | None, filtered: bool = False, waiting: bool = False) -> None:
+               replacement: BlockCause | None, filtered: bool = False, waiting: bool = False,
+               new: NewNodeWhy | None = None) -> None:
         """Keep the refusal of node ``name`` (of ``price``) alone just found, the state as its placements left it:
         the pods ``leaving`` it in placement order went onto the other nodes up to ``leaving[at]``, which found no room
         there (``why``), and from it on were placed with one new node allowed, refused (a pod that fits nowhere, or
         ``replacement``; ``filtered``: by `filter_replacement`, ``waiting``: for a pod a node not initialized yet has
-        room for). Kept with where each pod went when every pod reads only the bins' room, openness and labels and
-        ``why`` is the sentence the bins make again (`why`)."""
+        room for; ``new``: which pod fit nowhere and why, `new_node_why`). Kept with where each pod went when every
+        pod reads only the bins' room, openness and labels and ``why`` is the sentence the bins make again (`why`)."""
         state = self.changed.state
         s = state.s
         own = s.node_index[name]
@@ -481,7 +513,7 @@ class RefusalSession:
         if not self.reads_bins_only(kinds) or self.why(leaving[at], own) != why:
             return
         self.keep(name, Refusal(tuple(leaving), kinds, price, tuple(went), tuple(nowhere), leaving[at], fits_nowhere,
-                                replacement, filtered, waiting))
+                                replacement, filtered, waiting, new))
 
     def keep(self, name: str, refusal: Refusal) -> None:
         """Keep ``refusal``, found on this start state for node ``name`` alone, for the next pass, and for the nodes of

@@ -94,7 +94,7 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import RefusalSession, StepsAlike, alone_verdict
+from ebb.core.methods.kept import NewNodeWhy, RefusalSession, StepsAlike, alone_verdict, new_node_why
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
@@ -131,7 +131,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         if held is not None:  # the last pass's refusal of this step, which holds on this start state
             refusal, why = held
             ctx.no_room[name] = (refusal.first.key, why)
-            _remember(ctx, name, True, {refusal.first.key: why} if refusal.fits_nowhere else {}, refusal.replacement)
+            _remember(ctx, name, True, {refusal.first.key: why} if refusal.fits_nowhere else {}, refusal.replacement,
+                      new=refusal.new)
             refused_alone.add(name)
             continue
         known = None if alike is None or (alone and allow_replace) else alike.like(name, view.price[name])
@@ -149,9 +150,10 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
         on_claim = None if not allow_replace or (alone and ctx.options.explain) else \
             give_up_when_dear(ctx, removed_price + view.price[name] - savings, spot)
         try:
-            # why a pod found no room is read only for the delete-only run's node alone (`_remember`)
+            # why a pod found no room is read only for a node alone (`_remember`): the delete-only run's, and with
+            # explanations the run with a replacement's (why a new node did not take it either)
             failures, _ = state.place_ordered(leaving, max_new=max_new, first_failure=True, on_claim=on_claim,
-                                              explain=alone and not allow_replace)
+                                              explain=alone and (not allow_replace or ctx.options.explain))
         except NoCheaperLaunch as e:
             if alike is not None and not alone:
                 alike.note(name, view.price[name], leaving)
@@ -161,7 +163,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
             continue
         if failures:
             if alone:
-                _remember(ctx, name, allow_replace, failures, None)
+                _remember(ctx, name, allow_replace, failures, None,
+                          new=_nowhere(ctx, name, failures) if allow_replace else None)
                 if not allow_replace and len(failures) == 1:
                     first, why = next(iter(failures.items()))
                     if _carry_on(ctx, name, leaving, first, kept):
@@ -251,15 +254,16 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept:
         return False  # `place_all` went on past it and placed pods after it: no step to carry on from
     rest = leaving[at:]
     try:
-        failures, _ = state.place_ordered(rest, max_new=1, first_failure=True, explain=False,
+        failures, _ = state.place_ordered(rest, max_new=1, first_failure=True, explain=ctx.options.explain,
                                           on_claim=None if ctx.options.explain else give_up_on_replacing(ctx, name))
     except NoCheaperLaunch as e:
         _remember(ctx, name, True, {}, e.cause)
         _keep(ctx, kept, name, leaving, at, fits_nowhere=False, replacement=e.cause)
         return True
     if failures:
-        _remember(ctx, name, True, failures, None)
-        _keep(ctx, kept, name, leaving, at, fits_nowhere=True, replacement=None)
+        nowhere = _nowhere(ctx, name, failures)
+        _remember(ctx, name, True, failures, None, new=nowhere)
+        _keep(ctx, kept, name, leaving, at, fits_nowhere=True, replacement=None, new=nowhere)
         return True
     new = state.new_nodes()[0]
     price = view.price[name]
@@ -275,13 +279,20 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept:
     return False
 
 
+def _nowhere(ctx: PassContext, name: str, failures: dict[str, str]) -> NewNodeWhy | None:
+    """Which pod a step of ``name`` alone with a replacement allowed found no room for even so, and why
+    (`new_node_why`), against the delete-only run's sentence on its first pod without room."""
+    first, why = ctx.no_room.get(name, ("", ""))
+    return new_node_why(failures, ctx.options.explain, first, why)
+
+
 def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: list[Pod], at: int, *,
-          fits_nowhere: bool, replacement: BlockCause | None) -> None:
+          fits_nowhere: bool, replacement: BlockCause | None, new: NewNodeWhy | None = None) -> None:
     """Keep the refusal `_carry_on` just found (the state as its placements left it) for the next pass
     (`RefusalSession.record`)."""
     if kept is not None:
         kept.record(name, leaving, at, ctx.view.price[name], ctx.no_room[name][1], fits_nowhere=fits_nowhere,
-                    replacement=replacement)
+                    replacement=replacement, new=new)
 
 
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
@@ -291,13 +302,13 @@ def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],
-              replacement: BlockCause | None) -> None:
+              replacement: BlockCause | None, *, new: NewNodeWhy | None = None) -> None:
     """Keep what a greedy step that consolidated ``name`` on its own found (`PassContext.no_room`, `.alone`): on
     the state single-node consolidation starts from, that step is single-node's own simulation of the node. The
     delete-only run finds its first pod without room on the other nodes; the run with a replacement then finds
     that a new node does not take every pod (single-node: `Cause.PODS_FIT_NOWHERE`) or why the replacement is
     refused (``replacement``: it costs at least as much, `Cause.NO_CHEAPER_REPLACEMENT`, or it is spot where
-    spot-to-spot is off)."""
+    spot-to-spot is off); ``new``: why the pod that fit nowhere did not fit on the new node either (`new_node_why`)."""
     if not allow_replace:
         if failures:  # else its pods fit elsewhere and deleting it saves nothing (a node of price 0): single-node's
             ctx.no_room[name] = next(iter(failures.items()))
@@ -305,7 +316,7 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
     found = ctx.no_room.get(name)
     if found is None:  # the delete-only run took a node before this one: no verdict on the node alone
         return
-    verdict = alone_verdict(found[0], found[1], fits_nowhere=bool(failures), replacement=replacement)
+    verdict = alone_verdict(found[0], found[1], fits_nowhere=bool(failures), replacement=replacement, new=new)
     if verdict is not None:
         ctx.alone[name] = verdict
 

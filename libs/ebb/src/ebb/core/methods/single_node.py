@@ -47,7 +47,17 @@ from ebb.core.methods.consolidation import (
     still_consolidatable,
     take_capacity,
 )
-from ebb.core.methods.kept import MAX_CHANGED, ChangedBins, KeptRefusals, RefusalSession, Start, one_per_class, simple
+from ebb.core.methods.kept import (
+    MAX_CHANGED,
+    ChangedBins,
+    KeptRefusals,
+    RefusalSession,
+    Start,
+    fits_nowhere_cause,
+    new_node_why,
+    one_per_class,
+    simple,
+)
 from ebb.core.model import Interned, Pod, PodAffinityTerm, placement_order
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.simulator.topology import Topology
@@ -102,10 +112,11 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
         state.rollback(mark)
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, e.cause)
     if failures:
+        new = new_node_why(failures, ctx.options.explain, pod, why or "")
         if refusals is not None and why is not None:
-            refusals.record(name, order, stop, price, why, fits_nowhere=True, replacement=None)
+            refusals.record(name, order, stop, price, why, fits_nowhere=True, replacement=None, new=new)
         state.rollback(mark)
-        return BlockCause(Cause.PODS_FIT_NOWHERE, no_delete)
+        return fits_nowhere_cause(pod, no_delete["why"], new)
     new_bins = [b for b in state.claims if b not in claims_before]
     new_node = next(n for n in state.new_nodes() if n.hostname == state.claims[new_bins[0]].hostname)
     replacement = filter_replacement(new_node, [name], ctx)

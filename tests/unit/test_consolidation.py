@@ -106,7 +106,7 @@ def test_single_node_takes_what_multi_node_found_about_each_node_alone() -> None
     with _evaluations() as evaluated:
         taken = plan_dict(*cluster)
         assert evaluated == []  # both nodes were simulated alone by multi-node consolidation
-        with patch.object(multi_node, "_remember", lambda *args: None):
+        with patch.object(multi_node, "_remember", lambda *args, **kwargs: None):
             computed = plan_dict(*cluster)
         assert sorted(evaluated) == ["a", "b"]
     assert taken["commands"] == computed["commands"] == []
@@ -124,7 +124,7 @@ def test_a_node_of_price_zero_whose_pods_fit_elsewhere_is_left_to_single_node_co
                node("c", itype="t3.medium", zone="us-east-1b"), pod("q", "c", cpu="700m"), pod("q2", "c", cpu="700m"))
     with _evaluations() as evaluated:
         taken = plan_dict(*cluster)
-        with patch.object(multi_node, "_remember", lambda *args: None):
+        with patch.object(multi_node, "_remember", lambda *args, **kwargs: None):
             computed = plan_dict(*cluster)
     assert evaluated[0] == "free"
     assert taken == computed
@@ -155,7 +155,7 @@ def test_the_delete_only_runs_steps_carry_on_with_a_replacement_and_leave_single
             quick = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == []
         assert sorted(carried) == ["b", "c"]
-        with patch.object(multi_node, "_remember", lambda *args: None):
+        with patch.object(multi_node, "_remember", lambda *args, **kwargs: None):
             computed = run_pass(options.view_of(cluster, NOW), options)
         assert evaluated == ["c", "b"]
     assert quick.commands == computed.commands == ()

@@ -160,3 +160,23 @@ def test_several_replacements_are_held_together_to_the_price_improvement_asked()
     reasons = " ".join(b["reason"] for b in out["blocked"])
     assert "into at most 2 new nodes was considered too and refused" in reasons
     assert "the replacements together cost $3.0000/h against $6.0000/h, 50.0% less" in reasons
+
+
+def test_a_merge_is_weighed_against_its_nodes_one_at_a_time_less_what_their_evictions_ask() -> None:
+    """With ``minimumSavingPerEvictedPod: 0.2``: ``d1`` ($0.50, one pod) pays for its eviction alone (net $0.30);
+    ``d2`` ($0.30, two pods) does not ($0.40 asked). Merged, both save $0.80 for $0.60 asked, net $0.20: less than
+    ``d1`` alone, so ``d1`` goes alone and ``d2`` stays (before, the merge was weighed by its saving before the price,
+    $0.80 against $0.50, and evicted two pods the price had kept)."""
+    pool = nodepool()
+    pool["spec"]["disruption"]["minimumSavingPerEvictedPod"] = "0.2"
+    types = catalog([instance_type("d1.t", "2", "8Gi", 110, 0.5), instance_type("d2.t", "2", "8Gi", 110, 0.3),
+                     instance_type("k.16x", "16", "64Gi", 110, 2.0)])
+    out = plan_dict(pool, types, node("keep", itype="k.16x", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    node("d1", itype="d1.t"), node("d2", itype="d2.t"),
+                    pod("keep-app", "keep", cpu="1", memory="128Mi"), pod("d1-p1", "d1", cpu="100m", memory="128Mi"),
+                    *(pod(f"d2-p{i}", "d2", cpu="100m", memory="128Mi") for i in (1, 2)))
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("single-node-consolidation", ["d1"])]
+    reason = blocked_of(out, "d2")["reason"]
+    assert "minimumSavingPerEvictedPod" in reason
+    assert ("consolidated one at a time, its nodes would save $0.3000/h, no less than its $0.2000/h (each less what "
+            "its evictions ask (minimumSavingPerEvictedPod))") in reason

@@ -203,7 +203,7 @@ SENTENCES: Mapping[Cause, str] = {
                                       "affinity to its pod {target}; moving both at once could leave {pod} with "
                                       "nowhere to go, so it is considered again next pass"),
     Cause.ALONE_SAVES_MORE: ("consolidated one at a time, its nodes would save ${alone:.4f}/h, no less than its "
-                             "${savings:.4f}/h"),
+                             "${savings:.4f}/h{net:aside}"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
                            "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "

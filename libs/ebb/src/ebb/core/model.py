@@ -62,6 +62,8 @@ DISRUPTION_TAINTS = (TAINT_DISRUPTED, TAINT_EBB_DISRUPTED)
 #: the NodeClaim condition Karpenter sets once the node is drained and the instance is being deleted
 CONDITION_INSTANCE_TERMINATING = "InstanceTerminating"
 CAPACITY_SPOT = "spot"
+#: a capacity reservation's offering (Karpenter v1.x reserved capacity)
+CAPACITY_RESERVED = "reserved"
 #: a NodePool's spec.disruption.consolidationPolicy (Balanced: Karpenter v1.14's scored consolidation,
 #: ebb.core.balanced)
 POLICY_BALANCED = "Balanced"

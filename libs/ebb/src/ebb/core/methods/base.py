@@ -18,6 +18,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.conflicts import ConflictSettings
 from ebb.core.methods.kept import KeptRefusals, waiting_for_uninitialized
 from ebb.core.model import (
+    CAPACITY_RESERVED,
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -241,9 +242,16 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             return waiting_for_uninitialized(*waiting)
     pool = compiled_pool(ctx, new.nodepool)
     all_spot = all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed)
-    if all_spot and may_launch_spot(pool):
-        # Karpenter's spot-to-spot path (computeConsolidation): nodes that are all spot, replaced by a node that may
-        # be spot, are replaced by spot or not at all, whatever the cheapest offering is
+    may_be_spot, reserved = ctx.state.claim_capacity_types(new.hostname)
+    if reserved:
+        # Karpenter's NodeClaim takes a reserved offering it can (``FinalizeScheduling`` narrows it to reserved): its
+        # replacement is reserved, and not the spot-to-spot path's
+        if new.capacity_type != CAPACITY_RESERVED:
+            new = ctx.state.launched_as(new.hostname, CAPACITY_RESERVED) or new
+    elif all_spot and may_be_spot:
+        # Karpenter's spot-to-spot path (computeConsolidation): nodes that are all spot, replaced by a node whose
+        # requirements allow spot, are replaced by spot or not at all, whatever the cheapest offering is and whether
+        # a spot one is available now
         if not spot_to_spot(ctx, new.nodepool):
             return BlockCause(Cause.SPOT_TO_SPOT_DISABLED)
         if new.capacity_type != CAPACITY_SPOT:
@@ -328,13 +336,15 @@ def spot_to_spot(ctx: PassContext, pool: str) -> bool:
     return ctx.options.spot_to_spot or ctx.view.pools[pool].spot_to_spot
 
 
-def may_launch_spot(pool: Pool) -> bool:
-    """Whether a replacement in the compiled NodePool ``pool`` may be spot: its requirements allow spot and the
-    catalog offers some of its types so. Then Karpenter sends nodes that are all spot down its spot-to-spot path
-    (``computeConsolidation``: their replacement's requirements have spot), which replaces them by spot when
-    spot-to-spot consolidation is enabled and never otherwise, whatever the cheapest offering is; only a
-    replacement that cannot be spot is priced as any other (`filter_replacement`)."""
-    return bool(pool.of_capacity_type(CAPACITY_SPOT).any())
+def may_launch_spot(ctx: PassContext, new: NewNode) -> bool:
+    """Whether the replacement ``new`` may be spot (`SimState.claim_capacity_types`): its NodePool's requirements and
+    its pods' allow a spot node, and it takes no reserved offering. Then Karpenter sends nodes that are all spot down
+    its spot-to-spot path (``computeConsolidation``: their replacement's requirements have spot), which replaces them
+    by spot when spot-to-spot consolidation is enabled and never otherwise, whatever the cheapest offering is and
+    whether a spot offering is available now; only a replacement that cannot be spot is priced as any other
+    (`filter_replacement`)."""
+    may_be_spot, reserved = ctx.state.claim_capacity_types(new.hostname)
+    return may_be_spot and not reserved
 
 
 def uninitialized_room(state: SimState, new: NewNode, uninitialized: Sequence[str]) -> tuple[str, str] | None:

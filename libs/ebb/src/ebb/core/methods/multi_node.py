@@ -72,7 +72,6 @@ from ebb.core.methods.base import (
     MethodOutcome,
     PassContext,
     Replacement,
-    compiled_pool,
     filter_replacement,
     improvement_refused,
     may_launch_spot,
@@ -298,7 +297,7 @@ def _keep(ctx: PassContext, kept: RefusalSession | None, name: str, leaving: lis
 def _spot_refused(ctx: PassContext, new: NewNode) -> bool:
     """A replacement that may be spot where spot-to-spot is off: refused when every node it replaces is spot (the
     caller's part of Karpenter's rule, `filter_replacement`)."""
-    return not spot_to_spot(ctx, new.nodepool) and may_launch_spot(compiled_pool(ctx, new.nodepool))
+    return not spot_to_spot(ctx, new.nodepool) and may_launch_spot(ctx, new)
 
 
 def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[str, str],
@@ -462,10 +461,15 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
             else:
                 high = middle - 1
     if best is not None:
-        alone = _alone(ctx, best.nodes)
-        if alone >= best.savings - EPSILON:
-            # one at a time its nodes save as much or more: single-node consolidation's moves, not this merge
-            refused[len(best.nodes)] = BlockCause(Cause.ALONE_SAVES_MORE, {"alone": alone, "savings": best.savings})
+        alone, alone_net = _alone(ctx, best.nodes)
+        net = worth.net(view, best.nodes, best.savings)
+        if alone > EPSILON and alone_net >= net - EPSILON:
+            # one at a time its nodes save as much or more (less what their evictions ask, where a NodePool prices
+            # them): single-node consolidation's moves, not this merge
+            priced = abs(net - best.savings) > EPSILON or abs(alone_net - alone) > EPSILON
+            refused[len(best.nodes)] = BlockCause(Cause.ALONE_SAVES_MORE, {
+                "alone": alone_net, "savings": net,
+                "net": "each less what its evictions ask (minimumSavingPerEvictedPod)" if priced else ""})
             best = None
         else:
             best = replace(best, explanation=best.explanation + (
@@ -522,12 +526,14 @@ def _optimized(ctx: PassContext, names: list[str]) -> Command | None:
                            how=how + f"; the largest part of its {len(chosen)} nodes that consolidates)")
 
 
-def _alone(ctx: PassContext, names: tuple[str, ...]) -> float:
-    """What consolidating each of ``names`` on its own would save, summed: the node alone, simulated as a set of one
-    (`_jointly`: its pods on the other nodes and at most one replacement, as single-node consolidation simulates
-    it), none for a node whose verdict alone the greedy runs already found (`PassContext.alone`). A Balanced
-    NodePool's refusal of one node alone is not the search's (`PassContext.balanced_refused` is kept)."""
-    total = 0.0
+def _alone(ctx: PassContext, names: tuple[str, ...]) -> tuple[float, float]:
+    """What consolidating each of ``names`` on its own would save, summed, and the same less what each one's
+    evictions ask (`ebb.core.worth`): the node alone, simulated as a set of one (`_jointly`: its pods on the other
+    nodes and at most one replacement, as single-node consolidation simulates it; a node whose evictions its saving
+    does not pay for saves nothing), none for a node whose verdict alone the greedy runs already found
+    (`PassContext.alone`). A Balanced NodePool's refusal of one node alone is not the search's
+    (`PassContext.balanced_refused` is kept)."""
+    total = net = 0.0
     refused = ctx.balanced_refused
     for name in names:
         if name in ctx.alone:
@@ -535,8 +541,9 @@ def _alone(ctx: PassContext, names: tuple[str, ...]) -> float:
         found = _jointly(ctx, [name], True)
         if isinstance(found, Command):
             total += found.savings
+            net += worth.net(ctx.view, found.nodes, found.savings)
     ctx.balanced_refused = refused
-    return total
+    return total, net
 
 
 def run(ctx: PassContext) -> MethodOutcome:

@@ -60,6 +60,10 @@ class LabelTable:
         ordered = [values[c] for c in in_order]
         return renumber[codes], {value: c for c, value in enumerate(ordered)}, ordered
 
+    def labels_of(self, index: int) -> Mapping[str, str]:
+        """The labels of object ``index``."""
+        return self._labels[index]
+
     def __len__(self) -> int:
         return self._size
 

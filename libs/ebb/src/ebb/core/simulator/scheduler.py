@@ -37,9 +37,12 @@ from typing import Any, cast
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import selector_matches
+from ebb.core.labels import requirements_match, selector_matches, terms_match
 from ebb.core.memo import Memo
 from ebb.core.model import (
+    CAPACITY_RESERVED,
+    CAPACITY_SPOT,
+    LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     DaemonSet,
     Interned,
@@ -787,6 +790,35 @@ class SimState(Placement):
             if fits.any():
                 return pod, int(at[int(fits.nonzero()[0][0])])
         return None
+
+    def claim_capacity_types(self, hostname: str) -> tuple[bool, bool]:
+        """Whether new node ``hostname`` may be spot, and whether it takes a reserved offering, as Karpenter's NodeClaim
+        says after scheduling (``computeConsolidation`` reads its capacity-type requirement): reserved when one of its
+        offerings is (``FinalizeScheduling`` narrows the NodeClaim to them); else spot when its NodePool's requirements
+        and its pods' (each in its strictest form: the preferences Karpenter holds as requirements while it can) allow
+        a spot node of the kind it would launch, whether or not the catalog has a spot offering available for it now.
+        (False, False) for a claim that holds no pod."""
+        for claim in self.claims.values():
+            if claim.hostname != hostname or not claim.pods:
+                continue
+            pool = self.s.pools[claim.pool]
+            if any_set(claim.mask & pool.of_capacity_type(CAPACITY_RESERVED)):
+                return False, True
+            if any_set(claim.mask & pool.of_capacity_type(CAPACITY_SPOT)):
+                return True, False
+            launchable = claim.mask.nonzero()[0]
+            if not len(launchable):
+                return False, False
+            labels = {**pool.combo_labels.labels_of(int(launchable[0])), LABEL_CAPACITY_TYPE: CAPACITY_SPOT}
+            if not requirements_match(pool.pool.requirements, labels):
+                return False, False
+            for key in claim.pods:
+                spec = self.s.classes(self.pod_by_key[key])[0].spec
+                if any(labels.get(k) != v for k, v in spec.node_selector.items()) \
+                        or not terms_match(spec.required_node_terms, labels):
+                    return False, False
+            return True, False
+        return False, False
 
     def why_no_room(self, pod: Pod, closed: int) -> str:
         """What `place` says of ``pod``, of one form with no topology constraint and no host port, that found no room

@@ -1,0 +1,86 @@
+"""Which path a spot node's replacement takes, read from the replacement's own requirements as Karpenter reads its
+NodeClaim's (``computeConsolidation``: ``allExistingAreSpot`` and the NodeClaim's capacity-type requirement has spot;
+``FinalizeScheduling`` narrows a NodeClaim that takes a reserved offering to reserved).
+
+Node ``x`` (spot, the dearest type) runs one pod; a cheaper type would hold it. Spot-to-spot is off unless a case
+says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.kit.builders import blocked_of, catalog, node, nodepool, plan_dict, pod
+
+ANY_CT = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand", "reserved"]}]
+
+
+def _offerings(on_demand: float, spot: float, *, spot_available: bool = True,
+               reserved: float | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for zone in ("us-east-1a", "us-east-1b"):
+        out.append({"zone": zone, "capacityType": "on-demand", "price": on_demand})
+        out.append({"zone": zone, "capacityType": "spot", "price": spot, "available": spot_available})
+        if reserved is not None:
+            out.append({"zone": zone, "capacityType": "reserved", "price": reserved})
+    return out
+
+
+def _catalog(*, spot_available: bool = True, reserved: float | None = None) -> dict[str, Any]:
+    small = {"name": "small.large", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+             "offerings": _offerings(0.50, 0.30, spot_available=spot_available, reserved=reserved)}
+    big = {"name": "big.xlarge", "capacity": {"cpu": "8", "memory": "32Gi", "pods": "58"},
+           "offerings": _offerings(1.60, 0.80, spot_available=spot_available)}
+    return catalog([small, big])
+
+
+def _cluster(pod_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [nodepool(requirements=ANY_CT, consolidate_after="0s", budgets=[{"nodes": "100%"}]),
+            node("x", itype="big.xlarge", capacity_type="spot", cpu="8", memory="32Gi"),
+            pod("p", "x", cpu="500m", memory="1Gi", **(pod_kwargs or {}))]
+
+
+def test_a_spot_node_is_not_replaced_by_on_demand_when_no_spot_offering_is_available() -> None:
+    """consolidation_test.go's spot rule reads the replacement's requirements, not what the catalog has available
+    now: with every spot offering unavailable, a spot node whose replacement may be spot still takes the spot-to-spot
+    path (off: it stays), where ebb replaced it by a cheaper on-demand node."""
+    out = plan_dict(_catalog(spot_available=False), *_cluster())
+    assert out["commands"] == []
+    assert "spot-to-spot consolidation is disabled" in blocked_of(out, "x")["reason"]
+
+
+def test_with_spot_to_spot_and_no_spot_offering_available_the_spot_node_stays() -> None:
+    out = plan_dict(_catalog(spot_available=False), *_cluster(), spot_to_spot=True)
+    assert out["commands"] == []
+
+
+@pytest.mark.parametrize("pod_kwargs", [
+    pytest.param({"node_selector": {"karpenter.sh/capacity-type": "on-demand"}}, id="nodeSelector"),
+    pytest.param({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}]}}},
+        id="preferred node affinity held as a requirement"),
+])
+def test_a_spot_node_whose_pods_need_on_demand_is_replaced_by_cheaper_on_demand(pod_kwargs: dict[str, Any]) -> None:
+    """A replacement whose pods need (or prefer, a preference Karpenter holds while it can) on-demand cannot be spot:
+    Karpenter's NodeClaim then has no spot in its capacity-type requirement, so the spot-to-spot path is not taken
+    and the node is replaced by a cheaper on-demand node; ebb said "spot-to-spot consolidation is disabled"."""
+    out = plan_dict(_catalog(), *_cluster(pod_kwargs))
+    [command] = out["commands"]
+    assert (command["action"], command["nodes"]) == ("replace", ["x"])
+    [replacement] = command["replacements"]
+    assert (replacement["capacityType"], replacement["price"]) == ("on-demand", 0.5)
+
+
+@pytest.mark.parametrize("spot_to_spot", [False, True])
+def test_a_spot_node_is_replaced_by_a_reserved_offering(spot_to_spot: bool) -> None:
+    """consolidation_test.go, "can consolidate into reserved capacity for the same instance pool" (from spot): a
+    NodeClaim that takes a reserved offering is narrowed to reserved, so it is no spot-to-spot replacement, with or
+    without spot-to-spot."""
+    out = plan_dict(_catalog(reserved=0.01), *_cluster(), spot_to_spot=spot_to_spot)
+    [command] = out["commands"]
+    assert (command["action"], command["nodes"]) == ("replace", ["x"])
+    [replacement] = command["replacements"]
+    assert (replacement["capacityType"], replacement["price"]) == ("reserved", 0.01)

@@ -73,3 +73,37 @@ def test_min_values_counts_the_instance_types_values(offerings: list[tuple[str, 
     else:
         assert out["commands"] == []
         assert "minValues requirement is not met for label(s)" in blocked_of(out, "a")["reason"]
+
+
+def test_a_nodepool_whose_types_cannot_meet_its_min_values_leaves_the_pod_to_the_next_nodepool() -> None:
+    """Karpenter's scheduler asks a NodeClaim's remaining types to meet the NodePool's ``minValues`` before it takes
+    a pod (``filterInstanceTypesByRequirements``, Strict): the heavier NodePool ``heavy`` asks 3 instance types of the
+    2 the catalog has, so a new node for the pod comes from ``light``, and the dearer node is replaced. ebb opened the
+    replacement in ``heavy`` and then refused it for minValues."""
+    types = catalog([_type("big", "32", [(A, "on-demand", 1.0, True)]),
+                     _type("small", "4", [(A, "on-demand", 0.3, True)])])
+    heavy = nodepool("heavy", consolidate_after="0s", budgets=[{"nodes": "100%"}], requirements=[
+        ON_DEMAND, {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["big", "small", "huge"],
+                    "minValues": 3}])
+    heavy["spec"]["weight"] = 50
+    light = nodepool("light", consolidate_after="0s", budgets=[{"nodes": "100%"}], requirements=[ON_DEMAND])
+    out = plan_dict(types, heavy, light, claimed("a", pool="light", itype="big", cpu="32"), pod("web", "a"))
+    [command] = out["commands"]
+    assert (command["action"], command["nodes"]) == ("replace", ["a"])
+    [replacement] = command["replacements"]
+    assert (replacement["nodePool"], replacement["instanceTypes"]) == ("light", ["small"])
+
+
+def test_a_pod_no_nodepool_can_launch_for_within_its_min_values_says_so() -> None:
+    """The pod's reason names the NodePool whose minValues no type that holds it meets."""
+    types = catalog([_type("big", "32", [(A, "on-demand", 1.0, True)]),
+                     _type("small", "4", [(A, "on-demand", 0.3, True)])])
+    pool = nodepool("default", consolidate_after="0s", budgets=[{"nodes": "100%"}], requirements=[
+        ON_DEMAND, {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["big", "small", "huge"],
+                    "minValues": 3}])
+    out = plan_dict(types, pool, claimed("a", itype="big", cpu="32"), pod("web", "a"))
+    assert out["commands"] == []
+    assert ("no NodePool offers an instance type that fits it that meets its minValues (NodePool default: minValues "
+            "requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the instance types "
+            "that hold it offer only 2 value(s) of node.kubernetes.io/instance-type where minValues is 3)"
+            ) in blocked_of(out, "a")["reason"]

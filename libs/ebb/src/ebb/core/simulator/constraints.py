@@ -182,6 +182,20 @@ def requests_kept(resources: tuple[str, ...]) -> tuple[dict[Interned, IntArray],
 # NodePools: their offerings as arrays
 
 
+def type_values(key: str, itype: InstanceType) -> set[str]:
+    """The values of label ``key`` that instance type ``itype`` offers, as Karpenter's ``SatisfiesMinValues`` counts
+    them (``it.Requirements.Get(key).Values()``): its name; the zones and the capacity types of its available
+    offerings, whatever the NodePool and the pods allow of them; else its label's value."""
+    if key == LABEL_INSTANCE_TYPE:
+        return {itype.name}
+    if key == LABEL_ZONE:
+        return {o.zone for o in itype.offerings if o.available}
+    if key == LABEL_CAPACITY_TYPE:
+        return {o.capacity_type for o in itype.offerings if o.available}
+    value = itype.labels.get(key)
+    return set() if value is None else {value}
+
+
 @dataclass
 class Pool:
     """A NodePool compiled: every (instance type, offering) it may launch is a *combo*, an index into the ``combo_``
@@ -219,6 +233,9 @@ class Pool:
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
     _of_capacity_type: dict[str, BoolArray] = field(default_factory=dict)
+    #: per requirement with ``minValues``: its floor and, per instance type, the values it offers (`type_values`);
+    #: made when first asked
+    _floors: list[tuple[str, int, list[frozenset[str]]]] | None = None
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
     #: (`cached_pools`)
     _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
@@ -295,6 +312,27 @@ class Pool:
             else:
                 fits &= column >= amount
         return fits if fits is not None else np.ones(len(self.types), dtype=bool)
+
+    def min_values_met(self, mask: BoolArray) -> bool:
+        """Whether the instance types of the offerings ``mask`` keeps offer each of the NodePool's ``minValues``
+        requirements that many distinct values of its label (`type_values`), as Karpenter's scheduler asks of a
+        NodeClaim's remaining types before it takes a pod (``filterInstanceTypesByRequirements`` under the default
+        Strict policy): a claim that would fall short does not take the pod, and the next NodePool is tried."""
+        if self._floors is None:
+            self._floors = [(req.key, req.min_values, [frozenset(type_values(req.key, it)) for it in self.types])
+                            for req in self.pool.requirements if req.min_values]
+        return not self._floors or not self.min_values_short(mask)
+
+    def min_values_short(self, mask: BoolArray) -> list[tuple[str, int, int]]:
+        """The ``minValues`` requirements the instance types of the offerings ``mask`` keeps fall short of: (the
+        label, the distinct values they offer, its minValues)."""
+        if self._floors is None:
+            self.min_values_met(mask)
+        assert self._floors is not None
+        types = np.unique(self.combo_type[mask]).tolist()
+        found = ((key, len(frozenset().union(*(values[t] for t in types))), floor)
+                 for key, floor, values in self._floors)
+        return [(key, count, floor) for key, count, floor in found if count < floor]
 
     def combos_holding(self, total: IntArray) -> BoolArray:
         """Per offering: has its instance type room for ``total`` (`types_holding`)? Read-only, and kept per total

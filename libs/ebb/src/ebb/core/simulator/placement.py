@@ -254,8 +254,32 @@ class Placement:
         elif not cls.can_launch:
             where += ", and no NodePool can launch a node it tolerates and matches"
         else:
-            where += ", and no NodePool offers an instance type that fits it" + self._limits_note(cls, req)
+            where += (", and no NodePool offers an instance type that fits it" + self._limits_note(cls, req)
+                      + self._min_values_note(cls, req))
         return where + self._set_aside_note(cls, req, closed)
+
+    def _min_values_note(self, cls: PodClass, req: IntArray) -> str:
+        """How the NodePools' ``minValues`` keep a pod of ``cls`` requesting ``req`` off a new node: each NodePool
+        whose offerings the pod may launch on (within its limits) hold it only on types that offer too few values of
+        a label (`Pool.min_values_short`); "" when none."""
+        held: list[str] = []
+        for p_index, pool in enumerate(self.s.pools):
+            allowed = cls.pool_combo_ok[p_index]
+            if allowed is None or not len(pool.types):
+                continue
+            limit_ok = self._limit_mask(p_index)
+            if limit_ok is None:
+                continue
+            mask = allowed & limit_ok & pool.combos_holding(req)
+            if not any_set(mask):
+                continue
+            short = pool.min_values_short(mask)
+            if short:
+                labels = " ".join(sorted(key for key, _, _ in short))
+                held.append(f"NodePool {pool.pool.name}: minValues requirement is not met for label(s) "
+                            f"(label(s)=[{labels}]): the instance types that hold it offer only " + ", ".join(
+                                f"{count} value(s) of {key} where minValues is {floor}" for key, count, floor in short))
+        return f" that meets its minValues ({'; '.join(held)})" if held else ""
 
     def _limits_note(self, cls: PodClass, req: IntArray) -> str:
         """How the NodePools' limits keep a pod of ``cls`` requesting ``req`` off a new node: " within its limits",
@@ -279,10 +303,12 @@ class Placement:
             counted = {name: int(used[s.r_index[name]]) for name in limited}
             if "nodes" in pool.pool.limits:
                 counted["nodes"] = int(used[-1])
-            # the type that holds the pod and asks least of the limits: what the limits would have to make room for
+            # the type that holds the pod and asks least of the limits (of those, the cheapest): what the limits would
+            # have to make room for
+            floor = pool.type_floor(None)
             types = sorted({int(t) for t in pool.combo_type[holds]},
                            key=lambda t: (tuple(int(pool.type_capacity[t, s.r_index[name]]) for name in limited),
-                                          pool.types[t].name))
+                                          float(floor[t]), pool.types[t].name))
             smallest = types[0]
             size = {name: int(pool.type_capacity[smallest, s.r_index[name]]) for name in limited}
             held.append(f"NodePool {pool.pool.name}'s limits ({_limit_words(pool.pool.limits)}) against what its "

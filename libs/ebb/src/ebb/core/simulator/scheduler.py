@@ -919,7 +919,7 @@ class SimState(Placement):
         claim = self.claims[b]
         pool = self.s.pools[claim.pool]
         mask = claim.mask & pool.combos_holding(claim.total + req)
-        return mask if any_set(mask) else None
+        return mask if any_set(mask) and pool.min_values_met(mask) else None
 
     def _find_bin(self, cls: PodClass, req: IntArray, needs: tuple[tuple[int, int], ...], max_new: int) -> int | None:
         s = self.s
@@ -1019,10 +1019,14 @@ class SimState(Placement):
         if not any_set(mask):
             return None
         if cls.constraints or cls.matched or cls.owned:
-            return self.topology.narrow_to_domains(p_index, mask, cls, self.counts, n_bins=self.n_bins,
-                                                   removed=self._removed, pinned=self.bin_codes if b >= 0 else None,
-                                                   b=b, admitted=admitted)
-        return mask
+            narrowed = self.topology.narrow_to_domains(p_index, mask, cls, self.counts, n_bins=self.n_bins,
+                                                       removed=self._removed, pinned=self.bin_codes if b >= 0 else None,
+                                                       b=b, admitted=admitted)
+            if narrowed is None:
+                return None
+            mask = narrowed
+        # the NodePool's minValues: a claim whose types would fall short takes no more pods (Karpenter's Strict policy)
+        return mask if pool.min_values_met(mask) else None
 
     def _launch_in(self, cls: PodClass, req: IntArray, admitted: Sequence[BoolArray] | None = None
                    ) -> tuple[int, BoolArray, BoolArray] | None:

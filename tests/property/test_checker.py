@@ -174,6 +174,18 @@ def test_host_port_conflict() -> None:
     assert kinds(check(s2, result({"default/a": "n1", "default/b": "n1"}), [], two)) == {"host-ports"}
 
 
+def test_host_port_of_a_new_nodes_daemonset() -> None:
+    """A new node's DaemonSet pods hold their host ports before any placed pod comes."""
+    exporter = DaemonSet("exporter", "kube-system",
+                         SchedulingSpec({"cpu": 10, "pods": 1}, host_ports=(HostPort(9100),)))
+    s = snap([], daemonsets=[exporter])
+    bad = check(s, result({"default/a": "new-1"}, [new_node("new-1", ["default/a"])]), [],
+                [make_pod("a", host_ports=(HostPort(9100),))])
+    assert kinds(bad) == {"host-ports"} and "DaemonSet kube-system/exporter" in bad[0], bad
+    assert check(s, result({"default/a": "new-1"}, [new_node("new-1", ["default/a"])]), [],
+                 [make_pod("a", host_ports=(HostPort(9101),))]) == []
+
+
 def test_node_selector_and_affinity() -> None:
     s = snap([make_node("n1", BIG, "z-a", labels={"tier": "a"}), make_node("n2", BIG, "z-b")])
     sel = make_pod("a", node_selector={"tier": "a"})

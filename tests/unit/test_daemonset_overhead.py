@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from ebb.core import snapshot as parser
 from ebb.core.labels import daemonset_runs_on_type
-from tests.kit.builders import daemonset, node, nodepool, plan_dict, pod, snapshot
+from tests.kit.builders import OLD, ago, blocked_of, daemonset, node, nodepool, plan_dict, pod, snapshot
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -69,3 +70,165 @@ def test_an_oversized_node_is_replaced_by_what_its_pod_and_the_agents_that_run_t
     [command] = out["commands"]
     cheapest = command["replacements"][0]["instanceTypes"][0]
     assert (cheapest != "t3.medium") is runs, command
+
+
+# -- what a DaemonSet's pods ask: its newest pod's needs, else its template's -----------------------------------------
+
+def _agent_pod(name: str, node_name: str, cpu: str | None, *, created: str = OLD, phase: str = "Running",
+               owner: str = "agent", **kwargs: Any) -> dict[str, Any]:
+    """A pod of DaemonSet ``owner`` created at ``created`` (its template asks 1600m: `_agent`)."""
+    doc = pod(name, node_name, ns="kube-system", cpu=cpu, memory="128Mi", labels={"app": "agent"},
+              owner=("DaemonSet", owner), phase=phase, **kwargs)
+    doc["metadata"]["creationTimestamp"] = created
+    return doc
+
+
+# (id, the pods of the input, the cpu the agent DaemonSet's pods are taken to ask)
+LIVE_CASES: list[tuple[str, list[dict[str, Any]], int]] = [
+    ("no pod: the template's", [], 1600),
+    ("its pod asks less (a VPA)", [_agent_pod("a1", "n1", "100m")], 100),
+    ("its pod asks more (a LimitRange default)", [_agent_pod("a1", "n1", "2")], 2000),
+    ("the newest pod's, listed last", [_agent_pod("a1", "n1", "100m", created=ago(days=2)),
+                                       _agent_pod("a2", "n2", "300m", created=ago(hours=1))], 300),
+    ("the newest pod's, listed first", [_agent_pod("a1", "n1", "300m", created=ago(hours=1)),
+                                        _agent_pod("a2", "n2", "100m", created=ago(days=2))], 300),
+    ("a finished pod is not read", [_agent_pod("a1", "n1", "100m", phase="Failed")], 1600),
+    ("another DaemonSet's pod is not read", [_agent_pod("o1", "n1", "100m", owner="other")], 1600),
+    ("a pod of the same name in another namespace is not read",
+     [{**_agent_pod("a1", "n1", "100m"), "metadata": {**_agent_pod("a1", "n1", "100m")["metadata"],
+                                                      "namespace": "default"}}], 1600),
+]
+
+
+@pytest.mark.parametrize(("pods", "cpu"), [c[1:] for c in LIVE_CASES], ids=[c[0] for c in LIVE_CASES])
+def test_a_daemonset_asks_what_its_newest_pod_asks(pods: list[dict[str, Any]], cpu: int) -> None:
+    snap = snapshot(nodepool(), _agent(), node("n1"), node("n2"), *pods)
+    [ds] = snap.daemonsets
+    assert ds.spec.requests["cpu"] == cpu
+
+
+def test_a_daemonset_whose_pod_asks_what_its_template_does_stays_the_same_object() -> None:
+    """The simulator knows DaemonSets by identity pass after pass (`cached_pools`): a DaemonSet is made again only
+    when its newest pod asks otherwise, and once per DaemonSet and pod spec objects."""
+    snap = snapshot(nodepool(), _agent(), node("n1"), _agent_pod("a1", "n1", "1600m"), _agent_pod("a2", "n1", "100m"))
+    template = snapshot(nodepool(), _agent()).daemonsets
+    same, smaller = ({p.name: p for p in snap.pods}[name] for name in ("a1", "a2"))
+    assert parser.live_daemonsets(template, [same]) == template
+    assert parser.live_daemonsets(template, [same])[0] is template[0]
+    [made] = parser.live_daemonsets(template, [smaller])
+    assert made.spec.requests["cpu"] == 100
+    assert parser.live_daemonsets(template, [smaller])[0] is made
+
+
+# (id, the agent pod's cpu, its template's, where the 500m pod p of an m5.2xlarge goes: the cheapest type of its
+# replacement). Karpenter sizes a new node with the DaemonSet's newest pod (provisioning suite 'should account for
+# overhead using daemonset pod spec instead of daemonset spec')
+NEW_NODE_CASES: list[tuple[str, str | None, str | None, str]] = [
+    ("template 1600m, pod 100m (a VPA): a t3.medium holds p and the agent", "100m", "1600m", "t3.medium"),
+    ("template 1600m, pod 1600m: a t3.medium does not", "1600m", "1600m", "c5.xlarge"),
+    ("template asks nothing, pod 1600m (a LimitRange): a t3.medium does not", "1600m", None, "c5.xlarge"),
+]
+
+
+@pytest.mark.parametrize(("pod_cpu", "template_cpu", "cheapest"), [c[1:] for c in NEW_NODE_CASES],
+                         ids=[c[0] for c in NEW_NODE_CASES])
+def test_a_new_node_keeps_room_for_what_the_daemonsets_pods_ask(pod_cpu: str | None, template_cpu: str | None,
+                                                                 cheapest: str) -> None:
+    agent = _agent()
+    agent["spec"]["template"]["spec"]["containers"][0]["resources"] = (
+        {"requests": {"cpu": template_cpu}} if template_cpu else {})
+    out = plan_dict(nodepool(), agent, node("n1", itype="m5.2xlarge"), pod("p", "n1", cpu="500m", memory="256Mi"),
+                    _agent_pod("a1", "n1", pod_cpu))
+    [command] = out["commands"]
+    assert command["replacements"][0]["instanceTypes"][0] == cheapest, command
+
+
+# (id, the agent's pods on n1 and n2, whether n1 is deleted: its p, 1200m, moved onto n2). n2 runs q (300m); the
+# agent's template asks 1 cpu. An existing node keeps room for the pods of the DaemonSets that would run there, less
+# what their pods there ask (Karpenter's ``ExistingNode``), each DaemonSet's pods taken as its newest pod asks
+EXISTING_CASES: list[tuple[str, list[dict[str, Any]], bool]] = [
+    ("its pods (200m) run on both: none kept", [_agent_pod("a1", "n1", "200m"), _agent_pod("a2", "n2", "200m")],
+     True),
+    ("missing on n2: its pod's 200m kept, 1500m free", [_agent_pod("a1", "n1", "200m")], True),
+    ("missing on n2: its pod's 900m kept, 800m free", [_agent_pod("a1", "n1", "900m")], False),
+]
+
+
+@pytest.mark.parametrize(("pods", "deleted"), [c[1:] for c in EXISTING_CASES], ids=[c[0] for c in EXISTING_CASES])
+def test_an_existing_node_keeps_room_for_a_daemonset_as_its_pods_ask(pods: list[dict[str, Any]],
+                                                                     deleted: bool) -> None:
+    agent = _agent()
+    agent["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    out = plan_dict(nodepool(), agent, node("n1"), pod("p", "n1", cpu="1200m", memory="1Gi"),
+                    node("n2", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    pod("q", "n2", cpu="300m", memory="1Gi"), *pods)
+    assert (("delete", ["n1"]) in [(c["action"], c["nodes"]) for c in out["commands"]]) is deleted, out["commands"]
+
+
+def test_a_daemonsets_pod_keeps_its_templates_node_affinity() -> None:
+    """The DaemonSet controller replaces a pod's required node affinity by its own node (``matchFields``
+    metadata.name); which new nodes the DaemonSet runs on is still its template's (Karpenter's
+    ``getDaemonSetPods``)."""
+    arm_only = _requiring("kubernetes.io/arch", "In", "arm64")
+    own_node = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+    out = plan_dict(nodepool(), _agent(**arm_only), node("n1", itype="m5.2xlarge"),
+                    pod("p", "n1", cpu="500m", memory="256Mi"), _agent_pod("a1", "n1", "1600m", affinity=own_node))
+    [command] = out["commands"]
+    assert command["replacements"][0]["instanceTypes"][0] == "t3.medium", command
+
+
+# -- the host ports of a new node's DaemonSet pods -------------------------------------------------------------------
+
+def _port(port: int, protocol: str = "TCP", host_ip: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"containerPort": port, "hostPort": port, "protocol": protocol}
+    if host_ip is not None:
+        found["hostIP"] = host_ip
+    return found
+
+
+# (id, the exporter DaemonSet's host ports and pod spec, p's host ports, whether p may go on a new node). p (500m,
+# on an m5.2xlarge) is replaced by a t3.medium unless the exporter's pod holds one of its ports there: a new node's
+# DaemonSet pods take their ports first (Karpenter's daemon overhead groups carry their ``HostPortUsage``), so p
+# would not go there
+PORT_CASES: list[tuple[str, list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], bool]] = [
+    ("the same port", [_port(9100)], {}, [_port(9100)], False),
+    ("another port", [_port(9100)], {}, [_port(9101)], True),
+    ("the same port, UDP and TCP", [_port(9100, "UDP")], {}, [_port(9100)], True),
+    ("the same port, on every address and on one", [_port(9100)], {}, [_port(9100, host_ip="10.0.0.1")], False),
+    ("the same port, on two addresses", [_port(9100, host_ip="10.0.0.2")], {}, [_port(9100, host_ip="10.0.0.1")],
+     True),
+    ("the same port, the DaemonSet runs on arm64 nodes only", [_port(9100)],
+     {"nodeSelector": {"kubernetes.io/arch": "arm64"}}, [_port(9100)], True),
+]
+
+
+@pytest.mark.parametrize(("ds_ports", "ds_spec", "p_ports", "launches"), [c[1:] for c in PORT_CASES],
+                         ids=[c[0] for c in PORT_CASES])
+def test_a_new_node_holds_the_host_ports_of_its_daemonsets_pods(ds_ports: list[dict[str, Any]],
+                                                                ds_spec: dict[str, Any],
+                                                                p_ports: list[dict[str, Any]], launches: bool) -> None:
+    exporter = daemonset("exporter", cpu="10m", memory="32Mi")
+    exporter["spec"]["template"]["spec"]["containers"][0]["ports"] = ds_ports
+    exporter["spec"]["template"]["spec"].update(ds_spec)
+    p = pod("p", "n1", cpu="500m", memory="256Mi")
+    p["spec"]["containers"][0]["ports"] = p_ports
+    out = plan_dict(nodepool(), exporter, node("n1", itype="m5.2xlarge"), p)
+    if launches:
+        [command] = out["commands"]
+        assert command["replacements"][0]["instanceTypes"][0] == "t3.medium", command
+    else:
+        assert out["commands"] == []
+        assert "runs a DaemonSet that holds one of its host ports" in blocked_of(out, "n1")["reason"]
+
+
+def test_a_pod_goes_on_the_new_node_types_whose_daemonsets_leave_its_port_free() -> None:
+    """Karpenter skips only the instance types whose DaemonSets hold the port: an exporter on t3.medium nodes only
+    sends p, which needs its port, to the next cheapest type."""
+    exporter = daemonset("exporter", cpu="10m", memory="32Mi")
+    exporter["spec"]["template"]["spec"]["containers"][0]["ports"] = [_port(9100)]
+    exporter["spec"]["template"]["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "t3.medium"}
+    p = pod("p", "n1", cpu="500m", memory="256Mi", host_port=9100)
+    out = plan_dict(nodepool(), exporter, node("n1", itype="m5.2xlarge"), p)
+    [command] = out["commands"]
+    assert command["replacements"][0]["instanceTypes"][0] == "c5.large", command

@@ -36,6 +36,15 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
+def _init_with_port(port: int, *, sidecar: bool) -> dict[str, Any]:
+    init: dict[str, Any] = {"name": "proxy", "image": "registry.example/app:1",
+                            "resources": {"requests": {"cpu": "10m"}},
+                            "ports": [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]}
+    if sidecar:
+        init["restartPolicy"] = "Always"
+    return init
+
+
 def _required(*terms: list[tuple[str, str, list[str]]]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": k, "operator": op, **({"values": v} if v else {})} for k, op, v in term]}
@@ -151,6 +160,12 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], boo
     # host ports
     ("host-port-conflict", {}, [pod("proxy", "dst", host_port=8080)], {"host_port": 8080}, False),
     ("host-port-free", {}, [pod("proxy", "dst", host_port=9090)], {"host_port": 8080}, True),
+    # a sidecar (an init container with restartPolicy: Always) holds its host ports for the pod's life, as
+    # kube-scheduler's NodePorts counts them; a regular init container's are gone before the app starts
+    ("host-port-of-a-sidecar", {}, [pod("proxy", "dst", host_port=8080)],
+     {"init_containers": [_init_with_port(8080, sidecar=True)]}, False),
+    ("host-port-of-an-init-container", {}, [pod("proxy", "dst", host_port=8080)],
+     {"init_containers": [_init_with_port(8080, sidecar=False)]}, True),
 ]
 
 

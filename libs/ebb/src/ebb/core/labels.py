@@ -154,12 +154,22 @@ def daemonset_runs_on_node(ds: DaemonSet, labels: Mapping[str, str], taints: Ite
     return terms_match(spec.required_node_terms, labels)
 
 
+def daemonsets_on_type(daemonsets: Iterable[DaemonSet], pool: NodePool, itype: InstanceType) -> list[DaemonSet]:
+    """The DaemonSets that would run on a new node of NodePool ``pool`` and instance type ``itype``
+    (`daemonset_runs_on_type`), in their order."""
+    return [ds for ds in daemonsets if daemonset_runs_on_type(ds, pool, itype)]
+
+
+def summed_requests(daemonsets: Iterable[DaemonSet]) -> dict[str, int]:
+    """What the pods of ``daemonsets`` request, summed per resource."""
+    total: dict[str, int] = {}
+    for ds in daemonsets:
+        for name, amount in ds.spec.requests.items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
 def daemonset_requests(daemonsets: Iterable[DaemonSet], pool: NodePool, itype: InstanceType) -> dict[str, int]:
     """What the DaemonSets that would run on a new node of NodePool ``pool`` and instance type ``itype`` request
     (`daemonset_runs_on_type`), summed per resource: the room a launch loses to them before any other pod arrives."""
-    total: dict[str, int] = {}
-    for ds in daemonsets:
-        if daemonset_runs_on_type(ds, pool, itype):
-            for name, amount in ds.spec.requests.items():
-                total[name] = total.get(name, 0) + amount
-    return total
+    return summed_requests(daemonsets_on_type(daemonsets, pool, itype))

@@ -464,15 +464,21 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
             _number(doc, raw["minDomains"], f"{path}.minDomains") if raw.get("minDomains") is not None else None,
             str(raw.get("nodeAffinityPolicy") or "Honor"), str(raw.get("nodeTaintsPolicy") or "Ignore")))
 
+    # the host ports of the app containers and of the sidecars (init containers with ``restartPolicy: Always``, which
+    # run for the pod's life), as kube-scheduler's ``GetHostPorts`` counts them (Karpenter reads the app containers'
+    # only: docs/decisions.md); a regular init container's ports are gone before the app starts
     ports = []
-    for i, c in enumerate(containers):
-        for j, port in enumerate(doc.as_list((c or {}).get("ports"), f"{p}containers[{i}].ports")):
-            if _is_mapping(port) and port.get("hostPort"):
-                try:
-                    ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
-                                          str(port.get("hostIP") or "0.0.0.0")))
-                except (TypeError, ValueError, OverflowError) as exc:
-                    raise doc.fail(f"{p}containers[{i}].ports[{j}].hostPort", "must be an integer") from exc
+    for kind, listed in (("containers", containers), ("initContainers", doc.seq(p + "initContainers"))):
+        for i, c in enumerate(listed):
+            if kind == "initContainers" and not (_is_mapping(c) and c.get("restartPolicy") == "Always"):
+                continue
+            for j, port in enumerate(doc.as_list((c or {}).get("ports"), f"{p}{kind}[{i}].ports")):
+                if _is_mapping(port) and port.get("hostPort"):
+                    try:
+                        ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
+                                              str(port.get("hostIP") or "0.0.0.0")))
+                    except (TypeError, ValueError, OverflowError) as exc:
+                        raise doc.fail(f"{p}{kind}[{i}].ports[{j}].hostPort", "must be an integer") from exc
 
     tolerations = tuple(
         Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
@@ -970,6 +976,49 @@ def _daemonset(doc: _Doc) -> DaemonSet:
     )
 
 
+#: a pod created at no known time: older than any other
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> tuple[DaemonSet, ...]:
+    """``daemonsets`` as their pods ask: a DaemonSet with a pod among ``pods`` (controlled by it: its ownerReference,
+    not finished) takes the scheduling needs of its newest one (requests, host ports, tolerations, ...), but for the
+    template's required node affinity, which the DaemonSet controller replaces in each pod by that pod's node; one
+    without keeps its template's. Karpenter sizes the DaemonSets' overhead so (``getDaemonSetPods``: the cluster state
+    keeps the newest pod of each DaemonSet), and a pod is what runs: a LimitRange's defaults or a VPA's requests are
+    in it, not in the template. A DaemonSet whose pod asks what its template does stays the same object, and so does
+    one made from the same DaemonSet and pod spec objects again (`_LIVE`: the simulator knows DaemonSets by identity
+    pass after pass)."""
+    if not daemonsets:
+        return daemonsets
+    newest: dict[tuple[str, str | None], Pod] = {}
+    for pod in pods:
+        if pod.owner_kind == "DaemonSet" and not pod.is_terminal:
+            key = (pod.namespace, pod.owner_name)
+            known = newest.get(key)
+            if known is None or (pod.creation_time or _NEVER) > (known.creation_time or _NEVER):
+                newest[key] = pod
+    if not newest:
+        return daemonsets
+    return tuple(ds if (found := newest.get((ds.namespace, ds.name))) is None else _as_pod_asks(ds, found.spec)
+                 for ds in daemonsets)
+
+
+def _as_pod_asks(ds: DaemonSet, spec: SchedulingSpec) -> DaemonSet:
+    """`live_daemonsets`' DaemonSet ``ds`` with the scheduling needs ``spec`` of its newest pod (made once per pair)."""
+    hit = _LIVE.get((id(ds), id(spec)))  # snapshots are assembled on two threads (a pass and a validation)
+    if hit is not None and hit[0] is ds and hit[1] is spec:
+        return hit[2]
+    asks = replace(spec, required_node_terms=ds.spec.required_node_terms)
+    made = ds if asks == ds.spec else replace(ds, spec=asks)
+    _LIVE.keep((id(ds), id(spec)), (ds, spec, made))
+    return made
+
+
+#: `_as_pod_asks`' DaemonSets by the ids of the DaemonSet and the pod's spec, kept with both (so the ids stay theirs)
+_LIVE: Memo[tuple[int, int], tuple[DaemonSet, SchedulingSpec, DaemonSet]] = Memo(256, forget="oldest")
+
+
 #: an instance type's ephemeral storage when its catalog entry does not say (Karpenter's AWS default root volume,
 #: 20Gi), and its overhead then (1Gi kube-reserved and a 10% nodefs eviction threshold, as Karpenter's AWS provider)
 DEFAULT_EPHEMERAL_STORAGE = 20 * 2**30
@@ -1108,7 +1157,8 @@ def assemble(parsed: Iterable[ParsedObject],
     when no InstanceTypeCatalog is among them; a NodeClaim that says its node is initialized marks it so; a
     NodeClaim being deleted (or whose instance is terminating) marks its node deleting, as Karpenter's state
     does (a deleting NodeClaim is a deleting node: no candidate, no destination, counted against the budget);
-    a NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`).
+    a NodePool with a DisruptionPolicy of its name takes the policy's disruption settings (`governed`); a DaemonSet
+    with pods takes what its newest pod asks (`live_daemonsets`).
     ``refs_unique``: the caller knows that no ref comes twice in the list ``parsed`` (a store that counts them), so it
     is not checked again."""
     nodes: list[Node] = []
@@ -1166,8 +1216,9 @@ def assemble(parsed: Iterable[ParsedObject],
     return Snapshot(
         nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=effective,
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
-        daemonsets=tuple(daemonsets), holds=tuple(holds), catalog_source=source, ignored=tuple(ignored),
-        disruption_policies=tuple(policies), renamed=tuple(renamed), karpenter=tuple(controllers),
+        daemonsets=live_daemonsets(tuple(daemonsets), pods), holds=tuple(holds), catalog_source=source,
+        ignored=tuple(ignored), disruption_policies=tuple(policies), renamed=tuple(renamed),
+        karpenter=tuple(controllers),
     )
 
 

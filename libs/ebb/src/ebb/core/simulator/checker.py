@@ -43,13 +43,14 @@ The rules, each violation reported as "<rule>: <what>":
     nodes' values plus, for keys other than the hostname, the values of every offering a NodePool the
     pod tolerates can launch and its node affinity admits (Karpenter: a zone it may launch into is a
     domain even when empty); minDomains above the number of domains makes the minimum 0;
-  * host-ports -- no two pods on one node use the same protocol and port on overlapping host IPs;
+  * host-ports -- no two pods on one node use the same protocol and port on overlapping host IPs (on a new node,
+    nor a placed pod and the pod of a DaemonSet that runs there);
   * limits -- NodePools that received new nodes stay within their limits (capacity of their remaining
     nodes plus the new ones).
 
 Pods that are deleting still hold their resources and host ports but, as in kube-scheduler's spread
 and in the simulator, do not count for spread, pod affinity or anti-affinity. DaemonSet pods of new
-nodes are overhead only. Only violations that involve a placed pod or a new node are reported: the
+nodes are overhead and host ports only. Only violations that involve a placed pod or a new node are reported: the
 snapshot's own problems (an overfull node nobody touched, two existing pods breaking each other's
 anti-affinity) are not the result's.
 
@@ -82,6 +83,7 @@ from ebb.core.model import (
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
+    DaemonSet,
     InstanceType,
     NodePool,
     Offering,
@@ -111,6 +113,7 @@ class _FinalNode:
     counts_for_limits: bool = True
     pods: list[Pod] = field(default_factory=list)
     received: list[Pod] = field(default_factory=list)  # the placed pods among `pods`
+    daemons: list[DaemonSet] = field(default_factory=list)  # a new node's: the DaemonSets whose pods run there
 
 
 @dataclass
@@ -284,11 +287,12 @@ def _materialise(snapshot: Snapshot, new: NewNode, pools: Mapping[str, NodePool]
                    f"requirements of NodePool {pool.name}")
     labels[LABEL_HOSTNAME] = new.hostname
     allocatable = {name: value - it.overhead.get(name, 0) for name, value in it.capacity.items()}
-    for ds in snapshot.daemonsets:
-        if daemonset_runs_on_node(ds, labels, pool.taints):
-            for name, value in _requests(ds.spec).items():
-                allocatable[name] = allocatable.get(name, 0) - value
-    return _FinalNode(new.hostname, labels, pool.taints, allocatable, it.capacity, pool.name, True, None)
+    daemons = [ds for ds in snapshot.daemonsets if daemonset_runs_on_node(ds, labels, pool.taints)]
+    for ds in daemons:
+        for name, value in _requests(ds.spec).items():
+            allocatable[name] = allocatable.get(name, 0) - value
+    return _FinalNode(new.hostname, labels, pool.taints, allocatable, it.capacity, pool.name, True, None,
+                      daemons=daemons)
 
 
 def _requests(spec: SchedulingSpec) -> dict[str, int]:
@@ -333,6 +337,13 @@ def _ports_clash(a: tuple[str, int, str], b: tuple[str, int, str]) -> bool:
 
 
 def _check_ports(node: _FinalNode, placed_keys: set[str], out: list[str]) -> None:
+    for pod in node.received:  # a new node's DaemonSet pods hold their ports before any pod is placed there
+        for ds in node.daemons:
+            for pa in pod.spec.host_ports:
+                for pb in ds.spec.host_ports:
+                    if _ports_clash((pa.protocol, pa.port, pa.host_ip), (pb.protocol, pb.port, pb.host_ip)):
+                        out.append(f"host-ports: {pod.key} and DaemonSet {ds.namespace}/{ds.name}'s pod both use "
+                                   f"{pa.protocol}/{pa.port} on {node.name}")
     pods = node.pods
     for i, a in enumerate(pods):
         for b in pods[i + 1:]:

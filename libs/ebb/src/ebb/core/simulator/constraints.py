@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import blocking_taints, daemonset_requests, requirements_match
+from ebb.core.labels import blocking_taints, daemonsets_on_type, requirements_match, summed_requests
 from ebb.core.memo import Memo
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
@@ -230,6 +230,10 @@ class Pool:
     #: C: the offerings, cheapest first (ties in offering order): a claim's offerings in price order are this
     #: filtered by its mask, without sorting them again
     price_order: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: T: the host ports the pods of the DaemonSets that would run on a node of each type hold, as (protocol, port,
+    #: host IP): a pod that needs one of them cannot go on such a new node (Karpenter's daemon overhead groups carry
+    #: their ``HostPortUsage``); empty tuples when none holds any
+    type_daemon_ports: list[tuple[tuple[str, int, str], ...]] = field(default_factory=list)
 
     _type_floor: dict[str | None, FloatArray] = field(default_factory=dict)
     _of_capacity_type: dict[str, BoolArray] = field(default_factory=dict)
@@ -239,6 +243,9 @@ class Pool:
     #: `combo_ok` per (nodeSelector, required node terms, tolerations), in a 1-tuple: a pool outlives a pass
     #: (`cached_pools`)
     _combo_ok: Memo[tuple[Any, ...], tuple[BoolArray | None]] = field(
+        default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
+    #: `without_daemon_ports`' offerings per host ports
+    _ports_free: Memo[tuple[tuple[str, int, str], ...], BoolArray] = field(
         default_factory=lambda: Memo(_COMBO_OK_CACHE_SIZE))
     #: `combos_holding` per total (its bytes): the pass after pass steps of a cluster grow claims by the same pods
     _holding: Memo[bytes, BoolArray] = field(default_factory=lambda: Memo(_HOLDING_CACHE_SIZE))
@@ -287,6 +294,27 @@ class Pool:
                 ok = None
         self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
         return ok
+
+    def without_daemon_ports(self, ok: BoolArray, ports: tuple[tuple[str, int, str], ...]) -> BoolArray | None:
+        """The offerings of ``ok`` whose instance type runs no DaemonSet holding one of ``ports`` (a pod's host ports,
+        `host_ports`), or None when none is left: a new node's DaemonSet pods take their host ports before any other
+        pod comes, as Karpenter's scheduler skips the instance types whose daemons' ``HostPortUsage`` conflicts with
+        the pod's (``filterInstanceTypesByRequirements``). ``ok`` itself when no DaemonSet of the pool holds a port
+        that clashes."""
+        free = self._ports_free.get(ports)
+        if free is None:
+            types_free = np.array([not any(ports_clash(a, b) for a in ports for b in held)
+                                   for held in self.type_daemon_ports], dtype=bool)
+            free = types_free[self.combo_type] if len(types_free) else np.ones(len(self.combo_type), dtype=bool)
+            free.flags.writeable = False
+            self._ports_free.keep(ports, free)
+        if free.all():
+            return ok
+        kept = ok & free
+        if not kept.any():
+            return None
+        kept.flags.writeable = False
+        return kept
 
     def admitted(self, selector: Mapping[str, str], terms: tuple[tuple[Requirement, ...], ...]) -> BoolArray:
         """The offerings whose labels meet ``terms`` (OR of ANDs; none: every offering) and ``selector`` (read-only:
@@ -466,12 +494,15 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
                     added = True
             if added:
                 types.append(it)
-        ds_overhead = rows(resources, [daemonset_requests(snapshot.daemonsets, pool, it) for it in types])
+        running = [daemonsets_on_type(snapshot.daemonsets, pool, it) for it in types]
+        ds_overhead = rows(resources, [summed_requests(daemons) for daemons in running])
         type_capacity = rows(resources, [it.capacity for it in types])
         type_alloc = type_capacity - rows(resources, [it.overhead for it in types]) - ds_overhead
         pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
                           np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,
-                          LabelTable(combo_labels), combo_custom))
+                          LabelTable(combo_labels), combo_custom,
+                          type_daemon_ports=[tuple(chain.from_iterable(host_ports(ds.spec) for ds in daemons))
+                                             for daemons in running]))
     return pools
 
 
@@ -619,6 +650,12 @@ def _relaxations(spec: SchedulingSpec) -> tuple[list[SchedulingSpec], list[str]]
 def host_ports(spec: SchedulingSpec) -> tuple[tuple[str, int, str], ...]:
     """The host ports a pod of ``spec`` takes on its node, as (protocol, port, host IP): `PodClass.host_ports`."""
     return tuple((hp.protocol, hp.port, hp.host_ip) for hp in spec.host_ports)
+
+
+def ports_clash(a: tuple[str, int, str], b: tuple[str, int, str]) -> bool:
+    """Whether two host ports (`host_ports`) cannot be held on one node: the same protocol and port, and the same
+    host IP or either 0.0.0.0 (every address)."""
+    return a[0] == b[0] and a[1] == b[1] and (a[2] == b[2] or "0.0.0.0" in (a[2], b[2]))
 
 
 def has_pod_affinity(classes: Sequence[PodClass]) -> bool:

@@ -251,6 +251,9 @@ class Placement:
             where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
         if max_new <= 0:
             pass
+        elif not cls.can_launch and cls.host_ports and any(p.combo_ok(cls.spec) is not None for p in s.pools):
+            where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
+                      "ports")
         elif not cls.can_launch:
             where += ", and no NodePool can launch a node it tolerates and matches"
         else:

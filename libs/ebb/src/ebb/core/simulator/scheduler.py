@@ -312,7 +312,6 @@ class Scheduler:
         node_ok &= tolerated(self.taint_sets, self.N, spec.tolerations, prefer_no_schedule=True) \
             if self.prefer_no_schedule_nodes else taints_ok
         pool_combo_ok = [p.combo_ok(spec) for p in self.pools]
-        can_launch = any(ok is not None for ok in pool_combo_ok)
         constraints: list[Constraint] = []
         # a spread's domains are filtered by the pod's required node affinity only (``nodeAffinityPolicy: Honor``):
         # a preferred term a form holds as required narrows where the pod goes, not which domains count, as
@@ -339,6 +338,10 @@ class Scheduler:
             if key not in topology.domain_codes:
                 topology.build_domains(key)
         ports = host_ports(spec)
+        if ports:  # not onto a new node whose DaemonSets hold one of its host ports (its spreads' domains stay)
+            pool_combo_ok = [None if ok is None else p.without_daemon_ports(ok, ports)
+                             for p, ok in zip(self.pools, pool_combo_ok, strict=True)]
+        can_launch = any(ok is not None for ok in pool_combo_ok)
         pool_ok = np.array([ok is not None for ok in pool_combo_ok], dtype=bool)
         return PodClass(spec, pod.namespace, node_ok, pool_combo_ok, constraints, matched, owned, ports,
                         can_launch, pool_ok)

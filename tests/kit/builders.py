@@ -258,10 +258,14 @@ def disruption_policy(name: str = "default", **spec: Any) -> Doc:
 
 def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True,
               deleting: bool = False, created: str | None = None,
-              conditions: Sequence[Mapping[str, Any]] = (), expire_after: str | None = None) -> Doc:
+              conditions: Sequence[Mapping[str, Any]] = (), expire_after: str | None = None,
+              labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> Doc:
     """A karpenter.sh/v1 NodeClaim of `node_name`; `deleting` sets its deletionTimestamp, `conditions` are
-    added to Initialized, `expire_after` is its spec.expireAfter (unset: none)."""
-    meta: Doc = {"name": name, "labels": {"karpenter.sh/nodepool": pool}}
+    added to Initialized, `expire_after` is its spec.expireAfter (unset: none); `labels` are added to its
+    karpenter.sh/nodepool label, `annotations` are its own (unset: none)."""
+    meta: Doc = {"name": name, "labels": {"karpenter.sh/nodepool": pool, **(labels or {})}}
+    if annotations:
+        meta["annotations"] = dict(annotations)
     if created is not None:
         meta["creationTimestamp"] = created
     if deleting:

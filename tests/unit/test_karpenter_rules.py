@@ -552,22 +552,25 @@ def _m5_large(**kwargs: Any) -> dict[str, Any]:
     return catalog(others + ([instance_type("m5.large", "2", "8Gi", 29, 0.096, 0.035, **kwargs)] if kwargs else []))
 
 
-# (Karpenter's case, the catalog, whether node a has its instance-type label, whether a drifts)
+# (Karpenter's case, the catalog, whether node a has its instance-type label, what the drift's explanation says or
+# None for no drift)
 INSTANCE_TYPE_DRIFT = [
     ("should detect stale instance type drift if the instance type label doesn't exist", _m5_large(
-        zones=["us-east-1a"]), False, True),
-    ("should detect stale instance type drift if the instance type doesn't exist", _m5_large(), True, True),
+        zones=["us-east-1a"]), False, "a: drifted: it has no node.kubernetes.io/instance-type label"),
+    ("should detect stale instance type drift if the instance type doesn't exist", _m5_large(), True,
+     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
     ("should detect stale instance type drift if the instance type offerings aren't compatible with the nodeclaim",
-     _m5_large(zones=["us-east-1b", "us-east-1c"]), True, True),
+     _m5_large(zones=["us-east-1b", "us-east-1c"]), True,
+     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
     ("an offering that is temporarily unavailable is still an offering: no drift",
-     _m5_large(available=False), True, False),
-    ("the offering exists and is available: no drift", _m5_large(zones=["us-east-1a"]), True, False),
+     _m5_large(available=False), True, None),
+    ("the offering exists and is available: no drift", _m5_large(zones=["us-east-1a"]), True, None),
 ]
 
 
-@pytest.mark.parametrize(("types", "labelled", "drifts"), [c[1:] for c in INSTANCE_TYPE_DRIFT],
+@pytest.mark.parametrize(("types", "labelled", "says"), [c[1:] for c in INSTANCE_TYPE_DRIFT],
                          ids=[c[0] for c in INSTANCE_TYPE_DRIFT])
-def test_drift_stale_instance_type(types: dict[str, Any], labelled: bool, drifts: bool) -> None:
+def test_drift_stale_instance_type(types: dict[str, Any], labelled: bool, says: str | None) -> None:
     """controllers/nodeclaim/disruption/drift_test.go, Describe("Drift"): node a is an on-demand m5.large in
     us-east-1a; the input's catalog is the cloud provider's list of instance types. ("... if the instance type
     offerings doesn't exist" has no row: an InstanceTypeCatalog entry without offerings is an input error.)"""
@@ -575,7 +578,64 @@ def test_drift_stale_instance_type(types: dict[str, Any], labelled: bool, drifts
     if not labelled:
         a["metadata"]["labels"].pop("node.kubernetes.io/instance-type")
     out = plan_dict(nodepool(), a, pod("web", "a", cpu="1500m"), types)
-    assert ([c["method"] for c in out["commands"]] == ["drift"]) is drifts, out["commands"]
+    drift = [c["explanation"] for c in out["commands"] if c["method"] == "drift"]
+    assert len(drift) == (1 if says else 0), out["commands"]
+    assert all(b["method"] != "drift" for b in out["blocked"]), out["blocked"]
+    if says:
+        assert drift[0].startswith(says), drift[0]
+
+
+# -- drift reads the NodeClaim -----------------------------------------------------------------------------------------
+# controllers/nodeclaim/disruption/drift.go: areRequirementsDrifted judges the NodePool's requirements on
+# scheduling.NewLabelRequirements(nodeClaim.Labels), and areStaticFieldsDrifted compares the NodePool's hash with
+# nodeClaim.Annotations (which Karpenter's hash controller re-stamps when the hash version changes; the Node keeps the
+# copy it registered with). ebb reads the Node for what its NodeClaim does not say (a label it lacks, no hash).
+
+TEAM_BLUE = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+             {"key": "example.com/team", "operator": "In", "values": ["blue"]}]
+HASH = "karpenter.sh/nodepool-hash"
+HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+
+# (the case, the NodePool's arguments, the Node's, its NodeClaim's or None for none, what the drift's explanation says
+# or None for no drift)
+NODECLAIM_DRIFT = [
+    ("a Node relabelled by hand while its NodeClaim still satisfies the requirement: no drift",
+     {"requirements": TEAM_BLUE}, {"labels": {"example.com/team": "red"}}, {"labels": {"example.com/team": "blue"}},
+     None),
+    ("a NodeClaim that no longer satisfies the requirement drifts whatever its Node says",
+     {"requirements": TEAM_BLUE}, {"labels": {"example.com/team": "blue"}}, {"labels": {"example.com/team": "red"}},
+     "a: drifted: its NodeClaim claim-a's example.com/team=red no longer satisfies NodePool default's requirement "
+     "example.com/team In ['blue']"),
+    ("a label the NodeClaim lacks is read on the Node: satisfied", {"requirements": TEAM_BLUE},
+     {"labels": {"example.com/team": "blue"}}, {}, None),
+    ("a label the NodeClaim lacks is read on the Node: not satisfied", {"requirements": TEAM_BLUE},
+     {"labels": {"example.com/team": "red"}}, {}, "a: drifted: its example.com/team=red no longer satisfies"),
+    ("without a NodeClaim, the Node's labels", {"requirements": TEAM_BLUE}, {"labels": {"example.com/team": "red"}},
+     None, "a: drifted: its example.com/team=red no longer satisfies"),
+    ("the NodeClaim's hash, re-stamped after a hash-version change, differs: drift",
+     {"node_hash": "h3", "hash_version": "v4"}, {"node_hash": "h0", "hash_version": "v3"},
+     {"annotations": {HASH: "h2", HASH_VERSION: "v4"}},
+     "a: drifted: its NodeClaim claim-a's nodepool-hash h2 differs from NodePool default's h3"),
+    ("the NodeClaim's hash is the NodePool's; the Node's registration copy differs: no drift",
+     {"node_hash": "h3", "hash_version": "v4"}, {"node_hash": "h0", "hash_version": "v4"},
+     {"annotations": {HASH: "h3", HASH_VERSION: "v4"}}, None),
+    ("a NodeClaim without a hash: the Node's is read", {"node_hash": "h2"}, {"node_hash": "h1"}, {},
+     "a: drifted: its nodepool-hash h1 differs from NodePool default's h2"),
+]
+
+
+@pytest.mark.parametrize(("pool_kwargs", "node_kwargs", "claim_kwargs", "says"), [c[1:] for c in NODECLAIM_DRIFT],
+                         ids=[c[0] for c in NODECLAIM_DRIFT])
+def test_drift_reads_the_nodeclaim(pool_kwargs: dict[str, Any], node_kwargs: dict[str, Any],
+                                   claim_kwargs: dict[str, Any] | None, says: str | None) -> None:
+    """Node a, with a pod only a new node takes, and its NodeClaim claim-a (``claim_kwargs``)."""
+    claims = [nodeclaim("claim-a", "a", **claim_kwargs)] if claim_kwargs is not None else []
+    out = plan_dict(nodepool(**pool_kwargs), node("a", **node_kwargs), pod("web", "a", cpu="1500m"), *claims)
+    drift = [c["explanation"] for c in out["commands"] if c["method"] == "drift"]
+    assert len(drift) == (1 if says else 0), out["commands"]
+    assert all(b["method"] != "drift" for b in out["blocked"]), out["blocked"]
+    if says:
+        assert drift[0].startswith(says), drift[0]
 
 
 # -- expiry is measured from the NodeClaim -----------------------------------------------------------------------------

@@ -515,6 +515,12 @@ class NodeClaim:
     #: expires the NodeClaim at its creation plus this. None: Never, or not stated (Karpenter's CRD writes 720h into
     #: every NodeClaim it makes, so only a hand-written one lacks it)
     expire_after: float | None = None
+    #: metadata.labels: what Karpenter launched it as (its NodePool's requirements and instance type's values); drift
+    #: judges the NodePool's requirements on them, as Karpenter's ``areRequirementsDrifted`` does
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: metadata.annotations: among them the ``karpenter.sh/nodepool-hash`` and its version, which Karpenter stamps on
+    #: the NodeClaim (again when the hash version changes) and drift compares with its NodePool's
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def instance_terminating(self) -> bool:

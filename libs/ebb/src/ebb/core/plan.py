@@ -94,7 +94,8 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             if snapshot.nodeclaims:  # launched through Karpenter: a NodeClaim too, or it could never be retired
                 new_claims.append(NodeClaim(name, pool.name, name, node.provider_id, initialized=True,
                                             creation_time=now, decision_id=annotations[ANNOTATION_DECISION_ID],
-                                            expire_after=pool.expire_after))
+                                            expire_after=pool.expire_after, labels=labels,
+                                            annotations=annotations))
             for ds in snapshot.daemonsets:
                 if daemonset_runs_on_node(ds, labels, pool.taints):
                     new_pods.append(Pod(f"{ds.name}-{name}", ds.namespace, dict(ds.labels), {}, ds.spec,

@@ -880,6 +880,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
                 str(c.get("status")),
                 doc.parse_time(c.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime"))
     labels = doc.str_map("metadata.labels")
+    annotations = doc.str_map("metadata.annotations")
     return NodeClaim(
         name=str(doc.get("metadata.name")),
         nodepool=labels.get("karpenter.sh/nodepool"),
@@ -891,9 +892,11 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         creation_time=doc.time("metadata.creationTimestamp"),
         last_pod_event=doc.time("status.lastPodEventTime"),
-        decision_id=doc.str_map("metadata.annotations").get(ANNOTATION_DECISION_ID, ""),
+        decision_id=annotations.get(ANNOTATION_DECISION_ID, ""),
         termination_grace_period=doc.duration("spec.terminationGracePeriod", None),
         expire_after=doc.duration("spec.expireAfter", None),
+        labels=_normalized_labels(labels),
+        annotations=annotations,
     )
 
 

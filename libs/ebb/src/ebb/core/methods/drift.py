@@ -4,7 +4,9 @@ A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its Node
 same karpenter.sh/nodepool-hash-version (a static field of the template changed), (2) its labels no longer satisfy
 the NodePool's requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
 longer offered in its zone and capacity type (an offering that is only unavailable now still counts, as in
-Karpenter), or (4) its NodeClaim already says Drifted. Behavioural
+Karpenter; a node without an instance-type label has none), or (4) its NodeClaim already says Drifted. (1) and (2)
+read the node's NodeClaim, as Karpenter does: its hash annotations when it carries the hash, its labels over the
+Node's (the Node's fill in a label the NodeClaim lacks); a node without a NodeClaim is read on itself. Behavioural
 fields (weight, limits, disruption) never drift because they are not part of the hash. A command goes stale
 when its node no longer drifts. A static NodePool's drifted nodes are replaced one for one, each in its own
 command, so the pool keeps ``spec.replicas`` nodes (Karpenter's StaticDrift); the others are rotated together.
@@ -21,6 +23,7 @@ from ebb.core.methods.rotation import rotate_keeping_static
 from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
+    LABEL_INSTANCE_TYPE,
     InstanceType,
     Node,
     NodeClaim,
@@ -35,24 +38,40 @@ REASON = "Drifted"
 
 
 def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
-    node_hash = node.annotations.get(ANNOTATION_NODEPOOL_HASH)
-    node_version = node.annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION)
+    claim = view.claim_of(node)
+    # as Karpenter's areStaticFieldsDrifted and areRequirementsDrifted, the NodeClaim's hash and labels: Karpenter
+    # re-stamps the NodeClaim's hash when the hash version changes (the Node keeps the copy it registered with), and a
+    # hand-set Node label is not what the node was launched as. What the NodeClaim does not say (no hash annotation, a
+    # label it lacks: a hand-written NodeClaim) is read on the Node, as for a node without a NodeClaim
+    stamped = claim if claim is not None and ANNOTATION_NODEPOOL_HASH in claim.annotations else None
+    annotations = stamped.annotations if stamped is not None else node.annotations
+    node_hash = annotations.get(ANNOTATION_NODEPOOL_HASH)
+    node_version = annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION)
     # as Karpenter's areStaticFieldsDrifted: only when both carry a hash and the same hash version (a version
     # missing on either side, or different, says nothing: Karpenter re-stamps the hash when its version changes)
     if pool.hash and node_hash and pool.hash_version and node_version == pool.hash_version and node_hash != pool.hash:
-        return (f"drifted: its nodepool-hash {node_hash} differs from NodePool {pool.name}'s {pool.hash} "
+        whose = f"its NodeClaim {stamped.name}'s" if stamped is not None else "its"
+        return (f"drifted: {whose} nodepool-hash {node_hash} differs from NodePool {pool.name}'s {pool.hash} "
                 "(the NodePool template changed)")
+    claim_labels = claim.labels if claim is not None else {}
+    labels = {**node.labels, **claim_labels} if claim_labels else node.labels
     for req in pool.requirements:
-        if not requirement_matches(req, node.labels):
-            have = node.labels.get(req.key)
-            shown = f"{req.key}={have}" if have is not None else f"no {req.key} label"
+        if not requirement_matches(req, labels):
+            have = labels.get(req.key)
+            if have is None:
+                shown = f"no {req.key} label"
+            elif req.key in claim_labels and claim is not None:
+                shown = f"NodeClaim {claim.name}'s {req.key}={have}"
+            else:
+                shown = f"{req.key}={have}"
             values = f" {list(req.values)}" if req.values else ""
             return (f"drifted: its {shown} no longer satisfies NodePool {pool.name}'s requirement "
                     f"{req.key} {req.operator}{values}")
     if not view.offered(node):
+        if node.instance_type is None:
+            return f"drifted: it has no {LABEL_INSTANCE_TYPE} label (no offered instance type is found for it)"
         return (f"drifted: instance type {node.instance_type} is no longer offered as {node.capacity_type} "
                 f"in {node.zone}")
-    claim = view.claim_of(node)
     if claim is not None and claim.drifted:
         return f"drifted: its NodeClaim {claim.name} has condition Drifted=True"
     return None

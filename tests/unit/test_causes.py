@@ -172,6 +172,7 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "this replace would evict 40 pods to save $0.0500/h ($0.0013/h per evicted pod); DisruptionPolicy general's "
      "minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.4000/h for these", U),
     (BlockCause(Cause.MIN_VALUES_NOT_MET, {"labels": "[node.kubernetes.io/instance-type]",
+                                           "options": "cheaper instance types",
                                            "found": "2 value(s) of node.kubernetes.io/instance-type where minValues "
                                                     "is 3"}),
      "minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the cheaper "

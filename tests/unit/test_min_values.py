@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit.builders import blocked_of, catalog, nodepool, plan_dict, pod
+from tests.kit.builders import blocked_of, catalog, instance_type, node, nodepool, plan_dict, pod
 from tests.kit.karpenter_suite import claimed
 
 A, B = "us-east-1a", "us-east-1b"
@@ -107,3 +107,61 @@ def test_a_pod_no_nodepool_can_launch_for_within_its_min_values_says_so() -> Non
             "requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the instance types "
             "that hold it offer only 2 value(s) of node.kubernetes.io/instance-type where minValues is 3)"
             ) in blocked_of(out, "a")["reason"]
+
+
+# -- minValues on drift's and expiration's replacements ----------------------------------------------------------------
+# Karpenter's disruption simulation (helpers.go SimulateScheduling, scheduler.go Results.TruncateInstanceTypes) leaves
+# the pods of a NodeClaim whose instance type options cannot meet its NodePool's minValues unscheduled
+# ("NodePool couldn't meet minValues requirements", MinValuesPolicy Strict), and drift.go makes no command for a
+# candidate whose pods do not all schedule. ebb's expiration, simulated with replacements as drift is, does the same.
+
+#: node a's type "mid" (4 cpu) and "large" (8 cpu) hold the 3-cpu pod; "small" (2 cpu) does not: two types hold it
+ROTATION_TYPES = catalog([instance_type("small", "2", "8Gi", 29, 0.05), instance_type("mid", "4", "16Gi", 29, 0.10),
+                          instance_type("large", "8", "32Gi", 29, 0.20)])
+
+
+def _types_floor(min_values: int) -> list[dict[str, Any]]:
+    return [ON_DEMAND, {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": min_values}]
+
+
+def _drifted(min_values: int) -> list[Any]:
+    return [nodepool(node_hash="h2", requirements=_types_floor(min_values)), node("a", itype="mid", node_hash="h1")]
+
+
+def _expired(min_values: int) -> list[Any]:
+    return [nodepool(expire_after="24h", requirements=_types_floor(min_values)), node("a", itype="mid")]
+
+
+def _static_drifted(min_values: int) -> list[Any]:
+    pool = nodepool(node_hash="h2", requirements=_types_floor(min_values))
+    pool["spec"]["replicas"] = 1
+    return [pool, node("a", itype="mid", node_hash="h1")]
+
+
+# (case, the documents but the pod and the catalog, the method, whether node a is replaced)
+ROTATION = [
+    ("drift: two types hold the pod, minValues 2", _drifted(2), "drift", True),
+    ("drift: two types hold the pod, minValues 3", _drifted(3), "drift", False),
+    ("expiration: two types hold the pod, minValues 2", _expired(2), "expiration", True),
+    ("expiration: two types hold the pod, minValues 3", _expired(3), "expiration", False),
+    ("a static NodePool's drift, one for one: minValues 2", _static_drifted(2), "drift", True),
+    ("a static NodePool's drift, one for one: minValues 3", _static_drifted(3), "drift", False),
+]
+
+
+@pytest.mark.parametrize(("docs", "method", "replaced"), [c[1:] for c in ROTATION], ids=[c[0] for c in ROTATION])
+def test_rotation_replacement_meets_min_values(docs: list[Any], method: str, replaced: bool) -> None:
+    """Node a (mid, the NodePool's only node) has a 3-cpu pod only a new mid or large node holds: its replacement's
+    options offer two instance types. Under minValues 3 the node stays, with the minValues reason."""
+    out = plan_dict(ROTATION_TYPES, *docs, pod("web", "a", cpu="3"))
+    if replaced:
+        [command] = out["commands"]
+        assert (command["method"], command["action"], command["nodes"]) == (method, "replace", ["a"])
+        assert command["replacements"][0]["instanceTypes"] == ["mid", "large"]
+    else:
+        assert out["commands"] == []
+        blocked = blocked_of(out, "a")
+        assert blocked["method"] == method
+        assert ("minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the "
+                "instance types its replacement could launch as offer only 2 value(s) of "
+                "node.kubernetes.io/instance-type where minValues is 3") in blocked["reason"], blocked["reason"]

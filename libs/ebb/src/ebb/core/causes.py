@@ -88,7 +88,8 @@ class Cause(StrEnum):
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
     NO_SPOT_OFFERING = "no-spot-offering"  # spot-to-spot on, and no spot offering holds the pods
-    MIN_VALUES_NOT_MET = "min-values-not-met"  # the cheaper options break a NodePool requirement's minValues
+    # a replacement's options (consolidation: the cheaper ones) break a NodePool requirement's minValues
+    MIN_VALUES_NOT_MET = "min-values-not-met"
     # inner: single-node consolidation's verdict; `merge`: why multi-node's merge search refused a set holding it
     NO_MERGE = "no-merge"
     ALONE_SAVES_MORE = "alone-saves-more"  # a merge saves no more than its nodes would one at a time
@@ -195,8 +196,8 @@ SENTENCES: Mapping[Cause, str] = {
                              "offering holds their pods"),
     Cause.SPOT_TO_SPOT_TOO_FEW_TYPES: ("spot-to-spot replacement needs at least {minimum} cheaper instance types to "
                                        "choose from; only {found} qualify"),
-    Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the cheaper "
-                               "instance types offer only {found}"),
+    Cause.MIN_VALUES_NOT_MET: ("minValues requirement is not met for label(s) (label(s)={labels}): the {options} "
+                               "offer only {found}"),
     Cause.NO_MERGE: ("{inner}; a merge of the first {size} candidates, it included, into {into} was considered "
                      "too and refused: {merge}"),
     Cause.AFFINITY_TARGET_OF_A_MOVE: ("pod {pod}, which a command of this pass moves to {to}, requires pod "

@@ -260,7 +260,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                 return BlockCause(Cause.NO_SPOT_OFFERING)
             new = spot
     removed_price = sum(view.price[n] for n in removed)
-    floors = [r for r in pool.pool.requirements if r.min_values is not None]
+    floors = min_values_floors(pool)
     prices: dict[str, float] = {}
     values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values (Karpenter: the type's own)
     for combo in range(len(pool.combo_type)):
@@ -270,7 +270,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                 and pool.combo_zone[combo] in new.zones:
             prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
             if floors and name not in values:
-                values[name] = {req.key: _type_values(req.key, itype) for req in floors}
+                values[name] = _floor_values(itype, floors)
     # a removed node's type -> the cheapest removed node of it (a spot and an on-demand node of one type: the spot's
     # price, whatever order they come in)
     same_type: dict[str | None, float] = {}
@@ -308,10 +308,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     if floors:
         needed, short = min_values_prefix(options, values, floors)
         if short:
-            return BlockCause(Cause.MIN_VALUES_NOT_MET, {
-                "labels": "[" + " ".join(sorted(short)) + "]",
-                "found": ", ".join(f"{short[r.key]} value(s) of {r.key} where minValues is {r.min_values}"
-                                   for r in floors if r.key in short)})
+            return min_values_not_met(short, floors, "cheaper instance types")
     if new.capacity_type == CAPACITY_SPOT and all_spot and len(removed) == 1:
         # spot-to-spot is Karpenter's case only when every removed node is spot (enabled: checked above); the 15
         # cheaper types are asked of a single node only ("For multi-node consolidation ... we exit early",
@@ -324,6 +321,36 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         options = options[:max(SPOT_TO_SPOT_MIN_TYPES, needed if floors else 0)]
     return Replacement(new.nodepool, tuple(options), new.capacity_type, new.zones, prices[options[0]],
                        new.hostname, new.labels)
+
+
+def launch_refused(ctx: PassContext, nodepool: str, instance_types: Sequence[str]) -> BlockCause | None:
+    """Why a replacement in NodePool ``nodepool`` whose options are ``instance_types`` cannot be launched: they do not
+    offer the values its requirements' ``minValues`` ask (Karpenter's ``Truncate``, ``SatisfiesMinValues``: the pods
+    of such a NodeClaim do not schedule, MinValuesPolicy Strict); None when they do, or nothing asks any. Expiration
+    and drift ask it of every replacement (`ebb.core.methods.rotation`); consolidation of what it keeps of the
+    options (`filter_replacement`)."""
+    pool = compiled_pool(ctx, nodepool)
+    floors = min_values_floors(pool)
+    if not floors:
+        return None
+    types = {itype.name: itype for itype in pool.types}
+    values = {name: _floor_values(types[name], floors) for name in instance_types if name in types}
+    _, short = min_values_prefix(instance_types, values, floors)
+    return min_values_not_met(short, floors, "instance types its replacement could launch as") if short else None
+
+
+def min_values_floors(pool: Pool) -> list[Requirement]:
+    """The compiled NodePool's requirements that have ``minValues``."""
+    return [r for r in pool.pool.requirements if r.min_values is not None]
+
+
+def min_values_not_met(short: Mapping[str, int], floors: Sequence[Requirement], options: str) -> BlockCause:
+    """`Cause.MIN_VALUES_NOT_MET`: the ``options`` (what they are, e.g. "cheaper instance types") reach only ``short``
+    (label -> the values they offer, `min_values_prefix`) of the ``floors``."""
+    return BlockCause(Cause.MIN_VALUES_NOT_MET, {
+        "labels": "[" + " ".join(sorted(short)) + "]", "options": options,
+        "found": ", ".join(f"{short[r.key]} value(s) of {r.key} where minValues is {r.min_values}"
+                           for r in floors if r.key in short)})
 
 
 def compiled_pool(ctx: PassContext, name: str) -> Pool:
@@ -389,6 +416,11 @@ def _type_values(key: str, itype: InstanceType) -> set[str]:
         return {o.capacity_type for o in itype.offerings if o.available}
     value = itype.labels.get(key)
     return set() if value is None else {value}
+
+
+def _floor_values(itype: InstanceType, floors: Sequence[Requirement]) -> dict[str, set[str]]:
+    """The values of each floor's label that ``itype`` offers (`_type_values`)."""
+    return {req.key: _type_values(req.key, itype) for req in floors}
 
 
 def min_values_prefix(options: Sequence[str], values: Mapping[str, Mapping[str, set[str]]],

@@ -6,7 +6,9 @@ pool, in a command of its own (`one_for_one`), so the pool keeps its node count.
 Both methods may act on several nodes in one pass, up to the budget for their reason, and simulate
 the nodes jointly: each accepted node's pods are placed with the earlier ones already gone, launching
 as many replacement nodes as needed. A node whose pods cannot be placed anywhere is left, with why (a
-`DUE_BUT` cause: why the method wants it, but why it stays).
+`DUE_BUT` cause: why the method wants it, but why it stays), and so is one whose pods need a replacement that
+cannot be launched: its instance type options do not meet its NodePool's ``minValues`` (Karpenter's simulation
+leaves such pods unscheduled; ``MinValuesPolicy: Strict``).
 
 The command is then built from the set simulated as validation simulates it (every node removed at once,
 all their pods placed together): node by node and all at once pack differently, and a command whose
@@ -24,6 +26,7 @@ from ebb.core.methods.base import (
     Replacement,
     budget_block,
     held_words,
+    launch_refused,
     leaving,
 )
 from ebb.core.simulator.results import NewNode
@@ -70,6 +73,11 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
             out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.POD_NOWHERE_TO_GO,
                                                                           {"pod": pod, "why": why}))
             continue
+        refused = _unlaunchable(ctx, {p.key for p in moved})
+        if refused is not None:
+            state.rollback(mark)
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, due, refused)
+            continue
         used[pool] = used.get(pool, 0) + 1
         taken.append(name)
     state.rollback(start)
@@ -86,13 +94,14 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
 
 def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str], taken: list[str]) -> Command | None:
     """The command that replaces ``taken``, simulated as validation simulates it: every node removed at once and
-    all their pods placed together, with as many replacements as needed; None when a pod fits nowhere."""
+    all their pods placed together, with as many replacements as needed; None when a pod fits nowhere or a
+    replacement cannot be launched (`_unlaunchable`)."""
     view, state = ctx.view, ctx.state
     mark = state.mark()
     try:
         moved, held = leaving(view, state, taken)
         failures, _ = state.place_all(moved, max_new=10**6, first_failure=True)
-        if failures:
+        if failures or _unlaunchable(ctx, None) is not None:
             return None
         new_nodes: list[NewNode] = state.new_nodes()
         replacements = tuple(Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price,
@@ -104,6 +113,20 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
                        savings, placements, explanation)
     finally:
         state.rollback(mark)
+
+
+def _unlaunchable(ctx: PassContext, pods: set[str] | None) -> BlockCause | None:
+    """Why a new node of the simulation that holds one of ``pods`` (None: any) cannot be launched: its options do
+    not meet its NodePool's ``minValues`` (`launch_refused`); None when every one can. Karpenter's simulation leaves
+    the pods of such a NodeClaim unscheduled, and its drift takes no node whose pods do not all schedule."""
+    if not any(r.min_values is not None for p in ctx.scheduler.pools for r in p.pool.requirements):
+        return None
+    for new in ctx.state.new_nodes():
+        if pods is None or not pods.isdisjoint(new.pods):
+            refused = launch_refused(ctx, new.nodepool, new.instance_types)
+            if refused is not None:
+                return refused
+    return None
 
 
 def one_for_one(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -> MethodOutcome:
@@ -173,6 +196,9 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
         if cheapest is None:
             return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
         replacement = cheapest
+    refused = launch_refused(ctx, pool_name, replacement.instance_types)
+    if refused is not None:
+        return refused
     return Command(method, reason, "replace", (name,), (replacement,), view.price[name] - replacement.price,
                    placements,
                    f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")

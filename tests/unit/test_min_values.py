@@ -152,7 +152,8 @@ ROTATION = [
 @pytest.mark.parametrize(("docs", "method", "replaced"), [c[1:] for c in ROTATION], ids=[c[0] for c in ROTATION])
 def test_rotation_replacement_meets_min_values(docs: list[Any], method: str, replaced: bool) -> None:
     """Node a (mid, the NodePool's only node) has a 3-cpu pod only a new mid or large node holds: its replacement's
-    options offer two instance types. Under minValues 3 the node stays, with the minValues reason."""
+    options offer two instance types. Under minValues 3 the node stays, with the minValues reason (the simulation's
+    new node refuses the pod, as Karpenter's scheduler does; the replacement filter would refuse the launch too)."""
     out = plan_dict(ROTATION_TYPES, *docs, pod("web", "a", cpu="3"))
     if replaced:
         [command] = out["commands"]
@@ -162,6 +163,8 @@ def test_rotation_replacement_meets_min_values(docs: list[Any], method: str, rep
         assert out["commands"] == []
         blocked = blocked_of(out, "a")
         assert blocked["method"] == method
-        assert ("minValues requirement is not met for label(s) (label(s)=[node.kubernetes.io/instance-type]): the "
-                "instance types its replacement could launch as offer only 2 value(s) of "
-                "node.kubernetes.io/instance-type where minValues is 3") in blocked["reason"], blocked["reason"]
+        # the simulation's new node takes the pod only while its types meet minValues: the pod has nowhere to go
+        assert ("would have nowhere to go: no other node can take pods, and no NodePool offers an instance type that "
+                "fits it that meets its minValues (NodePool default: minValues requirement is not met for label(s) "
+                "(label(s)=[node.kubernetes.io/instance-type]): the instance types that hold it offer only 2 value(s) "
+                "of node.kubernetes.io/instance-type where minValues is 3)") in blocked["reason"], blocked["reason"]

@@ -20,9 +20,6 @@ from ebb.core.methods.kept import KeptRefusals, waiting_for_uninitialized
 from ebb.core.model import (
     CAPACITY_RESERVED,
     CAPACITY_SPOT,
-    LABEL_CAPACITY_TYPE,
-    LABEL_INSTANCE_TYPE,
-    LABEL_ZONE,
     InstanceType,
     Node,
     NodePool,
@@ -30,7 +27,7 @@ from ebb.core.model import (
     Requirement,
     Snapshot,
 )
-from ebb.core.simulator.constraints import Pool
+from ebb.core.simulator.constraints import Pool, type_values
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import Scheduler, SimState
 
@@ -404,23 +401,9 @@ def _same_type_ceiling(view: ClusterView, removed: Sequence[str], priced: Sequen
     return min((cheapest[t] for t in priced if t in cheapest and t in prices), default=float("inf"))
 
 
-def _type_values(key: str, itype: InstanceType) -> set[str]:
-    """The values of label ``key`` that instance type ``itype`` offers, as Karpenter's ``SatisfiesMinValues`` counts
-    them (``it.Requirements.Get(key).Values()``): its name; the zones and the capacity types of its available
-    offerings, whatever the NodePool and the pods allow of them; else its label's value."""
-    if key == LABEL_INSTANCE_TYPE:
-        return {itype.name}
-    if key == LABEL_ZONE:
-        return {o.zone for o in itype.offerings if o.available}
-    if key == LABEL_CAPACITY_TYPE:
-        return {o.capacity_type for o in itype.offerings if o.available}
-    value = itype.labels.get(key)
-    return set() if value is None else {value}
-
-
 def _floor_values(itype: InstanceType, floors: Sequence[Requirement]) -> dict[str, set[str]]:
-    """The values of each floor's label that ``itype`` offers (`_type_values`)."""
-    return {req.key: _type_values(req.key, itype) for req in floors}
+    """The values of each floor's label that ``itype`` offers (`type_values`)."""
+    return {req.key: type_values(req.key, itype) for req in floors}
 
 
 def min_values_prefix(options: Sequence[str], values: Mapping[str, Mapping[str, set[str]]],

@@ -65,9 +65,15 @@ def test_the_window_is_read_from_the_nodepool_or_its_disruption_policy(docs: lis
     assert pool.demand_window == expected
 
 
-def test_a_window_that_is_not_a_duration_names_the_field() -> None:
-    with pytest.raises(SnapshotError, match=r"spec\.demandWindow"):
-        snapshot(nodepool(), disruption_policy(demandWindow="soon"))
+@pytest.mark.parametrize(("docs", "field"), [
+    ([nodepool(), disruption_policy(demandWindow="soon")], r"spec\.demandWindow"),
+    ([nodepool(), disruption_policy(demandWindow="Never")], r"spec\.demandWindow"),  # the CRD refuses Never
+    ([nodepool(disruption={"demandWindow": "Never"})], r"spec\.disruption\.demandWindow"),
+    ([nodepool(disruption={"stabilizationWindow": "Never"})], r"spec\.disruption\.stabilizationWindow"),
+])
+def test_a_window_that_is_not_a_duration_names_the_field(docs: list[Any], field: str) -> None:
+    with pytest.raises(SnapshotError, match=field):
+        snapshot(*docs)
 
 
 # -- what the view counts ---------------------------------------------------------------------------------------

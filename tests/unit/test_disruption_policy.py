@@ -86,6 +86,8 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"consolidationPolicy": "WhenBored"}, "spec.consolidationPolicy", "is not WhenEmptyOrUnderutilized"),
     ({"consolidateAfter": "soon"}, "spec.consolidateAfter", "soon"),
     ({"stabilizationWindow": "-5m"}, "spec.stabilizationWindow", "-5m"),
+    ({"stabilizationWindow": "Never"}, "spec.stabilizationWindow", "'Never' is not a window"),  # the CRD refuses it
+    ({"demandWindow": "Never"}, "spec.demandWindow", "'Never' is not a window"),
     ({"expireAfter": "1000000h"}, "spec.expireAfter", "100 years"),
     ({"expireAfter": float("nan")}, "spec.expireAfter", "nan"),
     ({"budgets": "all"}, "spec.budgets", "must be a list"),

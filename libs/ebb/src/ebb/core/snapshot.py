@@ -789,7 +789,7 @@ def _nodepool(doc: _Doc) -> NodePool:
         expire_after=expire,
         expire_after_default=not stated,
         budgets=_budgets(doc, "spec.disruption.budgets"),
-        stabilization_window=doc.duration("spec.disruption.stabilizationWindow", None),
+        stabilization_window=_finite_duration(doc, "spec.disruption.stabilizationWindow"),
         minimum_price_improvement_percent=_percent(doc, "spec.disruption.minimumPriceImprovementPercent"),
         demand_window=_window(doc, "spec.disruption.demandWindow"),
         minimum_saving_per_evicted_pod=_dollars_per_hour(doc, "spec.disruption.minimumSavingPerEvictedPod", 0.0),
@@ -808,7 +808,7 @@ def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
         consolidate_after=doc.duration("spec.consolidateAfter", 0.0),
         expire_after=doc.duration("spec.expireAfter", None),
         budgets=_budgets(doc, "spec.budgets"),
-        stabilization_window=doc.duration("spec.stabilizationWindow", None),
+        stabilization_window=_finite_duration(doc, "spec.stabilizationWindow"),
         minimum_price_improvement_percent=_percent(doc, "spec.minimumPriceImprovementPercent"),
         demand_window=_window(doc, "spec.demandWindow"),
         minimum_saving_per_evicted_pod=_dollars_per_hour(doc, "spec.minimumSavingPerEvictedPod",
@@ -816,9 +816,19 @@ def _disruption_policy(doc: _Doc) -> DisruptionPolicy:
     )
 
 
+def _finite_duration(doc: _Doc, path: str) -> float | None:
+    """A duration, or None when absent. ``Never`` is an input error, as the DisruptionPolicy CRD's pattern for
+    ``stabilizationWindow`` and ``demandWindow`` refuses it: read as no window, it could as well have meant one
+    without end."""
+    value = doc.get(path)
+    if isinstance(value, str) and value.strip() == "Never":
+        raise doc.fail(path, "'Never' is not a window: give a duration like 10m or 1h (0s: none)")
+    return doc.duration(path, None)
+
+
 def _window(doc: _Doc, path: str) -> float | None:
-    """A positive duration, or None when absent (``0s`` too: no window)."""
-    value = doc.duration(path, None)
+    """A positive duration, or None when absent (``0s`` too: no window); ``Never`` is refused (`_finite_duration`)."""
+    value = _finite_duration(doc, path)
     return value if value else None
 
 

@@ -19,6 +19,7 @@ from tests.kit.builders import (
     blocked_of,
     budget_of,
     disrupted,
+    disruption_policy,
     node,
     nodeclaim,
     nodepool,
@@ -132,9 +133,15 @@ def test_reasons_filter(reason: str, allowed: int) -> None:
     {"nodes": "1", "schedule": "0 9 * * 1#2", "duration": "1h"},
     {"nodes": "1", "schedule": "0 9 15W * *", "duration": "1h"},
     {"nodes": "1", "schedule": "*/0 * * * *", "duration": "1h"},
+    # the CRDs' pattern admits hours and minutes only (a schedule fires on the minute)
+    {"nodes": "1", "schedule": "@daily", "duration": "30s"},
+    {"nodes": "1", "schedule": "@daily", "duration": "1h30s"},
+    {"nodes": "1", "schedule": "@daily", "duration": "1.5h"},
+    {"nodes": "1", "schedule": "@daily", "duration": "Never"},
 ], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
         "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months",
-        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step"])
+        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step", "seconds",
+        "hours-and-seconds", "fraction-of-hour", "never"])
 def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
     pool = _pool([{"nodes": "100%"}, budget])
     for reason in REASONS:
@@ -142,6 +149,28 @@ def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
         assert verdict.allowed == 0
         assert verdict.invalid
         assert "invalid" in verdict.detail
+
+
+@pytest.mark.parametrize("duration", ["30m", "8h", "1h30m", "1h30m0s", "2h0s", "0m", "0h"])
+def test_a_duration_the_crds_admit_is_valid(duration: str) -> None:
+    assert budget_error(Budget(nodes="1", schedule="@daily", duration=duration)) is None
+
+
+@pytest.mark.parametrize("now", [_at(0, 0), _at(0, 0) + timedelta(microseconds=1), _at(18, 30)])
+def test_a_window_of_0m_is_never_active(now: datetime) -> None:
+    """Karpenter's ``Budget.IsActive`` looks for a schedule hit after now - 0: none is, so the budget never
+    applies (it is not a misconfiguration that stops the pool)."""
+    pool = _pool([{"nodes": "0", "schedule": "@daily", "duration": "0m"}, {"nodes": "100%"}])
+    verdict = allowed_disruptions(pool, "Drifted", now, total=10, deleting=0, not_ready=0)
+    assert (verdict.allowed, verdict.invalid) == (10, False)
+
+
+def test_a_budget_is_judged_alike_in_a_nodepool_and_in_its_disruption_policy() -> None:
+    budgets = [{"nodes": "100%"}, {"nodes": "0", "schedule": "@daily", "duration": "30s"}]
+    for pool in (_pool(budgets), snapshot(nodepool(), disruption_policy(budgets=budgets)).nodepools[0]):
+        verdict = allowed_disruptions(pool, "Empty", NOW, total=10, deleting=0, not_ready=0)
+        assert (verdict.allowed, verdict.invalid) == (0, True)
+        assert "duration '30s' is not hours and minutes" in verdict.detail
 
 
 @pytest.mark.parametrize("schedule", [

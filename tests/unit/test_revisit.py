@@ -55,6 +55,8 @@ CASES: list[tuple[str, list[Any], datetime | None]] = [
      NOW + timedelta(hours=1, minutes=30)),
     ("a budget window opens", [nodepool(budgets=[{"nodes": "0", "schedule": "0 19 * * *", "duration": "1h"}]),
                                node("n1"), pod("a", "n1")], NOW + timedelta(minutes=30)),
+    ("a budget of 0m never opens", [nodepool(budgets=[{"nodes": "0", "schedule": "0 19 * * *", "duration": "0m"}],
+                                    expire_after="Never"), node("n1"), pod("a", "n1")], None),
     ("an invalid budget never changes", [nodepool(budgets=[{"nodes": "0", "schedule": "not a cron",
                                                             "duration": "1h"}], expire_after="Never"),
                                          node("n1"), pod("a", "n1")], None),

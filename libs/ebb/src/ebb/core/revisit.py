@@ -128,6 +128,8 @@ def _window_edges(schedule: str, duration: str, now: datetime) -> list[datetime]
     """The next moments a scheduled budget's window opens or closes (read in UTC, as `active_window` does)."""
     utc_now = now.astimezone(UTC) if now.tzinfo is not None else now
     seconds = parse_duration(duration) or 0.0
+    if not seconds:
+        return []  # a window of 0m never opens (Karpenter's Budget.IsActive): the budget changes nothing
     opens: datetime = croniter(schedule, utc_now).get_next(datetime)
     started: datetime = croniter(schedule, utc_now + timedelta(microseconds=1)).get_prev(datetime)
     edges = [opens]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ebb.core import events as ev
-from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause, Stale, StaleCause, render
+from ebb.core.causes import NOTHING_TO_DO, BlockCause, Cause, Stale, StaleCause, render, short_of
 from ebb.core.model import Hold
 
 T = datetime(2026, 11, 23, 18, 30, tzinfo=UTC)
@@ -294,3 +294,41 @@ def test_a_stale_cause_renders_to_its_sentence(stale: StaleCause, sentence: str)
 
 def test_every_kind_of_stale_cause_has_a_case() -> None:
     assert {stale.kind for stale, _ in STALE} == set(Stale)
+
+
+# a figure refused for falling short of its threshold never prints as reaching it: more decimals when needed
+SHORT_OF: list[tuple[BlockCause, str]] = [
+    (BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {"source": "DisruptionPolicy a", "percent": 30,
+                                                    "launched": "cheapest replacement costs", "best": 0.7001,
+                                                    "price": 1.0, "improvement": 29.99}),
+     "$0.7001/h against $1.0000/h, 29.99% less"),
+    (BlockCause(Cause.PRICE_IMPROVEMENT_TOO_SMALL, {"source": "DisruptionPolicy a", "percent": 30,
+                                                    "launched": "cheapest replacement costs", "best": 0.71,
+                                                    "price": 1.0, "improvement": 29.0}),
+     "$0.7100/h against $1.0000/h, 29.0% less"),  # one decimal when it tells them apart
+    (BlockCause(Cause.BALANCED_SCORE, {"source": "NodePool a", "action": "deleting it", "pool": "a",
+                                       "savings_percent": 4.995, "disruption_percent": 10.0, "score": 0.4995,
+                                       "threshold": 0.5, "k": 2}),
+     "(score 0.499, below 0.50, k=2)"),
+    (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this delete", "evictions": "1 pod", "pods": 1,
+                                            "weighted": "", "savings": 0.009999, "per_pod": 0.009999,
+                                            "source": ("DisruptionPolicy a",), "price": 0.01, "asked": 0.01}),
+     "to save $0.009999/h ($0.009999/h per evicted pod); DisruptionPolicy a's minimumSavingPerEvictedPod asks at "
+     "least $0.0100/h per evicted pod, $0.0100/h for these"),
+]
+
+
+@pytest.mark.parametrize(("cause", "words"), SHORT_OF)
+def test_a_refused_figure_never_reads_as_meeting_its_threshold(cause: BlockCause, words: str) -> None:
+    assert words in cause.text
+
+
+@pytest.mark.parametrize(("value", "bound", "decimals", "written"), [
+    (29.99, 30, 1, "29.99"),
+    (11.458, 30, 1, "11.5"),  # rounded up, still below
+    (0.41667, 0.5, 2, "0.42"),
+    (0.49999999999999994, 0.5, 2, "0.4999999999"),  # past the decimals it may add: rounded down
+    (30.0, 30, 1, "30.0"),  # not short of it: as asked
+])
+def test_short_of(value: float, bound: float, decimals: int, written: str) -> None:
+    assert short_of(value, bound, decimals) == written

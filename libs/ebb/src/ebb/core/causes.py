@@ -12,7 +12,9 @@ table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wan
 Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
 ``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and "), ``{x:new_nodes}`` (a count: ``no new
 node``, ``1 new node``, ``2 new nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME:
-REASON``). Pure: values in, text out.
+REASON``). A figure refused for falling short of a threshold is written ``{x:.2f_below_y}``: ``.2f``, with more
+decimals while so few would round it up to the threshold ``y`` (29.99 against 30 reads ``29.99``, not ``30.0``), so
+a refused figure never reads as meeting it (`short_of`). Pure: values in, text out.
 
 A sentence that quotes a disruption setting (consolidationPolicy, consolidateAfter, stabilizationWindow,
 a budget, expireAfter) names the object it comes from, ``{source}``: ``NodePool X`` for the NodePool's own
@@ -24,6 +26,7 @@ without DisruptionPolicies read as they always did.
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -188,7 +191,7 @@ SENTENCES: Mapping[Cause, str] = {
                                    "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
                                         "{launched} ${best:.4f}/h against ${price:.4f}/h, "
-                                        "{improvement:.1f}% less"),
+                                        "{improvement:.1f_below_percent}% less"),
     Cause.SPOT_TO_SPOT_DISABLED: ("spot-to-spot consolidation is disabled: spot nodes whose replacement may be "
                                   "spot are only deleted, replaced by spot when enabled (--spot-to-spot or NodePool "
                                   "annotation ebb.sh/spot-to-spot-consolidation)"),
@@ -207,10 +210,12 @@ SENTENCES: Mapping[Cause, str] = {
                              "${savings:.4f}/h{net:aside}"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
-                           "{disruption_percent:.1f}% of its disruption cost (score {score:.2f}, below "
+                           "{disruption_percent:.1f}% of its disruption cost (score "
+                           "{score:.2f_below_threshold}, below "
                            "{threshold:.2f}, k={k})"),
-    Cause.EVICTIONS_NOT_WORTH: ("{action} would evict {evictions}{weighted} to save ${savings:.4f}/h "
-                                "(${per_pod:.4f}/h per evicted pod); {source:and}'s minimumSavingPerEvictedPod asks "
+    Cause.EVICTIONS_NOT_WORTH: ("{action} would evict {evictions}{weighted} to save ${savings:.4f_below_asked}/h "
+                                "(${per_pod:.4f_below_price}/h per evicted pod); {source:and}'s "
+                                "minimumSavingPerEvictedPod asks "
                                 "at least ${price:.4f}/h per evicted pod, ${asked:.4f}/h for these"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "
                                  "one method acts per pass; it is considered again next pass"),
@@ -330,6 +335,37 @@ def _aside(value: object) -> str:
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
     "time": _time, "duration": _duration, "and": _joined, "new_nodes": _new_nodes, "hold": _hold, "aside": _aside}
 
+#: the most decimals `short_of` adds to tell a figure from its threshold
+_MORE_DECIMALS = 8
+
+
+def short_of(value: float, bound: float, decimals: int) -> str:
+    """``value``, which falls short of ``bound``, with ``decimals`` decimals, or more while rounding would make it
+    read as reaching ``bound`` (29.99 against 30 with one: ``29.99``; 0.4995 against 0.5 with two: ``0.4995``);
+    past `_MORE_DECIMALS` more, rounded down. A value not below ``bound`` is written with ``decimals``."""
+    if not value < bound:
+        return f"{value:.{decimals}f}"
+    for places in range(decimals, decimals + _MORE_DECIMALS + 1):
+        text = f"{value:.{places}f}"
+        if float(text) < bound:
+            return text
+    scale = 10 ** (decimals + _MORE_DECIMALS)
+    return f"{math.floor(value * scale) / scale:.{decimals + _MORE_DECIMALS}f}"
+
+
+def _below(spec: str) -> Callable[[object, Mapping[str, object]], str] | None:
+    """The format of a ``.Nf_below_FIELD`` spec (`short_of` against the value of FIELD), or None for another spec."""
+    head, sep, bound = spec.partition("_below_")
+    if not sep or not (head.startswith(".") and head.endswith("f") and head[1:-1].isdigit()):
+        return None
+    decimals = int(head[1:-1])
+
+    def written(value: object, values: Mapping[str, object]) -> str:
+        limit = values.get(bound)
+        assert isinstance(value, int | float) and isinstance(limit, int | float)
+        return short_of(float(value), float(limit), decimals)
+    return written
+
 
 @dataclass(frozen=True, slots=True)
 class _Template:
@@ -337,19 +373,28 @@ class _Template:
     field ``{x__named}`` whose value `render` computes with the named format."""
 
     text: str
-    derived: tuple[tuple[str, str, Callable[[object], str]], ...]  # (field, the value it formats, how)
+    #: (field, the value it formats, how: from that value and all the cause's values)
+    derived: tuple[tuple[str, str, Callable[[object, Mapping[str, object]], str]], ...]
+
+
+def _named(spec: str) -> Callable[[object, Mapping[str, object]], str] | None:
+    """How a named format of ebb's own writes a value (with the cause's other values at hand), or None."""
+    named = _NAMED_FORMATS.get(spec)
+    if named is not None:
+        return lambda value, _values: named(value)
+    return _below(spec)
 
 
 def _compile(template: str) -> _Template:
     parts: list[str] = []
-    derived: list[tuple[str, str, Callable[[object], str]]] = []
+    derived: list[tuple[str, str, Callable[[object, Mapping[str, object]], str]]] = []
     for literal, name, spec, conversion in string.Formatter().parse(template):
         parts.append(literal.replace("{", "{{").replace("}", "}}"))
         if name is None:
             continue
-        named = _NAMED_FORMATS.get(spec or "")
+        named = _named(spec or "")
         if named is not None:
-            field_name = f"{name}__{spec}"
+            field_name = f"{name}__{len(derived)}"
             derived.append((field_name, name, named))
             parts.append(f"{{{field_name}}}")
         else:
@@ -366,5 +411,5 @@ def render(cause: BlockCause | StaleCause) -> str:
     template = _TEMPLATES[cause.kind]
     values = {**cause.values, "inner": cause.inner}
     for field_name, name, named in template.derived:
-        values[field_name] = named(values.get(name))  # a named format may stand for a value a cause leaves out
+        values[field_name] = named(values.get(name), values)  # it may stand for a value a cause leaves out
     return template.text.format_map(values)

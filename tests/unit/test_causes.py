@@ -81,6 +81,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                              "newest": "n9", "age": 300.0, "resume": T2}),
      "NodePool default's stabilizationWindow (1h), in effect since node n9 launched 5m ago; Empty and Underutilized "
      "disruptions resume at 2026-11-23T19:00:00Z", B),
+    (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "NodePool default", "window": 600,
+                                             "newest": "n9", "age": -300.0, "resume": T2}),  # created after now
+     "NodePool default's stabilizationWindow (10m), in effect since node n9 launched 5m after now; Empty and "
+     "Underutilized disruptions resume at 2026-11-23T19:00:00Z", B),
     (BlockCause(Cause.STABILIZATION_WINDOW, {"pool": "default", "source": "DisruptionPolicy default",
                                              "window": 3600, "newest": "n9", "age": 300.0, "resume": T2}),
      "DisruptionPolicy default's stabilizationWindow (1h), in effect since node n9 launched 5m ago; Empty and "

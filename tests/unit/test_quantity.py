@@ -96,6 +96,11 @@ def test_format_duration(seconds: float, text: str) -> None:
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize(("seconds", "text"), [(-300, "-5m"), (-5400, "-1h30m"), (-0.4, "0s"), (-61, "-1m1s")])
+def test_a_negative_duration_has_a_sign(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
 @pytest.mark.parametrize("bad", ["1e30", "99999999999999999999", "2Pi", "-4", "-1m", "-1Gi", float("inf"),
                                  float("nan"), -1, 10**30])
 def test_negative_non_finite_and_absurd_amounts_raise(bad: object) -> None:

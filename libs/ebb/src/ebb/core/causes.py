@@ -10,9 +10,9 @@ table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wan
 ``blocked[].reason``, an Event's message, a rejected decision's reason. Nothing reads a sentence back.
 
 Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
-``{x:duration}`` (``1h30m``), ``{x:and}`` (a tuple joined with " and "), ``{x:new_nodes}`` (a count: ``no new
-node``, ``1 new node``, ``2 new nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME:
-REASON``). A figure refused for falling short of a threshold is written ``{x:.2f_below_y}``: ``.2f``, with more
+``{x:duration}`` (``1h30m``), ``{x:ago}`` (``5m ago``, or ``5m after now`` for a time ahead of the clock),
+``{x:and}`` (a tuple joined with " and "), ``{x:new_nodes}`` (a count: ``no new node``, ``1 new node``, ``2 new
+nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME: REASON``). A figure refused for falling short of a threshold is written ``{x:.2f_below_y}``: ``.2f``, with more
 decimals while so few would round it up to the threshold ``y`` (29.99 against 30 reads ``29.99``, not ``30.0``), so
 a refused figure never reads as meeting it (`short_of`). Pure: values in, text out.
 
@@ -160,7 +160,7 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.PAUSED: "consolidation is paused by {inner}",
     Cause.HOLD: "{hold:hold}",
     Cause.STABILIZATION_WINDOW: ("{source}'s stabilizationWindow ({window:duration}), in effect since node "
-                                 "{newest} launched {age:duration} ago; Empty and Underutilized disruptions resume "
+                                 "{newest} launched {age:ago}; Empty and Underutilized disruptions resume "
                                  "at {resume:time}"),
     Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since the node's pods last "
                        "changed at {last:time}; it becomes consolidatable at {ready:time}"),
@@ -312,6 +312,13 @@ def _duration(value: object) -> str:
     return format_duration(value)
 
 
+def _ago(value: object) -> str:
+    """How long ago something happened ("5m ago"), or how long after now when its time is ahead of the clock
+    ("5m after now": a plan at a time before the snapshot was taken, or a skewed clock)."""
+    assert isinstance(value, int | float)
+    return f"{format_duration(value)} ago" if round(value) >= 0 else f"{format_duration(-value)} after now"
+
+
 def _joined(value: object) -> str:
     assert isinstance(value, tuple)
     return " and ".join(str(v) for v in value)
@@ -333,7 +340,7 @@ def _aside(value: object) -> str:
 
 
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
-    "time": _time, "duration": _duration, "and": _joined, "new_nodes": _new_nodes, "hold": _hold, "aside": _aside}
+    "time": _time, "duration": _duration, "ago": _ago, "and": _joined, "new_nodes": _new_nodes, "hold": _hold, "aside": _aside}
 
 #: the most decimals `short_of` adds to tell a figure from its threshold
 _MORE_DECIMALS = 8

@@ -148,8 +148,10 @@ def _bounded_duration(value: object, seconds: float) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """A short human duration: 90 -> "1m30s", 7200 -> "2h"."""
+    """A short human duration: 90 -> "1m30s", 7200 -> "2h"; a negative one has a sign: -300 -> "-5m"."""
     whole = round(seconds)
+    if whole < 0:
+        return "-" + format_duration(-whole)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]

@@ -14,6 +14,7 @@ from ebb.core.cluster import ClusterView
 from ebb.core.demand import recorded
 from ebb.core.engine import run_pass
 from ebb.core.methods.base import EngineOptions
+from ebb.core.methods.consolidation import _cpu_memory
 from ebb.core.model import DemandSample, Snapshot
 from ebb.core.plan import make_plan, plan_json
 from ebb.core.snapshot import SnapshotError
@@ -163,6 +164,26 @@ def test_a_replace_gives_back_what_its_replacement_holds(peak: str, replaced: bo
         assert out["commands"] == []
         reason = blocked_of(out, "big")["reason"]
         assert "demandWindow (1h)" in reason and "this replace would leave its nodes cpu 2000m" in reason
+
+
+def test_the_capacity_left_is_written_even_when_it_is_none() -> None:
+    """The pool's only node would go, its pod onto another pool's node: the sentence says what capacity it leaves
+    (none), as the docs write it, not "no requests"."""
+    docs = [WINDOWED, nodepool("other"), node("only"), pod("web", "only", cpu="500m", memory="2Gi"),
+            node("big", pool="other", itype="m5.2xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"})]
+    reason = blocked_of(planned(docs), "only")["reason"]
+    assert ("keeps capacity for what its pods requested at their peak within it (cpu 500m, memory 2.00Gi); this "
+            "delete would leave its nodes cpu 0m, memory 0.00Gi") in reason
+
+
+@pytest.mark.parametrize(("after", "peak", "written"), [
+    ((0, 0), (500, 2 * GI), "cpu 0m, memory 0.00Gi"),
+    ((2000, 2 * GI - 2**20), (500, 2 * GI), "cpu 2000m, memory 1.999Gi"),  # 1 MiB short: not "2.00Gi"
+    ((2000, 3 * GI), (500, 2 * GI), "cpu 2000m, memory 3.00Gi"),
+])
+def test_the_capacity_left_never_reads_as_holding_the_peak(after: tuple[int, int], peak: tuple[int, int],
+                                                            written: str) -> None:
+    assert _cpu_memory(after, peak) == written
 
 
 def test_multi_node_consolidation_takes_only_as_many_nodes_as_the_peak_leaves() -> None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
+from ebb.core.causes import BlockCause, Cause, Stale, StaleCause, short_of
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block, spot_to_spot
 from ebb.core.methods.kept import RefusalSession
 from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
-from ebb.core.simulator.scheduler import SimState, format_requests
+from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
 #: the labels a node's price is looked up by; Karpenter's consolidation leaves a node without one of them alone
@@ -105,14 +105,20 @@ def demand_block(view: ClusterView, left: Mapping[str, tuple[int, int]], lost: M
         if (cpu > 0 and cpu > room[0]) or (memory > 0 and memory > room[1]):
             peak = view.demand_peak[pool]
             spec = view.pools[pool]
+            after = (peak[0] + room[0] - cpu, peak[1] + room[1] - memory)
             return BlockCause(Cause.DEMAND_WINDOW, {
                 "source": spec.policy_source, "window": spec.demand_window, "action": action,
-                "peak": _cpu_memory(peak), "after": _cpu_memory((peak[0] + room[0] - cpu, peak[1] + room[1] - memory))})
+                "peak": _cpu_memory(peak), "after": _cpu_memory(after, peak)})
     return None
 
 
-def _cpu_memory(amounts: tuple[int, int]) -> str:
-    return format_requests({"cpu": amounts[0], "memory": amounts[1]})
+def _cpu_memory(amounts: tuple[int, int], peak: tuple[int, int] | None = None) -> str:
+    """Cpu and memory as the demandWindow's sentence writes them, both even at 0 ("cpu 0m, memory 0.00Gi"); a
+    capacity whose memory falls short of the ``peak`` gets the decimals it needs not to read as holding it."""
+    gib = 2**30
+    memory = (short_of(amounts[1] / gib, peak[1] / gib, 2) if peak is not None and amounts[1] < peak[1]
+              else f"{amounts[1] / gib:.2f}")
+    return f"cpu {amounts[0]}m, memory {memory}Gi"
 
 
 def take_capacity(ctx: PassContext, lost: Mapping[str, tuple[int, int]]) -> None:

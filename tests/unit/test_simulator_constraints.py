@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ebb.core.simulator.binding import bind
-from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler
+from ebb.core.simulator.scheduler import UNEXPLAINED, Scheduler, format_requests
 from ebb.core.snapshot import governed
 from tests.kit.builders import (
     ZONES,
@@ -528,3 +528,29 @@ def test_a_node_the_limits_keep_from_a_replacement_says_why_alone(others: int) -
         "6000m, memory 1.00Gi)), and not on one new node either (pod default/big-a: no NodePool offers an instance "
         "type that fits it within its limits (NodePool default's limits (cpu 14) against what its nodes count (cpu 8) "
         "leave no room for m5.2xlarge (cpu 8)))")
+
+
+@pytest.mark.parametrize(("requests", "slot", "written"), [
+    ({"cpu": 500, "memory": 2**30, "pods": 1}, False, "cpu 500m, memory 1.00Gi"),
+    ({"cpu": 500, "memory": 2**30, "pods": 1}, True, "cpu 500m, memory 1.00Gi, pods 1"),
+    ({"cpu": 500, "hugepages-2Mi": 512 * 2**20}, False, "cpu 500m, hugepages-2Mi 512Mi"),
+    ({"hugepages-1Gi": 2 * 2**30}, False, "hugepages-1Gi 2Gi"),
+    ({"cpu": 0, "pods": 1}, False, "no requests"),
+])
+def test_requests_as_a_reader_sees_them(requests: dict[str, int], slot: bool, written: str) -> None:
+    assert format_requests(requests, slot=slot) == written
+
+
+@pytest.mark.parametrize(("slots", "named"), [(1, True), (3, False)])
+def test_a_full_pod_count_is_named_among_the_requests(slots: int, named: bool) -> None:
+    """``keep`` runs one pod; with room for one pod only, ``web`` has no room there though cpu and memory would fit,
+    and the reason says so; with room for three, it is cpu that is short and the pod slot goes unsaid."""
+    cpu = "500m" if slots == 1 else "1900m"
+    only_m5_large = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    docs = [nodepool(requirements=only_m5_large), node("a"), pod("web", "a", cpu="500m", memory="1Gi"),
+            node("keep", pods=slots, annotations={"karpenter.sh/do-not-disrupt": "true"}), pod("k", "keep", cpu=cpu)]
+    out = plan_dict(*docs)
+    reason = blocked_of(out, "a")["reason"]
+    assert "no remaining node has room for its requests (cpu 500m, memory 1.00Gi" in reason
+    assert ("memory 1.00Gi, pods 1)" in reason) is named

@@ -113,19 +113,31 @@ def _type_resources(types: tuple[InstanceType, ...]) -> frozenset[str]:
 _TYPE_RESOURCES: list[tuple[tuple[InstanceType, ...], frozenset[str]]] = [((), frozenset())]
 
 
-def format_requests(requests: Mapping[str, int]) -> str:
-    """Requests as a reader sees them (cpu in millicores, memory and storage in GiB), for a pod that finds no room."""
+def format_requests(requests: Mapping[str, int], *, slot: bool = False) -> str:
+    """Requests as a reader sees them (cpu in millicores, memory and storage in GiB, hugepages in the binary unit
+    that writes them whole: ``hugepages-2Mi 512Mi``), for a pod that finds no room. Its pod slot is written
+    (``pods 1``) only with ``slot``: when a full node's pod count is part of why."""
     parts = []
     for name, value in requests.items():
-        if name == "pods" or not value:
+        if (name == "pods" and not slot) or not value:
             continue
         if name == "cpu":
             parts.append(f"cpu {value}m")
         elif name in ("memory", "ephemeral-storage"):
             parts.append(f"{name} {value / 2**30:.2f}Gi")
+        elif name.startswith("hugepages-"):
+            parts.append(f"{name} {_binary_bytes(value)}")
         else:
             parts.append(f"{name} {value}")
     return ", ".join(parts) or "no requests"
+
+
+def _binary_bytes(value: int) -> str:
+    """Bytes in the largest binary unit that writes them whole (536870912: ``512Mi``), else in GiB to 2 decimals."""
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return f"{value / 2**30:.2f}Gi"
 
 
 def rows(resources: Sequence[str], mappings: Sequence[Mapping[str, int]]) -> IntArray:

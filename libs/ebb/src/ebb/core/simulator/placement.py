@@ -245,7 +245,9 @@ class Placement:
         elif not any_set(static):
             where = "no remaining node matches its nodeSelector, node affinity or tolerations"
         elif no_room or not any_set(static & all_of_rows(self.free[:n] >= req)):
-            wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
+            slots = s.r_index.get("pods")  # a full pod count is named with the rest, when it is part of why
+            short_of_slots = slots is not None and any_set(static & (self.free[:n, slots] < req[slots]))
+            wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
             where = f"no remaining node has room for its requests ({wants})"
         else:
             where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"

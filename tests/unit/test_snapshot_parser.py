@@ -432,9 +432,10 @@ def test_pod_requests(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
     # a pod-level request replaces the containers' sum (1 cpu, 1Gi in two containers)
     ({"requests": {"cpu": "1500m"}}, {}, 1500, GI, 1),
     ({"requests": {"cpu": "500m", "memory": "3Gi"}}, {}, 500, 3 * GI, 1),
-    # a pod-level limit stands for a missing request, as the API server defaults it
-    ({"limits": {"cpu": "2", "memory": "2Gi"}}, {}, 2000, 2 * GI, 1),
-    ({"requests": {"cpu": "750m"}, "limits": {"cpu": "2", "memory": "2Gi"}}, {}, 750, 2 * GI, 1),
+    # a pod-level limit without a request: the API server defaults the request to what the containers ask, when
+    # they ask for the resource (``defaultPodRequests``), so the limit changes nothing here
+    ({"limits": {"cpu": "2", "memory": "2Gi"}}, {}, 1000, GI, 1),
+    ({"requests": {"cpu": "750m"}, "limits": {"cpu": "2", "memory": "2Gi"}}, {}, 750, GI, 1),
     # only cpu, memory and hugepages are pod-level resources: the GPU stays the containers'
     ({"requests": {"nvidia.com/gpu": "4"}}, {}, 1000, GI, 1),
     # overhead is added on top of the pod-level request
@@ -451,6 +452,26 @@ def test_pod_level_requests_replace_the_containers_sum(pod_level: dict[str, Any]
     doc["spec"]["resources"] = pod_level
     requests = _pod_requests(doc)
     assert (requests["cpu"], requests["memory"], requests["nvidia.com/gpu"]) == (cpu, memory, gpu)
+
+
+@pytest.mark.parametrize(("containers", "limits", "cpu", "memory"), [
+    # no container asks: the pod-level limit is the request
+    ([container("a"), container("b")], {"cpu": "2", "memory": "2Gi"}, 2000, 2 * GI),
+    # a container asks for cpu only: cpu is theirs, memory the limit's
+    ([container("a", "500m"), container("b")], {"cpu": "2", "memory": "2Gi"}, 500, 2 * GI),
+    # an init container's request counts as the containers' too
+    ([container("a")], {"cpu": "2"}, 300, 0),
+])
+def test_a_pod_level_limit_is_the_request_only_for_what_no_container_asks(
+        containers: list[dict[str, Any]], limits: dict[str, str], cpu: int, memory: int) -> None:
+    """The API server's ``defaultPodRequests``: a pod-level limit without a pod-level request defaults the request
+    to the containers' aggregate where any container asks for the resource, else to the limit."""
+    doc = pod("web", "a", containers=containers)
+    if len(containers) == 1:
+        doc["spec"]["initContainers"] = [container("init", "300m")]
+    doc["spec"]["resources"] = {"limits": limits}
+    requests = _pod_requests(doc)
+    assert (requests.get("cpu", 0), requests.get("memory", 0)) == (cpu, memory)
 
 
 def test_a_pod_level_request_decides_where_the_pod_fits() -> None:

@@ -395,10 +395,10 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         requests[name] = max(requests.get(name, 0), value)
     # pod-level resources (KEP-2837, on by default since Kubernetes 1.34): a pod-level request of cpu, memory or
     # hugepages replaces what the containers add up to, as ``resource.PodRequests`` has it (a pod-level limit
-    # without a request stands for it, as the API server defaults it)
+    # without a request stands for it where the API server defaults the request to it: `_pod_level_requests`)
     pod_level = doc.get(p + "resources")
     if pod_level is not None:
-        for name, value in _pod_level_requests(doc, p + "resources", pod_level).items():
+        for name, value in _pod_level_requests(doc, p + "resources", pod_level, requests.keys()).items():
             requests[name] = value
     for name, value in doc.resources(p + "overhead").items():
         requests[name] = requests.get(name, 0) + value
@@ -499,14 +499,19 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
     )
 
 
-def _pod_level_requests(doc: _Doc, path: str, resources: Any) -> dict[str, int]:
-    """The pod-level requests of cpu, memory and hugepages-* at ``path`` (``spec.resources``), a limit standing for a
-    missing request; other resources are container-level only (``IsSupportedPodLevelResource``)."""
+def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[str]) -> dict[str, int]:
+    """The pod-level requests of cpu, memory and hugepages-* at ``path`` (``spec.resources``); other resources are
+    container-level only (``IsSupportedPodLevelResource``). A pod-level limit without a request stands for it as the
+    API server defaults it (``defaultPodRequests``): for cpu and memory only when no container asks for the resource
+    (``asked``, the resources the containers' requests name, a limit defaulting a container's request included: the
+    pod-level request is then their aggregate, which they already add up to); for hugepages always."""
     if not _is_mapping(resources):
         raise doc.fail(path, "must be a mapping")
     requests = dict(doc.as_mapping(resources.get("requests"), f"{path}.requests"))
+    from_containers = {"cpu", "memory"} & set(asked)
     for name, value in doc.as_mapping(resources.get("limits"), f"{path}.limits").items():
-        requests.setdefault(name, value)
+        if str(name) not in from_containers:
+            requests.setdefault(name, value)
     out: dict[str, int] = {}
     for name, value in requests.items():
         key = str(name)

@@ -12,9 +12,10 @@ table of templates (`SENTENCES`, `STALE_SENTENCES`), only when a sentence is wan
 Templates use `str.format` fields with a few named formats of ebb's own: ``{x:time}`` (RFC 3339, UTC),
 ``{x:duration}`` (``1h30m``), ``{x:ago}`` (``5m ago``, or ``5m after now`` for a time ahead of the clock),
 ``{x:and}`` (a tuple joined with " and "), ``{x:new_nodes}`` (a count: ``no new node``, ``1 new node``, ``2 new
-nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME: REASON``). A figure refused for falling short of a threshold is written ``{x:.2f_below_y}``: ``.2f``, with more
-decimals while so few would round it up to the threshold ``y`` (29.99 against 30 reads ``29.99``, not ``30.0``), so
-a refused figure never reads as meeting it (`short_of`). Pure: values in, text out.
+nodes``) and ``{x:hold}`` (a Hold, as ``hold NAME (SCOPE TARGET) until TIME: REASON``). A figure refused for
+falling short of a threshold is written ``{x:.2f_below_y}``: ``.2f``, with more decimals while so few would round
+it up to the threshold ``y`` (29.99 against 30 reads ``29.99``, not ``30.0``), so a refused figure never reads as
+meeting it (`short_of`). Pure: values in, text out.
 
 A sentence that quotes a disruption setting (consolidationPolicy, consolidateAfter, stabilizationWindow,
 a budget, expireAfter) names the object it comes from, ``{source}``: ``NodePool X`` for the NodePool's own
@@ -340,7 +341,8 @@ def _aside(value: object) -> str:
 
 
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
-    "time": _time, "duration": _duration, "ago": _ago, "and": _joined, "new_nodes": _new_nodes, "hold": _hold, "aside": _aside}
+    "time": _time, "duration": _duration, "ago": _ago, "and": _joined, "new_nodes": _new_nodes, "hold": _hold,
+    "aside": _aside}
 
 #: the most decimals `short_of` adds to tell a figure from its threshold
 _MORE_DECIMALS = 8

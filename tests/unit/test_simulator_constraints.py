@@ -554,3 +554,22 @@ def test_a_full_pod_count_is_named_among_the_requests(slots: int, named: bool) -
     reason = blocked_of(out, "a")["reason"]
     assert "no remaining node has room for its requests (cpu 500m, memory 1.00Gi" in reason
     assert ("memory 1.00Gi, pods 1)" in reason) is named
+
+
+@pytest.mark.parametrize(("selector", "replaced"), [
+    ({"topology.kubernetes.io/region": "us-east-1"}, True),  # the nodes' region: a new node is of it
+    ({"failure-domain.beta.kubernetes.io/region": "us-east-1"}, True),  # the older name, read as the new one
+    ({"topology.kubernetes.io/region": "eu-west-1"}, False),  # another region: no new node is of it
+])
+def test_a_new_node_is_labelled_with_its_zones_region(selector: dict[str, str], replaced: bool) -> None:
+    """A cloud's instance types carry their region, so a pod pinned to the cluster's region may go on a new node
+    (Karpenter's well-known label); ebb's new nodes had no region label, and a node holding such a pod was never
+    replaced, drifted or expired. A new node takes its zone's region as the snapshot's nodes label it."""
+    region = {"topology.kubernetes.io/region": "us-east-1"}
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge", labels=region),
+                    pod("p", "big", cpu="500m", memory="1Gi", node_selector=selector))
+    if replaced:
+        [command] = out["commands"]
+        assert (command["action"], command["nodes"]) == ("replace", ["big"])
+    else:
+        assert out["commands"] == []

@@ -34,6 +34,7 @@ from ebb.core.model import (
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
     LABEL_OS,
+    LABEL_REGION,
     LABEL_ZONE,
     DaemonSet,
     InstanceType,
@@ -417,12 +418,32 @@ class PoolsEntry:
     daemonsets: tuple[DaemonSet, ...]
     instance_types: tuple[InstanceType, ...]
     pools: list[Pool]
+    regions: tuple[tuple[str, str], ...] = ()
 
-    def holds(self, resources: Sequence[str], snapshot: Snapshot) -> bool:
-        """Built from exactly the objects of ``snapshot`` (by identity) and ``resources``."""
+    def holds(self, resources: Sequence[str], snapshot: Snapshot, regions: tuple[tuple[str, str], ...]) -> bool:
+        """Built from exactly the objects of ``snapshot`` (by identity), ``resources`` and ``regions``."""
         return (tuple(resources) == self.resources and same_objects(self.nodepools, snapshot.nodepools)
                 and same_objects(self.daemonsets, snapshot.daemonsets)
-                and same_objects(self.instance_types, snapshot.instance_types))
+                and same_objects(self.instance_types, snapshot.instance_types) and regions == self.regions)
+
+
+def zone_regions(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """The region of each zone, as the snapshot's nodes label them (``topology.kubernetes.io/region``): a new node is
+    labelled with its zone's region, as a cloud's instance types carry their region. When the nodes name one region
+    only, every zone is of it (an empty zone, "", stands for that)."""
+    found: dict[str, str] = {}
+    regions: set[str] = set()
+    for node in snapshot.nodes:
+        region = node.labels.get(LABEL_REGION)
+        if region is None:
+            continue
+        regions.add(region)
+        zone = node.labels.get(LABEL_ZONE)
+        if zone is not None:
+            found.setdefault(zone, region)
+    if len(regions) == 1:
+        found[""] = next(iter(regions))
+    return tuple(sorted(found.items()))
 
 
 def same_objects(kept: Sequence[object], given: Sequence[object]) -> bool:
@@ -442,25 +463,28 @@ def cached_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
     NodePools and DaemonSets are compared by value (their repr), InstanceTypes by identity."""
     # NodePools and DaemonSets by value (a planner builds them again for every snapshot: DisruptionPolicies are
     # merged into the NodePools), the catalog's many InstanceTypes by identity (parsed once, kept)
+    regions = zone_regions(snapshot)
     entries = list(_POOLS_CACHE.values())  # a planner's pass and a validation may build Schedulers in two threads
     for entry in entries:  # the same objects: no repr (a planner's snapshots share them while nothing changed)
-        if entry.holds(resources, snapshot):
+        if entry.holds(resources, snapshot, regions):
             return entry.pools
     key = (tuple(resources), repr(snapshot.nodepools), repr(snapshot.daemonsets),
-           tuple(map(id, snapshot.instance_types)))
+           tuple(map(id, snapshot.instance_types)), regions)
     hit = _POOLS_CACHE.get(key)
     if hit is not None and same_objects(hit.instance_types, snapshot.instance_types):
         pools = hit.pools
     else:
-        pools = build_pools(resources, snapshot)
+        pools = build_pools(resources, snapshot, regions)
     # kept with these objects (the newest entry), so the next snapshot holding them takes the first way
     _POOLS_CACHE.keep(key, PoolsEntry(tuple(resources), tuple(snapshot.nodepools),
-                                      tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools))
+                                      tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools, regions))
     return pools
 
-def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
+def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
+                regions: tuple[tuple[str, str], ...] | None = None) -> list[Pool]:
     """Each NodePool of ``snapshot`` compiled (`Pool`): its offerings that its requirements admit, over
-    ``resources``."""
+    ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it."""
+    region_of = dict(zone_regions(snapshot) if regions is None else regions)
     pools = []
     for pool in snapshot.nodepools:
         types: list[InstanceType] = []
@@ -495,6 +519,9 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
                     continue
                 for custom in customs:  # one offering per value of each custom label, in the requirement's order
                     labels = {**base, **dict(custom), LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
+                    region = region_of.get(off.zone) or region_of.get("")
+                    if region is not None:
+                        labels.setdefault(LABEL_REGION, region)
                     if not requirements_match(pool.requirements, labels):
                         continue
                     combo_type.append(t_index)

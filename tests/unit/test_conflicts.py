@@ -26,7 +26,7 @@ from ebb.core.engine import ALL_METHODS, run_pass
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import Budget
 from ebb.core.plan import make_plan, plan_json
-from tests.kit.builders import NOW, OLD, disruption_policy, node, nodeclaim, nodepool, snapshot
+from tests.kit.builders import NOW, OLD, disruption_policy, node, nodeclaim, nodepool, pod, snapshot
 
 K = ConflictKind
 KARPENTER = ConflictSettings("karpenter")
@@ -176,6 +176,11 @@ def test_karpenter_seen() -> None:
     ((Budget("0", schedule="@daily", duration="1h"),), False),
     ((Budget("0", reasons=("Empty", "Drifted")),), False),
     ((), False),
+    # Karpenter takes the smallest active budget per reason: zero budgets that together cover every reason stop it
+    ((Budget("0", reasons=("Empty", "Drifted")), Budget("0", reasons=("Underutilized",))), True),
+    ((Budget("0", reasons=("Empty", "Drifted")), Budget("1", reasons=("Underutilized",))), False),
+    ((Budget("00"),), True),  # the CRD admits it, and Karpenter reads it as 0
+    ((Budget("00%"),), True),
 ])
 def test_karpenter_stopped_by(budgets: tuple[Budget, ...], stopped: bool) -> None:
     assert karpenter_stopped_by(budgets) is stopped
@@ -241,3 +246,36 @@ def test_the_conflict_free_condition_of_each_policy() -> None:
     gone = policy_condition("gone", found)
     assert (gone.status, gone.reason) == ("False", "PolicyWithoutNodePool")
     assert gone.message.startswith("DisruptionPolicy gone names no NodePool")
+
+
+def test_a_nodeclaim_without_its_nodepool_label_is_of_its_nodes_nodepool() -> None:
+    """A NodeClaim of another provider's is that of its Node's NodePool when it has no karpenter.sh/nodepool label
+    (found by status.nodeName), so the NodePool is refused: with the conflict named for no NodePool, ebb only warned
+    and deleted the node, taking Karpenter's finalizer off a NodeClaim whose instance then never terminates."""
+    claim = nodeclaim("c1", "n1")
+    del claim["metadata"]["labels"]["karpenter.sh/nodepool"]
+    found = conflicts(snapshot(nodepool(**SWITCHED_OFF), node("n1"), claim), ConflictSettings("kwok"))
+    assert kinds(found) == [(K.NODECLAIMS_WITHOUT_KARPENTER_PROVIDER, "default")]
+
+
+#: the pods keep to one a host: each node is replaced, one a step (a budget of one node)
+ONE_PER_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def test_until_stable_with_a_pool_handed_over_goes_on_past_its_first_step() -> None:
+    """docs/karpenter.md's set-up: the NodePool's budgets "0" and template expireAfter Never, the DisruptionPolicy's
+    expireAfter 720h and budget 1. A replacement's NodeClaim takes the NodePool template's expireAfter (Never), as the
+    launcher gives it; the simulated one took the DisruptionPolicy's, so from the second step the pool conflicted
+    (NodeClaims that expire) and `--until-stable` stopped after one replacement."""
+    docs = [nodepool(**SWITCHED_OFF), disruption_policy(budgets=[{"nodes": "1"}], expireAfter="720h"),
+            *(doc for name in ("a", "b") for doc in (node(name, itype="m5.2xlarge"),
+                                                     nodeclaim(f"c-{name}", name, expire_after="Never"),
+                                                     pod(f"p-{name}", name, cpu="500m", memory="1Gi",
+                                                         labels={"app": "web"}, affinity=ONE_PER_HOST)))]
+    result = make_plan(snapshot(*docs), NOW, until_stable=True,
+                       options=EngineOptions(require_nodeclaim=True, refuse_conflicts=KARPENTER),
+                       conflict_settings=KARPENTER)
+    out = plan_json(result)
+    replaced = [n for step in out["steps"] for c in step["commands"] for n in c["nodes"]]
+    assert sorted(replaced) == ["a", "b"], replaced

@@ -106,11 +106,20 @@ def karpenter_seen(snapshot: Snapshot, settings: ConflictSettings) -> str | None
     return None
 
 
+def _allows_none(nodes: str) -> bool:
+    """A budget's ``nodes`` that allows no disruption: 0 or 0%, however written ("00", "0%"), as Karpenter's
+    ``GetIntStrFromValue`` reads it."""
+    value = nodes.strip()
+    value = value[:-1] if value.endswith("%") else value
+    return value.isdigit() and int(value) == 0
+
+
 def karpenter_stopped_by(budgets: tuple[Budget, ...]) -> bool:
-    """Whether ``budgets`` (a NodePool's own) stop Karpenter's voluntary disruption for good: one of them allows 0
-    nodes, always (no schedule), for every reason Karpenter has (no ``reasons``, or all of them)."""
-    return any(b.nodes.strip() in ("0", "0%") and b.schedule is None
-               and (b.reasons is None or set(b.reasons) >= KARPENTER_REASONS) for b in budgets)
+    """Whether ``budgets`` (a NodePool's own) stop Karpenter's voluntary disruption for good: for every reason Karpenter
+    has, a budget that applies to it (no ``reasons``, or it among them) allows 0 nodes, always (no schedule), as
+    Karpenter takes the smallest active budget per reason (``GetAllowedDisruptionsByReason``)."""
+    stopping = [b for b in budgets if _allows_none(b.nodes) and b.schedule is None]
+    return all(any(b.reasons is None or reason in b.reasons for b in stopping) for reason in KARPENTER_REASONS)
 
 
 def _budgets_text(budgets: tuple[Budget, ...]) -> str:
@@ -132,7 +141,7 @@ def _pool_conflicts(pool: NodePool, claims: list[NodeClaim]) -> list[Conflict]:
     if not karpenter_stopped_by(budgets):
         out.append(Conflict(ConflictKind.KARPENTER_BUDGETS, f"NodePool {name}", name, (
             f"NodePool {name} still lets Karpenter disrupt its nodes: its spec.disruption.budgets "
-            f"{_budgets_text(budgets)} have no budget of nodes \"0\" that is always active for every reason; "
+            f"{_budgets_text(budgets)} do not allow 0 nodes, always, for every reason; "
             f"set spec.disruption.budgets to [{{nodes: \"0\"}}] and give ebb its budgets in DisruptionPolicy {name}")))
     expire = pool.karpenter_expire_after
     if expire is not None:
@@ -161,8 +170,13 @@ def conflicts(snapshot: Snapshot, settings: ConflictSettings) -> tuple[Conflict,
     out: list[Conflict] = []
     pools = {p.name: p for p in snapshot.nodepools}
     claims_of: dict[str | None, list[NodeClaim]] = {}
+    # a NodeClaim without its karpenter.sh/nodepool label is of its Node's NodePool (by status.nodeName or providerID)
+    pool_of_node = {n.name: n.nodepool for n in snapshot.nodes}
+    pool_of_provider = {n.provider_id: n.nodepool for n in snapshot.nodes if n.provider_id}
     for claim in snapshot.nodeclaims:
-        claims_of.setdefault(claim.nodepool, []).append(claim)
+        pool = (claim.nodepool or pool_of_node.get(claim.node_name or "")
+                or pool_of_provider.get(claim.provider_id or ""))
+        claims_of.setdefault(pool, []).append(claim)
     if karpenter_seen(snapshot, settings) is not None:
         for name in sorted(pools):
             out.extend(_pool_conflicts(pools[name], claims_of.get(name, [])))

@@ -33,6 +33,7 @@ from ebb.core.model import (
     LABEL_INITIALIZED,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_REGION,
     LABEL_ZONE,
     Node,
     NodeClaim,
@@ -40,6 +41,7 @@ from ebb.core.model import (
     Snapshot,
 )
 from ebb.core.quantity import fmt_time
+from ebb.core.simulator.constraints import zone_regions
 
 VALIDATION_DELAY_SECONDS = 15.0
 MAX_STEPS = 1000
@@ -69,6 +71,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
     new_pods: list[Pod] = []
     new_claims: list[NodeClaim] = []
     host_to_node: dict[str, str] = {}
+    region_of = dict(zone_regions(snapshot))
     for c_index, command in enumerate(commands):
         for r_index, rep in enumerate(command.replacements):
             it = types[rep.instance_types[0]]
@@ -83,6 +86,9 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
                       **requirement_labels(pool, it, dict(rep.labels)), **pool.labels,
                       LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
+            region = region_of.get(offer.zone) or region_of.get("")
+            if region is not None:  # as the simulation labels a new node (`zone_regions`)
+                labels.setdefault(LABEL_REGION, region)
             annotations = {ANNOTATION_NODEPOOL_HASH: pool.hash or "", ANNOTATION_NODEPOOL_HASH_VERSION:
                            pool.hash_version or ""} if pool.hash else {}
             # a replacement, as live ones are marked: it does not restart a stabilization window
@@ -94,7 +100,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             if snapshot.nodeclaims:  # launched through Karpenter: a NodeClaim too, or it could never be retired
                 new_claims.append(NodeClaim(name, pool.name, name, node.provider_id, initialized=True,
                                             creation_time=now, decision_id=annotations[ANNOTATION_DECISION_ID],
-                                            expire_after=pool.expire_after, labels=labels,
+                                            expire_after=pool.karpenter_expire_after, labels=labels,
                                             annotations=annotations))
             for ds in snapshot.daemonsets:
                 if daemonset_runs_on_node(ds, labels, pool.taints):

@@ -18,6 +18,7 @@ from tests.kit.builders import (
     disrupted,
     disruption_policy,
     node,
+    nodeclaim,
     nodepool,
     plan,
     plan_dict,
@@ -202,3 +203,18 @@ def test_multi_node_counts_the_set_it_made_or_the_last_one_refused() -> None:
     # the last set the search refused: two of the three, deleted (20% of the cost for 82 of 186)
     assert not refused.approved
     assert refused.score == pytest.approx(0.2 / (82 / 186))
+
+
+def test_a_launching_nodeclaim_counts_in_the_pools_totals() -> None:
+    """The uniform pool's replace at the threshold (score 0.50), with a b.2xlarge NodeClaim of the pool launched
+    whose Node has not registered yet: Karpenter's cost tracking and cluster state count it (its price by its labels,
+    a disruption cost of 1), so the replace's share falls below the threshold and it is refused; ebb counted Nodes
+    only and approved it."""
+    claim = nodeclaim("launching", "", labels={"node.kubernetes.io/instance-type": "b.2xlarge",
+                                               "topology.kubernetes.io/zone": "us-east-1a",
+                                               "karpenter.sh/capacity-type": "on-demand"})
+    claim["status"] = {}
+    out = _plan("Balanced", *rfc_cluster(sized_node("subject", "b.xlarge", [("225m", None)] * 8), 9, 0), claim)
+    assert out["commands"] == []
+    assert "consolidationPolicy is Balanced and this replace is not worth its disruption" in \
+        blocked_of(out, "subject")["reason"]

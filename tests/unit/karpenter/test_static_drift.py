@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit.builders import blocked_of, nodepool, plan_dict, pod
+from tests.kit.builders import blocked_of, nodeclaim, nodepool, plan_dict, pod
 from tests.kit.karpenter_suite import DRIFTED, NOT_DRIFTED, ZONES, claimed
 
 MOST_EXPENSIVE = "m5.2xlarge"
@@ -164,3 +164,23 @@ def test_a_static_nodes_pods_that_fit_nowhere_else_get_a_replacement_that_holds_
     out = plan_dict(_static(replicas=1), *_nodes(1))
     [command] = out["commands"]
     assert command["replacements"][0]["instanceTypes"][0] == "t3.medium"  # nothing to hold: the cheapest
+
+
+def _launching(name: str, pool: str = "default") -> dict[str, Any]:
+    """A NodeClaim launched whose Node has not registered yet (no status.nodeName, no Node)."""
+    claim = nodeclaim(name, "", pool=pool)
+    claim["status"] = {}
+    return claim
+
+
+@pytest.mark.parametrize(("replicas", "limit", "commands"), [
+    pytest.param(3, 3, 0, id="replicas 3, limit 3: two drifted nodes and a launching NodeClaim leave no room"),
+    pytest.param(2, None, 0, id="replicas 2: two nodes and a launching NodeClaim are over the replicas"),
+    pytest.param(3, 4, 1, id="replicas 3, limit 4: room for one replacement"),
+])
+def test_a_launching_nodeclaim_counts_as_a_node_of_its_pool(replicas: int, limit: int | None, commands: int) -> None:
+    """Karpenter's cluster state holds a NodeClaim launched before its Node registers as a node of its NodePool
+    (``UpdateNodeClaim`` marks it active; ``ReserveNodeCount`` counts it): static drift counts it against the
+    replicas and ``limits.nodes``. ebb counted Nodes only, and replaced past the limit."""
+    out = plan_dict(_static(replicas=replicas, limit=limit), *_nodes(2), _launching("launching"))
+    assert len(_one_for_one(out)) == commands

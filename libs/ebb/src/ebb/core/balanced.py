@@ -114,8 +114,10 @@ def node_disruption_cost(movable: Sequence[Pod]) -> float:
     return NODE_BASE_COST + sum(max(0.0, pod.eviction_cost) for pod in movable)
 
 
-def pool_totals(view: _View, nodes: Sequence[str]) -> dict[str, PoolTotals]:
-    """The totals of every Balanced NodePool, over ``nodes`` (all the snapshot's nodes)."""
+def pool_totals(view: _View, nodes: Sequence[str],
+                launching: Sequence[tuple[str, float]] = ()) -> dict[str, PoolTotals]:
+    """The totals of every Balanced NodePool, over ``nodes`` (all the snapshot's nodes) and ``launching`` (the
+    NodePool and price of each NodeClaim whose node has not registered yet: a node without pods to Karpenter)."""
     cost: dict[str, float] = {}
     disruption: dict[str, float] = {}
     for name in nodes:
@@ -124,6 +126,10 @@ def pool_totals(view: _View, nodes: Sequence[str]) -> dict[str, PoolTotals]:
             continue
         cost[pool] = cost.get(pool, 0.0) + view.price[name]
         disruption[pool] = disruption.get(pool, 0.0) + node_disruption_cost(view.movable[name])
+    for pool, price in launching:
+        if is_balanced(view.pools.get(pool)):
+            cost[pool] = cost.get(pool, 0.0) + price
+            disruption[pool] = disruption.get(pool, 0.0) + NODE_BASE_COST
     return {pool: PoolTotals(cost[pool], disruption[pool]) for pool in cost}
 
 

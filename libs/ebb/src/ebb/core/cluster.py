@@ -36,7 +36,10 @@ from ebb.core.model import (
     ANNOTATION_DO_NOT_CONSOLIDATE,
     ANNOTATION_DO_NOT_DISRUPT,
     ANNOTATION_DO_NOT_EVICT,
+    LABEL_CAPACITY_TYPE,
     LABEL_INITIALIZED,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
     POLICY_FROM_NODEPOOL,
     REASONS,
     TAINT_DISRUPTED,
@@ -212,6 +215,7 @@ class ClusterView:
     #: ``Snapshot.pod_events`` by node, made when first asked
     _pod_left: dict[str, datetime] | None = field(default=None, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
+    _launching: tuple[NodeClaim, ...] | None = field(default=None, repr=False, compare=False)
     #: the drifted nodes and why (`ebb.core.methods.drift.drifted_nodes`), found once per view: the drift method
     #: and the findings both read them
     drifted: dict[str, str] | None = field(default=None, repr=False, compare=False)
@@ -763,11 +767,33 @@ class ClusterView:
         return self.node_pods[name].eviction_cost
 
     def balanced_totals(self) -> dict[str, PoolTotals]:
-        """Per NodePool whose consolidationPolicy is Balanced, the price and the disruption cost of all its nodes
-        (`ebb.core.balanced`: once per view, as Karpenter takes them once per pass)."""
+        """Per NodePool whose consolidationPolicy is Balanced, the price and the disruption cost of all its nodes, the
+        NodeClaims launched whose Node has not registered yet included (`launching_claims`: Karpenter's cluster state
+        counts them, priced by their labels) (`ebb.core.balanced`: once per view, as Karpenter takes them once per
+        pass)."""
         if self._balanced_totals is None:
-            self._balanced_totals = pool_totals(self, list(self.nodes))
+            self._balanced_totals = pool_totals(self, list(self.nodes), [
+                (claim.nodepool, self.claim_price(claim)) for claim in self.launching_claims() if claim.nodepool])
         return self._balanced_totals
+
+    def launching_claims(self) -> tuple[NodeClaim, ...]:
+        """The NodeClaims no Node of the snapshot is of (by ``status.nodeName`` or ``status.providerID``): launched,
+        their node not registered yet. Karpenter's cluster state holds them as nodes of their NodePool already."""
+        if self._launching is None:
+            names = set(self.nodes)
+            providers = {n.provider_id for n in self.snapshot.nodes if n.provider_id}
+            self._launching = tuple(c for c in self.snapshot.nodeclaims
+                                    if not (c.node_name and c.node_name in names)
+                                    and not (c.provider_id and c.provider_id in providers))
+        return self._launching
+
+    def claim_price(self, claim: NodeClaim) -> float:
+        """What a NodeClaim's node costs an hour, by its instance type, zone and capacity type labels (0 for a type the
+        catalog does not know), as Karpenter's cost tracking prices a NodeClaim."""
+        it = self.types.get(claim.labels.get(LABEL_INSTANCE_TYPE, ""))
+        if it is None:
+            return 0.0
+        return node_price(it, claim.labels.get(LABEL_ZONE), claim.labels.get(LABEL_CAPACITY_TYPE))[0]
 
     def order(self, names: list[str]) -> list[str]:
         return sorted(names, key=lambda n: (self.disruption_cost(self.nodes[n]), len(self.movable[n]),

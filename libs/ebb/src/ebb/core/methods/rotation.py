@@ -148,15 +148,17 @@ def one_for_one(ctx: PassContext, method: str, reason: str, wanted: dict[str, st
         if blocked:
             out.blocked[name] = BlockCause(Cause.DUE_BUT, due, blocked)
             continue
+        # its nodes and the NodeClaims launched whose node has not registered yet, as Karpenter's state counts them
+        launching = [c for c in view.launching_claims() if c.nodepool == pool.name]
         members = [n for n in view.snapshot.nodes if n.nodepool == pool.name]
-        running = sum(1 for n in members if not n.deleting)
+        running = sum(1 for n in members if not n.deleting) + sum(1 for c in launching if not c.deleting)
         if running > (pool.replicas or 0):
             out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_SCALING_DOWN, {
                 "pool": pool.name, "count": running, "replicas": pool.replicas}))
             continue
         # Karpenter reserves the replacements against limits.nodes, counting deleting nodes too
         limit = pool.limits.get("nodes")
-        if limit is not None and len(members) + launched.get(pool.name, 0) + 1 > limit:
+        if limit is not None and len(members) + len(launching) + launched.get(pool.name, 0) + 1 > limit:
             out.blocked[name] = BlockCause(Cause.DUE_BUT, due, BlockCause(Cause.STATIC_AT_LIMIT, {
                 "pool": pool.name, "limit": limit}))
             continue

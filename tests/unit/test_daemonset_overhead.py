@@ -178,6 +178,17 @@ def test_a_daemonsets_pod_keeps_its_templates_node_affinity() -> None:
     assert command["replacements"][0]["instanceTypes"][0] == "t3.medium", command
 
 
+def test_a_daemonsets_pod_keeps_its_templates_node_selector() -> None:
+    """The DaemonSet controller copies the template's nodeSelector into every pod; a pod without it is written by
+    hand, and where the DaemonSet runs is still its template's: an agent for arm64 nodes only keeps no room on an
+    amd64 node whatever its pod says, so p moves onto n2 (2 cpu, 1 taken by another pod)."""
+    out = plan_dict(nodepool(), _agent(nodeSelector={"kubernetes.io/arch": "arm64"}),
+                    node("n1", itype="t3.medium"), pod("p", "n1", cpu="800m", memory="256Mi"),
+                    node("n2", itype="t3.medium", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    pod("q", "n2", cpu="1", memory="256Mi"), _agent_pod("a1", "elsewhere", "1600m"))
+    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("delete", ["n1"])], out["commands"]
+
+
 # -- the host ports of a new node's DaemonSet pods -------------------------------------------------------------------
 
 def _port(port: int, protocol: str = "TCP", host_ip: str | None = None) -> dict[str, Any]:

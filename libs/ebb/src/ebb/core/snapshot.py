@@ -1001,8 +1001,8 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> tuple[DaemonSet, ...]:
     """``daemonsets`` as their pods ask: a DaemonSet with a pod among ``pods`` (controlled by it: its ownerReference,
     not finished) takes the scheduling needs of its newest one (requests, host ports, tolerations, ...), but for the
-    template's required node affinity, which the DaemonSet controller replaces in each pod by that pod's node; one
-    without keeps its template's. Karpenter sizes the DaemonSets' overhead so (``getDaemonSetPods``: the cluster state
+    template's required node affinity, which the DaemonSet controller replaces in each pod by that pod's node, and
+    its nodeSelector, which it copies into each; one without keeps its template's. Karpenter sizes the DaemonSets' overhead so (``getDaemonSetPods``: the cluster state
     keeps the newest pod of each DaemonSet), and a pod is what runs: a LimitRange's defaults or a VPA's requests are
     in it, not in the template. A DaemonSet whose pod asks what its template does stays the same object, and so does
     one made from the same DaemonSet and pod spec objects again (`_LIVE`: the simulator knows DaemonSets by identity
@@ -1027,7 +1027,9 @@ def _as_pod_asks(ds: DaemonSet, spec: SchedulingSpec) -> DaemonSet:
     hit = _LIVE.get((id(ds), id(spec)))  # snapshots are assembled on two threads (a pass and a validation)
     if hit is not None and hit[0] is ds and hit[1] is spec:
         return hit[2]
-    asks = replace(spec, required_node_terms=ds.spec.required_node_terms)
+    # the template's nodeSelector too: the DaemonSet controller copies it into every pod, so a pod without it is one
+    # written by hand, and the template says where the DaemonSet runs
+    asks = replace(spec, required_node_terms=ds.spec.required_node_terms, node_selector=ds.spec.node_selector)
     made = ds if asks == ds.spec else replace(ds, spec=asks)
     _LIVE.keep((id(ds), id(spec)), (ds, spec, made))
     return made

@@ -36,6 +36,12 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
+def _on_host_ip(doc: dict[str, Any], host_ip: str) -> dict[str, Any]:
+    """``doc``, a pod with a host port, with that port on ``host_ip``."""
+    doc["spec"]["containers"][0]["ports"][0]["hostIP"] = host_ip
+    return doc
+
+
 def _init_with_port(port: int, *, sidecar: bool) -> dict[str, Any]:
     init: dict[str, Any] = {"name": "proxy", "image": "registry.example/app:1",
                             "resources": {"requests": {"cpu": "10m"}},
@@ -166,6 +172,8 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], boo
      {"init_containers": [_init_with_port(8080, sidecar=True)]}, False),
     ("host-port-of-an-init-container", {}, [pod("proxy", "dst", host_port=8080)],
      {"init_containers": [_init_with_port(8080, sidecar=False)]}, True),
+    ("host-port-on-another-address", {}, [_on_host_ip(pod("proxy", "dst", host_port=8080), "10.0.0.2")],
+     {"host_port": 8080}, False),  # p's is on every address
 ]
 
 
@@ -573,3 +581,18 @@ def test_a_new_node_is_labelled_with_its_zones_region(selector: dict[str, str], 
         assert (command["action"], command["nodes"]) == ("replace", ["big"])
     else:
         assert out["commands"] == []
+
+
+@pytest.mark.parametrize(("dst_ip", "moves"), [("::", False), ("0.0.0.0", False), ("10.0.0.2", True)])
+def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) -> None:
+    """A host port on ``::`` holds it on every address, as on 0.0.0.0 (Karpenter's ``HostPortUsage`` reads any
+    unspecified address so): p's port on 10.0.0.1 conflicts with it. ebb read ``::`` as one address and moved p."""
+    out = plan_dict(
+        nodepool(),
+        node("src", itype="t3.medium", zone="us-east-1a"),
+        node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
+        _on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
+        _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), "10.0.0.1"),
+    )
+    assert ("src" in disrupted(out)) is moves

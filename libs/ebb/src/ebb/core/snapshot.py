@@ -20,6 +20,7 @@ DisruptionPolicy CRD has no default for it (none: no expiry).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -476,7 +477,7 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
                 if _is_mapping(port) and port.get("hostPort"):
                     try:
                         ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
-                                              str(port.get("hostIP") or "0.0.0.0")))
+                                              _host_ip(port.get("hostIP"))))
                     except (TypeError, ValueError, OverflowError) as exc:
                         raise doc.fail(f"{p}{kind}[{i}].ports[{j}].hostPort", "must be an integer") from exc
 
@@ -497,6 +498,18 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         spread=tuple(spreads),
         host_ports=tuple(ports),
     )
+
+
+def _host_ip(value: Any) -> str:
+    """A host port's address: unset, or an unspecified one (0.0.0.0, or IPv6's ::, which Karpenter's
+    ``HostPortUsage`` reads as every address too), is every address, "0.0.0.0"."""
+    if not value:
+        return "0.0.0.0"
+    text = str(value)
+    try:
+        return "0.0.0.0" if ipaddress.ip_address(text).is_unspecified else text
+    except ValueError:
+        return text
 
 
 def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[str]) -> dict[str, int]:
@@ -999,14 +1012,14 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> tuple[DaemonSet, ...]:
-    """``daemonsets`` as their pods ask: a DaemonSet with a pod among ``pods`` (controlled by it: its ownerReference,
-    not finished) takes the scheduling needs of its newest one (requests, host ports, tolerations, ...), but for the
-    template's required node affinity, which the DaemonSet controller replaces in each pod by that pod's node, and
-    its nodeSelector, which it copies into each; one without keeps its template's. Karpenter sizes the DaemonSets' overhead so (``getDaemonSetPods``: the cluster state
-    keeps the newest pod of each DaemonSet), and a pod is what runs: a LimitRange's defaults or a VPA's requests are
-    in it, not in the template. A DaemonSet whose pod asks what its template does stays the same object, and so does
-    one made from the same DaemonSet and pod spec objects again (`_LIVE`: the simulator knows DaemonSets by identity
-    pass after pass)."""
+    """``daemonsets`` as their pods ask: a DaemonSet with a pod among ``pods`` (controlled by it: its
+    ownerReference, not finished) takes the scheduling needs of its newest one (requests, host ports, tolerations,
+    ...), but for the template's required node affinity, which the DaemonSet controller replaces in each pod by that
+    pod's node, and its nodeSelector, which it copies into each; one without keeps its template's. Karpenter sizes
+    the DaemonSets' overhead so (``getDaemonSetPods``: the cluster state keeps the newest pod of each DaemonSet),
+    and a pod is what runs: a LimitRange's defaults or a VPA's requests are in it, not in the template. A DaemonSet
+    whose pod asks what its template does stays the same object, and so does one made from the same DaemonSet and
+    pod spec objects again (`_LIVE`: the simulator knows DaemonSets by identity pass after pass)."""
     if not daemonsets:
         return daemonsets
     newest: dict[tuple[str, str | None], Pod] = {}

@@ -133,15 +133,10 @@ def test_reasons_filter(reason: str, allowed: int) -> None:
     {"nodes": "1", "schedule": "0 9 * * 1#2", "duration": "1h"},
     {"nodes": "1", "schedule": "0 9 15W * *", "duration": "1h"},
     {"nodes": "1", "schedule": "*/0 * * * *", "duration": "1h"},
-    # the CRDs' pattern admits hours and minutes only (a schedule fires on the minute)
-    {"nodes": "1", "schedule": "@daily", "duration": "30s"},
-    {"nodes": "1", "schedule": "@daily", "duration": "1h30s"},
-    {"nodes": "1", "schedule": "@daily", "duration": "1.5h"},
     {"nodes": "1", "schedule": "@daily", "duration": "Never"},
 ], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
         "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months",
-        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step", "seconds",
-        "hours-and-seconds", "fraction-of-hour", "never"])
+        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step", "never"])
 def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
     pool = _pool([{"nodes": "100%"}, budget])
     for reason in REASONS:
@@ -151,7 +146,8 @@ def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
         assert "invalid" in verdict.detail
 
 
-@pytest.mark.parametrize("duration", ["30m", "8h", "1h30m", "1h30m0s", "2h0s", "0m", "0h"])
+# the CRDs' hours and minutes, and Go durations to the second, which ebb's back-test holds a budget to
+@pytest.mark.parametrize("duration", ["30m", "8h", "1h30m", "1h30m0s", "2h0s", "0m", "0h", "150s", "1.5h"])
 def test_a_duration_the_crds_admit_is_valid(duration: str) -> None:
     assert budget_error(Budget(nodes="1", schedule="@daily", duration=duration)) is None
 
@@ -166,11 +162,11 @@ def test_a_window_of_0m_is_never_active(now: datetime) -> None:
 
 
 def test_a_budget_is_judged_alike_in_a_nodepool_and_in_its_disruption_policy() -> None:
-    budgets = [{"nodes": "100%"}, {"nodes": "0", "schedule": "@daily", "duration": "30s"}]
+    budgets = [{"nodes": "100%"}, {"nodes": "0", "schedule": "@daily", "duration": "Never"}]
     for pool in (_pool(budgets), snapshot(nodepool(), disruption_policy(budgets=budgets)).nodepools[0]):
         verdict = allowed_disruptions(pool, "Empty", NOW, total=10, deleting=0, not_ready=0)
         assert (verdict.allowed, verdict.invalid) == (0, True)
-        assert "duration '30s' is not hours and minutes" in verdict.detail
+        assert "duration 'Never' is not a time" in verdict.detail
 
 
 @pytest.mark.parametrize("schedule", [

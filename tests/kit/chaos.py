@@ -492,7 +492,10 @@ class Chaos:
         self.report.samples += 1
         live = {n["name"]: d for d in decisions if d["state"] in LIVE for n in jv(d["nodes"])}
         marked = {n.metadata.name for n in nodes if _marked(n) or n.metadata.deletion_timestamp is not None}
-        voluntary = {name for name in marked if not (name in live and live[name]["id"].startswith("int-"))}
+        # a node an interruption took is not a voluntary disruption, whether or not its decision is still live: the
+        # nodes are listed before the decisions are read, so one whose interruption ended in between is still marked
+        interrupted = {n["name"] for d in decisions if d["id"].startswith("int-") for n in jv(d["nodes"])}
+        voluntary = {name for name in marked if name not in interrupted}
         self.report.max_voluntary_disrupting = max(self.report.max_voluntary_disrupting, len(voluntary))
         self.report.max_ledger = max(self.report.max_ledger, ledger)
         if len(voluntary) > self.plan.budget:

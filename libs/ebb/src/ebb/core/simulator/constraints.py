@@ -359,21 +359,24 @@ class Pool:
         requirements that many distinct values of its label (`type_values`), as Karpenter's scheduler asks of a
         NodeClaim's remaining types before it takes a pod (``filterInstanceTypesByRequirements`` under the default
         Strict policy): a claim that would fall short does not take the pod, and the next NodePool is tried."""
-        if self._floors is None:
-            self._floors = [(req.key, req.min_values, [frozenset(type_values(req.key, it)) for it in self.types])
-                            for req in self.pool.requirements if req.min_values]
-        return not self._floors or not self.min_values_short(mask)
+        return not self._min_value_floors() or not self.min_values_short(mask)
 
     def min_values_short(self, mask: BoolArray) -> list[tuple[str, int, int]]:
         """The ``minValues`` requirements the instance types of the offerings ``mask`` keeps fall short of: (the
         label, the distinct values they offer, its minValues)."""
-        if self._floors is None:
-            self.min_values_met(mask)
-        assert self._floors is not None
+        floors = self._min_value_floors()
+        if not floors:
+            return []
         types = np.unique(self.combo_type[mask]).tolist()
-        found = ((key, len(frozenset().union(*(values[t] for t in types))), floor)
-                 for key, floor, values in self._floors)
+        found = ((key, len(frozenset().union(*(values[t] for t in types))), floor) for key, floor, values in floors)
         return [(key, count, floor) for key, count, floor in found if count < floor]
+
+    def _min_value_floors(self) -> list[tuple[str, int, list[frozenset[str]]]]:
+        """`_floors`, made when first asked."""
+        if self._floors is None:
+            self._floors = [(req.key, req.min_values, [frozenset(type_values(req.key, it)) for it in self.types])
+                            for req in self.pool.requirements if req.min_values]
+        return self._floors
 
     def combos_holding(self, total: IntArray) -> BoolArray:
         """Per offering: has its instance type room for ``total`` (`types_holding`)? Read-only, and kept per total

@@ -21,7 +21,7 @@ import numpy as np
 
 from ebb.core.model import InstanceType, Node, Pod
 from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_min, trues
-from ebb.core.simulator.constraints import PodClass, Pool, format_requests
+from ebb.core.simulator.constraints import PodClass, Pool, format_requests, ports_clash
 from ebb.core.simulator.results import NewNode, SimulationResult
 
 #: what a claim launches: its instance types (cheapest first), capacity type, zones, price and custom labels (`_launch`)
@@ -193,11 +193,7 @@ class Placement:
         used = self.ports.get(b)
         if not used:
             return False
-        for proto, port, ip in ports:
-            for uproto, uport, uip in used:
-                if proto == uproto and port == uport and (ip == uip or "0.0.0.0" in (ip, uip)):
-                    return True
-        return False
+        return any(ports_clash(port, taken) for port in ports for taken in used)
 
     def limits_may_refuse(self, p_index: int) -> bool:
         """Whether NodePool ``p_index``'s limits may refuse a claim one of its offerings at its usage now (or less: a
@@ -297,7 +293,7 @@ class Placement:
             allowed = cls.pool_combo_ok[p_index]
             if allowed is None or not pool.pool.limits or not len(pool.types):
                 continue
-            holds = all_of_rows(pool.type_alloc >= req)[pool.combo_type] & allowed
+            holds = pool.combos_holding(req) & allowed
             if not any_set(holds):
                 continue
             mask = self._limit_mask(p_index)
@@ -364,12 +360,15 @@ class Placement:
         """The node claim ``hostname`` would launch from its offerings of ``capacity_type`` alone (Karpenter's
         spot-to-spot consolidation keeps only the spot ones), as `new_nodes` gives it; None when it has none, or
         holds no pod."""
-        for claim in self.claims.values():
-            if claim.hostname != hostname or not claim.pods:
-                continue
-            mask = claim.mask & self.s.pools[claim.pool].of_capacity_type(capacity_type)
-            return self._launched(claim, mask) if mask.any() else None
-        return None
+        claim = self.claim_holding(hostname)
+        if claim is None:
+            return None
+        mask = claim.mask & self.s.pools[claim.pool].of_capacity_type(capacity_type)
+        return self._launched(claim, mask) if mask.any() else None
+
+    def claim_holding(self, hostname: str) -> Claim | None:
+        """The claim ``hostname`` when it holds a pod, else None."""
+        return next((c for c in self.claims.values() if c.hostname == hostname and c.pods), None)
 
     def result(self, pods: Iterable[Pod], failures: Mapping[str, str]) -> SimulationResult:
         """Where each of ``pods`` went, the new nodes, and ``failures`` (pod key -> why it found no bin)."""

@@ -801,27 +801,26 @@ class SimState(Placement):
         and its pods' (each in its strictest form: the preferences Karpenter holds as requirements while it can) allow
         a spot node of the kind it would launch, whether or not the catalog has a spot offering available for it now.
         (False, False) for a claim that holds no pod."""
-        for claim in self.claims.values():
-            if claim.hostname != hostname or not claim.pods:
-                continue
-            pool = self.s.pools[claim.pool]
-            if any_set(claim.mask & pool.of_capacity_type(CAPACITY_RESERVED)):
-                return False, True
-            if any_set(claim.mask & pool.of_capacity_type(CAPACITY_SPOT)):
-                return True, False
-            launchable = claim.mask.nonzero()[0]
-            if not len(launchable):
-                return False, False
-            labels = {**pool.combo_labels.labels_of(int(launchable[0])), LABEL_CAPACITY_TYPE: CAPACITY_SPOT}
-            if not requirements_match(pool.pool.requirements, labels):
-                return False, False
-            for key in claim.pods:
-                spec = self.s.classes(self.pod_by_key[key])[0].spec
-                if any(labels.get(k) != v for k, v in spec.node_selector.items()) \
-                        or not terms_match(spec.required_node_terms, labels):
-                    return False, False
+        claim = self.claim_holding(hostname)
+        if claim is None:
+            return False, False
+        pool = self.s.pools[claim.pool]
+        if any_set(claim.mask & pool.of_capacity_type(CAPACITY_RESERVED)):
+            return False, True
+        if any_set(claim.mask & pool.of_capacity_type(CAPACITY_SPOT)):
             return True, False
-        return False, False
+        launchable = claim.mask.nonzero()[0]
+        if not len(launchable):
+            return False, False
+        labels = {**pool.combo_labels.labels_of(int(launchable[0])), LABEL_CAPACITY_TYPE: CAPACITY_SPOT}
+        if not requirements_match(pool.pool.requirements, labels):
+            return False, False
+        for key in claim.pods:
+            spec = self.s.classes(self.pod_by_key[key])[0].spec
+            if any(labels.get(k) != v for k, v in spec.node_selector.items()) \
+                    or not terms_match(spec.required_node_terms, labels):
+                return False, False
+        return True, False
 
     def why_no_room(self, pod: Pod, closed: int) -> str:
         """What `place` says of ``pod``, of one form with no topology constraint and no host port, that found no room

@@ -193,6 +193,12 @@ CURRENTLY_RESCHEDULABLE = [
     ("does not consider pod with do-not-disrupt annotation as currently reschedulable",
      {"karpenter.sh/do-not-disrupt": "true"}, [], False),
 ]
+#: pdb.go isEvictable: a pod that tolerates the disrupted taint is never evicted, so no PDB holds it: it needs room
+TOLERATING_CURRENTLY_RESCHEDULABLE = [
+    ("a pod tolerating the disrupted taint under a fully blocking PDB", [pdb("p", {"app": "p"}, max_unavailable=0)]),
+    ("a pod tolerating the disrupted taint under two PDBs",
+     [pdb("pdb-1", {"app": "p"}, min_available="100%"), pdb("pdb-2", {"app": "p"}, max_unavailable=1)]),
+]
 
 
 @pytest.mark.parametrize(("annotations", "pdbs", "evicted"), [c[1:] for c in CURRENTLY_RESCHEDULABLE],
@@ -205,6 +211,30 @@ def test_is_currently_reschedulable(annotations: dict[str, str], pdbs: list[Any]
             node("stays", zone="us-east-1b"), pod("q", "stays", labels={"app": "p"}, annotations=annotations), *pdbs]
     view = ClusterView.build(snapshot(*docs), NOW)
     assert [p.key for p in view.evicted_soon()] == (["default/p"] if evicted else [])
+
+
+@pytest.mark.parametrize("pdbs", [c[1] for c in TOLERATING_CURRENTLY_RESCHEDULABLE],
+                         ids=[c[0] for c in TOLERATING_CURRENTLY_RESCHEDULABLE])
+def test_is_currently_reschedulable_tolerating_the_disrupted_taint(pdbs: list[Any]) -> None:
+    """utils/pdb/pdb.go, isEvictable: "if the pod isn't eligible for being evicted, then the predicate doesn't
+    matter"; a pod tolerating karpenter.sh/disrupted is not (pod.IsEvictable), so it is never fully blocked and
+    IsCurrentlyReschedulable holds: the pod goes with its node, and the simulation keeps room for it."""
+    tolerate = [{"operator": "Exists"}]
+    docs = [nodepool(), node("old", deleting=True), pod("p", "old", labels={"app": "p"}, tolerations=tolerate),
+            node("stays", zone="us-east-1b"), *pdbs]
+    view = ClusterView.build(snapshot(*docs), NOW)
+    assert [p.key for p in view.evicted_soon()] == ["default/p"]
+
+
+def test_drift_makes_room_for_a_pod_tolerating_the_disrupted_taint_whatever_its_pdb() -> None:
+    """The same rule in drift (Karpenter's SimulateScheduling sizes a replacement for every currently reschedulable
+    pod): the drifted node's only pod tolerates every taint and its PDB allows no eviction. Nothing evicts it, so it
+    dies with its node: the node is replaced, not deleted as if the pod could stay behind."""
+    out = plan_dict(nodepool(node_hash="h1"), node("low", itype="m5.large", node_hash="h0"),
+                    pod("db-0", "low", cpu="1500m", labels={"app": "db"}, owner=STS,
+                        tolerations=[{"operator": "Exists"}]),
+                    pdb("db", {"app": "db"}, max_unavailable=0))
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [("drift", "replace", ["low"])]
 
 
 def test_simulate_scheduling_should_allow_pods_on_deleting_nodes_to_reschedule_to_uninitialized_nodes() -> None:
@@ -346,6 +376,10 @@ TERMINATING = [
     ("will consider a node with terminating Deployment pods as empty",
      [pod(f"web-{i}", "a", deleting=True) for i in range(3)], [("emptiness", "delete", ["a"])]),
     ("a StatefulSet pod that is not terminating: not empty either", [pod("db-0", "a", owner=STS)], []),
+    ("a Failed StatefulSet pod being deleted is not finished: its replacement needs its room (IsReschedulable)",
+     [pod("db-0", "a", owner=STS, deleting=True, phase="Failed")], []),
+    ("a Failed Deployment pod being deleted is: the node is empty",
+     [pod("web-0", "a", deleting=True, phase="Failed")], [("emptiness", "delete", ["a"])]),
 ]
 
 
@@ -354,6 +388,38 @@ def test_emptiness_terminating_pods(pods: list[Any], commands: list[tuple[str, s
     """controllers/disruption/emptiness_test.go, Describe("Emptiness"): node a is of the cheapest type and alone,
     so only emptiness could take it; its pods were evicted and are terminating."""
     out = plan_dict(nodepool(), node("a", itype="t3.medium"), *pods)
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == commands
+
+
+def _owned_by(doc: dict[str, Any], *refs: tuple[str, str, bool]) -> dict[str, Any]:
+    doc["metadata"]["ownerReferences"] = [{"apiVersion": "v1" if kind == "Node" else "apps/v1", "kind": kind,
+                                           "name": name, "uid": f"uid-{name}", "controller": controller}
+                                          for kind, name, controller in refs]
+    return doc
+
+
+# (case, node a's pod's owner references, whether it is terminating, the commands): utils/pod/scheduling.go IsOwnedBy
+# reads every reference
+OWNERS = [
+    ("a StatefulSet reference after the controller's: still a StatefulSet's terminating pod, the node is not empty",
+     [("ReplicaSet", "rs", True), ("StatefulSet", "db", False)], True, []),
+    ("the controller's reference alone: a ReplicaSet's terminating pod, the node is empty",
+     [("ReplicaSet", "rs", True)], True, [("emptiness", "delete", ["a"])]),
+    ("a DaemonSet reference after the controller's: a DaemonSet's pod, the node is empty",
+     [("ReplicaSet", "rs", True), ("DaemonSet", "agent", False)], False, [("emptiness", "delete", ["a"])]),
+    ("the controller's reference alone: a ReplicaSet's running pod with nowhere to go, the node stays",
+     [("ReplicaSet", "rs", True)], False, []),
+]
+
+
+@pytest.mark.parametrize(("refs", "deleting", "commands"), [c[1:] for c in OWNERS], ids=[c[0] for c in OWNERS])
+def test_owner_references_are_all_read(refs: list[tuple[str, str, bool]], deleting: bool,
+                                       commands: list[tuple[str, str, list[str]]]) -> None:
+    """utils/pod/scheduling.go, IsOwnedByStatefulSet and IsOwnedByDaemonSet: any of the pod's owner references, not
+    only its controller's. Node a, of the cheapest type, holds one pod (IsReschedulable: a StatefulSet's terminating
+    pod still needs a home; a DaemonSet's never does)."""
+    out = plan_dict(nodepool(), node("a", itype="t3.medium"),
+                    _owned_by(pod("p", "a", deleting=deleting), *refs))
     assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == commands
 
 

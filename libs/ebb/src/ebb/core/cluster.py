@@ -570,10 +570,12 @@ class ClusterView:
         """Whether a disruption evicts the pod now, so that it needs room (Karpenter's
         ``IsCurrentlyReschedulable``): a pod being deleted does (a StatefulSet's replacement needs its room); not
         one whose do-not-disrupt protects it or a PDB blocks every eviction of it (two PDBs included). Such a pod
-        stays until its node's terminationGracePeriod deadline."""
+        stays until its node's terminationGracePeriod deadline. A pod that tolerates the disrupted taint is not
+        evicted at all (Karpenter's ``IsEvictable``), so no PDB can block its eviction: it goes with its node and
+        needs room (``isEvictable`` answers "evictable" before any PDB is read)."""
         if pod.deleting or (not pod.protection_annotated and pod.class_key not in self._pdbs_of_class):
             return True
-        statuses = self.pdbs_of(pod)
+        statuses = () if self._tolerates_disrupted(pod) else self.pdbs_of(pod)
         return (self._do_not_disrupt(pod) is None and len(statuses) <= 1
                 and not (statuses and statuses[0].fully_blocking and not statuses[0].lets_go(pod)))
 

@@ -293,7 +293,9 @@ class Pod:
         object.__setattr__(self, "requests_key", requests_key)
         object.__setattr__(self, "placement_key", (-s.requests.get("cpu", 0), -s.requests.get("memory", 0), self.key))
         # read in every loop over pods: fields, set once, not properties
-        terminal = self.phase in ("Succeeded", "Failed")
+        # a StatefulSet's pod being deleted is not done with, whatever its phase: its replacement of the same name
+        # waits for it and needs its room (Karpenter's ``IsReschedulable``: active, or a StatefulSet's and terminating)
+        terminal = self.phase in ("Succeeded", "Failed") and not (self.deleting and self.is_statefulset)
         object.__setattr__(self, "is_terminal", terminal)
         object.__setattr__(self, "needs_rescheduling", not (
             self.is_daemonset or self.is_mirror or terminal or (self.deleting and not self.is_statefulset)))

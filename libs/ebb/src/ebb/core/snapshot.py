@@ -604,13 +604,23 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
     return out
 
 
+#: owner kinds that make a pod special wherever they are among its ownerReferences, the first found taken: Karpenter's
+#: ``IsOwnedByDaemonSet``, ``IsOwnedByNode`` and ``IsOwnedByStatefulSet`` read every reference, not the controller's
+_SPECIAL_OWNERS = ("DaemonSet", "Node", "StatefulSet")
+
+
 def _owner(doc: _Doc) -> tuple[str | None, str | None]:
-    owners = doc.seq("metadata.ownerReferences")
-    chosen = next((o for o in owners if _is_mapping(o) and o.get("controller")), None)
-    if chosen is None and owners and isinstance(owners[0], Mapping):
-        chosen = owners[0]
-    if chosen is None:
+    """The pod's owner (kind, name): a DaemonSet, Node or StatefulSet among its ownerReferences (in that order),
+    else its controller, else its first reference."""
+    owners = [o for o in doc.seq("metadata.ownerReferences") if _is_mapping(o)]
+    kinds = [o.get("kind") for o in owners]
+    special = next((kind for kind in _SPECIAL_OWNERS if kind in kinds), None)
+    if special is not None:
+        chosen = owners[kinds.index(special)]
+        return special, str(chosen.get("name") or "")
+    if not owners:
         return None, None
+    chosen = next((o for o in owners if o.get("controller")), owners[0])
     return str(chosen.get("kind") or ""), str(chosen.get("name") or "")
 
 

@@ -11,7 +11,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ebb.core.budgets import _last_fire, allowed_disruptions, budget_error
+from ebb.core.budgets import active_window, allowed_disruptions, budget_error, last_fire, next_fire
 from ebb.core.methods.base import EngineOptions
 from ebb.core.model import REASONS, Budget, NodePool
 from tests.kit.builders import (
@@ -283,9 +283,68 @@ def test_next_to_karpenter_only_nodes_with_a_nodeclaim_count_in_a_budget(require
                 max_size=30))
 def test_a_schedule_fire_kept_between_moments_is_the_one_croniter_finds(schedule: str,
                                                                           steps: list[timedelta]) -> None:
-    """A budget's last fire time is kept until the next fire (`_last_fire`): moments that walk across fires, a
+    """A budget's last fire time is kept until the next fire (`last_fire`): moments that walk across fires, a
     microsecond before one included, get what croniter finds for each of them afresh."""
     moment = datetime(2026, 11, 23, 16, 59, 59, 999_999, tzinfo=UTC)  # a microsecond before a fire of most
     for step in steps:
-        assert _last_fire(schedule, moment) == croniter(schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
+        assert last_fire(schedule, moment) == croniter(schedule, moment + timedelta(microseconds=1)).get_prev(datetime)
         moment += step
+
+
+# (schedule, now, active): what Karpenter v1.14.1's Budget.IsActive answers, run with robfig/cron v3.0.1 for a window
+# of 1h. robfig matches a day on both day fields when either is written as "any" (``*``, ``?``, ``*/1``), on either
+# of them otherwise (``dayMatches``), whatever values the fields hold; a schedule that never fires (a day that does not
+# exist) gives the zero time, which IsActive reads as active; spaces around a descriptor are trimmed, empty parts of a
+# field dropped, and ``+5`` is 5 (Go's Atoi). 2026-11-23 is a Monday.
+KARPENTER_IS_ACTIVE = [
+    ('0 0 30 2 *', "2026-11-24T10:00:00Z", True),
+    ('0 22 31 nov *', "2026-11-24T10:00:00Z", True),
+    ('0 22 */2 * 0-6', "2026-11-24T22:30:00Z", True),
+    ('0 22 */2 * 0-6', "2026-11-23T22:30:00Z", True),
+    ('0 9 1-31 * */2', "2026-11-24T09:30:00Z", True),
+    ('0 9 1-31 * */2', "2026-11-23T09:30:00Z", True),
+    ('0 0 */1 * mon', "2026-11-24T00:30:00Z", False),
+    ('0 0 */1 * mon', "2026-11-23T00:30:00Z", True),
+    ('0 0 * * 1-1', "2026-11-24T00:30:00Z", False),
+    ('0 0 * * 1-1', "2026-11-23T00:30:00Z", True),
+    ('0 0 15 * mon', "2026-11-16T00:30:00Z", True),
+    ('0 0 15 * mon', "2026-11-15T00:30:00Z", True),
+    ('0 0 15 * mon', "2026-11-17T00:30:00Z", False),
+    ('@daily ', "2026-11-24T00:30:00Z", True),
+    ('+5 9 * * *', "2026-11-24T09:30:00Z", True),
+    ('0 0 * * ,1', "2026-11-23T00:30:00Z", True),
+    ('0 0 * * ,1', "2026-11-24T00:30:00Z", False),
+    ('0 9 ?/1 * *', "2026-11-24T09:30:00Z", True),
+    ('0 9 */2 * *', "2026-11-24T09:30:00Z", False),
+    ('0 9 */2 * *', "2026-11-25T09:30:00Z", True),
+]
+
+
+@pytest.mark.parametrize(("schedule", "now", "active"), KARPENTER_IS_ACTIVE,
+                         ids=[f"{s.strip()} at {n}" for s, n, _ in KARPENTER_IS_ACTIVE])
+def test_a_schedule_is_active_when_karpenters_is(schedule: str, now: str, active: bool) -> None:
+    budget = Budget(nodes="0", schedule=schedule, duration="1h")
+    assert budget_error(budget) is None
+    at = datetime.fromisoformat(now)
+    assert (active_window(budget, at) is not None) == active
+    pool = _pool([{"nodes": "0", "schedule": schedule, "duration": "1h"}, {"nodes": "100%"}])
+    verdict = allowed_disruptions(pool, "Empty", at, total=10, deleting=0, not_ready=0)
+    assert verdict.allowed == (0 if active else 10)
+
+
+def test_a_schedule_that_never_fires_is_always_active_and_says_so() -> None:
+    """robfig's Next gives up after five years and answers the zero time: Karpenter's IsActive reads a budget of
+    ``0 0 30 2 *`` as active at every moment, so a ``nodes: 0`` budget of that schedule stops its reasons for good."""
+    pool = _pool([{"nodes": "0", "schedule": "0 0 30 2 *", "duration": "1h"}, {"nodes": "100%"}])
+    verdict = allowed_disruptions(pool, "Empty", NOW, total=10, deleting=0, not_ready=0)
+    assert (verdict.allowed, verdict.invalid) == (0, False)
+    assert "never fires" in verdict.detail
+    assert next_fire("0 0 30 2 *", NOW) is None
+
+
+@pytest.mark.parametrize("nodes", [" 50%", "50% ", " 3"])
+def test_a_nodes_value_with_spaces_fails_closed(nodes: str) -> None:
+    """The CRDs' pattern refuses spaces in ``nodes``, and Karpenter's GetAllowedDisruptionsByReason fails closed on a
+    value it cannot read: the budget allows nothing."""
+    verdict = allowed_disruptions(_pool([{"nodes": nodes}]), "Empty", NOW, total=10, deleting=0, not_ready=0)
+    assert (verdict.allowed, verdict.invalid) == (0, True)

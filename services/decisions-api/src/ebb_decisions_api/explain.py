@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from croniter import croniter
-
-from ebb.core.budgets import active_window, budget_error
+from ebb.core.budgets import active_window, budget_error, next_fire
 from ebb.core.causes import BlockCause
 from ebb.core.cluster import ClusterView
 from ebb.core.engine import PassResult, run_pass
@@ -142,10 +140,14 @@ def _budget(pool: NodePool, index: int, now: datetime, *, total: int, disrupting
     window = active_window(budget, now)
     if window is not None:
         out["active"] = True
-        out["windowStart"], out["windowEnd"] = fmt_time(window[0]), fmt_time(window[1])
+        if window[0] != window[1]:  # a schedule that never fires is always active, with no window
+            out["windowStart"], out["windowEnd"] = fmt_time(window[0]), fmt_time(window[1])
     # the next window, whether or not one is open now: the schedule's next firing after now
     seconds = parse_duration(budget.duration or "0s") or 0.0
-    start: datetime = croniter(budget.schedule, now).get_next(datetime)
+    start = next_fire(budget.schedule, now)
+    if start is None:  # never fires: always active, as Karpenter reads it (`active_window`)
+        out["nextWindowStart"] = out["nextWindowEnd"] = None
+        return out
     out["nextWindowStart"] = fmt_time(start)
     out["nextWindowEnd"] = fmt_time(start + timedelta(seconds=seconds))
     return out

@@ -42,9 +42,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import chain, pairwise
 from operator import attrgetter
 
-from croniter import croniter
-
-from ebb.core.budgets import budget_error
+from ebb.core.budgets import budget_error, last_fire, next_fire
 from ebb.core.causes import Cause
 from ebb.core.cluster import ClusterView
 from ebb.core.model import ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVICT, Hold
@@ -130,8 +128,9 @@ def _window_edges(schedule: str, duration: str, now: datetime) -> list[datetime]
     seconds = parse_duration(duration) or 0.0
     if not seconds:
         return []  # a window of 0m never opens (Karpenter's Budget.IsActive): the budget changes nothing
-    opens: datetime = croniter(schedule, utc_now).get_next(datetime)
-    started: datetime = croniter(schedule, utc_now + timedelta(microseconds=1)).get_prev(datetime)
+    opens, started = next_fire(schedule, utc_now), last_fire(schedule, utc_now)
+    if opens is None or started is None:
+        return []  # a schedule that never fires is always active: it changes nothing
     edges = [opens]
     closes = started + timedelta(seconds=seconds)
     if closes > utc_now:

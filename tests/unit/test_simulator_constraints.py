@@ -583,6 +583,26 @@ def test_a_new_node_is_labelled_with_its_zones_region(selector: dict[str, str], 
         assert out["commands"] == []
 
 
+@pytest.mark.parametrize(("operator", "values", "replaced"), [
+    ("Exists", [], True),  # every node has a hostname, a new one too
+    ("NotIn", ["big", "other"], True),  # a new node is none of the named nodes
+    ("In", ["big"], False),  # a new node is not the node the pod is pinned to
+    ("DoesNotExist", [], False),
+])
+def test_a_new_node_has_a_hostname_no_other_node_has(operator: str, values: list[str], replaced: bool) -> None:
+    """Karpenter's NodeClaim carries ``kubernetes.io/hostname In [hostname-placeholder-NNNN]`` while it schedules, so
+    a pod requiring the label to exist may go on a new node; ebb's new nodes had no hostname label, and a node holding
+    such a pod was never replaced. A new node has a placeholder hostname, which no real node's name matches."""
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"),
+                    pod("p", "big", cpu="500m", memory="1Gi", affinity=_required([(HOST, operator, values)])))
+    if replaced:
+        [command] = out["commands"]
+        assert (command["action"], command["nodes"]) == ("replace", ["big"])
+    else:
+        assert out["commands"] == []
+        assert "no NodePool can launch a node it tolerates and matches" in blocked_of(out, "big")["reason"]
+
+
 @pytest.mark.parametrize(("dst_ip", "moves"), [("::", False), ("0.0.0.0", False), ("10.0.0.2", True)])
 def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) -> None:
     """A host port on ``::`` holds it on every address, as on 0.0.0.0 (Karpenter's ``HostPortUsage`` reads any

@@ -41,8 +41,8 @@ The rules, each violation reported as "<rule>: <what>":
     state: count(domain of the pod) - min over eligible domains <= maxSkew. Pods are counted on the
     nodes the constraint's nodeAffinityPolicy / nodeTaintsPolicy admit; eligible domains are those
     nodes' values plus, for keys other than the hostname, the values of every offering a NodePool the
-    pod tolerates can launch and its node affinity admits (Karpenter: a zone it may launch into is a
-    domain even when empty); minDomains above the number of domains makes the minimum 0;
+    pod tolerates can launch and its node affinity admits, with a placeholder hostname (Karpenter: a zone it may
+    launch into is a domain even when empty); minDomains above the number of domains makes the minimum 0;
   * host-ports -- no two pods on one node use the same protocol and port on overlapping host IPs (on a new node,
     nor a placed pod and the pod of a DaemonSet that runs there);
   * limits -- NodePools that received new nodes stay within their limits (capacity of their remaining
@@ -94,6 +94,7 @@ from ebb.core.model import (
     Taint,
     TopologySpread,
 )
+from ebb.core.simulator.constraints import NEW_NODE_HOSTNAME
 from ebb.core.simulator.results import NewNode, SimulationResult
 
 # Keys an offering decides itself; a NodePool requirement on any other key with one `In` value labels the node.
@@ -489,6 +490,7 @@ def _check_spread(final: _Final, pod: Pod, node: _FinalNode, spread: TopologySpr
                     labels = offering_labels(pool, it, offering)
                     if not requirements_match(pool.requirements, labels):
                         continue
+                    labels[LABEL_HOSTNAME] = NEW_NODE_HOSTNAME  # a new node's, while pods are matched to it
                     if key in labels and _admits(spread, pod.spec, labels, pool.taints):
                         counts.setdefault(labels[key], 0)
     own = counts.get(mine)

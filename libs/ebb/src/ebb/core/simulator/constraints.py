@@ -56,6 +56,13 @@ TYPE_KEYS = {LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, "kubernetes.i
 #: at most this many combinations of the values a NodePool's custom requirements allow (`In` with several values) are
 #: offerings of their own; past it, each such label takes its first value, as a single-valued requirement does
 CUSTOM_VALUE_COMBINATIONS = 16
+#: the hostname label a new node carries while pods are matched to it, as Karpenter's NodeClaim carries the
+#: requirement ``kubernetes.io/hostname In [hostname-placeholder-NNNN]`` while it schedules (``NewNodeClaim``): the
+#: label exists (``Exists``, ``NotIn`` other names), and, with a ``/`` no label value may hold, it is no real node's
+#: name nor hostname (``In`` a node's name does not match). One value for every new node: a pod cannot name a new
+#: node's placeholder, so each claim's own would match the same requirements; the hostname key's topology domains
+#: are the bins themselves, not this label (`ebb.core.simulator.topology`)
+NEW_NODE_HOSTNAME = "hostname-placeholder/new-node"
 
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
@@ -486,7 +493,8 @@ def cached_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
 def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
                 regions: tuple[tuple[str, str], ...] | None = None) -> list[Pool]:
     """Each NodePool of ``snapshot`` compiled (`Pool`): its offerings that its requirements admit, over
-    ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it."""
+    ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it, and with the
+    placeholder hostname `NEW_NODE_HOSTNAME`."""
     region_of = dict(zone_regions(snapshot) if regions is None else regions)
     pools = []
     for pool in snapshot.nodepools:
@@ -525,6 +533,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
                     region = region_of.get(off.zone) or region_of.get("")
                     if region is not None:
                         labels.setdefault(LABEL_REGION, region)
+                    labels.setdefault(LABEL_HOSTNAME, NEW_NODE_HOSTNAME)
                     if not requirements_match(pool.requirements, labels):
                         continue
                     combo_type.append(t_index)

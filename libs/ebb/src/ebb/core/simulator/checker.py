@@ -94,11 +94,13 @@ from ebb.core.model import (
     Taint,
     TopologySpread,
 )
-from ebb.core.simulator.constraints import NEW_NODE_HOSTNAME
 from ebb.core.simulator.results import NewNode, SimulationResult
 
 # Keys an offering decides itself; a NodePool requirement on any other key with one `In` value labels the node.
 _OFFERING_KEYS = (LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_HOSTNAME)
+#: the hostname an offering is matched with, as Karpenter's NodeClaim holds a placeholder one while it schedules: it
+#: exists, and with a ``/`` no label value may hold, it is no node's (the scheduler's own is its concern)
+_NEW_HOSTNAME = "hostname-placeholder/offering"
 
 
 @dataclass
@@ -490,7 +492,7 @@ def _check_spread(final: _Final, pod: Pod, node: _FinalNode, spread: TopologySpr
                     labels = offering_labels(pool, it, offering)
                     if not requirements_match(pool.requirements, labels):
                         continue
-                    labels[LABEL_HOSTNAME] = NEW_NODE_HOSTNAME  # a new node's, while pods are matched to it
+                    labels[LABEL_HOSTNAME] = _NEW_HOSTNAME  # a new node's, while pods are matched to it
                     if key in labels and _admits(spread, pod.spec, labels, pool.taints):
                         counts.setdefault(labels[key], 0)
     own = counts.get(mine)

@@ -14,11 +14,14 @@ another zone; an unavailable offering's zone does not.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from tests.kit.builders import blocked_of, catalog, instance_type, node, nodepool, plan_dict, pod
+from ebb.core.causes import Stale
+from ebb.core.validation import validate
+from tests.kit.builders import NOW, blocked_of, catalog, instance_type, node, nodepool, plan, plan_dict, pod, snapshot
 from tests.kit.karpenter_suite import claimed
 
 A, B = "us-east-1a", "us-east-1b"
@@ -168,3 +171,77 @@ def test_rotation_replacement_meets_min_values(docs: list[Any], method: str, rep
                 "fits it that meets its minValues (NodePool default: minValues requirement is not met for label(s) "
                 "(label(s)=[node.kubernetes.io/instance-type]): the instance types that hold it offer only 2 value(s) "
                 "of node.kubernetes.io/instance-type where minValues is 3)") in blocked["reason"], blocked["reason"]
+
+
+# -- the NodeClaim's cheapest 600 instance types (Karpenter's MaxInstanceTypes) ----------------------------------------
+# Karpenter v1.14.1's disruption simulation (helpers.go SimulateScheduling -> scheduler.go
+# Results.TruncateInstanceTypes, scheduling.MaxInstanceTypes = 600) keeps a new NodeClaim's 600 cheapest instance types
+# and asks its NodePool's minValues of those (cloudprovider/types.go InstanceTypes.Truncate, Strict): short of them,
+# the NodeClaim's pods do not schedule, so consolidation and drift make no command, and validation (which simulates
+# the same way) fails.
+FAMILY = "karpenter.k8s.aws/instance-family"
+TWO_FAMILIES = [ON_DEMAND, {"key": FAMILY, "operator": "Exists", "minValues": 2}]
+
+
+def _family_type(name: str, family: str, cpu: str, price: float) -> dict[str, Any]:
+    return {"name": name, "labels": {FAMILY: family}, "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+            "overhead": {"cpu": "0", "memory": "0"},
+            "offerings": [{"zone": A, "capacityType": "on-demand", "price": price, "available": True}]}
+
+
+def _many_types(cheap: int) -> dict[str, Any]:
+    """``cheap`` types of family "cheap" (from $0.01/h), then "dear" ($0.5/h, family "dear"), then node a's "big"
+    ($1/h, family "big"): the NodeClaim's 600 cheapest offer two families when ``cheap`` is 599, one when 600."""
+    return catalog([_family_type(f"cheap-{i:03d}", "cheap", "4", 0.01 + i * 1e-5) for i in range(cheap)]
+                   + [_family_type("dear", "dear", "4", 0.5), _family_type("big", "big", "32", 1.0)])
+
+
+def _family_docs(cheap: int, *, drifted: bool) -> list[Any]:
+    pool = nodepool("default", consolidate_after="0s", budgets=[{"nodes": "100%"}], requirements=TWO_FAMILIES,
+                    node_hash="h2" if drifted else "h1")
+    return [_many_types(cheap), pool, claimed("a", itype="big", cpu="32", node_hash="h1", labels={FAMILY: "big"}),
+            pod("web", "a")]
+
+
+@pytest.mark.parametrize(("cheap", "drifted", "replaced"), [
+    (599, False, True),  # the cheapest 600: 599 "cheap" and "dear"
+    (600, False, False),  # the cheapest 600 are all "cheap"; the 602 together offer three families
+    (599, True, True),
+    (600, True, False),
+])
+def test_min_values_are_asked_of_the_cheapest_600_types(cheap: int, drifted: bool, replaced: bool) -> None:
+    """ebb asked minValues of every instance type the new node could launch as, and replaced node a in both cases;
+    Karpenter's simulation keeps the cheapest 600 and asks it of them. A replacement launches from those 600 at
+    most."""
+    out = plan_dict(*_family_docs(cheap, drifted=drifted))
+    method = "drift" if drifted else "single-node-consolidation"
+    if replaced:
+        [command] = out["commands"]
+        assert (command["method"], command["action"], command["nodes"]) == (method, "replace", ["a"])
+        assert len(command["replacements"][0]["instanceTypes"]) == 600
+        assert command["replacements"][0]["instanceTypes"][-1] == "dear"
+    else:
+        assert out["commands"] == []
+        blocked = blocked_of(out, "a")
+        assert blocked["method"] == method
+        assert ("minValues requirement is not met for label(s) (label(s)=[karpenter.k8s.aws/instance-family]): the "
+                "600 cheapest instance types") in blocked["reason"], blocked["reason"]
+
+
+@pytest.mark.parametrize(("cheap_later", "stale"), [(599, False), (600, True)])
+def test_validation_asks_min_values_of_the_cheapest_600_types(cheap_later: int, stale: bool) -> None:
+    """Node a's replacement was decided while the cheapest 600 types offered two families; by validation a
+    cheaper type of the first family came, and the cheapest 600 offer one: Karpenter's validation simulates as its
+    decision did (``SimulateScheduling``, ``Truncate`` included), the pod no longer schedules, and the command is
+    rejected. ebb's validation asked minValues of every type the new node could launch as and kept it."""
+    [command] = plan(*_family_docs(599, drifted=False)).first.commands
+    assert (command.action, command.nodes) == ("replace", ("a",))
+    found = validate(command, snapshot(*_family_docs(cheap_later, drifted=False)), NOW + timedelta(seconds=15))
+    if not stale:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.kind is Stale.POD_NO_LONGER_FITS
+        assert ("pod default/web would no longer fit: NodePool default couldn't meet minValues requirements: minValues "
+                "requirement is not met for label(s) (label(s)=[karpenter.k8s.aws/instance-family]): the 600 cheapest "
+                "instance types its replacement could launch as offer only 1 value(s)") in found.text, found.text

@@ -5,7 +5,9 @@ does, then re-checks against fresh state: every node still exists and is a candi
 (the method's own re-check, `Method.validate`, included: still expired, still drifted, still empty, still
 consolidatable), the budgets still allow it, a consolidation still leaves every NodePool with a
 ``demandWindow`` the capacity its peak demand asks for and still saves what the pods it now evicts ask
-(``minimumSavingPerEvictedPod``, `ebb.core.worth`), and a new simulation still places every pod with as many
+(``minimumSavingPerEvictedPod``, `ebb.core.worth`), and a new simulation still places every pod (on new nodes
+whose NodePool's ``minValues`` their cheapest `MAX_INSTANCE_TYPES` options still meet: Karpenter's validation
+simulates as its decision did, ``SimulateScheduling``'s ``Truncate`` included) with as many
 replacements as the command launches: no more, no dearer, and for a consolidation no fewer (Karpenter's rule too: a
 replace whose pods now fit with fewer new nodes launches for nothing, and a cheaper command is likely, as when a node
 a scale-down left half empty was proposed for a replace and is empty by the time its command is validated). A stale
@@ -27,7 +29,16 @@ from ebb.core import worth
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.methods import METHODS
-from ebb.core.methods.base import EPSILON, Command, EngineOptions, leaving, simulation, uninitialized_room
+from ebb.core.methods.base import (
+    EPSILON,
+    MAX_INSTANCE_TYPES,
+    Command,
+    EngineOptions,
+    leaving,
+    min_values_refused,
+    simulation,
+    uninitialized_room,
+)
 from ebb.core.methods.consolidation import command_capacity_lost, demand_block, set_aside_unsettled
 from ebb.core.model import Snapshot
 
@@ -71,7 +82,7 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
         refused = worth.refusal(view, command.nodes, command.savings, f"this {command.action}")
         if refused is not None:
             return StaleCause(Stale.EVICTIONS_NOW_NOT_WORTH, {}, refused)
-    _scheduler, state = simulation(view)
+    scheduler, state = simulation(view)
     if method.consolidation:
         set_aside_unsettled(view, state)
     moved, _held = leaving(view, state, command.nodes)
@@ -80,6 +91,13 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
         pod, why = next(iter(failures.items()))
         return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": pod, "why": why})
     new_nodes = state.new_nodes()
+    for new in new_nodes:
+        if len(new.instance_types) > MAX_INSTANCE_TYPES:  # fewer: the simulation asked minValues of them all
+            compiled = next(p for p in scheduler.pools if p.pool.name == new.nodepool)
+            refused = min_values_refused(compiled, new.instance_types)
+            if refused is not None:
+                return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": new.pods[0], "why": (
+                    f"NodePool {new.nodepool} couldn't meet minValues requirements: {refused.text}")})
     if method.consolidation and len(new_nodes) < len(command.replacements):
         # Karpenter's validation too ("scheduling simulation produced new results"): a replacement the pods no
         # longer need is a launch for nothing; the next pass finds the command the cluster asks for now (a delete)

@@ -33,6 +33,16 @@ from ebb.core.simulator.scheduler import Scheduler, SimState
 
 EPSILON = 1e-9
 SPOT_TO_SPOT_MIN_TYPES = 15  # Karpenter keeps at least 15 cheaper spot options to avoid churn
+#: Karpenter's ``scheduling.MaxInstanceTypes`` (600 in v1.14.1): a disruption simulation keeps a new NodeClaim's
+#: cheapest this many instance types (``SimulateScheduling`` -> ``Results.TruncateInstanceTypes``), and asks its
+#: NodePool's ``minValues`` of those (`truncated`)
+MAX_INSTANCE_TYPES = 600
+
+
+def truncated(instance_types: Sequence[str]) -> tuple[str, ...]:
+    """A new node's options (cheapest first) as Karpenter's disruption simulation keeps them: the cheapest
+    `MAX_INSTANCE_TYPES` (``InstanceTypes.Truncate``)."""
+    return tuple(instance_types[:MAX_INSTANCE_TYPES])
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +235,11 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
     a removed node that cost at least as much; keep the NodePool's ``minValues`` (the options left must still
     offer that many distinct values of each such label, or there is no replacement: Karpenter's
-    ``RemoveInstanceTypeOptionsByPriceAndMinValues``, which consolidation never relaxes); enforce the spot-to-spot
-    rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single node 15
-    cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more). With
+    ``RemoveInstanceTypeOptionsByPriceAndMinValues``, which consolidation never relaxes), of the cheapest
+    `MAX_INSTANCE_TYPES` options only, which must offer them too (the simulation's `truncated` NodeClaim, before
+    any price filter: Karpenter's ``Truncate``, which leaves the pods unscheduled when they do not); enforce the
+    spot-to-spot rule (a spot replacement of nodes that are all spot needs spot-to-spot enabled, and for a single
+    node 15 cheaper types, its options then cut to the 15 cheapest, or to as many as ``minValues`` needs if more). With
     ``EngineOptions.karpenter_pace`` a replacement of several nodes loses every option as dear as a removed node
     whose type it could be (Karpenter's ``filterOutSameInstanceType``, `_same_type_ceiling`), and there is none for
     a pod a node not initialized yet has room for (`uninitialized_room`). Returns the replacement, or why there is
@@ -238,6 +250,12 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         if waiting is not None:
             return waiting_for_uninitialized(*waiting)
     pool = compiled_pool(ctx, new.nodepool)
+    kept_types: frozenset[str] | None = None  # the simulation's NodeClaim's types, when it has more than it keeps
+    if len(new.instance_types) > MAX_INSTANCE_TYPES:
+        refused = min_values_refused(pool, new.instance_types)
+        if refused is not None:
+            return refused
+        kept_types = frozenset(truncated(new.instance_types))
     all_spot = all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed)
     may_be_spot, reserved = ctx.state.claim_capacity_types(new.hostname)
     if reserved:
@@ -278,7 +296,8 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     def kept(t: str) -> bool:  # not a copy of a removed node at its price or more
         return not (t in same_type and prices[t] >= same_type[t] - EPSILON)
 
-    priced = [t for t in new.instance_types if prices.get(t, float("inf")) < removed_price - EPSILON]
+    launchable = new.instance_types if kept_types is None else [t for t in new.instance_types if t in kept_types]
+    priced = [t for t in launchable if prices.get(t, float("inf")) < removed_price - EPSILON]
     options = [t for t in priced if kept(t)]
     ceiling = float("inf")
     if ctx.options.karpenter_pace and len(removed) > 1:
@@ -289,7 +308,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         if needed < removed_price - EPSILON:
             # every cheaper option was left out (a copy of a removed node): what the pods need is then the cheapest of
             # the others, no less than what the nodes cost
-            needed = max(removed_price, min((prices[t] for t in new.instance_types
+            needed = max(removed_price, min((prices[t] for t in launchable
                                              if t in prices and kept(t) and prices[t] < ceiling - EPSILON),
                                             default=removed_price))
         return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": removed_price})
@@ -320,20 +339,31 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
                        new.hostname, new.labels)
 
 
-def launch_refused(ctx: PassContext, nodepool: str, instance_types: Sequence[str]) -> BlockCause | None:
-    """Why a replacement in NodePool ``nodepool`` whose options are ``instance_types`` cannot be launched: they do not
-    offer the values its requirements' ``minValues`` ask (Karpenter's ``Truncate``, ``SatisfiesMinValues``: the pods
-    of such a NodeClaim do not schedule, MinValuesPolicy Strict); None when they do, or nothing asks any. Expiration
-    and drift ask it of every replacement (`ebb.core.methods.rotation`); consolidation of what it keeps of the
-    options (`filter_replacement`)."""
-    pool = compiled_pool(ctx, nodepool)
+def launch_refused(ctx: PassContext, nodepool: str, instance_types: Sequence[str], *,
+                   truncate: bool = True) -> BlockCause | None:
+    """Why a replacement in NodePool ``nodepool`` whose options are ``instance_types`` (cheapest first) cannot be
+    launched: they do not offer the values its requirements' ``minValues`` ask (Karpenter's ``Truncate``,
+    ``SatisfiesMinValues``: the pods of such a NodeClaim do not schedule, MinValuesPolicy Strict); None when they do,
+    or nothing asks any. Expiration and drift ask it of every replacement (`ebb.core.methods.rotation`);
+    consolidation of what it keeps of the options (`filter_replacement`). ``truncate``: of the cheapest
+    `MAX_INSTANCE_TYPES` of them only, as a disruption simulation keeps a NodeClaim's (`min_values_refused`)."""
+    return min_values_refused(compiled_pool(ctx, nodepool), instance_types, truncate=truncate)
+
+
+def min_values_refused(pool: Pool, instance_types: Sequence[str], *, truncate: bool = True) -> BlockCause | None:
+    """`launch_refused` of the compiled NodePool ``pool``: why ``instance_types`` (cheapest first; with ``truncate``
+    the cheapest `MAX_INSTANCE_TYPES` of them, `truncated`) fall short of its ``minValues``, or None."""
     floors = min_values_floors(pool)
     if not floors:
         return None
+    options = "instance types its replacement could launch as"
+    if truncate and len(instance_types) > MAX_INSTANCE_TYPES:
+        instance_types = truncated(instance_types)
+        options = f"{MAX_INSTANCE_TYPES} cheapest {options}"
     types = {itype.name: itype for itype in pool.types}
     values = {name: _floor_values(types[name], floors) for name in instance_types if name in types}
     _, short = min_values_prefix(instance_types, values, floors)
-    return min_values_not_met(short, floors, "instance types its replacement could launch as") if short else None
+    return min_values_not_met(short, floors, options) if short else None
 
 
 def min_values_floors(pool: Pool) -> list[Requirement]:

@@ -28,6 +28,7 @@ from ebb.core.methods.base import (
     held_words,
     launch_refused,
     leaving,
+    truncated,
 )
 from ebb.core.simulator.results import NewNode
 
@@ -104,7 +105,7 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
         if failures or _unlaunchable(ctx, None) is not None:
             return None
         new_nodes: list[NewNode] = state.new_nodes()
-        replacements = tuple(Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price,
+        replacements = tuple(Replacement(n.nodepool, truncated(n.instance_types), n.capacity_type, n.zones, n.price,
                                          n.hostname, n.labels) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
@@ -117,7 +118,8 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
 
 def _unlaunchable(ctx: PassContext, pods: set[str] | None) -> BlockCause | None:
     """Why a new node of the simulation that holds one of ``pods`` (None: any) cannot be launched: its options do
-    not meet its NodePool's ``minValues`` (`launch_refused`); None when every one can. Karpenter's simulation leaves
+    not meet its NodePool's ``minValues`` (`launch_refused`), its cheapest `MAX_INSTANCE_TYPES` options as Karpenter's
+    simulation keeps them (`truncated`); None when every one can. Karpenter's simulation leaves
     the pods of such a NodeClaim unscheduled, and its drift takes no node whose pods do not all schedule."""
     if not any(r.min_values is not None for p in ctx.scheduler.pools for r in p.pool.requirements):
         return None
@@ -198,7 +200,8 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
         if cheapest is None:
             return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
         replacement = cheapest
-    refused = launch_refused(ctx, pool_name, replacement.instance_types)
+    # a static NodePool's NodeClaim is launched from its template (no disruption simulation truncates its types)
+    refused = launch_refused(ctx, pool_name, replacement.instance_types, truncate=False)
     if refused is not None:
         return refused
     return Command(method, reason, "replace", (name,), (replacement,), view.price[name] - replacement.price,

@@ -15,6 +15,7 @@ from ebb.core.quantity import (
     parse_duration,
     parse_quantity,
     parse_resource,
+    parse_resource_nanos,
     parse_time,
 )
 
@@ -62,6 +63,56 @@ def test_bad_quantities_raise(bad: object) -> None:
         parse_quantity(bad)
     with pytest.raises(QuantityError):
         parse_cpu_millis(bad)
+
+
+# apimachinery v0.35.1's resource.ParseQuantity (Karpenter v1.14.1's) on each, checked with it: a signed decimal number
+# and at most one suffix, binary SI, decimal SI or a decimal exponent; its value in nanocores and its MilliValue
+@pytest.mark.parametrize(("text", "nanos", "millis"), [
+    ("5e2", 500 * 10**9, 500_000),
+    ("1e+3", 10**12, 1_000_000),
+    ("1E-3", 10**6, 1),
+    ("1e03", 10**12, 1_000_000),
+    ("1.5e3", 1500 * 10**9, 1_500_000),
+    ("1.", 10**9, 1000),
+    (".5", 5 * 10**8, 500),
+    ("1.G", 10**18, 10**12),
+    ("+1", 10**9, 1000),
+    ("01", 10**9, 1000),
+    ("1e-10", 1, 1),  # a fraction finer than a nanocore is rounded up, then to a millicore
+    ("0.4m", 400_000, 1),
+    ("1.0005", 1_000_500_000, 1001),
+])
+def test_quantity_grammar_accepted(text: str, nanos: int, millis: int) -> None:
+    assert parse_resource_nanos("cpu", text) == nanos
+    assert parse_cpu_millis(text) == millis
+
+
+def test_e_alone_is_exa_not_an_exponent() -> None:
+    """"1E" is 10^18 (exa, a decimal SI suffix): a quantity, too large for ebb, not a malformed one."""
+    with pytest.raises(QuantityError, match="too large"):
+        parse_quantity("1E")
+    assert parse_quantity("1E-3") == 1
+
+
+@pytest.mark.parametrize("bad", [
+    "5e2m", "5E2m", "1e2Ki", "1e-3k",  # an exponent and an SI suffix together (ErrFormatWrong)
+    "1.5.2", "1.2.3m", "1e3.5", "1e2e3",  # a second dot or exponent (ErrFormatWrong)
+    "1Ki2", "5m2", "1Mi1",  # digits after an SI suffix (ErrSuffix)
+    "+-1", "--1", "1e", "1e+", "1E-", "1ee3", "1EE", "1em", "1ki", "1K",  # ErrSuffix
+    "0x10", "1_000",  # Python's Decimal takes 1_000; Kubernetes does not
+    "e3", "E3", "m", "+", "Ki",  # no digits: Kubernetes reads these as 0, ebb refuses them
+])
+def test_quantity_grammar_refused(bad: str) -> None:
+    for name in ("cpu", "memory"):
+        with pytest.raises(QuantityError, match="is not a quantity"):
+            parse_resource(name, bad)
+
+
+@pytest.mark.parametrize("huge", ["1e999999999999", "1e-99999999999999999999999", "1e99999999999999999999999"])
+def test_an_exponent_out_of_range_is_a_quantity_error(huge: str) -> None:
+    """An exponent past what decimal arithmetic holds is refused as input (a decimal.Overflow traceback before)."""
+    with pytest.raises(QuantityError):
+        parse_resource("cpu", huge)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -1,8 +1,10 @@
 """Kubernetes quantities, Go-style durations and integers, parsed exactly; durations and times written as ebb
 writes them.
 
-CPU is kept in millicores and every other resource in its base unit (bytes, counts), as integers, so
-sums and comparisons in the simulator are exact. Durations follow Go's `time.ParseDuration`, which is
+Quantities follow apimachinery's grammar (``resource.ParseQuantity``: a number and at most one suffix). CPU is kept
+in millicores and every other resource in its base unit (bytes, counts), as integers, so sums and comparisons in the
+simulator are exact; a pod's requests are summed in billionths of those units first (`parse_resource_nanos`, what
+Kubernetes keeps), and rounded up once. Durations follow Go's `time.ParseDuration`, which is
 what Karpenter's `consolidateAfter`, `expireAfter` and budget `duration` fields use; `Never` is None.
 Integers in label values and in the values of the `Gt`, `Lt`, `Gte` and `Lte` operators follow Go's
 `strconv.Atoi` (`parse_go_int`), which is how kube-scheduler and Karpenter read them.
@@ -14,13 +16,18 @@ import functools
 import math
 import re
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, DivisionByZero, InvalidOperation, Overflow
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
             "P": Decimal("1e15"), "E": Decimal("1e18")}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+#: apimachinery's quantity grammar (``resource.ParseQuantity``): a signed decimal number, then at most ONE suffix, a
+#: binary SI one (Ki), a decimal SI one (m, k, M) or a decimal exponent (e3, E-2), never two ("5e2m", "1e2Ki")
+_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+                       r"(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?")
+#: exact decimal arithmetic for quantities: no rounding of long numbers, no overflow of large exponents
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation, DivisionByZero, Overflow])
 _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
@@ -38,17 +45,19 @@ def _decimal(value: object) -> Decimal:
     if isinstance(value, int | float):
         return Decimal(str(value))
     text = str(value).strip()
-    match = _QUANTITY.match(text)
+    match = _QUANTITY.fullmatch(text)
     if not match:
         raise QuantityError(f"{value!r} is not a quantity")
-    number, suffix = match.group(1), match.group(2) or ""
+    number, exponent, suffix = match.group(1), match.group(2), match.group(3) or ""
+    if exponent:
+        number += exponent  # Decimal reads the exponent: "5e2" -> 5E+2
     try:
         base = Decimal(number)
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
-        raise QuantityError(f"{value!r} is not a quantity") from exc
-    if suffix in _BINARY:
-        return base * _BINARY[suffix]
-    return base * _DECIMAL[suffix]
+        if suffix in _BINARY:
+            return _EXACT.multiply(base, Decimal(_BINARY[suffix]))
+        return _EXACT.multiply(base, _DECIMAL[suffix])
+    except ArithmeticError as exc:  # an exponent beyond even the exact context's: far out of range either way
+        raise QuantityError(f"{value!r} is out of range") from exc
 
 
 #: the largest amount ebb accepts, in its integer unit (bytes, millicores, a count): 2**50, a pebibyte of
@@ -57,31 +66,61 @@ def _decimal(value: object) -> Decimal:
 MAX_AMOUNT = 2**50
 
 
-def _amount(value: object, scaled: Decimal) -> int:
+#: Kubernetes keeps a quantity to a billionth of its unit (``resource.ParseQuantity`` rounds a finer fraction up), and
+#: adds quantities exactly: ebb does as much in `parse_resource_nanos`, and rounds up to its own unit once
+#: (`nanos_to_amount`), after a pod's containers are summed
+NANOS = 10**9
+#: a resource's ebb unit in billionths of its base unit: a millicore is a million nanocores, a byte a billion
+_CPU_UNIT_NANOS, _UNIT_NANOS = 10**6, 10**9
+
+
+def _in_range(value: object, scaled: Decimal) -> None:
+    """Refuse ``value`` (``scaled``: in ebb's unit for it) unless it is finite, not negative and at most MAX_AMOUNT."""
     if not scaled.is_finite():
         raise QuantityError(f"{value!r} is not a finite quantity")
     if scaled < 0:
         raise QuantityError(f"{value!r} is negative")
     if scaled > MAX_AMOUNT:
         raise QuantityError(f"{value!r} is too large (more than {MAX_AMOUNT} in ebb's unit for it)")
-    return math.ceil(scaled)
+
+
+def parse_resource_nanos(name: str, value: object) -> int:
+    """A resource amount exactly as Kubernetes holds it, in billionths of its base unit (nanocores for cpu), a finer
+    fraction rounded up ("0.4m" cpu -> 400000); a negative or absurdly large amount is a QuantityError. Sums of
+    these are Kubernetes' sums (``Quantity.Add``); `nanos_to_amount` turns one into ebb's unit."""
+    amount = _decimal(value)
+    try:
+        _in_range(value, _EXACT.multiply(amount, Decimal(NANOS // _unit_nanos(name))))
+        return math.ceil(_EXACT.multiply(amount, Decimal(NANOS)))
+    except ArithmeticError as exc:  # beyond even the exact context's exponents: far out of range either way
+        raise QuantityError(f"{value!r} is out of range") from exc
+
+
+def _unit_nanos(name: str) -> int:
+    return _CPU_UNIT_NANOS if name == "cpu" else _UNIT_NANOS
+
+
+def nanos_to_amount(name: str, nanos: int) -> int:
+    """``nanos`` (`parse_resource_nanos`) in ebb's integer unit for resource ``name``, rounded up: millicores for cpu
+    (Kubernetes' ``MilliValue``), the base unit otherwise (``Value``)."""
+    return -(-nanos // _unit_nanos(name))
 
 
 def parse_cpu_millis(value: object) -> int:
     """CPU as integer millicores, rounded up as the kubelet does ("250m" -> 250, "1.5" -> 1500); a negative
     or absurdly large amount is a QuantityError."""
-    return _amount(value, _decimal(value) * 1000)
+    return parse_resource("cpu", value)
 
 
 def parse_quantity(value: object) -> int:
     """Any non-CPU quantity in its base unit, rounded up ("1Gi" -> 1073741824, "100M" -> 10**8); a negative
     or absurdly large amount is a QuantityError."""
-    return _amount(value, _decimal(value))
+    return parse_resource("", value)
 
 
 def parse_resource(name: str, value: object) -> int:
     """A resource amount in ebb's integer unit for that resource (millicores for cpu)."""
-    return parse_cpu_millis(value) if name == "cpu" else parse_quantity(value)
+    return nanos_to_amount(name, parse_resource_nanos(name, value))
 
 
 def parse_go_int(text: str) -> int | None:

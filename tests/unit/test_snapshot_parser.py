@@ -428,6 +428,21 @@ def test_pod_requests(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
     assert requests["pods"] == 1
 
 
+# Kubernetes adds a pod's quantities exactly (``resource.PodRequests``, ``Quantity.Add``: 0.4m + 0.4m + 0.4m is 1200u)
+# and the total is rounded up once (``MilliValue``: 2m), which apimachinery v0.35.1 gives for each of these
+@pytest.mark.parametrize(("kwargs", "cpu", "memory"), [
+    ({"containers": [container(n, "0.4m", "0.5") for n in "abc"]}, 2, 2),
+    ({"containers": [container("a", "0.4m"), container("b", "0.4m")], "init_containers": [container("i", "0.9m")]},
+     1, 0),
+    ({"cpu": "0.3m", "memory": "0.5", "init_containers": [_sidecar("proxy", "0.3m", "0.5")],
+      "overhead": {"cpu": "0.3m"}}, 1, 1),
+    ({"containers": [container("a", "1.0005", "0.5Ki"), container("b", "1.0005", "0.25Ki")]}, 2001, 768),
+], ids=["three-app-containers", "init-container", "sidecar-and-overhead", "whole-millicores"])
+def test_a_pods_requests_are_summed_before_they_are_rounded(kwargs: dict[str, Any], cpu: int, memory: int) -> None:
+    requests = _pod_requests(pod("web", "a", **kwargs))
+    assert (requests["cpu"], requests.get("memory", 0)) == (cpu, memory)
+
+
 @pytest.mark.parametrize(("pod_level", "extra", "cpu", "memory", "gpu"), [
     # a pod-level request replaces the containers' sum (1 cpu, 1Gi in two containers)
     ({"requests": {"cpu": "1500m"}}, {}, 1500, GI, 1),

@@ -72,9 +72,11 @@ from ebb.core.model import (
 from ebb.core.quantity import (
     MAX_DURATION_SECONDS,
     QuantityError,
+    nanos_to_amount,
     parse_duration,
     parse_go_int,
     parse_resource,
+    parse_resource_nanos,
     positive_duration,
 )
 
@@ -179,12 +181,15 @@ class _Doc:
     def resources(self, path: str) -> dict[str, int]:
         return self.as_resources(self.get(path, {}), path)
 
-    def as_resources(self, value: Any, path: str) -> dict[str, int]:
-        """`value` (read from `path`) as a resource list, each quantity parsed; None is an empty one."""
+    def as_resources(self, value: Any, path: str, *, nanos: bool = False) -> dict[str, int]:
+        """`value` (read from `path`) as a resource list, each quantity parsed; None is an empty one. ``nanos``: in
+        billionths of each resource's base unit, exactly (`parse_resource_nanos`), for a pod's requests to be summed
+        before they are rounded."""
+        parse = parse_resource_nanos if nanos else parse_resource
         out: dict[str, int] = {}
         for name, quantity in self.as_mapping(value, path).items():
             try:
-                out[str(name)] = parse_resource(str(name), quantity)
+                out[str(name)] = parse(str(name), quantity)
             except QuantityError as exc:
                 raise self.fail(f"{path}.{name}", str(exc)) from exc
         return out
@@ -367,6 +372,9 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
     p = spec_path + "."
     containers = doc.seq(p + "containers")
     held = _held_requests(doc, status_path) if status_path is not None else None
+    # summed exactly, in billionths of each resource's unit (`parse_resource_nanos`), and rounded up to ebb's unit once
+    # at the end, as Kubernetes adds the containers' quantities (``Quantity.Add``) and the scheduler then reads the
+    # pod's total (``MilliValue``): three containers asking 0.4m cpu ask 2m, not 3m
     requests: dict[str, int] = {}
     for i, container in enumerate(containers):
         creq = _container_requests(doc, f"{p}containers", i)
@@ -401,8 +409,9 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
     if pod_level is not None:
         for name, value in _pod_level_requests(doc, p + "resources", pod_level, requests.keys()).items():
             requests[name] = value
-    for name, value in doc.resources(p + "overhead").items():
+    for name, value in doc.as_resources(doc.get(p + "overhead", {}), p + "overhead", nanos=True).items():
         requests[name] = requests.get(name, 0) + value
+    requests = {name: nanos_to_amount(name, value) for name, value in requests.items()}
     requests["pods"] = 1
 
     affinity = doc.mapping(p + "affinity")
@@ -513,7 +522,8 @@ def _host_ip(value: Any) -> str:
 
 
 def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[str]) -> dict[str, int]:
-    """The pod-level requests of cpu, memory and hugepages-* at ``path`` (``spec.resources``); other resources are
+    """The pod-level requests of cpu, memory and hugepages-* at ``path`` (``spec.resources``), in billionths of their
+    units (`parse_resource_nanos`); other resources are
     container-level only (``IsSupportedPodLevelResource``). A pod-level limit without a request stands for it as the
     API server defaults it (``defaultPodRequests``): for cpu and memory only when no container asks for the resource
     (``asked``, the resources the containers' requests name, a limit defaulting a container's request included: the
@@ -530,14 +540,14 @@ def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[st
         key = str(name)
         if key in ("cpu", "memory") or key.startswith("hugepages-"):
             try:
-                out[key] = parse_resource(key, value)
+                out[key] = parse_resource_nanos(key, value)
             except QuantityError as exc:
                 raise doc.fail(f"{path}.requests.{key}", str(exc)) from exc
     return out
 
 
 #: a container's status during an in-place resize, by container name: its ``resources.requests`` (what the kubelet
-#: has actuated) and its ``allocatedResources``; and whether the resize is Infeasible
+#: has actuated) and its ``allocatedResources``, in billionths of their units; and whether the resize is Infeasible
 _Held = tuple[dict[str, tuple[dict[str, int], dict[str, int]]], bool]
 
 
@@ -560,8 +570,8 @@ def _held_requests(doc: _Doc, path: str) -> _Held | None:
                 continue
             resources = doc.as_mapping(resources, f"{at}.resources")
             held[str(status.get("name") or "")] = (
-                doc.as_resources(resources.get("requests"), f"{at}.resources.requests"),
-                doc.as_resources(status.get("allocatedResources"), f"{at}.allocatedResources"))
+                doc.as_resources(resources.get("requests"), f"{at}.resources.requests", nanos=True),
+                doc.as_resources(status.get("allocatedResources"), f"{at}.allocatedResources", nanos=True))
     if not held:
         return None
     resize = next((c for c in doc.seq(f"{path}.conditions")
@@ -586,6 +596,8 @@ def _resize_requests(spec: dict[str, int], held: _Held, container: Any) -> dict[
 
 
 def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
+    """The requests of container ``index`` of the list at ``path``, in billionths of their units
+    (`parse_resource_nanos`), a limit standing for a missing request."""
     container = doc.seq(path)[index]
     if not _is_mapping(container):
         raise doc.fail(f"{path}[{index}]", "must be a mapping")
@@ -598,7 +610,7 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in requests.items():
         try:
-            out[str(name)] = parse_resource(str(name), value)
+            out[str(name)] = parse_resource_nanos(str(name), value)
         except QuantityError as exc:
             raise doc.fail(f"{path}[{index}].resources.requests.{name}", str(exc)) from exc
     return out

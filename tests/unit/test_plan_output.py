@@ -131,6 +131,34 @@ def test_no_commands_keeps_the_cost() -> None:
     assert out["cost"]["before"] == out["cost"]["after"] == pytest.approx(OD["t3.medium"])
 
 
+def _launching(name: str, **kwargs: Any) -> dict[str, Any]:
+    """A NodeClaim launched as an m5.large spot node in us-east-1b whose Node has not registered yet."""
+    labels = {"node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1b",
+              "karpenter.sh/capacity-type": "spot"}
+    return nodeclaim(name, f"{name}-node", labels=labels, **kwargs)
+
+
+SPOT = {t: v[4] for t, v in TYPES.items()}
+# (case, NodeClaims besides the registered node's, what they add to the cost before and after)
+LAUNCHING_COSTS = [
+    ("a NodeClaim whose Node has not registered yet costs its offering", [_launching("c1")], SPOT["m5.large"]),
+    ("two of them", [_launching("c1"), _launching("c2")], 2 * SPOT["m5.large"]),
+    ("one being deleted costs nothing, as a node being deleted", [_launching("c1", deleting=True)], 0.0),
+    ("nor does one of a NodePool the input does not hold", [_launching("c1", pool="other")], 0.0),
+]
+
+
+@pytest.mark.parametrize(("claims", "added"), [c[1:] for c in LAUNCHING_COSTS], ids=[c[0] for c in LAUNCHING_COSTS])
+def test_cost_counts_the_nodeclaims_still_launching(claims: list[dict[str, Any]], added: float) -> None:
+    """cost.before and cost.after count a NodePool's NodeClaims launched whose Node has not registered yet, priced by
+    their labels, as Balanced's NodePool totals do (`ClusterView.launching_claims`)."""
+    out = plan_dict(nodepool(), node("busy", itype="t3.medium"), nodeclaim("busy", "busy"),
+                    pod("db", "busy", cpu="1800m"), *claims)
+    assert out["commands"] == []
+    assert out["cost"] == {"before": pytest.approx(OD["t3.medium"] + added),
+                           "after": pytest.approx(OD["t3.medium"] + added)}
+
+
 @pytest.mark.parametrize("with_idle", [False, True])
 def test_until_stable_steps(with_idle: bool) -> None:
     docs = [*_consolidation_cluster(), *([node("idle")] if with_idle else [])]

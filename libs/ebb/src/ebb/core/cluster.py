@@ -292,7 +292,13 @@ class ClusterView:
                    for o in it.offerings)
 
     def pool_cost(self) -> float:
-        return sum(self.price[n.name] for n in self.snapshot.nodes if n.nodepool in self.pools and not n.deleting)
+        """What the NodePools' nodes cost an hour (``cost.before`` of a plan): their nodes not being deleted, and their
+        NodeClaims launched whose Node has not registered yet and that are not being deleted (`launching_claims`,
+        priced by their labels, `claim_price`), which cost money from launch on and which Balanced counts too."""
+        return math.fsum((*(self.price[n.name] for n in self.snapshot.nodes
+                            if n.nodepool in self.pools and not n.deleting),
+                          *(self.claim_price(c) for c in self.launching_claims()
+                            if c.nodepool in self.pools and not c.deleting)))
 
     # -- demand windows ----------------------------------------------------------------------------------
     def _demand(self) -> None:

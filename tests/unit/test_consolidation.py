@@ -254,6 +254,49 @@ def test_spot_to_spot(cheaper: int, spot_to_spot: bool, replaced: bool, phrase: 
         assert phrase in blocked_of(out, "s")["reason"]
 
 
+def _zonal_spot(itype: dict[str, Any], prices: dict[str, float]) -> dict[str, Any]:
+    """``itype`` with the spot price of each zone of ``prices`` changed to it."""
+    for offering in itype["offerings"]:
+        if offering["capacityType"] == "spot" and offering["zone"] in prices:
+            offering["price"] = prices[offering["zone"]]
+    return itype
+
+
+# (case, spot types cheaper than the node in every zone, the node's own type's spot price in us-east-1b and -1c (the
+# node's, us-east-1a, stays $0.14), types cheaper than the node in us-east-1b only, replaced)
+SPOT_COUNTS = [
+    ("the node's own type, cheaper in other zones, is no 15th cheaper type", 14, 0.05, 0, False),
+    ("nor is another type cheaper in one zone only", 14, None, 1, False),
+    ("15 types cheaper in every zone are enough, the node's own type left out of them", 15, 0.05, 1, True),
+]
+
+
+@pytest.mark.parametrize(("everywhere", "own_elsewhere", "one_zone", "replaced"), [c[1:] for c in SPOT_COUNTS],
+                         ids=[c[0] for c in SPOT_COUNTS])
+def test_spot_to_spot_counts_types_cheaper_in_every_zone(everywhere: int, own_elsewhere: float | None,
+                                                         one_zone: int, replaced: bool) -> None:
+    """Karpenter's spot-to-spot counts the types whose worst spot launch price over the replacement's zones is below
+    the node's (``RemoveInstanceTypeOptionsByPriceAndMinValues``, ``WorstLaunchPrice``), and launches from those: a
+    type cheaper in some zones only, the node's own type in another zone among them, is not one."""
+    c, m, p, od, sp = TYPES["m5.2xlarge"]
+    own = instance_type("m5.2xlarge", c, m, p, od, sp)
+    if own_elsewhere is not None:
+        own = _zonal_spot(own, {"us-east-1b": own_elsewhere, "us-east-1c": own_elsewhere})
+    types = [instance_type(f"x{i}.large", "2", "8Gi", 29, 0.09, 0.06 + i * 0.001) for i in range(everywhere)]
+    types += [_zonal_spot(instance_type(f"z{i}.large", "2", "8Gi", 29, 0.09, 0.3), {"us-east-1b": 0.01})
+              for i in range(one_zone)]
+    out = plan_dict(nodepool(requirements=SPOT_REQ), node("s", itype="m5.2xlarge", capacity_type="spot"),
+                    pod("web", "s", cpu="500m"), catalog([own, *types]), spot_to_spot=True)
+    if not replaced:
+        assert out["commands"] == []
+        assert f"only {everywhere} qualify" in blocked_of(out, "s")["reason"]
+        return
+    [command] = out["commands"]
+    [rep] = command["replacements"]
+    assert rep["instanceTypes"] == [f"x{i}.large" for i in range(15)]
+    assert rep["price"] == pytest.approx(0.06)
+
+
 SPOT_OR_OD = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 
 

@@ -277,6 +277,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     removed_price = sum(view.price[n] for n in removed)
     floors = min_values_floors(pool)
     prices: dict[str, float] = {}
+    worst: dict[str, float] = {}  # type -> its dearest offering the replacement may take (Karpenter's WorstLaunchPrice)
     values: dict[str, dict[str, set[str]]] = {}  # type -> minValues key -> its values (Karpenter: the type's own)
     for combo in range(len(pool.combo_type)):
         itype = pool.types[int(pool.combo_type[combo])]
@@ -284,6 +285,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         if name in new.instance_types and pool.combo_ct[combo] == new.capacity_type \
                 and pool.combo_zone[combo] in new.zones:
             prices[name] = min(prices.get(name, float("inf")), float(pool.combo_price[combo]))
+            worst[name] = max(worst.get(name, 0.0), float(pool.combo_price[combo]))
             if floors and name not in values:
                 values[name] = _floor_values(itype, floors)
     # a removed node's type -> the cheapest removed node of it (a spot and an on-demand node of one type: the spot's
@@ -320,15 +322,21 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         if not options:
             return improvement_refused(strictest, "cheapest replacement costs", best, removed_price)
     options.sort(key=lambda t: (prices[t], t))
+    # spot-to-spot is Karpenter's case only when every removed node is spot (enabled: checked above); the 15 cheaper
+    # types are asked of a single node only ("For multi-node consolidation ... we exit early", consolidation.go)
+    spot_single = new.capacity_type == CAPACITY_SPOT and all_spot and len(removed) == 1
+    if spot_single:
+        # the cheaper types Karpenter counts (and launches from) there are those whose every spot offering the
+        # replacement may take costs less than the node (``RemoveInstanceTypeOptionsByPriceAndMinValues`` keeps a type
+        # whose ``WorstLaunchPrice`` is below it): not a type cheaper in some of those zones only, so not the node's own
+        # type where the replacement may take it in the node's zone, at the node's price, however cheap it is elsewhere
+        options = [t for t in options if worst[t] < removed_price - EPSILON]
     needed = len(options)
     if floors:
         needed, short = min_values_prefix(options, values, floors)
         if short:
             return min_values_not_met(short, floors, "cheaper instance types")
-    if new.capacity_type == CAPACITY_SPOT and all_spot and len(removed) == 1:
-        # spot-to-spot is Karpenter's case only when every removed node is spot (enabled: checked above); the 15
-        # cheaper types are asked of a single node only ("For multi-node consolidation ... we exit early",
-        # consolidation.go)
+    if spot_single:
         if len(options) < SPOT_TO_SPOT_MIN_TYPES:
             return BlockCause(Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, {"minimum": SPOT_TO_SPOT_MIN_TYPES,
                                                                  "found": len(options)})

@@ -704,6 +704,45 @@ def test_drift_reads_the_nodeclaim(pool_kwargs: dict[str, Any], node_kwargs: dic
         assert drift[0].startswith(says), drift[0]
 
 
+# instanceTypeNotFound reads nodeClaim.Labels too: the instance type, and the zone and capacity type its offerings must
+# be compatible with. The catalog offers m5.large only in us-east-1b; every other type everywhere.
+
+# (the case, the Node's arguments, its NodeClaim's labels or None for no NodeClaim, what the drift's explanation says
+# or None for no drift)
+NODECLAIM_OFFERING_DRIFT = [
+    ("a Node relabelled by hand to an offered type while its NodeClaim's type is no longer offered there: drift",
+     {"itype": "c5.large", "zone": "us-east-1a"}, {"node.kubernetes.io/instance-type": "m5.large",
+                                                  "topology.kubernetes.io/zone": "us-east-1a"},
+     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a (its NodeClaim claim-a's "
+     "labels; the Node's say c5.large, on-demand in us-east-1a)"),
+    ("a Node relabelled by hand to a type not offered while its NodeClaim's type is: no drift",
+     {"itype": "m5.large", "zone": "us-east-1a"}, {"node.kubernetes.io/instance-type": "c5.large",
+                                                  "topology.kubernetes.io/zone": "us-east-1a"}, None),
+    ("the NodeClaim's zone, where its type is offered, over the Node's: no drift",
+     {"itype": "m5.large", "zone": "us-east-1a"}, {"node.kubernetes.io/instance-type": "m5.large",
+                                                  "topology.kubernetes.io/zone": "us-east-1b"}, None),
+    ("labels the NodeClaim lacks are read on the Node", {"itype": "m5.large", "zone": "us-east-1a"}, {},
+     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
+    ("without a NodeClaim, the Node's labels", {"itype": "m5.large", "zone": "us-east-1a"}, None,
+     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
+]
+
+
+@pytest.mark.parametrize(("node_kwargs", "claim_labels", "says"), [c[1:] for c in NODECLAIM_OFFERING_DRIFT],
+                         ids=[c[0] for c in NODECLAIM_OFFERING_DRIFT])
+def test_offering_drift_reads_the_nodeclaim(node_kwargs: dict[str, Any], claim_labels: dict[str, str] | None,
+                                            says: str | None) -> None:
+    """Node a, with a pod only a new node takes, and its NodeClaim claim-a labelled ``claim_labels``."""
+    claims = [nodeclaim("claim-a", "a", labels=claim_labels)] if claim_labels is not None else []
+    out = plan_dict(nodepool(), node("a", **node_kwargs), pod("web", "a", cpu="1500m"),
+                    _m5_large(zones=["us-east-1b"]), *claims)
+    drift = [c["explanation"] for c in out["commands"] if c["method"] == "drift"]
+    assert len(drift) == (1 if says else 0), out["commands"]
+    assert all(b["method"] != "drift" for b in out["blocked"]), out["blocked"]
+    if says:
+        assert drift[0].startswith(says), drift[0]
+
+
 # -- expiry is measured from the NodeClaim -----------------------------------------------------------------------------
 # controllers/nodeclaim/expiration/controller.go: expirationTime := nodeClaim.CreationTimestamp + expireAfter (the
 # NodeClaim is created before its Node registers); utils/disruption LifetimeRemaining scales the disruption cost

@@ -4,8 +4,8 @@ A node has drifted when (1) its karpenter.sh/nodepool-hash differs from its Node
 same karpenter.sh/nodepool-hash-version (a static field of the template changed), (2) its labels no longer satisfy
 the NodePool's requirements (dynamic fields: widening `In [a]` to `In [a, b]` is not drift), (3) its instance type is no
 longer offered in its zone and capacity type (an offering that is only unavailable now still counts, as in
-Karpenter; a node without an instance-type label has none), or (4) its NodeClaim already says Drifted. (1) and (2)
-read the node's NodeClaim, as Karpenter does: its hash annotations when it carries the hash, its labels over the
+Karpenter; a node without an instance-type label has none), or (4) its NodeClaim already says Drifted. (1), (2) and
+(3) read the node's NodeClaim, as Karpenter does: its hash annotations when it carries the hash, its labels over the
 Node's (the Node's fill in a label the NodeClaim lacks); a node without a NodeClaim is read on itself. Behavioural
 fields (weight, limits, disruption) never drift because they are not part of the hash. A command goes stale
 when its node no longer drifts. A static NodePool's drifted nodes are replaced one for one, each in its own
@@ -23,7 +23,10 @@ from ebb.core.methods.rotation import rotate_keeping_static
 from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
+    CAPACITY_ON_DEMAND,
+    LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
     InstanceType,
     Node,
     NodeClaim,
@@ -67,11 +70,18 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
             values = f" {list(req.values)}" if req.values else ""
             return (f"drifted: its {shown} no longer satisfies NodePool {pool.name}'s requirement "
                     f"{req.key} {req.operator}{values}")
-    if not view.offered(node):
-        if node.instance_type is None:
+    # as Karpenter's instanceTypeNotFound, the instance type, zone and capacity type the NodeClaim was launched as
+    # (the same labels as the requirements above: a label the NodeClaim lacks is read on the Node)
+    launched = (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE),
+                labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND))
+    if not view.offered(*launched):
+        instance_type, zone, capacity_type = launched
+        if instance_type is None:
             return f"drifted: it has no {LABEL_INSTANCE_TYPE} label (no offered instance type is found for it)"
-        return (f"drifted: instance type {node.instance_type} is no longer offered as {node.capacity_type} "
-                f"in {node.zone}")
+        on_node = (node.instance_type, node.zone, node.capacity_type)
+        whose = (f" (its NodeClaim {claim.name}'s labels; the Node's say {on_node[0]}, {on_node[2]} in {on_node[1]})"
+                 if claim is not None and on_node != launched else "")
+        return f"drifted: instance type {instance_type} is no longer offered as {capacity_type} in {zone}{whose}"
     if claim is not None and claim.drifted:
         return f"drifted: its NodeClaim {claim.name} has condition Drifted=True"
     return None

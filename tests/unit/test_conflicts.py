@@ -95,6 +95,16 @@ CASES: list[tuple[str, list[Any], ConflictSettings, list[tuple[str, str | None]]
      KARPENTER, [(K.NODECLAIM_EXPIRY, "default")]),
     ("a NodeClaim launched with Never", [nodepool(**SWITCHED_OFF), node("n1"),
                                          nodeclaim("c1", "n1", expire_after="Never")], KARPENTER, []),
+    # a NodeClaim whose input states no expireAfter (hand-written: Karpenter writes its NodePool's into every NodeClaim
+    # it launches, and its CRD defaults the field to 720h) is read with its NodePool's
+    ("a NodeClaim stating no expireAfter, its NodePool's 168h",
+     [nodepool(budgets=[{"nodes": "0"}], expire_after="168h"), node("n1"), nodeclaim("c1", "n1", created=OLD)],
+     KARPENTER, [(K.KARPENTER_EXPIRY, "default"), (K.NODECLAIM_EXPIRY, "default")]),
+    ("a NodeClaim stating no expireAfter, its NodePool setting none: Karpenter's default 720h",
+     [nodepool(budgets=[{"nodes": "0"}]), node("n1"), nodeclaim("c1", "n1", created=OLD)],
+     KARPENTER, [(K.KARPENTER_EXPIRY, "default"), (K.NODECLAIM_EXPIRY, "default")]),
+    ("a NodeClaim stating no expireAfter, its NodePool's Never", [nodepool(**SWITCHED_OFF), node("n1"),
+                                                                 nodeclaim("c1", "n1", created=OLD)], KARPENTER, []),
     ("a NodeClaim being deleted does not count", [nodepool(**SWITCHED_OFF), node("n1"),
                                                   nodeclaim("c1", "n1", expire_after="720h", deleting=True)],
      KARPENTER, []),
@@ -157,6 +167,15 @@ def test_the_sentences_say_what_to_change() -> None:
     # the first expiry: launched 2026-11-20 plus 30 days
     assert "c1; the first expires at 2026-12-20T00:00:00Z" in by_kind[K.NODECLAIM_EXPIRY]
     assert "kubectl delete nodeclaim" in by_kind[K.NODECLAIM_EXPIRY]
+
+
+def test_a_nodeclaim_stating_no_expire_after_is_read_with_its_nodepools() -> None:
+    found = conflicts(snapshot(nodepool(budgets=[{"nodes": "0"}], expire_after="168h"), node("n1"),
+                               nodeclaim("c1", "n1", created=OLD)), KARPENTER)
+    by_kind = {c.kind: c.message for c in found}
+    # launched 2026-11-20 plus the NodePool's 7 days
+    assert ("(c1; the first expires at 2026-11-27T00:00:00Z; c1 state(s) none, read as the NodePool's, which "
+            "Karpenter writes into every NodeClaim it launches)") in by_kind[K.NODECLAIM_EXPIRY]
 
 
 def test_karpenter_seen() -> None:

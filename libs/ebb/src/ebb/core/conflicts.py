@@ -10,7 +10,8 @@ says what is wrong and how to fix it. The checks (docs/karpenter.md#the-conflict
 - ``KarpenterExpiry``: a NodePool whose own ``expireAfter`` is not ``Never`` (Karpenter's default, 720h, when it
   sets none): Karpenter's expiry is forceful and ignores budgets;
 - ``NodeClaimExpiry``: NodeClaims that keep an ``expireAfter`` (a NodeClaim keeps the one it was launched with,
-  so those launched before the NodePool was switched over still expire);
+  so those launched before the NodePool was switched over still expire; one whose input states none is read with
+  its NodePool's, `claim_expire_after`);
 - ``NodeClaimsWithoutKarpenterProvider``: NodeClaims exist and ebb's provider is not ``karpenter`` (the other
   providers retire a node themselves and take Karpenter's finalizer off: its instance would not be terminated);
 - ``PolicyWithoutNodePool``: a DisruptionPolicy whose NodePool does not exist (it applies to nothing);
@@ -151,17 +152,28 @@ def _pool_conflicts(pool: NodePool, claims: list[NodeClaim]) -> list[Conflict]:
             f"NodePool {name}'s spec.template.spec.expireAfter is {format_duration(expire)} ({stated}): Karpenter "
             f"expires its nodes itself, forcefully and without a budget; set it to Never and give ebb the expiry in "
             f"DisruptionPolicy {name}'s expireAfter")))
-    expiring = [c for c in claims if c.expire_after is not None and not c.deleting]
+    expiring = [(c, after) for c in claims if (after := claim_expire_after(c, pool)) is not None and not c.deleting]
     if expiring:
-        due = [c.creation_time + timedelta(seconds=c.expire_after) for c in expiring
-               if c.creation_time is not None and c.expire_after is not None]
+        due = [c.creation_time + timedelta(seconds=after) for c, after in expiring if c.creation_time is not None]
         first = f"; the first expires at {fmt_time(min(due))}" if due else ""
-        out.append(Conflict(ConflictKind.NODECLAIM_EXPIRY, f"NodeClaim {_named(c.name for c in expiring)}", name, (
+        unstated = [c.name for c, _ in expiring if not c.expire_after_stated]
+        read = (f"; {_named(unstated)} state(s) none, read as the NodePool's, which Karpenter writes into every "
+                "NodeClaim it launches" if unstated else "")
+        named = _named(c.name for c, _ in expiring)
+        out.append(Conflict(ConflictKind.NODECLAIM_EXPIRY, f"NodeClaim {named}", name, (
             f"{len(expiring)} NodeClaim(s) of NodePool {name} keep the expireAfter they were launched with, which "
-            f"Karpenter acts on whatever the NodePool says now ({_named(c.name for c in expiring)}{first}); replace "
+            f"Karpenter acts on whatever the NodePool says now ({named}{first}{read}); replace "
             f"them (kubectl delete nodeclaim NAME, one at a time: Karpenter drains each and provisions for its pods) "
             f"or wait until Karpenter has expired them")))
     return out
+
+
+def claim_expire_after(claim: NodeClaim, pool: NodePool) -> float | None:
+    """The ``expireAfter`` Karpenter expires ``claim`` by, in seconds (None: Never): its ``spec.expireAfter``, or,
+    for a NodeClaim whose input lacks the field (a hand-written one: Karpenter writes its NodePool's
+    ``spec.template.spec.expireAfter`` into every NodeClaim it launches, and its CRD defaults the field to 720h),
+    its NodePool's as Karpenter reads it (`NodePool.karpenter_expire_after`: 720h when the NodePool sets none)."""
+    return claim.expire_after if claim.expire_after_stated else pool.karpenter_expire_after
 
 
 def conflicts(snapshot: Snapshot, settings: ConflictSettings) -> tuple[Conflict, ...]:

@@ -515,9 +515,12 @@ class NodeClaim:
     #: spec.terminationGracePeriod, seconds (copied from its NodePool at launch; None: unset or Never)
     termination_grace_period: float | None = None
     #: spec.expireAfter, seconds (copied from its NodePool at launch, kept when the NodePool changes): Karpenter
-    #: expires the NodeClaim at its creation plus this. None: Never, or not stated (Karpenter's CRD writes 720h into
-    #: every NodeClaim it makes, so only a hand-written one lacks it)
+    #: expires the NodeClaim at its creation plus this. None: Never, or not stated (``expire_after_stated``)
     expire_after: float | None = None
+    #: spec.expireAfter is in the input. Karpenter writes its NodePool's into every NodeClaim it makes (and its CRD
+    #: defaults the field to 720h), so only a hand-written one lacks it; the conflict check then reads its NodePool's
+    #: (`ebb.core.conflicts.claim_expire_after`)
+    expire_after_stated: bool = True
     #: metadata.labels: what Karpenter launched it as (its NodePool's requirements and instance type's values); drift
     #: judges the NodePool's requirements on them, as Karpenter's ``areRequirementsDrifted`` does
     labels: Mapping[str, str] = field(default_factory=dict)

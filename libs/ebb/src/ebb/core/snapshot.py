@@ -945,6 +945,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         decision_id=annotations.get(ANNOTATION_DECISION_ID, ""),
         termination_grace_period=doc.duration("spec.terminationGracePeriod", None),
         expire_after=doc.duration("spec.expireAfter", None),
+        expire_after_stated=doc.get("spec.expireAfter") is not None,
         labels=_normalized_labels(labels),
         annotations=annotations,
     )

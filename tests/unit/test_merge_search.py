@@ -180,3 +180,41 @@ def test_a_merge_is_weighed_against_its_nodes_one_at_a_time_less_what_their_evic
     assert "minimumSavingPerEvictedPod" in reason
     assert ("consolidated one at a time, its nodes would save $0.3000/h, no less than its $0.2000/h (each less what "
             "its evictions ask (minimumSavingPerEvictedPod))") in reason
+
+
+#: "hold" (a node that stays) at $2.00, "big" at $1.00, "cpu" (2 cpu, 2Gi) at $0.20 and "cpu.cheap" at $0.10, "mem"
+#: (2 cpu, 9Gi) at $0.60
+ROOM = catalog([instance_type("hold", "2", "16Gi", 29, 2.0), instance_type("big", "4", "32Gi", 29, 1.0),
+                instance_type("cpu", "2", "2Gi", 29, 0.2), instance_type("cpu.cheap", "2", "2Gi", 29, 0.1),
+                instance_type("mem", "2", "9Gi", 29, 0.6)])
+
+
+def _room(a_memory: str) -> list[Any]:
+    """``hold`` (kept by do-not-disrupt) has room for 1 cpu and 8Gi; ``a`` ($1.00) runs a pod of 500m and
+    ``a_memory``, ``b`` ($0.20) one of 1 cpu and 1Gi: either fits in ``hold``'s room, not both (cpu)."""
+    return [ROOM, nodepool(),
+            node("hold", itype="hold", cpu="2", memory="16Gi"),
+            pod("p-hold", "hold", cpu="1", memory="8Gi", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            node("a", itype="big", cpu="4", memory="32Gi"), pod("p-a", "a", cpu="500m", memory=a_memory),
+            node("b", itype="cpu", cpu="2", memory="2Gi"), pod("p-b", "b", cpu="1", memory="1Gi")]
+
+
+# (the case, the memory of a's pod, the commands as (method, action, nodes, the replacement's type))
+ONE_SAVES_MORE: list[tuple[str, str, list[tuple[str, str, list[str], str]]]] = [
+    ("the greedy set saves less than its first node's delete once simulated jointly: the nodes go one at a time",
+     # step by step a's pod goes to hold and b's to a cpu.cheap ($1.10); jointly b's pod, the larger, takes hold's
+     # room and a's needs a mem ($0.60 saved), less than deleting a alone ($1.00)
+     "7Gi", [("single-node-consolidation", "delete", ["a"], ""),
+             ("single-node-consolidation", "replace", ["b"], "cpu.cheap")]),
+    ("jointly a's pod needs only a cpu.cheap: the merge saves $1.10, more than any of its nodes alone",
+     "1Gi", [("multi-node-consolidation", "replace", ["a", "b"], "cpu.cheap")]),
+]
+
+
+@pytest.mark.parametrize(("a_memory", "commands"), [c[1:] for c in ONE_SAVES_MORE], ids=[c[0] for c in ONE_SAVES_MORE])
+def test_a_greedy_set_is_not_taken_when_one_of_its_nodes_alone_saves_as_much(
+        a_memory: str, commands: list[tuple[str, str, list[str], str]]) -> None:
+    out = plan_dict(*_room(a_memory))
+    assert [(c["method"], c["action"], c["nodes"], c["replacements"][0]["instanceTypes"][0] if c["replacements"]
+             else "") for c in out["commands"]] == commands
+    assert sum(c["savingsPerHour"] for c in out["commands"]) == pytest.approx(1.1)

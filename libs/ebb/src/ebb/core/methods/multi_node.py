@@ -9,7 +9,8 @@ greedily instead, in disruption-cost order, on one incremental simulation: a can
 savings grow, and no NodePool is left below its ``demandWindow``'s peak. Each check costs only the pods it
 moves, so merges of hundreds of nodes are found on clusters of thousands without a timeout. Two runs,
 delete-only and with one replacement; the larger saving wins and a tie goes to the delete (no launch, fewer
-pods moved).
+pods moved). A run's set, simulated jointly as validation will (`_jointly`), is not taken when one of its nodes alone
+would save as much (`_one_saves_as_much`): packed together its pods can need a dearer replacement than step by step.
 
 The run with a replacement knows the replacement filter's rules that no later node can lift. A step is refused
 as soon as its replacement costs at least what the set would remove (the claim's launch floor only grows as
@@ -546,6 +547,29 @@ def _alone(ctx: PassContext, names: tuple[str, ...]) -> tuple[float, float]:
     return total, net
 
 
+def _one_saves_as_much(ctx: PassContext, command: Command) -> bool:
+    """Whether one of ``command``'s nodes consolidated on its own (simulated as `_alone` simulates it) would save as
+    much as the whole command or more, both less what their evictions ask (`ebb.core.worth`). A greedy run grows its
+    set only while the saving grows, so in its own simulation the set saves more than its first node alone; the set
+    simulated jointly (`_jointly`, as validation will) packs its pods differently and can save less: a node whose pods
+    fit on another node's room, merged with one whose pods then take that room, so that its pods need the
+    replacement. Only a node whose price, less what its evictions ask, reaches the command's saving could save as
+    much alone, and only those are simulated."""
+    view = ctx.view
+    net = worth.net(view, command.nodes, command.savings)
+    refused = ctx.balanced_refused
+    try:
+        for name in command.nodes:
+            if name in ctx.alone or view.price[name] - worth.asked(view, [name]) < net - EPSILON:
+                continue  # its verdict alone is a refusal, or even its delete would save less
+            found = _jointly(ctx, [name], True)
+            if isinstance(found, Command) and worth.net(view, found.nodes, found.savings) >= net - EPSILON:
+                return True
+        return False
+    finally:
+        ctx.balanced_refused = refused
+
+
 def run(ctx: PassContext) -> MethodOutcome:
     out = MethodOutcome()
     names = candidates(ctx, out)
@@ -561,6 +585,8 @@ def run(ctx: PassContext) -> MethodOutcome:
     else:
         if ctx.options.search == SEARCH_OPTIMIZER:
             best = _optimized(ctx, names)
+            if best is not None and _one_saves_as_much(ctx, best):
+                best = None
         if best is None:
             # the greedy runs; when the optimizer's program finds no set, the delete-only one (the program weighed
             # the launches already)
@@ -568,7 +594,8 @@ def run(ctx: PassContext) -> MethodOutcome:
             for allow_replace in runs:
                 command = _greedy(ctx, names, allow_replace, refused_alone, kept)
                 if command is not None and (best is None or worth.net(ctx.view, command.nodes, command.savings)
-                                            > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
+                                            > worth.net(ctx.view, best.nodes, best.savings) + EPSILON) \
+                        and not _one_saves_as_much(ctx, command):
                     best = command
         merged = _merge(ctx, names)
         if merged is not None and (best is None or worth.net(ctx.view, merged.nodes, merged.savings)

@@ -468,7 +468,9 @@ def test_underutilized_budget_caps_single_node_commands() -> None:
 def test_a_merge_drops_copies_of_its_cheapest_node_of_a_type_whatever_the_order(spot_first: bool) -> None:
     """A spot and an on-demand c5.large merged: an option of type c5.large is dropped at the spot node's price or
     more (the cheaper of the two), in whichever order the set holds them; without the rule the merge relaunched a
-    copy of the spot node, 3 pods evicted for what deleting the on-demand node alone saves."""
+    copy of the spot node, 3 pods evicted for what deleting the on-demand node alone saves. (Such a merge now also
+    saves less than its on-demand node alone, which the greedy runs no longer take: in either order the pass saves at
+    least what that delete does, a single node's spot c5.large replacing the on-demand one being a cheaper offering.)"""
     both = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large", "r5.large"]}]
     spot_pods, od_pods = (1, 2) if spot_first else (2, 1)  # fewer pods: earlier in the disruption order
@@ -477,8 +479,11 @@ def test_a_merge_drops_copies_of_its_cheapest_node_of_a_type_whatever_the_order(
             *(pod(f"o-{i}", "o", cpu="400m") for i in range(od_pods))]
     out = plan_dict(*docs)
     for command in out["commands"]:
+        if command["method"] != "multi-node-consolidation":
+            continue
         for replacement in command["replacements"]:
             assert "c5.large" not in replacement["instanceTypes"], command
+    assert sum(c["savingsPerHour"] for c in out["commands"]) >= 0.085 - 1e-9, out["commands"]
 
 
 def test_a_refused_merge_names_the_price_of_what_its_pods_may_have() -> None:

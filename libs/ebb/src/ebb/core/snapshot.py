@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import compress, groupby
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, TypeGuard
 
@@ -1034,10 +1034,6 @@ def _daemonset(doc: _Doc) -> DaemonSet:
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
-_OWNER_KIND = attrgetter("owner_kind")
-_IS_DAEMONSET = "DaemonSet".__eq__
-
-
 def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> tuple[DaemonSet, ...]:
     """``daemonsets`` as their pods ask: a DaemonSet with a pod among ``pods`` (controlled by it: its
     ownerReference, not finished) takes the scheduling needs of its newest one (requests, host ports, tolerations,
@@ -1050,10 +1046,8 @@ def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> t
     if not daemonsets:
         return daemonsets
     newest: dict[tuple[str, str | None], Pod] = {}
-    pods = pods if isinstance(pods, (list, tuple)) else list(pods)
-    # thousands of pods every pass, a few of them a DaemonSet's: those picked out in C
-    for pod in compress(pods, map(_IS_DAEMONSET, map(_OWNER_KIND, pods))):
-        if not pod.is_terminal:
+    for pod in pods:
+        if pod.owner_kind == "DaemonSet" and not pod.is_terminal:
             key = (pod.namespace, pod.owner_name)
             known = newest.get(key)
             if known is None or (pod.creation_time or _NEVER) > (known.creation_time or _NEVER):

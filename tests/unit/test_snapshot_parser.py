@@ -715,6 +715,128 @@ def test_bad_replicas_names_document_and_field(replicas: Any) -> None:
     assert (info.value.document, info.value.field) == ("NodePool default", "spec.replicas")
 
 
+# -- what Karpenter's NodePool CRD (v1.14.1) refuses: the API server keeps it out of a live cluster, so a file --------
+# -- with it is a parse error naming the field, and a nearby value it takes is read ----------------------------------
+
+_SPEC = "spec.template.spec"
+_HOSTNAME = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}
+
+
+def _req_on(key: str) -> dict[str, Any]:
+    return {"key": key, "operator": "Exists"}
+
+
+def _crd_pool(*, startup_taints: list[Any] | None = None, replicas: int | None = None,
+              limits: dict[str, Any] | None = None, **kwargs: Any) -> list[Any]:
+    doc = nodepool(**kwargs)
+    if startup_taints is not None:
+        doc["spec"]["template"]["spec"]["startupTaints"] = startup_taints
+    if replicas is not None:
+        doc["spec"]["replicas"] = replicas
+    if limits is not None:
+        doc["spec"]["limits"] = limits
+    return [doc]
+
+
+def _taint(effect: str = "NoSchedule", key: str = "example.com/team") -> dict[str, str]:
+    return {"key": key, "value": "a", "effect": effect}
+
+
+# (id, the documents, the document and field named, or None where they are read)
+NODEPOOL_CRD: list[tuple[str, Callable[[], list[Any]], tuple[str, str] | None]] = [
+    # taints[].effect and startupTaints[].effect: the enum; a Node's taints are held to it by the API server too
+    ("taint-effect-lowercase", lambda: _crd_pool(taints=[_taint("noschedule")]),
+     ("NodePool default", f"{_SPEC}.taints[0].effect")),
+    ("taint-effect-NoSchedule", lambda: _crd_pool(taints=[_taint("NoSchedule")]), None),
+    ("taint-effect-PreferNoSchedule", lambda: _crd_pool(taints=[_taint("PreferNoSchedule")]), None),
+    ("startup-taint-effect-Evict", lambda: _crd_pool(startup_taints=[_taint(), _taint("Evict")]),
+     ("NodePool default", f"{_SPEC}.startupTaints[1].effect")),
+    ("startup-taint-effect-NoExecute", lambda: _crd_pool(startup_taints=[_taint("NoExecute")]), None),
+    ("node-taint-effect-lowercase", lambda: [node("a", taints=[_taint("noexecute")])],
+     ("Node a", "spec.taints[0].effect")),
+    ("node-taint-effect-NoExecute", lambda: [node("a", taints=[_taint("NoExecute")])], None),
+    # taints[].key: the CRD's pattern (a lower-case DNS subdomain before the '/', one '/' at most)
+    ("taint-key-upper-case-domain", lambda: _crd_pool(taints=[_taint(key="Example.com/team")]),
+     ("NodePool default", f"{_SPEC}.taints[0].key")),
+    ("taint-key-two-slashes", lambda: _crd_pool(taints=[_taint(key="example.com/a/b")]),
+     ("NodePool default", f"{_SPEC}.taints[0].key")),
+    ("taint-key-upper-case-name", lambda: _crd_pool(taints=[_taint(key="example.com/Team")]), None),
+    # spec.weight: minimum 1, maximum 100
+    ("weight-101", lambda: _crd_pool(weight=101), ("NodePool default", "spec.weight")),
+    ("weight-100", lambda: _crd_pool(weight=100), None),
+    ("weight-0", lambda: _crd_pool(weight=0), ("NodePool default", "spec.weight")),
+    ("weight-1", lambda: _crd_pool(weight=1), None),
+    # requirements[].key: the restricted labels (x-kubernetes-validations) and the pattern
+    ("requirement-hostname", lambda: _crd_pool(requirements=[_HOSTNAME]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-zone", lambda: _crd_pool(requirements=[_req_on("topology.kubernetes.io/zone")]), None),
+    ("requirement-karpenter-domain", lambda: _crd_pool(requirements=[_req_on("karpenter.sh/foo")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-karpenter-nodepool", lambda: _crd_pool(requirements=[_req_on("karpenter.sh/nodepool")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-karpenter-subdomain", lambda: _crd_pool(requirements=[_req_on("x.karpenter.sh/foo")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-karpenter-bare", lambda: _crd_pool(requirements=[_req_on("karpenter.sh")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-ends-with-karpenter.sh", lambda: _crd_pool(requirements=[_req_on("notkarpenter.sh/foo")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),  # the CEL rule's endsWith, as written
+    ("requirement-capacity-type", lambda: _crd_pool(requirements=[_req_on("karpenter.sh/capacity-type")]), None),
+    ("requirement-karpenter.shx", lambda: _crd_pool(requirements=[_req_on("karpenter.shx/foo")]), None),
+    ("requirement-aws-domain", lambda: _crd_pool(requirements=[_req_on("karpenter.k8s.aws/instance-family")]),
+     None),
+    ("requirement-key-upper-case-domain", lambda: _crd_pool(requirements=[_req_on("Example.com/tier")]),
+     ("NodePool default", f"{_SPEC}.requirements[0].key")),
+    ("requirement-key-upper-case-name", lambda: _crd_pool(requirements=[_req_on("example.com/Tier")]), None),
+    ("pod-affinity-on-hostname", lambda: [pod("web", affinity={"nodeAffinity": {_REQUIRED: {
+        "nodeSelectorTerms": [{"matchExpressions": [_HOSTNAME]}]}}})], None),  # a NodePool's rule only
+    # template.metadata.labels: the same restricted labels
+    ("label-karpenter-domain", lambda: _crd_pool(labels={"karpenter.sh/custom": "x"}),
+     ("NodePool default", "spec.template.metadata.labels.karpenter.sh/custom")),
+    ("label-hostname", lambda: _crd_pool(labels={"kubernetes.io/hostname": "x"}),
+     ("NodePool default", "spec.template.metadata.labels.kubernetes.io/hostname")),
+    ("label-nodepool", lambda: _crd_pool(labels={"karpenter.sh/nodepool": "x"}),
+     ("NodePool default", "spec.template.metadata.labels.karpenter.sh/nodepool")),
+    ("label-capacity-type", lambda: _crd_pool(labels={"karpenter.sh/capacity-type": "spot"}), None),
+    ("label-own-domain", lambda: _crd_pool(labels={"example.com/custom": "x"}), None),
+    # a static NodePool (spec.replicas set): no weight, no limit but nodes
+    ("static-with-weight", lambda: _crd_pool(replicas=2, weight=10), ("NodePool default", "spec.weight")),
+    ("static-without-weight", lambda: _crd_pool(replicas=2), None),
+    ("dynamic-with-weight", lambda: _crd_pool(weight=10), None),
+    ("static-with-cpu-limit", lambda: _crd_pool(replicas=2, limits={"nodes": 5, "cpu": "100"}),
+     ("NodePool default", "spec.limits")),
+    ("static-with-nodes-limit", lambda: _crd_pool(replicas=2, limits={"nodes": 5}), None),
+    ("static-with-no-limits", lambda: _crd_pool(replicas=0, limits={}), None),
+    ("dynamic-with-cpu-limit", lambda: _crd_pool(limits={"cpu": "100"}), None),
+    # ebb's former ebb.sh NodePool CRD took the effects and weights Karpenter's does, but restricted no label and
+    # left a taint's key free: a cluster may still hold such a NodePool, and it is read
+    ("ebb.sh-taint-effect-lowercase", lambda: _crd_pool(api_version="ebb.sh/v1", taints=[_taint("noschedule")]),
+     ("NodePool default", f"{_SPEC}.taints[0].effect")),
+    ("ebb.sh-weight-101", lambda: _crd_pool(api_version="ebb.sh/v1", weight=101), ("NodePool default", "spec.weight")),
+    ("ebb.sh-requirement-hostname", lambda: _crd_pool(api_version="ebb.sh/v1", requirements=[_HOSTNAME]), None),
+    ("ebb.sh-label-karpenter-domain", lambda: _crd_pool(api_version="ebb.sh/v1", labels={"karpenter.sh/custom": "x"}),
+     None),
+    ("ebb.sh-taint-key-upper-case-domain",
+     lambda: _crd_pool(api_version="ebb.sh/v1", taints=[_taint(key="Example.com/team")]), None),
+]
+
+
+@pytest.mark.parametrize(("make", "refused"), [c[1:] for c in NODEPOOL_CRD], ids=[c[0] for c in NODEPOOL_CRD])
+def test_what_the_nodepool_crd_refuses_is_an_error_naming_the_field(make: Callable[[], list[Any]],
+                                                                    refused: tuple[str, str] | None) -> None:
+    if refused is None:
+        parse_documents([*make(), catalog()])
+        return
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([*make(), catalog()])
+    assert (info.value.document, info.value.field) == refused
+
+
+def test_a_nodepool_s_restricted_keys_are_checked_before_older_names_are_renamed() -> None:
+    """A requirement on an older label name is read under its current one, but judged as written."""
+    [pool] = parse_documents([*_crd_pool(requirements=[_req_on("beta.kubernetes.io/arch")]), catalog()]).nodepools
+    assert [r.key for r in pool.requirements] == ["kubernetes.io/arch"]
+
+
 def test_a_nodes_pool_type_zone_and_disruption_taint_follow_its_labels_and_taints_through_replace() -> None:
     from dataclasses import replace
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -296,8 +297,62 @@ def _node_requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...
     """`_requirements` of a node selector (a pod's node affinity, a NodePool's requirements), each key under its
     current name (`NORMALIZED_LABELS`, as Karpenter's ``NewRequirement`` reads it). A label selector over pods'
     labels is not one: its keys are the pods' own."""
+    return _current_keys(_requirements(doc, path, raw))
+
+
+def _current_keys(requirements: tuple[Requirement, ...]) -> tuple[Requirement, ...]:
     return tuple(replace(r, key=NORMALIZED_LABELS[r.key]) if r.key in NORMALIZED_LABELS else r
-                 for r in _requirements(doc, path, raw))
+                 for r in requirements)
+
+
+#: the pattern of a label key in Karpenter's NodePool CRD (a requirement's and a taint's ``key``): an optional
+#: DNS subdomain and ``/``, then a name
+LABEL_KEY_PATTERN = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+#: the longest requirement key Karpenter's NodePool CRD takes (``maxLength``)
+MAX_REQUIREMENT_KEY = 316
+#: the label keys of Karpenter's ``karpenter.sh`` domain that its NodePool CRD's first rule lets a NodePool name (the
+#: second refuses ``karpenter.sh/nodepool``)
+KARPENTER_DOMAIN_ALLOWED = ("karpenter.sh/capacity-type", "karpenter.sh/nodepool")
+#: a taint's effects (Kubernetes' and Karpenter's NodePool CRD's enum)
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _restricted_label(key: str) -> str | None:
+    """Why a NodePool may not name the label ``key`` in its requirements or its template's labels, or None: the
+    rules of Karpenter's NodePool CRD (v1.14.1, ``x-kubernetes-validations``), as written. The domain is what comes
+    before the first ``/`` (the whole key without one), and it is restricted when it ends with ``karpenter.sh``."""
+    domain = re.match(r"[^/]+", key)
+    if key not in KARPENTER_DOMAIN_ALLOWED and domain is not None and domain.group().endswith("karpenter.sh"):
+        return f'{key!r}: label domain "karpenter.sh" is restricted (only karpenter.sh/capacity-type is allowed)'
+    if key in ("karpenter.sh/nodepool", "kubernetes.io/hostname"):
+        return f'label "{key}" is restricted'
+    return None
+
+
+def _nodepool_requirements(doc: _Doc, path: str, restricted_labels: bool) -> tuple[Requirement, ...]:
+    """A NodePool's requirements (`_node_requirements`), with the keys its CRD refuses refused: one that is not a
+    label key, or (``restricted_labels``) a restricted one (`_restricted_label`, read before any key is renamed)."""
+    requirements = _requirements(doc, path, doc.get(path))
+    for i, r in enumerate(requirements):
+        if len(r.key) > MAX_REQUIREMENT_KEY or not LABEL_KEY_PATTERN.fullmatch(r.key):
+            raise doc.fail(f"{path}[{i}].key", f"{r.key!r} is not a label key (an optional DNS subdomain and '/', "
+                                               f"then a name of letters, digits, '-', '_' and '.')")
+        restricted = _restricted_label(r.key) if restricted_labels else None
+        if restricted is not None:
+            raise doc.fail(f"{path}[{i}].key", restricted)
+    return _current_keys(requirements)
+
+
+def _template_labels(doc: _Doc, path: str, restricted_labels: bool) -> dict[str, str]:
+    """A NodePool's template labels, with (``restricted_labels``) the restricted keys its CRD refuses refused
+    (`_restricted_label`)."""
+    labels = doc.str_map(path)
+    for key in labels if restricted_labels else ():
+        restricted = _restricted_label(key)
+        if restricted is not None:
+            raise doc.fail(f"{path}.{key}", restricted)
+    return labels
 
 
 def _normalized_selector(selector: dict[str, str]) -> dict[str, str]:
@@ -344,12 +399,21 @@ def _term_selector(doc: _Doc, path: str, raw: Any) -> LabelSelector:
     return SELECTS_NOTHING if raw is None else _selector(doc, path, raw)
 
 
-def _taints(doc: _Doc, path: str) -> tuple[Taint, ...]:
+def _taints(doc: _Doc, path: str, key_pattern: bool = True) -> tuple[Taint, ...]:
+    """The taints at ``path`` (a Node's, a NodePool's taints or startupTaints): one of the three effects and
+    (``key_pattern``) a key that is a label key, as the API server takes them for either kind (a taint read with
+    another effect would keep no pod off the node)."""
     out = []
     for i, t in enumerate(doc.seq(path)):
         if not _is_mapping(t) or not t.get("key") or not t.get("effect"):
             raise doc.fail(f"{path}[{i}]", "a taint needs key and effect")
-        out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+        key, effect = str(t["key"]), str(t["effect"])
+        if effect not in TAINT_EFFECTS:
+            raise doc.fail(f"{path}[{i}].effect", f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+        if key_pattern and not LABEL_KEY_PATTERN.fullmatch(key):
+            raise doc.fail(f"{path}[{i}].key", f"{key!r} is not a taint key (an optional DNS subdomain and '/', "
+                                               f"then a name of letters, digits, '-', '_' and '.')")
+        out.append(Taint(key, str(t.get("value") or ""), effect))
     return tuple(out)
 
 
@@ -786,7 +850,10 @@ def _consolidation_policy(doc: _Doc, path: str) -> str:
     return policy
 
 
-def _nodepool(doc: _Doc) -> NodePool:
+def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
+    """A NodePool. ``karpenter_crd``: one of Karpenter's group, whose CRD (every version) refuses a restricted label
+    in its requirements and template labels and a taint key that is not a label key; ebb's former ``ebb.sh``
+    NodePool CRD checked neither, so a cluster may still hold such an object, and it is read."""
     annotations = doc.str_map("metadata.annotations")
     policy = _consolidation_policy(doc, "spec.disruption.consolidationPolicy")
     consolidate_after = doc.duration("spec.disruption.consolidateAfter", None)
@@ -809,18 +876,25 @@ def _nodepool(doc: _Doc) -> NodePool:
         weight = int(doc.get("spec.weight", 0))
     except (TypeError, ValueError, OverflowError) as exc:
         raise doc.fail("spec.weight", "must be an integer") from exc
+    if doc.get("spec.weight") is not None and not 1 <= weight <= 100:  # the CRD's minimum and maximum
+        raise doc.fail("spec.weight", f"{doc.get('spec.weight')!r} is not a weight from 1 to 100")
     raw_replicas = doc.get("spec.replicas")
     if raw_replicas is not None and (isinstance(raw_replicas, bool) or not isinstance(raw_replicas, int)
                                      or raw_replicas < 0):
         raise doc.fail("spec.replicas", f"{raw_replicas!r} is not a count of nodes (a whole number, 0 or more)")
+    if raw_replicas is not None:  # the CRD's rules on a static NodePool
+        if doc.get("spec.weight") is not None:
+            raise doc.fail("spec.weight", "is not supported on static NodePools (spec.replicas is set)")
+        if any(name != "nodes" for name in doc.mapping("spec.limits")):
+            raise doc.fail("spec.limits", f"only limits.nodes is supported on static NodePools (spec.replicas is "
+                                          f"set), not {sorted(set(doc.mapping('spec.limits')) - {'nodes'})}")
     return NodePool(
         name=str(doc.get("metadata.name")),
-        requirements=_node_requirements(doc, "spec.template.spec.requirements",
-                                        doc.get("spec.template.spec.requirements")),
-        labels=doc.str_map("spec.template.metadata.labels"),
+        requirements=_nodepool_requirements(doc, "spec.template.spec.requirements", karpenter_crd),
+        labels=_template_labels(doc, "spec.template.metadata.labels", karpenter_crd),
         annotations=doc.str_map("spec.template.metadata.annotations"),
-        taints=_taints(doc, "spec.template.spec.taints"),
-        startup_taints=_taints(doc, "spec.template.spec.startupTaints"),
+        taints=_taints(doc, "spec.template.spec.taints", karpenter_crd),
+        startup_taints=_taints(doc, "spec.template.spec.startupTaints", karpenter_crd),
         weight=weight,
         limits=limits,
         replicas=raw_replicas,
@@ -1166,7 +1240,8 @@ def parse_object(raw: Mapping[str, Any], index: int = 0, *,
     if kind == "Pod":
         return ParsedObject("Pod", ref, _pod(doc, _unchanged_spec(raw, previous)))
     if kind == "NodePool" and group in NODEPOOL_GROUPS:
-        return ParsedObject("NodePool", ref, _nodepool(doc), renamed=group == RENAMED_GROUP)
+        return ParsedObject("NodePool", ref, _nodepool(doc, karpenter_crd=group != RENAMED_GROUP),
+                            renamed=group == RENAMED_GROUP)
     if kind == "NodeClaim" and group in NODEPOOL_GROUPS:
         return ParsedObject("NodeClaim", ref, _nodeclaim(doc), renamed=group == RENAMED_GROUP)
     if kind == "PodDisruptionBudget":

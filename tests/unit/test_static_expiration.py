@@ -80,3 +80,33 @@ def test_a_static_pool_above_its_replicas_waits_for_its_scale_down() -> None:
     assert out["commands"] == []
     assert "more than its spec.replicas 1: its nodes are replaced one for one once it has scaled down" \
         in blocked_of(out, "fixed-0")["reason"]
+
+
+def _unexpiring_static(name: str, replicas: int) -> dict[str, Any]:
+    pool = nodepool(name)
+    pool["spec"]["replicas"] = replicas
+    return pool
+
+
+# (case, the documents, the commands expected): provisioning/provisioner.go, NewScheduler drops every static NodePool
+# before a simulation (``nodepoolutils.IsStatic``), so a dynamic pool's consolidation, drift or expiration never
+# launches its replacement there, however cheap; a static pool's own one-for-one replacement still does
+STATIC_NO_DESTINATION = [
+    ("consolidation replaces a dynamic node in its own pool, not in a static pool that sorts first",
+     [nodepool("dyn"), make_node("d-0", pool="dyn", itype="m5.xlarge"), pod("d-0-web", "d-0", cpu="500m"),
+      _unexpiring_static("st", 1), make_node("st-0", pool="st", itype="t3.medium"),
+      pod("st-0-web", "st-0", cpu="1600m")],
+     [("single-node-consolidation", "d-0", "dyn")]),
+    ("drift of a dynamic node whose pod fits only a static pool's types is refused, not launched there",
+     [nodepool("dyn", requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                     "values": ["m5.large"]}]),
+      make_node("d-0", pool="dyn", itype="m5.xlarge"), pod("d-0-web", "d-0", cpu="3"), _unexpiring_static("st", 0)],
+     []),
+]
+
+
+@pytest.mark.parametrize(("docs", "expected"), [c[1:] for c in STATIC_NO_DESTINATION],
+                         ids=[c[0] for c in STATIC_NO_DESTINATION])
+def test_a_static_pool_takes_no_other_pools_replacement(docs: list[Any], expected: list[tuple[str, str, str]]) -> None:
+    out = plan_dict(*docs)
+    assert _taken(out) == expected, out["blocked"]

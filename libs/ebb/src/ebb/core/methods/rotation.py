@@ -183,7 +183,8 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
     mark = state.mark()
     try:
         moved, held = leaving(view, state, (name,))
-        failures, _ = state.place_all(moved, max_new=1, first_failure=True)
+        with state.launching_in(pool_name):  # a static NodePool's own replacement; else the pool is no destination
+            failures, _ = state.place_all(moved, max_new=1, first_failure=True)
         if failures:
             pod, reason = next(iter(failures.items()))
             return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})

@@ -28,7 +28,8 @@ and its results. Here the `Scheduler` composes them per snapshot (nodes, pools, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
@@ -175,7 +176,13 @@ class Scheduler:
                                                for p in self.pools for t in p.pool.taints)
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
         later_name_first = sorted(range(len(self.pools)), key=lambda i: self.pools[i].pool.name, reverse=True)
-        self.pool_order = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
+        by_weight = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
+        #: where a new claim may open, in order: not in a static NodePool (``spec.replicas``), whose node count its
+        #: own controller keeps (Karpenter's ``NewScheduler`` drops static NodePools from every simulation); a
+        #: static NodePool's one-for-one replacement is asked for by name (`SimState.launching_in`)
+        self.pool_order = [i for i in by_weight if self.pools[i].pool.replicas is None]
+        self._order_with = {static: [i for i in by_weight if i == static or self.pools[i].pool.replicas is None]
+                            for static in by_weight if self.pools[static].pool.replicas is not None}
         self._classes: dict[Interned, list[PodClass]] = {}
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
@@ -499,9 +506,26 @@ class SimState(Placement):
         #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's last
         #: entry then, None when empty); while that is still the last entry, a pod just like it finds none either
         self._no_room: tuple[list[PodClass], IntArray, tuple[Any, ...] | None] | None = None
+        #: the NodePools a new claim may open in, in order (`Scheduler.pool_order`, or with one static NodePool)
+        self.pool_order = sched.pool_order
         #: the existing nodes' room at the start, which `_first_node` asks from (`Anchor`)
         self._anchor = Anchor(self)
         self._init_counts()
+
+    @contextmanager
+    def launching_in(self, pool_name: str) -> Iterator[None]:
+        """Within the block, new claims may open in the static NodePool ``pool_name`` too, in its weight's place: its
+        one-for-one replacement of a drifted or expired node."""
+        index = next((i for i, p in enumerate(self.s.pools) if p.pool.name == pool_name), None)
+        order = self.s._order_with.get(index) if index is not None else None
+        if order is None:
+            yield
+            return
+        self.pool_order, self._run, self._no_room = order, None, None
+        try:
+            yield
+        finally:
+            self.pool_order, self._run, self._no_room = self.s.pool_order, None, None
 
     def _ensure_key(self, key: str, node_codes: IntArray) -> None:
         """Each bin's domain of ``key`` (``bin_codes``), once: ``node_codes`` the existing nodes'."""
@@ -1037,12 +1061,11 @@ class SimState(Placement):
         None when no NodePool can. ``admitted`` as for `_narrow`."""
         if not cls.can_launch:
             return None
-        s = self.s
         for c in cls.constraints:
             if c.key == LABEL_HOSTNAME and c.kind == "affinity" and not (c.self_match
                                                                         and not any_set(self.counts[c.group])):
                 return None  # a new node holds none of the pods this pod must share a host with
-        for p_index in s.pool_order:
+        for p_index in self.pool_order:
             if cls.pool_combo_ok[p_index] is None:
                 continue
             limit_ok = self._limit_mask(p_index)

@@ -84,3 +84,21 @@ def test_a_spot_node_is_replaced_by_a_reserved_offering(spot_to_spot: bool) -> N
     assert (command["action"], command["nodes"]) == ("replace", ["x"])
     [replacement] = command["replacements"]
     assert (replacement["capacityType"], replacement["price"]) == ("reserved", 0.01)
+
+
+@pytest.mark.parametrize("method", ["drift", "expiration"])
+def test_a_drift_or_expiration_replacement_takes_a_reserved_offering_first(method: str) -> None:
+    """provisioning/scheduling/nodeclaim.go, ``reserveOfferings`` and ``FinalizeScheduling``: a NodeClaim that can
+    take a reserved offering is narrowed to reserved whatever it costs, whichever method launched it. The on-demand
+    node x (big) drifts or expires; its replacement is small.large reserved ($0.60), not on-demand ($0.50)."""
+    docs = _cluster()
+    if method == "drift":
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], node_hash="h1")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi", node_hash="h0")
+    else:
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], expire_after="24h")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi")
+    out = plan_dict(_catalog(reserved=0.60), *docs)
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["x"])]
+    replacement = out["commands"][0]["replacements"][0]
+    assert (replacement["capacityType"], replacement["price"]) == ("reserved", 0.60)

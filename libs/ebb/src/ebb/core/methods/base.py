@@ -231,6 +231,16 @@ def improvement_refused(strictest: NodePool, launched: str, best: float, removed
         "improvement": 100 * (1 - best / removed_price) if removed_price else 0.0})
 
 
+def reserved_first(state: SimState, new: NewNode) -> NewNode:
+    """``new`` as Karpenter's NodeClaim launches it: narrowed to its reserved offerings when it has one (its scheduler
+    reserves them, and ``FinalizeScheduling`` narrows the NodeClaim to reserved whatever they cost), for every method
+    that launches a replacement."""
+    _, reserved = state.claim_capacity_types(new.hostname)
+    if reserved and new.capacity_type != CAPACITY_RESERVED:
+        return state.launched_as(new.hostname, CAPACITY_RESERVED) or new
+    return new
+
+
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
     a removed node that cost at least as much; keep the NodePool's ``minValues`` (the options left must still
@@ -259,10 +269,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
     all_spot = all(view.nodes[n].capacity_type == CAPACITY_SPOT for n in removed)
     may_be_spot, reserved = ctx.state.claim_capacity_types(new.hostname)
     if reserved:
-        # Karpenter's NodeClaim takes a reserved offering it can (``FinalizeScheduling`` narrows it to reserved): its
-        # replacement is reserved, and not the spot-to-spot path's
-        if new.capacity_type != CAPACITY_RESERVED:
-            new = ctx.state.launched_as(new.hostname, CAPACITY_RESERVED) or new
+        new = reserved_first(ctx.state, new)  # and not the spot-to-spot path's
     elif all_spot and may_be_spot:
         # Karpenter's spot-to-spot path (computeConsolidation): nodes that are all spot, replaced by a node whose
         # requirements allow spot, are replaced by spot or not at all, whatever the cheapest offering is and whether

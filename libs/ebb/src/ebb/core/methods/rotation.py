@@ -28,6 +28,7 @@ from ebb.core.methods.base import (
     held_words,
     launch_refused,
     leaving,
+    reserved_first,
     truncated,
 )
 from ebb.core.simulator.results import NewNode
@@ -104,7 +105,7 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
         failures, _ = state.place_all(moved, max_new=10**6, first_failure=True)
         if failures or _unlaunchable(ctx, None) is not None:
             return None
-        new_nodes: list[NewNode] = state.new_nodes()
+        new_nodes: list[NewNode] = [reserved_first(state, n) for n in state.new_nodes()]
         replacements = tuple(Replacement(n.nodepool, truncated(n.instance_types), n.capacity_type, n.zones, n.price,
                                          n.hostname, n.labels) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
@@ -188,7 +189,7 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
         if failures:
             pod, reason = next(iter(failures.items()))
             return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})
-        needed = state.new_nodes()
+        needed = [reserved_first(state, n) for n in state.new_nodes()]
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
     finally:
         state.rollback(mark)

@@ -194,7 +194,8 @@ def test_the_table_says_why_an_invalid_budget_allows_nothing(runner: CliRunner, 
     assert result.exit_code == 0, result.output
     words = " ".join(result.stdout.split())  # rich wraps lines at the console's width
     assert words.count("invalid budget: budget 0 of NodePool default is invalid (schedule 'not a cron' is not a "
-                       "cron expression or @-macro); ebb fails closed and disrupts nothing in this pool") == 1
+                       "cron expression or @-macro Karpenter reads (expected exactly 5 fields, found 3: ['not', 'a', "
+                       "'cron'])); ebb fails closed and disrupts nothing in this pool") == 1
 
 
 def test_now_with_an_offset_is_that_moment_in_utc(runner: CliRunner, tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def _budget_error(budget: Budget) -> str | None:
     if budget.schedule is not None:
         refused = _standard_error(budget.schedule)
         if refused is not None:
-            return f"schedule {budget.schedule!r}: {refused}"
+            return f"schedule {budget.schedule!r} is not a cron expression or @-macro Karpenter reads ({refused})"
     for reason in budget.reasons or ():
         if reason not in REASONS:
             return f"reason {reason!r} is not one of {', '.join(REASONS)}"

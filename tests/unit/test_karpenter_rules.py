@@ -859,3 +859,37 @@ def test_a_drifted_node_is_replaced_while_its_nodeclaim_is_not_initialized() -> 
     docs = [nodepool(node_hash="new"), node("d0", node_hash="old"), pod("web", "d0"),
             nodeclaim("claim-d0", "d0", initialized=False)]
     assert "d0" in disrupted(plan_dict(*docs))
+
+
+def _pinned(field_op: str, names: list[str]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": field_op, "values": names}]}]}}}
+
+
+# (case, the pod's affinity, whether node a is taken): kube-scheduler ANDs a term's matchFields (metadata.name) into
+# it, so a pod pinned to its node by name runs nowhere else; Karpenter's simulation ignores matchFields and would move
+# it, and the pod recreated would stay Pending for ever. ebb reads the field as a requirement no other node meets.
+MATCH_FIELDS = [
+    ("a pod pinned to its node by metadata.name In stays, and so does its node", _pinned("In", ["a"]), False),
+    ("a pod that only avoids another node by metadata.name NotIn moves", _pinned("NotIn", ["c"]), True),
+]
+
+
+@pytest.mark.parametrize(("affinity", "taken"), [c[1:] for c in MATCH_FIELDS], ids=[c[0] for c in MATCH_FIELDS])
+def test_a_pod_pinned_by_match_fields_is_not_moved(affinity: dict[str, Any], taken: bool) -> None:
+    out = plan_dict(nodepool(), node("a"), pod("p", "a", affinity=affinity), node("b", zone="us-east-1b"),
+                    pod("other", "b"))
+    assert ("a" in disrupted(out)) is taken, out["blocked"]
+
+
+@pytest.mark.parametrize(("scheduler", "kept"), [("fargate-scheduler", False), ("default-scheduler", True),
+                                                 (None, True)])
+def test_a_pending_pod_of_the_fargate_scheduler_keeps_no_room(scheduler: str | None, kept: bool) -> None:
+    """A pending pod keeps room on the node it fits (the empty node e stays, nominated), unless its scheduler never
+    places pods on the cluster's nodes: EKS's fargate-scheduler gives it a Fargate node of its own (Karpenter's
+    FailedToSchedule names Fargate among the schedulers whose pods it leaves alone)."""
+    waiting = pod("waiting", None, cpu="1500m", phase="Pending")
+    if scheduler is not None:
+        waiting["spec"]["schedulerName"] = scheduler
+    out = plan_dict(nodepool(), node("e", itype="t3.medium"), waiting)
+    assert ("e" in disrupted(out)) is not kept, out["blocked"]

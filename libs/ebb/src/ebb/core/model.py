@@ -256,6 +256,8 @@ class Pod:
     termination_grace_seconds: int | None = None
     #: metadata.deletionTimestamp: when a terminating pod's grace ends (its deletion plus its grace)
     deletion_time: datetime | None = None
+    #: spec.schedulerName ("" for the default scheduler)
+    scheduler_name: str = ""
     key: str = field(default="", compare=False)
     class_key: Interned = field(default=interned(()), compare=False, repr=False)
     requests_key: Interned = field(default=interned(()), compare=False, repr=False)

@@ -488,6 +488,8 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         required_terms = tuple(
             _node_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
                                doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
+            + _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchFields",
+                            doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchFields"))
             for i, t in enumerate(selector_terms))
     pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred_raw = [doc.as_mapping(t, f"{pref_path}[{i}]") for i, t in
@@ -768,6 +770,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
             int(annotations[ANNOTATION_POD_DELETION_COST])
         except ValueError as exc:
             raise doc.fail(f"metadata.annotations.{ANNOTATION_POD_DELETION_COST}", "must be an integer") from exc
+    scheduler = str(doc.get("spec.schedulerName") or "")
     return Pod(
         name=str(doc.get("metadata.name")),
         namespace=str(doc.get("metadata.namespace", "default")),
@@ -788,6 +791,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         priority_class=str(doc.get("spec.priorityClassName", "")),
         termination_grace_seconds=_whole_seconds(doc.get("spec.terminationGracePeriodSeconds")),
         deletion_time=doc.time("metadata.deletionTimestamp"),
+        scheduler_name="" if scheduler == "default-scheduler" else scheduler,
     )
 
 

@@ -81,9 +81,9 @@ def _budget_error(budget: Budget) -> str | None:
         if seconds is None:
             return f"duration {budget.duration!r} is not a time like 30m, 8h or 1h30m"
     if budget.schedule is not None:
-        refused = _standard_error(budget.schedule)
-        if refused is not None:
-            return f"schedule {budget.schedule!r} is not a cron expression or @-macro Karpenter reads ({refused})"
+        spec = parse_schedule(budget.schedule)
+        if isinstance(spec, str):
+            return f"schedule {budget.schedule!r} is not a cron expression or @-macro Karpenter reads ({spec})"
     for reason in budget.reasons or ():
         if reason not in REASONS:
             return f"reason {reason!r} is not one of {', '.join(REASONS)}"
@@ -96,7 +96,7 @@ class CronSpec:
     field, and whether the day-of-month and day-of-week fields were written as "any" (``*`` or ``?``, with no step
     above 1; robfig's ``starBit``). When either is, a day must match both; when neither is, either (``dayMatches``).
     croniter decides that from the values instead (``0-6`` is "any" to it), and reads ``1-1`` as another range, so
-    the fire times are found from this value, not from the text (`schedule_fires`)."""
+    the fire times are found from this value, not from the text (`_fire`)."""
 
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
@@ -112,18 +112,23 @@ _DESCRIPTOR_FIELDS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthl
                       "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
 
 
-def _standard_error(schedule: str) -> str | None:
-    """Why robfig/cron's standard parser, which Karpenter reads a schedule with (``cron.ParseStandard``), refuses
-    ``schedule``, in its words; None when it reads it. croniter reads more, with other meanings: a sixth field (its
-    seconds), ``L``, ``W`` and ``#``, 7 for Sunday, a range whose beginning is beyond its end (wrapped around).
-    Karpenter refuses those, so the budget is invalid and fails closed."""
-    spec = parse_schedule(schedule)
-    return spec if isinstance(spec, str) else None
-
-
 def parse_schedule(schedule: str) -> CronSpec | str:
     """``schedule`` as robfig/cron's standard parser reads it after Karpenter's ``TZ=UTC `` prefix (spaces around a
-    descriptor trimmed, fields split on any whitespace, empty comma-separated parts dropped), or why it refuses it."""
+    descriptor trimmed, fields split on any whitespace, empty comma-separated parts dropped), or why it refuses it, in
+    its words. croniter reads more, with other meanings: a sixth field (its seconds), ``L``, ``W`` and ``#``, 7 for
+    Sunday, a range whose beginning is beyond its end (wrapped around). Karpenter refuses those, so such a budget is
+    invalid and fails closed. Parsed once per schedule (`_SPECS`): every pass asks of every scheduled budget."""
+    known = _SPECS.get(schedule)
+    if known is None:
+        known = _SPECS.keep(schedule, _parsed_schedule(schedule))
+    return known
+
+
+#: `parse_schedule`'s answers, by schedule
+_SPECS: Memo[str, CronSpec | str] = Memo(256)
+
+
+def _parsed_schedule(schedule: str) -> CronSpec | str:
     text = schedule.strip()
     if text.startswith("@"):
         if text not in _DESCRIPTOR_FIELDS:

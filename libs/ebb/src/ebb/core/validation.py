@@ -93,8 +93,8 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     new_nodes = state.new_nodes()
     for new in new_nodes:
         if len(new.instance_types) > MAX_INSTANCE_TYPES:  # fewer: the simulation asked minValues of them all
-            compiled = next(p for p in scheduler.pools if p.pool.name == new.nodepool)
-            refused = min_values_refused(compiled, new.instance_types)
+            compiled = scheduler.pool_named(new.nodepool)
+            refused = None if compiled is None else min_values_refused(compiled, new.instance_types)
             if refused is not None:
                 return StaleCause(Stale.POD_NO_LONGER_FITS, {"pod": new.pods[0], "why": (
                     f"NodePool {new.nodepool} couldn't meet minValues requirements: {refused.text}")})

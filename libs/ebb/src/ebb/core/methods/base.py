@@ -403,7 +403,10 @@ def min_values_not_met(short: Mapping[str, int], floors: Sequence[Requirement], 
 
 def compiled_pool(ctx: PassContext, name: str) -> Pool:
     """NodePool ``name`` as the pass's scheduler compiled it."""
-    return ctx.scheduler.pools[[p.pool.name for p in ctx.scheduler.pools].index(name)]
+    pool = ctx.scheduler.pool_named(name)
+    if pool is None:
+        raise KeyError(name)  # a new node's NodePool is always the snapshot's
+    return pool
 
 
 def spot_to_spot(ctx: PassContext, pool: str) -> bool:

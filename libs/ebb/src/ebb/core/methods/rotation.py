@@ -213,7 +213,7 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
 
 def _cheapest_of_pool(ctx: PassContext, pool_name: str) -> Replacement | None:
     """A node of the pool's cheapest offering: its type and the others of that capacity type, cheapest first."""
-    pool = next((p for p in ctx.scheduler.pools if p.pool.name == pool_name), None)
+    pool = ctx.scheduler.pool_named(pool_name)
     if pool is None or not len(pool.combo_type):
         return None
     best = min(range(len(pool.combo_type)), key=lambda c: (float(pool.combo_price[c]), pool.combo_zone[c],

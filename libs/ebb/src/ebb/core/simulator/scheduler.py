@@ -58,6 +58,7 @@ from ebb.core.simulator.constraints import (
     KEEP_ROWS_AT_MOST,
     Constraint,
     PodClass,
+    Pool,
     cached_pools,
     format_requests,
     has_pod_affinity,
@@ -183,6 +184,8 @@ class Scheduler:
         self.pool_order = [i for i in by_weight if self.pools[i].pool.replicas is None]
         self._order_with = {static: [i for i in by_weight if i == static or self.pools[i].pool.replicas is None]
                             for static in by_weight if self.pools[static].pool.replicas is not None}
+        #: NodePool name -> its index in ``pools`` (`pool_named`)
+        self._pool_index = {p.pool.name: i for i, p in enumerate(self.pools)}
         self._classes: dict[Interned, list[PodClass]] = {}
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
@@ -372,6 +375,11 @@ class Scheduler:
         self._memberships[key] = (len(self.topology.groups), found)
         return found
 
+    def pool_named(self, name: str) -> Pool | None:
+        """NodePool ``name`` as compiled for this snapshot, or None when the snapshot has no such NodePool."""
+        index = self._pool_index.get(name)
+        return None if index is None else self.pools[index]
+
     def new_state(self) -> SimState:
         """A new simulation over this snapshot: nothing moved yet."""
         return SimState(self)
@@ -516,7 +524,7 @@ class SimState(Placement):
     def launching_in(self, pool_name: str) -> Iterator[None]:
         """Within the block, new claims may open in the static NodePool ``pool_name`` too, in its weight's place: its
         one-for-one replacement of a drifted or expired node."""
-        index = next((i for i, p in enumerate(self.s.pools) if p.pool.name == pool_name), None)
+        index = self.s._pool_index.get(pool_name)
         order = self.s._order_with.get(index) if index is not None else None
         if order is None:
             yield

@@ -144,9 +144,11 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
         spread: Sequence[Mapping[str, Any]] | None = None, host_port: int | None = None,
         limits: Mapping[str, str] | None = None, containers: Sequence[Mapping[str, Any]] | None = None,
         init_containers: Sequence[Mapping[str, Any]] | None = None,
-        overhead: Mapping[str, str] | None = None, deleting: bool = False, ready: bool | None = None) -> Doc:
+        overhead: Mapping[str, str] | None = None, deleting: bool = False, ready: bool | None = None,
+        claims: Sequence[str] = (), ephemeral: Sequence[str] = ()) -> Doc:
     """A v1 Pod bound to `node_name`, one container requesting cpu/memory (None leaves it out); `deleting` sets
-    its deletionTimestamp (evicted, still terminating); `ready` its Ready condition (default: Running is ready)."""
+    its deletionTimestamp (evicted, still terminating); `ready` its Ready condition (default: Running is ready);
+    `claims` are PersistentVolumeClaims its volumes use, `ephemeral` the names of its ephemeral volumes."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: Doc = {"requests": requests} if requests else {}
     if limits:
@@ -178,11 +180,68 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
         spec["initContainers"] = list(init_containers)
     if overhead:
         spec["overhead"] = dict(overhead)
+    volumes: list[Doc] = [{"name": "cache", "emptyDir": {}}] if claims or ephemeral else []
+    volumes += [{"name": f"data-{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    volumes += [{"name": v, "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+                for v in ephemeral]
+    if volumes:
+        spec["volumes"] = volumes
     if ready is None:
         ready = phase == "Running"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": {"phase": phase, "startTime": started,
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pvc(name: str, volume: str | None = None, *, ns: str = "default", storage_class: str | None = "gp3",
+        deleting: bool = False, phase: str | None = None) -> Doc:
+    """A v1 PersistentVolumeClaim, bound to PersistentVolume `volume` (None: unbound, Pending)."""
+    meta: Doc = {"name": name, "namespace": ns}
+    spec: Doc = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    if volume is not None:
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+        spec["volumeName"] = volume
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    if deleting:
+        meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec,
+            "status": {"phase": phase or ("Bound" if volume is not None else "Pending")}}
+
+
+def pv(name: str, zones: Sequence[str] | None = None, *, key: str = "topology.kubernetes.io/zone",
+       terms: Sequence[Sequence[Mapping[str, Any]]] | None = None, local_on: str | None = None,
+       deleting: bool = False) -> Doc:
+    """A v1 PersistentVolume: an EBS volume whose nodeAffinity asks `key In zones` (or the `terms` given, one
+    nodeSelectorTerm each), or with `local_on` a local volume on that node's disk."""
+    spec: Doc = {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "gp3"}
+    if local_on is not None:
+        spec["local"] = {"path": "/mnt/disks/ssd0"}
+        terms = [[{"key": "kubernetes.io/hostname", "operator": "In", "values": [local_on]}]]
+    else:
+        spec["csi"] = {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"}
+    if terms is None and zones is not None:
+        terms = [[{"key": key, "operator": "In", "values": list(zones)}]]
+    if terms is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": list(t)} for t in terms]}}
+    meta: Doc = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+            "status": {"phase": "Bound"}}
+
+
+def storage_class(name: str = "gp3", *, mode: str | None = "WaitForFirstConsumer",
+                  zones: Sequence[str] | None = None) -> Doc:
+    """A storage.k8s.io/v1 StorageClass of the EBS CSI driver (its fields are top-level: it has no spec)."""
+    doc: Doc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                "provisioner": "ebs.csi.aws.com"}
+    if mode is not None:
+        doc["volumeBindingMode"] = mode
+    if zones is not None:
+        doc["allowedTopologies"] = [{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": list(zones)}]}]
+    return doc
 
 
 def container(name: str, cpu: str | None = None, memory: str | None = None) -> Doc:

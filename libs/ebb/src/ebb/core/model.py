@@ -1,7 +1,7 @@
 """The cluster snapshot: frozen values the simulator and the decision engine read.
 
 These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
-PodDisruptionBudget, DaemonSet, NodePool, NodeClaim) plus ebb's own InstanceTypeCatalog, Hold and
+PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass) plus ebb's own InstanceTypeCatalog, Hold and
 DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the
 watcher builds them from watch events. Nothing here has behaviour beyond small derived properties.
 
@@ -213,6 +213,15 @@ class SchedulingSpec:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     spread: tuple[TopologySpread, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    #: what the pod's PersistentVolumes ask of a node: an OR of terms, each an AND of requirements, that its node
+    #: must meet besides `required_node_terms` (a bound claim's volume's ``nodeAffinity``, an unbound one's
+    #: StorageClass ``allowedTopologies``: Karpenter's ``VolumeTopology``, kube-scheduler's ``VolumeBinding``); None
+    #: when its volumes ask nothing. Kept apart from the pod's own node affinity, which alone filters a topology
+    #: spread's domains (``ebb.core.volumes`` sets it)
+    volume_terms: tuple[tuple[Requirement, ...], ...] | None = None
+    #: why the pod's volumes keep it off every node, "" when they do not (a claim or volume the input lacks, or one
+    #: being deleted: `volume_terms` is then ``()``, which no node meets)
+    volume_block: str = ""
     #: `keys`, once made
     _keys: tuple[Interned, Interned] | None = field(default=None, init=False, compare=False, repr=False)
 
@@ -226,7 +235,7 @@ class SchedulingSpec:
             keys = (interned((tuple(sorted(self.node_selector.items())), self.required_node_terms,
                               self.preferred_node_terms, self.tolerations, self.pod_affinity, self.pod_anti_affinity,
                               self.preferred_pod_affinity, self.preferred_pod_anti_affinity, self.spread,
-                              self.host_ports)),
+                              self.host_ports, self.volume_terms, self.volume_block)),
                     interned(tuple(sorted(self.requests.items()))))
             object.__setattr__(self, "_keys", keys)
         return keys
@@ -258,6 +267,9 @@ class Pod:
     deletion_time: datetime | None = None
     #: spec.schedulerName ("" for the default scheduler)
     scheduler_name: str = ""
+    #: the PersistentVolumeClaims (in the pod's namespace) its volumes use: each ``persistentVolumeClaim``'s claim, and
+    #: an ``ephemeral`` volume's, named ``<pod>-<volume>`` (``ebb.core.volumes`` reads what they ask of a node)
+    claims: tuple[str, ...] = ()
     key: str = field(default="", compare=False)
     class_key: Interned = field(default=interned(()), compare=False, repr=False)
     requests_key: Interned = field(default=interned(()), compare=False, repr=False)
@@ -589,6 +601,45 @@ class DaemonSet:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim: the volume it is bound to ("" when unbound) or the StorageClass that will make one."""
+
+    namespace: str
+    name: str
+    volume_name: str = ""
+    #: spec.storageClassName ("" when none: the admission plugin writes the default class's name at creation)
+    storage_class: str = ""
+    deleting: bool = False
+    #: status.phase Lost: bound to a volume that no longer exists
+    lost: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    """A PersistentVolume: where it can be attached (``spec.nodeAffinity.required``, None when unconstrained)."""
+
+    name: str
+    node_terms: tuple[tuple[Requirement, ...], ...] | None = None
+    #: a ``local`` or ``hostPath`` volume: its data is on one node's disk
+    local: bool = False
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    """A StorageClass: how its claims are bound, and the topologies its volumes may be made in (each
+    ``allowedTopologies`` term as requirements, ``In`` the values listed)."""
+
+    name: str
+    binding_mode: str = "Immediate"
+    allowed_topologies: tuple[tuple[Requirement, ...], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Hold:
     """An ebb.sh/v1 Hold: pauses Empty and Underutilized disruptions in its scope until it expires."""
 
@@ -636,6 +687,11 @@ class Snapshot:
     demand: tuple[DemandSample, ...] = ()
     #: Karpenter's controller Deployments of the input (``ebb.core.conflicts`` reads their interruption queue)
     karpenter: tuple[KarpenterController, ...] = ()
+    #: the PersistentVolumeClaims, PersistentVolumes and StorageClasses of the input (``ebb.core.volumes``: what pods'
+    #: volumes ask of a node, read only when the input holds any of them)
+    volume_claims: tuple[VolumeClaim, ...] = ()
+    volumes: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
     #: (node name, when a pod last left it) as a running service saw it (``SnapshotStore.keep_pod_events``): for a
     #: node without a NodeClaim, what Karpenter keeps in a NodeClaim's ``status.lastPodEventTime``
     pod_events: tuple[tuple[str, datetime], ...] = ()

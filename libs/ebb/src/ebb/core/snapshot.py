@@ -1,7 +1,8 @@
 """Turn `kubectl get -o yaml` documents into a frozen `Snapshot`, or say exactly what is wrong.
 
 Input is what kubectl prints: single objects, `kind: List` (or `NodeList`, ...) wrappers, and ebb's own
-`InstanceTypeCatalog`, `Hold` and `DisruptionPolicy` documents. Every error names the document
+`InstanceTypeCatalog`, `Hold` and `DisruptionPolicy` documents. Pods' PersistentVolumeClaims, their
+PersistentVolumes and StorageClasses are read into what each pod's volumes ask of its node (`ebb.core.volumes`). Every error names the document
 (kind/namespace/name) and the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does not
 use are skipped (and named by `input_warnings`).
 
@@ -60,15 +61,18 @@ from ebb.core.model import (
     NodeClaim,
     NodePool,
     Offering,
+    PersistentVolume,
     Pod,
     PodAffinityTerm,
     PodDisruptionBudget,
     Requirement,
     SchedulingSpec,
     Snapshot,
+    StorageClass,
     Taint,
     Toleration,
     TopologySpread,
+    VolumeClaim,
 )
 from ebb.core.quantity import (
     MAX_DURATION_SECONDS,
@@ -80,6 +84,7 @@ from ebb.core.quantity import (
     parse_resource_nanos,
     positive_duration,
 )
+from ebb.core.volumes import with_volume_topology
 
 #: the API groups whose NodePool and NodeClaim documents are read: Karpenter's, and ebb's former copies
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
@@ -771,8 +776,9 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         except ValueError as exc:
             raise doc.fail(f"metadata.annotations.{ANNOTATION_POD_DELETION_COST}", "must be an integer") from exc
     scheduler = str(doc.get("spec.schedulerName") or "")
+    name = str(doc.get("metadata.name"))
     return Pod(
-        name=str(doc.get("metadata.name")),
+        name=name,
         namespace=str(doc.get("metadata.namespace", "default")),
         labels=doc.str_map("metadata.labels"),
         annotations=annotations,
@@ -792,7 +798,28 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         termination_grace_seconds=_whole_seconds(doc.get("spec.terminationGracePeriodSeconds")),
         deletion_time=doc.time("metadata.deletionTimestamp"),
         scheduler_name="" if scheduler == "default-scheduler" else scheduler,
+        claims=_claims(doc, name),
     )
+
+
+def _claims(doc: _Doc, pod_name: str) -> tuple[str, ...]:
+    """The PersistentVolumeClaims a pod's volumes use: a ``persistentVolumeClaim`` volume's ``claimName``, and an
+    ``ephemeral`` volume's claim, which the ephemeral volume controller names ``<pod>-<volume>``."""
+    claims: list[str] = []
+    for i, volume in enumerate(doc.seq("spec.volumes")):
+        if not _is_mapping(volume):
+            continue
+        if volume.get("persistentVolumeClaim") is not None:
+            name = doc.as_mapping(volume["persistentVolumeClaim"], f"spec.volumes[{i}].persistentVolumeClaim") \
+                .get("claimName")
+            if not name:
+                raise doc.fail(f"spec.volumes[{i}].persistentVolumeClaim.claimName", "is required")
+            claims.append(str(name))
+        elif volume.get("ephemeral") is not None:
+            if not volume.get("name"):
+                raise doc.fail(f"spec.volumes[{i}].name", "is required")
+            claims.append(f"{pod_name}-{volume['name']}")
+    return tuple(claims)
 
 
 def _whole_seconds(value: Any) -> int | None:
@@ -1099,6 +1126,58 @@ def _pdb(doc: _Doc) -> PodDisruptionBudget:
     )
 
 
+def _volume_claim(doc: _Doc) -> VolumeClaim:
+    return VolumeClaim(
+        namespace=str(doc.get("metadata.namespace", "default")),
+        name=str(doc.get("metadata.name")),
+        volume_name=str(doc.get("spec.volumeName") or ""),
+        storage_class=str(doc.get("spec.storageClassName") or ""),
+        deleting=doc.get("metadata.deletionTimestamp") is not None,
+        lost=doc.get("status.phase") == "Lost",
+    )
+
+
+def _persistent_volume(doc: _Doc) -> PersistentVolume:
+    """A PersistentVolume: its ``nodeAffinity.required`` terms' ``matchExpressions``, each key under its current
+    name (an in-tree EBS volume says ``failure-domain.beta.kubernetes.io/zone``), as Karpenter reads them."""
+    path = "spec.nodeAffinity.required"
+    required = doc.get(path)
+    terms = None
+    if required is not None:
+        raw_terms = doc.as_list(doc.as_mapping(required, path).get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
+        terms = tuple(
+            _node_requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchExpressions",
+                               doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
+            for i, t in enumerate(raw_terms))
+    return PersistentVolume(
+        name=str(doc.get("metadata.name")),
+        node_terms=terms,
+        local=doc.get("spec.local") is not None or doc.get("spec.hostPath") is not None,
+        deleting=doc.get("metadata.deletionTimestamp") is not None,
+    )
+
+
+STORAGE_BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+
+
+def _storage_class(doc: _Doc) -> StorageClass:
+    """A StorageClass (its fields are at the top level: it has no spec). ``allowedTopologies`` terms are read as
+    Karpenter reads them: each ``matchLabelExpressions`` entry as ``key In values``."""
+    mode = str(doc.get("volumeBindingMode") or "Immediate")
+    if mode not in STORAGE_BINDING_MODES:
+        raise doc.fail("volumeBindingMode", f"{mode!r} is not one of {', '.join(STORAGE_BINDING_MODES)}")
+    topologies = []
+    for i, term in enumerate(doc.seq("allowedTopologies")):
+        path = f"allowedTopologies[{i}].matchLabelExpressions"
+        expressions = doc.as_list(doc.as_mapping(term, f"allowedTopologies[{i}]").get("matchLabelExpressions"), path)
+        raw = [{"key": e.get("key"), "operator": "In", "values": e.get("values")} if _is_mapping(e) else e
+               for e in expressions]
+        requirements = _node_requirements(doc, path, raw)
+        if requirements:
+            topologies.append(requirements)
+    return StorageClass(str(doc.get("metadata.name")), mode, tuple(topologies))
+
+
 def _daemonset(doc: _Doc) -> DaemonSet:
     return DaemonSet(
         name=str(doc.get("metadata.name")),
@@ -1252,6 +1331,12 @@ def parse_object(raw: Mapping[str, Any], index: int = 0, *,
         return ParsedObject("PodDisruptionBudget", ref, _pdb(doc))
     if kind == "DaemonSet":
         return ParsedObject("DaemonSet", ref, _daemonset(doc))
+    if kind == "PersistentVolumeClaim" and not group:
+        return ParsedObject("PersistentVolumeClaim", ref, _volume_claim(doc))
+    if kind == "PersistentVolume" and not group:
+        return ParsedObject("PersistentVolume", ref, _persistent_volume(doc))
+    if kind == "StorageClass" and group == "storage.k8s.io":
+        return ParsedObject("StorageClass", ref, _storage_class(doc))
     if kind == "InstanceTypeCatalog" and group == "ebb.sh":
         return ParsedObject("InstanceTypeCatalog", ref, tuple(_catalog(doc)))
     if kind == "Hold" and group == "ebb.sh":
@@ -1305,12 +1390,17 @@ def assemble(parsed: Iterable[ParsedObject],
     holds: list[Hold] = []
     policies: list[DisruptionPolicy] = []
     controllers: list[KarpenterController] = []
+    volume_claims: list[VolumeClaim] = []
+    volumes: list[PersistentVolume] = []
+    classes: list[StorageClass] = []
     ignored: list[str] = []
     renamed: list[str] = []
     types: dict[str, InstanceType] = {}
     buckets: dict[str, list[Any]] = {"Node": nodes, "Pod": pods, "NodePool": pools, "NodeClaim": claims,
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
-                                     "DisruptionPolicy": policies, "KarpenterController": controllers}
+                                     "DisruptionPolicy": policies, "KarpenterController": controllers,
+                                     "PersistentVolumeClaim": volume_claims, "PersistentVolume": volumes,
+                                     "StorageClass": classes}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
         items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
@@ -1346,6 +1436,8 @@ def assemble(parsed: Iterable[ParsedObject],
         if claim is not None and (claim.deleting or claim.instance_terminating) and not node.deleting:
             node = replace(node, deleting=True)
         initialized_nodes.append(node)
+    if volume_claims or volumes or classes:  # what pods' volumes ask of a node, when the input says (ebb.core.volumes)
+        pods = list(with_volume_topology(pods, volume_claims, volumes, classes))
     policy_of = {p.name: p for p in policies}
     effective = tuple(governed(pool, policy_of[pool.name]) if pool.name in policy_of else pool for pool in pools)
     return Snapshot(
@@ -1353,7 +1445,8 @@ def assemble(parsed: Iterable[ParsedObject],
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
         daemonsets=live_daemonsets(tuple(daemonsets), pods), holds=tuple(holds), catalog_source=source,
         ignored=tuple(ignored), disruption_policies=tuple(policies), renamed=tuple(renamed),
-        karpenter=tuple(controllers),
+        karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
+        storage_classes=tuple(classes),
     )
 
 
@@ -1396,6 +1489,13 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     if ignored_values:
         warnings.append(f"{len(ignored_values)} do-not-disrupt annotation(s) are neither true nor a positive duration "
                         f"like 30m and are ignored, as Karpenter ignores them: {_named(ignored_values)}")
+    if not (snapshot.volume_claims or snapshot.volumes or snapshot.storage_classes):
+        unread = tuple(f"pod {p.key}" for p in snapshot.pods if p.claims and not p.is_terminal)
+        if unread:
+            warnings.append(f"{len(unread)} pod(s) use PersistentVolumeClaims but the input holds no "
+                            f"PersistentVolumeClaims, PersistentVolumes or StorageClasses, so where their volumes "
+                            f"let them run is not checked: a zonal volume's pod may be moved to another zone (add "
+                            f"pvc,pv,storageclass to the kubectl get): {_named(unread)}")
     known_types = {t.name for t in snapshot.instance_types}
     unpriced = tuple(f"node {n.name} ({n.instance_type})" for n in snapshot.nodes
                      if n.instance_type and n.instance_type not in known_types)
@@ -1417,7 +1517,8 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"the plan (a dump of some nodes only?): {_named(elsewhere)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
-                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims -A -o yaml makes a complete dump)")
+                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims,pvc,pv,storageclass -A -o yaml makes a "
+                        "complete dump)")
     return warnings
 
 

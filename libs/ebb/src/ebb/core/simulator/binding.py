@@ -278,6 +278,8 @@ class Binder:
             hit = table.terms(pod.spec.required_node_terms)
             if pod.spec.node_selector:
                 hit = hit & table.selector(pod.spec.node_selector)
+            if pod.spec.volume_terms is not None:  # kube-scheduler's VolumeBinding filter
+                hit = hit & table.terms(pod.spec.volume_terms)
             self._admitted[key] = hit
         return hit
 

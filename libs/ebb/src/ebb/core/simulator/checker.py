@@ -319,6 +319,9 @@ def _check_node_rules(pod: Pod, node: _FinalNode, out: list[str]) -> None:
                        f"has {key}={node.labels.get(key)}")
     if not terms_match(spec.required_node_terms, node.labels):
         out.append(f"node-affinity: {pod.key} on {node.name}: no required node affinity term matches")
+    if not terms_match(spec.volume_terms, node.labels):
+        out.append(f"volume-topology: {pod.key} on {node.name}: its volumes cannot be attached there"
+                   + (f" ({spec.volume_block})" if spec.volume_block else ""))
     for taint in blocking_taints(spec.tolerations, node.taints):
         out.append(f"taints: {pod.key} on {node.name} does not tolerate {taint.key}={taint.value}:{taint.effect}")
 

@@ -315,6 +315,15 @@ class Pool:
         self._combo_ok.keep(key, (ok,))  # bounded: a long-lived planner's pods may keep bringing needs never seen again
         return ok
 
+    def attachable(self, ok: BoolArray, volume_terms: tuple[tuple[Requirement, ...], ...]) -> BoolArray | None:
+        """The offerings of ``ok`` in which a pod's volumes can be attached (`SchedulingSpec.volume_terms`: a zonal
+        volume's zone), or None when none is left."""
+        kept = ok & self.combo_labels.terms(volume_terms)
+        if not kept.any():
+            return None
+        kept.flags.writeable = False
+        return kept
+
     def without_daemon_ports(self, ok: BoolArray, ports: tuple[tuple[str, int, str], ...]) -> BoolArray | None:
         """The offerings of ``ok`` whose instance type runs no DaemonSet holding one of ``ports`` (a pod's host ports,
         `host_ports`), or None when none is left: a new node's DaemonSet pods take their host ports before any other

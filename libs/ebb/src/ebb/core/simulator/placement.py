@@ -236,10 +236,14 @@ class Placement:
             open_nodes = open_nodes.copy()
             open_nodes[closed] = False
         static = open_nodes & cls.node_ok
+        block = cls.spec.volume_block
+        if block:  # its volumes keep it off every node: nothing else is worth saying
+            return f"{block}, so no node may take it"
         if not any_set(open_nodes):
             where = "no other node can take pods"
         elif not any_set(static):
-            where = "no remaining node matches its nodeSelector, node affinity or tolerations"
+            where = ("no remaining node matches its nodeSelector, node affinity or tolerations"
+                     + (", or its volumes' node affinity" if cls.spec.volume_terms is not None else ""))
         elif no_room or not any_set(static & all_of_rows(self.free[:n] >= req)):
             slots = s.r_index.get("pods")  # a full pod count is named with the rest, when it is part of why
             short_of_slots = slots is not None and any_set(static & (self.free[:n, slots] < req[slots]))
@@ -253,7 +257,8 @@ class Placement:
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")
         elif not cls.can_launch:
-            where += ", and no NodePool can launch a node it tolerates and matches"
+            where += (", and no NodePool can launch a node it tolerates and matches"
+                      + (" where its volumes can be attached" if cls.spec.volume_terms is not None else ""))
         else:
             where += (", and no NodePool offers an instance type that fits it" + self._limits_note(cls, req)
                       + self._min_values_note(cls, req))

@@ -347,6 +347,11 @@ class Scheduler:
         for key in {c.key for c in constraints}:
             if key not in topology.domain_codes:
                 topology.build_domains(key)
+        volume_terms = spec.volume_terms
+        if volume_terms is not None:  # only where its volumes can be attached (its spreads' domains stay)
+            node_ok &= self.node_labels.terms(volume_terms)
+            pool_combo_ok = [None if ok is None else p.attachable(ok, volume_terms)
+                             for p, ok in zip(self.pools, pool_combo_ok, strict=True)]
         ports = host_ports(spec)
         if ports:  # not onto a new node whose DaemonSets hold one of its host ports (its spreads' domains stay)
             pool_combo_ok = [None if ok is None else p.without_daemon_ports(ok, ports)
@@ -850,7 +855,7 @@ class SimState(Placement):
         for key in claim.pods:
             spec = self.s.classes(self.pod_by_key[key])[0].spec
             if any(labels.get(k) != v for k, v in spec.node_selector.items()) \
-                    or not terms_match(spec.required_node_terms, labels):
+                    or not terms_match(spec.required_node_terms, labels) or not terms_match(spec.volume_terms, labels):
                 return False, False
         return True, False
 

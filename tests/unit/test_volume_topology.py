@@ -1,0 +1,201 @@
+"""ebb.core.volumes: what a pod's PersistentVolumes ask of its node, read as Karpenter's ``VolumeTopology`` and
+kube-scheduler's ``VolumeBinding`` read it, with ebb's stricter cases (a local volume, a claim or volume the input
+lacks or that is going) on the safe side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ebb.core.model import PersistentVolume as Volume
+from ebb.core.model import Pod, Requirement, SchedulingSpec, StorageClass, VolumeClaim
+from ebb.core.snapshot import SnapshotError, input_warnings, parse_documents
+from ebb.core.volumes import volume_requirements
+from tests.kit.builders import (
+    blocked_of,
+    catalog,
+    disrupted,
+    instance_type,
+    node,
+    nodepool,
+    plan_dict,
+    pod,
+    pv,
+    pvc,
+    snapshot,
+    storage_class,
+)
+
+ZONE = "topology.kubernetes.io/zone"
+STAYS = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def _cluster(*volume_docs: Any, claims: tuple[str, ...] = ("data",), ephemeral: tuple[str, ...] = ()) -> list[Any]:
+    """Node a (us-east-1a) holds pod db, whose volumes are given; node b (us-east-1b, the same type) has room for it.
+    Only a replacement in zone a or a move to b could take db: a new node in zone a costs as much as a, so a is
+    deleted only when db may go to b, and kept otherwise."""
+    return [catalog([instance_type("m5.large", "2", "8Gi", 29, 0.096)]), nodepool(),
+            node("a"), pod("db", "a", cpu="300m", claims=claims, ephemeral=ephemeral),
+            node("b", zone="us-east-1b"), pod("web", "b", cpu="500m"), *volume_docs]
+
+
+def _v(*docs: Any, claims: tuple[str, ...] = ("data",), ephemeral: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    return docs, claims, ephemeral
+
+
+# (case, the volume documents and the pod's claims and ephemeral volumes, whether node a goes: db moved to b, in zone
+# us-east-1b)
+MOVES = [
+    ("no volume: db moves to b", _v(claims=()), True),
+    ("a claim bound to a volume in zone a keeps db in zone a", _v(pvc("data", "v1"), pv("v1", ["us-east-1a"])), False),
+    ("a volume in zone b lets db go to b", _v(pvc("data", "v1"), pv("v1", ["us-east-1b"])), True),
+    ("a volume attachable in zone a or b (two terms) lets db go to b",
+     _v(pvc("data", "v1"), pv("v1", terms=[[{"key": ZONE, "operator": "In", "values": ["us-east-1a"]}],
+                                           [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]])), True),
+    ("a volume's older zone label (failure-domain.beta) is read as the zone",
+     _v(pvc("data", "v1"), pv("v1", ["us-east-1a"], key="failure-domain.beta.kubernetes.io/zone")), False),
+    ("a volume without nodeAffinity asks nothing", _v(pvc("data", "v1"), pv("v1")), True),
+    ("a local volume on node a keeps db there, and a with it", _v(pvc("data", "v1"), pv("v1", local_on="a")), False),
+    ("an ephemeral volume's claim (<pod>-<volume>) is read",
+     _v(pvc("db-scratch", "v1"), pv("v1", ["us-east-1a"]), claims=(), ephemeral=("scratch",)), False),
+    ("two claims: each one's zone is asked (a and b: no node has both)",
+     _v(pvc("data", "v1"), pv("v1", ["us-east-1a", "us-east-1b"]), pvc("logs", "v2"), pv("v2", ["us-east-1b"]),
+        claims=("data", "logs")), True),
+    ("an unbound claim asks its StorageClass's allowedTopologies",
+     _v(pvc("data", None), storage_class(zones=["us-east-1a"])), False),
+    ("an unbound claim of a StorageClass without allowedTopologies asks nothing",
+     _v(pvc("data", None), storage_class()), True),
+    ("a claim the input lacks (it holds others) keeps db where it is",
+     _v(pvc("other", "v1"), pv("v1", ["us-east-1b"])), False),
+    ("a volume the input lacks keeps db where it is", _v(pvc("data", "v1")), False),
+    ("a claim being deleted keeps db where it is",
+     _v(pvc("data", "v1", deleting=True), pv("v1", ["us-east-1b"])), False),
+    ("a Lost claim keeps db where it is", _v(pvc("data", "v1", phase="Lost"), pv("v1", ["us-east-1b"])), False),
+    ("a volume being deleted keeps db where it is",
+     _v(pvc("data", "v1"), pv("v1", ["us-east-1b"], deleting=True)), False),
+    ("an unbound claim of an Immediate StorageClass keeps db where it is",
+     _v(pvc("data", None), storage_class(mode="Immediate")), False),
+    ("an input without claims, volumes or classes checks nothing (and warns)", _v(), True),
+]
+
+
+@pytest.mark.parametrize(("volumes", "goes"), [c[1:] for c in MOVES], ids=[c[0] for c in MOVES])
+def test_a_pod_moves_only_where_its_volumes_can_be_attached(volumes: tuple[Any, ...], goes: bool) -> None:
+    docs, claims, ephemeral = volumes
+    out = plan_dict(*_cluster(*docs, claims=claims, ephemeral=ephemeral))
+    assert ("a" in disrupted(out)) is goes, out["blocked"]
+
+
+def test_a_zonal_volume_s_pod_is_replaced_in_its_zone() -> None:
+    """With a cheaper type in the catalog, a is replaced, by a node in the volume's zone only (Karpenter adds the
+    volume's requirements to the new NodeClaim's)."""
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("t3.medium", "2", "4Gi", 17, 0.04)]
+    docs = [catalog(types), nodepool(), node("a"), pod("db", "a", cpu="300m", claims=("data",)),
+            node("b", zone="us-east-1b"), pod("web", "b", cpu="1900m"), pvc("data", "v1"), pv("v1", ["us-east-1a"])]
+    out = plan_dict(*docs)
+    [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
+    assert [r["zones"] for r in command["replacements"]] == [["us-east-1a"]]
+
+
+@pytest.mark.parametrize(("volumes", "words"), [
+    ((pvc("data", "v1"),), "its PersistentVolume v1 (of claim default/data) is not in the input"),
+    ((pvc("data", "v1", deleting=True), pv("v1")), "its PersistentVolumeClaim default/data is being deleted"),
+    ((pvc("data", "v1"), pv("v1", local_on="a")), "its volumes' node affinity"),
+])
+def test_why_a_node_stays_names_the_volume(volumes: tuple[Any, ...], words: str) -> None:
+    out = plan_dict(*_cluster(*volumes))
+    assert words in blocked_of(out, "a")["reason"]
+
+
+def test_an_input_without_volumes_warns_about_pods_with_claims() -> None:
+    warnings = input_warnings(snapshot(*_cluster()))
+    assert any("1 pod(s) use PersistentVolumeClaims" in w and "pod default/db" in w for w in warnings), warnings
+    assert not any("PersistentVolumeClaims" in w for w in input_warnings(snapshot(*_cluster(pvc("data", "v1"),
+                                                                                           pv("v1")))))
+
+
+def test_a_spread_s_domains_are_not_filtered_by_the_volume() -> None:
+    """db-1 (volume in zone a) and db-2 are both in zone a, with nodes in zones b and c that stay (do-not-disrupt)
+    and have room for either: moving db-1 to a2 keeps zone a
+    at 2 against 0 in b and c, which its DoNotSchedule spread (maxSkew 1) refuses. The volume's zone narrows where db-1
+    may go, not which zones its spread counts (kube-scheduler and Karpenter count every zone the pod's own affinity
+    admits), so a1 stays."""
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "db"}}}]
+    docs = [catalog([instance_type("m5.large", "2", "8Gi", 29, 0.096)]), nodepool(),
+            node("a1"), pod("db-1", "a1", cpu="300m", labels={"app": "db"}, spread=spread, claims=("data",)),
+            node("a2"), pod("db-2", "a2", cpu="300m", labels={"app": "db"}, spread=spread),
+            node("b", zone="us-east-1b"), pod("web-b", "b", cpu="1500m", annotations=STAYS),
+            node("c", zone="us-east-1c"), pod("web-c", "c", cpu="1500m", annotations=STAYS),
+            pvc("data", "v1"), pv("v1", ["us-east-1a"])]
+    out = plan_dict(*docs)
+    assert "a1" not in disrupted(out)
+    assert "topology spread" in blocked_of(out, "a1")["reason"]
+
+
+# -- volume_requirements, table-driven --------------------------------------------------------------------------
+
+def _pod(*claims: str) -> Pod:
+    return Pod("db", "default", {}, {}, SchedulingSpec({"cpu": 100}), claims=claims)
+
+
+def _in(*zones: str) -> tuple[Requirement, ...]:
+    return (Requirement(ZONE, "In", zones),)
+
+
+# (case, the pod's claims, claims, volumes, classes, the terms, the block's words)
+REQUIREMENTS: list[tuple[str, tuple[str, ...], list[VolumeClaim], list[Volume], list[StorageClass],
+                         tuple[tuple[Requirement, ...], ...] | None, str]] = [
+    ("no claim asks nothing", (), [], [], [], None, ""),
+    ("a bound claim asks its volume's terms", ("c",), [VolumeClaim("default", "c", "v")],
+     [Volume("v", (_in("a"),))], [], (_in("a"),), ""),
+    ("two claims: one term of each, ANDed (the cross product)", ("c", "d"),
+     [VolumeClaim("default", "c", "v"), VolumeClaim("default", "d", "w")],
+     [Volume("v", (_in("a"), _in("b"))), Volume("w", (_in("b"),))], [], (_in("a") + _in("b"), _in("b") + _in("b")), ""),
+    ("an empty term asks nothing, as Karpenter skips it", ("c",), [VolumeClaim("default", "c", "v")],
+     [Volume("v", ((),))], [], None, ""),
+    ("a claim of another namespace is not the pod's", ("c",), [VolumeClaim("other", "c", "v")],
+     [Volume("v", (_in("a"),))], [], (), "its PersistentVolumeClaim default/c is not in the input"),
+    ("an unbound claim naming no class", ("c",), [VolumeClaim("default", "c")], [], [], (),
+     "its PersistentVolumeClaim default/c is unbound and names no StorageClass"),
+    ("an unbound claim of a class the input lacks", ("c",), [VolumeClaim("default", "c", storage_class="gp3")], [], [],
+     (), "the StorageClass gp3 of its claim default/c is not in the input"),
+    ("an unbound claim of a WaitForFirstConsumer class asks its topologies", ("c",),
+     [VolumeClaim("default", "c", storage_class="gp3")], [], [StorageClass("gp3", "WaitForFirstConsumer", (_in("a"),))],
+     (_in("a"),), ""),
+]
+
+
+@pytest.mark.parametrize(("claims", "pvcs", "pvs", "classes", "terms", "block"), [c[1:] for c in REQUIREMENTS],
+                         ids=[c[0] for c in REQUIREMENTS])
+def test_volume_requirements(claims: tuple[str, ...], pvcs: list[VolumeClaim], pvs: list[Volume],
+                             classes: list[StorageClass], terms: Any, block: str) -> None:
+    got = volume_requirements(_pod(*claims), {c.key: c for c in pvcs}, {v.name: v for v in pvs},
+                              {c.name: c for c in classes})
+    assert got == (terms, block)
+
+
+# -- parsing ---------------------------------------------------------------------------------------------------
+
+def test_the_parser_reads_volumes_claims_and_classes() -> None:
+    snap = parse_documents([pod("db", "a", claims=("data",), ephemeral=("scratch",)), pvc("data", "v1"),
+                            pv("v1", ["us-east-1a"], key="failure-domain.beta.kubernetes.io/zone"),
+                            storage_class(zones=["us-east-1a"])])
+    [parsed] = snap.pods
+    assert parsed.claims == ("data", "db-scratch")
+    assert snap.volume_claims == (VolumeClaim("default", "data", "v1", "gp3"),)
+    assert snap.volumes == (Volume("v1", (_in("us-east-1a"),)),)
+    assert snap.storage_classes == (StorageClass("gp3", "WaitForFirstConsumer", (_in("us-east-1a"),)),)
+    assert snap.ignored == ()
+
+
+@pytest.mark.parametrize(("doc", "field"), [
+    ({**storage_class(), "volumeBindingMode": "Later"}, "volumeBindingMode"),
+    (pod("db", "a", claims=("",)), "spec.volumes[1].persistentVolumeClaim.claimName"),
+    ({**pv("v1"), "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": ZONE, "operator": "Near"}]}]}}}}, "spec.nodeAffinity.required"),
+])
+def test_bad_volume_input_is_an_error_naming_the_field(doc: dict[str, Any], field: str) -> None:
+    with pytest.raises(SnapshotError, match=field.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+        parse_documents([doc])

@@ -416,3 +416,98 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
         await client.CustomObjectsApi(kube_api).delete_cluster_custom_object("ebb.sh", "v1", "holds", hold_name)
         await eventually("the Hold's tombstone", lambda: store.get("Hold", "", hold_name) is None)
         assert planned()[0] == {by_object, free}
+
+
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+
+
+async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_api: Any) -> None:
+    """A StorageClass with allowed topologies, a zonal PersistentVolume and a claim bound to it (bound by the real
+    kube-controller-manager) reach ebb.cluster.objects through the watcher, and ``read_cluster`` (``ebb plan --live``,
+    ``ebb record``'s start) reads them, each with what volume topology reads: the class's top-level provisioner,
+    binding mode and topologies; the volume's node affinity, CSI driver and class; the claim's volume, class, phase
+    and bind-completed annotation. A recording's starting cluster keeps the same."""
+    from datetime import UTC, datetime
+
+    from ebb.adapters.kube.read import read_cluster
+    from ebb.core.recording import Recorder
+
+    run = uuid.uuid4().hex[:8]
+    namespace, class_name, volume, claim = f"vol-{run}", f"zonal-{run}", f"pv-{run}", f"data-{run}"
+    topologies = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
+                                              "values": ["us-east-1a", "us-east-1b"]}]}]
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]}}
+    core, storage = client.CoreV1Api(kube_api), client.StorageV1Api(kube_api)
+    bus = InMemoryBus()
+    watcher = KubeWatcher(kube_api, [KINDS[k] for k in VOLUME_KINDS], Publisher(bus), watch_timeout=10,
+                          backoff=Backoff(initial=0.1, maximum=1))
+    published: dict[str, dict[str, Any]] = {}
+
+    async def handle(delivery: Delivery) -> None:
+        message = delivery.message
+        if isinstance(message, ClusterObject):
+            if message.object is None:
+                published.pop(message.key(), None)
+            else:
+                published[message.key()] = message.object
+
+    stop, consumer_stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "volumes", handle, stop=consumer_stop))
+    try:
+        for kind in VOLUME_KINDS:
+            await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
+        await create_namespace(kube_api, namespace)
+        await storage.create_storage_class(as_body(client.V1StorageClass, {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": class_name},
+            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": topologies, "parameters": {"type": "gp3"}}))
+        await core.create_persistent_volume(as_body(client.V1PersistentVolume, {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": class_name, "persistentVolumeReclaimPolicy": "Retain",
+                     "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{run}"}, "nodeAffinity": affinity,
+                     "claimRef": {"namespace": namespace, "name": claim}}}))
+        await core.create_namespaced_persistent_volume_claim(namespace, as_body(client.V1PersistentVolumeClaim, {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                     "storageClassName": class_name, "volumeName": volume}}))
+        claim_key = f"PersistentVolumeClaim/{namespace}/{claim}"
+
+        def bound() -> bool:
+            obj = published.get(claim_key) or {}
+            return bool((obj.get("status") or {}).get("phase") == "Bound")
+
+        await eventually("the claim published Bound (kube-controller-manager's binder)", bound)
+        read = await read_cluster(kube_api, [KINDS[k] for k in VOLUME_KINDS])
+        live = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
+                for d in read.documents}
+        recorded = Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
+        kept = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d for d in recorded}
+        for source, docs in (("the topic", published), ("the live read", live), ("a recording", kept)):
+            sc, pv, pvc = (docs[f"StorageClass//{class_name}"], docs[f"PersistentVolume//{volume}"],
+                           docs[claim_key])
+            assert (sc["apiVersion"], sc["provisioner"], sc["volumeBindingMode"], sc["allowedTopologies"]) == (
+                "storage.k8s.io/v1", "ebs.csi.aws.com", "WaitForFirstConsumer", topologies), source
+            assert pv["apiVersion"] == "v1" and pv["spec"]["nodeAffinity"] == affinity, source
+            assert (pv["spec"]["csi"]["driver"], pv["spec"]["storageClassName"]) == ("ebs.csi.aws.com", class_name)
+            assert (pvc["spec"]["volumeName"], pvc["spec"]["storageClassName"]) == (volume, class_name), source
+            assert pvc["status"] == {"phase": "Bound"}, source
+            assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes", source
+            assert not pvc["metadata"].get("deletionTimestamp") and not pv["metadata"].get("deletionTimestamp")
+        assert "parameters" not in kept[f"StorageClass//{class_name}"]  # a recording keeps no class parameters
+        assert kept[f"PersistentVolume//{volume}"]["spec"]["csi"] == {"driver": "ebs.csi.aws.com"}  # nor handle
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        with contextlib.suppress(ApiException):
+            await core.delete_namespaced_persistent_volume_claim(claim, namespace)
+        with contextlib.suppress(ApiException):
+            await core.delete_persistent_volume(volume)
+        with contextlib.suppress(ApiException):
+            await storage.delete_storage_class(class_name)
+        with contextlib.suppress(ApiException):
+            await core.delete_namespace(namespace)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from ebb.adapters.kube import KINDS, KindState, content_digest, kinds_named, trim
 from ebb.adapters.kube.trim import LAST_APPLIED
 from ebb.core.snapshot import parse_documents
@@ -152,6 +154,81 @@ def test_trim_drops_status_of_kinds_whose_status_ebb_never_reads() -> None:
         assert "annotations" not in out["metadata"]  # nothing left once last-applied is gone
 
 
+ZONE_AFFINITY = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]}}
+ALLOWED_TOPOLOGIES = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                  "values": ["us-east-1a", "us-east-1b"]}]}]
+PVC_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+            "storageClassName": "gp3", "volumeMode": "Filesystem", "volumeName": "pvc-0a1b"}
+PV_SPEC = {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"}, "storageClassName": "gp3",
+           "persistentVolumeReclaimPolicy": "Delete", "nodeAffinity": ZONE_AFFINITY,
+           "claimRef": {"namespace": "shop", "name": "data-db-0"},
+           "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123", "fsType": "ext4"}}
+META = {"uid": "v-1", "resourceVersion": "7", "managedFields": MANAGED, "finalizers": ["kubernetes.io/pv-protection"],
+        "creationTimestamp": "2026-11-20T10:00:00Z"}
+
+#: (kind, apiVersion, the object as listed (no kind or apiVersion), the fields beside metadata trimming keeps)
+VOLUME_CASES = [
+    ("StorageClass", "storage.k8s.io/v1",
+     {"metadata": {"name": "gp3", **META}, "provisioner": "ebs.csi.aws.com",
+      "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": ALLOWED_TOPOLOGIES,
+      "parameters": {"type": "gp3", "kmsKeyId": "arn:key"}, "reclaimPolicy": "Delete",
+      "allowVolumeExpansion": True, "mountOptions": ["debug"]},
+     {"provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+      "allowedTopologies": ALLOWED_TOPOLOGIES}),
+    ("StorageClass", "storage.k8s.io/v1",  # the apiserver's default binding mode, no topology
+     {"metadata": {"name": "standard", **META}, "provisioner": "rancher.io/local-path",
+      "volumeBindingMode": "Immediate"},
+     {"provisioner": "rancher.io/local-path", "volumeBindingMode": "Immediate"}),
+    ("PersistentVolumeClaim", "v1",
+     {"metadata": {"name": "data-db-0", "namespace": "shop", **META},
+      "spec": PVC_SPEC, "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                                   "capacity": {"storage": "10Gi"}}},
+     {"spec": PVC_SPEC, "status": {"phase": "Bound"}}),
+    ("PersistentVolumeClaim", "v1",  # waiting for its first consumer: no volume yet
+     {"metadata": {"name": "scratch", "namespace": "shop", **META},
+      "spec": {**PVC_SPEC, "volumeName": None}, "status": {"phase": "Pending"}},
+     {"spec": {**PVC_SPEC, "volumeName": None}, "status": {"phase": "Pending"}}),
+    ("PersistentVolume", "v1",
+     {"metadata": {"name": "pvc-0a1b", **META}, "spec": PV_SPEC,
+      "status": {"phase": "Bound", "lastPhaseTransitionTime": "x"}},
+     {"spec": PV_SPEC}),
+]
+
+
+@pytest.mark.parametrize(("kind", "api_version", "raw", "kept"), VOLUME_CASES,
+                         ids=[f"{c[0]}-{c[2]['metadata']['name']}" for c in VOLUME_CASES])
+def test_trim_keeps_what_volume_topology_reads(kind: str, api_version: str, raw: dict[str, Any],
+                                               kept: dict[str, Any]) -> None:
+    """A StorageClass's top-level provisioner, binding mode and allowed topologies (it has no spec), a claim's whole
+    spec and its phase, a volume's whole spec (node affinity, source, class) and no status."""
+    for copied in (True, False):
+        out = trim(raw, kind=kind, api_version=api_version, copy=copied)
+        assert {k: v for k, v in out.items() if k != "metadata"} == {"apiVersion": api_version, "kind": kind, **kept}
+        assert set(out["metadata"]) == {"name", "uid", "resourceVersion", "creationTimestamp"} | (
+            {"namespace"} if kind == "PersistentVolumeClaim" else set())
+
+
+def test_trim_keeps_a_claims_bind_completed_annotation_and_the_watcher_sees_a_topology_change() -> None:
+    claim = {"metadata": {"name": "data", "namespace": "shop",
+                          "annotations": {"pv.kubernetes.io/bind-completed": "yes", LAST_APPLIED: "{}"}},
+             "spec": PVC_SPEC, "status": {"phase": "Bound"}}
+    out = trim(claim, kind="PersistentVolumeClaim", api_version="v1")
+    assert out["metadata"]["annotations"] == {"pv.kubernetes.io/bind-completed": "yes"}
+    state = KindState(KINDS["StorageClass"])
+    cls = {"metadata": {"name": "gp3", "resourceVersion": "1"}, "provisioner": "ebs.csi.aws.com",
+           "allowedTopologies": ALLOWED_TOPOLOGIES}
+    (first,) = state.relist([cls])
+    assert first.object is not None and first.object["allowedTopologies"] == ALLOWED_TOPOLOGIES
+    state.record(first)
+    assert state.relist([{**cls, "metadata": {"name": "gp3", "resourceVersion": "2"}}]) == []
+    narrowed = {**cls, "metadata": {"name": "gp3", "resourceVersion": "3"},
+                "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                                  "values": ["us-east-1a"]}]}]}
+    (changed,) = state.relist([narrowed])  # a top-level field is content: the change is published
+    assert changed.object is not None and changed.object["allowedTopologies"] == narrowed["allowedTopologies"]
+
+
 def test_trimmed_objects_parse_into_the_snapshot() -> None:
     docs = [
         trim(node(), kind="Node", api_version="v1"),
@@ -236,6 +313,10 @@ def test_watch_events() -> None:
 def test_kinds_named() -> None:
     assert [k.kind for k in kinds_named(["node", "NodeClaim", "Node"])] == ["Node", "NodeClaim"]
     assert KINDS["PodDisruptionBudget"].api_version == "policy/v1"
+    assert [(k.api_version, k.plural, k.namespaced, k.custom) for k in kinds_named(
+        ["persistentvolumeclaim", "PersistentVolume", "storageclass"])] == [
+        ("v1", "persistentvolumeclaims", True, False), ("v1", "persistentvolumes", False, False),
+        ("storage.k8s.io/v1", "storageclasses", False, False)]
     assert KINDS["NodePool"].custom and KINDS["NodePool"].api_version == "karpenter.sh/v1"
     policy = KINDS["DisruptionPolicy"]
     assert (policy.custom, policy.api_version, policy.plural, policy.namespaced) == (
@@ -246,6 +327,25 @@ def test_kinds_named() -> None:
         assert "Deployment" in str(e)
     else:
         raise AssertionError("an unknown kind must be refused")
+
+
+#: the kubernetes-asyncio function that lists each built-in kind across all namespaces (custom kinds: the
+#: CustomObjectsApi's list_cluster_custom_object)
+LIST_FUNCTIONS = {"Node": "list_node", "Pod": "list_pod_for_all_namespaces",
+                  "PodDisruptionBudget": "list_pod_disruption_budget_for_all_namespaces",
+                  "DaemonSet": "list_daemon_set_for_all_namespaces",
+                  "PersistentVolumeClaim": "list_persistent_volume_claim_for_all_namespaces",
+                  "PersistentVolume": "list_persistent_volume", "StorageClass": "list_storage_class"}
+
+
+async def test_every_built_in_kind_is_listed_by_its_own_function() -> None:
+    from kubernetes_asyncio.client import ApiClient
+
+    async with ApiClient() as api:
+        built_in = {kind: spec for kind, spec in KINDS.items() if not spec.custom}
+        assert set(built_in) == set(LIST_FUNCTIONS)
+        for kind, spec in built_in.items():
+            assert getattr(spec.list_function(api), "__name__", "") == LIST_FUNCTIONS[kind], kind
 
 
 def test_trim_without_copy_gives_the_same_object_sharing_the_inputs_values() -> None:

@@ -52,8 +52,10 @@ if TYPE_CHECKING:
     from ebb.core.traces import Trace
     from ebb_embedded.backtest import Policy
 
-#: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing
-EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy", "Hold", "PodDisruptionBudget")
+#: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing (the storage too: claims and their
+#: volumes outlive the pods and nodes that use them)
+EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy", "Hold", "PodDisruptionBudget",
+               "StorageClass", "PersistentVolume", "PersistentVolumeClaim")
 
 
 def load_policy(path: Path) -> Policy:

@@ -81,8 +81,8 @@ def _copied(obj: Any) -> Any:
 
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
-KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "NodePool", "NodeClaim", "DisruptionPolicy",
-         "InstanceTypeCatalog", "Hold")
+KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
+         "NodePool", "NodeClaim", "DisruptionPolicy", "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: how the simulated kube-scheduler picks a node for a Pending pod: ``scored``, as kube-scheduler's default profile

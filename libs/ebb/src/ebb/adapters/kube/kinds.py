@@ -1,5 +1,9 @@
 """The kinds the cluster-watcher lists and watches, and how to reach each one through kubernetes-asyncio.
 
+Besides the scheduling and disruption kinds, the volume kinds Karpenter's volume topology reads
+(PersistentVolumeClaim, PersistentVolume, StorageClass): a pod whose claim is bound to a zonal volume moves only to
+nodes its volume's node affinity allows, an unbound claim's StorageClass ``allowedTopologies`` limit it likewise.
+
 The custom kinds are Karpenter's NodePool and NodeClaim and ebb's own DisruptionPolicy (``ebb.sh/v1``: the
 disruption settings ebb reads instead of a NodePool's own, docs/architecture.md#decision-semantics). A
 custom kind whose CRD is not installed is retried by the watcher without affecting the others.
@@ -46,6 +50,9 @@ class KindSpec:
             "Pod": client.CoreV1Api(api_client).list_pod_for_all_namespaces,
             "PodDisruptionBudget": client.PolicyV1Api(api_client).list_pod_disruption_budget_for_all_namespaces,
             "DaemonSet": client.AppsV1Api(api_client).list_daemon_set_for_all_namespaces,
+            "PersistentVolumeClaim": client.CoreV1Api(api_client).list_persistent_volume_claim_for_all_namespaces,
+            "PersistentVolume": client.CoreV1Api(api_client).list_persistent_volume,
+            "StorageClass": client.StorageV1Api(api_client).list_storage_class,
         }
         return methods[self.kind]
 
@@ -54,6 +61,10 @@ NODE: Final = KindSpec("Node", "", "v1", "nodes", namespaced=False)
 POD: Final = KindSpec("Pod", "", "v1", "pods", namespaced=True)
 PDB: Final = KindSpec("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True)
 DAEMONSET: Final = KindSpec("DaemonSet", "apps", "v1", "daemonsets", namespaced=True)
+#: a pod's claims, their volumes and the classes of unbound claims (the volume topology a pod's moves must satisfy)
+PVC: Final = KindSpec("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
+PV: Final = KindSpec("PersistentVolume", "", "v1", "persistentvolumes", namespaced=False)
+STORAGE_CLASS: Final = KindSpec("StorageClass", "storage.k8s.io", "v1", "storageclasses", namespaced=False)
 NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namespaced=False, custom=True)
 NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
 DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disruptionpolicies", namespaced=False,
@@ -68,8 +79,8 @@ INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "
 #: the services keep in their store (POST /v1/holds)
 HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
 #: every kind ebb reads, by kind name
-KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, NODEPOOL, NODECLAIM,
-                                                         DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG, HOLD)}
+KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, PVC, PV, STORAGE_CLASS, NODEPOOL,
+                                                         NODECLAIM, DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG, HOLD)}
 #: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds, every kind the
 #: services read
 PLAN_KINDS: Final[tuple[KindSpec, ...]] = tuple(KINDS.values())

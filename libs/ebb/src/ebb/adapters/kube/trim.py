@@ -2,7 +2,9 @@
 
 Kept: ``apiVersion``, ``kind``; from ``metadata`` the name, namespace, labels, annotations (without
 ``kubectl.kubernetes.io/last-applied-configuration``), ownerReferences, creationTimestamp,
-deletionTimestamp, uid and resourceVersion; the whole ``spec``; and only the status fields ebb reads
+deletionTimestamp, uid and resourceVersion; the whole ``spec``; the top-level fields of kinds that have no
+``spec`` (a StorageClass's ``provisioner``, ``volumeBindingMode`` and ``allowedTopologies``: the topology an
+unbound claim of the class may be provisioned in); and only the status fields ebb reads
 (``ebb.core.snapshot.parse_documents``):
 
 - Node: ``capacity``, ``allocatable``, ``conditions`` (type, status, reason, lastTransitionTime)
@@ -11,7 +13,8 @@ deletionTimestamp, uid and resourceVersion; the whole ``spec``; and only the sta
   ``allocatedResources`` (what a container holds during an in-place resize, which its pod's requests count)
 - NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``, ``lastPodEventTime`` (when
   Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it)
-- NodePool, PodDisruptionBudget, DaemonSet: no status
+- PersistentVolumeClaim: ``phase`` (Pending, Bound, Lost)
+- NodePool, PodDisruptionBudget, DaemonSet, PersistentVolume, StorageClass: no status
 
 Dropped: ``managedFields``, ``generation``, ``finalizers``, every other status field; from conditions the
 heartbeat times and messages, which change on every kubelet heartbeat without changing anything ebb
@@ -50,6 +53,11 @@ STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
     "Pod": ("phase", "conditions", "startTime", "containerStatuses", "initContainerStatuses"),
     "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime"),
+    "PersistentVolumeClaim": ("phase",),
+}
+#: top-level fields kept, by kind, besides apiVersion, kind, metadata, spec and status (kinds without a spec)
+TOP_LEVEL_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "StorageClass": ("provisioner", "volumeBindingMode", "allowedTopologies"),
 }
 CONDITION_FIELDS: Final = ("type", "status", "reason", "lastTransitionTime")
 #: the fields kept of a Pod's container status (only of those with ``resources``)
@@ -73,6 +81,10 @@ def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | 
     spec = obj.get("spec")
     if spec is not None:
         out["spec"] = keep(spec)
+    for name in TOP_LEVEL_FIELDS.get(kind, ()):
+        value = obj.get(name)
+        if value is not None:
+            out[name] = keep(value)
     status = obj.get("status")
     fields = STATUS_FIELDS.get(kind, ())
     if isinstance(status, Mapping) and fields:

@@ -247,3 +247,235 @@ def test_anonymized_names_are_hashed_consistently_and_pools_keep_theirs() -> Non
     assert (depart.namespace, depart.name) == (secret.hashed("shop"), secret.hashed("a"))
     assert trace.observed[0].node == secret.hashed("n2")
     assert Anonymizer(b"other").hashed("web") != hashed_web  # another recording's key: another hash
+
+
+# -- volumes --------------------------------------------------------------------------------------------------------
+
+#: (what a pod's volume is, the volume as given, what redaction keeps of it: None, dropped)
+POD_VOLUME_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
+    ("a claim keeps its name", {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}},
+     {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}),
+    ("a read-only claim keeps readOnly",
+     {"name": "logs", "persistentVolumeClaim": {"claimName": "l", "readOnly": True}},
+     {"name": "logs", "persistentVolumeClaim": {"claimName": "l", "readOnly": True}}),
+    ("an ephemeral volume is a marker, its claim template stays out",
+     {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+         "metadata": {"labels": {"team": "s3cr3t-team"}, "annotations": {"secret.example/token": "s3cr3t"}},
+         "spec": {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "1Gi"}}}}}},
+     {"name": "scratch", "ephemeral": {}}),
+    ("a secret is dropped", {"name": "creds", "secret": {"secretName": "db-password"}}, None),
+    ("a config map is dropped", {"name": "conf", "configMap": {"name": "app-config"}}, None),
+    ("an emptyDir is dropped", {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, None),
+    ("a hostPath is dropped", {"name": "host", "hostPath": {"path": "/var/secret-dir"}}, None),
+    ("a projected token is dropped", {"name": "token", "projected": {"sources": [{"serviceAccountToken": {
+        "path": "token"}}]}}, None),
+    ("an inline CSI volume is dropped", {"name": "vault", "csi": {"driver": "secrets-store.csi.k8s.io",
+                                                                  "volumeAttributes": {"secretProviderClass": "x"}}},
+     None),
+]
+
+
+@pytest.mark.parametrize(("volume", "kept"), [c[1:] for c in POD_VOLUME_CASES], ids=[c[0] for c in POD_VOLUME_CASES])
+def test_redaction_keeps_of_a_pods_volumes_only_its_claims(volume: dict[str, Any],
+                                                          kept: dict[str, Any] | None) -> None:
+    given = pod("a", node="n1")
+    given["spec"]["volumes"] = [volume]
+    for out in (redacted(given), arrival(given)):
+        assert out["spec"].get("volumes") == ([kept] if kept is not None else None)
+        text = repr(out)
+        for secret in ("s3cr3t", "secretName", "db-password", "app-config", "/var/secret-dir", "volumeClaimTemplate",
+                       "secretProviderClass", "serviceAccountToken"):
+            assert secret not in text
+
+
+def pvc(name: str, *, volume: str | None = "pvc-0a1b", owner_pod: str | None = None, namespace: str = "shop",
+        storage_class: str = "gp3") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": {"team": "data"},
+                            "annotations": {"pv.kubernetes.io/bind-completed": "yes",
+                                            "volume.kubernetes.io/selected-node": "n1", "owner": "bob"},
+                            "finalizers": ["kubernetes.io/pvc-protection"]}
+    if owner_pod is not None:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner_pod, "uid": "p",
+                                    "controller": True, "blockOwnerDeletion": True}]
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                            "storageClassName": storage_class, "volumeMode": "Filesystem",
+                            "dataSource": {"kind": "VolumeSnapshot", "name": "nightly-backup"}}
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec,
+            "status": {"phase": "Bound" if volume else "Pending", "capacity": {"storage": "10Gi"}}}
+
+
+ZONE_TERM = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}
+
+
+def pv(name: str = "pvc-0a1b", **source: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "uid": "v", "labels": {"topology.kubernetes.io/zone": "us-east-1a"},
+                         "annotations": {"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"}, "storageClassName": "gp3",
+                     "persistentVolumeReclaimPolicy": "Delete", "mountOptions": ["noatime"],
+                     "claimRef": {"namespace": "shop", "name": "data-db-0", "uid": "c"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [ZONE_TERM]}}, **source},
+            "status": {"phase": "Bound"}}
+
+
+def storage_class(name: str = "gp3", topologies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                           "metadata": {"name": name, "labels": {"owner": "bob"},
+                                        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                           "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+                           "reclaimPolicy": "Delete", "parameters": {"type": "gp3", "kmsKeyId": "arn:aws:kms:key-1"}}
+    if topologies is not None:
+        out["allowedTopologies"] = topologies
+    return out
+
+
+KEPT_CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                   "storageClassName": "gp3", "volumeName": "pvc-0a1b"}
+KEPT_VOLUME_SPEC = {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Gi"}, "storageClassName": "gp3",
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [ZONE_TERM]}}}
+ALLOWED = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["us-east-1a"]}]}]
+#: (what, the object, what redaction keeps of it but its metadata's uid)
+VOLUME_KIND_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("a bound claim", pvc("data-db-0"),
+     {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+      "metadata": {"name": "data-db-0", "namespace": "shop", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+      "spec": KEPT_CLAIM_SPEC, "status": {"phase": "Bound"}}),
+    ("an ephemeral volume's claim keeps its pod as owner", pvc("db-0-scratch", volume=None, owner_pod="db-0"),
+     {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+      "metadata": {"name": "db-0-scratch", "namespace": "shop",
+                   "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "db-0", "uid": "p",
+                                        "controller": True}],
+                   "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+      "spec": {k: v for k, v in KEPT_CLAIM_SPEC.items() if k != "volumeName"}, "status": {"phase": "Pending"}}),
+    ("a CSI volume keeps its driver, not its handle",
+     pv(csi={"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0secret", "fsType": "ext4",
+             "nodePublishSecretRef": {"name": "csi-creds"}}),
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pvc-0a1b"},
+      "spec": {**KEPT_VOLUME_SPEC, "csi": {"driver": "ebs.csi.aws.com"}}}),
+    ("a local volume is a marker, not its path", pv("local-1", local={"path": "/mnt/disks/secret-ssd"}),
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "local-1"},
+      "spec": {**KEPT_VOLUME_SPEC, "local": {}}}),
+    ("a hostPath volume is a marker, not its path", pv("host-1", hostPath={"path": "/srv/secret-dir"}),
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "host-1"},
+      "spec": {**KEPT_VOLUME_SPEC, "hostPath": {}}}),
+    ("another volume source is dropped", pv("nfs-1", nfs={"server": "secret-filer.example", "path": "/x"}),
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs-1"}, "spec": KEPT_VOLUME_SPEC}),
+    ("a class keeps its provisioner, binding mode and topologies, not its parameters",
+     storage_class(topologies=ALLOWED),
+     {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+      "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": ALLOWED}),
+]
+
+
+@pytest.mark.parametrize(("given", "kept"), [c[1:] for c in VOLUME_KIND_CASES], ids=[c[0] for c in VOLUME_KIND_CASES])
+def test_redaction_keeps_of_the_volume_kinds_what_volume_topology_reads(given: dict[str, Any],
+                                                                         kept: dict[str, Any]) -> None:
+    out = redacted(given)
+    out["metadata"].pop("uid", None)
+    assert out == kept
+    text = repr(out)
+    for secret in ("vol-0secret", "csi-creds", "/mnt/disks", "/srv/secret-dir", "secret-filer", "arn:aws:kms",
+                   "nightly-backup", "bob", "claimRef", "selected-node", "mountOptions", "team"):
+        assert secret not in text
+
+
+def test_a_recordings_starting_cluster_holds_the_volume_kinds() -> None:
+    trace = play([BUSY, pod("a", node="n1"), pvc("data-db-0"), pv(), storage_class()], [])
+    assert sorted(d["kind"] for d in trace.cluster or []) == ["Node", "PersistentVolume", "PersistentVolumeClaim",
+                                                              "Pod", "StorageClass"]
+
+
+def with_volumes(obj: dict[str, Any], *volumes: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"]["volumes"] = list(volumes)
+    return obj
+
+
+def claim_volume(name: str, claim: str) -> dict[str, Any]:
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def ephemeral_volume(name: str) -> dict[str, Any]:
+    return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}}
+
+
+#: (what, the starting cluster, the claim whose anonymized name is checked, what it must be: (pod, volume) for
+#: ``<hashed pod>-<volume>``, else the name whose hash it is)
+EPHEMERAL_CASES: list[tuple[str, list[dict[str, Any]], str, tuple[str, str] | str]] = [
+    ("the pod first, its claim unowned",
+     [with_volumes(pod("db-0"), ephemeral_volume("scratch")), pvc("db-0-scratch")], "db-0-scratch",
+     ("db-0", "scratch")),
+    ("the claim first, unowned: the recorder knows every pod before it writes",
+     [pvc("db-0-scratch"), with_volumes(pod("db-0"), ephemeral_volume("scratch"))], "db-0-scratch",
+     ("db-0", "scratch")),
+    ("the claim owned by its pod, the pod not recorded", [pvc("db-0-scratch", owner_pod="db-0")], "db-0-scratch",
+     ("db-0", "scratch")),
+    ("dashes in both names", [with_volumes(pod("web-7f-x"), ephemeral_volume("cache-a")), pvc("web-7f-x-cache-a")],
+     "web-7f-x-cache-a", ("web-7f-x", "cache-a")),
+    ("a claim named like a pod's volume that is not ephemeral is a claim like any other",
+     [with_volumes(pod("db-0"), claim_volume("scratch", "other")), pvc("db-0-scratch")], "db-0-scratch",
+     "db-0-scratch"),
+    ("the same name in another namespace is another claim",
+     [with_volumes(pod("db-0"), ephemeral_volume("scratch")), pvc("db-0-scratch", namespace="other")],
+     "db-0-scratch", "db-0-scratch"),
+]
+
+
+@pytest.mark.parametrize(("start", "claim", "expected"), [c[1:] for c in EPHEMERAL_CASES],
+                         ids=[c[0] for c in EPHEMERAL_CASES])
+def test_an_ephemeral_volumes_claim_is_named_after_its_hashed_pod(start: list[dict[str, Any]], claim: str,
+                                                                   expected: tuple[str, str] | str) -> None:
+    secret = Anonymizer(b"key")
+    trace = play(start, [], anonymizer=secret)
+    claims = [d for d in trace.cluster or [] if d["kind"] == "PersistentVolumeClaim"]
+    (named,) = claims
+    want = f"{secret.hashed(expected[0])}-{expected[1]}" if isinstance(expected, tuple) else secret.hashed(expected)
+    assert named["metadata"]["name"] == want
+    assert claim not in trace.model_dump_json()
+
+
+def test_anonymized_claims_and_volumes_keep_their_names_where_they_appear() -> None:
+    """A pod's claimName is its claim's name, the claim's volumeName its volume's, a claim's namespace its pod's;
+    a local volume's hostname affinity names its node as the node is named; classes keep their names."""
+    secret = Anonymizer(b"key")
+    local = pv("local-n1", local={"path": "/mnt/ssd"})
+    local["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] = [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    by_host = storage_class("local", topologies=[{"matchLabelExpressions": [
+        {"key": "kubernetes.io/hostname", "values": ["n1"]}]}])
+    db = with_volumes(pod("db-0", node="n1"), claim_volume("data", "data-db-0"), claim_volume("fast", "fast-db-0"),
+                      ephemeral_volume("scratch"))
+    start = [BUSY, db, pvc("data-db-0"), pv(), pvc("fast-db-0", volume="local-n1", storage_class="local"), local,
+             pvc("db-0-scratch", volume=None, owner_pod="db-0"), storage_class(), by_host]
+    later = with_volumes(pod("db-1"), claim_volume("data", "data-db-0"))  # arrives, claims the same claim
+    trace = play(start, [(10, later)], anonymizer=secret)
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in trace.cluster or []}
+    claims = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in trace.cluster or []
+              if d["kind"] == "PersistentVolumeClaim"}
+    volumes = {d["metadata"]["name"]: d for d in trace.cluster or [] if d["kind"] == "PersistentVolume"}
+    (pod_doc,) = [d for d in trace.cluster or [] if d["kind"] == "Pod"]
+    namespace = pod_doc["metadata"]["namespace"]
+    assert namespace == secret.hashed("shop")
+    for volume in pod_doc["spec"]["volumes"]:
+        if "persistentVolumeClaim" in volume:
+            claim = claims[(namespace, volume["persistentVolumeClaim"]["claimName"])]
+            assert claim["spec"]["volumeName"] in volumes
+        else:
+            assert volume == {"name": "scratch", "ephemeral": {}}
+            assert (namespace, f"{pod_doc['metadata']['name']}-scratch") in claims
+    assert len(claims) == 3 and len(volumes) == 2
+    assert claims[(namespace, secret.hashed("data-db-0"))]["spec"]["volumeName"] == secret.hashed("pvc-0a1b")
+    arrived = next(e.create.objects[0] for e in trace.events if e.create is not None)
+    assert arrived["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == secret.hashed("data-db-0")
+    node_name = docs[("Node", secret.hashed("n1"))]["metadata"]["name"]
+    terms = volumes[secret.hashed("local-n1")]["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == terms[1]["matchFields"][0]["values"] == [node_name]
+    assert docs[("StorageClass", "local")]["allowedTopologies"][0]["matchLabelExpressions"][0]["values"] == [node_name]
+    assert {"gp3", "local"} <= {d["metadata"]["name"] for d in trace.cluster or [] if d["kind"] == "StorageClass"}
+    assert {c["spec"]["storageClassName"] for c in claims.values()} == {"gp3", "local"}
+    text = trace.model_dump_json()
+    for name in ('"shop"', "data-db-0", "fast-db-0", "db-0-scratch", "pvc-0a1b", "local-n1", '"n1"', '"db-0"'):
+        assert name not in text

@@ -27,11 +27,20 @@ into a trace a back-test replays with each policy's disruptions instead of the r
 **Sensitive data stays out** (`redacted`): a pod keeps its name, namespace, labels, owner and the annotations
 ebb's decisions read (`KEPT_POD_ANNOTATIONS`), and of its spec only what scheduling and disruption read (each
 container's name, resources and host ports; selectors, affinity, tolerations, spread, priority, grace period,
-restart policy, overhead): no environment, command, image, volume or other annotation. Other objects keep
-what ``ebb plan`` reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on
-request** (`Anonymizer`, ``--anonymize``): namespaces, pods, owners, nodes, NodeClaims, PDBs, and the values of
-pod labels (and the pod selectors that match them: PDBs, spread constraints, pod affinity) other than
-well-known ones, each with a keyed hash, the same value always the same hash within one recording.
+restart policy, overhead; of its volumes only those of a claim, each its name and ``persistentVolumeClaim``'s
+``claimName`` and ``readOnly``, or an empty ``ephemeral`` marker): no environment, command, image, other volume
+(secrets, config maps, host paths, ...), ephemeral claim template or other annotation. The volume kinds keep
+what volume topology reads (`KEPT_PVC_SPEC`, `KEPT_PV_SPEC`, `KEPT_STORAGE_CLASS_FIELDS`): a claim its
+volume, class, access modes, requested size, phase and bind-completed annotation; a volume its node affinity,
+class, capacity, access modes, CSI driver and whether it is ``local`` or a ``hostPath`` (not the path); a class
+its provisioner, binding mode and allowed topologies (not its parameters); none of them labels. Other objects
+keep what ``ebb plan`` reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on
+request** (`Anonymizer`, ``--anonymize``): namespaces, pods, owners, nodes (and the hostnames a volume's node
+affinity or a class's topology names), NodeClaims, PDBs, claims and volumes, and the values of pod labels (and
+the pod selectors that match them: PDBs, spread constraints, pod affinity) other than well-known ones, each with
+a keyed hash, the same value always the same hash within one recording: a pod's ``claimName`` stays its claim's
+name, a claim's ``volumeName`` its volume's, and a pod's ephemeral volume's claim (``<pod>-<volume>``) is named
+``<hashed pod>-<volume>`` (`Anonymizer.claim_name`). StorageClasses keep their names (configuration).
 
 Pure: no clock, no I/O; times are the caller's.
 """
@@ -68,11 +77,25 @@ KEPT_POD_SPEC: Final = ("nodeName", "nodeSelector", "affinity", "tolerations", "
                         "overhead", "schedulerName", "hostNetwork", "preemptionPolicy")
 #: annotation prefixes kept on objects other than pods (what the NodePool hash, drift and decisions read)
 KEPT_ANNOTATION_PREFIXES: Final = ("karpenter.sh/", "karpenter.k8s.aws/", "ebb.sh/", "kwok.x-k8s.io/")
+#: the annotation the PersistentVolume controller sets on a claim it has bound (kept on claims)
+ANNOTATION_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
+#: the claim spec fields volume topology reads (the bound volume, or the class an unbound claim waits for)
+KEPT_PVC_SPEC: Final = ("volumeName", "storageClassName", "accessModes", "resources")
+#: the volume spec fields kept as they are (``local`` and ``hostPath`` are kept as empty markers, ``csi`` as its driver)
+KEPT_PV_SPEC: Final = ("nodeAffinity", "storageClassName", "capacity", "accessModes")
+#: a volume's sources whose presence volume topology reads (a local volume's hostname affinity is not followed)
+PV_SOURCE_MARKERS: Final = ("local", "hostPath")
+#: a StorageClass's top-level fields kept (it has no spec): not ``parameters`` (key ids, ...)
+KEPT_STORAGE_CLASS_FIELDS: Final = ("provisioner", "volumeBindingMode", "allowedTopologies")
+#: the kinds of a pod's volumes: their claims, the volumes bound to them, the classes of the claims
+VOLUME_KINDS: Final = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})
 #: the kinds a recording's starting cluster holds (what ``ebb plan`` and the back-test read)
 CLUSTER_KINDS: Final = frozenset({"Node", "Pod", "NodePool", "NodeClaim", "PodDisruptionBudget", "DaemonSet",
-                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold"})
+                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold", *VOLUME_KINDS})
 #: kinds whose names are the cluster's configuration, kept by `Anonymizer` (a policy names its NodePool)
-CONFIGURATION_KINDS: Final = frozenset({"NodePool", "DisruptionPolicy", "InstanceTypeCatalog", "Hold"})
+CONFIGURATION_KINDS: Final = frozenset({"NodePool", "DisruptionPolicy", "InstanceTypeCatalog", "Hold", "StorageClass"})
+#: the node label whose values are node names (hashed as the nodes' names are)
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 #: owners whose pods follow the nodes, not the workload (a DaemonSet's; a static pod's mirror, owned by its Node):
 #: the back-test's cluster makes them for its own nodes, so they are neither arrivals nor departures
 NODE_BOUND_OWNERS: Final = frozenset({"DaemonSet", "Node"})
@@ -128,6 +151,59 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _volume(volume: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A pod's volume as volume topology reads it: a claim's (its name and claimName, readOnly) or an ephemeral
+    one's (its name and an empty marker: the claim template's contents stay out); None for any other source."""
+    name = str(volume.get("name") or "")
+    claim = volume.get("persistentVolumeClaim")
+    if isinstance(claim, Mapping):
+        kept = {k: claim[k] for k in ("claimName", "readOnly") if claim.get(k) is not None}
+        return {"name": name, "persistentVolumeClaim": kept}
+    if isinstance(volume.get("ephemeral"), Mapping):
+        return {"name": name, "ephemeral": {}}
+    return None
+
+
+def _volume_spec(kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Of a claim's or a volume's spec, what volume topology reads (`KEPT_PVC_SPEC`, `KEPT_PV_SPEC`)."""
+    if kind == "PersistentVolumeClaim":
+        return {k: copy.deepcopy(spec[k]) for k in KEPT_PVC_SPEC if spec.get(k) is not None}
+    out = {k: copy.deepcopy(spec[k]) for k in KEPT_PV_SPEC if spec.get(k) is not None}
+    out.update({k: {} for k in PV_SOURCE_MARKERS if spec.get(k) is not None})
+    csi = spec.get("csi")
+    if isinstance(csi, Mapping):
+        out["csi"] = {"driver": csi["driver"]} if csi.get("driver") is not None else {}
+    return out
+
+
+def _redacted_volume_kind(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A PersistentVolumeClaim, PersistentVolume or StorageClass with only what volume topology reads (see the
+    module): no labels, no annotation but a claim's bind-completed, no volume source but markers."""
+    meta = _meta(obj)
+    out_meta: dict[str, Any] = {k: copy.deepcopy(meta[k]) for k in
+                                ("name", "namespace", "ownerReferences", "creationTimestamp", "deletionTimestamp",
+                                 "uid") if meta.get(k) is not None}
+    if "ownerReferences" in out_meta:  # an ephemeral volume's claim is its pod's
+        out_meta["ownerReferences"] = [{k: r[k] for k in ("apiVersion", "kind", "name", "uid", "controller")
+                                        if k in r} for r in out_meta["ownerReferences"] if isinstance(r, Mapping)]
+    if kind == "PersistentVolumeClaim":
+        annotations = _kept_annotations(meta.get("annotations"), lambda k: k == ANNOTATION_BIND_COMPLETED)
+        if annotations:
+            out_meta["annotations"] = annotations
+    default_version = "storage.k8s.io/v1" if kind == "StorageClass" else "v1"
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion") or default_version, "kind": kind, "metadata": out_meta}
+    if kind == "StorageClass":
+        out.update({k: copy.deepcopy(obj[k]) for k in KEPT_STORAGE_CLASS_FIELDS if obj.get(k) is not None})
+        return out
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        out["spec"] = _volume_spec(kind, spec)
+    status = obj.get("status")
+    if kind == "PersistentVolumeClaim" and isinstance(status, Mapping) and status.get("phase") is not None:
+        out["status"] = {"phase": status["phase"]}
+    return out
+
+
 def _kept_annotations(annotations: Any, keep: Any) -> dict[str, str] | None:
     if not isinstance(annotations, Mapping):
         return None
@@ -140,6 +216,8 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
     kind = str(obj.get("kind") or "")
     if kind == "InstanceTypeCatalog":  # instance types and prices: nothing of the user's
         return copy.deepcopy(dict(obj))
+    if kind in VOLUME_KINDS:
+        return _redacted_volume_kind(kind, obj)
     meta = _meta(obj)
     out_meta: dict[str, Any] = {k: copy.deepcopy(meta[k]) for k in
                                 ("name", "namespace", "labels", "ownerReferences", "creationTimestamp",
@@ -161,6 +239,9 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
         for name in ("containers", "initContainers"):
             if spec.get(name):
                 pod_spec[name] = [_container(c) for c in spec[name] if isinstance(c, Mapping)]
+        volumes = [v for v in (_volume(v) for v in spec.get("volumes") or [] if isinstance(v, Mapping)) if v]
+        if volumes:
+            pod_spec["volumes"] = volumes
         out["spec"] = pod_spec
     elif isinstance(spec, Mapping):
         out["spec"] = copy.deepcopy(dict(spec))
@@ -190,11 +271,18 @@ def arrival(pod: Mapping[str, Any]) -> dict[str, Any]:
 class Anonymizer:
     """Names and user label values replaced by a keyed hash (``x`` and 12 hex digits, a valid name and label
     value): the same value, the same hash, within one recording (one ``key``); without the key, not
-    reversible. NodePools, DisruptionPolicies, Holds and the instance type catalog keep their names (the
-    policies to back-test name them)."""
+    reversible. NodePools, DisruptionPolicies, Holds, StorageClasses and the instance type catalog keep their
+    names (the policies to back-test name them; a class is configuration).
+
+    Claims are named as their pods' volumes name them (`claim_name`): an ephemeral volume's claim, named
+    ``<pod>-<volume>`` by Kubernetes, becomes ``<hashed pod>-<volume>``, so that the hashed pod's volume still
+    names it. A claim is known as ephemeral from a pod with that ephemeral volume (`note`: the recorder notes
+    every object before it writes any) or from its owner, the pod (Kubernetes makes the pod its controller)."""
 
     def __init__(self, key: bytes) -> None:
         self.key = key
+        #: (namespace, claim name) -> (pod, volume) of the ephemeral volumes seen
+        self._ephemeral: dict[tuple[str, str], tuple[str, str]] = {}
 
     def hashed(self, value: str) -> str:
         if not value:
@@ -242,16 +330,63 @@ class Anonymizer:
     def node_name(self, name: str) -> str:
         return self.hashed(name)
 
+    def note(self, obj: Mapping[str, Any]) -> None:
+        """Learn the ephemeral claims ``obj`` tells of: a pod's ephemeral volumes, or a claim owned by its pod
+        and named ``<pod>-<volume>``."""
+        kind = str(obj.get("kind") or "")
+        meta = _meta(obj)
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind == "Pod" and name:
+            spec = obj.get("spec")
+            for volume in (spec.get("volumes") or []) if isinstance(spec, Mapping) else []:
+                if isinstance(volume, Mapping) and isinstance(volume.get("ephemeral"), Mapping) and volume.get("name"):
+                    self._ephemeral[(namespace, f"{name}-{volume['name']}")] = (name, str(volume["name"]))
+        elif kind == "PersistentVolumeClaim":
+            for ref in meta.get("ownerReferences") or []:
+                pod = str(ref.get("name") or "") if isinstance(ref, Mapping) and ref.get("kind") == "Pod" else ""
+                if pod and ref.get("controller") and name.startswith(f"{pod}-") and len(name) > len(pod) + 1:
+                    self._ephemeral.setdefault((namespace, name), (pod, name[len(pod) + 1:]))
+
+    def claim_name(self, namespace: str, name: str) -> str:
+        """A claim's name hashed: ``<hashed pod>-<volume>`` for an ephemeral volume's claim (`note`), else the
+        name's hash (the same wherever it appears: a claim's name, a pod's ``claimName``)."""
+        ephemeral = self._ephemeral.get((namespace, name))
+        if ephemeral is not None:
+            pod, volume = ephemeral
+            return f"{self.hashed(pod)}-{volume}"
+        return self.hashed(name)
+
+    def _hostnames(self, requirements: Any, key: str, field: str = "key") -> None:
+        """Hash, in place, the values of the requirements on ``key`` (node names, hashed as nodes' names are)."""
+        for requirement in requirements or []:
+            if isinstance(requirement, dict) and requirement.get(field) == key and requirement.get("values"):
+                requirement["values"] = [self.node_name(str(v)) for v in requirement["values"]]
+
+    def _node_selector_terms(self, terms: Any) -> None:
+        for term in terms or []:
+            if isinstance(term, dict):
+                self._hostnames(term.get("matchExpressions"), LABEL_HOSTNAME)
+                self._hostnames(term.get("matchFields"), "metadata.name")
+
     def object(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """A redacted object with its names hashed (see the class)."""
         out = copy.deepcopy(dict(obj))
         kind = str(out.get("kind") or "")
         meta = out.setdefault("metadata", {})
+        if kind == "StorageClass":  # a class's topology may name nodes
+            for term in out.get("allowedTopologies") or []:
+                if isinstance(term, dict):
+                    self._hostnames(term.get("matchLabelExpressions"), LABEL_HOSTNAME)
         if kind in CONFIGURATION_KINDS:  # the cluster's configuration, named by the operators: kept
             return out
-        for name in ("name", "namespace"):
-            if meta.get(name):
-                meta[name] = self.hashed(str(meta[name]))
+        self.note(obj)
+        namespace = str(meta.get("namespace") or "")
+        if kind == "PersistentVolumeClaim" and meta.get("name"):
+            meta["name"] = self.claim_name(namespace, str(meta["name"]))
+        elif meta.get("name"):
+            meta["name"] = self.hashed(str(meta["name"]))
+        if meta.get("namespace"):
+            meta["namespace"] = self.hashed(namespace)
         meta.pop("uid", None)
         for ref in meta.get("ownerReferences") or []:
             if ref.get("name") and ref.get("kind") != "NodePool":
@@ -268,6 +403,20 @@ class Anonymizer:
             for constraint in spec.get("topologySpreadConstraints") or []:
                 if isinstance(constraint, dict):
                     constraint["labelSelector"] = self.selector(constraint.get("labelSelector"))
+            for volume in spec.get("volumes") or []:
+                claim = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
+                if isinstance(claim, dict) and claim.get("claimName"):
+                    claim["claimName"] = self.claim_name(namespace, str(claim["claimName"]))
+        elif kind == "PersistentVolumeClaim":
+            spec = out.get("spec") or {}
+            if spec.get("volumeName"):
+                spec["volumeName"] = self.hashed(str(spec["volumeName"]))
+        elif kind == "PersistentVolume":
+            spec = out.get("spec") or {}
+            affinity = spec.get("nodeAffinity")
+            required = affinity.get("required") if isinstance(affinity, dict) else None
+            if isinstance(required, dict):
+                self._node_selector_terms(required.get("nodeSelectorTerms"))
         elif kind == "PodDisruptionBudget":
             spec = out.get("spec") or {}
             spec["selector"] = self.selector(spec.get("selector"))
@@ -382,6 +531,8 @@ class Recorder:
 
     def __post_init__(self) -> None:
         for doc in self.documents:
+            if self.anonymizer is not None:  # an ephemeral claim is named after its pod, whichever comes first
+                self.anonymizer.note(doc)
             kind = str(doc.get("kind") or "")
             meta = _meta(doc)
             key = _key(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -412,6 +563,8 @@ class Recorder:
             self._objects.pop(key, None)
         else:
             self._objects[key] = obj
+            if self.anonymizer is not None:
+                self.anonymizer.note(obj)
         if kind == "Pod":
             self._pod(t, key, before, obj)
         elif kind == "Node":

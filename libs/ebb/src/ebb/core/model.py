@@ -1,8 +1,8 @@
 """The cluster snapshot: frozen values the simulator and the decision engine read.
 
 These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
-PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass) plus ebb's own InstanceTypeCatalog, Hold and
-DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the
+PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass) plus
+ebb's own InstanceTypeCatalog, Hold and DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from `kubectl get -o yaml` documents; the
 watcher builds them from watch events. Nothing here has behaviour beyond small derived properties.
 
 A NodePool's disruption settings (`DISRUPTION_FIELDS`) are the effective ones: its own

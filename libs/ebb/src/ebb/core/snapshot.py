@@ -2,8 +2,9 @@
 
 Input is what kubectl prints: single objects, `kind: List` (or `NodeList`, ...) wrappers, and ebb's own
 `InstanceTypeCatalog`, `Hold` and `DisruptionPolicy` documents. Pods' PersistentVolumeClaims, their
-PersistentVolumes and StorageClasses are read into what each pod's volumes ask of its node (`ebb.core.volumes`). Every error names the document
-(kind/namespace/name) and the field, so a user can fix the dump; nothing is half-parsed. Kinds ebb does not
+PersistentVolumes and StorageClasses are read into what each pod's volumes ask of its node (`ebb.core.volumes`).
+Every error names the document (kind/namespace/name) and the field, so a user can fix the dump; nothing is
+half-parsed. Kinds ebb does not
 use are skipped (and named by `input_warnings`).
 
 A NodePool's disruption settings come from one place: `assemble` replaces them by those of the

@@ -3,7 +3,8 @@
 These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
 PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass) plus
 ebb's own InstanceTypeCatalog, Hold and DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from
-`kubectl get -o yaml` documents; the watcher builds them from watch events. Nothing here has behaviour beyond small derived properties.
+`kubectl get -o yaml` documents; the watcher builds them from watch events. Nothing here has behaviour beyond
+small derived properties.
 
 A NodePool's disruption settings (`DISRUPTION_FIELDS`) are the effective ones: its own
 ``spec.disruption`` block, or, when the input has an ``ebb.sh/v1 DisruptionPolicy`` of the same name, the

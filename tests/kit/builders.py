@@ -244,6 +244,14 @@ def storage_class(name: str = "gp3", *, mode: str | None = "WaitForFirstConsumer
     return doc
 
 
+def csi_node(name: str, limits: Mapping[str, int | None]) -> Doc:
+    """A storage.k8s.io/v1 CSINode of node `name`: each driver's attach limit (None: a driver without allocatable)."""
+    drivers = [{"name": d, "nodeID": f"i-{name}", **({} if count is None else {"allocatable": {"count": count}})}
+               for d, count in limits.items()]
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": drivers}}
+
+
 def container(name: str, cpu: str | None = None, memory: str | None = None) -> Doc:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     return {"name": name, "image": "registry.example/app:1", "resources": {"requests": requests}}

@@ -15,6 +15,7 @@ from ebb.core.volumes import volume_requirements
 from tests.kit.builders import (
     blocked_of,
     catalog,
+    csi_node,
     disrupted,
     instance_type,
     node,
@@ -134,6 +135,56 @@ def test_a_spread_s_domains_are_not_filtered_by_the_volume() -> None:
     assert "topology spread" in blocked_of(out, "a1")["reason"]
 
 
+EBS = "ebs.csi.aws.com"
+
+
+def _attach_cluster(*extra: Any, b_claims: int = 1) -> list[Any]:
+    """Nodes a and b in zone a; db on a has a claim of an EBS volume, web on b has `b_claims` of its own. b has room
+    for db, so a goes unless b's attach limit (its CSINode, in `extra`) is full."""
+    docs: list[Any] = [catalog([instance_type("m5.large", "2", "8Gi", 29, 0.096)]), nodepool(),
+                       node("a"), pod("db", "a", cpu="300m", claims=("data",)), pvc("data", "v0"), pv("v0"),
+                       node("b"), pod("web", "b", cpu="500m", claims=tuple(f"web-{i}" for i in range(b_claims)))]
+    for i in range(b_claims):
+        docs += [pvc(f"web-{i}", f"w{i}"), pv(f"w{i}")]
+    return docs + list(extra)
+
+
+# (case, the extra documents, web's claims on b, whether a goes: db moved to b)
+ATTACH = [
+    ("b at its limit (1 of 1) takes no more EBS volumes", (csi_node("b", {EBS: 1}),), 1, False),
+    ("b below its limit (1 of 2) takes db's", (csi_node("b", {EBS: 2}),), 1, True),
+    ("a limit of another driver does not count EBS volumes", (csi_node("b", {"efs.csi.aws.com": 1}),), 1, True),
+    ("a driver without allocatable has no limit", (csi_node("b", {EBS: None, "other": 1}),), 1, True),
+    ("b without a CSINode has no limit (a's CSINode limits EBS)", (csi_node("a", {EBS: 1}),), 3, True),
+    ("an unbound claim counts by its StorageClass's provisioner (in-tree name)",
+     (csi_node("b", {EBS: 1}), {**storage_class("gp2"), "provisioner": "kubernetes.io/aws-ebs"}), 1, False),
+]
+
+
+@pytest.mark.parametrize(("extra", "b_claims", "goes"), [c[1:] for c in ATTACH], ids=[c[0] for c in ATTACH])
+def test_a_node_takes_no_more_volumes_than_its_csi_driver_attaches(extra: tuple[Any, ...], b_claims: int,
+                                                                   goes: bool) -> None:
+    docs = _attach_cluster(*extra, b_claims=b_claims)
+    if any(d.get("metadata", {}).get("name") == "gp2" for d in extra):  # db's claim unbound, of class gp2
+        docs = [pvc("data", None, storage_class="gp2") if d.get("kind") == "PersistentVolumeClaim"
+                and d["metadata"]["name"] == "data" else d for d in docs]
+    out = plan_dict(*docs)
+    assert ("a" in disrupted(out)) is goes, out["blocked"]
+    if not goes:
+        assert f"attachable-volumes-csi-{EBS} 1" in blocked_of(out, "a")["reason"]
+
+
+def test_a_new_node_has_no_attach_limit() -> None:
+    """a and b attach one EBS volume each, at their limit of 1, and one cheaper new node takes both db and web, with
+    their two volumes: Karpenter checks no volume limit on a NodeClaim."""
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("t3.medium", "2", "4Gi", 17, 0.04)]
+    docs = [d for d in _attach_cluster(csi_node("b", {EBS: 1}), csi_node("a", {EBS: 1})) if d.get("kind") !=
+            "InstanceTypeCatalog"]
+    out = plan_dict(catalog(types), *docs)
+    [command] = out["commands"]
+    assert sorted(command["nodes"]) == ["a", "b"] and len(command["replacements"]) == 1, command
+
+
 # -- volume_requirements, table-driven --------------------------------------------------------------------------
 
 def _pod(*claims: str) -> Pod:
@@ -185,14 +236,33 @@ def test_the_parser_reads_volumes_claims_and_classes() -> None:
     [parsed] = snap.pods
     assert parsed.claims == ("data", "db-scratch")
     assert snap.volume_claims == (VolumeClaim("default", "data", "v1", "gp3"),)
-    assert snap.volumes == (Volume("v1", (_in("us-east-1a"),)),)
-    assert snap.storage_classes == (StorageClass("gp3", "WaitForFirstConsumer", (_in("us-east-1a"),)),)
+    assert snap.volumes == (Volume("v1", (_in("us-east-1a"),), driver=EBS),)
+    assert snap.storage_classes == (StorageClass("gp3", "WaitForFirstConsumer", (_in("us-east-1a"),), EBS),)
     assert snap.ignored == ()
+
+
+def test_the_parser_reads_csi_nodes() -> None:
+    """A driver's count is its limit; a driver without allocatable has none; one whose count is missing has 0."""
+    doc = csi_node("a", {EBS: 25, "efs.csi.aws.com": None})
+    doc["spec"]["drivers"].append({"name": "other", "allocatable": {}})
+    [parsed] = parse_documents([doc]).csi_nodes
+    assert dict(parsed.limits) == {EBS: 25, "other": 0}
+
+
+def test_a_pod_attaches_each_claim_once() -> None:
+    """Two volumes of one claim attach it once (Karpenter's ``Volumes`` is a set of claims per driver)."""
+    pods = [pod("db", "a", claims=("data", "data", "logs"))]
+    snap = snapshot(node("a"), *pods, pvc("data", "v1"), pv("v1"), pvc("logs", "v2"), pv("v2"), csi_node("a", {EBS: 9}))
+    [db] = snap.pods
+    assert db.spec.requests[f"attachable-volumes-csi-{EBS}"] == 2
+    [a] = snap.nodes
+    assert a.allocatable[f"attachable-volumes-csi-{EBS}"] == 9
 
 
 @pytest.mark.parametrize(("doc", "field"), [
     ({**storage_class(), "volumeBindingMode": "Later"}, "volumeBindingMode"),
     (pod("db", "a", claims=("",)), "spec.volumes[1].persistentVolumeClaim.claimName"),
+    (csi_node("a", {EBS: -1}), "spec.drivers[0].allocatable.count"),
     ({**pv("v1"), "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": ZONE, "operator": "Near"}]}]}}}}, "spec.nodeAffinity.required"),
 ])

@@ -1,10 +1,10 @@
 """The cluster snapshot: frozen values the simulator and the decision engine read.
 
 These are trimmed, already-parsed versions of the Kubernetes and Karpenter objects (Node, Pod,
-PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass) plus
-ebb's own InstanceTypeCatalog, Hold and DisruptionPolicy. The parser (`ebb.core.snapshot`) builds them from
-`kubectl get -o yaml` documents; the watcher builds them from watch events. Nothing here has behaviour beyond
-small derived properties.
+PodDisruptionBudget, DaemonSet, NodePool, NodeClaim, PersistentVolumeClaim, PersistentVolume, StorageClass,
+CSINode) plus ebb's own InstanceTypeCatalog, Hold and DisruptionPolicy. The parser (`ebb.core.snapshot`) builds
+them from `kubectl get -o yaml` documents; the watcher builds them from watch events. Nothing here has behaviour
+beyond small derived properties.
 
 A NodePool's disruption settings (`DISRUPTION_FIELDS`) are the effective ones: its own
 ``spec.disruption`` block, or, when the input has an ``ebb.sh/v1 DisruptionPolicy`` of the same name, the
@@ -54,6 +54,11 @@ ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 #: on a Node or NodeClaim ebb launched as a replacement: the decision it was launched for (Karpenter copies a
 #: NodeClaim's annotations to its Node)
 ANNOTATION_DECISION_ID = "ebb.sh/decision-id"
+#: the resource a node's attachments of a CSI driver's volumes are counted in: ``attachable-volumes-csi-<driver>``, as
+#: kube-scheduler's ``NodeVolumeLimits`` names it (``ebb.core.volumes``)
+ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
+#: the attachments of a driver a node without a limit for it (a new node, or one whose CSINode lists none) holds
+UNLIMITED_ATTACHMENTS = 1 << 40
 TAINT_DISRUPTED = "karpenter.sh/disrupted"
 #: ebb's own disruption taint, used instead of Karpenter's when ebb runs next to Karpenter: Karpenter's
 #: disruption controller removes karpenter.sh/disrupted from every node that is not in its own queue
@@ -628,6 +633,9 @@ class PersistentVolume:
     #: a ``local`` or ``hostPath`` volume: its data is on one node's disk
     local: bool = False
     deleting: bool = False
+    #: the CSI driver that attaches it (``spec.csi.driver``; an in-tree ``awsElasticBlockStore`` volume's is EBS's),
+    #: "" for a volume no CSI driver attaches
+    driver: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,6 +646,17 @@ class StorageClass:
     name: str
     binding_mode: str = "Immediate"
     allowed_topologies: tuple[tuple[Requirement, ...], ...] = ()
+    #: the CSI driver that makes its volumes (``provisioner``, an in-tree plugin's name read as its CSI driver's)
+    driver: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    """A CSINode: how many volumes each CSI driver can attach to the node of its name (``spec.drivers[].allocatable
+    .count``; a driver that lists no ``allocatable`` has no limit, one whose count is missing has 0)."""
+
+    name: str
+    limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -688,11 +707,12 @@ class Snapshot:
     demand: tuple[DemandSample, ...] = ()
     #: Karpenter's controller Deployments of the input (``ebb.core.conflicts`` reads their interruption queue)
     karpenter: tuple[KarpenterController, ...] = ()
-    #: the PersistentVolumeClaims, PersistentVolumes and StorageClasses of the input (``ebb.core.volumes``: what pods'
-    #: volumes ask of a node, read only when the input holds any of them)
+    #: the PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes of the input (``ebb.core.volumes``:
+    #: what pods' volumes ask of a node, read only when the input holds any of them)
     volume_claims: tuple[VolumeClaim, ...] = ()
     volumes: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
+    csi_nodes: tuple[CSINode, ...] = ()
     #: (node name, when a pod last left it) as a running service saw it (``SnapshotStore.keep_pod_events``): for a
     #: node without a NodeClaim, what Karpenter keeps in a NodeClaim's ``status.lastPodEventTime``
     pod_events: tuple[tuple[str, datetime], ...] = ()

@@ -51,6 +51,7 @@ from ebb.core.model import (
     REQUIREMENT_OPERATORS,
     SELECTS_NOTHING,
     Budget,
+    CSINode,
     DaemonSet,
     DisruptionPolicy,
     Hold,
@@ -85,7 +86,7 @@ from ebb.core.quantity import (
     parse_resource_nanos,
     positive_duration,
 )
-from ebb.core.volumes import with_volume_topology
+from ebb.core.volumes import IN_TREE_DRIVERS, with_volume_topology
 
 #: the API groups whose NodePool and NodeClaim documents are read: Karpenter's, and ebb's former copies
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
@@ -1150,11 +1151,15 @@ def _persistent_volume(doc: _Doc) -> PersistentVolume:
             _node_requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchExpressions",
                                doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
             for i, t in enumerate(raw_terms))
+    driver = str(doc.get("spec.csi.driver") or "")
+    if not driver and doc.get("spec.awsElasticBlockStore") is not None:
+        driver = IN_TREE_DRIVERS["kubernetes.io/aws-ebs"]
     return PersistentVolume(
         name=str(doc.get("metadata.name")),
         node_terms=terms,
         local=doc.get("spec.local") is not None or doc.get("spec.hostPath") is not None,
         deleting=doc.get("metadata.deletionTimestamp") is not None,
+        driver=driver,
     )
 
 
@@ -1176,7 +1181,29 @@ def _storage_class(doc: _Doc) -> StorageClass:
         requirements = _node_requirements(doc, path, raw)
         if requirements:
             topologies.append(requirements)
-    return StorageClass(str(doc.get("metadata.name")), mode, tuple(topologies))
+    provisioner = str(doc.get("provisioner") or "")
+    return StorageClass(str(doc.get("metadata.name")), mode, tuple(topologies),
+                        IN_TREE_DRIVERS.get(provisioner, provisioner))
+
+
+def _csi_node(doc: _Doc) -> CSINode:
+    """A CSINode: each driver's attach limit (``allocatable.count``; a driver without ``allocatable`` has none, one
+    whose count is missing has 0, as Karpenter's ``populateVolumeLimits`` reads it)."""
+    limits: dict[str, int] = {}
+    for i, driver in enumerate(doc.seq("spec.drivers")):
+        path = f"spec.drivers[{i}]"
+        entry = doc.as_mapping(driver, path)
+        if not entry.get("name"):
+            raise doc.fail(f"{path}.name", "is required")
+        allocatable = entry.get("allocatable")
+        if allocatable is None:
+            continue
+        count = doc.as_mapping(allocatable, f"{path}.allocatable").get("count")
+        value = 0 if count is None else _number(doc, count, f"{path}.allocatable.count")
+        if value < 0:
+            raise doc.fail(f"{path}.allocatable.count", "must not be negative")
+        limits[str(entry["name"])] = value
+    return CSINode(str(doc.get("metadata.name")), limits)
 
 
 def _daemonset(doc: _Doc) -> DaemonSet:
@@ -1338,6 +1365,8 @@ def parse_object(raw: Mapping[str, Any], index: int = 0, *,
         return ParsedObject("PersistentVolume", ref, _persistent_volume(doc))
     if kind == "StorageClass" and group == "storage.k8s.io":
         return ParsedObject("StorageClass", ref, _storage_class(doc))
+    if kind == "CSINode" and group == "storage.k8s.io":
+        return ParsedObject("CSINode", ref, _csi_node(doc))
     if kind == "InstanceTypeCatalog" and group == "ebb.sh":
         return ParsedObject("InstanceTypeCatalog", ref, tuple(_catalog(doc)))
     if kind == "Hold" and group == "ebb.sh":
@@ -1394,6 +1423,7 @@ def assemble(parsed: Iterable[ParsedObject],
     volume_claims: list[VolumeClaim] = []
     volumes: list[PersistentVolume] = []
     classes: list[StorageClass] = []
+    csi_nodes: list[CSINode] = []
     ignored: list[str] = []
     renamed: list[str] = []
     types: dict[str, InstanceType] = {}
@@ -1401,7 +1431,7 @@ def assemble(parsed: Iterable[ParsedObject],
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies, "KarpenterController": controllers,
                                      "PersistentVolumeClaim": volume_claims, "PersistentVolume": volumes,
-                                     "StorageClass": classes}
+                                     "StorageClass": classes, "CSINode": csi_nodes}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
         items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
@@ -1437,8 +1467,10 @@ def assemble(parsed: Iterable[ParsedObject],
         if claim is not None and (claim.deleting or claim.instance_terminating) and not node.deleting:
             node = replace(node, deleting=True)
         initialized_nodes.append(node)
-    if volume_claims or volumes or classes:  # what pods' volumes ask of a node, when the input says (ebb.core.volumes)
-        pods = list(with_volume_topology(pods, volume_claims, volumes, classes))
+    if volume_claims or volumes or classes or csi_nodes:  # what pods' volumes ask of a node (ebb.core.volumes)
+        volume_pods, volume_nodes = with_volume_topology(pods, volume_claims, volumes, classes,
+                                                         nodes=initialized_nodes, csi_nodes=csi_nodes)
+        pods, initialized_nodes = list(volume_pods), list(volume_nodes)
     policy_of = {p.name: p for p in policies}
     effective = tuple(governed(pool, policy_of[pool.name]) if pool.name in policy_of else pool for pool in pools)
     return Snapshot(
@@ -1447,7 +1479,7 @@ def assemble(parsed: Iterable[ParsedObject],
         daemonsets=live_daemonsets(tuple(daemonsets), pods), holds=tuple(holds), catalog_source=source,
         ignored=tuple(ignored), disruption_policies=tuple(policies), renamed=tuple(renamed),
         karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
-        storage_classes=tuple(classes),
+        storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes),
     )
 
 
@@ -1490,13 +1522,13 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     if ignored_values:
         warnings.append(f"{len(ignored_values)} do-not-disrupt annotation(s) are neither true nor a positive duration "
                         f"like 30m and are ignored, as Karpenter ignores them: {_named(ignored_values)}")
-    if not (snapshot.volume_claims or snapshot.volumes or snapshot.storage_classes):
+    if not (snapshot.volume_claims or snapshot.volumes or snapshot.storage_classes or snapshot.csi_nodes):
         unread = tuple(f"pod {p.key}" for p in snapshot.pods if p.claims and not p.is_terminal)
         if unread:
             warnings.append(f"{len(unread)} pod(s) use PersistentVolumeClaims but the input holds no "
-                            f"PersistentVolumeClaims, PersistentVolumes or StorageClasses, so where their volumes "
-                            f"let them run is not checked: a zonal volume's pod may be moved to another zone (add "
-                            f"pvc,pv,storageclass to the kubectl get): {_named(unread)}")
+                            f"PersistentVolumeClaims, PersistentVolumes, StorageClasses or CSINodes, so where their "
+                            f"volumes let them run is not checked: a zonal volume's pod may be moved to another zone "
+                            f"(add pvc,pv,storageclass,csinodes to the kubectl get): {_named(unread)}")
     known_types = {t.name for t in snapshot.instance_types}
     unpriced = tuple(f"node {n.name} ({n.instance_type})" for n in snapshot.nodes
                      if n.instance_type and n.instance_type not in known_types)
@@ -1518,8 +1550,8 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"the plan (a dump of some nodes only?): {_named(elsewhere)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
-                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims,pvc,pv,storageclass -A -o yaml makes a "
-                        "complete dump)")
+                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims,pvc,pv,storageclass,csinodes -A -o yaml "
+                        "makes a complete dump)")
     return warnings
 
 

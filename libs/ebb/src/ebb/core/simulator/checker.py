@@ -76,6 +76,7 @@ from ebb.core.labels import (
     terms_match,
 )
 from ebb.core.model import (
+    ATTACH_LIMIT_PREFIX,
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
@@ -333,6 +334,8 @@ def _check_resources(node: _FinalNode, out: list[str]) -> None:
             used[name] = used.get(name, 0) + value
     for name in sorted(used):
         have = node.allocatable.get(name, 0)
+        if node.is_new and name.startswith(ATTACH_LIMIT_PREFIX):
+            continue  # a new node's volume attachments have no limit (Karpenter checks none on a NodeClaim)
         if used[name] > have:
             out.append(f"resources: {node.name} needs {name} {used[name]} for {len(node.pods)} pods but has "
                        f"{have} allocatable")

@@ -29,6 +29,7 @@ from ebb.core import node_pods
 from ebb.core.labels import blocking_taints, daemonsets_on_type, requirements_match, summed_requests
 from ebb.core.memo import Memo
 from ebb.core.model import (
+    ATTACH_LIMIT_PREFIX,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -36,6 +37,7 @@ from ebb.core.model import (
     LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
+    UNLIMITED_ATTACHMENTS,
     DaemonSet,
     InstanceType,
     Interned,
@@ -557,6 +559,9 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
         running = [daemonsets_on_type(snapshot.daemonsets, pool, it) for it in types]
         ds_overhead = rows(resources, [summed_requests(daemons) for daemons in running])
         type_capacity = rows(resources, [it.capacity for it in types])
+        for r, name in enumerate(resources):
+            if name.startswith(ATTACH_LIMIT_PREFIX):  # a new node's volume attachments: Karpenter checks no limit
+                type_capacity[:, r] = UNLIMITED_ATTACHMENTS
         type_alloc = type_capacity - rows(resources, [it.overhead for it in types]) - ds_overhead
         pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
                           np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,

@@ -479,3 +479,64 @@ def test_anonymized_claims_and_volumes_keep_their_names_where_they_appear() -> N
     text = trace.model_dump_json()
     for name in ('"shop"', "data-db-0", "fast-db-0", "db-0-scratch", "pvc-0a1b", "local-n1", '"n1"', '"db-0"'):
         assert name not in text
+
+
+def csi_node(name: str, *drivers: dict[str, Any]) -> dict[str, Any]:
+    """A CSINode as the kubelet makes it: named and owned by its node, each driver with the cloud's instance id."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": name, "uid": "c", "creationTimestamp": "2026-11-23T11:00:00Z",
+                         "labels": {"owner": "bob"},
+                         "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "n"}]},
+            "spec": {"drivers": [{"nodeID": "i-0secret", "topologyKeys": ["topology.ebs.csi.aws.com/zone"], **d}
+                                 for d in drivers]}}
+
+
+#: (what, the drivers, what redaction keeps of them)
+CSI_NODE_CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = [
+    ("a driver keeps its name and allocatable count",
+     [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}],
+     [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}]),
+    ("a driver without allocatable stays without (no limit)",
+     [{"name": "efs.csi.aws.com"}], [{"name": "efs.csi.aws.com"}]),
+    ("an allocatable without a count stays an empty one (Karpenter's limit of 0)",
+     [{"name": "ebs.csi.aws.com", "allocatable": {}}], [{"name": "ebs.csi.aws.com", "allocatable": {}}]),
+    ("every driver, in order",
+     [{"name": "ebs.csi.aws.com", "allocatable": {"count": 39}}, {"name": "efs.csi.aws.com"}],
+     [{"name": "ebs.csi.aws.com", "allocatable": {"count": 39}}, {"name": "efs.csi.aws.com"}]),
+    ("no driver registered yet", [], []),
+]
+
+
+@pytest.mark.parametrize(("drivers", "kept"), [c[1:] for c in CSI_NODE_CASES], ids=[c[0] for c in CSI_NODE_CASES])
+def test_redaction_keeps_of_a_csinode_its_name_and_its_drivers_limits(drivers: list[dict[str, Any]],
+                                                                       kept: list[dict[str, Any]]) -> None:
+    out = redacted(csi_node("n1", *drivers))
+    assert out == {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1"},
+                   "spec": {"drivers": kept}}
+    text = repr(out)
+    for secret in ("i-0secret", "topologyKeys", "bob", "migrated-plugins", "ownerReferences", "uid"):
+        assert secret not in text
+
+
+def test_a_csinode_is_anonymized_as_its_node_and_still_names_it() -> None:
+    """With --anonymize a CSINode's name is its node's hash (the same key, the same hash), so the recorded cluster's
+    CSINode still belongs to its recorded node; its drivers' names (the cluster's vocabulary) stay."""
+    secret = Anonymizer(b"key")
+    limits = {"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}
+    trace = play([node("ip-10-0-1-7.ec2.internal"), csi_node("ip-10-0-1-7.ec2.internal", limits),
+                  pod("a", node="ip-10-0-1-7.ec2.internal")], [], anonymizer=secret)
+    docs = {d["kind"]: d for d in trace.cluster or []}
+    assert set(docs) == {"Node", "CSINode", "Pod"}
+    hashed = secret.hashed("ip-10-0-1-7.ec2.internal")
+    assert docs["CSINode"]["metadata"] == {"name": hashed} == {"name": docs["Node"]["metadata"]["name"]}
+    assert docs["Pod"]["spec"]["nodeName"] == hashed
+    assert docs["CSINode"]["spec"] == {"drivers": [limits]}
+    text = trace.model_dump_json()
+    assert "ip-10-0-1-7" not in text and "i-0secret" not in text
+
+
+def test_a_recordings_starting_cluster_holds_the_csinodes() -> None:
+    trace = play([BUSY, csi_node("n1", {"name": "ebs.csi.aws.com", "allocatable": {"count": 25}})], [])
+    (kept,) = [d for d in trace.cluster or [] if d["kind"] == "CSINode"]
+    assert kept["metadata"] == {"name": "n1"} and kept["spec"]["drivers"][0]["allocatable"] == {"count": 25}

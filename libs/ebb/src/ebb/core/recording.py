@@ -33,10 +33,12 @@ restart policy, overhead; of its volumes only those of a claim, each its name an
 what volume topology reads (`KEPT_PVC_SPEC`, `KEPT_PV_SPEC`, `KEPT_STORAGE_CLASS_FIELDS`): a claim its
 volume, class, access modes, requested size, phase and bind-completed annotation; a volume its node affinity,
 class, capacity, access modes, CSI driver and whether it is ``local`` or a ``hostPath`` (not the path); a class
-its provisioner, binding mode and allowed topologies (not its parameters); none of them labels. Other objects
-keep what ``ebb plan`` reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on
-request** (`Anonymizer`, ``--anonymize``): namespaces, pods, owners, nodes (and the hostnames a volume's node
-affinity or a class's topology names), NodeClaims, PDBs, claims and volumes, and the values of pod labels (and
+its provisioner, binding mode and allowed topologies (not its parameters); none of them labels. A CSINode keeps
+its name (its node's) and of each driver its name and ``allocatable.count`` (`_redacted_csi_node`): the volume
+attach limits, not the ``nodeID`` (a cloud instance id) or ``topologyKeys``. Other objects keep what ``ebb plan``
+reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on request** (`Anonymizer`,
+``--anonymize``): namespaces, pods, owners, nodes (and the CSINodes named after them, and the hostnames a volume's
+node affinity or a class's topology names), NodeClaims, PDBs, claims and volumes, and the values of pod labels (and
 the pod selectors that match them: PDBs, spread constraints, pod affinity) other than well-known ones, each with
 a keyed hash, the same value always the same hash within one recording: a pod's ``claimName`` stays its claim's
 name, a claim's ``volumeName`` its volume's, and a pod's ephemeral volume's claim (``<pod>-<volume>``) is named
@@ -89,9 +91,11 @@ PV_SOURCE_MARKERS: Final = ("local", "hostPath")
 KEPT_STORAGE_CLASS_FIELDS: Final = ("provisioner", "volumeBindingMode", "allowedTopologies")
 #: the kinds of a pod's volumes: their claims, the volumes bound to them, the classes of the claims
 VOLUME_KINDS: Final = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})
+#: a node's CSI drivers and the volumes each can attach (Karpenter's volume limits), named after its node
+CSI_NODE: Final = "CSINode"
 #: the kinds a recording's starting cluster holds (what ``ebb plan`` and the back-test read)
 CLUSTER_KINDS: Final = frozenset({"Node", "Pod", "NodePool", "NodeClaim", "PodDisruptionBudget", "DaemonSet",
-                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold", *VOLUME_KINDS})
+                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold", *VOLUME_KINDS, CSI_NODE})
 #: kinds whose names are the cluster's configuration, kept by `Anonymizer` (a policy names its NodePool)
 CONFIGURATION_KINDS: Final = frozenset({"NodePool", "DisruptionPolicy", "InstanceTypeCatalog", "Hold", "StorageClass"})
 #: the node label whose values are node names (hashed as the nodes' names are)
@@ -204,6 +208,28 @@ def _redacted_volume_kind(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _redacted_csi_node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A CSINode with only its name (its node's) and, of each driver, its name and ``allocatable.count``: an
+    ``allocatable`` without a count stays an empty one (Karpenter reads it as a limit of 0, a driver without
+    ``allocatable`` as no limit); not ``nodeID`` (the cloud's instance id), ``topologyKeys``, labels or owners."""
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion") or "storage.k8s.io/v1", "kind": CSI_NODE,
+                           "metadata": {k: v for k, v in _meta(obj).items() if k == "name" and v is not None}}
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return out
+    drivers: list[dict[str, Any]] = []
+    for driver in spec.get("drivers") or []:
+        if not isinstance(driver, Mapping):
+            continue
+        kept: dict[str, Any] = {"name": driver["name"]} if driver.get("name") is not None else {}
+        allocatable = driver.get("allocatable")
+        if isinstance(allocatable, Mapping):
+            kept["allocatable"] = {"count": allocatable["count"]} if allocatable.get("count") is not None else {}
+        drivers.append(kept)
+    out["spec"] = {"drivers": drivers}
+    return out
+
+
 def _kept_annotations(annotations: Any, keep: Any) -> dict[str, str] | None:
     if not isinstance(annotations, Mapping):
         return None
@@ -218,6 +244,8 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(dict(obj))
     if kind in VOLUME_KINDS:
         return _redacted_volume_kind(kind, obj)
+    if kind == CSI_NODE:
+        return _redacted_csi_node(obj)
     meta = _meta(obj)
     out_meta: dict[str, Any] = {k: copy.deepcopy(meta[k]) for k in
                                 ("name", "namespace", "labels", "ownerReferences", "creationTimestamp",
@@ -383,6 +411,8 @@ class Anonymizer:
         namespace = str(meta.get("namespace") or "")
         if kind == "PersistentVolumeClaim" and meta.get("name"):
             meta["name"] = self.claim_name(namespace, str(meta["name"]))
+        elif kind == CSI_NODE and meta.get("name"):  # its node's name: the same hash, so it still names its node
+            meta["name"] = self.node_name(str(meta["name"]))
         elif meta.get("name"):
             meta["name"] = self.hashed(str(meta["name"]))
         if meta.get("namespace"):

@@ -418,7 +418,7 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
         assert planned()[0] == {by_object, free}
 
 
-VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
 
 
 async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_api: Any) -> None:
@@ -426,14 +426,19 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
     kube-controller-manager) reach ebb.cluster.objects through the watcher, and ``read_cluster`` (``ebb plan --live``,
     ``ebb record``'s start) reads them, each with what volume topology reads: the class's top-level provisioner,
     binding mode and topologies; the volume's node affinity, CSI driver and class; the claim's volume, class, phase
-    and bind-completed annotation. A recording's starting cluster keeps the same."""
+    and bind-completed annotation. A CSINode (the apiserver takes one for any name) reaches them likewise, its spec
+    whole. A recording's starting cluster keeps the same, of the CSINode only its name and its drivers' names and
+    attach limits, its name hashed as its node's with --anonymize."""
     from datetime import UTC, datetime
 
     from ebb.adapters.kube.read import read_cluster
-    from ebb.core.recording import Recorder
+    from ebb.core.recording import Anonymizer, Recorder
 
     run = uuid.uuid4().hex[:8]
     namespace, class_name, volume, claim = f"vol-{run}", f"zonal-{run}", f"pv-{run}", f"data-{run}"
+    csi_name = f"ip-10-0-1-7.{run}.ec2.internal"  # a node's name: the apiserver does not ask for the node
+    drivers = [{"name": "ebs.csi.aws.com", "nodeID": f"i-{run}", "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
+                "allocatable": {"count": 25}}, {"name": "efs.csi.aws.com", "nodeID": f"i-{run}"}]
     topologies = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
                                               "values": ["us-east-1a", "us-east-1b"]}]}]
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
@@ -473,7 +478,11 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
             "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
                      "storageClassName": class_name, "volumeName": volume}}))
+        await storage.create_csi_node(as_body(client.V1CSINode, {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": csi_name},
+            "spec": {"drivers": drivers}}))
         claim_key = f"PersistentVolumeClaim/{namespace}/{claim}"
+        await eventually("the CSINode published", lambda: f"CSINode//{csi_name}" in published)
 
         def bound() -> bool:
             obj = published.get(claim_key) or {}
@@ -498,6 +507,19 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
             assert not pvc["metadata"].get("deletionTimestamp") and not pv["metadata"].get("deletionTimestamp")
         assert "parameters" not in kept[f"StorageClass//{class_name}"]  # a recording keeps no class parameters
         assert kept[f"PersistentVolume//{volume}"]["spec"]["csi"] == {"driver": "ebs.csi.aws.com"}  # nor handle
+        served = [{"topologyKeys": None, **d} for d in drivers]  # the apiserver serves a driver's topologyKeys always
+        for source, docs in (("the topic", published), ("the live read", live)):
+            csi = docs[f"CSINode//{csi_name}"]
+            assert (csi["apiVersion"], csi["spec"]["drivers"], "status" in csi) == (
+                "storage.k8s.io/v1", served, False), source
+        limits = [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}, {"name": "efs.csi.aws.com"}]
+        assert kept[f"CSINode//{csi_name}"] == {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                                "metadata": {"name": csi_name}, "spec": {"drivers": limits}}
+        secret = Anonymizer(b"k")
+        hidden = Recorder(start=datetime.now(UTC), documents=read.documents, anonymizer=secret).starting_cluster()
+        (anonymized,) = [d for d in hidden if d["kind"] == "CSINode" and d["metadata"]["name"] == secret.node_name(
+            csi_name)]
+        assert anonymized["spec"] == {"drivers": limits}
     finally:
         stop.set()
         consumer_stop.set()
@@ -509,5 +531,7 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
             await core.delete_persistent_volume(volume)
         with contextlib.suppress(ApiException):
             await storage.delete_storage_class(class_name)
+        with contextlib.suppress(ApiException):
+            await storage.delete_csi_node(csi_name)
         with contextlib.suppress(ApiException):
             await core.delete_namespace(namespace)

@@ -188,6 +188,27 @@ async def test_a_node_with_a_finalizer_is_marked_and_goes_with_its_pods_when_the
     assert "Node//a" not in store and "Pod/default/p" not in store  # tombstones reached the consumers
 
 
+def csi_node(name: str, count: int) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name}]},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": f"i-{name}", "allocatable": {"count": count}}]}}
+
+
+async def test_a_csinode_is_published_and_goes_with_its_node() -> None:
+    """The cluster keeps and publishes each node's CSINode (its drivers' attach limits, trimmed as the watcher trims
+    them); deleting the node deletes it (the garbage collector follows its owner, the Node), not another node's."""
+    sim, bus = cluster(node("a"), node("b"), csi_node("a", 25), csi_node("b", 39), pod("p", "a"))
+    assert await sim.publish_all() == 5
+    assert sorted(sim.objects) == ["CSINode//a", "CSINode//b", "Node//a", "Node//b", "Pod/default/p"]
+    assert await sim.delete_node("a") is True
+    assert sorted(sim.objects) == ["CSINode//b", "Node//b"]
+    store = await published(bus)
+    assert store.keys() == ["CSINode//b", "Node//b"]  # the objects, then the tombstones, reached the consumers
+    kept = store.get("CSINode", "", "b")
+    assert kept is not None and kept["spec"]["drivers"] == [  # trimmed as the watcher trims: the spec whole
+        {"name": "ebs.csi.aws.com", "nodeID": "i-b", "allocatable": {"count": 39}}]
+
+
 async def test_the_real_drainer_drains_and_deletes_a_node_of_the_simulated_cluster() -> None:
     sim, _ = cluster(nodepool(), node("a"), node("b"), pod("web-0", "a", labels={"app": "web"}),
                      pod("web-1", "b", labels={"app": "web"}), pdb("web", {"app": "web"}, min_available=1))

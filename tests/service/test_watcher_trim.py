@@ -229,6 +229,44 @@ def test_trim_keeps_a_claims_bind_completed_annotation_and_the_watcher_sees_a_to
     assert changed.object is not None and changed.object["allowedTopologies"] == narrowed["allowedTopologies"]
 
 
+def csi_node(name: str = "node-a", rv: str = "5", count: int | None = 25) -> dict[str, Any]:
+    """A CSINode as the apiserver lists it (no kind or apiVersion): the kubelet's, owned by its Node."""
+    ebs: dict[str, Any] = {"name": "ebs.csi.aws.com", "nodeID": "i-0abc123",
+                           "topologyKeys": ["topology.ebs.csi.aws.com/zone"]}
+    if count is not None:
+        ebs["allocatable"] = {"count": count}
+    return {"metadata": {"name": name, "uid": "c-1", "resourceVersion": rv, "managedFields": MANAGED,
+                         "creationTimestamp": "2026-11-20T10:00:05Z",
+                         "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "u-1"}]},
+            "spec": {"drivers": [ebs, {"name": "efs.csi.aws.com", "nodeID": "i-0abc123", "topologyKeys": None}]}}
+
+
+def test_trim_keeps_a_csinodes_spec_and_owner_and_no_status() -> None:
+    """A CSINode keeps its whole spec (each driver's name and allocatable count, which Karpenter's volume limits
+    read; the watcher redacts nothing), its owner (its Node) and no status (it has none: a stray one is dropped)."""
+    raw = {**csi_node(), "status": {"anything": 1}}
+    for copied in (True, False):
+        out = trim(raw, kind="CSINode", api_version="storage.k8s.io/v1", copy=copied)
+        assert {k: v for k, v in out.items() if k != "metadata"} == {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "spec": csi_node()["spec"]}
+        assert out["spec"]["drivers"][0]["allocatable"] == {"count": 25}
+        assert set(out["metadata"]) == {"name", "uid", "resourceVersion", "creationTimestamp", "annotations",
+                                        "ownerReferences"}
+        assert out["metadata"]["ownerReferences"][0]["kind"] == "Node"
+
+
+def test_the_watcher_publishes_a_csinodes_new_attach_limit_and_not_a_bare_resource_version() -> None:
+    state = KindState(KINDS["CSINode"])
+    (first,) = state.relist([csi_node(count=None)])  # the driver registered, its limit not yet reported
+    assert (first.kind, first.namespace, first.name) == ("CSINode", "", "node-a") and first.object is not None
+    assert "allocatable" not in first.object["spec"]["drivers"][0]
+    state.record(first)
+    assert state.relist([csi_node(rv="6", count=None)]) == []
+    (changed,) = state.relist([csi_node(rv="7", count=39)])
+    assert changed.object is not None and changed.object["spec"]["drivers"][0]["allocatable"] == {"count": 39}
+
+
 def test_trimmed_objects_parse_into_the_snapshot() -> None:
     docs = [
         trim(node(), kind="Node", api_version="v1"),
@@ -317,6 +355,9 @@ def test_kinds_named() -> None:
         ["persistentvolumeclaim", "PersistentVolume", "storageclass"])] == [
         ("v1", "persistentvolumeclaims", True, False), ("v1", "persistentvolumes", False, False),
         ("storage.k8s.io/v1", "storageclasses", False, False)]
+    csi = kinds_named(["csinode"])[0]
+    assert (csi.kind, csi.api_version, csi.plural, csi.namespaced, csi.custom) == (
+        "CSINode", "storage.k8s.io/v1", "csinodes", False, False)
     assert KINDS["NodePool"].custom and KINDS["NodePool"].api_version == "karpenter.sh/v1"
     policy = KINDS["DisruptionPolicy"]
     assert (policy.custom, policy.api_version, policy.plural, policy.namespaced) == (
@@ -335,7 +376,8 @@ LIST_FUNCTIONS = {"Node": "list_node", "Pod": "list_pod_for_all_namespaces",
                   "PodDisruptionBudget": "list_pod_disruption_budget_for_all_namespaces",
                   "DaemonSet": "list_daemon_set_for_all_namespaces",
                   "PersistentVolumeClaim": "list_persistent_volume_claim_for_all_namespaces",
-                  "PersistentVolume": "list_persistent_volume", "StorageClass": "list_storage_class"}
+                  "PersistentVolume": "list_persistent_volume", "StorageClass": "list_storage_class",
+                  "CSINode": "list_csi_node"}
 
 
 async def test_every_built_in_kind_is_listed_by_its_own_function() -> None:

@@ -1,7 +1,8 @@
 """The simulated cluster of the embedded mode: the API server, kube-scheduler and controllers, in memory.
 
-It holds kubectl-shaped objects (Nodes, Pods, PDBs, DaemonSets, NodePools, NodeClaims, catalogs, as read
-from a snapshot file) and stands in for everything the distributed mode reads from Kubernetes:
+It holds kubectl-shaped objects (Nodes, Pods, PDBs, DaemonSets, claims, volumes, StorageClasses, CSINodes,
+NodePools, NodeClaims, catalogs, as read from a snapshot file: `KINDS`) and stands in for everything the
+distributed mode reads from Kubernetes:
 
 - **the cluster-watcher**: every change is published on ``ebb.cluster.objects`` as the watcher would
   (trimmed with ``ebb.adapters.kube.trim``, keyed ``kind/namespace/name``, a tombstone on delete);
@@ -11,13 +12,15 @@ from a snapshot file) and stands in for everything the distributed mode reads fr
   pods the PDB selects, computed by the engine's own ``pdb_allowed``) and the planner's ``set_drifted``
   (the ebb.sh/drifted annotation);
 - **the controllers**: an evicted pod owned by a ReplicaSet, StatefulSet, Job or other controller comes
-  back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not;
+  back as a new Pending pod (a StatefulSet pod under the same name), a DaemonSet pod does not; a deleted node's
+  pods, NodeClaim and CSINode (named after it, owned by it) go with it;
 - **the cloud**: the executor's ``Launcher``, behind the ``simulated`` provider
   (``ebb.adapters.kube.node_provider.NodeProvider``). A replacement becomes a Node built like a launched one
   (``ebb.adapters.kube.launch.replacement_node``), Ready and initialized ``boot_time(name)`` of simulated
   time after its launch (``boot_seconds``; with ``boot_seconds_max`` a cloud's spread, a time drawn per
   node between the two; with ``boot_samples`` one of a cloud's measured start-up times; drawn from the run's
-  seed and the node's name), when the DaemonSets' pods start on it;
+  seed and the node's name), when the DaemonSets' pods start on it. It gets no CSINode: the CSI drivers it would
+  register, and how many volumes each could attach, are not known;
 - **Karpenter's NodePool hash controller**: a NodePool whose ``spec.template`` changes after the start (a
   trace's ``patch`` or ``create``) gets a new ``karpenter.sh/nodepool-hash`` (`template_hash_input`: the
   fields Karpenter hashes), so the nodes launched before it drift as under Karpenter. A template seen before
@@ -82,7 +85,7 @@ def _copied(obj: Any) -> Any:
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
 KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
-         "NodePool", "NodeClaim", "DisruptionPolicy", "InstanceTypeCatalog", "Hold")
+         "CSINode", "NodePool", "NodeClaim", "DisruptionPolicy", "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: how the simulated kube-scheduler picks a node for a Pending pod: ``scored``, as kube-scheduler's default profile
@@ -418,6 +421,7 @@ class SimulatedCluster:
         for claim_key in [k for k in self._kinds.get("NodeClaim", ())
                           if (self.objects[k].get("status") or {}).get("nodeName") == name]:
             await self._remove(claim_key)
+        await self._remove(self.key_of("CSINode", "", name))  # the garbage collector: a CSINode is owned by its Node
         await self._remove(key)
         self.nodes_deleted += 1
 

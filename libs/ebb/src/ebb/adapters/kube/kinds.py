@@ -2,7 +2,9 @@
 
 Besides the scheduling and disruption kinds, the volume kinds Karpenter's volume topology reads
 (PersistentVolumeClaim, PersistentVolume, StorageClass): a pod whose claim is bound to a zonal volume moves only to
-nodes its volume's node affinity allows, an unbound claim's StorageClass ``allowedTopologies`` limit it likewise.
+nodes its volume's node affinity allows, an unbound claim's StorageClass ``allowedTopologies`` limit it likewise;
+and the CSINodes (``storage.k8s.io/v1``, one per node, named after it), whose drivers' ``allocatable.count`` is how
+many volumes of each CSI driver the node can attach, as Karpenter reads them (``populateVolumeLimits``).
 
 The custom kinds are Karpenter's NodePool and NodeClaim and ebb's own DisruptionPolicy (``ebb.sh/v1``: the
 disruption settings ebb reads instead of a NodePool's own, docs/architecture.md#decision-semantics). A
@@ -53,6 +55,7 @@ class KindSpec:
             "PersistentVolumeClaim": client.CoreV1Api(api_client).list_persistent_volume_claim_for_all_namespaces,
             "PersistentVolume": client.CoreV1Api(api_client).list_persistent_volume,
             "StorageClass": client.StorageV1Api(api_client).list_storage_class,
+            "CSINode": client.StorageV1Api(api_client).list_csi_node,
         }
         return methods[self.kind]
 
@@ -65,6 +68,8 @@ DAEMONSET: Final = KindSpec("DaemonSet", "apps", "v1", "daemonsets", namespaced=
 PVC: Final = KindSpec("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
 PV: Final = KindSpec("PersistentVolume", "", "v1", "persistentvolumes", namespaced=False)
 STORAGE_CLASS: Final = KindSpec("StorageClass", "storage.k8s.io", "v1", "storageclasses", namespaced=False)
+#: a node's CSI drivers and how many volumes of each it can attach (named after its node)
+CSI_NODE: Final = KindSpec("CSINode", "storage.k8s.io", "v1", "csinodes", namespaced=False)
 NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namespaced=False, custom=True)
 NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
 DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disruptionpolicies", namespaced=False,
@@ -79,8 +84,9 @@ INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "
 #: the services keep in their store (POST /v1/holds)
 HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
 #: every kind ebb reads, by kind name
-KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, PVC, PV, STORAGE_CLASS, NODEPOOL,
-                                                         NODECLAIM, DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG, HOLD)}
+KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, PVC, PV, STORAGE_CLASS, CSI_NODE,
+                                                         NODEPOOL, NODECLAIM, DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG,
+                                                         HOLD)}
 #: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds, every kind the
 #: services read
 PLAN_KINDS: Final[tuple[KindSpec, ...]] = tuple(KINDS.values())

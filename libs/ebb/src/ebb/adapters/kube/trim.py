@@ -14,7 +14,8 @@ unbound claim of the class may be provisioned in); and only the status fields eb
 - NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``, ``lastPodEventTime`` (when
   Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it)
 - PersistentVolumeClaim: ``phase`` (Pending, Bound, Lost)
-- NodePool, PodDisruptionBudget, DaemonSet, PersistentVolume, StorageClass: no status
+- NodePool, PodDisruptionBudget, DaemonSet, PersistentVolume, StorageClass, CSINode (its ``spec.drivers``, with
+  each driver's ``allocatable.count``, is what Karpenter reads; it has no status): no status
 
 Dropped: ``managedFields``, ``generation``, ``finalizers``, every other status field; from conditions the
 heartbeat times and messages, which change on every kubelet heartbeat without changing anything ebb

@@ -58,6 +58,10 @@ MOVES = [
      _v(pvc("data", "v1"), pv("v1", ["us-east-1a"], key="failure-domain.beta.kubernetes.io/zone")), False),
     ("a volume without nodeAffinity asks nothing", _v(pvc("data", "v1"), pv("v1")), True),
     ("a local volume on node a keeps db there, and a with it", _v(pvc("data", "v1"), pv("v1", local_on="a")), False),
+    ("a local volume pinned to node a by matchFields keeps db there too (kube-scheduler matches no node by name)",
+     _v(pvc("data", "v1"), {**pv("v1", local_on="a"), "spec": {"local": {"path": "/mnt"}, "nodeAffinity": {"required": {
+         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}]}}}}),
+     False),
     ("an ephemeral volume's claim (<pod>-<volume>) is read",
      _v(pvc("db-scratch", "v1"), pv("v1", ["us-east-1a"]), claims=(), ephemeral=("scratch",)), False),
     ("two claims: each one's zone is asked (a and b: no node has both)",

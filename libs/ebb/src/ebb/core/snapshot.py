@@ -1147,9 +1147,13 @@ def _persistent_volume(doc: _Doc) -> PersistentVolume:
     terms = None
     if required is not None:
         raw_terms = doc.as_list(doc.as_mapping(required, path).get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
+        # a term's matchFields are read as a pod's are: kube-scheduler matches a volume's affinity against a node of
+        # labels only (``CheckNodeAffinity``), so ``metadata.name In [n1]`` admits no node, as it does here
         terms = tuple(
             _node_requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchExpressions",
                                doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
+            + _requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchFields",
+                            doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchFields"))
             for i, t in enumerate(raw_terms))
     driver = str(doc.get("spec.csi.driver") or "")
     if not driver and doc.get("spec.awsElasticBlockStore") is not None:

@@ -260,8 +260,15 @@ class Placement:
             where += (", and no NodePool can launch a node it tolerates and matches"
                       + (" where its volumes can be attached" if cls.spec.volume_terms is not None else ""))
         else:
-            where += (", and no NodePool offers an instance type that fits it" + self._limits_note(cls, req)
-                      + self._min_values_note(cls, req))
+            notes = self._limits_note(cls, req) + self._min_values_note(cls, req)
+            if cls.constraints and not notes and any(
+                    ok is not None and any_set(pool.combos_holding(req) & ok)
+                    for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True)):
+                # a type fits and nothing else holds it back: the rules that count pods per domain do
+                where += (", and its topology spread or pod affinity/anti-affinity leave no node a NodePool can "
+                          "launch for it either")
+            else:
+                where += ", and no NodePool offers an instance type that fits it" + notes
         return where + self._set_aside_note(cls, req, closed)
 
     def _min_values_note(self, cls: PodClass, req: IntArray) -> str:

@@ -616,3 +616,18 @@ def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) ->
         _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), "10.0.0.1"),
     )
     assert ("src" in disrupted(out)) is moves
+
+
+@pytest.mark.parametrize(("operator", "named"), [("Exists", True), ("NotIn", True), ("In", False)])
+def test_a_nodepool_requirement_that_gives_no_label_is_named(operator: str, named: bool) -> None:
+    """A NodePool requirement ``Exists`` (or ``NotIn``) on a key gives a new node no label of it (docs/decisions.md),
+    so a pod selecting a value of the key fits no new node: the sentence names the requirement, which a reader of the
+    NodePool would otherwise take for one that admits the pod. ``In`` listing the value labels the node."""
+    values = {"Exists": None, "NotIn": ["9"], "In": ["0"]}[operator]
+    requirement: dict[str, Any] = {"key": "team", "operator": operator, **({"values": values} if values else {})}
+    pool = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                  requirement])
+    out = plan_dict(pool, node("a", labels={"team": "0"}, node_hash=None),
+                    pod("p", "a", node_selector={"team": "0"}), node("b", labels={"team": "1"}), pod("q", "b"))
+    words = f"NodePool default's requirement team {operator} gives a new node no team label"
+    assert (words in blocked_of(out, "a")["reason"]) is named, out["blocked"]

@@ -258,7 +258,8 @@ class Placement:
                       "ports")
         elif not cls.can_launch:
             where += (", and no NodePool can launch a node it tolerates and matches"
-                      + (" where its volumes can be attached" if cls.spec.volume_terms is not None else ""))
+                      + (" where its volumes can be attached" if cls.spec.volume_terms is not None else "")
+                      + self._unlabelled_note(cls))
         else:
             notes = self._limits_note(cls, req) + self._min_values_note(cls, req)
             if cls.constraints and not notes and any(
@@ -330,6 +331,18 @@ class Placement:
         if not held:
             return ""
         return " within its limits (" + "; ".join(held) + ")"
+
+    def _unlabelled_note(self, cls: PodClass) -> str:
+        """The NodePool requirements ``Exists`` or ``NotIn`` on a key the pod selects a value of (its nodeSelector,
+        or ``In`` in a required node affinity term): such a requirement gives a new node no label of its key
+        (docs/decisions.md), so the pod fits no new node of that NodePool; "" when none."""
+        spec = cls.spec
+        selected = set(spec.node_selector) | {r.key for term in spec.required_node_terms or () for r in term
+                                              if r.operator == "In"}
+        held = [f"NodePool {pool.pool.name}'s requirement {r.key} {r.operator} gives a new node no {r.key} label"
+                for pool in self.s.pools for r in pool.pool.requirements
+                if r.key in selected and r.operator in ("Exists", "NotIn")]
+        return f" ({'; '.join(held)}, so a pod that selects a value of it fits none)" if held else ""
 
     def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin

@@ -31,6 +31,7 @@ from tests.kit.builders import (
     budget_of,
     catalog,
     disrupted,
+    ds_pod,
     instance_type,
     node,
     nodeclaim,
@@ -880,6 +881,21 @@ def test_a_pod_pinned_by_match_fields_is_not_moved(affinity: dict[str, Any], tak
     out = plan_dict(nodepool(), node("a"), pod("p", "a", affinity=affinity), node("b", zone="us-east-1b"),
                     pod("other", "b"))
     assert ("a" in disrupted(out)) is taken, out["blocked"]
+
+
+def test_a_daemonset_s_pods_pinned_by_match_fields_share_one_pod_class() -> None:
+    """The DaemonSet controller pins each of its pods to its node by matchFields; such a pod never moves, so the field
+    is not read for it, and the pods of one DaemonSet stay one pod class (compiled once a pass, not once a node). A
+    pod of another owner pinned so is read as pinned (the test above)."""
+    pods = []
+    for name in ("a", "b"):
+        doc = ds_pod(f"agent-{name}", name)
+        doc["spec"]["affinity"] = _pinned("In", [name])
+        pods.append(doc)
+    agents = snapshot(node("a"), node("b"), *pods).pods
+    assert agents[0].class_key is agents[1].class_key
+    web = snapshot(node("a"), pod("web", "a", affinity=_pinned("In", ["a"]))).pods[0]
+    assert any(r.key == "metadata.name" for term in web.spec.required_node_terms or () for r in term)
 
 
 @pytest.mark.parametrize(("scheduler", "kept"), [("fargate-scheduler", False), ("default-scheduler", True),

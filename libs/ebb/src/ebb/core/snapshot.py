@@ -437,9 +437,12 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
     )
 
 
-def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) -> SchedulingSpec:
+def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, *,
+                     match_fields: bool = True) -> SchedulingSpec:
     """The scheduling needs of the pod spec at ``spec_path``; ``status_path``, a pod's status, adds what its
-    containers hold during an in-place resize (`_resize_requests`)."""
+    containers hold during an in-place resize (`_resize_requests`). ``match_fields=False`` leaves out the required
+    node affinity's ``matchFields``: a DaemonSet's pod is pinned to its node by one (``metadata.name In``) and never
+    moves, and read, they would make each of them a pod class of its own, compiled every pass."""
     p = spec_path + "."
     containers = doc.seq(p + "containers")
     held = _held_requests(doc, status_path) if status_path is not None else None
@@ -495,8 +498,9 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None) 
         required_terms = tuple(
             _node_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
                                doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
-            + _requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchFields",
-                            doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchFields"))
+            + (_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchFields",
+                             doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchFields"))
+               if match_fields else ())
             for i, t in enumerate(selector_terms))
     pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred_raw = [doc.as_mapping(t, f"{pref_path}[{i}]") for i, t in
@@ -784,7 +788,8 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         namespace=str(doc.get("metadata.namespace", "default")),
         labels=doc.str_map("metadata.labels"),
         annotations=annotations,
-        spec=spec if spec is not None else _scheduling_spec(doc, "spec", "status"),
+        spec=spec if spec is not None else _scheduling_spec(doc, "spec", "status",
+                                                            match_fields=owner_kind != "DaemonSet"),
         node_name=doc.optional_str("spec.nodeName"),
         phase=phase,
         priority=priority,

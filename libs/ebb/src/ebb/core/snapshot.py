@@ -307,6 +307,21 @@ def _node_requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...
     return _current_keys(_requirements(doc, path, raw))
 
 
+def _node_selector_terms(doc: _Doc, raw_terms: list[Any], path: str, named: str, *,
+                         match_fields: bool = True) -> tuple[tuple[Requirement, ...], ...]:
+    """A node selector's terms at ``path`` (a pod's required node affinity, a PersistentVolume's node affinity), each
+    its ``matchExpressions`` (`_node_requirements`) and, with ``match_fields``, its ``matchFields`` ANDed; a
+    requirement's errors name it under ``named``."""
+    terms = []
+    for i, raw in enumerate(raw_terms):
+        term = doc.as_mapping(raw, f"{path}[{i}]")
+        requirements = _node_requirements(doc, f"{named}[{i}].matchExpressions", term.get("matchExpressions"))
+        if match_fields:
+            requirements += _requirements(doc, f"{named}[{i}].matchFields", term.get("matchFields"))
+        terms.append(requirements)
+    return tuple(terms)
+
+
 def _current_keys(requirements: tuple[Requirement, ...]) -> tuple[Requirement, ...]:
     return tuple(replace(r, key=NORMALIZED_LABELS[r.key]) if r.key in NORMALIZED_LABELS else r
                  for r in requirements)
@@ -495,13 +510,9 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, 
     req_raw = doc.as_mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     if req_raw:
         selector_terms = doc.as_list(req_raw.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
-        required_terms = tuple(
-            _node_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchExpressions",
-                               doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
-            + (_requirements(doc, f"{p}affinity.nodeAffinity.required.nodeSelectorTerms[{i}].matchFields",
-                             doc.as_mapping(t, f"{req_path}.nodeSelectorTerms[{i}]").get("matchFields"))
-               if match_fields else ())
-            for i, t in enumerate(selector_terms))
+        required_terms = _node_selector_terms(doc, selector_terms, f"{req_path}.nodeSelectorTerms",
+                                              f"{p}affinity.nodeAffinity.required.nodeSelectorTerms",
+                                              match_fields=match_fields)
     pref_path = f"{p}affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
     preferred_raw = [doc.as_mapping(t, f"{pref_path}[{i}]") for i, t in
                      enumerate(doc.as_list(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path))]
@@ -1154,12 +1165,7 @@ def _persistent_volume(doc: _Doc) -> PersistentVolume:
         raw_terms = doc.as_list(doc.as_mapping(required, path).get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
         # a term's matchFields are read as a pod's are: kube-scheduler matches a volume's affinity against a node of
         # labels only (``CheckNodeAffinity``), so ``metadata.name In [n1]`` admits no node, as it does here
-        terms = tuple(
-            _node_requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchExpressions",
-                               doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchExpressions"))
-            + _requirements(doc, f"{path}.nodeSelectorTerms[{i}].matchFields",
-                            doc.as_mapping(t, f"{path}.nodeSelectorTerms[{i}]").get("matchFields"))
-            for i, t in enumerate(raw_terms))
+        terms = _node_selector_terms(doc, raw_terms, f"{path}.nodeSelectorTerms", f"{path}.nodeSelectorTerms")
     driver = str(doc.get("spec.csi.driver") or "")
     if not driver and doc.get("spec.awsElasticBlockStore") is not None:
         driver = IN_TREE_DRIVERS["kubernetes.io/aws-ebs"]

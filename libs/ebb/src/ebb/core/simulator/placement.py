@@ -229,6 +229,9 @@ class Placement:
         """Why a pod of ``cls`` requesting ``req`` found no bin, in a sentence. ``closed``: a bin to count as taken out
         too; ``no_room``: the caller knows no open bin has room for it (its prefix's pods took room this state does
         not show), so the sentence says so when some open bin matches it."""
+        block = cls.spec.volume_block
+        if block:  # its volumes keep it off every node: nothing else is worth saying
+            return f"{block}, so no node may take it"
         s = self.s
         n = s.N
         open_nodes = self.open[:n]
@@ -236,9 +239,6 @@ class Placement:
             open_nodes = open_nodes.copy()
             open_nodes[closed] = False
         static = open_nodes & cls.node_ok
-        block = cls.spec.volume_block
-        if block:  # its volumes keep it off every node: nothing else is worth saying
-            return f"{block}, so no node may take it"
         if not any_set(open_nodes):
             where = "no other node can take pods"
         elif not any_set(static):

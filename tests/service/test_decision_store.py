@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ebb.adapters.store.decision_store import EXECUTOR, PLANNER, DecisionStore, Start, command_id
 from ebb.adapters.store.memory import DuplicateError, MemoryStore
+from ebb.adapters.store.shapes import noted_interruptions
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -318,6 +319,25 @@ async def test_an_interruption_is_applied_once_and_makes_room(either: AnyStore) 
     assert TOPIC_DISRUPTION_COMMANDS in [topic for topic, _ in publish.runs]
 
 
+async def test_an_interruption_of_a_node_two_live_decisions_hold_is_kept_on_the_approved_one(either: AnyStore) -> None:
+    """A pass that read the live decisions before an interruption's was written may propose on the interrupted node:
+    two live decisions hold it then, the proposal the newer. A second interruption of the node is kept on the approved
+    interruption (busy), never a second live interruption of the node (the fuzzing of the planner's handler found
+    it); the proposal is left to its validation, which refuses a node another decision holds."""
+    first = dataclasses.replace(proposed("i1", "n1", now=NOW, method="interruption", reason="Interrupted",
+                                         text="spot"), explanation={"text": "spot"})
+    assert (await either.interrupt(message_id="m1", consumer="interruptions", decision=first, now=NOW)).outcome == (
+        "created")
+    await either.propose(proposed("p1", "n1", now=NOW + timedelta(seconds=1)))
+    second = dataclasses.replace(first, id="i2", explanation={"text": "shutting-down"})
+    busy = await either.interrupt(message_id="m2", consumer="interruptions", decision=second, now=NOW)
+    assert (busy.outcome, busy.holder) == ("busy", "i1")
+    assert [await either.state(d) for d in ("i1", "p1", "i2")] == [State.APPROVED, State.PROPOSED, None]
+    refused = await either.approve("p1", node_pools={"n1": "default"}, reason="Empty", allowed={"default": 10},
+                                   counted=(), now=NOW)
+    assert refused.rejected and await either.live_nodes() == {"n1": "i1"}
+
+
 # (how the decision holding the node ends, whether the interruption that came meanwhile gets its own decision then)
 HOLDER_ENDS = [
     (State.SUCCEEDED, False),  # the node is gone: the interruption is carried out
@@ -354,6 +374,25 @@ async def test_an_interruption_of_a_busy_node_is_kept_until_its_holder_ends(eith
     assert commands == [[str(command_id("i1"))]]
     assert "i1" in {d.id for d in await either.approved()}
     assert await either.live_nodes() == {"n2": "i1"}  # the interruption's one node, the holder's others free
+
+
+async def test_two_interruptions_kept_on_a_holder_of_one_node_become_one_decision(either: AnyStore) -> None:
+    """Two interruptions of one node (a scheduled change, then the instance shutting down) kept on the decision
+    holding it: when it fails, ``finish`` writes one interruption decision for the node, the other kept on it (so a
+    failure of that one writes it), never two live decisions of one node."""
+    command = await approved(either, "d1", "n1")
+    first, second = (dataclasses.replace(proposed(i, ("n1", "default"), now=NOW, method="interruption",
+                                                  reason="Interrupted", text=i), explanation={"text": i})
+                     for i in ("i1", "i2"))
+    for n, spot in enumerate((first, second)):
+        assert (await either.interrupt(message_id=f"m{n}", consumer="interruptions", decision=spot,
+                                       now=NOW)).outcome == "busy"
+    assert (await either.start(command, NOW))[0] is Start.EXECUTE
+    assert await either.finish(command, State.FAILED, NOW + timedelta(minutes=2))
+    assert [await either.state(d) for d in ("i1", "i2")] == [State.APPROVED, None]
+    assert await either.live_nodes() == {"n1": "i1"}
+    [written] = [d for d in await either.approved() if d.id == "i1"]
+    assert [d.id for d in noted_interruptions(written.explanation)] == ["i2"]
 
 
 async def test_budgets_are_taken_in_the_ledger_and_a_full_one_rejects(either: AnyStore) -> None:

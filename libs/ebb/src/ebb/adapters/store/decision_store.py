@@ -113,7 +113,7 @@ from ebb.adapters.store.port import (
     ledger_refusal,
     relay_committed,
 )
-from ebb.adapters.store.shapes import noted_interruptions, with_noted
+from ebb.adapters.store.shapes import interruptions_to_write, with_noted
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -711,21 +711,22 @@ class DecisionStore:
                     session.add(mark)
                     return Interrupted("duplicate")
                 rejected: list[tuple[str, tuple[str, ...]]] = []
-                holder = (await decisions.live_nodes(session, self.cluster, shadow=self.shadow)).get(node)
-                if holder is not None:
-                    held = await session.scalar(select(DecisionRow).where(
-                        DecisionRow.cluster == self.cluster, DecisionRow.id == holder).with_for_update())
-                    if held is not None and not lifecycle.allowed(decisions.state_of(held), State.REJECTED):
+                held = list((await session.scalars(select(DecisionRow).where(
+                    DecisionRow.cluster == self.cluster,
+                    DecisionRow.id.in_(await decisions.holders(session, self.cluster, node, shadow=self.shadow))
+                ).order_by(DecisionRow.created_at, DecisionRow.id).with_for_update())).all())
+                for row in held:
+                    if not lifecycle.allowed(decisions.state_of(row), State.REJECTED):
                         # the holder removes the node; kept on it, the interruption gets its own decision if the
                         # holder ends without the node gone (``finish``)
-                        held.explanation = with_noted(held.explanation or {}, decision)
+                        row.explanation = with_noted(row.explanation or {}, decision)
                         session.add(mark)
-                        return Interrupted("busy", holder=holder)
-                    if held is not None:
-                        names = tuple(decisions.node_names(held.nodes))
-                        await self._reject(session, holder, f"node {node} is being interrupted: "
-                                           f"{explanation.get('text', '')}"[:1000], now)
-                        rejected.append((holder, names))
+                        return Interrupted("busy", holder=row.id)
+                for row in held:
+                    names = tuple(decisions.node_names(row.nodes))
+                    await self._reject(session, row.id, f"node {node} is being interrupted: "
+                                       f"{explanation.get('text', '')}"[:1000], now)
+                    rejected.append((row.id, names))
                 approved = await self._approve_interruption(session, decision, now, PLANNER)
                 session.add(mark)
         except IntegrityError:  # another replica applied the same message meanwhile
@@ -883,7 +884,7 @@ class DecisionStore:
                                                    seconds=hold_for, ended=state))
                 if state is not State.SUCCEEDED and decision is not None:
                     # the interruptions that came while it held their nodes: theirs to remove now
-                    for interruption in noted_interruptions(decision.explanation or {}):
+                    for interruption in interruptions_to_write(decision.explanation or {}):
                         if (await session.scalar(select(DecisionRow.id).where(
                                 DecisionRow.id == interruption.id))) is None:
                             await self._approve_interruption(session, interruption, now, EXECUTOR)

@@ -118,6 +118,15 @@ async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None
     return held
 
 
+async def holders(session: AsyncSession, cluster: str, node: str, *, shadow: bool = False) -> list[str]:
+    """The ids of the live decisions of ``cluster`` holding ``node``, the oldest first: more than one when a pass
+    proposed on a node from a view read before another decision took it (the proposal's validation refuses it)."""
+    query = select(DecisionRow.id, DecisionRow.nodes).where(
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([s.value for s in LIVE]), DecisionRow.shadow.is_(shadow)
+    ).order_by(DecisionRow.created_at, DecisionRow.id)
+    return [decision_id for decision_id, nodes in await session.execute(query) if node in node_names(nodes)]
+
+
 async def live_replacements(session: AsyncSession, cluster: str, *, exclude: str | None = None,
                             states: Iterable[State] = LIVE, shadow: bool = False) -> dict[str, str]:
     """replacement name -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones)

@@ -49,7 +49,7 @@ from ebb.adapters.store.port import (
     ledger_refusal,
     relay_committed,
 )
-from ebb.adapters.store.shapes import noted_interruptions, stored, stored_explanation, with_noted
+from ebb.adapters.store.shapes import interruptions_to_write, stored, stored_explanation, with_noted
 from ebb.contracts import (
     TOPIC_DISRUPTION_COMMANDS,
     TOPIC_DISRUPTION_EVENTS,
@@ -457,19 +457,21 @@ class MemoryStore:
             self._processed.add(mark)
             return Interrupted("duplicate")
         rejected: list[tuple[str, tuple[str, ...]]] = []
-        holder = self._live_nodes().get(node)
-        if holder is not None:
-            held = self._decisions[holder]
-            if not lifecycle.allowed(held.decision.state, State.REJECTED):
+        # every live decision holding the node (two when a pass proposed from a view read before another took it)
+        held = [r for r in sorted(self._rows(LIVE, shadow=self.shadow), key=lambda r: r.order)
+                if node in r.decision.node_names]
+        for row in held:
+            if not lifecycle.allowed(row.decision.state, State.REJECTED):
                 # kept on the holder: its own decision if the holder ends without the node gone (``finish``)
-                held.decision = dataclasses.replace(
-                    held.decision, explanation=stored_explanation(with_noted(held.decision.explanation, decision)))
+                row.decision = dataclasses.replace(
+                    row.decision, explanation=stored_explanation(with_noted(row.decision.explanation, decision)))
                 self._processed.add(mark)
-                return Interrupted("busy", holder=holder)
-            names = tuple(n for n in held.decision.node_names if n)
-            self._reject(staged, holder, f"node {node} is being interrupted: {explanation.get('text', '')}"[:1000],
-                         now)
-            rejected.append((holder, names))
+                return Interrupted("busy", holder=row.decision.id)
+        for row in held:
+            names = tuple(n for n in row.decision.node_names if n)
+            self._reject(staged, row.decision.id,
+                         f"node {node} is being interrupted: {explanation.get('text', '')}"[:1000], now)
+            rejected.append((row.decision.id, names))
         approved = self._approve_interruption(staged, decision, now, PLANNER)
         self._processed.add(mark)
         return Interrupted("created", rejected=tuple(rejected), decision=approved)
@@ -576,7 +578,7 @@ class MemoryStore:
             self._holds[hold.id] = hold
         if state is not State.SUCCEEDED and row is not None:
             # the interruptions that came while it held their nodes: theirs to remove now
-            for interruption in noted_interruptions(row.decision.explanation):
+            for interruption in interruptions_to_write(row.decision.explanation):
                 if interruption.id not in self._decisions:
                     self._approve_interruption(staged, interruption, now, EXECUTOR)
         await self._commit(staged)

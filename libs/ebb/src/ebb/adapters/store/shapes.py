@@ -121,3 +121,17 @@ def with_noted(explanation: Mapping[str, Any], decision: Decision) -> dict[str, 
     if any(e.get("decisionId") == decision.id for e in entries):
         return dict(explanation)
     return {**explanation, INTERRUPTIONS_NOTED: [*entries, noted_interruption(decision)]}
+
+
+def interruptions_to_write(explanation: Mapping[str, Any]) -> list[Decision]:
+    """The interruptions' decisions a holder that ended without removing its nodes writes (``noted_interruptions``):
+    one per node, the first kept, each later one of its node kept on it (``with_noted``), so that two interruptions of
+    one node never make two live decisions and a failure of the one written still writes the other."""
+    first: dict[str, Decision] = {}
+    for noted in noted_interruptions(explanation):
+        [node] = noted.node_names
+        kept = first.get(node)
+        first[node] = noted if kept is None else dataclasses.replace(kept, explanation=with_noted(kept.explanation,
+                                                                                                  noted))
+    return list(first.values())
+

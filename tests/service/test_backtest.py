@@ -652,3 +652,29 @@ def test_the_nodes_boot_time_is_the_clouds_a_fixed_time_or_a_spread() -> None:
         waits[boot] = run["summary"]["pending_seconds_p95"]
     assert 30 <= waits[(30.0, 30.0)] < 60 <= 90 <= waits[(90.0, 90.0)] < 120
     assert waits[(30.0, 30.0)] <= waits[(30.0, 90.0)] <= waits[(90.0, 90.0)]
+
+
+def test_a_recorded_statefulset_replica_runs_in_the_replay_with_its_claim_bound_where_it_runs(tmp_path: Path) -> None:
+    """A StatefulSet scaled up during a recording: its new claim (seen first) and its new pod. The recording creates
+    both (the claim unbound); the replay's cluster binds the claim where kube-scheduler puts the pod, so the pod runs
+    (with its claim missing it would wait Pending all along), and a consolidation moves it only in that zone."""
+    from ebb.core.recording import Recorder
+    from tests.kit.builders import pvc, storage_class
+
+    start = [nodepool(), catalog(), node("a", zone="us-east-1a"), node("b", zone="us-east-1b"), storage_class(),
+             pod("web", "a", cpu="300m")]
+    made = pvc("data-db-1", None)
+    replica = {**pod("db-1", None, cpu="300m", owner=("StatefulSet", "db"), claims=("data-db-1",)),
+               "status": {"phase": "Pending"}}
+    recorder = Recorder(start=NOW, documents=start)
+    for at, obj in ((5, made), (6, replica)):
+        meta = obj["metadata"]
+        recorder.observe(NOW + timedelta(seconds=at), obj["kind"], meta.get("namespace", ""), meta["name"], obj)
+    trace = recorder.trace(NOW + timedelta(minutes=10), name="recorded")
+    path = tmp_path / "recorded.json"
+    path.write_text(trace.model_dump_json(exclude_none=True))
+    result = CliRunner().invoke(app, ["backtest", "--trace", str(path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(result.stdout)["policies"]
+    assert run["trace_errors"] == [] and run["summary"]["pending_pods_at_end"] == 0, run["summary"]
+    assert run["summary"]["pending_pod_seconds"] < 60

@@ -22,7 +22,7 @@ from ebb.core.snapshot import parse_documents
 from ebb.core.traces import TraceEvent
 from ebb_embedded.cluster import SimulatedCluster, template_hash_input
 from ebb_embedded.workload import WorkloadCluster
-from tests.kit.builders import NOW, catalog, daemonset, ds_pod, node, nodepool, pdb, pod
+from tests.kit.builders import NOW, catalog, daemonset, ds_pod, node, nodepool, pdb, pod, pvc, storage_class
 
 
 def clock() -> Any:
@@ -396,3 +396,85 @@ async def test_a_replacement_launched_for_pods_of_one_team_carries_their_label_a
     await sim.delete_node("big")
     assert await sim.schedule_pending() == 2
     assert len(pods_on(sim, "small")) == 2
+
+
+# -- the volume controllers (ebb_embedded.volumes) ---------------------------------------------------------------
+
+
+def _pending(doc: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "status": {"phase": "Pending"}}
+
+
+def _claim_of(sim: SimulatedCluster, name: str) -> dict[str, Any]:
+    return sim.objects[f"PersistentVolumeClaim/default/{name}"]
+
+
+def _volume_zones(sim: SimulatedCluster, claim: dict[str, Any]) -> list[str]:
+    volume = sim.objects[f"PersistentVolume//{claim['spec']['volumeName']}"]
+    [term] = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    return [v for e in term["matchExpressions"] for v in e["values"]]
+
+
+async def test_a_wait_for_first_consumer_claim_is_bound_in_the_zone_of_its_pods_node() -> None:
+    """kube-scheduler binds db on b (a is full): the provisioner makes its volume in b's zone and the claim is bound
+    to it, so that db's later moves keep to that zone, as the real cluster's would."""
+    sim, _ = cluster(nodepool(), node("a", cpu="1"), pod("big", "a", cpu="900m"), node("b", zone="us-east-1b"),
+                     storage_class(), pvc("data-db", None), _pending(pod("db", None, cpu="500m", claims=("data-db",))))
+    assert await sim.schedule_pending() == 1
+    claim = _claim_of(sim, "data-db")
+    assert claim["status"]["phase"] == "Bound" and _volume_zones(sim, claim) == ["us-east-1b"]
+    assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "b"
+    snapshot = sim.snapshot()
+    [db] = [p for p in snapshot.pods if p.name == "db"]
+    assert db.spec.volume_terms is not None and not db.spec.volume_block  # the engine reads the bound volume
+
+
+async def test_an_immediate_claim_is_bound_when_made_and_a_claim_without_a_provisioner_is_not() -> None:
+    sim, _ = cluster(nodepool(), node("a", zone="us-east-1b"), storage_class("now", mode="Immediate"),
+                     {**storage_class("static", mode="Immediate"), "provisioner": "kubernetes.io/no-provisioner"})
+    await sim._put(pvc("fast", None, storage_class="now"))
+    await sim._put(pvc("manual", None, storage_class="static"))
+    assert _volume_zones(sim, _claim_of(sim, "fast")) == ["us-east-1b"]  # the first zone of the cluster's nodes
+    assert "volumeName" not in _claim_of(sim, "manual")["spec"]
+
+
+async def test_a_claim_naming_no_class_gets_the_default_one() -> None:
+    default = {**storage_class("gp3"), "metadata": {"name": "gp3", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}}
+    sim, _ = cluster(nodepool(), node("a"), storage_class("other"), default)
+    await sim._put(pvc("data", None, storage_class=None))
+    await sim._put(pvc("none-on-purpose", None, storage_class=""))
+    assert _claim_of(sim, "data")["spec"]["storageClassName"] == "gp3"
+    assert _claim_of(sim, "none-on-purpose")["spec"]["storageClassName"] == ""
+
+
+async def test_an_ephemeral_volumes_claim_is_made_with_its_pod_and_goes_with_it() -> None:
+    """The ephemeral volume controller makes ``<pod>-<volume>`` from the template, owned by the pod; bound where the
+    pod is bound; and the garbage collector removes the claim and its volume with the pod (an eviction's new pod
+    gets a claim of its own)."""
+    sim, _ = cluster(nodepool(), node("a", zone="us-east-1c"), storage_class())
+    cache = _pending(pod("cache-1", None, cpu="100m", ephemeral=("scratch",)))
+    cache["spec"]["volumes"][-1]["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] = "gp3"
+    await sim._put(cache)
+    claim = _claim_of(sim, "cache-1-scratch")
+    assert claim["metadata"]["ownerReferences"][0]["name"] == "cache-1" and "volumeName" not in claim["spec"]
+    assert await sim.schedule_pending() == 1
+    claim = _claim_of(sim, "cache-1-scratch")
+    volume_key = f"PersistentVolume//{claim['spec']['volumeName']}"
+    assert _volume_zones(sim, claim) == ["us-east-1c"]
+    assert (await sim.evict("default", "cache-1"))[0] == "evicted"
+    assert "PersistentVolumeClaim/default/cache-1-scratch" not in sim.objects and volume_key not in sim.objects
+    [again] = [k for k in sim.objects if k.startswith("PersistentVolumeClaim/default/rs-")]
+    assert again.endswith("-scratch")
+
+
+async def test_a_launched_node_gets_the_ebs_drivers_zone_label_where_the_clusters_nodes_have_it() -> None:
+    labelled = node("a")
+    labelled["metadata"]["labels"]["topology.ebs.csi.aws.com/zone"] = "us-east-1a"
+    for docs, expected in (([labelled], "us-east-1b"), ([node("a")], None)):
+        sim = SimulatedCluster([nodepool(), *docs, node("new", zone="us-east-1b")], InMemoryBus(), clock,
+                               boot_seconds=0.0)
+        sim.launched["new"] = (NOW, 0.1)
+        sim.objects["Node//new"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        assert await sim.ready("new")
+        assert sim.objects["Node//new"]["metadata"]["labels"].get("topology.ebs.csi.aws.com/zone") == expected

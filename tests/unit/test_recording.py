@@ -258,11 +258,16 @@ POD_VOLUME_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
     ("a read-only claim keeps readOnly",
      {"name": "logs", "persistentVolumeClaim": {"claimName": "l", "readOnly": True}},
      {"name": "logs", "persistentVolumeClaim": {"claimName": "l", "readOnly": True}}),
-    ("an ephemeral volume is a marker, its claim template stays out",
+    ("an ephemeral volume keeps of its claim template the class, modes and size a replay makes its claim with",
      {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
          "metadata": {"labels": {"team": "s3cr3t-team"}, "annotations": {"secret.example/token": "s3cr3t"}},
          "spec": {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
-                  "resources": {"requests": {"storage": "1Gi"}}}}}},
+                  "resources": {"requests": {"storage": "1Gi"}},
+                  "dataSource": {"kind": "VolumeSnapshot", "name": "s3cr3t-backup"}}}}},
+     {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+         "storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
+         "resources": {"requests": {"storage": "1Gi"}}}}}}),
+    ("an ephemeral volume without a template is a marker", {"name": "scratch", "ephemeral": {}},
      {"name": "scratch", "ephemeral": {}}),
     ("a secret is dropped", {"name": "creds", "secret": {"secretName": "db-password"}}, None),
     ("a config map is dropped", {"name": "conf", "configMap": {"name": "app-config"}}, None),
@@ -284,7 +289,7 @@ def test_redaction_keeps_of_a_pods_volumes_only_its_claims(volume: dict[str, Any
     for out in (redacted(given), arrival(given)):
         assert out["spec"].get("volumes") == ([kept] if kept is not None else None)
         text = repr(out)
-        for secret in ("s3cr3t", "secretName", "db-password", "app-config", "/var/secret-dir", "volumeClaimTemplate",
+        for secret in ("s3cr3t", "secretName", "db-password", "app-config", "/var/secret-dir", "dataSource",
                        "secretProviderClass", "serviceAccountToken"):
             assert secret not in text
 
@@ -307,6 +312,7 @@ def pvc(name: str, *, volume: str | None = "pvc-0a1b", owner_pod: str | None = N
             "status": {"phase": "Bound" if volume else "Pending", "capacity": {"storage": "10Gi"}}}
 
 
+ZONE_LABEL = {"topology.kubernetes.io/zone": "us-east-1a"}
 ZONE_TERM = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}
 
 
@@ -353,20 +359,24 @@ VOLUME_KIND_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("a CSI volume keeps its driver, not its handle",
      pv(csi={"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0secret", "fsType": "ext4",
              "nodePublishSecretRef": {"name": "csi-creds"}}),
-     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pvc-0a1b"},
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pvc-0a1b", "labels": ZONE_LABEL},
       "spec": {**KEPT_VOLUME_SPEC, "csi": {"driver": "ebs.csi.aws.com"}}}),
     ("a local volume is a marker, not its path", pv("local-1", local={"path": "/mnt/disks/secret-ssd"}),
-     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "local-1"},
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "local-1", "labels": ZONE_LABEL},
       "spec": {**KEPT_VOLUME_SPEC, "local": {}}}),
     ("a hostPath volume is a marker, not its path", pv("host-1", hostPath={"path": "/srv/secret-dir"}),
-     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "host-1"},
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "host-1", "labels": ZONE_LABEL},
       "spec": {**KEPT_VOLUME_SPEC, "hostPath": {}}}),
-    ("another volume source is dropped", pv("nfs-1", nfs={"server": "secret-filer.example", "path": "/x"}),
-     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs-1"}, "spec": KEPT_VOLUME_SPEC}),
-    ("a class keeps its provisioner, binding mode and topologies, not its parameters",
+    ("another volume source is dropped (its zone labels kept: kube-scheduler's VolumeZone reads them)",
+     pv("nfs-1", nfs={"server": "secret-filer.example", "path": "/x"}),
+     {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs-1", "labels": ZONE_LABEL},
+      "spec": KEPT_VOLUME_SPEC}),
+    ("a class keeps its provisioner, binding mode, topologies, reclaim policy and default mark, not its parameters",
      storage_class(topologies=ALLOWED),
-     {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
-      "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": ALLOWED}),
+     {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+      "metadata": {"name": "gp3", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+      "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": ALLOWED,
+      "reclaimPolicy": "Delete"}),
 ]
 
 
@@ -386,6 +396,26 @@ def test_a_recordings_starting_cluster_holds_the_volume_kinds() -> None:
     trace = play([BUSY, pod("a", node="n1"), pvc("data-db-0"), pv(), storage_class()], [])
     assert sorted(d["kind"] for d in trace.cluster or []) == ["Node", "PersistentVolume", "PersistentVolumeClaim",
                                                               "Pod", "StorageClass"]
+
+
+def test_a_claim_made_during_the_recording_is_created_unbound_before_its_pod() -> None:
+    """A StatefulSet's new replica comes with its new claim: the claim is a ``create`` of its own, unbound (the replay
+    binds it where its pod runs there), at the moment it was seen; a claim of the starting cluster, a claim changed
+    (bound) later and an ephemeral volume's claim (the replay makes it with its pod) are not."""
+    made = pvc("data-db-1", volume=None)
+    trace = play([BUSY, pvc("data-db-0"), pv(), storage_class()], [
+        (5.0, made),
+        (6.0, with_volumes(pod("db-1"), claim_volume("data", "data-db-1"))),
+        (9.0, pvc("data-db-1")),  # bound: a change, not a claim made
+        (10.0, pvc("data-db-0")),
+        (12.0, pvc("db-2-scratch", volume=None, owner_pod="db-2")),
+    ])
+    created = [(e.at, o["kind"], o["metadata"]["name"]) for e in trace.events if e.create for o in e.create.objects]
+    assert created == [(5.0, "PersistentVolumeClaim", "data-db-1"), (6.0, "Pod", "db-1")]
+    [claim] = [o for e in trace.events if e.create for o in e.create.objects if o["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                             "storageClassName": "gp3"}
+    assert claim["status"] == {"phase": "Pending"} and "annotations" not in claim["metadata"]
 
 
 def with_volumes(obj: dict[str, Any], *volumes: dict[str, Any]) -> dict[str, Any]:
@@ -464,7 +494,8 @@ def test_anonymized_claims_and_volumes_keep_their_names_where_they_appear() -> N
             claim = claims[(namespace, volume["persistentVolumeClaim"]["claimName"])]
             assert claim["spec"]["volumeName"] in volumes
         else:
-            assert volume == {"name": "scratch", "ephemeral": {}}
+            assert volume == {"name": "scratch",
+                              "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}}
             assert (namespace, f"{pod_doc['metadata']['name']}-scratch") in claims
     assert len(claims) == 3 and len(volumes) == 2
     assert claims[(namespace, secret.hashed("data-db-0"))]["spec"]["volumeName"] == secret.hashed("pvc-0a1b")

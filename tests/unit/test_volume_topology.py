@@ -41,6 +41,10 @@ def _cluster(*volume_docs: Any, claims: tuple[str, ...] = ("data",), ephemeral: 
             node("b", zone="us-east-1b"), pod("web", "b", cpu="500m"), *volume_docs]
 
 
+def _labelled(doc: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    return {**doc, "metadata": {**doc["metadata"], "labels": {key: value}}}
+
+
 def _v(*docs: Any, claims: tuple[str, ...] = ("data",), ephemeral: tuple[str, ...] = ()) -> tuple[Any, ...]:
     return docs, claims, ephemeral
 
@@ -57,6 +61,13 @@ MOVES = [
     ("a volume's older zone label (failure-domain.beta) is read as the zone",
      _v(pvc("data", "v1"), pv("v1", ["us-east-1a"], key="failure-domain.beta.kubernetes.io/zone")), False),
     ("a volume without nodeAffinity asks nothing", _v(pvc("data", "v1"), pv("v1")), True),
+    ("a volume without nodeAffinity but a zone label (made before volumes had one) keeps db in its zone, as "
+     "kube-scheduler's VolumeZone reads it", _v(pvc("data", "v1"), _labelled(pv("v1"), ZONE, "us-east-1a")), False),
+    ("its older zone label too",
+     _v(pvc("data", "v1"), _labelled(pv("v1"), "failure-domain.beta.kubernetes.io/zone", "us-east-1a")), False),
+    ("a zone label listing both zones (a__b) lets db go to b",
+     _v(pvc("data", "v1"), _labelled(pv("v1"), ZONE, "us-east-1a__us-east-1b")), True),
+    ("a zone label in zone b lets db go to b", _v(pvc("data", "v1"), _labelled(pv("v1"), ZONE, "us-east-1b")), True),
     ("a local volume on node a keeps db there, and a with it", _v(pvc("data", "v1"), pv("v1", local_on="a")), False),
     ("a local volume pinned to node a by matchFields keeps db there too (kube-scheduler matches no node by name)",
      _v(pvc("data", "v1"), {**pv("v1", local_on="a"), "spec": {"local": {"path": "/mnt"}, "nodeAffinity": {"required": {
@@ -101,6 +112,30 @@ def test_a_zonal_volume_s_pod_is_replaced_in_its_zone() -> None:
     out = plan_dict(*docs)
     [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
     assert [r["zones"] for r in command["replacements"]] == [["us-east-1a"]]
+
+
+def test_a_volume_on_the_ebs_drivers_zone_key_is_replaced_in_its_zone() -> None:
+    """An older EBS CSI driver wrote its own key, ``topology.ebs.csi.aws.com/zone``, in its volumes' node affinity,
+    and its node plugin labels every node it runs on with it: in a cluster whose nodes carry it, a new node carries it
+    too (the plugin registers there), so db is replaced in zone a, as Karpenter's AWS provider reads the key as the
+    zone. A node without the label takes no such pod (kube-scheduler matches the volume's key as written)."""
+    ebs = "topology.ebs.csi.aws.com/zone"
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("t3.medium", "2", "4Gi", 17, 0.04)]
+
+    def labelled(name: str, zone: str) -> dict[str, Any]:
+        doc = node(name, zone=zone)
+        return {**doc, "metadata": {**doc["metadata"], "labels": {**doc["metadata"]["labels"], ebs: zone}}}
+
+    docs = [catalog(types), nodepool(), labelled("a", "us-east-1a"), pod("db", "a", cpu="300m", claims=("data",)),
+            labelled("b", "us-east-1b"), pod("web", "b", cpu="1900m"), pvc("data", "v1"),
+            pv("v1", ["us-east-1a"], key=ebs)]
+    out = plan_dict(*docs)
+    [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
+    assert [r["zones"] for r in command["replacements"]] == [["us-east-1a"]]
+    unlabelled = [catalog(types[:1]), nodepool(), labelled("a", "us-east-1a"),
+                  pod("db", "a", cpu="300m", claims=("data",)), node("c"), pvc("data", "v1"),
+                  pv("v1", ["us-east-1a"], key=ebs)]
+    assert "a" not in disrupted(plan_dict(*unlabelled))
 
 
 @pytest.mark.parametrize(("volumes", "words"), [

@@ -20,7 +20,11 @@ distributed mode reads from Kubernetes:
   time after its launch (``boot_seconds``; with ``boot_seconds_max`` a cloud's spread, a time drawn per
   node between the two; with ``boot_samples`` one of a cloud's measured start-up times; drawn from the run's
   seed and the node's name), when the DaemonSets' pods start on it. It gets no CSINode: the CSI drivers it would
-  register, and how many volumes each could attach, are not known;
+  register, and how many volumes each could attach, are not known; it gets the EBS CSI driver's zone label when the
+  cluster's nodes carry it;
+- **the volume controllers** (`ebb_embedded.volumes`): an ephemeral volume's claim is made with its pod and goes with
+  it, a claim that names no class gets the default one, and a claim is bound to a volume the provisioner makes, at
+  once for an Immediate class, on the zone of its first pod's node for a WaitForFirstConsumer one;
 - **Karpenter's NodePool hash controller**: a NodePool whose ``spec.template`` changes after the start (a
   trace's ``patch`` or ``create``) gets a new ``karpenter.sh/nodepool-hash`` (`template_hash_input`: the
   fields Karpenter hashes), so the nodes launched before it drift as under Karpenter. A template seen before
@@ -73,7 +77,9 @@ from ebb.core.model import (
 )
 from ebb.core.simulator import Scheduler
 from ebb.core.simulator.binding import bind
+from ebb.core.simulator.constraints import LABEL_EBS_CSI_ZONE
 from ebb.core.snapshot import ParsedObject, SnapshotError
+from ebb_embedded import volumes
 
 
 def _copied(obj: Any) -> Any:
@@ -268,9 +274,64 @@ class SimulatedCluster:
         await self.bus.publish(TOPIC_CLUSTER_OBJECTS, message)
 
     async def _put(self, obj: dict[str, Any]) -> None:
-        if obj.get("kind") == "NodePool":
+        kind = obj.get("kind")
+        if kind == "NodePool":
             obj = self._hashed(obj)
+        # (a pod's claims matter only to a pod with volumes: most have none, and pods are most of the writes)
+        new = (kind == "PersistentVolumeClaim" or (kind == "Pod" and bool((obj.get("spec") or {}).get("volumes")))) \
+            and self._key(obj) not in self.objects
+        if new and kind == "PersistentVolumeClaim":  # the DefaultStorageClass admission plugin
+            obj = volumes.admitted(obj, self.of_kind("StorageClass")) or obj
         await self._publish(self._store(obj))
+        if not new:
+            return
+        if kind == "Pod":  # the ephemeral volume controller: the claims of the pod's ephemeral volumes
+            for claim in volumes.ephemeral_claims(obj):
+                if self._key(claim) not in self.objects:
+                    await self._put(claim)
+        else:
+            await self._provide(obj)
+
+    def _class_of(self, claim: Mapping[str, Any]) -> dict[str, Any] | None:
+        name = (claim.get("spec") or {}).get("storageClassName")
+        return self.objects.get(self.key_of("StorageClass", "", str(name))) if name else None
+
+    async def _provide(self, claim: Mapping[str, Any], node: Mapping[str, Any] | None = None) -> None:
+        """The external provisioner: a volume for the unbound ``claim``, made at once for an Immediate class, or on
+        ``node``'s topology when the claim's first pod was bound there for a WaitForFirstConsumer one."""
+        storage_class = self._class_of(claim)
+        if volumes.waits_for_consumer(storage_class) != (node is not None):
+            return
+        zones = sorted({z for n in self.nodes() if (z := (_meta(n).get("labels") or {}).get(volumes.LABEL_ZONE))})
+        made = volumes.provision(claim, storage_class, node=node, zones=zones, serial=self._resource_version)
+        if made is not None:
+            volume, bound = made
+            await self._put(volume)
+            await self._put(bound)
+
+    async def _bind_claims(self, pod: Mapping[str, Any], node_name: str) -> None:
+        """kube-scheduler's volume binding of a pod it bound to ``node_name``: its unbound WaitForFirstConsumer
+        claims provisioned on that node."""
+        node = self.objects.get(self.key_of("Node", "", node_name))
+        namespace = str(_meta(pod).get("namespace") or "default")
+        for name in volumes.claim_names(pod):
+            claim = self.objects.get(self.key_of("PersistentVolumeClaim", namespace, name))
+            if node is not None and claim is not None and not (claim.get("spec") or {}).get("volumeName"):
+                await self._provide(claim, node)
+
+    async def _collect_claims(self, pod: Mapping[str, Any]) -> None:
+        """The garbage collector of a pod removed: the claims of its ephemeral volumes (it owns them), and the
+        volumes made for them whose reclaim policy is Delete."""
+        namespace = str(_meta(pod).get("namespace") or "default")
+        for name in volumes.claim_names(pod):
+            claim = self.objects.get(self.key_of("PersistentVolumeClaim", namespace, name))
+            if claim is None or not volumes.owned_by(claim, pod):
+                continue
+            await self._remove(self._key(claim))
+            volume_name = (claim.get("spec") or {}).get("volumeName")
+            volume = self.objects.get(self.key_of("PersistentVolume", "", str(volume_name))) if volume_name else None
+            if volume is not None and (volume.get("spec") or {}).get("persistentVolumeReclaimPolicy") == "Delete":
+                await self._remove(self._key(volume))
 
     def _remember_hash(self, nodepool: Mapping[str, Any]) -> None:
         given = (_meta(nodepool).get("annotations") or {}).get(ANNOTATION_NODEPOOL_HASH)
@@ -313,6 +374,8 @@ class SimulatedCluster:
         elif obj.get("kind") == "Node":
             self._pods_on.pop(str(_meta(obj).get("name")), None)
         await self._publish(key)
+        if obj.get("kind") == "Pod" and (obj.get("spec") or {}).get("volumes"):
+            await self._collect_claims(obj)
 
     async def publish_all(self) -> int:
         """Publish every object (the watcher's initial list); returns how many."""
@@ -503,7 +566,11 @@ class SimulatedCluster:
         booted = _copied(node)
         now = _rfc3339(self.clock())
         booted["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
-        booted["metadata"]["labels"][LABEL_INITIALIZED] = "true"
+        labels = booted["metadata"]["labels"]
+        labels[LABEL_INITIALIZED] = "true"
+        zone = labels.get(volumes.LABEL_ZONE)
+        if zone and any(LABEL_EBS_CSI_ZONE in (_meta(n).get("labels") or {}) for n in self.nodes()):
+            labels.setdefault(LABEL_EBS_CSI_ZONE, zone)  # the EBS CSI driver's node plugin, when the cluster runs it
         await self._put(booted)
         await self._start_daemonsets(booted)
         return True
@@ -664,5 +731,7 @@ class SimulatedCluster:
                      "status": {"phase": "Running", "startTime": now,
                                 "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}}
             await self._put(bound)
+            if bound["spec"].get("volumes"):
+                await self._bind_claims(bound, node)
         self.pods_bound += len(placed)
         return len(placed)

@@ -5,7 +5,8 @@ Two sources, one `Recorder`:
 - **the apiserver** (`record_live`, ``--live``): the cluster read once (``ebb.adapters.kube.read``, as ``ebb plan
   --live`` reads it) is the starting state; then the cluster-watcher's own list+watch loop
   (``ebb.adapters.kube.watch.KubeWatcher``, seeded with that state so it hands over only what changes after it)
-  watches Nodes, Pods and NodeClaims, and a small watch of core/v1 Events (`watch_events`) adds Karpenter's and
+  watches Nodes, Pods, NodeClaims and PersistentVolumeClaims (a StatefulSet's new replica comes with its new claim),
+  and a small watch of core/v1 Events (`watch_events`) adds Karpenter's and
   ebb's own disruption Events. A cluster that does not serve NodeClaims, or does not let the recorder read Events,
   is recorded without them (what they would explain is then ``unknown``), said once in the log.
 - **the cluster-watcher's topic** (`record_from_bus`, ``--from-kafka``): the compacted ``ebb.cluster.objects``
@@ -35,7 +36,7 @@ from typing import Any, Protocol
 
 from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, unless_stopped
-from ebb.adapters.kube.kinds import NODE, NODECLAIM, PLAN_KINDS, POD
+from ebb.adapters.kube.kinds import NODE, NODECLAIM, PLAN_KINDS, POD, PVC
 from ebb.adapters.kube.read import ClusterRead, read_cluster
 from ebb.adapters.kube.reflector import Change
 from ebb.adapters.kube.watch import KubeWatcher, decode_json, split_lines
@@ -43,8 +44,9 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, TOPIC_DISRUPTION_EVENTS, Cluste
 
 log = logging.getLogger("ebb.record")
 
-#: the kinds whose changes a recording follows (the rest of the starting state is read once)
-WATCHED = (NODE, POD, NODECLAIM)
+#: the kinds whose changes a recording follows (the rest of the starting state is read once): a claim made during the
+#: recording is a ``create`` in the trace, or its pods would wait Pending in the replay
+WATCHED = (NODE, POD, NODECLAIM, PVC)
 #: seconds between two attempts of the Events' watch after a failure
 EVENTS_RETRY = 5.0
 

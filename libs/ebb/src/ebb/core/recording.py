@@ -28,12 +28,14 @@ into a trace a back-test replays with each policy's disruptions instead of the r
 ebb's decisions read (`KEPT_POD_ANNOTATIONS`), and of its spec only what scheduling and disruption read (each
 container's name, resources and host ports; selectors, affinity, tolerations, spread, priority, grace period,
 restart policy, overhead; of its volumes only those of a claim, each its name and ``persistentVolumeClaim``'s
-``claimName`` and ``readOnly``, or an empty ``ephemeral`` marker): no environment, command, image, other volume
-(secrets, config maps, host paths, ...), ephemeral claim template or other annotation. The volume kinds keep
+``claimName`` and ``readOnly``, or an ``ephemeral`` one's name and of its claim template only the class, access
+modes and size, `KEPT_EPHEMERAL_SPEC`, that a replay makes its claim with): no environment, command, image, other
+volume (secrets, config maps, host paths, ...) or other annotation. The volume kinds keep
 what volume topology reads (`KEPT_PVC_SPEC`, `KEPT_PV_SPEC`, `KEPT_STORAGE_CLASS_FIELDS`): a claim its
 volume, class, access modes, requested size, phase and bind-completed annotation; a volume its node affinity,
 class, capacity, access modes, CSI driver and whether it is ``local`` or a ``hostPath`` (not the path); a class
-its provisioner, binding mode and allowed topologies (not its parameters); none of them labels. A CSINode keeps
+its provisioner, binding mode, allowed topologies, reclaim policy and default-class annotation (not its
+parameters); of their labels only a volume's zone and region (`KEPT_PV_LABELS`). A CSINode keeps
 its name (its node's) and of each driver its name and ``allocatable.count`` (`_redacted_csi_node`): the volume
 attach limits, not the ``nodeID`` (a cloud instance id) or ``topologyKeys``. Other objects keep what ``ebb plan``
 reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on request** (`Anonymizer`,
@@ -88,7 +90,14 @@ KEPT_PV_SPEC: Final = ("nodeAffinity", "storageClassName", "capacity", "accessMo
 #: a volume's sources whose presence volume topology reads (a local volume's hostname affinity is not followed)
 PV_SOURCE_MARKERS: Final = ("local", "hostPath")
 #: a StorageClass's top-level fields kept (it has no spec): not ``parameters`` (key ids, ...)
-KEPT_STORAGE_CLASS_FIELDS: Final = ("provisioner", "volumeBindingMode", "allowedTopologies")
+KEPT_STORAGE_CLASS_FIELDS: Final = ("provisioner", "volumeBindingMode", "allowedTopologies", "reclaimPolicy")
+#: of an ephemeral volume's claim template, what a replay makes its claim with (its class, modes and size)
+KEPT_EPHEMERAL_SPEC: Final = ("storageClassName", "accessModes", "resources")
+#: the labels of a volume kube-scheduler's VolumeZone filter reads (a volume made before volumes had a node affinity)
+KEPT_PV_LABELS: Final = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                         "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region")
+#: the annotation that makes a StorageClass the default of claims that name none
+ANNOTATION_DEFAULT_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
 #: the kinds of a pod's volumes: their claims, the volumes bound to them, the classes of the claims
 VOLUME_KINDS: Final = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})
 #: a node's CSI drivers and the volumes each can attach (Karpenter's volume limits), named after its node
@@ -157,14 +166,19 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
 
 def _volume(volume: Mapping[str, Any]) -> dict[str, Any] | None:
     """A pod's volume as volume topology reads it: a claim's (its name and claimName, readOnly) or an ephemeral
-    one's (its name and an empty marker: the claim template's contents stay out); None for any other source."""
+    one's (its name and of its claim template only `KEPT_EPHEMERAL_SPEC`); None for any other source."""
     name = str(volume.get("name") or "")
     claim = volume.get("persistentVolumeClaim")
     if isinstance(claim, Mapping):
         kept = {k: claim[k] for k in ("claimName", "readOnly") if claim.get(k) is not None}
         return {"name": name, "persistentVolumeClaim": kept}
-    if isinstance(volume.get("ephemeral"), Mapping):
-        return {"name": name, "ephemeral": {}}
+    ephemeral = volume.get("ephemeral")
+    if isinstance(ephemeral, Mapping):  # the class its claim is made in (configuration), nothing else of the template
+        template = ephemeral.get("volumeClaimTemplate")
+        spec = template.get("spec") if isinstance(template, Mapping) else None
+        kept_spec = {k: copy.deepcopy(spec[k]) for k in KEPT_EPHEMERAL_SPEC if spec.get(k) is not None} \
+            if isinstance(spec, Mapping) else {}
+        return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": kept_spec}} if kept_spec else {}}
     return None
 
 
@@ -190,8 +204,13 @@ def _redacted_volume_kind(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     if "ownerReferences" in out_meta:  # an ephemeral volume's claim is its pod's
         out_meta["ownerReferences"] = [{k: r[k] for k in ("apiVersion", "kind", "name", "uid", "controller")
                                         if k in r} for r in out_meta["ownerReferences"] if isinstance(r, Mapping)]
-    if kind == "PersistentVolumeClaim":
-        annotations = _kept_annotations(meta.get("annotations"), lambda k: k == ANNOTATION_BIND_COMPLETED)
+    if kind == "PersistentVolume":  # a volume made before volumes had a node affinity: its zone in its labels
+        zones = {k: str(v) for k, v in (meta.get("labels") or {}).items() if k in KEPT_PV_LABELS}
+        if zones:
+            out_meta["labels"] = zones
+    if kind in ("PersistentVolumeClaim", "StorageClass"):
+        kept = ANNOTATION_BIND_COMPLETED if kind == "PersistentVolumeClaim" else ANNOTATION_DEFAULT_CLASS
+        annotations = _kept_annotations(meta.get("annotations"), lambda k: k == kept)
         if annotations:
             out_meta["annotations"] = annotations
     default_version = "storage.k8s.io/v1" if kind == "StorageClass" else "v1"
@@ -280,6 +299,20 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept_status = {k: copy.deepcopy(status[k]) for k in keep if status.get(k) is not None}
         if kept_status:
             out["status"] = kept_status
+    return out
+
+
+def claim_arrival(claim: Mapping[str, Any]) -> dict[str, Any]:
+    """A claim made during a recording, for a ``create`` event: redacted and unbound (Pending, no volume, no
+    bind-completed annotation), as its maker (a StatefulSet's controller, a user) made it. The replay's cluster binds
+    it as the cluster did: at once for an Immediate class, in the zone of its first pod's node for a
+    WaitForFirstConsumer one (the volume recorded was made in the recorded pod's zone, which the replay may not
+    choose)."""
+    out = redacted(claim)
+    out.get("spec", {}).pop("volumeName", None)
+    for field_ in ("annotations", "deletionTimestamp", "creationTimestamp"):
+        out["metadata"].pop(field_, None)
+    out["status"] = {"phase": "Pending"}
     return out
 
 
@@ -522,6 +555,8 @@ class RecordCounts:
     launches: int = 0
     removals: int = 0
     changes: int = 0
+    #: claims made during the recording (not an ephemeral volume's: the replay makes those with their pods)
+    claims: int = 0
 
 
 @dataclass
@@ -602,6 +637,8 @@ class Recorder:
         elif kind == "NodeClaim":
             if obj is not None:
                 self._note_claim(obj)
+        elif kind == "PersistentVolumeClaim" and obj is not None and before is None:
+            self._claim_made(t, obj)
         elif kind == "Event" and obj is not None:
             self.note_event(obj)
 
@@ -668,6 +705,17 @@ class Recorder:
             self.counts.moved += 1
             return
         self._depart(t, key)
+
+    def _claim_made(self, t: float, claim: Mapping[str, Any]) -> None:
+        """A claim first seen after the start: a ``create`` of it unbound, so that the pods that use it can run in the
+        replay (one whose claim is missing waits Pending); not an ephemeral volume's claim, which the replay's
+        cluster makes with its pod, nor one being deleted."""
+        meta = _meta(claim)
+        if meta.get("deletionTimestamp") or any(isinstance(r, Mapping) and r.get("kind") == "Pod"
+                                                for r in meta.get("ownerReferences") or []):
+            return
+        self._events.append(TraceEvent(at=t, create=Create(objects=[self._private(claim_arrival(claim))])))
+        self.counts.claims += 1
 
     def _arrive(self, t: float, key: str, pod: Mapping[str, Any]) -> None:
         meta = _meta(pod)

@@ -46,6 +46,8 @@ from ebb.core.model import (
     DISRUPTION_FIELDS,
     INTEGER_OPERATORS,
     LABEL_INITIALIZED,
+    LABEL_REGION,
+    LABEL_ZONE,
     NORMALIZED_LABELS,
     POLICY_FROM_DISRUPTION_POLICY,
     REQUIREMENT_OPERATORS,
@@ -1155,6 +1157,20 @@ def _volume_claim(doc: _Doc) -> VolumeClaim:
     )
 
 
+def _zone_labels_terms(labels: Mapping[str, str]) -> tuple[tuple[Requirement, ...], ...] | None:
+    """The node affinity of a volume made before volumes had one (an in-tree EBS volume of Kubernetes before 1.12, or
+    written by hand): its zone and region labels, as kube-scheduler's ``VolumeZone`` filter reads them (a value may
+    list several zones joined by ``__``; the older label names read as current). None when it has neither. Karpenter
+    reads only ``spec.nodeAffinity``, and would move such a pod to a zone where it waits Pending."""
+    requirements = []
+    for key in (LABEL_ZONE, LABEL_REGION):
+        older = next((old for old, current in NORMALIZED_LABELS.items() if current == key), None)
+        value = labels.get(key) or (labels.get(older) if older else None)
+        if value:
+            requirements.append(Requirement(key, "In", tuple(sorted(v for v in value.split("__") if v))))
+    return (tuple(requirements),) if requirements else None
+
+
 def _persistent_volume(doc: _Doc) -> PersistentVolume:
     """A PersistentVolume: its ``nodeAffinity.required`` terms' ``matchExpressions``, each key under its current
     name (an in-tree EBS volume says ``failure-domain.beta.kubernetes.io/zone``), as Karpenter reads them."""
@@ -1166,6 +1182,8 @@ def _persistent_volume(doc: _Doc) -> PersistentVolume:
         # a term's matchFields are read as a pod's are: kube-scheduler matches a volume's affinity against a node of
         # labels only (``CheckNodeAffinity``), so ``metadata.name In [n1]`` admits no node, as it does here
         terms = _node_selector_terms(doc, raw_terms, f"{path}.nodeSelectorTerms", f"{path}.nodeSelectorTerms")
+    else:
+        terms = _zone_labels_terms(doc.str_map("metadata.labels"))
     driver = str(doc.get("spec.csi.driver") or "")
     if not driver and doc.get("spec.awsElasticBlockStore") is not None:
         driver = IN_TREE_DRIVERS["kubernetes.io/aws-ebs"]

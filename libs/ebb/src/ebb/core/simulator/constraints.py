@@ -66,6 +66,12 @@ CUSTOM_VALUE_COMBINATIONS = 16
 #: are the bins themselves, not this label (`ebb.core.simulator.topology`)
 NEW_NODE_HOSTNAME = "hostname-placeholder/new-node"
 
+#: the zone label the EBS CSI driver's node plugin puts on each node it runs on (its topology key; older drivers also
+#: wrote it into the node affinity of the volumes they made). A new node gets it once the driver registers there, so
+#: in a cluster whose nodes carry it a new node's offerings carry it too, with their zone: a pod whose volume asks
+#: it is replaced in its volume's zone, as Karpenter's AWS provider reads the key as the zone (``NormalizedLabels``)
+LABEL_EBS_CSI_ZONE = "topology.ebs.csi.aws.com/zone"
+
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
 _COMBO_OK_CACHE_SIZE = 4096
@@ -507,6 +513,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
     ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it, and with the
     placeholder hostname `NEW_NODE_HOSTNAME`."""
     region_of = dict(zone_regions(snapshot) if regions is None else regions)
+    ebs_zone = any(LABEL_EBS_CSI_ZONE in node.labels for node in snapshot.nodes)
     pools = []
     for pool in snapshot.nodepools:
         types: list[InstanceType] = []
@@ -545,6 +552,8 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
                     if region is not None:
                         labels.setdefault(LABEL_REGION, region)
                     labels.setdefault(LABEL_HOSTNAME, NEW_NODE_HOSTNAME)
+                    if ebs_zone:
+                        labels.setdefault(LABEL_EBS_CSI_ZONE, off.zone)
                     if not requirements_match(pool.requirements, labels):
                         continue
                     combo_type.append(t_index)

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes_asyncio import client
 
 from ebb.core.traces import Trace
 from tests.kit.karpenter_cluster import KarpenterKit
+from tests.kit.system import as_body
 
 pytestmark = pytest.mark.integration
 
@@ -57,6 +59,12 @@ async def test_a_recording_matches_the_workload_and_replays(karpenter: Karpenter
     process, lines = await _start_recording(karpenter.cluster.kubeconfig, output)
     done: dict[str, float] = {}  # what the driver did: "arrive <pod>" / "depart <pod>" -> when (epoch seconds)
     try:
+        # a claim made during the recording (a StatefulSet's next replica's): a create in the trace, unbound
+        await karpenter.core.create_namespaced_persistent_volume_claim(karpenter.namespace, as_body(
+            client.V1PersistentVolumeClaim, {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-db-0"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"none-{karpenter.run}",
+                         "resources": {"requests": {"storage": "1Gi"}}}}))
         names = await karpenter.create_pods(pool, 3, cpu="1", prefix="batch")
         done.update({f"arrive {n}": time.time() for n in names})  # created one after the other, within ~0.1 s
         await karpenter.wait_for_pods_running(names)
@@ -94,7 +102,11 @@ async def test_a_recording_matches_the_workload_and_replays(karpenter: Karpenter
     namespace = karpenter.namespace
     ours = [e for e in trace.events if (e.create and e.create.objects[0]["metadata"]["namespace"] == namespace)
             or (e.depart and e.depart.namespace == namespace)]
-    arrivals = {e.create.objects[0]["metadata"]["name"]: e for e in ours if e.create}
+    arrivals = {e.create.objects[0]["metadata"]["name"]: e for e in ours
+                if e.create and e.create.objects[0]["kind"] == "Pod"}
+    [claim] = [o for e in ours if e.create for o in e.create.objects if o["kind"] == "PersistentVolumeClaim"]
+    assert claim["metadata"]["name"] == "data-db-0" and claim["status"] == {"phase": "Pending"}
+    assert claim["spec"]["storageClassName"] == f"none-{karpenter.run}" and "volumeName" not in claim["spec"]
     departures = {e.depart.name: e for e in ours if e.depart}
     web_pods = sorted(n for n in arrivals if n.startswith("web-"))
     # the pods the driver made, each once, with their owner and requests; the Deployment's two, as its ReplicaSet's

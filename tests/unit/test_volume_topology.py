@@ -138,6 +138,26 @@ def test_a_volume_on_the_ebs_drivers_zone_key_is_replaced_in_its_zone() -> None:
     assert "a" not in disrupted(plan_dict(*unlabelled))
 
 
+def test_a_replacement_allows_only_the_type_and_zone_pairs_the_volumes_alternatives_allow() -> None:
+    """A volume attachable as (zone a on c5.large) or (zone b on m5.large): a NodeClaim saying types and zones apart
+    would let the provider launch c5.large in zone b, where the pod cannot attach it. The replacement takes one
+    alternative, as Karpenter's NodeClaim does (``tryVolumeAlternative``)."""
+    itype = "node.kubernetes.io/instance-type"
+    types = [instance_type("m5.xlarge", "4", "16Gi", 58, 0.192), instance_type("c5.large", "2", "4Gi", 29, 0.085),
+             instance_type("m5.large", "2", "8Gi", 29, 0.096)]
+    terms = [[{"key": ZONE, "operator": "In", "values": ["us-east-1a"]},
+              {"key": itype, "operator": "In", "values": ["c5.large"]}],
+             [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]},
+              {"key": itype, "operator": "In", "values": ["m5.large"]}]]
+    docs = [catalog(types), nodepool(), node("a", itype="m5.xlarge"), pod("db", "a", cpu="300m", claims=("data",)),
+            pvc("data", "v1"), pv("v1", terms=terms)]
+    out = plan_dict(*docs)
+    [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
+    [replacement] = command["replacements"]
+    pairs = {(t, z) for t in replacement["instanceTypes"] for z in replacement["zones"]}
+    assert pairs and pairs <= {("c5.large", "us-east-1a"), ("m5.large", "us-east-1b")}, replacement
+
+
 @pytest.mark.parametrize(("volumes", "words"), [
     ((pvc("data", "v1"),), "its PersistentVolume v1 (of claim default/data) is not in the input"),
     ((pvc("data", "v1", deleting=True), pv("v1")), "its PersistentVolumeClaim default/data is being deleted"),
@@ -211,6 +231,14 @@ def test_a_node_takes_no_more_volumes_than_its_csi_driver_attaches(extra: tuple[
     assert ("a" in disrupted(out)) is goes, out["blocked"]
     if not goes:
         assert f"attachable-volumes-csi-{EBS} 1" in blocked_of(out, "a")["reason"]
+
+
+def test_a_node_past_its_attach_limit_is_named_as_why_it_takes_no_pod() -> None:
+    """b's two claims are past its CSINode's count of 1 (lowered after they were attached): b takes no pod at all, as
+    Karpenter's ``ExceedsLimits`` counts the node's volumes with the pod's, and a's reason names b's limit."""
+    out = plan_dict(*_attach_cluster(csi_node("b", {EBS: 1}), b_claims=2))
+    assert "a" not in disrupted(out)
+    assert f"b's pods already ask more than it has of attachable-volumes-csi-{EBS}" in blocked_of(out, "a")["reason"]
 
 
 def test_a_new_node_has_no_attach_limit() -> None:

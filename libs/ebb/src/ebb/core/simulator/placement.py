@@ -240,7 +240,7 @@ class Placement:
             open_nodes[closed] = False
         static = open_nodes & cls.node_ok
         if not any_set(open_nodes):
-            where = "no other node can take pods"
+            where = "no other node can take pods" + _overcommitted(s, closed)
         elif not any_set(static):
             where = ("no remaining node matches its nodeSelector, node affinity or tolerations"
                      + (", or its volumes' node affinity" if cls.spec.volume_terms is not None else ""))
@@ -414,12 +414,47 @@ class Placement:
         return None
 
 
+def _overcommitted(s: Any, closed: int) -> str:
+    """Why nodes that would be open take no pod: those whose pods already ask more than they have (a node past its
+    CSI attach limit, its CSINode's count lowered), up to three named with the resources they are short of; "" when
+    there is none."""
+    over = (s.node_free < 0) if s.N else np.zeros((0, len(s.resources)), dtype=bool)
+    named = [(s.nodes[i].name, ", ".join(r for r, short in zip(s.resources, over[i], strict=True) if short))
+             for i in np.flatnonzero(over.any(axis=1)) if i != closed][:3]
+    if len(named) == 1:
+        return f" ({named[0][0]}'s pods already ask more than it has of {named[0][1]})"
+    return f" (their pods already ask more than they have: {'; '.join(f'{n} of {r}' for n, r in named)})" \
+        if named else ""
+
+
 def _launch(pool: Pool, mask: BoolArray) -> Launch:
     """What a claim of ``pool`` with the offerings ``mask`` launches: every instance type left (cheapest first), the
     capacity type and zones of its cheapest offering, that offering's price, and the labels its NodePool's custom
-    requirements with several values give it there (the value its pods narrowed them to, else the first)."""
+    requirements with several values give it there (the value its pods narrowed them to, else the first).
+
+    A NodeClaim says its instance types and zones apart (``In`` each), so the provider may launch any type in any of
+    the zones. When ``mask`` ties types to zones (a volume attachable as zone a on one type or zone b on another: the
+    alternatives of its node affinity), some such pairs would be offerings its pods cannot use: the claim is then
+    narrowed to its cheapest offering's zone, and if that does not untie them, to that offering's type too, as
+    Karpenter's NodeClaim takes the requirements of one volume alternative (``tryVolumeAlternative``)."""
     order = pool.price_order[mask[pool.price_order]]  # its offerings (narrowed), cheapest first
     cheapest = int(order[0])
+    narrowers = (pool.combo_zone_code == pool.combo_zone_code[cheapest], pool.combo_type == pool.combo_type[cheapest])
+    for narrower in narrowers:
+        type_names, zones, same_ct = _types_and_zones(pool, order, cheapest)
+        if not _ties_types_to_zones(pool, mask, order, same_ct, cheapest):
+            break
+        mask = mask & narrower
+        order = pool.price_order[mask[pool.price_order]]
+    else:
+        type_names, zones, _ = _types_and_zones(pool, order, cheapest)
+    labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
+    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels
+
+
+def _types_and_zones(pool: Pool, order: IntArray, cheapest: int) -> tuple[Any, tuple[str, ...], IntArray]:
+    """The instance types of the offerings ``order`` (each once, cheapest first), the zones of those of the cheapest's
+    capacity type, and those offerings."""
     # each instance type once, at the position of its cheapest offering: the first position of each type, the types
     # present in that order
     first = np.full(len(pool.types), order.size, dtype=np.int64)
@@ -428,8 +463,24 @@ def _launch(pool: Pool, mask: BoolArray) -> Launch:
     type_names = pool.type_names[present[np.argsort(first[present], kind="stable")]]
     same_ct = order[pool.combo_ct_code[order] == pool.combo_ct_code[cheapest]]
     zones = tuple(pool.zone_names[z] for z in np.flatnonzero(np.bincount(pool.combo_zone_code[same_ct])))
-    labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
-    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels
+    return type_names, zones, same_ct
+
+
+def _ties_types_to_zones(pool: Pool, mask: BoolArray, order: IntArray, same_ct: IntArray, cheapest: int) -> bool:
+    """Whether the NodeClaim of ``mask`` (its types ``In``, the zones of ``same_ct`` ``In``, the cheapest's capacity
+    type) admits an offering of the pool whose (type, zone) none of ``mask``'s offerings has: an offering the pool
+    has that the claim's pods cannot use. (A pair the pool does not offer is no such one: nothing launches it.)"""
+    zones = len(pool.zone_names)
+    ct = pool.combo_ct_code[cheapest]
+    types_in = np.zeros(len(pool.types), dtype=bool)
+    types_in[pool.combo_type[order]] = True
+    zones_in = np.zeros(zones, dtype=bool)
+    zones_in[pool.combo_zone_code[same_ct]] = True
+    admitted = types_in[pool.combo_type] & zones_in[pool.combo_zone_code] & (pool.combo_ct_code == ct)
+    pair = pool.combo_type * zones + pool.combo_zone_code
+    usable = np.zeros(len(pool.types) * zones, dtype=bool)
+    usable[pair[mask & (pool.combo_ct_code == ct)]] = True
+    return not bool(usable[pair[admitted]].all())
 
 
 def _limit_words(amounts: Mapping[str, int]) -> str:

@@ -240,7 +240,7 @@ class Placement:
             open_nodes[closed] = False
         static = open_nodes & cls.node_ok
         if not any_set(open_nodes):
-            where = "no other node can take pods" + _overcommitted(s, closed)
+            where = "no other node can take pods" + _overcommitted(s, {closed, *self._removed})
         elif not any_set(static):
             where = ("no remaining node matches its nodeSelector, node affinity or tolerations"
                      + (", or its volumes' node affinity" if cls.spec.volume_terms is not None else ""))
@@ -414,13 +414,13 @@ class Placement:
         return None
 
 
-def _overcommitted(s: Any, closed: int) -> str:
+def _overcommitted(s: Any, leaving: set[int]) -> str:
     """Why nodes that would be open take no pod: those whose pods already ask more than they have (a node past its
-    CSI attach limit, its CSINode's count lowered), up to three named with the resources they are short of; "" when
-    there is none."""
+    CSI attach limit, its CSINode's count lowered), up to three named with the resources they are short of, but for
+    the nodes ``leaving`` (the ones disrupted); "" when there is none."""
     over = (s.node_free < 0) if s.N else np.zeros((0, len(s.resources)), dtype=bool)
     named = [(s.nodes[i].name, ", ".join(r for r, short in zip(s.resources, over[i], strict=True) if short))
-             for i in np.flatnonzero(over.any(axis=1)) if i != closed][:3]
+             for i in np.flatnonzero(over.any(axis=1)) if int(i) not in leaving][:3]
     if len(named) == 1:
         return f" ({named[0][0]}'s pods already ask more than it has of {named[0][1]})"
     return f" (their pods already ask more than they have: {'; '.join(f'{n} of {r}' for n, r in named)})" \

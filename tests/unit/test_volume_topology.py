@@ -114,12 +114,14 @@ def test_a_zonal_volume_s_pod_is_replaced_in_its_zone() -> None:
     assert [r["zones"] for r in command["replacements"]] == [["us-east-1a"]]
 
 
-def test_a_volume_on_the_ebs_drivers_zone_key_is_replaced_in_its_zone() -> None:
-    """An older EBS CSI driver wrote its own key, ``topology.ebs.csi.aws.com/zone``, in its volumes' node affinity,
-    and its node plugin labels every node it runs on with it: in a cluster whose nodes carry it, a new node carries it
-    too (the plugin registers there), so db is replaced in zone a, as Karpenter's AWS provider reads the key as the
-    zone. A node without the label takes no such pod (kube-scheduler matches the volume's key as written)."""
-    ebs = "topology.ebs.csi.aws.com/zone"
+@pytest.mark.parametrize("ebs", ["topology.ebs.csi.aws.com/zone", "topology.disk.csi.azure.com/zone",
+                                 "topology.gke.io/zone"])
+def test_a_volume_on_a_csi_drivers_zone_key_is_replaced_in_its_zone(ebs: str) -> None:
+    """A zonal CSI driver writes its own key (an older EBS driver ``topology.ebs.csi.aws.com/zone``; Azure disk's
+    and GCE persistent disk's theirs) in its volumes' node affinity, and its node plugin labels every node it runs on
+    with it: in a cluster whose nodes carry it, a new node carries it too (the plugin registers there), so db is
+    replaced in zone a, as Karpenter's AWS provider reads the EBS key as the zone. A node without the label takes no
+    such pod (kube-scheduler matches the volume's key as written)."""
     types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("t3.medium", "2", "4Gi", 17, 0.04)]
 
     def labelled(name: str, zone: str) -> dict[str, Any]:
@@ -136,6 +138,18 @@ def test_a_volume_on_the_ebs_drivers_zone_key_is_replaced_in_its_zone() -> None:
                   pod("db", "a", cpu="300m", claims=("data",)), node("c"), pvc("data", "v1"),
                   pv("v1", ["us-east-1a"], key=ebs)]
     assert "a" not in disrupted(plan_dict(*unlabelled))
+
+
+def test_a_csi_zone_label_that_is_not_the_zone_gives_new_nodes_nothing() -> None:
+    """An Azure node outside availability zones has ``topology.disk.csi.azure.com/zone`` empty: that is no zone a new
+    node would carry, so a volume asking zone a on that key gets no replacement."""
+    key = "topology.disk.csi.azure.com/zone"
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("t3.medium", "2", "4Gi", 17, 0.04)]
+    a = node("a")
+    a["metadata"]["labels"][key] = ""
+    docs = [catalog(types), nodepool(), a, pod("db", "a", cpu="300m", claims=("data",)), pvc("data", "v1"),
+            pv("v1", ["us-east-1a"], key=key)]
+    assert "a" not in disrupted(plan_dict(*docs))
 
 
 def test_a_replacement_allows_only_the_type_and_zone_pairs_the_volumes_alternatives_allow() -> None:

@@ -20,8 +20,8 @@ distributed mode reads from Kubernetes:
   time after its launch (``boot_seconds``; with ``boot_seconds_max`` a cloud's spread, a time drawn per
   node between the two; with ``boot_samples`` one of a cloud's measured start-up times; drawn from the run's
   seed and the node's name), when the DaemonSets' pods start on it. It gets no CSINode: the CSI drivers it would
-  register, and how many volumes each could attach, are not known; it gets the EBS CSI driver's zone label when the
-  cluster's nodes carry it;
+  register, and how many volumes each could attach, are not known; it gets the zone labels of the zonal CSI drivers
+  the cluster's nodes carry (`csi_zone_labels`);
 - **the volume controllers** (`ebb_embedded.volumes`): an ephemeral volume's claim is made with its pod and goes with
   it, a claim that names no class gets the default one, and a claim is bound to a volume the provisioner makes, at
   once for an Immediate class, on the zone of its first pod's node for a WaitForFirstConsumer one;
@@ -77,7 +77,7 @@ from ebb.core.model import (
 )
 from ebb.core.simulator import Scheduler
 from ebb.core.simulator.binding import bind
-from ebb.core.simulator.constraints import LABEL_EBS_CSI_ZONE
+from ebb.core.simulator.constraints import csi_zone_labels
 from ebb.core.snapshot import ParsedObject, SnapshotError
 from ebb_embedded import volumes
 
@@ -569,8 +569,9 @@ class SimulatedCluster:
         labels = booted["metadata"]["labels"]
         labels[LABEL_INITIALIZED] = "true"
         zone = labels.get(volumes.LABEL_ZONE)
-        if zone and any(LABEL_EBS_CSI_ZONE in (_meta(n).get("labels") or {}) for n in self.nodes()):
-            labels.setdefault(LABEL_EBS_CSI_ZONE, zone)  # the EBS CSI driver's node plugin, when the cluster runs it
+        if zone:  # the zonal CSI drivers' node plugins the cluster's nodes run register there too
+            for key in csi_zone_labels(_meta(n).get("labels") or {} for n in self.nodes()):
+                labels.setdefault(key, zone)
         await self._put(booted)
         await self._start_daemonsets(booted)
         return True

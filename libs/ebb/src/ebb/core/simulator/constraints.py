@@ -66,11 +66,23 @@ CUSTOM_VALUE_COMBINATIONS = 16
 #: are the bins themselves, not this label (`ebb.core.simulator.topology`)
 NEW_NODE_HOSTNAME = "hostname-placeholder/new-node"
 
-#: the zone label the EBS CSI driver's node plugin puts on each node it runs on (its topology key; older drivers also
-#: wrote it into the node affinity of the volumes they made). A new node gets it once the driver registers there, so
-#: in a cluster whose nodes carry it a new node's offerings carry it too, with their zone: a pod whose volume asks
-#: it is replaced in its volume's zone, as Karpenter's AWS provider reads the key as the zone (``NormalizedLabels``)
-LABEL_EBS_CSI_ZONE = "topology.ebs.csi.aws.com/zone"
+#: the zone labels zonal CSI drivers' node plugins put on each node they run on (their topology keys, which they write
+#: into the node affinity of the volumes they make, or older versions did): EBS, Azure disk, GCE persistent disk. A
+#: new node gets the label once the driver registers there, so in a cluster whose nodes carry one (with their zone as
+#: its value) a new node's offerings carry it too, with their zone: a pod whose volume asks it is replaced in its
+#: volume's zone, as Karpenter's AWS provider reads the EBS key as the zone (``NormalizedLabels``)
+CSI_ZONE_LABELS = ("topology.ebs.csi.aws.com/zone", "topology.disk.csi.azure.com/zone", "topology.gke.io/zone")
+_CSI_ZONE_LABELS = frozenset(CSI_ZONE_LABELS)
+
+
+def csi_zone_labels(nodes: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
+    """Of `CSI_ZONE_LABELS`, those some node of labels ``nodes`` carries with its zone as the value, in that order."""
+    found: set[str] = set()
+    for labels in nodes:
+        if not labels.keys().isdisjoint(_CSI_ZONE_LABELS):  # (most nodes of most clusters: one look, in C)
+            zone = labels.get(LABEL_ZONE)
+            found.update(key for key in CSI_ZONE_LABELS if zone and labels.get(key) == zone)
+    return tuple(key for key in CSI_ZONE_LABELS if key in found)
 
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
@@ -446,12 +458,16 @@ class PoolsEntry:
     instance_types: tuple[InstanceType, ...]
     pools: list[Pool]
     regions: tuple[tuple[str, str], ...] = ()
+    csi_zones: tuple[str, ...] = ()
 
-    def holds(self, resources: Sequence[str], snapshot: Snapshot, regions: tuple[tuple[str, str], ...]) -> bool:
-        """Built from exactly the objects of ``snapshot`` (by identity), ``resources`` and ``regions``."""
+    def holds(self, resources: Sequence[str], snapshot: Snapshot, regions: tuple[tuple[str, str], ...],
+              csi_zones: tuple[str, ...]) -> bool:
+        """Built from exactly the objects of ``snapshot`` (by identity), ``resources``, ``regions`` and
+        ``csi_zones``."""
         return (tuple(resources) == self.resources and same_objects(self.nodepools, snapshot.nodepools)
                 and same_objects(self.daemonsets, snapshot.daemonsets)
-                and same_objects(self.instance_types, snapshot.instance_types) and regions == self.regions)
+                and same_objects(self.instance_types, snapshot.instance_types) and regions == self.regions
+                and csi_zones == self.csi_zones)
 
 
 def zone_regions(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
@@ -491,29 +507,31 @@ def cached_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
     # NodePools and DaemonSets by value (a planner builds them again for every snapshot: DisruptionPolicies are
     # merged into the NodePools), the catalog's many InstanceTypes by identity (parsed once, kept)
     regions = zone_regions(snapshot)
+    csi_zones = csi_zone_labels(node.labels for node in snapshot.nodes)
     entries = list(_POOLS_CACHE.values())  # a planner's pass and a validation may build Schedulers in two threads
     for entry in entries:  # the same objects: no repr (a planner's snapshots share them while nothing changed)
-        if entry.holds(resources, snapshot, regions):
+        if entry.holds(resources, snapshot, regions, csi_zones):
             return entry.pools
     key = (tuple(resources), repr(snapshot.nodepools), repr(snapshot.daemonsets),
-           tuple(map(id, snapshot.instance_types)), regions)
+           tuple(map(id, snapshot.instance_types)), regions, csi_zones)
     hit = _POOLS_CACHE.get(key)
     if hit is not None and same_objects(hit.instance_types, snapshot.instance_types):
         pools = hit.pools
     else:
-        pools = build_pools(resources, snapshot, regions)
+        pools = build_pools(resources, snapshot, regions, csi_zones)
     # kept with these objects (the newest entry), so the next snapshot holding them takes the first way
-    _POOLS_CACHE.keep(key, PoolsEntry(tuple(resources), tuple(snapshot.nodepools),
-                                      tuple(snapshot.daemonsets), tuple(snapshot.instance_types), pools, regions))
+    _POOLS_CACHE.keep(key, PoolsEntry(tuple(resources), tuple(snapshot.nodepools), tuple(snapshot.daemonsets),
+                                      tuple(snapshot.instance_types), pools, regions, csi_zones))
     return pools
 
-def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
-                regions: tuple[tuple[str, str], ...] | None = None) -> list[Pool]:
+def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[tuple[str, str], ...] | None = None,
+                csi_zones: tuple[str, ...] | None = None) -> list[Pool]:
     """Each NodePool of ``snapshot`` compiled (`Pool`): its offerings that its requirements admit, over
-    ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it, and with the
-    placeholder hostname `NEW_NODE_HOSTNAME`."""
+    ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it, with its zone
+    under each of ``csi_zones`` (`csi_zone_labels`), and with the placeholder hostname `NEW_NODE_HOSTNAME`."""
     region_of = dict(zone_regions(snapshot) if regions is None else regions)
-    ebs_zone = any(LABEL_EBS_CSI_ZONE in node.labels for node in snapshot.nodes)
+    if csi_zones is None:
+        csi_zones = csi_zone_labels(node.labels for node in snapshot.nodes)
     pools = []
     for pool in snapshot.nodepools:
         types: list[InstanceType] = []
@@ -552,8 +570,8 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot,
                     if region is not None:
                         labels.setdefault(LABEL_REGION, region)
                     labels.setdefault(LABEL_HOSTNAME, NEW_NODE_HOSTNAME)
-                    if ebs_zone:
-                        labels.setdefault(LABEL_EBS_CSI_ZONE, off.zone)
+                    for key in csi_zones:
+                        labels.setdefault(key, off.zone)
                     if not requirements_match(pool.requirements, labels):
                         continue
                     combo_type.append(t_index)

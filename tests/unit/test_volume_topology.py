@@ -172,6 +172,18 @@ def test_a_replacement_allows_only_the_type_and_zone_pairs_the_volumes_alternati
     assert pairs and pairs <= {("c5.large", "us-east-1a"), ("m5.large", "us-east-1b")}, replacement
 
 
+def test_a_replacement_refused_for_its_zone_says_the_volume_keeps_it_there() -> None:
+    """The cheaper type is offered in zone b only: db's volume keeps its replacement in zone a, where nothing is
+    cheaper than a, and the reason says so."""
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096),
+             instance_type("t3.medium", "2", "4Gi", 17, 0.04, zones=["us-east-1b"])]
+    docs = [catalog(types), nodepool(), node("a"), pod("db", "a", cpu="300m", claims=("data",)),
+            node("b", zone="us-east-1b"), pod("web", "b", cpu="1900m"), pvc("data", "v1"), pv("v1", ["us-east-1a"])]
+    out = plan_dict(*docs)
+    assert "a" not in disrupted(out)
+    assert "(in us-east-1a, where its pods' volumes can be attached)" in blocked_of(out, "a")["reason"]
+
+
 @pytest.mark.parametrize(("volumes", "words"), [
     ((pvc("data", "v1"),), "its PersistentVolume v1 (of claim default/data) is not in the input"),
     ((pvc("data", "v1", deleting=True), pv("v1")), "its PersistentVolumeClaim default/data is being deleted"),

@@ -189,7 +189,7 @@ SENTENCES: Mapping[Cause, str] = {
                              "either{new:aside}"),
     Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
-                                   "${needed:.4f}/h or more, and it costs ${price:.4f}/h"),
+                                   "${needed:.4f}/h or more{where:aside}, and it costs ${price:.4f}/h"),
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
                                         "{launched} ${best:.4f}/h against ${price:.4f}/h, "
                                         "{improvement:.1f_below_percent}% less"),

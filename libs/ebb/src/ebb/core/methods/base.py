@@ -8,7 +8,7 @@ take, why, as a `BlockCause` (ebb.core.causes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -247,6 +247,18 @@ def reserved_first(state: SimState, new: NewNode) -> NewNode:
     return new
 
 
+def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNode | None, needed: float,
+                           price: float) -> BlockCause:
+    """`Cause.NO_CHEAPER_REPLACEMENT`: the pods of ``removed`` need a node costing ``needed``, the nodes cost
+    ``price``; when some of them that ``new`` holds have volumes that keep it to its zones, those are named (the
+    cheaper types may be offered elsewhere only)."""
+    where: dict[str, object] = {}
+    if new is not None and new.zones:
+        held = set(new.pods)
+        if any(p.spec.volume_terms is not None for n in removed for p in view.movable[n] if p.key in held):
+            where["where"] = f"in {', '.join(new.zones)}, where its pods' volumes can be attached"
+    return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": price, **where})
+
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:
     """Keep only replacement options cheaper than what is removed, dropping options of the same type as
     a removed node that cost at least as much; keep the NodePool's ``minValues`` (the options left must still
@@ -326,7 +338,7 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
             needed = max(removed_price, min((prices[t] for t in launchable
                                              if t in prices and kept(t) and prices[t] < ceiling - EPSILON),
                                             default=removed_price))
-        return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": removed_price})
+        return no_cheaper_replacement(view, removed, new, needed, removed_price)
     strictest = strictest_improvement(view, removed)
     if strictest is not None:
         percent = strictest.minimum_price_improvement_percent

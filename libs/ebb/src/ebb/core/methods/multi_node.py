@@ -76,6 +76,7 @@ from ebb.core.methods.base import (
     filter_replacement,
     improvement_refused,
     may_launch_spot,
+    no_cheaper_replacement,
     placements_of,
     spot_to_spot,
     strictest_improvement,
@@ -194,8 +195,8 @@ def _greedy(ctx: PassContext, names: list[str], allow_replace: bool, refused_alo
                 alike.note(name, view.price[name], leaving)
             state.rollback(mark)
             if alone:
-                _remember(ctx, name, allow_replace, failures, BlockCause(
-                    Cause.NO_CHEAPER_REPLACEMENT, {"needed": new_price, "price": view.price[name]}))
+                _remember(ctx, name, allow_replace, failures, no_cheaper_replacement(
+                    view, [name], new_nodes[0] if len(new_nodes) == 1 else None, new_price, view.price[name]))
             continue
         if candidate_savings - savings <= worth.asked(view, [name]) - EPSILON:
             state.rollback(mark)  # what the node adds to the saving does not pay for the pods it evicts
@@ -272,7 +273,7 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept:
         _remember(ctx, name, True, {}, refused if isinstance(refused, BlockCause) else None)
         return True
     if price - new.price <= EPSILON:
-        cause = BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": new.price, "price": price})
+        cause = no_cheaper_replacement(view, [name], new, new.price, price)
         _remember(ctx, name, True, {}, cause)
         _keep(ctx, kept, name, leaving, at, fits_nowhere=False, replacement=cause)
         return True

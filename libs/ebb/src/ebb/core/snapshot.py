@@ -45,7 +45,9 @@ from ebb.core.model import (
     DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD,
     DISRUPTION_FIELDS,
     INTEGER_OPERATORS,
+    LABEL_ARCH,
     LABEL_INITIALIZED,
+    LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
     NORMALIZED_LABELS,
@@ -1500,6 +1502,8 @@ def assemble(parsed: Iterable[ParsedObject],
         if claim is not None and (claim.deleting or claim.instance_terminating) and not node.deleting:
             node = replace(node, deleting=True)
         initialized_nodes.append(node)
+    if source == "input":
+        _labelled_by_nodes(types, initialized_nodes)
     if volume_claims or volumes or classes or csi_nodes:  # what pods' volumes ask of a node (ebb.core.volumes)
         volume_pods, volume_nodes = with_volume_topology(pods, volume_claims, volumes, classes,
                                                          nodes=initialized_nodes, csi_nodes=csi_nodes)
@@ -1514,6 +1518,40 @@ def assemble(parsed: Iterable[ParsedObject],
         karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
         storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes),
     )
+
+
+#: the labels of an instance type a node of it tells, for a catalog type that does not give them: without them a new
+#: node of the type would be taken for amd64 and linux (`ebb.core.labels`), and an arm64 type offered to amd64 pods
+NODE_TOLD_TYPE_LABELS = (LABEL_ARCH, LABEL_OS)
+#: what a new node of a type whose catalog entry gives no such label is planned with (`ebb.core.labels`)
+_NEW_NODE_LABELS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
+
+
+def _labelled_by_nodes(types: dict[str, InstanceType], nodes: Iterable[Node]) -> None:
+    """Give each catalog type of ``types`` that lacks an architecture or OS label the one its nodes carry (the first
+    node's, in the input's order), in place; the same type object for the same labels, pass after pass (`_TOLD`: the
+    simulator keeps what it built for a catalog's types by identity)."""
+    told: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        it = types.get(node.instance_type or "")
+        if it is None:
+            continue
+        for key in NODE_TOLD_TYPE_LABELS:
+            value = node.labels.get(key)
+            if value and key not in it.labels:
+                told.setdefault(it.name, {}).setdefault(key, value)
+    for name, labels in told.items():
+        it = types[name]
+        memo_key = (id(it), tuple(sorted(labels.items())))
+        hit = _TOLD.get(memo_key)
+        if hit is None or hit[0] is not it:
+            hit = _TOLD.keep(memo_key, (it, replace(it, labels={**it.labels, **labels})))
+        types[name] = hit[1]
+
+
+#: `_labelled_by_nodes`' types by (the catalog type's id, the labels given), kept with the catalog type (its id stays
+#: its own)
+_TOLD: Memo[tuple[int, tuple[tuple[str, str], ...]], tuple[InstanceType, InstanceType]] = Memo(256, forget="oldest")
 
 
 #: how many ignored documents a warning names before it counts the rest
@@ -1562,7 +1600,16 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                             f"PersistentVolumeClaims, PersistentVolumes, StorageClasses or CSINodes, so where their "
                             f"volumes let them run is not checked: a zonal volume's pod may be moved to another zone "
                             f"(add pvc,pv,storageclass,csinodes to the kubectl get): {_named(unread)}")
-    known_types = {t.name for t in snapshot.instance_types}
+    of_type = {t.name: t for t in snapshot.instance_types}
+    unlike = tuple(f"node {n.name} ({n.instance_type}: {key}={n.labels[key]}, the catalog says {told})"
+                   for n in snapshot.nodes if (it := of_type.get(n.instance_type or "")) is not None
+                   for key in NODE_TOLD_TYPE_LABELS
+                   if n.labels.get(key) and (told := it.labels.get(key, _NEW_NODE_LABELS[key])) != n.labels[key])
+    if unlike:
+        warnings.append(f"{len(unlike)} node(s) carry an architecture or OS label their instance type's catalog entry "
+                        f"does not: a new node of the type is planned with the catalog's, so pods that select the "
+                        f"node's may be given a node they cannot run on (fix the catalog's labels): {_named(unlike)}")
+    known_types = set(of_type)
     unpriced = tuple(f"node {n.name} ({n.instance_type})" for n in snapshot.nodes
                      if n.instance_type and n.instance_type not in known_types)
     if unpriced:

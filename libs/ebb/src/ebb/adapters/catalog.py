@@ -85,6 +85,7 @@ def catalog_from_kwok_instance_types(instance_types: Iterable[Mapping[str, Any]]
                 "karpenter.kwok.sh/instance-cpu": cpu,
                 "karpenter.kwok.sh/instance-memory": memory,
             },
+            **({"operatingSystems": systems} if len(systems) > 1 else {}),
             "capacity": {"pods": KWOK_DEFAULT_PODS, **{str(k): str(v) for k, v in resources.items()}},
             "overhead": dict(KWOK_OVERHEAD),
             "offerings": offerings,

@@ -126,8 +126,8 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
     define, another zone, another architecture) keeps it off, so it is not counted."""
     if blocking_taints(ds.spec.tolerations, pool.taints):
         return False
-    base = {**_NEW_NODE_DEFAULTS, **itype.labels, **pool.labels, LABEL_NODEPOOL: pool.name,
-            LABEL_INSTANCE_TYPE: itype.name}
+    base = {**_NEW_NODE_DEFAULTS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements), **pool.labels,
+            LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: itype.name}
     several = [r for r in pool.requirements if r.operator == "In" and r.values and r.key not in base
                and r.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]
     choices = list(islice(product(*(r.values for r in several)), _CUSTOM_COMBINATIONS))

@@ -131,7 +131,7 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
         LABEL_ZONE: spec.zone,
         LABEL_HOSTNAME: spec.name,
         LABEL_REGISTERED: "true",
-        "kubernetes.io/os": labels.get("kubernetes.io/os", "linux"),
+        "kubernetes.io/os": instance_type.os_under(pool.requirements),
     })
     if initialized:
         labels[LABEL_INITIALIZED] = "true"

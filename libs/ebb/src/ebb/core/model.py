@@ -580,10 +580,37 @@ class InstanceType:
     overhead: Mapping[str, int]
     offerings: tuple[Offering, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: the operating systems a node of the type may run (a catalog's ``operatingSystems``; none given: its
+    #: ``kubernetes.io/os`` label's, else linux): a NodePool's ``kubernetes.io/os`` requirement picks one
+    operating_systems: tuple[str, ...] = ()
     #: a node's price by (zone, capacity type), as `ebb.core.cluster.node_price` found it: a catalog's types live
     #: through many passes, each pricing every node
     node_prices: dict[tuple[str | None, str | None], tuple[float, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+
+    def os_under(self, requirements: Iterable[Requirement]) -> str:
+        """The operating system a new node of this type runs under a NodePool's ``requirements``: the first of its
+        operating systems (`operating_systems`, else its ``kubernetes.io/os`` label, else linux) that their
+        ``kubernetes.io/os`` requirements admit, as Karpenter's NodeClaim narrows the label to what both allow (a
+        Windows NodePool's node of a type that runs Linux and Windows runs Windows); the first when none is (the
+        offering is then refused on the requirement)."""
+        systems = self.operating_systems or (self.labels.get(LABEL_OS) or "linux",)
+        if len(systems) > 1:
+            wanted = [r for r in requirements if r.key == LABEL_OS]
+            for system in systems:
+                if all(_admits(r, system) for r in wanted):
+                    return system
+        return systems[0]
+
+
+def _admits(requirement: Requirement, value: str) -> bool:
+    """Whether a requirement on a label admits a node whose label has ``value`` (the set operators; a numeric one
+    admits no operating system's name)."""
+    if requirement.operator == "In":
+        return value in requirement.values
+    if requirement.operator == "NotIn":
+        return value not in requirement.values
+    return requirement.operator == "Exists"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1339,7 +1339,12 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
             offerings.append(Offering(str(o["zone"]), ct, price, bool(o.get("available", True))))
         if not offerings:
             raise doc.fail(f"{path}.offerings", "needs at least one offering")
-        out.append(InstanceType(str(raw["name"]), capacity, overhead, tuple(offerings), sub.str_map("labels")))
+        systems = raw.get("operatingSystems")
+        if systems is not None and (not isinstance(systems, list) or not systems
+                                    or not all(isinstance(s, str) and s for s in systems)):
+            raise doc.fail(f"{path}.operatingSystems", "must be a list of operating system names (linux, windows)")
+        out.append(InstanceType(str(raw["name"]), capacity, overhead, tuple(offerings), sub.str_map("labels"),
+                                tuple(systems or ())))
     return out
 
 
@@ -1604,7 +1609,8 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     unlike = tuple(f"node {n.name} ({n.instance_type}: {key}={n.labels[key]}, the catalog says {told})"
                    for n in snapshot.nodes if (it := of_type.get(n.instance_type or "")) is not None
                    for key in NODE_TOLD_TYPE_LABELS
-                   if n.labels.get(key) and (told := it.labels.get(key, _NEW_NODE_LABELS[key])) != n.labels[key])
+                   if n.labels.get(key) and (told := it.labels.get(key, _NEW_NODE_LABELS[key])) != n.labels[key]
+                   and not (key == LABEL_OS and n.labels[key] in it.operating_systems))
     if unlike:
         warnings.append(f"{len(unlike)} node(s) carry an architecture or OS label their instance type's catalog entry "
                         f"does not: a new node of the type is planned with the catalog's, so pods that select the "

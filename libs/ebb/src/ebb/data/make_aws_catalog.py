@@ -308,9 +308,11 @@ def instance_type_entry(it: InstanceType) -> dict[str, Any]:
         offerings.append(
             {"zone": zone, "capacityType": "spot", "price": spot_price(it, zone), "available": True}
         )
+    entry: dict[str, Any] = {"name": it.name, "labels": labels(it)}
+    if it.arch == "amd64":  # Windows Server AMIs run on x86 types, not on Graviton (priced here as Linux)
+        entry["operatingSystems"] = ["linux", "windows"]
     return {
-        "name": it.name,
-        "labels": labels(it),
+        **entry,
         "capacity": capacity,
         "overhead": {
             "cpu": f"{kube_reserved_cpu_millicores(it.vcpu)}m",

@@ -235,7 +235,7 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
                     chosen: Mapping[str, str] | None = None) -> dict[str, str]:
     """The labels a node of `pool` launched as this instance type and offering carries (no hostname): a requirement
     `In` on a key of the NodePool's own gives the value `chosen` names (a new node's `labels`), else its first."""
-    labels = {LABEL_ARCH: "amd64", LABEL_OS: "linux", **it.labels}
+    labels = {LABEL_ARCH: "amd64", **it.labels, LABEL_OS: it.os_under(pool.requirements)}
     for req in pool.requirements:
         if req.operator == "In" and req.values and req.key not in _OFFERING_KEYS and req.key not in labels:
             value = (chosen or {}).get(req.key)

@@ -557,8 +557,8 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
         keys = [key for key, _ in several]
         customs = [tuple(zip(keys, chosen, strict=True)) for chosen in product(*(values for _, values in several))]
         for it in snapshot.instance_types:
-            base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", LABEL_OS: "linux",
-                    **it.labels, **extra_labels, LABEL_NODEPOOL: pool.name}
+            base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", **it.labels,
+                    LABEL_OS: it.os_under(pool.requirements), **extra_labels, LABEL_NODEPOOL: pool.name}
             t_index = len(types)
             added = False
             for off in it.offerings:

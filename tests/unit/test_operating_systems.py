@@ -1,0 +1,68 @@
+"""A new node's operating system: the first of its instance type's ``operatingSystems`` its NodePool's
+``kubernetes.io/os`` requirement admits (Karpenter's NodeClaim narrows the label to what both allow), so a Windows
+NodePool's nodes are replaced by Windows nodes of types that run Windows, and never by a type that runs only
+Linux."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ebb.core.model import LABEL_OS, InstanceType, Offering, Requirement
+from ebb.core.snapshot import SnapshotError, parse_documents
+from tests.kit.builders import catalog, disrupted, instance_type, node, nodepool, plan_dict, pod
+
+WINDOWS = [{"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]
+
+
+def _type(*systems: str, label: str | None = None) -> InstanceType:
+    return InstanceType("t", {"cpu": 2000}, {}, (Offering("a", "on-demand", 1.0),),
+                        {LABEL_OS: label} if label else {}, systems)
+
+
+@pytest.mark.parametrize(("itype", "requirements", "runs"), [
+    (_type("linux", "windows"), (), "linux"),
+    (_type("linux", "windows"), (Requirement(LABEL_OS, "In", ("windows",)),), "windows"),
+    (_type("linux", "windows"), (Requirement(LABEL_OS, "NotIn", ("linux",)),), "windows"),
+    (_type("linux", "windows"), (Requirement(LABEL_OS, "In", ("linux", "windows")),), "linux"),
+    (_type("linux"), (Requirement(LABEL_OS, "In", ("windows",)),), "linux"),  # refused on the requirement
+    (_type(label="windows"), (), "windows"),  # no operatingSystems: its label
+    (_type(), (), "linux"),
+])
+def test_a_new_nodes_operating_system(itype: InstanceType, requirements: tuple[Requirement, ...], runs: str) -> None:
+    assert itype.os_under(requirements) == runs
+
+
+def _windows_cluster(*types: dict[str, Any]) -> list[Any]:
+    """A drifted Windows node (the NodePool's hash moved on) whose pod selects Windows."""
+    win = node("w", itype="m5.xlarge", node_hash="h1")
+    win["metadata"]["labels"]["kubernetes.io/os"] = "windows"
+    app = pod("app", "w", cpu="500m")
+    app["spec"]["nodeSelector"] = {"kubernetes.io/os": "windows"}
+    return [*([catalog(list(types))] if types else []), nodepool(requirements=WINDOWS, node_hash="h2"), win, app]
+
+
+def test_a_windows_nodepools_drifted_node_is_replaced_by_a_windows_node_of_the_bundled_catalog() -> None:
+    out = plan_dict(*_windows_cluster())
+    [command] = out["commands"]
+    assert command["nodes"] == ["w"] and command["method"] == "drift"
+    [replacement] = command["replacements"]
+    assert not any(t.split(".")[0].endswith("g") or t.startswith(("a1.", "t4g.")) for t in replacement["instanceTypes"])
+
+
+def test_a_type_that_runs_only_linux_gives_a_windows_nodepool_nothing() -> None:
+    """A type labelled linux only gives a Windows NodePool no replacement (and its Windows node is warned about: the
+    catalog contradicts it); one that lists both systems gives one."""
+    linux_only = {**instance_type("m5.xlarge", "4", "16Gi", 58, 0.192), "labels": {"kubernetes.io/os": "linux"}}
+    out = plan_dict(*_windows_cluster(linux_only))
+    assert "w" not in disrupted(out)
+    both = {**instance_type("m5.xlarge", "4", "16Gi", 58, 0.192), "operatingSystems": ["linux", "windows"]}
+    assert "w" in disrupted(plan_dict(*_windows_cluster(both)))
+
+
+@pytest.mark.parametrize("systems", [[], "windows", [1], [""]])
+def test_bad_operating_systems_are_an_input_error(systems: Any) -> None:
+    bad = {**instance_type("m5.large", "2", "8Gi", 29, 0.096), "operatingSystems": systems}
+    with pytest.raises(SnapshotError, match=r"operatingSystems"):
+        parse_documents([catalog([bad]), nodepool(), node("a")])

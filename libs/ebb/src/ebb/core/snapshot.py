@@ -1534,7 +1534,8 @@ _NEW_NODE_LABELS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
 
 def _labelled_by_nodes(types: dict[str, InstanceType], nodes: Iterable[Node]) -> None:
     """Give each catalog type of ``types`` that lacks an architecture or OS label the one its nodes carry (the first
-    node's, in the input's order), in place; the same type object for the same labels, pass after pass (`_TOLD`: the
+    node's, in the input's order), in place. What a type's nodes told is kept with the type for as long as it lives
+    (`_TOLD`), so a running planner's type stays one object pass after pass, whether its nodes come and go (the
     simulator keeps what it built for a catalog's types by identity)."""
     told: dict[str, dict[str, str]] = {}
     for node in nodes:
@@ -1545,18 +1546,21 @@ def _labelled_by_nodes(types: dict[str, InstanceType], nodes: Iterable[Node]) ->
             value = node.labels.get(key)
             if value and key not in it.labels:
                 told.setdefault(it.name, {}).setdefault(key, value)
-    for name, labels in told.items():
-        it = types[name]
-        memo_key = (id(it), tuple(sorted(labels.items())))
-        hit = _TOLD.get(memo_key)
-        if hit is None or hit[0] is not it:
-            hit = _TOLD.keep(memo_key, (it, replace(it, labels={**it.labels, **labels})))
-        types[name] = hit[1]
+    for name, it in list(types.items()):
+        hit = _TOLD.get(id(it))
+        known = hit[1] if hit is not None and hit[0] is it else {}
+        new = {k: v for k, v in told.get(name, {}).items() if k not in known}
+        if not known and not new:
+            continue
+        if hit is None or hit[0] is not it or new:
+            merged = {**known, **new}
+            hit = _TOLD.keep(id(it), (it, merged, replace(it, labels={**it.labels, **merged})))
+        types[name] = hit[2]
 
 
-#: `_labelled_by_nodes`' types by (the catalog type's id, the labels given), kept with the catalog type (its id stays
-#: its own)
-_TOLD: Memo[tuple[int, tuple[tuple[str, str], ...]], tuple[InstanceType, InstanceType]] = Memo(256, forget="oldest")
+#: `_labelled_by_nodes`' types by the catalog type's id: the catalog type (so its id stays its own), the labels its
+#: nodes told, and the type with them
+_TOLD: Memo[int, tuple[InstanceType, dict[str, str], InstanceType]] = Memo(4096, forget="oldest")
 
 
 #: how many ignored documents a warning names before it counts the rest

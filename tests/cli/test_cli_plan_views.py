@@ -178,3 +178,18 @@ def test_a_flag_can_be_turned_off() -> None:
     off = json.loads(_run("plan", "-f", KARPENTER, *NOW, "--until-stable", "--no-until-stable", "-o", "json"))
     assert "steps" in on
     assert "steps" not in off
+
+
+@pytest.mark.parametrize("view", [[], ["-o", "wide"], ["--summary"], ["--node", "a"]])
+def test_a_reason_with_brackets_is_shown_as_written(tmp_path: Path, view: list[str]) -> None:
+    """A Hold's reason is the user's text: ``[/ops/freeze]`` is no markup (Rich failed on it and dropped
+    ``[red]...[/red]``); every table view shows it as the JSON has it."""
+    from tests.kit.builders import hold, node, nodepool, pod
+
+    frozen = hold("freeze", "node", "a", reason="see [/ops/freeze] and [red]INC-7[/red]")
+    path = tmp_path / "held.yaml"
+    path.write_text(yaml.safe_dump_all([nodepool(), node("a"), pod("web", "a"), node("b"), frozen]))
+    reasons = {b["node"]: b["reason"] for b in json.loads(_run("plan", "-f", str(path), *NOW, "-o", "json"))["blocked"]}
+    assert "[/ops/freeze]" in reasons["a"] and "[red]INC-7[/red]" in reasons["a"]
+    out = " ".join(_run("plan", "-f", str(path), *NOW, *view, env={**TERMINAL, "COLUMNS": "400"}).split())
+    assert "[/ops/freeze]" in out and "[red]INC-7[/red]" in out

@@ -316,6 +316,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
     configure(log_level)
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
@@ -340,7 +341,7 @@ def backtest(  # noqa: PLR0917 - one parameter per command-line option, as typer
                     >= PROGRESS_EVERY:
                 last_line[i, p.name] = time.monotonic()  # no terminal: a line per run every PROGRESS_EVERY s
                 elapsed = timedelta(seconds=int(status.elapsed.total_seconds()))  # no microseconds in a log
-                console.print(f"ebb backtest: {p.name}{label(i)}: +{elapsed} {state}", highlight=False,
+                console.print(f"ebb backtest: {escape(p.name)}{label(i)}: +{elapsed} {state}", highlight=False,
                               soft_wrap=True)
 
         try:

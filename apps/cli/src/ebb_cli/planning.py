@@ -283,6 +283,14 @@ def _replacement_text(r: dict[str, Any], *, wide: bool) -> str:
     return f"{r['nodePool']}: {r['instanceTypes'][0]} ({r['capacityType']}, ${r['price']:.4f}/h{options})"
 
 
+def _plain(*cells: str) -> list[Any]:
+    """Table cells shown as written: a reason, a name or a Hold's text may hold brackets (``[/ops/freeze]``), which
+    Rich would read as markup (and fail on, or drop)."""
+    from rich.text import Text
+
+    return [Text(cell) for cell in cells]
+
+
 def _header(data: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]ebb plan[/bold] at {data['now']}")
 
@@ -300,7 +308,7 @@ def _commands_table(data: dict[str, Any], console: Console, *, focused: bool, wi
         nodes = c["nodes"] if wide else c["nodes"][:NODES_SHOWN]
         named = ", ".join(nodes) + (f" (+{len(c['nodes']) - len(nodes)})" if len(c["nodes"]) > len(nodes) else "")
         row = [c["method"], c["reason"], c["action"], named, reps, f"{c['savingsPerHour']:.4f}"]
-        commands.add_row(*row, *([c["explanation"]] if wide else []))
+        commands.add_row(*_plain(*row, *([c["explanation"]] if wide else [])))
     if not data["commands"]:
         empty = ["-", "-", "-", "none of these nodes now" if focused else "nothing to disrupt now", "-", "-"]
         commands.add_row(*empty, *(["-"] if wide else []))
@@ -318,11 +326,13 @@ def _budgets_table(result: Plan, console: Console) -> None:
     for row in first.budgets:
         pools.setdefault(row.nodepool, {})[row.reason] = row.allowed
     for pool, allowed in pools.items():
-        budgets.add_row(pool, *(str(allowed.get(r, 0)) for r in BUDGET_REASONS))
+        budgets.add_row(*_plain(pool, *(str(allowed.get(r, 0)) for r in BUDGET_REASONS)))
     console.print(budgets)
     # an invalid budget fails closed: say why under the zeros, once per pool and cause
+    from rich.markup import escape
+
     for detail in dict.fromkeys(row.detail for row in first.budgets if row.invalid):
-        console.print(f"[red]invalid budget:[/red] {detail}", highlight=False)
+        console.print(f"[red]invalid budget:[/red] {escape(detail)}", highlight=False)
 
 
 def _warning_lines(result: Plan, console: Console) -> None:
@@ -366,9 +376,9 @@ def render_table(planned: Planned, console: Console, *, wide: bool = False) -> N
     blocked.add_column("reason", overflow="fold")
     for b in result.first.blocked:
         if wide:
-            blocked.add_row(b.node, pools.get(b.node) or "-", b.method, str(b.cause.kind), b.reason)
+            blocked.add_row(*_plain(b.node, pools.get(b.node) or "-", b.method, str(b.cause.kind), b.reason))
         else:
-            blocked.add_row(b.node, b.method, b.reason)
+            blocked.add_row(*_plain(b.node, b.method, b.reason))
     console.print(blocked)
     _budgets_table(result, console)
     _cost_lines(data, result, console, focused=planned.focused)
@@ -400,7 +410,7 @@ def render_summary(planned: Planned, console: Console, *, wide: bool = False) ->
     for col in ("cause", "nodes", "for example"):
         causes.add_column(col, overflow="fold")
     for label, count in per_cause.most_common():
-        causes.add_row(label, str(count), example[label])
+        causes.add_row(*_plain(label, str(count), example[label]))
     console.print(causes)
     pools = {n.name: n.nodepool or "(none)" for n in planned.snapshot.nodes}
     disrupted = Counter(pools.get(node, "(none)") for c in result.first.commands for node in c.nodes)
@@ -409,7 +419,7 @@ def render_summary(planned: Planned, console: Console, *, wide: bool = False) ->
     for col in ("nodePool", "disrupted now", "not disrupted"):
         per_pool.add_column(col)
     for pool in sorted(set(disrupted) | set(left)):
-        per_pool.add_row(pool, str(disrupted[pool]), str(left[pool]))
+        per_pool.add_row(*_plain(pool, str(disrupted[pool]), str(left[pool])))
     console.print(per_pool)
     _budgets_table(result, console)
     _cost_lines(data, result, console, focused=planned.focused)

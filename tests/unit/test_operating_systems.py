@@ -66,3 +66,41 @@ def test_bad_operating_systems_are_an_input_error(systems: Any) -> None:
     bad = {**instance_type("m5.large", "2", "8Gi", 29, 0.096), "operatingSystems": systems}
     with pytest.raises(SnapshotError, match=r"operatingSystems"):
         parse_documents([catalog([bad]), nodepool(), node("a")])
+
+
+def test_an_offerings_labels_are_a_new_nodes_and_pods_may_select_them() -> None:
+    """AKS labels a spot node ``kubernetes.azure.com/scalesetpriority: spot`` and an on-demand one ``regular``: a
+    catalog says so per offering. A pod that selects ``regular`` gets an on-demand replacement that carries it;
+    without the offering labels no new node would carry it, and its node stays."""
+    key = "kubernetes.azure.com/scalesetpriority"
+
+    def azure(name: str, cpu: str, on_demand: float, spot: float, *, labelled: bool = True) -> dict[str, Any]:
+        entry = instance_type(name, cpu, "8Gi", 30, on_demand, spot=spot)
+        for offering in entry["offerings"] if labelled else []:
+            offering["labels"] = {key: "spot" if offering["capacityType"] == "spot" else "regular"}
+        return entry
+
+    regular = node("r", itype="Standard_D8s_v5", cpu="8", memory="8Gi")
+    regular["metadata"]["labels"][key] = "regular"
+    app = pod("app", "r", cpu="500m")
+    app["spec"]["nodeSelector"] = {key: "regular"}
+    both = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                   "values": ["spot", "on-demand"]}])
+    for labelled in (True, False):
+        types = [azure("Standard_D8s_v5", "8", 0.384, 0.08, labelled=labelled),
+                 azure("Standard_D2s_v5", "2", 0.096, 0.02, labelled=labelled)]
+        out = plan_dict(catalog(types), both, regular, app)
+        if not labelled:
+            assert "r" not in disrupted(out), out["commands"]
+            continue
+        [command] = out["commands"]
+        [replacement] = command["replacements"]
+        assert command["nodes"] == ["r"] and replacement["capacityType"] == "on-demand", out
+        assert replacement["instanceTypes"][0] == "Standard_D2s_v5"
+
+
+def test_bad_offering_labels_are_an_input_error() -> None:
+    bad = instance_type("m5.large", "2", "8Gi", 29, 0.096)
+    bad["offerings"][0]["labels"] = {"a": 1}
+    with pytest.raises(SnapshotError, match=r"offerings\[0\]\.labels"):
+        parse_documents([catalog([bad]), nodepool(), node("a")])

@@ -362,3 +362,19 @@ def test_a_pod_attaches_each_claim_once() -> None:
 def test_bad_volume_input_is_an_error_naming_the_field(doc: dict[str, Any], field: str) -> None:
     with pytest.raises(SnapshotError, match=field.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
         parse_documents([doc])
+
+
+def test_a_regional_azure_disks_pod_is_replaced_in_zone_0() -> None:
+    """An AKS cluster without availability zones: nodes in zone ``0``, the disk driver's label empty on them and on
+    its volumes. A new node carries the label as the cluster's zone-0 nodes do, so the pod gets one, as Karpenter's
+    Azure provider reads ``""`` as zone ``0``."""
+    key = "topology.disk.csi.azure.com/zone"
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096, zones=["0"]),
+             instance_type("t3.medium", "2", "4Gi", 17, 0.04, zones=["0"])]
+    regional = node("a", zone="0")
+    regional["metadata"]["labels"][key] = ""
+    docs = [catalog(types), nodepool(), regional, pod("db", "a", cpu="300m", claims=("data",)), pvc("data", "v1"),
+            pv("v1", [""], key=key)]
+    out = plan_dict(*docs)
+    [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
+    assert [r["zones"] for r in command["replacements"]] == [["0"]]

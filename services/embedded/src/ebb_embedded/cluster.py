@@ -77,7 +77,7 @@ from ebb.core.model import (
 )
 from ebb.core.simulator import Scheduler
 from ebb.core.simulator.binding import bind
-from ebb.core.simulator.constraints import csi_zone_labels
+from ebb.core.simulator.constraints import csi_zone_labels, csi_zone_value
 from ebb.core.snapshot import ParsedObject, SnapshotError
 from ebb_embedded import volumes
 
@@ -570,8 +570,10 @@ class SimulatedCluster:
         labels[LABEL_INITIALIZED] = "true"
         zone = labels.get(volumes.LABEL_ZONE)
         if zone:  # the zonal CSI drivers' node plugins the cluster's nodes run register there too
-            for key in csi_zone_labels(_meta(n).get("labels") or {} for n in self.nodes()):
-                labels.setdefault(key, zone)
+            for key, values in csi_zone_labels(_meta(n).get("labels") or {} for n in self.nodes()):
+                value = csi_zone_value(values, zone)
+                if value is not None:
+                    labels.setdefault(key, value)
         await self._put(booted)
         await self._start_daemonsets(booted)
         return True

@@ -135,8 +135,8 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
         if not offering.available:
             continue
         for chosen in choices:
-            labels = {**base, **{r.key: v for r, v in zip(several, chosen, strict=True)}, LABEL_ZONE: offering.zone,
-                      LABEL_CAPACITY_TYPE: offering.capacity_type}
+            labels = {**base, **{r.key: v for r, v in zip(several, chosen, strict=True)}, **dict(offering.labels),
+                      LABEL_ZONE: offering.zone, LABEL_CAPACITY_TYPE: offering.capacity_type}
             if requirements_match(pool.requirements, labels) and daemonset_runs_on_node(ds, labels, ()):
                 return True
     return False

@@ -122,8 +122,10 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
                 chosen: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so), labelled with the
     NodePool's requirements' values (`requirement_labels`: ``chosen`` are the replacement's)."""
+    offering = next((o for o in instance_type.offerings
+                     if o.zone == spec.zone and o.capacity_type == spec.capacity_type), None)
     labels: dict[str, str] = {**instance_type.labels, **requirement_labels(pool, instance_type, chosen),
-                              **pool.labels}
+                              **pool.labels, **dict(offering.labels if offering is not None else ())}
     labels.update({
         LABEL_NODEPOOL: pool.name,
         LABEL_CAPACITY_TYPE: spec.capacity_type,

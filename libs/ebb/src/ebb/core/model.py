@@ -571,6 +571,9 @@ class Offering:
     capacity_type: str
     price: float
     available: bool = True
+    #: labels a node launched from this offering carries besides its type's (a catalog offering's ``labels``: AKS
+    #: labels spot nodes ``kubernetes.azure.com/scalesetpriority: spot``, on-demand ones ``regular``)
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

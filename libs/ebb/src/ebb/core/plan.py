@@ -83,7 +83,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             # labelled as a launcher labels it (`ebb.core.launch.node_object`): with a value of each of the
             # NodePool's own requirements, the one the pods chose where they did, else its drift would replace it
             labels = {"kubernetes.io/arch": "amd64", **it.labels, "kubernetes.io/os": it.os_under(pool.requirements),
-                      **requirement_labels(pool, it, dict(rep.labels)), **pool.labels,
+                      **requirement_labels(pool, it, dict(rep.labels)), **pool.labels, **dict(offer.labels),
                       LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
             region = region_of.get(offer.zone) or region_of.get("")

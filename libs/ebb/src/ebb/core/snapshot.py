@@ -1336,7 +1336,12 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
             ct = str(o.get("capacityType", "on-demand"))
             if ct not in ("on-demand", "spot", "reserved"):
                 raise doc.fail(f"{opath}.capacityType", f"{ct!r} is not on-demand, spot or reserved")
-            offerings.append(Offering(str(o["zone"]), ct, price, bool(o.get("available", True))))
+            offer_labels = o.get("labels") or {}
+            if not _is_mapping(offer_labels) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in offer_labels.items()):
+                raise doc.fail(f"{opath}.labels", "must be a map of label names to string values")
+            offerings.append(Offering(str(o["zone"]), ct, price, bool(o.get("available", True)),
+                                      tuple(sorted(offer_labels.items()))))
         if not offerings:
             raise doc.fail(f"{path}.offerings", "needs at least one offering")
         systems = raw.get("operatingSystems")

@@ -241,6 +241,7 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
             value = (chosen or {}).get(req.key)
             labels[req.key] = value if value is not None and value in req.values else req.values[0]
     labels.update(pool.labels)
+    labels.update(offering.labels)
     labels[LABEL_NODEPOOL] = pool.name
     labels[LABEL_INSTANCE_TYPE] = it.name
     labels[LABEL_ZONE] = offering.zone

@@ -75,14 +75,32 @@ CSI_ZONE_LABELS = ("topology.ebs.csi.aws.com/zone", "topology.disk.csi.azure.com
 _CSI_ZONE_LABELS = frozenset(CSI_ZONE_LABELS)
 
 
-def csi_zone_labels(nodes: Iterable[Mapping[str, str]]) -> tuple[str, ...]:
-    """Of `CSI_ZONE_LABELS`, those some node of labels ``nodes`` carries with its zone as the value, in that order."""
-    found: set[str] = set()
+#: `csi_zone_labels`: each CSI zone label the cluster's nodes carry, with the value it has in each zone
+CsiZones = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+
+def csi_zone_labels(nodes: Iterable[Mapping[str, str]]) -> CsiZones:
+    """Of `CSI_ZONE_LABELS`, those the nodes of labels ``nodes`` carry, each with the value a node of each zone has
+    (its zone, mostly; an Azure node outside availability zones, zone ``0``, has its disk driver's label empty)."""
+    found: dict[str, dict[str, str]] = {}
     for labels in nodes:
         if not labels.keys().isdisjoint(_CSI_ZONE_LABELS):  # (most nodes of most clusters: one look, in C)
             zone = labels.get(LABEL_ZONE)
-            found.update(key for key in CSI_ZONE_LABELS if zone and labels.get(key) == zone)
-    return tuple(key for key in CSI_ZONE_LABELS if key in found)
+            if zone:
+                for key in CSI_ZONE_LABELS:
+                    value = labels.get(key)
+                    if value is not None:
+                        found.setdefault(key, {}).setdefault(zone, value)
+    return tuple((key, tuple(sorted(found[key].items()))) for key in CSI_ZONE_LABELS if key in found)
+
+
+def csi_zone_value(values: tuple[tuple[str, str], ...], zone: str) -> str | None:
+    """The value a new node in ``zone`` gets of a CSI zone label whose nodes have ``values`` per zone: the one of
+    that zone's nodes, else the zone itself where the label names zones as they are; None otherwise."""
+    for known, value in values:
+        if known == zone:
+            return value
+    return zone if all(known == value for known, value in values) else None
 
 
 #: how many pods' needs a NodePool keeps its offerings for (`Pool.combo_ok`) before it starts again
@@ -458,10 +476,10 @@ class PoolsEntry:
     instance_types: tuple[InstanceType, ...]
     pools: list[Pool]
     regions: tuple[tuple[str, str], ...] = ()
-    csi_zones: tuple[str, ...] = ()
+    csi_zones: CsiZones = ()
 
     def holds(self, resources: Sequence[str], snapshot: Snapshot, regions: tuple[tuple[str, str], ...],
-              csi_zones: tuple[str, ...]) -> bool:
+              csi_zones: CsiZones) -> bool:
         """Built from exactly the objects of ``snapshot`` (by identity), ``resources``, ``regions`` and
         ``csi_zones``."""
         return (tuple(resources) == self.resources and same_objects(self.nodepools, snapshot.nodepools)
@@ -525,13 +543,14 @@ def cached_pools(resources: tuple[str, ...], snapshot: Snapshot) -> list[Pool]:
     return pools
 
 def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[tuple[str, str], ...] | None = None,
-                csi_zones: tuple[str, ...] | None = None) -> list[Pool]:
+                csi_zones: CsiZones | None = None) -> list[Pool]:
     """Each NodePool of ``snapshot`` compiled (`Pool`): its offerings that its requirements admit, over
     ``resources``, each labelled with its zone's region where ``regions`` (`zone_regions`) knows it, with its zone
     under each of ``csi_zones`` (`csi_zone_labels`), and with the placeholder hostname `NEW_NODE_HOSTNAME`."""
     region_of = dict(zone_regions(snapshot) if regions is None else regions)
     if csi_zones is None:
         csi_zones = csi_zone_labels(node.labels for node in snapshot.nodes)
+    offering_keys = {k for it in snapshot.instance_types for o in it.offerings for k, _ in o.labels}
     pools = []
     for pool in snapshot.nodepools:
         types: list[InstanceType] = []
@@ -545,7 +564,8 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
         several: list[tuple[str, tuple[str, ...]]] = []  # custom keys whose requirement allows several values
         for req in pool.requirements:
             if (req.key not in TYPE_KEYS and req.operator == "In" and req.values and req.key not in extra_labels
-                    and not any(req.key in it.labels for it in snapshot.instance_types)):
+                    and not any(req.key in it.labels for it in snapshot.instance_types)
+                    and req.key not in offering_keys):
                 if len(req.values) > 1 and all(key != req.key for key, _ in several):
                     several.append((req.key, tuple(req.values)))
                 else:
@@ -565,13 +585,16 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
                 if not off.available:
                     continue
                 for custom in customs:  # one offering per value of each custom label, in the requirement's order
-                    labels = {**base, **dict(custom), LABEL_ZONE: off.zone, LABEL_CAPACITY_TYPE: off.capacity_type}
+                    labels = {**base, **dict(custom), **dict(off.labels), LABEL_ZONE: off.zone,
+                              LABEL_CAPACITY_TYPE: off.capacity_type}
                     region = region_of.get(off.zone) or region_of.get("")
                     if region is not None:
                         labels.setdefault(LABEL_REGION, region)
                     labels.setdefault(LABEL_HOSTNAME, NEW_NODE_HOSTNAME)
-                    for key in csi_zones:
-                        labels.setdefault(key, off.zone)
+                    for key, per_zone in csi_zones:
+                        value = csi_zone_value(per_zone, off.zone)
+                        if value is not None:
+                            labels.setdefault(key, value)
                     if not requirements_match(pool.requirements, labels):
                         continue
                     combo_type.append(t_index)

@@ -42,6 +42,13 @@ CASES: list[tuple[str, list[Any], str | None]] = [
     ("a catalog type without an architecture label takes its node's: nothing to say",
      [nodepool(), _arch(node("a", itype="t4g.medium"), "arm64"), pod("web", "a"),
       catalog([instance_type("t4g.medium", "2", "4Gi", 17, 0.0336)])], None),
+    ("a NodePool requirement on a provider's instance type label no catalog type carries",
+     [nodepool(requirements=[{"key": "karpenter.azure.com/sku-family", "operator": "In", "values": ["D"]}]),
+      node("a"), pod("web", "a"), catalog([instance_type("m5.large", "2", "8Gi", 29, 0.096)])],
+     "1 NodePool requirement(s) are on a cloud provider's instance type label that no type of the input catalog "
+     "carries: ebb reads such a key as the NodePool's own (any type may launch, labelled with its value), where the "
+     "provider launches only the types it names, so the types and prices planned may not be those launched (add the "
+     "label to the catalog's types, docs/catalog.md): NodePool default (karpenter.azure.com/sku-family)"),
     ("a finished pod there is no matter",
      [nodepool(), node("a"), pod("web", "a"), pod("done", "gone", phase="Succeeded"), catalog()], None),
 ]

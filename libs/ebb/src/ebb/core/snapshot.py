@@ -1533,6 +1533,9 @@ def assemble(parsed: Iterable[ParsedObject],
 #: the labels of an instance type a node of it tells, for a catalog type that does not give them: without them a new
 #: node of the type would be taken for amd64 and linux (`ebb.core.labels`), and an arm64 type offered to amd64 pods
 NODE_TOLD_TYPE_LABELS = (LABEL_ARCH, LABEL_OS)
+#: the label prefixes of cloud providers' instance type labels (Karpenter's AWS, Azure and KWOK providers', GKE's): a
+#: NodePool requirement on one is about the instance type, which the catalog must then label
+PROVIDER_LABEL_PREFIXES = ("karpenter.k8s.aws/", "karpenter.azure.com/", "karpenter.kwok.sh/", "cloud.google.com/")
 #: what a new node of a type whose catalog entry gives no such label is planned with (`ebb.core.labels`)
 _NEW_NODE_LABELS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
 
@@ -1625,6 +1628,16 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"does not: a new node of the type is planned with the catalog's, so pods that select the "
                         f"node's may be given a node they cannot run on (fix the catalog's labels): {_named(unlike)}")
     known_types = set(of_type)
+    typed = {k for t in snapshot.instance_types for k in t.labels} | {
+        k for t in snapshot.instance_types for o in t.offerings for k, _ in o.labels}
+    untyped = tuple(dict.fromkeys(f"NodePool {p.name} ({r.key})" for p in snapshot.nodepools for r in p.requirements
+                                  if r.key.startswith(PROVIDER_LABEL_PREFIXES) and r.key not in typed))
+    if untyped:
+        warnings.append(f"{len(untyped)} NodePool requirement(s) are on a cloud provider's instance type label "
+                        f"that no type of the {snapshot.catalog_source} catalog carries: ebb reads such a key as the "
+                        f"NodePool's own (any type may launch, labelled with its value), where the provider launches "
+                        f"only the types it names, so the types and prices planned may not be those launched (add the "
+                        f"label to the catalog's types, docs/catalog.md): {_named(untyped)}")
     unpriced = tuple(f"node {n.name} ({n.instance_type})" for n in snapshot.nodes
                      if n.instance_type and n.instance_type not in known_types)
     if unpriced:

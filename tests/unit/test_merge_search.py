@@ -218,3 +218,17 @@ def test_a_greedy_set_is_not_taken_when_one_of_its_nodes_alone_saves_as_much(
     assert [(c["method"], c["action"], c["nodes"], c["replacements"][0]["instanceTypes"][0] if c["replacements"]
              else "") for c in out["commands"]] == commands
     assert sum(c["savingsPerHour"] for c in out["commands"]) == pytest.approx(1.1)
+
+
+def test_a_merge_whose_only_cheaper_option_is_a_removed_nodes_type_says_so() -> None:
+    """b (m5.large, 300m) and c (m5.2xlarge, 6 cpu): together they fit one m5.2xlarge at $0.384, less than the pair's
+    $0.48, but that is c's type: keeping c and deleting b does as well, so the option is left out (Karpenter's
+    ``filterOutSameInstanceType``). The merge's note on c names that rule, not a price the pods do not need."""
+    types = [instance_type("m5.large", "2", "8Gi", 29, 0.096), instance_type("m5.2xlarge", "8", "32Gi", 58, 0.384)]
+    docs = [catalog(types), nodepool(), node("b", itype="m5.large"), pod("b-1", "b", cpu="300m"),
+            node("c", itype="m5.2xlarge", cpu="8", memory="32Gi"), pod("c-1", "c", cpu="6", memory="24Gi")]
+    out = plan_dict(*docs)
+    assert [c["nodes"] for c in out["commands"]] == [["b"]]
+    reason = blocked_of(out, "c")["reason"]
+    assert "its pods fit type m5.2xlarge ($0.3840/h against $0.4800/h), the type of c, which it would remove" in reason
+    assert "need a node costing $0.4800/h" not in reason

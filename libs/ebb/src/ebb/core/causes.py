@@ -88,6 +88,8 @@ class Cause(StrEnum):
     PODS_FIT_NOWHERE = "pods-fit-nowhere"
     NO_REPLACEMENT = "no-replacement"  # inner: one of the four below
     NO_CHEAPER_REPLACEMENT = "no-cheaper-replacement"
+    # the cheaper options are all the type of a node it removes (Karpenter's filterOutSameInstanceType)
+    ONLY_SAME_TYPE_CHEAPER = "only-same-type-cheaper"
     PRICE_IMPROVEMENT_TOO_SMALL = "price-improvement-too-small"  # cheaper, but less than the pool's minimum
     SPOT_TO_SPOT_DISABLED = "spot-to-spot-disabled"
     SPOT_TO_SPOT_TOO_FEW_TYPES = "spot-to-spot-too-few-types"
@@ -190,6 +192,10 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NO_REPLACEMENT: "its pods do not fit on the other nodes (pod {pod}: {why}), and {inner}",
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
                                    "${needed:.4f}/h or more{where:aside}, and it costs ${price:.4f}/h"),
+    Cause.ONLY_SAME_TYPE_CHEAPER: ("can't replace with a cheaper node of another type: its pods fit type {type} "
+                                   "(${cheapest:.4f}/h against ${price:.4f}/h), the type of {node}, which it would "
+                                   "remove: keeping {node} and deleting the others does as well, so the option is left "
+                                   "out, as Karpenter leaves it out"),
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
                                         "{launched} ${best:.4f}/h against ${price:.4f}/h, "
                                         "{improvement:.1f_below_percent}% less"),

@@ -332,6 +332,12 @@ def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Re
         options = [t for t in options if prices[t] < ceiling - EPSILON]
     if not options:
         needed = new.price
+        copies = [t for t in priced if not kept(t)]
+        if copies:  # the cheaper ones are a removed node's type: keeping that node does as well (no merge)
+            cheapest = min(copies, key=lambda t: (prices[t], t))
+            node = min((n for n in removed if view.nodes[n].instance_type == cheapest), key=lambda n: view.price[n])
+            return BlockCause(Cause.ONLY_SAME_TYPE_CHEAPER, {"type": cheapest, "cheapest": prices[cheapest],
+                                                              "price": removed_price, "node": node})
         if needed < removed_price - EPSILON:
             # every cheaper option was left out (a copy of a removed node): what the pods need is then the cheapest of
             # the others, no less than what the nodes cost

@@ -519,3 +519,18 @@ def test_a_node_whose_pod_a_moved_pod_requires_affinity_to_waits_for_the_next_pa
         "pod default/dep-0, which a command of this pass moves to a new node, requires pod affinity to its pod "
         "default/part-0; moving both at once could leave default/dep-0 with nowhere to go, so it is considered "
         "again next pass")
+
+
+def test_a_pod_no_type_fits_is_named_so_in_the_new_node_part_of_the_reason() -> None:
+    """One node: its big pod opens the one new node a step allows, and its other pod asks an extended resource no
+    instance type has. The reason's new-node part names that (no type fits it, with what it asks), where it said only
+    "no other node can take pods", which is true of the nodes and not of the new one."""
+    foo = pod("w-foo", "a", cpu="100m", memory="128Mi")
+    foo["spec"]["containers"][0]["resources"]["requests"]["example.com/foo"] = "1"
+    a = node("a")
+    a["status"]["allocatable"]["example.com/foo"] = "1"
+    a["status"]["capacity"]["example.com/foo"] = "1"
+    out = plan_dict(catalog(), nodepool(), a, pod("w-big", "a", cpu="1500m"), foo)
+    reason = blocked_of(out, "a")["reason"]
+    assert "not on one new node either (pod default/w-foo: no other node can take pods, and no NodePool offers an " \
+           "instance type that fits it (" in reason and "example.com/foo 1" in reason, reason

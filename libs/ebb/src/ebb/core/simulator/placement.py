@@ -252,7 +252,11 @@ class Placement:
         else:
             where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
         if max_new <= 0:
-            pass
+            if self.n_bins > n and not any(ok is not None and any_set(pool.combos_holding(req) & ok)
+                                           for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True)):
+                # the new node the step allowed is open and did not take it: no type of any NodePool would have
+                wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
+                where += f", and no NodePool offers an instance type that fits it ({wants})"
         elif not cls.can_launch and cls.host_ports and any(p.combo_ok(cls.spec) is not None for p in s.pools):
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")

@@ -437,8 +437,10 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
     run = uuid.uuid4().hex[:8]
     namespace, class_name, volume, claim = f"vol-{run}", f"zonal-{run}", f"pv-{run}", f"data-{run}"
     csi_name = f"ip-10-0-1-7.{run}.ec2.internal"  # a node's name: the apiserver does not ask for the node
-    drivers = [{"name": "ebs.csi.aws.com", "nodeID": f"i-{run}", "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
-                "allocatable": {"count": 25}}, {"name": "efs.csi.aws.com", "nodeID": f"i-{run}"}]
+    drivers: list[dict[str, Any]] = [
+        {"name": "ebs.csi.aws.com", "nodeID": f"i-{run}", "topologyKeys": ["topology.ebs.csi.aws.com/zone"],
+         "allocatable": {"count": 25}},
+        {"name": "efs.csi.aws.com", "nodeID": f"i-{run}"}]
     topologies = [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
                                               "values": ["us-east-1a", "us-east-1b"]}]}]
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [

@@ -168,7 +168,7 @@ META = {"uid": "v-1", "resourceVersion": "7", "managedFields": MANAGED, "finaliz
         "creationTimestamp": "2026-11-20T10:00:00Z"}
 
 #: (kind, apiVersion, the object as listed (no kind or apiVersion), the fields beside metadata trimming keeps)
-VOLUME_CASES = [
+VOLUME_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("StorageClass", "storage.k8s.io/v1",
      {"metadata": {"name": "gp3", **META}, "provisioner": "ebs.csi.aws.com",
       "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": ALLOWED_TOPOLOGIES,

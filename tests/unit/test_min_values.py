@@ -180,7 +180,7 @@ def test_rotation_replacement_meets_min_values(docs: list[Any], method: str, rep
 # the NodeClaim's pods do not schedule, so consolidation and drift make no command, and validation (which simulates
 # the same way) fails.
 FAMILY = "karpenter.k8s.aws/instance-family"
-TWO_FAMILIES = [ON_DEMAND, {"key": FAMILY, "operator": "Exists", "minValues": 2}]
+TWO_FAMILIES: list[dict[str, Any]] = [ON_DEMAND, {"key": FAMILY, "operator": "Exists", "minValues": 2}]
 
 
 def _family_type(name: str, family: str, cpu: str, price: float) -> dict[str, Any]:

@@ -105,6 +105,29 @@ def test_an_invalid_object_fails_every_snapshot_until_it_is_fixed() -> None:
     assert [p.spec.requests["cpu"] for p in store.snapshot().pods] == [1000]
 
 
+def test_a_change_python_reads_as_equal_is_applied() -> None:
+    """``True == 1`` in Python: a PDB whose ``minAvailable`` went from an invalid ``true`` to ``1`` was read as
+    unchanged and the invalid one held for ever, every snapshot failing (the planner's fuzzing found it)."""
+    import pytest
+
+    from ebb.core.snapshot import SnapshotError
+
+    def budget(min_available: object) -> dict[str, Any]:
+        return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"},
+                "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}}
+
+    store = SnapshotStore()
+    put(store, node("a", "m5.large"))
+    put(store, budget(True))
+    with pytest.raises(SnapshotError, match="minAvailable"):
+        store.snapshot()
+    assert store.apply(ClusterObject(kind="PodDisruptionBudget", namespace="", name="pdb", resource_version="2",
+                                     object=budget(1)))
+    assert [p.min_available for p in store.snapshot().pdbs] == [1]
+    assert not store.apply(ClusterObject(kind="PodDisruptionBudget", namespace="", name="pdb",
+                                         resource_version="3", object=budget(1)))  # the same again: no change
+
+
 def test_put_parses_an_object_once_per_change_and_snapshot_of_keeps_the_given_order() -> None:
     store = SnapshotStore(bundled_catalog=[])
     store.put("Node//b", node("b", "m5.large"))

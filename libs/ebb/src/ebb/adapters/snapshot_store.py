@@ -105,7 +105,8 @@ class SnapshotStore:
         key = message.key()
         if message.object is None:
             return self.remove(key)
-        if self._objects.get(key) == message.object:
+        held = self._objects.get(key)
+        if held is not None and held == message.object and _identical(held, message.object):
             return False
         self.put(key, dict(message.object))
         return True
@@ -314,6 +315,19 @@ class SnapshotStore:
             raw = self.bundled_catalog() if callable(self.bundled_catalog) else self.bundled_catalog
             self._fallback = parse_catalog(raw or ())
         return self._fallback
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same, types too: Python's ``==`` has ``True == 1`` and ``1 == 1.0``, so a
+    field changed from ``true`` to ``1`` (a hostile object made valid again) would read as no change, and the
+    invalid one would stay held for ever."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    return bool(a == b)
 
 
 def _bound_to(pod: Mapping[str, Any]) -> str | None:

@@ -138,8 +138,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                  "$0.0832/h", U),
     (BlockCause(Cause.ONLY_SAME_TYPE_CHEAPER, {"type": "m5.2xlarge", "cheapest": 0.384, "price": 0.48, "node": "c"}),
      "can't replace with a cheaper node of another type: its pods fit type m5.2xlarge ($0.3840/h against "
-     "$0.4800/h), the type of c, which it would remove: keeping c and deleting the others does as well, so the option "
-     "is left out, as Karpenter leaves it out", U),
+     "$0.4800/h), the same type as c, which it would remove: keeping c and deleting the others does as well, so the "
+     "option is left out, as Karpenter leaves it out", U),
     (BlockCause(Cause.STATIC_NODEPOOL, {"pool": "fixed", "replicas": 3}),
      "its NodePool fixed is static (spec.replicas 3): its nodes are not consolidated", U),
     (BlockCause(Cause.NODECLAIM_NOT_INITIALIZED, {"claim": "default-abc12"}),

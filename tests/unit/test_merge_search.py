@@ -230,5 +230,6 @@ def test_a_merge_whose_only_cheaper_option_is_a_removed_nodes_type_says_so() -> 
     out = plan_dict(*docs)
     assert [c["nodes"] for c in out["commands"]] == [["b"]]
     reason = blocked_of(out, "c")["reason"]
-    assert "its pods fit type m5.2xlarge ($0.3840/h against $0.4800/h), the type of c, which it would remove" in reason
+    assert "its pods fit type m5.2xlarge ($0.3840/h against $0.4800/h), the same type as c, which it would " \
+           "remove" in reason
     assert "need a node costing $0.4800/h" not in reason

@@ -193,9 +193,9 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NO_CHEAPER_REPLACEMENT: ("can't replace with a cheaper node: its pods need a node costing "
                                    "${needed:.4f}/h or more{where:aside}, and it costs ${price:.4f}/h"),
     Cause.ONLY_SAME_TYPE_CHEAPER: ("can't replace with a cheaper node of another type: its pods fit type {type} "
-                                   "(${cheapest:.4f}/h against ${price:.4f}/h), the type of {node}, which it would "
-                                   "remove: keeping {node} and deleting the others does as well, so the option is left "
-                                   "out, as Karpenter leaves it out"),
+                                   "(${cheapest:.4f}/h against ${price:.4f}/h), the same type as {node}, which it "
+                                   "would remove: keeping {node} and deleting the others does as well, so the option "
+                                   "is left out, as Karpenter leaves it out"),
     Cause.PRICE_IMPROVEMENT_TOO_SMALL: ("{source}'s minimumPriceImprovementPercent ({percent}%) is not met: the "
                                         "{launched} ${best:.4f}/h against ${price:.4f}/h, "
                                         "{improvement:.1f_below_percent}% less"),

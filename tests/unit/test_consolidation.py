@@ -486,9 +486,10 @@ def test_a_merge_drops_copies_of_its_cheapest_node_of_a_type_whatever_the_order(
     assert sum(c["savingsPerHour"] for c in out["commands"]) >= 0.085 - 1e-9, out["commands"]
 
 
-def test_a_refused_merge_names_the_price_of_what_its_pods_may_have() -> None:
+def test_a_refused_merge_names_the_rule_that_dropped_its_only_cheaper_option() -> None:
     """Two m5.xlarge whose pods fit together on one m5.xlarge: that option is a copy of a removed node, dropped, and
-    the next (an m5.2xlarge) costs what both do. The reason names that price, not the dropped option's."""
+    the next (an m5.2xlarge) costs what both do. The reason names the rule that dropped the cheaper option (keeping
+    that node does as well), not a price the pods do not need."""
     docs = [nodepool(), node("x", itype="m5.xlarge", cpu="2"), node("y", itype="m5.xlarge", cpu="2"),
             pod("p1", "x", cpu="1500m", memory="5Gi"), pod("p2", "y", cpu="1500m", memory="5Gi"),
             catalog([instance_type("m5.xlarge", "4", "16Gi", 58, 0.192),
@@ -497,8 +498,10 @@ def test_a_refused_merge_names_the_price_of_what_its_pods_may_have() -> None:
     assert out["commands"] == []
     reason = blocked_of(out, "y")["reason"]
     assert "a merge of the first 2 candidates" in reason
-    assert reason.endswith("can't replace with a cheaper node: its pods need a node costing $0.3840/h or more, and it "
-                           "costs $0.3840/h"), reason
+    assert reason.endswith("can't replace with a cheaper node of another type: its pods fit type m5.xlarge "
+                           "($0.1920/h against $0.3840/h), the same type as x, which it would remove: keeping x and "
+                           "deleting the others does as well, so the option is left out, as Karpenter leaves it "
+                           "out"), reason
 
 
 def test_a_node_whose_pod_a_moved_pod_requires_affinity_to_waits_for_the_next_pass() -> None:

@@ -69,6 +69,7 @@ from ebb.core.launch import LaunchError, LaunchSpec
 from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     LABEL_INITIALIZED,
+    LABEL_ZONE,
     InstanceType,
     Interned,
     Pod,
@@ -302,7 +303,7 @@ class SimulatedCluster:
         storage_class = self._class_of(claim)
         if volumes.waits_for_consumer(storage_class) != (node is not None):
             return
-        zones = sorted({z for n in self.nodes() if (z := (_meta(n).get("labels") or {}).get(volumes.LABEL_ZONE))})
+        zones = sorted({z for n in self.nodes() if (z := (_meta(n).get("labels") or {}).get(LABEL_ZONE))})
         made = volumes.provision(claim, storage_class, node=node, zones=zones, serial=self._resource_version)
         if made is not None:
             volume, bound = made
@@ -568,7 +569,7 @@ class SimulatedCluster:
         booted["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
         labels = booted["metadata"]["labels"]
         labels[LABEL_INITIALIZED] = "true"
-        zone = labels.get(volumes.LABEL_ZONE)
+        zone = labels.get(LABEL_ZONE)
         if zone:  # the zonal CSI drivers' node plugins the cluster's nodes run register there too
             for key, values in csi_zone_labels(_meta(n).get("labels") or {} for n in self.nodes()):
                 value = csi_zone_value(values, zone)

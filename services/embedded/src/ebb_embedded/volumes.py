@@ -30,13 +30,14 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ebb.core.model import LABEL_HOSTNAME, LABEL_ZONE
+from ebb.core.volumes import IN_TREE_DRIVERS
+
 #: the annotation of the default StorageClass
 ANNOTATION_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 #: the annotations the PV controller writes on a claim it bound, and the scheduler on a WaitForFirstConsumer claim
 ANNOTATION_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"
-LABEL_ZONE = "topology.kubernetes.io/zone"
-LABEL_HOSTNAME = "kubernetes.io/hostname"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 #: the provisioner of statically made local volumes: it makes none
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
@@ -46,9 +47,7 @@ ZONAL_PROVISIONERS = frozenset({
     "disk.csi.azure.com", "kubernetes.io/azure-disk", "cinder.csi.openstack.org", "kubernetes.io/cinder"})
 #: provisioners whose volumes are on one node's disk
 LOCAL_PROVISIONERS = frozenset({"rancher.io/local-path", "openebs.io/local"})
-#: in-tree provisioners and the CSI drivers that attach their volumes now (CSI migration)
-IN_TREE_DRIVERS = {"kubernetes.io/aws-ebs": "ebs.csi.aws.com", "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
-                   "kubernetes.io/azure-disk": "disk.csi.azure.com", "kubernetes.io/cinder": "cinder.csi.openstack.org"}
+
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

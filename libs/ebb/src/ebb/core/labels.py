@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import islice, product
 
 from ebb.core.model import (
-    LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
+    NEW_NODE_DEFAULT_LABELS,
     DaemonSet,
     InstanceType,
     LabelSelector,
@@ -111,8 +111,6 @@ def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint], 
     return [t for t in taints if t.effect in effects and not tolerates(tols, t)]
 
 
-#: the labels a new node has whatever its instance type says, unless the type says otherwise
-_NEW_NODE_DEFAULTS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
 #: at most this many combinations of the values of a NodePool's custom `In` requirements are tried per offering
 _CUSTOM_COMBINATIONS = 16
 
@@ -126,7 +124,7 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
     define, another zone, another architecture) keeps it off, so it is not counted."""
     if blocking_taints(ds.spec.tolerations, pool.taints):
         return False
-    base = {**_NEW_NODE_DEFAULTS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements), **pool.labels,
+    base = {**NEW_NODE_DEFAULT_LABELS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements), **pool.labels,
             LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: itype.name}
     several = [r for r in pool.requirements if r.operator == "In" and r.values and r.key not in base
                and r.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]

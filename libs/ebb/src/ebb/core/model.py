@@ -38,6 +38,8 @@ LABEL_OS = "kubernetes.io/os"
 #: its current name wherever Karpenter builds a scheduling requirement (a pod's node selector and node affinity, a
 #: NodePool's requirements, a node's labels), so a pod that still selects ``beta.kubernetes.io/arch`` gets a new node
 #: of that architecture. The parser does the same (`ebb.core.snapshot`)
+#: the architecture and OS labels a new node has whatever its instance type says, unless the type says otherwise
+NEW_NODE_DEFAULT_LABELS: Mapping[str, str] = MappingProxyType({LABEL_ARCH: "amd64", LABEL_OS: "linux"})
 NORMALIZED_LABELS: Mapping[str, str] = MappingProxyType({
     "failure-domain.beta.kubernetes.io/zone": LABEL_ZONE,
     "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",

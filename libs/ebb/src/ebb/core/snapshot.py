@@ -50,6 +50,7 @@ from ebb.core.model import (
     LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
+    NEW_NODE_DEFAULT_LABELS,
     NORMALIZED_LABELS,
     POLICY_FROM_DISRUPTION_POLICY,
     REQUIREMENT_OPERATORS,
@@ -1536,8 +1537,6 @@ NODE_TOLD_TYPE_LABELS = (LABEL_ARCH, LABEL_OS)
 #: the label prefixes of cloud providers' instance type labels (Karpenter's AWS, Azure and KWOK providers', GKE's): a
 #: NodePool requirement on one is about the instance type, which the catalog must then label
 PROVIDER_LABEL_PREFIXES = ("karpenter.k8s.aws/", "karpenter.azure.com/", "karpenter.kwok.sh/", "cloud.google.com/")
-#: what a new node of a type whose catalog entry gives no such label is planned with (`ebb.core.labels`)
-_NEW_NODE_LABELS = {LABEL_ARCH: "amd64", LABEL_OS: "linux"}
 
 
 def _labelled_by_nodes(types: dict[str, InstanceType], nodes: Iterable[Node]) -> None:
@@ -1621,7 +1620,7 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
     unlike = tuple(f"node {n.name} ({n.instance_type}: {key}={n.labels[key]}, the catalog says {told})"
                    for n in snapshot.nodes if (it := of_type.get(n.instance_type or "")) is not None
                    for key in NODE_TOLD_TYPE_LABELS
-                   if n.labels.get(key) and (told := it.labels.get(key, _NEW_NODE_LABELS[key])) != n.labels[key]
+                   if n.labels.get(key) and (told := it.labels.get(key, NEW_NODE_DEFAULT_LABELS[key])) != n.labels[key]
                    and not (key == LABEL_OS and n.labels[key] in it.operating_systems))
     if unlike:
         warnings.append(f"{len(unlike)} node(s) carry an architecture or OS label their instance type's catalog entry "

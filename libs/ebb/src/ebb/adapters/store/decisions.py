@@ -100,17 +100,21 @@ def state_of(row: DecisionRow) -> State:
     return State(row.state)
 
 
+def _of_live(column: Any, cluster: str, states: Iterable[State], shadow: bool) -> Any:
+    """The ids and ``column`` of the decisions of ``cluster`` in ``states``, shadow ones or real ones, oldest first."""
+    return select(DecisionRow.id, column).where(
+        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states]),
+        DecisionRow.shadow.is_(shadow)
+    ).order_by(DecisionRow.created_at, DecisionRow.id)
+
+
 async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None = None,
                      states: Iterable[State] = LIVE, shadow: bool = False) -> dict[str, str]:
     """node -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones) holding it;
     the newest decision wins when two hold one node. Shadow decisions and real ones never hold each other's nodes:
     ``shadow`` says which are read."""
-    query = select(DecisionRow.id, DecisionRow.nodes).where(
-        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states]),
-        DecisionRow.shadow.is_(shadow)
-    ).order_by(DecisionRow.created_at, DecisionRow.id)
     held: dict[str, str] = {}
-    for decision_id, nodes in await session.execute(query):
+    for decision_id, nodes in await session.execute(_of_live(DecisionRow.nodes, cluster, states, shadow)):
         if decision_id == exclude:
             continue
         for name in node_names(nodes):
@@ -121,9 +125,7 @@ async def live_nodes(session: AsyncSession, cluster: str, *, exclude: str | None
 async def holders(session: AsyncSession, cluster: str, node: str, *, shadow: bool = False) -> list[str]:
     """The ids of the live decisions of ``cluster`` holding ``node``, the oldest first: more than one when a pass
     proposed on a node from a view read before another decision took it (the proposal's validation refuses it)."""
-    query = select(DecisionRow.id, DecisionRow.nodes).where(
-        DecisionRow.cluster == cluster, DecisionRow.state.in_([s.value for s in LIVE]), DecisionRow.shadow.is_(shadow)
-    ).order_by(DecisionRow.created_at, DecisionRow.id)
+    query = _of_live(DecisionRow.nodes, cluster, LIVE, shadow)
     return [decision_id for decision_id, nodes in await session.execute(query) if node in node_names(nodes)]
 
 
@@ -132,11 +134,8 @@ async def live_replacements(session: AsyncSession, cluster: str, *, exclude: str
     """replacement name -> id of the decision of ``cluster`` in one of ``states`` (by default the live ones)
     that launches it: ``replacement_name`` of each of its replacements, the executor's name of the Node (or,
     next to Karpenter, the NodeClaim) it launches."""
-    query = select(DecisionRow.id, DecisionRow.replacements).where(
-        DecisionRow.cluster == cluster, DecisionRow.state.in_([State(s).value for s in states]),
-        DecisionRow.shadow.is_(shadow)
-    ).order_by(DecisionRow.created_at, DecisionRow.id)
     launched: dict[str, str] = {}
+    query = _of_live(DecisionRow.replacements, cluster, states, shadow)
     for decision_id, replacements in await session.execute(query):
         if decision_id == exclude:
             continue

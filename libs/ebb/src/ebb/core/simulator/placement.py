@@ -443,37 +443,36 @@ def _launch(pool: Pool, mask: BoolArray) -> Launch:
     Karpenter's NodeClaim takes the requirements of one volume alternative (``tryVolumeAlternative``)."""
     order = pool.price_order[mask[pool.price_order]]  # its offerings (narrowed), cheapest first
     cheapest = int(order[0])
-    narrowers = (pool.combo_zone_code == pool.combo_zone_code[cheapest], pool.combo_type == pool.combo_type[cheapest])
-    for narrower in narrowers:
-        type_names, zones, same_ct = _types_and_zones(pool, order, cheapest)
-        if not _ties_types_to_zones(pool, mask, order, same_ct, cheapest):
+    for narrower in (pool.combo_zone_code == pool.combo_zone_code[cheapest],
+                     pool.combo_type == pool.combo_type[cheapest]):
+        if not _ties_types_to_zones(pool, mask, order, cheapest):
             break
         mask = mask & narrower
         order = pool.price_order[mask[pool.price_order]]
-    else:
-        type_names, zones, _ = _types_and_zones(pool, order, cheapest)
-    labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
-    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels
-
-
-def _types_and_zones(pool: Pool, order: IntArray, cheapest: int) -> tuple[Any, tuple[str, ...], IntArray]:
-    """The instance types of the offerings ``order`` (each once, cheapest first), the zones of those of the cheapest's
-    capacity type, and those offerings."""
     # each instance type once, at the position of its cheapest offering: the first position of each type, the types
     # present in that order
     first = np.full(len(pool.types), order.size, dtype=np.int64)
     np.minimum.at(first, pool.combo_type[order], np.arange(order.size, dtype=np.int64))
     present = np.flatnonzero(first < order.size)
     type_names = pool.type_names[present[np.argsort(first[present], kind="stable")]]
-    same_ct = order[pool.combo_ct_code[order] == pool.combo_ct_code[cheapest]]
+    same_ct = _same_ct(pool, order, cheapest)
     zones = tuple(pool.zone_names[z] for z in np.flatnonzero(np.bincount(pool.combo_zone_code[same_ct])))
-    return type_names, zones, same_ct
+    labels = pool.combo_custom[cheapest] if pool.combo_custom else ()
+    return tuple(type_names.tolist()), pool.combo_ct[cheapest], zones, float(pool.combo_price[cheapest]), labels
 
 
-def _ties_types_to_zones(pool: Pool, mask: BoolArray, order: IntArray, same_ct: IntArray, cheapest: int) -> bool:
-    """Whether the NodeClaim of ``mask`` (its types ``In``, the zones of ``same_ct`` ``In``, the cheapest's capacity
-    type) admits an offering of the pool whose (type, zone) none of ``mask``'s offerings has: an offering the pool
-    has that the claim's pods cannot use. (A pair the pool does not offer is no such one: nothing launches it.)"""
+def _same_ct(pool: Pool, order: IntArray, cheapest: int) -> IntArray:
+    """The offerings of ``order`` of the cheapest's capacity type: a NodeClaim's zones are theirs."""
+    same: IntArray = order[pool.combo_ct_code[order] == pool.combo_ct_code[cheapest]]
+    return same
+
+
+def _ties_types_to_zones(pool: Pool, mask: BoolArray, order: IntArray, cheapest: int) -> bool:
+    """Whether the NodeClaim of ``mask`` (the types of its offerings ``order`` ``In``, the zones of those of the
+    cheapest's capacity type ``In``, that capacity type) admits an offering of the pool whose (type, zone) none of
+    ``mask``'s offerings has: an offering the pool has that the claim's pods cannot use. (A pair the pool does not
+    offer is no such one: nothing launches it.)"""
+    same_ct = _same_ct(pool, order, cheapest)
     zones = len(pool.zone_names)
     ct = pool.combo_ct_code[cheapest]
     types_in = np.zeros(len(pool.types), dtype=bool)

@@ -78,6 +78,19 @@ def test_the_node_carries_the_pools_template_hash_and_the_types_capacity_less_ov
     assert parsed.allocatable["cpu"] == 1920 and parsed.nodepool == "general"
 
 
+def test_a_type_without_an_architecture_label_is_launched_as_the_simulation_placed_it_amd64() -> None:
+    """A catalog entry that names no architecture (and no node of the input told one): the launched node carries
+    ``kubernetes.io/arch: amd64``, the default the scheduling simulation gave the new node, or a pod selecting amd64
+    that the plan put there would not run on it."""
+    pool = parse_object(nodepool("general")).value
+    it = CATALOG["c5.large"]
+    assert "kubernetes.io/arch" not in it.labels
+    spec = launch_spec("general-abc", nodepool="general", instance_types=("c5.large",), capacity_type="on-demand",
+                       zones=("us-east-1a",), catalog=CATALOG)
+    labels = node_object(spec, pool=pool, instance_type=it, now=NOW)["metadata"]["labels"]
+    assert labels["kubernetes.io/arch"] == "amd64" and labels["kubernetes.io/os"] == "linux"
+
+
 def test_replacement_names_are_stable_per_decision_and_index() -> None:
     assert replacement_name("dec-1", 0, "general") == replacement_name("dec-1", 0, "general")
     assert replacement_name("dec-1", 0, "general") != replacement_name("dec-1", 1, "general")

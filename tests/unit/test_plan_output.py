@@ -346,3 +346,19 @@ def test_a_replacement_launched_for_karpenters_nodes_has_a_nodeclaim_and_can_be_
     later = run_pass(options.view_of(after, NOW + timedelta(minutes=10)), options)
     reasons = {b.node: render(b.cause) for b in later.blocked}
     assert "NodeClaim" not in reasons.get(launched.name, ""), reasons
+
+
+def test_a_replacement_the_passes_launch_carries_the_zonal_csi_drivers_label_the_clusters_nodes_carry() -> None:
+    """The cluster's nodes carry an older EBS CSI driver's own zone key: a node the passes launch carries it too, with
+    its zone's value (as the simulation labels a new node, `csi_zone_labels`), so a pod whose volume asks for that key
+    may move onto it in the next step."""
+    key = "topology.ebs.csi.aws.com/zone"
+    docs = [nodepool(), node("big", itype="m5.2xlarge", zone="us-east-1b", labels={key: "us-east-1b"}),
+            node("other", zone="us-east-1a", labels={key: "us-east-1a"}), pod("busy", "other", cpu="1500m"),
+            pod("p", "big", cpu="500m", memory="256Mi")]
+    snap = snapshot(*docs)
+    first = make_plan(snap, NOW).first
+    assert [c.action for c in first.commands] == ["replace"]
+    after = apply_commands(snap, first.commands, NOW, 1)
+    [launched] = [n for n in after.nodes if n.name not in ("big", "other")]
+    assert launched.labels[key] == launched.labels["topology.kubernetes.io/zone"]

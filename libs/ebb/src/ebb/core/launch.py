@@ -31,6 +31,7 @@ from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     LABEL_INITIALIZED,
+    NEW_NODE_DEFAULT_LABELS,
     InstanceType,
     NodePool,
 )
@@ -124,8 +125,9 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
     NodePool's requirements' values (`requirement_labels`: ``chosen`` are the replacement's)."""
     offering = next((o for o in instance_type.offerings
                      if o.zone == spec.zone and o.capacity_type == spec.capacity_type), None)
-    labels: dict[str, str] = {**instance_type.labels, **requirement_labels(pool, instance_type, chosen),
-                              **pool.labels, **dict(offering.labels if offering is not None else ())}
+    labels: dict[str, str] = {**NEW_NODE_DEFAULT_LABELS, **instance_type.labels,
+                              **requirement_labels(pool, instance_type, chosen), **pool.labels,
+                              **dict(offering.labels if offering is not None else ())}
     labels.update({
         LABEL_NODEPOOL: pool.name,
         LABEL_CAPACITY_TYPE: spec.capacity_type,

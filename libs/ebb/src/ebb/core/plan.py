@@ -33,15 +33,17 @@ from ebb.core.model import (
     LABEL_INITIALIZED,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
+    LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
+    NEW_NODE_DEFAULT_LABELS,
     Node,
     NodeClaim,
     Pod,
     Snapshot,
 )
 from ebb.core.quantity import fmt_time
-from ebb.core.simulator.constraints import zone_regions
+from ebb.core.simulator.constraints import csi_zone_labels, csi_zone_value, zone_regions
 
 VALIDATION_DELAY_SECONDS = 15.0
 MAX_STEPS = 1000
@@ -72,6 +74,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
     new_claims: list[NodeClaim] = []
     host_to_node: dict[str, str] = {}
     region_of = dict(zone_regions(snapshot))
+    csi_zones = csi_zone_labels(node.labels for node in snapshot.nodes)
     for c_index, command in enumerate(commands):
         for r_index, rep in enumerate(command.replacements):
             it = types[rep.instance_types[0]]
@@ -82,13 +85,17 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             pool = pools[rep.nodepool]
             # labelled as a launcher labels it (`ebb.core.launch.node_object`): with a value of each of the
             # NodePool's own requirements, the one the pods chose where they did, else its drift would replace it
-            labels = {"kubernetes.io/arch": "amd64", **it.labels, "kubernetes.io/os": it.os_under(pool.requirements),
+            labels = {**NEW_NODE_DEFAULT_LABELS, **it.labels, LABEL_OS: it.os_under(pool.requirements),
                       **requirement_labels(pool, it, dict(rep.labels)), **pool.labels, **dict(offer.labels),
                       LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
             region = region_of.get(offer.zone) or region_of.get("")
             if region is not None:  # as the simulation labels a new node (`zone_regions`)
                 labels.setdefault(LABEL_REGION, region)
+            for key, per_zone in csi_zones:  # and the zonal CSI drivers' keys the cluster's nodes carry
+                value = csi_zone_value(per_zone, offer.zone)
+                if value is not None:
+                    labels.setdefault(key, value)
             annotations = {ANNOTATION_NODEPOOL_HASH: pool.hash or "", ANNOTATION_NODEPOOL_HASH_VERSION:
                            pool.hash_version or ""} if pool.hash else {}
             # a replacement, as live ones are marked: it does not restart a stabilization window

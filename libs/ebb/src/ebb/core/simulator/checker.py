@@ -77,13 +77,13 @@ from ebb.core.labels import (
 )
 from ebb.core.model import (
     ATTACH_LIMIT_PREFIX,
-    LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_ZONE,
+    NEW_NODE_DEFAULT_LABELS,
     DaemonSet,
     InstanceType,
     NodePool,
@@ -235,7 +235,7 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
                     chosen: Mapping[str, str] | None = None) -> dict[str, str]:
     """The labels a node of `pool` launched as this instance type and offering carries (no hostname): a requirement
     `In` on a key of the NodePool's own gives the value `chosen` names (a new node's `labels`), else its first."""
-    labels = {LABEL_ARCH: "amd64", **it.labels, LABEL_OS: it.os_under(pool.requirements)}
+    labels = {**NEW_NODE_DEFAULT_LABELS, **it.labels, LABEL_OS: it.os_under(pool.requirements)}
     for req in pool.requirements:
         if req.operator == "In" and req.values and req.key not in _OFFERING_KEYS and req.key not in labels:
             value = (chosen or {}).get(req.key)

@@ -10,14 +10,17 @@ label that is missing or not an integer (Go's ``strconv.Atoi``) satisfies none o
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from itertools import islice, product
 
 from ebb.core.model import (
+    LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
+    LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
     LABEL_OS,
+    LABEL_REGION,
     LABEL_ZONE,
     NEW_NODE_DEFAULT_LABELS,
     DaemonSet,
@@ -28,7 +31,7 @@ from ebb.core.model import (
     Taint,
     Toleration,
 )
-from ebb.core.quantity import parse_go_int
+from ebb.core.quantity import GO_INT_MAX, parse_go_int
 
 #: how each integer operator (`ebb.core.model.INTEGER_OPERATORS`) compares a label's value with its bound
 INTEGER_COMPARISONS: Mapping[str, Callable[[int, int], bool]] = {
@@ -43,6 +46,65 @@ def integer_bound(req: Requirement) -> tuple[Callable[[int, int], bool], int] | 
         return None
     bound = parse_go_int(req.values[0])
     return None if bound is None else (compare, bound)
+
+
+#: the well-known keys a new node's offering, type, NodePool and name give it: Karpenter makes up no value of them
+_NOT_MADE_UP = frozenset({LABEL_INSTANCE_TYPE, LABEL_ZONE, LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_OS, LABEL_ARCH,
+                          LABEL_REGION, LABEL_HOSTNAME})
+#: the operators that let a NodePool require a key of its own without naming its value: a new node still carries it
+_UNNAMED_OPERATORS = frozenset({"Exists", "NotIn", "Gt", "Lt", "Gte", "Lte"})
+
+
+def made_up_value(requirements: Iterable[Requirement], key: str) -> str | None:
+    """The value a new node of a NodePool with ``requirements`` gets of a custom ``key`` they require without naming
+    it (``Exists``, ``NotIn``, ``Gt``, ``Lt``, ``Gte``, ``Lte``; no ``In``), as Karpenter makes one up when it launches
+    the NodeClaim (``resolveCustomLabelsFromRequirements``: ``Requirement.Any``, an integer from the lower bound, or 0,
+    up to the upper bound): the smallest such integer that no ``NotIn`` names, where Karpenter draws one at random
+    (a pod that does not select the key is served by any). None when they do not require the key so, name its values
+    (``In``), forbid it (``DoesNotExist``), or no integer meets the bounds."""
+    lower: int | None = None
+    high, unnamed = GO_INT_MAX, False
+    excluded: set[str] = set()
+    for req in requirements:
+        if req.key != key:
+            continue
+        if req.operator not in _UNNAMED_OPERATORS:
+            return None
+        unnamed = True
+        if req.operator == "NotIn":
+            excluded.update(req.values)
+        if req.operator in ("Exists", "NotIn"):
+            continue
+        bounded = integer_bound(req)
+        if bounded is None:
+            return None
+        bound = bounded[1]
+        if req.operator in ("Gt", "Gte"):
+            least = bound + 1 if req.operator == "Gt" else bound
+            lower = least if lower is None else max(lower, least)
+        else:
+            high = min(high, bound - 1 if req.operator == "Lt" else bound)
+    if not unnamed:
+        return None
+    value = 0 if lower is None else lower
+    while value <= high and str(value) in excluded:
+        value += 1
+    return str(value) if value <= high else None
+
+
+def made_up_labels(pool: NodePool, skip: Container[str] = ()) -> dict[str, str]:
+    """The labels a new node of ``pool`` gets made up (`made_up_value`) for the keys its requirements require without
+    naming a value, but for those in ``skip`` (a key an instance type or an offering labels its nodes with) and those
+    the NodePool's template labels."""
+    out: dict[str, str] = {}
+    for req in pool.requirements:
+        key = req.key
+        if key in out or key in skip or key in pool.labels or key in _NOT_MADE_UP:
+            continue
+        value = made_up_value(pool.requirements, key)
+        if value is not None:
+            out[key] = value
+    return out
 
 
 def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
@@ -124,8 +186,9 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
     define, another zone, another architecture) keeps it off, so it is not counted."""
     if blocking_taints(ds.spec.tolerations, pool.taints):
         return False
-    base = {**NEW_NODE_DEFAULT_LABELS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements), **pool.labels,
-            LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: itype.name}
+    base = {**NEW_NODE_DEFAULT_LABELS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements),
+            **made_up_labels(pool, itype.labels), **pool.labels, LABEL_NODEPOOL: pool.name,
+            LABEL_INSTANCE_TYPE: itype.name}
     several = [r for r in pool.requirements if r.operator == "In" and r.values and r.key not in base
                and r.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]
     choices = list(islice(product(*(r.values for r in several)), _CUSTOM_COMBINATIONS))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ebb.core.labels import made_up_labels
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
     ANNOTATION_NODEPOOL_HASH,
@@ -105,7 +106,8 @@ def requirement_labels(pool: NodePool, instance_type: InstanceType,
     """The labels a node of ``pool`` takes from the NodePool's ``In`` requirements on its own keys (not the instance
     type's or the offering's, nor the template's labels): the value ``chosen`` gives (a replacement's ``labels``:
     what the pods it is for need), else the requirement's first, as the scheduling simulation has it and as
-    Karpenter labels a NodeClaim with a value of each such requirement."""
+    Karpenter labels a NodeClaim with a value of each such requirement; and of each key they require without naming
+    a value (``Exists``, ``NotIn``, ``Gt``, ...), the value made up for it (`made_up_labels`)."""
     chosen = chosen or {}
     out: dict[str, str] = {}
     for req in pool.requirements:
@@ -115,7 +117,9 @@ def requirement_labels(pool: NodePool, instance_type: InstanceType,
             continue
         value = chosen.get(key)
         out[key] = value if value is not None and value in req.values else req.values[0]
-    return out
+    # a key required without a value named (Exists, NotIn, Gt, ...): the value the simulation gave the node
+    made_up = made_up_labels(pool, (*_OFFERING_LABELS, *instance_type.labels))
+    return {**made_up, **out}
 
 
 def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType, now: datetime,

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from ebb.core.labels import (
     blocking_taints,
     daemonset_runs_on_node,
+    made_up_labels,
     requirements_match,
     selector_matches,
     terms_match,
@@ -240,6 +241,7 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
         if req.operator == "In" and req.values and req.key not in _OFFERING_KEYS and req.key not in labels:
             value = (chosen or {}).get(req.key)
             labels[req.key] = value if value is not None and value in req.values else req.values[0]
+    labels.update(made_up_labels(pool, (*_OFFERING_KEYS, *labels)))
     labels.update(pool.labels)
     labels.update(offering.labels)
     labels[LABEL_NODEPOOL] = pool.name

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import blocking_taints, daemonsets_on_type, requirements_match, summed_requests
+from ebb.core.labels import blocking_taints, daemonsets_on_type, made_up_labels, requirements_match, summed_requests
 from ebb.core.memo import Memo
 from ebb.core.model import (
     ATTACH_LIMIT_PREFIX,
@@ -551,6 +551,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
     if csi_zones is None:
         csi_zones = csi_zone_labels(node.labels for node in snapshot.nodes)
     offering_keys = {k for it in snapshot.instance_types for o in it.offerings for k, _ in o.labels}
+    type_label_keys = offering_keys | TYPE_KEYS | {k for it in snapshot.instance_types for k in it.labels}
     pools = []
     for pool in snapshot.nodepools:
         types: list[InstanceType] = []
@@ -570,6 +571,8 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
                     several.append((req.key, tuple(req.values)))
                 else:
                     extra_labels.setdefault(req.key, req.values[0])
+        # a key required without a value named (Exists, NotIn, Gt, ...): the value Karpenter's launch makes up
+        extra_labels.update(made_up_labels(pool, type_label_keys))
         if math.prod(len(values) for _, values in several) > CUSTOM_VALUE_COMBINATIONS:
             for key, values in several:
                 extra_labels.setdefault(key, values[0])

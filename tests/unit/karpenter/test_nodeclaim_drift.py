@@ -225,3 +225,28 @@ def test_reserved_capacity_instance_type_not_found(capacity_types: tuple[str, ..
                      instance_type("m5.xlarge", "4", "16Gi", 58, 0.192, spot=0.07)])
     pool = _pool(requirements=[_req(CT, "In", "reserved", "on-demand", "spot")])
     assert (_drift(pool, types, capacity_type="reserved") is not None) is drifted
+
+
+def test_an_empty_hash_annotation_is_a_hash_that_differs() -> None:
+    """``areStaticFieldsDrifted`` asks whether each annotation is there, not whether it is empty: a NodeClaim whose
+    ``karpenter.sh/nodepool-hash`` is ``""`` at the NodePool's hash version has drifted from a NodePool hashed h1."""
+    pool = _pool(annotations={"karpenter.sh/nodepool-hash": "h1", "karpenter.sh/nodepool-hash-version": "v3"})
+    reason = _drift(pool, annotations={"karpenter.sh/nodepool-hash": "", "karpenter.sh/nodepool-hash-version": "v3"})
+    assert reason is not None and "nodepool-hash" in reason
+
+
+@pytest.mark.parametrize(("capacity_types", "drifted"), [(("spot",), False), (("on-demand",), False)])
+def test_a_node_without_a_capacity_type_label_is_matched_against_every_capacity_type(
+        capacity_types: tuple[str, ...], drifted: bool) -> None:
+    """``instanceTypeNotFound`` builds its requirements from the NodeClaim's labels: without a
+    ``karpenter.sh/capacity-type`` label any offering of the type in the node's zone is compatible, so a type offered
+    only as spot is still offered (ebb read the missing label as on-demand and drifted the node)."""
+    offerings = [{"zone": "us-east-1a", "capacityType": ct, "price": 0.05} for ct in capacity_types]
+    types = catalog([{"name": "m5.large", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                      "overhead": {"cpu": "0", "memory": "0"}, "offerings": offerings},
+                     instance_type("m5.xlarge", "4", "16Gi", 58, 0.192, spot=0.07)])
+    pool = _pool(requirements=[])  # no capacity-type requirement: a missing label would be requirement drift
+    bare = node("a")
+    del bare["metadata"]["labels"][CT]
+    view = ClusterView.build(snapshot(pool, types, bare, nodeclaim("claim-a", "a"), pod("web", "a")), NOW)
+    assert ("a" in drifted_nodes(view)) is drifted

@@ -277,19 +277,20 @@ class ClusterView:
             return 0.0, False
         return node_price(it, node.zone, node.capacity_type)
 
-    def offered(self, instance_type: str | None, zone: str | None, capacity_type: str) -> bool:
+    def offered(self, instance_type: str | None, zone: str | None, capacity_type: str | None) -> bool:
         """Whether a node launched as ``instance_type`` in ``zone`` and ``capacity_type`` (drift reads them on its
         NodeClaim, `ebb.core.methods.drift`) still has an offering there, available now or not: as Karpenter's
         ``instanceTypeNotFound`` drift, which matches the full list of offerings ("even if they're temporarily
-        unavailable"), a capacity shortage is not drift. A node without a zone label is judged on any zone (no
-        verdict on what it does not say), as Karpenter drifts a node only on an offering it can name. A reserved
+        unavailable"), a capacity shortage is not drift. A node without a zone or a capacity-type label is judged on
+        any (no verdict on what it does not say), as Karpenter drifts a node only on an offering it can name. A reserved
         node is matched against reserved and on-demand offerings: Karpenter may demote it to on-demand when its
         reservation ends, before its label says so."""
         it = self.types.get(instance_type or "")
         if it is None:
             return self.snapshot.catalog_source == "bundled"  # unknown to the bundled list: no verdict
         capacity_types = {"reserved", "on-demand"} if capacity_type == "reserved" else {capacity_type}
-        return any((not zone or o.zone == zone) and o.capacity_type in capacity_types for o in it.offerings)
+        return any((not zone or o.zone == zone) and (not capacity_type or o.capacity_type in capacity_types)
+                   for o in it.offerings)
 
     def pool_cost(self) -> float:
         """What the NodePools' nodes cost an hour (``cost.before`` of a plan): their nodes not being deleted, and their

@@ -23,7 +23,6 @@ from ebb.core.methods.rotation import rotate_keeping_static
 from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
-    CAPACITY_ON_DEMAND,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
     LABEL_ZONE,
@@ -51,8 +50,10 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     node_hash = annotations.get(ANNOTATION_NODEPOOL_HASH)
     node_version = annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION)
     # as Karpenter's areStaticFieldsDrifted: only when both carry a hash and the same hash version (a version
-    # missing on either side, or different, says nothing: Karpenter re-stamps the hash when its version changes)
-    if pool.hash and node_hash and pool.hash_version and node_version == pool.hash_version and node_hash != pool.hash:
+    # missing on either side, or different, says nothing: Karpenter re-stamps the hash when its version changes); an
+    # annotation is carried when it is there, empty or not, as Karpenter looks it up
+    if (pool.hash is not None and node_hash is not None and pool.hash_version is not None
+            and node_version == pool.hash_version and node_hash != pool.hash):
         whose = f"its NodeClaim {stamped.name}'s" if stamped is not None else "its"
         return (f"drifted: {whose} nodepool-hash {node_hash} differs from NodePool {pool.name}'s {pool.hash} "
                 "(the NodePool template changed)")
@@ -72,8 +73,8 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
                     f"{req.key} {req.operator}{values}")
     # as Karpenter's instanceTypeNotFound, the instance type, zone and capacity type the NodeClaim was launched as
     # (the same labels as the requirements above: a label the NodeClaim lacks is read on the Node)
-    launched = (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE),
-                labels.get(LABEL_CAPACITY_TYPE, CAPACITY_ON_DEMAND))
+    # (a label it has on neither says nothing: any zone, any capacity type, as Karpenter's requirements from labels)
+    launched = (labels.get(LABEL_INSTANCE_TYPE), labels.get(LABEL_ZONE), labels.get(LABEL_CAPACITY_TYPE))
     if not view.offered(*launched):
         instance_type, zone, capacity_type = launched
         if instance_type is None:
@@ -81,7 +82,8 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
         on_node = (node.instance_type, node.zone, node.capacity_type)
         whose = (f" (its NodeClaim {claim.name}'s labels; the Node's say {on_node[0]}, {on_node[2]} in {on_node[1]})"
                  if claim is not None and on_node != launched else "")
-        return f"drifted: instance type {instance_type} is no longer offered as {capacity_type} in {zone}{whose}"
+        where = (f" as {capacity_type}" if capacity_type else "") + (f" in {zone}" if zone else "")
+        return f"drifted: instance type {instance_type} is no longer offered{where}{whose}"
     if claim is not None and claim.drifted:
         return f"drifted: its NodeClaim {claim.name} has condition Drifted=True"
     return None

@@ -1,6 +1,7 @@
 """A topology spread or pod affinity term without a ``labelSelector`` selects no pod.
 
-``metav1.LabelSelectorAsSelector(nil)`` is ``labels.Nothing()`` (kube-scheduler and Karpenter's topology groups),
+``metav1.LabelSelectorAsSelector(nil)`` is ``labels.Nothing()`` (kube-scheduler; Karpenter's topology groups match
+no pod they place by it, though they count every existing pod of the namespace: a difference, docs/decisions.md),
 where an empty selector, ``{}``, selects every pod. Read as "every pod", a hostname spread without a selector kept two
 one-pod nodes apart that nothing keeps apart, and an existing pod's anti-affinity without a selector kept every pod
 off its node.

@@ -250,13 +250,17 @@ class Placement:
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
             where = f"no remaining node has room for its requests ({wants})"
         else:
-            where = "its topology spread, pod affinity/anti-affinity or host ports leave no remaining node"
+            where = f"every remaining node is ruled out by {_own_rules(cls)}"
         if max_new <= 0:
-            if self.n_bins > n and not any(ok is not None and any_set(pool.combos_holding(req) & ok)
-                                           for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True)):
+            holding = self.n_bins > n and any(ok is not None and any_set(pool.combos_holding(req) & ok)
+                                              for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True))
+            if self.n_bins > n and not holding:
                 # the new node the step allowed is open and did not take it: no type of any NodePool would have
                 wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
                 where += f", and no NodePool offers an instance type that fits it ({wants})"
+            elif holding and cls.constraints:
+                # a type of the open new node's holds it: the pods the new node took keep it off by the domain counts
+                where += f", and the new node, with the pods it took, is ruled out by {_own_rules(cls)}"
         elif not cls.can_launch and cls.host_ports and any(p.combo_ok(cls.spec) is not None for p in s.pools):
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")
@@ -416,6 +420,21 @@ class Placement:
                 return (pool.types[int(pool.combo_type[c])], pool.combo_zone[c], pool.combo_ct[c],
                         float(pool.combo_price[c]))
         return None
+
+
+def _own_rules(cls: PodClass) -> str:
+    """The rules that count pods per domain or hold host ports which a pod of ``cls`` found no node under, as the
+    sentence's subject: its own (spread, pod affinity or anti-affinity, host ports), and the required pod
+    anti-affinity of pods whose terms select it (its inverse anti-affinity constraints, past its own terms')."""
+    kinds = [c.kind for c in cls.constraints]
+    own_anti = len(cls.spec.pod_anti_affinity)
+    rules = [*(["its topology spread"] if "spread" in kinds else []),
+             *(["its pod affinity/anti-affinity"] if "affinity" in kinds or own_anti else []),
+             *(["its host ports"] if cls.host_ports else []),
+             *(["the pod anti-affinity of pods that select it"] if kinds.count("anti") > own_anti else [])]
+    if not rules:  # (not reached: the caller names these once every simpler cause is ruled out)
+        return "its topology spread, pod affinity/anti-affinity or host ports"
+    return ", ".join(rules[:-1]) + " or " + rules[-1] if len(rules) > 1 else rules[0]
 
 
 def _overcommitted(s: Any, leaving: set[int]) -> str:

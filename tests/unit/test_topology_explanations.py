@@ -1,0 +1,34 @@
+"""Why a pod found no node, when the rules that count pods per domain are the cause: the sentence names the rules
+that held it, its own (topology spread, pod affinity or anti-affinity, host ports) or the required anti-affinity of
+pods whose terms select it, and says when a one-node replacement was ruled out by them, not only by the nodes left.
+"""
+
+from __future__ import annotations
+
+from tests.kit.builders import blocked_of, node, nodepool, plan_dict, pod
+
+HOSTNAME = "kubernetes.io/hostname"
+KEEP = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def test_a_pod_kept_off_by_another_pods_anti_affinity_is_told_so() -> None:
+    """``web`` has no rules of its own; the guard on the only other node refuses pods labelled ``app: web``."""
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "web"}}}]}}
+    out = plan_dict(nodepool(), node("e1", itype="m5.xlarge"), pod("guard", "e1", affinity=anti, annotations=KEEP),
+                    node("n1", itype="t3.medium"), pod("web", "n1", labels={"app": "web"}))
+    reason = blocked_of(out, "n1")["reason"]
+    assert "ruled out by the pod anti-affinity of pods that select it" in reason, reason
+    assert "its topology spread" not in reason and "its pod affinity" not in reason, reason
+
+
+def test_two_pods_a_hostname_spread_keeps_apart_are_not_on_one_new_node_for_the_spread() -> None:
+    """A node with two pods of a hostname spread (maxSkew 1): one new node cannot take both, and the sentence says
+    the spread ruled the new node out, not only that no other node takes pods."""
+    spread = [{"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    out = plan_dict(nodepool(), node("n1", itype="m5.xlarge"),
+                    *(pod(f"web-{i}", "n1", labels={"app": "web"}, spread=spread) for i in (1, 2)))
+    assert out["commands"] == []
+    reason = blocked_of(out, "n1")["reason"]
+    assert "the new node, with the pods it took, is ruled out by its topology spread" in reason, reason

@@ -544,6 +544,12 @@ def test_a_node_the_limits_keep_from_a_replacement_says_why_alone(others: int) -
     ({"cpu": 500, "hugepages-2Mi": 512 * 2**20}, False, "cpu 500m, hugepages-2Mi 512Mi"),
     ({"hugepages-1Gi": 2 * 2**30}, False, "hugepages-1Gi 2Gi"),
     ({"cpu": 0, "pods": 1}, False, "no requests"),
+    # not a round figure: the decimals it takes not to read as one (a node with 4Gi free does not hold 4.3G)
+    ({"memory": 4_300_000_000}, False, "memory 4.005Gi"),
+    ({"memory": 4_295_000_000}, False, "memory 4.00003Gi"),
+    ({"memory": 4 * 2**30 - 2**20}, False, "memory 3.999Gi"),
+    ({"ephemeral-storage": 512 * 2**20}, False, "ephemeral-storage 0.50Gi"),
+    ({"hugepages-2Mi": 3 * 10**6}, False, "hugepages-2Mi 0.003Gi"),
 ])
 def test_requests_as_a_reader_sees_them(requests: dict[str, int], slot: bool, written: str) -> None:
     assert format_requests(requests, slot=slot) == written
@@ -620,14 +626,15 @@ def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) ->
 
 @pytest.mark.parametrize(("operator", "named"), [("Exists", True), ("NotIn", True), ("In", False)])
 def test_a_nodepool_requirement_that_gives_no_label_is_named(operator: str, named: bool) -> None:
-    """A NodePool requirement ``Exists`` (or ``NotIn``) on a key gives a new node no label of it (docs/decisions.md),
-    so a pod selecting a value of the key fits no new node: the sentence names the requirement, which a reader of the
-    NodePool would otherwise take for one that admits the pod. ``In`` listing the value labels the node."""
-    values = {"Exists": None, "NotIn": ["9"], "In": ["0"]}[operator]
+    """A NodePool requirement ``Exists`` (or ``NotIn``) on a key gives a new node a value made up for it, the smallest
+    integer it allows (docs/decisions.md), so a pod selecting another value of the key fits no new node: the sentence
+    names the requirement and the value, which a reader of the NodePool would otherwise take for one that admits the
+    pod. ``In`` listing the value labels the node."""
+    values = {"Exists": None, "NotIn": ["9"], "In": ["x"]}[operator]
     requirement: dict[str, Any] = {"key": "team", "operator": operator, **({"values": values} if values else {})}
     pool = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
                                   requirement])
-    out = plan_dict(pool, node("a", labels={"team": "0"}, node_hash=None),
-                    pod("p", "a", node_selector={"team": "0"}), node("b", labels={"team": "1"}), pod("q", "b"))
-    words = f"NodePool default's requirement team {operator} gives a new node no team label"
+    out = plan_dict(pool, node("a", labels={"team": "x"}, node_hash=None),
+                    pod("p", "a", node_selector={"team": "x"}), node("b", labels={"team": "1"}), pod("q", "b"))
+    words = f"NodePool default's requirement team {operator} gives a new node team=0"
     assert (words in blocked_of(out, "a")["reason"]) is named, out["blocked"]

@@ -905,3 +905,23 @@ def test_an_object_twice_fails_the_assembly_given_as_a_list_or_as_a_stream() -> 
     for given in (twice, iter(twice)):
         with pytest.raises(SnapshotError, match=r"Pod default/p.*appears twice"):
             assemble(given)
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ((("a.yaml", ["n1", "n2"]), ("b.yaml", ["n3", "n2"])), "b.yaml: Node n2: metadata.name: appears twice in the "
+                                                           "input (first in a.yaml)"),
+    ((("a.yaml", ["n1"]), ("b.yaml", ["n2", "n2"])), "b.yaml: Node n2: metadata.name: appears twice in the input"),
+])
+def test_an_object_given_twice_is_named_with_the_file_it_is_in(files: tuple[tuple[str, list[str]], ...],
+                                                                 message: str) -> None:
+    """``ebb plan -f a.yaml -f b.yaml``: the error names the file of the second copy (and of the first, when another),
+    as every other input error names its file."""
+    from ebb.core.snapshot import parse_sources
+
+    def node_doc(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                "status": {"allocatable": {"cpu": "2"}}}
+
+    with pytest.raises(SnapshotError) as caught:
+        parse_sources((source, [node_doc(n) for n in names]) for source, names in files)
+    assert str(caught.value) == message

@@ -1678,10 +1678,17 @@ def parse_sources(sources: Iterable[tuple[str, Iterable[Any]]],
     is found in that file."""
 
     def parsed() -> Iterator[ParsedObject]:
+        first_in: dict[str, str] = {}  # ref -> the source it came in first: a second one names both
         for source, documents in sources:
             try:
                 for index, raw in enumerate(flatten(documents)):
-                    yield parse_object(raw, index)
+                    item = parse_object(raw, index)
+                    known = first_in.get(item.ref)
+                    if known is not None:  # (`assemble` would find it too, but not say in which source)
+                        where = "" if known == source else f" (first in {known})"
+                        raise SnapshotError(item.ref, "metadata.name", f"appears twice in the input{where}")
+                    first_in[item.ref] = source
+                    yield item
             except SnapshotError as exc:
                 raise SnapshotError(f"{source}: {exc.document}", exc.field, exc.message) from exc
 

@@ -170,7 +170,7 @@ def format_requests(requests: Mapping[str, int], *, slot: bool = False) -> str:
         if name == "cpu":
             parts.append(f"cpu {value}m")
         elif name in ("memory", "ephemeral-storage"):
-            parts.append(f"{name} {value / 2**30:.2f}Gi")
+            parts.append(f"{name} {_gib(value)}")
         elif name.startswith("hugepages-"):
             parts.append(f"{name} {_binary_bytes(value)}")
         else:
@@ -183,7 +183,20 @@ def _binary_bytes(value: int) -> str:
     for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if value % size == 0:
             return f"{value // size}{unit}"
-    return f"{value / 2**30:.2f}Gi"
+    return _gib(value)
+
+
+def _gib(value: int) -> str:
+    """Bytes in GiB to 2 decimals, or to as many more as it takes not to read as the round figure it is not (4.3G is
+    ``4.005Gi``, not ``4.00Gi``, which a node with exactly 4Gi free would seem to hold), at most 9."""
+    gib = value / 2**30
+    shown = f"{gib:.2f}"
+    if round(float(shown) * 2**30) != value:
+        for places in range(3, 10):
+            shown = f"{gib:.{places}f}"
+            if float(shown) != round(gib, 2):
+                break
+    return f"{shown}Gi"
 
 
 def rows(resources: Sequence[str], mappings: Sequence[Mapping[str, int]]) -> IntArray:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ebb.core.labels import made_up_value
 from ebb.core.model import InstanceType, Node, Pod
 from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_min, trues
 from ebb.core.simulator.constraints import PodClass, Pool, format_requests, ports_clash
@@ -341,16 +342,23 @@ class Placement:
         return " within its limits (" + "; ".join(held) + ")"
 
     def _unlabelled_note(self, cls: PodClass) -> str:
-        """The NodePool requirements ``Exists`` or ``NotIn`` on a key the pod selects a value of (its nodeSelector,
-        or ``In`` in a required node affinity term): such a requirement gives a new node no label of its key
-        (docs/decisions.md), so the pod fits no new node of that NodePool; "" when none."""
+        """The NodePool requirements that name no value of a key the pod selects a value of (its nodeSelector, or
+        ``In`` in a required node affinity term): ``Exists``, ``NotIn``, ``Gt``, ... give a new node the value made up
+        for the key (`made_up_value`; docs/decisions.md), so a pod selecting another fits no new node of that
+        NodePool; "" when none."""
         spec = cls.spec
         selected = set(spec.node_selector) | {r.key for term in spec.required_node_terms or () for r in term
                                               if r.operator == "In"}
-        held = [f"NodePool {pool.pool.name}'s requirement {r.key} {r.operator} gives a new node no {r.key} label"
-                for pool in self.s.pools for r in pool.pool.requirements
-                if r.key in selected and r.operator in ("Exists", "NotIn")]
-        return f" ({'; '.join(held)}, so a pod that selects a value of it fits none)" if held else ""
+        held = []
+        for pool in self.s.pools:
+            requirements = pool.pool.requirements
+            for key in sorted(selected - set(pool.pool.labels)):
+                value = made_up_value(requirements, key)
+                if value is not None:
+                    first = next(r for r in requirements if r.key == key)
+                    held.append(f"NodePool {pool.pool.name}'s requirement {key} {first.operator} gives a new node "
+                                f"{key}={value}, a value made up as Karpenter's launch makes one")
+        return f" ({'; '.join(held)}, so a pod that selects another value fits none)" if held else ""
 
     def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin

@@ -102,3 +102,13 @@ def test_a_drift_or_expiration_replacement_takes_a_reserved_offering_first(metho
     assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["x"])]
     replacement = out["commands"][0]["replacements"][0]
     assert (replacement["capacityType"], replacement["price"]) == ("reserved", 0.60)
+
+
+def test_a_replacement_held_back_by_a_dear_reserved_offering_says_so() -> None:
+    """The pods fit a small.large, whose reserved offering ($0.90) is dearer than the spot node ($0.80): the NodeClaim
+    would be narrowed to reserved, so there is no cheaper replacement, though small.large costs $0.30 as spot. The
+    reason names the reserved capacity, not only a price the pods do not need."""
+    out = plan_dict(_catalog(reserved=0.90), *_cluster())
+    assert out["commands"] == []
+    reason = blocked_of(out, "x")["reason"]
+    assert "its pods need a node costing $0.9000/h or more (as the reserved capacity that holds them" in reason, reason

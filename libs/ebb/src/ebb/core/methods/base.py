@@ -251,12 +251,16 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
                            price: float) -> BlockCause:
     """`Cause.NO_CHEAPER_REPLACEMENT`: the pods of ``removed`` need a node costing ``needed``, the nodes cost
     ``price``; when some of them that ``new`` holds have volumes that keep it to its zones, those are named (the
-    cheaper types may be offered elsewhere only)."""
+    cheaper types may be offered elsewhere only), and so is a replacement narrowed to reserved capacity (a reserved
+    offering holds the pods, and it is taken whatever other types cost)."""
     where: dict[str, object] = {}
     if new is not None and new.zones:
         held = set(new.pods)
         if any(p.spec.volume_terms is not None for n in removed for p in view.movable[n] if p.key in held):
             where["where"] = f"in {', '.join(new.zones)}, where its pods' volumes can be attached"
+    if new is not None and new.capacity_type == CAPACITY_RESERVED:  # `reserved_first`: whatever cheaper types cost
+        where["where"] = ", ".join(filter(None, (str(where.get("where", "")), (
+            "as the reserved capacity that holds them, which a replacement takes first, as Karpenter's launch does"))))
     return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": price, **where})
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:

@@ -173,9 +173,11 @@ def test_a_node_whose_label_no_longer_satisfies_gte_or_lte_has_drifted(requireme
                                       nodeclaim("claim-a", "a"), pod("web", "a")), NOW)
     why = drifted_nodes(view).get("a")
     assert (why is not None) is drifted
-    if drifted:
-        shown = f"{CPU}={label}" if label is not None else f"no {CPU} label"
-        assert why == (f"drifted: its {shown} no longer satisfies NodePool default's requirement "
+    if drifted and label is None:
+        assert why == (f"drifted: it has no {CPU} label, which NodePool default's requirement "
+                       f"{CPU} {requirement['operator']} {requirement['values']} needs")
+    elif drifted:
+        assert why == (f"drifted: its {CPU}={label} no longer satisfies NodePool default's requirement "
                        f"{CPU} {requirement['operator']} {requirement['values']}")
 
 

@@ -62,15 +62,15 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     for req in pool.requirements:
         if not requirement_matches(req, labels):
             have = labels.get(req.key)
+            values = f" {list(req.values)}" if req.values else ""
+            requirement = f"NodePool {pool.name}'s requirement {req.key} {req.operator}{values}"
             if have is None:
-                shown = f"no {req.key} label"
-            elif req.key in claim_labels and claim is not None:
+                return f"drifted: it has no {req.key} label, which {requirement} needs"
+            if req.key in claim_labels and claim is not None:
                 shown = f"NodeClaim {claim.name}'s {req.key}={have}"
             else:
                 shown = f"{req.key}={have}"
-            values = f" {list(req.values)}" if req.values else ""
-            return (f"drifted: its {shown} no longer satisfies NodePool {pool.name}'s requirement "
-                    f"{req.key} {req.operator}{values}")
+            return f"drifted: its {shown} no longer satisfies {requirement}"
     # as Karpenter's instanceTypeNotFound, the instance type, zone and capacity type the NodeClaim was launched as
     # (the same labels as the requirements above: a label the NodeClaim lacks is read on the Node)
     # (a label it has on neither says nothing: any zone, any capacity type, as Karpenter's requirements from labels)

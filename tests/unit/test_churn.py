@@ -237,3 +237,21 @@ def test_the_minimum_comes_from_the_disruption_policy() -> None:
                     node("big", itype="m5.2xlarge"), pod("web", "big", cpu="750m"))
     assert out["commands"] == []
     assert "DisruptionPolicy default's minimumPriceImprovementPercent (95%)" in blocked_of(out, "big")["reason"]
+
+
+@pytest.mark.parametrize(("decision", "paused"), [(None, True), ("dec-1", False)])
+def test_a_nodeclaim_launched_whose_node_has_not_registered_starts_the_window(decision: str | None,
+                                                                              paused: bool) -> None:
+    """Karpenter's provisioner launched ``claim-burst`` two minutes ago for new load; its Node has not registered yet.
+    It is a node launched (Karpenter's cluster state counts it as one, and ebb prices it): the window is in effect.
+    A NodeClaim launched for a disruption decision is not new load."""
+    claim = nodeclaim("claim-burst", "", created=ago(minutes=2))
+    if decision is not None:
+        claim["metadata"]["annotations"] = {"ebb.sh/decision-id": decision}
+    out = plan_dict(nodepool(stabilization_window="10m"), node("idle"), claim)
+    if paused:
+        assert "idle" not in disrupted(out)
+        reason = blocked_of(out, "idle")["reason"]
+        assert "since node claim-burst (a NodeClaim whose Node has not registered yet) launched 2m ago" in reason
+    else:
+        assert "idle" in disrupted(out)

@@ -388,6 +388,21 @@ def test_hold_without_its_target_is_an_error() -> None:
     assert info.value.field == "spec.nodePool"
 
 
+@pytest.mark.parametrize(("spec", "field", "words"), [
+    ({"nodePool": "pa"}, "spec.nodePool", "this hold's scope is cluster, by default"),  # no scope: not pa's hold
+    ({"scope": "cluster", "node": "n1"}, "spec.node", "this hold's scope is cluster)"),
+    ({"scope": "node", "node": "n1", "nodePool": "pa"}, "spec.nodePool", "this hold's scope is node)"),
+])
+def test_a_hold_naming_what_its_scope_does_not_hold_is_an_error(spec: dict[str, Any], field: str,
+                                                                 words: str) -> None:
+    """As the Hold CRD's validation (``(has(self.scope) && self.scope == 'nodePool') == has(self.nodePool)``): a hold
+    with a nodePool but no scope is refused by the apiserver, where ebb read it as a cluster-wide hold."""
+    with pytest.raises(SnapshotError) as info:
+        snapshot({"apiVersion": "ebb.sh/v1", "kind": "Hold", "metadata": {"name": "h"}, "spec": spec})
+    assert (info.value.document, info.value.field) == ("Hold h", field)
+    assert words in info.value.message
+
+
 # -- pod requests ------------------------------------------------------------------------------------------
 
 

@@ -110,6 +110,8 @@ def test_multi_node_consolidation_takes_a_node_only_when_it_pays_for_its_pods(pr
                 "$0.1000/h for these")
 
 
+#: the lowest pod-deletion-cost: Karpenter's eviction cost of such a pod is below 0, counted as 0
+LEAST_COST = {"controller.kubernetes.io/pod-deletion-cost": "-2147483647"}
 WORDS: list[tuple[str, list[Any], list[str], float, str]] = [
     ("no pods", [nodepool(), node("a")], ["a"], 0.096, "; it evicts no pods and saves $0.0960/h"),
     ("plain pods, no price", [nodepool(), node("a"), pod("x", "a"), pod("y", "a")], ["a"], 0.096,
@@ -120,6 +122,13 @@ WORDS: list[tuple[str, list[Any], list[str], float, str]] = [
     ("weighted pods", [nodepool(), node("a"), pod("x", "a", priority=PRIORITY_FOUR)], ["a"], 0.1,
      "; it evicts 1 pod (counted as 5.00 by their priority and pod-deletion-cost) to save $0.1000/h, "
      "$0.0200/h per evicted pod"),
+    ("pods that weigh nothing", [nodepool(), _policy(1000.0), node("a"),
+                                 *(pod(n, "a", annotations=LEAST_COST) for n in ("x", "y"))], ["a"], 0.15,
+     "; it evicts 2 pods (counted as 0.00 by their priority and pod-deletion-cost) to save $0.1500/h, and no eviction "
+     "weighs against it"),
+    ("the price met exactly reads as met", [nodepool(), _policy(0.00055), node("a"), pod("x", "a")], ["a"],
+     0.00055 - 1e-12, "; it evicts 1 pod to save $0.0005/h, $0.0006/h per evicted pod (at least $0.0006/h asked by "
+     "DisruptionPolicy default's minimumSavingPerEvictedPod)"),
     ("DaemonSet pods are not evicted", [nodepool(), node("a"), pod("ds", "a", owner=("DaemonSet", "ds"))], ["a"],
      0.096, "; it evicts no pods and saves $0.0960/h"),
 ]

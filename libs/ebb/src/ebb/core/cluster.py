@@ -645,17 +645,24 @@ class ClusterView:
             return  # no window to find the newest node for
         # a replacement launched for a disruption decision is not a sign of new load: counting it would restart
         # the window on every replace ebb carries out (each replace would pause consolidation again)
-        newest = max((n for n in self.snapshot.nodes if n.creation_time is not None and not self.replacement(n)),
-                     key=lambda n: n.creation_time or self.now, default=None)
+        # a NodeClaim launched whose Node has not registered yet is a node launched too (Karpenter's provisioner
+        # answering a burst: its cluster state counts it as a node of its NodePool already)
+        launched = [(n.creation_time, n.name) for n in self.snapshot.nodes
+                    if n.creation_time is not None and not self.replacement(n)]
+        launched += [(c.creation_time, f"{c.name} (a NodeClaim whose Node has not registered yet)")
+                     for c in self.launching_claims() if c.creation_time is not None and not c.deleting
+                     and not c.decision_id and c.name not in self.launched_for]
+        newest = max(launched, default=None)
         for pool in self.snapshot.nodepools:
             window = pool.stabilization_window
-            if not window or newest is None or newest.creation_time is None:
+            if not window or newest is None:
                 continue
-            age = (self.now - newest.creation_time).total_seconds()
+            launched_at, name = newest
+            age = (self.now - launched_at).total_seconds()
             if age < window:
-                resume = newest.creation_time + timedelta(seconds=window)
+                resume = launched_at + timedelta(seconds=window)
                 self.pause.setdefault((pool.name, ""), BlockCause(Cause.STABILIZATION_WINDOW, {
-                    "pool": pool.name, "source": pool.policy_source, "window": window, "newest": newest.name,
+                    "pool": pool.name, "source": pool.policy_source, "window": window, "newest": name,
                     "age": age, "resume": resume}))
 
     def paused(self, node: Node) -> BlockCause | None:

@@ -1361,6 +1361,10 @@ def _hold(doc: _Doc) -> Hold:
     target = doc.get("spec.nodePool") if scope == "nodePool" else doc.get("spec.node") if scope == "node" else None
     if scope != "cluster" and not target:
         raise doc.fail(f"spec.{scope}", f"a {scope} hold names its {scope}")
+    for field in ("nodePool", "node"):  # as the CRD's validation: a hold names what its scope holds, nothing else
+        if field != scope and doc.get(f"spec.{field}") is not None:
+            raise doc.fail(f"spec.{field}", f"only a {field} hold names a {field} (this hold's scope is {scope}"
+                                            + ("" if doc.get("spec.scope") is not None else ", by default") + ")")
     return Hold(str(doc.get("metadata.name")), scope, str(target) if target else None,
                 doc.time("spec.expiresAt"), str(doc.get("spec.reason", "")))
 

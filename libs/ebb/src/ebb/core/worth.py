@@ -129,9 +129,14 @@ def words(view: _View, nodes: Sequence[str], savings: float) -> str:
     found = evictions(view, nodes)
     if not found.pods:
         return f"; it evicts no pods and saves ${savings:.4f}/h"
-    text = (f"; it evicts {_pods(found.pods)}{_weighted(found)} to save ${savings:.4f}/h, "
-            f"${savings / (found.weight or found.pods):.4f}/h per evicted pod")
+    text = f"; it evicts {_pods(found.pods)}{_weighted(found)} to save ${savings:.4f}/h"
+    if found.weight <= EPSILON:  # their priority and pod-deletion-cost weigh them at nothing: no per-pod figure
+        return text + ", and no eviction weighs against it"
+    per_pod = savings / found.weight
     if found.priced:
-        text += (f" (at least ${max(price for _, price in found.sources):.4f}/h asked by "
-                 f"{' and '.join(source for source, _ in found.sources)}'s minimumSavingPerEvictedPod)")
-    return text
+        price = max(price for _, price in found.sources)
+        if abs(per_pod - price) <= EPSILON:  # met exactly: the figure is the price, not its rounding below it
+            per_pod = price
+        return (text + f", ${per_pod:.4f}/h per evicted pod (at least ${price:.4f}/h asked by "
+                f"{' and '.join(source for source, _ in found.sources)}'s minimumSavingPerEvictedPod)")
+    return text + f", ${per_pod:.4f}/h per evicted pod"

@@ -159,7 +159,8 @@ def pod(name: str, node_name: str | None = None, *, cpu: str | None = "100m", me
     meta: Doc = {"name": name, "namespace": ns, "labels": dict(labels or {"app": name}),
                  "annotations": dict(annotations or {}), "creationTimestamp": started}
     if owner is not None:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+        api_version = {"Node": "v1", "Job": "batch/v1"}.get(owner[0], "apps/v1")
+        meta["ownerReferences"] = [{"apiVersion": api_version, "kind": owner[0], "name": owner[1],
                                     "uid": f"uid-{owner[1]}", "controller": True}]
     if deleting:
         meta["deletionTimestamp"] = ts(NOW - timedelta(seconds=10))

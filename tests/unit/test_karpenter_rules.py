@@ -393,7 +393,15 @@ def test_emptiness_terminating_pods(pods: list[Any], commands: list[tuple[str, s
 
 
 def _owned_by(doc: dict[str, Any], *refs: tuple[str, str, bool]) -> dict[str, Any]:
-    doc["metadata"]["ownerReferences"] = [{"apiVersion": "v1" if kind == "Node" else "apps/v1", "kind": kind,
+    """``doc`` with these owner references (kind, name, controller); a kind written ``group/version:Kind`` is of that
+    API version, else of the one Kubernetes gives it."""
+    def api_version(kind: str) -> tuple[str, str]:
+        if ":" in kind:
+            version, _, plain = kind.partition(":")
+            return version, plain
+        return ("v1" if kind == "Node" else "apps/v1"), kind
+
+    doc["metadata"]["ownerReferences"] = [{"apiVersion": api_version(kind)[0], "kind": api_version(kind)[1],
                                            "name": name, "uid": f"uid-{name}", "controller": controller}
                                           for kind, name, controller in refs]
     return doc
@@ -410,6 +418,10 @@ OWNERS = [
      [("ReplicaSet", "rs", True), ("DaemonSet", "agent", False)], False, [("emptiness", "delete", ["a"])]),
     ("the controller's reference alone: a ReplicaSet's running pod with nowhere to go, the node stays",
      [("ReplicaSet", "rs", True)], False, []),
+    ("another group's DaemonSet (OpenKruise's Advanced DaemonSet) is not apps/v1's: its pod needs a home, the node "
+     "stays", [("apps.kruise.io/v1alpha1:DaemonSet", "agent", True)], False, []),
+    ("another group's StatefulSet: its terminating pod is a ReplicaSet's alike, the node is empty",
+     [("apps.kruise.io/v1beta1:StatefulSet", "db", True)], True, [("emptiness", "delete", ["a"])]),
 ]
 
 

@@ -711,22 +711,29 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
 
 #: owner kinds that make a pod special wherever they are among its ownerReferences, the first found taken: Karpenter's
 #: ``IsOwnedByDaemonSet``, ``IsOwnedByNode`` and ``IsOwnedByStatefulSet`` read every reference, not the controller's
-_SPECIAL_OWNERS = ("DaemonSet", "Node", "StatefulSet")
+#: the owners Karpenter's ``IsOwnedBy`` looks for, in this order, with the API version each is of (``pkg/utils/pod``):
+#: a DaemonSet's pod needs no new home, a Node's is a mirror pod, a StatefulSet's keeps its name
+_SPECIAL_OWNERS = (("DaemonSet", "apps/v1"), ("Node", "v1"), ("StatefulSet", "apps/v1"))
 
 
 def _owner(doc: _Doc) -> tuple[str | None, str | None]:
-    """The pod's owner (kind, name): a DaemonSet, Node or StatefulSet among its ownerReferences (in that order),
-    else its controller, else its first reference."""
+    """The pod's owner (kind, name): a DaemonSet, Node or StatefulSet among its ownerReferences (in that order), of
+    the API version Karpenter's ``IsOwnedBy`` asks (a reference that names none is taken at its kind), else its
+    controller, else its first reference. Another group's kind of the same name (OpenKruise's
+    ``apps.kruise.io/v1alpha1`` DaemonSet) is none of those: its kind is written with its API version."""
     owners = [o for o in doc.seq("metadata.ownerReferences") if _is_mapping(o)]
-    kinds = [o.get("kind") for o in owners]
-    special = next((kind for kind in _SPECIAL_OWNERS if kind in kinds), None)
-    if special is not None:
-        chosen = owners[kinds.index(special)]
-        return special, str(chosen.get("name") or "")
+    for kind, api_version in _SPECIAL_OWNERS:
+        chosen = next((o for o in owners if o.get("kind") == kind and o.get("apiVersion") in (api_version, None)),
+                      None)
+        if chosen is not None:
+            return kind, str(chosen.get("name") or "")
     if not owners:
         return None, None
     chosen = next((o for o in owners if o.get("controller")), owners[0])
-    return str(chosen.get("kind") or ""), str(chosen.get("name") or "")
+    kind = str(chosen.get("kind") or "")
+    if any(kind == special for special, _ in _SPECIAL_OWNERS):
+        kind = f"{kind} ({chosen.get('apiVersion')})"
+    return kind, str(chosen.get("name") or "")
 
 
 def _unchanged_spec(raw: Mapping[str, Any],

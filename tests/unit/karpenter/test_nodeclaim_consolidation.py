@@ -115,3 +115,17 @@ def test_cluster_view_last_pod_event_reads_the_nodeclaim(claim: dict[str, Any], 
     view = ClusterView.build(snapshot(nodepool(), node("a", created=CREATED, initialized=False), claim), NOW)
     [a] = view.snapshot.nodes
     assert view.last_pod_event(a) == last
+
+
+@pytest.mark.parametrize(("claim", "since"), [
+    (_claim(last_pod_event=None, initialized=("True", ago(minutes=3))), "its NodeClaim claim-a was initialized"),
+    (_claim(last_pod_event=NOW - timedelta(minutes=2)), "the node's pods last changed"),
+    (_claim(last_pod_event=None, initialized=("True", ago(minutes=40))), "the node was created"),
+])
+def test_the_wait_names_what_consolidate_after_is_counted_from(claim: dict[str, Any], since: str) -> None:
+    """The reason names the moment the wait is counted from: a pod event, the NodeClaim's initialization (Karpenter
+    counts from it when no pod event is recorded) or the node's creation, not a change of its pods that never
+    happened."""
+    out = _plan(claim, consolidate_after="1h")
+    reason = blocked_of(out, "a")["reason"]
+    assert f"consolidateAfter (1h) has not passed since {since} at " in reason, reason

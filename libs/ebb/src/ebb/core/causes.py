@@ -165,8 +165,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.STABILIZATION_WINDOW: ("{source}'s stabilizationWindow ({window:duration}), in effect since node "
                                  "{newest} launched {age:ago}; Empty and Underutilized disruptions resume "
                                  "at {resume:time}"),
-    Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since the node's pods last "
-                       "changed at {last:time}; it becomes consolidatable at {ready:time}"),
+    Cause.NOT_STABLE: ("{whose}consolidateAfter ({after:duration}) has not passed since {since:since} at "
+                       "{last:time}; it becomes consolidatable at {ready:time}"),
     Cause.DEMAND_WINDOW: ("{source}'s demandWindow ({window:duration}) keeps capacity for what its pods requested "
                           "at their peak within it ({peak}); {action} would leave its nodes {after}"),
     Cause.BUDGET_INVALID: "{detail}",
@@ -341,6 +341,12 @@ def _hold(value: object) -> str:
     return describe_hold(value)
 
 
+def _since(value: object) -> str:
+    """What a consolidateAfter is counted from (`ClusterView.last_pod_event`): the node's pods' last change unless
+    the cause says another moment (its launch, its NodeClaim's initialization)."""
+    return "the node's pods last changed" if value is None or value == "" else str(value)
+
+
 def _aside(value: object) -> str:
     """An optional detail in parentheses after the words before it: nothing when the cause has none."""
     return "" if value is None or value == "" else f" ({value})"
@@ -348,7 +354,7 @@ def _aside(value: object) -> str:
 
 _NAMED_FORMATS: Mapping[str, Callable[[object], str]] = {
     "time": _time, "duration": _duration, "ago": _ago, "and": _joined, "new_nodes": _new_nodes, "hold": _hold,
-    "aside": _aside}
+    "aside": _aside, "since": _since}
 
 #: the most decimals `short_of` adds to tell a figure from its threshold
 _MORE_DECIMALS = 8

@@ -212,6 +212,8 @@ class ClusterView:
     node_pods: dict[str, NodePods] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
+    #: what `last_pod_event` found for a node when it is not a change of its pods (its creation, its initialization)
+    _last_pod_event_words: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
     #: ``Snapshot.pod_events`` by node, made when first asked
     _pod_left: dict[str, datetime] | None = field(default=None, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
@@ -684,24 +686,29 @@ class ClusterView:
 
     def _find_last_pod_event(self, node: Node) -> datetime | None:
         latest = self.node_pods[node.name].last_arrival
-        times = [] if latest is None else [latest]
+        # (when, how much its words are preferred on a tie, the words: None for "the node's pods last changed")
+        times: list[tuple[datetime, int, str | None]] = [] if latest is None else [(latest, 2, None)]
         claim = self.claim_of(node)  # by status.nodeName or status.providerID
         if claim is None:
             if self._pod_left is None:
                 self._pod_left = dict(self.snapshot.pod_events)
             left = self._pod_left.get(node.name)
             if left is not None:
-                times.append(left)
+                times.append((left, 2, None))
         if claim is not None:
             if claim.last_pod_event is not None:
-                times.append(claim.last_pod_event)
+                times.append((claim.last_pod_event, 2, None))
             for cond in ("Initialized", "Consolidatable", "Empty"):
                 status = claim.conditions.get(cond)
                 if status and status[1] is not None and status[0] == "True":
-                    times.append(status[1])
+                    words = f"its NodeClaim {claim.name} was initialized" if cond == "Initialized" else None
+                    times.append((status[1], 1 if words else 2, words))
         if node.creation_time is not None:
-            times.append(node.creation_time)
-        return max(times) if times else None
+            times.append((node.creation_time, 0, "the node was created"))
+        if not times:
+            return None
+        last, _, self._last_pod_event_words[node.name] = max(times, key=lambda t: (t[0], t[1]))
+        return last
 
     def stable_for(self, node: Node, seconds: float) -> BlockCause | None:
         """None when the node has been stable for `seconds`; else why not yet."""
@@ -714,7 +721,9 @@ class ClusterView:
         pool = self.pools.get(node.nodepool or "")
         # a NodePool's own consolidateAfter is not attributed (the sentence predates DisruptionPolicies)
         whose = f"{pool.policy_source}'s " if pool is not None and pool.policy_kind != POLICY_FROM_NODEPOOL else ""
-        return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at, "whose": whose})
+        since = self._last_pod_event_words.get(node.name)
+        return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at, "whose": whose,
+                                             **({"since": since} if since else {})})
 
     def unsettled(self) -> list[tuple[str, str]]:
         """The nodes a consolidation may not move pods onto, with why: those still inside their NodePool's

@@ -26,6 +26,7 @@ from tests.kit.builders import (
     disruption_policy,
     ds_pod,
     node,
+    nodeclaim,
     nodepool,
     plan_dict,
     pod,
@@ -504,6 +505,28 @@ def test_a_pod_kept_off_a_new_node_by_the_limits_names_them(limits: dict[str, st
     assert out["commands"] == []
     reason = blocked_of(out, "a")["reason"]
     assert "no NodePool offers an instance type that fits it within its limits (" + expected + ")" in reason
+
+
+@pytest.mark.parametrize(("claim_node", "deleting", "replaced"), [
+    ("", False, False),  # launched, no Node yet: its 2 cpu count, the limit of 4 is reached
+    ("", True, True),  # being deleted: it counts against nothing
+    ("n-busy", False, True),  # its Node is in the snapshot: counted once, as that node
+])
+def test_a_nodeclaim_launched_whose_node_has_not_registered_counts_against_the_limits(
+        claim_node: str, deleting: bool, replaced: bool) -> None:
+    """Karpenter's cluster state holds a NodeClaim launched, its Node not registered yet, as a node of its NodePool
+    with its instance type's capacity (``StateNode.Capacity``), and the scheduler subtracts it from what the
+    NodePool's limits leave. ebb counted only the Nodes, so it replaced ``big`` with a 2-cpu node past the limit."""
+    pool = nodepool()
+    pool["spec"]["limits"] = {"cpu": "4"}
+    claim = nodeclaim("nc-burst", claim_node, deleting=deleting,
+                      labels={"node.kubernetes.io/instance-type": "m5.large"})
+    if not claim_node:
+        claim["status"]["providerID"] = "aws:///us-east-1c/i-burst"
+    out = plan_dict(pool, node("n-busy", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    pod("filler", "n-busy", cpu="1900m"), node("big", itype="m5.xlarge"),
+                    pod("web", "big", cpu="500m"), claim)
+    assert ("big" in disrupted(out)) is replaced, out["commands"]
 
 
 def test_a_pod_no_type_holds_is_not_blamed_on_the_limits() -> None:

@@ -45,6 +45,7 @@ from ebb.core.model import (
     CAPACITY_SPOT,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
+    LABEL_INSTANCE_TYPE,
     DaemonSet,
     Interned,
     Node,
@@ -443,8 +444,29 @@ class Scheduler:
         counted = at >= 0
         if counted.any():
             np.add.at(usage, at[counted], capacity[counted])
+        self._charge_launching(usage, index)
         self._pool_charges = (pool_of, capacity)
         self._pool_usage = list(usage)
+
+    def _charge_launching(self, usage: IntArray, index: Mapping[str, int]) -> None:
+        """Add to ``usage`` the NodeClaims launched whose Node has not registered yet (none of the snapshot's nodes is
+        theirs by name or provider id) and that are not being deleted: Karpenter's cluster state holds each as a node
+        of its NodePool, with its instance type's capacity, and counts it against the NodePool's limits."""
+        claims = self.snapshot.nodeclaims
+        if not claims:
+            return
+        names = {n.name for n in self.snapshot.nodes}
+        providers = {n.provider_id for n in self.snapshot.nodes if n.provider_id}
+        types = {t.name: t for t in self.snapshot.instance_types}
+        for claim in claims:
+            i = index.get(claim.nodepool or "", -1)
+            if (i < 0 or claim.deleting or (claim.node_name and claim.node_name in names)
+                    or (claim.provider_id and claim.provider_id in providers)):
+                continue
+            itype = types.get(claim.labels.get(LABEL_INSTANCE_TYPE, ""))
+            if itype is not None:
+                usage[i, :-1] += rows(self.resources, [itype.capacity])[0]
+            usage[i, -1] += 1
 
 
 #: the reason `SimState.place` gives a pod it could not place when asked not to explain it

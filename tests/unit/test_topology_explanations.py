@@ -1,6 +1,6 @@
-"""Why a pod found no node, when the rules that count pods per domain are the cause: the sentence names the rules
-that held it, its own (topology spread, pod affinity or anti-affinity, host ports) or the required anti-affinity of
-pods whose terms select it, and says when a one-node replacement was ruled out by them, not only by the nodes left.
+"""Why a pod found no node names what held it: the rules that count pods per domain, its own (topology spread, pod
+affinity or anti-affinity, host ports) or the required anti-affinity of pods whose terms select it, also when they
+ruled out a one-node replacement; and a pod no NodePool can launch a node for is not said to need a bigger type.
 """
 
 from __future__ import annotations
@@ -32,3 +32,15 @@ def test_two_pods_a_hostname_spread_keeps_apart_are_not_on_one_new_node_for_the_
     assert out["commands"] == []
     reason = blocked_of(out, "n1")["reason"]
     assert "the new node, with the pods it took, is ruled out by its topology spread" in reason, reason
+
+
+def test_a_pod_pinned_to_its_node_is_not_said_to_need_a_bigger_type() -> None:
+    """A pod pinned to its node by a hostname nodeSelector, in a pass that replaced another node (so the step's new
+    node is open): no NodePool can launch a node it runs on, whatever its size; the reason said no NodePool offers an
+    instance type that fits it, though an m5.large does."""
+    out = plan_dict(nodepool(), node("big", itype="m5.2xlarge"), pod("web", "big", cpu="500m"),
+                    node("f1"), pod("full-f1", "f1", cpu="1900m", memory="7Gi", node_selector={HOSTNAME: "f1"}))
+    assert [(c["action"], c["nodes"]) for c in out["commands"]] == [("replace", ["big"])]
+    reason = blocked_of(out, "f1")["reason"]
+    assert "no NodePool can launch a node it tolerates and matches" in reason, reason
+    assert "offers an instance type that fits" not in reason, reason

@@ -255,7 +255,9 @@ class Placement:
         if max_new <= 0:
             holding = self.n_bins > n and any(ok is not None and any_set(pool.combos_holding(req) & ok)
                                               for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True))
-            if self.n_bins > n and not holding:
+            if self.n_bins > n and not cls.can_launch:  # no NodePool's node is one it may run on, whatever its size
+                where += self._cannot_launch(cls)
+            elif self.n_bins > n and not holding:
                 # the new node the step allowed is open and did not take it: no type of any NodePool would have
                 wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
                 where += f", and no NodePool offers an instance type that fits it ({wants})"
@@ -266,9 +268,7 @@ class Placement:
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")
         elif not cls.can_launch:
-            where += (", and no NodePool can launch a node it tolerates and matches"
-                      + (" where its volumes can be attached" if cls.spec.volume_terms is not None else "")
-                      + self._unlabelled_note(cls))
+            where += self._cannot_launch(cls)
         else:
             notes = self._limits_note(cls, req) + self._min_values_note(cls, req)
             if cls.constraints and not notes and any(
@@ -340,6 +340,13 @@ class Placement:
         if not held:
             return ""
         return " within its limits (" + "; ".join(held) + ")"
+
+    def _cannot_launch(self, cls: PodClass) -> str:
+        """The words for a pod of ``cls`` that no NodePool can launch a node for (its taints, selectors, affinity or
+        volumes rule out every offering)."""
+        return (", and no NodePool can launch a node it tolerates and matches"
+                + (" where its volumes can be attached" if cls.spec.volume_terms is not None else "")
+                + self._unlabelled_note(cls))
 
     def _unlabelled_note(self, cls: PodClass) -> str:
         """The NodePool requirements that name no value of a key the pod selects a value of (its nodeSelector, or

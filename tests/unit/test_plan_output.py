@@ -15,7 +15,15 @@ from ebb.core.causes import render
 from ebb.core.engine import run_pass
 from ebb.core.methods import method_names
 from ebb.core.methods.base import EngineOptions
-from ebb.core.plan import apply_commands, fates, make_plan, only_nodes, step_interval, unknown_nodes
+from ebb.core.plan import (
+    apply_commands,
+    fates,
+    finish_under_way,
+    make_plan,
+    only_nodes,
+    step_interval,
+    unknown_nodes,
+)
 from tests.kit.builders import (
     NOW,
     TYPES,
@@ -362,3 +370,31 @@ def test_a_replacement_the_passes_launch_carries_the_zonal_csi_drivers_label_the
     after = apply_commands(snap, first.commands, NOW, 1)
     [launched] = [n for n in after.nodes if n.name not in ("big", "other")]
     assert launched.labels[key] == launched.labels["topology.kubernetes.io/zone"]
+
+
+def test_until_stable_finishes_a_deletion_under_way_and_frees_its_budget() -> None:
+    """A budget of one node, held by node x being deleted when the snapshot was taken: live, x goes once drained and
+    the budget frees, so the three empty nodes go one per pass. ``--until-stable`` stopped at the first pass, which
+    had nothing to do, and called that the end state."""
+    docs = [nodepool(budgets=[{"nodes": "1"}]), node("x", deleting=True),
+            *(node(f"e{i}") for i in range(3)), node("d"), pod("busy", "d", cpu="1500m")]
+    out = plan_dict(*docs, until_stable=True)
+    assert out["steps"][0]["commands"] == []  # the first pass: x holds the budget
+    gone = [n for s in out["steps"] for c in s["commands"] for n in c["nodes"]]
+    assert {"e0", "e1", "e2"} <= set(gone) and "x" not in gone  # (d may be replaced by a cheaper type at the end)
+    assert out["steps"][-1]["cost"]["after"] <= OD["m5.large"] + 1e-9
+
+
+@pytest.mark.parametrize(("free_cpu", "bound"), [("500m", True), ("1900m", False)])
+def test_a_node_being_disrupted_goes_and_its_pods_are_bound_where_they_fit(free_cpu: str, bound: bool) -> None:
+    """Node t carries Karpenter's disruption taint (its command is under way): once the pass's commands ran it is
+    gone, and its pod is bound where kube-scheduler would bind it, or left Pending where no node has room."""
+    taint = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    docs = [nodepool(budgets=[{"nodes": "0"}]), node("t", taints=taint), pod("w-t", "t", cpu="1"),
+            node("keep"), pod("filler", "keep", cpu=free_cpu)]
+    snap = snapshot(*docs)
+    after = finish_under_way(snap, NOW)
+    assert [n.name for n in after.nodes] == ["keep"]
+    [moved] = [p for p in after.pods if p.name == "w-t"]
+    assert (moved.node_name == "keep") is bound
+    assert moved.phase == ("Running" if bound else "Pending")

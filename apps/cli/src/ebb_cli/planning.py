@@ -269,7 +269,8 @@ def render_fates(asked: tuple[NodeFate, ...], result: Plan, console: Console) ->
                 line += f"; until stable: disrupted at step {fate.step + 1} of {len(result.steps)} ({after} on) by " \
                         f"{escape(command_words(fate.step_command))}"
             else:
-                line += f"; until stable: never disrupted ({len(result.steps)} steps)"
+                count = len(result.steps)
+                line += f"; until stable: never disrupted ({count} step{'' if count == 1 else 's'})"
         console.print(line, highlight=False)
 
 

@@ -14,6 +14,7 @@ A plan carries the conflicts of its input (``warnings``, `ebb.core.conflicts`) w
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ from ebb.core.model import (
     Snapshot,
 )
 from ebb.core.quantity import fmt_time
+from ebb.core.simulator.binding import bind
 from ebb.core.simulator.constraints import csi_zone_labels, csi_zone_value, zone_regions
 
 VALIDATION_DELAY_SECONDS = 15.0
@@ -133,6 +135,42 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
     return replace(snapshot, nodes=nodes, pods=tuple(pods) + tuple(new_pods), nodeclaims=claims + tuple(new_claims))
 
 
+def under_way(snapshot: Snapshot) -> bool:
+    """Whether a node of ``snapshot`` is being taken away already: being deleted (its NodeClaim too) or carrying a
+    disruption taint (Karpenter's or ebb's)."""
+    return any(n.deleting or n.being_disrupted for n in snapshot.nodes)
+
+
+def finish_under_way(snapshot: Snapshot, now: datetime) -> Snapshot:
+    """The snapshot once the disruptions under way in it are done (`under_way`), as Karpenter's termination finishes
+    them: those nodes and their NodeClaims gone, their pods that need a home bound where kube-scheduler would bind
+    them (`ebb.core.simulator.binding.bind`, on the nodes left; started at ``now``), else left Pending; their other
+    pods (DaemonSet, mirror, finished) gone with them. ``--until-stable`` does this after each pass, so a budget a
+    node being deleted holds is freed for the next pass, as it is live once the node is gone."""
+    going = {n.name for n in snapshot.nodes if n.deleting or n.being_disrupted}
+    if not going:
+        return snapshot
+    staying: list[Pod] = []
+    homeless: list[Pod] = []
+    for pod in snapshot.pods:
+        if pod.node_name not in going:
+            staying.append(pod)
+        elif pod.needs_rescheduling:  # made again, Pending (a StatefulSet's of the same name, no longer deleted)
+            homeless.append(replace(pod, node_name=None, phase="Pending", start_time=None, deleting=False,
+                                    deletion_time=None))
+    gone_ids = {n.provider_id for n in snapshot.nodes if n.name in going and n.provider_id}
+    left = replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in going),
+                   nodeclaims=tuple(c for c in snapshot.nodeclaims if c.node_name not in going
+                                    and not (c.provider_id and c.provider_id in gone_ids)),
+                   pods=(*staying, *homeless))
+    if not homeless:
+        return left
+    bound, _ = bind(left, homeless, random.Random(0))
+    moved = [replace(pod, node_name=bound[pod.key], phase="Running", start_time=now) if pod.key in bound else pod
+             for pod in homeless]
+    return replace(left, pods=(*staying, *moved))
+
+
 def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
               options: EngineOptions | None = None, conflict_settings: ConflictSettings | None = None) -> Plan:
     """One pass over ``snapshot`` at ``now`` (or, ``until_stable``, passes until nothing changes), with the conflicts
@@ -146,11 +184,12 @@ def make_plan(snapshot: Snapshot, now: datetime, *, until_stable: bool = False,
     interval = timedelta(seconds=step_interval(snapshot))
     result, current, moment = first, snapshot, now
     quiet = replace(options, explain=False)
-    while result.commands and len(steps) < MAX_STEPS:
+    while (result.commands or under_way(current)) and len(steps) < MAX_STEPS:
         steps.append(result)
         # the commands run at the moment they were decided, and the next pass looks an interval later: the pods
-        # they moved have settled (no consolidateAfter is longer), as they would have before a live planner's pass
-        current = apply_commands(current, result.commands, moment, len(steps))
+        # they moved have settled (no consolidateAfter is longer), as they would have before a live planner's pass;
+        # the disruptions already under way in the input are done by then too
+        current = finish_under_way(apply_commands(current, result.commands, moment, len(steps)), moment)
         moment = moment + interval
         result = run_pass(quiet.view_of(current, moment), quiet)
     steps.append(result)  # the last pass: nothing left to do (or MAX_STEPS reached)

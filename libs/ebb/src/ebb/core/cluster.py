@@ -741,9 +741,10 @@ class ClusterView:
                 if not_yet is not None:
                     last = not_yet.values["last"]
                     assert isinstance(last, datetime)
+                    since = not_yet.values.get("since") or "its pods last changed"
                     out.append((node.name, f"{not_yet.values['whose']}consolidateAfter "
-                                           f"({format_duration(pool.consolidate_after)}) has not passed since its pods "
-                                           f"last changed at {fmt_time(last)}"))
+                                           f"({format_duration(pool.consolidate_after)}) has not passed since {since} "
+                                           f"at {fmt_time(last)}"))
             self._unsettled = out
         return self._unsettled
 

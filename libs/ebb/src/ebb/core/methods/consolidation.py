@@ -131,10 +131,13 @@ def take_capacity(ctx: PassContext, lost: Mapping[str, tuple[int, int]]) -> None
 def set_aside_unsettled(view: ClusterView, state: SimState) -> int:
     """Set aside, in ``state``, the nodes a consolidation may not move pods onto (`ClusterView.unsettled`: inside
     their consolidateAfter), as Karpenter's consolidation simulations do (``IsConsolidationSimulation``); the pods
-    already placed there (pending pods, pods leaving deleting nodes) stay. Returns the mark to roll back to."""
+    already placed there (pending pods, pods leaving deleting nodes) stay, and such pods may still go there (a pod in
+    phase Pending, bound or not, or one leaving a node taken away already: Karpenter's scheduler exempts both).
+    Returns the mark to roll back to."""
     mark = state.mark()
+    lifted = frozenset(state.lifted)
     for name, why in view.unsettled():
-        state.set_aside(name, why)
+        state.set_aside(name, why, lambda pod: pod.phase == "Pending" or pod.key in lifted)
     return mark
 
 

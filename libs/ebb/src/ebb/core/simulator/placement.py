@@ -13,7 +13,7 @@ Where a pod goes is the Scheduler's search (`ebb.core.simulator.scheduler.SimSta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -91,6 +91,8 @@ class Placement:
         self.moved_onto: dict[int, list[Pod]] = {}
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
+        #: node bin set aside -> which pods may still go there (`set_aside`'s ``admits``)
+        self.aside_admits: dict[int, Callable[[Pod], bool]] = {}
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [usage.copy() for usage in bins.pool_usage()]
 
@@ -165,13 +167,18 @@ class Placement:
         """No further pods go to this bin (a replacement already promised to one command)."""
         self._set(self.open, b, False)
 
-    def set_aside(self, name: str, why: str) -> None:
-        """No pod placed from now on goes to this existing node (the pods already placed there stay), and a pod
-        that finds no home says the node was set aside and ``why``. A rollback past it opens the node again."""
+    def set_aside(self, name: str, why: str, admits: Callable[[Pod], bool] | None = None) -> None:
+        """No pod placed from now on goes to this existing node (the pods already placed there stay), but those
+        ``admits`` answers True for, and a pod that finds no home says the node was set aside and ``why``. A rollback
+        past it opens the node again."""
         b = self.s.node_index[name]
         if self.open[b]:
             self._set(self.open, b, False)
             self.aside[b] = why
+            if admits is None:
+                self.aside_admits.pop(b, None)
+            else:
+                self.aside_admits[b] = admits
 
     def launch_floor(self, b: int, without: str | None = None) -> float:
         """The least any instance type claim ``b`` could still launch costs, whatever pods join it (its offerings

@@ -178,9 +178,8 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     evicted from nodes that are going away (`ClusterView.evicted_soon`: deleting, or tainted by a disruption)
     that fit on an existing node: a disruption never counts on room such a pod is going to take. Those that
     fit nowhere are the provisioner's business and block nothing. They may go to an uninitialized node (a
-    replacement on its way up is where they are headed), also when a disruption takes the node the simulation first
-    gave them; the pods a disruption moves may not, so uninitialized nodes are then set aside for those (Karpenter:
-    "would schedule against uninitialized", an error for neither a pending pod nor a deleting node's)."""
+    replacement on its way up is where they are headed); the pods a disruption moves may not, so
+    uninitialized nodes are then set aside (Karpenter: "would schedule against uninitialized")."""
     pending = pending_pods(view)
     scheduler = Scheduler(view.snapshot, node_order=view.utilization_order(), extra_pods=pending,
                           derived=view.node_pods, unbound=view.unbound)
@@ -189,9 +188,8 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     state.lift(evicted)
     if pending or evicted:
         state.place_all([*pending, *evicted], max_new=0, explain=False)
-    lifted = frozenset(state.lifted)
     for name in view.uninitialized_owned():
-        state.set_aside(name, "it is not initialized yet", lambda pod: pod.node_name is None or pod.key in lifted)
+        state.set_aside(name, "it is not initialized yet")
     return scheduler, state
 
 

@@ -22,7 +22,7 @@ from ebb.core.causes import BlockCause, Cause, Stale, StaleCause, short_of
 from ebb.core.cluster import ClusterView
 from ebb.core.methods.base import EPSILON, Command, MethodOutcome, PassContext, budget_block, spot_to_spot
 from ebb.core.methods.kept import RefusalSession
-from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool
+from ebb.core.model import CAPACITY_SPOT, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_ZONE, Node, NodePool, Pod
 from ebb.core.simulator.scheduler import SimState
 
 REASON = "Underutilized"
@@ -131,14 +131,18 @@ def take_capacity(ctx: PassContext, lost: Mapping[str, tuple[int, int]]) -> None
 def set_aside_unsettled(view: ClusterView, state: SimState) -> int:
     """Set aside, in ``state``, the nodes a consolidation may not move pods onto (`ClusterView.unsettled`: inside
     their consolidateAfter), as Karpenter's consolidation simulations do (``IsConsolidationSimulation``); the pods
-    already placed there (pending pods, pods leaving deleting nodes) stay, and such pods may still go there (a pod in
-    phase Pending, bound or not, or one leaving a node taken away already: Karpenter's scheduler exempts both).
+    already placed there (pending pods, pods leaving deleting nodes) stay, and a candidate's pod still in phase
+    Pending (bound, its containers not started) may still go there, as Karpenter's scheduler exempts a Pending pod.
     Returns the mark to roll back to."""
     mark = state.mark()
-    lifted = frozenset(state.lifted)
     for name, why in view.unsettled():
-        state.set_aside(name, why, lambda pod: pod.phase == "Pending" or pod.key in lifted)
+        state.set_aside(name, why, _bound_pending)
     return mark
+
+
+def _bound_pending(pod: Pod) -> bool:
+    """A pod bound to a node but still in phase Pending (`set_aside_unsettled`)."""
+    return pod.phase == "Pending" and pod.node_name is not None
 
 
 def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:

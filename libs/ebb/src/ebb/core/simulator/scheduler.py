@@ -909,9 +909,8 @@ class SimState(Placement):
     def place(self, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
         sentence costs more than a placement, and a caller that only needs to know may skip it). A node set aside
-        that admits the pod (`set_aside`'s ``admits``: a Pending pod, or one leaving a node taken away already) is
-        open to it alone."""
-        if self.aside_admits and (pod.phase == "Pending" or pod.key in self.lifted):
+        that admits the pod (`set_aside`'s ``admits``: a pod in phase Pending) is open to it alone."""
+        if self.aside_admits and pod.phase == "Pending":
             removed, is_open = self._removed, self.open
             reopened = [b for b, admits in self.aside_admits.items()
                         if not is_open[b] and b not in removed and admits(pod)]

@@ -50,6 +50,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
      False),
     ("nodeSelector on this instance type", {"nodeSelector": {"node.kubernetes.io/instance-type": "t3.medium"}}, True),
     ("a custom key the NodePool does not have, DoesNotExist", _requiring("gpu", "DoesNotExist"), True),
+    # the labels Karpenter's NodeClaim template gives every node (``NewNodeClaimTemplate``): counted, as Karpenter does
+    ("nodeSelector on karpenter.sh/initialized", {"nodeSelector": {"karpenter.sh/initialized": "true"}}, True),
+    ("affinity: karpenter.sh/registered Exists", _requiring("karpenter.sh/registered", "Exists"), True),
+    ("nodeSelector on the NodePool's NodeClass", {"nodeSelector": {"karpenter.k8s.aws/ec2nodeclass": "default"}}, True),
+    ("nodeSelector on another NodeClass", {"nodeSelector": {"karpenter.k8s.aws/ec2nodeclass": "gpu"}}, False),
 ]
 
 

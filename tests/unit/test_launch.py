@@ -65,6 +65,7 @@ def test_the_node_carries_the_pools_template_hash_and_the_types_capacity_less_ov
     assert labels["karpenter.sh/capacity-type"] == "on-demand"
     assert labels["kubernetes.io/arch"] == "amd64" and labels["kubernetes.io/hostname"] == "general-abc"
     assert "karpenter.sh/initialized" not in labels  # not before it is Ready
+    assert labels["karpenter.k8s.aws/ec2nodeclass"] == "default"  # its NodeClass's, as Karpenter's template gives it
     assert node["metadata"]["annotations"]["karpenter.sh/nodepool-hash"] == "1234"
     assert node["spec"]["taints"] == [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]
     # the catalog entry gives no ephemeral storage: the default root volume, less its default overhead

@@ -187,7 +187,7 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
     if blocking_taints(ds.spec.tolerations, pool.taints):
         return False
     base = {**NEW_NODE_DEFAULT_LABELS, **itype.labels, LABEL_OS: itype.os_under(pool.requirements),
-            **made_up_labels(pool, itype.labels), **pool.labels, LABEL_NODEPOOL: pool.name,
+            **made_up_labels(pool, itype.labels), **pool.labels, **pool.template_labels,
             LABEL_INSTANCE_TYPE: itype.name}
     several = [r for r in pool.requirements if r.operator == "In" and r.values and r.key not in base
                and r.key not in (LABEL_ZONE, LABEL_CAPACITY_TYPE)]

@@ -32,6 +32,7 @@ from ebb.core.model import (
     ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION,
     LABEL_INITIALIZED,
+    LABEL_REGISTERED,
     NEW_NODE_DEFAULT_LABELS,
     InstanceType,
     NodePool,
@@ -40,7 +41,6 @@ from ebb.core.quantity import fmt_time
 
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
-LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
@@ -133,6 +133,8 @@ def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType
                               **requirement_labels(pool, instance_type, chosen), **pool.labels,
                               **dict(offering.labels if offering is not None else ())}
     labels.update({
+        # the NodePool's and NodeClass's (karpenter.sh/initialized only once the node is Ready)
+        **{key: value for key, value in pool.template_labels.items() if key != LABEL_INITIALIZED},
         LABEL_NODEPOOL: pool.name,
         LABEL_CAPACITY_TYPE: spec.capacity_type,
         LABEL_INSTANCE_TYPE: spec.instance_type,

@@ -28,6 +28,7 @@ from typing import Any, final
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_INITIALIZED = "karpenter.sh/initialized"
+LABEL_REGISTERED = "karpenter.sh/registered"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
@@ -463,6 +464,9 @@ class NodePool:
     hash: str | None = None
     hash_version: str | None = None
     spot_to_spot: bool = False
+    #: the label Karpenter gives every node of the NodePool for its NodeClass (``<group>/<kind, lowercased>``: the
+    #: nodeClassRef's name, ``NodeClassLabelKey``); None when the nodeClassRef does not say its group and kind
+    node_class_label: tuple[str, str] | None = None
     #: the kind of the object the disruption settings above come from: `POLICY_FROM_NODEPOOL` (its own
     #: spec.disruption) or `POLICY_FROM_DISRUPTION_POLICY` (the ebb.sh/v1 DisruptionPolicy named like it)
     policy_kind: str = POLICY_FROM_NODEPOOL
@@ -472,6 +476,16 @@ class NodePool:
     #: Never) and whether that is Karpenter's default, which Karpenter still reads (None: no policy governs, the
     #: settings above are the NodePool's own)
     own_disruption: tuple[tuple[Budget, ...], float | None, bool] | None = None
+
+    @property
+    def template_labels(self) -> dict[str, str]:
+        """The labels Karpenter's NodeClaim template gives a new node of this NodePool beyond its template's own: the
+        NodePool's and the NodeClass's, and ``karpenter.sh/registered`` and ``karpenter.sh/initialized`` (which the
+        template requires "for DaemonSet scheduling calculations", ``NewNodeClaimTemplate``)."""
+        labels = {LABEL_NODEPOOL: self.name, LABEL_REGISTERED: "true", LABEL_INITIALIZED: "true"}
+        if self.node_class_label is not None:
+            labels[self.node_class_label[0]] = self.node_class_label[1]
+        return labels
 
     @property
     def karpenter_budgets(self) -> tuple[Budget, ...]:

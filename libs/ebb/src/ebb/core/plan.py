@@ -33,7 +33,6 @@ from ebb.core.model import (
     LABEL_HOSTNAME,
     LABEL_INITIALIZED,
     LABEL_INSTANCE_TYPE,
-    LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
@@ -89,7 +88,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
             # NodePool's own requirements, the one the pods chose where they did, else its drift would replace it
             labels = {**NEW_NODE_DEFAULT_LABELS, **it.labels, LABEL_OS: it.os_under(pool.requirements),
                       **requirement_labels(pool, it, dict(rep.labels)), **pool.labels, **dict(offer.labels),
-                      LABEL_NODEPOOL: pool.name, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
+                      **pool.template_labels, LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: offer.zone,
                       LABEL_CAPACITY_TYPE: offer.capacity_type, LABEL_HOSTNAME: name, LABEL_INITIALIZED: "true"}
             region = region_of.get(offer.zone) or region_of.get("")
             if region is not None:  # as the simulation labels a new node (`zone_regions`)

@@ -971,7 +971,16 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         hash=annotations.get(ANNOTATION_NODEPOOL_HASH),
         hash_version=annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION),
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
+        node_class_label=_node_class_label(doc),
     )
+
+
+def _node_class_label(doc: _Doc) -> tuple[str, str] | None:
+    """The label Karpenter gives the NodePool's nodes for its NodeClass (`NodePool.node_class_label`)."""
+    group, kind, name = (doc.get(f"spec.template.spec.nodeClassRef.{field}") for field in ("group", "kind", "name"))
+    if not (isinstance(group, str) and isinstance(kind, str) and isinstance(name, str) and group and kind and name):
+        return None
+    return f"{group}/{kind.lower()}", name
 
 
 def _disruption_policy(doc: _Doc) -> DisruptionPolicy:

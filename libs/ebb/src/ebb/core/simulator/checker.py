@@ -244,7 +244,7 @@ def offering_labels(pool: NodePool, it: InstanceType, offering: Offering,
     labels.update(made_up_labels(pool, (*_OFFERING_KEYS, *labels)))
     labels.update(pool.labels)
     labels.update(offering.labels)
-    labels[LABEL_NODEPOOL] = pool.name
+    labels.update(pool.template_labels)
     labels[LABEL_INSTANCE_TYPE] = it.name
     labels[LABEL_ZONE] = offering.zone
     labels[LABEL_CAPACITY_TYPE] = offering.capacity_type

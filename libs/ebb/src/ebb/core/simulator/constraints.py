@@ -33,7 +33,6 @@ from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
-    LABEL_NODEPOOL,
     LABEL_OS,
     LABEL_REGION,
     LABEL_ZONE,
@@ -594,7 +593,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
         customs = [tuple(zip(keys, chosen, strict=True)) for chosen in product(*(values for _, values in several))]
         for it in snapshot.instance_types:
             base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", **it.labels,
-                    LABEL_OS: it.os_under(pool.requirements), **extra_labels, LABEL_NODEPOOL: pool.name}
+                    LABEL_OS: it.os_under(pool.requirements), **extra_labels, **pool.template_labels}
             t_index = len(types)
             added = False
             for off in it.offerings:

@@ -10,6 +10,7 @@ label that is missing or not an integer (Go's ``strconv.Atoi``) satisfies none o
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Container, Iterable, Mapping
 from itertools import islice, product
 
@@ -158,9 +159,27 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
             continue
         if tol.key != taint.key:
             continue
-        if tol.operator == "Exists" or tol.value == taint.value:
+        operator_ = tol.operator
+        if operator_ == "Exists" or (operator_ in ("Equal", "") and tol.value == taint.value):
             return True
+        if operator_ in ("Gt", "Lt"):  # as Karpenter asks (``ToleratesTaint`` with comparison operators on)
+            bound, value = _decimal_integer(tol.value), _decimal_integer(taint.value)
+            if bound is not None and value is not None and (value > bound if operator_ == "Gt" else value < bound):
+                return True
     return False
+
+
+#: a decimal integer as Kubernetes' ``content.IsDecimalInteger`` accepts one: no sign but ``-``, no leading zero
+_DECIMAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _decimal_integer(text: str) -> int | None:
+    """The int64 ``text`` writes, as a ``Gt``/``Lt`` toleration and its taint are read (``compareNumericValues``),
+    or None: then the toleration tolerates nothing."""
+    if not _DECIMAL_INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
 
 
 def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint], *,

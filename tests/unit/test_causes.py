@@ -147,6 +147,9 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "Consolidatable condition waits for it", U),
     (BlockCause(Cause.PRICE_UNKNOWN, {"label": "topology.kubernetes.io/zone"}),
      "it has no topology.kubernetes.io/zone label, so its price is unknown and consolidation cannot compare it", U),
+    (BlockCause(Cause.TYPE_NOT_IN_CATALOG, {"type": "x9.mystery"}),
+     "its instance type x9.mystery is not in the catalog, so its price is unknown and consolidation does not take it, "
+     "as Karpenter's does not (only emptiness may)", U),
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
      "spot-to-spot consolidation is disabled: spot nodes whose replacement may be spot are only deleted, replaced by "
      "spot when enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),

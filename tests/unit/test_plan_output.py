@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -398,3 +399,21 @@ def test_a_node_being_disrupted_goes_and_its_pods_are_bound_where_they_fit(free_
     [moved] = [p for p in after.pods if p.name == "w-t"]
     assert (moved.node_name == "keep") is bound
     assert moved.phase == ("Running" if bound else "Pending")
+
+
+def test_a_node_of_a_type_the_catalog_does_not_list_is_not_consolidated_only_deleted_when_empty() -> None:
+    """Karpenter's consolidation leaves a node whose instance type it does not know (``ShouldDisrupt``: instance type
+    not found); ebb priced it at 0 and deleted it "to save $0.0000/h". Emptiness, which needs no price, takes it. (The
+    bundled catalog: one given in the input drifts such a node first, as Karpenter's ``instanceTypeNotFound``.)"""
+    def planned(*docs: Any) -> tuple[list[tuple[str, tuple[str, ...]]], dict[str, str]]:
+        snap = replace(snapshot(*docs), catalog_source="bundled")
+        first = make_plan(snap, NOW).first
+        return [(c.method, c.nodes) for c in first.commands], {b.node: render(b.cause) for b in first.blocked}
+
+    commands, reasons = planned(nodepool(), node("mystery", itype="x9.mystery", cpu="4", memory="16Gi"),
+                                pod("web", "mystery", cpu="500m"), node("roomy", itype="m5.xlarge"),
+                                pod("other", "roomy"))
+    assert all("mystery" not in nodes for _, nodes in commands), commands
+    assert "its instance type x9.mystery is not in the catalog" in reasons["mystery"], reasons
+    commands, _ = planned(nodepool(), node("mystery", itype="x9.mystery", cpu="4", memory="16Gi"))
+    assert commands == [("emptiness", ("mystery",))]

@@ -62,6 +62,7 @@ class Cause(StrEnum):
     STATIC_NODEPOOL = "static-nodepool"  # its NodePool has spec.replicas
     NODECLAIM_NOT_INITIALIZED = "nodeclaim-not-initialized"  # Karpenter's Consolidatable waits for Initialized=True
     PRICE_UNKNOWN = "price-unknown"  # no instance-type, capacity-type or zone label: no price to compare
+    TYPE_NOT_IN_CATALOG = "type-not-in-catalog"  # its instance type is none the catalog lists: no price to compare
     CONSOLIDATION_POLICY = "consolidation-policy"
     CONSOLIDATE_AFTER_NEVER = "consolidate-after-never"
     PAUSED = "paused"  # inner: HOLD or STABILIZATION_WINDOW
@@ -157,6 +158,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NODECLAIM_NOT_INITIALIZED: ("its NodeClaim {claim} is not Initialized yet: it is not consolidated until it "
                                       "is, as Karpenter's Consolidatable condition waits for it"),
     Cause.PRICE_UNKNOWN: "it has no {label} label, so its price is unknown and consolidation cannot compare it",
+    Cause.TYPE_NOT_IN_CATALOG: ("its instance type {type} is not in the catalog, so its price is unknown and "
+                                "consolidation does not take it, as Karpenter's does not (only emptiness may)"),
     Cause.CONSOLIDATION_POLICY: ("{source}'s consolidationPolicy is {policy}: only empty nodes are "
                                  "consolidated"),
     Cause.CONSOLIDATE_AFTER_NEVER: "{source}'s consolidateAfter is Never",

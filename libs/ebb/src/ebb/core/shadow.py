@@ -43,7 +43,7 @@ CATEGORY_OF_CAUSE: Final[Mapping[str, str]] = {
     **{str(c): "window" for c in (Cause.STABILIZATION_WINDOW, Cause.NOT_STABLE, Cause.DEMAND_WINDOW)},
     **{str(c): "pdb" for c in (Cause.PDB_BLOCKS, Cause.POD_TWO_PDBS)},
     **{str(c): "price" for c in (Cause.NO_CHEAPER_REPLACEMENT, Cause.ONLY_SAME_TYPE_CHEAPER,
-                                 Cause.PRICE_IMPROVEMENT_TOO_SMALL,
+                                 Cause.PRICE_IMPROVEMENT_TOO_SMALL, Cause.TYPE_NOT_IN_CATALOG,
                                  Cause.PRICE_UNKNOWN, Cause.EVICTIONS_NOT_WORTH, Cause.SPOT_TO_SPOT_DISABLED,
                                  Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, Cause.NO_SPOT_OFFERING, Cause.MIN_VALUES_NOT_MET,
                                  Cause.BALANCED_SCORE, Cause.ALONE_SAVES_MORE)},

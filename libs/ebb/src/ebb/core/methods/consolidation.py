@@ -160,6 +160,10 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             if not view.blocked_reason(name, True):
                 out.blocked[name] = BlockCause(Cause.PRICE_UNKNOWN, {"label": missing})
                 continue
+        if not view.price_known[name] and not view.blocked_reason(name, True):
+            # Karpenter's consolidation leaves a candidate whose instance type it does not know (``ShouldDisrupt``)
+            out.blocked[name] = BlockCause(Cause.TYPE_NOT_IN_CATALOG, {"type": node.instance_type})
+            continue
         if pool.consolidation_policy == "WhenEmpty" and not view.blocked_reason(name, True):
             out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
                 "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})

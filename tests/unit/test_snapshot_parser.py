@@ -88,6 +88,27 @@ def test_input_warnings(docs: Callable[[], list[Any]], expected: list[str]) -> N
         assert warning.startswith(start), warning
 
 
+@pytest.mark.parametrize(("zone", "read"), [(0, "0"), (1, "1"), ("0", "0"), ("eastus-1", "eastus-1")])
+def test_an_offerings_zone_written_as_a_number_is_read_as_written(zone: object, read: str) -> None:
+    """A non-zonal AKS cluster's zone is ``0``, which YAML reads as a number unless quoted: it is the label value
+    ``"0"``, as ``1`` was ``"1"`` (0 was refused with a message that said the offering had no zone)."""
+    snap = parse_documents([catalog([{"name": "d2", "capacity": {"cpu": "2", "memory": "8Gi"},
+                                      "offerings": [{"zone": zone, "price": 0.1}]}])])
+    [d2] = snap.instance_types
+    assert [o.zone for o in d2.offerings] == [read]
+
+
+@pytest.mark.parametrize(("offering", "field"), [
+    ({"price": 0.1}, "offerings[0].zone"), ({"zone": "", "price": 0.1}, "offerings[0].zone"),
+    ({"zone": True, "price": 0.1}, "offerings[0].zone"), ("us-east-1a", "offerings[0]"),
+])
+def test_an_offering_without_a_zone_names_the_field(offering: object, field: str) -> None:
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([catalog([{"name": "d2", "capacity": {"cpu": "2", "memory": "8Gi"},
+                                   "offerings": [offering]}])])
+    assert info.value.field.endswith(field), info.value
+
+
 def test_own_catalog_replaces_the_bundled_one() -> None:
     snap = parse_documents([node("a"), catalog()], bundled_catalog=[catalog(
         [{"name": "x1.huge", "capacity": {"cpu": "64", "memory": "256Gi"},

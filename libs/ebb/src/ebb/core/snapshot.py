@@ -1342,8 +1342,15 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
         offerings = []
         for j, o in enumerate(sub.seq("offerings")):
             opath = f"{path}.offerings[{j}]"
-            if not _is_mapping(o) or not o.get("zone"):
-                raise doc.fail(opath, "an offering needs zone, capacityType and price")
+            if not _is_mapping(o):
+                raise doc.fail(opath, "an offering is a map of zone, price and capacityType (on-demand by default)")
+            zone = o.get("zone")
+            # a zone is a label value; YAML reads an unquoted number (an AKS cluster outside availability zones: 0)
+            # as one, written as it reads
+            if isinstance(zone, int) and not isinstance(zone, bool):
+                zone = str(zone)
+            if not isinstance(zone, str) or not zone:
+                raise doc.fail(f"{opath}.zone", "an offering needs a zone (a topology.kubernetes.io/zone value)")
             try:
                 price = float(o.get("price"))  # type: ignore[arg-type]
             except (TypeError, ValueError) as exc:
@@ -1357,7 +1364,7 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
             if not _is_mapping(offer_labels) or not all(isinstance(k, str) and isinstance(v, str)
                                                         for k, v in offer_labels.items()):
                 raise doc.fail(f"{opath}.labels", "must be a map of label names to string values")
-            offerings.append(Offering(str(o["zone"]), ct, price, bool(o.get("available", True)),
+            offerings.append(Offering(zone, ct, price, bool(o.get("available", True)),
                                       tuple(sorted(offer_labels.items()))))
         if not offerings:
             raise doc.fail(f"{path}.offerings", "needs at least one offering")

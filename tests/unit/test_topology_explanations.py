@@ -44,3 +44,19 @@ def test_a_pod_pinned_to_its_node_is_not_said_to_need_a_bigger_type() -> None:
     reason = blocked_of(out, "f1")["reason"]
     assert "no NodePool can launch a node it tolerates and matches" in reason, reason
     assert "offers an instance type that fits" not in reason, reason
+
+
+def test_a_pod_with_no_other_node_left_is_told_so_not_that_its_preferences_hold_it() -> None:
+    """The only node: its pod has nowhere else to go, which is the cause; the sentence named the PreferNoSchedule
+    taint a new node of the heavier NodePool would carry ("no remaining node takes it with ..."), as if other nodes
+    were there."""
+    def only(itype: str) -> list[dict[str, object]]:
+        return [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [itype]}]
+
+    tainted = nodepool("batch", weight=10, taints=[{"key": "spot-ish", "value": "x", "effect": "PreferNoSchedule"}],
+                       requirements=only("t3.medium"))
+    only_m5 = nodepool(requirements=only("m5.large"))
+    out = plan_dict(only_m5, tainted, node("src"), pod("web-0", "src", cpu="500m", memory="1Gi"))
+    reason = blocked_of(out, "src")["reason"]
+    assert "(pod default/web-0: no other node can take pods)" in reason, reason

@@ -973,6 +973,8 @@ class SimState(Placement):
     def _explain_kept(self, pod: Pod, form: int) -> str:
         """Why a pod whose form ``form`` (preferences kept) found no open bin but a new node would take is not placed
         by relaxing them."""
+        if not any_set(self.open[:self.s.N]):  # no node is left to take it at all: that is the cause
+            return "no other node can take pods"
         kept = preferences_kept(pod.spec, form, self.s.tolerate_prefer_no_schedule)
         return (f"no remaining node takes it with {kept}, and a new node would: a "
                 "preference is relaxed only when no node, new ones included, would take the pod")

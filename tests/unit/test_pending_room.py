@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from tests.kit.builders import ago, node, nodepool, plan_dict, pod
+from tests.kit.builders import ago, blocked_of, node, nodepool, plan_dict, pod
 
 KEEP = {"karpenter.sh/do-not-disrupt": "true"}
 
@@ -18,3 +18,17 @@ def test_a_pod_in_phase_pending_may_move_onto_a_node_inside_its_consolidate_afte
                         pod("big-1", "keep", cpu="1500m", memory="2Gi", started=ago(minutes=1)),
                         node("cand"), pod("web-1", "cand", cpu="400m", memory="1Gi", phase=phase))
         assert [(c["action"], c["nodes"]) for c in out["commands"]] == [(action, ["cand"])], phase
+
+
+def test_a_pod_kept_off_by_a_pending_pods_room_names_it() -> None:
+    """``keep`` has 0.5 cpu free, which pending pod ``pend-1`` takes: ``cand``'s pod finds no room, and the sentence
+    says whose room it is, not only that no node has any (a reader saw 0.5 cpu free on ``keep``)."""
+    only_m5 = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
+    out = plan_dict(nodepool(requirements=only_m5), node("keep", annotations=KEEP),
+                    pod("big-1", "keep", cpu="1500m", memory="2Gi"),
+                    node("cand"), pod("web-1", "cand", cpu="400m", memory="1Gi"),
+                    pod("pend-1", None, cpu="400m", memory="1Gi", phase="Pending"))
+    reason = blocked_of(out, "cand")["reason"]
+    assert ("no remaining node has room for its requests (cpu 400m, memory 1.00Gi): node keep's room is kept for "
+            "pending pod default/pend-1") in reason, reason

@@ -32,3 +32,16 @@ def test_a_pod_kept_off_by_a_pending_pods_room_names_it() -> None:
     reason = blocked_of(out, "cand")["reason"]
     assert ("no remaining node has room for its requests (cpu 400m, memory 1.00Gi): node keep's room is kept for "
             "pending pod default/pend-1") in reason, reason
+
+
+def test_a_pod_of_another_node_that_finds_no_room_is_said_to_be_leaving_it() -> None:
+    """``dst-0`` runs on ``dest``, which a disruption is taking away; the simulation gave it room on ``src`` first.
+    When ``src`` goes it has nowhere to go, and the sentence says it is ``dest``'s pod leaving, where it read as one
+    of ``src``'s own."""
+    taint = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    only_m5 = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
+    out = plan_dict(nodepool(requirements=only_m5), node("dest", taints=taint), pod("dst-0", "dest", cpu="1"),
+                    node("src"), pod("web-0", "src", cpu="500m"))
+    reason = blocked_of(out, "src")["reason"]
+    assert "(pod default/dst-0: leaving node dest, which is being taken away, " in reason, reason

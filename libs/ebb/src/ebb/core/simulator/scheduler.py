@@ -910,20 +910,29 @@ class SimState(Placement):
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
         sentence costs more than a placement, and a caller that only needs to know may skip it). A node set aside
         that admits the pod (`set_aside`'s ``admits``: a pod in phase Pending) is open to it alone."""
+        why: str | None
         if self.aside_admits and pod.phase == "Pending":
             removed, is_open = self._removed, self.open
             reopened = [b for b, admits in self.aside_admits.items()
                         if not is_open[b] and b not in removed and admits(pod)]
-            if reopened:
+            for b in reopened:
+                self._set(is_open, b, True)
+            try:
+                why = self._place(pod, max_new, explain=explain)
+            finally:
                 for b in reopened:
-                    self._set(is_open, b, True)
-                try:
-                    return self._place(pod, max_new, explain=explain)
-                finally:
-                    for b in reopened:
-                        if b not in self._removed:
-                            self._set(is_open, b, False)
-        return self._place(pod, max_new, explain=explain)
+                    if b not in self._removed:
+                        self._set(is_open, b, False)
+        else:
+            why = self._place(pod, max_new, explain=explain)
+        if why is None or why == UNEXPLAINED:
+            return why
+        # a pod the simulation had given room on a node a disruption now takes is not that node's own: say whose
+        if pod.node_name is None:
+            return f"pending, {why}"
+        if pod.key in self.lifted:
+            return f"leaving node {pod.node_name}, which is being taken away, {why}"
+        return why
 
     def _place(self, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
         req = self.s.pod_vec(pod)

@@ -104,3 +104,31 @@ def test_bad_offering_labels_are_an_input_error() -> None:
     bad["offerings"][0]["labels"] = {"a": 1}
     with pytest.raises(SnapshotError, match=r"offerings\[0\]\.labels"):
         parse_documents([catalog([bad]), nodepool(), node("a")])
+
+
+def _typed(name: str, price: float, arch: str, systems: list[str] | None = None) -> dict[str, Any]:
+    doc = {**instance_type(name, "2", "4Gi", 29, price), "labels": {"kubernetes.io/arch": arch}}
+    if systems is not None:
+        doc["operatingSystems"] = systems
+    return doc
+
+
+@pytest.mark.parametrize(("label", "pod_selector", "allowed"), [
+    # the template labels arch: only arm64 types launch (the cheaper amd64 one was offered, relabelled arm64)
+    ({"kubernetes.io/arch": "arm64"}, {"kubernetes.io/arch": "arm64"}, {"g.arm"}),
+    # the template labels the OS: only a type that runs Windows launches (a Graviton one was offered, relabelled)
+    ({"kubernetes.io/os": "windows"}, {"kubernetes.io/os": "windows"}, {"x.win"}),
+])
+def test_a_template_label_on_an_instance_type_key_is_a_requirement(label: dict[str, str], pod_selector: dict[str, str],
+                                                                     allowed: set[str]) -> None:
+    """Karpenter's NodeClaim template makes each of its labels a requirement (``NewLabelRequirements``): a NodePool
+    whose template labels ``kubernetes.io/arch: arm64`` launches arm64 types only. ebb wrote the label over every
+    type's own, so the pod that selects arm64 could be given an amd64 node."""
+    types = catalog([_typed("a.cheap", 0.01, "amd64"), _typed("g.arm", 0.02, "arm64"),
+                     _typed("x.win", 0.03, "amd64", ["linux", "windows"])])
+    pool = nodepool(labels=label, node_hash="h2")
+    out = plan_dict(types, pool, node("n", itype="x.win", labels=label, node_hash="h1"),
+                    pod("app", "n", cpu="500m", node_selector=pod_selector))
+    (command,) = out["commands"]
+    (replacement,) = command["replacements"]
+    assert set(replacement["instanceTypes"]) == allowed, replacement

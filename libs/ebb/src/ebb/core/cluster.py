@@ -212,8 +212,6 @@ class ClusterView:
     node_pods: dict[str, NodePods] = field(default_factory=dict, repr=False, compare=False)
     _tolerating: dict[Interned, bool] = field(default_factory=dict, repr=False, compare=False)
     _last_pod_events: dict[str, datetime | None] = field(default_factory=dict, repr=False, compare=False)
-    #: what `last_pod_event` found for a node when it is not a change of its pods (its creation, its initialization)
-    _last_pod_event_words: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
     #: ``Snapshot.pod_events`` by node, made when first asked
     _pod_left: dict[str, datetime] | None = field(default=None, repr=False, compare=False)
     _balanced_totals: dict[str, PoolTotals] | None = field(default=None, repr=False, compare=False)
@@ -686,29 +684,46 @@ class ClusterView:
 
     def _find_last_pod_event(self, node: Node) -> datetime | None:
         latest = self.node_pods[node.name].last_arrival
-        # (when, how much its words are preferred on a tie, the words: None for "the node's pods last changed")
-        times: list[tuple[datetime, int, str | None]] = [] if latest is None else [(latest, 2, None)]
+        times = [] if latest is None else [latest]
         claim = self.claim_of(node)  # by status.nodeName or status.providerID
         if claim is None:
             if self._pod_left is None:
                 self._pod_left = dict(self.snapshot.pod_events)
             left = self._pod_left.get(node.name)
             if left is not None:
-                times.append((left, 2, None))
+                times.append(left)
         if claim is not None:
             if claim.last_pod_event is not None:
-                times.append((claim.last_pod_event, 2, None))
+                times.append(claim.last_pod_event)
             for cond in ("Initialized", "Consolidatable", "Empty"):
                 status = claim.conditions.get(cond)
                 if status and status[1] is not None and status[0] == "True":
-                    words = f"its NodeClaim {claim.name} was initialized" if cond == "Initialized" else None
-                    times.append((status[1], 1 if words else 2, words))
+                    times.append(status[1])
         if node.creation_time is not None:
-            times.append((node.creation_time, 0, "the node was created"))
-        if not times:
+            times.append(node.creation_time)
+        return max(times) if times else None
+
+    def _last_pod_event_words(self, node: Node, last: datetime) -> str | None:
+        """What `last_pod_event` found at ``last`` when it is not a change of the node's pods: its NodeClaim's
+        initialization, or its creation; None for a pod event (a pod's arrival or departure, ``lastPodEventTime``, or
+        Karpenter's own Consolidatable or Empty transition), which wins a tie."""
+        arrived = self.node_pods[node.name].last_arrival
+        claim = self.claim_of(node)
+        if arrived == last or (claim is not None and claim.last_pod_event == last):
             return None
-        last, _, self._last_pod_event_words[node.name] = max(times, key=lambda t: (t[0], t[1]))
-        return last
+        if claim is None:
+            if self._pod_left is None:
+                self._pod_left = dict(self.snapshot.pod_events)
+            if self._pod_left.get(node.name) == last:
+                return None
+        else:
+            status = {cond: claim.conditions.get(cond) for cond in ("Initialized", "Consolidatable", "Empty")}
+            if any(s and s[0] == "True" and s[1] == last for c, s in status.items() if c != "Initialized"):
+                return None
+            initialized = status["Initialized"]
+            if initialized and initialized[0] == "True" and initialized[1] == last:
+                return f"its NodeClaim {claim.name} was initialized"
+        return "the node was created" if node.creation_time == last else None
 
     def stable_for(self, node: Node, seconds: float) -> BlockCause | None:
         """None when the node has been stable for `seconds`; else why not yet."""
@@ -721,7 +736,7 @@ class ClusterView:
         pool = self.pools.get(node.nodepool or "")
         # a NodePool's own consolidateAfter is not attributed (the sentence predates DisruptionPolicies)
         whose = f"{pool.policy_source}'s " if pool is not None and pool.policy_kind != POLICY_FROM_NODEPOOL else ""
-        since = self._last_pod_event_words.get(node.name)
+        since = self._last_pod_event_words(node, last)
         return BlockCause(Cause.NOT_STABLE, {"after": seconds, "last": last, "ready": ready_at, "whose": whose,
                                              **({"since": since} if since else {})})
 

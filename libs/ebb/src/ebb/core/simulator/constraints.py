@@ -573,7 +573,13 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
         combo_ct: list[str] = []
         combo_labels: list[Mapping[str, str]] = []
         combo_custom: list[tuple[tuple[str, str], ...]] = []
-        extra_labels = dict(pool.labels)
+        # a template label on a key the instance types or offerings label (kubernetes.io/arch, kubernetes.io/os, a
+        # zone, ...) is a requirement, as Karpenter's NodeClaim template makes one of each of its labels: it keeps the
+        # types and offerings that carry that value, and does not relabel the others
+        pinned = tuple(Requirement(key, "In", (value,)) for key, value in pool.labels.items()
+                       if key in type_label_keys)
+        requirements = pool.requirements + pinned
+        extra_labels = {key: value for key, value in pool.labels.items() if key not in type_label_keys}
         several: list[tuple[str, tuple[str, ...]]] = []  # custom keys whose requirement allows several values
         for req in pool.requirements:
             if (req.key not in TYPE_KEYS and req.operator == "In" and req.values and req.key not in extra_labels
@@ -593,7 +599,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
         customs = [tuple(zip(keys, chosen, strict=True)) for chosen in product(*(values for _, values in several))]
         for it in snapshot.instance_types:
             base = {LABEL_INSTANCE_TYPE: it.name, "kubernetes.io/arch": "amd64", **it.labels,
-                    LABEL_OS: it.os_under(pool.requirements), **extra_labels, **pool.template_labels}
+                    LABEL_OS: it.os_under(requirements), **extra_labels, **pool.template_labels}
             t_index = len(types)
             added = False
             for off in it.offerings:
@@ -610,7 +616,7 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
                         value = csi_zone_value(per_zone, off.zone)
                         if value is not None:
                             labels.setdefault(key, value)
-                    if not requirements_match(pool.requirements, labels):
+                    if not requirements_match(requirements, labels):
                         continue
                     combo_type.append(t_index)
                     combo_price.append(off.price)

@@ -97,6 +97,7 @@ class Placement:
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         #: node bin set aside -> which pods may still go there (`set_aside`'s ``admits``)
         self.aside_admits: dict[int, Callable[[Pod], bool]] = {}
+        self._admitting = False  # a placement with the nodes that admit its pod open (`SimState._place_admitted`)
         self.lifted: set[str] = set()  # pods taken off their node to be placed again (`lift`)
         self.pool_used = [usage.copy() for usage in bins.pool_usage()]
 
@@ -355,8 +356,10 @@ class Placement:
     def _kept_note(self, static: BoolArray, req: IntArray) -> str:
         """Whose room, kept on a node the pod would otherwise fit on, leaves it none: the pending pods, or pods
         leaving a node taken away already, that the simulation placed there first; "" when no such node."""
-        for b in np.flatnonzero(static).tolist():
-            kept = [p for p in self.moved_onto.get(b, ()) if p.node_name is None or p.key in self.lifted]
+        for b, moved in sorted(self.moved_onto.items()):  # the few nodes the simulation moved pods onto
+            if b >= self.s.N or not static[b]:
+                continue
+            kept = [p for p in moved if p.node_name is None or p.key in self.lifted]
             if kept and bool((self.free[b] + sum(self.s.pod_vec(p) for p in kept) >= req).all()):
                 whose = ("pending pod " if kept[0].node_name is None else "pod ") + kept[0].key
                 more = f" and {len(kept) - 1} more" if len(kept) > 1 else ""

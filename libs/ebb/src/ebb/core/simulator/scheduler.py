@@ -910,31 +910,8 @@ class SimState(Placement):
         """Place one pod; None on success, else why it cannot be placed (``UNEXPLAINED`` without ``explain``: the
         sentence costs more than a placement, and a caller that only needs to know may skip it). A node set aside
         that admits the pod (`set_aside`'s ``admits``: a pod in phase Pending) is open to it alone."""
-        why: str | None
-        if self.aside_admits and pod.phase == "Pending":
-            removed, is_open = self._removed, self.open
-            reopened = [b for b, admits in self.aside_admits.items()
-                        if not is_open[b] and b not in removed and admits(pod)]
-            for b in reopened:
-                self._set(is_open, b, True)
-            try:
-                why = self._place(pod, max_new, explain=explain)
-            finally:
-                for b in reopened:
-                    if b not in self._removed:
-                        self._set(is_open, b, False)
-        else:
-            why = self._place(pod, max_new, explain=explain)
-        if why is None or why == UNEXPLAINED:
-            return why
-        # a pod the simulation had given room on a node a disruption now takes is not that node's own: say whose
-        if pod.node_name is None:
-            return f"pending, {why}"
-        if pod.key in self.lifted:
-            return f"leaving node {pod.node_name}, which is being taken away, {why}"
-        return why
-
-    def _place(self, pod: Pod, max_new: int, *, explain: bool = True) -> str | None:
+        if self.aside_admits and pod.phase == "Pending" and not self._admitting:
+            return self._place_admitted(pod, max_new, explain)
         req = self.s.pod_vec(pod)
         needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
@@ -975,9 +952,34 @@ class SimState(Placement):
                 if form < relaxed and max_new <= 0 and self._launch_in(cls, req) is not None:
                     # a new node would take it as it is: Karpenter relaxes a preference only when no node, new
                     # ones included, would take the pod, so the pod needs a new node this simulation may not open
-                    return self._explain_kept(pod, form) if explain else UNEXPLAINED
+                    return self._whose(pod, self._explain_kept(pod, form)) if explain else UNEXPLAINED
         self._no_room = (classes, req, last)
-        return self._explain(classes[-1], req, max_new) if explain else UNEXPLAINED
+        return self._whose(pod, self._explain(classes[-1], req, max_new)) if explain else UNEXPLAINED
+
+    def _place_admitted(self, pod: Pod, max_new: int, explain: bool) -> str | None:
+        """`place` with the nodes set aside that admit ``pod`` open to it, closed again after."""
+        removed, is_open = self._removed, self.open
+        reopened = [b for b, admits in self.aside_admits.items()
+                    if not is_open[b] and b not in removed and admits(pod)]
+        for b in reopened:
+            self._set(is_open, b, True)
+        self._admitting = True
+        try:
+            return self.place(pod, max_new, explain=explain)
+        finally:
+            self._admitting = False
+            for b in reopened:
+                if b not in self._removed:
+                    self._set(is_open, b, False)
+
+    def _whose(self, pod: Pod, why: str) -> str:
+        """``why`` a pod found no node, saying first whose it is when the simulation had given it room on a node a
+        disruption now takes and it is not that node's own: pending, or leaving a node being taken away."""
+        if pod.node_name is None:
+            return f"pending, {why}"
+        if pod.key in self.lifted:
+            return f"leaving node {pod.node_name}, which is being taken away, {why}"
+        return why
 
     def _explain_kept(self, pod: Pod, form: int) -> str:
         """Why a pod whose form ``form`` (preferences kept) found no open bin but a new node would take is not placed

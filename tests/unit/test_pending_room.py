@@ -20,20 +20,6 @@ def test_a_pod_in_phase_pending_may_move_onto_a_node_inside_its_consolidate_afte
         assert [(c["action"], c["nodes"]) for c in out["commands"]] == [(action, ["cand"])], phase
 
 
-def test_a_pod_kept_off_by_a_pending_pods_room_names_it() -> None:
-    """``keep`` has 0.5 cpu free, which pending pod ``pend-1`` takes: ``cand``'s pod finds no room, and the sentence
-    says whose room it is, not only that no node has any (a reader saw 0.5 cpu free on ``keep``)."""
-    only_m5 = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
-    out = plan_dict(nodepool(requirements=only_m5), node("keep", annotations=KEEP),
-                    pod("big-1", "keep", cpu="1500m", memory="2Gi"),
-                    node("cand"), pod("web-1", "cand", cpu="400m", memory="1Gi"),
-                    pod("pend-1", None, cpu="400m", memory="1Gi", phase="Pending"))
-    reason = blocked_of(out, "cand")["reason"]
-    assert ("no remaining node has room for its requests (cpu 400m, memory 1.00Gi): node keep's room is kept for "
-            "pending pod default/pend-1") in reason, reason
-
-
 def test_a_pod_of_another_node_that_finds_no_room_is_said_to_be_leaving_it() -> None:
     """``dst-0`` runs on ``dest``, which a disruption is taking away; the simulation gave it room on ``src`` first.
     When ``src`` goes it has nowhere to go, and the sentence says it is ``dest``'s pod leaving, where it read as one

@@ -50,10 +50,6 @@ class Bins(Protocol):
         """Per NodePool: what its nodes count against its limits when a simulation starts."""
         ...
 
-    def pod_vec(self, pod: Pod) -> IntArray:
-        """The pod's requests over ``resources``."""
-        ...
-
 
 @dataclass
 class Claim:
@@ -261,7 +257,7 @@ class Placement:
             slots = s.r_index.get("pods")  # a full pod count is named with the rest, when it is part of why
             short_of_slots = slots is not None and any_set(static & (self.free[:n, slots] < req[slots]))
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
-            where = f"no remaining node has room for its requests ({wants})" + self._kept_note(static, req)
+            where = f"no remaining node has room for its requests ({wants})"
         else:
             where = f"every remaining node is ruled out by {_own_rules(cls)}"
         if max_new <= 0:
@@ -352,19 +348,6 @@ class Placement:
         if not held:
             return ""
         return " within its limits (" + "; ".join(held) + ")"
-
-    def _kept_note(self, static: BoolArray, req: IntArray) -> str:
-        """Whose room, kept on a node the pod would otherwise fit on, leaves it none: the pending pods, or pods
-        leaving a node taken away already, that the simulation placed there first; "" when no such node."""
-        for b, moved in sorted(self.moved_onto.items()):  # the few nodes the simulation moved pods onto
-            if b >= self.s.N or not static[b]:
-                continue
-            kept = [p for p in moved if p.node_name is None or p.key in self.lifted]
-            if kept and bool((self.free[b] + sum(self.s.pod_vec(p) for p in kept) >= req).all()):
-                whose = ("pending pod " if kept[0].node_name is None else "pod ") + kept[0].key
-                more = f" and {len(kept) - 1} more" if len(kept) > 1 else ""
-                return f": node {self.s.nodes[b].name}'s room is kept for {whose}{more}"
-        return ""
 
     def _cannot_launch(self, cls: PodClass) -> str:
         """The words for a pod of ``cls`` that no NodePool can launch a node for (its taints, selectors, affinity or

@@ -714,6 +714,7 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
 #: the owners Karpenter's ``IsOwnedBy`` looks for, in this order, with the API version each is of (``pkg/utils/pod``):
 #: a DaemonSet's pod needs no new home, a Node's is a mirror pod, a StatefulSet's keeps its name
 _SPECIAL_OWNERS = (("DaemonSet", "apps/v1"), ("Node", "v1"), ("StatefulSet", "apps/v1"))
+_SPECIAL_KINDS = frozenset(kind for kind, _ in _SPECIAL_OWNERS)
 
 
 def _owner(doc: _Doc) -> tuple[str | None, str | None]:
@@ -722,16 +723,17 @@ def _owner(doc: _Doc) -> tuple[str | None, str | None]:
     controller, else its first reference. Another group's kind of the same name (OpenKruise's
     ``apps.kruise.io/v1alpha1`` DaemonSet) is none of those: its kind is written with its API version."""
     owners = [o for o in doc.seq("metadata.ownerReferences") if _is_mapping(o)]
-    for kind, api_version in _SPECIAL_OWNERS:
-        chosen = next((o for o in owners if o.get("kind") == kind and o.get("apiVersion") in (api_version, None)),
+    if not owners:
+        return None, None
+    special = [o for o in owners if o.get("kind") in _SPECIAL_KINDS]  # (most pods: none, or their one owner)
+    for kind, api_version in _SPECIAL_OWNERS if special else ():
+        chosen = next((o for o in special if o.get("kind") == kind and o.get("apiVersion") in (api_version, None)),
                       None)
         if chosen is not None:
             return kind, str(chosen.get("name") or "")
-    if not owners:
-        return None, None
     chosen = next((o for o in owners if o.get("controller")), owners[0])
     kind = str(chosen.get("kind") or "")
-    if any(kind == special for special, _ in _SPECIAL_OWNERS):
+    if kind in _SPECIAL_KINDS:
         kind = f"{kind} ({chosen.get('apiVersion')})"
     return kind, str(chosen.get("name") or "")
 

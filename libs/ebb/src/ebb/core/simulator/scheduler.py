@@ -911,7 +911,10 @@ class SimState(Placement):
         sentence costs more than a placement, and a caller that only needs to know may skip it). A node set aside
         that admits the pod (`set_aside`'s ``admits``: a pod in phase Pending) is open to it alone."""
         if self.aside_admits and pod.phase == "Pending" and not self._admitting:
-            return self._place_admitted(pod, max_new, explain)
+            reopened = [b for b, admits in self.aside_admits.items()
+                        if not self.open[b] and b not in self._removed and admits(pod)]
+            if reopened:
+                return self._place_admitted(pod, max_new, explain, reopened)
         req = self.s.pod_vec(pod)
         needs = self.s.pod_needs(pod)
         classes = self.s.classes(pod)
@@ -956,11 +959,9 @@ class SimState(Placement):
         self._no_room = (classes, req, last)
         return self._whose(pod, self._explain(classes[-1], req, max_new)) if explain else UNEXPLAINED
 
-    def _place_admitted(self, pod: Pod, max_new: int, explain: bool) -> str | None:
-        """`place` with the nodes set aside that admit ``pod`` open to it, closed again after."""
-        removed, is_open = self._removed, self.open
-        reopened = [b for b, admits in self.aside_admits.items()
-                    if not is_open[b] and b not in removed and admits(pod)]
+    def _place_admitted(self, pod: Pod, max_new: int, explain: bool, reopened: list[int]) -> str | None:
+        """`place` with ``reopened``, the nodes set aside that admit ``pod``, open to it, closed again after."""
+        is_open = self.open
         for b in reopened:
             self._set(is_open, b, True)
         self._admitting = True

@@ -687,9 +687,7 @@ class ClusterView:
         times = [] if latest is None else [latest]
         claim = self.claim_of(node)  # by status.nodeName or status.providerID
         if claim is None:
-            if self._pod_left is None:
-                self._pod_left = dict(self.snapshot.pod_events)
-            left = self._pod_left.get(node.name)
+            left = self._pod_left_at(node.name)
             if left is not None:
                 times.append(left)
         if claim is not None:
@@ -703,6 +701,12 @@ class ClusterView:
             times.append(node.creation_time)
         return max(times) if times else None
 
+    def _pod_left_at(self, name: str) -> datetime | None:
+        """When a pod last left node ``name`` as a running service saw it (``Snapshot.pod_events``, kept by node)."""
+        if self._pod_left is None:
+            self._pod_left = dict(self.snapshot.pod_events)
+        return self._pod_left.get(name)
+
     def _last_pod_event_words(self, node: Node, last: datetime) -> str | None:
         """What `last_pod_event` found at ``last`` when it is not a change of the node's pods: its NodeClaim's
         initialization, or its creation; None for a pod event (a pod's arrival or departure, ``lastPodEventTime``, or
@@ -712,9 +716,7 @@ class ClusterView:
         if arrived == last or (claim is not None and claim.last_pod_event == last):
             return None
         if claim is None:
-            if self._pod_left is None:
-                self._pod_left = dict(self.snapshot.pod_events)
-            if self._pod_left.get(node.name) == last:
+            if self._pod_left_at(node.name) == last:
                 return None
         else:
             status = {cond: claim.conditions.get(cond) for cond in ("Initialized", "Consolidatable", "Empty")}
@@ -821,11 +823,7 @@ class ClusterView:
         """The NodeClaims no Node of the snapshot is of (by ``status.nodeName`` or ``status.providerID``): launched,
         their node not registered yet. Karpenter's cluster state holds them as nodes of their NodePool already."""
         if self._launching is None:
-            names = set(self.nodes)
-            providers = {n.provider_id for n in self.snapshot.nodes if n.provider_id}
-            self._launching = tuple(c for c in self.snapshot.nodeclaims
-                                    if not (c.node_name and c.node_name in names)
-                                    and not (c.provider_id and c.provider_id in providers))
+            self._launching = self.snapshot.launching_claims()
         return self._launching
 
     def claim_price(self, claim: NodeClaim) -> float:

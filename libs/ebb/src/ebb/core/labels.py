@@ -32,7 +32,7 @@ from ebb.core.model import (
     Taint,
     Toleration,
 )
-from ebb.core.quantity import GO_INT_MAX, parse_go_int
+from ebb.core.quantity import GO_INT_MAX, GO_INT_MIN, parse_go_int
 
 #: how each integer operator (`ebb.core.model.INTEGER_OPERATORS`) compares a label's value with its bound
 INTEGER_COMPARISONS: Mapping[str, Callable[[int, int], bool]] = {
@@ -179,7 +179,7 @@ def _decimal_integer(text: str) -> int | None:
     if not _DECIMAL_INTEGER.fullmatch(text):
         return None
     value = int(text)
-    return value if -(2**63) <= value < 2**63 else None
+    return value if GO_INT_MIN <= value <= GO_INT_MAX else None
 
 
 def blocking_taints(tolerations: Iterable[Toleration], taints: Iterable[Taint], *,

@@ -762,3 +762,13 @@ class Snapshot:
     #: (node name, when a pod last left it) as a running service saw it (``SnapshotStore.keep_pod_events``): for a
     #: node without a NodeClaim, what Karpenter keeps in a NodeClaim's ``status.lastPodEventTime``
     pod_events: tuple[tuple[str, datetime], ...] = ()
+
+    def launching_claims(self) -> tuple[NodeClaim, ...]:
+        """The NodeClaims no Node of the snapshot is of (by ``status.nodeName`` or ``status.providerID``): launched,
+        their node not registered yet. Karpenter's cluster state holds them as nodes of their NodePool already."""
+        if not self.nodeclaims:
+            return ()
+        names = {n.name for n in self.nodes}
+        providers = {n.provider_id for n in self.nodes if n.provider_id}
+        return tuple(c for c in self.nodeclaims if not (c.node_name and c.node_name in names)
+                     and not (c.provider_id and c.provider_id in providers))

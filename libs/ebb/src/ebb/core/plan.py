@@ -128,10 +128,15 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
         else:
             pods.append(pod)
     nodes = tuple(n for n in snapshot.nodes if n.name not in removed) + tuple(new_nodes)
-    gone_ids = {n.provider_id for n in snapshot.nodes if n.name in removed and n.provider_id}
-    claims = tuple(c for c in snapshot.nodeclaims
-                   if c.node_name not in removed and not (c.provider_id and c.provider_id in gone_ids))
+    claims = _claims_left(snapshot, removed)
     return replace(snapshot, nodes=nodes, pods=tuple(pods) + tuple(new_pods), nodeclaims=claims + tuple(new_claims))
+
+
+def _claims_left(snapshot: Snapshot, removed: set[str]) -> tuple[NodeClaim, ...]:
+    """The snapshot's NodeClaims but those of the ``removed`` nodes (by node name or provider id)."""
+    gone_ids = {n.provider_id for n in snapshot.nodes if n.name in removed and n.provider_id}
+    return tuple(c for c in snapshot.nodeclaims
+                 if c.node_name not in removed and not (c.provider_id and c.provider_id in gone_ids))
 
 
 def under_way(snapshot: Snapshot) -> bool:
@@ -157,11 +162,8 @@ def finish_under_way(snapshot: Snapshot, now: datetime) -> Snapshot:
         elif pod.needs_rescheduling:  # made again, Pending (a StatefulSet's of the same name, no longer deleted)
             homeless.append(replace(pod, node_name=None, phase="Pending", start_time=None, deleting=False,
                                     deletion_time=None))
-    gone_ids = {n.provider_id for n in snapshot.nodes if n.name in going and n.provider_id}
     left = replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in going),
-                   nodeclaims=tuple(c for c in snapshot.nodeclaims if c.node_name not in going
-                                    and not (c.provider_id and c.provider_id in gone_ids)),
-                   pods=(*staying, *homeless))
+                   nodeclaims=_claims_left(snapshot, going), pods=(*staying, *homeless))
     if not homeless:
         return left
     bound, _ = bind(left, homeless, random.Random(0))

@@ -452,16 +452,13 @@ class Scheduler:
         """Add to ``usage`` the NodeClaims launched whose Node has not registered yet (none of the snapshot's nodes is
         theirs by name or provider id) and that are not being deleted: Karpenter's cluster state holds each as a node
         of its NodePool, with its instance type's capacity, and counts it against the NodePool's limits."""
-        claims = self.snapshot.nodeclaims
+        claims = self.snapshot.launching_claims()
         if not claims:
             return
-        names = {n.name for n in self.snapshot.nodes}
-        providers = {n.provider_id for n in self.snapshot.nodes if n.provider_id}
         types = {t.name: t for t in self.snapshot.instance_types}
         for claim in claims:
             i = index.get(claim.nodepool or "", -1)
-            if (i < 0 or claim.deleting or (claim.node_name and claim.node_name in names)
-                    or (claim.provider_id and claim.provider_id in providers)):
+            if i < 0 or claim.deleting:
                 continue
             itype = types.get(claim.labels.get(LABEL_INSTANCE_TYPE, ""))
             if itype is not None:

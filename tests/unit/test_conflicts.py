@@ -205,6 +205,14 @@ def test_karpenter_stopped_by(budgets: tuple[Budget, ...], stopped: bool) -> Non
     assert karpenter_stopped_by(budgets) is stopped
 
 
+def test_the_budgets_message_quotes_each_budget_whole() -> None:
+    budgets = [{"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "8h", "reasons": ["Drifted"]}, {"nodes": "10%"}]
+    found = conflicts(snapshot(nodepool(budgets=budgets, expire_after="Never")), KARPENTER)
+    message = next(c.message for c in found if c.kind is K.KARPENTER_BUDGETS)
+    assert ('[{nodes: "0", schedule: "0 9 * * 1-5", duration: 8h, reasons: [Drifted]}, {nodes: "10%"}]'
+            in message)
+
+
 def test_refused_in_enforce_mode_only_the_pools_named() -> None:
     found = conflicts(snapshot(nodepool(budgets=None), nodepool("quiet", **SWITCHED_OFF), disruption_policy("gone")),
                       KARPENTER)

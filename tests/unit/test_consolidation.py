@@ -537,3 +537,17 @@ def test_a_pod_no_type_fits_is_named_so_in_the_new_node_part_of_the_reason() -> 
     reason = blocked_of(out, "a")["reason"]
     assert "not on one new node either (pod default/w-foo: no other node can take pods, and no NodePool offers an " \
            "instance type that fits it (" in reason and "example.com/foo 1" in reason, reason
+
+
+def test_a_types_huge_pages_are_not_memory_for_pods() -> None:
+    """A type whose capacity lists huge pages has that much less memory for pods (Karpenter's ``computeAllocatable``):
+    hp.large's 8Gi of memory, 4Gi of it huge pages, does not take a pod that asks for 6Gi, though it is cheap."""
+    types = [instance_type(n, c, m, p, od, sp) for n, (c, m, p, od, sp) in TYPES.items() if n != "m5.large"]
+    huge = instance_type("hp.large", "2", "8Gi", 29, 0.05)
+    huge["capacity"]["hugepages-2Mi"] = "4Gi"
+    plain = instance_type("hp.large", "2", "8Gi", 29, 0.05)
+    pods = (nodepool(), node("a", itype="m5.xlarge"), pod("app", "a", cpu="500m", memory="6Gi"))
+    cheap = plan_dict(*pods, catalog([*types, plain]))["commands"]
+    assert [r["instanceTypes"][0] for c in cheap for r in c["replacements"]] == ["hp.large"]
+    out = plan_dict(*pods, catalog([*types, huge]))["commands"]
+    assert [r["instanceTypes"] for c in out for r in c["replacements"]] == [["r5.large", "c5.xlarge"]]

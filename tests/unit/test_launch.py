@@ -220,3 +220,17 @@ def test_a_nodeclaim_narrows_a_custom_requirement_to_the_chosen_value() -> None:
                                  zones=("us-east-1a",), decision_id="dec-1")
     assert untouched["spec"]["requirements"][0] == {**TEAM, "minValues": 2}
     assert "team" not in untouched["metadata"]["labels"]
+
+
+def test_a_types_huge_pages_come_out_of_the_nodes_allocatable_memory() -> None:
+    """A kubelet's allocatable memory excludes the huge pages, as Karpenter's ``computeAllocatable`` does."""
+    pool = parse_object(nodepool("general")).value
+    doc = {**instance_type("hp.large", "2", "8Gi", 29, 0.05), "overhead": {"cpu": "0", "memory": "512Mi"}}
+    doc["capacity"]["hugepages-2Mi"] = "2Gi"
+    it = types(doc)["hp.large"]
+    spec = launch_spec("general-abc", nodepool="general", instance_types=("hp.large",), capacity_type="on-demand",
+                       zones=("us-east-1a",), catalog={"hp.large": it})
+    node = node_object(spec, pool=pool, instance_type=it, now=NOW)
+    assert node["status"]["allocatable"]["memory"] == str(8 * 2**30 - 512 * 2**20 - 2 * 2**30)
+    assert node["status"]["allocatable"]["hugepages-2Mi"] == str(2 * 2**30)
+    assert node["status"]["capacity"]["memory"] == str(8 * 2**30)

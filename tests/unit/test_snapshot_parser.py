@@ -961,3 +961,26 @@ def test_an_object_given_twice_is_named_with_the_file_it_is_in(files: tuple[tupl
     with pytest.raises(SnapshotError) as caught:
         parse_sources((source, [node_doc(n) for n in names]) for source, names in files)
     assert str(caught.value) == message
+
+
+def test_a_host_network_pods_container_ports_are_its_host_ports() -> None:
+    """The API server gives a hostNetwork pod's ports without a hostPort their containerPort as one
+    (``defaultHostNetworkPorts``); without hostNetwork such a port takes no host port."""
+    def ports_of(host_network: bool) -> list[tuple[int, str]]:
+        doc = pod("agent", "a")
+        doc["spec"]["hostNetwork"] = host_network
+        doc["spec"]["containers"][0]["ports"] = [{"containerPort": 9100}, {"containerPort": 53, "protocol": "UDP"},
+                                                 {"containerPort": 8080, "hostPort": 18080}]
+        (parsed,) = snapshot(node("a"), doc).pods
+        return [(p.port, p.protocol) for p in parsed.spec.host_ports]
+
+    assert ports_of(True) == [(9100, "TCP"), (53, "UDP"), (18080, "TCP")]
+    assert ports_of(False) == [(18080, "TCP")]
+
+
+def test_an_owner_reference_whose_kind_is_not_a_string_is_no_special_owner() -> None:
+    """A hand-written ownerReference with a list for its kind is read as a kind no one knows, not a crash."""
+    doc = pod("odd", "a")
+    doc["metadata"]["ownerReferences"] = [{"kind": ["DaemonSet"], "name": "x", "controller": True}]
+    (parsed,) = snapshot(node("a"), doc).pods
+    assert parsed.owner_kind == "['DaemonSet']" and not parsed.is_daemonset

@@ -363,8 +363,8 @@ class ClusterView:
             if itype is None or nodepool is None:
                 return None
             daemons = daemonset_requests(self.snapshot.daemonsets, nodepool, itype)
-            cpu, memory = (max(0, itype.capacity.get(r, 0) - itype.overhead.get(r, 0) - daemons.get(r, 0))
-                           for r in ("cpu", "memory"))
+            allocatable = itype.allocatable()
+            cpu, memory = (max(0, allocatable.get(r, 0) - daemons.get(r, 0)) for r in ("cpu", "memory"))
             room = self._launch_rooms[key] = (cpu, memory)
         return room
 

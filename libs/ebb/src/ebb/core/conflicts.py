@@ -128,6 +128,8 @@ def _budgets_text(budgets: tuple[Budget, ...]) -> str:
         parts = [f'nodes: "{b.nodes}"']
         if b.schedule is not None:
             parts.append(f'schedule: "{b.schedule}"')
+        if b.duration is not None:
+            parts.append(f"duration: {b.duration}")
         if b.reasons is not None:
             parts.append(f"reasons: [{', '.join(b.reasons)}]")
         return "{" + ", ".join(parts) + "}"

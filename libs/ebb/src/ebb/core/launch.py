@@ -91,9 +91,9 @@ def _quantity(resource: str, value: int) -> str:
 
 
 def allocatable_of(instance_type: InstanceType) -> dict[str, str]:
-    """The instance type's allocatable resources as Kubernetes quantities: its capacity less its overhead."""
-    return {r: _quantity(r, max(0, v - instance_type.overhead.get(r, 0)))
-            for r, v in sorted(instance_type.capacity.items())}
+    """The instance type's allocatable resources as Kubernetes quantities: its capacity less its overhead and its
+    huge pages (`InstanceType.allocatable`)."""
+    return {r: _quantity(r, max(0, v)) for r, v in sorted(instance_type.allocatable().items())}
 
 
 #: labels a NodePool's requirement never gives a node by itself: the instance type and offering decide them

@@ -34,6 +34,8 @@ LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ARCH = "kubernetes.io/arch"
+#: the resource names of huge pages, one per page size (``hugepages-2Mi``): memory a node sets aside for them
+HUGEPAGES_PREFIX = "hugepages-"
 LABEL_OS = "kubernetes.io/os"
 #: Karpenter's ``NormalizedLabels`` (``pkg/apis/v1/labels.go``): the older names of well-known labels, each read as
 #: its current name wherever Karpenter builds a scheduling requirement (a pod's node selector and node affinity, a
@@ -606,6 +608,20 @@ class InstanceType:
     #: through many passes, each pricing every node
     node_prices: dict[tuple[str | None, str | None], tuple[float, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+
+    def allocatable(self) -> dict[str, int]:
+        """What a node of the type has for pods, as Karpenter's ``computeAllocatable``: its capacity less its overhead,
+        and its memory less what its huge pages reserve (never below zero): a type with 8Gi of memory and
+        ``hugepages-2Mi: 4Gi`` has 4Gi of memory for pods, as a kubelet's allocatable says."""
+        out = {name: value - self.overhead.get(name, 0) for name, value in self.capacity.items()}
+        reserved = self.hugepages()
+        if reserved:
+            out["memory"] = max(0, out.get("memory", 0) - reserved)
+        return out
+
+    def hugepages(self) -> int:
+        """The memory the type's huge pages take, bytes: its ``hugepages-<size>`` capacities summed."""
+        return sum(value for name, value in self.capacity.items() if name.startswith(HUGEPAGES_PREFIX))
 
     def os_under(self, requirements: Iterable[Requirement]) -> str:
         """The operating system a new node of this type runs under a NodePool's ``requirements``: the first of its

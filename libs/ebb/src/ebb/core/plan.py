@@ -101,7 +101,7 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
                            pool.hash_version or ""} if pool.hash else {}
             # a replacement, as live ones are marked: it does not restart a stabilization window
             annotations[ANNOTATION_DECISION_ID] = f"plan-step-{step}-command-{c_index}"
-            allocatable = {k: v - it.overhead.get(k, 0) for k, v in it.capacity.items()}
+            allocatable = it.allocatable()
             node = Node(name, labels, annotations, pool.taints, allocatable, dict(it.capacity),
                         creation_time=now, provider_id=f"ebb:///{offer.zone}/{name}")
             new_nodes.append(node)

@@ -44,6 +44,7 @@ from ebb.core.model import (
     DEFAULT_EXPIRE_AFTER,
     DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD,
     DISRUPTION_FIELDS,
+    HUGEPAGES_PREFIX,
     INTEGER_OPERATORS,
     LABEL_ARCH,
     LABEL_INITIALIZED,
@@ -569,19 +570,25 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, 
 
     # the host ports of the app containers and of the sidecars (init containers with ``restartPolicy: Always``, which
     # run for the pod's life), as kube-scheduler's ``GetHostPorts`` counts them (Karpenter reads the app containers'
-    # only: docs/decisions.md); a regular init container's ports are gone before the app starts
+    # only: docs/decisions.md); a regular init container's ports are gone before the app starts. With ``hostNetwork``
+    # a port without a hostPort has its containerPort as one: the API server defaults it so
+    # (``defaultHostNetworkPorts``)
     ports = []
+    host_network = doc.get(p + "hostNetwork") is True
     for kind, listed in (("containers", containers), ("initContainers", doc.seq(p + "initContainers"))):
         for i, c in enumerate(listed):
             if kind == "initContainers" and not (_is_mapping(c) and c.get("restartPolicy") == "Always"):
                 continue
             for j, port in enumerate(doc.as_list((c or {}).get("ports"), f"{p}{kind}[{i}].ports")):
-                if _is_mapping(port) and port.get("hostPort"):
+                if not _is_mapping(port):
+                    continue
+                field = "hostPort" if port.get("hostPort") or not host_network else "containerPort"
+                if port.get(field):
                     try:
-                        ports.append(HostPort(int(port["hostPort"]), str(port.get("protocol") or "TCP"),
+                        ports.append(HostPort(int(port[field]), str(port.get("protocol") or "TCP"),
                                               _host_ip(port.get("hostIP"))))
                     except (TypeError, ValueError, OverflowError) as exc:
-                        raise doc.fail(f"{p}{kind}[{i}].ports[{j}].hostPort", "must be an integer") from exc
+                        raise doc.fail(f"{p}{kind}[{i}].ports[{j}].{field}", "must be an integer") from exc
 
     tolerations = tuple(
         Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
@@ -631,7 +638,7 @@ def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[st
     out: dict[str, int] = {}
     for name, value in requests.items():
         key = str(name)
-        if key in ("cpu", "memory") or key.startswith("hugepages-"):
+        if key in ("cpu", "memory") or key.startswith(HUGEPAGES_PREFIX):
             try:
                 out[key] = parse_resource_nanos(key, value)
             except QuantityError as exc:
@@ -714,7 +721,7 @@ def _container_requests(doc: _Doc, path: str, index: int) -> dict[str, int]:
 #: the owners Karpenter's ``IsOwnedBy`` looks for, in this order, with the API version each is of (``pkg/utils/pod``):
 #: a DaemonSet's pod needs no new home, a Node's is a mirror pod, a StatefulSet's keeps its name
 _SPECIAL_OWNERS = (("DaemonSet", "apps/v1"), ("Node", "v1"), ("StatefulSet", "apps/v1"))
-_SPECIAL_KINDS = frozenset(kind for kind, _ in _SPECIAL_OWNERS)
+_SPECIAL_KINDS = tuple(kind for kind, _ in _SPECIAL_OWNERS)  # a tuple: a kind written as a list is compared, not hashed
 
 
 def _owner(doc: _Doc) -> tuple[str | None, str | None]:

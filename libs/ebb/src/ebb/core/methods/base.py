@@ -252,7 +252,8 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
     """`Cause.NO_CHEAPER_REPLACEMENT`: the pods of ``removed`` need a node costing ``needed``, the nodes cost
     ``price``; when some of them that ``new`` holds have volumes that keep it to its zones, those are named (the
     cheaper types may be offered elsewhere only), and so is a replacement narrowed to reserved capacity (a reserved
-    offering holds the pods, and it is taken whatever other types cost)."""
+    offering holds the pods, and it is taken whatever other types cost), and, with several NodePools, the one the
+    replacement comes from (the first by weight that holds the pods: another's cheaper types are no option)."""
     where: dict[str, object] = {}
     if new is not None and new.zones:
         held = set(new.pods)
@@ -261,6 +262,11 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
     if new is not None and new.capacity_type == CAPACITY_RESERVED:  # `reserved_first`: whatever cheaper types cost
         where["where"] = ", ".join(filter(None, (str(where.get("where", "")), (
             "as the reserved capacity that holds them, which a replacement takes first, as Karpenter's launch does"))))
+    pool = view.pools.get(new.nodepool) if new is not None else None
+    if pool is not None and len(view.pools) > 1:  # a cheaper type of a NodePool further down the order is no option
+        where["where"] = ", ".join(filter(None, (str(where.get("where", "")), (
+            f"from NodePool {pool.name}, the first by weight ({pool.weight}) whose nodes hold them, as Karpenter's "
+            "scheduler takes a new node from the first NodePool that fits"))))
     return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": price, **where})
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:

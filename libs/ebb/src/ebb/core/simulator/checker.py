@@ -293,7 +293,7 @@ def _materialise(snapshot: Snapshot, new: NewNode, pools: Mapping[str, NodePool]
         out.append(f"{where}: {it.name} {offering.capacity_type} in {offering.zone} is outside the "
                    f"requirements of NodePool {pool.name}")
     labels[LABEL_HOSTNAME] = new.hostname
-    allocatable = {name: value - it.overhead.get(name, 0) for name, value in it.capacity.items()}
+    allocatable = it.allocatable()
     daemons = [ds for ds in snapshot.daemonsets if daemonset_runs_on_node(ds, labels, pool.taints)]
     for ds in daemons:
         for name, value in _requests(ds.spec).items():

@@ -551,3 +551,53 @@ def test_a_types_huge_pages_are_not_memory_for_pods() -> None:
     assert [r["instanceTypes"][0] for c in cheap for r in c["replacements"]] == ["hp.large"]
     out = plan_dict(*pods, catalog([*types, huge]))["commands"]
     assert [r["instanceTypes"] for c in out for r in c["replacements"]] == [["r5.large", "c5.xlarge"]]
+
+
+@pytest.mark.parametrize(("heavy_pool", "pool_of_replacement"), [
+    ({}, "heavy"),
+    ({"metadata": {"deletionTimestamp": "2026-11-23T18:00:00Z"}}, "light"),  # being deleted: no new node there
+    ({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, "light"),  # not Ready: none either
+    ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, "heavy"),
+])
+def test_a_nodepool_being_deleted_or_not_ready_opens_no_replacement(heavy_pool: dict[str, Any],
+                                                                    pool_of_replacement: str) -> None:
+    """Karpenter's ``NewScheduler`` leaves out a NodePool being deleted or whose Ready condition is not True: a
+    replacement comes from the next NodePool by weight. Its nodes are still candidates."""
+    heavy = nodepool("heavy", weight=50)
+    for part, value in heavy_pool.items():
+        heavy.setdefault(part, {}).update(value)
+    out = plan_dict(heavy, nodepool("light"), node("big", pool="heavy", itype="m5.2xlarge"),
+                    pod("app", "big", cpu="1500m"))
+    assert [(c["nodes"], [r["nodePool"] for r in c["replacements"]]) for c in out["commands"]] == [
+        (["big"], [pool_of_replacement])]
+
+
+def _namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(("ns_selector", "namespaces", "moved"), [
+    # the selector picks namespace data, whose db is on n2: web and db may not share a node, so both stay
+    # (kube-scheduler would leave the one moved Pending)
+    ({"matchLabels": {"team": "data"}}, [_namespace("data", team="data")], False),
+    # an empty matchLabels selects every namespace
+    ({"matchLabels": {}}, [_namespace("data", team="data")], False),
+    # it selects no namespace: not even web's own, and nothing keeps web away
+    ({"matchLabels": {"team": "nobody"}}, [_namespace("data", team="data"), _namespace("default")], True),
+    # without Namespace objects in the input the selector cannot be read: the term is taken as the pod's own
+    # namespace's, where nothing keeps web from n2 (docs/simulator.md)
+    ({"matchLabels": {"team": "data"}}, [], True),
+])
+def test_a_namespace_selector_selects_the_namespaces_its_labels_match(ns_selector: dict[str, Any],
+                                                                      namespaces: list[dict[str, Any]],
+                                                                      moved: bool) -> None:
+    """A pod affinity term's ``namespaceSelector`` selects the Namespaces whose labels it matches, and only those
+    (Karpenter's ``buildNamespaceList``)."""
+    away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": ns_selector}]}}
+    out = plan_dict(nodepool(), *namespaces, node("n1", itype="t3.medium"),
+                    pod("web", "n1", cpu="500m", affinity=away), node("n2", itype="t3.medium"),
+                    pod("db", "n2", ns="data", cpu="500m"), pod("x", "n2", cpu="500m"))
+    # the cheapest type, no replacement saves: one node goes when web and db may share one, none otherwise
+    assert [(len(c["nodes"]), c["replacements"]) for c in out["commands"]] == ([(1, [])] if moved else [])

@@ -141,12 +141,16 @@ class PodAffinityTerm:
     """A required (or, with a weight, preferred) pod affinity or anti-affinity term.
 
     `namespaces` None means the pod's own namespace; an empty frozenset with `all_namespaces` means all.
+    `namespace_selector`: a ``namespaceSelector`` that is not empty, as parsed; a snapshot with Namespace objects
+    resolves it into `namespaces` (the ones it selects and those listed, Karpenter's ``buildNamespaceList``); without
+    them it stays, and the term reads as if it had none.
     """
 
     selector: LabelSelector
     topology_key: str
     namespaces: frozenset[str] | None = None
     all_namespaces: bool = False
+    namespace_selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,6 +451,11 @@ class NodePool:
     #: spec.replicas: a static NodePool keeps this many nodes; Karpenter's emptiness and consolidation leave its
     #: nodes alone (None: a dynamic NodePool)
     replicas: int | None = None
+    #: whether Karpenter's scheduler may open a new node in this NodePool: not when it is being deleted
+    #: (``metadata.deletionTimestamp``) or its status says it is not Ready (``NewScheduler`` drops such NodePools from
+    #: every simulation; a NodePool without a Ready condition, as a snapshot written by hand has, is taken as Ready).
+    #: Its nodes stay candidates and destinations.
+    launches: bool = True
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: float | None = 0.0
     #: seconds; None: no expiry (``Never``). The parser gives a NodePool that sets none Karpenter's CRD default,
@@ -713,6 +722,14 @@ class StorageClass:
 
 
 @dataclass(frozen=True, slots=True)
+class Namespace:
+    """A Namespace's name and labels: what a pod affinity term's ``namespaceSelector`` selects."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class CSINode:
     """A CSINode: how many volumes each CSI driver can attach to the node of its name (``spec.drivers[].allocatable
     .count``; a driver that lists no ``allocatable`` has no limit, one whose count is missing has 0)."""
@@ -775,6 +792,8 @@ class Snapshot:
     volumes: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
     csi_nodes: tuple[CSINode, ...] = ()
+    #: the Namespaces of the input, read only to resolve pod affinity terms' ``namespaceSelector``
+    namespaces: tuple[Namespace, ...] = ()
     #: (node name, when a pod last left it) as a running service saw it (``SnapshotStore.keep_pod_events``): for a
     #: node without a NodeClaim, what Karpenter keeps in a NodeClaim's ``status.lastPodEventTime``
     pod_events: tuple[tuple[str, datetime], ...] = ()

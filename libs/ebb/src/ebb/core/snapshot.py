@@ -25,13 +25,14 @@ import contextlib
 import ipaddress
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import groupby
+from itertools import chain, groupby
 from operator import attrgetter
 from typing import Any, TypeGuard
 
+from ebb.core.labels import selector_matches
 from ebb.core.memo import Memo
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -65,6 +66,7 @@ from ebb.core.model import (
     InstanceType,
     KarpenterController,
     LabelSelector,
+    Namespace,
     Node,
     NodeClaim,
     NodePool,
@@ -449,13 +451,49 @@ def _affinity_term(doc: _Doc, path: str, raw: Any) -> PodAffinityTerm:
     if not _is_mapping(raw) or not raw.get("topologyKey"):
         raise doc.fail(path, "a pod affinity term needs topologyKey and labelSelector")
     namespaces = doc.as_list(raw.get("namespaces"), f"{path}.namespaces")
-    ns_selector = raw.get("namespaceSelector")
+    raw_selector = raw.get("namespaceSelector")
+    # a namespaceSelector with no requirement (``{}``, ``{matchLabels: {}}``) selects every namespace
+    ns_selector = None if raw_selector is None else _selector(doc, f"{path}.namespaceSelector", raw_selector)
+    everywhere = ns_selector is not None and not ns_selector.match_labels and not ns_selector.match_expressions
     return PodAffinityTerm(
         _term_selector(doc, f"{path}.labelSelector", raw.get("labelSelector")),
         str(raw["topologyKey"]),
         frozenset(str(n) for n in namespaces) if namespaces else None,
-        all_namespaces=_is_mapping(ns_selector) and not ns_selector,
+        all_namespaces=everywhere,
+        namespace_selector=None if everywhere else ns_selector,
     )
+
+
+def _namespace(doc: _Doc) -> Namespace:
+    return Namespace(str(doc.get("metadata.name")), doc.str_map("metadata.labels"))
+
+
+def _namespaces_resolved(pods: list[Pod], namespaces: Sequence[Namespace]) -> list[Pod]:
+    """``pods`` with their pod affinity terms' ``namespaceSelector`` resolved against ``namespaces``: each such term
+    then selects pods in the namespaces whose labels it matches and those it lists, and no other (its own namespace
+    only when one of those), as Karpenter's ``buildNamespaceList`` and kube-scheduler read it."""
+    labels_of = {ns.name: ns.labels for ns in namespaces}
+
+    def resolved(term: PodAffinityTerm) -> PodAffinityTerm:
+        if term.namespace_selector is None:
+            return term
+        chosen = {name for name, labels in labels_of.items() if selector_matches(term.namespace_selector, labels)}
+        return replace(term, namespaces=frozenset(chosen | (term.namespaces or frozenset())), namespace_selector=None)
+
+    out = []
+    for pod in pods:
+        spec = pod.spec
+        if not any(t.namespace_selector is not None for t in chain(
+                spec.pod_affinity, spec.pod_anti_affinity, (t for _, t in spec.preferred_pod_affinity),
+                (t for _, t in spec.preferred_pod_anti_affinity))):
+            out.append(pod)
+            continue
+        out.append(replace(pod, spec=replace(
+            spec, pod_affinity=tuple(map(resolved, spec.pod_affinity)),
+            pod_anti_affinity=tuple(map(resolved, spec.pod_anti_affinity)),
+            preferred_pod_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_affinity),
+            preferred_pod_anti_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_anti_affinity))))
+    return out
 
 
 def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, *,
@@ -968,6 +1006,9 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         weight=weight,
         limits=limits,
         replicas=raw_replicas,
+        launches=doc.get("metadata.deletionTimestamp") is None and next(
+            (str(c.get("status")) == "True" for c in doc.seq("status.conditions")
+             if _is_mapping(c) and c.get("type") == "Ready"), True),
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,
@@ -1449,6 +1490,8 @@ def parse_object(raw: Mapping[str, Any], index: int = 0, *,
         return ParsedObject("StorageClass", ref, _storage_class(doc))
     if kind == "CSINode" and group == "storage.k8s.io":
         return ParsedObject("CSINode", ref, _csi_node(doc))
+    if kind == "Namespace" and not group:
+        return ParsedObject("Namespace", ref, _namespace(doc))
     if kind == "InstanceTypeCatalog" and group == "ebb.sh":
         return ParsedObject("InstanceTypeCatalog", ref, tuple(_catalog(doc)))
     if kind == "Hold" and group == "ebb.sh":
@@ -1506,6 +1549,7 @@ def assemble(parsed: Iterable[ParsedObject],
     volumes: list[PersistentVolume] = []
     classes: list[StorageClass] = []
     csi_nodes: list[CSINode] = []
+    namespaces: list[Namespace] = []
     ignored: list[str] = []
     renamed: list[str] = []
     types: dict[str, InstanceType] = {}
@@ -1513,7 +1557,7 @@ def assemble(parsed: Iterable[ParsedObject],
                                      "PodDisruptionBudget": pdbs, "DaemonSet": daemonsets, "Hold": holds,
                                      "DisruptionPolicy": policies, "KarpenterController": controllers,
                                      "PersistentVolumeClaim": volume_claims, "PersistentVolume": volumes,
-                                     "StorageClass": classes, "CSINode": csi_nodes}
+                                     "StorageClass": classes, "CSINode": csi_nodes, "Namespace": namespaces}
     if isinstance(parsed, list) and (refs_unique or len(set(map(_REF, parsed))) == len(parsed)):
         items: Iterable[ParsedObject] = parsed  # no ref twice, told in C (a store's thousands of objects, every pass)
     else:
@@ -1555,6 +1599,8 @@ def assemble(parsed: Iterable[ParsedObject],
         volume_pods, volume_nodes = with_volume_topology(pods, volume_claims, volumes, classes,
                                                          nodes=initialized_nodes, csi_nodes=csi_nodes)
         pods, initialized_nodes = list(volume_pods), list(volume_nodes)
+    if namespaces:  # what pod affinity terms' namespaceSelectors select (read only when the input has Namespaces)
+        pods = _namespaces_resolved(pods, namespaces)
     policy_of = {p.name: p for p in policies}
     effective = tuple(governed(pool, policy_of[pool.name]) if pool.name in policy_of else pool for pool in pools)
     return Snapshot(
@@ -1563,7 +1609,7 @@ def assemble(parsed: Iterable[ParsedObject],
         daemonsets=live_daemonsets(tuple(daemonsets), pods), holds=tuple(holds), catalog_source=source,
         ignored=tuple(ignored), disruption_policies=tuple(policies), renamed=tuple(renamed),
         karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
-        storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes),
+        storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes), namespaces=tuple(namespaces),
     )
 
 

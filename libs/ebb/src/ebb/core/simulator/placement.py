@@ -259,7 +259,8 @@ class Placement:
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
             where = f"no remaining node has room for its requests ({wants})"
         else:
-            where = f"every remaining node is ruled out by {_own_rules(cls)}"
+            # the nodes with room are ruled out by its rules; those its rules admit may have none (said of both)
+            where = f"every remaining node with room for it is ruled out by {_own_rules(cls)}"
         if max_new <= 0:
             holding = self.n_bins > n and any(ok is not None and any_set(pool.combos_holding(req) & ok)
                                               for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True))

@@ -181,9 +181,11 @@ class Scheduler:
         by_weight = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
         #: where a new claim may open, in order: not in a static NodePool (``spec.replicas``), whose node count its
         #: own controller keeps (Karpenter's ``NewScheduler`` drops static NodePools from every simulation); a
-        #: static NodePool's one-for-one replacement is asked for by name (`SimState.launching_in`)
-        self.pool_order = [i for i in by_weight if self.pools[i].pool.replicas is None]
-        self._order_with = {static: [i for i in by_weight if i == static or self.pools[i].pool.replicas is None]
+        #: static NodePool's one-for-one replacement is asked for by name (`SimState.launching_in`); nor in one being
+        #: deleted or not Ready (`NodePool.launches`)
+        dynamic = [i for i in by_weight if self.pools[i].pool.replicas is None and self.pools[i].pool.launches]
+        self.pool_order = dynamic
+        self._order_with = {static: [i for i in by_weight if i == static or i in dynamic]
                             for static in by_weight if self.pools[static].pool.replicas is not None}
         #: NodePool name -> its index in ``pools`` (`pool_named`)
         self._pool_index = {p.pool.name: i for i, p in enumerate(self.pools)}

@@ -16,7 +16,7 @@ import pytest
 from ebb.core.cluster import ClusterView
 from ebb.core.snapshot import SnapshotError
 from ebb.core.validation import validate
-from tests.kit.builders import NOW, ago, node, nodeclaim, nodepool, pdb, plan, plan_dict, pod, snapshot
+from tests.kit.builders import NOW, ago, ds_pod, node, nodeclaim, nodepool, pdb, plan, plan_dict, pod, snapshot
 
 DND = {"karpenter.sh/do-not-disrupt": "true"}
 
@@ -164,3 +164,14 @@ def test_a_static_nodepool_replaces_its_drifted_node_one_for_one_past_a_do_not_d
     assert command.placements == {}
     assert "replaced one for one" in command.explanation
     assert "left in place, as nothing may evict them now: default/kept" in command.explanation
+
+
+def test_a_daemonset_pod_kept_by_do_not_disrupt_is_named_as_left_in_place() -> None:
+    """A DaemonSet pod needs no new home, but its do-not-disrupt keeps it (and the node) until the deadline: the
+    explanation names it with the pods left in place."""
+    docs = _expired_cluster(pool_tgp=None, claim_tgp="300s", with_claim=True, blocker="dnd")
+    agent = ds_pod("agent-a", "a")
+    agent["metadata"]["annotations"] = dict(DND)
+    [command] = [c for c in plan(*docs, agent).first.commands if c.method == "expiration"]
+    assert "left in place, as nothing may evict them now: default/kept, kube-system/agent-a" in command.explanation
+    assert "kube-system/agent-a" not in command.placements

@@ -921,3 +921,26 @@ def test_a_pending_pod_of_the_fargate_scheduler_keeps_no_room(scheduler: str | N
         waiting["spec"]["schedulerName"] = scheduler
     out = plan_dict(nodepool(), node("e", itype="t3.medium"), waiting)
     assert ("e" in disrupted(out)) is not kept, out["blocked"]
+
+
+def test_single_node_savings_ratio_counts_each_pods_eviction_cost_above_zero() -> None:
+    """disruption/types.go ``computeRescheduleDisruptionCost``: 1 plus each reschedulable pod's eviction cost above
+    0, so a pod of very low priority lowers no node's cost. a (a pod of priority -2e9 and six others) costs 7 to
+    disrupt, b (three pods) 4: at one price b saves more per disruption and goes first under a budget of one."""
+    docs = [nodepool(budgets=[{"nodes": "1"}]), node("anchor", itype="m5.2xlarge"),
+            pod("anchored", "anchor", annotations={"karpenter.sh/do-not-disrupt": "true"}),  # a destination only
+            node("a", itype="m5.large"), pod("a-low", "a", priority=-2_000_000_000),
+            *(pod(f"a-{i}", "a") for i in range(6)), node("b", itype="m5.large"),
+            *(pod(f"b-{i}", "b") for i in range(3))]
+    out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=True)))
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("single-node-consolidation", ["b"])]
+
+
+def test_drift_takes_its_empty_candidates_first() -> None:
+    """disruption/drift.go ``ComputeCommands``: the empty candidates before the others, whatever their order, so a
+    node whose pods' eviction costs sum below 0 does not go before an empty one when the budget allows one."""
+    docs = [nodepool(node_hash="h2", budgets=[{"nodes": "1"}]), node("a", node_hash="h1"),
+            pod("low-1", "a", priority=-2_000_000_000), pod("low-2", "a", priority=-2_000_000_000),
+            node("b", node_hash="h1")]
+    out = plan_dict(*docs)
+    assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("drift", ["b"])]

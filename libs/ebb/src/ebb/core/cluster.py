@@ -547,6 +547,10 @@ class ClusterView:
             hit = self._tolerating[pod.class_key] = tolerates(pod.spec.tolerations, _DISRUPTED_NO_SCHEDULE)
         return hit
 
+    def protected_now(self, pod: Pod) -> bool:
+        """Whether the pod's do-not-disrupt (or do-not-evict) annotation protects it now."""
+        return self._do_not_disrupt(pod) is not None
+
     def _do_not_disrupt(self, pod: Pod) -> BlockCause | None:
         """Why the pod's do-not-disrupt (or do-not-evict) annotation protects it now, or None
         (`do_not_disrupt_protection`)."""

@@ -63,6 +63,9 @@ class NodePods:
     cpu_requested: int
     #: the movable pods' eviction costs summed, in their order (Karpenter's disruption cost before the lifetime)
     eviction_cost: float
+    #: the movable pods' eviction costs that are above 0, summed: Karpenter's reschedule cost less its 1 per node
+    #: (``computeRescheduleDisruptionCost``: a pod's negative cost lowers no node's)
+    positive_eviction_cost: float
     #: the latest start (else creation) of a movable pod, None when none says
     last_arrival: datetime | None
     #: the classes (`Pod.class_key`) of the pods not being deleted, each with its first pod and how many pods are
@@ -127,6 +130,7 @@ def of_node(name: str, pods: Sequence[Pod], memo: Memo[str, NodePods] | None = N
         protected=tuple(filter(_PROTECTION_ANNOTATED, pods)),
         cpu_requested=-sum(map(_FIRST, map(_PLACEMENT_KEY, pods))),  # the placement key starts with -cpu
         eviction_cost=sum(map(_EVICTION_COST, movable)),
+        positive_eviction_cost=sum(cost for cost in map(_EVICTION_COST, movable) if cost > 0),
         last_arrival=max(filter(None, map(_ARRIVED, movable)), default=None),
         classes=classes, class_keys=frozenset(map(_FIRST, classes)))
     return memo.keep(name, made)

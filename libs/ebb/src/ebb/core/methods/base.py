@@ -508,12 +508,15 @@ def leaving(view: ClusterView, state: SimState, names: Sequence[str]) -> tuple[l
     """Take ``names`` out of ``state``: the pods that need a new home, and the pods that stay until their node's
     terminationGracePeriod deadline (a do-not-disrupt or a PDB that blocks every eviction keeps them; only drift and
     expiration take such a node, `ClusterView.grace_period`). Karpenter's ``SimulateScheduling`` makes room for
-    the first only (``IsCurrentlyReschedulable``)."""
+    the first only (``IsCurrentlyReschedulable``). Among the held, a DaemonSet or mirror pod whose do-not-disrupt
+    protects it now: no home is sought for it, and it too stays until the deadline."""
     moved: list[Pod] = []
     held: list[Pod] = []
     for name in names:
         for pod in state.remove_node(name):
             (moved if view.currently_reschedulable(pod) else held).append(pod)
+        held.extend(pod for pod in view.node_pods[name].protected
+                    if not (pod.needs_rescheduling or pod.is_terminal or pod.deleting) and view.protected_now(pod))
     return moved, held
 
 

@@ -55,7 +55,10 @@ def rotate(ctx: PassContext, method: str, reason: str, wanted: dict[str, str]) -
     start = state.mark()
     taken: list[str] = []
     used: dict[str, int] = {}
-    for name in view.order([n for n in wanted if n not in ctx.excluded]):
+    # empty nodes first, then in disruption-cost order: Karpenter's drift takes its empty candidates before the others
+    # (a node whose pods' eviction costs sum below 0 would otherwise come before them)
+    ordered = view.order([n for n in wanted if n not in ctx.excluded])
+    for name in [*(n for n in ordered if not view.movable[n]), *(n for n in ordered if view.movable[n])]:
         node = view.nodes[name]
         due = {"due": wanted[name]}
         blocked = view.blocked_reason(name, consolidation=False)

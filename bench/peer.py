@@ -543,7 +543,10 @@ def starting_cluster(trace: Trace, types: Sequence[Mapping[str, Any]], pool: Map
     from ebb.core.provisioning import launches
     from ebb.core.snapshot import parse_documents
 
-    snapshot = parse_documents([catalog_from_kwok_instance_types(types), dict(pool), *peak_pods(trace)])
+    # the NodePool's spec only: read just after its creation, its Ready condition may not be True yet, and a NodePool
+    # that is not Ready launches nothing (`NodePool.launches`); the plan is of the nodes Karpenter launches once it is
+    spec_only = {key: value for key, value in pool.items() if key != "status"}
+    snapshot = parse_documents([catalog_from_kwok_instance_types(types), spec_only, *peak_pods(trace)])
     plan = launches(snapshot, list(snapshot.pods))
     if plan.unschedulable:
         some = sorted(plan.unschedulable.items())[:3]

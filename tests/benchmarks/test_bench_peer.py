@@ -743,6 +743,9 @@ def test_the_starting_cluster_holds_the_peak_the_same_on_every_call_spot_first()
     assert len(nodes) >= hostname_peak  # one replica per node
     on_demand = peer.nodepool("0s", "0", capacity_types=("on-demand",))
     assert {n.capacity_type for n in peer.starting_cluster(trace, KWOK_TYPES, on_demand)} == {"on-demand"}
+    # read back just after its creation, before Karpenter marked it Ready: planned from its spec all the same
+    unready = {**pool, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert peer.starting_cluster(trace, KWOK_TYPES, unready) == nodes
 
 
 def test_a_starting_nodeclaim_pins_its_type_capacity_and_zone_and_requests_the_types_allocatable() -> None:

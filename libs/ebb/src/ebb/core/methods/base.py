@@ -254,19 +254,19 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
     cheaper types may be offered elsewhere only), and so is a replacement narrowed to reserved capacity (a reserved
     offering holds the pods, and it is taken whatever other types cost), and, with several NodePools, the one the
     replacement comes from (the first by weight that holds the pods: another's cheaper types are no option)."""
-    where: dict[str, object] = {}
+    asides: list[str] = []
     if new is not None and new.zones:
         held = set(new.pods)
         if any(p.spec.volume_terms is not None for n in removed for p in view.movable[n] if p.key in held):
-            where["where"] = f"in {', '.join(new.zones)}, where its pods' volumes can be attached"
+            asides.append(f"in {', '.join(new.zones)}, where its pods' volumes can be attached")
     if new is not None and new.capacity_type == CAPACITY_RESERVED:  # `reserved_first`: whatever cheaper types cost
-        where["where"] = ", ".join(filter(None, (str(where.get("where", "")), (
-            "as the reserved capacity that holds them, which a replacement takes first, as Karpenter's launch does"))))
+        asides.append("as the reserved capacity that holds them, which a replacement takes first, as Karpenter's "
+                      "launch does")
     pool = view.pools.get(new.nodepool) if new is not None else None
     if pool is not None and len(view.pools) > 1:  # a cheaper type of a NodePool further down the order is no option
-        where["where"] = ", ".join(filter(None, (str(where.get("where", "")), (
-            f"from NodePool {pool.name}, the first by weight ({pool.weight}) whose nodes hold them, as Karpenter's "
-            "scheduler takes a new node from the first NodePool that fits"))))
+        asides.append(f"from NodePool {pool.name}, the first by weight ({pool.weight}) whose nodes hold them, as "
+                      "Karpenter's scheduler takes a new node from the first NodePool that fits")
+    where = {"where": ", ".join(asides)} if asides else {}
     return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": price, **where})
 
 def filter_replacement(new: NewNode, removed: list[str], ctx: PassContext) -> Replacement | BlockCause:

@@ -634,11 +634,11 @@ def build_pools(resources: tuple[str, ...], snapshot: Snapshot, regions: tuple[t
             if name.startswith(ATTACH_LIMIT_PREFIX):  # a new node's volume attachments: Karpenter checks no limit
                 type_capacity[:, r] = UNLIMITED_ATTACHMENTS
         type_alloc = type_capacity - rows(resources, [it.overhead for it in types])
-        if "memory" in resources:  # less what huge pages reserve (`InstanceType.allocatable`)
+        if "memory" in resources:  # a type with huge pages has that much less memory (`InstanceType.allocatable`)
             memory = list(resources).index("memory")
-            reserved = np.array([it.hugepages() for it in types], dtype=np.int64)
-            type_alloc[:, memory] = np.where(reserved > 0, np.maximum(0, type_alloc[:, memory] - reserved),
-                                             type_alloc[:, memory])
+            for t, it in enumerate(types):
+                if it.hugepages():
+                    type_alloc[t, memory] = it.allocatable()["memory"]
         type_alloc -= ds_overhead
         pools.append(Pool(pool, types, type_alloc, type_capacity, np.array(combo_type, dtype=np.int64),
                           np.array(combo_price, dtype=np.float64), combo_zone, combo_ct,

@@ -537,3 +537,66 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
             await storage.delete_csi_node(csi_name)
         with contextlib.suppress(ApiException):
             await core.delete_namespace(namespace)
+
+
+async def test_namespaces_reach_the_topic_and_the_live_read_with_their_labels_only(kube_api: Any) -> None:
+    """A Namespace (its labels are what a pod affinity term's ``namespaceSelector`` matches) reaches
+    ebb.cluster.objects through the watcher, and ``read_cluster`` (``ebb plan --live``, ``ebb record``'s start)
+    reads it, with its name and labels (the apiserver's ``kubernetes.io/metadata.name`` among them) and no
+    annotations, spec or status; a label changed is published again. The objects as published resolve a pod's
+    selector to the namespaces it matches, as the planner's snapshot does; a recording keeps name and labels."""
+    from datetime import UTC, datetime
+
+    from ebb.adapters.kube.read import read_cluster
+    from ebb.core.recording import Recorder
+    from ebb.core.snapshot import parse_documents
+
+    run = uuid.uuid4().hex[:8]
+    name = f"ledger-{run}"
+    core = client.CoreV1Api(kube_api)
+    bus = InMemoryBus()
+    watcher = KubeWatcher(kube_api, [KINDS["Namespace"]], Publisher(bus), watch_timeout=10,
+                          backoff=Backoff(initial=0.1, maximum=1))
+    published: dict[str, dict[str, Any]] = {}
+
+    async def handle(delivery: Delivery) -> None:
+        message = delivery.message
+        if isinstance(message, ClusterObject) and message.object is not None:
+            published[message.key()] = message.object
+
+    stop, consumer_stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "namespaces", handle, stop=consumer_stop))
+    key = f"Namespace//{name}"
+    try:
+        await eventually("the Namespace kind watched", watcher.synced["Namespace"].is_set)
+        await core.create_namespace(as_body(client.V1Namespace, {
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"team": f"data-{run}"}, "annotations": {"owner": "bob"}}}))
+        await eventually("the Namespace published", lambda: key in published)
+        await core.patch_namespace(name, {"metadata": {"labels": {"team": f"ledger-{run}"}}})
+        await eventually("the new label published",
+                         lambda: published[key]["metadata"]["labels"].get("team") == f"ledger-{run}")
+        read = await read_cluster(kube_api, [KINDS["Namespace"]])
+        (live,) = [d for d in read.documents if d["metadata"]["name"] == name]
+        for source, doc in (("the topic", published[key]), ("the live read", live)):
+            assert set(doc) == {"apiVersion", "kind", "metadata"}, source
+            assert set(doc["metadata"]) <= {"name", "labels", "uid", "resourceVersion", "creationTimestamp"}, source
+            assert doc["metadata"]["labels"] == {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}
+        (kept,) = [d for d in Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
+                   if d["metadata"]["name"] == name]
+        assert kept == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": name, "labels": {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}}}
+        away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"team": f"ledger-{run}"}}}]}}
+        snapshot = parse_documents([*published.values(), builders.pod("web", affinity=away)], bundled_catalog=[])
+        (web,) = snapshot.pods
+        assert web.spec.pod_anti_affinity[0].namespaces == frozenset({name})
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+        with contextlib.suppress(ApiException):
+            await core.delete_namespace(name)

@@ -433,7 +433,7 @@ class Access:
 OWN = "<own>"
 WATCHED = [("", "nodes"), ("", "pods"), ("policy", "poddisruptionbudgets"), ("apps", "daemonsets"),
            ("", "persistentvolumeclaims"), ("", "persistentvolumes"), ("storage.k8s.io", "storageclasses"),
-           ("storage.k8s.io", "csinodes"),
+           ("storage.k8s.io", "csinodes"), ("", "namespaces"),
            ("karpenter.sh", "nodepools"), ("karpenter.sh", "nodeclaims"), ("ebb.sh", "disruptionpolicies")]
 #: ebb.adapters.kube.events: core/v1 Events of cluster-scoped objects, created in `default`
 EVENTS = [Access("create", "events", namespace="default")]

@@ -267,6 +267,37 @@ def test_the_watcher_publishes_a_csinodes_new_attach_limit_and_not_a_bare_resour
     assert changed.object is not None and changed.object["spec"]["drivers"][0]["allocatable"] == {"count": 39}
 
 
+def namespace(name: str = "billing", rv: str = "3", **labels: str) -> dict[str, Any]:
+    """A Namespace as the apiserver lists it: its name label, annotations, finalizers and phase."""
+    return {"metadata": {"name": name, "uid": "ns-1", "resourceVersion": rv, "managedFields": MANAGED,
+                         "creationTimestamp": "2026-11-20T10:00:00Z",
+                         "labels": {"kubernetes.io/metadata.name": name, **labels},
+                         "annotations": {"owner.example/contact": "bob", LAST_APPLIED: "{}"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def test_trim_keeps_of_a_namespace_its_name_and_labels_and_no_annotations_spec_or_status() -> None:
+    """A Namespace keeps what a namespaceSelector reads (its labels) and what names and versions it, nothing else:
+    an annotation, its finalizers or its phase changing does not wake the planner."""
+    for copied in (True, False):
+        out = trim(namespace(team="ledger"), kind="Namespace", api_version="v1", copy=copied)
+        assert out == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": "billing", "uid": "ns-1", "resourceVersion": "3", "creationTimestamp": "2026-11-20T10:00:00Z",
+            "labels": {"kubernetes.io/metadata.name": "billing", "team": "ledger"}}}
+
+
+def test_the_watcher_publishes_a_namespaces_new_label_and_not_its_new_annotation() -> None:
+    state = KindState(KINDS["Namespace"])
+    (first,) = state.relist([namespace(team="ledger")])
+    assert (first.kind, first.namespace, first.name) == ("Namespace", "", "billing")
+    state.record(first)
+    annotated = namespace(rv="4", team="ledger")
+    annotated["metadata"]["annotations"]["owner.example/contact"] = "alice"
+    assert state.relist([annotated]) == []
+    (changed,) = state.relist([namespace(rv="5", team="payments")])
+    assert changed.object is not None and changed.object["metadata"]["labels"]["team"] == "payments"
+
+
 def test_trimmed_objects_parse_into_the_snapshot() -> None:
     docs = [
         trim(node(), kind="Node", api_version="v1"),
@@ -358,6 +389,9 @@ def test_kinds_named() -> None:
     csi = kinds_named(["csinode"])[0]
     assert (csi.kind, csi.api_version, csi.plural, csi.namespaced, csi.custom) == (
         "CSINode", "storage.k8s.io/v1", "csinodes", False, False)
+    namespace = kinds_named(["namespace"])[0]
+    assert (namespace.kind, namespace.api_version, namespace.plural, namespace.namespaced, namespace.custom) == (
+        "Namespace", "v1", "namespaces", False, False)
     assert KINDS["NodePool"].custom and KINDS["NodePool"].api_version == "karpenter.sh/v1"
     policy = KINDS["DisruptionPolicy"]
     assert (policy.custom, policy.api_version, policy.plural, policy.namespaced) == (
@@ -377,7 +411,7 @@ LIST_FUNCTIONS = {"Node": "list_node", "Pod": "list_pod_for_all_namespaces",
                   "DaemonSet": "list_daemon_set_for_all_namespaces",
                   "PersistentVolumeClaim": "list_persistent_volume_claim_for_all_namespaces",
                   "PersistentVolume": "list_persistent_volume", "StorageClass": "list_storage_class",
-                  "CSINode": "list_csi_node"}
+                  "CSINode": "list_csi_node", "Namespace": "list_namespace"}
 
 
 async def test_every_built_in_kind_is_listed_by_its_own_function() -> None:

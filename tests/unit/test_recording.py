@@ -571,3 +571,45 @@ def test_a_recordings_starting_cluster_holds_the_csinodes() -> None:
     trace = play([BUSY, csi_node("n1", {"name": "ebs.csi.aws.com", "allocatable": {"count": 25}})], [])
     (kept,) = [d for d in trace.cluster or [] if d["kind"] == "CSINode"]
     assert kept["metadata"] == {"name": "n1"} and kept["spec"]["drivers"][0]["allocatable"] == {"count": 25}
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    """A Namespace as the apiserver serves it: its name label, an annotation, its finalizers and phase."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"kubernetes.io/metadata.name": name, **labels},
+                         "annotations": {"owner.example/contact": "bob@example.com"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+
+
+def test_redaction_keeps_of_a_namespace_its_name_and_labels_only() -> None:
+    out = redacted(namespace("billing", team="ledger"))
+    assert out == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "billing", "labels": {"kubernetes.io/metadata.name": "billing", "team": "ledger"}}}
+
+
+def test_anonymized_namespaces_still_match_the_namespace_selectors_of_pods() -> None:
+    """With --anonymize a Namespace's name, its labels' values (its ``kubernetes.io/metadata.name`` label too, which
+    is its name) and the values of a pod affinity term's ``namespaceSelector`` are hashed alike: the recorded pod's
+    term still selects the recorded namespace it selected, and no name or label value is left in the clear."""
+    from ebb.core.snapshot import parse_documents
+
+    secret = Anonymizer(b"key")
+    guarded = pod("a", node="n1")
+    guarded["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": {"matchLabels": {"team": "ledger"}, "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["billing", "audit"]}]}}]}}
+    trace = play([BUSY, guarded, namespace("shop", team="web"), namespace("billing", team="ledger"),
+                  namespace("audit", team="ledger")], [], anonymizer=secret)
+    cluster = trace.cluster or []
+    names = sorted(d["metadata"]["name"] for d in cluster if d["kind"] == "Namespace")
+    assert names == sorted(secret.hashed(n) for n in ("shop", "billing", "audit"))
+    for doc in cluster:
+        if doc["kind"] == "Namespace":
+            assert doc["metadata"]["labels"]["kubernetes.io/metadata.name"] == doc["metadata"]["name"]
+    text = trace.model_dump_json()
+    for clear in ("billing", "ledger", "audit", "bob@example.com"):
+        assert clear not in text
+    snapshot = parse_documents(cluster)
+    (term,) = next(p for p in snapshot.pods if p.name == secret.hashed("a")).spec.pod_anti_affinity
+    assert term.namespaces == frozenset({secret.hashed("billing"), secret.hashed("audit")})

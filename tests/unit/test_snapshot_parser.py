@@ -984,3 +984,44 @@ def test_an_owner_reference_whose_kind_is_not_a_string_is_no_special_owner() -> 
     doc["metadata"]["ownerReferences"] = [{"kind": ["DaemonSet"], "name": "x", "controller": True}]
     (parsed,) = snapshot(node("a"), doc).pods
     assert parsed.owner_kind == "['DaemonSet']" and not parsed.is_daemonset
+
+
+def _selecting(name: str, team: str) -> dict[str, Any]:
+    """A pod kept away from db pods in the namespaces of ``team`` (a required anti-affinity's namespaceSelector)."""
+    away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": {"matchLabels": {"team": team}}}]}}
+    return pod(name, "n1", affinity=away)
+
+
+def _namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(("namespaces", "warned"), [([], True), ([_namespace("data", team="data")], False)])
+def test_an_input_without_namespaces_warns_of_the_pods_that_select_namespaces(namespaces: list[dict[str, Any]],
+                                                                              warned: bool) -> None:
+    """A namespaceSelector is read only against the input's Namespaces: without any, ``ebb plan`` says so, naming the
+    pods whose terms are read as their own namespace's (a finished pod is not named); with them, nothing is said."""
+    done = _selecting("done", "data")
+    done["status"]["phase"] = "Succeeded"
+    warnings = input_warnings(parse_documents(
+        [nodepool(), node("n1"), _selecting("web", "data"), done, pod("plain", "n1"), *namespaces], bundled_catalog=[]))
+    unread = [w for w in warnings if "namespaceSelector" in w]
+    assert len(unread) == warned
+    if warned:
+        assert unread[0].startswith("1 pod(s) have pod affinity terms with a namespaceSelector") and \
+            "pod default/web" in unread[0] and "done" not in unread[0] and "add namespaces" in unread[0]
+
+
+def test_replicas_selecting_namespaces_by_label_are_resolved_alike() -> None:
+    """Each pod's term resolves to the Namespaces its selector matches; a selector that matches none selects no
+    namespace (not the pod's own), and one the pod's replicas repeat gives them the same namespaces."""
+    snap = parse_documents([nodepool(), node("n1"), _selecting("web-1", "data"), _selecting("web-2", "data"),
+                            _selecting("lone", "nobody"), pod("plain", "n1"), _namespace("data", team="data"),
+                            _namespace("etl", team="data"), _namespace("default")], bundled_catalog=[])
+    by_name = {p.name: p for p in snap.pods}
+    chosen = {name: by_name[name].spec.pod_anti_affinity[0].namespaces for name in ("web-1", "web-2", "lone")}
+    assert chosen == {"web-1": {"data", "etl"}, "web-2": {"data", "etl"}, "lone": frozenset()}
+    assert all(by_name[n].spec.pod_anti_affinity[0].namespace_selector is None for n in chosen)
+    assert by_name["plain"].spec.pod_anti_affinity == ()

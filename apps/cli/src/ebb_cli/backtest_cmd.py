@@ -53,9 +53,10 @@ if TYPE_CHECKING:
     from ebb_embedded.backtest import Policy
 
 #: the kinds an ``--empty`` start keeps: what a cluster needs to grow from nothing (the storage too: claims and their
-#: volumes outlive the pods and nodes that use them; not a CSINode, which is its node's and goes with it)
+#: volumes outlive the pods and nodes that use them, and the Namespaces their pods live in; not a CSINode, which is
+#: its node's and goes with it)
 EMPTY_KEEPS = ("NodePool", "DaemonSet", "InstanceTypeCatalog", "DisruptionPolicy", "Hold", "PodDisruptionBudget",
-               "StorageClass", "PersistentVolume", "PersistentVolumeClaim")
+               "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "Namespace")
 
 
 def load_policy(path: Path) -> Policy:

@@ -1,7 +1,7 @@
 """The simulated cluster of the embedded mode: the API server, kube-scheduler and controllers, in memory.
 
 It holds kubectl-shaped objects (Nodes, Pods, PDBs, DaemonSets, claims, volumes, StorageClasses, CSINodes,
-NodePools, NodeClaims, catalogs, as read from a snapshot file: `KINDS`) and stands in for everything the
+Namespaces, NodePools, NodeClaims, catalogs, as read from a snapshot file: `KINDS`) and stands in for everything the
 distributed mode reads from Kubernetes:
 
 - **the cluster-watcher**: every change is published on ``ebb.cluster.objects`` as the watcher would
@@ -92,7 +92,7 @@ def _copied(obj: Any) -> Any:
 
 #: the kinds the cluster-watcher publishes (and so the simulated cluster keeps)
 KINDS = ("Node", "Pod", "PodDisruptionBudget", "DaemonSet", "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
-         "CSINode", "NodePool", "NodeClaim", "DisruptionPolicy", "InstanceTypeCatalog", "Hold")
+         "CSINode", "Namespace", "NodePool", "NodeClaim", "DisruptionPolicy", "InstanceTypeCatalog", "Hold")
 RECREATING_OWNERS = ("ReplicaSet", "StatefulSet", "Job", "ReplicationController")
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: how the simulated kube-scheduler picks a node for a Pending pod: ``scored``, as kube-scheduler's default profile

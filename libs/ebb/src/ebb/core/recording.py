@@ -37,11 +37,14 @@ class, capacity, access modes, CSI driver and whether it is ``local`` or a ``hos
 its provisioner, binding mode, allowed topologies, reclaim policy and default-class annotation (not its
 parameters); of their labels only a volume's zone and region (`KEPT_PV_LABELS`). A CSINode keeps
 its name (its node's) and of each driver its name and ``allocatable.count`` (`_redacted_csi_node`): the volume
-attach limits, not the ``nodeID`` (a cloud instance id) or ``topologyKeys``. Other objects keep what ``ebb plan``
+attach limits, not the ``nodeID`` (a cloud instance id) or ``topologyKeys``. A Namespace keeps its name and labels
+(what a pod affinity term's ``namespaceSelector`` matches). Other objects keep what ``ebb plan``
 reads of them, without annotations other than Karpenter's and ebb's. **Names hashed on request** (`Anonymizer`,
 ``--anonymize``): namespaces, pods, owners, nodes (and the CSINodes named after them, and the hostnames a volume's
 node affinity or a class's topology names), NodeClaims, PDBs, claims and volumes, and the values of pod labels (and
-the pod selectors that match them: PDBs, spread constraints, pod affinity) other than well-known ones, each with
+the pod selectors that match them: PDBs, spread constraints, pod affinity) and of Namespaces' labels (and the
+``namespaceSelector`` that matches them; the ``kubernetes.io/metadata.name`` label too, a namespace's name) other
+than well-known ones, each with
 a keyed hash, the same value always the same hash within one recording: a pod's ``claimName`` stays its claim's
 name, a claim's ``volumeName`` its volume's, and a pod's ephemeral volume's claim (``<pod>-<volume>``) is named
 ``<hashed pod>-<volume>`` (`Anonymizer.claim_name`). StorageClasses keep their names (configuration).
@@ -102,9 +105,14 @@ ANNOTATION_DEFAULT_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
 VOLUME_KINDS: Final = frozenset({"PersistentVolumeClaim", "PersistentVolume", "StorageClass"})
 #: a node's CSI drivers and the volumes each can attach (Karpenter's volume limits), named after its node
 CSI_NODE: Final = "CSINode"
+#: a namespace: of it only its name and labels (what a pod affinity term's ``namespaceSelector`` matches)
+NAMESPACE: Final = "Namespace"
+#: the label the apiserver gives every Namespace, its name: hashed as namespace names are, though well-known
+LABEL_NAMESPACE_NAME: Final = "kubernetes.io/metadata.name"
 #: the kinds a recording's starting cluster holds (what ``ebb plan`` and the back-test read)
 CLUSTER_KINDS: Final = frozenset({"Node", "Pod", "NodePool", "NodeClaim", "PodDisruptionBudget", "DaemonSet",
-                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold", *VOLUME_KINDS, CSI_NODE})
+                                  "DisruptionPolicy", "InstanceTypeCatalog", "Hold", *VOLUME_KINDS, CSI_NODE,
+                                  NAMESPACE})
 #: kinds whose names are the cluster's configuration, kept by `Anonymizer` (a policy names its NodePool)
 CONFIGURATION_KINDS: Final = frozenset({"NodePool", "DisruptionPolicy", "InstanceTypeCatalog", "Hold", "StorageClass"})
 #: the node label whose values are node names (hashed as the nodes' names are)
@@ -266,6 +274,9 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
     if kind == CSI_NODE:
         return _redacted_csi_node(obj)
     meta = _meta(obj)
+    if kind == NAMESPACE:  # its labels are what selectors read; its annotations, spec and status are not
+        return {"apiVersion": obj.get("apiVersion") or "v1", "kind": kind,
+                "metadata": {k: copy.deepcopy(meta[k]) for k in ("name", "labels") if meta.get(k) is not None}}
     out_meta: dict[str, Any] = {k: copy.deepcopy(meta[k]) for k in
                                 ("name", "namespace", "labels", "ownerReferences", "creationTimestamp",
                                  "deletionTimestamp", "uid") if meta.get(k) is not None}
@@ -352,7 +363,9 @@ class Anonymizer:
 
     @staticmethod
     def well_known(label: str) -> bool:
-        return any(marker in label for marker in WELL_KNOWN_LABEL_MARKERS)
+        """Whether ``label``'s values are the cluster's vocabulary (kept); a namespace's name label is not (its
+        values are namespace names, hashed)."""
+        return label != LABEL_NAMESPACE_NAME and any(marker in label for marker in WELL_KNOWN_LABEL_MARKERS)
 
     def labels(self, labels: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v if self.well_known(k) else self.hashed(str(v)) for k, v in labels.items()}
@@ -384,6 +397,8 @@ class Anonymizer:
                     inner = term.get("podAffinityTerm", term) if isinstance(term, dict) else None
                     if isinstance(inner, dict):
                         inner["labelSelector"] = self.selector(inner.get("labelSelector"))
+                        if inner.get("namespaceSelector") is not None:  # over Namespaces' labels, hashed alike
+                            inner["namespaceSelector"] = self.selector(inner["namespaceSelector"])
                         if inner.get("namespaces"):
                             inner["namespaces"] = [self.hashed(str(n)) for n in inner["namespaces"]]
         return out
@@ -455,9 +470,10 @@ class Anonymizer:
             if ref.get("name") and ref.get("kind") != "NodePool":
                 ref["name"] = self.hashed(str(ref["name"]))
             ref.pop("uid", None)
+        # a Namespace's labels are what pods' namespaceSelectors match: hashed as theirs are
+        if kind in ("Pod", NAMESPACE) and isinstance(meta.get("labels"), Mapping):
+            meta["labels"] = self.labels(meta["labels"])
         if kind == "Pod":
-            if isinstance(meta.get("labels"), Mapping):
-                meta["labels"] = self.labels(meta["labels"])
             spec = out.get("spec") or {}
             if spec.get("nodeName"):
                 spec["nodeName"] = self.hashed(str(spec["nodeName"]))

@@ -468,32 +468,38 @@ def _namespace(doc: _Doc) -> Namespace:
     return Namespace(str(doc.get("metadata.name")), doc.str_map("metadata.labels"))
 
 
+def _selects_namespaces(spec: SchedulingSpec) -> bool:
+    """Whether a pod affinity term of ``spec`` (required or preferred) has a ``namespaceSelector`` to resolve."""
+    return any(t.namespace_selector is not None for t in chain(
+        spec.pod_affinity, spec.pod_anti_affinity, (t for _, t in spec.preferred_pod_affinity),
+        (t for _, t in spec.preferred_pod_anti_affinity)))
+
+
 def _namespaces_resolved(pods: list[Pod], namespaces: Sequence[Namespace]) -> list[Pod]:
     """``pods`` with their pod affinity terms' ``namespaceSelector`` resolved against ``namespaces``: each such term
     then selects pods in the namespaces whose labels it matches and those it lists, and no other (its own namespace
-    only when one of those), as Karpenter's ``buildNamespaceList`` and kube-scheduler read it."""
+    only when one of those), as Karpenter's ``buildNamespaceList`` and kube-scheduler read it. Each selector is matched
+    against the Namespaces once (replicas repeat theirs)."""
     labels_of = {ns.name: ns.labels for ns in namespaces}
+    chosen_by: dict[LabelSelector, frozenset[str]] = {}
 
     def resolved(term: PodAffinityTerm) -> PodAffinityTerm:
-        if term.namespace_selector is None:
+        selector = term.namespace_selector
+        if selector is None:
             return term
-        chosen = {name for name, labels in labels_of.items() if selector_matches(term.namespace_selector, labels)}
-        return replace(term, namespaces=frozenset(chosen | (term.namespaces or frozenset())), namespace_selector=None)
+        chosen = chosen_by.get(selector)
+        if chosen is None:
+            chosen = chosen_by[selector] = frozenset(
+                name for name, labels in labels_of.items() if selector_matches(selector, labels))
+        return replace(term, namespaces=chosen | (term.namespaces or frozenset()), namespace_selector=None)
 
-    out = []
-    for pod in pods:
-        spec = pod.spec
-        if not any(t.namespace_selector is not None for t in chain(
-                spec.pod_affinity, spec.pod_anti_affinity, (t for _, t in spec.preferred_pod_affinity),
-                (t for _, t in spec.preferred_pod_anti_affinity))):
-            out.append(pod)
-            continue
-        out.append(replace(pod, spec=replace(
-            spec, pod_affinity=tuple(map(resolved, spec.pod_affinity)),
-            pod_anti_affinity=tuple(map(resolved, spec.pod_anti_affinity)),
-            preferred_pod_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_affinity),
-            preferred_pod_anti_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_anti_affinity))))
-    return out
+    def resolved_spec(spec: SchedulingSpec) -> SchedulingSpec:
+        return replace(spec, pod_affinity=tuple(map(resolved, spec.pod_affinity)),
+                       pod_anti_affinity=tuple(map(resolved, spec.pod_anti_affinity)),
+                       preferred_pod_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_affinity),
+                       preferred_pod_anti_affinity=tuple((w, resolved(t)) for w, t in spec.preferred_pod_anti_affinity))
+
+    return [replace(pod, spec=resolved_spec(pod.spec)) if _selects_namespaces(pod.spec) else pod for pod in pods]
 
 
 def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, *,
@@ -1698,6 +1704,13 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                             f"PersistentVolumeClaims, PersistentVolumes, StorageClasses or CSINodes, so where their "
                             f"volumes let them run is not checked: a zonal volume's pod may be moved to another zone "
                             f"(add pvc,pv,storageclass,csinodes to the kubectl get): {_named(unread)}")
+    if not snapshot.namespaces:
+        unresolved = tuple(f"pod {p.key}" for p in snapshot.pods if not p.is_terminal and _selects_namespaces(p.spec))
+        if unresolved:
+            warnings.append(f"{len(unresolved)} pod(s) have pod affinity terms with a namespaceSelector but the input "
+                            f"holds no Namespaces, so each such term is read as selecting the pod's own namespace "
+                            f"only: a pod its anti-affinity keeps away in another namespace is not seen (add "
+                            f"namespaces to the kubectl get): {_named(unresolved)}")
     of_type = {t.name: t for t in snapshot.instance_types}
     unlike = tuple(f"node {n.name} ({n.instance_type}: {key}={n.labels[key]}, the catalog says {told})"
                    for n in snapshot.nodes if (it := of_type.get(n.instance_type or "")) is not None
@@ -1739,8 +1752,8 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"the plan (a dump of some nodes only?): {_named(elsewhere)}")
     if not (snapshot.nodes or snapshot.pods or snapshot.nodepools):
         warnings.append("the input holds no Nodes, Pods or NodePools, so there is nothing to plan (kubectl get "
-                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims,pvc,pv,storageclass,csinodes -A -o yaml "
-                        "makes a complete dump)")
+                        "nodes,pods,pdb,daemonsets,nodepools,nodeclaims,pvc,pv,storageclass,csinodes,namespaces -A "
+                        "-o yaml makes a complete dump)")
     return warnings
 
 

@@ -4,7 +4,8 @@ Besides the scheduling and disruption kinds, the volume kinds Karpenter's volume
 (PersistentVolumeClaim, PersistentVolume, StorageClass): a pod whose claim is bound to a zonal volume moves only to
 nodes its volume's node affinity allows, an unbound claim's StorageClass ``allowedTopologies`` limit it likewise;
 and the CSINodes (``storage.k8s.io/v1``, one per node, named after it), whose drivers' ``allocatable.count`` is how
-many volumes of each CSI driver the node can attach, as Karpenter reads them (``populateVolumeLimits``).
+many volumes of each CSI driver the node can attach, as Karpenter reads them (``populateVolumeLimits``). And the
+Namespaces, whose labels a pod affinity term's ``namespaceSelector`` matches (Karpenter's ``buildNamespaceList``).
 
 The custom kinds are Karpenter's NodePool and NodeClaim and ebb's own DisruptionPolicy (``ebb.sh/v1``: the
 disruption settings ebb reads instead of a NodePool's own, docs/architecture.md#decision-semantics). A
@@ -56,6 +57,7 @@ class KindSpec:
             "PersistentVolume": client.CoreV1Api(api_client).list_persistent_volume,
             "StorageClass": client.StorageV1Api(api_client).list_storage_class,
             "CSINode": client.StorageV1Api(api_client).list_csi_node,
+            "Namespace": client.CoreV1Api(api_client).list_namespace,
         }
         return methods[self.kind]
 
@@ -70,6 +72,8 @@ PV: Final = KindSpec("PersistentVolume", "", "v1", "persistentvolumes", namespac
 STORAGE_CLASS: Final = KindSpec("StorageClass", "storage.k8s.io", "v1", "storageclasses", namespaced=False)
 #: a node's CSI drivers and how many volumes of each it can attach (named after its node)
 CSI_NODE: Final = KindSpec("CSINode", "storage.k8s.io", "v1", "csinodes", namespaced=False)
+#: the namespaces and their labels: which namespaces a pod affinity term's ``namespaceSelector`` selects
+NAMESPACE: Final = KindSpec("Namespace", "", "v1", "namespaces", namespaced=False)
 NODEPOOL: Final = KindSpec("NodePool", "karpenter.sh", "v1", "nodepools", namespaced=False, custom=True)
 NODECLAIM: Final = KindSpec("NodeClaim", "karpenter.sh", "v1", "nodeclaims", namespaced=False, custom=True)
 DISRUPTION_POLICY: Final = KindSpec("DisruptionPolicy", "ebb.sh", "v1", "disruptionpolicies", namespaced=False,
@@ -85,8 +89,8 @@ INSTANCE_TYPE_CATALOG: Final = KindSpec("InstanceTypeCatalog", "ebb.sh", "v1", "
 HOLD: Final = KindSpec("Hold", "ebb.sh", "v1", "holds", namespaced=False, custom=True)
 #: every kind ebb reads, by kind name
 KINDS: Final[dict[str, KindSpec]] = {k.kind: k for k in (NODE, POD, PDB, DAEMONSET, PVC, PV, STORAGE_CLASS, CSI_NODE,
-                                                         NODEPOOL, NODECLAIM, DISRUPTION_POLICY, INSTANCE_TYPE_CATALOG,
-                                                         HOLD)}
+                                                         NAMESPACE, NODEPOOL, NODECLAIM, DISRUPTION_POLICY,
+                                                         INSTANCE_TYPE_CATALOG, HOLD)}
 #: what ``ebb plan --live`` lists (`ebb.adapters.kube.read`): what a dump for ``ebb plan`` holds, every kind the
 #: services read
 PLAN_KINDS: Final[tuple[KindSpec, ...]] = tuple(KINDS.values())

@@ -16,6 +16,9 @@ unbound claim of the class may be provisioned in); and only the status fields eb
 - PersistentVolumeClaim: ``phase`` (Pending, Bound, Lost)
 - NodePool, PodDisruptionBudget, DaemonSet, PersistentVolume, StorageClass, CSINode (its ``spec.drivers``, with
   each driver's ``allocatable.count``, is what Karpenter reads; it has no status): no status
+- Namespace: only its name, labels (what a pod affinity term's ``namespaceSelector`` matches), uid,
+  resourceVersion and creation and deletion times; no annotations, spec or status, so that nothing else about a
+  namespace wakes the planner
 
 Dropped: ``managedFields``, ``generation``, ``finalizers``, every other status field; from conditions the
 heartbeat times and messages, which change on every kubelet heartbeat without changing anything ebb
@@ -49,6 +52,12 @@ METADATA_FIELDS: Final = (
     "uid",
     "resourceVersion",
 )
+#: the metadata fields kept of kinds that keep fewer than `METADATA_FIELDS`
+METADATA_FIELDS_OF: Final[Mapping[str, tuple[str, ...]]] = {
+    "Namespace": ("name", "labels", "creationTimestamp", "deletionTimestamp", "uid", "resourceVersion"),
+}
+#: kinds whose spec is not kept (a Namespace's is its finalizers)
+SPECLESS_KINDS: Final = frozenset({"Namespace"})
 #: status fields kept, by kind (kinds not listed keep no status)
 STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
@@ -75,12 +84,12 @@ def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | 
     out: dict[str, Any] = {
         "apiVersion": api_version or obj.get("apiVersion"),
         "kind": kind,
-        "metadata": trim_metadata(obj.get("metadata") or {}, copy=copy),
+        "metadata": trim_metadata(obj.get("metadata") or {}, copy=copy, fields=METADATA_FIELDS_OF.get(kind)),
     }
     if out["apiVersion"] is None:
         del out["apiVersion"]
     spec = obj.get("spec")
-    if spec is not None:
+    if spec is not None and kind not in SPECLESS_KINDS:
         out["spec"] = keep(spec)
     for name in TOP_LEVEL_FIELDS.get(kind, ()):
         value = obj.get(name)
@@ -108,10 +117,12 @@ def trim(obj: Mapping[str, Any], *, kind: str | None = None, api_version: str | 
     return out
 
 
-def trim_metadata(metadata: Mapping[str, Any], *, copy: bool = True) -> dict[str, Any]:
+def trim_metadata(metadata: Mapping[str, Any], *, copy: bool = True,
+                  fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The kept ``metadata``: `METADATA_FIELDS`, or ``fields`` when given (a kind's own, `METADATA_FIELDS_OF`)."""
     keep = _deep_copy if copy else _same
     out: dict[str, Any] = {}
-    for name in METADATA_FIELDS:
+    for name in fields or METADATA_FIELDS:
         value = metadata.get(name)
         if value is None:
             continue

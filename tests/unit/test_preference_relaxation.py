@@ -239,3 +239,23 @@ def test_the_forms_drop_one_thing_at_a_time_in_karpenters_order() -> None:
     assert preferences_kept(web.spec, 0).startswith("its required node affinity term 1 of 2 (tried in order), its "
                                                     "preferred pod affinity over kubernetes.io/hostname")
     assert preferences_kept(web.spec, len(forms) - 1) == "no preference"
+
+
+def test_a_pod_its_own_rules_keep_off_every_node_is_not_said_to_wait_on_a_preference() -> None:
+    """A pod with a ``ScheduleAnyway`` zone spread (which a1 meets: zone a 2, zone b 1) and a ``DoNotSchedule``
+    hostname spread (which a1 does not: 2 against a new node's 0) finds no node either way: relaxing the preference
+    would not help, so its verdict names the rule that keeps it off, not the preference."""
+    anyway_and_host = [*SPREAD_ANYWAY, {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
+                                        "labelSelector": {"matchLabels": WEB}}]
+    pool = nodepool(requirements=[{"key": ZONE, "operator": "In", "values": ["us-east-1a", "us-east-1b"]},
+                                  {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}])
+    out = plan_dict(pool, node("a1", itype="t3.medium"), node("a2", itype="t3.medium"),
+                    node("b1", itype="t3.medium", zone="us-east-1b"),
+                    _web("web-a1", "a1", spread=anyway_and_host, annotations=KEEP),
+                    _web("web-a2", "a2", spread=anyway_and_host),
+                    _web("web-b1", "b1", spread=anyway_and_host, annotations=KEEP),
+                    pod("filler", "b1", cpu="1900m", annotations=KEEP))
+    assert out["commands"] == []
+    reason = blocked_of(out, "a2")["reason"]
+    assert "pod default/web-a2: every remaining node with room for it is ruled out by its topology spread" in reason
+    assert "a preference is relaxed only when" not in reason

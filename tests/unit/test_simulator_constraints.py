@@ -488,11 +488,11 @@ def test_limits_may_refuse_a_type_only_near_them(limits: dict[str, str] | None, 
 
 
 @pytest.mark.parametrize(("limits", "expected"), [
-    # merged, the two nodes count nothing; the only type that holds a 6-cpu pod (m5.2xlarge, 8 cpu) passes 6 cpu
-    ({"cpu": "6"}, "NodePool default's limits (cpu 6) against what its nodes count (cpu 0) leave no room for "
-                   "m5.2xlarge (cpu 8)"),
-    ({"nodes": "0"}, "NodePool default's limits (nodes 0) against what its nodes count (nodes 0) leave no room for "
-                     "m5.2xlarge"),
+    # the two nodes (16 cpu) are past the limit already: the NodePool launches nothing (Karpenter's launch refuses)
+    ({"cpu": "6"}, "NodePool default's nodes already count more than its limits allow (cpu 16 against cpu 6), so it "
+                   "launches no node"),
+    ({"nodes": "0"}, "NodePool default's nodes already count more than its limits allow (nodes 2 against nodes 0), "
+                     "so it launches no node"),
 ])
 def test_a_pod_kept_off_a_new_node_by_the_limits_names_them(limits: dict[str, str], expected: str) -> None:
     """Why a pod finds no new node names the NodePool limits that keep it off one, what the NodePool's nodes count
@@ -508,7 +508,7 @@ def test_a_pod_kept_off_a_new_node_by_the_limits_names_them(limits: dict[str, st
 
 
 @pytest.mark.parametrize(("claim_node", "deleting", "replaced"), [
-    ("", False, False),  # launched, no Node yet: its 2 cpu count, the limit of 4 is reached
+    ("", False, False),  # launched, no Node yet: its 2 cpu count, the NodePool is past its limit of 6
     ("", True, True),  # being deleted: it counts against nothing
     ("n-busy", False, True),  # its Node is in the snapshot: counted once, as that node
 ])
@@ -518,7 +518,7 @@ def test_a_nodeclaim_launched_whose_node_has_not_registered_counts_against_the_l
     with its instance type's capacity (``StateNode.Capacity``), and the scheduler subtracts it from what the
     NodePool's limits leave. ebb counted only the Nodes, so it replaced ``big`` with a 2-cpu node past the limit."""
     pool = nodepool()
-    pool["spec"]["limits"] = {"cpu": "4"}
+    pool["spec"]["limits"] = {"cpu": "6"}
     claim = nodeclaim("nc-burst", claim_node, deleting=deleting,
                       labels={"node.kubernetes.io/instance-type": "m5.large"})
     if not claim_node:
@@ -557,8 +557,8 @@ def test_a_node_the_limits_keep_from_a_replacement_says_why_alone(others: int) -
     assert reason.startswith(
         "its pods do not fit on the other nodes (pod default/big-a: no remaining node has room for its requests (cpu "
         "6000m, memory 1.00Gi)), and not on one new node either (pod default/big-a: no NodePool offers an instance "
-        "type that fits it within its limits (NodePool default's limits (cpu 14) against what its nodes count (cpu 8) "
-        "leave no room for m5.2xlarge (cpu 8)))")
+        "type that fits it within its limits (NodePool default's nodes already count more than its limits allow (cpu "
+        "16 against cpu 14), so it launches no node))")
 
 
 @pytest.mark.parametrize(("requests", "slot", "written"), [
@@ -661,3 +661,72 @@ def test_a_nodepool_requirement_that_gives_no_label_is_named(operator: str, name
                     pod("p", "a", node_selector={"team": "x"}), node("b", labels={"team": "1"}), pod("q", "b"))
     words = f"NodePool default's requirement team {operator} gives a new node team=0"
     assert (words in blocked_of(out, "a")["reason"]) is named, out["blocked"]
+
+
+@pytest.mark.parametrize(("limits", "replaced"), [
+    ({"cpu": "8"}, True),  # its nodes count cpu 8 (big's 4, full's 4): at the limit, a replacement may still launch
+    ({"cpu": "7"}, False),  # past it: Karpenter's provisioner creates no NodeClaim in the NodePool
+    ({"memory": "31Gi"}, False),  # 32Gi counted (two m5.xlarge)
+    ({"nodes": "2"}, True),
+    ({"nodes": "1"}, False),  # two nodes count against a limit of one
+    ({"nodes": "1.5"}, False),  # a Quantity: two nodes exceed 1.5
+    ({"nodes": "1k"}, True),  # a Quantity: a thousand nodes
+    ({"gpu.example.com/a100": "0"}, True),  # a resource no node or type has: nothing counts against it
+])
+def test_a_nodepool_its_nodes_take_past_its_limits_launches_no_replacement(limits: dict[str, str],
+                                                                          replaced: bool) -> None:
+    """Karpenter's ``Provisioner.Create`` refuses a NodeClaim when its NodePool's usage (the candidate's node still
+    counted: replacements launch before it is deleted) is past one of its limits (``Limits.ExceededBy``: strictly
+    more), so a replacement there is never launched; at the limit exactly it is. The verdict says which limit."""
+    pool = nodepool()
+    pool["spec"]["limits"] = limits
+    full = node("full", itype="m5.xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    out = plan_dict(pool, node("big", itype="m5.xlarge"), pod("web", "big", cpu="500m"), full,
+                    pod("filler", "full", cpu="3900m"))
+    assert [(c["nodes"], c["action"]) for c in out["commands"]] == ([(["big"], "replace")] if replaced else [])
+    if not replaced:
+        assert "so it launches no node" in blocked_of(out, "big")["reason"]
+
+
+def test_a_replacement_comes_from_the_next_nodepool_when_the_heavier_one_is_past_its_limits() -> None:
+    """A NodePool past its limits is left out of the replacement's choice, as one that cannot launch is: the next by
+    weight launches it."""
+    heavy = nodepool("heavy", weight=50)
+    heavy["spec"]["limits"] = {"cpu": "3"}
+    out = plan_dict(heavy, nodepool("light"), node("big", pool="heavy", itype="m5.xlarge"),
+                    pod("web", "big", cpu="500m"))
+    assert [(c["nodes"], [r["nodePool"] for r in c["replacements"]]) for c in out["commands"]] == [
+        (["big"], ["light"])]
+
+
+def test_a_drift_replacement_the_limits_leave_no_room_for_names_them() -> None:
+    """A NodePool within its limits may still have no room for a replacement larger than the node it replaces (its
+    requirements now allow only larger types): the verdict names the limits, what the nodes count once the drifted
+    node is freed, and the smallest type that would hold its pod."""
+    pool = nodepool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                   "values": ["m5.2xlarge"]}])
+    pool["spec"]["limits"] = {"cpu": "4"}
+    out = plan_dict(pool, node("old", itype="m5.large"), pod("web", "old", cpu="500m"))
+    assert out["commands"] == []
+    assert ("NodePool default's limits (cpu 4) against what its nodes count (cpu 0) leave no room for m5.2xlarge "
+            "(cpu 8)") in blocked_of(out, "old")["reason"]
+
+
+@pytest.mark.parametrize(("asked", "on_a"), [
+    ({"operator": "DoesNotExist"}, {}),
+    ({"operator": "NotIn", "values": ["0"]}, {}),
+    ({"operator": "Gt", "values": ["5"]}, {"team": "9"}),
+])
+def test_a_made_up_value_a_pods_node_affinity_refuses_is_named(asked: dict[str, Any], on_a: dict[str, str]) -> None:
+    """A pod whose required node affinity refuses the value made up for a NodePool's key (``DoesNotExist``, ``NotIn``
+    it, or a ``Gt`` above it) fits no new node of that NodePool (docs/decisions.md): the sentence names the value, as
+    it does for a nodeSelector asking another."""
+    pool = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                  {"key": "team", "operator": "NotIn", "values": ["x"]}])
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "team", **asked}]}]}}}
+    out = plan_dict(pool, node("a", itype="m5.2xlarge", labels=on_a, node_hash=None),
+                    pod("p", "a", affinity=affinity), node("b", labels={"team": "0"}), pod("q", "b"))
+    reason = blocked_of(out, "a")["reason"]
+    assert "NodePool default's requirement team NotIn gives a new node team=0, a value made up" in reason
+    assert "so a pod that asks another value of it, or none, fits none" in reason

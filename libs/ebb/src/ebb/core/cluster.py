@@ -846,7 +846,8 @@ class ClusterView:
         """Where simulated pods should go first: the initialized nodes before those not initialized yet (as
         Karpenter's scheduler tries them, ``sortExistingNodes``: a pending pod is headed for a Ready node with room
         before one still booting), then the fullest nodes (least likely to be removed): by the share of their cpu
-        requested, the largest first, then by name."""
+        requested, the largest first, then by name (Karpenter tries them by name alone: a difference kept on purpose,
+        docs/decisions.md)."""
         derived = self.node_pods
         booting = set(self.uninitialized_owned())
         ranked: list[tuple[bool, float, str]] = []

@@ -984,8 +984,10 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
     expire = doc.duration("spec.template.spec.expireAfter",
                           doc.duration("spec.disruption.expireAfter", DEFAULT_EXPIRE_AFTER))
     limits = doc.resources("spec.limits")
-    if "nodes" in doc.mapping("spec.limits"):
-        limits["nodes"] = _number(doc, doc.mapping("spec.limits")["nodes"], "spec.limits.nodes")
+    if "nodes" in limits:
+        # a Quantity, as every limit ("1k" is 1000 nodes); a node count is whole, so a fraction's floor bounds it
+        # alike (a count exceeds 1.5 where it exceeds 1)
+        limits["nodes"] = parse_resource_nanos("nodes", doc.mapping("spec.limits")["nodes"]) // 10**9  # read above
     try:
         weight = int(doc.get("spec.weight", 0))
     except (TypeError, ValueError, OverflowError) as exc:

@@ -324,15 +324,18 @@ def fits_nowhere_cause(first: str, why: str, new: NewNodeWhy | None) -> BlockCau
 class _Launches:
     """What a refusal's new node read besides the bins: the compiled NodePools (the same object while nothing in them
     changed), what their nodes count against their limits (nothing of a NodePool whose limits refuse no type at that
-    usage, `Placement.limits_may_refuse`: its launches never read it), and the options and spot-to-spot settings
-    that decide when a replacement is given up."""
+    usage, `Placement.limits_may_refuse`: its launches never read it), the NodePools a new node may open in, in order
+    (`Scheduler.pool_order`: one past its limits opens none, whatever its usage's row says), and the options and
+    spot-to-spot settings that decide when a replacement is given up."""
 
     pools: object
     usage: tuple[bytes, ...]
+    order: tuple[int, ...]
     settings: object
 
     def same(self, other: _Launches) -> bool:
-        return self.pools is other.pools and self.usage == other.usage and self.settings == other.settings
+        return (self.pools is other.pools and self.usage == other.usage and self.order == other.order
+                and self.settings == other.settings)
 
 
 @dataclass
@@ -351,8 +354,10 @@ class KeptRefusals:
         set aside that refuse a replacement when one has room for a pod of its (`RefusalSession.held`)."""
         start = Start.of(state)
         pools = state.s.pools
-        launches = _Launches(pools, tuple(row.tobytes() if state.limits_may_refuse(p) else b""
-                                          for p, row in enumerate(state.pool_used)), settings)
+        # a NodePool past its limits says what its nodes counted when the pass began, whatever the state took out
+        usage = tuple(row.tobytes() + (state.s.pool_usage()[p].tobytes() if state.s.over_limits(p) else b"")
+                      if state.limits_may_refuse(p) else b"" for p, row in enumerate(state.pool_used))
+        launches = _Launches(pools, usage, tuple(state.s.pool_order), settings)
         kept: dict[str, Refusal] = {}
         changed: list[int] | None = None
         last = self._last

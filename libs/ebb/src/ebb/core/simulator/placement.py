@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ebb.core.labels import made_up_value
-from ebb.core.model import InstanceType, Node, Pod
+from ebb.core.labels import made_up_value, requirement_matches
+from ebb.core.model import InstanceType, Node, Pod, Requirement
 from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_min, trues
 from ebb.core.simulator.constraints import PodClass, Pool, format_requests, ports_clash
 from ebb.core.simulator.results import NewNode, SimulationResult
@@ -48,6 +48,10 @@ class Bins(Protocol):
 
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: what its nodes count against its limits when a simulation starts."""
+        ...
+
+    def over_limits(self, p_index: int) -> bool:
+        """Whether NodePool ``p_index``'s nodes already count more than one of its limits (it launches no node)."""
         ...
 
 
@@ -208,10 +212,13 @@ class Placement:
         """Whether NodePool ``p_index``'s limits may refuse a claim one of its offerings at its usage now (or less: a
         claim's own charge is released as it grows): False when it has none, or when `_limit_mask` keeps every
         offering (room for one more node of each of its types in everything it limits); a claim then launches as if
-        the NodePool had no limits, whatever its usage."""
+        the NodePool had no limits, whatever its usage. True for one past its limits (`Scheduler.over_limits`): it
+        launches nothing, and why says what its nodes count."""
         pool = self.s.pools[p_index]
         if not pool.pool.limits or not len(pool.types):
             return False
+        if self.s.over_limits(p_index):
+            return True
         mask = self._limit_mask(p_index)
         return mask is None or not bool(mask.all())
 
@@ -327,14 +334,16 @@ class Placement:
             holds = pool.combos_holding(req) & allowed
             if not any_set(holds):
                 continue
+            limited = [name for name in pool.pool.limits if name in s.r_index]
+            if s.over_limits(p_index):  # no claim opens there at all (`Scheduler.over_limits`)
+                held.append(f"NodePool {pool.pool.name}'s nodes already count more than its limits allow "
+                            f"({_limit_words(_counted(s.pool_usage()[p_index], pool.pool.limits, s.r_index))} "
+                            f"against {_limit_words(pool.pool.limits)}), so it launches no node")
+                continue
             mask = self._limit_mask(p_index)
             if mask is not None and any_set(holds & mask):
                 continue
-            used = self.pool_used[p_index]
-            limited = [name for name in pool.pool.limits if name in s.r_index]
-            counted = {name: int(used[s.r_index[name]]) for name in limited}
-            if "nodes" in pool.pool.limits:
-                counted["nodes"] = int(used[-1])
+            counted = _counted(self.pool_used[p_index], pool.pool.limits, s.r_index)
             # the type that holds the pod and asks least of the limits (of those, the cheapest): what the limits would
             # have to make room for
             floor = pool.type_floor(None)
@@ -358,23 +367,23 @@ class Placement:
                 + self._unlabelled_note(cls))
 
     def _unlabelled_note(self, cls: PodClass) -> str:
-        """The NodePool requirements that name no value of a key the pod selects a value of (its nodeSelector, or
-        ``In`` in a required node affinity term): ``Exists``, ``NotIn``, ``Gt``, ... give a new node the value made up
-        for the key (`made_up_value`; docs/decisions.md), so a pod selecting another fits no new node of that
-        NodePool; "" when none."""
+        """The NodePool requirements that name no value of a key the pod's nodeSelector or required node affinity
+        asks something of: ``Exists``, ``NotIn``, ``Gt``, ... give a new node the value made up for the key
+        (`made_up_value`; docs/decisions.md), so a pod that asks another value of it (or, ``DoesNotExist`` or
+        ``NotIn`` that value, none) fits no new node of that NodePool; "" when none."""
         spec = cls.spec
-        selected = set(spec.node_selector) | {r.key for term in spec.required_node_terms or () for r in term
-                                              if r.operator == "In"}
+        asked = [Requirement(key, "In", (value,)) for key, value in spec.node_selector.items()]
+        asked += [r for term in spec.required_node_terms or () for r in term]
         held = []
         for pool in self.s.pools:
             requirements = pool.pool.requirements
-            for key in sorted(selected - set(pool.pool.labels)):
+            for key in sorted({r.key for r in asked} - set(pool.pool.labels)):
                 value = made_up_value(requirements, key)
-                if value is not None:
+                if value is not None and not all(requirement_matches(r, {key: value}) for r in asked if r.key == key):
                     first = next(r for r in requirements if r.key == key)
                     held.append(f"NodePool {pool.pool.name}'s requirement {key} {first.operator} gives a new node "
                                 f"{key}={value}, a value made up as Karpenter's launch makes one")
-        return f" ({'; '.join(held)}, so a pod that selects another value fits none)" if held else ""
+        return f" ({'; '.join(held)}, so a pod that asks another value of it, or none, fits none)" if held else ""
 
     def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin
@@ -527,6 +536,15 @@ def _ties_types_to_zones(pool: Pool, mask: BoolArray, order: IntArray, cheapest:
     usable = np.zeros(len(pool.types) * zones, dtype=bool)
     usable[pair[mask & (pool.combo_ct_code == ct)]] = True
     return not bool(usable[pair[admitted]].all())
+
+
+def _counted(used: IntArray, limits: Mapping[str, int], r_index: Mapping[str, int]) -> dict[str, int]:
+    """What a NodePool's nodes count (``used``: its usage row, the node count last) against each of its ``limits``
+    the simulation knows (a resource no node or type has counts nothing)."""
+    counted = {name: int(used[r_index[name]]) for name in limits if name in r_index}
+    if "nodes" in limits:
+        counted["nodes"] = int(used[-1])
+    return counted
 
 
 def _limit_words(amounts: Mapping[str, int]) -> str:

@@ -179,11 +179,16 @@ class Scheduler:
         # heavier first, and of one weight the name later in the alphabet first (Karpenter's ``OrderByWeight``)
         later_name_first = sorted(range(len(self.pools)), key=lambda i: self.pools[i].pool.name, reverse=True)
         by_weight = sorted(later_name_first, key=lambda i: -self.pools[i].pool.weight)
+        self._pool_usage: list[IntArray] | None = None
+        #: each node's NodePool index (-1: none) and its capacity, then 1, as one row per node (`pool_charge`)
+        self._pool_charges: tuple[list[int], IntArray] | None = None
         #: where a new claim may open, in order: not in a static NodePool (``spec.replicas``), whose node count its
         #: own controller keeps (Karpenter's ``NewScheduler`` drops static NodePools from every simulation); a
         #: static NodePool's one-for-one replacement is asked for by name (`SimState.launching_in`); nor in one being
-        #: deleted or not Ready (`NodePool.launches`)
-        dynamic = [i for i in by_weight if self.pools[i].pool.replicas is None and self.pools[i].pool.launches]
+        #: deleted or not Ready (`NodePool.launches`), nor in one its nodes already take past its limits
+        #: (`over_limits`)
+        dynamic = [i for i in by_weight if self.pools[i].pool.replicas is None and self.pools[i].pool.launches
+                   and not self.over_limits(i)]
         self.pool_order = dynamic
         self._order_with = {static: [i for i in by_weight if i == static or i in dynamic]
                             for static in by_weight if self.pools[static].pool.replicas is not None}
@@ -192,9 +197,6 @@ class Scheduler:
         self._classes: dict[Interned, list[PodClass]] = {}
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
-        self._pool_usage: list[IntArray] | None = None
-        #: each node's NodePool index (-1: none) and its capacity, then 1, as one row per node (`pool_charge`)
-        self._pool_charges: tuple[list[int], IntArray] | None = None
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
         #: `SimState._narrowed`'s facts of a claim's offerings, by (pool, the offerings' mask as bytes)
         self._offering_facts: dict[tuple[int, bytes], tuple[IntArray, dict[str, int]]] = {}
@@ -424,6 +426,19 @@ class Scheduler:
         pool_of, capacity = self._pool_charges
         i = pool_of[b]
         return None if i < 0 else (i, capacity[b])  # a read-only row
+
+    def over_limits(self, p_index: int) -> bool:
+        """Whether NodePool ``p_index``'s nodes (and its NodeClaims still launching) already take more than one of its
+        limits, the nodes of a disruption's candidates included: Karpenter's provisioner then creates no NodeClaim in
+        it (``Provisioner.Create``: ``Limits.ExceededBy`` the cluster state's usage, which counts a candidate until
+        its replacements have launched), so a command that would launch one fails. A NodePool at its limit exactly
+        may still launch (a replacement's room is its candidate's: `SimState._limit_mask`)."""
+        limits = self.pools[p_index].pool.limits
+        if not limits:
+            return False
+        used = self.pool_usage()[p_index]
+        at = {name: -1 if name == "nodes" else self.r_index.get(name) for name in limits}  # None: a resource none has
+        return any(i is not None and used[i] > limits[name] for name, i in at.items())
 
     def pool_usage(self) -> list[IntArray]:
         """Per NodePool: the capacity of its nodes that are not being deleted, then their count: what its limits
@@ -954,7 +969,11 @@ class SimState(Placement):
                 if form < relaxed and max_new <= 0 and self._launch_in(cls, req) is not None:
                     # a new node would take it as it is: Karpenter relaxes a preference only when no node, new
                     # ones included, would take the pod, so the pod needs a new node this simulation may not open
-                    return self._whose(pod, self._explain_kept(pod, form)) if explain else UNEXPLAINED
+                    if not explain:
+                        return UNEXPLAINED
+                    if any(self._find_bin(looser, req, needs, 0) is not None for looser in classes[form + 1:]):
+                        return self._whose(pod, self._explain_kept(pod, form))
+                    break  # relaxed, it finds no node either: what keeps it off them is its own rules
         self._no_room = (classes, req, last)
         return self._whose(pod, self._explain(classes[-1], req, max_new)) if explain else UNEXPLAINED
 

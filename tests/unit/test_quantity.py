@@ -9,6 +9,7 @@ import pytest
 from ebb.core.quantity import (
     MAX_AMOUNT,
     QuantityError,
+    dollars,
     fmt_time,
     format_duration,
     parse_cpu_millis,
@@ -182,7 +183,15 @@ def test_parse_time_converts_to_utc(text: str, utc: datetime) -> None:
     assert parsed == utc and parsed.tzinfo is UTC
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "", "2026-13-01T00:00:00Z", "18:30"])
+@pytest.mark.parametrize("bad", [
+    "yesterday", "", "2026-13-01T00:00:00Z", "18:30",
+    # ISO 8601 forms that are no RFC 3339 time: a week date, a date alone, a time without minutes or seconds (it would
+    # silently mean 18:00), the basic format
+    "2026-W48-1", "2026-11-23", "2026-11-23T18", "2026-11-23T18:30Z", "20261123T183000Z",
+    # instants outside 1970..2262, and offsets that take a time past what a datetime holds (an OverflowError before)
+    "1969-12-31T23:59:59Z", "2262-04-12T00:00:00Z", "9999-12-31T23:00:00Z", "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+])
 def test_parse_time_refuses_what_is_no_time(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_time(bad)
@@ -195,3 +204,13 @@ def test_parse_time_refuses_what_is_no_time(bad: str) -> None:
 ])
 def test_fmt_time_writes_utc(moment: datetime, text: str) -> None:
     assert fmt_time(moment) == text
+
+
+@pytest.mark.parametrize(("amount", "written"), [
+    (0.0, "0.0000"), (0.096, "0.0960"), (12.5, "12.5000"), (0.00005, "0.0001"),
+    (9.6e-08, "0.000000096"),  # a reservation's price (a ten-millionth of on-demand) keeps two significant digits
+    (1.92e-07, "0.00000019"), (-2.9e-07, "-0.00000029"), (4e-05, "0.000040"),
+])
+def test_dollars_keep_two_significant_digits_of_an_amount_too_small_for_four_decimals(amount: float,
+                                                                                     written: str) -> None:
+    assert dollars(amount) == written

@@ -112,3 +112,56 @@ def test_a_replacement_held_back_by_a_dear_reserved_offering_says_so() -> None:
     assert out["commands"] == []
     reason = blocked_of(out, "x")["reason"]
     assert "its pods need a node costing $0.9000/h or more (as the reserved capacity that holds them" in reason, reason
+
+
+@pytest.mark.parametrize("method", ["drift", "expiration"])
+def test_a_replacement_whose_cheapest_option_is_reserved_lists_only_reserved_options(method: str) -> None:
+    """``FinalizeScheduling`` narrows a NodeClaim that takes a reserved offering to reserved: its instance types are
+    those with a reserved offering, even when its cheapest option was reserved already (small.large reserved at $0.01
+    is the cheapest; big.xlarge has no reserved offering and is no option of the launch)."""
+    docs = _cluster()
+    if method == "drift":
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], node_hash="h1")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi", node_hash="h0")
+    else:
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], expire_after="24h")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi")
+    out = plan_dict(_catalog(reserved=0.01), *docs)
+    [replacement] = out["commands"][0]["replacements"]
+    assert (replacement["capacityType"], replacement["instanceTypes"]) == ("reserved", ["small.large"])
+
+
+@pytest.mark.parametrize(("zone", "price"), [("us-east-1a", 1.60), ("us-east-1c", 1.60)])
+def test_a_reserved_node_whose_reservation_is_gone_is_priced_as_on_demand(zone: str, price: float) -> None:
+    """A reserved node whose type has no reserved offering left costs what AWS demotes it to, on-demand (in its zone,
+    or the type's cheapest on-demand offering where its zone has none), not the type's cheapest offering of any
+    capacity type (spot)."""
+    out = plan_dict(_catalog(), nodepool(requirements=ANY_CT),
+                    node("x", itype="big.xlarge", capacity_type="reserved", zone=zone, cpu="8", memory="32Gi"),
+                    pod("p", "x", cpu="6", memory="1Gi"))
+    assert out["cost"]["before"] == price
+
+
+def test_a_pod_only_unavailable_offerings_would_take_is_told_so() -> None:
+    """Every reserved offering the pod asks for is unavailable (the reservation is full): the verdict names them, not
+    only "no NodePool can launch a node it tolerates and matches", which reads as taints or selectors."""
+    reserved_only = {"karpenter.sh/capacity-type": "reserved"}
+    types = _catalog(reserved=0.01)
+    for it in types["spec"]["instanceTypes"]:
+        for offering in it["offerings"]:
+            if offering["capacityType"] == "reserved":
+                offering["available"] = False
+    out = plan_dict(types, nodepool(requirements=ANY_CT),
+                    node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi"),
+                    pod("p", "x", cpu="500m", memory="1Gi", node_selector=reserved_only))
+    reason = blocked_of(out, "x")["reason"]
+    assert ("no NodePool can launch a node it tolerates and matches (the catalog marks unavailable offerings it would "
+            "take: reserved small.large in us-east-1a, reserved small.large in us-east-1b)") in reason, reason
+
+
+def test_a_reservations_tiny_price_is_written_with_its_significant_digits() -> None:
+    """Karpenter's AWS provider prices a reserved offering at a ten-millionth of on-demand: four decimals would write
+    it $0.0000/h, as if it cost nothing, and two such prices would read equal."""
+    out = plan_dict(_catalog(reserved=5e-08), *_cluster())
+    [command] = out["commands"]
+    assert "at $0.000000050/h instead of $0.8000/h" in command["explanation"], command["explanation"]

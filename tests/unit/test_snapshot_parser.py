@@ -1025,3 +1025,13 @@ def test_replicas_selecting_namespaces_by_label_are_resolved_alike() -> None:
     assert chosen == {"web-1": {"data", "etl"}, "web-2": {"data", "etl"}, "lone": frozenset()}
     assert all(by_name[n].spec.pod_anti_affinity[0].namespace_selector is None for n in chosen)
     assert by_name["plain"].spec.pod_anti_affinity == ()
+
+
+@pytest.mark.parametrize("stamp", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00+01:00", "2026-W48-1"])
+def test_an_objects_timestamp_out_of_range_is_refused_naming_its_field(stamp: str) -> None:
+    """A creationTimestamp no cluster writes (year 9999, year 1 with an offset, a week date) is refused as bad input
+    naming the document and field, where the pass crashed (an OverflowError adding expireAfter to it)."""
+    doc = node("n1")
+    doc["metadata"]["creationTimestamp"] = stamp
+    with pytest.raises(SnapshotError, match=r"metadata\.creationTimestamp.*RFC 3339 time from 1970 to 2262"):
+        parse_documents([nodepool(), doc], bundled_catalog=[])

@@ -193,7 +193,8 @@ def parse_time_option(value: str, option: str) -> datetime:
     try:
         return parse_time(value)
     except ValueError as exc:
-        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}", param_hint=option) from exc
+        raise typer.BadParameter(f"{value!r} is not an RFC 3339 time from 1970 to 2262 like {TIME_EXAMPLE}",
+                                 param_hint=option) from exc
 
 
 def parse_duration_option(value: str, option: str, *, zero: bool = False) -> timedelta:

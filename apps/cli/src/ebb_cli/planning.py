@@ -121,7 +121,7 @@ def _parse_now(value: str | None) -> datetime:
     try:
         return parse_time(value)
     except ValueError as exc:
-        raise InputError(f"--now: {value!r} is not an RFC 3339 time like {TIME_EXAMPLE}") from exc
+        raise InputError(f"--now: {value!r} is not an RFC 3339 time from 1970 to 2262 like {TIME_EXAMPLE}") from exc
 
 
 def make(request: PlanRequest) -> Planned:

@@ -67,7 +67,7 @@ def parse_now(value: Any, loc: tuple[str, ...]) -> datetime:
     try:
         return parse_time(value)
     except ValueError as exc:
-        raise PlanInputError(loc, f"{value!r} is not an RFC 3339 time like {TIME_EXAMPLE}") from exc
+        raise PlanInputError(loc, f"{value!r} is not an RFC 3339 time from 1970 to 2262 like {TIME_EXAMPLE}") from exc
 
 
 def _flag(value: Any, loc: tuple[str, ...]) -> bool:

@@ -33,9 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Final
 
 from ebb.core.model import Hold
-from ebb.core.quantity import fmt_time, format_duration
+from ebb.core.quantity import dollars, fmt_time, format_duration
 
 
 class Cause(StrEnum):
@@ -409,6 +410,15 @@ def _named(spec: str) -> Callable[[object, Mapping[str, object]], str] | None:
     return _below(spec)
 
 
+def _dollars(value: object, _values: Mapping[str, object]) -> str:
+    return dollars(float(value)) if isinstance(value, int | float) else str(value)
+
+
+#: how a ``${x:.4f}`` amount is written (`ebb.core.quantity.dollars`: an amount too small for four decimals keeps two
+#: significant digits)
+_DOLLARS: Final = _dollars
+
+
 def _compile(template: str) -> _Template:
     parts: list[str] = []
     derived: list[tuple[str, str, Callable[[object, Mapping[str, object]], str]]] = []
@@ -416,7 +426,7 @@ def _compile(template: str) -> _Template:
         parts.append(literal.replace("{", "{{").replace("}", "}}"))
         if name is None:
             continue
-        named = _named(spec or "")
+        named = _DOLLARS if spec == ".4f" and literal.endswith("$") else _named(spec or "")
         if named is not None:
             field_name = f"{name}__{len(derived)}"
             derived.append((field_name, name, named))

@@ -36,6 +36,8 @@ from ebb.core.model import (
     ANNOTATION_DO_NOT_CONSOLIDATE,
     ANNOTATION_DO_NOT_DISRUPT,
     ANNOTATION_DO_NOT_EVICT,
+    CAPACITY_ON_DEMAND,
+    CAPACITY_RESERVED,
     LABEL_CAPACITY_TYPE,
     LABEL_INITIALIZED,
     LABEL_INSTANCE_TYPE,
@@ -89,18 +91,27 @@ def on_lifetime_grid(moment: datetime, step: int) -> datetime:
 def node_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> tuple[float, bool]:
     """What a node of type ``it`` in ``zone`` and ``capacity_type`` costs an hour, and whether its offering was found:
     the offering of its zone and capacity type, else the cheapest of its capacity type, else the cheapest of all
-    (kept on the type, `InstanceType.node_prices`)."""
+    (kept on the type, `InstanceType.node_prices`). A reserved node whose type has no reserved offering left (its
+    reservation is gone) is priced as on-demand, in its zone if offered there: AWS demotes such an instance to
+    on-demand."""
     place = (zone, capacity_type)
     known = it.node_prices.get(place)
     if known is None:
-        exact = [o.price for o in it.offerings if o.zone == zone and o.capacity_type == capacity_type]
-        if exact:
-            price = exact[0]
-        else:
-            same_ct = [o.price for o in it.offerings if o.capacity_type == capacity_type]
-            price = min(same_ct) if same_ct else min(o.price for o in it.offerings)
-        known = it.node_prices[place] = (price, True)
+        price = _offered_price(it, zone, capacity_type)
+        if price is None and capacity_type == CAPACITY_RESERVED:
+            price = _offered_price(it, zone, CAPACITY_ON_DEMAND)
+        known = it.node_prices[place] = (min(o.price for o in it.offerings) if price is None else price, True)
     return known
+
+
+def _offered_price(it: InstanceType, zone: str | None, capacity_type: str | None) -> float | None:
+    """The price of ``it``'s offering in ``zone`` and ``capacity_type``, else its cheapest of ``capacity_type``, else
+    None."""
+    exact = [o.price for o in it.offerings if o.zone == zone and o.capacity_type == capacity_type]
+    if exact:
+        return exact[0]
+    same_ct = [o.price for o in it.offerings if o.capacity_type == capacity_type]
+    return min(same_ct) if same_ct else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ import math
 import re
 from datetime import UTC, datetime
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, DivisionByZero, InvalidOperation, Overflow
+from typing import Final
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -198,6 +199,15 @@ def format_duration(seconds: float) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
+def dollars(amount: float) -> str:
+    """A price or saving in dollars as the explanations write it: four decimals (``0.0960``), and an amount too small
+    for them two significant digits (``0.000000096``: a capacity reservation's price, which Karpenter's AWS provider
+    puts at a ten-millionth of on-demand), so two such amounts do not both read ``0.0000``."""
+    if amount == 0 or not math.isfinite(amount) or abs(amount) >= 0.00005:
+        return f"{amount:.4f}"
+    return f"{amount:.{1 - math.floor(math.log10(abs(amount)))}f}"
+
+
 def fmt_time(moment: datetime) -> str:
     """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z).
     An aware moment in another zone is converted (00:15+01:00 is 23:15Z the day before); a naive one is UTC."""
@@ -209,8 +219,32 @@ def fmt_time(moment: datetime) -> str:
 TIME_EXAMPLE = "2026-11-23T18:30:00Z"
 
 
+#: an RFC 3339 date-time (the offset may be left out: the time is then UTC), and nothing else ISO 8601 allows
+_RFC3339: Final = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?")
+#: the times ebb takes: from the Unix epoch to the last second Go's ``time.Time.UnixNano`` holds (Kubernetes and
+#: Karpenter count durations in int64 nanoseconds); an instant beyond them is a typo, and durations added to it would
+#: leave what a datetime holds
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(2262, 4, 11, 23, 47, 16, tzinfo=UTC)
+
+
 def parse_time(text: str) -> datetime:
-    """An RFC 3339 time as the user gives it (``--now``, ``?now=``): ``Z`` or an offset, converted to UTC; a
-    time without an offset is taken as UTC. ValueError for anything else."""
-    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    """An RFC 3339 time as the user gives it (``--now``, ``?now=``, an object's timestamps): ``Z`` or an offset,
+    converted to UTC; a time without an offset is taken as UTC. ValueError for anything else (a week date, a date
+    alone, a time without seconds) and for a time before 1970 or after 2262 (`in_time_range`)."""
+    written = text.strip()
+    if not _RFC3339.fullmatch(written):
+        raise ValueError(f"{text!r} is not an RFC 3339 time")
+    moment = datetime.fromisoformat(written.replace("Z", "+00:00").replace("z", "+00:00"))
+    return in_time_range(moment)
+
+
+def in_time_range(moment: datetime) -> datetime:
+    """``moment`` in UTC (a naive one is taken as UTC); ValueError when it is before 1970 or after 2262."""
+    try:
+        moment = moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    except OverflowError as exc:  # an offset that takes it past year 1 or 9999
+        raise ValueError(f"{moment.isoformat()} is out of range") from exc
+    if not EARLIEST_TIME <= moment <= LATEST_TIME:
+        raise ValueError(f"{fmt_time(moment)} is before 1970 or after 2262")
+    return moment

@@ -87,11 +87,13 @@ from ebb.core.model import (
 from ebb.core.quantity import (
     MAX_DURATION_SECONDS,
     QuantityError,
+    in_time_range,
     nanos_to_amount,
     parse_duration,
     parse_go_int,
     parse_resource,
     parse_resource_nanos,
+    parse_time,
     positive_duration,
 )
 from ebb.core.volumes import IN_TREE_DRIVERS, with_volume_topology
@@ -186,13 +188,12 @@ class _Doc:
     def parse_time(self, value: Any, path: str) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
         try:
-            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            if isinstance(value, datetime):  # a YAML timestamp, read by the loader
+                return in_time_range(value)
+            return parse_time(str(value))
         except ValueError as exc:
-            raise self.fail(path, f"{value!r} is not an RFC 3339 time") from exc
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            raise self.fail(path, f"{value!r} is not an RFC 3339 time from 1970 to 2262") from exc
 
     def resources(self, path: str) -> dict[str, int]:
         return self.as_resources(self.get(path, {}), path)

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.model import Node, NodePool, Pod
+from ebb.core.quantity import dollars
 
 EPSILON = 1e-9
 
@@ -128,8 +129,8 @@ def words(view: _View, nodes: Sequence[str], savings: float) -> str:
     its NodePools ask when one is set."""
     found = evictions(view, nodes)
     if not found.pods:
-        return f"; it evicts no pods and saves ${savings:.4f}/h"
-    text = f"; it evicts {_pods(found.pods)}{_weighted(found)} to save ${savings:.4f}/h"
+        return f"; it evicts no pods and saves ${dollars(savings)}/h"
+    text = f"; it evicts {_pods(found.pods)}{_weighted(found)} to save ${dollars(savings)}/h"
     if found.weight <= EPSILON:  # their priority and pod-deletion-cost weigh them at nothing: no per-pod figure
         return text + ", and no eviction weighs against it"
     per_pod = savings / found.weight
@@ -137,6 +138,6 @@ def words(view: _View, nodes: Sequence[str], savings: float) -> str:
         price = max(price for _, price in found.sources)
         if abs(per_pod - price) <= EPSILON:  # met exactly: the figure is the price, not its rounding below it
             per_pod = price
-        return (text + f", ${per_pod:.4f}/h per evicted pod (at least ${price:.4f}/h asked by "
+        return (text + f", ${dollars(per_pod)}/h per evicted pod (at least ${dollars(price)}/h asked by "
                 f"{' and '.join(source for source, _ in found.sources)}'s minimumSavingPerEvictedPod)")
-    return text + f", ${per_pod:.4f}/h per evicted pod"
+    return text + f", ${dollars(per_pod)}/h per evicted pod"

@@ -44,6 +44,7 @@ from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError, allocatable_of, nodeclaim_object
 from ebb.core.model import ANNOTATION_DECISION_ID, TAINT_EBB_DISRUPTED, InstanceType
+from ebb.core.quantity import dollars
 
 GROUP: Final = "karpenter.sh"
 VERSION: Final = "v1"
@@ -152,7 +153,7 @@ class KarpenterProvider:
                 raise LaunchError(f"NodeClaim {name} exists and was not created for decision {decision_id}")
         types = ", ".join(replacement.instance_types)
         return Launched(name, f"NodeClaim of {types} ({replacement.capacity_type}) in {', '.join(replacement.zones)}; "
-                              f"{replacement.instance_types[0]} at ${replacement.price:.4f}/h")
+                              f"{replacement.instance_types[0]} at ${dollars(replacement.price)}/h")
 
     async def ready(self, name: str) -> bool:
         claim = await self.claims.read_nodeclaim(name)

@@ -31,6 +31,7 @@ from ebb.adapters.provider import Launched, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError
 from ebb.core.model import LABEL_NODEPOOL, TAINT_DISRUPTED
+from ebb.core.quantity import dollars
 
 #: the disruption taint where ebb removes Nodes itself: Karpenter's
 DISRUPTED_TAINT: Final[Mapping[str, str]] = {"key": TAINT_DISRUPTED, "effect": "NoSchedule"}
@@ -80,7 +81,8 @@ class NodeProvider:
 
     async def launch(self, name: str, replacement: Replacement, *, decision_id: str) -> Launched:
         spec = await self._launcher().launch(name, replacement, decision_id=decision_id)
-        return Launched(spec.name, f"{spec.instance_type} ({spec.capacity_type}) in {spec.zone} at ${spec.price:.4f}/h")
+        return Launched(spec.name,
+                        f"{spec.instance_type} ({spec.capacity_type}) in {spec.zone} at ${dollars(spec.price)}/h")
 
     async def ready(self, name: str) -> bool:
         return await self._launcher().ready(name)

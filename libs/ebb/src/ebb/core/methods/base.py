@@ -242,7 +242,7 @@ def reserved_first(state: SimState, new: NewNode) -> NewNode:
     reserves them, and ``FinalizeScheduling`` narrows the NodeClaim to reserved whatever they cost), for every method
     that launches a replacement."""
     _, reserved = state.claim_capacity_types(new.hostname)
-    if reserved and new.capacity_type != CAPACITY_RESERVED:
+    if reserved:  # narrowed even when its cheapest option is reserved already: its other options may not be
         return state.launched_as(new.hostname, CAPACITY_RESERVED) or new
     return new
 

@@ -97,6 +97,7 @@ from ebb.core.methods.consolidation import (
 )
 from ebb.core.methods.kept import NewNodeWhy, RefusalSession, StepsAlike, alone_verdict, new_node_why
 from ebb.core.model import CAPACITY_SPOT, Pod
+from ebb.core.quantity import dollars
 from ebb.core.simulator.results import NewNode
 from ebb.core.simulator.scheduler import has_pod_affinity
 
@@ -369,7 +370,7 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: st
             if short is not None:
                 return short
         return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
-                       f"{len(taken)} nodes costing ${removed_price:.4f}/h " + _replaced_by(replacements) + how
+                       f"{len(taken)} nodes costing ${dollars(removed_price)}/h " + _replaced_by(replacements) + how
                        + worth.words(view, taken, savings) + balanced.approval(scores))
     finally:
         state.rollback(mark)
@@ -381,7 +382,7 @@ def _replaced_by(replacements: tuple[Replacement, ...]) -> str:
         return "deleted; their pods fit on the other nodes"
     if len(replacements) == 1:
         return f"replaced by one {replacements[0].instance_types[0]}"
-    launched = ", ".join(f"{r.instance_types[0]} (${r.price:.4f}/h)" for r in replacements)
+    launched = ", ".join(f"{r.instance_types[0]} (${dollars(r.price)}/h)" for r in replacements)
     return f"replaced by {len(replacements)} nodes: {launched}"
 
 
@@ -475,7 +476,7 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
             best = None
         else:
             best = replace(best, explanation=best.explanation + (
-                f"; one at a time its nodes would save ${alone:.4f}/h" if alone > EPSILON else
+                f"; one at a time its nodes would save ${dollars(alone)}/h" if alone > EPSILON else
                 "; none of its nodes consolidates on its own"))
     sizes = sorted(refused)
     for at, name in enumerate(considered):

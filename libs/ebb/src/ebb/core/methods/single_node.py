@@ -59,6 +59,7 @@ from ebb.core.methods.kept import (
     simple,
 )
 from ebb.core.model import Interned, Pod, PodAffinityTerm, placement_order
+from ebb.core.quantity import dollars
 from ebb.core.simulator.scheduler import SimState
 from ebb.core.simulator.topology import Topology
 
@@ -137,8 +138,8 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
     if isinstance(replacement, BlockCause):
         return BlockCause(Cause.NO_REPLACEMENT, no_delete, replacement)
     return Command(NAME, REASON, "replace", (name,), (replacement,), price - replacement.price, placements,
-                   f"{name}: replaced by a {replacement.instance_types[0]} at ${replacement.price:.4f}/h "
-                   f"instead of ${price:.4f}/h")
+                   f"{name}: replaced by a {replacement.instance_types[0]} at ${dollars(replacement.price)}/h "
+                   f"instead of ${dollars(price)}/h")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ebb.core.labels import made_up_value, requirement_matches
-from ebb.core.model import InstanceType, Node, Pod, Requirement
+from ebb.core.labels import made_up_value, requirement_matches, terms_match
+from ebb.core.model import (
+    LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_TYPE,
+    LABEL_ZONE,
+    InstanceType,
+    Node,
+    Pod,
+    Requirement,
+    Snapshot,
+)
 from ebb.core.simulator.arrays import BoolArray, IntArray, all_of_rows, any_set, reduce_min, trues
 from ebb.core.simulator.constraints import PodClass, Pool, format_requests, ports_clash
 from ebb.core.simulator.results import NewNode, SimulationResult
@@ -38,6 +47,7 @@ class Bins(Protocol):
     node_index: dict[str, int]
     resources: tuple[str, ...]
     r_index: dict[str, int]
+    snapshot: Snapshot
     node_free: IntArray
     node_open: BoolArray
     max_bins: int
@@ -364,7 +374,30 @@ class Placement:
         volumes rule out every offering)."""
         return (", and no NodePool can launch a node it tolerates and matches"
                 + (" where its volumes can be attached" if cls.spec.volume_terms is not None else "")
-                + self._unlabelled_note(cls))
+                + self._unlabelled_note(cls) + self._unavailable_note(cls))
+
+    def _unavailable_note(self, cls: PodClass) -> str:
+        """The offerings the catalog marks unavailable (a full capacity reservation, a capacity shortage) that the
+        pod's nodeSelector and required node affinity would take, at most three named: no node launches on them, so
+        they may be all that kept it off a new node; "" when none."""
+        spec = cls.spec
+        named: list[str] = []
+        count = 0
+        for it in self.s.snapshot.instance_types:
+            for off in it.offerings:
+                if off.available:
+                    continue
+                labels = {**it.labels, **dict(off.labels), LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: off.zone,
+                          LABEL_CAPACITY_TYPE: off.capacity_type}
+                if all(labels.get(k) == v for k, v in spec.node_selector.items()) and (
+                        not spec.required_node_terms or terms_match(spec.required_node_terms, labels)):
+                    count += 1
+                    if len(named) < 3:
+                        named.append(f"{off.capacity_type} {it.name} in {off.zone}")
+        if not count:
+            return ""
+        more = f", and {count - len(named)} more" if count > len(named) else ""
+        return f" (the catalog marks unavailable offerings it would take: {', '.join(named)}{more})"
 
     def _unlabelled_note(self, cls: PodClass) -> str:
         """The NodePool requirements that name no value of a key the pod's nodeSelector or required node affinity

@@ -132,3 +132,24 @@ def test_a_template_label_on_an_instance_type_key_is_a_requirement(label: dict[s
     (command,) = out["commands"]
     (replacement,) = command["replacements"]
     assert set(replacement["instanceTypes"]) == allowed, replacement
+
+
+@pytest.mark.parametrize(("requirements", "planned"), [
+    ([{"key": "kubernetes.io/os", "operator": "In", "values": ["linux", "windows"]}], "linux"),
+    ([{"key": "kubernetes.io/os", "operator": "Exists"}], "linux"),
+    ([], "linux"),
+])
+def test_a_windows_pod_in_a_nodepool_planned_as_linux_is_told_so(requirements: list[dict[str, Any]],
+                                                                planned: str) -> None:
+    """A NodePool that admits both operating systems plans its new nodes as the first its types list (linux): a
+    Windows pod fits none of them (a difference, docs/decisions.md), and the verdict says so, where it said only "no
+    NodePool can launch a node it tolerates and matches" (and, for ``Exists``, that a made-up kubernetes.io/os=0 was
+    why)."""
+    both = {**instance_type("m5.xlarge", "4", "16Gi", 58, 0.192), "operatingSystems": ["linux", "windows"]}
+    docs = _windows_cluster(both)
+    docs[1] = nodepool(requirements=requirements, node_hash="h2")
+    reason = plan_dict(*docs)["blocked"]
+    (why,) = [b["reason"] for b in reason if b["node"] == "w"]
+    assert f"NodePool default's new nodes are planned as {planned}, the first operating system of their types it " \
+           "admits" in why
+    assert "kubernetes.io/os=0" not in why

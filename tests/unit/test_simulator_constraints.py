@@ -730,3 +730,44 @@ def test_a_made_up_value_a_pods_node_affinity_refuses_is_named(asked: dict[str, 
     reason = blocked_of(out, "a")["reason"]
     assert "NodePool default's requirement team NotIn gives a new node team=0, a value made up" in reason
     assert "so a pod that asks another value of it, or none, fits none" in reason
+
+
+@pytest.mark.parametrize(("src_ip", "dst_ip", "moves"), [
+    ("fd00::1", "FD00:0:0::1", False),  # one IPv6 address written two ways
+    ("10.0.0.1", "::ffff:10.0.0.1", False),  # an IPv4-mapped IPv6 address is the IPv4 one (Go's net.IP.Equal)
+    ("fd00::1", "fd00::2", True),
+])
+def test_two_spellings_of_one_host_ip_clash(src_ip: str, dst_ip: str, moves: bool) -> None:
+    """Karpenter's ``HostPortUsage`` compares host IPs with ``net.IP.Equal``: two spellings of one address hold the
+    same port, and p may not move next to the proxy."""
+    out = plan_dict(
+        nodepool(),
+        node("src", itype="t3.medium", zone="us-east-1a"),
+        node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
+        _on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
+        _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), src_ip),
+    )
+    assert ("src" in disrupted(out)) is moves
+
+
+@pytest.mark.parametrize(("phase", "deleting", "moves"), [
+    ("Running", True, False),  # being deleted but still running: it holds 8080 until it stops
+    ("Succeeded", True, True),  # finished: its port is free
+    ("Running", False, False),
+])
+def test_a_pod_being_deleted_holds_its_host_port_until_it_stops(phase: str, deleting: bool, moves: bool) -> None:
+    """Karpenter's state node keeps a pod's host ports until the pod is terminal, and kube-scheduler's NodePorts
+    counts them while the pod is on the node: p may not move onto dst while the old proxy, being deleted, still runs
+    there. ebb read the port as free, so p would have stayed Pending."""
+    proxy = pod("proxy", "dst", host_port=8080, phase=phase)
+    if deleting:
+        proxy["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
+    out = plan_dict(
+        nodepool(),
+        node("src", itype="t3.medium", zone="us-east-1a"),
+        node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
+        proxy, pod("p", "src", cpu="300m", memory="256Mi", host_port=8080),
+    )
+    assert ("src" in disrupted(out)) is moves

@@ -656,14 +656,20 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, 
 
 def _host_ip(value: Any) -> str:
     """A host port's address: unset, or an unspecified one (0.0.0.0, or IPv6's ::, which Karpenter's
-    ``HostPortUsage`` reads as every address too), is every address, "0.0.0.0"."""
+    ``HostPortUsage`` reads as every address too), is every address, "0.0.0.0"; another is written one way, so that
+    two spellings of one address clash as Karpenter's ``net.IP.Equal`` finds them equal (``FD00:0:0::1`` is
+    ``fd00::1``, and an IPv4-mapped ``::ffff:10.0.0.1`` is ``10.0.0.1``)."""
     if not value:
         return "0.0.0.0"
     text = str(value)
     try:
-        return "0.0.0.0" if ipaddress.ip_address(text).is_unspecified else text
+        address = ipaddress.ip_address(text)
     except ValueError:
         return text
+    if address.is_unspecified:
+        return "0.0.0.0"
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped or address)
 
 
 def _pod_level_requests(doc: _Doc, path: str, resources: Any, asked: Iterable[str]) -> dict[str, int]:

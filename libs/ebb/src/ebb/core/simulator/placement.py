@@ -19,10 +19,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ebb.core.labels import made_up_value, requirement_matches, terms_match
+from ebb.core.labels import made_up_value, requirement_matches, requirements_match, terms_match
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
+    LABEL_OS,
     LABEL_ZONE,
     InstanceType,
     Node,
@@ -410,13 +411,36 @@ class Placement:
         held = []
         for pool in self.s.pools:
             requirements = pool.pool.requirements
+            given = pool.combo_labels.labels_of(0) if len(pool.combo_labels) else {}  # the labels its new nodes get
             for key in sorted({r.key for r in asked} - set(pool.pool.labels)):
                 value = made_up_value(requirements, key)
-                if value is not None and not all(requirement_matches(r, {key: value}) for r in asked if r.key == key):
+                # (a key a type or offering labels, or one never made up, such as kubernetes.io/os, has its own value)
+                if value is None or given.get(key) != value:
+                    continue
+                if not all(requirement_matches(r, {key: value}) for r in asked if r.key == key):
                     first = next(r for r in requirements if r.key == key)
                     held.append(f"NodePool {pool.pool.name}'s requirement {key} {first.operator} gives a new node "
                                 f"{key}={value}, a value made up as Karpenter's launch makes one")
-        return f" ({'; '.join(held)}, so a pod that asks another value of it, or none, fits none)" if held else ""
+        note = f" ({'; '.join(held)}, so a pod that asks another value of it, or none, fits none)" if held else ""
+        return note + self._os_note(asked)
+
+    def _os_note(self, asked: Sequence[Requirement]) -> str:
+        """The NodePools whose new nodes are planned with an operating system the pod refuses though their
+        requirements admit one it asks for: a type's nodes run the first of its ``operatingSystems`` the NodePool
+        admits (`InstanceType.os_under`; docs/decisions.md); "" when none."""
+        on_os = [r for r in asked if r.key == LABEL_OS]
+        if not on_os:
+            return ""
+        held = []
+        for pool in self.s.pools:
+            planned = {pool.combo_labels.labels_of(i).get(LABEL_OS, "") for i in range(len(pool.combo_labels))}
+            admits = [r for r in pool.pool.requirements if r.key == LABEL_OS]
+            wanted = {os for it in pool.types for os in it.operating_systems
+                      if requirements_match(on_os, {LABEL_OS: os}) and requirements_match(admits, {LABEL_OS: os})}
+            if wanted and not wanted & planned:
+                held.append(f"NodePool {pool.pool.name}'s new nodes are planned as {', '.join(sorted(planned))}, the "
+                            f"first operating system of their types it admits")
+        return f" ({'; '.join(held)})" if held else ""
 
     def _set_aside_note(self, cls: PodClass, req: IntArray, closed: int = -1) -> str:
         """Which node set aside (`set_aside`) the pod would otherwise fit on, and why it was set aside (not bin

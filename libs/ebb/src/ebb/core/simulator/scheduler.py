@@ -607,6 +607,15 @@ class SimState(Placement):
             if ports:
                 for i in at:
                     self.ports.setdefault(i, set()).update(ports)
+        # a pod being deleted counts in no spread (kube-scheduler skips terminating pods), but holds its host ports
+        # until it has stopped: Karpenter's state node and kube-scheduler's NodePorts release them only then
+        if s.derived is not None:
+            held = [(i, d.derived("deleting_ports", _deleting_ports)) for i, d in enumerate(s.derived)]
+        else:
+            held = [(i, _deleting_ports(pods)) for i, pods in enumerate(s.pods_on)]
+        for i, still in held:
+            if still:
+                self.ports.setdefault(i, set()).update(still)
 
     def _bound_listed(self) -> list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]:
         """The memberships of each class of the bound pods that raises a count or holds a host port (most classes do
@@ -1255,6 +1264,11 @@ class SimState(Placement):
                     code = code_of[key] = self.topology.claim_code(claim.pool, claim.mask, key)
                 if codes[b] != code:
                     self._set(codes, b, code)
+
+def _deleting_ports(pods: Sequence[Pod]) -> frozenset[tuple[str, int, str]]:
+    """The host ports the pods being deleted among ``pods`` (a node's active pods) still hold."""
+    return frozenset(port for pod in pods if pod.deleting for port in host_ports(pod.spec))
+
 
 def simulate(snapshot: Snapshot, pods: Sequence[Pod], *, remove: Iterable[str] = (), max_new: int = 10**9,
              node_order: Sequence[str] | None = None, derived: Mapping[str, node_pods.NodePods] | None = None,

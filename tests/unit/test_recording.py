@@ -613,3 +613,17 @@ def test_anonymized_namespaces_still_match_the_namespace_selectors_of_pods() -> 
     snapshot = parse_documents(cluster)
     (term,) = next(p for p in snapshot.pods if p.name == secret.hashed("a")).spec.pod_anti_affinity
     assert term.namespaces == frozenset({secret.hashed("billing"), secret.hashed("audit")})
+
+
+def test_a_recording_keeps_a_pods_dra_claims_by_name_and_its_scheduling_gates() -> None:
+    """What a simulation reads of Dynamic Resource Allocation (that the pod, or a container, has a claim) and of
+    scheduling gates survives redaction: the claims by name only, not the claim or template they name."""
+    doc = pod("a", node="n1")
+    doc["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "secret-template"}]
+    doc["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "big"}]
+    doc["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    out = redacted(doc)
+    assert out["spec"]["resourceClaims"] == [{"name": "gpu"}]
+    assert out["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
+    assert out["spec"]["schedulingGates"] == [{"name": "example.com/quota"}]
+    assert "secret-template" not in repr(out)

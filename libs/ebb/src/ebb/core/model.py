@@ -282,6 +282,8 @@ class Pod:
     deletion_time: datetime | None = None
     #: spec.schedulerName ("" for the default scheduler)
     scheduler_name: str = ""
+    #: spec.schedulingGates is not empty: no scheduler places the pod until they are removed
+    scheduling_gated: bool = False
     #: the PersistentVolumeClaims (in the pod's namespace) its volumes use: each ``persistentVolumeClaim``'s claim, and
     #: an ``ephemeral`` volume's, named ``<pod>-<volume>`` (``ebb.core.volumes`` reads what they ask of a node)
     claims: tuple[str, ...] = ()

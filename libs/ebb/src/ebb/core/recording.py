@@ -29,7 +29,8 @@ ebb's decisions read (`KEPT_POD_ANNOTATIONS`), and of its spec only what schedul
 container's name, resources and host ports; selectors, affinity, tolerations, spread, priority, grace period,
 restart policy, overhead; of its volumes only those of a claim, each its name and ``persistentVolumeClaim``'s
 ``claimName`` and ``readOnly``, or an ``ephemeral`` one's name and of its claim template only the class, access
-modes and size, `KEPT_EPHEMERAL_SPEC`, that a replay makes its claim with): no environment, command, image, other
+modes and size, `KEPT_EPHEMERAL_SPEC`, that a replay makes its claim with; its scheduling gates, and its Dynamic
+Resource Allocation claims by name only, `_claim_names`): no environment, command, image, other
 volume (secrets, config maps, host paths, ...) or other annotation. The volume kinds keep
 what volume topology reads (`KEPT_PVC_SPEC`, `KEPT_PV_SPEC`, `KEPT_STORAGE_CLASS_FIELDS`): a claim its
 volume, class, access modes, requested size, phase and bind-completed annotation; a volume its node affinity,
@@ -81,7 +82,7 @@ KEPT_POD_ANNOTATIONS: Final = (ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_EVIC
 #: the pod spec fields scheduling and disruption read (containers are cut down further: `_container`)
 KEPT_POD_SPEC: Final = ("nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints",
                         "priority", "priorityClassName", "terminationGracePeriodSeconds", "restartPolicy",
-                        "overhead", "schedulerName", "hostNetwork", "preemptionPolicy")
+                        "overhead", "schedulerName", "hostNetwork", "preemptionPolicy", "schedulingGates")
 #: annotation prefixes kept on objects other than pods (what the NodePool hash, drift and decisions read)
 KEPT_ANNOTATION_PREFIXES: Final = ("karpenter.sh/", "karpenter.k8s.aws/", "ebb.sh/", "kwok.x-k8s.io/")
 #: the annotation the PersistentVolume controller sets on a claim it has bound (kept on claims)
@@ -156,11 +157,22 @@ def controller_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
 # -- redaction ----------------------------------------------------------------------------------------------------
 
 
+def _claim_names(claims: Any) -> list[dict[str, str]]:
+    """Dynamic Resource Allocation claim references (a pod's ``resourceClaims``, a container's ``resources.claims``)
+    by name only, without the claim or template they name: that the pod has one is what a simulation reads."""
+    return [{"name": str(c.get("name") or "")} for c in claims or [] if isinstance(c, Mapping)] \
+        if isinstance(claims, list) else []
+
+
 def _container(container: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": str(container.get("name") or "main")}
     resources = container.get("resources")
     if isinstance(resources, Mapping):
-        kept = {k: dict(v) for k, v in resources.items() if k in ("requests", "limits") and isinstance(v, Mapping)}
+        kept: dict[str, Any] = {k: dict(v) for k, v in resources.items()
+                                if k in ("requests", "limits") and isinstance(v, Mapping)}
+        claims = _claim_names(resources.get("claims"))
+        if claims:  # the DRA claims it uses: by name only
+            kept["claims"] = claims
         if kept:
             out["resources"] = kept
     ports = [{k: p[k] for k in ("containerPort", "hostPort", "protocol", "hostIP") if k in p}
@@ -300,6 +312,9 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
         volumes = [v for v in (_volume(v) for v in spec.get("volumes") or [] if isinstance(v, Mapping)) if v]
         if volumes:
             pod_spec["volumes"] = volumes
+        resource_claims = _claim_names(spec.get("resourceClaims"))
+        if resource_claims:
+            pod_spec["resourceClaims"] = resource_claims
         out["spec"] = pod_spec
     elif isinstance(spec, Mapping):
         out["spec"] = copy.deepcopy(dict(spec))

@@ -102,6 +102,9 @@ from ebb.core.volumes import IN_TREE_DRIVERS, with_volume_topology
 NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
 #: the group of the NodePool and NodeClaim kinds ebb no longer defines (their plurals clash with Karpenter's)
 RENAMED_GROUP = "ebb.sh"
+#: why a pod with Dynamic Resource Allocation claims goes nowhere in a simulation (`SchedulingSpec.volume_block`)
+DRA_BLOCK = ("it has Dynamic Resource Allocation claims (resourceClaims), which Karpenter's simulation does not place "
+             "(IgnoreDRARequests)")
 
 
 class SnapshotError(ValueError):
@@ -639,6 +642,12 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, 
         Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
                    str(t.get("effect") or ""))
         for t in doc.seq(p + "tolerations") if _is_mapping(t))
+    # Dynamic Resource Allocation: a pod that references a ResourceClaim, itself or from a container, is one
+    # Karpenter's simulation places nowhere (``HasDRARequirements``, refused while ``IgnoreDRARequests`` is on, its
+    # default), so no move of it is planned: it goes nowhere, as a pod whose volumes allow no node
+    dra = bool(doc.seq(p + "resourceClaims")) or any(
+        _is_mapping(c) and _is_mapping(c.get("resources")) and bool(c["resources"].get("claims"))
+        for c in (*containers, *doc.seq(p + "initContainers")))
     return SchedulingSpec(
         requests=requests,
         node_selector=_normalized_selector(doc.str_map(p + "nodeSelector")),
@@ -651,6 +660,8 @@ def _scheduling_spec(doc: _Doc, spec_path: str, status_path: str | None = None, 
         preferred_pod_anti_affinity=terms("podAntiAffinity", False),
         spread=tuple(spreads),
         host_ports=tuple(ports),
+        volume_terms=() if dra else None,
+        volume_block=DRA_BLOCK if dra else "",
     )
 
 
@@ -874,6 +885,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         spec=spec if spec is not None else _scheduling_spec(doc, "spec", "status",
                                                             match_fields=owner_kind != "DaemonSet"),
         node_name=doc.optional_str("spec.nodeName"),
+        scheduling_gated=bool(doc.seq("spec.schedulingGates")),
         phase=phase,
         priority=priority,
         owner_kind=owner_kind,
@@ -1360,6 +1372,15 @@ def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> t
                  for ds in daemonsets)
 
 
+def _placed_by_karpenter(daemonsets: tuple[DaemonSet, ...]) -> tuple[DaemonSet, ...]:
+    """``daemonsets`` but those whose pods have Dynamic Resource Allocation claims: Karpenter's scheduler counts no
+    overhead for them on a new node nor keeps room for their pods on an existing one (``shouldSkipDaemonPod``, while
+    ``IgnoreDRARequests`` is on). Their pods that run still take what they request where they run."""
+    if not any(ds.spec.volume_block == DRA_BLOCK for ds in daemonsets):
+        return daemonsets
+    return tuple(ds for ds in daemonsets if ds.spec.volume_block != DRA_BLOCK)
+
+
 def _as_pod_asks(ds: DaemonSet, spec: SchedulingSpec) -> DaemonSet:
     """`live_daemonsets`' DaemonSet ``ds`` with the scheduling needs ``spec`` of its newest pod (made once per pair)."""
     hit = _LIVE.get((id(ds), id(spec)))  # snapshots are assembled on two threads (a pass and a validation)
@@ -1621,7 +1642,8 @@ def assemble(parsed: Iterable[ParsedObject],
     return Snapshot(
         nodes=tuple(initialized_nodes), pods=tuple(pods), nodepools=effective,
         instance_types=tuple(types.values()), nodeclaims=tuple(claims), pdbs=tuple(pdbs),
-        daemonsets=live_daemonsets(tuple(daemonsets), pods), holds=tuple(holds), catalog_source=source,
+        daemonsets=_placed_by_karpenter(live_daemonsets(tuple(daemonsets), pods)), holds=tuple(holds),
+        catalog_source=source,
         ignored=tuple(ignored), disruption_policies=tuple(policies), renamed=tuple(renamed),
         karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
         storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes), namespaces=tuple(namespaces),

@@ -187,7 +187,7 @@ def with_volume_topology(pods: Iterable[Pod], claims: Iterable[VolumeClaim], vol
     limited = frozenset(driver for limits in limits_of.values() for driver in limits)
     out: list[Pod] = []
     for pod in pods:
-        if not pod.claims:
+        if not pod.claims or pod.spec.volume_block:  # (a pod with DRA claims goes nowhere already)
             out.append(pod)
             continue
         terms, block = volume_requirements(pod, by_key, by_name, class_of)

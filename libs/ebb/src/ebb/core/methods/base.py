@@ -164,11 +164,13 @@ FOREIGN_SCHEDULERS = frozenset({"fargate-scheduler"})
 
 
 def pending_pods(view: ClusterView) -> list[Pod]:
-    """Pods waiting for a node: not bound, Pending, not being deleted, not DaemonSet or mirror pods, and not a
-    scheduler's whose pods never run on the cluster's nodes (`FOREIGN_SCHEDULERS`)."""
+    """Pods waiting for a node: not bound, Pending, not being deleted, not DaemonSet or mirror pods, not held back by
+    scheduling gates (no scheduler places one, and Karpenter provisions none: its PodScheduled reason is
+    ``SchedulingGated``, not ``Unschedulable``), and not a scheduler's whose pods never run on the cluster's nodes
+    (`FOREIGN_SCHEDULERS`)."""
     return [p for p in view.unbound  # the active pods on no node: a few of the snapshot's thousands
             if p.node_name is None and p.phase == "Pending" and p.needs_rescheduling and not p.deleting
-            and p.scheduler_name not in FOREIGN_SCHEDULERS]
+            and not p.scheduling_gated and p.scheduler_name not in FOREIGN_SCHEDULERS]
 
 
 def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:

@@ -22,6 +22,7 @@ from tests.kit.builders import (
     nodepool,
     plan,
     plan_dict,
+    pod,
     snapshot,
 )
 
@@ -218,3 +219,23 @@ def test_a_launching_nodeclaim_counts_in_the_pools_totals() -> None:
     assert out["commands"] == []
     assert "consolidationPolicy is Balanced and this replace is not worth its disruption" in \
         blocked_of(out, "subject")["reason"]
+
+
+@pytest.mark.parametrize(("mirrors", "kept"), [(True, False), (False, True)])
+def test_a_node_no_consolidation_may_take_counts_its_mirror_pods_in_the_pools_disruption(mirrors: bool,
+                                                                                         kept: bool) -> None:
+    """Karpenter sums a NodePool's disruption cost from each candidate's pods to move, but from every pod of another
+    node but its DaemonSets' (``StateNode.DisruptionCost``): ``k1`` and ``k2`` (do-not-disrupt) each hold a
+    system-node-critical mirror pod of eviction cost 10, so the pool's total is 27 and deleting ``cand`` (cost 5)
+    scores 1.8 and passes; without the mirror pods the total is 7 and it scores 0.47, refused. ebb counted those
+    nodes' pods to move only (none) and kept ``cand``."""
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    docs: list[Any] = [nodepool(policy="Balanced"), node("cand"), node("k1", annotations=keep),
+                       node("k2", annotations=keep)]
+    docs += [pod(f"web-{i}", "cand", cpu="100m") for i in range(4)]
+    for name in ("k1", "k2"):
+        if mirrors:
+            docs.append(pod(f"proxy-{name}", name, cpu="100m", owner=("Node", name), priority=2000001000,
+                            annotations={"kubernetes.io/config.mirror": "x"}))
+    out = plan_dict(*docs)
+    assert ("cand" not in disrupted(out)) is kept, out["blocked"]

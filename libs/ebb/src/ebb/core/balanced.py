@@ -41,9 +41,12 @@ class _View(Protocol):
     pools: dict[str, NodePool]
     nodes: dict[str, Node]
     movable: dict[str, Sequence[Pod]]
+    pods_on: dict[str, list[Pod]]
     price: dict[str, float]
 
     def balanced_totals(self) -> dict[str, PoolTotals]: ...
+
+    def blocked_reason(self, node: str, consolidation: bool) -> BlockCause | None: ...
 
 
 def _pool_of(view: _View, name: str) -> str:
@@ -110,7 +113,8 @@ def is_balanced(pool: NodePool | None) -> bool:
 
 
 def node_disruption_cost(movable: Sequence[Pod]) -> float:
-    """Karpenter's ``RescheduleDisruptionCost`` of a node whose pods to move are ``movable``."""
+    """Karpenter's ``RescheduleDisruptionCost`` of a node whose pods to move are ``movable`` (its
+    ``StateNode.DisruptionCost``, given all its pods but its DaemonSets')."""
     return NODE_BASE_COST + sum(max(0.0, pod.eviction_cost) for pod in movable)
 
 
@@ -125,7 +129,11 @@ def pool_totals(view: _View, nodes: Sequence[str],
         if not is_balanced(view.pools.get(pool)):
             continue
         cost[pool] = cost.get(pool, 0.0) + view.price[name]
-        disruption[pool] = disruption.get(pool, 0.0) + node_disruption_cost(view.movable[name])
+        # a consolidation candidate counts the pods it would move (``RescheduleDisruptionCost``), another node every
+        # pod but its DaemonSets' (``StateNode.DisruptionCost``: mirror pods and pods being deleted included)
+        counted = view.movable[name] if view.blocked_reason(name, True) is None else [
+            p for p in view.pods_on[name] if not p.is_daemonset]
+        disruption[pool] = disruption.get(pool, 0.0) + node_disruption_cost(counted)
     for pool, price in launching:
         if is_balanced(view.pools.get(pool)):
             cost[pool] = cost.get(pool, 0.0) + price

@@ -1265,6 +1265,7 @@ class SimState(Placement):
                 if codes[b] != code:
                     self._set(codes, b, code)
 
+
 def _deleting_ports(pods: Sequence[Pod]) -> frozenset[tuple[str, int, str]]:
     """The host ports the pods being deleted among ``pods`` (a node's active pods) still hold."""
     return frozenset(port for pod in pods if pod.deleting for port in host_ports(pod.spec))

@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Final
 
 from ebb.core.model import Hold
 from ebb.core.quantity import dollars, fmt_time, format_duration
@@ -411,12 +410,9 @@ def _named(spec: str) -> Callable[[object, Mapping[str, object]], str] | None:
 
 
 def _dollars(value: object, _values: Mapping[str, object]) -> str:
+    """How a ``${x:.4f}`` amount is written (`ebb.core.quantity.dollars`: an amount too small for four decimals keeps
+    two significant digits)."""
     return dollars(float(value)) if isinstance(value, int | float) else str(value)
-
-
-#: how a ``${x:.4f}`` amount is written (`ebb.core.quantity.dollars`: an amount too small for four decimals keeps two
-#: significant digits)
-_DOLLARS: Final = _dollars
 
 
 def _compile(template: str) -> _Template:
@@ -426,7 +422,7 @@ def _compile(template: str) -> _Template:
         parts.append(literal.replace("{", "{{").replace("}", "}}"))
         if name is None:
             continue
-        named = _DOLLARS if spec == ".4f" and literal.endswith("$") else _named(spec or "")
+        named = _dollars if spec == ".4f" and literal.endswith("$") else _named(spec or "")
         if named is not None:
             field_name = f"{name}__{len(derived)}"
             derived.append((field_name, name, named))

@@ -29,6 +29,7 @@ from ebb.core.model import (
     LabelSelector,
     NodePool,
     Requirement,
+    SchedulingSpec,
     Taint,
     Toleration,
 )
@@ -222,16 +223,17 @@ def daemonset_runs_on_type(ds: DaemonSet, pool: NodePool, itype: InstanceType) -
     return False
 
 
+def node_affinity_admits(spec: SchedulingSpec, labels: Mapping[str, str]) -> bool:
+    """Whether a pod's nodeSelector and required node affinity admit a node with these labels."""
+    return all(labels.get(k) == v for k, v in spec.node_selector.items()) and terms_match(spec.required_node_terms,
+                                                                                            labels)
+
+
 def daemonset_runs_on_node(ds: DaemonSet, labels: Mapping[str, str], taints: Iterable[Taint]) -> bool:
     """Whether a DaemonSet's pod would run on an existing node with these labels and taints: it tolerates the node's
     NoSchedule and NoExecute taints and its nodeSelector and required node affinity admit the labels (Karpenter's
     ``getCompatibleDaemonPods`` for an existing node)."""
-    spec = ds.spec
-    if blocking_taints(spec.tolerations, taints):
-        return False
-    if any(labels.get(k) != v for k, v in spec.node_selector.items()):
-        return False
-    return terms_match(spec.required_node_terms, labels)
+    return not blocking_taints(ds.spec.tolerations, taints) and node_affinity_admits(ds.spec, labels)
 
 
 def daemonsets_on_type(daemonsets: Iterable[DaemonSet], pool: NodePool, itype: InstanceType) -> list[DaemonSet]:

@@ -198,7 +198,6 @@ def format_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-@functools.lru_cache(maxsize=4096)
 def dollars(amount: float) -> str:
     """A price or saving in dollars as the explanations write it: four decimals (``0.0960``), and an amount too small
     for them two significant digits (``0.000000096``: a capacity reservation's price, which Karpenter's AWS provider
@@ -208,6 +207,7 @@ def dollars(amount: float) -> str:
     return f"{amount:.{1 - math.floor(math.log10(abs(amount)))}f}"
 
 
+@functools.lru_cache(maxsize=4096)
 def fmt_time(moment: datetime) -> str:
     """A moment as ebb writes it in reasons and JSON: RFC 3339 in UTC to the second (2026-11-23T18:30:00Z).
     An aware moment in another zone is converted (00:15+01:00 is 23:15Z the day before); a naive one is UTC."""

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ebb.core.labels import made_up_value, requirement_matches, requirements_match, terms_match
+from ebb.core.labels import made_up_value, node_affinity_admits, requirement_matches, requirements_match
 from ebb.core.model import (
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_TYPE,
@@ -390,8 +390,7 @@ class Placement:
                     continue
                 labels = {**it.labels, **dict(off.labels), LABEL_INSTANCE_TYPE: it.name, LABEL_ZONE: off.zone,
                           LABEL_CAPACITY_TYPE: off.capacity_type}
-                if all(labels.get(k) == v for k, v in spec.node_selector.items()) and (
-                        not spec.required_node_terms or terms_match(spec.required_node_terms, labels)):
+                if node_affinity_admits(spec, labels):
                     count += 1
                     if len(named) < 3:
                         named.append(f"{off.capacity_type} {it.name} in {off.zone}")

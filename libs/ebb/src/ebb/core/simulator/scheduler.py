@@ -38,7 +38,7 @@ from typing import Any, cast
 import numpy as np
 
 from ebb.core import node_pods
-from ebb.core.labels import requirements_match, selector_matches, terms_match
+from ebb.core.labels import node_affinity_admits, requirements_match, selector_matches, terms_match
 from ebb.core.memo import Memo
 from ebb.core.model import (
     CAPACITY_RESERVED,
@@ -899,8 +899,7 @@ class SimState(Placement):
             return False, False
         for key in claim.pods:
             spec = self.s.classes(self.pod_by_key[key])[0].spec
-            if any(labels.get(k) != v for k, v in spec.node_selector.items()) \
-                    or not terms_match(spec.required_node_terms, labels) or not terms_match(spec.volume_terms, labels):
+            if not node_affinity_admits(spec, labels) or not terms_match(spec.volume_terms, labels):
                 return False, False
         return True, False
 

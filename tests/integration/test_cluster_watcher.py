@@ -418,6 +418,38 @@ async def test_holds_are_watched_and_pause_the_nodes_they_name(kube_api: Any) ->
         assert planned()[0] == {by_object, free}
 
 
+@contextlib.asynccontextmanager
+async def published_by_watcher(kube_api: Any, kinds: tuple[str, ...],
+                               group: str) -> AsyncIterator[dict[str, dict[str, Any]]]:
+    """A watcher of ``kinds`` publishing on an in-memory bus, and what reached ebb.cluster.objects (by key, a tombstone
+    removing its object), once every kind is watched; both stopped on the way out."""
+    bus = InMemoryBus()
+    watcher = KubeWatcher(kube_api, [KINDS[k] for k in kinds], Publisher(bus), watch_timeout=10,
+                          backoff=Backoff(initial=0.1, maximum=1))
+    published: dict[str, dict[str, Any]] = {}
+
+    async def handle(delivery: Delivery) -> None:
+        message = delivery.message
+        if isinstance(message, ClusterObject):
+            if message.object is None:
+                published.pop(message.key(), None)
+            else:
+                published[message.key()] = message.object
+
+    stop, consumer_stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, handle, stop=consumer_stop))
+    try:
+        for kind in kinds:
+            await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
+        yield published
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+
+
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
 
 
@@ -446,87 +478,67 @@ async def test_the_volume_kinds_reach_the_topic_and_the_live_read_intact(kube_ap
     affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}]}}
     core, storage = client.CoreV1Api(kube_api), client.StorageV1Api(kube_api)
-    bus = InMemoryBus()
-    watcher = KubeWatcher(kube_api, [KINDS[k] for k in VOLUME_KINDS], Publisher(bus), watch_timeout=10,
-                          backoff=Backoff(initial=0.1, maximum=1))
-    published: dict[str, dict[str, Any]] = {}
-
-    async def handle(delivery: Delivery) -> None:
-        message = delivery.message
-        if isinstance(message, ClusterObject):
-            if message.object is None:
-                published.pop(message.key(), None)
-            else:
-                published[message.key()] = message.object
-
-    stop, consumer_stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "volumes", handle, stop=consumer_stop))
     try:
-        for kind in VOLUME_KINDS:
-            await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
-        await create_namespace(kube_api, namespace)
-        await storage.create_storage_class(as_body(client.V1StorageClass, {
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": class_name},
-            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
-            "allowedTopologies": topologies, "parameters": {"type": "gp3"}}))
-        await core.create_persistent_volume(as_body(client.V1PersistentVolume, {
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
-            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "storageClassName": class_name, "persistentVolumeReclaimPolicy": "Retain",
-                     "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{run}"}, "nodeAffinity": affinity,
-                     "claimRef": {"namespace": namespace, "name": claim}}}))
-        await core.create_namespaced_persistent_volume_claim(namespace, as_body(client.V1PersistentVolumeClaim, {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
-                     "storageClassName": class_name, "volumeName": volume}}))
-        await storage.create_csi_node(as_body(client.V1CSINode, {
-            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": csi_name},
-            "spec": {"drivers": drivers}}))
-        claim_key = f"PersistentVolumeClaim/{namespace}/{claim}"
-        await eventually("the CSINode published", lambda: f"CSINode//{csi_name}" in published)
+        async with published_by_watcher(kube_api, VOLUME_KINDS, "volumes") as published:
+            await create_namespace(kube_api, namespace)
+            await storage.create_storage_class(as_body(client.V1StorageClass, {
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": class_name},
+                "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+                "allowedTopologies": topologies, "parameters": {"type": "gp3"}}))
+            await core.create_persistent_volume(as_body(client.V1PersistentVolume, {
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+                "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "storageClassName": class_name, "persistentVolumeReclaimPolicy": "Retain",
+                         "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{run}"}, "nodeAffinity": affinity,
+                         "claimRef": {"namespace": namespace, "name": claim}}}))
+            await core.create_namespaced_persistent_volume_claim(namespace, as_body(client.V1PersistentVolumeClaim, {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}},
+                         "storageClassName": class_name, "volumeName": volume}}))
+            await storage.create_csi_node(as_body(client.V1CSINode, {
+                "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": csi_name},
+                "spec": {"drivers": drivers}}))
+            claim_key = f"PersistentVolumeClaim/{namespace}/{claim}"
+            await eventually("the CSINode published", lambda: f"CSINode//{csi_name}" in published)
 
-        def bound() -> bool:
-            obj = published.get(claim_key) or {}
-            return bool((obj.get("status") or {}).get("phase") == "Bound")
+            def bound() -> bool:
+                obj = published.get(claim_key) or {}
+                return bool((obj.get("status") or {}).get("phase") == "Bound")
 
-        await eventually("the claim published Bound (kube-controller-manager's binder)", bound)
-        read = await read_cluster(kube_api, [KINDS[k] for k in VOLUME_KINDS])
-        live = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
-                for d in read.documents}
-        recorded = Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
-        kept = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d for d in recorded}
-        for source, docs in (("the topic", published), ("the live read", live), ("a recording", kept)):
-            sc, pv, pvc = (docs[f"StorageClass//{class_name}"], docs[f"PersistentVolume//{volume}"],
-                           docs[claim_key])
-            assert (sc["apiVersion"], sc["provisioner"], sc["volumeBindingMode"], sc["allowedTopologies"]) == (
-                "storage.k8s.io/v1", "ebs.csi.aws.com", "WaitForFirstConsumer", topologies), source
-            assert pv["apiVersion"] == "v1" and pv["spec"]["nodeAffinity"] == affinity, source
-            assert (pv["spec"]["csi"]["driver"], pv["spec"]["storageClassName"]) == ("ebs.csi.aws.com", class_name)
-            assert (pvc["spec"]["volumeName"], pvc["spec"]["storageClassName"]) == (volume, class_name), source
-            assert pvc["status"] == {"phase": "Bound"}, source
-            assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes", source
-            assert not pvc["metadata"].get("deletionTimestamp") and not pv["metadata"].get("deletionTimestamp")
-        assert "parameters" not in kept[f"StorageClass//{class_name}"]  # a recording keeps no class parameters
-        assert kept[f"PersistentVolume//{volume}"]["spec"]["csi"] == {"driver": "ebs.csi.aws.com"}  # nor handle
-        served = [{"topologyKeys": None, **d} for d in drivers]  # the apiserver serves a driver's topologyKeys always
-        for source, docs in (("the topic", published), ("the live read", live)):
-            csi = docs[f"CSINode//{csi_name}"]
-            assert (csi["apiVersion"], csi["spec"]["drivers"], "status" in csi) == (
-                "storage.k8s.io/v1", served, False), source
-        limits = [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}, {"name": "efs.csi.aws.com"}]
-        assert kept[f"CSINode//{csi_name}"] == {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
-                                                "metadata": {"name": csi_name}, "spec": {"drivers": limits}}
-        secret = Anonymizer(b"k")
-        hidden = Recorder(start=datetime.now(UTC), documents=read.documents, anonymizer=secret).starting_cluster()
-        (anonymized,) = [d for d in hidden if d["kind"] == "CSINode" and d["metadata"]["name"] == secret.node_name(
-            csi_name)]
-        assert anonymized["spec"] == {"drivers": limits}
+            await eventually("the claim published Bound (kube-controller-manager's binder)", bound)
+            read = await read_cluster(kube_api, [KINDS[k] for k in VOLUME_KINDS])
+            live = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d
+                    for d in read.documents}
+            recorded = Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
+            kept = {f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}": d for d in recorded}
+            for source, docs in (("the topic", published), ("the live read", live), ("a recording", kept)):
+                sc, pv, pvc = (docs[f"StorageClass//{class_name}"], docs[f"PersistentVolume//{volume}"],
+                               docs[claim_key])
+                assert (sc["apiVersion"], sc["provisioner"], sc["volumeBindingMode"], sc["allowedTopologies"]) == (
+                    "storage.k8s.io/v1", "ebs.csi.aws.com", "WaitForFirstConsumer", topologies), source
+                assert pv["apiVersion"] == "v1" and pv["spec"]["nodeAffinity"] == affinity, source
+                assert (pv["spec"]["csi"]["driver"], pv["spec"]["storageClassName"]) == ("ebs.csi.aws.com", class_name)
+                assert (pvc["spec"]["volumeName"], pvc["spec"]["storageClassName"]) == (volume, class_name), source
+                assert pvc["status"] == {"phase": "Bound"}, source
+                assert pvc["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes", source
+                assert not pvc["metadata"].get("deletionTimestamp") and not pv["metadata"].get("deletionTimestamp")
+            assert "parameters" not in kept[f"StorageClass//{class_name}"]  # a recording keeps no class parameters
+            assert kept[f"PersistentVolume//{volume}"]["spec"]["csi"] == {"driver": "ebs.csi.aws.com"}  # nor handle
+            # the apiserver serves a driver's topologyKeys always
+            served = [{"topologyKeys": None, **d} for d in drivers]
+            for source, docs in (("the topic", published), ("the live read", live)):
+                csi = docs[f"CSINode//{csi_name}"]
+                assert (csi["apiVersion"], csi["spec"]["drivers"], "status" in csi) == (
+                    "storage.k8s.io/v1", served, False), source
+            limits = [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}, {"name": "efs.csi.aws.com"}]
+            assert kept[f"CSINode//{csi_name}"] == {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+                                                    "metadata": {"name": csi_name}, "spec": {"drivers": limits}}
+            secret = Anonymizer(b"k")
+            hidden = Recorder(start=datetime.now(UTC), documents=read.documents, anonymizer=secret).starting_cluster()
+            (anonymized,) = [d for d in hidden if d["kind"] == "CSINode" and d["metadata"]["name"] == secret.node_name(
+                csi_name)]
+            assert anonymized["spec"] == {"drivers": limits}
     finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
         with contextlib.suppress(ApiException):
             await core.delete_namespaced_persistent_volume_claim(claim, namespace)
         with contextlib.suppress(ApiException):
@@ -554,49 +566,32 @@ async def test_namespaces_reach_the_topic_and_the_live_read_with_their_labels_on
     run = uuid.uuid4().hex[:8]
     name = f"ledger-{run}"
     core = client.CoreV1Api(kube_api)
-    bus = InMemoryBus()
-    watcher = KubeWatcher(kube_api, [KINDS["Namespace"]], Publisher(bus), watch_timeout=10,
-                          backoff=Backoff(initial=0.1, maximum=1))
-    published: dict[str, dict[str, Any]] = {}
-
-    async def handle(delivery: Delivery) -> None:
-        message = delivery.message
-        if isinstance(message, ClusterObject) and message.object is not None:
-            published[message.key()] = message.object
-
-    stop, consumer_stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "namespaces", handle, stop=consumer_stop))
     key = f"Namespace//{name}"
     try:
-        await eventually("the Namespace kind watched", watcher.synced["Namespace"].is_set)
-        await core.create_namespace(as_body(client.V1Namespace, {
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"team": f"data-{run}"}, "annotations": {"owner": "bob"}}}))
-        await eventually("the Namespace published", lambda: key in published)
-        await core.patch_namespace(name, {"metadata": {"labels": {"team": f"ledger-{run}"}}})
-        await eventually("the new label published",
-                         lambda: published[key]["metadata"]["labels"].get("team") == f"ledger-{run}")
-        read = await read_cluster(kube_api, [KINDS["Namespace"]])
-        (live,) = [d for d in read.documents if d["metadata"]["name"] == name]
-        for source, doc in (("the topic", published[key]), ("the live read", live)):
-            assert set(doc) == {"apiVersion", "kind", "metadata"}, source
-            assert set(doc["metadata"]) <= {"name", "labels", "uid", "resourceVersion", "creationTimestamp"}, source
-            assert doc["metadata"]["labels"] == {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}
-        (kept,) = [d for d in Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
-                   if d["metadata"]["name"] == name]
-        assert kept == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": name, "labels": {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}}}
-        away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
-            "namespaceSelector": {"matchLabels": {"team": f"ledger-{run}"}}}]}}
-        snapshot = parse_documents([*published.values(), builders.pod("web", affinity=away)], bundled_catalog=[])
-        (web,) = snapshot.pods
-        assert web.spec.pod_anti_affinity[0].namespaces == frozenset({name})
+        async with published_by_watcher(kube_api, ("Namespace",), "namespaces") as published:
+            await core.create_namespace(as_body(client.V1Namespace, {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"team": f"data-{run}"}, "annotations": {"owner": "bob"}}}))
+            await eventually("the Namespace published", lambda: key in published)
+            await core.patch_namespace(name, {"metadata": {"labels": {"team": f"ledger-{run}"}}})
+            await eventually("the new label published",
+                             lambda: published[key]["metadata"]["labels"].get("team") == f"ledger-{run}")
+            read = await read_cluster(kube_api, [KINDS["Namespace"]])
+            (live,) = [d for d in read.documents if d["metadata"]["name"] == name]
+            for source, doc in (("the topic", published[key]), ("the live read", live)):
+                assert set(doc) == {"apiVersion", "kind", "metadata"}, source
+                assert set(doc["metadata"]) <= {"name", "labels", "uid", "resourceVersion", "creationTimestamp"}, source
+                assert doc["metadata"]["labels"] == {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}
+            (kept,) = [d for d in Recorder(start=datetime.now(UTC), documents=read.documents).starting_cluster()
+                       if d["metadata"]["name"] == name]
+            assert kept == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": name, "labels": {"kubernetes.io/metadata.name": name, "team": f"ledger-{run}"}}}
+            away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+                "namespaceSelector": {"matchLabels": {"team": f"ledger-{run}"}}}]}}
+            snapshot = parse_documents([*published.values(), builders.pod("web", affinity=away)], bundled_catalog=[])
+            (web,) = snapshot.pods
+            assert web.spec.pod_anti_affinity[0].namespaces == frozenset({name})
     finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
         with contextlib.suppress(ApiException):
             await core.delete_namespace(name)

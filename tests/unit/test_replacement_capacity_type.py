@@ -42,6 +42,18 @@ def _cluster(pod_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
             pod("p", "x", cpu="500m", memory="1Gi", **(pod_kwargs or {}))]
 
 
+def _due(method: str) -> list[dict[str, Any]]:
+    """`_cluster` with x an on-demand node that ``method`` (drift or expiration) takes."""
+    docs = _cluster()
+    if method == "drift":
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], node_hash="h1")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi", node_hash="h0")
+    else:
+        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], expire_after="24h")
+        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi")
+    return docs
+
+
 def test_a_spot_node_is_not_replaced_by_on_demand_when_no_spot_offering_is_available() -> None:
     """consolidation_test.go's spot rule reads the replacement's requirements, not what the catalog has available
     now: with every spot offering unavailable, a spot node whose replacement may be spot still takes the spot-to-spot
@@ -91,13 +103,7 @@ def test_a_drift_or_expiration_replacement_takes_a_reserved_offering_first(metho
     """provisioning/scheduling/nodeclaim.go, ``reserveOfferings`` and ``FinalizeScheduling``: a NodeClaim that can
     take a reserved offering is narrowed to reserved whatever it costs, whichever method launched it. The on-demand
     node x (big) drifts or expires; its replacement is small.large reserved ($0.60), not on-demand ($0.50)."""
-    docs = _cluster()
-    if method == "drift":
-        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], node_hash="h1")
-        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi", node_hash="h0")
-    else:
-        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], expire_after="24h")
-        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi")
+    docs = _due(method)
     out = plan_dict(_catalog(reserved=0.60), *docs)
     assert [(c["method"], c["nodes"]) for c in out["commands"]] == [(method, ["x"])]
     replacement = out["commands"][0]["replacements"][0]
@@ -119,13 +125,7 @@ def test_a_replacement_whose_cheapest_option_is_reserved_lists_only_reserved_opt
     """``FinalizeScheduling`` narrows a NodeClaim that takes a reserved offering to reserved: its instance types are
     those with a reserved offering, even when its cheapest option was reserved already (small.large reserved at $0.01
     is the cheapest; big.xlarge has no reserved offering and is no option of the launch)."""
-    docs = _cluster()
-    if method == "drift":
-        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], node_hash="h1")
-        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi", node_hash="h0")
-    else:
-        docs[0] = nodepool(requirements=ANY_CT, budgets=[{"nodes": "100%"}], expire_after="24h")
-        docs[1] = node("x", itype="big.xlarge", capacity_type="on-demand", cpu="8", memory="32Gi")
+    docs = _due(method)
     out = plan_dict(_catalog(reserved=0.01), *docs)
     [replacement] = out["commands"][0]["replacements"]
     assert (replacement["capacityType"], replacement["instanceTypes"]) == ("reserved", ["small.large"])

@@ -632,18 +632,24 @@ def test_a_new_node_has_a_hostname_no_other_node_has(operator: str, values: list
         assert "no NodePool can launch a node it tolerates and matches" in blocked_of(out, "big")["reason"]
 
 
-@pytest.mark.parametrize(("dst_ip", "moves"), [("::", False), ("0.0.0.0", False), ("10.0.0.2", True)])
-def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) -> None:
-    """A host port on ``::`` holds it on every address, as on 0.0.0.0 (Karpenter's ``HostPortUsage`` reads any
-    unspecified address so): p's port on 10.0.0.1 conflicts with it. ebb read ``::`` as one address and moved p."""
-    out = plan_dict(
+def _next_to_proxy(proxy: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """The plan of ``p`` on ``src`` (a t3.medium it would leave), with ``proxy`` on ``dst``, a node that stays and has
+    room for ``p``: whether ``src`` goes is whether their host ports let ``p`` onto ``dst``."""
+    return plan_dict(
         nodepool(),
         node("src", itype="t3.medium", zone="us-east-1a"),
         node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
         pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
-        _on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
-        _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), "10.0.0.1"),
+        proxy, p,
     )
+
+
+@pytest.mark.parametrize(("dst_ip", "moves"), [("::", False), ("0.0.0.0", False), ("10.0.0.2", True)])
+def test_ipv6s_unspecified_address_is_every_address(dst_ip: str, moves: bool) -> None:
+    """A host port on ``::`` holds it on every address, as on 0.0.0.0 (Karpenter's ``HostPortUsage`` reads any
+    unspecified address so): p's port on 10.0.0.1 conflicts with it. ebb read ``::`` as one address and moved p."""
+    out = _next_to_proxy(_on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
+                         _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), "10.0.0.1"))
     assert ("src" in disrupted(out)) is moves
 
 
@@ -740,14 +746,8 @@ def test_a_made_up_value_a_pods_node_affinity_refuses_is_named(asked: dict[str, 
 def test_two_spellings_of_one_host_ip_clash(src_ip: str, dst_ip: str, moves: bool) -> None:
     """Karpenter's ``HostPortUsage`` compares host IPs with ``net.IP.Equal``: two spellings of one address hold the
     same port, and p may not move next to the proxy."""
-    out = plan_dict(
-        nodepool(),
-        node("src", itype="t3.medium", zone="us-east-1a"),
-        node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
-        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
-        _on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
-        _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), src_ip),
-    )
+    out = _next_to_proxy(_on_host_ip(pod("proxy", "dst", host_port=8080), dst_ip),
+                         _on_host_ip(pod("p", "src", cpu="300m", memory="256Mi", host_port=8080), src_ip))
     assert ("src" in disrupted(out)) is moves
 
 
@@ -763,11 +763,5 @@ def test_a_pod_being_deleted_holds_its_host_port_until_it_stops(phase: str, dele
     proxy = pod("proxy", "dst", host_port=8080, phase=phase)
     if deleting:
         proxy["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
-    out = plan_dict(
-        nodepool(),
-        node("src", itype="t3.medium", zone="us-east-1a"),
-        node("dst", zone="us-east-1b", annotations={"karpenter.sh/do-not-consolidate": "true"}),
-        pod("filler", "dst", cpu="100m", memory="5Gi", labels={"app": "filler"}),
-        proxy, pod("p", "src", cpu="300m", memory="256Mi", host_port=8080),
-    )
+    out = _next_to_proxy(proxy, pod("p", "src", cpu="300m", memory="256Mi", host_port=8080))
     assert ("src" in disrupted(out)) is moves

@@ -69,7 +69,7 @@ async def test_drain_order_backoff_on_429_and_gone_pods() -> None:
         pod("critical", priority_class="system-cluster-critical"),
         pod("web-1"),
         pod("web-2"),
-        pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner=None),
+        pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner="Node"),
         pod("elsewhere", node="n2"),
     )
     api.refusals["default/web-2"] = 5  # a PDB lets it go after 5 refusals
@@ -130,7 +130,7 @@ async def test_a_pod_the_parser_refuses_is_still_evicted_in_its_place() -> None:
     api = FakeApi(clock)
     odd = pod("odd", owner="DaemonSet")
     odd["spec"]["containers"] = [{"name": "main", "resources": {"requests": {"cpu": "lots"}}}]
-    api.add_pods(odd, pod("web"), pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner=None))
+    api.add_pods(odd, pod("web"), pod("mirror", annotations={"kubernetes.io/config.mirror": "x"}, owner="Node"))
     report = await drainer(api, clock).drain("n1")
     assert api.evictions() == ["default/web", "default/odd"]  # a DaemonSet's pod, after the rest of its tier
     assert report.skipped == {"default/mirror": "mirror/static pod"}

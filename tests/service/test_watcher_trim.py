@@ -126,6 +126,7 @@ def test_trim_pod_and_nodeclaim_status() -> None:
         "lastPodEventTime": "2026-11-20T11:00:05Z",
         "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized",
                         "lastTransitionTime": "2026-11-20T10:02:00Z"}],
+        "capacity": {"cpu": "2"},  # what a launching claim counts against its NodePool's limits
     }
 
 

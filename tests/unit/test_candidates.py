@@ -66,7 +66,7 @@ BLOCKED = [
      [pod("web", "a"), pod("agent-a", "a", owner=("DaemonSet", "agent"), labels={"app": "agent"},
                            annotations={"karpenter.sh/do-not-disrupt": "true"})], [], "karpenter.sh/do-not-disrupt"),
     ("mirror-pod-do-not-disrupt", node("a"),
-     [pod("static-a", "a", owner=None, annotations={"kubernetes.io/config.mirror": "x",
+     [pod("static-a", "a", owner=("Node", "a"), annotations={"kubernetes.io/config.mirror": "x",
                                                      "karpenter.sh/do-not-disrupt": "true"})], [],
      "karpenter.sh/do-not-disrupt"),
     ("daemonset-pod-under-zero-pdb", node("a"),

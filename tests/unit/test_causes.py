@@ -150,6 +150,9 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.TYPE_NOT_IN_CATALOG, {"type": "x9.mystery"}),
      "its instance type x9.mystery is not in the catalog, so its price is unknown and consolidation does not take it, "
      "as Karpenter's does not (only emptiness may)", U),
+    (BlockCause(Cause.NO_NODEPOOL_LAUNCHES, {"pools": "NodePool default is not Ready; NodePool old is being deleted"}),
+     "no NodePool can launch a node now (NodePool default is not Ready; NodePool old is being deleted), so no move of "
+     "pods is simulated, as Karpenter's scheduler finds no NodePool", U),
     (BlockCause(Cause.SPOT_TO_SPOT_DISABLED),
      "spot-to-spot consolidation is disabled: spot nodes whose replacement may be spot are only deleted, replaced by "
      "spot when enabled (--spot-to-spot or NodePool annotation ebb.sh/spot-to-spot-consolidation)", U),

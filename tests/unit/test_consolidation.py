@@ -572,6 +572,45 @@ def test_a_nodepool_being_deleted_or_not_ready_opens_no_replacement(heavy_pool: 
         (["big"], [pool_of_replacement])]
 
 
+NOT_READY = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+
+
+@pytest.mark.parametrize(("other_pool", "acts"), [
+    (None, False),  # the only NodePool is not Ready: Karpenter's scheduler has no NodePool, nothing is simulated
+    (nodepool("spare", taints=[{"key": "gpu", "effect": "NoSchedule"}]), True),  # another may launch (not for them)
+    ({**nodepool("static"), "spec": {**nodepool("static")["spec"], "replicas": 1}}, False),  # a static one may not
+])
+def test_no_move_is_simulated_while_no_nodepool_can_launch(other_pool: dict[str, Any] | None, acts: bool) -> None:
+    """Karpenter's ``NewScheduler`` drops NodePools that are not Ready, being deleted or static, and with none left
+    returns ``ErrNodePoolsNotFound``: its consolidation and drift propose nothing, even deletes whose pods fit on other
+    nodes. Its emptiness, which simulates nothing, still acts. ebb deleted a and drifted d."""
+    pool = nodepool(node_hash="h2")
+    pool.update(NOT_READY)
+    docs = [pool, *([other_pool] if other_pool else []),
+            node("a", itype="m5.large"), pod("light", "a", cpu="100m"),
+            node("b", itype="m5.large"), pod("busy", "b", cpu="1"),
+            node("d", itype="m5.large", node_hash="h1", annotations={"karpenter.sh/do-not-consolidate": "true"}),
+            pod("drifting", "d", cpu="100m"),
+            node("e", itype="m5.large")]
+    out = plan_dict(*docs)
+    assert disrupted(out) == ({"d"} if acts else {"e"})  # drift first, else emptiness: it moves no pod
+    out = plan_dict(*docs[:-1])
+    if acts:
+        assert disrupted(out), out["blocked"]
+    else:
+        assert not out["commands"]
+        reasons = [blocked_of(out, name)["reason"] for name in ("a", "d")]
+        assert all("no NodePool can launch a node now (NodePool default is not Ready" in r for r in reasons), reasons
+
+
+def test_a_pod_is_told_which_nodepool_launches_nothing() -> None:
+    """A pod that no node takes names the NodePool that would hold it but launches no node, and why."""
+    pool = nodepool(expire_after="24h")
+    pool.update(NOT_READY)
+    out = plan_dict(pool, node("a", itype="m5.large"), pod("app", "a", cpu="1500m"))
+    assert "(NodePool default is not Ready, so it launches no node)" in blocked_of(out, "a")["reason"]
+
+
 def _namespace(name: str, **labels: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
@@ -601,3 +640,22 @@ def test_a_namespace_selector_selects_the_namespaces_its_labels_match(ns_selecto
                     pod("db", "n2", ns="data", cpu="500m"), pod("x", "n2", cpu="500m"))
     # the cheapest type, no replacement saves: one node goes when web and db may share one, none otherwise
     assert [(len(c["nodes"]), c["replacements"]) for c in out["commands"]] == ([(1, [])] if moved else [])
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+def test_a_selector_without_namespaces_to_read_it_still_selects_the_pods_own_namespace(inverse: bool) -> None:
+    """Without Namespace objects, a term with a labelled ``namespaceSelector`` and a ``namespaces`` list is read as
+    the listed namespaces and the pod's own (as a term without the list is): the selector may select it, and every
+    namespace has ``kubernetes.io/metadata.name``. ebb read the list only, so web moved next to the db of its own
+    namespace, which its anti-affinity keeps away (Karpenter's ``buildNamespaceList``). The same holds for db's
+    term against web, the other way round."""
+    away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"app": "web" if inverse else "db"}},
+        "topologyKey": "kubernetes.io/hostname", "namespaces": ["data"],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}}]}}
+    out = plan_dict(nodepool(), node("n1", itype="t3.medium"),
+                    pod("web", "n1", cpu="500m", labels={"app": "web"}, affinity=None if inverse else away),
+                    node("n2", itype="t3.medium"),
+                    pod("db", "n2", cpu="500m", labels={"app": "db"}, affinity=away if inverse else None),
+                    pod("x", "n2", cpu="500m", labels={"app": "x"}))
+    assert out["commands"] == [], out["commands"]

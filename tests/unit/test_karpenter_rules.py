@@ -637,7 +637,7 @@ INSTANCE_TYPE_DRIFT = [
     ("should detect stale instance type drift if the instance type label doesn't exist", _m5_large(
         zones=["us-east-1a"]), False, "a: drifted: it has no node.kubernetes.io/instance-type label"),
     ("should detect stale instance type drift if the instance type doesn't exist", _m5_large(), True,
-     "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
+     "a: drifted: instance type m5.large is not in the catalog (it is offered nowhere)"),
     ("should detect stale instance type drift if the instance type offerings aren't compatible with the nodeclaim",
      _m5_large(zones=["us-east-1b", "us-east-1c"]), True,
      "a: drifted: instance type m5.large is no longer offered as on-demand in us-east-1a"),
@@ -885,6 +885,8 @@ def _pinned(field_op: str, names: list[str]) -> dict[str, Any]:
 MATCH_FIELDS = [
     ("a pod pinned to its node by metadata.name In stays, and so does its node", _pinned("In", ["a"]), False),
     ("a pod that only avoids another node by metadata.name NotIn moves", _pinned("NotIn", ["c"]), True),
+    # the field is a node's name: ebb read it as a label no node has, so a pod pinned to another node moved nowhere
+    ("a pod pinned by metadata.name to the node that stays moves there", _pinned("In", ["b"]), True),
 ]
 
 

@@ -18,6 +18,7 @@ from ebb.core.quantity import (
     parse_resource,
     parse_resource_nanos,
     parse_time,
+    positive_duration,
 )
 
 
@@ -127,6 +128,10 @@ def test_an_exponent_out_of_range_is_a_quantity_error(huge: str) -> None:
     ("500ms", 0.5),
     ("1h0m5s", 3605.0),
     (45, 45.0),
+    ("1.h", 3600.0),  # Go's time.ParseDuration takes digits on either side of the point
+    (".5h", 1800.0),
+    ("1000000h", 3.6e9),  # over 100 years, which Karpenter's CRDs admit
+    ("2562047h", 2562047 * 3600.0),  # Go's longest duration, to the hour
 ])
 def test_durations_in_seconds(text: object, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
@@ -136,7 +141,8 @@ def test_never_is_no_duration() -> None:
     assert parse_duration("Never") is None
 
 
-@pytest.mark.parametrize("bad", ["abc", "30", "1d", "", "h", "-5s", "1h 30m", "30 s", "never", None, -1])
+@pytest.mark.parametrize("bad", ["abc", "30", "1d", "", "h", "-5s", "1h 30m", "30 s", "never", None, -1, ".h",
+                                 "2562048h"])  # no digit; past Go's longest duration
 def test_bad_durations_raise(bad: object) -> None:
     with pytest.raises(QuantityError):
         parse_duration(bad)
@@ -214,3 +220,14 @@ def test_fmt_time_writes_utc(moment: datetime, text: str) -> None:
 def test_dollars_keep_two_significant_digits_of_an_amount_too_small_for_four_decimals(amount: float,
                                                                                      written: str) -> None:
     assert dollars(amount) == written
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("1h", 3600.0), ("+10m", 600.0), ("1.h", 3600.0), ("1000000h", 3.6e9),
+    ("1h ", None), (" 1h", None),  # Go's time.ParseDuration reads no space: Karpenter ignores the annotation
+    ("0s", None), ("-5m", None), ("Never", None), ("true", None),
+])
+def test_a_positive_duration_is_what_go_reads_as_one(value: str, seconds: float | None) -> None:
+    """A pod's do-not-disrupt duration, as Karpenter reads it with Go's ``time.ParseDuration``: ebb ignored "1.h" and
+    "1000000h" (unprotecting the pod) and read "1h " (Karpenter ignores it)."""
+    assert positive_duration(value) == (pytest.approx(seconds) if seconds is not None else None)

@@ -765,3 +765,68 @@ def test_a_pod_being_deleted_holds_its_host_port_until_it_stops(phase: str, dele
         proxy["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
     out = _next_to_proxy(proxy, pod("p", "src", cpu="300m", memory="256Mi", host_port=8080))
     assert ("src" in disrupted(out)) is moves
+
+
+@pytest.mark.parametrize(("phase", "deleting", "moves"), [
+    ("Running", True, False),  # being deleted but still running: its anti-affinity keeps web off dst until it stops
+    ("Succeeded", True, True),  # finished: its binding is gone
+    ("Running", False, False),
+])
+def test_a_pod_being_deleted_keeps_its_anti_affinity_until_it_stops(phase: str, deleting: bool, moves: bool) -> None:
+    """Karpenter's cluster state keeps a pod's binding, and with it its required anti-affinity (the inverse check of
+    every pod it schedules, ``ForPodsWithAntiAffinity``), until the pod is terminal: p may not move onto dst while the
+    old guard, being deleted, still runs there. ebb left pods being deleted out of every topology count, so it moved
+    p next to it."""
+    guard = pod("guard", "dst", labels={"app": "guard"}, affinity=_anti(WEB), phase=phase)
+    if deleting:
+        guard["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
+    out = _next_to_proxy(guard, pod("p", "src", cpu="300m", memory="256Mi", labels=WEB))
+    assert ("src" in disrupted(out)) is moves
+
+
+def test_a_pods_own_anti_affinity_skips_a_pod_being_deleted() -> None:
+    """The other way round, Karpenter's ``countDomains`` skips terminating pods for the scheduled pod's own terms:
+    p's anti-affinity against web does not keep it off dst, where the only web pod is being deleted."""
+    old = pod("old-web", "dst", labels=WEB)
+    old["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
+    out = _next_to_proxy(old, pod("p", "src", cpu="300m", memory="256Mi", labels={"app": "p"}, affinity=_anti(WEB)))
+    assert "src" in disrupted(out)
+
+
+def test_a_pod_being_deleted_on_a_node_going_away_keeps_its_zone() -> None:
+    """A pod being deleted on a node a simulation removes is one Karpenter's simulation does not reschedule, so its
+    zonal anti-affinity still counts (``updateInverseAffinities`` skips only the pods being scheduled): a web pod may
+    not go to its zone while it runs, the node it is on removed or not; a finished one holds nothing."""
+    def placed_on(phase: str) -> dict[str, int]:
+        guard = pod("guard", "a", labels={"app": "guard"}, affinity=_anti(WEB, ZONE), phase=phase)
+        guard["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
+        sched = Scheduler(snapshot(nodepool(), node("a", zone="us-east-1a"), node("stay", zone="us-east-1a"),
+                                   node("b", zone="us-east-1b"), guard, pod("web", "b", labels=WEB)))
+        state = sched.new_state()
+        state.remove_node("a")
+        failures, _ = state.place_all(state.remove_node("b"), max_new=0)
+        assert set(failures) == ({"default/web"} if phase == "Running" else set())
+        return dict(state.placed)
+
+    assert placed_on("Running") == {}
+    assert placed_on("Succeeded") == {"default/web": 1}
+
+
+@pytest.mark.parametrize(("status_capacity", "replaced"), [
+    ({"cpu": "2", "memory": "8Gi", "pods": "29"}, False),  # 2 of the 3 cpus taken: no m5.large fits the limits
+    ({}, True),  # not launched yet, of a type the catalog does not list: it charges no cpu
+])
+def test_a_launching_claim_counts_its_status_capacity_against_the_limits(status_capacity: dict[str, str],
+                                                                         replaced: bool) -> None:
+    """Karpenter charges a NodeClaim whose Node has not registered its ``status.capacity`` (``StateNode.Capacity``).
+    ebb charged its instance type's catalog capacity, nothing for a type the catalog does not list, so it saw room
+    within the limits a launch would pass."""
+    claim = nodeclaim("nc-new", "", labels={"node.kubernetes.io/instance-type": "m9z.large"})
+    del claim["status"]["nodeName"], claim["status"]["providerID"]  # launching: no Node yet
+    if status_capacity:
+        claim["status"]["capacity"] = status_capacity
+    pool = nodepool(node_hash="new")
+    pool["spec"]["limits"] = {"cpu": "3"}
+    out = plan_dict(pool, node("x", itype="m5.large", node_hash="old"), pod("big", "x", cpu="1500m", memory="1Gi"),
+                    claim)
+    assert (out["commands"] != []) is replaced, out["blocked"]

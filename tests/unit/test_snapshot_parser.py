@@ -641,7 +641,10 @@ def test_a_resize_in_the_status_alone_is_parsed_again() -> None:
     ({}, ("ReplicaSet", "rs"), "Running", True),
     ({}, ("DaemonSet", "agent"), "Running", False),
     ({"kubernetes.io/config.mirror": "abc"}, ("Node", "a"), "Running", False),
-    ({"kubernetes.io/config.mirror": "abc"}, None, "Running", False),
+    ({}, ("Node", "a"), "Running", False),  # a static pod the kubelet made: its owner says so
+    # the mirror annotation alone is no owner (Karpenter's IsOwnedByNode reads the owner references): a pod that needs
+    # a home, whose node is not empty
+    ({"kubernetes.io/config.mirror": "abc"}, None, "Running", True),
     ({}, ("Job", "once"), "Succeeded", False),
     ({}, ("Job", "once"), "Failed", False),
     ({}, None, "Running", True),  # a bare pod still needs a home

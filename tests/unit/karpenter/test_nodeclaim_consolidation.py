@@ -105,13 +105,19 @@ LAST_POD_EVENT = [
      NOW - timedelta(minutes=30)),
     ("an older lastPodEventTime does not hide the node's creation", _claim(last_pod_event=NOW - timedelta(hours=2)),
      NOW - timedelta(minutes=30)),
+    # Karpenter's controller sets Consolidatable once consolidateAfter has passed since the pod event: counted from
+    # it, a node next to Karpenter waited twice consolidateAfter (and was said to have had its pods change then)
+    ("a Consolidatable transition is no pod event", _claim(
+        last_pod_event=NOW - timedelta(minutes=20),
+        conditions=({"type": "Consolidatable", "status": "True", "lastTransitionTime": ago(minutes=2)},)),
+     NOW - timedelta(minutes=20)),
 ]
 
 
 @pytest.mark.parametrize(("claim", "last"), [c[1:] for c in LAST_POD_EVENT], ids=[c[0] for c in LAST_POD_EVENT])
 def test_cluster_view_last_pod_event_reads_the_nodeclaim(claim: dict[str, Any], last: datetime) -> None:
     """ebb.core.cluster.ClusterView.last_pod_event: the latest of the node's creation (30 minutes ago here), its
-    pods' arrivals, and the NodeClaim's lastPodEventTime and Initialized/Consolidatable/Empty transitions."""
+    pods' arrivals, and the NodeClaim's lastPodEventTime and Initialized transition."""
     view = ClusterView.build(snapshot(nodepool(), node("a", created=CREATED, initialized=False), claim), NOW)
     [a] = view.snapshot.nodes
     assert view.last_pod_event(a) == last

@@ -63,6 +63,8 @@ class Cause(StrEnum):
     NODECLAIM_NOT_INITIALIZED = "nodeclaim-not-initialized"  # Karpenter's Consolidatable waits for Initialized=True
     PRICE_UNKNOWN = "price-unknown"  # no instance-type, capacity-type or zone label: no price to compare
     TYPE_NOT_IN_CATALOG = "type-not-in-catalog"  # its instance type is none the catalog lists: no price to compare
+    # no NodePool may open a node (each is not Ready, being deleted or static): Karpenter simulates no move at all
+    NO_NODEPOOL_LAUNCHES = "no-nodepool-launches"
     CONSOLIDATION_POLICY = "consolidation-policy"
     CONSOLIDATE_AFTER_NEVER = "consolidate-after-never"
     PAUSED = "paused"  # inner: HOLD or STABILIZATION_WINDOW
@@ -155,6 +157,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
     Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
     Cause.STATIC_NODEPOOL: "its NodePool {pool} is static (spec.replicas {replicas}): its nodes are not consolidated",
+    Cause.NO_NODEPOOL_LAUNCHES: ("no NodePool can launch a node now ({pools}), so no move of pods is simulated, as "
+                                 "Karpenter's scheduler finds no NodePool"),
     Cause.NODECLAIM_NOT_INITIALIZED: ("its NodeClaim {claim} is not Initialized yet: it is not consolidated until it "
                                       "is, as Karpenter's Consolidatable condition waits for it"),
     Cause.PRICE_UNKNOWN: "it has no {label} label, so its price is unknown and consolidation cannot compare it",

@@ -461,7 +461,7 @@ class ClusterView:
                 self.not_candidate[node.name] = BlockCause(Cause.NOT_OWNED)
                 continue
             if pool_name not in self.pools:
-                self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_MISSING, {"pool": pool_name})
+                self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_MISSING, {"pool": pool_name or '""'})
                 continue
             if node.deleting:
                 self.not_candidate[node.name] = BlockCause(Cause.DELETING)
@@ -689,9 +689,10 @@ class ClusterView:
     def last_pod_event(self, node: Node) -> datetime | None:
         """When the node's pods last changed: the latest pod arrival, the node's creation and, from its NodeClaim,
         ``status.lastPodEventTime`` (Karpenter's record of pods bound and removed: a pod that left is seen only
-        there), the ``Initialized`` transition (Karpenter counts consolidateAfter from it when no pod event is
-        recorded) and the ``Consolidatable``/``Empty`` transitions; for a node without a NodeClaim, when a pod last
-        left it as a running service saw (``Snapshot.pod_events``). Found once per node and view."""
+        there) and the ``Initialized`` transition (Karpenter counts consolidateAfter from it when no pod event is
+        recorded); not its ``Consolidatable`` transition, which Karpenter's controller sets once consolidateAfter has
+        passed since those (counted from it, a node would wait twice as long). For a node without a NodeClaim, when
+        a pod last left it as a running service saw (``Snapshot.pod_events``). Found once per node and view."""
         if node.name in self._last_pod_events:
             return self._last_pod_events[node.name]
         last = self._last_pod_events[node.name] = self._find_last_pod_event(node)
@@ -708,10 +709,9 @@ class ClusterView:
         if claim is not None:
             if claim.last_pod_event is not None:
                 times.append(claim.last_pod_event)
-            for cond in ("Initialized", "Consolidatable", "Empty"):
-                status = claim.conditions.get(cond)
-                if status and status[1] is not None and status[0] == "True":
-                    times.append(status[1])
+            initialized = claim.conditions.get("Initialized")
+            if initialized and initialized[1] is not None and initialized[0] == "True":
+                times.append(initialized[1])
         if node.creation_time is not None:
             times.append(node.creation_time)
         return max(times) if times else None
@@ -724,8 +724,8 @@ class ClusterView:
 
     def _last_pod_event_words(self, node: Node, last: datetime) -> str | None:
         """What `last_pod_event` found at ``last`` when it is not a change of the node's pods: its NodeClaim's
-        initialization, or its creation; None for a pod event (a pod's arrival or departure, ``lastPodEventTime``, or
-        Karpenter's own Consolidatable or Empty transition), which wins a tie."""
+        initialization, or its creation; None for a pod event (a pod's arrival or departure, ``lastPodEventTime``),
+        which wins a tie."""
         arrived = self.node_pods[node.name].last_arrival
         claim = self.claim_of(node)
         if arrived == last or (claim is not None and claim.last_pod_event == last):
@@ -734,10 +734,7 @@ class ClusterView:
             if self._pod_left_at(node.name) == last:
                 return None
         else:
-            status = {cond: claim.conditions.get(cond) for cond in ("Initialized", "Consolidatable", "Empty")}
-            if any(s and s[0] == "True" and s[1] == last for c, s in status.items() if c != "Initialized"):
-                return None
-            initialized = status["Initialized"]
+            initialized = claim.conditions.get("Initialized")
             if initialized and initialized[0] == "True" and initialized[1] == last:
                 return f"its NodeClaim {claim.name} was initialized"
         return "the node was created" if node.creation_time == last else None
@@ -833,6 +830,17 @@ class ClusterView:
             self._balanced_totals = pool_totals(self, list(self.nodes), [
                 (claim.nodepool, self.claim_price(claim)) for claim in self.launching_claims() if claim.nodepool])
         return self._balanced_totals
+
+    def no_pool_launches(self) -> BlockCause | None:
+        """Why no move of pods may be simulated, when no NodePool may open a node: each is being deleted, not Ready or
+        static (`NodePool.closed`, `NodePool.replicas`). Karpenter's ``NewScheduler`` then returns
+        ``ErrNodePoolsNotFound``, so its drift and consolidation propose nothing (only emptiness, which simulates
+        nothing, and static drift act); None when one NodePool may."""
+        pools = self.pools.values()
+        if not pools or any(p.launches and p.replicas is None for p in pools):
+            return None
+        said = "; ".join(f"NodePool {p.name} {p.closed or 'is static'}" for p in pools)
+        return BlockCause(Cause.NO_NODEPOOL_LAUNCHES, {"pools": said})
 
     def launching_claims(self) -> tuple[NodeClaim, ...]:
         """The NodeClaims no Node of the snapshot is of (by ``status.nodeName`` or ``status.providerID``): launched,

@@ -33,6 +33,9 @@ LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+#: the field a node selector term's ``matchFields`` names, read as a requirement on this key: an existing node's name
+#: (the simulator's node tables give it as if a label; a new node's name is not known, so no new node has it)
+FIELD_NODE_NAME = "metadata.name"
 LABEL_ARCH = "kubernetes.io/arch"
 #: the resource names of huge pages, one per page size (``hugepages-2Mi``): memory a node sets aside for them
 HUGEPAGES_PREFIX = "hugepages-"
@@ -143,7 +146,7 @@ class PodAffinityTerm:
     `namespaces` None means the pod's own namespace; an empty frozenset with `all_namespaces` means all.
     `namespace_selector`: a ``namespaceSelector`` that is not empty, as parsed; a snapshot with Namespace objects
     resolves it into `namespaces` (the ones it selects and those listed, Karpenter's ``buildNamespaceList``); without
-    them it stays, and the term reads as if it had none.
+    them it stays, and the term reads it as selecting the pod's own namespace (with those listed).
     """
 
     selector: LabelSelector
@@ -453,11 +456,11 @@ class NodePool:
     #: spec.replicas: a static NodePool keeps this many nodes; Karpenter's emptiness and consolidation leave its
     #: nodes alone (None: a dynamic NodePool)
     replicas: int | None = None
-    #: whether Karpenter's scheduler may open a new node in this NodePool: not when it is being deleted
-    #: (``metadata.deletionTimestamp``) or its status says it is not Ready (``NewScheduler`` drops such NodePools from
-    #: every simulation; a NodePool without a Ready condition, as a snapshot written by hand has, is taken as Ready).
-    #: Its nodes stay candidates and destinations.
-    launches: bool = True
+    #: why Karpenter's scheduler opens no new node in this NodePool ("" when it may): "is being deleted"
+    #: (``metadata.deletionTimestamp``) or "is not Ready" (its status says so; ``NewScheduler`` drops such NodePools
+    #: from every simulation; a NodePool without a Ready condition, as a snapshot written by hand has, is taken as
+    #: Ready). Its nodes stay candidates and destinations.
+    closed: str = ""
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: float | None = 0.0
     #: seconds; None: no expiry (``Never``). The parser gives a NodePool that sets none Karpenter's CRD default,
@@ -489,6 +492,11 @@ class NodePool:
     #: Never) and whether that is Karpenter's default, which Karpenter still reads (None: no policy governs, the
     #: settings above are the NodePool's own)
     own_disruption: tuple[tuple[Budget, ...], float | None, bool] | None = None
+
+    @property
+    def launches(self) -> bool:
+        """Whether Karpenter's scheduler may open a new node in this NodePool (`closed`)."""
+        return not self.closed
 
     @property
     def template_labels(self) -> dict[str, str]:
@@ -576,6 +584,10 @@ class NodeClaim:
     #: metadata.annotations: among them the ``karpenter.sh/nodepool-hash`` and its version, which Karpenter stamps on
     #: the NodeClaim (again when the hash version changes) and drift compares with its NodePool's
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: status.capacity: what the cloud launched (Karpenter writes it once the instance is up); what a NodeClaim whose
+    #: Node has not registered yet counts against its NodePool's limits (Karpenter's ``StateNode.Capacity``). Empty
+    #: before the launch
+    capacity: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def instance_terminating(self) -> bool:

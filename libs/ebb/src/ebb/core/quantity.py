@@ -29,7 +29,8 @@ _QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
                        r"(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?")
 #: exact decimal arithmetic for quantities: no rounding of long numbers, no overflow of large exponents
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation, DivisionByZero, Overflow])
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+#: a number and its unit, as Go's ``time.ParseDuration`` reads them: digits on either side of the point ("1.h", ".5h")
+_DURATION_PART = re.compile(r"((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 #: the range of Go's int on 64-bit platforms (what strconv.Atoi accepts)
@@ -164,8 +165,8 @@ def positive_duration(value: str) -> float | None:
     duration, "Never", zero or negative ("-5m"). Karpenter reads a pod's do-not-disrupt duration with Go's
     ``time.ParseDuration``, which takes a sign before the number (and ``μs`` as well as ``µs``), and ignores the
     annotation when it is not positive."""
-    text = str(value).strip().replace("\u03bcs", "µs")  # Go's two spellings of microseconds
-    if text[:1] == "-":
+    text = str(value).replace("\u03bcs", "µs")  # Go's two spellings of microseconds
+    if text != text.strip() or text[:1] == "-":  # Go reads no space around it ("1h " is no duration)
         return None  # negative, or zero: never positive
     try:
         seconds = parse_duration(text[1:] if text[:1] == "+" else text)  # a second sign is no duration: refused
@@ -174,16 +175,17 @@ def positive_duration(value: str) -> float | None:
     return seconds if seconds is not None and seconds > 0 else None
 
 
-#: the longest duration read; past it a date computed from the duration may not exist
-MAX_DURATION_SECONDS = 100 * 365 * 86400.0
+#: the longest duration read: Go's (an int64 of nanoseconds, about 292 years, ``time.ParseDuration`` refuses longer),
+#: so every date computed from one exists
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
 
 
 def _bounded_duration(value: object, seconds: float) -> float:
-    """`seconds` unless it is NaN, infinite or beyond 100 years, which no clock arithmetic survives."""
+    """`seconds` unless it is NaN, infinite or longer than Go's longest duration (`MAX_DURATION_SECONDS`)."""
     if not math.isfinite(seconds):
         raise QuantityError(f"{value!r} is not a finite duration")
     if seconds > MAX_DURATION_SECONDS:
-        raise QuantityError(f"{value!r} is longer than 100 years")
+        raise QuantityError(f"{value!r} is longer than Go's longest duration, 2562047h47m16s")
     return seconds
 
 

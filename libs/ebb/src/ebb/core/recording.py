@@ -321,7 +321,7 @@ def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
     status = obj.get("status")
     if isinstance(status, Mapping):
         keep = {"Pod": ("phase", "conditions", "startTime"), "Node": ("capacity", "allocatable", "conditions"),
-                "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime")}.get(kind, ())
+                "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime", "capacity")}.get(kind, ())
         kept_status = {k: copy.deepcopy(status[k]) for k in keep if status.get(k) is not None}
         if kept_status:
             out["status"] = kept_status

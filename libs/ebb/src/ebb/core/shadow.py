@@ -55,7 +55,7 @@ CATEGORY_OF_CAUSE: Final[Mapping[str, str]] = {
                                           Cause.NODE_DO_NOT_CONSOLIDATE)},
     str(Cause.HOLD): "hold",
     **{str(c): "policy" for c in (Cause.CONSOLIDATION_POLICY, Cause.CONSOLIDATE_AFTER_NEVER, Cause.STATIC_NODEPOOL,
-                                  Cause.KARPENTER_CONFLICT)},
+                                  Cause.KARPENTER_CONFLICT, Cause.NO_NODEPOOL_LAUNCHES)},
     **{str(c): "pods" for c in (Cause.POD_NOWHERE_TO_GO, Cause.PODS_FIT_NOWHERE, Cause.NOMINATED,
                                 Cause.AFFINITY_TARGET_OF_A_MOVE)},
     **{str(c): "not-candidate" for c in (Cause.NOT_OWNED, Cause.NODEPOOL_MISSING, Cause.NO_NODECLAIM,

@@ -890,7 +890,7 @@ def _pod(doc: _Doc, spec: SchedulingSpec | None = None) -> Pod:
         priority=priority,
         owner_kind=owner_kind,
         owner_name=owner_name,
-        is_mirror="kubernetes.io/config.mirror" in annotations or owner_kind == "Node",
+        is_mirror=owner_kind == "Node",  # Karpenter's IsOwnedByNode: a Node among its owner references
         ready=conditions.get("Ready", "True" if phase == "Running" else "False") == "True",
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         start_time=doc.time("status.startTime"),
@@ -996,7 +996,7 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
                  else "spec.ttlSecondsAfterEmpty")
         consolidate_after = _number(doc, ttl_empty, field, float) if ttl_empty is not None else 0.0
         if consolidate_after > MAX_DURATION_SECONDS:
-            raise doc.fail(field, f"{ttl_empty!r} is longer than 100 years")
+            raise doc.fail(field, f"{ttl_empty!r} is longer than Go's longest duration, 2562047h47m16s")
     # Karpenter's CRD defaults expireAfter to 720h (v1's template field, as v1beta1's disruption field); Never is None
     stated = any(doc.get(path) is not None
                  for path in ("spec.template.spec.expireAfter", "spec.disruption.expireAfter"))
@@ -1033,9 +1033,9 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         weight=weight,
         limits=limits,
         replicas=raw_replicas,
-        launches=doc.get("metadata.deletionTimestamp") is None and next(
+        closed="is being deleted" if doc.get("metadata.deletionTimestamp") is not None else "" if next(
             (str(c.get("status")) == "True" for c in doc.seq("status.conditions")
-             if _is_mapping(c) and c.get("type") == "Ready"), True),
+             if _is_mapping(c) and c.get("type") == "Ready"), True) else "is not Ready",
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,
@@ -1169,6 +1169,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         expire_after_stated=doc.get("spec.expireAfter") is not None,
         labels=_normalized_labels(labels),
         annotations=annotations,
+        capacity=doc.resources("status.capacity"),
     )
 
 
@@ -1739,9 +1740,10 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
         unresolved = tuple(f"pod {p.key}" for p in snapshot.pods if not p.is_terminal and _selects_namespaces(p.spec))
         if unresolved:
             warnings.append(f"{len(unresolved)} pod(s) have pod affinity terms with a namespaceSelector but the input "
-                            f"holds no Namespaces, so each such term is read as selecting the pod's own namespace "
-                            f"only: a pod its anti-affinity keeps away in another namespace is not seen (add "
-                            f"namespaces to the kubectl get): {_named(unresolved)}")
+                            f"holds no Namespaces, so each such selector is read as selecting the pod's own "
+                            f"namespace only (and the term the namespaces it lists): a pod its anti-affinity keeps "
+                            f"away in another namespace is not seen (add namespaces to the kubectl get): "
+                            f"{_named(unresolved)}")
     of_type = {t.name: t for t in snapshot.instance_types}
     unlike = tuple(f"node {n.name} ({n.instance_type}: {key}={n.labels[key]}, the catalog says {told})"
                    for n in snapshot.nodes if (it := of_type.get(n.instance_type or "")) is not None

@@ -62,7 +62,7 @@ SPECLESS_KINDS: Final = frozenset({"Namespace"})
 STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
     "Pod": ("phase", "conditions", "startTime", "containerStatuses", "initContainerStatuses"),
-    "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime"),
+    "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime", "capacity"),
     "PersistentVolumeClaim": ("phase",),
 }
 #: top-level fields kept, by kind, besides apiVersion, kind, metadata, spec and status (kinds without a spec)

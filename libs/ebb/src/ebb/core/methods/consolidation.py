@@ -168,7 +168,7 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
                 "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})
             continue
-        why = gate(ctx, node, pool, REASON)
+        why = gate(ctx, node, pool, REASON) or view.no_pool_launches()
         if why:
             out.blocked[name] = why
             continue

@@ -14,7 +14,7 @@ command, so the pool keeps ``spec.replicas`` nodes (Karpenter's StaticDrift); th
 
 from __future__ import annotations
 
-from ebb.core.causes import Stale, StaleCause
+from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
 from ebb.core.labels import requirement_matches
 from ebb.core.memo import Memo
@@ -82,6 +82,8 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
         on_node = (node.instance_type, node.zone, node.capacity_type)
         whose = (f" (its NodeClaim {claim.name}'s labels; the Node's say {on_node[0]}, {on_node[2]} in {on_node[1]})"
                  if claim is not None and on_node != launched else "")
+        if instance_type not in view.types:
+            return f"drifted: instance type {instance_type} is not in the catalog (it is offered nowhere){whose}"
         where = (f" as {capacity_type}" if capacity_type else "") + (f" in {zone}" if zone else "")
         return f"drifted: instance type {instance_type} is no longer offered{where}{whose}"
     if claim is not None and claim.drifted:
@@ -143,7 +145,19 @@ def run(ctx: PassContext) -> MethodOutcome:
     """Drifted nodes of static NodePools are replaced one for one first (Karpenter's StaticDrift, which its
     method order puts before Drift), then the others are rotated with what is left of the Drifted budgets
     (`rotate_keeping_static`)."""
-    return rotate_keeping_static(ctx, NAME, REASON, drifted_nodes(ctx.view))
+    view, wanted = ctx.view, drifted_nodes(ctx.view)
+    closed = view.no_pool_launches()
+    if closed is None:
+        return rotate_keeping_static(ctx, NAME, REASON, wanted)
+    # no NodePool may open a node: Karpenter's drift returns the scheduler's error on its first candidate, static
+    # drift replaces static NodePools' nodes still
+    static = {n: why for n, why in wanted.items() if view.pools[view.nodes[n].nodepool or ""].replicas is not None}
+    out = rotate_keeping_static(ctx, NAME, REASON, static)
+    for name, why in wanted.items():
+        if name not in static and name not in ctx.excluded:
+            out.blocked[name] = BlockCause(Cause.DUE_BUT, {"due": why},
+                                           view.blocked_reason(name, consolidation=False) or closed)
+    return out
 
 
 def validate(view: ClusterView, node: Node) -> StaleCause | None:

@@ -48,10 +48,11 @@ The rules, each violation reported as "<rule>: <what>":
   * limits -- NodePools that received new nodes stay within their limits (capacity of their remaining
     nodes plus the new ones).
 
-Pods that are deleting still hold their resources and host ports but, as in kube-scheduler's spread
-and in the simulator, do not count for spread, pod affinity or anti-affinity. DaemonSet pods of new
-nodes are overhead and host ports only. Only violations that involve a placed pod or a new node are reported: the
-snapshot's own problems (an overfull node nobody touched, two existing pods breaking each other's
+Pods that are deleting still hold their resources, host ports and the required anti-affinity terms of their own
+(Karpenter's inverse anti-affinity keeps their binding until they stop) but, as in kube-scheduler's spread, Karpenter's
+``countDomains`` and the simulator, do not count for spread, or for another pod's own affinity or anti-affinity terms.
+DaemonSet pods of new nodes are overhead and host ports only. Only violations that involve a placed pod or a new node
+are reported: the snapshot's own problems (an overfull node nobody touched, two existing pods breaking each other's
 anti-affinity) are not the result's.
 
 Limits of a final-state check. Resources, labels, taints, anti-affinity and host ports do not depend
@@ -78,6 +79,7 @@ from ebb.core.labels import (
 )
 from ebb.core.model import (
     ATTACH_LIMIT_PREFIX,
+    FIELD_NODE_NAME,
     LABEL_CAPACITY_TYPE,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
@@ -149,6 +151,7 @@ def check(snapshot: Snapshot, result: SimulationResult, removed_nodes: Iterable[
             continue
         labels = dict(existing.labels)
         labels.setdefault(LABEL_HOSTNAME, existing.name)
+        labels[FIELD_NODE_NAME] = existing.name  # what a node selector's matchFields reads
         closed = None
         if existing.unschedulable:
             closed = "cordoned"
@@ -372,7 +375,9 @@ def _term_namespaces(term: PodAffinityTerm, pod: Pod) -> frozenset[str] | None:
     """None: every namespace."""
     if term.all_namespaces:
         return None
-    return term.namespaces if term.namespaces is not None else frozenset((pod.namespace,))
+    if term.namespaces is None:
+        return frozenset((pod.namespace,))
+    return term.namespaces | {pod.namespace} if term.namespace_selector is not None else term.namespaces
 
 
 def _term_matches(term: PodAffinityTerm, owner: Pod, other: Pod) -> bool:
@@ -452,7 +457,7 @@ def _check_anti_affinity(final: _Final, pod: Pod, node: _FinalNode) -> None:
     # Terms of pods that were already there against the pod (placed pods' terms are checked above).
     for other in nodes:
         for q in other.pods:
-            if q.key in final.placed_keys or q.deleting or not q.spec.pod_anti_affinity:
+            if q.key in final.placed_keys or not q.spec.pod_anti_affinity:  # one being deleted too, until it stops
                 continue
             for term in q.spec.pod_anti_affinity:
                 theirs = other.labels.get(term.topology_key)

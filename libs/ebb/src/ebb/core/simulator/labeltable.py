@@ -8,12 +8,12 @@ a requirement is one numpy comparison instead of a Python loop over nodes. The o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ebb.core.labels import integer_bound
-from ebb.core.model import Requirement
+from ebb.core.model import FIELD_NODE_NAME, Requirement
 from ebb.core.quantity import parse_go_int
 from ebb.core.simulator.arrays import BoolArray, IntArray
 
@@ -22,11 +22,15 @@ class LabelTable:
     """Label sets of a fixed sequence of objects, with per-key value codes built on first use."""
 
     def __init__(self, label_sets: Sequence[Mapping[str, str]], *,
-                 like: tuple[LabelTable, IntArray, Sequence[int]] | None = None) -> None:
+                 like: tuple[LabelTable, IntArray, Sequence[int]] | None = None,
+                 names: Callable[[], Sequence[str]] | None = None) -> None:
         """``like``: (a table, the row of it each object's labels are, the objects that are none of its rows): the
-        columns that table has made are made here from its codes, not from every object's labels."""
+        columns that table has made are made here from its codes, not from every object's labels. ``names``: the
+        objects' names (nodes'), made when first asked: the values of `FIELD_NODE_NAME`, which a node selector's
+        ``matchFields`` reads (without them, no object has one)."""
         self._labels = label_sets
         self._size = len(label_sets)
+        self._names = names
         self._keys: dict[str, tuple[IntArray, dict[str, int], list[str]]] = {}
         #: requirement -> its result (read-only): replicas and Jobs of one workload ask the same ones
         self._matched: dict[Requirement, BoolArray] = {}
@@ -47,8 +51,9 @@ class LabelTable:
         if len(new):
             lookup, values = dict(lookup), list(values)
             code_of = lookup.setdefault
+            names = self._names() if key == FIELD_NODE_NAME and self._names is not None else None
             for i in new:
-                value = self._labels[i].get(key)
+                value = names[i] if names is not None else self._labels[i].get(key)
                 codes[i] = -1 if value is None else code_of(value, len(values))
                 if len(values) < len(lookup):
                     values.append(value)  # type: ignore[arg-type]
@@ -74,8 +79,9 @@ class LabelTable:
             # codes in the order values first come: a value's code is the size of ``lookup`` when it is first seen
             lookup: dict[str, int] = {}
             code_of = lookup.setdefault
-            codes = np.fromiter((-1 if value is None else code_of(value, len(lookup))
-                                 for value in [labels.get(key) for labels in self._labels]),
+            values = (self._names() if key == FIELD_NODE_NAME and self._names is not None
+                      else [labels.get(key) for labels in self._labels])
+            codes = np.fromiter((-1 if value is None else code_of(value, len(lookup)) for value in values),
                                 dtype=np.int64, count=self._size)
             hit = self._keys[key] = (codes, lookup, list(lookup))
         return hit

@@ -131,7 +131,7 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
     if last is None or not last.nodes or not (last.daemonsets is daemonsets or last.daemonsets == daemonsets):
         alloc, wanted, ready_open, labels, capacity = _of_nodes(resources, daemonsets, nodes)
         used, daemons_used, movable = _of_pods(resources, daemonsets, derived)
-        table = LabelTable(labels)
+        table = LabelTable(labels, names=lambda: [node.name for node in nodes])
     else:
         at = last.index.get
         found = [at(id(node), -1) for node in nodes]
@@ -158,7 +158,7 @@ def rows_of(resources: tuple[str, ...], daemonsets: tuple[DaemonSet, ...], nodes
             used[new_pods], movable[new_pods] = of_pods[0], of_pods[2]
             if daemons_used is not None and of_pods[1] is not None:
                 daemons_used[new_pods] = of_pods[1]
-        table = LabelTable(labels, like=(last.table, take, new_nodes))
+        table = LabelTable(labels, like=(last.table, take, new_nodes), names=lambda: [node.name for node in nodes])
     for array in (alloc, capacity, used, daemons_used, wanted, ready_open, movable):
         if array is not None:
             array.flags.writeable = False

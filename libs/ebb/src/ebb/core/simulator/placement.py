@@ -297,7 +297,7 @@ class Placement:
         elif not cls.can_launch:
             where += self._cannot_launch(cls)
         else:
-            notes = self._limits_note(cls, req) + self._min_values_note(cls, req)
+            notes = self._closed_note(cls, req) + self._limits_note(cls, req) + self._min_values_note(cls, req)
             if cls.constraints and not notes and any(
                     ok is not None and any_set(pool.combos_holding(req) & ok)
                     for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True)):
@@ -330,6 +330,15 @@ class Placement:
                             f"(label(s)=[{labels}]): the instance types that hold it offer only " + ", ".join(
                                 f"{count} value(s) of {key} where minValues is {floor}" for key, count, floor in short))
         return f" that meets its minValues ({'; '.join(held)})" if held else ""
+
+    def _closed_note(self, cls: PodClass, req: IntArray) -> str:
+        """The NodePools with a type that would hold a pod of ``cls`` requesting ``req`` but that open no node (being
+        deleted or not Ready: `NodePool.closed`), each named with why; "" when none."""
+        held = [f"NodePool {pool.pool.name} {pool.pool.closed}, so it launches no node"
+                for pool, allowed in zip(self.s.pools, cls.pool_combo_ok, strict=True)
+                if pool.pool.closed and allowed is not None and len(pool.types)
+                and any_set(pool.combos_holding(req) & allowed)]
+        return f" ({'; '.join(held)})" if held else ""
 
     def _limits_note(self, cls: PodClass, req: IntArray) -> str:
         """How the NodePools' limits keep a pod of ``cls`` requesting ``req`` off a new node: " within its limits",

@@ -156,7 +156,8 @@ class Scheduler:
             rescheduled: int = int(kept.movable.sum()) + sum(map(_NEEDS_RESCHEDULING, unbound or ()))
         else:
             self.node_open = ready_open(self.nodes)
-            self.node_labels = LabelTable([node_labels(n) for n in self.nodes])
+            self.node_labels = LabelTable([node_labels(n) for n in self.nodes],
+                                          names=lambda: [node.name for node in self.nodes])
             self.node_alloc = kept_rows(self.resources, [n.allocatable for n in self.nodes])
             self.pods_on, used, daemons, rescheduled = self._bind(snapshot)
             self.node_free = self.node_alloc - used
@@ -198,6 +199,8 @@ class Scheduler:
         #: class key -> (groups registered when computed, `memberships`)
         self._memberships: dict[Interned, tuple[int, tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]]]] = {}
         self._counted: dict[int, tuple[int, list[Pod]]] = {}
+        #: per node holding any, what its pods being deleted still hold (`held_by_deleting`), made when first asked
+        self._held: dict[int, tuple[frozenset[tuple[str, int, str]], tuple[Pod, ...]]] | None = None
         #: `SimState._narrowed`'s facts of a claim's offerings, by (pool, the offerings' mask as bytes)
         self._offering_facts: dict[tuple[int, bytes], tuple[IntArray, dict[str, int]]] = {}
         #: what a claim launches (`Placement.new_nodes`), by (pool, the offerings' mask as bytes)
@@ -417,6 +420,27 @@ class Scheduler:
         self._counted[b] = (len(self.topology.groups), pods)
         return pods
 
+    def held_by_deleting(self) -> dict[int, tuple[frozenset[tuple[str, int, str]], tuple[Pod, ...]]]:
+        """Per node whose pods being deleted still hold something: their host ports, and those of them with a required
+        pod anti-affinity, which keeps the pods it selects out of its domains until the pod has stopped. A pod being
+        deleted counts in no spread and in no pod's own (anti-)affinity (kube-scheduler's spread and Karpenter's
+        ``countDomains`` skip terminating pods), but Karpenter's cluster state keeps its binding and its anti-affinity
+        (``ForPodsWithAntiAffinity``, the inverse check of every pod it schedules) as kube-scheduler's inter-pod
+        affinity does, and its host ports, until it has stopped. Found once per Scheduler (the nodes most have
+        neither)."""
+        if self._held is None:
+            if self.derived is not None:
+                found = [d.derived("deleting_held", _deleting_held) for d in self.derived]
+            else:
+                found = [_deleting_held(pods) for pods in self.pods_on]
+            self._held = {i: held for i, held in enumerate(found) if held[0] or held[1]}
+        return self._held
+
+    def owned_groups(self, pod: Pod) -> list[int]:
+        """The anti-affinity "owner" groups of ``pod``'s own required terms registered now (`Topology.roles`): what a
+        pod being deleted still counts in (`held_by_deleting`)."""
+        return self.topology.roles(pod)[1]
+
     def pool_charge(self, b: int) -> tuple[int, IntArray] | None:
         """What node ``b`` counts against its NodePool's limits, its capacity then 1 (for ``nodes``), with the pool's
         index; None when no NodePool of the snapshot owns it or it is being deleted (made once per node)."""
@@ -468,7 +492,8 @@ class Scheduler:
     def _charge_launching(self, usage: IntArray, index: Mapping[str, int]) -> None:
         """Add to ``usage`` the NodeClaims launched whose Node has not registered yet (none of the snapshot's nodes is
         theirs by name or provider id) and that are not being deleted: Karpenter's cluster state holds each as a node
-        of its NodePool, with its instance type's capacity, and counts it against the NodePool's limits."""
+        of its NodePool and counts it against the NodePool's limits with the capacity its status says
+        (``StateNode.Capacity``), else (not launched yet) with its instance type's."""
         claims = self.snapshot.launching_claims()
         if not claims:
             return
@@ -478,8 +503,9 @@ class Scheduler:
             if i < 0 or claim.deleting:
                 continue
             itype = types.get(claim.labels.get(LABEL_INSTANCE_TYPE, ""))
-            if itype is not None:
-                usage[i, :-1] += rows(self.resources, [itype.capacity])[0]
+            capacity = claim.capacity or (itype.capacity if itype is not None else None)
+            if capacity:
+                usage[i, :-1] += rows(self.resources, [capacity])[0]
             usage[i, -1] += 1
 
 
@@ -608,14 +634,15 @@ class SimState(Placement):
                 for i in at:
                     self.ports.setdefault(i, set()).update(ports)
         # a pod being deleted counts in no spread (kube-scheduler skips terminating pods), but holds its host ports
-        # until it has stopped: Karpenter's state node and kube-scheduler's NodePorts release them only then
-        if s.derived is not None:
-            held = [(i, d.derived("deleting_ports", _deleting_ports)) for i, d in enumerate(s.derived)]
-        else:
-            held = [(i, _deleting_ports(pods)) for i, pods in enumerate(s.pods_on)]
-        for i, still in held:
+        # and its required anti-affinity until it has stopped (`Scheduler.held_by_deleting`)
+        for i, (still, owners) in s.held_by_deleting().items():
             if still:
                 self.ports.setdefault(i, set()).update(still)
+            for pod in owners:
+                for gid in s.owned_groups(pod):
+                    code = self.bin_codes[topology.groups[gid].key][i]
+                    if code >= 0:
+                        self.counts[gid][code] += 1
 
     def _bound_listed(self) -> list[tuple[tuple[tuple[int, ...], tuple[tuple[str, int, str], ...]], list[int]]]:
         """The memberships of each class of the bound pods that raises a count or holds a host port (most classes do
@@ -684,6 +711,9 @@ class SimState(Placement):
                         continue
                     if self._counts_in(g, gid, pod) and codes[i] >= 0:
                         arr[codes[i]] += 1
+            for i, (_, owners) in s.held_by_deleting().items():  # on a node removed too (`_take_out`)
+                if codes[i] >= 0:
+                    arr[codes[i]] += sum(gid in s.owned_groups(pod) for pod in owners)
             for key, b in self.placed.items():
                 pod = self.pod_by_key[key]
                 if self._counts_in(g, gid, pod) and codes[b] >= 0:
@@ -762,8 +792,10 @@ class SimState(Placement):
         self._set(self.open, b, False)
         s, placed, groups = self.s, self.placed, self.topology.groups
         moved = self.moved_onto.get(b, [])
-        # the pods on it leave the topology counts (a pod being deleted is in none): of its own pods only the few
-        # that are counted at all are looked at (`Scheduler.counted_on`), those not moved away already
+        # the pods on it leave the topology counts: of its own pods only the few that are counted at all are looked at
+        # (`Scheduler.counted_on`), those not moved away already; one being deleted keeps its anti-affinity until it
+        # has stopped, on a node going away too (`Scheduler.held_by_deleting`: Karpenter's simulation keeps every
+        # bound pod it does not reschedule in its inverse anti-affinity)
         for pod in (*(p for p in s.counted_on(b) if p.key not in placed), *(p for p in moved if not p.deleting)):
             for gid in s.memberships(pod)[0]:
                 code = self.bin_codes[groups[gid].key][b]
@@ -1265,9 +1297,12 @@ class SimState(Placement):
                     self._set(codes, b, code)
 
 
-def _deleting_ports(pods: Sequence[Pod]) -> frozenset[tuple[str, int, str]]:
-    """The host ports the pods being deleted among ``pods`` (a node's active pods) still hold."""
-    return frozenset(port for pod in pods if pod.deleting for port in host_ports(pod.spec))
+def _deleting_held(pods: Sequence[Pod]) -> tuple[frozenset[tuple[str, int, str]], tuple[Pod, ...]]:
+    """What the pods being deleted among ``pods`` (a node's active pods) still hold (`Scheduler.held_by_deleting`):
+    their host ports, and those of them with a required pod anti-affinity."""
+    deleting = [pod for pod in pods if pod.deleting]
+    return (frozenset(port for pod in deleting for port in host_ports(pod.spec)),
+            tuple(pod for pod in deleting if pod.spec.pod_anti_affinity))
 
 
 def simulate(snapshot: Snapshot, pods: Sequence[Pod], *, remove: Iterable[str] = (), max_new: int = 10**9,

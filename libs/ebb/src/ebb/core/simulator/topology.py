@@ -103,7 +103,11 @@ class Topology:
         """The namespaces a pod's affinity term selects pods in (None: all), for a pod of namespace ``own_ns``."""
         if term.all_namespaces:
             return None
-        return term.namespaces if term.namespaces is not None else frozenset((own_ns,))
+        if term.namespaces is None:
+            return frozenset((own_ns,))
+        # a namespaceSelector without Namespace objects to read it by is taken as selecting the pod's own namespace,
+        # which it always would with the listed ones too (every namespace carries kubernetes.io/metadata.name)
+        return term.namespaces | {own_ns} if term.namespace_selector is not None else term.namespaces
 
     def register_groups(self, pods: Sequence[Pod]) -> None:
         """The groups of every spread and pod (anti-)affinity term of ``pods``, required or preferred."""

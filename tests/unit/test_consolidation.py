@@ -659,3 +659,35 @@ def test_a_selector_without_namespaces_to_read_it_still_selects_the_pods_own_nam
                     pod("db", "n2", cpu="500m", labels={"app": "db"}, affinity=away if inverse else None),
                     pod("x", "n2", cpu="500m", labels={"app": "x"}))
     assert out["commands"] == [], out["commands"]
+
+
+@pytest.mark.parametrize(("closed_how", "said"), [
+    ({"spec": {"unschedulable": True}}, "dest: it is cordoned"),
+    ({"metadata": {"deletionTimestamp": "2026-11-23T18:00:00Z"}}, "dest: it is being deleted"),
+])
+def test_no_other_node_names_why_the_others_take_no_pod(closed_how: dict[str, Any], said: str) -> None:
+    """"No other node can take pods" names the nodes that would have room and why they take none, so a cordoned
+    destination is not mistaken for a full one."""
+    dest = node("dest", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    for part, value in closed_how.items():
+        dest.setdefault(part, {}).update(value)
+    out = plan_dict(nodepool(), node("src", itype="t3.medium"), pod("web", "src", cpu="1"), dest)
+    assert f"no other node can take pods ({said})" in blocked_of(out, "src")["reason"]
+
+
+ANY = [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]  # no capacity-type requirement: no drift
+
+
+@pytest.mark.parametrize(("pool", "said"), [
+    (nodepool(policy="WhenEmpty", requirements=ANY), "consolidationPolicy is WhenEmpty"),
+    (nodepool(consolidate_after="Never", requirements=ANY), "consolidateAfter is Never"),
+    (nodepool(requirements=ANY), "it has no karpenter.sh/capacity-type label, so its price is unknown"),
+])
+def test_a_nodepool_policy_that_keeps_every_node_is_said_before_what_a_node_lacks(pool: dict[str, Any],
+                                                                                  said: str) -> None:
+    """A node whose price ebb cannot read is kept by its NodePool's policy first: that is the reason to give (the price
+    would not matter)."""
+    unpriced = node("a")
+    del unpriced["metadata"]["labels"]["karpenter.sh/capacity-type"]
+    out = plan_dict(pool, unpriced, pod("web", "a", cpu="100m"))
+    assert said in blocked_of(out, "a")["reason"], blocked_of(out, "a")

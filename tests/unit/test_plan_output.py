@@ -134,6 +134,15 @@ def test_cost_with_a_replacement() -> None:
     assert out["cost"] == {"before": pytest.approx(OD["m5.2xlarge"]), "after": pytest.approx(OD["t3.medium"])}
 
 
+def test_a_node_disrupted_already_costs_nothing_now() -> None:
+    """A node tainted karpenter.sh/disrupted is on its way out, as a deleting one: the budgets count it as disrupting,
+    and ``cost`` leaves it out (it was priced, so --until-stable credited the plan with its saving)."""
+    taint = [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]
+    out = plan_dict(nodepool(), node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m"),
+                    node("going", itype="m5.large", taints=taint))
+    assert out["cost"]["before"] == out["cost"]["after"] == pytest.approx(OD["t3.medium"])
+
+
 def test_no_commands_keeps_the_cost() -> None:
     out = plan_dict(nodepool(), node("busy", itype="t3.medium"), pod("db", "busy", cpu="1800m"))
     assert out["commands"] == []

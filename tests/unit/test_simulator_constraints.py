@@ -812,6 +812,23 @@ def test_a_pod_being_deleted_on_a_node_going_away_keeps_its_zone() -> None:
     assert placed_on("Succeeded") == {"default/web": 1}
 
 
+def test_a_statefulset_pod_being_deleted_is_counted_where_its_replacement_goes() -> None:
+    """A StatefulSet's pod being deleted on a removed node is rescheduled (its replacement needs its room), so
+    Karpenter counts its anti-affinity where it goes, not where it was: once the guard went to us-east-1b, web may go
+    to us-east-1a."""
+    guard = pod("guard", "a", labels={"app": "guard"}, affinity=_anti(WEB, ZONE), owner=("StatefulSet", "guard"),
+                node_selector={ZONE: "us-east-1b"})
+    guard["metadata"]["deletionTimestamp"] = "2026-11-23T18:29:00Z"
+    sched = Scheduler(snapshot(nodepool(), node("a", zone="us-east-1a"), node("stay", zone="us-east-1a"),
+                               node("bnode", zone="us-east-1b"), node("c", zone="us-east-1c"), guard,
+                               pod("web", "c", labels=WEB)))
+    state = sched.new_state()
+    failures, _ = state.place_all(state.remove_node("a"), max_new=0)
+    assert not failures and state.placed == {"default/guard": 2}
+    failures, _ = state.place_all(state.remove_node("c"), max_new=0)
+    assert not failures and state.placed["default/web"] == 1
+
+
 @pytest.mark.parametrize(("status_capacity", "replaced"), [
     ({"cpu": "2", "memory": "8Gi", "pods": "29"}, False),  # 2 of the 3 cpus taken: no m5.large fits the limits
     ({}, True),  # not launched yet, of a type the catalog does not list: it charges no cpu

@@ -73,6 +73,10 @@ MOVES = [
      _v(pvc("data", "v1"), {**pv("v1", local_on="a"), "spec": {"local": {"path": "/mnt"}, "nodeAffinity": {"required": {
          "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}]}}}}),
      False),
+    ("a volume pinned to node b by matchFields keeps db off b too (kube-scheduler's CheckNodeAffinity matches a "
+     "volume's affinity against labels only, not the node's name as a pod's)",
+     _v(pvc("data", "v1"), {**pv("v1"), "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}), False),
     ("an ephemeral volume's claim (<pod>-<volume>) is read",
      _v(pvc("db-scratch", "v1"), pv("v1", ["us-east-1a"]), claims=(), ephemeral=("scratch",)), False),
     ("two claims: each one's zone is asked (a and b: no node has both)",

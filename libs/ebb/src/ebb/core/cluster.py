@@ -304,11 +304,12 @@ class ClusterView:
                    for o in it.offerings)
 
     def pool_cost(self) -> float:
-        """What the NodePools' nodes cost an hour (``cost.before`` of a plan): their nodes not being deleted, and their
+        """What the NodePools' nodes cost an hour (``cost.before`` of a plan): their nodes not being deleted nor
+        disrupted already (tainted ``karpenter.sh/disrupted``: on their way out, as the budgets count them), and their
         NodeClaims launched whose Node has not registered yet and that are not being deleted (`launching_claims`,
         priced by their labels, `claim_price`), which cost money from launch on and which Balanced counts too."""
         return math.fsum((*(self.price[n.name] for n in self.snapshot.nodes
-                            if n.nodepool in self.pools and not n.deleting),
+                            if n.nodepool in self.pools and not (n.deleting or n.being_disrupted)),
                           *(self.claim_price(c) for c in self.launching_claims()
                             if c.nodepool in self.pools and not c.deleting)))
 

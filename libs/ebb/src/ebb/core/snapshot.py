@@ -45,6 +45,7 @@ from ebb.core.model import (
     DEFAULT_EXPIRE_AFTER,
     DEFAULT_MINIMUM_SAVING_PER_EVICTED_POD,
     DISRUPTION_FIELDS,
+    FIELD_NODE_NAME,
     HUGEPAGES_PREFIX,
     INTEGER_OPERATORS,
     LABEL_ARCH,
@@ -103,8 +104,8 @@ NODEPOOL_GROUPS = ("karpenter.sh", "ebb.sh")
 #: the group of the NodePool and NodeClaim kinds ebb no longer defines (their plurals clash with Karpenter's)
 RENAMED_GROUP = "ebb.sh"
 #: why a pod with Dynamic Resource Allocation claims goes nowhere in a simulation (`SchedulingSpec.volume_block`)
-DRA_BLOCK = ("it has Dynamic Resource Allocation claims (resourceClaims), which Karpenter's simulation does not place "
-             "(IgnoreDRARequests)")
+DRA_BLOCK = ("it has Dynamic Resource Allocation claims (resourceClaims, or a container's resources.claims), which "
+             "Karpenter's simulation does not place (IgnoreDRARequests)")
 
 
 class SnapshotError(ValueError):
@@ -1268,17 +1269,26 @@ def _zone_labels_terms(labels: Mapping[str, str]) -> tuple[tuple[Requirement, ..
     return (tuple(requirements),) if requirements else None
 
 
+#: what a PersistentVolume's ``matchFields`` on ``metadata.name`` are read as: a field no node has (no label key holds a
+#: colon), as kube-scheduler reads a volume's node affinity against the node's labels only
+_VOLUME_NODE_FIELD = "field:metadata.name"
+
+
 def _persistent_volume(doc: _Doc) -> PersistentVolume:
     """A PersistentVolume: its ``nodeAffinity.required`` terms' ``matchExpressions``, each key under its current
-    name (an in-tree EBS volume says ``failure-domain.beta.kubernetes.io/zone``), as Karpenter reads them."""
+    name (an in-tree EBS volume says ``failure-domain.beta.kubernetes.io/zone``), as Karpenter reads them, and their
+    ``matchFields``, as kube-scheduler reads them (Karpenter does not: a difference in docs/decisions.md)."""
     path = "spec.nodeAffinity.required"
     required = doc.get(path)
     terms = None
     if required is not None:
         raw_terms = doc.as_list(doc.as_mapping(required, path).get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
-        # a term's matchFields are read as a pod's are: kube-scheduler matches a volume's affinity against a node of
-        # labels only (``CheckNodeAffinity``), so ``metadata.name In [n1]`` admits no node, as it does here
-        terms = _node_selector_terms(doc, raw_terms, f"{path}.nodeSelectorTerms", f"{path}.nodeSelectorTerms")
+        # a term's matchFields are read, but not as a pod's are: kube-scheduler matches a volume's affinity against a
+        # node of labels only (``CheckNodeAffinity``), so ``metadata.name In [n1]`` admits no node, and here it names
+        # a field no node has (`_VOLUME_NODE_FIELD`), not the node's name
+        terms = tuple(tuple(replace(r, key=_VOLUME_NODE_FIELD) if r.key == FIELD_NODE_NAME else r for r in term)
+                      for term in _node_selector_terms(doc, raw_terms, f"{path}.nodeSelectorTerms",
+                                                       f"{path}.nodeSelectorTerms"))
     else:
         terms = _zone_labels_terms(doc.str_map("metadata.labels"))
     driver = str(doc.get("spec.csi.driver") or "")

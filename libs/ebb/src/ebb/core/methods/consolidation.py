@@ -150,11 +150,20 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
     price per unit of disruption, the highest first); excluded ones get their cause in `out`."""
     view = ctx.view
     names: list[str] = []
+    closed = view.no_pool_launches()  # no NodePool may open a node: no move is simulated
     for node in view.snapshot.nodes:
         name = node.name
         if not view.movable[name] or name in view.not_candidate or name in ctx.excluded:
             continue
         pool = view.pools[node.nodepool or ""]
+        if (pool.consolidation_policy == "WhenEmpty" or pool.consolidate_after is None) \
+                and not view.blocked_reason(name, True):
+            # the NodePool's policy keeps every node of it: said before what this node lacks
+            out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
+                "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy}
+            ) if pool.consolidation_policy == "WhenEmpty" else BlockCause(Cause.CONSOLIDATE_AFTER_NEVER, {
+                "pool": pool.name, "source": pool.policy_source})
+            continue
         if not all(map(node.labels.get, PRICE_LABELS)):  # asked in C of most nodes: they have every one
             missing = next(label for label in PRICE_LABELS if not node.labels.get(label))
             if not view.blocked_reason(name, True):
@@ -164,11 +173,7 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             # Karpenter's consolidation leaves a candidate whose instance type it does not know (``ShouldDisrupt``)
             out.blocked[name] = BlockCause(Cause.TYPE_NOT_IN_CATALOG, {"type": node.instance_type})
             continue
-        if pool.consolidation_policy == "WhenEmpty" and not view.blocked_reason(name, True):
-            out.blocked[name] = BlockCause(Cause.CONSOLIDATION_POLICY, {
-                "pool": pool.name, "source": pool.policy_source, "policy": pool.consolidation_policy})
-            continue
-        why = gate(ctx, node, pool, REASON) or view.no_pool_launches()
+        why = gate(ctx, node, pool, REASON) or closed
         if why:
             out.blocked[name] = why
             continue

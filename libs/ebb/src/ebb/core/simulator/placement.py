@@ -267,7 +267,8 @@ class Placement:
             open_nodes[closed] = False
         static = open_nodes & cls.node_ok
         if not any_set(open_nodes):
-            where = "no other node can take pods" + _overcommitted(s, {closed, *self._removed})
+            leaving = {closed, *self._removed}
+            where = "no other node can take pods" + _shut(s, leaving) + _overcommitted(s, leaving)
         elif not any_set(static):
             where = ("no remaining node matches its nodeSelector, node affinity or tolerations"
                      + (", or its volumes' node affinity" if cls.spec.volume_terms is not None else ""))
@@ -533,6 +534,26 @@ def _own_rules(cls: PodClass) -> str:
     if not rules:  # (not reached: the caller names these once every simpler cause is ruled out)
         return "its topology spread, pod affinity/anti-affinity or host ports"
     return ", ".join(rules[:-1]) + " or " + rules[-1] if len(rules) > 1 else rules[0]
+
+
+def _shut(s: Any, leaving: set[int]) -> str:
+    """Why the other existing nodes take no pod: those cordoned, being deleted, NotReady or tainted by a disruption
+    already (`noderows.ready_open`), up to three named with why, but for the nodes ``leaving``; "" when there is
+    none."""
+    named = []
+    for i in np.flatnonzero(~s.node_open):
+        if int(i) in leaving:
+            continue
+        node = s.nodes[int(i)]
+        why = ("it is being deleted" if node.deleting else "it is NotReady" if not node.ready else
+               "it is cordoned" if node.unschedulable else
+               f"it is tainted {node.disruption_taint}" if node.being_disrupted else None)
+        if why is None:
+            continue  # overcommitted (`_overcommitted` names it), or closed by the caller
+        named.append(f"{node.name}: {why}")
+        if len(named) == 3:
+            break
+    return f" ({'; '.join(named)})" if named else ""
 
 
 def _overcommitted(s: Any, leaving: set[int]) -> str:

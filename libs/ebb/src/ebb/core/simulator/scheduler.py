@@ -713,7 +713,8 @@ class SimState(Placement):
                         arr[codes[i]] += 1
             for i, (_, owners) in s.held_by_deleting().items():  # on a node removed too (`_take_out`)
                 if codes[i] >= 0:
-                    arr[codes[i]] += sum(gid in s.owned_groups(pod) for pod in owners)
+                    arr[codes[i]] += sum(gid in s.owned_groups(pod) for pod in owners
+                                         if not (i in self._removed and pod.needs_rescheduling))
             for key, b in self.placed.items():
                 pod = self.pod_by_key[key]
                 if self._counts_in(g, gid, pod) and codes[b] >= 0:
@@ -801,6 +802,13 @@ class SimState(Placement):
                 code = self.bin_codes[groups[gid].key][b]
                 if code >= 0:
                     self._set(self.counts[gid], code, self.counts[gid][code] - 1)
+        held = s.held_by_deleting().get(b)
+        for pod in held[1] if held is not None else ():
+            if pod.needs_rescheduling:  # a StatefulSet's: rescheduled, it is counted where it goes instead
+                for gid in s.owned_groups(pod):
+                    code = self.bin_codes[groups[gid].key][b]
+                    if code >= 0:
+                        self._set(self.counts[gid], code, self.counts[gid][code] - 1)
         if b in self.moved_onto:
             self.journal.append(("moved_clear", b, self.moved_onto[b]))
             self.moved_onto[b] = []

@@ -38,8 +38,8 @@ def test_a_node_holding_a_pod_with_dra_claims_is_not_consolidated(where: str) ->
     assert [c["nodes"] for c in plan_dict(*docs, pod("web", "cand", cpu="500m"))["commands"]] == [["cand"]]
     out = plan_dict(*docs, _with_claim(pod("web", "cand", cpu="500m"), where))
     assert out["commands"] == []
-    assert "it has Dynamic Resource Allocation claims (resourceClaims), which Karpenter's simulation does not " \
-           "place" in blocked_of(out, "cand")["reason"]
+    assert "it has Dynamic Resource Allocation claims (resourceClaims, or a container's resources.claims), which " \
+           "Karpenter's simulation does not place" in blocked_of(out, "cand")["reason"]
 
 
 def test_a_drifted_node_holding_a_pod_with_dra_claims_stays() -> None:

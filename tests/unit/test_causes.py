@@ -182,6 +182,7 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "4.2% of NodePool general's cost for 10.0% of its disruption cost (score 0.42, below 0.50, k=2)", U),
     (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this replace", "evictions": "40 pods", "pods": 40,
                                             "weighted": "", "savings": 0.05, "per_pod": 0.00125,
+                                            "per": "per evicted pod",
                                             "source": ("DisruptionPolicy general",), "price": 0.01, "asked": 0.4}),
      "this replace would evict 40 pods to save $0.0500/h ($0.0013/h per evicted pod); DisruptionPolicy general's "
      "minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.4000/h for these", U),
@@ -282,7 +283,8 @@ STALE: list[tuple[StaleCause, str]] = [
      "(cpu 3000m, memory 4.00Gi); deleting it would leave its nodes cpu 2000m, memory 8.00Gi"),
     (StaleCause(Stale.EVICTIONS_NOW_NOT_WORTH, {}, BlockCause(Cause.EVICTIONS_NOT_WORTH, {
         "action": "this delete", "evictions": "12 pods", "pods": 12, "weighted": "", "savings": 0.096,
-        "per_pod": 0.008, "source": ("DisruptionPolicy default",), "price": 0.01, "asked": 0.12})),
+        "per_pod": 0.008, "per": "per evicted pod", "source": ("DisruptionPolicy default",), "price": 0.01,
+        "asked": 0.12})),
      "its nodes have more pods now: this delete would evict 12 pods to save $0.0960/h ($0.0080/h per evicted pod); "
      "DisruptionPolicy default's minimumSavingPerEvictedPod asks at least $0.0100/h per evicted pod, $0.1200/h for "
      "these"),
@@ -326,6 +328,7 @@ SHORT_OF: list[tuple[BlockCause, str]] = [
      "(score 0.499, below 0.50, k=2)"),
     (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this delete", "evictions": "1 pod", "pods": 1,
                                             "weighted": "", "savings": 0.009999, "per_pod": 0.009999,
+                                            "per": "per evicted pod",
                                             "source": ("DisruptionPolicy a",), "price": 0.01, "asked": 0.01}),
      "to save $0.009999/h ($0.009999/h per evicted pod); DisruptionPolicy a's minimumSavingPerEvictedPod asks at "
      "least $0.0100/h per evicted pod, $0.0100/h for these"),

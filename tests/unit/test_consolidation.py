@@ -691,3 +691,14 @@ def test_a_nodepool_policy_that_keeps_every_node_is_said_before_what_a_node_lack
     del unpriced["metadata"]["labels"]["karpenter.sh/capacity-type"]
     out = plan_dict(pool, unpriced, pod("web", "a", cpu="100m"))
     assert said in blocked_of(out, "a")["reason"], blocked_of(out, "a")
+
+
+def test_a_delete_counts_the_pods_expected_on_its_node_apart() -> None:
+    """A pending pod the simulation placed on the candidate first leaves it too, but it is not the node's pod and it
+    is not evicted: the explanation counts it apart ("its 2 pods fit" for a node that holds one)."""
+    out = plan_dict(nodepool(), node("cand", itype="m5.large"), pod("web", "cand", cpu="1200m"),
+                    node("other", itype="m5.xlarge", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    pod("big", "other", cpu="2"), pod("pend", None, cpu="800m", phase="Pending"))
+    [command] = [c for c in out["commands"] if c["nodes"] == ["cand"]]
+    assert command["explanation"].startswith(
+        "cand: its 1 pods, and the 1 expected on it (pending or leaving a node), fit on other nodes; it evicts 1 pod")

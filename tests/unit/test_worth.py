@@ -56,7 +56,7 @@ SINGLE: list[tuple[str, list[Any], tuple[str, tuple[str, ...]] | str, str | None
     ("plain pods are cheap enough", [nodepool(), _policy(0.02), *_big(4)], ("replace", ("big",)), None),
     ("high-priority pods count five times", [nodepool(), _policy(0.02), *_big(4, priority=PRIORITY_FOUR)], "none",
      f"this replace would evict 4 pods (counted as 20.00 by their priority and pod-deletion-cost) to save "
-     f"${REPLACE_SAVES:.4f}/h (${REPLACE_SAVES / 20:.4f}/h per evicted pod)"),
+     f"${REPLACE_SAVES:.4f}/h (${REPLACE_SAVES / 20:.4f}/h per evicted pod as counted)"),
     ("pods their owner marked free to delete count nothing",
      [nodepool(), _policy(1), *_big(10, annotations={"controller.kubernetes.io/pod-deletion-cost":
                                                      DELETION_COST_MINUS_ONE})],
@@ -121,7 +121,11 @@ WORDS: list[tuple[str, list[Any], list[str], float, str]] = [
      "DisruptionPolicy default's minimumSavingPerEvictedPod)"),
     ("weighted pods", [nodepool(), node("a"), pod("x", "a", priority=PRIORITY_FOUR)], ["a"], 0.1,
      "; it evicts 1 pod (counted as 5.00 by their priority and pod-deletion-cost) to save $0.1000/h, "
-     "$0.0200/h per evicted pod"),
+     "$0.0200/h per evicted pod as counted"),
+    # a priority just above the lowest weighs a pod at 3e-8: no per-pod figure of millions of dollars
+    ("pods that weigh almost nothing", [nodepool(), node("a"), pod("x", "a", priority=-33554431)], ["a"], 0.096,
+     "; it evicts 1 pod (counted as 0.00 by their priority and pod-deletion-cost) to save $0.0960/h, and no "
+     "eviction weighs against it"),
     ("pods that weigh nothing", [nodepool(), _policy(1000.0), node("a"),
                                  *(pod(n, "a", annotations=LEAST_COST) for n in ("x", "y"))], ["a"], 0.15,
      "; it evicts 2 pods (counted as 0.00 by their priority and pod-deletion-cost) to save $0.1500/h, and no eviction "

@@ -228,7 +228,7 @@ SENTENCES: Mapping[Cause, str] = {
                            "{score:.2f_below_threshold}, below "
                            "{threshold:.2f}, k={k})"),
     Cause.EVICTIONS_NOT_WORTH: ("{action} would evict {evictions}{weighted} to save ${savings:.4f_below_asked}/h "
-                                "(${per_pod:.4f_below_price}/h per evicted pod); {source:and}'s "
+                                "(${per_pod:.4f_below_price}/h {per}); {source:and}'s "
                                 "minimumSavingPerEvictedPod asks "
                                 "at least ${price:.4f}/h per evicted pod, ${asked:.4f}/h for these"),
     Cause.ANOTHER_METHOD_ACTED: ("it could be disrupted by {method} ({action}), but {acted} acted this pass and only "

@@ -119,7 +119,7 @@ def refusal(view: _View, nodes: Sequence[str], savings: float, action: str) -> B
         return None
     return BlockCause(Cause.EVICTIONS_NOT_WORTH, {
         "action": action, "evictions": _pods(found.pods), "pods": found.pods, "weighted": _weighted(found),
-        "savings": savings, "per_pod": savings / found.weight,
+        "savings": savings, "per_pod": savings / found.weight, "per": _per(found),
         "source": tuple(source for source, _ in found.sources), "price": max(price for _, price in found.sources),
         "asked": found.asked})
 
@@ -131,13 +131,24 @@ def words(view: _View, nodes: Sequence[str], savings: float) -> str:
     if not found.pods:
         return f"; it evicts no pods and saves ${dollars(savings)}/h"
     text = f"; it evicts {_pods(found.pods)}{_weighted(found)} to save ${dollars(savings)}/h"
-    if found.weight <= EPSILON:  # their priority and pod-deletion-cost weigh them at nothing: no per-pod figure
+    if found.weight < _NO_WEIGHT:  # their priority and pod-deletion-cost weigh them at (about) nothing: no figure
         return text + ", and no eviction weighs against it"
     per_pod = savings / found.weight
+    per = _per(found)
     if found.priced:
         price = max(price for _, price in found.sources)
         if abs(per_pod - price) <= EPSILON:  # met exactly: the figure is the price, not its rounding below it
             per_pod = price
-        return (text + f", ${dollars(per_pod)}/h per evicted pod (at least ${dollars(price)}/h asked by "
+        return (text + f", ${dollars(per_pod)}/h {per} (at least ${dollars(price)}/h asked by "
                 f"{' and '.join(source for source, _ in found.sources)}'s minimumSavingPerEvictedPod)")
-    return text + f", ${dollars(per_pod)}/h per evicted pod"
+    return text + f", ${dollars(per_pod)}/h {per}"
+
+
+#: an eviction weight below this is said as none (it reads 0.00): a per-pod figure of it would be meaningless
+_NO_WEIGHT = 0.005
+
+
+def _per(found: Evictions) -> str:
+    """What a figure divided by the evictions' weight is per: an evicted pod, or one as counted when priority or
+    pod-deletion-cost weighed them otherwise (`_weighted`)."""
+    return "per evicted pod as counted" if _weighted(found) else "per evicted pod"

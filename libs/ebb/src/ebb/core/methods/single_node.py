@@ -99,8 +99,7 @@ def evaluate(ctx: PassContext, name: str, keep: bool = False, *, bins: list[int]
             bins.extend(state.placed[pod.key] for pod in leaving)
         if not keep:
             state.rollback(mark)
-        return Command(NAME, REASON, "delete", (name,), (), price, placements,
-                       f"{name}: its {len(leaving)} pods fit on other nodes")
+        return Command(NAME, REASON, "delete", (name,), (), price, placements, f"{name}: {_fit_words(name, leaving)}")
     pod, why = next(iter(failures.items()))
     no_delete = {"pod": pod, "why": why}
     state.rollback(prefix)
@@ -384,3 +383,13 @@ def _affinity_target(pods: Sequence[Pod], relied: Sequence[tuple[Pod, str, PodAf
 
 
 METHOD = Method(NAME, REASON, consolidation=True, run=run, validate=still_consolidatable)
+
+
+def _fit_words(name: str, leaving: Sequence[Pod]) -> str:
+    """That the pods node ``name`` would leave fit on other nodes: its own, and those the simulation had placed on it
+    first (pending pods, pods of nodes being disrupted), which are not its pods and which it does not evict."""
+    own = sum(pod.node_name == name for pod in leaving)
+    if own == len(leaving):
+        return f"its {own} pods fit on other nodes"
+    return (f"its {own} pods, and the {len(leaving) - own} expected on it (pending or leaving a node), fit on other "
+            "nodes")

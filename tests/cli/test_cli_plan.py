@@ -231,6 +231,16 @@ def test_plan_table_until_stable(runner: CliRunner, tmp_path: Path) -> None:
     assert "Until stable" in result.stdout
 
 
+def test_plan_table_until_stable_that_never_settles_says_so(runner: CliRunner, tmp_path: Path) -> None:
+    """A NodePool whose nodes expire faster than a step: each pass replaces the last one's node. The line under the
+    table said "then nothing was left to do" and counted the last pass, whose commands were not applied."""
+    docs = [nodepool(expire_after="1s"), node("a"), pod("web", "a")]
+    result = runner.invoke(app, ["plan", "-f", _write(tmp_path, *docs), "--now", NOW_ARG, "--until-stable"])
+    assert result.exit_code == 0, result.output
+    assert "without settling" in result.stderr
+    assert "Until stable: 1000 passes acted, then stopped without settling; final cost $0.0416/h" in result.stdout
+
+
 # -- --node: what the plan does to one node ------------------------------------------------------------------
 
 

@@ -165,3 +165,29 @@ def test_a_reservations_tiny_price_is_written_with_its_significant_digits() -> N
     out = plan_dict(_catalog(reserved=5e-08), *_cluster())
     [command] = out["commands"]
     assert "at $0.000000050/h instead of $0.8000/h" in command["explanation"], command["explanation"]
+
+
+def test_a_launch_takes_the_reservation_its_nodepool_admits() -> None:
+    """Two reservations of one type and zone at the same price: the node launched takes the one the NodePool's
+    ``capacity-reservation-id`` requirement admits. ``--until-stable`` (and a launcher) took the first, labelled the
+    node with a reservation its NodePool no longer admits, and drift replaced it again, a thousand passes on."""
+    from ebb.core.launch import offering_for
+    from tests.kit.builders import snapshot
+
+    reservation = "karpenter.k8s.aws/capacity-reservation-id"
+    offerings = [{"zone": "us-east-1a", "capacityType": "reserved", "price": 0.01, "labels": {reservation: cr}}
+                 for cr in ("cr-old", "cr-new")]
+    snap = snapshot(nodepool(requirements=[*ANY_CT, {"key": reservation, "operator": "In", "values": ["cr-new"]}]),
+                    catalog([{"name": "small.large", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                              "overhead": {"cpu": "0", "memory": "0"}, "offerings": offerings}]))
+    [pool], [itype] = snap.nodepools, snap.instance_types
+    chosen = offering_for(itype, pool, "reserved", ["us-east-1a"])
+    assert chosen is not None and dict(chosen.labels) == {reservation: "cr-new"}
+    assert offering_for(itype, pool, "spot", ["us-east-1a"]) is None
+    # end to end: the node a drift of cr-old launches is of cr-new, and the plan settles after it
+    drifted = node("x", itype="small.large", capacity_type="reserved", labels={reservation: "cr-old"})
+    out = plan_dict(nodepool(requirements=[*ANY_CT, {"key": reservation, "operator": "In", "values": ["cr-new"]}]),
+                    catalog([{"name": "small.large", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                              "overhead": {"cpu": "0", "memory": "0"}, "offerings": offerings}]),
+                    drifted, pod("web", "x"), until_stable=True)
+    assert [[c["method"] for c in step["commands"]] for step in out["steps"]] == [["drift"], []]

@@ -349,9 +349,13 @@ def _cost_lines(data: dict[str, Any], result: Plan, console: Console, *, focused
     cost = data["cost"]
     console.print(f"Cost of NodePool nodes: ${cost['before']:.4f}/h now, ${cost['after']:.4f}/h after this pass")
     if result.steps is not None and not focused:
-        final = result.steps[-1].cost_after if result.steps else first.cost_after
-        acting = sum(1 for step in result.steps if step.commands)
-        console.print(f"Until stable: {acting} passes acted, then nothing was left to do; final cost "
+        unsettled = bool(result.steps and result.steps[-1].commands)  # the last step's commands were not applied
+        applied = result.steps[:-1] if unsettled else result.steps
+        final = result.steps[-1].cost_before if unsettled else result.steps[-1].cost_after if result.steps \
+            else first.cost_after
+        acting = sum(1 for step in applied if step.commands)
+        ending = "then stopped without settling" if unsettled else "then nothing was left to do"
+        console.print(f"Until stable: {acting} passes acted, {ending}; final cost "
                       f"${final:.4f}/h (saves ${first.cost_before - final:.4f}/h)")
 
 

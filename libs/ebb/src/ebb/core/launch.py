@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ebb.core.labels import made_up_labels
+from ebb.core.labels import made_up_labels, requirement_matches
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
     ANNOTATION_NODEPOOL_HASH,
@@ -36,6 +36,7 @@ from ebb.core.model import (
     NEW_NODE_DEFAULT_LABELS,
     InstanceType,
     NodePool,
+    Offering,
 )
 from ebb.core.quantity import fmt_time
 
@@ -122,13 +123,32 @@ def requirement_labels(pool: NodePool, instance_type: InstanceType,
     return {**made_up, **out}
 
 
+def offering_for(instance_type: InstanceType, pool: NodePool, capacity_type: str, zones: Iterable[str], *,
+                 chosen: Mapping[str, str] | None = None, available_only: bool = False) -> Offering | None:
+    """The offering a launch of ``instance_type`` as ``capacity_type`` in one of ``zones`` takes: the cheapest (then by
+    zone) of those whose own labels (a capacity reservation's id) the NodePool's requirements and the replacement's
+    ``chosen`` labels admit, else of any of them; None when there is none. Another reservation's offering of the same
+    price would label the node with a value its NodePool no longer admits, and drift would replace it again."""
+    zones = set(zones)
+    fitting = [o for o in instance_type.offerings if o.capacity_type == capacity_type and o.zone in zones
+               and (o.available or not available_only)]
+    chosen = chosen or {}
+
+    def admitted(offering: Offering) -> bool:
+        labels = dict(offering.labels)
+        return all(requirement_matches(r, labels) for r in pool.requirements if r.key in labels) and all(
+            labels.get(key, value) == value for key, value in chosen.items())
+
+    return min((o for o in fitting if admitted(o)), default=None, key=lambda o: (o.price, o.zone)) or min(
+        fitting, default=None, key=lambda o: (o.price, o.zone))
+
+
 def node_object(spec: LaunchSpec, *, pool: NodePool, instance_type: InstanceType, now: datetime,
                 provider_id: str = "", initialized: bool = False,
                 chosen: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The kubectl-shaped Node of a launch (not yet Ready: the launcher's world makes it so), labelled with the
     NodePool's requirements' values (`requirement_labels`: ``chosen`` are the replacement's)."""
-    offering = next((o for o in instance_type.offerings
-                     if o.zone == spec.zone and o.capacity_type == spec.capacity_type), None)
+    offering = offering_for(instance_type, pool, spec.capacity_type, (spec.zone,), chosen=chosen)
     labels: dict[str, str] = {**NEW_NODE_DEFAULT_LABELS, **instance_type.labels,
                               **requirement_labels(pool, instance_type, chosen), **pool.labels,
                               **dict(offering.labels if offering is not None else ())}

@@ -23,7 +23,7 @@ from typing import Any
 from ebb.core.conflicts import Conflict, ConflictSettings, conflict_json, conflicts
 from ebb.core.engine import PassResult, run_pass
 from ebb.core.labels import daemonset_runs_on_node
-from ebb.core.launch import requirement_labels
+from ebb.core.launch import offering_for, requirement_labels
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -79,11 +79,12 @@ def apply_commands(snapshot: Snapshot, commands: tuple[Command, ...], now: datet
     for c_index, command in enumerate(commands):
         for r_index, rep in enumerate(command.replacements):
             it = types[rep.instance_types[0]]
-            offer = min((o for o in it.offerings if o.available and o.capacity_type == rep.capacity_type
-                         and o.zone in rep.zones), key=lambda o: (o.price, o.zone))
+            pool = pools[rep.nodepool]
+            offer = offering_for(it, pool, rep.capacity_type, rep.zones, chosen=dict(rep.labels), available_only=True)
+            if offer is None:  # the simulation plans a replacement only on an offering its type has
+                raise ValueError(f"{it.name} has no {rep.capacity_type} offering in {', '.join(rep.zones)}")
             name = f"{rep.nodepool}-{it.name.replace('.', '-')}-s{step}c{c_index}r{r_index}"
             host_to_node[rep.hostname] = name
-            pool = pools[rep.nodepool]
             # labelled as a launcher labels it (`ebb.core.launch.node_object`): with a value of each of the
             # NodePool's own requirements, the one the pods chose where they did, else its drift would replace it
             labels = {**NEW_NODE_DEFAULT_LABELS, **it.labels, LABEL_OS: it.os_under(pool.requirements),

@@ -173,6 +173,25 @@ async def test_watcher_publishes_objects_and_tombstones_to_kafka(
                 await core.delete_namespace(namespace)
 
 
+@contextlib.asynccontextmanager
+async def watcher_running(watcher: KubeWatcher, bus: InMemoryBus, group: str,
+                          handle: Callable[[Delivery], Awaitable[None]], kinds: tuple[str, ...]) -> AsyncIterator[None]:
+    """``watcher`` running and ``handle`` consuming ebb.cluster.objects on ``bus`` as ``group``, once every one of
+    ``kinds`` is watched; both stopped on the way out."""
+    stop, consumer_stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, handle, stop=consumer_stop))
+    try:
+        for kind in kinds:
+            await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
+        yield
+    finally:
+        stop.set()
+        consumer_stop.set()
+        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(consumer, 15)
+
+
 async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
     """A kind whose CRD is not installed is retried without failing the others, and watched once the
     CRD exists (a CRD of a group unique to this test, so the shared cluster is left as it was)."""
@@ -183,54 +202,46 @@ async def test_custom_kind_missing_then_installed(kube_api: Any) -> None:
     store = SnapshotStore(bundled_catalog=[])
     watcher = KubeWatcher(kube_api, [spec, KindSpec("Node", "", "v1", "nodes", namespaced=False)], Publisher(bus),
                           missing_kind_retry=0.5, watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
-    stop = asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer_stop = asyncio.Event()
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
     extensions = client.ApiextensionsV1Api(kube_api)
     custom = client.CustomObjectsApi(kube_api)
     crd_name = f"nodepools.{group}"
     try:
-        await asyncio.wait_for(watcher.synced["Node"].wait(), 10)
-        assert not watcher.synced["NodePool"].is_set()
-        await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": crd_name},
-                "spec": {
-                    "group": group,
-                    "scope": "Cluster",
-                    "names": {"plural": "nodepools", "singular": "nodepool", "kind": "NodePool"},
-                    "versions": [{"name": "v1", "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object",
-                                                                 "x-kubernetes-preserve-unknown-fields": True}}}],
-                },
-            }))
-        await eventually("the NodePool kind watched", watcher.synced["NodePool"].is_set)
+        async with watcher_running(watcher, bus, "store", store.handle, ("Node",)):
+            assert not watcher.synced["NodePool"].is_set()
+            await extensions.create_custom_resource_definition(as_body(client.V1CustomResourceDefinition, {
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": crd_name},
+                    "spec": {
+                        "group": group,
+                        "scope": "Cluster",
+                        "names": {"plural": "nodepools", "singular": "nodepool", "kind": "NodePool"},
+                        "versions": [{"name": "v1", "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": {"type": "object",
+                                                                     "x-kubernetes-preserve-unknown-fields": True}}}],
+                    },
+                }))
+            await eventually("the NodePool kind watched", watcher.synced["NodePool"].is_set)
 
-        async def create() -> bool:
-            try:
-                await custom.create_cluster_custom_object(
-                    group, "v1", "nodepools",
-                    {"apiVersion": f"{group}/v1", "kind": "NodePool", "metadata": {"name": "default"},
-                     "spec": {"weight": 10}, "status": {"resources": {"cpu": "4"}}},
-                )
-            except ApiException as error:
-                if error.status == 404:  # the CRD's endpoint is not served yet
-                    return False
-                raise
-            return True
+            async def create() -> bool:
+                try:
+                    await custom.create_cluster_custom_object(
+                        group, "v1", "nodepools",
+                        {"apiVersion": f"{group}/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                         "spec": {"weight": 10}, "status": {"resources": {"cpu": "4"}}},
+                    )
+                except ApiException as error:
+                    if error.status == 404:  # the CRD's endpoint is not served yet
+                        return False
+                    raise
+                return True
 
-        await eventually("the NodePool created", create)
-        held = await eventually("the NodePool published", lambda: store.get("NodePool", "", "default"))
-        assert held["spec"] == {"weight": 10} and "status" not in held
-        await custom.delete_cluster_custom_object(group, "v1", "nodepools", "default")
-        await eventually("the NodePool tombstoned", lambda: "NodePool//default" not in store)
+            await eventually("the NodePool created", create)
+            held = await eventually("the NodePool published", lambda: store.get("NodePool", "", "default"))
+            assert held["spec"] == {"weight": 10} and "status" not in held
+            await custom.delete_cluster_custom_object(group, "v1", "nodepools", "default")
+            await eventually("the NodePool tombstoned", lambda: "NodePool//default" not in store)
     finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
         with contextlib.suppress(ApiException):
             await extensions.delete_custom_resource_definition(crd_name)
 
@@ -256,10 +267,6 @@ async def watching_ebb_kind(kube_api: Any, kind: str, crd_file: str, store: Snap
     bus = InMemoryBus()
     watcher = KubeWatcher(kube_api, [KINDS[kind]], Publisher(bus), missing_kind_retry=0.5,
                           watch_timeout=10, backoff=Backoff(initial=0.1, maximum=1))
-    stop = asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer_stop = asyncio.Event()
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], "store", store.handle, stop=consumer_stop))
     created: list[str] = []
 
     async def create(body: dict[str, Any]) -> None:
@@ -276,13 +283,9 @@ async def watching_ebb_kind(kube_api: Any, kind: str, crd_file: str, store: Snap
         created.append(body["metadata"]["name"])
 
     try:
-        await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
-        yield create
+        async with watcher_running(watcher, bus, "store", store.handle, (kind,)):
+            yield create
     finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
         for name in created:
             with contextlib.suppress(ApiException):
                 await custom.delete_cluster_custom_object("ebb.sh", "v1", plural, name)
@@ -436,18 +439,8 @@ async def published_by_watcher(kube_api: Any, kinds: tuple[str, ...],
             else:
                 published[message.key()] = message.object
 
-    stop, consumer_stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    consumer = asyncio.create_task(bus.consume([TOPIC_CLUSTER_OBJECTS], group, handle, stop=consumer_stop))
-    try:
-        for kind in kinds:
-            await eventually(f"the {kind} kind watched", watcher.synced[kind].is_set)
+    async with watcher_running(watcher, bus, group, handle, kinds):
         yield published
-    finally:
-        stop.set()
-        consumer_stop.set()
-        await asyncio.wait_for(task, 15)
-        await asyncio.wait_for(consumer, 15)
 
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")

@@ -27,10 +27,19 @@ def _cluster(a_node: dict[str, Any], a_pods: list[Any], extra: list[Any] | None 
                      *(extra or []))
 
 
+def _unmanaged(name: str, **kwargs: Any) -> dict[str, Any]:
+    """A karpenter.sh/v1 NodePool without spec.template.spec.nodeClassRef, as only a snapshot written by hand has."""
+    pool = nodepool(name, **kwargs)
+    del pool["spec"]["template"]["spec"]["nodeClassRef"]
+    return pool
+
+
 # (id, node a, pods on a, extra docs, phrase in a's blocked reason)
 BLOCKED = [
     ("not-owned", node("a", pool=None), [pod("web", "a")], [], "not owned by a NodePool"),
     ("unknown-pool", node("a", pool="gone"), [pod("web", "a")], [], "not in the snapshot"),
+    ("unmanaged-pool", node("a", pool="bare"), [pod("web", "a")], [_unmanaged("bare")],
+     "its NodePool bare has no spec.template.spec.nodeClassRef"),
     ("not-initialized", node("a", initialized=False), [pod("web", "a")], [], "not initialized"),
     ("deleting", node("a", deleting=True), [pod("web", "a")], [], "being deleted"),
     ("tainted-disrupted", node("a", taints=[TAINT_DISRUPTED]), [pod("web", "a")], [],
@@ -186,3 +195,16 @@ def test_a_nodepool_do_not_disrupt_stops_drift_of_a_node_marked_do_not_consolida
     reason = blocked_of(out, "a")["reason"]
     assert "drifted" in reason
     assert "template annotates its nodes karpenter.sh/do-not-disrupt=true" in reason
+
+
+def test_no_replacement_comes_from_a_nodepool_without_a_nodeclassref() -> None:
+    """Karpenter lists only the NodePools whose NodeClass its cloud provider supports (``ListManaged``, which the
+    provisioner and disruption both read; consolidation_test.go builds such a NodePool to show it is ignored): node
+    a (m5.2xlarge, on-demand only) is replaced from its own NodePool, not from the heavier NodePool bare that admits
+    spot."""
+    spot = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+    out = plan_dict(nodepool(), _unmanaged("bare", requirements=spot, weight=10), node("a", itype="m5.2xlarge"),
+                    pod("web", "a"))
+    [command] = out["commands"]
+    [replacement] = command["replacements"]
+    assert (replacement["nodePool"], replacement["capacityType"]) == ("default", "on-demand")

@@ -32,6 +32,9 @@ U, B = ev.UNCONSOLIDATABLE, ev.DISRUPTION_BLOCKED
 CAUSES: list[tuple[BlockCause, str, str | None]] = [
     (BlockCause(Cause.NOT_OWNED), "it is not owned by a NodePool (no karpenter.sh/nodepool label)", None),
     (BlockCause(Cause.NODEPOOL_MISSING, {"pool": "gone"}), "its NodePool gone is not in the snapshot", None),
+    (BlockCause(Cause.NODEPOOL_UNMANAGED, {"pool": "bare"}),
+     "its NodePool bare has no spec.template.spec.nodeClassRef, which Karpenter's CRD requires: Karpenter manages no "
+     "NodePool without one", None),
     (BlockCause(Cause.DELETING), "it is already being deleted", None),
     (BlockCause(Cause.BEING_DISRUPTED, {"taint": "karpenter.sh/disrupted"}),
      "it is already being disrupted (tainted karpenter.sh/disrupted)", None),

@@ -131,6 +131,24 @@ def test_a_replacement_whose_cheapest_option_is_reserved_lists_only_reserved_opt
     assert (replacement["capacityType"], replacement["instanceTypes"]) == ("reserved", ["small.large"])
 
 
+@pytest.mark.parametrize(("method", "static"), [("drift", False), ("expiration", False), ("expiration", True)])
+def test_a_spot_replacement_lists_only_types_offered_as_spot(method: str, static: bool) -> None:
+    """A replacement is launched as the capacity type of its cheapest option alone (``launch_spec``, the NodeClaim's
+    requirement): a drift or expiration replacement whose cheapest option is spot lists the types offered as spot,
+    not medium.large, which fits the pods but is offered on-demand only; so does a static NodePool's replacement."""
+    medium = {"name": "medium.large", "capacity": {"cpu": "4", "memory": "16Gi", "pods": "29"},
+              "offerings": [{"zone": z, "capacityType": "on-demand", "price": 0.70}
+                            for z in ("us-east-1a", "us-east-1b")]}
+    types = [*_catalog()["spec"]["instanceTypes"], medium]
+    docs = _due(method)
+    if static:
+        docs[0]["spec"]["replicas"] = 1
+    out = plan_dict(catalog(types), *docs)
+    [replacement] = out["commands"][0]["replacements"]
+    assert (replacement["capacityType"], replacement["instanceTypes"]) == ("spot", ["small.large", "big.xlarge"])
+    assert replacement["price"] == 0.30
+
+
 @pytest.mark.parametrize(("zone", "price"), [("us-east-1a", 1.60), ("us-east-1c", 1.60)])
 def test_a_reserved_node_whose_reservation_is_gone_is_priced_as_on_demand(zone: str, price: float) -> None:
     """A reserved node whose type has no reserved offering left costs what AWS demotes it to, on-demand (in its zone,

@@ -71,6 +71,11 @@ def _kinds(n: int) -> list[dict[str, Any]]:
             for i in range(n)]
 
 
+def _without_nodeclassref(pool: dict[str, Any]) -> dict[str, Any]:
+    del pool["spec"]["template"]["spec"]["nodeClassRef"]
+    return pool
+
+
 @pytest.mark.parametrize(("docs", "expected"), [
     (lambda: [nodepool("a"), *_kinds(0)], []),
     (lambda: [nodepool("a"), *_kinds(1)], ["ignored 1 document(s) of kinds ebb does not read: ConfigMap d/cm0"]),
@@ -78,6 +83,9 @@ def _kinds(n: int) -> list[dict[str, Any]]:
      ["ignored 7 document(s) of kinds ebb does not read: ConfigMap d/cm0, ConfigMap d/cm1, ConfigMap d/cm2, "
       "ConfigMap d/cm3, ConfigMap d/cm4, and 2 more"]),
     (list, ["the input holds no Nodes, Pods or NodePools"]),
+    (lambda: [_without_nodeclassref(nodepool("a"))],
+     ["1 NodePool(s) have no spec.template.spec.nodeClassRef, which Karpenter's CRD requires: as Karpenter, ebb "
+      "launches no node in them and disrupts none of their nodes: NodePool a"]),
     (lambda: _kinds(1), ["ignored 1 document(s)", "the input holds no Nodes, Pods or NodePools"]),
 ])
 def test_input_warnings(docs: Callable[[], list[Any]], expected: list[str]) -> None:
@@ -107,6 +115,18 @@ def test_an_offering_without_a_zone_names_the_field(offering: object, field: str
         parse_documents([catalog([{"name": "d2", "capacity": {"cpu": "2", "memory": "8Gi"},
                                    "offerings": [offering]}])])
     assert info.value.field.endswith(field), info.value
+
+
+@pytest.mark.parametrize("price", [float("nan"), float("inf"), "NaN"])
+def test_an_offering_price_that_is_not_finite_names_the_field(price: object) -> None:
+    """A NaN price would make every sum it enters NaN (a NodePool's cost, Balanced's score) and every comparison
+    false, so no move of its NodePool would ever pass; Karpenter guards its own sums against it
+    (balanced_adversarial_test.go). ebb refuses it where it is read, naming the field."""
+    with pytest.raises(SnapshotError) as info:
+        parse_documents([catalog([{"name": "d2", "capacity": {"cpu": "2", "memory": "8Gi"},
+                                   "offerings": [{"zone": "us-east-1a", "price": price}]}])])
+    assert info.value.field.endswith("offerings[0].price"), info.value
+    assert "is not a finite number" in str(info.value)
 
 
 def test_own_catalog_replaces_the_bundled_one() -> None:

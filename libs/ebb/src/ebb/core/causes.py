@@ -44,6 +44,7 @@ class Cause(StrEnum):
     # never a candidate
     NOT_OWNED = "not-owned"
     NODEPOOL_MISSING = "nodepool-missing"
+    NODEPOOL_UNMANAGED = "nodepool-unmanaged"
     DELETING = "deleting"
     BEING_DISRUPTED = "being-disrupted"
     LAUNCHED_FOR = "launched-for"  # a replacement of a decision still being carried out
@@ -140,6 +141,8 @@ class Stale(StrEnum):
 SENTENCES: Mapping[Cause, str] = {
     Cause.NOT_OWNED: "it is not owned by a NodePool (no karpenter.sh/nodepool label)",
     Cause.NODEPOOL_MISSING: "its NodePool {pool} is not in the snapshot",
+    Cause.NODEPOOL_UNMANAGED: "its NodePool {pool} has no spec.template.spec.nodeClassRef, which Karpenter's CRD "
+                              "requires: Karpenter manages no NodePool without one",
     Cause.DELETING: "it is already being deleted",
     Cause.BEING_DISRUPTED: "it is already being disrupted (tainted {taint})",
     Cause.LAUNCHED_FOR: "it was launched as a replacement for decision {decision}, which is still being carried out",

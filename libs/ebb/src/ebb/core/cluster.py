@@ -464,6 +464,9 @@ class ClusterView:
             if pool_name not in self.pools:
                 self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_MISSING, {"pool": pool_name or '""'})
                 continue
+            if not self.pools[pool_name].managed:
+                self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_UNMANAGED, {"pool": pool_name})
+                continue
             if node.deleting:
                 self.not_candidate[node.name] = BlockCause(Cause.DELETING)
                 continue

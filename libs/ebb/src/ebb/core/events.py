@@ -152,6 +152,7 @@ EVENT_OF_CAUSE: Mapping[Cause, str | None] = {
     # not ebb's node, or one already on its way out (its decision, or whoever deletes it, reports it)
     Cause.NOT_OWNED: None,
     Cause.NODEPOOL_MISSING: None,
+    Cause.NODEPOOL_UNMANAGED: None,
     Cause.DELETING: None,
     Cause.BEING_DISRUPTED: None,
     # a replacement on its way into service (its decision reports it)

@@ -461,6 +461,10 @@ class NodePool:
     #: from every simulation; a NodePool without a Ready condition, as a snapshot written by hand has, is taken as
     #: Ready). Its nodes stay candidates and destinations.
     closed: str = ""
+    #: False for a ``karpenter.sh/v1`` NodePool without ``spec.template.spec.nodeClassRef`` (the CRD requires one; a
+    #: snapshot written by hand can leave it out): Karpenter lists only the NodePools whose NodeClass its cloud
+    #: provider supports (``ListManaged``), so it neither launches in it (`closed`) nor disrupts its nodes
+    managed: bool = True
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: float | None = 0.0
     #: seconds; None: no expiry (``Never``). The parser gives a NodePool that sets none Karpenter's CRD default,

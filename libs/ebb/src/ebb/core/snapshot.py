@@ -1024,6 +1024,8 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         if any(name != "nodes" for name in doc.mapping("spec.limits")):
             raise doc.fail("spec.limits", f"only limits.nodes is supported on static NodePools (spec.replicas is "
                                           f"set), not {sorted(set(doc.mapping('spec.limits')) - {'nodes'})}")
+    # Karpenter's CRD requires a nodeClassRef; an older version's NodePool names its class otherwise
+    managed = doc.get("apiVersion") != "karpenter.sh/v1" or doc.get("spec.template.spec.nodeClassRef") is not None
     return NodePool(
         name=str(doc.get("metadata.name")),
         requirements=_nodepool_requirements(doc, "spec.template.spec.requirements", karpenter_crd),
@@ -1034,9 +1036,8 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         weight=weight,
         limits=limits,
         replicas=raw_replicas,
-        closed="is being deleted" if doc.get("metadata.deletionTimestamp") is not None else "" if next(
-            (str(c.get("status")) == "True" for c in doc.seq("status.conditions")
-             if _is_mapping(c) and c.get("type") == "Ready"), True) else "is not Ready",
+        closed=_closed(doc, managed),
+        managed=managed,
         consolidation_policy=policy,
         consolidate_after=consolidate_after,
         expire_after=expire,
@@ -1051,6 +1052,20 @@ def _nodepool(doc: _Doc, karpenter_crd: bool = True) -> NodePool:
         spot_to_spot=annotations.get("ebb.sh/spot-to-spot-consolidation") == "true",
         node_class_label=_node_class_label(doc),
     )
+
+
+def _closed(doc: _Doc, managed: bool) -> str:
+    """Why Karpenter's scheduler opens no node in the NodePool (`NodePool.closed`), or "": it is being deleted, or not
+    Ready, or it is not ``managed`` (no ``nodeClassRef``)."""
+    if doc.get("metadata.deletionTimestamp") is not None:
+        return "is being deleted"
+    ready = next((str(c.get("status")) == "True" for c in doc.seq("status.conditions")
+                  if _is_mapping(c) and c.get("type") == "Ready"), True)
+    if not ready:
+        return "is not Ready"
+    if not managed:
+        return "has no spec.template.spec.nodeClassRef"
+    return ""
 
 
 def _node_class_label(doc: _Doc) -> tuple[str, str] | None:
@@ -1452,6 +1467,8 @@ def _catalog(doc: _Doc) -> list[InstanceType]:
                 price = float(o.get("price"))  # type: ignore[arg-type]
             except (TypeError, ValueError) as exc:
                 raise doc.fail(f"{opath}.price", f"{o.get('price')!r} is not a number") from exc
+            if not math.isfinite(price):  # NaN would make every sum it enters NaN, and every comparison false
+                raise doc.fail(f"{opath}.price", f"{o.get('price')!r} is not a finite number")
             if price < 0:
                 raise doc.fail(f"{opath}.price", "must not be negative")
             ct = str(o.get("capacityType", "on-demand"))
@@ -1711,13 +1728,13 @@ def _named(refs: tuple[str, ...]) -> str:
 
 
 def input_warnings(snapshot: Snapshot) -> list[str]:
-    """What a user should hear about input that parsed but will not be planned as they may think: documents
-    of kinds ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy
-    whose NodePool is not in the input, a pod's do-not-disrupt (or do-not-evict) that is neither "true",
-    "false" nor a positive duration (ignored, as Karpenter ignores it), nodes of instance types the catalog does not
-    list (priced 0), Holds and active pods naming a NodePool or node the input does not hold, and an input with no
-    Nodes, Pods or NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is nothing to
-    say."""
+    """What a user should hear about input that parsed but will not be planned as they may think: documents of kinds
+    ebb does not read, documents of the ebb.sh/v1 kinds ebb no longer defines, a DisruptionPolicy whose NodePool is
+    not in the input, a NodePool without a nodeClassRef, a pod's do-not-disrupt (or do-not-evict) that is neither
+    "true", "false" nor a positive duration (ignored, as Karpenter ignores it), nodes of instance types the catalog
+    does not list (priced 0), Holds and active pods naming a NodePool or node the input does not hold, and an input
+    with no Nodes, Pods or NodePools at all (an empty file, or the wrong ``kubectl get``). Empty when there is
+    nothing to say."""
     warnings: list[str] = []
     if snapshot.ignored:
         warnings.append(f"ignored {len(snapshot.ignored)} document(s) of kinds ebb does not read: "
@@ -1728,6 +1745,11 @@ def input_warnings(snapshot: Snapshot) -> list[str]:
                         f"stabilizationWindow and the budget reason Expired, belong in an ebb.sh/v1 "
                         f"DisruptionPolicy): {_named(snapshot.renamed)}")
     pools = {p.name for p in snapshot.nodepools}
+    unmanaged = tuple(f"NodePool {p.name}" for p in snapshot.nodepools if not p.managed)
+    if unmanaged:
+        warnings.append(f"{len(unmanaged)} NodePool(s) have no spec.template.spec.nodeClassRef, which Karpenter's CRD "
+                        f"requires: as Karpenter, ebb launches no node in them and disrupts none of their nodes: "
+                        f"{_named(unmanaged)}")
     orphans = tuple(f"DisruptionPolicy {p.name}" for p in snapshot.disruption_policies if p.name not in pools)
     if orphans:
         warnings.append(f"{len(orphans)} DisruptionPolicy document(s) name no NodePool of the input and apply to "

@@ -249,6 +249,18 @@ def reserved_first(state: SimState, new: NewNode) -> NewNode:
     return new
 
 
+def as_launched(state: SimState, new: NewNode) -> NewNode:
+    """``new`` as a replacement launches it (`reserved_first`), its options narrowed to the capacity type of its
+    cheapest one: a replacement is launched as that capacity type alone (`ebb.core.launch.launch_spec`, the
+    NodeClaim's requirement), so a type offered only as another is no option of it. Its price stays its cheapest
+    option's. For the replacements of expiration and drift, whose simulation keeps every capacity type; what decides
+    whether they can be launched (``minValues``) is asked of the options before they are narrowed."""
+    new = reserved_first(state, new)
+    if new.capacity_type == CAPACITY_RESERVED:
+        return new
+    return state.launched_as(new.hostname, new.capacity_type) or new
+
+
 def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNode | None, needed: float,
                            price: float) -> BlockCause:
     """`Cause.NO_CHEAPER_REPLACEMENT`: the pods of ``removed`` need a node costing ``needed``, the nodes cost

@@ -24,6 +24,7 @@ from ebb.core.methods.base import (
     MethodOutcome,
     PassContext,
     Replacement,
+    as_launched,
     budget_block,
     held_words,
     launch_refused,
@@ -108,7 +109,7 @@ def _jointly(ctx: PassContext, method: str, reason: str, wanted: dict[str, str],
         failures, _ = state.place_all(moved, max_new=10**6, first_failure=True)
         if failures or _unlaunchable(ctx, None) is not None:
             return None
-        new_nodes: list[NewNode] = [reserved_first(state, n) for n in state.new_nodes()]
+        new_nodes: list[NewNode] = [as_launched(state, n) for n in state.new_nodes()]
         replacements = tuple(Replacement(n.nodepool, truncated(n.instance_types), n.capacity_type, n.zones, n.price,
                                          n.hostname, n.labels) for n in new_nodes)
         savings = sum(view.price[n] for n in taken) - sum(r.price for r in replacements)
@@ -193,13 +194,17 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
             pod, reason = next(iter(failures.items()))
             return BlockCause(Cause.POD_NOWHERE_TO_GO, {"pod": pod, "why": reason})
         needed = [reserved_first(state, n) for n in state.new_nodes()]
+        listed = [as_launched(state, n) for n in needed]
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
     finally:
         state.rollback(mark)
+    launched: Replacement | None = None  # its options narrowed to its capacity type, for the command
     if needed and needed[0].nodepool == pool_name:
-        n = needed[0]
+        n, shown = needed[0], listed[0]
         replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname,
                                   n.labels)
+        launched = Replacement(shown.nodepool, shown.instance_types, shown.capacity_type, shown.zones, shown.price,
+                               shown.hostname, shown.labels)
     else:
         cheapest = _cheapest_of_pool(ctx, pool_name)
         if cheapest is None:
@@ -209,6 +214,7 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
     refused = launch_refused(ctx, pool_name, replacement.instance_types, truncate=False)
     if refused is not None:
         return refused
+    replacement = launched or replacement
     return Command(method, reason, "replace", (name,), (replacement,), view.price[name] - replacement.price,
                    placements,
                    f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")

@@ -124,6 +124,20 @@ def test_a_merge_that_saves_less_than_its_nodes_one_at_a_time_is_left_to_single_
             in blocked_of(out, "dst")["reason"])
 
 
+def test_nodes_one_at_a_time_are_each_simulated_on_what_the_earlier_ones_left() -> None:
+    """a, b and c ($1.00 each) hold a 1000m pod each; d (kept by a do-not-disrupt pod) has room for one of them. Each
+    alone could be deleted onto d, but one at a time only the first is (its pod takes the room): $1.00/h, less than
+    the $1.50/h of merging the three into one "two". The merge is taken, as Karpenter's search takes it; counted
+    against the cluster as it is, the three deletes were worth $3.00/h together, and ebb deleted one node only."""
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    docs = [PAIR, nodepool(), node("d", itype="two", zone="us-east-1b"),
+            pod("filler", "d", cpu="2800m", annotations=keep), *_ones(PAIR, ["1000m"] * 3)[2:]]
+    out = plan_dict(*docs)
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [
+        ("multi-node-consolidation", "replace", ["a", "b", "c"])]
+    assert "one at a time its nodes would save $1.0000/h" in out["commands"][0]["explanation"], out["commands"]
+
+
 def test_the_merge_search_considers_the_candidates_the_budget_allows() -> None:
     """Five candidates, a budget of three: the search considers the first three, of which the first two merge."""
     out = plan_dict(*_ones(PAIR, ["1500m"] * 5, budgets=[{"nodes": "3"}]))

@@ -5,7 +5,7 @@ ruled out a one-node replacement; and a pod no NodePool can launch a node for is
 
 from __future__ import annotations
 
-from tests.kit.builders import blocked_of, node, nodepool, plan_dict, pod
+from tests.kit.builders import blocked_of, catalog, instance_type, node, nodepool, plan_dict, pod
 
 HOSTNAME = "kubernetes.io/hostname"
 KEEP = {"karpenter.sh/do-not-disrupt": "true"}
@@ -60,3 +60,52 @@ def test_a_pod_with_no_other_node_left_is_told_so_not_that_its_preferences_hold_
     out = plan_dict(only_m5, tainted, node("src"), pod("web-0", "src", cpu="500m", memory="1Gi"))
     reason = blocked_of(out, "src")["reason"]
     assert "(pod default/web-0: no other node can take pods)" in reason, reason
+
+
+def test_pods_one_new_node_cannot_hold_are_told_the_new_node_took_its_room() -> None:
+    """Two 3-cpu pods on a node whose type can no longer be launched, and a launchable type of 4 cpu: one new node
+    holds one of them, and the other is told so, not only that no other node can take pods (Karpenter: "Can't remove
+    without creating 2 candidates")."""
+    types = catalog([instance_type("big", "8", "32Gi", 58, 4.0, available=False),
+                     instance_type("small", "4", "16Gi", 29, 1.0)])
+    out = plan_dict(types, nodepool(), node("n", itype="big", cpu="8", memory="32Gi"),
+                    *(pod(f"web-{i}", "n", cpu="3") for i in (1, 2)))
+    assert out["commands"] == []
+    reason = blocked_of(out, "n")["reason"]
+    assert "the one new node allowed, with the pods it took, cannot take it too" in reason, reason
+
+
+def test_a_nodepool_that_admits_no_instance_type_is_named_as_why_no_node_launches() -> None:
+    """suite_test.go ("nodepool requirements filtered out all available instance types"): the NodePool's own
+    requirements admit no type of the catalog, so the drifted node's pod, which asks nothing, is not told it is not
+    tolerated or matched."""
+    none = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["no-such-type"]}]
+    out = plan_dict(nodepool(requirements=none, node_hash="h1"), node("a", node_hash="h0"), pod("web", "a"))
+    assert out["commands"] == []
+    reason = blocked_of(out, "a")["reason"]
+    assert "no NodePool can launch a node: the requirements of NodePool default admit no instance type" in reason, \
+        reason
+    assert "tolerates and matches" not in reason, reason
+
+
+def test_another_nodepools_limits_are_not_named_where_the_spread_holds_the_pod() -> None:
+    """Zone spread (maxSkew 1) over pods in zones a and b (two on b's nodes) and NodePool poolb's zone c, empty and
+    at its cpu limit: NodePool default (zones a and b) offers types that fit, so what keeps b2's pod off a new node is
+    the spread, not poolb's limits."""
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "w"}}}]
+    on_demand = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    zones_ab = [on_demand, {"key": "topology.kubernetes.io/zone", "operator": "In",
+                            "values": ["us-east-1a", "us-east-1b"]}]
+    zone_c = [on_demand, {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1c"]}]
+    poolb = nodepool("poolb", requirements=zone_c)
+    poolb["spec"]["limits"] = {"cpu": "0"}
+    w = {"labels": {"app": "w"}, "spread": spread}
+    out = plan_dict(nodepool(requirements=zones_ab), poolb,
+                    node("a1", itype="t3.medium"), pod("wa", "a1", annotations=KEEP, **w),
+                    node("b1", itype="t3.medium", zone="us-east-1b"), pod("wb", "b1", annotations=KEEP, **w),
+                    node("b2", itype="t3.medium", zone="us-east-1b"), pod("w1", "b2", **w))
+    reason = blocked_of(out, "b2")["reason"]
+    assert "its topology spread or pod affinity/anti-affinity leave no node a NodePool can launch for it" in reason, \
+        reason
+    assert "limits" not in reason, reason

@@ -45,6 +45,11 @@ def _labelled(doc: dict[str, Any], key: str, value: str) -> dict[str, Any]:
     return {**doc, "metadata": {**doc["metadata"], "labels": {key: value}}}
 
 
+def _unannotated(claim: dict[str, Any]) -> dict[str, Any]:
+    """A claim naming its volume without the PersistentVolume controller's ``pv.kubernetes.io/bind-completed``."""
+    return {**claim, "metadata": {k: v for k, v in claim["metadata"].items() if k != "annotations"}}
+
+
 def _v(*docs: Any, claims: tuple[str, ...] = ("data",), ephemeral: tuple[str, ...] = ()) -> tuple[Any, ...]:
     return docs, claims, ephemeral
 
@@ -55,6 +60,8 @@ MOVES = [
     ("no volume: db moves to b", _v(claims=()), True),
     ("a claim bound to a volume in zone a keeps db in zone a", _v(pvc("data", "v1"), pv("v1", ["us-east-1a"])), False),
     ("a volume in zone b lets db go to b", _v(pvc("data", "v1"), pv("v1", ["us-east-1b"])), True),
+    ("a running pod's claim without bind-completed is as its node has it: db goes to b",
+     _v(_unannotated(pvc("data", "v1")), pv("v1", ["us-east-1b"])), True),
     ("a volume attachable in zone a or b (two terms) lets db go to b",
      _v(pvc("data", "v1"), pv("v1", terms=[[{"key": ZONE, "operator": "In", "values": ["us-east-1a"]}],
                                            [{"key": ZONE, "operator": "In", "values": ["us-east-1b"]}]])), True),
@@ -382,3 +389,18 @@ def test_a_regional_azure_disks_pod_is_replaced_in_zone_0() -> None:
     out = plan_dict(*docs)
     [command] = [c for c in out["commands"] if c["nodes"] == ["a"]]
     assert [r["zones"] for r in command["replacements"]] == [["0"]]
+
+
+@pytest.mark.parametrize(("annotated", "deleted"), [(True, False), (False, True)])
+def test_a_pending_pod_whose_claim_is_not_bound_yet_keeps_no_room(annotated: bool, deleted: bool) -> None:
+    """volumetopology.go ``ValidatePersistentVolumeClaims`` (suite_test.go, "when pv.kubernetes.io/bind-completed is
+    missing"): a claim naming its volume without bind-completed is unbound for kube-scheduler, so Karpenter ignores
+    the pending pod, and the empty node e that would have held it goes; with the annotation e is kept for it (the
+    NodePool's cpu limit, which e reaches, leaves the pod no new node)."""
+    claim = pvc("data", "v1")
+    pool = nodepool()
+    pool["spec"]["limits"] = {"cpu": "2"}
+    docs = [pool, node("e"), pod("waiting", None, cpu="300m", claims=("data",), phase="Pending"),
+            claim if annotated else _unannotated(claim), pv("v1", ["us-east-1a"])]
+    out = plan_dict(*docs)
+    assert (["e"] in [c["nodes"] for c in out["commands"]]) is deleted, out["commands"]

@@ -707,6 +707,9 @@ class VolumeClaim:
     deleting: bool = False
     #: status.phase Lost: bound to a volume that no longer exists
     lost: bool = False
+    #: it carries ``pv.kubernetes.io/bind-completed``, which the PersistentVolume controller writes once it bound the
+    #: claim: without it a claim naming a volume is not bound yet, for kube-scheduler and Karpenter alike
+    bind_completed: bool = True
 
     @property
     def key(self) -> str:

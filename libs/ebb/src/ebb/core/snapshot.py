@@ -1267,6 +1267,7 @@ def _volume_claim(doc: _Doc) -> VolumeClaim:
         storage_class=str(doc.get("spec.storageClassName") or ""),
         deleting=doc.get("metadata.deletionTimestamp") is not None,
         lost=doc.get("status.phase") == "Lost",
+        bind_completed="pv.kubernetes.io/bind-completed" in doc.str_map("metadata.annotations"),
     )
 
 

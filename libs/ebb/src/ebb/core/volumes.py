@@ -14,7 +14,8 @@ Where ebb is stricter than Karpenter, it is on the safe side (docs/decisions.md,
   moves nowhere and its node stays (Karpenter drops the hostname and moves the pod, which then waits Pending);
 - a claim, volume or StorageClass the input lacks, and a claim or volume being deleted or a claim ``Lost``, keep the
   pod off every node (`SchedulingSpec.volume_block` says which): kube-scheduler would refuse its copy (Karpenter
-  drops such a pod's volume requirements instead and moves it).
+  drops such a pod's volume requirements instead and moves it). So does, for a pending pod, a claim that names its
+  volume but is not bound yet (no ``pv.kubernetes.io/bind-completed``), as Karpenter ignores such a pod.
 
 A node attaches a bounded number of volumes per CSI driver (an EBS-backed Nitro instance about 25, its CSINode's
 ``spec.drivers[].allocatable.count``), and Karpenter's ``ExistingNode.CanAdd`` refuses a pod whose volumes would pass
@@ -108,7 +109,10 @@ def volume_requirements(pod: Pod, claims: dict[str, VolumeClaim], volumes: dict[
                         classes: dict[str, StorageClass]) -> tuple[Terms | None, str]:
     """What ``pod``'s claims ask of its node: (the terms, one of which a node must meet, or None when they ask
     nothing; why no node may take it, "" when some may). ``claims`` by ``namespace/name``, ``volumes`` and
-    ``classes`` by name."""
+    ``classes`` by name. A pending pod whose claim names its volume without the PersistentVolume controller's
+    ``pv.kubernetes.io/bind-completed`` goes nowhere: kube-scheduler reads such a claim as unbound, and Karpenter
+    ignores the pod (``ValidatePersistentVolumeClaims``, which it asks of pending pods only: a running pod's claim is
+    as its node has it)."""
     alternatives: list[tuple[Requirement, ...]] | None = None
     for name in pod.claims:
         claim = claims.get(f"{pod.namespace}/{name}")
@@ -125,6 +129,9 @@ def volume_requirements(pod: Pod, claims: dict[str, VolumeClaim], volumes: dict[
                 return (), f"its PersistentVolume {claim.volume_name} (of claim {claim.key}) is not in the input"
             if volume.deleting:
                 return (), f"its PersistentVolume {claim.volume_name} (of claim {claim.key}) is being deleted"
+            if not (claim.bind_completed or pod.node_name):
+                return (), (f"its PersistentVolumeClaim {claim.key} names volume {claim.volume_name} but is not bound "
+                            f"yet (no pv.kubernetes.io/bind-completed annotation)")
             terms = _volume_terms(volume)
         else:
             if not claim.storage_class:

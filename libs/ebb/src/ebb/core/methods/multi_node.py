@@ -324,15 +324,19 @@ def _remember(ctx: PassContext, name: str, allow_replace: bool, failures: dict[s
 
 
 def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: str = "",
-             explain: bool = False) -> Command | BlockCause:
+             explain: bool = False, keep: bool = False) -> Command | BlockCause:
     """The command that removes ``taken``, simulated as validation simulates it: every node removed at once and
     all their pods placed together, on the remaining nodes and at most ``max_replacements`` new ones (one unless the
     engine options say more); else why not: a pod does not fit (`Cause.PODS_FIT_NOWHERE`, why it found no room said
     only with ``explain``), a replacement is filtered out (`filter_replacement`'s cause), nothing is saved, several
     replacements together miss the price improvement asked, a Balanced NodePool's score or a ``demandWindow``
-    refuses it. ``how`` ends the command's explanation (how the set was found)."""
+    refuses it. ``how`` ends the command's explanation (how the set was found). With ``keep`` the simulation of a
+    command found is left applied, its replacements closed to further pods (they launch as the command chose); the
+    caller rolls it back."""
     state, view = ctx.state, ctx.view
     mark = state.mark()
+    claims_before = set(state.claims) if keep else set()
+    kept = False
     try:
         leaving = [pod for name in taken for pod in state.remove_node(name)]
         failures, _ = state.place_all(leaving, max_new=ctx.options.max_replacements if allow_replace else 0,
@@ -369,11 +373,17 @@ def _jointly(ctx: PassContext, taken: list[str], allow_replace: bool, *, how: st
                 view, taken, [(r.nodepool, r.instance_types[0]) for r in replacements]), action)
             if short is not None:
                 return short
-        return Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
-                       f"{len(taken)} nodes costing ${dollars(removed_price)}/h " + _replaced_by(replacements) + how
-                       + worth.words(view, taken, savings) + balanced.approval(scores))
+        command = Command(NAME, REASON, action, tuple(taken), replacements, savings, placements_of(state, leaving),
+                          f"{len(taken)} nodes costing ${dollars(removed_price)}/h " + _replaced_by(replacements)
+                          + how + worth.words(view, taken, savings) + balanced.approval(scores))
+        if keep:
+            for b in [b for b in state.claims if b not in claims_before]:
+                state.close_bin(b)
+            kept = True
+        return command
     finally:
-        state.rollback(mark)
+        if not kept:
+            state.rollback(mark)
 
 
 def _replaced_by(replacements: tuple[Replacement, ...]) -> str:
@@ -530,21 +540,26 @@ def _optimized(ctx: PassContext, names: list[str]) -> Command | None:
 
 
 def _alone(ctx: PassContext, names: tuple[str, ...]) -> tuple[float, float]:
-    """What consolidating each of ``names`` on its own would save, summed, and the same less what each one's
-    evictions ask (`ebb.core.worth`): the node alone, simulated as a set of one (`_jointly`: its pods on the other
-    nodes and at most one replacement, as single-node consolidation simulates it; a node whose evictions its saving
-    does not pay for saves nothing), none for a node whose verdict alone the greedy runs already found
-    (`PassContext.alone`). A Balanced NodePool's refusal of one node alone is not the search's
-    (`PassContext.balanced_refused` is kept)."""
+    """What consolidating ``names`` one at a time would save, in their order, and the same less what each one's
+    evictions ask (`ebb.core.worth`): each node on its own, simulated as a set of one (`_jointly`: its pods on the
+    other nodes and at most one replacement, as single-node consolidation simulates it; a node whose evictions its
+    saving does not pay for saves nothing) on the cluster as the earlier ones' consolidations left it (their pods
+    moved, their replacements launched and full), so two nodes whose pods fit only in the same room are not both
+    counted; none for a node whose verdict alone the greedy runs already found (`PassContext.alone`). A Balanced
+    NodePool's refusal of one node alone is not the search's (`PassContext.balanced_refused` is kept)."""
     total = net = 0.0
     refused = ctx.balanced_refused
-    for name in names:
-        if name in ctx.alone:
-            continue
-        found = _jointly(ctx, [name], True)
-        if isinstance(found, Command):
-            total += found.savings
-            net += worth.net(ctx.view, found.nodes, found.savings)
+    mark = ctx.state.mark()
+    try:
+        for name in names:
+            if name in ctx.alone:
+                continue
+            found = _jointly(ctx, [name], True, keep=True)
+            if isinstance(found, Command):
+                total += found.savings
+                net += worth.net(ctx.view, found.nodes, found.savings)
+    finally:
+        ctx.state.rollback(mark)
     ctx.balanced_refused = refused
     return total, net
 

@@ -292,6 +292,9 @@ class Placement:
             elif holding and cls.constraints:
                 # a type of the open new node's holds it: the pods the new node took keep it off by the domain counts
                 where += f", and the new node, with the pods it took, is ruled out by {_own_rules(cls)}"
+            elif holding:
+                # a type holds it, but the one new node the step allows already took pods that leave it no room
+                where += ", and the one new node allowed, with the pods it took, cannot take it too"
         elif not cls.can_launch and cls.host_ports and any(p.combo_ok(cls.spec) is not None for p in s.pools):
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")
@@ -299,15 +302,31 @@ class Placement:
             where += self._cannot_launch(cls)
         else:
             notes = self._closed_note(cls, req) + self._limits_note(cls, req) + self._min_values_note(cls, req)
-            if cls.constraints and not notes and any(
+            if cls.constraints and ((not notes and any(
                     ok is not None and any_set(pool.combos_holding(req) & ok)
-                    for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True)):
+                    for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True))) or self._launchable(cls, req)):
                 # a type fits and nothing else holds it back: the rules that count pods per domain do
                 where += (", and its topology spread or pod affinity/anti-affinity leave no node a NodePool can "
                           "launch for it either")
             else:
                 where += ", and no NodePool offers an instance type that fits it" + notes
         return where + self._set_aside_note(cls, req, closed)
+
+    def _launchable(self, cls: PodClass, req: IntArray) -> bool:
+        """Whether some NodePool that opens nodes has an offering the pod may take whose type holds ``req``, within its
+        limits and its ``minValues``: then what kept the pod off a new node is not its NodePools (another NodePool's
+        limits or state are no reason to name)."""
+        for p_index, pool in enumerate(self.s.pools):
+            allowed = cls.pool_combo_ok[p_index]
+            if allowed is None or pool.pool.closed or not len(pool.types):
+                continue
+            limit_ok = self._limit_mask(p_index)
+            if limit_ok is None:
+                continue
+            mask = allowed & limit_ok & pool.combos_holding(req)
+            if any_set(mask) and not pool.min_values_short(mask):
+                return True
+        return False
 
     def _min_values_note(self, cls: PodClass, req: IntArray) -> str:
         """How the NodePools' ``minValues`` keep a pod of ``cls`` requesting ``req`` off a new node: each NodePool
@@ -383,6 +402,11 @@ class Placement:
     def _cannot_launch(self, cls: PodClass) -> str:
         """The words for a pod of ``cls`` that no NodePool can launch a node for (its taints, selectors, affinity or
         volumes rule out every offering)."""
+        typeless = [pool.pool.name for pool in self.s.pools if not len(pool.types) and not pool.pool.closed]
+        if typeless and len(typeless) == sum(1 for pool in self.s.pools if not pool.pool.closed):
+            # no NodePool admits any type at all: its own requirements are why, whatever the pod asks
+            return (", and no NodePool can launch a node: the requirements of " + _names("NodePool", typeless)
+                    + " admit no instance type of the catalog")
         return (", and no NodePool can launch a node it tolerates and matches"
                 + (" where its volumes can be attached" if cls.spec.volume_terms is not None else "")
                 + self._unlabelled_note(cls) + self._unavailable_note(cls))
@@ -645,3 +669,10 @@ def _limit_words(amounts: Mapping[str, int]) -> str:
         else:
             parts.append(f"{name} {value}")
     return ", ".join(parts)
+
+
+def _names(kind: str, names: Sequence[str]) -> str:
+    """``kind`` and ``names`` in a sentence: "NodePool a", "NodePools a and b", "NodePools a, b and c"."""
+    if len(names) == 1:
+        return f"{kind} {names[0]}"
+    return f"{kind}s {', '.join(names[:-1])} and {names[-1]}"

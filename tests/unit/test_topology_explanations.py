@@ -5,6 +5,8 @@ ruled out a one-node replacement; and a pod no NodePool can launch a node for is
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.kit.builders import blocked_of, catalog, instance_type, node, nodepool, plan_dict, pod
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -100,7 +102,7 @@ def test_another_nodepools_limits_are_not_named_where_the_spread_holds_the_pod()
     zone_c = [on_demand, {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1c"]}]
     poolb = nodepool("poolb", requirements=zone_c)
     poolb["spec"]["limits"] = {"cpu": "0"}
-    w = {"labels": {"app": "w"}, "spread": spread}
+    w: dict[str, Any] = {"labels": {"app": "w"}, "spread": spread}
     out = plan_dict(nodepool(requirements=zones_ab), poolb,
                     node("a1", itype="t3.medium"), pod("wa", "a1", annotations=KEEP, **w),
                     node("b1", itype="t3.medium", zone="us-east-1b"), pod("wb", "b1", annotations=KEEP, **w),

@@ -248,3 +248,16 @@ def test_a_pod_goes_on_the_new_node_types_whose_daemonsets_leave_its_port_free()
     out = plan_dict(nodepool(), exporter, node("n1", itype="m5.2xlarge"), p)
     [command] = out["commands"]
     assert command["replacements"][0]["instanceTypes"][0] == "c5.large", command
+
+
+def test_a_pod_no_type_holds_once_the_daemonsets_are_counted_is_told_so() -> None:
+    """suite_test.go (provisioning/scheduling), a compatible DaemonSet's overhead on every type: a 100-cpu DaemonSet
+    runs on every node, so no new node has room for the drifted node's pod, although many types are large enough
+    for it alone. The reason says the DaemonSets are why, not only that no type fits."""
+    out = plan_dict(nodepool(node_hash="h1"), node("src", node_hash="h0"), pod("web", "src", cpu="500m"),
+                    daemonset("huge", cpu="100"))
+    assert out["commands"] == []
+    reason = blocked_of(out, "src")["reason"]
+    assert ("no NodePool offers an instance type that fits it (its instance types large enough for it have too "
+            "little left once their own overhead and the DaemonSets that would run on them are counted)") in reason, \
+        reason

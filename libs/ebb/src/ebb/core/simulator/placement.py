@@ -288,7 +288,8 @@ class Placement:
             elif self.n_bins > n and not holding:
                 # the new node the step allowed is open and did not take it: no type of any NodePool would have
                 wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)))
-                where += f", and no NodePool offers an instance type that fits it ({wants})"
+                where += f", and no NodePool offers an instance type that fits it ({wants})" + self._overhead_note(
+                    cls, req)
             elif holding and cls.constraints:
                 # a type of the open new node's holds it: the pods the new node took keep it off by the domain counts
                 where += f", and the new node, with the pods it took, is ruled out by {_own_rules(cls)}"
@@ -309,7 +310,8 @@ class Placement:
                 where += (", and its topology spread or pod affinity/anti-affinity leave no node a NodePool can "
                           "launch for it either")
             else:
-                where += ", and no NodePool offers an instance type that fits it" + notes
+                where += ", and no NodePool offers an instance type that fits it" + (
+                    notes or self._overhead_note(cls, req))
         return where + self._set_aside_note(cls, req, closed)
 
     def _launchable(self, cls: PodClass, req: IntArray) -> bool:
@@ -327,6 +329,18 @@ class Placement:
             if any_set(mask) and not pool.min_values_short(mask):
                 return True
         return False
+
+    def _overhead_note(self, cls: PodClass, req: IntArray) -> str:
+        """Why no type fits a pod of ``cls`` requesting ``req`` when some type the pod may launch as is large enough
+        for it: what the type keeps for itself and the DaemonSets that would run on it leave too little (a DaemonSet
+        that asks much, on every type its NodePool offers); "" when no type is large enough at all."""
+        for pool, allowed in zip(self.s.pools, cls.pool_combo_ok, strict=True):
+            if allowed is None or not len(pool.types):
+                continue
+            if any_set(all_of_rows(pool.type_capacity >= req)[pool.combo_type] & allowed):
+                return (" (its instance types large enough for it have too little left once their own overhead and "
+                        "the DaemonSets that would run on them are counted)")
+        return ""
 
     def _min_values_note(self, cls: PodClass, req: IntArray) -> str:
         """How the NodePools' ``minValues`` keep a pod of ``cls`` requesting ``req`` off a new node: each NodePool

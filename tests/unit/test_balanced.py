@@ -15,8 +15,10 @@ from ebb.core.snapshot import SnapshotError
 from tests.kit.balanced_clusters import CATALOG, full_node, marginal_cluster, rfc_cluster, sized_node
 from tests.kit.builders import (
     blocked_of,
+    catalog,
     disrupted,
     disruption_policy,
+    instance_type,
     node,
     nodeclaim,
     nodepool,
@@ -239,3 +241,16 @@ def test_a_node_no_consolidation_may_take_counts_its_mirror_pods_in_the_pools_di
                             annotations={"kubernetes.io/config.mirror": "x"}))
     out = plan_dict(*docs)
     assert ("cand" not in disrupted(out)) is kept, out["blocked"]
+
+
+def test_a_move_in_a_nodepool_whose_nodes_cost_nothing_is_told_why_it_scores_zero() -> None:
+    """Karpenter's ``ScoreMove`` scores 0 where the NodePool's total cost is 0 (nothing to measure a saving against):
+    the reason says so, not "save 0.0% ... for 0.0% of its disruption cost"."""
+    free = catalog([instance_type("free", "4", "16Gi", 29, 0.0)])
+    keep = {"karpenter.sh/do-not-disrupt": "true"}
+    out = plan_dict(free, nodepool(policy="Balanced"), node("cand", itype="free"), pod("web", "cand"),
+                    node("anchor", itype="free", zone="us-east-1b"), pod("stay", "anchor", annotations=keep))
+    assert out["commands"] == []
+    reason = blocked_of(out, "cand")["reason"]
+    assert ("NodePool default's consolidationPolicy is Balanced and this delete scores 0: NodePool default's nodes "
+            "cost nothing, so there is nothing to measure it against") in reason, reason

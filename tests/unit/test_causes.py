@@ -183,6 +183,10 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
                                        "threshold": 0.5, "k": 2}),
      "NodePool general's consolidationPolicy is Balanced and this replace is not worth its disruption: it would save "
      "4.2% of NodePool general's cost for 10.0% of its disruption cost (score 0.42, below 0.50, k=2)", U),
+    (BlockCause(Cause.BALANCED_UNMEASURED, {"source": "NodePool general", "action": "deleting it", "pool": "general",
+                                            "nothing": "cost nothing", "threshold": 0.5, "k": 2}),
+     "NodePool general's consolidationPolicy is Balanced and deleting it scores 0: NodePool general's nodes cost "
+     "nothing, so there is nothing to measure it against (score 0.00, below 0.50, k=2)", U),
     (BlockCause(Cause.EVICTIONS_NOT_WORTH, {"action": "this replace", "evictions": "40 pods", "pods": 40,
                                             "weighted": "", "savings": 0.05, "per_pod": 0.00125,
                                             "per": "per evicted pod",

@@ -68,6 +68,8 @@ class Score:
     pool: str
     savings_fraction: float
     disruption_fraction: float
+    #: what the NodePool lacks to measure a move by ("cost nothing", "cause no disruption"); "" when it has both
+    unmeasured: str = ""
 
     @property
     def value(self) -> float:
@@ -144,7 +146,9 @@ def pool_totals(view: _View, nodes: Sequence[str],
 def score(totals: PoolTotals | None, pool: str, savings: float, disruption: float) -> Score:
     """Karpenter's ``ScoreMove``: a move saving ``savings`` and causing ``disruption`` in ``pool``."""
     if totals is None or totals.cost <= 0 or totals.disruption <= 0:
-        return Score(pool, 0.0, 0.0)  # nothing to measure against: scores 0, rejected
+        # nothing to measure against: scores 0, rejected
+        unmeasured = "cost nothing" if totals is None or totals.cost <= 0 else "cause no disruption"
+        return Score(pool, 0.0, 0.0, unmeasured)
     return Score(pool, savings / totals.cost, disruption / totals.disruption)
 
 
@@ -197,4 +201,8 @@ def delete_falls_short(view: _View, name: str) -> Score | None:
 
 def cause(verdict: Score, pool: NodePool, action: str) -> BlockCause:
     """Why a node is not consolidated: ``action`` (e.g. "this replace") scored ``verdict`` in Balanced ``pool``."""
+    if verdict.unmeasured:
+        return BlockCause(Cause.BALANCED_UNMEASURED, {"pool": verdict.pool, "nothing": verdict.unmeasured,
+                                                      "threshold": 1 / K, "k": K, "source": pool.policy_source,
+                                                      "action": action})
     return BlockCause(Cause.BALANCED_SCORE, {**verdict.values(), "source": pool.policy_source, "action": action})

@@ -105,6 +105,8 @@ class Cause(StrEnum):
     ALONE_SAVES_MORE = "alone-saves-more"  # a merge saves no more than its nodes would one at a time
     # its NodePool's consolidationPolicy is Balanced and the move's score is below the threshold (ebb.core.balanced)
     BALANCED_SCORE = "balanced-score"
+    # Balanced scores a move 0 in a NodePool whose nodes cost nothing (or cause no disruption): nothing to measure by
+    BALANCED_UNMEASURED = "balanced-unmeasured"
     # it saves less than its NodePool's minimumSavingPerEvictedPod times the pods it evicts (ebb.core.worth)
     EVICTIONS_NOT_WORTH = "evictions-not-worth"
     # a pod a command of this pass moves requires pod affinity to one of its pods: moved at once, the two could land
@@ -225,6 +227,9 @@ SENTENCES: Mapping[Cause, str] = {
                                       "nowhere to go, so it is considered again next pass"),
     Cause.ALONE_SAVES_MORE: ("consolidated one at a time, its nodes would save ${alone:.4f}/h, no less than its "
                              "${savings:.4f}/h{net:aside}"),
+    Cause.BALANCED_UNMEASURED: ("{source}'s consolidationPolicy is Balanced and {action} scores 0: NodePool {pool}'s "
+                                "nodes {nothing}, so there is nothing to measure it against (score 0.00, below "
+                                "{threshold:.2f}, k={k})"),
     Cause.BALANCED_SCORE: ("{source}'s consolidationPolicy is Balanced and {action} is not worth its disruption: "
                            "it would save {savings_percent:.1f}% of NodePool {pool}'s cost for "
                            "{disruption_percent:.1f}% of its disruption cost (score "

@@ -46,7 +46,7 @@ CATEGORY_OF_CAUSE: Final[Mapping[str, str]] = {
                                  Cause.PRICE_IMPROVEMENT_TOO_SMALL, Cause.TYPE_NOT_IN_CATALOG,
                                  Cause.PRICE_UNKNOWN, Cause.EVICTIONS_NOT_WORTH, Cause.SPOT_TO_SPOT_DISABLED,
                                  Cause.SPOT_TO_SPOT_TOO_FEW_TYPES, Cause.NO_SPOT_OFFERING, Cause.MIN_VALUES_NOT_MET,
-                                 Cause.BALANCED_SCORE, Cause.ALONE_SAVES_MORE)},
+                                 Cause.BALANCED_SCORE, Cause.BALANCED_UNMEASURED, Cause.ALONE_SAVES_MORE)},
     **{str(c): "budget" for c in (Cause.BUDGET_INVALID, Cause.BUDGET_ZERO, Cause.BUDGET_USED_UP,
                                   Cause.BUDGET_USED_BY_CONSOLIDATIONS, Cause.BUDGET_FOR_WAITING_COMMANDS,
                                   Cause.BUDGET_WAIT, Cause.BUDGET_WAIT_UNCONSOLIDATABLE)},

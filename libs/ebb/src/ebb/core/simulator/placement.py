@@ -65,6 +65,10 @@ class Bins(Protocol):
         """Whether NodePool ``p_index``'s nodes already count more than one of its limits (it launches no node)."""
         ...
 
+    def pod_vec(self, pod: Pod) -> IntArray:
+        """The pod's requests as a row over `resources`."""
+        ...
+
 
 @dataclass
 class Claim:
@@ -276,7 +280,7 @@ class Placement:
             slots = s.r_index.get("pods")  # a full pod count is named with the rest, when it is part of why
             short_of_slots = slots is not None and any_set(static & (self.free[:n, slots] < req[slots]))
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
-            where = f"no remaining node has room for its requests ({wants})"
+            where = f"no remaining node has room for its requests ({wants})" + self._pending_note(static, req)
         else:
             # the nodes with room are ruled out by its rules; those its rules admit may have none (said of both)
             where = f"every remaining node with room for it is ruled out by {_own_rules(cls)}"
@@ -329,6 +333,20 @@ class Placement:
             if any_set(mask) and not pool.min_values_short(mask):
                 return True
         return False
+
+    def _pending_note(self, static: BoolArray, req: IntArray) -> str:
+        """The first node ``static`` admits that would hold ``req`` but for the pending pods given its room (every
+        pending pod keeps its room, docs/decisions.md), named with them; "" when none."""
+        for b in np.flatnonzero(static).tolist():
+            pending = [p for p in self.moved_onto.get(b, ()) if not p.node_name]
+            if not pending:
+                continue
+            freed = self.free[b] + sum(self.s.pod_vec(p) for p in pending)
+            if bool((freed >= req).all()):
+                keys = ", ".join(p.key for p in pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3
+                                                                else "")
+                return f" (node {self.s.nodes[b].name}'s room is kept for pending pod(s) {keys})"
+        return ""
 
     def _overhead_note(self, cls: PodClass, req: IntArray) -> str:
         """Why no type fits a pod of ``cls`` requesting ``req`` when some type the pod may launch as is large enough

@@ -12,6 +12,7 @@ from tests.kit.builders import (
     disrupted,
     ds_pod,
     node,
+    nodeclaim,
     nodepool,
     pdb,
     plan_dict,
@@ -37,6 +38,9 @@ def _unmanaged(name: str, **kwargs: Any) -> dict[str, Any]:
 # (id, node a, pods on a, extra docs, phrase in a's blocked reason)
 BLOCKED = [
     ("not-owned", node("a", pool=None), [pod("web", "a")], [], "not owned by a NodePool"),
+    ("not-owned-whose-nodeclaim-names-a-pool", node("a", pool=None), [pod("web", "a")], [nodeclaim("nc-a", "a")],
+     "not owned by a NodePool (no karpenter.sh/nodepool label) (its NodeClaim nc-a names NodePool default, but "
+     "Karpenter reads the Node's own label)"),
     ("unknown-pool", node("a", pool="gone"), [pod("web", "a")], [], "not in the snapshot"),
     ("unmanaged-pool", node("a", pool="bare"), [pod("web", "a")], [_unmanaged("bare")],
      "its NodePool bare has no spec.template.spec.nodeClassRef"),

@@ -141,7 +141,7 @@ class Stale(StrEnum):
 
 
 SENTENCES: Mapping[Cause, str] = {
-    Cause.NOT_OWNED: "it is not owned by a NodePool (no karpenter.sh/nodepool label)",
+    Cause.NOT_OWNED: "it is not owned by a NodePool (no karpenter.sh/nodepool label){claim:aside}",
     Cause.NODEPOOL_MISSING: "its NodePool {pool} is not in the snapshot",
     Cause.NODEPOOL_UNMANAGED: "its NodePool {pool} has no spec.template.spec.nodeClassRef, which Karpenter's CRD "
                               "requires: Karpenter manages no NodePool without one",

@@ -459,7 +459,10 @@ class ClusterView:
         for node in self.snapshot.nodes:
             pool_name = node.nodepool
             if pool_name is None:
-                self.not_candidate[node.name] = BlockCause(Cause.NOT_OWNED)
+                claim = self.claim_of(node)
+                named = {"claim": f"its NodeClaim {claim.name} names NodePool {claim.nodepool}, but Karpenter reads "
+                                  "the Node's own label"} if claim is not None and claim.nodepool else {}
+                self.not_candidate[node.name] = BlockCause(Cause.NOT_OWNED, named)
                 continue
             if pool_name not in self.pools:
                 self.not_candidate[node.name] = BlockCause(Cause.NODEPOOL_MISSING, {"pool": pool_name or '""'})

@@ -240,3 +240,47 @@ def test_a_replacement_nodeclaim_keeps_the_nodepools_gte_and_lte_requirements() 
                              capacity_type="on-demand", zones=("us-east-1a",), decision_id="dec-1")
     kept = [r for r in claim["spec"]["requirements"] if r["key"] == CPU]
     assert kept == bounds
+
+
+# -- requirements on one key, combined as Karpenter's Requirements.Add combines them --------------------------------
+
+GEN = "example.com/gen"
+
+# (case, the NodePool's requirements on GEN, node a's GEN label (None: none), whether a has drifted)
+COMBINED = [
+    ("Gt 9 and Lt 1 admit no value: DoesNotExist, met by a node without the label", [("Gt", "9"), ("Lt", "1")],
+     None, False),
+    ("Gt 9 and Lt 1: a node with the label has drifted", [("Gt", "9"), ("Lt", "1")], "5", True),
+    ("Exists and DoesNotExist: DoesNotExist", [("Exists", None), ("DoesNotExist", None)], None, False),
+    ("Exists and DoesNotExist: a node with the label has drifted", [("Exists", None), ("DoesNotExist", None)], "1",
+     True),
+    ("Gt 2^63-1 admits no integer: DoesNotExist", [("Gt", "9223372036854775807")], None, False),
+    ("Gt 2^63-1: a node with the label has drifted", [("Gt", "9223372036854775807")], "5", True),
+    ("In [a] and In [b]: DoesNotExist", [("In", "a"), ("In", "b")], None, False),
+    ("In [a] and In [b]: a node labelled a has drifted", [("In", "a"), ("In", "b")], "a", True),
+    ("Gt 1 and Lt 9 admit 5: kept as they are", [("Gt", "1"), ("Lt", "9")], "5", False),
+    ("Gt 1 and Lt 9: a node without the label has drifted", [("Gt", "1"), ("Lt", "9")], None, True),
+]
+
+
+@pytest.mark.parametrize(("requirements", "label", "drifted"), [c[1:] for c in COMBINED], ids=[c[0] for c in COMBINED])
+def test_requirements_on_one_key_are_combined_before_drift_is_judged(
+        requirements: list[tuple[str, str | None]], label: str | None, drifted: bool) -> None:
+    """requirement.go ``Intersection`` (requirement_test.go: Gt 9 ∩ Lt 1 and Exists ∩ DoesNotExist are DoesNotExist;
+    Gt of the largest int64 is DoesNotExist) and ``Compatible``, which admits a node without the label under
+    DoesNotExist (``areRequirementsDrifted``): ebb judged each requirement alone, so every node of such a NodePool
+    had drifted."""
+    reqs = [ON_DEMAND, *({"key": GEN, "operator": op, **({"values": [v]} if v is not None else {})}
+                         for op, v in requirements)]
+    labels = {} if label is None else {GEN: label}
+    view = ClusterView.build(snapshot(nodepool(requirements=reqs), node("a", labels=labels), pod("web", "a")), NOW)
+    assert ("a" in drifted_nodes(view)) is drifted, drifted_nodes(view)
+
+
+def test_a_nodepool_whose_requirements_on_one_key_admit_no_value_launches_nodes_without_the_label() -> None:
+    """Karpenter launches such a NodePool's nodes without the label (its combined requirement is DoesNotExist); ebb
+    found no instance type for it, so its oversized node was never replaced."""
+    reqs = [ON_DEMAND, {"key": GEN, "operator": "Gt", "values": ["9"]}, {"key": GEN, "operator": "Lt", "values": ["1"]}]
+    out = plan_dict(nodepool(requirements=reqs), node("a", itype="m5.2xlarge"), pod("web", "a", cpu="500m"))
+    assert [(c["method"], c["action"], c["nodes"]) for c in out["commands"]] == [
+        ("single-node-consolidation", "replace", ["a"])]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from itertools import islice, product
 
 from ebb.core.model import (
@@ -48,6 +48,57 @@ def integer_bound(req: Requirement) -> tuple[Callable[[int, int], bool], int] | 
         return None
     bound = parse_go_int(req.values[0])
     return None if bound is None else (compare, bound)
+
+
+def combined(requirements: Iterable[Requirement]) -> tuple[Requirement, ...]:
+    """``requirements`` (a NodePool's) as Karpenter's ``Requirements.Add`` combines them: the requirements on one key
+    are one requirement, their intersection; where no value satisfies them all (``Gt 9`` and ``Lt 1``, ``Exists`` and
+    ``DoesNotExist``, ``In [a]`` and ``In [b]``, ``Gt`` 2^63-1) that is ``DoesNotExist``, which a node without the label
+    meets (``Requirement.Intersection``, ``NewRequirementWithFlexibility``): they are replaced by it, in the place of
+    the first. The others are kept as they are: each one met is their intersection met."""
+    reqs = tuple(requirements)
+    by_key: dict[str, list[Requirement]] = {}
+    for r in reqs:
+        by_key.setdefault(r.key, []).append(r)
+    empty = {key for key, group in by_key.items() if _admits_no_value(group)}
+    if not empty:
+        return reqs
+    out: list[Requirement] = []
+    for r in reqs:
+        if r.key not in empty:
+            out.append(r)
+        elif r is by_key[r.key][0]:
+            out.append(Requirement(r.key, "DoesNotExist"))
+    return tuple(out)
+
+
+def _admits_no_value(group: Sequence[Requirement]) -> bool:
+    """Whether no label value satisfies every requirement of ``group`` (all on one key)."""
+    if any(r.operator == "DoesNotExist" for r in group):
+        return len(group) > 1  # one alone is itself; with others, Karpenter's intersection is it
+    lower, upper, bounded = GO_INT_MIN, GO_INT_MAX, False
+    for r in group:
+        found = integer_bound(r)
+        if found is None:
+            continue
+        bounded = True
+        bound = found[1]
+        if r.operator == "Gt":
+            lower = max(lower, bound + 1)
+        elif r.operator == "Gte":
+            lower = max(lower, bound)
+        elif r.operator == "Lt":
+            upper = min(upper, bound - 1)
+        else:
+            upper = min(upper, bound)
+    within = [set(r.values) for r in group if r.operator == "In"]
+    if within:
+        excluded = {v for r in group if r.operator == "NotIn" for v in r.values}
+        values = set.intersection(*within) - excluded
+        if bounded:
+            values = {v for v in values if (i := parse_go_int(v)) is not None and lower <= i <= upper}
+        return not values
+    return bounded and lower > upper
 
 
 #: the well-known keys a new node's offering, type, NodePool and name give it: Karpenter makes up no value of them

@@ -32,7 +32,7 @@ from itertools import chain, groupby
 from operator import attrgetter
 from typing import Any, TypeGuard
 
-from ebb.core.labels import selector_matches
+from ebb.core.labels import combined, selector_matches
 from ebb.core.memo import Memo
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
@@ -376,7 +376,7 @@ def _nodepool_requirements(doc: _Doc, path: str, restricted_labels: bool) -> tup
         restricted = _restricted_label(r.key) if restricted_labels else None
         if restricted is not None:
             raise doc.fail(f"{path}[{i}].key", restricted)
-    return _current_keys(requirements)
+    return combined(_current_keys(requirements))
 
 
 def _template_labels(doc: _Doc, path: str, restricted_labels: bool) -> dict[str, str]:

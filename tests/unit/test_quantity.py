@@ -231,3 +231,11 @@ def test_a_positive_duration_is_what_go_reads_as_one(value: str, seconds: float 
     """A pod's do-not-disrupt duration, as Karpenter reads it with Go's ``time.ParseDuration``: ebb ignored "1.h" and
     "1000000h" (unprotecting the pod) and read "1h " (Karpenter ignores it)."""
     assert positive_duration(value) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0.5ns", None), ("0.0001ns", None), ("1.9ns", 1e-9),
+                                               ("0.0000000019s", 1e-9), ("1.5us", 1.5e-6)])
+def test_a_duration_is_whole_nanoseconds_as_go_reads_it(text: str, seconds: float | None) -> None:
+    """Go's ``time.ParseDuration`` cuts each part's fraction down to whole nanoseconds, so "0.5ns" is 0: a
+    do-not-disrupt of it is not positive, and Karpenter ignores it (utils/pod ``parseDoNotDisrupt``)."""
+    assert positive_duration(text) == seconds

@@ -31,7 +31,8 @@ _QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation, DivisionByZero, Overflow])
 #: a number and its unit, as Go's ``time.ParseDuration`` reads them: digits on either side of the point ("1.h", ".5h")
 _DURATION_PART = re.compile(r"((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+#: a duration unit's nanoseconds
+_DURATION_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 #: the range of Go's int on 64-bit platforms (what strconv.Atoi accepts)
 GO_INT_MIN, GO_INT_MAX = -(2**63), 2**63 - 1
@@ -149,15 +150,18 @@ def parse_duration(value: object) -> float | None:
         return None
     if text == "0":
         return 0.0
-    pos, total = 0, 0.0
+    pos, nanoseconds = 0, 0
     for match in _DURATION_PART.finditer(text):
         if match.start() != pos:
             break
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        # as Go's time.ParseDuration: whole nanoseconds, each part's fraction cut down to them ("0.5ns" is 0)
+        whole, _, fraction = match.group(1).partition(".")
+        unit = _DURATION_UNITS[match.group(2)]
+        nanoseconds += int(whole or 0) * unit + (int(fraction) * unit // 10 ** len(fraction) if fraction else 0)
         pos = match.end()
     if pos != len(text) or not text:
         raise QuantityError(f"{value!r} is not a duration like 30s, 10m, 1h30m or Never")
-    return _bounded_duration(value, total)
+    return _bounded_duration(value, nanoseconds / 1e9)
 
 
 def positive_duration(value: str) -> float | None:

@@ -108,6 +108,9 @@ class Placement:
         self.journal: list[tuple[Any, ...]] = []
         self.placed: dict[str, int] = {}  # pod key -> bin, for pods this simulation moved or placed
         self.moved_onto: dict[int, list[Pod]] = {}
+        #: the pods given room before any disruption is simulated (pending, or leaving a node going away:
+        #: `ebb.core.methods.base.simulation`), by key; explanations name them where they took a node's room
+        self.expected: frozenset[str] = frozenset()
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         #: node bin set aside -> which pods may still go there (`set_aside`'s ``admits``)
@@ -335,17 +338,19 @@ class Placement:
         return False
 
     def _pending_note(self, static: BoolArray, req: IntArray) -> str:
-        """The first node ``static`` admits that would hold ``req`` but for the pending pods given its room (every
-        pending pod keeps its room, docs/decisions.md), named with them; "" when none."""
+        """The first node ``static`` admits that would hold ``req`` but for the pods given its room before any
+        disruption (`expected`: every pending pod, and every pod leaving a node going away, keeps its room), named
+        with them; "" when none."""
         for b in np.flatnonzero(static).tolist():
-            pending = [p for p in self.moved_onto.get(b, ()) if not p.node_name]
-            if not pending:
+            kept = [p for p in self.moved_onto.get(b, ()) if not p.node_name or p.key in self.expected]
+            if not kept:
                 continue
-            freed = self.free[b] + sum(self.s.pod_vec(p) for p in pending)
+            freed = self.free[b] + sum(self.s.pod_vec(p) for p in kept)
             if bool((freed >= req).all()):
-                keys = ", ".join(p.key for p in pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3
-                                                                else "")
-                return f" (node {self.s.nodes[b].name}'s room is kept for pending pod(s) {keys})"
+                words = [f"pending pod {p.key}" if not p.node_name else f"pod {p.key}, leaving node {p.node_name}"
+                         for p in kept[:3]]
+                more = f" and {len(kept) - 3} more" if len(kept) > 3 else ""
+                return f" (node {self.s.nodes[b].name}'s room is kept for {'; '.join(words)}{more})"
         return ""
 
     def _overhead_note(self, cls: PodClass, req: IntArray) -> str:

@@ -111,3 +111,20 @@ def test_another_nodepools_limits_are_not_named_where_the_spread_holds_the_pod()
     assert "its topology spread or pod affinity/anti-affinity leave no node a NodePool can launch for it" in reason, \
         reason
     assert "limits" not in reason, reason
+
+
+def test_nodes_with_room_its_node_affinity_rules_out_are_named_beside_its_pod_affinity() -> None:
+    """s1 needs zone us-east-1b and a host with a target pod: n0 (zone a) has room but its node affinity rules it out,
+    n2 (zone b) has room but no target; the reason names both rules, where it named the pod affinity alone."""
+    zone_b = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}]}]}},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "target"}}}]}}
+    out = plan_dict(nodepool(), node("n0", itype="m5.xlarge"), pod("s0", "n0", annotations=KEEP),
+                    node("n2", itype="m5.xlarge", zone="us-east-1b"), pod("f2", "n2", annotations=KEEP),
+                    node("n3", zone="us-east-1b"), pod("t", "n3", cpu="1800m", labels={"app": "target"},
+                                                       annotations=KEEP),
+                    node("c", zone="us-east-1b"), pod("s1", "c", cpu="500m", affinity=zone_b))
+    reason = blocked_of(out, "c")["reason"]
+    assert ("every remaining node with room for it is ruled out by its nodeSelector, node affinity or tolerations, "
+            "or by its pod affinity") in reason, reason

@@ -285,8 +285,12 @@ class Placement:
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
             where = f"no remaining node has room for its requests ({wants})" + self._pending_note(static, req)
         else:
-            # the nodes with room are ruled out by its rules; those its rules admit may have none (said of both)
-            where = f"every remaining node with room for it is ruled out by {_own_rules(cls)}"
+            # the nodes with room are ruled out by its rules; those its rules admit may have none (said of both), and
+            # some may not match it at all (named too)
+            unmatched = any_set(open_nodes & ~cls.node_ok & all_of_rows(self.free[:n] >= req))
+            where = ("every remaining node with room for it is ruled out by "
+                     + ("its nodeSelector, node affinity or tolerations, or by " if unmatched else "")
+                     + _own_rules(cls))
         if max_new <= 0:
             holding = self.n_bins > n and any(ok is not None and any_set(pool.combos_holding(req) & ok)
                                               for pool, ok in zip(s.pools, cls.pool_combo_ok, strict=True))

@@ -946,3 +946,19 @@ def test_drift_takes_its_empty_candidates_first() -> None:
             node("b", node_hash="h1")]
     out = plan_dict(*docs)
     assert [(c["method"], c["nodes"]) for c in out["commands"]] == [("drift", ["b"])]
+
+
+@pytest.mark.parametrize(("last_pod_event", "deleted"), [(5, True), (None, False)])
+def test_consolidate_after_counts_from_the_last_pod_event_whenever_one_is_recorded(last_pod_event: int | None,
+                                                                                  deleted: bool) -> None:
+    """nodeclaim/disruption/consolidation_test.go (and ``consolidation.go``: lastPodEventTime when set, else the
+    Initialized transition): an empty node whose NodeClaim was initialized 30 s ago but whose pods last changed 5
+    minutes ago is past a consolidateAfter of 1m, and is deleted; without a recorded pod event the initialization
+    counts, and it waits. ebb took the later of the two."""
+    initialized = {"type": "Initialized", "status": "True", "lastTransitionTime": ago(seconds=30)}
+    claim = nodeclaim("nc-e", "e")
+    claim["status"]["conditions"] = [initialized]
+    if last_pod_event is not None:
+        claim["status"]["lastPodEventTime"] = ago(minutes=last_pod_event)
+    out = plan_dict(nodepool(consolidate_after="1m"), node("e"), claim, require_nodeclaim=True)
+    assert ("e" in {n for c in out["commands"] for n in c["nodes"]}) is deleted, out

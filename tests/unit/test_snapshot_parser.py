@@ -1058,3 +1058,15 @@ def test_an_objects_timestamp_out_of_range_is_refused_naming_its_field(stamp: st
     doc["metadata"]["creationTimestamp"] = stamp
     with pytest.raises(SnapshotError, match=r"metadata\.creationTimestamp.*RFC 3339 time from 1970 to 2262"):
         parse_documents([nodepool(), doc], bundled_catalog=[])
+
+
+def test_a_nodepool_requirement_not_in_without_values_is_read_as_exists() -> None:
+    """nodepool_validation_cel_test.go ("should allow supported ops": NotIn without values) and the CRD, which asks
+    values of In alone; Karpenter's NewRequirement reads it as Exists. A pod's is refused, as the API server does."""
+    pool = nodepool(requirements=[{"key": "topology.kubernetes.io/zone", "operator": "NotIn"}])
+    [read] = snapshot(pool).nodepools
+    assert [(r.key, r.operator) for r in read.requirements] == [("topology.kubernetes.io/zone", "Exists")]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn"}]}]}}}
+    with pytest.raises(SnapshotError):
+        snapshot(pod("web", "a", affinity=affinity))

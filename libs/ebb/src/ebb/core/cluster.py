@@ -716,9 +716,10 @@ class ClusterView:
         if claim is not None:
             if claim.last_pod_event is not None:
                 times.append(claim.last_pod_event)
-            initialized = claim.conditions.get("Initialized")
-            if initialized and initialized[1] is not None and initialized[0] == "True":
-                times.append(initialized[1])
+            else:  # as Karpenter: the Initialized transition only when no pod event is recorded, not the later one
+                initialized = claim.conditions.get("Initialized")
+                if initialized and initialized[1] is not None and initialized[0] == "True":
+                    times.append(initialized[1])
         if node.creation_time is not None:
             times.append(node.creation_time)
         return max(times) if times else None

@@ -274,7 +274,10 @@ def flatten(documents: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
             yield doc
 
 
-def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
+def _requirement(doc: _Doc, path: str, raw: Any, nodepool: bool = False) -> Requirement:
+    """One requirement. A ``nodepool``'s may be ``NotIn`` with no values, which its CRD accepts (it asks values of
+    ``In`` alone) and Karpenter reads as ``Exists`` (``NewRequirement``: the complement of nothing); the API server
+    refuses it in a pod."""
     if not _is_mapping(raw):
         raise doc.fail(path, "must be a mapping with key, operator and values")
     key, op = raw.get("key"), raw.get("operator")
@@ -285,6 +288,8 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
     values = raw.get("values") or []
     if not isinstance(values, list):
         raise doc.fail(f"{path}.values", "must be a list")
+    if nodepool and op == "NotIn" and not values:
+        op = "Exists"
     if op in ("In", "NotIn") and not values:
         raise doc.fail(f"{path}.values", f"must not be empty with operator {op}")
     if op in INTEGER_OPERATORS:
@@ -305,12 +310,12 @@ def _requirement(doc: _Doc, path: str, raw: Any) -> Requirement:
     return Requirement(str(key), str(op), tuple(str(v) for v in values), min_values)
 
 
-def _requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
+def _requirements(doc: _Doc, path: str, raw: Any, nodepool: bool = False) -> tuple[Requirement, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise doc.fail(path, "must be a list")
-    return tuple(_requirement(doc, f"{path}[{i}]", r) for i, r in enumerate(raw))
+    return tuple(_requirement(doc, f"{path}[{i}]", r, nodepool) for i, r in enumerate(raw))
 
 
 def _node_requirements(doc: _Doc, path: str, raw: Any) -> tuple[Requirement, ...]:
@@ -368,7 +373,7 @@ def _restricted_label(key: str) -> str | None:
 def _nodepool_requirements(doc: _Doc, path: str, restricted_labels: bool) -> tuple[Requirement, ...]:
     """A NodePool's requirements (`_node_requirements`), with the keys its CRD refuses refused: one that is not a
     label key, or (``restricted_labels``) a restricted one (`_restricted_label`, read before any key is renamed)."""
-    requirements = _requirements(doc, path, doc.get(path))
+    requirements = _requirements(doc, path, doc.get(path), nodepool=True)
     for i, r in enumerate(requirements):
         if len(r.key) > MAX_REQUIREMENT_KEY or not LABEL_KEY_PATTERN.fullmatch(r.key):
             raise doc.fail(f"{path}[{i}].key", f"{r.key!r} is not a label key (an optional DNS subdomain and '/', "

@@ -32,31 +32,3 @@ def test_a_pod_of_another_node_that_finds_no_room_is_said_to_be_leaving_it() -> 
     reason = blocked_of(out, "src")["reason"]
     assert "(pod default/dst-0: leaving node dest, which is being taken away, " in reason, reason
 
-
-def test_a_destination_whose_room_a_pending_pod_keeps_is_named() -> None:
-    """A pending pod keeps its room on ``keep`` (every pending pod does, docs/decisions.md), so ``cand``'s pod finds
-    none there; the reason names the pending pod, where it said only that no remaining node had room."""
-    only_m5 = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
-    out = plan_dict(nodepool(requirements=only_m5), node("keep", annotations=KEEP),
-                    pod("keep-web", "keep", cpu="500m", memory="1Gi"),
-                    pod("urgent", None, cpu="1200m", memory="1Gi", phase="Pending"),
-                    node("cand"), pod("web", "cand", cpu="800m", memory="1Gi"))
-    assert out["commands"] == []
-    reason = blocked_of(out, "cand")["reason"]
-    assert "no remaining node has room for its requests (cpu 800m, memory 1.00Gi) (node keep's room is kept for " \
-           "pending pod default/urgent)" in reason, reason
-
-
-def test_a_destination_whose_room_a_pod_leaving_a_deleting_node_keeps_is_named() -> None:
-    """The pod of ``gone`` (being deleted) is given room on ``keep`` first, so ``cand``'s pod finds none there; the
-    reason names the pod and the node it leaves."""
-    only_m5 = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-               {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
-    out = plan_dict(nodepool(requirements=only_m5), node("keep", annotations=KEEP),
-                    pod("keep-web", "keep", cpu="500m", memory="1Gi"),
-                    node("gone", deleting=True), pod("leaving", "gone", cpu="1200m", memory="1Gi"),
-                    node("cand"), pod("web", "cand", cpu="800m", memory="1Gi"))
-    assert out["commands"] == []
-    reason = blocked_of(out, "cand")["reason"]
-    assert "(node keep's room is kept for pod default/leaving, leaving node gone)" in reason, reason

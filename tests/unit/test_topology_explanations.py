@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kit.builders import blocked_of, catalog, instance_type, node, nodepool, plan_dict, pod
+from tests.kit.builders import blocked_of, node, nodepool, plan_dict, pod
 
 HOSTNAME = "kubernetes.io/hostname"
 KEEP = {"karpenter.sh/do-not-disrupt": "true"}
@@ -62,19 +62,6 @@ def test_a_pod_with_no_other_node_left_is_told_so_not_that_its_preferences_hold_
     out = plan_dict(only_m5, tainted, node("src"), pod("web-0", "src", cpu="500m", memory="1Gi"))
     reason = blocked_of(out, "src")["reason"]
     assert "(pod default/web-0: no other node can take pods)" in reason, reason
-
-
-def test_pods_one_new_node_cannot_hold_are_told_the_new_node_took_its_room() -> None:
-    """Two 3-cpu pods on a node whose type can no longer be launched, and a launchable type of 4 cpu: one new node
-    holds one of them, and the other is told so, not only that no other node can take pods (Karpenter: "Can't remove
-    without creating 2 candidates")."""
-    types = catalog([instance_type("big", "8", "32Gi", 58, 4.0, available=False),
-                     instance_type("small", "4", "16Gi", 29, 1.0)])
-    out = plan_dict(types, nodepool(), node("n", itype="big", cpu="8", memory="32Gi"),
-                    *(pod(f"web-{i}", "n", cpu="3") for i in (1, 2)))
-    assert out["commands"] == []
-    reason = blocked_of(out, "n")["reason"]
-    assert "the one new node allowed, with the pods it took, cannot take it too" in reason, reason
 
 
 def test_a_nodepool_that_admits_no_instance_type_is_named_as_why_no_node_launches() -> None:

@@ -190,7 +190,6 @@ def simulation(view: ClusterView) -> tuple[Scheduler, SimState]:
     state.lift(evicted)
     if pending or evicted:
         state.place_all([*pending, *evicted], max_new=0, explain=False)
-        state.expected = frozenset(p.key for p in (*pending, *evicted))
     for name in view.uninitialized_owned():
         state.set_aside(name, "it is not initialized yet")
     return scheduler, state

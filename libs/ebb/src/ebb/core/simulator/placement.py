@@ -65,10 +65,6 @@ class Bins(Protocol):
         """Whether NodePool ``p_index``'s nodes already count more than one of its limits (it launches no node)."""
         ...
 
-    def pod_vec(self, pod: Pod) -> IntArray:
-        """The pod's requests as a row over `resources`."""
-        ...
-
 
 @dataclass
 class Claim:
@@ -108,9 +104,6 @@ class Placement:
         self.journal: list[tuple[Any, ...]] = []
         self.placed: dict[str, int] = {}  # pod key -> bin, for pods this simulation moved or placed
         self.moved_onto: dict[int, list[Pod]] = {}
-        #: the pods given room before any disruption is simulated (pending, or leaving a node going away:
-        #: `ebb.core.methods.base.simulation`), by key; explanations name them where they took a node's room
-        self.expected: frozenset[str] = frozenset()
         self.ports: dict[int, set[tuple[str, int, str]]] = {}
         self.aside: dict[int, str] = {}  # node bin -> why no pod placed from now on may go there (`set_aside`)
         #: node bin set aside -> which pods may still go there (`set_aside`'s ``admits``)
@@ -283,7 +276,7 @@ class Placement:
             slots = s.r_index.get("pods")  # a full pod count is named with the rest, when it is part of why
             short_of_slots = slots is not None and any_set(static & (self.free[:n, slots] < req[slots]))
             wants = format_requests(dict(zip(s.resources, req.tolist(), strict=True)), slot=short_of_slots)
-            where = f"no remaining node has room for its requests ({wants})" + self._pending_note(static, req)
+            where = f"no remaining node has room for its requests ({wants})"
         else:
             # the nodes with room are ruled out by its rules; those its rules admit may have none (said of both), and
             # some may not match it at all (named too)
@@ -304,9 +297,6 @@ class Placement:
             elif holding and cls.constraints:
                 # a type of the open new node's holds it: the pods the new node took keep it off by the domain counts
                 where += f", and the new node, with the pods it took, is ruled out by {_own_rules(cls)}"
-            elif holding:
-                # a type holds it, but the one new node the step allows already took pods that leave it no room
-                where += ", and the one new node allowed, with the pods it took, cannot take it too"
         elif not cls.can_launch and cls.host_ports and any(p.combo_ok(cls.spec) is not None for p in s.pools):
             where += (", and every node a NodePool can launch for it runs a DaemonSet that holds one of its host "
                       "ports")
@@ -340,22 +330,6 @@ class Placement:
             if any_set(mask) and not pool.min_values_short(mask):
                 return True
         return False
-
-    def _pending_note(self, static: BoolArray, req: IntArray) -> str:
-        """The first node ``static`` admits that would hold ``req`` but for the pods given its room before any
-        disruption (`expected`: every pending pod, and every pod leaving a node going away, keeps its room), named
-        with them; "" when none."""
-        for b in np.flatnonzero(static).tolist():
-            kept = [p for p in self.moved_onto.get(b, ()) if not p.node_name or p.key in self.expected]
-            if not kept:
-                continue
-            freed = self.free[b] + sum(self.s.pod_vec(p) for p in kept)
-            if bool((freed >= req).all()):
-                words = [f"pending pod {p.key}" if not p.node_name else f"pod {p.key}, leaving node {p.node_name}"
-                         for p in kept[:3]]
-                more = f" and {len(kept) - 3} more" if len(kept) > 3 else ""
-                return f" (node {self.s.nodes[b].name}'s room is kept for {'; '.join(words)}{more})"
-        return ""
 
     def _overhead_note(self, cls: PodClass, req: IntArray) -> str:
         """Why no type fits a pod of ``cls`` requesting ``req`` when some type the pod may launch as is large enough

@@ -115,3 +115,18 @@ def test_nodes_with_room_its_node_affinity_rules_out_are_named_beside_its_pod_af
     reason = blocked_of(out, "c")["reason"]
     assert ("every remaining node with room for it is ruled out by its nodeSelector, node affinity or tolerations, "
             "or by its pod affinity") in reason, reason
+
+
+def test_a_static_nodepool_that_would_hold_the_pod_is_named_as_launching_nothing() -> None:
+    """provisioning suite_test.go (static NodePools are left out of the scheduler, provisioner.go): the drifted node's
+    pod needs zone us-east-1a, which only the static NodePool covers; the reason names it, where it blamed an
+    overhead the snapshot does not have."""
+    zone = "topology.kubernetes.io/zone"
+    static = nodepool("st", requirements=[{"key": zone, "operator": "In", "values": ["us-east-1a"]}])
+    static["spec"]["replicas"] = 1
+    dyn = nodepool("dyn", requirements=[{"key": zone, "operator": "In", "values": ["us-east-1b"]}])
+    out = plan_dict(static, dyn, node("st-1", pool="st"), pod("full", "st-1", cpu="2"),
+                    node("old", pool="dyn"), pod("web", "old", node_selector={zone: "us-east-1a"}))
+    reason = blocked_of(out, "old")["reason"]
+    assert "(NodePool st is static, so it launches no node)" in reason, reason
+    assert "overhead" not in reason, reason

@@ -130,3 +130,17 @@ def test_a_static_nodepool_that_would_hold_the_pod_is_named_as_launching_nothing
     reason = blocked_of(out, "old")["reason"]
     assert "(NodePool st is static, so it launches no node)" in reason, reason
     assert "overhead" not in reason, reason
+
+
+def test_the_nodepool_a_replacement_would_come_from_is_the_first_that_can_launch() -> None:
+    """provisioning suite_test.go (a NodePool past its limits is skipped, scheduler.go ``filterByRemainingResources``):
+    the heavier NodePool new is at its cpu limit, so the replacement would come from old, whose only type is the
+    node's own; the reason does not say new's nodes cannot hold the pods."""
+    new = nodepool("new", weight=10)
+    new["spec"]["limits"] = {"cpu": "0"}
+    only_big = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.2xlarge"]}]
+    out = plan_dict(new, nodepool("old", requirements=only_big), node("big", pool="old", itype="m5.2xlarge"),
+                    pod("web", "big", cpu="500m"))
+    reason = blocked_of(out, "big")["reason"]
+    assert "from NodePool old, the first by weight (0) that can launch a node holding them" in reason, reason

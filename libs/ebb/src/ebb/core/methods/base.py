@@ -267,7 +267,8 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
     ``price``; when some of them that ``new`` holds have volumes that keep it to its zones, those are named (the
     cheaper types may be offered elsewhere only), and so is a replacement narrowed to reserved capacity (a reserved
     offering holds the pods, and it is taken whatever other types cost), and, with several NodePools, the one the
-    replacement comes from (the first by weight that holds the pods: another's cheaper types are no option)."""
+    replacement comes from (the first by weight that can launch a node holding the pods: another's cheaper types are
+    no option)."""
     asides: list[str] = []
     if new is not None and new.zones:
         held = set(new.pods)
@@ -278,7 +279,8 @@ def no_cheaper_replacement(view: ClusterView, removed: Iterable[str], new: NewNo
                       "launch does")
     pool = view.pools.get(new.nodepool) if new is not None else None
     if pool is not None and len(view.pools) > 1:  # a cheaper type of a NodePool further down the order is no option
-        asides.append(f"from NodePool {pool.name}, the first by weight ({pool.weight}) whose nodes hold them, as "
+        asides.append(f"from NodePool {pool.name}, the first by weight ({pool.weight}) that can launch a node holding "
+                      "them (a heavier one may be past its limits, static, not Ready or being deleted), as "
                       "Karpenter's scheduler takes a new node from the first NodePool that fits")
     where = {"where": ", ".join(asides)} if asides else {}
     return BlockCause(Cause.NO_CHEAPER_REPLACEMENT, {"needed": needed, "price": price, **where})

@@ -85,9 +85,13 @@ class Score:
         return self.value >= 1 / K
 
     def values(self) -> dict[str, object]:
-        """The figures a sentence quotes (`ebb.core.causes`: BALANCED_SCORE)."""
-        return {"pool": self.pool, "score": self.value, "threshold": 1 / K, "k": K,
-                "savings_percent": self.savings_fraction * 100, "disruption_percent": self.disruption_fraction * 100}
+        """The figures a sentence quotes (`ebb.core.causes`: BALANCED_SCORE, or BALANCED_UNMEASURED)."""
+        values: dict[str, object] = {
+            "pool": self.pool, "score": self.value, "threshold": 1 / K, "k": K,
+            "savings_percent": self.savings_fraction * 100, "disruption_percent": self.disruption_fraction * 100}
+        if self.unmeasured:
+            values["nothing"] = self.unmeasured  # BALANCED_UNMEASURED's
+        return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +205,5 @@ def delete_falls_short(view: _View, name: str) -> Score | None:
 
 def cause(verdict: Score, pool: NodePool, action: str) -> BlockCause:
     """Why a node is not consolidated: ``action`` (e.g. "this replace") scored ``verdict`` in Balanced ``pool``."""
-    if verdict.unmeasured:
-        return BlockCause(Cause.BALANCED_UNMEASURED, {"pool": verdict.pool, "nothing": verdict.unmeasured,
-                                                      "threshold": 1 / K, "k": K, "source": pool.policy_source,
-                                                      "action": action})
-    return BlockCause(Cause.BALANCED_SCORE, {**verdict.values(), "source": pool.policy_source, "action": action})
+    kind = Cause.BALANCED_UNMEASURED if verdict.unmeasured else Cause.BALANCED_SCORE
+    return BlockCause(kind, {**verdict.values(), "source": pool.policy_source, "action": action})

@@ -198,23 +198,20 @@ def _replaced_by_one(ctx: PassContext, method: str, reason: str, name: str, why:
         placements = {p.key: state.bin_name(state.placed[p.key]) for p in moved if p.key in state.placed}
     finally:
         state.rollback(mark)
-    launched: Replacement | None = None  # its options narrowed to its capacity type, for the command
     if needed and needed[0].nodepool == pool_name:
-        n, shown = needed[0], listed[0]
+        n = listed[0]  # its options narrowed to its capacity type; minValues is asked of them all (``needed``)
+        options = needed[0].instance_types
         replacement = Replacement(n.nodepool, n.instance_types, n.capacity_type, n.zones, n.price, n.hostname,
                                   n.labels)
-        launched = Replacement(shown.nodepool, shown.instance_types, shown.capacity_type, shown.zones, shown.price,
-                               shown.hostname, shown.labels)
     else:
         cheapest = _cheapest_of_pool(ctx, pool_name)
         if cheapest is None:
             return BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": pool_name})
-        replacement = cheapest
+        replacement, options = cheapest, cheapest.instance_types
     # a static NodePool's NodeClaim is launched from its template (no disruption simulation truncates its types)
-    refused = launch_refused(ctx, pool_name, replacement.instance_types, truncate=False)
+    refused = launch_refused(ctx, pool_name, options, truncate=False)
     if refused is not None:
         return refused
-    replacement = launched or replacement
     return Command(method, reason, "replace", (name,), (replacement,), view.price[name] - replacement.price,
                    placements,
                    f"{name}: {why}; replaced one for one (its NodePool {pool_name} is static){held_words(held)}")

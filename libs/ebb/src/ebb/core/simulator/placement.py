@@ -13,7 +13,7 @@ Where a pod goes is the Scheduler's search (`ebb.core.simulator.scheduler.SimSta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,6 +54,8 @@ class Bins(Protocol):
     max_bins: int
     pools: list[Pool]
     pods_on: list[Sequence[Pod]]
+    #: the NodePools (indexes) a new claim may open in, in order
+    pool_order: list[int]
     #: what a claim launches (`new_nodes`), by its NodePool and offerings' mask as bytes
     launches: dict[tuple[int, bytes], Launch]
 
@@ -96,6 +98,9 @@ class Placement:
         self.open = np.zeros(b, dtype=bool)
         self.open[: bins.N] = bins.node_open
         self.n_bins = bins.N
+        #: the NodePools a new claim may open in, in order (`Bins.pool_order`, or with one static NodePool:
+        #: `SimState.launching_in`)
+        self.pool_order = bins.pool_order
         self.claims: dict[int, Claim] = {}
         self.bin_pool = np.full(b, -1, dtype=np.int64)
         self._removed: set[int] = set()
@@ -315,23 +320,13 @@ class Placement:
                     notes or self._overhead_note(cls, req))
         return where + self._set_aside_note(cls, req, closed)
 
-    def _opening(self) -> Container[int]:
-        """The NodePools (indexes) a new claim may open in now: `pool_order` where the state keeps one (a static
-        NodePool's own one-for-one replacement opens it too), else those that are not closed or static."""
-        order = getattr(self, "pool_order", None)
-        if order is not None:
-            return frozenset(order)
-        return frozenset(i for i, pool in enumerate(self.s.pools)
-                         if not pool.pool.closed and pool.pool.replicas is None)
-
     def _launchable(self, cls: PodClass, req: IntArray) -> bool:
         """Whether some NodePool that opens nodes has an offering the pod may take whose type holds ``req``, within its
         limits and its ``minValues``: then what kept the pod off a new node is not its NodePools (another NodePool's
         limits or state are no reason to name)."""
-        opening = self._opening()
         for p_index, pool in enumerate(self.s.pools):
             allowed = cls.pool_combo_ok[p_index]
-            if allowed is None or p_index not in opening or not len(pool.types):
+            if allowed is None or p_index not in self.pool_order or not len(pool.types):
                 continue
             limit_ok = self._limit_mask(p_index)
             if limit_ok is None:
@@ -345,9 +340,8 @@ class Placement:
         """Why no type fits a pod of ``cls`` requesting ``req`` when some type the pod may launch as is large enough
         for it: what the type keeps for itself and the DaemonSets that would run on it leave too little (a DaemonSet
         that asks much, on every type its NodePool offers); "" when no type is large enough at all."""
-        opening = self._opening()
         for p_index, (pool, allowed) in enumerate(zip(self.s.pools, cls.pool_combo_ok, strict=True)):
-            if allowed is None or p_index not in opening or not len(pool.types):
+            if allowed is None or p_index not in self.pool_order or not len(pool.types):
                 continue
             if any_set(all_of_rows(pool.type_capacity >= req)[pool.combo_type] & allowed):
                 return (" (its instance types large enough for it have too little left once their own overhead and "
@@ -380,10 +374,9 @@ class Placement:
     def _closed_note(self, cls: PodClass, req: IntArray) -> str:
         """The NodePools with a type that would hold a pod of ``cls`` requesting ``req`` but that open no node (being
         deleted or not Ready: `NodePool.closed`; static: ``spec.replicas``), each named with why; "" when none."""
-        opening = self._opening()
         held = [f"NodePool {pool.pool.name} " + (pool.pool.closed or "is static") + ", so it launches no node"
                 for p_index, (pool, allowed) in enumerate(zip(self.s.pools, cls.pool_combo_ok, strict=True))
-                if (pool.pool.closed or (pool.pool.replicas is not None and p_index not in opening))
+                if (pool.pool.closed or (pool.pool.replicas is not None and p_index not in self.pool_order))
                 and allowed is not None and len(pool.types) and any_set(pool.combos_holding(req) & allowed)]
         return f" ({'; '.join(held)})" if held else ""
 

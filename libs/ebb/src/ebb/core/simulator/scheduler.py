@@ -581,8 +581,6 @@ class SimState(Placement):
         #: the last pod `place` found no room for on the open bins: (its classes, its requests, the journal's last
         #: entry then, None when empty); while that is still the last entry, a pod just like it finds none either
         self._no_room: tuple[list[PodClass], IntArray, tuple[Any, ...] | None] | None = None
-        #: the NodePools a new claim may open in, in order (`Scheduler.pool_order`, or with one static NodePool)
-        self.pool_order = sched.pool_order
         #: the existing nodes' room at the start, which `_first_node` asks from (`Anchor`)
         self._anchor = Anchor(self)
         self._init_counts()

@@ -31,6 +31,7 @@ from ebb.core.budgets import BudgetVerdict, allowed_disruptions
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.conflicts import ConflictSettings, conflicts, refused
 from ebb.core.labels import daemonset_requests, selector_matches, tolerates
+from ebb.core.memo import Memo
 from ebb.core.model import (
     ANNOTATION_DECISION_ID,
     ANNOTATION_DO_NOT_CONSOLIDATE,
@@ -177,6 +178,25 @@ def pdb_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> PdbStatus:
     return PdbStatus(pdb, max(0, allowed), healthy, expected)
 
 
+@dataclass(frozen=True, slots=True)
+class _GatheredPods:
+    """What `ClusterView._gather_pods` made of a snapshot's pods tuple, its nodes' names and its PDBs; shared by the
+    views made of them, which only read it."""
+    pods: tuple[Pod, ...]
+    node_names: tuple[str, ...]
+    pdbs: tuple[PodDisruptionBudget, ...]
+    pods_on: dict[str, list[Pod]]
+    unbound: list[Pod]
+    node_pods: dict[str, NodePods]
+    movable: dict[str, Sequence[Pod]]
+    pdbs_of_class: dict[Interned, list[PdbStatus]]
+    pdb_bound: set[Interned]
+
+
+#: the last few pods tuples gathered, by identity (each entry holds its tuple, so an id is not reused while kept)
+_PODS_GATHERED: Memo[int, _GatheredPods] = Memo(4, forget="oldest")
+
+
 @dataclass
 class ClusterView:
     snapshot: Snapshot
@@ -249,6 +269,38 @@ class ClusterView:
                 view.claims[c.node_name] = c
             if c.provider_id:
                 view.claims_by_provider[c.provider_id] = c
+        view._gather_pods()
+        for node in snapshot.nodes:
+            view.price[node.name], view.price_known[node.name] = view._node_price(node)
+        view._demand()
+        view._candidates()
+        view._budgets()
+        view._pauses()
+        return view
+
+    def _gather_pods(self) -> None:
+        """The pods by node (`pods_on`, `unbound`, `node_pods`, `movable`) and what the PDBs allow, taken as the last
+        view of the same pods tuple, the same nodes and the same PDBs had them (`_PODS_GATHERED`): a validation's
+        snapshot often has its pass's pods, with a node tainted or gone between them, and none of this reads the
+        clock."""
+        snapshot = self.snapshot
+        names = tuple(node.name for node in snapshot.nodes)
+        kept = _PODS_GATHERED.get(id(snapshot.pods))
+        if (kept is not None and kept.pods is snapshot.pods and kept.pdbs is snapshot.pdbs
+                and kept.node_names == names):
+            self.pods_on, self.unbound, self.node_pods, self.movable = (kept.pods_on, kept.unbound, kept.node_pods,
+                                                                        kept.movable)
+            self._pdbs_of_class, self._pdb_bound = kept.pdbs_of_class, kept.pdb_bound
+            return
+        self._pdbs(self._bucket_pods())
+        _PODS_GATHERED.keep(id(snapshot.pods), _GatheredPods(
+            snapshot.pods, names, snapshot.pdbs, self.pods_on, self.unbound, self.node_pods, self.movable,
+            self._pdbs_of_class, self._pdb_bound))
+
+    def _bucket_pods(self) -> dict[Interned, list[Pod]]:
+        """Fill `pods_on`, `unbound`, `node_pods` and `movable`; returns the active pods of each class, in the
+        snapshot's order, when the snapshot has PDBs (`_pdbs` reads them), else nothing."""
+        view, snapshot = self, self.snapshot
         for node in snapshot.nodes:
             view.pods_on[node.name] = []
         # every pod of every pass: the finished ones left out in C, one lookup for the rest; with PDBs, the pods
@@ -272,14 +324,7 @@ class ClusterView:
         for name, pods in view.pods_on.items():
             derived = view.node_pods[name] = node_pods.of_node(name, pods)  # most nodes: as the last pass had them
             view.movable[name] = derived.movable
-        for node in snapshot.nodes:
-            view.price[node.name], view.price_known[node.name] = view._node_price(node)
-        view._demand()
-        view._pdbs(of_class)
-        view._candidates()
-        view._budgets()
-        view._pauses()
-        return view
+        return of_class
 
     # -- prices ----------------------------------------------------------------------------------------
     def _node_price(self, node: Node) -> tuple[float, bool]:

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import chain, groupby
+from itertools import chain, compress, groupby
 from operator import attrgetter
 from typing import Any, TypeGuard
 
@@ -1378,6 +1378,8 @@ def _daemonset(doc: _Doc) -> DaemonSet:
 
 #: a pod created at no known time: older than any other
 _NEVER = datetime.min.replace(tzinfo=UTC)
+_OWNER_KIND = attrgetter("owner_kind")
+_DAEMONSET_KIND = "DaemonSet"
 
 
 def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> tuple[DaemonSet, ...]:
@@ -1392,8 +1394,10 @@ def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> t
     if not daemonsets:
         return daemonsets
     newest: dict[tuple[str, str | None], Pod] = {}
-    for pod in pods:
-        if pod.owner_kind == "DaemonSet" and not pod.is_terminal:
+    pods = pods if isinstance(pods, list | tuple) else list(pods)
+    # the DaemonSets' pods sorted out in C: a few of the thousands a store assembles every pass
+    for pod in compress(pods, map(_DAEMONSET_KIND.__eq__, map(_OWNER_KIND, pods))):
+        if not pod.is_terminal:
             key = (pod.namespace, pod.owner_name)
             known = newest.get(key)
             if known is None or (pod.creation_time or _NEVER) > (known.creation_time or _NEVER):

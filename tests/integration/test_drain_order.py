@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ebb.adapters.kube.drain import Drainer, EvictionBackoff
-from ebb.adapters.kube.node_api import KubeNodeApi
+from ebb.adapters.kube.node_api import EvictionResult, KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from tests.kit.system import KWOK, kwok_node
 from tests.kit.waiting import eventually
@@ -103,6 +103,45 @@ async def test_pods_are_evicted_tier_by_tier_and_taint_tolerating_pods_are_left(
         for ns, name in daemonsets:
             with contextlib.suppress(ApiException):
                 await apps.delete_namespaced_daemon_set(name, ns)
+        with contextlib.suppress(ApiException):
+            await core.delete_node(node)
+        with contextlib.suppress(ApiException):
+            await core.delete_namespace(namespace)
+
+
+async def test_an_eviction_names_its_pod_and_a_late_pod_is_drained_too(kube_api: Any) -> None:
+    """Against the real Eviction API: an eviction that names another UID than the pod of that name has is refused
+    (409) and read as gone, the pod left running (Karpenter's eviction queue sends the same precondition); and a
+    pod bound to the node after the drain's first list (created with its nodeName) is evicted on the next look."""
+    run = uuid.uuid4().hex[:8]
+    node, namespace = f"drain-late-{run}", f"drain-late-{run}"
+    core: Any = client.CoreV1Api(kube_api)
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    await core.create_node(kwok_node(node, "default", run))
+    try:
+        await core.create_namespaced_pod(namespace, _pod("app", node))
+        api = KubeNodeApi(kube_api)
+        result, message = await api.evict(namespace, "app", uid="not-its-uid")
+        assert result == "gone", message
+        assert "precondition" in message.lower(), message
+        assert [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items] == ["app"]
+
+        original = api.evict
+
+        async def create_late_pod_on_first_eviction(namespace: str, name: str, *, uid: str = "",
+                                                    dry_run: bool = False) -> tuple[EvictionResult, str]:
+            if name == "app":  # in the pod's namespace, the test's
+                await core.create_namespaced_pod(namespace, _pod("late", node))
+            return await original(namespace, name, uid=uid, dry_run=dry_run)
+
+        api.evict = create_late_pod_on_first_eviction  # type: ignore[method-assign]
+        drainer = Drainer(api, disruption_taint=DISRUPTED_TAINT, eviction_deadline=60,
+                          backoff=EvictionBackoff(initial=0.2, maximum=1.0), poll_interval=0.2)
+        assert await drainer.taint(node) is True
+        report = await drainer.drain(node)
+        assert report.evicted == [f"{namespace}/app", f"{namespace}/late"]
+        assert (await core.list_namespaced_pod(namespace)).items == []
+    finally:
         with contextlib.suppress(ApiException):
             await core.delete_node(node)
         with contextlib.suppress(ApiException):

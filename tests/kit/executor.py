@@ -142,11 +142,14 @@ class FakeApi:
             self.linger[ref] = left - 1
         return copy.deepcopy(p)
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
         ref = f"{namespace}/{name}"
         self.calls.append(("dry-run" if dry_run else "evict", ref))
         if ref not in self.pods:
             return "gone", "not found"
+        if uid and (self.pods[ref].get("metadata") or {}).get("uid", uid) != uid:
+            return "gone", "Precondition failed: UID in precondition"  # another pod of the name: 409
         if dry_run:  # the answer of now, before the drain: ``blocked_now``; ``refusals`` come while it evicts
             return ("blocked", "Cannot evict pod as it would violate the pod's disruption budget.") \
                 if ref in self.blocked_now else ("evicted", "")

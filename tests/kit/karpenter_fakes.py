@@ -87,8 +87,9 @@ class AuditedNodeApi:
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.inner.read_pod(namespace, name)
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
-        return await self.inner.evict(namespace, name, dry_run=dry_run)
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
+        return await self.inner.evict(namespace, name, uid=uid, dry_run=dry_run)
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
         return await self.inner.delete_pod(namespace, name, grace_seconds)

@@ -84,8 +84,11 @@ def tolerating(*tolerations: dict[str, str]) -> dict[str, Any]:
     ("no key and Equal tolerates nothing", parsed(spec=tolerating({"operator": "Equal"})), KARPENTER, None),
     ("only node.kubernetes.io/unschedulable",
      parsed(spec=tolerating({"key": "node.kubernetes.io/unschedulable", "operator": "Exists"})), KARPENTER, None),
-    ("under ebb's taint, tolerating only Karpenter's",
-     parsed(spec=tolerating({"key": "karpenter.sh/disrupted", "operator": "Exists"})), EBB, None),
+    ("under ebb's taint, tolerating Karpenter's (which Karpenter never evicts)",
+     parsed(spec=tolerating({"key": "karpenter.sh/disrupted", "operator": "Exists"})), EBB,
+     "tolerates karpenter.sh/disrupted"),
+    ("under ebb's taint, tolerating Karpenter's with another effect",
+     parsed(spec=tolerating({"key": "karpenter.sh/disrupted", "effect": "NoExecute"})), EBB, None),
     ("under ebb's taint, tolerating it", parsed(spec=tolerating({"key": "ebb.sh/disrupted", "operator": "Exists"})),
      EBB, "tolerates ebb.sh/disrupted"),
     ("terminating a minute and a second past its grace", parsed(metadata=ending(NOW - timedelta(seconds=61))),
@@ -132,8 +135,9 @@ def test_eviction_order_non_critical_then_daemonsets_then_critical_then_critical
     ]
     names = [[p.name for p in group] for group in eviction_groups(pods, KARPENTER)]
     assert names == [["web", "bare", "other-taint"], ["ds"], ["critical-priority", "critical-class"], ["ds-critical"]]
-    # under ebb's own taint (the karpenter provider) a pod tolerating only Karpenter's is evicted
-    assert [p.name for p in eviction_groups(pods, EBB)[0]] == ["web", "bare", "tolerates", "other-taint"]
+    # under ebb's own taint (the karpenter provider) a pod tolerating only Karpenter's stays too: Karpenter, which
+    # drains the node after ebb, never evicts it
+    assert [p.name for p in eviction_groups(pods, EBB)[0]] == ["web", "bare", "other-taint"]
 
 
 @pytest.mark.parametrize(("case", "made", "moves"), [
@@ -218,6 +222,8 @@ DRAINED = parsed(metadata={"uid": "uid-1"})
     ("terminating, when terminating counts as gone",
      parsed(metadata={"uid": "uid-1", **ending(NOW + timedelta(seconds=30))}), True, True),
     ("stuck terminating", parsed(metadata={"uid": "uid-1", **ending(NOW - timedelta(minutes=5))}), False, True),
+    ("the same pod, finished (Succeeded)", parsed(metadata={"uid": "uid-1"}, phase="Succeeded"), False, True),
+    ("the same pod, failed", parsed(metadata={"uid": "uid-1"}, phase="Failed"), False, True),
 ])
 def test_when_an_evicted_pod_is_gone(case: str, current: Pod | None, terminating_is_gone: bool, gone: bool) -> None:
     assert is_gone(DRAINED, current, "n1", NOW, terminating_is_gone=terminating_is_gone) is gone, case

@@ -495,11 +495,14 @@ class SimulatedCluster:
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._handed(self.key_of("Pod", namespace, name))
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
         key = self.key_of("Pod", namespace, name)
         pod = self.objects.get(key)
         if pod is None:
             return "gone", f'pods "{name}" not found'
+        if uid and (pod.get("metadata") or {}).get("uid") != uid:
+            return "gone", f"Precondition failed: UID in precondition: {uid}"
         parsed: Pod = self._parse_cache.parsed(key).value
         pdbs = self._pdbs_of(parsed)
         if len(pdbs) > 1:

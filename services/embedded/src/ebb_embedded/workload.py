@@ -166,12 +166,13 @@ class WorkloadCluster(SimulatedCluster):
         return sorted(n for n in self.launched if (node := self.objects.get(self.key_of("Node", "", n)))
                       is not None and not is_ready(node))
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
         if dry_run:
-            return await super().evict(namespace, name, dry_run=True)
+            return await super().evict(namespace, name, uid=uid, dry_run=True)
         key = self.key_of("Pod", namespace, name)
         self._last_pod = None
-        result = await super().evict(namespace, name)
+        result = await super().evict(namespace, name, uid=uid)
         if result[0] == "evicted":
             lineage = self.measures.lineage.pop(key, key)
             self.measures.evicted[lineage] = self.measures.evicted.get(lineage, 0) + 1

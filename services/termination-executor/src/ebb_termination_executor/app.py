@@ -68,6 +68,7 @@ def build_executor(
             initial=settings.eviction_backoff_initial_seconds, maximum=settings.eviction_backoff_max_seconds
         ),
         poll_interval=settings.poll_interval_seconds,
+        min_drain_time=settings.min_drain_seconds,
         terminating_is_gone=settings.terminating_is_gone,
         clock=clock,
         stop=stop,

@@ -38,6 +38,9 @@ class Settings(HealthSettings):
     eviction_backoff_max_seconds: float = Field(default=10.0, gt=0)
     #: how often an evicted pod is checked for being gone
     poll_interval_seconds: float = Field(default=0.5, gt=0)
+    #: a node's drain ends no sooner than this after its taint: its pods are listed again until then, so a pod the
+    #: scheduler bound before it saw the taint is evicted too (Karpenter's MinDrainTime)
+    min_drain_seconds: float = Field(default=5.0, ge=0)
     #: commands executed at once (each on nodes no other running command has; 1: one after the other). Karpenter's
     #: disruption queue runs its commands concurrently too: one waiting for a replacement to boot or for a PDB
     #: does not hold back the others, whose nodes count against the budget until they are done

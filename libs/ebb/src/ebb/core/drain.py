@@ -8,7 +8,8 @@ A pod the parser refuses (ebb's parser is stricter than the apiserver about the 
 read) is parsed again from the fields a drain reads, so that it is still evicted.
 
 Under a disruption taint a drain leaves alone (`skip_reason`): mirror and static pods, finished pods, pods that
-tolerate the taint (they would be scheduled right back), and pods stuck terminating (still there a minute after
+tolerate the taint (they would be scheduled right back) or Karpenter's ``karpenter.sh/disrupted`` (which Karpenter
+never evicts, whichever taint the drainer puts), and pods stuck terminating (still there a minute after
 their ``deletionTimestamp``: Karpenter's ``IsStuckTerminating``, not waited for). It evicts the others in four
 groups (`eviction_groups`), each gone before the next starts:
 
@@ -22,8 +23,8 @@ With a terminationGracePeriod deadline a pod whose own grace would not end by th
 ``deadline - its grace`` (`delete_time`, Karpenter's ``podDeleteTimeWithGracePeriod``) with what is left of the
 deadline as its grace, never less than a second (`granted_grace`). A pod whose do-not-disrupt holds
 (`do_not_disrupt_active`, the planner's rule) is not evicted then, only waited for until its deletion. A pod
-evicted is gone (`is_gone`) when the apiserver no longer has it, has another pod of its name, or has it stuck
-terminating.
+evicted is gone (`is_gone`) when the apiserver no longer has it, has another pod of its name, or has it finished
+or stuck terminating.
 
 The planner asks the same model which pods the apiserver lists on a node that a disruption has to move
 (`reschedulable_keys`: `Pod.needs_rescheduling`) before approving a command
@@ -38,11 +39,13 @@ from typing import Any, Final
 
 from ebb.core.cluster import do_not_disrupt_protection
 from ebb.core.labels import tolerates
-from ebb.core.model import ANNOTATION_POD_DELETION_COST, Pod, Taint
+from ebb.core.model import ANNOTATION_POD_DELETION_COST, TAINT_DISRUPTED, Pod, Taint
 from ebb.core.snapshot import ParsedObject, SnapshotError, parse_object
 
 #: a pod of at least this priority is critical (``system-cluster-critical``'s; ``system-node-critical`` is above)
 CRITICAL_PRIORITY: Final = 2_000_000_000
+#: Karpenter's disruption taint: a pod that tolerates it is left on its node by every drain (`skip_reason`)
+KARPENTER_DISRUPTED: Final = Taint(TAINT_DISRUPTED, effect="NoSchedule")
 #: Karpenter's ``IsStuckTerminating``: a pod still there this long after its ``deletionTimestamp`` (its deletion
 #: plus its grace) is not waited for
 STUCK_TERMINATING_AFTER: Final = 60.0
@@ -97,13 +100,16 @@ def is_stuck_terminating(pod: Pod, now: datetime) -> bool:
 
 def skip_reason(pod: Pod, taint: Taint, now: datetime | None = None) -> str | None:
     """Why a drain under the disruption ``taint`` leaves ``pod`` alone, or None when it evicts it (a pod that
-    tolerates the taint would be scheduled right back; one stuck terminating at ``now`` is not waited for)."""
+    tolerates the taint would be scheduled right back; one stuck terminating at ``now`` is not waited for). A pod
+    that tolerates Karpenter's ``karpenter.sh/disrupted:NoSchedule`` is left alone under ebb's own taint too: Karpenter
+    never evicts it (``IsWaitingEviction``), and the planner counts it as staying with its node."""
     if pod.is_mirror:
         return "mirror/static pod"
     if pod.is_terminal:
         return "finished"
-    if tolerates(pod.spec.tolerations, taint):
-        return f"tolerates {taint.key}"
+    for left_by in (taint, KARPENTER_DISRUPTED):
+        if tolerates(pod.spec.tolerations, left_by):
+            return f"tolerates {left_by.key}"
     if now is not None and is_stuck_terminating(pod, now):
         return "stuck terminating"
     return None
@@ -147,7 +153,7 @@ def is_gone(pod: Pod, current: Pod | None, node: str, now: datetime, *, terminat
     """Whether ``pod``, drained from ``node``, is gone, the apiserver now having ``current`` under its name (None:
     nothing): gone when there is nothing, or another pod (a new UID, or bound to another node), or it is stuck
     terminating (Karpenter does not wait for it); with ``terminating_is_gone``, also once its deletion started."""
-    if current is None or current.uid != pod.uid or current.node_name not in (None, node):
+    if current is None or current.uid != pod.uid or current.node_name not in (None, node) or current.is_terminal:
         return True
     if is_stuck_terminating(current, now):
         return True

@@ -175,6 +175,10 @@ class DrainReport:
     blocked: int = 0
 
 
+#: Karpenter's ``MinDrainTime``: a node is drained no sooner than this after its taint, its pods listed again until
+#: then (a pod the scheduler bound before it saw the taint is evicted too)
+MIN_DRAIN_SECONDS: Final = 5.0
+
 #: how many versions of pods a Drainer keeps parsed (`Drainer._parsed`) before it forgets them all
 READ_KEPT = 4096
 
@@ -199,6 +203,7 @@ class Drainer:
         eviction_deadline: float = 600.0,
         backoff: EvictionBackoff | None = None,
         poll_interval: float = 0.5,
+        min_drain_time: float = MIN_DRAIN_SECONDS,
         terminating_is_gone: bool = False,
         clock: Clock | None = None,
         stop: Waitable | None = None,
@@ -216,6 +221,10 @@ class Drainer:
         self.eviction_deadline = eviction_deadline
         self.backoff = backoff or EvictionBackoff()
         self.poll_interval = poll_interval
+        #: a drain ends no sooner than this many seconds after the taint (the pods listed again until then)
+        self.min_drain_time = min_drain_time
+        #: when each node was tainted (the drainer's monotonic clock), until its drain starts or it is untainted
+        self._tainted_at: dict[str, float] = {}
         self.terminating_is_gone = terminating_is_gone
         #: measures the deadline and the waits
         self.clock = clock or Clock()
@@ -231,12 +240,17 @@ class Drainer:
         return f"{self.disruption_taint['key']}:{self.disruption_taint['effect']}"
 
     async def taint(self, node: str) -> bool | None:
-        """Add the disruption taint; True when added, False when present, None when the node is gone."""
-        return await patch_until_done(self.api, node, lambda obj: taint_patch(obj, self.disruption_taint))
+        """Add the disruption taint; True when added, False when present, None when the node is gone. The moment
+        is kept for the node's drain (`min_drain_time`)."""
+        tainted = await patch_until_done(self.api, node, lambda obj: taint_patch(obj, self.disruption_taint))
+        if tainted is not None:
+            self._tainted_at.setdefault(node, self.clock.monotonic())
+        return tainted
 
     async def untaint(self, node: str) -> bool | None:
         """Remove the disruption taint (rollback), and the terminationGracePeriod deadline so that a later
         termination starts its own; True when the taint was removed, False when absent, None when gone."""
+        self._tainted_at.pop(node, None)
         removed = await patch_until_done(self.api, node, lambda obj: untaint_patch(obj, self.disruption_taint))
         if removed is not None:
             await patch_until_done(self.api, node, undeadline_patch)
@@ -283,7 +297,7 @@ class Drainer:
             for pod in group:
                 if pod.is_daemonset or pod.deleting or do_not_disrupt_active(pod, now):
                     continue
-                result, message = await self.api.evict(pod.namespace, pod.name, dry_run=True)
+                result, message = await self.api.evict(pod.namespace, pod.name, uid=pod.uid, dry_run=True)
                 if result in ("blocked", "refused"):
                     return f"the eviction of {pod.key} would be refused now: {message or result}"
         return None
@@ -296,9 +310,34 @@ class Drainer:
         executor's ``Evicted`` event and ``ebb_pods_drained_total``. With a terminationGracePeriod
         ``deadline``, a pod whose grace would not end by then is deleted at ``deadline - its grace`` whatever
         its group, and ``on_deleted`` is called with it and the grace it was granted (Karpenter's
-        ``Disrupted`` event)."""
+        ``Disrupted`` event).
+
+        Once the pods listed are gone the node's pods are listed again, and the ones not seen before are drained
+        the same way, until a list brings none and ``min_drain_time`` has passed since the node was tainted (by
+        this drainer; else since the drain started): a pod the scheduler bound before it saw the taint, or one
+        created with its ``nodeName``, is evicted too, as Karpenter's terminator lists the pods on every pass and
+        waits ``MinDrainTime`` (5 s) before it calls a node drained."""
         report = DrainReport(node)
-        listed = [_Drained(raw, self._parsed(node, raw)) for raw in await self.api.list_pods(node)]
+        since = self._tainted_at.pop(node, None)
+        started = self.clock.monotonic() if since is None else since
+        seen: set[tuple[str, str]] = set()
+        while True:
+            listed = [_Drained(raw, self._parsed(node, raw)) for raw in await self.api.list_pods(node)]
+            fresh = [drained for drained in listed if (drained.pod.key, drained.pod.uid) not in seen]
+            if fresh:
+                seen.update((drained.pod.key, drained.pod.uid) for drained in fresh)
+                await self._drain_listed(node, fresh, report, on_evicted=on_evicted, deadline=deadline,
+                                         on_deleted=on_deleted)
+                continue
+            left = self.min_drain_time - (self.clock.monotonic() - started)
+            if left <= 0:
+                return report
+            await self.sleep(min(left, self.poll_interval))
+
+    async def _drain_listed(self, node: str, listed: list[_Drained], report: DrainReport, *,
+                            on_evicted: Callable[[Pod], None] | None, deadline: datetime | None,
+                            on_deleted: Callable[[Pod, int], None] | None) -> None:
+        """Drain the pods of one list of the node's (`drain`), group by group, deleting the expiring ones."""
         by_key = {drained.pod.key: drained for drained in listed}
         pods = [drained.pod for drained in listed]
         now = self.clock.now()
@@ -307,6 +346,8 @@ class Drainer:
             if reason is not None:
                 report.skipped[pod.key] = reason
         groups = [[by_key[pod.key] for pod in group] for group in eviction_groups(pods, self._taint, now)]
+        if not groups:
+            return
         expiring: dict[str, datetime] = {}
         if deadline is not None:
             for grouped in (drained for group in groups for drained in group):
@@ -332,7 +373,6 @@ class Drainer:
             for task in (main, *deletions):
                 task.cancel()
             await asyncio.gather(main, *deletions, return_exceptions=True)
-        return report
 
     async def _drain_groups(self, node: str, groups: list[list[_Drained]], report: DrainReport, *,
                             on_evicted: Callable[[Pod], None] | None, deadline: datetime | None,
@@ -372,6 +412,20 @@ class Drainer:
             if on_deleted is not None:
                 on_deleted(pod, grace)
 
+    async def _while_protected(self, node: str, drained: _Drained, until: datetime) -> bool:
+        """Wait, polling, while the pod's do-not-disrupt holds and it is there, until ``until`` at most; True when it
+        went meanwhile, False when it is there still (its protection ended, or ``until`` came)."""
+        while self.clock.now() < until:
+            current = await self._current(node, drained)
+            now = self.clock.now()
+            if is_gone(drained.pod, current, node, now, terminating_is_gone=self.terminating_is_gone):
+                return True
+            if current is not None and not do_not_disrupt_active(current, now):
+                log.info("%s on %s: its do-not-disrupt ended; evicting it", drained.pod.key, node)
+                return False
+            await self.sleep(min(self.poll_interval, max(0.0, (until - now).total_seconds())))
+        return False
+
     async def _gone(self, node: str, drained: _Drained) -> bool:
         return is_gone(drained.pod, await self._current(node, drained), node, self.clock.now(),
                        terminating_is_gone=self.terminating_is_gone)
@@ -389,13 +443,19 @@ class Drainer:
         evict_until = deadline_mono if delete_at is None else self._monotonic_at(delete_at)
         wait_until = deadline_mono if deadline is None else max(
             deadline_mono, self._monotonic_at(deadline) + STUCK_TERMINATING_AFTER + 1 + 2 * self.poll_interval)
-        if delete_at is not None and self.clock.now() >= delete_at:
-            pass  # deleted by ``_delete_at`` (Karpenter deletes the expiring pods before it evicts the rest)
-        elif delete_at is not None and do_not_disrupt_active(pod, self.clock.now()):
-            # not evicted (Karpenter's ``IsEvictable``): the drain waits for it to end or go, and ``_delete_at``
-            # deletes it at the deadline; drift and expiration take such a node only with a terminationGracePeriod
+        protected = delete_at is not None and do_not_disrupt_active(pod, self.clock.now())
+        if protected and delete_at is not None and self.clock.now() < delete_at:
+            # not evicted while its do-not-disrupt holds (Karpenter's ``IsEvictable``, asked on every pass): the drain
+            # waits for it to go, for the protection to end (a duration run out, the annotation removed: then it is
+            # evicted), or for ``_delete_at`` to delete it at the deadline; drift and expiration take such a node
+            # only with a terminationGracePeriod
             log.info("not evicting %s on %s: its do-not-disrupt holds; waiting for it until %s", ref, node,
                      delete_at.isoformat())
+            protected = await self._while_protected(node, drained, delete_at)
+        if delete_at is not None and self.clock.now() >= delete_at:
+            pass  # deleted by ``_delete_at`` (Karpenter deletes the expiring pods before it evicts the rest)
+        elif protected:
+            return  # gone while protected
         elif not pod.deleting:
 
             def refused(attempt: RetryCallState) -> None:
@@ -408,7 +468,7 @@ class Drainer:
             async def evict(number: int) -> None:
                 nonlocal tried
                 tried = number
-                result, message = await self.api.evict(pod.namespace, pod.name)
+                result, message = await self.api.evict(pod.namespace, pod.name, uid=pod.uid)
                 if self.on_eviction is not None:
                     self.on_eviction(eviction_code(result, message))
                 if result not in ("evicted", "gone"):

@@ -55,10 +55,13 @@ class NodeApi(Protocol):
     async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         ...
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
         """Create a policy/v1 Eviction: evicted (2xx), blocked (429: a PDB), gone (404), refused (other);
-        with the API server's message. ``dry_run``: only ask (``dryRun=All``): the answer the eviction would get
-        now, and nothing is evicted."""
+        with the API server's message. ``uid``: the pod's, a precondition of the eviction, so that another pod
+        created under the same name since is not evicted in its place (409, gone: Karpenter's eviction queue
+        sends it too). ``dry_run``: only ask (``dryRun=All``): the answer the eviction would get now, and nothing
+        is evicted."""
         ...
 
     async def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> bool:
@@ -205,8 +208,12 @@ class KubeNodeApi:
             raise KubeError(status, self._message(body))
         return True
 
-    async def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> tuple[EvictionResult, str]:
-        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    async def evict(self, namespace: str, name: str, *, uid: str = "",
+                    dry_run: bool = False) -> tuple[EvictionResult, str]:
+        eviction: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                    "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            eviction["deleteOptions"] = {"preconditions": {"uid": uid}}
         response = await self.core.create_namespaced_pod_eviction(
             name, namespace, eviction, _preload_content=False, **({"dry_run": "All"} if dry_run else {}))
         status, body = await self._body(response)
@@ -215,6 +222,6 @@ class KubeNodeApi:
             return "evicted", message
         if status == 429:
             return "blocked", message
-        if status == 404:
+        if status == 404 or (status == 409 and uid):  # 409: the pod of this name is another one now
             return "gone", message
         return "refused", f"HTTP {status}: {message}"

@@ -254,3 +254,19 @@ def test_a_move_in_a_nodepool_whose_nodes_cost_nothing_is_told_why_it_scores_zer
     reason = blocked_of(out, "cand")["reason"]
     assert ("NodePool default's consolidationPolicy is Balanced and this delete scores 0: NodePool default's nodes "
             "cost nothing, so there is nothing to measure it against") in reason, reason
+
+
+@pytest.mark.parametrize(("require_nodeclaim", "deleted"), [(True, True), (False, False)])
+def test_next_to_karpenter_a_node_without_a_nodeclaim_adds_no_price_to_the_pool(require_nodeclaim: bool,
+                                                                                 deleted: bool) -> None:
+    """Karpenter's ``ClusterCost`` sums the pool's NodeClaims (``state/cost``), while its disruption total counts every
+    node of the pool (``balanced.go`` ``computeNodePoolTotals``). ``a`` (m5.large, $0.096/h, one pod) has a NodeClaim,
+    ``u`` (m5.2xlarge, $0.384/h, empty) none: next to Karpenter the pool costs $0.096/h, and deleting ``a`` saves all
+    of it for 2/3 of the disruption (score 1.5), approved; counting ``u``'s price too it saves 20% (score 0.30),
+    refused. Without NodeClaims anywhere (`require_nodeclaim` off) every node is priced."""
+    docs: list[Any] = [nodepool(policy="Balanced"), node("a"), node("u", itype="m5.2xlarge"),
+                       pod("web", "a", cpu="100m")]
+    if require_nodeclaim:
+        docs.append(nodeclaim("a-claim", "a"))
+    out = plan_dict(*docs, require_nodeclaim=require_nodeclaim)
+    assert ("a" in disrupted(out)) is deleted, out["blocked"]

@@ -52,6 +52,11 @@ def _at(hour: int, minute: int = 0) -> datetime:
     ([{"nodes": "50%"}, {"nodes": "3"}], 10, 0, 0, 3),  # the minimum of several
     ([{"nodes": "3"}, {"nodes": "50%"}, {"nodes": "20%"}], 10, 0, 0, 2),
     ([{"nodes": "3"}, {"nodes": "20%"}], 10, 1, 0, 1),
+    # Karpenter keeps a count in 32 bits (strconv.Atoi, then intstr.FromInt): 2^32 is 0, 2^31 negative, 2^32+2 is 2
+    ([{"nodes": "4294967296"}], 10, 0, 0, 0),
+    ([{"nodes": "2147483648"}], 10, 0, 0, 0),
+    ([{"nodes": "4294967298"}], 10, 0, 0, 2),
+    ([{"nodes": "2147483647"}], 10, 0, 0, 2147483647),
 ], ids=lambda v: str(v) if not isinstance(v, list) else "+".join(b["nodes"] for b in v))
 def test_count_and_percent(budgets: list[dict[str, Any]], total: int, deleting: int, not_ready: int,
                            allowed: int) -> None:
@@ -134,9 +139,11 @@ def test_reasons_filter(reason: str, allowed: int) -> None:
     {"nodes": "1", "schedule": "0 9 15W * *", "duration": "1h"},
     {"nodes": "1", "schedule": "*/0 * * * *", "duration": "1h"},
     {"nodes": "1", "schedule": "@daily", "duration": "Never"},
+    {"nodes": "99999999999999999999"},  # beyond strconv.Atoi, and no percentage: Karpenter fails closed
 ], ids=["nodes-abc", "fraction", "over-100", "negative", "schedule-only", "duration-only", "bad-cron",
         "bad-hour", "bad-duration", "bad-reason", "reversed-weekdays", "reversed-hours", "reversed-months",
-        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step", "never"])
+        "six-fields", "sunday-as-7", "last-day", "nth-weekday", "nearest-weekday", "zero-step", "never",
+        "beyond-64-bits"])
 def test_invalid_budget_fails_closed(budget: dict[str, Any]) -> None:
     pool = _pool([{"nodes": "100%"}, budget])
     for reason in REASONS:

@@ -21,6 +21,7 @@ values out: the engine turns a failing `Score` into a node's cause (`ebb.core.ca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -124,17 +125,19 @@ def node_disruption_cost(movable: Sequence[Pod]) -> float:
     return NODE_BASE_COST + sum(max(0.0, pod.eviction_cost) for pod in movable)
 
 
-def pool_totals(view: _View, nodes: Sequence[str],
-                launching: Sequence[tuple[str, float]] = ()) -> dict[str, PoolTotals]:
+def pool_totals(view: _View, nodes: Sequence[str], launching: Sequence[tuple[str, float]] = (),
+                unpriced: AbstractSet[str] = frozenset()) -> dict[str, PoolTotals]:
     """The totals of every Balanced NodePool, over ``nodes`` (all the snapshot's nodes) and ``launching`` (the
-    NodePool and price of each NodeClaim whose node has not registered yet: a node without pods to Karpenter)."""
+    NodePool and price of each NodeClaim whose node has not registered yet: a node without pods to Karpenter).
+    ``unpriced``: nodes whose price is left out of the cost (their disruption counts): nodes without a NodeClaim next
+    to Karpenter, whose ``ClusterCost`` sums NodeClaims, while the disruption counts every node of the pool."""
     cost: dict[str, float] = {}
     disruption: dict[str, float] = {}
     for name in nodes:
         pool = _pool_of(view, name)
         if not is_balanced(view.pools.get(pool)):
             continue
-        cost[pool] = cost.get(pool, 0.0) + view.price[name]
+        cost[pool] = cost.get(pool, 0.0) + (0.0 if name in unpriced else view.price[name])
         # a consolidation candidate counts the pods it would move (``RescheduleDisruptionCost``), another node every
         # pod but its DaemonSets' (``StateNode.DisruptionCost``: mirror pods and pods being deleted included)
         counted = view.movable[name] if view.blocked_reason(name, True) is None else [

@@ -66,9 +66,18 @@ _ERRORS: Memo[Budget, object] = Memo(1024)
 _UNSEEN = object()
 
 
+def _as_int32(count: int) -> int:
+    """A budget's count of nodes as Karpenter holds it: ``strconv.Atoi`` then ``intstr.FromInt``, which keeps the
+    low 32 bits (2^32 is 0; 2^31 is negative, so nothing is allowed; 2^32 + 2 is 2)."""
+    return (count + 2**31) % 2**32 - 2**31
+
+
 def _budget_error(budget: Budget) -> str | None:
     if not _NODES.match(budget.nodes):  # the CRDs' pattern, spaces refused: Karpenter fails closed on " 50%"
         return f"nodes {budget.nodes!r} is not a count or a percentage like 10%"
+    if not budget.nodes.endswith("%") and int(budget.nodes) >= 2**63:
+        # strconv.Atoi fails, and the text is no percentage: Karpenter fails closed (GetScaledValueFromIntOrPercent)
+        return f"nodes {budget.nodes!r} is beyond a 64-bit count"
     if (budget.schedule is None) != (budget.duration is None):
         return "schedule and duration must be set together"
     if budget.duration is not None:
@@ -295,13 +304,15 @@ def allowed_disruptions(pool: NodePool, reason: str, now: datetime, *, total: in
         if window is None:
             continue
         text = budget.nodes
-        limit = math.ceil(total * int(text[:-1]) / 100) if text.endswith("%") else int(text)
+        limit = math.ceil(total * int(text[:-1]) / 100) if text.endswith("%") else _as_int32(int(text))
         allowed = max(0, limit - deleting - not_ready)
         where = ""
+        if not text.endswith("%") and limit != int(text):
+            where = f" (read as {limit}: Karpenter keeps the count in 32 bits, intstr.FromInt)"
         if budget.schedule is not None and window[0] == window[1]:
-            where = f" (schedule {budget.schedule!r} never fires: always active, as Karpenter reads it)"
+            where += f" (schedule {budget.schedule!r} never fires: always active, as Karpenter reads it)"
         elif budget.schedule is not None:
-            where = (f" (schedule {budget.schedule!r}, active until {fmt_time(window[1])},"
+            where += (f" (schedule {budget.schedule!r}, active until {fmt_time(window[1])},"
                      f" for {format_duration((window[1] - window[0]).total_seconds())})")
         detail = (f"budget nodes={text}{where} of {pool.policy_source} allows {allowed} "
                   f"of {total} nodes ({deleting} deleting, {not_ready} NotReady)")

@@ -878,10 +878,14 @@ class ClusterView:
         """Per NodePool whose consolidationPolicy is Balanced, the price and the disruption cost of all its nodes, the
         NodeClaims launched whose Node has not registered yet included (`launching_claims`: Karpenter's cluster state
         counts them, priced by their labels) (`ebb.core.balanced`: once per view, as Karpenter takes them once per
-        pass)."""
+        pass). Next to Karpenter (`require_nodeclaim`) a node without a NodeClaim adds no price: Karpenter's
+        ``ClusterCost`` sums NodeClaims."""
         if self._balanced_totals is None:
+            unpriced = frozenset(name for name, node in self.nodes.items()
+                                 if self.require_nodeclaim and not self.has_nodeclaim(node))
             self._balanced_totals = pool_totals(self, list(self.nodes), [
-                (claim.nodepool, self.claim_price(claim)) for claim in self.launching_claims() if claim.nodepool])
+                (claim.nodepool, self.claim_price(claim)) for claim in self.launching_claims() if claim.nodepool],
+                unpriced)
         return self._balanced_totals
 
     def no_pool_launches(self) -> BlockCause | None:

@@ -144,7 +144,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "$0.4800/h), the same type as c, which it would remove: keeping c and deleting the others does as well, so the "
      "option is left out, as Karpenter leaves it out", U),
     (BlockCause(Cause.STATIC_NODEPOOL, {"pool": "fixed", "replicas": 3}),
-     "its NodePool fixed is static (spec.replicas 3): its nodes are not consolidated", U),
+     "its NodePool fixed is static (spec.replicas 3): its nodes are not consolidated (Karpenter removes those over "
+     "its replicas)", U),
     (BlockCause(Cause.NODECLAIM_NOT_INITIALIZED, {"claim": "default-abc12"}),
      "its NodeClaim default-abc12 is not Initialized yet: it is not consolidated until it is, as Karpenter's "
      "Consolidatable condition waits for it", U),
@@ -172,8 +173,8 @@ CAUSES: list[tuple[BlockCause, str, str | None]] = [
      "it is nominated for pod default/moving, pending or leaving a node being disrupted, which has nowhere else "
      "to go (no remaining node has room for its requests)", B),
     (BlockCause(Cause.STATIC_SCALING_DOWN, {"pool": "fixed", "count": 3, "replicas": 2}),
-     "its NodePool fixed is static and has 3 nodes, more than its spec.replicas 2: its nodes are replaced one for "
-     "one once it has scaled down", B),
+     "its NodePool fixed is static and runs more nodes (3) than its spec.replicas 2: its nodes are replaced one for "
+     "one once Karpenter has scaled it down", B),
     (BlockCause(Cause.STATIC_AT_LIMIT, {"pool": "fixed", "limit": 5}),
      "its NodePool fixed is static and a replacement launched before it goes would pass its limits.nodes (5)", B),
     (BlockCause(Cause.STATIC_NOTHING_OFFERED, {"pool": "fixed"}),

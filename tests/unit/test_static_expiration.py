@@ -78,7 +78,7 @@ def test_a_static_pool_above_its_replicas_waits_for_its_scale_down() -> None:
     """Two nodes for one replica: the pool is scaling down, and its expired nodes wait (as its drifted ones do)."""
     out = plan_dict(_static("fixed", 1), *_nodes("fixed", 2, with_pods=True))
     assert out["commands"] == []
-    assert "more than its spec.replicas 1: its nodes are replaced one for one once it has scaled down" \
+    assert "than its spec.replicas 1: its nodes are replaced one for one once Karpenter has scaled it down" \
         in blocked_of(out, "fixed-0")["reason"]
 
 

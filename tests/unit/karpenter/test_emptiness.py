@@ -202,5 +202,6 @@ def test_static_nodepool_should_not_consolidate_static_nodepool_nodes() -> None:
                     node("s1", pool="static", itype=CHEAPEST, zone="us-east-1b"),
                     nodeclaim("c-s1", "s1", pool="static"))
     assert out["commands"] == []
-    assert "its NodePool static is static (spec.replicas 2): its nodes are not consolidated" in \
+    assert ("its NodePool static is static (spec.replicas 2): its nodes are not consolidated (Karpenter removes those "
+            "over its replicas)") in \
         blocked_of(out, "s0")["reason"]

@@ -106,7 +106,7 @@ def test_should_wait_until_nodes_are_deprovisioned_when_we_are_overscaled() -> N
     pool is above its replicas; once one is gone, the other is replaced."""
     out = plan_dict(_static(replicas=1), *_nodes(2), pod("web", "n0", cpu="1"))
     assert out["commands"] == []
-    assert "has 2 nodes, more than its spec.replicas 1" in blocked_of(out, "n0")["reason"]
+    assert "runs more nodes (2) than its spec.replicas 1" in blocked_of(out, "n0")["reason"]
     out = plan_dict(_static(replicas=1), *_nodes(1), pod("web", "n0", cpu="1"))
     assert _one_for_one(out) == [("default", "n0")]
 

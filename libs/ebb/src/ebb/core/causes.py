@@ -161,7 +161,8 @@ SENTENCES: Mapping[Cause, str] = {
                        "healthy)"),
     Cause.NODEPOOL_DO_NOT_DISRUPT: "NodePool {pool}'s template annotates its nodes karpenter.sh/do-not-disrupt=true",
     Cause.NODE_DO_NOT_CONSOLIDATE: "the node is annotated karpenter.sh/do-not-consolidate=true",
-    Cause.STATIC_NODEPOOL: "its NodePool {pool} is static (spec.replicas {replicas}): its nodes are not consolidated",
+    Cause.STATIC_NODEPOOL: ("its NodePool {pool} is static (spec.replicas {replicas}): its nodes are not consolidated "
+                            "(Karpenter removes those over its replicas)"),
     Cause.NO_NODEPOOL_LAUNCHES: ("no NodePool can launch a node now ({pools}), so no move of pods is simulated, as "
                                  "Karpenter's scheduler finds no NodePool"),
     Cause.NODECLAIM_NOT_INITIALIZED: ("its NodeClaim {claim} is not Initialized yet: it is not consolidated until it "
@@ -194,8 +195,8 @@ SENTENCES: Mapping[Cause, str] = {
     Cause.POD_NOWHERE_TO_GO: "pod {pod} would have nowhere to go: {why}",
     Cause.NOMINATED: ("it is nominated for pod {pod}, pending or leaving a node being disrupted, which has "
                       "nowhere else to go ({why})"),
-    Cause.STATIC_SCALING_DOWN: ("its NodePool {pool} is static and has {count} nodes, more than its spec.replicas "
-                                "{replicas}: its nodes are replaced one for one once it has scaled down"),
+    Cause.STATIC_SCALING_DOWN: ("its NodePool {pool} is static and runs more nodes ({count}) than its spec.replicas "
+                                "{replicas}: its nodes are replaced one for one once Karpenter has scaled it down"),
     Cause.STATIC_AT_LIMIT: ("its NodePool {pool} is static and a replacement launched before it goes would pass "
                             "its limits.nodes ({limit})"),
     Cause.STATIC_NOTHING_OFFERED: "its NodePool {pool} is static and no instance type it allows is offered",

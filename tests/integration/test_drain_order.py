@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ebb.adapters.kube.drain import Drainer, EvictionBackoff
+from ebb.adapters.kube.drain import EXCLUDE_FROM_LOAD_BALANCERS, Drainer, EvictionBackoff
 from ebb.adapters.kube.node_api import EvictionResult, KubeNodeApi
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from tests.kit.system import KWOK, kwok_node
@@ -138,6 +138,8 @@ async def test_an_eviction_names_its_pod_and_a_late_pod_is_drained_too(kube_api:
         drainer = Drainer(api, disruption_taint=DISRUPTED_TAINT, eviction_deadline=60,
                           backoff=EvictionBackoff(initial=0.2, maximum=1.0), poll_interval=0.2)
         assert await drainer.taint(node) is True
+        labels = (await core.read_node(node)).metadata.labels
+        assert labels[EXCLUDE_FROM_LOAD_BALANCERS] == "ebb"  # out of load balancers while it drains
         report = await drainer.drain(node)
         assert report.evicted == [f"{namespace}/app", f"{namespace}/late"]
         assert (await core.list_namespaced_pod(namespace)).items == []

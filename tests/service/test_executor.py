@@ -16,7 +16,14 @@ from sqlalchemy import func, select
 
 from ebb.adapters.bus import HandlerFailed, InMemoryBus, RetryPolicy
 from ebb.adapters.clock import ManualClock, Stopped
-from ebb.adapters.kube.drain import Drainer, DrainFailed, EvictionBackoff, taint_patch, untaint_patch
+from ebb.adapters.kube.drain import (
+    EXCLUDE_FROM_LOAD_BALANCERS,
+    Drainer,
+    DrainFailed,
+    EvictionBackoff,
+    taint_patch,
+    untaint_patch,
+)
 from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT, NodeProvider
 from ebb.adapters.store.decision_store import DecisionStore
@@ -35,21 +42,32 @@ def test_taint_patches_are_idempotent() -> None:
     other = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
     node = {"metadata": {"resourceVersion": "7"}, "spec": {"taints": [other]}}
     patch = taint_patch(node, DISRUPTED_TAINT)
+    excluded = {EXCLUDE_FROM_LOAD_BALANCERS: "ebb"}
     assert patch == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "add", "path": "/spec/taints", "value": [other, dict(DISRUPTED_TAINT)]},
+        {"op": "add", "path": "/metadata/labels", "value": excluded},  # out of load balancers, as Karpenter's
     ]
-    tainted = {"metadata": {"resourceVersion": "8"}, "spec": {"taints": [other, dict(DISRUPTED_TAINT)]}}
+    tainted = {"metadata": {"resourceVersion": "8", "labels": {"app": "x", **excluded}},
+               "spec": {"taints": [other, dict(DISRUPTED_TAINT)]}}
     assert taint_patch(tainted, DISRUPTED_TAINT) is None
     assert untaint_patch(tainted, DISRUPTED_TAINT) == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "8"},
         {"op": "add", "path": "/spec/taints", "value": [other]},
+        {"op": "add", "path": "/metadata/labels", "value": {"app": "x"}},
     ]
     assert untaint_patch(node, DISRUPTED_TAINT) is None
     assert untaint_patch(tainted, {"key": "ebb.sh/disrupted", "effect": "NoSchedule"}) is None  # not ours
     assert taint_patch({"metadata": {}, "spec": {}}, DISRUPTED_TAINT) == [
-        {"op": "add", "path": "/spec/taints", "value": [dict(DISRUPTED_TAINT)]}
+        {"op": "add", "path": "/spec/taints", "value": [dict(DISRUPTED_TAINT)]},
+        {"op": "add", "path": "/metadata/labels", "value": excluded},
     ]
+    # the label someone else put is neither changed nor removed
+    theirs: dict[str, Any] = {"metadata": {"labels": {EXCLUDE_FROM_LOAD_BALANCERS: "true"}}, "spec": {}}
+    assert taint_patch(theirs, DISRUPTED_TAINT) == [
+        {"op": "add", "path": "/spec/taints", "value": [dict(DISRUPTED_TAINT)]}]
+    theirs["spec"]["taints"] = [dict(DISRUPTED_TAINT)]
+    assert untaint_patch(theirs, DISRUPTED_TAINT) == [{"op": "add", "path": "/spec/taints", "value": []}]
 
 
 def test_backoff_is_exponential_and_capped() -> None:

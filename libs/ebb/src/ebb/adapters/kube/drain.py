@@ -27,7 +27,9 @@ then instead of ``eviction_deadline``, so without a deadline a drain still fails
 eviction, and with one the drain ends by the deadline (plus the stuck minute). A pod whose do-not-disrupt holds
 is not evicted then, only waited for until its deletion.
 ``Drainer.refusal`` asks the Eviction API, with dry-run Evictions, whether it would take the pods now.
-``Drainer.untaint`` removes the taint again (rollback). Removing the node afterwards is the provider's
+The taint comes with the label ``node.kubernetes.io/exclude-from-external-load-balancers`` (as Karpenter's
+terminator puts it), which a rollback removes where ebb put it. ``Drainer.untaint`` removes the taint again
+(rollback). Removing the node afterwards is the provider's
 (``retire``). The drainer itself names no taint and touches no finalizer.
 """
 
@@ -65,6 +67,12 @@ log = logging.getLogger("ebb.kube.drain")
 #: copy of Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp``, on the Node: kwok and simulated nodes
 #: have no NodeClaim), so a command resumed after a restart keeps the deadline; removed by a rollback
 TERMINATION_TIMESTAMP_ANNOTATION: Final = "ebb.sh/termination-timestamp"
+#: Kubernetes' well-known label that takes a node out of external load balancers' targets
+#: (``LabelNodeExcludeBalancers``), put with the disruption taint (Karpenter's terminator puts it, valued
+#: ``karpenter``, on a node it drains)
+EXCLUDE_FROM_LOAD_BALANCERS: Final = "node.kubernetes.io/exclude-from-external-load-balancers"
+#: its value where ebb put it: a rollback removes only that one
+EXCLUDED_BY: Final = "ebb"
 
 
 class DrainFailed(RuntimeError):
@@ -103,21 +111,38 @@ def _same_taint(taint: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
     return taint.get("key") == wanted["key"] and taint.get("effect") == wanted["effect"]
 
 
+def _labels(node: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(_section(_section(node, "metadata"), "labels"))
+
+
 def taint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
-    """The JSON patch that adds ``taint``, or None when the node has it already."""
+    """The JSON patch that adds ``taint``, or None when the node has it already. With it the node is labelled
+    `EXCLUDE_FROM_LOAD_BALANCERS` (``ebb``) unless it has that label, so that load balancers stop sending it traffic
+    before it goes, as Karpenter's terminator labels a node it drains."""
     taints = list(_section(node, "spec").get("taints") or [])
     if any(_same_taint(t, taint) for t in taints):
         return None
-    return [*guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(taint)]}]
+    patch = [*guard(node), {"op": "add", "path": "/spec/taints", "value": [*taints, dict(taint)]}]
+    labels = _labels(node)
+    if EXCLUDE_FROM_LOAD_BALANCERS not in labels:
+        patch.append({"op": "add", "path": "/metadata/labels",
+                      "value": {**labels, EXCLUDE_FROM_LOAD_BALANCERS: EXCLUDED_BY}})
+    return patch
 
 
 def untaint_patch(node: Mapping[str, Any], taint: Mapping[str, str]) -> list[dict[str, Any]] | None:
-    """The JSON patch that removes ``taint`` (every copy of it), or None when there is none."""
+    """The JSON patch that removes ``taint`` (every copy of it), and `EXCLUDE_FROM_LOAD_BALANCERS` where ebb put it,
+    or None when there is no such taint."""
     taints = list(_section(node, "spec").get("taints") or [])
     kept = [t for t in taints if not _same_taint(t, taint)]
     if len(kept) == len(taints):
         return None
-    return [*guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
+    patch = [*guard(node), {"op": "add", "path": "/spec/taints", "value": kept}]
+    labels = _labels(node)
+    if labels.get(EXCLUDE_FROM_LOAD_BALANCERS) == EXCLUDED_BY:
+        del labels[EXCLUDE_FROM_LOAD_BALANCERS]
+        patch.append({"op": "add", "path": "/metadata/labels", "value": labels})
+    return patch
 
 
 def rfc3339(at: datetime) -> str:

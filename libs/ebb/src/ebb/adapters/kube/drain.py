@@ -357,7 +357,7 @@ class Drainer:
             left = self.min_drain_time - (self.clock.monotonic() - started)
             if left <= 0:
                 return report
-            await self.sleep(min(left, self.poll_interval))
+            await self.sleep(left)  # then one more look: what was bound meanwhile is drained then
 
     async def _drain_listed(self, node: str, listed: list[_Drained], report: DrainReport, *,
                             on_evicted: Callable[[Pod], None] | None, deadline: datetime | None,

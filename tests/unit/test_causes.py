@@ -303,6 +303,9 @@ STALE: list[tuple[StaleCause, str]] = [
     (StaleCause(Stale.REPLACEMENT_NOT_NEEDED, {"needed": 1, "approved": 2}),
      "its pods now need 1 new node, fewer than the 2 new nodes the command would launch: a cheaper command is likely "
      "now"),
+    (StaleCause(Stale.REPLACEMENT_CHANGED, {"types": ("c5.large", "t3.large")}),
+     "its pods now need another replacement: the approved one may launch as c5.large and t3.large, which a new "
+     "simulation no longer places them on"),
     (StaleCause(Stale.VIEW_BEHIND, {"node": "n1", "count": 2, "pods": ("default/a", "team/b")}),
      "the planner's view is behind the apiserver: 2 pods run on node n1 that it has not seen there yet "
      "(default/a and team/b)"),

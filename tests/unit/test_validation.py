@@ -13,7 +13,7 @@ import pytest
 from ebb.core.causes import Cause, Stale
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.validation import validate, view_behind
-from tests.kit.builders import NOW, node, nodepool, plan, pod, snapshot
+from tests.kit.builders import NOW, catalog, instance_type, node, nodepool, plan, pod, snapshot
 
 LATER = NOW + timedelta(seconds=15)
 
@@ -109,6 +109,24 @@ def test_replacement_that_got_dearer_is_rejected() -> None:
     assert stale is not None
     assert stale.kind is Stale.REPLACEMENT_DEARER
     assert "more than the $0.0416/h the command was approved for" in stale.text
+
+
+def test_a_replacement_whose_types_no_longer_hold_the_pods_is_rejected() -> None:
+    """Karpenter's ``instanceTypesAreSubset``: the replace approved ``cpuy`` (4 cpu, 4Gi) for a 3-cpu pod; that pod
+    left and one asking 6Gi arrived, which ``memy`` (2 cpu, 8Gi, cheaper still) holds and ``cpuy`` does not. One new
+    node, no dearer: only the types tell that the command could launch a node too small."""
+    cat = catalog([instance_type("cpuy", "4", "4Gi", 29, 0.10), instance_type("memy", "2", "8Gi", 29, 0.08),
+                   instance_type("big", "8", "32Gi", 58, 1.0)])
+    docs = [cat, nodepool(), node("n", itype="big")]
+    [cmd] = plan(*docs, pod("p", "n", cpu="3", memory="1Gi")).first.commands
+    assert (cmd.action, cmd.replacements[0].instance_types) == ("replace", ("cpuy",))
+    assert validate(cmd, snapshot(*docs, pod("p", "n", cpu="3", memory="1Gi")), LATER) is None
+    stale = validate(cmd, snapshot(*docs, pod("q", "n", cpu="1", memory="6Gi")), LATER)
+    assert stale is not None
+    assert (stale.kind, stale.text) == (
+        Stale.REPLACEMENT_CHANGED,
+        "its pods now need another replacement: the approved one may launch as cpuy, which a new simulation no longer "
+        "places them on")
 
 
 def test_emptiness_command_no_longer_empty() -> None:

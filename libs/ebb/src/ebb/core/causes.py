@@ -136,6 +136,7 @@ class Stale(StrEnum):
     POD_NO_LONGER_FITS = "pod-no-longer-fits"
     REPLACEMENT_DEARER = "replacement-dearer"
     REPLACEMENT_NOT_NEEDED = "replacement-not-needed"
+    REPLACEMENT_CHANGED = "replacement-changed"  # an approved instance type no longer holds the pods
     VIEW_BEHIND = "view-behind"
     VIEW_UNCHECKED = "view-unchecked"
 
@@ -266,6 +267,8 @@ STALE_SENTENCES: Mapping[Stale, str] = {
                                "command was approved for"),
     Stale.REPLACEMENT_NOT_NEEDED: ("its pods now need {needed:new_nodes}, fewer than the {approved:new_nodes} the "
                                    "command would launch: a cheaper command is likely now"),
+    Stale.REPLACEMENT_CHANGED: ("its pods now need another replacement: the approved one may launch as {types:and}, "
+                                "which a new simulation no longer places them on"),
     Stale.VIEW_BEHIND: ("the planner's view is behind the apiserver: {count} pods run on node {node} that it has "
                         "not seen there yet ({pods:and})"),
     Stale.VIEW_UNCHECKED: "the apiserver could not be asked for the pods on the command's nodes: {error}",

@@ -592,6 +592,9 @@ class NodeClaim:
     #: Node has not registered yet counts against its NodePool's limits (Karpenter's ``StateNode.Capacity``). Empty
     #: before the launch
     capacity: Mapping[str, int] = field(default_factory=dict)
+    #: status.allocatable: what the cloud launched less the overhead; with ``capacity``, what stands in for the zero or
+    #: missing amounts of its Node while the Node is not initialized (a device plugin not up yet: `ebb.core.snapshot`)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def instance_terminating(self) -> bool:

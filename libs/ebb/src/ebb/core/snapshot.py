@@ -1191,6 +1191,7 @@ def _nodeclaim(doc: _Doc) -> NodeClaim:
         labels=_normalized_labels(labels),
         annotations=annotations,
         capacity=doc.resources("status.capacity"),
+        allocatable=doc.resources("status.allocatable"),
     )
 
 
@@ -1666,6 +1667,8 @@ def assemble(parsed: Iterable[ParsedObject],
             node = replace(node, labels=labels)
         if claim is not None and (claim.deleting or claim.instance_terminating) and not node.deleting:
             node = replace(node, deleting=True)
+        if claim is not None and node.labels.get(LABEL_INITIALIZED) != "true":
+            node = _claimed_amounts(node, claim)
         initialized_nodes.append(node)
     if source == "input":
         _labelled_by_nodes(types, initialized_nodes)
@@ -1686,6 +1689,23 @@ def assemble(parsed: Iterable[ParsedObject],
         karpenter=tuple(controllers), volume_claims=tuple(volume_claims), volumes=tuple(volumes),
         storage_classes=tuple(classes), csi_nodes=tuple(csi_nodes), namespaces=tuple(namespaces),
     )
+
+
+def _claimed_amounts(node: Node, claim: NodeClaim) -> Node:
+    """``node``, not initialized, with its NodeClaim's capacity and allocatable where its own say zero or nothing
+    (Karpenter's ``StateNode.Capacity`` and ``Allocatable``: a GPU node whose device plugin is not up yet reports no
+    GPU, and its NodeClaim's GPU still counts against its NodePool's limits and is room for pods)."""
+    capacity = _filled(node.capacity, claim.capacity)
+    allocatable = _filled(node.allocatable, claim.allocatable)
+    if capacity is node.capacity and allocatable is node.allocatable:
+        return node
+    return replace(node, capacity=capacity, allocatable=allocatable)
+
+
+def _filled(amounts: Mapping[str, int], claimed: Mapping[str, int]) -> Mapping[str, int]:
+    """``amounts`` with ``claimed``'s where it has zero or none; ``amounts`` itself when nothing is filled."""
+    missing = {name: value for name, value in claimed.items() if not amounts.get(name)}
+    return amounts if not missing else {**amounts, **missing}
 
 
 #: the labels of an instance type a node of it tells, for a catalog type that does not give them: without them a new

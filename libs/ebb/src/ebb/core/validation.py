@@ -10,7 +10,9 @@ whose NodePool's ``minValues`` their cheapest `MAX_INSTANCE_TYPES` options still
 simulates as its decision did, ``SimulateScheduling``'s ``Truncate`` included) with as many
 replacements as the command launches: no more, no dearer, and for a consolidation no fewer (Karpenter's rule too: a
 replace whose pods now fit with fewer new nodes launches for nothing, and a cheaper command is likely, as when a node
-a scale-down left half empty was proposed for a replace and is empty by the time its command is validated). A stale
+a scale-down left half empty was proposed for a replace and is empty by the time its command is validated), each of
+whose instance types still holds the pods (Karpenter's ``instanceTypesAreSubset``: a pod that arrived asking more
+memory leaves the small types out, and the cloud could pick one). A stale
 command is rejected with why, a `StaleCause` whose sentence the planner records; it is never run.
 
 "Fresh state" is the planner's view, rebuilt from ``ebb.cluster.objects``, and it can lag the cluster: a
@@ -113,6 +115,14 @@ def validate(command: Command, snapshot: Snapshot, now: datetime, options: Engin
     old_price = sum(r.price for r in command.replacements)
     if new_price > old_price + EPSILON:
         return StaleCause(Stale.REPLACEMENT_DEARER, {"price": new_price, "approved": old_price})
+    if method.consolidation:
+        # Karpenter's ``instanceTypesAreSubset``: every type the replacement may launch as must still hold the pods it
+        # is for, else the cloud may pick one too small for them (or one a pod's new requirement refuses)
+        for approved, new in zip(command.replacements, new_nodes, strict=False):
+            fitting = set(new.instance_types)
+            left_out = [t for t in approved.instance_types if t not in fitting]
+            if left_out:
+                return StaleCause(Stale.REPLACEMENT_CHANGED, {"types": tuple(left_out[:3])})
     return None
 
 

@@ -12,7 +12,9 @@ unbound claim of the class may be provisioned in); and only the status fields eb
   ``initContainerStatuses`` the entries with ``resources``, each its ``name``, ``resources`` and
   ``allocatedResources`` (what a container holds during an in-place resize, which its pod's requests count)
 - NodeClaim: ``conditions`` (the same four fields), ``nodeName``, ``providerID``, ``lastPodEventTime`` (when
-  Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it)
+  Karpenter last saw a pod bound to or removed from the node; consolidateAfter counts from it), ``capacity`` and
+  ``allocatable`` (what the cloud launched: a launching claim counts against its NodePool's limits, and an
+  uninitialized Node takes them where it reports nothing)
 - PersistentVolumeClaim: ``phase`` (Pending, Bound, Lost)
 - NodePool, PodDisruptionBudget, DaemonSet, PersistentVolume, StorageClass, CSINode (its ``spec.drivers``, with
   each driver's ``allocatable.count``, is what Karpenter reads; it has no status): no status
@@ -62,7 +64,7 @@ SPECLESS_KINDS: Final = frozenset({"Namespace"})
 STATUS_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "Node": ("capacity", "allocatable", "conditions"),
     "Pod": ("phase", "conditions", "startTime", "containerStatuses", "initContainerStatuses"),
-    "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime", "capacity"),
+    "NodeClaim": ("conditions", "nodeName", "providerID", "lastPodEventTime", "capacity", "allocatable"),
     "PersistentVolumeClaim": ("phase",),
 }
 #: top-level fields kept, by kind, besides apiVersion, kind, metadata, spec and status (kinds without a spec)

@@ -17,6 +17,7 @@ from ebb.adapters.clock import ManualClock, Stopped
 from ebb.adapters.kube.drain import Drainer
 from ebb.adapters.kube.karpenter import KarpenterProvider, no_claim
 from ebb.adapters.kube.launch import catalog_types
+from ebb.adapters.kube.node_api import KubeError
 from ebb.adapters.kube.node_provider import DISRUPTED_TAINT
 from ebb.adapters.store.decision_store import DecisionStore
 from ebb.contracts import TOPIC_DISRUPTION_EVENTS, DisruptionCommand, from_kafka
@@ -336,3 +337,68 @@ async def test_a_command_resumed_while_waiting_for_its_replacement_records_each_
     for phase in ("Launching", "WaitingReadiness"):
         ids = [m.id for m in published if m.phase == phase]  # type: ignore[attr-defined]
         assert len(ids) == 1, ids
+
+
+async def test_a_nodeclaim_the_api_refuses_rolls_the_command_back_at_once(store: DecisionStore) -> None:
+    """An admission webhook (or RBAC) refuses the NodeClaim: Karpenter aborts a command whose launch fails; ebb's
+    error escaped, the command was delivered again and again, and the old node stayed tainted."""
+    cluster = Cluster()
+    old_node(cluster)
+
+    async def refused(body: dict[str, Any]) -> bool:
+        raise KubeError(422, 'admission webhook "policy.example" denied the request')
+
+    cluster.karpenter.create_nodeclaim = refused  # type: ignore[method-assign]
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "rolled_back"
+    failed = [message for _, phase, message in (await cluster.events()) if phase == "Failed"]
+    name = replacement_name("dec-k1", 0, "default")
+    assert failed == [f"replacement launch failed: creating {name} failed: HTTP 422: admission webhook "
+                      '"policy.example" denied the request']
+    assert cluster.api.nodes["old"]["spec"]["taints"] == []
+
+
+async def test_a_replacement_the_api_will_not_read_times_out_and_rolls_back(store: DecisionStore) -> None:
+    """A read of the replacement that fails every time is "not ready yet" until the ready timeout, then the command
+    is rolled back: no error escapes to leave the node tainted while the command is delivered again."""
+    cluster = Cluster()
+    old_node(cluster)
+
+    read = cluster.karpenter.read_nodeclaim
+    replacement = replacement_name("dec-k1", 0, "default")
+
+    async def forbidden(name: str) -> dict[str, Any] | None:
+        if name == replacement:
+            raise KubeError(403, "nodeclaims.karpenter.sh is forbidden")
+        return await read(name)
+
+    cluster.karpenter.read_nodeclaim = forbidden  # type: ignore[method-assign]
+    outcome = await cluster.executor(store, replacement_ready_timeout_seconds=2).execute(command("old", replace=True))
+    assert outcome == "rolled_back"
+    assert cluster.api.nodes["old"]["spec"]["taints"] == []
+    assert cluster.api.evictions() == []
+
+
+async def test_a_failed_commands_ready_replacement_is_kept(store: DecisionStore) -> None:
+    """Two replacements, one Ready and one never: the command rolls back, the one never Ready is deleted and the Ready
+    one kept, as Karpenter keeps a failed command's replacements (the scheduler may have put pods there)."""
+    cluster = Cluster()
+    old_node(cluster)
+    executor = cluster.executor(store, replacement_ready_timeout_seconds=2)
+    names = [replacement_name("dec-k1", i, "default") for i in (0, 1)]
+    ready = executor.provider.ready
+
+    async def second_never_ready(name: str) -> bool:
+        return False if name == names[1] else await ready(name)
+
+    executor.provider.ready = second_never_ready  # type: ignore[method-assign]
+    one = {"node_pool": "default", "instance_types": ["t3.medium"], "capacity_type": "on-demand",
+           "zones": ["us-east-1b"], "price": 0.0416}
+    two = DisruptionCommand.model_validate({
+        **command("old", replace=True).model_dump(), "method": "multi-node-consolidation", "replacements": [one, one]})
+    assert await executor.execute(two) == "rolled_back"
+    deleted = [name for verb, name in cluster.karpenter.calls if verb == "delete"]
+    assert deleted == [names[1]]
+    assert names[0] in cluster.karpenter.claims
+    failed = [message for _, phase, message in (await cluster.events()) if phase == "Failed"]
+    assert failed == [f"replacement launch failed: {names[1]} not Ready within 2s; kept {names[0]}, Ready (pods may "
+                      "run there; emptiness removes it if none do)"]

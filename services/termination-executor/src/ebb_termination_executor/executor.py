@@ -348,13 +348,21 @@ class Executor:
 
     async def _pre_spin(self, command: DisruptionCommand) -> tuple[str, DisruptionEvent] | None:
         """Launch the command's replacements and wait until all are ready; None when they are, else why not and
-        the step that says so (the launched replacements are deleted again)."""
+        the step that says so. The replacements not ready then are deleted again; one that is Ready is kept, as
+        Karpenter keeps a failed command's replacements: the scheduler may have put pods there, which deleting it
+        would take away without a drain."""
         first = command.nodes[0]
         launched: list[str] = []
+        ready: set[str] = set()
         try:
             for index, replacement in enumerate(command.replacements):
                 name = replacement_name(command.decision_id, index, replacement.node_pool)
-                done = await self.provider.launch(name, replacement, decision_id=command.decision_id)
+                try:
+                    done = await self.provider.launch(name, replacement, decision_id=command.decision_id)
+                except LaunchError:
+                    raise
+                except Exception as e:  # the API refused it (a webhook, 403, 422, ...): Karpenter aborts the command
+                    raise LaunchError(f"creating {name} failed: {e}") from e
                 launched.append(name)
                 self.metrics.nodes_created.labels(
                     nodepool=replacement.node_pool,
@@ -367,7 +375,8 @@ class Executor:
             deadline = self.drainer.clock.monotonic() + self.ready_timeout
             waiting = list(launched)
             while waiting:
-                waiting = [name for name in waiting if not await self.provider.ready(name)]
+                waiting = [name for name in waiting if not await self._ready(name)]
+                ready.update(name for name in launched if name not in waiting)
                 if not waiting:
                     break
                 if self.drainer.clock.monotonic() + self.drainer.poll_interval > deadline:
@@ -375,13 +384,29 @@ class Executor:
                 await self.drainer.sleep(self.drainer.poll_interval)
         except LaunchError as e:
             why = f"replacement launch failed: {e}"
+            kept = [name for name in launched if name in ready]
+            if kept:  # Karpenter keeps its replacements too: pods may run there already, emptiness takes it if none
+                why += f"; kept {', '.join(kept)}, Ready (pods may run there; emptiness removes it if none do)"
             failure = self.step(command, first, "Failed", why)
             for node in command.nodes:
                 self._kube(kube_events.failed_draining(node, None, why))
             for name in launched:
-                await self.provider.delete_replacement(name)
+                if name not in ready:
+                    await self.provider.delete_replacement(name)
             return why, failure
         return None
+
+    async def _ready(self, name: str) -> bool:
+        """Whether the replacement ``name`` is ready; a read the API fails is not ready yet (tried again at the next
+        poll, until the ready timeout rolls the command back, as Karpenter retries until its command times out),
+        and never an error that would leave the nodes tainted while the command is delivered again and again."""
+        try:
+            return await self.provider.ready(name)
+        except LaunchError:
+            raise
+        except Exception as e:
+            log.warning("reading a replacement failed", replacement=name, error=repr(e))
+            return False
 
     def _evicted(self, command: DisruptionCommand, pod: Pod) -> None:
         """A pod of the command's drain was evicted: Karpenter's ``Evicted`` Pod event and

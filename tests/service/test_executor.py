@@ -34,6 +34,7 @@ from ebb_termination_executor import app
 from ebb_termination_executor.executor import REPLACEMENTS_UNSUPPORTED, Executor
 from ebb_termination_executor.settings import Settings
 from tests.kit.executor import NOW, FakeApi, command, drainer, events_of, pod, sent
+from tests.kit.waiting import eventually
 
 # -- pure parts ------------------------------------------------------------------------------------------
 
@@ -505,3 +506,37 @@ async def test_a_command_started_too_long_after_its_approval_is_not_carried_out(
         assert list(await store.list_holds(started)) == []
     else:
         assert api.evictions() == ["default/a"] and api.nodes["n1"]["metadata"].get("deletionTimestamp")
+
+
+async def test_an_interruption_does_not_wait_behind_commands_in_flight(store: DecisionStore) -> None:
+    """With one command at a time (CONCURRENCY 1), a drain held by a PDB takes the slot; the interruption of another
+    node published after it on the same partition runs at once, on the interruptions' own consumer (Karpenter
+    deletes an interrupted NodeClaim outside its disruption queue: the cloud takes the node in 2 minutes)."""
+    api = FakeApi()
+    api.add_node("n1")
+    api.add_node("spot")
+    api.add_pods(pod("guarded", "n1"), pod("web", "spot"))
+    api.refusals["default/guarded"] = -1  # its PDB never allows the eviction
+    bus = InMemoryBus()
+    stop = asyncio.Event()
+    started = asyncio.Event()
+    settings = Settings(eviction_deadline_seconds=60, eviction_backoff_initial_seconds=0.05,
+                        eviction_backoff_max_seconds=0.05, group="executor", concurrency=1,
+                        min_drain_seconds=0)
+    task = asyncio.create_task(app.run(settings, stop, bus=bus, node_api=api, store=store, started=started))
+    await started.wait()
+    now = datetime.now(UTC)
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, command(("n1",), decision_id="d-held", approved_at=now))
+    interrupted = command(("spot",), decision_id="d-int", approved_at=now).model_copy(
+        update={"method": "interruption", "reason": "Interrupted"})
+    await bus.publish(TOPIC_DISRUPTION_COMMANDS, interrupted)
+    try:
+        async def interruption_done() -> bool:
+            return await store.state("d-int") == "succeeded"
+
+        await eventually("the interruption carried out", interruption_done, 5, interval=0.02)
+        assert await store.state("d-held") == "executing"  # still waiting for its PDB
+        assert "default/web" in api.evictions()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)

@@ -40,6 +40,9 @@ from ebb_termination_executor.finalizer import Finalizer
 from ebb_termination_executor.metrics import Metrics
 from ebb_termination_executor.settings import Settings
 
+#: the suffix of the consumer group that executes the interruptions' commands (`Executor.handle_interruptions`)
+INTERRUPTIONS_GROUP = "-interruptions"
+
 log = structlog.get_logger("ebb_termination_executor")
 
 
@@ -189,14 +192,25 @@ async def run(
             finalizer = Finalizer(executor.drainer, provider, node_api.list_nodes,
                                   interval=settings.finalizer_interval_seconds, metrics=metrics, recorder=recorder)
             finalizing = asyncio.create_task(finalizer.run())
+        # two consumers of the commands, each with its own `concurrency` slots: the interruptions' commands never
+        # wait behind commands that wait for replacements or PDBs (the cloud takes an interrupted node in 2 minutes)
+        consumers = [
+            asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle_others,
+                                            stop=stop, concurrency=settings.concurrency), name="commands"),
+            asyncio.create_task(bus.consume([TOPIC_DISRUPTION_COMMANDS], f"{settings.group}{INTERRUPTIONS_GROUP}",
+                                            executor.handle_interruptions, stop=stop,
+                                            concurrency=settings.concurrency), name="interruptions"),
+        ]
         try:
-            await bus.consume([TOPIC_DISRUPTION_COMMANDS], settings.group, executor.handle, stop=stop,
-                              concurrency=settings.concurrency)
+            done, _ = await asyncio.wait(consumers, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
         finally:
-            # the consumer ended: stopping, or its handler failed (HandlerFailed) and the process must exit to be
-            # restarted with the command redelivered; the finalizer and the event writer end with it (before, they
-            # kept a process whose consumer had died alive for ever: found by the chaos run)
+            # a consumer ended: stopping, or its handler failed (HandlerFailed) and the process must exit to be
+            # restarted with the command redelivered; the other consumer, the finalizer and the event writer end with
+            # it (before, they kept a process whose consumer had died alive for ever: found by the chaos run)
             stop.set()
+            await asyncio.gather(*consumers, return_exceptions=True)
             if finalizing is not None:
                 await asyncio.gather(finalizing, return_exceptions=True)
             if writer is not None:

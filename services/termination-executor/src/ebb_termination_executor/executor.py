@@ -153,6 +153,20 @@ class Executor:
             raise PoisonMessage(f"not a DisruptionCommand: {type(command).__name__}")
         await self.execute(command)
 
+    async def handle_interruptions(self, delivery: Delivery) -> None:
+        """`handle` of the interruptions' commands alone (the other commands are the other consumer's): an
+        interrupted node's drain never waits for a slot behind commands that wait for replacements or PDBs, as
+        Karpenter deletes an interrupted NodeClaim outside its disruption queue."""
+        if isinstance(delivery.message, DisruptionCommand) and delivery.message.method != "interruption":
+            return
+        await self.handle(delivery)
+
+    async def handle_others(self, delivery: Delivery) -> None:
+        """`handle` of every command but the interruptions' (`handle_interruptions`)."""
+        if isinstance(delivery.message, DisruptionCommand) and delivery.message.method == "interruption":
+            return
+        await self.handle(delivery)
+
     def step(self, command: DisruptionCommand, node: str, phase: Phase, message: str,
              key: str | None = None) -> DisruptionEvent:
         """The event of a step of ``command`` on ``node`` (recorded by ``emit``, or with the decision's end by

@@ -25,6 +25,7 @@ from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import proposed
+from tests.kit.messages import kinds_synced
 from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
 from tests.kit.system import as_body, run_until_logged
 from tests.kit.waiting import eventually
@@ -123,7 +124,9 @@ async def test_one_leader_approves_an_empty_node_on_real_kafka_postgres_and_apis
             held = await leases.read_namespaced_lease(lease, "default")
             assert held.spec.holder_identity == f"planner-{leader}-{run}"
 
-            # the cluster: a NodePool and an empty node, straight onto the compacted topic
+            # the cluster: a NodePool and an empty node, straight onto the compacted topic, every kind synced
+            for message in kinds_synced():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(kwok_node(node_name, pool)))
 
@@ -298,6 +301,8 @@ async def test_kubernetes_events_appear_on_the_nodes_of_the_real_apiserver(
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
             await bus.ensure_topics([TOPIC_CLUSTER_OBJECTS])
             stop, task, _ = await _run_one(settings)
+            for message in kinds_synced():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
             for doc in docs.values():
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
@@ -379,6 +384,8 @@ async def test_interruptions_and_malformed_records_on_real_kafka_and_postgres(
                 stop=reader_stop)))
             held = kwok_node(held_name, pool)
             held["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true"
+            for synced in kinds_synced():
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, synced)
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(nodepool(pool)))
             await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(held))
             stop, task, planners = await _run_one(settings)

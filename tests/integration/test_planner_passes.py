@@ -31,6 +31,7 @@ from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings as ApiSettings
 from tests.kit.builders import catalog, node, nodepool, pod, snapshot
+from tests.kit.messages import kinds_synced
 from tests.kit.servers import KafkaServer, PostgresServer
 from tests.kit.waiting import eventually
 
@@ -77,6 +78,8 @@ async def test_the_api_explains_a_node_as_the_leader_planner_decided_on_kafka(
         async with KafkaBus(kafka_server.bootstrap, prefix=prefix, poll_timeout=0.1) as bus:
             for doc in cluster():
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, cluster_object(doc))
+            for message in kinds_synced():  # as the cluster-watcher says once it listed each kind
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
         planner_settings = PlannerSettings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix,
                                            database_url=postgres_server.url, cluster=store.cluster,
                                            group=f"planner-{prefix}", debounce_seconds=0.0, pass_interval_seconds=1.0,

@@ -26,6 +26,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
+from tests.kit.messages import kinds_synced
 from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
 from tests.kit.system import as_body
 from tests.kit.waiting import eventually
@@ -127,6 +128,8 @@ async def test_the_conflict_free_condition_on_real_disruption_policies(
             for doc in (conflicting, node(node_name, pool), nodeclaim(f"claim-{run}", node_name, pool),
                         policy(pool), policy(orphan)):
                 await bus.publish(TOPIC_CLUSTER_OBJECTS, obj(doc))
+            for message in kinds_synced():  # as the cluster-watcher says once it listed each kind
+                await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
             settings = Settings(kafka_bootstrap=kafka_server.bootstrap, topic_prefix=prefix, group=f"cps-{run}",
                                 database_url=postgres_server.url, cluster=cluster,
                                 kubeconfig=str(kubernetes_cluster.kubeconfig), lease_name=lease,

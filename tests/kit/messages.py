@@ -16,6 +16,7 @@ from ebb.contracts import (
     DisruptionCommand,
     DisruptionEvent,
     Interruption,
+    KindSynced,
     Message,
     PlannerPass,
     Replacement,
@@ -82,6 +83,7 @@ MESSAGES: dict[str, tuple[str, Message]] = {
             object={"metadata": {"name": "web-1", "labels": {"app": "web"}}, "spec": {"nodeName": "node-a"}},
         ),
     ),
+    "kind synced": ("ebb.cluster.objects", KindSynced(kind="Pod", watched=("Node", "Pod", "PodDisruptionBudget"))),
     "object deleted (tombstone)": (
         "ebb.cluster.objects",
         ClusterObject(kind="Node", namespace="", name="node-a", resource_version="99", object=None),
@@ -119,3 +121,13 @@ def cluster_object(doc: dict[str, Any]) -> ClusterObject:
     meta = doc["metadata"]
     return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
                          resource_version="1", object=doc)
+
+
+def kinds_synced(kinds: tuple[str, ...] | None = None) -> list[KindSynced]:
+    """The `KindSynced` the cluster-watcher publishes once it has listed each of ``kinds`` (all it watches by
+    default): what a planner waits for before it plans. Tests that publish cluster objects by hand publish these
+    too, as the watcher would."""
+    from ebb.adapters.kube.kinds import KINDS
+
+    watched = tuple(KINDS) if kinds is None else kinds
+    return [KindSynced(kind=kind, watched=watched) for kind in watched]

@@ -22,7 +22,7 @@ from ebb_consolidation_planner.planner import LivePods, Planner
 from ebb_consolidation_planner.policy_status import PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod
-from tests.kit.messages import cluster_object
+from tests.kit.messages import cluster_object, kinds_synced
 
 #: the validation delay, in seconds, between proposing a decision and approving it
 DELAY = 0.2
@@ -82,8 +82,10 @@ class Running:
                  recorder: EventRecorder | None = None, annotator: FakeAnnotator | None = None,
                  store_revision: Callable[[], int] | None = None,
                  live_pods: LivePods | None = None, policy_status: PolicyStatusWriter | None = None,
-                 **settings: Any) -> None:
+                 synced: bool = True, **settings: Any) -> None:
         self.bus = bus
+        #: publish `KindSynced` of every kind before the planner starts, as a cluster-watcher that listed them would
+        self.synced = synced
         self.store = DecisionStore.from_url(url, "unit", shadow=settings.get("mode") == "shadow")
         self.leader = leader or AlwaysLeader()
         self.metrics = Metrics()
@@ -105,6 +107,9 @@ class Running:
         self.planner = planner
 
     async def __aenter__(self) -> Running:
+        if self.synced:  # as the cluster-watcher says once it listed each kind it watches
+            for message in kinds_synced():
+                await self.bus.publish(TOPIC_CLUSTER_OBJECTS, message)
         self.task = asyncio.create_task(app.run(self.settings, self.stop, bus=self.bus, store=self.store,
                                                 leader=self.leader, metrics=self.metrics, clock=self.clock,
                                                 started=self.started, planner_ready=self._ready,

@@ -54,6 +54,11 @@ NOTICES = [
     ("shutting-down", state("shutting-down"), "state-change", (I1,), T, "state=shutting-down"),
     ("terminated", state("terminated"), "state-change", (I1,), T, "state=terminated"),
     ("rebalance", REBALANCE, "rebalance", (I2,), None, "rebalance recommendation"),
+    # Karpenter's AWS provider drains and deletes such a node as a spot interruption (CapacityReservationInterruption)
+    ("capacity reservation interruption",
+     event("EC2 Capacity Reservation Instance Interruption Warning",
+           {"instance-id": I1, "instance-action": "terminate"}),
+     "capacity-reservation-interruption", (I1,), T + timedelta(minutes=2), "instance-action=terminate"),
     ("time without offset is UTC", with_(SPOT, "2026-11-21T13:00:00", "time"), "spot-interruption", (I1,),
      T + timedelta(minutes=2), "instance-action=terminate"),
 ]

@@ -38,6 +38,7 @@ from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.planner import Planner, command_id
 from tests.kit.balanced_clusters import marginal_cluster
 from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
+from tests.kit.messages import kinds_synced
 from tests.kit.planner import DELAY, FakeAnnotator, Running, cluster, interruption, publish
 from tests.kit.waiting import eventually
 
@@ -962,3 +963,23 @@ async def test_a_balanced_nodepool_counts_the_moves_it_refuses(db: str) -> None:
         assert svc.metric("ebb_consolidation_score_bucket", le="0.5", **labels) >= 1
         assert svc.metric("ebb_consolidation_score_bucket", le="0.33", **labels) == 0
         assert svc.metric("ebb_consolidation_moves_total", **{**labels, "decision": "approved"}) == 0
+
+
+async def test_nothing_is_planned_until_every_watched_kind_is_synced(db: str) -> None:
+    """Karpenter's disruption waits until its cluster state is synced. The cluster-watcher says which kinds it has
+    published a first list of (`KindSynced`): until every kind it watches is, a kind still missing (the Holds, the
+    PDBs, a node's pods) would look empty, so the planner neither plans nor approves, and says it is not synced."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())  # an empty node: an emptiness decision once the planner plans
+    watched = ("Node", "Pod", "NodePool", "Hold")
+    async with Running(bus, db, synced=False) as svc:
+        for message in kinds_synced(watched)[:-1]:  # the Holds are not listed yet
+            await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
+        await asyncio.sleep(1.0)  # three pass intervals
+        assert await svc.decisions() == []
+        assert svc.metric("ebb_cluster_state_synced") == 0.0
+        assert svc.planner is not None and svc.planner.unsynced_kinds() == ("Hold",)
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, kinds_synced(watched)[-1])
+        [proposed] = await eventually("a proposed decision", svc.decisions)
+        assert proposed.method == "emptiness"
+        assert svc.metric("ebb_cluster_state_synced") == 1.0

@@ -34,6 +34,7 @@ from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings as ApiSettings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod, snapshot, ts
+from tests.kit.messages import kinds_synced
 
 TOKEN = "passes-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -82,6 +83,8 @@ async def planner_running(bus: InMemoryBus, store: DecisionStore, recorder: Even
                                     "cluster": store.cluster, "engine_options": "", **settings})
     stop, started = asyncio.Event(), asyncio.Event()
     ready: list[Planner] = []
+    for message in kinds_synced():  # as the cluster-watcher says once it listed each kind
+        await bus.publish(TOPIC_CLUSTER_OBJECTS, message)
     task = asyncio.create_task(planner_app.run(configured, stop, bus=bus, store=store,
                                                leader=leader or AlwaysLeader(),
                                                clock=lambda: now, started=started, planner_ready=ready.append,

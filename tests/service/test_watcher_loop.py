@@ -496,3 +496,60 @@ def test_a_malformed_watch_line_raises_as_the_stdlib() -> None:
 
     with pytest.raises(ValueError):
         decode_json(b'{"type":"ADDED",')
+
+
+async def test_each_kind_is_said_synced_once_its_first_list_is_published_or_it_is_not_served() -> None:
+    """A planner plans only once every watched kind is synced (Karpenter's cluster state sync): the watcher publishes
+    `KindSynced` of a kind after its first list's objects are acknowledged, and of a kind the apiserver does not
+    serve (it has no objects), once per run, naming every kind it watches."""
+    from ebb.contracts import KindSynced
+    from ebb_cluster_watcher.app import build_watcher
+
+    class OrderedBus(InMemoryBus):
+        """Keeps the keys in the order they were published (the records' order across partitions)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.keys: list[str] = []
+
+        async def publish_many(self, topic: str, messages: Sequence[Message]) -> None:
+            await super().publish_many(topic, messages)
+            self.keys.extend(m.key() for m in messages)
+
+    api = FakeApi({
+        "NodeClaim": [FakeResponse(status=404, body={"message": "the server could not find the requested resource"})],
+        "Node": [FakeResponse(body=page("7", obj("n1", "6", namespace=None)))],
+    })
+    bus = OrderedBus()
+    watcher, _ = build_watcher(Settings(kinds=("Node", "NodeClaim"), missing_kind_retry_seconds=0.05), None, bus)
+    watcher.lister = api.lister
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    try:
+        await eventually("both kinds synced", lambda: all(e.is_set() for e in watcher.synced.values()), 5,
+                         interval=0.01)
+        await asyncio.sleep(0.2)  # the missing kind tried again: said synced once all the same
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2)
+    messages = [from_kafka(r.topic, r.key, r.value, r.headers) for r in bus.records(TOPIC_CLUSTER_OBJECTS)]
+    synced = sorted((m.kind, m.watched) for m in messages if isinstance(m, KindSynced))
+    assert synced == [("Node", ("Node", "NodeClaim")), ("NodeClaim", ("Node", "NodeClaim"))]
+    assert bus.keys.index("Node//n1") < bus.keys.index("KindSynced//Node")
+    assert len(api.calls["NodeClaim"]) >= 2
+
+
+async def test_a_kind_no_longer_served_has_its_objects_tombstoned() -> None:
+    """A Hold published, then its CRD removed (the watch ends, the relist is a 404): a delete missed meanwhile would
+    have kept the Hold in every view for ever; the watcher now tombstones what it published of a kind not served."""
+    missing = {"message": "the server could not find the requested resource"}
+    hold = {"metadata": {"name": "freeze", "resourceVersion": "2"}, "spec": {"nodePool": "default"}}
+    api = FakeApi({"Hold": [FakeResponse(body=page("3", hold)), FakeResponse(status=410, body={"message": "gone"}),
+                            FakeResponse(status=404, body=missing)]})
+
+    def tombstoned(bus: InMemoryBus, store: SnapshotStore) -> bool:  # the topic keeps a key's last record
+        return [(m.key(), m.deleted) for m in decoded(bus)] == [("Hold//freeze", True)]
+
+    _, store, _ = await run_watcher(api, [KINDS["Hold"]], tombstoned, missing_kind_retry=0.05)
+    assert len(api.calls["Hold"]) >= 3  # listed (published), watched (410), listed again (404)
+    assert "Hold//freeze" not in store

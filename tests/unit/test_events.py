@@ -141,6 +141,7 @@ def test_an_approved_interruption_reports_termination_on_interruption() -> None:
 
 INTERRUPTION_CASES = [
     ("spot-interruption", None, "Warning", ev.SPOT_INTERRUPTED, True),
+    ("capacity-reservation-interruption", None, "Warning", ev.RESERVATION_INTERRUPTED, True),
     ("scheduled-change", None, "Warning", ev.INSTANCE_UNHEALTHY, True),
     ("state-change", "stopping", "Warning", ev.INSTANCE_STOPPING, True),
     ("state-change", "stopped", "Warning", ev.INSTANCE_STOPPING, True),

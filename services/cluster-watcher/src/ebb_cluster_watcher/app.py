@@ -27,14 +27,17 @@ def build_watcher(settings: Settings, api_client: Any, bus: Bus,
                   on_failing: Callable[[Mapping[str, str]], None] | None = None,
                   metrics: Metrics | None = None) -> tuple[KubeWatcher, Publisher]:
     publisher = Publisher(bus, metrics=metrics)
+    kinds = kinds_named(settings.kinds)
+    watched = tuple(spec.kind for spec in kinds)
     watcher = KubeWatcher(
         api_client,
-        kinds_named(settings.kinds),
+        kinds,
         publisher,
         watch_timeout=settings.watch_timeout_seconds,
         missing_kind_retry=settings.missing_kind_retry_seconds,
         page_size=settings.page_size,
         on_failing=on_failing,
+        on_synced=lambda kind: publisher.synced(kind, watched),
     )
     return watcher, publisher
 

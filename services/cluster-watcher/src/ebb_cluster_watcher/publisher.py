@@ -1,8 +1,9 @@
 """The handler: each change of the watch loop becomes a ``ClusterObject`` on ``ebb.cluster.objects``
-(keyed ``kind/namespace/name``; a deletion is a tombstone). The watch loop hands over a batch at a time and
-the publisher sends it with ``Bus.publish_many`` (several records in flight, each key's order kept); it
-returns, and the counts move, only once every record is acknowledged, so the watch loop never records a
-change as published before Kafka has it."""
+(keyed ``kind/namespace/name``; a deletion is a tombstone), and once a kind's first list is acknowledged, a
+``KindSynced`` of it (keyed ``KindSynced//kind``), which a planner waits for before it plans. The watch loop hands
+over a batch at a time and the publisher sends it with ``Bus.publish_many`` (several records in flight, each key's
+order kept); it returns, and the counts move, only once every record is acknowledged, so the watch loop never
+records a change as published before Kafka has it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from ebb.adapters.bus import Bus
 from ebb.adapters.kube import Change
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, KindSynced
 from ebb_cluster_watcher.metrics import Metrics
 
 log = structlog.get_logger("ebb_cluster_watcher")
@@ -40,6 +41,11 @@ class Publisher:
         self.published = 0
         self.tombstones = 0
         self.rejected = 0
+
+    async def synced(self, kind: str, watched: Sequence[str]) -> None:
+        """Publish `KindSynced` of ``kind``: its first list is on the topic (acknowledged), or it is not served."""
+        await self.bus.publish_many(self.topic, [KindSynced(kind=kind, watched=tuple(watched))])
+        log.info("kind synced", kind=kind)
 
     async def __call__(self, changes: Sequence[Change]) -> None:
         messages: list[ClusterObject] = []

@@ -151,7 +151,7 @@ async def run(
                           inputs=PassInputs(objects, store, reuse=settings.reuse_passes, writes=store_revision),
                           pass_publisher=PassPublisher(bus, settings.cluster) if settings.publish_passes else None,
                           shadow=ShadowWatch(store) if shadow else None,
-                          heap=heap)
+                          heap=heap, require_synced=store_revision is None)
         # every message of a decision goes out through the outbox: what this process wrote at once, what a planner
         # that stopped left within relay_poll_seconds (the embedded mode's planner and store live and die together:
         # no poll, and the sent rows are kept with the decisions)
@@ -164,9 +164,10 @@ async def run(
         # the topic's ends before the snapshot is read: the consumer starts there, so it applies only what is
         # newer than the snapshot (from the beginning it would apply every older record over it once more)
         ends = await bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
-        count = await seed_snapshot(objects, bus)
+        planner.follow_from(ends)
+        count = await seed_snapshot(objects, bus, planner.note_synced)
         readiness.mark("snapshot", detail=f"{count} objects")
-        metrics.synced.set(1)
+        metrics.synced.set(0 if planner.unsynced_kinds() else 1)
         planner.changed.set()
         group = f"{settings.group}-{uuid.uuid4().hex[:12]}"
         log.info("consolidation-planner starting", objects=count, group=group, mode=settings.mode)

@@ -34,9 +34,10 @@ labels and label values, so dashboards and alerts written for Karpenter read ebb
   buckets: Karpenter times each method; ebb's pass evaluates every method at once, so one observation per
   pass with both labels empty.
 - ``ebb_cluster_state_synced`` (Karpenter's ``karpenter_cluster_state_synced``): 1 once the planner read
-  ``ebb.cluster.objects`` to its end (its cluster view is the watcher's whole cluster) and while the snapshot it
-  builds from it is valid, else 0 (Karpenter disrupts nothing while its cluster state is not synced; ebb's planner
-  computes no pass then). ``ebb_cluster_state_node_count``: the nodes of the last computed pass.
+  ``ebb.cluster.objects`` to its end and the cluster-watcher has said it published a first list of every kind it
+  watches (``KindSynced``: the view is the watcher's whole cluster), and while the snapshot it builds from it is
+  valid, else 0 (Karpenter disrupts nothing while its cluster state is not synced; ebb's planner computes no pass
+  and approves nothing then). ``ebb_cluster_state_node_count``: the nodes of the last computed pass.
 - ``ebb_planner_leader``: 1 while this replica holds the Lease (it plans and approves), else 0; the sum over the
   replicas is 1 in a healthy cluster.
 - Karpenter's cluster-state gauges, from the last computed pass's snapshot, built when scraped

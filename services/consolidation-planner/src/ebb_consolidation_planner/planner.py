@@ -51,7 +51,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -65,7 +65,7 @@ from ebb.adapters.kube.events import EventRecorder
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.port import HoldRow, Store, command_id
-from ebb.contracts import ClusterObject, Interruption
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject, Interruption, KindSynced
 from ebb.core import events as kube_events
 from ebb.core.causes import Stale, StaleCause
 from ebb.core.cluster import ClusterView
@@ -168,6 +168,7 @@ class Planner:
         policy_status: PolicyStatusWriter | None = None,
         shadow: ShadowWatch | None = None,
         heap: LongLivedHeap | None = None,
+        require_synced: bool = False,
     ) -> None:
         self.bus = bus
         self.objects = objects
@@ -205,6 +206,20 @@ class Planner:
         self.heap = heap
         if (shadow is not None) != store.shadow:
             raise ValueError("a planner in shadow mode needs a shadow store, and only it may have one")
+        #: plan and approve only once the cluster-watcher said each kind it watches is synced (`KindSynced`), as
+        #: Karpenter's disruption waits for its cluster state to be synced (off: the embedded mode, whose cluster
+        #: publishes every object before it starts)
+        self.require_synced = require_synced
+        #: the kinds the cluster-watcher has published a first list of, and the kinds it watches (None: it said
+        #: nothing yet)
+        self.synced_kinds: set[str] = set()
+        self.watched_kinds: frozenset[str] | None = None
+        self._waiting_for: tuple[str, ...] | None = None
+        #: per partition of ebb.cluster.objects, the offset of the next record this planner will handle; and each
+        #: `KindSynced` handled live with the topic's end offsets when it came: it counts once every record before
+        #: those is handled (the kind's objects sit on every partition, the marker on one)
+        self._next_offsets: dict[int, int] = {}
+        self._syncs_pending: list[tuple[KindSynced, dict[int, int]]] = []
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -234,9 +249,68 @@ class Planner:
 
     # -- input --------------------------------------------------------------------------------------------
 
+    def note_synced(self, message: KindSynced) -> None:
+        """The cluster-watcher has published its first list of a kind, and every record of the topic published before
+        it is in the view (read from the topic at start, or handled since: `handle`)."""
+        self.synced_kinds.add(message.kind)
+        self.watched_kinds = frozenset(message.watched)
+
+    def follow_from(self, offsets: Mapping[int, int]) -> None:
+        """The consumer of ebb.cluster.objects starts at ``offsets`` (what the start read of the topic held is
+        before them)."""
+        self._next_offsets = dict(offsets)
+
+    def _settle_syncs(self) -> None:
+        """Note each live `KindSynced` whose records before it are all handled now."""
+        if not self._syncs_pending:
+            return
+        waiting = []
+        for message, ends in self._syncs_pending:
+            if all(self._next_offsets.get(partition, 0) >= end for partition, end in ends.items()):
+                self.note_synced(message)
+            else:
+                waiting.append((message, ends))
+        self._syncs_pending = waiting
+
+    def unsynced_kinds(self) -> tuple[str, ...]:
+        """The kinds whose first list the planner waits for before it plans or approves (`require_synced`): every
+        kind the cluster-watcher watches that it has not said is synced; ``("any",)`` before it said anything."""
+        if not self.require_synced:
+            return ()
+        if self.watched_kinds is None:
+            return ("any",)
+        return tuple(sorted(self.watched_kinds - self.synced_kinds))
+
+    def _synced(self) -> bool:
+        """Whether the view is whole (`unsynced_kinds`), saying so when that changes: the planner neither plans nor
+        approves before, and ``ebb_cluster_state_synced`` is 0."""
+        self._settle_syncs()
+        waiting = self.unsynced_kinds()
+        if waiting != self._waiting_for:
+            if waiting:
+                log.warning("waiting for the cluster-watcher's first list of each kind it watches: no pass, no "
+                            "approval until then", kinds=list(waiting))
+            elif self._waiting_for is not None:
+                log.info("every watched kind is synced: planning")
+            self._waiting_for = waiting
+        if waiting:
+            self.metrics.synced.set(0)
+        return not waiting
+
     async def handle(self, delivery: Delivery) -> None:
         """A bus handler for ebb.cluster.objects: apply the object and wake the loop when state changed."""
         message = delivery.message
+        if delivery.topic == TOPIC_CLUSTER_OBJECTS:
+            at = self._next_offsets.get(delivery.partition, 0)
+            self._next_offsets[delivery.partition] = max(at, delivery.offset + 1)
+        if isinstance(message, KindSynced):
+            # the kind's first list sits on every partition, before the topic's ends now: counted once handled
+            self._syncs_pending.append((message, await self.bus.end_offsets(TOPIC_CLUSTER_OBJECTS)))
+            self._settle_syncs()
+            self.changed.set()
+            return
+        if self._syncs_pending:
+            self._settle_syncs()
         if not isinstance(message, ClusterObject):
             return
         if message.kind == "Pod":
@@ -423,6 +497,8 @@ class Planner:
         that reads what the last one read (``PassInputs``: the objects' version, the store's state, the options; or
         an equal snapshot), before that one's ``revisit_at``, after a pass without commands, is answered from it
         (its commands: none; its findings and view) without computing it again."""
+        if not self._synced():
+            return None
         started = time.perf_counter()
         now = self.clock()
         read: PassRead = await self.inputs.read(now, self.options)
@@ -570,6 +646,8 @@ class Planner:
         the loop as a change of the objects does: a pass reads the live decisions, and a rejected one's nodes (with
         the room the passes gave its pods) are free again."""
         decided: list[str] = []
+        if not self._synced():
+            return decided
         for decision in await self.store.due(self.clock()):
             if not self.leader.is_leader or self._stop.is_set():
                 break

@@ -60,7 +60,9 @@ DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 
                            0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25,
                            30, 40, 50, 60, 120, 150, 300, 450, 600)
 #: Karpenter's message kind per notice kind (a state change: per instance state)
-MESSAGE_TYPES: Final = {"spot-interruption": "spot_interrupted", "rebalance": "rebalance_recommendation",
+MESSAGE_TYPES: Final = {"spot-interruption": "spot_interrupted",
+                        "capacity-reservation-interruption": "capacity_reservation_interrupted",
+                        "rebalance": "rebalance_recommendation",
                         "scheduled-change": "scheduled_change"}
 STOPPED_STATES: Final = frozenset({"stopping", "stopped"})
 TERMINATED_STATES: Final = frozenset({"shutting-down", "terminated"})

@@ -63,6 +63,7 @@ DLQ_SUFFIX: Final = ".dlq"
 
 TYPE_OBJECT_UPSERTED: Final = "sh.ebb.object.upserted.v1"
 TYPE_OBJECT_DELETED: Final = "sh.ebb.object.deleted.v1"
+TYPE_KIND_SYNCED: Final = "sh.ebb.kind.synced.v1"
 TYPE_INTERRUPTION_RECEIVED: Final = "sh.ebb.interruption.received.v1"
 TYPE_COMMAND_APPROVED: Final = "sh.ebb.command.approved.v1"
 TYPE_DISRUPTION_PROGRESSED: Final = "sh.ebb.disruption.progressed.v1"
@@ -99,7 +100,8 @@ DecisionId = Annotated[str, StringConstraints(min_length=1, max_length=64, patte
 Money = Annotated[float, Field(allow_inf_nan=False)]
 Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
-InterruptionKind = Literal["spot-interruption", "scheduled-change", "state-change", "rebalance"]
+InterruptionKind = Literal["spot-interruption", "capacity-reservation-interruption", "scheduled-change", "state-change",
+                           "rebalance"]
 Method = Literal[
     "expiration", "drift", "emptiness", "multi-node-consolidation", "single-node-consolidation", "interruption"
 ]
@@ -177,6 +179,28 @@ class ClusterObject(Message):
 
 def object_key(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}"
+
+
+#: the key prefix of `KindSynced` (no Kubernetes kind is named so)
+KIND_SYNCED_KEY: Final = "KindSynced"
+
+
+class KindSynced(Message):
+    """The cluster-watcher has published its first list of ``kind``: every object of it the apiserver had (none where
+    the kind is not served), so a view rebuilt from the topic holds the whole kind from here on. ``watched``: every
+    kind that watcher lists and watches. A planner plans only once each watched kind is synced (Karpenter's
+    disruption waits for its cluster state to be synced, ``Cluster.Synced``): before, a kind missing from its view
+    (the Holds, the PodDisruptionBudgets, a node's pods) would look like a kind with no objects."""
+
+    TOPIC = TOPIC_CLUSTER_OBJECTS
+    TYPE = TYPE_KIND_SYNCED
+    KEY_RULE = "KindSynced//kind"
+
+    kind: Kind
+    watched: tuple[Kind, ...] = Field(min_length=1, max_length=64)
+
+    def key(self) -> str:
+        return object_key(KIND_SYNCED_KEY, "", self.kind)
 
 
 # -- ebb.interruptions --------------------------------------------------------------------------------------
@@ -639,8 +663,9 @@ TOPICS: Final[Mapping[str, TopicSpec]] = {
             "cluster-watcher",
             "all",
             "Compacted: the latest trimmed object per key, a tombstone on delete; consumers rebuild the "
-            "cluster snapshot from it on start.",
-            {TYPE_OBJECT_UPSERTED: ClusterObject, TYPE_OBJECT_DELETED: ClusterObject},
+            "cluster snapshot from it on start. Beside them, one KindSynced per watched kind (key KindSynced//kind) "
+            "once the watcher has published that kind's first list.",
+            {TYPE_OBJECT_UPSERTED: ClusterObject, TYPE_OBJECT_DELETED: ClusterObject, TYPE_KIND_SYNCED: KindSynced},
             compacted=True,
         ),
         TopicSpec(

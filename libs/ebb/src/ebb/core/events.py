@@ -60,6 +60,7 @@ CONSOLIDATION_CANDIDATE = "ConsolidationCandidate"
 CONSOLIDATION_APPROVED = "ConsolidationApproved"
 CONSOLIDATION_REJECTED = "ConsolidationRejected"
 SPOT_INTERRUPTED = "SpotInterrupted"
+RESERVATION_INTERRUPTED = "CapacityReservationInstanceInterrupted"
 SPOT_REBALANCE = "SpotRebalanceRecommendation"
 INSTANCE_STOPPING = "InstanceStopping"
 INSTANCE_TERMINATING = "InstanceTerminating"
@@ -308,6 +309,9 @@ def interruption(kind: str, instance_state: str | None, node: str, claim: str | 
     ``instance_state`` is a state change's new state (None for the other kinds)."""
     if kind == "spot-interruption":
         return _on_node(node, claim, WARNING, SPOT_INTERRUPTED, "Spot interruption warning was triggered")
+    if kind == "capacity-reservation-interruption":
+        return _on_node(node, claim, WARNING, RESERVATION_INTERRUPTED,
+                        "Capacity Reservation interruption warning was triggered")
     if kind == "rebalance":
         return _on_node(node, claim, NORMAL, SPOT_REBALANCE, "Spot rebalance recommendation was triggered")
     if kind == "scheduled-change":

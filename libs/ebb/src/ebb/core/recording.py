@@ -133,6 +133,7 @@ CANDIDATE_CONDITIONS: Final = ("Drifted", "Expired")
 #: Event reasons that say a node is being disrupted or launched for a disruption (Karpenter's and ebb's)
 DISRUPTION_EVENT_REASONS: Final = frozenset({"DisruptionTerminating", "DisruptionLaunching", "Disrupted",
                                              "TerminatingOnInterruption", "SpotInterrupted",
+                                             "CapacityReservationInstanceInterrupted",
                                              "ConsolidationApproved", "Expired", "Drifted"})
 #: the Event on a replacement a disruption launches (Karpenter's, on its NodeClaim; ebb's, on the Node)
 EVENT_LAUNCHING: Final = "DisruptionLaunching"

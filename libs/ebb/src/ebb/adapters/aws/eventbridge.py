@@ -9,6 +9,9 @@ state change to ``running``). What is understood:
 
 - ``aws.ec2`` / ``EC2 Spot Instance Interruption Warning`` → ``spot-interruption`` of
   ``detail.instance-id``, deadline ``time`` + 2 min (``detail.instance-action`` in the detail);
+- ``aws.ec2`` / ``EC2 Capacity Reservation Instance Interruption Warning`` → ``capacity-reservation-interruption``
+  of ``detail.instance-id``, deadline ``time`` + 2 min (an interruptible capacity reservation taking its instance
+  back; Karpenter's AWS provider drains and deletes such a node as a spot interruption);
 - ``aws.health`` / ``AWS Health Event`` with ``detail.eventTypeCategory`` ``scheduledChange`` (service
   EC2) → ``scheduled-change`` of every instance id among ``detail.affectedEntities[].entityValue``,
   deadline ``detail.startTime``;
@@ -37,12 +40,14 @@ from ebb.contracts.messages import InterruptionKind
 #: how long a spot instance has after its interruption warning
 SPOT_NOTICE: Final = timedelta(minutes=2)
 SPOT_INTERRUPTION: Final = "EC2 Spot Instance Interruption Warning"
+RESERVATION_INTERRUPTION: Final = "EC2 Capacity Reservation Instance Interruption Warning"
 HEALTH_EVENT: Final = "AWS Health Event"
 STATE_CHANGE: Final = "EC2 Instance State-change Notification"
 REBALANCE: Final = "EC2 Instance Rebalance Recommendation"
 #: (source, detail-type) of the events the ingester subscribes to
 SUBSCRIBED: Final = {
     ("aws.ec2", SPOT_INTERRUPTION),
+    ("aws.ec2", RESERVATION_INTERRUPTION),
     ("aws.health", HEALTH_EVENT),
     ("aws.ec2", STATE_CHANGE),
     ("aws.ec2", REBALANCE),
@@ -125,6 +130,13 @@ def _parse_event(event: Mapping[str, Any], detail_type: str) -> Notice | Ignored
         if action is not None and not isinstance(action, str):
             raise _Malformed("detail.instance-action is not a string")
         return notice("spot-interruption", (_instance_id(detail),), time + SPOT_NOTICE,
+                      f"instance-action={action or 'unknown'}")
+    if detail_type == RESERVATION_INTERRUPTION:
+        # an interruptible capacity reservation taking its instance back, with the spot warning's two minutes
+        action = detail.get("instance-action")
+        if action is not None and not isinstance(action, str):
+            raise _Malformed("detail.instance-action is not a string")
+        return notice("capacity-reservation-interruption", (_instance_id(detail),), time + SPOT_NOTICE,
                       f"instance-action={action or 'unknown'}")
     if detail_type == STATE_CHANGE:
         state = detail.get("state")

@@ -121,6 +121,7 @@ class KubeWatcher:
         lister: Callable[[KindSpec], Callable[..., Awaitable[Any]]] | None = None,
         clock: Clock | None = None,
         on_failing: Callable[[Mapping[str, str]], None] | None = None,
+        on_synced: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.api_client = api_client
         #: the list/watch function of a kind (``KindSpec.list_function`` unless replaced, e.g. by a test)
@@ -142,6 +143,9 @@ class KubeWatcher:
         self.failing: dict[str, str] = {}
         #: told ``failing`` whenever it changes (the cluster-watcher's readiness)
         self.on_failing = on_failing
+        #: awaited with a kind once its first list is published, or once the apiserver says it does not serve the
+        #: kind (it has no objects then), before the kind is marked ``synced`` (the cluster-watcher's `KindSynced`)
+        self.on_synced = on_synced
 
     def seed(self, kind: str, namespace: str, name: str, trimmed: Mapping[str, Any]) -> bool:
         """Note an object published before (e.g. read back from the compacted topic after a restart), so
@@ -183,7 +187,7 @@ class KubeWatcher:
                     with attempt:
                         if state.resource_version is None:
                             await self._list(spec, state, stop)
-                            self.synced[spec.kind].set()
+                            await self._mark_synced(spec.kind)
                             if missing_reported:
                                 log.info("%s: its CRD is installed now; watching", spec.kind)
                                 missing_reported = False
@@ -196,12 +200,38 @@ class KubeWatcher:
                 state.resource_version = None
             except KindMissing as e:
                 self._failing(spec.kind, None)  # the apiserver answers: the kind is not served, which is no failure
+                try:
+                    # none of it exists: what was published of it before (its CRD removed since) goes, and a view
+                    # without any is whole
+                    await self._publish_gone(spec, state)
+                    await self._mark_synced(spec.kind)
+                except Exception as error:  # published at the next try
+                    log.warning("%s: could not publish that the kind is not served: %r", spec.kind, error)
                 if not missing_reported:
                     log.warning("%s: %s/%s is not served (CRD not installed?): %s; retrying every %.0fs",
                                 spec.kind, spec.api_version, spec.plural, e, self.missing_kind_retry)
                     missing_reported = True
                 state.resource_version = None
                 await self.clock.sleep(self.missing_kind_retry, stop)
+
+    async def _publish_gone(self, spec: KindSpec, state: KindState) -> None:
+        """A tombstone of every object of the kind published before, now that the apiserver does not serve it."""
+        changes = state.relist([])
+        for start in range(0, len(changes), self.batch_size):
+            batch = changes[start:start + self.batch_size]
+            await self.sink(batch)
+            for change in batch:
+                state.record(change)
+        if changes:
+            log.info("%s: not served any more; published %d tombstones", spec.kind, len(changes))
+
+    async def _mark_synced(self, kind: str) -> None:
+        """The first time in this run: tell ``on_synced``, then mark the kind ``synced``."""
+        if self.synced[kind].is_set():
+            return
+        if self.on_synced is not None:
+            await self.on_synced(kind)
+        self.synced[kind].set()
 
     async def _request(self, spec: KindSpec, stop: asyncio.Event, **kwargs: Any) -> Any:
         """The raw aiohttp response of a list or watch call; WatchError on an error status."""

@@ -402,3 +402,20 @@ async def test_a_failed_commands_ready_replacement_is_kept(store: DecisionStore)
     failed = [message for _, phase, message in (await cluster.events()) if phase == "Failed"]
     assert failed == [f"replacement launch failed: {names[1]} not Ready within 2s; kept {names[0]}, Ready (pods may "
                       "run there; emptiness removes it if none do)"]
+
+
+async def test_a_create_that_timed_out_is_deleted_with_the_rollback(store: DecisionStore) -> None:
+    """The create stored the NodeClaim, then its answer was lost (a timeout): the rollback deletes that NodeClaim too,
+    which would otherwise launch and run empty."""
+    cluster = Cluster()
+    old_node(cluster)
+    create = cluster.karpenter.create_nodeclaim
+
+    async def stored_then_lost(body: dict[str, Any]) -> bool:
+        await create(body)
+        raise TimeoutError("no answer from the apiserver")
+
+    cluster.karpenter.create_nodeclaim = stored_then_lost  # type: ignore[method-assign]
+    assert await cluster.executor(store).execute(command("old", replace=True)) == "rolled_back"
+    name = replacement_name("dec-k1", 0, "default")
+    assert ("delete", name) in cluster.karpenter.calls

@@ -30,6 +30,7 @@ from ebb.contracts import (
     ClusterObject,
     DisruptionCommand,
     DisruptionEvent,
+    KindSynced,
     Message,
     from_kafka,
 )
@@ -983,3 +984,19 @@ async def test_nothing_is_planned_until_every_watched_kind_is_synced(db: str) ->
         [proposed] = await eventually("a proposed decision", svc.decisions)
         assert proposed.method == "emptiness"
         assert svc.metric("ebb_cluster_state_synced") == 1.0
+
+
+async def test_a_kind_an_earlier_watcher_did_not_watch_is_waited_for_too(db: str) -> None:
+    """The compacted topic keeps each kind's last marker, some from an earlier watcher run that watched fewer kinds:
+    the kinds to wait for are every marker's, so a Hold the new watcher has not listed yet keeps the planner waiting
+    whichever marker is read last."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, synced=False) as svc:
+        assert svc.planner is not None
+        svc.planner.note_synced(KindSynced(kind="Node", watched=("Node", "Pod", "NodePool", "Hold")))
+        for kind in ("Pod", "NodePool"):  # the earlier run's, read after the new one
+            svc.planner.note_synced(KindSynced(kind=kind, watched=("Node", "Pod", "NodePool")))
+        await asyncio.sleep(1.0)  # three pass intervals
+        assert await svc.decisions() == []
+        assert svc.planner.unsynced_kinds() == ("Hold",)

@@ -219,7 +219,7 @@ class Planner:
         #: `KindSynced` handled live with the topic's end offsets when it came: it counts once every record before
         #: those is handled (the kind's objects sit on every partition, the marker on one)
         self._next_offsets: dict[int, int] = {}
-        self._syncs_pending: list[tuple[KindSynced, dict[int, int]]] = []
+        self._syncs_pending: list[tuple[KindSynced, dict[int, int] | None]] = []
         self.changed = asyncio.Event()
         self._stop = asyncio.Event()
         #: when the earliest proposal in the store is due for validation, as last read or written by this replica
@@ -253,7 +253,8 @@ class Planner:
         """The cluster-watcher has published its first list of a kind, and every record of the topic published before
         it is in the view (read from the topic at start, or handled since: `handle`)."""
         self.synced_kinds.add(message.kind)
-        self.watched_kinds = frozenset(message.watched)
+        # every list a marker names: one of an earlier watcher run (other kinds) may be read after a newer one
+        self.watched_kinds = (self.watched_kinds or frozenset()) | frozenset(message.watched)
 
     def follow_from(self, offsets: Mapping[int, int]) -> None:
         """The consumer of ebb.cluster.objects starts at ``offsets`` (what the start read of the topic held is
@@ -261,12 +262,13 @@ class Planner:
         self._next_offsets = dict(offsets)
 
     def _settle_syncs(self) -> None:
-        """Note each live `KindSynced` whose records before it are all handled now."""
+        """Note each live `KindSynced` whose records before it are all handled now (its ends taken: `_synced`)."""
         if not self._syncs_pending:
             return
-        waiting = []
+        waiting: list[tuple[KindSynced, dict[int, int] | None]] = []
         for message, ends in self._syncs_pending:
-            if all(self._next_offsets.get(partition, 0) >= end for partition, end in ends.items()):
+            if ends is not None and all(self._next_offsets.get(partition, 0) >= end
+                                        for partition, end in ends.items()):
                 self.note_synced(message)
             else:
                 waiting.append((message, ends))
@@ -281,9 +283,13 @@ class Planner:
             return ("any",)
         return tuple(sorted(self.watched_kinds - self.synced_kinds))
 
-    def _synced(self) -> bool:
+    async def _synced(self) -> bool:
         """Whether the view is whole (`unsynced_kinds`), saying so when that changes: the planner neither plans nor
-        approves before, and ``ebb_cluster_state_synced`` is 0."""
+        approves before, and ``ebb_cluster_state_synced`` is 0. The markers come since take the topic's ends now."""
+        if any(ends is None for _, ends in self._syncs_pending):
+            ends_now = await self.bus.end_offsets(TOPIC_CLUSTER_OBJECTS)
+            self._syncs_pending = [(message, ends_now if ends is None else ends)
+                                   for message, ends in self._syncs_pending]
         self._settle_syncs()
         waiting = self.unsynced_kinds()
         if waiting != self._waiting_for:
@@ -304,9 +310,9 @@ class Planner:
             at = self._next_offsets.get(delivery.partition, 0)
             self._next_offsets[delivery.partition] = max(at, delivery.offset + 1)
         if isinstance(message, KindSynced):
-            # the kind's first list sits on every partition, before the topic's ends now: counted once handled
-            self._syncs_pending.append((message, await self.bus.end_offsets(TOPIC_CLUSTER_OBJECTS)))
-            self._settle_syncs()
+            # the kind's first list sits on every partition, before the topic's ends: counted once every record
+            # before the ends the loop takes next (`_synced`, one read for all the markers come meanwhile) is handled
+            self._syncs_pending.append((message, None))
             self.changed.set()
             return
         if self._syncs_pending:
@@ -497,7 +503,7 @@ class Planner:
         that reads what the last one read (``PassInputs``: the objects' version, the store's state, the options; or
         an equal snapshot), before that one's ``revisit_at``, after a pass without commands, is answered from it
         (its commands: none; its findings and view) without computing it again."""
-        if not self._synced():
+        if not await self._synced():
             return None
         started = time.perf_counter()
         now = self.clock()
@@ -646,7 +652,7 @@ class Planner:
         the loop as a change of the objects does: a pass reads the live decisions, and a rejected one's nodes (with
         the room the passes gave its pods) are free again."""
         decided: list[str] = []
-        if not self._synced():
+        if not await self._synced():
             return decided
         for decision in await self.store.due(self.clock()):
             if not self.leader.is_leader or self._stop.is_set():

@@ -376,6 +376,7 @@ class Executor:
                 except LaunchError:
                     raise
                 except Exception as e:  # the API refused it (a webhook, 403, 422, ...): Karpenter aborts the command
+                    launched.append(name)  # a create that timed out may have been stored: deleted with the rest
                     raise LaunchError(f"creating {name} failed: {e}") from e
                 launched.append(name)
                 self.metrics.nodes_created.labels(

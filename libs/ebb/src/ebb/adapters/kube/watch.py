@@ -146,6 +146,8 @@ class KubeWatcher:
         #: awaited with a kind once its first list is published, or once the apiserver says it does not serve the
         #: kind (it has no objects then), before the kind is marked ``synced`` (the cluster-watcher's `KindSynced`)
         self.on_synced = on_synced
+        #: the kinds ``on_synced`` was told of in this run
+        self._told_synced: set[str] = set()
 
     def seed(self, kind: str, namespace: str, name: str, trimmed: Mapping[str, Any]) -> bool:
         """Note an object published before (e.g. read back from the compacted topic after a restart), so
@@ -192,6 +194,7 @@ class KubeWatcher:
                                 log.info("%s: its CRD is installed now; watching", spec.kind)
                                 missing_reported = False
                         else:
+                            await self._mark_synced(spec.kind)  # a marker whose publishing failed after the list
                             await self._watch(spec, state, stop)
             except Stopped:
                 return
@@ -204,7 +207,7 @@ class KubeWatcher:
                     # none of it exists: what was published of it before (its CRD removed since) goes, and a view
                     # without any is whole
                     await self._publish_gone(spec, state)
-                    await self._mark_synced(spec.kind)
+                    await self._mark_synced(spec.kind, listed=False)
                 except Exception as error:  # published at the next try
                     log.warning("%s: could not publish that the kind is not served: %r", spec.kind, error)
                 if not missing_reported:
@@ -225,13 +228,15 @@ class KubeWatcher:
         if changes:
             log.info("%s: not served any more; published %d tombstones", spec.kind, len(changes))
 
-    async def _mark_synced(self, kind: str) -> None:
-        """The first time in this run: tell ``on_synced``, then mark the kind ``synced``."""
-        if self.synced[kind].is_set():
-            return
-        if self.on_synced is not None:
-            await self.on_synced(kind)
-        self.synced[kind].set()
+    async def _mark_synced(self, kind: str, *, listed: bool = True) -> None:
+        """Tell ``on_synced`` of the kind, the first time in this run; then, when its first list was published
+        (``listed``; not a kind the apiserver does not serve), mark it ``synced``."""
+        if kind not in self._told_synced:
+            if self.on_synced is not None:
+                await self.on_synced(kind)
+            self._told_synced.add(kind)
+        if listed:
+            self.synced[kind].set()
 
     async def _request(self, spec: KindSpec, stop: asyncio.Event, **kwargs: Any) -> Any:
         """The raw aiohttp response of a list or watch call; WatchError on an error status."""

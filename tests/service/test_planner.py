@@ -1000,3 +1000,22 @@ async def test_a_kind_an_earlier_watcher_did_not_watch_is_waited_for_too(db: str
         await asyncio.sleep(1.0)  # three pass intervals
         assert await svc.decisions() == []
         assert svc.planner.unsynced_kinds() == ("Hold",)
+
+
+async def test_an_interruption_of_a_node_ebb_does_not_manage_tells_nothing_on_it(db: str) -> None:
+    """Karpenter's AWS provider emits its interruption events only on the nodes it manages (a NodeClaim found): a
+    node without a NodePool gets neither a decision nor a SpotInterrupted event from ebb."""
+    sink = Sink()
+    bus = InMemoryBus()
+    await publish(bus, catalog(), nodepool(), node("foreign", pool=None), node("n2", itype="t3.medium"),
+                  pod("p2", "n2", cpu="1500m"))
+    recorder = EventRecorder(sink, component="ebb-consolidation-planner")
+    async with Running(bus, db, delay=3600, recorder=recorder) as svc:
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("foreign"))
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2"))
+        await eventually("the interruption's decision", lambda: svc.decisions("approved"))
+        await eventually("both consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
+        await recorder.flush()
+        assert "SpotInterrupted" in sink.reasons("n2")
+        assert "SpotInterrupted" not in sink.reasons("foreign")
+        assert [d.nodes[0]["name"] for d in await svc.decisions()] == ["n2"]

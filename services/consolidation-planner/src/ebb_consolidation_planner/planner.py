@@ -751,13 +751,14 @@ class Planner:
         claim = self._claim_of(message.node)
         if claim:
             self._claims[message.node] = claim
-        self._kube(kube_events.interruption(message.kind, message.instance_state, message.node, claim))
-        if not kube_events.takes_node_away(message.kind, message.instance_state):
-            bound.info("interruption noted: nothing to do", detail=message.detail)
-            return
         raw = self.objects.get("Node", "", message.node)
         labels = ((raw or {}).get("metadata") or {}).get("labels") or {}
         pool = labels.get("karpenter.sh/nodepool")
+        if raw is not None and pool:  # Karpenter's AWS provider tells only of the nodes it manages
+            self._kube(kube_events.interruption(message.kind, message.instance_state, message.node, claim))
+        if not kube_events.takes_node_away(message.kind, message.instance_state):
+            bound.info("interruption noted: nothing to do", detail=message.detail)
+            return
         if raw is None or not pool:
             bound.info("interruption ignored: not a node ebb manages", known=raw is not None)
             return

@@ -25,7 +25,7 @@ from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import proposed
-from tests.kit.messages import kinds_synced
+from tests.kit.planner import kinds_synced
 from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
 from tests.kit.system import as_body, run_until_logged
 from tests.kit.waiting import eventually

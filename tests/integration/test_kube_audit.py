@@ -19,13 +19,17 @@ PLANNER = "ebb-consolidation-planner/0.1.0"
 
 
 class Versions:
-    """n1 at 5: the test's taint only; n2 at 7: Karpenter is terminating it (its taint and finalizer)."""
+    """n1 at 5: the test's taint only; n2 at 7: Karpenter is terminating it (its taint and finalizer); n3 at 8:
+    tainted by ebb, out of load balancers."""
 
     nodes = {
         ("n1", "5"): {"metadata": {"name": "n1", "resourceVersion": "5"}, "spec": {"taints": [RUN_TAINT]}},
         ("n1", "6"): {"metadata": {"name": "n1", "resourceVersion": "6"}, "spec": {"taints": [RUN_TAINT, EBB_TAINT]}},
         ("n2", "7"): {"metadata": {"name": "n2", "resourceVersion": "7", "finalizers": ["karpenter.sh/termination"]},
                       "spec": {"taints": [RUN_TAINT, KARPENTER_TAINT]}},
+        ("n3", "8"): {"metadata": {"name": "n3", "resourceVersion": "8", "labels": {
+            "team": "web", "node.kubernetes.io/exclude-from-external-load-balancers": "ebb"}},
+                      "spec": {"taints": [RUN_TAINT, EBB_TAINT]}},
     }
 
     def at(self, name: str, resource_version: str) -> dict[str, Any] | None:
@@ -57,6 +61,12 @@ CASES: list[tuple[str, AuditEvent, str | None]] = [
     ("ebb takes its taint off again", request("patch", "nodes", "n1", taints("6", [RUN_TAINT])), None),
     ("ebb taints a node Karpenter is terminating, keeping its marks",
      request("patch", "nodes", "n2", taints("7", [RUN_TAINT, KARPENTER_TAINT, EBB_TAINT])), None),
+    ("ebb taints a node and takes it out of load balancers",
+     request("patch", "nodes", "n1", [*taints("5", [RUN_TAINT, EBB_TAINT]), {"op": "add", "path": "/metadata/labels",
+                                      "value": {"node.kubernetes.io/exclude-from-external-load-balancers": "ebb"}}]),
+     None),
+    ("ebb's untaint takes its label off", request("patch", "nodes", "n3", [*taints("8", [RUN_TAINT]), {
+        "op": "add", "path": "/metadata/labels", "value": {"team": "web"}}]), None),
     ("the planner's ebb.sh/drifted", request("patch", "nodes", "n1", {"metadata": {"annotations": {
         "ebb.sh/drifted": "drifted: ..."}}}, agent=PLANNER), None),
     ("the planner removes ebb.sh/drifted", request("patch", "nodes", "n1", {"metadata": {"annotations": {
@@ -77,6 +87,9 @@ CASES: list[tuple[str, AuditEvent, str | None]] = [
      request("patch", "nodes", "n1", taints("5", [RUN_TAINT, KARPENTER_TAINT])), "karpenter.sh/ taint"),
     ("ebb drops another taint", request("patch", "nodes", "n1", taints("5", [EBB_TAINT])),
      "not ebb's own"),
+    ("ebb changes another label with its taint",
+     request("patch", "nodes", "n1", [*taints("5", [RUN_TAINT, EBB_TAINT]), {"op": "add", "path": "/metadata/labels",
+                                      "value": {"karpenter.sh/nodepool": "other"}}]), "changed labels"),
     ("an unguarded write of the taints",
      request("patch", "nodes", "n1", [{"op": "add", "path": "/spec/taints", "value": [EBB_TAINT]}]),
      "not a guarded write"),

@@ -31,7 +31,7 @@ from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings as ApiSettings
 from tests.kit.builders import catalog, node, nodepool, pod, snapshot
-from tests.kit.messages import kinds_synced
+from tests.kit.planner import kinds_synced
 from tests.kit.servers import KafkaServer, PostgresServer
 from tests.kit.waiting import eventually
 

@@ -26,7 +26,7 @@ from ebb.contracts import TOPIC_CLUSTER_OBJECTS, ClusterObject
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.planner import Planner
 from ebb_consolidation_planner.settings import Settings
-from tests.kit.messages import kinds_synced
+from tests.kit.planner import kinds_synced
 from tests.kit.servers import KafkaServer, KubernetesCluster, PostgresServer
 from tests.kit.system import as_body
 from tests.kit.waiting import eventually

@@ -7,8 +7,9 @@ ebb's services name themselves in their User-Agent (``ebb-termination-executor/<
 ``ebb.adapters.kube.client``), so the log tells their requests from Karpenter's, the controllers' and the
 test's own. This is the check of the karpenter mode's promise (docs/karpenter.md): ebb never adds or removes
 a ``karpenter.sh/`` taint or finalizer and never deletes or creates a Node; its only Node writes are its own
-taint ``ebb.sh/disrupted`` (a JSON patch of ``spec.taints`` guarded by the resourceVersion it read) and the
-planner's ``ebb.sh/`` annotations (a merge patch); its NodeClaims are created (with ``ebb.sh/decision-id``)
+taint ``ebb.sh/disrupted`` (a JSON patch of ``spec.taints`` guarded by the resourceVersion it read, with the label
+``node.kubernetes.io/exclude-from-external-load-balancers: ebb`` in the same patch) and the planner's ``ebb.sh/``
+annotations (a merge patch); its NodeClaims are created (with ``ebb.sh/decision-id``)
 and deleted, never changed. The check reads what was sent, not only the end state, so a mark removed and put
 back, or removed and then removed by Karpenter anyway, is still caught.
 
@@ -36,6 +37,9 @@ EBB_AGENT = re.compile(r"^ebb(-[a-z-]+)?/")
 KARPENTER_PREFIX = "karpenter.sh/"
 #: the only taint ebb may add or remove next to Karpenter
 EBB_TAINT = ("ebb.sh/disrupted", "NoSchedule")
+#: the only label ebb may add or remove, in the taint's patch, and the value it puts
+EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+EXCLUDED_BY = "ebb"
 ANNOTATION_DECISION_ID = "ebb.sh/decision-id"
 
 
@@ -209,8 +213,9 @@ def _node_patch_violations(event: AuditEvent, history: Versions) -> list[str]:
     if not isinstance(body, list):
         return [f"{event}: a patch of an unknown form: {json.dumps(body)}"]
     guard = [op for op in body if op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"]
-    writes = [op for op in body if op not in guard]
-    if len(guard) != 1 or len(writes) != 1 or writes[0].get("op") not in ("add", "replace") \
+    labels = [op for op in body if op.get("op") == "add" and op.get("path") == "/metadata/labels"]
+    writes = [op for op in body if op not in guard and op not in labels]
+    if len(guard) != 1 or len(writes) != 1 or len(labels) > 1 or writes[0].get("op") not in ("add", "replace") \
             or writes[0].get("path") != "/spec/taints":
         return [f"{event}: not a guarded write of spec.taints: {json.dumps(body)}"]
     if not event.ok:
@@ -220,6 +225,13 @@ def _node_patch_violations(event: AuditEvent, history: Versions) -> list[str]:
     if before is None:
         return [f"{event}: Node {event.name} at resourceVersion {version} was never seen, so what the patch "
                 "changed cannot be told"]
+    if labels:  # with the taint, ebb's exclude-from-external-load-balancers label, and nothing else
+        held = dict((before.get("metadata") or {}).get("labels") or {})
+        written = dict(labels[0].get("value") or {})
+        changed_keys = {k for k in held.keys() | written.keys() if held.get(k) != written.get(k)}
+        if changed_keys != {EXCLUDE_LABEL} or EXCLUDED_BY not in (held.get(EXCLUDE_LABEL), written.get(EXCLUDE_LABEL)):
+            return [f"{event}: changed labels other than ebb's {EXCLUDE_LABEL} of Node {event.name}: "
+                    f"{sorted(changed_keys)}"]
     changed = _taints((before.get("spec") or {}).get("taints")) ^ _taints(writes[0].get("value"))
     foreign = sorted(t for t in changed if (t[0], t[1]) != EBB_TAINT)
     if foreign:

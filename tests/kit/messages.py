@@ -122,12 +122,3 @@ def cluster_object(doc: dict[str, Any]) -> ClusterObject:
     return ClusterObject(kind=doc["kind"], namespace=meta.get("namespace", ""), name=meta["name"],
                          resource_version="1", object=doc)
 
-
-def kinds_synced(kinds: tuple[str, ...] | None = None) -> list[KindSynced]:
-    """The `KindSynced` the cluster-watcher publishes once it has listed each of ``kinds`` (all it watches by
-    default): what a planner waits for before it plans. Tests that publish cluster objects by hand publish these
-    too, as the watcher would."""
-    from ebb.adapters.kube.kinds import KINDS
-
-    watched = tuple(KINDS) if kinds is None else kinds
-    return [KindSynced(kind=kind, watched=watched) for kind in watched]

@@ -12,8 +12,9 @@ from typing import Any
 
 from ebb.adapters.bus import InMemoryBus
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.kinds import KINDS
 from ebb.adapters.store.decision_store import DecisionFilter, DecisionStore
-from ebb.contracts import TOPIC_CLUSTER_OBJECTS, Interruption
+from ebb.contracts import TOPIC_CLUSTER_OBJECTS, Interruption, KindSynced
 from ebb.contracts.messages import InterruptionKind
 from ebb_consolidation_planner import app
 from ebb_consolidation_planner.leadership import AlwaysLeader, Leadership
@@ -22,7 +23,7 @@ from ebb_consolidation_planner.planner import LivePods, Planner
 from ebb_consolidation_planner.policy_status import PolicyStatusWriter
 from ebb_consolidation_planner.settings import Settings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod
-from tests.kit.messages import cluster_object, kinds_synced
+from tests.kit.messages import cluster_object
 
 #: the validation delay, in seconds, between proposing a decision and approving it
 DELAY = 0.2
@@ -142,3 +143,11 @@ def interruption(node_name: str, kind: InterruptionKind = "spot-interruption",
                  detail: str = "instance-action=terminate", **extra: Any) -> Interruption:
     return Interruption(node=node_name, kind=kind, instance_id=f"i-{node_name}", deadline=NOW, detail=detail,
                         **extra)
+
+
+def kinds_synced(kinds: tuple[str, ...] | None = None) -> list[KindSynced]:
+    """The `KindSynced` the cluster-watcher publishes once it has listed each of ``kinds`` (all it watches by
+    default): what a planner waits for before it plans. Tests that publish cluster objects by hand publish these
+    too, as the watcher would."""
+    watched = tuple(KINDS) if kinds is None else kinds
+    return [KindSynced(kind=kind, watched=watched) for kind in watched]

@@ -39,8 +39,7 @@ from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.planner import Planner, command_id
 from tests.kit.balanced_clusters import marginal_cluster
 from tests.kit.builders import NOW, OLD, catalog, node, nodeclaim, nodepool, pod, proposed
-from tests.kit.messages import kinds_synced
-from tests.kit.planner import DELAY, FakeAnnotator, Running, cluster, interruption, publish
+from tests.kit.planner import DELAY, FakeAnnotator, Running, cluster, interruption, kinds_synced, publish
 from tests.kit.waiting import eventually
 
 

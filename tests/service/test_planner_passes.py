@@ -34,7 +34,7 @@ from ebb_consolidation_planner.settings import Settings as PlannerSettings
 from ebb_decisions_api.app import create_app
 from ebb_decisions_api.settings import Settings as ApiSettings
 from tests.kit.builders import NOW, catalog, node, nodepool, pod, snapshot, ts
-from tests.kit.messages import kinds_synced
+from tests.kit.planner import kinds_synced
 
 TOKEN = "passes-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

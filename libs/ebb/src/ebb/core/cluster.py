@@ -882,7 +882,7 @@ class ClusterView:
         ``ClusterCost`` sums NodeClaims."""
         if self._balanced_totals is None:
             unpriced = frozenset(name for name, node in self.nodes.items()
-                                 if self.require_nodeclaim and not self.has_nodeclaim(node))
+                                 if not self.has_nodeclaim(node)) if self.require_nodeclaim else frozenset()
             self._balanced_totals = pool_totals(self, list(self.nodes), [
                 (claim.nodepool, self.claim_price(claim)) for claim in self.launching_claims() if claim.nodepool],
                 unpriced)

@@ -125,19 +125,14 @@ def _parse_event(event: Mapping[str, Any], detail_type: str) -> Notice | Ignored
                instance_state: str | None = None) -> Notice:
         return Notice(kind, ids, deadline, words, event_id, time, instance_state)
 
-    if detail_type == SPOT_INTERRUPTION:
+    if detail_type in (SPOT_INTERRUPTION, RESERVATION_INTERRUPTION):
+        # an interruptible capacity reservation taking its instance back has the spot warning's two minutes too
         action = detail.get("instance-action")
         if action is not None and not isinstance(action, str):
             raise _Malformed("detail.instance-action is not a string")
-        return notice("spot-interruption", (_instance_id(detail),), time + SPOT_NOTICE,
-                      f"instance-action={action or 'unknown'}")
-    if detail_type == RESERVATION_INTERRUPTION:
-        # an interruptible capacity reservation taking its instance back, with the spot warning's two minutes
-        action = detail.get("instance-action")
-        if action is not None and not isinstance(action, str):
-            raise _Malformed("detail.instance-action is not a string")
-        return notice("capacity-reservation-interruption", (_instance_id(detail),), time + SPOT_NOTICE,
-                      f"instance-action={action or 'unknown'}")
+        kind: InterruptionKind = ("spot-interruption" if detail_type == SPOT_INTERRUPTION
+                                  else "capacity-reservation-interruption")
+        return notice(kind, (_instance_id(detail),), time + SPOT_NOTICE, f"instance-action={action or 'unknown'}")
     if detail_type == STATE_CHANGE:
         state = detail.get("state")
         if not isinstance(state, str) or not state:

@@ -220,13 +220,17 @@ class KubeWatcher:
     async def _publish_gone(self, spec: KindSpec, state: KindState) -> None:
         """A tombstone of every object of the kind published before, now that the apiserver does not serve it."""
         changes = state.relist([])
+        await self._publish_recorded(state, changes)
+        if changes:
+            log.info("%s: not served any more; published %d tombstones", spec.kind, len(changes))
+
+    async def _publish_recorded(self, state: KindState, changes: Sequence[Change]) -> None:
+        """Hand ``changes`` to the sink a batch at a time, each recorded as published once the sink took it."""
         for start in range(0, len(changes), self.batch_size):
             batch = changes[start:start + self.batch_size]
             await self.sink(batch)
             for change in batch:
                 state.record(change)
-        if changes:
-            log.info("%s: not served any more; published %d tombstones", spec.kind, len(changes))
 
     async def _mark_synced(self, kind: str, *, listed: bool = True) -> None:
         """Tell ``on_synced`` of the kind, the first time in this run; then, when its first list was published
@@ -279,11 +283,7 @@ class KubeWatcher:
             version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             items.extend(page.get("items") or [])
         changes = state.relist(items)
-        for start in range(0, len(changes), self.batch_size):
-            batch = changes[start:start + self.batch_size]
-            await self.sink(batch)
-            for change in batch:
-                state.record(change)
+        await self._publish_recorded(state, changes)
         state.resource_version = version or None
         log.info("%s: listed %d objects at resourceVersion %s, published %d changes",
                  spec.kind, len(items), version, len(changes))

@@ -251,6 +251,7 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("parsed", "kind"), [
     (Notice("spot-interruption", (I1,), T, "", None, T), "spot_interrupted"),
+    (Notice("capacity-reservation-interruption", (I1,), T, "", None, T), "capacity_reservation_interrupted"),
     (Notice("rebalance", (I1,), None, "", None, T), "rebalance_recommendation"),
     (Notice("scheduled-change", (I1,), T, "", None, T), "scheduled_change"),
     (Notice("state-change", (I1,), T, "", None, T, "stopping"), "instance_stopped"),

@@ -568,6 +568,8 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
         [command] = await eventually("its command", lambda: commands(bus))
         assert command.id == command_id(decision.id) and command.method == "interruption"
         assert command.nodes == ("n2",) and command.replacements == () and command.reason == "Interrupted"
+        # the executor counts the node under Karpenter's kind of the message (ebb_nodeclaims_disrupted_total)
+        assert command.message_kind == "spot_interrupted"
         assert events(bus) == [("Proposed", "n2", decision.id), ("Approved", "n2", decision.id)]
         assert await processed(db, "planner-test-interruptions") == [str(message.id)]
         found = await svc.store.get_decision(decision.id)
@@ -605,6 +607,7 @@ async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:
         assert rejected.id == proposed.id and "being interrupted" in rejected.explanation["rejected"]
         assert ("Rejected", "n1", proposed.id) in events(bus)
         assert [c.decision_id for c in commands(bus)] == [taken.id]
+        assert [c.message_kind for c in commands(bus)] == ["scheduled_change"]
 
 
 async def test_rebalance_and_unknown_nodes_change_nothing(db: str) -> None:

@@ -78,7 +78,7 @@ def test_wire_names_are_camel_case_like_ebb_plan() -> None:
     data = json.loads(value)
     assert set(data) == {
         "id", "decisionId", "nodePool", "method", "reason", "action", "nodes", "replacements", "savingsPerHour",
-        "explanation", "approvedAt",
+        "explanation", "approvedAt", "messageKind",
     }
     # ``labels`` is always on the wire (``{}`` without any); ``ebb plan`` shows it only when there are some
     assert set(data["replacements"][0]) == {"nodePool", "instanceTypes", "capacityType", "zones", "price", "labels"}

@@ -769,7 +769,9 @@ class Planner:
         explanation: dict[str, Any] = {
             "text": text, "interruption": {"kind": message.kind, "instanceId": message.instance_id,
                                            "deadline": deadline, "detail": message.detail,
-                                           "messageId": str(message.id)}}
+                                           "messageId": str(message.id),
+                                           "messageKind": kube_events.message_kind(message.kind,
+                                                                                   message.instance_state)}}
         found = self._findings_of([message.node])
         if found:
             explanation["findings"] = found

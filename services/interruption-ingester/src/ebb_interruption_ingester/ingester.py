@@ -44,6 +44,7 @@ from ebb.adapters.bus import Bus
 from ebb.adapters.clock import Clock, Stopped, unless_stopped
 from ebb.adapters.metrics import register_build_info
 from ebb.contracts import TOPIC_INTERRUPTIONS, Interruption
+from ebb.core.events import message_kind
 from ebb_interruption_ingester.nodes import NodeLookup
 
 log = structlog.get_logger("ebb_interruption_ingester")
@@ -59,25 +60,12 @@ RESULTS: Final[tuple[Result, ...]] = ("published", "unknown_node", "irrelevant",
 DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
                            0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25,
                            30, 40, 50, 60, 120, 150, 300, 450, 600)
-#: Karpenter's message kind per notice kind (a state change: per instance state)
-MESSAGE_TYPES: Final = {"spot-interruption": "spot_interrupted",
-                        "capacity-reservation-interruption": "capacity_reservation_interrupted",
-                        "rebalance": "rebalance_recommendation",
-                        "scheduled-change": "scheduled_change"}
-STOPPED_STATES: Final = frozenset({"stopping", "stopped"})
-TERMINATED_STATES: Final = frozenset({"shutting-down", "terminated"})
-
-
 def message_type(parsed: Notice | Ignored) -> str | None:
-    """Karpenter's ``message_type`` of a parsed message: its ``Kind()``; None for a malformed message, which
-    Karpenter deletes without counting it."""
+    """Karpenter's ``message_type`` of a parsed message: its ``Kind()`` (``ebb.core.events.message_kind``); None
+    for a malformed message, which Karpenter deletes without counting it."""
     if isinstance(parsed, Ignored):
         return None if parsed.reason == "malformed" else "no_op"
-    if parsed.kind == "state-change":
-        if parsed.instance_state in STOPPED_STATES:
-            return "instance_stopped"
-        return "instance_terminated" if parsed.instance_state in TERMINATED_STATES else "no_op"
-    return MESSAGE_TYPES[parsed.kind]
+    return message_kind(parsed.kind, parsed.instance_state)
 
 
 class Metrics:

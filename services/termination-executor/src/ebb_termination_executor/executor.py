@@ -332,7 +332,8 @@ class Executor:
                 return await self._finish(command, State.FAILED, str(e), [self.step(command, node, "Failed", str(e))])
             if asked[node] is not None:
                 self.metrics.nodeclaims_disrupted.labels(
-                    reason=snake_case(command.reason), nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
+                    reason=command.message_kind or snake_case(command.reason),
+                    nodepool=labels[node].get(LABEL_NODEPOOL, command.node_pool),
                     capacity_type=labels[node].get(LABEL_CAPACITY_TYPE, "")).inc()
         deadline = self.drainer.clock.monotonic() + self.retire_timeout
         waiting = list(command.nodes)

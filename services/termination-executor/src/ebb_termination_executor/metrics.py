@@ -11,8 +11,10 @@ terminator), with Karpenter's labels, so dashboards written for Karpenter read e
 - ``ebb_nodes_terminated_total{nodepool,zone}``: nodes ebb asked to remove that are gone.
 - ``ebb_nodeclaims_disrupted_total{reason,nodepool,capacity_type}``: nodes disrupted, once each when ebb asks
   for its removal (Karpenter: when the NodeClaim's deletion succeeded); ``reason`` in snake case as Karpenter's
-  (``underutilized``, ``empty``, ``drifted``, ``expired``, ``interrupted``). With the ``kwok``, ``simulated``
-  and ``none`` providers the Node stands for the NodeClaim.
+  (``underutilized``, ``empty``, ``drifted``, ``expired``), and for an interruption its message's kind as
+  Karpenter's AWS provider counts it (``spot_interrupted``, ``capacity_reservation_interrupted``,
+  ``scheduled_change``, ``instance_stopped``, ``instance_terminated``: ``DisruptionCommand.message_kind``). With
+  the ``kwok``, ``simulated`` and ``none`` providers the Node stands for the NodeClaim.
 - ``ebb_nodes_termination_duration_seconds{nodepool}``: from the command's start (tainting) to the node's
   removal, a Summary with Karpenter's quantiles (0, 0.5, 0.9, 0.99, 1) over the last 10 minutes, as Karpenter's
   (from its deletion request) and its performance dashboard reads it (``{quantile="0.5"}``); Python's client

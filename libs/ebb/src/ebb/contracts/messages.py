@@ -271,6 +271,11 @@ class DisruptionCommand(Message):
     savings_per_hour: Money
     explanation: Text
     approved_at: AwareDatetime
+    message_kind: Token | None = Field(
+        default=None, description="An interruption's kind as Karpenter's AWS provider names it (spot_interrupted, "
+                                  "capacity_reservation_interrupted, scheduled_change, instance_stopped, "
+                                  "instance_terminated): the reason ebb_nodeclaims_disrupted_total counts its node "
+                                  "under; null for the other methods.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -329,6 +334,7 @@ class DisruptionCommand(Message):
                 "savings_per_hour": round(decision.savings, 6),
                 "explanation": decision.text[:4096],
                 "approved_at": decision.approved_at,
+                "message_kind": (decision.explanation.get("interruption") or {}).get("messageKind"),
             }
         )
 
@@ -338,7 +344,9 @@ class DisruptionCommand(Message):
             id=self.decision_id, method=self.method, reason=self.reason, action=self.action,
             nodes=tuple(DecisionNode(n, self.node_pool) for n in self.nodes),
             replacements=tuple(r.core() for r in self.replacements), savings=self.savings_per_hour,
-            state=State.APPROVED, created_at=now, updated_at=now, explanation={"text": self.explanation},
+            state=State.APPROVED, created_at=now, updated_at=now,
+            explanation={"text": self.explanation,
+                         **({"interruption": {"messageKind": self.message_kind}} if self.message_kind else {})},
             approved_at=self.approved_at,
         )
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Final
 
 from ebb.core.causes import BlockCause, Cause
 from ebb.core.cluster import ClusterView
@@ -320,6 +321,26 @@ def interruption(kind: str, instance_state: str | None, node: str, claim: str | 
     if instance_state in STOPPING_STATES:
         return _on_node(node, claim, WARNING, INSTANCE_STOPPING, "Instance is stopping")
     return _on_node(node, claim, WARNING, INSTANCE_TERMINATING, "Instance is terminating")
+
+
+#: Karpenter's AWS provider's message kind per interruption kind (a state change's: per instance state, below)
+KARPENTER_MESSAGE_KINDS: Final = {"spot-interruption": "spot_interrupted",
+                                  "capacity-reservation-interruption": "capacity_reservation_interrupted",
+                                  "rebalance": "rebalance_recommendation",
+                                  "scheduled-change": "scheduled_change"}
+
+
+def message_kind(kind: str, instance_state: str | None) -> str:
+    """Karpenter's name of an interruption's kind (its AWS provider's ``messages.Kind``): the ``message_type`` of
+    ``karpenter_interruption_received_messages_total`` and the ``reason`` of ``karpenter_nodeclaims_disrupted_total``
+    for the NodeClaim it deletes: ``spot_interrupted``, ``capacity_reservation_interrupted``, ``scheduled_change``,
+    ``rebalance_recommendation``, ``instance_stopped``, ``instance_terminated``; ``no_op`` for a state change to a
+    state that keeps the instance."""
+    if kind == "state-change":
+        if instance_state in STOPPING_STATES:
+            return "instance_stopped"
+        return "instance_terminated" if instance_state in TERMINATING_STATES else "no_op"
+    return KARPENTER_MESSAGE_KINDS.get(kind, "no_op")
 
 
 def takes_node_away(kind: str, instance_state: str | None) -> bool:

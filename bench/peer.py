@@ -437,11 +437,33 @@ def nodepool(consolidate_after: str, budget_nodes: str, consolidation_policy: st
 
 def kwok_instance_types_path() -> Path:
     """Karpenter's KWOK provider's default instance types, in the Go module cache (Go where deploy/local/lib.sh
-    finds it: on the PATH, else /usr/local/go/bin)."""
+    finds it: on the PATH, else /usr/local/go/bin). A machine that has not built Karpenter yet
+    (``deploy/local/karpenter.sh install``) downloads the module first (``go mod download``, a few seconds); where
+    that fails, SystemExit says what to do."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    gomodcache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
-                                env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
-    return Path(gomodcache) / f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}/kwok/cloudprovider/instance_types.json"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    module = f"sigs.k8s.io/karpenter@{KARPENTER_VERSION}"
+    inside = Path("kwok/cloudprovider/instance_types.json")
+    try:
+        gomodcache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True,
+                                    env=env).stdout.strip()
+        path = Path(gomodcache) / module / inside
+        if path.is_file():
+            return path
+        # outside any Go module, from a fresh folder: the download needs no go.mod of ours
+        with tempfile.TemporaryDirectory() as empty:
+            done = subprocess.run([go, "mod", "download", "-json", module], capture_output=True, text=True,
+                                  env=env, cwd=empty, check=False)
+        found = json.loads(done.stdout or "{}")
+        path = Path(str(found.get("Dir", ""))) / inside
+        if done.returncode == 0 and found.get("Dir") and path.is_file():
+            return path
+        why = str(found.get("Error") or done.stderr.strip() or f"go mod download exited {done.returncode}")[-300:]
+    except (OSError, subprocess.CalledProcessError, ValueError) as e:
+        why = str(e)
+    raise SystemExit(f"Karpenter's KWOK instance types ({module}, {inside}) are not in the Go module cache and "
+                     f"could not be downloaded: {why}. Run deploy/local/karpenter.sh install (docs/infrastructure.md), "
+                     "or put Go on the PATH with the Go module proxy reachable.")
 
 
 def price_table(instance_types: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:

@@ -1046,3 +1046,22 @@ def test_the_ebb_sides_servers_start_while_its_control_plane_does_and_stop_after
     assert peer._run_side(side, trace, peer.SMOKE_CLOUD, {}, [], tmp_path) == {"side": "ebb"}
     assert sorted(events[:2]) == ["control plane up", "servers up"]
     assert events[2:] == ["ran on 127.0.0.1:9092 and kubeconfig", "control plane stopped", "servers stopped"]
+
+
+def _go() -> str | None:
+    import shutil
+    return shutil.which("go") or (None if not Path("/usr/local/go/bin/go").exists() else "/usr/local/go/bin/go")
+
+
+@pytest.mark.skipif(_go() is None, reason="Go is not installed")
+def test_karpenters_instance_types_missing_from_the_module_cache_say_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh machine has not downloaded Karpenter's module: the harness tries, and where it cannot (here the
+    module proxy is switched off) it stops with what to run, not a FileNotFoundError."""
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomodcache"))
+    monkeypatch.setenv("GOPROXY", "off")
+    with pytest.raises(SystemExit) as stopped:
+        peer.kwok_instance_types_path()
+    said = str(stopped.value)
+    assert "deploy/local/karpenter.sh install" in said
+    assert f"sigs.k8s.io/karpenter@{peer.KARPENTER_VERSION}" in said and "GOPROXY=off" in said

@@ -327,10 +327,12 @@ def disruption_policy(name: str = "default", **spec: Any) -> Doc:
 def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: bool = True,
               deleting: bool = False, created: str | None = None,
               conditions: Sequence[Mapping[str, Any]] = (), expire_after: str | None = None,
-              labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> Doc:
+              labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None,
+              zone: str = "us-east-1a") -> Doc:
     """A karpenter.sh/v1 NodeClaim of `node_name`; `deleting` sets its deletionTimestamp, `conditions` are
     added to Initialized, `expire_after` is its spec.expireAfter (unset: none); `labels` are added to its
-    karpenter.sh/nodepool label, `annotations` are its own (unset: none)."""
+    karpenter.sh/nodepool label, `annotations` are its own (unset: none); its providerID is `node`'s of the same
+    name in `zone` (a NodeClaim is paired with its Node by providerID, as Karpenter pairs them)."""
     meta: Doc = {"name": name, "labels": {"karpenter.sh/nodepool": pool, **(labels or {})}}
     if annotations:
         meta["annotations"] = dict(annotations)
@@ -340,7 +342,7 @@ def nodeclaim(name: str, node_name: str, *, pool: str = "default", initialized: 
         meta["deletionTimestamp"] = ts(NOW - timedelta(minutes=1))
         meta["finalizers"] = ["karpenter.sh/termination"]
     claim: Doc = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
-            "status": {"nodeName": node_name, "providerID": f"aws:///us-east-1a/i-{node_name}",
+            "status": {"nodeName": node_name, "providerID": f"aws:///{zone}/i-{node_name}",
                        "conditions": [{"type": "Initialized", "status": "True" if initialized else "False",
                                        "lastTransitionTime": OLD}, *conditions]}}
     if expire_after is not None:

@@ -135,7 +135,7 @@ class FakeKarpenter:
     def add_claim(self, name: str, node: str, *, taints: list[dict[str, Any]] | None = None) -> None:
         """A NodeClaim Karpenter launched earlier, with its Node."""
         self.claims[name] = karpenter_claim(name, node)
-        self.api.nodes[node] = karpenter_node(name, claim=name, taints=taints)
+        self.api.nodes[node] = karpenter_node(node, claim=name, taints=taints)
 
     def _advance(self, name: str) -> None:
         claim = self.claims.get(name)

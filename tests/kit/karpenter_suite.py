@@ -18,7 +18,8 @@ def claimed(name: str, *, pool: str = "default", conditions: tuple[dict[str, Any
             claim_created: str | None = None, **node_kwargs: Any) -> list[Any]:
     """Node ``name`` of ``pool`` and its NodeClaim ``claim-<name>`` (Initialized, plus ``conditions``)."""
     return [node(name, pool=pool, **node_kwargs),
-            nodeclaim(f"claim-{name}", name, pool=pool, conditions=conditions, created=claim_created)]
+            nodeclaim(f"claim-{name}", name, pool=pool, conditions=conditions, created=claim_created,
+                      zone=node_kwargs.get("zone", "us-east-1a"))]
 
 
 def claimed_nodes(count: int, prefix: str = "n", **kwargs: Any) -> list[Any]:

@@ -314,6 +314,20 @@ def _claim_by_provider_only(name: str) -> dict[str, Any]:
     return claim
 
 
+def _claim_of_another_instance(name: str) -> dict[str, Any]:
+    """A NodeClaim that names the node but has another instance's provider id: the node's name was used before."""
+    claim = nodeclaim(f"claim-{name}-before", name)
+    claim["status"]["providerID"] = f"aws:///us-east-1a/i-{name}-before"
+    return claim
+
+
+def _claim_by_provider_named_otherwise(name: str) -> dict[str, Any]:
+    """The node's NodeClaim (its provider id) whose status.nodeName names another node."""
+    claim = nodeclaim(f"claim-{name}", "busy")
+    claim["status"]["providerID"] = f"aws:///us-east-1a/i-{name}"
+    return claim
+
+
 # (case, the NodeClaims, require_nodeclaim, node "empty" disrupted?, its blocked reason otherwise)
 CLAIMS: list[tuple[str, list[Any], bool, bool, str | None]] = [
     ("no NodeClaim, standalone", [], False, True, None),
@@ -323,6 +337,10 @@ CLAIMS: list[tuple[str, list[Any], bool, bool, str | None]] = [
     ("a NodeClaim with the node's provider id only", [_claim_by_provider_only("empty")], True, True, None),
     ("another node's NodeClaim", [nodeclaim("claim-busy", "busy")], True, False,
      "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim"),
+    # paired by provider id first, as Karpenter's NodeClaimForNode pairs them
+    ("a NodeClaim naming the node, of another instance", [_claim_of_another_instance("empty")], True, False,
+     "it has no NodeClaim: with the karpenter provider ebb retires nodes by deleting their NodeClaim"),
+    ("the node's provider id, naming another node", [_claim_by_provider_named_otherwise("empty")], True, True, None),
 ]
 
 
@@ -352,3 +370,15 @@ def test_validation_rejects_a_command_whose_node_lost_its_nodeclaim() -> None:
     assert stale.inner is not None and stale.inner.kind is Cause.NO_NODECLAIM
     assert stale.text == ("node empty is no longer a candidate: it has no NodeClaim: with the karpenter provider "
                           "ebb retires nodes by deleting their NodeClaim")
+
+
+def test_a_deleting_nodeclaim_of_another_instance_under_the_nodes_name_does_not_make_the_node_deleting() -> None:
+    """The name was used before: the old instance's NodeClaim, still being deleted, is not the node's (Karpenter
+    pairs them by provider id), so the empty node is not taken for one being deleted and goes as empty. The old
+    NodeClaim, without a Node, is not initialized, so it takes none of the budget (Karpenter's
+    BuildDisruptionBudgetMapping counts initialized nodes only)."""
+    before = _claim_of_another_instance("empty")
+    before["metadata"]["deletionTimestamp"] = "2026-11-23T18:00:00Z"
+    out = plan_dict(nodepool(), node("empty"), node("busy"), pod("web", "busy"), before)
+    assert "empty" in disrupted(out)
+    assert not any(b["node"] == "empty" for b in out["blocked"])

@@ -55,6 +55,7 @@ from ebb.core.model import (
     PodDisruptionBudget,
     Snapshot,
     Taint,
+    claim_for,
 )
 from ebb.core.node_pods import NodePods
 from ebb.core.quantity import fmt_time, format_duration, positive_duration
@@ -470,15 +471,13 @@ class ClusterView:
         return claim is not None and claim.initialized
 
     def has_nodeclaim(self, node: Node) -> bool:
-        """Whether a NodeClaim names the node (``status.nodeName``) or its provider id (``status.providerID``)."""
+        """Whether the node has a NodeClaim (``claim_of``: by ``status.providerID`` or ``status.nodeName``)."""
         return self.claim_of(node) is not None
 
     def claim_of(self, node: Node) -> NodeClaim | None:
-        """The node's NodeClaim: the one naming it (``status.nodeName``) or its provider id, or None."""
-        claim = self.claims.get(node.name)
-        if claim is None and node.provider_id:
-            claim = self.claims_by_provider.get(node.provider_id)
-        return claim
+        """The node's NodeClaim: the one with its provider id, else the one naming it (``status.nodeName``), or None
+        (``ebb.core.model.claim_for``)."""
+        return claim_for(node.name, node.provider_id, self.claims, self.claims_by_provider)
 
     def launched_by(self, node: Node) -> str | None:
         """The live decision that launched ``node`` as a replacement (its name, or its NodeClaim's), or None."""

@@ -602,6 +602,23 @@ class NodeClaim:
         return self.conditions.get(CONDITION_INSTANCE_TERMINATING, ("False", None))[0] == "True"
 
 
+def claim_for(node_name: str, provider_id: str, by_name: Mapping[str, NodeClaim],
+              by_provider: Mapping[str, NodeClaim]) -> NodeClaim | None:
+    """A Node's NodeClaim, paired as Karpenter pairs them (``nodeutils.NodeClaimForNode``: by ``status.providerID``):
+    the NodeClaim with the Node's provider id; else the one naming it (``status.nodeName``: a Node without a provider
+    id yet, or NodeClaims written without one), unless that NodeClaim has a provider id of its own that is not the
+    Node's: it is another instance's, one that had the Node's name before (a name used again, as KWOK and some
+    clouds do), and stands for no Node here."""
+    if provider_id:
+        claim = by_provider.get(provider_id)
+        if claim is not None:
+            return claim
+    named = by_name.get(node_name)
+    if named is not None and named.provider_id and provider_id and named.provider_id != provider_id:
+        return None
+    return named
+
+
 @dataclass(frozen=True, slots=True)
 class KarpenterController:
     """Karpenter's controller as its Deployment (``apps/v1``) shows it: only what ebb checks against
@@ -823,11 +840,13 @@ class Snapshot:
     pod_events: tuple[tuple[str, datetime], ...] = ()
 
     def launching_claims(self) -> tuple[NodeClaim, ...]:
-        """The NodeClaims no Node of the snapshot is of (by ``status.nodeName`` or ``status.providerID``): launched,
-        their node not registered yet. Karpenter's cluster state holds them as nodes of their NodePool already."""
+        """The NodeClaims no Node of the snapshot is of (``claim_for``: by ``status.providerID``, else
+        ``status.nodeName``): launched, their node not registered yet. Karpenter's cluster state holds them as nodes
+        of their NodePool already."""
         if not self.nodeclaims:
             return ()
-        names = {n.name for n in self.nodes}
-        providers = {n.provider_id for n in self.nodes if n.provider_id}
-        return tuple(c for c in self.nodeclaims if not (c.node_name and c.node_name in names)
-                     and not (c.provider_id and c.provider_id in providers))
+        by_name = {c.node_name: c for c in self.nodeclaims if c.node_name}
+        by_provider = {c.provider_id: c for c in self.nodeclaims if c.provider_id}
+        paired = {id(claim) for n in self.nodes
+                  if (claim := claim_for(n.name, n.provider_id, by_name, by_provider)) is not None}
+        return tuple(c for c in self.nodeclaims if id(c) not in paired)

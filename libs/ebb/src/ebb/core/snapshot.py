@@ -84,6 +84,7 @@ from ebb.core.model import (
     Toleration,
     TopologySpread,
     VolumeClaim,
+    claim_for,
 )
 from ebb.core.quantity import (
     MAX_DURATION_SECONDS,
@@ -1660,7 +1661,7 @@ def assemble(parsed: Iterable[ParsedObject],
     initialized_nodes = []
     for as_read in nodes:
         node = as_read
-        claim = claims_by_node.get(node.name) or claims_by_provider.get(node.provider_id)
+        claim = claim_for(node.name, node.provider_id, claims_by_node, claims_by_provider)
         if claim is not None and claim.initialized and node.labels.get(LABEL_INITIALIZED) != "true":
             labels = dict(node.labels)
             labels[LABEL_INITIALIZED] = "true"

@@ -18,7 +18,7 @@ ebb decides and drains; Karpenter owns the machines. So here:
   removes ``karpenter.sh/disrupted`` from every node that is not in its own queue, so that taint would be
   undone in the middle of ebb's drain.
 - **retiring** a drained node deletes its NodeClaim (found through the Node's ``ownerReferences``, which
-  Karpenter sets at registration, else by ``status.nodeName`` or ``status.providerID``) and then waits
+  Karpenter sets at registration, else by ``status.providerID`` or ``status.nodeName``: ``claim_of``) and then waits
   until the NodeClaim and the Node are gone: Karpenter deletes the Node, terminates the instance and removes
   its own finalizers. A node without a NodeClaim is not Karpenter's and cannot be retired here: the command
   fails for it before anything is done.
@@ -98,10 +98,18 @@ def is_initialized(claim: Mapping[str, Any]) -> bool:
 
 
 def claim_of(claims: list[dict[str, Any]], node: str, provider_id: str = "") -> dict[str, Any] | None:
-    """The NodeClaim whose ``status.nodeName`` is ``node`` (or whose ``status.providerID`` is ``provider_id``)."""
+    """The NodeClaim of Node ``node`` whose ``spec.providerID`` is ``provider_id``, paired as Karpenter pairs them
+    (and as ``ebb.core.model.claim_for`` does): the one with that ``status.providerID``; else the one whose
+    ``status.nodeName`` is ``node``, unless it has another instance's provider id (the name was used before: deleting
+    that NodeClaim would retire another instance, not this node)."""
+    if provider_id:
+        for claim in claims:
+            if _mapping(claim.get("status")).get("providerID") == provider_id:
+                return claim
     for claim in claims:
         status = _mapping(claim.get("status"))
-        if status.get("nodeName") == node or (provider_id and status.get("providerID") == provider_id):
+        other = str(status.get("providerID") or "")
+        if status.get("nodeName") == node and not (provider_id and other and other != provider_id):
             return claim
     return None
 

@@ -477,6 +477,8 @@ class ClusterView:
     def claim_of(self, node: Node) -> NodeClaim | None:
         """The node's NodeClaim: the one with its provider id, else the one naming it (``status.nodeName``), or None
         (``ebb.core.model.claim_for``)."""
+        if not self.claims_by_provider and not self.claims:  # no NodeClaim at all (asked for every node, often)
+            return None
         return claim_for(node.name, node.provider_id, self.claims, self.claims_by_provider)
 
     def launched_by(self, node: Node) -> str | None:

@@ -1661,7 +1661,7 @@ def assemble(parsed: Iterable[ParsedObject],
     initialized_nodes = []
     for as_read in nodes:
         node = as_read
-        claim = claim_for(node.name, node.provider_id, claims_by_node, claims_by_provider)
+        claim = claim_for(node.name, node.provider_id, claims_by_node, claims_by_provider) if claims else None
         if claim is not None and claim.initialized and node.labels.get(LABEL_INITIALIZED) != "true":
             labels = dict(node.labels)
             labels[LABEL_INITIALIZED] = "true"

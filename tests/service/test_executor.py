@@ -534,6 +534,12 @@ async def test_an_interruption_does_not_wait_behind_commands_in_flight(store: De
         async def interruption_done() -> bool:
             return await store.state("d-int") == "succeeded"
 
+        async def held_executing() -> bool:
+            return await store.state("d-held") == "executing"
+
+        # the held drain has the one slot (its own consumer may take it after the interruption's has started: the
+        # two consumers run side by side), and the interruption is carried out while it still holds it
+        await eventually("the held command in its drain", held_executing, 5, interval=0.02)
         await eventually("the interruption carried out", interruption_done, 5, interval=0.02)
         assert await store.state("d-held") == "executing"  # still waiting for its PDB
         assert "default/web" in api.evictions()

@@ -217,6 +217,18 @@ def test_index_prefers_nodes_over_nodeclaims() -> None:
     assert index_objects(pairs) == {I1: "a", I2: "b"}
 
 
+def test_a_nodeclaim_of_another_instance_under_a_nodes_name_maps_nothing() -> None:
+    """The node's name was used before: the older instance's NodeClaim still names it. An interruption of that
+    instance is not the node's (its own instance runs on), so it maps to no node; the node's own instance does."""
+    pairs = [
+        ("Node//a", {"metadata": {"name": "a"}, "spec": {"providerID": f"aws:///z/{I1}"}}),
+        ("NodeClaim//before", {"status": {"nodeName": "a", "providerID": f"aws:///z/{I2}"}}),
+        ("NodeClaim//now", {"status": {"nodeName": "a", "providerID": f"aws:///z/{I1}"}}),
+        ("NodeClaim//young", {"status": {"nodeName": "not-registered", "providerID": f"aws:///z/{I3}"}}),
+    ]
+    assert index_objects(pairs) == {I1: "a", I3: "not-registered"}
+
+
 def test_store_lookup_follows_the_store() -> None:
     from ebb.adapters.snapshot_store import SnapshotStore
 

@@ -595,6 +595,24 @@ async def test_an_interruption_is_approved_at_once_and_applied_once(db: str) -> 
                           consolidation_type="") == 0
 
 
+async def test_an_interruptions_events_go_to_the_nodeclaim_of_the_nodes_instance(db: str) -> None:
+    """A NodeClaim left by an instance that had the node's name before is not the node's: the interruption's events
+    go to the one with the node's provider id, as Karpenter pairs them."""
+    sink = Sink()
+    bus = InMemoryBus()
+    before = nodeclaim("before-n2", "n2")
+    before["status"]["providerID"] = "aws:///us-east-1a/i-n2-before"
+    await publish(bus, catalog(), nodepool(), node("n2", itype="t3.medium"), pod("p2", "n2", cpu="1500m"),
+                  before, nodeclaim("claim-n2", "n2"))
+    recorder = EventRecorder(sink, component="ebb-consolidation-planner")
+    async with Running(bus, db, delay=3600, recorder=recorder) as svc:
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2"))
+        await eventually("the interruption's decision", lambda: svc.decisions("approved"))
+        await recorder.flush()
+        assert "SpotInterrupted" in sink.reasons("claim-n2", "NodeClaim")
+        assert "SpotInterrupted" not in sink.reasons("before-n2", "NodeClaim")
+
+
 async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:
     bus = InMemoryBus()
     await publish(bus, *cluster())

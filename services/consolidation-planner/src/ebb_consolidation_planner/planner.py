@@ -62,6 +62,7 @@ from ebb.adapters.bus import Bus, Delivery
 from ebb.adapters.clock import Clock, clock_of
 from ebb.adapters.heap import LongLivedHeap
 from ebb.adapters.kube.events import EventRecorder
+from ebb.adapters.kube.karpenter import claim_of
 from ebb.adapters.live import live_snapshot
 from ebb.adapters.snapshot_store import SnapshotStore
 from ebb.adapters.store.port import HoldRow, Store, command_id
@@ -733,11 +734,14 @@ class Planner:
     # -- interruptions --------------------------------------------------------------------------------------
 
     def _claim_of(self, node: str) -> str | None:
-        """The NodeClaim of ``node`` in the cluster objects (an interruption may come before any pass)."""
-        for raw in self.objects.objects():
-            if raw.get("kind") == "NodeClaim" and (raw.get("status") or {}).get("nodeName") == node:
-                return str((raw.get("metadata") or {}).get("name") or "") or None
-        return None
+        """The NodeClaim of ``node`` in the cluster objects (an interruption may come before any pass), paired as
+        Karpenter pairs them: by the Node's provider id, else by ``status.nodeName`` (``claim_of``)."""
+        claims = [raw for raw in self.objects.objects() if raw.get("kind") == "NodeClaim"]
+        spec = ((self.objects.get("Node", "", node) or {}).get("spec")) or {}
+        found = claim_of(claims, node, str(spec.get("providerID") or ""))
+        if found is None:
+            return None
+        return str((found.get("metadata") or {}).get("name") or "") or None
 
     async def handle_interruption(self, delivery: Delivery) -> None:
         """A bus handler for ebb.interruptions (leader only): act at once, outside the pass and its budgets."""

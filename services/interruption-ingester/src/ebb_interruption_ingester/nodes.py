@@ -28,7 +28,9 @@ class MappingLookup:
 
 def index_objects(objects: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
     """instance id → node name from (key, object) pairs of Nodes and NodeClaims; a Node wins over a
-    NodeClaim naming the same instance."""
+    NodeClaim naming the same instance, and a NodeClaim whose ``status.nodeName`` is a Node running another
+    instance (the name was used again) maps nothing: its instance is not that node's, and an interruption of it
+    must not drain the node (Karpenter pairs a NodeClaim with its Node by provider id)."""
     from_claims: dict[str, str] = {}
     from_nodes: dict[str, str] = {}
     for key, obj in objects:
@@ -44,7 +46,8 @@ def index_objects(objects: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
             instance = instance_id_of_provider_id(str(status.get("providerID") or ""))
             if instance and isinstance(name, str) and name:
                 from_claims[instance] = name
-    return {**from_claims, **from_nodes}
+    running = set(from_nodes.values())
+    return {**{i: n for i, n in from_claims.items() if n not in running}, **from_nodes}
 
 
 class StoreLookup:

@@ -77,6 +77,27 @@ def test_notices(name: str, doc: dict[str, Any], kind: str, ids: tuple[str, ...]
         assert result.time == datetime.fromisoformat(doc["time"]).replace(tzinfo=UTC)
 
 
+def test_a_scheduled_change_without_a_start_time_is_acted_on_with_no_deadline() -> None:
+    """Karpenter's AWS provider does not read startTime: the instances are retired all the same; when is unknown."""
+    result = parse_message(json.dumps(without(HEALTH, "detail", "startTime")))
+    assert isinstance(result, Notice), result
+    assert (result.kind, result.instance_ids, result.deadline) == ("scheduled-change", (I1, I2), None)
+    bad = parse_message(json.dumps(with_(HEALTH, "soon", "detail", "startTime")))
+    assert isinstance(bad, Ignored) and bad.reason == "malformed" and "detail.startTime" in bad.why
+
+
+def test_an_event_without_a_time_is_taken_as_sent_when_received() -> None:
+    """The spot warning's two minutes count from its receipt where it says no time (Karpenter acts on it all the
+    same); a time that is not one is still malformed."""
+    received = T + timedelta(seconds=7)
+    result = parse_message(json.dumps(without(SPOT, "time")), received=received)
+    assert isinstance(result, Notice), result
+    assert (result.kind, result.time, result.deadline) == ("spot-interruption", received,
+                                                           received + timedelta(minutes=2))
+    bad = parse_message(json.dumps(with_(SPOT, "yesterday", "time")), received=received)
+    assert isinstance(bad, Ignored) and bad.reason == "malformed"
+
+
 def test_event_id_is_optional() -> None:
     result = parse_message(json.dumps(without(SPOT, "id")))
     assert isinstance(result, Notice) and result.event_id is None
@@ -106,7 +127,6 @@ IGNORED = [
     ("health without entities", without(HEALTH, "detail", "affectedEntities"), "malformed", "affectedEntities"),
     ("health entity without value", with_(HEALTH, [{"entityArn": "x"}], "detail", "affectedEntities"), "malformed",
      "affectedEntities[0].entityValue"),
-    ("health without start time", without(HEALTH, "detail", "startTime"), "malformed", "detail.startTime"),
     # irrelevant: subscribed, but no interruption
     ("state running", state("running"), "irrelevant", "'running'"),
     ("state pending", state("pending"), "irrelevant", "'pending'"),

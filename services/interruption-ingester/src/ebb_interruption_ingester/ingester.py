@@ -169,7 +169,7 @@ class Ingester:
         return result
 
     async def _publish(self, message: SqsMessage) -> Result:
-        parsed = parse_message(message.body)
+        parsed = parse_message(message.body, received=self.clock.now())
         kind = message_type(parsed)
         if kind is not None:
             self.metrics.received_messages.labels(message_type=kind).inc()

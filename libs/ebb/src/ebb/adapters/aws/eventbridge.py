@@ -91,8 +91,10 @@ class _Malformed(ValueError):
     pass
 
 
-def parse_message(body: str | bytes) -> Notice | Ignored:
-    """The notice in an SQS message body (an EventBridge event), or why there is none."""
+def parse_message(body: str | bytes, received: datetime | None = None) -> Notice | Ignored:
+    """The notice in an SQS message body (an EventBridge event), or why there is none. An event without a ``time``
+    is taken as sent when it was ``received`` (Karpenter's AWS provider acts on it all the same: the instance goes
+    whatever its words lack); without ``received`` it is malformed."""
     try:
         event = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -107,13 +109,13 @@ def parse_message(body: str | bytes) -> Notice | Ignored:
     if (source, detail_type) not in SUBSCRIBED:
         return Ignored("foreign", f"not an interruption event: source {source!r}, detail-type {detail_type!r}")
     try:
-        return _parse_event(event, str(detail_type))
+        return _parse_event(event, str(detail_type), received)
     except _Malformed as e:
         return Ignored("malformed", f"{detail_type}: {e}")
 
 
-def _parse_event(event: Mapping[str, Any], detail_type: str) -> Notice | Ignored:
-    time = _time(event.get("time"), "time")
+def _parse_event(event: Mapping[str, Any], detail_type: str, received: datetime | None) -> Notice | Ignored:
+    time = received if event.get("time") is None and received is not None else _time(event.get("time"), "time")
     detail = event.get("detail")
     if not isinstance(detail, dict):
         raise _Malformed("detail is missing or not an object")
@@ -170,7 +172,8 @@ def _health(detail: Mapping[str, Any], notice: _MakeNotice) -> Notice | Ignored:
             ids.append(value)
     if not ids:
         return Ignored("irrelevant", "AWS Health scheduled change affects no EC2 instance")
-    start = _time(detail.get("startTime"), "detail.startTime")
+    # no startTime: when the change comes is unknown, and the instances go all the same (Karpenter does not read it)
+    start = None if detail.get("startTime") is None else _time(detail.get("startTime"), "detail.startTime")
     type_code = detail.get("eventTypeCode")
     words = f"eventTypeCode={type_code}" if isinstance(type_code, str) and type_code else "scheduledChange"
     return notice("scheduled-change", tuple(ids), start, words)

@@ -34,6 +34,7 @@ from ebb.contracts import (
     Message,
     from_kafka,
 )
+from ebb.core.model import Snapshot
 from ebb_consolidation_planner.leadership import NeverLeader
 from ebb_consolidation_planner.pass_inputs import PassInputs
 from ebb_consolidation_planner.planner import Planner, command_id
@@ -611,6 +612,31 @@ async def test_an_interruptions_events_go_to_the_nodeclaim_of_the_nodes_instance
         await recorder.flush()
         assert "SpotInterrupted" in sink.reasons("claim-n2", "NodeClaim")
         assert "SpotInterrupted" not in sink.reasons("before-n2", "NodeClaim")
+
+
+async def test_a_spot_interruption_takes_its_offering_out_of_the_planners_snapshots_for_three_minutes(
+        db: str) -> None:
+    """Karpenter's AWS provider marks the interrupted node's spot offering unavailable for three minutes: the passes
+    and validations of that time launch no replacement in the pool being reclaimed."""
+    bus = InMemoryBus()
+    await publish(bus, *cluster())
+    async with Running(bus, db, delay=3600) as svc:
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n2"))
+        await eventually("the interruption's decision", lambda: svc.decisions("approved"))
+
+        def spot(snap: Snapshot) -> bool:
+            [t3] = [it for it in snap.instance_types if it.name == "t3.medium"]
+            return [o.available for o in t3.offerings if o.zone == "us-east-1a" and o.capacity_type == "spot"] == [True]
+
+        assert not spot(await svc.planner.current_snapshot(NOW))
+        assert not spot(await svc.planner.current_snapshot(NOW, validating="other"))
+        assert spot(await svc.planner.current_snapshot(NOW + timedelta(minutes=3)))
+        # another kind takes nothing back
+        await bus.publish(TOPIC_INTERRUPTIONS, interruption("n1", "scheduled-change", "AWS_EC2_MAINTENANCE"))
+        await eventually("consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
+        snap = await svc.planner.current_snapshot(NOW)
+        [m5] = [it for it in snap.instance_types if it.name == "m5.large"]
+        assert all(o.available for o in m5.offerings)
 
 
 async def test_an_interruption_takes_over_a_proposed_decision(db: str) -> None:

@@ -78,6 +78,7 @@ from ebb.core.findings import Findings, diff, findings, with_since
 from ebb.core.methods import CONSOLIDATION_REASONS
 from ebb.core.methods.base import Command, EngineOptions
 from ebb.core.model import REASONS, DemandSample, Snapshot
+from ebb.core.reclaimed import RECLAIMED_FOR, OfferingKey, active, reclaimed_offering, without_reclaimed
 from ebb.core.validation import validate, view_behind
 from ebb_consolidation_planner.annotator import DriftAnnotations, NodeAnnotator
 from ebb_consolidation_planner.leadership import Leadership
@@ -240,6 +241,12 @@ class Planner:
         #: store after each change and read back when this replica becomes the leader, except in the embedded mode
         #: (``PassInputs.sole_writer``), whose planner and store live and die together (docs/architecture.md)
         self._demand: tuple[DemandSample, ...] = ()
+        #: the spot offerings a spot interruption is taking back, each until its mark runs out (`ebb.core.reclaimed`):
+        #: no replacement is launched there meanwhile; kept in memory, as Karpenter's AWS provider keeps them
+        self._reclaimed: dict[OfferingKey, datetime] = {}
+        #: the marks that held at the last computed pass: a pass reads them, so one that comes or runs out computes
+        #: the next pass again
+        self._reclaimed_seen: frozenset[OfferingKey] = frozenset()
         #: passes due (computed or reused) and, of those, the ones answered from the last computed pass
         self.passes = 0
         self.passes_reused = 0
@@ -488,11 +495,15 @@ class Planner:
             busy = set(await self.store.live_nodes(exclude=validating, states=states))
             launched = await self.store.live_replacements(exclude=validating, states=states)
             holds = list(await self.store.list_holds(now))
-        return self._snapshot(busy, launched, holds)
+        return self._snapshot(busy, launched, holds, now)
 
-    def _snapshot(self, busy: Iterable[str], launched: dict[str, str], holds: Sequence[HoldRow]) -> Snapshot:
-        """The cluster objects' snapshot as it is now, with what the store holds merged in (`current_snapshot`)."""
+    def _snapshot(self, busy: Iterable[str], launched: dict[str, str], holds: Sequence[HoldRow],
+                  now: datetime) -> Snapshot:
+        """The cluster objects' snapshot as it is now, with what the store holds merged in (`current_snapshot`) and
+        the spot offerings being reclaimed at ``now`` unavailable."""
         snapshot = live_snapshot(self.objects.snapshot(), holds=holds, busy=busy, launched=launched)
+        if self._reclaimed:
+            snapshot = without_reclaimed(snapshot, self._reclaimed, now)
         if self._demand:
             # not an input of its own: a pass records the demand it saw, so the record adds nothing a pass on the
             # same objects does not see already, and what leaves a window is the pass's revisit_at
@@ -509,11 +520,16 @@ class Planner:
         started = time.perf_counter()
         now = self.clock()
         read: PassRead = await self.inputs.read(now, self.options)
+        reclaimed = active(self._reclaimed, now)
+        if reclaimed != self._reclaimed_seen:  # a spot offering marked unavailable, or no longer: not the last inputs
+            self.inputs.forget()
+            self._reclaimed_seen = reclaimed
+            self._reclaimed = {key: until for key, until in self._reclaimed.items() if key in reclaimed}
         reused = self.inputs.reusable(read, now)
         snapshot: Snapshot | None = None
         if reused is None:
             try:
-                snapshot = self._snapshot(read.busy, read.launched, read.holds)
+                snapshot = self._snapshot(read.busy, read.launched, read.holds, now)
             except ValueError as e:  # SnapshotError: an invalid object; plan again once it is fixed
                 log.warning("cannot build the snapshot; no pass", error=str(e))
                 self.metrics.synced.set(0)
@@ -760,6 +776,11 @@ class Planner:
         pool = labels.get("karpenter.sh/nodepool")
         if raw is not None and pool:  # Karpenter's AWS provider tells only of the nodes it manages
             self._kube(kube_events.interruption(message.kind, message.instance_state, message.node, claim))
+        offering = reclaimed_offering(message.kind, labels) if raw is not None and pool else None
+        if offering is not None:  # Karpenter's AWS provider: that spot pool is reclaiming its nodes, launch elsewhere
+            self._reclaimed[offering] = now + RECLAIMED_FOR
+            bound.info("spot offering unavailable", instance_type=offering[0], zone=offering[1],
+                       until=(now + RECLAIMED_FOR).isoformat())
         if not kube_events.takes_node_away(message.kind, message.instance_state):
             bound.info("interruption noted: nothing to do", detail=message.detail)
             return

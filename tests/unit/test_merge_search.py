@@ -2,13 +2,14 @@
 nodes could do on their own.
 
 Karpenter's multi-node consolidation (v1.14.1, ``firstNConsolidationOption``) takes the candidates in disruption-cost
-order, those the budgets allow, at most 100, and searches the sizes of their prefixes for the largest set that
-consolidates together into at most one new node. ebb's greedy search grows a set only while each step saves more,
-so two $1.00 nodes whose pods fit together on one $1.50 node, neither of which consolidates on its own, were left
-alone, and their explanations never said a merge was considered. The merge search (`multi_node._merge`) tries the
-largest set first; a set found is verified as validation verifies it, counts against the budgets, and is taken
-when it saves more than the greedy set and than its nodes one at a time (ebb's difference, docs/decisions.md). A
-node left alone says which merge was tried with it and why it was refused.
+order, those the budgets allow, at most 100 (101 in its prefixes), and binary-searches the sizes of their prefixes,
+from half of them, for the largest set that consolidates together into at most one new node. ebb's greedy search
+grows a set only while each step saves more, so two $1.00 nodes whose pods fit together on one $1.50 node, neither
+of which consolidates on its own, were left alone, and their explanations never said a merge was considered. The
+merge search (`multi_node._merge`) tries the whole set first, then Karpenter's search; a set found is verified as
+validation verifies it, counts against the budgets, and is taken when it saves more than the greedy set and than its
+nodes one at a time (ebb's difference, docs/decisions.md). A node left alone says which merge was tried with it and
+why it was refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ebb.core.methods.base import Command
+from ebb.core.methods.base import Command, EngineOptions
+from ebb.core.plan import make_plan, plan_json
 from ebb.core.validation import validate
 from tests.kit.builders import (
     NOW,
@@ -48,6 +50,15 @@ def _ones(cat: dict[str, Any], cpus: list[str], **pool: Any) -> list[Any]:
     return docs
 
 
+#: a and b ($0.10/h, 2 cpu) hold 1500m each, c ($0.06/h, 1 cpu) 900m: together they fit one s4 ($0.21/h, 4 cpu),
+#: cheaper than the three ($0.26/h); no two of them fit a node cheaper than they cost, and none fits elsewhere alone
+WHOLE_ONLY: list[Any] = [
+    catalog([instance_type("s1", "1", "4Gi", 29, 0.06), instance_type("s2", "2", "8Gi", 29, 0.10),
+             instance_type("s4", "4", "16Gi", 29, 0.21)]), nodepool(),
+    node("a", itype="s2"), pod("p-a", "a", cpu="1500m"), node("b", itype="s2"), pod("p-b", "b", cpu="1500m"),
+    node("c", itype="s1"), pod("p-c", "c", cpu="900m")]
+
+
 # (id, documents, the commands as (method, action, nodes, the replacement's type), words of the commands'
 #  explanations, the words each node left alone says)
 CASES: list[tuple[str, list[Any], list[tuple[str, str, list[str], str]], list[str], dict[str, str]]] = [
@@ -76,6 +87,9 @@ CASES: list[tuple[str, list[Any], list[tuple[str, str, list[str], str]], list[st
      [("multi-node-consolidation", "replace", ["a", "b", "c"], "two")],
      ["a merge of the first 3 of the 4 candidates"],
      {"d": "a merge of the first 4 candidates, it included, " + TRIED + "its pods do not fit"}),
+    ("a set that consolidates only whole: tried first, and merged", WHOLE_ONLY,
+     [("multi-node-consolidation", "replace", ["a", "b", "c"], "s4")],
+     ["a merge of the first 3 of the 3 candidates", "none of its nodes consolidates on its own"], {}),
     ("a budget of one node: no set to try", _ones(PAIR, ["1500m", "1500m"], budgets=[{"nodes": "1"}]), [], [],
      {"a": "can't replace with a cheaper node: its pods need a node costing $1.0000/h or more, and it costs "
            "$1.0000/h"}),
@@ -247,3 +261,29 @@ def test_a_merge_whose_only_cheaper_option_is_a_removed_nodes_type_says_so() -> 
     assert "its pods fit type m5.2xlarge ($0.3840/h against $0.4800/h), the same type as c, which it would " \
            "remove" in reason
     assert "need a node costing $0.4800/h" not in reason
+
+
+def test_karpenters_search_starts_at_half_the_candidates_and_misses_a_set_that_consolidates_only_whole() -> None:
+    """Karpenter's ``firstNConsolidationOption`` binary-searches the prefix length from the middle (``mid := (min +
+    max) / 2`` with ``min`` 1 and ``max`` the candidates less one): of three candidates its first probe is the first
+    two, refused here (their pods need an s4, $0.21/h, dearer than their $0.20/h), after which no longer prefix is
+    tried. The back-test's Karpenter (``karpenter_pace``) keeps that search and merges nothing; ebb's merge search
+    tries the whole set first (the case above) and merges the three (docs/decisions.md, Differences)."""
+    pace = plan_json(make_plan(snapshot(*WHOLE_ONLY), NOW, options=EngineOptions(karpenter_pace=True)))
+    assert pace["commands"] == []
+    own = plan_json(make_plan(snapshot(*WHOLE_ONLY), NOW))
+    assert [(c["method"], c["nodes"]) for c in own["commands"]] == [("multi-node-consolidation", ["a", "b", "c"])]
+
+
+def test_karpenters_search_reaches_a_prefix_of_101_candidates() -> None:
+    """``maxParallel`` clamps the candidates to 100, but ``firstNConsolidationOption`` lowers ``max`` to the
+    candidates less one only when there are no more than that: with more, ``max`` stays 100 and the prefix
+    ``candidates[0 : mid+1]`` reaches 101 nodes. 102 nodes of $1.00/h, each with a 30m pod, all fit one $1.50/h
+    node (and none on another, each holding one pod at most): Karpenter's search merges 101 of them at once, and so
+    does the back-test's."""
+    docs: list[Any] = [catalog([instance_type("one", "2", "8Gi", 1, 1.0), instance_type("big", "8", "32Gi", 110, 1.5)]),
+                       nodepool(budgets=[{"nodes": "100%"}])]
+    for i in range(102):
+        docs += [node(f"n{i:03d}", itype="one"), pod(f"p{i:03d}", f"n{i:03d}", cpu="30m")]
+    out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=True, explain=False)))
+    assert [(c["method"], len(c["nodes"])) for c in out["commands"]] == [("multi-node-consolidation", 101)]

@@ -37,9 +37,10 @@ nodes of a NodePool whose consolidationPolicy is Balanced must also pass that No
 (`ebb.core.balanced`); when it does not, the same search looks for the largest prefix that does.
 
 The greedy runs grow a set only from a node that saves something on its own, so they miss merges of nodes none of
-which does (two $1.00 nodes whose pods fit together on one $1.50 node). The merge search (`_merge`) is Karpenter's:
-the first `MAX_MERGE` candidates the budgets allow, the largest set first, then a binary search over the sizes of
-their prefixes, each set simulated jointly with at most one replacement. What it finds is taken when it saves more
+which does (two $1.00 nodes whose pods fit together on one $1.50 node). The merge search (`_merge`) is Karpenter's
+with a first probe of its own: the first `MAX_MERGE` candidates the budgets allow, the whole set first (Karpenter
+starts at half of it), then Karpenter's binary search over the sizes of their prefixes, each set simulated jointly
+with at most one replacement. What it finds is taken when it saves more
 than the greedy set and than its nodes one at a time (`_alone`; Karpenter would take it regardless); the candidates
 it tried and left keep why (`PassContext.merges`), which single-node consolidation's verdicts carry.
 
@@ -409,13 +410,15 @@ def _improvement_refusal(view: ClusterView, taken: list[str], removed_price: flo
     return improvement_refused(strictest, "replacements together cost", launched_price, removed_price)
 
 
-#: Karpenter's multi-node consolidation looks at most this many candidates (``maxParallel``)
+#: Karpenter's multi-node consolidation clamps its candidates to this many (``maxParallel``), yet with more of them its
+#: search's prefixes reach one more (``firstNConsolidationOption`` lowers its ``max`` to the candidates less one only
+#: when there are no more than ``maxParallel``, and its prefix is ``candidates[0 : mid+1]``)
 KARPENTER_MAX_CANDIDATES = 100
 
 
 def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
     """Karpenter's own search (``EngineOptions.karpenter_pace``; multinodeconsolidation.go): the candidates the
-    budgets allow, in disruption-cost order, at most ``KARPENTER_MAX_CANDIDATES``; the largest prefix of at least
+    budgets allow, in disruption-cost order, at most ``KARPENTER_MAX_CANDIDATES`` + 1; the largest prefix of at least
     two of them that consolidates (deleted, or replaced by one cheaper node), by binary search over its length."""
     left: dict[str, int] = {}
     allowed: list[str] = []
@@ -426,16 +429,17 @@ def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
             continue
         left[pool] -= 1
         allowed.append(name)
-    allowed = allowed[:KARPENTER_MAX_CANDIDATES]
+    allowed = allowed[:KARPENTER_MAX_CANDIDATES + 1]
     return _largest_prefix(ctx, allowed, True, len(allowed))
 
 
 def _merge(ctx: PassContext, names: list[str]) -> Command | None:
     """Karpenter's multi-node search, whatever single nodes could do on their own: the candidates in disruption-cost
-    order, those the budgets allow, the first `MAX_MERGE` of them; the largest set first (all of them), then a
-    binary search over the sizes of their prefixes for the largest that consolidates together with at most one
-    replacement (`_jointly`). Karpenter bounds its search with a timeout; this one is bounded by its probes (one, then
-    at most seven for a hundred candidates). Each candidate of the search that no set taken includes keeps why the
+    order, those the budgets allow, the first `MAX_MERGE` of them; the whole set first, then Karpenter's binary
+    search over the sizes of their prefixes for the largest that consolidates together with at most one
+    replacement (`_jointly`). Karpenter's search starts at half the candidates and so misses a set that consolidates
+    only whole (docs/decisions.md); it is bounded by a timeout, this one by its probes (one, then at most seven for a
+    hundred candidates). Each candidate of the search that no set taken includes keeps why the
     smallest set tried that holds it was refused (`PassContext.merges`): single-node consolidation's verdict on the
     node says it."""
     view = ctx.view
@@ -463,7 +467,7 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
             return None
         return found
 
-    best = tried(len(considered))  # the largest set first
+    best = tried(len(considered))  # the whole set first: Karpenter's first probe is half of it
     if best is None:
         low, high = 2, len(considered) - 1
         while low <= high:

@@ -337,9 +337,11 @@ def test_run_and_backtest_read_the_cluster_with_live_too(runner: CliRunner, tmp_
 
 def test_conflicts_with_karpenter_are_warnings_and_refuse_the_nodepool(runner: CliRunner, tmp_path: Path) -> None:
     """With the karpenter provider, a NodePool whose own budgets and expiry still let Karpenter disrupt is a conflict:
-    a line above the tables, warnings[] in JSON, and none of its nodes disrupted (each says why)."""
+    a line above the tables, warnings[] in JSON, and with ``--mode enforce`` none of its nodes disrupted (each says
+    why)."""
     path = _write(tmp_path, nodepool(budgets=None), node("idle"), nodeclaim("claim-idle", "idle", expire_after="Never"))
-    as_json = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json", "--provider", "karpenter"])
+    as_json = runner.invoke(app, ["plan", "-f", path, "--now", NOW_ARG, "-o", "json", "--provider", "karpenter",
+                                  "--mode", "enforce"])
     assert as_json.exit_code == 0, as_json.output
     out = json.loads(as_json.stdout)
     assert [(w["kind"], w["nodePool"]) for w in out["warnings"]] == [("KarpenterBudgets", "default"),

@@ -1,6 +1,7 @@
-"""`ebb plan --mode` (docs/cli.md): ``enforce`` refuses a NodePool that Karpenter may still disrupt, as ebb deployed
-does; ``shadow`` reports the same conflicts and plans the NodePool as if it were handed over, the answer to
-"what would ebb do in Karpenter's place?" that the adoption guide's first step asks (docs/adopting.md)."""
+"""`ebb plan --mode` (docs/cli.md): ``shadow``, the default, reports the conflicts with Karpenter and plans the
+NodePool as if it were handed over, the answer to "what would ebb do in Karpenter's place?" that a dry run on a dump
+of a Karpenter cluster asks (the adoption guide's first step, docs/adopting.md); ``enforce`` refuses a NodePool that
+Karpenter may still disrupt, as ebb deployed does."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_shadow_reports_the_conflicts_and_plans_the_nodepool_enforce_refuses(tmp
     path = _karpenter_in_charge(tmp_path)
     enforced, default = _plan(path, "--mode", "enforce"), _plan(path)
     shadow = _plan(path, "--mode", "shadow")
-    assert enforced == default  # enforce is the default: ebb as deployed
+    assert shadow == default  # shadow is the default: a dry run reports the conflicts and plans on
     kinds = [(w["kind"], w["nodePool"]) for w in shadow["warnings"]]
     assert kinds == [(w["kind"], w["nodePool"]) for w in enforced["warnings"]]
     assert ("KarpenterBudgets", "default") in kinds

@@ -867,6 +867,17 @@ def test_an_empty_node_waits_for_its_nodeclaim_to_be_initialized(claim_initializ
         assert "NodeClaim claim-e0 is not Initialized yet" in blocked_of(out, "e0")["reason"]
 
 
+def test_a_nodeclaim_without_conditions_leaves_initialization_to_the_nodes_label() -> None:
+    """A NodeClaim written by hand with no ``status.conditions`` (Karpenter's carry theirs from launch) says nothing
+    of Initialized: the Node's ``karpenter.sh/initialized`` label decides, as docs/decisions.md says."""
+    claim = nodeclaim("claim-e0", "e0")
+    del claim["status"]["conditions"]
+    out = plan_dict(nodepool(), node("e0"), claim)
+    assert "e0" in disrupted(out), out["blocked"]
+    unlabelled = plan_dict(nodepool(), node("e0", initialized=False), claim)
+    assert "e0" not in disrupted(unlabelled)
+
+
 def test_a_drifted_node_is_replaced_while_its_nodeclaim_is_not_initialized() -> None:
     """Drift does not wait for Consolidatable: only emptiness and consolidation do."""
     docs = [nodepool(node_hash="new"), node("d0", node_hash="old"), pod("web", "d0"),

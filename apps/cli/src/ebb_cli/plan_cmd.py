@@ -33,9 +33,10 @@ def plan(  # noqa: PLR0917 - one parameter per command-line option, as typer wan
         help="plan for this provider: karpenter (next to Karpenter) leaves nodes without a NodeClaim alone; "
              "none and kwok plan alike")] = Provider.none,
     mode: Annotated[PlanMode, typer.Option(
-        help="enforce (ebb as deployed): a NodePool that Karpenter may still disrupt is not disrupted, each of its "
-             "nodes says why; shadow: such conflicts are only reported, and the plan is what ebb would do with "
-             "the NodePools handed over (before the switch: in Karpenter's place)")] = PlanMode.enforce,
+        help="shadow (the default): conflicts with Karpenter are only reported, and the plan is what ebb would do "
+             "with the NodePools handed over (before the switch: in Karpenter's place); enforce (ebb as deployed): "
+             "a NodePool that Karpenter may still disrupt is not disrupted, each of its nodes says why")] = (
+        PlanMode.shadow),
     live: LiveOption = False,
     kubeconfig: KubeconfigOption = "",
     context: ContextOption = "",

@@ -73,10 +73,11 @@ class Search(StrEnum):
 
 
 class PlanMode(StrEnum):
-    """What a conflict with Karpenter does to the plan (``ebb.core.conflicts.Mode``): ``enforce``, as ebb deployed
-    decides, refuses every node of a NodePool that Karpenter may still disrupt; ``shadow`` only reports the
-    conflict and plans those nodes as if the NodePool were handed over, which answers "what would ebb do in
-    Karpenter's place?" before anything is switched (docs/adopting.md)."""
+    """What a conflict with Karpenter does to the plan (``ebb.core.conflicts.Mode``): ``shadow``, a dry run's
+    default, only reports the conflict and plans those nodes as if the NodePool were handed over, which answers "what
+    would ebb do in Karpenter's place?" on a dump of a cluster Karpenter still disrupts (its NodePools' own
+    disruption blocks read as ebb's policy, docs/adopting.md); ``enforce``, as ebb deployed decides, refuses every
+    node of a NodePool that Karpenter may still disrupt (the check before the switch)."""
 
     enforce = "enforce"
     shadow = "shadow"
@@ -96,7 +97,7 @@ class PlanRequest:
     provider: Provider
     nodes: list[str]
     nodepools: list[str]
-    mode: PlanMode = PlanMode.enforce
+    mode: PlanMode = PlanMode.shadow
     #: how many nodes one multi-node consolidation may launch (``EngineOptions.max_replacements``)
     max_replacements: int = 1
     #: how multi-node consolidation searches (``EngineOptions.search``)
@@ -155,8 +156,8 @@ def make(request: PlanRequest) -> Planned:
         typer.echo(f"note: the demandWindow of NodePool(s) {', '.join(windowed)} keeps the peak of the demand a "
                    f"running planner records; a snapshot has no such record, so this plan keeps only what the pods "
                    f"request now (docs/decisions.md#churn-control)", err=True)
-    # the plan of ebb as deployed: its interruption-ingester runs, and in enforce mode (the default) conflicting
-    # NodePools are refused; shadow reports the conflicts and refuses nothing (docs/karpenter.md#the-conflict-check)
+    # ebb's plan with its interruption-ingester running: shadow (the default) reports the conflicts and refuses
+    # nothing; enforce, as deployed, refuses the conflicting NodePools (docs/karpenter.md#the-conflict-check)
     conflict_settings = ConflictSettings(str(request.provider), interruption_ingester=True)
     refuse = conflict_settings if request.mode is PlanMode.enforce else None
     result = make_plan(snapshot, moment, until_stable=request.until_stable,

@@ -560,9 +560,11 @@ class ClusterView:
             else:
                 # Karpenter's NodeClaim disruption controller keeps Consolidatable off while its NodeClaim is not
                 # Initialized, even when the Node is labelled initialized already (its initialization labels the
-                # Node first): emptiness and consolidation wait; drift and expiration do not
+                # Node first): emptiness and consolidation wait; drift and expiration do not. A NodeClaim with no
+                # condition at all (written by hand: Karpenter's have theirs from launch) says nothing of it, and
+                # the Node's label decides
                 claim = self.claim_of(node)
-                if claim is not None and not claim.initialized:
+                if claim is not None and not claim.initialized and claim.conditions:
                     self.consolidation_block[node.name] = BlockCause(Cause.NODECLAIM_NOT_INITIALIZED,
                                                                      {"claim": claim.name})
 

@@ -100,7 +100,7 @@ from ebb.core.methods.kept import NewNodeWhy, RefusalSession, StepsAlike, alone_
 from ebb.core.model import CAPACITY_SPOT, Pod
 from ebb.core.quantity import dollars
 from ebb.core.simulator.results import NewNode
-from ebb.core.simulator.scheduler import has_pod_affinity
+from ebb.core.simulator.scheduler import later_may_place
 
 NAME = "multi-node-consolidation"
 #: the most candidates one set of the merge search holds (Karpenter's ``maxParallel``)
@@ -253,7 +253,7 @@ def _carry_on(ctx: PassContext, name: str, leaving: list[Pod], first: str, kept:
     # the pods from the one without room on: those before it went onto the other nodes, those after were not tried
     # (a pod the simulation had moved onto this node is still marked placed there, so the order decides)
     at = next(i for i, pod in enumerate(leaving) if pod.key == first)
-    if has_pod_affinity(state.s.classes(leaving[at])):
+    if later_may_place(state.s.classes(leaving[at])):
         return False  # `place_all` went on past it and placed pods after it: no step to carry on from
     rest = leaving[at:]
     try:

@@ -65,6 +65,7 @@ from ebb.core.simulator.constraints import (
     has_pod_affinity,
     host_ports,
     kept_rows,
+    later_may_place,
     node_labels,
     preferences_kept,
     relaxations,
@@ -88,6 +89,7 @@ __all__ = [
     "SimulationResult",
     "format_requests",
     "has_pod_affinity",
+    "later_may_place",
     "relaxations",
     "resource_names",
     "simulate",
@@ -826,7 +828,8 @@ class SimState(Placement):
         """Place pods (largest cpu, then memory first, as Karpenter does: `placement_order`) with at most
         `max_new` new NodeClaims. Returns (pod key -> reason for each unplaceable pod, hostnames of new claims).
         With `first_failure`, stop at the first pod that cannot be placed and that no later placement
-        could help (it has no pod affinity): the caller only needs to know that not everything fits.
+        could help (no pod affinity, no topology spread: `later_may_place`): the caller only needs to know that not
+        everything fits.
         `on_claim` is called with a new claim's bin each time a pod goes onto one; it may raise to abandon the
         placement (the caller rolls back). Without `explain` a failure's reason is ``UNEXPLAINED``."""
         return self.place_ordered(placement_order(pods), max_new, first_failure=first_failure, on_claim=on_claim,
@@ -852,7 +855,7 @@ class SimState(Placement):
                 else:
                     failures[pod.key] = reason
                     retry.append(pod)
-                    if first_failure and not has_pod_affinity(self.s.classes(pod)):
+                    if first_failure and not later_may_place(self.s.classes(pod)):
                         return failures, [self.claims[b].hostname for b in sorted(self.claims)][start_claims:]
             if len(retry) == len(pending):
                 break
@@ -866,14 +869,16 @@ class SimState(Placement):
         pod affinity (`place_all` tries it again after the others). Returns that pod's index (None when every
         pod was placed) and why it found no room (None for a pod not tried). `place_all` over the pods from
         that index on, with any `max_new`, then places them as one `place_all` over them all would: the pods
-        before it went where they would have gone, since a claim only opens for a pod that finds no room."""
+        before it went where they would have gone, since a claim only opens for a pod that finds no room. A pod
+        that finds no room but that a later pod may let in (a topology spread, `later_may_place`) is returned
+        without its reason: `place_all` tries it again after the others."""
         for index, pod in enumerate(order):
             classes = self.s.classes(pod)
             if len(classes) > 1 or has_pod_affinity(classes):
                 return index, None
             why = self.place(pod, 0)
             if why is not None:
-                return index, why
+                return index, None if later_may_place(classes) else why
         return None, None
 
     def feasible_nodes(self, pod: Pod) -> tuple[PodClass, BoolArray]:

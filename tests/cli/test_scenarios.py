@@ -3,7 +3,9 @@ difference, where docs/decisions.md lists one).
 
 tests/scenarios/ holds them, one folder per area (`scheduling`: where a consolidation's pods may go, the pod's
 requests, taints, affinities, spreads, host ports, volumes and DaemonSets; `budgets`: disruption budgets, their
-schedules and reasons, expiration, NodePool weights and limits, several NodePools, `--until-stable`), each
+schedules and reasons, expiration, NodePool weights and limits, several NodePools, `--until-stable`; `drift`: the
+NodePool hash, requirements and their operators, offerings gone, static NodePools, drift's replacements; `prices`:
+spot-to-spot, capacity types, reserved and unavailable offerings, NodePool weights, Balanced's scores), each
 ``NAME.yaml`` beside ``NAME.expect.yaml`` in the format of the product's shared scenarios: what the plan's JSON
 must show (the keys are `EXPECTATIONS`'). Each expectation was worked out from Karpenter's source, not from ebb's
 output; a change that makes one fail changes what ebb decides against Karpenter.
@@ -58,9 +60,13 @@ EXPECTATIONS: dict[str, Callable[[Plan, Any], bool]] = {
     "replacement_price_max": lambda plan, want: bool(_replacements(plan)) and all(
         r["price"] <= want + EPSILON for r in _replacements(plan)),
     "replacements_count": lambda plan, want: len(_replacements(plan)) == want,
+    "replacement_capacity_type": lambda plan, want: bool(_replacements(plan)) and all(
+        r["capacityType"] == want for r in _replacements(plan)),
     "replacement_zones_subset": lambda plan, want: bool(_replacements(plan)) and all(
         r.get("zones") and set(r["zones"]) <= set(want) for r in _replacements(plan)),
     "budgets_allowed": lambda plan, want: all(_budget_listed(plan, w) for w in want),
+    "budget_allowed": _budget_listed,
+    "cost_after_max": lambda plan, want: plan["cost"]["after"] <= want + EPSILON,
     "blocked_includes": lambda plan, want: any(
         b["node"] == want["node"] and any(t.lower() in b["reason"].lower() for t in want["text_any"])
         for b in plan["blocked"]),
@@ -82,7 +88,7 @@ def _cases() -> list[Any]:
 
 def test_every_scenario_has_its_expectations_and_only_known_keys() -> None:
     cases = _cases()
-    assert len(cases) >= 150, len(cases)
+    assert len(cases) >= 300, len(cases)
     for case in cases:
         path: Path = case.values[0]
         expect = yaml.safe_load(path.with_name(f"{path.stem}.expect.yaml").read_text(encoding="utf-8"))

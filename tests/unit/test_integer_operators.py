@@ -260,6 +260,19 @@ COMBINED = [
     ("In [a] and In [b]: a node labelled a has drifted", [("In", "a"), ("In", "b")], "a", True),
     ("Gt 1 and Lt 9 admit 5: kept as they are", [("Gt", "1"), ("Lt", "9")], "5", False),
     ("Gt 1 and Lt 9: a node without the label has drifted", [("Gt", "1"), ("Lt", "9")], None, True),
+    # a complement with a value left in it reads as NotIn (Operator: Len() < MaxInt64), which Compatible lets a
+    # missing label meet; with none left it is Exists (bounded or not), which it does not
+    ("Exists and NotIn [blue]: NotIn, met by a node without the label", [("Exists", None), ("NotIn", "blue")], None,
+     False),
+    ("Exists and NotIn [blue]: a node labelled blue has drifted", [("Exists", None), ("NotIn", "blue")], "blue", True),
+    ("Gt 3 and NotIn [5]: NotIn, met by a node without the label", [("Gt", "3"), ("NotIn", "5")], None, False),
+    ("Lt 10 and NotIn [5]: NotIn, met by a node without the label", [("Lt", "10"), ("NotIn", "5")], None, False),
+    ("Gt 3 and NotIn [1]: 1 is out of bounds, Exists: a node without the label has drifted",
+     [("Gt", "3"), ("NotIn", "1")], None, True),
+    ("Gt 3 and NotIn [blue]: not an integer, out of bounds: a node without the label has drifted",
+     [("Gt", "3"), ("NotIn", "blue")], None, True),
+    ("In [a, b] and NotIn [a]: In [b], a node without the label has drifted", [("In", "b"), ("NotIn", "a")], None,
+     True),
 ]
 
 

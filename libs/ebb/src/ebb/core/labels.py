@@ -72,10 +72,9 @@ def combined(requirements: Iterable[Requirement]) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-def _admits_no_value(group: Sequence[Requirement]) -> bool:
-    """Whether no label value satisfies every requirement of ``group`` (all on one key)."""
-    if any(r.operator == "DoesNotExist" for r in group):
-        return len(group) > 1  # one alone is itself; with others, Karpenter's intersection is it
+def _bounds(group: Sequence[Requirement]) -> tuple[int, int, bool]:
+    """The integer bounds ``group``'s ``Gt``/``Gte``/``Lt``/``Lte`` set together (lowest and highest value allowed,
+    both included), and whether any does."""
     lower, upper, bounded = GO_INT_MIN, GO_INT_MAX, False
     for r in group:
         found = integer_bound(r)
@@ -91,6 +90,32 @@ def _admits_no_value(group: Sequence[Requirement]) -> bool:
             upper = min(upper, bound - 1)
         else:
             upper = min(upper, bound)
+    return lower, upper, bounded
+
+
+def absent_label_admitted(requirements: Iterable[Requirement], key: str) -> bool:
+    """Whether a node without the label ``key`` meets ``requirements``' (a NodePool's) on that key taken together, as
+    Karpenter's ``Requirements.Compatible`` reads their intersection (``Requirement.Intersection``, ``Operator``):
+    the intersection of ``Exists``, ``NotIn``, ``Gt``, ``Gte``, ``Lt`` and ``Lte`` is a complement, the ``NotIn``
+    values that are within the bounds (integers, where a bound is set) left in it, and with one or more left it reads
+    as ``NotIn``, which a missing label meets: ``Exists`` with ``NotIn [blue]`` or ``Gt 3`` with ``NotIn [5]`` does;
+    ``Gt 3`` with ``NotIn [1]`` is ``Exists`` with a bound, which it does not. An ``In`` among them makes a set of
+    values, which a missing label never meets; a ``DoesNotExist`` is met by it (``requirement_matches``)."""
+    group = [r for r in requirements if r.key == key]
+    if len(group) < 2 or any(r.operator in ("In", "DoesNotExist") for r in group):
+        return False
+    excluded = {v for r in group if r.operator == "NotIn" for v in r.values}
+    lower, upper, bounded = _bounds(group)
+    if bounded:
+        excluded = {v for v in excluded if (i := parse_go_int(v)) is not None and lower <= i <= upper}
+    return bool(excluded)
+
+
+def _admits_no_value(group: Sequence[Requirement]) -> bool:
+    """Whether no label value satisfies every requirement of ``group`` (all on one key)."""
+    if any(r.operator == "DoesNotExist" for r in group):
+        return len(group) > 1  # one alone is itself; with others, Karpenter's intersection is it
+    lower, upper, bounded = _bounds(group)
     within = [set(r.values) for r in group if r.operator == "In"]
     if within:
         excluded = {v for r in group if r.operator == "NotIn" for v in r.values}

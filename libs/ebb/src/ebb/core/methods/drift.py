@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ebb.core.causes import BlockCause, Cause, Stale, StaleCause
 from ebb.core.cluster import ClusterView
-from ebb.core.labels import requirement_matches
+from ebb.core.labels import absent_label_admitted, requirement_matches
 from ebb.core.memo import Memo
 from ebb.core.methods.base import Method, MethodOutcome, PassContext
 from ebb.core.methods.rotation import rotate_keeping_static
@@ -62,6 +62,8 @@ def drift_reason(view: ClusterView, node: Node, pool: NodePool) -> str | None:
     for req in pool.requirements:
         if not requirement_matches(req, labels):
             have = labels.get(req.key)
+            if have is None and absent_label_admitted(pool.requirements, req.key):
+                continue  # their intersection is a NotIn (Exists with NotIn [blue]), which a missing label meets
             values = f" {list(req.values)}" if req.values else ""
             requirement = f"NodePool {pool.name}'s requirement {req.key} {req.operator}{values}"
             if have is None:

@@ -628,13 +628,15 @@ async def test_a_spot_interruption_takes_its_offering_out_of_the_planners_snapsh
             [t3] = [it for it in snap.instance_types if it.name == "t3.medium"]
             return [o.available for o in t3.offerings if o.zone == "us-east-1a" and o.capacity_type == "spot"] == [True]
 
-        assert not spot(await svc.planner.current_snapshot(NOW))
-        assert not spot(await svc.planner.current_snapshot(NOW, validating="other"))
-        assert spot(await svc.planner.current_snapshot(NOW + timedelta(minutes=3)))
+        planner = svc.planner
+        assert planner is not None
+        assert not spot(await planner.current_snapshot(NOW))
+        assert not spot(await planner.current_snapshot(NOW, validating="other"))
+        assert spot(await planner.current_snapshot(NOW + timedelta(minutes=3)))
         # another kind takes nothing back
         await bus.publish(TOPIC_INTERRUPTIONS, interruption("n1", "scheduled-change", "AWS_EC2_MAINTENANCE"))
         await eventually("consumed", lambda: bus.lag("planner-test-interruptions", TOPIC_INTERRUPTIONS) == 0)
-        snap = await svc.planner.current_snapshot(NOW)
+        snap = await planner.current_snapshot(NOW)
         [m5] = [it for it in snap.instance_types if it.name == "m5.large"]
         assert all(o.available for o in m5.offerings)
 

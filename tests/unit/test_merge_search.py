@@ -287,3 +287,20 @@ def test_karpenters_search_reaches_a_prefix_of_101_candidates() -> None:
         docs += [node(f"n{i:03d}", itype="one"), pod(f"p{i:03d}", f"n{i:03d}", cpu="30m")]
     out = plan_json(make_plan(snapshot(*docs), NOW, options=EngineOptions(karpenter_pace=True, explain=False)))
     assert [(c["method"], len(c["nodes"])) for c in out["commands"]] == [("multi-node-consolidation", 101)]
+
+
+def test_the_merge_search_also_tries_the_prefixes_of_karpenters_order() -> None:
+    """x (a c1, $0.05/h) runs one 900m pod, y and z (c2s, $0.09/h) two 800m pods each. In disruption-cost order x
+    comes first, and no set holding it merges (x and y need a c4 at $0.17/h against their $0.14/h; the three a c8).
+    Karpenter's order (``sortCandidates``: price per disruption, $0.09/3 before $0.05/2) puts y and z first, and its
+    search merges them onto one c4 ($0.17/h against $0.18/h). ebb's merge search tries that order too."""
+    cat = catalog([instance_type("c1", "1", "2Gi", 29, 0.05), instance_type("c2", "2", "4Gi", 29, 0.09),
+                   instance_type("c4", "4", "8Gi", 29, 0.17), instance_type("c8", "8", "16Gi", 29, 0.32)])
+    docs: list[Any] = [cat, nodepool(), node("x", itype="c1", cpu="1", memory="2Gi"), pod("p-x", "x", cpu="900m")]
+    for name in "yz":
+        docs += [node(name, itype="c2", cpu="2", memory="4Gi"),
+                 pod(f"{name}-0", name, cpu="800m"), pod(f"{name}-1", name, cpu="800m")]
+    out = plan_dict(*docs)
+    assert [(c["method"], c["nodes"], c["replacements"][0]["instanceTypes"][0]) for c in out["commands"]] == [
+        ("multi-node-consolidation", ["y", "z"], "c4")]
+    assert "in Karpenter's order" in out["commands"][0]["explanation"]

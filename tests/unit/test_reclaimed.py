@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ebb.core.plan import make_plan
+from ebb.core.plan import make_plan, plan_json
 from ebb.core.reclaimed import RECLAIMED_FOR, active, reclaimed_offering, without_reclaimed
-from tests.kit.builders import NOW, node, nodepool, plan_json, pod, snapshot
+from tests.kit.builders import NOW, node, nodepool, pod, snapshot
 
 SPOT_AND_ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -20,7 +20,8 @@ ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 def cluster() -> list[Any]:
     """m5.2xlarge with a small pod, replaced by the cheapest type that holds it: t3.medium spot."""
     return [nodepool(requirements=SPOT_AND_ON_DEMAND), node("big", itype="m5.2xlarge"),
-            pod("web", "big", cpu="500m", memory="1Gi"), node("full", itype="t3.medium"), pod("hog", "full", cpu="1800m")]
+            pod("web", "big", cpu="500m", memory="1Gi"), node("full", itype="t3.medium"),
+            pod("hog", "full", cpu="1800m")]
 
 
 LABELS = {"node.kubernetes.io/instance-type": "t3.medium", "topology.kubernetes.io/zone": "us-east-1a"}

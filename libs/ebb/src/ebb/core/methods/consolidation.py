@@ -178,10 +178,15 @@ def candidates(ctx: PassContext, out: MethodOutcome) -> list[str]:
             out.blocked[name] = why
             continue
         names.append(name)
-    if ctx.options.karpenter_pace:  # Karpenter v1.14's order: the most savings per disruption first (SavingsRatio:
-        # the price over 1 plus each pod's eviction cost that is above 0)
-        return sorted(names, key=lambda n: (-view.price[n] / (1.0 + view.node_pods[n].positive_eviction_cost), n))
+    if ctx.options.karpenter_pace:
+        return karpenter_order(view, names)
     return view.order(names)
+
+
+def karpenter_order(view: ClusterView, names: list[str]) -> list[str]:
+    """``names`` in Karpenter v1.14's candidate order (``sortCandidates``): the most savings per disruption first
+    (``SavingsRatio``: the price over 1 plus each pod's eviction cost that is above 0), then by name."""
+    return sorted(names, key=lambda n: (-view.price[n] / (1.0 + view.node_pods[n].positive_eviction_cost), n))
 
 
 class NoCheaperLaunch(Exception):

@@ -91,6 +91,7 @@ from ebb.core.methods.consolidation import (
     demand_block,
     give_up_on_replacing,
     give_up_when_dear,
+    karpenter_order,
     kept_refusals,
     set_aside_unsettled,
     still_consolidatable,
@@ -433,15 +434,15 @@ def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
     return _largest_prefix(ctx, allowed, True, len(allowed))
 
 
-def _merge(ctx: PassContext, names: list[str]) -> Command | None:
+def _merge(ctx: PassContext, names: list[str], *, order: str = "", record: bool = True) -> Command | None:
     """Karpenter's multi-node search, whatever single nodes could do on their own: the candidates in disruption-cost
     order, those the budgets allow, the first `MAX_MERGE` of them; the whole set first, then Karpenter's binary
     search over the sizes of their prefixes for the largest that consolidates together with at most one
     replacement (`_jointly`). Karpenter's search starts at half the candidates and so misses a set that consolidates
     only whole (docs/decisions.md); it is bounded by a timeout, this one by its probes (one, then at most seven for a
-    hundred candidates). Each candidate of the search that no set taken includes keeps why the
+    hundred candidates). With ``record``, each candidate of the search that no set taken includes keeps why the
     smallest set tried that holds it was refused (`PassContext.merges`): single-node consolidation's verdict on the
-    node says it."""
+    node says it. ``order`` names the candidates' order in the command's words ("" for disruption cost)."""
     view = ctx.view
     used: dict[str, int] = {}
     considered: list[str] = []
@@ -459,8 +460,8 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
     refused: dict[int, BlockCause] = {}  # the size of a set tried -> why it was refused
 
     def tried(size: int) -> Command | None:
-        how = (f" (a merge of the first {size} of the {len(considered)} candidates the search considered, the "
-               "largest set of them that consolidates together)")
+        how = (f" (a merge of the first {size} of the {len(considered)} candidates the search considered{order}, "
+               "the largest set of them that consolidates together)")
         found = _jointly(ctx, considered[:size], True, how=how, explain=explain)
         if isinstance(found, BlockCause):
             refused[size] = found
@@ -492,11 +493,31 @@ def _merge(ctx: PassContext, names: list[str]) -> Command | None:
             best = replace(best, explanation=best.explanation + (
                 f"; one at a time its nodes would save ${dollars(alone)}/h" if alone > EPSILON else
                 "; none of its nodes consolidates on its own"))
-    sizes = sorted(refused)
-    for at, name in enumerate(considered):
-        size = next((k for k in sizes if k > at), None)
-        if size is not None and (best is None or name not in best.nodes):
-            ctx.merges[name] = (size, refused[size])
+    if record:
+        sizes = sorted(refused)
+        for at, name in enumerate(considered):
+            size = next((k for k in sizes if k > at), None)
+            if size is not None and (best is None or name not in best.nodes):
+                ctx.merges[name] = (size, refused[size])
+    return best
+
+
+def _merges(ctx: PassContext, names: list[str]) -> Command | None:
+    """The merge search (`_merge`) over the candidates in disruption-cost order and, where that order is not
+    Karpenter's, again in Karpenter's (`karpenter_order`: the most savings per disruption first): its prefixes are
+    other sets, among them merges Karpenter's own search takes (two nodes of two pods each, behind a cheaper node of
+    one pod that no set of the three can merge with). The one that saves more is taken (a tie goes to the
+    disruption-cost order's); the candidates left keep the disruption-cost order's refusals."""
+    best = _merge(ctx, names)
+    theirs = karpenter_order(ctx.view, names)
+    if theirs == names:
+        return best
+    other = _merge(ctx, theirs, order=" in Karpenter's order (the most savings per disruption first)", record=False)
+    if other is not None and (best is None or worth.net(ctx.view, other.nodes, other.savings)
+                              > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
+        for name in other.nodes:
+            ctx.merges.pop(name, None)  # taken: no refusal of it to tell
+        return other
     return best
 
 
@@ -618,7 +639,7 @@ def run(ctx: PassContext) -> MethodOutcome:
                                             > worth.net(ctx.view, best.nodes, best.savings) + EPSILON) \
                         and not _one_saves_as_much(ctx, command):
                     best = command
-        merged = _merge(ctx, names)
+        merged = _merges(ctx, names)
         if merged is not None and (best is None or worth.net(ctx.view, merged.nodes, merged.savings)
                                    > worth.net(ctx.view, best.nodes, best.savings) + EPSILON):
             best = merged

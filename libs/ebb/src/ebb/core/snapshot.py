@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import chain, compress, groupby
-from operator import attrgetter
+from itertools import chain, compress, groupby, repeat
+from operator import attrgetter, eq
 from typing import Any, TypeGuard
 
 from ebb.core.labels import combined, selector_matches
@@ -1398,7 +1398,7 @@ def live_daemonsets(daemonsets: tuple[DaemonSet, ...], pods: Iterable[Pod]) -> t
     newest: dict[tuple[str, str | None], Pod] = {}
     pods = pods if isinstance(pods, list | tuple) else list(pods)
     # the DaemonSets' pods sorted out in C: a few of the thousands a store assembles every pass
-    for pod in compress(pods, map(_DAEMONSET_KIND.__eq__, map(_OWNER_KIND, pods))):
+    for pod in compress(pods, map(eq, repeat(_DAEMONSET_KIND), map(_OWNER_KIND, pods))):
         if not pod.is_terminal:
             key = (pod.namespace, pod.owner_name)
             known = newest.get(key)

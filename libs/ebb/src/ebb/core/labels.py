@@ -93,6 +93,15 @@ def _bounds(group: Sequence[Requirement]) -> tuple[int, int, bool]:
     return lower, upper, bounded
 
 
+def _within(values: set[str], bounds: tuple[int, int, bool]) -> set[str]:
+    """``values`` that are integers within ``bounds`` (`_bounds`), as Karpenter's ``withinBounds`` keeps them in an
+    intersection; all of them where no bound is set."""
+    lower, upper, bounded = bounds
+    if not bounded:
+        return values
+    return {v for v in values if (i := parse_go_int(v)) is not None and lower <= i <= upper}
+
+
 def absent_label_admitted(requirements: Iterable[Requirement], key: str) -> bool:
     """Whether a node without the label ``key`` meets ``requirements``' (a NodePool's) on that key taken together, as
     Karpenter's ``Requirements.Compatible`` reads their intersection (``Requirement.Intersection``, ``Operator``):
@@ -104,25 +113,19 @@ def absent_label_admitted(requirements: Iterable[Requirement], key: str) -> bool
     group = [r for r in requirements if r.key == key]
     if len(group) < 2 or any(r.operator in ("In", "DoesNotExist") for r in group):
         return False
-    excluded = {v for r in group if r.operator == "NotIn" for v in r.values}
-    lower, upper, bounded = _bounds(group)
-    if bounded:
-        excluded = {v for v in excluded if (i := parse_go_int(v)) is not None and lower <= i <= upper}
-    return bool(excluded)
+    return bool(_within({v for r in group if r.operator == "NotIn" for v in r.values}, _bounds(group)))
 
 
 def _admits_no_value(group: Sequence[Requirement]) -> bool:
     """Whether no label value satisfies every requirement of ``group`` (all on one key)."""
     if any(r.operator == "DoesNotExist" for r in group):
         return len(group) > 1  # one alone is itself; with others, Karpenter's intersection is it
-    lower, upper, bounded = _bounds(group)
+    bounds = _bounds(group)
     within = [set(r.values) for r in group if r.operator == "In"]
     if within:
         excluded = {v for r in group if r.operator == "NotIn" for v in r.values}
-        values = set.intersection(*within) - excluded
-        if bounded:
-            values = {v for v in values if (i := parse_go_int(v)) is not None and lower <= i <= upper}
-        return not values
+        return not _within(set.intersection(*within) - excluded, bounds)
+    lower, upper, bounded = bounds
     return bounded and lower > upper
 
 

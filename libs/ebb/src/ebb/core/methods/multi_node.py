@@ -419,8 +419,9 @@ KARPENTER_MAX_CANDIDATES = 100
 
 def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
     """Karpenter's own search (``EngineOptions.karpenter_pace``; multinodeconsolidation.go): the candidates the
-    budgets allow, in disruption-cost order, at most ``KARPENTER_MAX_CANDIDATES`` + 1; the largest prefix of at least
-    two of them that consolidates (deleted, or replaced by one cheaper node), by binary search over its length."""
+    budgets allow, in Karpenter's order (`candidates` gives them so at its pace), at most ``KARPENTER_MAX_CANDIDATES``
+    + 1; the largest prefix of at least two of them that consolidates (deleted, or replaced by one cheaper node), by
+    binary search over its length."""
     left: dict[str, int] = {}
     allowed: list[str] = []
     for name in names:
@@ -435,14 +436,15 @@ def _karpenter_prefix(ctx: PassContext, names: list[str]) -> Command | None:
 
 
 def _merge(ctx: PassContext, names: list[str], *, order: str = "", record: bool = True) -> Command | None:
-    """Karpenter's multi-node search, whatever single nodes could do on their own: the candidates in disruption-cost
-    order, those the budgets allow, the first `MAX_MERGE` of them; the whole set first, then Karpenter's binary
-    search over the sizes of their prefixes for the largest that consolidates together with at most one
-    replacement (`_jointly`). Karpenter's search starts at half the candidates and so misses a set that consolidates
-    only whole (docs/decisions.md); it is bounded by a timeout, this one by its probes (one, then at most seven for a
-    hundred candidates). With ``record``, each candidate of the search that no set taken includes keeps why the
-    smallest set tried that holds it was refused (`PassContext.merges`): single-node consolidation's verdict on the
-    node says it. ``order`` names the candidates' order in the command's words ("" for disruption cost)."""
+    """Karpenter's multi-node search, whatever single nodes could do on their own: the candidates in the order given
+    (disruption cost, or Karpenter's: `_merges`), those the budgets allow, the first `MAX_MERGE` of them; the whole
+    set first, then Karpenter's binary search over the sizes of their prefixes for the largest that consolidates
+    together with at most one replacement (`_jointly`). Karpenter's search starts at half the candidates and so misses
+    a set that consolidates only whole (docs/decisions.md); it is bounded by a timeout, this one by its probes (one,
+    then at most seven for a hundred candidates). With ``record``, each candidate of the search that no set taken
+    includes keeps why the smallest set tried that holds it was refused (`PassContext.merges`): single-node
+    consolidation's verdict on the node says it. ``order`` names the candidates' order in the command's words (""
+    for disruption cost)."""
     view = ctx.view
     used: dict[str, int] = {}
     considered: list[str] = []

@@ -805,15 +805,16 @@ def has_pod_affinity(classes: Sequence[PodClass]) -> bool:
     return any(c.kind == "affinity" for cls in classes for c in cls.constraints)
 
 
+#: the constraint kinds a pod placed later may satisfy (`later_may_place`)
+_HELPED_LATER = frozenset({"affinity", "spread"})
+
+
 def later_may_place(classes: Sequence[PodClass]) -> bool:
     """Whether a pod placed later may let in a pod that finds no room now (`place_all` retries it, as Karpenter's
     queue retries a pod while a round still places something): some form of it requires pod affinity (a pod it
     wants arrives) or spreads (a pod of its selector raises the least-populated domain's count, and with it the skew
     the spread allows)."""
     return any(c.kind in _HELPED_LATER for cls in classes for c in cls.constraints)
-
-
-_HELPED_LATER = frozenset({"affinity", "spread"})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from ebb.adapters.aws import instance_id_of_provider_id
 from ebb.adapters.snapshot_store import SnapshotStore
+from ebb.core.model import names_another_instance
 
 
 class NodeLookup(Protocol):
@@ -29,25 +30,25 @@ class MappingLookup:
 def index_objects(objects: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
     """instance id → node name from (key, object) pairs of Nodes and NodeClaims; a Node wins over a
     NodeClaim naming the same instance, and a NodeClaim whose ``status.nodeName`` is a Node running another
-    instance (the name was used again) maps nothing: its instance is not that node's, and an interruption of it
-    must not drain the node (Karpenter pairs a NodeClaim with its Node by provider id)."""
-    from_claims: dict[str, str] = {}
-    from_nodes: dict[str, str] = {}
+    instance (the name was used again) maps nothing (`ebb.core.model.names_another_instance`): its instance is not
+    that node's, and an interruption of it must not drain the node (Karpenter pairs a NodeClaim with its Node by
+    provider id)."""
+    claims: list[tuple[str, str]] = []  # (provider id, node name) of each NodeClaim naming a node
+    node_providers: dict[str, str] = {}  # node name -> its provider id
     for key, obj in objects:
         if key.startswith("Node/"):
-            spec = obj.get("spec") or {}
             name = (obj.get("metadata") or {}).get("name")
-            instance = instance_id_of_provider_id(str(spec.get("providerID") or ""))
-            if instance and isinstance(name, str) and name:
-                from_nodes[instance] = name
+            if isinstance(name, str) and name:
+                node_providers[name] = str((obj.get("spec") or {}).get("providerID") or "")
         elif key.startswith("NodeClaim/"):
             status = obj.get("status") or {}
             name = status.get("nodeName")
-            instance = instance_id_of_provider_id(str(status.get("providerID") or ""))
-            if instance and isinstance(name, str) and name:
-                from_claims[instance] = name
-    running = set(from_nodes.values())
-    return {**{i: n for i, n in from_claims.items() if n not in running}, **from_nodes}
+            if isinstance(name, str) and name:
+                claims.append((str(status.get("providerID") or ""), name))
+    pairs = [(provider, name) for provider, name in claims
+             if not names_another_instance(provider, node_providers.get(name, ""))]
+    pairs += [(provider, name) for name, provider in node_providers.items()]  # last: a Node wins
+    return {instance: name for provider, name in pairs if (instance := instance_id_of_provider_id(provider))}
 
 
 class StoreLookup:

@@ -614,9 +614,17 @@ def claim_for(node_name: str, provider_id: str, by_name: Mapping[str, NodeClaim]
         if claim is not None:
             return claim
     named = by_name.get(node_name)
-    if named is not None and named.provider_id and provider_id and named.provider_id != provider_id:
+    if named is not None and names_another_instance(named.provider_id, provider_id):
         return None
     return named
+
+
+def names_another_instance(claim_provider_id: str, node_provider_id: str) -> bool:
+    """Whether a NodeClaim that names a Node (``status.nodeName``) is another instance's: both have a provider id and
+    they differ. The Node's name was used before (KWOK and some clouds reuse names); Karpenter pairs the two by provider
+    id, so such a NodeClaim is not that Node's. The one rule behind `claim_for`, the karpenter provider's ``claim_of``
+    and the interruption-ingester's instance index."""
+    return bool(claim_provider_id and node_provider_id and claim_provider_id != node_provider_id)
 
 
 @dataclass(frozen=True, slots=True)

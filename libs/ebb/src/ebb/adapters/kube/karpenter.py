@@ -43,7 +43,7 @@ from ebb.adapters.kube.paging import list_items, page_options
 from ebb.adapters.provider import Launched, RetireError, grace_period_of
 from ebb.contracts import Replacement
 from ebb.core.launch import LaunchError, allocatable_of, nodeclaim_object
-from ebb.core.model import ANNOTATION_DECISION_ID, TAINT_EBB_DISRUPTED, InstanceType
+from ebb.core.model import ANNOTATION_DECISION_ID, TAINT_EBB_DISRUPTED, InstanceType, names_another_instance
 from ebb.core.quantity import dollars
 
 GROUP: Final = "karpenter.sh"
@@ -108,8 +108,8 @@ def claim_of(claims: list[dict[str, Any]], node: str, provider_id: str = "") -> 
                 return claim
     for claim in claims:
         status = _mapping(claim.get("status"))
-        other = str(status.get("providerID") or "")
-        if status.get("nodeName") == node and not (provider_id and other and other != provider_id):
+        if status.get("nodeName") == node and not names_another_instance(str(status.get("providerID") or ""),
+                                                                          provider_id):
             return claim
     return None
 

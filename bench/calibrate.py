@@ -463,6 +463,47 @@ def compare(trace: str, seed: int, side: str, real: Mapping[str, Any], backtest:
     return rows
 
 
+#: the real runs of one (trace, side, seed), their figures (``real_figures``) in the order they ran
+Repeats = Mapping[tuple[str, str, int], Sequence[Mapping[str, Any]]]
+
+
+def among(value: float, runs: Sequence[float], tolerance: float = TOLERANCE) -> bool:
+    """Whether ``value`` lands among the real runs ``runs``: within ``tolerance`` of their range (from the lowest
+    less ``tolerance`` to the highest plus it)."""
+    return min(runs) * (1 - tolerance) - 1e-9 <= value <= max(runs) * (1 + tolerance) + 1e-9
+
+
+def by_figure(rows: Sequence[Row], repeats: Repeats, tolerance: float = TOLERANCE) -> list[str]:
+    """The tables summed up per figure (pure): how many cells are close, the back-test's ratios to the real run
+    (lowest-highest), how many land among the seed's real runs (`among`; of the cells whose seed ran more than once)
+    and how many of those seeds' real runs are within ``tolerance`` of each other (the second against the first):
+    what the prose of docs/backtest.md reads instead of counting the tables by hand."""
+    names = dict(FIGURES)
+    lines = ["**By figure**, over the tables above: cells close; the back-test ÷ the real run, lowest-highest; "
+             f"the back-test within {tolerance:.0%} of the range of the seed's real runs; the seed's real runs "
+             f"within {tolerance:.0%} of each other.", "",
+             "| figure | close | back-test ÷ real | among the real runs | real runs alike |", "|---|---|---|---|---|"]
+    totals = [0, 0, 0, 0, 0]
+    for key, _ in FIGURES:
+        group = [r for r in rows if r.figure == key]
+        close = sum(1 for r in group if r.verdict != "off")
+        ratios = [r.ratio for r in group if r.ratio is not None]
+        repeated = [(r, [float(f[key]) for f in repeats.get((r.trace, r.side, r.seed), ())]) for r in group]
+        repeated = [(r, runs) for r, runs in repeated if len(runs) > 1]
+        landed = sum(1 for r, runs in repeated if among(r.backtest, runs, tolerance))
+        alike = 0
+        for _, runs in repeated:
+            ratio = relative(runs[1], runs[0])
+            alike += ratio is not None and abs(ratio - 1) <= tolerance + 1e-9
+        span = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+        lines.append(f"| {names[key].lstrip('- ')} | {close} of {len(group)} | {span} | {landed} of {len(repeated)} "
+                     f"| {alike} of {len(repeated)} |")
+        for i, n in enumerate((close, len(group), landed, len(repeated), alike)):
+            totals[i] += n
+    lines.append(f"| all | {totals[0]} of {totals[1]} | | {totals[2]} of {totals[3]} | {totals[4]} of {totals[3]} |")
+    return lines
+
+
 def _cell(key: str, value: float) -> str:
     if key == "cost":
         return f"${value:,.3f}"
@@ -489,10 +530,12 @@ def _repeated(repeat: int | Sequence[int]) -> str:
     return "seeds " + ", ".join(map(str, seeds[:-1])) + f" and {seeds[-1]} each"
 
 
-def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any]) -> list[str]:
+def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta: Mapping[str, Any],
+           repeats: Repeats | None = None) -> list[str]:
     """The section of docs/backtest.md: how it was run, a table per (trace, side) with the seeds side by side
     (real / back-test / ratio and a mark where it is off), the real spread of the trace (``spread``: trace → figure
-    → spread) and the count of figures close."""
+    → spread) and the count of figures close; with ``repeats`` (every real run's figures), the tables summed up
+    per figure (`by_figure`)."""
     low = min(float(b[0]) for b in meta["boots"])
     high = max(float(b[1] if b[1] is not None else b[0]) for b in meta["boots"])
     booting = ("each node taking pods after the launch-to-binding time measured" if meta.get("boot") == "binding"
@@ -532,6 +575,8 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
             lines.append(f"| {names[key]} | " + " | ".join(cells) + f" | {spread.get(trace, {}).get(key, 0.0):.0%} |")
         close = sum(1 for r in group if r.verdict != "off")
         lines += ["", f"{close} of {len(group)} figures close.", ""]
+    if repeats is not None:
+        lines += [*by_figure(rows, repeats), ""]
     return lines
 
 
@@ -738,4 +783,7 @@ def run() -> list[str]:
                                "real": [{"job": list(j), "result": r} for j, r in real.items()],
                                "simulated": simulated, "rows": [r.__dict__ for r in rows]}, indent=1))
     print(f"calibrate: {len(real)} real runs in {minutes:.0f} min; JSON in {out}", file=sys.stderr)
-    return render(rows, spread, meta)
+    repeats: dict[tuple[str, str, int], list[Doc]] = {}
+    for side_key, kind, seed, n in sorted(figures):
+        repeats.setdefault((kind, side_key, seed), []).append(figures[(side_key, kind, seed, n)])
+    return render(rows, spread, meta, repeats)

@@ -508,3 +508,23 @@ def test_the_boot_time_can_be_the_real_runs_launch_to_binding_time_instead(tmp_p
             "boots": [[6.0, None]], "boot": "binding", "machine": "2 cores", "describe": "218 pods at the peak"}
     assert "launch-to-binding time measured in the real run it replays (6-6 s)" in "\n".join(
         calibrate.render(rows, {}, meta))
+
+
+def test_the_tables_are_summed_up_per_figure_with_the_real_runs_of_each_seed() -> None:
+    real, again = figures(evictions=100, cost=1.0), figures(evictions=130, cost=1.02)
+    rows = [*calibrate.compare("bursty", 1, "karpenter-default", real, figures(evictions=140, cost=1.0), {}),
+            *calibrate.compare("bursty", 2, "karpenter-default", real, figures(evictions=150, cost=1.5), {})]
+    repeats = {("bursty", "karpenter-default", 1): [real, again], ("bursty", "karpenter-default", 2): [real]}
+    lines = calibrate.by_figure(rows, repeats)
+    # evictions: 1.40 and 1.50, both off; the first lands among its seed's runs (100-130, plus 10%: up to 143),
+    # whose two runs are 30% apart; seed 2 ran once and counts in neither of the last two columns
+    assert "| evictions | 0 of 2 | 1.40-1.50 | 1 of 1 | 0 of 1 |" in lines
+    assert "| node-hours cost ($) | 1 of 2 | 1.00-1.50 | 1 of 1 | 1 of 1 |" in lines
+    assert "| emptiness | 2 of 2 | 1.00-1.00 | 1 of 1 | 1 of 1 |" in lines
+    total = len(calibrate.FIGURES)
+    assert lines[-1] == f"| all | {2 * total - 3} of {2 * total} | | {total} of {total} | {total - 1} of {total} |"
+    assert not calibrate.among(144.0, [100.0, 130.0]) and calibrate.among(90.0, [100.0, 130.0])
+    meta = {"size": "short", "seeds": [1, 2], "parallel": 2, "repeat": 1, "runs": 3, "minutes": 21.0,
+            "boots": [[31.5, 93.0]], "machine": "2 cores", "describe": "218 pods at the peak"}
+    assert "**By figure**" in "\n".join(calibrate.render(rows, {}, meta, repeats))
+    assert "**By figure**" not in "\n".join(calibrate.render(rows, {}, meta))

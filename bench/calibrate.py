@@ -55,10 +55,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -463,6 +464,19 @@ def compare(trace: str, seed: int, side: str, real: Mapping[str, Any], backtest:
     return rows
 
 
+#: the gaps between two commands the cadence counts (`cadence`): Karpenter's loop looking again right after a command
+#: and finding one (its 15 s validation and a second), and waiting out its 10 s poll first
+CADENCE_BANDS: tuple[tuple[float, float], ...] = ((14.0, 17.0), (24.0, 27.0))
+
+
+def cadence(runs: Iterable[Sequence[float]]) -> list[float]:
+    """How far apart a side's commands come (pure): over every run's command moments (seconds), the count of gaps
+    between two commands one after the other, then the share of them in each of ``CADENCE_BANDS``."""
+    gaps = [b - a for moments in runs for a, b in pairwise(sorted(moments))]
+    return [float(len(gaps)), *(sum(1 for g in gaps if low <= g <= high) / len(gaps) if gaps else 0.0
+                                for low, high in CADENCE_BANDS)]
+
+
 #: the real runs of one (trace, side, seed), their figures (``real_figures``) in the order they ran
 Repeats = Mapping[tuple[str, str, int], Sequence[Mapping[str, Any]]]
 
@@ -522,6 +536,17 @@ def _early_lines(early: Sequence[Sequence[Any]]) -> list[str]:
             f"{len(early)} real runs: {each}."]
 
 
+def _cadence_lines(found: Mapping[str, Sequence[float]] | None) -> list[str]:
+    """The sentence on how far apart each side's commands come (``cadence``); none from an older JSON."""
+    if not found or "real" not in found or "backtest" not in found:
+        return []
+    (low_a, high_a), (low_b, high_b) = CADENCE_BANDS
+    real, sim = found["real"], found["backtest"]
+    return ["", f"Cadence: of the {real[0]:.0f} gaps between two commands one after the other in the real runs, "
+            f"{real[1]:.0%} are {low_a:.0f}-{high_a:.0f} s and {real[2]:.0%} {low_b:.0f}-{high_b:.0f} s; of the "
+            f"back-test's {sim[0]:.0f}, {sim[1]:.0%} and {sim[2]:.0%}."]
+
+
 def _repeated(repeat: int | Sequence[int]) -> str:
     """The seeds run twice, as the method's words say them (an older JSON names one seed)."""
     seeds = [repeat] if isinstance(repeat, int) else list(repeat)
@@ -554,7 +579,7 @@ def render(rows: Sequence[Row], spread: Mapping[str, Mapping[str, float]], meta:
              "launches. "
              f"{meta['runs']} real runs, {meta['minutes']:.0f} minutes on {meta['machine']}"
              + (f", load average {meta['load']:.0f} on average over the runs" if meta.get("load") else "") + ".",
-             *_early_lines(meta.get("early") or []), "",
+             *_early_lines(meta.get("early") or []), *_cadence_lines(meta.get("cadence")), "",
              "Each cell: real / back-test (back-test ÷ real); **bold** where the back-test is off by more than "
              f"{TOLERANCE:.0%} and more than the real runs' own spread.", ""]
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -708,16 +733,20 @@ def simulation_of(result: Mapping[str, Any], side: peer.Side, types: Sequence[Ma
 
 
 def run_simulated(result: Mapping[str, Any], side: peer.Side, types: Sequence[Mapping[str, Any]],
-                  boot: str = "ready", binding: str = "scored") -> Doc:
-    """The back-test of a real run (``simulation_of``); the policy's summary."""
+                  boot: str = "ready", binding: str = "scored") -> tuple[Doc, list[float]]:
+    """The back-test of a real run (``simulation_of``): the policy's summary, and the moments of its disrupting
+    decisions in seconds from the start (every one of them: ``top_decisions`` set past what a run makes)."""
     from ebb.adapters.logs import configure
     from ebb.core.traces import Trace
     from ebb_embedded.backtest import run_policy
 
     configure("error")  # the services' logs: errors only, on stderr (as `ebb backtest` by default)
     documents, trace, policy, options = simulation_of(result, side, types, boot, binding)
-    summary: Doc = run_policy(documents, Trace.model_validate(trace), policy, options)["summary"]
-    return summary
+    run = run_policy(documents, Trace.model_validate(trace), policy, replace(options, top_decisions=100_000))
+    moments = sorted((datetime.fromisoformat(str(d["at"]).replace("Z", "+00:00")) - START).total_seconds()
+                     for d in run["decisions"])
+    summary: Doc = run["summary"]
+    return summary, moments
 
 
 def run() -> list[str]:
@@ -764,8 +793,8 @@ def run() -> list[str]:
         if n:
             continue
         result = real[(side_key, kind, seed, n)]
-        summary = run_simulated(result, peer.SIDES[side_key], types, boot, binding)
-        simulated.append({"job": [side_key, kind, seed], "summary": summary})
+        summary, moments = run_simulated(result, peer.SIDES[side_key], types, boot, binding)
+        simulated.append({"job": [side_key, kind, seed], "summary": summary, "commands": moments})
         rows += compare(kind, seed, side_key, figures[(side_key, kind, seed, n)], backtest_figures(summary),
                         spread[kind])
     first = next(iter(real.values()))
@@ -777,7 +806,10 @@ def run() -> list[str]:
             "early": [[*job, int(bound.get("early") or 0), int(bound.get("pods") or 0)]
                       for job, r in real.items()
                       if isinstance(bound := (r.get("cloud") or {}).get("bound_after_ready"), Mapping)],
-            "describe": f"{first['trace']['peak_pods']} pods at the peak"}
+            "describe": f"{first['trace']['peak_pods']} pods at the peak",
+            "cadence": {"real": cadence([float(c["t"]) for c in r.get("karpenter_commands") or []]
+                                        for r in real.values()),
+                        "backtest": cadence(s["commands"] for s in simulated)}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "spread": spread,
                                "real": [{"job": list(j), "result": r} for j, r in real.items()],

@@ -528,3 +528,17 @@ def test_the_tables_are_summed_up_per_figure_with_the_real_runs_of_each_seed() -
             "boots": [[31.5, 93.0]], "machine": "2 cores", "describe": "218 pods at the peak"}
     assert "**By figure**" in "\n".join(calibrate.render(rows, {}, meta, repeats))
     assert "**By figure**" not in "\n".join(calibrate.render(rows, {}, meta))
+
+
+def test_the_cadence_counts_the_gaps_between_one_command_and_the_next_in_each_band() -> None:
+    # two runs: gaps 15, 25 and 40 in the first (its moments unsorted), 16 in the second; none across the runs
+    found = calibrate.cadence([[100.0, 115.0, 180.0, 140.0], [10.0, 26.0], [5.0]])
+    assert found == [4.0, 0.5, 0.25]
+    assert calibrate.cadence([[1.0]]) == [0.0, 0.0, 0.0]
+    meta = {"size": "short", "seeds": [1], "parallel": 2, "repeat": 1, "runs": 2, "minutes": 21.0,
+            "boots": [[31.5, 93.0]], "machine": "2 cores", "describe": "218 pods at the peak",
+            "cadence": {"real": found, "backtest": [2.0, 1.0, 0.0]}}
+    rows = calibrate.compare("bursty", 1, "karpenter-default", figures(), figures(), {})
+    text = "\n".join(calibrate.render(rows, {}, meta))
+    assert ("Cadence: of the 4 gaps between two commands one after the other in the real runs, 50% are 14-17 s and "
+            "25% 24-27 s; of the back-test's 2, 100% and 0%.") in text

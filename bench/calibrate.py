@@ -785,8 +785,12 @@ def run() -> list[str]:
         minutes = (time.monotonic() - started) / 60
     types = json.loads(peer.kwok_instance_types_path().read_text())
     figures = {job: real_figures(result) for job, result in real.items()}
-    spread = {kind: spreads([[figures[j] for j in figures if j[:3] == (side, kind, seed)] for side in sides
-                             for seed in seeds]) for kind in kinds}
+    # every real run's figures by (trace, side, seed), in the order they ran: the real spread and `by_figure` read them
+    repeats: dict[tuple[str, str, int], list[Doc]] = {}
+    for side_key, kind, seed, n in sorted(figures):
+        repeats.setdefault((kind, side_key, seed), []).append(figures[(side_key, kind, seed, n)])
+    spread = {kind: spreads([repeats.get((kind, side, seed), []) for side in sides for seed in seeds])
+              for kind in kinds}
     rows: list[Row] = []
     simulated: list[Doc] = []
     for side_key, kind, seed, n in jobs:
@@ -815,7 +819,4 @@ def run() -> list[str]:
                                "real": [{"job": list(j), "result": r} for j, r in real.items()],
                                "simulated": simulated, "rows": [r.__dict__ for r in rows]}, indent=1))
     print(f"calibrate: {len(real)} real runs in {minutes:.0f} min; JSON in {out}", file=sys.stderr)
-    repeats: dict[tuple[str, str, int], list[Doc]] = {}
-    for side_key, kind, seed, n in sorted(figures):
-        repeats.setdefault((kind, side_key, seed), []).append(figures[(side_key, kind, seed, n)])
     return render(rows, spread, meta, repeats)
